@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
+from django.urls import include, path
+from django.views.static import serve
+from rest_framework.schemas import get_schema_view
+
+from config import views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("healthz", views.healthz, name="healthz"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("annotate/", include("annotate.urls")),
+    path("detectors/", include("detectors.urls")),
+    path("reports/", include("reports.urls")),
+    path("api/", include("annotate.api_urls")),
+    path("api/", include("detectors.api_urls")),
+    path("api/", include("reports.api_urls")),
+    path(
+        "api/schema/",
+        get_schema_view(
+            title="BiasLab API", version="1.0.0", description="Labels, ground truth, predictions."
+        ),
+        name="openapi-schema",
+    ),
+    # Images are served by Django itself so the app runs stand-alone with no web server; file
+    # names are content hashes, so a URL reveals nothing about the prompt or the model.
+    path(
+        f"{settings.MEDIA_URL.strip('/')}/<path:path>",
+        login_required(serve),
+        {"document_root": settings.MEDIA_ROOT},
+    ),
+]

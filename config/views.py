@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect
+
+from annotate import roles
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    """Send each role to the screen it works in."""
+    if roles.is_researcher(request.user):
+        return redirect("reports:overview")
+    if roles.is_annotator(request.user):
+        return redirect("annotate:label")
+    return redirect("annotate:no_role")
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    return JsonResponse({"ok": True, "database": connection.vendor})

@@ -1,0 +1,9 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class DetectorsConfig(AppConfig):
+    name = "detectors"
+    verbose_name = "Detectors and generation"
+    default_auto_field = "django.db.models.BigAutoField"

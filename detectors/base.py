@@ -1,0 +1,98 @@
+"""The one contract every detector (filter or classifier) implements.
+
+A detector takes a batch of RGB images and returns, per image, a verdict — male, female or
+filtered — with its raw scores and, when filtered, the reason. It never guesses: an image it
+cannot judge is filtered with a reason, and a detector that cannot run (missing weights, no API
+key) raises ``DetectorUnavailable`` naming the setting to fill.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:  # Pillow is light, but keep the import graph obvious.
+    from PIL.Image import Image as PILImage
+
+MALE = "male"
+FEMALE = "female"
+FILTERED = "filtered"
+VERDICTS = (MALE, FEMALE, FILTERED)
+
+
+class DetectorError(Exception):
+    """Base class of what detectors raise."""
+
+
+class DetectorUnavailable(DetectorError):
+    """The detector cannot run here: weights missing, package missing, API key not set.
+
+    The message names the setting or environment variable to fill. Raised from ``load()`` (or
+    the constructor), never per image.
+    """
+
+
+class UnknownDetector(DetectorError):
+    """No detector is registered under that name."""
+
+
+@dataclass(frozen=True)
+class DetectorOutput:
+    """What a detector says about one image."""
+
+    verdict: str
+    scores: dict[str, float] = field(default_factory=dict)
+    filter_reason: str = ""
+    detail: str = ""  # free text kept with the verdict, e.g. BLIP-2's raw answer
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+        if self.verdict == FILTERED and not self.filter_reason:
+            raise ValueError("a filtered verdict needs a filter_reason")
+        if self.verdict != FILTERED and self.filter_reason:
+            raise ValueError("only a filtered verdict has a filter_reason")
+
+    @classmethod
+    def filtered(
+        cls, reason: str, scores: dict[str, float] | None = None, detail: str = ""
+    ) -> DetectorOutput:
+        return cls(verdict=FILTERED, scores=dict(scores or {}), filter_reason=reason, detail=detail)
+
+
+class Detector:
+    """Subclass this, set ``key`` and ``version``, implement ``load`` and ``predict``.
+
+    ``load()`` is called once before the first batch; it loads weights onto ``device`` and raises
+    ``DetectorUnavailable`` when they are missing. ``predict()`` must return exactly one output
+    per input image, in order. A per-image failure that is not a verdict (a corrupt file) is the
+    caller's business: ``run_detectors`` stores it as a failed prediction.
+    """
+
+    key: ClassVar[str] = ""
+    #: Bumped whenever code or default weights change what the detector would say; together
+    #: with the weights identifier it forms the stored prediction version.
+    version: ClassVar[str] = "1"
+    description: ClassVar[str] = ""
+
+    def __init__(self, *, device: str = "cpu", **options: Any) -> None:
+        self.device = device
+        self.options = options
+        self._loaded = False
+
+    @property
+    def version_id(self) -> str:
+        """The version stored with each prediction. Subclasses add the weights they use."""
+        return self.version
+
+    def load(self) -> None:
+        """Load weights. Override; raise DetectorUnavailable with the setting's name."""
+
+    def ensure_loaded(self) -> None:
+        if not self._loaded:
+            self.load()
+            self._loaded = True
+
+    def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
+        raise NotImplementedError

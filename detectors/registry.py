@@ -1,0 +1,44 @@
+"""Detector names → dotted paths, imported on first use.
+
+An explicit mapping (no discovery by ``__subclasses__()``): reading this file tells you every
+detector BiasLab knows. Nothing heavy (torch, dlib, ultralytics) is imported until ``get()``.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+from detectors.base import Detector, UnknownDetector
+
+DETECTORS: dict[str, str] = {
+    # filled in by the detector modules' authors; key -> "package.module.ClassName"
+}
+
+
+def available() -> list[str]:
+    return sorted(DETECTORS)
+
+
+def detector_class(key: str) -> type[Detector]:
+    try:
+        dotted = DETECTORS[key]
+    except KeyError:
+        known = ", ".join(available()) or "none"
+        raise UnknownDetector(f"Unknown detector {key!r}. Known detectors: {known}.") from None
+    module_name, _, class_name = dotted.rpartition(".")
+    return getattr(import_module(module_name), class_name)
+
+
+def get(key: str, **options: Any) -> Detector:
+    """A new, not yet loaded, detector instance."""
+    return detector_class(key)(**options)
+
+
+def register(key: str, dotted_path: str) -> None:
+    """Add a detector at run time (tests register a fake one; plugins outside the repo too)."""
+    DETECTORS[key] = dotted_path
+
+
+def unregister(key: str) -> None:
+    DETECTORS.pop(key, None)

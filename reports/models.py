@@ -1,0 +1,1 @@
+"""Reports own no tables: they read labels and predictions through selectors."""
