@@ -47,7 +47,14 @@ class RunStatus(models.TextChoices):
 class DetectorRun(models.Model):
     """One invocation of ``run_detectors``; researchers watch status, counts and speed."""
 
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="detector_runs")
+    study = models.ForeignKey(
+        Study,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="detector_runs",
+        help_text="Only images of this study, if set; empty when the run covers every study.",
+    )
     detector = models.CharField(max_length=100, help_text="Registry key, e.g. clip_enhance.")
     version = models.CharField(max_length=200, help_text="Detector version string (weights + code).")
     t2i_model = models.CharField(
