@@ -1,0 +1,299 @@
+"""Face++ (Megvii) Detect API as a gender detector — the paper's "Face++" (appendix A).
+
+One HTTPS POST per image to the v3 Detect endpoint with ``return_attributes=gender``; the image
+travels base64-encoded as JPEG. Only the standard library is used (urllib), so the detector costs
+nothing to import.
+
+Settings (environment):
+  ``BIASLAB_FACEPP_KEY`` / ``BIASLAB_FACEPP_SECRET``  the API key and secret (no default; without
+  them ``load()`` raises DetectorUnavailable "not configured: set …").
+  ``BIASLAB_FACEPP_URL``  the Detect endpoint (default: the international one below; use
+  ``https://api-cn.faceplusplus.com/facepp/v3/detect`` for a mainland-China key).
+
+Decision rules (documented contract, tested in tests/detectors/test_facepp.py):
+  * no face returned                                   → filtered ``no_face``
+  * several faces and the second-largest face's area is more than ``several_ratio`` (default
+    0.5, the paper's CLIP-Enhance threshold for persons) of the largest one's
+                                                       → filtered ``several_people``
+  * otherwise the largest face decides: "Male" → male, "Female" → female. (A free key gets
+    attributes for the five largest faces only; the largest always has them.)
+  * the API rejects the image itself (bad format, size, too large a file, no attributes on the
+    main face) → filtered ``api_error`` with the API's message in ``detail``: the image cannot
+    be judged by this detector, which is a verdict about the image.
+  * transport failures and server-side trouble — 5xx, 429, ``CONCURRENCY_LIMIT_EXCEEDED``,
+    timeouts, connection errors, a body that is not JSON — are retried with exponential backoff
+    and jitter (``max_attempts`` tries in all); if they persist, ``predict`` raises
+    ``FacePlusPlusError`` so ``run_detectors`` stores a *failed* prediction, never a verdict.
+  * authentication/authorisation errors and malformed requests (other 4xx) raise at once: no
+    retry can fix them and they say nothing about the image.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import io
+import json
+import os
+import random
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from detectors.base import FEMALE, MALE, Detector, DetectorError, DetectorOutput, DetectorUnavailable
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
+
+DEFAULT_URL = "https://api-us.faceplusplus.com/facepp/v3/detect"
+KEY_ENV = "BIASLAB_FACEPP_KEY"
+SECRET_ENV = "BIASLAB_FACEPP_SECRET"
+URL_ENV = "BIASLAB_FACEPP_URL"
+
+# Face++ limits for image_base64 / image_file: at most 2 MB and 4096 px a side; at least 48 px.
+MAX_SIDE = 4096
+MAX_BYTES = 2 * 1024 * 1024
+
+# error_message values (HTTP 400/412/413) that mean "this image cannot be analysed" — a verdict
+# about the image. Face++ may append details after a colon (e.g. "INVALID_IMAGE_SIZE: image_file").
+IMAGE_ERRORS = (
+    "IMAGE_ERROR_UNSUPPORTED_FORMAT",
+    "INVALID_IMAGE_SIZE",
+    "IMAGE_FILE_TOO_LARGE",
+    "INVALID_IMAGE_URL",
+    "IMAGE_DOWNLOAD_TIMEOUT",
+    "Request Entity Too Large",
+)
+RETRYABLE_ERRORS = ("CONCURRENCY_LIMIT_EXCEEDED", "INTERNAL_ERROR")
+
+
+class FacePlusPlusError(DetectorError):
+    """The API could not be reached or refused the request for a reason unrelated to the image."""
+
+
+@dataclass(frozen=True)
+class Face:
+    """One face as the API returns it; ``gender`` is "" when the API gave no attribute."""
+
+    left: int
+    top: int
+    width: int
+    height: int
+    gender: str
+
+    @property
+    def area(self) -> int:
+        return max(self.width, 0) * max(self.height, 0)
+
+
+@dataclass(frozen=True)
+class ApiImageRejected:
+    """The API answered that this image cannot be analysed."""
+
+    message: str
+
+
+class _Retryable(Exception):
+    """Internal: one attempt failed in a way that another attempt may fix."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def faces_from_response(payload: Any) -> list[Face]:
+    """Parse the ``faces`` list of a Detect response; raises ValueError on an unexpected shape."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("faces"), list):
+        raise ValueError("response has no 'faces' list")
+    faces = []
+    for item in payload["faces"]:
+        rect = item.get("face_rectangle") or {}
+        try:
+            box = [int(rect[k]) for k in ("left", "top", "width", "height")]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"face without a valid face_rectangle: {item!r}") from exc
+        gender = ((item.get("attributes") or {}).get("gender") or {}).get("value", "")
+        faces.append(Face(*box, gender=str(gender)))
+    return faces
+
+
+def decide(faces: Sequence[Face], *, several_ratio: float = 0.5) -> DetectorOutput:
+    """One verdict per image from the faces the API found (rules in the module docstring)."""
+    if not faces:
+        return DetectorOutput.filtered("no_face", scores={"n_faces": 0.0})
+    ranked = sorted(faces, key=lambda f: f.area, reverse=True)
+    main = ranked[0]
+    second_ratio = ranked[1].area / main.area if len(ranked) > 1 and main.area else 0.0
+    scores = {"n_faces": float(len(ranked)), "second_face_ratio": round(second_ratio, 4)}
+    if second_ratio > several_ratio:
+        return DetectorOutput.filtered("several_people", scores=scores)
+    gender = main.gender.strip().lower()
+    if gender == "male":
+        return DetectorOutput(verdict=MALE, scores=scores, detail=main.gender)
+    if gender == "female":
+        return DetectorOutput(verdict=FEMALE, scores=scores, detail=main.gender)
+    return DetectorOutput.filtered(
+        "api_error", scores=scores, detail=f"no gender attribute for the main face (got {main.gender!r})"
+    )
+
+
+def encode_image(image: PILImage) -> bytes:
+    """JPEG bytes within Face++'s size limits (downscaled, then recompressed, as needed)."""
+    img = image.convert("RGB")
+    if max(img.size) > MAX_SIDE:
+        img = img.copy()
+        img.thumbnail((MAX_SIDE, MAX_SIDE))
+    for quality in (95, 85, 75, 60):
+        buf = io.BytesIO()
+        img.save(buf, format="JPEG", quality=quality)
+        data = buf.getvalue()
+        # base64 grows the payload by a third; the 2 MB limit applies to the decoded file.
+        if len(data) <= MAX_BYTES:
+            return data
+    return data  # still too big: the API answers with IMAGE_FILE_TOO_LARGE → filtered api_error
+
+
+def backoff_delay(attempt: int, *, base: float, cap: float, rng: random.Random) -> float:
+    """Delay before retry number ``attempt`` (1-based): exponential, capped, "equal jitter".
+
+    Half of the exponential step is kept so retries never hammer the server, the other half is
+    random so parallel workers spread out.
+    """
+    step = min(cap, base * 2 ** (attempt - 1))
+    return step / 2 + rng.uniform(0, step / 2)
+
+
+class FacePlusPlusDetector(Detector):
+    key: ClassVar[str] = "facepp"
+    version: ClassVar[str] = "1"
+    description: ClassVar[str] = "Face++ Detect API (gender attribute), largest-face rule."
+
+    def __init__(
+        self,
+        *,
+        device: str = "cpu",
+        timeout: float = 30.0,
+        max_attempts: int = 5,
+        backoff_base: float = 1.0,
+        backoff_cap: float = 30.0,
+        several_ratio: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(device=device, **options)
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        self.timeout = timeout
+        self.max_attempts = max_attempts
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.several_ratio = several_ratio
+        self.sleep = sleep  # injectable: tests pass a recorder instead of waiting
+        self.rng = rng or random.Random()
+        self.url = os.environ.get(URL_ENV, "").strip() or DEFAULT_URL
+        self._key = ""
+        self._secret = ""
+
+    @property
+    def version_id(self) -> str:
+        # The remote model can change without notice; the endpoint is the only id we have.
+        return f"{self.version}+facepp-v3-detect"
+
+    def load(self) -> None:
+        key = os.environ.get(KEY_ENV, "").strip()
+        secret = os.environ.get(SECRET_ENV, "").strip()
+        missing = [name for name, value in ((KEY_ENV, key), (SECRET_ENV, secret)) if not value]
+        if missing:
+            raise DetectorUnavailable(
+                f"Face++ is not configured: set {' and '.join(missing)} (and optionally {URL_ENV}, "
+                f"default {DEFAULT_URL})."
+            )
+        if urllib.parse.urlsplit(self.url).scheme not in ("http", "https"):
+            raise DetectorUnavailable(f"{URL_ENV} must be an http(s) URL, got {self.url!r}.")
+        self._key, self._secret = key, secret
+
+    def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
+        self.ensure_loaded()
+        # Sequential on purpose: a free key allows one request at a time (CONCURRENCY_LIMIT).
+        return [self._predict_one(image) for image in batch]
+
+    def _predict_one(self, image: PILImage) -> DetectorOutput:
+        result = self.detect(encode_image(image))
+        if isinstance(result, ApiImageRejected):
+            return DetectorOutput.filtered("api_error", detail=result.message)
+        return decide(result, several_ratio=self.several_ratio)
+
+    def detect(self, jpeg: bytes) -> list[Face] | ApiImageRejected:
+        """Call the API with retries; the faces found, or the API's rejection of the image."""
+        body = urllib.parse.urlencode(
+            {
+                "api_key": self._key,
+                "api_secret": self._secret,
+                "image_base64": base64.b64encode(jpeg).decode("ascii"),
+                "return_attributes": "gender",
+            }
+        ).encode("ascii")
+        last = ""
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                return self._attempt(body)
+            except _Retryable as exc:
+                last = str(exc)
+                if attempt == self.max_attempts:
+                    break
+                delay = backoff_delay(attempt, base=self.backoff_base, cap=self.backoff_cap, rng=self.rng)
+                if exc.retry_after is not None:
+                    delay = max(delay, min(exc.retry_after, self.backoff_cap))
+                self.sleep(delay)
+        raise FacePlusPlusError(f"Face++ failed after {self.max_attempts} attempts: {last}")
+
+    def _attempt(self, body: bytes) -> list[Face] | ApiImageRejected:
+        request = urllib.request.Request(
+            self.url,
+            data=body,
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                status, raw = response.status, response.read()
+                headers = response.headers
+        except urllib.error.HTTPError as exc:
+            status, raw, headers = exc.code, exc.read(), exc.headers
+        except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise _Retryable(f"cannot reach {self.url}: {reason}") from exc
+        return self._interpret(status, raw, headers)
+
+    def _interpret(self, status: int, raw: bytes, headers: Any) -> list[Face] | ApiImageRejected:
+        try:
+            payload = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            payload = None
+        message = payload.get("error_message", "") if isinstance(payload, dict) else ""
+        if status == 200:
+            if payload is None:
+                raise _Retryable(f"HTTP 200 with a body that is not JSON: {raw[:200]!r}")
+            try:
+                return faces_from_response(payload)
+            except ValueError as exc:
+                raise FacePlusPlusError(f"unexpected Face++ response: {exc}") from exc
+        retry_after = _retry_after(headers)
+        if status >= 500 or status == 429 or message.startswith(RETRYABLE_ERRORS):
+            raise _Retryable(f"HTTP {status} {message or raw[:200]!r}", retry_after)
+        if status == 413 or message.startswith(IMAGE_ERRORS):
+            return ApiImageRejected(message or f"HTTP {status} (request entity too large)")
+        raise FacePlusPlusError(f"Face++ refused the request: HTTP {status} {message or raw[:200]!r}")
+
+
+def _retry_after(headers: Any) -> float | None:
+    value = headers.get("Retry-After") if headers is not None else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
