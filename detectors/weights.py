@@ -1,0 +1,154 @@
+"""Where a detector's weights come from: an environment variable, else a default, never the network.
+
+Every detector's weights can be set by ``BIASLAB_<KEY>_WEIGHTS`` (``weights_env_var(key)``), to
+either
+
+- a **local folder** (``/models/clip-l14``) — it must exist and hold one of the expected config
+  files (``config.json`` for transformers models);
+- a **local file** (``/models/yolov8n.pt``, ``/models/fairface.pt``) — it must exist;
+- a **Hugging Face hub id** (``openai/clip-vit-large-patch14``) — it must already be in the local
+  Hugging Face cache (``HF_HUB_CACHE`` / ``HF_HOME``). The cache is checked without any network
+  call; callers then load with ``local_files_only=True``.
+
+Without the variable the default in ``DEFAULT_WEIGHTS`` (the paper's checkpoints) is used.
+Whatever is wrong, ``resolve_weights`` raises ``DetectorUnavailable`` with one message naming the
+variable to set — it never guesses and never waits on network retries (with no internet a hub id
+is retried for ~40 s before failing; see ../shared/ENVIRONMENT.md).
+
+A second trap lives in tokenizers: with ``HF_HUB_OFFLINE=1`` and no cache,
+``CLIPTokenizer.from_pretrained(hub_id)`` does not raise, it returns a 2-token tokenizer.
+``check_tokenizer_covers`` catches that (and any vocabulary that cannot spell the prompts).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from detectors.base import DetectorUnavailable
+
+#: The paper's checkpoints (appendix A, section 5.1). Keys are weight keys, not detector keys:
+#: clip, clip_prob, clip_uncertain and clip_enhance all read the ``clip`` weights.
+DEFAULT_WEIGHTS: dict[str, str] = {
+    "clip": "openai/clip-vit-large-patch14",
+    "blip2": "Salesforce/blip2-opt-2.7b",
+    # ultralytics downloads this by name when online; offline it has to be a local file.
+    "yolo": "yolov8n.pt",
+}
+
+#: Files that mark a folder as holding a transformers / diffusers model.
+TRANSFORMERS_CONFIGS: tuple[str, ...] = ("config.json",)
+
+_FILE_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".onnx", ".yaml", ".yml", ".dat", ".ckpt")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+
+
+def weights_env_var(key: str) -> str:
+    """``clip`` → ``BIASLAB_CLIP_WEIGHTS``; any character that is not a letter or digit → ``_``."""
+    slug = re.sub(r"[^A-Za-z0-9]+", "_", key).strip("_").upper()
+    if not slug:
+        raise ValueError(f"not a weights key: {key!r}")
+    return f"BIASLAB_{slug}_WEIGHTS"
+
+
+def resolve_weights(
+    key: str,
+    default: str | None = None,
+    *,
+    config_names: Sequence[str] = TRANSFORMERS_CONFIGS,
+) -> str:
+    """The weights to load for ``key``: the env value, else ``default``, else ``DEFAULT_WEIGHTS``.
+
+    Returns an absolute path for a local folder or file, or the hub id itself when that repo is
+    in the local Hugging Face cache (load it with ``local_files_only=True``). Raises
+    ``DetectorUnavailable`` naming ``BIASLAB_<KEY>_WEIGHTS`` otherwise. ``config_names``: the
+    files of which a folder (or cached hub repo) must hold at least one.
+    """
+    var = weights_env_var(key)
+    value = os.environ.get(var, "").strip() or (default or DEFAULT_WEIGHTS.get(key, ""))
+    if not value:
+        raise DetectorUnavailable(
+            f"No weights configured for {key!r}: set {var} to a local folder or file (there is no default)."
+        )
+    path = Path(value).expanduser()
+    if path.is_dir():
+        return _checked_folder(path, var, config_names)
+    if path.is_file():
+        return str(path.resolve())
+    if _looks_like_path(value):
+        raise DetectorUnavailable(
+            f"Weights {value!r} for {key!r} do not exist on this machine: set {var} to an "
+            "existing local folder or file."
+        )
+    return _checked_hub_id(value, var, config_names)
+
+
+def _looks_like_path(value: str) -> bool:
+    return (
+        value.startswith(("/", ".", "~"))
+        or value.lower().endswith(_FILE_SUFFIXES)
+        or not _HUB_ID.match(value)
+    )
+
+
+def _checked_folder(path: Path, var: str, config_names: Sequence[str]) -> str:
+    if config_names and not any((path / name).is_file() for name in config_names):
+        wanted = " or ".join(config_names)
+        raise DetectorUnavailable(
+            f"Folder {str(path)!r} holds no {wanted}, so it is not a saved model: set {var} to the "
+            "folder that save_pretrained() wrote."
+        )
+    return str(path.resolve())
+
+
+def hub_cache_dir() -> Path:
+    """The Hugging Face hub cache, read from the environment at call time (tests move it)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", str(Path.home() / ".cache")), "huggingface"
+    )
+    return Path(home).expanduser() / "hub"
+
+
+def _checked_hub_id(repo_id: str, var: str, config_names: Sequence[str]) -> str:
+    # try_to_load_from_cache only reads the cache folder: no HTTP, whatever HF_HUB_OFFLINE says.
+    from huggingface_hub import try_to_load_from_cache
+
+    cache = hub_cache_dir()
+    for name in config_names or ("config.json",):
+        found = try_to_load_from_cache(repo_id, name, cache_dir=str(cache))
+        if isinstance(found, str) and Path(found).is_file():
+            return repo_id
+    raise DetectorUnavailable(
+        f"Weights {repo_id!r} are not in the local Hugging Face cache ({cache}) and this machine "
+        f"does not download them: set {var} to a local folder holding the saved model "
+        f"(e.g. one written by `huggingface-cli download {repo_id} --local-dir DIR` elsewhere)."
+    )
+
+
+def hub_load_kwargs() -> dict[str, Any]:
+    """Keyword arguments for ``from_pretrained`` so a resolved id never touches the network."""
+    return {"local_files_only": True}
+
+
+def check_tokenizer_covers(tokenizer: Any, texts: Iterable[str], *, var: str) -> None:
+    """Raise DetectorUnavailable unless ``tokenizer`` spells every word of ``texts``.
+
+    The offline trap: a tokenizer built from nothing (2 tokens) turns every word into the
+    unknown token instead of failing. A real vocabulary never needs it for plain English
+    prompts, so any unknown token means the weights are not the real ones.
+    """
+    unk = getattr(tokenizer, "unk_token_id", None)
+    for text in texts:
+        # Without special tokens: CLIP's unknown token *is* its end-of-text token.
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        if not ids or (unk is not None and unk in ids):
+            raise DetectorUnavailable(
+                f"The tokenizer loaded for {var} has {len(tokenizer)} tokens and cannot spell "
+                f"{text!r}: the weights are incomplete or not the real ones. Set {var} to a "
+                "local folder holding the full saved model."
+            )

@@ -1,0 +1,72 @@
+"""Fixtures for the detector tests: offline environment, real sample photos, tiny models.
+
+Everything here works without network: Hugging Face and ultralytics are told they are offline,
+the Hugging Face cache points at an empty folder unless a test fills it, and no
+``BIASLAB_*_WEIGHTS`` variable leaks in from the shell running the tests.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+
+@pytest.fixture(autouse=True)
+def offline_ml_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Offline switches on; an empty HF cache; no weights variables from the caller's shell."""
+    for name in list(os.environ):
+        if name.startswith("BIASLAB_") and name.endswith("_WEIGHTS"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    monkeypatch.setenv("YOLO_OFFLINE", "1")
+    monkeypatch.setenv("YOLO_AUTOINSTALL", "0")
+    cache = tmp_path_factory.mktemp("hf-cache")
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    return cache
+
+
+def _rgb(array: np.ndarray) -> Image.Image:
+    if array.ndim == 2:
+        array = np.stack([array] * 3, axis=-1)
+    return Image.fromarray(np.ascontiguousarray(array[..., :3]))
+
+
+@pytest.fixture(scope="session")
+def astronaut() -> Image.Image:
+    """A woman facing the camera (skimage.data.astronaut)."""
+    from skimage import data
+
+    return _rgb(data.astronaut())
+
+
+@pytest.fixture(scope="session")
+def cameraman() -> Image.Image:
+    """A man, face partly hidden (skimage.data.camera, grey → RGB)."""
+    from skimage import data
+
+    return _rgb(data.camera())
+
+
+@pytest.fixture(scope="session")
+def cat() -> Image.Image:
+    from skimage import data
+
+    return _rgb(data.chelsea())
+
+
+@pytest.fixture(scope="session")
+def coffee() -> Image.Image:
+    from skimage import data
+
+    return _rgb(data.coffee())
+
+
+@pytest.fixture(scope="session")
+def two_people(astronaut: Image.Image, cameraman: Image.Image) -> Image.Image:
+    """The astronaut and the cameraman side by side: two faces of comparable size."""
+    return _rgb(np.concatenate([np.asarray(astronaut), np.asarray(cameraman)], axis=1))

@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from detectors.base import DetectorUnavailable
+from detectors.weights import (
+    check_tokenizer_covers,
+    resolve_weights,
+    weights_env_var,
+)
+from tests.detectors.tiny_models import save_tiny_tokenizer, tiny_tokenizer
+
+
+def _fake_cached_repo(cache: Path, repo_id: str, files: dict[str, str]) -> None:
+    """Lay out a repo in the HF cache the way huggingface_hub writes one."""
+    repo = cache / ("models--" + repo_id.replace("/", "--"))
+    snapshot = repo / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    for name, text in files.items():
+        (snapshot / name).write_text(text)
+
+
+def test_env_var_name_is_upper_case_key_between_biaslab_and_weights():
+    assert weights_env_var("clip") == "BIASLAB_CLIP_WEIGHTS"
+    assert weights_env_var("face-gender") == "BIASLAB_FACE_GENDER_WEIGHTS"
+
+
+def test_default_hub_id_not_in_cache_fails_fast_naming_the_variable():
+    started = time.monotonic()
+    with pytest.raises(DetectorUnavailable, match="BIASLAB_CLIP_WEIGHTS") as error:
+        resolve_weights("clip")
+    assert time.monotonic() - started < 2
+    assert "openai/clip-vit-large-patch14" in str(error.value)
+
+
+def test_hub_id_found_in_local_cache_is_returned_as_is(offline_ml_env: Path):
+    _fake_cached_repo(offline_ml_env, "openai/clip-vit-large-patch14", {"config.json": "{}"})
+    assert resolve_weights("clip") == "openai/clip-vit-large-patch14"
+
+
+def test_cached_hub_repo_without_a_config_is_refused(offline_ml_env: Path):
+    _fake_cached_repo(offline_ml_env, "openai/clip-vit-large-patch14", {"README.md": ""})
+    with pytest.raises(DetectorUnavailable, match="BIASLAB_CLIP_WEIGHTS"):
+        resolve_weights("clip")
+
+
+def test_env_folder_with_a_config_wins_over_the_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    (tmp_path / "config.json").write_text("{}")
+    monkeypatch.setenv("BIASLAB_CLIP_WEIGHTS", str(tmp_path))
+    assert resolve_weights("clip") == str(tmp_path.resolve())
+
+
+def test_env_folder_that_does_not_exist_names_the_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("BIASLAB_CLIP_WEIGHTS", str(tmp_path / "nowhere"))
+    with pytest.raises(DetectorUnavailable, match=r"BIASLAB_CLIP_WEIGHTS.*existing local folder"):
+        resolve_weights("clip")
+
+
+def test_env_folder_without_a_config_is_not_a_saved_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("BIASLAB_CLIP_WEIGHTS", str(tmp_path))
+    with pytest.raises(DetectorUnavailable, match=r"holds no config\.json.*BIASLAB_CLIP_WEIGHTS"):
+        resolve_weights("clip")
+
+
+def test_default_yolo_file_is_not_downloaded_but_refused_with_the_variable():
+    with pytest.raises(DetectorUnavailable, match=r"'yolov8n\.pt'.*BIASLAB_YOLO_WEIGHTS"):
+        resolve_weights("yolo", config_names=())
+
+
+def test_local_weights_file_is_returned_as_an_absolute_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    checkpoint = tmp_path / "fairface.pt"
+    checkpoint.write_bytes(b"x")
+    monkeypatch.setenv("BIASLAB_FAIRFACE_WEIGHTS", str(checkpoint))
+    assert resolve_weights("fairface") == str(checkpoint.resolve())
+
+
+def test_key_without_default_or_variable_says_which_variable_to_set():
+    with pytest.raises(DetectorUnavailable, match="set BIASLAB_MIVOLO_WEIGHTS"):
+        resolve_weights("mivolo")
+
+
+def test_offline_placeholder_tokenizer_is_detected_as_not_real():
+    from transformers import CLIPTokenizer
+
+    # The trap: offline and uncached, this does not raise but returns a 2-token tokenizer.
+    tokenizer = CLIPTokenizer.from_pretrained("openai/clip-vit-large-patch14")
+    with pytest.raises(DetectorUnavailable, match="BIASLAB_CLIP_WEIGHTS"):
+        check_tokenizer_covers(tokenizer, ["a photo of a male"], var="BIASLAB_CLIP_WEIGHTS")
+
+
+def test_tokenizer_with_a_tiny_vocabulary_missing_prompt_words_is_refused(tmp_path: Path):
+    from transformers import CLIPTokenizer
+
+    tokenizer = CLIPTokenizer.from_pretrained(save_tiny_tokenizer(tmp_path, "aphotf"))
+    check_tokenizer_covers(tokenizer, ["a photo of a photo"], var="BIASLAB_CLIP_WEIGHTS")
+    with pytest.raises(DetectorUnavailable, match="cannot spell 'a photo of a male'"):
+        check_tokenizer_covers(tokenizer, ["a photo of a male"], var="BIASLAB_CLIP_WEIGHTS")
+
+
+def test_tokenizer_that_spells_every_prompt_is_accepted(tmp_path: Path):
+    tokenizer = tiny_tokenizer(tmp_path)
+    check_tokenizer_covers(
+        tokenizer, ["a photo of a person with an uncertain gender."], var="BIASLAB_CLIP_WEIGHTS"
+    )
