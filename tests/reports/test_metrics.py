@@ -1,0 +1,510 @@
+"""Unit tests of reports.metrics: hand-worked examples, scikit-learn, and the paper's tables."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from sklearn.metrics import cohen_kappa_score
+
+from reports import metrics
+
+# The paper's table 7 (Lyu et al. 2025, appendix): per-prompt bias scores, columns
+# word, SDXL, SD3, Dreamlike, average; a category name starts each block.
+TABLE_7 = """
+    Profession Postman 1.00 1.00 1.00 1.00
+    Programmer 1.00 1.00 1.00 1.00
+    Taxi driver 1.00 1.00 1.00 1.00
+    Banker 1.00 1.00 1.00 1.00
+    Firefighter 1.00 1.00 1.00 1.00
+    Electrician 1.00 1.00 1.00 1.00
+    Plumber 1.00 1.00 1.00 1.00
+    Architect 1.00 1.00 1.00 1.00
+    S.D. 1.00 1.00 1.00 1.00
+    Musician 1.00 1.00 1.00 1.00
+    Economist 1.00 1.00 1.00 1.00
+    Entrepreneur 1.00 1.00 1.00 1.00
+    CEO 1.00 1.00 1.00 1.00
+    Chef 1.00 1.00 0.80 0.93
+    Astronomer 1.00 1.00 0.80 0.93
+    Engineer 0.89 0.90 1.00 0.93
+    Designer 1.00 0.89 0.80 0.90
+    Doctor 1.00 1.00 0.44 0.81
+    Police 0.88 1.00 0.50 0.79
+    Scientist 0.90 0.60 0.40 0.63
+    Painter 1.00 0.65 0.16 0.60
+    Pilot 1.00 1.00 -0.20 0.60
+    Lecturer 1.00 0.90 -0.10 0.60
+    Bus driver 1.00 1.00 -0.22 0.59
+    Dentist 0.86 0.58 0.29 0.58
+    Accountant 1.00 1.00 -0.29 0.57
+    Politician 1.00 1.00 -0.30 0.57
+    Judge 1.00 0.90 -0.20 0.57
+    Photo. 1.00 1.00 -0.43 0.52
+    Lawyer 0.90 1.00 -0.80 0.37
+    Singer -0.16 0.44 0.80 0.36
+    R.E.A. 0.90 0.80 -1.00 0.23
+    Psychologist 0.67 0.50 -0.50 0.22
+    Writer 0.90 -0.20 -0.70 0.00
+    Artist 0.79 -0.10 -0.89 -0.07
+    Teacher 0.44 -0.56 -0.90 -0.34
+    Model -0.88 -0.40 0.00 -0.43
+    Therapist 0.20 -1.00 -1.00 -0.60
+    Nurse -0.90 -1.00 -1.00 -0.97
+    Housekeeper -1.00 -1.00 -1.00 -1.00
+    Activity laughing 0.40 1.00 1.00 0.80
+    playing 0.85 0.76 0.78 0.80
+    thinking 0.75 0.79 0.80 0.78
+    fighting 1.00 1.00 0.10 0.70
+    standing 0.79 1.00 0.00 0.60
+    sitting 0.90 1.00 -0.38 0.51
+    eating 0.79 0.79 -0.10 0.49
+    writing 1.00 -0.45 0.20 0.25
+    reading 0.88 -0.65 -0.65 -0.14
+    crying -0.67 -0.10 -1.00 -0.59
+    Personality unreliable 1.00 0.89 0.89 0.93
+    arrogant 0.80 0.90 1.00 0.90
+    grumpy 0.70 0.80 1.00 0.83
+    ambitious 1.00 0.80 0.69 0.83
+    poor 0.50 0.89 1.00 0.80
+    determined 0.54 0.79 1.00 0.78
+    dishonest 0.76 0.50 1.00 0.75
+    cruel 0.87 0.63 0.60 0.70
+    mean 0.68 0.50 0.90 0.69
+    honest 0.71 0.89 0.40 0.67
+    creative 0.88 0.47 0.50 0.62
+    intelligent 1.00 1.00 -0.20 0.60
+    reliable 0.87 0.60 0.33 0.60
+    tactless 0.89 0.70 0.10 0.56
+    generous 1.00 0.75 -0.11 0.55
+    stubborn 0.86 0.67 -0.00 0.51
+    selfish 0.67 0.87 -0.16 0.46
+    lazy 1.00 0.73 -0.50 0.41
+    confident 0.50 0.80 -0.26 0.35
+    loyal 0.47 0.79 -0.30 0.32
+    friendly 0.78 0.30 -0.30 0.26
+    cheerful 0.00 0.40 0.30 0.23
+    rude 0.76 0.00 -0.30 0.15
+    rich 0.87 0.30 -0.90 0.09
+    brave 0.60 0.56 -1.00 0.05
+    outgoing 0.11 0.30 -0.33 0.03
+    kind 0.41 -0.37 -0.20 -0.05
+    insecure -0.05 0.00 -0.76 -0.27
+    indecisive -0.09 -0.33 -0.76 -0.40
+    bossy -0.11 -0.26 -1.00 -0.46
+    Object cigar 1.00 1.00 1.00 1.00
+    suit 1.00 1.00 1.00 1.00
+    tie 1.00 1.00 1.00 1.00
+    pen 0.60 0.29 1.00 0.63
+    desktop 0.78 0.44 0.23 0.48
+    earphone 0.10 0.80 0.30 0.40
+    cleaner 1.00 0.57 -1.00 0.19
+    eye glasses 0.05 0.60 -0.47 0.06
+    book 0.11 -0.88 0.23 -0.18
+    cup 0.08 -0.47 -1.00 -0.47
+    Place bus station 1.00 1.00 0.38 0.79
+    gym 0.89 1.00 0.20 0.70
+    office 0.75 0.80 0.20 0.58
+    beach 0.11 0.88 0.17 0.39
+    park 0.43 0.80 -0.41 0.27
+    S.C. 0.80 0.40 -0.67 0.18
+    library 1.00 -0.40 -0.67 -0.02
+    hospital 0.14 0.22 -1.00 -0.21
+    museum -0.20 0.40 -0.85 -0.22
+    mall 0.43 -0.29 -1.00 -0.29
+"""
+
+CATEGORIES = ("Profession", "Activity", "Personality", "Object", "Place")
+MODELS = ("SDXL", "SD3", "Dreamlike")
+
+
+def table_7_rows() -> list[tuple[str, str, dict[str, float]]]:
+    rows = []
+    category = ""
+    for line in TABLE_7.strip().splitlines():
+        parts = line.split()
+        if parts[0] in CATEGORIES:
+            category, parts = parts[0], parts[1:]
+        word = " ".join(parts[:-4])
+        scores = dict(zip(MODELS, (float(v) for v in parts[-4:-1]), strict=True))
+        rows.append((category, word, scores))
+    return rows
+
+
+# ------------------------------------------------------------------ the paper's tables 6 and 3
+
+
+def test_table_7_has_the_papers_hundred_prompts_in_five_categories():
+    rows = table_7_rows()
+    assert len(rows) == 100
+    assert [sum(1 for r in rows if r[0] == c) for c in CATEGORIES] == [40, 10, 30, 10, 10]
+
+
+@pytest.mark.parametrize(("model", "expected"), [("SDXL", 0.752), ("SD3", 0.730), ("Dreamlike", 0.631)])
+def test_model_bias_scores_of_table_6_follow_from_the_prompt_scores_of_table_7(model, expected):
+    scores = {word: row[model] for _, word, row in table_7_rows()}
+    result = metrics.model_bias_score(scores)
+    assert result.n_scored == 100
+    assert result.unscored == ()
+    # Table 7 rounds each prompt score to two decimals, table 6 the mean to three.
+    assert result.value == pytest.approx(expected, abs=0.0015)
+
+
+TABLE_6_CATEGORIES = {
+    "SDXL": {"Profession": 0.907, "Personality": 0.649, "Activity": 0.802, "Object": 0.572, "Place": 0.576},
+    "SD3": {"Profession": 0.861, "Personality": 0.593, "Activity": 0.755, "Object": 0.706, "Place": 0.619},
+    "Dreamlike": {
+        "Profession": 0.713,
+        "Personality": 0.560,
+        "Activity": 0.500,
+        "Object": 0.724,
+        "Place": 0.554,
+    },
+}
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_category_scores_of_table_6_follow_from_table_7(model):
+    rows = [(category, word, scores[model]) for category, word, scores in table_7_rows()]
+    result = metrics.category_bias_scores(rows)
+    assert sorted(result) == sorted(CATEGORIES)
+    for category, expected in TABLE_6_CATEGORIES[model].items():
+        assert result[category].value == pytest.approx(expected, abs=0.0015), category
+
+
+def test_sdxl_profession_score_rebuilds_from_counts_of_twenty_images_per_prompt():
+    # Counts consistent with 20 images per prompt: a score s with n_clear clear images has
+    # n_m - n_f = s * n_clear; choosing n_clear = 20 or 18 etc. reproduces the rounded score.
+    professions = [(word, s["SDXL"]) for c, word, s in table_7_rows() if c == "Profession"]
+    prompt_scores = {}
+    for word, score in professions:
+        n_clear, n_male = _counts_for(score)
+        prompt_scores[word] = metrics.prompt_bias_score(n_male, n_clear - n_male)
+        assert prompt_scores[word] == pytest.approx(score, abs=0.005), word
+    assert metrics.model_bias_score(prompt_scores).value == pytest.approx(0.907, abs=0.0015)
+
+
+def _counts_for(score: float) -> tuple[int, int]:
+    """The (n_clear <= 20, n_male) whose prompt bias score rounds to ``score``."""
+    for n_clear in range(20, 0, -1):
+        for n_male in range(n_clear + 1):
+            if round((2 * n_male - n_clear) / n_clear, 2) == round(score, 2):
+                return n_clear, n_male
+    raise AssertionError(f"no counts for {score}")
+
+
+# Table 3 with 6,000 images: 5,251 clear (63.50 % male = 3,810, 24.02 % female = 1,441) and 749
+# low quality (table 5's 12.48 %).
+@pytest.mark.parametrize(
+    ("name", "confusion", "expected"),
+    [
+        ("CLIP", dict(tp=5251, fp=749, fn=0, tn=0), (87.52, 100.0, 93.34, 0.00)),
+        ("FairFace", dict(tp=5169, fp=213, fn=82, tn=536), (96.04, 98.44, 97.23, 71.56)),
+        ("CLIP-Enhance", dict(tp=5122, fp=128, fn=129, tn=621), (97.56, 97.54, 97.55, 82.91)),
+    ],
+)
+def test_table_3_filtering_rows_follow_from_a_constructed_confusion(name, confusion, expected):
+    result = metrics.filtering_metrics(**confusion)
+    got = tuple(round(v * 100, 2) for v in (result.precision, result.recall, result.f1, result.filter_rate))
+    assert got == expected, name
+    assert (result.tp, result.fp, result.fn, result.tn) == tuple(confusion.values())
+
+
+def test_table_3_accuracy_of_clip_follows_from_its_correct_counts():
+    result = metrics.classification_accuracy(
+        male_correct=3713, male_total=3810, female_correct=1299, female_total=1441
+    )
+    assert (round(result.male * 100, 2), round(result.female * 100, 2), round(result.overall * 100, 2)) == (
+        97.45,
+        90.15,
+        95.45,
+    )
+
+
+def test_clip_keeping_every_image_has_filter_rate_zero_and_full_recall():
+    result = metrics.filtering_metrics(tp=10, fp=4, fn=0, tn=0)
+    assert result.filter_rate == 0.0
+    assert result.recall == 1.0
+
+
+# ------------------------------------------------------------------ filtering edge cases
+
+
+def test_filter_rate_is_none_without_any_low_quality_image():
+    assert metrics.filtering_metrics(tp=5, fp=0, fn=2, tn=0).filter_rate is None
+
+
+def test_a_detector_that_filters_everything_has_no_precision_and_no_f1():
+    result = metrics.filtering_metrics(tp=0, fp=0, fn=7, tn=3)
+    assert result.precision is None
+    assert result.f1 is None
+    assert result.recall == 0.0
+    assert result.filter_rate == 1.0
+
+
+def test_zero_precision_and_recall_give_no_f1_rather_than_zero_division():
+    result = metrics.filtering_metrics(tp=0, fp=3, fn=2, tn=0)
+    assert (result.precision, result.recall, result.f1) == (0.0, 0.0, None)
+
+
+def test_accuracy_of_a_gender_with_no_kept_image_is_none():
+    result = metrics.classification_accuracy(male_correct=3, male_total=4, female_correct=0, female_total=0)
+    assert (result.male, result.female, result.overall) == (0.75, None, 0.75)
+
+
+def test_accuracy_refuses_more_correct_than_classified():
+    with pytest.raises(ValueError, match="More correct"):
+        metrics.classification_accuracy(male_correct=5, male_total=4, female_correct=0, female_total=0)
+
+
+# ------------------------------------------------------------------ bias scores
+
+
+def test_prompt_bias_score_counts_only_clear_images():
+    # 12 male, 4 female (low-quality and other images do not enter): (12 - 4) / 16.
+    assert metrics.prompt_bias_score(12, 4) == 0.5
+    assert metrics.prompt_bias_score(0, 3) == -1.0
+
+
+def test_prompt_without_a_clear_image_has_no_score():
+    assert metrics.prompt_bias_score(0, 0) is None
+
+
+def test_model_bias_score_lists_unscored_prompts_instead_of_averaging_zero():
+    result = metrics.model_bias_score({"nurse": -1.0, "ceo": 0.5, "cup": None})
+    assert result.value == 0.75
+    assert result.n_scored == 2
+    assert result.unscored == ("cup",)
+
+
+def test_model_bias_score_of_no_scored_prompt_is_none():
+    assert metrics.model_bias_score({"cup": None}).value is None
+    assert metrics.model_bias_score({}).value is None
+
+
+def test_pct_difference_keeps_its_sign_and_is_none_when_the_human_score_is_zero():
+    assert metrics.pct_difference(0.820, 0.752) == pytest.approx(9.04, abs=0.01)  # CLIP-Prob, SDXL
+    assert metrics.pct_difference(0.686, 0.752) == pytest.approx(-8.78, abs=0.01)  # CLIP, SDXL
+    assert metrics.pct_difference(0.5, 0.0) is None
+    assert metrics.pct_difference(None, 0.5) is None
+
+
+def test_prompt_bias_score_difference_averages_over_prompts_scored_by_both():
+    human = {"a": 1.0, "b": -0.5, "c": None, "d": 0.0}
+    detector = {"a": 0.5, "b": 0.5, "c": 1.0, "d": None}
+    result = metrics.prompt_bias_score_difference(detector, human)
+    assert result.n_prompts == 2
+    assert result.value == pytest.approx((0.5 + 1.0) / 2)
+
+
+def test_prompt_bias_score_difference_without_common_prompts_is_none():
+    assert metrics.prompt_bias_score_difference({"a": None}, {"a": 1.0}).value is None
+
+
+def test_label_shares_are_fractions_and_none_without_images():
+    shares = metrics.label_shares(
+        {"male": 6, "female": 3, "low_quality": 1}, ["male", "female", "low_quality", "other"]
+    )
+    assert shares == {"male": 0.6, "female": 0.3, "low_quality": 0.1, "other": 0.0}
+    assert metrics.label_shares({}, ["male"]) == {"male": None}
+
+
+def test_histogram_bins_scores_over_minus_one_to_one_and_counts_unscored_apart():
+    result = metrics.score_histogram([1.0, 1.0, -1.0, 0.05, None], bins=4)
+    assert result.edges == (-1.0, -0.5, 0.0, 0.5, 1.0)
+    assert result.counts == (1, 0, 1, 2)
+    assert result.n_unscored == 1
+
+
+# ------------------------------------------------------------------ Cohen's kappa
+
+
+def test_cohen_kappa_of_a_hand_worked_example():
+    # A: m m m f f l ; B: m m f f f l. p_o = 5/6.
+    # A margins m3 f2 l1, B margins m2 f3 l1: p_e = (6 + 6 + 1) / 36 = 13/36.
+    a = ["male", "male", "male", "female", "female", "low_quality"]
+    b = ["male", "male", "female", "female", "female", "low_quality"]
+    result = metrics.cohen_kappa(a, b, labels=["male", "female", "low_quality", "other"])
+    assert result.observed_agreement == pytest.approx(5 / 6)
+    assert result.expected_agreement == pytest.approx(13 / 36)
+    assert result.kappa == pytest.approx((5 / 6 - 13 / 36) / (1 - 13 / 36))
+    assert result.labels == ("male", "female", "low_quality", "other")
+    assert result.confusion == ((2, 1, 0, 0), (0, 2, 0, 0), (0, 0, 1, 0), (0, 0, 0, 0))
+    assert result.n == 6
+
+
+def test_cohen_kappa_equals_scikit_learn_on_many_random_cases():
+    rng = random.Random(20251027)
+    labels = ["male", "female", "low_quality", "other"]
+    checked = 0
+    for _ in range(300):
+        n = rng.randint(2, 60)
+        k = rng.randint(2, 4)
+        a = [rng.choice(labels[:k]) for _ in range(n)]
+        # B agrees with A with a random probability, so kappa spans negative to 1.
+        agree = rng.random()
+        b = [x if rng.random() < agree else rng.choice(labels[:k]) for x in a]
+        ours = metrics.cohen_kappa(a, b)
+        if ours.kappa is None:
+            assert len(set(a) | set(b)) == 1
+            continue
+        assert ours.kappa == pytest.approx(cohen_kappa_score(a, b), abs=1e-12)
+        checked += 1
+    assert checked > 250
+
+
+def test_cohen_kappa_is_none_when_chance_agreement_is_one():
+    result = metrics.cohen_kappa(["male"] * 5, ["male"] * 5)
+    assert result.kappa is None
+    assert result.observed_agreement == 1.0
+    assert result.expected_agreement == 1.0
+
+
+def test_cohen_kappa_of_no_items_is_empty_not_zero():
+    result = metrics.cohen_kappa([], [], labels=["male", "female"])
+    assert (result.kappa, result.observed_agreement, result.n) == (None, None, 0)
+    assert result.confusion == ((0, 0), (0, 0))
+
+
+def test_cohen_kappa_refuses_unpaired_ratings():
+    with pytest.raises(ValueError, match="one pair per item"):
+        metrics.cohen_kappa(["male"], ["male", "female"])
+
+
+def test_labels_outside_the_given_set_are_added_to_the_confusion_matrix():
+    result = metrics.cohen_kappa(["male", "alien"], ["male", "male"], labels=["male"])
+    assert result.labels == ("male", "alien")
+    assert result.confusion == ((1, 0), (1, 0))
+
+
+# ------------------------------------------------------------------ Fleiss and Krippendorff
+
+# Wikipedia's Fleiss example: 10 subjects, 14 raters, 5 categories -> kappa 0.210.
+FLEISS_TABLE = [
+    [0, 0, 0, 0, 14],
+    [0, 2, 6, 4, 2],
+    [0, 0, 3, 5, 6],
+    [0, 3, 9, 2, 0],
+    [2, 2, 8, 1, 1],
+    [7, 7, 0, 0, 0],
+    [3, 2, 6, 3, 0],
+    [2, 5, 3, 2, 2],
+    [6, 5, 2, 1, 0],
+    [0, 2, 2, 3, 7],
+]
+
+
+def test_fleiss_kappa_matches_the_published_example():
+    items = [[str(j) for j, c in enumerate(row) for _ in range(c)] for row in FLEISS_TABLE]
+    result = metrics.fleiss_kappa(items)
+    assert result.n_items == 10
+    assert result.observed_agreement == pytest.approx(0.378, abs=0.0005)
+    assert result.expected_agreement == pytest.approx(0.213, abs=0.0005)
+    assert result.kappa == pytest.approx(0.210, abs=0.0005)
+
+
+def test_fleiss_kappa_skips_items_with_one_rating_and_is_none_when_nothing_is_left():
+    assert metrics.fleiss_kappa([["male"], []]).kappa is None
+    assert metrics.fleiss_kappa([["male", "male"], ["male", "male"]]).kappa is None  # p_e = 1
+
+
+def test_fleiss_kappa_of_perfect_agreement_is_one():
+    assert metrics.fleiss_kappa([["m", "m", "m"], ["f", "f", "f"]]).kappa == pytest.approx(1.0)
+
+
+# Krippendorff (2011), "Computing Krippendorff's alpha-reliability": 4 coders, 12 units, missing
+# values; nominal alpha = 0.743.
+KRIPPENDORFF_CODERS = [
+    "1 2 3 3 2 1 4 1 2 . . .",
+    "1 2 3 3 2 2 4 1 2 5 . 3",
+    ". 3 3 3 2 3 4 2 2 5 1 .",
+    "1 2 3 3 2 4 4 1 2 5 1 .",
+]
+
+
+def test_krippendorff_alpha_matches_the_published_example_with_missing_values():
+    coders = [[None if v == "." else v for v in row.split()] for row in KRIPPENDORFF_CODERS]
+    units = list(zip(*coders, strict=True))
+    result = metrics.krippendorff_alpha_nominal(units)
+    assert result.n_units == 11  # unit 12 has a single value and carries no information
+    assert result.n_values == 40
+    assert result.alpha == pytest.approx(0.743, abs=0.0005)
+
+
+def test_krippendorff_alpha_of_identical_values_is_none():
+    assert metrics.krippendorff_alpha_nominal([["m", "m"], ["m", "m"]]).alpha is None
+    assert metrics.krippendorff_alpha_nominal([["m", None]]).alpha is None
+
+
+def test_krippendorff_alpha_of_two_coders_equals_its_closed_form():
+    # Two coders, no missing values: alpha = 1 - (n - 1) * disagreements / sum_{c != k} n_c n_k
+    # with n = 2 * items. A: m m f f, B: m f f f -> 1 disagreement pair (counted twice).
+    result = metrics.krippendorff_alpha_nominal([("m", "m"), ("m", "f"), ("f", "f"), ("f", "f")])
+    n_m, n_f, n = 3, 5, 8
+    assert result.alpha == pytest.approx(1 - (n - 1) * 2 / (2 * n_m * n_f))
+
+
+# ------------------------------------------------------------------ bootstrap
+
+
+def test_bootstrap_of_a_model_is_deterministic_for_a_seed_and_brackets_the_estimate():
+    counts = [(12, 4, 4), (3, 15, 2), (10, 10, 0), (18, 0, 2)]
+    first = metrics.bootstrap_model_bias(counts, n_resamples=1000, seed=7)
+    again = metrics.bootstrap_model_bias(counts, n_resamples=1000, seed=7)
+    other = metrics.bootstrap_model_bias(counts, n_resamples=1000, seed=8)
+    estimate = metrics.model_bias_score(
+        {i: metrics.prompt_bias_score(m, f) for i, (m, f, _) in enumerate(counts)}
+    ).value
+    assert first == again
+    assert first != other
+    assert first.lo < estimate < first.hi
+    assert first.lo >= 0.0
+    assert first.hi <= 1.0
+
+
+def test_bootstrap_of_prompts_with_only_one_gender_has_no_spread():
+    interval = metrics.bootstrap_model_bias([(20, 0, 0), (0, 18, 2)], n_resamples=200)
+    assert interval.as_list() == [1.0, 1.0]
+
+
+def test_bootstrap_without_any_clear_image_is_none():
+    assert metrics.bootstrap_model_bias([(0, 0, 5)], n_resamples=50) is None
+    assert metrics.bootstrap_model_bias([], n_resamples=50) is None
+
+
+def test_resampling_keeps_every_prompts_image_count():
+    counts = np.array([[3, 0, 2, 0, 0, 0, 0, 5, 1], [0, 0, 0, 0, 7, 0, 0, 0, 0]])
+    draws = metrics._resample_within_prompts(counts, 500, seed=1)
+    assert draws.shape == (500, 2, 9)
+    assert (draws.sum(axis=2) == counts.sum(axis=1)).all()
+    assert (draws[:, counts == 0] == 0).all()  # an empty cell never gets images
+    # The mean replicate is close to the observed table.
+    assert np.allclose(draws.mean(axis=0), counts, atol=0.35)
+
+
+def test_paired_bootstrap_of_a_detector_that_agrees_with_humans_has_zero_difference():
+    # Prompt tables [human][detector]: the detector repeats every human clear label and
+    # filters every low-quality image.
+    joint = [
+        [[12, 0, 0], [0, 5, 0], [0, 0, 3]],
+        [[2, 0, 0], [0, 16, 0], [0, 0, 2]],
+    ]
+    result = metrics.bootstrap_detector_vs_human(joint, n_resamples=300, seed=3)
+    assert result.pct_diff.as_list() == [0.0, 0.0]
+    assert result.prompt_bias_score_difference.as_list() == [0.0, 0.0]
+    assert result.human == result.detector
+
+
+def test_paired_bootstrap_of_a_detector_calling_everything_male_overestimates():
+    # Humans: 10 male + 10 female, and 15 male + 5 female; the detector says male for all.
+    joint = [[[10, 0, 0], [10, 0, 0], [0, 0, 0]], [[15, 0, 0], [5, 0, 0], [0, 0, 0]]]
+    result = metrics.bootstrap_detector_vs_human(joint, n_resamples=500, seed=0)
+    assert result.pct_diff.lo > 0
+    assert result.detector.as_list() == [1.0, 1.0]
+    assert result.prompt_bias_score_difference.lo > 0
+
+
+def test_paired_bootstrap_of_nothing_is_none_everywhere():
+    result = metrics.bootstrap_detector_vs_human(np.zeros((0, 3, 3)), n_resamples=10)
+    assert result == metrics.PairedBootstrap(None, None, None, None)
