@@ -1,0 +1,172 @@
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import CommandError, call_command
+from PIL import Image as PILImage
+
+from detectors import registry
+from detectors.models import DetectorRun, Prediction, PredictionStatus, RunStatus
+from detectors.selectors import Shard, images_pending
+from tests.factories import ImageFactory, PromptFactory, StudyFactory
+from tests.fakes import registered_fake, verdict_for
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def fake():
+    with registered_fake() as cls:
+        yield cls
+
+
+def run(*args: str) -> str:
+    out, err = io.StringIO(), io.StringIO()
+    call_command("run_detectors", *args, stdout=out, stderr=err)
+    return out.getvalue()
+
+
+@pytest.fixture
+def images(study):
+    prompt = PromptFactory(study=study)
+    return [ImageFactory(prompt=prompt) for _ in range(7)]
+
+
+def _pil(image) -> PILImage.Image:
+    return PILImage.open(Path(settings.MEDIA_ROOT) / image.file).convert("RGB")
+
+
+def test_run_stores_one_prediction_per_image_with_the_fake_verdict(fake, images):
+    run("--detector", "fake", "--batch-size", "3")
+    preds = {p.image_id: p for p in Prediction.objects.filter(detector="fake", version="1")}
+    assert set(preds) == {i.pk for i in images}
+    for image in images:
+        expected = verdict_for(_pil(image))
+        assert preds[image.pk].verdict == expected.verdict
+        assert preds[image.pk].filter_reason == expected.filter_reason
+        assert preds[image.pk].scores == expected.scores
+        assert preds[image.pk].seconds is not None
+    assert fake.calls == [3, 3, 1]
+    detector_run = DetectorRun.objects.get()
+    assert detector_run.status == RunStatus.FINISHED
+    assert (detector_run.n_total, detector_run.n_done, detector_run.n_failed) == (7, 7, 0)
+    assert detector_run.finished_at is not None
+    assert detector_run.host
+    assert set(Prediction.objects.values_list("run_id", flat=True)) == {detector_run.pk}
+
+
+def test_second_run_does_nothing_and_says_so(fake, images):
+    run("--detector", "fake")
+    out = run("--detector", "fake")
+    assert "Nothing to do: all 7 images" in out
+    assert DetectorRun.objects.count() == 1
+    assert Prediction.objects.count() == 7
+
+
+def test_run_skips_images_already_predicted_and_counts_them(fake, images):
+    run("--detector", "fake", "--limit", "2")
+    first = DetectorRun.objects.get()
+    assert (first.n_total, first.n_done) == (2, 2)
+    run("--detector", "fake")
+    second = DetectorRun.objects.exclude(pk=first.pk).get()
+    assert (second.n_skipped, second.n_total, second.n_done) == (2, 5, 5)
+    assert Prediction.objects.count() == 7
+
+
+def test_filters_by_study_and_t2i_model(fake, images):
+    other_study = StudyFactory(slug="other")
+    other = ImageFactory(prompt=PromptFactory(study=other_study), t2i_model="sd3")
+    run("--detector", "fake", "--study", "other")
+    assert list(Prediction.objects.values_list("image_id", flat=True)) == [other.pk]
+    run("--detector", "fake", "--t2i-model", "sdxl")
+    assert Prediction.objects.count() == 8
+
+
+def test_shards_are_disjoint_and_together_cover_every_image(fake, images):
+    for i in (1, 2, 3):
+        run("--detector", "fake", "--shard", f"{i}/3")
+    runs = DetectorRun.objects.all()
+    assert sorted(r.shard for r in runs) == ["1/3", "2/3", "3/3"]
+    per_run = [set(r.predictions.values_list("image_id", flat=True)) for r in runs]
+    assert sum(len(s) for s in per_run) == 7
+    assert set().union(*per_run) == {i.pk for i in images}
+    for r, ids in zip(runs, per_run, strict=True):
+        shard = Shard.parse(r.shard)
+        assert all(pk % 3 == shard.index - 1 for pk in ids)
+
+
+def test_a_corrupt_file_becomes_a_failed_prediction_not_a_crash(fake, images):
+    broken = images[2]
+    (Path(settings.MEDIA_ROOT) / broken.file).write_bytes(b"not a png at all")
+    missing = images[4]
+    (Path(settings.MEDIA_ROOT) / missing.file).unlink()
+    run("--detector", "fake", "--batch-size", "4")
+    failed = Prediction.objects.filter(status=PredictionStatus.FAILED)
+    assert {p.image_id for p in failed} == {broken.pk, missing.pk}
+    assert all(p.verdict == "" and "cannot open image" in p.error for p in failed)
+    assert Prediction.objects.filter(status=PredictionStatus.OK).count() == 5
+    assert DetectorRun.objects.get().n_failed == 2
+
+
+def test_a_predict_exception_is_retried_one_by_one_and_stored_as_failure(fake, images):
+    target = _pil(images[1]).tobytes()
+    fake.fail_when = lambda image: image.tobytes() == target
+    run("--detector", "fake", "--batch-size", "3")
+    failed = Prediction.objects.get(status=PredictionStatus.FAILED)
+    assert failed.image_id == images[1].pk
+    assert "ValueError: fake detector refuses this image" in failed.error
+    assert Prediction.objects.filter(status=PredictionStatus.OK).count() == 6
+    # One failing batch of 3, then three retries of one image each.
+    assert fake.calls[:4] == [3, 1, 1, 1]
+
+
+def test_failed_predictions_count_as_done_on_a_rerun(fake, images):
+    (Path(settings.MEDIA_ROOT) / images[0].file).write_bytes(b"junk")
+    run("--detector", "fake")
+    assert "Nothing to do" in run("--detector", "fake")
+
+
+def test_unknown_detector_is_a_clear_error(db):
+    with pytest.raises(CommandError, match=r"Unknown detector 'nope'\. Known detectors: "):
+        run("--detector", "nope")
+
+
+def test_unavailable_detector_fails_the_run_with_its_message(fake, images):
+    fake.fail_on_load = "weights missing: set BIASLAB_FAKE_WEIGHTS"
+    with pytest.raises(CommandError, match="BIASLAB_FAKE_WEIGHTS"):
+        run("--detector", "fake")
+    detector_run = DetectorRun.objects.get()
+    assert detector_run.status == RunStatus.FAILED
+    assert "BIASLAB_FAKE_WEIGHTS" in detector_run.error
+    assert Prediction.objects.count() == 0
+
+
+def test_a_stop_request_ends_the_run_as_interrupted_after_the_current_batch(fake, images):
+    from detectors.services import detector_run
+
+    stops = iter([False, False, True])
+    outcome = detector_run(detector=registry.get("fake"), batch_size=2, should_stop=lambda: next(stops, True))
+    assert outcome.run.status == RunStatus.INTERRUPTED
+    assert Prediction.objects.count() == 4
+    run("--detector", "fake")  # resumes
+    assert Prediction.objects.count() == 7
+
+
+@pytest.mark.parametrize("bad", ["0/3", "4/3", "1-3", "x/2", "1/0"])
+def test_bad_shard_is_rejected(fake, bad):
+    with pytest.raises(CommandError, match="shard"):
+        run("--detector", "fake", "--shard", bad)
+
+
+def test_unknown_study_is_rejected(fake, study):
+    with pytest.raises(CommandError, match=r"No study 'nope'\. Studies: gender"):
+        run("--detector", "fake", "--study", "nope")
+
+
+def test_pending_selector_excludes_other_versions_only(fake, images):
+    run("--detector", "fake")
+    assert images_pending(detector="fake", version="1").count() == 0
+    assert images_pending(detector="fake", version="2").count() == 7
