@@ -1,0 +1,350 @@
+"""Paper-ready charts drawn server-side with matplotlib, as SVG or PNG bytes.
+
+matplotlib is imported inside the functions (never at module level) so that Django start-up,
+``manage.py check`` and tests that draw nothing stay light. Figures are built on a bare
+``Figure`` with the Agg canvas (no pyplot global state, safe in threaded servers), with a fixed
+font and no timestamps in the metadata, so the same data gives the same bytes.
+
+The data comes in as plain Python (``reports.tables.PromptGrid``, score lists, the report dict);
+nothing here touches the database.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from reports.tables import HUMAN, PromptGrid, model_keys
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from matplotlib.figure import Figure
+
+FORMATS = {"svg": "image/svg+xml", "png": "image/png"}
+CHART_KEYS = ("model_bias", "heatmap", "histogram")
+
+# Diverging colours of the heatmap, ColorBrewer PuOr (colour-blind safe): purple for female
+# (-1), white for balanced (0), orange for male (+1, the paper's table 7 colour for male).
+FEMALE_COLOUR = "#542788"
+MALE_COLOUR = "#b35806"
+NO_SCORE_COLOUR = "#d9d9d9"
+HUMAN_COLOUR = "#222222"
+# Qualitative palette for detectors and T2I models (Okabe-Ito, colour-blind safe).
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999", "#000000")
+PNG_DPI = 200
+MINUS = "\u2212"  # typographic minus for tick labels
+
+_RC = {
+    "font.family": "DejaVu Sans",  # ships with matplotlib: identical glyphs on every machine
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "legend.fontsize": 8,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "svg.hashsalt": "biaslab",  # fixed ids inside the SVG: same data, same bytes
+    "svg.fonttype": "path",
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+
+
+class UnknownChart(ValueError):
+    """A chart name or format that does not exist."""
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise UnknownChart(f"Unknown chart format {fmt!r}: use one of {', '.join(FORMATS)}.")
+
+
+def _new_figure(width: float, height: float) -> Figure:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig: Figure, fmt: str) -> bytes:
+    buffer = io.BytesIO()
+    if fmt == "svg":
+        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
+    else:
+        fig.savefig(buffer, format="png", dpi=PNG_DPI, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _draw(fmt: str, build: Any, *args: Any, **kwargs: Any) -> bytes:
+    """Run ``build(fig_factory, ...)`` under the fixed style and return the file's bytes."""
+    _check_format(fmt)
+    import matplotlib
+
+    with matplotlib.rc_context(_RC):
+        fig = build(*args, **kwargs)
+        return _save(fig, fmt)
+
+
+def _diverging_cmap() -> Any:
+    from matplotlib.colors import LinearSegmentedColormap
+
+    cmap = LinearSegmentedColormap.from_list(
+        "biaslab_gender", [FEMALE_COLOUR, "#998ec3", "#ffffff", "#f1a340", MALE_COLOUR]
+    )
+    return cmap
+
+
+def diverging_hex(score: float | None) -> str:
+    """The heatmap colour of a score as #rrggbb, for HTML cells drawn to match the figure."""
+    if score is None:
+        return NO_SCORE_COLOUR
+    from matplotlib.colors import to_hex
+
+    return to_hex(_diverging_cmap()((max(-1.0, min(1.0, score)) + 1) / 2))
+
+
+# --- model bias score (paper table 1 as a chart) ------------------------------------------------
+
+
+def model_bias_chart(report: Mapping[str, Any], fmt: str = "svg") -> bytes:
+    """Grouped bars: per T2I model, the human model bias score and every detector's, 95 % CI."""
+    return _draw(fmt, _build_model_bias, report)
+
+
+def _build_model_bias(report: Mapping[str, Any]) -> Figure:
+    models = model_keys(report)
+    sources: list[tuple[str, dict[str, Any]]] = [("Human", report.get("human", {}))]
+    for det, data in report.get("detectors", {}).items():
+        sources.append((det, data.get("per_model", {})))
+    fig = _new_figure(max(4.5, 1.2 + 0.35 * len(models) * len(sources)), 3.2)
+    ax = fig.add_subplot()
+    width = 0.8 / max(1, len(sources))
+    for s_index, (name, per_model) in enumerate(sources):
+        xs, ys, lo, hi = [], [], [], []
+        for m_index, model in enumerate(models):
+            entry = per_model.get(model) or {}
+            score = entry.get("model_bias_score")
+            if score is None:
+                continue
+            ci = entry.get("ci95") or [None, None]
+            xs.append(m_index - 0.4 + width * (s_index + 0.5))
+            ys.append(score)
+            lo.append(score - ci[0] if ci[0] is not None else 0.0)
+            hi.append(ci[1] - score if ci[1] is not None else 0.0)
+        colour = HUMAN_COLOUR if s_index == 0 else PALETTE[(s_index - 1) % len(PALETTE)]
+        ax.bar(xs, ys, width * 0.92, label=name, color=colour, yerr=[lo, hi], capsize=2, error_kw={"lw": 0.8})
+    ax.set_xticks(range(len(models)), [m for m in models])
+    ax.set_xlabel("T2I model")
+    ax.set_ylabel("Model bias score (0 = balanced, 1 = one gender)", fontsize=8)
+    ax.set_ylim(0, 1.05)
+    ax.grid(axis="y", lw=0.4, alpha=0.5)
+    ax.set_axisbelow(True)
+    ax.set_title("Model bias score, human vs detectors (bars: 95 % CI)")
+    if models:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, title="Source")
+    else:
+        ax.text(0.5, 0.5, "No labelled images yet", ha="center", va="center", transform=ax.transAxes)
+    return fig
+
+
+# --- heatmap (paper table 7) --------------------------------------------------------------------
+
+
+def heatmap_chart(grid: PromptGrid, fmt: str = "svg") -> bytes:
+    """Prompts (grouped by category) x (T2I model, source), PuOr from female -1 to male +1.
+
+    Cells without a score (no clear image) are grey and hatched, and the legend says so.
+    """
+    return _draw(fmt, _build_heatmap, grid)
+
+
+def _build_heatmap(grid: PromptGrid) -> Figure:
+    import numpy as np
+    from matplotlib.colors import Normalize
+    from matplotlib.patches import Patch, Rectangle
+
+    n_rows, n_cols = len(grid.rows), len(grid.columns)
+    values = np.array(
+        [[math.nan if v is None else v for v in row] for row in grid.values()], dtype=float
+    ).reshape(n_rows, n_cols)
+    annotate = n_cols <= 12 and n_rows <= 120
+    cell_w = 0.42 if annotate else 0.3
+    fig = _new_figure(2.6 + cell_w * max(n_cols, 3) + 1.2, 1.6 + 0.17 * max(n_rows, 4))
+    ax = fig.add_subplot()
+    ax.spines[:].set_visible(False)
+    cmap = _diverging_cmap()
+    cmap.set_bad(NO_SCORE_COLOUR)
+    image = ax.imshow(
+        np.ma.masked_invalid(values),
+        cmap=cmap,
+        norm=Normalize(-1, 1),
+        aspect="auto",
+        interpolation="nearest",
+    )
+    for r, c in zip(*np.nonzero(np.isnan(values)), strict=True):
+        ax.add_patch(
+            Rectangle(
+                (c - 0.5, r - 0.5), 1, 1, facecolor=NO_SCORE_COLOUR, edgecolor="#9a9a9a", hatch="////", lw=0
+            )
+        )
+    if annotate:
+        for r in range(n_rows):
+            for c in range(n_cols):
+                v = values[r, c]
+                if not math.isnan(v):
+                    ax.text(
+                        c,
+                        r,
+                        f"{v:.2f}",
+                        ha="center",
+                        va="center",
+                        fontsize=5.5,
+                        color="white" if abs(v) > 0.6 else "#222",
+                    )
+    # Rows: the word, with the category written once beside its block and a rule between blocks.
+    ax.set_yticks(range(n_rows), [row.word for row in grid.rows], fontsize=6.5)
+    # DejaVu Sans at 6.5 pt averages about 3.8 pt per character: place categories past the words.
+    category_offset = -(max((len(row.word) for row in grid.rows), default=4) * 3.8 + 16)
+    start = 0
+    for index in range(1, n_rows + 1):
+        if index == n_rows or grid.rows[index].category != grid.rows[start].category:
+            if index < n_rows:
+                ax.axhline(index - 0.5, color="#333", lw=0.9)
+            ax.annotate(
+                grid.rows[start].category,
+                xy=(0, (start + index - 1) / 2),
+                xycoords=("axes fraction", "data"),
+                xytext=(category_offset, 0),
+                textcoords="offset points",
+                rotation=90 if index - start >= 4 else 0,
+                ha="center" if index - start >= 4 else "right",
+                va="center",
+                fontsize=8,
+                fontweight="bold",
+            )
+            start = index
+    # Columns: the source under each cell, the T2I model once above its block.
+    ax.set_xticks(
+        range(n_cols), ["Human" if s == HUMAN else s for _, s in grid.columns], rotation=60, ha="right"
+    )
+    blocks: list[tuple[str, int, int]] = []
+    for c, (model, _source) in enumerate(grid.columns):
+        if blocks and blocks[-1][0] == model:
+            blocks[-1] = (model, blocks[-1][1], c)
+        else:
+            blocks.append((model, c, c))
+    for model, first, last in blocks:
+        if first > 0:
+            ax.axvline(first - 0.5, color="#333", lw=1.2)
+        ax.text((first + last) / 2, -0.7, model, ha="center", va="bottom", fontsize=9, fontweight="bold")
+    ax.set_xlim(-0.5, n_cols - 0.5)
+    ax.set_ylim(n_rows - 0.5, -0.5)
+    ax.set_xlabel("Source of the labels per T2I model: human ground truth or detector")
+    colourbar = fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02, aspect=20 if n_rows < 40 else 40)
+    colourbar.set_label("Prompt bias score")
+    colourbar.set_ticks(
+        [-1, -0.5, 0, 0.5, 1],
+        labels=[f"{MINUS}1 all female", f"{MINUS}0.5", "0 balanced", "0.5", "+1 all male"],
+    )
+    ax.legend(
+        handles=[
+            Patch(
+                facecolor=NO_SCORE_COLOUR,
+                edgecolor="#9a9a9a",
+                hatch="////",
+                label="no clear image\n(no score)",
+            )
+        ],
+        loc="upper left",
+        bbox_to_anchor=(1.01, 0.0),
+        frameon=False,
+    )
+    if not n_rows:
+        ax.text(0.5, 0.5, "No prompt has a final label yet", ha="center", va="center", transform=ax.transAxes)
+    return fig
+
+
+# --- histogram (paper figure 3) -----------------------------------------------------------------
+
+HIST_BINS = tuple(round(-1 + 0.1 * i, 1) for i in range(21))  # bin centres -1.0 … 1.0
+
+
+def histogram_bins(scores_by_model: Mapping[str, Sequence[float]]) -> dict[str, list[int]]:
+    """Counts per bin centre (scores rounded to the nearest 0.1) per model; exact zeros separate.
+
+    Returns {model: [count per bin]} plus the key "__zero__" with the count of exact zeros per
+    model (drawn grey, as in figure 3). Pure, so the drawing and the tests share it.
+    """
+    out: dict[str, list[int]] = {}
+    zeros = []
+    for model, scores in scores_by_model.items():
+        counts = [0] * len(HIST_BINS)
+        n_zero = 0
+        for s in scores:
+            if s == 0:
+                n_zero += 1
+                continue
+            index = math.floor((s + 1) * 10 + 0.5 + 1e-9)
+            counts[max(0, min(len(HIST_BINS) - 1, index))] += 1
+        out[model] = counts
+        zeros.append(n_zero)
+    out["__zero__"] = zeros
+    return out
+
+
+def histogram_chart(
+    scores_by_model: Mapping[str, Sequence[float]], fmt: str = "svg", *, source: str = "Human"
+) -> bytes:
+    """Distribution of prompt bias scores (paper figure 3): percent of all scored outputs per bin,
+    stacked by T2I model; exact zeros (no bias) grey."""
+    return _draw(fmt, _build_histogram, scores_by_model, source)
+
+
+def _build_histogram(scores_by_model: Mapping[str, Sequence[float]], source: str) -> Figure:
+    bins = histogram_bins(scores_by_model)
+    total = sum(len(s) for s in scores_by_model.values())
+    fig = _new_figure(6.4, 3.2)
+    ax = fig.add_subplot()
+    bottom = [0.0] * len(HIST_BINS)
+    for m_index, model in enumerate(scores_by_model):
+        heights = [100 * c / total if total else 0.0 for c in bins[model]]
+        ax.bar(
+            HIST_BINS,
+            heights,
+            0.085,
+            bottom=bottom,
+            color=PALETTE[m_index % len(PALETTE)],
+            label=model,
+        )
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    zero_share = 100 * sum(bins["__zero__"]) / total if total else 0.0
+    if zero_share:
+        ax.bar(
+            [0.0],
+            [zero_share],
+            0.085,
+            bottom=[bottom[10]],
+            color="#8c8c8c",
+            hatch="",
+            label="score exactly 0",
+        )
+        bottom[10] += zero_share
+    for x, h in zip(HIST_BINS, bottom, strict=True):
+        if h >= 0.05:
+            ax.text(x, h + 0.4, f"{h:.1f}", ha="center", va="bottom", fontsize=6)
+    ax.set_xticks(
+        [-1, -0.5, 0, 0.5, 1], [f"{MINUS}1\nall female", f"{MINUS}0.5", "0\nbalanced", "0.5", "1\nall male"]
+    )
+    ax.set_xlim(-1.1, 1.1)
+    ax.set_xlabel("Prompt bias score (bins of 0.1)")
+    ax.set_ylabel("Outputs (% of all scored prompts)")
+    ax.grid(axis="y", lw=0.4, alpha=0.5)
+    ax.set_axisbelow(True)
+    ax.set_title(f"Distribution of prompt bias scores: {source} (n = {total} prompt x model outputs)")
+    if total:
+        ax.legend(loc="upper left", frameon=False, title="T2I model")
+    else:
+        ax.text(0.5, 0.5, "No prompt has a score yet", ha="center", va="center", transform=ax.transAxes)
+    return fig
