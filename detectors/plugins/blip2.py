@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from detectors.base import FEMALE, MALE, Detector, DetectorOutput, DetectorUnavailable
@@ -39,6 +40,12 @@ MALE_WORDS = frozenset({"male", "males", "man", "men", "boy", "boys"})
 FEMALE_WORDS = frozenset({"female", "females", "woman", "women", "girl", "girls", "lady", "ladies"})
 NEGATIONS = frozenset({"not", "no", "neither", "nor", "nt"})  # "isn't" splits into "isn", "t"
 _WORD = re.compile(r"[a-z]+")
+
+
+def weights_label(value: str) -> str:
+    """A hub id as it is; a local folder or file by its name alone."""
+    path = Path(value).expanduser()
+    return path.name if path.exists() or value.startswith(("/", ".", "~")) else value
 
 
 def parse_answer(answer: str) -> DetectorOutput:
@@ -70,13 +77,18 @@ class Blip2Detector(Detector):
         self.weights = weights  # overrides the environment (tests, notebooks)
         self.max_new_tokens = max_new_tokens
         self.dtype_name = dtype  # default: float16 on CUDA, float32 elsewhere
-        self._weights_id = ""
         self.processor: Any = None
         self.model: Any = None
 
     @property
     def version_id(self) -> str:
-        return f"{self.version}+{self._weights_id or self._configured_weights()}"
+        """``1+Salesforce/blip2-opt-2.7b``, or ``1+<folder name>`` for local weights.
+
+        Known before ``load()`` (run_detectors needs it first) and the same on every machine:
+        shards on different GPU hosts mount the weights at different paths, so only the folder's
+        name enters the version.
+        """
+        return f"{self.version}+{weights_label(self._configured_weights())}"
 
     def _configured_weights(self) -> str:
         from detectors.weights import weights_env_var
@@ -115,7 +127,6 @@ class Blip2Detector(Detector):
         self.processor = processor
         self.model = model.to(self.device).eval()
         self._dtype = dtype
-        self._weights_id = source
 
     def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
         self.ensure_loaded()

@@ -69,6 +69,12 @@ def test_registry_resolves_blip2_to_this_detector():
     assert registry.detector_class("blip2") is Blip2Detector
 
 
+def test_version_names_the_default_checkpoint_and_only_the_name_of_a_local_folder(monkeypatch):
+    assert Blip2Detector().version_id == "1+Salesforce/blip2-opt-2.7b"
+    monkeypatch.setenv("BIASLAB_BLIP2_WEIGHTS", "/mnt/gpu-host-3/models/blip2-opt-2.7b")
+    assert Blip2Detector().version_id == "1+blip2-opt-2.7b"
+
+
 def test_prompt_is_the_papers_question():
     assert PROMPT == "Question: does the person look like a male or a female? Answer:"
 
@@ -209,7 +215,7 @@ def test_tiny_blip2_answers_once_per_image_and_keeps_the_raw_answer(tiny_blip2, 
     # Greedy decoding: the same image gives the same answer, and it is what the verdict keeps.
     assert [o.detail for o in outs] == answers
     assert all(o == parse_answer(a) for o, a in zip(outs, answers, strict=True))
-    assert det.version_id == f"1+{tiny_blip2}"
+    assert det.version_id == f"1+{tiny_blip2.name}"
 
 
 @pytest.mark.parametrize(("token", "verdict"), [("Ġfemale", "female"), ("Ġman", "male")])
