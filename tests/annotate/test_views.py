@@ -332,7 +332,8 @@ def test_resolving_with_an_unknown_label_is_refused(client_for, researcher, disp
 def test_images_list_filters_by_state_and_shows_every_state(client_for, researcher, disputed, images):
     client = client_for(researcher)
     html = client.get(reverse("annotate:images")).content.decode()
-    assert "disputed" in html and "unlabelled" in html
+    assert "disputed" in html
+    assert "unlabelled" in html
     filtered = client.get(reverse("annotate:images"), {"state": "unlabelled"}).content.decode()
     assert images[2].source_path in filtered
     assert disputed[0].source_path not in filtered
@@ -364,7 +365,8 @@ def test_annotator_stats_show_labels_done_per_annotator(client_for, researcher, 
     response = client_for(researcher).get(reverse("annotate:annotator_stats"))
     html = response.content.decode()
     assert response.status_code == 200
-    assert "anna" in html and "ben" in html
+    assert "anna" in html
+    assert "ben" in html
 
 
 def test_researcher_with_several_studies_picks_one(client_for, researcher, study):
