@@ -1,0 +1,491 @@
+"""Writes of the human side: handing out images, saving labels, deciding final labels.
+
+Every function here is one transaction, takes keyword-only arguments and raises the domain
+errors of ``annotate.errors`` with a message meant for the user. Every write that changes a
+label or a final label appends a revision row recording who and when, so nothing is lost.
+
+Concurrency: the unique constraints on ``Assignment`` ((image, slot) and (image, annotator))
+are the guarantee that an image never gets more than N labels. Claiming a seat is "insert the
+lowest free slot; on IntegrityError move on" inside a savepoint, which behaves the same on
+SQLite and PostgreSQL. Writes that read an image's labels to derive its final label first
+lock the image row, so two annotators finishing the same image at once see each other's label.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from annotate.errors import (
+    AlreadyResolved,
+    ImageFull,
+    InvalidLabel,
+    NotAssigned,
+    NotDisputed,
+    NothingToUndo,
+)
+from annotate.models import (
+    Assignment,
+    FinalLabel,
+    FinalLabelRevision,
+    FinalLabelSource,
+    Image,
+    ImageState,
+    Label,
+    LabelRevision,
+    Study,
+)
+from annotate.selectors import DECIDED_SOURCES, claimable_images, image_state
+
+REASON_MAX_CHARS = 2000
+DURATION_MAX_MS = 2_147_483_647  # PositiveIntegerField's ceiling on every backend
+# Candidates fetched per claim round beyond what is needed: a few spare ones absorb seats
+# that other annotators take between our SELECT and our INSERT.
+CLAIM_SPARE_CANDIDATES = 4
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def _require_member(study: Study, user: AbstractBaseUser) -> None:
+    if not study.annotators.filter(pk=user.pk).exists():
+        raise NotAssigned(f"{user.get_username()} is not an annotator of the study “{study.name}”.")
+
+
+def _lock_image(image: Image) -> Image:
+    """Lock the image row for this transaction (a no-op on SQLite, whose writes are serial).
+
+    FOR NO KEY UPDATE: it serialises label writes on one image but does not block seat
+    inserts, whose foreign key only takes a KEY SHARE lock on the image.
+    """
+    return Image.objects.select_for_update(no_key=True, of=("self",)).select_related("study").get(pk=image.pk)
+
+
+def _validate_label(study: Study, value: str, reason: str) -> str:
+    """Check value and reason against the study's label set; return the cleaned reason."""
+    spec = study.label_spec(value)
+    if spec is None:
+        valid = ", ".join(study.label_values)
+        raise InvalidLabel(f"“{value}” is not a label of the study “{study.name}”. Valid labels: {valid}.")
+    reason = (reason or "").strip()
+    if spec.get("requires_reason") and not reason:
+        raise InvalidLabel(f"The label “{spec.get('name', value)}” needs a short reason.")
+    if len(reason) > REASON_MAX_CHARS:
+        raise InvalidLabel(f"The reason is too long ({len(reason)} characters, at most {REASON_MAX_CHARS}).")
+    return reason
+
+
+def _validate_duration(duration_ms: int | None) -> int | None:
+    if duration_ms is None:
+        return None
+    if isinstance(duration_ms, bool) or not isinstance(duration_ms, int) or duration_ms < 0:
+        raise InvalidLabel(
+            f"The labelling time must be a whole number of milliseconds ≥ 0, not {duration_ms!r}."
+        )
+    return min(duration_ms, DURATION_MAX_MS)
+
+
+def _refuse_if_decided(image: Image) -> None:
+    final = FinalLabel.objects.filter(image=image, source__in=DECIDED_SOURCES).first()
+    if final is not None:
+        who = "an import" if final.source == FinalLabelSource.IMPORTED else "a researcher"
+        raise AlreadyResolved(
+            f"The final label of image {image.source_path} was already set to “{final.value}” by {who}; "
+            "its labels can no longer change."
+        )
+
+
+def _free_expired_seats(image: Image, now: datetime) -> None:
+    """Abandoned seats (reserved, never labelled, past their expiry) return to the pool.
+
+    The WHERE clause is re-checked after any row lock wait on PostgreSQL, so a seat whose owner
+    is completing it at this moment is left alone.
+    """
+    Assignment.objects.filter(image=image, completed_at__isnull=True, expires_at__lte=now).delete()
+
+
+def _lowest_free_slot(image: Image, n: int) -> int | None:
+    taken = set(Assignment.objects.filter(image=image).values_list("slot", flat=True))
+    return next((slot for slot in range(n) if slot not in taken), None)
+
+
+def _seat_try_claim(
+    *, image: Image, annotator: AbstractBaseUser, n: int, now: datetime, expires_at: datetime, completed: bool
+) -> Assignment | None:
+    """Insert a seat on the lowest free slot, inside a savepoint; None when the image is full
+    or another annotator won the race for the slot (or for this image, for this annotator)."""
+    _free_expired_seats(image, now)
+    slot = _lowest_free_slot(image, n)
+    if slot is None:
+        return None
+    try:
+        with transaction.atomic():
+            return Assignment.objects.create(
+                image=image,
+                annotator=annotator,
+                slot=slot,
+                claimed_at=now,
+                expires_at=expires_at,
+                completed_at=now if completed else None,
+            )
+    except IntegrityError:
+        return None
+
+
+def _label_write(
+    *,
+    image: Image,
+    annotator: AbstractBaseUser,
+    value: str,
+    reason: str,
+    duration_ms: int | None,
+    request_id: str,
+) -> tuple[Label, bool]:
+    """Create or change the annotator's label on the image and append a revision.
+
+    Returns (label, changed). A repeat of the same request (same request_id) or of the same
+    value and reason changes nothing: a double key press or a retried POST is stored once.
+    """
+    label = Label.objects.select_for_update().filter(image=image, annotator=annotator).first()
+    if label is not None:
+        same_request = bool(request_id) and label.request_id == request_id
+        if same_request or (label.value == value and label.reason == reason):
+            return label, False
+        label.value, label.reason, label.request_id = value, reason, request_id
+        # The first duration stays: it is the time the annotator needed to decide, which a
+        # later correction after "go back" does not measure.
+        label.save(update_fields=["value", "reason", "request_id", "updated_at"])
+    else:
+        label = Label.objects.create(
+            image=image,
+            annotator=annotator,
+            value=value,
+            reason=reason,
+            duration_ms=duration_ms,
+            request_id=request_id,
+        )
+    LabelRevision.objects.create(label=label, value=value, reason=reason, changed_by=annotator)
+    return label, True
+
+
+def _final_revision_append(final: FinalLabel) -> None:
+    FinalLabelRevision.objects.create(
+        image_id=final.image_id,
+        value=final.value,
+        source=final.source,
+        decided_by=final.decided_by,
+        note=final.note,
+        decided_at=final.decided_at,
+    )
+
+
+def _final_label_sync(*, image: Image, study: Study, changed_by: AbstractBaseUser, now: datetime) -> None:
+    """Derive the agreed final label from the labels: all N equal → agreed final label;
+    otherwise an existing agreed final label is removed (a revision with an empty value keeps
+    the history). Final labels set by a researcher or an import are never touched here."""
+    final = FinalLabel.objects.select_for_update().filter(image=image).first()
+    if final is not None and final.source != FinalLabelSource.AGREED:
+        return
+    values = list(Label.objects.filter(image=image).values_list("value", flat=True))
+    agreed = len(values) >= study.labels_per_image and len(set(values)) == 1
+    if agreed:
+        value = values[0]
+        if final is not None and final.value == value:
+            return
+        final, _ = FinalLabel.objects.update_or_create(
+            image=image,
+            defaults={
+                "value": value,
+                "source": FinalLabelSource.AGREED,
+                "decided_by": None,
+                "note": f"All {len(values)} annotators chose “{value}”.",
+                "decided_at": now,
+            },
+        )
+        _final_revision_append(final)
+    elif final is not None:
+        final.delete()
+        FinalLabelRevision.objects.create(
+            image=image,
+            value="",
+            source="",
+            decided_by=None,
+            note=f"Agreement broken: {changed_by.get_username()} changed their label.",
+            decided_at=now,
+        )
+
+
+def _final_label_write(
+    *, image: Image, value: str, source: str, decided_by: AbstractBaseUser | None, note: str, now: datetime
+) -> FinalLabel:
+    """Set the final label and append a revision; an identical decision is stored once."""
+    note = (note or "").strip()
+    final = FinalLabel.objects.select_for_update().filter(image=image).first()
+    if final is not None and (final.value, final.source, final.decided_by_id, final.note) == (
+        value,
+        source,
+        getattr(decided_by, "pk", None),
+        note,
+    ):
+        return final
+    final, _ = FinalLabel.objects.update_or_create(
+        image=image,
+        defaults={
+            "value": value,
+            "source": source,
+            "decided_by": decided_by,
+            "note": note,
+            "decided_at": now,
+        },
+    )
+    _final_revision_append(final)
+    return final
+
+
+# --- labelling -----------------------------------------------------------------------------
+
+
+@transaction.atomic
+def assignment_queue(
+    *, study: Study, annotator: AbstractBaseUser, size: int = 2, now: datetime | None = None
+) -> list[Assignment]:
+    """The annotator's open seats (not labelled yet), topped up to ``size`` by claiming seats on
+    the next images, by id, that have a free seat and that the annotator does not hold.
+
+    The first seat is the image to show; the others are preloaded by the browser. The
+    annotator's own expired seats are renewed (nobody took them, so they are still theirs);
+    other annotators' expired seats are freed when their image is claimed. [] when the
+    annotator has no work left. Raises NotAssigned if the user is not an annotator of the study.
+    """
+    now = now or timezone.now()
+    _require_member(study, annotator)
+    expires_at = now + timedelta(seconds=study.claim_timeout_seconds)
+    mine_open = Assignment.objects.filter(
+        image__study=study, annotator=annotator, completed_at__isnull=True
+    ).exclude(image__final_label__source__in=DECIDED_SOURCES)
+    mine_open.filter(expires_at__lte=now).update(expires_at=expires_at)
+    seats = list(mine_open.order_by("claimed_at", "image_id"))
+
+    n = study.labels_per_image
+    lost: set[int] = set()
+    while len(seats) < size:
+        candidates = list(
+            claimable_images(study=study, annotator=annotator, now=now)
+            .exclude(pk__in=lost)
+            .only("id", "source_path")[: size - len(seats) + CLAIM_SPARE_CANDIDATES]
+        )
+        if not candidates:
+            break
+        for image in candidates:
+            seat = _seat_try_claim(
+                image=image, annotator=annotator, n=n, now=now, expires_at=expires_at, completed=False
+            )
+            if seat is None:
+                lost.add(image.pk)  # someone else filled it meanwhile: never retry it in this call
+                continue
+            seats.append(seat)
+            if len(seats) >= size:
+                break
+    # One query for the images to show, in the order they will be shown.
+    return list(
+        Assignment.objects.filter(pk__in=[seat.pk for seat in seats])
+        .select_related("image", "image__prompt")
+        .order_by("claimed_at", "image_id")
+    )
+
+
+@transaction.atomic
+def annotation_submit(
+    *,
+    image: Image,
+    annotator: AbstractBaseUser,
+    value: str,
+    reason: str = "",
+    duration_ms: int | None = None,
+    request_id: str = "",
+) -> Label:
+    """Save the annotator's label on the image and update the image's final label.
+
+    Needs the annotator's seat on the image: open, or completed (changing an earlier label
+    after "go back"). A repeat with the same request_id, or with the same value and reason,
+    stores nothing new. Each change appends a LabelRevision. Then: all N labels equal →
+    agreed final label; otherwise an agreed final label is removed (history kept).
+
+    Raises NotAssigned (not an annotator of the study, or no seat on the image — e.g. the
+    reservation expired and went to someone else), InvalidLabel (value not in the label set,
+    missing reason, bad duration), AlreadyResolved (a researcher or an import already fixed the
+    final label).
+    """
+    now = timezone.now()
+    image = _lock_image(image)
+    study = image.study
+    _require_member(study, annotator)
+    reason = _validate_label(study, value, reason)
+    duration_ms = _validate_duration(duration_ms)
+    request_id = (request_id or "")[:64]
+    seat = Assignment.objects.select_for_update().filter(image=image, annotator=annotator).first()
+    if seat is None:
+        raise NotAssigned(
+            f"Image {image.source_path} is not assigned to {annotator.get_username()} "
+            "(never handed out to you, or your reservation expired and went back to the pool)."
+        )
+    existing = Label.objects.filter(image=image, annotator=annotator).first()
+    if existing is not None and (
+        (request_id and existing.request_id == request_id)
+        or (existing.value == value and existing.reason == reason)
+    ):
+        return existing  # double submit: already stored
+    _refuse_if_decided(image)
+    label, _ = _label_write(
+        image=image,
+        annotator=annotator,
+        value=value,
+        reason=reason,
+        duration_ms=duration_ms,
+        request_id=request_id,
+    )
+    if seat.completed_at is None:
+        seat.completed_at = now
+        seat.save(update_fields=["completed_at"])
+    _final_label_sync(image=image, study=study, changed_by=annotator, now=now)
+    return label
+
+
+@transaction.atomic
+def annotation_previous(*, study: Study, annotator: AbstractBaseUser, before: Image | None = None) -> Label:
+    """The annotator's label given just before their label on ``before`` (their latest label
+    when ``before`` is None or not labelled by them yet) — the "Z: go back one" key; call it
+    again with the returned label's image to go further back.
+
+    Labels on images whose final label a researcher or an import fixed are skipped: they can no
+    longer change. Raises NotAssigned (not in the study), NothingToUndo.
+    """
+    _require_member(study, annotator)
+    labels = (
+        Label.objects.filter(image__study=study, annotator=annotator)
+        .exclude(image__final_label__source__in=DECIDED_SOURCES)
+        .select_related("image")
+        .order_by("-id")
+    )
+    if before is not None:
+        anchor = Label.objects.filter(image=before, annotator=annotator).values_list("id", flat=True).first()
+        if anchor is not None:
+            labels = labels.filter(id__lt=anchor)
+    label = labels.first()
+    if label is None:
+        raise NothingToUndo("There is no earlier label of yours to go back to.")
+    return label
+
+
+@transaction.atomic
+def label_import(*, image: Image, annotator: AbstractBaseUser, value: str, reason: str = "") -> Label:
+    """Store a label from an import file: the annotator joins the study and gets a completed
+    seat on the image, then the label is validated, written and the final label synced as for
+    a submit. Importing the same label again changes nothing.
+
+    Raises ImageFull (N other annotators already hold the image's seats), InvalidLabel,
+    AlreadyResolved.
+    """
+    now = timezone.now()
+    image = _lock_image(image)
+    study = image.study
+    reason = _validate_label(study, value, reason)
+    existing = Label.objects.filter(image=image, annotator=annotator).first()
+    if existing is not None and existing.value == value and existing.reason == reason:
+        return existing
+    _refuse_if_decided(image)
+    study.annotators.add(annotator)
+    seat = Assignment.objects.select_for_update().filter(image=image, annotator=annotator).first()
+    if seat is None:
+        seat = _seat_try_claim(
+            image=image,
+            annotator=annotator,
+            n=study.labels_per_image,
+            now=now,
+            expires_at=now,
+            completed=True,
+        )
+        if seat is None:
+            holders = ", ".join(
+                Assignment.objects.filter(image=image)
+                .order_by("slot")
+                .values_list("annotator__username", flat=True)
+            )
+            raise ImageFull(
+                f"Image {image.source_path} already has its {study.labels_per_image} annotators ({holders})."
+            )
+    elif seat.completed_at is None:
+        seat.completed_at = now
+        seat.save(update_fields=["completed_at"])
+    label, _ = _label_write(
+        image=image, annotator=annotator, value=value, reason=reason, duration_ms=None, request_id=""
+    )
+    _final_label_sync(image=image, study=study, changed_by=annotator, now=now)
+    return label
+
+
+# --- final labels --------------------------------------------------------------------------
+
+
+def _validate_final_value(study: Study, value: str) -> None:
+    if study.label_spec(value) is None:
+        valid = ", ".join(study.label_values)
+        raise InvalidLabel(f"“{value}” is not a label of the study “{study.name}”. Valid labels: {valid}.")
+
+
+@transaction.atomic
+def dispute_resolve(*, image: Image, researcher: AbstractBaseUser, value: str, note: str = "") -> FinalLabel:
+    """A researcher sets the final label of a disputed image (N labels that differ), or changes
+    the decision on an already resolved one. Source "resolved", who and when recorded, every
+    decision kept in FinalLabelRevision. Raises InvalidLabel, NotDisputed."""
+    image = _lock_image(image)
+    study = image.study
+    _validate_final_value(study, value)
+    state = image_state(image)
+    if state not in (ImageState.DISPUTED, ImageState.RESOLVED):
+        raise NotDisputed(
+            f"Image {image.source_path} is {state.replace('_', ' ')}, not disputed: "
+            "only images whose labels differ (or already resolved ones) can be resolved."
+        )
+    return _final_label_write(
+        image=image,
+        value=value,
+        source=FinalLabelSource.RESOLVED,
+        decided_by=researcher,
+        note=note,
+        now=timezone.now(),
+    )
+
+
+def dispute_resolve_unresolvable(*, image: Image, researcher: AbstractBaseUser, note: str = "") -> FinalLabel:
+    """The paper's rule for disputes the annotators cannot settle: the study's
+    ``unresolvable_label`` (low quality) becomes the final label. Same errors as dispute_resolve."""
+    return dispute_resolve(
+        image=image,
+        researcher=researcher,
+        value=image.study.unresolvable_label,
+        note=note or "Annotators could not agree.",
+    )
+
+
+@transaction.atomic
+def final_label_set(
+    *,
+    image: Image,
+    value: str,
+    decided_by: AbstractBaseUser | None,
+    note: str = "",
+    source: str = FinalLabelSource.IMPORTED,
+) -> FinalLabel:
+    """Set an image's final label directly (ground-truth import, admin), whatever its labels
+    say; history kept, an identical decision stored once. Raises InvalidLabel."""
+    image = _lock_image(image)
+    _validate_final_value(image.study, value)
+    if source not in FinalLabelSource.values:
+        raise InvalidLabel(f"“{source}” is not a final label source ({', '.join(FinalLabelSource.values)}).")
+    return _final_label_write(
+        image=image, value=value, source=source, decided_by=decided_by, note=note, now=timezone.now()
+    )
