@@ -70,3 +70,18 @@ def coffee() -> Image.Image:
 def two_people(astronaut: Image.Image, cameraman: Image.Image) -> Image.Image:
     """The astronaut and the cameraman side by side: two faces of comparable size."""
     return _rgb(np.concatenate([np.asarray(astronaut), np.asarray(cameraman)], axis=1))
+
+
+@pytest.fixture(scope="session")
+def tiny_clip_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random CLIP saved with save_pretrained (built once per test session)."""
+    from tests.detectors.tiny_models import save_tiny_clip
+
+    return save_tiny_clip(tmp_path_factory.mktemp("tiny-clip") / "clip")
+
+
+@pytest.fixture
+def tiny_clip(tiny_clip_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """BIASLAB_CLIP_WEIGHTS points at the tiny CLIP for this test."""
+    monkeypatch.setenv("BIASLAB_CLIP_WEIGHTS", str(tiny_clip_dir))
+    return tiny_clip_dir

@@ -14,6 +14,7 @@ DETECT-B's tests may import these builders.
 from __future__ import annotations
 
 import json
+import shutil
 import string
 from collections.abc import Iterable
 from pathlib import Path
@@ -93,6 +94,7 @@ def save_tiny_clip(folder: Path, *, seed: int = 0) -> Path:
     )
     model.save_pretrained(folder)
     processor.save_pretrained(folder)
+    shutil.rmtree(folder / "_vocab")  # the hand-written files; the saved tokenizer has them
     return folder
 
 
