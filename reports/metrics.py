@@ -323,6 +323,10 @@ def score_histogram(scores: Iterable[float | None], bins: int = 10) -> Histogram
 # Bootstrap intervals (images resampled within prompts)
 # --------------------------------------------------------------------------------------------
 
+# A seed for numpy's default_rng: an int, or a sequence of ints (e.g. a base seed plus hashes of
+# the model and detector names, so each interval has its own stream).
+Seed = int | Sequence[int]
+
 # Cell order of a prompt's joint table: human class (rows) x detector verdict (columns).
 CLASSES = ("male", "female", "rest")  # rest = human: not clear / detector: filtered
 
@@ -336,7 +340,7 @@ class Interval:
         return [self.lo, self.hi]
 
 
-def _resample_within_prompts(counts: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
+def _resample_within_prompts(counts: np.ndarray, n_resamples: int, seed: Seed) -> np.ndarray:
     """Draw ``n_resamples`` bootstrap replicates of each prompt's images: for a prompt with n
     images in cells with counts c, a replicate is Multinomial(n, c / n). Returns an int array
     (n_resamples, prompts, cells).
@@ -389,7 +393,7 @@ def _percentile_interval(values: np.ndarray, level: float) -> Interval | None:
 
 
 def bootstrap_model_bias(
-    counts: Sequence[Sequence[int]], *, n_resamples: int = 1000, seed: int = 0, level: float = 0.95
+    counts: Sequence[Sequence[int]], *, n_resamples: int = 1000, seed: Seed = 0, level: float = 0.95
 ) -> Interval | None:
     """Percentile interval of the model bias score, resampling images within prompts.
 
@@ -418,7 +422,7 @@ def bootstrap_detector_vs_human(
     joint: Sequence[Sequence[Sequence[int]]] | np.ndarray,
     *,
     n_resamples: int = 1000,
-    seed: int = 0,
+    seed: Seed = 0,
     level: float = 0.95,
 ) -> PairedBootstrap:
     """Paired bootstrap of a detector against the human labels on the same images.

@@ -1,0 +1,308 @@
+"""Reports as plain dicts: the agreement of annotators and the bias report (issue 4's contract).
+
+Glue only: selectors fetch aggregated rows, ``reports.metrics`` computes. The dicts hold JSON
+types only (str, int, float, None, list, dict), so commands, the API and templates can use them
+as they are.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+
+from annotate.models import Study
+from annotate.selectors import label_rows_for_agreement
+from reports import metrics
+from reports import selectors as sel
+
+LABEL_KEYS = ("male", "female", "low_quality", "other")
+
+
+# --------------------------------------------------------------------------------------------
+# Agreement
+# --------------------------------------------------------------------------------------------
+
+
+def _label_order(studies: Iterable[Study]) -> list[str]:
+    order: list[str] = []
+    for study in studies:
+        order += [v for v in study.label_values if v not in order]
+    return order
+
+
+def _kappa_summary(pairs: Sequence[tuple[str, str]], labels: Sequence[str]) -> dict[str, Any]:
+    result = metrics.cohen_kappa([a for a, _ in pairs], [b for _, b in pairs], labels)
+    return {
+        "cohen_kappa": result.kappa,
+        "observed_agreement": result.observed_agreement,
+        "n_images": result.n,
+    }
+
+
+def agreement_report(
+    *, study: Study | None, t2i_model: str | None = None, category: str | None = None
+) -> dict[str, Any]:
+    """Agreement of the annotators of a study (all studies when ``study`` is None).
+
+    Uses the images with at least two labels. Cohen's kappa compares, per image, the labels of
+    its first two annotators by annotator id (rater A = lower id); with more than two labels
+    per image Fleiss' kappa and Krippendorff's alpha (nominal) use all labels. Per annotator
+    pair: every pair of annotators who both labelled an image, named in alphabetical order.
+
+    Keys: study, labels, n_images, n_labels, max_labels_per_image, cohen_kappa,
+    observed_agreement, expected_agreement, confusion (rows = rater A's label, columns = rater
+    B's, both in ``labels`` order), per_t2i_model / per_category ({name: {cohen_kappa,
+    observed_agreement, n_images}}), per_annotator_pair ([{annotators: [a, b], cohen_kappa,
+    observed_agreement, n_images}]), fleiss_kappa, krippendorff_alpha. Undefined values are None.
+    """
+    studies = [study] if study is not None else list(Study.objects.order_by("pk"))
+    rows: list[tuple[int, str, str, str, str]] = []
+    for s in studies:
+        rows += label_rows_for_agreement(study=s, t2i_model=t2i_model, category=category)
+
+    # Rows come ordered by image, then annotator id: group them into images.
+    images: dict[int, list[tuple[str, str]]] = defaultdict(list)
+    facets: dict[int, tuple[str, str]] = {}
+    for image_id, model, cat, annotator, value in rows:
+        images[image_id].append((annotator, value))
+        facets[image_id] = (model, cat)
+    multi = {i: labels for i, labels in images.items() if len(labels) >= 2}
+
+    labels = _label_order(studies)
+    first_pairs = {i: (ls[0][1], ls[1][1]) for i, ls in multi.items()}
+    overall = metrics.cohen_kappa(
+        [a for a, _ in first_pairs.values()], [b for _, b in first_pairs.values()], labels
+    )
+    by_model: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    by_category: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for image_id, pair in first_pairs.items():
+        model, cat = facets[image_id]
+        by_model[model].append(pair)
+        by_category[cat].append(pair)
+
+    by_annotators: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+    for ls in multi.values():
+        for (name_a, value_a), (name_b, value_b) in combinations(ls, 2):
+            if name_a > name_b:
+                (name_a, value_a), (name_b, value_b) = (name_b, value_b), (name_a, value_a)
+            by_annotators[(name_a, name_b)].append((value_a, value_b))
+
+    all_values = [[v for _, v in ls] for ls in multi.values()]
+    return {
+        "study": study.slug if study is not None else None,
+        "labels": list(overall.labels),
+        "n_images": overall.n,
+        "n_labels": sum(len(v) for v in all_values),
+        "max_labels_per_image": max((len(v) for v in all_values), default=0),
+        "cohen_kappa": overall.kappa,
+        "observed_agreement": overall.observed_agreement,
+        "expected_agreement": overall.expected_agreement,
+        "confusion": [list(row) for row in overall.confusion],
+        "per_t2i_model": {m: _kappa_summary(by_model[m], labels) for m in sorted(by_model)},
+        "per_category": {c: _kappa_summary(by_category[c], labels) for c in sorted(by_category)},
+        "per_annotator_pair": [
+            {"annotators": list(pair), **_kappa_summary(by_annotators[pair], labels)}
+            for pair in sorted(by_annotators)
+        ],
+        "fleiss_kappa": metrics.fleiss_kappa(all_values).kappa,
+        "krippendorff_alpha": metrics.krippendorff_alpha_nominal(all_values).alpha,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Bias report
+# --------------------------------------------------------------------------------------------
+
+
+def _seed(seed: int, *names: str) -> list[int]:
+    """A seed per (model, detector), stable across runs and independent of which other models
+    or detectors are in the report (so filtering the report does not move an interval)."""
+    return [seed, *(zlib.crc32(name.encode()) for name in names)]
+
+
+def _interval(interval: metrics.Interval | None) -> list[float] | None:
+    return interval.as_list() if interval is not None else None
+
+
+def _human_model(rows: list[dict[str, Any]], *, bootstrap: int, seed: int, model: str) -> dict[str, Any]:
+    prompts = []
+    scores: dict[int, float | None] = {}
+    category_rows = []
+    totals = dict.fromkeys(LABEL_KEYS, 0)
+    for row in rows:
+        score = metrics.prompt_bias_score(row["n_male"], row["n_female"])
+        scores[row["prompt_id"]] = score
+        category_rows.append((row["category"], row["prompt_id"], score))
+        for label in LABEL_KEYS:
+            totals[label] += row[f"n_{label}"]
+        prompts.append(
+            {
+                "category": row["category"],
+                "word": row["word"],
+                "prompt": row["prompt"],
+                "n_male": row["n_male"],
+                "n_female": row["n_female"],
+                "n_low_quality": row["n_low_quality"],
+                "n_other": row["n_other"],
+                "prompt_bias_score": score,
+            }
+        )
+    counts = [(r["n_male"], r["n_female"], r["n_low_quality"] + r["n_other"]) for r in rows]
+    ci = metrics.bootstrap_model_bias(counts, n_resamples=bootstrap, seed=_seed(seed, model))
+    mbs = metrics.model_bias_score(scores)
+    return {
+        "model_bias_score": mbs.value,
+        "ci95": _interval(ci),
+        "categories": {c: r.value for c, r in metrics.category_bias_scores(category_rows).items()},
+        "label_shares": metrics.label_shares(totals, LABEL_KEYS),
+        "n_images": sum(totals.values()),
+        "n_prompts_scored": mbs.n_scored,
+        "prompts": prompts,
+    }
+
+
+def _joint_table(row: dict[str, Any]) -> np.ndarray:
+    return np.array([row[key] for key in sel.JOINT_KEYS], dtype=np.int64).reshape(3, 3)
+
+
+def _filtering_and_accuracy(tables: np.ndarray) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Filtering (eqs. 4-5) and accuracy (eq. 6) from summed joint tables [human][detector]."""
+    t = tables.sum(axis=0) if tables.size else np.zeros((3, 3), dtype=np.int64)
+    m, f, rest = 0, 1, 2
+    filtering = metrics.filtering_metrics(
+        tp=int(t[:2, :2].sum()), fp=int(t[rest, :2].sum()), fn=int(t[:2, rest].sum()), tn=int(t[rest, rest])
+    )
+    accuracy = metrics.classification_accuracy(
+        male_correct=int(t[m, m]),
+        male_total=int(t[m, :2].sum()),
+        female_correct=int(t[f, f]),
+        female_total=int(t[f, :2].sum()),
+    )
+    return (
+        {
+            "precision": filtering.precision,
+            "recall": filtering.recall,
+            "f1": filtering.f1,
+            "filter_rate": filtering.filter_rate,
+            "tp": filtering.tp,
+            "fp": filtering.fp,
+            "fn": filtering.fn,
+            "tn": filtering.tn,
+        },
+        {
+            "male": accuracy.male,
+            "female": accuracy.female,
+            "overall": accuracy.overall,
+            "n_male": accuracy.n_male,
+            "n_female": accuracy.n_female,
+        },
+    )
+
+
+def _detector_model(
+    prompt_ids: list[int], tables: np.ndarray, *, bootstrap: int, seed: list[int]
+) -> dict[str, Any]:
+    """One detector on one T2I model, against the human labels of the same images."""
+    human = {
+        p: metrics.prompt_bias_score(int(t[0].sum()), int(t[1].sum()))
+        for p, t in zip(prompt_ids, tables, strict=True)
+    }
+    detected = {
+        p: metrics.prompt_bias_score(int(t[:, 0].sum()), int(t[:, 1].sum()))
+        for p, t in zip(prompt_ids, tables, strict=True)
+    }
+    human_score = metrics.model_bias_score(human).value
+    detector_score = metrics.model_bias_score(detected).value
+    paired = metrics.bootstrap_detector_vs_human(tables, n_resamples=bootstrap, seed=seed)
+    return {
+        "model_bias_score": detector_score,
+        "pct_diff": metrics.pct_difference(detector_score, human_score),
+        "prompt_bias_score_difference": metrics.prompt_bias_score_difference(detected, human).value,
+        "ci95": _interval(paired.pct_diff),
+        "model_bias_score_ci95": _interval(paired.detector),
+        "prompt_bias_score_difference_ci95": _interval(paired.prompt_bias_score_difference),
+        "human_model_bias_score": human_score,
+        "n_images": int(tables.sum()),
+    }
+
+
+def _detectors(
+    rows: list[dict[str, Any]], versions: dict[str, str], *, bootstrap: int, seed: int
+) -> dict[str, Any]:
+    grouped: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        grouped[row["detector"]][row["image__t2i_model"]].append(row)
+    report: dict[str, Any] = {}
+    for key in sorted(versions):
+        per_model_rows = grouped.get(key, {})
+        all_tables = [_joint_table(r) for rs in per_model_rows.values() for r in rs]
+        filtering, accuracy = _filtering_and_accuracy(np.array(all_tables, dtype=np.int64))
+        per_model = {}
+        for model in sorted(per_model_rows):
+            model_rows = per_model_rows[model]
+            tables = np.array([_joint_table(r) for r in model_rows], dtype=np.int64)
+            per_model[model] = _detector_model(
+                [r["image__prompt_id"] for r in model_rows],
+                tables,
+                bootstrap=bootstrap,
+                seed=_seed(seed, model, key),
+            )
+        report[key] = {
+            "version": versions[key],
+            "filtering": filtering,
+            "accuracy": accuracy,
+            "per_model": per_model,
+        }
+    return report
+
+
+def bias_report(
+    *,
+    study: Study | None = None,
+    t2i_model: str | None = None,
+    detector: str | None = None,
+    bootstrap: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The bias report of issue 4 (the JSON contract of ``manage.py bias_report``).
+
+    ``{"coverage": {images, final_labels}, "agreement": {cohen_kappa, n_images},
+    "human": {t2i_model: {model_bias_score, ci95, categories, label_shares, prompts, ...}},
+    "detectors": {detector: {filtering, accuracy, per_model: {t2i_model: {model_bias_score,
+    pct_diff, prompt_bias_score_difference, ci95, ...}}}}}``
+
+    - Human scores use every image with a final label. Clear = final label male or female.
+    - Detector metrics use the images with both a final label and an ``ok`` prediction of the
+      detector's reported version (the latest run, see ``reports.selectors``). Filtering treats
+      every non-clear final label (low quality, other) as a negative.
+    - ``pct_diff`` (percent, signed: + = overestimate) and ``prompt_bias_score_difference``
+      compare the detector with the human labels *of the same images*
+      (``human_model_bias_score``), so a detector that skipped images is not blamed for them.
+    - ``ci95`` of a human model is the 95 % bootstrap interval of its model bias score; ``ci95``
+      of a detector's model is the interval of ``pct_diff`` (the detector - human difference),
+      with ``model_bias_score_ci95`` and ``prompt_bias_score_difference_ci95`` beside it. Images
+      are resampled within prompts (``bootstrap`` replicates, seeded by ``seed``); 0 turns
+      intervals off (null).
+    - Ratios are fractions in [0, 1]; anything undefined is None (JSON null), never 0.
+    """
+    rows = sel.human_prompt_counts(study=study, t2i_model=t2i_model)
+    by_model: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_model[row["t2i_model"]].append(row)
+    agreement = agreement_report(study=study, t2i_model=t2i_model)
+    versions = sel.latest_detector_versions(study=study, t2i_model=t2i_model, detector=detector)
+    joint = sel.detector_joint_counts(versions=versions, study=study, t2i_model=t2i_model)
+    return {
+        "coverage": sel.coverage(study=study, t2i_model=t2i_model),
+        "agreement": {"cohen_kappa": agreement["cohen_kappa"], "n_images": agreement["n_images"]},
+        "human": {
+            model: _human_model(by_model[model], bootstrap=bootstrap, seed=seed, model=model)
+            for model in sorted(by_model)
+        },
+        "detectors": _detectors(joint, versions, bootstrap=bootstrap, seed=seed),
+    }
