@@ -1,0 +1,130 @@
+"""Annotators working at the same moment never push an image past N labels (PostgreSQL).
+
+Real threads, each with its own database connection, claim and submit concurrently. On SQLite
+writes are serial anyway, so these tests only run against PostgreSQL (DATABASE_URL).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+from django.db import connection, connections
+from django.db.models import Count
+
+from annotate import services
+from annotate.models import Assignment, FinalLabel, FinalLabelSource, Label
+from tests.factories import ImageFactory, PromptFactory, StudyFactory, UserFactory
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        connection.vendor != "postgresql", reason="needs PostgreSQL (DATABASE_URL=postgres://…)"
+    ),
+]
+
+THREADS = 8
+
+
+def _run_in_threads(work: Callable[[int], None], count: int) -> list[BaseException]:
+    """Start ``count`` threads at the same moment; return the errors they raised."""
+    barrier = threading.Barrier(count)
+    errors: list[BaseException] = []
+
+    def target(index: int) -> None:
+        try:
+            barrier.wait()
+            work(index)
+        except BaseException as exc:  # collected and asserted on by the test
+            errors.append(exc)
+        finally:
+            connections.close_all()  # each thread has its own connection: give it back
+
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads), "a thread hung (deadlock?)"
+    return errors
+
+
+def _study_with(n_images: int, n_annotators: int, labels_per_image: int = 2):
+    study = StudyFactory(labels_per_image=labels_per_image)
+    annotators = [UserFactory(username=f"worker{i}", role="annotator") for i in range(n_annotators)]
+    study.annotators.add(*annotators)
+    prompt = PromptFactory(study=study)
+    images = [ImageFactory(prompt=prompt) for _ in range(n_images)]
+    return study, annotators, images
+
+
+def test_concurrent_annotators_never_push_an_image_past_n_labels():
+    study, annotators, images = _study_with(n_images=6, n_annotators=THREADS)
+    given: dict[str, list[int]] = {a.username: [] for a in annotators}
+    values = ["male", "female"]
+
+    def work(index: int) -> None:
+        annotator = annotators[index]
+        while seats := services.assignment_queue(study=study, annotator=annotator, size=2):
+            image = seats[0].image
+            given[annotator.username].append(image.pk)
+            services.annotation_submit(
+                image=image,
+                annotator=annotator,
+                value=values[(index + image.pk) % 2],
+                request_id=f"{index}-{image.pk}",
+            )
+
+    errors = _run_in_threads(work, THREADS)
+
+    assert errors == []
+    per_image = dict(Label.objects.values_list("image").annotate(n=Count("id")))
+    assert per_image == {image.pk: 2 for image in images}  # every image exactly N labels
+    seats = Assignment.objects.values("image").annotate(n=Count("id"))
+    assert max(row["n"] for row in seats) == 2
+    for username, image_ids in given.items():
+        assert len(image_ids) == len(set(image_ids)), f"{username} got an image twice"
+    assert sum(len(ids) for ids in given.values()) == 12
+
+
+def test_concurrent_final_submits_on_one_image_keep_the_final_label_consistent():
+    """N annotators finishing the same images at the same moment: every image whose N labels
+    agree gets its agreed final label, and no disagreeing image gets one."""
+    study, annotators, images = _study_with(n_images=4, n_annotators=3, labels_per_image=3)
+    # Every annotator first holds a seat on every image, then all submit at once.
+    for annotator in annotators:
+        services.assignment_queue(study=study, annotator=annotator, size=len(images))
+    plan = {images[0].pk: "male", images[1].pk: "female", images[2].pk: "low_quality"}
+
+    def work(index: int) -> None:
+        for image in images:
+            value = plan.get(image.pk, ["male", "female", "male"][index])
+            services.annotation_submit(image=image, annotator=annotators[index], value=value)
+
+    errors = _run_in_threads(work, len(annotators))
+
+    assert errors == []
+    finals = dict(FinalLabel.objects.values_list("image_id", "value"))
+    assert finals == plan
+    assert set(FinalLabel.objects.values_list("source", flat=True)) == {FinalLabelSource.AGREED}
+
+
+def test_concurrent_claims_for_the_last_free_seats_hand_each_out_once():
+    """More annotators than free seats ask for work at the same moment."""
+    study, annotators, images = _study_with(n_images=2, n_annotators=THREADS)
+    won: list[tuple[str, int]] = []
+
+    def work(index: int) -> None:
+        for seat in services.assignment_queue(study=study, annotator=annotators[index], size=2):
+            won.append((annotators[index].username, seat.image_id))
+
+    errors = _run_in_threads(work, THREADS)
+
+    assert errors == []
+    per_image = Counter(image_id for _, image_id in won)
+    assert per_image == {image.pk: 2 for image in images}
+    assert len(won) == len(set(won))
+    assert Assignment.objects.count() == 4
