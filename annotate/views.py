@@ -399,8 +399,22 @@ def agreement(request: HttpRequest, slug: str | None = None) -> HttpResponse:
     if form.is_valid():
         filters = {key: form.cleaned_data[key] or None for key in filters}
     report = agreement_report(study=study, **filters)
-    context = {"study": study, "form": form, "report": report, "filters": filters}
+    context = {
+        "study": study,
+        "form": form,
+        "report": report,
+        "confusion_rows": _confusion_rows(report["labels"], report["confusion"]),
+        "many_raters": max(study.labels_per_image, report.get("max_labels_per_image") or 0) > 2,
+    }
     return render(request, "annotate/agreement.html", context)
+
+
+def _confusion_rows(labels: list[str], matrix: list[list[int]]) -> list[dict[str, Any]]:
+    """Rows of the confusion table: rater A's label, then one cell per rater B label."""
+    return [
+        {"label": label, "cells": [{"count": n, "diagonal": i == j} for j, n in enumerate(row)]}
+        for i, (label, row) in enumerate(zip(labels, matrix, strict=True))
+    ]
 
 
 @guarded(methods=READ, check=_researcher)

@@ -120,6 +120,4 @@ def test_right_persona_with_a_wrong_verb_gets_405(client_for, annotator_a, resea
 def test_researchers_and_admins_open_every_researcher_page(request, client_for, persona, study, image):
     client = client_for(request.getfixturevalue(persona))
     for url in _researcher_urls(study, image):
-        if "agreement" in url:
-            continue  # covered with the report in test_views
         assert client.get(url).status_code == 200, url

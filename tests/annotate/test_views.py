@@ -382,3 +382,49 @@ def test_no_role_page_explains_what_to_ask_for(client_for, outsider):
     response = client_for(outsider).get(reverse("annotate:no_role"))
     assert response.status_code == 200
     assert "neither an annotator nor a researcher" in response.content.decode()
+
+
+def test_agreement_page_shows_kappa_confusion_and_facets_equal_to_sklearn(
+    client_for, researcher, disputed, images
+):
+    from sklearn.metrics import cohen_kappa_score
+
+    # Third image agreed: pairs (male, female), (other, low_quality), (male, male).
+    for user in ("anna", "ben"):
+        from django.contrib.auth import get_user_model
+
+        client = client_for(get_user_model().objects.get(username=user))
+        client.get(_label_url(images[0].study))
+        client.post(_submit_url(images[2]), {"value": "male"})
+    response = client_for(researcher).get(reverse("annotate:agreement"))
+    html = response.content.decode()
+    expected = cohen_kappa_score(["male", "other", "male"], ["female", "low_quality", "male"])
+    assert response.status_code == 200
+    assert f'<td class="kappa">{expected:.3f}</td>' in html
+    assert "anna &amp; ben" in html
+    assert "profession" in html
+    assert "sdxl" in html
+    assert "Fleiss" not in html  # two labels per image
+    assert response.context["report"]["n_images"] == 3
+
+
+def test_agreement_page_filters_by_model_and_says_when_nothing_is_labelled(client_for, researcher, images):
+    response = client_for(researcher).get(reverse("annotate:agreement"), {"t2i_model": "sdxl"})
+    assert response.status_code == 200
+    assert "No image has two labels yet" in response.content.decode()
+
+
+def test_agreement_page_reports_fleiss_and_krippendorff_with_three_labels_per_image(
+    client_for, researcher, annotator_c, study
+):
+    study.labels_per_image = 3
+    study.save()
+    study.annotators.add(annotator_c)
+    img = ImageFactory(prompt=PromptFactory(study=study))
+    for user in study.annotators.all():
+        client = client_for(user)
+        client.get(_label_url(study))
+        client.post(_submit_url(img), {"value": "male" if user != annotator_c else "female"})
+    html = client_for(researcher).get(reverse("annotate:agreement", args=[study.slug])).content.decode()
+    assert "Fleiss" in html
+    assert "Krippendorff" in html
