@@ -1,0 +1,223 @@
+"""FairFace (Kärkkäinen & Joo, 2021) as a gender detector — the paper's "FairFace" (appendix A).
+
+The pipeline of FairFace's own ``predict.py``, step by step:
+
+1. the image is resized so its longer side is ``max_side`` (800 — up or down, as FairFace does);
+2. dlib's CNN (MMOD) face detector finds faces, at ``upsample`` 1 (FairFace's setting);
+3. each face is aligned with dlib's 5-point landmarks into a 300x300 chip, padding 0.25;
+4. the chip is resized to 224x224, scaled to [0, 1] and normalised with ImageNet mean/std;
+5. ResNet-34 whose ``fc`` has 18 outputs: 7 race logits, then 2 gender logits (index 7 = male,
+   8 = female), then 9 age logits; softmax over the two gender logits.
+
+Weights: ``BIASLAB_FAIRFACE_WEIGHTS`` — the file ``res34_fair_align_multi_7_20190809.pt`` (a
+state_dict) or a folder holding it. There is no default: the authors publish it on Google Drive,
+which this project never downloads from.
+
+One decision per image (FairFace itself predicts per face):
+  * no face → filtered ``no_face``;
+  * several faces and the second-largest face's area is more than ``several_ratio`` (0.5, the
+    paper's CLIP-Enhance rule) of the largest's → filtered ``several_people``;
+  * otherwise the largest face decides: male when P(male) ≥ P(female) (FairFace's argmax), else
+    female. Scores: ``male``, ``female`` (softmax), ``n_faces``, ``face_confidence``.
+
+dlib's CNN runs on the CPU here (dlib-bin has no CUDA): about 1.5 s per 512² image at upsample 0
+and several seconds at FairFace's 800 px / upsample 1. ``device`` only moves the ResNet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from detectors.base import FEMALE, MALE, Detector, DetectorOutput, DetectorUnavailable
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
+
+    from detectors.plugins.faces import FaceBox
+
+CHECKPOINT_NAME = "res34_fair_align_multi_7_20190809.pt"
+N_OUTPUTS = 18
+GENDER_SLICE = slice(7, 9)  # order: male, female (predict.py: 0 → "Male", 1 → "Female")
+IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
+IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
+CHIP_SIZE = 300
+INPUT_SIZE = 224
+
+
+@dataclass(frozen=True)
+class FaceDecision:
+    """What the face layout says before any classification: a main face, or a filter reason."""
+
+    main: FaceBox | None
+    reason: str
+    scores: dict[str, float]
+
+
+def face_decision(faces: Sequence[FaceBox], *, several_ratio: float = 0.5) -> FaceDecision:
+    """The main face of an image, or why there is none (rules in the module docstring)."""
+    if not faces:
+        return FaceDecision(None, "no_face", {"n_faces": 0.0})
+    ranked = sorted(faces, key=lambda f: f.area, reverse=True)
+    main = ranked[0]
+    ratio = ranked[1].area / main.area if len(ranked) > 1 and main.area else 0.0
+    scores = {
+        "n_faces": float(len(ranked)),
+        "second_face_ratio": round(ratio, 4),
+        "face_confidence": round(float(main.confidence), 4),
+    }
+    if ratio > several_ratio:
+        return FaceDecision(None, "several_people", scores)
+    return FaceDecision(main, "", scores)
+
+
+def gender_probabilities(logits: Any) -> tuple[float, float]:
+    """(P(male), P(female)) from one row of the 18 FairFace logits."""
+    gender = np.asarray(logits, dtype=np.float64)[GENDER_SLICE]
+    exp = np.exp(gender - gender.max())
+    p = exp / exp.sum()
+    return float(p[0]), float(p[1])
+
+
+def to_input_array(chip: PILImage) -> np.ndarray:
+    """A 3x224x224 float32 array: resized, scaled to [0, 1], ImageNet-normalised."""
+    from PIL import Image
+
+    resized = chip.convert("RGB").resize((INPUT_SIZE, INPUT_SIZE), Image.Resampling.BILINEAR)
+    array = np.asarray(resized, dtype=np.float32) / 255.0
+    return ((array - IMAGENET_MEAN) / IMAGENET_STD).transpose(2, 0, 1).copy()
+
+
+def resize_longer_side(image: PILImage, max_side: int) -> PILImage:
+    """FairFace's resize: the longer side becomes ``max_side``, enlarging small images too."""
+    from PIL import Image
+
+    width, height = image.size
+    scale = max_side / max(width, height)
+    if scale == 1:
+        return image
+    size = (max(1, int(width * scale)), max(1, int(height * scale)))
+    return image.resize(size, Image.Resampling.BILINEAR)
+
+
+def checkpoint_path(value: str, var: str) -> Path:
+    """The checkpoint file, given the file itself or a folder holding it."""
+    path = Path(value)
+    if path.is_dir():
+        path = path / CHECKPOINT_NAME
+    if not path.is_file():
+        raise DetectorUnavailable(
+            f"FairFace checkpoint {str(path)!r} not found: set {var} to the file {CHECKPOINT_NAME} "
+            "(from github.com/dchen236/FairFace) or a folder holding it."
+        )
+    return path
+
+
+class FairFaceDetector(Detector):
+    key: ClassVar[str] = "fairface"
+    version: ClassVar[str] = "1"
+    description: ClassVar[str] = "dlib CNN faces, 5-point alignment, FairFace ResNet-34 gender head."
+
+    def __init__(
+        self,
+        *,
+        device: str = "cpu",
+        weights: str | None = None,
+        max_side: int = 800,
+        upsample: int = 1,
+        several_ratio: float = 0.5,
+        **options: Any,
+    ) -> None:
+        super().__init__(device=device, **options)
+        self.weights = weights
+        self.max_side = max_side
+        self.upsample = upsample
+        self.several_ratio = several_ratio
+        self.model: Any = None
+
+    @property
+    def version_id(self) -> str:
+        """``1+<checkpoint file name>``; the face-detection settings are part of it when changed."""
+        import os
+
+        from detectors.weights import weights_env_var
+
+        value = self.weights or os.environ.get(weights_env_var(self.key), "").strip()
+        name = Path(value).name if value else "unconfigured"
+        if Path(value).is_dir():
+            name = CHECKPOINT_NAME
+        settings = "" if (self.max_side, self.upsample) == (800, 1) else f"@{self.max_side}u{self.upsample}"
+        return f"{self.version}+{name}{settings}"
+
+    def load(self) -> None:
+        from detectors.plugins import faces
+        from detectors.weights import resolve_weights, weights_env_var
+
+        var = weights_env_var(self.key)
+        path = checkpoint_path(resolve_weights(self.key, self.weights, config_names=()), var)
+        faces.load_models("cnn", align=True)
+        from detectors.torch_compat import ensure_torchvision
+
+        ensure_torchvision()
+        import torch
+        import torchvision
+
+        model = torchvision.models.resnet34(weights=None)
+        model.fc = torch.nn.Linear(model.fc.in_features, N_OUTPUTS)
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+            if isinstance(state, dict) and "state_dict" in state:
+                state = state["state_dict"]
+            # Checkpoints saved from nn.DataParallel prefix every key with "module.".
+            state = {k.removeprefix("module."): v for k, v in state.items()}
+            model.load_state_dict(state)
+        except (RuntimeError, OSError, AttributeError, ValueError) as exc:
+            raise DetectorUnavailable(
+                f"{path} is not a FairFace ResNet-34 state_dict with an 18-output head ({exc}); "
+                f"set {var} to {CHECKPOINT_NAME}."
+            ) from exc
+        self.model = model.to(self.device).eval()
+
+    def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
+        self.ensure_loaded()
+        from detectors.plugins import faces
+
+        outputs: list[DetectorOutput | None] = []
+        chips: list[PILImage] = []
+        decisions: list[FaceDecision] = []
+        for image in batch:
+            resized = resize_longer_side(image.convert("RGB"), self.max_side)
+            found = faces.detect_faces(resized, "cnn", self.upsample)
+            decision = face_decision(found, several_ratio=self.several_ratio)
+            decisions.append(decision)
+            if decision.main is None:
+                outputs.append(DetectorOutput.filtered(decision.reason, scores=decision.scores))
+                continue
+            chips.append(faces.align_faces(resized, [decision.main], size=CHIP_SIZE, padding=0.25)[0])
+            outputs.append(None)
+        probabilities = iter(self.classify(chips))
+        return [
+            out if out is not None else self._verdict(next(probabilities), decision.scores)
+            for out, decision in zip(outputs, decisions, strict=True)
+        ]
+
+    def classify(self, chips: Sequence[PILImage]) -> list[tuple[float, float]]:
+        """(P(male), P(female)) for each aligned face chip, in one forward pass."""
+        if not chips:
+            return []
+        import torch
+
+        tensor = torch.from_numpy(np.stack([to_input_array(chip) for chip in chips])).to(self.device)
+        with torch.inference_mode():
+            logits = self.model(tensor).float().cpu().numpy()
+        return [gender_probabilities(row) for row in logits]
+
+    @staticmethod
+    def _verdict(probabilities: tuple[float, float], scores: dict[str, float]) -> DetectorOutput:
+        p_male, p_female = probabilities
+        scores = {**scores, "male": round(p_male, 6), "female": round(p_female, 6)}
+        return DetectorOutput(verdict=MALE if p_male >= p_female else FEMALE, scores=scores)
