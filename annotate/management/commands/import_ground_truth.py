@@ -1,0 +1,47 @@
+"""``manage.py import_ground_truth FILE.csv``: thin wrapper around ``annotate.exchange.ground_truth_import``."""
+
+from __future__ import annotations
+
+from argparse import ArgumentParser
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from annotate.errors import AnnotateError
+from annotate.exchange import ground_truth_import, study_by_slug
+from annotate.management.commands.import_images import DEFAULT_STUDY
+
+
+class Command(BaseCommand):
+    help = (
+        "Set final labels directly (e.g. a released dataset's ground truth) from a CSV with columns "
+        "image (the manifest path), label, optional note — or an export_ground_truth CSV "
+        "(final_label column; images without one are skipped). Every row is checked first; "
+        "unknown images or labels are reported row by row and then nothing is written."
+    )
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("file", help="CSV file (UTF-8, header row).")
+        parser.add_argument(
+            "--study", default=DEFAULT_STUDY, help=f"Study slug (default: '{DEFAULT_STUDY}')."
+        )
+        parser.add_argument(
+            "--user", default="", help="Username recorded as having decided these final labels (optional)."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        user = None
+        if options["user"]:
+            user = get_user_model().objects.filter(username=options["user"]).first()
+            if user is None:
+                raise CommandError(f"no user named '{options['user']}'")
+        try:
+            study = study_by_slug(options["study"])
+            summary = ground_truth_import(study=study, csv_path=options["file"], user=user)
+        except AnnotateError as exc:
+            raise CommandError(str(exc)) from exc
+        for line in summary.lines("final labels"):
+            self.stdout.write(line)
+        if summary.rejected:
+            raise CommandError(f"{len(summary.rejected)} row(s) rejected: nothing was imported.")

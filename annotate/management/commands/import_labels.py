@@ -1,0 +1,38 @@
+"""``manage.py import_labels FILE.csv``: thin wrapper around ``annotate.exchange.labels_import``."""
+
+from __future__ import annotations
+
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotate.errors import AnnotateError
+from annotate.exchange import labels_import, study_by_slug
+from annotate.management.commands.import_images import DEFAULT_STUDY
+
+
+class Command(BaseCommand):
+    help = (
+        "Import annotators' labels from a CSV with columns image (the manifest path), annotator "
+        "(username, created as an annotator if missing), label, optional reason — or an "
+        "export_ground_truth CSV (annotator_i / label_i columns). Every row is checked first; "
+        "unknown images or labels are reported row by row and then nothing is written."
+    )
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("file", help="CSV file (UTF-8, header row).")
+        parser.add_argument(
+            "--study", default=DEFAULT_STUDY, help=f"Study slug (default: '{DEFAULT_STUDY}')."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            study = study_by_slug(options["study"])
+            summary = labels_import(study=study, csv_path=options["file"])
+        except AnnotateError as exc:
+            raise CommandError(str(exc)) from exc
+        for line in summary.lines("labels"):
+            self.stdout.write(line)
+        if summary.rejected:
+            raise CommandError(f"{len(summary.rejected)} row(s) rejected: nothing was imported.")
