@@ -1,0 +1,119 @@
+"""Generate a study's images from a prompt set with a diffusers text-to-image model.
+
+    python manage.py generate_images --t2i-model sdxl --prompt-set lyu2025 --per-prompt 20 \\
+        --study gender --device cuda --batch-size 8 [--steps 30] [--guidance 5] \\
+        [--height 1024] [--width 1024] [--seed-base 0] [--limit-prompts 10]
+
+Resumable: images already stored (same model, prompt, index) are skipped. Ctrl-C / SIGTERM
+stops after the current batch. See detectors/generation.py for the seed rule and weights.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from annotate.models import Study
+from detectors.generation import (
+    T2I_MODELS,
+    GenerationError,
+    Settings,
+    generation_run,
+    prompt_set_load,
+    t2i_model_resolve,
+)
+from detectors.progress import Progress, StopFlag
+
+
+def _positive(value: int | None, flag: str) -> None:
+    if value is not None and value < 1:
+        raise CommandError(f"{flag} must be at least 1")
+
+
+class Command(BaseCommand):
+    help = "Generate images for every prompt of a prompt set and store them as the study's images."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--t2i-model",
+            required=True,
+            help=f"Short name ({', '.join(T2I_MODELS)}), a diffusers hub id or a local folder.",
+        )
+        parser.add_argument("--prompt-set", required=True, help="Shipped set name (lyu2025) or CSV path.")
+        parser.add_argument("--per-prompt", type=int, default=20, help="Images per prompt (default 20).")
+        parser.add_argument("--study", default="", help="Study slug (default: the only study).")
+        parser.add_argument("--device", default="cpu")
+        parser.add_argument("--batch-size", type=int, default=None, help="Default 8 on CUDA, 1 on CPU.")
+        parser.add_argument("--steps", type=int, default=None, help="Default: the pipeline's own.")
+        parser.add_argument("--guidance", type=float, default=None, help="Default: the pipeline's own.")
+        parser.add_argument("--height", type=int, default=None)
+        parser.add_argument("--width", type=int, default=None)
+        parser.add_argument("--seed-base", type=int, default=0, help="Mixed into every seed (default 0).")
+        parser.add_argument("--limit-prompts", type=int, default=None, help="Only the first K prompts.")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        for flag in ("per_prompt", "batch_size", "steps", "height", "width", "limit_prompts"):
+            _positive(opts[flag], "--" + flag.replace("_", "-"))
+        study = self._study(opts["study"])
+        try:
+            prompts = prompt_set_load(opts["prompt_set"])
+            model = t2i_model_resolve(opts["t2i_model"])
+        except GenerationError as exc:
+            raise CommandError(str(exc)) from None
+        if opts["limit_prompts"]:
+            prompts = prompts[: opts["limit_prompts"]]
+        device = opts["device"]
+        batch_size = opts["batch_size"] or (8 if device.startswith("cuda") else 1)
+        settings = Settings(
+            device=device,
+            batch_size=batch_size,
+            steps=opts["steps"],
+            guidance=opts["guidance"],
+            height=opts["height"],
+            width=opts["width"],
+            seed_base=opts["seed_base"],
+        )
+        with StopFlag(stream=self.stderr._out) as stop:
+            try:
+                outcome = generation_run(
+                    study=study,
+                    model=model,
+                    prompts=prompts,
+                    per_prompt=opts["per_prompt"],
+                    settings=settings,
+                    prompt_set=opts["prompt_set"],
+                    should_stop=stop,
+                    progress=lambda total: Progress(total, stream=self.stderr._out),
+                    on_warning=lambda message: self.stderr.write(message),
+                )
+            except GenerationError as exc:
+                raise CommandError(str(exc)) from None
+        self._report(model.name, study, outcome)
+
+    def _report(self, name: str, study: Study, outcome: Any) -> None:
+        if outcome.created == 0 and not outcome.interrupted and not outcome.duplicates:
+            self.stdout.write(
+                f"Nothing to do: all {outcome.skipped} images of {name} are already in study {study.slug}."
+            )
+            return
+        speed = outcome.images_per_second
+        state = "Interrupted" if outcome.interrupted else "Done"
+        self.stdout.write(
+            f"{state}: {outcome.created} images of {name} stored in study {study.slug}, "
+            f"{outcome.skipped} already there, {outcome.duplicates} duplicates not stored"
+            + (f", {speed:.3f} images/s." if speed else ".")
+        )
+
+    def _study(self, slug: str) -> Study:
+        if slug:
+            try:
+                return Study.objects.get(slug=slug)
+            except Study.DoesNotExist:
+                pass
+        studies = list(Study.objects.values_list("slug", flat=True))
+        if not slug and len(studies) == 1:
+            return Study.objects.get()
+        known = ", ".join(studies) or "none yet (create one in the admin)"
+        lead = f"No study {slug!r}." if slug else "Give --study."
+        raise CommandError(f"{lead} Studies: {known}.")
