@@ -152,7 +152,7 @@ def _dtype_name(device: str, requested: str) -> str:
     return _DTYPES[requested or "bf16"]
 
 
-def _gender_scores(sims: ClipSimilarities, row: int) -> tuple[str, dict[str, float]]:
+def gender_scores(sims: ClipSimilarities, row: int) -> tuple[str, dict[str, float]]:
     """The male-vs-female decision every CLIP detector shares: higher similarity wins."""
     probs = sims.softmax(GENDER_TEXTS)[row]
     sim_male = float(sims.column(MALE_TEXT)[row])
@@ -214,7 +214,7 @@ class ClipDetector(_ClipDetector):
     description = "CLIP ViT-L/14: 'a photo of a male' vs 'a photo of a female', never filters"
 
     def decide(self, sims: ClipSimilarities, row: int) -> DetectorOutput:
-        verdict, scores = _gender_scores(sims, row)
+        verdict, scores = gender_scores(sims, row)
         return DetectorOutput(verdict=verdict, scores=scores)
 
 
@@ -248,7 +248,7 @@ class ClipProbDetector(_ClipDetector):
         return outputs
 
     def decide(self, sims: ClipSimilarities, row: int, *, n_faces: int = 1) -> DetectorOutput:
-        verdict, scores = _gender_scores(sims, row)
+        verdict, scores = gender_scores(sims, row)
         scores["n_faces"] = float(n_faces)
         if max(scores["p_male"], scores["p_female"]) < self.threshold:
             return DetectorOutput.filtered("low_confidence", scores)

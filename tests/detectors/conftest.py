@@ -85,3 +85,11 @@ def tiny_clip(tiny_clip_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """BIASLAB_CLIP_WEIGHTS points at the tiny CLIP for this test."""
     monkeypatch.setenv("BIASLAB_CLIP_WEIGHTS", str(tiny_clip_dir))
     return tiny_clip_dir
+
+
+@pytest.fixture(scope="session")
+def tiny_yolo_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """YOLOv8n from its yaml (random weights) saved as a .pt (built once per test session)."""
+    from tests.detectors.tiny_models import save_tiny_yolo
+
+    return save_tiny_yolo(tmp_path_factory.mktemp("tiny-yolo") / "yolov8n-random.pt")
