@@ -138,3 +138,39 @@ def detector_joint_counts(
         .annotate(**_joint_filters())
         .order_by("detector", "image__t2i_model", "image__prompt_id")
     )
+
+
+class UnknownFilter(ValueError):
+    """A report was asked for a study, T2I model or detector that has no data."""
+
+
+def study_for_slug(slug: str | None) -> Study | None:
+    """The study with this slug (None for no slug = all studies); UnknownFilter naming the
+    studies that exist otherwise."""
+    if not slug:
+        return None
+    study = Study.objects.filter(slug=slug).first()
+    if study is None:
+        known = ", ".join(Study.objects.order_by("slug").values_list("slug", flat=True)) or "none yet"
+        raise UnknownFilter(f"No study with slug '{slug}' (existing studies: {known}).")
+    return study
+
+
+def check_filters(*, study: Study | None, t2i_model: str | None = None, detector: str | None = None) -> None:
+    """Raise UnknownFilter when a T2I model or detector name matches nothing in the study, so a
+    typo gets an answer instead of an empty report."""
+    images = images_in_scope(study=study)
+    if t2i_model and not images.filter(t2i_model=t2i_model).exists():
+        known = ", ".join(images.order_by().values_list("t2i_model", flat=True).distinct()) or "none"
+        raise UnknownFilter(f"No images of T2I model '{t2i_model}' (T2I models: {known}).")
+    if detector and not _predictions_in_scope(study=study, t2i_model=None).filter(detector=detector).exists():
+        known = (
+            ", ".join(
+                _predictions_in_scope(study=study, t2i_model=None)
+                .order_by()
+                .values_list("detector", flat=True)
+                .distinct()
+            )
+            or "none"
+        )
+        raise UnknownFilter(f"No predictions of detector '{detector}' (detectors: {known}).")
