@@ -91,8 +91,8 @@ def _diverging_cmap() -> Any:
     from matplotlib.colors import LinearSegmentedColormap
 
     cmap = LinearSegmentedColormap.from_list(
-        "biaslab_gender", [FEMALE_COLOUR, "#998ec3", "#ffffff", "#f1a340", MALE_COLOUR]
-    )
+        "biaslab_gender", [FEMALE_COLOUR, "#998ec3", "#ffffff", "#f1a340", MALE_COLOUR], N=257
+    )  # an odd number of levels puts 0 exactly on white
     return cmap
 
 
@@ -166,6 +166,12 @@ def _build_heatmap(grid: PromptGrid) -> Figure:
     from matplotlib.patches import Patch, Rectangle
 
     n_rows, n_cols = len(grid.rows), len(grid.columns)
+    if not n_rows or not n_cols:
+        fig = _new_figure(5, 1.5)
+        ax = fig.add_subplot()
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "No prompt has a final label yet", ha="center", va="center", transform=ax.transAxes)
+        return fig
     values = np.array(
         [[math.nan if v is None else v for v in row] for row in grid.values()], dtype=float
     ).reshape(n_rows, n_cols)
@@ -174,8 +180,7 @@ def _build_heatmap(grid: PromptGrid) -> Figure:
     fig = _new_figure(2.6 + cell_w * max(n_cols, 3) + 1.2, 1.6 + 0.17 * max(n_rows, 4))
     ax = fig.add_subplot()
     ax.spines[:].set_visible(False)
-    cmap = _diverging_cmap()
-    cmap.set_bad(NO_SCORE_COLOUR)
+    cmap = _diverging_cmap().with_extremes(bad=NO_SCORE_COLOUR)
     image = ax.imshow(
         np.ma.masked_invalid(values),
         cmap=cmap,
@@ -261,8 +266,6 @@ def _build_heatmap(grid: PromptGrid) -> Figure:
         bbox_to_anchor=(1.01, 0.0),
         frameon=False,
     )
-    if not n_rows:
-        ax.text(0.5, 0.5, "No prompt has a final label yet", ha="center", va="center", transform=ax.transAxes)
     return fig
 
 

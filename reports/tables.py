@@ -95,10 +95,10 @@ def _signed_pct(pct: float | None) -> str:
     return f"{pct:+.2f} % {arrow}".strip()
 
 
-def _ci(ci: Sequence[float | None] | None) -> str:
+def _ci(ci: Sequence[float | None] | None, digits: int = 3) -> str:
     if not ci or ci[0] is None or ci[1] is None:
         return NO_VALUE
-    return f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+    return f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
 
 
 def _text(value: Any) -> Cell:
@@ -164,7 +164,12 @@ def detector_n(detector: Mapping[str, Any]) -> int:
 
 
 def model_bias_table(report: Mapping[str, Any]) -> Table:
-    """Paper table 1: model bias score of humans and every detector, signed % difference, CI."""
+    """Paper table 1: model bias score of humans and every detector, signed % difference, CIs.
+
+    Per T2I model: the score with its 95 % interval, the detector's signed difference from the
+    human score in percent with the interval of that difference (the report's ``ci95`` of a
+    detector), and n, the images behind the number.
+    """
     models = model_keys(report)
     human = report.get("human", {})
     detectors = report.get("detectors", {})
@@ -172,44 +177,51 @@ def model_bias_table(report: Mapping[str, Any]) -> Table:
     for model in models:
         columns += [
             Column(f"{model}_score", "Score"),
-            Column(f"{model}_pct_diff", "Δ vs human"),
-            Column(f"{model}_ci95", "95 % CI", pair=True),
+            Column(f"{model}_score_ci95", "95 % CI", pair=True),
+            Column(f"{model}_pct_diff", "\u0394 vs human"),
+            Column(f"{model}_pct_diff_ci95", "\u0394 95 % CI", pair=True),
+            Column(f"{model}_n_images", "n"),
         ]
-    columns.append(Column("n_images", "n images"))
 
     human_row: list[Cell] = [_text("Human (ground truth)")]
-    n_human = 0
     for model in models:
-        h = human.get(model)
-        counts = prompt_counts(h.get("prompts", [])) if h else prompt_counts([])
-        n_human += counts["images"]
-        score = h.get("model_bias_score") if h else None
+        h = human.get(model) or {}
+        counts = prompt_counts(h.get("prompts", []))
+        score = h.get("model_bias_score")
+        n = h.get("n_images", counts["images"])
         human_row += [
             Cell(score, _num(score), title=f"{counts['clear']} clear of {counts['images']} images"),
+            _ci_cell(h.get("ci95")),
             Cell(None, ""),
-            _ci_cell(h.get("ci95") if h else None),
+            Cell((None, None), ""),
+            _int(n),
         ]
-    human_row.append(_int(n_human))
 
     det_rows: list[list[Cell]] = []
     for det_key, det in detectors.items():
         row: list[Cell] = [_text(det_key)]
         for model in models:
-            pm = det.get("per_model", {}).get(model)
+            pm = det.get("per_model", {}).get(model) or {}
+            score = pm.get("model_bias_score")
+            human_same = pm.get("human_model_bias_score")
             row += [
                 Cell(
-                    pm.get("model_bias_score") if pm else None,
-                    _num(pm.get("model_bias_score") if pm else None),
+                    score,
+                    _num(score),
+                    title=f"human score on the same images: {_num(human_same)}"
+                    if human_same is not None
+                    else "",
                 ),
-                Cell(pm.get("pct_diff") if pm else None, _signed_pct(pm.get("pct_diff") if pm else None)),
-                _ci_cell(pm.get("ci95") if pm else None),
+                _ci_cell(pm.get("model_bias_score_ci95")),
+                Cell(pm.get("pct_diff"), _signed_pct(pm.get("pct_diff"))),
+                _ci_cell(pm.get("ci95"), digits=2),
+                _int(pm.get("n_images")) if pm else Cell(None, NO_VALUE),
             ]
-        row.append(_int(detector_n(det)))
         det_rows.append(row)
 
     # Mark, per T2I model, the detector closest to and farthest from the human score.
     for m_index, model in enumerate(models):
-        col = 1 + 3 * m_index + 1
+        col = 1 + 5 * m_index + 2
         pct = [det.get("per_model", {}).get(model, {}).get("pct_diff") for det in detectors.values()]
         marked = _mark_extremes([r[col] for r in det_rows], pct)
         for r, cell in zip(det_rows, marked, strict=True):
@@ -219,20 +231,20 @@ def model_bias_table(report: Mapping[str, Any]) -> Table:
         key="model_bias",
         title="Model bias score: human vs detectors",
         caption=(
-            "Model bias score (eq. 1) per T2I model. Δ is the detector's signed difference from the "
-            "human score in percent of the human score (↑ overestimate, ↓ underestimate); green is "
-            "the closest detector, red the farthest. 95 % bootstrap intervals resample images "
-            "within prompts."
+            "Model bias score (eq. 1) per T2I model. \u0394 is the detector's signed difference from "
+            "the human score on the same images, in percent of the human score (\u2191 overestimate, "
+            "\u2193 underestimate); bold/green the closest detector, underlined/red the farthest. 95 % "
+            "bootstrap intervals resample images within prompts. n: images behind the number."
         ),
         columns=tuple(columns),
         rows=tuple(tuple(r) for r in [human_row, *det_rows]),
-        groups=(("", 1), *((m, 3) for m in models), ("", 1)),
+        groups=(("", 1), *((m, 5) for m in models)),
     )
 
 
-def _ci_cell(ci: Sequence[float | None] | None) -> Cell:
+def _ci_cell(ci: Sequence[float | None] | None, digits: int = 3) -> Cell:
     value = (ci[0], ci[1]) if ci and ci[0] is not None and ci[1] is not None else (None, None)
-    return Cell(value, _ci(ci))
+    return Cell(value, _ci(ci, digits))
 
 
 def prompt_difference_table(report: Mapping[str, Any]) -> Table:
@@ -282,6 +294,7 @@ def filtering_table(report: Mapping[str, Any]) -> Table:
         Column("accuracy_male", "Male acc. (%)"),
         Column("accuracy_female", "Female acc. (%)"),
         Column("accuracy_overall", "Overall acc. (%)"),
+        Column("n_accuracy", "n acc."),
         Column("tp", "TP"),
         Column("fp", "FP"),
         Column("fn", "FN"),
@@ -301,6 +314,7 @@ def filtering_table(report: Mapping[str, Any]) -> Table:
                 Cell(a.get("male"), _pct(a.get("male"))),
                 Cell(a.get("female"), _pct(a.get("female"))),
                 Cell(a.get("overall"), _pct(a.get("overall"))),
+                _int(_accuracy_n(a)),
                 _int(f.get("tp")),
                 _int(f.get("fp")),
                 _int(f.get("fn")),
@@ -314,11 +328,18 @@ def filtering_table(report: Mapping[str, Any]) -> Table:
             "Filtering: positive class is a clear image (human final label male or female); the "
             "detector keeps an image when it answers male or female. Filter rate is the share of "
             "low-quality images it filters. Accuracy on images clear to humans and kept by the "
-            "detector. CSV values are fractions; the page shows percentages."
+            "detector (n acc.). CSV values are fractions; the page shows percentages."
         ),
         columns=columns,
         rows=tuple(rows),
     )
+
+
+def _accuracy_n(accuracy: Mapping[str, Any]) -> int | None:
+    """Images behind the overall accuracy: clear to humans and kept (male + female)."""
+    if "n_male" not in accuracy:
+        return None
+    return int(accuracy.get("n_male") or 0) + int(accuracy.get("n_female") or 0)
 
 
 def label_shares_table(report: Mapping[str, Any]) -> Table:

@@ -1,0 +1,91 @@
+"""A small fixture study with hand-counted numbers, shared by the dashboard's view and drill-down
+tests (a plain module, not a conftest, so it cannot clash with other tests in this folder).
+
+Images (T2I model, prompt, final label, verdict of detector "fake" version 2):
+
+    1 sdxl lawyer        male         male                 agree
+    2 sdxl lawyer        male         filtered (no_face)   false filter
+    3 sdxl lawyer        female       male                 wrong gender
+    4 sdxl lawyer        low_quality  male                 false keep
+    5 sd3  lawyer        female       female               agree
+    6 sd3  lawyer        female       female               agree
+    7 sdxl R&D_lab 100%  low_quality  filtered (no_person) agree
+    8 sdxl R&D_lab 100%  low_quality  filtered (no_person) agree
+    9 sd3  R&D_lab 100%  male         male                 agree
+   10 sd3  R&D_lab 100%  female       male                 wrong gender
+   11 sdxl lawyer        (none: only anna labelled it)  male   not counted
+
+Version "1" of "fake" says "female" everywhere and must be ignored (an older run). Detector
+"facey" predicted images 1-4 only, and failed on image 5.
+
+Hand counts for fake: TP 6, FN 1, FP 1, TN 2; gender male->male 2, female->male 2,
+female->female 2; disagreements: false_keep 1, false_filter 1, wrong_gender 2, all 4.
+Human prompt bias scores: sdxl lawyer (2-1)/3, sd3 lawyer -1, sdxl R&D none, sd3 R&D 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.utils import timezone
+
+from annotate.models import FinalLabelSource, Image, Prompt, Study
+from detectors.models import PredictionStatus
+from tests.factories import FinalLabelFactory, ImageFactory, LabelFactory, PredictionFactory, PromptFactory
+
+ROWS = [
+    ("sdxl", "lawyer", "male", "male", ""),
+    ("sdxl", "lawyer", "male", "filtered", "no_face"),
+    ("sdxl", "lawyer", "female", "male", ""),
+    ("sdxl", "lawyer", "low_quality", "male", ""),
+    ("sd3", "lawyer", "female", "female", ""),
+    ("sd3", "lawyer", "female", "female", ""),
+    ("sdxl", "rnd", "low_quality", "filtered", "no_person"),
+    ("sdxl", "rnd", "low_quality", "filtered", "no_person"),
+    ("sd3", "rnd", "male", "male", ""),
+    ("sd3", "rnd", "female", "male", ""),
+    ("sdxl", "lawyer", None, "male", ""),
+]
+RND_WORD = "R&D_lab 100%"
+
+
+@dataclass
+class Fixture:
+    study: Study
+    lawyer: Prompt
+    rnd: Prompt
+    images: list[Image]
+
+
+def build(study: Study, annotator_a, annotator_b) -> Fixture:
+    lawyer = PromptFactory(study=study, category="profession", word="lawyer")
+    rnd = PromptFactory(
+        study=study, category="place", word=RND_WORD, text=f"a photo of one real person at the {RND_WORD}"
+    )
+    prompts = {"lawyer": lawyer, "rnd": rnd}
+    old = timezone.now() - timedelta(days=1)
+    images = []
+    for index, (model, prompt, final, verdict, reason) in enumerate(ROWS):
+        image = ImageFactory(study=study, prompt=prompts[prompt], t2i_model=model, index=index)
+        images.append(image)
+        if final is None:
+            LabelFactory(image=image, annotator=annotator_a, value="male")
+        else:
+            LabelFactory(image=image, annotator=annotator_a, value=final)
+            LabelFactory(image=image, annotator=annotator_b, value=final)
+            FinalLabelFactory(image=image, value=final, source=FinalLabelSource.AGREED)
+        PredictionFactory(image=image, detector="fake", version="2", verdict=verdict, filter_reason=reason)
+        old_pred = PredictionFactory(image=image, detector="fake", version="1", verdict="female")
+        type(old_pred).objects.filter(pk=old_pred.pk).update(created_at=old)
+    for image in images[:4]:
+        PredictionFactory(image=image, detector="facey", version="a", verdict="male")
+    PredictionFactory(
+        image=images[4],
+        detector="facey",
+        version="a",
+        status=PredictionStatus.FAILED,
+        verdict="",
+        error="boom",
+    )
+    return Fixture(study=study, lawyer=lawyer, rnd=rnd, images=images)

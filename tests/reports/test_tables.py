@@ -1,0 +1,194 @@
+"""The paper's tables from a hand-built report dict (issue 4's JSON contract): no database."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+
+from reports import tables
+
+
+def _prompt(category, word, n_male, n_female, n_lq=0, n_other=0):
+    clear = n_male + n_female
+    return {
+        "category": category,
+        "word": word,
+        "prompt": f"a photo of one real person who is a {word}",
+        "n_male": n_male,
+        "n_female": n_female,
+        "n_low_quality": n_lq,
+        "n_other": n_other,
+        "prompt_bias_score": (n_male - n_female) / clear if clear else None,
+    }
+
+
+def _detector(per_model, tp=90, fp=10, fn=5, tn=20):
+    return {
+        "filtering": {
+            "precision": 0.9,
+            "recall": 0.9474,
+            "f1": 0.923,
+            "filter_rate": 0.6667,
+            "tp": tp,
+            "fp": fp,
+            "fn": fn,
+            "tn": tn,
+        },
+        "accuracy": {"male": 0.98, "female": 0.9, "overall": 0.95, "n_male": 60, "n_female": 30},
+        "per_model": per_model,
+    }
+
+
+@pytest.fixture
+def report():
+    """Paper table 1's SDXL / SD3 ground truth and three of its detectors."""
+    human = {
+        "sdxl": {
+            "model_bias_score": 0.752,
+            "ci95": [0.70, 0.80],
+            "categories": {"profession": 0.907, "place": 0.576},
+            "label_shares": {"male": 0.688, "female": 0.129, "low_quality": 0.183, "other": 0.0},
+            "prompts": [
+                _prompt("profession", "lawyer", 9, 1),
+                _prompt("place", "R&D_lab 100%", 0, 0, n_lq=4),
+            ],
+        },
+        "sd3": {
+            "model_bias_score": 0.730,
+            "ci95": [0.68, 0.77],
+            "categories": {"profession": 0.861, "place": 0.619},
+            "label_shares": {"male": 0.728, "female": 0.2, "low_quality": 0.072, "other": 0.0},
+            "prompts": [_prompt("profession", "lawyer", 3, 7, n_other=1)],
+        },
+    }
+
+    def pm(score, pct, diff):
+        return {
+            "model_bias_score": score,
+            "pct_diff": pct,
+            "prompt_bias_score_difference": diff,
+            "ci95": [pct - 1, pct + 1],
+            "model_bias_score_ci95": [score - 0.02, score + 0.02],
+            "n_images": 100,
+        }
+
+    detectors = {
+        "clip": _detector({"sdxl": pm(0.686, -8.78, 0.137), "sd3": pm(0.701, -3.97, 0.098)}),
+        "mivolo": _detector({"sdxl": pm(0.759, 0.93, 0.158), "sd3": pm(0.716, -1.92, 0.073)}),
+        "clip_prob": _detector({"sdxl": pm(0.820, 9.04, 0.503), "sd3": pm(0.794, 8.77, 0.526)}),
+    }
+    return {
+        "coverage": {"images": 40, "final_labels": 35},
+        "agreement": {"cohen_kappa": 0.9, "n_images": 30},
+        "human": human,
+        "detectors": detectors,
+    }
+
+
+def _column(table, key):
+    index = [c.key for c in table.columns].index(key)
+    return [row[index] for row in table.rows]
+
+
+def test_model_bias_table_marks_the_closest_and_farthest_detector_per_model(report):
+    table = tables.model_bias_table(report)
+    sdxl = _column(table, "sdxl_pct_diff")
+    assert [c.mark for c in sdxl] == ["", "", "best", "worst"]
+    assert [c.text for c in sdxl[1:]] == ["-8.78 % \u2193", "+0.93 % \u2191", "+9.04 % \u2191"]
+
+
+def test_model_bias_table_starts_with_the_human_row_and_its_interval(report):
+    table = tables.model_bias_table(report)
+    assert table.rows[0][0].text == "Human (ground truth)"
+    assert _column(table, "sdxl_score_ci95")[0].text == "[0.700, 0.800]"
+
+
+def test_model_bias_csv_splits_intervals_into_low_and_high_columns(report):
+    rows = list(csv.DictReader(io.StringIO(tables.to_csv(tables.model_bias_table(report)))))
+    assert rows[1]["source"] == "clip"
+    assert float(rows[1]["sdxl_pct_diff_ci95_lo"]) == pytest.approx(-9.78)
+    assert float(rows[1]["sdxl_pct_diff_ci95_hi"]) == pytest.approx(-7.78)
+    assert rows[0]["sdxl_pct_diff"] == ""
+
+
+def test_prompt_difference_table_marks_lowest_as_best(report):
+    table = tables.prompt_difference_table(report)
+    sdxl = {row[0].text: row[1].mark for row in table.rows}
+    assert sdxl == {"clip": "best", "mivolo": "", "clip_prob": "worst"}
+    sd3 = {row[0].text: row[2].mark for row in table.rows}
+    assert sd3 == {"clip": "", "mivolo": "best", "clip_prob": "worst"}
+
+
+def test_filtering_table_shows_percent_but_csv_keeps_fractions(report):
+    table = tables.filtering_table(report)
+    assert _column(table, "precision")[0].text == "90.00"
+    rows = list(csv.DictReader(io.StringIO(tables.to_csv(table))))
+    assert rows[0]["precision"] == "0.9"
+    assert rows[0]["tn"] == "20"
+    assert rows[0]["n_accuracy"] == "90"
+
+
+def test_label_shares_table_adds_a_pooled_total_from_the_counts(report):
+    table = tables.label_shares_table(report)
+    total = table.rows[-1]
+    assert total[0].text == "Total"
+    # 12 male, 8 female, 4 low quality, 1 other over 25 images.
+    assert [c.value for c in total[1:5]] == pytest.approx([12 / 25, 8 / 25, 4 / 25, 1 / 25])
+    assert total[5].value == 25
+
+
+def test_categories_table_counts_scored_prompts_and_filters_by_category(report):
+    table = tables.categories_table(report, category="place")
+    assert [(r[1].text, r[2].value, r[3].value) for r in table.rows] == [
+        ("place", 0.576, 0),
+        ("place", 0.619, 0),
+    ]
+
+
+def test_prompt_grid_puts_detector_scores_beside_human_ones_per_model(report):
+    counts = {
+        ("profession", "lawyer", "a photo of one real person who is a lawyer", "sdxl", "clip"): (3, 1, 5)
+    }
+    grid = tables.prompt_grid(report, counts, detectors=["clip"], prompt_ids={})
+    assert grid.columns == (("sdxl", "human"), ("sdxl", "clip"), ("sd3", "human"), ("sd3", "clip"))
+    lawyer = next(r for r in grid.rows if r.word == "lawyer")
+    assert lawyer.scores[("sdxl", "human")] == pytest.approx(0.8)
+    assert lawyer.scores[("sdxl", "clip")] == pytest.approx(0.5)
+    assert ("sd3", "clip") not in lawyer.scores
+
+
+def test_prompt_without_a_clear_image_has_no_score_and_is_listed(report):
+    grid = tables.prompt_grid(report, {}, detectors=[])
+    rnd = next(r for r in grid.rows if r.word == "R&D_lab 100%")
+    assert rnd.scores[("sdxl", "human")] is None
+    assert grid.source_scores("human") == {"sdxl": [0.8], "sd3": [pytest.approx(-0.4)]}
+
+
+def test_latex_escapes_ampersand_percent_and_underscore_in_prompt_words(report):
+    latex = tables.to_latex(tables.prompt_scores_table(tables.prompt_grid(report, {}, detectors=[])))
+    assert r"R\&D\_lab 100\%" in latex
+    assert "R&D" not in latex
+
+
+def test_latex_is_a_booktabs_table_with_bold_best_and_underlined_worst(report):
+    latex = tables.to_latex(tables.model_bias_table(report))
+    assert r"\toprule" in latex
+    assert r"\midrule" in latex
+    assert r"\bottomrule" in latex
+    assert r"\textbf{+0.93 \% $\uparrow$}" in latex
+    assert r"\underline{+9.04 \% $\uparrow$}" in latex
+
+
+def test_latex_escape_covers_every_special_character():
+    assert tables.latex_escape("a&b%c_d$e#f{g}h~i^j\\") == (
+        r"a\&b\%c\_d\$e\#f\{g\}h\textasciitilde{}i\textasciicircum{}j\textbackslash{}"
+    )
+
+
+def test_empty_report_gives_empty_tables():
+    empty = {"coverage": {"images": 0, "final_labels": 0}, "agreement": {}, "human": {}, "detectors": {}}
+    assert tables.model_bias_table(empty).rows[0][0].text == "Human (ground truth)"
+    assert tables.filtering_table(empty).is_empty
+    assert tables.label_shares_table(empty).is_empty
