@@ -1,0 +1,220 @@
+"""MiVOLO (Kuprashevich & Tolstykh, 2023) as a gender detector — the paper's "MiVOLO" (appendix A).
+
+MiVOLO's own pipeline, unchanged: its YOLOv8 person+face detector finds people and faces, faces
+are matched to persons (Hungarian assignment on IoU), each person and its face are cropped and
+the transformer predicts age and gender from both crops. The paper used the best checkpoint,
+trained on IMDB-clean with person crops (``model_imdb_cross_person_4.22_99.46.pth.tar``).
+
+Settings (files; there are no defaults — the authors publish them on Google Drive):
+  ``BIASLAB_MIVOLO_WEIGHTS``           the MiVOLO checkpoint (``*.pth.tar``);
+  ``BIASLAB_MIVOLO_DETECTOR_WEIGHTS``  the YOLOv8 person/face detector (``yolov8x_person_face.pt``).
+
+MiVOLO's code is not on PyPI (only unofficial repackagings pinned to ultralytics 8.0 and a timm
+development build), so it has to be installed from the authors' repository into an environment
+whose ultralytics and timm versions it supports; ``load()`` says so when it is missing. The
+network is not re-implemented here: a hand-written copy that cannot be checked against the
+published checkpoint would be a guess, not MiVOLO.
+
+One decision per image from MiVOLO's per-person results (``decide``, tested with controlled
+inputs):
+  * a *subject* is a detected person (with the face matched to it, if any) or a face that no
+    person box contains; its size is its person box's area, or its face box's for a lone face;
+  * no subject → filtered ``no_person`` (the paper: MiVOLO "filters out images lacking a
+    discernible person");
+  * the second-largest subject more than ``several_ratio`` (0.5, as CLIP-Enhance) of the
+    largest → filtered ``several_people``;
+  * MiVOLO gave the main subject no gender (its person crop was below MiVOLO's 50 px minimum
+    and it has no face) → filtered ``no_person``;
+  * otherwise the main subject's gender; filtered ``low_confidence`` only when its score is
+    below ``min_score`` (default 0: the paper applied no threshold).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from detectors.base import FEMALE, MALE, Detector, DetectorOutput, DetectorUnavailable
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
+
+Box = tuple[float, float, float, float]  # x1, y1, x2, y2
+
+INSTALL_HINT = (
+    "MiVOLO's code is not installed. Install it from the authors' repository "
+    "(pip install 'mivolo @ git+https://github.com/WildChlamydia/MiVOLO'; it needs timm 0.8.13.dev0 "
+    "and the ultralytics release it was written for — use a separate environment if they clash "
+    "with this project's pins), then set BIASLAB_MIVOLO_WEIGHTS to the checkpoint "
+    "(model_imdb_cross_person_4.22_99.46.pth.tar) and BIASLAB_MIVOLO_DETECTOR_WEIGHTS to "
+    "yolov8x_person_face.pt."
+)
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One person (and/or face) MiVOLO looked at."""
+
+    person: Box | None
+    face: Box | None
+    gender: str | None  # "male" / "female", None when MiVOLO gave none
+    score: float | None  # MiVOLO's probability of that gender
+    age: float | None = None
+
+    @property
+    def area(self) -> float:
+        box = self.person or self.face
+        if box is None:
+            return 0.0
+        return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
+
+
+def decide(
+    subjects: Sequence[Subject], *, several_ratio: float = 0.5, min_score: float = 0.0
+) -> DetectorOutput:
+    """One verdict per image from MiVOLO's subjects (rules in the module docstring)."""
+    if not subjects:
+        return DetectorOutput.filtered("no_person", scores={"n_subjects": 0.0})
+    ranked = sorted(subjects, key=lambda s: s.area, reverse=True)
+    main = ranked[0]
+    ratio = ranked[1].area / main.area if len(ranked) > 1 and main.area else 0.0
+    scores = {
+        "n_subjects": float(len(ranked)),
+        "n_persons": float(sum(s.person is not None for s in ranked)),
+        "n_faces": float(sum(s.face is not None for s in ranked)),
+        "second_subject_ratio": round(ratio, 4),
+    }
+    if ratio > several_ratio:
+        return DetectorOutput.filtered("several_people", scores=scores)
+    if main.gender not in (MALE, FEMALE) or main.score is None:
+        return DetectorOutput.filtered(
+            "no_person", scores=scores, detail="MiVOLO gave the main person no gender (crop too small)"
+        )
+    p = float(main.score)
+    scores[main.gender] = round(p, 6)
+    scores[FEMALE if main.gender == MALE else MALE] = round(1.0 - p, 6)
+    if main.age is not None:
+        scores["age"] = round(float(main.age), 2)
+    if p < min_score:
+        return DetectorOutput.filtered("low_confidence", scores=scores)
+    return DetectorOutput(verdict=main.gender, scores=scores)
+
+
+def subjects_from_result(result: Any) -> list[Subject]:
+    """Subjects from MiVOLO's ``PersonAndFaceResult`` after ``MiVOLO.predict``.
+
+    Reads its documented attributes: ``face_to_person_map`` ({face index: person index or None}),
+    ``unassigned_persons_inds``, ``genders``, ``gender_scores``, ``ages`` (per detection index)
+    and ``get_bbox_by_ind(i)`` (x1, y1, x2, y2). MiVOLO writes a person's gender on both its
+    person and face index.
+    """
+
+    def box(index: int | None) -> Box | None:
+        if index is None:
+            return None
+        return tuple(float(v) for v in list(result.get_bbox_by_ind(index))[:4])  # type: ignore[return-value]
+
+    def labelled(index: int) -> tuple[str | None, float | None, float | None]:
+        score = result.gender_scores[index]
+        return result.genders[index], (None if score is None else float(score)), result.ages[index]
+
+    subjects = []
+    for face_index, person_index in result.face_to_person_map.items():
+        gender, score, age = labelled(face_index)
+        subjects.append(
+            Subject(person=box(person_index), face=box(face_index), gender=gender, score=score, age=age)
+        )
+    for person_index in result.unassigned_persons_inds:
+        gender, score, age = labelled(person_index)
+        subjects.append(Subject(person=box(person_index), face=None, gender=gender, score=score, age=age))
+    return subjects
+
+
+def _import_mivolo() -> tuple[Any, Any]:
+    """MiVOLO's model and detector classes (the package moved them from ``model`` to ``modeling``)."""
+    try:
+        from mivolo.modeling.mi_volo import MiVOLO
+        from mivolo.modeling.yolo_detector import Detector as YoloDetector
+    except ImportError:
+        try:
+            from mivolo.model.mi_volo import MiVOLO
+            from mivolo.model.yolo_detector import Detector as YoloDetector
+        except ImportError as exc:
+            raise DetectorUnavailable(f"{INSTALL_HINT} (import failed: {exc})") from exc
+    return MiVOLO, YoloDetector
+
+
+class MiVoloDetector(Detector):
+    key: ClassVar[str] = "mivolo"
+    version: ClassVar[str] = "1"
+    description: ClassVar[str] = "MiVOLO age/gender (IMDB-clean, person+face crops), largest-person rule."
+
+    def __init__(
+        self,
+        *,
+        device: str = "cpu",
+        weights: str | None = None,
+        detector_weights: str | None = None,
+        several_ratio: float = 0.5,
+        min_score: float = 0.0,
+        **options: Any,
+    ) -> None:
+        super().__init__(device=device, **options)
+        self.weights = weights
+        self.detector_weights = detector_weights
+        self.several_ratio = several_ratio
+        self.min_score = min_score
+        self.model: Any = None
+        self.yolo: Any = None
+
+    @property
+    def version_id(self) -> str:
+        """``1+<checkpoint name>+<detector name>``: file names only, the same on every host."""
+        import os
+
+        from detectors.weights import weights_env_var
+
+        names = []
+        for key, given in (("mivolo", self.weights), ("mivolo_detector", self.detector_weights)):
+            value = given or os.environ.get(weights_env_var(key), "").strip()
+            names.append(Path(value).name if value else "unconfigured")
+        return "+".join([self.version, *names])
+
+    def load(self) -> None:
+        from detectors.weights import resolve_weights
+
+        # Settings first, so a missing file is reported before a missing package.
+        checkpoint = resolve_weights("mivolo", self.weights, config_names=())
+        detector = resolve_weights("mivolo_detector", self.detector_weights, config_names=())
+        for path, var in (
+            (checkpoint, "BIASLAB_MIVOLO_WEIGHTS"),
+            (detector, "BIASLAB_MIVOLO_DETECTOR_WEIGHTS"),
+        ):
+            if not Path(path).is_file():
+                raise DetectorUnavailable(f"{var} must name a file, got the folder {path!r}.")
+        from detectors.torch_compat import ensure_torchvision
+
+        ensure_torchvision()
+        MiVOLO, YoloDetector = _import_mivolo()
+        half = str(self.device).startswith("cuda")
+        # As MiVOLO's own Predictor does for the person-aware checkpoints.
+        self.yolo = YoloDetector(detector, self.device, half=half, verbose=False)
+        self.model = MiVOLO(
+            checkpoint, self.device, half=half, use_persons=True, disable_faces=False, verbose=False
+        )
+
+    def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
+        self.ensure_loaded()
+        import numpy as np
+
+        outputs = []
+        for image in batch:
+            # MiVOLO works on OpenCV (BGR) arrays.
+            bgr = np.ascontiguousarray(np.asarray(image.convert("RGB"))[:, :, ::-1])
+            detected = self.yolo.predict(bgr)
+            self.model.predict(bgr, detected)
+            subjects = subjects_from_result(detected)
+            outputs.append(decide(subjects, several_ratio=self.several_ratio, min_score=self.min_score))
+        return outputs
