@@ -1,0 +1,52 @@
+"""Load predictions made elsewhere from a CSV file: every row or none.
+
+    python manage.py import_predictions preds.csv [--study gender] [--version imported]
+
+Columns: image (source_path as imported), detector, prediction (male|female|filtered); optional
+score, scores (JSON), reason, detail, version, study, status (ok|failed), error, seconds. A file
+written by ``export_predictions --format csv`` reads back unchanged. Unknown filter reasons are
+stored as "other" with their text in ``detail``. See detectors.services.predictions_import.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from annotate.models import Study
+from detectors.services import PredictionImportRejected, predictions_import
+
+
+class Command(BaseCommand):
+    help = "Import predictions from a CSV file (validated as a whole; nothing is written on error)."
+
+    def add_base_argument(self, parser: CommandParser, *args: Any, **kwargs: Any) -> None:
+        # Django's own --version (print Django's version) would shadow ours, the predictions' one.
+        if "--version" in args:
+            return
+        super().add_base_argument(parser, *args, **kwargs)
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("file", help="CSV with columns image, detector, prediction[, score, reason …].")
+        parser.add_argument("--study", default="", help="Study slug of the images (rows may name their own).")
+        parser.add_argument(
+            "--version", default="imported", help="Version stored for rows without one (default: imported)."
+        )
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        study = None
+        if opts["study"]:
+            study = Study.objects.filter(slug=opts["study"]).first()
+            if study is None:
+                raise CommandError(f"No study {opts['study']!r}.")
+        if not opts["version"].strip():
+            raise CommandError("--version must not be empty")
+        try:
+            summary = predictions_import(csv_path=opts["file"], study=study, version=opts["version"].strip())
+        except PredictionImportRejected as exc:
+            raise CommandError(
+                f"Nothing imported: {len(exc.errors)} problem(s)\n" + "\n".join(exc.errors)
+            ) from None
+        per = ", ".join(f"{name}: {n}" for name, n in sorted(summary.by_detector.items()))
+        self.stdout.write(f"Imported {summary.created} predictions ({per}).")
