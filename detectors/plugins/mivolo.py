@@ -194,8 +194,11 @@ class MiVoloDetector(Detector):
         ):
             if not Path(path).is_file():
                 raise DetectorUnavailable(f"{var} must name a file, got the folder {path!r}.")
+        from detectors.plugins.persons import prepare_ultralytics_env
         from detectors.torch_compat import ensure_torchvision
 
+        # MiVOLO imports ultralytics: its offline switches must be set before that import.
+        prepare_ultralytics_env()
         ensure_torchvision()
         MiVOLO, YoloDetector = _import_mivolo()
         half = str(self.device).startswith("cuda")
