@@ -462,20 +462,22 @@ class _ManifestImport:
                 raise InvalidManifestRow(f"empty required value in column '{column}'")
         seed, index, params = _optional_int(row, "seed"), _optional_int(row, "index"), _params(row)
         file_path = manifest_path_resolve(self.root, path)
-        validated = image_file_validate(file_path)
-        sha = validated.sha256
+        data = _read_limited(file_path)
+        sha = hashlib.sha256(data).hexdigest()
         if sha in self.file_hashes:
             other_row, other_path = self.file_hashes[sha]
             raise DuplicateImage(f"duplicate row: same image content as row {other_row} ({other_path})")
         self.file_hashes[sha] = (number, path)
         known = self.by_path.get(path)
-        if known is not None:
-            if known != sha:
-                raise ImagePathConflict(
-                    f"{path} was already imported with different content (sha256 {known[:12]}…)"
-                )
+        if known == sha:
+            # Already imported with these very bytes (validated then): no need to decode again.
             self.summary.duplicates += 1
             return None
+        if known is not None:
+            raise ImagePathConflict(
+                f"{path} was already imported with different content (sha256 {known[:12]}…)"
+            )
+        validated = image_file_validate(data)
         if sha in self.by_hash:
             raise DuplicateImage(f"same image content as {self.by_hash[sha]}, already in the study")
         return _PendingRow(
