@@ -31,6 +31,7 @@ Decision rules (documented contract, tested in tests/detectors/test_facepp.py):
 from __future__ import annotations
 
 import base64
+import hashlib
 import http.client
 import io
 import json
@@ -40,6 +41,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -68,6 +70,7 @@ IMAGE_ERRORS = (
     "IMAGE_DOWNLOAD_TIMEOUT",
     "Request Entity Too Large",
 )
+ANSWER_MEMORY = 256  # answers kept for a batch retried image by image
 RETRYABLE_ERRORS = ("CONCURRENCY_LIMIT_EXCEEDED", "INTERNAL_ERROR")
 
 
@@ -198,6 +201,10 @@ class FacePlusPlusDetector(Detector):
         self.url = os.environ.get(URL_ENV, "").strip() or DEFAULT_URL
         self._key = ""
         self._secret = ""
+        # Answers of the last calls, by JPEG digest. When one image of a batch fails,
+        # run_detectors predicts the batch again image by image; without this the images that
+        # had already been answered would be sent (and billed) twice.
+        self._answers: OrderedDict[str, list[Face] | ApiImageRejected] = OrderedDict()
 
     @property
     def version_id(self) -> str:
@@ -223,10 +230,20 @@ class FacePlusPlusDetector(Detector):
         return [self._predict_one(image) for image in batch]
 
     def _predict_one(self, image: PILImage) -> DetectorOutput:
-        result = self.detect(encode_image(image))
+        jpeg = encode_image(image)
+        digest = hashlib.sha256(jpeg).hexdigest()
+        result = self._answers.get(digest)
+        if result is None:
+            result = self.detect(jpeg)
+            self._remember(digest, result)
         if isinstance(result, ApiImageRejected):
             return DetectorOutput.filtered("api_error", detail=result.message)
         return decide(result, several_ratio=self.several_ratio)
+
+    def _remember(self, digest: str, result: list[Face] | ApiImageRejected) -> None:
+        self._answers[digest] = result
+        while len(self._answers) > ANSWER_MEMORY:
+            self._answers.popitem(last=False)
 
     def detect(self, jpeg: bytes) -> list[Face] | ApiImageRejected:
         """Call the API with retries; the faces found, or the API's rejection of the image."""

@@ -156,7 +156,9 @@ def test_a_batch_gets_one_output_per_image_in_order(configured, sleeps):
         Reply(body=detect_body()),
         Reply(body=detect_body(face(0, 0, 30, 30, "Female"))),
     )
-    outs = make(sleeps).predict([photo(), photo(), photo()])
+    outs = make(sleeps).predict(
+        [photo(color=(1, 2, 3)), photo(color=(90, 90, 90)), photo(color=(200, 10, 10))]
+    )
     assert [o.verdict for o in outs] == ["male", "filtered", "female"]
 
 
@@ -264,3 +266,39 @@ def test_backoff_grows_exponentially_and_stays_under_the_cap():
         step = min(10.0, 0.5 * 2 ** (attempt - 1))
         delay = backoff_delay(attempt, base=0.5, cap=10.0, rng=rng)
         assert step / 2 <= delay <= step
+
+
+# --- with run_detectors ----------------------------------------------------------------------
+
+
+def test_answers_already_received_are_not_requested_again_when_a_batch_is_retried(configured, sleeps):
+    configured.then(Reply(body=detect_body(face(0, 0, 9, 9, "Female"))))
+    configured.default = Reply(status=500, body=error_body("INTERNAL_ERROR"))
+    det = make(sleeps, max_attempts=2)
+    first, second = photo(color=(10, 10, 10)), photo(color=(240, 240, 240))
+    with pytest.raises(FacePlusPlusError):
+        det.predict([first, second])
+    assert len(configured.requests) == 3  # first once, second twice
+    assert det.predict([first])[0].verdict == "female"
+    assert len(configured.requests) == 3
+
+
+def test_run_detectors_stores_api_trouble_as_a_failure_and_the_rest_as_verdicts(configured, sleeps, study):
+    from detectors.models import Prediction, PredictionStatus
+    from detectors.services import detector_run
+    from tests.factories import ImageFactory, PromptFactory
+
+    prompt = PromptFactory(study=study)
+    ok_image, failing_image = ImageFactory(prompt=prompt), ImageFactory(prompt=prompt)
+    configured.then(Reply(body=detect_body(face(0, 0, 9, 9, "Male"))))
+    configured.default = Reply(status=503, body=error_body("INTERNAL_ERROR"))
+
+    outcome = detector_run(detector=make(sleeps, max_attempts=2), study=study, batch_size=8)
+
+    assert (outcome.run.n_done, outcome.run.n_failed) == (1, 1)
+    ok = Prediction.objects.get(image=ok_image)
+    assert (ok.status, ok.verdict) == (PredictionStatus.OK, "male")
+    failed = Prediction.objects.get(image=failing_image)
+    assert failed.status == PredictionStatus.FAILED
+    assert failed.verdict == ""
+    assert "Face++ failed after 2 attempts" in failed.error
