@@ -149,3 +149,36 @@ def predictions_export(*, fmt: str, detector: str = "", study: Study | None = No
             }
         )
     return out.getvalue()
+
+
+@dataclass(frozen=True)
+class PredictionSummary:
+    """Counts of one (detector, version) for the runs page."""
+
+    detector: str
+    version: str
+    male: int
+    female: int
+    filtered: int
+    failed: int
+
+    @property
+    def total(self) -> int:
+        return self.male + self.female + self.filtered + self.failed
+
+
+def prediction_summaries() -> list[PredictionSummary]:
+    """Per (detector, version): how many images got male / female / filtered / failed."""
+    from django.db.models import Count, Q
+
+    rows = (
+        Prediction.objects.values("detector", "version")
+        .annotate(
+            male=Count("id", filter=Q(verdict="male")),
+            female=Count("id", filter=Q(verdict="female")),
+            filtered=Count("id", filter=Q(verdict="filtered")),
+            failed=Count("id", filter=Q(status=PredictionStatus.FAILED)),
+        )
+        .order_by("detector", "version")
+    )
+    return [PredictionSummary(**row) for row in rows]

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from detectors import views
 
 app_name = "detectors"
-urlpatterns: list = []
+urlpatterns = [
+    path("runs/", views.runs, name="runs"),
+]

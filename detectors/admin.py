@@ -1,0 +1,52 @@
+"""Admin for runs and predictions: read and delete (deleting failed predictions lets a run retry them).
+
+Predictions are written by run_detectors and import_predictions only, so the admin never edits
+them; a verdict typed by hand would be indistinguishable from a model's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from detectors.models import DetectorRun, Prediction
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(DetectorRun)
+class DetectorRunAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "detector",
+        "version",
+        "study",
+        "t2i_model",
+        "shard",
+        "status",
+        "n_done",
+        "n_failed",
+        "n_total",
+        "host",
+        "started_at",
+        "finished_at",
+    )
+    list_filter = ("status", "detector")
+    search_fields = ("detector", "version", "host", "error")
+
+
+@admin.register(Prediction)
+class PredictionAdmin(ReadOnlyAdmin):
+    list_display = ("id", "image", "detector", "version", "status", "verdict", "filter_reason", "seconds")
+    list_filter = ("detector", "status", "verdict", "filter_reason")
+    search_fields = ("image__source_path", "detector", "version", "detail", "error")
+    list_select_related = ("image",)
+    raw_id_fields = ("image", "run")

@@ -1,0 +1,54 @@
+"""Researchers' screen of the model side: detector runs (status, counts, speed) and prediction totals.
+
+The runs table is a named partial; while any run is still running it polls itself every few
+seconds with htmx, and the view answers an htmx request with the partial alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.shortcuts import render
+
+from annotate import roles
+from detectors import selectors
+from detectors.models import RunStatus
+
+#: Seconds between two refreshes of the runs table while a run is running.
+POLL_SECONDS = 5
+
+View = Callable[..., HttpResponse]
+
+
+def researcher_only(view: View) -> View:
+    """Login, then the role, then the verb: annotators and outsiders get 403 whatever they send."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        if not roles.is_researcher(request.user):
+            raise PermissionDenied
+        if request.method not in ("GET", "HEAD"):
+            return HttpResponseNotAllowed(["GET", "HEAD"])
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+@researcher_only
+def runs(request: HttpRequest) -> HttpResponse:
+    run_list = list(selectors.runs_recent())
+    context = {
+        "runs": run_list,
+        "any_running": any(r.status == RunStatus.RUNNING for r in run_list),
+        "poll_seconds": POLL_SECONDS,
+        "summaries": selectors.prediction_summaries(),
+    }
+    template = "detectors/runs.html#runs_table" if request.htmx else "detectors/runs.html"
+    return render(request, template, context)
