@@ -242,7 +242,7 @@ class ClipProbDetector(_ClipDetector):
         # Only images with a face go through CLIP, still as one batch.
         with_face = [i for i, n in enumerate(n_faces) if n]
         sims = self.encoder.similarities([batch[i] for i in with_face]) if with_face else None
-        outputs = [DetectorOutput.filtered("no_face", {"n_faces": 0.0})] * len(batch)
+        outputs = [DetectorOutput.filtered("no_face", {"n_faces": 0.0}) for _ in batch]
         for row, i in enumerate(with_face):
             outputs[i] = self.decide(sims, row, n_faces=n_faces[i])  # type: ignore[arg-type]
         return outputs

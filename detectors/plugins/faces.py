@@ -20,6 +20,7 @@ Images are RGB ``uint8`` numpy arrays of shape (H, W, 3); PIL images are convert
 from __future__ import annotations
 
 import importlib.util
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -211,10 +212,13 @@ def second_largest_ratio(areas: list[float]) -> float:
 class FaceGate:
     """The face detection settings a detector uses, read from its options.
 
-    Options (all detectors with a face gate): ``face_method`` ("cnn" default, "hog" ~80 times
-    faster but misses partly hidden faces), ``face_upsample`` (0; 1 finds faces under ~80 px at
-    4 times the cost), ``face_max_side`` (1024: SDXL's native size passes unscaled, bigger
-    images are shrunk first; ``0`` never shrinks).
+    Options (all detectors with a face gate), each falling back to an environment variable so
+    ``run_detectors`` can set them: ``face_method`` / ``BIASLAB_FACE_METHOD`` ("cnn" default,
+    "hog" ~80 times faster but misses partly hidden faces), ``face_upsample`` /
+    ``BIASLAB_FACE_UPSAMPLE`` (0; 1 finds faces under ~80 px at 4 times the cost),
+    ``face_max_side`` / ``BIASLAB_FACE_MAX_SIDE`` (1024: SDXL's native size passes unscaled,
+    bigger images are shrunk first; ``0`` never shrinks). 800, FairFace's size, already loses
+    the cameraman's 80 px face next to the astronaut. The settings are part of ``version_id``.
     """
 
     method: Method = "cnn"
@@ -223,14 +227,23 @@ class FaceGate:
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> FaceGate:
-        method = options.get("face_method", "cnn")
+        def option(name: str, default: str) -> str:
+            value = options.get(name)
+            if value is None:
+                value = os.environ.get(f"BIASLAB_{name.upper()}", "").strip() or default
+            return str(value)
+
+        method = option("face_method", "cnn")
         if method not in METHODS:
             raise ValueError(f"face_method must be one of {METHODS}, got {method!r}")
-        return cls(
-            method=method,
-            upsample=int(options.get("face_upsample", 0)),
-            max_side=int(options.get("face_max_side", 1024)) or None,
-        )
+        try:
+            upsample = int(option("face_upsample", "0"))
+            max_side = int(option("face_max_side", "1024"))
+        except ValueError as error:
+            raise ValueError(f"face_upsample and face_max_side must be integers: {error}") from None
+        if upsample < 0 or max_side < 0:
+            raise ValueError("face_upsample and face_max_side must not be negative")
+        return cls(method=method, upsample=upsample, max_side=max_side or None)  # type: ignore[arg-type]
 
     @property
     def version_id(self) -> str:

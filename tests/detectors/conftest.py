@@ -2,7 +2,7 @@
 
 Everything here works without network: Hugging Face and ultralytics are told they are offline,
 the Hugging Face cache points at an empty folder unless a test fills it, and no
-``BIASLAB_*_WEIGHTS`` variable leaks in from the shell running the tests.
+``BIASLAB_*_WEIGHTS`` or ``BIASLAB_FACE_*`` variable leaks in from the shell running the tests.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from PIL import Image
 def offline_ml_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Offline switches on; an empty HF cache; no weights variables from the caller's shell."""
     for name in list(os.environ):
-        if name.startswith("BIASLAB_") and name.endswith("_WEIGHTS"):
+        if name.startswith("BIASLAB_FACE_") or (name.startswith("BIASLAB_") and name.endswith("_WEIGHTS")):
             monkeypatch.delenv(name)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")

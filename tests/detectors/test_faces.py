@@ -58,3 +58,23 @@ def test_unknown_method_and_non_rgb_input_are_refused(astronaut):
         detect_faces(astronaut, method="mediapipe")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="RGB uint8"):
         detect_faces(np.zeros((10, 10), dtype=np.uint8))
+
+
+def test_face_gate_reads_options_then_environment_then_defaults(monkeypatch):
+    from detectors.plugins.faces import FaceGate
+
+    assert FaceGate.from_options({}) == FaceGate("cnn", 0, 1024)
+    monkeypatch.setenv("BIASLAB_FACE_METHOD", "hog")
+    monkeypatch.setenv("BIASLAB_FACE_MAX_SIDE", "0")
+    assert FaceGate.from_options({}) == FaceGate("hog", 0, None)
+    assert FaceGate.from_options({"face_method": "cnn", "face_upsample": 1}).version_id == "dlib-cnn-up1-max0"
+
+
+def test_face_gate_refuses_bad_settings(monkeypatch):
+    from detectors.plugins.faces import FaceGate
+
+    monkeypatch.setenv("BIASLAB_FACE_UPSAMPLE", "two")
+    with pytest.raises(ValueError, match="integers"):
+        FaceGate.from_options({})
+    with pytest.raises(ValueError, match="negative"):
+        FaceGate.from_options({"face_upsample": -1})
