@@ -1,0 +1,158 @@
+from __future__ import annotations
+
+import io
+import threading
+
+import pytest
+from django.db import connection
+
+from detectors import registry
+from detectors.base import DetectorOutput
+from detectors.models import DetectorRun, Prediction, PredictionStatus
+from detectors.progress import Progress, format_duration
+from detectors.selectors import Shard, images_in_scope
+from detectors.services import PredictionRecord, prediction_store
+from tests.factories import ImageFactory, PromptFactory
+from tests.fakes import FakeDetector, registered_fake
+
+
+@pytest.fixture
+def images(study):
+    prompt = PromptFactory(study=study)
+    return [ImageFactory(prompt=prompt) for _ in range(5)]
+
+
+def _records(images, verdict="male"):
+    return [PredictionRecord.from_output(i.pk, DetectorOutput(verdict=verdict), 0.01) for i in images]
+
+
+@pytest.mark.django_db
+def test_prediction_store_writes_ok_and_failed_rows_and_counts_them(images):
+    run = DetectorRun.objects.create(detector="fake", version="1")
+    records = [*_records(images[:3]), PredictionRecord.failure(images[3].pk, "boom")]
+    result = prediction_store(detector="fake", version="1", records=records, run=run)
+    assert (result.ok, result.failed) == (3, 1)
+    failed = Prediction.objects.get(status=PredictionStatus.FAILED)
+    assert (failed.image_id, failed.verdict, failed.error) == (images[3].pk, "", "boom")
+    assert set(run.predictions.values_list("image_id", flat=True)) == {i.pk for i in images[:4]}
+
+
+@pytest.mark.django_db
+def test_prediction_store_leaves_existing_predictions_alone(images):
+    prediction_store(detector="fake", version="1", records=_records(images[:2], "male"))
+    result = prediction_store(detector="fake", version="1", records=_records(images, "female"))
+    assert (result.ok, result.failed) == (3, 0)
+    verdicts = dict(Prediction.objects.values_list("image_id", "verdict"))
+    assert [verdicts[i.pk] for i in images] == ["male", "male", "female", "female", "female"]
+
+
+@pytest.mark.django_db
+def test_a_new_version_is_a_new_prediction(images):
+    prediction_store(detector="fake", version="1", records=_records(images[:1]))
+    result = prediction_store(detector="fake", version="2", records=_records(images[:1]))
+    assert result.ok == 1
+    assert Prediction.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_the_same_image_twice_in_one_batch_is_stored_once(images):
+    result = prediction_store(detector="fake", version="1", records=_records([images[0], images[0]]))
+    assert result.ok == 1
+    assert Prediction.objects.count() == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_workers_storing_the_same_images_never_duplicate(images):
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL (DATABASE_URL=postgres://...)")
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def worker(verdict: str) -> None:
+        try:
+            barrier.wait()
+            prediction_store(detector="fake", version="1", records=_records(images, verdict))
+        except BaseException as exc:  # surfaced in the main thread
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(v,)) for v in ("male", "female", "male", "female")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert Prediction.objects.count() == len(images)
+
+
+@pytest.mark.django_db
+def test_shards_partition_the_images(images):
+    all_ids = set(images_in_scope().values_list("id", flat=True))
+    parts = [set(images_in_scope(shard=Shard(i, 2)).values_list("id", flat=True)) for i in (1, 2)]
+    assert parts[0] | parts[1] == all_ids
+    assert not parts[0] & parts[1]
+    assert set(images_in_scope(shard=Shard(1, 1)).values_list("id", flat=True)) == all_ids
+
+
+def test_shard_text_is_one_based():
+    assert Shard.parse("1/4") == Shard(1, 4)
+    assert str(Shard.parse("4/4")) == "4/4"
+    for bad in ("0/4", "5/4", "a/b", "1", "1/2/3", "-1/2"):
+        with pytest.raises(ValueError, match="shard"):
+            Shard.parse(bad)
+
+
+def test_fake_detector_registration_is_undone_afterwards():
+    assert "fake" not in registry.DETECTORS
+    with registered_fake() as cls:
+        detector = registry.get("fake")
+        assert isinstance(detector, FakeDetector)
+        assert cls is FakeDetector
+    assert "fake" not in registry.DETECTORS
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_progress_line_shows_done_rate_and_eta():
+    clock = FakeClock()
+    out = io.StringIO()
+    meter = Progress(100, stream=out, clock=clock, log_every=0)
+    clock.now = 10.0
+    meter.advance(25)
+    line = out.getvalue().strip()
+    assert "25/100 images" in line
+    assert "25.0%" in line
+    assert "2.50 images/s" in line
+    assert "ETA 0:30" in line
+
+
+def test_progress_writes_to_a_log_at_most_every_log_every_seconds_and_always_the_last_line():
+    clock = FakeClock()
+    out = io.StringIO()
+    meter = Progress(10, stream=out, clock=clock, log_every=10)
+    for step in range(10):
+        clock.now = float(step + 1)
+        meter.advance(1)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2  # the first update and the final one
+    assert "10/10" in lines[-1]
+
+
+def test_progress_without_any_time_elapsed_has_no_eta():
+    meter = Progress(3, stream=io.StringIO(), clock=FakeClock())
+    assert meter.eta is None
+    assert "ETA ?" in meter.line()
+
+
+def test_format_duration():
+    assert format_duration(0) == "0:00"
+    assert format_duration(75) == "1:15"
+    assert format_duration(3725) == "1:02:05"
