@@ -20,8 +20,11 @@ import hashlib
 import io
 import json
 import os
+import stat
 import tempfile
 import warnings
+import zipfile
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -628,3 +631,81 @@ def study_get_or_create(*, slug: str, name: str | None = None) -> tuple[Study, b
         title, n = f"{base} ({n})", n + 1
     study = Study.objects.create(slug=slug, name=title)
     return study, True
+
+
+# --- Zip upload (admin) -------------------------------------------------------------------------
+
+ZIP_MANIFEST_NAME = "manifest.csv"
+ZIP_MAX_MEMBERS = 100_000
+
+
+class ZipRejected(ImportRejected):
+    """An uploaded zip is refused whole: not a zip, too large, unsafe member, no manifest."""
+
+
+def _zip_member_check(info: zipfile.ZipInfo) -> None:
+    name = info.filename
+    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
+        raise ZipRejected(f"zip member {name!r} has an absolute path: the zip is refused")
+    if ".." in name.replace("\\", "/").split("/"):
+        raise ZipRejected(f"zip member {name!r} points outside the archive ('..'): the zip is refused")
+    if stat.S_ISLNK(info.external_attr >> 16):
+        raise ZipRejected(f"zip member {name!r} is a symbolic link: the zip is refused")
+    if info.flag_bits & 0x1:
+        raise ZipRejected(f"zip member {name!r} is encrypted: the zip is refused")
+
+
+def _zip_extract(archive: zipfile.ZipFile, target: Path, max_bytes: int) -> None:
+    """Extract after checking every member; sizes are counted while writing, since a zip's
+    declared sizes may lie."""
+    members = archive.infolist()
+    if len(members) > ZIP_MAX_MEMBERS:
+        raise ZipRejected(f"the zip holds {len(members)} entries, more than {ZIP_MAX_MEMBERS}")
+    for info in members:
+        _zip_member_check(info)
+    if sum(info.file_size for info in members) > max_bytes:
+        raise ZipRejected(f"the zip expands to more than {max_bytes} bytes")
+    root = target.resolve()
+    written = 0
+    for info in members:
+        destination = (root / info.filename).resolve()
+        if not destination.is_relative_to(root):
+            raise ZipRejected(f"zip member {info.filename!r} points outside the archive: the zip is refused")
+        if info.is_dir():
+            destination.mkdir(parents=True, exist_ok=True)
+            continue
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        with archive.open(info) as source, open(destination, "wb") as sink:
+            while chunk := source.read(1024 * 1024):
+                written += len(chunk)
+                if written > max_bytes:
+                    raise ZipRejected(f"the zip expands to more than {max_bytes} bytes")
+                sink.write(chunk)
+
+
+def images_import_zip(*, study: Study, zip_file: IO[bytes], user: Any = None) -> ImportSummary:
+    """Import a zip holding ``manifest.csv`` at its root and the images it lists.
+
+    The whole zip is refused (``ZipRejected``, nothing written) when it is not a zip, is larger
+    than ``settings.BIASLAB_MAX_UPLOAD_BYTES`` packed or unpacked, has a member with an absolute
+    path, ``..``, a symlink or encryption, or lacks the manifest. Otherwise it behaves exactly
+    like ``images_import`` with the extracted folder as root.
+    """
+    max_bytes = int(settings.BIASLAB_MAX_UPLOAD_BYTES)
+    size = getattr(zip_file, "size", None)
+    if size is not None and size > max_bytes:
+        raise ZipRejected(f"the upload is {size} bytes, above the limit of {max_bytes}")
+    try:
+        archive = zipfile.ZipFile(zip_file)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise ZipRejected(f"not a zip file ({exc})") from exc
+    with archive, tempfile.TemporaryDirectory(prefix="biaslab-zip-") as folder:
+        names = {info.filename for info in archive.infolist()}
+        if ZIP_MANIFEST_NAME not in names:
+            raise ZipRejected(f"the zip has no {ZIP_MANIFEST_NAME} at its root")
+        try:
+            _zip_extract(archive, Path(folder), max_bytes)
+        except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+            raise ZipRejected(f"the zip is damaged ({exc})") from exc
+        root = Path(folder)
+        return images_import(study=study, manifest_path=root / ZIP_MANIFEST_NAME, root=root, user=user)
