@@ -10,6 +10,12 @@ from tests.factories import PASSWORD, StudyFactory, UserFactory
 
 
 @pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    # PBKDF2's deliberate slowness costs ~0.3 s per login; tests log in hundreds of times.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
 def _media_root(tmp_path, settings):
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.MEDIA_ROOT.mkdir()
