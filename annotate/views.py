@@ -76,10 +76,14 @@ def _anyone(request: HttpRequest, **kwargs: Any) -> bool:
 
 
 def _labeler(request: HttpRequest, slug: str | None = None, **kwargs: Any) -> bool:
-    """Annotators of the study in the URL; without one, anyone with the role or a study."""
+    """Annotators of the study in the URL; without one, anyone with the role or a study.
+
+    The study found is kept on the request: the labeling views are on the hot path of every
+    key press, so they do not look it up a second time."""
     studies = selectors.studies_for_annotator(user=request.user)
     if slug is not None:
-        return studies.filter(slug=slug).exists()
+        request.labeling_study = studies.filter(slug=slug).first()
+        return request.labeling_study is not None
     return roles.is_annotator(request.user) or studies.exists()
 
 
@@ -203,7 +207,7 @@ def label(request: HttpRequest) -> HttpResponse:
 def label_study(request: HttpRequest, slug: str) -> HttpResponse:
     """The labeling screen: the next image, or (``?image=ID``) one the annotator labelled
     before, to change its label."""
-    study = get_object_or_404(Study, slug=slug)
+    study: Study = request.labeling_study
     revisit = _own_label(study, request.user, _int_param(request.GET.get("image")))
     if revisit is not None:
         context = _label_context(request, study, image=revisit.image, current=revisit)
@@ -218,7 +222,7 @@ def label_study(request: HttpRequest, slug: str) -> HttpResponse:
 @guarded(methods=WRITE, check=_labeler)
 def label_submit(request: HttpRequest, slug: str, image_id: int) -> HttpResponse:
     """Save one label and move on. Errors re-show the same image with the message."""
-    study = get_object_or_404(Study, slug=slug)
+    study: Study = request.labeling_study
     image = get_object_or_404(Image, pk=image_id, study=study)
     form = LabelSubmitForm(request.POST)
     if not form.is_valid():
@@ -261,7 +265,7 @@ def _same_image(request: HttpRequest, study: Study, image: Image, error: str) ->
 @guarded(methods=READ, check=_labeler)
 def label_undo(request: HttpRequest, slug: str) -> HttpResponse:
     """Go back one: show the label given before the one on ``?before=ID`` (or the latest)."""
-    study = get_object_or_404(Study, slug=slug)
+    study: Study = request.labeling_study
     before_id = _int_param(request.GET.get("before"))
     before = Image.objects.filter(pk=before_id, study=study).first() if before_id else None
     try:

@@ -25,7 +25,18 @@
     return target && (target.tagName === "INPUT" || target.tagName === "TEXTAREA" || target.isContentEditable);
   }
 
-  // Resolve after the image on screen is decoded and a frame has been painted with it.
+  // Resolve once the frame showing ``img`` has been painted: after it is decoded, the next
+  // animation frame renders it, and a task queued from that frame runs after the paint.
+  function afterNextPaint() {
+    return new Promise((resolve) =>
+      requestAnimationFrame(() => {
+        const channel = new MessageChannel();
+        channel.port1.onmessage = () => resolve();
+        channel.port2.postMessage(null);
+      })
+    );
+  }
+
   function whenPainted(img) {
     const loaded = img.complete
       ? Promise.resolve()
@@ -35,7 +46,7 @@
         });
     return loaded
       .then(() => (img.decode ? img.decode().catch(() => undefined) : undefined))
-      .then(() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve))));
+      .then(afterNextPaint);
   }
 
   function markShown() {
