@@ -343,42 +343,45 @@ class Interval:
 def _resample_within_prompts(counts: np.ndarray, n_resamples: int, seed: Seed) -> np.ndarray:
     """Draw ``n_resamples`` bootstrap replicates of each prompt's images: for a prompt with n
     images in cells with counts c, a replicate is Multinomial(n, c / n). Returns an int array
-    (n_resamples, prompts, cells).
+    (cells, prompts, n_resamples) — replicates last, so every step below works on contiguous
+    rows.
 
-    Drawn as a chain of binomials over the cells, skipping cells that are certain (p 0 or 1):
-    most cells of real tables are empty, which makes this several times faster than
-    ``Generator.multinomial`` for the same distribution.
+    Drawn as a chain of binomials over the cells, only for the prompts whose cell is uncertain
+    (0 < p < 1): most cells of real tables are empty, and a prompt's last non-empty cell takes
+    what is left, which makes this several times faster than ``Generator.multinomial``.
     """
     rng = np.random.default_rng(seed)
     counts = np.asarray(counts, dtype=np.int64)
     n_prompts, n_cells = counts.shape
-    out = np.zeros((n_resamples, n_prompts, n_cells), dtype=np.int64)
-    remaining = np.broadcast_to(counts.sum(axis=1), (n_resamples, n_prompts)).copy()
-    left = counts.sum(axis=1).astype(float)
-    for k in range(n_cells - 1):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            p = np.where(left > 0, counts[:, k] / left, 0.0)
-        certain = p >= 1.0
-        out[:, certain, k] = remaining[:, certain]
-        random = (p > 0.0) & ~certain
+    out = np.zeros((n_cells, n_prompts, n_resamples), dtype=np.int64)
+    remaining = np.repeat(counts.sum(axis=1)[:, None], n_resamples, axis=1)
+    left = counts.sum(axis=1)
+    for k in range(n_cells):
+        column = counts[:, k]
+        certain = (column > 0) & (column == left)  # the prompt's last non-empty cell
+        if certain.any():
+            out[k, certain] = remaining[certain]
+            remaining[certain] = 0
+        random = (column > 0) & (column < left)
         if random.any():
-            out[:, random, k] = rng.binomial(remaining[:, random], p[random])
-        remaining -= out[:, :, k]
-        left = left - counts[:, k]
-    out[:, :, n_cells - 1] = remaining
+            drawn = rng.binomial(remaining[random], (column[random] / left[random])[:, None])
+            out[k, random] = drawn
+            remaining[random] -= drawn
+        left = left - column
     return out
 
 
 def _model_scores(n_male: np.ndarray, n_female: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-replicate prompt scores (NaN = no clear image) and model bias scores (NaN = none)."""
+    """From (prompts, replicates) counts: prompt scores (NaN = no clear image) and the model bias
+    score of each replicate (NaN = no prompt with a clear image)."""
     clear = n_male + n_female
     with np.errstate(divide="ignore", invalid="ignore"):
-        prompt = np.where(clear > 0, (n_male - n_female) / clear, np.nan)
-    scored = ~np.isnan(prompt)
-    n_scored = scored.sum(axis=-1)
-    total = np.where(scored, np.abs(prompt), 0.0).sum(axis=-1)
+        prompt = (n_male - n_female) / clear  # NaN where clear == 0
+    scored = clear > 0
+    n_scored = scored.sum(axis=0)
+    total = np.abs(np.where(scored, prompt, 0.0)).sum(axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        model = np.where(n_scored > 0, total / n_scored, np.nan)
+        model = np.where(n_scored > 0, total / np.maximum(n_scored, 1), np.nan)
     return prompt, model
 
 
@@ -404,7 +407,7 @@ def bootstrap_model_bias(
     if table.shape[0] == 0 or n_resamples <= 0:
         return None
     draws = _resample_within_prompts(table, n_resamples, seed)
-    _, model = _model_scores(draws[..., 0], draws[..., 1])
+    _, model = _model_scores(draws[0], draws[1])
     return _percentile_interval(model, level)
 
 
@@ -434,16 +437,16 @@ def bootstrap_detector_vs_human(
     table = np.asarray(joint, dtype=np.int64).reshape(-1, 9)
     if table.shape[0] == 0 or n_resamples <= 0:
         return PairedBootstrap(None, None, None, None)
-    draws = _resample_within_prompts(table, n_resamples, seed).reshape(n_resamples, -1, 3, 3)
-    human_counts = draws.sum(axis=3)
-    detector_counts = draws.sum(axis=2)
-    human_prompt, human_model = _model_scores(human_counts[..., 0], human_counts[..., 1])
-    det_prompt, det_model = _model_scores(detector_counts[..., 0], detector_counts[..., 1])
+    draws = _resample_within_prompts(table, n_resamples, seed).reshape(3, 3, -1, n_resamples)
+    # Only the clear counts enter the scores: human male / female = rows 0 / 1 summed over the
+    # detector's verdicts, detector male / female = columns 0 / 1 summed over the human labels.
+    human_prompt, human_model = _model_scores(draws[0].sum(axis=0), draws[1].sum(axis=0))
+    det_prompt, det_model = _model_scores(draws[:, 0].sum(axis=0), draws[:, 1].sum(axis=0))
     with np.errstate(divide="ignore", invalid="ignore"):
         pct = np.where(human_model > 0, (det_model - human_model) / human_model * 100, np.nan)
         both = ~np.isnan(human_prompt) & ~np.isnan(det_prompt)
-        n_both = both.sum(axis=-1)
-        diff_total = np.where(both, np.abs(det_prompt - human_prompt), 0.0).sum(axis=-1)
+        n_both = both.sum(axis=0)
+        diff_total = np.where(both, np.abs(det_prompt - human_prompt), 0.0).sum(axis=0)
         pbsd = np.where(n_both > 0, diff_total / n_both, np.nan)
     return PairedBootstrap(
         _percentile_interval(human_model, level),

@@ -208,14 +208,11 @@ def _detector_model(
     prompt_ids: list[int], tables: np.ndarray, *, bootstrap: int, seed: list[int]
 ) -> dict[str, Any]:
     """One detector on one T2I model, against the human labels of the same images."""
-    human = {
-        p: metrics.prompt_bias_score(int(t[0].sum()), int(t[1].sum()))
-        for p, t in zip(prompt_ids, tables, strict=True)
-    }
-    detected = {
-        p: metrics.prompt_bias_score(int(t[:, 0].sum()), int(t[:, 1].sum()))
-        for p, t in zip(prompt_ids, tables, strict=True)
-    }
+    # tables[p][h][d]: human classes are rows, detector verdicts columns (male, female, rest).
+    human_mf = tables[:, :2, :].sum(axis=2).tolist()
+    detector_mf = tables[:, :, :2].sum(axis=1).tolist()
+    human = {p: metrics.prompt_bias_score(m, f) for p, (m, f) in zip(prompt_ids, human_mf, strict=True)}
+    detected = {p: metrics.prompt_bias_score(m, f) for p, (m, f) in zip(prompt_ids, detector_mf, strict=True)}
     human_score = metrics.model_bias_score(human).value
     detector_score = metrics.model_bias_score(detected).value
     paired = metrics.bootstrap_detector_vs_human(tables, n_resamples=bootstrap, seed=seed)

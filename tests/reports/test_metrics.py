@@ -476,11 +476,11 @@ def test_bootstrap_without_any_clear_image_is_none():
 def test_resampling_keeps_every_prompts_image_count():
     counts = np.array([[3, 0, 2, 0, 0, 0, 0, 5, 1], [0, 0, 0, 0, 7, 0, 0, 0, 0]])
     draws = metrics._resample_within_prompts(counts, 500, seed=1)
-    assert draws.shape == (500, 2, 9)
-    assert (draws.sum(axis=2) == counts.sum(axis=1)).all()
-    assert (draws[:, counts == 0] == 0).all()  # an empty cell never gets images
+    assert draws.shape == (9, 2, 500)  # cells, prompts, replicates
+    assert (draws.sum(axis=0) == counts.sum(axis=1)[:, None]).all()
+    assert (draws[counts.T == 0] == 0).all()  # an empty cell never gets images
     # The mean replicate is close to the observed table.
-    assert np.allclose(draws.mean(axis=0), counts, atol=0.35)
+    assert np.allclose(draws.mean(axis=2), counts.T, atol=0.35)
 
 
 def test_paired_bootstrap_of_a_detector_that_agrees_with_humans_has_zero_difference():
