@@ -134,6 +134,14 @@ class Image(models.Model):
     params = models.JSONField(
         default=dict, blank=True, help_text="Generation settings (steps, guidance, size…)."
     )
+    completed_seats = models.PositiveSmallIntegerField(
+        default=0,
+        help_text=(
+            "How many annotators have labelled this image (its completed seats). Recounted by "
+            "annotate.services on every label, so handing out work can skip finished images "
+            "through an index instead of counting the seats of every image."
+        ),
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -142,7 +150,12 @@ class Image(models.Model):
             models.UniqueConstraint(fields=["study", "source_path"], name="image_path_unique_in_study"),
             models.UniqueConstraint(fields=["study", "sha256"], name="image_hash_unique_in_study"),
         ]
-        indexes = [models.Index(fields=["study", "t2i_model"])]
+        indexes = [
+            models.Index(fields=["study", "t2i_model"]),
+            # Handing out work walks a study's images in id order skipping finished ones: with
+            # completed_seats in the key this is an index-only scan, never a heap read per image.
+            models.Index(fields=["study", "id", "completed_seats"], name="image_open_work_idx"),
+        ]
 
     def __str__(self) -> str:
         return self.source_path

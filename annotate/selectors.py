@@ -98,7 +98,9 @@ def claimable_images(
     now = now or timezone.now()
     live_seats = Assignment.objects.filter(live_seats_filter(now), image=OuterRef("pk"))
     return (
-        Image.objects.filter(study=study)
+        # completed_seats < N first: an indexed column that drops finished images without
+        # counting their seats; the exact live-seat count below then decides.
+        Image.objects.filter(study=study, completed_seats__lt=study.labels_per_image)
         .filter(~Exists(Assignment.objects.filter(image=OuterRef("pk"), annotator=annotator)))
         .filter(~Exists(FinalLabel.objects.filter(image=OuterRef("pk"), source__in=DECIDED_SOURCES)))
         .annotate(live_seats=_count_subquery(live_seats))

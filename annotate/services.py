@@ -135,6 +135,18 @@ def _seat_try_claim(
         return None
 
 
+def _seat_complete(seat: Assignment, now: datetime) -> None:
+    """Mark the seat labelled and recount the image's completed seats (under the image lock,
+    so concurrent labels on the same image count each other)."""
+    if seat.completed_at is None:
+        seat.completed_at = now
+        seat.save(update_fields=["completed_at"])
+    completed = Assignment.objects.filter(image_id=seat.image_id, completed_at__isnull=False).count()
+    Image.objects.filter(pk=seat.image_id).exclude(completed_seats=completed).update(
+        completed_seats=completed
+    )
+
+
 def _label_write(
     *,
     image: Image,
@@ -275,7 +287,7 @@ def assignment_queue(
         candidates = list(
             claimable_images(study=study, annotator=annotator, now=now)
             .exclude(pk__in=lost)
-            .only("id", "source_path")[: size - len(seats) + CLAIM_SPARE_CANDIDATES]
+            .only("id")[: size - len(seats) + CLAIM_SPARE_CANDIDATES]
         )
         if not candidates:
             break
@@ -347,9 +359,7 @@ def annotation_submit(
         duration_ms=duration_ms,
         request_id=request_id,
     )
-    if seat.completed_at is None:
-        seat.completed_at = now
-        seat.save(update_fields=["completed_at"])
+    _seat_complete(seat, now)
     _final_label_sync(image=image, study=study, changed_by=annotator, now=now)
     return label
 
@@ -417,9 +427,7 @@ def label_import(*, image: Image, annotator: AbstractBaseUser, value: str, reaso
             raise ImageFull(
                 f"Image {image.source_path} already has its {study.labels_per_image} annotators ({holders})."
             )
-    elif seat.completed_at is None:
-        seat.completed_at = now
-        seat.save(update_fields=["completed_at"])
+    _seat_complete(seat, now)
     label, _ = _label_write(
         image=image, annotator=annotator, value=value, reason=reason, duration_ms=None, request_id=""
     )

@@ -442,3 +442,14 @@ def test_label_import_with_invalid_label_writes_nothing(study, make_images):
         services.label_import(image=image, annotator=newcomer, value="robot")
     assert not Assignment.objects.exists()
     assert not study.annotators.filter(pk=newcomer.pk).exists()
+
+
+def test_completed_seats_counts_each_annotator_once(
+    study, annotator_a, annotator_b, make_images, label_via_queue
+):
+    image = make_images(1)[0]
+    label_via_queue(study, annotator_a, "male")
+    label_via_queue(study, annotator_b, "female")
+    services.annotation_submit(image=image, annotator=annotator_b, value="male")
+    image.refresh_from_db()
+    assert image.completed_seats == 2
