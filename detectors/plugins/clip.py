@@ -122,17 +122,35 @@ class ClipEncoder:
         """Cosine similarity of each image to each text, images encoded ``batch_size`` at a time."""
         import torch
 
-        if self._model is None or self._text_embeddings is None:
-            raise RuntimeError("ClipEncoder.load() must run before similarities()")
         rows = [torch.empty((0, len(self.texts)))]
-        with torch.inference_mode():
-            for start in range(0, len(images), self.batch_size):
-                chunk = [image.convert("RGB") for image in images[start : start + self.batch_size]]
-                pixels = self._image_processor(images=chunk, return_tensors="pt")["pixel_values"]
-                pixels = pixels.to(self.device, dtype=self._model.dtype, non_blocking=True)
-                embeddings = _normalised(_features(self._model.get_image_features(pixel_values=pixels)))
-                rows.append((embeddings @ self._text_embeddings.T).float().cpu())
+        for start in range(0, len(images), self.batch_size):
+            pixels = self.preprocess(images[start : start + self.batch_size])
+            rows.append(self.similarities_of_pixels(pixels).float().cpu())
         return ClipSimilarities(self.texts, torch.cat(rows), self._logit_scale)
+
+    def preprocess(self, images: Sequence[PILImage]) -> torch.Tensor:
+        """CLIP's own pre-processing (resize, centre crop, normalise) on the CPU: (n, 3, H, W)."""
+        self._require_loaded()
+        chunk = [image.convert("RGB") for image in images]
+        return self._image_processor(images=chunk, return_tensors="pt")["pixel_values"]
+
+    def similarities_of_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
+        """(n, n_texts) cosine similarities for pre-processed pixels, on the encoder's device.
+
+        Split from ``preprocess`` so a benchmark can time the image encoder alone, and a GPU
+        pipeline can prepare the next batch while this one runs.
+        """
+        import torch
+
+        self._require_loaded()
+        with torch.inference_mode():
+            pixels = pixels.to(self.device, dtype=self._model.dtype, non_blocking=True)
+            embeddings = _normalised(_features(self._model.get_image_features(pixel_values=pixels)))
+            return embeddings @ self._text_embeddings.T  # type: ignore[union-attr]
+
+    def _require_loaded(self) -> None:
+        if self._model is None or self._text_embeddings is None:
+            raise RuntimeError("ClipEncoder.load() must run first")
 
 
 def _features(output: Any) -> torch.Tensor:

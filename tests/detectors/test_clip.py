@@ -177,3 +177,19 @@ def test_half_precision_only_on_cuda():
 def test_texts_are_the_papers():
     assert (MALE_TEXT, FEMALE_TEXT) == ("a photo of a male", "a photo of a female")
     assert UNCERTAIN_TEXT == "A photo of a person with an uncertain gender"
+
+
+def test_missing_default_weights_fail_fast_even_without_the_offline_switch(monkeypatch: pytest.MonkeyPatch):
+    import time
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE")
+    started = time.monotonic()
+    with pytest.raises(DetectorUnavailable, match="not in the local Hugging Face cache"):
+        registry.get("clip").ensure_loaded()
+    assert time.monotonic() - started < 5
+
+
+def test_encoder_used_before_load_says_so():
+    with pytest.raises(RuntimeError, match="load"):
+        ClipDetector().encoder.similarities(_images(1))
