@@ -152,3 +152,18 @@ def check_tokenizer_covers(tokenizer: Any, texts: Iterable[str], *, var: str) ->
                 f"{text!r}: the weights are incomplete or not the real ones. Set {var} to a "
                 "local folder holding the full saved model."
             )
+
+
+def configured_weights(key: str, default: str | None = None) -> str:
+    """The weights for ``key`` as configured, for version strings: stable before and after load.
+
+    Hub ids and short paths are kept as written; a path longer than 80 characters becomes its
+    last two parts plus a hash of the whole, so a detector version fits its 200-character column.
+    """
+    value = os.environ.get(weights_env_var(key), "").strip() or (default or DEFAULT_WEIGHTS.get(key, ""))
+    if len(value) <= 80:
+        return value
+    import hashlib
+
+    digest = hashlib.sha1(value.encode(), usedforsecurity=False).hexdigest()[:10]
+    return f".../{'/'.join(Path(value).parts[-2:])}#{digest}"

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from detectors import weights
 from detectors.base import FEMALE, MALE, Detector, DetectorOutput, DetectorUnavailable
 from detectors.plugins.faces import FaceGate
 from detectors.weights import check_tokenizer_covers, hub_load_kwargs, resolve_weights, weights_env_var
@@ -219,11 +220,7 @@ class _ClipDetector(Detector):
 
 def configured_weights() -> str:
     """The CLIP weights as configured (env value as written, else the default hub id)."""
-    import os
-
-    from detectors.weights import DEFAULT_WEIGHTS
-
-    return os.environ.get(weights_env_var(WEIGHTS_KEY), "").strip() or DEFAULT_WEIGHTS[WEIGHTS_KEY]
+    return weights.configured_weights(WEIGHTS_KEY)
 
 
 class ClipDetector(_ClipDetector):

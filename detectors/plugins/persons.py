@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from detectors import weights
 from detectors.base import DetectorUnavailable
 from detectors.weights import resolve_weights, weights_env_var
 
@@ -97,9 +98,7 @@ class PersonDetector:
     @staticmethod
     def configured_weights() -> str:
         """The weights as configured (env value as written, else the default name)."""
-        from detectors.weights import DEFAULT_WEIGHTS
-
-        return os.environ.get(weights_env_var(WEIGHTS_KEY), "").strip() or DEFAULT_WEIGHTS[WEIGHTS_KEY]
+        return weights.configured_weights(WEIGHTS_KEY)
 
     def load(self) -> None:
         var = weights_env_var(WEIGHTS_KEY)

@@ -107,3 +107,16 @@ def test_tokenizer_that_spells_every_prompt_is_accepted(tmp_path: Path):
     check_tokenizer_covers(
         tokenizer, ["a photo of a person with an uncertain gender."], var="BIASLAB_CLIP_WEIGHTS"
     )
+
+
+def test_configured_weights_keep_hub_ids_and_shorten_long_paths(monkeypatch: pytest.MonkeyPatch):
+    from detectors.weights import configured_weights
+
+    assert configured_weights("clip") == "openai/clip-vit-large-patch14"
+    long_path = "/models/" + "deep/" * 20 + "clip-l14"
+    monkeypatch.setenv("BIASLAB_CLIP_WEIGHTS", long_path)
+    label = configured_weights("clip")
+    assert label.startswith(".../deep/clip-l14#")
+    assert len(label) < 40
+    monkeypatch.setenv("BIASLAB_CLIP_WEIGHTS", long_path + "-other")
+    assert configured_weights("clip") != label
