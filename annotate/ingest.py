@@ -147,6 +147,18 @@ def _format_guess(data: bytes) -> str | None:
         return None
 
 
+def allowed_formats() -> list[str]:
+    """Pillow format ids from ``settings.BIASLAB_IMAGE_FORMATS`` ("JPG" read as "JPEG").
+
+    Names Pillow does not know are dropped: an unknown name must not turn every image into a
+    crash; with none left, every file is refused as not an image.
+    """
+    PILImage.init()
+    names = [name.strip().upper() for name in settings.BIASLAB_IMAGE_FORMATS]
+    names = ["JPEG" if name == "JPG" else name for name in names]
+    return [name for name in dict.fromkeys(names) if name in PILImage.OPEN]
+
+
 def image_file_validate(path_or_file: str | os.PathLike[str] | IO[bytes] | bytes) -> ValidatedImage:
     """Check that a file (path, binary file object or bytes) is a sound image we may store.
 
@@ -157,7 +169,7 @@ def image_file_validate(path_or_file: str | os.PathLike[str] | IO[bytes] | bytes
     data = _read_limited(path_or_file)
     if not data:
         raise EmptyImageFile("empty file (0 bytes)")
-    allowed = [name.upper() for name in settings.BIASLAB_IMAGE_FORMATS]
+    allowed = allowed_formats()
     max_pixels = int(settings.BIASLAB_MAX_IMAGE_PIXELS)
     with warnings.catch_warnings():
         # Pillow's own bomb guard warns (or raises) at its global limit; ours is the study's.

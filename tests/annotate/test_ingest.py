@@ -15,6 +15,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from PIL import Image as PILImage
 
+from annotate import ingest
 from annotate.errors import ImportRejected
 from annotate.ingest import (
     CorruptImage,
@@ -393,3 +394,9 @@ def test_the_command_refuses_a_manifest_missing_a_column(db, root, tmp_path):
     manifest = write_manifest(tmp_path / "m.csv", [row("sdxl/0.png")], header=["image", "t2i_model"])
     with pytest.raises(CommandError, match="missing required column\\(s\\): prompt, category, word"):
         call_command("import_images", manifest=str(manifest), root=str(root), stdout=io.StringIO())
+
+
+def test_format_names_in_settings_are_read_leniently(settings):
+    settings.BIASLAB_IMAGE_FORMATS = ["jpg", "png", "NOT-A-FORMAT"]
+    assert ingest.allowed_formats() == ["JPEG", "PNG"]
+    assert image_file_validate(png_bytes(1)).format == "PNG"
