@@ -74,3 +74,35 @@ def test_version_names_the_face_detector_and_the_classifier_package():
 def test_unknown_face_method_is_refused():
     with pytest.raises(ValueError, match="face_method"):
         FaceGenderDetector(face_method="mediapipe")
+
+
+@pytest.mark.django_db
+def test_run_detectors_stores_face_gender_predictions_for_real_photos_once(study, astronaut, cat):
+    import io
+
+    from django.core.management import call_command
+
+    from detectors.models import Prediction
+    from tests.factories import ImageFactory, PromptFactory, _store
+
+    prompt = PromptFactory(study=study)
+    for photo in (astronaut, cat):
+        buffer = io.BytesIO()
+        photo.save(buffer, format="PNG")
+        digest, name = _store(buffer.getvalue())
+        ImageFactory(prompt=prompt, sha256=digest, file=name, width=photo.width, height=photo.height)
+
+    for _ in range(2):  # the second run finds nothing left to do
+        call_command(
+            "run_detectors",
+            "--detector",
+            "face_gender",
+            "--batch-size",
+            "2",
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )
+    rows = list(Prediction.objects.filter(detector="face_gender").order_by("image_id"))
+    assert [(p.verdict, p.filter_reason) for p in rows] == [("female", ""), ("filtered", "no_face")]
+    assert rows[0].version == FaceGenderDetector().version_id
+    assert rows[0].scores["p_female"] > 0.5
