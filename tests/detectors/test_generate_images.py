@@ -18,8 +18,8 @@ from detectors.generation import (
     t2i_model_resolve,
 )
 from detectors.progress import StopFlag
-from tests.detectors.tiny_models import tiny_tokenizer
 from tests.factories import StudyFactory
+from tests.fakes import save_tiny_sd
 
 pytestmark = pytest.mark.django_db
 
@@ -32,72 +32,7 @@ PROMPTS = (
 
 @pytest.fixture(scope="module")
 def tiny_sd(tmp_path_factory) -> Path:
-    """A random-weight Stable Diffusion pipeline saved like a real one (64x64 in 2 steps ≈ 0.1 s)."""
-    from detectors.torch_compat import ensure_torchvision
-
-    ensure_torchvision()
-    import torch
-    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
-    from transformers import CLIPTextConfig, CLIPTextModel
-
-    folder = tmp_path_factory.mktemp("tiny-sd")
-    tokenizer = tiny_tokenizer(folder / "_vocab")
-    tokenizer.model_max_length = 77  # the pipeline pads prompts to this length
-    torch.manual_seed(0)
-    unet = UNet2DConditionModel(
-        block_out_channels=(8, 16),
-        layers_per_block=1,
-        sample_size=32,
-        in_channels=4,
-        out_channels=4,
-        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
-        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
-        cross_attention_dim=32,
-        norm_num_groups=4,
-        attention_head_dim=4,
-    )
-    vae = AutoencoderKL(
-        block_out_channels=[8, 16],
-        in_channels=3,
-        out_channels=3,
-        down_block_types=["DownEncoderBlock2D", "DownEncoderBlock2D"],
-        up_block_types=["UpDecoderBlock2D", "UpDecoderBlock2D"],
-        latent_channels=4,
-        norm_num_groups=4,
-    )
-    text_encoder = CLIPTextModel(
-        CLIPTextConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=32,
-            intermediate_size=37,
-            num_attention_heads=4,
-            num_hidden_layers=2,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-        )
-    )
-    scheduler = DDIMScheduler(
-        beta_start=0.00085,
-        beta_end=0.012,
-        beta_schedule="scaled_linear",
-        clip_sample=False,
-        set_alpha_to_one=False,
-        steps_offset=1,
-    )
-    pipe = StableDiffusionPipeline(
-        unet=unet,
-        vae=vae,
-        text_encoder=text_encoder,
-        tokenizer=tokenizer,
-        scheduler=scheduler,
-        safety_checker=None,
-        feature_extractor=None,
-        requires_safety_checker=False,
-    )
-    model_dir = folder / "tiny-sd"
-    pipe.save_pretrained(model_dir)
-    return model_dir
+    return save_tiny_sd(tmp_path_factory.mktemp("tiny-sd") / "tiny-sd")
 
 
 @pytest.fixture
