@@ -194,7 +194,16 @@ class Assignment(models.Model):
             models.UniqueConstraint(fields=["image", "slot"], name="assignment_one_per_slot"),
             models.UniqueConstraint(fields=["image", "annotator"], name="assignment_one_per_annotator"),
         ]
-        indexes = [models.Index(fields=["annotator", "completed_at"])]
+        indexes = [
+            models.Index(fields=["annotator", "completed_at"]),
+            # The few seats handed out but not labelled yet: progress counters and expiry look
+            # them up without scanning every completed seat.
+            models.Index(
+                fields=["image", "expires_at"],
+                condition=Q(completed_at__isnull=True),
+                name="assignment_open_seat_idx",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.image_id} seat {self.slot} → {self.annotator_id}"

@@ -113,26 +113,39 @@ def _lowest_free_slot(image: Image, n: int) -> int | None:
 
 
 def _seat_try_claim(
-    *, image: Image, annotator: AbstractBaseUser, n: int, now: datetime, expires_at: datetime, completed: bool
+    *,
+    image: Image,
+    annotator: AbstractBaseUser,
+    n: int,
+    now: datetime,
+    expires_at: datetime,
+    completed: bool,
 ) -> Assignment | None:
-    """Insert a seat on the lowest free slot, inside a savepoint; None when the image is full
-    or another annotator won the race for the slot (or for this image, for this annotator)."""
+    """Insert a seat on the lowest free slot, each attempt inside a savepoint; None when the
+    image has no free slot left (or the annotator already holds one on it).
+
+    Losing a slot to a concurrent claim (IntegrityError) re-reads the taken slots and tries
+    the next one: giving up on the first conflict would leave images short of N annotators.
+    """
     _free_expired_seats(image, now)
-    slot = _lowest_free_slot(image, n)
-    if slot is None:
-        return None
-    try:
-        with transaction.atomic():
-            return Assignment.objects.create(
-                image=image,
-                annotator=annotator,
-                slot=slot,
-                claimed_at=now,
-                expires_at=expires_at,
-                completed_at=now if completed else None,
-            )
-    except IntegrityError:
-        return None
+    for _attempt in range(n):
+        slot = _lowest_free_slot(image, n)
+        if slot is None:
+            return None
+        try:
+            with transaction.atomic():
+                return Assignment.objects.create(
+                    image=image,
+                    annotator=annotator,
+                    slot=slot,
+                    claimed_at=now,
+                    expires_at=expires_at,
+                    completed_at=now if completed else None,
+                )
+        except IntegrityError:
+            if Assignment.objects.filter(image=image, annotator=annotator).exists():
+                return None
+    return None
 
 
 def _seat_complete(seat: Assignment, now: datetime) -> None:
@@ -278,7 +291,9 @@ def assignment_queue(
     mine_open = Assignment.objects.filter(
         image__study=study, annotator=annotator, completed_at__isnull=True
     ).exclude(image__final_label__source__in=DECIDED_SOURCES)
-    mine_open.filter(expires_at__lte=now).update(expires_at=expires_at)
+    # Sliding expiry: an annotator who keeps asking for work keeps the seats already handed to
+    # them (the preloaded images too); an expired seat nobody took is simply theirs again.
+    mine_open.update(expires_at=expires_at)
     seats = list(mine_open.order_by("claimed_at", "image_id"))
 
     n = study.labels_per_image
@@ -296,7 +311,7 @@ def assignment_queue(
                 image=image, annotator=annotator, n=n, now=now, expires_at=expires_at, completed=False
             )
             if seat is None:
-                lost.add(image.pk)  # someone else filled it meanwhile: never retry it in this call
+                lost.add(image.pk)  # others filled it meanwhile: do not look at it again in this call
                 continue
             seats.append(seat)
             if len(seats) >= size:
