@@ -115,24 +115,28 @@ def model_bias_chart(report: Mapping[str, Any], fmt: str = "svg") -> bytes:
 
 def _build_model_bias(report: Mapping[str, Any]) -> Figure:
     models = model_keys(report)
-    sources: list[tuple[str, dict[str, Any]]] = [("Human", report.get("human", {}))]
+    # The human interval is "ci95"; a detector's "ci95" is the interval of its % difference, so
+    # its bars take "model_bias_score_ci95", the interval of the score itself.
+    sources: list[tuple[str, dict[str, Any], str]] = [("Human", report.get("human", {}), "ci95")]
     for det, data in report.get("detectors", {}).items():
-        sources.append((det, data.get("per_model", {})))
+        sources.append((det, data.get("per_model", {}), "model_bias_score_ci95"))
     fig = _new_figure(max(4.5, 1.2 + 0.35 * len(models) * len(sources)), 3.2)
     ax = fig.add_subplot()
     width = 0.8 / max(1, len(sources))
-    for s_index, (name, per_model) in enumerate(sources):
+    for s_index, (name, per_model, ci_key) in enumerate(sources):
         xs, ys, lo, hi = [], [], [], []
         for m_index, model in enumerate(models):
             entry = per_model.get(model) or {}
             score = entry.get("model_bias_score")
             if score is None:
                 continue
-            ci = entry.get("ci95") or [None, None]
+            ci = entry.get(ci_key) or [None, None]
             xs.append(m_index - 0.4 + width * (s_index + 0.5))
             ys.append(score)
-            lo.append(score - ci[0] if ci[0] is not None else 0.0)
-            hi.append(ci[1] - score if ci[1] is not None else 0.0)
+            # A percentile bootstrap interval need not contain the point estimate (skewed
+            # resamples near 0 or 1); matplotlib refuses negative error lengths, so clip at 0.
+            lo.append(max(0.0, score - ci[0]) if ci[0] is not None else 0.0)
+            hi.append(max(0.0, ci[1] - score) if ci[1] is not None else 0.0)
         colour = HUMAN_COLOUR if s_index == 0 else PALETTE[(s_index - 1) % len(PALETTE)]
         ax.bar(xs, ys, width * 0.92, label=name, color=colour, yerr=[lo, hi], capsize=2, error_kw={"lw": 0.8})
     ax.set_xticks(range(len(models)), [m for m in models])
@@ -308,7 +312,7 @@ def histogram_chart(
 def _build_histogram(scores_by_model: Mapping[str, Sequence[float]], source: str) -> Figure:
     bins = histogram_bins(scores_by_model)
     total = sum(len(s) for s in scores_by_model.values())
-    fig = _new_figure(6.4, 3.2)
+    fig = _new_figure(6.4, 3.8)
     ax = fig.add_subplot()
     bottom = [0.0] * len(HIST_BINS)
     for m_index, model in enumerate(scores_by_model):
@@ -345,9 +349,17 @@ def _build_histogram(scores_by_model: Mapping[str, Sequence[float]], source: str
     ax.set_ylabel("Outputs (% of all scored prompts)")
     ax.grid(axis="y", lw=0.4, alpha=0.5)
     ax.set_axisbelow(True)
-    ax.set_title(f"Distribution of prompt bias scores: {source} (n = {total} prompt x model outputs)")
+    ax.set_title(
+        f"Distribution of prompt bias scores: {source}\nn = {total} (prompt, T2I model) outputs with a score"
+    )
     if total:
-        ax.legend(loc="upper left", frameon=False, title="T2I model")
+        ax.legend(
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.3),
+            ncols=len(scores_by_model) + (1 if zero_share else 0),
+            frameon=False,
+            title="T2I model",
+        )
     else:
         ax.text(0.5, 0.5, "No prompt has a score yet", ha="center", va="center", transform=ax.transAxes)
     return fig

@@ -70,6 +70,11 @@ class Table:
     def is_empty(self) -> bool:
         return not self.rows
 
+    @property
+    def display_rows(self) -> list[list[tuple[Cell, Column]]]:
+        """Rows as (cell, column) pairs, so templates can align text left and numbers right."""
+        return [list(zip(row, self.columns, strict=True)) for row in self.rows]
+
 
 # --- formatting ---------------------------------------------------------------------------------
 
@@ -95,7 +100,7 @@ def _signed_pct(pct: float | None) -> str:
     return f"{pct:+.2f} % {arrow}".strip()
 
 
-def _ci(ci: Sequence[float | None] | None, digits: int = 3) -> str:
+def _ci(ci: Sequence[float | None] | None, digits: int = 2) -> str:
     if not ci or ci[0] is None or ci[1] is None:
         return NO_VALUE
     return f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
@@ -242,7 +247,7 @@ def model_bias_table(report: Mapping[str, Any]) -> Table:
     )
 
 
-def _ci_cell(ci: Sequence[float | None] | None, digits: int = 3) -> Cell:
+def _ci_cell(ci: Sequence[float | None] | None, digits: int = 2) -> Cell:
     value = (ci[0], ci[1]) if ci and ci[0] is not None and ci[1] is not None else (None, None)
     return Cell(value, _ci(ci, digits))
 
@@ -393,46 +398,48 @@ def label_shares_table(report: Mapping[str, Any]) -> Table:
 
 
 def categories_table(report: Mapping[str, Any], *, category: str | None = None) -> Table:
-    """Paper table 6: category bias score and model bias score per T2I model."""
-    columns = (
-        Column("t2i_model", "T2I model", numeric=False),
-        Column("category", "Category", numeric=False),
-        Column("category_bias_score", "Category bias score"),
-        Column("n_prompts", "n prompts scored"),
-        Column("model_bias_score", "Model bias score"),
-    )
-    rows = []
-    for model, h in report.get("human", {}).items():
-        cats = h.get("categories", {})
-        scored: dict[str, int] = {}
+    """Paper table 6, one column pair per T2I model: category bias score and the number of
+    prompts it averages; the last row is the model bias score over all prompts."""
+    human = report.get("human", {})
+    models = list(human)
+    categories: list[str] = []
+    scored: dict[tuple[str, str], int] = {}
+    for model, h in human.items():
+        for cat in h.get("categories", {}):
+            if cat not in categories and (not category or cat == category):
+                categories.append(cat)
         for p in h.get("prompts", []):
             if p.get("prompt_bias_score") is not None:
-                scored[p["category"]] = scored.get(p["category"], 0) + 1
-        first = True
-        for cat, score in cats.items():
-            if category and cat != category:
-                continue
-            mbs = h.get("model_bias_score")
-            rows.append(
-                (
-                    Cell(model, model if first else ""),
-                    _text(cat),
-                    Cell(score, _num(score)),
-                    _int(scored.get(cat, 0)),
-                    Cell(mbs, _num(mbs) if first else ""),
-                )
-            )
-            first = False
+                scored[(model, p["category"])] = scored.get((model, p["category"]), 0) + 1
+    columns = [Column("category", "Category", numeric=False)]
+    for model in models:
+        columns += [Column(f"{model}_score", "Bias score"), Column(f"{model}_n_prompts", "n prompts")]
+    rows = []
+    for cat in sorted(categories):
+        row = [_text(cat)]
+        for model in models:
+            score = human[model].get("categories", {}).get(cat)
+            row += [Cell(score, _num(score)), _int(scored.get((model, cat), 0))]
+        rows.append(tuple(row))
+    if rows and not category:
+        total = [_text("All prompts (model bias score)")]
+        for model in models:
+            h = human[model]
+            n = h.get("n_prompts_scored", sum(v for (m, _c), v in scored.items() if m == model))
+            total += [Cell(h.get("model_bias_score"), _num(h.get("model_bias_score"))), _int(n)]
+        rows.append(tuple(total))
     return Table(
         key="categories",
         title="Bias score per prompt category",
         caption=(
-            "Category bias score: mean over the category's prompts of |n_male \u2212 n_female| / n_clear; "
-            "model bias score: the same over all prompts of the model. Prompts without a clear "
-            "image have no score and are not averaged."
+            "Category bias score: mean over the category's prompts of |n_male \u2212 n_female| / "
+            "n_clear (eq. 1 within the category); last row: the model bias score over all prompts. "
+            "Prompts without a clear image have no score and are not averaged (n counts scored "
+            "prompts)."
         ),
-        columns=columns,
+        columns=tuple(columns),
         rows=tuple(rows),
+        groups=(("", 1), *((m, 2) for m in models)),
     )
 
 

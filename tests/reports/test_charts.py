@@ -66,6 +66,11 @@ def test_model_bias_chart_is_valid_svg_and_png(report):
     _png(charts.model_bias_chart(report, "png"))
 
 
+def test_model_bias_chart_accepts_an_interval_that_excludes_the_score():
+    skewed = {"human": {"sdxl": {"model_bias_score": 1.0, "ci95": [0.8, 0.95]}}, "detectors": {}}
+    _svg_root(charts.model_bias_chart(skewed, "svg"))
+
+
 def test_same_data_gives_the_same_svg_bytes(grid):
     assert charts.heatmap_chart(grid, "svg") == charts.heatmap_chart(grid, "svg")
 

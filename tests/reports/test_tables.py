@@ -102,7 +102,7 @@ def test_model_bias_table_marks_the_closest_and_farthest_detector_per_model(repo
 def test_model_bias_table_starts_with_the_human_row_and_its_interval(report):
     table = tables.model_bias_table(report)
     assert table.rows[0][0].text == "Human (ground truth)"
-    assert _column(table, "sdxl_score_ci95")[0].text == "[0.700, 0.800]"
+    assert _column(table, "sdxl_score_ci95")[0].text == "[0.70, 0.80]"
 
 
 def test_model_bias_csv_splits_intervals_into_low_and_high_columns(report):
@@ -139,12 +139,24 @@ def test_label_shares_table_adds_a_pooled_total_from_the_counts(report):
     assert total[5].value == 25
 
 
-def test_categories_table_counts_scored_prompts_and_filters_by_category(report):
+def test_categories_table_has_a_score_and_n_prompts_per_model(report):
+    table = tables.categories_table(report)
+    assert [c.key for c in table.columns] == [
+        "category", "sdxl_score", "sdxl_n_prompts", "sd3_score", "sd3_n_prompts",
+    ]  # fmt: skip
+    profession = next(r for r in table.rows if r[0].text == "profession")
+    assert [c.value for c in profession[1:]] == [0.907, 1, 0.861, 1]
+
+
+def test_categories_table_ends_with_the_model_bias_score(report):
+    last = tables.categories_table(report).rows[-1]
+    assert last[0].text == "All prompts (model bias score)"
+    assert [last[1].value, last[3].value] == [0.752, 0.730]
+
+
+def test_categories_table_filters_by_category(report):
     table = tables.categories_table(report, category="place")
-    assert [(r[1].text, r[2].value, r[3].value) for r in table.rows] == [
-        ("place", 0.576, 0),
-        ("place", 0.619, 0),
-    ]
+    assert [[c.value for c in r] for r in table.rows] == [["place", 0.576, 0, 0.619, 0]]
 
 
 def test_prompt_grid_puts_detector_scores_beside_human_ones_per_model(report):

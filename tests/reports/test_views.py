@@ -98,8 +98,8 @@ def test_overview_shows_every_table_with_downloads(fx, rita):
 
 def test_overview_marks_best_and_worst_detector(fx, rita):
     html = rita.get(reverse("reports:overview")).content.decode()
-    assert 'class="mark-best"' in html
-    assert 'class="mark-worst"' in html
+    assert " mark-best" in html
+    assert " mark-worst" in html
 
 
 def test_overview_is_a_full_page_and_its_results_partial_for_htmx(fx, rita):
