@@ -270,7 +270,7 @@ def test_prompt_drilldown_shows_labels_final_label_and_verdicts_side_by_side(fx,
     assert html.count("ben: ") == 6
     assert "none yet" in html  # image 11 has no final label
     assert "No face" in html  # the filter reason of image 2
-    assert html.count(" disagrees") == 3 + 2  # fake: images 2, 3, 4; facey: images 3, 4
+    assert html.count(' disagrees" title=') == 3 + 2  # fake: images 2, 3, 4; facey: images 3, 4
     assert '<span class="tag failed"' in html
 
 
