@@ -162,3 +162,28 @@ def test_label_rows_for_agreement_are_ordered_and_filterable(study, annotator_a,
     assert [row[0] for row in selectors.label_rows_for_agreement(study=study, category="profession")] == [
         first.pk
     ] * 2
+
+
+def test_images_with_state_works_with_joins_subqueries_and_paging(study, five_states):
+    """The ways views, API and admin use it: select_related, a pk__in subquery, a page count."""
+    from django.core.paginator import Paginator
+
+    from annotate.models import Image
+
+    joined = selectors.images_with_state(study=study).select_related("prompt", "study", "final_label")
+    assert {image.pk: image.state for image in joined} == {
+        image.pk: state for state, image in five_states.items()
+    }
+    disputed_pks = selectors.images_with_state(study=study).filter(state=ImageState.DISPUTED).values("pk")
+    assert list(Image.objects.filter(pk__in=disputed_pks)) == [five_states[ImageState.DISPUTED]]
+    assert Paginator(selectors.images_with_state(study=study), 2).num_pages == 3
+    assert selectors.dispute_queue(study=study).first() == five_states[ImageState.DISPUTED]
+
+
+def test_state_follows_label_changes(study, annotator_a, annotator_b, make_images):
+    image = make_images(1)[0]
+    _label(study, image, annotator_a, "male")
+    _label(study, image, annotator_b, "male")
+    assert selectors.image_state(image) == ImageState.AGREED
+    _label(study, image, annotator_b, "female")
+    assert selectors.image_state(image) == ImageState.DISPUTED

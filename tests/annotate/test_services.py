@@ -453,3 +453,38 @@ def test_completed_seats_counts_each_annotator_once(
     services.annotation_submit(image=image, annotator=annotator_b, value="male")
     image.refresh_from_db()
     assert image.completed_seats == 2
+
+
+def test_active_annotator_keeps_the_preloaded_seat_past_the_timeout(
+    study, annotator_a, annotator_b, make_images
+):
+    study.labels_per_image = 1
+    study.save()
+    make_images(2)
+    first, preloaded = services.assignment_queue(study=study, annotator=annotator_a, size=2)
+    # Anna spends longer than the timeout on the first image, then labels it and asks again.
+    later = timezone.now() + timedelta(seconds=study.claim_timeout_seconds - 10)
+    services.annotation_submit(image=first.image, annotator=annotator_a, value="male")
+    queue = services.assignment_queue(study=study, annotator=annotator_a, size=2, now=later)
+    assert [seat.pk for seat in queue] == [preloaded.pk]
+    much_later = later + timedelta(seconds=20)  # past the first claim's expiry, not the renewed one
+    assert services.assignment_queue(study=study, annotator=annotator_b, size=2, now=much_later) == []
+
+
+def test_previous_skips_labels_a_researcher_already_decided(
+    study, annotator_a, annotator_b, researcher, make_images, label_via_queue
+):
+    images = make_images(2)
+    label_via_queue(study, annotator_a, "male")
+    label_via_queue(study, annotator_a, "female")
+    services.final_label_set(image=images[1], value="female", decided_by=researcher)
+    assert services.annotation_previous(study=study, annotator=annotator_a).image == images[0]
+
+
+def test_resubmitting_the_same_request_after_a_change_stores_nothing_new(study, annotator_a, make_images):
+    image = make_images(1)[0]
+    services.assignment_queue(study=study, annotator=annotator_a, size=1)
+    services.annotation_submit(image=image, annotator=annotator_a, value="male", request_id="r1")
+    services.annotation_submit(image=image, annotator=annotator_a, value="female", request_id="r2")
+    services.annotation_submit(image=image, annotator=annotator_a, value="female", request_id="r2")
+    assert list(LabelRevision.objects.values_list("value", flat=True)) == ["male", "female"]
