@@ -160,6 +160,9 @@ def _features(output: Any) -> torch.Tensor:
 
 
 def _normalised(features: torch.Tensor) -> torch.Tensor:
+    # In float32 even when the model runs in bf16/fp16: clip_prob's 0.9 threshold and the
+    # person/object comparison hinge on small differences that half precision would blur.
+    features = features.float()
     return features / features.norm(dim=-1, keepdim=True)
 
 
