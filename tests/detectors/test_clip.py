@@ -193,3 +193,18 @@ def test_missing_default_weights_fail_fast_even_without_the_offline_switch(monke
 def test_encoder_used_before_load_says_so():
     with pytest.raises(RuntimeError, match="load"):
         ClipDetector().encoder.similarities(_images(1))
+
+
+def test_saved_model_whose_tokenizer_cannot_spell_the_prompts_is_refused(
+    tiny_clip_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    import shutil
+
+    from tests.detectors.tiny_models import save_tiny_tokenizer
+
+    broken = tmp_path / "clip"
+    shutil.copytree(tiny_clip_dir, broken)
+    save_tiny_tokenizer(broken, "aphotf")  # knows "a photo of", not "male"
+    monkeypatch.setenv("BIASLAB_CLIP_WEIGHTS", str(broken))
+    with pytest.raises(DetectorUnavailable, match=r"cannot spell 'a photo of a male'.*BIASLAB_CLIP_WEIGHTS"):
+        registry.get("clip").ensure_loaded()
