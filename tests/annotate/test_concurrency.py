@@ -9,10 +9,12 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable
+from datetime import timedelta
 
 import pytest
 from django.db import connection, connections
 from django.db.models import Count
+from django.utils import timezone
 
 from annotate import services
 from annotate.models import Assignment, FinalLabel, FinalLabelSource, Label
@@ -128,3 +130,26 @@ def test_concurrent_claims_for_the_last_free_seats_hand_each_out_once():
     assert per_image == {image.pk: 2 for image in images}
     assert len(won) == len(set(won))
     assert Assignment.objects.count() == 4
+
+
+def test_concurrent_claims_on_abandoned_seats_free_each_slot_once():
+    """Every seat of every image was abandoned; after the timeout, all threads ask for work
+    at the same moment: the freed slots are reused, never beyond N per image."""
+    study, annotators, images = _study_with(n_images=3, n_annotators=THREADS + 2)
+    quitters, workers = annotators[:2], annotators[2:]
+    for quitter in quitters:
+        services.assignment_queue(study=study, annotator=quitter, size=len(images))
+    later = timezone.now() + timedelta(seconds=study.claim_timeout_seconds + 5)
+    won: list[tuple[int, int]] = []
+
+    def work(index: int) -> None:
+        for seat in services.assignment_queue(study=study, annotator=workers[index], size=2, now=later):
+            won.append((workers[index].pk, seat.image_id))
+
+    errors = _run_in_threads(work, THREADS)
+
+    assert errors == []
+    assert len(won) == len(set(won)) == 6  # 3 images x N freed seats, each handed out once
+    seats = Assignment.objects.values("image").annotate(n=Count("id"))
+    assert {row["n"] for row in seats} == {2}
+    assert not Assignment.objects.filter(annotator__in=quitters).exists()
