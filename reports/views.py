@@ -398,7 +398,8 @@ def _table(name: str, request: HttpRequest, filters: Filters) -> tables.Table:
         )
     if name == "prompt_scores":
         return tables.prompt_scores_table(_grid(_bias_report(filters, bootstrap=0), filters))
-    report = _bias_report(filters)
+    # Only table 1 shows bootstrap intervals; the others skip the resampling (the slow part).
+    report = _bias_report(filters, bootstrap=1000 if name == "model_bias" else 0)
     return next(t for t in _overview_tables(report, filters) if t.key == name)
 
 

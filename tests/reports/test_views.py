@@ -9,6 +9,7 @@ import pytest
 from django.urls import reverse
 
 from reports import views
+from tests.factories import FinalLabelFactory, ImageFactory, PromptFactory, StudyFactory
 from tests.reports import dashboard_data
 
 pytestmark = pytest.mark.django_db
@@ -329,3 +330,14 @@ def test_detector_drilldown_filtered_by_model(fx, rita):
 def test_unknown_detector_is_404_and_unknown_gallery_400(fx, rita):
     assert rita.get(reverse("reports:detector", args=["nope"])).status_code == 404
     assert rita.get(reverse("reports:detector", args=["fake"]), {"kind": "odd"}).status_code == 400
+
+
+def test_study_filter_keeps_other_studies_out(fx, rita):
+    other = StudyFactory(name="Other study", slug="other")
+    image = ImageFactory(prompt=PromptFactory(study=other, word="pilot"), t2i_model="sdxl")
+    FinalLabelFactory(image=image, value="female")
+    gender = rita.get(reverse("reports:overview"), {"study": "gender"}).content.decode()
+    assert "<strong>10 of 11 images</strong>" in gender
+    everything = rita.get(reverse("reports:overview")).content.decode()
+    assert "<strong>11 of 12 images</strong>" in everything
+    assert '<option value="other">Other study</option>' in everything
