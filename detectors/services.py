@@ -11,9 +11,11 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import socket
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,28 +160,55 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:2000]
 
 
-def _predict_batch(detector: Detector, images: Sequence[Image]) -> list[PredictionRecord]:
-    """Open and predict one batch; every image gets exactly one record (ok or failed)."""
+#: Threads decoding the next batch while the detector works on the current one.
+DECODE_THREADS = min(4, os.cpu_count() or 1)
+
+#: An opened image, or the error text that stopped it from opening.
+Opened = PILImage.Image | str
+
+
+def _open_or_error(image: Image) -> Opened:
+    try:
+        return _open_rgb(image)
+    except Exception as exc:  # any decoder error of a corrupt file; stored, never fatal
+        return f"cannot open image: {_error_text(exc)}"
+
+
+def _open_async(pool: ThreadPoolExecutor, images: Sequence[Image]) -> list[Future[Opened]]:
+    """Start decoding a batch on the pool's threads (Pillow releases the GIL while decoding)."""
+    return [pool.submit(_open_or_error, image) for image in images]
+
+
+def _predict_batch(
+    detector: Detector, images: Sequence[Image], opened: Sequence[Opened] | None = None
+) -> list[PredictionRecord]:
+    """Predict one batch; every image gets exactly one record (ok or failed).
+
+    ``opened`` holds the decoded images when a prefetch already did the work; otherwise they are
+    opened here.
+    """
     started = time.perf_counter()
+    if opened is None:
+        opened = [_open_or_error(image) for image in images]
     records: dict[int, PredictionRecord] = {}
-    opened: list[tuple[Image, PILImage.Image]] = []
-    for image in images:
+    good: list[tuple[Image, PILImage.Image]] = []
+    for image, item in zip(images, opened, strict=True):
+        if isinstance(item, str):
+            records[image.pk] = PredictionRecord.failure(image.pk, item)
+        else:
+            good.append((image, item))
+    if good:
         try:
-            opened.append((image, _open_rgb(image)))
-        except Exception as exc:  # any decoder error of a corrupt file; stored, never fatal
-            records[image.pk] = PredictionRecord.failure(image.pk, f"cannot open image: {_error_text(exc)}")
-    if opened:
-        try:
-            outputs = detector.predict([pil for _, pil in opened])
-            if len(outputs) != len(opened):
-                raise RuntimeError(f"detector returned {len(outputs)} outputs for {len(opened)} images")
+            outputs = detector.predict([pil for _, pil in good])
+            if len(outputs) != len(good):
+                raise RuntimeError(f"detector returned {len(outputs)} outputs for {len(good)} images")
         except Exception:
             # One bad image should not cost the whole batch: retry one by one to find it.
-            for image, pil in opened:
+            for image, pil in good:
                 records[image.pk] = _predict_one(detector, image, pil)
         else:
-            per_image = (time.perf_counter() - started) / len(opened)
-            for (image, _), output in zip(opened, outputs, strict=True):
+            per_image = (time.perf_counter() - started) / len(good)
+            for (image, _), output in zip(good, outputs, strict=True):
                 records[image.pk] = PredictionRecord.from_output(image.pk, output, per_image)
     return [records[image.pk] for image in images]
 
@@ -294,30 +323,43 @@ def _run_batches(
     should_stop: Callable[[], bool],
     meter: Progress | None,
 ) -> str:
+    """Predict batch k while batch k+1 is read from disk and decoded on other threads.
+
+    Decoding stays off the critical path, which matters on a GPU where the model is faster than
+    Pillow. Batches are taken by keyset pagination over the live "pending" set (restart-safe; an
+    image another worker predicted meanwhile drops out). The next batch only has ids above the
+    current one, so fetching it before the current one is stored cannot overlap.
+    """
     processed, last_id = 0, 0
-    while processed < n_total:
-        if should_stop():
-            return RunStatus.INTERRUPTED
-        # Keyset pagination over the live "pending" set: restart-safe, and an image another
-        # worker predicted meanwhile simply drops out.
-        batch = list(pending.filter(id__gt=last_id)[: min(batch_size, n_total - processed)])
-        if not batch:
-            break
-        last_id = batch[-1].pk
-        started = time.perf_counter()
-        records = _predict_batch(detector, batch)
-        seconds = time.perf_counter() - started
-        with transaction.atomic():
-            stored = prediction_store(detector=detector.key, version=version, records=records, run=run)
-            DetectorRun.objects.filter(pk=run.pk).update(
-                n_done=F("n_done") + stored.ok,
-                n_failed=F("n_failed") + stored.failed,
-                seconds=F("seconds") + seconds,
-                updated_at=timezone.now(),
-            )
-        processed += len(batch)
-        if meter:
-            meter.advance(len(batch))
+
+    def fetch(after: int, already: int) -> list[Image]:
+        return list(pending.filter(id__gt=after)[: min(batch_size, n_total - already)])
+
+    with ThreadPoolExecutor(max_workers=DECODE_THREADS, thread_name_prefix="decode") as pool:
+        batch = fetch(last_id, processed)
+        futures = _open_async(pool, batch)
+        while batch and processed < n_total:
+            if should_stop():
+                return RunStatus.INTERRUPTED
+            opened = [future.result() for future in futures]
+            last_id = batch[-1].pk
+            upcoming = fetch(last_id, processed + len(batch)) if processed + len(batch) < n_total else []
+            next_futures = _open_async(pool, upcoming)
+            started = time.perf_counter()
+            records = _predict_batch(detector, batch, opened)
+            seconds = time.perf_counter() - started
+            with transaction.atomic():
+                stored = prediction_store(detector=detector.key, version=version, records=records, run=run)
+                DetectorRun.objects.filter(pk=run.pk).update(
+                    n_done=F("n_done") + stored.ok,
+                    n_failed=F("n_failed") + stored.failed,
+                    seconds=F("seconds") + seconds,
+                    updated_at=timezone.now(),
+                )
+            processed += len(batch)
+            if meter:
+                meter.advance(len(batch))
+            batch, futures = upcoming, next_futures
     return RunStatus.INTERRUPTED if should_stop() and processed < n_total else RunStatus.FINISHED
 
 
