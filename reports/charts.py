@@ -238,6 +238,9 @@ def _build_heatmap(grid: PromptGrid) -> Figure:
     ax.set_xticks(
         range(n_cols), ["Human" if s == HUMAN else s for _, s in grid.columns], rotation=60, ha="right"
     )
+    for label, (_model, source) in zip(ax.get_xticklabels(), grid.columns, strict=True):
+        if source == HUMAN:
+            label.set_fontweight("bold")
     blocks: list[tuple[str, int, int]] = []
     for c, (model, _source) in enumerate(grid.columns):
         if blocks and blocks[-1][0] == model:
@@ -251,7 +254,16 @@ def _build_heatmap(grid: PromptGrid) -> Figure:
     ax.set_xlim(-0.5, n_cols - 0.5)
     ax.set_ylim(n_rows - 0.5, -0.5)
     ax.set_xlabel("Source of the labels per T2I model: human ground truth or detector")
-    colourbar = fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02, aspect=20 if n_rows < 40 else 40)
+    # A tall heatmap keeps a colour bar of readable height at the top, not one spanning 100 rows.
+    colourbar = fig.colorbar(
+        image,
+        ax=ax,
+        fraction=0.04,
+        pad=0.02,
+        aspect=20,
+        shrink=min(1.0, 30 / max(n_rows, 1)),
+        anchor=(0.0, 1.0),
+    )
     colourbar.set_label("Prompt bias score")
     colourbar.set_ticks(
         [-1, -0.5, 0, 0.5, 1],
