@@ -71,8 +71,13 @@ def configure(database_url: str, media_root: Path) -> None:
     call_command("migrate", verbosity=0)
 
 
-def make_study(*, slug: str, annotators: int, n_images: int, media_root: Path, png_size: int = 16) -> Any:
-    """A study with ``n_images`` real PNG files (distinct bytes) and annotators bench00…"""
+def make_study(
+    *, slug: str, annotators: int, n_images: int, media_root: Path, png_size: int = 16, noise: bool = False
+) -> Any:
+    """A study with ``n_images`` real PNG files (distinct bytes) and annotators <slug>00…
+
+    ``noise`` fills the images with random pixels: files as large and as slow to decode as
+    photographs, for the browser benchmark."""
     import hashlib
     import io
 
@@ -97,7 +102,10 @@ def make_study(*, slug: str, annotators: int, n_images: int, media_root: Path, p
     ]
     rows = []
     for n in range(n_images):
-        img = PILImage.new("RGB", (png_size, png_size), ((n * 37) % 256, (n * 91) % 256, (n * 13) % 256))
+        if noise:
+            img = PILImage.frombytes("RGB", (png_size, png_size), os.urandom(png_size * png_size * 3))
+        else:
+            img = PILImage.new("RGB", (png_size, png_size), ((n * 37) % 256, (n * 91) % 256, (n * 13) % 256))
         img.putpixel((0, 0), (n % 256, (n // 256) % 256, (n // 65536) % 256))
         buffer = io.BytesIO()
         img.save(buffer, format="PNG")
