@@ -629,6 +629,9 @@ _LATEX_SPECIAL = {
     "}": r"\}",
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
+    "|": r"\textbar{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
     "↑": r"$\uparrow$",
     "↓": r"$\downarrow$",
     "→": r"$\rightarrow$",
@@ -646,9 +649,11 @@ def latex_escape(text: str) -> str:
 def to_latex(table: Table) -> str:
     """A booktabs table: \\toprule/\\midrule/\\bottomrule, best in bold, worst underlined."""
     align = "".join("r" if c.numeric else "l" for c in table.columns)
+    # Wide tables (table 1 with its intervals, table 7) span both columns of a two-column paper.
+    env = "table*" if len(table.columns) > 9 else "table"
     lines = [
         r"% Needs \usepackage{booktabs}",
-        r"\begin{table}[t]",
+        rf"\begin{{{env}}}[t]",
         r"\centering",
         rf"\caption{{{latex_escape(table.caption)}}}",
         rf"\label{{tab:{table.key.replace('_', '-')}}}",
@@ -678,5 +683,5 @@ def to_latex(table: Table) -> str:
                 text = rf"\underline{{{text}}}"
             cells.append(text)
         lines.append(" & ".join(cells) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
+    lines += [r"\bottomrule", r"\end{tabular}", rf"\end{{{env}}}", ""]
     return "\n".join(lines)

@@ -194,9 +194,15 @@ def test_latex_is_a_booktabs_table_with_bold_best_and_underlined_worst(report):
 
 
 def test_latex_escape_covers_every_special_character():
-    assert tables.latex_escape("a&b%c_d$e#f{g}h~i^j\\") == (
-        r"a\&b\%c\_d\$e\#f\{g\}h\textasciitilde{}i\textasciicircum{}j\textbackslash{}"
+    assert tables.latex_escape("a&b%c_d$e#f{g}h~i^j\\k|l<m>") == (
+        r"a\&b\%c\_d\$e\#f\{g\}h\textasciitilde{}i\textasciicircum{}j\textbackslash{}k\textbar{}l"
+        r"\textless{}m\textgreater{}"
     )
+
+
+def test_wide_latex_tables_span_both_columns(report):
+    assert tables.to_latex(tables.model_bias_table(report)).count(r"\begin{table*}") == 1
+    assert r"\begin{table}[t]" in tables.to_latex(tables.label_shares_table(report))
 
 
 def test_empty_report_gives_empty_tables():
