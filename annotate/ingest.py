@@ -26,6 +26,7 @@ import warnings
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -51,6 +52,9 @@ MANIFEST_OPTIONAL_COLUMNS = ("seed", "index", "params")
 # Rows imported per transaction: a crash loses at most the chunk being written, never one
 # already reported as accepted.
 IMPORT_CHUNK_SIZE = 500
+# Threads reading, hashing and decoding files (all release the GIL); the database work stays
+# on the calling thread.
+IMPORT_WORKERS = min(8, os.cpu_count() or 1)
 
 
 # --- Domain errors ------------------------------------------------------------------------------
@@ -431,11 +435,13 @@ def _params(row: dict[str, str]) -> dict[str, Any]:
     return parsed
 
 
-@dataclass
-class _PendingRow:
+@dataclass(frozen=True)
+class _RowPlan:
+    """A manifest row whose values are sound, before its file is looked at."""
+
     number: int
     path: str
-    validated: ValidatedImage
+    file_path: Path
     t2i_model: str
     prompt_key: tuple[str, str, str]
     seed: int | None
@@ -443,8 +449,39 @@ class _PendingRow:
     params: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class _FileCheck:
+    """What reading a row's file found: its hash, the validated image, or the error."""
+
+    sha256: str = ""
+    validated: ValidatedImage | None = None
+    storage_name: str = ""
+    error: Exception | None = None
+
+
+@dataclass(frozen=True)
+class _PendingRow:
+    plan: _RowPlan
+    validated: ValidatedImage
+    storage_name: str
+
+    @property
+    def number(self) -> int:
+        return self.plan.number
+
+    @property
+    def path(self) -> str:
+        return self.plan.path
+
+
 class _ManifestImport:
-    """State of one manifest import: what the study holds, what the file already claimed."""
+    """State of one manifest import: what the study holds, what the file already claimed.
+
+    Each chunk goes through three steps: row values are checked in order (cheap); files are
+    read, hashed, decoded and stored by a thread pool (Pillow, hashlib and file I/O release the
+    GIL, so this is what scales with cores); then the rows are settled in order, so messages
+    such as "same content as row 3" never depend on thread timing.
+    """
 
     def __init__(self, *, study: Study, root: Path, summary: ImportSummary) -> None:
         self.study = study
@@ -464,8 +501,8 @@ class _ManifestImport:
     def reject(self, number: int, path: str, reason: str) -> None:
         self.summary.rejected.append(RejectedRow(number, path, reason))
 
-    def row_check(self, number: int, row: dict[str, str]) -> _PendingRow | None:
-        """Validate one row; returns the row to write, or None (rejected or already imported)."""
+    def row_plan(self, number: int, row: dict[str, str]) -> _RowPlan:
+        """Check a row's values and path (in file order); raises the row's rejection."""
         path = row.get("image", "")
         if "__error__" in row:
             raise InvalidManifestRow(row["__error__"])
@@ -476,35 +513,71 @@ class _ManifestImport:
             if not row.get(column):
                 raise InvalidManifestRow(f"empty required value in column '{column}'")
         seed, index, params = _optional_int(row, "seed"), _optional_int(row, "index"), _params(row)
-        file_path = manifest_path_resolve(self.root, path)
-        data = _read_limited(file_path)
-        sha = hashlib.sha256(data).hexdigest()
-        if sha in self.file_hashes:
-            other_row, other_path = self.file_hashes[sha]
-            raise DuplicateImage(f"duplicate row: same image content as row {other_row} ({other_path})")
-        self.file_hashes[sha] = (number, path)
-        known = self.by_path.get(path)
-        if known == sha:
-            # Already imported with these very bytes (validated then): no need to decode again.
-            self.summary.duplicates += 1
-            return None
-        if known is not None:
-            raise ImagePathConflict(
-                f"{path} was already imported with different content (sha256 {known[:12]}…)"
-            )
-        validated = image_file_validate(data)
-        if sha in self.by_hash:
-            raise DuplicateImage(f"same image content as {self.by_hash[sha]}, already in the study")
-        return _PendingRow(
+        return _RowPlan(
             number=number,
             path=path,
-            validated=validated,
+            file_path=manifest_path_resolve(self.root, path),
             t2i_model=row["t2i_model"],
             prompt_key=(row["category"], row["word"], row["prompt"]),
             seed=seed,
             index=index,
             params=params,
         )
+
+    def file_check(self, plan: _RowPlan) -> _FileCheck:
+        """Read, hash, validate and store one file. Runs in worker threads: reads shared state
+        only, and writes only content-addressed files."""
+        try:
+            data = _read_limited(plan.file_path)
+            sha = hashlib.sha256(data).hexdigest()
+            if plan.path in self.by_path:
+                # Already imported (same bytes: validated then) or a conflict: no decoding.
+                return _FileCheck(sha256=sha)
+            validated = image_file_validate(data)
+            return _FileCheck(sha256=sha, validated=validated, storage_name=_file_write(validated))
+        except (AnnotateError, OSError) as exc:
+            return _FileCheck(error=exc)
+
+    def row_settle(self, plan: _RowPlan, check: _FileCheck) -> _PendingRow | None:
+        """Decide a row in file order; returns the row to write, or None (already imported)."""
+        if check.error is not None:
+            raise check.error
+        sha = check.sha256
+        if sha in self.file_hashes:
+            other_row, other_path = self.file_hashes[sha]
+            raise DuplicateImage(f"duplicate row: same image content as row {other_row} ({other_path})")
+        self.file_hashes[sha] = (plan.number, plan.path)
+        known = self.by_path.get(plan.path)
+        if known == sha:
+            self.summary.duplicates += 1
+            return None
+        if known is not None:
+            raise ImagePathConflict(
+                f"{plan.path} was already imported with different content (sha256 {known[:12]}…)"
+            )
+        if sha in self.by_hash:
+            raise DuplicateImage(f"same image content as {self.by_hash[sha]}, already in the study")
+        assert check.validated is not None  # file_check validates every path not yet imported
+        return _PendingRow(plan=plan, validated=check.validated, storage_name=check.storage_name)
+
+    def chunk_import(self, rows: list[tuple[int, dict[str, str]]], pool: ThreadPoolExecutor) -> None:
+        """Check, store and write one chunk of manifest rows."""
+        plans: list[_RowPlan] = []
+        for number, row in rows:
+            try:
+                plans.append(self.row_plan(number, row))
+            except (AnnotateError, OSError) as exc:
+                self.reject(number, row.get("image", ""), _reason(exc))
+        pending: list[_PendingRow] = []
+        for plan, check in zip(plans, pool.map(self.file_check, plans), strict=True):
+            try:
+                item = self.row_settle(plan, check)
+            except (AnnotateError, OSError) as exc:
+                self.reject(plan.number, plan.path, _reason(exc))
+                continue
+            if item is not None:
+                pending.append(item)
+        self.chunk_write(pending)
 
     def _prompt(self, key: tuple[str, str, str]) -> Prompt:
         prompt = self.prompts.get(key)
@@ -515,15 +588,13 @@ class _ManifestImport:
         return prompt
 
     def chunk_write(self, pending: list[_PendingRow]) -> None:
-        """Write one chunk: files first (content-addressed, harmless if orphaned), then rows in
-        one transaction with a single bulk insert."""
+        """Write one chunk's rows in one transaction with a single bulk insert (the files are
+        already stored: content-addressed, so an orphan after a crash is harmless)."""
         if not pending:
             return
-        names = {p.number: _file_write(p.validated) for p in pending}
         try:
             with transaction.atomic():
-                rows = [self._image(p, names[p.number]) for p in pending]
-                Image.objects.bulk_create(rows)
+                Image.objects.bulk_create([self._image(p) for p in pending])
         except IntegrityError:
             # A concurrent import took some of these paths or hashes: retry row by row so
             # every row gets its own answer.
@@ -535,35 +606,36 @@ class _ManifestImport:
             self._remember(p)
             self.summary.accepted += 1
 
-    def _image(self, p: _PendingRow, name: str) -> Image:
-        v = p.validated
+    def _image(self, p: _PendingRow) -> Image:
+        v, plan = p.validated, p.plan
         return Image(
             study=self.study,
-            prompt=self._prompt(p.prompt_key),
-            t2i_model=p.t2i_model,
-            source_path=p.path,
+            prompt=self._prompt(plan.prompt_key),
+            t2i_model=plan.t2i_model,
+            source_path=plan.path,
             sha256=v.sha256,
-            file=name,
+            file=p.storage_name,
             width=v.width,
             height=v.height,
             format=v.format,
-            seed=p.seed,
-            index=p.index,
-            params=p.params,
+            seed=plan.seed,
+            index=plan.index,
+            params=plan.params,
         )
 
     def _row_write_alone(self, p: _PendingRow) -> None:
-        category, word, text = p.prompt_key
+        plan = p.plan
+        category, word, text = plan.prompt_key
         try:
             _, created = image_bytes_store(
                 study=self.study,
                 prompt=prompt_get_or_create(study=self.study, category=category, word=word, text=text),
                 data=p.validated.data,
-                source_path=p.path,
-                t2i_model=p.t2i_model,
-                seed=p.seed,
-                index=p.index,
-                params=p.params,
+                source_path=plan.path,
+                t2i_model=plan.t2i_model,
+                seed=plan.seed,
+                index=plan.index,
+                params=plan.params,
             )
         except AnnotateError as exc:
             self.reject(p.number, p.path, str(exc))
@@ -603,25 +675,12 @@ def images_import(
     rows = csv_rows_read(manifest_path, required=MANIFEST_REQUIRED_COLUMNS)
     summary = ImportSummary()
     state = _ManifestImport(study=study, root=root_path.resolve(), summary=summary)
-    pending: list[_PendingRow] = []
-    done = 0
-    for number, row in rows:
-        try:
-            item = state.row_check(number, row)
-        except (AnnotateError, OSError) as exc:
-            state.reject(number, row.get("image", ""), _reason(exc))
-            item = None
-        if item is not None:
-            pending.append(item)
-        done += 1
-        if len(pending) >= chunk_size:
-            state.chunk_write(pending)
-            pending = []
+    with ThreadPoolExecutor(max_workers=IMPORT_WORKERS, thread_name_prefix="image-import") as pool:
+        for start in range(0, len(rows), chunk_size):
+            chunk = rows[start : start + chunk_size]
+            state.chunk_import(chunk, pool)
             if progress:
-                progress(summary, done)
-    state.chunk_write(pending)
-    if progress:
-        progress(summary, done)
+                progress(summary, start + len(chunk))
     summary.rejected.sort(key=lambda r: r.row)
     return summary
 

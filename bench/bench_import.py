@@ -38,11 +38,16 @@ def _configure(tmp: Path) -> bool:
     return throwaway
 
 
-def _generate(folder: Path, count: int, size: int, noise: bool) -> Path:
+def _generate(folder: Path, count: int, size: int, kind: str) -> Path:
     import numpy as np
     from PIL import Image as PILImage
 
     rng = np.random.default_rng(0)
+    photo = None
+    if kind == "photo":
+        from skimage import data
+
+        photo = np.asarray(PILImage.fromarray(data.astronaut()).resize((size, size)))
 
     folder.mkdir(parents=True)
     manifest = folder.parent / "manifest.csv"
@@ -51,9 +56,12 @@ def _generate(folder: Path, count: int, size: int, noise: bool) -> Path:
         writer = csv.writer(fh)
         writer.writerow(["image", "t2i_model", "prompt", "category", "word", "seed", "index", "params"])
         for n in range(count):
-            if noise:
+            if kind == "noise":
                 # Incompressible pixels: the worst case for file size and decoding time.
                 img = PILImage.fromarray(rng.integers(0, 256, (size, size, 3), dtype=np.uint8))
+            elif photo is not None:
+                # A real photo shifted per image: compresses like a T2I model's output does.
+                img = PILImage.fromarray(np.roll(photo, n, axis=1))
             else:
                 img = PILImage.new("RGB", (size, size), ((n * 37) % 256, (n * 91) % 256, (n * 13) % 256))
             img.putpixel((0, 0), (n % 256, (n // 256) % 256, 7))
@@ -81,7 +89,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=6000)
     parser.add_argument("--size", type=int, default=64, help="Width and height of each PNG in pixels.")
-    parser.add_argument("--noise", action="store_true", help="Random pixels instead of flat colours.")
+    parser.add_argument(
+        "--kind",
+        choices=("flat", "photo", "noise"),
+        default="flat",
+        help="flat colours (default), a real photo shifted per image, or random pixels.",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="biaslab-bench-") as name:
         tmp = Path(name)
@@ -90,7 +103,7 @@ def main() -> None:
         from annotate.models import Image, Study
 
         started = time.perf_counter()
-        manifest = _generate(tmp / "images", args.images, args.size, args.noise)
+        manifest = _generate(tmp / "images", args.images, args.size, args.kind)
         generated = time.perf_counter() - started
         study, _ = study_get_or_create(slug=f"bench-{os.getpid()}")
         try:
@@ -107,9 +120,11 @@ def main() -> None:
                 Study.objects.filter(pk=study.pk).delete()
         from django.db import connection
 
-        kind = "random-pixel" if args.noise else "flat-colour"
+        size_mb = sum(f.stat().st_size for f in (tmp / "media").rglob("*") if f.is_file()) / 1e6
         print(
-            f"database: {connection.vendor}; images: {args.images} {kind} PNGs of {args.size}x{args.size} px"
+            f"database: {connection.vendor}; images: {args.images} {args.kind} PNGs of "
+            f"{args.size}x{args.size} px, {size_mb:.0f} MB stored; load average {os.getloadavg()[0]:.1f} "
+            f"on {os.cpu_count()} CPUs"
         )
         print(f"generate files: {generated:.1f} s")
         print(
