@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_slug
 from django.db import IntegrityError, transaction
 from PIL import Image as PILImage
 from PIL import UnidentifiedImageError
@@ -692,7 +694,13 @@ def _reason(exc: Exception) -> str:
 
 
 def study_get_or_create(*, slug: str, name: str | None = None) -> tuple[Study, bool]:
-    """The study with this slug, created with the default label set when missing."""
+    """The study with this slug, created with the default label set when missing.
+
+    Raises ``ImportRejected`` for a slug that is not letters, digits, '-' or '_'."""
+    try:
+        validate_slug(slug)
+    except ValidationError as exc:
+        raise ImportRejected(f"study slug {slug!r} must contain only letters, digits, '-' and '_'") from exc
     existing = Study.objects.filter(slug=slug).first()
     if existing is not None:
         return existing, False

@@ -394,9 +394,17 @@ def test_the_command_refuses_a_manifest_missing_a_column(db, root, tmp_path):
     manifest = write_manifest(tmp_path / "m.csv", [row("sdxl/0.png")], header=["image", "t2i_model"])
     with pytest.raises(CommandError, match="missing required column\\(s\\): prompt, category, word"):
         call_command("import_images", manifest=str(manifest), root=str(root), stdout=io.StringIO())
+    assert not Study.objects.filter(slug="default").exists()
 
 
 def test_format_names_in_settings_are_read_leniently(settings):
     settings.BIASLAB_IMAGE_FORMATS = ["jpg", "png", "NOT-A-FORMAT"]
     assert ingest.allowed_formats() == ["JPEG", "PNG"]
     assert image_file_validate(png_bytes(1)).format == "PNG"
+
+
+def test_the_command_refuses_a_study_slug_that_is_not_a_slug(db, root, tmp_path):
+    manifest = write_manifest(tmp_path / "m.csv", [row("sdxl/0.png")])
+    with pytest.raises(CommandError, match="study slug 'my study!' must contain only"):
+        call_command("import_images", manifest=str(manifest), root=str(root), study="my study!")
+    assert not Study.objects.exists()

@@ -48,9 +48,10 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         started = time.perf_counter()
         self.verbosity = int(options["verbosity"])
-        study, created = study_get_or_create(slug=options["study"])
-        if created:
-            self.stdout.write(f"Created study '{study.slug}' with the default label set.")
+        try:
+            study, created = study_get_or_create(slug=options["study"])
+        except AnnotateError as exc:
+            raise CommandError(str(exc)) from exc
         try:
             summary = images_import(
                 study=study,
@@ -59,7 +60,11 @@ class Command(BaseCommand):
                 progress=self._progress,
             )
         except AnnotateError as exc:
+            if created:
+                study.delete()  # the file was refused whole: leave no empty study behind
             raise CommandError(str(exc)) from exc
+        if created:
+            self.stdout.write(f"Created study '{study.slug}' with the default label set.")
         seconds = time.perf_counter() - started
         self.stdout.write(f"Import into study '{study.slug}' finished in {seconds:.1f} s")
         for line in summary.lines():
