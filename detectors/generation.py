@@ -24,7 +24,9 @@ import csv
 import hashlib
 import inspect
 import io
+import queue
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -272,6 +274,46 @@ class GenerationOutcome:
         return self.created / self.seconds if self.seconds > 0 else None
 
 
+_DONE = object()
+
+
+def _put(out: queue.Queue, item: object, abandoned: threading.Event) -> bool:
+    """Put unless the consumer has gone away (then give up instead of blocking forever)."""
+    while not abandoned.is_set():
+        try:
+            out.put(item, timeout=0.2)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def _produce(
+    pipe: Any,
+    jobs: Sequence[Job],
+    settings: Settings,
+    out: queue.Queue,
+    should_stop: Callable[[], bool],
+    abandoned: threading.Event,
+) -> None:
+    """Generator thread: run the pipeline batch after batch, hand (batch, images) to the storer.
+
+    Runs beside the main thread so that storing batch k (PNG encoding, hashing, database) overlaps
+    generating batch k+1 on the device. Checks the stop flag before each batch; puts ``_DONE``
+    at the end, or the exception that ended it.
+    """
+    try:
+        for start in range(0, len(jobs), settings.batch_size):
+            if should_stop() or abandoned.is_set():
+                break
+            batch = jobs[start : start + settings.batch_size]
+            if not _put(out, (batch, images_generate(pipe, batch, settings)), abandoned):
+                return
+        _put(out, _DONE, abandoned)
+    except BaseException as exc:  # handed to the main thread, which re-raises it
+        _put(out, exc, abandoned)
+
+
 def generation_run(
     *,
     study: Study,
@@ -287,12 +329,11 @@ def generation_run(
 ) -> GenerationOutcome:
     """Generate and store every missing image; returns counts. ``pipe`` is loaded when not given.
 
-    Each batch is generated, then its images are stored one by one (each store is its own
-    transaction in ``image_bytes_store``; a restart re-generates at most the batch in flight).
-    ``should_stop`` is checked between batches.
+    A generator thread runs the pipeline (one batch ahead at most) while this thread stores the
+    previous batch's images one by one (each store is its own transaction in
+    ``image_bytes_store``; a restart re-generates at most the batches in flight). Only this
+    thread touches the database. ``should_stop`` is checked before each batch is generated.
     """
-    from annotate.ingest import DuplicateImage, image_bytes_store, prompt_get_or_create
-
     jobs, skipped = generation_plan(
         study=study,
         t2i_model=model.name,
@@ -305,47 +346,77 @@ def generation_run(
         return outcome
     if pipe is None:
         pipe = pipeline_load(model, device=settings.device)
-    base_params = _base_params(pipe, model, settings, prompt_set)
-    prompt_rows: dict[PromptSpec, Any] = {}
+    storer = _Storer(study=study, model=model, base_params=_base_params(pipe, model, settings, prompt_set))
     meter = progress(len(jobs)) if progress else None
+    results: queue.Queue = queue.Queue(maxsize=1)  # one finished batch waiting at most
+    abandoned = threading.Event()
+    thread = threading.Thread(
+        target=_produce,
+        args=(pipe, jobs, settings, results, should_stop, abandoned),
+        name="t2i-generate",
+        daemon=True,
+    )
     started = time.perf_counter()
+    thread.start()
+    stored_jobs = 0
     try:
-        for start in range(0, len(jobs), settings.batch_size):
-            if should_stop():
-                outcome.interrupted = True
-                break
-            batch = jobs[start : start + settings.batch_size]
-            images = images_generate(pipe, batch, settings)
+        while (item := results.get()) is not _DONE:
+            if isinstance(item, BaseException):
+                raise item
+            batch, images = item
             for job, image in zip(batch, images, strict=True):
-                if job.spec not in prompt_rows:
-                    prompt_rows[job.spec] = prompt_get_or_create(
-                        study=study, category=job.spec.category, word=job.spec.word, text=job.spec.text
-                    )
-                params = {**base_params, "seed": job.seed, "height": image.height, "width": image.width}
-                try:
-                    _, created = image_bytes_store(
-                        study=study,
-                        prompt=prompt_rows[job.spec],
-                        data=png_bytes(image),
-                        source_path=job.source_path,
-                        t2i_model=model.name,
-                        seed=job.seed,
-                        index=job.index,
-                        params=params,
-                    )
-                except DuplicateImage as exc:
-                    # Byte-identical output for two seeds (a degenerate model): keep the first.
-                    outcome.duplicates += 1
-                    on_warning(f"{job.source_path}: not stored, {exc}")
-                    continue
-                outcome.created += int(created)
+                storer.store(job, image, outcome, on_warning)
+            stored_jobs += len(batch)
             if meter:
                 meter.advance(len(batch))
     finally:
+        # On an error (or a second Ctrl-C) the generator thread stops after its current batch
+        # by itself; nothing waits for it here.
+        abandoned.set()
         outcome.seconds = time.perf_counter() - started
         if meter:
             meter.close()
+    outcome.interrupted = stored_jobs < len(jobs)
     return outcome
+
+
+class _Storer:
+    """Stores generated images through ``annotate.ingest`` (main thread only: it uses the database)."""
+
+    def __init__(self, *, study: Study, model: ModelSource, base_params: dict[str, Any]) -> None:
+        self.study = study
+        self.model = model
+        self.base_params = base_params
+        self.prompts: dict[PromptSpec, Any] = {}
+
+    def store(
+        self, job: Job, image: Any, outcome: GenerationOutcome, on_warning: Callable[[str], None]
+    ) -> None:
+        from annotate.ingest import DuplicateImage, image_bytes_store, prompt_get_or_create
+
+        spec = job.spec
+        if spec not in self.prompts:
+            self.prompts[spec] = prompt_get_or_create(
+                study=self.study, category=spec.category, word=spec.word, text=spec.text
+            )
+        params = {**self.base_params, "seed": job.seed, "height": image.height, "width": image.width}
+        try:
+            _, created = image_bytes_store(
+                study=self.study,
+                prompt=self.prompts[spec],
+                data=png_bytes(image),
+                source_path=job.source_path,
+                t2i_model=self.model.name,
+                seed=job.seed,
+                index=job.index,
+                params=params,
+            )
+        except DuplicateImage as exc:
+            # Byte-identical output for two seeds (a degenerate model): keep the first.
+            outcome.duplicates += 1
+            on_warning(f"{job.source_path}: not stored, {exc}")
+            return
+        outcome.created += int(created)
 
 
 def _base_params(pipe: Any, model: ModelSource, settings: Settings, prompt_set: str) -> dict[str, Any]:

@@ -227,3 +227,68 @@ def test_stop_flag_is_set_by_sigterm_and_restores_the_handler():
         os.kill(os.getpid(), signal.SIGTERM)
         assert stop()
     assert signal.getsignal(signal.SIGTERM) == previous
+
+
+class ScriptedPipe:
+    """Stands in for a diffusers pipeline: solid-colour images from the seed, or an error."""
+
+    def __init__(self, *, fail_on_call: int | None = None, same_image: bool = False) -> None:
+        self.calls = 0
+        self.fail_on_call = fail_on_call
+        self.same_image = same_image
+
+    def __call__(self, prompt, generator, output_type="pil", num_inference_steps=7, guidance_scale=2.0):
+        from types import SimpleNamespace
+
+        from PIL import Image as PILImage
+
+        self.calls += 1
+        if self.calls == self.fail_on_call:
+            raise RuntimeError("CUDA out of memory (scripted)")
+        images = []
+        for g in generator:
+            value = 7 if self.same_image else int(g.initial_seed() % 256)
+            images.append(PILImage.new("RGB", (16, 16), (value, 255 - value, 3)))
+        return SimpleNamespace(images=images)
+
+
+def _specs(n: int):
+    from detectors.generation import PromptSpec
+
+    return [PromptSpec("profession", f"job{i}", f"a photo of a job{i}") for i in range(n)]
+
+
+def _model():
+    from detectors.generation import ModelSource
+
+    return ModelSource(name="scripted", source="/nowhere", env_var="BIASLAB_T2I_SCRIPTED_WEIGHTS")
+
+
+def test_a_pipeline_error_ends_the_run_after_storing_earlier_batches(study):
+    with pytest.raises(RuntimeError, match="scripted"):
+        generation_run(
+            study=study,
+            model=_model(),
+            prompts=_specs(3),
+            per_prompt=2,
+            settings=Settings(batch_size=2),
+            pipe=ScriptedPipe(fail_on_call=2),
+        )
+    assert Image.objects.count() == 2
+    assert Image.objects.first().params["steps"] == 7  # the pipeline's own default, recorded
+
+
+def test_identical_outputs_are_reported_as_duplicates_not_stored(study):
+    warnings: list[str] = []
+    outcome = generation_run(
+        study=study,
+        model=_model(),
+        prompts=_specs(2),
+        per_prompt=2,
+        settings=Settings(batch_size=3),
+        pipe=ScriptedPipe(same_image=True),
+        on_warning=warnings.append,
+    )
+    assert (outcome.created, outcome.duplicates, outcome.interrupted) == (1, 3, False)
+    assert len(warnings) == 3
+    assert "not stored" in warnings[0]
