@@ -22,7 +22,7 @@ from django.utils.html import format_html
 from annotate import roles, selectors, services
 from annotate.errors import AnnotateError
 from annotate.exchange import EXPORT_FORMATS, ground_truth_export
-from annotate.ingest import ImportSummary, images_import_zip
+from annotate.ingest import ImportSummary, images_import_zip, study_get_or_create
 from annotate.models import (
     Assignment,
     FinalLabel,
@@ -74,7 +74,14 @@ class ReadOnlyInline(admin.TabularInline):
 
 
 class ZipUploadForm(forms.Form):
-    study = forms.ModelChoiceField(queryset=Study.objects.order_by("name"), help_text="Study to import into.")
+    study = forms.ModelChoiceField(
+        queryset=Study.objects.order_by("name"), required=False, help_text="Study to import into."
+    )
+    new_study = forms.SlugField(
+        required=False,
+        label="or a new study",
+        help_text="Slug of a study to create with the default label set (leave empty to use the study above).",
+    )
     archive = forms.FileField(
         label="Zip file",
         help_text=(
@@ -82,6 +89,14 @@ class ZipUploadForm(forms.Form):
             "optional seed, index, params) and the images it lists, by paths relative to the zip root."
         ),
     )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if bool(data.get("study")) == bool(data.get("new_study")):
+            raise forms.ValidationError("Choose an existing study or give the slug of a new one (not both).")
+        if data.get("new_study") and Study.objects.filter(slug=data["new_study"]).exists():
+            self.add_error("new_study", "A study with this slug exists: choose it above.")
+        return data
 
 
 @admin.register(Study)
@@ -142,12 +157,17 @@ class StudyAdmin(admin.ModelAdmin):
         if request.method == "POST":
             form = ZipUploadForm(request.POST, request.FILES)
             if form.is_valid():
-                study = form.cleaned_data["study"]
+                study, created = form.cleaned_data["study"], False
                 try:
+                    if study is None:
+                        study, created = study_get_or_create(slug=form.cleaned_data["new_study"])
                     summary = images_import_zip(
                         study=study, zip_file=form.cleaned_data["archive"], user=request.user
                     )
                 except AnnotateError as exc:
+                    if created:
+                        study.delete()  # the zip was refused whole: leave no empty study behind
+                    study = None
                     form.add_error("archive", str(exc))
                 else:
                     self._summary_message(request, study, summary)

@@ -228,3 +228,38 @@ def test_non_admins_cannot_download_from_the_admin(request, client_for, study, p
     response = client.get(reverse("admin:annotate_study_export", args=[study.pk, "csv"]))
     assert response.status_code == 302
     assert reverse("admin:login") in response["Location"]
+
+
+def test_a_zip_can_create_a_new_study(admin_client, db):
+    archive = io.BytesIO(good_zip(2))
+    archive.name = "new.zip"
+    response = admin_client.post(
+        reverse("admin:annotate_study_import_zip"), {"new_study": "pilot-2", "archive": archive}
+    )
+    assert "2 images accepted" in response.content.decode()
+    assert Study.objects.get(slug="pilot-2").images.count() == 2
+
+
+def test_a_refused_zip_leaves_no_new_study_behind(admin_client, db):
+    archive = io.BytesIO(b"definitely not a zip")
+    archive.name = "bad.zip"
+    response = admin_client.post(
+        reverse("admin:annotate_study_import_zip"), {"new_study": "pilot-3", "archive": archive}
+    )
+    assert "not a zip file" in response.content.decode()
+    assert not Study.objects.filter(slug="pilot-3").exists()
+
+
+def test_the_upload_form_needs_exactly_one_study(admin_client, study):
+    archive = io.BytesIO(good_zip(1))
+    archive.name = "x.zip"
+    response = admin_client.post(reverse("admin:annotate_study_import_zip"), {"archive": archive})
+    assert "Choose an existing study or give the slug of a new one" in response.content.decode()
+    assert Image.objects.count() == 0
+
+
+def test_html_in_a_manifest_path_is_escaped_on_the_result_page(admin_client, study):
+    data = make_zip({}, ["<script>alert(1)</script>.png,sdxl,p,c,w,1"])
+    page = upload(admin_client, study, data).content.decode()
+    assert "<script>alert(1)</script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;.png" in page
