@@ -134,6 +134,10 @@ def test_researcher_reads_the_dashboard_heatmap_and_drills_down(
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     _study, lawyer = paper_like_study
     page.set_viewport_size({"width": 1440, "height": 900})
+    # The overview computes 1,000 bootstrap resamples per (model, detector) on every load; on a
+    # shared 2-core machine that can pass the 10 s default, which is not what this test is about.
+    page.set_default_timeout(45_000)
+    page.set_default_navigation_timeout(45_000)
     login(page, live_server, researcher)
 
     # Home sends researchers to the overview: coverage, table 1 with best/worst marked, figures.
