@@ -316,6 +316,10 @@ def _label_write(
     if item.wide and not reason and spec.get("requires_reason"):
         reason = REASON_NOT_EXPORTED
     before = Label.objects.filter(image=image, annotator=annotator).values_list("value", "reason").first()
+    if item.wide and before is not None and before[0] == item.value:
+        # An export carries no reasons: the same value already stored keeps its own reason.
+        summary.duplicates += 1
+        return
     try:
         services.label_import(image=image, annotator=annotator, value=item.value, reason=reason)
     except AnnotateError as exc:

@@ -379,3 +379,17 @@ def test_export_then_import_into_an_empty_database_gives_the_same_final_labels_a
     assert cohen_kappa_score(*_agreement_pairs(fresh)) == pytest.approx(agreement_kappa_before)
     other = Label.objects.filter(value="other").first()
     assert other.reason == REASON_NOT_EXPORTED
+
+
+def test_reimporting_an_export_into_the_same_study_changes_nothing(
+    study, images, annotator_a, annotator_b, tmp_path
+):
+    services.label_import(image=images[0], annotator=annotator_a, value="other", reason="a painting")
+    services.label_import(image=images[0], annotator=annotator_b, value="male")
+    export_file = tmp_path / "export.csv"
+    export_file.write_text(ground_truth_export(study=study, fmt="csv"), encoding="utf-8")
+    revisions = LabelRevision.objects.count()
+    summary = labels_import(study=study, csv_path=export_file)
+    assert (summary.accepted, summary.duplicates, summary.rejected) == (0, 2, [])
+    assert Label.objects.get(annotator=annotator_a).reason == "a painting"
+    assert LabelRevision.objects.count() == revisions
