@@ -320,6 +320,14 @@ def _agreement_pairs(study: Study) -> tuple[list[str], list[str]]:
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
+def _report_kappa(study: Study) -> tuple[float, float, int]:
+    """What the agreement page shows, so the round trip is checked where users read it."""
+    from reports.report import agreement_report
+
+    report = agreement_report(study=study)
+    return report["cohen_kappa"], report["observed_agreement"], report["n_images"]
+
+
 def test_export_then_import_into_an_empty_database_gives_the_same_final_labels_and_kappa(
     tmp_path, settings, django_user_model
 ):
@@ -349,6 +357,7 @@ def test_export_then_import_into_an_empty_database_gives_the_same_final_labels_a
     export_file.write_text(ground_truth_export(study=study, fmt="csv"), encoding="utf-8")
     kappa_before = cohen_kappa_score(*_pairs(exported))
     agreement_kappa_before = cohen_kappa_score(*_agreement_pairs(study))
+    report_before = _report_kappa(study)
 
     # An empty database: nothing of the study, its people or its files is left.
     Image.objects.all().delete()
@@ -377,6 +386,7 @@ def test_export_then_import_into_an_empty_database_gives_the_same_final_labels_a
     ]
     assert cohen_kappa_score(*_pairs(again)) == pytest.approx(kappa_before)
     assert cohen_kappa_score(*_agreement_pairs(fresh)) == pytest.approx(agreement_kappa_before)
+    assert _report_kappa(fresh) == pytest.approx(report_before)
     other = Label.objects.filter(value="other").first()
     assert other.reason == REASON_NOT_EXPORTED
 
