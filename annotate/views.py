@@ -323,13 +323,22 @@ def dispute(request: HttpRequest, image_id: int) -> HttpResponse:
             error = " ".join(form.non_field_errors()) or "Check the form."
     context = {
         "study": study,
-        "detail": selectors.image_detail(image=image),
+        "detail": _detail(image),
         "labels": _label_keys(study),
         "unresolvable": study.label_spec(study.unresolvable_label) or {"name": study.unresolvable_label},
         "note": request.POST.get("note", ""),
         "error": error,
     }
     return render(request, "annotate/dispute.html", context, status=400 if error else 200)
+
+
+def _detail(image: Image) -> dict[str, Any]:
+    """``selectors.image_detail`` plus each label's time in seconds, for display."""
+    detail = selectors.image_detail(image=image)
+    for label in detail["labels"]:
+        ms = label.get("duration_ms")
+        label["seconds"] = None if ms is None else ms / 1000
+    return detail
 
 
 def _resolve(image: Image, researcher: Any, data: dict[str, Any]) -> Any:
@@ -376,7 +385,7 @@ def images(request: HttpRequest, slug: str | None = None) -> HttpResponse:
 def image(request: HttpRequest, image_id: int) -> HttpResponse:
     """One image: prompt, labels and who gave them, final label, and the full history."""
     img = get_object_or_404(Image.objects.select_related("study", "prompt"), pk=image_id)
-    detail = selectors.image_detail(image=img)
+    detail = _detail(img)
     resolvable = detail["state"] in (ImageState.DISPUTED, ImageState.RESOLVED)
     return render(
         request, "annotate/image.html", {"study": img.study, "detail": detail, "resolvable": resolvable}

@@ -428,3 +428,11 @@ def test_agreement_page_reports_fleiss_and_krippendorff_with_three_labels_per_im
     html = client_for(researcher).get(reverse("annotate:agreement", args=[study.slug])).content.decode()
     assert "Fleiss" in html
     assert "Krippendorff" in html
+
+
+def test_dispute_screen_shows_each_labels_time_in_seconds(client_for, annotator_a, researcher, images):
+    client = client_for(annotator_a)
+    client.get(_label_url(images[0].study))
+    client.post(_submit_url(images[0]), {"value": "male", "duration_ms": "2345"})
+    html = client_for(researcher).get(reverse("annotate:image", args=[images[0].pk])).content.decode()
+    assert "<td>2.3</td>" in html

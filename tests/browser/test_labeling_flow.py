@@ -119,6 +119,7 @@ def test_two_annotators_label_by_keyboard_and_a_researcher_resolves_the_dispute(
     page.goto(f"{live_server.url}/annotate/disputes/{images[0].pk}/")
     assert "anna" in page.locator("table.labels").inner_text()
     assert "disputed" in page.locator(".facts").inner_text()
+    page.screenshot(path=str(shots / "dispute.png"))
     with page.expect_navigation():
         page.keyboard.press("f")
     assert "No disputes" in page.content()
