@@ -314,7 +314,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
-            "--url", default="http://127.0.0.1:8000/", help="Where the app runs, for the hints."
+            "--url",
+            default=f"http://{os.environ.get('BIASLAB_ADDR') or '127.0.0.1:8000'}/",
+            help="Where the app runs, for the hints (default: BIASLAB_ADDR, as bin/demo serves on it).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
