@@ -27,6 +27,7 @@ def snapshot() -> dict[str, list]:
 
 def test_seed_demo_twice_gives_the_same_rows_and_prints_logins(db, settings, monkeypatch):
     monkeypatch.delenv("BIASLAB_DEMO_PASSWORD", raising=False)
+    monkeypatch.delenv("BIASLAB_ADDR", raising=False)
     out = io.StringIO()
     call_command("seed_demo", stdout=out)
     first = snapshot()
