@@ -75,9 +75,10 @@ def build(study: Study, annotator_a, annotator_b) -> Fixture:
             LabelFactory(image=image, annotator=annotator_a, value=final)
             LabelFactory(image=image, annotator=annotator_b, value=final)
             FinalLabelFactory(image=image, value=final, source=FinalLabelSource.AGREED)
-        PredictionFactory(image=image, detector="fake", version="2", verdict=verdict, filter_reason=reason)
+        # The older run first (lower ids, earlier time): "2" is the version run last.
         old_pred = PredictionFactory(image=image, detector="fake", version="1", verdict="female")
         type(old_pred).objects.filter(pk=old_pred.pk).update(created_at=old)
+        PredictionFactory(image=image, detector="fake", version="2", verdict=verdict, filter_reason=reason)
     for image in images[:4]:
         PredictionFactory(image=image, detector="facey", version="a", verdict="male")
     PredictionFactory(
