@@ -184,6 +184,9 @@ def main() -> None:
     parser.add_argument("--device", default=None)
     parser.add_argument("--batch-sizes", default=None)
     parser.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default="bf16")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch intra-op threads (default: torch's own choice)."
+    )
     parser.add_argument("--compile", action="store_true", help="torch.compile the model first.")
     parser.add_argument("--iters", type=int, default=None)
     parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
@@ -195,6 +198,8 @@ def main() -> None:
 
     import torch
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         sys.exit("No CUDA device here: run with --smoke to check the code path on the CPU.")
     if args.device.startswith("cuda"):

@@ -133,12 +133,19 @@ def main() -> None:
     parser.add_argument("--clip-batch", type=int, default=4)
     parser.add_argument("--clip-iters", type=int, default=2)
     parser.add_argument("--skip-clip", action="store_true")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch intra-op threads (default: torch's own choice)."
+    )
     parser.add_argument("--only", default="", help="Comma-separated detector keys (default: all).")
     args = parser.parse_args()
 
     import django
 
     django.setup()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     from detectors import registry
 
     print(f"bench_detectors on {os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.1f}")

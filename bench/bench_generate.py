@@ -69,6 +69,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--images", type=int, default=None)
     parser.add_argument("--dtype", choices=["fp16", "bf16"], default="fp16", help="On CUDA only.")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch intra-op threads (default: torch's own choice)."
+    )
     parser.add_argument("--compile", action="store_true", help="torch.compile the UNet / transformer.")
     args = parser.parse_args()
     args.device = args.device or ("cpu" if args.smoke else "cuda")
@@ -85,6 +88,8 @@ def main() -> None:
         ensure_torchvision()
         import torch
 
+        if args.threads:
+            torch.set_num_threads(args.threads)
         from annotate.models import Study
         from detectors.generation import (
             GenerationError,
@@ -122,7 +127,7 @@ def main() -> None:
         )
         print(
             f"bench_generate: {model.name} ({type(pipe).__name__}), {steps} steps, "
-            f"{size or 'default'} px, batch {batch}, {device_name}"
+            f"{size or 'default'} px, batch {batch}, {device_name}, {torch.get_num_threads()} torch threads"
         )
         if args.smoke:
             print("SMOKE MODE: tiny random SD on the CPU. These figures are NOT SDXL GPU figures.")
