@@ -170,3 +170,11 @@ def test_pending_selector_excludes_other_versions_only(fake, images):
     run("--detector", "fake")
     assert images_pending(detector="fake", version="1").count() == 0
     assert images_pending(detector="fake", version="2").count() == 7
+
+
+def test_progress_goes_to_stderr_and_the_summary_to_stdout(fake, images):
+    out, err = io.StringIO(), io.StringIO()
+    call_command("run_detectors", "--detector", "fake", "--batch-size", "4", stdout=out, stderr=err)
+    assert "7/7 images 100.0%" in err.getvalue()
+    assert "images/s" in err.getvalue()
+    assert "finished: 7 predicted, 0 failed, 0 already done before this run." in out.getvalue()
