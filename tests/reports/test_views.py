@@ -341,3 +341,11 @@ def test_study_filter_keeps_other_studies_out(fx, rita):
     everything = rita.get(reverse("reports:overview")).content.decode()
     assert "<strong>11 of 12 images</strong>" in everything
     assert '<option value="other">Other study</option>' in everything
+
+
+def test_detector_page_filter_swap_returns_the_whole_results_region(fx, rita):
+    html = rita.get(reverse("reports:detector", args=["fake"]), {"t2i_model": "sdxl"}, **HX).content.decode()
+    assert "<html" not in html
+    assert html.lstrip().startswith('<div id="results"')
+    assert '<section id="gallery"' in html
+    assert 'hx-boost="true"' in html  # the filter form swaps this region again
