@@ -6,8 +6,11 @@ own status with its error, never a fake verdict.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from annotate.models import Image, Study
 
@@ -42,6 +45,10 @@ class RunStatus(models.TextChoices):
     FINISHED = "finished", "Finished"
     INTERRUPTED = "interrupted", "Interrupted"
     FAILED = "failed", "Failed"
+
+
+#: A running run whose counters have not moved for this long is shown as stale on the runs page.
+STALE_AFTER = timedelta(minutes=15)
 
 
 class DetectorRun(models.Model):
@@ -80,6 +87,12 @@ class DetectorRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.detector}@{self.version} ({self.status})"
+
+    @property
+    def looks_stale(self) -> bool:
+        """Running, but no batch stored for a while: the worker was probably killed (SIGKILL, OOM,
+        power) before it could mark the run failed or interrupted."""
+        return self.status == RunStatus.RUNNING and timezone.now() - self.updated_at > STALE_AFTER
 
     @property
     def images_per_second(self) -> float | None:

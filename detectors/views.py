@@ -46,7 +46,8 @@ def runs(request: HttpRequest) -> HttpResponse:
     run_list = list(selectors.runs_recent())
     context = {
         "runs": run_list,
-        "any_running": any(r.status == RunStatus.RUNNING for r in run_list),
+        # Stale runs (worker killed) would poll forever: only live ones keep the table refreshing.
+        "any_running": any(r.status == RunStatus.RUNNING and not r.looks_stale for r in run_list),
         "poll_seconds": POLL_SECONDS,
         "summaries": selectors.prediction_summaries(),
     }

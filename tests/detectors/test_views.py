@@ -155,3 +155,17 @@ def test_api_is_forbidden_to_annotators_for_every_verb(client_for, annotator_a, 
 
 def test_api_needs_a_login(client):
     assert client.get(reverse("api-predictions")).status_code in (401, 403)
+
+
+def test_a_running_run_without_progress_is_shown_as_stale_and_stops_the_polling(client_for, researcher, runs):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    DetectorRun.objects.filter(status=RunStatus.RUNNING).update(
+        updated_at=timezone.now() - timedelta(hours=2)
+    )
+    html = client_for(researcher).get(reverse("detectors:runs")).content.decode()
+    assert "no progress since 2" in html
+    assert "worker killed?" in html
+    assert "hx-trigger" not in html
