@@ -8,7 +8,9 @@ Creates (drops and re-creates) the database named in the URL, migrates it, adds 
 enough images for every annotator to give ``--labels`` labels (two labels per image), then runs
 one thread per annotator. Each thread has its own Django test ``Client`` (own session, own
 database connection over loopback) and does what label.js does: POST the label with
-``HX-Request: true`` and get the partial of the next image back.
+``HX-Request: true`` and get the partial of the next image back, then pauses as a person does
+while looking at the image (``--think-ms``, default 1 s: the paper's annotators took a few
+seconds per image; ``--think-ms 0`` is a back-to-back stress test that measures queueing).
 
 The thread's CPU time per request (``time.thread_time``) is printed too: it does not grow with
 other processes' load on a shared machine, unlike the wall time.
@@ -131,7 +133,13 @@ def make_study(
 
 
 def _annotator_loop(
-    study: Any, user: Any, labels: int, timings: list[float], cpu_times: list[float], errors: list[str]
+    study: Any,
+    user: Any,
+    labels: int,
+    think_ms: int,
+    timings: list[float],
+    cpu_times: list[float],
+    errors: list[str],
 ) -> None:
     from django.db import connection
     from django.test import Client
@@ -159,16 +167,22 @@ def _annotator_loop(
             if response.status_code != 200:
                 errors.append(f"{user.username}: HTTP {response.status_code}")
             html = response.content.decode()
+            if think_ms:
+                time.sleep(rng.uniform(0.5, 1.5) * think_ms / 1000)  # looking at the next image
     finally:
         connection.close()
 
 
-def run(study: Any, users: list[Any], labels: int) -> tuple[list[float], list[float], list[str], float]:
+def run(
+    study: Any, users: list[Any], labels: int, think_ms: int
+) -> tuple[list[float], list[float], list[str], float]:
     timings: list[float] = []
     cpu_times: list[float] = []
     errors: list[str] = []
     threads = [
-        threading.Thread(target=_annotator_loop, args=(study, user, labels, timings, cpu_times, errors))
+        threading.Thread(
+            target=_annotator_loop, args=(study, user, labels, think_ms, timings, cpu_times, errors)
+        )
         for user in users
     ]
     start = time.perf_counter()
@@ -204,6 +218,12 @@ def main() -> None:
     )
     parser.add_argument("--annotators", type=int, default=20)
     parser.add_argument("--labels", type=int, default=25, help="labels per annotator")
+    parser.add_argument(
+        "--think-ms",
+        type=int,
+        default=1000,
+        help="mean pause between an annotator's labels (uniform 0.5x-1.5x); 0 = back-to-back stress",
+    )
     parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_DATABASE_URL))
     args = parser.parse_args()
 
@@ -217,13 +237,16 @@ def main() -> None:
         print(f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
         # Baseline: one annotator alone.
         solo_study, solo = make_study(slug="solo", annotators=1, n_images=args.labels, media_root=media)
-        report("1 annotator ", *run(solo_study, solo, args.labels))
+        report("1 annotator, back-to-back", *run(solo_study, solo, args.labels, 0))
         # Load: every annotator labels at once; two labels per image.
         n_images = args.annotators * args.labels // 2 + args.annotators
         study, users = make_study(
             slug="load", annotators=args.annotators, n_images=n_images, media_root=media
         )
-        report(f"{args.annotators} annotators", *run(study, users, args.labels))
+        report(
+            f"{args.annotators} annotators, ~{args.think_ms} ms between labels",
+            *run(study, users, args.labels, args.think_ms),
+        )
         from django.db.models import Count, Max
 
         from annotate.models import Assignment, Label
