@@ -131,3 +131,51 @@ def test_two_annotators_label_by_keyboard_and_a_researcher_resolves_the_dispute(
     assert rows[images[0].source_path]["resolved_by"] == "rita"
     assert rows[images[1].source_path]["final_label"] == "female"
     assert rows[images[2].source_path]["final_label"] == "low_quality"
+
+
+def test_a_double_key_press_and_key_repeat_store_one_label_and_advance_one_image(
+    page, login, live_server, small_study, annotator_a
+):
+    study, images = small_study
+    login(page, live_server, annotator_a)
+    page.goto(f"{live_server.url}/annotate/{study.slug}/label/")
+    _shown(page, images[0])
+    posts: list[str] = []
+    page.on("request", lambda request: posts.append(request.url) if request.method == "POST" else None)
+    # Three keydowns in the same task: the second arrives while the first is in flight, the
+    # third is an auto-repeat. Only the first may count.
+    page.evaluate(
+        """() => {
+          const down = (repeat) => document.dispatchEvent(
+            new KeyboardEvent("keydown", { key: "m", bubbles: true, repeat: repeat }));
+          down(false); down(false); down(true);
+        }"""
+    )
+    _shown(page, images[1])
+    page.wait_for_timeout(300)  # a second submit, if one had been sent, would land meanwhile
+    assert len(posts) == 1  # the server would also store a repeat once (request_id), but none is sent
+    assert Label.objects.filter(annotator=annotator_a).count() == 1
+    assert page.locator(".counter").inner_text() == "1 done · 2 remaining"
+
+
+def test_labeling_works_without_javascript(browser, login, live_server, small_study, annotator_b):
+    study, images = small_study
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    login(page, live_server, annotator_b)
+    page.goto(f"{live_server.url}/annotate/{study.slug}/label/")
+    _shown(page, images[0])
+    with page.expect_navigation():
+        page.click("button[value=female]")
+    _shown(page, images[1])
+    with page.expect_navigation():
+        page.click("button[value=other]")  # no reason given
+    assert "reason" in page.locator("p.error").inner_text().lower()
+    _shown(page, images[1])
+    page.fill("input[name=reason]", "a statue")
+    with page.expect_navigation():
+        page.click("button[value=other]")
+    _shown(page, images[2])
+    assert Label.objects.get(image=images[1], annotator=annotator_b).reason == "a statue"
+    assert Label.objects.get(image=images[0], annotator=annotator_b).duration_ms is not None
+    context.close()
