@@ -13,10 +13,9 @@ Every function handles its empty and degenerate cases explicitly: an undefined r
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import combinations
 from typing import TypeVar
 
 import numpy as np
@@ -83,16 +82,24 @@ def cohen_kappa(
     Equals ``sklearn.metrics.cohen_kappa_score`` wherever that is defined.
     """
     order, confusion = confusion_matrix(rater_a, rater_b, labels)
-    n = len(rater_a)
+    return cohen_kappa_from_confusion(confusion, order)
+
+
+def cohen_kappa_from_confusion(confusion: Sequence[Sequence[int]], labels: Sequence[str]) -> CohenKappa:
+    """Cohen's kappa from a square confusion matrix (rows rater A, columns rater B)."""
+    table = tuple(tuple(int(x) for x in row) for row in confusion)
+    if len(table) != len(labels) or any(len(row) != len(labels) for row in table):
+        raise ValueError(f"Confusion matrix must be {len(labels)} x {len(labels)}, one row per label.")
+    n = sum(map(sum, table))
     if n == 0:
-        return CohenKappa(None, None, None, 0, order, confusion)
-    p_o = sum(confusion[i][i] for i in range(len(order))) / n
-    row_totals = [sum(row) for row in confusion]
-    col_totals = [sum(col) for col in zip(*confusion, strict=True)]
+        return CohenKappa(None, None, None, 0, tuple(labels), table)
+    p_o = sum(table[i][i] for i in range(len(labels))) / n
+    row_totals = [sum(row) for row in table]
+    col_totals = [sum(col) for col in zip(*table, strict=True)]
     p_e = sum(r * c for r, c in zip(row_totals, col_totals, strict=True)) / (n * n)
     # p_e == 1 only when both raters used a single, identical label: kappa is 0/0.
     kappa = None if math.isclose(p_e, 1.0) else (p_o - p_e) / (1 - p_e)
-    return CohenKappa(kappa, p_o, p_e, n, order, confusion)
+    return CohenKappa(kappa, p_o, p_e, n, tuple(labels), table)
 
 
 @dataclass(frozen=True)
@@ -109,25 +116,35 @@ class FleissKappa:
     n_items: int
 
 
+def _item_counts(items: Iterable[Sequence[str | None]]) -> np.ndarray:
+    """(items, categories) matrix: how many raters gave each category to each item."""
+    units = [[v for v in item if v is not None] for item in items]
+    categories = {c: i for i, c in enumerate(sorted({v for unit in units for v in unit}))}
+    counts = np.zeros((len(units), max(len(categories), 1)), dtype=np.int64)
+    for row, unit in enumerate(units):
+        for value in unit:
+            counts[row, categories[value]] += 1
+    return counts
+
+
 def fleiss_kappa(items: Iterable[Sequence[str]]) -> FleissKappa:
     """Fleiss' kappa of items, each given as the labels its raters chose (items with < 2 skipped)."""
-    per_item: list[float] = []
-    totals: Counter[str] = Counter()
-    n_ratings = 0
-    for ratings in items:
-        m = len(ratings)
-        if m < 2:
-            continue
-        counts = Counter(ratings)
-        per_item.append((sum(c * c for c in counts.values()) - m) / (m * (m - 1)))
-        totals.update(counts)
-        n_ratings += m
-    if not per_item:
+    return fleiss_kappa_from_counts(_item_counts(items))
+
+
+def fleiss_kappa_from_counts(counts: np.ndarray) -> FleissKappa:
+    """Fleiss' kappa from an (items, categories) matrix of rater counts; rows with < 2 skipped."""
+    counts = np.asarray(counts, dtype=np.int64)
+    raters = counts.sum(axis=1) if counts.size else np.zeros(0, dtype=np.int64)
+    keep = raters >= 2
+    counts, raters = counts[keep], raters[keep]
+    if len(raters) == 0:
         return FleissKappa(None, None, None, 0)
-    p_bar = sum(per_item) / len(per_item)
-    p_e = sum((c / n_ratings) ** 2 for c in totals.values())
+    per_item = ((counts * counts).sum(axis=1) - raters) / (raters * (raters - 1))
+    p_bar = float(per_item.mean())
+    p_e = float(((counts.sum(axis=0) / raters.sum()) ** 2).sum())
     kappa = None if math.isclose(p_e, 1.0) else (p_bar - p_e) / (1 - p_e)
-    return FleissKappa(kappa, p_bar, p_e, len(per_item))
+    return FleissKappa(kappa, p_bar, p_e, len(raters))
 
 
 @dataclass(frozen=True)
@@ -146,28 +163,28 @@ class KrippendorffAlpha:
 
 def krippendorff_alpha_nominal(units: Iterable[Sequence[str | None]]) -> KrippendorffAlpha:
     """Nominal Krippendorff's alpha; each unit lists its coders' values, None where missing."""
-    coincidence: defaultdict[tuple[str, str], float] = defaultdict(float)
-    n_units = 0
-    for unit in units:
-        values = [v for v in unit if v is not None]
-        m = len(values)
-        if m < 2:
-            continue
-        n_units += 1
-        # Each ordered pair of values from different coders adds 1/(m-1) to the coincidences.
-        for i, j in combinations(range(m), 2):
-            coincidence[(values[i], values[j])] += 1 / (m - 1)
-            coincidence[(values[j], values[i])] += 1 / (m - 1)
-    marginals: defaultdict[str, float] = defaultdict(float)
-    for (c, _k), o in coincidence.items():
-        marginals[c] += o
-    n = sum(marginals.values())
-    if n_units == 0:
+    return krippendorff_alpha_from_counts(_item_counts(units))
+
+
+def krippendorff_alpha_from_counts(counts: np.ndarray) -> KrippendorffAlpha:
+    """Nominal alpha from a (units, values) matrix of how many coders gave each value.
+
+    With m_u values in unit u, the coincidences of different values sum to
+    D_o = sum_u (m_u^2 - sum_c n_uc^2) / (m_u - 1); with n_c the total of value c and n of all,
+    alpha = 1 - (n - 1) * D_o / (n^2 - sum_c n_c^2). Units with fewer than 2 values are dropped.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    values = counts.sum(axis=1) if counts.size else np.zeros(0, dtype=np.int64)
+    keep = values >= 2
+    counts, values = counts[keep], values[keep]
+    if len(values) == 0:
         return KrippendorffAlpha(None, 0, 0)
-    observed = sum(o for (c, k), o in coincidence.items() if c != k)
-    expected = (n * n - sum(v * v for v in marginals.values())) / (n - 1)
-    alpha = None if math.isclose(expected, 0.0, abs_tol=1e-12) else 1 - observed / expected
-    return KrippendorffAlpha(alpha, n_units, round(n))
+    observed = float(((values * values - (counts * counts).sum(axis=1)) / (values - 1)).sum())
+    n = int(values.sum())
+    totals = counts.sum(axis=0)
+    expected = float(n * n - (totals * totals).sum())
+    alpha = None if expected == 0 else 1 - (n - 1) * observed / expected
+    return KrippendorffAlpha(alpha, len(values), n)
 
 
 # --------------------------------------------------------------------------------------------

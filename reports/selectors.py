@@ -6,19 +6,20 @@ model, prompt), so a report over a million predictions moves a few thousand rows
 database. ``reports.report`` turns the rows into the paper's metrics with ``reports.metrics``.
 
 Which detector version is reported: a detector may have predictions from several versions. The
-report uses, per detector, the version whose most recent prediction is newest (ties broken by
-the highest prediction id), i.e. the version that was run last — see
-``latest_detector_versions``. Failed predictions (status ``failed``) never count.
+report uses, per detector, the version of its most recently written prediction in scope (the
+highest prediction id), i.e. the version that was run last — see ``latest_detector_versions``.
+Failed predictions (status ``failed``) never count in the metrics.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.db.models import Count, Max, Q, QuerySet
 
 from annotate.models import Image, Study
-from detectors.models import Prediction, PredictionStatus
+from detectors.models import Prediction
 
 MALE = "male"
 FEMALE = "female"
@@ -82,62 +83,89 @@ def _predictions_in_scope(*, study: Study | None, t2i_model: str | None) -> Quer
     return predictions
 
 
+def _pick_latest(rows: Iterable[dict[str, Any]]) -> dict[str, str]:
+    """detector -> version with the highest ``last_id`` among (detector, version, last_id) rows."""
+    chosen: dict[str, tuple[int, str]] = {}
+    for row in rows:
+        best = chosen.get(row["detector"])
+        if best is None or row["last_id"] > best[0]:
+            chosen[row["detector"]] = (row["last_id"], row["version"])
+    return {key: chosen[key][1] for key in sorted(chosen)}
+
+
 def latest_detector_versions(
     *, study: Study | None = None, t2i_model: str | None = None, detector: str | None = None
 ) -> dict[str, str]:
-    """detector key -> the version reported for it (the one whose newest prediction is latest).
+    """detector key -> the version reported for it: the version of its most recently written
+    prediction in scope (highest prediction id; ids grow with every insert, whereas timestamps of
+    a bulk import can tie). Failed predictions count here, so a newer version that failed
+    everywhere is reported as such rather than silently replaced by an older one.
 
     Aggregates per (detector, version), so only a handful of rows leave the database.
     """
     predictions = _predictions_in_scope(study=study, t2i_model=t2i_model)
     if detector:
         predictions = predictions.filter(detector=detector)
-    rows = (
-        predictions.values("detector", "version")
-        .annotate(last_at=Max("created_at"), last_id=Max("pk"))
+    return _pick_latest(predictions.values("detector", "version").annotate(last_id=Max("pk")).order_by())
+
+
+def detector_verdict_counts(
+    *, study: Study | None = None, t2i_model: str | None = None, detector: str | None = None
+) -> list[dict[str, Any]]:
+    """Predictions counted per (detector, version, T2I model, prompt, final label, verdict), with
+    the highest prediction id of each group (``last_id``). Failed predictions have verdict "",
+    images without a final label final label None. One scan of the prediction table."""
+    predictions = _predictions_in_scope(study=study, t2i_model=t2i_model)
+    if detector:
+        predictions = predictions.filter(detector=detector)
+    return list(
+        predictions.values(
+            "detector",
+            "version",
+            "image__t2i_model",
+            "image__prompt_id",
+            "image__final_label__value",
+            "verdict",
+        )
+        .annotate(n=Count("pk"), last_id=Max("pk"))
         .order_by()
     )
-    chosen: dict[str, tuple[Any, int, str]] = {}
-    for row in rows:
-        rank = (row["last_at"], row["last_id"], row["version"])
-        if row["detector"] not in chosen or rank[:2] > chosen[row["detector"]][:2]:
-            chosen[row["detector"]] = rank
-    return {key: chosen[key][2] for key in sorted(chosen)}
 
 
-def _joint_filters() -> dict[str, Count]:
-    """Conditional counts of the 3 x 3 table (human class x detector verdict) of one group."""
-    human = {
-        "male": Q(image__final_label__value=MALE),
-        "female": Q(image__final_label__value=FEMALE),
-        "rest": ~Q(image__final_label__value__in=CLEAR),
-    }
-    verdict = {"male": Q(verdict=MALE), "female": Q(verdict=FEMALE), "rest": ~Q(verdict__in=CLEAR)}
-    return {f"h_{h}__d_{d}": Count("pk", filter=human[h] & verdict[d]) for h in CLASSES for d in CLASSES}
+def _human_class(value: str) -> str:
+    return value if value in CLEAR else "rest"
 
 
 def detector_joint_counts(
-    *, versions: dict[str, str], study: Study | None = None, t2i_model: str | None = None
-) -> list[dict[str, Any]]:
-    """Per (detector, T2I model, prompt): the 3 x 3 table of human final label x detector verdict.
+    *, study: Study | None = None, t2i_model: str | None = None, detector: str | None = None
+) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """The reported version of each detector (the rule of ``latest_detector_versions``), and per
+    (detector, T2I model, prompt) the 3 x 3 table of human final label x detector verdict.
 
-    Only images with both a final label and an ``ok`` prediction of the detector's reported
-    version count. Row keys: detector, t2i_model, prompt_id and ``JOINT_KEYS``
-    (``h_male__d_female`` = human male, detector female; ``rest`` = not clear / filtered).
+    Only images with both a final label and an ``ok`` prediction of the reported version count.
+    Row keys: detector, t2i_model, prompt_id and ``JOINT_KEYS`` (``h_male__d_female`` = human
+    male, detector female; ``rest`` = not clear / filtered). Both come from one aggregate query
+    (``detector_verdict_counts``); the Python below folds its few thousand grouped rows.
     """
-    if not versions:
-        return []
-    which = Q()
-    for key, version in versions.items():
-        which |= Q(detector=key, version=version)
-    predictions = _predictions_in_scope(study=study, t2i_model=t2i_model).filter(
-        which, status=PredictionStatus.OK, image__final_label__isnull=False
-    )
-    return list(
-        predictions.values("detector", "image__t2i_model", "image__prompt_id")
-        .annotate(**_joint_filters())
-        .order_by("detector", "image__t2i_model", "image__prompt_id")
-    )
+    grouped = detector_verdict_counts(study=study, t2i_model=t2i_model, detector=detector)
+    latest: dict[tuple[str, str], int] = {}
+    for row in grouped:
+        key = (row["detector"], row["version"])
+        latest[key] = max(latest.get(key, 0), row["last_id"])
+    versions = _pick_latest({"detector": d, "version": v, "last_id": i} for (d, v), i in latest.items())
+    tables: dict[tuple[str, str, int], dict[str, int]] = {}
+    for row in grouped:
+        final, verdict = row["image__final_label__value"], row["verdict"]
+        if versions[row["detector"]] != row["version"] or final is None or not verdict:
+            continue
+        key = (row["detector"], row["image__t2i_model"], row["image__prompt_id"])
+        table = tables.setdefault(key, dict.fromkeys(JOINT_KEYS, 0))
+        verdict_class = verdict if verdict in CLEAR else "rest"
+        table[f"h_{_human_class(final)}__d_{verdict_class}"] += row["n"]
+    rows = [
+        {"detector": d, "t2i_model": m, "prompt_id": p, **tables[(d, m, p)]} for d, m, p in sorted(tables)
+    ]
+    return versions, rows
 
 
 class UnknownFilter(ValueError):

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from annotate.models import Image
-from detectors.models import Prediction, PredictionStatus
+from detectors.models import PredictionStatus
 from tests.factories import FinalLabelFactory, ImageFactory, LabelFactory, PredictionFactory, PromptFactory
 
 
@@ -30,12 +30,16 @@ class ReportStudy:
     images: dict[str, list[Image]] = field(default_factory=dict)
 
 
-def _images(study, prompt, model: str, finals: list[str | None], verdicts: list[str]) -> list[Image]:
+def _images(
+    study, prompt, model: str, finals: list[str | None], verdicts: list[str], old_verdict: str = ""
+) -> list[Image]:
     images = []
     for final, verdict in zip(finals, verdicts, strict=True):
         image = ImageFactory(study=study, prompt=prompt, t2i_model=model)
         if final is not None:
             FinalLabelFactory(image=image, value=final)
+        if old_verdict:  # an older version's prediction, written before version "2"
+            PredictionFactory(image=image, detector="fake", version="1", verdict=old_verdict)
         PredictionFactory(
             image=image,
             detector="fake",
@@ -60,11 +64,8 @@ def report_study(study, annotator_a, annotator_b) -> ReportStudy:
         "sdxl",
         ["male", "male", "male", "female", "low_quality"],
         ["male", "male", "female", "female", "male"],
+        old_verdict="female",
     )
-    for image in fixture.images["sdxl_doctor"]:
-        PredictionFactory(image=image, detector="fake", version="1", verdict="female")
-    # Make version 1 look older than version 2 regardless of clock resolution.
-    Prediction.objects.filter(version="1").update(created_at="2020-01-01T00:00:00Z")
     fixture.images["sdxl_nurse"] = _images(
         study, nurse, "sdxl", ["female", "female", "other"], ["female", "filtered", "filtered"]
     )

@@ -6,7 +6,8 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 from reports.report import agreement_report, bias_report
-from tests.factories import ImageFactory, LabelFactory, PromptFactory
+from reports.selectors import latest_detector_versions
+from tests.factories import ImageFactory, LabelFactory, PredictionFactory, PromptFactory
 
 # ------------------------------------------------------------------ agreement
 
@@ -69,7 +70,9 @@ def test_with_three_annotators_cohen_uses_the_first_two_by_id_and_fleiss_uses_al
     )
     # Fleiss by hand: P_i = 1/3, 1, 1/3 -> P = 5/9; p_male = 4/9, p_female = 5/9 -> P_e = 41/81.
     assert report["fleiss_kappa"] == pytest.approx((5 / 9 - 41 / 81) / (1 - 41 / 81))
-    assert report["krippendorff_alpha"] is not None
+    # Krippendorff by hand: D_o = (9 - 5)/2 + 0 + (9 - 5)/2 = 4; n = 9, totals m 4, f 5 ->
+    # alpha = 1 - (9 - 1) * 4 / (81 - 16 - 25) = 0.2.
+    assert report["krippendorff_alpha"] == pytest.approx(0.2)
     assert report["max_labels_per_image"] == 3
     assert [p["annotators"] for p in report["per_annotator_pair"]] == [
         ["anna", "ben"],
@@ -121,6 +124,16 @@ def test_human_interval_is_a_pair_in_unit_range_around_the_score(report):
 
 def test_detector_uses_the_version_run_last(report):
     assert report["detectors"]["fake"]["version"] == "2"
+
+
+def test_the_version_written_last_wins_even_when_it_is_named_lower(report_study):
+    image = report_study.images["sdxl_gym"][0]
+    PredictionFactory(image=image, detector="fake", version="0-rerun", verdict="male")
+    assert latest_detector_versions(study=report_study.study) == {"blind": "0", "fake": "0-rerun"}
+    report = bias_report(study=report_study.study, bootstrap=0)
+    assert report["detectors"]["fake"]["version"] == "0-rerun"
+    assert report["detectors"]["fake"]["filtering"]["fp"] == 1  # only the re-run image counts
+    assert report["detectors"]["fake"]["filtering"]["tp"] == 0
 
 
 def test_detector_filtering_and_accuracy_are_worked_by_hand(report):

@@ -1,0 +1,345 @@
+"""Benchmark of ``reports.report.bias_report`` (issue 4, "Speed").
+
+Targets: the full report for 6,000 images x 8 detectors under 1 s; for 1,000,000 predictions
+under 10 s. The script builds a throw-away test database, fills it with simulated labels and
+predictions, times the report, prints the figures and drops the database.
+
+Run from the repository root:
+
+    # SQLite (the embedded default): a temporary database file, removed afterwards
+    .venv/bin/python bench/bench_report.py
+
+    # PostgreSQL: Django's test database "test_<name>" is created on that server and dropped
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/biaslab_bench .venv/bin/python bench/bench_report.py
+
+Options: ``--images 6000`` (small case, rows written with ``bulk_create``), ``--big-images
+125000`` (x 8 detectors = 1,000,000 predictions; 0 skips it), ``--detectors 8``, ``--repeat
+3``, ``--bootstrap 1000``. The big case is written with PostgreSQL ``COPY`` or SQLite
+``executemany`` because ``bulk_create`` of a million rows takes minutes on a 2-core machine.
+
+Data: 3 T2I models x 100 prompts (the paper's design; the big case has ~417 images per prompt
+instead of 20), final labels drawn with 12 % low quality and a per-prompt male share, two
+annotator labels per image (90 % agreement), and detectors with different recall, filter rate
+and accuracy. Each timing is the report as ``manage.py bias_report`` computes it (SQL
+aggregation + 1,000 bootstrap replicates per interval); the SQL-only time (``bootstrap=0``) is
+printed beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
+from django.test.utils import setup_test_environment, teardown_test_environment  # noqa: E402
+
+from annotate.models import FinalLabel, FinalLabelSource, Image, Label, Prompt, Study  # noqa: E402
+from detectors.models import Prediction  # noqa: E402
+from reports.report import bias_report  # noqa: E402
+
+MODELS = ("sdxl", "sd3", "dreamlike")
+CATEGORIES = (("profession", 40), ("personality", 30), ("activity", 10), ("object", 10), ("place", 10))
+LABELS = np.array(["male", "female", "low_quality", "other"])
+VERDICTS = np.array(["male", "female", "filtered"])
+# (recall, filter rate, accuracy) per simulated detector, loosely after the paper's table 3.
+DETECTOR_PROFILES = [
+    (1.00, 0.00, 0.955),
+    (0.19, 0.98, 0.982),
+    (0.66, 0.45, 0.783),
+    (0.64, 0.38, 0.966),
+    (0.98, 0.71, 0.916),
+    (0.99, 0.15, 0.940),
+    (0.98, 0.72, 0.958),
+    (0.98, 0.83, 0.971),
+]
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+# --- simulated data ---------------------------------------------------------------------------
+
+
+def simulate(n_images: int, n_detectors: int, seed: int) -> dict[str, np.ndarray]:
+    """Per image: model index, prompt index, final label, second annotator's label, verdicts."""
+    rng = np.random.default_rng(seed)
+    n_prompts = sum(n for _, n in CATEGORIES)
+    cell = np.arange(n_images) % (len(MODELS) * n_prompts)
+    model, prompt = cell // n_prompts, cell % n_prompts
+    male_share = rng.beta(2.0, 0.8, size=(len(MODELS), n_prompts))[model, prompt]
+    u = rng.random(n_images)
+    final = np.where(u < 0.12, 2, np.where(u < 0.125, 3, np.where(rng.random(n_images) < male_share, 0, 1)))
+    second = np.where(rng.random(n_images) < 0.9, final, rng.integers(0, 4, n_images))
+    verdicts = np.empty((n_detectors, n_images), dtype=np.int64)
+    clear = final < 2
+    for d in range(n_detectors):
+        recall, filter_rate, accuracy = DETECTOR_PROFILES[d % len(DETECTOR_PROFILES)]
+        kept = np.where(clear, rng.random(n_images) < recall, rng.random(n_images) >= filter_rate)
+        right = rng.random(n_images) < accuracy
+        guess = np.where(
+            clear, np.where(right, final, 1 - np.minimum(final, 1)), rng.integers(0, 2, n_images)
+        )
+        verdicts[d] = np.where(kept, guess, 2)
+    return {"model": model, "prompt": prompt, "final": final, "second": second, "verdicts": verdicts}
+
+
+def make_study(slug: str) -> tuple[Study, list[Prompt], list[Any]]:
+    study = Study.objects.create(name=f"Bench {slug}", slug=slug)
+    prompts = [
+        Prompt(
+            study=study,
+            category=category,
+            word=f"{category}-{i}",
+            text=f"a photo of one real person, {category} {i}",
+        )
+        for category, n in CATEGORIES
+        for i in range(n)
+    ]
+    Prompt.objects.bulk_create(prompts)
+    prompts = list(Prompt.objects.filter(study=study).order_by("pk"))
+    user_model = get_user_model()
+    annotators = [user_model.objects.get_or_create(username=f"bench-{slug}-{i}")[0] for i in range(2)]
+    return study, prompts, annotators
+
+
+# --- writing rows -----------------------------------------------------------------------------
+
+
+def write_with_bulk_create(slug: str, data: dict[str, np.ndarray]) -> Study:
+    """The small case: every row through the ORM's bulk_create."""
+    study, prompts, annotators = make_study(slug)
+    n = len(data["final"])
+    images = Image.objects.bulk_create(
+        [
+            Image(
+                study=study,
+                prompt=prompts[data["prompt"][i]],
+                t2i_model=MODELS[data["model"][i]],
+                source_path=f"{slug}/{i:07d}.png",
+                sha256=f"{slug}-{i:058d}",
+                file=f"images/{slug}/{i}.png",
+                width=512,
+                height=512,
+                format="PNG",
+                index=i,
+            )
+            for i in range(n)
+        ],
+        batch_size=2000,
+    )
+    images = list(Image.objects.filter(study=study).order_by("pk"))
+    FinalLabel.objects.bulk_create(
+        [
+            FinalLabel(
+                image=img, value=LABELS[data["final"][i]], source=FinalLabelSource.IMPORTED, decided_at=NOW
+            )
+            for i, img in enumerate(images)
+        ],
+        batch_size=2000,
+    )
+    Label.objects.bulk_create(
+        [
+            Label(image=img, annotator=annotators[k], value=LABELS[data[key][i]])
+            for i, img in enumerate(images)
+            for k, key in enumerate(("final", "second"))
+        ],
+        batch_size=2000,
+    )
+    for d, verdicts in enumerate(data["verdicts"]):
+        Prediction.objects.bulk_create(
+            [
+                Prediction(
+                    image=img,
+                    detector=f"detector-{d}",
+                    version="1",
+                    verdict=VERDICTS[verdicts[i]],
+                    filter_reason="no_face" if verdicts[i] == 2 else "",
+                )
+                for i, img in enumerate(images)
+            ],
+            batch_size=2000,
+        )
+    return study
+
+
+def fast_insert(model: type, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Insert many rows: COPY on PostgreSQL, executemany on SQLite (both skip the ORM).
+
+    Columns the caller does not give get the model field's default (or NULL), so the bench keeps
+    working when other engineers add fields with defaults to the models.
+    """
+    given = set(columns)
+    extra = [
+        f
+        for f in model._meta.concrete_fields
+        if not f.primary_key and f.column not in given and f.attname not in given
+    ]
+    fill = tuple(
+        NOW if getattr(f, "auto_now_add", False) or getattr(f, "auto_now", False)
+        else f.get_db_prep_save(f.get_default(), connection) if f.has_default() or not f.null
+        else None
+        for f in extra
+    )  # fmt: skip
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    names = ", ".join(quote(c) for c in [*columns, *(f.column for f in extra)])  # "index" is reserved
+    full = (tuple(row) + fill for row in rows)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            raw = cursor.cursor
+            with raw.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                for row in full:
+                    copy.write_row(row)
+        else:
+            marks = ", ".join(["%s"] * (len(columns) + len(extra)))
+            cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", list(full))
+
+
+def write_fast(slug: str, data: dict[str, np.ndarray]) -> Study:
+    """The big case: raw COPY / executemany (see the module docstring)."""
+    study, prompts, annotators = make_study(slug)
+    prompt_ids = [p.pk for p in prompts]
+    n = len(data["final"])
+    fast_insert(
+        Image,
+        ("study_id", "prompt_id", "t2i_model", "source_path", "sha256", "file", "width", "height", "format", "index", "params", "created_at"),
+        (
+            (study.pk, prompt_ids[data["prompt"][i]], MODELS[data["model"][i]], f"{slug}/{i:07d}.png",
+             f"{slug}-{i:058d}", f"images/{slug}/{i}.png", 512, 512, "PNG", i, "{}", NOW)
+            for i in range(n)
+        ),
+    )  # fmt: skip
+    image_ids = list(Image.objects.filter(study=study).order_by("pk").values_list("pk", flat=True))
+    labels = LABELS.tolist()
+    fast_insert(
+        FinalLabel,
+        ("image_id", "value", "source", "note", "decided_at"),
+        (
+            (pk, labels[data["final"][i]], FinalLabelSource.IMPORTED.value, "", NOW)
+            for i, pk in enumerate(image_ids)
+        ),
+    )
+    fast_insert(
+        Label,
+        ("image_id", "annotator_id", "value", "reason", "request_id", "created_at", "updated_at"),
+        (
+            (pk, annotators[k].pk, labels[data[key][i]], "", "", NOW, NOW)
+            for i, pk in enumerate(image_ids)
+            for k, key in enumerate(("final", "second"))
+        ),
+    )
+    verdicts = VERDICTS.tolist()
+    for d, row in enumerate(data["verdicts"].tolist()):
+        fast_insert(
+            Prediction,
+            ("image_id", "detector", "version", "status", "verdict", "filter_reason", "detail", "scores", "error", "created_at"),
+            (
+                (pk, f"detector-{d}", "1", "ok", verdicts[v], "no_face" if v == 2 else "", "", "{}", "", NOW)
+                for pk, v in zip(image_ids, row, strict=True)
+            ),
+        )  # fmt: skip
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+    return study
+
+
+# --- timing -----------------------------------------------------------------------------------
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def timed_cpu(fn: Callable[[], Any]) -> tuple[float, float, Any]:
+    """Wall seconds, this process's CPU seconds (the database server's CPU is not in it), result."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = fn()
+    return time.perf_counter() - wall, time.process_time() - cpu, result
+
+
+def bench_case(name: str, study: Study, *, repeat: int, bootstrap: int) -> None:
+    n_predictions = Prediction.objects.filter(image__study=study).count()
+    n_images = Image.objects.filter(study=study).count()
+    bias_report(study=study, bootstrap=0)  # warm caches and connections
+    full = [timed_cpu(lambda: bias_report(study=study, bootstrap=bootstrap)) for _ in range(repeat)]
+    sql_only = [timed(lambda: bias_report(study=study, bootstrap=0))[0] for _ in range(repeat)]
+    seconds = [t for t, _, _ in full]
+    cpu = [c for _, c, _ in full]
+    report = full[-1][2]
+    print(
+        f"{name}: {n_images:,} images, {n_predictions:,} predictions, {len(report['detectors'])} detectors: "
+        f"bias_report (bootstrap={bootstrap}) median {statistics.median(seconds):.2f} s wall "
+        f"(min {min(seconds):.2f}, max {max(seconds):.2f}; Python CPU median {statistics.median(cpu):.2f} s); "
+        f"without bootstrap median {statistics.median(sql_only):.2f} s wall"
+    )
+    for model, human in report["human"].items():
+        print(f"    human {model}: model bias score {human['model_bias_score']:.3f} ci95 {human['ci95']}")
+    first = next(iter(report["detectors"].values()), None)
+    if first:
+        print(f"    first detector filtering: {first['filtering']}")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--images", type=int, default=6000)
+    parser.add_argument("--big-images", type=int, default=125_000)
+    parser.add_argument("--detectors", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--bootstrap", type=int, default=1000)
+    args = parser.parse_args(argv)
+
+    setup_test_environment()
+    settings_dict = connection.settings_dict
+    tmp = None
+    if connection.vendor == "sqlite":
+        tmp = tempfile.TemporaryDirectory(prefix="bench-report-")
+        settings_dict.setdefault("TEST", {})["NAME"] = str(Path(tmp.name) / "bench.sqlite3")
+    old_name = settings_dict["NAME"]
+    connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
+    print(f"database: {connection.vendor} ({connection.settings_dict['NAME']})")
+    try:
+        if args.images:
+            data = simulate(args.images, args.detectors, seed=1)
+            seconds, study = timed(lambda: _atomic(lambda: write_with_bulk_create("small", data)))
+            print(f"small case written with bulk_create in {seconds:.1f} s")
+            bench_case("small", study, repeat=args.repeat, bootstrap=args.bootstrap)
+        if args.big_images:
+            data = simulate(args.big_images, args.detectors, seed=2)
+            seconds, study = timed(lambda: _atomic(lambda: write_fast("big", data)))
+            how = "COPY" if connection.vendor == "postgresql" else "executemany"
+            print(f"big case written with {how} in {seconds:.1f} s")
+            bench_case("big", study, repeat=args.repeat, bootstrap=args.bootstrap)
+    finally:
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+        teardown_test_environment()
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def _atomic(fn: Callable[[], Study]) -> Study:
+    with transaction.atomic():
+        return fn()
+
+
+if __name__ == "__main__":
+    main()
