@@ -362,9 +362,15 @@ def test_image_detail_shows_labels_final_label_and_history(client_for, researche
 
 
 def test_annotator_stats_show_labels_done_per_annotator(client_for, researcher, disputed):
-    response = client_for(researcher).get(reverse("annotate:annotator_stats"))
-    html = response.content.decode()
+    client = client_for(researcher)
+    client.post(reverse("annotate:dispute", args=[disputed[0].pk]), {"value": "female"})
+    response = client.get(reverse("annotate:annotator_stats"))
+    html = re.sub(r"\s+", " ", response.content.decode())
     assert response.status_code == 200
+    # Anna said male, Ben female; the final label is female. Each gave two labels.
+    assert "<tr><td>anna</td><td>2</td>" in html
+    assert "<td>0 %</td>" in html
+    assert "<td>100 %</td>" in html
     assert "anna" in html
     assert "ben" in html
 
