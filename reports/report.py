@@ -193,7 +193,7 @@ def _human_model(rows: list[dict[str, Any]], *, bootstrap: int, seed: int, model
     mbs = metrics.model_bias_score(scores)
     return {
         "model_bias_score": mbs.value,
-        "ci95": _interval(ci),
+        "ci95": _interval(ci) if mbs.value is not None else None,
         "categories": {c: r.value for c, r in metrics.category_bias_scores(category_rows).items()},
         "label_shares": metrics.label_shares(totals, LABEL_KEYS),
         "n_images": sum(totals.values()),
@@ -251,14 +251,20 @@ def _detector_model(
     detected = {p: metrics.prompt_bias_score(m, f) for p, (m, f) in zip(prompt_ids, detector_mf, strict=True)}
     human_score = metrics.model_bias_score(human).value
     detector_score = metrics.model_bias_score(detected).value
+    pct = metrics.pct_difference(detector_score, human_score)
+    difference = metrics.prompt_bias_score_difference(detected, human).value
     paired = metrics.bootstrap_detector_vs_human(tables, n_resamples=bootstrap, seed=seed)
     return {
         "model_bias_score": detector_score,
-        "pct_diff": metrics.pct_difference(detector_score, human_score),
-        "prompt_bias_score_difference": metrics.prompt_bias_score_difference(detected, human).value,
-        "ci95": _interval(paired.pct_diff),
-        "model_bias_score_ci95": _interval(paired.detector),
-        "prompt_bias_score_difference_ci95": _interval(paired.prompt_bias_score_difference),
+        "pct_diff": pct,
+        "prompt_bias_score_difference": difference,
+        # No interval around a value that is undefined on the data itself (e.g. pct_diff when
+        # the human score is 0), even if some replicates happen to define it.
+        "ci95": _interval(paired.pct_diff) if pct is not None else None,
+        "model_bias_score_ci95": _interval(paired.detector) if detector_score is not None else None,
+        "prompt_bias_score_difference_ci95": _interval(paired.prompt_bias_score_difference)
+        if difference is not None
+        else None,
         "human_model_bias_score": human_score,
         "n_images": int(tables.sum()),
     }

@@ -186,6 +186,8 @@ def test_detector_interval_is_of_the_percentage_difference(report):
     lo, hi = report["detectors"]["fake"]["per_model"]["sdxl"]["ci95"]
     assert lo <= -20.0 <= hi
     assert report["detectors"]["fake"]["per_model"]["sd3"]["model_bias_score_ci95"] is not None
+    # Undefined on the data (human score 0), so no interval either.
+    assert report["detectors"]["fake"]["per_model"]["sd3"]["ci95"] is None
 
 
 def test_bias_report_is_deterministic_for_a_seed_and_changes_with_it(report_study):
