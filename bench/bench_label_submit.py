@@ -19,7 +19,8 @@ What "server time" means here: the wall time of ``Client.post`` — the whole Dj
 path in-process (middleware, session and auth lookups, the view, both services, the template)
 with no network and no HTTP parsing. The threads share one Python process, so under load the
 figure also includes waiting for the GIL: an upper bound of what one worker process serving
-these 20 annotators would take. A single-annotator run comes first as the unloaded baseline.
+these 20 annotators would take. ``--workers processes`` forks one process per annotator
+instead, like a server with several worker processes. A single-annotator run comes first as the unloaded baseline.
 """
 
 from __future__ import annotations
@@ -173,19 +174,51 @@ def _annotator_loop(
         connection.close()
 
 
-def run(
-    study: Any, users: list[Any], labels: int, think_ms: int
-) -> tuple[list[float], list[float], list[str], float]:
+def _annotator_process(study: Any, user: Any, labels: int, think_ms: int, results: Any) -> None:
     timings: list[float] = []
     cpu_times: list[float] = []
     errors: list[str] = []
+    _annotator_loop(study, user, labels, think_ms, timings, cpu_times, errors)
+    results.put((timings, cpu_times, errors))
+
+
+def run(
+    study: Any, users: list[Any], labels: int, think_ms: int, workers: str = "threads"
+) -> tuple[list[float], list[float], list[str], float]:
+    """Every annotator at once, as threads of this process (one worker, one GIL) or as forked
+    processes (like a server with one worker process per busy annotator)."""
+    timings: list[float] = []
+    cpu_times: list[float] = []
+    errors: list[str] = []
+    start = time.perf_counter()
+    if workers == "processes":
+        import multiprocessing
+
+        from django.db import connections
+
+        connections.close_all()  # children open their own connections; never share a socket
+        context = multiprocessing.get_context("fork")
+        results = context.Queue()
+        procs = [
+            context.Process(target=_annotator_process, args=(study, user, labels, think_ms, results))
+            for user in users
+        ]
+        for proc in procs:
+            proc.start()
+        for _ in procs:
+            t, c, e = results.get()
+            timings += t
+            cpu_times += c
+            errors += e
+        for proc in procs:
+            proc.join()
+        return timings, cpu_times, errors, time.perf_counter() - start
     threads = [
         threading.Thread(
             target=_annotator_loop, args=(study, user, labels, think_ms, timings, cpu_times, errors)
         )
         for user in users
     ]
-    start = time.perf_counter()
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -219,6 +252,12 @@ def main() -> None:
     parser.add_argument("--annotators", type=int, default=20)
     parser.add_argument("--labels", type=int, default=25, help="labels per annotator")
     parser.add_argument(
+        "--workers",
+        choices=("threads", "processes"),
+        default="threads",
+        help="annotators as threads of one process (one GIL: a single worker) or as processes",
+    )
+    parser.add_argument(
         "--think-ms",
         type=int,
         default=1000,
@@ -244,8 +283,8 @@ def main() -> None:
             slug="load", annotators=args.annotators, n_images=n_images, media_root=media
         )
         report(
-            f"{args.annotators} annotators, ~{args.think_ms} ms between labels",
-            *run(study, users, args.labels, args.think_ms),
+            f"{args.annotators} annotators ({args.workers}), ~{args.think_ms} ms between labels",
+            *run(study, users, args.labels, args.think_ms, args.workers),
         )
         from django.db.models import Count, Max
 
