@@ -1,8 +1,9 @@
 """Reads for the reports: counts aggregated in SQL, returned as plain rows.
 
-Nothing here loops over label or prediction rows in Python: every count is a conditional
-aggregate (``Count(..., filter=Q(...))``) grouped by (T2I model, prompt) or (detector, T2I
-model, prompt), so a report over a million predictions moves a few thousand rows out of the
+Nothing here loops over prediction rows in Python: every count is an SQL aggregate — conditional
+(``Count(..., filter=Q(...))``) per (T2I model, prompt) for the human labels, and one grouped
+``COUNT`` per (detector, version, T2I model, prompt, final label, verdict) for the predictions —
+so a report over a million predictions moves a few tens of thousands of grouped rows out of the
 database. ``reports.report`` turns the rows into the paper's metrics with ``reports.metrics``.
 
 Which detector version is reported: a detector may have predictions from several versions. The
@@ -184,13 +185,27 @@ def study_for_slug(slug: str | None) -> Study | None:
     return study
 
 
-def check_filters(*, study: Study | None, t2i_model: str | None = None, detector: str | None = None) -> None:
-    """Raise UnknownFilter when a T2I model or detector name matches nothing in the study, so a
-    typo gets an answer instead of an empty report."""
+def check_filters(
+    *,
+    study: Study | None,
+    t2i_model: str | None = None,
+    detector: str | None = None,
+    category: str | None = None,
+) -> None:
+    """Raise UnknownFilter when a T2I model, prompt category or detector name matches nothing in
+    the study, so a typo gets an answer instead of an empty report."""
     images = images_in_scope(study=study)
     if t2i_model and not images.filter(t2i_model=t2i_model).exists():
-        known = ", ".join(images.order_by().values_list("t2i_model", flat=True).distinct()) or "none"
+        known = (
+            ", ".join(sorted(set(images.order_by().values_list("t2i_model", flat=True).distinct()))) or "none"
+        )
         raise UnknownFilter(f"No images of T2I model '{t2i_model}' (T2I models: {known}).")
+    if category and not images.filter(prompt__category=category).exists():
+        known = (
+            ", ".join(sorted(set(images.order_by().values_list("prompt__category", flat=True).distinct())))
+            or "none"
+        )
+        raise UnknownFilter(f"No images of prompt category '{category}' (categories: {known}).")
     if detector and not _predictions_in_scope(study=study, t2i_model=None).filter(detector=detector).exists():
         known = (
             ", ".join(

@@ -72,6 +72,15 @@ def test_an_unknown_study_is_refused_with_the_known_ones(labelled):
         run("--study", "nope")
 
 
+def test_an_unknown_model_or_category_is_refused_with_the_known_ones(labelled):
+    with pytest.raises(CommandError, match="No images of T2I model 'dalle' \\(T2I models: sd3, sdxl\\)"):
+        run("--t2i-model", "dalle")
+    with pytest.raises(
+        CommandError, match="No images of prompt category 'food' \\(categories: place, profession\\)"
+    ):
+        run("--category", "food")
+
+
 def test_no_labels_gives_null_kappa_not_zero(study):
     report = json.loads(run("--study", "gender"))
     assert report["n_images"] == 0

@@ -68,7 +68,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             study = study_for_slug(options["study"])
-            check_filters(study=study, t2i_model=options["t2i_model"] or None)
+            check_filters(
+                study=study, t2i_model=options["t2i_model"] or None, category=options["category"] or None
+            )
         except UnknownFilter as exc:
             raise CommandError(str(exc)) from exc
         report = agreement_report(
