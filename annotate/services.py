@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
+from django.db.models import Count, OuterRef, Subquery
 from django.utils import timezone
 
 from annotate.errors import (
@@ -42,9 +43,9 @@ from annotate.selectors import DECIDED_SOURCES, claimable_images, image_state
 
 REASON_MAX_CHARS = 2000
 DURATION_MAX_MS = 2_147_483_647  # PositiveIntegerField's ceiling on every backend
-# Candidates fetched per claim round beyond what is needed: a few spare ones absorb seats
-# that other annotators take between our SELECT and our INSERT.
-CLAIM_SPARE_CANDIDATES = 4
+# Contended candidates fetched beyond what is needed: spares absorb seats that other
+# annotators take between our SELECT and our INSERT.
+CLAIM_SPARE_CANDIDATES = 2
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -88,9 +89,8 @@ def _validate_duration(duration_ms: int | None) -> int | None:
     return min(duration_ms, DURATION_MAX_MS)
 
 
-def _refuse_if_decided(image: Image) -> None:
-    final = FinalLabel.objects.filter(image=image, source__in=DECIDED_SOURCES).first()
-    if final is not None:
+def _refuse_if_decided(image: Image, final: FinalLabel | None) -> None:
+    if final is not None and final.source in DECIDED_SOURCES:
         who = "an import" if final.source == FinalLabelSource.IMPORTED else "a researcher"
         raise AlreadyResolved(
             f"The final label of image {image.source_path} was already set to “{final.value}” by {who}; "
@@ -154,31 +154,29 @@ def _seat_complete(seat: Assignment, now: datetime) -> None:
     if seat.completed_at is None:
         seat.completed_at = now
         seat.save(update_fields=["completed_at"])
-    completed = Assignment.objects.filter(image_id=seat.image_id, completed_at__isnull=False).count()
-    Image.objects.filter(pk=seat.image_id).exclude(completed_seats=completed).update(
-        completed_seats=completed
+    completed = (
+        Assignment.objects.filter(image=OuterRef("pk"), completed_at__isnull=False)
+        .order_by()
+        .values("image")
+        .annotate(n=Count("pk"))
+        .values("n")
     )
+    Image.objects.filter(pk=seat.image_id).update(completed_seats=Subquery(completed))
 
 
 def _label_write(
     *,
+    label: Label | None,
     image: Image,
     annotator: AbstractBaseUser,
     value: str,
     reason: str,
     duration_ms: int | None,
     request_id: str,
-) -> tuple[Label, bool]:
-    """Create or change the annotator's label on the image and append a revision.
-
-    Returns (label, changed). A repeat of the same request (same request_id) or of the same
-    value and reason changes nothing: a double key press or a retried POST is stored once.
-    """
-    label = Label.objects.select_for_update().filter(image=image, annotator=annotator).first()
+) -> Label:
+    """Create the annotator's label on the image, or change ``label`` (their current one), and
+    append a revision. The caller holds the image lock and has ruled out a repeat."""
     if label is not None:
-        same_request = bool(request_id) and label.request_id == request_id
-        if same_request or (label.value == value and label.reason == reason):
-            return label, False
         label.value, label.reason, label.request_id = value, reason, request_id
         # The first duration stays: it is the time the annotator needed to decide, which a
         # later correction after "go back" does not measure.
@@ -193,7 +191,17 @@ def _label_write(
             request_id=request_id,
         )
     LabelRevision.objects.create(label=label, value=value, reason=reason, changed_by=annotator)
-    return label, True
+    return label
+
+
+def _is_repeat(label: Label | None, value: str, reason: str, request_id: str = "") -> bool:
+    """A double key press or a retried POST: same request id, or same value and reason."""
+    if label is None:
+        return False
+    return bool(request_id and label.request_id == request_id) or (label.value, label.reason) == (
+        value,
+        reason,
+    )
 
 
 def _final_revision_append(final: FinalLabel) -> None:
@@ -207,11 +215,15 @@ def _final_revision_append(final: FinalLabel) -> None:
     )
 
 
-def _final_label_sync(*, image: Image, study: Study, changed_by: AbstractBaseUser, now: datetime) -> None:
+def _final_label_sync(
+    *, image: Image, study: Study, final: FinalLabel | None, changed_by: AbstractBaseUser, now: datetime
+) -> None:
     """Derive the agreed final label from the labels: all N equal → agreed final label;
     otherwise an existing agreed final label is removed (a revision with an empty value keeps
-    the history). Final labels set by a researcher or an import are never touched here."""
-    final = FinalLabel.objects.select_for_update().filter(image=image).first()
+    the history). Final labels set by a researcher or an import are never touched here.
+
+    ``final`` is the image's final label as read under the image lock (every writer of final
+    labels takes that lock first, so it cannot have changed since)."""
     if final is not None and final.source != FinalLabelSource.AGREED:
         return
     values = list(Label.objects.filter(image=image).values_list("value", flat=True))
@@ -270,6 +282,28 @@ def _final_label_write(
     return final
 
 
+def _claim_candidates(
+    *, study: Study, annotator: AbstractBaseUser, now: datetime, need: int, after_id: int
+) -> list[Image]:
+    """The next images after ``after_id``, by id, the annotator may try to claim a seat on.
+
+    On PostgreSQL, first the images nobody else is claiming or labelling at this moment
+    (row locks, SKIP LOCKED): 20 annotators asking at once spread over the next images instead
+    of queueing behind each other on the same one. Only if that finds too few, the locked ones
+    too (the claim then waits for the other transaction and takes the slot left over): an
+    annotator must never be told "no work left" just because someone else was busy with the
+    last images. On SQLite the lock clause is ignored; its writes are serial anyway.
+    """
+    base = claimable_images(study=study, annotator=annotator, now=now).filter(pk__gt=after_id).only("id")
+    unlocked = list(base.select_for_update(skip_locked=True, no_key=True, of=("self",))[:need])
+    if len(unlocked) >= need:
+        return unlocked
+    busy = base.exclude(pk__in=[image.pk for image in unlocked])[
+        : need - len(unlocked) + CLAIM_SPARE_CANDIDATES
+    ]
+    return sorted([*unlocked, *busy], key=lambda image: image.pk)
+
+
 # --- labelling -----------------------------------------------------------------------------
 
 
@@ -297,25 +331,25 @@ def assignment_queue(
     seats = list(mine_open.order_by("claimed_at", "image_id"))
 
     n = study.labels_per_image
-    lost: set[int] = set()
+    # Claims go in strictly ascending image id within the transaction (a cursor, never back):
+    # two claimers then never wait for each other's seat inserts in a cycle, so no deadlock.
+    # An image lost to a concurrent claim is not looked at again in this call.
+    after_id = 0
     while len(seats) < size:
-        candidates = list(
-            claimable_images(study=study, annotator=annotator, now=now)
-            .exclude(pk__in=lost)
-            .only("id")[: size - len(seats) + CLAIM_SPARE_CANDIDATES]
+        candidates = _claim_candidates(
+            study=study, annotator=annotator, now=now, need=size - len(seats), after_id=after_id
         )
         if not candidates:
             break
         for image in candidates:
+            after_id = image.pk
             seat = _seat_try_claim(
                 image=image, annotator=annotator, n=n, now=now, expires_at=expires_at, completed=False
             )
-            if seat is None:
-                lost.add(image.pk)  # others filled it meanwhile: do not look at it again in this call
-                continue
-            seats.append(seat)
-            if len(seats) >= size:
-                break
+            if seat is not None:
+                seats.append(seat)
+                if len(seats) >= size:
+                    break
     # One query for the images to show, in the order they will be shown.
     return list(
         Assignment.objects.filter(pk__in=[seat.pk for seat in seats])
@@ -360,13 +394,12 @@ def annotation_submit(
             "(never handed out to you, or your reservation expired and went back to the pool)."
         )
     existing = Label.objects.filter(image=image, annotator=annotator).first()
-    if existing is not None and (
-        (request_id and existing.request_id == request_id)
-        or (existing.value == value and existing.reason == reason)
-    ):
+    if _is_repeat(existing, value, reason, request_id):
         return existing  # double submit: already stored
-    _refuse_if_decided(image)
-    label, _ = _label_write(
+    final = FinalLabel.objects.filter(image=image).first()
+    _refuse_if_decided(image, final)
+    label = _label_write(
+        label=existing,
         image=image,
         annotator=annotator,
         value=value,
@@ -375,7 +408,7 @@ def annotation_submit(
         request_id=request_id,
     )
     _seat_complete(seat, now)
-    _final_label_sync(image=image, study=study, changed_by=annotator, now=now)
+    _final_label_sync(image=image, study=study, final=final, changed_by=annotator, now=now)
     return label
 
 
@@ -419,9 +452,10 @@ def label_import(*, image: Image, annotator: AbstractBaseUser, value: str, reaso
     study = image.study
     reason = _validate_label(study, value, reason)
     existing = Label.objects.filter(image=image, annotator=annotator).first()
-    if existing is not None and existing.value == value and existing.reason == reason:
+    if _is_repeat(existing, value, reason):
         return existing
-    _refuse_if_decided(image)
+    final = FinalLabel.objects.filter(image=image).first()
+    _refuse_if_decided(image, final)
     study.annotators.add(annotator)
     seat = Assignment.objects.select_for_update().filter(image=image, annotator=annotator).first()
     if seat is None:
@@ -443,10 +477,16 @@ def label_import(*, image: Image, annotator: AbstractBaseUser, value: str, reaso
                 f"Image {image.source_path} already has its {study.labels_per_image} annotators ({holders})."
             )
     _seat_complete(seat, now)
-    label, _ = _label_write(
-        image=image, annotator=annotator, value=value, reason=reason, duration_ms=None, request_id=""
+    label = _label_write(
+        label=existing,
+        image=image,
+        annotator=annotator,
+        value=value,
+        reason=reason,
+        duration_ms=None,
+        request_id="",
     )
-    _final_label_sync(image=image, study=study, changed_by=annotator, now=now)
+    _final_label_sync(image=image, study=study, final=final, changed_by=annotator, now=now)
     return label
 
 
