@@ -3,9 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.contrib.auth.decorators import login_required
 from django.urls import include, path
-from django.views.static import serve
 from rest_framework.schemas import get_schema_view
 
 from config import views
@@ -29,11 +27,5 @@ urlpatterns = [
         ),
         name="openapi-schema",
     ),
-    # Images are served by Django itself so the app runs stand-alone with no web server; file
-    # names are content hashes, so a URL reveals nothing about the prompt or the model.
-    path(
-        f"{settings.MEDIA_URL.strip('/')}/<path:path>",
-        login_required(serve),
-        {"document_root": settings.MEDIA_ROOT},
-    ),
+    path(f"{settings.MEDIA_URL.strip('/')}/<path:path>", views.media, name="media"),
 ]

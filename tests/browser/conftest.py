@@ -80,18 +80,6 @@ def page(browser: Any) -> Iterator[Any]:
     context.close()
 
 
-@pytest.fixture(autouse=True)
-def _serve_media_from_test_root(_media_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """config/urls.py binds the media view's document_root to MEDIA_ROOT at import time; point
-    it at this test's MEDIA_ROOT so the live server serves the images the factories wrote."""
-    from django.urls import get_resolver
-
-    for pattern in get_resolver().url_patterns:
-        default_args = getattr(pattern, "default_args", None)
-        if default_args and "document_root" in default_args:
-            monkeypatch.setitem(default_args, "document_root", _media_root)
-
-
 def _login(page: Any, live_server: Any, user: Any) -> None:
     """Log ``user`` in through the login form (keyboard: type, Enter) and wait for home."""
     page.goto(f"{live_server.url}/accounts/login/")
