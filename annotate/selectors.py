@@ -185,13 +185,16 @@ def annotator_progress(*, study: Study, annotator: AbstractBaseUser, now: dateti
         .filter(~Exists(Assignment.objects.filter(image=OuterRef("pk"), annotator=annotator)))
         .filter(~Exists(FinalLabel.objects.filter(image=OuterRef("pk"), source__in=DECIDED_SOURCES)))
     )
-    # Of those, the ones others hold all remaining seats of right now are not takeable.
+    # Of those, the ones others hold all remaining seats of right now are not takeable. Only
+    # images with an open seat can be such: a handful (annotators x queue size), looked up
+    # first so the live-seat count never runs over the whole study.
+    with_open_seat = list(
+        Assignment.objects.filter(image__study=study, completed_at__isnull=True, expires_at__gt=now)
+        .values_list("image_id", flat=True)
+        .distinct()
+    )
     held_by_others = (
-        unfinished.filter(
-            Exists(
-                Assignment.objects.filter(image=OuterRef("pk"), completed_at__isnull=True, expires_at__gt=now)
-            )
-        )
+        unfinished.filter(pk__in=with_open_seat)
         .annotate(
             live_seats=_count_subquery(
                 Assignment.objects.filter(live_seats_filter(now), image=OuterRef("pk"))
@@ -199,7 +202,7 @@ def annotator_progress(*, study: Study, annotator: AbstractBaseUser, now: dateti
         )
         .filter(live_seats__gte=study.labels_per_image)
     )
-    claimable = unfinished.count() - held_by_others.count()
+    claimable = unfinished.count() - (held_by_others.count() if with_open_seat else 0)
     return Progress(done=done, remaining=open_seats + claimable)
 
 
