@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from sklearn.metrics import cohen_kappa_score
 
 from reports.report import agreement_report, bias_report
 from reports.selectors import latest_detector_versions
-from tests.factories import ImageFactory, LabelFactory, PredictionFactory, PromptFactory
+from tests.factories import FinalLabelFactory, ImageFactory, LabelFactory, PredictionFactory, PromptFactory
 
 # ------------------------------------------------------------------ agreement
 
@@ -227,3 +229,18 @@ def test_an_empty_study_gives_an_empty_report(db):
         "human": {},
         "detectors": {},
     }
+
+
+def test_the_number_of_queries_does_not_grow_with_images_or_predictions(report_study):
+    with CaptureQueriesContext(connection) as before:
+        bias_report(study=report_study.study, bootstrap=0)
+    prompt = report_study.images["sdxl_gym"][0].prompt
+    for verdict in ("male", "female", "filtered", "male"):
+        image = ImageFactory(study=report_study.study, prompt=prompt, t2i_model="sdxl")
+        FinalLabelFactory(image=image, value="male")
+        PredictionFactory(image=image, detector="fake", version="2", verdict=verdict)
+        PredictionFactory(image=image, detector="blind", version="0", verdict=verdict)
+    with CaptureQueriesContext(connection) as after:
+        report = bias_report(study=report_study.study, bootstrap=0)
+    assert len(after) == len(before)
+    assert report["coverage"]["final_labels"] == 18
