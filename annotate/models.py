@@ -241,6 +241,11 @@ class LabelRevision(models.Model):
     reason = models.TextField(blank=True)
     changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     changed_at = models.DateTimeField(auto_now_add=True)
+    request_id = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="Client token of the submit that made this change; a late retry of it changes nothing.",
+    )
 
     class Meta:
         ordering = ["changed_at", "id"]

@@ -190,18 +190,23 @@ def _label_write(
             duration_ms=duration_ms,
             request_id=request_id,
         )
-    LabelRevision.objects.create(label=label, value=value, reason=reason, changed_by=annotator)
+    LabelRevision.objects.create(
+        label=label, value=value, reason=reason, changed_by=annotator, request_id=request_id
+    )
     return label
 
 
 def _is_repeat(label: Label | None, value: str, reason: str, request_id: str = "") -> bool:
-    """A double key press or a retried POST: same request id, or same value and reason."""
+    """A double key press or a retried POST: same value and reason as now, or the request id
+    of the current label or of any earlier change to it (a retry that arrives after a later
+    correction must not undo that correction)."""
     if label is None:
         return False
-    return bool(request_id and label.request_id == request_id) or (label.value, label.reason) == (
-        value,
-        reason,
-    )
+    if (label.value, label.reason) == (value, reason):
+        return True
+    if not request_id:
+        return False
+    return label.request_id == request_id or label.revisions.filter(request_id=request_id).exists()
 
 
 def _final_revision_append(final: FinalLabel) -> None:
@@ -429,7 +434,11 @@ def annotation_previous(*, study: Study, annotator: AbstractBaseUser, before: Im
         .order_by("-id")
     )
     if before is not None:
-        anchor = Label.objects.filter(image=before, annotator=annotator).values_list("id", flat=True).first()
+        anchor = (
+            Label.objects.filter(image=before, image__study=study, annotator=annotator)
+            .values_list("id", flat=True)
+            .first()
+        )
         if anchor is not None:
             labels = labels.filter(id__lt=anchor)
     label = labels.first()

@@ -488,3 +488,16 @@ def test_resubmitting_the_same_request_after_a_change_stores_nothing_new(study, 
     services.annotation_submit(image=image, annotator=annotator_a, value="female", request_id="r2")
     services.annotation_submit(image=image, annotator=annotator_a, value="female", request_id="r2")
     assert list(LabelRevision.objects.values_list("value", flat=True)) == ["male", "female"]
+
+
+def test_late_retry_of_an_earlier_request_does_not_undo_a_correction(study, annotator_a, make_images):
+    image = make_images(1)[0]
+    services.assignment_queue(study=study, annotator=annotator_a, size=1)
+    services.annotation_submit(image=image, annotator=annotator_a, value="male", request_id="r1")
+    services.annotation_submit(image=image, annotator=annotator_a, value="female", request_id="r2")
+    label = services.annotation_submit(image=image, annotator=annotator_a, value="male", request_id="r1")
+    assert label.value == "female"
+    assert list(LabelRevision.objects.values_list("value", "request_id")) == [
+        ("male", "r1"),
+        ("female", "r2"),
+    ]
