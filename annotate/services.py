@@ -332,7 +332,9 @@ def assignment_queue(
     ).exclude(image__final_label__source__in=DECIDED_SOURCES)
     # Sliding expiry: an annotator who keeps asking for work keeps the seats already handed to
     # them (the preloaded images too); an expired seat nobody took is simply theirs again.
-    mine_open.update(expires_at=expires_at)
+    # Only seats past half their time are renewed, so most calls write nothing here.
+    half_timeout = timedelta(seconds=study.claim_timeout_seconds / 2)
+    mine_open.filter(expires_at__lt=now + half_timeout).update(expires_at=expires_at)
     seats = list(mine_open.order_by("claimed_at", "image_id"))
 
     n = study.labels_per_image
