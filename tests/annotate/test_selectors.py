@@ -187,3 +187,22 @@ def test_state_follows_label_changes(study, annotator_a, annotator_b, make_image
     assert selectors.image_state(image) == ImageState.AGREED
     _label(study, image, annotator_b, "female")
     assert selectors.image_state(image) == ImageState.DISPUTED
+
+
+def test_progress_leaves_out_images_others_hold_until_their_seats_expire(
+    study, annotator_a, annotator_b, make_images
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    make_images(1)
+    third = UserFactory(username="tom")
+    study.annotators.add(third)
+    services.assignment_queue(study=study, annotator=annotator_b, size=1)
+    services.assignment_queue(study=study, annotator=third, size=1)
+    assert selectors.annotator_progress(study=study, annotator=annotator_a) == selectors.Progress(0, 0)
+    later = timezone.now() + timedelta(seconds=study.claim_timeout_seconds + 1)
+    assert selectors.annotator_progress(study=study, annotator=annotator_a, now=later) == selectors.Progress(
+        0, 1
+    )
