@@ -66,7 +66,19 @@ def _lock_image(image: Image) -> Image:
     FOR NO KEY UPDATE: it serialises label writes on one image but does not block seat
     inserts, whose foreign key only takes a KEY SHARE lock on the image.
     """
-    return Image.objects.select_for_update(no_key=True, of=("self",)).select_related("study").get(pk=image.pk)
+    return (
+        Image.objects.select_for_update(no_key=True, of=("self",))
+        .select_related("study", "final_label")
+        .get(pk=image.pk)
+    )
+
+
+def _final_label_of(image: Image) -> FinalLabel | None:
+    """The final label read together with the image lock (no extra query)."""
+    try:
+        return image.final_label
+    except FinalLabel.DoesNotExist:
+        return None
 
 
 def _validate_label(study: Study, value: str, reason: str) -> str:
@@ -102,17 +114,21 @@ def _refuse_if_decided(image: Image, final: FinalLabel | None) -> None:
         )
 
 
-def _free_expired_seats(image: Image, now: datetime) -> None:
-    """Abandoned seats (reserved, never labelled, past their expiry) return to the pool.
+def _lowest_free_slot(image: Image, n: int, now: datetime) -> int | None:
+    """The lowest slot 0..N-1 with no seat, after freeing abandoned seats (reserved, never
+    labelled, past their expiry), which return to the pool here.
 
-    The WHERE clause is re-checked after any row lock wait on PostgreSQL, so a seat whose owner
-    is completing it at this moment is left alone.
+    The DELETE's WHERE clause is re-checked after any row lock wait on PostgreSQL, so a seat
+    whose owner is completing it at this moment is left alone (its slot then stays taken and
+    the insert on it fails, which the caller handles).
     """
-    Assignment.objects.filter(image=image, completed_at__isnull=True, expires_at__lte=now).delete()
-
-
-def _lowest_free_slot(image: Image, n: int) -> int | None:
-    taken = set(Assignment.objects.filter(image=image).values_list("slot", flat=True))
+    seats = list(Assignment.objects.filter(image=image).values_list("slot", "completed_at", "expires_at"))
+    abandoned = [
+        slot for slot, completed_at, expires_at in seats if completed_at is None and expires_at <= now
+    ]
+    if abandoned:
+        Assignment.objects.filter(image=image, completed_at__isnull=True, expires_at__lte=now).delete()
+    taken = {slot for slot, _, _ in seats} - set(abandoned)
     return next((slot for slot in range(n) if slot not in taken), None)
 
 
@@ -131,9 +147,8 @@ def _seat_try_claim(
     Losing a slot to a concurrent claim (IntegrityError) re-reads the taken slots and tries
     the next one: giving up on the first conflict would leave images short of N annotators.
     """
-    _free_expired_seats(image, now)
     for _attempt in range(n):
-        slot = _lowest_free_slot(image, n)
+        slot = _lowest_free_slot(image, n, now)
         if slot is None:
             return None
         try:
@@ -337,9 +352,10 @@ def assignment_queue(
     # Sliding expiry: an annotator who keeps asking for work keeps the seats already handed to
     # them (the preloaded images too); an expired seat nobody took is simply theirs again.
     # Only seats past half their time are renewed, so most calls write nothing here.
-    half_timeout = timedelta(seconds=study.claim_timeout_seconds / 2)
-    mine_open.filter(expires_at__lt=now + half_timeout).update(expires_at=expires_at)
+    renew_before = now + timedelta(seconds=study.claim_timeout_seconds / 2)
     seats = list(mine_open.order_by("claimed_at", "image_id"))
+    if any(seat.expires_at < renew_before for seat in seats):
+        mine_open.filter(expires_at__lt=renew_before).update(expires_at=expires_at)
 
     n = study.labels_per_image
     # Claims go in strictly ascending image id within the transaction (a cursor, never back):
@@ -407,7 +423,7 @@ def annotation_submit(
     existing = Label.objects.filter(image=image, annotator=annotator).first()
     if _is_repeat(existing, value, reason, request_id):
         return existing  # double submit: already stored
-    final = FinalLabel.objects.filter(image=image).first()
+    final = _final_label_of(image)
     _refuse_if_decided(image, final)
     label = _label_write(
         label=existing,
@@ -469,7 +485,7 @@ def label_import(*, image: Image, annotator: AbstractBaseUser, value: str, reaso
     existing = Label.objects.filter(image=image, annotator=annotator).first()
     if _is_repeat(existing, value, reason):
         return existing
-    final = FinalLabel.objects.filter(image=image).first()
+    final = _final_label_of(image)
     _refuse_if_decided(image, final)
     study.annotators.add(annotator)
     seat = Assignment.objects.select_for_update().filter(image=image, annotator=annotator).first()
