@@ -118,6 +118,8 @@ REST_FRAMEWORK = {
 BIASLAB_IMAGE_FORMATS = env_list("BIASLAB_IMAGE_FORMATS", ["PNG", "JPEG", "WEBP"])
 # Decompression-bomb guard: images above this many pixels are rejected, never decoded.
 BIASLAB_MAX_IMAGE_PIXELS = env_int("BIASLAB_MAX_IMAGE_PIXELS", 40_000_000)
+# Per image file, and per uploaded zip (packed and unpacked).
+BIASLAB_MAX_IMAGE_BYTES = env_int("BIASLAB_MAX_IMAGE_BYTES", 256 * 1024**2)
 BIASLAB_MAX_UPLOAD_BYTES = env_int("BIASLAB_MAX_UPLOAD_BYTES", 2 * 1024**3)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024**2
 FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024**2
