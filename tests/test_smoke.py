@@ -43,9 +43,9 @@ def test_login_page_renders_for_anonymous_visitors(client):
 
 
 @pytest.mark.django_db
-def test_image_files_are_served_to_logged_in_users_only(client, client_for, annotator_a, _media_root):
-    (_media_root / "images").mkdir()
-    (_media_root / "images" / "x.png").write_bytes(b"png-bytes")
+def test_image_files_are_served_to_logged_in_users_only(client, client_for, annotator_a, settings):
+    (settings.MEDIA_ROOT / "images").mkdir()
+    (settings.MEDIA_ROOT / "images" / "x.png").write_bytes(b"png-bytes")
     assert client.get("/media/images/x.png").status_code == 302  # to the login page
     response = client_for(annotator_a).get("/media/images/x.png")
     assert response.status_code == 200
