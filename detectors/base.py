@@ -37,6 +37,10 @@ class UnknownDetector(DetectorError):
     """No detector is registered under that name."""
 
 
+class DetectorOptionError(DetectorError, ValueError):
+    """An option the detector does not take, or a value it cannot use. Raised by the constructor."""
+
+
 @dataclass(frozen=True)
 class DetectorOutput:
     """What a detector says about one image."""
@@ -75,8 +79,19 @@ class Detector:
     #: with the weights identifier it forms the stored prediction version.
     version: ClassVar[str] = "1"
     description: ClassVar[str] = ""
+    #: The options this detector takes besides ``device``, name → what it does. They arrive as
+    #: ``registry.get(key, **options)`` or ``run_detectors --option NAME=VALUE``; any other name
+    #: is refused by ``__init__`` (a typo must not silently run the defaults).
+    option_help: ClassVar[dict[str, str]] = {}
 
     def __init__(self, *, device: str = "cpu", **options: Any) -> None:
+        unknown = sorted(set(options) - set(self.option_help))
+        if unknown:
+            known = ", ".join(sorted(self.option_help)) or "none"
+            raise DetectorOptionError(
+                f"{self.key or type(self).__name__} does not take the option(s) {', '.join(unknown)}; "
+                f"its options: {known}."
+            )
         self.device = device
         self.options = options
         self._loaded = False

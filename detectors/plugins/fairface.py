@@ -121,6 +121,13 @@ class FairFaceDetector(Detector):
     key: ClassVar[str] = "fairface"
     version: ClassVar[str] = "1"
     description: ClassVar[str] = "dlib CNN faces, 5-point alignment, FairFace ResNet-34 gender head."
+    option_help: ClassVar[dict[str, str]] = {
+        "weights": f"the {CHECKPOINT_NAME} file or its folder; overrides BIASLAB_FAIRFACE_WEIGHTS",
+        "max_side": "longer side images are resized to before face detection (default 800, FairFace's)",
+        "upsample": "dlib CNN upsampling (default 1, FairFace's; 0 is ~4x faster, misses small faces)",
+        "several_ratio": "second-largest face area over the largest's above which an image is "
+        "filtered several_people (default 0.5)",
+    }
 
     def __init__(
         self,
@@ -141,16 +148,15 @@ class FairFaceDetector(Detector):
 
     @property
     def version_id(self) -> str:
-        """``1+<checkpoint file name>``; the face-detection settings are part of it when changed."""
-        import os
+        """``1+<checkpoint file name>``; the face and several-people settings join it when changed."""
+        from detectors.weights import configured_value, weights_label
 
-        from detectors.weights import weights_env_var
-
-        value = self.weights or os.environ.get(weights_env_var(self.key), "").strip()
-        name = Path(value).name if value else "unconfigured"
-        if Path(value).is_dir():
-            name = CHECKPOINT_NAME
+        value = configured_value(self.key, override=self.weights)
+        # A folder is read for CHECKPOINT_NAME inside it (checkpoint_path), so name that file.
+        name = CHECKPOINT_NAME if value and Path(value).is_dir() else weights_label(value)
         settings = "" if (self.max_side, self.upsample) == (800, 1) else f"@{self.max_side}u{self.upsample}"
+        if self.several_ratio != 0.5:  # it changes verdicts, so a changed one is a new version
+            settings += f"+several{self.several_ratio:g}"
         return f"{self.version}+{name}{settings}"
 
     def load(self) -> None:
@@ -158,7 +164,12 @@ class FairFaceDetector(Detector):
         from detectors.weights import resolve_weights, weights_env_var
 
         var = weights_env_var(self.key)
-        path = checkpoint_path(resolve_weights(self.key, self.weights, config_names=()), var)
+        what = (
+            f"the FairFace checkpoint {CHECKPOINT_NAME} (github.com/dchen236/FairFace) or a folder holding it"
+        )
+        path = checkpoint_path(
+            resolve_weights(self.key, config_names=(), override=self.weights, what=what), var
+        )
         faces.load_models("cnn", align=True)
         from detectors.torch_compat import ensure_torchvision
 

@@ -43,11 +43,18 @@ if TYPE_CHECKING:
 
 Box = tuple[float, float, float, float]  # x1, y1, x2, y2
 
+CHECKPOINT_WHAT = (
+    "MiVOLO's checkpoint file model_imdb_cross_person_4.22_99.46.pth.tar (linked from "
+    "github.com/WildChlamydia/MiVOLO, the IMDB-clean person+face model the paper used)"
+)
+DETECTOR_WHAT = (
+    "MiVOLO's person and face detector file yolov8x_person_face.pt (linked from the same repository)"
+)
 INSTALL_HINT = (
     "MiVOLO's code is not installed. Install it from the authors' repository "
     "(pip install 'mivolo @ git+https://github.com/WildChlamydia/MiVOLO'; it needs timm 0.8.13.dev0 "
-    "and the ultralytics release it was written for — use a separate environment if they clash "
-    "with this project's pins), then set BIASLAB_MIVOLO_WEIGHTS to the checkpoint "
+    "and the ultralytics 8.0/8.1 release its requirements.txt pins — use a separate environment, "
+    "as they clash with this project's pins), then set BIASLAB_MIVOLO_WEIGHTS to the checkpoint "
     "(model_imdb_cross_person_4.22_99.46.pth.tar) and BIASLAB_MIVOLO_DETECTOR_WEIGHTS to "
     "yolov8x_person_face.pt."
 )
@@ -132,6 +139,17 @@ def subjects_from_result(result: Any) -> list[Subject]:
     return subjects
 
 
+def _weights_file(key: str, given: str | None, what: str) -> str:
+    from detectors.weights import resolve_weights, weights_env_var
+
+    path = resolve_weights(key, config_names=(), override=given, what=what)
+    if not Path(path).is_file():
+        raise DetectorUnavailable(
+            f"{weights_env_var(key)} must name a file, got the folder {path!r}: {what}."
+        )
+    return path
+
+
 def _import_mivolo() -> tuple[Any, Any]:
     """MiVOLO's model and detector classes (the package moved them from ``model`` to ``modeling``)."""
     try:
@@ -150,6 +168,13 @@ class MiVoloDetector(Detector):
     key: ClassVar[str] = "mivolo"
     version: ClassVar[str] = "1"
     description: ClassVar[str] = "MiVOLO age/gender (IMDB-clean, person+face crops), largest-person rule."
+    option_help: ClassVar[dict[str, str]] = {
+        "weights": "the MiVOLO checkpoint file; overrides BIASLAB_MIVOLO_WEIGHTS",
+        "detector_weights": "the YOLOv8 person/face file; overrides BIASLAB_MIVOLO_DETECTOR_WEIGHTS",
+        "several_ratio": "second-largest subject area over the largest's above which an image is "
+        "filtered several_people (default 0.5)",
+        "min_score": "gender probability below which an image is filtered low_confidence (default 0)",
+    }
 
     def __init__(
         self,
@@ -172,28 +197,39 @@ class MiVoloDetector(Detector):
     @property
     def version_id(self) -> str:
         """``1+<checkpoint name>+<detector name>``: file names only, the same on every host."""
-        import os
+        from detectors.weights import configured_value, weights_label
 
-        from detectors.weights import weights_env_var
-
-        names = []
-        for key, given in (("mivolo", self.weights), ("mivolo_detector", self.detector_weights)):
-            value = given or os.environ.get(weights_env_var(key), "").strip()
-            names.append(Path(value).name if value else "unconfigured")
+        names = [
+            weights_label(configured_value(key, override=given))
+            for key, given in (("mivolo", self.weights), ("mivolo_detector", self.detector_weights))
+        ]
+        # Changed decision settings change verdicts, so they make a new version.
+        if self.several_ratio != 0.5:
+            names.append(f"several{self.several_ratio:g}")
+        if self.min_score:
+            names.append(f"min{self.min_score:g}")
         return "+".join([self.version, *names])
 
     def load(self) -> None:
-        from detectors.weights import resolve_weights
+        import importlib.util
 
-        # Settings first, so a missing file is reported before a missing package.
-        checkpoint = resolve_weights("mivolo", self.weights, config_names=())
-        detector = resolve_weights("mivolo_detector", self.detector_weights, config_names=())
-        for path, var in (
-            (checkpoint, "BIASLAB_MIVOLO_WEIGHTS"),
-            (detector, "BIASLAB_MIVOLO_DETECTOR_WEIGHTS"),
+        # Every missing piece in one message (both files, the package), so a user setting up a
+        # GPU host learns in one try what to fetch, install and set.
+        problems = []
+        paths = []
+        for key, given, what in (
+            ("mivolo", self.weights, CHECKPOINT_WHAT),
+            ("mivolo_detector", self.detector_weights, DETECTOR_WHAT),
         ):
-            if not Path(path).is_file():
-                raise DetectorUnavailable(f"{var} must name a file, got the folder {path!r}.")
+            try:
+                paths.append(_weights_file(key, given, what))
+            except DetectorUnavailable as error:
+                problems.append(str(error))
+        if importlib.util.find_spec("mivolo") is None:
+            problems.append(INSTALL_HINT)
+        if problems:
+            raise DetectorUnavailable(" ".join(problems))
+        checkpoint, detector = paths
         from detectors.plugins.persons import prepare_ultralytics_env
         from detectors.torch_compat import ensure_torchvision
 

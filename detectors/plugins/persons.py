@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 WEIGHTS_KEY = "yolo"
 PERSON_CLASS = 0  # COCO's "person", the class YOLOv8's published checkpoints use
 FONT_NAMES = ("Arial.ttf", "Arial.Unicode.ttf")
+WEIGHTS_WHAT = (
+    "a YOLOv8 checkpoint file, e.g. yolov8n.pt from https://github.com/ultralytics/assets/releases "
+    "(the paper's CLIP-Enhance used YOLOv8)"
+)
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ class PersonDetector:
 
     def load(self) -> None:
         var = weights_env_var(WEIGHTS_KEY)
-        self.weights = resolve_weights(WEIGHTS_KEY, config_names=())
+        self.weights = resolve_weights(WEIGHTS_KEY, config_names=(), what=WEIGHTS_WHAT)
         if not Path(self.weights).is_file():
             raise DetectorUnavailable(f"{var} must name a YOLO checkpoint file (.pt), got {self.weights!r}.")
         prepare_ultralytics_env()

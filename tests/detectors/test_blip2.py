@@ -238,3 +238,12 @@ def test_an_answer_naming_no_gender_is_filtered_with_the_answer_kept(tiny_blip2,
 
 def test_an_empty_batch_returns_no_outputs(tiny_blip2):
     assert Blip2Detector(weights=str(tiny_blip2)).predict([]) == []
+
+
+def test_dtype_takes_the_clip_detectors_short_names_and_refuses_others():
+    from detectors.base import DetectorOptionError
+
+    assert Blip2Detector(dtype="bf16").dtype_name == "bfloat16"
+    assert Blip2Detector(dtype="float16").dtype_name == "float16"
+    with pytest.raises(DetectorOptionError, match="blip2's dtype must be one of bf16, fp16, fp32"):
+        Blip2Detector(dtype="int8")

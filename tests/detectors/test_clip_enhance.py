@@ -123,3 +123,9 @@ def test_ultralytics_gets_a_font_so_it_never_downloads_one(tmp_path: Path, monke
     assert prepare_ultralytics_env() == tmp_path
     assert (tmp_path / "Ultralytics" / "Arial.ttf").stat().st_size > 10_000
     assert (tmp_path / "Ultralytics" / "Arial.Unicode.ttf").is_file()
+
+
+def test_with_neither_yolo_nor_clip_weights_one_message_names_both_variables(monkeypatch):
+    monkeypatch.delenv("BIASLAB_CLIP_WEIGHTS", raising=False)
+    with pytest.raises(DetectorUnavailable, match=r"BIASLAB_YOLO_WEIGHTS.*BIASLAB_CLIP_WEIGHTS"):
+        registry.get("clip_enhance", face_method="hog").ensure_loaded()

@@ -89,6 +89,10 @@ def test_version_id_names_the_api_version():
     assert FacePlusPlusDetector().version_id == "1+facepp-v3-detect"
 
 
+def test_a_changed_several_people_ratio_makes_a_new_version():
+    assert FacePlusPlusDetector(several_ratio=0.7).version_id == "1+facepp-v3-detect+several0.7"
+
+
 # --- what is sent ----------------------------------------------------------------------------
 
 

@@ -184,3 +184,15 @@ def test_two_faces_side_by_side_are_filtered_as_several_people(checkpoint_dir, a
     out = FairFaceDetector(weights=str(checkpoint_dir), **FAST).predict([pair])[0]
     assert (out.verdict, out.filter_reason) == ("filtered", "several_people")
     assert out.scores["n_faces"] == 2.0
+
+
+def test_a_changed_several_people_ratio_makes_a_new_version(checkpoint_dir, monkeypatch):
+    monkeypatch.setenv("BIASLAB_FAIRFACE_WEIGHTS", str(checkpoint_dir))
+    assert FairFaceDetector(several_ratio=0.7).version_id == f"1+{CHECKPOINT_NAME}+several0.7"
+
+
+def test_without_a_checkpoint_the_message_names_the_file_to_fetch():
+    with pytest.raises(
+        DetectorUnavailable, match=f"BIASLAB_FAIRFACE_WEIGHTS to the FairFace checkpoint {CHECKPOINT_NAME}"
+    ):
+        FairFaceDetector().load()

@@ -158,3 +158,26 @@ def test_version_names_both_weight_files_without_their_folders(monkeypatch):
     assert (
         MiVoloDetector().version_id == "1+model_imdb_cross_person_4.22_99.46.pth.tar+yolov8x_person_face.pt"
     )
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mivolo") is not None, reason="MiVOLO is installed here")
+def test_with_nothing_set_one_message_names_both_files_and_the_package_to_install():
+    with pytest.raises(DetectorUnavailable) as error:
+        MiVoloDetector().load()
+    message = str(error.value)
+    for needed in (
+        "BIASLAB_MIVOLO_WEIGHTS to MiVOLO's checkpoint file model_imdb_cross_person_4.22_99.46.pth.tar",
+        "BIASLAB_MIVOLO_DETECTOR_WEIGHTS to MiVOLO's person and face detector file yolov8x_person_face.pt",
+        "pip install 'mivolo @ git+https://github.com/WildChlamydia/MiVOLO'",
+    ):
+        assert needed in message
+
+
+def test_changed_decision_settings_make_a_new_version(monkeypatch):
+    monkeypatch.setenv("BIASLAB_MIVOLO_WEIGHTS", "/m/ckpt.pth.tar")
+    monkeypatch.setenv("BIASLAB_MIVOLO_DETECTOR_WEIGHTS", "/m/det.pt")
+    assert MiVoloDetector().version_id == "1+ckpt.pth.tar+det.pt"
+    assert (
+        MiVoloDetector(several_ratio=0.7, min_score=0.6).version_id
+        == "1+ckpt.pth.tar+det.pt+several0.7+min0.6"
+    )

@@ -178,3 +178,86 @@ def test_progress_goes_to_stderr_and_the_summary_to_stdout(fake, images):
     assert "7/7 images 100.0%" in err.getvalue()
     assert "images/s" in err.getvalue()
     assert "finished: 7 predicted, 0 failed, 0 already done before this run." in out.getvalue()
+
+
+def test_options_reach_the_detector_typed_and_enter_its_version(images):
+    run("--detector", "face_gender", "--option", "face_method=hog", "--option", "face_upsample=1")
+    versions = set(Prediction.objects.values_list("version", flat=True))
+    assert len(versions) == 1
+    assert "dlib-hog-up1-max1024" in versions.pop()
+    assert Prediction.objects.count() == 7
+
+
+def test_an_unknown_option_is_refused_with_the_detectors_options_before_any_run(images):
+    with pytest.raises(
+        CommandError,
+        match=r"face_gender does not take the option\(s\) face_methd; its options: "
+        r"face_max_side, face_method, face_upsample\.",
+    ):
+        run("--detector", "face_gender", "--option", "face_methd=hog")
+    assert DetectorRun.objects.count() == 0
+
+
+def test_a_bad_option_value_names_the_detector_and_the_option(images):
+    with pytest.raises(CommandError, match=r"face_gender: face_method must be one of"):
+        run("--detector", "face_gender", "--option", "face_method=mediapipe")
+    assert DetectorRun.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ("face_method", "KEY=VALUE"),
+        ("=hog", "KEY=VALUE"),
+        ("device=cuda", "--device"),
+    ],
+)
+def test_malformed_options_are_refused(fake, bad, message):
+    with pytest.raises(CommandError, match=message):
+        run("--detector", "fake", "--option", bad)
+
+
+def test_an_option_given_twice_is_refused(fake):
+    with pytest.raises(CommandError, match="given twice"):
+        run("--detector", "fake", "--option", "a=1", "--option", "a=2")
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ("1", 1),
+        ("-2", -2),
+        ("0.9", 0.9),
+        ("1e-3", 0.001),
+        ("True", True),
+        ("false", False),
+        ("hog", "hog"),
+        ("", ""),
+        ("/models/x.pt", "/models/x.pt"),
+    ],
+)
+def test_option_values_are_read_as_int_float_bool_or_text(raw, value):
+    from detectors.management.commands.run_detectors import option_value
+
+    assert option_value(raw) == value
+    assert type(option_value(raw)) is type(value)
+
+
+def test_help_lists_every_detectors_options():
+    from detectors.management.commands.run_detectors import Command
+
+    text = Command().create_parser("manage.py", "run_detectors").format_help()
+    assert "--option KEY=VALUE" in text
+    for key in registry.available():
+        assert f"  {key}: " in text
+    assert "face_upsample (clip_enhance, clip_prob, face_gender)" in text
+
+
+@pytest.mark.parametrize("key", sorted(registry.DETECTORS))
+def test_every_detector_refuses_an_option_it_does_not_take(key):
+    from detectors.base import DetectorOptionError
+
+    with pytest.raises(
+        DetectorOptionError, match=rf"{key} does not take the option\(s\) no_such_option; its options: "
+    ):
+        registry.get(key, no_such_option=1)

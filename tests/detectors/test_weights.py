@@ -120,3 +120,68 @@ def test_configured_weights_keep_hub_ids_and_shorten_long_paths(monkeypatch: pyt
     assert len(label) < 40
     monkeypatch.setenv("BIASLAB_CLIP_WEIGHTS", long_path + "-other")
     assert configured_weights("clip") != label
+
+
+@pytest.mark.parametrize(
+    ("value", "label"),
+    [
+        ("openai/clip-vit-large-patch14", "openai/clip-vit-large-patch14"),
+        ("/mnt/gpu-host-3/models/blip2-opt-2.7b", "blip2-opt-2.7b"),
+        ("~/models/fairface.pt", "fairface.pt"),
+        ("models/res34.pt", "res34.pt"),
+        ("", "unconfigured"),
+    ],
+)
+def test_weights_label_keeps_hub_ids_and_only_the_name_of_a_local_path(value: str, label: str):
+    from detectors.weights import weights_label
+
+    assert weights_label(value) == label
+
+
+def test_weights_label_names_an_existing_relative_folder_by_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from detectors.weights import weights_label
+
+    (tmp_path / "org" / "clip-l14").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert weights_label("org/clip-l14") == "clip-l14"  # looks like a hub id, but it is here
+
+
+def test_an_explicit_weights_option_beats_the_variable_for_loading_and_labels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from detectors.weights import configured_value
+
+    given, env = tmp_path / "given.pt", tmp_path / "env.pt"
+    given.write_bytes(b"x")
+    env.write_bytes(b"x")
+    monkeypatch.setenv("BIASLAB_FAIRFACE_WEIGHTS", str(env))
+    assert configured_value("fairface", override=str(given)) == str(given)
+    assert resolve_weights("fairface", config_names=(), override=str(given)) == str(given.resolve())
+    assert resolve_weights("fairface", config_names=()) == str(env.resolve())
+
+
+def test_a_missing_weights_message_says_what_the_variable_should_point_to():
+    with pytest.raises(
+        DetectorUnavailable, match=r"set BIASLAB_MIVOLO_WEIGHTS to the checkpoint file m\.pth\.tar\."
+    ):
+        resolve_weights("mivolo", config_names=(), what="the checkpoint file m.pth.tar")
+
+
+@pytest.mark.parametrize(
+    "key", ["clip", "clip_prob", "clip_uncertain", "blip2", "facepp", "mivolo", "fairface", "clip_enhance"]
+)
+def test_a_detector_without_weights_fails_in_well_under_5_s_even_with_the_network_allowed(
+    key: str, monkeypatch: pytest.MonkeyPatch
+):
+    from detectors import registry
+
+    # Without HF_HUB_OFFLINE a hub download would retry for ~40 s: only the local cache is read.
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    options = {"face_method": "hog"} if key in ("clip_prob", "clip_enhance") else {}
+    started = time.perf_counter()
+    with pytest.raises(DetectorUnavailable, match=r"BIASLAB_\w+"):
+        registry.get(key, **options).ensure_loaded()
+    assert time.perf_counter() - started < 5

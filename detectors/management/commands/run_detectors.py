@@ -1,7 +1,12 @@
 """Run one detector over the images that have no prediction for it yet.
 
     python manage.py run_detectors --detector face_gender [--study gender] [--t2i-model sdxl]
-        [--batch-size 8] [--device cuda] [--shard 1/4] [--limit 1000]
+        [--batch-size 8] [--device cuda] [--shard 1/4] [--limit 1000] [--option KEY=VALUE ...]
+
+``--option KEY=VALUE`` (repeatable) passes a detector option, e.g. ``--option face_method=hog``;
+VALUE is read as an int, a float, true/false, else kept as text. Each detector lists its options
+(``Detector.option_help``, shown by ``--help``) and refuses any other name. Options that change
+verdicts are part of the detector's version, so a run with other settings predicts again.
 
 ``--shard i/n`` (1-based i) gives this worker the images with ``id % n == i - 1``; n workers on
 different machines started with 1/n … n/n cover every image exactly once. Ctrl-C or SIGTERM
@@ -11,13 +16,14 @@ continues, and once everything is predicted it does nothing and says so.
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotate.models import Study
 from detectors import registry
-from detectors.base import DetectorUnavailable, UnknownDetector
+from detectors.base import DetectorOptionError, DetectorUnavailable, UnknownDetector
 from detectors.progress import Progress, StopFlag
 from detectors.selectors import Shard
 from detectors.services import detector_run
@@ -34,6 +40,15 @@ class Command(BaseCommand):
         parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps …")
         parser.add_argument("--shard", default="", help="i/n: this worker's share (1-based i).")
         parser.add_argument("--limit", type=int, default=None, help="Stop after this many images.")
+        parser.add_argument(
+            "--option",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="A detector option (repeatable); VALUE is read as int, float, true/false or text. "
+            "Options per detector:\n" + _options_help(),
+        )
+        parser.formatter_class = argparse.RawTextHelpFormatter
 
     def handle(self, *args: Any, **opts: Any) -> None:
         if opts["batch_size"] < 1:
@@ -44,11 +59,14 @@ class Command(BaseCommand):
             shard = Shard.parse(opts["shard"]) if opts["shard"] else None
         except ValueError as exc:
             raise CommandError(str(exc)) from None
+        options = parse_options(opts["option"])
         study = self._study(opts["study"])
         try:
-            detector = registry.get(opts["detector"], device=opts["device"])
+            detector = registry.get(opts["detector"], device=opts["device"], **options)
         except UnknownDetector as exc:
             raise CommandError(str(exc)) from None
+        except (DetectorOptionError, ValueError, TypeError) as exc:  # a bad option value
+            raise CommandError(f"{opts['detector']}: {exc}") from None
         except DetectorUnavailable as exc:
             raise CommandError(f"{opts['detector']} is unavailable: {exc}") from None
         except ImportError as exc:  # a plugin whose package is not installed here
@@ -86,3 +104,49 @@ class Command(BaseCommand):
         except Study.DoesNotExist:
             known = ", ".join(Study.objects.values_list("slug", flat=True)) or "none"
             raise CommandError(f"No study {slug!r}. Studies: {known}.") from None
+
+
+def parse_options(pairs: list[str]) -> dict[str, Any]:
+    """``["face_upsample=1", "face_method=hog"]`` → ``{"face_upsample": 1, "face_method": "hog"}``."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise CommandError(f"--option wants KEY=VALUE, e.g. face_method=hog; got {pair!r}.")
+        if key == "device":
+            raise CommandError("Set the device with --device, not --option device=….")
+        if key in options:
+            raise CommandError(f"--option {key} is given twice.")
+        options[key] = option_value(raw.strip())
+    return options
+
+
+def option_value(raw: str) -> int | float | bool | str:
+    """The typed value of an option: int, float, true/false (any case), else the text itself."""
+    for cast in (int, float):
+        try:
+            return cast(raw)
+        except ValueError:
+            pass
+    lowered = raw.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    return raw
+
+
+def _options_help() -> str:
+    """Every registered detector's option names, then what each option does (imports the plugin
+    modules, which import neither torch nor dlib at module level)."""
+    names, meanings = [], {}
+    for key in registry.available():
+        try:
+            help_by_option = registry.detector_class(key).option_help
+        except ImportError as exc:  # a plugin outside the repo that cannot import here
+            names.append(f"  {key}: cannot be imported here ({exc})")
+            continue
+        names.append(f"  {key}: {', '.join(sorted(help_by_option)) or 'no options'}")
+        for name, text in help_by_option.items():
+            meanings.setdefault((name, text), []).append(key)
+    lines = [f"  {name} ({', '.join(keys)}): {text}" for (name, text), keys in sorted(meanings.items())]
+    return "\n".join([*names, "What they do:", *lines])
