@@ -49,7 +49,10 @@ import django  # noqa: E402
 django.setup()
 
 from django.contrib.auth import get_user_model  # noqa: E402
+from django.contrib.auth.models import Group  # noqa: E402
+from django.core.cache import cache  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
+from django.test import Client  # noqa: E402
 from django.test.utils import setup_test_environment, teardown_test_environment  # noqa: E402
 
 from annotate.models import FinalLabel, FinalLabelSource, Image, Label, Prompt, Study  # noqa: E402
@@ -290,13 +293,57 @@ def bench_case(name: str, study: Study, *, repeat: int, bootstrap: int) -> None:
         f"{name}: {n_images:,} images, {n_predictions:,} predictions, {len(report['detectors'])} detectors: "
         f"bias_report (bootstrap={bootstrap}) median {statistics.median(seconds):.2f} s wall "
         f"(min {min(seconds):.2f}, max {max(seconds):.2f}; Python CPU median {statistics.median(cpu):.2f} s); "
-        f"without bootstrap median {statistics.median(sql_only):.2f} s wall"
+        f"without bootstrap median {statistics.median(sql_only):.2f} s wall  [{_load()}]"
     )
     for model, human in report["human"].items():
         print(f"    human {model}: model bias score {human['model_bias_score']:.3f} ci95 {human['ci95']}")
     first = next(iter(report["detectors"].values()), None)
     if first:
         print(f"    first detector filtering: {first['filtering']}")
+
+
+# Pages a researcher waits for, then the downloads behind their links (name, path).
+PAGES = (
+    ("overview page", "/reports/"),
+    ("heatmap page", "/reports/heatmap/"),
+    ("model_bias chart svg", "/reports/charts/model_bias.svg"),
+    ("heatmap chart svg", "/reports/charts/heatmap.svg"),
+    ("histogram chart svg", "/reports/charts/histogram.svg"),
+    ("model_bias table csv", "/reports/tables/model_bias.csv"),
+    ("model_bias table tex", "/reports/tables/model_bias.tex"),
+    ("prompt_scores table csv", "/reports/tables/prompt_scores.csv"),
+)
+
+
+def researcher_client() -> Client:
+    user = get_user_model().objects.get_or_create(username="bench-researcher")[0]
+    user.groups.add(Group.objects.get_or_create(name="researcher")[0])
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _load() -> str:
+    return "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+
+
+def bench_pages(name: str, study: Study, *, repeat: int) -> None:
+    """Each page as a logged-in researcher's ``Client().get``: cold (report cache cleared before
+    the request, i.e. the first visit after a write) and warm (the same request again)."""
+    client = researcher_client()
+    query = {"study": study.slug}
+    for label, path in PAGES:
+        cold, warm = [], []
+        for _ in range(repeat):
+            cache.clear()
+            seconds, response = timed(lambda path=path: client.get(path, query))
+            assert response.status_code == 200, (path, response.status_code)
+            cold.append(seconds)
+            warm.append(timed(lambda path=path: client.get(path, query))[0])
+        print(
+            f"    {name} {label:<24} cold median {statistics.median(cold):.3f} s "
+            f"(max {max(cold):.3f}), warm median {statistics.median(warm):.3f} s  [{_load()}]"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -306,6 +353,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--detectors", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--bootstrap", type=int, default=1000)
+    parser.add_argument("--no-pages", action="store_true", help="time bias_report only, not the pages")
     args = parser.parse_args(argv)
 
     setup_test_environment()
@@ -323,12 +371,16 @@ def main(argv: Sequence[str] | None = None) -> None:
             seconds, study = timed(lambda: _atomic(lambda: write_with_bulk_create("small", data)))
             print(f"small case written with bulk_create in {seconds:.1f} s")
             bench_case("small", study, repeat=args.repeat, bootstrap=args.bootstrap)
+            if not args.no_pages:
+                bench_pages("small", study, repeat=args.repeat)
         if args.big_images:
             data = simulate(args.big_images, args.detectors, seed=2)
             seconds, study = timed(lambda: _atomic(lambda: write_fast("big", data)))
             how = "COPY" if connection.vendor == "postgresql" else "executemany"
             print(f"big case written with {how} in {seconds:.1f} s")
             bench_case("big", study, repeat=args.repeat, bootstrap=args.bootstrap)
+            if not args.no_pages:
+                bench_pages("big", study, repeat=args.repeat)
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)
         teardown_test_environment()

@@ -11,6 +11,7 @@ nothing here touches the database.
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 from collections.abc import Mapping, Sequence
@@ -87,6 +88,7 @@ def _draw(fmt: str, build: Any, *args: Any, **kwargs: Any) -> bytes:
         return _save(fig, fmt)
 
 
+@functools.cache
 def _diverging_cmap() -> Any:
     from matplotlib.colors import LinearSegmentedColormap
 
@@ -96,13 +98,24 @@ def _diverging_cmap() -> Any:
     return cmap
 
 
+@functools.cache
+def _diverging_hexes() -> tuple[str, ...]:
+    """The colormap's 257 levels as #rrggbb: the heatmap page colours thousands of cells, and
+    building the colormap per cell cost about 0.1 ms each."""
+    from matplotlib.colors import to_hex
+
+    cmap = _diverging_cmap()
+    return tuple(to_hex(cmap(i)) for i in range(cmap.N))
+
+
 def diverging_hex(score: float | None) -> str:
     """The heatmap colour of a score as #rrggbb, for HTML cells drawn to match the figure."""
     if score is None:
         return NO_SCORE_COLOUR
-    from matplotlib.colors import to_hex
-
-    return to_hex(_diverging_cmap()((max(-1.0, min(1.0, score)) + 1) / 2))
+    hexes = _diverging_hexes()
+    # The level matplotlib picks for (score + 1) / 2 in [0, 1]: floor(x * N), the top clipped.
+    level = int((max(-1.0, min(1.0, score)) + 1) / 2 * len(hexes))
+    return hexes[min(level, len(hexes) - 1)]
 
 
 # --- model bias score (paper table 1 as a chart) ------------------------------------------------

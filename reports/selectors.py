@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.db import connection
 from django.db.models import Count, Max, Q, QuerySet
 
 from annotate.models import Image, Study
@@ -217,3 +218,34 @@ def check_filters(
             or "none"
         )
         raise UnknownFilter(f"No predictions of detector '{detector}' (detectors: {known}).")
+
+
+def data_fingerprint() -> tuple[Any, ...]:
+    """A cheap summary of every row a report reads, which any write through the services changes.
+
+    Per table: row count and highest id (an insert raises the id, a delete lowers the count), plus
+    the last change time of the rows that are updated in place: labels (``updated_at``, agreement)
+    and final labels (``decided_at``; every final-label change also appends a
+    FinalLabelRevision). Predictions are insert-only (a re-run inserts; conflicts are ignored).
+    One query of scalar sub-selects: counts and maxima, each a single index or table scan.
+    """
+    from annotate.models import FinalLabel, FinalLabelRevision, Label, Prompt
+
+    parts = []
+    for model, extra in (
+        (Study, None),
+        (Prompt, None),
+        (Image, None),
+        (FinalLabel, "decided_at"),
+        (FinalLabelRevision, None),
+        (Label, "updated_at"),
+        (Prediction, None),
+    ):
+        table = connection.ops.quote_name(model._meta.db_table)
+        parts += [f"(SELECT COUNT(*) FROM {table})", f"(SELECT MAX(id) FROM {table})"]
+        if extra:
+            parts.append(f"(SELECT MAX({connection.ops.quote_name(extra)}) FROM {table})")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join(parts))
+        row = cursor.fetchone()
+    return tuple(str(v) if v is not None and not isinstance(v, int) else v for v in row)

@@ -15,4 +15,5 @@ urlpatterns = [
     path("detectors/<str:detector>/", views.detector_detail, name="detector"),
     path("tables/<slug:name>.<slug:fmt>", views.table_download, name="table"),
     path("charts/<slug:name>.<slug:fmt>", views.chart_download, name="chart"),
+    path("charts/view/<slug:name>.<slug:fmt>", views.chart_image, name="chart_image"),
 ]

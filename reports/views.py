@@ -11,6 +11,7 @@ requests (the filter form swaps only that region) and the whole page otherwise.
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,18 +20,34 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib.auth.views import redirect_to_login
+from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseNotAllowed
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponseNotAllowed,
+    HttpResponseNotModified,
+)
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 
 from annotate import roles
 from annotate.models import Prompt, Study
 from reports import charts, drilldown, tables
+from reports import selectors as sel
 from reports.metrics import prompt_bias_score
 
 View = Callable[..., HttpResponse]
 GALLERY_PAGE_SIZE = 24
+BOOTSTRAP = 1000
+# Reports, grids and charts are cached under the data fingerprint (``reports.selectors.
+# data_fingerprint``), so a write through the services shows on the next request; the timeout
+# only bounds how long an in-place edit that bypasses them (e.g. a prompt's word changed in the
+# Django admin) can go unseen.
+CACHE_SECONDS = 600
 TABLE_FORMATS = {"csv": "text/csv; charset=utf-8", "tex": "application/x-tex; charset=utf-8"}
 
 
@@ -68,6 +85,7 @@ class Filters:
     category: str | None
     detector: str | None
     options: drilldown.FilterOptions
+    fingerprint: tuple[Any, ...] = ()
 
     def params(self, **overrides: str | None) -> dict[str, str]:
         values = {
@@ -114,20 +132,61 @@ def parse_filters(request: HttpRequest) -> Filters:
             label = name.replace("_", " ").replace("t2i", "T2I")
             raise BadFilter(f"No {label} {value!r} in {'study ' + study.name if study else 'any study'}.")
         chosen[name] = value
-    return Filters(study=study, options=options, **chosen)
+    return Filters(study=study, options=options, fingerprint=sel.data_fingerprint(), **chosen)
 
 
-def _bias_report(filters: Filters, *, bootstrap: int = 1000) -> dict[str, Any]:
-    """The report of issue 4's JSON contract for the filters (category is applied by the pages)."""
+def _cache_key(filters: Filters, kind: str, **scope: Any) -> str:
+    raw = repr((kind, sorted(scope.items()), filters.fingerprint))
+    return "reports:" + hashlib.sha256(raw.encode()).hexdigest()
+
+
+def _cached(filters: Filters, kind: str, compute: Callable[[], Any], **scope: Any) -> Any:
+    """``compute()``, cached under (kind, scope, the data fingerprint of this request).
+
+    Any write changes the fingerprint, so a cached value is never shown after the data changed;
+    old entries are simply never asked for again (the cache evicts them).
+    """
+    key = _cache_key(filters, kind, **scope)
+    value = cache.get(key)
+    if value is None:
+        value = compute()
+        cache.set(key, value, CACHE_SECONDS)
+    return value
+
+
+def _report_scope(filters: Filters) -> dict[str, Any]:
+    return {
+        "study": filters.study.pk if filters.study else None,
+        "t2i_model": filters.t2i_model,
+        "detector": filters.detector,
+    }
+
+
+def _bias_report(filters: Filters, *, bootstrap: int = BOOTSTRAP) -> dict[str, Any]:
+    """The report of issue 4's JSON contract for the filters (category is applied by the pages).
+
+    Cached per filters and data fingerprint. Asked without intervals (``bootstrap=0``: heatmap,
+    tables without intervals), it reuses a cached report with intervals when there is one: only
+    the intervals differ, and those callers do not read them.
+    """
     from reports.report import bias_report  # METRICS' module; imported here, used by every page
 
-    return bias_report(
-        study=filters.study,
-        t2i_model=filters.t2i_model,
-        detector=filters.detector,
-        bootstrap=bootstrap,
-        seed=0,
-    )
+    scope = _report_scope(filters)
+    if bootstrap == 0:
+        full = cache.get(_cache_key(filters, "bias_report", **scope, bootstrap=BOOTSTRAP))
+        if full is not None:
+            return full
+
+    def compute() -> dict[str, Any]:
+        return bias_report(
+            study=filters.study,
+            t2i_model=filters.t2i_model,
+            detector=filters.detector,
+            bootstrap=bootstrap,
+            seed=0,
+        )
+
+    return _cached(filters, "bias_report", compute, **scope, bootstrap=bootstrap)
 
 
 def _render(
@@ -142,10 +201,6 @@ def _bad_filter(request: HttpRequest, error: BadFilter) -> HttpResponse:
     return HttpResponseBadRequest(f"Bad filter: {error}", content_type="text/plain; charset=utf-8")
 
 
-def _data_uri(svg: bytes) -> str:
-    return "data:image/svg+xml;base64," + base64.b64encode(svg).decode("ascii")
-
-
 def _base_context(filters: Filters, page: str) -> dict[str, Any]:
     return {"filters": filters, "options": filters.options, "query": filters.query(), "page_name": page}
 
@@ -153,18 +208,24 @@ def _base_context(filters: Filters, page: str) -> dict[str, Any]:
 # --- tables and grid ----------------------------------------------------------------------------
 
 
-def _grid(report: dict[str, Any], filters: Filters) -> tables.PromptGrid:
-    detectors = tables.detector_keys(report)
-    counts = drilldown.detector_prompt_counts(
-        study=filters.study, t2i_model=filters.t2i_model, category=filters.category, detectors=detectors
-    )
-    return tables.prompt_grid(
-        report,
-        counts,
-        prompt_ids=drilldown.prompt_ids(study=filters.study),
-        detectors=detectors,
-        category=filters.category,
-    )
+def _grid(filters: Filters) -> tables.PromptGrid:
+    """Prompts x (T2I model, source) scores (paper table 7), cached like the report."""
+
+    def compute() -> tables.PromptGrid:
+        report = _bias_report(filters, bootstrap=0)
+        detectors = tables.detector_keys(report)
+        counts = drilldown.detector_prompt_counts(
+            study=filters.study, t2i_model=filters.t2i_model, category=filters.category, detectors=detectors
+        )
+        return tables.prompt_grid(
+            report,
+            counts,
+            prompt_ids=drilldown.prompt_ids(study=filters.study),
+            detectors=detectors,
+            category=filters.category,
+        )
+
+    return _cached(filters, "grid", compute, **_report_scope(filters), category=filters.category)
 
 
 def _overview_tables(report: dict[str, Any], filters: Filters) -> list[tables.Table]:
@@ -200,7 +261,9 @@ def overview(request: HttpRequest) -> HttpResponse:
         "coverage": _coverage(report),
         "agreement": report.get("agreement", {}),
         "tables": _overview_tables(report, filters),
-        "model_bias_svg": _data_uri(charts.model_bias_chart(report, "svg")) if report.get("human") else None,
+        # The chart is an <img> the browser fetches beside the page (same cached report), so
+        # drawing it never delays the tables.
+        "model_bias_src": _chart_src("model_bias", filters) if report.get("human") else None,
         "detectors": tables.detector_keys(report),
     }
     return _render(request, "reports/overview.html", context)
@@ -246,7 +309,7 @@ def heatmap(request: HttpRequest) -> HttpResponse:
     except BadFilter as error:
         return _bad_filter(request, error)
     report = _bias_report(filters, bootstrap=0)
-    grid = _grid(report, filters)
+    grid = _grid(filters)
     sources = [tables.HUMAN, *tables.detector_keys(report)]
     source = request.GET.get("source", tables.HUMAN)
     if source not in sources:
@@ -257,10 +320,10 @@ def heatmap(request: HttpRequest) -> HttpResponse:
         "models": tables.model_keys(report),
         "sources": sources,
         "source": source,
-        "heatmap_svg": _data_uri(charts.heatmap_chart(grid, "svg")),
-        "histogram_svg": _data_uri(
-            charts.histogram_chart(grid.source_scores(source), "svg", source=_source_name(source))
-        ),
+        # Inline (a data URI of the cached chart) rather than fetched: the browser test reads the
+        # figure's size as soon as the table is there. The histogram loads beside the page.
+        "heatmap_src": _data_uri(_chart_bytes(filters, "heatmap", "svg")),
+        "histogram_src": _chart_src("histogram", filters, source=source),
         "n_scored": sum(
             1 for r in grid.rows for c in grid.columns if c[1] == source and r.scores.get(c) is not None
         ),
@@ -397,9 +460,9 @@ def _table(name: str, request: HttpRequest, filters: Filters) -> tables.Table:
             verdicts=drilldown.VERDICTS,
         )
     if name == "prompt_scores":
-        return tables.prompt_scores_table(_grid(_bias_report(filters, bootstrap=0), filters))
+        return tables.prompt_scores_table(_grid(filters))
     # Only table 1 shows bootstrap intervals; the others skip the resampling (the slow part).
-    report = _bias_report(filters, bootstrap=1000 if name == "model_bias" else 0)
+    report = _bias_report(filters, bootstrap=BOOTSTRAP if name == "model_bias" else 0)
     return next(t for t in _overview_tables(report, filters) if t.key == name)
 
 
@@ -419,28 +482,93 @@ def table_download(request: HttpRequest, name: str, fmt: str) -> HttpResponse:
     return _attachment(body, TABLE_FORMATS[fmt], f"biaslab-{name}-{filters.slug()}.{fmt}")
 
 
-@researcher_only
-def chart_download(request: HttpRequest, name: str, fmt: str) -> HttpResponse:
-    """Any dashboard chart as SVG or PNG (paper-ready: labelled axes, legend, 200 dpi)."""
+def _chart_src(name: str, filters: Filters, **extra: str) -> str:
+    """URL of a chart drawn for display in the page (``chart_image``), with the page's filters."""
+    query = urlencode(filters.params() | extra)
+    return reverse("reports:chart_image", args=[name, "svg"]) + (f"?{query}" if query else "")
+
+
+def _data_uri(svg: bytes) -> str:
+    return "data:image/svg+xml;base64," + base64.b64encode(svg).decode("ascii")
+
+
+def _chart_bytes(filters: Filters, name: str, fmt: str, source: str = "") -> bytes:
+    """A chart's file bytes, drawn once per filters and data fingerprint."""
+
+    def draw() -> bytes:
+        if name == "model_bias":
+            return charts.model_bias_chart(_bias_report(filters), fmt)
+        grid = _grid(filters)
+        if name == "heatmap":
+            return charts.heatmap_chart(grid, fmt)
+        return charts.histogram_chart(grid.source_scores(source), fmt, source=_source_name(source))
+
+    scope = _report_scope(filters) | {
+        "category": filters.category,
+        "name": name,
+        "fmt": fmt,
+        "source": source,
+    }
+    return _cached(filters, "chart", draw, **scope)
+
+
+def _chart(request: HttpRequest, name: str, fmt: str) -> tuple[Filters, str, bytes]:
+    """(filters, file stem, bytes) of a chart; raises Http404 / BadFilter. Cached like the report."""
     if fmt not in charts.FORMATS:
         raise Http404(f"Charts download as {' or '.join(charts.FORMATS)}, not {fmt!r}.")
     if name not in charts.CHART_KEYS:
         raise Http404(f"No chart {name!r}.")
+    filters = parse_filters(request)
+    source = ""
+    if name == "histogram":
+        source = request.GET.get("source", tables.HUMAN)
+        if source not in (tables.HUMAN, *tables.detector_keys(_bias_report(filters, bootstrap=0))):
+            raise BadFilter(f"No source {source!r} in the report.")
+
+    def draw() -> bytes:
+        if name == "model_bias":
+            return charts.model_bias_chart(_bias_report(filters), fmt)
+        grid = _grid(filters)
+        if name == "heatmap":
+            return charts.heatmap_chart(grid, fmt)
+        return charts.histogram_chart(grid.source_scores(source), fmt, source=_source_name(source))
+
+    scope = _report_scope(filters) | {
+        "category": filters.category,
+        "name": name,
+        "fmt": fmt,
+        "source": source,
+    }
+    body = _cached(filters, "chart", draw, **scope)
+    return filters, f"{name}-{source}" if source else name, body
+
+
+@researcher_only
+def chart_download(request: HttpRequest, name: str, fmt: str) -> HttpResponse:
+    """Any dashboard chart as SVG or PNG (paper-ready: labelled axes, legend, 200 dpi)."""
     try:
-        filters = parse_filters(request)
+        filters, stem, body = _chart(request, name, fmt)
     except BadFilter as error:
         return _bad_filter(request, error)
-    if name == "model_bias":
-        body = charts.model_bias_chart(_bias_report(filters), fmt)
+    return _attachment(body, charts.FORMATS[fmt], f"biaslab-{stem}-{filters.slug()}.{fmt}")
+
+
+@researcher_only
+def chart_image(request: HttpRequest, name: str, fmt: str) -> HttpResponse:
+    """A chart for an <img> in a page: the same bytes as the download, shown inline.
+
+    The URL does not change with the data, so the browser must revalidate (``no-cache``); the
+    ETag is the chart's cache key, so an unchanged chart costs a 304 and no drawing.
+    """
+    try:
+        _filters, _stem, body = _chart(request, name, fmt)
+    except BadFilter as error:
+        return _bad_filter(request, error)
+    etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+    if request.headers.get("If-None-Match") == etag:
+        response: HttpResponse = HttpResponseNotModified()
     else:
-        report = _bias_report(filters, bootstrap=0)
-        grid = _grid(report, filters)
-        if name == "heatmap":
-            body = charts.heatmap_chart(grid, fmt)
-        else:
-            source = request.GET.get("source", tables.HUMAN)
-            if source not in (tables.HUMAN, *tables.detector_keys(report)):
-                return _bad_filter(request, BadFilter(f"No source {source!r} in the report."))
-            body = charts.histogram_chart(grid.source_scores(source), fmt, source=_source_name(source))
-            name = f"histogram-{source}"
-    return _attachment(body, charts.FORMATS[fmt], f"biaslab-{name}-{filters.slug()}.{fmt}")
+        response = HttpResponse(body, content_type=charts.FORMATS[fmt])
+    response["ETag"] = etag
+    response["Cache-Control"] = "private, no-cache"
+    return response

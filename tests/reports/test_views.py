@@ -94,7 +94,7 @@ def test_overview_shows_every_table_with_downloads(fx, rita):
         assert f'id="table-{key}"' in html
         assert reverse("reports:table", args=[key, "csv"]) in html
         assert reverse("reports:table", args=[key, "tex"]) in html
-    assert 'src="data:image/svg+xml;base64,' in html
+    assert f'src="{reverse("reports:chart_image", args=["model_bias", "svg"])}?study=gender"' in html
 
 
 def test_overview_marks_best_and_worst_detector(fx, rita):
@@ -238,7 +238,11 @@ def test_unknown_chart_is_404(fx, rita):
 
 def test_heatmap_shows_figures_and_a_clickable_prompt_table(fx, rita):
     html = rita.get(reverse("reports:heatmap")).content.decode()
-    assert html.count('src="data:image/svg+xml;base64,') == 2
+    assert html.count('src="data:image/svg+xml;base64,') == 1  # the heatmap figure
+    assert (
+        f'src="{reverse("reports:chart_image", args=["histogram", "svg"])}?study=gender&amp;source=human"'
+        in html
+    )
     assert reverse("reports:prompt", args=[fx.lawyer.pk]) in html
     assert 'class="none"' in html  # sdxl R&D has no clear image
     assert "R&amp;D_lab 100%" in html

@@ -1,0 +1,149 @@
+"""The dashboard caches reports, grids and charts under a data fingerprint: a repeated view costs
+no report, and any write (final label, prediction, label, image) shows on the next request."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from django.urls import reverse
+
+from annotate.models import Label
+from annotate.services import final_label_set
+from reports import report as report_module
+from reports import selectors as sel
+from tests.factories import ImageFactory, PredictionFactory
+from tests.reports import dashboard_data
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def fx(study, annotator_a, annotator_b):
+    return dashboard_data.build(study, annotator_a, annotator_b)
+
+
+@pytest.fixture
+def rita(researcher, client_for):
+    return client_for(researcher)
+
+
+@pytest.fixture
+def report_calls(monkeypatch) -> list[int]:
+    """Counts the bias reports actually computed (the bootstrap value of each call)."""
+    calls: list[int] = []
+    real = report_module.bias_report
+
+    def counting(**kwargs):
+        calls.append(kwargs.get("bootstrap", 1000))
+        return real(**kwargs)
+
+    monkeypatch.setattr(report_module, "bias_report", counting)
+    return calls
+
+
+def _human_sdxl_score(rita) -> float:
+    rows = list(
+        csv.DictReader(
+            io.StringIO(rita.get(reverse("reports:table", args=["model_bias", "csv"])).content.decode())
+        )
+    )
+    return float(rows[0]["sdxl_score"])
+
+
+def test_a_repeated_overview_computes_the_report_once(fx, rita, report_calls):
+    for _ in range(2):
+        assert rita.get(reverse("reports:overview")).status_code == 200
+    assert report_calls == [1000]
+
+
+def test_pages_without_intervals_reuse_the_cached_report_with_intervals(fx, rita, report_calls):
+    rita.get(reverse("reports:overview"))
+    rita.get(reverse("reports:heatmap"))
+    rita.get(reverse("reports:table", args=["filtering", "csv"]))
+    assert report_calls == [1000]
+
+
+def test_filters_are_cached_apart(fx, rita, report_calls):
+    rita.get(reverse("reports:overview"))
+    html = rita.get(reverse("reports:overview"), {"t2i_model": "sd3"}).content.decode()
+    assert report_calls == [1000, 1000]
+    assert html.count("<tr") < rita.get(reverse("reports:overview")).content.decode().count("<tr")
+
+
+def test_a_new_final_label_shows_on_the_next_page_view(fx, rita, researcher):
+    html = rita.get(reverse("reports:overview")).content.decode()
+    assert "<strong>10 of 11 images</strong>" in html
+    final_label_set(image=fx.images[10], value="male", decided_by=researcher)
+    html = rita.get(reverse("reports:overview")).content.decode()
+    assert "<strong>11 of 11 images</strong>" in html
+
+
+def test_a_changed_final_label_changes_the_cached_scores(fx, rita, researcher):
+    assert _human_sdxl_score(rita) == pytest.approx(1 / 3)  # sdxl lawyer (2 - 1) / 3
+    final_label_set(image=fx.images[2], value="male", decided_by=researcher)  # female -> male
+    assert _human_sdxl_score(rita) == pytest.approx(1.0)  # sdxl lawyer 3 male of 3
+
+
+def test_a_new_prediction_shows_on_the_next_page_view(fx, rita):
+    def sources() -> list[str]:
+        response = rita.get(reverse("reports:table", args=["model_bias", "csv"]))
+        return [row["source"] for row in csv.DictReader(io.StringIO(response.content.decode()))]
+
+    rita.get(reverse("reports:overview"))
+    assert "newdet" not in sources()
+    PredictionFactory(image=fx.images[0], detector="newdet", version="1", verdict="male")
+    assert "newdet" in sources()
+
+
+def test_the_inline_chart_is_shown_not_downloaded_and_revalidates(fx, rita, researcher):
+    url = reverse("reports:chart_image", args=["model_bias", "svg"])
+    response = rita.get(url)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "image/svg+xml"
+    assert "Content-Disposition" not in response
+    assert response["Cache-Control"] == "private, no-cache"
+    etag = response["ETag"]
+    assert rita.get(url, headers={"If-None-Match": etag}).status_code == 304
+    assert response.content == rita.get(reverse("reports:chart", args=["model_bias", "svg"])).content
+    final_label_set(image=fx.images[2], value="male", decided_by=researcher)
+    changed = rita.get(url, headers={"If-None-Match": etag})
+    assert changed.status_code == 200
+    assert changed["ETag"] != etag
+
+
+def test_the_overview_chart_is_fetched_beside_the_page(fx, rita):
+    html = rita.get(reverse("reports:overview")).content.decode()
+    src = reverse("reports:chart_image", args=["model_bias", "svg"]) + "?study=gender"
+    assert f'<img src="{src}"' in html
+    assert rita.get(src).content.startswith(b"<?xml")
+
+
+def test_the_fingerprint_changes_with_every_kind_of_write(fx, researcher):
+    seen = {sel.data_fingerprint()}
+
+    def changed() -> bool:
+        fingerprint = sel.data_fingerprint()
+        new = fingerprint not in seen
+        seen.add(fingerprint)
+        return new
+
+    assert not changed()
+    final_label_set(image=fx.images[2], value="male", decided_by=researcher)
+    assert changed()
+    PredictionFactory(image=fx.images[1], detector="other", version="1", verdict="female")
+    assert changed()
+    label = Label.objects.filter(image=fx.images[0]).first()
+    label.value = "female"
+    label.save()  # an annotator changing their label in place (updated_at moves)
+    assert changed()
+    ImageFactory(study=fx.study, prompt=fx.lawyer, t2i_model="sdxl")
+    assert changed()
+    fx.images[3].final_label.delete()
+    assert changed()
