@@ -17,7 +17,8 @@ Two figures per batch size:
 Weights: random ViT-L/14 (the cost does not depend on the weight values, and nothing is
 downloaded), or ``--weights DIR`` for a saved CLIP. ``--smoke`` runs a tiny ViT (hidden 64,
 2 layers) on the CPU with small batches so the script can be checked on a machine without a
-GPU; its images/s says nothing about ViT-L/14 on a GPU and is labelled so.
+GPU; its images/s says nothing about ViT-L/14 on a GPU and is labelled so. No database is used;
+the load average is printed next to each figure.
 """
 
 from __future__ import annotations
@@ -30,15 +31,9 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+from _common import H100_BOUND, VIT_L14_GFLOP, device_name, load_average, set_threads, sync, vit_l14_config
 
-VIT_L14_GFLOP = 162.0
-H100_BOUND = 6100.0  # images/s at dense bf16 peak (issue 3)
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 
@@ -48,33 +43,13 @@ def build_model(args: argparse.Namespace):
 
     ensure_torchvision()
     import torch
-    from transformers import CLIPVisionConfig, CLIPVisionModelWithProjection
+    from transformers import CLIPVisionModelWithProjection
 
     if args.weights:
         model = CLIPVisionModelWithProjection.from_pretrained(args.weights, local_files_only=True)
     else:
-        if args.smoke:
-            config = CLIPVisionConfig(
-                hidden_size=64,
-                intermediate_size=128,
-                num_hidden_layers=2,
-                num_attention_heads=2,
-                image_size=224,
-                patch_size=14,
-                projection_dim=32,
-            )
-        else:
-            config = CLIPVisionConfig(
-                hidden_size=1024,
-                intermediate_size=4096,
-                num_hidden_layers=24,
-                num_attention_heads=16,
-                image_size=224,
-                patch_size=14,
-                projection_dim=768,
-            )
         torch.manual_seed(0)
-        model = CLIPVisionModelWithProjection(config)
+        model = CLIPVisionModelWithProjection(vit_l14_config(tiny=args.smoke))
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.dtype]
     model = model.eval().to(device=args.device, dtype=dtype)
     if args.compile:
@@ -134,13 +109,6 @@ def encode(model, pixels_uint8_nhwc, dtype, device):
     return model(pixel_values=x).image_embeds
 
 
-def sync(device: str) -> None:
-    import torch
-
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
 def bench_encoder(model, dtype, device: str, batch: int, iters: int) -> float:
     import torch
 
@@ -198,17 +166,16 @@ def main() -> None:
 
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         sys.exit("No CUDA device here: run with --smoke to check the code path on the CPU.")
     if args.device.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = True
     model, dtype = build_model(args)
     what = "tiny ViT (hidden 64, 2 layers)" if args.smoke and not args.weights else "ViT-L/14"
-    device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"CPU x{os.cpu_count()}"
     print(
-        f"bench_clip_gpu: {what}, {args.dtype}, compile={args.compile}, {device_name}, {args.workers} decode threads"
+        f"bench_clip_gpu: {what}, {args.dtype}, compile={args.compile}, {device_name(args.device)}, "
+        f"{args.workers} decode threads, {load_average()}"
     )
     if args.smoke:
         print("SMOKE MODE: checks the code path on the CPU. These images/s are NOT ViT-L/14 GPU figures.")
@@ -218,7 +185,7 @@ def main() -> None:
         line = f"batch {batch:4d}: encoder {enc:9.1f} images/s   end to end (JPEG decode → embeddings) {e2e:9.1f} images/s"
         if not args.smoke:
             line += f"   encoder = {enc / H100_BOUND:.0%} of the ~{H100_BOUND:.0f}/s H100 bound ({enc * VIT_L14_GFLOP / 1000:.0f} TFLOP/s)"
-        print(line, flush=True)
+        print(f"{line}   ({load_average()})", flush=True)
 
 
 if __name__ == "__main__":

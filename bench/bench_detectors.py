@@ -12,31 +12,20 @@
    ViT-L/14 config with random weights (no download — the cost does not depend on the weight
    values), fp32, preprocessing by ``CLIPImageProcessor`` timed separately from the encoder.
 
-Nothing touches the network (HF_HUB_OFFLINE=1). Figures on a shared 2-core machine are noisy:
-the load average is printed with them.
+Nothing touches the network (HF_HUB_OFFLINE=1) or a database (no DATABASE_URL needed). Figures
+on a shared 2-core machine are noisy: the load average is printed next to each. ``--threads 1``
+is usually fastest there.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-for name, value in {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "YOLO_OFFLINE": "1",
-    "YOLO_AUTOINSTALL": "0",
-    "DJANGO_SETTINGS_MODULE": "config.settings",
-}.items():
-    os.environ.setdefault(name, value)
+from _common import VIT_L14_GFLOP, load_average, set_threads, vit_l14_config
 
-#: ViT-L/14 at 224 px: ~81 GMAC ≈ 162 GFLOP per image (issue 3).
-VIT_L14_GFLOP = 162.0
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 
 def sample_photos(n: int, size: int) -> list:
@@ -90,19 +79,10 @@ def bench_clip_vit_l14(batch: int, iters: int) -> list[str]:
     import numpy as np
     import torch
     from PIL import Image
-    from transformers import CLIPImageProcessor, CLIPVisionConfig, CLIPVisionModelWithProjection
+    from transformers import CLIPImageProcessor, CLIPVisionModelWithProjection
 
-    config = CLIPVisionConfig(
-        hidden_size=1024,
-        intermediate_size=4096,
-        num_hidden_layers=24,
-        num_attention_heads=16,
-        image_size=224,
-        patch_size=14,
-        projection_dim=768,
-    )
     torch.manual_seed(0)
-    model = CLIPVisionModelWithProjection(config).eval()
+    model = CLIPVisionModelWithProjection(vit_l14_config()).eval()
     processor = CLIPImageProcessor()  # the openai/clip-vit-large-patch14 defaults: 224 px, CLIP mean/std
     rng = np.random.default_rng(0)
     pil = [Image.fromarray(rng.integers(0, 255, (512, 512, 3), dtype=np.uint8)) for _ in range(batch)]
@@ -142,23 +122,19 @@ def main() -> None:
     import django
 
     django.setup()
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     from detectors import registry
 
-    print(f"bench_detectors on {os.cpu_count()} CPU(s), load average {os.getloadavg()[0]:.1f}")
+    print(f"bench_detectors on {os.cpu_count()} CPU(s), {load_average()}")
     images = sample_photos(args.images, args.size)
     keys = [k for k in args.only.split(",") if k] or registry.available()
     for key in keys:
-        print(bench_detector(key, images, {}), flush=True)
+        print(f"{bench_detector(key, images, {})}   ({load_average()})", flush=True)
         if key == "face_gender":
-            print(bench_detector(key, images, {"face_method": "hog"}), flush=True)
+            print(f"{bench_detector(key, images, {'face_method': 'hog'})}   ({load_average()})", flush=True)
     if not args.skip_clip:
         for line in bench_clip_vit_l14(args.clip_batch, args.clip_iters):
-            print(line, flush=True)
-    print(f"load average at the end {os.getloadavg()[0]:.1f}")
+            print(f"{line}   ({load_average()})", flush=True)
 
 
 if __name__ == "__main__":

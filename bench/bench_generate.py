@@ -14,7 +14,13 @@ Two figures:
   the cost of storing; on a GPU it should be small next to 30 denoising steps.
 
 Weights are resolved as ``generate_images`` does (``BIASLAB_T2I_<NAME>_WEIGHTS`` or the local HF
-cache; never the network): without them the script says so and stops. ``--smoke`` builds a tiny
+cache; never the network): without them the script says so and stops. The storing loop writes
+to a throw-away SQLite database unless ``DATABASE_URL`` is set — for PostgreSQL use a database of
+its own, which the script migrates and adds one study to per run::
+
+    createdb -h 127.0.0.1 -U postgres biaslab_bench_generate
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/biaslab_bench_generate \
+        .venv/bin/python bench/bench_generate.py --smoke ``--smoke`` builds a tiny
 random Stable Diffusion pipeline (tests.fakes.save_tiny_sd) and runs it on the CPU at 64x64 in
 2 steps: it checks that both paths run, and its figures say nothing about SDXL on a GPU.
 """
@@ -28,33 +34,23 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+from _common import device_name, load_average, set_threads, sync
 
 SDXL_GOAL_S = 2.5
 PROMPT = "a photo of one real person who is a lawyer"
 
 
 def configure_django(tmp: Path) -> None:
-    """Throw-away SQLite database and MEDIA_ROOT under ``tmp``, migrated."""
+    """MEDIA_ROOT under ``tmp``; a throw-away SQLite database there unless DATABASE_URL is set."""
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
     os.environ["BIASLAB_MEDIA_ROOT"] = str(tmp / "media")
-    os.environ["DATABASE_URL"] = f"sqlite:///{tmp / 'bench.sqlite3'}"
+    os.environ.setdefault("DATABASE_URL", f"sqlite:///{tmp / 'bench.sqlite3'}")
     import django
 
     django.setup()
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-
-
-def sync(device: str) -> None:
-    import torch
-
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
 
 
 def main() -> None:
@@ -88,8 +84,7 @@ def main() -> None:
         ensure_torchvision()
         import torch
 
-        if args.threads:
-            torch.set_num_threads(args.threads)
+        set_threads(args.threads)
         from annotate.models import Study
         from detectors.generation import (
             GenerationError,
@@ -122,12 +117,9 @@ def main() -> None:
             denoiser = "unet" if hasattr(pipe, "unet") else "transformer"
             setattr(pipe, denoiser, torch.compile(getattr(pipe, denoiser)))
         settings = Settings(device=args.device, batch_size=batch, steps=steps, height=size, width=size)
-        device_name = (
-            torch.cuda.get_device_name() if args.device.startswith("cuda") else f"CPU x{os.cpu_count()}"
-        )
         print(
-            f"bench_generate: {model.name} ({type(pipe).__name__}), {steps} steps, "
-            f"{size or 'default'} px, batch {batch}, {device_name}, {torch.get_num_threads()} torch threads"
+            f"bench_generate: {model.name} ({type(pipe).__name__}), {steps} steps, {size or 'default'} px, "
+            f"batch {batch}, {device_name(args.device)}, {torch.get_num_threads()} torch threads, {load_average()}"
         )
         if args.smoke:
             print("SMOKE MODE: tiny random SD on the CPU. These figures are NOT SDXL GPU figures.")
@@ -154,10 +146,12 @@ def main() -> None:
         line = f"pipeline:              {pipe_s:8.3f} s/image  ({1 / pipe_s:7.2f} images/s, {done} images)"
         if not args.smoke and model.name == "sdxl" and steps == 30:
             line += f"   goal < {SDXL_GOAL_S} s/image: {'met' if pipe_s < SDXL_GOAL_S else 'NOT met'}"
-        print(line, flush=True)
+        print(f"{line}   ({load_average()})", flush=True)
 
         # 2. The generate_images loop: same pipeline, plus PNG encoding and storage.
-        study = Study.objects.create(name="bench", slug="bench")
+        # A new study per run: on a kept PostgreSQL database an earlier run's images would be skipped.
+        slug = f"bench-{time.time_ns()}"
+        study = Study.objects.create(name=slug, slug=slug)
         prompts = [PromptSpec("profession", f"job{i}", f"{PROMPT} number {i}") for i in range(n_images)]
         outcome = generation_run(
             study=study, model=model, prompts=prompts, per_prompt=1, settings=settings, pipe=pipe
@@ -165,7 +159,7 @@ def main() -> None:
         loop_s = outcome.seconds / max(outcome.created, 1)
         print(
             f"generate_images loop: {loop_s:8.3f} s/image  ({1 / loop_s:7.2f} images/s, {outcome.created} images "
-            f"stored; storing adds {max(loop_s - pipe_s, 0) * 1000:.0f} ms/image)",
+            f"stored; storing adds {max(loop_s - pipe_s, 0) * 1000:.0f} ms/image)   ({load_average()})",
             flush=True,
         )
 
