@@ -7,10 +7,12 @@ as they are.
 
 from __future__ import annotations
 
+import os
 import zlib
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -20,6 +22,10 @@ from reports import metrics
 from reports import selectors as sel
 
 LABEL_KEYS = ("male", "female", "low_quality", "other")
+# Threads for the bootstrap intervals (see ``_map_threads``); more than the cores gains nothing.
+BOOTSTRAP_THREADS = 8
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 # --------------------------------------------------------------------------------------------
@@ -270,32 +276,50 @@ def _detector_model(
     }
 
 
+def _map_threads(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """``[fn(item) for item in items]`` on up to ``BOOTSTRAP_THREADS`` threads.
+
+    The bootstraps are numpy array draws, which release the GIL, so the (model, detector) pairs
+    run in parallel on every core (about 2x on 2 cores). Each pair has its own seeded generator
+    (``_seed``), so the results do not depend on which thread ran what.
+    """
+    items = list(items)
+    workers = min(len(items), os.cpu_count() or 1, BOOTSTRAP_THREADS)
+    if workers <= 1:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(fn, items))
+
+
 def _detectors(
     rows: list[dict[str, Any]], versions: dict[str, str], *, bootstrap: int, seed: int
 ) -> dict[str, Any]:
     grouped: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
         grouped[row["detector"]][row["t2i_model"]].append(row)
+    pairs = [(key, model) for key in sorted(versions) for model in sorted(grouped.get(key, {}))]
+
+    def one(pair: tuple[str, str]) -> dict[str, Any]:
+        key, model = pair
+        model_rows = grouped[key][model]
+        return _detector_model(
+            [r["prompt_id"] for r in model_rows],
+            np.array([_joint_table(r) for r in model_rows], dtype=np.int64),
+            bootstrap=bootstrap,
+            seed=_seed(seed, model, key),
+        )
+
+    per_pair = dict(zip(pairs, _map_threads(one, pairs), strict=True))
     report: dict[str, Any] = {}
     for key in sorted(versions):
         per_model_rows = grouped.get(key, {})
         all_tables = [_joint_table(r) for rs in per_model_rows.values() for r in rs]
         filtering, accuracy = _filtering_and_accuracy(np.array(all_tables, dtype=np.int64))
-        per_model = {}
-        for model in sorted(per_model_rows):
-            model_rows = per_model_rows[model]
-            tables = np.array([_joint_table(r) for r in model_rows], dtype=np.int64)
-            per_model[model] = _detector_model(
-                [r["prompt_id"] for r in model_rows],
-                tables,
-                bootstrap=bootstrap,
-                seed=_seed(seed, model, key),
-            )
         report[key] = {
             "version": versions[key],
             "filtering": filtering,
             "accuracy": accuracy,
-            "per_model": per_model,
+            "per_model": {model: per_pair[(key, model)] for model in sorted(per_model_rows)},
         }
     return report
 
@@ -335,12 +359,13 @@ def bias_report(
         by_model[row["t2i_model"]].append(row)
     agreement = agreement_report(study=study, t2i_model=t2i_model)
     versions, joint = sel.detector_joint_counts(study=study, t2i_model=t2i_model, detector=detector)
+    models = sorted(by_model)
+    human = _map_threads(
+        lambda model: _human_model(by_model[model], bootstrap=bootstrap, seed=seed, model=model), models
+    )
     return {
         "coverage": sel.coverage(study=study, t2i_model=t2i_model),
         "agreement": {"cohen_kappa": agreement["cohen_kappa"], "n_images": agreement["n_images"]},
-        "human": {
-            model: _human_model(by_model[model], bootstrap=bootstrap, seed=seed, model=model)
-            for model in sorted(by_model)
-        },
+        "human": dict(zip(models, human, strict=True)),
         "detectors": _detectors(joint, versions, bootstrap=bootstrap, seed=seed),
     }

@@ -244,3 +244,14 @@ def test_the_number_of_queries_does_not_grow_with_images_or_predictions(report_s
         report = bias_report(study=report_study.study, bootstrap=0)
     assert len(after) == len(before)
     assert report["coverage"]["final_labels"] == 18
+
+
+def test_intervals_do_not_depend_on_how_many_threads_drew_them(report_study, monkeypatch):
+    from reports import report as report_module
+
+    monkeypatch.setattr(report_module, "BOOTSTRAP_THREADS", 1)
+    sequential = bias_report(study=report_study.study, bootstrap=300, seed=3)
+    monkeypatch.setattr(report_module, "BOOTSTRAP_THREADS", 8)
+    threaded = bias_report(study=report_study.study, bootstrap=300, seed=3)
+    assert threaded == sequential
+    assert threaded["human"]["sdxl"]["ci95"] is not None
