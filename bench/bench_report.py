@@ -17,6 +17,12 @@ Options: ``--images 6000`` (small case, rows written with ``bulk_create``), ``--
 3``, ``--bootstrap 1000``. The big case is written with PostgreSQL ``COPY`` or SQLite
 ``executemany`` because ``bulk_create`` of a million rows takes minutes on a 2-core machine.
 
+Pages (``--no-pages`` skips them): each dashboard page and download as a logged-in
+researcher's ``Client().get`` -- cold (report cache cleared first: the first request after a
+write) and warm (the same request again, served from the cache) -- and a first visit after a
+write: overview, its chart, the heatmap, its histogram, in the order a browser asks for them.
+Every figure is printed with the load average (other work on the machine slows it).
+
 Data: 3 T2I models x 100 prompts (the paper's design; the big case has ~417 images per prompt
 instead of 20), final labels drawn with 12 % low quality and a per-prompt male share, two
 annotator labels per image (90 % agreement), and detectors with different recall, filter rate
@@ -346,6 +352,29 @@ def bench_pages(name: str, study: Study, *, repeat: int) -> None:
         )
 
 
+def bench_visit(name: str, study: Study, *, repeat: int) -> None:
+    """What a researcher waits for on the first visit after a write (cache cleared): the overview,
+    then the chart its <img> fetches (the report is cached by then), then the heatmap page (the
+    report without intervals is taken from the overview's) and its histogram <img>."""
+    client = researcher_client()
+    query = {"study": study.slug}
+    steps = (
+        ("overview", "/reports/"),
+        ("+ its chart <img>", "/reports/charts/view/model_bias.svg"),
+        ("heatmap after overview", "/reports/heatmap/"),
+        ("+ its histogram <img>", "/reports/charts/view/histogram.svg"),
+    )
+    times: dict[str, list[float]] = {label: [] for label, _ in steps}
+    for _ in range(repeat):
+        cache.clear()
+        for label, path in steps:
+            seconds, response = timed(lambda path=path: client.get(path, query))
+            assert response.status_code == 200, (path, response.status_code)
+            times[label].append(seconds)
+    summary = ", ".join(f"{label} {statistics.median(t):.3f} s" for label, t in times.items())
+    print(f"    {name} first visit after a write (medians): {summary}  [{_load()}]")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--images", type=int, default=6000)
@@ -373,6 +402,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             bench_case("small", study, repeat=args.repeat, bootstrap=args.bootstrap)
             if not args.no_pages:
                 bench_pages("small", study, repeat=args.repeat)
+                bench_visit("small", study, repeat=args.repeat)
         if args.big_images:
             data = simulate(args.big_images, args.detectors, seed=2)
             seconds, study = timed(lambda: _atomic(lambda: write_fast("big", data)))
@@ -381,6 +411,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             bench_case("big", study, repeat=args.repeat, bootstrap=args.bootstrap)
             if not args.no_pages:
                 bench_pages("big", study, repeat=args.repeat)
+                bench_visit("big", study, repeat=args.repeat)
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)
         teardown_test_environment()
