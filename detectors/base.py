@@ -21,6 +21,20 @@ FILTERED = "filtered"
 VERDICTS = (MALE, FEMALE, FILTERED)
 
 
+#: The paper's rule for "several people" (section 5.1): the second-largest box covers more than
+#: half the largest one's area. Every detector that picks one main person or face uses it as
+#: its default (faces, person boxes, MiVOLO subjects, Face++ faces).
+SEVERAL_PEOPLE_RATIO = 0.5
+
+
+def second_largest_ratio(areas: Sequence[float]) -> float:
+    """Area of the second-largest box over the largest's; 0.0 with fewer than two boxes."""
+    ordered = sorted((a for a in areas if a > 0), reverse=True)
+    if len(ordered) < 2:
+        return 0.0
+    return ordered[1] / ordered[0]
+
+
 class DetectorError(Exception):
     """Base class of what detectors raise."""
 

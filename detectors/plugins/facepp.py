@@ -46,7 +46,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from detectors.base import FEMALE, MALE, Detector, DetectorError, DetectorOutput, DetectorUnavailable
+from detectors.base import (
+    FEMALE,
+    MALE,
+    SEVERAL_PEOPLE_RATIO,
+    Detector,
+    DetectorError,
+    DetectorOutput,
+    DetectorUnavailable,
+    second_largest_ratio,
+)
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
@@ -124,13 +133,13 @@ def faces_from_response(payload: Any) -> list[Face]:
     return faces
 
 
-def decide(faces: Sequence[Face], *, several_ratio: float = 0.5) -> DetectorOutput:
+def decide(faces: Sequence[Face], *, several_ratio: float = SEVERAL_PEOPLE_RATIO) -> DetectorOutput:
     """One verdict per image from the faces the API found (rules in the module docstring)."""
     if not faces:
         return DetectorOutput.filtered("no_face", scores={"n_faces": 0.0})
     ranked = sorted(faces, key=lambda f: f.area, reverse=True)
     main = ranked[0]
-    second_ratio = ranked[1].area / main.area if len(ranked) > 1 and main.area else 0.0
+    second_ratio = second_largest_ratio([face.area for face in ranked])
     scores = {"n_faces": float(len(ranked)), "second_face_ratio": round(second_ratio, 4)}
     if second_ratio > several_ratio:
         return DetectorOutput.filtered("several_people", scores=scores)
@@ -191,7 +200,7 @@ class FacePlusPlusDetector(Detector):
         max_attempts: int = 5,
         backoff_base: float = 1.0,
         backoff_cap: float = 30.0,
-        several_ratio: float = 0.5,
+        several_ratio: float = SEVERAL_PEOPLE_RATIO,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
         **options: Any,
@@ -218,7 +227,7 @@ class FacePlusPlusDetector(Detector):
     def version_id(self) -> str:
         # The remote model can change without notice; the endpoint is the only id we have. A
         # changed several_ratio changes verdicts, so it makes a new version.
-        rule = "" if self.several_ratio == 0.5 else f"+several{self.several_ratio:g}"
+        rule = "" if self.several_ratio == SEVERAL_PEOPLE_RATIO else f"+several{self.several_ratio:g}"
         return f"{self.version}+facepp-v3-detect{rule}"
 
     def load(self) -> None:

@@ -195,19 +195,6 @@ def align_faces(
     return [Image.fromarray(np.asarray(chip, dtype=np.uint8)) for chip in chips]
 
 
-#: The paper's rule for "several people" (section 5.1): the second-largest box covers more than
-#: half the largest one's area. Used for faces (face_gender) and person boxes (clip_enhance).
-SEVERAL_PEOPLE_RATIO = 0.5
-
-
-def second_largest_ratio(areas: list[float]) -> float:
-    """Area of the second-largest box over the largest's; 0.0 with fewer than two boxes."""
-    ordered = sorted((a for a in areas if a > 0), reverse=True)
-    if len(ordered) < 2:
-        return 0.0
-    return ordered[1] / ordered[0]
-
-
 #: The options of every detector with a face gate (``Detector.option_help``).
 FACE_GATE_OPTIONS: dict[str, str] = {
     "face_method": "cnn (default) or hog: dlib's face detector; hog is ~80x faster but misses "

@@ -33,7 +33,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from detectors.base import FEMALE, MALE, Detector, DetectorOutput, DetectorUnavailable
+from detectors.base import (
+    FEMALE,
+    MALE,
+    SEVERAL_PEOPLE_RATIO,
+    Detector,
+    DetectorOutput,
+    DetectorUnavailable,
+    second_largest_ratio,
+)
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
@@ -58,13 +66,13 @@ class FaceDecision:
     scores: dict[str, float]
 
 
-def face_decision(faces: Sequence[FaceBox], *, several_ratio: float = 0.5) -> FaceDecision:
+def face_decision(faces: Sequence[FaceBox], *, several_ratio: float = SEVERAL_PEOPLE_RATIO) -> FaceDecision:
     """The main face of an image, or why there is none (rules in the module docstring)."""
     if not faces:
         return FaceDecision(None, "no_face", {"n_faces": 0.0})
     ranked = sorted(faces, key=lambda f: f.area, reverse=True)
     main = ranked[0]
-    ratio = ranked[1].area / main.area if len(ranked) > 1 and main.area else 0.0
+    ratio = second_largest_ratio([item.area for item in ranked])
     scores = {
         "n_faces": float(len(ranked)),
         "second_face_ratio": round(ratio, 4),
@@ -136,7 +144,7 @@ class FairFaceDetector(Detector):
         weights: str | None = None,
         max_side: int = 800,
         upsample: int = 1,
-        several_ratio: float = 0.5,
+        several_ratio: float = SEVERAL_PEOPLE_RATIO,
         **options: Any,
     ) -> None:
         super().__init__(device=device, **options)
@@ -155,7 +163,9 @@ class FairFaceDetector(Detector):
         # A folder is read for CHECKPOINT_NAME inside it (checkpoint_path), so name that file.
         name = CHECKPOINT_NAME if value and Path(value).is_dir() else weights_label(value)
         settings = "" if (self.max_side, self.upsample) == (800, 1) else f"@{self.max_side}u{self.upsample}"
-        if self.several_ratio != 0.5:  # it changes verdicts, so a changed one is a new version
+        if (
+            self.several_ratio != SEVERAL_PEOPLE_RATIO
+        ):  # it changes verdicts, so a changed one is a new version
             settings += f"+several{self.several_ratio:g}"
         return f"{self.version}+{name}{settings}"
 

@@ -36,7 +36,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from detectors.base import FEMALE, MALE, Detector, DetectorOutput, DetectorUnavailable
+from detectors.base import (
+    FEMALE,
+    MALE,
+    SEVERAL_PEOPLE_RATIO,
+    Detector,
+    DetectorOutput,
+    DetectorUnavailable,
+    second_largest_ratio,
+)
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
@@ -79,14 +87,14 @@ class Subject:
 
 
 def decide(
-    subjects: Sequence[Subject], *, several_ratio: float = 0.5, min_score: float = 0.0
+    subjects: Sequence[Subject], *, several_ratio: float = SEVERAL_PEOPLE_RATIO, min_score: float = 0.0
 ) -> DetectorOutput:
     """One verdict per image from MiVOLO's subjects (rules in the module docstring)."""
     if not subjects:
         return DetectorOutput.filtered("no_person", scores={"n_subjects": 0.0})
     ranked = sorted(subjects, key=lambda s: s.area, reverse=True)
     main = ranked[0]
-    ratio = ranked[1].area / main.area if len(ranked) > 1 and main.area else 0.0
+    ratio = second_largest_ratio([item.area for item in ranked])
     scores = {
         "n_subjects": float(len(ranked)),
         "n_persons": float(sum(s.person is not None for s in ranked)),
@@ -182,7 +190,7 @@ class MiVoloDetector(Detector):
         device: str = "cpu",
         weights: str | None = None,
         detector_weights: str | None = None,
-        several_ratio: float = 0.5,
+        several_ratio: float = SEVERAL_PEOPLE_RATIO,
         min_score: float = 0.0,
         **options: Any,
     ) -> None:
@@ -204,7 +212,7 @@ class MiVoloDetector(Detector):
             for key, given in (("mivolo", self.weights), ("mivolo_detector", self.detector_weights))
         ]
         # Changed decision settings change verdicts, so they make a new version.
-        if self.several_ratio != 0.5:
+        if self.several_ratio != SEVERAL_PEOPLE_RATIO:
             names.append(f"several{self.several_ratio:g}")
         if self.min_score:
             names.append(f"min{self.min_score:g}")
