@@ -5,8 +5,10 @@
 
 ``--option KEY=VALUE`` (repeatable) passes a detector option, e.g. ``--option face_method=hog``;
 VALUE is read as an int, a float, true/false, else kept as text. Each detector lists its options
-(``Detector.option_help``, shown by ``--help``) and refuses any other name. Options that change
-verdicts are part of the detector's version, so a run with other settings predicts again.
+(``Detector.option_help``, shown by ``--help``) and refuses any other name. Decision settings
+(face gate, thresholds, several-people ratio) are part of the detector's version, so a run with
+other settings predicts again; blip2's ``max_new_tokens`` and the half-precision ``dtype`` on
+CUDA are not (docs/detectors.md, "Versions").
 
 ``--shard i/n`` (1-based i) gives this worker the images with ``id % n == i - 1``; n workers on
 different machines started with 1/n … n/n cover every image exactly once. Ctrl-C or SIGTERM
