@@ -98,6 +98,26 @@ class Detector:
     #: is refused by ``__init__`` (a typo must not silently run the defaults).
     option_help: ClassVar[dict[str, str]] = {}
 
+    @classmethod
+    def number_option(
+        cls, name: str, value: Any, kind: type[int] | type[float] = float, *, minimum: float = 0
+    ) -> Any:
+        """``value`` as an int or float of at least ``minimum``, or DetectorOptionError naming the option.
+
+        Checked in the constructor, so a bad value fails the run before it starts instead of
+        failing every image.
+        """
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = float("nan")
+        if number != number or number < minimum or (kind is int and not number.is_integer()):
+            wanted = "an integer" if kind is int else "a number"
+            raise DetectorOptionError(
+                f"{cls.key}'s option {name} must be {wanted} ≥ {minimum:g}, got {value!r}."
+            )
+        return kind(number)
+
     def __init__(self, *, device: str = "cpu", **options: Any) -> None:
         unknown = sorted(set(options) - set(self.option_help))
         if unknown:

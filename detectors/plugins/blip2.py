@@ -74,7 +74,7 @@ class Blip2Detector(Detector):
     ) -> None:
         super().__init__(device=device, **options)
         self.weights = weights  # overrides the environment (tests, notebooks)
-        self.max_new_tokens = max_new_tokens
+        self.max_new_tokens = self.number_option("max_new_tokens", max_new_tokens, int, minimum=1)
         if dtype is not None and dtype not in _DTYPES and dtype not in _DTYPES.values():
             raise DetectorOptionError(f"blip2's dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
         # None: float16 on CUDA, float32 elsewhere (chosen in load()).

@@ -209,7 +209,7 @@ class _ClipDetector(Detector):
             self.TEXTS,
             device=device,
             dtype=str(options.get("dtype", "")),
-            batch_size=int(options.get("batch_size", 32)),
+            batch_size=self.number_option("batch_size", options.get("batch_size", 32), int, minimum=1),
         )
 
     @property
@@ -259,7 +259,7 @@ class ClipProbDetector(_ClipDetector):
     def __init__(self, *, device: str = "cpu", **options: Any) -> None:
         super().__init__(device=device, **options)
         self.gate = FaceGate.from_options(options)
-        self.threshold = float(options.get("threshold", PROB_THRESHOLD))
+        self.threshold = self.number_option("threshold", options.get("threshold", PROB_THRESHOLD))
 
     @property
     def version_id(self) -> str:

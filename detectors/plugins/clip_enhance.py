@@ -74,12 +74,13 @@ class ClipEnhanceDetector(Detector):
     def __init__(self, *, device: str = "cpu", **options: Any) -> None:
         super().__init__(device=device, **options)
         self.gate = FaceGate.from_options(options)
-        self.persons = PersonDetector(device=device, confidence=float(options.get("person_confidence", 0.25)))
+        confidence = self.number_option("person_confidence", options.get("person_confidence", 0.25))
+        self.persons = PersonDetector(device=device, confidence=confidence)
         self.encoder = ClipEncoder(
             GENDER_TEXTS,
             device=device,
             dtype=str(options.get("dtype", "")),
-            batch_size=int(options.get("batch_size", 32)),
+            batch_size=self.number_option("batch_size", options.get("batch_size", 32), int, minimum=1),
         )
 
     @property

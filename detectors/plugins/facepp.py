@@ -206,13 +206,11 @@ class FacePlusPlusDetector(Detector):
         **options: Any,
     ) -> None:
         super().__init__(device=device, **options)
-        if max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
-        self.timeout = timeout
-        self.max_attempts = max_attempts
-        self.backoff_base = backoff_base
-        self.backoff_cap = backoff_cap
-        self.several_ratio = several_ratio
+        self.timeout = self.number_option("timeout", timeout)
+        self.max_attempts = self.number_option("max_attempts", max_attempts, int, minimum=1)
+        self.backoff_base = self.number_option("backoff_base", backoff_base)
+        self.backoff_cap = self.number_option("backoff_cap", backoff_cap)
+        self.several_ratio = self.number_option("several_ratio", several_ratio)
         self.sleep = sleep  # injectable: tests pass a recorder instead of waiting
         self.rng = rng or random.Random()
         self.url = os.environ.get(URL_ENV, "").strip() or DEFAULT_URL

@@ -149,9 +149,9 @@ class FairFaceDetector(Detector):
     ) -> None:
         super().__init__(device=device, **options)
         self.weights = weights
-        self.max_side = max_side
-        self.upsample = upsample
-        self.several_ratio = several_ratio
+        self.max_side = self.number_option("max_side", max_side, int, minimum=1)
+        self.upsample = self.number_option("upsample", upsample, int)
+        self.several_ratio = self.number_option("several_ratio", several_ratio)
         self.model: Any = None
 
     @property

@@ -197,8 +197,8 @@ class MiVoloDetector(Detector):
         super().__init__(device=device, **options)
         self.weights = weights
         self.detector_weights = detector_weights
-        self.several_ratio = several_ratio
-        self.min_score = min_score
+        self.several_ratio = self.number_option("several_ratio", several_ratio)
+        self.min_score = self.number_option("min_score", min_score)
         self.model: Any = None
         self.yolo: Any = None
 

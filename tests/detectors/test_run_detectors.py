@@ -261,3 +261,26 @@ def test_every_detector_refuses_an_option_it_does_not_take(key):
         DetectorOptionError, match=rf"{key} does not take the option\(s\) no_such_option; its options: "
     ):
         registry.get(key, no_such_option=1)
+
+
+@pytest.mark.parametrize(
+    ("key", "option", "value", "message"),
+    [
+        ("clip", "batch_size", "x", "clip's option batch_size must be an integer ≥ 1, got 'x'"),
+        ("clip_prob", "threshold", -0.1, "clip_prob's option threshold must be a number ≥ 0, got -0.1"),
+        ("fairface", "upsample", 1.5, "fairface's option upsample must be an integer ≥ 0, got 1.5"),
+        ("facepp", "max_attempts", 0, "facepp's option max_attempts must be an integer ≥ 1, got 0"),
+        ("blip2", "max_new_tokens", "many", "blip2's option max_new_tokens must be an integer ≥ 1"),
+    ],
+)
+def test_a_number_option_with_an_unusable_value_is_refused_before_the_run(key, option, value, message):
+    from detectors.base import DetectorOptionError
+
+    with pytest.raises(DetectorOptionError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        registry.get(key, **{option: value})
+
+
+def test_the_command_reports_an_unusable_option_value_in_the_detectors_words(images):
+    with pytest.raises(CommandError, match=r"^fairface's option max_side must be an integer ≥ 1, got 0\.$"):
+        run("--detector", "fairface", "--option", "max_side=0")
+    assert DetectorRun.objects.count() == 0

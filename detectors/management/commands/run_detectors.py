@@ -67,7 +67,9 @@ class Command(BaseCommand):
             detector = registry.get(opts["detector"], device=opts["device"], **options)
         except UnknownDetector as exc:
             raise CommandError(str(exc)) from None
-        except (DetectorOptionError, ValueError, TypeError) as exc:  # a bad option value
+        except DetectorOptionError as exc:  # its message names the detector and its options
+            raise CommandError(str(exc)) from None
+        except (ValueError, TypeError) as exc:  # an option value the detector cannot use
             raise CommandError(f"{opts['detector']}: {exc}") from None
         except DetectorUnavailable as exc:
             raise CommandError(f"{opts['detector']} is unavailable: {exc}") from None
