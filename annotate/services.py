@@ -17,11 +17,12 @@ with threads on PostgreSQL.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Count, OuterRef, Subquery
+from django.db.models import Count, Exists, F, OuterRef, Subquery
 from django.utils import timezone
 
 from annotate.errors import (
@@ -57,7 +58,7 @@ CLAIM_SPARE_CANDIDATES = 2
 
 def _require_member(study: Study, user: AbstractBaseUser) -> None:
     if not study.annotators.filter(pk=user.pk).exists():
-        raise NotAssigned(f"{user.get_username()} is not an annotator of the study “{study.name}”.")
+        raise _not_member(study, user)
 
 
 def _lock_image(image: Image) -> Image:
@@ -71,6 +72,26 @@ def _lock_image(image: Image) -> Image:
         .select_related("study", "final_label")
         .get(pk=image.pk)
     )
+
+
+def _lock_image_for_label(*, image_id: int, annotator: AbstractBaseUser, study: Study | None = None) -> Image:
+    """``_lock_image`` for a label write, with ``annotator_is_member`` read in the same query:
+    the hot path of every key press checks membership without a query of its own. Raises
+    Image.DoesNotExist (also when ``study`` is given and the image is not in it)."""
+    member = Study.annotators.through.objects.filter(study_id=OuterRef("study_id"), user_id=annotator.pk)
+    images = Image.objects.select_for_update(no_key=True, of=("self",))
+    if study is None:
+        images = images.select_related("study", "final_label")
+    else:  # the caller's study object serves; no join for it
+        images = images.filter(study=study).select_related("final_label")
+    image = images.annotate(annotator_is_member=Exists(member)).get(pk=image_id)
+    if study is not None:
+        image.study = study
+    return image
+
+
+def _not_member(study: Study, user: AbstractBaseUser) -> NotAssigned:
+    return NotAssigned(f"{user.get_username()} is not an annotator of the study “{study.name}”.")
 
 
 def _final_label_of(image: Image) -> FinalLabel | None:
@@ -240,32 +261,47 @@ def _final_revision_append(final: FinalLabel) -> None:
 
 
 def _final_label_sync(
-    *, image: Image, study: Study, final: FinalLabel | None, changed_by: AbstractBaseUser, now: datetime
+    *,
+    image: Image,
+    study: Study,
+    final: FinalLabel | None,
+    changed_by: AbstractBaseUser,
+    now: datetime,
+    values: list[str] | None = None,
 ) -> None:
     """Derive the agreed final label from the labels: all N equal → agreed final label;
     otherwise an existing agreed final label is removed (a revision with an empty value keeps
     the history). Final labels set by a researcher or an import are never touched here.
 
     ``final`` is the image's final label as read under the image lock (every writer of final
-    labels takes that lock first, so it cannot have changed since)."""
+    labels takes that lock first, so it cannot have changed since). ``values``: the image's
+    label values after the write, when the caller already has them (read under the same lock);
+    None reads them.
+
+    Nothing is read or written while fewer than N labels exist and there is no final label —
+    the common case of the first labels on an image."""
     if final is not None and final.source != FinalLabelSource.AGREED:
         return
-    values = list(Label.objects.filter(image=image).values_list("value", flat=True))
+    if values is None:
+        values = list(Label.objects.filter(image=image).values_list("value", flat=True))
     agreed = len(values) >= study.labels_per_image and len(set(values)) == 1
     if agreed:
         value = values[0]
         if final is not None and final.value == value:
             return
-        final, _ = FinalLabel.objects.update_or_create(
-            image=image,
-            defaults={
-                "value": value,
-                "source": FinalLabelSource.AGREED,
-                "decided_by": None,
-                "note": f"All {len(values)} annotators chose “{value}”.",
-                "decided_at": now,
-            },
-        )
+        fields = {
+            "value": value,
+            "source": FinalLabelSource.AGREED,
+            "decided_by": None,
+            "note": f"All {len(values)} annotators chose “{value}”.",
+            "decided_at": now,
+        }
+        if final is None:
+            final = FinalLabel.objects.create(image=image, **fields)
+        else:
+            for name, field_value in fields.items():
+                setattr(final, name, field_value)
+            final.save(update_fields=list(fields))
         _final_revision_append(final)
     elif final is not None:
         final.delete()
@@ -331,6 +367,121 @@ def _claim_candidates(
 # --- labelling -----------------------------------------------------------------------------
 
 
+def _open_seats(*, study: Study, annotator: AbstractBaseUser, now: datetime) -> list[Assignment]:
+    """The annotator's open seats with their images (and prompts), in the order they are shown.
+
+    Sliding expiry: an annotator who keeps asking for work keeps the seats already handed to
+    them (the preloaded images too); an expired seat nobody took is simply theirs again. Only
+    seats past half their time are renewed, so most calls write nothing here.
+    """
+    mine_open = Assignment.objects.filter(
+        image__study=study, annotator=annotator, completed_at__isnull=True
+    ).exclude(image__final_label__source__in=DECIDED_SOURCES)
+    seats = list(mine_open.select_related("image", "image__prompt").order_by("claimed_at", "image_id"))
+    renew_before = now + timedelta(seconds=study.claim_timeout_seconds / 2)
+    if any(seat.expires_at < renew_before for seat in seats):
+        expires_at = now + timedelta(seconds=study.claim_timeout_seconds)
+        mine_open.filter(expires_at__lt=renew_before).update(expires_at=expires_at)
+        for seat in seats:
+            if seat.expires_at < renew_before:
+                seat.expires_at = expires_at
+    return seats
+
+
+SeatRow = tuple[int, datetime | None, datetime]  # slot, completed_at, expires_at
+
+
+def _seat_rows(images: list[Image]) -> dict[int, list[SeatRow]]:
+    """The seats of each candidate image, in one read."""
+    seats: dict[int, list[SeatRow]] = {image.pk: [] for image in images}
+    rows = Assignment.objects.filter(image_id__in=list(seats)).values_list(
+        "image_id", "slot", "completed_at", "expires_at"
+    )
+    for image_id, slot, completed_at, expires_at in rows:
+        seats[image_id].append((slot, completed_at, expires_at))
+    return seats
+
+
+def _seat_claim_fast(
+    *,
+    image: Image,
+    seats: list[SeatRow],
+    annotator: AbstractBaseUser,
+    n: int,
+    now: datetime,
+    expires_at: datetime,
+) -> Assignment | None:
+    """Claim a seat on ``image`` given its seats as read a moment ago; the seat comes back with
+    its image and prompt loaded, or None when the image has no free slot.
+
+    Abandoned seats (reserved, never labelled, past their expiry) are deleted first: they
+    return to the pool here. Then one INSERT … ON CONFLICT DO NOTHING on the lowest free slot
+    (no savepoint) and one read of the seat with its image. Only when a concurrent claim took
+    that slot in between does it fall back to ``_seat_try_claim``, which re-reads the slots
+    and tries the next ones — so contended last seats are still all handed out.
+    """
+    abandoned = {slot for slot, done, expires in seats if done is None and expires <= now}
+    if abandoned:
+        Assignment.objects.filter(image=image, completed_at__isnull=True, expires_at__lte=now).delete()
+    taken = {slot for slot, _, _ in seats} - abandoned
+    slot = next((slot for slot in range(n) if slot not in taken), None)
+    if slot is None:
+        return None
+    Assignment.objects.bulk_create(
+        [Assignment(image=image, annotator=annotator, slot=slot, claimed_at=now, expires_at=expires_at)],
+        ignore_conflicts=True,
+    )
+    # The candidates exclude images the annotator ever held: a seat found here is the new one.
+    mine = Assignment.objects.filter(image=image, annotator=annotator).select_related(
+        "image", "image__prompt"
+    )
+    seat = mine.first()
+    if seat is None and _seat_try_claim(
+        image=image, annotator=annotator, n=n, now=now, expires_at=expires_at, completed=False
+    ):
+        seat = mine.first()
+    return seat
+
+
+def _seats_claim(*, study: Study, annotator: AbstractBaseUser, need: int, now: datetime) -> list[Assignment]:
+    """Claim seats on up to ``need`` more images, with their images and prompts loaded.
+
+    Claims go in strictly ascending image id within the transaction (a cursor, never back),
+    abandoned-seat deletes included: two claimers then never wait for each other's rows in a
+    cycle, so no deadlock. An image lost to a concurrent claim is not looked at again in this
+    call.
+    """
+    n = study.labels_per_image
+    expires_at = now + timedelta(seconds=study.claim_timeout_seconds)
+    claimed: list[Assignment] = []
+    after_id = 0
+    while len(claimed) < need:
+        candidates = _claim_candidates(
+            study=study, annotator=annotator, now=now, need=need - len(claimed), after_id=after_id
+        )
+        if not candidates:
+            break
+        seats = _seat_rows(candidates)
+        for image in candidates:
+            after_id = image.pk
+            seat = _seat_claim_fast(
+                image=image, seats=seats[image.pk], annotator=annotator, n=n, now=now, expires_at=expires_at
+            )
+            if seat is not None:
+                claimed.append(seat)
+                if len(claimed) >= need:
+                    break
+    return claimed
+
+
+def _queue(*, study: Study, annotator: AbstractBaseUser, size: int, now: datetime) -> list[Assignment]:
+    """assignment_queue without the membership check (the caller made it)."""
+    seats = _open_seats(study=study, annotator=annotator, now=now)
+    if len(seats) < size:
+        seats += _seats_claim(study=study, annotator=annotator, need=size - len(seats), now=now)
+    return sorted(seats, key=lambda seat: (seat.claimed_at, seat.image_id))
+
+
 @transaction.atomic
 def assignment_queue(
     *, study: Study, annotator: AbstractBaseUser, size: int = 2, now: datetime | None = None
@@ -343,46 +494,61 @@ def assignment_queue(
     other annotators' expired seats are freed when their image is claimed. [] when the
     annotator has no work left. Raises NotAssigned if the user is not an annotator of the study.
     """
-    now = now or timezone.now()
     _require_member(study, annotator)
-    expires_at = now + timedelta(seconds=study.claim_timeout_seconds)
-    mine_open = Assignment.objects.filter(
-        image__study=study, annotator=annotator, completed_at__isnull=True
-    ).exclude(image__final_label__source__in=DECIDED_SOURCES)
-    # Sliding expiry: an annotator who keeps asking for work keeps the seats already handed to
-    # them (the preloaded images too); an expired seat nobody took is simply theirs again.
-    # Only seats past half their time are renewed, so most calls write nothing here.
-    renew_before = now + timedelta(seconds=study.claim_timeout_seconds / 2)
-    seats = list(mine_open.order_by("claimed_at", "image_id"))
-    if any(seat.expires_at < renew_before for seat in seats):
-        mine_open.filter(expires_at__lt=renew_before).update(expires_at=expires_at)
+    return _queue(study=study, annotator=annotator, size=size, now=now or timezone.now())
 
-    n = study.labels_per_image
-    # Claims go in strictly ascending image id within the transaction (a cursor, never back):
-    # two claimers then never wait for each other's seat inserts in a cycle, so no deadlock.
-    # An image lost to a concurrent claim is not looked at again in this call.
-    after_id = 0
-    while len(seats) < size:
-        candidates = _claim_candidates(
-            study=study, annotator=annotator, now=now, need=size - len(seats), after_id=after_id
+
+def _submit(
+    *,
+    image: Image,
+    annotator: AbstractBaseUser,
+    value: str,
+    reason: str,
+    duration_ms: int | None,
+    request_id: str,
+    now: datetime,
+) -> Label:
+    """annotation_submit on an image locked by ``_lock_image_for_label``.
+
+    Few statements, because it runs on every key press: the seat is completed by one UPDATE
+    (its row lock also stops a claimer from freeing it as expired at this moment), the
+    image's labels are read once (the annotator's own one for the repeat check, all values
+    for the final label), and the completed-seat counter is bumped rather than recounted —
+    every writer of labels holds the image lock, so the increment cannot race.
+    """
+    study = image.study
+    if not image.annotator_is_member:
+        raise _not_member(study, annotator)
+    reason = _validate_label(study, value, reason)
+    duration_ms = _validate_duration(duration_ms)
+    request_id = (request_id or "")[:64]
+    mine = Assignment.objects.filter(image=image, annotator=annotator)
+    opened = mine.filter(completed_at__isnull=True).update(completed_at=now)
+    if not opened and not mine.exists():
+        raise NotAssigned(
+            f"Image {image.source_path} is not assigned to {annotator.get_username()} "
+            "(never handed out to you, or your reservation expired and went back to the pool)."
         )
-        if not candidates:
-            break
-        for image in candidates:
-            after_id = image.pk
-            seat = _seat_try_claim(
-                image=image, annotator=annotator, n=n, now=now, expires_at=expires_at, completed=False
-            )
-            if seat is not None:
-                seats.append(seat)
-                if len(seats) >= size:
-                    break
-    # One query for the images to show, in the order they will be shown.
-    return list(
-        Assignment.objects.filter(pk__in=[seat.pk for seat in seats])
-        .select_related("image", "image__prompt")
-        .order_by("claimed_at", "image_id")
+    if opened:
+        Image.objects.filter(pk=image.pk).update(completed_seats=F("completed_seats") + 1)
+    labels = list(Label.objects.filter(image=image))
+    existing = next((label for label in labels if label.annotator_id == annotator.pk), None)
+    if _is_repeat(existing, value, reason, request_id):
+        return existing  # double submit: already stored
+    final = _final_label_of(image)
+    _refuse_if_decided(image, final)
+    label = _label_write(
+        label=existing,
+        image=image,
+        annotator=annotator,
+        value=value,
+        reason=reason,
+        duration_ms=duration_ms,
+        request_id=request_id,
     )
+    values = [other.value for other in labels if other.annotator_id != annotator.pk] + [value]
+    _final_label_sync(image=image, study=study, final=final, changed_by=annotator, now=now, values=values)
+    return label
 
 
 @transaction.atomic
@@ -407,36 +573,56 @@ def annotation_submit(
     missing reason, bad duration), AlreadyResolved (a researcher or an import already fixed the
     final label).
     """
+    return _submit(
+        image=_lock_image_for_label(image_id=image.pk, annotator=annotator),
+        annotator=annotator,
+        value=value,
+        reason=reason,
+        duration_ms=duration_ms,
+        request_id=request_id,
+        now=timezone.now(),
+    )
+
+
+@dataclass(frozen=True)
+class SubmitNext:
+    """What the labeling screen needs after a key press: the label saved and the queue."""
+
+    label: Label
+    queue: list[Assignment]
+
+
+@transaction.atomic
+def annotation_submit_next(
+    *,
+    study: Study,
+    annotator: AbstractBaseUser,
+    image_id: int,
+    value: str,
+    reason: str = "",
+    duration_ms: int | None = None,
+    request_id: str = "",
+    size: int = 2,
+) -> SubmitNext:
+    """``annotation_submit`` on image ``image_id`` of ``study``, then ``assignment_queue``, in
+    one transaction — the labeling screen's key press. One membership check (read with the
+    image lock) and one commit instead of two of each.
+
+    Same errors as annotation_submit (nothing is stored when one is raised), plus
+    Image.DoesNotExist when the image is not in the study.
+    """
     now = timezone.now()
-    image = _lock_image(image)
-    study = image.study
-    _require_member(study, annotator)
-    reason = _validate_label(study, value, reason)
-    duration_ms = _validate_duration(duration_ms)
-    request_id = (request_id or "")[:64]
-    seat = Assignment.objects.select_for_update().filter(image=image, annotator=annotator).first()
-    if seat is None:
-        raise NotAssigned(
-            f"Image {image.source_path} is not assigned to {annotator.get_username()} "
-            "(never handed out to you, or your reservation expired and went back to the pool)."
-        )
-    existing = Label.objects.filter(image=image, annotator=annotator).first()
-    if _is_repeat(existing, value, reason, request_id):
-        return existing  # double submit: already stored
-    final = _final_label_of(image)
-    _refuse_if_decided(image, final)
-    label = _label_write(
-        label=existing,
+    image = _lock_image_for_label(image_id=image_id, annotator=annotator, study=study)
+    label = _submit(
         image=image,
         annotator=annotator,
         value=value,
         reason=reason,
         duration_ms=duration_ms,
         request_id=request_id,
+        now=now,
     )
-    _seat_complete(seat, now)
-    _final_label_sync(image=image, study=study, final=final, changed_by=annotator, now=now)
-    return label
+    return SubmitNext(label=label, queue=_queue(study=study, annotator=annotator, size=size, now=now))
 
 
 @transaction.atomic

@@ -19,7 +19,7 @@ from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
@@ -170,6 +170,12 @@ def _render_label(request: HttpRequest, context: dict[str, Any], status: int = 2
 def _next_context(request: HttpRequest, study: Study, *, notice: str = "") -> dict[str, Any]:
     """The head of the annotator's queue, with the image after it to preload."""
     queue = services.assignment_queue(study=study, annotator=request.user, size=2)
+    return _queue_context(request, study, queue, notice=notice)
+
+
+def _queue_context(
+    request: HttpRequest, study: Study, queue: list[Any], *, notice: str = ""
+) -> dict[str, Any]:
     return _label_context(
         request,
         study,
@@ -227,25 +233,32 @@ def label_study(request: HttpRequest, slug: str) -> HttpResponse:
 
 @guarded(methods=WRITE, check=_labeler)
 def label_submit(request: HttpRequest, slug: str, image_id: int) -> HttpResponse:
-    """Save one label and move on. Errors re-show the same image with the message."""
+    """Save one label and move on. Errors re-show the same image with the message.
+
+    The htmx key press saves the label and claims the next image in one transaction
+    (``annotation_submit_next``); the image is looked up only on the rare error paths."""
     study: Study = request.labeling_study
-    image = get_object_or_404(Image, pk=image_id, study=study)
     form = LabelSubmitForm(request.POST)
     if not form.is_valid():
         message = " ".join(err for errors in form.errors.values() for err in errors)
-        return _render_label(request, _same_image(request, study, image, message), status=400)
+        return _render_label(request, _same_image(request, study, image_id, message), status=400)
     data = form.cleaned_data
+    submit = {
+        "annotator": request.user,
+        "value": data["value"],
+        "reason": data["reason"],
+        "duration_ms": form.duration(_now_ms()),
+        "request_id": data["request_id"],
+    }
     try:
-        services.annotation_submit(
-            image=image,
-            annotator=request.user,
-            value=data["value"],
-            reason=data["reason"],
-            duration_ms=form.duration(_now_ms()),
-            request_id=data["request_id"],
-        )
+        if request.htmx:
+            outcome = services.annotation_submit_next(study=study, image_id=image_id, **submit)
+            return _render_label(request, _queue_context(request, study, outcome.queue))
+        services.annotation_submit(image=get_object_or_404(Image, pk=image_id, study=study), **submit)
+    except Image.DoesNotExist as exc:
+        raise Http404("No such image in this study.") from exc
     except InvalidLabel as exc:
-        return _render_label(request, _same_image(request, study, image, str(exc)), status=400)
+        return _render_label(request, _same_image(request, study, image_id, str(exc)), status=400)
     except AlreadyResolved:
         return _after_label(request, study, notice=ALREADY_RESOLVED_NOTICE)
     except NotAssigned:
@@ -253,7 +266,8 @@ def label_submit(request: HttpRequest, slug: str, image_id: int) -> HttpResponse
     return _after_label(request, study)
 
 
-def _same_image(request: HttpRequest, study: Study, image: Image, error: str) -> dict[str, Any]:
+def _same_image(request: HttpRequest, study: Study, image_id: int, error: str) -> dict[str, Any]:
+    image = get_object_or_404(Image.objects.select_related("prompt"), pk=image_id, study=study)
     return _label_context(
         request,
         study,

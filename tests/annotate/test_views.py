@@ -442,3 +442,49 @@ def test_dispute_screen_shows_each_labels_time_in_seconds(client_for, annotator_
     client.post(_submit_url(images[0]), {"value": "male", "duration_ms": "2345"})
     html = client_for(researcher).get(reverse("annotate:image", args=[images[0].pk])).content.decode()
     assert "<td>2.3</td>" in html
+
+
+# --- cost of a key press ------------------------------------------------------------------------
+
+# Statements of one htmx submit-and-next, counted as Django logs them: the session and user
+# lookups (2), the study with the membership check (1), BEGIN and COMMIT (2 — a SAVEPOINT and its
+# RELEASE inside a test's transaction), the label write (6), the next seat (5) and the progress
+# counter (1). Agreement adds the final label and its revision (2).
+SUBMIT_NEXT_QUERIES = 17
+SUBMIT_NEXT_AGREEING_QUERIES = SUBMIT_NEXT_QUERIES + 2
+
+
+@pytest.mark.parametrize("n_images", [3, 60])
+def test_submit_and_next_runs_a_fixed_small_number_of_queries_whatever_the_study_size(
+    client_for, annotator_a, annotator_b, study, n_images, django_assert_max_num_queries
+):
+    prompt = PromptFactory(study=study)
+    ImageFactory.create_batch(n_images, prompt=prompt)
+    for _ in range(2):  # others' finished images ahead of the annotator's
+        seat = services.assignment_queue(study=study, annotator=annotator_b, size=1)[0]
+        services.annotation_submit(image=seat.image, annotator=annotator_b, value="female")
+    client = client_for(annotator_a)
+    for _ in range(2):
+        first = client.get(_label_url(study))
+        url = reverse("annotate:label_submit", args=[study.slug, _shown_image_id(first)])
+        with django_assert_max_num_queries(SUBMIT_NEXT_QUERIES):
+            response = client.post(url, {"value": "male", "request_id": _request_id(first)}, **HTMX)
+        assert response.status_code == 200
+    assert Label.objects.filter(annotator=annotator_a).count() == 2
+
+
+def test_submit_that_completes_an_agreement_stays_within_its_query_budget(
+    client_for, annotator_a, annotator_b, images, django_assert_max_num_queries
+):
+    study = images[0].study
+    seat = services.assignment_queue(study=study, annotator=annotator_b, size=1)[0]
+    services.annotation_submit(image=seat.image, annotator=annotator_b, value="male")
+    client = client_for(annotator_a)
+    first = client.get(_label_url(study))
+    assert _shown_image_id(first) == seat.image.pk
+    url, data = _submit_url(seat.image), {"value": "male", "request_id": _request_id(first)}
+    with django_assert_max_num_queries(SUBMIT_NEXT_AGREEING_QUERIES):
+        response = client.post(url, data, **HTMX)
+    assert response.status_code == 200
+    assert FinalLabel.objects.get(image=seat.image).value == "male"
+    assert _shown_image_id(response) == images[1].pk
