@@ -187,15 +187,6 @@ def weights_label(value: str) -> str:
 
 
 def configured_weights(key: str, default: str | None = None) -> str:
-    """The weights for ``key`` as configured, for version strings: stable before and after load.
-
-    Hub ids and short paths are kept as written; a path longer than 80 characters becomes its
-    last two parts plus a hash of the whole, so a detector version fits its 200-character column.
-    """
-    value = configured_value(key, default)
-    if len(value) <= 80:
-        return value
-    import hashlib
-
-    digest = hashlib.sha1(value.encode(), usedforsecurity=False).hexdigest()[:10]
-    return f".../{'/'.join(Path(value).parts[-2:])}#{digest}"
+    """The weights for ``key`` as configured, for version strings: stable before and after load,
+    and the same on every GPU host of a sharded run (see ``weights_label``)."""
+    return weights_label(configured_value(key, default))

@@ -161,7 +161,7 @@ def test_folder_that_is_not_a_clip_model_is_refused_naming_the_variable(
 
 
 def test_version_id_names_the_weights_and_the_face_gate(tiny_clip: Path):
-    assert registry.get("clip").version_id == f"1+{tiny_clip}"
+    assert registry.get("clip").version_id == f"1+{tiny_clip.name}"
     assert "dlib-cnn" in registry.get("clip_prob").version_id
     assert "p0.9" in registry.get("clip_prob").version_id
 
