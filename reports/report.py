@@ -353,6 +353,43 @@ def bias_report(
       intervals off (null).
     - Ratios are fractions in [0, 1]; anything undefined is None (JSON null), never 0.
     """
+    return _bias_report(study=study, t2i_model=t2i_model, detector=detector, bootstrap=bootstrap, seed=seed)[
+        0
+    ]
+
+
+PromptCounts = dict[tuple[str, str, str, str, str], tuple[int, int, int]]
+
+
+def bias_report_with_prompt_counts(
+    *,
+    study: Study | None = None,
+    t2i_model: str | None = None,
+    detector: str | None = None,
+    bootstrap: int = 1000,
+    seed: int = 0,
+) -> tuple[dict[str, Any], PromptCounts]:
+    """``bias_report`` and, from the same prediction scan, every detector's counts per prompt:
+    (category, word, prompt, t2i_model, detector) -> (n_male, n_female, n_predicted) on images
+    with a final label, reported version, ok predictions only (the shape of
+    ``reports.drilldown.detector_prompt_counts``, which would scan the predictions again).
+    """
+    report, human_rows, joint = _bias_report(
+        study=study, t2i_model=t2i_model, detector=detector, bootstrap=bootstrap, seed=seed
+    )
+    prompts = {r["prompt_id"]: (r["category"], r["word"], r["prompt"]) for r in human_rows}
+    counts: PromptCounts = {}
+    for row in joint:
+        table = _joint_table(row)
+        key = (*prompts[row["prompt_id"]], row["t2i_model"], row["detector"])
+        counts[key] = (int(table[:, 0].sum()), int(table[:, 1].sum()), int(table.sum()))
+    return report, counts
+
+
+def _bias_report(
+    *, study: Study | None, t2i_model: str | None, detector: str | None, bootstrap: int, seed: int
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The report, the human rows and the detectors' joint rows it was computed from."""
     rows = sel.human_prompt_counts(study=study, t2i_model=t2i_model)
     by_model: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
@@ -363,9 +400,10 @@ def bias_report(
     human = _map_threads(
         lambda model: _human_model(by_model[model], bootstrap=bootstrap, seed=seed, model=model), models
     )
-    return {
+    report = {
         "coverage": sel.coverage(study=study, t2i_model=t2i_model),
         "agreement": {"cohen_kappa": agreement["cohen_kappa"], "n_images": agreement["n_images"]},
         "human": dict(zip(models, human, strict=True)),
         "detectors": _detectors(joint, versions, bootstrap=bootstrap, seed=seed),
     }
+    return report, rows, joint

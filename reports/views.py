@@ -85,6 +85,8 @@ class Filters:
     category: str | None
     detector: str | None
     options: drilldown.FilterOptions
+    # The data fingerprint, read once per request before anything is computed: a write racing
+    # with a computation leaves its result under the older fingerprint, never asked for again.
     fingerprint: tuple[Any, ...] = ()
 
     def params(self, **overrides: str | None) -> dict[str, str]:
@@ -120,7 +122,11 @@ def parse_filters(request: HttpRequest) -> Filters:
     else:
         studies = list(Study.objects.order_by("id")[:2])
         study = studies[0] if len(studies) == 1 else None
-    options = drilldown.filter_options(study=study)
+    fingerprint = sel.data_fingerprint()
+    # The options scan the predictions (distinct detectors): cached like the report.
+    options = _cached(
+        fingerprint, "filter_options", lambda: drilldown.filter_options(study=study), study=study and study.pk
+    )
     chosen: dict[str, str | None] = {}
     for name, allowed in (
         ("t2i_model", options.t2i_models),
@@ -132,21 +138,21 @@ def parse_filters(request: HttpRequest) -> Filters:
             label = name.replace("_", " ").replace("t2i", "T2I")
             raise BadFilter(f"No {label} {value!r} in {'study ' + study.name if study else 'any study'}.")
         chosen[name] = value
-    return Filters(study=study, options=options, fingerprint=sel.data_fingerprint(), **chosen)
+    return Filters(study=study, options=options, fingerprint=fingerprint, **chosen)
 
 
-def _cache_key(filters: Filters, kind: str, **scope: Any) -> str:
-    raw = repr((kind, sorted(scope.items()), filters.fingerprint))
+def _cache_key(fingerprint: tuple[Any, ...], kind: str, **scope: Any) -> str:
+    raw = repr((kind, sorted(scope.items()), fingerprint))
     return "reports:" + hashlib.sha256(raw.encode()).hexdigest()
 
 
-def _cached(filters: Filters, kind: str, compute: Callable[[], Any], **scope: Any) -> Any:
+def _cached(fingerprint: tuple[Any, ...], kind: str, compute: Callable[[], Any], **scope: Any) -> Any:
     """``compute()``, cached under (kind, scope, the data fingerprint of this request).
 
     Any write changes the fingerprint, so a cached value is never shown after the data changed;
     old entries are simply never asked for again (the cache evicts them).
     """
-    key = _cache_key(filters, kind, **scope)
+    key = _cache_key(fingerprint, kind, **scope)
     value = cache.get(key)
     if value is None:
         value = compute()
@@ -162,23 +168,24 @@ def _report_scope(filters: Filters) -> dict[str, Any]:
     }
 
 
-def _bias_report(filters: Filters, *, bootstrap: int = BOOTSTRAP) -> dict[str, Any]:
-    """The report of issue 4's JSON contract for the filters (category is applied by the pages).
+def _report_and_counts(filters: Filters, *, bootstrap: int) -> tuple[dict[str, Any], dict[Any, Any]]:
+    """The report of issue 4's JSON contract for the filters (category is applied by the pages)
+    and the detectors' per-prompt counts of the heatmap, from one computation.
 
     Cached per filters and data fingerprint. Asked without intervals (``bootstrap=0``: heatmap,
     tables without intervals), it reuses a cached report with intervals when there is one: only
     the intervals differ, and those callers do not read them.
     """
-    from reports.report import bias_report  # METRICS' module; imported here, used by every page
+    from reports import report  # imported here: the report pulls numpy, only the pages need it
 
     scope = _report_scope(filters)
     if bootstrap == 0:
-        full = cache.get(_cache_key(filters, "bias_report", **scope, bootstrap=BOOTSTRAP))
+        full = cache.get(_cache_key(filters.fingerprint, "bias_report", **scope, bootstrap=BOOTSTRAP))
         if full is not None:
             return full
 
-    def compute() -> dict[str, Any]:
-        return bias_report(
+    def compute() -> tuple[dict[str, Any], dict[Any, Any]]:
+        return report.bias_report_with_prompt_counts(
             study=filters.study,
             t2i_model=filters.t2i_model,
             detector=filters.detector,
@@ -186,7 +193,11 @@ def _bias_report(filters: Filters, *, bootstrap: int = BOOTSTRAP) -> dict[str, A
             seed=0,
         )
 
-    return _cached(filters, "bias_report", compute, **scope, bootstrap=bootstrap)
+    return _cached(filters.fingerprint, "bias_report", compute, **scope, bootstrap=bootstrap)
+
+
+def _bias_report(filters: Filters, *, bootstrap: int = BOOTSTRAP) -> dict[str, Any]:
+    return _report_and_counts(filters, bootstrap=bootstrap)[0]
 
 
 def _render(
@@ -212,20 +223,17 @@ def _grid(filters: Filters) -> tables.PromptGrid:
     """Prompts x (T2I model, source) scores (paper table 7), cached like the report."""
 
     def compute() -> tables.PromptGrid:
-        report = _bias_report(filters, bootstrap=0)
-        detectors = tables.detector_keys(report)
-        counts = drilldown.detector_prompt_counts(
-            study=filters.study, t2i_model=filters.t2i_model, category=filters.category, detectors=detectors
-        )
+        report, counts = _report_and_counts(filters, bootstrap=0)
         return tables.prompt_grid(
             report,
             counts,
             prompt_ids=drilldown.prompt_ids(study=filters.study),
-            detectors=detectors,
+            detectors=tables.detector_keys(report),
             category=filters.category,
         )
 
-    return _cached(filters, "grid", compute, **_report_scope(filters), category=filters.category)
+    scope = _report_scope(filters) | {"category": filters.category}
+    return _cached(filters.fingerprint, "grid", compute, **scope)
 
 
 def _overview_tables(report: dict[str, Any], filters: Filters) -> list[tables.Table]:
@@ -509,7 +517,7 @@ def _chart_bytes(filters: Filters, name: str, fmt: str, source: str = "") -> byt
         "fmt": fmt,
         "source": source,
     }
-    return _cached(filters, "chart", draw, **scope)
+    return _cached(filters.fingerprint, "chart", draw, **scope)
 
 
 def _chart(request: HttpRequest, name: str, fmt: str) -> tuple[Filters, str, bytes]:
@@ -524,22 +532,7 @@ def _chart(request: HttpRequest, name: str, fmt: str) -> tuple[Filters, str, byt
         source = request.GET.get("source", tables.HUMAN)
         if source not in (tables.HUMAN, *tables.detector_keys(_bias_report(filters, bootstrap=0))):
             raise BadFilter(f"No source {source!r} in the report.")
-
-    def draw() -> bytes:
-        if name == "model_bias":
-            return charts.model_bias_chart(_bias_report(filters), fmt)
-        grid = _grid(filters)
-        if name == "heatmap":
-            return charts.heatmap_chart(grid, fmt)
-        return charts.histogram_chart(grid.source_scores(source), fmt, source=_source_name(source))
-
-    scope = _report_scope(filters) | {
-        "category": filters.category,
-        "name": name,
-        "fmt": fmt,
-        "source": source,
-    }
-    body = _cached(filters, "chart", draw, **scope)
+    body = _chart_bytes(filters, name, fmt, source)
     return filters, f"{name}-{source}" if source else name, body
 
 

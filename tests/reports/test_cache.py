@@ -38,13 +38,13 @@ def rita(researcher, client_for):
 def report_calls(monkeypatch) -> list[int]:
     """Counts the bias reports actually computed (the bootstrap value of each call)."""
     calls: list[int] = []
-    real = report_module.bias_report
+    real = report_module.bias_report_with_prompt_counts
 
     def counting(**kwargs):
         calls.append(kwargs.get("bootstrap", 1000))
         return real(**kwargs)
 
-    monkeypatch.setattr(report_module, "bias_report", counting)
+    monkeypatch.setattr(report_module, "bias_report_with_prompt_counts", counting)
     return calls
 
 
@@ -147,3 +147,13 @@ def test_the_fingerprint_changes_with_every_kind_of_write(fx, researcher):
     assert changed()
     fx.images[3].final_label.delete()
     assert changed()
+
+
+@pytest.mark.parametrize("t2i_model", [None, "sdxl"])
+def test_heatmap_counts_from_the_report_equal_the_drilldown_counts(fx, t2i_model):
+    from reports.drilldown import detector_prompt_counts
+    from reports.report import bias_report_with_prompt_counts
+
+    _report, counts = bias_report_with_prompt_counts(study=fx.study, t2i_model=t2i_model, bootstrap=0)
+    assert counts == detector_prompt_counts(study=fx.study, t2i_model=t2i_model)
+    assert ("place", dashboard_data.RND_WORD) in {key[:2] for key in counts}

@@ -255,3 +255,16 @@ def test_intervals_do_not_depend_on_how_many_threads_drew_them(report_study, mon
     threaded = bias_report(study=report_study.study, bootstrap=300, seed=3)
     assert threaded == sequential
     assert threaded["human"]["sdxl"]["ci95"] is not None
+
+
+@pytest.mark.parametrize("t2i_model", [None, "sdxl", "sd3"])
+def test_prompt_counts_from_the_report_scan_equal_the_drilldown_counts(report_study, t2i_model):
+    from reports.drilldown import detector_prompt_counts
+    from reports.report import bias_report_with_prompt_counts
+
+    report, counts = bias_report_with_prompt_counts(
+        study=report_study.study, t2i_model=t2i_model, bootstrap=0
+    )
+    assert counts == detector_prompt_counts(study=report_study.study, t2i_model=t2i_model)
+    assert counts  # the fixture has predictions on labelled images in every model
+    assert report == bias_report(study=report_study.study, t2i_model=t2i_model, bootstrap=0)
