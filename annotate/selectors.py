@@ -166,28 +166,37 @@ def dispute_queue(*, study: Study) -> QuerySet[Image]:
 
 
 # The counts of annotator_progress in one fixed statement. Raw SQL because it runs on every key
-# press: building and compiling the same four nested counts through the ORM took ~5 ms of CPU
-# per call, executing them well under 1 ms. Same rules as claimable_images (kept in step by
-# tests/annotate/test_selectors.py, which runs on SQLite and PostgreSQL).
+# press: building and compiling the same nested counts through the ORM took ~5 ms of CPU per
+# call, executing them about 1 ms. Same rules as claimable_images (kept in step by
+# tests/annotate/test_selectors.py, which runs on SQLite and PostgreSQL). Shaped so that no
+# count probes another table once per image of the study:
+#   done          the annotator's labels in the study;
+#   open          their open seats, less images a person already decided;
+#   unfinished    images with fewer than N completed seats and no decision (an index range) …
+#   mine          … less those the annotator holds or held a seat on (their seats, a few);
+#   held          … less those others hold every remaining seat of right now — driven from
+#                 the open seats (a partial index, a handful of rows), never from the images.
 _PROGRESS_SQL = """
 SELECT
   (SELECT COUNT(*) FROM {label} l JOIN {image} i ON i.id = l.image_id
-    WHERE l.annotator_id = %s AND i.study_id = %s),
+    WHERE l.annotator_id = %(user)s AND i.study_id = %(study)s),
   (SELECT COUNT(*) FROM {assignment} a JOIN {image} i ON i.id = a.image_id
-    WHERE a.annotator_id = %s AND i.study_id = %s AND a.completed_at IS NULL
-      AND NOT EXISTS (SELECT 1 FROM {final} f WHERE f.image_id = i.id AND f.source IN (%s, %s))),
+    WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND a.completed_at IS NULL
+      AND NOT EXISTS ({decided})),
   (SELECT COUNT(*) FROM {image} i
-    WHERE i.study_id = %s AND i.completed_seats < %s
-      AND NOT EXISTS (SELECT 1 FROM {assignment} a WHERE a.image_id = i.id AND a.annotator_id = %s)
-      AND NOT EXISTS (SELECT 1 FROM {final} f WHERE f.image_id = i.id AND f.source IN (%s, %s))),
+    WHERE i.study_id = %(study)s AND i.completed_seats < %(n)s AND NOT EXISTS ({decided})),
+  (SELECT COUNT(*) FROM {assignment} a JOIN {image} i ON i.id = a.image_id
+    WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND i.completed_seats < %(n)s
+      AND NOT EXISTS ({decided})),
   (SELECT COUNT(*) FROM {image} i
-    WHERE i.study_id = %s AND i.completed_seats < %s
-      AND NOT EXISTS (SELECT 1 FROM {assignment} a WHERE a.image_id = i.id AND a.annotator_id = %s)
-      AND NOT EXISTS (SELECT 1 FROM {final} f WHERE f.image_id = i.id AND f.source IN (%s, %s))
-      AND i.id IN (SELECT a.image_id FROM {assignment} a WHERE a.completed_at IS NULL AND a.expires_at > %s)
+    WHERE i.id IN (SELECT o.image_id FROM {assignment} o
+                    WHERE o.completed_at IS NULL AND o.expires_at > %(now)s)
+      AND i.study_id = %(study)s AND i.completed_seats < %(n)s AND NOT EXISTS ({decided})
+      AND NOT EXISTS (SELECT 1 FROM {assignment} a WHERE a.image_id = i.id AND a.annotator_id = %(user)s)
       AND (SELECT COUNT(*) FROM {assignment} a
-            WHERE a.image_id = i.id AND (a.completed_at IS NOT NULL OR a.expires_at > %s)) >= %s)
+            WHERE a.image_id = i.id AND (a.completed_at IS NOT NULL OR a.expires_at > %(now)s)) >= %(n)s)
 """
+_DECIDED_SQL = "SELECT 1 FROM {final} f WHERE f.image_id = i.id AND f.source IN (%(resolved)s, %(imported)s)"
 
 
 def annotator_progress(*, study: Study, annotator: AbstractBaseUser, now: datetime | None = None) -> Progress:
@@ -199,25 +208,25 @@ def annotator_progress(*, study: Study, annotator: AbstractBaseUser, now: dateti
     completed_seats index, and the live-seat count runs only on the few images that have an
     open seat (others may hold all their remaining seats right now: those are not takeable).
     """
-    now_param = connection.ops.adapt_datetimefield_value(now or timezone.now())
-    n, user, study_id = study.labels_per_image, annotator.pk, study.pk
-    sql = _PROGRESS_SQL.format(
-        label=Label._meta.db_table,
-        image=Image._meta.db_table,
-        assignment=Assignment._meta.db_table,
-        final=FinalLabel._meta.db_table,
-    )
-    decided = [str(source) for source in DECIDED_SOURCES]
-    params = [
-        *(user, study_id),
-        *(user, study_id, *decided),
-        *(study_id, n, user, *decided),
-        *(study_id, n, user, *decided, now_param, now_param, n),
-    ]
+    tables = {
+        "label": Label._meta.db_table,
+        "image": Image._meta.db_table,
+        "assignment": Assignment._meta.db_table,
+        "final": FinalLabel._meta.db_table,
+    }
+    sql = _PROGRESS_SQL.format(decided=_DECIDED_SQL.format(**tables), **tables)
+    params = {
+        "user": annotator.pk,
+        "study": study.pk,
+        "n": study.labels_per_image,
+        "now": connection.ops.adapt_datetimefield_value(now or timezone.now()),
+        "resolved": str(FinalLabelSource.RESOLVED),
+        "imported": str(FinalLabelSource.IMPORTED),
+    }
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        done, open_seats, unfinished, held_by_others = cursor.fetchone()
-    return Progress(done=done, remaining=open_seats + unfinished - held_by_others)
+        done, open_seats, unfinished, mine, held_by_others = cursor.fetchone()
+    return Progress(done=done, remaining=open_seats + unfinished - mine - held_by_others)
 
 
 def _final_label_dict(final: FinalLabel | FinalLabelRevision) -> dict[str, Any]:

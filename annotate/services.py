@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Exists, F, OuterRef, Subquery
 from django.utils import timezone
 
@@ -44,7 +44,7 @@ from annotate.models import (
     LabelRevision,
     Study,
 )
-from annotate.selectors import DECIDED_SOURCES, claimable_images, image_state
+from annotate.selectors import DECIDED_SOURCES, image_state
 
 REASON_MAX_CHARS = 2000
 DURATION_MAX_MS = 2_147_483_647  # PositiveIntegerField's ceiling on every backend
@@ -342,26 +342,73 @@ def _final_label_write(
     return final
 
 
+# claimable_images (annotate.selectors) as one fixed statement, after a cursor and with a limit.
+# Raw SQL because it runs on every key press: the ORM spent ~2 ms of CPU building and compiling
+# it, the database well under 1 ms running it. tests/annotate/test_services.py and
+# test_concurrency.py hold both to the same rules.
+_CANDIDATES_SQL = """
+SELECT i.id FROM {image} i
+WHERE i.study_id = %(study)s AND i.completed_seats < %(n)s AND i.id > %(after)s
+  AND NOT EXISTS (SELECT 1 FROM {assignment} a WHERE a.image_id = i.id AND a.annotator_id = %(user)s)
+  AND NOT EXISTS (SELECT 1 FROM {final} f
+                   WHERE f.image_id = i.id AND f.source IN (%(resolved)s, %(imported)s))
+  AND (SELECT COUNT(*) FROM {assignment} a
+        WHERE a.image_id = i.id AND (a.completed_at IS NOT NULL OR a.expires_at > %(now)s)) < %(n)s
+ORDER BY i.id
+LIMIT %(limit)s{lock}
+"""
+
+
+def _claimable_ids(
+    *, study: Study, annotator: AbstractBaseUser, now: datetime, after_id: int, limit: int, skip_locked: bool
+) -> list[int]:
+    features = connection.features
+    lock = ""
+    if skip_locked and features.has_select_for_update_skip_locked and features.has_select_for_no_key_update:
+        lock = " FOR NO KEY UPDATE OF i SKIP LOCKED"
+    sql = _CANDIDATES_SQL.format(
+        image=Image._meta.db_table,
+        assignment=Assignment._meta.db_table,
+        final=FinalLabel._meta.db_table,
+        lock=lock,
+    )
+    params = {
+        "study": study.pk,
+        "n": study.labels_per_image,
+        "after": after_id,
+        "user": annotator.pk,
+        "resolved": str(FinalLabelSource.RESOLVED),
+        "imported": str(FinalLabelSource.IMPORTED),
+        "now": connection.ops.adapt_datetimefield_value(now),
+        "limit": limit,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [row[0] for row in cursor.fetchall()]
+
+
 def _claim_candidates(
     *, study: Study, annotator: AbstractBaseUser, now: datetime, need: int, after_id: int
 ) -> list[Image]:
-    """The next images after ``after_id``, by id, the annotator may try to claim a seat on.
+    """The next images after ``after_id``, by id, the annotator may try to claim a seat on
+    (only their ids are loaded).
 
     On PostgreSQL, first the images nobody else is claiming or labelling at this moment
     (row locks, SKIP LOCKED): 20 annotators asking at once spread over the next images instead
     of queueing behind each other on the same one. Only if that finds too few, the locked ones
     too (the claim then waits for the other transaction and takes the slot left over): an
     annotator must never be told "no work left" just because someone else was busy with the
-    last images. On SQLite the lock clause is ignored; its writes are serial anyway.
+    last images. On SQLite there is no lock clause; its writes are serial anyway.
     """
-    base = claimable_images(study=study, annotator=annotator, now=now).filter(pk__gt=after_id).only("id")
-    unlocked = list(base.select_for_update(skip_locked=True, no_key=True, of=("self",))[:need])
-    if len(unlocked) >= need:
-        return unlocked
-    busy = base.exclude(pk__in=[image.pk for image in unlocked])[
-        : need - len(unlocked) + CLAIM_SPARE_CANDIDATES
-    ]
-    return sorted([*unlocked, *busy], key=lambda image: image.pk)
+    query = {"study": study, "annotator": annotator, "now": now, "after_id": after_id}
+    unlocked = _claimable_ids(**query, limit=need, skip_locked=True)
+    ids = unlocked
+    if len(unlocked) < need:
+        spare = need - len(unlocked) + CLAIM_SPARE_CANDIDATES
+        everything = _claimable_ids(**query, limit=len(unlocked) + spare, skip_locked=False)
+        busy = [pk for pk in everything if pk not in unlocked][:spare]
+        ids = sorted([*unlocked, *busy])
+    return [Image(pk=pk) for pk in ids]
 
 
 # --- labelling -----------------------------------------------------------------------------
