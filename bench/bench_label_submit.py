@@ -1,49 +1,68 @@
-"""Benchmark: label-submit-and-next with 20 simulated annotators on PostgreSQL (issue 2: p95 of
-the server time under 50 ms).
+"""Benchmark: label-submit-and-next with 20 simulated annotators on PostgreSQL over loopback
+(issue 2: p95 of the server time under 50 ms).
 
-    .venv/bin/python bench/bench_label_submit.py [--annotators 20] [--labels 25]
-        [--database-url postgres://postgres@127.0.0.1:5432/biaslab_ui_bench]
+    .venv/bin/python bench/bench_label_submit.py [--annotators 20] [--labels 30] [--think-ms 1000]
+        [--images 6000] [--prefilled 0.3] [--threads 4]
+        [--database-url postgres://postgres@127.0.0.1:5432/biaslab_perf_bench]
 
-Creates (drops and re-creates) the database named in the URL, migrates it, adds a study with
-enough images for every annotator to give ``--labels`` labels (two labels per image), then runs
-one thread per annotator. Each thread has its own Django test ``Client`` (own session, own
-database connection over loopback) and does what label.js does: POST the label with
-``HX-Request: true`` and get the partial of the next image back, then pauses as a person does
-while looking at the image (``--think-ms``, default 1 s: the paper's annotators took a few
-seconds per image; ``--think-ms 0`` is a back-to-back stress test that measures queueing).
+What it does:
 
-The thread's CPU time per request (``time.thread_time``) is printed too: it does not grow with
-other processes' load on a shared machine, unlike the wall time.
+1. Drops and re-creates the database named in the URL (also read from BENCH_DATABASE_URL),
+   migrates it and adds a study of ``--images`` real PNG files (6,000 as in the issue), the
+   first ``--prefilled`` fraction of them already labelled by two earlier annotators, so the
+   counters and the queue work at the issue's size, not on an empty study.
+2. Profiles one annotator in-process (Django test client): SQL statements per submit-and-next
+   (``CaptureQueriesContext``, BEGIN/COMMIT included) and the Python CPU time per request.
+3. Starts a real HTTP server in a subprocess: Django's WSGI application behind the standard
+   library's ``wsgiref`` server with a fixed pool of ``--threads`` worker threads (one request
+   per connection, like a pre-threaded production server; never the test client), with
+   ``DJANGO_SETTINGS_MODULE=bench.settings_bench`` — the project's settings plus the
+   ``Server-Timing`` header of config/timing.py, DEBUG off.
+4. Runs ``--annotators`` simulated annotators as HTTP clients (threads of this process,
+   logged in with their own session): each loads the labeling screen, then does what label.js
+   does — POST the label with ``HX-Request: true``, read the next image's partial — and pauses
+   like a person looking at the next image (``--think-ms``, uniform 0.5x-1.5x; the paper's
+   annotators took a few seconds per image, a fast one about one; 0 = back-to-back stress).
+   A single annotator runs alone first: the unloaded baseline, which also warms the server up.
 
-What "server time" means here: the wall time of ``Client.post`` — the whole Django request
-path in-process (middleware, session and auth lookups, the view, both services, the template)
-with no network and no HTTP parsing. The threads share one Python process, so under load the
-figure also includes waiting for the GIL: an upper bound of what one worker process serving
-these 20 annotators would take. ``--workers processes`` forks one process per annotator
-instead, like a server with several worker processes. A single-annotator run comes first as the unloaded baseline.
+Printed, next to the load average (the machine is shared): p50/p95/p99 of the server time
+(``Server-Timing`` app: all of Django's work for the request, from the first middleware to
+the response — the figure the issue bounds), the server thread's CPU time, the statements
+per request, the client's round trip (adds HTTP parsing, the socket and this process's own
+scheduling), and requests/s. Finally it checks that no image got more than N labels.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import os
 import random
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.parse
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/biaslab_ui_bench"
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/biaslab_perf_bench"
 IMAGE_RE = re.compile(r'id="current-image"[^>]*data-image-id="(\d+)"')
 REQUEST_RE = re.compile(r'name="request_id" value="([0-9a-f]+)"')
+CSRF_RE = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+TIMING_RE = re.compile(r"(\w+);dur=([\d.]+)(?:;desc=\"(\d+))?")
 VALUES = ("male", "female", "low_quality")
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def recreate_database(url: str) -> None:
@@ -133,116 +152,280 @@ def make_study(
     return study, users
 
 
-def _annotator_loop(
-    study: Any,
-    user: Any,
-    labels: int,
-    think_ms: int,
-    timings: list[float],
-    cpu_times: list[float],
-    errors: list[str],
-) -> None:
-    from django.db import connection
-    from django.test import Client
-    from django.urls import reverse
-
-    client = Client()
-    client.force_login(user)
-    rng = random.Random(user.pk)
-    try:
-        html = client.get(reverse("annotate:label_study", args=[study.slug])).content.decode()
-        for _ in range(labels):
-            found = IMAGE_RE.search(html)
-            if not found:
-                break  # no work left
-            url = reverse("annotate:label_submit", args=[study.slug, int(found.group(1))])
-            data = {
-                "value": rng.choice(VALUES),
-                "request_id": REQUEST_RE.search(html).group(1),
-                "duration_ms": str(rng.randint(400, 3000)),
-            }
-            start, cpu = time.perf_counter(), time.thread_time()
-            response = client.post(url, data, HTTP_HX_REQUEST="true")
-            timings.append((time.perf_counter() - start) * 1000)
-            cpu_times.append((time.thread_time() - cpu) * 1000)
-            if response.status_code != 200:
-                errors.append(f"{user.username}: HTTP {response.status_code}")
-            html = response.content.decode()
-            if think_ms:
-                time.sleep(rng.uniform(0.5, 1.5) * think_ms / 1000)  # looking at the next image
-    finally:
-        connection.close()
-
-
-def _annotator_process(study: Any, user: Any, labels: int, think_ms: int, results: Any) -> None:
-    timings: list[float] = []
-    cpu_times: list[float] = []
-    errors: list[str] = []
-    _annotator_loop(study, user, labels, think_ms, timings, cpu_times, errors)
-    results.put((timings, cpu_times, errors))
-
-
-def run(
-    study: Any, users: list[Any], labels: int, think_ms: int, workers: str = "threads"
-) -> tuple[list[float], list[float], list[str], float]:
-    """Every annotator at once, as threads of this process (one worker, one GIL) or as forked
-    processes (like a server with one worker process per busy annotator)."""
-    timings: list[float] = []
-    cpu_times: list[float] = []
-    errors: list[str] = []
-    start = time.perf_counter()
-    if workers == "processes":
-        import multiprocessing
-
-        from django.db import connections
-
-        connections.close_all()  # children open their own connections; never share a socket
-        context = multiprocessing.get_context("fork")
-        results = context.Queue()
-        procs = [
-            context.Process(target=_annotator_process, args=(study, user, labels, think_ms, results))
-            for user in users
-        ]
-        for proc in procs:
-            proc.start()
-        for _ in procs:
-            t, c, e = results.get()
-            timings += t
-            cpu_times += c
-            errors += e
-        for proc in procs:
-            proc.join()
-        return timings, cpu_times, errors, time.perf_counter() - start
-    threads = [
-        threading.Thread(
-            target=_annotator_loop, args=(study, user, labels, think_ms, timings, cpu_times, errors)
-        )
-        for user in users
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return timings, cpu_times, errors, time.perf_counter() - start
-
-
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
 
 
-def report(title: str, timings: list[float], cpu_times: list[float], errors: list[str], wall: float) -> None:
-    if not timings:
-        print(f"{title}: no requests")
-        return
+def prefill(study: Any, fraction: float) -> int:
+    """Label the first ``fraction`` of the study's images by two earlier annotators (bulk rows,
+    as an import would leave them): the work ahead starts where a real study is mid-way."""
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from annotate.models import Assignment, Image, Label
+
+    earlier = [get_user_model().objects.create_user(f"{study.slug}-earlier{k}") for k in range(2)]
+    study.annotators.add(*earlier)
+    images = list(Image.objects.filter(study=study).order_by("id")[: int(fraction * study.images.count())])
+    now = timezone.now()
+    seats = [
+        Assignment(image=image, annotator=user, slot=k, claimed_at=now, expires_at=now, completed_at=now)
+        for image in images
+        for k, user in enumerate(earlier)
+    ]
+    Assignment.objects.bulk_create(seats, batch_size=2000)
+    labels = [
+        Label(image=image, annotator=user, value=VALUES[(image.pk + k) % 2])
+        for image in images
+        for k, user in enumerate(earlier)
+    ]
+    Label.objects.bulk_create(labels, batch_size=2000)
+    Image.objects.filter(pk__in=[image.pk for image in images]).update(completed_seats=2)
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            # Planner statistics, as autovacuum keeps them on a live database; right after a
+            # bulk load the planner would otherwise guess 5 images per study.
+            cursor.execute("ANALYZE")
+    return len(images)
+
+
+# --- in-process profile --------------------------------------------------------------------------
+
+
+def profile(study: Any, user: Any, submits: int) -> None:
+    """Statements and Python CPU per submit-and-next of one annotator, in-process."""
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+    from django.urls import reverse
+
+    client = Client()
+    client.force_login(user)
+    html = client.get(reverse("annotate:label_study", args=[study.slug])).content.decode()
+    counts, cpu_ms = [], []
+    for i in range(submits):
+        url = reverse("annotate:label_submit", args=[study.slug, int(IMAGE_RE.search(html).group(1))])
+        data = {"value": VALUES[i % 2], "request_id": REQUEST_RE.search(html).group(1), "duration_ms": "900"}
+        with CaptureQueriesContext(connection) as queries:
+            cpu = time.thread_time()
+            response = client.post(url, data, HTTP_HX_REQUEST="true")
+            cpu_ms.append((time.thread_time() - cpu) * 1000)
+        counts.append(len(queries.captured_queries))
+        html = response.content.decode()
+    cpu_ms = cpu_ms[3:]  # the first requests compile templates and warm caches
     print(
-        f"{title}: {len(timings)} submits in {wall:.1f} s ({len(timings) / wall:.0f}/s); server time "
-        f"p50 {statistics.median(timings):.1f} ms, p95 {percentile(timings, 95):.1f} ms, "
-        f"max {max(timings):.1f} ms; Python CPU per request p50 {statistics.median(cpu_times):.1f} ms, "
-        f"p95 {percentile(cpu_times, 95):.1f} ms; errors {len(errors)}"
+        f"in-process profile, {submits} submits: statements per submit-and-next "
+        f"{min(counts)}-{max(counts)} (median {statistics.median(counts):.0f}, BEGIN/COMMIT and "
+        f"session/user lookups included); Python CPU p50 {statistics.median(cpu_ms):.1f} ms, "
+        f"p95 {percentile(cpu_ms, 95):.1f} ms; {load()}"
     )
-    for error in errors[:5]:
-        print("  ", error)
+
+
+# --- the HTTP server -----------------------------------------------------------------------------
+
+
+def serve(address: str, threads: int) -> None:
+    """Run Django's WSGI application behind wsgiref with a fixed pool of worker threads."""
+    from concurrent.futures import ThreadPoolExecutor
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+
+    import django
+    from django.core.wsgi import get_wsgi_application
+
+    django.setup()
+    application = get_wsgi_application()
+
+    class QuietHandler(WSGIRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    class PooledWSGIServer(WSGIServer):
+        """One request per connection, served by one of ``threads`` worker threads."""
+
+        request_queue_size = 128
+        pool = ThreadPoolExecutor(max_workers=threads)
+
+        def process_request(self, request: Any, client_address: Any) -> None:
+            self.pool.submit(self._serve_one, request, client_address)
+
+        def _serve_one(self, request: Any, client_address: Any) -> None:
+            try:
+                self.finish_request(request, client_address)
+            except Exception:
+                self.handle_error(request, client_address)
+            finally:
+                self.shutdown_request(request)
+
+    host, port = address.rsplit(":", 1)
+    server = PooledWSGIServer((host, int(port)), QuietHandler)
+    server.set_app(application)
+    print(f"serving on {host}:{server.server_address[1]}", flush=True)
+    server.serve_forever()
+
+
+def start_server(database_url: str, media: Path, threads: int) -> tuple[subprocess.Popen, str]:
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "bench.settings_bench",
+        "DATABASE_URL": database_url,
+        "BIASLAB_MEDIA_ROOT": str(media),
+        "DJANGO_DEBUG": "false",
+        "PYTHONPATH": str(ROOT),
+    }
+    env.setdefault("DJANGO_SECRET_KEY", "bench-only-secret-key-not-used-elsewhere")
+    command = [sys.executable, __file__, "--serve", "127.0.0.1:0", "--threads", str(threads)]
+    proc = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if not line.startswith("serving on "):
+        proc.kill()
+        raise SystemExit(f"the benchmark server did not start: {line!r}")
+    return proc, line.split()[-1]
+
+
+# --- the simulated annotators --------------------------------------------------------------------
+
+
+@dataclass
+class Samples:
+    server_ms: list[float] = field(default_factory=list)
+    cpu_ms: list[float] = field(default_factory=list)
+    db_ms: list[float] = field(default_factory=list)
+    statements: list[int] = field(default_factory=list)
+    round_trip_ms: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Annotator:
+    """One person at the labeling screen, over HTTP: session cookie, CSRF token, the partial."""
+
+    def __init__(self, address: str, slug: str, session_key: str) -> None:
+        self.host, port = address.split(":")
+        self.port = int(port)
+        self.slug = slug
+        self.cookies = {"sessionid": session_key}
+
+    def request(self, method: str, path: str, body: dict[str, str] | None = None) -> tuple[int, dict, str]:
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
+        headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())}
+        data = None
+        if body is not None:
+            data = urllib.parse.urlencode(body)
+            headers |= {"Content-Type": "application/x-www-form-urlencoded", "HX-Request": "true"}
+        try:
+            conn.request(method, path, body=data, headers=headers)
+            response = conn.getresponse()
+            html = response.read().decode()
+            for header in response.headers.get_all("Set-Cookie") or []:
+                name, value = header.split(";", 1)[0].split("=", 1)
+                self.cookies[name] = value
+            return response.status, dict(response.headers), html
+        finally:
+            conn.close()
+
+    def label_loop(self, labels: int, think_ms: int, samples: Samples, seed: int) -> None:
+        rng = random.Random(seed)
+        status, _, html = self.request("GET", f"/annotate/{self.slug}/label/")
+        if status != 200:
+            samples.errors.append(f"GET label screen: HTTP {status}")
+            return
+        for _ in range(labels):
+            found = IMAGE_RE.search(html)
+            if not found:
+                return  # no work left
+            body = {
+                "value": rng.choice(VALUES),
+                "request_id": REQUEST_RE.search(html).group(1),
+                "duration_ms": str(rng.randint(400, 3000)),
+                "csrfmiddlewaretoken": CSRF_RE.search(html).group(1),
+            }
+            start = time.perf_counter()
+            status, headers, html = self.request(
+                "POST", f"/annotate/{self.slug}/label/{found.group(1)}/", body
+            )
+            round_trip = (time.perf_counter() - start) * 1000
+            timing = {
+                m.group(1): (float(m.group(2)), m.group(3))
+                for m in TIMING_RE.finditer(headers.get("Server-Timing", ""))
+            }
+            with samples.lock:
+                if status != 200 or "app" not in timing:
+                    samples.errors.append(f"POST: HTTP {status}")
+                    continue
+                samples.round_trip_ms.append(round_trip)
+                samples.server_ms.append(timing["app"][0])
+                samples.cpu_ms.append(timing["cpu"][0])
+                samples.db_ms.append(timing["db"][0])
+                samples.statements.append(int(timing["db"][1]))
+            if think_ms:
+                time.sleep(rng.uniform(0.5, 1.5) * think_ms / 1000)  # looking at the next image
+
+
+def session_key(user: Any) -> str:
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client.cookies["sessionid"].value
+
+
+def run_http(address: str, study: Any, users: list[Any], labels: int, think_ms: int) -> tuple[Samples, float]:
+    samples = Samples()
+    annotators = [Annotator(address, study.slug, session_key(user)) for user in users]
+    threads = [
+        threading.Thread(target=a.label_loop, args=(labels, think_ms, samples, i))
+        for i, a in enumerate(annotators)
+    ]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return samples, time.perf_counter() - start
+
+
+def report(title: str, samples: Samples, wall: float) -> None:
+    if not samples.server_ms:
+        print(f"{title}: no requests; errors {samples.errors[:5]}")
+        return
+
+    def dist(values: list[float]) -> str:
+        return (
+            f"p50 {statistics.median(values):.1f}, p95 {percentile(values, 95):.1f}, "
+            f"p99 {percentile(values, 99):.1f}, max {max(values):.1f} ms"
+        )
+
+    n = len(samples.server_ms)
+    print(f"{title}: {n} submits in {wall:.1f} s ({n / wall:.1f} requests/s); {load()}")
+    print(f"  server time (Server-Timing app)  {dist(samples.server_ms)}")
+    print(f"  server CPU of the request        {dist(samples.cpu_ms)}")
+    print(f"  of which in database calls       {dist(samples.db_ms)}")
+    print(f"  client round trip                {dist(samples.round_trip_ms)}")
+    print(
+        f"  statements per request {min(samples.statements)}-{max(samples.statements)} "
+        f"(median {statistics.median(samples.statements):.0f}; BEGIN/COMMIT not counted); "
+        f"errors {len(samples.errors)}"
+    )
+    for error in samples.errors[:5]:
+        print("   ", error)
+
+
+def check_labels(study: Any) -> None:
+    from django.db.models import Count, Max
+
+    from annotate.models import Assignment, Label
+
+    most = (
+        Label.objects.filter(image__study=study).values("image").annotate(n=Count("id")).aggregate(Max("n"))
+    )
+    print(
+        f"labels stored {Label.objects.filter(image__study=study).count()}, "
+        f"seats {Assignment.objects.filter(image__study=study).count()}, "
+        f"most labels on one image {most['n__max']} (N = {study.labels_per_image})"
+    )
 
 
 def main() -> None:
@@ -250,13 +433,10 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--annotators", type=int, default=20)
-    parser.add_argument("--labels", type=int, default=25, help="labels per annotator")
-    parser.add_argument(
-        "--workers",
-        choices=("threads", "processes"),
-        default="threads",
-        help="annotators as threads of one process (one GIL: a single worker) or as processes",
-    )
+    parser.add_argument("--labels", type=int, default=30, help="labels per annotator")
+    parser.add_argument("--images", type=int, default=6000, help="images in the study")
+    parser.add_argument("--prefilled", type=float, default=0.3, help="fraction of images already labelled")
+    parser.add_argument("--threads", type=int, default=4, help="worker threads of the HTTP server")
     parser.add_argument(
         "--think-ms",
         type=int,
@@ -264,7 +444,11 @@ def main() -> None:
         help="mean pause between an annotator's labels (uniform 0.5x-1.5x); 0 = back-to-back stress",
     )
     parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_DATABASE_URL))
+    parser.add_argument("--serve", metavar="HOST:PORT", help=argparse.SUPPRESS)  # the server subprocess
     args = parser.parse_args()
+    if args.serve:
+        serve(args.serve, args.threads)
+        return
 
     recreate_database(args.database_url)
     with tempfile.TemporaryDirectory(prefix="bench-label-") as tmp:
@@ -273,34 +457,30 @@ def main() -> None:
         from django.db import connection
 
         print(f"PostgreSQL {connection.cursor().connection.info.server_version} at {args.database_url}")
-        print(f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-        # Baseline: one annotator alone.
-        solo_study, solo = make_study(slug="solo", annotators=1, n_images=args.labels, media_root=media)
-        report("1 annotator, back-to-back", *run(solo_study, solo, args.labels, 0))
-        # Load: every annotator labels at once; two labels per image.
-        n_images = args.annotators * args.labels // 2 + args.annotators
+        print(f"{os.cpu_count()} CPUs, {load()}")
         study, users = make_study(
-            slug="load", annotators=args.annotators, n_images=n_images, media_root=media
+            slug="load", annotators=args.annotators + 2, n_images=args.images, media_root=media
         )
-        report(
-            f"{args.annotators} annotators ({args.workers}), ~{args.think_ms} ms between labels",
-            *run(study, users, args.labels, args.think_ms, args.workers),
-        )
-        from django.db.models import Count, Max
-
-        from annotate.models import Assignment, Label
-
-        per_image = (
-            Label.objects.filter(image__study=study)
-            .values("image")
-            .annotate(n=Count("id"))
-            .aggregate(Max("n"))
-        )
-        print(
-            f"labels stored {Label.objects.filter(image__study=study).count()}, "
-            f"seats {Assignment.objects.filter(image__study=study).count()}, "
-            f"most labels on one image {per_image['n__max']} (N = {study.labels_per_image})"
-        )
+        done = prefill(study, args.prefilled)
+        print(f"study of {args.images} images, {done} already labelled by two earlier annotators")
+        profile(study, users[-1], submits=25)
+        solo, loaded = users[-2], users[: args.annotators]
+        connection.close()
+        server, address = start_server(args.database_url, media, args.threads)
+        try:
+            print(f"server: wsgiref + {args.threads} worker threads at {address}, bench.settings_bench")
+            report(
+                "1 annotator, back-to-back (warm-up and baseline)",
+                *run_http(address, study, [solo], args.labels, 0),
+            )
+            report(
+                f"{args.annotators} annotators, ~{args.think_ms} ms between labels",
+                *run_http(address, study, loaded, args.labels, args.think_ms),
+            )
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+        check_labels(study)
         connection.close()
 
 
