@@ -488,3 +488,22 @@ def test_submit_that_completes_an_agreement_stays_within_its_query_budget(
     assert response.status_code == 200
     assert FinalLabel.objects.get(image=seat.image).value == "male"
     assert _shown_image_id(response) == images[1].pk
+
+
+def test_server_timing_header_reports_wall_cpu_and_database_time_when_switched_on(
+    client_for, annotator_a, images, settings
+):
+    settings.BIASLAB_SERVER_TIMING = True
+    settings.MIDDLEWARE = ["config.timing.ServerTimingMiddleware", *settings.MIDDLEWARE]
+    response = client_for(annotator_a).get(_label_url(images[0].study))
+    timing = response["Server-Timing"]
+    assert re.fullmatch(r'app;dur=[\d.]+, cpu;dur=[\d.]+, db;dur=[\d.]+;desc="\d+ statements"', timing)
+    assert int(re.search(r'desc="(\d+)', timing).group(1)) > 0
+
+
+def test_server_timing_header_is_absent_unless_switched_on(client_for, annotator_a, images, settings):
+    settings.BIASLAB_SERVER_TIMING = False
+    settings.MIDDLEWARE = ["config.timing.ServerTimingMiddleware", *settings.MIDDLEWARE]
+    response = client_for(annotator_a).get(_label_url(images[0].study))
+    assert response.status_code == 200
+    assert "Server-Timing" not in response
