@@ -1,10 +1,12 @@
 """Benchmark: key press to next image painted, in Debian's Chromium (issue 2: under 100 ms).
 
-    .venv/bin/python bench/bench_label_browser.py [--labels 60] [--size 512]
+    .venv/bin/python bench/bench_label_browser.py [--labels 60] [--size 512] [--threads 4]
         [--database-url postgres://postgres@127.0.0.1:5432/biaslab_ui_bench_browser]
 
-Serves the app from a live server thread on PostgreSQL over loopback (the database in the URL
-is dropped and re-created), logs one annotator in through the login form in headless Chromium
+Serves the app from the same real HTTP server as bench_label_submit.py (a subprocess: wsgiref
+with ``--threads`` worker threads, static files included; never in this process, whose
+Playwright driver would compete with it for the GIL) on PostgreSQL over loopback (the
+database in the URL is dropped and re-created), logs one annotator in through the login form in headless Chromium
 (Playwright, /usr/bin/chromium — never ``playwright install``), and labels ``--labels`` images
 of ``--size`` px random-pixel PNGs (about as large as a photograph: ~0.8 MB at 512 px).
 
@@ -12,7 +14,9 @@ Each measurement runs inside the page: ``performance.now()`` just before a ``key
 dispatched, to the ``label:shown`` event that label.js fires once the swapped-in image is
 decoded and the frame showing it has been painted (requestAnimationFrame, then a task queued
 from it). It covers the POST, the server's work, the swap and the paint; the next image was
-preloaded by the previous response, as in real use.
+preloaded by the previous response, as in real use. The server runs with bench/settings_bench.py,
+so each POST also reports the server's own time (``Server-Timing``, read from the browser's
+resource timing). The load average is printed with the figures: the machine may be shared.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_label_submit import configure, make_study, percentile, recreate_database
+from bench_label_submit import configure, make_study, percentile, recreate_database, start_server
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/biaslab_ui_bench_browser"
 CHROMIUM = "/usr/bin/chromium"
@@ -56,23 +60,16 @@ async (key) => {
   const posts = performance.getEntriesByType("resource").filter((e) => e.initiatorType === "fetch");
   const post = posts[posts.length - 1];
   performance.clearResourceTimings();
-  return { ms: ms, request: post ? post.duration : null, before: before, after: detail.imageId };
+  const app = post && post.serverTiming ? post.serverTiming.find((t) => t.name === "app") : null;
+  return {
+    ms: ms,
+    request: post ? post.duration : null,
+    server: app ? app.duration : null,
+    before: before,
+    after: detail.imageId,
+  };
 }
 """
-
-
-def start_live_server():
-    """Django's own live server thread (the one LiveServerTestCase uses), static files included."""
-    from django.contrib.staticfiles.handlers import StaticFilesHandler
-    from django.test.testcases import LiveServerThread
-
-    server = LiveServerThread("127.0.0.1", StaticFilesHandler, port=0)
-    server.daemon = True
-    server.start()
-    server.is_ready.wait()
-    if server.error:
-        raise server.error
-    return server, f"http://127.0.0.1:{server.port}"
 
 
 def main() -> None:
@@ -81,6 +78,7 @@ def main() -> None:
     )
     parser.add_argument("--labels", type=int, default=60)
     parser.add_argument("--size", type=int, default=512, help="image width and height in pixels")
+    parser.add_argument("--threads", type=int, default=4, help="worker threads of the HTTP server")
     parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_DATABASE_URL))
     args = parser.parse_args()
     if not Path(CHROMIUM).exists():
@@ -88,6 +86,8 @@ def main() -> None:
     # Playwright's sync API runs an event loop in this thread; the ORM calls here are setup only.
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
+    # The project's settings plus the Server-Timing header (bench/settings_bench.py).
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings_bench"
     recreate_database(args.database_url)
     with tempfile.TemporaryDirectory(prefix="bench-browser-") as tmp:
         media = Path(tmp) / "media"
@@ -100,7 +100,11 @@ def main() -> None:
             png_size=args.size,
             noise=True,
         )
-        server, base = start_live_server()
+        from django.db import connection
+
+        connection.close()
+        server, address = start_server(args.database_url, media, args.threads)
+        base = f"http://{address}"
         from playwright.sync_api import sync_playwright
 
         with sync_playwright() as playwright:
@@ -116,19 +120,23 @@ def main() -> None:
             time.sleep(0.5)  # let the first image paint and the preload finish
             timings: list[float] = []
             requests: list[float] = []  # the POST's round trip (fetch resource timing) within it
+            server_ms: list[float] = []  # the server's own time for it (Server-Timing app)
             for i in range(args.labels):
                 result = page.evaluate(MEASURE_JS, "mf"[i % 2])
                 if result["after"] == result["before"]:
                     raise SystemExit(f"the image did not change after key press {i + 1}")
                 timings.append(result["ms"])
                 requests.append(result["request"] or 0.0)
+                if result["server"] is not None:
+                    server_ms.append(result["server"])
                 time.sleep(0.15)  # a person's pace: the next preload has time to finish
             browser.close()
         server.terminate()
+        server.wait(timeout=10)
         from annotate.models import Label
 
         stored = Label.objects.filter(image__study=study).count()
-        print(f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        print(f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         print(
             f"key press → next image painted, {len(timings)} labels of {args.size}px images: "
             f"p50 {statistics.median(timings):.1f} ms, p95 {percentile(timings, 95):.1f} ms, "
@@ -138,6 +146,11 @@ def main() -> None:
             f"  of which the POST round trip (server + loopback): p50 {statistics.median(requests):.1f} ms, "
             f"p95 {percentile(requests, 95):.1f} ms"
         )
+        if server_ms:
+            print(
+                f"  of which server time (Server-Timing app): p50 {statistics.median(server_ms):.1f} ms, "
+                f"p95 {percentile(server_ms, 95):.1f} ms"
+            )
 
 
 if __name__ == "__main__":
