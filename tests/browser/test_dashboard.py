@@ -160,6 +160,7 @@ def test_researcher_reads_the_dashboard_heatmap_and_drills_down(
     # Heatmap page: the figure, the histogram and the clickable table.
     page.click("nav.report-nav >> text=Prompt heatmap")
     page.locator("table.heat").wait_for()
+    page.wait_for_function("() => document.querySelector('figure.heatmap-figure img').complete")
     assert page.locator("figure.heatmap-figure img").evaluate("img => img.naturalWidth") > 500
     _shot(page, "heatmap")
 
