@@ -14,8 +14,9 @@ What it does:
 2. Profiles one annotator in-process (Django test client): SQL statements per submit-and-next
    (``CaptureQueriesContext``, BEGIN/COMMIT included) and the Python CPU time per request.
 3. Starts a real HTTP server in a subprocess: Django's WSGI application behind the standard
-   library's ``wsgiref`` server with a fixed pool of ``--threads`` worker threads (one request
-   per connection, like a pre-threaded production server; never the test client), with
+   library's ``wsgiref`` server, ``--processes`` pre-forked worker processes (default 2, one per
+   core here, as gunicorn would run) with a fixed pool of ``--threads`` worker threads each (one
+   request per connection; never the test client), with
    ``DJANGO_SETTINGS_MODULE=bench.settings_bench`` — the project's settings plus the
    ``Server-Timing`` header of config/timing.py, DEBUG off.
 4. Runs ``--annotators`` simulated annotators as HTTP clients (threads of this process,
@@ -227,8 +228,10 @@ def profile(study: Any, user: Any, submits: int) -> None:
 # --- the HTTP server -----------------------------------------------------------------------------
 
 
-def serve(address: str, threads: int) -> None:
-    """Run Django's WSGI application behind wsgiref with a fixed pool of worker threads."""
+def serve(address: str, threads: int, processes: int) -> None:
+    """Run Django's WSGI application behind wsgiref: ``processes`` worker processes (forked
+    after the socket is bound, like a pre-fork server) with ``threads`` worker threads each."""
+    import signal
     from concurrent.futures import ThreadPoolExecutor
     from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
@@ -249,7 +252,7 @@ def serve(address: str, threads: int) -> None:
         """One request per connection, served by one of ``threads`` worker threads."""
 
         request_queue_size = 128
-        pool = ThreadPoolExecutor(max_workers=threads)
+        pool: ThreadPoolExecutor
 
         def process_request(self, request: Any, client_address: Any) -> None:
             self.pool.submit(self._serve_one, request, client_address)
@@ -265,11 +268,29 @@ def serve(address: str, threads: int) -> None:
     host, port = address.rsplit(":", 1)
     server = PooledWSGIServer((host, int(port)), QuietHandler)
     server.set_app(application)
-    print(f"serving on {host}:{server.server_address[1]}", flush=True)
+    children = []
+    for _ in range(processes - 1):
+        pid = os.fork()
+        if pid == 0:
+            children = []
+            break
+        children.append(pid)
+    else:
+        print(f"serving on {host}:{server.server_address[1]}", flush=True)
+
+    def stop(signum: int, frame: Any) -> None:
+        for child in children:
+            os.kill(child, signal.SIGTERM)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    server.pool = ThreadPoolExecutor(max_workers=threads)  # after the fork: threads are per process
     server.serve_forever()
 
 
-def start_server(database_url: str, media: Path, threads: int) -> tuple[subprocess.Popen, str]:
+def start_server(
+    database_url: str, media: Path, threads: int, processes: int = 2
+) -> tuple[subprocess.Popen, str]:
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "bench.settings_bench",
@@ -279,7 +300,16 @@ def start_server(database_url: str, media: Path, threads: int) -> tuple[subproce
         "PYTHONPATH": str(ROOT),
     }
     env.setdefault("DJANGO_SECRET_KEY", "bench-only-secret-key-not-used-elsewhere")
-    command = [sys.executable, __file__, "--serve", "127.0.0.1:0", "--threads", str(threads)]
+    command = [
+        sys.executable,
+        __file__,
+        "--serve",
+        "127.0.0.1:0",
+        "--threads",
+        str(threads),
+        "--processes",
+        str(processes),
+    ]
     proc = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     if not line.startswith("serving on "):
@@ -439,7 +469,13 @@ def main() -> None:
     parser.add_argument("--labels", type=int, default=30, help="labels per annotator")
     parser.add_argument("--images", type=int, default=6000, help="images in the study")
     parser.add_argument("--prefilled", type=float, default=0.3, help="fraction of images already labelled")
-    parser.add_argument("--threads", type=int, default=4, help="worker threads of the HTTP server")
+    parser.add_argument("--threads", type=int, default=4, help="worker threads per server process")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=2,
+        help="server worker processes (pre-fork; default: 2, the cores here)",
+    )
     parser.add_argument(
         "--think-ms",
         type=int,
@@ -450,7 +486,7 @@ def main() -> None:
     parser.add_argument("--serve", metavar="HOST:PORT", help=argparse.SUPPRESS)  # the server subprocess
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve, args.threads)
+        serve(args.serve, args.threads, args.processes)
         return
 
     recreate_database(args.database_url)
@@ -469,9 +505,12 @@ def main() -> None:
         profile(study, users[-1], submits=25)
         solo, loaded = users[-2], users[: args.annotators]
         connection.close()
-        server, address = start_server(args.database_url, media, args.threads)
+        server, address = start_server(args.database_url, media, args.threads, args.processes)
         try:
-            print(f"server: wsgiref + {args.threads} worker threads at {address}, bench.settings_bench")
+            print(
+                f"server: wsgiref, {args.processes} processes x {args.threads} worker threads at {address}, "
+                "bench.settings_bench"
+            )
             report(
                 "1 annotator, back-to-back (warm-up and baseline)",
                 *run_http(address, study, [solo], args.labels, 0),
