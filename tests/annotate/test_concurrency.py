@@ -17,7 +17,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from annotate import services
-from annotate.models import Assignment, FinalLabel, FinalLabelSource, Label
+from annotate.models import Assignment, FinalLabel, FinalLabelSource, Image, Label
 from tests.factories import ImageFactory, PromptFactory, StudyFactory, UserFactory
 
 pytestmark = [
@@ -153,3 +153,41 @@ def test_concurrent_claims_on_abandoned_seats_free_each_slot_once():
     seats = Assignment.objects.values("image").annotate(n=Count("id"))
     assert {row["n"] for row in seats} == {2}
     assert not Assignment.objects.filter(annotator__in=quitters).exists()
+
+
+def test_concurrent_key_presses_that_submit_and_claim_in_one_transaction_keep_n_labels_per_image():
+    """The labeling screen's path: each submit holds its image's lock while it claims the next
+    seat. Annotators doing that at once neither deadlock nor push an image past N labels."""
+    study, annotators, images = _study_with(n_images=10, n_annotators=THREADS)
+    values = ["male", "female"]
+    given: dict[int, list[int]] = {index: [] for index in range(THREADS)}
+
+    def work(index: int) -> None:
+        annotator = annotators[index]
+        queue = services.assignment_queue(study=study, annotator=annotator, size=2)
+        while queue:
+            image_id = queue[0].image_id
+            given[index].append(image_id)
+            outcome = services.annotation_submit_next(
+                study=study,
+                annotator=annotator,
+                image_id=image_id,
+                value=values[(index + image_id) % 2],
+                request_id=f"{index}-{image_id}",
+            )
+            assert outcome.label.image_id == image_id
+            queue = outcome.queue
+
+    errors = _run_in_threads(work, THREADS)
+
+    assert errors == []
+    per_image = dict(Label.objects.values_list("image").annotate(n=Count("id")))
+    assert per_image == {image.pk: 2 for image in images}
+    for image_ids in given.values():
+        assert len(image_ids) == len(set(image_ids))
+    completed = dict(
+        Assignment.objects.filter(completed_at__isnull=False).values_list("image").annotate(n=Count("id"))
+    )
+    assert completed == per_image
+    # The counter handing out work (bumped, not recounted, under the image lock) is exact.
+    assert dict(Image.objects.values_list("pk", "completed_seats")) == per_image
