@@ -31,7 +31,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_label_submit import configure, make_study, percentile, recreate_database, start_server
+from bench_label_submit import (
+    configure,
+    database_url_default,
+    make_study,
+    percentile,
+    recreate_database,
+    start_server,
+)
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/biaslab_ui_bench_browser"
 CHROMIUM = "/usr/bin/chromium"
@@ -79,7 +86,7 @@ def main() -> None:
     parser.add_argument("--labels", type=int, default=60)
     parser.add_argument("--size", type=int, default=512, help="image width and height in pixels")
     parser.add_argument("--threads", type=int, default=4, help="worker threads of the HTTP server")
-    parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_DATABASE_URL))
+    parser.add_argument("--database-url", default=database_url_default(DEFAULT_DATABASE_URL))
     args = parser.parse_args()
     if not Path(CHROMIUM).exists():
         raise SystemExit(f"{CHROMIUM} is missing: apt-get install -y chromium")

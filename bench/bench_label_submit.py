@@ -7,7 +7,8 @@
 
 What it does:
 
-1. Drops and re-creates the database named in the URL (also read from BENCH_DATABASE_URL),
+1. Drops and re-creates the database named in the URL (also read from BENCH_DATABASE_URL or
+   a PostgreSQL DATABASE_URL, e.g. DATABASE_URL=postgres://postgres@127.0.0.1:5432/biaslab_bench),
    migrates it and adds a study of ``--images`` real PNG files (6,000 as in the issue), the
    first ``--prefilled`` fraction of them already labelled by two earlier annotators, so the
    counters and the queue work at the issue's size, not on an empty study.
@@ -60,6 +61,13 @@ REQUEST_RE = re.compile(r'name="request_id" value="([0-9a-f]+)"')
 CSRF_RE = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 TIMING_RE = re.compile(r"(\w+);dur=([\d.]+)(?:;desc=\"(\d+))?")
 VALUES = ("male", "female", "low_quality")
+
+
+def database_url_default(fallback: str) -> str:
+    """BENCH_DATABASE_URL, else DATABASE_URL when it names PostgreSQL, else ``fallback``. The
+    database is dropped and re-created: never point it at one whose data you need."""
+    url = os.environ.get("BENCH_DATABASE_URL") or os.environ.get("DATABASE_URL", "")
+    return url if url.startswith(("postgres://", "postgresql://")) else fallback
 
 
 def load() -> str:
@@ -405,6 +413,14 @@ def session_key(user: Any) -> str:
     return client.cookies["sessionid"].value
 
 
+def warm_up(address: str, study: Any, user: Any, requests: int) -> None:
+    """Load the labeling screen a few times, so every worker process has imported the views
+    and compiled the templates (~200 ms, once per process) before anything is measured."""
+    annotator = Annotator(address, study.slug, session_key(user))
+    for _ in range(requests):
+        annotator.request("GET", f"/annotate/{study.slug}/label/")
+
+
 def run_http(address: str, study: Any, users: list[Any], labels: int, think_ms: int) -> tuple[Samples, float]:
     samples = Samples()
     annotators = [Annotator(address, study.slug, session_key(user)) for user in users]
@@ -482,7 +498,7 @@ def main() -> None:
         default=1000,
         help="mean pause between an annotator's labels (uniform 0.5x-1.5x); 0 = back-to-back stress",
     )
-    parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_DATABASE_URL))
+    parser.add_argument("--database-url", default=database_url_default(DEFAULT_DATABASE_URL))
     parser.add_argument("--serve", metavar="HOST:PORT", help=argparse.SUPPRESS)  # the server subprocess
     args = parser.parse_args()
     if args.serve:
@@ -511,10 +527,8 @@ def main() -> None:
                 f"server: wsgiref, {args.processes} processes x {args.threads} worker threads at {address}, "
                 "bench.settings_bench"
             )
-            report(
-                "1 annotator, back-to-back (warm-up and baseline)",
-                *run_http(address, study, [solo], args.labels, 0),
-            )
+            warm_up(address, study, solo, requests=8 * args.processes)
+            report("1 annotator, back-to-back (baseline)", *run_http(address, study, [solo], args.labels, 0))
             report(
                 f"{args.annotators} annotators, ~{args.think_ms} ms between labels",
                 *run_http(address, study, loaded, args.labels, args.think_ms),
