@@ -386,6 +386,9 @@ def csv_rows_read(
         raise ImportRejected(f"{Path(csv_path).name}: not a readable CSV file ({exc})") from exc
     except FileNotFoundError as exc:
         raise ImportRejected(f"{csv_path}: file not found") from exc
+    except OSError as exc:
+        # A folder, an unreadable file: name it instead of a traceback.
+        raise ImportRejected(f"{csv_path}: cannot read the CSV file ({exc.strerror or exc})") from exc
 
 
 def manifest_path_resolve(root: Path, given: str) -> Path:

@@ -408,3 +408,11 @@ def test_the_command_refuses_a_study_slug_that_is_not_a_slug(db, root, tmp_path)
     with pytest.raises(CommandError, match="study slug 'my study!' must contain only"):
         call_command("import_images", manifest=str(manifest), root=str(root), study="my study!")
     assert not Study.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_folder_given_as_manifest_is_refused_with_a_message_not_a_traceback(tmp_path):
+    study = Study.objects.create(slug="folder-manifest", name="Folder manifest")
+    with pytest.raises(ImportRejected, match="cannot read the CSV file"):
+        images_import(study=study, manifest_path=tmp_path, root=tmp_path)
+    assert not Image.objects.exists()
