@@ -322,7 +322,10 @@ class GroundTruthExportApi(APIView):
         query = ExportQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         study = get_object_or_404(Study, slug=query.validated_data["study"])
-        if query.validated_data["format"] == "csv":
+        # ?format=csv or an "Accept: text/csv" header: both must give the CSV file, never the
+        # rows rendered by CSVRenderer's str() fallback.
+        wants_csv = getattr(request.accepted_renderer, "format", "") == "csv"
+        if query.validated_data["format"] == "csv" or wants_csv:
             response = HttpResponse(ground_truth_export(study=study, fmt="csv"), content_type="text/csv")
             response["Content-Disposition"] = f'attachment; filename="{study.slug}-ground-truth.csv"'
             return response

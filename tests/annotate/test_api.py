@@ -212,3 +212,11 @@ def test_openapi_schema_describes_the_endpoints(researcher):
     text = response.content.decode()
     assert "/api/labels/" in text
     assert "/api/disputes/{id}/resolve/" in text
+
+
+def test_ground_truth_asked_for_by_accept_header_is_the_csv_file(study, images, researcher):
+    response = api_for(researcher).get("/api/ground-truth/?study=gender", HTTP_ACCEPT="text/csv")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/csv")
+    parsed = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [row["image"] for row in parsed] == [image.source_path for image in images]
