@@ -84,6 +84,15 @@ def _study_for(user: Any, slug: str) -> Study:
     return get_object_or_404(qs, slug=slug)
 
 
+def _study_param(request: Request) -> Study:
+    """The study named by ``?study=<slug>``: 400 naming the known slugs when missing, 404 when unknown."""
+    slug = request.query_params.get("study", "")
+    if not slug:
+        known = ", ".join(Study.objects.order_by("slug").values_list("slug", flat=True)) or "none yet"
+        raise DomainValidation(f"Give the study as ?study=<slug> (existing studies: {known}).")
+    return get_object_or_404(Study, slug=slug)
+
+
 class StudyListApi(APIView):
     def get(self, request: Request) -> Response:
         user = request.user
@@ -100,7 +109,7 @@ class ImageListApi(APIView):
     permission_classes = [IsAuthenticated, IsResearcher]
 
     def get(self, request: Request) -> Response:
-        study = get_object_or_404(Study, slug=request.query_params.get("study", ""))
+        study = _study_param(request)
         images = selectors.images_with_state(study=study).select_related("prompt", "study", "final_label")
         for param, lookup in (
             ("t2i_model", "t2i_model"),
@@ -234,7 +243,7 @@ class DisputeListApi(APIView):
     permission_classes = [IsAuthenticated, IsResearcher]
 
     def get(self, request: Request) -> Response:
-        study = get_object_or_404(Study, slug=request.query_params.get("study", ""))
+        study = _study_param(request)
         images = list(selectors.dispute_queue(study=study).select_related("prompt"))
         return Response(DisputeOutput([_with_labels(image) for image in images], many=True).data)
 

@@ -220,3 +220,11 @@ def test_ground_truth_asked_for_by_accept_header_is_the_csv_file(study, images, 
     assert response["Content-Type"].startswith("text/csv")
     parsed = list(csv.DictReader(io.StringIO(response.content.decode())))
     assert [row["image"] for row in parsed] == [image.source_path for image in images]
+
+
+@pytest.mark.parametrize("url", ["/api/images/", "/api/disputes/"])
+def test_images_and_disputes_without_a_study_say_which_parameter_is_missing(study, researcher, url):
+    response = api_for(researcher).get(url)
+    assert response.status_code == 400
+    assert "?study=<slug>" in response.json()["detail"]
+    assert study.slug in response.json()["detail"]
