@@ -85,7 +85,10 @@
     input.blur();
   }
 
-  function swap(html) {
+  // ``reasonFor``: the value of a label that needs a reason, when that label's save was
+  // refused — the field is reopened with the focus in it, so what the annotator types next is
+  // the reason, never label keys (an "m" in "man in a suit" must not label the next image).
+  function swap(html, failed, reasonFor) {
     const old = region();
     const holder = document.createElement("div");
     holder.innerHTML = html.trim();
@@ -94,6 +97,12 @@
       throw new Error("unexpected response");
     }
     old.replaceWith(fresh);
+    pending = null; // the old buttons are gone
+    if (failed && reasonFor) {
+      const form = keyboardForm();
+      const button = form && form.querySelector('button[name=value][value="' + CSS.escape(reasonFor) + '"]');
+      if (button) openReason(form, button);
+    }
     markShown();
   }
 
@@ -112,7 +121,7 @@
   // Fetch a partial (GET link or POST form) and put it in place of the label region. A
   // failure keeps the same form, and so the same request_id: pressing the key again retries
   // and the server stores the label once.
-  function load(url, options) {
+  function load(url, options, reasonFor) {
     inFlight = true;
     const headers = { "HX-Request": "true", "HX-Current-URL": window.location.href };
     return fetch(url, Object.assign({ headers: headers, credentials: "same-origin" }, options))
@@ -124,7 +133,7 @@
         if (response.status === 403) {
           throw new Error("You may not label this study any more.");
         }
-        return response.text().then((html) => swap(html));
+        return response.text().then((html) => swap(html, !response.ok, reasonFor));
       })
       .catch((err) => showError((err && err.message ? err.message : "Network error") + " — press the key again to retry."))
       .finally(() => {
@@ -136,7 +145,8 @@
     const data = new FormData(form);
     data.set("value", button.value);
     data.set("duration_ms", String(Math.max(0, Math.round(performance.now() - shownAt))));
-    return load(form.action, { method: "POST", body: data });
+    const reasonFor = button.hasAttribute("data-requires-reason") ? button.value : null;
+    return load(form.action, { method: "POST", body: data }, reasonFor);
   }
 
   function activate(form, button) {
@@ -175,7 +185,13 @@
       if (form && event.target.closest(".reason") && target) {
         if (event.key === "Enter") {
           event.preventDefault();
-          if (!inFlight) activate(form, target);
+          if (inFlight) return;
+          if (event.target.value.trim() === "") {
+            // Refuse here: the focus stays in the field, so typing goes on into the reason.
+            showError("Type a short reason first, then Enter (Esc cancels).");
+            return;
+          }
+          activate(form, target);
         } else if (event.key === "Escape") {
           event.preventDefault();
           closeReason(form);

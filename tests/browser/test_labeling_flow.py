@@ -179,3 +179,27 @@ def test_labeling_works_without_javascript(browser, login, live_server, small_st
     assert Label.objects.get(image=images[1], annotator=annotator_b).reason == "a statue"
     assert Label.objects.get(image=images[0], annotator=annotator_b).duration_ms is not None
     context.close()
+
+
+def test_typing_a_reason_after_an_empty_other_never_fires_label_keys(
+    page, login, live_server, small_study, annotator_a
+):
+    # QA found: O, Enter with no reason, then typing "man in a suit" labelled the next image
+    # male, because the focus had left the reason field.
+    _study, images = small_study
+    login(page, live_server, annotator_a)
+    page.goto(f"{live_server.url}/annotate/label/")
+    _shown(page, images[0])
+    _press(page, "o")
+    _press(page, "Enter")
+    page.locator("p.error").wait_for()
+    assert "reason" in page.locator("p.error").inner_text()
+    page.keyboard.type("man in a suit, face hidden")
+    assert not Label.objects.exists()
+    _press(page, "Enter", then_image=images[1])
+    label = Label.objects.get()
+    assert (label.image_id, label.value, label.reason) == (
+        images[0].pk,
+        "other",
+        "man in a suit, face hidden",
+    )
