@@ -22,7 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotate import errors, roles, selectors, services
-from annotate.models import Image, Label, Study
+from annotate.models import Image, ImageState, Label, Study
 from annotate.serializers import (
     AgreementQuery,
     DisputeOutput,
@@ -76,6 +76,16 @@ class DomainValidation(APIException):
     default_code = "invalid"
 
 
+def _check_filters(*, study: Study, t2i_model: str | None, category: str | None) -> None:
+    """A typo in a filter gets a 400 naming what exists, not an empty answer."""
+    from reports.selectors import UnknownFilter, check_filters
+
+    try:
+        check_filters(study=study, t2i_model=t2i_model or None, category=category or None)
+    except UnknownFilter as exc:
+        raise DomainValidation(str(exc)) from exc
+
+
 def _study_for(user: Any, slug: str) -> Study:
     """The study by slug, or 404 for an annotator who is not on it."""
     qs: QuerySet[Study] = Study.objects.all()
@@ -110,6 +120,14 @@ class ImageListApi(APIView):
 
     def get(self, request: Request) -> Response:
         study = _study_param(request)
+        _check_filters(
+            study=study,
+            t2i_model=request.query_params.get("t2i_model"),
+            category=request.query_params.get("category"),
+        )
+        state = request.query_params.get("state")
+        if state and state not in ImageState.values:
+            raise DomainValidation(f"Unknown state '{state}' (states: {', '.join(ImageState.values)}).")
         images = selectors.images_with_state(study=study).select_related("prompt", "study", "final_label")
         for param, lookup in (
             ("t2i_model", "t2i_model"),
@@ -184,10 +202,15 @@ class LabelListApi(APIView):
             raise PermissionDenied("Only annotators submit labels.")
         data = LabelSubmitInput(data=request.data)
         data.is_valid(raise_exception=True)
-        image = get_object_or_404(
-            Image.objects.select_related("study").filter(assignments__annotator=request.user),
-            pk=data.validated_data["image"],
+        image_id = data.validated_data["image"]
+        # Images the annotator holds no seat on do not exist for them (404, whatever the reason).
+        image = (
+            Image.objects.select_related("study")
+            .filter(assignments__annotator=request.user, pk=image_id)
+            .first()
         )
+        if image is None:
+            raise NotFound(f"Image {image_id} is not one of the images assigned to you.")
         try:
             label = services.annotation_submit(
                 image=image,
@@ -298,6 +321,11 @@ class AgreementApi(APIView):
         query = AgreementQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         study = get_object_or_404(Study, slug=query.validated_data["study"])
+        _check_filters(
+            study=study,
+            t2i_model=query.validated_data.get("t2i_model"),
+            category=query.validated_data.get("category"),
+        )
         report = agreement_report(
             study=study,
             t2i_model=query.validated_data.get("t2i_model"),

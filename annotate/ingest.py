@@ -193,7 +193,11 @@ def image_file_validate(path_or_file: str | os.PathLike[str] | IO[bytes] | bytes
             with PILImage.open(io.BytesIO(data), formats=allowed) as img:
                 img.load()
         except PILImage.DecompressionBombError as exc:
-            raise ImageTooLarge(f"image has too many pixels (decompression bomb guard): {exc}") from exc
+            # Pillow refuses before it reports the size: say our limit, not Pillow's.
+            raise ImageTooLarge(
+                f"image has more than twice Pillow's own safety limit of pixels, far above the limit "
+                f"of {max_pixels} (decompression bomb guard)"
+            ) from exc
         except UnidentifiedImageError as exc:
             guessed = _format_guess(data)
             if guessed:

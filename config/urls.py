@@ -23,7 +23,11 @@ urlpatterns = [
     path(
         "api/schema/",
         get_schema_view(
-            title="BiasLab API", version="1.0.0", description="Labels, ground truth, predictions."
+            title="BiasLab API",
+            version="1.0.0",
+            description="Labels, ground truth, predictions.",
+            # The whole API for everyone who may log in; each endpoint still checks its role.
+            public=True,
         ),
         name="openapi-schema",
     ),

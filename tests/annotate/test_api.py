@@ -228,3 +228,34 @@ def test_images_and_disputes_without_a_study_say_which_parameter_is_missing(stud
     assert response.status_code == 400
     assert "?study=<slug>" in response.json()["detail"]
     assert study.slug in response.json()["detail"]
+
+
+def test_unknown_filters_and_states_get_a_400_naming_what_exists(disputed, researcher):
+    client = api_for(researcher)
+    response = client.get("/api/images/?study=gender&state=finished")
+    assert response.status_code == 400
+    assert "disputed" in response.json()["detail"]
+    response = client.get("/api/images/?study=gender&t2i_model=nope")
+    assert response.status_code == 400
+    assert "sdxl" in response.json()["detail"]
+    response = client.get("/api/agreement/?study=gender&t2i_model=nope")
+    assert response.status_code == 400
+    assert "sdxl" in response.json()["detail"]
+    assert client.get("/api/images/?study=gender&state=disputed").json()["count"] == 3
+
+
+def test_label_for_an_image_not_assigned_says_so(study, images, annotator_a):
+    response = api_for(annotator_a).post(
+        "/api/labels/", {"image": images[2].pk, "value": "male"}, format="json"
+    )
+    assert response.status_code == 404
+    assert "not one of the images assigned to you" in response.json()["detail"]
+
+
+def test_the_schema_lists_every_endpoint_whoever_asks(researcher, annotator_a):
+    for user in (researcher, annotator_a):
+        text = (
+            api_for(user).get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").content.decode()
+        )
+        assert "/api/studies/{slug}/next/" in text
+        assert "/api/disputes/" in text

@@ -416,3 +416,12 @@ def test_a_folder_given_as_manifest_is_refused_with_a_message_not_a_traceback(tm
     with pytest.raises(ImportRejected, match="cannot read the CSV file"):
         images_import(study=study, manifest_path=tmp_path, root=tmp_path)
     assert not Image.objects.exists()
+
+
+def test_a_bomb_above_pillows_own_limit_is_refused_in_terms_of_our_limit(settings):
+    # 20,000 x 20,000 = 400 M pixels: Pillow refuses before reporting a size; the message must
+    # still name BiasLab's limit, not Pillow's 178,956,970.
+    settings.BIASLAB_MAX_IMAGE_PIXELS = 1_000_000
+    with pytest.raises(ImageTooLarge, match="limit of 1000000") as excinfo:
+        image_file_validate(bomb_png(20_000, 20_000))
+    assert "178956970" not in str(excinfo.value)
