@@ -294,3 +294,9 @@ def test_missing_file_and_unknown_study_are_errors(images, tmp_path):
     path = write_csv(tmp_path, [{"image": "sdxl/p/0.png", "detector": "d", "prediction": "male"}])
     with pytest.raises(CommandError, match="No study 'nope'"):
         import_file(path, "--study", "nope")
+
+
+def test_exporting_an_unknown_detector_is_an_error_naming_the_detectors(images):
+    PredictionFactory(image=images[0], detector="clip")
+    with pytest.raises(CommandError, match=r"No predictions of detector 'clipp'.*: clip\."):
+        export("--detector", "clipp")

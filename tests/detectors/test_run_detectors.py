@@ -284,3 +284,9 @@ def test_the_command_reports_an_unusable_option_value_in_the_detectors_words(ima
     with pytest.raises(CommandError, match=r"^fairface's option max_side must be an integer ≥ 1, got 0\.$"):
         run("--detector", "fairface", "--option", "max_side=0")
     assert DetectorRun.objects.count() == 0
+
+
+def test_a_mistyped_t2i_model_is_an_error_naming_the_models_not_nothing_to_do(fake, images):
+    with pytest.raises(CommandError, match=r"No images of T2I model 'sdxxl'\. T2I models: sdxl\."):
+        run("--detector", "fake", "--study", "gender", "--t2i-model", "sdxxl")
+    assert not DetectorRun.objects.exists()

@@ -17,6 +17,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotate.models import Study
+from detectors.models import Prediction
 from detectors.selectors import predictions_export
 
 
@@ -35,6 +36,16 @@ class Command(BaseCommand):
             study = Study.objects.filter(slug=opts["study"]).first()
             if study is None:
                 raise CommandError(f"No study {opts['study']!r}.")
+        if opts["detector"]:
+            stored = (
+                Prediction.objects.all() if study is None else Prediction.objects.filter(image__study=study)
+            )
+            if not stored.filter(detector=opts["detector"]).exists():
+                known = sorted(set(stored.values_list("detector", flat=True).distinct())) or ["none"]
+                raise CommandError(
+                    f"No predictions of detector {opts['detector']!r}. Detectors with predictions: "
+                    f"{', '.join(known)}."
+                )
         text = predictions_export(fmt=opts["format"], detector=opts["detector"], study=study)
         if not opts["output"]:
             self.stdout.write(text, ending="")

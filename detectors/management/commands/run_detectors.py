@@ -23,7 +23,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotate.models import Study
+from annotate.models import Image, Study
 from detectors import registry
 from detectors.base import DetectorOptionError, DetectorUnavailable, UnknownDetector
 from detectors.progress import Progress, StopFlag
@@ -63,6 +63,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         options = parse_options(opts["option"])
         study = self._study(opts["study"])
+        self._check_t2i_model(study, opts["t2i_model"])
         try:
             detector = registry.get(opts["detector"], device=opts["device"], **options)
         except UnknownDetector as exc:
@@ -99,6 +100,16 @@ class Command(BaseCommand):
             f"{run.detector}@{run.version} run {run.pk} {outcome.message}"
             + (f" {speed:.2f} images/s." if speed else "")
         )
+
+    @staticmethod
+    def _check_t2i_model(study: Study | None, t2i_model: str | None) -> None:
+        """A mistyped model name must not read as "nothing to do"."""
+        if not t2i_model:
+            return
+        images = Image.objects.all() if study is None else Image.objects.filter(study=study)
+        if not images.filter(t2i_model=t2i_model).exists():
+            known = sorted(set(images.values_list("t2i_model", flat=True).distinct())) or ["none"]
+            raise CommandError(f"No images of T2I model {t2i_model!r}. T2I models: {', '.join(known)}.")
 
     def _study(self, slug: str) -> Study | None:
         if not slug:
