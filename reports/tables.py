@@ -539,19 +539,24 @@ def prompt_grid(
 
 def prompt_scores_table(grid: PromptGrid) -> Table:
     """Paper table 7 as a table: one row per prompt, one column per (T2I model, source)."""
-    columns = [Column("category", "Category", numeric=False), Column("word", "Word", numeric=False)]
+    # The prompt text too: several templates may share a word, and rows must stay joinable.
+    columns = [
+        Column("category", "Category", numeric=False),
+        Column("word", "Word", numeric=False),
+        Column("prompt", "Prompt", numeric=False),
+    ]
     columns += [
         Column(f"{model}_{source}", source if source != HUMAN else "Human") for model, source in grid.columns
     ]
     rows = []
     for row in grid.rows:
-        cells = [_text(row.category), _text(row.word)]
+        cells = [_text(row.category), _text(row.word), _text(row.prompt)]
         for col in grid.columns:
             score = row.scores.get(col)
             n_m, n_f, n_all = row.counts.get(col, (0, 0, 0))
             cells.append(Cell(score, _num(score, 2), title=f"{n_m} male, {n_f} female of {n_all}"))
         rows.append(tuple(cells))
-    groups: list[tuple[str, int]] = [("", 2)]
+    groups: list[tuple[str, int]] = [("", 3)]
     for model, _source in grid.columns:
         if groups[-1][0] == model:
             groups[-1] = (groups[-1][0], groups[-1][1] + 1)
@@ -635,7 +640,7 @@ _LATEX_SPECIAL = {
     "↑": r"$\uparrow$",
     "↓": r"$\downarrow$",
     "→": r"$\rightarrow$",
-    "\u2212": "--",
+    "\u2212": r"$-$",
     "\u2013": "--",
     "Δ": r"$\Delta$",
 }
@@ -675,8 +680,10 @@ def to_latex(table: Table) -> str:
     lines.append(r"\midrule")
     for row in table.rows:
         cells = []
-        for cell in row:
+        for column, cell in zip(table.columns, row, strict=True):
             text = latex_escape(cell.text)
+            if column.numeric and text.startswith("-"):
+                text = "$-$" + text[1:]  # a minus sign, not a hyphen
             if cell.mark == "best":
                 text = rf"\textbf{{{text}}}"
             elif cell.mark == "worst":

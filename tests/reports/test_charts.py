@@ -121,4 +121,6 @@ def test_importing_the_dashboard_does_not_import_matplotlib():
 
 def test_grid_values_follow_the_columns(grid):
     assert grid.values()[1] == [-1.0, None]
-    assert tables.prompt_scores_table(grid).rows[2][2].text == tables.NO_VALUE
+    table = tables.prompt_scores_table(grid)
+    assert [c.key for c in table.columns[:3]] == ["category", "word", "prompt"]  # rows stay joinable
+    assert table.rows[2][3].text == tables.NO_VALUE

@@ -210,3 +210,17 @@ def test_empty_report_gives_empty_tables():
     assert tables.model_bias_table(empty).rows[0][0].text == "Human (ground truth)"
     assert tables.filtering_table(empty).is_empty
     assert tables.label_shares_table(empty).is_empty
+
+
+def test_latex_writes_negative_numbers_with_a_minus_sign_not_a_hyphen():
+    table = tables.Table(
+        key="t",
+        title="t",
+        caption="(n_male \u2212 n_female)",
+        columns=(tables.Column("word", "Word", numeric=False), tables.Column("score", "Score")),
+        rows=((tables.Cell("x-ray", "x-ray"), tables.Cell(-1.0, "-1.00")),),
+    )
+    latex = tables.to_latex(table)
+    assert r"$-$1.00" in latex
+    assert "x-ray" in latex  # text keeps its hyphen
+    assert r"n\_male $-$ n\_female" in latex
