@@ -10,6 +10,8 @@ import math
 import pytest
 from django.core.management import CommandError, call_command
 
+from tests.factories import ImageFactory, PromptFactory
+
 
 def run(*args: str) -> str:
     out = io.StringIO()
@@ -142,3 +144,9 @@ def test_unknown_filters_get_a_clear_error(report_study, args, message):
         CommandError, match=message.replace("+", r"\+").replace("(", r"\(").replace(")", r"\)")
     ):
         run(*args)
+
+
+def test_markdown_says_why_it_is_empty_before_any_final_label(study):
+    ImageFactory(prompt=PromptFactory(study=study))
+    text = run("--format", "md", "--study", study.slug)
+    assert "No image has a final label yet" in text

@@ -192,6 +192,15 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"Images: {report['coverage']['images']}, with a final label: {report['coverage']['final_labels']}. "
         f"Cohen's kappa {_f(agreement['cohen_kappa'])} on {agreement['n_images']} images with two labels.",
         "",
+    ]
+    if not report["coverage"]["final_labels"]:
+        # Empty tables alone read like a bug; say what is missing and how to get it.
+        lines += [
+            "No image has a final label yet, so there is nothing to compare: label the images "
+            "(two annotators each) and settle the disputes, or load labels with import_ground_truth.",
+            "",
+        ]
+    lines += [
         "## Model bias score (table 1)",
         "",
         "Detectors: score on the images they predicted, and the signed difference from the human "
