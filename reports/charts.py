@@ -127,43 +127,82 @@ def model_bias_chart(report: Mapping[str, Any], fmt: str = "svg") -> bytes:
 
 
 def _build_model_bias(report: Mapping[str, Any]) -> Figure:
+    from matplotlib.patches import Patch
+
     models = model_keys(report)
     # The human interval is "ci95"; a detector's "ci95" is the interval of its % difference, so
     # its bars take "model_bias_score_ci95", the interval of the score itself.
     sources: list[tuple[str, dict[str, Any], str]] = [("Human", report.get("human", {}), "ci95")]
     for det, data in report.get("detectors", {}).items():
         sources.append((det, data.get("per_model", {}), "model_bias_score_ci95"))
-    fig = _new_figure(max(4.5, 1.2 + 0.35 * len(models) * len(sources)), 3.2)
+    fig = _new_figure(max(4.5, 1.2 + 0.35 * len(models) * len(sources)), 3.4)
     ax = fig.add_subplot()
     width = 0.8 / max(1, len(sources))
+    handles = []
     for s_index, (name, per_model, ci_key) in enumerate(sources):
-        xs, ys, lo, hi = [], [], [], []
-        for m_index, model in enumerate(models):
-            entry = per_model.get(model) or {}
-            score = entry.get("model_bias_score")
-            if score is None:
-                continue
-            ci = entry.get(ci_key) or [None, None]
-            xs.append(m_index - 0.4 + width * (s_index + 0.5))
-            ys.append(score)
-            # A percentile bootstrap interval need not contain the point estimate (skewed
-            # resamples near 0 or 1); matplotlib refuses negative error lengths, so clip at 0.
-            lo.append(max(0.0, score - ci[0]) if ci[0] is not None else 0.0)
-            hi.append(max(0.0, ci[1] - score) if ci[1] is not None else 0.0)
         colour = HUMAN_COLOUR if s_index == 0 else PALETTE[(s_index - 1) % len(PALETTE)]
-        ax.bar(xs, ys, width * 0.92, label=name, color=colour, yerr=[lo, hi], capsize=2, error_kw={"lw": 0.8})
+        _draw_source_bars(ax, models, per_model, ci_key, colour, (s_index + 0.5) * width - 0.4, width)
+        # Explicit handles: a source with no bar at all would otherwise get a default colour.
+        handles.append(Patch(facecolor=colour, label=name))
     ax.set_xticks(range(len(models)), [m for m in models])
+    # Fixed limits: "no score" marks are text, which autoscaling ignores, so an edge one fell off.
+    ax.set_xlim(-0.5, max(len(models), 1) - 0.5)
     ax.set_xlabel("T2I model")
-    ax.set_ylabel("Model bias score (0 = balanced, 1 = one gender)", fontsize=8)
+    # Two lines: one long line ran past the top of the axes into the title.
+    ax.set_ylabel("Model bias score\n(0 = balanced, 1 = one gender)", fontsize=8)
     ax.set_ylim(0, 1.05)
     ax.grid(axis="y", lw=0.4, alpha=0.5)
     ax.set_axisbelow(True)
-    ax.set_title("Model bias score, human vs detectors (bars: 95 % CI)")
+    ax.set_title("Model bias score, human vs detectors (bars: 95 % CI)", pad=8)
     if models:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, title="Source")
+        ax.legend(
+            handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, title="Source"
+        )
     else:
         ax.text(0.5, 0.5, "No labelled images yet", ha="center", va="center", transform=ax.transAxes)
     return fig
+
+
+NO_SCORE_TEXT = "no score"
+
+
+def _draw_source_bars(
+    ax: Any,
+    models: Sequence[str],
+    per_model: Mapping[str, Any],
+    ci_key: str,
+    colour: str,
+    offset: float,
+    width: float,
+) -> None:
+    """One source's bars; a model without a score gets a grey "no score" mark instead of a gap,
+    so a reader can tell "no data" from "score 0"."""
+    xs, ys, lo, hi = [], [], [], []
+    for m_index, model in enumerate(models):
+        entry = per_model.get(model) or {}
+        score = entry.get("model_bias_score")
+        x = m_index + offset
+        if score is None:
+            ax.text(
+                x,
+                0.015,
+                NO_SCORE_TEXT,
+                rotation=90,
+                ha="center",
+                va="bottom",
+                fontsize=6,
+                color="#666666",
+                gid="no-score",
+            )
+            continue
+        ci = entry.get(ci_key) or [None, None]
+        xs.append(x)
+        ys.append(score)
+        # A percentile bootstrap interval need not contain the point estimate (skewed
+        # resamples near 0 or 1); matplotlib refuses negative error lengths, so clip at 0.
+        lo.append(max(0.0, score - ci[0]) if ci[0] is not None else 0.0)
+        hi.append(max(0.0, ci[1] - score) if ci[1] is not None else 0.0)
+    ax.bar(xs, ys, width * 0.92, color=colour, yerr=[lo, hi], capsize=2, error_kw={"lw": 0.8})
 
 
 # --- heatmap (paper table 7) --------------------------------------------------------------------
@@ -193,8 +232,12 @@ def _build_heatmap(grid: PromptGrid) -> Figure:
         [[math.nan if v is None else v for v in row] for row in grid.values()], dtype=float
     ).reshape(n_rows, n_cols)
     annotate = n_cols <= 12 and n_rows <= 120
-    cell_w = 0.42 if annotate else 0.3
-    fig = _new_figure(2.6 + cell_w * max(n_cols, 3) + 1.2, 1.6 + 0.17 * max(n_rows, 4))
+    blocks = _column_blocks(grid)
+    cell_w = max(
+        0.42 if annotate else 0.3,
+        *(_title_width(model) / (last - first + 1) for model, first, last in blocks),
+    )
+    fig = _new_figure(_row_label_width(grid) + cell_w * max(n_cols, 3) + 1.5, 1.8 + 0.17 * max(n_rows, 4))
     ax = fig.add_subplot()
     ax.spines[:].set_visible(False)
     cmap = _diverging_cmap().with_extremes(bad=NO_SCORE_COLOUR)
@@ -254,16 +297,19 @@ def _build_heatmap(grid: PromptGrid) -> Figure:
     for label, (_model, source) in zip(ax.get_xticklabels(), grid.columns, strict=True):
         if source == HUMAN:
             label.set_fontweight("bold")
-    blocks: list[tuple[str, int, int]] = []
-    for c, (model, _source) in enumerate(grid.columns):
-        if blocks and blocks[-1][0] == model:
-            blocks[-1] = (model, blocks[-1][1], c)
-        else:
-            blocks.append((model, c, c))
     for model, first, last in blocks:
         if first > 0:
             ax.axvline(first - 0.5, color="#333", lw=1.2)
-        ax.text((first + last) / 2, -0.7, model, ha="center", va="bottom", fontsize=9, fontweight="bold")
+        ax.text(
+            (first + last) / 2,
+            -0.7,
+            _wrap_title(model),
+            ha="center",
+            va="bottom",
+            fontsize=GROUP_TITLE_PT,
+            fontweight="bold",
+            linespacing=1.1,
+        )
     ax.set_xlim(-0.5, n_cols - 0.5)
     ax.set_ylim(n_rows - 0.5, -0.5)
     ax.set_xlabel("Source of the labels per T2I model: human ground truth or detector")
@@ -272,7 +318,7 @@ def _build_heatmap(grid: PromptGrid) -> Figure:
         image,
         ax=ax,
         fraction=0.04,
-        pad=0.02,
+        pad=0.015,
         aspect=20,
         shrink=min(1.0, 30 / max(n_rows, 1)),
         anchor=(0.0, 1.0),
@@ -282,7 +328,9 @@ def _build_heatmap(grid: PromptGrid) -> Figure:
         [-1, -0.5, 0, 0.5, 1],
         labels=[f"{MINUS}1 all female", f"{MINUS}0.5", "0 balanced", "0.5", "+1 all male"],
     )
-    ax.legend(
+    # The "no score" key hangs under the colour bar: as a legend of the heatmap's axes it sat
+    # beside them and constrained layout pushed the colour bar right of it, leaving a wide gap.
+    colourbar.ax.legend(
         handles=[
             Patch(
                 facecolor=NO_SCORE_COLOUR,
@@ -292,10 +340,51 @@ def _build_heatmap(grid: PromptGrid) -> Figure:
             )
         ],
         loc="upper left",
-        bbox_to_anchor=(1.01, 0.0),
+        bbox_to_anchor=(-0.5, -0.04),
         frameon=False,
+        handlelength=1.6,
+        borderaxespad=0,
     )
     return fig
+
+
+GROUP_TITLE_PT = 9
+GROUP_TITLE_WRAP = 16  # characters per line of a T2I model name above its columns
+# DejaVu Sans Bold averages about 0.62 em per character (measured on model-like names).
+_BOLD_EM = 0.62
+
+
+def _column_blocks(grid: PromptGrid) -> list[tuple[str, int, int]]:
+    """(T2I model, first column, last column) for each run of columns of one model."""
+    blocks: list[tuple[str, int, int]] = []
+    for c, (model, _source) in enumerate(grid.columns):
+        if blocks and blocks[-1][0] == model:
+            blocks[-1] = (model, blocks[-1][1], c)
+        else:
+            blocks.append((model, c, c))
+    return blocks
+
+
+def _wrap_title(model: str) -> str:
+    """A long model name on several lines, broken at "-", "_", "/" or spaces where it can be."""
+    import textwrap
+
+    spaced = model.replace("/", "/ ").replace("_", "_ ")
+    lines = textwrap.wrap(spaced, GROUP_TITLE_WRAP, break_on_hyphens=True, break_long_words=True)
+    return "\n".join(line.replace("/ ", "/").replace("_ ", "_").strip() for line in lines) or model
+
+
+def _title_width(model: str) -> float:
+    """Inches the wrapped group title needs, plus a little air so neighbours never touch."""
+    longest = max(len(line) for line in _wrap_title(model).split("\n"))
+    return longest * _BOLD_EM * GROUP_TITLE_PT / 72 + 0.12
+
+
+def _row_label_width(grid: PromptGrid) -> float:
+    """Inches left of the cells: the words plus the category written beside its block."""
+    longest_word = max((len(row.word) for row in grid.rows), default=4)
+    longest_category = max((len(row.category) for row in grid.rows), default=4)
+    return (longest_word * 3.8 + 16 + longest_category * 5.6) / 72 + 0.3
 
 
 # --- histogram (paper figure 3) -----------------------------------------------------------------
@@ -340,7 +429,13 @@ def _build_histogram(scores_by_model: Mapping[str, Sequence[float]], source: str
     fig = _new_figure(6.4, 3.8)
     ax = fig.add_subplot()
     bottom = [0.0] * len(HIST_BINS)
+    n_drawn = 0
     for m_index, model in enumerate(scores_by_model):
+        if not scores_by_model[model]:
+            # Nothing to stack and nothing to name: a legend entry would claim a share it lacks.
+            # The colour still follows the model's position, so colours match across sources.
+            continue
+        n_drawn += 1
         heights = [100 * c / total if total else 0.0 for c in bins[model]]
         ax.bar(
             HIST_BINS,
@@ -370,6 +465,9 @@ def _build_histogram(scores_by_model: Mapping[str, Sequence[float]], source: str
         [-1, -0.5, 0, 0.5, 1], [f"{MINUS}1\nall female", f"{MINUS}0.5", "0\nbalanced", "0.5", "1\nall male"]
     )
     ax.set_xlim(-1.1, 1.1)
+    if total:
+        # Headroom for the value printed above the tallest bar, clear of the title.
+        ax.set_ylim(0, max(bottom) * 1.12)
     ax.set_xlabel("Prompt bias score (bins of 0.1)")
     ax.set_ylabel("Outputs (% of all scored prompts)")
     ax.grid(axis="y", lw=0.4, alpha=0.5)
@@ -381,7 +479,7 @@ def _build_histogram(scores_by_model: Mapping[str, Sequence[float]], source: str
         ax.legend(
             loc="upper center",
             bbox_to_anchor=(0.5, -0.3),
-            ncols=len(scores_by_model) + (1 if zero_share else 0),
+            ncols=n_drawn + (1 if zero_share else 0),
             frameon=False,
             title="T2I model",
         )

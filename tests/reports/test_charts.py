@@ -8,10 +8,13 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
+from django.urls import reverse
 from PIL import Image
 
+from annotate.models import Prompt
 from reports import charts, tables
 from reports.tables import PromptGrid, PromptRow
+from tests.reports import dashboard_data
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -124,3 +127,77 @@ def test_grid_values_follow_the_columns(grid):
     table = tables.prompt_scores_table(grid)
     assert [c.key for c in table.columns[:3]] == ["category", "word", "prompt"]  # rows stay joinable
     assert table.rows[2][3].text == tables.NO_VALUE
+
+
+# --- QA fixes: missing scores, unscored models, long model names, categories as imported ---------
+
+
+def test_model_bias_chart_marks_a_missing_human_score_and_an_empty_detector_with_no_score():
+    report = {
+        "human": {"sdxl": {"model_bias_score": 0.75, "ci95": [0.7, 0.8]}, "sd3": {}},
+        "detectors": {
+            "clip": {"per_model": {"sdxl": {"model_bias_score": 0.69, "model_bias_score_ci95": [0.6, 0.75]}}},
+            "facey": {"per_model": {}},
+        },
+    }
+    svg = charts.model_bias_chart(report, "svg").decode()
+    _svg_root(svg.encode())
+    # Missing: sd3 human, sd3 clip, sdxl facey, sd3 facey.
+    assert svg.count(f"<!-- {charts.NO_SCORE_TEXT} -->") == 4
+    assert svg.count('id="no-score') == 4
+
+
+def test_model_bias_chart_draws_no_no_score_mark_when_every_bar_has_a_score(report):
+    assert "no-score" not in charts.model_bias_chart(report, "svg").decode()
+
+
+def test_histogram_legend_leaves_out_models_without_a_scored_prompt():
+    svg = charts.histogram_chart({"sdxl": [0.5, -1.0], "unscored-model": []}, "svg").decode()
+    assert "<!-- sdxl -->" in svg
+    assert "unscored-model" not in svg
+
+
+def test_heatmap_writes_a_long_model_name_on_several_lines():
+    long_name = "stabilityai/stable-diffusion-xl-base-1.0"
+    lines = charts._wrap_title(long_name).split("\n")
+    assert len(lines) > 1
+    assert "".join(lines) == long_name  # wrapped, nothing lost
+    assert all(len(line) <= charts.GROUP_TITLE_WRAP for line in lines)
+
+
+def test_heatmap_model_titles_do_not_overlap_when_names_are_wider_than_their_columns():
+    """QA: 2 models x (human + 1 detector), names "demo-derived" and "demo-photos", overlapped."""
+    import matplotlib
+
+    columns = (
+        ("demo-derived", "human"),
+        ("demo-derived", "facey"),
+        ("demo-photos", "human"),
+        ("demo-photos", "facey"),
+    )
+    row = PromptRow(1, "Clear person", "lawyer", "p", dict.fromkeys(columns, 0.5), {})
+    with matplotlib.rc_context(charts._RC):
+        fig = charts._build_heatmap(PromptGrid(rows=(row,), columns=columns))
+        renderer = fig.canvas.get_renderer()
+        fig.draw(renderer)
+        ax = fig.axes[0]
+        titles = {t.get_text(): t.get_window_extent(renderer) for t in ax.texts}
+        axes_box = ax.get_window_extent(renderer)
+    left, right = titles["demo-derived"], titles["demo-photos"]
+    assert left.x1 < right.x0  # side by side with a gap, not overlapping
+    column = axes_box.width / len(columns)
+    assert left.x1 <= axes_box.x0 + 2 * column  # each title stays over its own two columns
+    assert right.x0 >= axes_box.x0 + 2 * column
+
+
+@pytest.mark.django_db
+def test_heatmap_page_shows_category_names_exactly_as_imported(
+    study, annotator_a, annotator_b, researcher, client_for
+):
+    fx = dashboard_data.build(study, annotator_a, annotator_b)
+    Prompt.objects.filter(pk=fx.lawyer.pk).update(category="clear Person")
+    html = client_for(researcher).get(reverse("reports:heatmap")).content.decode()
+    assert ">clear Person</th>" in html
+    assert "Clear Person" not in html
+    # The stylesheet capitalizes th.cat; the table cell opts out so the imported text shows.
+    assert '<th class="text cat" style="text-transform: none">clear Person</th>' in html
