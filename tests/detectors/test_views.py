@@ -49,6 +49,32 @@ def test_researcher_sees_each_run_with_status_counts_speed_and_errors(client_for
     assert "set BIASLAB_BLIP2_WEIGHTS" in html
 
 
+def test_a_long_error_is_shown_in_full_and_escaped_in_its_own_row(client_for, researcher, runs):
+    _, failed = runs
+    # Past the 300 characters the page used to cut at, with markup that must not render as HTML.
+    failed.error = (
+        "Weights 'openai/clip-vit-large-patch14' are not in the local Hugging Face cache <hub> & "
+        + "this machine does not download them. " * 8
+        + "Set BIASLAB_CLIP_WEIGHTS to a local folder (e.g. `huggingface-cli download ... --local-dir DIR`)."
+    )
+    failed.save(update_fields=["error"])
+    html = client_for(researcher).get(reverse("detectors:runs")).content.decode()
+    assert len(failed.error) > 300
+    escaped = (
+        failed.error.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("'", "&#x27;")
+    )
+    assert f'<div class="error error-full">{escaped}</div>' in html
+    assert "<hub>" not in html
+    assert f'<details id="run-error-{failed.pk}" hx-preserve="true" open>' in html
+
+
+def test_htmx_partial_keeps_the_full_error(client_for, researcher, runs):
+    response = client_for(researcher).get(reverse("detectors:runs"), headers={"HX-Request": "true"})
+    html = response.content.decode()
+    assert "<html" not in html
+    assert "Weights are not in the local cache: set BIASLAB_BLIP2_WEIGHTS</div>" in html
+
+
 def test_running_runs_make_the_table_poll_itself(client_for, researcher, runs):
     html = client_for(researcher).get(reverse("detectors:runs")).content.decode()
     assert 'hx-trigger="every 5s"' in html
@@ -75,7 +101,7 @@ def test_prediction_totals_per_detector_version(client_for, admin_user, study):
     PredictionFactory(image=image, detector="clip", version="v2", status="failed", verdict="", error="x")
     html = client_for(admin_user).get(reverse("detectors:runs")).content.decode()
     assert "Predictions stored" in html
-    assert "<td>clip</td><td><code>v2</code></td>" in html
+    assert '<td class="text">clip</td><td class="text wrap"><code>v2</code></td>' in html
 
 
 def test_empty_page_says_how_to_start(client_for, researcher):
