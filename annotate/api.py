@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from rest_framework import status
@@ -267,14 +267,19 @@ class DisputeListApi(APIView):
 
     def get(self, request: Request) -> Response:
         study = _study_param(request)
-        images = list(selectors.dispute_queue(study=study).select_related("prompt"))
+        # Both labels of every image in two queries, not one query per image.
+        images = list(selectors.dispute_queue(study=study).prefetch_related(_labels_with_annotators()))
         return Response(DisputeOutput([_with_labels(image) for image in images], many=True).data)
+
+
+def _labels_with_annotators() -> Prefetch:
+    return Prefetch("labels", queryset=Label.objects.select_related("annotator").order_by("annotator_id"))
 
 
 def _with_labels(image: Image) -> Image:
     image.labels_out = [
         {"annotator": label.annotator.username, "value": label.value, "reason": label.reason}
-        for label in image.labels.select_related("annotator").order_by("annotator_id")
+        for label in image.labels.all()
     ]
     image.state = getattr(image, "state", None) or selectors.image_state(image)
     return image
@@ -284,7 +289,8 @@ class DisputeDetailApi(APIView):
     permission_classes = [IsAuthenticated, IsResearcher]
 
     def get(self, request: Request, pk: int) -> Response:
-        image = get_object_or_404(Image.objects.select_related("prompt", "study"), pk=pk)
+        images = Image.objects.select_related("prompt", "study").prefetch_related(_labels_with_annotators())
+        image = get_object_or_404(images, pk=pk)
         return Response(DisputeOutput(_with_labels(image)).data)
 
 

@@ -259,3 +259,18 @@ def test_the_schema_lists_every_endpoint_whoever_asks(researcher, annotator_a):
         )
         assert "/api/studies/{slug}/next/" in text
         assert "/api/disputes/" in text
+
+
+def test_the_dispute_queue_costs_the_same_queries_for_three_or_thirty_disputes(
+    study, annotator_a, annotator_b, researcher, django_assert_max_num_queries
+):
+    prompt = PromptFactory(study=study)
+    for _ in range(30):
+        ImageFactory(prompt=prompt)
+    label_everything(study, annotator_a, "male")
+    label_everything(study, annotator_b, "female")
+    client = api_for(researcher)
+    with django_assert_max_num_queries(8):
+        body = client.get("/api/disputes/?study=gender").json()
+    assert len(body) == 30
+    assert all(len(row["labels"]) == 2 for row in body)
