@@ -17,13 +17,10 @@ from django.db.models import (
     Case,
     CharField,
     Count,
-    Exists,
     F,
     IntegerField,
     Max,
     Min,
-    OuterRef,
-    Q,
     QuerySet,
     Subquery,
     Value,
@@ -84,35 +81,6 @@ def _count_subquery(queryset: QuerySet, field: str = "pk", distinct: bool = Fals
     return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
 
 
-def live_seats_filter(now: datetime) -> Q:
-    """Seats that still count against an image's N: labelled, or reserved and not yet expired."""
-    return Q(completed_at__isnull=False) | Q(expires_at__gt=now)
-
-
-def claimable_images(
-    *, study: Study, annotator: AbstractBaseUser, now: datetime | None = None
-) -> QuerySet[Image]:
-    """Images of the study the annotator could be given now, in id order.
-
-    An image is claimable when the annotator never held a seat on it, it has fewer than N
-    live seats (expired unlabelled seats do not count: they return to the pool), and no
-    researcher or import has fixed its final label. All in SQL, so the caller can slice a few
-    candidates off thousands of images.
-    """
-    now = now or timezone.now()
-    live_seats = Assignment.objects.filter(live_seats_filter(now), image=OuterRef("pk"))
-    return (
-        # completed_seats < N first: an indexed column that drops finished images without
-        # counting their seats; the exact live-seat count below then decides.
-        Image.objects.filter(study=study, completed_seats__lt=study.labels_per_image)
-        .filter(~Exists(Assignment.objects.filter(image=OuterRef("pk"), annotator=annotator)))
-        .filter(~Exists(FinalLabel.objects.filter(image=OuterRef("pk"), source__in=DECIDED_SOURCES)))
-        .annotate(live_seats=_count_subquery(live_seats))
-        .filter(live_seats__lt=study.labels_per_image)
-        .order_by("id")
-    )
-
-
 def images_with_state(*, study: Study) -> QuerySet[Image]:
     """The study's images annotated with ``state`` (an ``ImageState`` value), ``n_labels``,
     ``final_value`` and ``final_source`` ('' when there is no final label); filter on
@@ -167,7 +135,7 @@ def dispute_queue(*, study: Study) -> QuerySet[Image]:
 
 # The counts of annotator_progress in one fixed statement. Raw SQL because it runs on every key
 # press: building and compiling the same nested counts through the ORM took ~5 ms of CPU per
-# call, executing them about 1 ms. Same rules as claimable_images (kept in step by
+# call, executing them about 1 ms. Same claim rules as _CANDIDATES_SQL in annotate.services (kept in step by
 # tests/annotate/test_selectors.py, which runs on SQLite and PostgreSQL). Shaped so that no
 # count probes another table once per image of the study:
 #   done          the annotator's labels in the study;

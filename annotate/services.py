@@ -349,7 +349,9 @@ def _final_label_write(
     return final
 
 
-# claimable_images (annotate.selectors) as one fixed statement, after a cursor and with a limit.
+# The images an annotator could be given now, as one fixed statement, after a cursor and with a
+# limit. An image is claimable when the annotator never held a seat on it, it has fewer than N live
+# seats (labelled, or reserved and unexpired) and no researcher or import fixed its final label.
 # Raw SQL because it runs on every key press: the ORM spent ~2 ms of CPU building and compiling
 # it, the database well under 1 ms running it. tests/annotate/test_services.py and
 # test_concurrency.py hold both to the same rules.
