@@ -1,0 +1,204 @@
+"""The object-class vocabulary of the object co-occurrence study: ultralytics' 80 COCO names.
+
+Detectors and papers spell the same COCO classes differently: Mannering (2023) ran YOLOv3 in
+darknet, whose ``coco.names`` uses the Pascal VOC spellings ("motorbike", "aeroplane", "sofa",
+"pottedplant", "diningtable", "tvmonitor"), while ultralytics (and torchvision) use "motorcycle",
+"airplane", "couch", "potted plant", "dining table", "tv". Every count in BiasLab is keyed by the
+ultralytics spelling, so a paper's table and our own detections land in the same columns.
+
+The names are data here, copied from ultralytics' ``cfg/datasets/coco.yaml`` (index order kept),
+so this module never imports ultralytics (it pulls in torch). Pure data and functions only.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+#: Ultralytics' COCO class names, in its index order (class id ``i`` is ``COCO_CLASS_NAMES[i]``).
+COCO_CLASS_NAMES: tuple[str, ...] = (
+    "person",
+    "bicycle",
+    "car",
+    "motorcycle",
+    "airplane",
+    "bus",
+    "train",
+    "truck",
+    "boat",
+    "traffic light",
+    "fire hydrant",
+    "stop sign",
+    "parking meter",
+    "bench",
+    "bird",
+    "cat",
+    "dog",
+    "horse",
+    "sheep",
+    "cow",
+    "elephant",
+    "bear",
+    "zebra",
+    "giraffe",
+    "backpack",
+    "umbrella",
+    "handbag",
+    "tie",
+    "suitcase",
+    "frisbee",
+    "skis",
+    "snowboard",
+    "sports ball",
+    "kite",
+    "baseball bat",
+    "baseball glove",
+    "skateboard",
+    "surfboard",
+    "tennis racket",
+    "bottle",
+    "wine glass",
+    "cup",
+    "fork",
+    "knife",
+    "spoon",
+    "bowl",
+    "banana",
+    "apple",
+    "sandwich",
+    "orange",
+    "broccoli",
+    "carrot",
+    "hot dog",
+    "pizza",
+    "donut",
+    "cake",
+    "chair",
+    "couch",
+    "potted plant",
+    "bed",
+    "dining table",
+    "toilet",
+    "tv",
+    "laptop",
+    "mouse",
+    "remote",
+    "keyboard",
+    "cell phone",
+    "microwave",
+    "oven",
+    "toaster",
+    "sink",
+    "refrigerator",
+    "book",
+    "clock",
+    "vase",
+    "scissors",
+    "teddy bear",
+    "hair drier",
+    "toothbrush",
+)
+
+#: darknet's ``data/coco.names`` (YOLOv3, the detector of Mannering 2023), in its index order.
+#: It is the same 80 classes in the same order as ``COCO_CLASS_NAMES``; only six spellings differ.
+DARKNET_COCO_NAMES: tuple[str, ...] = (
+    *COCO_CLASS_NAMES[:3],
+    "motorbike",
+    "aeroplane",
+    *COCO_CLASS_NAMES[5:57],
+    "sofa",
+    "pottedplant",
+    "bed",
+    "diningtable",
+    "toilet",
+    "tvmonitor",
+    *COCO_CLASS_NAMES[63:],
+)
+
+#: Other spellings of a class → its ultralytics name. Keys are already in normalised form
+#: (lower case, single spaces). The darknet/Pascal VOC spellings are the ones that occur in the
+#: papers; "tv monitor" and "hair dryer" are the spaced / American forms seen in other exports.
+CLASS_NAME_ALIASES: dict[str, str] = {
+    "motorbike": "motorcycle",
+    "aeroplane": "airplane",
+    "sofa": "couch",
+    "pottedplant": "potted plant",
+    "diningtable": "dining table",
+    "tvmonitor": "tv",
+    "tv monitor": "tv",
+    "hair dryer": "hair drier",
+}
+
+_CANONICAL: frozenset[str] = frozenset(COCO_CLASS_NAMES)
+_INDEX: dict[str, int] = {name: i for i, name in enumerate(COCO_CLASS_NAMES)}
+# No two COCO names collide once their spaces are removed, so "cellphone" or "teddybear" can
+# only mean one class; this catches exports that glue words together without listing each one.
+_SPACELESS: dict[str, str] = {name.replace(" ", ""): name for name in COCO_CLASS_NAMES}
+_SEPARATORS = re.compile(r"[\s_\-]+")
+
+
+class UnknownClassName(ValueError):
+    """A class name that is not one of the 80 COCO classes under any known spelling.
+
+    ``name`` is the name as given; ``suggestions`` are the closest COCO names (possibly empty).
+    """
+
+    def __init__(self, name: str, suggestions: tuple[str, ...]) -> None:
+        self.name = name
+        self.suggestions = suggestions
+        hint = f"; did you mean {' or '.join(repr(s) for s in suggestions)}?" if suggestions else ""
+        super().__init__(
+            f"unknown object class {name!r}{hint} (the vocabulary is ultralytics' 80 COCO class names)"
+        )
+
+
+def _normalise_spelling(name: str) -> str:
+    """Case, underscores, hyphens and repeated spaces do not make a different class."""
+    return _SEPARATORS.sub(" ", name).strip().casefold()
+
+
+def normalise_class_name(name: str) -> str:
+    """Return the ultralytics COCO name for ``name`` in any spelling the study meets.
+
+    Accepted: an ultralytics name, a darknet/Pascal VOC spelling (``CLASS_NAME_ALIASES``), any of
+    those with different case, ``_``/``-`` for spaces or the spaces removed ("Teddy_Bear",
+    "cellphone"). Anything else raises ``UnknownClassName`` (a ``ValueError``) naming the name
+    and suggesting close matches; a non-string raises ``TypeError``.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"an object class name must be a string, not {type(name).__name__}")
+    key = _normalise_spelling(name)
+    if key in _CANONICAL:
+        return key
+    if key in CLASS_NAME_ALIASES:
+        return CLASS_NAME_ALIASES[key]
+    spaceless = key.replace(" ", "")
+    if spaceless in _SPACELESS:
+        return _SPACELESS[spaceless]
+    raise UnknownClassName(name, _suggestions(key))
+
+
+def _suggestions(key: str) -> tuple[str, ...]:
+    """Up to three COCO names whose spelling (or an alias's) is close to ``key``."""
+    candidates = {name: name for name in COCO_CLASS_NAMES} | CLASS_NAME_ALIASES
+    close = difflib.get_close_matches(key, list(candidates), n=5, cutoff=0.6)
+    found: list[str] = []
+    for match in close:
+        canonical = candidates[match]
+        if canonical not in found:
+            found.append(canonical)
+    return tuple(found[:3])
+
+
+def is_known_class_name(name: str) -> bool:
+    """True when ``normalise_class_name`` would accept ``name``."""
+    try:
+        normalise_class_name(name)
+    except (UnknownClassName, TypeError):
+        return False
+    return True
+
+
+def coco_class_index(name: str) -> int:
+    """The ultralytics class id (0-79) of ``name`` in any accepted spelling."""
+    return _INDEX[normalise_class_name(name)]

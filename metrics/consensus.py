@@ -1,0 +1,34 @@
+"""When do N annotators' answers settle a question by themselves? Pure rules, no Django.
+
+Used by the labeling services (to set or remove an agreed final label) and by reports (to
+explain a state), so both read the same rule.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+UNANIMOUS = "unanimous"
+MAJORITY = "majority"
+
+
+def agreed_answer(values: Sequence[str], *, needed: int, rule: str) -> str | None:
+    """The answer the labels agree on, or None while they do not settle it.
+
+    - fewer than ``needed`` labels: None (labeling is not finished);
+    - ``unanimous``: every label gives the same answer;
+    - ``majority``: one answer has more than half of the labels (3 labels: 2-1 settles it;
+      a 1-1-1 split or 2-2 tie does not).
+    """
+    if needed < 1:
+        raise ValueError(f"needed must be at least 1, got {needed}.")
+    if len(values) < needed or not values:
+        return None
+    counts = Counter(values).most_common()
+    value, count = counts[0]
+    if rule == UNANIMOUS:
+        return value if count == len(values) else None
+    if rule == MAJORITY:
+        return value if 2 * count > len(values) else None
+    raise ValueError(f"Unknown agreement rule “{rule}” (known: {UNANIMOUS}, {MAJORITY}).")

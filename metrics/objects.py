@@ -1,0 +1,801 @@
+"""Statistics of the object co-occurrence study (Mannering 2023): which objects a T2I model draws
+beside men and beside women.
+
+Prompts name a gender and only vaguely an object ("A {gender} holding an item"); a detector
+counts object instances in each image; the male and female prompts' instance counts form a
+2 x K contingency table (rows male/female, one column per class detected at least once), tested
+with Pearson's χ² as in the paper. Because the prompts come in seed-matched pairs (the same
+template, image index and seed for man/woman and for boy/girl), a paired permutation test is
+offered beside the χ² test: it does not assume that instances are independent draws, which they
+are not (one image holds several objects, and the two images of a pair share their noise).
+
+Everything here is pure (numpy/scipy only). Inputs are plain sequences; class names may be in any
+spelling ``metrics.coco_names`` accepts and are reported in ultralytics' COCO spelling, columns in
+COCO index order. An undefined figure is ``None`` with a ``reason``; nothing here divides by zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+from scipy.stats import chi2_contingency
+
+from metrics.coco_names import UnknownClassName, coco_class_index, normalise_class_name
+
+T = TypeVar("T")
+
+#: Row order of every table here.
+GENDERS: tuple[str, str] = ("male", "female")
+PERSON = "person"
+#: Default number of random relabellings of the paired permutation test.
+DEFAULT_N_PERMUTATIONS = 9999
+#: Largest number of pairs whose 2**n relabellings ``exact=True`` will enumerate.
+MAX_EXACT_PAIRS = 20
+# A relabelling whose statistic equals the observed one must count as "at least as extreme";
+# the same table reached by different sums can differ in the last bits, so compare with a
+# relative tolerance (scipy.stats.permutation_test does the same).
+_RELATIVE_TOLERANCE = 1e-9
+# Random numbers drawn per chunk of relabellings: bounds memory (8 bytes each) whatever n_pairs.
+_CHUNK_DRAWS = 1 << 22
+
+
+@dataclass(frozen=True)
+class ByGender(Generic[T]):
+    """One value per gender group, in the fixed order male, female."""
+
+    male: T
+    female: T
+
+    def as_dict(self) -> dict[str, T]:
+        """``{"male": ..., "female": ...}``, the JSON shape."""
+        return {"male": self.male, "female": self.female}
+
+
+# --- the contingency table and its χ² test ------------------------------------------------------
+@dataclass(frozen=True)
+class ClassStats:
+    """One column of the table.
+
+    ``share_of_gender``: the class's instances over all instances of that gender's prompts — the
+    two categorical distributions the paper compares (``None`` when a gender has no instance).
+    ``share_of_class``: the part of this class's instances that came from each gender's prompts
+    (the two add up to 1). ``residual``: the adjusted standardised residual of each cell
+    (see ``chi_square_by_gender``), ``None`` whenever the χ² test is undefined.
+    """
+
+    name: str
+    counts: ByGender[int]
+    share_of_gender: ByGender[float | None]
+    share_of_class: ByGender[float]
+    residual: ByGender[float | None]
+
+
+@dataclass(frozen=True)
+class GenderContingency:
+    """A 2 x K table of instance counts and its χ² test of independence.
+
+    ``classes`` are the columns (COCO index order), ``male`` / ``female`` the rows. ``chi2``,
+    ``dof``, ``p_value`` and ``cramers_v`` are ``None`` together, with ``reason`` saying why,
+    when the test is undefined (fewer than two classes, or a gender without any instance).
+    ``yates_correction`` says whether Yates' continuity correction was applied to ``chi2`` and
+    ``p_value`` (only ever on a 2 x 2 table, and only when asked for).
+    """
+
+    classes: tuple[str, ...]
+    male: tuple[int, ...]
+    female: tuple[int, ...]
+    n_instances: ByGender[int]
+    includes_person: bool
+    chi2: float | None
+    dof: int | None
+    p_value: float | None
+    cramers_v: float | None
+    yates_correction: bool
+    reason: str | None
+    per_class: Mapping[str, ClassStats] = field(default_factory=dict)
+
+    def counts_dict(self) -> dict[str, dict[str, int]]:
+        """``{class: {"male": n, "female": n}}`` for every column."""
+        return {name: stats.counts.as_dict() for name, stats in self.per_class.items()}
+
+    def residuals_dict(self) -> dict[str, dict[str, float | None]]:
+        """``{class: {"male": r, "female": r}}``: adjusted standardised residuals (or ``None``)."""
+        return {name: stats.residual.as_dict() for name, stats in self.per_class.items()}
+
+
+CountsInput = Mapping[str, "tuple[int, int] | Sequence[int] | Mapping[str, int]"]
+
+
+def chi_square_by_gender(
+    counts: CountsInput,
+    *,
+    include_person: bool = True,
+    yates_correction: bool = False,
+) -> GenderContingency:
+    """Pearson's χ² test of independence between prompt gender and object class.
+
+    ``counts`` maps a class name (any accepted spelling) to its instance counts, either a
+    ``(male, female)`` pair or ``{"male": n, "female": n}`` (the JSON ``counts`` shape). Classes
+    with no instance are dropped (an all-zero column has no expected count, and "detected at least
+    once" is the study's definition of the columns); ``person`` is dropped when
+    ``include_person`` is false. Mannering (2023) kept ``person``: its Table 1 reproduces
+    p = 0.000009 (Stable Diffusion) and 0.04172 (DALL·E mini) only with it.
+
+    The statistic is ``scipy.stats.chi2_contingency`` with dof = K - 1. Yates' continuity
+    correction only exists for one degree of freedom (a 2 x 2 table); it is off by default so the
+    statistic means the same thing at every table width and equals the paired permutation test's
+    statistic. ``yates_correction=True`` applies it to 2 x 2 tables only (as scipy does).
+
+    Cramér's V = sqrt(χ² / (N · (min(2, K) - 1))) = sqrt(χ² / N), always from the uncorrected χ²
+    (as ``scipy.stats.contingency.association`` computes it).
+
+    The residual of cell (i, j) is the adjusted standardised residual
+    (O - E) / sqrt(E · (1 - rᵢ/N) · (1 - cⱼ/N)), with E = rᵢcⱼ/N: approximately N(0, 1) under
+    independence, so |r| > 1.96 marks a cell that departs from independence at about the 5 % level
+    (taken one cell at a time, without correction for the K comparisons). With two rows the male
+    and female residuals of a class are opposite numbers.
+
+    Raises ``ValueError`` for a negative or non-integer count, for two keys naming the same class
+    ("tv" and "tvmonitor"), and ``UnknownClassName`` for a name outside the vocabulary.
+    """
+    parsed = _parse_counts(counts)
+    kept = {
+        name: pair for name, pair in parsed.items() if sum(pair) > 0 and (include_person or name != PERSON)
+    }
+    classes = tuple(sorted(kept, key=coco_class_index))
+    male = tuple(kept[name][0] for name in classes)
+    female = tuple(kept[name][1] for name in classes)
+    totals = ByGender(sum(male), sum(female))
+
+    reason = _undefined_reason(len(classes), totals)
+    chi2 = p_value = cramers_v = None
+    dof: int | None = None
+    applied_yates = False
+    expected: np.ndarray | None = None
+    if reason is None:
+        table = np.array([male, female], dtype=np.int64)
+        result = chi2_contingency(table, correction=yates_correction)
+        dof = int(result.dof)
+        applied_yates = yates_correction and dof == 1
+        chi2 = float(result.statistic)
+        p_value = float(result.pvalue)
+        expected = np.asarray(result.expected_freq, dtype=np.float64)
+        uncorrected = float(chi2_contingency(table, correction=False).statistic) if applied_yates else chi2
+        cramers_v = math.sqrt(uncorrected / (totals.male + totals.female))
+
+    per_class = {
+        name: _class_stats(name, j, male, female, totals, expected) for j, name in enumerate(classes)
+    }
+    return GenderContingency(
+        classes=classes,
+        male=male,
+        female=female,
+        n_instances=totals,
+        includes_person=include_person,
+        chi2=chi2,
+        dof=dof,
+        p_value=p_value,
+        cramers_v=cramers_v,
+        yates_correction=applied_yates,
+        reason=reason,
+        per_class=per_class,
+    )
+
+
+def adjusted_residuals(table: Sequence[Sequence[int]] | np.ndarray) -> np.ndarray:
+    """Adjusted standardised residuals (O - E) / sqrt(E (1 - r/N) (1 - c/N)) of any r x c table.
+
+    The table must have no empty row or column and at least two of each (otherwise a
+    denominator is zero): ``ValueError`` then.
+    """
+    observed = np.asarray(table, dtype=np.float64)
+    if observed.ndim != 2 or min(observed.shape) < 2:
+        raise ValueError("adjusted residuals need a table with at least two rows and two columns")
+    rows = observed.sum(axis=1, keepdims=True)
+    cols = observed.sum(axis=0, keepdims=True)
+    if (rows == 0).any() or (cols == 0).any():
+        raise ValueError("adjusted residuals are undefined for a table with an empty row or column")
+    total = observed.sum()
+    expected = rows * cols / total
+    return (observed - expected) / np.sqrt(expected * (1 - rows / total) * (1 - cols / total))
+
+
+def _undefined_reason(n_classes: int, totals: ByGender[int]) -> str | None:
+    if n_classes == 0:
+        return "no object instance was counted"
+    for gender in GENDERS:
+        if getattr(totals, gender) == 0:
+            return f"no object instance for {gender} prompts: χ² compares the two genders' distributions"
+    if n_classes < 2:
+        return "fewer than two object classes: χ² needs at least two columns"
+    return None
+
+
+def _class_stats(
+    name: str,
+    j: int,
+    male: tuple[int, ...],
+    female: tuple[int, ...],
+    totals: ByGender[int],
+    expected: np.ndarray | None,
+) -> ClassStats:
+    m, f = male[j], female[j]
+    column = m + f  # > 0: empty columns were dropped
+    residual: ByGender[float | None] = ByGender(None, None)
+    if expected is not None:
+        n = totals.male + totals.female
+        col_factor = 1 - column / n
+        values = []
+        for i, (observed, row_total) in enumerate(((m, totals.male), (f, totals.female))):
+            e = float(expected[i, j])
+            values.append((observed - e) / math.sqrt(e * (1 - row_total / n) * col_factor))
+        residual = ByGender(values[0], values[1])
+    return ClassStats(
+        name=name,
+        counts=ByGender(m, f),
+        share_of_gender=ByGender(
+            m / totals.male if totals.male else None, f / totals.female if totals.female else None
+        ),
+        share_of_class=ByGender(m / column, f / column),
+        residual=residual,
+    )
+
+
+def _parse_counts(counts: CountsInput) -> dict[str, tuple[int, int]]:
+    parsed: dict[str, tuple[int, int]] = {}
+    spelled: dict[str, str] = {}
+    for raw_name, value in counts.items():
+        name = normalise_class_name(raw_name)
+        if name in parsed:
+            raise ValueError(f"counts name the class {name!r} twice ({spelled[name]!r} and {raw_name!r})")
+        if isinstance(value, Mapping):
+            missing = [g for g in GENDERS if g not in value]
+            if missing:
+                raise ValueError(f"counts[{raw_name!r}] lacks {', '.join(missing)}")
+            pair: tuple[int, ...] = (value["male"], value["female"])
+        else:
+            pair = tuple(value)
+            if len(pair) != 2:
+                raise ValueError(f"counts[{raw_name!r}] must be a (male, female) pair, got {value!r}")
+        parsed[name] = (
+            _count(pair[0], f"counts[{raw_name!r}].male"),
+            _count(pair[1], f"counts[{raw_name!r}].female"),
+        )
+        spelled[name] = raw_name
+    return parsed
+
+
+def _count(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ValueError(f"{where} must be a whole number, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{where} must not be negative, got {value}")
+    return int(value)
+
+
+# --- the paired permutation test ----------------------------------------------------------------
+@dataclass(frozen=True)
+class PairedPermutationResult:
+    """Result of ``paired_permutation_test``.
+
+    ``statistic`` is the observed χ² of the aggregated table of the pairs used; ``p_value`` is
+    ``None`` with a ``reason`` when the test is undefined or was not run. ``n_permutations`` is
+    the number of random relabellings drawn, or 2**n_pairs when ``exact``. ``n_incomplete_pairs``
+    counts pairs left out because one gender had no image (only filled by ``analyse_objects``).
+    """
+
+    statistic: float | None
+    p_value: float | None
+    n_permutations: int
+    n_pairs: int
+    seed: int | None
+    exact: bool
+    reason: str | None
+    n_incomplete_pairs: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain-data form for the JSON report."""
+        return {
+            "statistic": self.statistic,
+            "p_value": self.p_value,
+            "n_permutations": self.n_permutations,
+            "n_pairs": self.n_pairs,
+            "n_incomplete_pairs": self.n_incomplete_pairs,
+            "seed": self.seed,
+            "exact": self.exact,
+            "reason": self.reason,
+        }
+
+
+def paired_permutation_test(
+    male_counts: Sequence[Sequence[int]] | np.ndarray,
+    female_counts: Sequence[Sequence[int]] | np.ndarray,
+    *,
+    n_permutations: int = DEFAULT_N_PERMUTATIONS,
+    seed: int | np.random.Generator = 0,
+    exact: bool = False,
+) -> PairedPermutationResult:
+    """Permutation test of gender/object independence that respects the seed-matched pairs.
+
+    ``male_counts[p, k]`` / ``female_counts[p, k]`` are the instances of class k in pair p's
+    male / female image(s) (both n_pairs x K, whole numbers ≥ 0, same column order).
+
+    Statistic: Pearson's χ² (no Yates correction) of the aggregated 2 x K table, i.e. the column
+    sums of each matrix — the same statistic as the paper's test. Classes with no instance in
+    any pair are dropped first. Null hypothesis: within each pair the labels male/female are
+    exchangeable (the gender word does not change which objects are drawn), so each relabelling swaps
+    the two sides of a random subset of pairs. Column totals are invariant under swaps; only the
+    split between the rows moves, which is what makes the test cheap: for a swap matrix S
+    (relabellings x pairs) the male row is ``Σ male - S @ (male - female)``.
+
+    Monte Carlo (default): ``n_permutations`` relabellings, each pair swapped with probability ½
+    by a numpy ``Generator`` from ``seed`` (an int, or a Generator to draw from);
+    p = (1 + #{χ²* ≥ χ²_obs}) / (1 + n_permutations), never 0 and valid at any n. The result
+    is the same for the same seed whatever the chunking. ``exact=True`` enumerates all 2**n_pairs
+    relabellings instead (identity included) and p = #{χ²* ≥ χ²_obs} / 2**n_pairs; at most
+    ``MAX_EXACT_PAIRS`` pairs. A relabelling whose statistic ties the observed one within a
+    relative 1e-9 counts as at least as extreme.
+
+    A relabelled table may leave one gender without instances; its χ² is taken as 0 (every cell
+    then equals its expected count), so it never counts as extreme.
+
+    Undefined (``p_value`` ``None`` with a reason): no pairs, fewer than two classes with
+    instances, or an observed row without instances. Raises ``ValueError`` for mismatched shapes,
+    negative or non-integer counts, ``n_permutations`` < 1, or too many pairs for ``exact``.
+    """
+    male = _count_matrix(male_counts, "male_counts")
+    female = _count_matrix(female_counts, "female_counts")
+    if male.shape != female.shape:
+        raise ValueError(
+            f"male_counts and female_counts must have the same shape, got {male.shape} and {female.shape}"
+        )
+    if not exact and (isinstance(n_permutations, bool) or n_permutations < 1):
+        raise ValueError(f"n_permutations must be at least 1, got {n_permutations}")
+    n_pairs = male.shape[0]
+    if exact and n_pairs > MAX_EXACT_PAIRS:
+        raise ValueError(
+            f"exact enumeration of {n_pairs} pairs means 2**{n_pairs} relabellings; "
+            f"use at most {MAX_EXACT_PAIRS} pairs or the Monte Carlo test"
+        )
+    seed_value = None if isinstance(seed, np.random.Generator) else int(seed)
+
+    def undefined(reason: str) -> PairedPermutationResult:
+        return PairedPermutationResult(None, None, 0, n_pairs, seed_value, exact, reason)
+
+    if n_pairs == 0:
+        return undefined("no pairs")
+    columns = male.sum(axis=0) + female.sum(axis=0)
+    keep = columns > 0
+    if keep.sum() < 2:
+        return undefined("fewer than two object classes with instances in the pairs")
+    male, female = male[:, keep], female[:, keep]
+    column_totals = columns[keep].astype(np.float64)
+    base = male.sum(axis=0).astype(np.float64)
+    if base.sum() == 0 or base.sum() == column_totals.sum():
+        return undefined("one gender has no object instance in the pairs")
+    diff = (male - female).astype(np.float64)
+    observed = float(_chi2_of_male_rows(base[np.newaxis, :], column_totals)[0])
+    threshold = observed - _RELATIVE_TOLERANCE * abs(observed)
+
+    extreme = 0
+    if exact:
+        total = 1 << n_pairs
+        bits = np.arange(n_pairs, dtype=np.int64)
+        step = max(1, _CHUNK_DRAWS // n_pairs)
+        for start in range(0, total, step):
+            codes = np.arange(start, min(start + step, total), dtype=np.int64)
+            swaps = ((codes[:, np.newaxis] >> bits) & 1).astype(np.float64)
+            stats = _chi2_of_male_rows(base - swaps @ diff, column_totals)
+            extreme += int(np.count_nonzero(stats >= threshold))
+        p_value = extreme / total
+        drawn = total
+    else:
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        step = max(1, _CHUNK_DRAWS // n_pairs)
+        for start in range(0, n_permutations, step):
+            size = min(step, n_permutations - start)
+            # Generator.random consumes exactly one 64-bit draw per number, so the stream (and so
+            # the p-value) does not depend on how the relabellings are chunked.
+            swaps = (rng.random((size, n_pairs)) < 0.5).astype(np.float64)
+            stats = _chi2_of_male_rows(base - swaps @ diff, column_totals)
+            extreme += int(np.count_nonzero(stats >= threshold))
+        p_value = (1 + extreme) / (1 + n_permutations)
+        drawn = n_permutations
+    return PairedPermutationResult(observed, p_value, drawn, n_pairs, seed_value, exact, None)
+
+
+def _chi2_of_male_rows(male_rows: np.ndarray, column_totals: np.ndarray) -> np.ndarray:
+    """Pearson χ² of 2 x K tables given their male rows (one per line) and shared column totals.
+
+    With two rows the female deviation is minus the male one, so
+    χ² = N² / (R₁ R₂) · Σⱼ (aⱼ - R₁ cⱼ / N)² / cⱼ. An empty row gives 0 (O = E everywhere).
+    """
+    n = column_totals.sum()
+    r1 = male_rows.sum(axis=1)
+    r2 = n - r1
+    deviation = male_rows - np.outer(r1, column_totals) / n
+    spread = (deviation**2 / column_totals).sum(axis=1)
+    denominator = r1 * r2
+    out = np.zeros_like(r1)
+    np.divide(n * n * spread, denominator, out=out, where=denominator > 0)
+    return out
+
+
+def _count_matrix(values: Sequence[Sequence[int]] | np.ndarray, name: str) -> np.ndarray:
+    array = np.asarray(values)
+    if array.ndim == 1 and array.size == 0:  # [] is "no pairs", not a 1-D table
+        array = array.reshape(0, 0)
+    if array.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array (pairs x classes), got {array.ndim} dimension(s)")
+    if array.dtype.kind not in "iuf" or (array.dtype.kind == "f" and not np.isfinite(array).all()):
+        raise ValueError(f"{name} must hold whole numbers")
+    if array.dtype.kind == "f" and (array != np.round(array)).any():
+        raise ValueError(f"{name} must hold whole numbers")
+    if (array < 0).any():
+        raise ValueError(f"{name} must not hold negative counts")
+    return array.astype(np.int64)
+
+
+# --- images → analysis --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ImageObjects:
+    """One generated image and the object instances counted in it.
+
+    ``gender`` is the prompt's gender group ("male" or "female", from the prompt set's mapping of
+    its gender word); ``class_names`` has one entry per detected instance (any accepted spelling;
+    an image without detections has none and still counts in ``n_images``). ``pair_id`` is any
+    hashable that is equal for the images generated from the same seed (for Mannering 2023:
+    template, image index and adult/child); ``None`` keeps the image out of the paired test.
+    """
+
+    gender: str
+    class_names: Sequence[str] = ()
+    gender_word: str | None = None
+    pair_id: Hashable | None = None
+
+
+@dataclass(frozen=True)
+class ObjectAnalysis:
+    """Everything the study reports for one T2I model; ``as_json`` gives the report's shape."""
+
+    contingency: GenderContingency
+    by_gender_word: Mapping[str, Mapping[str, int]]
+    n_images: ByGender[int]
+    paired_permutation: PairedPermutationResult
+
+    def as_json(self, human_check: Mapping[str, HumanCheckClass] | None = None) -> dict[str, Any]:
+        """The ``objects.<t2i_model>`` entry of the report.
+
+        Keys of the issue's shape, plus ``chi2_reason`` (why χ² is ``None``), ``yates_correction``
+        and ``paired_permutation`` (the test's details). ``human_check`` is ``None`` when no
+        person checked the detections.
+        """
+        c = self.contingency
+        return {
+            "counts": c.counts_dict(),
+            "chi2": c.chi2,
+            "dof": c.dof,
+            "p_value": c.p_value,
+            "cramers_v": c.cramers_v,
+            "includes_person": c.includes_person,
+            "residuals": c.residuals_dict(),
+            "by_gender_word": {word: dict(row) for word, row in self.by_gender_word.items()},
+            "paired_permutation_p": self.paired_permutation.p_value,
+            "n_images": self.n_images.as_dict(),
+            "human_check": (
+                None if human_check is None else {name: hc.as_dict() for name, hc in human_check.items()}
+            ),
+            "chi2_reason": c.reason,
+            "yates_correction": c.yates_correction,
+            "paired_permutation": self.paired_permutation.as_dict(),
+        }
+
+
+def analyse_objects(
+    images: Iterable[ImageObjects],
+    *,
+    include_person: bool = True,
+    yates_correction: bool = False,
+    n_permutations: int | None = DEFAULT_N_PERMUTATIONS,
+    seed: int | np.random.Generator = 0,
+) -> ObjectAnalysis:
+    """The object co-occurrence analysis of one T2I model's images.
+
+    Builds the instance-count table and its χ² test (``chi_square_by_gender``, same
+    ``include_person`` / ``yates_correction``), the counts per gender word over the same columns
+    (``{word: {class: n}}``, words sorted, images without a word left out), the number of images
+    per gender, and the paired permutation test over the images that carry a ``pair_id``. A pair
+    id whose images are all of one gender is left out of the paired test (counted in
+    ``n_incomplete_pairs``); its images still count in the χ² table, so the two tests see the
+    same data only when every image is in a complete pair. ``n_permutations=None`` skips the
+    paired test (``p_value`` ``None``, reason "not run").
+
+    Raises ``ValueError`` naming the image for a gender other than "male"/"female", and
+    ``UnknownClassName`` for a class name outside the vocabulary.
+    """
+    images = list(images)
+    normalised: list[tuple[ImageObjects, list[str]]] = []
+    for index, image in enumerate(images):
+        if image.gender not in GENDERS:
+            raise ValueError(f"images[{index}].gender must be 'male' or 'female', got {image.gender!r}")
+        if isinstance(image.class_names, str):
+            raise ValueError(f"images[{index}].class_names must be a sequence of names, not one string")
+        normalised.append((image, [normalise_class_name(n) for n in image.class_names]))
+
+    counts: dict[str, list[int]] = {}
+    for image, names in normalised:
+        row = GENDERS.index(image.gender)
+        for name in names:
+            counts.setdefault(name, [0, 0])[row] += 1
+    contingency = chi_square_by_gender(
+        {name: (m, f) for name, (m, f) in counts.items()},
+        include_person=include_person,
+        yates_correction=yates_correction,
+    )
+    columns = contingency.classes
+    column_set = set(columns)
+
+    by_word: dict[str, Counter[str]] = {}
+    for image, names in normalised:
+        if image.gender_word is not None:
+            by_word.setdefault(image.gender_word, Counter()).update(n for n in names if n in column_set)
+    by_gender_word = {word: {c: by_word[word][c] for c in columns} for word in sorted(by_word)}
+
+    n_images = ByGender(
+        sum(1 for image in images if image.gender == "male"),
+        sum(1 for image in images if image.gender == "female"),
+    )
+    male, female, incomplete = pair_count_matrices(
+        [(image.gender, names, image.pair_id) for image, names in normalised], columns
+    )
+    if n_permutations is None:
+        permutation = PairedPermutationResult(
+            None, None, 0, male.shape[0], None, False, "not run", n_incomplete_pairs=incomplete
+        )
+    elif male.shape[0] == 0:
+        reason = "no image has a pair id" if incomplete == 0 else "no pair has images of both genders"
+        permutation = PairedPermutationResult(
+            None, None, 0, 0, None, False, reason, n_incomplete_pairs=incomplete
+        )
+    else:
+        result = paired_permutation_test(male, female, n_permutations=n_permutations, seed=seed)
+        permutation = PairedPermutationResult(
+            result.statistic,
+            result.p_value,
+            result.n_permutations,
+            result.n_pairs,
+            result.seed,
+            result.exact,
+            result.reason,
+            n_incomplete_pairs=incomplete,
+        )
+    return ObjectAnalysis(contingency, by_gender_word, n_images, permutation)
+
+
+def pair_count_matrices(
+    images: Iterable[tuple[str, Sequence[str], Hashable | None]],
+    classes: Sequence[str],
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Per-pair class counts of the male and of the female side, for ``paired_permutation_test``.
+
+    ``images`` are ``(gender, class_names, pair_id)``; names are normalised, and instances of
+    classes outside ``classes`` (e.g. ``person`` when excluded) are ignored. Images with
+    ``pair_id`` ``None`` are skipped. Returns ``(male, female, n_incomplete)``: two
+    n_pairs x len(classes) integer matrices (pairs in order of first appearance) and the number
+    of pair ids left out because all their images had one gender.
+    """
+    position = {normalise_class_name(name): j for j, name in enumerate(classes)}
+    sides: dict[Hashable, list[np.ndarray | None]] = {}
+    for gender, names, pair_id in images:
+        if pair_id is None:
+            continue
+        if gender not in GENDERS:
+            raise ValueError(f"gender must be 'male' or 'female', got {gender!r}")
+        pair = sides.setdefault(pair_id, [None, None])
+        row = GENDERS.index(gender)
+        vector = pair[row]
+        if vector is None:
+            vector = pair[row] = np.zeros(len(classes), dtype=np.int64)
+        for name in names:
+            j = position.get(normalise_class_name(name))
+            if j is not None:
+                vector[j] += 1
+    complete = [pair for pair in sides.values() if pair[0] is not None and pair[1] is not None]
+    shape = (len(complete), len(classes))
+    male = np.array([pair[0] for pair in complete], dtype=np.int64).reshape(shape)
+    female = np.array([pair[1] for pair in complete], dtype=np.int64).reshape(shape)
+    return male, female, len(sides) - len(complete)
+
+
+# --- people checking the detector ---------------------------------------------------------------
+@dataclass(frozen=True)
+class HumanCheckClass:
+    """What people said about one class's detections.
+
+    ``precision`` = confirmed / (confirmed + rejected), ``None`` when no box was judged.
+    ``missed_rate`` = missed / (confirmed + missed): of the objects people saw in the checked
+    images (boxes they confirmed plus objects they said the detector missed), the part the
+    detector missed; ``None`` when there is none.
+    """
+
+    n_confirmed: int
+    n_rejected: int
+    n_missed: int
+    precision: float | None
+    missed_rate: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain-data form for the JSON report."""
+        return {
+            "precision": self.precision,
+            "n_confirmed": self.n_confirmed,
+            "n_rejected": self.n_rejected,
+            "n_missed": self.n_missed,
+            "missed_rate": self.missed_rate,
+        }
+
+
+def human_check(
+    *,
+    confirmed: Iterable[str] = (),
+    rejected: Iterable[str] = (),
+    missed: Iterable[str] = (),
+) -> dict[str, HumanCheckClass]:
+    """Per class, the precision and missed-object rate of the detector as people judged it.
+
+    Each argument has one class name per box (or per missed object): the detector's boxes people
+    confirmed, those they rejected, and objects people marked as missed. Boxes nobody judged are
+    simply not passed. Classes appear in COCO index order; a class appears when any of the three
+    mentions it. Names are normalised (``UnknownClassName`` for an unknown one).
+    """
+    tallies = [Counter(normalise_class_name(n) for n in group) for group in (confirmed, rejected, missed)]
+    names = sorted(set().union(*tallies), key=coco_class_index)
+    out: dict[str, HumanCheckClass] = {}
+    for name in names:
+        c, r, m = (tally[name] for tally in tallies)
+        out[name] = HumanCheckClass(
+            n_confirmed=c,
+            n_rejected=r,
+            n_missed=m,
+            precision=c / (c + r) if c + r else None,
+            missed_rate=m / (c + m) if c + m else None,
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class JudgedImage:
+    """An image whose detections people checked: the class names of its confirmed and rejected
+    boxes and of the objects they said the detector missed (one entry each)."""
+
+    gender: str
+    confirmed: Sequence[str] = ()
+    rejected: Sequence[str] = ()
+    missed: Sequence[str] = ()
+    gender_word: str | None = None
+    pair_id: Hashable | None = None
+
+
+def human_check_of_images(images: Iterable[JudgedImage]) -> dict[str, HumanCheckClass]:
+    """``human_check`` over the boxes and missed objects of all ``images``."""
+    images = list(images)
+    return human_check(
+        confirmed=[n for image in images for n in image.confirmed],
+        rejected=[n for image in images for n in image.rejected],
+        missed=[n for image in images for n in image.missed],
+    )
+
+
+def confirmed_images(images: Iterable[JudgedImage], *, include_missed: bool = False) -> list[ImageObjects]:
+    """The checked images with only their confirmed boxes (plus, if asked, the missed objects).
+
+    Pass only the images people checked: an unchecked image would count as having no object.
+    """
+    return [
+        ImageObjects(
+            gender=image.gender,
+            class_names=[*image.confirmed, *(image.missed if include_missed else ())],
+            gender_word=image.gender_word,
+            pair_id=image.pair_id,
+        )
+        for image in images
+    ]
+
+
+def analyse_confirmed_objects(
+    images: Iterable[JudgedImage],
+    *,
+    include_missed: bool = False,
+    include_person: bool = True,
+    yates_correction: bool = False,
+    n_permutations: int | None = DEFAULT_N_PERMUTATIONS,
+    seed: int | np.random.Generator = 0,
+) -> ObjectAnalysis:
+    """``analyse_objects`` recomputed on the checked images counting only confirmed boxes.
+
+    With ``include_missed`` the objects people said the detector missed count too, giving the
+    table as people see the images rather than as the detector does.
+    """
+    return analyse_objects(
+        confirmed_images(images, include_missed=include_missed),
+        include_person=include_person,
+        yates_correction=yates_correction,
+        n_permutations=n_permutations,
+        seed=seed,
+    )
+
+
+# --- validating detector output -----------------------------------------------------------------
+class InvalidDetection(ValueError):
+    """A detector output instance that cannot be stored; ``field`` names the offending field."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        self.field = field_name
+        super().__init__(f"{field_name}: {message}")
+
+
+@dataclass(frozen=True)
+class DetectedObject:
+    """A validated detection: COCO class name, confidence in [0, 1], box (x0, y0, x1, y1) in
+    pixels with 0 ≤ x0 < x1 ≤ width and 0 ≤ y0 < y1 ≤ height."""
+
+    class_name: str
+    confidence: float
+    box: tuple[float, float, float, float]
+
+
+def validate_detected_object(
+    *,
+    class_name: str,
+    confidence: float,
+    box: Sequence[float],
+    image_width: float,
+    image_height: float,
+) -> DetectedObject:
+    """Check one detector output instance against its image; return it with the class normalised.
+
+    Raises ``InvalidDetection`` (a ``ValueError``) whose ``field`` is ``image_width`` /
+    ``image_height`` (not a positive number), ``box`` (not four finite numbers), ``box.x0`` …
+    ``box.y1`` (outside the image, or x1 ≤ x0 / y1 ≤ y0), ``confidence`` (not a number in
+    [0, 1]) or ``class_name`` (not in the vocabulary; the message suggests close names). No
+    tolerance: a detector that clips its boxes (ultralytics does) never trips the bounds.
+    """
+    width = _positive(image_width, "image_width")
+    height = _positive(image_height, "image_height")
+    try:
+        coords = tuple(float(v) for v in box)
+    except (TypeError, ValueError):
+        raise InvalidDetection("box", f"must be four numbers (x0, y0, x1, y1), got {box!r}") from None
+    if len(coords) != 4 or not all(math.isfinite(v) for v in coords):
+        raise InvalidDetection("box", f"must be four finite numbers (x0, y0, x1, y1), got {box!r}")
+    x0, y0, x1, y1 = coords
+    for name, value, limit in (("x0", x0, width), ("y0", y0, height), ("x1", x1, width), ("y1", y1, height)):
+        if value < 0 or value > limit:
+            side = "width" if name[0] == "x" else "height"
+            raise InvalidDetection(f"box.{name}", f"{value:g} is outside the image (0 to {side} {limit:g})")
+    if x1 <= x0:
+        raise InvalidDetection("box.x1", f"must be greater than x0 ({x1:g} ≤ {x0:g})")
+    if y1 <= y0:
+        raise InvalidDetection("box.y1", f"must be greater than y0 ({y1:g} ≤ {y0:g})")
+    if isinstance(confidence, bool) or not isinstance(confidence, int | float | np.integer | np.floating):
+        raise InvalidDetection("confidence", f"must be a number in [0, 1], got {confidence!r}")
+    if not (0.0 <= float(confidence) <= 1.0):  # also rejects NaN
+        raise InvalidDetection("confidence", f"must be in [0, 1], got {confidence!r}")
+    try:
+        name = normalise_class_name(class_name)
+    except (UnknownClassName, TypeError) as exc:
+        raise InvalidDetection("class_name", str(exc)) from exc
+    return DetectedObject(class_name=name, confidence=float(confidence), box=(x0, y0, x1, y1))
+
+
+def _positive(value: Any, field_name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise InvalidDetection(field_name, f"must be a positive number, got {value!r}")
+    if not (math.isfinite(float(value)) and value > 0):
+        raise InvalidDetection(field_name, f"must be a positive number, got {value!r}")
+    return float(value)

@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class StudiesConfig(AppConfig):
+    """The core every other app builds on: studies, their questions, items and image files."""
+
+    name = "studies"
+    verbose_name = "Studies"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,160 @@
+"""Unpacking an uploaded zip that holds a manifest and the images it lists, whatever made the zip.
+
+Zip tools lay out the same folder differently: Finder wraps it in a top folder and adds
+``__MACOSX/`` and ``.DS_Store`` files, Windows tools may write ``\\`` as the separator, export
+scripts nest the manifest a few folders down. ``zip_extract`` accepts all of these:
+
+- ``\\`` is read as ``/``; empty and ``.`` name parts are dropped (``./a//b`` is ``a/b``);
+- ``__MACOSX/`` folders, ``.DS_Store``, ``Thumbs.db`` and AppleDouble ``._*`` files are ignored;
+- the zip must hold exactly one file named ``manifest_name`` (e.g. ``manifest.csv``) among the
+  rest, anywhere: its folder becomes the import root, so the manifest's image paths are relative
+  to the manifest, and only what lies below that folder is unpacked.
+
+It refuses the whole zip (``ArchiveRejected``, with the reason) when there is no manifest or
+several, when any member — ignored ones included — has an absolute path, a ``..`` part, is a
+symbolic link or encrypted, when two members end up with the same name or a file clashes with a
+folder, when a member cannot be read (damaged, unknown compression method), when it holds more
+than ``max_members`` entries, or when it expands to more than ``max_bytes`` (declared sizes are
+checked first, and the bytes are counted again while writing, since a zip's sizes may lie).
+
+This module depends on the standard library only (no Django, no model).
+"""
+
+from __future__ import annotations
+
+import stat
+import zipfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Folders and files that zip tools add and that are never part of an import.
+IGNORED_FOLDERS = frozenset({"__MACOSX"})
+IGNORED_FILES = frozenset({".DS_Store", "Thumbs.db"})
+APPLEDOUBLE_PREFIX = "._"
+
+_CHUNK = 1024 * 1024
+
+
+class ArchiveRejected(ValueError):
+    """The zip is refused whole; the message says why, in words for the person who uploaded it."""
+
+
+@dataclass(frozen=True)
+class _Member:
+    info: zipfile.ZipInfo
+    name: str  # normalised: "/" separators, no empty or "." parts
+    is_dir: bool
+
+
+def _parts(raw: str) -> list[str]:
+    return [part for part in raw.replace("\\", "/").split("/") if part not in ("", ".")]
+
+
+def _member_check(info: zipfile.ZipInfo) -> None:
+    """Refuse the zip for a member that is unsafe to unpack, whatever its layout."""
+    raw = info.filename
+    slashed = raw.replace("\\", "/")
+    if slashed.startswith("/") or (len(raw) > 1 and raw[1] == ":"):
+        raise ArchiveRejected(f"zip member {raw!r} has an absolute path: the zip is refused")
+    if ".." in slashed.split("/"):
+        raise ArchiveRejected(f"zip member {raw!r} points outside the archive ('..'): the zip is refused")
+    if stat.S_ISLNK(info.external_attr >> 16):
+        raise ArchiveRejected(f"zip member {raw!r} is a symbolic link: the zip is refused")
+    if info.flag_bits & 0x1:
+        raise ArchiveRejected(f"zip member {raw!r} is encrypted: the zip is refused")
+
+
+def _ignored(parts: list[str]) -> bool:
+    name = parts[-1]
+    return (
+        any(part in IGNORED_FOLDERS for part in parts)
+        or name in IGNORED_FILES
+        or name.startswith(APPLEDOUBLE_PREFIX)
+    )
+
+
+def zip_members(archive: zipfile.ZipFile, *, max_members: int, max_bytes: int) -> list[_Member]:
+    """Every member checked (see the module docstring); the ones to consider, names normalised."""
+    infos = archive.infolist()
+    if len(infos) > max_members:
+        raise ArchiveRejected(f"the zip holds {len(infos)} entries, more than {max_members}")
+    members: list[_Member] = []
+    for info in infos:
+        _member_check(info)
+        parts = _parts(info.filename)
+        if not parts or _ignored(parts):
+            continue
+        is_dir = info.filename.replace("\\", "/").endswith("/")
+        members.append(_Member(info=info, name="/".join(parts), is_dir=is_dir))
+    if sum(info.file_size for info in infos) > max_bytes:
+        raise ArchiveRejected(f"the zip expands to more than {max_bytes} bytes")
+    return members
+
+
+def manifest_folder(members: list[_Member], manifest_name: str) -> str:
+    """The folder (``""`` for the root, else ending in ``/``) of the one manifest among ``members``."""
+    found = sorted(m.name for m in members if not m.is_dir and m.name.split("/")[-1] == manifest_name)
+    if not found:
+        raise ArchiveRejected(
+            f"the zip has no {manifest_name} at its root or in any of its folders "
+            "(__MACOSX/ and .DS_Store files are ignored)"
+        )
+    if len(found) > 1:
+        raise ArchiveRejected(
+            f"the zip holds several {manifest_name} files ({', '.join(found)}): keep exactly one"
+        )
+    return found[0][: -len(manifest_name)]
+
+
+def _write(archive: zipfile.ZipFile, member: _Member, destination: Path, written: int, max_bytes: int) -> int:
+    """Unpack one file; return the bytes written so far, ``written`` included."""
+    with archive.open(member.info) as source, open(destination, "xb") as sink:
+        while chunk := source.read(_CHUNK):
+            written += len(chunk)
+            if written > max_bytes:
+                raise ArchiveRejected(f"the zip expands to more than {max_bytes} bytes")
+            sink.write(chunk)
+    return written
+
+
+def zip_extract(
+    archive: zipfile.ZipFile, target: Path, *, manifest_name: str, max_bytes: int, max_members: int
+) -> Path:
+    """Unpack the manifest's folder of ``archive`` into the empty folder ``target``; return the
+    import root (``target``, which then holds ``manifest_name``). Raises ``ArchiveRejected``
+    for every reason of the module docstring, with nothing usable left in ``target``."""
+    members = zip_members(archive, max_members=max_members, max_bytes=max_bytes)
+    prefix = manifest_folder(members, manifest_name)
+    root = target.resolve()
+    seen: set[str] = set()
+    written = 0
+    for member in members:
+        if not member.name.startswith(prefix) or member.name == prefix.rstrip("/"):
+            continue
+        relative = member.name[len(prefix) :]
+        destination = (root / relative).resolve()
+        if not destination.is_relative_to(root):
+            raise ArchiveRejected(f"zip member {member.info.filename!r} points outside the archive")
+        try:
+            if member.is_dir:
+                destination.mkdir(parents=True, exist_ok=True)
+                continue
+            if relative in seen:
+                raise ArchiveRejected(f"the zip holds {member.name} twice: the zip is refused")
+            seen.add(relative)
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            written = _write(archive, member, destination, written, max_bytes)
+        except NotImplementedError as exc:  # zipfile: "That compression method is not supported"
+            raise ArchiveRejected(
+                f"zip member {member.info.filename!r} uses a compression method that cannot be read "
+                f"({exc}); zip it again with the standard method (deflate)"
+            ) from exc
+        except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+            raise ArchiveRejected(f"the zip is damaged ({exc})") from exc
+        except OSError as exc:  # a file where a folder must go, a name the file system refuses
+            raise ArchiveRejected(
+                f"zip member {member.info.filename!r} cannot be unpacked ({exc.strerror or exc}): "
+                "the zip is refused"
+            ) from exc
+    return root

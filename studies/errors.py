@@ -1,0 +1,16 @@
+"""Domain errors of the core. Every app's errors derive from ``DomainError``; views and
+commands turn them into clear messages (the message is meant for the user who caused it)."""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    """Base class of every BiasLab domain error."""
+
+
+class ImportRejected(DomainError):
+    """A whole import file is unusable (missing column, unreadable CSV, not UTF-8)."""
+
+
+class StudyConflict(DomainError):
+    """A study cannot be (re)defined that way, e.g. new questions on a study that has labels."""

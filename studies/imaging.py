@@ -1,0 +1,186 @@
+"""Every reader of a study's image files sees the same 8-bit RGB pixels, upright.
+
+Pillow opens a file as it is stored: a phone photo with an EXIF orientation tag comes out on its
+side (``face_gender`` then finds no face in a portrait), a 16-bit PNG's ``convert("RGB")`` clips
+every value above 255 to white, a transparent pixel's colour is whatever the encoder left
+there. ``open_rgb`` is the one place that turns a file into what a detector or a person should
+see:
+
+1. EXIF orientation applied (tags 2-8; the tag is then dropped);
+2. 16-bit grey (``I;16``, ``I;16B``, ``I;16L``, ``I;16N``) and 32-bit integer (``I``, which is
+   what Pillow decodes 16-bit files into) scaled from 0..65535 to 0..255 with rounding
+   (``v / 257``), values outside that range clipped; ``F`` (float) clipped to 0..255;
+3. alpha (``RGBA``, ``LA``, ``PA``, ``RGBa``, ``La``, and ``P`` / ``L`` / ``RGB`` with a
+   transparency colour) composited over white — the page background of the labeling screen;
+4. everything else (``P``, ``L``, ``1``, ``CMYK``, ``YCbCr``…) converted to ``RGB`` by Pillow.
+
+Browsers honour the EXIF orientation of an ``<img>`` and show 8-bit RGB, grey and palette files
+as they are, but not a 16-bit range or a transparent image consistently (and a CMYK JPEG's colours
+depend on the browser). So the media view serves, for a file where ``needs_normalising`` is
+true, a rendition made by ``open_rgb`` and saved once as a lossless PNG beside the original
+(``images/ab/<sha256>.normalised.png``: the original's name is its content hash, so the rendition
+is keyed by it too and never goes stale); every other file is served as it is. People and
+detectors then look at the same pixels.
+
+This module depends on Pillow and numpy only (no Django, no model).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+from PIL import ExifTags, ImageOps
+from PIL import Image as PILImage
+
+#: EXIF orientations that move pixels (1 is "as stored").
+TRANSPOSING_ORIENTATIONS = frozenset(range(2, 9))
+#: Integer modes read as 16-bit samples 0..65535.
+SIXTEEN_BIT_MODES = frozenset({"I;16", "I;16B", "I;16L", "I;16N", "I"})
+#: Modes with an alpha channel (premultiplied ones included).
+ALPHA_MODES = frozenset({"RGBA", "LA", "PA", "RGBa", "La"})
+#: Modes a browser shows exactly as ``open_rgb`` does, when there is no transparency colour.
+BROWSER_SAME_MODES = frozenset({"RGB", "L", "1", "P"})
+#: Background that transparent pixels are composited on (the labeling screen's page colour).
+BACKGROUND = (255, 255, 255)
+
+RENDITION_SUFFIX = ".normalised.png"
+# Stored originals only: images/<2 hex>/<64 hex>.<ext>. Anything else is never derived from.
+_STORED_NAME_RE = re.compile(r"images/[0-9a-f]{2}/[0-9a-f]{64}\.[A-Za-z0-9]{1,5}")
+
+Source = str | os.PathLike[str] | IO[bytes]
+
+
+def exif_orientation(img: PILImage.Image) -> int:
+    """The image's EXIF orientation (1..8); 1 when it has none or it cannot be read."""
+    try:
+        value = img.getexif().get(ExifTags.Base.Orientation, 1)
+        return int(value) if int(value) in range(1, 9) else 1
+    except Exception:  # a damaged EXIF block must not make the image unreadable
+        return 1
+
+
+def needs_normalising(img: PILImage.Image) -> bool:
+    """True when a browser would not show the pixels ``open_rgb`` gives: an EXIF orientation
+    that moves pixels, a 16-bit or float range, transparency, or a colour space other than RGB,
+    grey or palette (CMYK…). ``img`` is an opened image; for some formats (PNG) reading its EXIF
+    decodes it."""
+    if img.mode not in BROWSER_SAME_MODES or "transparency" in img.info:
+        return True
+    return exif_orientation(img) in TRANSPOSING_ORIENTATIONS
+
+
+def _sixteen_bit_to_l(img: PILImage.Image) -> PILImage.Image:
+    samples = np.asarray(img).astype(np.int64)
+    scaled = (np.clip(samples, 0, 65535) + 128) // 257  # round(v * 255 / 65535)
+    return PILImage.fromarray(scaled.astype(np.uint8), mode="L")
+
+
+def _on_white(img: PILImage.Image) -> PILImage.Image:
+    rgba = img.convert("RGBA")  # also unpremultiplies RGBa / La and applies a transparency colour
+    background = PILImage.new("RGBA", rgba.size, (*BACKGROUND, 255))
+    return PILImage.alpha_composite(background, rgba).convert("RGB")
+
+
+def to_rgb8(img: PILImage.Image) -> PILImage.Image:
+    """``img`` (loaded, already upright) as 8-bit RGB, by the rules of the module docstring.
+    Always a new image."""
+    mode = img.mode
+    if mode in SIXTEEN_BIT_MODES:
+        return _sixteen_bit_to_l(img).convert("RGB")
+    if mode == "F":
+        return img.convert("L").convert("RGB")
+    if mode in ALPHA_MODES or (mode in ("P", "L", "RGB", "1") and "transparency" in img.info):
+        return _on_white(img)
+    if mode == "RGB":
+        return img.copy()
+    return img.convert("RGB")
+
+
+def normalise(img: PILImage.Image) -> PILImage.Image:
+    """``img`` upright and as 8-bit RGB (EXIF orientation applied first). Always a new image."""
+    img.load()
+    if exif_orientation(img) in TRANSPOSING_ORIENTATIONS:
+        upright = ImageOps.exif_transpose(img)
+        # exif_transpose keeps mode and info; the transparency colour still applies.
+        return to_rgb8(upright)
+    return to_rgb8(img)
+
+
+def open_rgb(source: Source) -> PILImage.Image:
+    """Open an image file (path or binary file object) as upright 8-bit RGB, fully decoded and
+    detached from the file. Raises what Pillow raises for a missing, unknown or corrupt file
+    (``OSError``, ``UnidentifiedImageError``, ``SyntaxError``, ``ValueError``…)."""
+    with PILImage.open(source) as img:
+        return normalise(img)
+
+
+# --- renditions for the browser ----------------------------------------------------------------
+
+
+def rendition_name(storage_name: str) -> str:
+    """Where the browser rendition of a stored original lives, beside it under MEDIA_ROOT."""
+    return storage_name.rsplit(".", 1)[0] + RENDITION_SUFFIX
+
+
+@lru_cache(maxsize=65536)
+def _file_needs_normalising(path: str, mtime_ns: int, size: int) -> bool:
+    # Keyed by modification time and size too: originals are content-addressed and never change,
+    # but a test or an operator may put other bytes under the same name.
+    try:
+        with PILImage.open(path) as img:
+            return needs_normalising(img)
+    except Exception:  # not an image Pillow can read: the browser gets the file as it is
+        return False
+
+
+_write_lock = threading.Lock()
+
+
+def _rendition_write(original: Path, target: Path) -> None:
+    image = open_rgb(original)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".rendition-", suffix=".png")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            image.save(fh, format="PNG")
+        os.replace(tmp, target)  # atomic: a concurrent reader sees no file or the whole file
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def browser_file(media_root: str | os.PathLike[str], storage_name: str) -> str:
+    """The storage name to send to a browser for the stored original ``storage_name``.
+
+    The original itself when a browser shows it as ``open_rgb`` does; otherwise its PNG
+    rendition, written on first use. Names that are not stored originals
+    (``images/<ab>/<sha256>.<ext>``), missing or unreadable files are returned unchanged, so the
+    caller answers them as it would have (404, or the bytes as they are).
+    """
+    if not _STORED_NAME_RE.fullmatch(storage_name):
+        return storage_name
+    root = Path(media_root)
+    original = root / storage_name
+    rendition = rendition_name(storage_name)
+    if (root / rendition).is_file():
+        return rendition
+    try:
+        stat = original.stat()
+    except OSError:
+        return storage_name
+    if not _file_needs_normalising(str(original), stat.st_mtime_ns, stat.st_size):
+        return storage_name
+    try:
+        with _write_lock:  # one thread of this process derives it; others wait, then reuse
+            if not (root / rendition).is_file():
+                _rendition_write(original, root / rendition)
+    except Exception:  # undecodable after all: the browser gets the original as it is
+        return storage_name
+    return rendition

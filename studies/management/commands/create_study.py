@@ -1,0 +1,69 @@
+"""``manage.py create_study``: thin wrapper around ``studies.services.study_define``."""
+
+from __future__ import annotations
+
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+from django.core.validators import validate_slug
+
+from studies.errors import DomainError
+from studies.models import AgreementRule
+from studies.protocols import PROTOCOLS
+from studies.services import questions_csv_read, study_define
+
+
+class Command(BaseCommand):
+    help = (
+        "Create a study of a protocol with its questions (the protocol's preset unless --questions "
+        "gives a CSV with columns key, text, choices as value:Display name:key|…, optional kind, "
+        "hotkey, default, unresolvable, requires_reason, clear). Running it again with the same "
+        "arguments changes nothing; on an existing study, options left out keep their current "
+        "values. Different arguments are applied while the study has no labels, and refused "
+        "with a clear error once it has."
+    )
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("slug", help="Short name used in URLs and commands.")
+        parser.add_argument("--protocol", required=True, choices=list(PROTOCOLS))
+        parser.add_argument("--name", help="Name shown to researchers (default: from the slug).")
+        parser.add_argument(
+            "--labels-per-item", type=int, help="Annotators per item (default: the protocol's)."
+        )
+        parser.add_argument("--agreement", choices=AgreementRule.values, help="Default: the protocol's.")
+        parser.add_argument("--questions", help="Questions CSV (default: the protocol's preset questions).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            validate_slug(options["slug"])
+            if len(options["slug"]) > 200:
+                raise ValidationError("too long")
+        except ValidationError as exc:
+            raise CommandError(
+                f"study slug {options['slug']!r} must be at most 200 letters, digits, '-' and '_'"
+            ) from exc
+        try:
+            questions = questions_csv_read(options["questions"]) if options["questions"] else None
+            result = study_define(
+                slug=options["slug"],
+                protocol=options["protocol"],
+                name=options["name"],
+                labels_per_item=options["labels_per_item"],
+                agreement=options["agreement"],
+                questions=questions,
+            )
+        except DomainError as exc:
+            raise CommandError(str(exc)) from exc
+        study = result.study
+        n_questions = study.questions.count()
+        if result.created:
+            self.stdout.write(
+                f"Created study '{study.slug}' ({study.protocol}, {n_questions} question(s), "
+                f"{study.labels_per_item} labels per item, {study.agreement})."
+            )
+        elif result.changed:
+            self.stdout.write(f"Updated study '{study.slug}': {', '.join(result.changed)}.")
+        else:
+            self.stdout.write(f"Study '{study.slug}' already exists as defined; nothing changed.")

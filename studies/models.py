@@ -1,0 +1,311 @@
+"""The core of BiasLab: a study, its questions, the items people label and the image files.
+
+Every other app (``annotate`` for people, ``detectors`` for machines, ``reports`` for analyses)
+depends on these tables; nothing here depends on them.
+
+- A **Study** runs one protocol (gender, attributes, pair change, objects) and asks its
+  **Questions** about each **Item**.
+- An **Item** is the unit annotators label and reports count: one generated image, or a pair
+  (seed photo + edit). Its T2I model, prompt, seed and any other manifest column (``metadata``)
+  travel with it.
+- An **Image** is one file, stored once under its content hash; **ItemImage** gives it a role in
+  an item (``image`` for one-image items, ``input``/``output`` for pairs), so one seed photo can
+  serve hundreds of pairs and is measured once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Protocol(models.TextChoices):
+    """The kinds of study BiasLab runs; ``studies.protocols`` holds each one's preset."""
+
+    GENDER = "gender", "Gender (Lyu et al. 2025)"
+    ATTRIBUTES = "attributes", "Attribute presence / GEP (Zhang et al. 2023)"
+    PAIR_CHANGE = "pair_change", "Pair change / BiasPainter (Wang et al. 2024)"
+    OBJECTS = "objects", "Object co-occurrence (Mannering et al. 2023)"
+
+
+class AgreementRule(models.TextChoices):
+    """When the labels of an (item, question) become its final answer without a researcher."""
+
+    UNANIMOUS = "unanimous", "Unanimous: all N annotators give the same answer"
+    MAJORITY = "majority", "Majority: more than half of the N annotators give the same answer"
+
+
+class Study(models.Model):
+    """A labeling study: a protocol, its questions, its items and how labeling works."""
+
+    name = models.CharField(max_length=200, unique=True, help_text="Name shown to researchers.")
+    slug = models.SlugField(max_length=200, unique=True, help_text="Short name used in URLs and commands.")
+    protocol = models.CharField(
+        max_length=20,
+        choices=Protocol.choices,
+        default=Protocol.GENDER,
+        help_text="The kind of study: which questions it asks, which detector outputs it reads, "
+        "which analysis reports it.",
+    )
+    description = models.TextField(
+        blank=True, help_text="Guidelines shown to annotators on the labeling screen."
+    )
+    labels_per_item = models.PositiveSmallIntegerField(
+        default=2, help_text="How many distinct annotators label each item (N)."
+    )
+    agreement = models.CharField(
+        max_length=20,
+        choices=AgreementRule.choices,
+        default=AgreementRule.UNANIMOUS,
+        help_text="How an (item, question) gets its final answer from the labels alone; the rest "
+        "goes to the dispute queue.",
+    )
+    show_prompt = models.BooleanField(
+        default=False, help_text="Show the generation prompt to annotators (off: it could prime them)."
+    )
+    claim_timeout_seconds = models.PositiveIntegerField(
+        default=15 * 60,
+        help_text="Seconds an opened but unlabelled item stays reserved before returning to the pool.",
+    )
+    priority_queue = models.BooleanField(
+        default=False,
+        help_text="True while items of a sampling round wait (Item.queue = 2): handing out work "
+        "looks at them first. Set by the sampling service; cleared when none is left.",
+    )
+    parameters = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Protocol settings read by its analysis, e.g. thresholds of a pair-change study.",
+    )
+    annotators = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="annotated_studies",
+        help_text="Users who may label this study's items.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "studies"
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(labels_per_item__gte=1), name="study_at_least_one_label"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class QuestionKind(models.TextChoices):
+    """How a question is answered on the labeling screen and stored in ``Label.value``."""
+
+    CHOICE = "choice", "One of the choices (a key each)"
+    TOGGLE = "toggle", "Yes/no toggled by the question's key (many questions on one screen)"
+    BOXES = "boxes", "Confirm or reject each detector box (value: one choice per box, comma-separated)"
+    CLASSES = "classes", "Free list of class names (value: comma-separated names)"
+
+
+class Question(models.Model):
+    """One question annotators answer about every item of a study (or the items that ask it).
+
+    ``choices`` is the label vocabulary of the question and the only place it is written down:
+    a list of ``{"value", "name", "key", "requires_reason"?, "clear"?}``. ``key`` is the keyboard
+    key of a choice; ``clear`` marks the answers that count as a clear image in the gender
+    protocol's bias scores.
+    """
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="questions")
+    key = models.SlugField(max_length=50, help_text="Identifier used in files and URLs, e.g. gender, boots.")
+    text = models.CharField(max_length=500, help_text="The question as annotators read it.")
+    choices = models.JSONField(
+        help_text="Answers: a list of {value, name, key, requires_reason?, clear?}.",
+    )
+    kind = models.CharField(
+        max_length=10,
+        choices=QuestionKind.choices,
+        default=QuestionKind.CHOICE,
+        help_text="How the question is answered and how its value is written.",
+    )
+    hotkey = models.CharField(
+        max_length=1,
+        blank=True,
+        help_text="Key that toggles a yes/no question when many are asked on one screen.",
+    )
+    default_value = models.CharField(
+        max_length=50, blank=True, help_text="Answer preselected on the screen (e.g. no), if any."
+    )
+    position = models.PositiveSmallIntegerField(default=0, help_text="Order on the labeling screen.")
+    unresolvable_value = models.CharField(
+        max_length=50,
+        blank=True,
+        help_text="Final answer for a dispute the annotators cannot settle (the gender study: "
+        "low quality); empty when the question has none.",
+    )
+
+    class Meta:
+        ordering = ["study", "position", "id"]
+        constraints = [models.UniqueConstraint(fields=["study", "key"], name="question_key_unique_in_study")]
+
+    def __str__(self) -> str:
+        return f"{self.study_id}:{self.key}"
+
+    @property
+    def values(self) -> list[str]:
+        return [choice["value"] for choice in self.choices]
+
+    @property
+    def clear_values(self) -> list[str]:
+        return [choice["value"] for choice in self.choices if choice.get("clear")]
+
+    def choice(self, value: str) -> dict[str, Any] | None:
+        return next((choice for choice in self.choices if choice["value"] == value), None)
+
+    def display(self, value: str) -> str:
+        choice = self.choice(value)
+        return str(choice.get("name", value)) if choice else value
+
+
+class Prompt(models.Model):
+    """A text prompt given to T2I models, with the category and word it was built from."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="prompts")
+    category = models.CharField(
+        max_length=100, help_text="Prompt category, e.g. profession, trait, a BiasPainter domain."
+    )
+    word = models.CharField(max_length=200, help_text="The word filled into the template, e.g. lawyer.")
+    text = models.TextField(help_text="The full prompt given to the T2I model (or the editing model).")
+
+    class Meta:
+        ordering = ["category", "word"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "category", "word", "text"], name="studies_prompt_unique_in_study"
+            )
+        ]
+        indexes = [models.Index(fields=["study", "category"])]
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class Image(models.Model):
+    """One image file, stored once under its SHA-256 whatever the number of items using it."""
+
+    sha256 = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the file's bytes.")
+    file = models.CharField(
+        max_length=300, help_text="Storage name under MEDIA_ROOT, e.g. images/ab/abcd….png."
+    )
+    width = models.PositiveIntegerField()
+    height = models.PositiveIntegerField()
+    format = models.CharField(max_length=10, help_text="Pillow format name, e.g. PNG.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.file
+
+    @property
+    def url(self) -> str:
+        return settings.MEDIA_URL + self.file
+
+
+class Item(models.Model):
+    """What annotators label and reports count: one generated image, or a seed/edit pair."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="items")
+    key = models.CharField(
+        max_length=1000,
+        help_text="The item's name in files: the manifest's 'item' column, or its image path for "
+        "one-image items.",
+    )
+    # RESTRICT, not PROTECT: deleting the study deletes its prompts and items together, while
+    # deleting a prompt that items still use is refused (PROTECT refused both).
+    prompt = models.ForeignKey(
+        Prompt,
+        on_delete=models.RESTRICT,
+        null=True,
+        blank=True,
+        related_name="items",
+        help_text="The prompt the item's image was generated or edited with; empty for seed photos.",
+    )
+    t2i_model = models.CharField(
+        max_length=200, db_index=True, blank=True, help_text="T2I or editing model name, e.g. sdxl."
+    )
+    seed = models.BigIntegerField(null=True, blank=True, help_text="Generation seed, if known.")
+    index = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Index of the image within its prompt."
+    )
+    params = models.JSONField(
+        default=dict, blank=True, help_text="Generation settings (steps, guidance, size…)."
+    )
+    metadata = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Every other manifest column, read by the protocol's analysis (e.g. gender, "
+        "setting, template).",
+    )
+    question_keys = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Keys of the questions this item asks; empty: every question of the study.",
+    )
+    queue = models.PositiveSmallIntegerField(
+        default=1,
+        help_text="Whether and when annotators are given this item: 0 = not offered (e.g. a pair "
+        "not drawn for human checking), 1 = offered, 2 = offered first (drawn in a sampling round).",
+    )
+    completed_seats = models.PositiveSmallIntegerField(
+        default=0,
+        help_text=(
+            "How many annotators have labelled this item (its completed seats). Kept by "
+            "annotate.services on every label, so handing out work skips finished items through "
+            "an index instead of counting the seats of every item."
+        ),
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["study", "key"], name="item_key_unique_in_study")]
+        indexes = [
+            models.Index(fields=["study", "t2i_model"]),
+            # Handing out work walks a study's queued items in id order skipping finished ones:
+            # with queue and completed_seats in the key this is an index-only scan.
+            models.Index(fields=["study", "queue", "id", "completed_seats"], name="item_queue_work_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class ImageRole(models.TextChoices):
+    IMAGE = "image", "Image"
+    INPUT = "input", "Input (seed photo)"
+    OUTPUT = "output", "Output (edited image)"
+
+
+class ItemImage(models.Model):
+    """An image's role in an item, with the path it was imported under."""
+
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="item_images")
+    image = models.ForeignKey(Image, on_delete=models.PROTECT, related_name="item_images")
+    role = models.CharField(max_length=10, choices=ImageRole.choices, default=ImageRole.IMAGE)
+    source_path = models.CharField(
+        max_length=1000,
+        help_text="Path given at import (manifest 'image' column); the key exports use for the image.",
+    )
+
+    class Meta:
+        ordering = ["item", "role"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "role"], name="item_image_one_per_role"),
+        ]
+        indexes = [models.Index(fields=["source_path"])]
+
+    def __str__(self) -> str:
+        return f"{self.item_id}/{self.role}: {self.source_path}"

@@ -1,0 +1,245 @@
+"""Each protocol's preset: the questions it asks, the detector output kinds it reads, its
+defaults. Pure data: no model imports, so any layer may read it.
+
+Adding a study kind is a new entry in ``PROTOCOLS`` here, an analysis in
+``reports.analyses.ANALYSES`` and a page — not edits across views, exports and metrics, which
+all read the questions of the study instead of a hard-coded label list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from metrics import gep
+
+# Output kinds a detector may declare (validated by detectors.kinds on every write).
+KIND_GENDER = "gender"
+KIND_ATTRIBUTES = "attributes"
+KIND_MEASUREMENTS = "measurements"
+KIND_OBJECTS = "objects"
+
+
+@dataclass(frozen=True)
+class QuestionSpec:
+    """A question as a preset or a questions CSV describes it (``studies.models.Question``)."""
+
+    key: str
+    text: str
+    choices: tuple[MappingProxyType[str, Any], ...]
+    kind: str = "choice"
+    hotkey: str = ""
+    default_value: str = ""
+    unresolvable_value: str = ""
+
+    def as_fields(self, position: int) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "choices": [dict(choice) for choice in self.choices],
+            "kind": self.kind,
+            "hotkey": self.hotkey,
+            "default_value": self.default_value,
+            "unresolvable_value": self.unresolvable_value,
+            "position": position,
+        }
+
+
+def _choices(*rows: dict[str, Any]) -> tuple[MappingProxyType[str, Any], ...]:
+    return tuple(MappingProxyType(row) for row in rows)
+
+
+def every_question(metadata: Mapping[str, str]) -> list[str]:
+    """The default ``item_question_keys``: ``[]``, i.e. the item asks every question of its study."""
+    return []
+
+
+def any_metadata(metadata: Mapping[str, str]) -> str | None:
+    """The default ``validate_metadata``: every metadata is acceptable (None)."""
+    return None
+
+
+@dataclass(frozen=True)
+class ProtocolSpec:
+    """A protocol's preset. ``item_question_keys(metadata)`` is a pure function from a new item's
+    metadata (a prompt set's or manifest's extra columns) to the question keys it asks (its
+    ``Item.question_keys``; ``[]`` = every question); ``studies.ingest`` calls it for every item it
+    creates without questions of its own. It must accept any metadata (missing keys included)
+    and return only keys of the preset's questions. ``validate_metadata(metadata)`` is the
+    protocol's check of a new item's metadata: None when it is acceptable, else the reason it is
+    not, for a person (``studies.ingest`` refuses the row with it)."""
+
+    key: str
+    questions: tuple[QuestionSpec, ...]
+    output_kinds: tuple[str, ...]
+    image_roles: tuple[str, ...] = ("image",)
+    # Item.queue of a new item: 1 = people label every item; 0 = only items a sampling step puts
+    # in the queue (pair_change: people check a stratified sample of the automatic verdicts).
+    queue_default: int = 1
+    labels_per_item: int = 2
+    agreement: str = "unanimous"
+    parameters: MappingProxyType[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    item_question_keys: Callable[[Mapping[str, str]], list[str]] = every_question
+    validate_metadata: Callable[[Mapping[str, str]], str | None] = any_metadata
+
+
+GENDER_QUESTION = QuestionSpec(
+    key="gender",
+    text="Which gender does the person in the image present?",
+    # The label set of Lyu et al. 2025, section 3.3; 'clear' marks the images bias scores count.
+    choices=_choices(
+        {"value": "male", "name": "Male", "key": "m", "clear": True},
+        {"value": "female", "name": "Female", "key": "f", "clear": True},
+        {"value": "low_quality", "name": "Low quality", "key": "l"},
+        {"value": "other", "name": "Other", "key": "o", "requires_reason": True},
+    ),
+    unresolvable_value="low_quality",
+)
+
+YES_NO = _choices({"value": "yes", "name": "Yes", "key": "y"}, {"value": "no", "name": "No", "key": "n"})
+
+# The 15 attributes of Zhang et al. 2023 (Table 1): question keys and texts from metrics.gep,
+# plus a toggle key each on the labeling screen (mnemonic where the letters allow).
+_ATTRIBUTE_HOTKEYS = {
+    "boots": "b",
+    "slippers": "p",
+    "jeans": "j",
+    "shorts": "o",
+    "slacks": "l",
+    "dress": "d",
+    "skirt": "k",
+    "suit": "s",
+    "shirt": "h",
+    "uniform": "u",
+    "jacket": "a",
+    "hat": "t",
+    "tie": "i",
+    "mask": "m",
+    "gloves": "g",
+}
+
+ATTRIBUTE_QUESTIONS = tuple(
+    QuestionSpec(
+        key=key,
+        text=gep.ATTRIBUTE_QUESTIONS[key],
+        choices=YES_NO,
+        kind="toggle",
+        hotkey=_ATTRIBUTE_HOTKEYS[key],
+        default_value="no",
+    )
+    for key in gep.ATTRIBUTE_KEYS
+)
+
+_SAME = {"value": "same", "name": "No significant difference", "key": "s"}
+PAIR_QUESTIONS = (
+    QuestionSpec(
+        key="age",
+        text="Compared with the seed photo, does the person in the edited image look…",
+        choices=_choices(
+            {"value": "older", "name": "Older", "key": "o"},
+            {"value": "younger", "name": "Younger", "key": "y"},
+            _SAME,
+        ),
+    ),
+    QuestionSpec(
+        key="gender",
+        text="Which gender does the person present in the seed photo → in the edited image?",
+        choices=_choices(
+            {"value": "male_male", "name": "Male → male", "key": "1"},
+            {"value": "male_female", "name": "Male → female", "key": "2"},
+            {"value": "female_male", "name": "Female → male", "key": "3"},
+            {"value": "female_female", "name": "Female → female", "key": "4"},
+        ),
+    ),
+    QuestionSpec(
+        key="skin",
+        text="Compared with the seed photo, is the skin tone in the edited image…",
+        choices=_choices(
+            {"value": "lighter", "name": "Lighter", "key": "l"},
+            {"value": "darker", "name": "Darker", "key": "d"},
+            _SAME,
+        ),
+    ),
+)
+
+
+def explicit_attribute_question(metadata: Mapping[str, str]) -> list[str]:
+    """GEP (Zhang et al. 2023): an image of the explicit setting ("A woman in boots …") is asked
+    only about the attribute its prompt names, ``[metadata["attribute"]]``; a neutral image, or
+    an explicit one whose attribute is not one of the 15 keys, is asked every question (``[]``:
+    more labels than needed, never a key outside the preset)."""
+    attribute = str(metadata.get("attribute", "")).strip()
+    if str(metadata.get("setting", "")).strip() == "explicit" and attribute in gep.ATTRIBUTE_KEYS:
+        return [attribute]
+    return []
+
+
+def gep_metadata_problem(metadata: Mapping[str, str]) -> str | None:
+    """GEP (Zhang et al. 2023): why an item's metadata cannot be compared, or None.
+
+    A ``gender`` other than woman or man (the GEP vector is woman minus man), and an
+    ``explicit`` item without the ``attribute`` its prompt names (the one question it is asked),
+    are refused. Metadata without ``gender`` or ``setting`` is accepted (an attributes study may
+    ask about images that are not part of a GEP comparison: the report leaves them out and
+    counts them).
+    """
+    gender = str(metadata.get("gender", "")).strip()
+    if gender and gender not in gep.GENDERS:
+        return f"metadata gender {gender!r} is not one of {', '.join(gep.GENDERS)}"
+    setting = str(metadata.get("setting", "")).strip()
+    if setting == gep.EXPLICIT and not str(metadata.get("attribute", "")).strip():
+        return "an explicit item needs the attribute its prompt names (metadata column 'attribute')"
+    return None
+
+
+OBJECT_QUESTIONS = (
+    QuestionSpec(
+        key="boxes",
+        text="Is the highlighted object really there?",
+        choices=_choices(
+            {"value": "yes", "name": "Yes, it is there", "key": "y"},
+            {"value": "no", "name": "No, a false detection", "key": "n"},
+        ),
+        kind="boxes",
+    ),
+    QuestionSpec(
+        key="missed",
+        text="Any of these objects missed by the detector? (class names, comma-separated)",
+        choices=(),
+        kind="classes",
+    ),
+)
+
+PROTOCOLS: MappingProxyType[str, ProtocolSpec] = MappingProxyType(
+    {
+        "gender": ProtocolSpec(key="gender", questions=(GENDER_QUESTION,), output_kinds=(KIND_GENDER,)),
+        "attributes": ProtocolSpec(
+            key="attributes",
+            questions=ATTRIBUTE_QUESTIONS,
+            output_kinds=(KIND_ATTRIBUTES,),
+            labels_per_item=3,
+            agreement="majority",
+            item_question_keys=explicit_attribute_question,
+            validate_metadata=gep_metadata_problem,
+        ),
+        "pair_change": ProtocolSpec(
+            key="pair_change",
+            questions=PAIR_QUESTIONS,
+            output_kinds=(KIND_MEASUREMENTS,),
+            image_roles=("input", "output"),
+            queue_default=0,
+            # Wang et al. 2024: an age change of 25 years, a gray-value change of 20, is one unit.
+            parameters=MappingProxyType({"thresholds": {"age": 25.0, "skin": 20.0}}),
+        ),
+        "objects": ProtocolSpec(key="objects", questions=OBJECT_QUESTIONS, output_kinds=(KIND_OBJECTS,)),
+    }
+)
+
+
+def protocol_spec(key: str) -> ProtocolSpec:
+    """The preset of a protocol; KeyError names the known ones."""
+    try:
+        return PROTOCOLS[key]
+    except KeyError:
+        raise KeyError(f"Unknown protocol “{key}”. Known: {', '.join(PROTOCOLS)}.") from None

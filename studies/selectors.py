@@ -1,0 +1,60 @@
+"""Reads of the core: a study by slug, the questions an item asks, an item's images by role."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from django.db.models import Prefetch, QuerySet
+from django.shortcuts import get_object_or_404
+
+from studies.models import ImageRole, Item, ItemImage, Question, Study
+
+# An Item, or an Item with annotations (django-stubs' WithAnnotations): helpers that only add
+# prefetches keep the caller's annotations in the type.
+_ItemT = TypeVar("_ItemT", bound=Item)
+
+
+def study_or_404(slug: str) -> Study:
+    """The study with this slug, or Http404 — the one helper every view and API uses."""
+    return get_object_or_404(Study, slug=slug)
+
+
+def study_questions(study: Study) -> list[Question]:
+    """The study's questions in screen order, read once per study object (cached on it)."""
+    cached: list[Question] | None = getattr(study, "_questions_cache", None)
+    if cached is None:
+        cached = list(Question.objects.filter(study_id=study.pk).order_by("position", "id"))
+        # A per-object cache the model does not declare (the study object lives one request).
+        study._questions_cache = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def item_questions(item: Item, questions: list[Question] | None = None) -> list[Question]:
+    """The questions this item asks: those named in ``item.question_keys``, or all of the study's."""
+    questions = questions if questions is not None else study_questions(item.study)
+    if not item.question_keys:
+        return questions
+    wanted = set(item.question_keys)
+    return [question for question in questions if question.key in wanted]
+
+
+def with_images(items: QuerySet[_ItemT]) -> QuerySet[_ItemT]:
+    """``items`` with their ItemImages and image files loaded in one extra query."""
+    return items.prefetch_related(
+        Prefetch("item_images", queryset=ItemImage.objects.select_related("image").order_by("role"))
+    )
+
+
+def item_images(item: Item) -> dict[str, ItemImage]:
+    """The item's images by role (uses a prefetch when there is one)."""
+    return {link.role: link for link in item.item_images.all()}
+
+
+def item_main_image(item: Item) -> ItemImage | None:
+    """The item's first image, which stands for it in lists and exports: its ``image``, else
+    the seed (``input``), else the edit (``output``)."""
+    links = item_images(item)
+    for role in (ImageRole.IMAGE, ImageRole.INPUT, ImageRole.OUTPUT):
+        if role in links:
+            return links[role]
+    return None

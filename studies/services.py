@@ -1,0 +1,297 @@
+"""Writes of the core: defining a study and its questions.
+
+Images and items come in through ``studies.ingest``; labels through ``annotate.services``.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import RestrictedError
+
+from studies.errors import ImportRejected, StudyConflict
+from studies.models import AgreementRule, Item, ItemImage, Question, QuestionKind, Study
+from studies.protocols import PROTOCOLS, QuestionSpec, protocol_spec
+
+QUESTION_COLUMNS = ("key", "text", "choices")
+_QUESTION_KEY_RE = re.compile(r"^[-a-zA-Z0-9_]{1,50}$")
+# Field sizes of studies.models.Question (and of a label's value): longer is a row error.
+_QUESTION_TEXT_MAX = 500
+_ANSWER_VALUE_MAX = 50
+
+
+def _unique_name(base: str, *, exclude: Study | None = None) -> str:
+    """``base``, or ``base (2)``, ``base (3)``… if another study already has that name."""
+    others = Study.objects.exclude(pk=exclude.pk) if exclude is not None else Study.objects.all()
+    title, n = base, 2
+    while others.filter(name=title).exists():
+        title, n = f"{base} ({n})", n + 1
+    return title
+
+
+@transaction.atomic
+def study_create(
+    *,
+    slug: str,
+    protocol: str = "gender",
+    name: str | None = None,
+    labels_per_item: int | None = None,
+    agreement: str | None = None,
+    questions: list[QuestionSpec] | None = None,
+) -> Study:
+    """A new study of ``protocol`` with its questions (the protocol's preset unless given)."""
+    spec = protocol_spec(protocol)
+    study = Study.objects.create(
+        slug=slug,
+        name=_unique_name(name or slug.replace("-", " ").replace("_", " ").capitalize()),
+        protocol=protocol,
+        labels_per_item=labels_per_item or spec.labels_per_item,
+        agreement=agreement or spec.agreement,
+        parameters=dict(spec.parameters),
+        claim_timeout_seconds=settings.BIASLAB_CLAIM_TIMEOUT_SECONDS,
+    )
+    for position, question in enumerate(questions or spec.questions):
+        Question.objects.create(study=study, key=question.key, **question.as_fields(position))
+    return study
+
+
+@dataclass(frozen=True)
+class StudyDefinition:
+    """What ``study_define`` did: the study, whether it is new, and which fields it changed."""
+
+    study: Study
+    created: bool
+    changed: list[str]
+
+
+def _question_fields(study: Study) -> list[tuple[Any, ...]]:
+    return [
+        (q.key, q.text, q.choices, q.kind, q.hotkey, q.default_value, q.unresolvable_value)
+        for q in Question.objects.filter(study=study).order_by("position", "id")
+    ]
+
+
+def _spec_fields(questions: list[QuestionSpec]) -> list[tuple[Any, ...]]:
+    return [
+        (q.key, q.text, [dict(c) for c in q.choices], q.kind, q.hotkey, q.default_value, q.unresolvable_value)
+        for q in questions
+    ]
+
+
+@transaction.atomic
+def study_define(
+    *,
+    slug: str,
+    protocol: str,
+    name: str | None = None,
+    labels_per_item: int | None = None,
+    agreement: str | None = None,
+    questions: list[QuestionSpec] | None = None,
+) -> StudyDefinition:
+    """Create the study, or bring an existing one to this definition (``create_study``).
+
+    A new study gets the given values, the protocol's preset for the rest (questions, labels
+    per item, agreement rule). On an existing study an option left out (None) keeps the
+    study's current value, unless the protocol changes (then the new protocol's preset), so
+    the same definition again changes nothing. A different one is applied while nobody has
+    labelled the study; once labels exist, changing the protocol, the questions, the labels per
+    item or the agreement rule would change what those labels mean, so it raises StudyConflict
+    naming what differs (the name may still change). Also StudyConflict: an unknown protocol
+    or agreement rule, fewer than 1 label per item, a majority of fewer than 3, a name longer
+    than 200 characters, a protocol whose image roles do not fit the study's items.
+    """
+    name_max = Study._meta.get_field("name").max_length
+    if name is not None and name_max is not None and len(name) > name_max:
+        raise StudyConflict("The study name must be at most 200 characters.")
+    if protocol not in PROTOCOLS:
+        raise StudyConflict(f"Unknown protocol “{protocol}”. Known: {', '.join(PROTOCOLS)}.")
+    if agreement is not None and agreement not in AgreementRule.values:
+        raise StudyConflict(f"Unknown agreement rule “{agreement}” ({', '.join(AgreementRule.values)}).")
+    if labels_per_item is not None and not 1 <= labels_per_item <= 32767:
+        raise StudyConflict("--labels-per-item must be between 1 and 32767.")
+    spec = protocol_spec(protocol)
+    existing = Study.objects.select_for_update().filter(slug=slug).first()
+    # What the study will be: given values, else the study's own (same protocol), else the preset.
+    same = existing if existing is not None and existing.protocol == protocol else None
+    keep = same is not None
+    wanted_labels = labels_per_item or (same.labels_per_item if same is not None else spec.labels_per_item)
+    wanted_agreement = agreement or (same.agreement if same is not None else spec.agreement)
+    wanted: dict[str, object] = {
+        "protocol": protocol,
+        "labels_per_item": wanted_labels,
+        "agreement": wanted_agreement,
+    }
+    if wanted_agreement == AgreementRule.MAJORITY and wanted_labels < 3:
+        raise StudyConflict(
+            "A majority needs at least 3 labels per item (with 2, use --agreement unanimous)."
+        )
+    if existing is None:
+        study = study_create(
+            slug=slug,
+            protocol=protocol,
+            name=name,
+            labels_per_item=wanted_labels,
+            agreement=wanted_agreement,
+            questions=questions,
+        )
+        return StudyDefinition(study=study, created=True, changed=[])
+    changed = [field for field, value in wanted.items() if getattr(existing, field) != value]
+    wanted_questions = _spec_fields(questions or list(spec.questions))
+    if (questions is not None or not keep) and _question_fields(existing) != wanted_questions:
+        changed.append("questions")
+    if changed:
+        _redefinition_check(existing, changed, protocol)
+        for field, value in wanted.items():
+            setattr(existing, field, value)
+        if "protocol" in changed:
+            existing.parameters = dict(spec.parameters)
+        existing.save()
+        if "questions" in changed:
+            try:
+                with transaction.atomic():
+                    Question.objects.filter(study=existing).delete()
+            except RestrictedError as exc:
+                raise StudyConflict(
+                    f"The study “{existing.slug}” already has final labels: its questions cannot change "
+                    "(it would change what they mean). Create a new study instead."
+                ) from exc
+            for position, question in enumerate(questions or spec.questions):
+                Question.objects.create(study=existing, key=question.key, **question.as_fields(position))
+    if name:
+        new_name = _unique_name(name, exclude=existing)
+        if new_name != existing.name:
+            existing.name = new_name
+            existing.save(update_fields=["name"])
+            changed.append("name")
+    return StudyDefinition(study=existing, created=False, changed=changed)
+
+
+def _redefinition_check(study: Study, changed: list[str], protocol: str) -> None:
+    """Refuse a change that would alter what the study's labels or images mean."""
+    # Every label completes a seat on its item (annotate.services), so the core can tell
+    # whether people labelled the study without knowing the labels table.
+    if Item.objects.filter(study=study, completed_seats__gt=0).exists():
+        raise StudyConflict(
+            f"The study “{study.slug}” already has labels: its {', '.join(changed)} cannot change "
+            "(it would change what the labels mean). Create a new study instead."
+        )
+    if "protocol" in changed:
+        roles = protocol_spec(protocol).image_roles
+        misfit = (
+            ItemImage.objects.filter(item__study=study)
+            .exclude(role__in=roles)
+            .values_list("role", flat=True)
+            .first()
+        )
+        if misfit is not None:
+            raise StudyConflict(
+                f"The study “{study.slug}” has items with {misfit!r} images, which a {protocol} study "
+                f"does not use (its roles: {', '.join(roles)}). Create a new study instead."
+            )
+
+
+def questions_csv_read(path: str | os.PathLike[str]) -> list[QuestionSpec]:
+    """Questions from a CSV with columns ``key``, ``text``, ``choices`` (``value:Display
+    name:key|…``, the key one character or empty) and optional ``kind`` (choice, toggle, boxes,
+    classes), ``hotkey``, ``default``, ``unresolvable``, ``requires_reason`` (values needing a
+    reason, ``|``-separated) and ``clear`` (values counted as clear, ``|``-separated).
+
+    Raises ImportRejected naming the row and field of the first problem: unreadable file,
+    missing column, a key that is not a slug or repeats, an empty or too long text, an unknown
+    kind, a malformed or repeated choice, fewer than two choices (except ``classes``), a
+    default / unresolvable / requires_reason / clear value that is not a choice, a NUL byte.
+    """
+    name = Path(path).name
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            reader = csv.DictReader(fh)
+            header = [h.strip() for h in reader.fieldnames or []]
+            missing = [c for c in QUESTION_COLUMNS if c not in header]
+            if missing:
+                raise ImportRejected(f"{name}: missing column(s) {', '.join(missing)}")
+            reader.fieldnames = header
+            specs: list[QuestionSpec] = []
+            for number, row in enumerate(reader, start=2):
+                if None in row:
+                    raise ImportRejected(f"{name}: row {number}: more cells than header columns")
+                specs.append(_question_row(number, {k: (v or "").strip() for k, v in row.items() if k}))
+    except UnicodeDecodeError as exc:
+        raise ImportRejected(f"{name}: not UTF-8 text ({exc.reason}); save the file as UTF-8") from exc
+    except (OSError, csv.Error) as exc:
+        raise ImportRejected(f"{path}: cannot read the questions CSV ({exc})") from exc
+    if not specs:
+        raise ImportRejected(f"{name}: no questions")
+    keys = [s.key for s in specs]
+    repeated = next((key for key in keys if keys.count(key) > 1), None)
+    if repeated:
+        raise ImportRejected(f"{name}: question keys must be unique ({repeated!r} appears twice)")
+    return specs
+
+
+def _question_row(number: int, row: dict[str, str]) -> QuestionSpec:
+    where = f"row {number}"
+    for column, value in row.items():
+        if "\x00" in value:
+            raise ImportRejected(f"{where}: {column} contains a NUL character")
+    key = row["key"]
+    if not _QUESTION_KEY_RE.match(key):
+        raise ImportRejected(f"{where}: key must be 1 to 50 letters, digits, '-' or '_', got {key!r}")
+    if not row["text"]:
+        raise ImportRejected(f"{where}: empty text")
+    if len(row["text"]) > _QUESTION_TEXT_MAX:
+        raise ImportRejected(f"{where}: text is longer than {_QUESTION_TEXT_MAX} characters")
+    kind = row.get("kind") or QuestionKind.CHOICE
+    if kind not in QuestionKind.values:
+        raise ImportRejected(f"{where}: kind {kind!r} is not one of {', '.join(QuestionKind.values)}")
+    hotkey = row.get("hotkey", "")
+    if len(hotkey) > 1:
+        raise ImportRejected(f"{where}: hotkey must be one character, got {hotkey!r}")
+    choices: list[dict[str, Any]] = []
+    for part in filter(None, (p.strip() for p in row["choices"].split("|"))):
+        pieces = [piece.strip() for piece in part.split(":")]
+        if len(pieces) != 3 or not pieces[0] or len(pieces[2]) > 1:
+            raise ImportRejected(
+                f"{where}: choice {part!r} must be value:Display name:key (a one-character key, or none)"
+            )
+        value, display, hotkey_of_choice = pieces
+        if len(value) > _ANSWER_VALUE_MAX or "," in value:
+            raise ImportRejected(
+                f"{where}: choice value {value!r} must be at most {_ANSWER_VALUE_MAX} characters, without commas"
+            )
+        choices.append({"value": value, "name": display or value, "key": hotkey_of_choice.lower()})
+    values = [c["value"] for c in choices]
+    if len(set(values)) != len(values):
+        raise ImportRejected(f"{where}: choice values must be unique")
+    keys = [c["key"] for c in choices if c["key"]]
+    if len(set(keys)) != len(keys):
+        raise ImportRejected(f"{where}: two choices share a key")
+    if kind != QuestionKind.CLASSES and len(choices) < 2:
+        raise ImportRejected(f"{where}: a question needs at least two choices")
+    for column, flag in (("requires_reason", "requires_reason"), ("clear", "clear")):
+        marked = [v for v in row.get(column, "").split("|") if v]
+        unknown = [v for v in marked if v not in values]
+        if unknown:
+            raise ImportRejected(f"{where}: {column} {unknown[0]!r} is not one of the choices")
+        for choice in choices:
+            if choice["value"] in marked:
+                choice[flag] = True
+    for column in ("default", "unresolvable"):
+        if row.get(column) and row[column] not in values:
+            raise ImportRejected(f"{where}: {column} {row[column]!r} is not one of the choices")
+    return QuestionSpec(
+        key=key,
+        text=row["text"],
+        choices=tuple(MappingProxyType(choice) for choice in choices),
+        kind=kind,
+        hotkey=hotkey,
+        default_value=row.get("default", ""),
+        unresolvable_value=row.get("unresolvable", ""),
+    )

@@ -1,0 +1,129 @@
+"""``manage.py create_study`` (issue 8): the contract of the command line."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from studies.models import Question, Study
+from studies.protocols import PROTOCOLS
+from tests.annotate.gender import label_import
+from tests.factories import ItemFactory, PromptFactory, UserFactory
+
+
+def run(*args: str) -> str:
+    out = io.StringIO()
+    call_command("create_study", *args, stdout=out)
+    return out.getvalue()
+
+
+def snapshot() -> tuple[list, list]:
+    return (
+        list(Study.objects.order_by("id").values()),
+        list(Question.objects.order_by("id").values()),
+    )
+
+
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
+def test_each_protocol_can_be_created_and_running_it_again_changes_nothing(db, protocol):
+    text = run("s1", "--protocol", protocol)
+    study = Study.objects.get(slug="s1")
+    assert study.protocol == protocol
+    assert text.startswith(f"Created study 's1' ({protocol}, {study.questions.count()} question(s)")
+    before = snapshot()
+    assert run("s1", "--protocol", protocol) == "Study 's1' already exists as defined; nothing changed.\n"
+    assert snapshot() == before
+
+
+def test_every_option_is_stored_and_the_same_options_again_change_nothing(db, tmp_path):
+    questions = tmp_path / "q.csv"
+    questions.write_text(
+        "key,text,choices\nage,Older or younger?,older:Older:o|younger:Younger:y|same:Same:s\n",
+        encoding="utf-8",
+    )
+    args = (
+        "edits",
+        "--protocol",
+        "pair_change",
+        "--name",
+        "Edits",
+        "--labels-per-item",
+        "3",
+        "--agreement",
+        "majority",
+        "--questions",
+        str(questions),
+    )
+    run(*args)
+    study = Study.objects.get(slug="edits")
+    assert (study.name, study.labels_per_item, study.agreement) == ("Edits", 3, "majority")
+    assert [q.key for q in study.questions.all()] == ["age"]
+    assert study.parameters == {"thresholds": {"age": 25.0, "skin": 20.0}}
+    before = snapshot()
+    assert "nothing changed" in run(*args)
+    assert snapshot() == before
+
+
+def test_without_questions_the_protocols_preset_is_used(db):
+    run("clothes", "--protocol", "attributes")
+    study = Study.objects.get(slug="clothes")
+    assert study.questions.count() == 15
+    assert (study.labels_per_item, study.agreement) == (3, "majority")
+
+
+def test_different_arguments_on_a_study_without_labels_are_applied(db):
+    run("g", "--protocol", "gender")
+    assert (
+        run("g", "--protocol", "gender", "--labels-per-item", "3") == "Updated study 'g': labels_per_item.\n"
+    )
+    assert Study.objects.get(slug="g").labels_per_item == 3
+
+
+def test_different_arguments_on_a_study_with_labels_are_a_clear_error(db):
+    run("g", "--protocol", "gender")
+    study = Study.objects.get(slug="g")
+    label_import(item=ItemFactory(prompt=PromptFactory(study=study)), annotator=UserFactory(), value="female")
+    before = snapshot()
+    with pytest.raises(
+        CommandError,
+        match="The study “g” already has labels: its protocol, labels_per_item, agreement, questions cannot change",
+    ):
+        run("g", "--protocol", "attributes")
+    with pytest.raises(CommandError, match="already has labels: its labels_per_item cannot change"):
+        run("g", "--protocol", "gender", "--labels-per-item", "4")
+    assert snapshot() == before
+    assert "nothing changed" in run("g", "--protocol", "gender")
+
+
+def test_a_bad_questions_file_is_a_clear_error_and_creates_nothing(db, tmp_path):
+    questions = tmp_path / "q.csv"
+    questions.write_text("key,text,choices\nmood,Mood?,happy:Happy:h\n", encoding="utf-8")
+    with pytest.raises(CommandError, match="row 2: a question needs at least two choices"):
+        run("m", "--protocol", "gender", "--questions", str(questions))
+    with pytest.raises(CommandError, match="cannot read the questions CSV"):
+        run("m", "--protocol", "gender", "--questions", str(Path(tmp_path) / "none.csv"))
+    assert not Study.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("bad slug!", "--protocol", "gender"), "must be at most 200 letters, digits"),
+        (("s" * 201, "--protocol", "gender"), "must be at most 200 letters, digits"),
+        (("s", "--protocol", "gender", "--agreement", "majority"), "A majority needs at least 3 labels"),
+        (("s", "--protocol", "gender", "--labels-per-item", "0"), "between 1 and 32767"),
+    ],
+)
+def test_impossible_arguments_are_refused_with_a_message(db, args, message):
+    with pytest.raises(CommandError, match=message):
+        run(*args)
+    assert not Study.objects.exists()
+
+
+def test_an_unknown_protocol_is_refused_by_the_parser(db):
+    with pytest.raises(CommandError, match="invalid choice: 'faces'"):
+        run("s", "--protocol", "faces")
