@@ -1,9 +1,12 @@
-"""Admin for studies, prompts, images, labels and final labels; zip upload and ground-truth export.
+"""Admin for studies, questions, prompts, items, labels and final labels; zip upload and
+ground-truth export.
 
-Labels, final labels and their revisions are read-only here: they change only through
-``annotate.services`` (which keep the history); the one admin write on them is the image
-action "Set final label", which goes through ``services.final_label_set``. Images come in
-through the zip upload (or ``import_images``), never through an add form.
+The core's tables (studies) are registered here too: the admin is where people, imports and
+exports meet, and this app may use both the core and the label services. Labels, final labels
+and their revisions are read-only here: they change only through ``annotate.services`` (which
+keep the history); the one admin write on them is the item action "Set final label", which
+goes through ``services.final_label_set``. Items come in through the zip upload (or
+``import_images``), never through an add form.
 """
 
 from __future__ import annotations
@@ -13,28 +16,30 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
-from annotate import roles, selectors, services
-from annotate.errors import AnnotateError
+from annotate import selectors, services
 from annotate.exchange import EXPORT_FORMATS, ground_truth_export
-from annotate.ingest import ImportSummary, images_import_zip, study_get_or_create
 from annotate.models import (
     Assignment,
     FinalLabel,
     FinalLabelRevision,
     FinalLabelSource,
-    Image,
-    ImageState,
+    ItemState,
     Label,
     LabelRevision,
-    Prompt,
-    Study,
 )
+from studies import permissions
+from studies.errors import DomainError
+from studies.ingest import ImportSummary, images_import_zip, study_get_or_create
+from studies.models import AgreementRule, Image, Item, ItemImage, Prompt, Question, Study
+from studies.selectors import item_main_image, study_questions
+from studies.services import study_create
 
 EXPORT_CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "json": "application/json"}
 
@@ -80,18 +85,23 @@ class ZipUploadForm(forms.Form):
     new_study = forms.SlugField(
         required=False,
         label="or a new study",
-        help_text="Slug of a study to create with the default label set (leave empty to use the study above).",
+        help_text="Slug of a gender study to create (leave empty to use the study above; create other "
+        "kinds of study first, here with Add study or with the create_study command).",
     )
     archive = forms.FileField(
         label="Zip file",
         help_text=(
-            "A zip with manifest.csv at its root (columns image, t2i_model, prompt, category, word, "
-            "optional seed, index, params) and the images it lists, by paths relative to the zip root."
+            "A zip with one manifest.csv, at its root or in a folder (columns image, t2i_model, prompt, "
+            "category, word — pair studies: item, role, image —, optional item, role, seed, index, params, "
+            "questions; other columns become item metadata), and the images it lists, by paths relative "
+            "to the manifest's folder."
         ),
     )
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        # super().clean() fills cleaned_data (and returns it; the stubs allow None).
+        super().clean()
+        data = self.cleaned_data
         if bool(data.get("study")) == bool(data.get("new_study")):
             raise forms.ValidationError("Choose an existing study or give the slug of a new one (not both).")
         if data.get("new_study") and Study.objects.filter(slug=data["new_study"]).exists():
@@ -99,20 +109,97 @@ class ZipUploadForm(forms.Form):
         return data
 
 
+class QuestionInline(admin.TabularInline):
+    """Questions are defined with the study (create_study); their keys and choices are what the
+    labels mean, so they are shown, not edited, here."""
+
+    model = Question
+    extra = 0
+    can_delete = False
+    fields = ("position", "key", "text", "kind", "hotkey", "default_value", "unresolvable_value", "choices")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class StudyForm(forms.ModelForm):
+    """The study form; the same rule as ``create_study``: a majority needs 3 labels or more."""
+
+    class Meta:
+        model = Study
+        fields = (
+            "name",
+            "slug",
+            "protocol",
+            "description",
+            "labels_per_item",
+            "agreement",
+            "show_prompt",
+            "claim_timeout_seconds",
+            "parameters",
+            "annotators",
+        )
+
+    def clean(self) -> dict[str, Any]:
+        # super().clean() fills cleaned_data (and returns it; the stubs allow None).
+        super().clean()
+        data = self.cleaned_data
+        labels = data.get("labels_per_item", getattr(self.instance, "labels_per_item", None))
+        rule = data.get("agreement", getattr(self.instance, "agreement", None))
+        if rule == AgreementRule.MAJORITY and labels is not None and labels < 3:
+            raise forms.ValidationError(
+                "A majority needs at least 3 labels per item (with 2, use unanimous)."
+            )
+        return data
+
+
 @admin.register(Study)
 class StudyAdmin(admin.ModelAdmin):
-    list_display = ("name", "slug", "labels_per_image", "show_prompt", "image_count", "export_links")
+    list_display = ("name", "slug", "protocol", "labels_per_item", "agreement", "item_count", "export_links")
+    list_filter = ("protocol",)
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
     filter_horizontal = ("annotators",)
+    form = StudyForm
+    inlines = (QuestionInline,)
     actions = ("export_csv", "export_json")
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Study]:
-        return super().get_queryset(request).annotate(_image_count=Count("images"))
+    def get_readonly_fields(self, request: HttpRequest, obj: Study | None = None) -> tuple[str, ...]:
+        # The protocol is chosen once (its questions come with it); once people have labelled,
+        # N and the agreement rule are what their labels were collected under.
+        if obj is None:
+            return ()
+        if Item.objects.filter(study=obj, completed_seats__gt=0).exists():
+            return ("protocol", "labels_per_item", "agreement")
+        return ("protocol",)
 
-    @admin.display(description="images", ordering="_image_count")
-    def image_count(self, study: Study) -> int:
-        return study._image_count
+    def save_model(self, request: HttpRequest, obj: Study, form: forms.ModelForm, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        # A new study gets its protocol's questions and parameters from the service, then the
+        # rest of the form (guidelines, timeout…) on the same row; annotators follow in
+        # save_related.
+        with transaction.atomic():
+            created = study_create(
+                slug=obj.slug,
+                protocol=obj.protocol,
+                name=obj.name,
+                labels_per_item=obj.labels_per_item,
+                agreement=obj.agreement,
+            )
+            obj.pk, obj.created_at = created.pk, created.created_at
+            if not obj.parameters:
+                obj.parameters = created.parameters
+            obj.save()
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Study]:
+        return super().get_queryset(request).annotate(_item_count=Count("items"))
+
+    @admin.display(description="items", ordering="_item_count")
+    def item_count(self, study: Study) -> int:
+        return study._item_count  # type: ignore[attr-defined]
 
     @admin.display(description="ground truth")
     def export_links(self, study: Study) -> str:
@@ -140,7 +227,7 @@ class StudyAdmin(admin.ModelAdmin):
     def _require_admin(self, request: HttpRequest) -> None:
         # admin_view already demands an active staff user; imports and exports are for admins
         # who may change studies, whatever extra staff accounts exist.
-        if not (roles.is_admin(request.user) and self.has_change_permission(request)):
+        if not (permissions.is_admin(request.user) and self.has_change_permission(request)):
             raise PermissionDenied("Only admins may import images or export ground truth.")
 
     def export_view(self, request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
@@ -164,13 +251,23 @@ class StudyAdmin(admin.ModelAdmin):
                     summary = images_import_zip(
                         study=study, zip_file=form.cleaned_data["archive"], user=request.user
                     )
-                except AnnotateError as exc:
+                except DomainError as exc:
                     if created:
                         study.delete()  # the zip was refused whole: leave no empty study behind
                     study = None
                     form.add_error("archive", str(exc))
                 else:
-                    self._summary_message(request, study, summary)
+                    if created and not study.items.exists():
+                        # Every row was refused: show why, but leave no empty study behind.
+                        self.message_user(
+                            request,
+                            f"Nothing was imported: the new study “{study.slug}” was not created.",
+                            messages.ERROR,
+                        )
+                        study.delete()
+                        study = None
+                    else:
+                        self._summary_message(request, study, summary)
         else:
             form = ZipUploadForm(initial={"study": request.GET.get("study")})
         context = {
@@ -181,13 +278,15 @@ class StudyAdmin(admin.ModelAdmin):
             "summary": summary,
             "study": study,
         }
-        return render(request, "admin/annotate/study/import_zip.html", context)
+        return render(request, "admin/studies/study/import_zip.html", context)
 
     def _summary_message(self, request: HttpRequest, study: Study, summary: ImportSummary) -> None:
         text = (
             f"{study.name}: {summary.accepted} images accepted, {summary.duplicates} duplicates "
             f"(already imported), {len(summary.rejected)} rejected."
         )
+        if summary.rejected:
+            text += " Rejected rows are listed below; their items were not imported."
         level = messages.WARNING if summary.rejected else messages.SUCCESS
         self.message_user(request, text, level)
 
@@ -215,130 +314,181 @@ class PromptAdmin(admin.ModelAdmin):
     search_fields = ("text", "word")
 
 
-# --- Image: state, thumbnails, filters -----------------------------------------------------------
+# --- Item: state, thumbnails, filters -----------------------------------------------------------
 
 
 class StateFilter(admin.SimpleListFilter):
-    """Filter by the derived image state; the rules are the selectors', per study (N differs)."""
+    """Filter by the derived item state; the rules are the selectors', per study (N differs)."""
 
     title = "state"
     parameter_name = "state"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return list(ImageState.choices)
+        return list(ItemState.choices)
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Image]) -> QuerySet[Image]:
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Item]) -> QuerySet[Item]:
         value = self.value()
-        if value not in ImageState.values:
+        if value not in ItemState.values:
             return queryset
         match = Q(pk__in=[])
         for study in Study.objects.filter(pk__in=queryset.values("study_id")):
-            match |= Q(pk__in=selectors.images_with_state(study=study).filter(state=value).values("pk"))
+            match |= Q(pk__in=selectors.items_with_state(study=study).filter(state=value).values("pk"))
         return queryset.filter(match)
 
 
 class LabelInline(ReadOnlyInline):
     model = Label
-    fields = ("annotator", "value", "reason", "duration_ms", "created_at", "updated_at")
+    fields = ("question", "annotator", "value", "reason", "duration_ms", "created_at", "updated_at")
     readonly_fields = fields
 
 
 class FinalLabelRevisionInline(ReadOnlyInline):
     model = FinalLabelRevision
     verbose_name_plural = "final label history"
-    fields = ("decided_at", "value", "source", "decided_by", "note")
+    fields = ("decided_at", "question", "value", "source", "decided_by", "note")
     readonly_fields = fields
 
 
-@admin.register(Image)
-class ImageAdmin(admin.ModelAdmin):
-    list_display = ("thumbnail", "source_path", "study", "t2i_model", "category", "state", "final")
+class ItemImageInline(ReadOnlyInline):
+    model = ItemImage
+    fields = ("role", "source_path", "image")
+    readonly_fields = fields
+
+
+def _thumbnail(item: Item, height: int) -> str:
+    link = item_main_image(item)
+    if link is None:
+        return "—"
+    return format_html(
+        '<img src="{}" alt="" loading="lazy" style="max-height:{}px;max-width:{}px">',
+        link.image.url,
+        height,
+        height * 3 // 2,
+    )
+
+
+@admin.register(Item)
+class ItemAdmin(admin.ModelAdmin):
+    list_display = ("thumbnail", "key", "study", "t2i_model", "category", "state")
     list_filter = ("study", StateFilter, "t2i_model", "prompt__category")
-    search_fields = ("source_path", "prompt__text", "prompt__word", "sha256")
-    list_select_related = ("study", "prompt", "final_label")
+    search_fields = ("key", "prompt__text", "prompt__word", "item_images__image__sha256")
+    list_select_related = ("study", "prompt")
     list_per_page = 50
     readonly_fields = (
         "preview",
         "study",
+        "key",
         "prompt",
         "t2i_model",
-        "source_path",
-        "sha256",
-        "file",
-        "width",
-        "height",
-        "format",
         "seed",
         "index",
         "params",
+        "metadata",
+        "question_keys",
         "created_at",
         "state",
     )
     fields = readonly_fields
-    inlines = (LabelInline, FinalLabelRevisionInline)
+    inlines = (ItemImageInline, LabelInline, FinalLabelRevisionInline)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Item]:
+        return super().get_queryset(request).prefetch_related("item_images__image")
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
+        changelist = super().get_changelist(request, **kwargs)
+
+        class WithStates(changelist):  # type: ignore[misc, valid-type]
+            """Load the page's states in one query per study instead of one per row."""
+
+            def get_results(self, request: HttpRequest) -> None:
+                super().get_results(request)
+                page = list(self.result_list)
+                states: dict[int, str] = {}
+                for study_id in {item.study_id for item in page}:
+                    study = next(item.study for item in page if item.study_id == study_id)
+                    states.update(
+                        selectors.items_with_state(study=study)
+                        .filter(pk__in=[item.pk for item in page])
+                        .values_list("pk", "state")
+                    )
+                for item in page:
+                    item._item_state = states.get(item.pk, ItemState.UNLABELLED)
+
+        return WithStates
 
     def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # images come in through the zip upload or import_images
+        return False  # items come in through the zip upload or import_images
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # stored under their content hash; what they are never changes
+        return False  # what was generated or imported never changes
 
     @admin.display(description="image")
-    def thumbnail(self, image: Image) -> str:
-        return format_html(
-            '<img src="{}" alt="" loading="lazy" style="max-height:64px;max-width:96px">', image.url
-        )
+    def thumbnail(self, item: Item) -> str:
+        return _thumbnail(item, 64)
 
     @admin.display(description="preview")
-    def preview(self, image: Image) -> str:
-        return format_html('<img src="{}" alt="" style="max-height:320px;max-width:480px">', image.url)
+    def preview(self, item: Item) -> str:
+        return _thumbnail(item, 320)
 
     @admin.display(description="category", ordering="prompt__category")
-    def category(self, image: Image) -> str:
-        return image.prompt.category
+    def category(self, item: Item) -> str:
+        return item.prompt.category if item.prompt else ""
 
     @admin.display(description="state")
-    def state(self, image: Image) -> str:
-        return ImageState(selectors.image_state(image)).label
-
-    @admin.display(description="final label")
-    def final(self, image: Image) -> str:
-        final = getattr(image, "final_label", None)
-        return f"{final.value} ({final.get_source_display().lower()})" if final else "—"
+    def state(self, item: Item) -> str:
+        value = getattr(item, "_item_state", None) or selectors.item_state(item)
+        return ItemState(value).label
 
     def get_actions(self, request: HttpRequest) -> dict[str, Any]:
         actions = super().get_actions(request)
-        values: list[str] = []
-        for label_set in Study.objects.values_list("label_set", flat=True):
-            values += [item["value"] for item in label_set if item["value"] not in values]
-        for value in values:
-            name = f"set_final_{value}"
-            actions[name] = (_final_label_action(value), name, f"Set final label: {value}")
+        # One action per single-question study answer (the gender question's four values).
+        seen: set[str] = set()
+        for question in Question.objects.filter(kind="choice").select_related("study"):
+            if question.study.questions.count() != 1:
+                continue
+            for value in question.values:
+                if value in seen:
+                    continue
+                seen.add(value)
+                name = f"set_final_{value}"
+                actions[name] = (_final_label_action(value), name, f"Set final label: {value}")
         return actions
 
 
 def _final_label_action(value: str) -> Any:
-    def action(modeladmin: ImageAdmin, request: HttpRequest, queryset: QuerySet[Image]) -> None:
-        if not roles.is_admin(request.user):
+    def action(modeladmin: ItemAdmin, request: HttpRequest, queryset: QuerySet[Item]) -> None:
+        if not permissions.is_admin(request.user):
             raise PermissionDenied
         done, failed = 0, []
-        for image in queryset.select_related("study"):
+        for item in queryset.select_related("study"):
+            questions = study_questions(item.study)
             try:
+                if len(questions) != 1:
+                    raise DomainError("its study asks several questions: resolve them on the dispute page")
                 services.final_label_set(
-                    image=image,
+                    item=item,
+                    question=questions[0],
                     value=value,
                     decided_by=request.user,
                     note="Set in the admin.",
                     source=FinalLabelSource.RESOLVED,
                 )
                 done += 1
-            except AnnotateError as exc:
-                failed.append(f"{image.source_path}: {exc}")
-        modeladmin.message_user(request, f"Final label “{value}” set on {done} image(s).", messages.SUCCESS)
+            except DomainError as exc:
+                failed.append(f"{item.key}: {exc}")
+        modeladmin.message_user(request, f"Final label “{value}” set on {done} item(s).", messages.SUCCESS)
         for line in failed:
             modeladmin.message_user(request, line, messages.ERROR)
 
     return action
+
+
+@admin.register(Image)
+class ImageFileAdmin(ReadOnlyAdmin):
+    """Image files: one row per content hash, shared by the items that use them."""
+
+    list_display = ("file", "width", "height", "format", "created_at")
+    search_fields = ("sha256", "file", "item_images__source_path")
 
 
 # --- Labels, final labels and their history (read-only) ----------------------------------------
@@ -352,39 +502,39 @@ class LabelRevisionInline(ReadOnlyInline):
 
 @admin.register(Label)
 class LabelAdmin(ReadOnlyAdmin):
-    list_display = ("image", "annotator", "value", "reason", "duration_ms", "updated_at")
-    list_filter = ("image__study", "value", "annotator")
-    search_fields = ("image__source_path", "annotator__username", "reason")
-    list_select_related = ("image", "annotator")
+    list_display = ("item", "question", "annotator", "value", "reason", "duration_ms", "updated_at")
+    list_filter = ("item__study", "question__key", "value", "annotator")
+    search_fields = ("item__key", "annotator__username", "reason")
+    list_select_related = ("item", "question", "annotator")
     inlines = (LabelRevisionInline,)
 
 
 @admin.register(LabelRevision)
 class LabelRevisionAdmin(ReadOnlyAdmin):
     list_display = ("label", "value", "reason", "changed_by", "changed_at")
-    list_filter = ("label__image__study", "value")
-    search_fields = ("label__image__source_path", "changed_by__username")
+    list_filter = ("label__item__study", "value")
+    search_fields = ("label__item__key", "changed_by__username")
     list_select_related = ("label", "changed_by")
 
 
 @admin.register(FinalLabel)
 class FinalLabelAdmin(ReadOnlyAdmin):
-    list_display = ("image", "value", "source", "decided_by", "decided_at", "note")
-    list_filter = ("image__study", "source", "value")
-    search_fields = ("image__source_path", "note", "decided_by__username")
-    list_select_related = ("image", "decided_by")
+    list_display = ("item", "question", "value", "source", "decided_by", "decided_at", "note")
+    list_filter = ("item__study", "source", "value")
+    search_fields = ("item__key", "note", "decided_by__username")
+    list_select_related = ("item", "question", "decided_by")
 
 
 @admin.register(FinalLabelRevision)
 class FinalLabelRevisionAdmin(ReadOnlyAdmin):
-    list_display = ("image", "value", "source", "decided_by", "decided_at", "note")
-    list_filter = ("image__study", "source")
-    search_fields = ("image__source_path", "note")
-    list_select_related = ("image", "decided_by")
+    list_display = ("item", "question", "value", "source", "decided_by", "decided_at", "note")
+    list_filter = ("item__study", "source")
+    search_fields = ("item__key", "note")
+    list_select_related = ("item", "question", "decided_by")
 
 
 @admin.register(Assignment)
 class AssignmentAdmin(ReadOnlyAdmin):
-    list_display = ("image", "annotator", "slot", "claimed_at", "expires_at", "completed_at")
-    list_filter = ("image__study", "annotator")
-    list_select_related = ("image", "annotator")
+    list_display = ("item", "annotator", "slot", "claimed_at", "expires_at", "completed_at")
+    list_filter = ("item__study", "annotator")
+    list_select_related = ("item", "annotator")

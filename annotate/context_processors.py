@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest
 
-from annotate import roles as role_checks
+from studies import permissions as role_checks
 
 
 def roles(request: HttpRequest) -> dict[str, bool]:

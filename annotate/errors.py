@@ -2,29 +2,35 @@
 
 from __future__ import annotations
 
+from studies.errors import DomainError, ImportRejected
 
-class AnnotateError(Exception):
-    """Base class: the message is meant for the user who caused it."""
+__all__ = ["AnnotateError", "ImportRejected"]
 
 
-class ImportRejected(AnnotateError):
-    """A whole import file is unusable (missing column, unreadable CSV)."""
+class AnnotateError(DomainError):
+    """Base class of the human side's errors: the message is meant for the user who caused it."""
 
 
 class InvalidLabel(AnnotateError):
-    """The label is not in the study's label set, or needs a reason it was not given."""
+    """The answer is not one of the question's choices, the question is not asked of the item,
+    or the answer needs a reason it was not given."""
 
 
 class NotAssigned(AnnotateError):
-    """The user is not an annotator of this study or does not hold a seat on this image."""
+    """The user is not an annotator of this study or does not hold a seat on this item."""
 
 
-class ImageFull(AnnotateError):
-    """The image already has its N labels."""
+class ItemFull(AnnotateError):
+    """The item already has its N annotators."""
+
+
+class StaleSubmit(AnnotateError):
+    """The form was drawn for a state that has changed (the item was labelled already, e.g. from
+    a page the Back button brought back, or its labels changed since): nothing was stored."""
 
 
 class AlreadyResolved(AnnotateError):
-    """A researcher (or an import) already set this image's final label; labels are frozen."""
+    """A researcher (or an import) already set this answer's final label; labels are frozen."""
 
 
 class NothingToUndo(AnnotateError):
@@ -32,4 +38,4 @@ class NothingToUndo(AnnotateError):
 
 
 class NotDisputed(AnnotateError):
-    """The image is not in the dispute queue (labels missing or in agreement)."""
+    """The (item, question) is not in the dispute queue (labels missing or in agreement)."""

@@ -1,27 +1,113 @@
-"""Forms of the labeling and review screens. They check shapes only (types, lengths); whether a
-label is allowed, needs a reason, or may still be given is decided by ``annotate.services``."""
+"""Forms of the labeling and review screens. They check shapes only (types, lengths); whether an
+answer is allowed, needs a reason, or may still be given is decided by ``annotate.services``.
+
+The labeling form is dynamic: one ``answer_<key>`` (and ``reason_<key>``) field per question the
+item asks, read from the Question rows. A single-question screen also accepts the plain
+``value`` / ``reason`` fields of earlier versions of the screen (and of scripts posting to it).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, cast
+
 from django import forms
 
-from annotate.models import ImageState
+from annotate.models import ItemState
+from studies.models import Question
 
 # One hour: a longer "time to label" means the annotator walked away, not that they deliberated.
 MAX_DURATION_MS = 60 * 60 * 1000
+ANSWER_MAX_CHARS = 1000
+REASON_MAX_CHARS = 1000
+
+
+def answer_field(key: str) -> str:
+    """The form field that carries the answer to question ``key``."""
+    return f"answer_{key}"
+
+
+def _choice_field(form: forms.BaseForm, name: str) -> forms.ChoiceField:
+    """The form's own copy of its ChoiceField ``name``, whose choices ``__init__`` fills in
+    (``form.fields`` is typed as plain Fields, which have no choices)."""
+    return cast(forms.ChoiceField, form.fields[name])
+
+
+def reason_field(key: str) -> str:
+    """The form field that carries the reason given with the answer to question ``key``."""
+    return f"reason_{key}"
 
 
 class LabelSubmitForm(forms.Form):
-    """One label for the image on screen, from a key press (JavaScript) or a button (plain HTML)."""
+    """The answers to every question of the item on screen, from key presses (JavaScript) or
+    buttons and radio groups (plain HTML). ``answers()`` and ``reasons()`` give the
+    ``{question key: value}`` mappings the service takes; a question left out stays out (the
+    service applies toggle defaults and names any other missing answer)."""
 
-    value = forms.CharField(max_length=50, error_messages={"required": "Choose a label."})
-    reason = forms.CharField(max_length=1000, required=False, strip=True)
     request_id = forms.CharField(max_length=64, required=False)
-    # Measured in the browser from the image being painted to the key press.
+    # Measured in the browser from the item being painted to the submit.
     duration_ms = forms.IntegerField(min_value=0, required=False)
-    # Server clock (ms since the epoch) when the image was rendered: the fallback duration
-    # when no JavaScript measured one.
+    # Server clock (ms since the epoch) when the item was rendered: the fallback duration when no
+    # JavaScript measured one.
     shown_at = forms.IntegerField(min_value=0, required=False)
+    # Drawn into the form when the annotator went back (Z) to an item they had labelled: the
+    # submit is then an explicit change, refused if their labels changed since (seen_revision).
+    change = forms.BooleanField(required=False)
+    seen_revision = forms.IntegerField(required=False)
+    # Legacy single-question fields.
+    value = forms.CharField(max_length=ANSWER_MAX_CHARS, required=False)
+    reason = forms.CharField(max_length=REASON_MAX_CHARS, required=False, strip=True)
+
+    def __init__(self, data: Mapping[str, Any] | None = None, *, questions: list[Question]) -> None:
+        super().__init__(data)
+        self.questions = questions
+        for question in questions:
+            self.fields[answer_field(question.key)] = forms.CharField(
+                max_length=ANSWER_MAX_CHARS, required=False, strip=True
+            )
+            self.fields[reason_field(question.key)] = forms.CharField(
+                max_length=REASON_MAX_CHARS, required=False, strip=True
+            )
+
+    def clean(self) -> dict[str, Any]:
+        # super().clean() fills cleaned_data (and returns it; the stubs allow None).
+        super().clean()
+        data = self.cleaned_data
+        # Nothing chosen on a screen where every answer must be chosen: say so before the
+        # service is asked (toggles have defaults and text answers may be empty lists).
+        optional = any(q.default_value or q.kind in ("boxes", "classes") for q in self.questions)
+        if not self.answers() and not optional:
+            noun = "an answer" if len(self.questions) == 1 else "the answers"
+            raise forms.ValidationError(f"Choose {noun}.", code="required")
+        return data
+
+    def _single(self) -> Question | None:
+        return self.questions[0] if len(self.questions) == 1 else None
+
+    def answers(self) -> dict[str, str]:
+        """``{question key: value}`` for every question answered in the form. Text answers
+        (box and class questions) are kept even when empty: an empty list is an answer."""
+        data = self.cleaned_data
+        answers: dict[str, str] = {}
+        for question in self.questions:
+            name = answer_field(question.key)
+            value = data.get(name, "")
+            if value or (question.kind in ("boxes", "classes") and name in self.data):
+                answers[question.key] = value
+        single = self._single()
+        if single is not None and data.get("value") and single.key not in answers:
+            answers[single.key] = data["value"]
+        return answers
+
+    def reasons(self) -> dict[str, str]:
+        """``{question key: reason}`` for the reasons typed (a single-question screen's
+        ``reason`` field belongs to its question)."""
+        data = self.cleaned_data
+        reasons = {q.key: data[reason_field(q.key)] for q in self.questions if data.get(reason_field(q.key))}
+        single = self._single()
+        if single is not None and data.get("reason") and single.key not in reasons:
+            reasons[single.key] = data["reason"]
+        return reasons
 
     def duration(self, now_ms: int) -> int | None:
         """Milliseconds from showing to labeling: the client's figure, else the server's."""
@@ -35,39 +121,64 @@ class LabelSubmitForm(forms.Form):
 
 
 class DisputeResolveForm(forms.Form):
-    """A researcher's decision on a disputed image: a label, or "cannot agree"."""
+    """A researcher's decision on one disputed (item, question): an answer, or "cannot agree"."""
 
-    value = forms.CharField(max_length=50, required=False)
+    question = forms.SlugField(max_length=50, required=False)
+    value = forms.CharField(max_length=ANSWER_MAX_CHARS, required=False)
     unresolvable = forms.BooleanField(required=False)
     note = forms.CharField(max_length=2000, required=False, strip=True)
 
-    def clean(self) -> dict:
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        # super().clean() fills cleaned_data (and returns it; the stubs allow None).
+        super().clean()
+        data = self.cleaned_data
         if not data.get("value") and not data.get("unresolvable"):
-            raise forms.ValidationError("Choose a final label, or 'cannot agree'.")
+            raise forms.ValidationError("Choose a final answer, or 'cannot agree'.")
         return data
 
 
-class ImageFilterForm(forms.Form):
-    """Filters of the images list; choices of model and category come from the study's images."""
+class ItemFilterForm(forms.Form):
+    """Filters of the items list; choices of model and category come from the study's items."""
 
-    state = forms.ChoiceField(choices=[("", "any state"), *ImageState.choices], required=False)
+    state = forms.ChoiceField(choices=[("", "any state"), *ItemState.choices], required=False)
     t2i_model = forms.ChoiceField(choices=[("", "any model")], required=False, label="T2I model")
     category = forms.ChoiceField(choices=[("", "any category")], required=False)
+    q = forms.CharField(max_length=200, required=False, label="Search", strip=True)
+    sort = forms.ChoiceField(
+        choices=[
+            ("id", "imported first"),
+            ("-id", "imported last"),
+            ("key", "key A→Z"),
+            ("-key", "key Z→A"),
+            ("state", "state"),
+            ("t2i_model", "T2I model"),
+            ("category", "category"),
+        ],
+        required=False,
+    )
 
-    def __init__(self, *args, t2i_models: list[str], categories: list[str], **kwargs) -> None:
+    def __init__(self, *args: Any, t2i_models: list[str], categories: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["t2i_model"].choices = [("", "any model"), *((m, m) for m in t2i_models)]
-        self.fields["category"].choices = [("", "any category"), *((c, c) for c in categories)]
+        _choice_field(self, "t2i_model").choices = [("", "any model"), *((m, m) for m in t2i_models)]
+        _choice_field(self, "category").choices = [("", "any category"), *((c, c) for c in categories)]
 
 
 class AgreementFilterForm(forms.Form):
-    """Narrow the agreement report to one T2I model or one prompt category."""
+    """Pick the question, and narrow the agreement report to one T2I model or prompt category."""
 
+    question = forms.ChoiceField(choices=[], required=False)
     t2i_model = forms.ChoiceField(choices=[("", "all models")], required=False, label="T2I model")
     category = forms.ChoiceField(choices=[("", "all categories")], required=False)
 
-    def __init__(self, *args, t2i_models: list[str], categories: list[str], **kwargs) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        questions: list[Question],
+        t2i_models: list[str],
+        categories: list[str],
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["t2i_model"].choices = [("", "all models"), *((m, m) for m in t2i_models)]
-        self.fields["category"].choices = [("", "all categories"), *((c, c) for c in categories)]
+        _choice_field(self, "question").choices = [(q.key, f"{q.key} — {q.text}") for q in questions]
+        _choice_field(self, "t2i_model").choices = [("", "all models"), *((m, m) for m in t2i_models)]
+        _choice_field(self, "category").choices = [("", "all categories"), *((c, c) for c in categories)]

@@ -1,7 +1,11 @@
-"""Reads of the human side: image states, dispute queue, progress, details, annotator stats.
+"""Reads of the human side: item states, dispute queue, progress, details, annotator stats.
 
-Image states are computed in SQL (annotations, ``Case``, ``Exists``) so lists of thousands of
-images never load labels into Python. Writes live in ``annotate.services``.
+States are computed in SQL (annotations, ``Case``, ``Exists``) so lists of thousands of items
+never load labels into Python. An (item, question) is unlabelled, in progress (fewer than N
+annotators), agreed (the study's agreement rule settled it: an agreed final label exists),
+disputed (N annotators and no final label) or resolved (a researcher or an import set its
+final label). An item's state is that of its least advanced question. Writes live in
+``annotate.services``.
 """
 
 from __future__ import annotations
@@ -9,18 +13,18 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import connection
 from django.db.models import (
     Case,
     CharField,
     Count,
-    F,
+    Exists,
     IntegerField,
-    Max,
-    Min,
+    OuterRef,
+    Q,
     QuerySet,
     Subquery,
     Value,
@@ -34,12 +38,15 @@ from annotate.models import (
     FinalLabel,
     FinalLabelRevision,
     FinalLabelSource,
-    Image,
-    ImageState,
+    ItemState,
     Label,
     LabelRevision,
-    Study,
 )
+from studies.models import Item, Question, Study
+from studies.selectors import item_questions, study_questions, with_images
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 # Final labels set by a person (researcher or imported ground truth): they freeze the labels.
 DECIDED_SOURCES = (FinalLabelSource.RESOLVED, FinalLabelSource.IMPORTED)
@@ -47,7 +54,7 @@ DECIDED_SOURCES = (FinalLabelSource.RESOLVED, FinalLabelSource.IMPORTED)
 
 @dataclass(frozen=True)
 class Progress:
-    """Labels an annotator has given in a study, and images they could still label."""
+    """Items an annotator has labelled in a study, and items they could still label."""
 
     done: int
     remaining: int
@@ -62,7 +69,7 @@ class AnnotatorStats:
     """One annotator's work in a study, for researchers.
 
     ``median_seconds`` is None when no label has a stored duration; ``agreement_with_final``
-    (fraction 0..1) is None when none of the annotator's images has a final label yet.
+    (fraction 0..1) is None when none of the annotator's answers has a decided final label yet.
     """
 
     username: str
@@ -71,46 +78,57 @@ class AnnotatorStats:
     agreement_with_final: float | None
 
 
-def _count_subquery(queryset: QuerySet, field: str = "pk", distinct: bool = False) -> Coalesce:
-    """COUNT over rows correlated with the outer image, as a scalar subquery (0 when none).
-
-    A subquery rather than ``Count("labels")`` keeps several counts from multiplying each
-    other's joins.
-    """
-    counted = queryset.order_by().values("image_id").annotate(n=Count(field, distinct=distinct)).values("n")
+def _count_subquery(queryset: QuerySet, field: str = "pk") -> Coalesce:
+    """COUNT(DISTINCT field) over rows correlated with the outer item, as a scalar subquery
+    (0 when none); subqueries keep several counts from multiplying each other's joins."""
+    counted = queryset.order_by().values("item_id").annotate(n=Count(field, distinct=True)).values("n")
     return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
 
 
-def images_with_state(*, study: Study) -> QuerySet[Image]:
-    """The study's images annotated with ``state`` (an ``ImageState`` value), ``n_labels``,
-    ``final_value`` and ``final_source`` ('' when there is no final label); filter on
-    ``state`` freely, it is SQL.
+class ItemStateFields(TypedDict):
+    """The annotations ``items_with_state`` adds to each item."""
 
-    State rules: a final label set by a researcher or an import → resolved; N labels that
-    are all equal → agreed; N labels that differ → disputed; some labels → in progress;
-    none → unlabelled.
+    n_labels: int
+    n_unsettled: int
+    has_decided: bool
+    state: str
 
-    One LEFT JOIN to the labels grouped by image (5 to 8 times faster than per-image subqueries on
-    6,000 images); "all equal" is MIN(value) = MAX(value). Because of that join, further
-    per-image counts added by callers must be subqueries, not ``Count()`` over another join.
+
+# An item as ``items_with_state`` returns it (for type checkers: the annotations are attributes).
+ItemWithState: TypeAlias = "WithAnnotations[Item, ItemStateFields]"
+
+
+def items_with_state(*, study: Study) -> QuerySet[ItemWithState]:
+    """The study's items annotated with ``state`` (an ``ItemState`` value), ``n_labels``
+    (annotators who labelled it) and ``n_unsettled`` (questions labelled but without a final
+    label); filter on ``state`` freely, it is SQL.
+
+    Rules, least advanced question first: N annotators and a question still without a final
+    label → disputed; a final label set by a researcher or an import (and nothing unsettled) →
+    resolved; N annotators, every question settled → agreed; some labels → in progress; none →
+    unlabelled. The services keep agreed final labels in step with the labels, so "settled"
+    is "has a final label" whatever the agreement rule.
     """
-    n = study.labels_per_image
+    n = study.labels_per_item
+    labels = Label.objects.filter(item=OuterRef("pk"))
+    unsettled = Label.objects.filter(item=OuterRef("pk")).exclude(
+        Exists(FinalLabel.objects.filter(item=OuterRef("item"), question=OuterRef("question")))
+    )
+    decided = FinalLabel.objects.filter(item=OuterRef("pk"), source__in=DECIDED_SOURCES)
     return (
-        Image.objects.filter(study=study)
+        Item.objects.filter(study=study)
         .annotate(
-            n_labels=Count("labels"),
-            lowest_value=Min("labels__value"),
-            highest_value=Max("labels__value"),
-            final_value=Coalesce(F("final_label__value"), Value(""), output_field=CharField()),
-            final_source=Coalesce(F("final_label__source"), Value(""), output_field=CharField()),
+            n_labels=_count_subquery(labels, "annotator_id"),
+            n_unsettled=_count_subquery(unsettled, "question_id"),
+            has_decided=Exists(decided),
         )
         .annotate(
             state=Case(
-                When(final_source__in=DECIDED_SOURCES, then=Value(ImageState.RESOLVED.value)),
-                When(n_labels__gte=n, lowest_value=F("highest_value"), then=Value(ImageState.AGREED.value)),
-                When(n_labels__gte=n, then=Value(ImageState.DISPUTED.value)),
-                When(n_labels__gt=0, then=Value(ImageState.IN_PROGRESS.value)),
-                default=Value(ImageState.UNLABELLED.value),
+                When(n_labels__gte=n, n_unsettled__gt=0, then=Value(ItemState.DISPUTED.value)),
+                When(has_decided=True, n_unsettled=0, then=Value(ItemState.RESOLVED.value)),
+                When(n_labels__gte=n, then=Value(ItemState.AGREED.value)),
+                When(n_labels__gt=0, then=Value(ItemState.IN_PROGRESS.value)),
+                default=Value(ItemState.UNLABELLED.value),
                 output_field=CharField(),
             )
         )
@@ -118,67 +136,133 @@ def images_with_state(*, study: Study) -> QuerySet[Image]:
     )
 
 
-def image_state(image: Image) -> str:
-    """The ``ImageState`` value of one image, by the same rules as ``images_with_state``."""
-    return images_with_state(study=image.study).values_list("state", flat=True).get(pk=image.pk)
+def item_state(item: Item) -> str:
+    """The ``ItemState`` value of one item, by the same rules as ``items_with_state``."""
+    return items_with_state(study=item.study).values_list("state", flat=True).get(pk=item.pk)
 
 
-def dispute_queue(*, study: Study) -> QuerySet[Image]:
-    """Disputed images (N labels that differ, no researcher decision yet), oldest first."""
-    return (
-        images_with_state(study=study)
-        .filter(state=ImageState.DISPUTED)
-        .select_related("prompt")
-        .order_by("id")
+def _question_state(*, n_needed: int, annotators: int, final: tuple[str, str] | None) -> str:
+    if final is not None and final[1] in DECIDED_SOURCES:
+        return ItemState.RESOLVED
+    if final is not None and annotators >= n_needed:
+        return ItemState.AGREED
+    if annotators >= n_needed:
+        return ItemState.DISPUTED
+    return ItemState.IN_PROGRESS if annotators else ItemState.UNLABELLED
+
+
+def item_question_states(item: Item) -> dict[str, str]:
+    """The state of each question the item asks, by question key (same rules as
+    ``items_with_state``, per question)."""
+    study = item.study
+    questions = item_questions(item, study_questions(study))
+    annotators: dict[int, set[int]] = {}
+    for question_id, annotator_id in Label.objects.filter(item=item).values_list(
+        "question_id", "annotator_id"
+    ):
+        annotators.setdefault(question_id, set()).add(annotator_id)
+    finals = {
+        question_id: (value, source)
+        for question_id, value, source in FinalLabel.objects.filter(item=item).values_list(
+            "question_id", "value", "source"
+        )
+    }
+    return {
+        q.key: _question_state(
+            n_needed=study.labels_per_item, annotators=len(annotators.get(q.pk, ())), final=finals.get(q.pk)
+        )
+        for q in questions
+    }
+
+
+@dataclass(frozen=True)
+class DisputeRow:
+    """One disputed (item, question) with its labels (annotator, value, reason)."""
+
+    item: Item
+    question: Question
+    labels: list[tuple[str, str, str]]
+    n_needed: int
+
+    @property
+    def n_labels(self) -> int:
+        return len(self.labels)
+
+
+def dispute_queue(*, study: Study, limit: int | None = None) -> list[DisputeRow]:
+    """Disputed (item, question) pairs — N annotators and no final label yet — oldest item
+    first, each with its labels and their annotators (three queries in all)."""
+    disputed = with_images(
+        items_with_state(study=study).filter(state=ItemState.DISPUTED).select_related("prompt", "study")
     )
+    items = list(disputed if limit is None else disputed[:limit])
+    if not items:
+        return []
+    settled = set(FinalLabel.objects.filter(item__in=items).values_list("item_id", "question_id"))
+    by_item: dict[tuple[int, int], list[tuple[str, str, str]]] = {}
+    for item_id, question_id, username, value, reason in (
+        Label.objects.filter(item__in=items)
+        .order_by("item_id", "question_id", "annotator__username")
+        .values_list("item_id", "question_id", "annotator__username", "value", "reason")
+    ):
+        by_item.setdefault((item_id, question_id), []).append((username, value, reason))
+    questions = study_questions(study)
+    rows = []
+    for item in items:
+        for question in item_questions(item, questions):
+            labels = by_item.get((item.pk, question.pk), [])
+            if (item.pk, question.pk) not in settled and len(labels) >= study.labels_per_item:
+                rows.append(
+                    DisputeRow(item=item, question=question, labels=labels, n_needed=study.labels_per_item)
+                )
+    return rows
 
 
 # The counts of annotator_progress in one fixed statement. Raw SQL because it runs on every key
 # press: building and compiling the same nested counts through the ORM took ~5 ms of CPU per
-# call, executing them about 1 ms. Same claim rules as _CANDIDATES_SQL in annotate.services (kept in step by
-# tests/annotate/test_selectors.py, which runs on SQLite and PostgreSQL). Shaped so that no
-# count probes another table once per image of the study:
-#   done          the annotator's labels in the study;
-#   open          their open seats, less images a person already decided;
-#   unfinished    images with fewer than N completed seats and no decision (an index range) …
+# call, executing them about 1 ms. Same claim rules as _CANDIDATES_SQL in annotate.services (kept
+# in step by tests/annotate/test_selectors.py, which runs on SQLite and PostgreSQL). Shaped so
+# that no count probes another table once per item of the study:
+#   done          the items the annotator labelled in the study (their completed seats);
+#   open          their open seats, less items a person already decided;
+#   unfinished    items with fewer than N completed seats and no decision (an index range) …
 #   mine          … less those the annotator holds or held a seat on (their seats, a few);
 #   held          … less those others hold every remaining seat of right now — driven from
-#                 the open seats (a partial index, a handful of rows), never from the images.
+#                 the open seats (a partial index, a handful of rows), never from the items.
 _PROGRESS_SQL = """
 SELECT
-  (SELECT COUNT(*) FROM {label} l JOIN {image} i ON i.id = l.image_id
-    WHERE l.annotator_id = %(user)s AND i.study_id = %(study)s),
-  (SELECT COUNT(*) FROM {assignment} a JOIN {image} i ON i.id = a.image_id
+  (SELECT COUNT(*) FROM {assignment} a JOIN {item} i ON i.id = a.item_id
+    WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND a.completed_at IS NOT NULL),
+  (SELECT COUNT(*) FROM {assignment} a JOIN {item} i ON i.id = a.item_id
     WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND a.completed_at IS NULL
       AND NOT EXISTS ({decided})),
-  (SELECT COUNT(*) FROM {image} i
-    WHERE i.study_id = %(study)s AND i.completed_seats < %(n)s AND NOT EXISTS ({decided})),
-  (SELECT COUNT(*) FROM {assignment} a JOIN {image} i ON i.id = a.image_id
-    WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND i.completed_seats < %(n)s
+  (SELECT COUNT(*) FROM {item} i
+    WHERE i.study_id = %(study)s AND i.queue > 0 AND i.completed_seats < %(n)s AND NOT EXISTS ({decided})),
+  (SELECT COUNT(*) FROM {assignment} a JOIN {item} i ON i.id = a.item_id
+    WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND i.queue > 0 AND i.completed_seats < %(n)s
       AND NOT EXISTS ({decided})),
-  (SELECT COUNT(*) FROM {image} i
-    WHERE i.id IN (SELECT o.image_id FROM {assignment} o
+  (SELECT COUNT(*) FROM {item} i
+    WHERE i.id IN (SELECT o.item_id FROM {assignment} o
                     WHERE o.completed_at IS NULL AND o.expires_at > %(now)s)
-      AND i.study_id = %(study)s AND i.completed_seats < %(n)s AND NOT EXISTS ({decided})
-      AND NOT EXISTS (SELECT 1 FROM {assignment} a WHERE a.image_id = i.id AND a.annotator_id = %(user)s)
+      AND i.study_id = %(study)s AND i.queue > 0 AND i.completed_seats < %(n)s AND NOT EXISTS ({decided})
+      AND NOT EXISTS (SELECT 1 FROM {assignment} a WHERE a.item_id = i.id AND a.annotator_id = %(user)s)
       AND (SELECT COUNT(*) FROM {assignment} a
-            WHERE a.image_id = i.id AND (a.completed_at IS NOT NULL OR a.expires_at > %(now)s)) >= %(n)s)
+            WHERE a.item_id = i.id AND (a.completed_at IS NOT NULL OR a.expires_at > %(now)s)) >= %(n)s)
 """
-_DECIDED_SQL = "SELECT 1 FROM {final} f WHERE f.image_id = i.id AND f.source IN (%(resolved)s, %(imported)s)"
+_DECIDED_SQL = "SELECT 1 FROM {final} f WHERE f.item_id = i.id AND f.source IN (%(resolved)s, %(imported)s)"
 
 
-def annotator_progress(*, study: Study, annotator: AbstractBaseUser, now: datetime | None = None) -> Progress:
-    """done: labels this annotator gave in the study. remaining: images still needing labels
-    that this annotator could still take — the seats they hold open plus the images they could
+def annotator_progress(*, study: Study, annotator: User, now: datetime | None = None) -> Progress:
+    """done: items this annotator labelled in the study. remaining: items still needing labels
+    that this annotator could still take — the seats they hold open plus the items they could
     claim now (an upper bound: other annotators may take some of them first).
 
-    One query, cheap enough for every key press: the claimable images are counted through the
-    completed_seats index, and the live-seat count runs only on the few images that have an
+    One query, cheap enough for every key press: the claimable items are counted through the
+    completed_seats index, and the live-seat count runs only on the few items that have an
     open seat (others may hold all their remaining seats right now: those are not takeable).
     """
     tables = {
-        "label": Label._meta.db_table,
-        "image": Image._meta.db_table,
+        "item": Item._meta.db_table,
         "assignment": Assignment._meta.db_table,
         "final": FinalLabel._meta.db_table,
     }
@@ -186,7 +270,7 @@ def annotator_progress(*, study: Study, annotator: AbstractBaseUser, now: dateti
     params = {
         "user": annotator.pk,
         "study": study.pk,
-        "n": study.labels_per_image,
+        "n": study.labels_per_item,
         "now": connection.ops.adapt_datetimefield_value(now or timezone.now()),
         "resolved": str(FinalLabelSource.RESOLVED),
         "imported": str(FinalLabelSource.IMPORTED),
@@ -197,9 +281,10 @@ def annotator_progress(*, study: Study, annotator: AbstractBaseUser, now: dateti
     return Progress(done=done, remaining=open_seats + unfinished - mine - held_by_others)
 
 
-def _final_label_dict(final: FinalLabel | FinalLabelRevision) -> dict[str, Any]:
+def _final_label_dict(final: FinalLabel | FinalLabelRevision, question: Question) -> dict[str, Any]:
     return {
         "value": final.value,
+        "display": question.display(final.value) if final.value else "",
         "source": final.source,
         "decided_by": final.decided_by.username if final.decided_by else None,
         "note": final.note,
@@ -207,77 +292,105 @@ def _final_label_dict(final: FinalLabel | FinalLabelRevision) -> dict[str, Any]:
     }
 
 
-def image_detail(*, image: Image) -> dict[str, Any]:
-    """Everything a researcher sees about one image: its state, the labels with their
-    annotators' names, the final label, and the history of both (oldest first).
+def item_detail(*, item: Item) -> dict[str, Any]:
+    """Everything a researcher sees about one item: its images by role, its state, and per
+    question the labels with their annotators' names, the final label, and the history of
+    both in time order (oldest first).
 
     Only for researchers: annotators must never see each other's labels.
     """
-    labels = Label.objects.filter(image=image).select_related("annotator").order_by("id")
-    final = FinalLabel.objects.filter(image=image).select_related("decided_by").first()
-    label_history = (
-        LabelRevision.objects.filter(label__image=image)
-        .select_related("label__annotator", "changed_by")
+    study = item.study
+    questions = item_questions(item, study_questions(study))
+    by_id = {q.pk: q for q in study_questions(study)}
+    labels = list(Label.objects.filter(item=item).select_related("annotator").order_by("id"))
+    finals = {f.question_id: f for f in FinalLabel.objects.filter(item=item).select_related("decided_by")}
+    label_history = list(
+        LabelRevision.objects.filter(label__item=item)
+        .select_related("label__annotator", "changed_by", "label")
         .order_by("changed_at", "id")
     )
-    final_history = (
-        FinalLabelRevision.objects.filter(image=image)
-        .select_related("decided_by")
-        .order_by("decided_at", "id")
+    final_history = list(
+        FinalLabelRevision.objects.filter(item=item).select_related("decided_by").order_by("decided_at", "id")
     )
-    return {
-        "image": image,
-        "state": image_state(image),
-        "labels": [
+    states = item_question_states(item)
+    per_question = []
+    for question in questions:
+        per_question.append(
             {
-                "annotator": label.annotator.username,
-                "annotator_id": label.annotator_id,
-                "value": label.value,
-                "reason": label.reason,
-                "duration_ms": label.duration_ms,
-                "created_at": label.created_at,
-                "updated_at": label.updated_at,
+                "question": question,
+                "state": states.get(question.key, ItemState.UNLABELLED),
+                "labels": [
+                    {
+                        "annotator": label.annotator.username,
+                        "annotator_id": label.annotator_id,
+                        "value": label.value,
+                        "display": question.display(label.value),
+                        "reason": label.reason,
+                        "duration_ms": label.duration_ms,
+                        "created_at": label.created_at,
+                        "updated_at": label.updated_at,
+                    }
+                    for label in labels
+                    if label.question_id == question.pk
+                ],
+                "final_label": _final_label_dict(finals[question.pk], question)
+                if question.pk in finals
+                else None,
             }
-            for label in labels
-        ],
-        "final_label": _final_label_dict(final) if final else None,
+        )
+    return {
+        "item": item,
+        "images": {link.role: link for link in item.item_images.select_related("image")},
+        "state": item_state(item),
+        "questions": per_question,
         "label_history": [
             {
+                "question": by_id[rev.label.question_id].key,
                 "annotator": rev.label.annotator.username,
                 "value": rev.value,
+                "display": by_id[rev.label.question_id].display(rev.value),
                 "reason": rev.reason,
                 "changed_by": rev.changed_by.username,
                 "changed_at": rev.changed_at,
             }
             for rev in label_history
         ],
-        "final_label_history": [_final_label_dict(rev) for rev in final_history],
+        "final_label_history": [
+            {"question": by_id[rev.question_id].key, **_final_label_dict(rev, by_id[rev.question_id])}
+            for rev in final_history
+        ],
     }
 
 
 def annotator_stats(*, study: Study) -> list[AnnotatorStats]:
-    """Per annotator of the study (members and anyone with labels in it), by username:
-    labels done, median seconds per label (from stored durations) and the fraction of their
-    labels that equal the image's final label, over images that have one."""
-    rows = Label.objects.filter(image__study=study).values_list(
-        "annotator__username", "duration_ms", "value", "image__final_label__value"
+    """Per annotator of the study (members and anyone with labels in it), by username: items
+    labelled, median seconds per item (from stored durations) and the fraction of their
+    answers that equal the final answer, over disputed-then-resolved and imported answers
+    (an agreed final label equals every label by construction, so it would only inflate it)."""
+    final_value = FinalLabel.objects.filter(
+        item=OuterRef("item"), question=OuterRef("question"), source__in=DECIDED_SOURCES
+    ).values("value")[:1]
+    rows = (
+        Label.objects.filter(item__study=study)
+        .annotate(final_value=Subquery(final_value))
+        .values_list("annotator__username", "item_id", "duration_ms", "value", "final_value")
     )
-    per_user: dict[str, dict[str, list]] = {
-        username: {"durations": [], "matches": [], "n": []}
+    per_user: dict[str, dict[str, Any]] = {
+        username: {"durations": {}, "matches": [], "items": set()}
         for username in study.annotators.values_list("username", flat=True)
     }
-    for username, duration_ms, value, final_value in rows:
-        bucket = per_user.setdefault(username, {"durations": [], "matches": [], "n": []})
-        bucket["n"].append(1)
+    for username, item_id, duration_ms, value, final in rows:
+        bucket = per_user.setdefault(username, {"durations": {}, "matches": [], "items": set()})
+        bucket["items"].add(item_id)
         if duration_ms is not None:
-            bucket["durations"].append(duration_ms / 1000)
-        if final_value:
-            bucket["matches"].append(value == final_value)
+            bucket["durations"][item_id] = duration_ms / 1000
+        if final:
+            bucket["matches"].append(value == final)
     return [
         AnnotatorStats(
             username=username,
-            labels_done=len(bucket["n"]),
-            median_seconds=statistics.median(bucket["durations"]) if bucket["durations"] else None,
+            labels_done=len(bucket["items"]),
+            median_seconds=statistics.median(bucket["durations"].values()) if bucket["durations"] else None,
             agreement_with_final=(
                 sum(bucket["matches"]) / len(bucket["matches"]) if bucket["matches"] else None
             ),
@@ -286,24 +399,31 @@ def annotator_stats(*, study: Study) -> list[AnnotatorStats]:
     ]
 
 
-def studies_for_annotator(*, user: AbstractBaseUser) -> QuerySet[Study]:
+def studies_for_annotator(*, user: User) -> QuerySet[Study]:
     """Studies the user may label, by name."""
     return Study.objects.filter(annotators=user).order_by("name")
 
 
 def label_rows_for_agreement(
-    *, study: Study, t2i_model: str | None = None, category: str | None = None
+    *,
+    study: Study,
+    question: Question | None = None,
+    t2i_model: str | None = None,
+    category: str | None = None,
 ) -> list[tuple[int, str, str, str, str]]:
-    """(image_id, t2i_model, category, annotator_username, value) for every label of the
-    study, optionally of one T2I model / prompt category, ordered by image then annotator id —
-    the plain rows agreement metrics are computed from."""
-    labels = Label.objects.filter(image__study=study)
+    """(item_id, t2i_model, category, annotator_username, value) for every label of the
+    study's ``question`` (its first question when None), optionally of one T2I model / prompt
+    category, ordered by item then annotator id — the plain rows agreement metrics are
+    computed from."""
+    question = question or study_questions(study)[0]
+    labels = Label.objects.filter(item__study=study, question=question)
+    filters = Q()
     if t2i_model:
-        labels = labels.filter(image__t2i_model=t2i_model)
+        filters &= Q(item__t2i_model=t2i_model)
     if category:
-        labels = labels.filter(image__prompt__category=category)
+        filters &= Q(item__prompt__category=category)
     return list(
-        labels.order_by("image_id", "annotator_id").values_list(
-            "image_id", "image__t2i_model", "image__prompt__category", "annotator__username", "value"
-        )
+        labels.filter(filters)
+        .order_by("item_id", "annotator_id")
+        .values_list("item_id", "item__t2i_model", "item__prompt__category", "annotator__username", "value")
     )

@@ -1,52 +1,98 @@
 """HTML screens of the human side.
 
-Annotators: the labeling screen (one image, one key per label, undo). Researchers: disputes,
-images with their state and history, agreement, annotator stats. Views check who may act, call
-``annotate.services`` (writes) or ``annotate.selectors`` (reads) and render; the labeling screen
-renders its ``label_region`` partial for htmx-style requests (``request.htmx``) and the whole
-page otherwise, so it works without JavaScript too (plain forms, post/redirect/get).
+Annotators: the labeling screen — every question of an item on one screen, submitted once (one
+key per choice on single-question screens; a key per question and Enter on multi-question
+screens), Z to go back. Researchers: disputes per (item, question), items with their state and
+history, agreement per question, annotator stats.
+
+Views check who may act, call ``annotate.services`` (writes) or ``annotate.selectors`` (reads)
+and render. The labeling screen renders its ``label_region`` partial for htmx requests
+(``request.htmx``) and the whole page otherwise, so it works without JavaScript too (plain
+forms, post/redirect/get). Choices, keys and question texts come from the Question rows.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from functools import wraps
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.db.models import Prefetch, Q, prefetch_related_objects
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, QueryDict
 from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 
-from annotate import roles, selectors, services
+from annotate import selectors, services
+from annotate.agreement import agreement_report
 from annotate.errors import (
     AlreadyResolved,
     AnnotateError,
     InvalidLabel,
     NotAssigned,
     NothingToUndo,
+    StaleSubmit,
 )
-from annotate.forms import AgreementFilterForm, DisputeResolveForm, ImageFilterForm, LabelSubmitForm
-from annotate.models import Image, ImageState, Label, Study
+from annotate.forms import (
+    AgreementFilterForm,
+    DisputeResolveForm,
+    ItemFilterForm,
+    LabelSubmitForm,
+    answer_field,
+    reason_field,
+)
+from annotate.models import Assignment, FinalLabel, ItemState, Label
+from metrics.coco_names import COCO_CLASS_NAMES
+from studies import permissions
+from studies.models import ImageRole, Item, ItemImage, Question, QuestionKind, Study
+from studies.selectors import item_images, item_questions, study_questions, with_images
+from studies.typing import AuthenticatedHttpRequest
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 View = Callable[..., HttpResponse]
 READ = ("GET", "HEAD")
 WRITE = ("POST",)
 
-ALREADY_RESOLVED_NOTICE = "This image was already resolved by a researcher; here is your next one."
-SEAT_LOST_NOTICE = (
-    "Your reservation of that image expired and it went to someone else; here is your next one."
-)
+ALREADY_RESOLVED_NOTICE = "This item was already resolved by a researcher; here is your next one."
+SEAT_LOST_NOTICE = "Your reservation of that item expired and it went to someone else; here is your next one."
 NOTHING_TO_UNDO_NOTICE = "There is no earlier label to go back to."
+TEXT_KINDS = (QuestionKind.BOXES, QuestionKind.CLASSES)
+# Sort orders of the items list: form value → ORDER BY.
+ITEM_SORTS = {
+    "id": ("id",),
+    "-id": ("-id",),
+    "key": ("key", "id"),
+    "-key": ("-key", "id"),
+    "state": ("state", "id"),
+    "t2i_model": ("t2i_model", "id"),
+    "category": ("prompt__category", "prompt__word", "id"),
+}
+GUIDELINES_SEEN = "annotate_guidelines_seen"
+# The box check (``detectors`` command ``prepare_box_check``) puts the detector's boxes in the
+# item's metadata under this key: [{"class", "confidence", "box": [x0, y0, x1, y1]}] in pixels.
+BOXES_KEY = "boxes"
+# More boxes than this in one posted form is not a box check but a malformed request.
+MAX_POSTED_BOXES = 1000
+STATE_LABELS = dict(ItemState.choices)
 
 # --- Permissions ------------------------------------------------------------------------------
+
+
+class LabelingRequest(AuthenticatedHttpRequest):
+    """The request of a labeling view (a type only): ``guarded`` let a signed-in user through and
+    ``_labeler`` kept the study in the URL, one the user annotates, on it."""
+
+    labeling_study: Study
 
 
 def guarded(*, methods: tuple[str, ...], check: Callable[..., bool]) -> Callable[[View], View]:
@@ -70,23 +116,26 @@ def guarded(*, methods: tuple[str, ...], check: Callable[..., bool]) -> Callable
 
 
 def _researcher(request: HttpRequest, **kwargs: Any) -> bool:
-    return roles.is_researcher(request.user)
+    return permissions.is_researcher(request.user)
 
 
 def _anyone(request: HttpRequest, **kwargs: Any) -> bool:
     return True
 
 
-def _labeler(request: HttpRequest, slug: str | None = None, **kwargs: Any) -> bool:
+def _labeler(request: LabelingRequest, slug: str | None = None, **kwargs: Any) -> bool:
     """Annotators of the study in the URL; without one, anyone with the role or a study.
 
     The study found is kept on the request: the labeling views are on the hot path of every
     key press, so they do not look it up a second time."""
     studies = selectors.studies_for_annotator(user=request.user)
     if slug is not None:
-        request.labeling_study = studies.filter(slug=slug).first()
-        return request.labeling_study is not None
-    return roles.is_annotator(request.user) or studies.exists()
+        study = studies.filter(slug=slug).first()
+        if study is None:
+            return False
+        request.labeling_study = study
+        return True
+    return permissions.is_annotator(request.user) or studies.exists()
 
 
 # --- Small helpers ----------------------------------------------------------------------------
@@ -104,7 +153,9 @@ def _int_param(raw: str | None) -> int | None:
 
 
 def _choose_study(request: HttpRequest, slug: str | None, url_name: str) -> Study | HttpResponse:
-    """The study in the URL; without a slug the only study, or a page to pick one."""
+    """The study in the URL (path or ``?study=``); without one the only study, or a page to
+    pick one."""
+    slug = slug or request.GET.get("study") or None
     if slug is not None:
         return get_object_or_404(Study, slug=slug)
     studies = list(Study.objects.order_by("name"))
@@ -113,53 +164,195 @@ def _choose_study(request: HttpRequest, slug: str | None, url_name: str) -> Stud
     return render(request, "annotate/choose_study.html", {"studies": studies, "url_name": url_name})
 
 
-# --- Labeling (annotators) --------------------------------------------------------------------
-
-
-def _label_keys(study: Study) -> list[dict[str, Any]]:
-    """The study's label set as buttons: value, name, the key (shown upper-case), reason flag."""
-    return [
-        {
-            "value": item["value"],
-            "name": item.get("name", item["value"]),
-            "key": str(item.get("key", "")).lower(),
-            "requires_reason": bool(item.get("requires_reason")),
-        }
-        for item in study.label_set
-    ]
-
-
-def _label_context(
-    request: HttpRequest,
-    study: Study,
-    *,
-    image: Image | None,
-    next_image: Image | None = None,
-    current: Label | None = None,
-    error: str = "",
-    notice: str = "",
-    form_data: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """What the label region shows. A re-shown image keeps its request id and start time, so
-    a corrected submit is still one submit and its duration counts from the first showing."""
-    form_data = form_data or {}
+def _images_view(item: Item) -> dict[str, Any]:
+    """The item's images as the templates lay them out: a seed/edit ``pair`` side by side, or
+    the one ``main`` image."""
+    links = item_images(item)
+    pair = ImageRole.INPUT in links and ImageRole.OUTPUT in links
+    main = links.get(ImageRole.IMAGE) or links.get(ImageRole.OUTPUT) or links.get(ImageRole.INPUT)
     return {
-        "study": study,
-        "labels": _label_keys(study),
-        "image": image,
-        "next_image": next_image,
-        "current": current,
-        "progress": selectors.annotator_progress(study=study, annotator=request.user),
-        "request_id": form_data.get("request_id") or uuid.uuid4().hex,
-        "shown_at": form_data.get("shown_at") or _now_ms(),
-        "reason": form_data.get("reason", ""),
-        "error": error,
-        "notice": notice,
+        "pair": pair,
+        "input": links.get(ImageRole.INPUT),
+        "output": links.get(ImageRole.OUTPUT),
+        "main": main,
+        "all": list(links.values()),
     }
 
 
-def _render_label(request: HttpRequest, context: dict[str, Any], status: int = 200) -> HttpResponse:
+def _choice_rows(question: Question, chosen: str = "") -> list[dict[str, Any]]:
+    return [
+        {
+            "value": choice["value"],
+            "name": choice.get("name", choice["value"]),
+            "key": str(choice.get("key", "")).lower(),
+            "requires_reason": bool(choice.get("requires_reason")),
+            "checked": choice["value"] == chosen,
+            "is_default": choice["value"] == question.default_value,
+        }
+        for choice in question.choices
+    ]
+
+
+def item_boxes(item: Item | None) -> list[dict[str, Any]] | None:
+    """The detector boxes the item carries for people to check (``metadata["boxes"]``), or None
+    when it carries none (its box question is then answered as plain text)."""
+    if item is None:
+        return None
+    boxes = (item.metadata or {}).get(BOXES_KEY)
+    return boxes if isinstance(boxes, list) else None
+
+
+def _box_rows(question: Question, boxes: list[dict[str, Any]], chosen: str) -> list[dict[str, Any]]:
+    """One row per box: its number, class, confidence, radio field and the answer to show (the
+    posted or stored answer at its position, none by default: a preselected answer would be
+    confirmed without a look)."""
+    given = chosen.split(",") if chosen else []
+    field = answer_field(question.key)
+    rows = []
+    for index, box in enumerate(boxes):
+        answer = given[index].strip() if index < len(given) else ""
+        rows.append(
+            {
+                "index": index,
+                "number": index + 1,
+                "class": str(box.get("class", "")),
+                "confidence": box.get("confidence"),
+                "field": f"{field}_{index}",
+                "answer": answer,
+                "choices": _choice_rows(question, answer),
+            }
+        )
+    return rows
+
+
+def _question_rows(
+    questions: Iterable[Question],
+    answers: Mapping[str, str],
+    reasons: Mapping[str, str],
+    boxes: list[dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """The questions as the labeling screen draws them, with the answers to show selected: the
+    annotator's (current or just posted), else the question's default. With the item's
+    ``boxes``, a box question is a yes/no per box and a class question suggests COCO names."""
+    rows = []
+    for question in questions:
+        chosen = answers.get(question.key, question.default_value)
+        choices = _choice_rows(question, chosen)
+        box_check = question.kind == QuestionKind.BOXES and boxes is not None
+        rows.append(
+            {
+                "key": question.key,
+                "text": question.text,
+                "kind": question.kind,
+                "hotkey": question.hotkey.lower(),
+                "field": answer_field(question.key),
+                "reason_field": reason_field(question.key),
+                "choices": choices,
+                "value": chosen,
+                "display": question.display(chosen) if chosen else "",
+                "reason": reasons.get(question.key, ""),
+                "is_text": question.kind in TEXT_KINDS and not box_check,
+                "needs_reason": [c["name"] for c in choices if c["requires_reason"]],
+                "box_check": box_check,
+                "boxes": _box_rows(question, boxes, chosen) if box_check and boxes is not None else [],
+                "class_names": COCO_CLASS_NAMES if question.kind == QuestionKind.CLASSES else (),
+            }
+        )
+    return rows
+
+
+def _overlay(
+    item: Item, image: ItemImage | None, boxes: list[dict[str, Any]] | None
+) -> dict[str, Any] | None:
+    """The boxes drawn over the image, in its pixel coordinates (an SVG whose viewBox is the
+    image's size scales with it), labels sized to the image; None without boxes."""
+    if image is None or boxes is None:
+        return None
+    width, height = image.image.width, image.image.height
+    font = max(1, round(max(width, height) / 30))
+    shapes = []
+    for index, box in enumerate(boxes):
+        try:
+            x0, y0, x1, y1 = (float(v) for v in box["box"])
+        except (KeyError, TypeError, ValueError):
+            continue  # not drawable; its row still asks about it
+        shapes.append(
+            {
+                "index": index,
+                "number": index + 1,
+                "class": str(box.get("class", "")),
+                "x": round(x0, 2),
+                "y": round(y0, 2),
+                "width": round(x1 - x0, 2),
+                "height": round(y1 - y0, 2),
+                # The label sits above the box, or inside it when the box touches the top.
+                "label_y": round(y0 - font * 0.3 if y0 > font else y0 + font, 2),
+            }
+        )
+    return {"width": width, "height": height, "font": font, "boxes": shapes}
+
+
+# --- Labeling (annotators) --------------------------------------------------------------------
+# Every labeling view is wrapped in never_cache (Cache-Control: no-store among others): a page
+# that the Back button or a proxy brings back from a cache is a stale form, and a stale form is
+# how an annotator ends up labelling an item twice.
+
+
+def _label_context(
+    request: LabelingRequest,
+    study: Study,
+    *,
+    item: Item | None,
+    next_items: Iterable[Item] = (),
+    answers: Mapping[str, str] | None = None,
+    reasons: Mapping[str, str] | None = None,
+    revisit: bool = False,
+    seen_revision: int | None = None,
+    error: str = "",
+    notice: str = "",
+    stale: bool = False,
+    form_data: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What the label region shows. A re-shown item keeps its request id and start time, so
+    a corrected submit is still one submit and its duration counts from the first showing."""
+    form_data = form_data or {}
+    questions = item_questions(item, study_questions(study)) if item is not None else []
+    boxes = item_boxes(item) if any(q.kind == QuestionKind.BOXES for q in questions) else None
+    rows = _question_rows(questions, answers or {}, reasons or {}, boxes)
+    single = len(rows) == 1 and rows[0]["kind"] == QuestionKind.CHOICE
+    images = _images_view(item) if item is not None else None
+    return {
+        "study": study,
+        "item": item,
+        "images": images,
+        "overlay": _overlay(item, images["main"], boxes) if item is not None and images else None,
+        "questions": rows,
+        "layout": "single" if single else "multi",
+        "preload": [link.image.url for nxt in next_items for link in item_images(nxt).values()],
+        "progress": selectors.annotator_progress(study=study, annotator=request.user),
+        "request_id": form_data.get("request_id") or uuid.uuid4().hex,
+        "shown_at": form_data.get("shown_at") or _now_ms(),
+        "revisit": revisit,
+        "seen_revision": seen_revision,
+        "error": error,
+        "notice": notice,
+        "stale": stale,
+    }
+
+
+def _render_label(request: LabelingRequest, context: dict[str, Any], status: int = 200) -> HttpResponse:
+    """The label region alone for htmx, the whole page otherwise — with the guidelines, open on
+    the annotator's first visit to the study (remembered in the session)."""
     if not request.htmx:
+        seen = request.session.get(GUIDELINES_SEEN, [])
+        study: Study = context["study"]
+        context = {
+            **context,
+            "guidelines_open": study.pk not in seen,
+            "keys": _study_keys(study),
+        }
+        if study.pk not in seen:
+            request.session[GUIDELINES_SEEN] = [*seen, study.pk]
         return render(request, "annotate/label.html", context, status=status)
     # The partial is rendered on every key press: it needs only the CSRF token, not the
     # context processors (whose role lookup costs a query) that the full page's header uses.
@@ -167,36 +360,103 @@ def _render_label(request: HttpRequest, context: dict[str, Any], status: int = 2
     return HttpResponse(html, status=status)
 
 
-def _next_context(request: HttpRequest, study: Study, *, notice: str = "") -> dict[str, Any]:
-    """The head of the annotator's queue, with the image after it to preload."""
-    queue = services.assignment_queue(study=study, annotator=request.user, size=2)
-    return _queue_context(request, study, queue, notice=notice)
+def _study_keys(study: Study) -> list[dict[str, Any]]:
+    """Every key of the study's labeling screen, for the guidelines box."""
+    questions = study_questions(study)
+    keys: list[dict[str, Any]] = []
+    single = len(questions) == 1 and questions[0].kind == QuestionKind.CHOICE
+    for question in questions:
+        if question.kind == QuestionKind.TOGGLE and question.hotkey:
+            names = " / ".join(c.get("name", c["value"]) for c in question.choices)
+            keys.append({"key": question.hotkey, "what": f"{question.text} ({names}; switches)"})
+        elif question.kind == QuestionKind.BOXES:
+            for choice in question.choices:
+                if choice.get("key"):
+                    what = choice.get("name", choice["value"])
+                    keys.append(
+                        {"key": choice["key"], "what": f"The highlighted box: {what}; on to the next box"}
+                    )
+            keys.append({"key": "← →", "what": "Highlight the previous / next box"})
+        elif question.kind == QuestionKind.CLASSES:
+            keys.append({"key": "/", "what": f"Type in “{question.text}” (Esc leaves the field)"})
+        elif question.kind == QuestionKind.CHOICE:
+            for choice in question.choices:
+                if choice.get("key"):
+                    what = choice.get("name", choice["value"])
+                    if choice.get("requires_reason"):
+                        what += " (asks for a reason)"
+                    keys.append({"key": choice["key"], "what": what if single else f"{question.key}: {what}"})
+    if not single:
+        keys.append({"key": "Enter", "what": "Save the answers and go to the next item"})
+    keys.append({"key": "z", "what": "Go back one item to change your answers"})
+    return keys
 
 
 def _queue_context(
-    request: HttpRequest, study: Study, queue: list[Any], *, notice: str = ""
+    request: LabelingRequest, study: Study, queue: list[Assignment], *, notice: str = ""
 ) -> dict[str, Any]:
     return _label_context(
         request,
         study,
-        image=queue[0].image if queue else None,
-        next_image=queue[1].image if len(queue) > 1 else None,
+        item=queue[0].item if queue else None,
+        next_items=[seat.item for seat in queue[1:]],
         notice=notice,
     )
 
 
-def _own_label(study: Study, user: Any, image_id: int | None) -> Label | None:
-    if image_id is None:
+def _next_context(request: LabelingRequest, study: Study, *, notice: str = "") -> dict[str, Any]:
+    """The head of the annotator's queue, with the item after it to preload."""
+    queue = services.assignment_queue(study=study, annotator=request.user, size=2)
+    return _queue_context(request, study, queue, notice=notice)
+
+
+def _own_answers(study: Study, user: Any, item_id: int | None) -> tuple[Item, list[Label]] | None:
+    """The item (of this study) and the annotator's labels on it; None when they have none."""
+    if item_id is None:
         return None
-    return (
-        Label.objects.filter(image_id=image_id, image__study=study, annotator=user)
-        .select_related("image")
-        .first()
+    labels = list(
+        Label.objects.filter(item_id=item_id, item__study=study, annotator=user).select_related(
+            "item__prompt"
+        )
+    )
+    if not labels:
+        return None
+    item = labels[0].item
+    item.study = study
+    prefetch_related_objects([item], Prefetch("item_images", queryset=_item_images_queryset()))
+    return item, labels
+
+
+def _item_images_queryset() -> Any:
+    return ItemImage.objects.select_related("image").order_by("role")
+
+
+def _revisit_context(
+    request: LabelingRequest, study: Study, item_id: int | None, *, notice: str = ""
+) -> dict[str, Any] | None:
+    """The item the annotator labelled before, with their current answers drawn into a change
+    form (``change`` and the ``seen_revision`` stamp of their labels); None if they have none."""
+    found = _own_answers(study, request.user, item_id)
+    if found is None:
+        return None
+    item, labels = found
+    by_id = {question.pk: question for question in study_questions(study)}
+    answers = {by_id[label.question_id].key: label.value for label in labels if label.question_id in by_id}
+    reasons = {by_id[label.question_id].key: label.reason for label in labels if label.question_id in by_id}
+    return _label_context(
+        request,
+        study,
+        item=item,
+        answers=answers,
+        reasons=reasons,
+        revisit=True,
+        seen_revision=services.label_revision_stamp(item=item, annotator=request.user),
+        notice=notice,
     )
 
 
-def _after_label(request: HttpRequest, study: Study, notice: str = "") -> HttpResponse:
-    """Post/redirect/get for plain forms; the next image's partial at once for JavaScript."""
+def _after_label(request: LabelingRequest, study: Study, notice: str = "") -> HttpResponse:
+    """Post/redirect/get for plain forms; the next item's partial at once for JavaScript."""
     if request.htmx:
         return _render_label(request, _next_context(request, study, notice=notice))
     if notice:
@@ -204,8 +464,9 @@ def _after_label(request: HttpRequest, study: Study, notice: str = "") -> HttpRe
     return redirect("annotate:label_study", slug=study.slug)
 
 
+@never_cache
 @guarded(methods=READ, check=_labeler)
-def label(request: HttpRequest) -> HttpResponse:
+def label(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Straight into the annotator's only study, or a list of their studies to pick from."""
     studies = list(selectors.studies_for_annotator(user=request.user))
     if len(studies) == 1:
@@ -215,15 +476,15 @@ def label(request: HttpRequest) -> HttpResponse:
     )
 
 
+@never_cache
 @guarded(methods=READ, check=_labeler)
-def label_study(request: HttpRequest, slug: str) -> HttpResponse:
-    """The labeling screen: the next image, or (``?image=ID``) one the annotator labelled
-    before, to change its label."""
+def label_study(request: LabelingRequest, slug: str) -> HttpResponse:
+    """The labeling screen: the next item, or (``?item=ID``) one the annotator labelled
+    before, with their answers, to change them."""
     study: Study = request.labeling_study
-    revisit = _own_label(study, request.user, _int_param(request.GET.get("image")))
-    if revisit is not None:
-        context = _label_context(request, study, image=revisit.image, current=revisit)
-    else:
+    item_id = _int_param(request.GET.get("item") or request.GET.get("image"))
+    context = _revisit_context(request, study, item_id)
+    if context is None:
         try:
             context = _next_context(request, study)
         except NotAssigned as exc:
@@ -231,80 +492,132 @@ def label_study(request: HttpRequest, slug: str) -> HttpResponse:
     return _render_label(request, context)
 
 
+@never_cache
 @guarded(methods=WRITE, check=_labeler)
-def label_submit(request: HttpRequest, slug: str, image_id: int) -> HttpResponse:
-    """Save one label and move on. Errors re-show the same image with the message.
+def label_submit(request: LabelingRequest, slug: str, item_id: int) -> HttpResponse:
+    """Save the answers to every question of one item and move on. Errors re-show the same
+    item with the message; a stale form (the item was labelled already, and this is not an
+    explicit change) changes nothing and says so.
 
-    The htmx key press saves the label and claims the next image in one transaction
-    (``annotation_submit_next``); the image is looked up only on the rare error paths."""
+    The key press saves the labels and claims the next item in one transaction
+    (``annotation_submit_next``); the item is looked up only on the rare error paths."""
     study: Study = request.labeling_study
-    form = LabelSubmitForm(request.POST)
+    questions = study_questions(study)
+    posted, box_error = _with_box_answers(request.POST, questions)
+    if box_error:
+        return _render_label(request, _same_item(request, study, item_id, box_error, posted), status=400)
+    form = LabelSubmitForm(posted, questions=questions)
     if not form.is_valid():
-        message = " ".join(err for errors in form.errors.values() for err in errors)
-        return _render_label(request, _same_image(request, study, image_id, message), status=400)
+        message = " ".join(str(err) for errors in form.errors.values() for err in errors)
+        return _render_label(request, _same_item(request, study, item_id, message, posted), status=400)
     data = form.cleaned_data
-    submit = {
-        "annotator": request.user,
-        "value": data["value"],
-        "reason": data["reason"],
-        "duration_ms": form.duration(_now_ms()),
-        "request_id": data["request_id"],
-    }
+    change = bool(data["change"])
     try:
-        if request.htmx:
-            outcome = services.annotation_submit_next(study=study, image_id=image_id, **submit)
-            return _render_label(request, _queue_context(request, study, outcome.queue))
-        services.annotation_submit(image=get_object_or_404(Image, pk=image_id, study=study), **submit)
-    except Image.DoesNotExist as exc:
-        raise Http404("No such image in this study.") from exc
+        outcome = services.annotation_submit_next(
+            study=study,
+            annotator=request.user,
+            item_id=item_id,
+            answers=form.answers(),
+            reasons=form.reasons(),
+            duration_ms=form.duration(_now_ms()),
+            request_id=data["request_id"],
+            change=change,
+            seen_revision=data["seen_revision"] if change else None,
+        )
+    except Item.DoesNotExist as exc:
+        raise Http404("No such item in this study.") from exc
     except InvalidLabel as exc:
-        return _render_label(request, _same_image(request, study, image_id, str(exc)), status=400)
+        return _render_label(request, _same_item(request, study, item_id, str(exc), posted), status=400)
+    except StaleSubmit as exc:
+        context = _label_context(request, study, item=None, error=str(exc), stale=True)
+        return _render_label(request, context, status=409)
     except AlreadyResolved:
         return _after_label(request, study, notice=ALREADY_RESOLVED_NOTICE)
     except NotAssigned:
         return _after_label(request, study, notice=SEAT_LOST_NOTICE)
+    if request.htmx:
+        return _render_label(request, _queue_context(request, study, outcome.queue))
     return _after_label(request, study)
 
 
-def _same_image(request: HttpRequest, study: Study, image_id: int, error: str) -> dict[str, Any]:
-    image = get_object_or_404(Image.objects.select_related("prompt"), pk=image_id, study=study)
+def _with_box_answers(post: QueryDict, questions: list[Question]) -> tuple[QueryDict, str]:
+    """The posted form with each box-check question's per-box radios (``answer_<key>_<i>``,
+    ``answer_<key>_n`` boxes) joined into its one answer, ``answer_<key>`` = "yes,no,…" in box
+    order; and an error for a person when a box has no answer. A form that posts the answer
+    itself (a script, the plain text field) is left as it is."""
+    data = post.copy()
+    error = ""
+    for question in questions:
+        field = answer_field(question.key)
+        raw_n = post.get(f"{field}_n")
+        if question.kind != QuestionKind.BOXES or raw_n is None or field in post:
+            continue
+        n = _int_param(raw_n)
+        if n is None or not 0 <= n <= MAX_POSTED_BOXES:
+            error = error or f"The form sent an impossible number of boxes ({raw_n[:20]!r}); reload the page."
+            continue
+        parts = [post.get(f"{field}_{index}", "").strip() for index in range(n)]
+        unanswered = [index + 1 for index, part in enumerate(parts) if not part]
+        if unanswered and not error:
+            keys = " or ".join(str(c.get("key", c["value"])).upper() for c in question.choices)
+            error = (
+                f"Box {unanswered[0]} has no answer yet ({len(unanswered)} of {n} unanswered): "
+                f"press {keys} for each box."
+            )
+        data[field] = ",".join(parts)
+    return data, error
+
+
+def _same_item(
+    request: LabelingRequest, study: Study, item_id: int, error: str, posted: QueryDict | None = None
+) -> dict[str, Any]:
+    """The item of a refused submit, re-shown with what was posted and the error."""
+    items = with_images(Item.objects.select_related("prompt"))
+    item = get_object_or_404(items, pk=item_id, study=study)
+    item.study = study
+    form = LabelSubmitForm(posted if posted is not None else request.POST, questions=study_questions(study))
+    form.is_valid()  # the errors are in ``error`` already; the cleaned fields re-fill the form
+    answers, reasons = form.answers(), form.reasons()
+    change = request.POST.get("change") in ("1", "true", "on")
     return _label_context(
         request,
         study,
-        image=image,
-        current=_own_label(study, request.user, image.pk),
+        item=item,
+        answers=answers,
+        reasons=reasons,
+        revisit=change,
+        seen_revision=_int_param(request.POST.get("seen_revision")) if change else None,
         error=error,
         form_data={
             "request_id": request.POST.get("request_id", "")[:64],
             "shown_at": _int_param(request.POST.get("shown_at")),
-            "reason": request.POST.get("reason", ""),
         },
     )
 
 
+@never_cache
 @guarded(methods=READ, check=_labeler)
-def label_undo(request: HttpRequest, slug: str) -> HttpResponse:
-    """Go back one: show the label given before the one on ``?before=ID`` (or the latest)."""
+def label_undo(request: LabelingRequest, slug: str) -> HttpResponse:
+    """Go back one: show the item labelled before the one on ``?before=ID`` (or the latest)
+    with the annotator's answers, as an explicit change form."""
     study: Study = request.labeling_study
     before_id = _int_param(request.GET.get("before"))
-    before = Image.objects.filter(pk=before_id, study=study).first() if before_id else None
+    before = Item.objects.filter(pk=before_id, study=study).first() if before_id else None
+    url = reverse("annotate:label_study", kwargs={"slug": study.slug})
     try:
         previous = services.annotation_previous(study=study, annotator=request.user, before=before)
     except NothingToUndo:
         if request.htmx:
-            context = _label_context(request, study, image=before, notice=NOTHING_TO_UNDO_NOTICE)
-            if before is None:
+            context = _revisit_context(request, study, before_id, notice=NOTHING_TO_UNDO_NOTICE)
+            if context is None:
                 context = _next_context(request, study, notice=NOTHING_TO_UNDO_NOTICE)
-            else:
-                context["current"] = _own_label(study, request.user, before.pk)
             return _render_label(request, context)
         messages.info(request, NOTHING_TO_UNDO_NOTICE)
-        url = reverse("annotate:label_study", kwargs={"slug": study.slug})
-        return redirect(f"{url}?image={before.pk}" if before else url)
+        return redirect(f"{url}?item={before.pk}" if before else url)
     if request.htmx:
-        return _render_label(request, _label_context(request, study, image=previous.image, current=previous))
-    url = reverse("annotate:label_study", kwargs={"slug": study.slug})
-    return redirect(f"{url}?image={previous.image_id}")
+        context = _revisit_context(request, study, previous.pk) or _next_context(request, study)
+        return _render_label(request, context)
+    return redirect(f"{url}?item={previous.pk}")
 
 
 # --- Disputes (researchers) -------------------------------------------------------------------
@@ -312,104 +625,213 @@ def label_undo(request: HttpRequest, slug: str) -> HttpResponse:
 
 @guarded(methods=READ, check=_researcher)
 def disputes(request: HttpRequest, slug: str | None = None) -> HttpResponse:
+    """Every disputed (item, question) with its conflicting labels and "n of m"."""
     study = _choose_study(request, slug, "annotate:disputes")
     if isinstance(study, HttpResponse):
         return study
-    page = Paginator(selectors.dispute_queue(study=study), 50).get_page(request.GET.get("page"))
+    rows = [_dispute_row(row) for row in selectors.dispute_queue(study=study)]
+    page = Paginator(rows, 50).get_page(request.GET.get("page"))
     return render(request, "annotate/disputes.html", {"study": study, "page": page})
 
 
+def _dispute_row(row: selectors.DisputeRow) -> dict[str, Any]:
+    question = row.question
+    return {
+        "item": row.item,
+        "images": _images_view(row.item),
+        "question": question,
+        "labels": [
+            {"annotator": username, "display": question.display(value), "reason": reason}
+            for username, value, reason in row.labels
+        ],
+        "n_labels": row.n_labels,
+        "n_needed": row.n_needed,
+    }
+
+
+def _dispute_question(item: Item, key: str | None) -> Question:
+    """The question a dispute page is about: the one named, else the item's first disputed
+    question, else its first question."""
+    questions = item_questions(item, study_questions(item.study))
+    if not questions:
+        raise Http404("This item asks no question.")
+    if key:
+        for question in questions:
+            if question.key == key:
+                return question
+        raise Http404(f"Item {item.key} does not ask the question “{key}”.")
+    states = selectors.item_question_states(item)
+    for question in questions:
+        if states.get(question.key) == ItemState.DISPUTED:
+            return question
+    return questions[0]
+
+
 @guarded(methods=READ + WRITE, check=_researcher)
-def dispute(request: HttpRequest, image_id: int) -> HttpResponse:
-    """One disputed image: both labels and who gave them; the researcher sets the final label
-    (one key per label, U for "cannot agree"), then goes on to the next dispute."""
-    image = get_object_or_404(Image.objects.select_related("study", "prompt"), pk=image_id)
-    study = image.study
+def dispute(request: HttpRequest, item_id: int, question: str | None = None) -> HttpResponse:
+    """One disputed (item, question): the labels and who gave them; the researcher sets the
+    final answer (one key per choice, U for "cannot agree"), then goes on to the next dispute."""
+    item = get_object_or_404(Item.objects.select_related("study", "prompt"), pk=item_id)
+    study = item.study
+    key = question or request.POST.get("question") or request.GET.get("question")
+    asked = _dispute_question(item, key)
     error = ""
     form = DisputeResolveForm(request.POST or None)
     if request.method == "POST":
         if form.is_valid():
             try:
-                final = _resolve(image, request.user, form.cleaned_data)
+                final = _resolve(item, asked, request.user, form.cleaned_data)
             except AnnotateError as exc:
                 error = str(exc)
             else:
-                messages.success(request, f"{image.source_path}: final label {final.value}.")
-                following = selectors.dispute_queue(study=study).first()
-                if following is not None:
-                    return redirect("annotate:dispute", image_id=following.pk)
+                messages.success(
+                    request, f"{item.key} · {asked.key}: final answer {asked.display(final.value)}."
+                )
+                following = selectors.dispute_queue(study=study, limit=1)
+                if following:
+                    nxt = following[0]
+                    return redirect(
+                        "annotate:dispute_question", item_id=nxt.item.pk, question=nxt.question.key
+                    )
                 return redirect("annotate:disputes", slug=study.slug)
         else:
-            error = " ".join(form.non_field_errors()) or "Check the form."
+            error = " ".join(str(err) for err in form.non_field_errors()) or "Check the form."
+    detail = _detail(item)
     context = {
         "study": study,
-        "detail": _detail(image),
-        "labels": _label_keys(study),
-        "unresolvable": study.label_spec(study.unresolvable_label) or {"name": study.unresolvable_label},
+        "detail": detail,
+        "images": _images_view(item),
+        "question": asked,
+        "section": next(s for s in detail["questions"] if s["question"].pk == asked.pk),
+        "choices": _choice_rows(asked),
+        "is_text": asked.kind in TEXT_KINDS,
+        "unresolvable": (
+            {"value": asked.unresolvable_value, "name": asked.display(asked.unresolvable_value)}
+            if asked.unresolvable_value
+            else None
+        ),
         "note": request.POST.get("note", ""),
         "error": error,
     }
     return render(request, "annotate/dispute.html", context, status=400 if error else 200)
 
 
-def _detail(image: Image) -> dict[str, Any]:
-    """``selectors.image_detail`` plus each label's time in seconds, for display."""
-    detail = selectors.image_detail(image=image)
-    for label in detail["labels"]:
-        ms = label.get("duration_ms")
-        label["seconds"] = None if ms is None else ms / 1000
+def _detail(item: Item) -> dict[str, Any]:
+    """``selectors.item_detail`` plus each label's time in seconds, and one history of labels
+    and final labels in time order (oldest first), for display."""
+    detail = selectors.item_detail(item=item)
+    detail["state_label"] = STATE_LABELS.get(detail["state"], detail["state"])
+    for section in detail["questions"]:
+        section["state_label"] = STATE_LABELS.get(section["state"], section["state"])
+        for label in section["labels"]:
+            ms = label.get("duration_ms")
+            label["seconds"] = None if ms is None else ms / 1000
+    history = [
+        {"when": rev["changed_at"], "what": f"label of {rev['annotator']}", "who": rev["changed_by"], **rev}
+        for rev in detail["label_history"]
+    ] + [
+        {
+            "when": rev["decided_at"],
+            "what": f"final answer ({rev['source'] or 'removed'})",
+            "who": rev["decided_by"] or "",
+            "reason": rev["note"],
+            **rev,
+        }
+        for rev in detail["final_label_history"]
+    ]
+    detail["history"] = sorted(history, key=lambda row: row["when"])
     return detail
 
 
-def _resolve(image: Image, researcher: Any, data: dict[str, Any]) -> Any:
+def _resolve(item: Item, question: Question, researcher: Any, data: dict[str, Any]) -> FinalLabel:
     if data["unresolvable"]:
-        return services.dispute_resolve_unresolvable(image=image, researcher=researcher, note=data["note"])
+        return services.dispute_resolve_unresolvable(
+            item=item, question=question, researcher=researcher, note=data["note"]
+        )
     return services.dispute_resolve(
-        image=image, researcher=researcher, value=data["value"], note=data["note"]
+        item=item, question=question, researcher=researcher, value=data["value"], note=data["note"]
     )
 
 
-# --- Images (researchers) ---------------------------------------------------------------------
+# --- Items (researchers) ----------------------------------------------------------------------
 
 
 def _study_choices(study: Study) -> tuple[list[str], list[str]]:
-    models = list(study.images.order_by().values_list("t2i_model", flat=True).distinct())
-    categories = list(study.prompts.order_by().values_list("category", flat=True).distinct())
-    return sorted(models), sorted(categories)
+    models = study.items.order_by().values_list("t2i_model", flat=True).distinct()
+    categories = study.prompts.order_by().values_list("category", flat=True).distinct()
+    return sorted(m for m in models if m), sorted(c for c in categories if c)
+
+
+class _ItemListFields(selectors.ItemStateFields):
+    finals: list[dict[str, str]]
+    images_view: dict[str, Any]
+    state_label: str
+    n_asked: int
 
 
 @guarded(methods=READ, check=_researcher)
 def images(request: HttpRequest, slug: str | None = None) -> HttpResponse:
-    """The study's images with their state, filterable by state, T2I model and category."""
+    """The study's items with their state: filter by state, T2I model and category, search the
+    key and prompt text, sort."""
     study = _choose_study(request, slug, "annotate:images")
     if isinstance(study, HttpResponse):
         return study
     t2i_models, categories = _study_choices(study)
-    form = ImageFilterForm(request.GET or None, t2i_models=t2i_models, categories=categories)
-    rows = selectors.images_with_state(study=study).select_related("prompt")
+    form = ItemFilterForm(request.GET or None, t2i_models=t2i_models, categories=categories)
+    rows = selectors.items_with_state(study=study).select_related("prompt")
+    order: tuple[str, ...] = ITEM_SORTS["id"]
     if form.is_valid():
-        if form.cleaned_data["state"]:
-            rows = rows.filter(state=form.cleaned_data["state"])
-        if form.cleaned_data["t2i_model"]:
-            rows = rows.filter(t2i_model=form.cleaned_data["t2i_model"])
-        if form.cleaned_data["category"]:
-            rows = rows.filter(prompt__category=form.cleaned_data["category"])
+        data = form.cleaned_data
+        if data["state"]:
+            rows = rows.filter(state=data["state"])
+        if data["t2i_model"]:
+            rows = rows.filter(t2i_model=data["t2i_model"])
+        if data["category"]:
+            rows = rows.filter(prompt__category=data["category"])
+        if data["q"]:
+            rows = rows.filter(Q(key__icontains=data["q"]) | Q(prompt__text__icontains=data["q"]))
+        order = ITEM_SORTS.get(data["sort"] or "id", order)
+    rows = with_images(rows.order_by(*order)).prefetch_related("final_labels")
     page = Paginator(rows, 50).get_page(request.GET.get("page"))
+    questions = study_questions(study)
+    by_id = {question.pk: question for question in questions}
+    for row in page.object_list:
+        # The attributes the template reads besides the model's and the state's, set here.
+        item = cast("WithAnnotations[Item, _ItemListFields]", row)
+        item.finals = [
+            {
+                "question": by_id[final.question_id].key,
+                "display": by_id[final.question_id].display(final.value),
+            }
+            for final in sorted(item.final_labels.all(), key=lambda f: by_id[f.question_id].position)
+            if final.question_id in by_id
+        ]
+        item.images_view = _images_view(item)
+        item.state_label = STATE_LABELS.get(item.state, item.state)
+        item.n_asked = len(item_questions(item, questions))
     query = request.GET.copy()
     query.pop("page", None)
-    context = {"study": study, "form": form, "page": page, "query": query.urlencode()}
+    context = {
+        "study": study,
+        "form": form,
+        "page": page,
+        "query": query.urlencode(),
+        "n_questions": len(questions),
+    }
     return render(request, "annotate/images.html", context)
 
 
 @guarded(methods=READ, check=_researcher)
-def image(request: HttpRequest, image_id: int) -> HttpResponse:
-    """One image: prompt, labels and who gave them, final label, and the full history."""
-    img = get_object_or_404(Image.objects.select_related("study", "prompt"), pk=image_id)
-    detail = _detail(img)
-    resolvable = detail["state"] in (ImageState.DISPUTED, ImageState.RESOLVED)
-    return render(
-        request, "annotate/image.html", {"study": img.study, "detail": detail, "resolvable": resolvable}
-    )
+def image(request: HttpRequest, item_id: int) -> HttpResponse:
+    """One item: its images by role, and per question the labels and who gave them, the final
+    answer, and the whole history in time order."""
+    item = get_object_or_404(Item.objects.select_related("study", "prompt"), pk=item_id)
+    detail = _detail(item)
+    resolvable = {ItemState.DISPUTED, ItemState.RESOLVED}
+    for section in detail["questions"]:
+        section["resolvable"] = section["state"] in resolvable
+    context = {"study": item.study, "detail": detail, "images": _images_view(item)}
+    return render(request, "annotate/image.html", context)
 
 
 # --- Agreement and annotator stats (researchers) ----------------------------------------------
@@ -417,33 +839,48 @@ def image(request: HttpRequest, image_id: int) -> HttpResponse:
 
 @guarded(methods=READ, check=_researcher)
 def agreement(request: HttpRequest, slug: str | None = None) -> HttpResponse:
-    """Cohen's kappa, observed agreement and the confusion matrix, overall and per T2I model,
-    category and annotator pair; Fleiss' kappa and Krippendorff's alpha when N > 2."""
-    # Imported here: the report module pulls in the metrics stack, which page loads of other
-    # screens (and Django start-up) need not pay for.
-    from reports.report import agreement_report
-
+    """Per question: Cohen's kappa, observed agreement and the confusion matrix, overall and per
+    T2I model, category and annotator pair; Fleiss' kappa and Krippendorff's alpha when N > 2."""
     study = _choose_study(request, slug, "annotate:agreement")
     if isinstance(study, HttpResponse):
         return study
+    questions = study_questions(study)
     t2i_models, categories = _study_choices(study)
-    form = AgreementFilterForm(request.GET or None, t2i_models=t2i_models, categories=categories)
-    filters = {"t2i_model": None, "category": None}
+    form = AgreementFilterForm(
+        request.GET or None, questions=questions, t2i_models=t2i_models, categories=categories
+    )
+    filters: dict[str, str | None] = {"t2i_model": None, "category": None}
+    chosen = ""
     if form.is_valid():
         filters = {key: form.cleaned_data[key] or None for key in filters}
-    report = agreement_report(study=study, **filters)
+        chosen = form.cleaned_data["question"]
+    if not questions:
+        raise Http404("This study has no questions.")
+    question = next((q for q in questions if q.key == chosen), questions[0])
+    report = agreement_report(study=study, question=question, **filters)
+    overview = []
+    if len(questions) > 1:
+        overview = [
+            {
+                "question": q,
+                "report": report if q == question else agreement_report(study=study, question=q, **filters),
+            }
+            for q in questions
+        ]
     context = {
         "study": study,
         "form": form,
+        "question": question,
         "report": report,
-        "confusion_rows": _confusion_rows(report["labels"], report["confusion"]),
-        "many_raters": max(study.labels_per_image, report.get("max_labels_per_image") or 0) > 2,
+        "overview": overview,
+        "confusion_rows": _confusion_rows(report["label_names"], report["confusion"]),
+        "many_raters": max(study.labels_per_item, report["max_labels_per_item"] or 0) > 2,
     }
     return render(request, "annotate/agreement.html", context)
 
 
 def _confusion_rows(labels: list[str], matrix: list[list[int]]) -> list[dict[str, Any]]:
-    """Rows of the confusion table: rater A's label, then one cell per rater B label."""
+    """Rows of the confusion table: rater A's answer, then one cell per rater B answer."""
     return [
         {"label": label, "cells": [{"count": n, "diagonal": i == j} for j, n in enumerate(row)]}
         for i, (label, row) in enumerate(zip(labels, matrix, strict=True))

@@ -1,16 +1,27 @@
 // Keyboard labeling for BiasLab. No third-party code.
 //
-// Every form marked data-keyboard-form gets one key per button (data-key). On the labeling
-// screen (data-async) a key press posts the form with fetch and swaps in the server-rendered
-// partial of the next image, which the previous response already preloaded; elsewhere (the
-// dispute screen) it submits the form normally. A label that needs a reason (data-requires-reason)
-// opens the reason field first: Enter saves, Esc cancels. Without JavaScript the same forms
-// work as plain posts.
+// Every form marked data-keyboard-form gets its keys from the page (data-key, data-toggle-key):
+//
+// - single-question screens (data-layout="single"): one key per choice; the key press posts the
+//   form with fetch and swaps in the server-rendered partial of the next item, which the previous
+//   response already preloaded. A choice that needs a reason (data-requires-reason) opens the
+//   reason field first: Enter saves, Esc cancels.
+// - multi-question screens (data-layout="multi"): a toggle question's key switches its answer
+//   (yes ↔ no); a choice key answers the active question (highlighted; ↑ ↓ move it) — or the
+//   next question that has that key — and moves on; Enter saves every answer at once.
+// - the box check (object studies, a multi-question screen): the detector's boxes are drawn
+//   over the image, one highlighted at a time; Y confirms and N rejects the highlighted box and
+//   moves on to the next unanswered one, ← → (↑ ↓) move the highlight, / jumps to the
+//   "missed objects" field (COCO names suggested as you type, after every comma), and Enter
+//   saves once every box has its answer.
+// - other keyboard forms (the dispute screen): a key submits the form normally.
+//
+// Z goes back one item. Without JavaScript the same forms work as plain posts.
 (function () {
   "use strict";
 
-  let inFlight = false; // ignore key presses while a label is being saved
-  let shownAt = performance.now(); // when the current image was painted
+  let inFlight = false; // ignore key presses while answers are being saved
+  let shownAt = performance.now(); // when the current item was painted
   let pending = null; // the button waiting for its reason
 
   function region() {
@@ -21,12 +32,16 @@
     return document.querySelector("form[data-keyboard-form]");
   }
 
-  function isTyping(target) {
-    return target && (target.tagName === "INPUT" || target.tagName === "TEXTAREA" || target.isContentEditable);
+  function layout(form) {
+    return form ? form.getAttribute("data-layout") || "" : "";
   }
 
-  // Resolve once the frame showing ``img`` has been painted: after it is decoded, the next
-  // animation frame renders it, and a task queued from that frame runs after the paint.
+  function isTyping(target) {
+    return target && (target.tagName === "INPUT" && !["radio", "checkbox", "button", "submit"].includes(target.type) || target.tagName === "TEXTAREA" || target.isContentEditable);
+  }
+
+  // Resolve once the frame showing the images has been painted: after they are decoded, the
+  // next animation frame renders them, and a task queued from that frame runs after the paint.
   function afterNextPaint() {
     return new Promise((resolve) =>
       requestAnimationFrame(() => {
@@ -44,23 +59,25 @@
           img.addEventListener("load", resolve, { once: true });
           img.addEventListener("error", resolve, { once: true });
         });
-    return loaded
-      .then(() => (img.decode ? img.decode().catch(() => undefined) : undefined))
-      .then(afterNextPaint);
+    return loaded.then(() => (img.decode ? img.decode().catch(() => undefined) : undefined));
   }
 
   function markShown() {
-    const img = document.getElementById("current-image");
+    const r = region();
+    const images = r ? Array.from(r.querySelectorAll("img.shown-image")) : [];
+    const current = document.getElementById("current-image");
     const done = () => {
       shownAt = performance.now();
-      document.dispatchEvent(new CustomEvent("label:shown", { detail: { imageId: img && img.dataset.imageId } }));
+      document.dispatchEvent(
+        new CustomEvent("label:shown", { detail: { itemId: current && current.dataset.itemId } })
+      );
     };
-    if (img) {
-      whenPainted(img).then(done);
-    } else {
-      done();
-    }
+    Promise.all(images.map(whenPainted)).then(afterNextPaint).then(done);
+    activateQuestion(firstOpenQuestion());
+    startBoxCheck();
   }
+
+  // --- single-question screens: the reason field ------------------------------------------
 
   function reasonBox(form) {
     return form.querySelector(".reason");
@@ -69,6 +86,7 @@
   function openReason(form, button) {
     pending = button;
     const box = reasonBox(form);
+    if (!box) return;
     box.classList.add("open");
     const input = box.querySelector("input");
     input.focus();
@@ -85,9 +103,218 @@
     input.blur();
   }
 
-  // ``reasonFor``: the value of a label that needs a reason, when that label's save was
+  // --- multi-question screens: questions, the active one, toggles --------------------------
+
+  function questions() {
+    const r = region();
+    return r ? Array.from(r.querySelectorAll("fieldset.question")) : [];
+  }
+
+  function choiceQuestions() {
+    return questions().filter((q) => q.querySelector("input[type=radio][data-key]"));
+  }
+
+  function activeQuestion() {
+    const r = region();
+    return r ? r.querySelector("fieldset.question.active") : null;
+  }
+
+  function activateQuestion(fieldset) {
+    questions().forEach((q) => q.classList.toggle("active", q === fieldset));
+  }
+
+  function firstOpenQuestion() {
+    const open = choiceQuestions();
+    return open.find((q) => !q.querySelector("input[type=radio]:checked")) || open[0] || null;
+  }
+
+  function nextChoiceQuestion(after) {
+    const list = choiceQuestions();
+    const rest = list.slice(list.indexOf(after) + 1);
+    return rest.find((q) => !q.querySelector("input[type=radio]:checked")) || rest[0] || after;
+  }
+
+  function toggle(fieldset) {
+    const radios = Array.from(fieldset.querySelectorAll("input[type=radio]"));
+    if (!radios.length) return;
+    const at = radios.findIndex((radio) => radio.checked);
+    radios[(at + 1) % radios.length].checked = true;
+    fieldset.classList.add("touched");
+  }
+
+  // A choice key: the active question's choice with that key, else the first question after
+  // it (then before it) that has one. Several questions may share a key ("s" = same).
+  function answerByKey(key) {
+    const list = choiceQuestions();
+    if (!list.length) return false;
+    const active = activeQuestion() || list[0];
+    const start = Math.max(0, list.indexOf(active));
+    const order = list.slice(start).concat(list.slice(0, start));
+    for (const fieldset of order) {
+      const radio = fieldset.querySelector('input[type=radio][data-key="' + CSS.escape(key) + '"]');
+      if (radio) {
+        radio.checked = true;
+        activateQuestion(nextChoiceQuestion(fieldset));
+        return true;
+      }
+    }
+    return false;
+  }
+
+  function moveActive(step) {
+    const list = choiceQuestions();
+    if (!list.length) return;
+    const at = list.indexOf(activeQuestion());
+    activateQuestion(list[Math.min(list.length - 1, Math.max(0, at + step))]);
+  }
+
+  // --- the box check: one box highlighted, Y / N, arrows ---------------------------------
+  //
+  // The radios of the box list (one pair per box, what a browser without JavaScript posts) stay
+  // the source of truth; the highlight and the colours of the drawn boxes follow them.
+
+  let activeBox = -1; // index of the highlighted box; -1 when every box has its answer
+
+  function boxRows() {
+    const r = region();
+    return r ? Array.from(r.querySelectorAll("[data-box-check] .box-row")) : [];
+  }
+
+  function boxAnswer(row) {
+    const checked = row.querySelector("input[type=radio]:checked");
+    return checked ? checked.value : "";
+  }
+
+  function firstUnanswered(from) {
+    const rows = boxRows();
+    for (let step = 0; step < rows.length; step++) {
+      const index = (from + step) % rows.length;
+      if (!boxAnswer(rows[index])) return index;
+    }
+    return -1;
+  }
+
+  function paintBoxes() {
+    const r = region();
+    if (!r) return;
+    const rows = boxRows();
+    rows.forEach((row, index) => {
+      row.classList.toggle("active", index === activeBox);
+      row.setAttribute("data-answer", boxAnswer(row));
+    });
+    r.querySelectorAll(".box-overlay .box").forEach((shape) => {
+      const index = Number(shape.getAttribute("data-box"));
+      shape.classList.toggle("active", index === activeBox);
+      shape.setAttribute("data-answer", rows[index] ? boxAnswer(rows[index]) : "");
+    });
+    r.classList.toggle("boxes-done", rows.length > 0 && activeBox === -1);
+  }
+
+  function setActiveBox(index) {
+    activeBox = index;
+    paintBoxes();
+    const row = boxRows()[index];
+    if (row && row.scrollIntoView) row.scrollIntoView({ block: "nearest" });
+  }
+
+  function startBoxCheck() {
+    const r = region();
+    const rows = boxRows();
+    if (r) r.classList.toggle("box-check-live", rows.length > 0);
+    activeBox = rows.length ? firstUnanswered(0) : -1;
+    paintBoxes();
+  }
+
+  function moveBox(step) {
+    const rows = boxRows();
+    if (!rows.length) return;
+    if (activeBox === -1) {
+      setActiveBox(step > 0 ? 0 : rows.length - 1);
+    } else {
+      setActiveBox(Math.min(rows.length - 1, Math.max(0, activeBox + step)));
+    }
+  }
+
+  // Y / N on the highlighted box, then on to the next box without an answer (none: the
+  // highlight goes away and the screen says Enter saves).
+  function answerBox(key) {
+    const rows = boxRows();
+    const row = rows[activeBox];
+    if (!row) return false;
+    const radio = row.querySelector('input[type=radio][data-box-key="' + CSS.escape(key) + '"]');
+    if (!radio) return false;
+    radio.checked = true;
+    setActiveBox(firstUnanswered(activeBox + 1));
+    return true;
+  }
+
+  function classInput() {
+    const r = region();
+    return r ? r.querySelector("input[data-class-list]") : null;
+  }
+
+  function onBoxKey(event, key) {
+    const rows = boxRows();
+    if (!rows.length && !classInput()) return false;
+    if (key === "/" && classInput()) {
+      event.preventDefault();
+      classInput().focus();
+      return true;
+    }
+    if (!rows.length) return false;
+    if (key === "arrowright" || key === "arrowdown" || key === "arrowleft" || key === "arrowup") {
+      event.preventDefault();
+      moveBox(key === "arrowright" || key === "arrowdown" ? 1 : -1);
+      return true;
+    }
+    if (key.length === 1 && answerBox(key)) {
+      event.preventDefault();
+      return true;
+    }
+    return false;
+  }
+
+  // Saving needs an answer for every box: say which one is missing instead of a round trip.
+  function boxesComplete() {
+    const missing = firstUnanswered(0);
+    if (missing === -1) return true;
+    setActiveBox(missing);
+    const left = boxRows().filter((row) => !boxAnswer(row)).length;
+    showError("Box " + (missing + 1) + " has no answer yet (" + left + " unanswered): press Y or N for each box.");
+    return false;
+  }
+
+  function submitMulti(form) {
+    if (inFlight || !boxesComplete()) return;
+    post(form, null);
+  }
+
+  // A datalist suggests for the whole field; in a comma-separated list the suggestions must
+  // complete the last name, so each option is prefixed with what comes before the last comma.
+  const classNames = new WeakMap();
+
+  function suggestNames(input) {
+    const list = document.getElementById(input.getAttribute("list") || "");
+    if (!list) return;
+    if (!classNames.has(list)) classNames.set(list, Array.from(list.options).map((option) => option.value));
+    const at = input.value.lastIndexOf(",");
+    const prefix = at === -1 ? "" : input.value.slice(0, at + 1).replace(/\s*$/, " ");
+    if (list.getAttribute("data-prefix") === prefix) return;
+    list.setAttribute("data-prefix", prefix);
+    list.replaceChildren(
+      ...classNames.get(list).map((name) => {
+        const option = document.createElement("option");
+        option.value = prefix + name;
+        return option;
+      })
+    );
+  }
+
+  // --- talking to the server ----------------------------------------------------------------
+
+  // ``reasonFor``: the value of a choice that needs a reason, when that answer's save was
   // refused — the field is reopened with the focus in it, so what the annotator types next is
-  // the reason, never label keys (an "m" in "man in a suit" must not label the next image).
+  // the reason, never label keys (an "m" in "man in a suit" must not label the next item).
   function swap(html, failed, reasonFor) {
     const old = region();
     const holder = document.createElement("div");
@@ -100,7 +327,7 @@
     pending = null; // the old buttons are gone
     if (failed && reasonFor) {
       const form = keyboardForm();
-      const button = form && form.querySelector('button[name=value][value="' + CSS.escape(reasonFor) + '"]');
+      const button = form && form.querySelector('button[data-answer][value="' + CSS.escape(reasonFor) + '"]');
       if (button) openReason(form, button);
     }
     markShown();
@@ -120,11 +347,11 @@
 
   // Fetch a partial (GET link or POST form) and put it in place of the label region. A
   // failure keeps the same form, and so the same request_id: pressing the key again retries
-  // and the server stores the label once.
+  // and the server stores the answers once.
   function load(url, options, reasonFor) {
     inFlight = true;
     const headers = { "HX-Request": "true", "HX-Current-URL": window.location.href };
-    return fetch(url, Object.assign({ headers: headers, credentials: "same-origin" }, options))
+    return fetch(url, Object.assign({ headers: headers, credentials: "same-origin", cache: "no-store" }, options))
       .then((response) => {
         if (response.redirected && new URL(response.url).pathname.indexOf("/accounts/login") === 0) {
           window.location.href = response.url; // session ended: log in again
@@ -141,17 +368,17 @@
       });
   }
 
-  function submitLabel(form, button) {
+  function post(form, button) {
     const data = new FormData(form);
-    data.set("value", button.value);
+    if (button && button.name) data.set(button.name, button.value);
     data.set("duration_ms", String(Math.max(0, Math.round(performance.now() - shownAt))));
-    const reasonFor = button.hasAttribute("data-requires-reason") ? button.value : null;
+    const reasonFor = button && button.hasAttribute("data-requires-reason") ? button.value : null;
     return load(form.action, { method: "POST", body: data }, reasonFor);
   }
 
   function activate(form, button) {
     if (form.hasAttribute("data-async")) {
-      submitLabel(form, button);
+      post(form, button);
     } else {
       inFlight = true;
       form.requestSubmit(button);
@@ -168,8 +395,9 @@
       return;
     }
     if (button.hasAttribute("data-requires-reason")) {
-      const input = reasonBox(form).querySelector("input");
-      if (input.value.trim() === "") {
+      const box = reasonBox(form);
+      const input = box && box.querySelector("input");
+      if (input && input.value.trim() === "") {
         openReason(form, button);
         return;
       }
@@ -177,31 +405,69 @@
     activate(form, button);
   }
 
+  function onTypingKey(event, form) {
+    const multi = layout(form) === "multi";
+    const target = pending || (form && form.querySelector("[data-requires-reason]"));
+    if (!multi && form && event.target.closest(".reason") && target) {
+      if (event.key === "Enter") {
+        event.preventDefault();
+        if (inFlight) return;
+        if (event.target.value.trim() === "") {
+          // Refuse here: the focus stays in the field, so typing goes on into the reason.
+          showError("Type a short reason first, then Enter (Esc cancels).");
+          return;
+        }
+        activate(form, target);
+      } else if (event.key === "Escape") {
+        event.preventDefault();
+        closeReason(form);
+      }
+      return;
+    }
+    if (multi && form.contains(event.target) && event.key === "Enter") {
+      // Enter in a text answer saves the whole screen, as it does anywhere else on it.
+      event.preventDefault();
+      submitMulti(form);
+      return;
+    }
+    if (event.key === "Escape" || (event.key === "Enter" && form && form.contains(event.target))) {
+      // Leave a note field, so the next key sets an answer. Enter must not submit the form
+      // natively: that would pick the first button (an answer nobody chose).
+      event.preventDefault();
+      event.target.blur();
+    }
+  }
+
+  function onMultiKey(event, form, key) {
+    if (key === "enter") {
+      event.preventDefault();
+      submitMulti(form);
+      return true;
+    }
+    if (key === "arrowdown" || key === "arrowup") {
+      event.preventDefault();
+      moveActive(key === "arrowdown" ? 1 : -1);
+      return true;
+    }
+    const r = region();
+    const toggled = r.querySelector('fieldset[data-toggle-key="' + CSS.escape(key) + '"]');
+    if (toggled) {
+      event.preventDefault();
+      toggle(toggled);
+      return true;
+    }
+    if (key.length === 1 && answerByKey(key)) {
+      event.preventDefault();
+      return true;
+    }
+    return false;
+  }
+
   function onKeyDown(event) {
     if (event.repeat || event.ctrlKey || event.metaKey || event.altKey) return;
     const form = keyboardForm();
     if (isTyping(event.target)) {
-      const target = pending || (form && form.querySelector("[data-requires-reason]"));
-      if (form && event.target.closest(".reason") && target) {
-        if (event.key === "Enter") {
-          event.preventDefault();
-          if (inFlight) return;
-          if (event.target.value.trim() === "") {
-            // Refuse here: the focus stays in the field, so typing goes on into the reason.
-            showError("Type a short reason first, then Enter (Esc cancels).");
-            return;
-          }
-          activate(form, target);
-        } else if (event.key === "Escape") {
-          event.preventDefault();
-          closeReason(form);
-        }
-      } else if (event.key === "Escape" || (event.key === "Enter" && form && form.contains(event.target))) {
-        // Leave a note field, so the next key sets a label. Enter must not submit the form
-        // natively: that would pick the first button (a label nobody chose).
-        event.preventDefault();
-        event.target.blur();
-      }
+      onTypingKey(event, form);
       return;
     }
     if (inFlight) {
@@ -209,8 +475,11 @@
       return;
     }
     const key = event.key.toLowerCase();
+    if (form && layout(form) === "multi" && region() && region().contains(form)) {
+      if (onBoxKey(event, key) || onMultiKey(event, form, key)) return;
+    }
     const scope = region() || document;
-    const button = scope.querySelector('[data-key="' + CSS.escape(key) + '"]');
+    const button = scope.querySelector('button[data-key="' + CSS.escape(key) + '"], a[data-key="' + CSS.escape(key) + '"]');
     if (!button) return;
     event.preventDefault();
     press(form, button);
@@ -220,14 +489,34 @@
   function onClick(event) {
     const form = keyboardForm();
     if (!form || !form.hasAttribute("data-async")) return;
-    const target = event.target.closest("button[name=value], a[data-key]");
+    const fieldset = event.target.closest("fieldset.question");
+    if (fieldset && choiceQuestions().includes(fieldset)) activateQuestion(fieldset);
+    const boxRow = event.target.closest("[data-box-check] .box-row");
+    if (boxRow) setActiveBox(boxRows().indexOf(boxRow));
+    const target = event.target.closest("button[data-answer], button[data-submit], a[data-key]");
     if (!target || !region() || !region().contains(target)) return;
     event.preventDefault();
-    if (!inFlight) press(form, target);
+    if (inFlight) return;
+    if (target.hasAttribute("data-submit")) {
+      submitMulti(form);
+    } else {
+      press(form, target);
+    }
+  }
+
+  // A box answered with the mouse recolours its drawn box like a key press does.
+  function onChange(event) {
+    if (event.target.closest && event.target.closest("[data-box-check]")) paintBoxes();
+  }
+
+  function onInput(event) {
+    if (event.target.matches && event.target.matches("input[data-class-list]")) suggestNames(event.target);
   }
 
   document.documentElement.classList.add("js");
   document.addEventListener("keydown", onKeyDown);
   document.addEventListener("click", onClick);
+  document.addEventListener("change", onChange);
+  document.addEventListener("input", onInput);
   markShown();
 })();

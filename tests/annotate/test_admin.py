@@ -1,4 +1,5 @@
-"""Admin: model pages, zip upload (admins only, zip-slip refused), ground-truth downloads."""
+"""Admin: model pages, zip upload (admins only, zip-slip refused, bad values never a 500), study
+forms with the protocol's questions, ground-truth downloads."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import zipfile
 import pytest
 from django.urls import reverse
 
-from annotate import services
-from annotate.ingest import ZipRejected, images_import_zip
-from annotate.models import FinalLabel, FinalLabelSource, Image, Study
-from tests.factories import ImageFactory, PromptFactory, png_bytes
+from annotate.models import FinalLabelSource
+from studies.ingest import ZipRejected, images_import_zip
+from studies.models import Image, Item, ItemImage, Question, Study
+from tests.annotate.gender import final_of, label_import
+from tests.factories import ItemFactory, PromptFactory, StudyFactory, image_of, png_bytes
 
 MANIFEST_HEADER = "image,t2i_model,prompt,category,word,seed\n"
 
@@ -55,43 +57,67 @@ def admin_client(client_for, admin_user):
 # --- pages ------------------------------------------------------------------------------------------
 
 
+def item_paths() -> list[str]:
+    return list(ItemImage.objects.order_by("id").values_list("source_path", flat=True))
+
+
 @pytest.mark.parametrize(
-    "model",
-    ["study", "prompt", "image", "label", "labelrevision", "finallabel", "finallabelrevision", "assignment"],
+    "page",
+    [
+        "studies_study",
+        "studies_prompt",
+        "studies_item",
+        "studies_image",
+        "annotate_label",
+        "annotate_labelrevision",
+        "annotate_finallabel",
+        "annotate_finallabelrevision",
+        "annotate_assignment",
+    ],
 )
-def test_admin_sees_every_annotate_list(admin_client, study, model, annotator_a):
-    image = ImageFactory(prompt=PromptFactory(study=study))
-    services.label_import(image=image, annotator=annotator_a, value="male")
-    response = admin_client.get(reverse(f"admin:annotate_{model}_changelist"))
+def test_admin_sees_every_list(admin_client, study, page, annotator_a):
+    item = ItemFactory(prompt=PromptFactory(study=study))
+    label_import(item=item, annotator=annotator_a, value="male")
+    response = admin_client.get(reverse(f"admin:{page}_changelist"))
     assert response.status_code == 200
 
 
-def test_image_list_shows_thumbnail_state_and_filters_by_state(admin_client, study, annotator_a, annotator_b):
+def test_item_list_shows_thumbnail_state_and_filters_by_state(admin_client, study, annotator_a, annotator_b):
     prompt = PromptFactory(study=study)
-    agreed, untouched = ImageFactory(prompt=prompt), ImageFactory(prompt=prompt)
+    agreed, untouched = ItemFactory(prompt=prompt), ItemFactory(prompt=prompt)
     for user in (annotator_a, annotator_b):
-        services.label_import(image=agreed, annotator=user, value="female")
-    url = reverse("admin:annotate_image_changelist")
+        label_import(item=agreed, annotator=user, value="female")
+    url = reverse("admin:studies_item_changelist")
     page = admin_client.get(url).content.decode()
-    assert f'src="/media/{agreed.file}"' in page
+    assert f'src="/media/{image_of(agreed).file}"' in page
     assert "Agreed" in page
     filtered = admin_client.get(url, {"state": "agreed"}).content.decode()
-    assert agreed.source_path in filtered
-    assert untouched.source_path not in filtered
+    assert agreed.key in filtered
+    assert untouched.key not in filtered
 
 
-def test_image_page_shows_labels_and_final_label_history(admin_client, study, annotator_a, annotator_b):
-    image = ImageFactory(prompt=PromptFactory(study=study))
+def test_item_page_shows_images_labels_and_final_label_history(admin_client, study, annotator_a, annotator_b):
+    item = ItemFactory(prompt=PromptFactory(study=study))
     for user in (annotator_a, annotator_b):
-        services.label_import(image=image, annotator=user, value="female")
-    page = admin_client.get(reverse("admin:annotate_image_change", args=[image.pk])).content.decode()
+        label_import(item=item, annotator=user, value="female")
+    page = admin_client.get(reverse("admin:studies_item_change", args=[item.pk])).content.decode()
     assert "anna" in page
     assert "final label history" in page.lower()
+    assert item.key in page
+
+
+def test_a_pair_item_page_shows_both_images(admin_client, db):
+    from tests.factories import PairItemFactory
+
+    pair = PairItemFactory(prompt=PromptFactory(study=StudyFactory(protocol="pair_change")))
+    page = admin_client.get(reverse("admin:studies_item_change", args=[pair.pk])).content.decode()
+    assert "Input (seed photo)" in page
+    assert f"{pair.key}.png" in page
 
 
 def test_labels_cannot_be_added_or_changed_in_the_admin(admin_client, study, annotator_a):
-    image = ImageFactory(prompt=PromptFactory(study=study))
-    label = services.label_import(image=image, annotator=annotator_a, value="male")
+    item = ItemFactory(prompt=PromptFactory(study=study))
+    label = label_import(item=item, annotator=annotator_a, value="male")
     assert admin_client.get(reverse("admin:annotate_label_add")).status_code == 403
     response = admin_client.post(reverse("admin:annotate_label_change", args=[label.pk]), {"value": "female"})
     assert response.status_code == 403
@@ -99,20 +125,90 @@ def test_labels_cannot_be_added_or_changed_in_the_admin(admin_client, study, ann
     assert label.value == "male"
 
 
+def test_items_cannot_be_added_or_changed_in_the_admin(admin_client, study):
+    item = ItemFactory(prompt=PromptFactory(study=study))
+    assert admin_client.get(reverse("admin:studies_item_add")).status_code == 403
+    response = admin_client.post(reverse("admin:studies_item_change", args=[item.pk]), {"key": "renamed"})
+    assert response.status_code == 403
+    item.refresh_from_db()
+    assert item.key != "renamed"
+
+
 def test_set_final_label_action_goes_through_the_service(admin_client, study, admin_user):
-    image = ImageFactory(prompt=PromptFactory(study=study))
+    item = ItemFactory(prompt=PromptFactory(study=study))
     response = admin_client.post(
-        reverse("admin:annotate_image_changelist"),
-        {"action": "set_final_low_quality", "_selected_action": [image.pk]},
+        reverse("admin:studies_item_changelist"),
+        {"action": "set_final_low_quality", "_selected_action": [item.pk]},
     )
     assert response.status_code == 302
-    final = FinalLabel.objects.get(image=image)
+    final = final_of(item)
     assert (final.value, final.source, final.decided_by) == (
         "low_quality",
         FinalLabelSource.RESOLVED,
         admin_user,
     )
-    assert image.final_label_revisions.count() == 1
+    assert item.final_label_revisions.count() == 1
+
+
+def test_set_final_label_action_refuses_items_of_a_study_of_several_questions(admin_client, study, db):
+    gender_item = ItemFactory(prompt=PromptFactory(study=study))
+    attributes_item = ItemFactory(prompt=PromptFactory(study=StudyFactory(protocol="attributes")))
+    response = admin_client.post(
+        reverse("admin:studies_item_changelist"),
+        {"action": "set_final_male", "_selected_action": [gender_item.pk, attributes_item.pk]},
+        follow=True,
+    )
+    page = response.content.decode()
+    assert "set on 1 item(s)" in page
+    assert "its study asks several questions" in page
+    assert final_of(attributes_item) is None
+
+
+# --- study forms ------------------------------------------------------------------------------------
+
+
+def study_form(**changes: object) -> dict[str, object]:
+    data: dict[str, object] = {
+        "name": "Clothes",
+        "slug": "clothes",
+        "protocol": "attributes",
+        "description": "Tick what the person wears.",
+        "labels_per_item": 3,
+        "agreement": "majority",
+        "claim_timeout_seconds": 900,
+        "parameters": "{}",
+        "questions-TOTAL_FORMS": 0,
+        "questions-INITIAL_FORMS": 0,
+    }
+    data.update(changes)
+    return data
+
+
+def test_a_study_added_in_the_admin_gets_its_protocols_questions(admin_client, annotator_a):
+    response = admin_client.post(reverse("admin:studies_study_add"), study_form(annotators=[annotator_a.pk]))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    study = Study.objects.get(slug="clothes")
+    assert (study.protocol, study.description, study.labels_per_item) == (
+        "attributes",
+        "Tick what the person wears.",
+        3,
+    )
+    assert Question.objects.filter(study=study).count() == 15
+    assert list(study.annotators.all()) == [annotator_a]
+
+
+def test_the_admin_study_form_refuses_a_majority_of_two(admin_client):
+    response = admin_client.post(reverse("admin:studies_study_add"), study_form(labels_per_item=2))
+    assert "A majority needs at least 3 labels per item" in response.content.decode()
+    assert not Study.objects.exists()
+
+
+def test_a_labelled_study_keeps_its_protocol_n_and_agreement_in_the_admin(admin_client, study, annotator_a):
+    label_import(item=ItemFactory(prompt=PromptFactory(study=study)), annotator=annotator_a, value="male")
+    page = admin_client.get(reverse("admin:studies_study_change", args=[study.pk])).content.decode()
+    assert 'name="labels_per_item"' not in page
+    assert 'name="agreement"' not in page
+    assert "Which gender does the person in the image present?" in page  # the question inline
 
 
 # --- zip upload ------------------------------------------------------------------------------------
@@ -123,15 +219,15 @@ def test_admin_imports_a_zip_and_sees_the_summary(admin_client, study):
     page = response.content.decode()
     assert response.status_code == 200
     assert "3 images accepted, 0 duplicates (already imported), 0 rejected" in page
-    assert Image.objects.filter(study=study).count() == 3
+    assert Item.objects.filter(study=study).count() == 3
 
 
 def test_uploading_the_same_zip_twice_changes_nothing(admin_client, study):
     upload(admin_client, study, good_zip())
-    before = list(Image.objects.values_list("id", "sha256"))
+    before = list(ItemImage.objects.values_list("id", "item_id", "image__sha256"))
     page = upload(admin_client, study, good_zip()).content.decode()
     assert "0 images accepted, 3 duplicates" in page
-    assert list(Image.objects.values_list("id", "sha256")) == before
+    assert list(ItemImage.objects.values_list("id", "item_id", "image__sha256")) == before
 
 
 def test_bad_rows_in_a_zip_are_listed_with_their_reasons(admin_client, study):
@@ -143,7 +239,7 @@ def test_bad_rows_in_a_zip_are_listed_with_their_reasons(admin_client, study):
     assert "1 images accepted" in page
     assert "not an image" in page
     assert "path with &#x27;..&#x27; refused" in page
-    assert list(Image.objects.values_list("source_path", flat=True)) == ["ok.png"]
+    assert item_paths() == ["ok.png"]
 
 
 @pytest.mark.parametrize(
@@ -206,18 +302,18 @@ def test_staff_without_change_permission_on_studies_may_not_upload(client_for, s
 
 
 def test_admin_downloads_ground_truth_as_csv_and_json(admin_client, study):
-    ImageFactory(prompt=PromptFactory(study=study), source_path="a.png")
+    ItemFactory(prompt=PromptFactory(study=study), key="a.png")
     response = admin_client.get(reverse("admin:annotate_study_export", args=[study.pk, "csv"]))
     assert response["Content-Disposition"] == 'attachment; filename="gender-ground-truth.csv"'
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
-    assert [r["image"] for r in rows] == ["a.png"]
+    assert [(r["item"], r["question"], r["image"]) for r in rows] == [("a.png", "gender", "a.png")]
     response = admin_client.get(reverse("admin:annotate_study_export", args=[study.pk, "json"]))
     assert json.loads(response.content)["rows"][0]["image"] == "a.png"
 
 
 def test_export_action_downloads_the_selected_study(admin_client, study):
     response = admin_client.post(
-        reverse("admin:annotate_study_changelist"), {"action": "export_csv", "_selected_action": [study.pk]}
+        reverse("admin:studies_study_changelist"), {"action": "export_csv", "_selected_action": [study.pk]}
     )
     assert response["Content-Type"].startswith("text/csv")
 
@@ -237,7 +333,9 @@ def test_a_zip_can_create_a_new_study(admin_client, db):
         reverse("admin:annotate_study_import_zip"), {"new_study": "pilot-2", "archive": archive}
     )
     assert "2 images accepted" in response.content.decode()
-    assert Study.objects.get(slug="pilot-2").images.count() == 2
+    study = Study.objects.get(slug="pilot-2")
+    assert study.items.count() == 2
+    assert study.questions.get().key == "gender"
 
 
 def test_a_refused_zip_leaves_no_new_study_behind(admin_client, db):
@@ -263,3 +361,89 @@ def test_html_in_a_manifest_path_is_escaped_on_the_result_page(admin_client, stu
     page = upload(admin_client, study, data).content.decode()
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;.png" in page
+
+
+# --- bad values never answer 500 nor leave an empty study (issue 9, item 7) ---------------------
+
+
+@pytest.mark.parametrize(
+    ("row", "reason"),
+    [
+        ("a.png,sdxl,p,c\x00,w,1", "contains a NUL character"),
+        ("a.png," + "m" * 201 + ",p,c,w,1", "longer than 200 characters"),
+        ("a.png,sdxl,p,c,w,abc", "seed must be an integer"),
+    ],
+    ids=["nul", "too-long", "bad-seed"],
+)
+def test_a_zip_whose_only_row_is_bad_lists_it_and_creates_no_study(admin_client, db, row, reason, settings):
+    data = make_zip({"a.png": png_bytes(1)}, [row])
+    archive = io.BytesIO(data)
+    archive.name = "bad-rows.zip"
+    response = admin_client.post(
+        reverse("admin:annotate_study_import_zip"), {"new_study": "pilot-4", "archive": archive}
+    )
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert reason in page
+    assert "Nothing was imported: the new study “pilot-4” was not created." in page
+    assert not Study.objects.filter(slug="pilot-4").exists()
+    assert not any(p.is_file() for p in settings.MEDIA_ROOT.rglob("*"))
+
+
+def test_a_zip_with_params_holding_nan_imports_the_good_rows_only(admin_client, study):
+    manifest = (
+        "image,t2i_model,prompt,category,word,seed,index,params\n"
+        'ok.png,sdxl,p,c,w,1,0,"{""steps"": 30}"\n'
+        'nan.png,sdxl,p,c,w,2,1,"{""guidance"": NaN}"\n'
+        "big.png,sdxl,p,c,w,3,2147483648,{}\n"
+    )
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("manifest.csv", manifest)
+        for n, name in enumerate(("ok.png", "nan.png", "big.png")):
+            archive.writestr(name, png_bytes(n))
+    page = upload(admin_client, study, buffer.getvalue()).content.decode()
+    assert "1 images accepted, 0 duplicates (already imported), 2 rejected" in page
+    assert "params holds NaN is not a number JSON allows" in page
+    assert "index must be at most 2147483647" in page
+    assert item_paths() == ["ok.png"]
+
+
+def test_a_zip_whose_manifest_is_not_utf8_is_refused_with_a_message(admin_client, study):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("manifest.csv", MANIFEST_HEADER.encode() + b"a.png,sdxl,p\xff,c,w,1\n")
+        archive.writestr("a.png", png_bytes(1))
+    response = upload(admin_client, study, buffer.getvalue())
+    assert response.status_code == 200
+    assert "not UTF-8 text near line 2" in response.content.decode()
+    assert Item.objects.count() == 0
+
+
+def test_a_database_failure_during_a_zip_import_is_a_message_and_leaves_nothing(
+    admin_client, db, monkeypatch, settings
+):
+    from django.db import IntegrityError
+
+    def refuse(*args, **kwargs):
+        raise IntegrityError("UNIQUE constraint failed")
+
+    monkeypatch.setattr(ItemImage.objects, "bulk_create", refuse)
+    archive = io.BytesIO(good_zip(2))
+    archive.name = "x.zip"
+    response = admin_client.post(
+        reverse("admin:annotate_study_import_zip"), {"new_study": "pilot-5", "archive": archive}
+    )
+    assert response.status_code == 200
+    assert "the database refused the import" in response.content.decode()
+    assert not Study.objects.filter(slug="pilot-5").exists()
+    assert (Item.objects.count(), Image.objects.count()) == (0, 0)
+    assert not any(p.is_file() for p in settings.MEDIA_ROOT.rglob("*"))
+
+
+def test_the_study_pages_link_to_the_zip_import_and_the_exports(admin_client, study):
+    listing = admin_client.get(reverse("admin:studies_study_changelist")).content.decode()
+    assert reverse("admin:annotate_study_import_zip") in listing
+    page = admin_client.get(reverse("admin:studies_study_change", args=[study.pk])).content.decode()
+    assert f"{reverse('admin:annotate_study_import_zip')}?study={study.pk}" in page
+    assert reverse("admin:annotate_study_export", args=[study.pk, "json"]) in page

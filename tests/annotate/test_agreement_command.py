@@ -1,4 +1,5 @@
-"""``manage.py agreement``: JSON with at least cohen_kappa, observed_agreement and n_images."""
+"""``manage.py agreement``: JSON with at least cohen_kappa, observed_agreement and n_images, on
+one question of one study."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from sklearn.metrics import cohen_kappa_score
 
-from tests.factories import ImageFactory, LabelFactory, PromptFactory
+from annotate import services
+from tests.factories import ItemFactory, LabelFactory, PromptFactory, StudyFactory
 
 PAIRS = [
     ("male", "male", "sdxl", "profession"),
@@ -24,11 +26,11 @@ PAIRS = [
 def labelled(study, annotator_a, annotator_b):
     prompts = {c: PromptFactory(study=study, category=c) for c in ("profession", "place")}
     for a, b, model, category in PAIRS:
-        image = ImageFactory(prompt=prompts[category], t2i_model=model)
-        LabelFactory(image=image, annotator=annotator_a, value=a)
-        LabelFactory(image=image, annotator=annotator_b, value=b)
-    # One image with a single label does not count.
-    LabelFactory(image=ImageFactory(prompt=prompts["place"]), annotator=annotator_a, value="male")
+        item = ItemFactory(prompt=prompts[category], t2i_model=model)
+        LabelFactory(item=item, annotator=annotator_a, value=a)
+        LabelFactory(item=item, annotator=annotator_b, value=b)
+    # One item with a single label does not count.
+    LabelFactory(item=ItemFactory(prompt=prompts["place"]), annotator=annotator_a, value="male")
     return study
 
 
@@ -45,8 +47,11 @@ def test_json_prints_kappa_agreement_and_count_equal_to_scikit_learn(labelled):
         cohen_kappa_score([p[0] for p in PAIRS], [p[1] for p in PAIRS])
     )
     assert report["observed_agreement"] == pytest.approx(3 / 5)
-    assert report["n_images"] == 5
-    for key in ("labels", "confusion", "per_t2i_model", "per_category", "per_annotator_pair"):
+    assert report["n_images"] == report["n_items"] == 5
+    assert (report["study"], report["question"]) == ("gender", "gender")
+    assert report["labels"][:4] == ["male", "female", "low_quality", "other"]
+    assert report["label_names"][:4] == ["Male", "Female", "Low quality", "Other"]
+    for key in ("confusion", "per_t2i_model", "per_category", "per_annotator_pair"):
         assert key in report
     assert report["per_annotator_pair"][0]["annotators"] == ["anna", "ben"]
 
@@ -62,7 +67,8 @@ def test_json_filters_by_study_model_and_category(labelled):
 
 def test_text_format_reads_as_a_summary(labelled):
     text = run("--format", "text")
-    assert "Images with two or more labels: 5" in text
+    assert "Study gender, question gender: Which gender" in text
+    assert "Items with two or more labels: 5" in text
     assert "Observed agreement: 0.600" in text
     assert "anna & ben" in text
 
@@ -72,11 +78,19 @@ def test_an_unknown_study_is_refused_with_the_known_ones(labelled):
         run("--study", "nope")
 
 
+def test_several_studies_need_the_study_option(labelled):
+    StudyFactory(slug="second")
+    with pytest.raises(
+        CommandError, match="several studies: choose one with --study \\(existing studies: gender, second\\)"
+    ):
+        run()
+
+
 def test_an_unknown_model_or_category_is_refused_with_the_known_ones(labelled):
-    with pytest.raises(CommandError, match="No images of T2I model 'dalle' \\(T2I models: sd3, sdxl\\)"):
+    with pytest.raises(CommandError, match="No items of T2I model 'dalle' \\(T2I models: sd3, sdxl\\)"):
         run("--t2i-model", "dalle")
     with pytest.raises(
-        CommandError, match="No images of prompt category 'food' \\(categories: place, profession\\)"
+        CommandError, match="No items of prompt category 'food' \\(categories: place, profession\\)"
     ):
         run("--category", "food")
 
@@ -86,3 +100,35 @@ def test_no_labels_gives_null_kappa_not_zero(study):
     assert report["n_images"] == 0
     assert report["cohen_kappa"] is None
     assert report["observed_agreement"] is None
+
+
+@pytest.fixture
+def attributes(db, annotator_a, annotator_b):
+    study = StudyFactory(slug="clothes", protocol="attributes", labels_per_item=2, agreement="unanimous")
+    prompt = PromptFactory(study=study)
+    questions = {q.key: q for q in study.questions.all()}
+    answers = {"hat": [("yes", "yes"), ("no", "yes"), ("no", "no")], "tie": [("yes", "yes")] * 3}
+    for i in range(3):
+        item = ItemFactory(prompt=prompt)
+        for key, pairs in answers.items():
+            a, b = pairs[i]
+            services.label_import(item=item, question=questions[key], annotator=annotator_a, value=a)
+            services.label_import(item=item, question=questions[key], annotator=annotator_b, value=b)
+    return study
+
+
+def test_a_study_of_several_questions_needs_the_question_option(attributes):
+    with pytest.raises(
+        CommandError, match="asks 15 questions: choose one with --question \\(boots, slippers,"
+    ):
+        run("--study", "clothes")
+    with pytest.raises(CommandError, match="has no question 'wings'"):
+        run("--study", "clothes", "--question", "wings")
+
+
+def test_agreement_is_computed_per_question(attributes):
+    hat = json.loads(run("--study", "clothes", "--question", "hat"))
+    tie = json.loads(run("--study", "clothes", "--question", "tie"))
+    assert hat["cohen_kappa"] == pytest.approx(cohen_kappa_score(["yes", "no", "no"], ["yes", "yes", "no"]))
+    assert hat["observed_agreement"] == pytest.approx(2 / 3)
+    assert (tie["observed_agreement"], tie["n_items"], tie["question"]) == (1.0, 3, "tie")

@@ -1,4 +1,5 @@
-"""Annotators working at the same moment never push an image past N labels (PostgreSQL).
+"""Annotators working at the same moment never push an item past N labels, and never leave a
+final label that disagrees with the labels (PostgreSQL).
 
 Real threads, each with its own database connection, claim and submit concurrently. On SQLite
 writes are serial anyway, so these tests only run against PostgreSQL (DATABASE_URL).
@@ -17,8 +18,13 @@ from django.db.models import Count
 from django.utils import timezone
 
 from annotate import services
-from annotate.models import Assignment, FinalLabel, FinalLabelSource, Image, Label
-from tests.factories import ImageFactory, PromptFactory, StudyFactory, UserFactory
+from annotate.models import Assignment, FinalLabel, FinalLabelSource, Label
+from studies.models import Item
+from tests.annotate.gender import (
+    submit,
+    submit_next,
+)
+from tests.factories import ItemFactory, PromptFactory, StudyFactory, UserFactory
 
 pytestmark = [
     pytest.mark.postgres,
@@ -54,12 +60,12 @@ def _run_in_threads(work: Callable[[int], None], count: int) -> list[BaseExcepti
     return errors
 
 
-def _study_with(n_images: int, n_annotators: int, labels_per_image: int = 2):
-    study = StudyFactory(labels_per_image=labels_per_image)
+def _study_with(n_images: int, n_annotators: int, labels_per_item: int = 2):
+    study = StudyFactory(labels_per_item=labels_per_item)
     annotators = [UserFactory(username=f"worker{i}", role="annotator") for i in range(n_annotators)]
     study.annotators.add(*annotators)
     prompt = PromptFactory(study=study)
-    images = [ImageFactory(prompt=prompt) for _ in range(n_images)]
+    images = [ItemFactory(prompt=prompt) for _ in range(n_images)]
     return study, annotators, images
 
 
@@ -71,10 +77,10 @@ def test_concurrent_annotators_never_push_an_image_past_n_labels():
     def work(index: int) -> None:
         annotator = annotators[index]
         while seats := services.assignment_queue(study=study, annotator=annotator, size=2):
-            image = seats[0].image
+            image = seats[0].item
             given[annotator.username].append(image.pk)
-            services.annotation_submit(
-                image=image,
+            submit(
+                item=image,
                 annotator=annotator,
                 value=values[(index + image.pk) % 2],
                 request_id=f"{index}-{image.pk}",
@@ -83,9 +89,9 @@ def test_concurrent_annotators_never_push_an_image_past_n_labels():
     errors = _run_in_threads(work, THREADS)
 
     assert errors == []
-    per_image = dict(Label.objects.values_list("image").annotate(n=Count("id")))
+    per_image = dict(Label.objects.values_list("item").annotate(n=Count("id")))
     assert per_image == {image.pk: 2 for image in images}  # every image exactly N labels
-    seats = Assignment.objects.values("image").annotate(n=Count("id"))
+    seats = Assignment.objects.values("item").annotate(n=Count("id"))
     assert max(row["n"] for row in seats) == 2
     for username, image_ids in given.items():
         assert len(image_ids) == len(set(image_ids)), f"{username} got an image twice"
@@ -95,7 +101,7 @@ def test_concurrent_annotators_never_push_an_image_past_n_labels():
 def test_concurrent_final_submits_on_one_image_keep_the_final_label_consistent():
     """N annotators finishing the same images at the same moment: every image whose N labels
     agree gets its agreed final label, and no disagreeing image gets one."""
-    study, annotators, images = _study_with(n_images=4, n_annotators=3, labels_per_image=3)
+    study, annotators, images = _study_with(n_images=4, n_annotators=3, labels_per_item=3)
     # Every annotator first holds a seat on every image, then all submit at once.
     for annotator in annotators:
         services.assignment_queue(study=study, annotator=annotator, size=len(images))
@@ -104,12 +110,12 @@ def test_concurrent_final_submits_on_one_image_keep_the_final_label_consistent()
     def work(index: int) -> None:
         for image in images:
             value = plan.get(image.pk, ["male", "female", "male"][index])
-            services.annotation_submit(image=image, annotator=annotators[index], value=value)
+            submit(item=image, annotator=annotators[index], value=value)
 
     errors = _run_in_threads(work, len(annotators))
 
     assert errors == []
-    finals = dict(FinalLabel.objects.values_list("image_id", "value"))
+    finals = dict(FinalLabel.objects.values_list("item_id", "value"))
     assert finals == plan
     assert set(FinalLabel.objects.values_list("source", flat=True)) == {FinalLabelSource.AGREED}
 
@@ -121,7 +127,7 @@ def test_concurrent_claims_for_the_last_free_seats_hand_each_out_once():
 
     def work(index: int) -> None:
         for seat in services.assignment_queue(study=study, annotator=annotators[index], size=2):
-            won.append((annotators[index].username, seat.image_id))
+            won.append((annotators[index].username, seat.item_id))
 
     errors = _run_in_threads(work, THREADS)
 
@@ -144,18 +150,18 @@ def test_concurrent_claims_on_abandoned_seats_free_each_slot_once():
 
     def work(index: int) -> None:
         for seat in services.assignment_queue(study=study, annotator=workers[index], size=2, now=later):
-            won.append((workers[index].pk, seat.image_id))
+            won.append((workers[index].pk, seat.item_id))
 
     errors = _run_in_threads(work, THREADS)
 
     assert errors == []
     assert len(won) == len(set(won)) == 6  # 3 images x N freed seats, each handed out once
-    seats = Assignment.objects.values("image").annotate(n=Count("id"))
+    seats = Assignment.objects.values("item").annotate(n=Count("id"))
     assert {row["n"] for row in seats} == {2}
     assert not Assignment.objects.filter(annotator__in=quitters).exists()
 
 
-def test_concurrent_key_presses_that_submit_and_claim_in_one_transaction_keep_n_labels_per_image():
+def test_concurrent_key_presses_that_submit_and_claim_in_one_transaction_keep_n_labels_per_item():
     """The labeling screen's path: each submit holds its image's lock while it claims the next
     seat. Annotators doing that at once neither deadlock nor push an image past N labels."""
     study, annotators, images = _study_with(n_images=10, n_annotators=THREADS)
@@ -166,28 +172,66 @@ def test_concurrent_key_presses_that_submit_and_claim_in_one_transaction_keep_n_
         annotator = annotators[index]
         queue = services.assignment_queue(study=study, annotator=annotator, size=2)
         while queue:
-            image_id = queue[0].image_id
+            image_id = queue[0].item_id
             given[index].append(image_id)
-            outcome = services.annotation_submit_next(
+            outcome = submit_next(
                 study=study,
                 annotator=annotator,
-                image_id=image_id,
+                item_id=image_id,
                 value=values[(index + image_id) % 2],
                 request_id=f"{index}-{image_id}",
             )
-            assert outcome.label.image_id == image_id
+            assert outcome.labels[0].item_id == image_id
             queue = outcome.queue
 
     errors = _run_in_threads(work, THREADS)
 
     assert errors == []
-    per_image = dict(Label.objects.values_list("image").annotate(n=Count("id")))
+    per_image = dict(Label.objects.values_list("item").annotate(n=Count("id")))
     assert per_image == {image.pk: 2 for image in images}
     for image_ids in given.values():
         assert len(image_ids) == len(set(image_ids))
     completed = dict(
-        Assignment.objects.filter(completed_at__isnull=False).values_list("image").annotate(n=Count("id"))
+        Assignment.objects.filter(completed_at__isnull=False).values_list("item").annotate(n=Count("id"))
     )
     assert completed == per_image
     # The counter handing out work (bumped, not recounted, under the image lock) is exact.
-    assert dict(Image.objects.values_list("pk", "completed_seats")) == per_image
+    assert dict(Item.objects.values_list("pk", "completed_seats")) == per_image
+
+
+@pytest.mark.parametrize("order", ["a_first", "b_first"])
+def test_concurrent_label_changes_keep_the_final_label_in_step_with_the_labels(order):
+    """Hardening issue 9, item 1: two annotators change their answers on the same item at the
+    same moment, round after round. The final label must always be the one the labels agree
+    on (or none when they differ), and no request may fail."""
+    study, annotators, [item] = _study_with(n_images=1, n_annotators=2)
+    pair = annotators if order == "a_first" else annotators[::-1]
+    for annotator in pair:
+        services.assignment_queue(study=study, annotator=annotator, size=1)
+        submit(item=item, annotator=annotator, value="male")
+    plans = [
+        ("female", "female"),
+        ("male", "female"),
+        ("male", "male"),
+        ("female", "male"),
+        ("female", "female"),
+    ]
+    for round_number, values in enumerate(plans * 3):
+
+        def work(index: int, values: tuple[str, str] = values, round_number: int = round_number) -> None:
+            submit(
+                item=item,
+                annotator=pair[index],
+                value=values[index],
+                request_id=f"r{round_number}-{index}",
+                change=True,
+            )
+
+        errors = _run_in_threads(work, 2)
+        assert errors == []
+        labels = sorted(Label.objects.filter(item=item).values_list("value", flat=True))
+        final = FinalLabel.objects.filter(item=item).values_list("value", "source").first()
+        if len(set(labels)) == 1:
+            assert final == (labels[0], FinalLabelSource.AGREED), f"round {round_number}: {labels} vs {final}"
+        else:
+            assert final is None, f"round {round_number}: labels {labels} differ but final is {final}"

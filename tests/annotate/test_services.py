@@ -10,8 +10,8 @@ from django.utils import timezone
 from annotate import services
 from annotate.errors import (
     AlreadyResolved,
-    ImageFull,
     InvalidLabel,
+    ItemFull,
     NotAssigned,
     NotDisputed,
     NothingToUndo,
@@ -24,66 +24,73 @@ from annotate.models import (
     Label,
     LabelRevision,
 )
+from tests.annotate.gender import (
+    final_set,
+    label_import,
+    resolve,
+    resolve_unresolvable,
+    submit,
+)
 from tests.factories import UserFactory
 
 # --- assignment ----------------------------------------------------------------------------
 
 
-def test_queue_gives_the_first_images_in_id_order(study, annotator_a, make_images):
-    images = make_images(3)
+def test_queue_gives_the_first_images_in_id_order(study, annotator_a, make_items):
+    images = make_items(3)
     seats = services.assignment_queue(study=study, annotator=annotator_a, size=2)
-    assert [seat.image for seat in seats] == images[:2]
+    assert [seat.item for seat in seats] == images[:2]
     assert [seat.slot for seat in seats] == [0, 0]
 
 
-def test_queue_returns_the_same_open_seats_when_asked_again(study, annotator_a, make_images):
-    make_images(4)
+def test_queue_returns_the_same_open_seats_when_asked_again(study, annotator_a, make_items):
+    make_items(4)
     first = services.assignment_queue(study=study, annotator=annotator_a, size=2)
     again = services.assignment_queue(study=study, annotator=annotator_a, size=2)
     assert [s.pk for s in again] == [s.pk for s in first]
     assert Assignment.objects.count() == 2
 
 
-def test_queue_tops_up_to_size_after_a_label(study, annotator_a, make_images):
-    images = make_images(4)
+def test_queue_tops_up_to_size_after_a_label(study, annotator_a, make_items):
+    images = make_items(4)
     seats = services.assignment_queue(study=study, annotator=annotator_a, size=2)
-    services.annotation_submit(image=seats[0].image, annotator=annotator_a, value="male")
+    submit(item=seats[0].item, annotator=annotator_a, value="male")
     seats = services.assignment_queue(study=study, annotator=annotator_a, size=2)
-    assert [seat.image for seat in seats] == images[1:3]
+    assert [seat.item for seat in seats] == images[1:3]
 
 
 def test_third_annotator_gets_no_image_already_labelled_twice(
-    study, annotator_a, annotator_b, annotator_c, make_images
+    study, annotator_a, annotator_b, annotator_c, make_items
 ):
-    images = make_images(2)
+    images = make_items(2)
     study.annotators.add(annotator_c)
     for annotator in (annotator_a, annotator_b):
         seat = services.assignment_queue(study=study, annotator=annotator, size=1)[0]
-        services.annotation_submit(image=seat.image, annotator=annotator, value="male")
+        submit(item=seat.item, annotator=annotator, value="male")
     seats = services.assignment_queue(study=study, annotator=annotator_c, size=2)
-    assert [seat.image for seat in seats] == [images[1]]
+    assert [seat.item for seat in seats] == [images[1]]
 
 
-def test_second_annotator_gets_the_same_image_on_the_next_slot(study, annotator_a, annotator_b, make_images):
-    images = make_images(1)
+def test_second_annotator_gets_the_same_image_on_the_next_slot(study, annotator_a, annotator_b, make_items):
+    images = make_items(1)
     services.assignment_queue(study=study, annotator=annotator_a, size=1)
     seat_b = services.assignment_queue(study=study, annotator=annotator_b, size=1)[0]
-    assert seat_b.image == images[0]
+    assert seat_b.item == images[0]
     assert seat_b.slot == 1
 
 
-def test_same_annotator_never_gets_an_image_twice(study, annotator_a, make_images):
-    make_images(3)
+def test_same_annotator_never_gets_an_image_twice(study, annotator_a, make_items):
+    make_items(3)
     seen = []
     while seats := services.assignment_queue(study=study, annotator=annotator_a, size=2):
-        seen.append(seats[0].image_id)
-        services.annotation_submit(image=seats[0].image, annotator=annotator_a, value="female")
+        seen.append(seats[0].item_id)
+        submit(item=seats[0].item, annotator=annotator_a, value="female")
     assert len(seen) == len(set(seen)) == 3
     assert services.assignment_queue(study=study, annotator=annotator_a) == []
 
 
-def test_expired_seat_returns_to_the_pool(study, annotator_a, annotator_b, annotator_c, make_images):
-    image = make_images(1)[0]
+def test_expired_seat_returns_to_the_pool(study, annotator_a, annotator_b, annotator_c, make_items):
+    image = make_items(1)[0]
     study.annotators.add(annotator_c)
     services.assignment_queue(study=study, annotator=annotator_a, size=1)
     services.assignment_queue(study=study, annotator=annotator_b, size=1)
@@ -91,13 +98,13 @@ def test_expired_seat_returns_to_the_pool(study, annotator_a, annotator_b, annot
 
     later = timezone.now() + timedelta(seconds=study.claim_timeout_seconds + 1)
     seats = services.assignment_queue(study=study, annotator=annotator_c, size=1, now=later)
-    assert [seat.image for seat in seats] == [image]
+    assert [seat.item for seat in seats] == [image]
     assert seats[0].slot == 0  # the lowest freed slot is reused
     assert set(Assignment.objects.values_list("annotator__username", flat=True)) == {"cleo"}
 
 
-def test_annotator_whose_seat_expired_unclaimed_keeps_it(study, annotator_a, make_images):
-    make_images(1)
+def test_annotator_whose_seat_expired_unclaimed_keeps_it(study, annotator_a, make_items):
+    make_items(1)
     seat = services.assignment_queue(study=study, annotator=annotator_a, size=1)[0]
     later = timezone.now() + timedelta(seconds=study.claim_timeout_seconds + 1)
     again = services.assignment_queue(study=study, annotator=annotator_a, size=1, now=later)
@@ -106,27 +113,27 @@ def test_annotator_whose_seat_expired_unclaimed_keeps_it(study, annotator_a, mak
 
 
 def test_annotator_whose_seat_was_taken_after_expiry_cannot_submit(
-    study, annotator_a, annotator_b, make_images
+    study, annotator_a, annotator_b, make_items
 ):
-    study.labels_per_image = 1
+    study.labels_per_item = 1
     study.save()
-    image = make_images(1)[0]
+    image = make_items(1)[0]
     services.assignment_queue(study=study, annotator=annotator_a, size=1)
     later = timezone.now() + timedelta(seconds=study.claim_timeout_seconds + 1)
     services.assignment_queue(study=study, annotator=annotator_b, size=1, now=later)
     with pytest.raises(NotAssigned, match="expired"):
-        services.annotation_submit(image=image, annotator=annotator_a, value="male")
+        submit(item=image, annotator=annotator_a, value="male")
 
 
-def test_queue_skips_images_with_a_resolved_final_label(study, annotator_a, researcher, make_images):
-    images = make_images(2)
-    services.final_label_set(image=images[0], value="male", decided_by=researcher)
+def test_queue_skips_images_with_a_resolved_final_label(study, annotator_a, researcher, make_items):
+    images = make_items(2)
+    final_set(item=images[0], value="male", decided_by=researcher)
     seats = services.assignment_queue(study=study, annotator=annotator_a, size=2)
-    assert [seat.image for seat in seats] == [images[1]]
+    assert [seat.item for seat in seats] == [images[1]]
 
 
-def test_queue_refuses_user_not_in_study(study, outsider, make_images):
-    make_images(1)
+def test_queue_refuses_user_not_in_study(study, outsider, make_items):
+    make_items(1)
     with pytest.raises(NotAssigned, match="not an annotator"):
         services.assignment_queue(study=study, annotator=outsider)
 
@@ -134,190 +141,189 @@ def test_queue_refuses_user_not_in_study(study, outsider, make_images):
 # --- submit --------------------------------------------------------------------------------
 
 
-def test_submit_stores_value_duration_and_history(study, annotator_a, make_images):
-    image = make_images(1)[0]
+def test_submit_stores_value_duration_and_history(study, annotator_a, make_items):
+    image = make_items(1)[0]
     services.assignment_queue(study=study, annotator=annotator_a, size=1)
-    label = services.annotation_submit(image=image, annotator=annotator_a, value="male", duration_ms=1234)
+    label = submit(item=image, annotator=annotator_a, value="male", duration_ms=1234)
     assert (label.value, label.duration_ms) == ("male", 1234)
-    assert Assignment.objects.get(image=image, annotator=annotator_a).completed_at is not None
+    assert Assignment.objects.get(item=image, annotator=annotator_a).completed_at is not None
     assert list(LabelRevision.objects.values_list("value", "changed_by__username")) == [("male", "anna")]
 
 
-def test_double_submit_with_same_request_id_is_stored_once(study, annotator_a, make_images):
-    image = make_images(1)[0]
+def test_double_submit_with_same_request_id_is_stored_once(study, annotator_a, make_items):
+    image = make_items(1)[0]
     services.assignment_queue(study=study, annotator=annotator_a, size=1)
-    first = services.annotation_submit(image=image, annotator=annotator_a, value="male", request_id="r1")
-    second = services.annotation_submit(image=image, annotator=annotator_a, value="female", request_id="r1")
+    first = submit(item=image, annotator=annotator_a, value="male", request_id="r1")
+    second = submit(item=image, annotator=annotator_a, value="female", request_id="r1")
     assert second.pk == first.pk
     assert Label.objects.get().value == "male"
     assert LabelRevision.objects.count() == 1
 
 
-def test_double_submit_of_same_value_is_stored_once(study, annotator_a, make_images):
-    image = make_images(1)[0]
+def test_double_submit_of_same_value_is_stored_once(study, annotator_a, make_items):
+    image = make_items(1)[0]
     services.assignment_queue(study=study, annotator=annotator_a, size=1)
-    services.annotation_submit(image=image, annotator=annotator_a, value="other", reason="a cartoon")
-    services.annotation_submit(image=image, annotator=annotator_a, value="other", reason=" a cartoon ")
+    submit(item=image, annotator=annotator_a, value="other", reason="a cartoon")
+    submit(item=image, annotator=annotator_a, value="other", reason=" a cartoon ")
     assert Label.objects.count() == 1
     assert LabelRevision.objects.count() == 1
 
 
-def test_invalid_label_names_the_valid_values(study, annotator_a, make_images):
-    image = make_images(1)[0]
+def test_invalid_label_names_the_valid_values(study, annotator_a, make_items):
+    image = make_items(1)[0]
     services.assignment_queue(study=study, annotator=annotator_a, size=1)
     with pytest.raises(InvalidLabel, match="male, female, low_quality, other"):
-        services.annotation_submit(image=image, annotator=annotator_a, value="robot")
+        submit(item=image, annotator=annotator_a, value="robot")
     assert not Label.objects.exists()
 
 
-def test_other_without_reason_is_refused(study, annotator_a, make_images):
-    image = make_images(1)[0]
+def test_other_without_reason_is_refused(study, annotator_a, make_items):
+    image = make_items(1)[0]
     services.assignment_queue(study=study, annotator=annotator_a, size=1)
     with pytest.raises(InvalidLabel, match="needs a short reason"):
-        services.annotation_submit(image=image, annotator=annotator_a, value="other", reason="   ")
+        submit(item=image, annotator=annotator_a, value="other", reason="   ")
     assert not Label.objects.exists()
     assert Assignment.objects.get().completed_at is None
 
 
-def test_negative_duration_is_refused(study, annotator_a, make_images):
-    image = make_images(1)[0]
+def test_negative_duration_is_refused(study, annotator_a, make_items):
+    image = make_items(1)[0]
     services.assignment_queue(study=study, annotator=annotator_a, size=1)
     with pytest.raises(InvalidLabel, match="milliseconds"):
-        services.annotation_submit(image=image, annotator=annotator_a, value="male", duration_ms=-5)
+        submit(item=image, annotator=annotator_a, value="male", duration_ms=-5)
 
 
-def test_submit_without_a_seat_is_not_assigned(study, annotator_a, make_images):
-    image = make_images(1)[0]
+def test_submit_without_a_seat_is_not_assigned(study, annotator_a, make_items):
+    image = make_items(1)[0]
     with pytest.raises(NotAssigned, match="not assigned to anna"):
-        services.annotation_submit(image=image, annotator=annotator_a, value="male")
+        submit(item=image, annotator=annotator_a, value="male")
     assert not Label.objects.exists()
 
 
-def test_submit_by_user_not_in_study_is_not_assigned(study, outsider, make_images):
-    image = make_images(1)[0]
+def test_submit_by_user_not_in_study_is_not_assigned(study, outsider, make_items):
+    image = make_items(1)[0]
     with pytest.raises(NotAssigned, match="not an annotator"):
-        services.annotation_submit(image=image, annotator=outsider, value="male")
+        submit(item=image, annotator=outsider, value="male")
 
 
-def test_submit_after_removal_from_study_is_not_assigned(study, annotator_a, make_images):
-    image = make_images(1)[0]
+def test_submit_after_removal_from_study_is_not_assigned(study, annotator_a, make_items):
+    image = make_items(1)[0]
     services.assignment_queue(study=study, annotator=annotator_a, size=1)
     study.annotators.remove(annotator_a)
     with pytest.raises(NotAssigned):
-        services.annotation_submit(image=image, annotator=annotator_a, value="male")
+        submit(item=image, annotator=annotator_a, value="male")
 
 
 # --- final labels --------------------------------------------------------------------------
 
 
-def test_agreement_creates_agreed_final_label(study, annotator_a, annotator_b, make_images, label_via_queue):
-    image = make_images(1)[0]
+def test_agreement_creates_agreed_final_label(study, annotator_a, annotator_b, make_items, label_via_queue):
+    image = make_items(1)[0]
     label_via_queue(study, annotator_a, "female")
     assert not FinalLabel.objects.exists()
     label_via_queue(study, annotator_b, "female")
-    final = FinalLabel.objects.get(image=image)
+    final = FinalLabel.objects.get(item=image)
     assert (final.value, final.source, final.decided_by) == ("female", FinalLabelSource.AGREED, None)
-    assert FinalLabelRevision.objects.filter(image=image, value="female").count() == 1
+    assert FinalLabelRevision.objects.filter(item=image, value="female").count() == 1
 
 
-def test_disagreement_creates_no_final_label(study, annotator_a, annotator_b, make_images, label_via_queue):
-    make_images(1)
+def test_disagreement_creates_no_final_label(study, annotator_a, annotator_b, make_items, label_via_queue):
+    make_items(1)
     label_via_queue(study, annotator_a, "female")
     label_via_queue(study, annotator_b, "male")
     assert not FinalLabel.objects.exists()
 
 
 def test_change_that_breaks_agreement_removes_agreed_final_label(
-    study, annotator_a, annotator_b, make_images, label_via_queue
+    study, annotator_a, annotator_b, make_items, label_via_queue
 ):
-    image = make_images(1)[0]
+    image = make_items(1)[0]
     label_via_queue(study, annotator_a, "female")
     label_via_queue(study, annotator_b, "female")
-    services.annotation_submit(image=image, annotator=annotator_b, value="male")
+    submit(item=image, annotator=annotator_b, value="male", change=True)
     assert not FinalLabel.objects.exists()
     assert list(FinalLabelRevision.objects.values_list("value", "source")) == [
         ("female", FinalLabelSource.AGREED),
         ("", ""),
     ]
     # ...and changing back agrees again.
-    services.annotation_submit(image=image, annotator=annotator_b, value="female")
+    submit(item=image, annotator=annotator_b, value="female", change=True)
     assert FinalLabel.objects.get().value == "female"
     assert FinalLabelRevision.objects.count() == 3
 
 
 def test_label_changes_never_touch_a_resolved_final_label(
-    study, annotator_a, annotator_b, researcher, make_images, label_via_queue
+    study, annotator_a, annotator_b, researcher, make_items, label_via_queue
 ):
-    image = make_images(1)[0]
+    image = make_items(1)[0]
     label_via_queue(study, annotator_a, "female")
     label_via_queue(study, annotator_b, "male")
-    services.dispute_resolve(image=image, researcher=researcher, value="female", note="long hair")
-    with pytest.raises(AlreadyResolved, match="already set to “female” by a researcher"):
-        services.annotation_submit(image=image, annotator=annotator_b, value="female")
+    resolve(item=image, researcher=researcher, value="female", note="long hair")
+    with pytest.raises(AlreadyResolved, match="already set to “Female” by a researcher"):
+        submit(item=image, annotator=annotator_b, value="female", change=True)
     assert Label.objects.get(annotator=annotator_b).value == "male"
     final = FinalLabel.objects.get()
     assert (final.value, final.source) == ("female", FinalLabelSource.RESOLVED)
 
 
-def test_stale_submit_after_import_is_already_resolved(study, annotator_a, researcher, make_images):
-    image = make_images(1)[0]
+def test_stale_submit_after_import_is_already_resolved(study, annotator_a, researcher, make_items):
+    image = make_items(1)[0]
     services.assignment_queue(study=study, annotator=annotator_a, size=1)
-    services.final_label_set(image=image, value="male", decided_by=researcher)
+    final_set(item=image, value="male", decided_by=researcher)
     with pytest.raises(AlreadyResolved, match="by an import"):
-        services.annotation_submit(image=image, annotator=annotator_a, value="female")
+        submit(item=image, annotator=annotator_a, value="female")
     assert not Label.objects.exists()
 
 
 # --- undo ----------------------------------------------------------------------------------
 
 
-def test_previous_walks_back_through_own_labels(study, annotator_a, make_images, label_via_queue):
-    images = make_images(3)
+def test_previous_walks_back_through_own_labels(study, annotator_a, make_items, label_via_queue):
+    images = make_items(3)
     for value in ("male", "female", "low_quality"):
         label_via_queue(study, annotator_a, value)
     latest = services.annotation_previous(study=study, annotator=annotator_a)
-    assert latest.image == images[2]
-    one_back = services.annotation_previous(study=study, annotator=annotator_a, before=latest.image)
-    assert one_back.image == images[1]
-    two_back = services.annotation_previous(study=study, annotator=annotator_a, before=one_back.image)
-    assert two_back.image == images[0]
+    assert latest == images[2]
+    one_back = services.annotation_previous(study=study, annotator=annotator_a, before=latest)
+    assert one_back == images[1]
+    two_back = services.annotation_previous(study=study, annotator=annotator_a, before=one_back)
+    assert two_back == images[0]
     with pytest.raises(NothingToUndo):
-        services.annotation_previous(study=study, annotator=annotator_a, before=two_back.image)
+        services.annotation_previous(study=study, annotator=annotator_a, before=two_back)
 
 
 def test_previous_from_the_shown_unlabelled_image_is_the_latest_label(
-    study, annotator_a, make_images, label_via_queue
+    study, annotator_a, make_items, label_via_queue
 ):
-    images = make_images(2)
+    images = make_items(2)
     label_via_queue(study, annotator_a, "male")
-    shown = services.assignment_queue(study=study, annotator=annotator_a, size=1)[0].image
-    assert services.annotation_previous(study=study, annotator=annotator_a, before=shown).image == images[0]
+    shown = services.assignment_queue(study=study, annotator=annotator_a, size=1)[0].item
+    assert services.annotation_previous(study=study, annotator=annotator_a, before=shown) == images[0]
 
 
-def test_previous_with_no_labels_is_nothing_to_undo(study, annotator_a, make_images):
-    make_images(1)
+def test_previous_with_no_labels_is_nothing_to_undo(study, annotator_a, make_items):
+    make_items(1)
     with pytest.raises(NothingToUndo):
         services.annotation_previous(study=study, annotator=annotator_a)
 
 
 def test_previous_never_returns_another_annotators_label(
-    study, annotator_a, annotator_b, make_images, label_via_queue
+    study, annotator_a, annotator_b, make_items, label_via_queue
 ):
-    make_images(1)
+    make_items(1)
     label_via_queue(study, annotator_b, "male")
     with pytest.raises(NothingToUndo):
         services.annotation_previous(study=study, annotator=annotator_a)
 
 
-def test_undo_then_change_keeps_history(study, annotator_a, make_images, label_via_queue):
-    make_images(2)
+def test_undo_then_change_keeps_history(study, annotator_a, make_items, label_via_queue):
+    make_items(2)
     label_via_queue(study, annotator_a, "male")
     label_via_queue(study, annotator_a, "female")
     previous = services.annotation_previous(study=study, annotator=annotator_a)
-    changed = services.annotation_submit(
-        image=previous.image, annotator=annotator_a, value="other", reason="two people"
-    )
-    assert changed.pk == previous.pk
+    before = Label.objects.get(item=previous, annotator=annotator_a)
+    changed = submit(item=previous, annotator=annotator_a, value="other", reason="two people", change=True)
+    assert changed.pk == before.pk
     assert list(changed.revisions.values_list("value", "reason")) == [("female", ""), ("other", "two people")]
     assert Label.objects.count() == 2
 
@@ -326,18 +332,18 @@ def test_undo_then_change_keeps_history(study, annotator_a, make_images, label_v
 
 
 @pytest.fixture
-def disputed_image(study, annotator_a, annotator_b, make_images, label_via_queue):
-    image = make_images(1)[0]
+def disputed_image(study, annotator_a, annotator_b, make_items, label_via_queue):
+    image = make_items(1)[0]
     label_via_queue(study, annotator_a, "female")
     label_via_queue(study, annotator_b, "male")
     return image
 
 
 def test_resolve_then_re_resolve_keeps_history(disputed_image, researcher, admin_user):
-    services.dispute_resolve(image=disputed_image, researcher=researcher, value="female", note="dress")
-    final = services.dispute_resolve(image=disputed_image, researcher=admin_user, value="male", note="beard")
+    resolve(item=disputed_image, researcher=researcher, value="female", note="dress")
+    final = resolve(item=disputed_image, researcher=admin_user, value="male", note="beard")
     assert (final.value, final.decided_by, final.note) == ("male", admin_user, "beard")
-    history = FinalLabelRevision.objects.filter(image=disputed_image)
+    history = FinalLabelRevision.objects.filter(item=disputed_image)
     assert list(history.values_list("value", "decided_by__username", "note")) == [
         ("female", "rita", "dress"),
         ("male", "adam", "beard"),
@@ -346,13 +352,13 @@ def test_resolve_then_re_resolve_keeps_history(disputed_image, researcher, admin
 
 
 def test_resolving_twice_the_same_way_is_stored_once(disputed_image, researcher):
-    services.dispute_resolve(image=disputed_image, researcher=researcher, value="female")
-    services.dispute_resolve(image=disputed_image, researcher=researcher, value="female")
+    resolve(item=disputed_image, researcher=researcher, value="female")
+    resolve(item=disputed_image, researcher=researcher, value="female")
     assert FinalLabelRevision.objects.count() == 1
 
 
 def test_unresolvable_dispute_becomes_low_quality(disputed_image, researcher):
-    final = services.dispute_resolve_unresolvable(image=disputed_image, researcher=researcher)
+    final = resolve_unresolvable(item=disputed_image, researcher=researcher)
     assert (final.value, final.source, final.decided_by) == (
         "low_quality",
         FinalLabelSource.RESOLVED,
@@ -362,28 +368,28 @@ def test_unresolvable_dispute_becomes_low_quality(disputed_image, researcher):
 
 
 def test_resolving_an_image_that_is_not_disputed_is_refused(
-    study, researcher, make_images, label_via_queue, annotator_a
+    study, researcher, make_items, label_via_queue, annotator_a
 ):
-    image = make_images(1)[0]
+    image = make_items(1)[0]
     label_via_queue(study, annotator_a, "male")
     with pytest.raises(NotDisputed, match="in progress"):
-        services.dispute_resolve(image=image, researcher=researcher, value="male")
+        resolve(item=image, researcher=researcher, value="male")
     assert not FinalLabel.objects.exists()
 
 
 def test_resolve_with_unknown_value_is_invalid(disputed_image, researcher):
     with pytest.raises(InvalidLabel, match="Valid labels"):
-        services.dispute_resolve(image=disputed_image, researcher=researcher, value="robot")
+        resolve(item=disputed_image, researcher=researcher, value="robot")
     assert not FinalLabel.objects.exists()
 
 
 def test_final_label_set_overrides_agreement_and_keeps_history(
-    study, annotator_a, annotator_b, researcher, make_images, label_via_queue
+    study, annotator_a, annotator_b, researcher, make_items, label_via_queue
 ):
-    image = make_images(1)[0]
+    image = make_items(1)[0]
     label_via_queue(study, annotator_a, "male")
     label_via_queue(study, annotator_b, "male")
-    final = services.final_label_set(image=image, value="female", decided_by=researcher, note="released set")
+    final = final_set(item=image, value="female", decided_by=researcher, note="released set")
     assert (final.source, final.decided_by) == (FinalLabelSource.IMPORTED, researcher)
     assert list(FinalLabelRevision.objects.values_list("value", "source")) == [
         ("male", FinalLabelSource.AGREED),
@@ -391,80 +397,80 @@ def test_final_label_set_overrides_agreement_and_keeps_history(
     ]
 
 
-def test_final_label_set_refuses_unknown_value(study, researcher, make_images):
-    image = make_images(1)[0]
+def test_final_label_set_refuses_unknown_value(study, researcher, make_items):
+    image = make_items(1)[0]
     with pytest.raises(InvalidLabel):
-        services.final_label_set(image=image, value="robot", decided_by=researcher)
+        final_set(item=image, value="robot", decided_by=researcher)
     assert not FinalLabelRevision.objects.exists()
 
 
 # --- import --------------------------------------------------------------------------------
 
 
-def test_label_import_adds_annotator_and_completed_seat(study, make_images):
-    image = make_images(1)[0]
+def test_label_import_adds_annotator_and_completed_seat(study, make_items):
+    image = make_items(1)[0]
     newcomer = UserFactory(username="nina")
-    label = services.label_import(image=image, annotator=newcomer, value="male")
+    label = label_import(item=image, annotator=newcomer, value="male")
     assert label.value == "male"
     assert study.annotators.filter(pk=newcomer.pk).exists()
     assert Assignment.objects.get(annotator=newcomer).completed_at is not None
 
 
-def test_label_import_twice_changes_nothing(study, annotator_a, make_images):
-    image = make_images(1)[0]
-    services.label_import(image=image, annotator=annotator_a, value="male")
-    services.label_import(image=image, annotator=annotator_a, value="male")
+def test_label_import_twice_changes_nothing(study, annotator_a, make_items):
+    image = make_items(1)[0]
+    label_import(item=image, annotator=annotator_a, value="male")
+    label_import(item=image, annotator=annotator_a, value="male")
     assert Label.objects.count() == LabelRevision.objects.count() == Assignment.objects.count() == 1
 
 
-def test_label_import_agreement_creates_final_label(study, annotator_a, annotator_b, make_images):
-    image = make_images(1)[0]
-    services.label_import(image=image, annotator=annotator_a, value="female")
-    services.label_import(image=image, annotator=annotator_b, value="female")
-    assert FinalLabel.objects.get(image=image).source == FinalLabelSource.AGREED
+def test_label_import_agreement_creates_final_label(study, annotator_a, annotator_b, make_items):
+    image = make_items(1)[0]
+    label_import(item=image, annotator=annotator_a, value="female")
+    label_import(item=image, annotator=annotator_b, value="female")
+    assert FinalLabel.objects.get(item=image).source == FinalLabelSource.AGREED
 
 
-def test_label_import_on_full_image_is_image_full(study, annotator_a, annotator_b, make_images):
-    image = make_images(1)[0]
-    services.label_import(image=image, annotator=annotator_a, value="male")
-    services.label_import(image=image, annotator=annotator_b, value="male")
+def test_label_import_on_full_image_is_image_full(study, annotator_a, annotator_b, make_items):
+    image = make_items(1)[0]
+    label_import(item=image, annotator=annotator_a, value="male")
+    label_import(item=image, annotator=annotator_b, value="male")
     third = UserFactory(username="tom")
-    with pytest.raises(ImageFull, match=r"already has its 2 annotators \(anna, ben\)"):
-        services.label_import(image=image, annotator=third, value="male")
+    with pytest.raises(ItemFull, match=r"already has its 2 annotators \(anna, ben\)"):
+        label_import(item=image, annotator=third, value="male")
     assert not study.annotators.filter(pk=third.pk).exists()
     assert Label.objects.count() == 2
 
 
-def test_label_import_with_invalid_label_writes_nothing(study, make_images):
-    image = make_images(1)[0]
+def test_label_import_with_invalid_label_writes_nothing(study, make_items):
+    image = make_items(1)[0]
     newcomer = UserFactory(username="nina")
     with pytest.raises(InvalidLabel):
-        services.label_import(image=image, annotator=newcomer, value="robot")
+        label_import(item=image, annotator=newcomer, value="robot")
     assert not Assignment.objects.exists()
     assert not study.annotators.filter(pk=newcomer.pk).exists()
 
 
 def test_completed_seats_counts_each_annotator_once(
-    study, annotator_a, annotator_b, make_images, label_via_queue
+    study, annotator_a, annotator_b, make_items, label_via_queue
 ):
-    image = make_images(1)[0]
+    image = make_items(1)[0]
     label_via_queue(study, annotator_a, "male")
     label_via_queue(study, annotator_b, "female")
-    services.annotation_submit(image=image, annotator=annotator_b, value="male")
+    submit(item=image, annotator=annotator_b, value="male", change=True)
     image.refresh_from_db()
     assert image.completed_seats == 2
 
 
 def test_active_annotator_keeps_the_preloaded_seat_past_the_timeout(
-    study, annotator_a, annotator_b, make_images
+    study, annotator_a, annotator_b, make_items
 ):
-    study.labels_per_image = 1
+    study.labels_per_item = 1
     study.save()
-    make_images(2)
+    make_items(2)
     first, preloaded = services.assignment_queue(study=study, annotator=annotator_a, size=2)
     # Anna spends longer than the timeout on the first image, then labels it and asks again.
     later = timezone.now() + timedelta(seconds=study.claim_timeout_seconds - 10)
-    services.annotation_submit(image=first.image, annotator=annotator_a, value="male")
+    submit(item=first.item, annotator=annotator_a, value="male")
     queue = services.assignment_queue(study=study, annotator=annotator_a, size=2, now=later)
     assert [seat.pk for seat in queue] == [preloaded.pk]
     much_later = later + timedelta(seconds=20)  # past the first claim's expiry, not the renewed one
@@ -472,32 +478,57 @@ def test_active_annotator_keeps_the_preloaded_seat_past_the_timeout(
 
 
 def test_previous_skips_labels_a_researcher_already_decided(
-    study, annotator_a, annotator_b, researcher, make_images, label_via_queue
+    study, annotator_a, annotator_b, researcher, make_items, label_via_queue
 ):
-    images = make_images(2)
+    images = make_items(2)
     label_via_queue(study, annotator_a, "male")
     label_via_queue(study, annotator_a, "female")
-    services.final_label_set(image=images[1], value="female", decided_by=researcher)
-    assert services.annotation_previous(study=study, annotator=annotator_a).image == images[0]
+    final_set(item=images[1], value="female", decided_by=researcher)
+    assert services.annotation_previous(study=study, annotator=annotator_a) == images[0]
 
 
-def test_resubmitting_the_same_request_after_a_change_stores_nothing_new(study, annotator_a, make_images):
-    image = make_images(1)[0]
+def test_resubmitting_the_same_request_after_a_change_stores_nothing_new(study, annotator_a, make_items):
+    image = make_items(1)[0]
     services.assignment_queue(study=study, annotator=annotator_a, size=1)
-    services.annotation_submit(image=image, annotator=annotator_a, value="male", request_id="r1")
-    services.annotation_submit(image=image, annotator=annotator_a, value="female", request_id="r2")
-    services.annotation_submit(image=image, annotator=annotator_a, value="female", request_id="r2")
+    submit(item=image, annotator=annotator_a, value="male", request_id="r1")
+    submit(item=image, annotator=annotator_a, value="female", request_id="r2", change=True)
+    submit(item=image, annotator=annotator_a, value="female", request_id="r2")
     assert list(LabelRevision.objects.values_list("value", flat=True)) == ["male", "female"]
 
 
-def test_late_retry_of_an_earlier_request_does_not_undo_a_correction(study, annotator_a, make_images):
-    image = make_images(1)[0]
+def test_late_retry_of_an_earlier_request_does_not_undo_a_correction(study, annotator_a, make_items):
+    image = make_items(1)[0]
     services.assignment_queue(study=study, annotator=annotator_a, size=1)
-    services.annotation_submit(image=image, annotator=annotator_a, value="male", request_id="r1")
-    services.annotation_submit(image=image, annotator=annotator_a, value="female", request_id="r2")
-    label = services.annotation_submit(image=image, annotator=annotator_a, value="male", request_id="r1")
+    submit(item=image, annotator=annotator_a, value="male", request_id="r1", change=True)
+    submit(item=image, annotator=annotator_a, value="female", request_id="r2", change=True)
+    label = submit(item=image, annotator=annotator_a, value="male", request_id="r1")
     assert label.value == "female"
     assert list(LabelRevision.objects.values_list("value", "request_id")) == [
         ("male", "r1"),
         ("female", "r2"),
     ]
+
+
+# --- queue levels ------------------------------------------------------------------------------
+
+
+def test_items_out_of_the_queue_are_never_handed_out_or_counted(study, annotator_a, make_items):
+    from annotate import selectors
+    from studies.models import Item
+
+    items = make_items(3)
+    Item.objects.filter(pk=items[0].pk).update(queue=0)
+    seats = services.assignment_queue(study=study, annotator=annotator_a, size=3)
+    assert [seat.item for seat in seats] == items[1:]
+    assert selectors.annotator_progress(study=study, annotator=annotator_a).remaining == 2
+
+
+def test_a_sampling_rounds_items_are_handed_out_first(study, annotator_a, make_items):
+    from studies.models import Item
+
+    items = make_items(4)
+    Item.objects.filter(pk__in=[items[2].pk, items[3].pk]).update(queue=2)
+    study.priority_queue = True
+    study.save(update_fields=["priority_queue"])
+    seats = services.assignment_queue(study=study, annotator=annotator_a, size=3)
+    assert [seat.item for seat in seats] == [items[2], items[3], items[0]]

@@ -8,17 +8,18 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.errors import AnnotateError
 from annotate.exchange import ground_truth_import, study_by_slug
-from annotate.management.commands.import_images import DEFAULT_STUDY
+from studies.errors import DomainError
+from studies.ingest import DEFAULT_STUDY
 
 
 class Command(BaseCommand):
     help = (
         "Set final labels directly (e.g. a released dataset's ground truth) from a CSV with columns "
-        "image (the manifest path), label, optional note — or an export_ground_truth CSV "
-        "(final_label column; images without one are skipped). Every row is checked first; "
-        "unknown images or labels are reported row by row and then nothing is written."
+        "image (the manifest path of a one-image item) or item (the item key), label, optional note, "
+        "question (required when the study asks more than one) and resolved_by (who decided) — or "
+        "an export_ground_truth file (final_label column; answers without one are skipped). Every "
+        "row is checked first; bad rows are reported by number and reason and then nothing is written."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -27,7 +28,9 @@ class Command(BaseCommand):
             "--study", default=DEFAULT_STUDY, help=f"Study slug (default: '{DEFAULT_STUDY}')."
         )
         parser.add_argument(
-            "--user", default="", help="Username recorded as having decided these final labels (optional)."
+            "--user",
+            default="",
+            help="Username recorded as having decided the final labels whose row names nobody in resolved_by.",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -39,7 +42,7 @@ class Command(BaseCommand):
         try:
             study = study_by_slug(options["study"])
             summary = ground_truth_import(study=study, csv_path=options["file"], user=user)
-        except AnnotateError as exc:
+        except DomainError as exc:
             raise CommandError(str(exc)) from exc
         for line in summary.lines("final labels"):
             self.stdout.write(line)

@@ -7,17 +7,19 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.errors import AnnotateError
 from annotate.exchange import labels_import, study_by_slug
-from annotate.management.commands.import_images import DEFAULT_STUDY
+from studies.errors import DomainError
+from studies.ingest import DEFAULT_STUDY
 
 
 class Command(BaseCommand):
     help = (
-        "Import annotators' labels from a CSV with columns image (the manifest path), annotator "
-        "(username, created as an annotator if missing), label, optional reason — or an "
-        "export_ground_truth CSV (annotator_i / label_i columns). Every row is checked first; "
-        "unknown images or labels are reported row by row and then nothing is written."
+        "Import annotators' labels from a CSV with columns image (the manifest path of a one-image "
+        "item) or item (the item key), annotator (username, created as an annotator if missing), "
+        "label, optional reason and question (the question key; required when the study asks more "
+        "than one) — or an export_ground_truth file (annotator_i / label_i / reason_i columns). "
+        "Every row is checked first; bad rows are reported by number and reason and then nothing "
+        "is written. Re-importing the same file changes nothing."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -30,7 +32,7 @@ class Command(BaseCommand):
         try:
             study = study_by_slug(options["study"])
             summary = labels_import(study=study, csv_path=options["file"])
-        except AnnotateError as exc:
+        except DomainError as exc:
             raise CommandError(str(exc)) from exc
         for line in summary.lines("labels"):
             self.stdout.write(line)
