@@ -1,7 +1,8 @@
 """Admin for runs and predictions: read and delete (deleting failed predictions lets a run retry them).
 
 Predictions are written by run_detectors and import_predictions only, so the admin never edits
-them; a verdict typed by hand would be indistinguishable from a model's.
+them; an output typed by hand would be indistinguishable from a model's. A prediction belongs
+to an image file: search by any source path the file was imported under, or by its SHA-256.
 """
 
 from __future__ import annotations
@@ -45,8 +46,18 @@ class DetectorRunAdmin(ReadOnlyAdmin):
 
 @admin.register(Prediction)
 class PredictionAdmin(ReadOnlyAdmin):
-    list_display = ("id", "image", "detector", "version", "status", "verdict", "filter_reason", "seconds")
-    list_filter = ("detector", "status", "verdict", "filter_reason")
-    search_fields = ("image__source_path", "detector", "version", "detail", "error")
+    list_display = (
+        "id",
+        "image",
+        "detector",
+        "version",
+        "kind",
+        "status",
+        "verdict",
+        "filter_reason",
+        "seconds",
+    )
+    list_filter = ("detector", "kind", "status")
+    search_fields = ("image__item_images__source_path", "image__sha256", "detector", "version", "error")
     list_select_related = ("image",)
     raw_id_fields = ("image", "run")

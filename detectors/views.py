@@ -15,9 +15,10 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import render
 
-from annotate import roles
 from detectors import selectors
 from detectors.models import RunStatus
+from studies import permissions
+from studies.typing import HtmxHttpRequest
 
 #: Seconds between two refreshes of the runs table while a run is running.
 POLL_SECONDS = 5
@@ -32,7 +33,7 @@ def researcher_only(view: View) -> View:
     def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not request.user.is_authenticated:
             return redirect_to_login(request.get_full_path())
-        if not roles.is_researcher(request.user):
+        if not permissions.is_researcher(request.user):
             raise PermissionDenied
         if request.method not in ("GET", "HEAD"):
             return HttpResponseNotAllowed(["GET", "HEAD"])
@@ -42,7 +43,7 @@ def researcher_only(view: View) -> View:
 
 
 @researcher_only
-def runs(request: HttpRequest) -> HttpResponse:
+def runs(request: HtmxHttpRequest) -> HttpResponse:
     run_list = list(selectors.runs_recent())
     context = {
         "runs": run_list,

@@ -128,7 +128,9 @@ class Blip2Detector(Detector):
         # Left padding keeps every prompt's last token next to the answer (decoder-only OPT).
         processor.tokenizer.padding_side = "left"
         self.processor = processor
-        self.model = model.to(self.device).eval()
+        # transformers wraps PreTrainedModel.to with functools.wraps, whose typeshed type binds no
+        # ``self``: mypy would take the device for the model.
+        self.model = model.to(self.device).eval()  # type: ignore[arg-type]
         self._dtype = dtype
 
     def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:

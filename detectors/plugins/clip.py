@@ -120,7 +120,9 @@ class ClipEncoder:
                 "holding a saved CLIPModel with its processor."
             ) from error
         check_tokenizer_covers(processor.tokenizer, self.texts, var=var)
-        self._model = model.to(self.device).eval()
+        # transformers wraps PreTrainedModel.to with functools.wraps, whose typeshed type binds no
+        # ``self``: mypy would take the device for the model.
+        self._model = model.to(self.device).eval()  # type: ignore[arg-type]
         self._image_processor = processor.image_processor
         self._logit_scale = float(model.logit_scale.detach().float().exp())
         with torch.inference_mode():
@@ -138,6 +140,27 @@ class ClipEncoder:
             rows.append(self.similarities_of_pixels(pixels).float().cpu())
         return ClipSimilarities(self.texts, torch.cat(rows), self._logit_scale)
 
+    def image_embeddings(self, images: Sequence[PILImage]) -> torch.Tensor:
+        """(n, dim) L2-normalised image embeddings, float32 on the CPU, ``batch_size`` at a time.
+
+        For detectors that need the embedding itself (a classifier over CLIP space), not only its
+        similarity to this encoder's texts.
+        """
+        import torch
+
+        rows = [torch.empty((0, self.text_embeddings.shape[1]))]
+        for start in range(0, len(images), self.batch_size):
+            pixels = self.preprocess(images[start : start + self.batch_size])
+            rows.append(self.embeddings_of_pixels(pixels).cpu())
+        return torch.cat(rows)
+
+    @property
+    def text_embeddings(self) -> torch.Tensor:
+        """(n_texts, dim) L2-normalised embeddings of ``texts`` in float32 on the encoder's device,
+        computed once by ``load()``."""
+        self._require_loaded()
+        return self._text_embeddings  # type: ignore[return-value]
+
     def preprocess(self, images: Sequence[PILImage]) -> torch.Tensor:
         """CLIP's own pre-processing (resize, centre crop, normalise) on the CPU: (n, 3, H, W)."""
         self._require_loaded()
@@ -152,11 +175,18 @@ class ClipEncoder:
         """
         import torch
 
+        embeddings = self.embeddings_of_pixels(pixels)
+        with torch.inference_mode():
+            return embeddings @ self._text_embeddings.T  # type: ignore[union-attr]
+
+    def embeddings_of_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
+        """(n, dim) L2-normalised float32 image embeddings of pre-processed pixels, on the device."""
+        import torch
+
         self._require_loaded()
         with torch.inference_mode():
             pixels = pixels.to(self.device, dtype=self._model.dtype, non_blocking=True)
-            embeddings = _normalised(_features(self._model.get_image_features(pixel_values=pixels)))
-            return embeddings @ self._text_embeddings.T  # type: ignore[union-attr]
+            return _normalised(_features(self._model.get_image_features(pixel_values=pixels)))
 
     def _require_loaded(self) -> None:
         if self._model is None or self._text_embeddings is None:

@@ -1,8 +1,8 @@
 """Face++ (Megvii) Detect API as a gender detector — the paper's "Face++" (appendix A).
 
 One HTTPS POST per image to the v3 Detect endpoint with ``return_attributes=gender``; the image
-travels base64-encoded as JPEG. Only the standard library is used (urllib), so the detector costs
-nothing to import.
+travels base64-encoded as JPEG. The client uses only the standard library (urllib); nothing heavy
+(dlib, torch) is imported.
 
 Settings (environment):
   ``BIASLAB_FACEPP_KEY`` / ``BIASLAB_FACEPP_SECRET``  the API key and secret (no default; without
@@ -26,6 +26,15 @@ Decision rules (documented contract, tested in tests/detectors/test_facepp.py):
     ``FacePlusPlusError`` so ``run_detectors`` stores a *failed* prediction, never a verdict.
   * authentication/authorisation errors and malformed requests (other 4xx) raise at once: no
     retry can fix them and they say nothing about the image.
+
+``facepp_measure`` (``FacePlusPlusMeasureDetector``) is the same client asking for
+``return_attributes=gender,age``, as BiasPainter does (Wang et al. 2024, section 3.4), and
+answering with ``measurements`` (``detectors.kinds``): the **largest** face's age and gender
+(``n_faces`` records how many there were; no several-people filter), ``face`` false and every
+field null without a face, a null gender or age when the API gave none for that face, and the
+face boxes drawn as an overlay (``detectors.plugins.measurements``). An image the API rejects
+cannot be measured: ``FacePlusPlusImageRejected`` is raised for it, so ``run_detectors`` stores
+a failed prediction with the API's message — never a guessed measurement.
 """
 
 from __future__ import annotations
@@ -52,10 +61,19 @@ from detectors.base import (
     SEVERAL_PEOPLE_RATIO,
     Detector,
     DetectorError,
+    DetectorOptionError,
     DetectorOutput,
     DetectorUnavailable,
     second_largest_ratio,
 )
+from detectors.plugins.measurements import (
+    OVERLAY_OPTIONS,
+    faces_picture,
+    measured_output,
+    overlay_picture_store,
+    overlay_settings,
+)
+from studies.protocols import KIND_MEASUREMENTS
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
@@ -87,15 +105,21 @@ class FacePlusPlusError(DetectorError):
     """The API could not be reached or refused the request for a reason unrelated to the image."""
 
 
+class FacePlusPlusImageRejected(DetectorError):
+    """The API answered that this image cannot be analysed (measurements mode: no output)."""
+
+
 @dataclass(frozen=True)
 class Face:
-    """One face as the API returns it; ``gender`` is "" when the API gave no attribute."""
+    """One face as the API returns it; ``gender`` is "" and ``age`` None when the API gave no
+    such attribute (it was not asked for, or the face is beyond the five that get attributes)."""
 
     left: int
     top: int
     width: int
     height: int
     gender: str
+    age: float | None = None
 
     @property
     def area(self) -> int:
@@ -125,12 +149,23 @@ def faces_from_response(payload: Any) -> list[Face]:
     for item in payload["faces"]:
         rect = item.get("face_rectangle") or {}
         try:
-            box = [int(rect[k]) for k in ("left", "top", "width", "height")]
+            left, top, width, height = (int(rect[k]) for k in ("left", "top", "width", "height"))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"face without a valid face_rectangle: {item!r}") from exc
-        gender = ((item.get("attributes") or {}).get("gender") or {}).get("value", "")
-        faces.append(Face(*box, gender=str(gender)))
+        attributes = item.get("attributes") or {}
+        gender = (attributes.get("gender") or {}).get("value", "")
+        faces.append(Face(left, top, width, height, gender=str(gender), age=_age(attributes.get("age"))))
     return faces
+
+
+def _age(attribute: Any) -> float | None:
+    """The ``age`` attribute's value in years, None when absent; ValueError when not a number."""
+    value = attribute.get("value") if isinstance(attribute, dict) else None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 120:
+        raise ValueError(f"age attribute {value!r} is not a number of years between 0 and 120")
+    return float(value)
 
 
 def decide(faces: Sequence[Face], *, several_ratio: float = SEVERAL_PEOPLE_RATIO) -> DetectorOutput:
@@ -191,6 +226,8 @@ class FacePlusPlusDetector(Detector):
         "several_ratio": "second-largest face area over the largest's above which an image is "
         "filtered several_people (default 0.5)",
     }
+    #: The Detect API's ``return_attributes``.
+    return_attributes: ClassVar[str] = "gender"
 
     def __init__(
         self,
@@ -247,15 +284,20 @@ class FacePlusPlusDetector(Detector):
         return [self._predict_one(image) for image in batch]
 
     def _predict_one(self, image: PILImage) -> DetectorOutput:
+        result = self._answer(image)
+        if isinstance(result, ApiImageRejected):
+            return DetectorOutput.filtered("api_error", detail=result.message)
+        return decide(result, several_ratio=self.several_ratio)
+
+    def _answer(self, image: PILImage) -> list[Face] | ApiImageRejected:
+        """The API's answer for ``image``, asked once per JPEG (``_answers``)."""
         jpeg = encode_image(image)
         digest = hashlib.sha256(jpeg).hexdigest()
         result = self._answers.get(digest)
         if result is None:
             result = self.detect(jpeg)
             self._remember(digest, result)
-        if isinstance(result, ApiImageRejected):
-            return DetectorOutput.filtered("api_error", detail=result.message)
-        return decide(result, several_ratio=self.several_ratio)
+        return result
 
     def _remember(self, digest: str, result: list[Face] | ApiImageRejected) -> None:
         self._answers[digest] = result
@@ -269,7 +311,7 @@ class FacePlusPlusDetector(Detector):
                 "api_key": self._key,
                 "api_secret": self._secret,
                 "image_base64": base64.b64encode(jpeg).decode("ascii"),
-                "return_attributes": "gender",
+                "return_attributes": self.return_attributes,
             }
         ).encode("ascii")
         last = ""
@@ -323,6 +365,71 @@ class FacePlusPlusDetector(Detector):
         if status == 413 or message.startswith(IMAGE_ERRORS):
             return ApiImageRejected(message or f"HTTP {status} (request entity too large)")
         raise FacePlusPlusError(f"Face++ refused the request: HTTP {status} {message or raw[:200]!r}")
+
+
+class FacePlusPlusMeasureDetector(FacePlusPlusDetector):
+    """Face++ age and gender of the largest face as ``measurements`` (module docstring)."""
+
+    key: ClassVar[str] = "facepp_measure"
+    output_kind: ClassVar[str] = KIND_MEASUREMENTS
+    version: ClassVar[str] = "1"
+    description: ClassVar[str] = "Face++ Detect API (age and gender attributes) of the largest face."
+    option_help: ClassVar[dict[str, str]] = {
+        **{name: text for name, text in FacePlusPlusDetector.option_help.items() if name != "several_ratio"},
+        **OVERLAY_OPTIONS,
+    }
+    return_attributes: ClassVar[str] = "gender,age"
+
+    def __init__(self, *, several_ratio: float | None = None, **kwargs: Any) -> None:
+        if several_ratio is not None:
+            raise DetectorOptionError(
+                "facepp_measure measures the largest face and records n_faces; it takes no several_ratio."
+            )
+        super().__init__(**kwargs)
+        self.write_overlays, self.overlay_max_side = overlay_settings(type(self), self.options)
+
+    @property
+    def version_id(self) -> str:
+        return f"{self.version}+facepp-v3-detect-gender-age"
+
+    def _predict_one(self, image: PILImage) -> DetectorOutput:
+        result = self._answer(image)
+        if isinstance(result, ApiImageRejected):
+            # Not measurable, and not a measurement either: a failed prediction with the reason.
+            raise FacePlusPlusImageRejected(f"Face++ cannot analyse this image: {result.message}")
+        return self._measurement(image, result)
+
+    def _measurement(self, image: PILImage, faces: Sequence[Face]) -> DetectorOutput:
+        if not faces:
+            return measured_output(face=False, n_faces=0)
+        ranked = sorted(faces, key=lambda f: f.area, reverse=True)
+        main = ranked[0]
+        gender = main.gender.strip().lower()
+        measured_gender = gender if gender in (MALE, FEMALE) else None
+        overlay = ""
+        if self.write_overlays:
+            age = "?" if main.age is None else f"{main.age:g}"
+            overlay = self._overlay(image, ranked, f"{measured_gender or '?'} {age} y")
+        return measured_output(
+            face=True, n_faces=len(ranked), age=main.age, gender=measured_gender, overlay=overlay
+        )
+
+    def _overlay(self, image: PILImage, faces: Sequence[Face], label: str) -> str:
+        import numpy as np
+
+        # Boxes are in the pixels of the JPEG sent, which encode_image shrank past MAX_SIDE.
+        scale = max(image.size) / MAX_SIDE if max(image.size) > MAX_SIDE else 1.0
+        boxes = [
+            (
+                round(f.left * scale),
+                round(f.top * scale),
+                round((f.left + f.width) * scale),
+                round((f.top + f.height) * scale),
+            )
+            for f in faces
+        ]
+        picture = faces_picture(np.asarray(image.convert("RGB")), boxes, label)
+        return overlay_picture_store(picture, detector_key=self.key, max_side=self.overlay_max_side)
 
 
 def _retry_after(headers: Any) -> float | None:

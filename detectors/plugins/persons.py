@@ -9,7 +9,12 @@ ultralytics reads its switches when first imported, so ``prepare_ultralytics_env
 that: ``YOLO_OFFLINE=1`` (no update checks, no analytics), ``YOLO_AUTOINSTALL=0`` (no pip
 installs), and a writable ``YOLO_CONFIG_DIR`` holding a TTF font under the names ultralytics
 would otherwise download (``Arial.ttf``, ``Arial.Unicode.ttf``; matplotlib's DejaVuSans is
-copied). Values already set in the environment are kept.
+copied), and ``ULTRALYTICS_SAFE_LOAD=1`` (restricted unpickling for any YOLO load in this
+process; ``detectors/safe_load.py`` sets it per load for ours). Values already set in the
+environment are kept.
+
+Weights are loaded with restricted unpickling; a file needing more is refused unless its
+SHA-256 is in ``BIASLAB_TRUSTED_WEIGHTS_SHA256`` (``detectors/safe_load.py``).
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ def prepare_ultralytics_env() -> Path:
     """Set ultralytics' offline switches and a config dir with fonts; return the config dir."""
     os.environ.setdefault("YOLO_OFFLINE", "1")
     os.environ.setdefault("YOLO_AUTOINSTALL", "0")
+    os.environ.setdefault("ULTRALYTICS_SAFE_LOAD", "1")
     config = Path(
         os.environ.setdefault("YOLO_CONFIG_DIR", str(Path(tempfile.gettempdir()) / "biaslab-ultralytics"))
     ).expanduser()
@@ -113,14 +119,10 @@ class PersonDetector:
         from detectors.torch_compat import ensure_torchvision
 
         ensure_torchvision()
-        from ultralytics import YOLO
+        from detectors.safe_load import load_yolo
 
-        try:
-            self._model = YOLO(self.weights)
-        except Exception as error:  # ultralytics raises many kinds for a bad file
-            raise DetectorUnavailable(
-                f"Could not load YOLO weights {self.weights!r} ({error}); set {var} to a YOLOv8 .pt checkpoint."
-            ) from error
+        # Restricted unpickling: a .pt file is a pickle and must not run code (safe_load.py).
+        self._model = load_yolo(self.weights, var=var)
 
     def detect(self, images: Sequence[PILImage]) -> list[list[PersonBox]]:
         """Person boxes per image (one list per input, in order), largest first."""
@@ -146,8 +148,8 @@ def _person_boxes(result: Any) -> list[PersonBox]:
     scores = boxes.conf.float().cpu().tolist()
     classes = boxes.cls.int().cpu().tolist()
     people = [
-        PersonBox(*row, confidence=score)
-        for row, score, cls in zip(rows, scores, classes, strict=True)
+        PersonBox(left, top, right, bottom, confidence=score)
+        for (left, top, right, bottom), score, cls in zip(rows, scores, classes, strict=True)
         if cls == PERSON_CLASS
     ]
     return sorted(people, key=lambda box: box.area, reverse=True)

@@ -89,7 +89,7 @@ def test_run_detectors_stores_face_gender_predictions_for_real_photos_once(
     from django.core.management import call_command
 
     from detectors.models import Prediction
-    from tests.factories import ImageFactory, PromptFactory, _store
+    from tests.factories import ImageFactory, ItemFactory, PromptFactory, _store
 
     monkeypatch.setenv("BIASLAB_FACE_METHOD", "hog")  # the CNN path is covered above; keep this fast
     prompt = PromptFactory(study=study)
@@ -97,7 +97,8 @@ def test_run_detectors_stores_face_gender_predictions_for_real_photos_once(
         buffer = io.BytesIO()
         photo.save(buffer, format="PNG")
         digest, name = _store(buffer.getvalue())
-        ImageFactory(prompt=prompt, sha256=digest, file=name, width=photo.width, height=photo.height)
+        file = ImageFactory(sha256=digest, file=name, width=photo.width, height=photo.height)
+        ItemFactory(prompt=prompt, image=file)
 
     for _ in range(2):  # the second run finds nothing left to do
         call_command(

@@ -6,6 +6,7 @@ import base64
 import io
 import random
 import socket
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -290,10 +291,10 @@ def test_answers_already_received_are_not_requested_again_when_a_batch_is_retrie
 def test_run_detectors_stores_api_trouble_as_a_failure_and_the_rest_as_verdicts(configured, sleeps, study):
     from detectors.models import Prediction, PredictionStatus
     from detectors.services import detector_run
-    from tests.factories import ImageFactory, PromptFactory
+    from tests.factories import ItemFactory, PromptFactory, image_of
 
     prompt = PromptFactory(study=study)
-    ok_image, failing_image = ImageFactory(prompt=prompt), ImageFactory(prompt=prompt)
+    ok_image, failing_image = (image_of(ItemFactory(prompt=prompt)) for _ in range(2))
     configured.then(Reply(body=detect_body(face(0, 0, 9, 9, "Male"))))
     configured.default = Reply(status=503, body=error_body("INTERNAL_ERROR"))
 
@@ -306,3 +307,109 @@ def test_run_detectors_stores_api_trouble_as_a_failure_and_the_rest_as_verdicts(
     assert failed.status == PredictionStatus.FAILED
     assert failed.verdict == ""
     assert "Face++ failed after 2 attempts" in failed.error
+
+
+# --- facepp_measure: age and gender as measurements (BiasPainter) -----------------------------------
+
+
+def aged(item: dict, age: float | None) -> dict:
+    """A face entry of the fake server with an age attribute added."""
+    item.setdefault("attributes", {})["age"] = {"value": age}
+    return item
+
+
+def measurer(sleeps, **kw) -> facepp.FacePlusPlusMeasureDetector:
+    det = facepp.FacePlusPlusMeasureDetector(
+        sleep=sleeps, rng=random.Random(7), timeout=2.0, max_attempts=2, **kw
+    )
+    det.ensure_loaded()
+    return det
+
+
+def test_registry_resolves_facepp_measure_to_the_measurements_client():
+    cls = registry.detector_class("facepp_measure")
+    assert cls is facepp.FacePlusPlusMeasureDetector
+    assert cls.output_kind == "measurements"
+    assert cls(sleep=SleepRecorder()).version_id == "1+facepp-v3-detect-gender-age"
+
+
+def test_measure_asks_the_api_for_age_and_gender(configured, sleeps):
+    configured.then(Reply(body=detect_body(aged(face(5, 5, 30, 30, "Female"), 35))))
+    data = measurer(sleeps).predict([photo()])[0].as_output()
+    assert configured.requests[0]["return_attributes"] == "gender,age"
+    assert (data["face"], data["age"], data["gender"], data["skin_gray"], data["n_faces"]) == (
+        True,
+        35.0,
+        "female",
+        None,
+        1,
+    )
+
+
+def test_the_largest_face_is_measured_even_beside_a_face_of_similar_size(configured, sleeps, settings):
+    configured.then(
+        Reply(
+            body=detect_body(aged(face(0, 0, 20, 20, "Male"), 61), aged(face(30, 10, 22, 22, "Female"), 24))
+        )
+    )
+    data = measurer(sleeps).predict([photo((64, 48))])[0].as_output()
+    # No several-people filter here: the paper measures the person of the photo, n_faces says more.
+    assert (data["age"], data["gender"], data["n_faces"]) == (24.0, "female", 2)
+    overlay = Path(settings.MEDIA_ROOT) / data["overlay"]
+    assert data["overlay"].startswith("overlays/facepp_measure/")
+    assert Image.open(overlay).format == "PNG"
+
+
+def test_no_face_measures_nothing(configured, sleeps, settings):
+    configured.then(Reply(body=detect_body()))
+    data = measurer(sleeps).predict([photo()])[0].as_output()
+    assert data == {"face": False, "age": None, "gender": None, "skin_gray": None, "n_faces": 0}
+    assert not (Path(settings.MEDIA_ROOT) / "overlays").exists()
+
+
+def test_a_face_without_attributes_has_a_null_age_and_gender(configured, sleeps):
+    configured.then(Reply(body=detect_body(face(0, 0, 30, 30, gender=None))))
+    data = measurer(sleeps, overlays=False).predict([photo()])[0].as_output()
+    assert (data["face"], data["age"], data["gender"], data["n_faces"]) == (True, None, None, 1)
+    assert "overlay" not in data
+
+
+def test_an_age_outside_the_human_range_is_an_unexpected_response(configured, sleeps):
+    configured.then(Reply(body=detect_body(aged(face(0, 0, 30, 30, "Male"), 300))))
+    with pytest.raises(FacePlusPlusError, match="unexpected Face\\+\\+ response: age attribute 300"):
+        measurer(sleeps).predict([photo()])
+
+
+def test_measure_takes_no_several_people_ratio():
+    from detectors.base import DetectorOptionError
+
+    with pytest.raises(DetectorOptionError, match="takes no several_ratio"):
+        facepp.FacePlusPlusMeasureDetector(several_ratio=0.3)
+    assert "several_ratio" not in facepp.FacePlusPlusMeasureDetector.option_help
+    assert "overlays" in facepp.FacePlusPlusMeasureDetector.option_help
+
+
+def test_an_image_the_api_rejects_is_a_failed_measurement_not_a_guess(configured, sleeps, study):
+    from detectors.models import Prediction, PredictionStatus
+    from detectors.services import detector_run
+    from tests.factories import ItemFactory, PromptFactory, image_of
+
+    prompt = PromptFactory(study=study)
+    ok_image, rejected_image = (image_of(ItemFactory(prompt=prompt)) for _ in range(2))
+    configured.then(
+        Reply(body=detect_body(aged(face(0, 0, 9, 9, "Male"), 40))),
+        Reply(status=400, body=error_body("INVALID_IMAGE_SIZE: image_base64")),
+    )
+    outcome = detector_run(detector=measurer(sleeps), study=study, batch_size=8)
+    assert (outcome.run.n_done, outcome.run.n_failed) == (1, 1)
+    ok = Prediction.objects.get(image=ok_image)
+    assert (ok.status, ok.kind, ok.output["age"], ok.output["gender"]) == (
+        PredictionStatus.OK,
+        "measurements",
+        40.0,
+        "male",
+    )
+    failed = Prediction.objects.get(image=rejected_image)
+    assert failed.status == PredictionStatus.FAILED
+    assert "INVALID_IMAGE_SIZE" in failed.error
+    assert len(configured.requests) == 2  # the answered image was not sent again

@@ -3,22 +3,28 @@ from __future__ import annotations
 import io
 import os
 import signal
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotate.models import Image, Prompt
 from detectors.generation import (
+    GenerationError,
+    PromptSpec,
     Settings,
+    generation_plan,
     generation_run,
     image_seed,
+    prompt_folder,
     prompt_set_load,
     source_path_for,
     t2i_model_resolve,
+    template_seed,
 )
 from detectors.progress import StopFlag
-from tests.factories import StudyFactory
+from studies.models import Image, Item, ItemImage, Prompt, Question
+from tests.factories import StudyFactory, image_of
 from tests.fakes import save_tiny_sd
 
 pytestmark = pytest.mark.django_db
@@ -60,42 +66,72 @@ def generate(model: Path | str, prompts: Path | str, *extra: str) -> tuple[str, 
 SMALL = ("--steps", "2", "--height", "64", "--width", "64", "--guidance", "3.5")
 
 
-def test_generation_creates_image_rows_with_seeds_and_settings(study, tiny_sd, prompt_csv):
+def test_generation_creates_one_item_per_image_with_seeds_and_settings(study, tiny_sd, prompt_csv):
     out, err = generate(
         tiny_sd, prompt_csv, "--per-prompt", "3", "--batch-size", "2", "--study", "gender", *SMALL
     )
     assert "Done: 6 images of tiny-sd stored in study gender" in out
     assert "6/6 images" in err  # the progress meter's last line
-    images = list(Image.objects.filter(study=study).select_related("prompt"))
-    assert len(images) == 6
-    assert {(i.prompt.word, i.index) for i in images} == {
+    items = list(Item.objects.filter(study=study).select_related("prompt"))
+    assert len(items) == 6
+    assert {(i.prompt.word, i.index) for i in items} == {
         (w, n) for w in ("lawyer", "taxi driver") for n in range(3)
     }
-    for image in images:
-        assert image.t2i_model == "tiny-sd"
-        assert image.seed == image_seed(t2i_model="tiny-sd", prompt=image.prompt.text, index=image.index)
-        assert image.source_path == source_path_for(
-            t2i_model="tiny-sd", category="profession", word=image.prompt.word, index=image.index
+    for item in items:
+        assert item.t2i_model == "tiny-sd"
+        assert item.seed == image_seed(t2i_model="tiny-sd", prompt=item.prompt.text, index=item.index)
+        assert item.key == source_path_for(
+            t2i_model="tiny-sd", category="profession", word=item.prompt.word, index=item.index
         )
-        assert (image.width, image.height) == (64, 64)
-        assert image.params["seed"] == image.seed
-        assert image.params["steps"] == 2
-        assert image.params["guidance"] == 3.5
-        assert image.params["height"] == image.params["width"] == 64
-        assert image.params["dtype"] == "float32"
-        assert image.params["device"] == "cpu"
-        assert image.params["scheduler"] == "DDIMScheduler"
-        assert image.params["weights"] == str(tiny_sd)
+        link = ItemImage.objects.select_related("image").get(item=item)
+        assert (link.role, link.source_path) == ("image", item.key)
+        assert (link.image.width, link.image.height, link.image.format) == (64, 64, "PNG")
+        assert item.metadata == {}
+        assert item.params["seed"] == item.seed
+        assert item.params["steps"] == 2
+        assert item.params["guidance"] == 3.5
+        assert item.params["height"] == item.params["width"] == 64
+        assert item.params["dtype"] == "float32"
+        assert item.params["device"] == "cpu"
+        assert item.params["scheduler"] == "DDIMScheduler"
+        assert item.params["weights"] == str(tiny_sd)
     assert Prompt.objects.filter(study=study).count() == 2
-    assert images[0].source_path.startswith("tiny-sd/profession/")
+    assert Image.objects.count() == 6
+    assert items[0].key.startswith("tiny-sd/profession/")
+
+
+def test_extra_prompt_set_columns_become_item_metadata(study, tmp_path):
+    path = tmp_path / "prompts.csv"
+    path.write_text(
+        "category,word,prompt,gender,template,\n"
+        "profession,lawyer,a photo of a male lawyer,male,a photo of a {gender} {word},\n"
+        "profession,nurse,a photo of a nurse,,a photo of a {word},\n"
+    )
+    prompts = prompt_set_load(str(path))
+    assert prompts[0].metadata == {"gender": "male", "template": "a photo of a {gender} {word}"}
+    generation_run(
+        study=study,
+        model=_model(),
+        prompts=prompts,
+        per_prompt=2,
+        settings=Settings(batch_size=2),
+        pipe=ScriptedPipe(),
+    )
+    metadata = {item.key: item.metadata for item in Item.objects.select_related("prompt")}
+    assert len(metadata) == 4
+    assert metadata["scripted/profession/lawyer/1.png"] == {
+        "gender": "male",
+        "template": "a photo of a {gender} {word}",
+    }
+    assert metadata["scripted/profession/nurse/0.png"] == {"gender": "", "template": "a photo of a {word}"}
 
 
 def test_a_second_run_creates_nothing(study, tiny_sd, prompt_csv):
     generate(tiny_sd, prompt_csv, "--per-prompt", "2", *SMALL)
-    before = set(Image.objects.values_list("id", "sha256"))
+    before = set(ItemImage.objects.values_list("item_id", "image_id", "image__sha256"))
     out, _ = generate(tiny_sd, prompt_csv, "--per-prompt", "2", *SMALL)
     assert out.startswith("Nothing to do: all 4 images of tiny-sd are already in study gender")
-    assert set(Image.objects.values_list("id", "sha256")) == before
+    assert set(ItemImage.objects.values_list("item_id", "image_id", "image__sha256")) == before
 
 
 def test_an_interrupted_run_resumes_where_it_stopped(study, tiny_sd, prompt_csv):
@@ -110,7 +146,7 @@ def test_an_interrupted_run_resumes_where_it_stopped(study, tiny_sd, prompt_csv)
         should_stop=lambda: next(stops, True),
     )
     assert outcome.interrupted
-    assert outcome.created == Image.objects.count() == 2
+    assert outcome.created == Item.objects.count() == Image.objects.count() == 2
     out, _ = generate(
         tiny_sd,
         prompt_csv,
@@ -127,19 +163,23 @@ def test_an_interrupted_run_resumes_where_it_stopped(study, tiny_sd, prompt_csv)
     )
     assert "Done: 4 images" in out
     assert "2 already there" in out
-    assert Image.objects.count() == 6
+    assert Item.objects.count() == 6
 
 
-def test_the_same_seed_gives_the_same_image_in_another_study(study, tiny_sd, prompt_csv):
+def test_the_same_seed_gives_the_same_image_in_another_study_stored_once(study, tiny_sd, prompt_csv):
     StudyFactory(slug="replica")
     generate(tiny_sd, prompt_csv, "--per-prompt", "2", "--study", "gender", *SMALL)
     generate(tiny_sd, prompt_csv, "--per-prompt", "2", "--study", "replica", "--batch-size", "1", *SMALL)
     by_study = {
-        slug: dict(Image.objects.filter(study__slug=slug).values_list("source_path", "sha256"))
+        slug: dict(
+            ItemImage.objects.filter(item__study__slug=slug).values_list("source_path", "image__sha256")
+        )
         for slug in ("gender", "replica")
     }
     assert by_study["gender"] == by_study["replica"]
     assert len(set(by_study["gender"].values())) == 4  # different seeds → different images
+    assert Image.objects.count() == 4  # one file each, shared by the two studies' items
+    assert Item.objects.count() == 8
 
 
 def test_seed_base_changes_every_seed(study, tiny_sd, prompt_csv):
@@ -174,14 +214,14 @@ def test_missing_weights_give_one_error_naming_the_setting(study, prompt_csv):
             generate("sdxl", prompt_csv)
     finally:
         del os.environ["BIASLAB_T2I_SDXL_WEIGHTS"]
-    assert Image.objects.count() == 0
+    assert Item.objects.count() == 0
 
 
 def test_weights_variable_points_a_short_name_at_a_local_folder(study, tiny_sd, prompt_csv, monkeypatch):
     monkeypatch.setenv("BIASLAB_T2I_SDXL_WEIGHTS", str(tiny_sd))
     out, _ = generate("sdxl", prompt_csv, "--per-prompt", "1", *SMALL)
     assert "Done: 2 images of sdxl" in out
-    assert set(Image.objects.values_list("t2i_model", flat=True)) == {"sdxl"}
+    assert set(Item.objects.values_list("t2i_model", flat=True)) == {"sdxl"}
 
 
 @pytest.mark.parametrize(
@@ -191,7 +231,7 @@ def test_weights_variable_points_a_short_name_at_a_local_folder(study, tiny_sd, 
         ("category,word,prompt\nprofession,,a photo\n", "line 2: empty word"),
         ("category,word,prompt\n", "no prompts"),
         ("", "missing column"),
-        ("category,word,prompt\np,w,a\np,w,b\n", "line 3: p/w already on line 2"),
+        ("category,word,prompt\np,w,a photo\nq,v,a photo\n", "line 3: prompt .a photo. already on line 2"),
         (b"category,word,prompt\n\xff\xfe,w,p\n", "not UTF-8"),
     ],
 )
@@ -203,7 +243,7 @@ def test_bad_prompt_sets_are_rejected_clearly(study, tmp_path, content, message)
         path.write_text(content)
     with pytest.raises(CommandError, match=message):
         generate("sdxl", path)
-    assert Image.objects.count() == 0
+    assert Item.objects.count() == 0
 
 
 def test_unknown_prompt_set_lists_the_shipped_ones(study):
@@ -274,8 +314,8 @@ def test_a_pipeline_error_ends_the_run_after_storing_earlier_batches(study):
             settings=Settings(batch_size=2),
             pipe=ScriptedPipe(fail_on_call=2),
         )
-    assert Image.objects.count() == 2
-    assert Image.objects.first().params["steps"] == 7  # the pipeline's own default, recorded
+    assert Item.objects.count() == 2
+    assert Item.objects.first().params["steps"] == 7  # the pipeline's own default, recorded
 
 
 def test_identical_outputs_are_reported_as_duplicates_not_stored(study):
@@ -292,3 +332,179 @@ def test_identical_outputs_are_reported_as_duplicates_not_stored(study):
     assert (outcome.created, outcome.duplicates, outcome.interrupted) == (1, 3, False)
     assert len(warnings) == 3
     assert "not stored" in warnings[0]
+    assert (Item.objects.count(), Image.objects.count()) == (1, 1)
+
+
+def test_generated_items_are_what_run_detectors_predicts(study):
+    import io as _io
+
+    from detectors.models import Prediction
+    from tests.fakes import registered_fake
+
+    generation_run(
+        study=study,
+        model=_model(),
+        prompts=_specs(2),
+        per_prompt=2,
+        settings=Settings(batch_size=2),
+        pipe=ScriptedPipe(),
+    )
+    with registered_fake():
+        call_command(
+            "run_detectors",
+            "--detector",
+            "fake",
+            "--t2i-model",
+            "scripted",
+            stdout=_io.StringIO(),
+            stderr=_io.StringIO(),
+        )
+    assert {p.image_id for p in Prediction.objects.all()} == {
+        image_of(item).pk for item in Item.objects.all()
+    }
+
+
+# --- seed policies and prompt sets with extra columns (issue 12) ---------------------------------
+
+
+def _mannering(n_templates: int):
+    specs = prompt_set_load("mannering2023")
+    templates = list(dict.fromkeys(spec.metadata["template"] for spec in specs))[:n_templates]
+    return [spec for spec in specs if spec.metadata["template"] in templates]
+
+
+def _seeds_by_template(jobs) -> dict[tuple[str, int], set[int]]:
+    by: dict[tuple[str, int], set[int]] = {}
+    for job in jobs:
+        by.setdefault((job.spec.metadata["template"], job.index), set()).add(job.seed)
+    return by
+
+
+def test_seed_by_template_gives_every_gender_word_of_a_template_the_same_seeds(study):
+    jobs, _ = generation_plan(
+        study=study, t2i_model="sd2", prompts=_mannering(3), per_prompt=3, seed_by="template"
+    )
+    assert len(jobs) == 3 * 4 * 3
+    by = _seeds_by_template(jobs)
+    assert all(len(seeds) == 1 for seeds in by.values())  # man, woman, boy, girl: one seed
+    distinct = {next(iter(seeds)) for seeds in by.values()}
+    assert len(distinct) == 9  # but another per template and per index
+    for job in jobs:
+        template = job.spec.metadata["template"]
+        assert job.seed == template_seed(t2i_model="sd2", template=template, index=job.index)
+
+
+def test_default_seeds_still_hash_the_whole_prompt(study):
+    jobs, _ = generation_plan(study=study, t2i_model="sd2", prompts=_mannering(1), per_prompt=2)
+    for job in jobs:
+        assert job.seed == image_seed(t2i_model="sd2", prompt=job.spec.text, index=job.index)
+    assert len({job.seed for job in jobs}) == 8  # man and woman no longer share noise
+
+
+def test_template_seed_is_pinned():
+    # Pinned: changing it would silently change every paired image of an objects study.
+    assert template_seed(t2i_model="sdxl", template="0", index=0) == PINNED_TEMPLATE_SEED
+    assert template_seed(t2i_model="sdxl", template="0", index=0) != image_seed(
+        t2i_model="sdxl", prompt="0", index=0
+    )
+    assert template_seed(t2i_model="sdxl", template="0", index=0, seed_base=1) != PINNED_TEMPLATE_SEED
+
+
+#: int.from_bytes(sha256(b"0|sdxl|template=0|0").digest()[:8]) >> 1
+PINNED_TEMPLATE_SEED = 1528800041551435918
+
+
+def test_seed_by_template_on_the_tiny_pipeline_pairs_the_gender_words(study, tiny_sd):
+    out, _ = generate(
+        tiny_sd, "mannering2023", "--seed-by", "template", "--limit-prompts", "4", "--per-prompt", "2", *SMALL
+    )
+    assert "Done: 8 images" in out
+    items = list(Item.objects.filter(study=study).select_related("prompt"))
+    by_index: dict[int, set[int]] = {}
+    for item in items:
+        by_index.setdefault(item.index, set()).add(item.seed)
+        assert item.metadata["template"] == "0"
+        assert item.params["seed_by"] == "template"
+        assert "template=<template>" in item.params["seed_rule"]
+    assert {index: len(seeds) for index, seeds in by_index.items()} == {0: 1, 1: 1}
+    # Same noise, different words: four different images per index, none refused as a duplicate.
+    assert Image.objects.count() == 8
+
+
+def test_seed_by_template_needs_a_template_on_every_prompt(study, prompt_csv):
+    with pytest.raises(CommandError, match=r"--seed-by template needs a 'template' column.*2 prompt"):
+        generate("sdxl", prompt_csv, "--seed-by", "template")
+    with pytest.raises(CommandError, match="invalid choice"):
+        generate("sdxl", prompt_csv, "--seed-by", "word")
+    assert Item.objects.count() == 0
+
+
+def test_a_study_started_under_one_seed_policy_refuses_another(study):
+    one_prompt = _mannering(1)[:1]
+    run = dict(study=study, model=_model(), prompts=one_prompt, per_prompt=2, pipe=ScriptedPipe())
+    assert generation_run(**run, settings=Settings()).created == 2
+    pipe = ScriptedPipe()
+    with pytest.raises(GenerationError, match=r"2 image\(s\) of scripted .* other seeds than planned"):
+        generation_run(**{**run, "pipe": pipe}, settings=Settings(seed_by="template"))
+    assert (Item.objects.count(), pipe.calls) == (2, 0)
+    # The policy they were made with resumes normally.
+    assert generation_run(**{**run, "per_prompt": 3}, settings=Settings()).created == 1
+
+
+def test_a_prompt_already_stored_under_another_path_is_not_generated_again(study):
+    spec = PromptSpec("scene", "kitchen", "a man in a kitchen")
+    generation_run(
+        study=study, model=_model(), prompts=[spec], per_prompt=2, settings=Settings(), pipe=ScriptedPipe()
+    )
+    moved = replace(spec, folder=prompt_folder(spec.text))  # the set gained a second kitchen prompt
+    pipe = ScriptedPipe()
+    outcome = generation_run(
+        study=study, model=_model(), prompts=[moved], per_prompt=3, settings=Settings(), pipe=pipe
+    )
+    assert (outcome.skipped, outcome.created) == (2, 1)
+    assert sorted(Item.objects.values_list("key", flat=True)) == [
+        "scripted/scene/kitchen/0.png",
+        "scripted/scene/kitchen/1.png",
+        f"scripted/scene/kitchen/{moved.folder}/2.png",
+    ]
+
+
+def test_gep2023_generates_on_the_tiny_pipeline_and_explicit_items_ask_only_their_attribute(tiny_sd):
+    gep_study = StudyFactory(slug="gep", protocol="attributes")
+    specs = prompt_set_load("gep2023")
+    chosen = specs[:2] + [s for s in specs if s.metadata["attribute"] == "boots"][:2]
+    assert [s.category for s in chosen] == ["neutral", "neutral", "explicit", "explicit"]
+    assert {s.word for s in chosen} == {"sitting at a table"}
+    run = dict(
+        study=gep_study,
+        model=t2i_model_resolve(str(tiny_sd)),
+        prompts=chosen,
+        per_prompt=1,
+        settings=Settings(batch_size=2, steps=2, height=64, width=64),
+        prompt_set="gep2023",
+    )
+    assert generation_run(**run).created == 4
+    items = {item.prompt.text: item for item in Item.objects.filter(study=gep_study).select_related("prompt")}
+    assert set(items) == {s.text for s in chosen}
+    for spec in chosen:
+        item = items[spec.text]
+        assert item.metadata == spec.metadata
+        assert item.key == f"tiny-sd/{spec.category}/sitting_at_a_table/{spec.folder}/0.png"
+        assert item.params["prompt_set"] == "gep2023"
+    assert items["A woman sitting at a table."].question_keys == []
+    assert items["A woman in boots sitting at a table."].question_keys == ["boots"]
+    assert items["A man in boots sitting at a table."].question_keys == ["boots"]
+    again = generation_run(**run)
+    assert (again.created, again.skipped) == (0, 4)
+
+
+def test_a_question_the_study_lacks_is_refused_before_anything_is_generated(db):
+    gep_study = StudyFactory(slug="gep", protocol="attributes")
+    Question.objects.filter(study=gep_study, key="boots").delete()
+    boots = [s for s in prompt_set_load("gep2023") if s.metadata["attribute"] == "boots"][:1]
+    pipe = ScriptedPipe()
+    with pytest.raises(GenerationError, match=r"would ask question 'boots', which study gep does not have"):
+        generation_run(
+            study=gep_study, model=_model(), prompts=boots, per_prompt=1, settings=Settings(), pipe=pipe
+        )
+    assert (Item.objects.count(), pipe.calls) == (0, 0)

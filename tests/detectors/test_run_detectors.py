@@ -11,8 +11,16 @@ from PIL import Image as PILImage
 from detectors import registry
 from detectors.models import DetectorRun, Prediction, PredictionStatus, RunStatus
 from detectors.selectors import Shard, images_pending
-from tests.factories import ImageFactory, PromptFactory, StudyFactory
-from tests.fakes import registered_fake, verdict_for
+from studies.models import ImageRole
+from tests.factories import (
+    ImageFactory,
+    ItemFactory,
+    PairItemFactory,
+    PromptFactory,
+    StudyFactory,
+    image_of,
+)
+from tests.fakes import FakeMeasurer, measurements_for, registered_fake, verdict_for
 
 pytestmark = pytest.mark.django_db
 
@@ -31,8 +39,9 @@ def run(*args: str) -> str:
 
 @pytest.fixture
 def images(study):
+    """The files of seven one-image sdxl items of the gender study."""
     prompt = PromptFactory(study=study)
-    return [ImageFactory(prompt=prompt) for _ in range(7)]
+    return [image_of(ItemFactory(prompt=prompt)) for _ in range(7)]
 
 
 def _pil(image) -> PILImage.Image:
@@ -78,7 +87,7 @@ def test_run_skips_images_already_predicted_and_counts_them(fake, images):
 
 def test_filters_by_study_and_t2i_model(fake, images):
     other_study = StudyFactory(slug="other")
-    other = ImageFactory(prompt=PromptFactory(study=other_study), t2i_model="sd3")
+    other = image_of(ItemFactory(prompt=PromptFactory(study=other_study), t2i_model="sd3"))
     run("--detector", "fake", "--study", "other")
     assert list(Prediction.objects.values_list("image_id", flat=True)) == [other.pk]
     run("--detector", "fake", "--t2i-model", "sdxl")
@@ -250,7 +259,7 @@ def test_help_lists_every_detectors_options():
     assert "--option KEY=VALUE" in text
     for key in registry.available():
         assert f"  {key}: " in text
-    assert "face_upsample (clip_enhance, clip_prob, face_gender)" in text
+    assert "face_upsample (clip_enhance, clip_prob, face_age_gender, face_gender, skin_tone)" in text
 
 
 @pytest.mark.parametrize("key", sorted(registry.DETECTORS))
@@ -290,3 +299,73 @@ def test_a_mistyped_t2i_model_is_an_error_naming_the_models_not_nothing_to_do(fa
     with pytest.raises(CommandError, match=r"No images of T2I model 'sdxxl'\. T2I models: sdxl\."):
         run("--detector", "fake", "--study", "gender", "--t2i-model", "sdxxl")
     assert not DetectorRun.objects.exists()
+
+
+# --- image files shared by items, and kinds other than gender ------------------------------------
+@pytest.fixture
+def pairs(db):
+    """A pair-change study: one seed photo shared by three pairs, each with its own edit."""
+    pair_study = StudyFactory(slug="pairs", protocol="pair_change")
+    seed = ImageFactory()
+    prompt = PromptFactory(study=pair_study)
+    items = [PairItemFactory(prompt=prompt, image__input=seed) for _ in range(3)]
+    return seed, items
+
+
+def test_a_seed_photo_shared_by_several_pairs_is_predicted_once(fake, pairs):
+    seed, items = pairs
+    out = run("--detector", "fake", "--study", "pairs")
+    edits = {image_of(item, ImageRole.OUTPUT).pk for item in items}
+    assert Prediction.objects.filter(image=seed).count() == 1
+    assert set(Prediction.objects.values_list("image_id", flat=True)) == edits | {seed.pk}
+    detector_run = DetectorRun.objects.get()
+    assert (detector_run.n_total, detector_run.n_done) == (4, 4)
+    assert sum(fake.calls) == 4
+    assert "finished: 4 predicted" in out
+    assert "Nothing to do: all 4 images in scope" in run("--detector", "fake", "--study", "pairs")
+
+
+def test_a_file_in_two_studies_is_predicted_once_and_counts_as_done_in_both(fake, images, study):
+    other = StudyFactory(slug="other")
+    ItemFactory(prompt=PromptFactory(study=other), image=images[0])
+    run("--detector", "fake", "--study", "gender")
+    out = run("--detector", "fake", "--study", "other")
+    assert out.startswith("Nothing to do: all 1 images in scope")
+    assert Prediction.objects.filter(image=images[0]).count() == 1
+
+
+def test_a_measurements_detector_stores_outputs_of_its_kind(images):
+    with registered_fake(FakeMeasurer):
+        run("--detector", "fake_measure", "--batch-size", "4")
+    predictions = {p.image_id: p for p in Prediction.objects.filter(detector="fake_measure")}
+    assert set(predictions) == {i.pk for i in images}
+    for image in images:
+        prediction = predictions[image.pk]
+        assert (prediction.kind, prediction.status, prediction.verdict) == ("measurements", "ok", "")
+        assert prediction.output == measurements_for(_pil(image))
+
+
+def test_an_output_of_another_kind_than_declared_is_stored_as_a_failure(images):
+    with registered_fake(FakeMeasurer) as measurer:
+        measurer.wrong_kind = True
+        run("--detector", "fake_measure")
+    failed = Prediction.objects.filter(status=PredictionStatus.FAILED)
+    assert failed.count() == 7
+    assert all(p.kind == "measurements" and p.output == {} for p in failed)
+    assert "fake_measure declares measurements output but returned gender" in failed.first().error
+    assert DetectorRun.objects.get().n_failed == 7
+
+
+def test_a_failure_keeps_the_kind_the_detector_declares(images):
+    (Path(settings.MEDIA_ROOT) / images[0].file).write_bytes(b"junk")
+    with registered_fake(FakeMeasurer):
+        run("--detector", "fake_measure")
+    failed = Prediction.objects.get(status=PredictionStatus.FAILED)
+    assert (failed.image_id, failed.kind, failed.output) == (images[0].pk, "measurements", {})
+    assert "cannot open image" in failed.error
+
+
+def test_files_of_no_item_are_out_of_scope(fake, images):
+    ImageFactory()  # a file no item uses
+    run("--detector", "fake")
+    assert Prediction.objects.count() == 7

@@ -8,18 +8,20 @@ from django.db import connection
 
 from detectors import registry
 from detectors.base import DetectorOutput
+from detectors.kinds import OutputInvalid
 from detectors.models import DetectorRun, Prediction, PredictionStatus
 from detectors.progress import Progress, format_duration
 from detectors.selectors import Shard, images_in_scope
 from detectors.services import PredictionRecord, prediction_store
-from tests.factories import ImageFactory, PromptFactory
+from tests.factories import ItemFactory, PromptFactory, image_of
 from tests.fakes import FakeDetector, registered_fake
 
 
 @pytest.fixture
 def images(study):
+    """The files of five one-image items of the gender study."""
     prompt = PromptFactory(study=study)
-    return [ImageFactory(prompt=prompt) for _ in range(5)]
+    return [image_of(ItemFactory(prompt=prompt)) for _ in range(5)]
 
 
 def _records(images, verdict="male"):
@@ -33,8 +35,50 @@ def test_prediction_store_writes_ok_and_failed_rows_and_counts_them(images):
     result = prediction_store(detector="fake", version="1", records=records, run=run)
     assert (result.ok, result.failed) == (3, 1)
     failed = Prediction.objects.get(status=PredictionStatus.FAILED)
-    assert (failed.image_id, failed.verdict, failed.error) == (images[3].pk, "", "boom")
+    assert (failed.image_id, failed.verdict, failed.output, failed.error) == (images[3].pk, "", {}, "boom")
     assert set(run.predictions.values_list("image_id", flat=True)) == {i.pk for i in images[:4]}
+    ok = Prediction.objects.filter(status=PredictionStatus.OK).first()
+    assert (ok.kind, ok.output) == ("gender", {"label": "male", "reason": "", "scores": {}})
+
+
+@pytest.mark.django_db
+def test_prediction_store_validates_every_output_and_stores_nothing_of_a_bad_batch(images):
+    bad = PredictionRecord(image_id=images[1].pk, kind="measurements", output={"face": True, "age": 200})
+    with pytest.raises(OutputInvalid, match=r"^gender: missing .*image file"):
+        prediction_store(detector="fake", version="1", records=[*_records(images[:1]), bad])
+    bad = PredictionRecord(
+        image_id=images[1].pk,
+        kind="measurements",
+        output={"face": True, "age": 200, "gender": None, "skin_gray": None},
+    )
+    with pytest.raises(OutputInvalid, match=r"^age: must be between 0 and 120, got 200 \(image file \d+\)"):
+        prediction_store(detector="fake", version="1", records=[*_records(images[:1]), bad])
+    assert Prediction.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_prediction_store_keeps_the_normalised_output_of_each_kind(images):
+    records = [
+        PredictionRecord(
+            image_id=images[0].pk,
+            kind="objects",
+            output={"objects": [{"class": "tie", "confidence": 1, "box": [0, 0, 4, 8]}]},
+        ),
+        PredictionRecord(image_id=images[1].pk, kind="attributes", output={"scores": {"boots": 1}}),
+    ]
+    assert prediction_store(detector="det", version="1", records=records).ok == 2
+    stored = dict(Prediction.objects.values_list("kind", "output"))
+    assert stored["objects"] == {
+        "objects": [{"class": "tie", "confidence": 1.0, "box": [0.0, 0.0, 4.0, 8.0]}]
+    }
+    assert stored["attributes"] == {"scores": {"boots": 1.0}}
+
+
+@pytest.mark.django_db
+def test_a_detector_name_with_a_slash_is_refused_by_prediction_store(images):
+    with pytest.raises(ValueError, match="contains '/'"):
+        prediction_store(detector="org/clip", version="1", records=_records(images[:1]))
+    assert Prediction.objects.count() == 0
 
 
 @pytest.mark.django_db
@@ -42,7 +86,7 @@ def test_prediction_store_leaves_existing_predictions_alone(images):
     prediction_store(detector="fake", version="1", records=_records(images[:2], "male"))
     result = prediction_store(detector="fake", version="1", records=_records(images, "female"))
     assert (result.ok, result.failed) == (3, 0)
-    verdicts = dict(Prediction.objects.values_list("image_id", "verdict"))
+    verdicts = {p.image_id: p.verdict for p in Prediction.objects.all()}
     assert [verdicts[i.pk] for i in images] == ["male", "male", "female", "female", "female"]
 
 
@@ -88,7 +132,7 @@ def test_concurrent_workers_storing_the_same_images_never_duplicate(images):
 
 
 @pytest.mark.django_db
-def test_shards_partition_the_images(images):
+def test_shards_partition_the_image_files(images):
     all_ids = set(images_in_scope().values_list("id", flat=True))
     parts = [set(images_in_scope(shard=Shard(i, 2)).values_list("id", flat=True)) for i in (1, 2)]
     assert parts[0] | parts[1] == all_ids

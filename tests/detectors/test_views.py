@@ -4,7 +4,13 @@ import pytest
 from django.urls import reverse
 
 from detectors.models import DetectorRun, RunStatus
-from tests.factories import ImageFactory, PredictionFactory, PromptFactory
+from tests.factories import (
+    ItemFactory,
+    PredictionFactory,
+    PromptFactory,
+    StudyFactory,
+    image_of,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -96,12 +102,39 @@ def test_htmx_request_gets_only_the_runs_table(client_for, researcher, runs):
 
 
 def test_prediction_totals_per_detector_version(client_for, admin_user, study):
-    image = ImageFactory(prompt=PromptFactory(study=study))
-    PredictionFactory(image=image, detector="clip", version="v1", verdict="female")
-    PredictionFactory(image=image, detector="clip", version="v2", status="failed", verdict="", error="x")
+    image = image_of(ItemFactory(prompt=PromptFactory(study=study)))
+    PredictionFactory(
+        image=image, detector="clip", version="v1", output={"label": "female", "reason": "", "scores": {}}
+    )
+    PredictionFactory(image=image, detector="clip", version="v2", status="failed", output={}, error="x")
     html = client_for(admin_user).get(reverse("detectors:runs")).content.decode()
     assert "Predictions stored" in html
     assert '<td class="text">clip</td><td class="text wrap"><code>v2</code></td>' in html
+    assert (
+        '<td class="text">clip</td><td class="text wrap"><code>v1</code></td><td class="text">gender</td>\n'
+        "      <td>0</td><td>1</td><td>0</td>\n      <td>1</td><td>0</td><td>1</td>"
+    ) in html
+
+
+def test_prediction_totals_count_verdicts_only_for_gender_detectors(client_for, researcher, study):
+    from detectors.selectors import prediction_summaries
+
+    images = [image_of(ItemFactory(prompt=PromptFactory(study=study))) for _ in range(3)]
+    measured = {"face": True, "age": 30.0, "gender": "male", "skin_gray": 100.0}
+    for image in images[:2]:
+        PredictionFactory(image=image, detector="measure", kind="measurements", output=measured)
+    PredictionFactory(
+        image=images[2], detector="measure", kind="measurements", status="failed", output={}, error="x"
+    )
+    PredictionFactory(
+        image=images[0], detector="clip", output={"label": "filtered", "reason": "no_face", "scores": {}}
+    )
+    summaries = {s.detector: s for s in prediction_summaries()}
+    assert (summaries["measure"].male, summaries["measure"].ok, summaries["measure"].failed) == (0, 2, 1)
+    assert summaries["measure"].total == 3
+    assert (summaries["clip"].filtered, summaries["clip"].ok, summaries["clip"].total) == (1, 1, 1)
+    html = client_for(researcher).get(reverse("detectors:runs")).content.decode()
+    assert '<td class="text">measurements</td>\n      <td>—</td><td>—</td><td>—</td>' in html
 
 
 def test_empty_page_says_how_to_start(client_for, researcher):
@@ -132,12 +165,20 @@ def test_anonymous_is_sent_to_login(client):
 @pytest.fixture
 def predictions(study):
     prompt = PromptFactory(study=study)
-    a = ImageFactory(prompt=prompt, t2i_model="sdxl")
-    b = ImageFactory(prompt=prompt, t2i_model="sd3")
+    a = image_of(ItemFactory(prompt=prompt, t2i_model="sdxl"))
+    b = image_of(ItemFactory(prompt=prompt, t2i_model="sd3", key="sd3/b.png"))
     return [
-        PredictionFactory(image=a, detector="clip", verdict="male", scores={"male": 0.8}),
-        PredictionFactory(image=b, detector="clip", verdict="filtered", filter_reason="no_face"),
-        PredictionFactory(image=a, detector="blip2", verdict="female", detail="a woman"),
+        PredictionFactory(
+            image=a, detector="clip", output={"label": "male", "reason": "", "scores": {"male": 0.8}}
+        ),
+        PredictionFactory(
+            image=b, detector="clip", output={"label": "filtered", "reason": "no_face", "scores": {}}
+        ),
+        PredictionFactory(
+            image=a,
+            detector="blip2",
+            output={"label": "female", "reason": "", "scores": {}, "detail": "a woman"},
+        ),
     ]
 
 
@@ -145,6 +186,7 @@ def test_api_lists_predictions_filtered_by_detector_and_t2i_model(client_for, re
     client = client_for(researcher)
     data = client.get(reverse("api-predictions")).json()
     assert data["count"] == 3
+    assert [r["detail"] for r in data["results"]] == ["", "", "a woman"]
     data = client.get(reverse("api-predictions"), {"detector": "clip", "t2i_model": "sd3"}).json()
     assert data["count"] == 1
     row = data["results"][0]
@@ -152,14 +194,60 @@ def test_api_lists_predictions_filtered_by_detector_and_t2i_model(client_for, re
     assert row["reason"] == "no_face"
     assert row["t2i_model"] == "sd3"
     assert row["study"] == "gender"
-    assert row["image"] == predictions[1].image.source_path
+    assert row["image"] == row["item"] == "sd3/b.png"
+    assert row["image_id"] == predictions[1].image_id
+    assert (row["kind"], row["output"]) == (
+        "gender",
+        {"label": "filtered", "reason": "no_face", "scores": {}},
+    )
     assert set(row) >= {"scores", "version", "status", "error", "seconds", "detail"}
+
+
+def test_api_lists_a_shared_file_once_named_by_its_item_in_the_study_asked_for(
+    client_for, researcher, predictions
+):
+    other = ItemFactory(prompt=PromptFactory(study=StudyFactory(slug="other")), image=predictions[0].image)
+    client = client_for(researcher)
+    assert client.get(reverse("api-predictions"), {"detector": "clip"}).json()["count"] == 2
+    data = client.get(reverse("api-predictions"), {"study": "other"}).json()
+    assert [(r["detector"], r["image"], r["study"]) for r in data["results"]] == [
+        ("clip", other.key, "other"),
+        ("blip2", other.key, "other"),
+    ]
+
+
+def test_api_lists_outputs_of_other_kinds(client_for, researcher, study):
+    image = image_of(ItemFactory(prompt=PromptFactory(study=study)))
+    objects = {"objects": [{"class": "tie", "confidence": 0.5, "box": [0.0, 0.0, 1.0, 2.0]}]}
+    PredictionFactory(image=image, detector="yolo", kind="objects", output=objects)
+    row = client_for(researcher).get(reverse("api-predictions")).json()["results"][0]
+    assert (row["kind"], row["output"], row["prediction"], row["reason"], row["scores"]) == (
+        "objects",
+        objects,
+        "",
+        "",
+        {},
+    )
 
 
 def test_api_rejects_an_unknown_study_filter(client_for, researcher, predictions):
     response = client_for(researcher).get(reverse("api-predictions"), {"study": "nope"})
     assert response.status_code == 400
-    assert "study" in response.json()
+    body = response.json()
+    assert (body["code"], list(body["errors"])) == ("unknown_filter", ["study"])
+
+
+@pytest.mark.parametrize("query", ["detector=clip&detector=blip2", "study=", "page=", "page=0", "page=last"])
+def test_api_rejects_repeated_empty_and_malformed_parameters(client_for, researcher, predictions, query):
+    response = client_for(researcher).get(f"{reverse('api-predictions')}?{query}")
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid"
+
+
+def test_api_answers_a_page_past_the_last_with_404(client_for, researcher, predictions):
+    response = client_for(researcher).get(reverse("api-predictions"), {"page": 2})
+    assert response.status_code == 404
+    assert response.json()["code"] == "not_found"
 
 
 def test_api_lists_runs(client_for, researcher, runs):
@@ -174,9 +262,19 @@ def test_api_lists_runs(client_for, researcher, runs):
 
 @pytest.mark.parametrize("verb", VERBS)
 @pytest.mark.parametrize("url_name", ["api-predictions", "api-detector-runs"])
-def test_api_is_forbidden_to_annotators_for_every_verb(client_for, annotator_a, predictions, url_name, verb):
-    response = getattr(client_for(annotator_a), verb)(reverse(url_name))
-    assert response.status_code == 403
+@pytest.mark.parametrize("persona", ["annotator_a", "researcher"])
+def test_api_is_forbidden_to_annotators_and_read_only_for_everyone(
+    request, client_for, predictions, persona, url_name, verb
+):
+    """GET: 403 for an annotator. Other verbs: 405 with Allow for everyone alike, before the
+    role is looked at."""
+    response = getattr(client_for(request.getfixturevalue(persona)), verb)(reverse(url_name))
+    if verb == "get":
+        assert response.status_code == (403 if persona == "annotator_a" else 200)
+    else:
+        assert response.status_code == 405
+        assert response["Allow"] == "GET, OPTIONS, HEAD"
+        assert response.json()["code"] == "method_not_allowed"
 
 
 def test_api_needs_a_login(client):
@@ -195,3 +293,16 @@ def test_a_running_run_without_progress_is_shown_as_stale_and_stops_the_polling(
     assert "no progress since 2" in html
     assert "worker killed?" in html
     assert "hx-trigger" not in html
+
+
+def test_admin_lists_predictions_and_finds_them_by_any_path_of_their_file(
+    client_for, admin_user, predictions
+):
+    client = client_for(admin_user)
+    url = reverse("admin:detectors_prediction_changelist")
+    html = client.get(url).content.decode()
+    assert "3 predictions" in html
+    html = client.get(url, {"q": "sd3/b.png"}).content.decode()
+    assert "1 prediction" in html
+    assert "filtered" in html
+    assert client.get(reverse("admin:detectors_detectorrun_changelist")).status_code == 200

@@ -2,11 +2,13 @@
 
     python manage.py export_predictions --format csv [--detector clip] [--study gender] [--output FILE]
 
-Columns (see detectors.selectors.EXPORT_COLUMNS): study, image (source_path as imported),
-detector, version, prediction (male|female|filtered; empty for a failure), reason (filter
-reason), scores (JSON object), detail (free text such as a raw answer), status (ok|failed),
-error (why it failed), seconds (time spent on the image). The CSV can be re-imported with
-``import_predictions``.
+One row per prediction of an image file. Columns (see detectors.selectors.EXPORT_COLUMNS):
+study and image (the study and source path of the file's first item image: a seed photo shared
+by many items is named once), detector, version, kind (gender, attributes, measurements,
+objects), prediction (male|female|filtered for gender; empty for other kinds and failures),
+reason (filter reason), scores (JSON object), detail (free text such as a raw answer), status
+(ok|failed), error (why it failed), seconds (time spent on the image), output (the whole JSON
+output of its kind). The CSV can be re-imported with ``import_predictions``.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotate.models import Study
 from detectors.models import Prediction
 from detectors.selectors import predictions_export
+from studies.models import Study
 
 
 class Command(BaseCommand):
@@ -38,7 +40,9 @@ class Command(BaseCommand):
                 raise CommandError(f"No study {opts['study']!r}.")
         if opts["detector"]:
             stored = (
-                Prediction.objects.all() if study is None else Prediction.objects.filter(image__study=study)
+                Prediction.objects.all()
+                if study is None
+                else Prediction.objects.filter(image__item_images__item__study=study)
             )
             if not stored.filter(detector=opts["detector"]).exists():
                 known = sorted(set(stored.values_list("detector", flat=True).distinct())) or ["none"]

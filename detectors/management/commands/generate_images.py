@@ -2,28 +2,44 @@
 
     python manage.py generate_images --t2i-model sdxl --prompt-set lyu2025 --per-prompt 20 \\
         --study gender --device cuda --batch-size 8 [--steps 30] [--guidance 5] \\
-        [--height 1024] [--width 1024] [--seed-base 0] [--limit-prompts 10]
+        [--height 1024] [--width 1024] [--seed-base 0] [--seed-by prompt|template] [--limit-prompts 10]
 
-Resumable: images already stored (same model, prompt, index) are skipped. Ctrl-C / SIGTERM
-stops after the current batch. See detectors/generation.py for the seed rule and weights.
+    python manage.py generate_images --t2i-model stabilityai/stable-diffusion-2-1 \\
+        --prompt-set mannering2023 --per-prompt 5 --study objects --seed-by template
+
+Each image becomes an item of the study, keyed by its path (model/category/word/index.png, with
+a sub-folder per prompt where prompts share a category and word), with its prompt, seed,
+settings and the prompt set's extra columns as metadata. ``--seed-by template`` gives every
+prompt of a template (the set's ``template`` column) the same seeds, so paired prompts differ
+only in their words. Resumable: items already stored (same model, prompt, index) are skipped.
+Ctrl-C / SIGTERM stops after the current batch. See detectors/generation.py for the seed rules,
+paths and weights.
+
+``--executor ray`` generates on a pool of Ray workers, each holding the pipeline; this process
+stores every image through the same storer (docs/scale.md). Seeds do not depend on the worker:
+same images either way.
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotate.models import Study
+from detectors.executors import ExecutorError, executor_arguments, executor_from_options
 from detectors.generation import (
+    SEED_POLICIES,
     T2I_MODELS,
     GenerationError,
     Settings,
     generation_run,
     prompt_set_load,
+    seed_policy_check,
     t2i_model_resolve,
 )
-from detectors.progress import Progress, StopFlag
+from detectors.progress import Progress, StopFlag, command_stream
+from studies.models import Study
 
 
 def _positive(value: int | None, flag: str) -> None:
@@ -40,7 +56,12 @@ class Command(BaseCommand):
             required=True,
             help=f"Short name ({', '.join(T2I_MODELS)}), a diffusers hub id or a local folder.",
         )
-        parser.add_argument("--prompt-set", required=True, help="Shipped set name (lyu2025) or CSV path.")
+        parser.add_argument(
+            "--prompt-set",
+            required=True,
+            help="Shipped set name (lyu2025) or CSV path (columns category, word, prompt; others become "
+            "item metadata).",
+        )
         parser.add_argument("--per-prompt", type=int, default=20, help="Images per prompt (default 20).")
         parser.add_argument("--study", default="", help="Study slug (default: the only study).")
         parser.add_argument("--device", default="cpu")
@@ -50,19 +71,33 @@ class Command(BaseCommand):
         parser.add_argument("--height", type=int, default=None)
         parser.add_argument("--width", type=int, default=None)
         parser.add_argument("--seed-base", type=int, default=0, help="Mixed into every seed (default 0).")
+        parser.add_argument(
+            "--seed-by",
+            choices=SEED_POLICIES,
+            default="prompt",
+            help="What each image's seed is derived from with its index: the prompt text (default), or the "
+            "prompt set's template column, so every prompt of a template shares its seeds (man/woman pairs).",
+        )
         parser.add_argument("--limit-prompts", type=int, default=None, help="Only the first K prompts.")
+        executor_arguments(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
         for flag in ("per_prompt", "batch_size", "steps", "height", "width", "limit_prompts"):
             _positive(opts[flag], "--" + flag.replace("_", "-"))
+        try:
+            executor = executor_from_options(opts, device=opts["device"], log=self.stderr.write)
+        except (ValueError, ExecutorError) as exc:
+            raise CommandError(str(exc)) from None
         study = self._study(opts["study"])
         try:
             prompts = prompt_set_load(opts["prompt_set"])
+            if opts["limit_prompts"]:
+                prompts = prompts[: opts["limit_prompts"]]
+            # The prompt set's faults before the weights': both are the user's to fix, this one first.
+            seed_policy_check(prompts, opts["seed_by"])
             model = t2i_model_resolve(opts["t2i_model"])
         except GenerationError as exc:
             raise CommandError(str(exc)) from None
-        if opts["limit_prompts"]:
-            prompts = prompts[: opts["limit_prompts"]]
         device = opts["device"]
         batch_size = opts["batch_size"] or (8 if device.startswith("cuda") else 1)
         settings = Settings(
@@ -73,8 +108,9 @@ class Command(BaseCommand):
             height=opts["height"],
             width=opts["width"],
             seed_base=opts["seed_base"],
+            seed_by=opts["seed_by"],
         )
-        with StopFlag(stream=self.stderr._out) as stop:
+        with StopFlag(stream=command_stream(self.stderr)) as stop, executor or nullcontext():
             try:
                 outcome = generation_run(
                     study=study,
@@ -84,10 +120,11 @@ class Command(BaseCommand):
                     settings=settings,
                     prompt_set=opts["prompt_set"],
                     should_stop=stop,
-                    progress=lambda total: Progress(total, stream=self.stderr._out),
+                    progress=lambda total: Progress(total, stream=command_stream(self.stderr)),
                     on_warning=lambda message: self.stderr.write(message),
+                    executor=executor,
                 )
-            except GenerationError as exc:
+            except (GenerationError, ExecutorError) as exc:
                 raise CommandError(str(exc)) from None
         self._report(model.name, study, outcome)
 
@@ -104,6 +141,8 @@ class Command(BaseCommand):
             f"{outcome.skipped} already there, {outcome.duplicates} duplicates not stored"
             + (f", {speed:.3f} images/s." if speed else ".")
         )
+        for worker in outcome.workers:
+            self.stdout.write("  " + worker.line())
 
     def _study(self, slug: str) -> Study:
         if slug:

@@ -2,10 +2,13 @@
 
     python manage.py import_predictions preds.csv [--study gender] [--version imported]
 
-Columns: image (source_path as imported), detector, prediction (male|female|filtered); optional
-score, scores (JSON), reason, detail, version, study, status (ok|failed), error, seconds. A file
-written by ``export_predictions --format csv`` reads back unchanged. Unknown filter reasons are
-stored as "other" with their text in ``detail``. See detectors.services.predictions_import.
+Columns: image (an item image's source path as imported, or an item's key), detector, and
+prediction (male|female|filtered) or output (a JSON object of the row's kind); optional kind
+(gender by default, or attributes, measurements, objects: those need output), score, scores
+(JSON), reason, detail, version, study, status (ok|failed), error, seconds. A file written by
+``export_predictions --format csv`` reads back unchanged. Unknown filter reasons are stored as
+"other" with their text as detail. A bad output is reported with its line and field; a detector
+name with "/" is refused. See detectors.services.predictions_import.
 """
 
 from __future__ import annotations
@@ -14,8 +17,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotate.models import Study
 from detectors.services import PredictionImportRejected, predictions_import
+from studies.models import Study
 
 
 class Command(BaseCommand):
@@ -28,7 +31,9 @@ class Command(BaseCommand):
         super().add_base_argument(parser, *args, **kwargs)
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("file", help="CSV with columns image, detector, prediction[, score, reason …].")
+        parser.add_argument(
+            "file", help="CSV with columns image, detector, prediction or output[, kind, score, reason …]."
+        )
         parser.add_argument("--study", default="", help="Study slug of the images (rows may name their own).")
         parser.add_argument(
             "--version", default="imported", help="Version stored for rows without one (default: imported)."

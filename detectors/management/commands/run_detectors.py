@@ -1,4 +1,4 @@
-"""Run one detector over the images that have no prediction for it yet.
+"""Run one detector over the image files that have no prediction for it yet.
 
     python manage.py run_detectors --detector face_gender [--study gender] [--t2i-model sdxl]
         [--batch-size 8] [--device cuda] [--shard 1/4] [--limit 1000] [--option KEY=VALUE ...]
@@ -10,25 +10,34 @@ VALUE is read as an int, a float, true/false, else kept as text. Each detector l
 other settings predicts again; blip2's ``max_new_tokens`` and the half-precision ``dtype`` on
 CUDA are not (docs/detectors.md, "Versions").
 
-``--shard i/n`` (1-based i) gives this worker the images with ``id % n == i - 1``; n workers on
-different machines started with 1/n … n/n cover every image exactly once. Ctrl-C or SIGTERM
+The files are those of the items of ``--study`` (default: every study) and ``--t2i-model``
+(default: all), every role (a pair's seed photo and its edit); a file used by many items (one
+seed photo in 200 pairs) is predicted once. ``--shard i/n`` (1-based i) gives this worker the
+files with ``id % n == i - 1``; n workers on different machines started with 1/n … n/n cover
+every file exactly once. Ctrl-C or SIGTERM
 stops after the current batch (the run is marked interrupted); running the same command again
 continues, and once everything is predicted it does nothing and says so.
+
+``--executor ray`` runs the detector on a pool of Ray workers (``--ray-address``,
+``--num-workers``, ``--num-gpus-per-worker``); this process still selects the images and is the
+only one that writes the database (docs/scale.md).
 """
 
 from __future__ import annotations
 
 import argparse
+from contextlib import nullcontext
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotate.models import Image, Study
 from detectors import registry
 from detectors.base import DetectorOptionError, DetectorUnavailable, UnknownDetector
-from detectors.progress import Progress, StopFlag
-from detectors.selectors import Shard
+from detectors.executors import ExecutorError, executor_arguments, executor_from_options
+from detectors.progress import Progress, StopFlag, command_stream
+from detectors.selectors import Shard, t2i_models
 from detectors.services import detector_run
+from studies.models import Item, Study
 
 
 class Command(BaseCommand):
@@ -50,6 +59,7 @@ class Command(BaseCommand):
             help="A detector option (repeatable); VALUE is read as int, float, true/false or text. "
             "Options per detector:\n" + _options_help(),
         )
+        executor_arguments(parser, send_images=True)
         parser.formatter_class = argparse.RawTextHelpFormatter
 
     def handle(self, *args: Any, **opts: Any) -> None:
@@ -77,7 +87,12 @@ class Command(BaseCommand):
         except ImportError as exc:  # a plugin whose package is not installed here
             raise CommandError(f"{opts['detector']} cannot be imported here: {exc}") from None
 
-        with StopFlag(stream=self.stderr._out) as stop:
+        try:
+            executor = executor_from_options(opts, device=opts["device"], log=self.stderr.write)
+        except (ValueError, ExecutorError) as exc:
+            raise CommandError(str(exc)) from None
+
+        with StopFlag(stream=command_stream(self.stderr)) as stop, executor or nullcontext():
             try:
                 outcome = detector_run(
                     detector=detector,
@@ -87,10 +102,14 @@ class Command(BaseCommand):
                     batch_size=opts["batch_size"],
                     limit=opts["limit"],
                     should_stop=stop,
-                    progress=lambda total: Progress(total, stream=self.stderr._out),
+                    progress=lambda total: Progress(total, stream=command_stream(self.stderr)),
+                    executor=executor,
+                    send_images=opts["send_images"],
                 )
             except DetectorUnavailable as exc:
                 raise CommandError(f"{opts['detector']} is unavailable: {exc}") from None
+            except ExecutorError as exc:
+                raise CommandError(str(exc)) from None
         if outcome.run is None:
             self.stdout.write(outcome.message)
             return
@@ -100,15 +119,17 @@ class Command(BaseCommand):
             f"{run.detector}@{run.version} run {run.pk} {outcome.message}"
             + (f" {speed:.2f} images/s." if speed else "")
         )
+        for worker in outcome.workers:
+            self.stdout.write("  " + worker.line())
 
     @staticmethod
     def _check_t2i_model(study: Study | None, t2i_model: str | None) -> None:
         """A mistyped model name must not read as "nothing to do"."""
         if not t2i_model:
             return
-        images = Image.objects.all() if study is None else Image.objects.filter(study=study)
-        if not images.filter(t2i_model=t2i_model).exists():
-            known = sorted(set(images.values_list("t2i_model", flat=True).distinct())) or ["none"]
+        items = Item.objects.all() if study is None else Item.objects.filter(study=study)
+        if not items.filter(t2i_model=t2i_model).exists():
+            known = t2i_models(study=study) or ["none"]
             raise CommandError(f"No images of T2I model {t2i_model!r}. T2I models: {', '.join(known)}.")
 
     def _study(self, slug: str) -> Study | None:
@@ -153,7 +174,8 @@ def option_value(raw: str) -> int | float | bool | str:
 def _options_help() -> str:
     """Every registered detector's option names, then what each option does (imports the plugin
     modules, which import neither torch nor dlib at module level)."""
-    names, meanings = [], {}
+    names: list[str] = []
+    meanings: dict[tuple[str, str], list[str]] = {}
     for key in registry.available():
         try:
             help_by_option = registry.detector_class(key).option_help

@@ -1,0 +1,207 @@
+"""The workers: what runs where the model is, on plain data in and out. No Django here.
+
+A worker is built from a ``WorkerSpec`` (``detectors.executors``) and has three methods:
+
+- ``load()`` loads the model once and returns what the driver must check (the detector's
+  version, the pipeline's effective settings) — the same on every worker, or the run stops;
+- ``prepare(payload)`` does one item's I/O and decoding (thread-safe; Pillow releases the GIL);
+- ``run(keys, prepared)`` runs the model on a batch and returns one output per item.
+
+``outputs_predict`` is the one place that turns decoded images into detector outputs — one per
+image, a failing batch retried image by image — for ``run_detectors``'s local loop
+(detectors/services.py) and for the workers of every other executor alike.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from detectors.executors import ItemError
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
+
+    from detectors.base import Detector
+
+
+def error_text(exc: BaseException) -> str:
+    """``"ValueError: bad value"``, cut to what a database text column should hold."""
+    return f"{type(exc).__name__}: {exc}"[:2000]
+
+
+@dataclass(frozen=True)
+class ImageBytes:
+    """An image file's bytes, sent to a worker that cannot read the file; ``path`` names it in
+    error messages, so they read exactly as when the worker opens the file itself."""
+
+    path: str
+    data: bytes
+
+
+def image_open(source: str | Path | ImageBytes) -> PILImage | str:
+    """An RGB image from a file path or an ``ImageBytes``, or ``"cannot open image: …"``.
+
+    Never raises for a bad file: a corrupt or missing image is that image's failure, stored
+    with its error, never the batch's.
+    """
+    # The one normalisation every consumer shares (EXIF orientation, 16-bit and palette/alpha to
+    # 8-bit RGB); studies.imaging imports nothing of Django, so workers may use it.
+    from studies.imaging import open_rgb
+
+    fp = io.BytesIO(source.data) if isinstance(source, ImageBytes) else source
+    try:
+        return open_rgb(fp)
+    except Exception as exc:  # any decoder error of a corrupt file; stored, never fatal
+        text = error_text(exc)
+        if isinstance(source, ImageBytes):  # Pillow names the buffer; name the file instead
+            text = text.replace(repr(fp), repr(source.path))
+        return f"cannot open image: {text}"
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """A detector's output for one image as plain data — its ``kind`` and the JSON object
+    ``DetectorOutput.as_output()`` gives — and the seconds it took (its share of the batch).
+
+    Plain data so that it pickles the same whatever version of ``detectors.base`` the worker
+    runs; the driver checks the kind against the detector's declared one and validates the
+    output before storing it (``detectors.services._record``).
+    """
+
+    kind: str
+    output: dict[str, Any]
+    seconds: float | None
+
+
+def predicted(detector: Detector, output: Any, seconds: float | None) -> Predicted | ItemError:
+    """One output of ``detector.predict`` as a ``Predicted``; anything that is no
+    ``DetectorOutput`` is that image's error (the driver refuses a kind other than declared)."""
+    from detectors.base import DetectorOutput
+
+    if not isinstance(output, DetectorOutput):
+        declared = detector.output_kind
+        return ItemError(
+            f"{detector.key} declares {declared} output but returned {type(output).__name__}", seconds
+        )
+    return Predicted(output.kind, output.as_output(), seconds)
+
+
+def outputs_predict(detector: Detector, opened: Sequence[PILImage | str]) -> list[Predicted | ItemError]:
+    """One ``Predicted`` or ``ItemError`` per entry of ``opened``, in order.
+
+    A string in ``opened`` is an image that could not be opened: its error is kept. The others
+    go through ``detector.predict`` in one call; if that raises (or returns the wrong number of
+    outputs), each image is retried alone so one bad image does not cost the whole batch.
+    """
+    started = time.perf_counter()
+    results: list[Predicted | ItemError | None] = [None] * len(opened)
+    good: list[tuple[int, PILImage]] = []
+    for index, item in enumerate(opened):
+        if isinstance(item, str):
+            results[index] = ItemError(item)
+        else:
+            good.append((index, item))
+    if good:
+        try:
+            outputs = detector.predict([pil for _, pil in good])
+            if len(outputs) != len(good):
+                raise RuntimeError(f"detector returned {len(outputs)} outputs for {len(good)} images")
+        except Exception:
+            # One bad image should not cost the whole batch: retry one by one to find it.
+            for index, pil in good:
+                results[index] = _predict_one(detector, pil)
+        else:
+            per_image = (time.perf_counter() - started) / len(good)
+            for (index, _), output in zip(good, outputs, strict=True):
+                results[index] = predicted(detector, output, per_image)
+    return results  # type: ignore[return-value]  # every slot was filled above
+
+
+def _predict_one(detector: Detector, pil: PILImage) -> Predicted | ItemError:
+    started = time.perf_counter()
+    try:
+        outputs = detector.predict([pil])
+        if len(outputs) != 1:
+            raise RuntimeError(f"detector returned {len(outputs)} outputs for 1 image")
+    except Exception as exc:  # the detector's own failure on this image, kept with its error
+        return ItemError(error_text(exc), time.perf_counter() - started)
+    return predicted(detector, outputs[0], time.perf_counter() - started)
+
+
+class DetectorWorker:
+    """A detector held for the worker's lifetime. Payload: an image file path or ``ImageBytes``.
+
+    ``detector_class`` is the dotted path the driver's registry maps the key to, so a detector
+    registered at run time (a plugin outside the repository, the tests' fake) is found in any
+    process that can import it.
+    """
+
+    def __init__(self, *, detector_class: str, options: dict[str, Any], device: str = "cpu") -> None:
+        self.detector_class = detector_class
+        self.options = options
+        self.device = device
+        self.detector: Detector | None = None
+
+    def load(self) -> dict[str, Any]:
+        """Build and load the detector; raises its DetectorUnavailable. → key and version."""
+        import importlib
+
+        module_name, _, name = self.detector_class.rpartition(".")
+        cls = getattr(importlib.import_module(module_name), name)
+        detector = cls(device=self.device, **self.options)
+        detector.ensure_loaded()
+        self.detector = detector
+        return {"detector": detector.key, "version": detector.version_id}
+
+    def prepare(self, payload: str | ImageBytes) -> PILImage | str:
+        return image_open(payload)
+
+    def run(
+        self, keys: Sequence[Hashable], prepared: Sequence[PILImage | str]
+    ) -> list[Predicted | ItemError]:
+        if self.detector is None:
+            self.load()
+        assert self.detector is not None
+        return outputs_predict(self.detector, prepared)
+
+
+@dataclass(frozen=True)
+class Generated:
+    """One generated image as PNG bytes (encoded where it was generated: less to send)."""
+
+    png: bytes
+    width: int
+    height: int
+
+
+class GenerationWorker:
+    """A diffusers pipeline held for the worker's lifetime. Payload: a ``generation.Job``."""
+
+    def __init__(self, *, model: dict[str, str], settings: dict[str, Any]) -> None:
+        self.model = model
+        self.settings = settings
+        self.pipe: Any = None
+
+    def load(self) -> dict[str, Any]:
+        """Load the pipeline (GenerationError names the weights variable) → its effective settings."""
+        from detectors.generation import ModelSource, Settings, pipeline_info, pipeline_load
+
+        settings = Settings(**self.settings)
+        self.pipe = pipeline_load(ModelSource(**self.model), device=settings.device)
+        return pipeline_info(self.pipe, settings)
+
+    def prepare(self, payload: Any) -> Any:
+        return payload
+
+    def run(self, keys: Sequence[Hashable], jobs: Sequence[Any]) -> list[Generated]:
+        from detectors.generation import Settings, images_generate, png_bytes
+
+        if self.pipe is None:
+            self.load()
+        images = images_generate(self.pipe, jobs, Settings(**self.settings))
+        return [Generated(png_bytes(image), image.width, image.height) for image in images]

@@ -1,0 +1,279 @@
+"""The kinds of output a detector may declare, and one validator per kind. Pure: no Django.
+
+A prediction's ``output`` is a JSON object whose shape is fixed by its kind:
+
+- ``gender``: ``{"label": "male"|"female"|"filtered", "reason": str, "scores": {str: float},
+  "detail"?: str}``. ``reason`` is one of ``FILTER_REASONS`` when the label is ``filtered`` and
+  empty otherwise; ``detail`` keeps free text such as BLIP-2's raw answer.
+- ``attributes``: ``{"scores": {question key: float}, "meta"?: {...}}``, a score per attribute
+  question; ``meta`` records how they were made (e.g. a classifier ensemble's seeds).
+- ``measurements``: ``{"face": bool, "age": float, "gender": "male"|"female", "skin_gray":
+  float}``; each field is present and may be null (not measurable on this image). Age in
+  [0, 120] years, skin gray value in [0, 255].
+- ``objects``: ``{"objects": [{"class": str, "confidence": float, "box": [x0, y0, x1, y1]}]}``,
+  confidence in [0, 1], a box with x1 > x0 and y1 > y0.
+
+Every write of a prediction (``detectors.services.prediction_store``, ``predictions_import``,
+``DetectorOutput`` itself) goes through ``output_validate``, so the reports can read outputs
+without checking them again. A validator returns a normalised copy (numbers as floats, optional
+fields filled in) and raises ``OutputInvalid`` naming the field, e.g.
+``objects[2].box: x1 must be greater than x0``. Numbers must be finite (PostgreSQL's JSON
+refuses NaN) and booleans are not numbers; unknown fields are refused so a typo is not lost.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from metrics.coco_names import UnknownClassName, normalise_class_name
+from studies.protocols import KIND_ATTRIBUTES, KIND_GENDER, KIND_MEASUREMENTS, KIND_OBJECTS
+
+GENDER_LABELS = ("male", "female", "filtered")
+#: Why a gender detector set an image aside; the values of ``detectors.models.FilterReason``
+#: (a test keeps the two lists equal).
+FILTER_REASONS = (
+    "no_face",
+    "no_person",
+    "several_people",
+    "low_confidence",
+    "uncertain",
+    "not_a_person",
+    "unparseable",
+    "api_error",
+    "other",
+)
+MEASURED_GENDERS = ("male", "female")
+AGE_RANGE = (0.0, 120.0)
+SKIN_GRAY_RANGE = (0.0, 255.0)
+CONFIDENCE_RANGE = (0.0, 1.0)
+MEASUREMENT_FIELDS = ("face", "age", "gender", "skin_gray")
+
+
+class OutputInvalid(ValueError):
+    """An output does not fit its kind's schema. ``field`` is the path of the bad field
+    (``label``, ``scores.male``, ``objects[2].box``), ``problem`` what is wrong with it."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{field}: {problem}")
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", str: "a string", list: "a list", dict: "an object"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _object(value: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise OutputInvalid(path, f"must be a JSON object, got {_type_name(value)}")
+    return value
+
+
+def _no_unknown_fields(value: Mapping[str, Any], allowed: tuple[str, ...], path: str) -> None:
+    unknown = sorted(str(key) for key in value if key not in allowed)
+    if unknown:
+        where = f"{path}.{unknown[0]}" if path else unknown[0]
+        raise OutputInvalid(where, f"unknown field (allowed: {', '.join(allowed)})")
+
+
+def _number(value: Any, path: str, bounds: tuple[float, float] | None = None) -> float:
+    """A finite JSON number (not a boolean) as a float, within ``bounds`` when given."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise OutputInvalid(path, f"must be a number, got {_type_name(value)}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise OutputInvalid(path, f"must be a finite number, got {value!r}")
+    if bounds is not None and not bounds[0] <= number <= bounds[1]:
+        raise OutputInvalid(path, f"must be between {bounds[0]:g} and {bounds[1]:g}, got {value!r}")
+    return number
+
+
+def _scores(value: Any, path: str) -> dict[str, float]:
+    scores = _object(value, path)
+    cleaned: dict[str, float] = {}
+    for key, score in scores.items():
+        if not isinstance(key, str) or not key:
+            raise OutputInvalid(path, f"keys must be non-empty strings, got {key!r}")
+        cleaned[key] = _number(score, f"{path}.{key}")
+    return cleaned
+
+
+def validate_gender(output: Any) -> dict[str, Any]:
+    """A gender verdict → ``{label, reason, scores[, detail]}``; ``reason``/``scores`` default
+    to empty. Raises OutputInvalid."""
+    output = _object(output, "output")
+    _no_unknown_fields(output, ("label", "reason", "scores", "detail"), "")
+    if "label" not in output:
+        raise OutputInvalid("label", "missing (male, female or filtered)")
+    label = output["label"]
+    if label not in GENDER_LABELS:
+        raise OutputInvalid("label", f"must be male, female or filtered, got {label!r}")
+    reason = output.get("reason", "")
+    if not isinstance(reason, str):
+        raise OutputInvalid("reason", f"must be a string, got {_type_name(reason)}")
+    if label == "filtered":
+        if not reason:
+            raise OutputInvalid("reason", f"a filtered verdict needs one of {', '.join(FILTER_REASONS)}")
+        if reason not in FILTER_REASONS:
+            raise OutputInvalid("reason", f"must be one of {', '.join(FILTER_REASONS)}, got {reason!r}")
+    elif reason:
+        raise OutputInvalid("reason", f"only a filtered verdict has a reason, got {reason!r} for {label}")
+    cleaned: dict[str, Any] = {
+        "label": label,
+        "reason": reason,
+        "scores": _scores(output.get("scores", {}), "scores"),
+    }
+    detail = output.get("detail", "")
+    if not isinstance(detail, str):
+        raise OutputInvalid("detail", f"must be a string, got {_type_name(detail)}")
+    if detail:
+        cleaned["detail"] = detail
+    return cleaned
+
+
+def _json(value: Any, path: str) -> Any:
+    """A copy of a JSON value (object with string keys, list, string, finite number, bool, null)."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int | float):
+        return _number(value, path) if isinstance(value, float) else value
+    if isinstance(value, list | tuple):
+        return [_json(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, Mapping):
+        if not all(isinstance(key, str) for key in value):
+            raise OutputInvalid(path, "keys must be strings")
+        return {key: _json(v, f"{path}.{key}") for key, v in value.items()}
+    raise OutputInvalid(path, f"must be a JSON value, got {_type_name(value)}")
+
+
+def validate_attributes(output: Any) -> dict[str, Any]:
+    """A score per attribute question → ``{scores: {question key: float}[, meta: {…}]}``.
+
+    ``meta`` (optional) is a JSON object about how the scores were made, kept as given (e.g. a
+    classifier ensemble's seeds); an empty one is not stored. Raises OutputInvalid.
+    """
+    output = _object(output, "output")
+    _no_unknown_fields(output, ("scores", "meta"), "")
+    if "scores" not in output:
+        raise OutputInvalid("scores", "missing (an object {question key: score})")
+    cleaned: dict[str, Any] = {"scores": _scores(output["scores"], "scores")}
+    meta = _json(_object(output.get("meta", {}), "meta"), "meta")
+    if meta:
+        cleaned["meta"] = meta
+    return cleaned
+
+
+def validate_measurements(output: Any) -> dict[str, Any]:
+    """``{face, age, gender, skin_gray}``, each present and possibly null, plus two optional
+    fields: ``n_faces`` (faces found, an integer ≥ 0; the largest is measured) and ``overlay``
+    (the storage name under MEDIA_ROOT of the picture drawn from what was measured, e.g.
+    ``overlays/skin_tone/ab/ab12….png``; relative, no ``..``). Raises OutputInvalid."""
+    output = _object(output, "output")
+    _no_unknown_fields(output, (*MEASUREMENT_FIELDS, "n_faces", "overlay"), "")
+    missing = [name for name in MEASUREMENT_FIELDS if name not in output]
+    if missing:
+        raise OutputInvalid(missing[0], "missing (null when it cannot be measured)")
+    face, age, gender, skin = (output[name] for name in MEASUREMENT_FIELDS)
+    if face is not None and not isinstance(face, bool):
+        raise OutputInvalid("face", f"must be true, false or null, got {_type_name(face)}")
+    if gender is not None and gender not in MEASURED_GENDERS:
+        raise OutputInvalid("gender", f"must be male, female or null, got {gender!r}")
+    cleaned: dict[str, Any] = {
+        "face": face,
+        "age": None if age is None else _number(age, "age", AGE_RANGE),
+        "gender": gender,
+        "skin_gray": None if skin is None else _number(skin, "skin_gray", SKIN_GRAY_RANGE),
+    }
+    if "n_faces" in output:
+        n_faces = output["n_faces"]
+        if isinstance(n_faces, bool) or not isinstance(n_faces, int) or n_faces < 0:
+            raise OutputInvalid("n_faces", f"must be an integer ≥ 0, got {n_faces!r}")
+        cleaned["n_faces"] = n_faces
+    if "overlay" in output:
+        overlay = output["overlay"]
+        # A storage name a view may serve: never absolute, never climbing out of MEDIA_ROOT.
+        if not isinstance(overlay, str) or not overlay or overlay.startswith(("/", "\\")):
+            raise OutputInvalid("overlay", f"must be a relative storage name, got {overlay!r}")
+        if ".." in overlay.replace("\\", "/").split("/"):
+            raise OutputInvalid("overlay", f"must not contain '..', got {overlay!r}")
+        cleaned["overlay"] = overlay
+    return cleaned
+
+
+def _box(value: Any, path: str) -> list[float]:
+    if not isinstance(value, list | tuple) or len(value) != 4:
+        got = f"{len(value)} values" if isinstance(value, list | tuple) else _type_name(value)
+        raise OutputInvalid(path, f"must be a list [x0, y0, x1, y1], got {got}")
+    x0, y0, x1, y1 = (_number(v, f"{path}[{i}]") for i, v in enumerate(value))
+    if x1 <= x0:
+        raise OutputInvalid(path, "x1 must be greater than x0")
+    if y1 <= y0:
+        raise OutputInvalid(path, "y1 must be greater than y0")
+    return [x0, y0, x1, y1]
+
+
+def validate_objects(output: Any) -> dict[str, Any]:
+    """``{objects: [{class, confidence, box}]}`` (the list may be empty). Raises OutputInvalid."""
+    output = _object(output, "output")
+    _no_unknown_fields(output, ("objects",), "")
+    if "objects" not in output:
+        raise OutputInvalid("objects", "missing (a list, empty when nothing was found)")
+    if not isinstance(output["objects"], list):
+        raise OutputInvalid("objects", f"must be a list, got {_type_name(output['objects'])}")
+    cleaned = []
+    for n, instance in enumerate(output["objects"]):
+        path = f"objects[{n}]"
+        instance = _object(instance, path)
+        _no_unknown_fields(instance, ("class", "confidence", "box"), path)
+        for name in ("class", "confidence", "box"):
+            if name not in instance:
+                raise OutputInvalid(f"{path}.{name}", "missing")
+        name = instance["class"]
+        if not isinstance(name, str) or not name.strip():
+            raise OutputInvalid(f"{path}.class", f"must be a non-empty string, got {name!r}")
+        cleaned.append(
+            {
+                "class": name,
+                "confidence": _number(instance["confidence"], f"{path}.confidence", CONFIDENCE_RANGE),
+                "box": _box(instance["box"], f"{path}.box"),
+            }
+        )
+    # One vocabulary for every source: darknet names ("motorbike", "sofa"…) become ultralytics'
+    # COCO names; an unknown class is an error naming it. After the loop, so a malformed box is
+    # reported before the class of the same instance.
+    for n, instance in enumerate(cleaned):
+        try:
+            instance["class"] = normalise_class_name(str(instance["class"]))
+        except UnknownClassName as exc:
+            raise OutputInvalid(f"objects[{n}].class", str(exc)) from None
+    return {"objects": cleaned}
+
+
+VALIDATORS: Mapping[str, Callable[[Any], dict[str, Any]]] = MappingProxyType(
+    {
+        KIND_GENDER: validate_gender,
+        KIND_ATTRIBUTES: validate_attributes,
+        KIND_MEASUREMENTS: validate_measurements,
+        KIND_OBJECTS: validate_objects,
+    }
+)
+KINDS: tuple[str, ...] = tuple(VALIDATORS)
+
+
+def output_validate(kind: str, output: Any) -> dict[str, Any]:
+    """``output`` checked against ``kind``'s schema; returns the normalised copy to store.
+
+    Raises OutputInvalid naming the field (``kind`` itself when the kind is unknown).
+    """
+    try:
+        validator = VALIDATORS[kind]
+    except (KeyError, TypeError):
+        raise OutputInvalid("kind", f"must be one of {', '.join(KINDS)}, got {kind!r}") from None
+    return validator(output)

@@ -1,0 +1,160 @@
+"""Edit seed photos with every prompt of a prompt set (BiasPainter) into a pair-change study.
+
+    python manage.py edit_images --study bp-sd15 --seeds-study seeds --prompt-set biaspainter2024 \\
+        --editor sd15 --device cuda --batch-size 8 [--strength 0.8] [--steps 50] [--guidance 7.5] \\
+        [--size 512] [--seed-base 0] [--per-pair 1] [--shard 1/4] [--limit-prompts 10]
+    python manage.py edit_images --study bp-p2p --seeds photos/ --prompt-set biaspainter2024 \\
+        --editor instruct-pix2pix [--image-guidance 1.5] \\
+        [--prompt-suffix ", maintain the same gender as the input image"]
+
+Seeds: the one-image items of ``--seeds-study`` (their ``gender``/``race``/``age_group``
+metadata, or ``seed_…``, travels to every pair as ``seed_gender`` …), or the photos of a folder
+(``--seeds DIR``; with ``DIR/seeds.csv`` naming them and their attributes), imported first.
+Each edit becomes an item with two images, role ``input`` (the seed) and role ``output``.
+Resumable: pairs already stored (same editor, prompt, seed, index, suffix) are skipped; Ctrl-C /
+SIGTERM stops after the current batch. ``--shard i/n`` gives this worker its share of the pairs.
+Unset settings take the editor's own defaults; the values used are stored with every pair. See
+detectors/editing.py for the editors, seeds and weights (``BIASLAB_T2I_<NAME>_WEIGHTS``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from detectors.editing import (
+    EDITORS,
+    MITIGATION_SUFFIX,
+    EditingError,
+    EditSettings,
+    edit_run,
+    editor_resolve,
+    seeds_from_folder,
+    seeds_from_study,
+    study_check,
+)
+from detectors.generation import GenerationError, prompt_set_load
+from detectors.progress import Progress, StopFlag, command_stream
+from detectors.selectors import Shard
+from studies.models import Study
+
+
+def _positive(value: float | None, flag: str, *, integer: bool = True) -> None:
+    if value is not None and (value < 1 if integer else value < 0):
+        raise CommandError(f"{flag} must be {'at least 1' if integer else 'zero or more'}")
+
+
+class Command(BaseCommand):
+    help = "Edit seed photos with every prompt of a prompt set and store (seed, edit) pairs in a study."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--study", required=True, help="Slug of the pair-change study the pairs go to.")
+        seeds = parser.add_mutually_exclusive_group(required=True)
+        seeds.add_argument("--seeds-study", default="", help="Slug of the study holding the seed photos.")
+        seeds.add_argument(
+            "--seeds", default="", metavar="DIR", help="Folder of seed photos (optional DIR/seeds.csv)."
+        )
+        parser.add_argument(
+            "--prompt-set",
+            required=True,
+            help="Shipped set name (biaspainter2024) or CSV path (columns category, word, prompt).",
+        )
+        parser.add_argument(
+            "--editor",
+            required=True,
+            help=f"Short name ({', '.join(EDITORS)}), a diffusers hub id or a local folder.",
+        )
+        parser.add_argument(
+            "--prompt-suffix",
+            default="",
+            help=f"Appended to every prompt, e.g. the paper's mitigation {MITIGATION_SUFFIX!r}.",
+        )
+        parser.add_argument("--device", default="cpu")
+        parser.add_argument("--batch-size", type=int, default=None, help="Default 8 on CUDA, 1 on CPU.")
+        parser.add_argument("--steps", type=int, default=None, help="Default: the editor's own.")
+        parser.add_argument("--guidance", type=float, default=None, help="Default: the editor's own.")
+        parser.add_argument("--strength", type=float, default=None, help="img2img only (0-1].")
+        parser.add_argument("--image-guidance", type=float, default=None, help="InstructPix2Pix only.")
+        parser.add_argument("--size", type=int, default=None, help="Seed side in pixels (default: native).")
+        parser.add_argument("--seed-base", type=int, default=0, help="Mixed into every seed (default 0).")
+        parser.add_argument("--per-pair", type=int, default=1, help="Edits per (seed, prompt) (default 1).")
+        parser.add_argument("--shard", default="", help="i/n: this worker's share (1-based i).")
+        parser.add_argument("--limit-prompts", type=int, default=None, help="Only the first K prompts.")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        for flag in ("batch_size", "steps", "size", "per_pair", "limit_prompts"):
+            _positive(opts[flag], "--" + flag.replace("_", "-"))
+        for flag in ("guidance", "image_guidance"):
+            _positive(opts[flag], "--" + flag.replace("_", "-"), integer=False)
+        if opts["strength"] is not None and not 0 < opts["strength"] <= 1:
+            raise CommandError("--strength must be in (0, 1]")
+        try:
+            shard = Shard.parse(opts["shard"]) if opts["shard"] else None
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        study = self._study(opts["study"])
+        seeds_study = self._study(opts["seeds_study"]) if opts["seeds_study"] else None
+        try:
+            study_check(study, seeds_study=seeds_study)
+            prompts = prompt_set_load(opts["prompt_set"])
+            model = editor_resolve(opts["editor"])
+            if seeds_study is not None:
+                seeds, seeds_source = seeds_from_study(seeds_study), f"study:{seeds_study.slug}"
+            else:
+                seeds, seeds_source = seeds_from_folder(opts["seeds"]), f"folder:{opts['seeds']}"
+        except GenerationError as exc:  # EditingError included
+            raise CommandError(str(exc)) from None
+        if opts["limit_prompts"]:
+            prompts = prompts[: opts["limit_prompts"]]
+        device = opts["device"]
+        settings = EditSettings(
+            device=device,
+            batch_size=opts["batch_size"] or (8 if device.startswith("cuda") else 1),
+            steps=opts["steps"],
+            guidance=opts["guidance"],
+            strength=opts["strength"],
+            image_guidance=opts["image_guidance"],
+            size=opts["size"],
+            seed_base=opts["seed_base"],
+            prompt_suffix=opts["prompt_suffix"],
+            per_pair=opts["per_pair"],
+        )
+        with StopFlag(stream=command_stream(self.stderr)) as stop:
+            try:
+                outcome = edit_run(
+                    study=study,
+                    model=model,
+                    seeds=seeds,
+                    prompts=prompts,
+                    settings=settings,
+                    prompt_set=opts["prompt_set"],
+                    seeds_source=seeds_source,
+                    shard=(shard.index, shard.count) if shard else None,
+                    should_stop=stop,
+                    progress=lambda total: Progress(total, label="pairs", stream=command_stream(self.stderr)),
+                    on_warning=lambda message: self.stderr.write(message),
+                )
+            except EditingError as exc:
+                raise CommandError(str(exc)) from None
+        where = f" (shard {shard})" if shard else ""
+        if outcome.created == 0 and not outcome.interrupted:
+            self.stdout.write(
+                f"Nothing to do: all {outcome.skipped} pairs of {model.name}{where} are already in "
+                f"study {study.slug}."
+            )
+            return
+        speed = outcome.images_per_second
+        state = "Interrupted" if outcome.interrupted else "Done"
+        self.stdout.write(
+            f"{state}: {outcome.created} pairs of {model.name}{where} stored in study {study.slug} "
+            f"({len(seeds)} seeds x {len(prompts)} prompts x {settings.per_pair}), "
+            f"{outcome.skipped} already there" + (f", {speed:.3f} pairs/s." if speed else ".")
+        )
+
+    def _study(self, slug: str) -> Study:
+        try:
+            return Study.objects.get(slug=slug)
+        except Study.DoesNotExist:
+            known = ", ".join(Study.objects.values_list("slug", flat=True)) or "none yet"
+            raise CommandError(f"No study {slug!r}. Studies: {known}.") from None

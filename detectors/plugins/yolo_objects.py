@@ -1,0 +1,198 @@
+"""``yolo_objects``: every object an ultralytics YOLO finds, for the object co-occurrence study.
+
+Mannering (2023) counted the objects YOLOv3 (darknet) found in images of men and of women; this
+detector does the same with an ultralytics YOLO and gives the ``objects`` output kind
+(``detectors.kinds``): ``{"objects": [{"class", "confidence", "box"}]}``, one entry per instance.
+
+- **Weights**: ``BIASLAB_YOLO_WEIGHTS``, the same setting, offline switches and loader as
+  ``clip_enhance``'s person boxes (``persons.PersonDetector`` is reused for loading, so YOLO
+  files load one way only). The checkpoint's class names must all be COCO classes under some
+  spelling (``metrics.coco_names``); a checkpoint with other classes (a face detector, a model
+  built from a yaml without names) is refused at ``load()``.
+- **Classes** are reported in ultralytics' COCO spelling (``normalise_class_name``), so a table
+  of our detections and one of darknet's ("motorbike", "sofa") share their columns.
+- **Boxes** are ``[x0, y0, x1, y1]`` in pixels of the original image (ultralytics undoes its
+  letterbox), clipped to the image; a box left without area by the clipping is dropped (the kind
+  requires x1 > x0 and y1 > y0). Coordinates are rounded to 0.01 px, confidences to 1e-6.
+- **Options**, all part of the version string (``1+yolov8n.pt+c0.25+iou0.7+s640+m300``) because
+  each changes what is found: ``confidence`` (lowest score kept, ultralytics' default 0.25),
+  ``iou`` (NMS overlap above which the weaker box of a class goes, ultralytics' 0.7; darknet used
+  0.45), ``image_size`` (inference size, 640), ``max_det`` (instances per image, 300);
+  ``batch_size`` (images per forward pass, 16) changes speed only. On CUDA the model runs in
+  fp16, as for the person boxes.
+
+Every image is letterboxed to the same ``image_size`` square whatever else is in its batch, and
+instances are listed by decreasing confidence (ties: class, then box), so the same image gives
+the same list in any batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from detectors.base import Detector, DetectorOptionError, DetectorOutput, DetectorUnavailable
+from detectors.plugins.persons import WEIGHTS_KEY, PersonDetector
+from detectors.weights import weights_env_var
+from metrics.coco_names import UnknownClassName, normalise_class_name
+from studies.protocols import KIND_OBJECTS
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
+
+DEFAULT_CONFIDENCE = 0.25  # ultralytics' predict default
+DEFAULT_IOU = 0.7  # ultralytics' NMS default
+DEFAULT_IMAGE_SIZE = 640
+DEFAULT_MAX_DET = 300
+DEFAULT_BATCH_SIZE = 16
+
+
+def coco_names_of(names: Mapping[int, str], *, var: str) -> dict[int, str]:
+    """A checkpoint's ``{class id: name}`` in ultralytics' COCO spelling.
+
+    Raises ``DetectorUnavailable`` naming ``var`` and up to five offending names when any class
+    is not a COCO class: counting a face detector's "face" as an object would silently put a
+    column outside the study's vocabulary into every table.
+    """
+    normalised: dict[int, str] = {}
+    unknown: list[str] = []
+    for class_id, name in names.items():
+        try:
+            normalised[int(class_id)] = normalise_class_name(str(name))
+        except UnknownClassName:
+            unknown.append(repr(name))
+    if unknown:
+        shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        raise DetectorUnavailable(
+            f"The YOLO weights in {var} detect classes that are not COCO classes ({shown}); "
+            "yolo_objects needs a COCO detector such as yolov8n.pt (a model built from a yaml has "
+            "numbered classes only)."
+        )
+    return normalised
+
+
+def image_objects(
+    boxes: Sequence[Sequence[float]],
+    confidences: Sequence[float],
+    class_ids: Sequence[int],
+    *,
+    names: Mapping[int, str],
+    width: int,
+    height: int,
+) -> list[dict[str, Any]]:
+    """One image's instances as the ``objects`` kind lists them.
+
+    ``boxes`` are ``[x0, y0, x1, y1]`` in pixels of the ``width`` x ``height`` image; each is
+    clipped to the image, dropped when no area is left, rounded to 0.01 px; its class id is
+    looked up in ``names`` (already COCO names). Sorted by decreasing confidence, then class
+    and box, so the order never depends on the detector's internal order.
+    """
+    found = []
+    for box, confidence, class_id in zip(boxes, confidences, class_ids, strict=True):
+        x0, y0, x1, y1 = (float(v) for v in box)
+        x0, x1 = (round(min(max(v, 0.0), float(width)), 2) for v in (x0, x1))
+        y0, y1 = (round(min(max(v, 0.0), float(height)), 2) for v in (y0, y1))
+        if x1 <= x0 or y1 <= y0:
+            continue
+        score = round(min(max(float(confidence), 0.0), 1.0), 6)
+        found.append({"class": names[int(class_id)], "confidence": score, "box": [x0, y0, x1, y1]})
+    return sorted(found, key=lambda o: (-o["confidence"], o["class"], o["box"]))
+
+
+class _AllClassesYolo(PersonDetector):
+    """``PersonDetector``'s loading (weights setting, offline switches, its way of opening the
+    file) with predictions of every class instead of persons only."""
+
+    def __init__(self, *, device: str, confidence: float, iou: float, image_size: int, max_det: int) -> None:
+        super().__init__(device=device, confidence=confidence, image_size=image_size)
+        self.iou = iou
+        self.max_det = max_det
+
+    @property
+    def names(self) -> Mapping[int, str]:
+        return self._model.names
+
+    def results(self, images: Sequence[PILImage]) -> list[Any]:
+        """ultralytics ``Results`` for RGB ``images``, one each, in order."""
+        return self._model.predict(
+            list(images),
+            conf=self.confidence,
+            iou=self.iou,
+            imgsz=self.image_size,
+            max_det=self.max_det,
+            # Always the square letterbox: ultralytics' default (rect) pads a batch of equal
+            # shapes less than a mixed one, so an image's output would depend on its batch.
+            rect=False,
+            device=self.device,
+            quantize=16 if str(self.device).startswith("cuda") else None,  # fp16 on GPU only
+            verbose=False,
+        )
+
+
+class YoloObjectsDetector(Detector):
+    key = "yolo_objects"
+    output_kind = KIND_OBJECTS
+    version = "1"
+    description = "ultralytics YOLO: every COCO object instance with its class, confidence and box"
+    option_help = {
+        "confidence": f"lowest confidence kept, 0-1 (default {DEFAULT_CONFIDENCE}, ultralytics' own)",
+        "iou": f"NMS IoU above which the weaker box of a class is dropped, 0-1 (default {DEFAULT_IOU})",
+        "image_size": f"inference size in pixels (default {DEFAULT_IMAGE_SIZE})",
+        "max_det": f"most instances kept per image (default {DEFAULT_MAX_DET})",
+        "batch_size": f"images per forward pass (default {DEFAULT_BATCH_SIZE}); speed only",
+    }
+
+    def __init__(self, *, device: str = "cpu", **options: Any) -> None:
+        super().__init__(device=device, **options)
+        confidence = self._fraction("confidence", options.get("confidence", DEFAULT_CONFIDENCE))
+        iou = self._fraction("iou", options.get("iou", DEFAULT_IOU))
+        image_size = self.number_option(
+            "image_size", options.get("image_size", DEFAULT_IMAGE_SIZE), int, minimum=32
+        )
+        max_det = self.number_option("max_det", options.get("max_det", DEFAULT_MAX_DET), int, minimum=1)
+        self.batch_size = self.number_option(
+            "batch_size", options.get("batch_size", DEFAULT_BATCH_SIZE), int, minimum=1
+        )
+        self.yolo = _AllClassesYolo(
+            device=device, confidence=confidence, iou=iou, image_size=image_size, max_det=max_det
+        )
+        self.class_names: dict[int, str] = {}
+
+    @classmethod
+    def _fraction(cls, name: str, value: Any) -> float:
+        number = cls.number_option(name, value, float, minimum=0)
+        if number > 1:
+            raise DetectorOptionError(f"{cls.key}'s option {name} must be between 0 and 1, got {value!r}.")
+        return number
+
+    @property
+    def version_id(self) -> str:
+        # The weights as configured (not as resolved), so the id is known before load().
+        yolo = self.yolo
+        return (
+            f"{self.version}+{PersonDetector.configured_weights()}+c{yolo.confidence:g}+iou{yolo.iou:g}"
+            f"+s{yolo.image_size}+m{yolo.max_det}"
+        )
+
+    def load(self) -> None:
+        self.yolo.load()
+        self.class_names = coco_names_of(self.yolo.names, var=weights_env_var(WEIGHTS_KEY))
+
+    def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
+        self.ensure_loaded()
+        images = [image.convert("RGB") for image in batch]
+        outputs: list[DetectorOutput] = []
+        for start in range(0, len(images), self.batch_size):
+            chunk = images[start : start + self.batch_size]
+            for image, result in zip(chunk, self.yolo.results(chunk), strict=True):
+                boxes = result.boxes
+                objects = image_objects(
+                    boxes.xyxy.float().cpu().tolist(),
+                    boxes.conf.float().cpu().tolist(),
+                    boxes.cls.int().cpu().tolist(),
+                    names=self.class_names,
+                    width=image.width,
+                    height=image.height,
+                )
+                outputs.append(DetectorOutput.of(KIND_OBJECTS, {"objects": objects}))
+        return outputs
