@@ -5,7 +5,7 @@ matplotlib is imported inside the functions (never at module level) so that Djan
 ``Figure`` with the Agg canvas (no pyplot global state, safe in threaded servers), with a fixed
 font and no timestamps in the metadata, so the same data gives the same bytes.
 
-The data comes in as plain Python (``reports.tables.PromptGrid``, score lists, the report dict);
+The data comes in as plain Python (``reports.analyses.gender.tables.PromptGrid``, score lists, the report dict);
 nothing here touches the database.
 """
 
@@ -17,10 +17,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from reports.tables import HUMAN, PromptGrid, model_keys
+from reports.analyses.gender.tables import HUMAN, PromptGrid, model_keys
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.figure import Figure
+    from matplotlib.typing import RcKeyType
 
 FORMATS = {"svg": "image/svg+xml", "png": "image/png"}
 CHART_KEYS = ("model_bias", "heatmap", "histogram")
@@ -36,7 +37,7 @@ PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F
 PNG_DPI = 200
 MINUS = "\u2212"  # typographic minus for tick labels
 
-_RC = {
+_RC: dict[RcKeyType, Any] = {
     "font.family": "DejaVu Sans",  # ships with matplotlib: identical glyphs on every machine
     "font.size": 9,
     "axes.titlesize": 10,

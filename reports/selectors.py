@@ -1,92 +1,101 @@
-"""Reads for the reports: counts aggregated in SQL, returned as plain rows.
+"""Reads every analysis shares: the report's scope, coverage, detector versions, filter choices
+and the data fingerprint the dashboard caches under.
 
-Nothing here loops over prediction rows in Python: every count is an SQL aggregate — conditional
-(``Count(..., filter=Q(...))``) per (T2I model, prompt) for the human labels, and one grouped
-``COUNT`` per (detector, version, T2I model, prompt, final label, verdict) for the predictions —
-so a report over a million predictions moves a few tens of thousands of grouped rows out of the
-database. ``reports.report`` turns the rows into the paper's metrics with ``reports.metrics``.
+``Scope`` is the one place the report filter (study / T2I model / prompt category) is written:
+every query of the reports — on items, labels, final labels or predictions — takes its ``Q``
+through ``Scope.q(path)``, where ``path`` leads from the queried model to the item.
 
 Which detector version is reported: a detector may have predictions from several versions. The
 report uses, per detector, the version of its most recently written prediction in scope (the
 highest prediction id), i.e. the version that was run last — see ``latest_detector_versions``.
-Failed predictions (status ``failed``) never count in the metrics.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
 from django.db.models import Count, Max, Q, QuerySet
 
-from annotate.models import Image, Study
 from detectors.models import Prediction
+from studies.models import Item, Prompt, Study
+from studies.protocols import PROTOCOLS, protocol_spec
 
-MALE = "male"
-FEMALE = "female"
-LOW_QUALITY = "low_quality"
-CLEAR = (MALE, FEMALE)
-
-# Keys of a joint-count row: human class x detector verdict, both in (male, female, rest) order,
-# where human "rest" = any final label that is not clear and detector "rest" = filtered.
-CLASSES = ("male", "female", "rest")
-JOINT_KEYS = tuple(f"h_{h}__d_{d}" for h in CLASSES for d in CLASSES)
+# From a Prediction to the item its image file belongs to.
+PREDICTION_TO_ITEM = "image__item_images__item__"
 
 
-def images_in_scope(*, study: Study | None = None, t2i_model: str | None = None) -> QuerySet[Image]:
-    """Images of one study (or all), optionally of one T2I model."""
-    images = Image.objects.all()
-    if study is not None:
-        images = images.filter(study=study)
-    if t2i_model:
-        images = images.filter(t2i_model=t2i_model)
-    return images
+class UnknownFilter(ValueError):
+    """A report was asked for a study, T2I model, category or detector that has no data."""
 
 
-def coverage(*, study: Study | None = None, t2i_model: str | None = None) -> dict[str, int]:
-    """How many images are in scope and how many of them have a final label."""
-    return images_in_scope(study=study, t2i_model=t2i_model).aggregate(
-        images=Count("pk"), final_labels=Count("final_label")
-    )
+@dataclass(frozen=True)
+class Scope:
+    """The items a report covers: one study's, optionally of one T2I model and one prompt category."""
+
+    study: Study
+    t2i_model: str | None = None
+    category: str | None = None
+
+    def q(self, path: str = "") -> Q:
+        """The scope as a ``Q`` on a model that reaches Item by ``path`` ("" on Item itself,
+        "item__" from a label, ``PREDICTION_TO_ITEM`` from a prediction)."""
+        q = Q(**{f"{path}study": self.study})
+        if self.t2i_model:
+            q &= Q(**{f"{path}t2i_model": self.t2i_model})
+        if self.category:
+            q &= Q(**{f"{path}prompt__category": self.category})
+        return q
+
+    def items(self) -> QuerySet[Item]:
+        return Item.objects.filter(self.q())
+
+    def narrowed(self, **changes: str | None) -> Scope:
+        """The same study with another T2I model / category (None: all)."""
+        values = {"t2i_model": self.t2i_model, "category": self.category} | changes
+        return Scope(self.study, **values)
 
 
-def human_prompt_counts(*, study: Study | None = None, t2i_model: str | None = None) -> list[dict[str, Any]]:
-    """Final-label counts per (T2I model, prompt), for prompts with at least one final label.
-
-    Row keys: t2i_model, prompt_id, category, word, prompt, n_male, n_female, n_low_quality,
-    n_other (every final label that is not male, female or low_quality). Ordered by model,
-    category, word.
-    """
-    value = "final_label__value"
-    return list(
-        images_in_scope(study=study, t2i_model=t2i_model)
-        .filter(final_label__isnull=False)
-        .values("t2i_model", "prompt_id")
-        .annotate(
-            n_male=Count("pk", filter=Q(**{value: MALE})),
-            n_female=Count("pk", filter=Q(**{value: FEMALE})),
-            n_low_quality=Count("pk", filter=Q(**{value: LOW_QUALITY})),
-            n_other=Count("pk", filter=~Q(**{f"{value}__in": (MALE, FEMALE, LOW_QUALITY)})),
-            category=Max("prompt__category"),
-            word=Max("prompt__word"),
-            prompt=Max("prompt__text"),
-        )
-        .order_by("t2i_model", "category", "word", "prompt_id")
-    )
-
-
-def _predictions_in_scope(*, study: Study | None, t2i_model: str | None) -> QuerySet[Prediction]:
-    predictions = Prediction.objects.all()
-    if study is not None:
-        predictions = predictions.filter(image__study=study)
-    if t2i_model:
-        predictions = predictions.filter(image__t2i_model=t2i_model)
+def predictions_in_scope(
+    scope: Scope,
+    *,
+    role: str | None = None,
+    kinds: Sequence[str] | None = None,
+    detector: str | None = None,
+) -> QuerySet[Prediction]:
+    """Predictions on the ``role`` image of the items in scope — by default every image role of
+    the study's protocol (one-image items: ``image``; pairs: ``input`` and ``output``) — of the
+    given output kinds and detector, when given. The role and the scope are one ``filter()``
+    call, so they constrain the same ItemImage row: the queryset has one row per (prediction,
+    item) — a file used by two items of the study counts for both."""
+    roles = [role] if role else list(protocol_spec(scope.study.protocol).image_roles)
+    predictions = Prediction.objects.filter(scope.q(PREDICTION_TO_ITEM), image__item_images__role__in=roles)
+    if kinds is not None:
+        predictions = predictions.filter(kind__in=kinds)
+    if detector:
+        predictions = predictions.filter(detector=detector)
     return predictions
 
 
-def _pick_latest(rows: Iterable[dict[str, Any]]) -> dict[str, str]:
-    """detector -> version with the highest ``last_id`` among (detector, version, last_id) rows."""
+def output_kinds(study: Study) -> tuple[str, ...]:
+    """The detector output kinds the study's protocol reads."""
+    spec = PROTOCOLS.get(study.protocol)
+    return spec.output_kinds if spec is not None else ()
+
+
+def coverage(scope: Scope, *, question_id: int) -> dict[str, int]:
+    """How many items are in scope and how many of them have a final label for the question."""
+    return scope.items().aggregate(
+        images=Count("pk", distinct=True),
+        final_labels=Count("final_labels", filter=Q(final_labels__question_id=question_id)),
+    )
+
+
+def pick_latest(rows: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """detector -> version with the highest ``last_id`` among (detector, version, last_id) rows,
+    sorted by detector."""
     chosen: dict[str, tuple[int, str]] = {}
     for row in rows:
         best = chosen.get(row["detector"])
@@ -96,7 +105,7 @@ def _pick_latest(rows: Iterable[dict[str, Any]]) -> dict[str, str]:
 
 
 def latest_detector_versions(
-    *, study: Study | None = None, t2i_model: str | None = None, detector: str | None = None
+    scope: Scope, *, kinds: Sequence[str] | None = None, detector: str | None = None
 ) -> dict[str, str]:
     """detector key -> the version reported for it: the version of its most recently written
     prediction in scope (highest prediction id; ids grow with every insert, whereas timestamps of
@@ -105,119 +114,82 @@ def latest_detector_versions(
 
     Aggregates per (detector, version), so only a handful of rows leave the database.
     """
-    predictions = _predictions_in_scope(study=study, t2i_model=t2i_model)
-    if detector:
-        predictions = predictions.filter(detector=detector)
-    return _pick_latest(predictions.values("detector", "version").annotate(last_id=Max("pk")).order_by())
+    predictions = predictions_in_scope(scope, kinds=kinds, detector=detector)
+    return pick_latest(predictions.values("detector", "version").annotate(last_id=Max("pk")).order_by())
 
 
-def detector_verdict_counts(
-    *, study: Study | None = None, t2i_model: str | None = None, detector: str | None = None
-) -> list[dict[str, Any]]:
-    """Predictions counted per (detector, version, T2I model, prompt, final label, verdict), with
-    the highest prediction id of each group (``last_id``). Failed predictions have verdict "",
-    images without a final label final label None. One scan of the prediction table."""
-    predictions = _predictions_in_scope(study=study, t2i_model=t2i_model)
-    if detector:
-        predictions = predictions.filter(detector=detector)
-    return list(
-        predictions.values(
-            "detector",
-            "version",
-            "image__t2i_model",
-            "image__prompt_id",
-            "image__final_label__value",
-            "verdict",
-        )
-        .annotate(n=Count("pk"), last_id=Max("pk"))
-        .order_by()
+@dataclass(frozen=True)
+class FilterOptions:
+    """What the dashboard's filter form offers, read from the data."""
+
+    studies: list[Study]
+    t2i_models: list[str]
+    categories: list[str]
+    detectors: list[str]
+
+
+def filter_options(*, study: Study | None) -> FilterOptions:
+    """Every study, and the T2I models, prompt categories and detectors (of the output kinds its
+    protocol reads) present in ``study``; empty lists without a study."""
+    studies = list(Study.objects.order_by("name"))
+    if study is None:
+        return FilterOptions(studies, [], [], [])
+    items = Item.objects.filter(study=study)
+    predictions = predictions_in_scope(Scope(study), kinds=output_kinds(study))
+    return FilterOptions(
+        studies=studies,
+        t2i_models=list(items.order_by("t2i_model").values_list("t2i_model", flat=True).distinct()),
+        categories=list(
+            Prompt.objects.filter(study=study)
+            .order_by("category")
+            .values_list("category", flat=True)
+            .distinct()
+        ),
+        detectors=list(predictions.order_by("detector").values_list("detector", flat=True).distinct()),
     )
 
 
-def _human_class(value: str) -> str:
-    return value if value in CLEAR else "rest"
+def _known(values: Iterable[str]) -> str:
+    return ", ".join(sorted(set(values))) or "none"
 
 
-def detector_joint_counts(
-    *, study: Study | None = None, t2i_model: str | None = None, detector: str | None = None
-) -> tuple[dict[str, str], list[dict[str, Any]]]:
-    """The reported version of each detector (the rule of ``latest_detector_versions``), and per
-    (detector, T2I model, prompt) the 3 x 3 table of human final label x detector verdict.
-
-    Only images with both a final label and an ``ok`` prediction of the reported version count.
-    Row keys: detector, t2i_model, prompt_id and ``JOINT_KEYS`` (``h_male__d_female`` = human
-    male, detector female; ``rest`` = not clear / filtered). Both come from one aggregate query
-    (``detector_verdict_counts``); the Python below folds its few thousand grouped rows.
-    """
-    grouped = detector_verdict_counts(study=study, t2i_model=t2i_model, detector=detector)
-    latest: dict[tuple[str, str], int] = {}
-    for row in grouped:
-        key = (row["detector"], row["version"])
-        latest[key] = max(latest.get(key, 0), row["last_id"])
-    versions = _pick_latest({"detector": d, "version": v, "last_id": i} for (d, v), i in latest.items())
-    tables: dict[tuple[str, str, int], dict[str, int]] = {}
-    for row in grouped:
-        final, verdict = row["image__final_label__value"], row["verdict"]
-        if versions[row["detector"]] != row["version"] or final is None or not verdict:
-            continue
-        key = (row["detector"], row["image__t2i_model"], row["image__prompt_id"])
-        table = tables.setdefault(key, dict.fromkeys(JOINT_KEYS, 0))
-        verdict_class = verdict if verdict in CLEAR else "rest"
-        table[f"h_{_human_class(final)}__d_{verdict_class}"] += row["n"]
-    rows = [
-        {"detector": d, "t2i_model": m, "prompt_id": p, **tables[(d, m, p)]} for d, m, p in sorted(tables)
-    ]
-    return versions, rows
+def study_for_slug(slug: str | None) -> Study:
+    """The study with this slug; without a slug the only study there is. UnknownFilter naming
+    the studies that exist otherwise (a report is always of one study: its protocol decides
+    what the report is)."""
+    studies = Study.objects.order_by("slug")
+    if slug:
+        study = studies.filter(slug=slug).first()
+        if study is None:
+            known = ", ".join(studies.values_list("slug", flat=True)) or "none yet"
+            raise UnknownFilter(f"No study with slug '{slug}' (existing studies: {known}).")
+        return study
+    found = list(studies[:2])
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise UnknownFilter("There is no study yet: import images first.")
+    known = ", ".join(studies.values_list("slug", flat=True))
+    raise UnknownFilter(f"There are several studies: choose one with --study (existing studies: {known}).")
 
 
-class UnknownFilter(ValueError):
-    """A report was asked for a study, T2I model or detector that has no data."""
-
-
-def study_for_slug(slug: str | None) -> Study | None:
-    """The study with this slug (None for no slug = all studies); UnknownFilter naming the
-    studies that exist otherwise."""
-    if not slug:
-        return None
-    study = Study.objects.filter(slug=slug).first()
-    if study is None:
-        known = ", ".join(Study.objects.order_by("slug").values_list("slug", flat=True)) or "none yet"
-        raise UnknownFilter(f"No study with slug '{slug}' (existing studies: {known}).")
-    return study
-
-
-def check_filters(
-    *,
-    study: Study | None,
-    t2i_model: str | None = None,
-    detector: str | None = None,
-    category: str | None = None,
-) -> None:
+def check_filters(scope: Scope, *, detector: str | None = None) -> None:
     """Raise UnknownFilter when a T2I model, prompt category or detector name matches nothing in
     the study, so a typo gets an answer instead of an empty report."""
-    images = images_in_scope(study=study)
-    if t2i_model and not images.filter(t2i_model=t2i_model).exists():
-        known = (
-            ", ".join(sorted(set(images.order_by().values_list("t2i_model", flat=True).distinct()))) or "none"
+    items = Item.objects.filter(study=scope.study)
+    if scope.t2i_model and not items.filter(t2i_model=scope.t2i_model).exists():
+        known = _known(items.order_by().values_list("t2i_model", flat=True).distinct())
+        raise UnknownFilter(f"No images of T2I model '{scope.t2i_model}' (T2I models: {known}).")
+    if scope.category and not items.filter(prompt__category=scope.category).exists():
+        known = _known(
+            items.exclude(prompt=None).order_by().values_list("prompt__category", flat=True).distinct()
         )
-        raise UnknownFilter(f"No images of T2I model '{t2i_model}' (T2I models: {known}).")
-    if category and not images.filter(prompt__category=category).exists():
-        known = (
-            ", ".join(sorted(set(images.order_by().values_list("prompt__category", flat=True).distinct())))
-            or "none"
-        )
-        raise UnknownFilter(f"No images of prompt category '{category}' (categories: {known}).")
-    if detector and not _predictions_in_scope(study=study, t2i_model=None).filter(detector=detector).exists():
-        known = (
-            ", ".join(
-                _predictions_in_scope(study=study, t2i_model=None)
-                .order_by()
-                .values_list("detector", flat=True)
-                .distinct()
-            )
-            or "none"
-        )
-        raise UnknownFilter(f"No predictions of detector '{detector}' (detectors: {known}).")
+        raise UnknownFilter(f"No images of prompt category '{scope.category}' (categories: {known}).")
+    if detector:
+        predictions = predictions_in_scope(Scope(scope.study), kinds=output_kinds(scope.study))
+        if not predictions.filter(detector=detector).exists():
+            known = _known(predictions.order_by().values_list("detector", flat=True).distinct())
+            raise UnknownFilter(f"No predictions of detector '{detector}' (detectors: {known}).")
 
 
 def data_fingerprint() -> tuple[Any, ...]:
@@ -229,12 +201,16 @@ def data_fingerprint() -> tuple[Any, ...]:
     FinalLabelRevision). Predictions are insert-only (a re-run inserts; conflicts are ignored).
     One query of scalar sub-selects: counts and maxima, each a single index or table scan.
     """
-    from annotate.models import FinalLabel, FinalLabelRevision, Label, Prompt
+    from annotate.models import FinalLabel, FinalLabelRevision, Label
+    from studies.models import Image, ItemImage, Question
 
     parts = []
     for model, extra in (
         (Study, None),
+        (Question, None),
         (Prompt, None),
+        (Item, None),
+        (ItemImage, None),
         (Image, None),
         (FinalLabel, "decided_at"),
         (FinalLabelRevision, None),

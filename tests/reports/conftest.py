@@ -5,24 +5,27 @@ Final labels per (T2I model, prompt), and the verdicts of detector "fake" versio
     sdxl  doctor (profession)  human m m m f lq     fake m m f f m
     sdxl  nurse  (profession)  human f f other      fake f filtered filtered
     sdxl  gym    (place)       human lq lq          fake filtered filtered
-    sd3   doctor (profession)  human m m f f  + 1 image without a final label
-                                                    fake m m f m (+ m on the unlabelled image)
+    sd3   doctor (profession)  human m m f f  + 1 item without a final label
+                                                    fake m m f m (+ m on the unlabelled item)
 
 "fake" version "1" (older) said female for every sdxl doctor image; detector "blind" failed on
-one image and filtered another. Annotators anna and ben labelled four sdxl doctor images:
-(m, m), (m, m), (f, m), (lq, lq).
+one image and filtered another. Annotators anna and ben labelled four sdxl doctor items:
+(m, m), (m, m), (f, m), (lq, lq). Rows are built with the factories: one-image items of a gender
+study, predictions on each item's image file.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
 from django.core.cache import cache
 
-from annotate.models import Image
-from detectors.models import PredictionStatus
-from tests.factories import FinalLabelFactory, ImageFactory, LabelFactory, PredictionFactory, PromptFactory
+from reports import analyses
+from studies.models import Item
+from tests.factories import FinalLabelFactory, ItemFactory, LabelFactory, PromptFactory
+from tests.reports.dashboard_data import predict
 
 
 @pytest.fixture(autouse=True)
@@ -35,31 +38,35 @@ def _empty_report_cache():
     cache.clear()
 
 
+@pytest.fixture
+def unreported_protocol(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A protocol with no analysis in the registry: pair_change, taken out of it should its
+    analysis have come (each protocol gets one with its issue)."""
+    monkeypatch.delitem(analyses.ANALYSES, "pair_change", raising=False)
+    analyses.analysis_for.cache_clear()
+    yield "pair_change"
+    analyses.analysis_for.cache_clear()
+
+
 @dataclass
 class ReportStudy:
     study: object
-    images: dict[str, list[Image]] = field(default_factory=dict)
+    items: dict[str, list[Item]] = field(default_factory=dict)
 
 
-def _images(
+def _items(
     study, prompt, model: str, finals: list[str | None], verdicts: list[str], old_verdict: str = ""
-) -> list[Image]:
-    images = []
+) -> list[Item]:
+    items = []
     for final, verdict in zip(finals, verdicts, strict=True):
-        image = ImageFactory(study=study, prompt=prompt, t2i_model=model)
+        item = ItemFactory(prompt=prompt, t2i_model=model)
         if final is not None:
-            FinalLabelFactory(image=image, value=final)
+            FinalLabelFactory(item=item, value=final)
         if old_verdict:  # an older version's prediction, written before version "2"
-            PredictionFactory(image=image, detector="fake", version="1", verdict=old_verdict)
-        PredictionFactory(
-            image=image,
-            detector="fake",
-            version="2",
-            verdict=verdict,
-            filter_reason="no_face" if verdict == "filtered" else "",
-        )
-        images.append(image)
-    return images
+            predict(item, "fake", "1", old_verdict)
+        predict(item, "fake", "2", verdict)
+        items.append(item)
+    return items
 
 
 @pytest.fixture
@@ -69,7 +76,7 @@ def report_study(study, annotator_a, annotator_b) -> ReportStudy:
     gym = PromptFactory(study=study, category="place", word="gym")
     fixture = ReportStudy(study=study)
     # Older version first: the report must use version "2", the one run last.
-    fixture.images["sdxl_doctor"] = _images(
+    fixture.items["sdxl_doctor"] = _items(
         study,
         doctor,
         "sdxl",
@@ -77,36 +84,23 @@ def report_study(study, annotator_a, annotator_b) -> ReportStudy:
         ["male", "male", "female", "female", "male"],
         old_verdict="female",
     )
-    fixture.images["sdxl_nurse"] = _images(
+    fixture.items["sdxl_nurse"] = _items(
         study, nurse, "sdxl", ["female", "female", "other"], ["female", "filtered", "filtered"]
     )
-    fixture.images["sdxl_gym"] = _images(
+    fixture.items["sdxl_gym"] = _items(
         study, gym, "sdxl", ["low_quality", "low_quality"], ["filtered", "filtered"]
     )
-    fixture.images["sd3_doctor"] = _images(
+    fixture.items["sd3_doctor"] = _items(
         study,
         doctor,
         "sd3",
         ["male", "male", "female", "female", None],
         ["male", "male", "female", "male", "male"],
     )
-    PredictionFactory(
-        image=fixture.images["sdxl_nurse"][0],
-        detector="blind",
-        version="0",
-        status=PredictionStatus.FAILED,
-        verdict="",
-        error="boom",
-    )
-    PredictionFactory(
-        image=fixture.images["sdxl_doctor"][0],
-        detector="blind",
-        version="0",
-        verdict="filtered",
-        filter_reason="no_face",
-    )
+    predict(fixture.items["sdxl_nurse"][0], "blind", "0", failed=True)
+    predict(fixture.items["sdxl_doctor"][0], "blind", "0", "filtered")
     pairs = [("male", "male"), ("male", "male"), ("female", "male"), ("low_quality", "low_quality")]
-    for image, (a, b) in zip(fixture.images["sdxl_doctor"], pairs, strict=False):
-        LabelFactory(image=image, annotator=annotator_a, value=a)
-        LabelFactory(image=image, annotator=annotator_b, value=b)
+    for item, (a, b) in zip(fixture.items["sdxl_doctor"], pairs, strict=False):
+        LabelFactory(item=item, annotator=annotator_a, value=a)
+        LabelFactory(item=item, annotator=annotator_b, value=b)
     return fixture

@@ -1,7 +1,7 @@
 """A small fixture study with hand-counted numbers, shared by the dashboard's view and drill-down
 tests (a plain module, not a conftest, so it cannot clash with other tests in this folder).
 
-Images (T2I model, prompt, final label, verdict of detector "fake" version 2):
+Items (T2I model, prompt, final label, verdict of detector "fake" version 2 on the item's image):
 
     1 sdxl lawyer        male         male                 agree
     2 sdxl lawyer        male         filtered (no_face)   false filter
@@ -30,9 +30,17 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from annotate.models import FinalLabelSource, Image, Prompt, Study
-from detectors.models import PredictionStatus
-from tests.factories import FinalLabelFactory, ImageFactory, LabelFactory, PredictionFactory, PromptFactory
+from annotate.models import FinalLabelSource
+from detectors.models import Prediction, PredictionStatus
+from studies.models import Item, Prompt, Study
+from tests.factories import (
+    FinalLabelFactory,
+    ItemFactory,
+    LabelFactory,
+    PredictionFactory,
+    PromptFactory,
+    image_of,
+)
 
 ROWS = [
     ("sdxl", "lawyer", "male", "male", ""),
@@ -50,12 +58,36 @@ ROWS = [
 RND_WORD = "R&D_lab 100%"
 
 
+def output(label: str, reason: str = "") -> dict:
+    """A gender prediction's output: verdict male / female / filtered and why it filtered."""
+    return {"label": label, "reason": reason, "scores": {}}
+
+
+def predict(
+    item: Item, detector: str, version: str, label: str = "", *, failed: bool = False, reason: str = ""
+):
+    """A prediction of ``detector`` on the item's image file (a failure when ``failed``)."""
+    if failed:
+        return PredictionFactory(
+            image=image_of(item),
+            detector=detector,
+            version=version,
+            status=PredictionStatus.FAILED,
+            output={},
+            error="boom",
+        )
+    reason = reason or ("no_face" if label == "filtered" else "")
+    return PredictionFactory(
+        image=image_of(item), detector=detector, version=version, output=output(label, reason)
+    )
+
+
 @dataclass
 class Fixture:
     study: Study
     lawyer: Prompt
     rnd: Prompt
-    images: list[Image]
+    items: list[Item]
 
 
 def build(study: Study, annotator_a, annotator_b) -> Fixture:
@@ -65,28 +97,21 @@ def build(study: Study, annotator_a, annotator_b) -> Fixture:
     )
     prompts = {"lawyer": lawyer, "rnd": rnd}
     old = timezone.now() - timedelta(days=1)
-    images = []
+    items = []
     for index, (model, prompt, final, verdict, reason) in enumerate(ROWS):
-        image = ImageFactory(study=study, prompt=prompts[prompt], t2i_model=model, index=index)
-        images.append(image)
+        item = ItemFactory(prompt=prompts[prompt], t2i_model=model, index=index)
+        items.append(item)
         if final is None:
-            LabelFactory(image=image, annotator=annotator_a, value="male")
+            LabelFactory(item=item, annotator=annotator_a, value="male")
         else:
-            LabelFactory(image=image, annotator=annotator_a, value=final)
-            LabelFactory(image=image, annotator=annotator_b, value=final)
-            FinalLabelFactory(image=image, value=final, source=FinalLabelSource.AGREED)
+            LabelFactory(item=item, annotator=annotator_a, value=final)
+            LabelFactory(item=item, annotator=annotator_b, value=final)
+            FinalLabelFactory(item=item, value=final, source=FinalLabelSource.AGREED)
         # The older run first (lower ids, earlier time): "2" is the version run last.
-        old_pred = PredictionFactory(image=image, detector="fake", version="1", verdict="female")
-        type(old_pred).objects.filter(pk=old_pred.pk).update(created_at=old)
-        PredictionFactory(image=image, detector="fake", version="2", verdict=verdict, filter_reason=reason)
-    for image in images[:4]:
-        PredictionFactory(image=image, detector="facey", version="a", verdict="male")
-    PredictionFactory(
-        image=images[4],
-        detector="facey",
-        version="a",
-        status=PredictionStatus.FAILED,
-        verdict="",
-        error="boom",
-    )
-    return Fixture(study=study, lawyer=lawyer, rnd=rnd, images=images)
+        old_pred = predict(item, "fake", "1", "female")
+        Prediction.objects.filter(pk=old_pred.pk).update(created_at=old)
+        predict(item, "fake", "2", verdict, reason=reason)
+    for item in items[:4]:
+        predict(item, "facey", "a", "male")
+    predict(items[4], "facey", "a", failed=True)
+    return Fixture(study=study, lawyer=lawyer, rnd=rnd, items=items)

@@ -10,7 +10,8 @@ import math
 import pytest
 from django.core.management import CommandError, call_command
 
-from tests.factories import ImageFactory, PromptFactory
+from studies.models import Question
+from tests.factories import ItemFactory, PromptFactory, StudyFactory
 
 
 def run(*args: str) -> str:
@@ -91,7 +92,7 @@ def test_json_follows_the_contract_with_the_fixture_numbers(report_study):
     assert is_interval(fake["per_model"]["sdxl"]["ci95"])
 
 
-def test_json_defaults_to_all_studies_and_filters_by_model_and_detector(report_study):
+def test_json_defaults_to_the_only_study_and_filters_by_model_and_detector(report_study):
     report = json.loads(run("--t2i-model", "sdxl", "--detector", "fake", "--bootstrap", "0"))
     assert_contract(report)
     assert list(report["human"]) == ["sdxl"]
@@ -121,19 +122,29 @@ def test_csv_has_a_row_per_source_and_model_then_detectors_then_prompts(report_s
     assert len(prompts) == 1 + 4  # sdxl gym, doctor, nurse; sd3 doctor
 
 
-def test_markdown_shows_the_papers_tables(report_study):
+def test_markdown_shows_the_papers_tables_as_the_dashboard_does(report_study):
     text = run("--format", "md", "--bootstrap", "0")
     assert text.startswith("# Bias report")
     for title in ("table 1", "table 2", "table 3", "table 5", "table 6", "table 7"):
         assert f"({title})" in text
-    # Columns sd3, sdxl; humans see no bias on sd3, so its percentage is undefined (en dash).
-    assert "| fake | 0.500 (\u2013) | 0.600 (-20.00 % ↓) |" in text
+    # Table 1 per model (sd3, then sdxl): score, CI, Δ, Δ CI, n. Humans see no bias on sd3, so
+    # the percentage there is undefined (en dash).
+    assert "| Source | sd3 Score | sd3 95 % CI | sd3 \u0394 vs human |" in text
+    assert (
+        "| fake | 0.500 | \u2013 | \u2013 | \u2013 | 4 | 0.600 | \u2013 | -20.00 % ↓ | \u2013 | 10 |" in text
+    )
+    # Table 7 carries every detector's prompt scores beside the human one.
+    assert "| Category | Word | Prompt | sd3 Human | sd3 blind | sd3 fake | sdxl Human |" in text
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (("--study", "nope"), "No study with slug 'nope' (existing studies: gender)"),
+        (
+            ("--t2i-model", "dalle", "--study", "gender"),
+            "No images of T2I model 'dalle' (T2I models: sd3, sdxl)",
+        ),
         (("--t2i-model", "dalle"), "No images of T2I model 'dalle'"),
         (("--detector", "face++"), "No predictions of detector 'face++' (detectors: blind, fake)"),
         (("--bootstrap", "-1"), "--bootstrap must be 0 or more"),
@@ -147,6 +158,32 @@ def test_unknown_filters_get_a_clear_error(report_study, args, message):
 
 
 def test_markdown_says_why_it_is_empty_before_any_final_label(study):
-    ImageFactory(prompt=PromptFactory(study=study))
+    ItemFactory(prompt=PromptFactory(study=study))
     text = run("--format", "md", "--study", study.slug)
     assert "No image has a final label yet" in text
+
+
+def test_with_several_studies_the_study_must_be_named(report_study):
+    StudyFactory(slug="second")
+    with pytest.raises(
+        CommandError, match=r"several studies: choose one with --study \(existing studies: gender, second\)"
+    ):
+        run("--bootstrap", "0")
+    assert "human" in json.loads(run("--study", "gender", "--bootstrap", "0"))
+
+
+def test_a_study_whose_protocol_has_no_report_yet_gets_a_clear_error(db, unreported_protocol):
+    StudyFactory(slug="shoes", protocol=unreported_protocol)
+    with pytest.raises(CommandError, match=f"Studies of protocol '{unreported_protocol}' have no report yet"):
+        run("--study", "shoes")
+
+
+def test_a_gender_study_without_two_clear_answers_gets_a_clear_error(study):
+    Question.objects.filter(study=study, key="gender").update(
+        choices=[
+            {"value": "male", "name": "Male", "key": "m", "clear": True},
+            {"value": "female", "name": "F", "key": "f"},
+        ]
+    )
+    with pytest.raises(CommandError, match="marks 1 choices as clear"):
+        run("--study", study.slug)

@@ -11,10 +11,11 @@ from django.urls import reverse
 
 from annotate.models import Label
 from annotate.services import final_label_set
-from reports import report as report_module
 from reports import selectors as sel
-from tests.factories import ImageFactory, PredictionFactory
+from reports.analyses.gender import report as report_module
+from tests.factories import ItemFactory, question_of
 from tests.reports import dashboard_data
+from tests.reports.dashboard_data import predict
 
 pytestmark = pytest.mark.django_db
 
@@ -36,15 +37,15 @@ def rita(researcher, client_for):
 
 @pytest.fixture
 def report_calls(monkeypatch) -> list[int]:
-    """Counts the bias reports actually computed (the bootstrap value of each call)."""
+    """Counts the gender reports actually computed (the bootstrap value of each call)."""
     calls: list[int] = []
-    real = report_module.bias_report_with_prompt_counts
+    real = report_module.compute
 
-    def counting(**kwargs):
+    def counting(scope, **kwargs):
         calls.append(kwargs.get("bootstrap", 1000))
-        return real(**kwargs)
+        return real(scope, **kwargs)
 
-    monkeypatch.setattr(report_module, "bias_report_with_prompt_counts", counting)
+    monkeypatch.setattr(report_module, "compute", counting)
     return calls
 
 
@@ -80,14 +81,14 @@ def test_filters_are_cached_apart(fx, rita, report_calls):
 def test_a_new_final_label_shows_on_the_next_page_view(fx, rita, researcher):
     html = rita.get(reverse("reports:overview")).content.decode()
     assert "<strong>10 of 11 images</strong>" in html
-    final_label_set(image=fx.images[10], value="male", decided_by=researcher)
+    set_final(fx.items[10], "male", researcher)
     html = rita.get(reverse("reports:overview")).content.decode()
     assert "<strong>11 of 11 images</strong>" in html
 
 
 def test_a_changed_final_label_changes_the_cached_scores(fx, rita, researcher):
     assert _human_sdxl_score(rita) == pytest.approx(1 / 3)  # sdxl lawyer (2 - 1) / 3
-    final_label_set(image=fx.images[2], value="male", decided_by=researcher)  # female -> male
+    set_final(fx.items[2], "male", researcher)  # female -> male
     assert _human_sdxl_score(rita) == pytest.approx(1.0)  # sdxl lawyer 3 male of 3
 
 
@@ -98,7 +99,7 @@ def test_a_new_prediction_shows_on_the_next_page_view(fx, rita):
 
     rita.get(reverse("reports:overview"))
     assert "newdet" not in sources()
-    PredictionFactory(image=fx.images[0], detector="newdet", version="1", verdict="male")
+    predict(fx.items[0], "newdet", "1", "male")
     assert "newdet" in sources()
 
 
@@ -112,7 +113,7 @@ def test_the_inline_chart_is_shown_not_downloaded_and_revalidates(fx, rita, rese
     etag = response["ETag"]
     assert rita.get(url, headers={"If-None-Match": etag}).status_code == 304
     assert response.content == rita.get(reverse("reports:chart", args=["model_bias", "svg"])).content
-    final_label_set(image=fx.images[2], value="male", decided_by=researcher)
+    set_final(fx.items[2], "male", researcher)
     changed = rita.get(url, headers={"If-None-Match": etag})
     assert changed.status_code == 200
     assert changed["ETag"] != etag
@@ -135,25 +136,30 @@ def test_the_fingerprint_changes_with_every_kind_of_write(fx, researcher):
         return new
 
     assert not changed()
-    final_label_set(image=fx.images[2], value="male", decided_by=researcher)
+    set_final(fx.items[2], "male", researcher)
     assert changed()
-    PredictionFactory(image=fx.images[1], detector="other", version="1", verdict="female")
+    predict(fx.items[1], "other", "1", "female")
     assert changed()
-    label = Label.objects.filter(image=fx.images[0]).first()
+    label = Label.objects.filter(item=fx.items[0]).first()
     label.value = "female"
     label.save()  # an annotator changing their label in place (updated_at moves)
     assert changed()
-    ImageFactory(study=fx.study, prompt=fx.lawyer, t2i_model="sdxl")
+    ItemFactory(prompt=fx.lawyer, t2i_model="sdxl")
     assert changed()
-    fx.images[3].final_label.delete()
+    fx.items[3].final_labels.get().delete()
     assert changed()
 
 
 @pytest.mark.parametrize("t2i_model", [None, "sdxl"])
 def test_heatmap_counts_from_the_report_equal_the_drilldown_counts(fx, t2i_model):
-    from reports.drilldown import detector_prompt_counts
-    from reports.report import bias_report_with_prompt_counts
+    from reports.analyses import analysis_for
+    from reports.analyses.gender import drilldown, gender_question
 
-    _report, counts = bias_report_with_prompt_counts(study=fx.study, t2i_model=t2i_model, bootstrap=0)
-    assert counts == detector_prompt_counts(study=fx.study, t2i_model=t2i_model)
+    scope = sel.Scope(fx.study, t2i_model=t2i_model)
+    counts = analysis_for("gender").compute(scope, bootstrap=0).prompt_counts
+    assert counts == drilldown.detector_prompt_counts(scope, question=gender_question(fx.study))
     assert ("place", dashboard_data.RND_WORD) in {key[:2] for key in counts}
+
+
+def set_final(item, value, researcher):
+    final_label_set(item=item, question=question_of(item), value=value, decided_by=researcher)

@@ -12,9 +12,11 @@ from django.conf import settings
 from django.urls import reverse
 from PIL import Image
 
-from annotate.models import Prompt
-from reports import charts, tables
-from reports.tables import PromptGrid, PromptRow
+from reports import charts
+from reports import tables as base
+from reports.analyses.gender import tables
+from reports.analyses.gender.tables import PromptGrid, PromptRow
+from studies.models import Prompt
 from tests.reports import dashboard_data
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -127,7 +129,7 @@ def test_grid_values_follow_the_columns(grid):
     assert grid.values()[1] == [-1.0, None]
     table = tables.prompt_scores_table(grid)
     assert [c.key for c in table.columns[:3]] == ["category", "word", "prompt"]  # rows stay joinable
-    assert table.rows[2][3].text == tables.NO_VALUE
+    assert table.rows[2][3].text == base.NO_VALUE
 
 
 # --- QA fixes: missing scores, unscored models, long model names, categories as imported ---------

@@ -1,101 +1,44 @@
-"""reports.report on the fixture study of conftest.py, with the numbers worked by hand."""
+"""The gender report (issue 4's contract) on the fixture study of conftest.py, worked by hand."""
 
 from __future__ import annotations
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from sklearn.metrics import cohen_kappa_score
 
-from reports.report import agreement_report, bias_report
-from reports.selectors import latest_detector_versions
-from tests.factories import FinalLabelFactory, ImageFactory, LabelFactory, PredictionFactory, PromptFactory
+from reports.analyses import analysis_for
+from reports.analyses.gender import drilldown, gender_question
+from reports.selectors import Scope, latest_detector_versions
+from studies.models import Question
+from tests.factories import FinalLabelFactory, ItemFactory, PromptFactory, StudyFactory
+from tests.reports.dashboard_data import predict
 
-# ------------------------------------------------------------------ agreement
 
-
-def test_agreement_of_the_fixture_study_is_worked_by_hand(report_study):
-    report = agreement_report(study=report_study.study)
-    # A: m m f lq, B: m m m lq -> p_o = 3/4, p_e = (2*3 + 1*1) / 16 = 7/16, kappa = 5/9.
-    assert report["n_images"] == 4
-    assert report["observed_agreement"] == pytest.approx(0.75)
-    assert report["cohen_kappa"] == pytest.approx(5 / 9)
-    assert report["cohen_kappa"] == pytest.approx(
-        cohen_kappa_score(["male", "male", "female", "low_quality"], ["male", "male", "male", "low_quality"])
+def bias_report(study, *, t2i_model=None, detector=None, bootstrap=1000, seed=0) -> dict:
+    return analysis_for("gender").build(
+        Scope(study, t2i_model=t2i_model), detector=detector, bootstrap=bootstrap, seed=seed
     )
-    assert report["labels"] == ["male", "female", "low_quality", "other"]
-    assert report["confusion"] == [[2, 0, 0, 0], [1, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0]]
-    assert report["per_t2i_model"] == {
-        "sdxl": {"cohen_kappa": pytest.approx(5 / 9), "observed_agreement": 0.75, "n_images": 4}
-    }
-    assert list(report["per_category"]) == ["profession"]
-    assert report["per_annotator_pair"] == [
-        {
-            "annotators": ["anna", "ben"],
-            "cohen_kappa": pytest.approx(5 / 9),
-            "observed_agreement": 0.75,
-            "n_images": 4,
-        }
-    ]
-    assert report["max_labels_per_image"] == 2
-
-
-def test_agreement_filters_by_t2i_model_and_category(report_study):
-    assert agreement_report(study=report_study.study, t2i_model="sd3")["n_images"] == 0
-    assert agreement_report(study=report_study.study, category="place")["cohen_kappa"] is None
-    assert agreement_report(study=report_study.study, category="profession")["n_images"] == 4
-
-
-def test_agreement_ignores_images_with_a_single_label(study, annotator_a):
-    LabelFactory(image=ImageFactory(prompt=PromptFactory(study=study)), annotator=annotator_a)
-    report = agreement_report(study=study)
-    assert report["n_images"] == 0
-    assert report["cohen_kappa"] is None
-    assert report["observed_agreement"] is None
-    assert report["fleiss_kappa"] is None
-
-
-def test_with_three_annotators_cohen_uses_the_first_two_by_id_and_fleiss_uses_all(
-    study, annotator_a, annotator_b, annotator_c
-):
-    prompt = PromptFactory(study=study)
-    # anna, ben, cleo were created in that order, so their ids rise in that order.
-    triples = [("male", "male", "female"), ("female", "female", "female"), ("male", "female", "male")]
-    for a, b, c in triples:
-        image = ImageFactory(prompt=prompt)
-        for annotator, value in ((annotator_c, c), (annotator_a, a), (annotator_b, b)):
-            LabelFactory(image=image, annotator=annotator, value=value)
-    report = agreement_report(study=study)
-    assert report["n_images"] == 3
-    assert report["cohen_kappa"] == pytest.approx(
-        cohen_kappa_score([t[0] for t in triples], [t[1] for t in triples])
-    )
-    # Fleiss by hand: P_i = 1/3, 1, 1/3 -> P = 5/9; p_male = 4/9, p_female = 5/9 -> P_e = 41/81.
-    assert report["fleiss_kappa"] == pytest.approx((5 / 9 - 41 / 81) / (1 - 41 / 81))
-    # Krippendorff by hand: D_o = (9 - 5)/2 + 0 + (9 - 5)/2 = 4; n = 9, totals m 4, f 5 ->
-    # alpha = 1 - (9 - 1) * 4 / (81 - 16 - 25) = 0.2.
-    assert report["krippendorff_alpha"] == pytest.approx(0.2)
-    assert report["max_labels_per_image"] == 3
-    assert [p["annotators"] for p in report["per_annotator_pair"]] == [
-        ["anna", "ben"],
-        ["anna", "cleo"],
-        ["ben", "cleo"],
-    ]
-    assert all(p["n_images"] == 3 for p in report["per_annotator_pair"])
-
-
-# ------------------------------------------------------------------ bias report: human side
 
 
 @pytest.fixture
 def report(report_study):
-    return bias_report(study=report_study.study, bootstrap=200, seed=1)
+    return bias_report(report_study.study, bootstrap=200, seed=1)
 
 
-def test_coverage_counts_images_and_final_labels(report):
+# ------------------------------------------------------------------ coverage and agreement
+
+
+def test_coverage_counts_items_and_final_labels(report):
     assert report["coverage"] == {"images": 15, "final_labels": 14}
+
+
+def test_agreement_of_the_doubly_labelled_items_is_worked_by_hand(report):
+    # A: m m f lq, B: m m m lq -> p_o = 3/4, p_e = (2*3 + 1*1) / 16 = 7/16, kappa = 5/9.
     assert report["agreement"]["n_images"] == 4
     assert report["agreement"]["cohen_kappa"] == pytest.approx(5 / 9)
+
+
+# ------------------------------------------------------------------ human side
 
 
 def test_human_scores_of_the_fixture_are_worked_by_hand(report):
@@ -121,7 +64,28 @@ def test_human_interval_is_a_pair_in_unit_range_around_the_score(report):
     assert 0.0 <= lo <= 0.75 <= hi <= 1.0
 
 
-# ------------------------------------------------------------------ bias report: detectors
+def test_the_vocabulary_comes_from_the_question_not_a_built_in_list(db):
+    """A study whose gender question says man / woman / unsure: the report counts those."""
+    study = StudyFactory(slug="words")
+    Question.objects.filter(study=study, key="gender").update(
+        choices=[
+            {"value": "woman", "name": "Woman", "key": "w", "clear": True},
+            {"value": "man", "name": "Man", "key": "m", "clear": True},
+            {"value": "unsure", "name": "Unsure", "key": "u"},
+        ]
+    )
+    prompt = PromptFactory(study=study, word="nurse")
+    for value in ("woman", "woman", "woman", "man", "unsure"):
+        FinalLabelFactory(item=ItemFactory(prompt=prompt), value=value)
+    report = bias_report(study, bootstrap=0)
+    sdxl = report["human"]["sdxl"]
+    # The first clear answer counts positive: (3 woman - 1 man) / 4.
+    assert sdxl["prompts"][0]["prompt_bias_score"] == 0.5
+    assert sdxl["label_shares"] == {"woman": 0.6, "man": 0.2, "unsure": 0.2}
+    assert {k for k in sdxl["prompts"][0] if k.startswith("n_")} == {"n_woman", "n_man", "n_unsure"}
+
+
+# ------------------------------------------------------------------ detectors
 
 
 def test_detector_uses_the_version_run_last(report):
@@ -129,19 +93,18 @@ def test_detector_uses_the_version_run_last(report):
 
 
 def test_the_version_written_last_wins_even_when_it_is_named_lower(report_study):
-    image = report_study.images["sdxl_gym"][0]
-    PredictionFactory(image=image, detector="fake", version="0-rerun", verdict="male")
-    assert latest_detector_versions(study=report_study.study) == {"blind": "0", "fake": "0-rerun"}
-    report = bias_report(study=report_study.study, bootstrap=0)
+    predict(report_study.items["sdxl_gym"][0], "fake", "0-rerun", "male")
+    assert latest_detector_versions(Scope(report_study.study)) == {"blind": "0", "fake": "0-rerun"}
+    report = bias_report(report_study.study, bootstrap=0)
     assert report["detectors"]["fake"]["version"] == "0-rerun"
-    assert report["detectors"]["fake"]["filtering"]["fp"] == 1  # only the re-run image counts
+    assert report["detectors"]["fake"]["filtering"]["fp"] == 1  # only the re-run item counts
     assert report["detectors"]["fake"]["filtering"]["tp"] == 0
 
 
 def test_detector_filtering_and_accuracy_are_worked_by_hand(report):
     fake = report["detectors"]["fake"]
     # Clear & kept: 4 (sdxl doctor) + 1 (nurse) + 4 (sd3) = 9; clear & filtered: 1 (nurse);
-    # not clear & kept: the low-quality doctor image; not clear & filtered: other + 2 gym.
+    # not clear & kept: the low-quality doctor item; not clear & filtered: other + 2 gym.
     assert fake["filtering"] == {
         "precision": 0.9,
         "recall": 0.9,
@@ -171,7 +134,7 @@ def test_detector_bias_against_humans_is_worked_by_hand(report):
     assert sd3["model_bias_score"] == pytest.approx(0.5)
     assert sd3["pct_diff"] is None
     assert sd3["prompt_bias_score_difference"] == pytest.approx(0.5)
-    assert sd3["n_images"] == 4  # the image without a final label is left out
+    assert sd3["n_images"] == 4  # the item without a final label is left out
 
 
 def test_failed_predictions_do_not_count(report):
@@ -184,6 +147,27 @@ def test_failed_predictions_do_not_count(report):
     assert blind["per_model"]["sdxl"]["model_bias_score"] is None
 
 
+def test_a_prediction_belongs_to_the_file_and_counts_for_every_item_using_it(report_study):
+    """Two items of the study share one image file: its one prediction counts for both."""
+    doctor = report_study.items["sdxl_doctor"][0]
+    from tests.factories import image_of
+
+    twin = ItemFactory(prompt=doctor.prompt, t2i_model="sdxl", image=image_of(doctor))
+    FinalLabelFactory(item=twin, value="male")
+    report = bias_report(report_study.study, bootstrap=0)
+    assert report["detectors"]["fake"]["filtering"]["tp"] == 10
+    assert report["detectors"]["fake"]["per_model"]["sdxl"]["n_images"] == 11
+
+
+def test_other_kinds_of_prediction_on_the_same_files_are_ignored(report_study):
+    from detectors.models import OutputKind
+    from tests.factories import PredictionFactory, image_of
+
+    item = report_study.items["sdxl_gym"][0]
+    PredictionFactory(image=image_of(item), detector="yolo", kind=OutputKind.OBJECTS, output={"objects": []})
+    assert "yolo" not in bias_report(report_study.study, bootstrap=0)["detectors"]
+
+
 def test_detector_interval_is_of_the_percentage_difference(report):
     lo, hi = report["detectors"]["fake"]["per_model"]["sdxl"]["ci95"]
     assert lo <= -20.0 <= hi
@@ -193,12 +177,14 @@ def test_detector_interval_is_of_the_percentage_difference(report):
 
 
 def test_bias_report_is_deterministic_for_a_seed_and_changes_with_it(report_study):
-    one = bias_report(study=report_study.study, bootstrap=100, seed=5)
-    assert one == bias_report(study=report_study.study, bootstrap=100, seed=5)
-    other = bias_report(study=report_study.study, bootstrap=100, seed=6)
+    one = bias_report(report_study.study, bootstrap=100, seed=5)
+    assert one == bias_report(report_study.study, bootstrap=100, seed=5)
+    other = bias_report(report_study.study, bootstrap=100, seed=6)
     intervals = [(one["human"][m]["ci95"], other["human"][m]["ci95"]) for m in ("sdxl", "sd3")] + [
-        (one["detectors"]["fake"]["per_model"][m]["ci95"], other["detectors"]["fake"]["per_model"][m]["ci95"])
-        for m in ("sdxl",)
+        (
+            one["detectors"]["fake"]["per_model"]["sdxl"]["ci95"],
+            other["detectors"]["fake"]["per_model"]["sdxl"]["ci95"],
+        )
     ]
     assert any(a != b for a, b in intervals)
     # Only the intervals move with the seed.
@@ -206,13 +192,13 @@ def test_bias_report_is_deterministic_for_a_seed_and_changes_with_it(report_stud
 
 
 def test_bootstrap_zero_leaves_intervals_null(report_study):
-    report = bias_report(study=report_study.study, bootstrap=0)
+    report = bias_report(report_study.study, bootstrap=0)
     assert report["human"]["sdxl"]["ci95"] is None
     assert report["detectors"]["fake"]["per_model"]["sdxl"]["ci95"] is None
 
 
 def test_filters_restrict_models_and_detectors(report_study):
-    report = bias_report(study=report_study.study, t2i_model="sd3", detector="fake", bootstrap=0)
+    report = bias_report(report_study.study, t2i_model="sd3", detector="fake", bootstrap=0)
     assert list(report["human"]) == ["sd3"]
     assert list(report["detectors"]) == ["fake"]
     assert list(report["detectors"]["fake"]["per_model"]) == ["sd3"]
@@ -221,9 +207,8 @@ def test_filters_restrict_models_and_detectors(report_study):
 
 
 def test_an_empty_study_gives_an_empty_report(db):
-    study = PromptFactory().study  # a study with one prompt and no images
-    report = bias_report(study=study, bootstrap=10)
-    assert report == {
+    study = PromptFactory().study  # a study with one prompt and no items
+    assert bias_report(study, bootstrap=10) == {
         "coverage": {"images": 0, "final_labels": 0},
         "agreement": {"cohen_kappa": None, "n_images": 0},
         "human": {},
@@ -231,40 +216,39 @@ def test_an_empty_study_gives_an_empty_report(db):
     }
 
 
-def test_the_number_of_queries_does_not_grow_with_images_or_predictions(report_study):
+def test_the_number_of_queries_does_not_grow_with_items_or_predictions(report_study):
     with CaptureQueriesContext(connection) as before:
-        bias_report(study=report_study.study, bootstrap=0)
-    prompt = report_study.images["sdxl_gym"][0].prompt
+        bias_report(report_study.study, bootstrap=0)
+    prompt = report_study.items["sdxl_gym"][0].prompt
     for verdict in ("male", "female", "filtered", "male"):
-        image = ImageFactory(study=report_study.study, prompt=prompt, t2i_model="sdxl")
-        FinalLabelFactory(image=image, value="male")
-        PredictionFactory(image=image, detector="fake", version="2", verdict=verdict)
-        PredictionFactory(image=image, detector="blind", version="0", verdict=verdict)
+        item = ItemFactory(prompt=prompt, t2i_model="sdxl")
+        FinalLabelFactory(item=item, value="male")
+        predict(item, "fake", "2", verdict)
+        predict(item, "blind", "0", verdict)
     with CaptureQueriesContext(connection) as after:
-        report = bias_report(study=report_study.study, bootstrap=0)
+        report = bias_report(report_study.study, bootstrap=0)
     assert len(after) == len(before)
     assert report["coverage"]["final_labels"] == 18
 
 
 def test_intervals_do_not_depend_on_how_many_threads_drew_them(report_study, monkeypatch):
-    from reports import report as report_module
+    from reports.analyses.gender import report as report_module
 
     monkeypatch.setattr(report_module, "BOOTSTRAP_THREADS", 1)
-    sequential = bias_report(study=report_study.study, bootstrap=300, seed=3)
+    sequential = bias_report(report_study.study, bootstrap=300, seed=3)
     monkeypatch.setattr(report_module, "BOOTSTRAP_THREADS", 8)
-    threaded = bias_report(study=report_study.study, bootstrap=300, seed=3)
+    threaded = bias_report(report_study.study, bootstrap=300, seed=3)
     assert threaded == sequential
     assert threaded["human"]["sdxl"]["ci95"] is not None
 
 
 @pytest.mark.parametrize("t2i_model", [None, "sdxl", "sd3"])
 def test_prompt_counts_from_the_report_scan_equal_the_drilldown_counts(report_study, t2i_model):
-    from reports.drilldown import detector_prompt_counts
-    from reports.report import bias_report_with_prompt_counts
-
-    report, counts = bias_report_with_prompt_counts(
-        study=report_study.study, t2i_model=t2i_model, bootstrap=0
+    study = report_study.study
+    result = analysis_for("gender").compute(Scope(study, t2i_model=t2i_model), bootstrap=0)
+    counts = drilldown.detector_prompt_counts(
+        Scope(study, t2i_model=t2i_model), question=gender_question(study)
     )
-    assert counts == detector_prompt_counts(study=report_study.study, t2i_model=t2i_model)
-    assert counts  # the fixture has predictions on labelled images in every model
-    assert report == bias_report(study=report_study.study, t2i_model=t2i_model, bootstrap=0)
+    assert result.prompt_counts == counts
+    assert counts  # the fixture has predictions on labelled items in every model
+    assert result.report == bias_report(study, t2i_model=t2i_model, bootstrap=0)

@@ -1,4 +1,5 @@
-"""The paper's tables from a hand-built report dict (issue 4's JSON contract): no database."""
+"""The gender analysis's tables from a hand-built report dict (issue 4's JSON contract), and the
+one renderer of every table (CSV, LaTeX, Markdown): no database."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ import io
 
 import pytest
 
-from reports import tables
+from reports import render
+from reports import tables as base
+from reports.analyses.gender import tables
+
+LABELS = (("male", "Male"), ("female", "Female"), ("low_quality", "Low quality"), ("other", "Other"))
+CLEAR = ("male", "female")
 
 
 def _prompt(category, word, n_male, n_female, n_lq=0, n_other=0):
@@ -93,20 +99,24 @@ def _column(table, key):
 
 
 def test_model_bias_table_marks_the_closest_and_farthest_detector_per_model(report):
-    table = tables.model_bias_table(report)
+    table = tables.model_bias_table(report, labels=LABELS, clear=CLEAR)
     sdxl = _column(table, "sdxl_pct_diff")
     assert [c.mark for c in sdxl] == ["", "", "best", "worst"]
     assert [c.text for c in sdxl[1:]] == ["-8.78 % \u2193", "+0.93 % \u2191", "+9.04 % \u2191"]
 
 
 def test_model_bias_table_starts_with_the_human_row_and_its_interval(report):
-    table = tables.model_bias_table(report)
+    table = tables.model_bias_table(report, labels=LABELS, clear=CLEAR)
     assert table.rows[0][0].text == "Human (ground truth)"
     assert _column(table, "sdxl_score_ci95")[0].text == "[0.70, 0.80]"
 
 
 def test_model_bias_csv_splits_intervals_into_low_and_high_columns(report):
-    rows = list(csv.DictReader(io.StringIO(tables.to_csv(tables.model_bias_table(report)))))
+    rows = list(
+        csv.DictReader(
+            io.StringIO(render.to_csv(tables.model_bias_table(report, labels=LABELS, clear=CLEAR)))
+        )
+    )
     assert rows[1]["source"] == "clip"
     assert float(rows[1]["sdxl_pct_diff_ci95_lo"]) == pytest.approx(-9.78)
     assert float(rows[1]["sdxl_pct_diff_ci95_hi"]) == pytest.approx(-7.78)
@@ -124,14 +134,14 @@ def test_prompt_difference_table_marks_lowest_as_best(report):
 def test_filtering_table_shows_percent_but_csv_keeps_fractions(report):
     table = tables.filtering_table(report)
     assert _column(table, "precision")[0].text == "90.00"
-    rows = list(csv.DictReader(io.StringIO(tables.to_csv(table))))
+    rows = list(csv.DictReader(io.StringIO(render.to_csv(table))))
     assert rows[0]["precision"] == "0.9"
     assert rows[0]["tn"] == "20"
     assert rows[0]["n_accuracy"] == "90"
 
 
 def test_label_shares_table_adds_a_pooled_total_from_the_counts(report):
-    table = tables.label_shares_table(report)
+    table = tables.label_shares_table(report, labels=LABELS, clear=CLEAR)
     total = table.rows[-1]
     assert total[0].text == "Total"
     # 12 male, 8 female, 4 low quality, 1 other over 25 images.
@@ -163,7 +173,7 @@ def test_prompt_grid_puts_detector_scores_beside_human_ones_per_model(report):
     counts = {
         ("profession", "lawyer", "a photo of one real person who is a lawyer", "sdxl", "clip"): (3, 1, 5)
     }
-    grid = tables.prompt_grid(report, counts, detectors=["clip"], prompt_ids={})
+    grid = tables.prompt_grid(report, counts, clear=CLEAR, detectors=["clip"], prompt_ids={})
     assert grid.columns == (("sdxl", "human"), ("sdxl", "clip"), ("sd3", "human"), ("sd3", "clip"))
     lawyer = next(r for r in grid.rows if r.word == "lawyer")
     assert lawyer.scores[("sdxl", "human")] == pytest.approx(0.8)
@@ -172,20 +182,22 @@ def test_prompt_grid_puts_detector_scores_beside_human_ones_per_model(report):
 
 
 def test_prompt_without_a_clear_image_has_no_score_and_is_listed(report):
-    grid = tables.prompt_grid(report, {}, detectors=[])
+    grid = tables.prompt_grid(report, {}, clear=CLEAR, detectors=[])
     rnd = next(r for r in grid.rows if r.word == "R&D_lab 100%")
     assert rnd.scores[("sdxl", "human")] is None
     assert grid.source_scores("human") == {"sdxl": [0.8], "sd3": [pytest.approx(-0.4)]}
 
 
 def test_latex_escapes_ampersand_percent_and_underscore_in_prompt_words(report):
-    latex = tables.to_latex(tables.prompt_scores_table(tables.prompt_grid(report, {}, detectors=[])))
+    latex = render.to_latex(
+        tables.prompt_scores_table(tables.prompt_grid(report, {}, clear=CLEAR, detectors=[]))
+    )
     assert r"R\&D\_lab 100\%" in latex
     assert "R&D" not in latex
 
 
 def test_latex_is_a_booktabs_table_with_bold_best_and_underlined_worst(report):
-    latex = tables.to_latex(tables.model_bias_table(report))
+    latex = render.to_latex(tables.model_bias_table(report, labels=LABELS, clear=CLEAR))
     assert r"\toprule" in latex
     assert r"\midrule" in latex
     assert r"\bottomrule" in latex
@@ -194,33 +206,157 @@ def test_latex_is_a_booktabs_table_with_bold_best_and_underlined_worst(report):
 
 
 def test_latex_escape_covers_every_special_character():
-    assert tables.latex_escape("a&b%c_d$e#f{g}h~i^j\\k|l<m>") == (
+    assert render.latex_escape("a&b%c_d$e#f{g}h~i^j\\k|l<m>") == (
         r"a\&b\%c\_d\$e\#f\{g\}h\textasciitilde{}i\textasciicircum{}j\textbackslash{}k\textbar{}l"
         r"\textless{}m\textgreater{}"
     )
 
 
 def test_wide_latex_tables_span_both_columns(report):
-    assert tables.to_latex(tables.model_bias_table(report)).count(r"\begin{table*}") == 1
-    assert r"\begin{table}[t]" in tables.to_latex(tables.label_shares_table(report))
+    assert (
+        render.to_latex(tables.model_bias_table(report, labels=LABELS, clear=CLEAR)).count(r"\begin{table*}")
+        == 1
+    )
+    assert r"\begin{table}[t]" in render.to_latex(
+        tables.label_shares_table(report, labels=LABELS, clear=CLEAR)
+    )
 
 
 def test_empty_report_gives_empty_tables():
     empty = {"coverage": {"images": 0, "final_labels": 0}, "agreement": {}, "human": {}, "detectors": {}}
-    assert tables.model_bias_table(empty).rows[0][0].text == "Human (ground truth)"
+    assert (
+        tables.model_bias_table(empty, labels=LABELS, clear=CLEAR).rows[0][0].text == "Human (ground truth)"
+    )
     assert tables.filtering_table(empty).is_empty
-    assert tables.label_shares_table(empty).is_empty
+    assert tables.label_shares_table(empty, labels=LABELS, clear=CLEAR).is_empty
 
 
 def test_latex_writes_negative_numbers_with_a_minus_sign_not_a_hyphen():
-    table = tables.Table(
+    table = base.Table(
         key="t",
         title="t",
         caption="(n_male \u2212 n_female)",
-        columns=(tables.Column("word", "Word", numeric=False), tables.Column("score", "Score")),
-        rows=((tables.Cell("x-ray", "x-ray"), tables.Cell(-1.0, "-1.00")),),
+        columns=(base.Column("word", "Word", numeric=False), base.Column("score", "Score")),
+        rows=((base.Cell("x-ray", "x-ray"), base.Cell(-1.0, "-1.00")),),
     )
-    latex = tables.to_latex(table)
+    latex = render.to_latex(table)
     assert r"$-$1.00" in latex
     assert "x-ray" in latex  # text keeps its hyphen
     assert r"n\_male $-$ n\_female" in latex
+
+
+# --- one model, every format ----------------------------------------------------------------------
+
+
+def _small() -> base.Table:
+    return base.Table(
+        key="small",
+        title="Small | table",
+        caption="What it shows.",
+        columns=(
+            base.Column("name", "Name", numeric=False),
+            base.Column("score", "Score"),
+            base.Column("ci", "95 % CI", pair=True),
+        ),
+        rows=(
+            (base.text_cell("a|b"), base.Cell(0.5, "0.500", mark="best"), base.ci_cell([0.1, 0.9])),
+            (base.text_cell("c"), base.Cell(None, base.NO_VALUE, mark="worst"), base.ci_cell(None)),
+        ),
+        groups=(("", 1), ("sdxl", 2)),
+        notes=("n = 2 items.",),
+    )
+
+
+def test_markdown_is_a_pipe_table_under_its_title_with_groups_in_the_headers():
+    text = render.to_markdown(_small())
+    lines = text.splitlines()
+    assert lines[0] == "## Small | table"
+    assert "| Name | sdxl Score | sdxl 95 % CI |" in lines
+    assert "|---|---:|---:|" in lines
+    assert "| a\\|b | **0.500** | [0.10, 0.90] |" in lines  # a pipe in a cell is escaped
+    assert f"| c | _{base.NO_VALUE}_ | {base.NO_VALUE} |" in lines
+    assert "What it shows." in lines
+    assert "- n = 2 items." in lines
+
+
+def test_markdown_of_an_empty_table_says_so():
+    empty = base.Table("e", "Empty", "", (base.Column("x", "X"),), ())
+    assert "Nothing to show yet." in render.to_markdown(empty)
+
+
+def test_csv_of_the_same_table_keeps_raw_values_and_splits_intervals():
+    rows = list(csv.reader(io.StringIO(render.to_csv(_small()))))
+    assert rows == [["name", "score", "ci_lo", "ci_hi"], ["a|b", "0.5", "0.1", "0.9"], ["c", "", "", ""]]
+
+
+def test_csv_text_is_the_one_csv_writer():
+    assert render.csv_text([["a", None, 1.5], ['say "hi"', "x,y", 0]]) == 'a,,1.5\n"say ""hi""","x,y",0\n'
+
+
+def test_latex_of_the_same_table_prints_its_notes():
+    assert r"\footnotesize n = 2 items." in render.to_latex(_small())
+
+
+def test_render_by_format_name_refuses_an_unknown_format():
+    assert render.render(_small(), "md") == render.to_markdown(_small())
+    with pytest.raises(ValueError, match="'xlsx'"):
+        render.render(_small(), "xlsx")
+
+
+def test_a_row_with_the_wrong_number_of_cells_is_refused():
+    with pytest.raises(ValueError, match="2 cells for 1 columns"):
+        base.Table("t", "t", "", (base.Column("x", "X"),), ((base.text_cell(1), base.text_cell(2)),))
+
+
+def test_label_shares_table_takes_its_columns_from_the_questions_labels():
+    report = {
+        "human": {
+            "sdxl": {
+                "label_shares": {"man": 0.5, "woman": 0.25, "unsure": 0.25},
+                "prompts": [
+                    {"category": "c", "word": "w", "prompt": "p", "n_man": 2, "n_woman": 1, "n_unsure": 1}
+                ],
+            }
+        }
+    }
+    labels = (("man", "Man"), ("woman", "Woman"), ("unsure", "Unsure"))
+    table = tables.label_shares_table(report, labels=labels, clear=("man", "woman"))
+    assert [c.key for c in table.columns] == ["t2i_model", "man", "woman", "unsure", "n_images"]
+    assert [c.label for c in table.columns][1:4] == ["Man (%)", "Woman (%)", "Unsure (%)"]
+    assert table.rows[0][-1].value == 4
+
+
+def test_export_tables_are_the_commands_csv_sections(report):
+    models, detectors, prompts = tables.export_tables(report, labels=LABELS)
+    header = render.csv_rows(models)[0]
+    assert header[:4] == ["section", "source", "t2i_model", "model_bias_score"]
+    assert header[4:6] == ["model_bias_score_ci95_lo", "model_bias_score_ci95_hi"]
+    assert [r[1] for r in render.csv_rows(models)[1:]] == [
+        "human",
+        "human",
+        "clip",
+        "clip",
+        "mivolo",
+        "mivolo",
+        "clip_prob",
+        "clip_prob",
+    ]
+    assert render.csv_rows(prompts)[0][5:9] == ["n_male", "n_female", "n_low_quality", "n_other"]
+    assert len(detectors.rows) == 3
+
+
+def test_latex_writes_one_minus_sign_and_leaves_dashes_for_missing_values_alone():
+    from reports.render import to_latex
+    from reports.tables import Cell, Column, Table
+
+    table = Table(
+        key="t",
+        title="T",
+        caption="",
+        columns=(Column("v", "value", numeric=True),),
+        rows=((Cell(-0.25, "-0.25"),), (Cell(-0.5, "\u2212" + "0.5"),), (Cell(None, "\u2013"),)),
+    )
+    latex = to_latex(table)
+    assert "$-$0.25" in latex
+    assert "$-$0.5" in latex
+    assert "$-$-" not in latex

@@ -8,9 +8,10 @@ import io
 import pytest
 from django.urls import reverse
 
-from reports import views
-from tests.factories import FinalLabelFactory, ImageFactory, PromptFactory, StudyFactory
+from reports.analyses.gender import views as gender_views
+from tests.factories import FinalLabelFactory, ItemFactory, PromptFactory, StudyFactory
 from tests.reports import dashboard_data
+from tests.reports.dashboard_data import predict
 
 pytestmark = pytest.mark.django_db
 
@@ -148,7 +149,7 @@ def test_table_csv_download_has_type_filename_and_columns(fx, rita):
     assert response["Content-Disposition"] == 'attachment; filename="biaslab-filtering-gender.csv"'
     rows = _csv(response)
     assert list(rows[0]) == [
-        "detector", "precision", "recall", "f1", "filter_rate", "accuracy_male", "accuracy_female",
+        "detector", "version", "precision", "recall", "f1", "filter_rate", "accuracy_male", "accuracy_female",
         "accuracy_overall", "n_accuracy", "tp", "fp", "fn", "tn",
     ]  # fmt: skip
     fake = next(r for r in rows if r["detector"] == "fake")
@@ -171,7 +172,7 @@ def test_latex_download_escapes_prompt_words(fx, rita):
     assert r"\toprule" in latex
 
 
-def test_every_overview_table_downloads_in_both_formats(fx, rita):
+def test_every_overview_table_downloads_in_every_format(fx, rita):
     for key in (
         "model_bias",
         "prompt_difference",
@@ -182,6 +183,9 @@ def test_every_overview_table_downloads_in_both_formats(fx, rita):
     ):
         assert rita.get(reverse("reports:table", args=[key, "csv"])).status_code == 200, key
         assert rita.get(reverse("reports:table", args=[key, "tex"])).content.startswith(b"% Needs"), key
+        markdown = rita.get(reverse("reports:table", args=[key, "md"]))
+        assert markdown["Content-Type"] == "text/markdown; charset=utf-8", key
+        assert markdown.content.startswith(b"## "), key
 
 
 def test_prompt_scores_csv_has_human_and_detector_columns(fx, rita):
@@ -309,13 +313,13 @@ def test_detector_drilldown_shows_its_confusion(fx, rita):
 
 def test_detector_gallery_lists_its_disagreements_by_kind(fx, rita):
     response = rita.get(reverse("reports:detector", args=["fake"]), {"kind": "wrong_gender"})
-    assert [p.image_id for p in response.context["page"]] == [fx.images[2].pk, fx.images[9].pk]
+    assert [p.item_id for p in response.context["page"]] == [fx.items[2].pk, fx.items[9].pk]
     kinds = {k["key"]: k["n"] for k in response.context["kinds"]}
     assert kinds == {"all": 4, "false_keep": 1, "false_filter": 1, "wrong_gender": 2}
 
 
 def test_detector_gallery_is_paginated_and_swaps_alone_for_htmx(fx, rita, monkeypatch):
-    monkeypatch.setattr(views, "GALLERY_PAGE_SIZE", 3)
+    monkeypatch.setattr(gender_views, "GALLERY_PAGE_SIZE", 3)
     url = reverse("reports:detector", args=["fake"])
     first = rita.get(url)
     assert first.context["page"].paginator.num_pages == 2
@@ -336,15 +340,87 @@ def test_unknown_detector_is_404_and_unknown_gallery_400(fx, rita):
     assert rita.get(reverse("reports:detector", args=["fake"]), {"kind": "odd"}).status_code == 400
 
 
-def test_study_filter_keeps_other_studies_out(fx, rita):
+def test_with_several_studies_the_overview_asks_which_and_each_report_keeps_to_its_study(fx, rita):
     other = StudyFactory(name="Other study", slug="other")
-    image = ImageFactory(prompt=PromptFactory(study=other, word="pilot"), t2i_model="sdxl")
-    FinalLabelFactory(image=image, value="female")
+    FinalLabelFactory(item=ItemFactory(prompt=PromptFactory(study=other, word="pilot")), value="female")
+    choose = rita.get(reverse("reports:overview")).content.decode()
+    assert "Choose a study" in choose
+    assert f'href="{reverse("reports:overview")}?study=other"' in choose
     gender = rita.get(reverse("reports:overview"), {"study": "gender"}).content.decode()
     assert "<strong>10 of 11 images</strong>" in gender
-    everything = rita.get(reverse("reports:overview")).content.decode()
-    assert "<strong>11 of 12 images</strong>" in everything
-    assert '<option value="other">Other study</option>' in everything
+    assert '<option value="other">Other study</option>' in gender
+    assert (
+        "<strong>1 of 1 images</strong>"
+        in rita.get(reverse("reports:overview"), {"study": "other"}).content.decode()
+    )
+
+
+def test_downloads_without_a_study_among_several_are_a_clear_400(fx, rita):
+    StudyFactory(slug="other")
+    response = rita.get(reverse("reports:table", args=["filtering", "csv"]))
+    assert response.status_code == 400
+    assert "Choose a study" in response.content.decode()
+    assert (
+        rita.get(reverse("reports:table", args=["filtering", "csv"]), {"study": "gender"}).status_code == 200
+    )
+
+
+def test_a_study_whose_protocol_has_no_report_yet_says_so(db, rita, unreported_protocol):
+    StudyFactory(name="Shoes", slug="shoes", protocol=unreported_protocol)
+    html = rita.get(reverse("reports:overview"), {"study": "shoes"}).content.decode()
+    assert f"Studies of protocol &#x27;{unreported_protocol}&#x27; have no report yet" in html
+    assert rita.get(reverse("reports:heatmap"), {"study": "shoes"}).status_code == 404
+    assert (
+        rita.get(reverse("reports:table", args=["filtering", "csv"]), {"study": "shoes"}).status_code == 404
+    )
+    assert rita.get(reverse("reports:chart", args=["heatmap", "svg"]), {"study": "shoes"}).status_code == 404
+
+
+def test_a_prompt_page_keeps_to_its_own_study(fx, rita):
+    StudyFactory(slug="other")
+    assert rita.get(reverse("reports:prompt", args=[fx.lawyer.pk])).status_code == 200
+    response = rita.get(reverse("reports:prompt", args=[fx.lawyer.pk]), {"study": "other"})
+    assert response.status_code == 400
+
+
+SLASHED = "openai/clip-vit-large-patch14"
+
+
+def test_a_detector_named_with_a_slash_works_on_every_report_page(fx, rita):
+    for item in fx.items[:4]:
+        predict(item, SLASHED, "1", "female")
+    detector_url = reverse("reports:detector", args=[SLASHED])
+    assert detector_url == "/reports/detectors/openai/clip-vit-large-patch14/"
+    overview = rita.get(reverse("reports:overview")).content.decode()
+    assert f'href="{detector_url}?study=gender"' in overview  # the nav and the tables link it
+    pages = [
+        (reverse("reports:overview"), {"detector": SLASHED}),
+        (reverse("reports:heatmap"), {"detector": SLASHED}),
+        (reverse("reports:heatmap"), {"source": SLASHED}),
+        (reverse("reports:prompt", args=[fx.lawyer.pk]), {"detector": SLASHED}),
+        (detector_url, {}),
+        (detector_url, {"kind": "wrong_gender", "t2i_model": "sdxl"}),
+        (reverse("reports:table", args=["confusion", "csv"]), {"detector": SLASHED}),
+        (reverse("reports:table", args=["model_bias", "md"]), {"detector": SLASHED}),
+        (reverse("reports:chart", args=["histogram", "svg"]), {"source": SLASHED}),
+        (reverse("reports:chart_image", args=["model_bias", "svg"]), {"detector": SLASHED}),
+    ]
+    for url, query in pages:
+        assert rita.get(url, query).status_code == 200, (url, query)
+    page = rita.get(detector_url)
+    assert page.context["detector"] == SLASHED
+    # Female for items 1-4 (final male, male, female, low quality): 2 wrong genders, 1 false keep.
+    assert page.context["confusion"].total == 4
+    assert {k["key"]: k["n"] for k in page.context["kinds"]} == {
+        "all": 3,
+        "false_keep": 1,
+        "false_filter": 0,
+        "wrong_gender": 2,
+    }
+    histogram = rita.get(reverse("reports:chart", args=["histogram", "svg"]), {"source": SLASHED})
+    assert histogram["Content-Disposition"] == (
+        'attachment; filename="biaslab-histogram-openai_clip-vit-large-patch14-gender.svg"'
+    )
 
 
 def test_detector_page_filter_swap_returns_the_whole_results_region(fx, rita):

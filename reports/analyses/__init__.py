@@ -1,0 +1,151 @@
+"""Analyses: what a report is, per study protocol — a registry keyed by protocol.
+
+An analysis turns a study's final labels and detector predictions into its report: a pure
+metrics module (``metrics.<protocol>``), a selector reading the rows, the JSON report that
+``manage.py bias_report`` prints, the tables and charts of its dashboard page and their
+downloads. Adding a study kind adds one entry here and one module beside this file, never an
+edit across views and commands.
+
+The mapping is explicit (no discovery) and lazy: an analysis module is imported the first time a
+study of its protocol asks for it, like ``detectors.registry``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from importlib import import_module
+from typing import Any, ClassVar, Protocol, TypeVar
+
+from reports.selectors import Scope
+from reports.tables import Table
+from studies.models import Study
+
+# Protocol key -> dotted path of its Analysis class. Attributes, pair change and objects come
+# with their issues.
+ANALYSES: dict[str, str] = {
+    "gender": "reports.analyses.gender.GenderAnalysis",
+    "attributes": "reports.analyses.attributes.AttributesAnalysis",
+    "objects": "reports.analyses.objects.ObjectsAnalysis",
+    "pair_change": "reports.analyses.pair_change.PairChangeAnalysis",
+}
+
+T = TypeVar("T")
+
+
+class NoAnalysis(LookupError):
+    """The study's protocol has no analysis (yet)."""
+
+
+class AnalysisError(ValueError):
+    """The study cannot be analysed as it stands (e.g. its question lacks what the analysis
+    reads); the message says what to change."""
+
+
+class FilterNeeded(ValueError):
+    """A table or chart needs a filter the request lacks (e.g. a detector); the message says
+    which."""
+
+
+class ReportPage(Protocol):
+    """What a dashboard request gives an analysis: its scope, the detector filter, and cached
+    computations (keyed by the data fingerprint, so a write shows on the next request)."""
+
+    @property
+    def scope(self) -> Scope: ...
+
+    @property
+    def detector(self) -> str | None: ...
+
+    def result(self, *, bootstrap: int) -> Any:
+        """``analysis.compute`` for this page's study, T2I model and detector, cached."""
+
+    def cached(self, kind: str, compute: Callable[[], T], **key: Any) -> T:
+        """``compute()``, cached under ``kind`` and ``key`` besides the page's filters."""
+
+    def params(self, **overrides: str | None) -> dict[str, str]:
+        """The page's filters (with ``overrides``) as query parameters, empty ones left out."""
+
+    def query(self, **overrides: str | None) -> str:
+        """The filters as a query string, for links that keep them (downloads, drill-downs)."""
+
+
+class Analysis:
+    """The contract of one protocol's analysis (subclass it; register it in ``ANALYSES``).
+
+    - ``compute(scope, detector=, bootstrap=, seed=)`` reads and computes; its result has a
+      ``report`` attribute, the JSON report (JSON types only: str, int, float, None, list,
+      dict). ``build`` returns just that report.
+    - ``overview(page)`` is the context of the overview page ``template``; ``table(name, page)``
+      each table in ``table_keys`` (downloads as CSV, LaTeX and Markdown); ``chart(name, fmt,
+      page, source=)`` each chart in ``chart_keys`` (SVG or PNG bytes).
+    - ``export(result, fmt)`` is ``manage.py bias_report --format csv|md``.
+    - ``pages`` names the extra dashboard pages the analysis has (URL names under
+      ``reports:``); the others answer 404 for its studies.
+    """
+
+    protocol: ClassVar[str]
+    title: ClassVar[str]
+    template: ClassVar[str]
+    table_keys: ClassVar[tuple[str, ...]] = ()
+    chart_keys: ClassVar[tuple[str, ...]] = ()
+    pages: ClassVar[frozenset[str]] = frozenset()
+
+    def check(self, study: Study) -> None:
+        """Raise AnalysisError when ``study`` cannot be analysed; nothing otherwise."""
+
+    def compute(
+        self, scope: Scope, *, detector: str | None = None, bootstrap: int = 1000, seed: int = 0
+    ) -> Any:
+        raise NotImplementedError
+
+    def build(
+        self, scope: Scope, *, detector: str | None = None, bootstrap: int = 1000, seed: int = 0
+    ) -> dict[str, Any]:
+        """The JSON report of the study in ``scope`` (its T2I model filter applied), restricted
+        to one detector when given; ``bootstrap`` resamples per interval (0: no intervals)."""
+        return self.compute(scope, detector=detector, bootstrap=bootstrap, seed=seed).report
+
+    def page_result(self, page: ReportPage) -> Any:
+        """The page's computed result (no intervals) for a download: a study that cannot be
+        analysed as filtered is FilterNeeded, which the download views answer with a 400 naming
+        what to choose."""
+        try:
+            return page.result(bootstrap=0)
+        except AnalysisError as error:
+            raise FilterNeeded(str(error)) from error
+
+    def overview(self, page: ReportPage) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def table(self, name: str, page: ReportPage) -> Table:
+        raise NotImplementedError
+
+    def chart(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:
+        raise NotImplementedError
+
+    def export(self, result: Any, fmt: str) -> str:
+        """The computed report (``compute``'s result) as ``bias_report --format csv`` or ``md``."""
+        raise NotImplementedError
+
+
+@cache
+def analysis_for(protocol: str) -> Analysis:
+    """The analysis of a protocol, imported on first use; NoAnalysis when there is none."""
+    try:
+        dotted = ANALYSES[protocol]
+    except KeyError:
+        known = ", ".join(sorted(ANALYSES)) or "none"
+        raise NoAnalysis(
+            f"Studies of protocol '{protocol}' have no report yet (reports exist for: {known})."
+        ) from None
+    module_name, _, class_name = dotted.rpartition(".")
+    return getattr(import_module(module_name), class_name)()
+
+
+def analysis_of(study: Study) -> Analysis:
+    """The analysis of the study's protocol, after checking the study can be analysed
+    (NoAnalysis / AnalysisError with a message for a person otherwise)."""
+    analysis = analysis_for(study.protocol)
+    analysis.check(study)
+    return analysis

@@ -1,0 +1,158 @@
+"""The GEP vector chart: diverging horizontal bars per attribute, the human vector beside each
+detector's, one row of panels per T2I model of one setting.
+
+Drawn like every report chart (``reports.charts``: a bare Agg ``Figure``, fixed style and
+metadata, so the same data gives the same bytes; matplotlib imported only when drawing). Bars
+to the right (purple) lean to women, to the left (orange) to men, in the colours of the gender
+heatmap. Each panel has its own scale: a detector's vector is a difference of mean scores,
+not of frequencies, so only its signs and ranking compare with the human one.
+
+Every bar carries an SVG id ``bar-<source>-<key>``, and an attribute without a value an id
+``no-value-<source>-<key>`` on its "n/a" mark, so a test (or a script) can read the drawing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from metrics import gep
+from reports import charts as base
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from matplotlib.figure import Figure
+
+HUMAN = "human"
+UnknownChart = base.UnknownChart
+WOMAN_COLOUR = base.FEMALE_COLOUR
+MAN_COLOUR = base.MALE_COLOUR
+
+
+def svg_id(source: str, key: str, prefix: str = "bar") -> str:
+    """The SVG id of a source's bar (or "n/a" mark) for an attribute: characters outside
+    [A-Za-z0-9_-] become "_" (a detector may be named "openai/clip-vit")."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", f"{prefix}-{source}-{key}")
+
+
+def vector_panels(
+    report: Mapping[str, Any], *, setting: str, models: Sequence[str] | None = None
+) -> list[tuple[str, list[tuple[str, Mapping[str, float | None], float | None]]]]:
+    """Per T2I model with items in ``setting`` (all of the report's unless ``models`` names
+    some): [(source, vector, GEP score)], the human first, then each detector."""
+    panels = []
+    for model, by_setting in report.get("attributes", {}).items():
+        if models is not None and model not in models:
+            continue
+        cell = by_setting.get(setting)
+        if cell is None:
+            continue
+        sources = [(HUMAN, cell["gep_vector"], cell["gep_score"])]
+        sources += [(name, d["gep_vector"], d["gep_score"]) for name, d in cell["detectors"].items()]
+        panels.append((model, sources))
+    return panels
+
+
+def gep_vector_chart(
+    report: Mapping[str, Any],
+    fmt: str = "svg",
+    *,
+    setting: str,
+    keys: Sequence[str],
+    models: Sequence[str] | None = None,
+) -> bytes:
+    """The chart of ``setting`` as SVG or PNG bytes (``reports.charts.FORMATS``)."""
+    if setting not in gep.SETTINGS:
+        raise UnknownChart(f"Unknown setting {setting!r}: use one of {', '.join(gep.SETTINGS)}.")
+    return base._draw(
+        fmt, _build, vector_panels(report, setting=setting, models=models), setting, tuple(keys)
+    )
+
+
+def _limit(values: Sequence[float | None]) -> float:
+    """Half-width of a panel's x axis: the largest |v| with some air, never 0."""
+    largest = max((abs(v) for v in values if v is not None), default=0.0)
+    return largest * 1.15 if largest > 0 else 1.0
+
+
+def _build(
+    panels: list[tuple[str, list[tuple[str, Mapping[str, float | None], float | None]]]],
+    setting: str,
+    keys: tuple[str, ...],
+) -> Figure:
+    from matplotlib.patches import Patch
+
+    title = f"GEP vectors, {setting} setting"
+    if not panels or not keys:
+        fig = base._new_figure(5, 1.6)
+        ax = fig.add_subplot()
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, f"No item of the {setting} setting yet", ha="center", va="center")
+        ax.set_title(title)
+        return fig
+    n_cols = max(len(sources) for _, sources in panels)
+    n_rows = len(panels)
+    # At least 6 inches wide: a human panel alone must still fit the title above it.
+    fig = base._new_figure(max(6.0, 1.3 + 2.3 * n_cols), 0.9 + n_rows * (0.7 + 0.19 * len(keys)))
+    axes = fig.subplots(n_rows, n_cols, squeeze=False, sharey=True)
+    ys = list(range(len(keys)))
+    for r, (model, sources) in enumerate(panels):
+        for c in range(n_cols):
+            ax = axes[r][c]
+            if c >= len(sources):
+                ax.set_axis_off()
+                continue
+            source, vector, score = sources[c]
+            values = [vector.get(key) for key in keys]
+            limit = 1.0 if source == HUMAN else _limit(values)
+            for y, key, value in zip(ys, keys, values, strict=True):
+                if value is None:
+                    ax.text(
+                        0,
+                        y,
+                        "n/a",
+                        ha="center",
+                        va="center",
+                        fontsize=6,
+                        color="#777777",
+                        # A white box keeps the mark readable over the zero line.
+                        bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none"},
+                        gid=svg_id(source, key, "no-value"),
+                    )
+                    continue
+                [bar] = ax.barh(
+                    [y], [value], 0.7, color=WOMAN_COLOUR if value >= 0 else MAN_COLOUR, linewidth=0
+                )
+                bar.set_gid(svg_id(source, key))
+            ax.axvline(0, color="#333333", lw=0.7)
+            ax.set_xlim(-limit, limit)
+            if source == HUMAN:
+                ax.set_xticks([-1, -0.5, 0, 0.5, 1])
+            ax.set_ylim(len(keys) - 0.5, -0.5)
+            ax.grid(axis="x", lw=0.4, alpha=0.5)
+            ax.set_axisbelow(True)
+            ax.tick_params(axis="x", labelsize=6.5)
+            name = "Human" if source == HUMAN else source
+            score_text = "\u2013" if score is None else f"{score:.3g}"
+            ax.set_title(
+                f"{name}\nGEP {score_text}", fontsize=8, fontweight="bold" if source == HUMAN else None
+            )
+            if r == n_rows - 1:
+                ax.set_xlabel(
+                    "f_woman \u2212 f_man" if source == HUMAN else "mean score: woman \u2212 man", fontsize=7
+                )
+            if c == 0:
+                ax.set_yticks(ys, list(keys), fontsize=7)
+                ax.set_ylabel(model, fontsize=8, fontweight="bold")
+    fig.suptitle(f"{title} (human beside each detector)", fontsize=10)
+    fig.legend(
+        handles=[
+            Patch(facecolor=WOMAN_COLOUR, label="more with women"),
+            Patch(facecolor=MAN_COLOUR, label="more with men"),
+        ],
+        loc="outside lower center",
+        ncols=2,
+        frameon=False,
+        fontsize=7,
+    )
+    return fig

@@ -1,0 +1,180 @@
+"""Reads of the gender analysis: counts aggregated in SQL, returned as plain rows.
+
+Human side: the final labels of the study's ``gender`` question, counted per (T2I model, prompt,
+value). Detector side: predictions belong to image files, so an item's predictions are found
+through its ``image`` ItemImage: item → item_images (role image) → image → predictions; the
+verdict is ``output["label"]`` (read in SQL with ``KT``), the item's final label joins in with a
+``FilteredRelation`` (LEFT JOIN on the question), so items without a final label still count
+towards "which version was run last".
+
+Nothing here loops over prediction rows in Python: one grouped ``COUNT`` per (detector,
+version, T2I model, prompt, final label, verdict) moves a few thousand rows out of the database
+even for a million predictions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict, cast
+
+from django.db.models import Count, F, FilteredRelation, Max, Q, QuerySet
+from django.db.models.fields.json import KT
+
+from annotate.models import FinalLabel
+from detectors.models import OutputKind, Prediction, PredictionStatus, Verdict
+from metrics.gender import N_CLASSES, class_index
+from reports.selectors import PREDICTION_TO_ITEM, Scope, pick_latest, predictions_in_scope
+from studies.models import Question
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+GENDER_QUESTION = "gender"
+KINDS = (OutputKind.GENDER.value,)
+# The detector's clear verdicts, in the order of the question's clear values: the first clear
+# answer is compared with "male", the second with "female" (detectors.kinds fixes this output).
+CLEAR_VERDICTS = (Verdict.MALE.value, Verdict.FEMALE.value)
+FILTERED = Verdict.FILTERED.value
+
+
+def human_prompt_counts(scope: Scope, *, question: Question) -> list[dict[str, Any]]:
+    """Final-label counts per (T2I model, prompt) of the items in scope, for prompts with at
+    least one final label.
+
+    Row keys: t2i_model, prompt_id, category, word, prompt (empty strings for items without a
+    prompt) and ``counts`` ({final label value: items}). Ordered by model, category, word.
+    One grouped query: (model, prompt, value) groups, a few hundred rows.
+    """
+    grouped = (
+        FinalLabel.objects.filter(scope.q("item__"), question=question)
+        .values(
+            "item__t2i_model",
+            "item__prompt_id",
+            "item__prompt__category",
+            "item__prompt__word",
+            "item__prompt__text",
+            "value",
+        )
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    rows: dict[tuple[str, int | None], dict[str, Any]] = {}
+    for g in grouped:
+        key = (g["item__t2i_model"], g["item__prompt_id"])
+        row = rows.setdefault(
+            key,
+            {
+                "t2i_model": key[0],
+                "prompt_id": key[1],
+                "category": g["item__prompt__category"] or "",
+                "word": g["item__prompt__word"] or "",
+                "prompt": g["item__prompt__text"] or "",
+                "counts": {},
+            },
+        )
+        row["counts"][g["value"]] = row["counts"].get(g["value"], 0) + g["n"]
+    return sorted(
+        rows.values(), key=lambda r: (r["t2i_model"], r["category"], r["word"], r["prompt_id"] or 0)
+    )
+
+
+class FinalFields(TypedDict):
+    """The annotations ``with_final`` adds to each prediction."""
+
+    final_value: str | None
+    output_label: str | None
+
+
+# A prediction as ``with_final`` returns it (for type checkers: the annotations are attributes).
+PredictionWithFinal: TypeAlias = "WithAnnotations[Prediction, FinalFields]"
+
+
+def with_final(predictions: QuerySet[Prediction], *, question: Question) -> QuerySet[PredictionWithFinal]:
+    """``predictions`` (already joined to their items by ``predictions_in_scope``) annotated
+    with ``final_value``, the item's final label for ``question`` — NULL when it has none (a
+    LEFT JOIN restricted to the question, not a filter) — and ``output_label``, the verdict in
+    the output (NULL for failed predictions).
+
+    Filter on ``final_value`` (a filter through the nested FilteredRelation itself recurses in
+    Django 5.2) and on ``output__label`` (a filter on the ``KT`` annotation would compare it as
+    JSON). Not named ``verdict``: Prediction has a property of that name.
+    """
+    # cast: the stubs type KT(...) as a non-null string, but a failed prediction's output has no
+    # label (NULL); and "final", the FilteredRelation, is a join alias, not a value to read.
+    annotated = predictions.annotate(
+        final=FilteredRelation(
+            f"{PREDICTION_TO_ITEM}final_labels",
+            condition=Q(**{f"{PREDICTION_TO_ITEM}final_labels__question": question}),
+        ),
+        final_value=F("final__value"),
+        output_label=KT("output__label"),
+    )
+    return cast("QuerySet[PredictionWithFinal]", annotated)
+
+
+def detector_verdict_counts(
+    scope: Scope, *, question: Question, detector: str | None = None
+) -> list[Mapping[str, Any]]:
+    """Gender predictions on the items in scope counted per (detector, version, T2I model,
+    prompt, final label, status, verdict), with the highest prediction id of each group
+    (``last_id``). Failed predictions have verdict None, items without a final label final
+    None. One scan of the prediction table."""
+    predictions = with_final(predictions_in_scope(scope, kinds=KINDS, detector=detector), question=question)
+    return list(
+        predictions.values(
+            "detector",
+            "version",
+            "status",
+            "final_value",
+            t2i_model=F(f"{PREDICTION_TO_ITEM}t2i_model"),
+            prompt_id=F(f"{PREDICTION_TO_ITEM}prompt_id"),
+            verdict=F("output_label"),
+        )
+        .annotate(n=Count("pk"), last_id=Max("pk"))
+        .order_by()
+    )
+
+
+def detector_joint_counts(
+    scope: Scope, *, question: Question, clear: Sequence[str], detector: str | None = None
+) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """The reported version of each detector (the latest, as ``reports.selectors.
+    latest_detector_versions`` decides it) and per (detector, T2I model, prompt) the 3 x 3
+    table [human class][detector class] (``metrics.gender`` class order: first clear value,
+    second, rest; the detector's classes are its verdicts male, female and filtered).
+
+    Only items with both a final label and an ``ok`` prediction of the reported version count.
+    Row keys: detector, t2i_model, prompt_id, table (a 3 x 3 list). Both come from one aggregate
+    query; the Python below folds its grouped rows.
+    """
+    grouped = detector_verdict_counts(scope, question=question, detector=detector)
+    latest: dict[tuple[str, str], int] = {}
+    for row in grouped:
+        run = (row["detector"], row["version"])
+        latest[run] = max(latest.get(run, 0), row["last_id"])
+    versions = pick_latest({"detector": d, "version": v, "last_id": i} for (d, v), i in latest.items())
+    # Class of every value seen, looked up once (a few thousand grouped rows share a handful).
+    human_class = {value: class_index(value, clear) for value in {row["final_value"] for row in grouped}}
+    verdict_class = {
+        value: class_index(value, CLEAR_VERDICTS) for value in {row["verdict"] for row in grouped}
+    }
+    tables: dict[tuple[str, str, int | None], list[list[int]]] = {}
+    for row in grouped:
+        final, verdict = row["final_value"], row["verdict"]
+        if (
+            versions[row["detector"]] != row["version"]
+            or final is None
+            or row["status"] != PredictionStatus.OK
+            or not verdict
+        ):
+            continue
+        key = (row["detector"], row["t2i_model"], row["prompt_id"])
+        table = tables.get(key)
+        if table is None:
+            table = tables[key] = [[0] * N_CLASSES for _ in range(N_CLASSES)]
+        table[human_class[final]][verdict_class[verdict]] += row["n"]
+    rows = [
+        {"detector": d, "t2i_model": m, "prompt_id": p, "table": tables[(d, m, p)]}
+        for d, m, p in sorted(tables, key=lambda k: (k[0], k[1], k[2] or 0))
+    ]
+    return versions, rows
