@@ -15,6 +15,8 @@ _FALSE = {"0", "false", "no", "off", ""}
 
 
 def env_str(name: str, default: str | None = None, *, required: bool = False) -> str:
+    """The variable's value; ``default`` (or ``""``) when unset or empty. Raises
+    ImproperlyConfigured naming the variable when ``required`` and it is unset or empty."""
     value = os.environ.get(name)
     if value is None or value == "":
         if required:
@@ -50,3 +52,88 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if value is None:
         return default
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """``SECURE_PROXY_SSL_HEADER`` from a header line as the proxy sends it:
+    ``X-Forwarded-Proto: https`` → ``("HTTP_X_FORWARDED_PROTO", "https")``; unset → ``None``.
+
+    Raises ImproperlyConfigured for a value that is not ``Header-Name: value``.
+    """
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    header, sep, expected = value.partition(":")
+    header, expected = header.strip(), expected.strip()
+    if not sep or not header or not expected or " " in header:
+        raise ImproperlyConfigured(
+            f"{name} must read 'Header-Name: value', e.g. 'X-Forwarded-Proto: https'; got {value!r}."
+        )
+    return "HTTP_" + header.upper().replace("-", "_"), expected
+
+
+_RATE_PERIODS = ("s", "m", "h", "d")  # what DRF's throttles read: the period's first letter
+
+
+def env_rate(name: str, default: str) -> str | None:
+    """A DRF throttle rate such as ``60/minute`` (``N/second|minute|hour|day``); ``off`` → ``None``
+    (no limit). Raises ImproperlyConfigured for anything else."""
+    value = env_str(name, default).strip()
+    if value.lower() in {"off", "none"}:
+        return None
+    count, sep, period = value.partition("/")
+    if not sep or not count.isdigit() or not period or period[0].lower() not in _RATE_PERIODS:
+        raise ImproperlyConfigured(f"{name} must be a rate like 60/minute (or off), got {value!r}.")
+    return value
+
+
+def env_cache(name: str, default: str) -> dict[str, str]:
+    """One ``CACHES`` entry from a URL: ``locmem://`` (this process only), ``redis://host:6379/0``
+    or ``rediss://…`` (Redis, shared), ``db://table`` (a database table made by
+    ``manage.py createcachetable``, shared). Raises ImproperlyConfigured for another scheme."""
+    url = env_str(name, default).strip()
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme == "locmem":
+        return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": rest or "biaslab"}
+    if sep and scheme in {"redis", "rediss"} and rest:
+        return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}
+    if sep and scheme == "db":
+        return {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": rest or "biaslab_cache"}
+    raise ImproperlyConfigured(
+        f"{name} must be locmem://, redis://host:port/db, rediss://… or db://table; got {url!r}."
+    )
+
+
+#: Django's own bar for a production secret (``check --deploy``, security.W009): anything weaker
+#: is refused at start-up rather than reported after the server is already running with it.
+SECRET_KEY_MIN_LENGTH = 50
+SECRET_KEY_MIN_UNIQUE_CHARACTERS = 5
+_GENERATE_SECRET = 'python -c "import secrets; print(secrets.token_urlsafe(64))"'
+
+
+def env_production_secret(name: str, *, known_insecure: tuple[str, ...] = ()) -> str:
+    """The production secret from ``name``: set, strong by Django's deploy-check rules (at least
+    50 characters, at least 5 different ones, no ``django-insecure-`` prefix) and none of
+    ``known_insecure`` (e.g. the development default written in this repository).
+
+    Raises ImproperlyConfigured with a message that names the variable, says what is wrong and
+    how to make a good one, so a server refuses to start instead of running with a guessable key.
+    """
+    value = os.environ.get(name, "")
+    local_hint = "For local development set DJANGO_DEBUG=1 instead (bin/demo and bin/test do)."
+    if not value:
+        problem = f"{name} is not set"
+    elif value in known_insecure:
+        problem = f"{name} is the development key written in this repository"
+    elif value.startswith("django-insecure-"):
+        problem = f"{name} starts with 'django-insecure-' (a key made for development)"
+    elif len(value) < SECRET_KEY_MIN_LENGTH:
+        problem = f"{name} is too short ({len(value)} characters; at least {SECRET_KEY_MIN_LENGTH})"
+    elif len(set(value)) < SECRET_KEY_MIN_UNIQUE_CHARACTERS:
+        problem = f"{name} has fewer than {SECRET_KEY_MIN_UNIQUE_CHARACTERS} different characters"
+    else:
+        return value
+    raise ImproperlyConfigured(
+        f"Refusing to start in production mode (DJANGO_DEBUG is off): {problem}. "
+        f"Set it to a long random secret, e.g. the output of {_GENERATE_SECRET}. {local_hint}"
+    )

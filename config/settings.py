@@ -6,17 +6,31 @@ from pathlib import Path
 
 import dj_database_url
 
-from config.env import env_bool, env_int, env_list, env_str
+from config import csp
+from config.env import (
+    env_bool,
+    env_cache,
+    env_int,
+    env_list,
+    env_production_secret,
+    env_proxy_ssl_header,
+    env_rate,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("BIASLAB_VAR_DIR", str(BASE_DIR / "var")))
 
-DEBUG = env_bool("DJANGO_DEBUG", default=True)
-# Production mode (DEBUG off) must never run with a secret anyone can read in the repo.
+# Production mode unless told otherwise: a server started without configuration must not show
+# tracebacks or run with the development key. bin/demo, bin/test and tests/settings.py turn
+# development mode on explicitly.
+DEBUG = env_bool("DJANGO_DEBUG", default=False)
+DEVELOPMENT_SECRET_KEY = "insecure-local-development-key-change-me"
+# Production mode (DEBUG off) never runs with a missing, weak or repository-known secret.
 SECRET_KEY = (
-    env_str("DJANGO_SECRET_KEY", "insecure-local-development-key-change-me")
+    env_str("DJANGO_SECRET_KEY", DEVELOPMENT_SECRET_KEY)
     if DEBUG
-    else env_str("DJANGO_SECRET_KEY", required=True)
+    else env_production_secret("DJANGO_SECRET_KEY", known_insecure=(DEVELOPMENT_SECRET_KEY,))
 )
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 
@@ -30,7 +44,8 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "rest_framework",
-    "rest_framework.authtoken",
+    "accounts",
+    "studies",
     "annotate",
     "detectors",
     "reports",
@@ -38,6 +53,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "config.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -99,19 +115,113 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 MEDIA_URL = "media/"
 MEDIA_ROOT = Path(env_str("BIASLAB_MEDIA_ROOT", str(VAR_DIR / "media")))
 
+# --- HTTPS and browser security -----------------------------------------------------------
+# Production (DEBUG off) is HTTPS-only by default: plain HTTP is redirected and the session and
+# CSRF cookies never travel over it. Behind a proxy that terminates TLS, the proxy must say so
+# (DJANGO_SECURE_PROXY_SSL_HEADER), or every request looks like plain HTTP and is redirected
+# forever. HSTS is sticky in browsers for its whole duration, so it stays off until set.
+SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("DJANGO_SECURE_PROXY_SSL_HEADER")
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", default=not DEBUG)
+# Load balancers probe the health check over plain HTTP inside the network.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", default=not DEBUG)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", default=False)
+# Origins (scheme://host[:port]) allowed to POST forms besides the site's own, e.g. when the
+# public name differs from the Host the proxy forwards.
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+# A failed CSRF check answers in the site's layout (Django's own page in development and on /api/).
+CSRF_FAILURE_VIEW = "config.errors.csrf_failure"
+# Content-Security-Policy (config/csp.py): "off" sends none.
+_csp = env_str("BIASLAB_CSP", csp.DEFAULT_POLICY)
+BIASLAB_CSP = "" if _csp.strip().lower() == "off" else _csp
+BIASLAB_CSP_REPORT_ONLY = env_bool("BIASLAB_CSP_REPORT_ONLY", default=False)
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
+# --- Caches -------------------------------------------------------------------------------
+# The API's rate limits and the report cache live here. locmem:// is per server process: with
+# several processes, point BIASLAB_CACHE_URL at a shared cache (redis://…, db://…).
+CACHES = {
+    "default": {
+        **env_cache("BIASLAB_CACHE_URL", "locmem://"),
+        # Several deployments (or test runs) may share one Redis: each keeps to its own keys.
+        "KEY_PREFIX": env_str("BIASLAB_CACHE_KEY_PREFIX", "biaslab"),
+    }
+}
+
+# --- API and logins (accounts/) ---------------------------------------------------------------
+# A token works this many hours after it was issued, while its account is active and its
+# password unchanged.
+BIASLAB_API_TOKEN_HOURS = env_int("BIASLAB_API_TOKEN_HOURS", 24)
+# This many failed logins for one username from one address within the minutes lock that pair
+# out until the oldest of them is that old (login page and token API together; 0 = off).
+BIASLAB_LOGIN_LOCKOUT_ATTEMPTS = env_int("BIASLAB_LOGIN_LOCKOUT_ATTEMPTS", 5)
+BIASLAB_LOGIN_LOCKOUT_MINUTES = env_int("BIASLAB_LOGIN_LOCKOUT_MINUTES", 15)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        "accounts.authentication.ExpiringTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 100,
+    "DEFAULT_THROTTLE_CLASSES": [
+        "accounts.throttles.AnonRateThrottle",
+        "accounts.throttles.UserRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env_rate("BIASLAB_API_THROTTLE_ANON", "60/minute"),
+        # An annotator labelling through the API makes about two requests per image.
+        "user": env_rate("BIASLAB_API_THROTTLE_USER", "600/minute"),
+        "login": env_rate("BIASLAB_API_THROTTLE_LOGIN", "10/minute"),
+    },
+    # Proxies in front of the app whose X-Forwarded-For entries are trusted to name the client;
+    # 0 = use REMOTE_ADDR (a client could write any X-Forwarded-For it likes).
+    "NUM_PROXIES": env_int("BIASLAB_NUM_PROXIES", 0),
 }
+
+# --- API schema, error shape and strict input (issue 15; see config/api.py) -----------------
+INSTALLED_APPS += ["drf_spectacular", "drf_spectacular_sidecar"]
+# First, so that it sees every /api/ answer last: JSON for the errors Django answers itself, and
+# 405 for a method an API view lacks before the view authenticates anyone.
+MIDDLEWARE = ["config.api.ApiErrorMiddleware", *MIDDLEWARE]
+REST_FRAMEWORK |= {
+    "DEFAULT_SCHEMA_CLASS": "config.api.ApiSchema",
+    "EXCEPTION_HANDLER": "config.api.exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "BiasLab API",
+    "DESCRIPTION": (
+        "Studies, labels, disputes, agreement, ground truth and detector predictions. Log in with "
+        "a session or a token (`POST /api/token/`, then `Authorization: Token <key>`). Every "
+        "error is JSON of one shape (`Error`); a method an endpoint lacks is 405 for everyone."
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and its pages are for logged-in users (session or token), as before.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "PATH_CONVERTER_OVERRIDES": {
+        "id": {"type": "integer", "format": "int64", "minimum": 1, "maximum": 2**63 - 1}
+    },
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # Enum components as drf-spectacular makes them, then the links between operations.
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "annotate.api.schema_links"],
+    "ENUM_NAME_OVERRIDES": {
+        "ItemStateEnum": "annotate.models.ItemState",
+        "PredictionStatusEnum": "detectors.models.PredictionStatus",
+        "RunStatusEnum": "detectors.models.RunStatus",
+    },
+}
+# --- end of issue 15 block --------------------------------------------------------------------
 
 # --- Image import -------------------------------------------------------------------------
 # Formats Pillow may open for imported images; anything else is rejected by name.
@@ -125,13 +235,10 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024**2
 FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024**2
 
 # --- Labeling -----------------------------------------------------------------------------
-# Default seconds an image stays claimed by an annotator who opened it but did not label it.
+# Default seconds an item of a new study stays reserved for an annotator who opened it but did
+# not label it (studies.services.study_create; each study keeps its own value).
 BIASLAB_CLAIM_TIMEOUT_SECONDS = env_int("BIASLAB_CLAIM_TIMEOUT_SECONDS", 15 * 60)
 
-# --- Detectors and generation (see detectors/registry.py) ----------------------------------
-# Weights per detector come from BIASLAB_<NAME>_WEIGHTS (hub id or local folder); detectors
-# read them through detectors.weights, never from here directly, so tests can override env.
-BIASLAB_MODEL_CACHE = Path(env_str("BIASLAB_MODEL_CACHE", str(VAR_DIR / "models")))
 
 LOGGING = {
     "version": 1,

@@ -4,32 +4,38 @@ from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from rest_framework.schemas import get_schema_view
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from accounts import views as account_views
 from config import views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", account_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("annotate/", include("annotate.urls")),
     path("detectors/", include("detectors.urls")),
     path("reports/", include("reports.urls")),
+    path("api/", include("accounts.api_urls")),
     path("api/", include("annotate.api_urls")),
     path("api/", include("detectors.api_urls")),
-    path("api/", include("reports.api_urls")),
+    # --- API schema and its pages (issue 15; drf-spectacular, assets from the sidecar package) ---
+    # YAML by default, JSON with ?format=json; logged-in users only (SPECTACULAR_SETTINGS).
+    path("api/schema/", SpectacularAPIView.as_view(), name="openapi-schema"),
     path(
-        "api/schema/",
-        get_schema_view(
-            title="BiasLab API",
-            version="1.0.0",
-            description="Labels, ground truth, predictions.",
-            # The whole API for everyone who may log in; each endpoint still checks its role.
-            public=True,
-        ),
-        name="openapi-schema",
+        "api/schema/swagger/",
+        SpectacularSwaggerView.as_view(url_name="openapi-schema"),
+        name="openapi-swagger",
     ),
+    path("api/schema/redoc/", SpectacularRedocView.as_view(url_name="openapi-schema"), name="openapi-redoc"),
+    # --- end of issue 15 block ---
     path(f"{settings.MEDIA_URL.strip('/')}/<path:path>", views.media, name="media"),
 ]
+
+# Error pages in the site's layout (config/errors.py); /api/ paths keep Django's own.
+handler400 = "config.errors.bad_request"
+handler403 = "config.errors.permission_denied"
+handler404 = "config.errors.page_not_found"
+handler500 = "config.errors.server_error"

@@ -1,21 +1,20 @@
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
-from django.views.static import serve
 
-from annotate import roles
+from config.media import media_file_response
+from studies import permissions
 
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """Send each role to the screen it works in."""
-    if roles.is_researcher(request.user):
+    if permissions.is_researcher(request.user):
         return redirect("reports:overview")
-    if roles.is_annotator(request.user):
+    if permissions.is_annotator(request.user):
         return redirect("annotate:label")
     return redirect("annotate:no_role")
 
@@ -27,8 +26,8 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 
 @login_required
-def media(request: HttpRequest, path: str) -> HttpResponse:
-    """Image files, for logged-in users only. Served by Django so the app runs stand-alone;
-    file names are content hashes, so a URL reveals nothing about prompt or model. MEDIA_ROOT
-    is read per request (tests and deployments may point it elsewhere after start-up)."""
-    return serve(request, path, document_root=settings.MEDIA_ROOT)
+def media(request: HttpRequest, path: str) -> HttpResponse | FileResponse:
+    """Image files, for the users who may see them (``config.media``; others get 404). Served by
+    Django so the app runs stand-alone; file names are content hashes, so a URL reveals nothing
+    about prompt or model."""
+    return media_file_response(request, path)

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
+from django.core.cache import cache
 from django.test import Client
 
-from annotate import roles
+from detectors.safe_load import pillow_open_restore
+from studies import permissions
 from tests.factories import PASSWORD, StudyFactory, UserFactory
 
 
@@ -13,6 +19,23 @@ from tests.factories import PASSWORD, StudyFactory, UserFactory
 def _fast_password_hashing(settings):
     # PBKDF2's deliberate slowness costs ~0.3 s per login; tests log in hundreds of times.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache():
+    # The cache outlives a test (local memory, per process): API rate-limit counts and cached
+    # reports of one test must not reach the next. Tests of the limits set their own rates.
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def _pillow_unpatched():
+    # Tests that import ultralytics themselves (tiny YOLO models) leave its PIL.Image.open
+    # wrapper in the process; later tests must see Pillow's own errors (detectors.safe_load).
+    yield
+    pillow_open_restore()
 
 
 @pytest.fixture(autouse=True)
@@ -24,22 +47,22 @@ def _media_root(tmp_path, settings):
 
 @pytest.fixture
 def annotator_a(db):
-    return UserFactory(username="anna", role=roles.ANNOTATOR)
+    return UserFactory(username="anna", role=permissions.ANNOTATOR)
 
 
 @pytest.fixture
 def annotator_b(db):
-    return UserFactory(username="ben", role=roles.ANNOTATOR)
+    return UserFactory(username="ben", role=permissions.ANNOTATOR)
 
 
 @pytest.fixture
 def annotator_c(db):
-    return UserFactory(username="cleo", role=roles.ANNOTATOR)
+    return UserFactory(username="cleo", role=permissions.ANNOTATOR)
 
 
 @pytest.fixture
 def researcher(db):
-    return UserFactory(username="rita", role=roles.RESEARCHER)
+    return UserFactory(username="rita", role=permissions.RESEARCHER)
 
 
 @pytest.fixture
@@ -71,3 +94,20 @@ def _client_for(user) -> Client:
 def client_for():
     """client_for(user) -> a Django test client logged in as that user."""
     return _client_for
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[Any]:
+    """One local Ray for the whole test session (starting one takes seconds): 2 CPUs and 2
+    *declared* GPUs, so ``num_gpus=1`` scheduling and per-worker CUDA_VISIBLE_DEVICES are
+    exercised on a machine without any. Skips, saying why, where Ray is not installed."""
+    from detectors.executors import RAY_INSTALL
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    try:
+        import ray
+    except ImportError:
+        pytest.skip(f"Ray is not installed (an optional dependency; CI installs it with `{RAY_INSTALL}`)")
+    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, logging_level="WARNING")
+    yield ray
+    ray.shutdown()

@@ -4,6 +4,17 @@
 image always gets the same verdict: mean pixel value < 85 → male, < 170 → female, else
 filtered as low confidence. Use the ``fake_detector`` fixture (import it into a conftest or a
 test module) or the ``registered_fake()`` context manager to put it in the registry.
+``FakeMeasurer`` (key "fake_measure") declares the measurements kind: a face, an age and a skin
+gray value read from the pixels (``registered_fake(FakeMeasurer)``).
+
+The other fakes behave the same in every process — a Ray worker builds its own instance from the
+class's dotted path, and class attributes set by a test do not reach it — so their behaviour
+comes from the image or from options: ``FussyFakeDetector`` (a batch with a bright image raises),
+``SleepyFakeDetector`` (a GIL-free wait per image), ``CrashingFakeDetector`` (the process dies),
+``DatabaseProbeDetector`` (says whether it could query the database), and
+``WhereVersionFakeDetector`` and ``WorkerlessWeightsFakeDetector`` (a version, or weights, that
+differ between the driver and the workers). ``registered(cls)`` puts one
+in the registry for the duration.
 
 ``save_tiny_sd(folder)`` writes a tiny random Stable Diffusion pipeline for generation tests and
 the smoke benchmarks.
@@ -12,10 +23,12 @@ the smoke benchmarks.
 from __future__ import annotations
 
 import inspect
+import os
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 from PIL import ImageStat
@@ -25,6 +38,7 @@ from detectors import registry
 from detectors.base import Detector, DetectorOutput, DetectorUnavailable
 
 FAKE_KEY = "fake"
+FAKE_MEASURE_KEY = "fake_measure"
 
 
 def mean_pixel(image: PILImage) -> float:
@@ -71,26 +85,173 @@ class FakeDetector(Detector):
         return [verdict_for(image) for image in batch]
 
 
-def _reset() -> None:
-    FakeDetector.fail_on_load = ""
-    FakeDetector.fail_when = None
-    FakeDetector.calls = []
+def measurements_for(image: PILImage) -> dict[str, object]:
+    """The fake measurer's output for an image: no face on a white image, else an age and the
+    gray value from the pixels (so the expected output of a test image can be computed)."""
+    gray = round(ImageStat.Stat(image.convert("L")).mean[0], 3)
+    if gray > 250:
+        return {"face": False, "age": None, "gender": None, "skin_gray": None}
+    return {"face": True, "age": round(gray / 255 * 100, 2), "gender": None, "skin_gray": gray}
+
+
+class FakeMeasurer(FakeDetector):
+    """Declares the measurements kind; ``wrong_kind`` makes it answer with gender verdicts."""
+
+    key: ClassVar[str] = FAKE_MEASURE_KEY
+    output_kind: ClassVar[str] = "measurements"
+    description: ClassVar[str] = "Test double: measurements from the pixels."
+    wrong_kind: ClassVar[bool] = False
+
+    def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
+        if self.wrong_kind:
+            return super().predict(batch)
+        type(self).calls.append(len(batch))
+        return [DetectorOutput.of("measurements", measurements_for(image)) for image in batch]
+
+
+# --- fakes that behave the same in any process ------------------------------------------------------
+class FussyFakeDetector(FakeDetector):
+    """The fake rule, but any batch holding a bright image (mean pixel ≥ 170) raises — so that
+    image fails alone after the one-by-one retry and the others of its batch get verdicts."""
+
+    key: ClassVar[str] = "fake_fussy"
+
+    def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
+        if any(mean_pixel(image) >= 170 for image in batch):
+            raise ValueError("fake detector refuses bright images")
+        return [verdict_for(image) for image in batch]
+
+
+class SleepyFakeDetector(FakeDetector):
+    """The fake rule after ``sleep_ms`` of GIL-free waiting per image: a detector whose per-image
+    cost dominates, without needing more cores than this machine has (bench/bench_ray.py)."""
+
+    key: ClassVar[str] = "fake_sleepy"
+    option_help: ClassVar[dict[str, str]] = {"sleep_ms": "milliseconds slept per image"}
+
+    def __init__(self, *, device: str = "cpu", **options: Any) -> None:
+        super().__init__(device=device, **options)
+        self.sleep_s = self.number_option("sleep_ms", options.get("sleep_ms", 0)) / 1000
+
+    def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
+        time.sleep(self.sleep_s * len(batch))
+        return [verdict_for(image) for image in batch]
+
+
+class CrashingFakeDetector(FakeDetector):
+    """The fake rule, but the process running it dies on the spot (``os._exit``, as a SIGKILL or
+    the OOM killer would end it: no exception, no cleanup):
+
+    - ``crash_marker`` + ``crash_on_call``: the first process whose ``crash_on_call``-th predict
+      call creates the marker file dies — one death per marker, whichever worker gets there;
+    - ``poison_mean``: every process dies on any batch holding an image of that mean pixel value
+      (rounded to 3 places, as in the fake's scores) — a poisonous image.
+    """
+
+    key: ClassVar[str] = "fake_crash"
+    option_help: ClassVar[dict[str, str]] = {
+        "crash_marker": "file created by the one process that dies",
+        "crash_on_call": "the predict call (1-based, per process) that dies",
+        "poison_mean": "an image with this mean pixel value kills every process that predicts it",
+    }
+
+    def __init__(self, *, device: str = "cpu", **options: Any) -> None:
+        super().__init__(device=device, **options)
+        self.marker = str(options.get("crash_marker", ""))
+        self.crash_on_call = int(options.get("crash_on_call", 1))
+        self.poison = options.get("poison_mean")
+        self.n_calls = 0
+
+    def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
+        self.n_calls += 1
+        if self.poison is not None and any(round(mean_pixel(i), 3) == self.poison for i in batch):
+            os._exit(1)
+        if self.marker and self.n_calls == self.crash_on_call:
+            try:
+                os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                pass
+            else:
+                os._exit(1)
+        return [verdict_for(image) for image in batch]
+
+
+class DatabaseProbeDetector(FakeDetector):
+    """Tries to count the images through the ORM: "male" with detail "database reached" when it
+    can, filtered ("other") with the error as detail when it cannot."""
+
+    key: ClassVar[str] = "fake_db_probe"
+
+    def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
+        try:
+            from studies.models import Image
+
+            count = Image.objects.count()
+        except Exception as exc:
+            detail = f"no database: {type(exc).__name__}: {exc}"
+            return [DetectorOutput.filtered("other", detail=detail) for _ in batch]
+        return [DetectorOutput(verdict="male", detail=f"database reached ({count} images)") for _ in batch]
+
+
+class WhereVersionFakeDetector(FakeDetector):
+    """The fake rule under a version that differs between a process with Django configured and
+    one without (a Ray worker): a worker node with other packages, in miniature."""
+
+    key: ClassVar[str] = "fake_where"
+
+    @property
+    def version_id(self) -> str:
+        return "1+" + ("django" if os.environ.get("DJANGO_SETTINGS_MODULE") else "no-django")
+
+
+class WorkerlessWeightsFakeDetector(FakeDetector):
+    """Loads where Django is configured (the driver) and raises DetectorUnavailable elsewhere:
+    weights present on the driver's machine and missing on the workers'."""
+
+    key: ClassVar[str] = "fake_no_weights"
+
+    def load(self) -> None:
+        if not os.environ.get("DJANGO_SETTINGS_MODULE"):
+            raise DetectorUnavailable("set BIASLAB_FAKE_WEIGHTS on the workers")
 
 
 @contextmanager
-def registered_fake() -> Iterator[type[FakeDetector]]:
-    """Register FakeDetector under "fake" for the duration; restores the registry after."""
-    previous = registry.DETECTORS.get(FAKE_KEY)
-    _reset()
-    registry.register(FAKE_KEY, f"{__name__}.FakeDetector")
+def registered(cls: type[Detector]) -> Iterator[type[Detector]]:
+    """Register a detector class of this module under its key for the duration."""
+    previous = registry.DETECTORS.get(cls.key)
+    registry.register(cls.key, f"{__name__}.{cls.__name__}")
     try:
-        yield FakeDetector
+        yield cls
+    finally:
+        if previous is None:
+            registry.unregister(cls.key)
+        else:
+            registry.register(cls.key, previous)
+
+
+def _reset() -> None:
+    for cls in (FakeDetector, FakeMeasurer):
+        cls.fail_on_load = ""
+        cls.fail_when = None
+        cls.calls = []
+    FakeMeasurer.wrong_kind = False
+
+
+@contextmanager
+def registered_fake(cls: type[FakeDetector] = FakeDetector) -> Iterator[type[FakeDetector]]:
+    """Register ``cls`` (FakeDetector under "fake" by default) for the duration; restores the
+    registry after."""
+    previous = registry.DETECTORS.get(cls.key)
+    _reset()
+    registry.register(cls.key, f"{__name__}.{cls.__name__}")
+    try:
+        yield cls
     finally:
         _reset()
         if previous is None:
-            registry.unregister(FAKE_KEY)
+            registry.unregister(cls.key)
         else:
-            registry.register(FAKE_KEY, previous)
+            registry.register(cls.key, previous)
 
 
 @pytest.fixture

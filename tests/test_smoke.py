@@ -43,10 +43,10 @@ def test_login_page_renders_for_anonymous_visitors(client):
 
 
 @pytest.mark.django_db
-def test_image_files_are_served_to_logged_in_users_only(client, client_for, annotator_a, settings):
+def test_image_files_are_served_to_logged_in_users_only(client, client_for, researcher, settings):
     (settings.MEDIA_ROOT / "images").mkdir()
     (settings.MEDIA_ROOT / "images" / "x.png").write_bytes(b"png-bytes")
     assert client.get("/media/images/x.png").status_code == 302  # to the login page
-    response = client_for(annotator_a).get("/media/images/x.png")
+    response = client_for(researcher).get("/media/images/x.png")  # who else: tests/config/test_media.py
     assert response.status_code == 200
     assert b"".join(response.streaming_content) == b"png-bytes"

@@ -19,7 +19,15 @@ from django.conf import settings
 from PIL import Image as PILImage
 
 from annotate.models import FinalLabelSource
-from tests.factories import FinalLabelFactory, ImageFactory, LabelFactory, PredictionFactory, PromptFactory
+from tests.factories import (
+    FinalLabelFactory,
+    ImageFactory,
+    ItemFactory,
+    LabelFactory,
+    PredictionFactory,
+    PromptFactory,
+    image_of,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -67,7 +75,7 @@ def _photos() -> dict[str, bytes]:
 
 
 def _stored(photos: dict[str, bytes], kind: str, n: int) -> tuple[str, str]:
-    """Write the photo once; every image row gets its own hash (unique per study)."""
+    """Write the photo once; every image row gets its own hash (unique across files)."""
     digest = hashlib.sha256(photos[kind]).hexdigest()
     name = f"images/{digest[:2]}/{digest}.png"
     path = Path(settings.MEDIA_ROOT) / name
@@ -93,21 +101,23 @@ def paper_like_study(study, annotator_a, annotator_b):
                     final = "low_quality"
                 else:
                     final = "male" if rnd.random() < (1 + score) / 2 else "female"
-                image = ImageFactory(
-                    study=study, prompt=prompt, t2i_model=model, index=index, _stored=_stored(photos, final, n),
-                    width=160, height=160,
+                item = ItemFactory(
+                    study=study, prompt=prompt, t2i_model=model, index=index,
+                    image=ImageFactory(_stored=_stored(photos, final, n), width=160, height=160),
                 )  # fmt: skip
                 if n % 97 == 0:
-                    continue  # a few images still wait for their labels
-                FinalLabelFactory(image=image, value=final, source=FinalLabelSource.AGREED)
+                    continue  # a few items still wait for their labels
+                FinalLabelFactory(item=item, value=final, source=FinalLabelSource.AGREED)
                 if prompt is lawyer:
-                    LabelFactory(image=image, annotator=annotator_a, value=final)
-                    LabelFactory(image=image, annotator=annotator_b, value=final)
+                    LabelFactory(item=item, annotator=annotator_a, value=final)
+                    LabelFactory(item=item, annotator=annotator_b, value=final)
                 for detector, (filter_lq, filter_clear, right) in DETECTORS.items():
                     clear = final in ("male", "female")
                     if rnd.random() < (filter_clear if clear else filter_lq):
                         PredictionFactory(
-                            image=image, detector=detector, verdict="filtered", filter_reason="no_face"
+                            image=image_of(item),
+                            detector=detector,
+                            output={"label": "filtered", "reason": "no_face", "scores": {}},
                         )
                         continue
                     if clear:
@@ -116,7 +126,11 @@ def paper_like_study(study, annotator_a, annotator_b):
                         )
                     else:
                         verdict = "male" if rnd.random() < 0.7 else "female"
-                    PredictionFactory(image=image, detector=detector, verdict=verdict)
+                    PredictionFactory(
+                        image=image_of(item),
+                        detector=detector,
+                        output={"label": verdict, "reason": "", "scores": {}},
+                    )
     return study, lawyer
 
 

@@ -1,0 +1,26 @@
+"""``Authorization: Token <key>`` for the API, with a lifetime and revocation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+from rest_framework.authentication import TokenAuthentication
+from rest_framework.exceptions import AuthenticationFailed
+
+from accounts import selectors
+
+
+class ExpiringTokenAuthentication(TokenAuthentication):
+    """DRF's token header and keyword, checked against ``ApiToken``: a token works for
+    BIASLAB_API_TOKEN_HOURS, only while its account is active and its password unchanged
+    (``selectors.api_token_problem``). A refused token is a 401 saying why."""
+
+    def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
+        token = selectors.api_token_for_key(key=key)
+        if token is None:
+            raise AuthenticationFailed("Invalid token.")
+        problem = selectors.api_token_problem(token=token, now=timezone.now())
+        if problem:
+            raise AuthenticationFailed(problem)
+        return token.user, token

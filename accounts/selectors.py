@@ -1,0 +1,86 @@
+"""Reads: is a token still good, is a username locked out from an address."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.utils.crypto import constant_time_compare, salted_hmac
+
+from accounts.models import ApiToken, LoginFailure
+
+_FINGERPRINT_SALT = "biaslab.accounts.ApiToken.password_fingerprint"
+
+
+def key_digest(key: str) -> str:
+    """The SHA-256 of a token key, as stored. Keys are random, so a fast hash is enough."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def password_fingerprint(user: Any, *, secret: str | bytes | None = None) -> str:
+    """A keyed hash of ``user``'s password hash (like Django's session auth hash, with its own
+    salt): changes whenever the password does, and reveals nothing about it."""
+    return salted_hmac(_FINGERPRINT_SALT, user.password, secret=secret, algorithm="sha256").hexdigest()
+
+
+def token_lifetime() -> timedelta:
+    """How long a token works after it was issued: BIASLAB_API_TOKEN_HOURS."""
+    return timedelta(hours=settings.BIASLAB_API_TOKEN_HOURS)
+
+
+def api_token_for_key(*, key: str) -> ApiToken | None:
+    """The token a presented key names, with its user; ``None`` when there is none."""
+    return ApiToken.objects.select_related("user").filter(key_digest=key_digest(key)).first()
+
+
+def api_token_problem(*, token: ApiToken, now: datetime) -> str | None:
+    """Why ``token`` may not authenticate at ``now`` (a sentence for the client), or ``None``.
+
+    Refused: an inactive account; a token older than its lifetime; a token issued under
+    another password (a password change revokes every token without any hook on the change).
+    Fingerprints under SECRET_KEY_FALLBACKS still match, so rotating the secret key the
+    documented way does not log every script out.
+    """
+    user = token.user
+    if not user.is_active:
+        return "User inactive or deleted."
+    if now >= token.created_at + token_lifetime():
+        return "Token expired: POST username and password to /api/token/ for a new one."
+    secrets = [None, *settings.SECRET_KEY_FALLBACKS]
+    if not any(
+        constant_time_compare(token.password_fingerprint, password_fingerprint(user, secret=s))
+        for s in secrets
+    ):
+        return "Token revoked: the password changed since it was issued. POST to /api/token/ for a new one."
+    return None
+
+
+def login_lockout_seconds(*, username: str, address: str, now: datetime) -> int:
+    """Seconds until ``username`` may try a password again from ``address``; 0 when it may now.
+
+    Locked while the last BIASLAB_LOGIN_LOCKOUT_ATTEMPTS failures of this pair all fall within
+    the last BIASLAB_LOGIN_LOCKOUT_MINUTES: a sliding window, so at most that many guesses per
+    that many minutes, whatever the pace. ATTEMPTS 0 turns the lockout off.
+    """
+    limit = settings.BIASLAB_LOGIN_LOCKOUT_ATTEMPTS
+    if limit <= 0:
+        return 0
+    window = timedelta(minutes=settings.BIASLAB_LOGIN_LOCKOUT_MINUTES)
+    recent = list(
+        LoginFailure.objects.filter(
+            username=lockout_username(username), address=address, created_at__gt=now - window
+        )
+        .order_by("-created_at")
+        .values_list("created_at", flat=True)[:limit]
+    )
+    if len(recent) < limit:
+        return 0
+    return max(1, math.ceil((recent[-1] + window - now).total_seconds()))
+
+
+def lockout_username(username: str) -> str:
+    """The username as the lockout counts it: case-folded, so ``Anna`` and ``anna`` share a count."""
+    return username.casefold()[:150]

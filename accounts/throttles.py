@@ -1,0 +1,52 @@
+"""API rate limits whose rates are read from settings per request, and the client address.
+
+DRF's own throttles copy their rates once, when the class is defined; these read
+``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]`` on every request, so a settings override (tests,
+a reload) takes effect. A rate of ``None`` turns that limit off. Counts live in Django's
+default cache: shared by every server process only when BIASLAB_CACHE_URL points at a shared
+cache (Redis, the database); the default local-memory cache counts per process.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from rest_framework import throttling
+from rest_framework.settings import api_settings
+
+
+class _RateFromSettings:
+    scope: str | None  # as SimpleRateThrottle declares it
+
+    def get_rate(self) -> str | None:
+        # cast: djangorestframework-stubs type the rates as numbers, but DRF's setting holds
+        # "<count>/<period>" strings (or None, a limit turned off).
+        rates = cast("dict[str, str | None]", api_settings.DEFAULT_THROTTLE_RATES)
+        if self.scope is None:
+            return None
+        return rates.get(self.scope)
+
+
+class AnonRateThrottle(_RateFromSettings, throttling.AnonRateThrottle):
+    """Anonymous requests, per client address: BIASLAB_API_THROTTLE_ANON."""
+
+
+class UserRateThrottle(_RateFromSettings, throttling.UserRateThrottle):
+    """Authenticated requests, per user: BIASLAB_API_THROTTLE_USER."""
+
+
+class LoginRateThrottle(_RateFromSettings, throttling.SimpleRateThrottle):
+    """Password checks on the token API, per client address whoever is named:
+    BIASLAB_API_THROTTLE_LOGIN. Slows down trying many usernames from one place, which the
+    per-username lockout does not see."""
+
+    scope = "login"
+
+    def get_cache_key(self, request: Any, view: Any) -> str:
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+
+
+def client_address(request: Any) -> str:
+    """The client's address as the throttles see it: REMOTE_ADDR, or the entry of
+    X-Forwarded-For that BIASLAB_NUM_PROXIES trusted proxies put there."""
+    return throttling.BaseThrottle().get_ident(request)

@@ -1,0 +1,122 @@
+"""Error pages in the site's layout: 400, 403 (saying who may see what), 404, 500, and a failed
+CSRF check.
+
+They must render when things are already broken: the error may come before the user is loaded
+(a disallowed Host is refused before the authentication middleware runs), a context processor
+may fail (the database is down), and the 500 page must never need the database at all. So 400,
+403, 404 and the CSRF page try the full request context first and fall back to the bare layout
+without it; 500 never uses it; and if even the layout cannot render, a few lines of plain HTML
+answer. API paths (``/api/…``) keep Django's own rendering, unchanged: another issue gives them
+JSON errors.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.template import loader
+from django.urls import Resolver404
+from django.views import csrf, defaults
+
+from studies import permissions
+
+log = logging.getLogger(__name__)
+
+API_PREFIX = "/api/"
+PLAIN = (
+    "<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{title} · BiasLab</title></head>"
+    "<body><h1>{title}</h1><p><a href='/'>Back to BiasLab</a></p></body></html>"
+)
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path_info.startswith(API_PREFIX)
+
+
+def _render(
+    request: HttpRequest | None, template: str, status: int, title: str, context: dict[str, Any]
+) -> HttpResponse:
+    """``template`` in the layout: with ``request``'s context processors when given and they
+    work, else without them (no user, no database), else plain HTML. Never raises."""
+    context = {"status": status, "title": title, **context}
+    if request is not None:
+        try:
+            return HttpResponse(loader.render_to_string(template, context, request=request), status=status)
+        except Exception:
+            log.exception("The %s page could not use the request context; rendering it without", status)
+    try:
+        return HttpResponse(loader.render_to_string(template, context), status=status)
+    except Exception:
+        log.exception("The %s page could not be rendered in the layout; answering plain HTML", status)
+        return HttpResponse(PLAIN.format(title=title), status=status)
+
+
+def _message(exception: Exception | None) -> str:
+    """What the code said about the error, when it is a sentence for the user: views raise
+    ``PermissionDenied("Reports are for researchers.")`` and ``Http404("No chart …")``; the
+    resolver's own 404 carries the URL patterns tried, which a visitor must not see."""
+    if exception is None or isinstance(exception, Resolver404) or not exception.args:
+        return ""
+    message = exception.args[0]
+    return message if isinstance(message, str) else ""
+
+
+def _viewer(request: HttpRequest) -> dict[str, Any]:
+    """Who is asking and in which roles, when that can be known without failing."""
+    try:
+        user = getattr(request, "user", None)
+        if user is None or not user.is_authenticated:
+            return {"viewer": None}
+        held = [
+            name
+            for name, check in (
+                ("annotator", permissions.is_annotator),
+                ("researcher", permissions.is_researcher),
+                ("admin", permissions.is_admin),
+            )
+            if check(user)
+        ]
+        return {"viewer": user.get_username(), "viewer_roles": held}
+    except Exception:
+        log.exception("Could not tell who was refused")
+        return {"viewer": None}
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """400, e.g. a Host this server does not answer for (before any user is loaded)."""
+    if _is_api(request):
+        return defaults.bad_request(request, exception)
+    return _render(request, "errors/400.html", 400, "Bad request", {})
+
+
+def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """403: what the page said, who is asking, and which role may see what."""
+    if _is_api(request):
+        return defaults.permission_denied(request, exception)
+    context = {"message": _message(exception), **_viewer(request)}
+    return _render(request, "errors/403.html", 403, "Not allowed", context)
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """404, with the view's own explanation when it gave one."""
+    if _is_api(request):
+        return defaults.page_not_found(request, exception)
+    return _render(request, "errors/404.html", 404, "Page not found", {"message": _message(exception)})
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """500, rendered without the request context: no user, no session, no database."""
+    if _is_api(request):
+        return defaults.server_error(request)
+    return _render(None, "errors/500.html", 500, "Something went wrong", {})
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """403 for a form whose CSRF check failed (a page left open across a new login, blocked
+    cookies). In development and on the API, Django's own page with its diagnosis."""
+    if settings.DEBUG or _is_api(request):
+        return csrf.csrf_failure(request, reason)
+    return _render(request, "errors/csrf.html", 403, "Form expired", {})

@@ -1,0 +1,58 @@
+"""Image files for the browser: who may fetch which file, and which bytes they get.
+
+A file under MEDIA_ROOT is served to researchers and admins, and to an annotator only when it is
+an image of a study they annotate. Everyone else gets the same 404 as for a file that does not
+exist, so a URL's answer never tells that an image exists elsewhere. (File names are content
+hashes; the same bytes in two studies are one file, visible to the annotators of either.)
+
+The bytes are those of ``studies.imaging.browser_file``: the original, or its upright 8-bit PNG
+rendition when a browser would show the original otherwise than the detectors see it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.conf import settings
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.utils.cache import patch_cache_control
+from django.views.static import serve
+
+from studies import permissions
+from studies.imaging import browser_file
+from studies.models import Image
+
+# images/<sha[:2]>/<sha>.<ext>: the names studies.ingest stores originals under.
+_IMAGE_NAME_RE = re.compile(r"images/(?P<prefix>[0-9a-f]{2})/(?P<sha>[0-9a-f]{64})\.[A-Za-z0-9]{1,5}")
+
+
+def media_file_visible(user: Any, storage_name: str) -> bool:
+    """True when ``user`` may fetch the file ``storage_name`` (a path under MEDIA_ROOT).
+
+    Researchers and admins may fetch every file; an annotator only the stored images of the
+    studies they annotate; anyone else nothing. Says nothing about whether the file exists.
+    """
+    if permissions.is_researcher(user):
+        return True
+    match = _IMAGE_NAME_RE.fullmatch(storage_name)
+    if match is None or match["prefix"] != match["sha"][:2]:
+        return False
+    # sha256 is unique: one index probe, then the file's items and their studies' members.
+    return Image.objects.filter(
+        sha256=match["sha"], file=storage_name, item_images__item__study__annotators=user
+    ).exists()
+
+
+def media_file_response(request: HttpRequest, storage_name: str) -> HttpResponse | FileResponse:
+    """The file for a logged-in user, or 404 (``Http404``) when they may not see it or it does
+    not exist. MEDIA_ROOT is read per request (tests and deployments may point it elsewhere
+    after start-up)."""
+    if not media_file_visible(request.user, storage_name):
+        raise Http404("No such file.")
+    response = serve(
+        request, browser_file(settings.MEDIA_ROOT, storage_name), document_root=str(settings.MEDIA_ROOT)
+    )
+    # Per-user permission: shared caches must not keep a copy for the next person.
+    patch_cache_control(response, private=True)
+    return response
