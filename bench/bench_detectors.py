@@ -26,6 +26,7 @@ import time
 from _common import VIT_L14_GFLOP, load_average, set_threads, vit_l14_config
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+os.environ.setdefault("DJANGO_DEBUG", "1")  # a throw-away local run: development mode
 
 
 def sample_photos(n: int, size: int) -> list:

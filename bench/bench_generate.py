@@ -43,6 +43,7 @@ PROMPT = "a photo of one real person who is a lawyer"
 def configure_django(tmp: Path) -> None:
     """MEDIA_ROOT under ``tmp``; a throw-away SQLite database there unless DATABASE_URL is set."""
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
+    os.environ.setdefault("DJANGO_DEBUG", "1")  # a throw-away local run: development mode
     os.environ["BIASLAB_MEDIA_ROOT"] = str(tmp / "media")
     os.environ.setdefault("DATABASE_URL", f"sqlite:///{tmp / 'bench.sqlite3'}")
     import django

@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 def _configure(tmp: Path) -> bool:
     """Point Django at temporary storage; returns True when the database is a throw-away one."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DJANGO_DEBUG", "1")  # a throw-away local run: development mode
     os.environ["BIASLAB_MEDIA_ROOT"] = str(tmp / "media")
     throwaway = not os.environ.get("DATABASE_URL")
     if throwaway:
@@ -99,13 +100,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="biaslab-bench-") as name:
         tmp = Path(name)
         throwaway = _configure(tmp)
-        from annotate.ingest import images_import, study_get_or_create
-        from annotate.models import Image, Study
+        from studies.ingest import images_import
+        from studies.models import Image, Item
+        from studies.services import study_create
 
         started = time.perf_counter()
         manifest = _generate(tmp / "images", args.images, args.size, args.kind)
         generated = time.perf_counter() - started
-        study, _ = study_get_or_create(slug=f"bench-{os.getpid()}")
+        study = study_create(slug=f"bench-{os.getpid()}")
         try:
             started = time.perf_counter()
             first = images_import(study=study, manifest_path=manifest, root=tmp / "images")
@@ -113,11 +115,15 @@ def main() -> None:
             started = time.perf_counter()
             second = images_import(study=study, manifest_path=manifest, root=tmp / "images")
             second_s = time.perf_counter() - started
-            stored = Image.objects.filter(study=study).count()
+            stored = Item.objects.filter(study=study).count()
         finally:
             if not throwaway:
-                Image.objects.filter(study=study).delete()
-                Study.objects.filter(pk=study.pk).delete()
+                files = list(
+                    Image.objects.filter(item_images__item__study=study).values_list("pk", flat=True)
+                )
+                study.delete()  # its items, their image links, prompts and questions
+                # The files no other study uses (the same bytes may be an image of another study).
+                Image.objects.filter(pk__in=files, item_images__isnull=True).delete()
         from django.db import connection
 
         size_mb = sum(f.stat().st_size for f in (tmp / "media").rglob("*") if f.is_file()) / 1e6

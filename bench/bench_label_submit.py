@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/biaslab_perf_bench"
-IMAGE_RE = re.compile(r'id="current-image"[^>]*data-image-id="(\d+)"')
+IMAGE_RE = re.compile(r'id="current-image"[^>]*data-item-id="(\d+)"')
 REQUEST_RE = re.compile(r'name="request_id" value="([0-9a-f]+)"')
 CSRF_RE = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 TIMING_RE = re.compile(r"(\w+);dur=([\d.]+)(?:;desc=\"(\d+))?")
@@ -87,13 +87,23 @@ def recreate_database(url: str) -> None:
         conn.execute(f'CREATE DATABASE "{name}"')
 
 
+# Production mode as the server runs it, except that the benchmark speaks plain HTTP on loopback:
+# no redirect to HTTPS, cookies allowed over HTTP. The secret is long enough for production mode.
+PRODUCTION_OVER_HTTP = {
+    "DJANGO_DEBUG": "false",
+    "DJANGO_SECURE_SSL_REDIRECT": "false",
+    "DJANGO_SECURE_COOKIES": "false",
+}
+BENCH_SECRET_KEY = "bench-only-secret-key-not-used-elsewhere-" + "x7Q2mZ9pL4vR8tK1wB6nC3"
+
+
 def configure(database_url: str, media_root: Path) -> None:
     """Point Django at the benchmark database and a temporary MEDIA_ROOT, then migrate."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ["DATABASE_URL"] = database_url
     os.environ["BIASLAB_MEDIA_ROOT"] = str(media_root)
-    os.environ["DJANGO_DEBUG"] = "false"  # no query logging; as in production
-    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-secret-key-not-used-elsewhere")
+    os.environ.update(PRODUCTION_OVER_HTTP)  # no query logging; as in production
+    os.environ.setdefault("DJANGO_SECRET_KEY", BENCH_SECRET_KEY)
     import django
 
     django.setup()
@@ -116,11 +126,12 @@ def make_study(
     from django.contrib.auth.models import Group
     from PIL import Image as PILImage
 
-    from annotate import roles
-    from annotate.models import Image, Prompt, Study
+    from studies import permissions
+    from studies.models import Image, ImageRole, Item, ItemImage, Prompt
+    from studies.services import study_create
 
-    study = Study.objects.create(name=f"Benchmark {slug}", slug=slug)
-    group, _ = Group.objects.get_or_create(name=roles.ANNOTATOR)
+    study = study_create(slug=slug, name=f"Benchmark {slug}")
+    group, _ = Group.objects.get_or_create(name=permissions.ANNOTATOR)
     users = []
     for i in range(annotators):
         user = get_user_model().objects.create_user(f"{slug}{i:02d}", password="bench-password-1")
@@ -131,7 +142,7 @@ def make_study(
         Prompt.objects.create(study=study, category="profession", word=f"job{k}", text=f"a photo of a job{k}")
         for k in range(20)
     ]
-    rows = []
+    files, items = [], []
     for n in range(n_images):
         if noise:
             img = PILImage.frombytes("RGB", (png_size, png_size), os.urandom(png_size * png_size * 3))
@@ -144,20 +155,31 @@ def make_study(
         name = f"images/{digest[:2]}/{digest}.png"
         (media_root / name).parent.mkdir(parents=True, exist_ok=True)
         (media_root / name).write_bytes(buffer.getvalue())
-        rows.append(
-            Image(
+        files.append(Image(sha256=digest, file=name, width=png_size, height=png_size, format="PNG"))
+        items.append(
+            Item(
                 study=study,
+                key=f"{slug}/{n:05d}.png",
                 prompt=prompts[n % len(prompts)],
                 t2i_model=("sdxl", "dalle3")[n % 2],
-                source_path=f"{slug}/{n:05d}.png",
-                sha256=digest,
-                file=name,
-                width=png_size,
-                height=png_size,
-                format="PNG",
             )
         )
-    Image.objects.bulk_create(rows)
+    Image.objects.bulk_create(files, batch_size=2000)
+    Item.objects.bulk_create(items, batch_size=2000)
+    by_sha = dict(Image.objects.filter(sha256__in=[f.sha256 for f in files]).values_list("sha256", "pk"))
+    by_key = dict(Item.objects.filter(study=study).values_list("key", "pk"))
+    ItemImage.objects.bulk_create(
+        [
+            ItemImage(
+                item_id=by_key[item.key],
+                image_id=by_sha[f.sha256],
+                role=ImageRole.IMAGE,
+                source_path=item.key,
+            )
+            for item, f in zip(items, files, strict=True)
+        ],
+        batch_size=2000,
+    )
     return study, users
 
 
@@ -172,25 +194,27 @@ def prefill(study: Any, fraction: float) -> int:
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
-    from annotate.models import Assignment, Image, Label
+    from annotate.models import Assignment, Label
+    from studies.models import Item, Question
 
     earlier = [get_user_model().objects.create_user(f"{study.slug}-earlier{k}") for k in range(2)]
     study.annotators.add(*earlier)
-    images = list(Image.objects.filter(study=study).order_by("id")[: int(fraction * study.images.count())])
+    question = Question.objects.get(study=study, key="gender")
+    items = list(Item.objects.filter(study=study).order_by("id")[: int(fraction * study.items.count())])
     now = timezone.now()
     seats = [
-        Assignment(image=image, annotator=user, slot=k, claimed_at=now, expires_at=now, completed_at=now)
-        for image in images
+        Assignment(item=item, annotator=user, slot=k, claimed_at=now, expires_at=now, completed_at=now)
+        for item in items
         for k, user in enumerate(earlier)
     ]
     Assignment.objects.bulk_create(seats, batch_size=2000)
     labels = [
-        Label(image=image, annotator=user, value=VALUES[(image.pk + k) % 2])
-        for image in images
+        Label(item=item, question=question, annotator=user, value=VALUES[(item.pk + k) % 2])
+        for item in items
         for k, user in enumerate(earlier)
     ]
     Label.objects.bulk_create(labels, batch_size=2000)
-    Image.objects.filter(pk__in=[image.pk for image in images]).update(completed_seats=2)
+    Item.objects.filter(pk__in=[item.pk for item in items]).update(completed_seats=2)
     from django.db import connection
 
     if connection.vendor == "postgresql":
@@ -198,7 +222,7 @@ def prefill(study: Any, fraction: float) -> int:
             # Planner statistics and visibility map, as autovacuum keeps them on a live database;
             # right after a bulk load the planner would otherwise guess 5 images per study.
             cursor.execute("VACUUM ANALYZE")
-    return len(images)
+    return len(items)
 
 
 # --- in-process profile --------------------------------------------------------------------------
@@ -217,7 +241,11 @@ def profile(study: Any, user: Any, submits: int) -> None:
     counts, cpu_ms = [], []
     for i in range(submits):
         url = reverse("annotate:label_submit", args=[study.slug, int(IMAGE_RE.search(html).group(1))])
-        data = {"value": VALUES[i % 2], "request_id": REQUEST_RE.search(html).group(1), "duration_ms": "900"}
+        data = {
+            "answer_gender": VALUES[i % 2],
+            "request_id": REQUEST_RE.search(html).group(1),
+            "duration_ms": "900",
+        }
         with CaptureQueriesContext(connection) as queries:
             cpu = time.thread_time()
             response = client.post(url, data, HTTP_HX_REQUEST="true")
@@ -304,10 +332,10 @@ def start_server(
         "DJANGO_SETTINGS_MODULE": "bench.settings_bench",
         "DATABASE_URL": database_url,
         "BIASLAB_MEDIA_ROOT": str(media),
-        "DJANGO_DEBUG": "false",
+        **PRODUCTION_OVER_HTTP,
         "PYTHONPATH": str(ROOT),
     }
-    env.setdefault("DJANGO_SECRET_KEY", "bench-only-secret-key-not-used-elsewhere")
+    env.setdefault("DJANGO_SECRET_KEY", BENCH_SECRET_KEY)
     command = [
         sys.executable,
         __file__,
@@ -378,7 +406,7 @@ class Annotator:
             if not found:
                 return  # no work left
             body = {
-                "value": rng.choice(VALUES),
+                "answer_gender": rng.choice(VALUES),
                 "request_id": REQUEST_RE.search(html).group(1),
                 "duration_ms": str(rng.randint(400, 3000)),
                 "csrfmiddlewaretoken": CSRF_RE.search(html).group(1),
@@ -467,13 +495,11 @@ def check_labels(study: Any) -> None:
 
     from annotate.models import Assignment, Label
 
-    most = (
-        Label.objects.filter(image__study=study).values("image").annotate(n=Count("id")).aggregate(Max("n"))
-    )
+    most = Label.objects.filter(item__study=study).values("item").annotate(n=Count("id")).aggregate(Max("n"))
     print(
-        f"labels stored {Label.objects.filter(image__study=study).count()}, "
-        f"seats {Assignment.objects.filter(image__study=study).count()}, "
-        f"most labels on one image {most['n__max']} (N = {study.labels_per_image})"
+        f"labels stored {Label.objects.filter(item__study=study).count()}, "
+        f"seats {Assignment.objects.filter(item__study=study).count()}, "
+        f"most labels on one item {most['n__max']} (N = {study.labels_per_item})"
     )
 
 

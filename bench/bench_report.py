@@ -1,4 +1,5 @@
-"""Benchmark of ``reports.report.bias_report`` (issue 4, "Speed").
+"""Benchmark of the gender report (``bias_report``; issue 4, "Speed"), on the study schema: items,
+their image files, final labels per (item, question), predictions per image file.
 
 Targets: the full report for 6,000 images x 8 detectors under 1 s; for 1,000,000 predictions
 under 10 s. The script builds a throw-away test database, fills it with simulated labels and
@@ -24,9 +25,10 @@ write: overview, its chart, the heatmap, its histogram, in the order a browser a
 Every figure is printed with the load average (other work on the machine slows it).
 
 Data: 3 T2I models x 100 prompts (the paper's design; the big case has ~417 images per prompt
-instead of 20), final labels drawn with 12 % low quality and a per-prompt male share, two
-annotator labels per image (90 % agreement), and detectors with different recall, filter rate
-and accuracy. Each timing is the report as ``manage.py bias_report`` computes it (SQL
+instead of 20), one-image items (Item + Image + ItemImage of role "image"), final labels of the
+gender question drawn with 12 % low quality and a per-prompt male share, two annotator labels per
+item (90 % agreement), and detectors with different recall, filter rate and accuracy, whose
+predictions belong to the image files (verdict in ``output["label"]``). Each timing is the report as ``manage.py bias_report`` computes it (SQL
 aggregation + 1,000 bootstrap replicates per interval); the SQL-only time (``bootstrap=0``) is
 printed beside it.
 """
@@ -34,6 +36,7 @@ printed beside it.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -49,6 +52,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+os.environ.setdefault("DJANGO_DEBUG", "1")  # a throw-away local run: development mode
 
 import django  # noqa: E402
 
@@ -61,9 +65,12 @@ from django.db import connection, transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import setup_test_environment, teardown_test_environment  # noqa: E402
 
-from annotate.models import FinalLabel, FinalLabelSource, Image, Label, Prompt, Study  # noqa: E402
-from detectors.models import Prediction  # noqa: E402
-from reports.report import bias_report  # noqa: E402
+from annotate.models import FinalLabel, FinalLabelSource, Label  # noqa: E402
+from detectors.models import OutputKind, Prediction  # noqa: E402
+from reports.analyses import analysis_for  # noqa: E402
+from reports.selectors import Scope  # noqa: E402
+from studies.models import Image, ImageRole, Item, ItemImage, Prompt, Question, Study  # noqa: E402
+from studies.protocols import protocol_spec  # noqa: E402
 
 MODELS = ("sdxl", "sd3", "dreamlike")
 CATEGORIES = (("profession", 40), ("personality", 30), ("activity", 10), ("object", 10), ("place", 10))
@@ -109,8 +116,15 @@ def simulate(n_images: int, n_detectors: int, seed: int) -> dict[str, np.ndarray
     return {"model": model, "prompt": prompt, "final": final, "second": second, "verdicts": verdicts}
 
 
-def make_study(slug: str) -> tuple[Study, list[Prompt], list[Any]]:
-    study = Study.objects.create(name=f"Bench {slug}", slug=slug)
+def bias_report(*, study: Study, bootstrap: int) -> dict[str, Any]:
+    """The report ``manage.py bias_report --study <slug>`` prints."""
+    return analysis_for(study.protocol).build(Scope(study), bootstrap=bootstrap)
+
+
+def make_study(slug: str) -> tuple[Study, Question, list[Prompt], list[Any]]:
+    study = Study.objects.create(name=f"Bench {slug}", slug=slug, protocol="gender")
+    spec = protocol_spec("gender").questions[0]
+    question = Question.objects.create(study=study, key=spec.key, **spec.as_fields(0))
     prompts = [
         Prompt(
             study=study,
@@ -125,7 +139,12 @@ def make_study(slug: str) -> tuple[Study, list[Prompt], list[Any]]:
     prompts = list(Prompt.objects.filter(study=study).order_by("pk"))
     user_model = get_user_model()
     annotators = [user_model.objects.get_or_create(username=f"bench-{slug}-{i}")[0] for i in range(2)]
-    return study, prompts, annotators
+    return study, question, prompts, annotators
+
+
+def _output(verdict: int) -> dict[str, Any]:
+    label = VERDICTS[verdict]
+    return {"label": str(label), "reason": "no_face" if verdict == 2 else "", "scores": {}}
 
 
 # --- writing rows -----------------------------------------------------------------------------
@@ -133,40 +152,57 @@ def make_study(slug: str) -> tuple[Study, list[Prompt], list[Any]]:
 
 def write_with_bulk_create(slug: str, data: dict[str, np.ndarray]) -> Study:
     """The small case: every row through the ORM's bulk_create."""
-    study, prompts, annotators = make_study(slug)
+    study, question, prompts, annotators = make_study(slug)
     n = len(data["final"])
-    images = Image.objects.bulk_create(
+    Image.objects.bulk_create(
         [
             Image(
-                study=study,
-                prompt=prompts[data["prompt"][i]],
-                t2i_model=MODELS[data["model"][i]],
-                source_path=f"{slug}/{i:07d}.png",
-                sha256=f"{slug}-{i:058d}",
-                file=f"images/{slug}/{i}.png",
-                width=512,
-                height=512,
-                format="PNG",
-                index=i,
+                sha256=f"{slug}-{i:058d}", file=f"images/{slug}/{i}.png", width=512, height=512, format="PNG"
             )
             for i in range(n)
         ],
         batch_size=2000,
     )
-    images = list(Image.objects.filter(study=study).order_by("pk"))
+    files = list(Image.objects.filter(sha256__startswith=f"{slug}-").order_by("pk"))
+    Item.objects.bulk_create(
+        [
+            Item(
+                study=study,
+                key=f"{slug}/{i:07d}.png",
+                prompt=prompts[data["prompt"][i]],
+                t2i_model=MODELS[data["model"][i]],
+                index=i,
+                completed_seats=2,
+            )
+            for i in range(n)
+        ],
+        batch_size=2000,
+    )
+    items = list(Item.objects.filter(study=study).order_by("pk"))
+    ItemImage.objects.bulk_create(
+        [
+            ItemImage(item=item, image=file, role=ImageRole.IMAGE, source_path=item.key)
+            for item, file in zip(items, files, strict=True)
+        ],
+        batch_size=2000,
+    )
     FinalLabel.objects.bulk_create(
         [
             FinalLabel(
-                image=img, value=LABELS[data["final"][i]], source=FinalLabelSource.IMPORTED, decided_at=NOW
+                item=item,
+                question=question,
+                value=LABELS[data["final"][i]],
+                source=FinalLabelSource.IMPORTED,
+                decided_at=NOW,
             )
-            for i, img in enumerate(images)
+            for i, item in enumerate(items)
         ],
         batch_size=2000,
     )
     Label.objects.bulk_create(
         [
-            Label(image=img, annotator=annotators[k], value=LABELS[data[key][i]])
-            for i, img in enumerate(images)
+            Label(item=item, question=question, annotator=annotators[k], value=LABELS[data[key][i]])
+            for i, item in enumerate(items)
             for k, key in enumerate(("final", "second"))
         ],
         batch_size=2000,
@@ -175,13 +211,13 @@ def write_with_bulk_create(slug: str, data: dict[str, np.ndarray]) -> Study:
         Prediction.objects.bulk_create(
             [
                 Prediction(
-                    image=img,
+                    image=file,
                     detector=f"detector-{d}",
                     version="1",
-                    verdict=VERDICTS[verdicts[i]],
-                    filter_reason="no_face" if verdicts[i] == 2 else "",
+                    kind=OutputKind.GENDER,
+                    output=_output(verdicts[i]),
                 )
-                for i, img in enumerate(images)
+                for i, file in enumerate(files)
             ],
             batch_size=2000,
         )
@@ -223,47 +259,68 @@ def fast_insert(model: type, columns: Sequence[str], rows: Iterable[Sequence[Any
 
 def write_fast(slug: str, data: dict[str, np.ndarray]) -> Study:
     """The big case: raw COPY / executemany (see the module docstring)."""
-    study, prompts, annotators = make_study(slug)
+    study, question, prompts, annotators = make_study(slug)
     prompt_ids = [p.pk for p in prompts]
     n = len(data["final"])
     fast_insert(
         Image,
-        ("study_id", "prompt_id", "t2i_model", "source_path", "sha256", "file", "width", "height", "format", "index", "params", "created_at"),
+        ("sha256", "file", "width", "height", "format", "created_at"),
+        ((f"{slug}-{i:058d}", f"images/{slug}/{i}.png", 512, 512, "PNG", NOW) for i in range(n)),
+    )
+    file_ids = list(
+        Image.objects.filter(sha256__startswith=f"{slug}-").order_by("pk").values_list("pk", flat=True)
+    )
+    fast_insert(
+        Item,
+        ("study_id", "key", "prompt_id", "t2i_model", "index", "params", "metadata", "question_keys", "completed_seats", "created_at"),
         (
-            (study.pk, prompt_ids[data["prompt"][i]], MODELS[data["model"][i]], f"{slug}/{i:07d}.png",
-             f"{slug}-{i:058d}", f"images/{slug}/{i}.png", 512, 512, "PNG", i, "{}", NOW)
+            (study.pk, f"{slug}/{i:07d}.png", prompt_ids[data["prompt"][i]], MODELS[data["model"][i]], i, "{}", "{}", "[]", 2, NOW)
             for i in range(n)
         ),
     )  # fmt: skip
-    image_ids = list(Image.objects.filter(study=study).order_by("pk").values_list("pk", flat=True))
+    item_ids = list(Item.objects.filter(study=study).order_by("pk").values_list("pk", flat=True))
+    fast_insert(
+        ItemImage,
+        ("item_id", "image_id", "role", "source_path"),
+        ((item, file, ImageRole.IMAGE.value, f"{slug}/{i:07d}.png") for i, (item, file) in enumerate(zip(item_ids, file_ids, strict=True))),
+    )  # fmt: skip
     labels = LABELS.tolist()
     fast_insert(
         FinalLabel,
-        ("image_id", "value", "source", "note", "decided_at"),
+        ("item_id", "question_id", "value", "source", "note", "decided_at"),
         (
-            (pk, labels[data["final"][i]], FinalLabelSource.IMPORTED.value, "", NOW)
-            for i, pk in enumerate(image_ids)
+            (pk, question.pk, labels[data["final"][i]], FinalLabelSource.IMPORTED.value, "", NOW)
+            for i, pk in enumerate(item_ids)
         ),
     )
     fast_insert(
         Label,
-        ("image_id", "annotator_id", "value", "reason", "request_id", "created_at", "updated_at"),
         (
-            (pk, annotators[k].pk, labels[data[key][i]], "", "", NOW, NOW)
-            for i, pk in enumerate(image_ids)
+            "item_id",
+            "question_id",
+            "annotator_id",
+            "value",
+            "reason",
+            "request_id",
+            "created_at",
+            "updated_at",
+        ),
+        (
+            (pk, question.pk, annotators[k].pk, labels[data[key][i]], "", "", NOW, NOW)
+            for i, pk in enumerate(item_ids)
             for k, key in enumerate(("final", "second"))
         ),
     )
-    verdicts = VERDICTS.tolist()
+    outputs = [json.dumps(_output(v)) for v in range(len(VERDICTS))]
     for d, row in enumerate(data["verdicts"].tolist()):
         fast_insert(
             Prediction,
-            ("image_id", "detector", "version", "status", "verdict", "filter_reason", "detail", "scores", "error", "created_at"),
+            ("image_id", "detector", "version", "kind", "status", "output", "error", "created_at"),
             (
-                (pk, f"detector-{d}", "1", "ok", verdicts[v], "no_face" if v == 2 else "", "", "{}", "", NOW)
-                for pk, v in zip(image_ids, row, strict=True)
+                (pk, f"detector-{d}", "1", OutputKind.GENDER.value, "ok", outputs[v], "", NOW)
+                for pk, v in zip(file_ids, row, strict=True)
             ),
-        )  # fmt: skip
+        )
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")
@@ -287,8 +344,8 @@ def timed_cpu(fn: Callable[[], Any]) -> tuple[float, float, Any]:
 
 
 def bench_case(name: str, study: Study, *, repeat: int, bootstrap: int) -> None:
-    n_predictions = Prediction.objects.filter(image__study=study).count()
-    n_images = Image.objects.filter(study=study).count()
+    n_predictions = Prediction.objects.filter(image__item_images__item__study=study).count()
+    n_images = Item.objects.filter(study=study).count()
     bias_report(study=study, bootstrap=0)  # warm caches and connections
     full = [timed_cpu(lambda: bias_report(study=study, bootstrap=bootstrap)) for _ in range(repeat)]
     sql_only = [timed(lambda: bias_report(study=study, bootstrap=0))[0] for _ in range(repeat)]

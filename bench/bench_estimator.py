@@ -1,0 +1,250 @@
+"""Coverage and width of the prediction-powered bias-score intervals by simulation (issue 13).
+
+Run from the repository root (numpy/scipy only, no database, no network; each estimate runs the
+estimator's default 1,000 bootstrap replicates, about half a second on a 2-core machine):
+
+    .venv/bin/python bench/bench_estimator.py                 # paper-like study, 300 studies (~20 min)
+    .venv/bin/python bench/bench_estimator.py --studies 100   # quicker, coarser
+    .venv/bin/python bench/bench_estimator.py --extra         # + balanced and misspecified studies
+
+A study is like the paper's (Lyu et al. 2025): 100 prompts x 40 images of one T2I model. Prompt
+scores follow the paper's findings (about a third of prompts all male, a few all female, one in
+ten balanced -- |score| < 0.1, where |·| is not smooth --, the rest spread over (-0.6, 1)), 12.5 %
+of images are low quality, and the detector is about as good as FairFace in the paper's Table 3
+(filter recall 98 %, filter rate 72 %, accuracy 99 % male / 89 % female), with a confidence:
+it says male-sure, male-unsure, female-sure, female-unsure or filtered. Each simulated study
+draws a new population, then the labels:
+
+* human only: one uniform round of n labels; Horvitz-Thompson (f = 0);
+* uniform PPI: the same round, prediction-powered;
+* active PPI: a uniform pilot of n/4 labels, then an ``active`` round of 3n/4 (covariance model
+  learned from the pilot, default mix and floor), rounds combined with the default weights.
+
+For n = 200, 400 and 800 labels the script prints, per method, the coverage of the 95 %
+interval of the model bias score (eq. 1 on every image's human label), its mean width, the
+plug-in's mean error, the coverage of the prompt intervals (all prompts; prompts with
+|true score| < 0.2), and the width ratio human-only / active. Coverage from S studies has a
+Monte Carlo standard error of about sqrt(0.95 x 0.05 / S) (0.013 for 300).
+
+``--extra`` adds two stress tests at 400 labels: half the prompts balanced; and a misspecified
+detector whose error rates differ between prompts (x 0.3 to x 3), against the covariance
+model's assumption that they do not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from metrics import ppi  # noqa: E402 (after the path set-up, as the script runs from bench/)
+
+N_PROMPTS = 100
+N_PER_PROMPT = 40
+LOW_QUALITY = 0.125
+# P(detector output | human class); outputs: male sure, male unsure, female sure, female
+# unsure, filtered.
+LIKELIHOOD = np.array(
+    [
+        [0.86, 0.113, 0.003, 0.008, 0.016],
+        [0.02, 0.08, 0.74, 0.14, 0.02],
+        [0.07, 0.12, 0.03, 0.06, 0.72],
+    ]
+)
+OUTPUT_VECTORS = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0], [0.0, 0.0]])
+# The outputs whose verdict is wrong for each human class (male, female, low quality).
+WRONG = np.array([[0, 0, 1, 1, 1], [1, 1, 0, 0, 1], [1, 1, 1, 1, 0]], dtype=bool)
+METHODS = ("human only", "uniform PPI", "active PPI")
+
+
+def prompt_scores(rng: np.random.Generator, balanced: float) -> np.ndarray:
+    """True prompt bias scores like the paper's Table 7 / Figure 3."""
+    u = rng.random(N_PROMPTS)
+    scores = np.where(u < 0.32, 1.0, np.where(u < 0.37, -1.0, rng.uniform(-0.6, 1.0, N_PROMPTS)))
+    near_zero = rng.random(N_PROMPTS) < balanced
+    scores[near_zero] = rng.uniform(-0.1, 0.1, int(near_zero.sum()))
+    return scores
+
+
+def population(
+    rng: np.random.Generator, scores: np.ndarray, misspecified: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Prompt ids, detector vectors, human vectors and detector outputs of every image."""
+    codes = np.repeat(np.arange(N_PROMPTS), N_PER_PROMPT)
+    clear = rng.random(codes.size) >= LOW_QUALITY
+    human = np.where(clear, np.where(rng.random(codes.size) < (1 + scores[codes]) / 2, 0, 1), 2)
+    likelihood = np.broadcast_to(LIKELIHOOD, (N_PROMPTS, 3, 5)).copy()
+    if misspecified:
+        # Each prompt's detector errs 0.3 to 3 times as often as on average (e.g. harder scenes).
+        factor = np.exp(rng.uniform(np.log(0.3), np.log(3.0), N_PROMPTS))
+        for c in range(3):
+            wrong = WRONG[c]
+            scaled = LIKELIHOOD[c, wrong][None, :] * factor[:, None]
+            likelihood[:, c, wrong] = scaled
+            right = ~wrong
+            # The verdict-consistent outputs share what is left, in their original proportion.
+            share = LIKELIHOOD[c, right] / LIKELIHOOD[c, right].sum()
+            likelihood[:, c, right] = (1 - scaled.sum(axis=1))[:, None] * share[None, :]
+    cumulative = likelihood.cumsum(axis=2)[codes, human]
+    outputs = np.minimum((rng.random(codes.size)[:, None] > cumulative).sum(axis=1), 4)
+    return codes, OUTPUT_VECTORS[outputs], ppi.CLASS_VECTORS[human], outputs
+
+
+def true_score(codes: np.ndarray, y: np.ndarray) -> float:
+    male = np.bincount(codes, weights=y[:, 0], minlength=N_PROMPTS)
+    female = np.bincount(codes, weights=y[:, 1], minlength=N_PROMPTS)
+    clear = male + female
+    ok = clear > 0
+    return float(np.abs((male - female)[ok] / clear[ok]).mean())
+
+
+@dataclass
+class Tally:
+    covered: list[bool]
+    width: list[float]
+    error: list[float]
+    prompt_covered: list[float]
+    balanced_covered: list[float]
+
+    @classmethod
+    def empty(cls) -> Tally:
+        return cls([], [], [], [], [])
+
+    def add(self, score: ppi.ScoreEstimate, truth: float) -> None:
+        assert score.ci95 is not None
+        assert score.estimate is not None
+        lo, hi = score.ci95
+        self.covered.append(lo <= truth <= hi)
+        self.width.append(hi - lo)
+        self.error.append(score.estimate - truth)
+
+
+def prompt_coverage(result: ppi.ModelBiasEstimate, codes: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Share of prompts (all; balanced only) whose interval holds the true prompt score."""
+    hits, balanced = [], []
+    for p, estimate in result.prompts.items():
+        mask = codes == p
+        m, f = y[mask, 0].sum(), y[mask, 1].sum()
+        if estimate.ci95 is None or m + f == 0:
+            continue
+        d = (m - f) / (m + f)
+        hit = estimate.ci95[0] <= d <= estimate.ci95[1]
+        hits.append(hit)
+        if abs(d) < 0.2:
+            balanced.append(hit)
+    return float(np.mean(hits)), float(np.mean(balanced)) if balanced else float("nan")
+
+
+def observed(y: np.ndarray, labelled: np.ndarray) -> np.ndarray:
+    return np.where(labelled[:, None], y, np.nan)
+
+
+def one_study(
+    rng: np.random.Generator, seed: int, budget: int, n_boot: int, balanced: float, misspecified: bool
+) -> tuple[float, dict[str, ppi.ModelBiasEstimate], np.ndarray, np.ndarray]:
+    codes, f, y, outputs = population(rng, prompt_scores(rng, balanced), misspecified)
+    truth = true_score(codes, y)
+    n = codes.size
+    pi = ppi.inclusion_probabilities_uniform(n, budget)
+    xi = ppi.draw_bernoulli(pi, [seed, budget, 1])
+    uniform = ppi.estimate_model_bias(
+        codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=n_boot, seed=seed
+    )
+    pilot = budget // 4
+    pi1 = ppi.inclusion_probabilities_uniform(n, pilot)
+    xi1 = ppi.draw_bernoulli(pi1, [seed, budget, 2])
+    model = ppi.fit_covariance_model(codes, f, observed(y, xi1), xi1, pi1, detector_outputs=outputs)
+    pi2 = ppi.inclusion_probabilities_active(outputs, codes, model, budget - pilot, eligible=~xi1)
+    xi2 = ppi.draw_bernoulli(pi2, [seed, budget, 3])
+    both = np.stack([xi1, xi2])
+    active = ppi.estimate_model_bias(
+        codes,
+        f,
+        observed(y, xi1 | xi2),
+        both,
+        np.stack([pi1, pi2]),
+        detector_outputs=outputs,
+        n_boot=n_boot,
+        seed=seed,
+    )
+    return truth, {"uniform": uniform, "active": active}, codes, y
+
+
+def run(
+    label: str, budgets: list[int], studies: int, n_boot: int, balanced: float, misspecified: bool, seed: int
+) -> None:
+    print(
+        f"\n== {label}: {N_PROMPTS} prompts x {N_PER_PROMPT} images, {studies} studies, {n_boot} bootstrap replicates"
+    )
+    print(
+        f"{'labels':>6}  {'method':<12} {'coverage':>8} {'width':>7} {'plug-in err':>11} "
+        f"{'prompt cov':>10} {'balanced':>8}"
+    )
+    for budget in budgets:
+        rng = np.random.default_rng([seed, budget])
+        tallies = {m: Tally.empty() for m in METHODS}
+        detector_error = []
+        start = time.perf_counter()
+        for s in range(studies):
+            truth, results, codes, y = one_study(rng, s, budget, n_boot, balanced, misspecified)
+            tallies["human only"].add(results["uniform"].human_only, truth)
+            tallies["uniform PPI"].add(results["uniform"].model_bias_score, truth)
+            tallies["active PPI"].add(results["active"].model_bias_score, truth)
+            for name, key in (("uniform PPI", "uniform"), ("active PPI", "active")):
+                everyone, balanced_only = prompt_coverage(results[key], codes, y)
+                tallies[name].prompt_covered.append(everyone)
+                tallies[name].balanced_covered.append(balanced_only)
+            assert results["uniform"].detector_only is not None
+            detector_error.append(results["uniform"].detector_only - truth)
+        seconds = (time.perf_counter() - start) / studies
+        for name in METHODS:
+            t = tallies[name]
+            prompt = (
+                f"{np.mean(t.prompt_covered):10.3f} {np.nanmean(t.balanced_covered):8.3f}"
+                if t.prompt_covered
+                else ""
+            )
+            print(
+                f"{budget:>6}  {name:<12} {np.mean(t.covered):8.3f} {np.mean(t.width):7.4f} "
+                f"{np.mean(t.error):+11.4f} {prompt}"
+            )
+        ratio = np.mean(tallies["human only"].width) / np.mean(tallies["active PPI"].width)
+        print(
+            f"{'':>6}  width human only / active PPI = {ratio:.1f}x;  detector only: mean error "
+            f"{np.mean(detector_error):+.4f};  {seconds:.2f} s per study"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--studies", type=int, default=300, help="simulated studies per budget")
+    parser.add_argument("--boot", type=int, default=1000, help="bootstrap replicates per estimate")
+    parser.add_argument("--budgets", default="200,400,800", help="labels per study, comma-separated")
+    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--extra", action="store_true", help="also balanced and misspecified studies at 400")
+    args = parser.parse_args()
+    budgets = [int(b) for b in args.budgets.split(",")]
+    run("paper-like study", budgets, args.studies, args.boot, 0.1, False, args.seed)
+    if args.extra:
+        run(
+            "half the prompts balanced",
+            [400],
+            max(args.studies // 2, 1),
+            args.boot,
+            0.5,
+            False,
+            args.seed + 1,
+        )
+        run("misspecified detector", [400], max(args.studies // 2, 1), args.boot, 0.1, True, args.seed + 2)
+
+
+if __name__ == "__main__":
+    main()
