@@ -450,8 +450,8 @@ class ApiView(APIView):
 
 _GENERIC_ERRORS = {
     400: "The input is invalid: see `errors` for each field.",
-    401: "No valid credentials.",
-    403: "Not logged in (no session, no valid token), or your role may not use this endpoint.",
+    401: "Not logged in: no session and no valid token (see WWW-Authenticate).",
+    403: "Your role may not use this endpoint, or a session request lacks its CSRF token.",
     404: "Nothing with this id exists for you, or the page is past the last one.",
     406: "None of the formats the Accept header asks for is available.",
     415: "The body's Content-Type is not one this endpoint takes (send application/json).",

@@ -164,9 +164,12 @@ BIASLAB_LOGIN_LOCKOUT_ATTEMPTS = env_int("BIASLAB_LOGIN_LOCKOUT_ATTEMPTS", 5)
 BIASLAB_LOGIN_LOCKOUT_MINUTES = env_int("BIASLAB_LOGIN_LOCKOUT_MINUTES", 15)
 
 REST_FRAMEWORK = {
+    # Token first: DRF answers an unauthenticated request with the first class's challenge, so
+    # a caller without credentials gets 401 and "WWW-Authenticate: Token" (RFC 9110), not 403.
+    # A session still logs in (the token class passes when there is no Authorization header).
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "accounts.authentication.ExpiringTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",

@@ -340,6 +340,19 @@ def question_keys_check(*, study: Study, prompts: Sequence[PromptSpec]) -> None:
             )
 
 
+def prompt_metadata_check(*, study: Study, prompts: Sequence[PromptSpec]) -> None:
+    """Raise GenerationError naming the first prompt whose metadata the study's protocol refuses
+    (``ProtocolSpec.validate_metadata``, the check ``import_images`` makes per manifest row; e.g.
+    an objects study needs each prompt's gender), before anything is generated."""
+    check = protocol_spec(study.protocol).validate_metadata
+    for spec in prompts:
+        problem = check(spec.metadata)
+        if problem:
+            raise GenerationError(
+                f"prompt {spec.text!r}: {problem} (study {study.slug}, {study.protocol} protocol)."
+            )
+
+
 # --- the pipeline --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Settings:
@@ -573,6 +586,7 @@ def generation_run(
     ``on_warning`` and left for a re-run.
     """
     question_keys_check(study=study, prompts=prompts)
+    prompt_metadata_check(study=study, prompts=prompts)
     jobs, skipped = generation_plan(
         study=study,
         t2i_model=model.name,

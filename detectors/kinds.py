@@ -256,6 +256,24 @@ def validate_objects(output: Any) -> dict[str, Any]:
     return {"objects": cleaned}
 
 
+#: How far (pixels) a box may reach past the image's edge and still count as inside it: a
+#: detector that resizes the image and scales boxes back can land a fraction of a pixel out.
+BOX_SLACK_PX = 1.0
+
+
+def objects_inside_image(output: Mapping[str, Any], width: int, height: int) -> None:
+    """Raise OutputInvalid naming the first box of a (validated) objects output that lies outside
+    a ``width`` x ``height`` image (issue 12: a box outside the image is a per-row error). Only
+    the stored image knows its size, so this runs where the output meets its image."""
+    for n, instance in enumerate(output.get("objects", [])):
+        x0, y0, x1, y1 = instance["box"]
+        if min(x0, y0) < -BOX_SLACK_PX or x1 > width + BOX_SLACK_PX or y1 > height + BOX_SLACK_PX:
+            raise OutputInvalid(
+                f"objects[{n}].box",
+                f"[{x0:g}, {y0:g}, {x1:g}, {y1:g}] lies outside the {width}x{height} image",
+            )
+
+
 VALIDATORS: Mapping[str, Callable[[Any], dict[str, Any]]] = MappingProxyType(
     {
         KIND_GENDER: validate_gender,

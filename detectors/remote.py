@@ -99,13 +99,18 @@ def detector_batches_remote(
 
     media = Path(django_settings.MEDIA_ROOT).resolve()
     state = {"fetched": 0, "stored": 0, "last_id": 0, "clock": time.perf_counter()}
+    # (width, height) of the files in flight: an objects box is checked against its image here.
+    sizes: dict[int, tuple[int, int]] = {}
 
     def batches() -> Iterator[list[Item]]:
         while state["fetched"] < n_total:
             size = min(batch_size, n_total - state["fetched"])
-            images = list(pending.filter(id__gt=state["last_id"]).only("id", "file")[:size])
+            images = list(
+                pending.filter(id__gt=state["last_id"]).only("id", "file", "width", "height")[:size]
+            )
             if not images:
                 return
+            sizes.update((image.pk, (image.width, image.height)) for image in images)
             state["last_id"] = images[-1].pk
             state["fetched"] += len(images)
             yield [(image.pk, _image_payload(media / image.file, send_images)) for image in images]
@@ -113,7 +118,7 @@ def detector_batches_remote(
     def store(result: BatchResult) -> None:
         # cast: an executor hands back the keys it was given, here image ids (``batches``).
         records = [
-            _record(detector, cast(int, key), output)
+            _record(detector, cast(int, key), output, size=sizes.pop(cast(int, key), None))
             for key, output in zip(result.keys, result.outputs, strict=True)
         ]
         now = time.perf_counter()

@@ -34,7 +34,7 @@ from PIL import Image as PILImage
 from detectors.base import Detector, DetectorOutput, DetectorUnavailable
 from detectors.executors import Executor, ItemError, WorkerStats
 from detectors.executors.workers import Predicted, image_open, outputs_predict
-from detectors.kinds import KINDS, OutputInvalid, output_validate, validate_gender
+from detectors.kinds import KINDS, OutputInvalid, objects_inside_image, output_validate, validate_gender
 from detectors.models import DetectorRun, FilterReason, OutputKind, Prediction, PredictionStatus, RunStatus
 from detectors.progress import Progress
 from detectors.selectors import Shard, images_in_scope, images_pending
@@ -217,10 +217,19 @@ def _predict_batch(
     if opened is None:
         opened = [_open_or_error(image) for image in images]
     outcomes = outputs_predict(detector, opened)
-    return [_record(detector, image.pk, outcome) for image, outcome in zip(images, outcomes, strict=True)]
+    return [
+        _record(detector, image.pk, outcome, size=(image.width, image.height))
+        for image, outcome in zip(images, outcomes, strict=True)
+    ]
 
 
-def _record(detector: Detector, image_id: int, outcome: Predicted | ItemError) -> PredictionRecord:
+def _record(
+    detector: Detector,
+    image_id: int,
+    outcome: Predicted | ItemError,
+    *,
+    size: tuple[int, int] | None = None,
+) -> PredictionRecord:
     """A worker's outcome for one image file as the row to store, whatever process made it.
 
     A failure keeps the kind the detector declares. An output of another kind than declared, or
@@ -240,6 +249,8 @@ def _record(detector: Detector, image_id: int, outcome: Predicted | ItemError) -
         )
     try:
         output = output_validate(outcome.kind, outcome.output)
+        if size is not None and outcome.kind == OutputKind.OBJECTS:
+            objects_inside_image(output, *size)
     except OutputInvalid as exc:
         return PredictionRecord.failure(
             image_id, f"invalid {declared} output: {exc}", outcome.seconds, declared
@@ -677,8 +688,9 @@ def predictions_import(
         seen[key] = line
         to_create.append(prediction)
     errors.extend(_already_stored(to_create, seen))
+    errors.extend(_boxes_outside(to_create, seen))
     if errors:
-        raise PredictionImportRejected(errors)
+        raise PredictionImportRejected(sorted(errors, key=_line_number))
     with transaction.atomic():
         Prediction.objects.bulk_create(to_create)
     by_detector: dict[str, int] = {}
@@ -710,6 +722,30 @@ def _row_prediction(
         error=error,
         seconds=_parse_seconds(row.get("seconds", "")),
     )
+
+
+def _line_number(error: str) -> int:
+    """The line an import error names (``line 12: …``), to list errors in file order."""
+    head = error.split(":", 1)[0]
+    return int(head.split()[1]) if head.startswith("line ") else 0
+
+
+def _boxes_outside(predictions: list[Prediction], lines: dict[tuple[int, str, str], int]) -> list[str]:
+    """Rows whose objects output has a box outside its image (the sizes in one query)."""
+    objects = [p for p in predictions if p.kind == OutputKind.OBJECTS and p.output]
+    sizes = dict(
+        (pk, (w, h))
+        for pk, w, h in Image.objects.filter(pk__in={p.image_id for p in objects}).values_list(
+            "pk", "width", "height"
+        )
+    )
+    errors = []
+    for p in objects:
+        try:
+            objects_inside_image(p.output, *sizes[p.image_id])
+        except OutputInvalid as exc:
+            errors.append(f"line {lines[(p.image_id, p.detector, p.version)]}: output.{exc}")
+    return errors
 
 
 def _already_stored(predictions: list[Prediction], lines: dict[tuple[int, str, str], int]) -> list[str]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from metrics import gep
+from metrics import gep, objects
 
 # Output kinds a detector may declare (validated by detectors.kinds on every write).
 KIND_GENDER = "gender"
@@ -193,6 +193,22 @@ def gep_metadata_problem(metadata: Mapping[str, str]) -> str | None:
     return None
 
 
+def objects_metadata_problem(metadata: Mapping[str, str]) -> str | None:
+    """Object co-occurrence (Mannering 2023): why an item's metadata cannot be compared, or None.
+
+    The χ² test compares the objects of male and female prompts, so every item needs its
+    prompt's ``gender`` (male | female; the mannering2023 set writes it for man/boy and
+    woman/girl). Unlike GEP's optional comparison, an objects item without it has no place in
+    any figure of the study, so it is refused at import (issue 12) rather than imported and
+    left out."""
+    gender = str(metadata.get("gender", "")).strip()
+    if not gender:
+        return f"metadata gender is missing: an objects item needs its prompt's gender ({' or '.join(objects.GENDERS)})"
+    if gender not in objects.GENDERS:
+        return f"metadata gender {gender!r} is not one of {', '.join(objects.GENDERS)}"
+    return None
+
+
 OBJECT_QUESTIONS = (
     QuestionSpec(
         key="boxes",
@@ -232,7 +248,12 @@ PROTOCOLS: MappingProxyType[str, ProtocolSpec] = MappingProxyType(
             # Wang et al. 2024: an age change of 25 years, a gray-value change of 20, is one unit.
             parameters=MappingProxyType({"thresholds": {"age": 25.0, "skin": 20.0}}),
         ),
-        "objects": ProtocolSpec(key="objects", questions=OBJECT_QUESTIONS, output_kinds=(KIND_OBJECTS,)),
+        "objects": ProtocolSpec(
+            key="objects",
+            questions=OBJECT_QUESTIONS,
+            output_kinds=(KIND_OBJECTS,),
+            validate_metadata=objects_metadata_problem,
+        ),
     }
 )
 

@@ -559,7 +559,7 @@ def test_researcher_endpoints_refuse_annotators_and_outsiders_for_every_verb(
 def test_anonymous_clients_are_refused(endpoint, disputed):
     url = endpoint.format(item=disputed[0].pk)
     response = getattr(APIClient(), declared_verb(endpoint))(url, {"value": "male"}, format="json")
-    assert response.status_code == 403
+    assert response.status_code == 401
     assert response.json()["code"] == "not_authenticated"
 
 

@@ -61,10 +61,19 @@ def test_an_undeclared_method_is_405_for_everyone_before_any_permission_check(
     assert response["Allow"] == allow
 
 
-def test_anonymous_requests_are_403_with_the_shape(db, api_for):
-    assert_error(api_for(None).get("/api/studies/"), 403, "not_authenticated")
+def test_anonymous_requests_are_401_with_a_token_challenge_and_the_shape(db, api_for):
+    response = api_for(None).get("/api/studies/")
+    assert_error(response, 401, "not_authenticated")
+    assert response["WWW-Authenticate"] == "Token"
     response = APIClient().get("/api/studies/", HTTP_AUTHORIZATION="Token not-a-token")
-    assert_error(response, 403, "authentication_failed")
+    assert_error(response, 401, "authentication_failed")
+    assert response["WWW-Authenticate"] == "Token"
+
+
+def test_a_session_still_logs_in_to_the_api_after_the_token_class(researcher):
+    client = APIClient()
+    client.force_login(researcher)
+    assert client.get("/api/studies/").status_code == 200
 
 
 def test_a_role_that_may_not_is_403_with_the_shape(annotator_a, api_for):

@@ -508,3 +508,25 @@ def test_a_question_the_study_lacks_is_refused_before_anything_is_generated(db):
             study=gep_study, model=_model(), prompts=boots, per_prompt=1, settings=Settings(), pipe=pipe
         )
     assert (Item.objects.count(), pipe.calls) == (0, 0)
+
+
+def test_an_objects_prompt_without_gender_is_refused_before_anything_is_generated(db, tmp_path):
+    objects_study = StudyFactory(slug="cooccur", protocol="objects")
+    mannering = prompt_set_load("mannering2023")[:2]
+    assert {spec.metadata["gender"] for spec in mannering} <= {"male", "female"}
+    own = tmp_path / "own.csv"
+    own.write_text("prompt,category,word\nA person holding an item,holding,item\n", encoding="utf-8")
+    pipe = ScriptedPipe()
+    with pytest.raises(
+        GenerationError,
+        match=r"prompt 'A person holding an item': metadata gender is missing: an objects item needs",
+    ):
+        generation_run(
+            study=objects_study,
+            model=_model(),
+            prompts=[*mannering, *prompt_set_load(str(own))],
+            per_prompt=1,
+            settings=Settings(),
+            pipe=pipe,
+        )
+    assert (Item.objects.count(), pipe.calls) == (0, 0)

@@ -544,3 +544,30 @@ def test_two_rows_naming_one_file_by_two_paths_are_duplicates(images, tmp_path):
     )
     with pytest.raises(CommandError, match=r"line 3: duplicate of line 2 \(same image, detector, version\)"):
         import_file(path)
+
+
+def test_a_box_outside_its_image_is_a_row_error_naming_the_box_and_nothing_is_imported(images, tmp_path):
+    # The factory's images are 32 x 32: a box may reach the edge (and a pixel past it, rounding),
+    # not beyond.
+    inside = {"objects": [{"class": "tie", "confidence": 0.5, "box": [0, 0, 32, 32.5]}]}
+    outside = {
+        "objects": [
+            {"class": "tie", "confidence": 0.5, "box": [1, 1, 5, 5]},
+            {"class": "cup", "confidence": 0.4, "box": [10, 10, 40, 20]},
+        ]
+    }
+    negative = {"objects": [{"class": "cup", "confidence": 0.4, "box": [-3, 0, 5, 5]}]}
+    rows = [
+        {"image": "sdxl/p/0.png", "detector": "o", "kind": "objects", "output": json.dumps(inside)},
+        {"image": "sdxl/p/1.png", "detector": "o", "kind": "objects", "output": json.dumps(outside)},
+        {"image": "sdxl/p/2.png", "detector": "o", "kind": "objects", "output": json.dumps(negative)},
+    ]
+    with pytest.raises(CommandError) as info:
+        import_file(write_csv(tmp_path, rows))
+    message = str(info.value)
+    assert "Nothing imported: 2 problem(s)" in message
+    assert "line 3: output.objects[1].box: [10, 10, 40, 20] lies outside the 32x32 image" in message
+    assert "line 4: output.objects[0].box: [-3, 0, 5, 5] lies outside the 32x32 image" in message
+    assert Prediction.objects.count() == 0
+    import_file(write_csv(tmp_path, rows[:1]))
+    assert Prediction.objects.get().output["objects"][0]["box"] == [0, 0, 32, 32.5]

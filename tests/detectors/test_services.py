@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import io
 import threading
+from typing import Any, cast
 
 import pytest
 from django.db import connection
@@ -200,3 +201,20 @@ def test_format_duration():
     assert format_duration(0) == "0:00"
     assert format_duration(75) == "1:15"
     assert format_duration(3725) == "1:02:05"
+
+
+def test_a_detector_box_outside_its_image_is_that_files_failure_with_the_box_named():
+    from types import SimpleNamespace
+
+    from detectors.executors.workers import Predicted
+    from detectors.services import _record
+
+    detector = cast(Any, SimpleNamespace(key="yolo", output_kind="objects"))
+    box = {"class": "cup", "confidence": 0.4, "box": [10.0, 10.0, 40.0, 20.0]}
+    outcome = Predicted(kind="objects", output={"objects": [box]}, seconds=0.1)
+    record = _record(detector, 7, outcome, size=(32, 32))
+    assert record.status == "failed"
+    assert record.error == (
+        "invalid objects output: objects[0].box: [10, 10, 40, 20] lies outside the 32x32 image"
+    )
+    assert _record(detector, 7, outcome, size=(64, 64)).status == "ok"

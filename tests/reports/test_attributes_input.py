@@ -116,6 +116,16 @@ def test_the_attributes_protocol_checks_gep_metadata_and_the_others_accept_any()
             assert spec.validate_metadata({"gender": "female", "setting": "explicit"}) is None, key
 
 
+def test_the_objects_protocol_needs_each_items_gender_male_or_female():
+    check = protocol_spec("objects").validate_metadata
+    assert check({"gender": "male", "gender_word": "boy"}) is None
+    assert check({"gender": "female"}) is None
+    assert check({"template": "A {gender} holding an item"}) == (
+        "metadata gender is missing: an objects item needs its prompt's gender (male or female)"
+    )
+    assert check({"gender": "woman"}) == "metadata gender 'woman' is not one of male, female"
+
+
 @pytest.fixture
 def images(tmp_path: Path) -> Path:
     folder = tmp_path / "images"

@@ -209,7 +209,7 @@ def test_a_pair_change_study_end_to_end(tmp_path, settings):
 def test_an_objects_study_end_to_end(tmp_path, settings):
     definition = ["cooccur", "--protocol", "objects"]
     command("create_study", *definition)
-    manifest, root = one_image_manifest(tmp_path, 3)
+    manifest, root = one_image_manifest(tmp_path, 3, extra={"gender": ["male", "female", "male"]})
     command("import_images", "--manifest", str(manifest), "--root", str(root), "--study", "cooccur")
     labels = write_csv(
         tmp_path / "labels.csv",
