@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from django.db import connection
 from django.db.models import Count, Max, Q, QuerySet
@@ -85,12 +85,20 @@ def output_kinds(study: Study) -> tuple[str, ...]:
     return spec.output_kinds if spec is not None else ()
 
 
-def coverage(scope: Scope, *, question_id: int) -> dict[str, int]:
+class Coverage(TypedDict):
+    """Items in scope (``images``, the report contract's name) and how many have a final label."""
+
+    images: int
+    final_labels: int
+
+
+def coverage(scope: Scope, *, question_id: int) -> Coverage:
     """How many items are in scope and how many of them have a final label for the question."""
-    return scope.items().aggregate(
+    counts = scope.items().aggregate(
         images=Count("pk", distinct=True),
         final_labels=Count("final_labels", filter=Q(final_labels__question_id=question_id)),
     )
+    return Coverage(images=counts["images"], final_labels=counts["final_labels"])
 
 
 def pick_latest(rows: Iterable[Mapping[str, Any]]) -> dict[str, str]:

@@ -187,3 +187,28 @@ def test_a_gender_study_without_two_clear_answers_gets_a_clear_error(study):
     )
     with pytest.raises(CommandError, match="marks 1 choices as clear"):
         run("--study", study.slug)
+
+
+def test_json_keys_are_exactly_the_typed_contract(report_study):
+    """The TypedDicts in reports/analyses/gender/contract.py are the keys the command prints,
+    at every level, so the types mypy checks are the JSON scripts read."""
+    from typing import get_type_hints
+
+    from reports.analyses.gender import contract
+
+    def keys(typed: type) -> set[str]:
+        return set(get_type_hints(typed))
+
+    report = json.loads(run("--format", "json", "--study", "gender", "--bootstrap", "50"))
+    assert set(report) == keys(contract.GenderReport)
+    assert set(report["coverage"]) == keys(contract.Coverage)
+    assert set(report["agreement"]) == keys(contract.Agreement)
+    for human in report["human"].values():
+        assert set(human) == keys(contract.HumanModel)
+    for detector in report["detectors"].values():
+        assert set(detector) == keys(contract.Detector)
+        assert set(detector["filtering"]) == keys(contract.Filtering)
+        assert set(detector["accuracy"]) == keys(contract.Accuracy)
+        for per_model in detector["per_model"].values():
+            assert set(per_model) == keys(contract.DetectorModel)
+    assert report["detectors"], "the fixture has a detector, so every level was checked"

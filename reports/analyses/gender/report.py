@@ -24,6 +24,7 @@ import numpy as np
 from annotate.agreement import agreement_report
 from metrics import gender as metrics
 from reports import selectors as sel
+from reports.analyses.gender import contract
 from reports.analyses.gender import selectors as gsel
 from studies.models import Question
 
@@ -46,7 +47,7 @@ class GenderResult:
     prompt) -> prompt id, to link rows to their drill-down.
     """
 
-    report: dict[str, Any]
+    report: contract.GenderReport
     labels: tuple[tuple[str, str], ...]
     clear: tuple[str, str]
     prompt_counts: PromptCounts
@@ -89,7 +90,7 @@ def _human_model(
     *,
     bootstrap: int,
     seed: list[int],
-) -> dict[str, Any]:
+) -> contract.HumanModel:
     first, second = clear
     prompts = []
     scores: dict[int | None, float | None] = {}
@@ -131,7 +132,7 @@ def _human_model(
     }
 
 
-def _filtering_and_accuracy(table: np.ndarray) -> tuple[dict[str, Any], dict[str, Any]]:
+def _filtering_and_accuracy(table: np.ndarray) -> tuple[contract.Filtering, contract.Accuracy]:
     """Filtering (eqs. 4-5) and accuracy (eq. 6) from a summed joint table [human][detector]."""
     filtering = metrics.filtering_from_joint(table)
     accuracy = metrics.accuracy_from_joint(table)
@@ -158,7 +159,7 @@ def _filtering_and_accuracy(table: np.ndarray) -> tuple[dict[str, Any], dict[str
 
 def _detector_model(
     tables: dict[int | None, list[list[int]]], *, bootstrap: int, seed: list[int]
-) -> dict[str, Any]:
+) -> contract.DetectorModel:
     """One detector on one T2I model, against the human labels of the same images."""
     result = metrics.detector_vs_human(tables, n_resamples=bootstrap, seed=seed)
     return {
@@ -175,18 +176,18 @@ def _detector_model(
 
 def _detectors(
     rows: list[dict[str, Any]], versions: dict[str, str], *, bootstrap: int, seed: int
-) -> dict[str, Any]:
+) -> dict[str, contract.Detector]:
     grouped: dict[str, dict[str, dict[int | None, list[list[int]]]]] = defaultdict(lambda: defaultdict(dict))
     for row in rows:
         grouped[row["detector"]][row["t2i_model"]][row["prompt_id"]] = row["table"]
     pairs = [(key, model) for key in sorted(versions) for model in sorted(grouped.get(key, {}))]
 
-    def one(pair: tuple[str, str]) -> dict[str, Any]:
+    def one(pair: tuple[str, str]) -> contract.DetectorModel:
         key, model = pair
         return _detector_model(grouped[key][model], bootstrap=bootstrap, seed=_seed(seed, model, key))
 
     per_pair = dict(zip(pairs, _map_threads(one, pairs), strict=True))
-    report: dict[str, Any] = {}
+    report: dict[str, contract.Detector] = {}
     for key in sorted(versions):
         per_model = grouped.get(key, {})
         total = np.zeros((metrics.N_CLASSES, metrics.N_CLASSES), dtype=np.int64)
@@ -237,7 +238,7 @@ def compute(
         ),
         models,
     )
-    report = {
+    report: contract.GenderReport = {
         "coverage": sel.coverage(scope, question_id=question.pk),
         "agreement": {"cohen_kappa": agreement["cohen_kappa"], "n_images": agreement["n_images"]},
         "human": dict(zip(models, human, strict=True)),

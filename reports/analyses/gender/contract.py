@@ -1,0 +1,86 @@
+"""The shape of ``bias_report --format json`` for a gender study (Lyu et al. 2025), as types.
+
+The JSON keys are a contract (README, "The JSON contract"): scripts read them. Writing them down
+as TypedDicts lets mypy check that ``report.compute`` builds exactly these keys and that the
+pages and tables read only keys that exist. A figure that is undefined is ``None`` (JSON null),
+never 0. Prompt rows also carry one ``n_<label>`` count per label value, whose names depend on
+the study's question, so they stay plain dictionaries.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from reports.selectors import Coverage
+
+#: [low, high] of a 95 % interval, or None when the figure has none.
+Interval = list[float] | None
+
+
+class Agreement(TypedDict):
+    cohen_kappa: float | None
+    n_images: int
+
+
+class HumanModel(TypedDict):
+    """The human ground truth of one T2I model (the paper's equations 1-2 on final labels)."""
+
+    model_bias_score: float | None
+    ci95: Interval
+    categories: dict[str, float | None]
+    label_shares: dict[str, float | None]
+    n_images: int
+    n_prompts_scored: int
+    prompts: list[dict[str, Any]]
+
+
+class Filtering(TypedDict):
+    """Equations 4-5: the detector's filter against the human "low quality / other"."""
+
+    precision: float | None
+    recall: float | None
+    f1: float | None
+    filter_rate: float | None
+    tp: int
+    fp: int
+    fn: int
+    tn: int
+
+
+class Accuracy(TypedDict):
+    """Equation 6 on the images both call male or female."""
+
+    male: float | None
+    female: float | None
+    overall: float | None
+    n_male: int
+    n_female: int
+
+
+class DetectorModel(TypedDict):
+    """One detector on one T2I model, against the human labels of the same images."""
+
+    model_bias_score: float | None
+    pct_diff: float | None
+    prompt_bias_score_difference: float | None
+    ci95: Interval
+    model_bias_score_ci95: Interval
+    prompt_bias_score_difference_ci95: Interval
+    human_model_bias_score: float | None
+    n_images: int
+
+
+class Detector(TypedDict):
+    version: str
+    filtering: Filtering
+    accuracy: Accuracy
+    per_model: dict[str, DetectorModel]
+
+
+class GenderReport(TypedDict):
+    """The whole JSON object: ``human`` and each detector's ``per_model`` are keyed by T2I model."""
+
+    coverage: Coverage
+    agreement: Agreement
+    human: dict[str, HumanModel]
+    detectors: dict[str, Detector]
