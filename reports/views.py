@@ -166,7 +166,9 @@ class Filters:
 
     def cached(self, kind: str, compute: Callable[[], T], **key: Any) -> T:
         """``compute()`` cached under ``kind``, these filters (category included) and ``key``."""
-        return cached(self.fingerprint, kind, compute, **(self._report_key() | {"category": self.category}), **key)
+        return cached(
+            self.fingerprint, kind, compute, **(self._report_key() | {"category": self.category}), **key
+        )
 
     def result(self, *, bootstrap: int) -> Any:
         """The analysis's computation for these filters, cached; the category is part of its
