@@ -389,6 +389,18 @@ def _study_keys(study: Study) -> list[dict[str, Any]]:
     if not single:
         keys.append({"key": "Enter", "what": "Save the answers and go to the next item"})
     keys.append({"key": "z", "what": "Go back one item to change your answers"})
+    # The zoom keys (label.js) give way to a study's own answer keys: list only the free ones.
+    taken = {str(k["key"]).lower() for k in keys} | {
+        str(c.get("key", "")).lower() for q in questions for c in q.choices
+    }
+    zoom_keys = (
+        ("+", "Zoom in: fit → 100 % → 200 % (drag or Shift+arrows to look around)"),
+        ("-", "Zoom out"),
+        ("0", "Fit the image to the screen again"),
+    )
+    for key, what in zoom_keys:
+        if key not in taken:
+            keys.append({"key": key, "what": what})
     return keys
 
 

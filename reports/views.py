@@ -37,7 +37,15 @@ from django.urls import reverse
 
 from reports import render as renderers
 from reports import selectors as sel
-from reports.analyses import Analysis, AnalysisError, FilterNeeded, NoAnalysis, ReportPage, analysis_of
+from reports.analyses import (
+    Analysis,
+    AnalysisError,
+    FilterNeeded,
+    NoAnalysis,
+    ReportPage,
+    analysis_for,
+    analysis_of,
+)
 from reports.tables import UnknownTable
 from studies import permissions
 from studies.models import Study
@@ -146,19 +154,25 @@ class Filters:
         return safe_name("-".join(str(v) for v in self.params().values())) or "all"
 
     def _report_key(self) -> dict[str, Any]:
-        # What the analysis computes on: the category is applied by the pages, not the report.
+        # What the analysis computes on: the category only where the analysis applies it
+        # (``Analysis.category_applies``), so a report across categories is computed once.
+        category = self.category if self.study is not None and _applies_category(self.study) else None
         return {
             "study": self.study.pk if self.study else None,
             "t2i_model": self.t2i_model,
+            "category": category,
             "detector": self.detector,
         }
 
     def cached(self, kind: str, compute: Callable[[], T], **key: Any) -> T:
         """``compute()`` cached under ``kind``, these filters (category included) and ``key``."""
-        return cached(self.fingerprint, kind, compute, **self._report_key(), category=self.category, **key)
+        return cached(
+            self.fingerprint, kind, compute, **(self._report_key() | {"category": self.category}), **key
+        )
 
     def result(self, *, bootstrap: int) -> Any:
-        """The analysis's computation for these filters (category excluded), cached.
+        """The analysis's computation for these filters, cached; the category is part of its
+        scope (an analysis that reports across categories ignores it).
 
         Asked without intervals (``bootstrap=0``: heatmap, tables without intervals), it reuses
         a cached result with intervals when there is one: only the intervals differ, and those
@@ -173,13 +187,20 @@ class Filters:
 
         def compute() -> Any:
             return analysis.compute(
-                sel.Scope(self.scope.study, t2i_model=self.t2i_model),
+                sel.Scope(self.scope.study, t2i_model=self.t2i_model, category=scope["category"]),
                 detector=self.detector,
                 bootstrap=bootstrap,
                 seed=0,
             )
 
         return cached(self.fingerprint, "report", compute, **scope, bootstrap=bootstrap)
+
+
+def _applies_category(study: Study) -> bool:
+    try:
+        return analysis_for(study.protocol).category_applies
+    except NoAnalysis:
+        return False
 
 
 def parse_filters(request: HttpRequest, *, study: Study | None = None) -> Filters:

@@ -58,7 +58,8 @@ class ReportPage(Protocol):
     def detector(self) -> str | None: ...
 
     def result(self, *, bootstrap: int) -> Any:
-        """``analysis.compute`` for this page's study, T2I model and detector, cached."""
+        """``analysis.compute`` for this page's study, T2I model, category (where the analysis
+        applies it) and detector, cached."""
 
     def cached(self, kind: str, compute: Callable[[], T], **key: Any) -> T:
         """``compute()``, cached under ``kind`` and ``key`` besides the page's filters."""
@@ -82,6 +83,9 @@ class Analysis:
     - ``export(result, fmt)`` is ``manage.py bias_report --format csv|md``.
     - ``pages`` names the extra dashboard pages the analysis has (URL names under
       ``reports:``); the others answer 404 for its studies.
+    - ``category_applies``: ``compute`` honours the scope's prompt category, so every table and
+      chart of the page is of that category (the dashboard caches per category). False: the
+      report is across categories by definition (its template says so when one is chosen).
     """
 
     protocol: ClassVar[str]
@@ -90,6 +94,7 @@ class Analysis:
     table_keys: ClassVar[tuple[str, ...]] = ()
     chart_keys: ClassVar[tuple[str, ...]] = ()
     pages: ClassVar[frozenset[str]] = frozenset()
+    category_applies: ClassVar[bool] = False
 
     def check(self, study: Study) -> None:
         """Raise AnalysisError when ``study`` cannot be analysed; nothing otherwise."""

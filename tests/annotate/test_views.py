@@ -858,3 +858,63 @@ def test_server_timing_header_is_absent_unless_switched_on(client_for, annotator
     response = client_for(annotator_a).get(_label_url(items[0].study))
     assert response.status_code == 200
     assert "Server-Timing" not in response
+
+
+# --- zoom on the labeling and review screens (label.js drives it; tests/browser/test_zoom.py) ---
+
+
+def _zoom_bar(html: str) -> str:
+    match = re.search(r'<div class="zoom-bar".*?</div>', html, re.S)
+    assert match, "no zoom controls on the screen"
+    return match.group(0)
+
+
+def test_the_label_screen_renders_the_zoom_controls_and_a_frame_around_the_image(
+    client_for, annotator_a, items
+):
+    html = _html(client_for(annotator_a).get(_label_url(items[0].study)))
+    bar = _zoom_bar(html)
+    for control in ('data-zoom-step="-1"', 'data-zoom-step="1"', "data-zoom-fit", "data-zoom-cycle"):
+        assert control in bar
+    assert "<span data-zoom-state>Fit</span>" in bar
+    assert 'id="label-region" data-zoom-root' in html
+    assert re.search(r'<div class="zoom-viewport" data-zoom-viewport><img id="current-image"', html)
+    keys = re.search(r'<details id="guidelines".*?</details>', html, re.S).group(0)
+    for key in ("+", "-", "0"):
+        assert f"<kbd>{key}</kbd>" in keys
+    assert "Zoom in" in keys
+
+
+def test_a_pair_gets_one_zoom_bar_and_a_frame_around_each_image(client_for, annotator_a, pair_study):
+    study, _pairs = pair_study
+    html = _html(client_for(annotator_a).get(_label_url(study)))
+    assert html.count('class="zoom-bar"') == 1
+    assert html.count("data-zoom-viewport><img") == 2
+
+
+def test_a_study_key_that_is_a_zoom_key_wins_and_the_zoom_key_is_not_listed(client_for, annotator_a, study):
+    Question.objects.filter(study=study, key="gender").update(
+        choices=[
+            {"value": "yes", "name": "Somebody", "key": "0", "clear": True},
+            {"value": "no", "name": "Nobody", "key": "n", "clear": True},
+        ],
+    )
+    ItemFactory(prompt=PromptFactory(study=study))
+    html = _html(client_for(annotator_a).get(_label_url(study)))
+    keys = re.search(r'<details id="guidelines".*?</details>', html, re.S).group(0)
+    assert "Fit the image" not in keys  # 0 answers "Somebody" here
+    assert "Zoom in" in keys
+    assert 'data-key="0"' in html
+
+
+def test_the_dispute_and_item_screens_render_the_zoom_controls(client_for, researcher, disputed):
+    client = client_for(researcher)
+    for url in (
+        reverse("annotate:dispute", args=[disputed[0].pk]),
+        reverse("annotate:image", args=[disputed[0].pk]),
+    ):
+        html = _html(client.get(url))
+        _zoom_bar(html)
+        assert 'class="review-media" data-zoom-root' in html
+        assert "data-zoom-viewport><img" in html
+        assert "annotate/label.js" in html

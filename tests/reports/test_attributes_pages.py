@@ -16,6 +16,7 @@ from reports.analyses import analysis_of
 from reports.analyses.attributes import charts, tables
 from reports.selectors import Scope
 from reports.tables import NO_VALUE
+from studies.models import Study
 from tests.factories import PredictionFactory, StudyFactory, image_of
 from tests.reports import attributes_data as data
 
@@ -334,3 +335,11 @@ def test_a_full_fifteen_question_study_renders(db, rita):
     assert (
         rita.get(reverse("reports:attribute", args=["hat", "neutral"]), {"study": "full"}).status_code == 200
     )
+
+
+def test_a_category_filter_is_labelled_as_not_applying_to_the_report(fx, rita):
+    """The GEP report's settings are its own columns, so it is by definition across
+    categories: the page says so rather than silently showing every category."""
+    category = Study.objects.get(slug="gep").prompts.order_by("id").first().category
+    html = rita.get(reverse("reports:overview"), {"study": "gep", "category": category}).content.decode()
+    assert "the category filter does not apply to it" in html

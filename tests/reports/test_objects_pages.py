@@ -204,3 +204,11 @@ def test_other_studies_have_no_class_page(rita, study):
 
     StudyFactory(slug="gender")
     assert rita.get(reverse("reports:object_class", args=["tie"]) + "?study=gender").status_code == 404
+
+
+def test_a_category_filter_is_labelled_as_not_applying_to_the_report(study, rita):
+    """The report pairs images across templates (its prompt categories), so it is by definition
+    across categories: the page says so rather than silently showing every category."""
+    category = study.prompts.order_by("id").first().category
+    html = _html(rita.get(reverse("reports:overview"), {"study": "cooccur", "category": category}))
+    assert "the category filter does not apply to it" in html

@@ -57,6 +57,9 @@ class GenderAnalysis(Analysis):
     table_keys: ClassVar[tuple[str, ...]] = gtables.TABLE_KEYS
     chart_keys: ClassVar[tuple[str, ...]] = ("model_bias", "heatmap", "histogram")
     pages: ClassVar[frozenset[str]] = frozenset({"heatmap", "prompt", "detector"})
+    # Every number of the report is a mean over prompts or a count over images, so a category is
+    # a report of its own: the dashboard's category filter narrows every table and chart.
+    category_applies: ClassVar[bool] = True
 
     def check(self, study: Study) -> None:
         gender_question(study)
@@ -85,11 +88,13 @@ class GenderAnalysis(Analysis):
           are resampled within prompts (``bootstrap`` replicates, seeded by ``seed``); 0 turns
           intervals off (null).
         - Ratios are fractions in [0, 1]; anything undefined is None (JSON null), never 0.
-        - The category of ``scope`` is not applied: the report covers every category.
+        - The category of ``scope``, when given, narrows everything (coverage, agreement,
+          human and detector scores) to the items of its prompts; the detector versions
+          reported stay those of the whole study (a category does not change which run counts).
         """
         question = gender_question(scope.study)
         return gender_report.compute(
-            Scope(scope.study, t2i_model=scope.t2i_model),
+            scope,
             question=question,
             detector=detector,
             bootstrap=bootstrap,

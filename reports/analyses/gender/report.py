@@ -220,8 +220,8 @@ def compute(
     bootstrap: int = 1000,
     seed: int = 0,
 ) -> GenderResult:
-    """The gender report of the items in scope (``scope.category`` is not applied: the report
-    covers every category; pages narrow their own tables). See ``GenderAnalysis.build``."""
+    """The gender report of the items in scope (study, T2I model and, when given, prompt
+    category). See ``GenderAnalysis.compute``."""
     clear = metrics.check_clear_values(question.clear_values)
     rows = gsel.human_prompt_counts(scope, question=question)
     labels = label_order(question, (value for row in rows for value in row["counts"]))
@@ -229,8 +229,18 @@ def compute(
     by_model: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         by_model[row["t2i_model"]].append(row)
-    agreement = agreement_report(study=scope.study, question=question, t2i_model=scope.t2i_model)
-    versions, joint = gsel.detector_joint_counts(scope, question=question, clear=clear, detector=detector)
+    agreement = agreement_report(
+        study=scope.study, question=question, t2i_model=scope.t2i_model, category=scope.category
+    )
+    # Detector versions are picked over the whole study (a category must not bring back an
+    # older run), then the counts are narrowed to the category's prompts: every item counted
+    # has a final label, so the prompts of ``rows`` are all the prompts that can count.
+    versions, joint = gsel.detector_joint_counts(
+        scope.narrowed(category=None), question=question, clear=clear, detector=detector
+    )
+    if scope.category:
+        in_category = {row["prompt_id"] for row in rows}
+        joint = [row for row in joint if row["prompt_id"] in in_category]
     models = sorted(by_model)
     human = _map_threads(
         lambda model: _human_model(

@@ -1,0 +1,88 @@
+"""``bin/demo`` (issue 9, point 18): the demo logins are the last thing printed before the server
+starts, so the detector's output cannot scroll them away; ``BIASLAB_ADDR`` chooses where it
+serves, the hints print that address, and the README documents the variable.
+
+The script runs for real, in a copy of the repository's layout where ``bin/setup`` and
+``.venv/bin/python`` are stand-ins that record what they were asked and print what the real
+commands print (a few lines of logins, a long detector log, the server's banner).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+
+LOGINS = "demo-annotator-1 / demo-pass-1\ndemo-researcher / demo-pass-3"
+FAKE_PYTHON = f"""#!/usr/bin/env bash
+# A stand-in for .venv/bin/python manage.py …: prints what the real command would.
+case "$2" in
+  seed_demo) printf '%s\\n' "{LOGINS}" "Open http://$BIASLAB_ADDR/" ;;
+  run_detectors) for i in $(seq 1 300); do echo "face_gender batch $i"; done ;;
+  runserver) echo "SERVER STARTS ON $3" ;;
+  *) : ;;
+esac
+"""
+
+
+def _executable(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+@pytest.fixture
+def demo_copy(tmp_path: Path) -> Path:
+    shutil.copy(Path(settings.BASE_DIR) / "bin" / "demo", tmp_path / "demo")
+    (tmp_path / "bin").mkdir()
+    shutil.move(tmp_path / "demo", tmp_path / "bin" / "demo")
+    _executable(tmp_path / "bin" / "setup", "#!/usr/bin/env bash\n:\n")
+    _executable(tmp_path / ".venv" / "bin" / "python", FAKE_PYTHON)
+    return tmp_path
+
+
+def _run(root: Path, **env: str) -> list[str]:
+    environ = {k: v for k, v in os.environ.items() if k != "BIASLAB_ADDR"} | env
+    result = subprocess.run(
+        ["bash", str(root / "bin" / "demo")], capture_output=True, text=True, env=environ, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def test_the_logins_are_printed_again_right_before_the_server_starts(demo_copy):
+    lines = _run(demo_copy)
+    server = next(i for i, line in enumerate(lines) if line.startswith("SERVER STARTS"))
+    last_detector_line = max(i for i, line in enumerate(lines) if line.startswith("face_gender batch"))
+    after_detectors = "\n".join(lines[last_detector_line + 1 : server])
+    assert LOGINS in after_detectors  # visible on the screen when the server starts
+    assert server - last_detector_line < 10
+    assert lines[server] == "SERVER STARTS ON 127.0.0.1:8000"
+
+
+def test_biaslab_addr_chooses_where_the_demo_serves_and_what_it_prints(demo_copy):
+    lines = _run(demo_copy, BIASLAB_ADDR="0.0.0.0:8123")
+    assert lines[-1] == "SERVER STARTS ON 0.0.0.0:8123"
+    assert any("http://0.0.0.0:8123/" in line for line in lines[-6:])
+
+
+@pytest.mark.django_db
+def test_seed_demo_prints_the_address_from_biaslab_addr(monkeypatch):
+    monkeypatch.setenv("BIASLAB_ADDR", "192.0.2.7:9000")
+    out = io.StringIO()
+    call_command("seed_demo", stdout=out)
+    assert "http://192.0.2.7:9000/" in out.getvalue()
+
+
+def test_the_readme_documents_biaslab_addr_with_its_default():
+    readme = (Path(settings.BASE_DIR) / "README.md").read_text(encoding="utf-8")
+    row = next((line for line in readme.splitlines() if line.startswith("| `BIASLAB_ADDR`")), "")
+    assert "127.0.0.1:8000" in row
+    assert "bin/demo" in row
