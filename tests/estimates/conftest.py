@@ -53,11 +53,12 @@ def _truth(model_index: int, prompt_index: int, i: int) -> str:
 
 
 def _verdict(truth: str, i: int) -> str:
-    # The detector is right most of the time, filters low quality, and errs on every 5th image.
+    # The detector filters low quality and is right on women, but calls every fourth man a
+    # woman: a biased error, so its score differs from the humans'.
     if truth not in ("male", "female"):
         return "filtered"
-    if i % 5 == 4:
-        return "female" if truth == "male" else "male"
+    if truth == "male" and i % 4 == 3:
+        return "female"
     return truth
 
 
