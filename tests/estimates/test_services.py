@@ -165,3 +165,16 @@ def test_a_new_detector_version_starts_a_new_series_of_rounds(sampled_study):
     labelled = set(first.round_items.filter(selected=True).values_list("item_id", flat=True))
     pis = dict(second.round_items.values_list("item_id", "pi"))
     assert all(pis[i] == 1.0 for i in labelled)
+
+
+def test_an_item_in_a_round_cannot_be_deleted_alone_but_the_study_can(sampled_study):
+    from django.db.models import RestrictedError
+
+    _create(sampled_study)
+    item = sampled_study.items[0]
+    with pytest.raises(RestrictedError), transaction.atomic():
+        item.delete()
+    assert Item.objects.filter(pk=item.pk).exists()
+    Study.objects.filter(pk=sampled_study.study.pk).delete()
+    assert not SamplingRound.objects.exists()
+    assert not RoundItem.objects.exists()
