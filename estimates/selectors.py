@@ -39,6 +39,9 @@ GENDER_QUESTION = "gender"
 #: The estimate's detector output codes: the verdict, with a failed or missing prediction as
 #: its own code (it is (0, 0) like "filtered", but the detector's errors may differ).
 OUTPUT_CODES = {"male": 0, "female": 1, "filtered": 2, "failed": 3, "missing": 3}
+#: Bootstrap replicates of the earlier rounds' points of the width history (a plot needs less
+#: precision than the reported interval; the last point is the reported estimate itself).
+HISTORY_BOOT = 200
 #: Pending images listed by name per round (the count is always complete).
 PENDING_LISTED = 20
 
@@ -398,8 +401,8 @@ def bias_estimate(
     ``version`` (default: the version run last) and the complete rounds of that version.
 
     ``history`` adds, per model, the interval widths after each complete round (one estimate
-    per round: for the page's plot). Raises LookupError when the detector has no gender
-    predictions in the study."""
+    per round, with at most ``HISTORY_BOOT`` replicates before the last: for the page's plot).
+    Raises LookupError when the detector has no gender predictions in the study."""
     version = version or detector_version(study, detector)
     if version is None:
         raise LookupError(f"detector '{detector}' has no gender predictions in study '{study.slug}'")
@@ -471,7 +474,7 @@ def bias_estimate(
                         part.xi,
                         part.pi,
                         detector_outputs=part.outputs,
-                        n_boot=n_boot,
+                        n_boot=min(n_boot, HISTORY_BOOT),
                         seed=seed,
                     )
                 points.append(
