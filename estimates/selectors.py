@@ -417,6 +417,17 @@ def bias_estimate(
             f"{frame.not_in_frame} item(s) were added to the study after round {frame.rounds[0].round.number} "
             "and are not in this estimate (the rounds' π describe the items that existed then)."
         )
+    older = (
+        SamplingRound.objects.filter(study=study, detector=detector)
+        .exclude(detector_version=version)
+        .values_list("number", "detector_version")
+    )
+    if older:
+        listed = ", ".join(f"{number} ({v})" for number, v in older)
+        extra.append(
+            f"Round(s) {listed} were drawn for another version of {detector} and are not combined with "
+            f"version {version}; a round drawn for {version} takes the labels they gave with certainty."
+        )
     pending_items = {i for state in frame.pending for i in state.pending}
     models = []
     for model in sorted(by_model):

@@ -178,3 +178,14 @@ def test_an_item_in_a_round_cannot_be_deleted_alone_but_the_study_can(sampled_st
     Study.objects.filter(pk=sampled_study.study.pk).delete()
     assert not SamplingRound.objects.exists()
     assert not RoundItem.objects.exists()
+
+
+def test_the_estimate_says_when_rounds_belong_to_another_version(sampled_study):
+    first = _create(sampled_study, budget=6, seed=5)
+    sampled_study.finish(first)
+    for item in sampled_study.items:
+        predict(item, "fake", "2", "male")
+    estimate = sel.bias_estimate(sampled_study.study, "fake", n_boot=0)
+    assert estimate.version == "2"
+    assert estimate.rounds_used == ()
+    assert any("Round(s) 1 (1) were drawn for another version" in w for w in estimate.models[0].warnings)
