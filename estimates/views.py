@@ -108,9 +108,32 @@ def _context(filters: Filters, form: LabelMoreForm, detector: str | None) -> dic
         "table": summary_table(estimate),
         "chart_src": data_uri(svg) if svg else None,
         "pending": estimate.pending_json(),
+        "prompt_tables": _prompt_tables(estimate),
         "warnings": sorted({w for m in estimate.models for w in m.warnings}),
     }
     return context
+
+
+def _prompt_tables(estimate: sel.StudyEstimate) -> list[dict[str, Any]]:
+    """Per T2I model, its prompts' estimates with intervals, most male first (no score last)."""
+    tables = []
+    for model in estimate.models:
+        if model.estimate is None:
+            continue
+        rows: list[dict[str, Any]] = [
+            {
+                "prompt": model.prompt_names[int(str(key))],
+                "estimate": p.estimate,
+                "ci95": p.ci95,
+                "n_images": p.n_images,
+                "n_labelled": p.n_labelled,
+                "warning": p.warning or "",
+            }
+            for key, p in model.estimate.prompts.items()
+        ]
+        rows.sort(key=lambda r: (r["estimate"] is None, -(r["estimate"] or 0.0), r["prompt"]))
+        tables.append({"t2i_model": model.t2i_model, "rows": rows})
+    return tables
 
 
 @researcher_only

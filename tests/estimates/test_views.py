@@ -101,6 +101,14 @@ def test_a_pending_round_is_announced_and_a_finished_one_plotted(sampled_study, 
     assert "Round 1 is pending" not in text
     assert 'src="data:image/svg+xml;base64,' in text
     assert response.context["estimate"].models[0].history[0].labels > 0
+    tables = response.context["prompt_tables"]
+    assert [t["t2i_model"] for t in tables] == ["sd3", "sdxl"]
+    assert {r["prompt"] for r in tables[0]["rows"]} == {
+        "a photo of a doctor",
+        "a photo of a nurse",
+        "a photo of a teacher",
+    }
+    assert "Prompt scores of sdxl (3 prompts)" in text
 
 
 def test_an_htmx_get_renders_only_the_results(sampled_study, client_for, researcher):
