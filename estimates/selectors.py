@@ -313,11 +313,8 @@ class ModelEstimate:
                 "warnings": list(self.warnings),
             }
         else:
+            # The estimator ran on prompt names (see ``bias_estimate``): its keys are the names.
             body = self.estimate.as_json()
-            body["prompts"] = {
-                self.prompt_names[int(str(key))]: value
-                for key, value in zip(self.estimate.prompts, body["prompts"].values(), strict=True)
-            }
             body["warnings"] = list(self.warnings) + body["warnings"]
         body["pending"] = pending
         return body
@@ -462,8 +459,10 @@ def bias_estimate(
             )
             continue
         data = arrays(items, usable)
+        # Prompts by name, so the estimator's keys and warnings speak the researcher's words.
+        named = np.array([names[i.prompt_id if i.prompt_id is not None else -1] for i in items], dtype=object)
         result = ppi.estimate_model_bias(
-            data.prompt_ids,
+            named,
             data.f,
             data.y,
             data.xi,
@@ -479,7 +478,7 @@ def bias_estimate(
                 if k < len(usable):
                     part = arrays(items, usable[:k])
                     partial = ppi.estimate_model_bias(
-                        part.prompt_ids,
+                        named,
                         part.f,
                         part.y,
                         part.xi,

@@ -122,7 +122,7 @@ def _prompt_tables(estimate: sel.StudyEstimate) -> list[dict[str, Any]]:
             continue
         rows: list[dict[str, Any]] = [
             {
-                "prompt": model.prompt_names[int(str(key))],
+                "prompt": str(key),
                 "estimate": p.estimate,
                 "ci95": p.ci95,
                 "n_images": p.n_images,
