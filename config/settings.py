@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "annotate",
     "detectors",
     "reports",
+    "estimates",
 ]
 
 MIDDLEWARE = [

@@ -17,6 +17,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("annotate/", include("annotate.urls")),
     path("detectors/", include("detectors.urls")),
+    path("reports/estimate/", include("estimates.urls")),
     path("reports/", include("reports.urls")),
     path("api/", include("accounts.api_urls")),
     path("api/", include("annotate.api_urls")),

@@ -1,0 +1,58 @@
+"""Draw a sampling round: the images people label next so that a detector's scores can be
+corrected into an unbiased estimate of the human-truth bias score (issue 13).
+
+    python manage.py sample_for_labeling --study S --detector D --budget N
+        [--design uniform|active] [--seed K]
+
+Every item gets its inclusion probability π (stored with the round before the draw, never
+changed), a Bernoulli draw selects about N of the images without a final label, and those go
+first into the labelling queue. ``active`` needs a finished earlier round of the same detector
+version. Thin wrapper around ``estimates.services.sampling_round_create``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from estimates.management.commands._common import study_by_slug
+from estimates.models import Design
+from estimates.services import SamplingError, sampling_round_create
+
+
+class Command(BaseCommand):
+    help = "Draw the next sampling round of a gender study for a detector and queue its images first."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--study", required=True, help="Study slug (a gender study).")
+        parser.add_argument("--detector", required=True, help="Detector key whose predictions set π.")
+        parser.add_argument("--budget", required=True, type=int, help="Labels to spend: the sum of π.")
+        parser.add_argument(
+            "--design",
+            default=Design.UNIFORM.value,
+            choices=Design.values,
+            help="uniform (default) or active (needs an earlier finished round).",
+        )
+        parser.add_argument(
+            "--seed", type=int, default=None, help="Seed of the draw (default: random, stored)."
+        )
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        study = study_by_slug(opts["study"])
+        try:
+            sampling_round = sampling_round_create(
+                study=study,
+                detector=opts["detector"],
+                budget=opts["budget"],
+                design=opts["design"],
+                seed=opts["seed"],
+            )
+        except SamplingError as error:
+            raise CommandError(f"--{error.field}: {error.message}") from None
+        queued = sampling_round.round_items.filter(selected=True, item__queue=2).count()
+        self.stdout.write(
+            f"Round {sampling_round.number} of '{study.slug}' ({sampling_round.detector}@"
+            f"{sampling_round.detector_version}, {sampling_round.design}, seed {sampling_round.seed}): "
+            f"selected {sampling_round.n_selected} image(s); {queued} queued first for labelling."
+        )

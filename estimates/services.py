@@ -1,0 +1,157 @@
+"""Writes of the estimates app: drawing a sampling round (issue 13).
+
+``sampling_round_create`` is the only writer of ``SamplingRound`` and ``RoundItem``. In one
+transaction it checks the request, computes π for every item of the series' frame, stores π,
+draws the Bernoulli sample with the seed, stores which items it selected, and queues the
+selected items first for labelling (``Item.queue = 2``, ``Study.priority_queue``), where
+``annotate.services`` hands them out before the rest.
+
+π per item of the frame (the items of the study when the detector version's first round was
+drawn), fixed before the draw:
+
+* 0 for items drawn in an earlier round of the same detector version (their label is known to
+  the estimate through that round);
+* 1 for items not drawn before whose final label exists already (from ordinary labelling or a
+  round of another detector version): including them with certainty costs no label and uses
+  what people did, without assuming those labels were random;
+* for the rest — the *unlabelled pool* — ``metrics.ppi``'s uniform or active design, summing to
+  the budget.
+
+The draw itself is ``metrics.ppi.draw_bernoulli`` over the frame in item-id order, so the same
+frame, π and seed give the same selection.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import numpy as np
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from estimates import selectors as sel
+from estimates.models import Design, RoundItem, SamplingRound
+from metrics import ppi
+from studies.models import Item, Protocol, Study
+
+#: The largest seed drawn when none is given (fits a BigIntegerField and numpy's seeding).
+MAX_SEED = 2**31 - 1
+
+
+class SamplingError(ValueError):
+    """A round cannot be drawn as asked. ``field`` names the input to change."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@transaction.atomic
+def sampling_round_create(
+    *,
+    study: Study,
+    detector: str,
+    budget: int,
+    design: str = Design.UNIFORM,
+    seed: int | None = None,
+    user: User | None = None,
+) -> SamplingRound:
+    """Draw the next sampling round of ``study`` for ``detector`` (at the version it was run
+    last) with ``budget`` expected labels; see the module docstring for π.
+
+    Raises SamplingError (with the field) for a study that is not a gender study, a budget
+    <= 0 or larger than the unlabelled pool, an unknown design, a detector without gender
+    predictions in the study, an earlier round of this version whose images still wait for
+    final labels, and an active design without an earlier round to learn from."""
+    if study.protocol != Protocol.GENDER:
+        raise SamplingError(
+            "study",
+            f"'{study.slug}' is a {study.get_protocol_display()} study; sampling rounds estimate the "
+            "gender bias score and need a gender study",
+        )
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
+        raise SamplingError("budget", f"must be a whole number of labels >= 1, not {budget!r}")
+    if design not in Design.values:
+        raise SamplingError("design", f"must be one of {', '.join(Design.values)}, not {design!r}")
+    if seed is not None and (
+        isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED
+    ):
+        raise SamplingError("seed", f"must be a whole number from 0 to {MAX_SEED}, not {seed!r}")
+    # One round at a time per study: numbering and "not drawn before" read a stable state.
+    study = Study.objects.select_for_update().get(pk=study.pk)
+    version = sel.detector_version(study, detector)
+    if version is None:
+        known = ", ".join(sel.detectors_with_predictions(study)) or "none yet"
+        raise SamplingError(
+            "detector",
+            f"'{detector}' has no gender predictions in study '{study.slug}' (run run_detectors "
+            f"first; detectors with predictions: {known})",
+        )
+    frame = sel.sampling_frame(study, detector, version)
+    for state in frame.rounds:
+        if state.pending:
+            raise SamplingError(
+                "budget",
+                f"round {state.round.number} ({detector}@{version}) still has {len(state.pending)} "
+                "selected image(s) without a final label; finish labelling it before drawing another",
+            )
+    items = frame.items
+    n = len(items)
+    drawn_before = set().union(*(state.selected for state in frame.rounds)) if frame.rounds else set()
+    pool = np.array([i.item_id not in drawn_before and i.human is None for i in items], dtype=bool)
+    certain = np.array([i.item_id not in drawn_before and i.human is not None for i in items], dtype=bool)
+    n_pool = int(pool.sum())
+    if budget > n_pool:
+        raise SamplingError(
+            "budget",
+            f"{budget} is more than the {n_pool} image(s) without a final label that no earlier round "
+            f"of {detector}@{version} drew",
+        )
+    data = sel.arrays(items, frame.rounds)
+    if design == Design.ACTIVE:
+        if not frame.rounds:
+            raise SamplingError(
+                "design",
+                f"active needs the labels of an earlier round of {detector}@{version} to learn where the "
+                "detector errs; draw the first round with design uniform",
+            )
+        # Prompts are counted per T2I model: the estimate is.
+        prompt_keys = np.array([f"{i.t2i_model}\x1f{i.prompt_id}" for i in items])
+        model = ppi.fit_covariance_model(
+            prompt_keys, data.f, data.y, data.xi, data.pi, detector_outputs=data.outputs
+        )
+        pi = ppi.inclusion_probabilities_active(data.outputs, prompt_keys, model, budget, eligible=pool)
+    else:
+        pi = ppi.inclusion_probabilities_uniform(n, budget, eligible=pool)
+    pi[certain] = 1.0
+    if seed is None:
+        seed = secrets.randbelow(MAX_SEED + 1)
+    selected = ppi.draw_bernoulli(pi, seed)
+    number = (
+        SamplingRound.objects.filter(study=study).order_by("-number").values_list("number", flat=True).first()
+        or 0
+    ) + 1
+    sampling_round = SamplingRound.objects.create(
+        study=study,
+        number=number,
+        detector=detector,
+        detector_version=version,
+        design=design,
+        seed=seed,
+        budget=budget,
+        n_selected=int(selected.sum()),
+        created_by=user if user is not None and user.is_authenticated else None,
+    )
+    RoundItem.objects.bulk_create(
+        [
+            RoundItem(round=sampling_round, item_id=item.item_id, pi=float(p), selected=bool(s))
+            for item, p, s in zip(items, pi, selected, strict=True)
+        ],
+        batch_size=2000,
+    )
+    to_label = [item.item_id for item, s, in_pool in zip(items, selected, pool, strict=True) if s and in_pool]
+    if to_label:
+        Item.objects.filter(pk__in=to_label).update(queue=2)
+        Study.objects.filter(pk=study.pk).update(priority_queue=True)
+    return sampling_round

@@ -1,0 +1,176 @@
+"""The estimate page of a gender study's report: the prediction-powered bias score per T2I model
+with its interval beside the detector's and the human-only one, the interval width round by
+round, the rounds drawn, and the "label N more" form that draws the next round.
+
+Researchers (and admins) only, for every method: others get 403, anonymous users the login
+page. GET and HEAD show the page; POST draws a round through
+``estimates.services.sampling_round_create`` (CSRF-checked by the middleware). htmx requests
+get the ``results`` partial (GET) or the ``label_more`` partial (a POST with errors); a POST
+that drew a round redirects, so a reload never draws twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django_htmx.http import HttpResponseClientRedirect
+
+from estimates import selectors as sel
+from estimates.charts import data_uri, width_chart_svg
+from estimates.forms import LabelMoreForm
+from estimates.services import SamplingError, sampling_round_create
+from estimates.summary import summary_table
+from reports.analyses import AnalysisError, NoAnalysis, analysis_of
+from reports.views import BadFilter, Filters, bad_filter, base_context, cached, parse_filters
+from studies import permissions
+from studies.models import Protocol
+from studies.typing import HtmxHttpRequest
+
+View = Callable[..., HttpResponse]
+TEMPLATE = "estimates/estimate.html"
+#: Bootstrap replicates of the page's intervals (the command's default too).
+BOOTSTRAP = 1000
+METHODS = ("GET", "HEAD", "POST")
+
+
+def researcher_only(view: View) -> View:
+    """Anonymous users go to the login page; logged-in users without the researcher (or admin)
+    role get 403 whatever the method; methods other than GET, HEAD and POST get 405."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        if not permissions.is_researcher(request.user):
+            raise PermissionDenied("Estimates are for researchers.")
+        if request.method not in METHODS:
+            return HttpResponseNotAllowed(METHODS)
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def _detector(filters: Filters) -> str | None:
+    """The detector shown: the filter's, else the one of the study's latest round, else the
+    first with gender predictions."""
+    assert filters.study is not None
+    if filters.detector:
+        return filters.detector
+    latest = sel.rounds_of_study(filters.study)
+    if latest:
+        return latest[0].detector
+    known = sel.detectors_with_predictions(filters.study)
+    return known[0] if known else None
+
+
+def _estimate(filters: Filters, detector: str) -> sel.StudyEstimate:
+    """The estimate with its round-by-round history, cached under the data fingerprint and the
+    study's rounds (a new round or a new label shows on the next request)."""
+    assert filters.study is not None
+    study = filters.study
+    rounds_key = tuple(r.pk for r in sel.rounds_of_study(study))
+    return cached(
+        filters.fingerprint,
+        "bias_estimate",
+        lambda: sel.bias_estimate(study, detector, n_boot=BOOTSTRAP, history=True),
+        study=study.pk,
+        detector=detector,
+        rounds=rounds_key,
+    )
+
+
+def _context(filters: Filters, form: LabelMoreForm, detector: str | None) -> dict[str, Any]:
+    assert filters.study is not None
+    try:
+        analysis = analysis_of(filters.study)
+    except (NoAnalysis, AnalysisError):
+        analysis = None
+    context = base_context(filters, "estimate", analysis) | {
+        "study": filters.study,
+        "detector": detector,
+        "form": form,
+        "rounds": sel.rounds_of_study(filters.study),
+        "action": reverse("estimates:page") + (f"?{filters.query()}" if filters.query() else ""),
+    }
+    if detector is None:
+        return context
+    estimate = _estimate(filters, detector)
+    svg = width_chart_svg(estimate.models)
+    context |= {
+        "estimate": estimate,
+        "table": summary_table(estimate),
+        "chart_src": data_uri(svg) if svg else None,
+        "pending": estimate.pending_json(),
+        "prompt_tables": _prompt_tables(estimate),
+        "warnings": sorted({w for m in estimate.models for w in m.warnings}),
+    }
+    return context
+
+
+def _prompt_tables(estimate: sel.StudyEstimate) -> list[dict[str, Any]]:
+    """Per T2I model, its prompts' estimates with intervals, most male first (no score last)."""
+    tables = []
+    for model in estimate.models:
+        if model.estimate is None:
+            continue
+        rows: list[dict[str, Any]] = [
+            {
+                "prompt": str(key),
+                "estimate": p.estimate,
+                "ci95": p.ci95,
+                "n_images": p.n_images,
+                "n_labelled": p.n_labelled,
+                "warning": p.warning or "",
+            }
+            for key, p in model.estimate.prompts.items()
+        ]
+        rows.sort(key=lambda r: (r["estimate"] is None, -(r["estimate"] or 0.0), r["prompt"]))
+        tables.append({"t2i_model": model.t2i_model, "rows": rows})
+    return tables
+
+
+@researcher_only
+def estimate_page(request: HtmxHttpRequest) -> HttpResponse:
+    try:
+        filters = parse_filters(request)
+    except BadFilter as error:
+        return bad_filter(error)
+    if filters.study is None:
+        return bad_filter(BadFilter("Choose a study (?study=...)."))
+    if filters.study.protocol != Protocol.GENDER:
+        raise Http404("Estimates from sampled labels exist for gender studies.")
+    detector = _detector(filters)
+    if request.method == "POST":
+        form = LabelMoreForm(request.POST)
+        if form.is_valid() and detector is None:
+            form.add_error(None, "No detector has gender predictions in this study: run run_detectors first.")
+        if form.is_valid() and detector is not None:
+            try:
+                sampling_round_create(
+                    study=filters.study,
+                    detector=detector,
+                    budget=form.cleaned_data["budget"],
+                    design=form.cleaned_data["design"],
+                    user=request.user,  # type: ignore[arg-type]  # researcher_only: a User
+                )
+            except SamplingError as error:
+                form.add_error(error.field if error.field in form.fields else None, error.message)
+            else:
+                target = reverse("estimates:page") + f"?{filters.query(detector=detector)}"
+                if request.htmx:
+                    return HttpResponseClientRedirect(target)
+                return redirect(target, permanent=False)
+        if request.htmx:
+            context = {"form": form, "detector": detector, "action": request.get_full_path()}
+            return render(request, f"{TEMPLATE}#label_more", context)
+        return render(request, TEMPLATE, _context(filters, form, detector), status=400)
+    form = LabelMoreForm()
+    name = f"{TEMPLATE}#results" if request.htmx else TEMPLATE
+    return render(request, name, _context(filters, form, detector))

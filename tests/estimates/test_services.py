@@ -1,0 +1,191 @@
+"""sampling_round_create: π stored before the draw, the draw, its checks, the labelling queue."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from django.db import IntegrityError, transaction
+
+from annotate import services as annotate_services
+from estimates import selectors as sel
+from estimates.models import RoundItem, SamplingRound
+from estimates.services import SamplingError, sampling_round_create
+from studies.models import Item, Study
+from tests.factories import StudyFactory
+from tests.reports.dashboard_data import predict
+
+pytestmark = pytest.mark.django_db
+
+
+def _create(fixture, **kwargs):
+    args = {"study": fixture.study, "detector": "fake", "budget": 10, "seed": 7} | kwargs
+    return sampling_round_create(**args)
+
+
+def test_a_round_stores_pi_for_every_item_summing_to_the_budget(sampled_study, researcher):
+    sampling_round = _create(sampled_study, user=researcher)
+    rows = list(sampling_round.round_items.all())
+    assert len(rows) == len(sampled_study.items) == 48
+    assert math.isclose(sum(r.pi for r in rows), 10.0, rel_tol=1e-9)
+    assert all(math.isclose(r.pi, 10 / 48) for r in rows)
+    assert sampling_round.n_selected == sum(r.selected for r in rows)
+    assert (sampling_round.number, sampling_round.detector_version, sampling_round.design) == (
+        1,
+        "1",
+        "uniform",
+    )
+    assert sampling_round.created_by == researcher
+
+
+def test_the_same_seed_draws_the_same_items(sampled_study):
+    first = _create(sampled_study, seed=123)
+    chosen = set(first.round_items.filter(selected=True).values_list("item_id", flat=True))
+    # Undo the round's rows only to draw again on the same frame: the service itself never deletes.
+    with transaction.atomic():
+        RoundItem.objects.filter(round=first).delete()
+        first.delete()
+    again = _create(sampled_study, seed=123)
+    assert set(again.round_items.filter(selected=True).values_list("item_id", flat=True)) == chosen
+
+
+def test_a_round_without_a_seed_gets_one_stored(sampled_study):
+    sampling_round = _create(sampled_study, seed=None)
+    assert 0 <= sampling_round.seed < 2**31
+
+
+def test_selected_items_are_queued_first_and_served_before_others(sampled_study, annotator_a):
+    sampling_round = _create(sampled_study, budget=5, seed=3)
+    selected = list(
+        sampling_round.round_items.filter(selected=True).order_by("item_id").values_list("item_id", flat=True)
+    )
+    assert selected, "seed 3 draws at least one item"
+    assert set(Item.objects.filter(queue=2).values_list("pk", flat=True)) == set(selected)
+    study = Study.objects.get(pk=sampled_study.study.pk)
+    assert study.priority_queue
+    seats = annotate_services.assignment_queue(study=study, annotator=annotator_a, size=len(selected) + 1)
+    assert [seat.item_id for seat in seats[: len(selected)]] == selected
+    assert seats[-1].item_id not in selected  # then the ordinary queue
+
+
+def test_round_rows_are_immutable_through_the_database_constraints(sampled_study):
+    sampling_round = _create(sampled_study)
+    row = sampling_round.round_items.first()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        RoundItem.objects.create(round=sampling_round, item_id=row.item_id, pi=0.5, selected=False)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        RoundItem.objects.filter(pk=row.pk).update(pi=1.5)
+
+
+def test_the_admin_can_neither_add_change_nor_delete_rounds(sampled_study, admin_user, client_for):
+    sampling_round = _create(sampled_study)
+    client = client_for(admin_user)
+    assert client.get(f"/admin/estimates/samplinground/{sampling_round.pk}/change/").status_code == 200
+    assert client.get("/admin/estimates/samplinground/add/").status_code == 403
+    response = client.post(f"/admin/estimates/samplinground/{sampling_round.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 403
+    row = sampling_round.round_items.first()
+    before = row.pi
+    client.post(f"/admin/estimates/rounditem/{row.pk}/change/", {"pi": "0.9", "selected": "on"})
+    row.refresh_from_db()
+    assert row.pi == before
+
+
+@pytest.mark.parametrize("budget", [0, -3])
+def test_a_budget_of_zero_or_less_is_refused_naming_budget(sampled_study, budget):
+    with pytest.raises(SamplingError, match=r"^budget:") as error:
+        _create(sampled_study, budget=budget)
+    assert error.value.field == "budget"
+    assert not SamplingRound.objects.exists()
+
+
+def test_a_budget_larger_than_the_unlabelled_pool_is_refused(sampled_study):
+    sampled_study.label(sampled_study.items[:40])
+    with pytest.raises(SamplingError, match=r"budget: 9 is more than the 8 image"):
+        _create(sampled_study, budget=9)
+    assert not SamplingRound.objects.exists()
+    assert not Item.objects.filter(queue=2).exists()
+
+
+def test_a_detector_without_predictions_is_refused_naming_the_known_ones(sampled_study):
+    with pytest.raises(SamplingError, match=r"detector: 'clip' has no gender predictions.*fake"):
+        _create(sampled_study, detector="clip")
+
+
+def test_a_study_of_another_protocol_is_refused(db):
+    other = StudyFactory(protocol="attributes")
+    with pytest.raises(SamplingError, match=r"^study: .*gender study"):
+        sampling_round_create(study=other, detector="fake", budget=3)
+
+
+def test_an_unknown_design_is_refused(sampled_study):
+    with pytest.raises(SamplingError, match=r"^design:"):
+        _create(sampled_study, design="stratified")
+
+
+def test_active_needs_an_earlier_round(sampled_study):
+    with pytest.raises(SamplingError, match=r"^design: active needs"):
+        _create(sampled_study, design="active")
+
+
+def test_no_new_round_while_the_last_one_waits_for_labels(sampled_study):
+    _create(sampled_study, seed=1)
+    with pytest.raises(SamplingError, match=r"round 1 .* without a final label"):
+        _create(sampled_study, seed=2)
+    assert SamplingRound.objects.count() == 1
+
+
+def test_a_second_round_gives_pi_zero_to_the_first_draw_and_one_to_labels_made_since(sampled_study):
+    first = _create(sampled_study, budget=8, seed=5)
+    sampled_study.finish(first)
+    drawn = set(first.round_items.filter(selected=True).values_list("item_id", flat=True))
+    outside = next(i for i in sampled_study.items if i.pk not in drawn)
+    sampled_study.label([outside])  # labelled in the ordinary queue meanwhile
+    second = _create(sampled_study, budget=6, seed=6, design="active")
+    pis = dict(second.round_items.values_list("item_id", "pi"))
+    assert all(pis[i] == 0 for i in drawn)
+    assert pis[outside.pk] == 1.0
+    pool = [i.pk for i in sampled_study.items if i.pk not in drawn and i.pk != outside.pk]
+    assert math.isclose(sum(pis[i] for i in pool), 6.0, rel_tol=1e-6)
+    assert min(pis[i] for i in pool) > 0  # the floor
+    assert len({round(pis[i], 9) for i in pool}) > 1  # active: not uniform
+    assert second.number == 2
+
+
+def test_a_new_detector_version_starts_a_new_series_of_rounds(sampled_study):
+    first = _create(sampled_study, budget=6, seed=5)
+    sampled_study.finish(first)
+    for item in sampled_study.items:
+        predict(item, "fake", "2", "male")
+    second = _create(sampled_study, budget=6, seed=9, design="uniform")
+    assert (second.number, second.detector_version) == (2, "2")
+    frame = sel.sampling_frame(sampled_study.study, "fake", "2")
+    assert [state.round.pk for state in frame.rounds] == [second.pk]
+    # The first round's labels are known: in the new series they are taken with certainty.
+    labelled = set(first.round_items.filter(selected=True).values_list("item_id", flat=True))
+    pis = dict(second.round_items.values_list("item_id", "pi"))
+    assert all(pis[i] == 1.0 for i in labelled)
+
+
+def test_an_item_in_a_round_cannot_be_deleted_alone_but_the_study_can(sampled_study):
+    from django.db.models import RestrictedError
+
+    _create(sampled_study)
+    item = sampled_study.items[0]
+    with pytest.raises(RestrictedError), transaction.atomic():
+        item.delete()
+    assert Item.objects.filter(pk=item.pk).exists()
+    Study.objects.filter(pk=sampled_study.study.pk).delete()
+    assert not SamplingRound.objects.exists()
+    assert not RoundItem.objects.exists()
+
+
+def test_the_estimate_says_when_rounds_belong_to_another_version(sampled_study):
+    first = _create(sampled_study, budget=6, seed=5)
+    sampled_study.finish(first)
+    for item in sampled_study.items:
+        predict(item, "fake", "2", "male")
+    estimate = sel.bias_estimate(sampled_study.study, "fake", n_boot=0)
+    assert estimate.version == "2"
+    assert estimate.rounds_used == ()
+    assert any("Round(s) 1 (1) were drawn for another version" in w for w in estimate.models[0].warnings)

@@ -1,0 +1,126 @@
+"""The estimate page: researchers only on every verb, the "label N more" form, the pending notice."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from estimates.models import SamplingRound
+from estimates.services import sampling_round_create
+from tests.factories import StudyFactory
+
+pytestmark = pytest.mark.django_db
+
+URL = "/reports/estimate/?study=gender"
+
+
+@pytest.mark.parametrize("persona", ["annotator_a", "outsider"])
+@pytest.mark.parametrize("method", ["get", "head", "post", "put", "patch", "delete", "options"])
+def test_only_researchers_may_use_the_page_whatever_the_verb(
+    sampled_study, client_for, request, persona, method
+):
+    client = client_for(request.getfixturevalue(persona))
+    response = getattr(client, method)(
+        URL, {"budget": "3", "design": "uniform"} if method == "post" else None
+    )
+    assert response.status_code == 403
+    assert not SamplingRound.objects.exists()
+
+
+def test_anonymous_users_are_sent_to_log_in(sampled_study):
+    for method in ("get", "post"):
+        response = getattr(Client(), method)(URL)
+        assert response.status_code == 302
+        assert response["Location"].startswith("/accounts/login/")
+    assert not SamplingRound.objects.exists()
+
+
+def test_other_verbs_are_not_allowed_for_researchers(sampled_study, client_for, researcher):
+    assert client_for(researcher).put(URL).status_code == 405
+
+
+def test_the_page_before_any_round_shows_the_detector_score_and_the_form(
+    sampled_study, client_for, researcher
+):
+    response = client_for(researcher).get(URL)
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert "Estimate from few labels" in text  # the report navigation links here
+    assert "Label N more" in text
+    assert "No complete sampling round yet" in text
+    assert response.context["table"].rows[0][0].value == "sd3"
+
+
+def test_label_n_more_draws_a_round_and_redirects(sampled_study, client_for, researcher):
+    response = client_for(researcher).post(URL, {"budget": "6", "design": "uniform"})
+    assert response.status_code == 302
+    assert response["Location"] == "/reports/estimate/?study=gender&detector=fake"
+    sampling_round = SamplingRound.objects.get()
+    assert (sampling_round.budget, sampling_round.created_by) == (6, researcher)
+
+
+def test_label_n_more_by_htmx_redirects_the_client(sampled_study, client_for, researcher):
+    response = client_for(researcher).post(
+        URL, {"budget": "6", "design": "uniform"}, headers={"HX-Request": "true"}
+    )
+    assert response.status_code == 200
+    assert response["HX-Redirect"] == "/reports/estimate/?study=gender&detector=fake"
+    assert SamplingRound.objects.count() == 1
+
+
+def test_bad_input_is_shown_inline_on_the_field(sampled_study, client_for, researcher):
+    client = client_for(researcher)
+    response = client.post(URL, {"budget": "999", "design": "uniform"})
+    assert response.status_code == 400
+    assert "999 is more than the 48 image(s)" in response.content.decode()
+    partial = client.post(URL, {"budget": "0", "design": "uniform"}, headers={"HX-Request": "true"})
+    assert partial.status_code == 200
+    body = partial.content.decode()
+    assert body.lstrip().startswith('<form method="post"')
+    assert 'id="budget-errors"' in body
+    active = client.post(URL, {"budget": "3", "design": "active"}, headers={"HX-Request": "true"})
+    assert "active needs the labels of an earlier round" in active.content.decode()
+    assert not SamplingRound.objects.exists()
+
+
+def test_the_form_needs_the_csrf_token(sampled_study, researcher):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(researcher)
+    assert client.post(URL, {"budget": "3", "design": "uniform"}).status_code == 403
+    assert not SamplingRound.objects.exists()
+
+
+def test_a_pending_round_is_announced_and_a_finished_one_plotted(sampled_study, client_for, researcher):
+    first = sampling_round_create(study=sampled_study.study, detector="fake", budget=10, seed=1)
+    client = client_for(researcher)
+    text = client.get(URL).content.decode()
+    assert "Round 1 is pending" in text
+    sampled_study.finish(first)
+    response = client.get(URL)
+    text = response.content.decode()
+    assert "Round 1 is pending" not in text
+    assert 'src="data:image/svg+xml;base64,' in text
+    assert response.context["estimate"].models[0].history[0].labels > 0
+    tables = response.context["prompt_tables"]
+    assert [t["t2i_model"] for t in tables] == ["sd3", "sdxl"]
+    assert {r["prompt"] for r in tables[0]["rows"]} == {
+        "a photo of a doctor",
+        "a photo of a nurse",
+        "a photo of a teacher",
+    }
+    assert "Prompt scores of sdxl (3 prompts)" in text
+
+
+def test_an_htmx_get_renders_only_the_results(sampled_study, client_for, researcher):
+    response = client_for(researcher).get(URL, headers={"HX-Request": "true"})
+    assert response.content.decode().lstrip().startswith('<div id="results"')
+
+
+def test_a_study_of_another_protocol_has_no_estimate_page(db, client_for, researcher):
+    StudyFactory(slug="gep", protocol="attributes")
+    assert client_for(researcher).get("/reports/estimate/?study=gep").status_code == 404
+
+
+def test_the_report_overview_links_to_the_estimate(sampled_study, client_for, researcher):
+    text = client_for(researcher).get("/reports/?study=gender").content.decode()
+    assert 'href="/reports/estimate/?study=gender"' in text
