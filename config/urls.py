@@ -22,6 +22,7 @@ urlpatterns = [
     path("api/", include("accounts.api_urls")),
     path("api/", include("annotate.api_urls")),
     path("api/", include("detectors.api_urls")),
+    path("api/", include("estimates.api_urls")),
     # --- API schema and its pages (issue 15; drf-spectacular, assets from the sidecar package) ---
     # YAML by default, JSON with ?format=json; logged-in users only (SPECTACULAR_SETTINGS).
     path("api/schema/", SpectacularAPIView.as_view(), name="openapi-schema"),

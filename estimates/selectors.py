@@ -299,8 +299,8 @@ class ModelEstimate:
         """The issue's JSON contract for this model, plus ``warnings`` and ``pending``."""
         if self.estimate is None:
             body: dict[str, Any] = {
-                "model_bias_score": {"estimate": None, "ci95": None},
-                "human_only": {"estimate": None, "ci95": None},
+                "model_bias_score": {"estimate": None, "ci95": None, "bias_corrected": None},
+                "human_only": {"estimate": None, "ci95": None, "bias_corrected": None},
                 "detector_only": self.detector_only,
                 "n_images": self.n_images,
                 "n_labelled": 0,

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from django.core.cache import cache
 from django.test import Client
+from rest_framework.test import APIClient
 
 from detectors.safe_load import pillow_open_restore
 from studies import permissions
@@ -111,3 +112,18 @@ def ray_cluster() -> Iterator[Any]:
     ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, logging_level="WARNING")
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture
+def api_for():
+    """api_for(user) -> an APIClient logged in as ``user`` that sends JSON; api_for(None) is
+    anonymous."""
+
+    def make(user: Any = None) -> APIClient:
+        client = APIClient()
+        client.default_format = "json"
+        if user is not None:
+            assert client.login(username=user.username, password=PASSWORD)
+        return client
+
+    return make

@@ -5,26 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from rest_framework.test import APIClient
 
-from tests.factories import PASSWORD, ItemFactory, PromptFactory
+from tests.factories import ItemFactory, PromptFactory
 
 ERROR_KEYS = {"status", "code", "detail", "errors"}
-
-
-@pytest.fixture
-def api_for():
-    """api_for(user) -> an APIClient logged in as ``user`` that sends JSON; api_for(None) is
-    anonymous."""
-
-    def make(user: Any = None) -> APIClient:
-        client = APIClient()
-        client.default_format = "json"
-        if user is not None:
-            assert client.login(username=user.username, password=PASSWORD)
-        return client
-
-    return make
 
 
 @pytest.fixture

@@ -38,6 +38,13 @@ DATA_RULES: dict[str, frozenset[str]] = {
     "GET /api/agreement/": frozenset({"unknown_filter", "unknown_question"}),
     # study: a slug that exists.
     "GET /api/predictions/": frozenset({"unknown_filter"}),
+    # A round needs a gender study that exists, a detector with predictions in it, a budget no
+    # larger than its unlabelled images, no round still waiting for labels, and (active) an
+    # earlier round: all the study's data.
+    "POST /api/sampling-rounds/": frozenset(
+        {"unknown_study", "not_gender_study", "unknown_detector", "sampling_refused"}
+    ),
+    "GET /api/estimates/": frozenset({"not_gender_study", "unknown_detector"}),
 }
 
 

@@ -1,0 +1,275 @@
+"""REST API of the estimates app (issues 13 and 15): sampling rounds and the prediction-powered
+bias estimate, for researchers.
+
+- ``GET /api/sampling-rounds/?study=S`` lists the study's rounds, newest first;
+- ``POST /api/sampling-rounds/`` draws the next round (``sampling_round_create``, the service
+  behind ``sample_for_labeling`` and the page's "Label N more");
+- ``GET /api/estimates/?study=S&detector=D`` is ``estimate_bias --format json`` (the issue's
+  contract per T2I model) inside ``{study, detector, version, models}``.
+
+A refused draw is a 400 naming the field (``errors``), with a code a client can act on:
+``not_gender_study``, ``unknown_detector``, ``sampling_refused`` (budget larger than the pool,
+a round still pending, active without an earlier round).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiExample, extend_schema
+from rest_framework import serializers, status
+from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from config.api import (
+    ApiView,
+    QueryInput,
+    StrictCharField,
+    StrictInput,
+    StrictIntegerField,
+    StrictSlugField,
+    error_responses,
+    invalid,
+    not_found,
+)
+from estimates import selectors as sel
+from estimates.models import Design, SamplingRound
+from estimates.services import MAX_SEED, SamplingError, sampling_round_create
+from studies import permissions
+from studies.models import Protocol, Study
+
+RESEARCHERS_ONLY = "Logged in, but not a researcher or admin."
+UNKNOWN_STUDY = "No study with this slug."
+#: Bootstrap replicates an API caller may ask for (the command allows any; a request must stay short).
+MAX_BOOTSTRAP = 2000
+
+
+class IsResearcher(BasePermission):
+    message = "Only researchers and admins may use this endpoint."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return permissions.is_researcher(request.user)
+
+
+def _study(slug: str, *, field: str | None = None) -> Study:
+    """The study by slug: in a query, 404; in a body (``field``), a 400 naming the field."""
+    study = Study.objects.filter(slug=slug).first()
+    if study is not None:
+        return study
+    if field is None:
+        raise not_found(f"There is no study '{slug}'.")
+    known = ", ".join(Study.objects.order_by("slug").values_list("slug", flat=True)) or "none yet"
+    raise invalid(f"There is no study '{slug}' (studies: {known}).", code="unknown_study", field=field)
+
+
+def _gender_study(study: Study) -> None:
+    if study.protocol != Protocol.GENDER:
+        raise invalid(
+            f"'{study.slug}' is a {study.get_protocol_display()} study; estimates need a gender study.",
+            code="not_gender_study",
+            field="study",
+        )
+
+
+# --- Serializers ----------------------------------------------------------------------------------
+
+
+class RoundQuery(QueryInput):
+    study = serializers.SlugField(help_text="The study's slug.")
+
+
+class RoundInput(StrictInput):
+    study = StrictSlugField(help_text="The study's slug (a gender study).")
+    detector = StrictCharField(max_length=100, help_text="Detector key; its last-run version sets π.")
+    budget = StrictIntegerField(
+        min_value=1, max_value=10**9, help_text="Labels asked for (Σπ over the pool)."
+    )
+    design = serializers.ChoiceField(
+        choices=Design.choices, default=Design.UNIFORM, help_text="How π is chosen."
+    )
+    seed = StrictIntegerField(
+        min_value=0, max_value=MAX_SEED, required=False, help_text="Seed of the draw (random if left out)."
+    )
+
+
+class RoundOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    study = serializers.CharField(source="study.slug")
+    number = serializers.IntegerField(help_text="1, 2, … within the study.")
+    detector = serializers.CharField()
+    detector_version = serializers.CharField()
+    design = serializers.ChoiceField(choices=Design.choices)
+    seed = serializers.IntegerField()
+    budget = serializers.IntegerField()
+    n_selected = serializers.IntegerField(help_text="Images the draw selected.")
+    created_at = serializers.DateTimeField()
+    created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
+
+
+class EstimateQuery(QueryInput):
+    study = serializers.SlugField(help_text="The study's slug (a gender study).")
+    detector = serializers.CharField(max_length=100, help_text="Detector key; its last-run version is used.")
+    bootstrap = serializers.IntegerField(
+        min_value=0, max_value=MAX_BOOTSTRAP, default=1000, help_text="Design-bootstrap replicates."
+    )
+    seed = serializers.IntegerField(
+        min_value=0, max_value=MAX_SEED, default=0, help_text="Seed of the bootstrap."
+    )
+
+
+class ScoreOutput(serializers.Serializer):
+    estimate = serializers.FloatField(allow_null=True)
+    ci95 = serializers.ListField(child=serializers.FloatField(), min_length=2, max_length=2, allow_null=True)
+    bias_corrected = serializers.FloatField(allow_null=True)
+
+
+class PromptEstimateOutput(serializers.Serializer):
+    estimate = serializers.FloatField(allow_null=True)
+    ci95 = serializers.ListField(child=serializers.FloatField(), min_length=2, max_length=2, allow_null=True)
+    n_images = serializers.IntegerField()
+    n_labelled = serializers.IntegerField()
+
+
+class PendingOutput(serializers.Serializer):
+    round = serializers.IntegerField()
+    pending_images = serializers.IntegerField()
+    images = serializers.ListField(child=serializers.CharField(), help_text="The first few image names.")
+
+
+class ModelEstimateOutput(serializers.Serializer):
+    """The issue's JSON contract for one T2I model; undefined figures are null."""
+
+    model_bias_score = ScoreOutput(help_text="Prediction-powered estimate of the human bias score.")
+    human_only = ScoreOutput(help_text="Horvitz-Thompson on the human sample alone.")
+    detector_only = serializers.FloatField(allow_null=True, help_text="Eq. 1 on the detector's verdicts.")
+    n_images = serializers.IntegerField()
+    n_labelled = serializers.IntegerField()
+    rounds = serializers.IntegerField(help_text="Complete rounds the estimate uses.")
+    prompts = serializers.DictField(child=PromptEstimateOutput())
+    labels_for_half_width = serializers.IntegerField(allow_null=True)
+    warnings = serializers.ListField(child=serializers.CharField())
+    pending = PendingOutput(many=True)
+
+
+class EstimateOutput(serializers.Serializer):
+    study = serializers.CharField()
+    detector = serializers.CharField()
+    version = serializers.CharField(help_text="The detector version estimated from.")
+    models = serializers.DictField(child=ModelEstimateOutput(), help_text="Keyed by T2I model.")
+
+
+# --- Views ----------------------------------------------------------------------------------------
+
+
+class SamplingRoundListApi(ApiView):
+    """Sampling rounds of a study (GET) and drawing the next one (POST)."""
+
+    permission_classes = [IsAuthenticated, IsResearcher]
+
+    @extend_schema(
+        operation_id="sampling_rounds_list",
+        tags=["estimates"],
+        parameters=[RoundQuery],
+        responses={
+            200: RoundOutput(many=True),
+            **error_responses(
+                {400: "?study= missing or given twice.", 403: RESEARCHERS_ONLY, 404: UNKNOWN_STUDY}
+            ),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        study = _study(RoundQuery.parse(request)["study"])
+        return Response(RoundOutput(sel.rounds_of_study(study), many=True).data)
+
+    @extend_schema(
+        operation_id="sampling_rounds_create",
+        tags=["estimates"],
+        request=RoundInput,
+        examples=[
+            OpenApiExample(
+                "200 more labels, uniform",
+                value={"study": "demo", "detector": "face_gender", "budget": 200, "seed": 7},
+                request_only=True,
+            )
+        ],
+        responses={
+            201: RoundOutput,
+            **error_responses(
+                {
+                    400: "Invalid body; or a study that does not exist or is not a gender study, a "
+                    "detector without predictions in it, a budget larger than the unlabelled pool, "
+                    "a round still waiting for labels, active without an earlier round (codes "
+                    "unknown_study, not_gender_study, unknown_detector, sampling_refused; "
+                    "`errors` names the field).",
+                    403: RESEARCHERS_ONLY,
+                }
+            ),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        data = RoundInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        body = data.validated_data
+        study = _study(body["study"], field="study")
+        _gender_study(study)
+        try:
+            created = sampling_round_create(
+                study=study,
+                detector=body["detector"],
+                budget=body["budget"],
+                design=body["design"],
+                seed=body.get("seed"),
+                user=request.user,
+            )
+        except SamplingError as error:
+            code = {"study": "not_gender_study", "detector": "unknown_detector"}.get(
+                error.field, "sampling_refused"
+            )
+            raise invalid(str(error), code=code, field=error.field) from None
+        created = SamplingRound.objects.select_related("study", "created_by").get(pk=created.pk)
+        return Response(RoundOutput(created).data, status=status.HTTP_201_CREATED)
+
+
+class EstimateApi(ApiView):
+    """``estimate_bias --format json`` for one study and detector."""
+
+    permission_classes = [IsAuthenticated, IsResearcher]
+
+    @extend_schema(
+        operation_id="estimates_retrieve",
+        tags=["estimates"],
+        parameters=[EstimateQuery],
+        responses={
+            200: EstimateOutput,
+            **error_responses(
+                {
+                    400: "A parameter missing, malformed or given twice; a study that is not a gender "
+                    "study or a detector without predictions in it (codes not_gender_study, "
+                    "unknown_detector).",
+                    403: RESEARCHERS_ONLY,
+                    404: UNKNOWN_STUDY,
+                }
+            ),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        params = EstimateQuery.parse(request)
+        study = _study(params["study"])
+        _gender_study(study)
+        try:
+            estimate = sel.bias_estimate(
+                study, params["detector"], n_boot=params["bootstrap"], seed=params["seed"]
+            )
+        except LookupError as error:
+            known = ", ".join(sel.detectors_with_predictions(study)) or "none yet"
+            raise invalid(
+                f"{error} (detectors with predictions: {known}).", code="unknown_detector", field="detector"
+            ) from None
+        body = {
+            "study": study.slug,
+            "detector": estimate.detector,
+            "version": estimate.version,
+            "models": estimate.as_json(),
+        }
+        return Response(EstimateOutput(body).data)
