@@ -72,8 +72,9 @@ class Study(models.Model):
     )
     priority_queue = models.BooleanField(
         default=False,
-        help_text="True while items of a sampling round wait (Item.queue = 2): handing out work "
-        "looks at them first. Set by the sampling service; cleared when none is left.",
+        help_text="True once a sampling round has queued items (Item.queue = 2): handing out work "
+        "looks at them first. Set by the sampling service and left on; after the round it costs "
+        "one empty probe per claim.",
     )
     parameters = models.JSONField(
         default=dict,
