@@ -374,15 +374,15 @@ def pipeline_load(model: ModelSource, *, device: str) -> Any:
     return pipe
 
 
-def _call_default(pipe: Any, name: str) -> Any:
+def call_default(pipe: Any, name: str) -> Any:
     param = inspect.signature(pipe.__call__).parameters.get(name)
     return None if param is None or param.default is inspect.Parameter.empty else param.default
 
 
 def effective_settings(pipe: Any, settings: Settings) -> dict[str, Any]:
     """The values the pipeline will actually use, for Item.params."""
-    steps = settings.steps if settings.steps is not None else _call_default(pipe, "num_inference_steps")
-    guidance = settings.guidance if settings.guidance is not None else _call_default(pipe, "guidance_scale")
+    steps = settings.steps if settings.steps is not None else call_default(pipe, "num_inference_steps")
+    guidance = settings.guidance if settings.guidance is not None else call_default(pipe, "guidance_scale")
     return {"steps": steps, "guidance": guidance}
 
 
@@ -491,6 +491,7 @@ def batches_run(
     should_stop: Callable[[], bool] = lambda: False,
     progress: Callable[[int], Progress] | None = None,
     executor: Executor | None = None,
+    payload: Callable[[Any], Any] | None = None,
 ) -> tuple[int, float]:
     """The batch/stop/progress loop of ``generation_run`` (and ``detectors.editing``): returns
     (jobs stored, seconds).
@@ -503,13 +504,21 @@ def batches_run(
     With an ``executor`` (``--executor ray``, already started) ``run_batch`` is not used: the
     batches go to the executor's workers, several in flight, and this thread calls
     ``store(job, output)`` with each worker's output — or the ``ItemError`` of a job whose
-    worker died on it alone (``detectors.remote.batches_run_remote``). Same contract otherwise.
+    worker died on it alone (``detectors.remote.batches_run_remote``); each job goes to them as
+    ``payload(job)`` when given (plain data for a job that holds database rows). Same contract
+    otherwise.
     """
     if executor is not None:
         from detectors.remote import batches_run_remote
 
         return batches_run_remote(
-            executor, jobs, batch_size=batch_size, store=store, should_stop=should_stop, progress=progress
+            executor,
+            jobs,
+            batch_size=batch_size,
+            store=store,
+            should_stop=should_stop,
+            progress=progress,
+            payload=payload,
         )
     if run_batch is None:
         raise ValueError("batches_run needs run_batch or an executor")

@@ -16,17 +16,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from PIL import Image as PILImage
 
-from detectors.editing import (
-    MITIGATION_SUFFIX,
-    EditingError,
-    EditSettings,
-    edit_run,
-    edit_seed,
-    editor_resolve,
-    pair_key_for,
-    seeds_from_folder,
-    seeds_from_study,
-)
+from detectors.edit_pipeline import MITIGATION_SUFFIX, EditingError, EditSettings, edit_seed, editor_resolve
+from detectors.editing import edit_run, pair_key_for, seeds_from_folder, seeds_from_study
 from detectors.generation import PromptSpec, prompt_set_load, prompt_sets_available
 from studies.models import Image, Item, ItemImage, Prompt
 from tests.detectors.tiny_editors import save_tiny_img2img, save_tiny_pix2pix
@@ -278,10 +269,10 @@ class _Killed(BaseException):
 def test_an_editor_failure_keeps_the_pairs_stored_before_it_and_no_half_pair(
     pairs, seeds, tiny_img2img, prompt_csv
 ):
-    from detectors import editing
+    from detectors import edit_pipeline
 
     calls = {"n": 0}
-    real = editing.images_edit
+    real = edit_pipeline.images_edit
 
     def failing(pipe, jobs, settings, inputs):
         calls["n"] += 1
@@ -289,7 +280,7 @@ def test_an_editor_failure_keeps_the_pairs_stored_before_it_and_no_half_pair(
             raise _Killed
         return real(pipe, jobs, settings, inputs)
 
-    editing.images_edit = failing
+    edit_pipeline.images_edit = failing
     try:
         with pytest.raises(_Killed):
             edit_run(
@@ -300,7 +291,7 @@ def test_an_editor_failure_keeps_the_pairs_stored_before_it_and_no_half_pair(
                 settings=EditSettings(batch_size=1, steps=2, size=64),
             )
     finally:
-        editing.images_edit = real
+        edit_pipeline.images_edit = real
     assert Item.objects.filter(study=pairs).count() == 2
     assert all(item.item_images.count() == 2 for item in Item.objects.filter(study=pairs))
     out, _ = edit_from_seeds_study(tiny_img2img, prompt_csv, "--steps", "2", "--size", "64")
