@@ -26,7 +26,7 @@ def positive(value: float | None, flag: str, *, integer: bool = True) -> None:
 def pipeline_arguments(parser: CommandParser, *, send_images: bool = False) -> None:
     """``--device`` and ``--batch-size`` of a diffusers command, then where the work runs
     (``executor_arguments``: ``--executor``, ``--ray-address``, ``--num-workers`` …)."""
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, mps …")
     parser.add_argument("--batch-size", type=int, default=None, help="Default 8 on CUDA, 1 on CPU.")
     executor_arguments(parser, send_images=send_images)
 
