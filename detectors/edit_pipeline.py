@@ -30,7 +30,14 @@ from typing import Any
 
 from detectors.base import DetectorUnavailable
 from detectors.executors.workers import ImageBytes
-from detectors.generation import GenerationError, ModelSource, call_default, pipeline_load, png_bytes
+from detectors.generation import (
+    GenerationError,
+    ModelSource,
+    call_default,
+    pipeline_load,
+    pipeline_run,
+    png_bytes,
+)
 
 #: The paper's editing models (Wang et al. 2024, section 4.1) by short name.
 EDITORS: dict[str, str] = {
@@ -207,26 +214,19 @@ def images_edit(
     pipe: Any, tasks: Sequence[EditTask], settings: EditSettings, inputs: Sequence[Any]
 ) -> list[Any]:
     """One batch through the editor → ``(PIL image, nsfw flag or None)`` per task, in order."""
-    import torch
-
-    generators = [torch.Generator(device="cpu").manual_seed(task.noise_seed) for task in tasks]
-    kwargs: dict[str, Any] = {}
-    if settings.steps is not None:
-        kwargs["num_inference_steps"] = settings.steps
-    if settings.guidance is not None:
-        kwargs["guidance_scale"] = settings.guidance
-    if settings.strength is not None:
-        kwargs["strength"] = settings.strength
-    if settings.image_guidance is not None:
-        kwargs["image_guidance_scale"] = settings.image_guidance
-    with torch.inference_mode():
-        result = pipe(
-            prompt=[task.prompt for task in tasks],
-            image=list(inputs),
-            generator=generators,
-            output_type="pil",
-            **kwargs,
-        )
+    options = {
+        "num_inference_steps": settings.steps,
+        "guidance_scale": settings.guidance,
+        "strength": settings.strength,
+        "image_guidance_scale": settings.image_guidance,
+    }
+    result = pipeline_run(
+        pipe,
+        prompts=[task.prompt for task in tasks],
+        seeds=[task.noise_seed for task in tasks],
+        options=options,
+        image=list(inputs),
+    )
     flags = getattr(result, "nsfw_content_detected", None) or [None] * len(tasks)
     return list(zip(result.images, flags, strict=True))
 

@@ -65,7 +65,7 @@ from detectors.edit_pipeline import (
     settings_check,
 )
 from detectors.executors.workers import ImageBytes
-from detectors.generation import GenerationOutcome, ModelSource, PromptSpec, batches_run
+from detectors.generation import GenerationOutcome, ModelSource, PromptSpec, outcome_batches_run
 from detectors.progress import Progress
 from studies.ingest import (
     ImageRejected,
@@ -374,22 +374,17 @@ def edit_run(
             return
         storer.store(job, edited, outcome)
 
-    try:
-        stored_jobs, outcome.seconds = batches_run(
-            jobs,
-            batch_size=settings.batch_size,
-            run_batch=run_batch,
-            store=store,
-            should_stop=should_stop,
-            progress=progress,
-            executor=executor,
-            payload=job_task,
-        )
-    finally:
-        if executor is not None:
-            outcome.workers = executor.stats()
-    outcome.interrupted = stored_jobs < len(jobs)
-    return outcome
+    return outcome_batches_run(
+        outcome,
+        jobs,
+        batch_size=settings.batch_size,
+        run_batch=run_batch,
+        store=store,
+        should_stop=should_stop,
+        progress=progress,
+        executor=executor,
+        payload=job_task,
+    )
 
 
 class _PairStorer:

@@ -399,24 +399,31 @@ def pipeline_info(pipe: Any, settings: Settings) -> dict[str, Any]:
     }
 
 
-def images_generate(pipe: Any, jobs: Sequence[Job], settings: Settings) -> list[Any]:
-    """One batch through the pipeline → PIL images, one per job, in order."""
+def pipeline_run(
+    pipe: Any, *, prompts: Sequence[str], seeds: Sequence[int], options: dict[str, Any], **inputs: Any
+) -> Any:
+    """One batch through a diffusers pipeline → its result (PIL images). Noise from one CPU
+    ``torch.Generator`` per seed (module docstring); an option left ``None`` is not passed, so
+    the pipeline uses its own default; ``inputs`` go as they are (an editor's ``image``)."""
     import torch
 
-    generators = [torch.Generator(device="cpu").manual_seed(job.seed) for job in jobs]
-    kwargs: dict[str, Any] = {}
-    if settings.steps is not None:
-        kwargs["num_inference_steps"] = settings.steps
-    if settings.guidance is not None:
-        kwargs["guidance_scale"] = settings.guidance
-    if settings.height is not None:
-        kwargs["height"] = settings.height
-    if settings.width is not None:
-        kwargs["width"] = settings.width
+    generators = [torch.Generator(device="cpu").manual_seed(seed) for seed in seeds]
+    kwargs = {name: value for name, value in options.items() if value is not None}
     with torch.inference_mode():
-        result = pipe(
-            prompt=[job.spec.text for job in jobs], generator=generators, output_type="pil", **kwargs
-        )
+        return pipe(prompt=list(prompts), generator=generators, output_type="pil", **inputs, **kwargs)
+
+
+def images_generate(pipe: Any, jobs: Sequence[Job], settings: Settings) -> list[Any]:
+    """One batch through the pipeline → PIL images, one per job, in order."""
+    options = {
+        "num_inference_steps": settings.steps,
+        "guidance_scale": settings.guidance,
+        "height": settings.height,
+        "width": settings.width,
+    }
+    result = pipeline_run(
+        pipe, prompts=[job.spec.text for job in jobs], seeds=[job.seed for job in jobs], options=options
+    )
     return list(result.images)
 
 
@@ -611,20 +618,28 @@ def generation_run(
             return
         storer.store_png(job, output.png, output.width, output.height, outcome, on_warning)
 
+    return outcome_batches_run(
+        outcome,
+        jobs,
+        batch_size=settings.batch_size,
+        run_batch=None if executor is not None else (lambda batch: images_generate(pipe, batch, settings)),
+        store=store_remote
+        if executor is not None
+        else (lambda job, image: storer.store(job, image, outcome, on_warning)),
+        should_stop=should_stop,
+        progress=progress,
+        executor=executor,
+    )
+
+
+def outcome_batches_run(
+    outcome: GenerationOutcome, jobs: Sequence[Any], *, executor: Executor | None, **options: Any
+) -> GenerationOutcome:
+    """``batches_run(jobs, executor=executor, **options)`` into ``outcome``: its seconds, whether
+    it was interrupted, and an executor's per-worker figures (kept even when the run fails, for
+    the message). Shared by ``generation_run`` and ``editing.edit_run``."""
     try:
-        stored_jobs, outcome.seconds = batches_run(
-            jobs,
-            batch_size=settings.batch_size,
-            run_batch=None
-            if executor is not None
-            else (lambda batch: images_generate(pipe, batch, settings)),
-            store=store_remote
-            if executor is not None
-            else (lambda job, image: storer.store(job, image, outcome, on_warning)),
-            should_stop=should_stop,
-            progress=progress,
-            executor=executor,
-        )
+        stored_jobs, outcome.seconds = batches_run(jobs, executor=executor, **options)
     finally:
         if executor is not None:
             outcome.workers = executor.stats()

@@ -14,18 +14,17 @@ Both load offline with ``from_pretrained(folder)``; 64x64 images in 2 steps take
 
 from __future__ import annotations
 
-import os
 from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
 from detectors.executors.workers import EditWorker
+from tests.fakes import die_once
 
 
 class CrashingEditWorker(EditWorker):
     """``EditWorker``, but the first process whose ``crash_on_call``-th batch creates the file
-    ``crash_marker`` dies on the spot (``os._exit``, as a SIGKILL or the OOM killer would end
-    it: no exception, no cleanup) — one death per marker, whichever worker gets there."""
+    ``crash_marker`` dies on the spot (``tests.fakes.die_once``)."""
 
     def __init__(self, *, crash_marker: str, crash_on_call: int = 2, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -36,12 +35,7 @@ class CrashingEditWorker(EditWorker):
     def run(self, keys: Sequence[Hashable], tasks: Sequence[Any]) -> list[Any]:
         self.calls += 1
         if self.calls == self.crash_on_call:
-            try:
-                os.close(os.open(self.crash_marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-            except FileExistsError:
-                pass
-            else:
-                os._exit(1)
+            die_once(self.crash_marker)
         return super().run(keys, tasks)
 
 
