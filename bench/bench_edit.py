@@ -6,7 +6,7 @@
 
 Two figures per editor:
 
-- **pipeline**: ``detectors.editing.images_edit`` alone — encoding the seed, denoising and
+- **pipeline**: ``detectors.edit_pipeline.images_edit`` alone — encoding the seed, denoising and
   decoding on the device, PIL images out (img2img runs ``strength x steps`` denoising steps).
 - **edit_images loop**: ``detectors.editing.edit_run``, exactly what the command runs — the same
   pipeline plus PNG encoding, validation and storage of every pair (a throw-away SQLite database
@@ -66,18 +66,19 @@ def write_seed_photos(folder: Path) -> None:
 
 def bench_editor(args: argparse.Namespace, model_ref: str, tmp: Path, seeds_dir: Path) -> None:
     import torch
+    from django.conf import settings as django_settings
 
-    from detectors.editing import (
+    from detectors.edit_pipeline import (
         NATIVE_SIZES,
-        EditJob,
         EditSettings,
-        edit_run,
+        EditTask,
         edit_seed,
         editor_load,
         editor_resolve,
+        images_edit,
         seed_input,
-        seeds_from_folder,
     )
+    from detectors.editing import edit_run, seeds_from_folder
     from detectors.generation import GenerationError, PromptSpec
     from studies.models import Study
 
@@ -105,31 +106,22 @@ def bench_editor(args: argparse.Namespace, model_ref: str, tmp: Path, seeds_dir:
     )
 
     # 1. The pipeline alone (after one warm-up batch).
-    from detectors.editing import images_edit
-
-    spec = PromptSpec("profession", "lawyer", PROMPT)
-    jobs = [
-        EditJob(
-            seed=seeds[i % len(seeds)],
-            spec=spec,
-            index=i,
-            noise_seed=edit_seed(
-                editor=model.name, prompt=PROMPT, seed_sha256=seeds[i % len(seeds)].image.sha256, index=i
-            ),
-            key="",
-        )
-        for i in range(args.pairs + args.batch)
-    ]
-    inputs = {seed.image.sha256: seed_input(seed.image, size) for seed in seeds}
+    media = Path(django_settings.MEDIA_ROOT)
+    tasks = []
+    for i in range(args.pairs + args.batch):
+        seed = seeds[i % len(seeds)]
+        noise = edit_seed(editor=model.name, prompt=PROMPT, seed_sha256=seed.image.sha256, index=i)
+        tasks.append(EditTask(PROMPT, noise, seed.image.sha256, str(media / seed.image.file)))
+    inputs = {task.seed_sha256: seed_input(task.seed, size) for task in tasks}
 
     def run(batch: list) -> int:
-        return len(images_edit(pipe, batch, settings, [inputs[job.seed.image.sha256] for job in batch]))
+        return len(images_edit(pipe, batch, settings, [inputs[task.seed_sha256] for task in batch]))
 
     for _ in range(2):  # warm-up: allocations, oneDNN / cuDNN algorithm choice
-        run(jobs[: args.batch])
+        run(tasks[: args.batch])
     sync(args.device)
     started = time.perf_counter()
-    done = sum(run(jobs[s : s + args.batch]) for s in range(args.batch, args.batch + args.pairs, args.batch))
+    done = sum(run(tasks[s : s + args.batch]) for s in range(args.batch, args.batch + args.pairs, args.batch))
     sync(args.device)
     pipe_s = (time.perf_counter() - started) / done
     print(

@@ -9,11 +9,11 @@ name as ``t2i_model``, the noise seed, every setting in ``Item.params`` and, in
 ``Item.metadata``, the prompt set's extra columns (``domain``), the seed's ``seed_gender`` /
 ``seed_race`` / ``seed_age_group`` and ``seed_key``.
 
-Editors. ``sd15``, ``sd21``, ``sdxl`` and ``instruct-pix2pix`` name the paper's checkpoints
-(``EDITORS``); any other name is a diffusers hub id or a local folder. ``BIASLAB_T2I_<NAME>_WEIGHTS``
-overrides the source (``BIASLAB_T2I_SD15_WEIGHTS``, ``BIASLAB_T2I_INSTRUCT_PIX2PIX_WEIGHTS``).
-Loading never touches the network; missing weights give one ``EditingError`` naming the
-variable. An InstructPix2Pix checkpoint runs as ``StableDiffusionInstructPix2PixPipeline``
+Editors (``detectors.edit_pipeline``, the part without Django that Ray workers run). ``sd15``,
+``sd21``, ``sdxl`` and ``instruct-pix2pix`` name the paper's checkpoints (``EDITORS``); any
+other name is a diffusers hub id or a local folder. ``BIASLAB_T2I_<NAME>_WEIGHTS`` overrides
+the source (``BIASLAB_T2I_SD15_WEIGHTS``, ``BIASLAB_T2I_INSTRUCT_PIX2PIX_WEIGHTS``). Loading
+never touches the network; missing weights give one ``EditingError`` naming the variable. An InstructPix2Pix checkpoint runs as ``StableDiffusionInstructPix2PixPipeline``
 (``strength`` does not apply; ``image_guidance`` does); any other Stable Diffusion checkpoint,
 text-to-image or not, runs as its image-to-image pipeline (``StableDiffusionImg2ImgPipeline``,
 ``StableDiffusionXLImg2ImgPipeline``; ``image_guidance`` does not apply). Unset settings take
@@ -35,6 +35,11 @@ Keys. ``<editor>/<category>/<word>/[<prompt folder>/]<seed>/<index>.png``; with 
 first part is ``<editor>+suffix-<sha256(suffix)[:8]>`` so both runs can share a study. Resuming
 skips the keys the study already has; ``shard=(i, n)`` keeps the jobs whose key hashes to
 ``i - 1`` modulo ``n``, so n workers cover every pair once.
+
+Executors. With an ``executor`` (``edit_images --executor ray``) the editor is loaded only in
+the executor's workers, which get each job as an ``EditTask`` (plain data: prompt, noise seed,
+seed photo path or bytes) and return PNG bytes; this module plans, skips what is stored and
+writes every pair in this process, through the same storer as a local run.
 """
 
 from __future__ import annotations
@@ -45,18 +50,22 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from detectors.base import DetectorUnavailable
-from detectors.generation import (
-    GenerationError,
-    GenerationOutcome,
-    ModelSource,
-    PromptSpec,
-    batches_run,
-    pipeline_load,
-    png_bytes,
+from detectors.edit_pipeline import (
+    SEED_RULE,
+    EditingError,
+    EditSettings,
+    EditTask,
+    SeedEditor,
+    edit_seed,
+    editor_info,
+    editor_load,
+    input_size,
+    settings_check,
 )
+from detectors.executors.workers import ImageBytes
+from detectors.generation import GenerationOutcome, ModelSource, PromptSpec, outcome_batches_run
 from detectors.progress import Progress
 from studies.ingest import (
     ImageRejected,
@@ -71,33 +80,15 @@ from studies.ingest import (
 from studies.models import Image, ImageRole, Item, ItemImage, Prompt, Study
 from studies.protocols import protocol_spec
 
-#: The paper's editing models (Wang et al. 2024, section 4.1) by short name.
-EDITORS: dict[str, str] = {
-    "sd15": "stable-diffusion-v1-5/stable-diffusion-v1-5",
-    "sd21": "stabilityai/stable-diffusion-2-1",
-    "sdxl": "stabilityai/stable-diffusion-xl-base-1.0",
-    "instruct-pix2pix": "timbrooks/instruct-pix2pix",
-}
-#: The resolution each was trained at; seeds are resized to it.
-NATIVE_SIZES: dict[str, int] = {"sd15": 512, "sd21": 768, "sdxl": 1024, "instruct-pix2pix": 512}
-DEFAULT_SIZE = 512
-#: Section 4.4's mitigation prompt ("Miti"), for ``--prompt-suffix``.
-MITIGATION_SUFFIX = ", maintain the same gender as the input image"
+if TYPE_CHECKING:
+    from detectors.edit_pipeline import Edited
+    from detectors.executors import Executor
+
 #: Seed-photo attributes copied into every pair's metadata (as ``seed_<name>``).
 SEED_ATTRIBUTES = ("gender", "race", "age_group")
 #: A seeds folder may describe its photos in this CSV (column ``image`` + seed attributes).
 SEED_MANIFEST = "seeds.csv"
 SEED_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
-
-IMG2IMG = "img2img"
-PIX2PIX = "instruct-pix2pix"
-SEED_RULE = (
-    "sha256(edit|seed_base|editor|prompt without suffix|seed sha256|index)[:8] >> 1, CPU torch.Generator"
-)
-
-
-class EditingError(GenerationError):
-    """Editing cannot start: bad seeds, study, prompt set, weights or settings. Message is for the user."""
 
 
 # --- seeds ---------------------------------------------------------------------------------------
@@ -199,29 +190,7 @@ def seeds_from_folder(folder: str | Path) -> list[SeedPhoto]:
     ]
 
 
-# --- editors, seeds, keys ------------------------------------------------------------------------
-def editor_resolve(name: str) -> ModelSource:
-    """Short name, hub id or local folder → where to load it from, checked without network.
-    EditingError naming ``BIASLAB_T2I_<NAME>_WEIGHTS`` when the weights are not here."""
-    from detectors.weights import resolve_weights, weights_env_var
-
-    path = Path(name).expanduser()
-    label = path.name if path.is_dir() else name
-    key = f"t2i_{label}"
-    default = EDITORS.get(name, str(path.resolve()) if path.is_dir() else name)
-    try:
-        source = resolve_weights(key, default, config_names=("model_index.json",))
-    except DetectorUnavailable as exc:
-        raise EditingError(str(exc)) from None
-    return ModelSource(name=label, source=source, env_var=weights_env_var(key))
-
-
-def edit_seed(*, editor: str, prompt: str, seed_sha256: str, index: int, seed_base: int = 0) -> int:
-    """Deterministic 63-bit noise seed of one edit (module docstring); ``prompt`` without suffix."""
-    text = f"edit|{seed_base}|{editor}|{prompt}|{seed_sha256}|{index}"
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
-
-
+# --- keys ------------------------------------------------------------------------------------
 def _path_part(text: str) -> str:
     return re.sub(r"[^\w.-]+", "_", text.strip().lower()).strip("_") or "_"
 
@@ -249,23 +218,6 @@ def _key_shard(key: str, count: int) -> int:
 
 # --- planning ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class EditSettings:
-    """How to edit. ``None``: the pipeline's own default (recorded as the value used); ``size``
-    None: the editor's native size."""
-
-    device: str = "cpu"
-    batch_size: int = 1
-    steps: int | None = None
-    guidance: float | None = None
-    strength: float | None = None  # img2img only
-    image_guidance: float | None = None  # InstructPix2Pix only
-    size: int | None = None
-    seed_base: int = 0
-    prompt_suffix: str = ""
-    per_pair: int = 1
-
-
-@dataclass(frozen=True)
 class EditJob:
     seed: SeedPhoto
     spec: PromptSpec
@@ -275,6 +227,10 @@ class EditJob:
 
     def prompt(self, suffix: str) -> str:
         return self.spec.text + suffix
+
+    def task(self, suffix: str, seed: str | ImageBytes) -> EditTask:
+        """This job as plain data for the editor (``seed``: the photo's path or bytes)."""
+        return EditTask(self.prompt(suffix), self.noise_seed, self.seed.image.sha256, seed)
 
 
 def edit_plan(
@@ -336,105 +292,6 @@ def study_check(study: Study, *, seeds_study: Study | None = None) -> None:
         raise EditingError("The seeds study and the study the pairs go to must differ.")
 
 
-# --- the pipeline --------------------------------------------------------------------------------
-def editor_load(model: ModelSource, *, device: str) -> Any:
-    """The editing pipeline on ``device`` (fp16 on CUDA): InstructPix2Pix as itself, any other
-    Stable Diffusion checkpoint as its image-to-image pipeline. Never downloads."""
-    try:
-        pipe = pipeline_load(model, device=device)
-    except GenerationError as exc:
-        raise EditingError(str(exc)) from None
-    if edit_mode(pipe) == PIX2PIX:
-        return pipe
-    from diffusers import AutoPipelineForImage2Image
-
-    try:
-        pipe = AutoPipelineForImage2Image.from_pipe(pipe)
-    except ValueError as exc:
-        raise EditingError(
-            f"{model.name}: {type(pipe).__name__} has no image-to-image form ({exc})."
-        ) from None
-    pipe.set_progress_bar_config(disable=True)
-    return pipe
-
-
-def edit_mode(pipe: Any) -> str:
-    """``instruct-pix2pix`` for an InstructPix2Pix pipeline, ``img2img`` otherwise."""
-    return PIX2PIX if "InstructPix2Pix" in type(pipe).__name__ else IMG2IMG
-
-
-def _call_default(pipe: Any, name: str) -> Any:
-    import inspect
-
-    param = inspect.signature(pipe.__call__).parameters.get(name)
-    return None if param is None or param.default is inspect.Parameter.empty else param.default
-
-
-def effective_edit_settings(pipe: Any, settings: EditSettings) -> dict[str, Any]:
-    """strength, steps, guidance and image_guidance as the pipeline will use them (``None``
-    where a setting does not apply to this kind of editor)."""
-    mode = edit_mode(pipe)
-
-    def value(given: Any, name: str) -> Any:
-        return given if given is not None else _call_default(pipe, name)
-
-    return {
-        "strength": value(settings.strength, "strength") if mode == IMG2IMG else None,
-        "steps": value(settings.steps, "num_inference_steps"),
-        "guidance": value(settings.guidance, "guidance_scale"),
-        "image_guidance": value(settings.image_guidance, "image_guidance_scale") if mode == PIX2PIX else None,
-    }
-
-
-def settings_check(pipe: Any, settings: EditSettings) -> None:
-    """EditingError for a setting this kind of editor has no use for (strength on
-    InstructPix2Pix, image guidance on img2img): silently ignoring it would mislabel a run."""
-    mode = edit_mode(pipe)
-    if mode == PIX2PIX and settings.strength is not None:
-        raise EditingError("--strength applies to img2img editors; InstructPix2Pix takes --image-guidance.")
-    if mode == IMG2IMG and settings.image_guidance is not None:
-        raise EditingError("--image-guidance applies to InstructPix2Pix; img2img editors take --strength.")
-
-
-def seed_input(image: Image, size: int) -> Any:
-    """The seed photo's file as an RGB ``size`` x ``size`` PIL image (centre square, Lanczos)."""
-    from django.conf import settings as django_settings
-    from PIL import Image as PILImage
-    from PIL import ImageOps
-
-    with PILImage.open(Path(django_settings.MEDIA_ROOT) / image.file) as opened:
-        rgb = opened.convert("RGB")
-    return ImageOps.fit(rgb, (size, size), PILImage.Resampling.LANCZOS)
-
-
-def images_edit(
-    pipe: Any, jobs: Sequence[EditJob], settings: EditSettings, inputs: Sequence[Any]
-) -> list[Any]:
-    """One batch through the editor → ``(PIL image, nsfw flag or None)`` per job, in order."""
-    import torch
-
-    generators = [torch.Generator(device="cpu").manual_seed(job.noise_seed) for job in jobs]
-    kwargs: dict[str, Any] = {}
-    if settings.steps is not None:
-        kwargs["num_inference_steps"] = settings.steps
-    if settings.guidance is not None:
-        kwargs["guidance_scale"] = settings.guidance
-    if settings.strength is not None:
-        kwargs["strength"] = settings.strength
-    if settings.image_guidance is not None:
-        kwargs["image_guidance_scale"] = settings.image_guidance
-    with torch.inference_mode():
-        result = pipe(
-            prompt=[job.prompt(settings.prompt_suffix) for job in jobs],
-            image=list(inputs),
-            generator=generators,
-            output_type="pil",
-            **kwargs,
-        )
-    flags = getattr(result, "nsfw_content_detected", None) or [None] * len(jobs)
-    return list(zip(result.images, flags, strict=True))
-
-
 # --- the loop ------------------------------------------------------------------------------------
 def edit_run(
     *,
@@ -450,6 +307,8 @@ def edit_run(
     should_stop: Callable[[], bool] = lambda: False,
     progress: Callable[[int], Progress] | None = None,
     on_warning: Callable[[str], None] = lambda message: None,
+    executor: Executor | None = None,
+    send_images: bool = False,
 ) -> GenerationOutcome:
     """Edit and store every missing pair of this shard; returns counts (``created`` pairs).
 
@@ -457,6 +316,11 @@ def edit_run(
     ahead in a thread while this thread stores the previous batch, each pair in its own
     transaction (``studies.ingest.item_image_store``); ``should_stop`` is checked before each
     batch; a restart re-edits at most the batches in flight. ``pipe`` is loaded when not given.
+
+    With an ``executor`` (``--executor ray``, not started yet) the editor is loaded only in its
+    workers; they read the seed photos from MEDIA_ROOT, or get their bytes with
+    ``send_images``. A job whose worker died on it alone is reported through ``on_warning`` and
+    left for a re-run. Only this thread writes the database, either way.
     """
     study_check(study)
     jobs, skipped = edit_plan(
@@ -465,38 +329,62 @@ def edit_run(
     outcome = GenerationOutcome(skipped=skipped)
     if not jobs:
         return outcome
-    if pipe is None:
-        pipe = editor_load(model, device=settings.device)
-    settings_check(pipe, settings)
-    size = settings.size or NATIVE_SIZES.get(model.name, DEFAULT_SIZE)
-    inputs: dict[str, Any] = {}  # seed sha256 → resized input: 54 seeds serve 12,312 edits
+    from django.conf import settings as django_settings
 
-    def run_batch(batch: Sequence[EditJob]) -> list[Any]:
-        for job in batch:
-            if job.seed.image.sha256 not in inputs:
-                inputs[job.seed.image.sha256] = seed_input(job.seed.image, size)
-        return images_edit(pipe, batch, settings, [inputs[job.seed.image.sha256] for job in batch])
+    media = Path(django_settings.MEDIA_ROOT)
+    # One source per seed photo (54 seeds serve 12,312 edits): its path, or its bytes read once.
+    sources = {job.seed.image.sha256: media / job.seed.image.file for job in jobs}
+    size = input_size(model.name, settings)
+    run_batch: Callable[[Sequence[EditJob]], list[Edited]] | None = None
+    if executor is not None:  # --executor ray (issue 14): workers edit, this process stores
+        from detectors.remote import edit_worker_spec, image_payload
+
+        payloads = {sha: image_payload(path, send_images) for sha, path in sources.items()}
+        info = executor.start(edit_worker_spec(model, settings))
+    else:
+        if pipe is None:
+            pipe = editor_load(model, device=settings.device)
+        settings_check(pipe, settings)
+        info = editor_info(pipe, settings)
+        editor = SeedEditor(pipe, settings, size)
+        payloads = {sha: str(path) for sha, path in sources.items()}
+
+        def run_batch(batch: Sequence[EditJob]) -> list[Edited]:
+            return editor.edit([job_task(job) for job in batch])
+
+    def job_task(job: EditJob) -> EditTask:
+        return job.task(settings.prompt_suffix, payloads[job.seed.image.sha256])
 
     storer = _PairStorer(
         study=study,
         model=model,
         settings=settings,
         base_params={
-            **_base_params(pipe, model, settings, prompt_set),
+            **_base_params(info, model, settings, prompt_set),
             "input_size": size,
             "seeds": seeds_source,
         },
     )
-    stored_jobs, outcome.seconds = batches_run(
+
+    def store(job: EditJob, edited: Any) -> None:
+        from detectors.executors import ItemError
+
+        if isinstance(edited, ItemError):
+            on_warning(f"{job.key}: not edited, {edited.message}; a re-run retries it")
+            return
+        storer.store(job, edited, outcome)
+
+    return outcome_batches_run(
+        outcome,
         jobs,
         batch_size=settings.batch_size,
         run_batch=run_batch,
-        store=lambda job, result: storer.store(job, result, outcome),
+        store=store,
         should_stop=should_stop,
         progress=progress,
+        executor=executor,
+        payload=job_task,
     )
-    outcome.interrupted = stored_jobs < len(jobs)
-    return outcome
 
 
 class _PairStorer:
@@ -511,8 +399,8 @@ class _PairStorer:
         self.base_params = base_params
         self.prompts: dict[tuple[str, str, str], Prompt] = {}
 
-    def store(self, job: EditJob, result: tuple[Any, bool | None], outcome: GenerationOutcome) -> None:
-        image, nsfw = result
+    def store(self, job: EditJob, edited: Edited, outcome: GenerationOutcome) -> None:
+        """Store one edit (made here or by a Ray worker) as the job's pair item."""
         text = job.prompt(self.settings.prompt_suffix)
         spec = job.spec
         prompt_key = (spec.category, spec.word, text)
@@ -525,18 +413,18 @@ class _PairStorer:
             "seed": job.noise_seed,
             "prompt": text,
             "seed_sha256": job.seed.image.sha256,
-            "height": image.height,
-            "width": image.width,
+            "height": edited.height,
+            "width": edited.width,
         }
-        if nsfw is not None:
+        if edited.nsfw is not None:
             # The checker blacks out what it flags; the analysis must know this is no edit.
-            params["nsfw_flagged"] = bool(nsfw)
+            params["nsfw_flagged"] = edited.nsfw
         metadata = {**spec.metadata, **job.seed.metadata, "seed_key": job.seed.name}
         if self.settings.prompt_suffix:
             metadata["prompt_suffix"] = self.settings.prompt_suffix
         _, created = item_image_store(
             study=self.study,
-            data=png_bytes(image),
+            data=edited.png,
             key=job.key,
             role=ImageRole.OUTPUT,
             prompt=self.prompts[prompt_key],
@@ -550,16 +438,21 @@ class _PairStorer:
         outcome.created += int(created)
 
 
-def _base_params(pipe: Any, model: ModelSource, settings: EditSettings, prompt_set: str) -> dict[str, Any]:
-    import diffusers
-
+def _base_params(
+    info: dict[str, Any], model: ModelSource, settings: EditSettings, prompt_set: str
+) -> dict[str, Any]:
+    """Every pair's ``params`` but its seed, prompt and size; ``info`` is ``editor_info(pipe,
+    settings)`` (from this process's editor or the workers')."""
     return {
         "editor": model.name,
         "weights": model.source,
-        "pipeline": type(pipe).__name__,
-        "mode": edit_mode(pipe),
-        "scheduler": type(getattr(pipe, "scheduler", None)).__name__,
-        **effective_edit_settings(pipe, settings),
+        "pipeline": info["pipeline"],
+        "mode": info["mode"],
+        "scheduler": info["scheduler"],
+        "strength": info["strength"],
+        "steps": info["steps"],
+        "guidance": info["guidance"],
+        "image_guidance": info["image_guidance"],
         "prompt_suffix": settings.prompt_suffix,
         "seed_base": settings.seed_base,
         "seed_rule": SEED_RULE,
@@ -567,5 +460,5 @@ def _base_params(pipe: Any, model: ModelSource, settings: EditSettings, prompt_s
         "dtype": "float16" if settings.device.startswith("cuda") else "float32",
         "batch_size": settings.batch_size,
         "prompt_set": prompt_set,
-        "diffusers": diffusers.__version__,
+        "diffusers": info["diffusers"],
     }

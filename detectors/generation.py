@@ -387,15 +387,15 @@ def pipeline_load(model: ModelSource, *, device: str) -> Any:
     return pipe
 
 
-def _call_default(pipe: Any, name: str) -> Any:
+def call_default(pipe: Any, name: str) -> Any:
     param = inspect.signature(pipe.__call__).parameters.get(name)
     return None if param is None or param.default is inspect.Parameter.empty else param.default
 
 
 def effective_settings(pipe: Any, settings: Settings) -> dict[str, Any]:
     """The values the pipeline will actually use, for Item.params."""
-    steps = settings.steps if settings.steps is not None else _call_default(pipe, "num_inference_steps")
-    guidance = settings.guidance if settings.guidance is not None else _call_default(pipe, "guidance_scale")
+    steps = settings.steps if settings.steps is not None else call_default(pipe, "num_inference_steps")
+    guidance = settings.guidance if settings.guidance is not None else call_default(pipe, "guidance_scale")
     return {"steps": steps, "guidance": guidance}
 
 
@@ -412,24 +412,31 @@ def pipeline_info(pipe: Any, settings: Settings) -> dict[str, Any]:
     }
 
 
-def images_generate(pipe: Any, jobs: Sequence[Job], settings: Settings) -> list[Any]:
-    """One batch through the pipeline → PIL images, one per job, in order."""
+def pipeline_run(
+    pipe: Any, *, prompts: Sequence[str], seeds: Sequence[int], options: dict[str, Any], **inputs: Any
+) -> Any:
+    """One batch through a diffusers pipeline → its result (PIL images). Noise from one CPU
+    ``torch.Generator`` per seed (module docstring); an option left ``None`` is not passed, so
+    the pipeline uses its own default; ``inputs`` go as they are (an editor's ``image``)."""
     import torch
 
-    generators = [torch.Generator(device="cpu").manual_seed(job.seed) for job in jobs]
-    kwargs: dict[str, Any] = {}
-    if settings.steps is not None:
-        kwargs["num_inference_steps"] = settings.steps
-    if settings.guidance is not None:
-        kwargs["guidance_scale"] = settings.guidance
-    if settings.height is not None:
-        kwargs["height"] = settings.height
-    if settings.width is not None:
-        kwargs["width"] = settings.width
+    generators = [torch.Generator(device="cpu").manual_seed(seed) for seed in seeds]
+    kwargs = {name: value for name, value in options.items() if value is not None}
     with torch.inference_mode():
-        result = pipe(
-            prompt=[job.spec.text for job in jobs], generator=generators, output_type="pil", **kwargs
-        )
+        return pipe(prompt=list(prompts), generator=generators, output_type="pil", **inputs, **kwargs)
+
+
+def images_generate(pipe: Any, jobs: Sequence[Job], settings: Settings) -> list[Any]:
+    """One batch through the pipeline → PIL images, one per job, in order."""
+    options = {
+        "num_inference_steps": settings.steps,
+        "guidance_scale": settings.guidance,
+        "height": settings.height,
+        "width": settings.width,
+    }
+    result = pipeline_run(
+        pipe, prompts=[job.spec.text for job in jobs], seeds=[job.seed for job in jobs], options=options
+    )
     return list(result.images)
 
 
@@ -504,6 +511,7 @@ def batches_run(
     should_stop: Callable[[], bool] = lambda: False,
     progress: Callable[[int], Progress] | None = None,
     executor: Executor | None = None,
+    payload: Callable[[Any], Any] | None = None,
 ) -> tuple[int, float]:
     """The batch/stop/progress loop of ``generation_run`` (and ``detectors.editing``): returns
     (jobs stored, seconds).
@@ -516,13 +524,21 @@ def batches_run(
     With an ``executor`` (``--executor ray``, already started) ``run_batch`` is not used: the
     batches go to the executor's workers, several in flight, and this thread calls
     ``store(job, output)`` with each worker's output — or the ``ItemError`` of a job whose
-    worker died on it alone (``detectors.remote.batches_run_remote``). Same contract otherwise.
+    worker died on it alone (``detectors.remote.batches_run_remote``); each job goes to them as
+    ``payload(job)`` when given (plain data for a job that holds database rows). Same contract
+    otherwise.
     """
     if executor is not None:
         from detectors.remote import batches_run_remote
 
         return batches_run_remote(
-            executor, jobs, batch_size=batch_size, store=store, should_stop=should_stop, progress=progress
+            executor,
+            jobs,
+            batch_size=batch_size,
+            store=store,
+            should_stop=should_stop,
+            progress=progress,
+            payload=payload,
         )
     if run_batch is None:
         raise ValueError("batches_run needs run_batch or an executor")
@@ -616,20 +632,28 @@ def generation_run(
             return
         storer.store_png(job, output.png, output.width, output.height, outcome, on_warning)
 
+    return outcome_batches_run(
+        outcome,
+        jobs,
+        batch_size=settings.batch_size,
+        run_batch=None if executor is not None else (lambda batch: images_generate(pipe, batch, settings)),
+        store=store_remote
+        if executor is not None
+        else (lambda job, image: storer.store(job, image, outcome, on_warning)),
+        should_stop=should_stop,
+        progress=progress,
+        executor=executor,
+    )
+
+
+def outcome_batches_run(
+    outcome: GenerationOutcome, jobs: Sequence[Any], *, executor: Executor | None, **options: Any
+) -> GenerationOutcome:
+    """``batches_run(jobs, executor=executor, **options)`` into ``outcome``: its seconds, whether
+    it was interrupted, and an executor's per-worker figures (kept even when the run fails, for
+    the message). Shared by ``generation_run`` and ``editing.edit_run``."""
     try:
-        stored_jobs, outcome.seconds = batches_run(
-            jobs,
-            batch_size=settings.batch_size,
-            run_batch=None
-            if executor is not None
-            else (lambda batch: images_generate(pipe, batch, settings)),
-            store=store_remote
-            if executor is not None
-            else (lambda job, image: storer.store(job, image, outcome, on_warning)),
-            should_stop=should_stop,
-            progress=progress,
-            executor=executor,
-        )
+        stored_jobs, outcome.seconds = batches_run(jobs, executor=executor, **options)
     finally:
         if executor is not None:
             outcome.workers = executor.stats()

@@ -4,7 +4,7 @@ The workers (detectors/executors/workers.py) hold the model and see only plain d
 module, in the command's process, selects the work from the database, turns it into batches of
 ``(key, payload)`` items, and stores every result with the same idempotent writes as a local
 run — ``services.batch_store`` (one row per image file, detector and version; a conflict is
-skipped) and ``generation._Storer`` (one item per study and key, through
+skipped), ``generation._Storer`` and ``editing._PairStorer`` (one item per study and key, through
 ``studies.ingest.item_image_store``). Work a dead worker had in hand was
 never written, so giving it to another worker cannot duplicate anything.
 """
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from django.db.models import QuerySet
 
     from detectors.base import Detector
+    from detectors.edit_pipeline import EditSettings
     from detectors.generation import ModelSource, Settings
     from detectors.models import DetectorRun
     from detectors.progress import Progress
@@ -63,9 +64,9 @@ def detector_executor_start(*, executor: Executor, detector: Detector) -> None:
         )
 
 
-def _image_payload(path: Path, send_images: bool) -> str | ImageBytes:
-    """The path for workers that share MEDIA_ROOT, else the bytes. An unreadable file is sent
-    as its path, so the worker's open fails and the image gets its "cannot open" failure."""
+def image_payload(path: Path, send_images: bool) -> str | ImageBytes:
+    """The path for workers that share MEDIA_ROOT, else the bytes (``--send-images``). An
+    unreadable file is sent as its path, so the worker's open fails with the file's own error."""
     if send_images:
         try:
             return ImageBytes(str(path), path.read_bytes())
@@ -113,7 +114,7 @@ def detector_batches_remote(
             sizes.update((image.pk, (image.width, image.height)) for image in images)
             state["last_id"] = images[-1].pk
             state["fetched"] += len(images)
-            yield [(image.pk, _image_payload(media / image.file, send_images)) for image in images]
+            yield [(image.pk, image_payload(media / image.file, send_images)) for image in images]
 
     def store(result: BatchResult) -> None:
         # cast: an executor hands back the keys it was given, here image ids (``batches``).
@@ -134,13 +135,22 @@ def detector_batches_remote(
     return RunStatus.INTERRUPTED
 
 
-# --- generate_images -------------------------------------------------------------------------------
+# --- generate_images and edit_images -----------------------------------------------------------
 def generation_worker_spec(model: ModelSource, settings: Settings) -> WorkerSpec:
     """How a worker loads the pipeline: the model's source and the generation settings."""
+    return _pipeline_worker_spec("GenerationWorker", model, settings)
+
+
+def edit_worker_spec(model: ModelSource, settings: EditSettings) -> WorkerSpec:
+    """How a worker loads the editor: the model's source and the edit settings."""
+    return _pipeline_worker_spec("EditWorker", model, settings)
+
+
+def _pipeline_worker_spec(worker: str, model: ModelSource, settings: Settings | EditSettings) -> WorkerSpec:
     from dataclasses import asdict
 
     return WorkerSpec(
-        factory="detectors.executors.workers.GenerationWorker",
+        factory=f"detectors.executors.workers.{worker}",
         kwargs={"model": asdict(model), "settings": asdict(settings)},
         label=model.name,
     )
@@ -154,10 +164,13 @@ def batches_run_remote(
     store: Callable[[Any, Any], None],
     should_stop: Callable[[], bool] = lambda: False,
     progress: Callable[[int], Progress] | None = None,
+    payload: Callable[[Any], Any] | None = None,
 ) -> tuple[int, float]:
     """``generation.batches_run`` on a started executor: returns (jobs handled, seconds).
 
-    The jobs go out in batches of ``batch_size``, as many in flight as the executor keeps busy;
+    The jobs go out in batches of ``batch_size``, as many in flight as the executor keeps busy,
+    each as ``payload(job)`` when given (plain data for a job that holds database rows, as an
+    edit's seed photo does; the job itself otherwise);
     ``store(job, output)`` is called in this thread for every job of each batch that comes back
     (a worker's output, or the ``ItemError`` of a job whose worker died on it alone). Each job's
     seed fixes its image whatever worker draws it, so the stored images are a local run's.
@@ -165,8 +178,9 @@ def batches_run_remote(
     """
     meter = progress(len(jobs)) if progress else None
     size = max(1, batch_size)
+    to_payload = payload or (lambda job: job)
     batches = (
-        [(index, jobs[index]) for index in range(start, min(start + size, len(jobs)))]
+        [(index, to_payload(jobs[index])) for index in range(start, min(start + size, len(jobs)))]
         for start in range(0, len(jobs), size)
     )
     handled = 0

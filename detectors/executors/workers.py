@@ -205,3 +205,41 @@ class GenerationWorker:
             self.load()
         images = images_generate(self.pipe, jobs, Settings(**self.settings))
         return [Generated(png_bytes(image), image.width, image.height) for image in images]
+
+
+class EditWorker:
+    """An editing pipeline held for the worker's lifetime (``edit_images --executor ray``).
+    Payload: a ``detectors.edit_pipeline.EditTask``; output: its ``Edited`` (PNG bytes)."""
+
+    def __init__(self, *, model: dict[str, str], settings: dict[str, Any]) -> None:
+        self.model = model
+        self.settings = settings
+        self.editor: Any = None
+
+    def load(self) -> dict[str, Any]:
+        """Load the editor (EditingError names the weights variable, or the setting this kind of
+        editor does not take) → what it is and the settings it uses, for the pairs' params."""
+        from detectors.edit_pipeline import (
+            EditSettings,
+            SeedEditor,
+            editor_info,
+            editor_load,
+            input_size,
+            settings_check,
+        )
+        from detectors.generation import ModelSource
+
+        model, settings = ModelSource(**self.model), EditSettings(**self.settings)
+        pipe = editor_load(model, device=settings.device)
+        settings_check(pipe, settings)
+        self.editor = SeedEditor(pipe, settings, input_size(model.name, settings))
+        return editor_info(pipe, settings)
+
+    def prepare(self, payload: Any) -> Any:
+        # Seed photos are decoded in ``run``, once per photo for the worker's lifetime (its cache).
+        return payload
+
+    def run(self, keys: Sequence[Hashable], tasks: Sequence[Any]) -> list[Any]:
+        if self.editor is None:
+            self.load()
+        return self.editor.edit(tasks)

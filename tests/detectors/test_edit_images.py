@@ -16,17 +16,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from PIL import Image as PILImage
 
-from detectors.editing import (
-    MITIGATION_SUFFIX,
-    EditingError,
-    EditSettings,
-    edit_run,
-    edit_seed,
-    editor_resolve,
-    pair_key_for,
-    seeds_from_folder,
-    seeds_from_study,
-)
+from detectors.edit_pipeline import MITIGATION_SUFFIX, EditingError, EditSettings, edit_seed, editor_resolve
+from detectors.editing import edit_run, pair_key_for, seeds_from_folder, seeds_from_study
 from detectors.generation import PromptSpec, prompt_set_load, prompt_sets_available
 from studies.models import Image, Item, ItemImage, Prompt
 from tests.detectors.tiny_editors import save_tiny_img2img, save_tiny_pix2pix
@@ -278,10 +269,10 @@ class _Killed(BaseException):
 def test_an_editor_failure_keeps_the_pairs_stored_before_it_and_no_half_pair(
     pairs, seeds, tiny_img2img, prompt_csv
 ):
-    from detectors import editing
+    from detectors import edit_pipeline
 
     calls = {"n": 0}
-    real = editing.images_edit
+    real = edit_pipeline.images_edit
 
     def failing(pipe, jobs, settings, inputs):
         calls["n"] += 1
@@ -289,7 +280,7 @@ def test_an_editor_failure_keeps_the_pairs_stored_before_it_and_no_half_pair(
             raise _Killed
         return real(pipe, jobs, settings, inputs)
 
-    editing.images_edit = failing
+    edit_pipeline.images_edit = failing
     try:
         with pytest.raises(_Killed):
             edit_run(
@@ -300,7 +291,7 @@ def test_an_editor_failure_keeps_the_pairs_stored_before_it_and_no_half_pair(
                 settings=EditSettings(batch_size=1, steps=2, size=64),
             )
     finally:
-        editing.images_edit = real
+        edit_pipeline.images_edit = real
     assert Item.objects.filter(study=pairs).count() == 2
     assert all(item.item_images.count() == 2 for item in Item.objects.filter(study=pairs))
     out, _ = edit_from_seeds_study(tiny_img2img, prompt_csv, "--steps", "2", "--size", "64")
@@ -514,3 +505,142 @@ def test_two_seeds_whose_names_would_share_a_key_are_refused(pairs):
             prompts=[PromptSpec("p", "w", "t")],
             settings=EditSettings(),
         )
+
+
+# --- --executor ray (issue 14): workers edit, this process alone writes -----------------------------
+RAY = ("--executor", "ray", "--num-workers", "2")
+
+
+def _stored_pairs(slug: str) -> dict[str, tuple]:
+    """Everything a study's pairs store, by key: prompt, editor, seed, index, params, metadata,
+    and both files by SHA-256."""
+    pairs: dict[str, tuple] = {}
+    for item in Item.objects.filter(study__slug=slug).select_related("prompt"):
+        files = dict(ItemImage.objects.filter(item=item).values_list("role", "image__sha256"))
+        fields = (item.prompt.text, item.t2i_model, item.seed, item.index, item.params, item.metadata)
+        pairs[item.key] = (*fields, files)
+    return pairs
+
+
+@pytest.fixture
+def torch_one_thread():
+    """torch on one thread in this process, as in a one-CPU Ray worker (Ray sets its
+    OMP_NUM_THREADS to the actor's CPUs): the same summation order, so the same bytes. (With
+    two threads here the edits differ from the workers' by float rounding.)"""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def stores(monkeypatch) -> list[str]:
+    """The key of every pair handed to the database write (the driver's only write), in order."""
+    from detectors import editing
+
+    keys: list[str] = []
+    real = editing.item_image_store
+
+    def spy(**kwargs):
+        keys.append(kwargs["key"])
+        return real(**kwargs)
+
+    monkeypatch.setattr(editing, "item_image_store", spy)
+    return keys
+
+
+@pytest.mark.ray
+def test_a_ray_edit_stores_exactly_the_pairs_a_local_edit_stores_and_a_second_run_nothing(
+    ray_cluster, torch_one_thread, seeds, tiny_img2img, prompt_csv, stores, monkeypatch
+):
+    from detectors.executors.ray_executor import RayExecutor
+
+    for slug, extra in (("local", ()), ("remote", RAY)):
+        StudyFactory(slug=slug, protocol="pair_change")
+        out, err = edit(
+            "--study", slug, "--seeds-study", "seeds", "--prompt-set", str(prompt_csv),
+            "--editor", str(tiny_img2img), "--batch-size", "2", *SMALL, *extra,
+        )  # fmt: skip
+        assert f"Done: 4 pairs of tiny-sd stored in study {slug}" in out
+        assert "4/4 pairs" in err
+    local, remote = _stored_pairs("local"), _stored_pairs("remote")
+    assert len(remote) == 4
+    assert remote == local  # same keys, seeds, params, metadata, and the same files by SHA-256
+    assert {files["output"] for *_, files in remote.values()}.isdisjoint(
+        {files["input"] for *_, files in remote.values()}
+    )
+    workers = [line for line in out.splitlines() if line.startswith("  worker ")]
+    assert len(workers) == 2
+    assert all(" pairs in " in line for line in workers)
+    assert sorted(stores) == sorted([*local, *remote])  # each pair written once, by this process
+
+    starts: list[object] = []
+    monkeypatch.setattr(RayExecutor, "start", lambda self, spec: starts.append(spec))
+    out, _ = edit(
+        "--study", "remote", "--seeds-study", "seeds", "--prompt-set", str(prompt_csv),
+        "--editor", str(tiny_img2img), "--batch-size", "2", *SMALL, *RAY,
+    )  # fmt: skip
+    assert out.startswith("Nothing to do: all 4 pairs of tiny-sd are already in study remote.")
+    assert starts == []  # no worker was even started
+    assert _stored_pairs("remote") == remote
+
+
+@pytest.mark.ray
+def test_a_ray_edit_whose_worker_is_killed_loses_and_duplicates_no_pair(
+    ray_cluster, pairs, seeds, tiny_img2img, prompt_csv, stores, monkeypatch, tmp_path
+):
+    from detectors import remote
+    from detectors.executors import WorkerSpec
+
+    marker = tmp_path / "crashed"
+    real_spec = remote.edit_worker_spec
+
+    def crashing_spec(model, settings):
+        spec = real_spec(model, settings)
+        kwargs = {**spec.kwargs, "crash_marker": str(marker), "crash_on_call": 2}
+        return WorkerSpec("tests.detectors.tiny_editors.CrashingEditWorker", kwargs, spec.label)
+
+    monkeypatch.setattr(remote, "edit_worker_spec", crashing_spec)
+    # An earlier run stored the first prompt's pairs, then stopped.
+    edit_from_seeds_study(tiny_img2img, prompt_csv, "--per-pair", "2", "--limit-prompts", "1", *SMALL)
+    before = {item.key: image_of(item, "output").sha256 for item in Item.objects.filter(study=pairs)}
+    assert len(before) == 4
+    stores.clear()
+    out, err = edit_from_seeds_study(
+        tiny_img2img, prompt_csv, "--per-pair", "2", "--batch-size", "1", "--send-images", *SMALL, *RAY
+    )
+    assert marker.exists()  # a worker really died, on its second batch
+    assert "Ray worker 1 died" in err or "Ray worker 2 died" in err
+    assert "worker 3 replaces it" in err
+    assert "Done: 4 pairs of tiny-sd stored in study pairs (2 seeds x 2 prompts x 2), 4 already there" in out
+    items = list(Item.objects.filter(study=pairs))
+    assert len(items) == 8
+    assert all(item.item_images.count() == 2 for item in items)
+    # The missing pairs, each written exactly once; the stored ones untouched.
+    assert sorted(stores) == sorted(item.key for item in items if item.key not in before)
+    assert {
+        key: image_of(Item.objects.get(study=pairs, key=key), "output").sha256 for key in before
+    } == before
+    workers = [line for line in out.splitlines() if line.startswith("  worker ")]
+    assert len(workers) == 3  # two, and the one that replaced the dead one
+    assert sum("died with" in line for line in workers) == 1
+
+
+def test_edit_images_without_ray_names_the_install_command_and_imports_nothing(
+    pairs, tiny_img2img, prompt_csv, tmp_path, monkeypatch
+):
+    from detectors.executors import RAY_INSTALL
+
+    folder = tmp_path / "seeds"
+    folder.mkdir()
+    PILImage.new("RGB", (40, 40), (200, 10, 10)).save(folder / "f1.png")
+    args = ("--study", "pairs", "--seeds", str(folder), "--prompt-set", str(prompt_csv))
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray → ImportError
+    with pytest.raises(CommandError, match=RAY_INSTALL.replace(".", r"\.")):
+        edit(*args, "--editor", str(tiny_img2img), "--executor", "ray")
+    with pytest.raises(CommandError, match="--num-workers, --send-images only apply with --executor ray"):
+        edit(*args, "--editor", str(tiny_img2img), "--num-workers", "2", "--send-images")
+    assert not Image.objects.exists()  # the seeds folder was not imported
+    assert not Item.objects.exists()

@@ -8,11 +8,35 @@ smoke benchmark.
   8 channels (noisy latents + the input image's latents), as timbrooks/instruct-pix2pix does.
 
 Both load offline with ``from_pretrained(folder)``; 64x64 images in 2 steps take ~0.1 s on a CPU.
+
+``CrashingEditWorker`` is the real Ray edit worker whose process dies once, mid-run.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from pathlib import Path
+from typing import Any
+
+from detectors.executors.workers import EditWorker
+from tests.fakes import die_once
+
+
+class CrashingEditWorker(EditWorker):
+    """``EditWorker``, but the first process whose ``crash_on_call``-th batch creates the file
+    ``crash_marker`` dies on the spot (``tests.fakes.die_once``)."""
+
+    def __init__(self, *, crash_marker: str, crash_on_call: int = 2, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.crash_marker = crash_marker
+        self.crash_on_call = crash_on_call
+        self.calls = 0
+
+    def run(self, keys: Sequence[Hashable], tasks: Sequence[Any]) -> list[Any]:
+        self.calls += 1
+        if self.calls == self.crash_on_call:
+            die_once(self.crash_marker)
+        return super().run(keys, tasks)
 
 
 def save_tiny_img2img(model_dir: Path) -> Path:

@@ -15,34 +15,35 @@ Resumable: pairs already stored (same editor, prompt, seed, index, suffix) are s
 SIGTERM stops after the current batch. ``--shard i/n`` gives this worker its share of the pairs.
 Unset settings take the editor's own defaults; the values used are stored with every pair. See
 detectors/editing.py for the editors, seeds and weights (``BIASLAB_T2I_<NAME>_WEIGHTS``).
+
+``--executor ray`` edits on a pool of Ray workers (``--ray-address``, ``--num-workers``,
+``--num-gpus-per-worker``), each holding the editor; they read the seed photos from the shared
+MEDIA_ROOT, or get their bytes with ``--send-images``. This process still plans the pairs and
+is the only one that writes the database, through the same storer (docs/scale.md). Noise seeds
+do not depend on the worker: same pairs either way.
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from detectors.editing import (
-    EDITORS,
-    MITIGATION_SUFFIX,
-    EditingError,
-    EditSettings,
-    edit_run,
-    editor_resolve,
-    seeds_from_folder,
-    seeds_from_study,
-    study_check,
-)
+from detectors.edit_pipeline import EDITORS, MITIGATION_SUFFIX, EditSettings, editor_resolve
+from detectors.editing import edit_run, seeds_from_folder, seeds_from_study, study_check
+from detectors.executors import ExecutorError
 from detectors.generation import GenerationError, prompt_set_load
+from detectors.management.options import (
+    batch_size,
+    executor_for,
+    pipeline_arguments,
+    positive,
+    workers_report,
+)
 from detectors.progress import Progress, StopFlag, command_stream
 from detectors.selectors import Shard
 from studies.models import Study
-
-
-def _positive(value: float | None, flag: str, *, integer: bool = True) -> None:
-    if value is not None and (value < 1 if integer else value < 0):
-        raise CommandError(f"{flag} must be {'at least 1' if integer else 'zero or more'}")
 
 
 class Command(BaseCommand):
@@ -70,8 +71,6 @@ class Command(BaseCommand):
             default="",
             help=f"Appended to every prompt, e.g. the paper's mitigation {MITIGATION_SUFFIX!r}.",
         )
-        parser.add_argument("--device", default="cpu")
-        parser.add_argument("--batch-size", type=int, default=None, help="Default 8 on CUDA, 1 on CPU.")
         parser.add_argument("--steps", type=int, default=None, help="Default: the editor's own.")
         parser.add_argument("--guidance", type=float, default=None, help="Default: the editor's own.")
         parser.add_argument("--strength", type=float, default=None, help="img2img only (0-1].")
@@ -81,18 +80,21 @@ class Command(BaseCommand):
         parser.add_argument("--per-pair", type=int, default=1, help="Edits per (seed, prompt) (default 1).")
         parser.add_argument("--shard", default="", help="i/n: this worker's share (1-based i).")
         parser.add_argument("--limit-prompts", type=int, default=None, help="Only the first K prompts.")
+        pipeline_arguments(parser, send_images=True)
 
     def handle(self, *args: Any, **opts: Any) -> None:
         for flag in ("batch_size", "steps", "size", "per_pair", "limit_prompts"):
-            _positive(opts[flag], "--" + flag.replace("_", "-"))
+            positive(opts[flag], "--" + flag.replace("_", "-"))
         for flag in ("guidance", "image_guidance"):
-            _positive(opts[flag], "--" + flag.replace("_", "-"), integer=False)
+            positive(opts[flag], "--" + flag.replace("_", "-"), integer=False)
         if opts["strength"] is not None and not 0 < opts["strength"] <= 1:
             raise CommandError("--strength must be in (0, 1]")
         try:
             shard = Shard.parse(opts["shard"]) if opts["shard"] else None
         except ValueError as exc:
             raise CommandError(str(exc)) from None
+        # Before any seed is imported: without Ray, or with contradictory options, nothing is written.
+        executor = executor_for(opts, stderr=self.stderr)
         study = self._study(opts["study"])
         seeds_study = self._study(opts["seeds_study"]) if opts["seeds_study"] else None
         try:
@@ -107,10 +109,9 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if opts["limit_prompts"]:
             prompts = prompts[: opts["limit_prompts"]]
-        device = opts["device"]
         settings = EditSettings(
-            device=device,
-            batch_size=opts["batch_size"] or (8 if device.startswith("cuda") else 1),
+            device=opts["device"],
+            batch_size=batch_size(opts),
             steps=opts["steps"],
             guidance=opts["guidance"],
             strength=opts["strength"],
@@ -120,7 +121,7 @@ class Command(BaseCommand):
             prompt_suffix=opts["prompt_suffix"],
             per_pair=opts["per_pair"],
         )
-        with StopFlag(stream=command_stream(self.stderr)) as stop:
+        with StopFlag(stream=command_stream(self.stderr)) as stop, executor or nullcontext():
             try:
                 outcome = edit_run(
                     study=study,
@@ -134,8 +135,10 @@ class Command(BaseCommand):
                     should_stop=stop,
                     progress=lambda total: Progress(total, label="pairs", stream=command_stream(self.stderr)),
                     on_warning=lambda message: self.stderr.write(message),
+                    executor=executor,
+                    send_images=opts["send_images"],
                 )
-            except EditingError as exc:
+            except (GenerationError, ExecutorError) as exc:  # EditingError included
                 raise CommandError(str(exc)) from None
         where = f" (shard {shard})" if shard else ""
         if outcome.created == 0 and not outcome.interrupted:
@@ -151,6 +154,7 @@ class Command(BaseCommand):
             f"({len(seeds)} seeds x {len(prompts)} prompts x {settings.per_pair}), "
             f"{outcome.skipped} already there" + (f", {speed:.3f} pairs/s." if speed else ".")
         )
+        workers_report(self.stdout, outcome.workers, "pairs")
 
     def _study(self, slug: str) -> Study:
         try:

@@ -27,7 +27,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from detectors.executors import ExecutorError, executor_arguments, executor_from_options
+from detectors.executors import ExecutorError
 from detectors.generation import (
     SEED_POLICIES,
     T2I_MODELS,
@@ -38,13 +38,15 @@ from detectors.generation import (
     seed_policy_check,
     t2i_model_resolve,
 )
+from detectors.management.options import (
+    batch_size,
+    executor_for,
+    pipeline_arguments,
+    positive,
+    workers_report,
+)
 from detectors.progress import Progress, StopFlag, command_stream
 from studies.models import Study
-
-
-def _positive(value: int | None, flag: str) -> None:
-    if value is not None and value < 1:
-        raise CommandError(f"{flag} must be at least 1")
 
 
 class Command(BaseCommand):
@@ -64,8 +66,6 @@ class Command(BaseCommand):
         )
         parser.add_argument("--per-prompt", type=int, default=20, help="Images per prompt (default 20).")
         parser.add_argument("--study", default="", help="Study slug (default: the only study).")
-        parser.add_argument("--device", default="cpu")
-        parser.add_argument("--batch-size", type=int, default=None, help="Default 8 on CUDA, 1 on CPU.")
         parser.add_argument("--steps", type=int, default=None, help="Default: the pipeline's own.")
         parser.add_argument("--guidance", type=float, default=None, help="Default: the pipeline's own.")
         parser.add_argument("--height", type=int, default=None)
@@ -79,15 +79,12 @@ class Command(BaseCommand):
             "prompt set's template column, so every prompt of a template shares its seeds (man/woman pairs).",
         )
         parser.add_argument("--limit-prompts", type=int, default=None, help="Only the first K prompts.")
-        executor_arguments(parser)
+        pipeline_arguments(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
         for flag in ("per_prompt", "batch_size", "steps", "height", "width", "limit_prompts"):
-            _positive(opts[flag], "--" + flag.replace("_", "-"))
-        try:
-            executor = executor_from_options(opts, device=opts["device"], log=self.stderr.write)
-        except (ValueError, ExecutorError) as exc:
-            raise CommandError(str(exc)) from None
+            positive(opts[flag], "--" + flag.replace("_", "-"))
+        executor = executor_for(opts, stderr=self.stderr)
         study = self._study(opts["study"])
         try:
             prompts = prompt_set_load(opts["prompt_set"])
@@ -98,11 +95,9 @@ class Command(BaseCommand):
             model = t2i_model_resolve(opts["t2i_model"])
         except GenerationError as exc:
             raise CommandError(str(exc)) from None
-        device = opts["device"]
-        batch_size = opts["batch_size"] or (8 if device.startswith("cuda") else 1)
         settings = Settings(
-            device=device,
-            batch_size=batch_size,
+            device=opts["device"],
+            batch_size=batch_size(opts),
             steps=opts["steps"],
             guidance=opts["guidance"],
             height=opts["height"],
@@ -141,8 +136,7 @@ class Command(BaseCommand):
             f"{outcome.skipped} already there, {outcome.duplicates} duplicates not stored"
             + (f", {speed:.3f} images/s." if speed else ".")
         )
-        for worker in outcome.workers:
-            self.stdout.write("  " + worker.line())
+        workers_report(self.stdout, outcome.workers)
 
     def _study(self, slug: str) -> Study:
         if slug:

@@ -33,7 +33,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from detectors import registry
 from detectors.base import DetectorOptionError, DetectorUnavailable, UnknownDetector
-from detectors.executors import ExecutorError, executor_arguments, executor_from_options
+from detectors.executors import ExecutorError, executor_arguments
+from detectors.management.options import executor_for, workers_report
 from detectors.progress import Progress, StopFlag, command_stream
 from detectors.selectors import Shard, t2i_models
 from detectors.services import detector_run
@@ -87,10 +88,7 @@ class Command(BaseCommand):
         except ImportError as exc:  # a plugin whose package is not installed here
             raise CommandError(f"{opts['detector']} cannot be imported here: {exc}") from None
 
-        try:
-            executor = executor_from_options(opts, device=opts["device"], log=self.stderr.write)
-        except (ValueError, ExecutorError) as exc:
-            raise CommandError(str(exc)) from None
+        executor = executor_for(opts, stderr=self.stderr)
 
         with StopFlag(stream=command_stream(self.stderr)) as stop, executor or nullcontext():
             try:
@@ -119,8 +117,7 @@ class Command(BaseCommand):
             f"{run.detector}@{run.version} run {run.pk} {outcome.message}"
             + (f" {speed:.2f} images/s." if speed else "")
         )
-        for worker in outcome.workers:
-            self.stdout.write("  " + worker.line())
+        workers_report(self.stdout, outcome.workers)
 
     @staticmethod
     def _check_t2i_model(study: Study | None, t2i_model: str | None) -> None:

@@ -1,0 +1,255 @@
+"""The editing itself, without Django: what a Ray worker of ``edit_images --executor ray`` runs.
+
+``detectors.editing`` plans the pairs from the database, skips those stored and writes the
+results; this module only loads an editor and edits seed photos — so a worker process, which
+never has Django configured (detectors/executors/ray_executor.py), can import it. The split
+mirrors generation's: ``detectors.generation`` keeps its pipeline functions importable without
+Django, and ``detectors.executors.workers.EditWorker`` holds one ``SeedEditor`` for its lifetime.
+
+Editors. ``sd15``, ``sd21``, ``sdxl`` and ``instruct-pix2pix`` name the paper's checkpoints
+(``EDITORS``); any other name is a diffusers hub id or a local folder, and
+``BIASLAB_T2I_<NAME>_WEIGHTS`` overrides the source (``editor_resolve``). An InstructPix2Pix
+checkpoint runs as ``StableDiffusionInstructPix2PixPipeline`` (``strength`` does not apply;
+``image_guidance`` does); any other Stable Diffusion checkpoint runs as its image-to-image
+pipeline (``image_guidance`` does not apply). Unset settings take the pipeline's own defaults,
+recorded as the values used (``editor_info``).
+
+A task (``EditTask``) is plain data: the prompt as given to the editor, the noise seed, the seed
+photo's SHA-256 and where to read it (a path, or its bytes for a worker without MEDIA_ROOT). The
+result (``Edited``) is the edit's PNG bytes, its size and the safety checker's flag.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from detectors.base import DetectorUnavailable
+from detectors.executors.workers import ImageBytes
+from detectors.generation import (
+    GenerationError,
+    ModelSource,
+    call_default,
+    pipeline_load,
+    pipeline_run,
+    png_bytes,
+)
+
+#: The paper's editing models (Wang et al. 2024, section 4.1) by short name.
+EDITORS: dict[str, str] = {
+    "sd15": "stable-diffusion-v1-5/stable-diffusion-v1-5",
+    "sd21": "stabilityai/stable-diffusion-2-1",
+    "sdxl": "stabilityai/stable-diffusion-xl-base-1.0",
+    "instruct-pix2pix": "timbrooks/instruct-pix2pix",
+}
+#: The resolution each was trained at; seeds are resized to it.
+NATIVE_SIZES: dict[str, int] = {"sd15": 512, "sd21": 768, "sdxl": 1024, "instruct-pix2pix": 512}
+DEFAULT_SIZE = 512
+#: Section 4.4's mitigation prompt ("Miti"), for ``--prompt-suffix``.
+MITIGATION_SUFFIX = ", maintain the same gender as the input image"
+
+IMG2IMG = "img2img"
+PIX2PIX = "instruct-pix2pix"
+SEED_RULE = (
+    "sha256(edit|seed_base|editor|prompt without suffix|seed sha256|index)[:8] >> 1, CPU torch.Generator"
+)
+
+
+class EditingError(GenerationError):
+    """Editing cannot start: bad seeds, study, prompt set, weights or settings. Message is for the user."""
+
+
+@dataclass(frozen=True)
+class EditSettings:
+    """How to edit. ``None``: the pipeline's own default (recorded as the value used); ``size``
+    None: the editor's native size."""
+
+    device: str = "cpu"
+    batch_size: int = 1
+    steps: int | None = None
+    guidance: float | None = None
+    strength: float | None = None  # img2img only
+    image_guidance: float | None = None  # InstructPix2Pix only
+    size: int | None = None
+    seed_base: int = 0
+    prompt_suffix: str = ""
+    per_pair: int = 1
+
+
+def input_size(editor: str, settings: EditSettings) -> int:
+    """The side seeds are resized to: ``settings.size``, else the editor's native size."""
+    return settings.size or NATIVE_SIZES.get(editor, DEFAULT_SIZE)
+
+
+def editor_resolve(name: str) -> ModelSource:
+    """Short name, hub id or local folder → where to load it from, checked without network.
+    EditingError naming ``BIASLAB_T2I_<NAME>_WEIGHTS`` when the weights are not here."""
+    from detectors.weights import resolve_weights, weights_env_var
+
+    path = Path(name).expanduser()
+    label = path.name if path.is_dir() else name
+    key = f"t2i_{label}"
+    default = EDITORS.get(name, str(path.resolve()) if path.is_dir() else name)
+    try:
+        source = resolve_weights(key, default, config_names=("model_index.json",))
+    except DetectorUnavailable as exc:
+        raise EditingError(str(exc)) from None
+    return ModelSource(name=label, source=source, env_var=weights_env_var(key))
+
+
+def edit_seed(*, editor: str, prompt: str, seed_sha256: str, index: int, seed_base: int = 0) -> int:
+    """Deterministic 63-bit noise seed of one edit (detectors.editing); ``prompt`` without suffix."""
+    text = f"edit|{seed_base}|{editor}|{prompt}|{seed_sha256}|{index}"
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
+
+
+# --- the pipeline --------------------------------------------------------------------------------
+def editor_load(model: ModelSource, *, device: str) -> Any:
+    """The editing pipeline on ``device`` (fp16 on CUDA): InstructPix2Pix as itself, any other
+    Stable Diffusion checkpoint as its image-to-image pipeline. Never downloads."""
+    try:
+        pipe = pipeline_load(model, device=device)
+    except GenerationError as exc:
+        raise EditingError(str(exc)) from None
+    if edit_mode(pipe) == PIX2PIX:
+        return pipe
+    from diffusers import AutoPipelineForImage2Image
+
+    try:
+        pipe = AutoPipelineForImage2Image.from_pipe(pipe)
+    except ValueError as exc:
+        raise EditingError(
+            f"{model.name}: {type(pipe).__name__} has no image-to-image form ({exc})."
+        ) from None
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def edit_mode(pipe: Any) -> str:
+    """``instruct-pix2pix`` for an InstructPix2Pix pipeline, ``img2img`` otherwise."""
+    return PIX2PIX if "InstructPix2Pix" in type(pipe).__name__ else IMG2IMG
+
+
+def effective_edit_settings(pipe: Any, settings: EditSettings) -> dict[str, Any]:
+    """strength, steps, guidance and image_guidance as the pipeline will use them (``None``
+    where a setting does not apply to this kind of editor)."""
+    mode = edit_mode(pipe)
+
+    def value(given: Any, name: str) -> Any:
+        return given if given is not None else call_default(pipe, name)
+
+    return {
+        "strength": value(settings.strength, "strength") if mode == IMG2IMG else None,
+        "steps": value(settings.steps, "num_inference_steps"),
+        "guidance": value(settings.guidance, "guidance_scale"),
+        "image_guidance": value(settings.image_guidance, "image_guidance_scale") if mode == PIX2PIX else None,
+    }
+
+
+def settings_check(pipe: Any, settings: EditSettings) -> None:
+    """EditingError for a setting this kind of editor has no use for (strength on
+    InstructPix2Pix, image guidance on img2img): silently ignoring it would mislabel a run."""
+    mode = edit_mode(pipe)
+    if mode == PIX2PIX and settings.strength is not None:
+        raise EditingError("--strength applies to img2img editors; InstructPix2Pix takes --image-guidance.")
+    if mode == IMG2IMG and settings.image_guidance is not None:
+        raise EditingError("--image-guidance applies to InstructPix2Pix; img2img editors take --strength.")
+
+
+def editor_info(pipe: Any, settings: EditSettings) -> dict[str, Any]:
+    """What the editor is and the settings it will use, for every pair's ``params`` (a Ray
+    worker returns it from ``load()``, so the driver records what the workers run)."""
+    import diffusers
+
+    return {
+        "pipeline": type(pipe).__name__,
+        "mode": edit_mode(pipe),
+        "scheduler": type(getattr(pipe, "scheduler", None)).__name__,
+        **effective_edit_settings(pipe, settings),
+        "diffusers": diffusers.__version__,
+    }
+
+
+# --- tasks ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EditTask:
+    """One edit as plain data (it travels to Ray workers): the prompt as the editor gets it
+    (suffix included), the noise seed, the seed photo's SHA-256 (inputs are cached by it) and
+    the photo itself, as a path the worker can read or as ``ImageBytes``."""
+
+    prompt: str
+    noise_seed: int
+    seed_sha256: str
+    seed: str | ImageBytes
+
+
+@dataclass(frozen=True)
+class Edited:
+    """One edit as PNG bytes (encoded where it was made: less to send), its size, and the
+    safety checker's flag (``None`` for an editor without one)."""
+
+    png: bytes
+    width: int
+    height: int
+    nsfw: bool | None = None
+
+
+def seed_input(source: str | Path | ImageBytes, size: int) -> Any:
+    """A seed photo (a file, or its bytes) as an RGB ``size`` x ``size`` PIL image: the centre
+    square, resized with Lanczos."""
+    from PIL import Image as PILImage
+    from PIL import ImageOps
+
+    fp: Any = io.BytesIO(source.data) if isinstance(source, ImageBytes) else source
+    with PILImage.open(fp) as opened:
+        rgb = opened.convert("RGB")
+    return ImageOps.fit(rgb, (size, size), PILImage.Resampling.LANCZOS)
+
+
+def images_edit(
+    pipe: Any, tasks: Sequence[EditTask], settings: EditSettings, inputs: Sequence[Any]
+) -> list[Any]:
+    """One batch through the editor → ``(PIL image, nsfw flag or None)`` per task, in order."""
+    options = {
+        "num_inference_steps": settings.steps,
+        "guidance_scale": settings.guidance,
+        "strength": settings.strength,
+        "image_guidance_scale": settings.image_guidance,
+    }
+    result = pipeline_run(
+        pipe,
+        prompts=[task.prompt for task in tasks],
+        seeds=[task.noise_seed for task in tasks],
+        options=options,
+        image=list(inputs),
+    )
+    flags = getattr(result, "nsfw_content_detected", None) or [None] * len(tasks)
+    return list(zip(result.images, flags, strict=True))
+
+
+class SeedEditor:
+    """A loaded editor and the seed inputs it has resized so far (54 seed photos serve 12,312
+    edits: each is decoded and resized once). The same object edits in ``edit_images``' own
+    process and in a Ray worker, so both make the same bytes from the same task."""
+
+    def __init__(self, pipe: Any, settings: EditSettings, size: int) -> None:
+        self.pipe = pipe
+        self.settings = settings
+        self.size = size
+        self.inputs: dict[str, Any] = {}
+
+    def edit(self, tasks: Sequence[EditTask]) -> list[Edited]:
+        """One ``Edited`` per task, in order; an unreadable seed photo raises (the run's error,
+        as it is in a local run: every pair of that seed would fail the same way)."""
+        for task in tasks:
+            if task.seed_sha256 not in self.inputs:
+                self.inputs[task.seed_sha256] = seed_input(task.seed, self.size)
+        results = images_edit(self.pipe, tasks, self.settings, [self.inputs[t.seed_sha256] for t in tasks])
+        return [
+            Edited(png_bytes(image), image.width, image.height, None if nsfw is None else bool(nsfw))
+            for image, nsfw in results
+        ]

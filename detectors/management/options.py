@@ -1,0 +1,52 @@
+"""Options and output shared by the long model commands (generate_images, edit_images,
+run_detectors): one definition each, so the commands cannot drift apart."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser, OutputWrapper
+
+from detectors.executors import (
+    Executor,
+    ExecutorError,
+    WorkerStats,
+    executor_arguments,
+    executor_from_options,
+)
+
+
+def positive(value: float | None, flag: str, *, integer: bool = True) -> None:
+    """CommandError unless ``value`` is unset, at least 1 (``integer``) or at least 0."""
+    if value is not None and (value < 1 if integer else value < 0):
+        raise CommandError(f"{flag} must be {'at least 1' if integer else 'zero or more'}")
+
+
+def pipeline_arguments(parser: CommandParser, *, send_images: bool = False) -> None:
+    """``--device`` and ``--batch-size`` of a diffusers command, then where the work runs
+    (``executor_arguments``: ``--executor``, ``--ray-address``, ``--num-workers`` …)."""
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, mps …")
+    parser.add_argument("--batch-size", type=int, default=None, help="Default 8 on CUDA, 1 on CPU.")
+    executor_arguments(parser, send_images=send_images)
+
+
+def batch_size(opts: dict[str, Any]) -> int:
+    """``--batch-size``, or the default for ``--device``: 8 on CUDA, 1 on a CPU (where a bigger
+    batch only adds memory)."""
+    return opts["batch_size"] or (8 if opts["device"].startswith("cuda") else 1)
+
+
+def executor_for(opts: dict[str, Any], *, stderr: OutputWrapper) -> Executor | None:
+    """The executor the options ask for (None: local), or a CommandError that says what to fix
+    (contradictory options, Ray not installed). Call it before reading or writing anything."""
+    try:
+        return executor_from_options(opts, device=opts["device"], log=stderr.write)
+    except (ValueError, ExecutorError) as exc:
+        raise CommandError(str(exc)) from None
+
+
+def workers_report(stdout: OutputWrapper, workers: Iterable[WorkerStats], label: str = "images") -> None:
+    """One line per Ray worker (host, GPU, items, rate) after a run's summary; none for a local run."""
+    for worker in workers:
+        stdout.write("  " + worker.line(label))
