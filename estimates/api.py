@@ -24,6 +24,7 @@ from rest_framework.response import Response
 
 from config.api import (
     ApiView,
+    AuthenticatedRequest,
     QueryInput,
     StrictCharField,
     StrictInput,
@@ -207,7 +208,7 @@ class SamplingRoundListApi(ApiView):
             ),
         },
     )
-    def post(self, request: Request) -> Response:
+    def post(self, request: AuthenticatedRequest) -> Response:
         data = RoundInput(data=request.data)
         data.is_valid(raise_exception=True)
         body = data.validated_data
