@@ -116,8 +116,8 @@ def test_estimate_bias_before_any_round_gives_nulls_and_the_detector_score(sampl
     data = json.loads(_run("estimate_bias", "--study", "gender", "--detector", "fake"))
     body = data["sdxl"]
     assert set(body) == MODEL_KEYS | EXTRA_KEYS
-    assert body["model_bias_score"] == {"estimate": None, "ci95": None}
-    assert body["human_only"] == {"estimate": None, "ci95": None}
+    assert body["model_bias_score"] == {"estimate": None, "ci95": None, "bias_corrected": None}
+    assert body["human_only"] == {"estimate": None, "ci95": None, "bias_corrected": None}
     assert body["labels_for_half_width"] is None
     assert body["rounds"] == 0
     assert body["n_labelled"] == 0
