@@ -796,6 +796,7 @@ def test_dispute_screen_shows_each_labels_time_in_seconds(client_for, annotator_
 
 # --- cost of a key press ------------------------------------------------------------------------
 
+
 # Statements of one htmx submit-and-next, counted as Django logs them: the session and user
 # lookups (2), the study with the membership check and its questions (1), SAVEPOINT and RELEASE
 # (2: BEGIN and COMMIT outside a test's transaction), the answers (4: the item lock that counts
