@@ -279,7 +279,9 @@ def progress_statement(*, study: Study, annotator: User, now: datetime) -> tuple
         "assignment": Assignment._meta.db_table,
         "final": FinalLabel._meta.db_table,
     }
-    sql = _PROGRESS_SQL.format(decided=_DECIDED_SQL.format(**tables), **tables)
+    sql = rows.statement(
+        "progress", lambda: _PROGRESS_SQL.format(decided=_DECIDED_SQL.format(**tables), **tables)
+    )
     params = {
         "user": annotator.pk,
         "study": study.pk,
@@ -426,19 +428,16 @@ WHERE s.slug = %(slug)s
 """
 
 
-def study_for_labeling(*, user: User, slug: str) -> Study | None:
-    """The study ``slug`` if ``user`` is one of its annotators (else None), with its questions
-    loaded (``studies.selectors.study_questions`` then reads no more) — in one query."""
+def _labeling_study_sql() -> str:
     members = Study.annotators.through
-    question_fields = Question._meta.concrete_fields
     # SQLite keeps JSON columns as text: json() embeds them as JSON, not as a string.
     parts = [
         f"json(q.{f.column})"
         if f.get_internal_type() == "JSONField" and not rows.is_postgresql()
         else f"q.{f.column}"
-        for f in question_fields
+        for f in Question._meta.concrete_fields
     ]
-    sql = _LABELING_STUDY_SQL.format(
+    return _LABELING_STUDY_SQL.format(
         study=rows.columns(Study, "s"),
         questions=rows.json_array_agg(rows.json_array(*parts)),
         question_table=Question._meta.db_table,
@@ -447,6 +446,12 @@ def study_for_labeling(*, user: User, slug: str) -> Study | None:
         member_study=members._meta.get_field("study").column,
         member_user=members._meta.get_field("user").column,
     )
+
+
+def study_for_labeling(*, user: User, slug: str) -> Study | None:
+    """The study ``slug`` if ``user`` is one of its annotators (else None), with its questions
+    loaded (``studies.selectors.study_questions`` then reads no more) — in one query."""
+    sql = rows.statement("labeling-study", _labeling_study_sql)
     with connection.cursor() as cursor:
         cursor.execute(sql, {"slug": slug, "user": user.pk})
         row = cursor.fetchone()

@@ -19,11 +19,32 @@ be stale by the time the lock is granted), so two annotators changing their answ
 same item at once each see the other's label. tests/annotate/test_concurrency.py proves both
 with threads on PostgreSQL.
 
-Cost: the labeling screen's key press (``annotation_submit_next``) is one transaction of
-about a dozen statements (tests/annotate/test_views.py pins the count); the two reads that
-run on every key press and grow with the study (claim candidates here, the progress counter
-in selectors) are fixed SQL strings, because building them through the ORM cost more CPU than
-running them. bench/bench_label_submit.py measures it.
+Cost: the labeling screen's key press (``annotation_submit_next`` behind
+``annotate.views.label_submit``) is a fixed list of hand-written statements, every one of
+which builds its model instances from rows (``annotate.sql``) instead of through the ORM,
+whose query building cost more CPU than the database spent running them. Per key press:
+
+  1. session (Django; none when sessions are read from a shared Redis, config/settings.py)
+  2. user (Django's auth)
+  3. the study, the membership check and the study's questions (selectors.study_for_labeling)
+  -  BEGIN
+  4. item lock: UPDATE of the item counting the annotator's seat as completed, RETURNING the
+     item and the membership check (_lock_item_for_label)
+  5. seat completed, RETURNING the item's labels and its number of final labels (after the lock)
+  6. the new labels                  } one statement on PostgreSQL (a data-modifying WITH)
+  7. their revisions                 }
+     (+ the agreed final label and its revision when the labels now agree: 2, 1 on PostgreSQL)
+  8. claim probe: progress counts, the annotator's open seats, the next claimable items with
+     their seats (SKIP LOCKED on PostgreSQL)
+  9. the seat INSERT … ON CONFLICT DO NOTHING RETURNING
+ 10. the open seats with their items, prompts and images
+  -  COMMIT
+
+— 12 on SQLite, 11 on PostgreSQL (10 with Redis sessions), BEGIN/COMMIT included; it was 20.
+Rare paths add statements (a change or double submit re-reads the labels, a lost claim race or
+a queue that the probe could not fill falls back to the search that waits for held items);
+tests/annotate/test_views.py pins the common count. bench/bench_label_submit.py measures it:
+BENCH_FIGURES
 """
 
 from __future__ import annotations
@@ -128,13 +149,16 @@ def _lock_item_for_label(
     every key press checks membership without a query of its own. Raises Item.DoesNotExist
     (also when ``study`` is given and the item is not in it)."""
     members = Study.annotators.through
-    sql = _LOCK_SQL.format(
-        item=Item._meta.db_table,
-        in_study="" if study is None else " AND study_id = %(study)s",
-        columns=rows.columns(Item, Item._meta.db_table),
-        members=members._meta.db_table,
-        member_study=members._meta.get_field("study").column,
-        member_user=members._meta.get_field("user").column,
+    sql = rows.statement(
+        f"lock-item-{study is None}",
+        lambda: _LOCK_SQL.format(
+            item=Item._meta.db_table,
+            in_study="" if study is None else " AND study_id = %(study)s",
+            columns=rows.columns(Item, Item._meta.db_table),
+            members=members._meta.db_table,
+            member_study=members._meta.get_field("study").column,
+            member_user=members._meta.get_field("user").column,
+        ),
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, {"item": item_id, "study": study.pk if study else None, "user": annotator.pk})
@@ -705,18 +729,21 @@ def _open_seats(*, study: Study, annotator: User, now: datetime) -> list[Assignm
     them (the preloaded items too); an expired seat nobody took is simply theirs again. Only
     seats past half their time are renewed, so most calls write nothing here.
     """
-    sql = _OPEN_SEATS_SQL.format(
-        seat=rows.columns(Assignment, "a"),
-        item=rows.columns(Item, "i"),
-        prompt=rows.columns(Prompt, "p"),
-        link=rows.columns(ItemImage, "ii"),
-        image=rows.columns(Image, "im"),
-        assignment=Assignment._meta.db_table,
-        item_table=Item._meta.db_table,
-        prompt_table=Prompt._meta.db_table,
-        link_table=ItemImage._meta.db_table,
-        image_table=Image._meta.db_table,
-        decided=_DECIDED_SEAT_SQL.format(final=FinalLabel._meta.db_table),
+    sql = rows.statement(
+        "open-seats",
+        lambda: _OPEN_SEATS_SQL.format(
+            seat=rows.columns(Assignment, "a"),
+            item=rows.columns(Item, "i"),
+            prompt=rows.columns(Prompt, "p"),
+            link=rows.columns(ItemImage, "ii"),
+            image=rows.columns(Image, "im"),
+            assignment=Assignment._meta.db_table,
+            item_table=Item._meta.db_table,
+            prompt_table=Prompt._meta.db_table,
+            link_table=ItemImage._meta.db_table,
+            image_table=Image._meta.db_table,
+            decided=_DECIDED_SEAT_SQL.format(final=FinalLabel._meta.db_table),
+        ),
     )
     params: dict[str, int | str] = {
         "user": annotator.pk,
@@ -915,13 +942,17 @@ def _queue_probe(
         "final": FinalLabel._meta.db_table,
     }
     progress_sql, params = progress_statement(study=study, annotator=annotator, now=now)
-    lock = " FOR NO KEY UPDATE OF i SKIP LOCKED" if _skips_locked_rows() else ""
-    candidates = _CANDIDATES_SQL.format(
-        lock=lock,
-        limit=_SHORTFALL_SQL.format(decided=_DECIDED_SEAT_SQL.format(**tables), **tables),
-        **tables,
-    )
-    sql = _QUEUE_PROBE_SQL.format(progress=progress_sql, candidates=candidates, **tables)
+
+    def build() -> str:
+        lock = " FOR NO KEY UPDATE OF i SKIP LOCKED" if _skips_locked_rows() else ""
+        candidates = _CANDIDATES_SQL.format(
+            lock=lock,
+            limit=_SHORTFALL_SQL.format(decided=_DECIDED_SEAT_SQL.format(**tables), **tables),
+            **tables,
+        )
+        return _QUEUE_PROBE_SQL.format(progress=progress_sql, candidates=candidates, **tables)
+
+    sql = rows.statement("queue-probe", build)
     params |= {"queue": queue, "after": 0, "size": size}
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -1145,11 +1176,14 @@ def _seat_complete_reading(
     """Complete the annotator's open seat on the locked item: (whether a seat was opened —
     then also the item's labels as (question_id, annotator_id, value) and how many final
     labels it has; otherwise [] and 0)."""
-    sql = _SEAT_COMPLETE_SQL.format(
-        assignment=Assignment._meta.db_table,
-        label=Label._meta.db_table,
-        final=FinalLabel._meta.db_table,
-        labels=rows.json_array_agg(rows.json_array("l.question_id", "l.annotator_id", "l.value")),
+    sql = rows.statement(
+        "seat-complete",
+        lambda: _SEAT_COMPLETE_SQL.format(
+            assignment=Assignment._meta.db_table,
+            label=Label._meta.db_table,
+            final=FinalLabel._meta.db_table,
+            labels=rows.json_array_agg(rows.json_array("l.question_id", "l.annotator_id", "l.value")),
+        ),
     )
     params = {"now": connection.ops.adapt_datetimefield_value(now), "item": item.pk, "user": annotator.pk}
     with connection.cursor() as cursor:

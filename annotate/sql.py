@@ -121,3 +121,15 @@ def convert(model: type[Model], names: Sequence[str], values: Sequence[Any]) -> 
             value = converter(value, col, connection)
         converted.append(value)
     return converted
+
+
+_STATEMENTS: dict[tuple[str, str], str] = {}
+
+
+def statement(key: str, build: Callable[[], str]) -> str:
+    """The SQL text ``build()`` makes, built once per database vendor and ``key``: the key
+    press's statements are fixed strings, so formatting them again on every request is waste."""
+    found = _STATEMENTS.get((connection.vendor, key))
+    if found is None:
+        found = _STATEMENTS[(connection.vendor, key)] = build()
+    return found
