@@ -42,7 +42,7 @@ whose query building cost more CPU than the database spent running them. Per key
 
 — 12 on SQLite, 11 on PostgreSQL (10 with Redis sessions), BEGIN/COMMIT included; it was 20.
 Rare paths add statements (a change or double submit re-reads the labels, a lost claim race or
-a queue that the probe could not fill falls back to the search that waits for held items);
+a queue that the probe could not fill falls back to the search that takes held items too);
 tests/annotate/test_views.py pins the common count. bench/bench_label_submit.py measures it:
 1,000 images, 2 server processes x 4 threads on 2 shared cores at load average 7-9 (other work
 on the machine; the old code measured beside it in the same conditions), old → new, p50/p95:
@@ -691,7 +691,6 @@ def _claim_candidates(
     need: int,
     after_id: int,
     queue: int = 1,
-    probed: bool = False,
 ) -> list[Item]:
     """The next items after ``after_id``, by id, the annotator may try to claim a seat on
     (only their ids are loaded).
@@ -706,9 +705,7 @@ def _claim_candidates(
     query = functools.partial(
         _claimable_ids, study=study, annotator=annotator, now=now, after_id=after_id, queue=queue
     )
-    # ``probed``: the key press's probe (_queue_probe) just ran the SKIP LOCKED pass over the same
-    # range and claimed what it found; only the locked items are left to look at.
-    unlocked = [] if probed else query(limit=need, skip_locked=True)
+    unlocked = query(limit=need, skip_locked=True)
     ids = unlocked
     if len(unlocked) < need:
         spare = need - len(unlocked) + CLAIM_SPARE_CANDIDATES
@@ -859,7 +856,7 @@ def _seat_claim_fast(
 
 
 def _seats_claim(
-    *, study: Study, annotator: User, need: int, now: datetime, probed_level: int | None = None
+    *, study: Study, annotator: User, need: int, now: datetime, after: tuple[int, int] | None = None
 ) -> list[Assignment]:
     """Claim seats on up to ``need`` more items, with their items and prompts loaded.
 
@@ -876,7 +873,10 @@ def _seats_claim(
     # A sampling round's items first (queue 2), then the others (queue 1): ascending (level, id),
     # one order for every claimer, so still no deadlock. Studies without a round pay nothing.
     for queue in (2, 1) if study.priority_queue else (1,):
-        after_id = 0
+        # ``after``: (level, id) the caller's claims already reached; claims only go on past it.
+        if after is not None and queue > after[0]:
+            continue
+        after_id = after[1] if after is not None and queue == after[0] else 0
         while len(won) < need:
             candidates = _claim_candidates(
                 study=study,
@@ -885,7 +885,6 @@ def _seats_claim(
                 need=need - len(won),
                 after_id=after_id,
                 queue=queue,
-                probed=queue == probed_level and after_id == 0,
             )
             if not candidates:
                 break
@@ -1001,12 +1000,11 @@ def _seats_claim_probed(
     n = study.labels_per_item
     expires_at = now + timedelta(seconds=study.claim_timeout_seconds)
     chosen: list[Assignment] = []
+    abandoned_on: set[int] = set()
     for item_id, seats in candidates.items():
         abandoned = {slot for slot, done, expires in seats if done is None and expires <= now}
         if abandoned:
-            Assignment.objects.filter(
-                item_id=item_id, completed_at__isnull=True, expires_at__lte=now
-            ).delete()
+            abandoned_on.add(item_id)
         taken = {slot for slot, _, _ in seats} - abandoned
         slot = next((slot for slot in range(n) if slot not in taken), None)
         if slot is None:
@@ -1018,10 +1016,20 @@ def _seats_claim_probed(
             break
     if not chosen:
         return 0
-    sql, params = rows.insert(Assignment, ("item", "annotator", "slot", "claimed_at", "expires_at"), chosen)
+    fields = ("item", "annotator", "slot", "claimed_at", "expires_at")
+    # One INSERT for all the seats; with abandoned seats to free, item by item instead (free,
+    # then claim): every row this transaction writes or waits for stays in ascending item order.
+    batches = [[seat] for seat in chosen] if abandoned_on else [chosen]
+    won: set[int] = set()
     with connection.cursor() as cursor:
-        cursor.execute(sql + " ON CONFLICT DO NOTHING RETURNING item_id", params)
-        won = {item_id for (item_id,) in cursor.fetchall()}
+        for batch in batches:
+            if batch[0].item_id in abandoned_on:
+                Assignment.objects.filter(
+                    item_id=batch[0].item_id, completed_at__isnull=True, expires_at__lte=now
+                ).delete()
+            sql, params = rows.insert(Assignment, fields, batch)
+            cursor.execute(sql + " ON CONFLICT DO NOTHING RETURNING item_id", params)
+            won |= {item_id for (item_id,) in cursor.fetchall()}
     for seat in chosen:
         if seat.item_id not in won and _seat_try_claim(
             item=Item(pk=seat.item_id),
@@ -1040,25 +1048,29 @@ def _queue(*, study: Study, annotator: User, size: int, now: datetime) -> tuple[
     annotator's progress. The usual cost is three statements: the probe (progress, open seats,
     candidates and their seats), the seat INSERT, the open seats with their items and images.
     A probe that finds too few items (other claimers hold them, or a round's level ran dry)
-    hands over to ``_seats_claim``, which searches every level and waits for held items."""
+    hands over to ``_seats_claim``, which searches every level and takes held items too."""
     first_level = 2 if study.priority_queue else 1
     progress, open_count, candidates = _queue_probe(
         study=study, annotator=annotator, size=size, now=now, queue=first_level
     )
     need = size - open_count
     if need > 0:
-        won = _seats_claim_probed(study=study, annotator=annotator, candidates=candidates, need=need, now=now)
-        # Without row locks (SQLite, whose writers take turns) a probe that found fewer items than
-        # it asked for has seen every claimable one: no search is left to make, unless a round's
-        # level was probed and the other level remains.
-        searched_all = (
-            not _skips_locked_rows()
-            and len(candidates) < need
-            and first_level == 1
-            and won == len(candidates)
-        )
-        if won < need and not searched_all:
-            _seats_claim(study=study, annotator=annotator, need=need - won, now=now, probed_level=first_level)
+        short = len(candidates) < need
+        if short and _skips_locked_rows():
+            # PostgreSQL: the probe skipped items that other claimers hold (or the level ran dry).
+            # The full search takes those too, in one ascending order with the ones the probe
+            # found — claiming these first and going back for lower ids later could deadlock.
+            _seats_claim(study=study, annotator=annotator, need=need, now=now)
+        else:
+            won = _seats_claim_probed(
+                study=study, annotator=annotator, candidates=candidates, need=need, now=now
+            )
+            # Short without row locks (SQLite, whose writers take turns): the probe saw every
+            # claimable item of its level, so only the other level of a round is left to search.
+            # Not short: seats lost to concurrent claims; the search goes on past the probe's items.
+            if won < need and (not short or first_level == 2):
+                after = None if short else (first_level, max(candidates))
+                _seats_claim(study=study, annotator=annotator, need=need - won, now=now, after=after)
     return _open_seats(study=study, annotator=annotator, now=now), progress
 
 

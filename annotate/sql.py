@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Model
 
 M = TypeVar("M", bound=Model)
@@ -41,7 +41,11 @@ def _converters(model: type[Model]) -> list[_Column]:
     """The backend's and the fields' converters of ``model``'s concrete fields, as the ORM's
     compiler would apply them. Kept on the connection object: converters are bound to it and a
     connection belongs to one thread."""
-    cache: dict[type[Model], list[_Column]] = connection.__dict__.setdefault("_biaslab_converters", {})
+    # connections[...] is this thread's connection object (``connection`` is a proxy shared by all
+    # threads, so its own __dict__ would mix threads' converters).
+    cache: dict[type[Model], list[_Column]] = connections[DEFAULT_DB_ALIAS].__dict__.setdefault(
+        "_biaslab_converters", {}
+    )
     found = cache.get(model)
     if found is None:
         found = []
