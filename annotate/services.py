@@ -691,6 +691,7 @@ def _claim_candidates(
     need: int,
     after_id: int,
     queue: int = 1,
+    probed_empty: bool = False,
 ) -> list[Item]:
     """The next items after ``after_id``, by id, the annotator may try to claim a seat on
     (only their ids are loaded).
@@ -705,7 +706,8 @@ def _claim_candidates(
     query = functools.partial(
         _claimable_ids, study=study, annotator=annotator, now=now, after_id=after_id, queue=queue
     )
-    unlocked = query(limit=need, skip_locked=True)
+    # ``probed_empty``: the key press's probe just ran this SKIP LOCKED pass and found nothing.
+    unlocked = [] if probed_empty else query(limit=need, skip_locked=True)
     ids = unlocked
     if len(unlocked) < need:
         spare = need - len(unlocked) + CLAIM_SPARE_CANDIDATES
@@ -856,7 +858,13 @@ def _seat_claim_fast(
 
 
 def _seats_claim(
-    *, study: Study, annotator: User, need: int, now: datetime, after: tuple[int, int] | None = None
+    *,
+    study: Study,
+    annotator: User,
+    need: int,
+    now: datetime,
+    after: tuple[int, int] | None = None,
+    probed_empty: int | None = None,
 ) -> list[Assignment]:
     """Claim seats on up to ``need`` more items, with their items and prompts loaded.
 
@@ -885,6 +893,7 @@ def _seats_claim(
                 need=need - len(won),
                 after_id=after_id,
                 queue=queue,
+                probed_empty=queue == probed_empty and after_id == 0,
             )
             if not candidates:
                 break
@@ -1060,7 +1069,14 @@ def _queue(*, study: Study, annotator: User, size: int, now: datetime) -> tuple[
             # PostgreSQL: the probe skipped items that other claimers hold (or the level ran dry).
             # The full search takes those too, in one ascending order with the ones the probe
             # found — claiming these first and going back for lower ids later could deadlock.
-            _seats_claim(study=study, annotator=annotator, need=need, now=now)
+            _seats_claim(
+                study=study,
+                annotator=annotator,
+                need=need,
+                now=now,
+                # A probe that found nothing unlocked need not be run again (the end of a study).
+                probed_empty=first_level if not candidates else None,
+            )
         else:
             won = _seats_claim_probed(
                 study=study, annotator=annotator, candidates=candidates, need=need, now=now
