@@ -44,25 +44,25 @@ whose query building cost more CPU than the database spent running them. Per key
 Rare paths add statements (a change or double submit re-reads the labels, a lost claim race or
 a queue that the probe could not fill falls back to the search that takes held items too);
 tests/annotate/test_views.py pins the common count. bench/bench_label_submit.py measures it:
-1,000 images, 2 server processes x 4 threads on 2 shared cores at load average 7-9 (other work
-on the machine; the old code measured beside it in the same conditions), old → new, p50/p95:
+1,000 images, 2 server processes x 4 threads, 2 cores at load average 0.2-1.1, the old code
+measured just before the new one, old → new, p50/p95 (HTTP statements exclude BEGIN/COMMIT):
 
-  =================================  =======================  ==========================
-  figure                             PostgreSQL 15            SQLite 3.40
-  =================================  =======================  ==========================
-  statements (in-process, BEGIN/     20 → 11 (10 with Redis   20 → 12
-  COMMIT included)                   sessions)
-  server CPU, 1 annotator            26.1/26.9 → 11.6/13.6    18.3/20.7 → 9.7/12.2 ms
-                                     (Redis: 7.2/9.1) ms
-  server CPU, 20 annotators          24.1/28.7 → 9.5/12.8     17.7/22.4 → 9.9/12.4 ms
-                                     (Redis: 7.8/10.5) ms
-  server time, 20 annotators         503/1168 → 87/197        130/909 → 48/176 ms
-                                     (Redis: 66/172) ms
-  =================================  =======================  ==========================
+  ===============================  ============================  ==========================
+  figure                           PostgreSQL 15                 SQLite 3.40
+  ===============================  ============================  ==========================
+  statements, in-process           20 → 11 (Redis sessions: 10)  20 → 12
+  statements, HTTP (median)        18 → 9 (Redis sessions: 8)    19 → 11
+  server CPU, 1 annotator          25.3/29.8 → 10.4/11.8 ms      18.7/24.3 → 9.3/12.2 ms
+                                   (Redis sessions: 9.8/10.6)
+  server CPU, 20 annotators        25.3/29.0 → 9.9/11.9 ms       21.8/25.5 → 10.2/11.6 ms
+                                   (Redis sessions: 9.5/11.6)
+  server time, 20 annotators       46.8/107.8 → 22.2/43.2 ms     24.1/73.4 → 11.2/28.6 ms
+                                   (Redis sessions: 20.4/52.7)
+  ===============================  ============================  ==========================
 
-At load average ~2 the old code measured 17.7/19.2 ms of server CPU on PostgreSQL. Split of the
-new key press's CPU (SQLite, in-process): the session and user lookups (Django's) ~1.4 ms, the
-study 0.2 ms, the service ~2 ms, rendering the partial ~1 ms.
+Of the remaining CPU (SQLite, in-process, tests' settings): the session and user lookups
+(Django's) ~1.4 ms, the study 0.2 ms, the service ~2 ms, rendering the partial ~1 ms; the
+production server spends about twice the in-process figure, which is still to be explained.
 """
 
 from __future__ import annotations
