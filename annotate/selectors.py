@@ -33,6 +33,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from annotate import sql as rows
 from annotate.models import (
     Assignment,
     FinalLabel,
@@ -232,15 +233,16 @@ def dispute_queue(*, study: Study, limit: int | None = None) -> list[DisputeRow]
 _PROGRESS_SQL = """
 SELECT
   (SELECT COUNT(*) FROM {assignment} a JOIN {item} i ON i.id = a.item_id
-    WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND a.completed_at IS NOT NULL),
+    WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND a.completed_at IS NOT NULL) AS done,
   (SELECT COUNT(*) FROM {assignment} a JOIN {item} i ON i.id = a.item_id
     WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND a.completed_at IS NULL
-      AND NOT EXISTS ({decided})),
+      AND NOT EXISTS ({decided})) AS open_seats,
   (SELECT COUNT(*) FROM {item} i
-    WHERE i.study_id = %(study)s AND i.queue > 0 AND i.completed_seats < %(n)s AND NOT EXISTS ({decided})),
+    WHERE i.study_id = %(study)s AND i.queue > 0 AND i.completed_seats < %(n)s AND NOT EXISTS ({decided}))
+    AS unfinished,
   (SELECT COUNT(*) FROM {assignment} a JOIN {item} i ON i.id = a.item_id
     WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND i.queue > 0 AND i.completed_seats < %(n)s
-      AND NOT EXISTS ({decided})),
+      AND NOT EXISTS ({decided})) AS mine,
   (SELECT COUNT(*) FROM {item} i
     WHERE i.id IN (SELECT o.item_id FROM {assignment} o
                     WHERE o.completed_at IS NULL AND o.expires_at > %(now)s)
@@ -248,6 +250,7 @@ SELECT
       AND NOT EXISTS (SELECT 1 FROM {assignment} a WHERE a.item_id = i.id AND a.annotator_id = %(user)s)
       AND (SELECT COUNT(*) FROM {assignment} a
             WHERE a.item_id = i.id AND (a.completed_at IS NOT NULL OR a.expires_at > %(now)s)) >= %(n)s)
+    AS held
 """
 _DECIDED_SQL = "SELECT 1 FROM {final} f WHERE f.item_id = i.id AND f.source IN (%(resolved)s, %(imported)s)"
 
@@ -261,23 +264,38 @@ def annotator_progress(*, study: Study, annotator: User, now: datetime | None = 
     completed_seats index, and the live-seat count runs only on the few items that have an
     open seat (others may hold all their remaining seats right now: those are not takeable).
     """
+    sql, params = progress_statement(study=study, annotator=annotator, now=now or timezone.now())
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return progress_from_counts(cursor.fetchone())
+
+
+def progress_statement(*, study: Study, annotator: User, now: datetime) -> tuple[str, dict[str, Any]]:
+    """The progress counts' statement and its named parameters: one row ``done, open_seats,
+    unfinished, mine, held`` (``progress_from_counts`` turns it into Progress). The key press
+    (``annotate.services``) runs it as part of its claim statement."""
     tables = {
         "item": Item._meta.db_table,
         "assignment": Assignment._meta.db_table,
         "final": FinalLabel._meta.db_table,
     }
-    sql = _PROGRESS_SQL.format(decided=_DECIDED_SQL.format(**tables), **tables)
+    sql = rows.statement(
+        "progress", lambda: _PROGRESS_SQL.format(decided=_DECIDED_SQL.format(**tables), **tables)
+    )
     params = {
         "user": annotator.pk,
         "study": study.pk,
         "n": study.labels_per_item,
-        "now": connection.ops.adapt_datetimefield_value(now or timezone.now()),
+        "now": connection.ops.adapt_datetimefield_value(now),
         "resolved": str(FinalLabelSource.RESOLVED),
         "imported": str(FinalLabelSource.IMPORTED),
     }
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        done, open_seats, unfinished, mine, held_by_others = cursor.fetchone()
+    return sql, params
+
+
+def progress_from_counts(counts: Any) -> Progress:
+    """Progress from the first five columns of ``progress_statement``'s row."""
+    done, open_seats, unfinished, mine, held_by_others = counts[:5]
     return Progress(done=done, remaining=open_seats + unfinished - mine - held_by_others)
 
 
@@ -397,6 +415,57 @@ def annotator_stats(*, study: Study) -> list[AnnotatorStats]:
         )
         for username, bucket in sorted(per_user.items())
     ]
+
+
+# The study of a labeling URL, if the user annotates it, with its questions: one statement on
+# every key press instead of a study query and a question query. The questions come as one JSON
+# array (one array per question, its columns in field order), sorted here.
+_LABELING_STUDY_SQL = """
+SELECT {study}, (SELECT {questions} FROM {question_table} q WHERE q.study_id = s.id)
+FROM {study_table} s
+WHERE s.slug = %(slug)s
+  AND EXISTS (SELECT 1 FROM {members} m WHERE m.{member_study} = s.id AND m.{member_user} = %(user)s)
+"""
+
+
+def _labeling_study_sql() -> str:
+    members = Study.annotators.through
+    # SQLite keeps JSON columns as text: json() embeds them as JSON, not as a string.
+    parts = [
+        f"json(q.{f.column})"
+        if f.get_internal_type() == "JSONField" and not rows.is_postgresql()
+        else f"q.{f.column}"
+        for f in Question._meta.concrete_fields
+    ]
+    return _LABELING_STUDY_SQL.format(
+        study=rows.columns(Study, "s"),
+        questions=rows.json_array_agg(rows.json_array(*parts)),
+        question_table=Question._meta.db_table,
+        study_table=Study._meta.db_table,
+        members=members._meta.db_table,
+        member_study=members._meta.get_field("study").column,
+        member_user=members._meta.get_field("user").column,
+    )
+
+
+def study_for_labeling(*, user: User, slug: str) -> Study | None:
+    """The study ``slug`` if ``user`` is one of its annotators (else None), with its questions
+    loaded (``studies.selectors.study_questions`` then reads no more) — in one query."""
+    sql = rows.statement("labeling-study", _labeling_study_sql)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"slug": slug, "user": user.pk})
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    study = rows.from_row(Study, row)
+    # JSON already decoded (the aggregate's), so the values go in as they are.
+    questions = [
+        Question.from_db(connection.alias, None, values)  # type: ignore[arg-type]  # None: every field
+        for values in rows.json_value(row[-1])
+    ]
+    questions.sort(key=lambda question: (question.position, question.pk))
+    study._questions_cache = questions  # type: ignore[attr-defined]  # as study_questions caches them
+    return study
 
 
 def studies_for_annotator(*, user: User) -> QuerySet[Study]:

@@ -19,11 +19,50 @@ be stale by the time the lock is granted), so two annotators changing their answ
 same item at once each see the other's label. tests/annotate/test_concurrency.py proves both
 with threads on PostgreSQL.
 
-Cost: the labeling screen's key press (``annotation_submit_next``) is one transaction of
-about a dozen statements (tests/annotate/test_views.py pins the count); the two reads that
-run on every key press and grow with the study (claim candidates here, the progress counter
-in selectors) are fixed SQL strings, because building them through the ORM cost more CPU than
-running them. bench/bench_label_submit.py measures it.
+Cost: the labeling screen's key press (``annotation_submit_next`` behind
+``annotate.views.label_submit``) is a fixed list of hand-written statements, every one of
+which builds its model instances from rows (``annotate.sql``) instead of through the ORM,
+whose query building cost more CPU than the database spent running them. Per key press:
+
+  1. session (Django; none when sessions are read from a shared Redis, config/settings.py)
+  2. user (Django's auth)
+  3. the study, the membership check and the study's questions (selectors.study_for_labeling)
+  -  BEGIN
+  4. item lock: UPDATE of the item counting the annotator's seat as completed, RETURNING the
+     item and the membership check (_lock_item_for_label)
+  5. seat completed, RETURNING the item's labels and its number of final labels (after the lock)
+  6. the new labels                  } one statement on PostgreSQL (a data-modifying WITH)
+  7. their revisions                 }
+     (+ the agreed final label and its revision when the labels now agree: 2, 1 on PostgreSQL)
+  8. claim probe: progress counts, the annotator's open seats, the next claimable items with
+     their seats (SKIP LOCKED on PostgreSQL)
+  9. the seat INSERT … ON CONFLICT DO NOTHING RETURNING
+ 10. the open seats with their items, prompts and images
+  -  COMMIT
+
+— 12 on SQLite, 11 on PostgreSQL (10 with Redis sessions), BEGIN/COMMIT included; it was 20.
+Rare paths add statements (a change or double submit re-reads the labels, a lost claim race or
+a queue that the probe could not fill falls back to the search that takes held items too);
+tests/annotate/test_views.py pins the common count. bench/bench_label_submit.py measures it:
+1,000 images, 2 server processes x 4 threads, 2 cores at load average 0.2-1.1, the old code
+measured just before the new one, old → new, p50/p95 (HTTP statements exclude BEGIN/COMMIT):
+
+  ===============================  ============================  ==========================
+  figure                           PostgreSQL 15                 SQLite 3.40
+  ===============================  ============================  ==========================
+  statements, in-process           20 → 11 (Redis sessions: 10)  20 → 12
+  statements, HTTP (median)        18 → 9 (Redis sessions: 8)    19 → 11
+  server CPU, 1 annotator          25.3/29.8 → 10.4/11.8 ms      18.7/24.3 → 9.3/12.2 ms
+                                   (Redis sessions: 9.8/10.6)
+  server CPU, 20 annotators        25.3/29.0 → 9.9/11.9 ms       21.8/25.5 → 10.2/11.6 ms
+                                   (Redis sessions: 9.5/11.6)
+  server time, 20 annotators       46.8/107.8 → 22.2/43.2 ms     24.1/73.4 → 11.2/28.6 ms
+                                   (Redis sessions: 20.4/52.7)
+  ===============================  ============================  ==========================
+
+Of the remaining CPU (SQLite, in-process, tests' settings): the session and user lookups
+(Django's) ~1.4 ms, the study 0.2 ms, the service ~2 ms, rendering the partial ~1 ms; the
+production server spends about twice the in-process figure, which is still to be explained.
 """
 
 from __future__ import annotations
@@ -35,9 +74,10 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TypedDict
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, Exists, F, OuterRef, Prefetch, Subquery, prefetch_related_objects
+from django.db.models import Count, Exists, F, OuterRef, Subquery
 from django.utils import timezone
 
+from annotate import sql as rows
 from annotate.errors import (
     AlreadyResolved,
     InvalidLabel,
@@ -56,10 +96,16 @@ from annotate.models import (
     Label,
     LabelRevision,
 )
-from annotate.selectors import DECIDED_SOURCES, item_question_states
+from annotate.selectors import (
+    DECIDED_SOURCES,
+    Progress,
+    item_question_states,
+    progress_from_counts,
+    progress_statement,
+)
 from metrics.coco_names import UnknownClassName, normalise_class_name
 from metrics.consensus import agreed_answer
-from studies.models import Item, ItemImage, Question, QuestionKind, Study
+from studies.models import Image, Item, ItemImage, Prompt, Question, QuestionKind, Study
 from studies.selectors import item_questions, study_questions
 
 if TYPE_CHECKING:
@@ -98,20 +144,56 @@ class _Membership(TypedDict):
     annotator_is_member: bool
 
 
+# The item lock of a label write, as one statement: an UPDATE takes the same row lock as
+# SELECT … FOR NO KEY UPDATE (it changes no key column), waits the same way for another writer
+# of the item, and returns the item and whether the annotator is a member of its study in the
+# same round trip. It counts the annotator's seat as completed in advance (+1): on the key
+# press that is what happens; the rare submit that completes no seat (a change, a double
+# submit, a refused one) takes it back (``_seat_uncount``) or rolls back. Every writer of
+# labels holds this lock, so the counter cannot race.
+_LOCK_SQL = """
+UPDATE {item} SET completed_seats = completed_seats + 1
+WHERE id = %(item)s{in_study}
+RETURNING {columns},
+  EXISTS (SELECT 1 FROM {members} m WHERE m.{member_study} = {item}.study_id AND m.{member_user} = %(user)s)
+"""
+
+
 def _lock_item_for_label(
     *, item_id: int, annotator: User, study: Study | None = None
 ) -> WithAnnotations[Item, _Membership]:
-    """``_lock_item`` for a label write, with ``annotator_is_member`` read in the same query:
-    the hot path of every key press checks membership without a query of its own. Raises
-    Item.DoesNotExist (also when ``study`` is given and the item is not in it)."""
-    member = Study.annotators.through.objects.filter(study_id=OuterRef("study_id"), user_id=annotator.pk)
-    items = Item.objects.select_for_update(no_key=True, of=("self",))
-    # With a study given, the caller's study object serves: no join for it.
-    items = items.select_related("study") if study is None else items.filter(study=study)
-    item = items.annotate(annotator_is_member=Exists(member)).get(pk=item_id)
-    if study is not None:
-        item.study = study
-    return item
+    """Lock the item row for a label write, count the annotator's seat on it as completed in
+    advance (see ``_LOCK_SQL``), and read ``annotator_is_member`` with it: the hot path of
+    every key press checks membership without a query of its own. Raises Item.DoesNotExist
+    (also when ``study`` is given and the item is not in it)."""
+    members = Study.annotators.through
+    sql = rows.statement(
+        f"lock-item-{study is None}",
+        lambda: _LOCK_SQL.format(
+            item=Item._meta.db_table,
+            in_study="" if study is None else " AND study_id = %(study)s",
+            columns=rows.columns(Item, Item._meta.db_table),
+            members=members._meta.db_table,
+            member_study=members._meta.get_field("study").column,
+            member_user=members._meta.get_field("user").column,
+        ),
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"item": item_id, "study": study.pk if study else None, "user": annotator.pk})
+        row = cursor.fetchone()
+    if row is None:
+        raise Item.DoesNotExist("No such item" + ("" if study is None else " in this study") + ".")
+    item = rows.from_row(Item, row)
+    item.annotator_is_member = bool(row[rows.width(Item)])  # type: ignore[attr-defined]
+    # With a study given, the caller's study object serves: no query for it.
+    item.study = study if study is not None else Study.objects.get(pk=item.study_id)
+    return item  # type: ignore[return-value]
+
+
+def _seat_uncount(item: Item) -> None:
+    """Take back the seat ``_lock_item_for_label`` counted in advance: this submit completed
+    no seat (it changes labels of a completed one, or repeats a submit)."""
+    Item.objects.filter(pk=item.pk).update(completed_seats=F("completed_seats") - 1)
 
 
 def _clean_reason(question: Question, value: str, reason: str) -> str:
@@ -291,6 +373,20 @@ def _seat_complete(seat: Assignment, now: datetime) -> None:
     Item.objects.filter(pk=seat.item_id).update(completed_seats=Subquery(completed))
 
 
+_LABEL_FIELDS = (
+    "item",
+    "question",
+    "annotator",
+    "value",
+    "reason",
+    "duration_ms",
+    "request_id",
+    "created_at",
+    "updated_at",
+)
+_LABEL_REVISION_FIELDS = ("label", "value", "reason", "changed_by", "changed_at", "request_id")
+
+
 def _labels_write(
     *,
     item: Item,
@@ -299,9 +395,13 @@ def _labels_write(
     existing: Mapping[int, Label],
     duration_ms: int | None,
     request_id: str,
+    now: datetime,
 ) -> list[Label]:
     """Create or change the annotator's label on each answered question (only those whose
-    answer changed) and append one revision per change. The caller holds the item lock."""
+    answer changed) and append one revision per change. The caller holds the item lock.
+
+    New labels go in with one INSERT and their revisions with another — on PostgreSQL both in
+    one statement (a data-modifying WITH), the key press's usual write."""
     created: list[Label] = []
     revisions: list[LabelRevision] = []
     result: list[Label] = []
@@ -319,6 +419,7 @@ def _labels_write(
                         value=answer.value,
                         reason=answer.reason,
                         changed_by=annotator,
+                        changed_at=now,
                         request_id=request_id,
                     )
                 )
@@ -332,28 +433,56 @@ def _labels_write(
             reason=answer.reason,
             duration_ms=duration_ms,
             request_id=request_id,
+            created_at=now,
+            updated_at=now,
         )
         created.append(label)
         result.append(label)
+    if created and not revisions and rows.is_postgresql():
+        _labels_insert_with_revisions(created, annotator=annotator, request_id=request_id, now=now)
+        return result
     if created:
-        Label.objects.bulk_create(created)
-        if any(label.pk is None for label in created):  # backends without RETURNING (none we use)
-            ids = dict(Label.objects.filter(item=item, annotator=annotator).values_list("question_id", "pk"))
-            for label in created:
-                label.pk = ids[label.question_id]
+        sql, params = rows.insert(Label, _LABEL_FIELDS, created)
+        with connection.cursor() as cursor:
+            cursor.execute(sql + " RETURNING id", params)
+            # Rows come back in VALUES order (Django's bulk_create relies on the same).
+            for label, (pk,) in zip(created, cursor.fetchall(), strict=True):
+                label.pk = pk
         revisions += [
             LabelRevision(
                 label=label,
                 value=label.value,
                 reason=label.reason,
                 changed_by=annotator,
+                changed_at=now,
                 request_id=request_id,
             )
             for label in created
         ]
     if revisions:
-        LabelRevision.objects.bulk_create(revisions)
+        sql, params = rows.insert(LabelRevision, _LABEL_REVISION_FIELDS, revisions)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
     return result
+
+
+def _labels_insert_with_revisions(
+    labels: list[Label], *, annotator: User, request_id: str, now: datetime
+) -> None:
+    """PostgreSQL: insert new labels and their first revisions in one statement."""
+    sql, params = rows.insert(Label, _LABEL_FIELDS, labels)
+    revision = LabelRevision._meta
+    statement = (
+        f"WITH l AS ({sql} RETURNING id, question_id, value, reason), "
+        f"r AS (INSERT INTO {revision.db_table} (label_id, value, reason, changed_by_id, changed_at, request_id) "
+        "SELECT id, value, reason, %s, %s, %s FROM l) "
+        "SELECT question_id, id FROM l"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(statement, [*params, annotator.pk, now, request_id])
+        ids = dict(cursor.fetchall())
+    for label in labels:
+        label.pk = ids[label.question_id]
 
 
 def _is_repeat(existing: Mapping[int, Label], answers: list[_Answer], request_id: str) -> bool:
@@ -385,6 +514,28 @@ def _final_revision_append(final: FinalLabel) -> None:
         note=final.note,
         decided_at=final.decided_at,
     )
+
+
+_FINAL_FIELDS = ("item", "question", "value", "source", "decided_by", "note", "decided_at")
+
+
+def _final_label_insert(final: FinalLabel) -> None:
+    """Insert a new agreed final label and its first revision: two plain INSERTs, or one
+    statement on PostgreSQL (a data-modifying WITH). Runs on every key press that completes an
+    agreement, so no ORM: its INSERTs cost more CPU to build than to run."""
+    sql, params = rows.insert(FinalLabel, _FINAL_FIELDS, [final])
+    with connection.cursor() as cursor:
+        if rows.is_postgresql():
+            columns = "item_id, question_id, value, source, decided_by_id, note, decided_at"  # _FINAL_FIELDS
+            table = FinalLabelRevision._meta.db_table
+            cursor.execute(
+                f"WITH f AS ({sql} RETURNING {columns}) INSERT INTO {table} ({columns}) SELECT {columns} FROM f",
+                params,
+            )
+        else:
+            cursor.execute(sql, params)
+            revision_sql, revision_params = rows.insert(FinalLabelRevision, _FINAL_FIELDS, [final])
+            cursor.execute(revision_sql, revision_params)
 
 
 def _final_label_sync(
@@ -420,11 +571,11 @@ def _final_label_sync(
             "decided_at": now,
         }
         if final is None:
-            final = FinalLabel.objects.create(item=item, question=question, **fields)
-        else:
-            for name, field_value in fields.items():
-                setattr(final, name, field_value)
-            final.save(update_fields=list(fields))
+            _final_label_insert(FinalLabel(item=item, question=question, **fields))
+            return
+        for name, field_value in fields.items():
+            setattr(final, name, field_value)
+        final.save(update_fields=list(fields))
         _final_revision_append(final)
     elif final is not None:
         final.delete()
@@ -491,7 +642,7 @@ WHERE i.study_id = %(study)s AND i.queue = %(queue)s AND i.completed_seats < %(n
   AND (SELECT COUNT(*) FROM {assignment} a
         WHERE a.item_id = i.id AND (a.completed_at IS NOT NULL OR a.expires_at > %(now)s)) < %(n)s
 ORDER BY i.id
-LIMIT %(limit)s{lock}
+LIMIT {limit}{lock}
 """
 
 
@@ -514,6 +665,7 @@ def _claimable_ids(
         assignment=Assignment._meta.db_table,
         final=FinalLabel._meta.db_table,
         lock=lock,
+        limit="%(limit)s",
     )
     params: dict[str, int | str | None] = {
         "study": study.pk,
@@ -532,7 +684,14 @@ def _claimable_ids(
 
 
 def _claim_candidates(
-    *, study: Study, annotator: User, now: datetime, need: int, after_id: int, queue: int = 1
+    *,
+    study: Study,
+    annotator: User,
+    now: datetime,
+    need: int,
+    after_id: int,
+    queue: int = 1,
+    probed_empty: bool = False,
 ) -> list[Item]:
     """The next items after ``after_id``, by id, the annotator may try to claim a seat on
     (only their ids are loaded).
@@ -547,7 +706,8 @@ def _claim_candidates(
     query = functools.partial(
         _claimable_ids, study=study, annotator=annotator, now=now, after_id=after_id, queue=queue
     )
-    unlocked = query(limit=need, skip_locked=True)
+    # ``probed_empty``: the key press's probe just ran this SKIP LOCKED pass and found nothing.
+    unlocked = [] if probed_empty else query(limit=need, skip_locked=True)
     ids = unlocked
     if len(unlocked) < need:
         spare = need - len(unlocked) + CLAIM_SPARE_CANDIDATES
@@ -561,36 +721,94 @@ def _claim_candidates(
 
 _SEAT_RELATED = ("item", "item__prompt")
 
-
-def _with_item_images(seats: list[Assignment]) -> list[Assignment]:
-    """Load the images of the seats' items, with their files, in one query (the screen shows them)."""
-    links = Prefetch("item_images", queryset=ItemImage.objects.select_related("image").order_by("role"))
-    prefetch_related_objects([seat.item for seat in seats], links)
-    return seats
+# The annotator's open seats in the study, in the order they are shown, each with its item, the
+# item's prompt and its images with their files — one row per (seat, image). One statement
+# instead of a seat query and an image prefetch, and no ORM: it runs on every key press.
+_OPEN_SEATS_SQL = """
+SELECT {seat}, {item}, {prompt}, {link}, {image}
+FROM {assignment} a
+JOIN {item_table} i ON i.id = a.item_id
+LEFT JOIN {prompt_table} p ON p.id = i.prompt_id
+LEFT JOIN {link_table} ii ON ii.item_id = i.id
+LEFT JOIN {image_table} im ON im.id = ii.image_id
+WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND a.completed_at IS NULL
+  AND NOT EXISTS ({decided})
+ORDER BY a.claimed_at, i.queue DESC, a.item_id, ii.role, ii.id
+"""
 
 
 def _open_seats(*, study: Study, annotator: User, now: datetime) -> list[Assignment]:
-    """The annotator's open seats with their items (and prompts), in the order they are shown.
+    """The annotator's open seats with their items, prompts and images, in the order they are
+    shown: by claim time, a sampling round's items (queue 2) first among seats claimed
+    together, then by item.
 
     Sliding expiry: an annotator who keeps asking for work keeps the seats already handed to
     them (the preloaded items too); an expired seat nobody took is simply theirs again. Only
     seats past half their time are renewed, so most calls write nothing here.
     """
-    decided = FinalLabel.objects.filter(item=OuterRef("item"), source__in=DECIDED_SOURCES)
-    mine_open = Assignment.objects.filter(
-        item__study=study, annotator=annotator, completed_at__isnull=True
-    ).exclude(Exists(decided))
-    seats = list(mine_open.select_related(*_SEAT_RELATED).order_by("claimed_at", "item_id"))
+    sql = rows.statement(
+        "open-seats",
+        lambda: _OPEN_SEATS_SQL.format(
+            seat=rows.columns(Assignment, "a"),
+            item=rows.columns(Item, "i"),
+            prompt=rows.columns(Prompt, "p"),
+            link=rows.columns(ItemImage, "ii"),
+            image=rows.columns(Image, "im"),
+            assignment=Assignment._meta.db_table,
+            item_table=Item._meta.db_table,
+            prompt_table=Prompt._meta.db_table,
+            link_table=ItemImage._meta.db_table,
+            image_table=Image._meta.db_table,
+            decided=_DECIDED_SEAT_SQL.format(final=FinalLabel._meta.db_table),
+        ),
+    )
+    params: dict[str, int | str] = {
+        "user": annotator.pk,
+        "study": study.pk,
+        "resolved": str(FinalLabelSource.RESOLVED),
+        "imported": str(FinalLabelSource.IMPORTED),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        found = cursor.fetchall()
+    at_item = rows.width(Assignment)
+    at_prompt = at_item + rows.width(Item)
+    at_link = at_prompt + rows.width(Prompt)
+    at_image = at_link + rows.width(ItemImage)
+    seats: dict[int, Assignment] = {}
+    links: dict[int, list[ItemImage]] = {}
+    for row in found:
+        seat = seats.get(row[0])
+        if seat is None:
+            seat = seats[row[0]] = rows.from_row(Assignment, row)
+            item = rows.from_row(Item, row, at_item)
+            item.prompt = rows.from_row(Prompt, row, at_prompt) if row[at_prompt] is not None else None
+            item.study = study
+            seat.item = item
+            links[seat.pk] = []
+        if row[at_link] is not None:
+            link = rows.from_row(ItemImage, row, at_link)
+            link.image = rows.from_row(Image, row, at_image)
+            links[seat.pk].append(link)
+    for seat in seats.values():
+        # What ``prefetch_related("item_images")`` leaves behind: item.item_images.all() is this list.
+        cached = ItemImage.objects.none()
+        cached._result_cache = links[seat.pk]
+        cached._prefetch_done = True  # type: ignore[attr-defined]
+        seat.item._prefetched_objects_cache = {"item_images": cached}  # type: ignore[attr-defined]
     renew_before = now + timedelta(seconds=study.claim_timeout_seconds / 2)
-    if any(seat.expires_at < renew_before for seat in seats):
+    stale = [seat for seat in seats.values() if seat.expires_at < renew_before]
+    if stale:
         expires_at = now + timedelta(seconds=study.claim_timeout_seconds)
-        Assignment.objects.filter(pk__in=[s.pk for s in seats if s.expires_at < renew_before]).update(
-            expires_at=expires_at
-        )
-        for seat in seats:
-            if seat.expires_at < renew_before:
-                seat.expires_at = expires_at
-    return seats
+        Assignment.objects.filter(pk__in=[seat.pk for seat in stale]).update(expires_at=expires_at)
+        for seat in stale:
+            seat.expires_at = expires_at
+    return list(seats.values())
+
+
+_DECIDED_SEAT_SQL = (
+    "SELECT 1 FROM {final} f WHERE f.item_id = a.item_id AND f.source IN (%(resolved)s, %(imported)s)"
+)
 
 
 SeatRow = tuple[int, datetime | None, datetime]  # slot, completed_at, expires_at
@@ -639,7 +857,15 @@ def _seat_claim_fast(
     return True
 
 
-def _seats_claim(*, study: Study, annotator: User, need: int, now: datetime) -> list[Assignment]:
+def _seats_claim(
+    *,
+    study: Study,
+    annotator: User,
+    need: int,
+    now: datetime,
+    after: tuple[int, int] | None = None,
+    probed_empty: int | None = None,
+) -> list[Assignment]:
     """Claim seats on up to ``need`` more items, with their items and prompts loaded.
 
     Claims go in strictly ascending item id within the transaction (a cursor, never back),
@@ -655,7 +881,10 @@ def _seats_claim(*, study: Study, annotator: User, need: int, now: datetime) -> 
     # A sampling round's items first (queue 2), then the others (queue 1): ascending (level, id),
     # one order for every claimer, so still no deadlock. Studies without a round pay nothing.
     for queue in (2, 1) if study.priority_queue else (1,):
-        after_id = 0
+        # ``after``: (level, id) the caller's claims already reached; claims only go on past it.
+        if after is not None and queue > after[0]:
+            continue
+        after_id = after[1] if after is not None and queue == after[0] else 0
         while len(won) < need:
             candidates = _claim_candidates(
                 study=study,
@@ -664,6 +893,7 @@ def _seats_claim(*, study: Study, annotator: User, need: int, now: datetime) -> 
                 need=need - len(won),
                 after_id=after_id,
                 queue=queue,
+                probed_empty=queue == probed_empty and after_id == 0,
             )
             if not candidates:
                 break
@@ -703,16 +933,161 @@ def _seats_claim(*, study: Study, annotator: User, need: int, now: datetime) -> 
     return won
 
 
-def _queue(*, study: Study, annotator: User, size: int, now: datetime) -> list[Assignment]:
-    """assignment_queue without the membership check (the caller made it)."""
-    seats = _open_seats(study=study, annotator=annotator, now=now)
-    if len(seats) < size:
-        seats += _seats_claim(study=study, annotator=annotator, need=size - len(seats), now=now)
-    # Stable on claim time: open seats come ordered by item, new ones in claim order (a round first).
-    seats = sorted(seats, key=lambda seat: seat.claimed_at)
-    for seat in seats:
-        seat.item.study = study
-    return _with_item_images(seats)
+# The key press's claim probe, one statement: the annotator's progress counts (the statement of
+# annotate.selectors.annotator_progress, as a one-row table), the first claimable items of one
+# queue level — as many as the annotator's open seats fall short of the queue's size, skipping
+# items other claimers hold on PostgreSQL — and the seats those items have now.
+_QUEUE_PROBE_SQL = """
+SELECT p.done, p.open_seats, p.unfinished, p.mine, p.held, c.id, s.slot, s.completed_at, s.expires_at
+FROM ({progress}) p
+LEFT JOIN ({candidates}) c ON 1 = 1
+LEFT JOIN {assignment} s ON s.item_id = c.id
+ORDER BY c.id, s.slot
+"""
+# How many seats the annotator's queue lacks: ``size`` less their open seats (as _open_seats
+# counts them), never below 0. The probe's LIMIT, so that it locks no more items than it needs.
+_SHORTFALL_SQL = """(SELECT CASE WHEN COUNT(*) < %(size)s THEN %(size)s - COUNT(*) ELSE 0 END
+  FROM {assignment} a JOIN {item} i ON i.id = a.item_id
+  WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND a.completed_at IS NULL
+    AND NOT EXISTS ({decided}))"""
+
+
+def _skips_locked_rows() -> bool:
+    features = connection.features
+    return features.has_select_for_update_skip_locked and features.has_select_for_no_key_update
+
+
+def _queue_probe(
+    *, study: Study, annotator: User, size: int, now: datetime, queue: int
+) -> tuple[Progress, int, dict[int, list[SeatRow]]]:
+    """(progress, the annotator's open seats, the first claimable items of ``queue`` by id
+    with their seats) — see _QUEUE_PROBE_SQL."""
+    tables = {
+        "item": Item._meta.db_table,
+        "assignment": Assignment._meta.db_table,
+        "final": FinalLabel._meta.db_table,
+    }
+    progress_sql, params = progress_statement(study=study, annotator=annotator, now=now)
+
+    def build() -> str:
+        lock = " FOR NO KEY UPDATE OF i SKIP LOCKED" if _skips_locked_rows() else ""
+        candidates = _CANDIDATES_SQL.format(
+            lock=lock,
+            limit=_SHORTFALL_SQL.format(decided=_DECIDED_SEAT_SQL.format(**tables), **tables),
+            **tables,
+        )
+        return _QUEUE_PROBE_SQL.format(progress=progress_sql, candidates=candidates, **tables)
+
+    sql = rows.statement("queue-probe", build)
+    params |= {"queue": queue, "after": 0, "size": size}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        found = cursor.fetchall()
+    seats: dict[int, list[SeatRow]] = {}
+    for row in found:
+        if row[5] is None:
+            continue
+        item_seats = seats.setdefault(row[5], [])
+        if row[6] is not None:
+            completed_at, expires_at = rows.convert(Assignment, ("completed_at", "expires_at"), row[7:9])
+            item_seats.append((row[6], completed_at, expires_at))
+    return progress_from_counts(found[0]), found[0][1], seats
+
+
+def _seats_claim_probed(
+    *,
+    study: Study,
+    annotator: User,
+    candidates: dict[int, list[SeatRow]],
+    need: int,
+    now: datetime,
+) -> int:
+    """Claim seats on up to ``need`` of the probed ``candidates`` (ascending id): abandoned
+    seats are freed first, then one INSERT … ON CONFLICT DO NOTHING RETURNING for all the
+    chosen slots. A slot lost to a concurrent claim falls back to ``_seat_try_claim`` (the
+    item's other slots). Returns how many seats were won."""
+    n = study.labels_per_item
+    expires_at = now + timedelta(seconds=study.claim_timeout_seconds)
+    chosen: list[Assignment] = []
+    abandoned_on: set[int] = set()
+    for item_id, seats in candidates.items():
+        abandoned = {slot for slot, done, expires in seats if done is None and expires <= now}
+        if abandoned:
+            abandoned_on.add(item_id)
+        taken = {slot for slot, _, _ in seats} - abandoned
+        slot = next((slot for slot in range(n) if slot not in taken), None)
+        if slot is None:
+            continue
+        chosen.append(
+            Assignment(item_id=item_id, annotator=annotator, slot=slot, claimed_at=now, expires_at=expires_at)
+        )
+        if len(chosen) >= need:
+            break
+    if not chosen:
+        return 0
+    fields = ("item", "annotator", "slot", "claimed_at", "expires_at")
+    # One INSERT for all the seats; with abandoned seats to free, item by item instead (free,
+    # then claim): every row this transaction writes or waits for stays in ascending item order.
+    batches = [[seat] for seat in chosen] if abandoned_on else [chosen]
+    won: set[int] = set()
+    with connection.cursor() as cursor:
+        for batch in batches:
+            if batch[0].item_id in abandoned_on:
+                Assignment.objects.filter(
+                    item_id=batch[0].item_id, completed_at__isnull=True, expires_at__lte=now
+                ).delete()
+            sql, params = rows.insert(Assignment, fields, batch)
+            cursor.execute(sql + " ON CONFLICT DO NOTHING RETURNING item_id", params)
+            won |= {item_id for (item_id,) in cursor.fetchall()}
+    for seat in chosen:
+        if seat.item_id not in won and _seat_try_claim(
+            item=Item(pk=seat.item_id),
+            annotator=annotator,
+            n=n,
+            now=now,
+            expires_at=expires_at,
+            completed=False,
+        ):
+            won.add(seat.item_id)
+    return len(won)
+
+
+def _queue(*, study: Study, annotator: User, size: int, now: datetime) -> tuple[list[Assignment], Progress]:
+    """assignment_queue without the membership check (the caller made it), and the
+    annotator's progress. The usual cost is three statements: the probe (progress, open seats,
+    candidates and their seats), the seat INSERT, the open seats with their items and images.
+    A probe that finds too few items (other claimers hold them, or a round's level ran dry)
+    hands over to ``_seats_claim``, which searches every level and takes held items too."""
+    first_level = 2 if study.priority_queue else 1
+    progress, open_count, candidates = _queue_probe(
+        study=study, annotator=annotator, size=size, now=now, queue=first_level
+    )
+    need = size - open_count
+    if need > 0:
+        short = len(candidates) < need
+        if short and _skips_locked_rows():
+            # PostgreSQL: the probe skipped items that other claimers hold (or the level ran dry).
+            # The full search takes those too, in one ascending order with the ones the probe
+            # found — claiming these first and going back for lower ids later could deadlock.
+            _seats_claim(
+                study=study,
+                annotator=annotator,
+                need=need,
+                now=now,
+                # A probe that found nothing unlocked need not be run again (the end of a study).
+                probed_empty=first_level if not candidates else None,
+            )
+        else:
+            won = _seats_claim_probed(
+                study=study, annotator=annotator, candidates=candidates, need=need, now=now
+            )
+            # Short without row locks (SQLite, whose writers take turns): the probe saw every
+            # claimable item of its level, so only the other level of a round is left to search.
+            # Not short: seats lost to concurrent claims; the search goes on past the probe's items.
+            if won < need and (not short or first_level == 2):
+                after = None if short else (first_level, max(candidates))
+                _seats_claim(study=study, annotator=annotator, need=need - won, now=now, after=after)
+    return _open_seats(study=study, annotator=annotator, now=now), progress
 
 
 @transaction.atomic
@@ -729,7 +1104,7 @@ def assignment_queue(
     the user is not an annotator of the study.
     """
     _require_member(study, annotator)
-    return _queue(study=study, annotator=annotator, size=size, now=now or timezone.now())
+    return _queue(study=study, annotator=annotator, size=size, now=now or timezone.now())[0]
 
 
 def _submit(
@@ -746,11 +1121,15 @@ def _submit(
 ) -> list[Label]:
     """annotation_submit on an item locked by ``_lock_item_for_label``.
 
-    Few statements, because it runs on every key press: the seat is completed by one UPDATE
-    (its row lock also stops a claimer from freeing it as expired at this moment), the item's
-    labels and final labels are read once each — after the lock — and the completed-seat
-    counter is bumped rather than recounted: every writer of labels holds the item lock, so the
-    increment cannot race.
+    Few statements, because it runs on every key press. The common case — the annotator's
+    open seat, answered for the first time — costs three after the lock: one UPDATE completes
+    the seat and, in its RETURNING clause, reads the item's labels and counts its final labels
+    (after the lock, so nothing another writer committed is missed; its row lock also stops a
+    claimer from freeing the seat as expired at this moment); one statement writes the labels
+    and one their revisions (one in all on PostgreSQL). A final label that the new labels agree
+    on adds its row and its revision (one statement on PostgreSQL). Everything else — a
+    completed seat (change, double submit, stale form), final labels already there — reads
+    what it needs with the ORM, as it always did.
     """
     study = item.study
     if not item.annotator_is_member:
@@ -759,33 +1138,44 @@ def _submit(
     cleaned = _answers_validate(item, questions, answers, reasons)
     duration_ms = _validate_duration(duration_ms)
     request_id = (request_id or "")[:64]
-    mine = Assignment.objects.filter(item=item, annotator=annotator)
-    opened = mine.filter(completed_at__isnull=True).update(completed_at=now)
-    if not opened and not mine.exists():
-        raise NotAssigned(
-            f"Item {item.key} is not assigned to {annotator.get_username()} "
-            "(never handed out to you, or your reservation expired and went back to the pool)."
-        )
-    if opened:
-        Item.objects.filter(pk=item.pk).update(completed_seats=F("completed_seats") + 1)
-    labels = list(Label.objects.filter(item=item))
-    existing = {label.question_id: label for label in labels if label.annotator_id == annotator.pk}
-    if _is_repeat(existing, cleaned, request_id):
-        return [existing[a.question.pk] for a in cleaned]  # double submit: already stored
-    if not opened:
-        # The seat was completed before: only an explicit change (undo / go back) may alter the
-        # labels, and only from a form drawn on the labels as they still are.
-        if not change:
-            raise StaleSubmit(
-                f"Item {item.key} was already labelled — reload to get your current item "
-                "(nothing was changed)."
-            )
-        if seen_revision is not None and seen_revision != _revision_stamp(existing.values()):
-            raise StaleSubmit(
-                f"Your labels on item {item.key} changed since this page was drawn — reload "
-                "(nothing was changed)."
-            )
-    finals = {final.question_id: final for final in FinalLabel.objects.filter(item=item)}
+    opened, seen, n_finals = _seat_complete_reading(item=item, annotator=annotator, now=now)
+    existing: dict[int, Label] = {}
+    key_press = opened and all(annotator_id != annotator.pk for _, annotator_id, _ in seen)
+    if key_press:
+        # The usual key press: an open seat, none of the annotator's labels yet.
+        others = [(question_id, value) for question_id, _, value in seen]
+    else:
+        if not opened:
+            _seat_uncount(item)
+            if not Assignment.objects.filter(item=item, annotator=annotator).exists():
+                raise NotAssigned(
+                    f"Item {item.key} is not assigned to {annotator.get_username()} "
+                    "(never handed out to you, or your reservation expired and went back to the pool)."
+                )
+        labels = list(Label.objects.filter(item=item))
+        existing = {label.question_id: label for label in labels if label.annotator_id == annotator.pk}
+        others = [(label.question_id, label.value) for label in labels if label.annotator_id != annotator.pk]
+        if _is_repeat(existing, cleaned, request_id):
+            return [existing[a.question.pk] for a in cleaned]  # double submit: already stored
+        if not opened:
+            # The seat was completed before: only an explicit change (undo / go back) may alter
+            # the labels, and only from a form drawn on the labels as they still are.
+            if not change:
+                raise StaleSubmit(
+                    f"Item {item.key} was already labelled — reload to get your current item "
+                    "(nothing was changed)."
+                )
+            if seen_revision is not None and seen_revision != _revision_stamp(existing.values()):
+                raise StaleSubmit(
+                    f"Your labels on item {item.key} changed since this page was drawn — reload "
+                    "(nothing was changed)."
+                )
+    # The key press counted the final labels already: none (the usual case) needs no query.
+    finals = (
+        {final.question_id: final for final in FinalLabel.objects.filter(item=item)}
+        if n_finals or not key_press
+        else {}
+    )
     for answer in cleaned:
         _refuse_if_decided(item, answer.question, finals.get(answer.question.pk))
     written = _labels_write(
@@ -795,13 +1185,12 @@ def _submit(
         existing=existing,
         duration_ms=duration_ms,
         request_id=request_id,
+        now=now,
     )
     for answer in cleaned:
-        values = [
-            label.value
-            for label in labels
-            if label.question_id == answer.question.pk and label.annotator_id != annotator.pk
-        ] + [answer.value]
+        values = [value for question_id, value in others if question_id == answer.question.pk] + [
+            answer.value
+        ]
         _final_label_sync(
             item=item,
             study=study,
@@ -812,6 +1201,43 @@ def _submit(
             now=now,
         )
     return written
+
+
+# Complete the annotator's open seat on the item and, in the same statement, read the item's
+# labels (question, annotator, value) and count its final labels. The subqueries of RETURNING
+# run after the item lock was granted (the lock was the previous statement), so they see every
+# label another writer committed. No row back: the seat was completed before, or is not theirs.
+_SEAT_COMPLETE_SQL = """
+UPDATE {assignment} SET completed_at = %(now)s
+WHERE item_id = %(item)s AND annotator_id = %(user)s AND completed_at IS NULL
+RETURNING id,
+  (SELECT {labels} FROM {label} l WHERE l.item_id = %(item)s),
+  (SELECT COUNT(*) FROM {final} f WHERE f.item_id = %(item)s)
+"""
+
+
+def _seat_complete_reading(
+    *, item: Item, annotator: User, now: datetime
+) -> tuple[bool, list[tuple[int, int, str]], int]:
+    """Complete the annotator's open seat on the locked item: (whether a seat was opened —
+    then also the item's labels as (question_id, annotator_id, value) and how many final
+    labels it has; otherwise [] and 0)."""
+    sql = rows.statement(
+        "seat-complete",
+        lambda: _SEAT_COMPLETE_SQL.format(
+            assignment=Assignment._meta.db_table,
+            label=Label._meta.db_table,
+            final=FinalLabel._meta.db_table,
+            labels=rows.json_array_agg(rows.json_array("l.question_id", "l.annotator_id", "l.value")),
+        ),
+    )
+    params = {"now": connection.ops.adapt_datetimefield_value(now), "item": item.pk, "user": annotator.pk}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return False, [], 0
+    return True, [(q, a, v) for q, a, v in rows.json_value(row[1])], row[2]
 
 
 def _revision_stamp(labels: object) -> int:
@@ -870,10 +1296,12 @@ def annotation_submit(
 
 @dataclass(frozen=True)
 class SubmitNext:
-    """What the labeling screen needs after a key press: the labels saved and the queue."""
+    """What the labeling screen needs after a key press: the labels saved, the queue and the
+    annotator's progress (counted in the same transaction, after the labels)."""
 
     labels: list[Label]
     queue: list[Assignment]
+    progress: Progress
 
 
 @transaction.atomic
@@ -910,7 +1338,8 @@ def annotation_submit_next(
         seen_revision=seen_revision,
         now=now,
     )
-    return SubmitNext(labels=labels, queue=_queue(study=study, annotator=annotator, size=size, now=now))
+    queue, progress = _queue(study=study, annotator=annotator, size=size, now=now)
+    return SubmitNext(labels=labels, queue=queue, progress=progress)
 
 
 @transaction.atomic
@@ -992,6 +1421,7 @@ def label_import(*, item: Item, question: Question, annotator: User, value: str,
         existing={question.pk: existing} if existing else {},
         duration_ms=None,
         request_id="",
+        now=now,
     )
     values = [other.value for other in labels if other.annotator_id != annotator.pk] + [value]
     _final_label_sync(

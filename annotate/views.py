@@ -128,14 +128,15 @@ def _labeler(request: LabelingRequest, slug: str | None = None, **kwargs: Any) -
 
     The study found is kept on the request: the labeling views are on the hot path of every
     key press, so they do not look it up a second time."""
-    studies = selectors.studies_for_annotator(user=request.user)
     if slug is not None:
-        study = studies.filter(slug=slug).first()
+        study = selectors.study_for_labeling(user=request.user, slug=slug)
         if study is None:
             return False
         request.labeling_study = study
         return True
-    return permissions.is_annotator(request.user) or studies.exists()
+    return (
+        permissions.is_annotator(request.user) or selectors.studies_for_annotator(user=request.user).exists()
+    )
 
 
 # --- Small helpers ----------------------------------------------------------------------------
@@ -312,9 +313,11 @@ def _label_context(
     notice: str = "",
     stale: bool = False,
     form_data: Mapping[str, Any] | None = None,
+    progress: selectors.Progress | None = None,
 ) -> dict[str, Any]:
     """What the label region shows. A re-shown item keeps its request id and start time, so
-    a corrected submit is still one submit and its duration counts from the first showing."""
+    a corrected submit is still one submit and its duration counts from the first showing.
+    ``progress`` is the key press's own count (read in its transaction); without it, read now."""
     form_data = form_data or {}
     questions = item_questions(item, study_questions(study)) if item is not None else []
     boxes = item_boxes(item) if any(q.kind == QuestionKind.BOXES for q in questions) else None
@@ -329,7 +332,7 @@ def _label_context(
         "questions": rows,
         "layout": "single" if single else "multi",
         "preload": [link.image.url for nxt in next_items for link in item_images(nxt).values()],
-        "progress": selectors.annotator_progress(study=study, annotator=request.user),
+        "progress": progress or selectors.annotator_progress(study=study, annotator=request.user),
         "request_id": form_data.get("request_id") or uuid.uuid4().hex,
         "shown_at": form_data.get("shown_at") or _now_ms(),
         "revisit": revisit,
@@ -405,7 +408,12 @@ def _study_keys(study: Study) -> list[dict[str, Any]]:
 
 
 def _queue_context(
-    request: LabelingRequest, study: Study, queue: list[Assignment], *, notice: str = ""
+    request: LabelingRequest,
+    study: Study,
+    queue: list[Assignment],
+    *,
+    notice: str = "",
+    progress: selectors.Progress | None = None,
 ) -> dict[str, Any]:
     return _label_context(
         request,
@@ -413,6 +421,7 @@ def _queue_context(
         item=queue[0].item if queue else None,
         next_items=[seat.item for seat in queue[1:]],
         notice=notice,
+        progress=progress,
     )
 
 
@@ -548,7 +557,9 @@ def label_submit(request: LabelingRequest, slug: str, item_id: int) -> HttpRespo
     except NotAssigned:
         return _after_label(request, study, notice=SEAT_LOST_NOTICE)
     if request.htmx:
-        return _render_label(request, _queue_context(request, study, outcome.queue))
+        return _render_label(
+            request, _queue_context(request, study, outcome.queue, progress=outcome.progress)
+        )
     return _after_label(request, study)
 
 

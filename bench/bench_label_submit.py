@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/bench_label_submit.py [--annotators 20] [--labels 30] [--think-ms 1000]
         [--images 6000] [--prefilled 0.3] [--threads 4]
-        [--database-url postgres://postgres@127.0.0.1:5432/biaslab_perf_bench]
+        [--database-url postgres://postgres@127.0.0.1:5432/biaslab_perf_bench | sqlite:////tmp/bench.sqlite3]
 
 What it does:
 
@@ -75,7 +75,13 @@ def load() -> str:
 
 
 def recreate_database(url: str) -> None:
-    """Drop and create the benchmark database, so every run starts from the same state."""
+    """Drop and create the benchmark database, so every run starts from the same state
+    (``sqlite:///path``: delete the file and its WAL files)."""
+    if url.startswith("sqlite:"):
+        path = Path(url.split(":///", 1)[1])
+        for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            leftover.unlink(missing_ok=True)
+        return
     import psycopg
 
     name = url.rsplit("/", 1)[1]
@@ -537,7 +543,12 @@ def main() -> None:
         configure(args.database_url, media)
         from django.db import connection
 
-        print(f"PostgreSQL {connection.cursor().connection.info.server_version} at {args.database_url}")
+        if connection.vendor == "postgresql":
+            print(f"PostgreSQL {connection.cursor().connection.info.server_version} at {args.database_url}")
+        else:
+            import sqlite3
+
+            print(f"SQLite {sqlite3.sqlite_version} at {args.database_url}")
         print(f"{os.cpu_count()} CPUs, {load()}")
         study, users = make_study(
             slug="load", annotators=args.annotators + 2, n_images=args.images, media_root=media

@@ -155,6 +155,17 @@ CACHES = {
     }
 }
 
+# Sessions: with a shared Redis cache, the session is read from Redis (``cached_db``: Redis first,
+# the database when the key is not there; every write goes to both, so a restart of Redis logs
+# nobody out) and the session lookup leaves every request's database work — the labeling key press
+# included. Without one, the database: a per-process cache (locmem) would keep serving a session
+# that a logout in another process deleted.
+SESSION_ENGINE = (
+    "django.contrib.sessions.backends.cached_db"
+    if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache"
+    else "django.contrib.sessions.backends.db"
+)
+
 # --- API and logins (accounts/) ---------------------------------------------------------------
 # A token works this many hours after it was issued, while its account is active and its
 # password unchanged.

@@ -15,6 +15,7 @@ from annotate.errors import (
     NotAssigned,
     NotDisputed,
     NothingToUndo,
+    StaleSubmit,
 )
 from annotate.models import (
     Assignment,
@@ -459,6 +460,26 @@ def test_completed_seats_counts_each_annotator_once(
     submit(item=image, annotator=annotator_b, value="male", change=True)
     image.refresh_from_db()
     assert image.completed_seats == 2
+
+
+def test_completed_seats_stay_exact_after_double_stale_and_refused_submits(
+    study, annotator_a, annotator_b, make_items
+):
+    # The item lock counts the seat in advance; every submit that completes none must give it back.
+    image = make_items(1)[0]
+    services.assignment_queue(study=study, annotator=annotator_a, size=1)
+    with pytest.raises(InvalidLabel):
+        submit(item=image, annotator=annotator_a, value="robot")
+    with pytest.raises(NotAssigned):
+        submit(item=image, annotator=annotator_b, value="male")
+    submit(item=image, annotator=annotator_a, value="male", request_id="r1")
+    submit(item=image, annotator=annotator_a, value="male", request_id="r1")  # double submit
+    with pytest.raises(StaleSubmit):
+        submit(item=image, annotator=annotator_a, value="female", request_id="r2")
+    submit(item=image, annotator=annotator_a, value="female", request_id="r3", change=True)
+    image.refresh_from_db()
+    assert image.completed_seats == 1
+    assert Label.objects.get().value == "female"
 
 
 def test_active_annotator_keeps_the_preloaded_seat_past_the_timeout(

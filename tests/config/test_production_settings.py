@@ -158,3 +158,20 @@ def test_a_malformed_proxy_ssl_header_is_refused(monkeypatch, value):
     monkeypatch.setenv("DJANGO_SECURE_PROXY_SSL_HEADER", value)
     with pytest.raises(ImproperlyConfigured, match="X-Forwarded-Proto: https"):
         env_proxy_ssl_header("DJANGO_SECURE_PROXY_SSL_HEADER")
+
+
+SESSION_ENGINE = "from django.conf import settings; print(settings.SESSION_ENGINE)"
+
+
+def test_sessions_are_read_from_redis_when_a_shared_redis_cache_is_configured(tmp_path):
+    with_redis = _run(
+        ["-c", SESSION_ENGINE], tmp_path, DJANGO_DEBUG="1", BIASLAB_CACHE_URL="redis://127.0.0.1:6379/1"
+    )
+    assert with_redis.stdout.strip() == "django.contrib.sessions.backends.cached_db", with_redis.stderr
+
+
+@pytest.mark.parametrize("cache_url", ["", "locmem://", "db://biaslab_cache"])
+def test_sessions_stay_in_the_database_without_redis(tmp_path, cache_url):
+    env = {"DJANGO_DEBUG": "1"} | ({"BIASLAB_CACHE_URL": cache_url} if cache_url else {})
+    result = _run(["-c", SESSION_ENGINE], tmp_path, **env)
+    assert result.stdout.strip() == "django.contrib.sessions.backends.db", result.stderr
