@@ -267,17 +267,18 @@ def fake_detector() -> Iterator[type[FakeDetector]]:
         yield cls
 
 
-def save_tiny_sd(model_dir: Path) -> Path:
-    """Save a random-weight Stable Diffusion pipeline into ``model_dir``, laid out like a real one.
+def tiny_sd_components(model_dir: Path, *, unet_in_channels: int = 4) -> dict[str, Any]:
+    """The random-weight parts of a tiny Stable Diffusion pipeline (unet, vae, text encoder,
+    tokenizer), seeded, for any SD pipeline class. ``unet_in_channels`` is 4 for text-to-image
+    and img2img, 8 for InstructPix2Pix (noisy latents and the input image's latents).
 
-    Built offline in about a second; 64x64 images in 2 steps take ~0.1 s on a CPU. The tokenizer
-    spells prompts letter by letter (tests.detectors.tiny_models), so no prompt word is unknown.
-    """
+    The tokenizer spells prompts letter by letter (tests.detectors.tiny_models), so no prompt
+    word is unknown; its vocabulary is saved beside ``model_dir``."""
     from detectors.torch_compat import ensure_torchvision
 
     ensure_torchvision()
     import torch
-    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from diffusers import AutoencoderKL, UNet2DConditionModel
     from transformers import CLIPTextConfig, CLIPTextModel
 
     from tests.detectors.tiny_models import tiny_tokenizer
@@ -289,7 +290,7 @@ def save_tiny_sd(model_dir: Path) -> Path:
         block_out_channels=(8, 16),
         layers_per_block=1,
         sample_size=32,
-        in_channels=4,
+        in_channels=unet_in_channels,
         out_channels=4,
         down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
         up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
@@ -318,6 +319,17 @@ def save_tiny_sd(model_dir: Path) -> Path:
             pad_token_id=tokenizer.pad_token_id,
         )
     )
+    return {"unet": unet, "vae": vae, "text_encoder": text_encoder, "tokenizer": tokenizer}
+
+
+def save_tiny_sd(model_dir: Path) -> Path:
+    """Save a random-weight Stable Diffusion pipeline into ``model_dir``, laid out like a real one.
+
+    Built offline in about a second; 64x64 images in 2 steps take ~0.1 s on a CPU.
+    """
+    parts = tiny_sd_components(model_dir)  # first: it makes torchvision importable for diffusers
+    from diffusers import DDIMScheduler, StableDiffusionPipeline
+
     scheduler = DDIMScheduler(
         beta_start=0.00085,
         beta_end=0.012,
@@ -327,10 +339,7 @@ def save_tiny_sd(model_dir: Path) -> Path:
         steps_offset=1,
     )
     pipe = StableDiffusionPipeline(
-        unet=unet,
-        vae=vae,
-        text_encoder=text_encoder,
-        tokenizer=tokenizer,
+        **parts,
         scheduler=scheduler,
         safety_checker=None,
         feature_extractor=None,

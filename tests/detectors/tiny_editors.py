@@ -48,65 +48,19 @@ def save_tiny_img2img(model_dir: Path) -> Path:
 
 def save_tiny_pix2pix(model_dir: Path) -> Path:
     """Build a random tiny StableDiffusionInstructPix2PixPipeline and save it into ``model_dir``."""
-    from detectors.torch_compat import ensure_torchvision
+    from tests.fakes import tiny_sd_components
 
-    ensure_torchvision()
-    import torch
-    from diffusers import (
-        AutoencoderKL,
-        EulerAncestralDiscreteScheduler,
-        StableDiffusionInstructPix2PixPipeline,
-        UNet2DConditionModel,
-    )
-    from transformers import CLIPTextConfig, CLIPTextModel
+    # in_channels 8: the noisy latents and the input image's latents, concatenated. First: it
+    # makes torchvision importable for diffusers.
+    parts = tiny_sd_components(model_dir, unet_in_channels=8)
+    from diffusers import EulerAncestralDiscreteScheduler, StableDiffusionInstructPix2PixPipeline
 
-    from tests.detectors.tiny_models import tiny_tokenizer
-
-    tokenizer = tiny_tokenizer(model_dir.parent / f"{model_dir.name}-vocab")
-    tokenizer.model_max_length = 77
-    torch.manual_seed(0)
-    unet = UNet2DConditionModel(
-        block_out_channels=(8, 16),
-        layers_per_block=1,
-        sample_size=32,
-        in_channels=8,  # noisy latents and the input image's latents, concatenated
-        out_channels=4,
-        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
-        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
-        cross_attention_dim=32,
-        norm_num_groups=4,
-        attention_head_dim=4,
-    )
-    vae = AutoencoderKL(
-        block_out_channels=[8, 16],
-        in_channels=3,
-        out_channels=3,
-        down_block_types=["DownEncoderBlock2D", "DownEncoderBlock2D"],
-        up_block_types=["UpDecoderBlock2D", "UpDecoderBlock2D"],
-        latent_channels=4,
-        norm_num_groups=4,
-    )
-    text_encoder = CLIPTextModel(
-        CLIPTextConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=32,
-            intermediate_size=37,
-            num_attention_heads=4,
-            num_hidden_layers=2,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-        )
-    )
     # timbrooks/instruct-pix2pix ships the Euler ancestral scheduler.
     scheduler = EulerAncestralDiscreteScheduler(
         beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear"
     )
     pipe = StableDiffusionInstructPix2PixPipeline(
-        unet=unet,
-        vae=vae,
-        text_encoder=text_encoder,
-        tokenizer=tokenizer,
+        **parts,
         scheduler=scheduler,
         safety_checker=None,
         feature_extractor=None,
