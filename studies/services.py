@@ -22,6 +22,10 @@ from studies.models import AgreementRule, Item, ItemImage, Question, QuestionKin
 from studies.protocols import PROTOCOLS, QuestionSpec, protocol_spec
 
 QUESTION_COLUMNS = ("key", "text", "choices")
+#: Keys the labeling screen keeps for itself whatever the study asks (static/annotate/label.js):
+#: an answer key equal to one would never reach its answer. The zoom keys (+ - 0) are not here:
+#: they give way to a study's own keys.
+SCREEN_KEYS = {"z": "Back", "/": "missed-objects"}
 _QUESTION_KEY_RE = re.compile(r"^[-a-zA-Z0-9_]{1,50}$")
 # Field sizes of studies.models.Question (and of a label's value): longer is a row error.
 _QUESTION_TEXT_MAX = 500
@@ -273,6 +277,12 @@ def _question_row(number: int, row: dict[str, str]) -> QuestionSpec:
     keys = [c["key"] for c in choices if c["key"]]
     if len(set(keys)) != len(keys):
         raise ImportRejected(f"{where}: two choices share a key")
+    given = [("choices", k) for k in keys] + ([("hotkey", hotkey.lower())] if hotkey else [])
+    for column, used in given:
+        if used in SCREEN_KEYS:
+            raise ImportRejected(
+                f"{where}: {column} key {used!r} is the labeling screen's {SCREEN_KEYS[used]} key; choose another"
+            )
     if kind != QuestionKind.CLASSES and len(choices) < 2:
         raise ImportRejected(f"{where}: a question needs at least two choices")
     for column, flag in (("requires_reason", "requires_reason"), ("clear", "clear")):
