@@ -16,6 +16,37 @@ from studies import permissions
 from tests.factories import PASSWORD, StudyFactory, UserFactory
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # A test that asks for pytest-django's live_server is of that slow kind whether or not its
+    # author remembered the marker, so `bin/test --fast` can never pick one up by mistake.
+    # GPU tests are skipped, saying why, where torch sees no CUDA device (CI never has one).
+    gpu_missing: str | None = None
+    if any(item.get_closest_marker("gpu") for item in items):
+        gpu_missing = _cuda_missing()
+    for item in items:
+        if "live_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.live_server)
+        # Under xdist (`--dist loadgroup`) one worker runs all of a group: one local Ray
+        # cluster for the session instead of one per worker on a 2-core machine, and the
+        # PostgreSQL tests whose threads race each other never compete with another worker's.
+        for group in ("ray", "postgres"):
+            if item.get_closest_marker(group):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
+        if gpu_missing and item.get_closest_marker("gpu"):
+            item.add_marker(pytest.mark.skip(reason=gpu_missing))
+
+
+def _cuda_missing() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return "no CUDA device visible to torch (GPU tests run on a GPU machine: pytest -m gpu)"
+    return None
+
+
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     # PBKDF2's deliberate slowness costs ~0.3 s per login; tests log in hundreds of times.

@@ -19,6 +19,7 @@ print("HEAVY=" + ",".join(heavy))
 """
 
 
+@pytest.mark.subprocess
 def test_django_starts_without_loading_heavy_ml_libraries():
     # Detectors are imported lazily: start-up, `check` and URL loading must not import torch,
     # dlib or ultralytics (seconds of start-up and GBs of memory for every web worker).

@@ -178,6 +178,7 @@ def _process(env: dict[str, str], cache_url: str, prefix: str) -> list[int]:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("cache_url", "shared"),
     [

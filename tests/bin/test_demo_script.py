@@ -57,6 +57,7 @@ def _run(root: Path, **env: str) -> list[str]:
     return result.stdout.splitlines()
 
 
+@pytest.mark.subprocess
 def test_the_logins_are_printed_again_right_before_the_server_starts(demo_copy):
     lines = _run(demo_copy)
     server = next(i for i, line in enumerate(lines) if line.startswith("SERVER STARTS"))
@@ -67,6 +68,7 @@ def test_the_logins_are_printed_again_right_before_the_server_starts(demo_copy):
     assert lines[server] == "SERVER STARTS ON 127.0.0.1:8000"
 
 
+@pytest.mark.subprocess
 def test_biaslab_addr_chooses_where_the_demo_serves_and_what_it_prints(demo_copy):
     lines = _run(demo_copy, BIASLAB_ADDR="0.0.0.0:8123")
     assert lines[-1] == "SERVER STARTS ON 0.0.0.0:8123"

@@ -54,6 +54,7 @@ def _run(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedPro
     )
 
 
+@pytest.mark.subprocess
 def test_debug_is_off_and_the_server_refuses_to_start_without_a_secret(tmp_path):
     result = _run(["manage.py", "check"], tmp_path)  # no DJANGO_DEBUG, no DJANGO_SECRET_KEY
     assert result.returncode != 0
@@ -65,6 +66,7 @@ def test_debug_is_off_and_the_server_refuses_to_start_without_a_secret(tmp_path)
     assert "export DJANGO_DEBUG=1" in result.stderr
 
 
+@pytest.mark.subprocess
 def test_the_development_key_written_in_the_repository_is_refused_in_production(tmp_path):
     result = _run(
         ["manage.py", "check"],
@@ -96,6 +98,7 @@ def test_a_strong_secret_is_accepted(monkeypatch):
     assert env_production_secret("DJANGO_SECRET_KEY", known_insecure=("other",)) == STRONG_SECRET
 
 
+@pytest.mark.subprocess
 def test_production_defaults_are_https_only_and_every_switch_comes_from_the_environment(tmp_path):
     defaults = _run(["-c", PRINT_SETTINGS], tmp_path, DJANGO_SECRET_KEY=STRONG_SECRET)
     assert defaults.returncode == 0, defaults.stderr
@@ -126,12 +129,14 @@ def test_production_defaults_are_https_only_and_every_switch_comes_from_the_envi
     assert values["BIASLAB_CSP_REPORT_ONLY"] is True
 
 
+@pytest.mark.subprocess
 def test_deploy_checks_are_clean_for_a_production_environment(tmp_path):
     result = _run(["manage.py", "check", "--deploy", "--fail-level", "WARNING"], tmp_path, **PRODUCTION)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues (0 silenced)." in result.stdout
 
 
+@pytest.mark.subprocess
 def test_deploy_checks_warn_about_what_is_still_missing(tmp_path):
     # The same command can fail: without HSTS Django's own check says so.
     env = {**PRODUCTION, "DJANGO_SECURE_HSTS_SECONDS": "0"}
@@ -163,6 +168,7 @@ def test_a_malformed_proxy_ssl_header_is_refused(monkeypatch, value):
 SESSION_ENGINE = "from django.conf import settings; print(settings.SESSION_ENGINE)"
 
 
+@pytest.mark.subprocess
 def test_sessions_are_read_from_redis_when_a_shared_redis_cache_is_configured(tmp_path):
     with_redis = _run(
         ["-c", SESSION_ENGINE], tmp_path, DJANGO_DEBUG="1", BIASLAB_CACHE_URL="redis://127.0.0.1:6379/1"
@@ -170,6 +176,7 @@ def test_sessions_are_read_from_redis_when_a_shared_redis_cache_is_configured(tm
     assert with_redis.stdout.strip() == "django.contrib.sessions.backends.cached_db", with_redis.stderr
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("cache_url", ["", "locmem://", "db://biaslab_cache"])
 def test_sessions_stay_in_the_database_without_redis(tmp_path, cache_url):
     env = {"DJANGO_DEBUG": "1"} | ({"BIASLAB_CACHE_URL": cache_url} if cache_url else {})

@@ -298,6 +298,7 @@ def test_an_editor_failure_keeps_the_pairs_stored_before_it_and_no_half_pair(
     assert "Done: 2 pairs" in out
 
 
+@pytest.mark.subprocess
 def test_a_killed_process_resumes_without_losing_or_duplicating_a_pair(tmp_path, tiny_img2img):
     """SIGKILL a real edit_images process once it has stored a pair; the next run finishes the job."""
     database = tmp_path / "kill.sqlite3"

@@ -184,6 +184,7 @@ def test_overlay_tints_the_mask_and_leaves_the_rest():
         mask_overlay(face, tone.mask[:10])
 
 
+@pytest.mark.subprocess
 def test_the_module_imports_neither_dlib_nor_django():
     code = "import sys, detectors.skin; print(sorted(m for m in ('dlib', 'django', 'torch') if m in sys.modules))"
     root = Path(__file__).resolve().parents[2]

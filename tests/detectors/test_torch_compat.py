@@ -3,6 +3,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from django.conf import settings
 
 PROBE = """
@@ -16,6 +17,7 @@ print(torchvision.ops.nms(torch.empty((0, 4)), torch.empty((0,)), 0.5).tolist())
 """
 
 
+@pytest.mark.subprocess
 def test_torchvision_nms_works_next_to_the_cpu_torch():
     # Run in a fresh interpreter: the shim must be applied before torchvision's first import.
     out = subprocess.run(

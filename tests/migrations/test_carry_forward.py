@@ -19,6 +19,8 @@ from django.db.migrations.executor import MigrationExecutor
 
 from tests.migrations.recipe import build
 
+pytestmark = pytest.mark.migrations
+
 HERE = Path(__file__).parent
 OLD = [
     ("annotate", "0004_label_revision_request_id"),

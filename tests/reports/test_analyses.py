@@ -34,6 +34,7 @@ def test_a_protocol_without_an_analysis_gets_a_clear_error(unreported_protocol):
         analyses.analysis_for(unreported_protocol)
 
 
+@pytest.mark.subprocess
 def test_the_registry_imports_no_analysis_until_one_is_asked_for():
     code = (
         "import django, os, sys; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'config.settings'); "

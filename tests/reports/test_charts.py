@@ -115,6 +115,7 @@ def test_diverging_colours_go_from_female_through_white_to_male():
     assert charts.diverging_hex(None) == charts.NO_SCORE_COLOUR
 
 
+@pytest.mark.subprocess
 def test_importing_the_dashboard_does_not_import_matplotlib():
     code = (
         "import django, os, sys; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'config.settings'); "
