@@ -15,7 +15,7 @@ from studies.ingest import (
     PAIR_MANIFEST_REQUIRED_COLUMNS,
     ImportSummary,
     images_import,
-    study_get_or_create,
+    study_for_import,
 )
 
 
@@ -43,38 +43,36 @@ class Command(BaseCommand):
             "--study",
             default=DEFAULT_STUDY,
             help=(
-                f"Slug of the study to import into (default: '{DEFAULT_STUDY}'). A missing study is "
-                "created as a gender study (question: male / female / low_quality / other); "
-                "create other kinds first with create_study."
+                f"Slug of the study to import into (default: '{DEFAULT_STUDY}'). The study must "
+                "exist: create it first with create_study (an unknown slug is refused, never created)."
             ),
+        )
+        parser.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="Check every row and print what would be added and updated; write nothing.",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
         started = time.perf_counter()
         self.verbosity = int(options["verbosity"])
         try:
-            study, created = study_get_or_create(slug=options["study"])
-        except DomainError as exc:
-            raise CommandError(str(exc)) from exc
-        try:
+            study = study_for_import(options["study"])
             summary = images_import(
                 study=study,
                 manifest_path=options["manifest"],
                 root=options["root"],
                 progress=self._progress,
+                dry_run=options["dry_run"],
+                source=f"import_images {options['manifest']}",
             )
         except DomainError as exc:
-            if created:
-                study.delete()  # the file was refused whole: leave no empty study behind
             raise CommandError(str(exc)) from exc
-        if created and not study.items.exists():
-            study.delete()  # every row was refused: leave no empty study behind
-            created = False
-            self.stdout.write(f"Nothing was imported: the study '{options['study']}' was not created.")
-        elif created:
-            self.stdout.write(f"Created study '{study.slug}' (gender protocol).")
         seconds = time.perf_counter() - started
-        self.stdout.write(f"Import into study '{study.slug}' finished in {seconds:.1f} s")
+        if options["dry_run"]:
+            self.stdout.write(f"Dry run on study '{study.slug}' ({seconds:.1f} s): nothing was written.")
+        else:
+            self.stdout.write(f"Import into study '{study.slug}' finished in {seconds:.1f} s")
         for line in summary.lines():
             self.stdout.write(line)
         if summary.rejected:
