@@ -17,6 +17,7 @@ from studies.ingest import (
     images_import,
     study_for_import,
 )
+from studies.removal import items_restore
 
 
 class Command(BaseCommand):
@@ -35,9 +36,13 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--manifest", required=True, help="Manifest CSV file (UTF-8, header row).")
+        parser.add_argument("--manifest", help="Manifest CSV file (UTF-8, header row).")
+        parser.add_argument("--root", help="Folder the manifest's image paths are relative to.")
         parser.add_argument(
-            "--root", required=True, help="Folder the manifest's image paths are relative to."
+            "--restore",
+            metavar="BACKUP",
+            help="Instead of a manifest: bring back the items a remove_items backup holds (their "
+            "files, labels, final labels, predictions and sampling-round entries, with their ids).",
         )
         parser.add_argument(
             "--study",
@@ -56,6 +61,13 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         started = time.perf_counter()
         self.verbosity = int(options["verbosity"])
+        if options["restore"]:
+            if options["manifest"] or options["dry_run"]:
+                raise CommandError("--restore takes no --manifest, --root or --dry-run")
+            self._restore(options["study"], options["restore"])
+            return
+        if not options["manifest"] or not options["root"]:
+            raise CommandError("give --manifest and --root (or --restore BACKUP)")
         try:
             study = study_for_import(options["study"])
             summary = images_import(
@@ -78,6 +90,18 @@ class Command(BaseCommand):
         if summary.rejected:
             # Rows were reported above; a non-zero status lets scripts notice without parsing text.
             raise CommandError(f"{len(summary.rejected)} row(s) rejected, see above.")
+
+    def _restore(self, slug: str, backup: str) -> None:
+        try:
+            study = study_for_import(slug)
+            result = items_restore(study=study, backup_path=backup)
+        except DomainError as exc:
+            raise CommandError(str(exc)) from exc
+        rows = ", ".join(f"{n} {name}" for name, n in result.rows.items())
+        self.stdout.write(
+            f"Restored {len(result.keys)} item(s) into study '{study.slug}': {', '.join(result.keys)}"
+        )
+        self.stdout.write(f"  rows: {rows}; files: {result.files}")
 
     def _progress(self, summary: ImportSummary, rows_done: int) -> None:
         if self.verbosity >= 2:
