@@ -956,7 +956,10 @@ class _ManifestImport:
                         changes[name] = (before, after)
                 fields["prompt"] = prompt_key
             explicit = list(next((p.question_keys for p in plans if p.question_keys), ()))
-            if "questions" in self.columns or "metadata" in fields:
+            # Metadata decides the questions only of items whose questions it decided (none named
+            # in a 'questions' column at their import).
+            derived = item.question_keys == spec.item_question_keys(item.metadata)
+            if "questions" in self.columns or ("metadata" in fields and derived):
                 question_keys = explicit or spec.item_question_keys(fields.get("metadata", item.metadata))
                 if question_keys != item.question_keys:
                     if item.completed_seats > 0:

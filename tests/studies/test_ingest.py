@@ -978,3 +978,24 @@ def test_the_audit_trail_is_read_only_in_the_admin(study, root, tmp_path, admin_
     assert client.get("/admin/studies/itemchange/add/").status_code == 403
     assert client.post(f"/admin/studies/itemchange/{change.pk}/delete/", {"post": "yes"}).status_code == 403
     assert ItemChange.objects.filter(pk=change.pk).exists()
+
+
+def test_a_metadata_fix_that_changes_the_questions_an_attributes_item_asks_applies_them(db, root, tmp_path):
+    from studies.services import study_define
+
+    gep = study_define(slug="gep", protocol="attributes").study
+    header = [*HEADER, "gender", "setting", "attribute"]
+    images_import(
+        study=gep,
+        manifest_path=write_manifest(
+            tmp_path / "a.csv", [row("sdxl/0.png", gender="woman", setting="neutral")], header
+        ),
+        root=root,
+    )
+    assert Item.objects.get(study=gep).question_keys == []
+    fixed = [row("sdxl/0.png", gender="woman", setting="explicit", attribute="boots")]
+    summary = images_import(
+        study=gep, manifest_path=write_manifest(tmp_path / "b.csv", fixed, header), root=root
+    )
+    assert summary.updated[0].changes["questions"] == ([], ["boots"])
+    assert Item.objects.get(study=gep).question_keys == ["boots"]

@@ -31,8 +31,13 @@ class Command(BaseCommand):
         "before anything is written; the good rows are written in one transaction (all or none: a "
         "failed write leaves no row and no file), bad rows are listed. Files are checked with Pillow, stored under "
         "their SHA-256 in MEDIA_ROOT and de-duplicated; re-running the same import changes nothing. "
-        "Ends with a summary: accepted, duplicates, rejected rows with their reasons "
-        "(exit status 1 when a row was rejected)."
+        "A row of an item already imported whose other values changed (t2i_model, prompt, category, "
+        "word, seed, index, params, metadata columns) updates the item, with an audit record "
+        "(admin: Item changes); a different image file for an existing row is refused (remove the "
+        "item with remove_items first). Ends with a summary: accepted, updated (each item with its "
+        "fields old → new), duplicates, rejected rows with their reasons (exit status 1 when a row "
+        "was rejected). --dry-run prints the same summary and writes nothing; --restore brings back "
+        "a remove_items backup."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
