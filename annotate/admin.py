@@ -37,7 +37,7 @@ from annotate.models import (
 from studies import permissions
 from studies.errors import DomainError
 from studies.ingest import ImportSummary, images_import_zip, study_get_or_create
-from studies.models import AgreementRule, Image, Item, ItemImage, Prompt, Question, Study
+from studies.models import AgreementRule, Image, Item, ItemChange, ItemImage, Prompt, Question, Study
 from studies.selectors import item_main_image, study_questions
 from studies.services import study_create
 
@@ -489,6 +489,17 @@ class ImageFileAdmin(ReadOnlyAdmin):
 
     list_display = ("file", "width", "height", "format", "created_at")
     search_fields = ("sha256", "file", "item_images__source_path")
+
+
+@admin.register(ItemChange)
+class ItemChangeAdmin(ReadOnlyAdmin):
+    """The audit trail of corrections to items (re-import updates, removals): who, when,
+    old → new. Written by the services only."""
+
+    list_display = ("changed_at", "study", "item_key", "action", "actor", "source")
+    list_filter = ("study", "action")
+    search_fields = ("item_key", "actor", "source")
+    list_select_related = ("study",)
 
 
 # --- Labels, final labels and their history (read-only) ----------------------------------------

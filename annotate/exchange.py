@@ -32,7 +32,7 @@ from django.db import transaction
 
 from annotate import services
 from annotate.errors import AnnotateError, ImportRejected
-from annotate.models import FinalLabel, Label
+from annotate.models import FinalLabel, FinalLabelSource, Label
 from studies import permissions
 from studies.csvio import safe_dict_writer
 from studies.ingest import ImportSummary, RejectedRow, csv_rows_read
@@ -175,6 +175,11 @@ def _wide_count(row: dict[str, Any]) -> int:
 
 class _Rollback(Exception):
     """Raised inside the write transaction when a service refused a row: undo the whole file."""
+
+
+class _DryRunDone(Exception):
+    """Raised at the end of a dry run's write transaction: every write was made and checked by
+    the services, now undo them all (the summary keeps what they did)."""
 
 
 def _header(csv_path: str | os.PathLike[str]) -> list[str]:
@@ -407,7 +412,40 @@ def _creation_order(rows: list[tuple[_LabelRow, Item, Question]]) -> list[str]:
     return order
 
 
-def labels_import(*, study: Study, csv_path: str | os.PathLike[str]) -> ImportSummary:
+def _role_problems(study: Study, good: list[tuple[_LabelRow, Item, Question]]) -> list[RejectedRow]:
+    """Rows naming an existing researcher's or admin's account that is not an annotator of the
+    study: importing would silently make that account one. One query for the users, one for
+    the study's annotators; the rows of each account are named once (first row)."""
+    names = {row.username for row, _, _ in good}
+    users = {u.get_username(): u for u in get_user_model().objects.filter(username__in=names)}
+    members = set(study.annotators.values_list("pk", flat=True))
+    problems, named = [], set()
+    for row, _, _ in good:
+        user = users.get(row.username)
+        if user is None or user.pk in members or row.username in named:
+            continue
+        if permissions.is_researcher(user):
+            role = "an admin" if permissions.is_admin(user) else "a researcher"
+            named.add(row.username)
+            problems.append(
+                RejectedRow(
+                    row.number,
+                    row.shown,
+                    f"annotator {row.username!r} is {role}, not an annotator of the study "
+                    f"'{study.slug}': importing these labels would make them one; check the "
+                    "name, or pass --add-annotators to add them",
+                )
+            )
+    return problems
+
+
+def labels_import(
+    *,
+    study: Study,
+    csv_path: str | os.PathLike[str],
+    add_annotators: bool = False,
+    dry_run: bool = False,
+) -> ImportSummary:
     """Import annotators' labels for items of ``study`` from a CSV.
 
     Columns ``image`` (the manifest path of a one-image item) or ``item`` (the item key),
@@ -419,9 +457,15 @@ def labels_import(*, study: Study, csv_path: str | os.PathLike[str]) -> ImportSu
     ``services.label_import`` in one transaction; a row the service refuses (item already has N
     annotators, missing reason, final label already decided) rolls the whole file back.
     Re-importing the same file changes nothing (rows count as duplicates).
+
+    The summary counts new labels (``accepted``), labels whose answer or reason changed
+    (``changed``) and the (item, question)s whose agreed final answer the change undid, back to
+    disputed (``reopened``). An existing researcher's or admin's account that is not yet an
+    annotator of the study is refused (naming row and user) unless ``add_annotators``. With
+    ``dry_run`` the whole import runs and is rolled back: the summary says what it would do.
     """
     rows, bad = _label_rows(csv_path)
-    summary = ImportSummary(rejected=list(bad))
+    summary = ImportSummary(rejected=list(bad), dry_run=dry_run, reports=("changed",))
     items = _Items(study)
     seen: dict[tuple[int, int, str], int] = {}
     good: list[tuple[_LabelRow, Item, Question]] = []
@@ -433,18 +477,39 @@ def labels_import(*, study: Study, csv_path: str | os.PathLike[str]) -> ImportSu
             assert item is not None
             assert question is not None
             good.append((row, item, question))
+    if not add_annotators:
+        summary.rejected.extend(_role_problems(study, good))
     if summary.rejected:
         return _refuse_all(summary)
+    touched = {(item.pk, question.pk): (item, question) for _, item, question in good}
     try:
         with transaction.atomic():
+            agreed_before = _agreed_finals(study, touched)
             users = _users_ensure(_creation_order(good))
             for row, item, question in good:
                 _label_write(row, item, question, users[row.username], summary)
             if summary.rejected:
                 raise _Rollback
+            gone = agreed_before - _agreed_finals(study, touched)
+            several = len(study_questions(study)) > 1
+            summary.reopened = [
+                touched[key][0].key + (f" ({touched[key][1].key})" if several else "") for key in sorted(gone)
+            ]
+            if dry_run:
+                raise _DryRunDone
     except _Rollback:
         return _refuse_all(summary)
+    except _DryRunDone:
+        pass
     return summary
+
+
+def _agreed_finals(study: Study, touched: dict[tuple[int, int], Any]) -> set[tuple[int, int]]:
+    """The (item, question) pairs among ``touched`` that have an agreed final answer (one query)."""
+    pairs = FinalLabel.objects.filter(
+        item__study=study, source=FinalLabelSource.AGREED, item_id__in={item for item, _ in touched}
+    ).values_list("item_id", "question_id")
+    return {pair for pair in pairs if pair in touched}
 
 
 def _label_write(
@@ -473,6 +538,8 @@ def _label_write(
         return
     if before == (row.value, reason):
         summary.duplicates += 1
+    elif before is not None:
+        summary.changed += 1
     else:
         summary.accepted += 1
 
@@ -496,7 +563,7 @@ class _TruthRow:
 
 
 def ground_truth_import(
-    *, study: Study, csv_path: str | os.PathLike[str], user: User | None
+    *, study: Study, csv_path: str | os.PathLike[str], user: User | None, dry_run: bool = False
 ) -> ImportSummary:
     """Set final answers of ``study``'s items from a CSV: columns ``image`` or ``item``,
     ``label`` (or the export's ``final_label``), optional ``note``, ``question`` (required
@@ -512,13 +579,14 @@ def ground_truth_import(
     transaction. An answer whose final label already has the same value and note is left as
     it is (counted as duplicate), so re-importing, or importing an export over the labels it
     came from, changes nothing. In an export file, answers without a final label are skipped.
+    With ``dry_run`` the whole import runs and is rolled back: the summary says what it would do.
     """
     header = _header(csv_path)
     from_export = "label" not in header and "final_label" in header
     label_column = "final_label" if from_export else "label"
     where = "item" if "item" in header and "image" not in header else "image"
     rows = csv_rows_read(csv_path, required=(where, label_column))
-    summary = ImportSummary()
+    summary = ImportSummary(dry_run=dry_run)
     items = _Items(study)
     good: list[tuple[_TruthRow, Item, Question]] = []
     seen: dict[tuple[int, int], int] = {}
@@ -555,8 +623,12 @@ def ground_truth_import(
                 _truth_write(row, item, question, decided_by, summary)
             if summary.rejected:
                 raise _Rollback
+            if dry_run:
+                raise _DryRunDone
     except _Rollback:
         return _refuse_all(summary)
+    except _DryRunDone:
+        pass
     return summary
 
 

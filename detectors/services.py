@@ -653,7 +653,7 @@ def _parse_result(row: dict[str, str]) -> tuple[str, str, dict[str, Any], str]:
 
 
 def predictions_import(
-    *, csv_path: Path | str, study: Study | None = None, version: str = "imported"
+    *, csv_path: Path | str, study: Study | None = None, version: str = "imported", dry_run: bool = False
 ) -> PredictionImportSummary:
     """Load predictions made elsewhere: all rows or none.
 
@@ -666,7 +666,8 @@ def predictions_import(
     ``version``/``study``. Unknown reasons become "other" with their text as detail. A detector
     name with ``/`` is refused (it breaks report URLs). The prediction belongs to the image file,
     so two rows naming the same file (say, a seed photo by two paths) are duplicates. Raises
-    PredictionImportRejected listing every bad row.
+    PredictionImportRejected listing every bad row. ``dry_run``: every check, nothing written;
+    the summary counts what would be stored.
     """
     rows = _read_rows(csv_path)
     if not rows:
@@ -691,8 +692,9 @@ def predictions_import(
     errors.extend(_boxes_outside(to_create, seen))
     if errors:
         raise PredictionImportRejected(sorted(errors, key=_line_number))
-    with transaction.atomic():
-        Prediction.objects.bulk_create(to_create)
+    if not dry_run:
+        with transaction.atomic():
+            Prediction.objects.bulk_create(to_create)
     by_detector: dict[str, int] = {}
     for prediction in to_create:
         by_detector[prediction.detector] = by_detector.get(prediction.detector, 0) + 1

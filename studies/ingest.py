@@ -25,6 +25,7 @@ using them.
 from __future__ import annotations
 
 import csv
+import getpass
 import hashlib
 import io
 import json
@@ -49,7 +50,17 @@ from PIL import UnidentifiedImageError
 from studies.archive import ArchiveRejected, zip_extract
 from studies.csvio import read_cell
 from studies.errors import DomainError, ImportRejected
-from studies.models import Image, ImageRole, Item, ItemImage, Prompt, Question, Study
+from studies.models import (
+    Image,
+    ImageRole,
+    Item,
+    ItemChange,
+    ItemChangeAction,
+    ItemImage,
+    Prompt,
+    Question,
+    Study,
+)
 from studies.protocols import protocol_spec
 from studies.services import study_create
 
@@ -310,9 +321,7 @@ def _existing_item_check(*, study: Study, key: str, role: str, sha256: str) -> I
     if link is not None:
         if link.image.sha256 == sha256:
             return link.item
-        raise ImagePathConflict(
-            f"{key} was already imported with different content (sha256 {link.image.sha256[:12]}…)"
-        )
+        raise ImagePathConflict(_changed_file_message(study, key, link.image.sha256))
     if role == ImageRole.IMAGE:
         same = (
             ItemImage.objects.filter(item__study=study, role=role, image__sha256=sha256)
@@ -389,14 +398,36 @@ class RejectedRow:
         return f"row {self.row} ({self.path or 'no path'}): {self.reason}"
 
 
+@dataclass(frozen=True)
+class ItemUpdate:
+    """An existing item whose metadata a re-import changed: ``changes`` maps each changed field
+    to its (old, new) values."""
+
+    key: str
+    changes: dict[str, tuple[Any, Any]]
+
+    def __str__(self) -> str:
+        shown = "; ".join(f"{name} {old!r} → {new!r}" for name, (old, new) in self.changes.items())
+        return f"{self.key}: {shown}"
+
+
 @dataclass
 class ImportSummary:
-    """What an import did: rows accepted (new), duplicates (already there), rejected rows."""
+    """What an import did: rows accepted (new), duplicates (already there, unchanged), rejected
+    rows; image imports add the items whose metadata changed (``updated``), label imports the
+    labels whose answer changed (``changed``) and the items whose agreed final answer went back
+    to disputed (``reopened``). A dry run's summary says what the import would do."""
 
     accepted: int = 0
     duplicates: int = 0
     rejected: list[RejectedRow] = field(default_factory=list)
     skipped: int = 0
+    updated: list[ItemUpdate] = field(default_factory=list)
+    changed: int = 0
+    reopened: list[str] = field(default_factory=list)
+    dry_run: bool = False
+    # Which of the optional counts this kind of import reports (always, even when 0).
+    reports: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -404,14 +435,22 @@ class ImportSummary:
 
     def lines(self, noun: str = "images") -> list[str]:
         """Human-readable summary, one line each, rejected rows last."""
-        out = [
-            f"accepted: {self.accepted} {noun}",
-            f"duplicates (already imported, unchanged): {self.duplicates}",
-        ]
+        would = "would be " if self.dry_run else ""
+        out = [f"{would}accepted: {self.accepted} {noun}"]
+        if "updated" in self.reports:
+            out.append(f"{would}updated: {len(self.updated)} items")
+            out.extend(f"  {update}" for update in self.updated)
+        if "changed" in self.reports:
+            out.append(f"{would}changed: {self.changed} {noun}")
+            out.append(f"{would}finals reopened: {len(self.reopened)}")
+            out.extend(f"  {key}: agreed final answer removed, back to disputed" for key in self.reopened)
+        out.append(f"duplicates (already imported, unchanged): {self.duplicates}")
         if self.skipped:
             out.append(f"skipped (nothing to import): {self.skipped}")
         out.append(f"rejected: {len(self.rejected)}")
         out.extend(f"  {item}" for item in self.rejected)
+        if self.dry_run:
+            out.append("dry run: nothing was written")
         return out
 
     def as_dict(self) -> dict[str, Any]:
@@ -419,6 +458,13 @@ class ImportSummary:
             "accepted": self.accepted,
             "duplicates": self.duplicates,
             "skipped": self.skipped,
+            "updated": [
+                {"item": u.key, "changes": {k: {"old": o, "new": n} for k, (o, n) in u.changes.items()}}
+                for u in self.updated
+            ],
+            "changed": self.changed,
+            "reopened": list(self.reopened),
+            "dry_run": self.dry_run,
             "rejected": [{"row": r.row, "path": r.path, "reason": r.reason} for r in self.rejected],
         }
 
@@ -578,6 +624,58 @@ class _FileCheck:
     error: Exception | None = None
 
 
+@dataclass(frozen=True)
+class _ItemUpdatePlan:
+    """An existing item and the field values a re-import gives it (``prompt``: a prompt key)."""
+
+    item: Item
+    fields: dict[str, Any]
+    report: ItemUpdate
+
+
+@dataclass(frozen=True)
+class _Audit:
+    """Who makes the changes of one import or removal, and with what: recorded on every
+    ``ItemChange`` it writes. Without an account (a command), the shell user is named."""
+
+    user: Any
+    source: str
+
+    @property
+    def actor(self) -> str:
+        if self.user is not None and getattr(self.user, "is_authenticated", False):
+            return str(self.user.get_username())
+        try:
+            return f"shell user {getpass.getuser()}"
+        except (KeyError, OSError):  # no passwd entry (some containers)
+            return "shell user (unknown)"
+
+    def record(
+        self, *, study: Study, item: Item | None, key: str = "", action: str, changes: dict[str, Any]
+    ) -> ItemChange:
+        user = self.user if getattr(self.user, "is_authenticated", False) else None
+        return ItemChange(
+            study=study,
+            item=item,
+            item_key=item.key if item is not None else key,
+            action=action,
+            changes=changes,
+            changed_by=user,
+            actor=self.actor[:200],
+            source=self.source[:1000],
+        )
+
+
+def _changed_file_message(study: Study, key: str, stored_sha: str) -> str:
+    """Why a row naming an existing item with other bytes is refused, and the way out."""
+    return (
+        f"{key} was already imported with different content (sha256 {stored_sha[:12]}…); an item's "
+        f"image cannot be replaced by a re-import: remove the item first with "
+        f"`manage.py remove_items --study {study.slug} --item {key}` (add --with-labels if it has "
+        "labels), then import it again"
+    )
+
+
 def _rows_reason(exc: Exception) -> str:
     if isinstance(exc, OSError) and not isinstance(exc, DomainError):
         return f"cannot read file: {exc.strerror or exc}"
@@ -590,10 +688,22 @@ class _ManifestImport:
     as "same content as row 3" never depend on thread timing), then store the files of the good
     rows and write them in one transaction."""
 
-    def __init__(self, *, study: Study, root: Path, summary: ImportSummary, columns: list[str]) -> None:
+    def __init__(
+        self,
+        *,
+        study: Study,
+        root: Path,
+        summary: ImportSummary,
+        columns: list[str],
+        dry_run: bool = False,
+        audit: _Audit | None = None,
+    ) -> None:
         self.study = study
         self.root = root
         self.summary = summary
+        self.dry_run = dry_run
+        self.audit = audit or _Audit(user=None, source="")
+        self.columns = set(columns)
         self.has_item_column = "item" in columns
         self.metadata_columns = [c for c in columns if c not in MANIFEST_KNOWN_COLUMNS]
         self.roles = set(protocol_spec(study.protocol).image_roles)
@@ -706,9 +816,7 @@ class _ManifestImport:
         if known == sha:
             return False
         if known is not None:
-            raise ImagePathConflict(
-                f"{plan.item_key} was already imported with different content (sha256 {known[:12]}…)"
-            )
+            raise ImagePathConflict(_changed_file_message(self.study, plan.item_key, known))
         if plan.role == ImageRole.IMAGE and sha in self.single_by_hash:
             raise DuplicateImage(f"same image content as {self.single_by_hash[sha]}, already in the study")
         return True
@@ -729,17 +837,24 @@ class _ManifestImport:
         with ThreadPoolExecutor(max_workers=IMPORT_WORKERS, thread_name_prefix="image-import") as pool:
             checks = list(pool.map(self.file_check, plans))
         fresh: list[tuple[_RowPlan, _FileCheck]] = []
+        same: list[_RowPlan] = []
         for plan, check in zip(plans, checks, strict=True):
             try:
                 if self.row_settle(plan, check):
                     fresh.append((plan, check))
                 else:
-                    self.summary.duplicates += 1
+                    same.append(plan)
             except (DomainError, OSError) as exc:
                 self.reject(plan.number, plan.path, _rows_reason(exc))
                 bad_items.setdefault(plan.item_key, f"row {plan.number}")
         items = self._group(fresh, bad_items)
-        self._write(items)
+        updates = self._updates_plan(same, bad_items, new_keys=set(items))
+        updated_keys = {update.item.key for update in updates}
+        refused = {rejected.row for rejected in self.summary.rejected}
+        self.summary.duplicates += sum(
+            1 for plan in same if plan.item_key not in updated_keys and plan.number not in refused
+        )
+        self._write(items, updates)
 
     def _group(
         self, fresh: list[tuple[_RowPlan, _FileCheck]], bad_items: dict[str, str]
@@ -773,20 +888,153 @@ class _ManifestImport:
                 return f"pair item {key} has no {missing[0]} image (a pair needs its seed photo and its edit)"
         return None
 
-    def _write(self, items: dict[str, list[tuple[_RowPlan, _FileCheck]]]) -> None:
-        """Store the files of the good rows, then write every item in one transaction.
+    def _updates_plan(
+        self, same: list[_RowPlan], bad_items: dict[str, str], *, new_keys: set[str]
+    ) -> list[_ItemUpdatePlan]:
+        """The already imported items (same key, same bytes) whose rows now say something else
+        about them: model, prompt (category, word, text), seed, index, params, metadata columns.
+
+        Only the columns the manifest has are compared: a manifest without ``params`` leaves
+        the stored params alone, and a metadata column it lacks is kept. An item with a refused
+        row is left unchanged. Changing which questions an item asks is refused once it has
+        labels (it would change what the labels answer). One query, whatever the row count.
+        """
+        by_key: dict[str, list[_RowPlan]] = {}
+        for plan in same:
+            if plan.item_key not in bad_items and plan.item_key not in new_keys:
+                by_key.setdefault(plan.item_key, []).append(plan)
+        if not by_key:
+            return []
+        stored = {
+            item.key: item
+            for item in Item.objects.filter(study=self.study).select_related("prompt")
+            if item.key in by_key
+        }
+        spec = protocol_spec(self.study.protocol)
+        metadata_columns = set(self.metadata_columns)
+        updates: list[_ItemUpdatePlan] = []
+        for key, plans in by_key.items():
+            item = stored.get(key)
+            if item is None:  # removed by someone else meanwhile: nothing to update
+                continue
+            problem = self._item_problem(key, plans)
+            if problem:
+                for p in plans:
+                    self.reject(p.number, p.path, problem)
+                continue
+            first = next((p for p in plans if p.role in (ImageRole.OUTPUT, ImageRole.IMAGE)), plans[0])
+            metadata = {k: v for k, v in item.metadata.items() if k not in metadata_columns}
+            for p in plans:
+                metadata.update(p.metadata)
+            candidates: list[tuple[str, str, Any, Any]] = [
+                (
+                    "t2i_model",
+                    "t2i_model",
+                    item.t2i_model,
+                    next((p.t2i_model for p in plans if p.t2i_model), ""),
+                ),
+                ("seed", "seed", item.seed, next((p.seed for p in plans if p.seed is not None), None)),
+                ("index", "index", item.index, next((p.index for p in plans if p.index is not None), None)),
+                ("params", "params", item.params, first.params),
+            ]
+            if metadata_columns:
+                candidates.append(("metadata", "", item.metadata, metadata))
+            changes: dict[str, tuple[Any, Any]] = {}
+            fields: dict[str, Any] = {}
+            for name, column, old, new in candidates:
+                if (not column or column in self.columns) and old != new:
+                    changes[name] = (old, new)
+                    fields[name] = new
+            prompt_key = next((p.prompt_key for p in plans if p.prompt_key), None)
+            old_prompt = item.prompt
+            old_key = (old_prompt.category, old_prompt.word, old_prompt.text) if old_prompt else None
+            if "prompt" in self.columns and prompt_key != old_key:
+                for name, index in (("category", 0), ("word", 1), ("prompt", 2)):
+                    before = old_key[index] if old_key else ""
+                    after = prompt_key[index] if prompt_key else ""
+                    if before != after:
+                        changes[name] = (before, after)
+                fields["prompt"] = prompt_key
+            explicit = list(next((p.question_keys for p in plans if p.question_keys), ()))
+            # Metadata decides the questions only of items whose questions it decided (none named
+            # in a 'questions' column at their import).
+            derived = item.question_keys == spec.item_question_keys(item.metadata)
+            if "questions" in self.columns or ("metadata" in fields and derived):
+                question_keys = explicit or spec.item_question_keys(fields.get("metadata", item.metadata))
+                if question_keys != item.question_keys:
+                    if item.completed_seats > 0:
+                        reason = (
+                            f"item {key} already has labels: the questions it asks cannot change "
+                            f"({', '.join(item.question_keys) or 'all'} → {', '.join(question_keys) or 'all'}); "
+                            f"remove it first (remove_items --study {self.study.slug} --item {key} "
+                            "--with-labels) and import it again"
+                        )
+                        for p in plans:
+                            self.reject(p.number, p.path, reason)
+                        continue
+                    changes["questions"] = (item.question_keys, question_keys)
+                    fields["question_keys"] = question_keys
+            if changes:
+                updates.append(_ItemUpdatePlan(item=item, fields=fields, report=ItemUpdate(key, changes)))
+        return updates
+
+    def _updates_write(self, updates: list[_ItemUpdatePlan]) -> None:
+        """Apply the planned updates and record each in the audit trail (inside the import's
+        transaction). Queries per updated item, none per unchanged one."""
+        prompts = {(p.category, p.word, p.text): p for p in Prompt.objects.filter(study=self.study)}
+        audit_rows = []
+        for update in updates:
+            item, fields = update.item, dict(update.fields)
+            if "prompt" in fields:
+                prompt_key = fields["prompt"]
+                prompt = None
+                if prompt_key is not None:
+                    prompt = prompts.get(prompt_key)
+                    if prompt is None:
+                        category, word, text = prompt_key
+                        prompt = Prompt.objects.create(
+                            study=self.study, category=category, word=word, text=text
+                        )
+                        prompts[prompt_key] = prompt
+                fields["prompt"] = prompt
+            for name, value in fields.items():
+                setattr(item, name, value)
+            item.save(update_fields=list(fields))
+            audit_rows.append(
+                self.audit.record(
+                    study=self.study,
+                    item=item,
+                    action=ItemChangeAction.UPDATED,
+                    changes={
+                        name: {"old": old, "new": new} for name, (old, new) in update.report.changes.items()
+                    },
+                )
+            )
+        ItemChange.objects.bulk_create(audit_rows)
+
+    def _write(
+        self, items: dict[str, list[tuple[_RowPlan, _FileCheck]]], updates: list[_ItemUpdatePlan]
+    ) -> None:
+        """Store the files of the good rows, then write every new item and every update in one
+        transaction. A dry run stops before anything is stored, counting what would be written.
 
         A file that cannot be stored (unreadable now, or changed since it was checked) refuses
         its row and its item, like any other bad row. Whatever happens — a refused item, a
         database error, Ctrl-C — the files this import stored that no Image row points to
         afterwards are removed again, so MEDIA_ROOT never keeps an orphan.
         """
-        if not items:
+        if self.dry_run:
+            self.summary.accepted += sum(len(rows) for rows in items.values())
+            self.summary.updated = [update.report for update in updates]
+            return
+        if not items and not updates:
             return
         rows = [(plan, check) for group in items.values() for plan, check in group]
         try:
-            with ThreadPoolExecutor(max_workers=IMPORT_WORKERS, thread_name_prefix="image-store") as pool:
-                stored = list(pool.map(self._store_file, *zip(*rows, strict=True)))
+            stored: list[ValidatedImage | str] = []
+            if rows:
+                with ThreadPoolExecutor(max_workers=IMPORT_WORKERS, thread_name_prefix="image-store") as pool:
+                    stored = list(pool.map(self._store_file, *zip(*rows, strict=True)))
             names: dict[int, ValidatedImage] = {}
             failed: dict[str, str] = {}
             for (plan, _), result in zip(rows, stored, strict=True):
@@ -804,14 +1052,18 @@ class _ManifestImport:
                             plan.path,
                             f"item {key} has a refused row ({where}): the item is not imported",
                         )
-            if items:
+            if items or updates:
                 try:
                     with transaction.atomic():
-                        self._rows_write(items, names)
+                        if items:
+                            self._rows_write(items, names)
+                        self._updates_write(updates)
+                    self.summary.updated = [update.report for update in updates]
                 except DatabaseError as exc:
                     # Every value was checked above; this is the safety net for what the checks
                     # did not foresee (or a concurrent writer): one clear message, nothing kept.
                     self.summary.accepted = 0
+                    self.summary.updated = []
                     raise ImportRejected(
                         f"the database refused the import ({exc.__class__.__name__}: {exc}); "
                         "nothing was written"
@@ -941,6 +1193,8 @@ def images_import(
     root: str | os.PathLike[str],
     user: Any = None,
     progress: Callable[[ImportSummary, int], None] | None = None,
+    dry_run: bool = False,
+    source: str = "",
 ) -> ImportSummary:
     """Import the good rows of a manifest CSV into ``study``; see the module docstring.
 
@@ -950,8 +1204,13 @@ def images_import(
     and nothing of it is written (nor of its item). The good rows are written in one
     transaction — all of them or none — after which ``progress(summary, rows)`` is called once;
     if the write fails, the files it stored are removed again (no orphan in MEDIA_ROOT).
-    Re-running the same import changes nothing (every row counts as a duplicate). ``user`` is
-    accepted for audit by callers (admin upload).
+    Re-running the same import changes nothing (every row counts as a duplicate). A row of an
+    item already imported with the same bytes whose other values changed (model, prompt,
+    category, word, seed, index, params, metadata columns) updates the item, in the same
+    transaction, with an ``ItemChange`` audit record naming ``user`` (or the shell user) and
+    ``source``; the summary lists each updated item with its fields old → new. With
+    ``dry_run`` every check runs and the summary says what would happen; nothing is written,
+    no file stored.
     """
     root_path = Path(root)
     if not root_path.is_dir():
@@ -961,8 +1220,15 @@ def images_import(
     )
     rows = csv_rows_read(manifest_path, required=required)
     columns = list(dict.fromkeys(column for _, row in rows for column in row if column != "__error__"))
-    summary = ImportSummary()
-    _ManifestImport(study=study, root=root_path.resolve(), summary=summary, columns=columns).run(rows)
+    summary = ImportSummary(dry_run=dry_run, reports=("updated",))
+    _ManifestImport(
+        study=study,
+        root=root_path.resolve(),
+        summary=summary,
+        columns=columns,
+        dry_run=dry_run,
+        audit=_Audit(user=user, source=source or f"import of {Path(manifest_path).name}"),
+    ).run(rows)
     summary.rejected.sort(key=lambda r: r.row)
     if progress:
         progress(summary, len(rows))
@@ -985,6 +1251,20 @@ def study_get_or_create(
     if existing is not None:
         return existing, False
     return study_create(slug=slug, name=name, protocol=protocol), True
+
+
+def study_for_import(slug: str) -> Study:
+    """The existing study with this slug, for a command that fills it. Imports never create a
+    study (a typo would silently start a new one): an unknown slug raises ``ImportRejected``
+    listing the studies and naming ``create_study``."""
+    study = Study.objects.filter(slug=slug).first()
+    if study is None:
+        known = ", ".join(Study.objects.order_by("slug").values_list("slug", flat=True)) or "none yet"
+        raise ImportRejected(
+            f"no study with slug '{slug}' (existing studies: {known}); imports never create a study: "
+            f"create it first with `manage.py create_study {slug} --protocol …`"
+        )
+    return study
 
 
 # --- Zip upload (admin) -------------------------------------------------------------------------

@@ -310,3 +310,57 @@ class ItemImage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.item_id}/{self.role}: {self.source_path}"
+
+
+class ItemChangeAction(models.TextChoices):
+    UPDATED = "updated", "Updated by a re-import of its manifest"
+    REMOVED = "removed", "Removed (remove_items)"
+
+
+class ItemChange(models.Model):
+    """Audit trail of corrections to items: who changed what, when, old → new.
+
+    Written by the service that makes the change in the same transaction (a re-import that
+    updates an item's metadata, ``remove_items``), never edited afterwards. The item link is
+    cleared when the item is removed; ``item_key`` keeps naming it.
+    """
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="item_changes")
+    item = models.ForeignKey(
+        Item,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="changes",
+        help_text="The item changed; empty once it was removed.",
+    )
+    item_key = models.CharField(max_length=1000, help_text="The item's key when it was changed.")
+    action = models.CharField(max_length=10, choices=ItemChangeAction.choices)
+    changes = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="What changed: {field: {old, new}}; for a removal, what went with the item.",
+    )
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The account that made the change (admin upload); empty for a command.",
+    )
+    actor = models.CharField(
+        max_length=200,
+        help_text="Who made the change: the account's username, or the shell user of a command.",
+    )
+    source = models.CharField(
+        max_length=1000, blank=True, help_text="What made it: the command and its file, or the admin upload."
+    )
+    changed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-changed_at", "-id"]
+        indexes = [models.Index(fields=["study", "item_key"])]
+
+    def __str__(self) -> str:
+        return f"{self.item_key} {self.action} by {self.actor}"

@@ -296,6 +296,95 @@ def test_the_import_labels_command_turns_a_refused_file_into_a_message(study, it
         call_command("import_labels", str(tmp_path), study="gender", stdout=io.StringIO())
 
 
+# --- corrections by import (issue 19) ----------------------------------------------------------
+
+
+def test_a_label_change_by_import_reports_changed_and_the_agreed_final_it_reopened(study, items, tmp_path):
+    agreed = write_csv(
+        tmp_path / "a.csv",
+        ["image", "annotator", "label"],
+        [["sdxl/0.png", "zoe", "male"], ["sdxl/0.png", "yann", "male"], ["sdxl/1.png", "zoe", "female"]],
+    )
+    labels_import(study=study, csv_path=agreed)
+    assert final_of(items[0]).source == FinalLabelSource.AGREED
+    changed = write_csv(
+        tmp_path / "b.csv",
+        ["image", "annotator", "label"],
+        [["sdxl/0.png", "yann", "female"], ["sdxl/1.png", "zoe", "female"], ["sdxl/2.png", "zoe", "male"]],
+    )
+    out = io.StringIO()
+    call_command("import_labels", str(changed), study="gender", stdout=out)
+    text = out.getvalue()
+    assert "accepted: 1 labels" in text
+    assert "changed: 1 labels" in text
+    assert "finals reopened: 1" in text
+    assert "sdxl/0.png: agreed final answer removed, back to disputed" in text
+    assert "duplicates (already imported, unchanged): 1" in text
+    assert not FinalLabel.objects.filter(item=items[0]).exists()
+
+
+def test_a_dry_run_of_a_labels_import_reports_the_changes_and_writes_nothing(study, items, tmp_path):
+    labels_import(
+        study=study,
+        csv_path=write_csv(
+            tmp_path / "a.csv",
+            ["image", "annotator", "label"],
+            [["sdxl/0.png", "zoe", "male"], ["sdxl/0.png", "yann", "male"]],
+        ),
+    )
+    labels_before = set(Label.objects.values_list("pk", "value"))
+    revisions, users = LabelRevision.objects.count(), User.objects.count()
+    changed = write_csv(
+        tmp_path / "b.csv",
+        ["image", "annotator", "label"],
+        [["sdxl/0.png", "yann", "female"], ["sdxl/1.png", "newbie", "male"]],
+    )
+    out = io.StringIO()
+    call_command("import_labels", str(changed), study="gender", dry_run=True, stdout=out)
+    text = out.getvalue()
+    assert "would be accepted: 1 labels" in text
+    assert "would be changed: 1 labels" in text
+    assert "would be finals reopened: 1" in text
+    assert "nothing was written" in text
+    assert set(Label.objects.values_list("pk", "value")) == labels_before
+    assert (LabelRevision.objects.count(), User.objects.count()) == (revisions, users)
+    assert final_of(items[0]).value == "male"
+
+
+def test_labels_naming_a_researcher_or_admin_are_refused_unless_add_annotators(
+    study, items, tmp_path, researcher, admin_user
+):
+    path = write_csv(
+        tmp_path / "l.csv",
+        ["image", "annotator", "label"],
+        [["sdxl/0.png", "anna", "male"], ["sdxl/0.png", "rita", "male"], ["sdxl/1.png", "adam", "female"]],
+    )
+    out = io.StringIO()
+    with pytest.raises(CommandError, match="2 row\\(s\\) rejected: nothing was imported"):
+        call_command("import_labels", str(path), study="gender", stdout=out)
+    text = out.getvalue()
+    assert (
+        "row 3 (sdxl/0.png): annotator 'rita' is a researcher, not an annotator of the study 'gender'" in text
+    )
+    assert "row 4 (sdxl/1.png): annotator 'adam' is an admin" in text
+    assert "--add-annotators" in text
+    assert not Label.objects.exists()
+    assert not study.annotators.filter(pk__in=[researcher.pk, admin_user.pk]).exists()
+    call_command("import_labels", str(path), study="gender", add_annotators=True, stdout=io.StringIO())
+    assert Label.objects.count() == 3
+    assert study.annotators.filter(pk__in=[researcher.pk, admin_user.pk]).count() == 2
+
+
+def test_a_dry_run_of_a_ground_truth_import_writes_nothing(study, items, tmp_path):
+    path = write_csv(
+        tmp_path / "t.csv", ["image", "label"], [["sdxl/0.png", "male"], ["sdxl/1.png", "female"]]
+    )
+    out = io.StringIO()
+    call_command("import_ground_truth", str(path), study="gender", dry_run=True, stdout=out)
+    assert "would be accepted: 2 final labels" in out.getvalue()
+    assert not FinalLabel.objects.exists()
+
+
 @pytest.fixture
 def attributes(db):
     study = StudyFactory(slug="attrs", protocol="attributes")

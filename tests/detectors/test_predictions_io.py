@@ -571,3 +571,17 @@ def test_a_box_outside_its_image_is_a_row_error_naming_the_box_and_nothing_is_im
     assert Prediction.objects.count() == 0
     import_file(write_csv(tmp_path, rows[:1]))
     assert Prediction.objects.get().output["objects"][0]["box"] == [0, 0, 32, 32.5]
+
+
+def test_a_dry_run_says_what_would_be_imported_and_writes_nothing(images, tmp_path):
+    # Issue 19: every importer has --dry-run.
+    path = write_csv(
+        tmp_path,
+        [{"image": f"sdxl/p/{n}.png", "detector": "elsewhere", "prediction": "male"} for n in range(3)],
+    )
+    out = import_file(path, "--dry-run")
+    assert "would import 3 predictions (elsewhere: 3)" in out
+    assert "nothing was written" in out
+    assert not Prediction.objects.exists()
+    assert "Imported 3 predictions" in import_file(path)
+    assert Prediction.objects.count() == 3

@@ -31,7 +31,7 @@ from studies.ingest import (
     item_image_store,
     prompt_get_or_create,
 )
-from studies.models import Image, ImageRole, Item, ItemImage, Prompt, Study
+from studies.models import Image, ImageRole, Item, ItemChange, ItemImage, Prompt, Study
 from tests.factories import StudyFactory, png_bytes
 
 HEADER = ["image", "t2i_model", "prompt", "category", "word", "seed", "index", "params"]
@@ -726,42 +726,58 @@ def test_a_nul_byte_in_the_header_refuses_the_manifest(study, root, tmp_path):
 # --- import_images command ---------------------------------------------------------------------
 
 
-def test_the_command_creates_the_study_and_prints_the_summary(db, root, tmp_path):
+def test_the_command_imports_into_an_existing_study_and_prints_the_summary(study, root, tmp_path):
     manifest = write_manifest(tmp_path / "m.csv", [row(f"sdxl/{n}.png", n) for n in range(3)])
     out = io.StringIO()
-    call_command("import_images", manifest=str(manifest), root=str(root), study="pilot", stdout=out)
-    study = Study.objects.get(slug="pilot")
-    assert study.protocol == "gender"
-    assert study.questions.get().values == ["male", "female", "low_quality", "other"]
+    call_command("import_images", manifest=str(manifest), root=str(root), study="gender", stdout=out)
+    assert Item.objects.filter(study=study).count() == 3
     assert "accepted: 3 images" in out.getvalue()
+    assert "updated: 0 items" in out.getvalue()
     assert "rejected: 0" in out.getvalue()
 
 
-def test_the_command_lists_rejected_rows_and_fails(db, root, tmp_path):
+def test_a_mistyped_study_slug_is_refused_listing_the_studies_and_naming_create_study(
+    study, root, tmp_path, settings
+):
+    # Issue 19: `import_images --study gepp` used to create a new gender study and fill it.
+    StudyFactory(slug="gep", protocol="attributes")
+    manifest = write_manifest(tmp_path / "m.csv", [row(f"sdxl/{n}.png", n) for n in range(3)])
+    with pytest.raises(CommandError) as refused:
+        call_command(
+            "import_images", manifest=str(manifest), root=str(root), study="gepp", stdout=io.StringIO()
+        )
+    message = str(refused.value)
+    assert "no study with slug 'gepp'" in message
+    assert "existing studies: gender, gep" in message
+    assert "create_study gepp" in message
+    assert not Study.objects.filter(slug="gepp").exists()
+    assert not Item.objects.exists()
+    assert media_files(settings) == []
+
+
+def test_the_default_study_is_not_created_either(db, root, tmp_path):
+    manifest = write_manifest(tmp_path / "m.csv", [row("sdxl/0.png")])
+    with pytest.raises(CommandError, match="no study with slug 'default' \\(existing studies: none yet\\)"):
+        call_command("import_images", manifest=str(manifest), root=str(root), stdout=io.StringIO())
+    assert not Study.objects.exists()
+
+
+def test_the_command_lists_rejected_rows_and_fails(study, root, tmp_path):
     manifest = write_manifest(tmp_path / "m.csv", [row("sdxl/0.png"), row("../x.png")])
     out = io.StringIO()
     with pytest.raises(CommandError, match="1 row\\(s\\) rejected"):
-        call_command("import_images", manifest=str(manifest), root=str(root), stdout=out)
+        call_command("import_images", manifest=str(manifest), root=str(root), study="gender", stdout=out)
     assert "row 3 (../x.png): path with '..' refused" in out.getvalue()
-    assert Item.objects.filter(study__slug="default").count() == 1
+    assert Item.objects.filter(study=study).count() == 1
 
 
-def test_the_command_refuses_a_manifest_missing_a_column(db, root, tmp_path):
+def test_the_command_refuses_a_manifest_missing_a_column(study, root, tmp_path):
     manifest = write_manifest(tmp_path / "m.csv", [row("sdxl/0.png")], header=["image", "t2i_model"])
     with pytest.raises(CommandError, match="missing required column\\(s\\): prompt, category, word"):
-        call_command("import_images", manifest=str(manifest), root=str(root), stdout=io.StringIO())
-    assert not Study.objects.filter(slug="default").exists()
-
-
-def test_the_command_leaves_no_empty_study_when_every_row_is_refused(db, root, tmp_path, settings):
-    manifest = write_manifest(tmp_path / "m.csv", [row("sdxl/0.png", params="{NaN}"), row("../x.png")])
-    out = io.StringIO()
-    with pytest.raises(CommandError, match="2 row\\(s\\) rejected"):
-        call_command("import_images", manifest=str(manifest), root=str(root), study="fresh", stdout=out)
-    assert "row 2 (sdxl/0.png): params is not valid JSON" in out.getvalue()
-    assert "Nothing was imported: the study 'fresh' was not created." in out.getvalue()
-    assert not Study.objects.filter(slug="fresh").exists()
-    assert media_files(settings) == []
+        call_command(
+            "import_images", manifest=str(manifest), root=str(root), study="gender", stdout=io.StringIO()
+        )
+    assert not Item.objects.exists()
 
 
 def test_the_command_imports_pairs_into_a_pair_change_study(pair_study, root, tmp_path):
@@ -785,7 +801,7 @@ def test_format_names_in_settings_are_read_leniently(settings):
 
 def test_the_command_refuses_a_study_slug_that_is_not_a_slug(db, root, tmp_path):
     manifest = write_manifest(tmp_path / "m.csv", [row("sdxl/0.png")])
-    with pytest.raises(CommandError, match="study slug 'my study!' must contain only"):
+    with pytest.raises(CommandError, match="no study with slug 'my study!'"):
         call_command("import_images", manifest=str(manifest), root=str(root), study="my study!")
     assert not Study.objects.exists()
 
@@ -805,3 +821,181 @@ def test_a_bomb_above_pillows_own_limit_is_refused_in_terms_of_our_limit(setting
     with pytest.raises(ImageTooLarge, match="limit of 1000000") as excinfo:
         image_file_validate(bomb_png(20_000, 20_000))
     assert "178956970" not in str(excinfo.value)
+
+
+# --- corrections by re-import (issue 19) ------------------------------------------------------
+
+EXTRA_HEADER = [*HEADER, "setting", "gender"]
+
+
+def test_reimporting_changed_metadata_updates_the_item_and_keeps_an_audit_record(study, root, tmp_path):
+    first = [row(f"sdxl/{n}.png", n, setting="office", gender="man") for n in range(3)]
+    images_import(
+        study=study, manifest_path=write_manifest(tmp_path / "a.csv", first, EXTRA_HEADER), root=root
+    )
+    fixed = list(first)
+    fixed[1] = row(
+        "sdxl/1.png",
+        1,
+        t2i_model="sd15",
+        category="trait",
+        word="kind",
+        prompt="a photo of a kind person",
+        params=json.dumps({"steps": 50}),
+        setting="street",
+        gender="man",
+    )
+    manifest = write_manifest(tmp_path / "b.csv", fixed, EXTRA_HEADER)
+    out = io.StringIO()
+    call_command("import_images", manifest=str(manifest), root=str(root), study="gender", stdout=out)
+    text = out.getvalue()
+    assert "accepted: 0 images" in text
+    assert "updated: 1 items" in text
+    assert "duplicates (already imported, unchanged): 2" in text
+    assert "sdxl/1.png: t2i_model 'sdxl' → 'sd15'" in text
+    assert "category 'profession' → 'trait'" in text
+    assert "word 'lawyer' → 'kind'" in text
+    item = Item.objects.select_related("prompt").get(study=study, key="sdxl/1.png")
+    assert item.t2i_model == "sd15"
+    assert (item.prompt.category, item.prompt.word, item.prompt.text) == (
+        "trait",
+        "kind",
+        "a photo of a kind person",
+    )
+    assert item.params == {"steps": 50}
+    assert item.metadata == {"setting": "street", "gender": "man"}
+    # The other items are as they were.
+    assert Item.objects.get(study=study, key="sdxl/0.png").metadata == {"setting": "office", "gender": "man"}
+    [change] = ItemChange.objects.all()
+    assert (change.item, change.item_key, change.action) == (item, "sdxl/1.png", "updated")
+    assert change.actor.startswith("shell user")
+    assert "b.csv" in change.source
+    assert change.changes["t2i_model"] == {"old": "sdxl", "new": "sd15"}
+    assert change.changes["params"] == {"old": {"steps": 30}, "new": {"steps": 50}}
+    assert change.changes["metadata"] == {
+        "old": {"setting": "office", "gender": "man"},
+        "new": {"setting": "street", "gender": "man"},
+    }
+    # Importing the fixed manifest again changes nothing more.
+    again = images_import(study=study, manifest_path=manifest, root=root)
+    assert (again.accepted, again.updated, again.duplicates) == (0, [], 3)
+    assert ItemChange.objects.count() == 1
+
+
+def test_a_reimport_names_the_account_that_changed_the_item(study, root, tmp_path, researcher):
+    images_import(
+        study=study, manifest_path=write_manifest(tmp_path / "a.csv", [row("sdxl/0.png")]), root=root
+    )
+    manifest = write_manifest(tmp_path / "b.csv", [row("sdxl/0.png", seed=7)])
+    summary = images_import(study=study, manifest_path=manifest, root=root, user=researcher)
+    assert [str(update) for update in summary.updated] == ["sdxl/0.png: seed 100 → 7"]
+    change = ItemChange.objects.get()
+    assert (change.changed_by, change.actor) == (researcher, "rita")
+
+
+def test_a_metadata_column_the_manifest_lacks_is_kept(study, root, tmp_path):
+    images_import(
+        study=study,
+        manifest_path=write_manifest(
+            tmp_path / "a.csv", [row("sdxl/0.png", setting="office")], [*HEADER, "setting"]
+        ),
+        root=root,
+    )
+    summary = images_import(
+        study=study,
+        manifest_path=write_manifest(
+            tmp_path / "b.csv", [row("sdxl/0.png")], ["image", "t2i_model", "prompt", "category", "word"]
+        ),
+        root=root,
+    )
+    assert (summary.updated, summary.duplicates) == ([], 1)
+    item = Item.objects.get(study=study)
+    assert (item.metadata, item.params, item.seed) == ({"setting": "office"}, {"steps": 30}, 100)
+
+
+def test_a_dry_run_prints_what_would_change_and_writes_nothing(study, root, tmp_path, settings):
+    images_import(
+        study=study, manifest_path=write_manifest(tmp_path / "a.csv", [row("sdxl/0.png")]), root=root
+    )
+    files_before = media_files(settings)
+    manifest = write_manifest(
+        tmp_path / "b.csv", [row("sdxl/0.png", word="judge"), row("sdxl/1.png", 1), row("sdxl/2.png", 2)]
+    )
+    out = io.StringIO()
+    call_command(
+        "import_images", manifest=str(manifest), root=str(root), study="gender", dry_run=True, stdout=out
+    )
+    text = out.getvalue()
+    assert "would be accepted: 2 images" in text
+    assert "would be updated: 1 items" in text
+    assert "sdxl/0.png: word 'lawyer' → 'judge'" in text
+    assert "nothing was written" in text
+    assert Item.objects.count() == 1
+    assert Item.objects.get().prompt.word == "lawyer"
+    assert not ItemChange.objects.exists()
+    assert media_files(settings) == files_before
+
+
+def test_a_changed_image_file_for_an_existing_row_is_refused_naming_remove_items(study, root, tmp_path):
+    manifest = write_manifest(tmp_path / "a.csv", [row("sdxl/0.png")])
+    images_import(study=study, manifest_path=manifest, root=root)
+    (root / "sdxl" / "0.png").write_bytes(png_bytes(99))
+    summary = images_import(study=study, manifest_path=manifest, root=root)
+    [refused] = summary.rejected
+    assert "already imported with different content" in refused.reason
+    assert "remove_items --study gender --item sdxl/0.png" in refused.reason
+
+
+def test_the_questions_of_a_labelled_item_cannot_change_by_reimport(study, root, tmp_path):
+    images_import(
+        study=study, manifest_path=write_manifest(tmp_path / "a.csv", [row("sdxl/0.png")]), root=root
+    )
+    Item.objects.filter(study=study).update(completed_seats=1)
+    manifest = write_manifest(
+        tmp_path / "b.csv", [row("sdxl/0.png", questions="gender")], [*HEADER, "questions"]
+    )
+    summary = images_import(study=study, manifest_path=manifest, root=root)
+    [refused] = summary.rejected
+    assert "already has labels: the questions it asks cannot change" in refused.reason
+    assert "remove_items" in refused.reason
+    assert summary.duplicates == 0
+    assert Item.objects.get().question_keys == []
+
+
+def test_the_audit_trail_is_read_only_in_the_admin(study, root, tmp_path, admin_user, client_for):
+    images_import(
+        study=study, manifest_path=write_manifest(tmp_path / "a.csv", [row("sdxl/0.png")]), root=root
+    )
+    images_import(
+        study=study, manifest_path=write_manifest(tmp_path / "b.csv", [row("sdxl/0.png", seed=1)]), root=root
+    )
+    change = ItemChange.objects.get()
+    client = client_for(admin_user)
+    listing = client.get("/admin/studies/itemchange/")
+    assert listing.status_code == 200
+    assert "sdxl/0.png" in listing.content.decode()
+    assert client.get(f"/admin/studies/itemchange/{change.pk}/change/").status_code == 200
+    assert client.get("/admin/studies/itemchange/add/").status_code == 403
+    assert client.post(f"/admin/studies/itemchange/{change.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert ItemChange.objects.filter(pk=change.pk).exists()
+
+
+def test_a_metadata_fix_that_changes_the_questions_an_attributes_item_asks_applies_them(db, root, tmp_path):
+    from studies.services import study_define
+
+    gep = study_define(slug="gep", protocol="attributes").study
+    header = [*HEADER, "gender", "setting", "attribute"]
+    images_import(
+        study=gep,
+        manifest_path=write_manifest(
+            tmp_path / "a.csv", [row("sdxl/0.png", gender="woman", setting="neutral")], header
+        ),
+        root=root,
+    )
+    assert Item.objects.get(study=gep).question_keys == []
+    fixed = [row("sdxl/0.png", gender="woman", setting="explicit", attribute="boots")]
+    summary = images_import(
+        study=gep, manifest_path=write_manifest(tmp_path / "b.csv", fixed, header), root=root
+    )
+    assert summary.updated[0].changes["questions"] == ([], ["boots"])
+    assert Item.objects.get(study=gep).question_keys == ["boots"]

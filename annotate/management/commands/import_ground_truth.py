@@ -32,6 +32,11 @@ class Command(BaseCommand):
             default="",
             help="Username recorded as having decided the final labels whose row names nobody in resolved_by.",
         )
+        parser.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="Check and apply every row, print what would change, then undo it all: nothing is written.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         user = None
@@ -41,7 +46,9 @@ class Command(BaseCommand):
                 raise CommandError(f"no user named '{options['user']}'")
         try:
             study = study_by_slug(options["study"])
-            summary = ground_truth_import(study=study, csv_path=options["file"], user=user)
+            summary = ground_truth_import(
+                study=study, csv_path=options["file"], user=user, dry_run=options["dry_run"]
+            )
         except DomainError as exc:
             raise CommandError(str(exc)) from exc
         for line in summary.lines("final labels"):

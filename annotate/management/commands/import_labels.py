@@ -19,7 +19,10 @@ class Command(BaseCommand):
         "label, optional reason and question (the question key; required when the study asks more "
         "than one) — or an export_ground_truth file (annotator_i / label_i / reason_i columns). "
         "Every row is checked first; bad rows are reported by number and reason and then nothing "
-        "is written. Re-importing the same file changes nothing."
+        "is written. Re-importing the same file changes nothing. The summary counts new labels "
+        "(accepted), changed answers (changed) and the items whose agreed final answer a change "
+        "sent back to disputed (finals reopened). An existing researcher's or admin's account "
+        "that is not an annotator of the study is refused unless --add-annotators."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -27,11 +30,27 @@ class Command(BaseCommand):
         parser.add_argument(
             "--study", default=DEFAULT_STUDY, help=f"Study slug (default: '{DEFAULT_STUDY}')."
         )
+        parser.add_argument(
+            "--add-annotators",
+            action="store_true",
+            help="Allow rows naming an existing researcher's or admin's account that is not an "
+            "annotator of the study (they are made one); refused without this option.",
+        )
+        parser.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="Check and apply every row, print what would change, then undo it all: nothing is written.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             study = study_by_slug(options["study"])
-            summary = labels_import(study=study, csv_path=options["file"])
+            summary = labels_import(
+                study=study,
+                csv_path=options["file"],
+                add_annotators=options["add_annotators"],
+                dry_run=options["dry_run"],
+            )
         except DomainError as exc:
             raise CommandError(str(exc)) from exc
         for line in summary.lines("labels"):

@@ -38,6 +38,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--version", default="imported", help="Version stored for rows without one (default: imported)."
         )
+        parser.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="Check every row and say what would be imported; write nothing.",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         study = None
@@ -48,10 +53,17 @@ class Command(BaseCommand):
         if not opts["version"].strip():
             raise CommandError("--version must not be empty")
         try:
-            summary = predictions_import(csv_path=opts["file"], study=study, version=opts["version"].strip())
+            summary = predictions_import(
+                csv_path=opts["file"], study=study, version=opts["version"].strip(), dry_run=opts["dry_run"]
+            )
         except PredictionImportRejected as exc:
             raise CommandError(
                 f"Nothing imported: {len(exc.errors)} problem(s)\n" + "\n".join(exc.errors)
             ) from None
         per = ", ".join(f"{name}: {n}" for name, n in sorted(summary.by_detector.items()))
-        self.stdout.write(f"Imported {summary.created} predictions ({per}).")
+        if opts["dry_run"]:
+            self.stdout.write(
+                f"Dry run: would import {summary.created} predictions ({per}); nothing was written."
+            )
+        else:
+            self.stdout.write(f"Imported {summary.created} predictions ({per}).")

@@ -15,8 +15,9 @@ from studies.ingest import (
     PAIR_MANIFEST_REQUIRED_COLUMNS,
     ImportSummary,
     images_import,
-    study_get_or_create,
+    study_for_import,
 )
+from studies.removal import items_restore
 
 
 class Command(BaseCommand):
@@ -30,56 +31,82 @@ class Command(BaseCommand):
         "before anything is written; the good rows are written in one transaction (all or none: a "
         "failed write leaves no row and no file), bad rows are listed. Files are checked with Pillow, stored under "
         "their SHA-256 in MEDIA_ROOT and de-duplicated; re-running the same import changes nothing. "
-        "Ends with a summary: accepted, duplicates, rejected rows with their reasons "
-        "(exit status 1 when a row was rejected)."
+        "A row of an item already imported whose other values changed (t2i_model, prompt, category, "
+        "word, seed, index, params, metadata columns) updates the item, with an audit record "
+        "(admin: Item changes); a different image file for an existing row is refused (remove the "
+        "item with remove_items first). Ends with a summary: accepted, updated (each item with its "
+        "fields old → new), duplicates, rejected rows with their reasons (exit status 1 when a row "
+        "was rejected). --dry-run prints the same summary and writes nothing; --restore brings back "
+        "a remove_items backup."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--manifest", required=True, help="Manifest CSV file (UTF-8, header row).")
+        parser.add_argument("--manifest", help="Manifest CSV file (UTF-8, header row).")
+        parser.add_argument("--root", help="Folder the manifest's image paths are relative to.")
         parser.add_argument(
-            "--root", required=True, help="Folder the manifest's image paths are relative to."
+            "--restore",
+            metavar="BACKUP",
+            help="Instead of a manifest: bring back the items a remove_items backup holds (their "
+            "files, labels, final labels, predictions and sampling-round entries, with their ids).",
         )
         parser.add_argument(
             "--study",
             default=DEFAULT_STUDY,
             help=(
-                f"Slug of the study to import into (default: '{DEFAULT_STUDY}'). A missing study is "
-                "created as a gender study (question: male / female / low_quality / other); "
-                "create other kinds first with create_study."
+                f"Slug of the study to import into (default: '{DEFAULT_STUDY}'). The study must "
+                "exist: create it first with create_study (an unknown slug is refused, never created)."
             ),
+        )
+        parser.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="Check every row and print what would be added and updated; write nothing.",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
         started = time.perf_counter()
         self.verbosity = int(options["verbosity"])
+        if options["restore"]:
+            if options["manifest"] or options["dry_run"]:
+                raise CommandError("--restore takes no --manifest, --root or --dry-run")
+            self._restore(options["study"], options["restore"])
+            return
+        if not options["manifest"] or not options["root"]:
+            raise CommandError("give --manifest and --root (or --restore BACKUP)")
         try:
-            study, created = study_get_or_create(slug=options["study"])
-        except DomainError as exc:
-            raise CommandError(str(exc)) from exc
-        try:
+            study = study_for_import(options["study"])
             summary = images_import(
                 study=study,
                 manifest_path=options["manifest"],
                 root=options["root"],
                 progress=self._progress,
+                dry_run=options["dry_run"],
+                source=f"import_images {options['manifest']}",
             )
         except DomainError as exc:
-            if created:
-                study.delete()  # the file was refused whole: leave no empty study behind
             raise CommandError(str(exc)) from exc
-        if created and not study.items.exists():
-            study.delete()  # every row was refused: leave no empty study behind
-            created = False
-            self.stdout.write(f"Nothing was imported: the study '{options['study']}' was not created.")
-        elif created:
-            self.stdout.write(f"Created study '{study.slug}' (gender protocol).")
         seconds = time.perf_counter() - started
-        self.stdout.write(f"Import into study '{study.slug}' finished in {seconds:.1f} s")
+        if options["dry_run"]:
+            self.stdout.write(f"Dry run on study '{study.slug}' ({seconds:.1f} s): nothing was written.")
+        else:
+            self.stdout.write(f"Import into study '{study.slug}' finished in {seconds:.1f} s")
         for line in summary.lines():
             self.stdout.write(line)
         if summary.rejected:
             # Rows were reported above; a non-zero status lets scripts notice without parsing text.
             raise CommandError(f"{len(summary.rejected)} row(s) rejected, see above.")
+
+    def _restore(self, slug: str, backup: str) -> None:
+        try:
+            study = study_for_import(slug)
+            result = items_restore(study=study, backup_path=backup)
+        except DomainError as exc:
+            raise CommandError(str(exc)) from exc
+        rows = ", ".join(f"{n} {name}" for name, n in result.rows.items())
+        self.stdout.write(
+            f"Restored {len(result.keys)} item(s) into study '{study.slug}': {', '.join(result.keys)}"
+        )
+        self.stdout.write(f"  rows: {rows}; files: {result.files}")
 
     def _progress(self, summary: ImportSummary, rows_done: int) -> None:
         if self.verbosity >= 2:

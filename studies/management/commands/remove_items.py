@@ -1,0 +1,103 @@
+"""``manage.py remove_items``: thin wrapper around ``studies.removal.items_remove``."""
+
+from __future__ import annotations
+
+from argparse import ArgumentParser
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from studies.errors import DomainError
+from studies.ingest import csv_rows_read, study_for_import
+from studies.removal import items_remove, items_resolve
+
+
+class Command(BaseCommand):
+    help = (
+        "Remove items from a study: the items a manifest lists (--manifest: its 'item' column, or "
+        "'image' for one-image items) or named one by one (--item KEY …, or the item's id). Items "
+        "with no labels go at once; items with labels, final labels, predictions or sampling "
+        "rounds are refused, each named with what it holds, unless --with-labels: then "
+        "everything removed is first written to a JSON backup (--backup, or a file named after "
+        "the study and the time) that `import_images --study S --restore FILE` brings back. "
+        "Image files no item uses any more leave MEDIA_ROOT. One transaction: all or nothing."
+    )
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("--study", required=True, help="Slug of the study.")
+        which = parser.add_mutually_exclusive_group(required=True)
+        which.add_argument("--manifest", help="CSV listing the items to remove (as imported).")
+        which.add_argument("--item", nargs="+", metavar="KEY", help="Item keys (or ids) to remove.")
+        parser.add_argument(
+            "--with-labels",
+            action="store_true",
+            help="Also remove items that have labels, predictions or sampling rounds (backed up first).",
+        )
+        parser.add_argument(
+            "--backup", help="Backup file to write (default: removed-<study>-<time>.json here)."
+        )
+        parser.add_argument(
+            "--dry-run", action="store_true", help="Say what would be removed; remove and write nothing."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            study = study_for_import(options["study"])
+            keys = options["item"] or self._manifest_keys(options["manifest"])
+            items = items_resolve(study=study, keys=keys)
+            backup = None
+            if options["backup"]:
+                backup = Path(options["backup"])
+            elif options["with_labels"]:
+                stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+                backup = Path.cwd() / f"removed-{study.slug}-{stamp}.json"
+            source = f"remove_items {options['manifest'] or ' '.join(options['item'])}"
+            result = items_remove(
+                study=study,
+                items=items,
+                with_labels=options["with_labels"],
+                backup_path=backup.resolve() if backup else None,
+                source=source[:1000],
+                dry_run=options["dry_run"],
+            )
+        except DomainError as exc:
+            raise CommandError(str(exc)) from exc
+        verb = "Would remove" if result.dry_run else "Removed"
+        self.stdout.write(
+            f"{verb} {len(result.keys)} item(s) from study '{study.slug}': {', '.join(result.keys)}"
+        )
+        if result.removed:
+            self.stdout.write(
+                "  with them: " + ", ".join(f"{n} {name}" for name, n in result.removed.items())
+            )
+        self.stdout.write(
+            f"  files {'to leave' if result.dry_run else 'removed from'} MEDIA_ROOT: {len(result.files)}"
+        )
+        if result.backup is not None:
+            self.stdout.write(f"Backup written to {result.backup}")
+            self.stdout.write(
+                f"  bring them back with: manage.py import_images --study {study.slug} --restore {result.backup}"
+            )
+        if result.dry_run:
+            self.stdout.write("dry run: nothing was removed")
+
+    @staticmethod
+    def _manifest_keys(path: str) -> list[str]:
+        """The item keys a manifest names, as ``import_images`` reads them: the ``item`` column
+        when it has one, else the ``image`` path."""
+        rows = csv_rows_read(path, required=("image",))
+        column = "item" if any("item" in row for _, row in rows) else "image"
+        keys = []
+        for number, row in rows:
+            if "__error__" in row:
+                raise CommandError(
+                    f"{Path(path).name}: row {number}: {row['__error__']}; nothing was removed"
+                )
+            if not row.get(column):
+                raise CommandError(f"{Path(path).name}: row {number}: empty '{column}'; nothing was removed")
+            keys.append(row[column])
+        if not keys:
+            raise CommandError(f"{Path(path).name}: no rows; nothing was removed")
+        return keys

@@ -1,0 +1,444 @@
+"""Removing items from a study, and bringing removed items back from their backup.
+
+``items_remove`` deletes items with everything that hangs on them: image links, and — only when
+asked (``with_labels``) — their labels, final labels, work seats, history, sampling-round
+entries, and the image files no item uses any more with what detectors said about them. It
+finds those rows through Django's own deletion collector, so the core never imports the apps
+above it (``annotate``, ``detectors``, ``estimates``): whatever points to an item is found.
+
+Before anything is removed, everything that goes is written to a JSON backup: the rows, as
+Django's serializer writes them (primary keys kept), and the bytes of the files that leave
+MEDIA_ROOT. ``items_restore`` (``import_images --restore``) reads it back: same rows, same
+ids, same files, so labels, agreement and reports come back as they were.
+
+One transaction each: a refused removal, a failed backup or a failed restore leaves the
+database and MEDIA_ROOT as they were.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core import serializers
+from django.core.serializers.base import DeserializationError
+from django.db import DatabaseError, IntegrityError, router, transaction
+from django.db.models import Count, Model
+from django.db.models.deletion import CASCADE, PROTECT, RESTRICT, Collector
+
+from studies.errors import DomainError, ImportRejected
+from studies.ingest import _Audit, _file_write, image_file_validate
+from studies.models import Image, Item, ItemChange, ItemChangeAction, ItemImage, Study
+
+BACKUP_FORMAT = "biaslab-removed-items"
+BACKUP_VERSION = 1
+
+# Rows that go with an item without being anyone's work: its image links, and its work seats
+# (a seat without a label is an item handed out, not labelled; a seat with one comes with
+# its label, which is what counts). Named by label, not imported: the core sits below
+# ``annotate``.
+_NOT_DATA = {"studies.itemimage", "annotate.assignment"}
+
+
+class ItemsNotFound(DomainError):
+    """Some of the items named are not items of the study."""
+
+
+class ItemsHaveData(DomainError):
+    """Items hold labels, predictions or sampling rounds and ``with_labels`` was not given."""
+
+
+@dataclass
+class RemovalResult:
+    """What ``items_remove`` removed (or, in a dry run, would remove)."""
+
+    keys: list[str]
+    # Rows removed with the items, by model name ("labels": 4), items and image links excluded.
+    removed: dict[str, int]
+    files: list[str]
+    backup: Path | None = None
+    dry_run: bool = False
+    # Per item that held data: what it held ("sdxl/0.png": {"labels": 2}).
+    held: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def _name(model: type[Model], n: int) -> str:
+    meta = model._meta
+    return str(meta.verbose_name if n == 1 else meta.verbose_name_plural)
+
+
+def _label(model: type[Model]) -> str:
+    return f"{model._meta.app_label}.{model._meta.model_name}"
+
+
+def items_resolve(*, study: Study, keys: Iterable[str]) -> list[Item]:
+    """The study's items named by key (or, for a key that names none, by numeric id), in the
+    order given. Raises ``ItemsNotFound`` naming every one that is not an item of the study."""
+    wanted = list(dict.fromkeys(keys))
+    by_key = {item.key: item for item in Item.objects.filter(study=study, key__in=wanted)}
+    ids = {int(k) for k in wanted if k not in by_key and k.isdigit()}
+    by_id = {str(item.pk): item for item in Item.objects.filter(study=study, pk__in=ids)}
+    missing = [k for k in wanted if k not in by_key and k not in by_id]
+    if missing:
+        shown = ", ".join(missing[:20]) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
+        raise ItemsNotFound(f"not items of the study '{study.slug}': {shown}; nothing was removed")
+    items = [by_key.get(k) or by_id[k] for k in wanted]
+    return list({item.pk: item for item in items}.values())
+
+
+def _held(items: list[Item], orphans: list[int]) -> dict[int, Counter[str]]:
+    """Per item id, the rows pointing at it that are someone's work (labels, final labels,
+    round entries…) and the predictions on its images that would go with them. One query per
+    kind of row."""
+    held: dict[int, Counter[str]] = {}
+    ids = [item.pk for item in items]
+    for relation in Item._meta.related_objects:
+        model = relation.related_model
+        if not _goes_with(relation) or _label(model) in _NOT_DATA:
+            continue
+        counts = (
+            model._base_manager.filter(**{f"{relation.field.name}__in": ids})
+            .values(relation.field.name)
+            .annotate(n=Count("pk"))
+        )
+        for row in counts:
+            held.setdefault(row[relation.field.name], Counter())[_name(model, 2)] += row["n"]
+    if orphans:
+        image_items: dict[int, list[int]] = {}
+        for item_id, image_id in ItemImage.objects.filter(item_id__in=ids, image_id__in=orphans).values_list(
+            "item_id", "image_id"
+        ):
+            image_items.setdefault(image_id, []).append(item_id)
+        for relation in Image._meta.related_objects:
+            model = relation.related_model
+            if not _goes_with(relation) or _label(model) in _NOT_DATA:
+                continue
+            counts = (
+                model._base_manager.filter(**{f"{relation.field.name}__in": orphans})
+                .values(relation.field.name)
+                .annotate(n=Count("pk"))
+            )
+            for row in counts:
+                for item_id in image_items.get(row[relation.field.name], []):
+                    held.setdefault(item_id, Counter())[_name(model, 2)] += row["n"]
+    return held
+
+
+def _cascades(relation: Any) -> bool:
+    return relation.on_delete is CASCADE
+
+
+def _goes_with(relation: Any) -> bool:
+    """Rows of this relation are removed with the row they point to (cascade, or refusing it
+    alone: RESTRICT / PROTECT). SET_NULL rows (the audit trail) stay."""
+    return not relation.many_to_many and relation.on_delete in (CASCADE, PROTECT, RESTRICT)
+
+
+def _collect(objs: list[Item], extra: list[Any]) -> Collector:
+    """A deletion collector holding ``objs`` and what cascades from them; ``extra`` querysets
+    (rows that RESTRICT the deletion) are collected first so the collector removes them too."""
+    collector = Collector(using=router.db_for_write(Item))
+    for queryset in extra:
+        collector.collect(queryset)
+    collector.collect(objs)
+    return collector
+
+
+def _collected(collector: Collector) -> list[Model]:
+    """Every row the collector will delete (fast-delete querysets read now), images and items
+    first so a backup reads parent before child."""
+    rows: list[Model] = []
+    for instances in collector.data.values():
+        rows.extend(instances)
+    for queryset in collector.fast_deletes:
+        rows.extend(queryset)
+    order = {Image: 0, Item: 1, ItemImage: 2}
+    return sorted(rows, key=lambda row: (order.get(type(row), 3), _label(type(row)), row.pk))
+
+
+def _restricting(items: list[Item]) -> list[Any]:
+    """Querysets of the rows that refuse an item's deletion on their own (RESTRICT/PROTECT),
+    e.g. its entries in sampling rounds; removing the item with its data removes them too."""
+    querysets = []
+    for relation in Item._meta.related_objects:
+        if relation.on_delete in (PROTECT, RESTRICT):
+            querysets.append(
+                relation.related_model._base_manager.filter(**{f"{relation.field.name}__in": items})
+            )
+    return querysets
+
+
+def items_remove(
+    *,
+    study: Study,
+    items: list[Item],
+    with_labels: bool = False,
+    backup_path: Path | None = None,
+    user: Any = None,
+    source: str = "",
+    dry_run: bool = False,
+) -> RemovalResult:
+    """Remove ``items`` of ``study`` in one transaction; see the module docstring.
+
+    Items holding labels, final labels, predictions (on files no other item uses) or sampling
+    round entries are refused, naming each with what it holds (``ItemsHaveData``, nothing
+    removed), unless ``with_labels``. A backup is written to ``backup_path`` (required with
+    ``with_labels``; refused if the file exists) before the transaction commits; if it cannot
+    be written nothing is removed. Files no item points to any more leave MEDIA_ROOT once the
+    transaction has committed. Each item gets an ``ItemChange`` "removed" audit record.
+    ``dry_run``: everything is checked and counted, nothing removed or written.
+    """
+    if any(item.study_id != study.pk for item in items):
+        raise ItemsNotFound("every item removed must belong to the study")
+    if with_labels and backup_path is None and not dry_run:
+        raise DomainError("removing items with their labels needs a backup file")
+    if backup_path is not None and backup_path.exists() and not dry_run:
+        raise DomainError(f"the backup file {backup_path} already exists: name another one")
+    audit = _Audit(user=user, source=source)
+    with transaction.atomic():
+        # Locked: a label or a new import arriving meanwhile waits for the removal.
+        items = list(
+            Item.objects.select_for_update().filter(pk__in=[item.pk for item in items]).order_by("pk")
+        )
+        keys = {item.pk: item.key for item in items}
+        image_ids = set(ItemImage.objects.filter(item__in=items).values_list("image_id", flat=True))
+        shared = set(
+            ItemImage.objects.filter(image_id__in=image_ids)
+            .exclude(item__in=items)
+            .values_list("image_id", flat=True)
+        )
+        orphans = sorted(image_ids - shared)
+        held = {keys[item_id]: dict(counts) for item_id, counts in _held(items, orphans).items() if counts}
+        result = RemovalResult(
+            keys=[item.key for item in items], removed={}, files=[], held=held, dry_run=dry_run
+        )
+        if held and not with_labels:
+            shown = "; ".join(
+                f"{key} ({', '.join(f'{n} {name}' for name, n in counts.items())})"
+                for key, counts in held.items()
+            )
+            raise ItemsHaveData(
+                f"{len(held)} item(s) of the study '{study.slug}' have labels, predictions or sampling "
+                f"rounds: {shown}. Nothing was removed. To remove them with all of that, add "
+                "--with-labels: everything removed is first written to a JSON backup that "
+                "`import_images --restore` brings back."
+            )
+        item_collector = _collect(items, _restricting(items))
+        rows = _collected(item_collector)
+        counts: Counter[str] = Counter(
+            _name(type(row), 2) for row in rows if not isinstance(row, Item | ItemImage)
+        )
+        images = list(Image.objects.filter(pk__in=orphans))
+        result.files = sorted(image.file for image in images)
+        if dry_run:
+            for relation in Image._meta.related_objects:
+                if _cascades(relation) and not relation.many_to_many:
+                    model = relation.related_model
+                    n = model._base_manager.filter(**{f"{relation.field.name}__in": orphans}).count()
+                    if n:
+                        counts[_name(model, 2)] += n
+            result.removed = dict(counts)
+            return result
+        # Serialized before they go: delete() clears the instances' primary keys.
+        serialized = json.loads(serializers.serialize("json", rows))
+        item_collector.delete()
+        if images:
+            # Only now: the image links that PROTECT the files are gone with the items.
+            image_collector = Collector(using=router.db_for_write(Image))
+            image_collector.collect(images)
+            image_rows = _collected(image_collector)
+            counts.update(_name(type(row), 2) for row in image_rows if not isinstance(row, Image))
+            serialized = json.loads(serializers.serialize("json", image_rows)) + serialized
+            image_collector.delete()
+        result.removed = dict(counts)
+        ItemChange.objects.bulk_create(
+            [
+                audit.record(
+                    study=study,
+                    item=None,
+                    key=key,
+                    action=ItemChangeAction.REMOVED,
+                    changes={"removed with it": held.get(key, {}), "backup": str(backup_path or "")},
+                )
+                for key in result.keys
+            ]
+        )
+        if backup_path is not None:
+            _backup_write(
+                backup_path,
+                {
+                    "format": BACKUP_FORMAT,
+                    "version": BACKUP_VERSION,
+                    "study": study.slug,
+                    "removed_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                    "removed_by": audit.actor,
+                    "items": result.keys,
+                    "rows": serialized,
+                    "files": {name: _file_b64(name) for name in result.files},
+                },
+            )
+            result.backup = backup_path
+        files = list(result.files)
+        transaction.on_commit(lambda: _files_unlink(files))
+    return result
+
+
+def _file_b64(name: str) -> str | None:
+    """The bytes of a stored file, base64; None when it is already missing from MEDIA_ROOT."""
+    try:
+        return base64.b64encode((Path(settings.MEDIA_ROOT) / name).read_bytes()).decode("ascii")
+    except FileNotFoundError:
+        return None
+
+
+def _backup_write(path: Path, document: dict[str, Any]) -> None:
+    """Write the backup whole or not at all (temporary file, then rename); an error refuses
+    the removal (the caller's transaction rolls back)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".backup-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(document, fh, ensure_ascii=False)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise DomainError(
+            f"cannot write the backup file {path} ({exc.strerror or exc}); nothing was removed"
+        ) from exc
+
+
+def _files_unlink(names: list[str]) -> None:
+    """Remove files of deleted Image rows; a file some Image row points to again (the same
+    bytes imported meanwhile) stays."""
+    if not names:
+        return
+    kept = set(Image.objects.filter(file__in=names).values_list("file", flat=True))
+    for name in set(names) - kept:
+        (Path(settings.MEDIA_ROOT) / name).unlink(missing_ok=True)
+
+
+# --- restore ------------------------------------------------------------------------------------
+
+
+@dataclass
+class RestoreResult:
+    """What ``items_restore`` brought back."""
+
+    keys: list[str]
+    rows: dict[str, int]
+    files: int
+
+
+def items_restore(*, study: Study, backup_path: str | os.PathLike[str]) -> RestoreResult:
+    """Bring back the items a ``items_remove`` backup holds, into the study they came from:
+    the same rows with the same ids (labels, final labels, history, predictions, round entries)
+    and the same files.
+
+    Refused whole (``ImportRejected``, nothing written) when the file is not such a backup, is
+    of another study, names an item key the study has again (remove it first), or the database
+    refuses a row (e.g. an annotator deleted since). A file whose bytes no longer match their
+    hash is refused too. Files written for a refused restore are removed again.
+    """
+    path = Path(backup_path)
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ImportRejected(f"{path}: file not found") from exc
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ImportRejected(f"{path}: not a readable backup file ({exc})") from exc
+    if not isinstance(document, dict) or document.get("format") != BACKUP_FORMAT:
+        raise ImportRejected(f'{path}: not a remove_items backup (no "format": "{BACKUP_FORMAT}")')
+    if document.get("version") != BACKUP_VERSION:
+        raise ImportRejected(f"{path}: backup version {document.get('version')!r} is not {BACKUP_VERSION}")
+    if document.get("study") != study.slug:
+        raise ImportRejected(
+            f"{path}: the backup holds items of the study '{document.get('study')}', not '{study.slug}'"
+        )
+    keys = [str(key) for key in document.get("items", [])]
+    again = list(Item.objects.filter(study=study, key__in=keys).values_list("key", flat=True))
+    if again:
+        raise ImportRejected(
+            f"{path}: the study has these items again: {', '.join(sorted(again))}; remove them first "
+            "(remove_items) to restore the backup"
+        )
+    written: list[str] = []
+    try:
+        files = _files_restore(document.get("files") or {}, written)
+        rows: Counter[str] = Counter()
+        try:
+            with transaction.atomic():
+                image_ids = _images_restore(document.get("rows", []), rows)
+                for obj in serializers.deserialize(
+                    "json", json.dumps([r for r in document["rows"] if r.get("model") != "studies.image"])
+                ):
+                    for fk in obj.object._meta.concrete_fields:
+                        if fk.is_relation and fk.related_model is Image:
+                            old = getattr(obj.object, fk.attname)
+                            setattr(obj.object, fk.attname, image_ids.get(old, old))
+                    if isinstance(obj.object, Item) and obj.object.study_id != study.pk:
+                        raise ImportRejected(f"{path}: a row belongs to another study")
+                    obj.save()
+                    rows[_name(type(obj.object), 2)] += 1
+        except (DeserializationError, IntegrityError, DatabaseError, KeyError, TypeError) as exc:
+            raise ImportRejected(
+                f"{path}: the backup cannot be restored ({exc}); nothing was written"
+            ) from exc
+    except BaseException:
+        kept = set(Image.objects.filter(file__in=written).values_list("file", flat=True))
+        for name in set(written) - kept:
+            (Path(settings.MEDIA_ROOT) / name).unlink(missing_ok=True)
+        raise
+    return RestoreResult(keys=keys, rows=dict(rows), files=files)
+
+
+def _files_restore(files: dict[str, str | None], written: list[str]) -> int:
+    """Write the backup's files into MEDIA_ROOT (checked: valid image, bytes match the name's
+    hash); return how many."""
+    count = 0
+    for name, data in files.items():
+        if data is None:
+            continue
+        try:
+            raw = base64.b64decode(data, validate=True)
+            validated = image_file_validate(raw)
+        except (ValueError, DomainError) as exc:
+            raise ImportRejected(f"the backup's file {name} is damaged ({exc})") from exc
+        if validated.storage_name != name:
+            raise ImportRejected(f"the backup's file {name} does not hold the bytes its name says")
+        if not (Path(settings.MEDIA_ROOT) / name).exists():
+            written.append(name)
+        _file_write(validated)
+        count += 1
+    return count
+
+
+def _images_restore(rows: list[dict[str, Any]], counts: Counter[str]) -> dict[int, int]:
+    """Insert the backup's Image rows; an image whose bytes are stored again meanwhile (same
+    hash, another id) is reused. Returns backup id → id now."""
+    remap: dict[int, int] = {}
+    images = [row for row in rows if row.get("model") == "studies.image"]
+    existing = {
+        image.sha256: image.pk
+        for image in Image.objects.filter(sha256__in=[row["fields"]["sha256"] for row in images])
+    }
+    for obj in serializers.deserialize("json", json.dumps(images)):
+        image = obj.object
+        assert isinstance(image, Image)
+        if image.sha256 in existing:
+            remap[image.pk] = existing[image.sha256]
+            continue
+        obj.save()
+        counts[_name(Image, 2)] += 1
+    return remap

@@ -1,0 +1,257 @@
+"""``remove_items`` and its backup (issue 19, "Removing items"): unlabelled items go at once,
+items holding work are refused unless --with-labels and then backed up first, files no item uses
+leave MEDIA_ROOT, and ``import_images --restore`` brings everything back."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from annotate import services
+from annotate.exchange import ground_truth_export
+from annotate.models import Assignment, FinalLabel, FinalLabelRevision, Label, LabelRevision
+from detectors.models import Prediction
+from estimates.models import RoundItem, SamplingRound
+from studies.ingest import images_import
+from studies.models import Image, Item, ItemChange, ItemImage, Study
+from tests.annotate.gender import resolve, submit
+from tests.factories import PredictionFactory, StudyFactory, image_of, png_bytes
+from tests.studies.test_ingest import row, write_manifest
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    folder = tmp_path / "images" / "sdxl"
+    folder.mkdir(parents=True)
+    for n in range(4):
+        (folder / f"{n}.png").write_bytes(png_bytes(n))
+    return folder.parent
+
+
+@pytest.fixture
+def imported(study, root, tmp_path) -> dict[str, Item]:
+    manifest = write_manifest(tmp_path / "m.csv", [row(f"sdxl/{n}.png", n) for n in range(4)])
+    summary = images_import(study=study, manifest_path=manifest, root=root)
+    assert summary.accepted == 4
+    return {item.key: item for item in Item.objects.filter(study=study)}
+
+
+@pytest.fixture
+def labelled(imported, annotator_a, annotator_b, researcher) -> dict[str, Item]:
+    """sdxl/0.png agreed, sdxl/1.png disputed then resolved, sdxl/2.png with a prediction and
+    a sampling-round entry, sdxl/3.png untouched."""
+    for annotator, values in ((annotator_a, ("male", "male")), (annotator_b, ("male", "female"))):
+        services.assignment_queue(study=imported["sdxl/0.png"].study, annotator=annotator)
+        for key, value in zip(("sdxl/0.png", "sdxl/1.png"), values, strict=True):
+            submit(item=imported[key], annotator=annotator, value=value)
+    resolve(item=imported["sdxl/1.png"], researcher=researcher, value="female", note="long hair")
+    PredictionFactory(image=image_of(imported["sdxl/2.png"]))
+    sampling = SamplingRound.objects.create(
+        study=imported["sdxl/2.png"].study,
+        number=1,
+        detector="fake",
+        detector_version="1",
+        design="uniform",
+        seed=1,
+        budget=1,
+        n_selected=1,
+    )
+    RoundItem.objects.create(round=sampling, item=imported["sdxl/2.png"], pi=0.5, selected=True)
+    return imported
+
+
+def remove(*args: str) -> str:
+    out = io.StringIO()
+    call_command("remove_items", *args, stdout=out)
+    return out.getvalue()
+
+
+def media(settings) -> set[str]:
+    return {
+        str(p.relative_to(settings.MEDIA_ROOT)) for p in Path(settings.MEDIA_ROOT).rglob("*") if p.is_file()
+    }
+
+
+def test_an_unlabelled_item_goes_at_once_with_its_file(
+    imported, settings, django_capture_on_commit_callbacks
+):
+    gone = image_of(imported["sdxl/3.png"])
+    with django_capture_on_commit_callbacks(execute=True):
+        out = remove("--study", "gender", "--item", "sdxl/3.png")
+    assert "Removed 1 item(s) from study 'gender': sdxl/3.png" in out
+    assert "files removed from MEDIA_ROOT: 1" in out
+    assert not Item.objects.filter(key="sdxl/3.png").exists()
+    assert not Image.objects.filter(pk=gone.pk).exists()
+    assert gone.file not in media(settings)
+    assert len(media(settings)) == 3
+    change = ItemChange.objects.get()
+    assert (change.item_key, change.action, change.item) == ("sdxl/3.png", "removed", None)
+
+
+def test_a_file_another_study_still_uses_stays(
+    imported, root, tmp_path, settings, django_capture_on_commit_callbacks
+):
+    other = StudyFactory(slug="other", name="Other")
+    images_import(
+        study=other, manifest_path=write_manifest(tmp_path / "o.csv", [row("sdxl/3.png")]), root=root
+    )
+    kept = image_of(imported["sdxl/3.png"])
+    with django_capture_on_commit_callbacks(execute=True):
+        out = remove("--study", "gender", "--item", "sdxl/3.png")
+    assert "files removed from MEDIA_ROOT: 0" in out
+    assert Image.objects.filter(pk=kept.pk).exists()
+    assert kept.file in media(settings)
+    assert Item.objects.filter(study=other).count() == 1
+
+
+def test_items_holding_work_are_refused_by_name_and_nothing_is_removed(labelled, settings):
+    files = media(settings)
+    with pytest.raises(CommandError) as refused:
+        remove("--study", "gender", "--item", "sdxl/0.png", "sdxl/1.png", "sdxl/2.png", "sdxl/3.png")
+    message = str(refused.value)
+    assert "3 item(s) of the study 'gender' have labels, predictions or sampling rounds" in message
+    assert "sdxl/0.png (2 labels, 1 final label" in message
+    assert "sdxl/2.png (" in message
+    assert "1 prediction" in message
+    assert "1 round item" in message
+    assert "sdxl/3.png" not in message.split(":", 1)[1].split("Nothing")[0]
+    assert "--with-labels" in message
+    assert Item.objects.count() == 4
+    assert Label.objects.count() == 4
+    assert media(settings) == files
+    assert not ItemChange.objects.exists()
+
+
+def test_unknown_items_are_refused_by_name(imported):
+    with pytest.raises(
+        CommandError, match=r"not items of the study 'gender': sdxl/9\.png, nope; nothing was removed"
+    ):
+        remove("--study", "gender", "--item", "sdxl/0.png", "sdxl/9.png", "nope")
+    assert Item.objects.count() == 4
+
+
+def test_an_unknown_study_is_refused_naming_create_study(imported):
+    with pytest.raises(CommandError, match=r"no study with slug 'gendr'.*create_study"):
+        remove("--study", "gendr", "--item", "sdxl/0.png")
+
+
+def test_a_dry_run_removes_nothing(labelled, settings):
+    files = media(settings)
+    out = remove("--study", "gender", "--item", "sdxl/0.png", "sdxl/2.png", "--with-labels", "--dry-run")
+    assert "Would remove 2 item(s)" in out
+    assert "2 labels" in out
+    assert "1 prediction" in out
+    assert "dry run: nothing was removed" in out
+    assert Item.objects.count() == 4
+    assert Prediction.objects.count() == 1
+    assert media(settings) == files
+
+
+def test_removing_with_labels_backs_everything_up_and_restore_brings_it_all_back(
+    labelled, study, tmp_path, settings, django_capture_on_commit_callbacks
+):
+    export_before = ground_truth_export(study=study, fmt="csv")
+    counts_before = {
+        model.__name__: model.objects.count()
+        for model in (
+            Item,
+            ItemImage,
+            Image,
+            Label,
+            LabelRevision,
+            FinalLabel,
+            FinalLabelRevision,
+            Assignment,
+        )
+    }
+    ids_before = sorted(Item.objects.values_list("pk", "key"))
+    files_before = {name: (Path(settings.MEDIA_ROOT) / name).read_bytes() for name in media(settings)}
+    backup = tmp_path / "backup" / "removed.json"
+    manifest = write_manifest(tmp_path / "rm.csv", [row(f"sdxl/{n}.png", n) for n in range(4)])
+    with django_capture_on_commit_callbacks(execute=True):
+        out = remove(
+            "--study", "gender", "--manifest", str(manifest), "--with-labels", "--backup", str(backup)
+        )
+    assert "Removed 4 item(s)" in out
+    assert f"Backup written to {backup}" in out
+    assert f"import_images --study gender --restore {backup}" in out
+    assert "files removed from MEDIA_ROOT: 4" in out
+    assert not Item.objects.exists()
+    for model in (Label, FinalLabel, Assignment, Prediction, RoundItem, Image):
+        assert not model.objects.exists(), model.__name__
+    assert media(settings) == set()
+    assert SamplingRound.objects.count() == 1  # the round itself stays
+    document = json.loads(backup.read_text(encoding="utf-8"))
+    assert document["study"] == "gender"
+    assert sorted(document["items"]) == [f"sdxl/{n}.png" for n in range(4)]
+    assert {r["model"] for r in document["rows"]} >= {
+        "studies.item",
+        "studies.image",
+        "annotate.label",
+        "annotate.finallabel",
+        "detectors.prediction",
+        "estimates.rounditem",
+    }
+    assert ItemChange.objects.filter(action="removed").count() == 4
+
+    out = io.StringIO()
+    call_command("import_images", study="gender", restore=str(backup), stdout=out)
+    assert "Restored 4 item(s) into study 'gender'" in out.getvalue()
+    assert sorted(Item.objects.values_list("pk", "key")) == ids_before
+    for model in (Item, ItemImage, Image, Label, LabelRevision, FinalLabel, FinalLabelRevision, Assignment):
+        assert model.objects.count() == counts_before[model.__name__], model.__name__
+    assert Prediction.objects.count() == 1
+    assert RoundItem.objects.get().item.key == "sdxl/2.png"
+    assert {name: (Path(settings.MEDIA_ROOT) / name).read_bytes() for name in media(settings)} == files_before
+    assert ground_truth_export(study=Study.objects.get(slug="gender"), fmt="csv") == export_before
+    # Restoring twice is refused: the items are there again.
+    with pytest.raises(CommandError, match="the study has these items again"):
+        call_command("import_images", study="gender", restore=str(backup), stdout=io.StringIO())
+
+
+def test_a_backup_that_cannot_be_written_removes_nothing(labelled, tmp_path, settings):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(CommandError, match="cannot write the backup file"):
+        remove(
+            "--study", "gender", "--item", "sdxl/0.png", "--with-labels", "--backup", str(blocker / "b.json")
+        )
+    assert Item.objects.count() == 4
+    assert Label.objects.count() == 4
+    assert not ItemChange.objects.exists()
+
+
+def test_an_existing_backup_file_is_never_overwritten(labelled, tmp_path):
+    backup = tmp_path / "b.json"
+    backup.write_text("{}")
+    with pytest.raises(CommandError, match="already exists"):
+        remove("--study", "gender", "--item", "sdxl/0.png", "--with-labels", "--backup", str(backup))
+    assert backup.read_text() == "{}"
+
+
+def test_a_backup_of_another_study_is_refused(labelled, tmp_path, django_capture_on_commit_callbacks):
+    backup = tmp_path / "b.json"
+    remove("--study", "gender", "--item", "sdxl/3.png", "--backup", str(backup))
+    StudyFactory(slug="other", name="Other")
+    with pytest.raises(CommandError, match="holds items of the study 'gender', not 'other'"):
+        call_command("import_images", study="other", restore=str(backup), stdout=io.StringIO())
+
+
+def test_a_changed_file_is_imported_after_removing_its_item(
+    imported, study, root, tmp_path, django_capture_on_commit_callbacks
+):
+    # The fix the import's refusal names: remove the item, then import the new file.
+    (root / "sdxl" / "0.png").write_bytes(png_bytes(77))
+    manifest = write_manifest(tmp_path / "m.csv", [row("sdxl/0.png")])
+    assert "remove_items" in images_import(study=study, manifest_path=manifest, root=root).rejected[0].reason
+    with django_capture_on_commit_callbacks(execute=True):
+        remove("--study", "gender", "--item", "sdxl/0.png")
+    summary = images_import(study=study, manifest_path=manifest, root=root)
+    assert (summary.accepted, summary.rejected) == (1, [])
