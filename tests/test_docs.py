@@ -182,3 +182,21 @@ def test_the_readme_is_short_and_points_to_the_docs():
         assert command in readme
     for link in re.findall(r"\]\((docs/[^)#]+)", readme):
         assert (ROOT / link).is_file(), f"README links to a missing page: {link}"
+
+
+def test_a_screenshot_the_browser_tests_took_is_shown_and_a_missing_one_stays_a_comment(hook):
+    markdown = "Text.\n\n<!-- screenshot: labeling.png | The labeling screen -->\n\n<!-- screenshot: gone.png | Gone -->\n"
+    shown = hook.screenshot_markdown(markdown, "tutorials/gender.md", {"labeling.png"})
+    assert "![The labeling screen](../screenshots/labeling.png)" in shown
+    assert "<!-- screenshot: gone.png | Gone -->" in shown
+    assert "gone.png)" not in shown
+
+
+def test_screenshots_are_found_in_the_folder_the_browser_tests_write_to(hook, monkeypatch, tmp_path):
+    from tests.browser.screenshots import ENV, screenshots_dir
+
+    monkeypatch.setenv(ENV, str(tmp_path / "shots"))
+    (screenshots_dir() / "labeling.png").write_bytes(b"\x89PNG")
+    assert set(hook.screenshots()) == {"labeling.png"}
+    monkeypatch.delenv(ENV)
+    assert hook.screenshots() == {}

@@ -9,8 +9,11 @@
   written to the site as ``reference/openapi.json``).
 
 Hand-written pages ask for a generated part with a marker line: ``<!-- generated: commands -->``,
-``<!-- generated: detectors -->`` or ``<!-- generated: api -->``. tests/test_docs.py calls the
-functions here directly.
+``<!-- generated: detectors -->`` or ``<!-- generated: api -->``. A tutorial asks for a screenshot
+the browser tests take with ``<!-- screenshot: labeling.png | alt text -->``: when
+``BIASLAB_SCREENSHOTS`` names a folder holding that file (tests/browser/screenshots.py), the
+picture is shown; otherwise the marker stays an invisible comment and the build passes.
+tests/test_docs.py calls the functions here directly.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import posixpath
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -429,8 +434,37 @@ def on_config(config: Any) -> Any:
     return config
 
 
+SCREENSHOTS_ENV = "BIASLAB_SCREENSHOTS"
+SCREENSHOT_MARKER = re.compile(r"<!-- screenshot: (?P<name>[\w.-]+\.png) \| (?P<alt>[^>]*?) -->")
+
+
+def screenshots() -> dict[str, Path]:
+    """The PNG files in $BIASLAB_SCREENSHOTS, by name (none when it is unset or missing)."""
+    folder = os.environ.get(SCREENSHOTS_ENV, "").strip()
+    if not folder or not Path(folder).is_dir():
+        return {}
+    return {path.name: path for path in sorted(Path(folder).glob("*.png"))}
+
+
+def screenshot_markdown(markdown: str, page_uri: str, available: set[str]) -> str:
+    """Each screenshot marker whose file is available becomes an image, linked relative to the
+    page; the others stay comments."""
+
+    def image(match: re.Match[str]) -> str:
+        name, alt = match["name"], match["alt"].strip()
+        if name not in available:
+            return match[0]
+        target = posixpath.relpath(f"screenshots/{name}", posixpath.dirname(page_uri) or ".")
+        return f"![{alt}]({target})"
+
+    return SCREENSHOT_MARKER.sub(image, markdown)
+
+
 def on_files(files: Any, config: Any) -> Any:
     from mkdocs.structure.files import File
+
+    for name, path in screenshots().items():
+        files.append(File.generated(config, f"screenshots/{name}", abs_src_path=str(path)))
 
     for name, app in project_commands().items():
         files.append(File.generated(config, f"{COMMANDS_DIR}/{name}.md", content=command_page(name, app)))
@@ -444,4 +478,5 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     for marker, make in _MARKERS.items():
         if marker in markdown:
             markdown = markdown.replace(marker, make())
-    return markdown
+    available = {uri.removeprefix("screenshots/") for uri in files.src_uris if uri.startswith("screenshots/")}
+    return screenshot_markdown(markdown, page.file.src_uri, available)

@@ -14,6 +14,7 @@ from django.conf import settings
 from PIL import Image as PILImage
 
 from annotate.models import Label
+from tests.browser.screenshots import screenshots_dir
 from tests.factories import ImageFactory, ItemFactory, PromptFactory, StudyFactory
 
 pytestmark = pytest.mark.browser
@@ -142,6 +143,4 @@ def test_without_javascript_each_box_is_a_radio_pair(browser, login, live_server
 
 
 def _shots() -> Path:
-    shots = Path(settings.BASE_DIR) / "test-output"
-    shots.mkdir(exist_ok=True)
-    return shots
+    return screenshots_dir()

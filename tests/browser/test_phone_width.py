@@ -5,13 +5,11 @@ study (four protocols, detectors, disputes, long prompts and item keys)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from django.conf import settings
 from django.urls import reverse
 
 from annotate.models import Label
+from tests.browser.screenshots import screenshots_dir
 from tests.factories import ItemFactory, LabelFactory, PromptFactory
 from tests.reports import attributes_data, dashboard_data, pair_change_data
 from tests.reports.test_objects_report import build as objects_build
@@ -97,8 +95,7 @@ def test_every_researcher_page_fits_a_375_pixel_wide_phone(
     context.set_default_timeout(20_000)
     page = context.new_page()
     login(page, live_server, researcher)
-    shots = Path(settings.BASE_DIR) / "test-output"
-    shots.mkdir(exist_ok=True)
+    shots = screenshots_dir()
     too_wide = {}
     for url in _pages(gender, disputed):
         response = page.goto(f"{live_server.url}{url}")
