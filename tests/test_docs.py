@@ -122,7 +122,7 @@ def test_every_environment_variable_the_code_reads_is_in_the_settings_reference(
 
 
 # Built from parts so that this file does not match itself.
-MACHINE_PATHS = ("../" + "shared/", "/work" + "/", "shared" + "/papers", "ENVIRONMENT" + ".md")
+MACHINE_PATHS = ("../" + "shared" + "/", "/work" + "/", "shared" + "/papers", "ENVIRONMENT" + ".md")
 SKIP_DIRS = {
     ".git",
     ".venv",
