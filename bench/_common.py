@@ -3,7 +3,7 @@
 The bench scripts run as ``.venv/bin/python bench/<name>.py``, so this folder is on ``sys.path``
 and they import this module as ``_common``. Importing it puts the repository root on
 ``sys.path`` (for ``detectors``, ``config``, ``tests.fakes``) and sets the offline switches —
-nothing a benchmark does may touch the network (../shared/ENVIRONMENT.md).
+nothing a benchmark does may touch the network (a machine without internet waits on hub retries).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""BiasLab settings. Everything configurable comes from the environment (see README)."""
+"""BiasLab settings. Everything configurable comes from the environment (docs/reference/settings.md)."""
 
 from __future__ import annotations
 

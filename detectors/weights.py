@@ -13,7 +13,7 @@ either
 Without the variable the default in ``DEFAULT_WEIGHTS`` (the paper's checkpoints) is used.
 Whatever is wrong, ``resolve_weights`` raises ``DetectorUnavailable`` with one message naming the
 variable to set — it never guesses and never waits on network retries (with no internet a hub id
-is retried for ~40 s before failing; see ../shared/ENVIRONMENT.md).
+is retried for ~40 s before failing).
 
 A second trap lives in tokenizers: with ``HF_HUB_OFFLINE=1`` and no cache,
 ``CLIPTokenizer.from_pretrained(hub_id)`` does not raise, it returns a 2-token tokenizer.

@@ -206,7 +206,7 @@ def batches_drive(
 def executor_arguments(parser: argparse.ArgumentParser, *, send_images: bool = False) -> None:
     """Add ``--executor``, ``--ray-address``, ``--num-workers``, ``--num-gpus-per-worker`` and
     ``--num-cpus-per-worker`` (and ``--send-images`` for commands that read images) to a command."""
-    group = parser.add_argument_group("where the work runs (docs/scale.md)")
+    group = parser.add_argument_group("where the work runs (docs/how-to/ray.md)")
     group.add_argument(
         "--executor",
         choices=EXECUTORS,

@@ -1,6 +1,6 @@
 """``bin/demo`` (issue 9, point 18): the demo logins are the last thing printed before the server
 starts, so the detector's output cannot scroll them away; ``BIASLAB_ADDR`` chooses where it
-serves, the hints print that address, and the README documents the variable.
+serves, the hints print that address, and the settings reference documents the variable.
 
 The script runs for real, in a copy of the repository's layout where ``bin/setup`` and
 ``.venv/bin/python`` are stand-ins that record what they were asked and print what the real
@@ -83,8 +83,15 @@ def test_seed_demo_prints_the_address_from_biaslab_addr(monkeypatch):
     assert "http://192.0.2.7:9000/" in out.getvalue()
 
 
-def test_the_readme_documents_biaslab_addr_with_its_default():
-    readme = (Path(settings.BASE_DIR) / "README.md").read_text(encoding="utf-8")
-    row = next((line for line in readme.splitlines() if line.startswith("| `BIASLAB_ADDR`")), "")
+def test_the_settings_reference_documents_biaslab_addr_with_its_default():
+    page = Path(settings.BASE_DIR) / "docs" / "reference" / "settings.md"
+    row = next(
+        (
+            line
+            for line in page.read_text(encoding="utf-8").splitlines()
+            if line.startswith("| `BIASLAB_ADDR`")
+        ),
+        "",
+    )
     assert "127.0.0.1:8000" in row
     assert "bin/demo" in row

@@ -54,7 +54,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def launch_chromium(playwright: Any) -> Any:
-    """Debian's Chromium with the flags that keep it offline and quiet (ENVIRONMENT.md)."""
+    """Debian's Chromium with the flags that keep it offline and quiet."""
     return playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
 
 

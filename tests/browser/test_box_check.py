@@ -14,7 +14,7 @@ from django.conf import settings
 from PIL import Image as PILImage
 
 from annotate.models import Label
-from tests.browser.screenshots import screenshot_dir
+from tests.browser.screenshots import screenshots_dir
 from tests.factories import ImageFactory, ItemFactory, PromptFactory, StudyFactory
 
 pytestmark = pytest.mark.browser
@@ -143,5 +143,4 @@ def test_without_javascript_each_box_is_a_radio_pair(browser, login, live_server
 
 
 def _shots() -> Path:
-    shots = screenshot_dir()
-    return shots
+    return screenshots_dir()

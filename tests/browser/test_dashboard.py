@@ -1,6 +1,6 @@
 """A researcher opens the dashboard, narrows it with the htmx filter form, reads the heatmap,
 clicks down to a prompt's images and to a detector's disagreements. Screenshots of each page are
-saved in tests/browser/screenshots.py's folder (BIASLAB_SCREENSHOTS keeps them) for the docs.
+saved as dashboard-*.png (tests/browser/screenshots.py) for the docs and slides.
 
 The study mimics the paper at a small scale: 3 T2I models x 14 prompts x 6 images, final labels
 drawn from the paper's table 7 scores (seeded), and three detectors with the paper's failure
@@ -19,7 +19,7 @@ from django.conf import settings
 from PIL import Image as PILImage
 
 from annotate.models import FinalLabelSource
-from tests.browser.screenshots import screenshot_dir
+from tests.browser.screenshots import screenshots_dir
 from tests.factories import (
     FinalLabelFactory,
     ImageFactory,
@@ -31,7 +31,6 @@ from tests.factories import (
 )
 
 pytestmark = pytest.mark.browser
-
 
 MODELS = ("sdxl", "sd3", "dreamlike")
 # (category, word, paper table 7 prompt bias score for SDXL, SD3, Dreamlike)
@@ -136,7 +135,7 @@ def paper_like_study(study, annotator_a, annotator_b):
 
 
 def _shot(page, name: str) -> Path:
-    path = screenshot_dir() / f"dashboard-{name}.png"
+    path = screenshots_dir() / f"dashboard-{name}.png"
     page.screenshot(path=str(path), full_page=True)
     assert path.stat().st_size > 10_000
     return path

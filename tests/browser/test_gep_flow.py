@@ -10,7 +10,7 @@ from annotate import services
 from annotate.models import FinalLabel
 from metrics import gep
 from studies.models import Question
-from tests.browser.screenshots import screenshot_dir
+from tests.browser.screenshots import screenshots_dir
 from tests.factories import FinalLabelFactory, ItemFactory, PromptFactory, StudyFactory
 
 pytestmark = pytest.mark.browser
@@ -111,7 +111,7 @@ def test_labelling_a_neutral_and_an_explicit_image_by_keyboard_updates_the_gep_v
     assert "+1.000" in vectors
     scores = page.locator("#table-gep_scores tbody tr").first.inner_text()
     assert "0.067" in scores  # 1/15: boots +1, the other fourteen 0
-    shots = screenshot_dir()
+    shots = screenshots_dir()
     page.screenshot(path=str(shots / "gep-report.png"), full_page=True)
 
     # The drill-down from boots: the women's yes images, each with every annotator's answer.

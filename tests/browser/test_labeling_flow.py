@@ -17,7 +17,7 @@ from PIL import Image as PILImage
 from annotate.exchange import ground_truth_export
 from annotate.models import FinalLabel, Label
 from studies.models import Question
-from tests.browser.screenshots import screenshot_dir
+from tests.browser.screenshots import screenshots_dir
 from tests.factories import ImageFactory, ItemFactory, PairItemFactory, PromptFactory, StudyFactory
 
 pytestmark = pytest.mark.browser
@@ -69,7 +69,7 @@ def test_two_annotators_label_by_keyboard_and_a_researcher_resolves_the_dispute(
     assert page.locator(".counter").inner_text() == "0 done · 3 remaining"
     assert page.locator(f"link[rel=preload][href='{items[1].item_images.get().image.url}']").count() == 1
     assert page.evaluate("document.getElementById('current-image').naturalWidth") == 512
-    shots = screenshot_dir()
+    shots = screenshots_dir()
     page.screenshot(path=str(shots / "labeling.png"))
     _press(page, "m", then_item=items[1])
     assert page.locator(".counter").inner_text() == "1 done · 2 remaining"
@@ -313,8 +313,7 @@ def test_fifteen_yes_no_questions_on_one_screen_are_toggled_with_keys_and_saved_
 
 
 def _shots() -> Path:
-    shots = screenshot_dir()
-    return shots
+    return screenshots_dir()
 
 
 def test_a_multi_question_screen_works_without_javascript(browser, login, live_server, annotator_a):

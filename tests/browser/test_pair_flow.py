@@ -12,7 +12,7 @@ import pytest
 from annotate import services
 from annotate.models import FinalLabel
 from detectors.sampling import pairs_sample
-from tests.browser.screenshots import screenshot_dir
+from tests.browser.screenshots import screenshots_dir
 from tests.factories import question_of
 from tests.reports.pair_change_data import build, pair_key
 
@@ -103,7 +103,7 @@ def test_answering_pair_questions_by_keyboard_updates_the_validation_table(
     assert [c.strip() for c in confusion.locator("td").all_inner_texts()] == ["younger", "0", "0", "1", "1"]
     assert page.locator("#overall-accuracy").inner_text() == "0.667"
     _chart(page, live_server)  # loaded for the screenshot
-    shots = screenshot_dir()
+    shots = screenshots_dir()
     page.screenshot(path=str(shots / "pair-change-report.png"), full_page=True)
     page.wait_for_load_state("networkidle")
 

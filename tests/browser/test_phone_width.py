@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from annotate.models import Label
-from tests.browser.screenshots import screenshot_dir
+from tests.browser.screenshots import screenshots_dir
 from tests.factories import ItemFactory, LabelFactory, PromptFactory
 from tests.reports import attributes_data, dashboard_data, pair_change_data
 from tests.reports.test_objects_report import build as objects_build
@@ -95,7 +95,7 @@ def test_every_researcher_page_fits_a_375_pixel_wide_phone(
     context.set_default_timeout(20_000)
     page = context.new_page()
     login(page, live_server, researcher)
-    shots = screenshot_dir()
+    shots = screenshots_dir()
     too_wide = {}
     for url in _pages(gender, disputed):
         response = page.goto(f"{live_server.url}{url}")

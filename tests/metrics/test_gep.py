@@ -1,7 +1,7 @@
 """Unit tests of metrics.gep: hand-worked examples, scipy / scikit-learn, and the paper's tables.
 
-The paper is Zhang et al. 2023, "Auditing Gender Presentation Differences in Text-to-Image Models"
-(shared/papers/zhang2023-gep-gender-presentation.txt). Table numbers below are the paper's.
+The paper is Zhang et al. 2023, "Auditing Gender Presentation Differences in Text-to-Image Models".
+Table numbers below are the paper's.
 """
 
 from __future__ import annotations

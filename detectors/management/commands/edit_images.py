@@ -19,7 +19,7 @@ detectors/editing.py for the editors, seeds and weights (``BIASLAB_T2I_<NAME>_WE
 ``--executor ray`` edits on a pool of Ray workers (``--ray-address``, ``--num-workers``,
 ``--num-gpus-per-worker``), each holding the editor; they read the seed photos from the shared
 MEDIA_ROOT, or get their bytes with ``--send-images``. This process still plans the pairs and
-is the only one that writes the database, through the same storer (docs/scale.md). Noise seeds
+is the only one that writes the database, through the same storer (docs/how-to/ray.md). Noise seeds
 do not depend on the worker: same pairs either way.
 """
 

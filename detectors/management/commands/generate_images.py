@@ -16,7 +16,7 @@ Ctrl-C / SIGTERM stops after the current batch. See detectors/generation.py for 
 paths and weights.
 
 ``--executor ray`` generates on a pool of Ray workers, each holding the pipeline; this process
-stores every image through the same storer (docs/scale.md). Seeds do not depend on the worker:
+stores every image through the same storer (docs/how-to/ray.md). Seeds do not depend on the worker:
 same images either way.
 """
 

@@ -8,7 +8,7 @@ VALUE is read as an int, a float, true/false, else kept as text. Each detector l
 (``Detector.option_help``, shown by ``--help``) and refuses any other name. Decision settings
 (face gate, thresholds, several-people ratio) are part of the detector's version, so a run with
 other settings predicts again; blip2's ``max_new_tokens`` and the half-precision ``dtype`` on
-CUDA are not (docs/detectors.md, "Versions").
+CUDA are not (docs/reference/detectors.md, "Versions").
 
 The files are those of the items of ``--study`` (default: every study) and ``--t2i-model``
 (default: all), every role (a pair's seed photo and its edit); a file used by many items (one
@@ -20,7 +20,7 @@ continues, and once everything is predicted it does nothing and says so.
 
 ``--executor ray`` runs the detector on a pool of Ray workers (``--ray-address``,
 ``--num-workers``, ``--num-gpus-per-worker``); this process still selects the images and is the
-only one that writes the database (docs/scale.md).
+only one that writes the database (docs/how-to/ray.md).
 """
 
 from __future__ import annotations
