@@ -416,6 +416,9 @@ class LabelListApi(ApiView):
                 duration_ms=body["duration_ms"],
                 request_id=body["request_id"],
             )
+        except errors.UnknownQuestion as exc:
+            # The same code as for an unknown 'question', naming the field that holds it.
+            raise invalid(str(exc), code="unknown_question", field=f"{exc.where}.{exc.key}") from exc
         except errors.AnnotateError as exc:
             _raise_for(exc)
         labels = list(_labels_visible_to(request.user).filter(pk__in=[label.pk for label in labels]))
@@ -485,14 +488,16 @@ class LabelDetailApi(ApiView):
             raise PermissionDenied("Only the annotator who gave a label may change it.")
         data = LabelChangeInput(data=request.data, partial=partial)
         data.is_valid(raise_exception=True)
-        mine = Label.objects.filter(item_id=label.item_id, annotator=request.user).select_related("question")
-        answers = {other.question.key: other.value for other in mine}
-        reasons = {other.question.key: other.reason for other in mine if other.reason}
-        answers[label.question.key] = data.validated_data.get("value", label.value)
-        reasons[label.question.key] = data.validated_data.get("reason", "" if not partial else label.reason)
+        body = data.validated_data
+        # Only this label is read (under the item lock, by the service) and written: the
+        # annotator's other answers on the item are left alone, so a concurrent change to one
+        # of them is not reverted.
         try:
-            services.annotation_submit(
-                item=label.item, annotator=request.user, answers=answers, reasons=reasons, change=True
+            services.label_change(
+                label=label,
+                annotator=request.user,
+                value=body.get("value"),
+                reason=body.get("reason", None if partial else ""),
             )
         except errors.AnnotateError as exc:
             _raise_for(exc)
