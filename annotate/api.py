@@ -375,8 +375,9 @@ class LabelListApi(ApiView):
             **error_responses(
                 {
                     400: "Invalid body, or an answer the question does not allow, a question the "
-                    "item does not ask, a missing answer or reason (codes invalid_answer, "
-                    "unknown_question, question_required).",
+                    "item does not ask (code unknown_question, naming the field: question, "
+                    "answers.<key> or reasons.<key>), a missing answer or reason (codes "
+                    "invalid_answer, question_required).",
                     403: "Not logged in, not an annotator, or the seat on the item expired.",
                     404: "The item is not one of the items assigned to you.",
                     409: "Already labelled with another answer (change it with PUT), or its "
@@ -431,7 +432,7 @@ class LabelListApi(ApiView):
 _CHANGE_ERRORS = error_responses(
     {
         400: "Invalid body, or an answer the question does not allow (code invalid_answer).",
-        403: "Not logged in, or not the annotator who gave the label.",
+        403: "Not logged in, not the annotator who gave the label, or no longer an annotator of its study.",
         404: "No label with this id that you may see (an annotator sees only their own).",
         409: "The final answer was already set by a researcher: labels can no longer change.",
     }

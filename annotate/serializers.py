@@ -477,7 +477,14 @@ class LabelChangeInput(StrictInput):
     """The new answer of a label you gave (its history is kept)."""
 
     value = StrictCharField(max_length=1000, help_text="One of the question's choice values.")
-    reason = StrictCharField(required=False, allow_blank=True, default="", max_length=2000)
+    reason = StrictCharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=2000,
+        help_text="Kept only with an answer that asks for a reason (gender: other); any other "
+        "answer is stored without one.",
+    )
 
 
 class LabelOutput(serializers.ModelSerializer):
