@@ -375,8 +375,9 @@ class LabelListApi(ApiView):
             **error_responses(
                 {
                     400: "Invalid body, or an answer the question does not allow, a question the "
-                    "item does not ask, a missing answer or reason (codes invalid_answer, "
-                    "unknown_question, question_required).",
+                    "item does not ask (code unknown_question, naming the field: question, "
+                    "answers.<key> or reasons.<key>), a missing answer or reason (codes "
+                    "invalid_answer, question_required).",
                     403: "Not logged in, not an annotator, or the seat on the item expired.",
                     404: "The item is not one of the items assigned to you.",
                     409: "Already labelled with another answer (change it with PUT), or its "
@@ -416,6 +417,9 @@ class LabelListApi(ApiView):
                 duration_ms=body["duration_ms"],
                 request_id=body["request_id"],
             )
+        except errors.UnknownQuestion as exc:
+            # The same code as for an unknown 'question', naming the field that holds it.
+            raise invalid(str(exc), code="unknown_question", field=f"{exc.where}.{exc.key}") from exc
         except errors.AnnotateError as exc:
             _raise_for(exc)
         labels = list(_labels_visible_to(request.user).filter(pk__in=[label.pk for label in labels]))
@@ -428,7 +432,7 @@ class LabelListApi(ApiView):
 _CHANGE_ERRORS = error_responses(
     {
         400: "Invalid body, or an answer the question does not allow (code invalid_answer).",
-        403: "Not logged in, or not the annotator who gave the label.",
+        403: "Not logged in, not the annotator who gave the label, or no longer an annotator of its study.",
         404: "No label with this id that you may see (an annotator sees only their own).",
         409: "The final answer was already set by a researcher: labels can no longer change.",
     }
@@ -485,14 +489,16 @@ class LabelDetailApi(ApiView):
             raise PermissionDenied("Only the annotator who gave a label may change it.")
         data = LabelChangeInput(data=request.data, partial=partial)
         data.is_valid(raise_exception=True)
-        mine = Label.objects.filter(item_id=label.item_id, annotator=request.user).select_related("question")
-        answers = {other.question.key: other.value for other in mine}
-        reasons = {other.question.key: other.reason for other in mine if other.reason}
-        answers[label.question.key] = data.validated_data.get("value", label.value)
-        reasons[label.question.key] = data.validated_data.get("reason", "" if not partial else label.reason)
+        body = data.validated_data
+        # Only this label is read (under the item lock, by the service) and written: the
+        # annotator's other answers on the item are left alone, so a concurrent change to one
+        # of them is not reverted.
         try:
-            services.annotation_submit(
-                item=label.item, annotator=request.user, answers=answers, reasons=reasons, change=True
+            services.label_change(
+                label=label,
+                annotator=request.user,
+                value=body.get("value"),
+                reason=body.get("reason", None if partial else ""),
             )
         except errors.AnnotateError as exc:
             _raise_for(exc)

@@ -16,6 +16,16 @@ class InvalidLabel(AnnotateError):
     or the answer needs a reason it was not given."""
 
 
+class UnknownQuestion(InvalidLabel):
+    """An answer (or a reason) names a question the item does not ask: ``key`` is the name it
+    used, ``where`` the mapping it came in ("answers" or "reasons")."""
+
+    def __init__(self, message: str, *, key: str, where: str = "answers") -> None:
+        super().__init__(message)
+        self.key = key
+        self.where = where
+
+
 class NotAssigned(AnnotateError):
     """The user is not an annotator of this study or does not hold a seat on this item."""
 

@@ -70,13 +70,15 @@ class AnnotatorStats:
     """One annotator's work in a study, for researchers.
 
     ``median_seconds`` is None when no label has a stored duration; ``agreement_with_final``
-    (fraction 0..1) is None when none of the annotator's answers has a decided final label yet.
+    (fraction 0..1, over every answer with a final label of any source) is None when none of
+    the annotator's answers has a final label yet.
     """
 
     username: str
     labels_done: int
     median_seconds: float | None
     agreement_with_final: float | None
+    answers_with_final: int = 0  # how many of the annotator's answers the agreement is over
 
 
 def _count_subquery(queryset: QuerySet, field: str = "pk") -> Coalesce:
@@ -303,7 +305,9 @@ def _final_label_dict(final: FinalLabel | FinalLabelRevision, question: Question
     return {
         "value": final.value,
         "display": question.display(final.value) if final.value else "",
-        "source": final.source,
+        # Removals written before the source was recorded ("") were of agreed labels, the only
+        # ones ever removed: the API's enum holds no "".
+        "source": final.source or FinalLabelSource.AGREED,
         "decided_by": final.decided_by.username if final.decided_by else None,
         "note": final.note,
         "decided_at": final.decided_at,
@@ -383,11 +387,13 @@ def item_detail(*, item: Item) -> dict[str, Any]:
 def annotator_stats(*, study: Study) -> list[AnnotatorStats]:
     """Per annotator of the study (members and anyone with labels in it), by username: items
     labelled, median seconds per item (from stored durations) and the fraction of their
-    answers that equal the final answer, over disputed-then-resolved and imported answers
-    (an agreed final label equals every label by construction, so it would only inflate it)."""
-    final_value = FinalLabel.objects.filter(
-        item=OuterRef("item"), question=OuterRef("question"), source__in=DECIDED_SOURCES
-    ).values("value")[:1]
+    answers that equal the final answer, over every answer that has a final label — agreed,
+    resolved by a researcher or imported alike. Counting only resolved disputes would measure
+    each annotator on the hardest items alone (and a majority rule's agreed answer can differ
+    from a label too)."""
+    final_value = FinalLabel.objects.filter(item=OuterRef("item"), question=OuterRef("question")).values(
+        "value"
+    )[:1]
     rows = (
         Label.objects.filter(item__study=study)
         .annotate(final_value=Subquery(final_value))
@@ -412,6 +418,7 @@ def annotator_stats(*, study: Study) -> list[AnnotatorStats]:
             agreement_with_final=(
                 sum(bucket["matches"]) / len(bucket["matches"]) if bucket["matches"] else None
             ),
+            answers_with_final=len(bucket["matches"]),
         )
         for username, bucket in sorted(per_user.items())
     ]

@@ -249,7 +249,12 @@ class FinalAnswerOutput(serializers.Serializer):
     display = serializers.CharField(allow_blank=True)
     # A field named like Field.source: DRF's serializer metaclass takes declared fields out of the
     # class, so nothing is shadowed at run time; the stubs cannot express that.
-    source = serializers.ChoiceField(choices=FinalLabelSource.choices)  # type: ignore[assignment]
+    source = serializers.ChoiceField(  # type: ignore[assignment]
+        choices=FinalLabelSource.choices,
+        help_text="Where the final answer came from. In a history entry with an empty value (the "
+        "final answer was removed: an annotator's change broke the agreement), the source of the "
+        "answer removed.",
+    )
     decided_by = serializers.CharField(allow_null=True, help_text="Username; null for an import.")
     note = serializers.CharField(allow_blank=True)
     decided_at = serializers.DateTimeField()
@@ -472,7 +477,14 @@ class LabelChangeInput(StrictInput):
     """The new answer of a label you gave (its history is kept)."""
 
     value = StrictCharField(max_length=1000, help_text="One of the question's choice values.")
-    reason = StrictCharField(required=False, allow_blank=True, default="", max_length=2000)
+    reason = StrictCharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=2000,
+        help_text="Kept only with an answer that asks for a reason (gender: other); any other "
+        "answer is stored without one.",
+    )
 
 
 class LabelOutput(serializers.ModelSerializer):

@@ -86,6 +86,7 @@ from annotate.errors import (
     NotDisputed,
     NothingToUndo,
     StaleSubmit,
+    UnknownQuestion,
 )
 from annotate.models import (
     Assignment,
@@ -197,9 +198,15 @@ def _seat_uncount(item: Item) -> None:
 
 
 def _clean_reason(question: Question, value: str, reason: str) -> str:
-    reason = (reason or "").strip()
+    """The reason stored with ``value``: only an answer that asks for one (``requires_reason``,
+    "other") keeps a reason. Any other answer stores none, whatever was sent: a reason typed for
+    "other" and still in the form after the annotator went back and pressed F must not end up
+    as the reason of "female"."""
     choice = question.choice(value)
-    if choice is not None and choice.get("requires_reason") and not reason:
+    if choice is None or not choice.get("requires_reason"):
+        return ""
+    reason = (reason or "").strip()
+    if not reason:
         raise InvalidLabel(f"The answer “{choice.get('name', value)}” needs a short reason.")
     if len(reason) > REASON_MAX_CHARS:
         raise InvalidLabel(f"The reason is too long ({len(reason)} characters, at most {REASON_MAX_CHARS}).")
@@ -265,11 +272,14 @@ def _answers_validate(
     if not isinstance(answers, Mapping) or not answers:
         raise InvalidLabel("No answer given.")
     asked = {question.key: question for question in questions}
-    unknown = [key for key in answers if key not in asked]
-    if unknown:
-        raise InvalidLabel(
-            f"The item {item.key} does not ask the question “{unknown[0]}”. It asks: {', '.join(asked)}."
-        )
+    for where, named in (("answers", answers), ("reasons", reasons)):
+        unknown = [key for key in named if key not in asked]
+        if unknown:
+            raise UnknownQuestion(
+                f"The item {item.key} does not ask the question “{unknown[0]}”. It asks: {', '.join(asked)}.",
+                key=str(unknown[0]),
+                where=where,
+            )
     cleaned: list[_Answer] = []
     for question in questions:
         raw = answers.get(question.key)
@@ -486,9 +496,14 @@ def _labels_insert_with_revisions(
 
 
 def _is_repeat(existing: Mapping[int, Label], answers: list[_Answer], request_id: str) -> bool:
-    """A double key press or a retried POST: every answer equal to the stored one, or the
-    request id of the current labels or of any earlier change to them (a retry that arrives
-    after a later correction must not undo that correction)."""
+    """A double key press or a retried POST, which stores nothing: every answer equal to the
+    stored one; or the request id of an earlier submit or change carrying the answers that
+    request stored (a retry that arrives after a later correction must not undo that
+    correction).
+
+    The same request id with other answers is no repeat: it is a page the browser's Back button
+    brought back, posting its form again with a new answer. The caller refuses it ("already
+    labelled — reload"), instead of answering as if it had been stored."""
     if not existing:
         return False
     if all(
@@ -499,9 +514,17 @@ def _is_repeat(existing: Mapping[int, Label], answers: list[_Answer], request_id
         return True
     if not request_id:
         return False
-    if any(label.request_id == request_id for label in existing.values()):
-        return True
-    return LabelRevision.objects.filter(label__in=list(existing.values()), request_id=request_id).exists()
+    history = LabelRevision.objects.filter(label__in=list(existing.values())).order_by("id")
+    revisions = list(history.values_list("id", "label_id", "value", "reason", "request_id"))
+    theirs = [pk for pk, _, _, _, rid in revisions if rid == request_id]
+    if not theirs:
+        return False
+    # The labels as that request left them: each one's last revision up to the request's own.
+    then = {label_id: (value, reason) for pk, label_id, value, reason, _ in revisions if pk <= max(theirs)}
+    return all(
+        (label := existing.get(a.question.pk)) is not None and then.get(label.pk) == (a.value, a.reason)
+        for a in answers
+    )
 
 
 def _final_revision_append(final: FinalLabel) -> None:
@@ -579,11 +602,13 @@ def _final_label_sync(
         _final_revision_append(final)
     elif final is not None:
         final.delete()
+        # The removal's source is that of the label removed (only agreed ones are ever removed
+        # here): one of the sources the API's schema lists, never "" outside its enum.
         FinalLabelRevision.objects.create(
             item=item,
             question=question,
             value="",
-            source="",
+            source=FinalLabelSource.AGREED,
             decided_by=None,
             note=f"Agreement broken: {changed_by.get_username()} changed their label.",
             decided_at=now,
@@ -1281,8 +1306,9 @@ def annotation_submit(
     labels changed since the form was drawn), AlreadyResolved (a researcher or an import
     already fixed a final label).
     """
+    locked = _lock_item_for_label(item_id=item.pk, annotator=annotator)
     return _submit(
-        item=_lock_item_for_label(item_id=item.pk, annotator=annotator),
+        item=locked,
         annotator=annotator,
         answers=answers,
         reasons=reasons,
@@ -1290,7 +1316,7 @@ def annotation_submit(
         request_id=request_id,
         change=change,
         seen_revision=seen_revision,
-        now=timezone.now(),
+        now=timezone.now(),  # after the lock (see annotation_submit_next)
     )
 
 
@@ -1325,8 +1351,10 @@ def annotation_submit_next(
     Same errors as annotation_submit (nothing is stored when one is raised), plus
     Item.DoesNotExist when the item is not in the study.
     """
-    now = timezone.now()
     item = _lock_item_for_label(item_id=item_id, annotator=annotator, study=study)
+    # The time of the labels, revisions and final labels written: read once the item lock is
+    # granted, so that history sorted by time follows the order in which the writes happened.
+    now = timezone.now()
     labels = _submit(
         item=item,
         annotator=annotator,
@@ -1340,6 +1368,61 @@ def annotation_submit_next(
     )
     queue, progress = _queue(study=study, annotator=annotator, size=size, now=now)
     return SubmitNext(labels=labels, queue=queue, progress=progress)
+
+
+@transaction.atomic
+def label_change(
+    *,
+    label: Label,
+    annotator: User,
+    value: str | None = None,
+    reason: str | None = None,
+    request_id: str = "",
+) -> Label:
+    """Change one label the annotator gave (the API's PUT and PATCH): its answer to ``value``
+    and its reason to ``reason``; None keeps the stored one. A reason stays only with an answer
+    that asks for one. The annotator's other answers on the item are neither read nor written:
+    two changes to different questions of one item at the same moment both last.
+
+    The label is read after the item lock (the lock every label writer takes), so a change
+    that waited for another one builds on it; an unchanged answer writes nothing. Then the
+    question's agreed final label follows the labels, as for a submit. Raises NotAssigned
+    (not the label's annotator, or no longer an annotator of the study), InvalidLabel,
+    AlreadyResolved.
+    """
+    item = _lock_item(Item(pk=label.item_id))
+    now = timezone.now()  # after the lock (see annotation_submit_next)
+    current = Label.objects.select_related("question").get(pk=label.pk)
+    if current.annotator_id != annotator.pk:
+        raise NotAssigned("Only the annotator who gave a label may change it.")
+    _require_member(item.study, annotator)
+    question = current.question
+    new_value = answer_validate(question, current.value if value is None else value, item=item)
+    new_reason = _clean_reason(question, new_value, current.reason if reason is None else reason)
+    if (new_value, new_reason) == (current.value, current.reason):
+        return current
+    final = FinalLabel.objects.filter(item=item, question=question).first()
+    _refuse_if_decided(item, question, final)
+    [written] = _labels_write(
+        item=item,
+        annotator=annotator,
+        answers=[_Answer(question, new_value, new_reason)],
+        existing={question.pk: current},
+        duration_ms=None,
+        request_id=(request_id or "")[:64],
+        now=now,
+    )
+    others = Label.objects.filter(item=item, question=question).exclude(annotator=annotator)
+    _final_label_sync(
+        item=item,
+        study=item.study,
+        question=question,
+        final=final,
+        values=[*others.values_list("value", flat=True), new_value],
+        changed_by=annotator,
+        now=now,
+    )
+    return written
 
 
 @transaction.atomic
@@ -1381,8 +1464,8 @@ def label_import(*, item: Item, question: Question, annotator: User, value: str,
     Raises ItemFull (N other annotators already hold the item's seats), InvalidLabel (also for
     a question the item does not ask), AlreadyResolved.
     """
-    now = timezone.now()
     item = _lock_item(item)
+    now = timezone.now()  # after the lock (see annotation_submit_next)
     study = item.study
     if question.study_id != study.pk or question not in item_questions(item, study_questions(study)):
         raise InvalidLabel(f"The item {item.key} does not ask the question “{question.key}”.")

@@ -755,7 +755,9 @@ def _detail(item: Item) -> dict[str, Any]:
     ] + [
         {
             "when": rev["decided_at"],
-            "what": f"final answer ({rev['source'] or 'removed'})",
+            "what": f"final answer ({rev['source']})"
+            if rev["value"]
+            else f"{rev['source']} final answer removed",
             "who": rev["decided_by"] or "",
             "reason": rev["note"],
             **rev,

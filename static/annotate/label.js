@@ -520,9 +520,26 @@
       });
   }
 
+  // A reason belongs to an answer that asks for one ("other"). A reason still in its field —
+  // typed for "other", then Z (back) and another answer — is not sent with that answer (the
+  // server drops it too).
+  function dropStaleReasons(form, data, button) {
+    if (layout(form) === "single") {
+      const input = form.querySelector(".reason input");
+      if (input && !(button && button.hasAttribute("data-requires-reason"))) data.delete(input.name);
+      return;
+    }
+    form.querySelectorAll("fieldset.question").forEach((fieldset) => {
+      const input = fieldset.querySelector(".question-reason input");
+      const chosen = fieldset.querySelector("input[type=radio]:checked");
+      if (input && !(chosen && chosen.hasAttribute("data-requires-reason"))) data.delete(input.name);
+    });
+  }
+
   function post(form, button) {
     const data = new FormData(form);
     if (button && button.name) data.set(button.name, button.value);
+    dropStaleReasons(form, data, button);
     data.set("duration_ms", String(Math.max(0, Math.round(performance.now() - shownAt))));
     const reasonFor = button && button.hasAttribute("data-requires-reason") ? button.value : null;
     return load(form.action, { method: "POST", body: data }, reasonFor);

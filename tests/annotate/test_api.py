@@ -644,3 +644,106 @@ def test_the_items_list_costs_the_same_queries_for_a_page_of_three_or_fifty(
     with django_assert_max_num_queries(10):
         body = client.get("/api/items/?study=gender").json()
     assert len(body["results"]) == 50
+
+
+# --- issue 19: labeling and API defects -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"question": "hair", "value": "older"}, "question"),
+        ({"answers": {**PAIR_ANSWERS, "hair": "long"}}, "answers.hair"),
+        ({"answers": PAIR_ANSWERS, "reasons": {"hair": "why"}}, "reasons.hair"),
+    ],
+    ids=["question", "answers", "reasons"],
+)
+def test_a_question_the_item_does_not_ask_is_unknown_question_naming_the_field(
+    pair_study, annotator_a, body, field
+):
+    """Issue 19: inside ``answers`` it was ``invalid_answer`` with empty ``errors``."""
+    study, _pairs = pair_study
+    client = api_for(annotator_a)
+    item_id = client.get(f"/api/studies/{study.slug}/next/").json()["item"]["id"]
+    response = client.post("/api/labels/", {"item": item_id, **body}, format="json")
+    assert response.status_code == 400
+    error = response.json()
+    assert error["code"] == "unknown_question"
+    assert list(error["errors"]) == [field]
+    assert "hair" in error["detail"]
+    assert "age, gender, skin" in error["detail"]
+    assert not Label.objects.exists()
+
+
+def test_a_retry_with_the_same_request_id_and_another_answer_is_a_conflict(study, items, annotator_a):
+    """Issue 19: it answered 201 with the old label, dropping the new answer without a word."""
+    client = api_for(annotator_a)
+    item_id = client.get(f"/api/studies/{study.slug}/next/").json()["item"]["id"]
+    body = {"item": item_id, "value": "male", "request_id": "r1"}
+    assert client.post("/api/labels/", body, format="json").status_code == 201
+    assert client.post("/api/labels/", body, format="json").status_code == 201  # a true retry
+    response = client.post("/api/labels/", {**body, "value": "female"}, format="json")
+    assert response.status_code == 409
+    assert "already labelled — reload" in response.json()["detail"]
+    assert Label.objects.get().value == "male"
+
+
+def test_a_label_change_does_not_revert_a_change_to_another_answer_made_meanwhile(
+    pair_study, annotator_a, monkeypatch
+):
+    """Issue 19, lost update: PATCH read the annotator's other answers before locking the item
+    and wrote them all back. Here a change to "skin" commits while the PATCH of "age" waits for
+    the item lock (the threaded version runs on PostgreSQL in test_concurrency.py)."""
+    study, _pairs = pair_study
+    client = api_for(annotator_a)
+    item_id = client.get(f"/api/studies/{study.slug}/next/").json()["item"]["id"]
+    rows = client.post("/api/labels/", {"item": item_id, "answers": PAIR_ANSWERS}, format="json").json()
+    ids = {row["question"]: row["id"] for row in rows}
+    pending = [lambda: Label.objects.filter(pk=ids["skin"]).update(value="darker")]
+
+    def wrap(lock):
+        def locked(*args, **kwargs):
+            while pending:
+                pending.pop()()  # another writer, holding the lock, commits
+            return lock(*args, **kwargs)
+
+        return locked
+
+    monkeypatch.setattr(services, "_lock_item", wrap(services._lock_item))
+    monkeypatch.setattr(services, "_lock_item_for_label", wrap(services._lock_item_for_label))
+    response = client.patch(f"/api/labels/{ids['age']}/", {"value": "younger"}, format="json")
+    assert response.status_code == 200, response.content
+    stored = dict(Label.objects.filter(item_id=item_id).values_list("question__key", "value"))
+    assert stored == {**PAIR_ANSWERS, "age": "younger", "skin": "darker"}
+
+
+@pytest.mark.parametrize("verb", ["put", "patch"])
+def test_changing_other_to_another_answer_drops_the_reason(verb, study, items, annotator_a):
+    client = api_for(annotator_a)
+    item_id = client.get(f"/api/studies/{study.slug}/next/").json()["item"]["id"]
+    body = {"item": item_id, "value": "other", "reason": "cartoon, not a photo"}
+    label_id = client.post("/api/labels/", body, format="json").json()["id"]
+    change = {"value": "female", "reason": "cartoon, not a photo"} if verb == "put" else {"value": "female"}
+    response = getattr(client, verb)(f"/api/labels/{label_id}/", change, format="json")
+    assert response.status_code == 200, response.content
+    assert (response.json()["value"], response.json()["reason"]) == ("female", "")
+
+
+def test_the_history_of_a_broken_agreement_uses_a_source_the_schema_lists(
+    study, items, annotator_a, annotator_b, researcher
+):
+    """Issue 19: "Agreement broken" entries carried ``source: ""``, outside the schema's enum."""
+    for annotator in (annotator_a, annotator_b):
+        item_id = api_for(annotator).get(f"/api/studies/{study.slug}/next/").json()["item"]["id"]
+        api_for(annotator).post("/api/labels/", {"item": item_id, "value": "male"}, format="json")
+    own = Label.objects.get(item_id=item_id, annotator=annotator_a)
+    api_for(annotator_a).patch(f"/api/labels/{own.pk}/", {"value": "female"}, format="json")
+    client = api_for(researcher)
+    schema = client.get("/api/schema/", {"format": "json"}).json()["components"]["schemas"]
+    source = schema["FinalRevision"]["properties"]["source"]
+    ref = source.get("$ref") or source["allOf"][0]["$ref"]
+    enum = schema[ref.rsplit("/", 1)[-1]]["enum"]
+    history = client.get(f"/api/items/{item_id}/").json()["final_label_history"]
+    assert [(row["value"], row["source"]) for row in history] == [("male", "agreed"), ("", "agreed")]
+    assert "Agreement broken" in history[-1]["note"]
+    assert {row["source"] for row in history} <= set(enum)

@@ -18,13 +18,13 @@ from django.db.models import Count
 from django.utils import timezone
 
 from annotate import services
-from annotate.models import Assignment, FinalLabel, FinalLabelSource, Label
+from annotate.models import Assignment, FinalLabel, FinalLabelRevision, FinalLabelSource, Label
 from studies.models import Item
 from tests.annotate.gender import (
     submit,
     submit_next,
 )
-from tests.factories import ItemFactory, PromptFactory, StudyFactory, UserFactory
+from tests.factories import ItemFactory, PairItemFactory, PromptFactory, StudyFactory, UserFactory
 
 pytestmark = [
     pytest.mark.postgres,
@@ -235,3 +235,156 @@ def test_concurrent_label_changes_keep_the_final_label_in_step_with_the_labels(o
             assert final == (labels[0], FinalLabelSource.AGREED), f"round {round_number}: {labels} vs {final}"
         else:
             assert final is None, f"round {round_number}: labels {labels} differ but final is {final}"
+
+
+# --- issue 19 -------------------------------------------------------------------------------------
+
+PAIR_ANSWERS = {"age": "older", "gender": "male_female", "skin": "same"}
+
+
+def _api_for(user):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def test_concurrent_changes_to_different_answers_of_one_item_both_last():
+    """Issue 19, lost update: two PATCHes of different questions of one item, at the same moment,
+    both answered 200 and one was reverted (13 of 13 pairs on PostgreSQL): each read the other
+    answers before the item lock and wrote them all back."""
+    study = StudyFactory(slug="pairs", protocol="pair_change")
+    annotator = UserFactory(username="worker", role="annotator")
+    study.annotators.add(annotator)
+    item = PairItemFactory(prompt=PromptFactory(study=study))
+    services.assignment_queue(study=study, annotator=annotator, size=1)
+    labels = services.annotation_submit(item=item, annotator=annotator, answers=PAIR_ANSWERS)
+    ids = {label.question.key: label.pk for label in labels}
+    rounds = [("younger", "darker"), ("older", "lighter"), ("same", "same")] * 4
+    for round_number, (age, skin) in enumerate(rounds):
+        changes = [("age", age), ("skin", skin)]
+        statuses: list[int] = []
+
+        def work(
+            index: int, changes: list[tuple[str, str]] = changes, statuses: list[int] = statuses
+        ) -> None:
+            key, value = changes[index]
+            response = _api_for(annotator).patch(f"/api/labels/{ids[key]}/", {"value": value}, format="json")
+            statuses.append(response.status_code)
+
+        errors = _run_in_threads(work, 2)
+        assert errors == []
+        assert statuses == [200, 200]
+        stored = dict(Label.objects.filter(item=item).values_list("question__key", "value"))
+        assert stored == {**PAIR_ANSWERS, "age": age, "skin": skin}, f"round {round_number}: {stored}"
+
+
+def test_a_change_form_and_an_api_change_at_once_never_revert_each_other():
+    """Issue 19: the same lost update between the HTML change form (all answers of the item) and
+    the API (one answer). The form was drawn before the API change: it is stored when it came
+    first, refused as stale when it came second — never does it write the old "skin" back."""
+    from django.test import Client
+    from django.urls import reverse
+
+    study = StudyFactory(slug="pairs", protocol="pair_change")
+    annotator = UserFactory(username="worker", role="annotator")
+    study.annotators.add(annotator)
+    item = PairItemFactory(prompt=PromptFactory(study=study))
+    services.assignment_queue(study=study, annotator=annotator, size=1)
+    labels = services.annotation_submit(item=item, annotator=annotator, answers=PAIR_ANSWERS)
+    skin = next(label.pk for label in labels if label.question.key == "skin")
+    outcomes: list[int] = []
+    for round_number, (age, new_skin) in enumerate([("younger", "darker"), ("older", "lighter")] * 15):
+        stamp = services.label_revision_stamp(item=item, annotator=annotator)
+        current = dict(Label.objects.filter(item=item).values_list("question__key", "value"))
+        form = {f"answer_{key}": value for key, value in {**current, "age": age}.items()}
+        form |= {"change": "1", "seen_revision": str(stamp)}
+        statuses: dict[str, int] = {}
+
+        def work(
+            index: int, form: dict[str, str] = form, new_skin: str = new_skin, statuses=statuses
+        ) -> None:
+            if index == 0:
+                browser = Client()
+                browser.force_login(annotator)
+                url = reverse("annotate:label_submit", args=[study.slug, item.pk])
+                statuses["form"] = browser.post(url, form, HTTP_HX_REQUEST="true").status_code
+            else:
+                response = _api_for(annotator).patch(
+                    f"/api/labels/{skin}/", {"value": new_skin}, format="json"
+                )
+                statuses["api"] = response.status_code
+
+        errors = _run_in_threads(work, 2)
+        assert errors == []
+        assert statuses["api"] == 200
+        assert statuses["form"] in (200, 409)
+        outcomes.append(statuses["form"])
+        stored = dict(Label.objects.filter(item=item).values_list("question__key", "value"))
+        assert stored["skin"] == new_skin, f"round {round_number}: the API's change was reverted"
+        if statuses["form"] == 200:
+            assert stored["age"] == age
+
+
+def test_a_submit_that_waited_for_the_item_lock_is_timed_after_the_write_it_waited_for():
+    """Issue 19: times were read before the lock wait, so a sorted history could end with
+    "Agreement broken" while an agreed final label existed. Here one transaction holds the
+    item lock for a moment; the key press waiting for it must be timed after that commit."""
+    study, [first, second], [item] = _study_with(n_images=1, n_annotators=2)
+    for annotator in (first, second):
+        services.assignment_queue(study=study, annotator=annotator, size=1)
+    submit(item=item, annotator=first, value="male")
+    locked = threading.Event()
+    released: dict[str, object] = {}
+
+    def work(index: int) -> None:
+        if index == 0:
+            from django.db import transaction
+
+            with transaction.atomic():
+                Item.objects.select_for_update().get(pk=item.pk)
+                locked.set()
+                threading.Event().wait(0.5)
+                released["at"] = timezone.now()
+        else:
+            assert locked.wait(10)
+            submit_next(study=study, annotator=second, item_id=item.pk, value="male")
+
+    errors = _run_in_threads(work, 2)
+    assert errors == []
+    final = FinalLabel.objects.get(item=item)
+    assert final.decided_at >= released["at"]
+    assert Label.objects.get(annotator=second).revisions.get().changed_at >= released["at"]
+
+
+@pytest.mark.parametrize("order", ["a_first", "b_first"])
+def test_a_sorted_final_label_history_ends_with_the_final_label_that_exists(order):
+    """Issue 19: bursts of changes by two annotators on one item; after each, the final label
+    history sorted by time must end with the current state (the agreed answer, or its removal)."""
+    study, annotators, [item] = _study_with(n_images=1, n_annotators=2)
+    pair = annotators if order == "a_first" else annotators[::-1]
+    for annotator in pair:
+        services.assignment_queue(study=study, annotator=annotator, size=1)
+        submit(item=item, annotator=annotator, value="male")
+    plans = [("female", "female"), ("male", "female"), ("male", "male"), ("female", "male")] * 5
+    for round_number, values in enumerate(plans):
+
+        def work(index: int, values: tuple[str, str] = values, round_number: int = round_number) -> None:
+            submit(
+                item=item,
+                annotator=pair[index],
+                value=values[index],
+                request_id=f"r{round_number}-{index}",
+                change=True,
+            )
+
+        errors = _run_in_threads(work, 2)
+        assert errors == []
+        final = FinalLabel.objects.filter(item=item).values_list("value", flat=True).first()
+        history = sorted(
+            FinalLabelRevision.objects.filter(item=item).values_list("decided_at", "id", "value")
+        )
+        assert history[-1][2] == (final or ""), (
+            f"round {round_number}: history ends {history[-1]}, final {final}"
+        )

@@ -12,7 +12,7 @@ from tests.annotate.gender import (
     resolve,
     submit,
 )
-from tests.factories import ItemFactory, PromptFactory, UserFactory
+from tests.factories import ItemFactory, PromptFactory, StudyFactory, UserFactory
 
 
 def _label(study, image, annotator, value):
@@ -157,10 +157,37 @@ def test_annotator_stats_reports_labels_median_time_and_agreement(
     resolve(item=images[1], researcher=researcher, value="female")
     _label_next(study, annotator_a, "low_quality", duration_ms=8000)  # no final label yet
     stats = {row.username: row for row in selectors.annotator_stats(study=study)}
-    # Agreement with the final answer counts decided answers only (agreed ones match by design):
-    # image 1 was resolved "female", against Anna's "male" and with Ben's "female".
-    assert stats["anna"] == selectors.AnnotatorStats("anna", 3, 3.0, 0.0)
-    assert stats["ben"] == selectors.AnnotatorStats("ben", 2, 3.0, 1.0)
+    # Agreement with the final answer counts every answer with a final label (issue 19: it
+    # counted resolved disputes only): image 0 agreed "male" with both; image 1 was resolved
+    # "female", against Anna's "male" and with Ben's "female"; image 2 has no final label yet.
+    assert stats["anna"] == selectors.AnnotatorStats("anna", 3, 3.0, 0.5, 2)
+    assert stats["ben"] == selectors.AnnotatorStats("ben", 2, 3.0, 1.0, 2)
+
+
+def test_annotator_stats_agreement_counts_agreed_resolved_and_imported_final_labels(
+    annotator_a, annotator_b, annotator_c, researcher
+):
+    """Issue 19: a majority rule (2 of 3) settles items where one annotator was outvoted; the
+    agreement must count them, not only the disputed-then-resolved items."""
+    study = StudyFactory(labels_per_item=3, agreement="majority")
+    study.annotators.add(annotator_a, annotator_b, annotator_c)
+    items = [ItemFactory(prompt=PromptFactory(study=study)) for _ in range(5)]
+    plan = {  # item: (anna, ben, cleo)
+        0: ("male", "male", "male"),  # agreed male
+        1: ("male", "male", "female"),  # majority male: Cleo outvoted
+        2: ("female", "female", "male"),  # majority female: Cleo outvoted
+        3: ("male", "female", "low_quality"),  # disputed, resolved female
+        4: ("male", "female", "low_quality"),  # disputed, final imported: low quality
+    }
+    for annotator_index, annotator in enumerate((annotator_a, annotator_b, annotator_c)):
+        for item_index in plan:
+            _label_next(study, annotator, plan[item_index][annotator_index])
+    resolve(item=items[3], researcher=researcher, value="female")
+    final_set(item=items[4], value="low_quality", decided_by=researcher)
+    stats = {row.username: row for row in selectors.annotator_stats(study=study)}
+    assert (stats["anna"].agreement_with_final, stats["anna"].answers_with_final) == (3 / 5, 5)
+    assert (stats["ben"].agreement_with_final, stats["ben"].answers_with_final) == (4 / 5, 5)
+    assert (stats["cleo"].agreement_with_final, stats["cleo"].answers_with_final) == (2 / 5, 5)
 
 
 def test_annotator_stats_lists_members_without_labels(study):

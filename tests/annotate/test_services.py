@@ -31,8 +31,9 @@ from tests.annotate.gender import (
     resolve,
     resolve_unresolvable,
     submit,
+    submit_next,
 )
-from tests.factories import UserFactory
+from tests.factories import PairItemFactory, PromptFactory, StudyFactory, UserFactory
 
 # --- assignment ----------------------------------------------------------------------------
 
@@ -155,8 +156,20 @@ def test_double_submit_with_same_request_id_is_stored_once(study, annotator_a, m
     image = make_items(1)[0]
     services.assignment_queue(study=study, annotator=annotator_a, size=1)
     first = submit(item=image, annotator=annotator_a, value="male", request_id="r1")
-    second = submit(item=image, annotator=annotator_a, value="female", request_id="r1")
+    second = submit(item=image, annotator=annotator_a, value="male", request_id="r1")
     assert second.pk == first.pk
+    assert Label.objects.get().value == "male"
+    assert LabelRevision.objects.count() == 1
+
+
+def test_the_same_request_id_with_another_answer_is_refused_not_dropped(study, annotator_a, make_items):
+    """Issue 19: a page the Back button restored posts its request id again with a new answer.
+    It used to get the next item while the new answer was silently dropped."""
+    image = make_items(1)[0]
+    services.assignment_queue(study=study, annotator=annotator_a, size=1)
+    submit(item=image, annotator=annotator_a, value="male", request_id="r1")
+    with pytest.raises(StaleSubmit, match="already labelled — reload"):
+        submit(item=image, annotator=annotator_a, value="female", request_id="r1")
     assert Label.objects.get().value == "male"
     assert LabelRevision.objects.count() == 1
 
@@ -245,7 +258,7 @@ def test_change_that_breaks_agreement_removes_agreed_final_label(
     assert not FinalLabel.objects.exists()
     assert list(FinalLabelRevision.objects.values_list("value", "source")) == [
         ("female", FinalLabelSource.AGREED),
-        ("", ""),
+        ("", FinalLabelSource.AGREED),  # the agreed answer removed
     ]
     # ...and changing back agrees again.
     submit(item=image, annotator=annotator_b, value="female", change=True)
@@ -553,3 +566,155 @@ def test_a_sampling_rounds_items_are_handed_out_first(study, annotator_a, make_i
     study.save(update_fields=["priority_queue"])
     seats = services.assignment_queue(study=study, annotator=annotator_a, size=3)
     assert [seat.item for seat in seats] == [items[2], items[3], items[0]]
+
+
+# --- issue 19: reasons, changes under the lock, history -------------------------------------------
+
+
+def test_a_reason_is_kept_only_with_the_answer_that_asks_for_it(study, annotator_a, make_items):
+    """Issue 19: O, a reason, Enter, then Z and F stored "female" with the old reason."""
+    image = make_items(1)[0]
+    services.assignment_queue(study=study, annotator=annotator_a, size=1)
+    submit(item=image, annotator=annotator_a, value="other", reason="cartoon, not a photo")
+    # The change form still carries the reason typed for "other".
+    label = submit(
+        item=image, annotator=annotator_a, value="female", reason="cartoon, not a photo", change=True
+    )
+    assert (label.value, label.reason) == ("female", "")
+    assert Label.objects.get().reason == ""
+    assert list(LabelRevision.objects.values_list("value", "reason")) == [
+        ("other", "cartoon, not a photo"),
+        ("female", ""),
+    ]
+
+
+def test_an_imported_label_keeps_a_reason_only_for_other(study, annotator_a, make_items):
+    male, other = make_items(2)
+    assert label_import(item=male, annotator=annotator_a, value="male", reason="looks male").reason == ""
+    assert label_import(item=other, annotator=annotator_a, value="other", reason="a doll").reason == "a doll"
+
+
+def test_a_label_change_writes_only_that_label_and_builds_on_what_the_lock_protects(
+    pair_study_items, annotator_a, monkeypatch
+):
+    """Issue 19, lost update, made deterministic: another change to the item's "skin" answer
+    commits while this change to "age" waits for the item lock. The old API read every answer
+    before the lock and wrote them all back, reverting "skin"."""
+    study, item = pair_study_items
+    services.assignment_queue(study=study, annotator=annotator_a, size=1)
+    labels = services.annotation_submit(item=item, annotator=annotator_a, answers=PAIR_ANSWERS)
+    age = next(label for label in labels if label.question.key == "age")
+    skin = next(label for label in labels if label.question.key == "skin")
+    _other_writer_commits_before_the_lock(
+        monkeypatch, lambda: Label.objects.filter(pk=skin.pk).update(value="darker")
+    )
+
+    changed = services.label_change(label=age, annotator=annotator_a, value="younger")
+
+    assert changed.value == "younger"
+    stored = dict(Label.objects.filter(item=item).values_list("question__key", "value"))
+    assert stored == {**PAIR_ANSWERS, "age": "younger", "skin": "darker"}
+    # Only the changed answer got a revision.
+    assert LabelRevision.objects.filter(label=age).count() == 2
+    assert LabelRevision.objects.filter(label=skin).count() == 1
+
+
+def test_a_label_change_is_refused_for_someone_elses_label(study, annotator_a, annotator_b, make_items):
+    image = make_items(1)[0]
+    services.assignment_queue(study=study, annotator=annotator_a, size=1)
+    label = submit(item=image, annotator=annotator_a, value="male")
+    with pytest.raises(NotAssigned):
+        services.label_change(label=label, annotator=annotator_b, value="female")
+    assert Label.objects.get().value == "male"
+
+
+def test_a_label_change_keeps_the_agreed_final_label_in_step(study, annotator_a, annotator_b, make_items):
+    image = make_items(1)[0]
+    for annotator in (annotator_a, annotator_b):
+        services.assignment_queue(study=study, annotator=annotator, size=1)
+        submit(item=image, annotator=annotator, value="male")
+    label = Label.objects.get(annotator=annotator_a)
+    services.label_change(label=label, annotator=annotator_a, value="female")
+    assert not FinalLabel.objects.exists()
+    services.label_change(label=label, annotator=annotator_a, value="male")
+    assert FinalLabel.objects.get().value == "male"
+
+
+def test_a_broken_agreement_is_recorded_with_a_valid_source(study, annotator_a, annotator_b, make_items):
+    """Issue 19: "Agreement broken" revisions carried source "", outside the API's enum."""
+    image = make_items(1)[0]
+    for annotator in (annotator_a, annotator_b):
+        services.assignment_queue(study=study, annotator=annotator, size=1)
+        submit(item=image, annotator=annotator, value="male")
+    submit(item=image, annotator=annotator_a, value="female", change=True)
+    removal = FinalLabelRevision.objects.get(value="")
+    assert removal.note.startswith("Agreement broken")
+    assert removal.source in FinalLabelSource.values
+    assert removal.source == FinalLabelSource.AGREED
+
+
+@pytest.mark.parametrize("path", ["submit", "submit_next", "change", "import"])
+def test_history_times_are_taken_after_the_item_lock_is_granted(
+    path, study, annotator_a, annotator_b, make_items, monkeypatch
+):
+    """Issue 19: the time was read before waiting for the item lock, so a write that waited
+    got an earlier time than the one it waited for, and history sorted by time could end with
+    "Agreement broken" while an agreed final label existed. Here the clock moves on while the
+    lock is waited for: every time written must be at least the moment the lock was granted."""
+    image = make_items(1)[0]
+    services.assignment_queue(study=study, annotator=annotator_b, size=1)
+    submit(item=image, annotator=annotator_b, value="male")
+    services.assignment_queue(study=study, annotator=annotator_a, size=1)
+    if path == "change":
+        submit(item=image, annotator=annotator_a, value="female")
+    clock = {"now": timezone.now() + timedelta(minutes=1)}
+    monkeypatch.setattr(services.timezone, "now", lambda: clock["now"])
+    granted = clock["now"] + timedelta(seconds=30)
+
+    def wait_for_the_lock() -> None:
+        clock["now"] = granted  # another writer held the lock for 30 s
+
+    _other_writer_commits_before_the_lock(monkeypatch, wait_for_the_lock)
+    if path == "submit":
+        submit(item=image, annotator=annotator_a, value="male")
+    elif path == "submit_next":
+        submit_next(study=study, annotator=annotator_a, item_id=image.pk, value="male")
+    elif path == "change":
+        services.label_change(
+            label=Label.objects.get(annotator=annotator_a), annotator=annotator_a, value="male"
+        )
+    else:
+        label_import(item=image, annotator=annotator_a, value="male")
+
+    revision = LabelRevision.objects.filter(changed_by=annotator_a).latest("id")
+    final = FinalLabel.objects.get(item=image)
+    assert revision.changed_at >= granted
+    assert final.decided_at >= granted
+    assert FinalLabelRevision.objects.latest("id").decided_at >= granted
+
+
+def _other_writer_commits_before_the_lock(monkeypatch, other_write) -> None:
+    """Run ``other_write`` once, just before the next item lock is taken: what another writer,
+    holding the lock, commits while this one waits for it."""
+    pending = [other_write]
+
+    def wrap(lock):
+        def locked(*args, **kwargs):
+            while pending:
+                pending.pop()()
+            return lock(*args, **kwargs)
+
+        return locked
+
+    monkeypatch.setattr(services, "_lock_item", wrap(services._lock_item))
+    monkeypatch.setattr(services, "_lock_item_for_label", wrap(services._lock_item_for_label))
+
+
+PAIR_ANSWERS = {"age": "older", "gender": "male_female", "skin": "same"}
+
+
+@pytest.fixture
+def pair_study_items(annotator_a, annotator_b):
+    study = StudyFactory(name="Pairs", slug="pairs", protocol="pair_change")
+    study.annotators.add(annotator_a, annotator_b)
+    return study, PairItemFactory(prompt=PromptFactory(study=study))

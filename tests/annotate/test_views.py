@@ -266,6 +266,78 @@ def test_undo_with_nothing_to_undo_says_so(client_for, annotator_a, items):
     assert "no earlier label" in _html(response)
 
 
+def test_other_then_back_then_female_stores_female_without_the_old_reason(
+    client_for, annotator_a, annotator_b, researcher, items
+):
+    """Issue 19: O, a reason, Enter, Z, F stored "female" with the reason typed for "other",
+    and Disputes showed "Female (cartoon, not a photo)". The change form still carries the
+    reason field, filled in; the server must not keep it for an answer that asks for none."""
+    study = items[0].study
+    client = client_for(annotator_a)
+    first = client.get(_label_url(study))
+    client.post(
+        _submit_url(items[0]),
+        _gender("other", reason_gender="cartoon, not a photo", request_id=_request_id(first)),
+        **HTMX,
+    )
+    back = client.get(_undo_url(study, items[1]), **HTMX)
+    assert _shown_item_id(back) == items[0].pk
+    assert 'value="cartoon, not a photo"' in _html(back)  # the reason field, as the form posts it
+    response = client.post(
+        _submit_url(items[0]),
+        _gender(
+            "female",
+            reason_gender="cartoon, not a photo",
+            change="1",
+            seen_revision=_hidden(back, "seen_revision"),
+            request_id=_request_id(back),
+        ),
+        **HTMX,
+    )
+    assert response.status_code == 200
+    label = _own(items[0], annotator_a)
+    assert (label.value, label.reason) == ("female", "")
+    services.assignment_queue(study=study, annotator=annotator_b, size=1)
+    submit(item=items[0], annotator=annotator_b, value="male")
+    disputes = _text(client_for(researcher).get(reverse("annotate:disputes", args=[study.slug])))
+    assert "Female" in disputes
+    assert "cartoon" not in disputes
+
+
+def test_a_page_restored_by_back_reposting_its_request_id_with_another_answer_says_reload(
+    client_for, annotator_a, items
+):
+    """Issue 19: the same request id with a different answer got 200 and the next item while
+    the new answer was dropped without a word. The same answer again stays a harmless repeat."""
+    client = client_for(annotator_a)
+    first = client.get(_label_url(items[0].study))
+    rid = _request_id(first)
+    assert client.post(_submit_url(items[0]), _gender("male", request_id=rid), **HTMX).status_code == 200
+    for extra in ({}, HTMX):
+        response = client.post(_submit_url(items[0]), _gender("female", request_id=rid), **extra)
+        assert response.status_code == 409
+        assert "already labelled — reload" in _text(response)
+    repeat = client.post(_submit_url(items[0]), _gender("male", request_id=rid), **HTMX)
+    assert repeat.status_code == 200
+    assert _shown_item_id(repeat) == items[1].pk
+    assert _own(items[0], annotator_a).value == "male"
+    assert LabelRevision.objects.filter(label__item=items[0]).count() == 1
+
+
+def test_the_item_history_names_a_removed_agreed_answer(
+    client_for, annotator_a, annotator_b, researcher, items
+):
+    study = items[0].study
+    for annotator in (annotator_a, annotator_b):
+        services.assignment_queue(study=study, annotator=annotator, size=1)
+        submit(item=items[0], annotator=annotator, value="male")
+    submit(item=items[0], annotator=annotator_a, value="female", change=True)
+    page = _text(client_for(researcher).get(reverse("annotate:image", args=[items[0].pk])))
+    assert "final answer (agreed)" in page
+    assert "agreed final answer removed" in page
+    assert "Agreement broken: anna changed their label." in page
+
+
 def test_a_plain_resubmit_of_a_labelled_item_changes_nothing_and_says_reload(client_for, annotator_a, items):
     # The Back button brings back the form of an item already labelled: without the explicit
     # change fields its submit is stale, with or without JavaScript.
@@ -698,8 +770,13 @@ def test_annotator_stats_show_labels_done_per_annotator(client_for, researcher, 
     assert response.status_code == 200
     # Anna said male, Ben female; the final answer is female. Each labelled two items.
     assert "<tr><td>anna</td><td>2</td>" in html
-    assert "<td>0 %</td>" in html
-    assert "<td>100 %</td>" in html
+    assert '<td>0 % <span class="muted">of 1</span></td>' in html
+    assert '<td>100 % <span class="muted">of 1</span></td>' in html
+    # The page says what the agreement is computed over (issue 19).
+    assert (
+        "over every answer that has one — agreed by the annotators, resolved by a researcher or imported"
+        in html
+    )
 
 
 def test_researcher_with_several_studies_picks_one(client_for, researcher, study):

@@ -334,3 +334,28 @@ def test_a_multi_question_screen_works_without_javascript(browser, login, live_s
     assert {key for key, value in stored.items() if value == "yes"} == {"jeans"}
     assert len(stored) == 15
     context.close()
+
+
+def test_other_with_a_reason_then_back_then_female_sends_no_reason(
+    page, login, live_server, small_study, annotator_a
+):
+    """Issue 19: O, a reason, Enter, Z, F stored "female" with the old reason. The change form
+    shows the reason typed for "other"; label.js must not send it with F (the server drops it
+    as well, which tests/annotate covers)."""
+    _study, items = small_study
+    login(page, live_server, annotator_a)
+    page.goto(f"{live_server.url}/annotate/label/")
+    _shown(page, items[0])
+    _press(page, "o")
+    page.keyboard.type("cartoon, not a photo")
+    _press(page, "Enter", then_item=items[1])
+    _press(page, "z", then_item=items[0])
+    assert page.locator("input[name=reason_gender]").input_value() == "cartoon, not a photo"
+    posts: list[str] = []
+    page.on("request", lambda request: request.method == "POST" and posts.append(request.post_data or ""))
+    _press(page, "f", then_item=items[1])
+    assert len(posts) == 1
+    assert "answer_gender" in posts[0]
+    assert "cartoon" not in posts[0]
+    label = Label.objects.get(item=items[0], annotator=annotator_a)
+    assert (label.value, label.reason) == ("female", "")
