@@ -14,7 +14,6 @@ store a duplicate.
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 import socket
@@ -39,6 +38,7 @@ from detectors.models import DetectorRun, FilterReason, OutputKind, Prediction, 
 from detectors.progress import Progress
 from detectors.selectors import Shard, images_in_scope, images_pending
 from studies.csvio import read_cell
+from studies.jsonbounds import JSONOutOfBounds, json_loads_bounded
 from studies.models import Image, ItemImage, Study
 
 #: The longest detector name a Prediction can hold.
@@ -536,9 +536,11 @@ def _parse_scores(row: dict[str, str]) -> dict[str, Any]:
     scores: dict[str, Any] = {}
     if row.get("scores"):
         try:
-            parsed = json.loads(row["scores"])
-        except json.JSONDecodeError:
-            raise ValueError(f"scores is not JSON: {row['scores']!r}") from None
+            parsed = json_loads_bounded(row["scores"], field="scores")
+        except JSONOutOfBounds as exc:
+            if exc.problem.startswith("is not valid JSON"):
+                raise ValueError(f"scores is not JSON: {row['scores'][:80]!r}") from None
+            raise ValueError(str(exc)) from None
         if not isinstance(parsed, dict):
             raise ValueError('scores must be a JSON object, e.g. {"male": 0.9}')
         scores.update(parsed)
@@ -571,9 +573,11 @@ def _parse_output(row: dict[str, str], kind: str) -> dict[str, Any] | None:
     if not text:
         return None
     try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError:
-        raise ValueError(f"output is not JSON: {text[:80]!r}") from None
+        parsed = json_loads_bounded(text, field="output")
+    except JSONOutOfBounds as exc:
+        if exc.problem.startswith("is not valid JSON"):
+            raise ValueError(f"output is not JSON: {text[:80]!r}") from None
+        raise ValueError(str(exc)) from None
     try:
         return output_validate(kind, parsed)
     except OutputInvalid as exc:
@@ -702,6 +706,9 @@ def predictions_import(
 def _row_prediction(
     row: dict[str, str], *, index: dict[str, set[_Candidate]], study: Study | None, version: str
 ) -> Prediction:
+    nul = [column for column, value in row.items() if "\x00" in value]
+    if nul:  # PostgreSQL stores no NUL character in text: the whole write would fail, unnamed
+        raise ValueError(f"column '{nul[0]}' contains a NUL character")
     path, detector = row.get("image", ""), row.get("detector", "")
     if not path:
         raise ValueError("image is empty")
