@@ -209,6 +209,12 @@ MIDDLEWARE = ["config.api.ApiErrorMiddleware", *MIDDLEWARE]
 REST_FRAMEWORK |= {
     "DEFAULT_SCHEMA_CLASS": "config.api.ApiSchema",
     "EXCEPTION_HANDLER": "config.api.exception_handler",
+    # JSON within the bounds of stored JSON (a body 5,000 levels deep is a 400, not a 500).
+    "DEFAULT_PARSER_CLASSES": [
+        "config.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "BiasLab API",

@@ -69,12 +69,19 @@ def _reject_constant(name: str) -> None:
 
 
 def json_loads_bounded(
-    text: str | bytes, *, field: str, max_depth: int = MAX_JSON_DEPTH, max_bytes: int = MAX_JSON_BYTES
+    text: str | bytes,
+    *,
+    field: str,
+    max_depth: int = MAX_JSON_DEPTH,
+    max_bytes: int = MAX_JSON_BYTES,
+    check_values: bool = True,
 ) -> Any:
     """Parse JSON text and check it (see the module docstring); raises ``JSONOutOfBounds``.
 
     The size and depth are checked on the text, before parsing, so no input — however large or
-    deep — costs more than one pass over it or ends in a ``RecursionError``.
+    deep — costs more than one pass over it or ends in a ``RecursionError``. ``check_values``
+    False leaves NUL characters and huge numbers to the caller (an API body whose serializers
+    refuse them field by field).
     """
     size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
@@ -97,7 +104,8 @@ def json_loads_bounded(
         raise JSONOutOfBounds(field, f"is not valid JSON ({exc})") from exc
     except RecursionError as exc:  # only if the stack is already deep when we are called
         raise JSONOutOfBounds(field, f"is nested deeper than {max_depth} levels") from exc
-    _values_check(value, field=field, max_depth=max_depth)
+    if check_values:
+        _values_check(value, field=field, max_depth=max_depth)
     return value
 
 
