@@ -270,6 +270,23 @@ class RunOutcome:
     workers: list[WorkerStats] = field(default_factory=list)
 
 
+def _nothing_to_do(in_scope: int, *, study: Study | None, shard: Shard | None, done: str) -> str:
+    """Why a run has nothing to do: every image in scope is predicted, or there is no image at
+    all — "all 0 images already have a prediction" would hide an empty study."""
+    if in_scope:
+        return f"Nothing to do: all {in_scope} images in scope already have a {done} prediction."
+    if study is not None and not ItemImage.objects.filter(item__study=study).exists():
+        return (
+            f"Nothing to do: study '{study.slug}' has no images yet "
+            "(import them with import_images, or make them with generate_images)."
+        )
+    if study is None and not ItemImage.objects.exists():
+        return "Nothing to do: no study has images yet (import them with import_images)."
+    if shard is not None:
+        return f"Nothing to do: shard {shard} holds no images."
+    return "Nothing to do: no images in scope."
+
+
 def detector_run(
     *,
     detector: Detector,
@@ -311,8 +328,7 @@ def detector_run(
             run=None,
             version=version,
             n_in_scope=in_scope,
-            message=f"Nothing to do: all {in_scope} images in scope already have a "
-            f"{detector.key}@{version} prediction.",
+            message=_nothing_to_do(in_scope, study=study, shard=shard, done=f"{detector.key}@{version}"),
         )
     n_total = min(n_pending, limit) if limit else n_pending
     run = detector_run_start(
