@@ -15,15 +15,41 @@ def main() -> None:
 
     try:
         # Read the settings before any command does: a refusal (production mode without a strong
-        # secret) is then one clear message, not a traceback ending in AppRegistryNotReady.
+        # secret, a malformed DATABASE_URL) is then one clear message, not a traceback ending in
+        # AppRegistryNotReady.
         settings.DEBUG  # noqa: B018
     except ImproperlyConfigured as exc:
-        sys.stderr.write(
-            f"manage.py: {exc}\n"
-            "To run commands on your own machine: export DJANGO_DEBUG=1 (bin/demo and bin/test do).\n"
-        )
+        hint = ""
+        if "DJANGO_DEBUG" in str(exc) or "production mode" in str(exc):
+            hint = "To run commands on your own machine: export DJANGO_DEBUG=1 (bin/demo and bin/test do).\n"
+        sys.stderr.write(f"manage.py: {exc}\n{hint}")
         sys.exit(2)
+    _database_ready_or_exit(sys.argv)
     execute_from_command_line(sys.argv)
+
+
+def _database_ready_or_exit(argv: list[str]) -> None:
+    """Before a command that works on the tables, check once that the database is migrated:
+    otherwise say "run `python manage.py migrate`" in one line (not "no such table" from deep
+    inside the command). Help (``-h``/``--help``) and Django's own commands that need no tables
+    (migrate, check, shell …) are never held back."""
+    if len(argv) < 2 or argv[1].startswith("-") or {"-h", "--help"} & set(argv[2:]):
+        return
+    import django
+    from django.core.management import get_commands
+
+    django.setup()
+    app_name = get_commands().get(argv[1])
+    if app_name is None:
+        return  # Django's own "Unknown command" answers it
+
+    from config.dbready import command_needs_tables, database_unready
+
+    if command_needs_tables(argv[1], app_name):
+        problem = database_unready()
+        if problem:
+            sys.stderr.write(f"manage.py {argv[1]}: {problem}\n")
+            sys.exit(2)
 
 
 if __name__ == "__main__":

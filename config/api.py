@@ -39,12 +39,13 @@ from drf_spectacular.utils import (
 )
 from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import PageNumberPagination
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
+
+from config.parsers import BoundedJSONParser
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -431,7 +432,7 @@ class ApiView(APIView):
     (what to do instead); ``ApiErrorMiddleware`` answers it.
     """
 
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
     #: Set on the views that page their rows (the schema reads it to document the page shape).
     pagination_class: type[StrictPageNumberPagination] | None = None
     method_hints: ClassVar[dict[str, str]] = {}

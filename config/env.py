@@ -7,6 +7,8 @@ explicitly (``env_str(..., required=True)``).
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -137,3 +139,38 @@ def env_production_secret(name: str, *, known_insecure: tuple[str, ...] = ()) ->
         f"Refusing to start in production mode (DJANGO_DEBUG is off): {problem}. "
         f"Set it to a long random secret, e.g. the output of {_GENERATE_SECRET}. {local_hint}"
     )
+
+
+def env_database(name: str, default: str, *, base_dir: Path, conn_max_age: int = 0) -> dict[str, Any]:
+    """Django's ``DATABASES["default"]`` from a database URL (``dj_database_url``).
+
+    A relative SQLite path (``sqlite:///var/x.sqlite3``) is taken relative to ``base_dir`` (the
+    project folder), so the database is the same whatever folder a command is run from. The
+    host form ``sqlite://x.sqlite3`` (two slashes), which ``dj_database_url`` silently reads as
+    an in-memory database, is refused, as is a URL it cannot read: ImproperlyConfigured with one
+    line naming the variable, not a traceback.
+    """
+    import dj_database_url
+
+    url = env_str(name, default)
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme in {"sqlite", "spatialite"} and rest and not rest.startswith("/"):
+        raise ImproperlyConfigured(
+            f"{name} {url!r} names no database file (after sqlite:// comes the host, empty for "
+            f"SQLite): write sqlite:///{rest} (relative to {base_dir}) or sqlite:////absolute/path."
+        )
+    try:
+        config: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=conn_max_age))
+    except (ValueError, dj_database_url.UnknownSchemeError) as exc:
+        # ParseError is a ValueError; the message of either names what is wrong, never the password.
+        hint = str(exc).split(". Did you forget", 1)[0].rstrip(".")
+        raise ImproperlyConfigured(
+            f"{name} is not a database URL Django can use ({hint}); e.g. "
+            "postgres://user:password@host:5432/name or sqlite:////absolute/path.sqlite3."
+        ) from None
+    db_name = str(config.get("NAME") or "")
+    if config.get("ENGINE") == "django.db.backends.sqlite3" and db_name and db_name != ":memory:":
+        path = Path(db_name)
+        if not path.is_absolute():
+            config["NAME"] = str(base_dir / path)
+    return config

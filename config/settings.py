@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import dj_database_url
-
 from config import csp
 from config.env import (
     env_bool,
     env_cache,
+    env_database,
     env_int,
     env_list,
     env_production_secret,
@@ -84,10 +83,13 @@ TEMPLATES = [
 
 WSGI_APPLICATION = "config.wsgi.application"
 
-# SQLite is the embedded default; DATABASE_URL=postgres://... switches to PostgreSQL.
+# SQLite is the embedded default; DATABASE_URL=postgres://... switches to PostgreSQL. A relative
+# SQLite path is relative to the project folder; a URL that cannot be read is one clear line.
 DATABASES = {
-    "default": dj_database_url.parse(
-        env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'biaslab.sqlite3'}"),
+    "default": env_database(
+        "DATABASE_URL",
+        f"sqlite:///{VAR_DIR / 'biaslab.sqlite3'}",
+        base_dir=BASE_DIR,
         conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60),
     )
 }
@@ -209,6 +211,12 @@ MIDDLEWARE = ["config.api.ApiErrorMiddleware", *MIDDLEWARE]
 REST_FRAMEWORK |= {
     "DEFAULT_SCHEMA_CLASS": "config.api.ApiSchema",
     "EXCEPTION_HANDLER": "config.api.exception_handler",
+    # JSON within the bounds of stored JSON (a body 5,000 levels deep is a 400, not a 500).
+    "DEFAULT_PARSER_CLASSES": [
+        "config.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "BiasLab API",

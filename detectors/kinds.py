@@ -29,6 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from metrics.coco_names import UnknownClassName, normalise_class_name
+from studies.jsonbounds import JSONOutOfBounds, json_bounds_check
 from studies.protocols import KIND_ATTRIBUTES, KIND_GENDER, KIND_MEASUREMENTS, KIND_OBJECTS
 
 GENDER_LABELS = ("male", "female", "filtered")
@@ -294,4 +295,10 @@ def output_validate(kind: str, output: Any) -> dict[str, Any]:
         validator = VALIDATORS[kind]
     except (KeyError, TypeError):
         raise OutputInvalid("kind", f"must be one of {', '.join(KINDS)}, got {kind!r}") from None
-    return validator(output)
+    normalised = validator(output)
+    try:
+        # What any JSON column takes (a detail with a NUL character breaks a PostgreSQL write).
+        json_bounds_check(normalised, field="output")
+    except JSONOutOfBounds as exc:
+        raise OutputInvalid(exc.field.removeprefix("output.") or "output", exc.problem) from None
+    return normalised

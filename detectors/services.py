@@ -14,7 +14,6 @@ store a duplicate.
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 import socket
@@ -39,6 +38,7 @@ from detectors.models import DetectorRun, FilterReason, OutputKind, Prediction, 
 from detectors.progress import Progress
 from detectors.selectors import Shard, images_in_scope, images_pending
 from studies.csvio import read_cell
+from studies.jsonbounds import JSONOutOfBounds, json_loads_bounded
 from studies.models import Image, ItemImage, Study
 
 #: The longest detector name a Prediction can hold.
@@ -270,6 +270,23 @@ class RunOutcome:
     workers: list[WorkerStats] = field(default_factory=list)
 
 
+def _nothing_to_do(in_scope: int, *, study: Study | None, shard: Shard | None, done: str) -> str:
+    """Why a run has nothing to do: every image in scope is predicted, or there is no image at
+    all — "all 0 images already have a prediction" would hide an empty study."""
+    if in_scope:
+        return f"Nothing to do: all {in_scope} images in scope already have a {done} prediction."
+    if study is not None and not ItemImage.objects.filter(item__study=study).exists():
+        return (
+            f"Nothing to do: study '{study.slug}' has no images yet "
+            "(import them with import_images, or make them with generate_images)."
+        )
+    if study is None and not ItemImage.objects.exists():
+        return "Nothing to do: no study has images yet (import them with import_images)."
+    if shard is not None:
+        return f"Nothing to do: shard {shard} holds no images."
+    return "Nothing to do: no images in scope."
+
+
 def detector_run(
     *,
     detector: Detector,
@@ -311,8 +328,7 @@ def detector_run(
             run=None,
             version=version,
             n_in_scope=in_scope,
-            message=f"Nothing to do: all {in_scope} images in scope already have a "
-            f"{detector.key}@{version} prediction.",
+            message=_nothing_to_do(in_scope, study=study, shard=shard, done=f"{detector.key}@{version}"),
         )
     n_total = min(n_pending, limit) if limit else n_pending
     run = detector_run_start(
@@ -536,9 +552,11 @@ def _parse_scores(row: dict[str, str]) -> dict[str, Any]:
     scores: dict[str, Any] = {}
     if row.get("scores"):
         try:
-            parsed = json.loads(row["scores"])
-        except json.JSONDecodeError:
-            raise ValueError(f"scores is not JSON: {row['scores']!r}") from None
+            parsed = json_loads_bounded(row["scores"], field="scores")
+        except JSONOutOfBounds as exc:
+            if exc.problem.startswith("is not valid JSON"):
+                raise ValueError(f"scores is not JSON: {row['scores'][:80]!r}") from None
+            raise ValueError(str(exc)) from None
         if not isinstance(parsed, dict):
             raise ValueError('scores must be a JSON object, e.g. {"male": 0.9}')
         scores.update(parsed)
@@ -571,9 +589,11 @@ def _parse_output(row: dict[str, str], kind: str) -> dict[str, Any] | None:
     if not text:
         return None
     try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError:
-        raise ValueError(f"output is not JSON: {text[:80]!r}") from None
+        parsed = json_loads_bounded(text, field="output")
+    except JSONOutOfBounds as exc:
+        if exc.problem.startswith("is not valid JSON"):
+            raise ValueError(f"output is not JSON: {text[:80]!r}") from None
+        raise ValueError(str(exc)) from None
     try:
         return output_validate(kind, parsed)
     except OutputInvalid as exc:
@@ -704,6 +724,9 @@ def predictions_import(
 def _row_prediction(
     row: dict[str, str], *, index: dict[str, set[_Candidate]], study: Study | None, version: str
 ) -> Prediction:
+    nul = [column for column, value in row.items() if "\x00" in value]
+    if nul:  # PostgreSQL stores no NUL character in text: the whole write would fail, unnamed
+        raise ValueError(f"column '{nul[0]}' contains a NUL character")
     path, detector = row.get("image", ""), row.get("detector", "")
     if not path:
         raise ValueError("image is empty")

@@ -28,7 +28,6 @@ import csv
 import getpass
 import hashlib
 import io
-import json
 import os
 import tempfile
 import threading
@@ -50,6 +49,7 @@ from PIL import UnidentifiedImageError
 from studies.archive import ArchiveRejected, zip_extract
 from studies.csvio import read_cell
 from studies.errors import DomainError, ImportRejected
+from studies.jsonbounds import JSONOutOfBounds, json_loads_bounded
 from studies.models import (
     Image,
     ImageRole,
@@ -448,7 +448,7 @@ class ImportSummary:
         if self.skipped:
             out.append(f"skipped (nothing to import): {self.skipped}")
         out.append(f"rejected: {len(self.rejected)}")
-        out.extend(f"  {item}" for item in self.rejected)
+        out.extend(f"  {line}" for line in rejected_lines(self.rejected))
         if self.dry_run:
             out.append("dry run: nothing was written")
         return out
@@ -467,6 +467,28 @@ class ImportSummary:
             "dry_run": self.dry_run,
             "rejected": [{"row": r.row, "path": r.path, "reason": r.reason} for r in self.rejected],
         }
+
+
+#: Rows named in full under one reason; beyond this, the reason is given once with the count.
+REJECTED_SHOWN_PER_REASON = 5
+
+
+def rejected_lines(rejected: list[RejectedRow]) -> list[str]:
+    """The rejected rows as lines, grouped by reason in the order each reason first appears: a
+    reason shared by a few rows lists them, one shared by more says how many and names the
+    first ones ("276 rows: file not found … — first 5: row 2 (a.png), …"), so one missing
+    folder does not bury the other problems under 276 identical lines."""
+    by_reason: dict[str, list[RejectedRow]] = {}
+    for rejected_row in rejected:
+        by_reason.setdefault(rejected_row.reason, []).append(rejected_row)
+    lines: list[str] = []
+    for reason, rows in by_reason.items():
+        if len(rows) <= REJECTED_SHOWN_PER_REASON:
+            lines.extend(str(r) for r in rows)
+            continue
+        first = ", ".join(f"row {r.row} ({r.path or 'no path'})" for r in rows[:REJECTED_SHOWN_PER_REASON])
+        lines.append(f"{len(rows)} rows: {reason} — first {REJECTED_SHOWN_PER_REASON}: {first}, …")
+    return lines
 
 
 def csv_rows_read(
@@ -566,32 +588,29 @@ def _optional_int(row: dict[str, str], column: str) -> int | None:
     return number
 
 
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"{name} is not a number JSON allows")
-
-
 def _params(row: dict[str, str]) -> dict[str, Any]:
     value = row.get("params", "")
     if value == "":
         return {}
     try:
-        parsed = json.loads(value, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise InvalidManifestRow(f"params is not valid JSON ({exc.msg})") from exc
-    except ValueError as exc:  # NaN / Infinity: Python reads them, JSON and PostgreSQL do not
-        raise InvalidManifestRow(f"params holds {exc}") from exc
+        parsed = json_loads_bounded(value, field="params")
+    except JSONOutOfBounds as exc:
+        raise InvalidManifestRow(str(exc)) from exc
     if not isinstance(parsed, dict):
         raise InvalidManifestRow('params must be a JSON object, e.g. {"steps": 30}')
     return parsed
 
 
-def _text_checks(row: dict[str, str]) -> None:
-    for column, value in row.items():
-        if "\x00" in value:
-            raise InvalidManifestRow(f"column '{column}' contains a NUL character")
-    for column, limit in _MAX_CHARS.items():
-        if len(row.get(column, "")) > limit:
-            raise InvalidManifestRow(f"column '{column}' is longer than {limit} characters")
+def _text_problems(row: dict[str, str]) -> list[str]:
+    problems = [
+        f"column '{column}' contains a NUL character" for column, value in row.items() if "\x00" in value
+    ]
+    problems.extend(
+        f"column '{column}' is longer than {limit} characters"
+        for column, limit in _MAX_CHARS.items()
+        if len(row.get(column, "")) > limit
+    )
+    return problems
 
 
 @dataclass(frozen=True)
@@ -729,60 +748,86 @@ class _ManifestImport:
         self.summary.rejected.append(RejectedRow(number, path, reason))
 
     def row_plan(self, number: int, row: dict[str, str]) -> _RowPlan:
-        """Check a row's values and path (in file order); raises the row's rejection."""
+        """Check a row's values and path (in file order); raises the row's rejection, naming
+        every problem of the row at once (a repeated row: only that it repeats one)."""
         path = row.get("image", "")
         if "__error__" in row:
             raise InvalidManifestRow(row["__error__"])
-        _text_checks(row)
+        problems = _text_problems(row)
         item_key = row.get("item", "") if self.has_item_column else path
-        if not item_key:
-            raise InvalidManifestRow("empty 'item' value")
+        if not item_key and self.has_item_column:
+            problems.append("empty 'item' value")
         role = row.get("role", "") or (ImageRole.IMAGE if not self.pairs else "")
         if not role:
-            raise InvalidManifestRow(
+            problems.append(
                 "empty 'role' value: each row of a pair is its input (the seed photo) or its output (the edit)"
             )
-        if role not in self.roles:
-            raise InvalidManifestRow(
+        elif role not in self.roles:
+            problems.append(
                 f"role {role!r} is not a role of a {self.study.protocol} study "
                 f"(roles: {', '.join(sorted(self.roles))})"
             )
-        if (item_key, role) in self.seen_paths:
+        if item_key and role in self.roles and (item_key, role) in self.seen_paths:
             what = "image path" if not self.has_item_column else f"item and role ({role})"
             raise DuplicateManifestRow(
                 f"duplicate row: same {what} as row {self.seen_paths[(item_key, role)]}"
             )
-        self.seen_paths[(item_key, role)] = number
+        if item_key and role in self.roles:
+            self.seen_paths[(item_key, role)] = number
         needs_prompt = not (self.pairs and role == ImageRole.INPUT)
         if needs_prompt and not self.pairs:
-            for column in ("t2i_model", "prompt", "category", "word"):
-                if not row.get(column):
-                    raise InvalidManifestRow(f"empty required value in column '{column}'")
+            empty = [c for c in ("t2i_model", "prompt", "category", "word") if not row.get(c)]
+            if len(empty) == 1:
+                problems.append(f"empty required value in column '{empty[0]}'")
+            elif empty:
+                problems.append(f"empty required values in columns {', '.join(repr(c) for c in empty)}")
         prompt_key = None
         if row.get("prompt"):
             prompt_key = (row.get("category", ""), row.get("word", ""), row["prompt"])
         questions = tuple(q for q in row.get("questions", "").replace("|", " ").split() if q)
         unknown = [q for q in questions if q not in self.question_keys]
         if unknown:
-            raise InvalidManifestRow(
+            problems.append(
                 f"question {unknown[0]!r} is not a question of the study ({', '.join(sorted(self.question_keys))})"
+                if len(unknown) == 1
+                else f"questions {', '.join(repr(q) for q in unknown)} are not questions of the study "
+                f"({', '.join(sorted(self.question_keys))})"
             )
-        seed, index, params = _optional_int(row, "seed"), _optional_int(row, "index"), _params(row)
+        values: dict[str, Any] = {}
+        for name, parse in (
+            ("seed", lambda: _optional_int(row, "seed")),
+            ("index", lambda: _optional_int(row, "index")),
+            ("params", lambda: _params(row)),
+        ):
+            try:
+                values[name] = parse()
+            except InvalidManifestRow as exc:
+                problems.append(str(exc))
         metadata = {c: row[c] for c in self.metadata_columns if row.get(c, "") != ""}
         problem = protocol_spec(self.study.protocol).validate_metadata(metadata)
         if problem:  # the protocol's own check (e.g. GEP: gender woman|man, explicit → attribute)
-            raise InvalidManifestRow(problem)
+            problems.append(problem)
+        file_path = None
+        if "\x00" not in path and len(path) <= _MAX_CHARS["image"]:  # else already named above
+            try:
+                file_path = manifest_path_resolve(self.root, path)
+            except (DomainError, OSError) as exc:
+                problems.append(_rows_reason(exc))
+        if problems or file_path is None:
+            # One error per row, every problem in it: a file is fixed in one round, not one
+            # column per run.
+            raise InvalidManifestRow("; ".join(problems))
         return _RowPlan(
             number=number,
             path=path,
-            file_path=manifest_path_resolve(self.root, path),
+            file_path=file_path,
             item_key=item_key,
             role=role,
             t2i_model=row.get("t2i_model", ""),
             prompt_key=prompt_key,
-            seed=seed,
-            index=index,
-            params=params,
+            seed=values["seed"],
+            index=values["index"],
+            params=values["params"],
             metadata=metadata,
             question_keys=questions,
         )

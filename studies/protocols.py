@@ -8,7 +8,7 @@ all read the questions of the study instead of a hard-coded label list.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -60,6 +60,41 @@ def any_metadata(metadata: Mapping[str, str]) -> str | None:
     return None
 
 
+def any_questions(questions: Sequence[QuestionSpec]) -> str | None:
+    """The default ``validate_questions``: any questions will do (None)."""
+    return None
+
+
+def gender_questions_problem(questions: Sequence[QuestionSpec]) -> str | None:
+    """Gender (Lyu et al. 2025): the bias scores read the ``gender`` question, whose two answers
+    marked ``clear`` are the genders compared. Why the questions cannot serve, or None."""
+    gender = next((q for q in questions if q.key == "gender"), None)
+    if gender is None:
+        return (
+            "a gender study needs a question with key 'gender' (its bias scores read it); "
+            f"the questions are {', '.join(q.key for q in questions) or 'none'}"
+        )
+    clear = [str(c["value"]) for c in gender.choices if c.get("clear")]
+    if len(clear) != 2:
+        return (
+            f"the 'gender' question must mark exactly two choices as clear (the two genders the bias "
+            f"scores compare), not {len(clear)} ({', '.join(clear) or 'none'}): list them in the 'clear' column"
+        )
+    return None
+
+
+def yes_no_questions_problem(questions: Sequence[QuestionSpec]) -> str | None:
+    """Attributes (GEP, Zhang et al. 2023): every question is an attribute answered yes or no."""
+    for question in questions:
+        values = {str(c["value"]) for c in question.choices}
+        if values != {"yes", "no"}:
+            return (
+                f"question '{question.key}' has the answers {', '.join(sorted(values)) or 'none'}; "
+                "an attributes study asks yes/no questions only (the GEP report compares them)"
+            )
+    return None
+
+
 @dataclass(frozen=True)
 class ProtocolSpec:
     """A protocol's preset. ``item_question_keys(metadata)`` is a pure function from a new item's
@@ -68,7 +103,9 @@ class ProtocolSpec:
     creates without questions of its own. It must accept any metadata (missing keys included)
     and return only keys of the preset's questions. ``validate_metadata(metadata)`` is the
     protocol's check of a new item's metadata: None when it is acceptable, else the reason it is
-    not, for a person (``studies.ingest`` refuses the row with it)."""
+    not, for a person (``studies.ingest`` refuses the row with it). ``validate_questions(questions)``
+    says why questions given for a new study (a questions CSV) cannot serve the protocol's
+    analysis, or None (``studies.services.study_define`` refuses the study with it)."""
 
     key: str
     questions: tuple[QuestionSpec, ...]
@@ -82,6 +119,7 @@ class ProtocolSpec:
     parameters: MappingProxyType[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     item_question_keys: Callable[[Mapping[str, str]], list[str]] = every_question
     validate_metadata: Callable[[Mapping[str, str]], str | None] = any_metadata
+    validate_questions: Callable[[Sequence[QuestionSpec]], str | None] = any_questions
 
 
 GENDER_QUESTION = QuestionSpec(
@@ -229,7 +267,12 @@ OBJECT_QUESTIONS = (
 
 PROTOCOLS: MappingProxyType[str, ProtocolSpec] = MappingProxyType(
     {
-        "gender": ProtocolSpec(key="gender", questions=(GENDER_QUESTION,), output_kinds=(KIND_GENDER,)),
+        "gender": ProtocolSpec(
+            key="gender",
+            questions=(GENDER_QUESTION,),
+            output_kinds=(KIND_GENDER,),
+            validate_questions=gender_questions_problem,
+        ),
         "attributes": ProtocolSpec(
             key="attributes",
             questions=ATTRIBUTE_QUESTIONS,
@@ -238,6 +281,7 @@ PROTOCOLS: MappingProxyType[str, ProtocolSpec] = MappingProxyType(
             agreement="majority",
             item_question_keys=explicit_attribute_question,
             validate_metadata=gep_metadata_problem,
+            validate_questions=yes_no_questions_problem,
         ),
         "pair_change": ProtocolSpec(
             key="pair_change",

@@ -110,7 +110,8 @@ def study_define(
     item or the agreement rule would change what those labels mean, so it raises StudyConflict
     naming what differs (the name may still change). Also StudyConflict: an unknown protocol
     or agreement rule, fewer than 1 label per item, a majority of fewer than 3, a name longer
-    than 200 characters, a protocol whose image roles do not fit the study's items.
+    than 200 characters, a protocol whose image roles do not fit the study's items, questions
+    the protocol's analysis cannot read (``ProtocolSpec.validate_questions``).
     """
     name_max = Study._meta.get_field("name").max_length
     if name is not None and name_max is not None and len(name) > name_max:
@@ -122,6 +123,10 @@ def study_define(
     if labels_per_item is not None and not 1 <= labels_per_item <= 32767:
         raise StudyConflict("--labels-per-item must be between 1 and 32767.")
     spec = protocol_spec(protocol)
+    if questions is not None:
+        problem = spec.validate_questions(questions)
+        if problem:  # refused now, not when the report first reads the questions
+            raise StudyConflict(f"These questions cannot serve a {protocol} study: {problem}.")
     existing = Study.objects.select_for_update().filter(slug=slug).first()
     # What the study will be: given values, else the study's own (same protocol), else the preset.
     same = existing if existing is not None and existing.protocol == protocol else None
@@ -204,7 +209,7 @@ def _redefinition_check(study: Study, changed: list[str], protocol: str) -> None
 
 def questions_csv_read(path: str | os.PathLike[str]) -> list[QuestionSpec]:
     """Questions from a CSV with columns ``key``, ``text``, ``choices`` (``value:Display
-    name:key|…``, the key one character or empty) and optional ``kind`` (choice, toggle, boxes,
+    name:key|…``, the key one character, empty or left out with its colon) and optional ``kind`` (choice, toggle, boxes,
     classes), ``hotkey``, ``default``, ``unresolvable``, ``requires_reason`` (values needing a
     reason, ``|``-separated) and ``clear`` (values counted as clear, ``|``-separated).
 
@@ -261,9 +266,12 @@ def _question_row(number: int, row: dict[str, str]) -> QuestionSpec:
     choices: list[dict[str, Any]] = []
     for part in filter(None, (p.strip() for p in row["choices"].split("|"))):
         pieces = [piece.strip() for piece in part.split(":")]
+        if len(pieces) == 2:  # value:Display name — the key is optional, its colon too
+            pieces.append("")
         if len(pieces) != 3 or not pieces[0] or len(pieces[2]) > 1:
             raise ImportRejected(
-                f"{where}: choice {part!r} must be value:Display name:key (a one-character key, or none)"
+                f"{where}: choice {part!r} must be value:Display name:key or value:Display name "
+                "(the key one character, or left out)"
             )
         value, display, hotkey_of_choice = pieces
         if len(value) > _ANSWER_VALUE_MAX or "," in value:

@@ -369,3 +369,15 @@ def test_files_of_no_item_are_out_of_scope(fake, images):
     ImageFactory()  # a file no item uses
     run("--detector", "fake")
     assert Prediction.objects.count() == 7
+
+
+def test_an_empty_study_is_said_to_have_no_images_not_all_0_predicted(fake, db):
+    StudyFactory(slug="empty")
+    out = run("--detector", "fake", "--study", "empty")
+    assert out.startswith("Nothing to do: study 'empty' has no images yet (import them with import_images")
+    assert "all 0 images" not in out
+    assert not DetectorRun.objects.exists()
+
+
+def test_no_images_anywhere_is_said_so(fake, db):
+    assert run("--detector", "fake").startswith("Nothing to do: no study has images yet")

@@ -127,3 +127,75 @@ def test_impossible_arguments_are_refused_with_a_message(db, args, message):
 def test_an_unknown_protocol_is_refused_by_the_parser(db):
     with pytest.raises(CommandError, match="invalid choice: 'faces'"):
         run("s", "--protocol", "faces")
+
+
+# --- issue 19 section 3: questions the protocol cannot use are refused at creation ---------------
+
+
+def _questions(tmp_path: Path, *rows: str) -> str:
+    path = tmp_path / "q.csv"
+    path.write_text("key,text,choices,clear\n" + "".join(f"{row}\n" for row in rows), encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        (["age,Old or young?,old:Old:o|young:Young:y,"], "a gender study needs a question with key 'gender'"),
+        (["gender,Gender?,male:Male:m|female:Female:f,"], "must mark exactly two choices as clear"),
+        (["gender,Gender?,male:Male:m|female:Female:f|x:X:x,male|female|x"], r"not 3 \(male, female, x\)"),
+    ],
+    ids=["no-gender-question", "no-clear-answers", "three-clear-answers"],
+)
+def test_a_gender_study_whose_questions_its_report_cannot_read_is_refused_at_creation(
+    db, tmp_path, rows, message
+):
+    with pytest.raises(CommandError, match=message):
+        run("g", "--protocol", "gender", "--questions", _questions(tmp_path, *rows))
+    assert not Study.objects.exists()
+
+
+def test_a_gender_study_with_a_gender_question_of_its_own_is_created(db, tmp_path):
+    rows = [
+        "gender,Gender?,man:Man:m|woman:Woman:w|unsure:Unsure:u,man|woman",
+        "age,Age?,old:Old|young:Young",
+    ]
+    run("g", "--protocol", "gender", "--questions", _questions(tmp_path, *rows))
+    assert list(Study.objects.get(slug="g").questions.values_list("key", flat=True)) == ["gender", "age"]
+
+
+def test_an_attributes_study_needs_yes_no_questions(db, tmp_path):
+    with pytest.raises(CommandError, match="question 'hat' has the answers maybe, yes; an attributes study"):
+        run(
+            "a",
+            "--protocol",
+            "attributes",
+            "--questions",
+            _questions(tmp_path, "hat,Hat?,yes:Yes|maybe:Maybe,"),
+        )
+    assert not Study.objects.exists()
+
+
+def test_changing_an_existing_studys_questions_is_checked_too(db, tmp_path):
+    run("g", "--protocol", "gender")
+    with pytest.raises(CommandError, match="a gender study needs a question with key 'gender'"):
+        run("g", "--protocol", "gender", "--questions", _questions(tmp_path, "age,Age?,old:Old|young:Young,"))
+    assert list(Study.objects.get(slug="g").questions.values_list("key", flat=True)) == ["gender"]
+
+
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
+def test_every_protocols_preset_passes_its_own_question_check(protocol):
+    spec = PROTOCOLS[protocol]
+    assert spec.validate_questions(spec.questions) is None
+
+
+def test_a_choice_without_a_key_may_leave_out_its_last_colon(db, tmp_path):
+    """The hint says "(a one-character key, or none)": ``old:Old`` and ``old:Old:`` both mean no key."""
+    rows = ["age,Age?,old:Old|young:Young:|same:Same:s,"]
+    run("p", "--protocol", "pair_change", "--questions", _questions(tmp_path, *rows))
+    [age] = Study.objects.get(slug="p").questions.all()
+    assert [(c["value"], c["name"], c["key"]) for c in age.choices] == [
+        ("old", "Old", ""),
+        ("young", "Young", ""),
+        ("same", "Same", "s"),
+    ]

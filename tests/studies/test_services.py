@@ -97,10 +97,14 @@ def test_a_renamed_study_keeps_its_numbered_name_when_defined_again(db):
 
 def test_a_study_without_labels_is_brought_to_the_new_definition(db, tmp_path):
     study_define(slug="s", protocol="gender")
-    path = questions_file(tmp_path, "mood,Which mood?,happy:Happy:h|sad:Sad:s,,,,,,")
+    path = questions_file(
+        tmp_path,
+        "gender,Gender?,man:Man:m|woman:Woman:w,,,,,,man|woman",
+        "mood,Which mood?,happy:Happy:h|sad:Sad:s,,,,,,",
+    )
     result = study_define(slug="s", protocol="gender", labels_per_item=3, questions=questions_csv_read(path))
     assert result.changed == ["labels_per_item", "questions"]
-    assert [q.key for q in result.study.questions.all()] == ["mood"]
+    assert [q.key for q in result.study.questions.all()] == ["gender", "mood"]
     assert result.study.labels_per_item == 3
 
 
@@ -133,7 +137,7 @@ def test_a_different_definition_of_a_labelled_study_is_a_clear_error(db, changes
 def test_new_questions_on_a_labelled_study_are_refused(db, tmp_path):
     study = study_define(slug="g", protocol="gender").study
     label_import(item=ItemFactory(prompt=PromptFactory(study=study)), annotator=UserFactory(), value="male")
-    path = questions_file(tmp_path, "gender,Gender?,male:Male:m|female:Female:f,,,,,,")
+    path = questions_file(tmp_path, "gender,Gender?,male:Male:m|female:Female:f,,,,,,male|female")
     with pytest.raises(StudyConflict, match="its questions cannot change"):
         study_define(slug="g", protocol="gender", questions=questions_csv_read(path))
 
@@ -141,7 +145,7 @@ def test_new_questions_on_a_labelled_study_are_refused(db, tmp_path):
 def test_new_questions_on_a_study_with_imported_final_labels_are_refused(db, tmp_path):
     study = study_define(slug="g", protocol="gender").study
     final_set(item=ItemFactory(prompt=PromptFactory(study=study)), value="male", decided_by=None)
-    path = questions_file(tmp_path, "gender,Gender?,male:Male:m|female:Female:f,,,,,,")
+    path = questions_file(tmp_path, "gender,Gender?,male:Male:m|female:Female:f,,,,,,male|female")
     with pytest.raises(StudyConflict, match="already has final labels"):
         study_define(slug="g", protocol="gender", questions=questions_csv_read(path))
     assert Question.objects.get(study=study).values == ["male", "female", "low_quality", "other"]
@@ -228,7 +232,8 @@ def test_a_questions_csv_with_only_the_required_columns_is_read(tmp_path):
         ("k,,a:A:a|b:B:b,,,,,,", "row 2: empty text"),
         ("k," + "t" * 501 + ",a:A:a|b:B:b,,,,,,", "row 2: text is longer than 500 characters"),
         ("k,T,a:A:a,,,,,,", "row 2: a question needs at least two choices"),
-        ("k,T,a:A|b:B:b,,,,,,", "row 2: choice 'a:A' must be value:Display name:key"),
+        ("k,T,a|b:B:b,,,,,,", "row 2: choice 'a' must be value:Display name:key or value:Display name"),
+        ("k,T,a:A:a:x|b:B:b,,,,,,", "row 2: choice 'a:A:a:x' must be value:Display name:key"),
         ("k,T,a:A:ab|b:B:b,,,,,,", "must be value:Display name:key"),
         ("k,T,a:A:a|a:B:b,,,,,,", "row 2: choice values must be unique"),
         ("k,T,a:A:x|b:B:x,,,,,,", "row 2: two choices share a key"),

@@ -18,8 +18,10 @@ from studies.services import questions_csv_read, study_define
 class Command(BaseCommand):
     help = (
         "Create a study of a protocol with its questions (the protocol's preset unless --questions "
-        "gives a CSV with columns key, text, choices as value:Display name:key|…, optional kind, "
-        "hotkey, default, unresolvable, requires_reason, clear). Running it again with the same "
+        "gives a CSV with columns key, text, choices as value:Display name[:key]|…, optional kind, "
+        "hotkey, default, unresolvable, requires_reason, clear; questions the protocol's report "
+        "cannot read are refused, e.g. a gender study without a 'gender' question marking two "
+        "answers clear). Running it again with the same "
         "arguments changes nothing; on an existing study, options left out keep their current "
         "values. Different arguments are applied while the study has no labels, and refused "
         "with a clear error once it has."
