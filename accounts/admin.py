@@ -1,15 +1,22 @@
-"""Admins see who holds API tokens and who is locked out; deleting a row revokes or unlocks."""
+"""Admins see who holds API tokens and who is locked out; deleting a row revokes or unlocks.
+Deactivating an account here, on its page or with the list's action, revokes its tokens."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+from django.db.models import QuerySet
+from django.forms import ModelForm
 from django.http import HttpRequest
 
-from accounts import selectors
+from accounts import selectors, services
 from accounts.models import ApiToken, LoginFailure
+
+User = get_user_model()
 
 
 class _ReadOnly(admin.ModelAdmin):
@@ -39,3 +46,32 @@ class LoginFailureAdmin(_ReadOnly):
     list_display = ("username", "address", "created_at")
     search_fields = ("username", "address")
     list_filter = ("created_at",)
+
+
+# Django's own user admin, with deactivation revoking API tokens (accounts comes after
+# django.contrib.auth in INSTALLED_APPS, so that admin is registered by now).
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class AccountUserAdmin(UserAdmin):
+    actions = ["deactivate_users"]
+
+    def save_model(self, request: HttpRequest, obj: Any, form: ModelForm, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if not obj.is_active:  # also sweeps tokens left by a deactivation made elsewhere
+            revoked = services.api_tokens_revoke(user=obj)
+            if revoked:
+                self.message_user(request, f"Deactivated {obj}: {revoked} API token(s) revoked.")
+
+    @admin.action(description="Deactivate the selected users and revoke their API tokens")
+    def deactivate_users(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        names, revoked = [], 0
+        for user in queryset:
+            if user.pk == getattr(request.user, "pk", None):
+                self.message_user(request, "You cannot deactivate your own account.", messages.ERROR)
+                continue
+            revoked += services.user_deactivate(user=user)
+            names.append(str(user))
+        if names:
+            self.message_user(request, f"Deactivated {', '.join(names)}: {revoked} API token(s) revoked.")

@@ -8,13 +8,17 @@ from django.utils import timezone
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
-from accounts import selectors
+from accounts import selectors, services
 
 
 class ExpiringTokenAuthentication(TokenAuthentication):
     """DRF's token header and keyword, checked against ``ApiToken``: a token works for
     BIASLAB_API_TOKEN_HOURS, only while its account is active and its password unchanged
-    (``selectors.api_token_problem``). A refused token is a 401 saying why."""
+    (``selectors.api_token_problem``). A refused token is a 401 saying why.
+
+    ``services.user_deactivate`` and the admin delete an account's tokens when they deactivate
+    it. A deactivation made another way (a shell, SQL) leaves them; the first one presented while
+    the account is inactive deletes them all, so a later reactivation brings none back."""
 
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
         token = selectors.api_token_for_key(key=key)
@@ -22,5 +26,7 @@ class ExpiringTokenAuthentication(TokenAuthentication):
             raise AuthenticationFailed("Invalid token.")
         problem = selectors.api_token_problem(token=token, now=timezone.now())
         if problem:
+            if not token.user.is_active:
+                services.api_tokens_revoke(user=token.user)
             raise AuthenticationFailed(problem)
         return token.user, token

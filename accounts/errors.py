@@ -23,3 +23,16 @@ class LoginLockedOut(AccountsError):
             "Too many failed logins for this account from your address. "
             f"Try again in {minutes} minute{'s' if minutes != 1 else ''}, or ask an admin to unlock it."
         )
+
+
+class LoginThrottled(AccountsError):
+    """Too many password checks from this address, whatever usernames they named
+    (BIASLAB_API_THROTTLE_LOGIN): wait ``retry_after`` seconds."""
+
+    def __init__(self, retry_after: int) -> None:
+        self.retry_after = retry_after
+        if retry_after < 120:
+            wait = f"{retry_after} second{'s' if retry_after != 1 else ''}"
+        else:
+            wait = f"{math.ceil(retry_after / 60)} minutes"
+        super().__init__(f"Too many login attempts from your address. Try again in {wait}.")

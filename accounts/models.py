@@ -1,8 +1,9 @@
 """API tokens with a lifetime, and the failed logins that lock an account out for a while.
 
-Both are read at authentication time, so nothing else has to run when a password changes or an
-account is deactivated: a token remembers a fingerprint of the password it was issued under
-and stops working when that no longer matches (see ``selectors.api_token_problem``).
+Both are read at authentication time, so nothing else has to run when a password changes: a
+token remembers a fingerprint of the password it was issued under and stops working when that
+no longer matches (see ``selectors.api_token_problem``). Deactivating an account deletes its
+tokens (``services.user_deactivate``), so reactivating it brings none back.
 """
 
 from __future__ import annotations

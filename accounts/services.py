@@ -1,4 +1,4 @@
-"""Writes: check a password (counting failures), issue an API token."""
+"""Writes: check a password (counting failures), issue and revoke API tokens, deactivate an account."""
 
 from __future__ import annotations
 
@@ -57,3 +57,21 @@ def api_token_create(*, user: Any) -> str:
             created_at=now,
         )
     return key
+
+
+def api_tokens_revoke(*, user: Any) -> int:
+    """Delete every API token of ``user``; returns how many there were. An inactive account's
+    tokens are refused anyway, but only deleting them keeps them from working again if the
+    account is reactivated."""
+    deleted, _ = ApiToken.objects.filter(user=user).delete()
+    return deleted
+
+
+def user_deactivate(*, user: Any) -> int:
+    """Deactivate ``user``'s account and revoke its API tokens, in one transaction; returns how
+    many tokens were revoked. Reactivating the account later brings none of them back: the
+    user asks ``POST /api/token/`` for a new one."""
+    with transaction.atomic():
+        user.is_active = False
+        user.save(update_fields=["is_active"])
+        return api_tokens_revoke(user=user)

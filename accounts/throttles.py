@@ -9,6 +9,7 @@ cache (Redis, the database); the default local-memory cache counts per process.
 
 from __future__ import annotations
 
+import math
 from typing import Any, cast
 
 from rest_framework import throttling
@@ -36,14 +37,25 @@ class UserRateThrottle(_RateFromSettings, throttling.UserRateThrottle):
 
 
 class LoginRateThrottle(_RateFromSettings, throttling.SimpleRateThrottle):
-    """Password checks on the token API, per client address whoever is named:
-    BIASLAB_API_THROTTLE_LOGIN. Slows down trying many usernames from one place, which the
-    per-username lockout does not see."""
+    """Password checks on the token API and the login page, per client address whoever is
+    named: BIASLAB_API_THROTTLE_LOGIN, one count for both. Slows down trying many usernames from
+    one place, which the per-username lockout does not see."""
 
     scope = "login"
 
     def get_cache_key(self, request: Any, view: Any) -> str:
         return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+
+
+def login_throttle_wait(request: Any) -> int:
+    """Count one password check from ``request``'s address; 0 when it may go ahead, else the
+    seconds until it may. For the login page: the same throttle, cache key and count as
+    ``POST /api/token/``, so switching between the two gains a guesser nothing."""
+    throttle = LoginRateThrottle()
+    # No DRF view here; LoginRateThrottle keys on the address alone and never reads the view.
+    if throttle.allow_request(request, None):  # type: ignore[arg-type]
+        return 0
+    return max(1, math.ceil(throttle.wait() or 1))
 
 
 def client_address(request: Any) -> str:

@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
-from django.contrib.auth import views as auth_views
-from django.http import HttpResponse
+from typing import Any
 
+from django.contrib.auth import views as auth_views
+from django.http import HttpRequest, HttpResponse
+
+from accounts.errors import LoginThrottled
 from accounts.forms import LockoutAuthenticationForm
+from accounts.throttles import login_throttle_wait
 
 
 class LoginView(auth_views.LoginView):
-    """Django's login view with the lockout: a locked-out attempt answers 429 with
-    ``Retry-After`` and the page says how long to wait."""
+    """Django's login view with the lockout and the per-address rate limit: a locked-out or
+    rate-limited attempt answers 429 with ``Retry-After`` and the page says how long to wait."""
 
     form_class = LockoutAuthenticationForm
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        wait = login_throttle_wait(request)
+        if wait:
+            # An unbound form: a bound one would check the password as soon as the template
+            # asks for its errors, which is what the limit refuses.
+            context = self.get_context_data(form=self.form_class(request), throttled=LoginThrottled(wait))
+            response = self.render_to_response(context, status=429)
+            response["Retry-After"] = str(wait)
+            return response
+        return super().post(request, *args, **kwargs)
 
     def form_invalid(self, form: LockoutAuthenticationForm) -> HttpResponse:  # type: ignore[override]
         response = super().form_invalid(form)

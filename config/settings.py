@@ -196,6 +196,7 @@ REST_FRAMEWORK = {
         "anon": env_rate("BIASLAB_API_THROTTLE_ANON", "60/minute"),
         # An annotator labelling through the API makes about two requests per image.
         "user": env_rate("BIASLAB_API_THROTTLE_USER", "600/minute"),
+        # Password checks per client address, POST /api/token/ and the login page together.
         "login": env_rate("BIASLAB_API_THROTTLE_LOGIN", "10/minute"),
     },
     # Proxies in front of the app whose X-Forwarded-For entries are trusted to name the client;

@@ -15,6 +15,8 @@ import pytest
 from django.conf import settings as django_settings
 from django.core.checks import Warning
 from django.core.exceptions import ImproperlyConfigured
+from django.test import Client
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from accounts.checks import throttle_cache_is_shared
@@ -56,6 +58,63 @@ def test_password_checks_on_the_token_api_are_limited_per_address(annotator_a, s
         "/api/token/", {"username": "anna", "password": PASSWORD}, REMOTE_ADDR="10.0.0.8"
     )
     assert other.status_code == 200
+
+
+def _page_login(username: str, password: str, **extra):
+    return Client().post(reverse("login"), {"username": username, "password": password}, **extra)
+
+
+@pytest.mark.django_db
+def test_the_login_page_limits_password_checks_per_address_whoever_is_named(annotator_a, settings):
+    # Issue 19: 30 usernames x 1 password from one address all answered 200.
+    settings.BIASLAB_LOGIN_LOCKOUT_ATTEMPTS = 0  # only the rate limit here, not the lockout
+    _rates(settings, login="3/minute")
+    assert [_page_login(f"guess{n}", "x").status_code for n in range(3)] == [200, 200, 200]
+    refused = _page_login("anna", PASSWORD)  # even the right password, now
+    assert refused.status_code == 429
+    assert 0 < int(refused["Retry-After"]) <= 60
+    page = refused.content.decode()
+    assert "Too many login attempts from your address. Try again in " in page
+    assert f"Try again in {refused['Retry-After']} second" in page
+    assert '<form method="post"' in page  # the page, with its form, to try again later
+    assert "_auth_user_id" not in refused.wsgi_request.session
+    assert _page_login("anna", PASSWORD, REMOTE_ADDR="10.0.0.8").status_code == 302  # per address
+
+
+@pytest.mark.django_db
+def test_a_refused_login_checks_no_password(annotator_a, settings, monkeypatch):
+    _rates(settings, login="1/minute")
+    assert _page_login("anna", "wrong").status_code == 200
+    checked = []
+    monkeypatch.setattr("accounts.services.authenticate", lambda *a, **k: checked.append(k))
+    assert _page_login("anna", PASSWORD).status_code == 429
+    assert checked == []
+
+
+@pytest.mark.django_db
+def test_the_login_page_and_the_token_api_share_one_count_per_address(annotator_a, settings):
+    settings.BIASLAB_LOGIN_LOCKOUT_ATTEMPTS = 0
+    _rates(settings, login="4/minute")
+    assert APIClient().post("/api/token/", {"username": "a", "password": "x"}).status_code == 400
+    assert APIClient().post("/api/token/", {"username": "b", "password": "x"}).status_code == 400
+    assert _page_login("c", "x").status_code == 200
+    assert _page_login("d", "x").status_code == 200
+    assert _page_login("anna", PASSWORD).status_code == 429
+    assert APIClient().post("/api/token/", {"username": "anna", "password": PASSWORD}).status_code == 429
+
+
+@pytest.mark.django_db
+def test_showing_the_login_page_is_not_a_password_check(annotator_a, settings):
+    _rates(settings, login="2/minute")
+    assert {Client().get(reverse("login")).status_code for _ in range(5)} == {200}
+    assert _page_login("anna", PASSWORD).status_code == 302
+
+
+@pytest.mark.django_db
+def test_the_login_page_limit_is_off_with_the_api_s(annotator_a, settings):
+    settings.BIASLAB_LOGIN_LOCKOUT_ATTEMPTS = 0
+    _rates(settings, login=None)
+    assert {_page_login(f"guess{n}", "x").status_code for n in range(30)} == {200}
 
 
 @pytest.mark.django_db

@@ -1,5 +1,6 @@
 """API tokens: the same URL and answers as before, but a lifetime, and revoked by a password
-change or deactivation — checked when the token is used, with no hook on the change itself."""
+change (checked when the token is used, with no hook on the change itself) or a deactivation
+(the tokens are deleted, so a reactivation brings none back)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import hashlib
 from datetime import timedelta
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from accounts import services
 from accounts.models import ApiToken
 from tests.factories import PASSWORD
 
@@ -90,6 +93,103 @@ def test_deactivating_an_account_revokes_its_tokens(annotator_a):
     annotator_a.save()
     _refused(_get_studies(token), "User inactive or deleted.")
     assert APIClient().post("/api/token/", {"username": "anna", "password": PASSWORD}).status_code == 400
+
+
+def _reactivate(user) -> None:
+    user.refresh_from_db()
+    user.is_active = True
+    user.save()
+
+
+def test_a_deactivated_then_reactivated_account_s_old_tokens_stay_revoked(annotator_a, annotator_b):
+    # Issue 19: the old token worked again after the account was reactivated.
+    first, second, other = _token(), _token(), _token("ben")
+    assert services.user_deactivate(user=annotator_a) == 2
+    annotator_a.refresh_from_db()
+    assert not annotator_a.is_active
+    _refused(_get_studies(first), "Invalid token.")  # deleted, not merely refused
+    _reactivate(annotator_a)
+    for token in (first, second):
+        _refused(_get_studies(token), "Invalid token.")
+    assert _get_studies(other).status_code == 200
+    assert _get_studies(_token()).status_code == 200  # a new token, asked for again
+
+
+def _user_form(user, **changes) -> dict:
+    """The admin's change form for ``user`` as the page would post it, with ``changes``."""
+    joined = timezone.localtime(user.date_joined)
+    data = {
+        "username": user.username,
+        "first_name": user.first_name,
+        "last_name": user.last_name,
+        "email": user.email,
+        "is_active": "on" if user.is_active else "",
+        "is_staff": "on" if user.is_staff else "",
+        "is_superuser": "on" if user.is_superuser else "",
+        "groups": [g.pk for g in user.groups.all()],
+        "last_login_0": "",
+        "last_login_1": "",
+        "date_joined_0": joined.strftime("%Y-%m-%d"),
+        "date_joined_1": joined.strftime("%H:%M:%S"),
+        **changes,
+    }
+    return {key: value for key, value in data.items() if value != ""}
+
+
+def test_deactivating_on_the_admin_user_page_revokes_the_tokens(annotator_a, admin_user, client_for):
+    token = _token()
+    admin = client_for(admin_user)
+    url = reverse("admin:auth_user_change", args=[annotator_a.pk])
+    response = admin.post(url, _user_form(annotator_a, is_active=""), follow=True)
+    assert response.status_code == 200
+    assert "Deactivated anna: 1 API token(s) revoked." in response.content.decode()
+    annotator_a.refresh_from_db()
+    assert not annotator_a.is_active
+    assert not ApiToken.objects.filter(user=annotator_a).exists()
+    assert admin.post(url, _user_form(annotator_a, is_active="on")).status_code == 302
+    annotator_a.refresh_from_db()
+    assert annotator_a.is_active
+    _refused(_get_studies(token), "Invalid token.")
+
+
+def test_saving_an_active_user_in_the_admin_keeps_the_tokens(annotator_a, admin_user, client_for):
+    token = _token()
+    url = reverse("admin:auth_user_change", args=[annotator_a.pk])
+    assert client_for(admin_user).post(url, _user_form(annotator_a, first_name="Anna")).status_code == 302
+    assert _get_studies(token).status_code == 200
+
+
+def test_the_admin_deactivate_action_revokes_the_tokens_of_the_selected_users_only(
+    annotator_a, annotator_b, admin_user, client_for
+):
+    anna, ben = _token(), _token("ben")
+    admin = client_for(admin_user)
+    response = admin.post(
+        reverse("admin:auth_user_changelist"),
+        {"action": "deactivate_users", "_selected_action": [annotator_a.pk, admin_user.pk]},
+        follow=True,
+    )
+    page = response.content.decode()
+    assert "Deactivated anna: 1 API token(s) revoked." in page
+    assert "You cannot deactivate your own account." in page
+    admin_user.refresh_from_db()
+    assert admin_user.is_active
+    _reactivate(annotator_a)
+    _refused(_get_studies(anna), "Invalid token.")
+    assert _get_studies(ben).status_code == 200
+
+
+def test_a_token_shown_while_its_account_is_inactive_is_deleted_for_good(annotator_a):
+    # A deactivation made outside the service and the admin (a shell, SQL) leaves the rows;
+    # the token check itself deletes them the first time one is tried.
+    first, second = _token(), _token()
+    annotator_a.is_active = False
+    annotator_a.save()
+    _refused(_get_studies(first), "User inactive or deleted.")
+    assert not ApiToken.objects.filter(user=annotator_a).exists()
+    _reactivate(annotator_a)
+    _refused(_get_studies(first), "Invalid token.")
+    _refused(_get_studies(second), "Invalid token.")
 
 
 def test_an_unknown_token_is_refused(annotator_a):
