@@ -220,7 +220,7 @@ def parse_filters(request: HttpRequest, *, study: Study | None = None) -> Filter
         if study is not None and chosen_study != study:
             raise BadFilter(f"This page belongs to study {study.slug!r}, not {slug!r}.")
         study = chosen_study
-    elif study is None:
+    elif study is None and "choose" not in request.GET:
         study = study_remembered(request)
     if study is None:
         studies = list(Study.objects.order_by("id")[:2])

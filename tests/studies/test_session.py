@@ -79,6 +79,7 @@ def test_choose_asks_again_and_a_deleted_study_is_forgotten(two_studies, rita):
     chooser = _html(rita.get(reverse("annotate:agreement"), {"choose": "1"}))
     assert "Choose a study" in chooser
     assert reverse("annotate:agreement", args=[study.slug]) in chooser
+    assert "Choose a study" in _html(rita.get(reverse("reports:overview"), {"choose": "1"}))
     second.delete()
     # Only one study is left: it opens, and becomes the current one.
     assert _shows(_html(rita.get(reverse("annotate:disputes"))), study)
