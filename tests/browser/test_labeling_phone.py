@@ -175,7 +175,7 @@ def test_every_labeling_screen_fits_a_phone_and_is_answered_by_touch(
 
 @pytest.mark.parametrize("protocol", ["gender", "attributes"])
 def test_the_guidelines_of_a_first_visit_leave_the_image_in_view_on_a_laptop(
-    browser, login, live_server, annotator_a, protocol
+    browser, login, live_server, annotator_a, protocol, tmp_path
 ):
     study, first, _ = _study(protocol, annotator_a)
     study.description = "\n\n".join(
@@ -188,6 +188,7 @@ def test_the_guidelines_of_a_first_visit_leave_the_image_in_view_on_a_laptop(
     login(page, live_server, annotator_a)  # home sends her straight to her one study's screen
     _shown(page, first)
     assert page.locator("#guidelines").get_attribute("open") is not None  # her first visit
+    page.screenshot(path=str(tmp_path / f"labeling-{protocol}-1280-guidelines.png"))
     image = page.locator("#current-image").bounding_box()
     assert image["y"] + image["height"] <= LAPTOP["height"], (
         f"the image ends at {image['y'] + image['height']:.0f} px"
