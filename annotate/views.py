@@ -54,6 +54,7 @@ from metrics.coco_names import COCO_CLASS_NAMES
 from studies import permissions
 from studies.models import ImageRole, Item, ItemImage, Question, QuestionKind, Study
 from studies.selectors import item_images, item_questions, study_questions, with_images
+from studies.session import study_remember, study_remembered
 from studies.typing import AuthenticatedHttpRequest
 
 if TYPE_CHECKING:
@@ -154,13 +155,21 @@ def _int_param(raw: str | None) -> int | None:
 
 
 def _choose_study(request: HttpRequest, slug: str | None, url_name: str) -> Study | HttpResponse:
-    """The study in the URL (path or ``?study=``); without one the only study, or a page to
-    pick one."""
+    """The study in the URL (path or ``?study=``), remembered as the current one; without one
+    the current study (``studies.session``), the only study, or a page to pick one —
+    ``?choose=1`` asks even when a study is remembered."""
     slug = slug or request.GET.get("study") or None
     if slug is not None:
-        return get_object_or_404(Study, slug=slug)
+        study = get_object_or_404(Study, slug=slug)
+        study_remember(request, study)
+        return study
+    if "choose" not in request.GET:
+        remembered = study_remembered(request)
+        if remembered is not None:
+            return remembered
     studies = list(Study.objects.order_by("name"))
     if len(studies) == 1:
+        study_remember(request, studies[0])
         return studies[0]
     return render(request, "annotate/choose_study.html", {"studies": studies, "url_name": url_name})
 
@@ -696,6 +705,7 @@ def dispute(request: HttpRequest, item_id: int, question: str | None = None) -> 
     final answer (one key per choice, U for "cannot agree"), then goes on to the next dispute."""
     item = get_object_or_404(Item.objects.select_related("study", "prompt"), pk=item_id)
     study = item.study
+    study_remember(request, study)
     key = question or request.POST.get("question") or request.GET.get("question")
     asked = _dispute_question(item, key)
     error = ""
@@ -851,6 +861,7 @@ def image(request: HttpRequest, item_id: int) -> HttpResponse:
     """One item: its images by role, and per question the labels and who gave them, the final
     answer, and the whole history in time order."""
     item = get_object_or_404(Item.objects.select_related("study", "prompt"), pk=item_id)
+    study_remember(request, item.study)
     detail = _detail(item)
     resolvable = {ItemState.DISPUTED, ItemState.RESOLVED}
     for section in detail["questions"]:

@@ -32,3 +32,24 @@ def agreed_answer(values: Sequence[str], *, needed: int, rule: str) -> str | Non
     if rule == MAJORITY:
         return value if 2 * count > len(values) else None
     raise ValueError(f"Unknown agreement rule “{rule}” (known: {UNANIMOUS}, {MAJORITY}).")
+
+
+_NUMBERS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def rule_text(*, needed: int, rule: str) -> str:
+    """The rule in a reader's words, for a report to state the study's own (e.g. "three
+    annotators per image; an answer is final when more than half of them (2 of 3) agree, and
+    otherwise when a researcher settles it")."""
+    if needed < 1:
+        raise ValueError(f"needed must be at least 1, got {needed}.")
+    count = _NUMBERS[needed] if needed < len(_NUMBERS) else str(needed)
+    if needed == 1:
+        return "one annotator per image, whose answer is final"
+    if rule == UNANIMOUS:
+        agree = "both agree" if needed == 2 else f"all {count} agree"
+    elif rule == MAJORITY:
+        agree = f"more than half of them ({needed // 2 + 1} of {needed}) agree"
+    else:
+        raise ValueError(f"Unknown agreement rule “{rule}” (known: {UNANIMOUS}, {MAJORITY}).")
+    return f"{count} annotators per image; an answer is final when {agree}, otherwise when a researcher settles it"

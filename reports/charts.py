@@ -35,6 +35,9 @@ HUMAN_COLOUR = "#222222"
 # Qualitative palette for detectors and T2I models (Okabe-Ito, colour-blind safe).
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999", "#000000")
 PNG_DPI = 200
+# The smallest text of any chart, in points at the saved size: below it a figure scaled to a
+# page column or a paper's column is unreadable.
+SMALL_PT = 8
 MINUS = "\u2212"  # typographic minus for tick labels
 
 _RC: dict[RcKeyType, Any] = {
@@ -86,7 +89,26 @@ def _draw(fmt: str, build: Any, *args: Any, **kwargs: Any) -> bytes:
 
     with matplotlib.rc_context(_RC):
         fig = build(*args, **kwargs)
+        _fit(fig)
         return _save(fig, fmt)
+
+
+def _fit(fig: Figure, tries: int = 3) -> None:
+    """Grow ``fig`` until everything drawn lies inside it. Constrained layout keeps axes, tick
+    labels and legends inside, but not a figure title wider than the figure (a long detector
+    name): without this it is clipped, on the page and in the download."""
+    for _ in range(tries):
+        fig.draw_without_rendering()
+        tight = fig.get_tightbbox()  # inches
+        width, height = fig.get_size_inches()
+        over_x = max(0.0, -tight.x0, tight.x1 - width)
+        over_y = max(0.0, -tight.y0, tight.y1 - height)
+        if over_x < 0.005 and over_y < 0.005:
+            return
+        # Centred titles overflow on both sides: grow by twice the larger overflow, plus air.
+        fig.set_size_inches(
+            width + 2 * over_x + (0.1 if over_x else 0), height + 2 * over_y + (0.1 if over_y else 0)
+        )
 
 
 @functools.cache
@@ -191,7 +213,7 @@ def _draw_source_bars(
                 rotation=90,
                 ha="center",
                 va="bottom",
-                fontsize=6,
+                fontsize=SMALL_PT,
                 color="#666666",
                 gid="no-score",
             )
@@ -238,7 +260,7 @@ def _build_heatmap(grid: PromptGrid) -> Figure:
         0.42 if annotate else 0.3,
         *(_title_width(model) / (last - first + 1) for model, first, last in blocks),
     )
-    fig = _new_figure(_row_label_width(grid) + cell_w * max(n_cols, 3) + 1.5, 1.8 + 0.17 * max(n_rows, 4))
+    fig = _new_figure(_row_label_width(grid) + cell_w * max(n_cols, 3) + 1.5, 1.8 + 0.2 * max(n_rows, 4))
     ax = fig.add_subplot()
     ax.spines[:].set_visible(False)
     cmap = _diverging_cmap().with_extremes(bad=NO_SCORE_COLOUR)
@@ -266,13 +288,13 @@ def _build_heatmap(grid: PromptGrid) -> Figure:
                         f"{v:.2f}",
                         ha="center",
                         va="center",
-                        fontsize=5.5,
+                        fontsize=SMALL_PT,
                         color="white" if abs(v) > 0.6 else "#222",
                     )
     # Rows: the word, with the category written once beside its block and a rule between blocks.
-    ax.set_yticks(range(n_rows), [row.word for row in grid.rows], fontsize=6.5)
-    # DejaVu Sans at 6.5 pt averages about 3.8 pt per character: place categories past the words.
-    category_offset = -(max((len(row.word) for row in grid.rows), default=4) * 3.8 + 16)
+    ax.set_yticks(range(n_rows), [row.word for row in grid.rows], fontsize=SMALL_PT)
+    # DejaVu Sans at 8 pt averages about 4.7 pt per character: place categories past the words.
+    category_offset = -(max((len(row.word) for row in grid.rows), default=4) * WORD_PT_PER_CHAR + 16)
     start = 0
     for index in range(1, n_rows + 1):
         if index == n_rows or grid.rows[index].category != grid.rows[start].category:
@@ -353,6 +375,8 @@ GROUP_TITLE_PT = 9
 GROUP_TITLE_WRAP = 16  # characters per line of a T2I model name above its columns
 # DejaVu Sans Bold averages about 0.62 em per character (measured on model-like names).
 _BOLD_EM = 0.62
+# The mean advance of DejaVu Sans per character of a row label (SMALL_PT), in points.
+WORD_PT_PER_CHAR = 4.7
 
 
 def _column_blocks(grid: PromptGrid) -> list[tuple[str, int, int]]:
@@ -385,7 +409,7 @@ def _row_label_width(grid: PromptGrid) -> float:
     """Inches left of the cells: the words plus the category written beside its block."""
     longest_word = max((len(row.word) for row in grid.rows), default=4)
     longest_category = max((len(row.category) for row in grid.rows), default=4)
-    return (longest_word * 3.8 + 16 + longest_category * 5.6) / 72 + 0.3
+    return (longest_word * WORD_PT_PER_CHAR + 16 + longest_category * 5.6) / 72 + 0.3
 
 
 # --- histogram (paper figure 3) -----------------------------------------------------------------
@@ -427,7 +451,7 @@ def histogram_chart(
 def _build_histogram(scores_by_model: Mapping[str, Sequence[float]], source: str) -> Figure:
     bins = histogram_bins(scores_by_model)
     total = sum(len(s) for s in scores_by_model.values())
-    fig = _new_figure(6.4, 3.8)
+    fig = _new_figure(7.2, 3.8)  # 21 bins whose 8 pt values never touch
     ax = fig.add_subplot()
     bottom = [0.0] * len(HIST_BINS)
     n_drawn = 0
@@ -461,7 +485,7 @@ def _build_histogram(scores_by_model: Mapping[str, Sequence[float]], source: str
         bottom[10] += zero_share
     for x, h in zip(HIST_BINS, bottom, strict=True):
         if h >= 0.05:
-            ax.text(x, h + 0.4, f"{h:.1f}", ha="center", va="bottom", fontsize=6)
+            ax.text(x, h + 0.4, f"{h:.1f}", ha="center", va="bottom", fontsize=SMALL_PT)
     ax.set_xticks(
         [-1, -0.5, 0, 0.5, 1], [f"{MINUS}1\nall female", f"{MINUS}0.5", "0\nbalanced", "0.5", "1\nall male"]
     )

@@ -49,6 +49,7 @@ from reports.analyses import (
 from reports.tables import UnknownTable
 from studies import permissions
 from studies.models import Study
+from studies.session import study_remember, study_remembered
 from studies.typing import HtmxHttpRequest
 
 View = Callable[..., HttpResponse]
@@ -206,9 +207,10 @@ def _applies_category(study: Study) -> bool:
 def parse_filters(request: HttpRequest, *, study: Study | None = None) -> Filters:
     """Read study (slug), t2i_model, category and detector from GET; empty means all.
 
-    The study: the ``study`` parameter, else ``study`` (e.g. a drill-down's own), else the only
-    study in the database, else None (the page asks which). Raises BadFilter naming a value
-    that is not in the data.
+    The study: the ``study`` parameter, else ``study`` (e.g. a drill-down's own), else the
+    researcher's current study (``studies.session``: the last one a page named), else the only
+    study in the database, else None (the page asks which). A named study becomes the current
+    one. Raises BadFilter naming a value that is not in the data.
     """
     slug = request.GET.get("study", "").strip()
     if slug:
@@ -218,9 +220,13 @@ def parse_filters(request: HttpRequest, *, study: Study | None = None) -> Filter
         if study is not None and chosen_study != study:
             raise BadFilter(f"This page belongs to study {study.slug!r}, not {slug!r}.")
         study = chosen_study
-    elif study is None:
+    elif study is None and "choose" not in request.GET:
+        study = study_remembered(request)
+    if study is None:
         studies = list(Study.objects.order_by("id")[:2])
         study = studies[0] if len(studies) == 1 else None
+    else:
+        study_remember(request, study)
     fingerprint = sel.data_fingerprint()
     # The options scan the predictions (distinct detectors): cached like the report.
     options = cached(

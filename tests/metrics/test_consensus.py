@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from metrics.consensus import MAJORITY, UNANIMOUS, agreed_answer
+from metrics.consensus import MAJORITY, UNANIMOUS, agreed_answer, rule_text
 
 
 def test_unanimous_needs_every_label_equal():
@@ -27,3 +27,37 @@ def test_majority_leaves_ties_disputed(values):
 def test_unknown_rule_is_an_error_naming_the_rules():
     with pytest.raises(ValueError, match="unanimous"):
         agreed_answer(["a"], needed=1, rule="plurality")
+
+
+@pytest.mark.parametrize(
+    ("needed", "rule", "text"),
+    [
+        (2, UNANIMOUS, "two annotators per image; an answer is final when both agree"),
+        (3, UNANIMOUS, "three annotators per image; an answer is final when all three agree"),
+        (
+            3,
+            MAJORITY,
+            "three annotators per image; an answer is final when more than half of them (2 of 3) agree",
+        ),
+        (
+            4,
+            MAJORITY,
+            "four annotators per image; an answer is final when more than half of them (3 of 4) agree",
+        ),
+        (
+            12,
+            MAJORITY,
+            "12 annotators per image; an answer is final when more than half of them (7 of 12) agree",
+        ),
+        (1, UNANIMOUS, "one annotator per image, whose answer is final"),
+    ],
+)
+def test_the_rule_is_told_in_words_with_its_own_numbers(needed, rule, text):
+    assert rule_text(needed=needed, rule=rule).startswith(text)
+
+
+def test_telling_an_unknown_rule_or_no_annotator_is_an_error():
+    with pytest.raises(ValueError, match="unanimous"):
+        rule_text(needed=3, rule="plurality")
+    with pytest.raises(ValueError, match="at least 1"):
+        rule_text(needed=0, rule=MAJORITY)

@@ -87,6 +87,30 @@ def test_the_overview_shows_a_vector_chart_per_model_and_setting_and_the_papers_
     assert reverse("reports:attribute", args=["tie", "explicit"]) + "?study=gep" in html
 
 
+@pytest.mark.parametrize(
+    ("labels", "rule", "said"),
+    [
+        (
+            3,
+            "majority",
+            "three annotators per image; an answer is final when more than half of them (2 of 3) agree",
+        ),
+        (2, "unanimous", "two annotators per image; an answer is final when both agree"),
+        (
+            5,
+            "majority",
+            "five annotators per image; an answer is final when more than half of them (3 of 5) agree",
+        ),
+    ],
+)
+def test_the_overview_states_the_studys_own_rule_for_a_final_answer(fx, rita, labels, rule, said):
+    Study.objects.filter(pk=fx.study.pk).update(labels_per_item=labels, agreement=rule)
+    html = rita.get(reverse("reports:overview"), {"study": "gep"}).content.decode()
+    coverage = html[html.index('id="coverage"') :].split("</p>")[0]
+    assert said in coverage
+    assert "three annotators, the majority decides" not in html
+
+
 def test_the_overview_chart_urls_change_when_the_data_changes(fx, rita):
     from tests.factories import FinalLabelFactory
 

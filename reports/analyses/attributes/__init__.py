@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, ClassVar
 
-from metrics import gep
+from metrics import consensus, gep
 from reports import render
 from reports.analyses import Analysis, AnalysisError, ReportPage
 from reports.analyses.attributes import report as attributes_report
@@ -114,6 +114,11 @@ class AttributesAnalysis(Analysis):
             "questions": [(key, result.questions[key]) for key in result.keys],
             "left_out": result.left_out[:20],
             "settings": gep.SETTINGS,
+            # The study's own rule (labels per item, agreement), not the paper's three-annotator
+            # majority: a study may ask two annotators to agree, or five.
+            "final_answer_rule": consensus.rule_text(
+                needed=page.scope.study.labels_per_item, rule=page.scope.study.agreement
+            ),
         }
 
     def table(self, name: str, page: ReportPage) -> Table:

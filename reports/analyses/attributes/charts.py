@@ -93,7 +93,7 @@ def _build(
     n_cols = max(len(sources) for _, sources in panels)
     n_rows = len(panels)
     # At least 6 inches wide: a human panel alone must still fit the title above it.
-    fig = base._new_figure(max(6.0, 1.3 + 2.3 * n_cols), 0.9 + n_rows * (0.7 + 0.19 * len(keys)))
+    fig = base._new_figure(max(6.0, 1.3 + 2.5 * n_cols), 0.9 + n_rows * (0.7 + 0.21 * len(keys)))
     axes = fig.subplots(n_rows, n_cols, squeeze=False, sharey=True)
     ys = list(range(len(keys)))
     for r, (model, sources) in enumerate(panels):
@@ -113,7 +113,7 @@ def _build(
                         "n/a",
                         ha="center",
                         va="center",
-                        fontsize=6,
+                        fontsize=base.SMALL_PT,
                         color="#777777",
                         # A white box keeps the mark readable over the zero line.
                         bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none"},
@@ -131,7 +131,7 @@ def _build(
             ax.set_ylim(len(keys) - 0.5, -0.5)
             ax.grid(axis="x", lw=0.4, alpha=0.5)
             ax.set_axisbelow(True)
-            ax.tick_params(axis="x", labelsize=6.5)
+            ax.tick_params(axis="x", labelsize=base.SMALL_PT)
             name = "Human" if source == HUMAN else source
             score_text = "\u2013" if score is None else f"{score:.3g}"
             ax.set_title(
@@ -139,10 +139,11 @@ def _build(
             )
             if r == n_rows - 1:
                 ax.set_xlabel(
-                    "f_woman \u2212 f_man" if source == HUMAN else "mean score: woman \u2212 man", fontsize=7
+                    "f_woman \u2212 f_man" if source == HUMAN else "mean score: woman \u2212 man",
+                    fontsize=base.SMALL_PT,
                 )
             if c == 0:
-                ax.set_yticks(ys, list(keys), fontsize=7)
+                ax.set_yticks(ys, list(keys), fontsize=base.SMALL_PT)
                 ax.set_ylabel(model, fontsize=8, fontweight="bold")
     fig.suptitle(f"{title} (human beside each detector)", fontsize=10)
     fig.legend(
@@ -153,6 +154,6 @@ def _build(
         loc="outside lower center",
         ncols=2,
         frameon=False,
-        fontsize=7,
+        fontsize=base.SMALL_PT,
     )
     return fig

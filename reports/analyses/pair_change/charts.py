@@ -48,10 +48,12 @@ def _build(panels: list[Panel], title: str) -> Figure:
         ax.text(0.5, 0.5, "No measured pair in this domain yet", ha="center", va="center")
         ax.set_title(title)
         return fig
-    fig = base._new_figure(3.2 * len(panels) + 0.6, 1.1 + 0.16 * n_words)
+    # Text at base.SMALL_PT (8 pt): a word's row is 0.2 in, a panel 2.8 in wide, so the figure
+    # keeps its fonts legible when a page column shrinks it.
+    fig = base._new_figure(2.8 * len(panels) + 0.9, 1.2 + 0.2 * n_words)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (attribute, label, words) in zip(axes, panels, strict=True):
-        ax.set_xlabel(label, fontsize=7.5)
+        ax.set_xlabel(label, fontsize=base.SMALL_PT)
         if words is None:
             ax.set_axis_off()
             ax.text(
@@ -60,7 +62,7 @@ def _build(panels: list[Panel], title: str) -> Figure:
                 f"no detector measures {attribute}",
                 ha="center",
                 va="center",
-                fontsize=7,
+                fontsize=base.SMALL_PT,
                 color="#666666",
                 transform=ax.transAxes,
                 gid=svg_id(attribute, "", "no-source").rstrip("-"),
@@ -75,10 +77,10 @@ def _build(panels: list[Panel], title: str) -> Figure:
         limit = max(1.0, largest * 1.1)
         ax.set_xlim(-limit, limit)
         ax.axvline(0, color="#333333", lw=0.7)
-        ax.set_yticks(ys, [word for word, _v in ordered], fontsize=6.5)
+        ax.set_yticks(ys, [word for word, _v in ordered], fontsize=base.SMALL_PT)
         ax.set_ylim(len(ordered) - 0.5, -0.5)
         ax.grid(axis="x", lw=0.4, alpha=0.5)
         ax.set_axisbelow(True)
-        ax.tick_params(axis="x", labelsize=6.5)
+        ax.tick_params(axis="x", labelsize=base.SMALL_PT)
     fig.suptitle(title, fontsize=10)
     return fig
