@@ -22,7 +22,7 @@ from studies.jsonbounds import (
     json_loads_bounded,
 )
 from studies.models import Image, Item, Prompt
-from tests.factories import png_bytes
+from tests.factories import StudyFactory, png_bytes
 from tests.studies.test_ingest import HEADER, row, write_manifest
 
 
@@ -174,15 +174,18 @@ def test_a_reason_shared_by_many_rows_is_said_once_with_the_count_and_the_first_
         "row 3 (gone/1.png), row 4 (gone/2.png), row 5 (gone/3.png), row 6 (gone/4.png), …"
     ) in lines
     assert "  row 278 (sdxl/0.png): seed must be an integer, got 'x'" in lines
-    assert len(lines) == 5  # accepted, duplicates, rejected, and the two groups
+    assert len(lines) == 6  # accepted, updated, duplicates, rejected, and the two groups
 
 
 def test_the_command_reports_the_grouped_problems(db, root, tmp_path):
+    StudyFactory(slug="gender")  # imports never create a study
     rows = [row(f"gone/{n}.png", n) for n in range(7)]
     out = io.StringIO()
     with pytest.raises(CommandError, match="7 row"):
         call_command(
             "import_images",
+            "--study",
+            "gender",
             "--manifest",
             str(write_manifest(tmp_path / "m.csv", rows, header=HEADER)),
             "--root",
