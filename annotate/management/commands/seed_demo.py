@@ -7,8 +7,8 @@ by crops, flips and colour, plus low-quality cases made from them (heavy blur, t
 person). Some prompts are skewed towards men, some towards women, some balanced, so prompt
 bias scores, their intervals and the detectors' differences mean something. The two demo
 annotators' labels are seeded on five of the six (model, prompt) cells — with a few
-disagreements in the dispute queue, one of them settled by the researcher — and the last cell
-is left for a visitor to label.
+disagreements in the dispute queue, one of them settled by the researcher — and on four images
+of the last, whose other three are left for a visitor to label (so every prompt has a score).
 
 A study of each other protocol comes with it, its data in ``annotate/demo/`` (one module per
 protocol): ``demo-attributes`` (GEP: neutral and explicit images of women and men),
@@ -121,7 +121,8 @@ class _Cell:
     men: int
     women: int
     low_quality: str  # key of LOW_QUALITY_CASES
-    seeded: bool = True
+    # How many of its people's images have seeded labels (None: all, and the low-quality one).
+    seeded: int | None = None
 
 
 PROMPTS = {
@@ -130,14 +131,15 @@ PROMPTS = {
     "kind": ("trait", "kind", "a photo of the face of a kind person"),
 }
 
-# Skewed, balanced and reversed prompts, so prompt scores differ; the last cell is left to label.
+# Skewed, balanced and reversed prompts, so prompt scores differ; three images of the last cell
+# are left to label.
 CELLS = (
     _Cell("demo-model-a", *PROMPTS["ceo"], men=5, women=1, low_quality="astronaut_blurred"),
     _Cell("demo-model-a", *PROMPTS["nurse"], men=1, women=5, low_quality="coffee"),
     _Cell("demo-model-a", *PROMPTS["kind"], men=3, women=3, low_quality="astronaut_and_camera"),
     _Cell("demo-model-b", *PROMPTS["ceo"], men=3, women=3, low_quality="chelsea"),
     _Cell("demo-model-b", *PROMPTS["nurse"], men=2, women=4, low_quality="hopper_and_face"),
-    _Cell("demo-model-b", *PROMPTS["kind"], men=4, women=2, low_quality="camera_blurred", seeded=False),
+    _Cell("demo-model-b", *PROMPTS["kind"], men=4, women=2, low_quality="camera_blurred", seeded=4),
 )
 
 LOW_QUALITY_CASES: dict[str, tuple[Callable[[], PILImage.Image], str]] = {
@@ -206,7 +208,7 @@ def demo_images() -> list[DemoImage]:
                     build=_person_image(name, look),
                     source=f"{PHOTOS[name].source}, {look.describe()}",
                     truth=truth,
-                    labels=(truth, truth) if cell.seeded else None,
+                    labels=(truth, truth) if cell.seeded is None or index < cell.seeded else None,
                 )
             )
         build, source = LOW_QUALITY_CASES[cell.low_quality]
@@ -222,7 +224,7 @@ def demo_images() -> list[DemoImage]:
                 build=build,
                 source=source,
                 truth=LOW_QUALITY,
-                labels=labels if cell.seeded else None,
+                labels=labels if cell.seeded is None else None,
                 reasons=reasons,
             )
         )
