@@ -13,6 +13,7 @@ import io
 import re
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -32,6 +33,7 @@ from annotate.management.commands.seed_demo import (
 )
 from annotate.models import FinalLabel, Label
 from annotate.selectors import dispute_queue
+from detectors import registry
 from detectors.models import Prediction
 from metrics import gep
 from reports import selectors as sel
@@ -41,6 +43,7 @@ from reports.views import parse_filters
 from studies import permissions
 from studies.models import Item, ItemImage, Prompt, Study
 from tests.annotate.gender import label_import
+from tests.fakes import FakeDetector
 
 User = get_user_model()
 
@@ -431,3 +434,26 @@ def test_every_prompt_and_category_of_the_gender_demo_has_a_human_score(seeded):
             )
         ]
         assert dashes == [], name
+
+
+class NoDlibDetector(FakeDetector):
+    """A face detector on a machine where dlib cannot load."""
+
+    option_help: ClassVar[dict[str, str]] = {"face_method": "hog or cnn"}
+    fail_on_load: ClassVar[str] = "no dlib here"
+
+
+def test_a_detector_that_cannot_run_is_reported_and_the_demo_goes_on(seeded, monkeypatch):
+    """bin/demo must serve even where dlib cannot load: each detector that fails is one line on
+    stderr, the rest of the demo is there."""
+    for key in ("face_gender", "face_age_gender", "skin_tone"):
+        monkeypatch.setitem(registry.DETECTORS, key, f"{__name__}.NoDlibDetector")
+    out, err = io.StringIO(), io.StringIO()
+    call_command("seed_demo", "--run-detectors", stdout=out, stderr=err)
+    assert err.getvalue().count("the demo goes on without it") == 3
+    assert (
+        "run_detectors --detector face_gender --study demo --option face_method=hog failed" in err.getvalue()
+    )
+    assert "no dlib here" in err.getvalue()
+    assert "demo-annotator-1-pass" in out.getvalue()
+    assert not Study.objects.get(slug="demo-pairs").items.filter(queue__gt=0).exists()

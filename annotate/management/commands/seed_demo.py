@@ -512,6 +512,16 @@ def _predictions_imported(study: Study, module: Any) -> bool:
     ).exists()
 
 
+def _command_line(command: str, args: Sequence[str], options: Mapping[str, Any]) -> str:
+    """How a person would type the step (``run_detectors --detector face_gender …``)."""
+    words = [command, *args]
+    for name, value in options.items():
+        flag = "--" + name.replace("_", "-")
+        for one in value if isinstance(value, list) else [value]:
+            words += [flag] if one is True else [flag, str(one)]
+    return " ".join(words)
+
+
 class Command(BaseCommand):
     help = (
         "Create the demo users (demo-admin, demo-researcher, demo-annotator-1, demo-annotator-2; "
@@ -595,7 +605,9 @@ class Command(BaseCommand):
         try:
             call_command(command, *args, stdout=out, stderr=out, **options)
         except (CommandError, DomainError) as exc:
-            self.stderr.write(f"{command} {' '.join(args)} {options}: {exc} (the demo goes on without it)")
+            self.stderr.write(
+                f"{_command_line(command, args, options)} failed: {exc} (the demo goes on without it)"
+            )
             return False
         lines = [line for line in out.getvalue().splitlines() if line.strip() and "\r" not in line]
         if lines:
