@@ -17,6 +17,7 @@ from typing import ClassVar
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.sessions.backends.db import SessionStore
 from django.core.management import call_command
 from django.test import Client, RequestFactory, override_settings
 from django.urls import reverse
@@ -302,6 +303,7 @@ EMPTY_CELLS = {NO_VALUE, "-", ""}
 def _table(analysis, name, researcher, params):
     request = RequestFactory().get("/", params)
     request.user = researcher
+    request.session = SessionStore()  # the report remembers the study in the session
     return analysis.table(name, parse_filters(request))
 
 
