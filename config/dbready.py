@@ -39,7 +39,12 @@ def command_needs_tables(name: str, app_name: str) -> bool:
     except ImportError:
         return False
     module_file = getattr(module, "__file__", None)
-    return module_file is not None and Path(module_file).resolve().is_relative_to(settings.BASE_DIR)
+    if module_file is None:
+        return False
+    path = Path(module_file).resolve()
+    # The virtualenv usually lives inside the project folder (.venv): Django's own commands and
+    # every installed package's are there too, but never the project's.
+    return path.is_relative_to(settings.BASE_DIR) and "site-packages" not in path.parts
 
 
 def _migration_files() -> set[tuple[str, str]]:
