@@ -6,16 +6,16 @@
 
 Two figures per editor:
 
-- **pipeline**: ``detectors.edit_pipeline.images_edit`` alone — encoding the seed, denoising and
+- **pipeline**: ``generation.edit_pipeline.images_edit`` alone — encoding the seed, denoising and
   decoding on the device, PIL images out (img2img runs ``strength x steps`` denoising steps).
-- **edit_images loop**: ``detectors.editing.edit_run``, exactly what the command runs — the same
+- **edit_images loop**: ``generation.editing.edit_run``, exactly what the command runs — the same
   pipeline plus PNG encoding, validation and storage of every pair (a throw-away SQLite database
   and MEDIA_ROOT in a temporary folder; the seeds are real photos shipped in scikit-image and
   matplotlib, imported from a folder as ``--seeds DIR`` does).
 
 Weights are resolved as ``edit_images`` does (``BIASLAB_T2I_<NAME>_WEIGHTS`` or the local HF
 cache; never the network): without them the script says so and stops. ``--smoke`` builds tiny
-random pipelines (tests/detectors/tiny_editors.py) and runs them on the CPU: it checks that both
+random pipelines (tests/generation/tiny_editors.py) and runs them on the CPU: it checks that both
 paths run, and its figures say nothing about SD 1.5 on a GPU.
 """
 
@@ -68,7 +68,7 @@ def bench_editor(args: argparse.Namespace, model_ref: str, tmp: Path, seeds_dir:
     import torch
     from django.conf import settings as django_settings
 
-    from detectors.edit_pipeline import (
+    from generation.edit_pipeline import (
         NATIVE_SIZES,
         EditSettings,
         EditTask,
@@ -78,8 +78,8 @@ def bench_editor(args: argparse.Namespace, model_ref: str, tmp: Path, seeds_dir:
         images_edit,
         seed_input,
     )
-    from detectors.editing import edit_run, seeds_from_folder
-    from detectors.generation import GenerationError, PromptSpec
+    from generation.editing import edit_run, seeds_from_folder
+    from generation.generation import GenerationError, PromptSpec
     from studies.models import Study
 
     try:
@@ -176,7 +176,7 @@ def main() -> None:
             sys.exit("No CUDA device here: run with --smoke to check the code path on the CPU.")
         write_seed_photos(tmp / "seeds")
         if args.smoke:
-            from tests.detectors.tiny_editors import save_tiny_img2img, save_tiny_pix2pix
+            from tests.generation.tiny_editors import save_tiny_img2img, save_tiny_pix2pix
 
             print("SMOKE MODE: tiny random editors on the CPU. These figures are NOT SD 1.5 GPU figures.")
             references = [

@@ -8,7 +8,7 @@ Two figures:
 
 - **pipeline**: ``pipe(prompts, generator=...)`` alone — denoising plus VAE decoding on the
   device, PIL images out. This is the s/image to compare with the goal.
-- **generate_images loop**: ``detectors.generation.generation_run``, exactly what the command
+- **generate_images loop**: ``generation.generation.generation_run``, exactly what the command
   runs — the same pipeline plus PNG encoding, validation and storage of every image and its row
   (a throw-away SQLite database and MEDIA_ROOT in a temporary folder). The gap between the two is
   the cost of storing; on a GPU it should be small next to 30 denoising steps.
@@ -87,7 +87,7 @@ def main() -> None:
 
         set_threads(args.threads)
         from annotate.models import Study
-        from detectors.generation import (
+        from generation.generation import (
             GenerationError,
             Job,
             PromptSpec,

@@ -22,8 +22,8 @@ predicts everything. The driver writes every prediction, as ``run_detectors`` do
    local, then 1, 2 and 4 Ray workers — CPU-bound on 2 cores, so at best ~2 x.
 
 4. **edit_images** (``--edit N``, off by default): N pairs edited by the tiny random img2img
-   editor of the tests (tests/detectors/tiny_editors.py, 64², 2 steps) from 4 of the photos as
-   seeds — local, then 1 and 2 Ray workers (``detectors.editing.edit_run``, the driver storing
+   editor of the tests (tests/generation/tiny_editors.py, 64², 2 steps) from 4 of the photos as
+   seeds — local, then 1 and 2 Ray workers (``generation.editing.edit_run``, the driver storing
    every pair). It shows the code path and Ray's cost per pair on a model that costs little;
    its figures say nothing about SD 1.5 on a GPU.
 
@@ -151,12 +151,12 @@ def measure_edit(tmp: Path, n_pairs: int, batch_size: int) -> None:
     """Part 4: ``edit_run`` with the tiny img2img editor, local and on 1 and 2 Ray workers."""
     import torch
 
-    from detectors.edit_pipeline import EditSettings, editor_load, editor_resolve
-    from detectors.editing import edit_run, seeds_from_study
     from detectors.executors.ray_executor import RayExecutor
-    from detectors.generation import PromptSpec
+    from generation.edit_pipeline import EditSettings, editor_load, editor_resolve
+    from generation.editing import edit_run, seeds_from_study
+    from generation.generation import PromptSpec
     from studies.models import Study
-    from tests.detectors.tiny_editors import save_tiny_img2img
+    from tests.generation.tiny_editors import save_tiny_img2img
 
     model = editor_resolve(str(save_tiny_img2img(tmp / "tiny-img2img")))
     seeds = seeds_from_study(Study.objects.get(slug="bench-ray"))[:4]

@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "studies",
     "annotate",
     "detectors",
+    "generation",
     "reports",
     "estimates",
 ]

@@ -5,5 +5,5 @@ from django.apps import AppConfig
 
 class DetectorsConfig(AppConfig):
     name = "detectors"
-    verbose_name = "Detectors and generation"
+    verbose_name = "Detectors"
     default_auto_field = "django.db.models.BigAutoField"

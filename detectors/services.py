@@ -18,11 +18,11 @@ import math
 import os
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.conf import settings
 from django.db import transaction
@@ -31,15 +31,19 @@ from django.utils import timezone
 from PIL import Image as PILImage
 
 from detectors.base import Detector, DetectorOutput, DetectorUnavailable
-from detectors.executors import Executor, ItemError, WorkerStats
+from detectors.executors import BatchResult, Executor, Item, ItemError, WorkerStats, batches_drive
 from detectors.executors.workers import Predicted, image_open, outputs_predict
 from detectors.kinds import KINDS, OutputInvalid, objects_inside_image, output_validate, validate_gender
 from detectors.models import DetectorRun, FilterReason, OutputKind, Prediction, PredictionStatus, RunStatus
 from detectors.progress import Progress
+from detectors.remote import detector_executor_start, image_payload
 from detectors.selectors import Shard, images_in_scope, images_pending
 from studies.csvio import read_cell
 from studies.jsonbounds import JSONOutOfBounds, json_loads_bounded
 from studies.models import Image, ItemImage, Study
+
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
 
 #: The longest detector name a Prediction can hold.
 DETECTOR_NAME_MAX = 100
@@ -314,7 +318,7 @@ def detector_run(
     With an ``executor`` (``--executor ray``) the detector is built and loaded only in its
     workers, which read the files (or get their bytes, ``send_images``) and return outputs of
     its declared kind; this process validates and stores them exactly as a local run would
-    (detectors/remote.py).
+    (``_run_batches_remote``, on the shared driver of detectors/remote.py).
     """
     detector_name_check(detector.key)
     version = detector.version_id
@@ -346,8 +350,6 @@ def detector_run(
         if executor is None:
             detector.ensure_loaded()
         else:  # --executor ray (issue 14): the workers load the detector; this process never does
-            from detectors.remote import detector_executor_start
-
             detector_executor_start(executor=executor, detector=detector)
     except BaseException as exc:  # unavailable weights, or workers that cannot be had
         error = str(exc) if isinstance(exc, DetectorUnavailable) else _error_text(exc)
@@ -367,9 +369,7 @@ def detector_run(
                 meter=meter,
             )
         else:
-            from detectors.remote import detector_batches_remote
-
-            status = detector_batches_remote(
+            status = _run_batches_remote(
                 executor=executor,
                 detector=detector,
                 run=run,
@@ -438,6 +438,64 @@ def _run_batches(
                 meter.advance(len(batch))
             batch, futures = upcoming, next_futures
     return RunStatus.INTERRUPTED if should_stop() and processed < n_total else RunStatus.FINISHED
+
+
+def _run_batches_remote(
+    *,
+    executor: Executor,
+    detector: Detector,
+    run: DetectorRun,
+    pending: QuerySet[Image],
+    batch_size: int,
+    n_total: int,
+    should_stop: Callable[[], bool],
+    meter: Progress | None,
+    send_images: bool = False,
+) -> str:
+    """Predict ``pending`` (at most ``n_total`` image files, each once) on the executor's
+    workers; → run status. Every output is checked against ``detector``'s declared kind and
+    validated here before it is stored (``_record``); a failure is stored with its error.
+
+    Batches are taken by keyset pagination over the live pending set, as the local loop does:
+    the batches in flight hold ids up to the last one fetched, so the next fetch cannot overlap
+    them. The run's ``seconds`` grows by the wall time between stored batches, so its images/s
+    is the whole pool's throughput.
+    """
+    media = Path(settings.MEDIA_ROOT).resolve()
+    state = {"fetched": 0, "stored": 0, "last_id": 0, "clock": time.perf_counter()}
+    # (width, height) of the files in flight: an objects box is checked against its image here.
+    sizes: dict[int, tuple[int, int]] = {}
+
+    def batches() -> Iterator[list[Item]]:
+        while state["fetched"] < n_total:
+            size = min(batch_size, n_total - state["fetched"])
+            images = list(
+                pending.filter(id__gt=state["last_id"]).only("id", "file", "width", "height")[:size]
+            )
+            if not images:
+                return
+            sizes.update((image.pk, (image.width, image.height)) for image in images)
+            state["last_id"] = images[-1].pk
+            state["fetched"] += len(images)
+            yield [(image.pk, image_payload(media / image.file, send_images)) for image in images]
+
+    def store(result: BatchResult) -> None:
+        # cast: an executor hands back the keys it was given, here image ids (``batches``).
+        records = [
+            _record(detector, cast(int, key), output, size=sizes.pop(cast(int, key), None))
+            for key, output in zip(result.keys, result.outputs, strict=True)
+        ]
+        now = time.perf_counter()
+        batch_store(run=run, records=records, seconds=now - state["clock"])
+        state["clock"] = now
+        state["stored"] += len(records)
+        if meter:
+            meter.advance(len(records))
+
+    exhausted = batches_drive(executor, batches(), store, should_stop=should_stop)
+    if exhausted or state["stored"] >= n_total:
+        return RunStatus.FINISHED
+    return RunStatus.INTERRUPTED
 
 
 def batch_store(*, run: DetectorRun, records: Sequence[PredictionRecord], seconds: float) -> StoreResult:

@@ -139,7 +139,7 @@ class GepInputError(ValueError):
 # Prompts
 # --------------------------------------------------------------------------------------------
 
-#: Columns of the shipped prompt set ``detectors/prompt_sets/gep2023.csv``.
+#: Columns of the shipped prompt set ``generation/prompt_sets/gep2023.csv``.
 GEP_PROMPT_COLUMNS: tuple[str, ...] = (
     "category",
     "word",

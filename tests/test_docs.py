@@ -108,6 +108,7 @@ def test_every_environment_variable_the_code_reads_is_in_the_settings_reference(
         "studies",
         "annotate",
         "detectors",
+        "generation",
         "reports",
         "estimates",
         "metrics",

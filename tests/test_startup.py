@@ -71,8 +71,15 @@ def test_loading_settings_and_every_command_imports_no_heavy_library():
     # The project's own commands, all of them (a renamed app must not make this test vacuous).
     assert "studies" in report["apps"]
     assert "django.contrib.auth" not in report["apps"]
-    assert {"create_study", "import_images", "import_labels", "run_detectors", "bias_report"} <= set(
-        report["commands"]
-    )
+    assert {
+        "create_study",
+        "import_images",
+        "import_labels",
+        "run_detectors",
+        "generate_images",
+        "edit_images",
+        "bias_report",
+    } <= set(report["commands"])
+    assert "generation" in report["apps"]
     loaded = {name: modules for name, modules in report["commands"].items() if modules}
     assert loaded == {}, f"loading these commands imported heavy libraries: {loaded}"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from detectors.executors import ItemError
+from detectors.executors.base import ItemError
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
@@ -70,7 +70,7 @@ class Predicted:
 
     Plain data so that it pickles the same whatever version of ``detectors.base`` the worker
     runs; the driver checks the kind against the detector's declared one and validates the
-    output before storing it (``detectors.services._record``).
+    output before storing it (``detectors.services``).
     """
 
     kind: str
@@ -168,78 +168,3 @@ class DetectorWorker:
             self.load()
         assert self.detector is not None
         return outputs_predict(self.detector, prepared)
-
-
-@dataclass(frozen=True)
-class Generated:
-    """One generated image as PNG bytes (encoded where it was generated: less to send)."""
-
-    png: bytes
-    width: int
-    height: int
-
-
-class GenerationWorker:
-    """A diffusers pipeline held for the worker's lifetime. Payload: a ``generation.Job``."""
-
-    def __init__(self, *, model: dict[str, str], settings: dict[str, Any]) -> None:
-        self.model = model
-        self.settings = settings
-        self.pipe: Any = None
-
-    def load(self) -> dict[str, Any]:
-        """Load the pipeline (GenerationError names the weights variable) → its effective settings."""
-        from detectors.generation import ModelSource, Settings, pipeline_info, pipeline_load
-
-        settings = Settings(**self.settings)
-        self.pipe = pipeline_load(ModelSource(**self.model), device=settings.device)
-        return pipeline_info(self.pipe, settings)
-
-    def prepare(self, payload: Any) -> Any:
-        return payload
-
-    def run(self, keys: Sequence[Hashable], jobs: Sequence[Any]) -> list[Generated]:
-        from detectors.generation import Settings, images_generate, png_bytes
-
-        if self.pipe is None:
-            self.load()
-        images = images_generate(self.pipe, jobs, Settings(**self.settings))
-        return [Generated(png_bytes(image), image.width, image.height) for image in images]
-
-
-class EditWorker:
-    """An editing pipeline held for the worker's lifetime (``edit_images --executor ray``).
-    Payload: a ``detectors.edit_pipeline.EditTask``; output: its ``Edited`` (PNG bytes)."""
-
-    def __init__(self, *, model: dict[str, str], settings: dict[str, Any]) -> None:
-        self.model = model
-        self.settings = settings
-        self.editor: Any = None
-
-    def load(self) -> dict[str, Any]:
-        """Load the editor (EditingError names the weights variable, or the setting this kind of
-        editor does not take) → what it is and the settings it uses, for the pairs' params."""
-        from detectors.edit_pipeline import (
-            EditSettings,
-            SeedEditor,
-            editor_info,
-            editor_load,
-            input_size,
-            settings_check,
-        )
-        from detectors.generation import ModelSource
-
-        model, settings = ModelSource(**self.model), EditSettings(**self.settings)
-        pipe = editor_load(model, device=settings.device)
-        settings_check(pipe, settings)
-        self.editor = SeedEditor(pipe, settings, input_size(model.name, settings))
-        return editor_info(pipe, settings)
-
-    def prepare(self, payload: Any) -> Any:
-        # Seed photos are decoded in ``run``, once per photo for the worker's lifetime (its cache).
-        return payload
-
-    def run(self, keys: Sequence[Hashable], tasks: Sequence[Any]) -> list[Any]:
-        if self.editor is None:
-            self.load()
-        return self.editor.edit(tasks)

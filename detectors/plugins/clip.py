@@ -227,7 +227,7 @@ def gender_scores(sims: ClipSimilarities, row: int) -> tuple[str, dict[str, floa
     return (MALE if sim_male >= sim_female else FEMALE), scores
 
 
-class _ClipDetector(Detector):
+class ClipDetectorBase(Detector):
     """Shared plumbing: one ClipEncoder over ``TEXTS``; subclasses implement ``decide``."""
 
     TEXTS: ClassVar[tuple[str, ...]] = GENDER_TEXTS
@@ -266,7 +266,7 @@ def configured_weights() -> str:
     return weights.configured_weights(WEIGHTS_KEY)
 
 
-class ClipDetector(_ClipDetector):
+class ClipDetector(ClipDetectorBase):
     key = "clip"
     version = "1"
     description = "CLIP ViT-L/14: 'a photo of a male' vs 'a photo of a female', never filters"
@@ -276,7 +276,7 @@ class ClipDetector(_ClipDetector):
         return DetectorOutput(verdict=verdict, scores=scores)
 
 
-class ClipProbDetector(_ClipDetector):
+class ClipProbDetector(ClipDetectorBase):
     key = "clip_prob"
     version = "1"
     description = "dlib face gate, then CLIP; filtered when the winning probability is below 0.9"
@@ -318,7 +318,7 @@ class ClipProbDetector(_ClipDetector):
         return DetectorOutput(verdict=verdict, scores=scores)
 
 
-class ClipUncertainDetector(_ClipDetector):
+class ClipUncertainDetector(ClipDetectorBase):
     key = "clip_uncertain"
     version = "1"
     description = "CLIP person-vs-object filter, then man / woman / uncertain gender"

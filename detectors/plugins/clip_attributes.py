@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from detectors.base import DetectorOptionError, DetectorOutput
-from detectors.plugins.clip import CLIP_OPTIONS, _ClipDetector
+from detectors.plugins.clip import CLIP_OPTIONS, ClipDetectorBase
 from metrics.gep import ATTRIBUTE_CLIP_TEXTS, ATTRIBUTE_KEYS, CALIBRATION_REFERENCE, cls_training_texts
 from studies.protocols import KIND_ATTRIBUTES
 
@@ -90,7 +90,7 @@ def _training_texts() -> tuple[tuple[str, ...], dict[str, tuple[str, ...]], tupl
 CLS_TEXTS, CLS_POSITIVES, CLS_NEGATIVES = _training_texts()
 
 
-class _AttributeDetector(_ClipDetector):
+class _AttributeDetector(ClipDetectorBase):
     """One ClipEncoder over ``TEXTS`` (the gender CLIP detectors' loader); ``scores`` per subclass."""
 
     output_kind = KIND_ATTRIBUTES

@@ -29,7 +29,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 #: BiasLab's own apps: their commands are documented (Django's and DRF's are not).
-PROJECT_APPS = ("accounts", "studies", "annotate", "detectors", "reports", "estimates")
+PROJECT_APPS = ("accounts", "studies", "annotate", "detectors", "generation", "reports", "estimates")
 #: Options every Django command has; listed once on the commands index, not on every page.
 DJANGO_COMMON = {
     "help",

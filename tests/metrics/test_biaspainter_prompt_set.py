@@ -20,7 +20,7 @@ import pytest
 
 from metrics.pair_change import DOMAINS, biaspainter_prompt
 
-PATH = Path(__file__).resolve().parents[2] / "detectors" / "prompt_sets" / "biaspainter2024.csv"
+PATH = Path(__file__).resolve().parents[2] / "generation" / "prompt_sets" / "biaspainter2024.csv"
 COUNTS = {"profession": 62, "personality": 70, "object": 58, "activity": 39}
 
 

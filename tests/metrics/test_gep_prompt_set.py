@@ -1,4 +1,4 @@
-"""The shipped prompt set detectors/prompt_sets/gep2023.csv (Zhang et al. 2023), read as plain CSV."""
+"""The shipped prompt set generation/prompt_sets/gep2023.csv (Zhang et al. 2023), read as plain CSV."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from metrics import gep
 
-CSV_PATH = Path(__file__).resolve().parents[2] / "detectors" / "prompt_sets" / "gep2023.csv"
+CSV_PATH = Path(__file__).resolve().parents[2] / "generation" / "prompt_sets" / "gep2023.csv"
 COLUMNS = ["category", "word", "prompt", "gender", "setting", "context", "attribute"]
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-PATH = Path(__file__).resolve().parents[2] / "detectors" / "prompt_sets" / "mannering2023.csv"
+PATH = Path(__file__).resolve().parents[2] / "generation" / "prompt_sets" / "mannering2023.csv"
 WORDS = ("man", "woman", "boy", "girl")
 GENDER_OF_WORD = {"man": "male", "boy": "male", "woman": "female", "girl": "female"}
 

@@ -49,17 +49,19 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from detectors.base import DetectorUnavailable
+from detectors.executors import ItemError, WorkerSpec
 from detectors.progress import Progress
+from detectors.remote import batches_run_remote
 from studies.protocols import protocol_spec
 
 if TYPE_CHECKING:
     # Imported where used, not here: Ray workers import this module for the pipeline functions
-    # and must not need Django (detectors/executors/workers.py).
+    # and must not need Django (generation/workers.py).
     from detectors.executors import Executor, WorkerStats
     from studies.models import Prompt, Study
 
@@ -446,6 +448,22 @@ def png_bytes(image: Any) -> bytes:
     return buf.getvalue()
 
 
+def pipeline_worker_spec(worker: str, model: ModelSource, settings: Any) -> WorkerSpec:
+    """How a worker of ``generation/workers.py`` loads its pipeline: the model's source and the
+    settings (a ``Settings`` or an ``EditSettings``), as plain data. The worker is named by its
+    dotted path, so this module never imports the workers' (which import it)."""
+    return WorkerSpec(
+        factory=f"generation.workers.{worker}",
+        kwargs={"model": asdict(model), "settings": asdict(settings)},
+        label=model.name,
+    )
+
+
+def generation_worker_spec(model: ModelSource, settings: Settings) -> WorkerSpec:
+    """How a worker loads the pipeline: the model's source and the generation settings."""
+    return pipeline_worker_spec("GenerationWorker", model, settings)
+
+
 # --- the loop ------------------------------------------------------------------------------------
 @dataclass
 class GenerationOutcome:
@@ -513,7 +531,7 @@ def batches_run(
     executor: Executor | None = None,
     payload: Callable[[Any], Any] | None = None,
 ) -> tuple[int, float]:
-    """The batch/stop/progress loop of ``generation_run`` (and ``detectors.editing``): returns
+    """The batch/stop/progress loop of ``generation_run`` (and ``generation.editing``): returns
     (jobs stored, seconds).
 
     A generator thread calls ``run_batch(batch)`` (one image per job, in order; one batch ahead
@@ -529,8 +547,6 @@ def batches_run(
     otherwise.
     """
     if executor is not None:
-        from detectors.remote import batches_run_remote
-
         return batches_run_remote(
             executor,
             jobs,
@@ -615,8 +631,6 @@ def generation_run(
     if not jobs:
         return outcome
     if executor is not None:  # --executor ray (issue 14): workers generate, this process stores
-        from detectors.remote import generation_worker_spec
-
         info = executor.start(generation_worker_spec(model, settings))
     else:
         if pipe is None:
@@ -625,8 +639,6 @@ def generation_run(
     storer = _Storer(study=study, model=model, base_params=_base_params(info, model, settings, prompt_set))
 
     def store_remote(job: Job, output: Any) -> None:
-        from detectors.executors import ItemError
-
         if isinstance(output, ItemError):
             on_warning(f"{job.source_path}: not generated, {output.message}; a re-run retries it")
             return

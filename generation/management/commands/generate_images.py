@@ -12,7 +12,7 @@ a sub-folder per prompt where prompts share a category and word), with its promp
 settings and the prompt set's extra columns as metadata. ``--seed-by template`` gives every
 prompt of a template (the set's ``template`` column) the same seeds, so paired prompts differ
 only in their words. Resumable: items already stored (same model, prompt, index) are skipped.
-Ctrl-C / SIGTERM stops after the current batch. See detectors/generation.py for the seed rules,
+Ctrl-C / SIGTERM stops after the current batch. See generation/generation.py for the seed rules,
 paths and weights.
 
 ``--executor ray`` generates on a pool of Ray workers, each holding the pipeline; this process
@@ -28,7 +28,15 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from detectors.executors import ExecutorError
-from detectors.generation import (
+from detectors.management.options import (
+    batch_size,
+    executor_for,
+    pipeline_arguments,
+    positive,
+    workers_report,
+)
+from detectors.progress import Progress, StopFlag, command_stream
+from generation.generation import (
     SEED_POLICIES,
     T2I_MODELS,
     GenerationError,
@@ -38,14 +46,6 @@ from detectors.generation import (
     seed_policy_check,
     t2i_model_resolve,
 )
-from detectors.management.options import (
-    batch_size,
-    executor_for,
-    pipeline_arguments,
-    positive,
-    workers_report,
-)
-from detectors.progress import Progress, StopFlag, command_stream
 from studies.models import Study
 
 

@@ -16,12 +16,12 @@ import pytest
 from django.core.management import CommandError, call_command
 from PIL import Image as PILImage
 
-from detectors.edit_pipeline import MITIGATION_SUFFIX, EditingError, EditSettings, edit_seed, editor_resolve
-from detectors.editing import edit_run, pair_key_for, seeds_from_folder, seeds_from_study
-from detectors.generation import PromptSpec, prompt_set_load, prompt_sets_available
+from generation.edit_pipeline import MITIGATION_SUFFIX, EditingError, EditSettings, edit_seed, editor_resolve
+from generation.editing import edit_run, pair_key_for, seeds_from_folder, seeds_from_study
+from generation.generation import PromptSpec, prompt_set_load, prompt_sets_available
 from studies.models import Image, Item, ItemImage, Prompt
-from tests.detectors.tiny_editors import save_tiny_img2img, save_tiny_pix2pix
 from tests.factories import ItemFactory, StudyFactory, image_of
+from tests.generation.tiny_editors import save_tiny_img2img, save_tiny_pix2pix
 
 pytestmark = pytest.mark.django_db
 
@@ -269,7 +269,7 @@ class _Killed(BaseException):
 def test_an_editor_failure_keeps_the_pairs_stored_before_it_and_no_half_pair(
     pairs, seeds, tiny_img2img, prompt_csv
 ):
-    from detectors import edit_pipeline
+    from generation import edit_pipeline
 
     calls = {"n": 0}
     real = edit_pipeline.images_edit
@@ -491,7 +491,7 @@ def test_the_shipped_biaspainter_prompt_set_edits(pairs, seeds, tiny_img2img):
 
 
 def test_two_seeds_whose_names_would_share_a_key_are_refused(pairs):
-    from detectors.editing import SeedPhoto, edit_plan
+    from generation.editing import SeedPhoto, edit_plan
     from tests.factories import ImageFactory
 
     seeds = [
@@ -539,7 +539,7 @@ def torch_one_thread():
 @pytest.fixture
 def stores(monkeypatch) -> list[str]:
     """The key of every pair handed to the database write (the driver's only write), in order."""
-    from detectors import editing
+    from generation import editing
 
     keys: list[str] = []
     real = editing.item_image_store
@@ -592,18 +592,18 @@ def test_a_ray_edit_stores_exactly_the_pairs_a_local_edit_stores_and_a_second_ru
 def test_a_ray_edit_whose_worker_is_killed_loses_and_duplicates_no_pair(
     ray_cluster, pairs, seeds, tiny_img2img, prompt_csv, stores, monkeypatch, tmp_path
 ):
-    from detectors import remote
     from detectors.executors import WorkerSpec
+    from generation import editing
 
     marker = tmp_path / "crashed"
-    real_spec = remote.edit_worker_spec
+    real_spec = editing.edit_worker_spec
 
     def crashing_spec(model, settings):
         spec = real_spec(model, settings)
         kwargs = {**spec.kwargs, "crash_marker": str(marker), "crash_on_call": 2}
-        return WorkerSpec("tests.detectors.tiny_editors.CrashingEditWorker", kwargs, spec.label)
+        return WorkerSpec("tests.generation.tiny_editors.CrashingEditWorker", kwargs, spec.label)
 
-    monkeypatch.setattr(remote, "edit_worker_spec", crashing_spec)
+    monkeypatch.setattr(editing, "edit_worker_spec", crashing_spec)
     # An earlier run stored the first prompt's pairs, then stopped.
     edit_from_seeds_study(tiny_img2img, prompt_csv, "--per-pair", "2", "--limit-prompts", "1", *SMALL)
     before = {item.key: image_of(item, "output").sha256 for item in Item.objects.filter(study=pairs)}

@@ -18,7 +18,7 @@ from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
-from detectors.executors.workers import EditWorker
+from generation.workers import EditWorker
 from tests.fakes import die_once
 
 

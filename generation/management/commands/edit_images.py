@@ -14,7 +14,7 @@ Each edit becomes an item with two images, role ``input`` (the seed) and role ``
 Resumable: pairs already stored (same editor, prompt, seed, index, suffix) are skipped; Ctrl-C /
 SIGTERM stops after the current batch. ``--shard i/n`` gives this worker its share of the pairs.
 Unset settings take the editor's own defaults; the values used are stored with every pair. See
-detectors/editing.py for the editors, seeds and weights (``BIASLAB_T2I_<NAME>_WEIGHTS``).
+generation/editing.py for the editors, seeds and weights (``BIASLAB_T2I_<NAME>_WEIGHTS``).
 
 ``--executor ray`` edits on a pool of Ray workers (``--ray-address``, ``--num-workers``,
 ``--num-gpus-per-worker``), each holding the editor; they read the seed photos from the shared
@@ -30,10 +30,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from detectors.edit_pipeline import EDITORS, MITIGATION_SUFFIX, EditSettings, editor_resolve
-from detectors.editing import edit_run, seeds_from_folder, seeds_from_study, study_check
 from detectors.executors import ExecutorError
-from detectors.generation import GenerationError, prompt_set_load
 from detectors.management.options import (
     batch_size,
     executor_for,
@@ -43,6 +40,9 @@ from detectors.management.options import (
 )
 from detectors.progress import Progress, StopFlag, command_stream
 from detectors.selectors import Shard
+from generation.edit_pipeline import EDITORS, MITIGATION_SUFFIX, EditSettings, editor_resolve
+from generation.editing import edit_run, seeds_from_folder, seeds_from_study, study_check
+from generation.generation import GenerationError, prompt_set_load
 from studies.models import Study
 
 

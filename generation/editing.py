@@ -9,7 +9,7 @@ name as ``t2i_model``, the noise seed, every setting in ``Item.params`` and, in
 ``Item.metadata``, the prompt set's extra columns (``domain``), the seed's ``seed_gender`` /
 ``seed_race`` / ``seed_age_group`` and ``seed_key``.
 
-Editors (``detectors.edit_pipeline``, the part without Django that Ray workers run). ``sd15``,
+Editors (``generation.edit_pipeline``, the part without Django that Ray workers run). ``sd15``,
 ``sd21``, ``sdxl`` and ``instruct-pix2pix`` name the paper's checkpoints (``EDITORS``); any
 other name is a diffusers hub id or a local folder. ``BIASLAB_T2I_<NAME>_WEIGHTS`` overrides
 the source (``BIASLAB_T2I_SD15_WEIGHTS``, ``BIASLAB_T2I_INSTRUCT_PIX2PIX_WEIGHTS``). Loading
@@ -29,7 +29,7 @@ Seeds. The noise seed of an edit is the first 8 bytes of
 right by one bit, with the prompt *without* ``--prompt-suffix``: the paper's mitigation run
 (``", maintain the same gender as the input image"``) then starts from the same noise as the
 original run and differs only by the suffix. Noise comes from a per-image CPU
-``torch.Generator``, as in ``detectors.generation``.
+``torch.Generator``, as in ``generation.generation``.
 
 Keys. ``<editor>/<category>/<word>/[<prompt folder>/]<seed>/<index>.png``; with a suffix the
 first part is ``<editor>+suffix-<sha256(suffix)[:8]>`` so both runs can share a study. Resuming
@@ -52,7 +52,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from detectors.edit_pipeline import (
+from detectors.executors import ItemError, WorkerSpec
+from detectors.executors.workers import ImageBytes
+from detectors.progress import Progress
+from detectors.remote import image_payload
+from generation.edit_pipeline import (
     SEED_RULE,
     EditingError,
     EditSettings,
@@ -64,9 +68,13 @@ from detectors.edit_pipeline import (
     input_size,
     settings_check,
 )
-from detectors.executors.workers import ImageBytes
-from detectors.generation import GenerationOutcome, ModelSource, PromptSpec, outcome_batches_run
-from detectors.progress import Progress
+from generation.generation import (
+    GenerationOutcome,
+    ModelSource,
+    PromptSpec,
+    outcome_batches_run,
+    pipeline_worker_spec,
+)
 from studies.ingest import (
     ImageRejected,
     InvalidManifestRow,
@@ -81,8 +89,8 @@ from studies.models import Image, ImageRole, Item, ItemImage, Prompt, Study
 from studies.protocols import protocol_spec
 
 if TYPE_CHECKING:
-    from detectors.edit_pipeline import Edited
     from detectors.executors import Executor
+    from generation.edit_pipeline import Edited
 
 #: Seed-photo attributes copied into every pair's metadata (as ``seed_<name>``).
 SEED_ATTRIBUTES = ("gender", "race", "age_group")
@@ -293,6 +301,12 @@ def study_check(study: Study, *, seeds_study: Study | None = None) -> None:
 
 
 # --- the loop ------------------------------------------------------------------------------------
+def edit_worker_spec(model: ModelSource, settings: EditSettings) -> WorkerSpec:
+    """How a worker loads the editor (``generation.workers.EditWorker``): the model's source and
+    the edit settings."""
+    return pipeline_worker_spec("EditWorker", model, settings)
+
+
 def edit_run(
     *,
     study: Study,
@@ -312,7 +326,7 @@ def edit_run(
 ) -> GenerationOutcome:
     """Edit and store every missing pair of this shard; returns counts (``created`` pairs).
 
-    ``generate_images``' loop (``detectors.generation.batches_run``): the editor runs one batch
+    ``generate_images``' loop (``generation.generation.batches_run``): the editor runs one batch
     ahead in a thread while this thread stores the previous batch, each pair in its own
     transaction (``studies.ingest.item_image_store``); ``should_stop`` is checked before each
     batch; a restart re-edits at most the batches in flight. ``pipe`` is loaded when not given.
@@ -337,8 +351,6 @@ def edit_run(
     size = input_size(model.name, settings)
     run_batch: Callable[[Sequence[EditJob]], list[Edited]] | None = None
     if executor is not None:  # --executor ray (issue 14): workers edit, this process stores
-        from detectors.remote import edit_worker_spec, image_payload
-
         payloads = {sha: image_payload(path, send_images) for sha, path in sources.items()}
         info = executor.start(edit_worker_spec(model, settings))
     else:
@@ -367,8 +379,6 @@ def edit_run(
     )
 
     def store(job: EditJob, edited: Any) -> None:
-        from detectors.executors import ItemError
-
         if isinstance(edited, ItemError):
             on_warning(f"{job.key}: not edited, {edited.message}; a re-run retries it")
             return

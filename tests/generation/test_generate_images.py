@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from detectors.generation import (
+from detectors.progress import StopFlag
+from generation.generation import (
     GenerationError,
     PromptSpec,
     Settings,
@@ -22,7 +23,6 @@ from detectors.generation import (
     t2i_model_resolve,
     template_seed,
 )
-from detectors.progress import StopFlag
 from studies.models import Image, Item, ItemImage, Prompt, Question
 from tests.factories import StudyFactory, image_of
 from tests.fakes import save_tiny_sd
@@ -293,13 +293,13 @@ class ScriptedPipe:
 
 
 def _specs(n: int):
-    from detectors.generation import PromptSpec
+    from generation.generation import PromptSpec
 
     return [PromptSpec("profession", f"job{i}", f"a photo of a job{i}") for i in range(n)]
 
 
 def _model():
-    from detectors.generation import ModelSource
+    from generation.generation import ModelSource
 
     return ModelSource(name="scripted", source="/nowhere", env_var="BIASLAB_T2I_SCRIPTED_WEIGHTS")
 

@@ -1,10 +1,10 @@
 """The editing itself, without Django: what a Ray worker of ``edit_images --executor ray`` runs.
 
-``detectors.editing`` plans the pairs from the database, skips those stored and writes the
+``generation.editing`` plans the pairs from the database, skips those stored and writes the
 results; this module only loads an editor and edits seed photos — so a worker process, which
 never has Django configured (detectors/executors/ray_executor.py), can import it. The split
-mirrors generation's: ``detectors.generation`` keeps its pipeline functions importable without
-Django, and ``detectors.executors.workers.EditWorker`` holds one ``SeedEditor`` for its lifetime.
+mirrors generation's: ``generation.generation`` keeps its pipeline functions importable without
+Django, and ``generation.workers.EditWorker`` holds one ``SeedEditor`` for its lifetime.
 
 Editors. ``sd15``, ``sd21``, ``sdxl`` and ``instruct-pix2pix`` name the paper's checkpoints
 (``EDITORS``); any other name is a diffusers hub id or a local folder, and
@@ -30,7 +30,7 @@ from typing import Any
 
 from detectors.base import DetectorUnavailable
 from detectors.executors.workers import ImageBytes
-from detectors.generation import (
+from generation.generation import (
     GenerationError,
     ModelSource,
     call_default,
@@ -102,7 +102,7 @@ def editor_resolve(name: str) -> ModelSource:
 
 
 def edit_seed(*, editor: str, prompt: str, seed_sha256: str, index: int, seed_base: int = 0) -> int:
-    """Deterministic 63-bit noise seed of one edit (detectors.editing); ``prompt`` without suffix."""
+    """Deterministic 63-bit noise seed of one edit (generation.editing); ``prompt`` without suffix."""
     text = f"edit|{seed_base}|{editor}|{prompt}|{seed_sha256}|{index}"
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
 

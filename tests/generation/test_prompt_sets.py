@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from detectors.generation import (
+from generation.generation import (
     PROMPT_SET_DIR,
     GenerationError,
     prompt_folder,

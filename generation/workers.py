@@ -1,0 +1,92 @@
+"""The workers of ``generate_images`` and ``edit_images`` on an executor (``--executor ray``):
+a diffusers pipeline held for the worker's lifetime, on plain data in and out. No Django here.
+
+They follow the contract of ``detectors/executors/workers.py`` (``load``, ``prepare``, ``run``)
+and are built where they run from the ``WorkerSpec`` of ``generation_worker_spec`` or
+``edit_worker_spec``, which name them by dotted path: the modules that start a run never import
+this one, so the arrows between generation.py, edit_pipeline.py and here point one way only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from generation.edit_pipeline import (
+    EditSettings,
+    SeedEditor,
+    editor_info,
+    editor_load,
+    input_size,
+    settings_check,
+)
+from generation.generation import (
+    ModelSource,
+    Settings,
+    images_generate,
+    pipeline_info,
+    pipeline_load,
+    png_bytes,
+)
+
+
+@dataclass(frozen=True)
+class Generated:
+    """One generated image as PNG bytes (encoded where it was generated: less to send)."""
+
+    png: bytes
+    width: int
+    height: int
+
+
+class GenerationWorker:
+    """A diffusers pipeline held for the worker's lifetime. Payload: a ``generation.generation.Job``."""
+
+    def __init__(self, *, model: dict[str, str], settings: dict[str, Any]) -> None:
+        self.model = model
+        self.settings = settings
+        self.pipe: Any = None
+
+    def load(self) -> dict[str, Any]:
+        """Load the pipeline (GenerationError names the weights variable) → its effective settings."""
+        settings = Settings(**self.settings)
+        self.pipe = pipeline_load(ModelSource(**self.model), device=settings.device)
+        return pipeline_info(self.pipe, settings)
+
+    def prepare(self, payload: Any) -> Any:
+        return payload
+
+    def run(self, keys: Sequence[Hashable], jobs: Sequence[Any]) -> list[Generated]:
+        if self.pipe is None:
+            self.load()
+        images = images_generate(self.pipe, jobs, Settings(**self.settings))
+        return [Generated(png_bytes(image), image.width, image.height) for image in images]
+
+
+class EditWorker:
+    """An editing pipeline held for the worker's lifetime (``edit_images --executor ray``).
+    Payload: a ``generation.edit_pipeline.EditTask``; output: its ``Edited`` (PNG bytes)."""
+
+    def __init__(self, *, model: dict[str, str], settings: dict[str, Any]) -> None:
+        self.model = model
+        self.settings = settings
+        self.editor: Any = None
+
+    def load(self) -> dict[str, Any]:
+        """Load the editor (EditingError names the weights variable, or the setting this kind of
+        editor does not take) → what it is and the settings it uses, for the pairs' params."""
+        model, settings = ModelSource(**self.model), EditSettings(**self.settings)
+        pipe = editor_load(model, device=settings.device)
+        settings_check(pipe, settings)
+        self.editor = SeedEditor(pipe, settings, input_size(model.name, settings))
+        return editor_info(pipe, settings)
+
+    def prepare(self, payload: Any) -> Any:
+        # Seed photos are decoded in ``run``, once per photo for the worker's lifetime (its cache).
+        return payload
+
+    def run(self, keys: Sequence[Hashable], tasks: Sequence[Any]) -> list[Any]:
+        if self.editor is None:
+            self.load()
+        return self.editor.edit(tasks)
