@@ -44,6 +44,7 @@ from detectors.management.options import (
 from detectors.progress import Progress, StopFlag, command_stream
 from detectors.selectors import Shard
 from studies.models import Study
+from studies.selectors import study_by_slug
 
 
 class Command(BaseCommand):
@@ -157,8 +158,6 @@ class Command(BaseCommand):
         workers_report(self.stdout, outcome.workers, "pairs")
 
     def _study(self, slug: str) -> Study:
-        try:
-            return Study.objects.get(slug=slug)
-        except Study.DoesNotExist:
-            known = ", ".join(Study.objects.values_list("slug", flat=True)) or "none yet"
-            raise CommandError(f"No study {slug!r}. Studies: {known}.") from None
+        return study_by_slug(
+            slug, missing=lambda known: CommandError(f"No study {slug!r}. Studies: {known or 'none yet'}.")
+        )
