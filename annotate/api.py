@@ -70,17 +70,11 @@ from config.api import (
 )
 from studies import permissions
 from studies.models import Item, Question, Study
+from studies.permissions import IsResearcher
 from studies.selectors import item_images, item_main_image, item_questions, study_questions, with_images
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
-
-
-class IsResearcher(BasePermission):
-    message = "Only researchers and admins may use this endpoint."
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        return permissions.is_researcher(request.user)
 
 
 class IsAnnotator(BasePermission):

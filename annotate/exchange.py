@@ -38,6 +38,7 @@ from studies.csvio import safe_dict_writer
 from studies.ingest import ImportSummary, RejectedRow, csv_rows_read
 from studies.models import ImageRole, Item, ItemImage, Question, Study
 from studies.selectors import item_questions, study_questions
+from studies.selectors import study_by_slug as _study_by_slug
 
 EXPORT_FORMATS = ("csv", "json")
 HEAD_COLUMNS = ("item", "question", "image")
@@ -688,8 +689,9 @@ def _truth_write(
 
 def study_by_slug(slug: str) -> Study:
     """The study with this slug, or ImportRejected naming the studies that exist."""
-    study = Study.objects.filter(slug=slug).first()
-    if study is None:
-        known = ", ".join(Study.objects.order_by("slug").values_list("slug", flat=True)) or "none yet"
-        raise ImportRejected(f"no study with slug '{slug}' (existing studies: {known})")
-    return study
+    return _study_by_slug(
+        slug,
+        missing=lambda known: ImportRejected(
+            f"no study with slug '{slug}' (existing studies: {known or 'none yet'})"
+        ),
+    )

@@ -35,7 +35,6 @@ from django.utils import timezone
 
 from annotate import sql as rows
 from annotate.models import (
-    Assignment,
     FinalLabel,
     FinalLabelRevision,
     FinalLabelSource,
@@ -221,42 +220,6 @@ def dispute_queue(*, study: Study, limit: int | None = None) -> list[DisputeRow]
     return rows
 
 
-# The counts of annotator_progress in one fixed statement. Raw SQL because it runs on every key
-# press: building and compiling the same nested counts through the ORM took ~5 ms of CPU per
-# call, executing them about 1 ms. Same claim rules as _CANDIDATES_SQL in annotate.services (kept
-# in step by tests/annotate/test_selectors.py, which runs on SQLite and PostgreSQL). Shaped so
-# that no count probes another table once per item of the study:
-#   done          the items the annotator labelled in the study (their completed seats);
-#   open          their open seats, less items a person already decided;
-#   unfinished    items with fewer than N completed seats and no decision (an index range) …
-#   mine          … less those the annotator holds or held a seat on (their seats, a few);
-#   held          … less those others hold every remaining seat of right now — driven from
-#                 the open seats (a partial index, a handful of rows), never from the items.
-_PROGRESS_SQL = """
-SELECT
-  (SELECT COUNT(*) FROM {assignment} a JOIN {item} i ON i.id = a.item_id
-    WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND a.completed_at IS NOT NULL) AS done,
-  (SELECT COUNT(*) FROM {assignment} a JOIN {item} i ON i.id = a.item_id
-    WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND a.completed_at IS NULL
-      AND NOT EXISTS ({decided})) AS open_seats,
-  (SELECT COUNT(*) FROM {item} i
-    WHERE i.study_id = %(study)s AND i.queue > 0 AND i.completed_seats < %(n)s AND NOT EXISTS ({decided}))
-    AS unfinished,
-  (SELECT COUNT(*) FROM {assignment} a JOIN {item} i ON i.id = a.item_id
-    WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND i.queue > 0 AND i.completed_seats < %(n)s
-      AND NOT EXISTS ({decided})) AS mine,
-  (SELECT COUNT(*) FROM {item} i
-    WHERE i.id IN (SELECT o.item_id FROM {assignment} o
-                    WHERE o.completed_at IS NULL AND o.expires_at > %(now)s)
-      AND i.study_id = %(study)s AND i.queue > 0 AND i.completed_seats < %(n)s AND NOT EXISTS ({decided})
-      AND NOT EXISTS (SELECT 1 FROM {assignment} a WHERE a.item_id = i.id AND a.annotator_id = %(user)s)
-      AND (SELECT COUNT(*) FROM {assignment} a
-            WHERE a.item_id = i.id AND (a.completed_at IS NOT NULL OR a.expires_at > %(now)s)) >= %(n)s)
-    AS held
-"""
-_DECIDED_SQL = "SELECT 1 FROM {final} f WHERE f.item_id = i.id AND f.source IN (%(resolved)s, %(imported)s)"
-
-
 def annotator_progress(*, study: Study, annotator: User, now: datetime | None = None) -> Progress:
     """done: items this annotator labelled in the study. remaining: items still needing labels
     that this annotator could still take — the seats they hold open plus the items they could
@@ -275,15 +238,8 @@ def annotator_progress(*, study: Study, annotator: User, now: datetime | None = 
 def progress_statement(*, study: Study, annotator: User, now: datetime) -> tuple[str, dict[str, Any]]:
     """The progress counts' statement and its named parameters: one row ``done, open_seats,
     unfinished, mine, held`` (``progress_from_counts`` turns it into Progress). The key press
-    (``annotate.services``) runs it as part of its claim statement."""
-    tables = {
-        "item": Item._meta.db_table,
-        "assignment": Assignment._meta.db_table,
-        "final": FinalLabel._meta.db_table,
-    }
-    sql = rows.statement(
-        "progress", lambda: _PROGRESS_SQL.format(decided=_DECIDED_SQL.format(**tables), **tables)
-    )
+    (``annotate.services``) runs it as part of its claim statement (``annotate.sql``)."""
+    sql = rows.progress()
     params = {
         "user": annotator.pk,
         "study": study.pk,
@@ -424,41 +380,10 @@ def annotator_stats(*, study: Study) -> list[AnnotatorStats]:
     ]
 
 
-# The study of a labeling URL, if the user annotates it, with its questions: one statement on
-# every key press instead of a study query and a question query. The questions come as one JSON
-# array (one array per question, its columns in field order), sorted here.
-_LABELING_STUDY_SQL = """
-SELECT {study}, (SELECT {questions} FROM {question_table} q WHERE q.study_id = s.id)
-FROM {study_table} s
-WHERE s.slug = %(slug)s
-  AND EXISTS (SELECT 1 FROM {members} m WHERE m.{member_study} = s.id AND m.{member_user} = %(user)s)
-"""
-
-
-def _labeling_study_sql() -> str:
-    members = Study.annotators.through
-    # SQLite keeps JSON columns as text: json() embeds them as JSON, not as a string.
-    parts = [
-        f"json(q.{f.column})"
-        if f.get_internal_type() == "JSONField" and not rows.is_postgresql()
-        else f"q.{f.column}"
-        for f in Question._meta.concrete_fields
-    ]
-    return _LABELING_STUDY_SQL.format(
-        study=rows.columns(Study, "s"),
-        questions=rows.json_array_agg(rows.json_array(*parts)),
-        question_table=Question._meta.db_table,
-        study_table=Study._meta.db_table,
-        members=members._meta.db_table,
-        member_study=members._meta.get_field("study").column,
-        member_user=members._meta.get_field("user").column,
-    )
-
-
 def study_for_labeling(*, user: User, slug: str) -> Study | None:
     """The study ``slug`` if ``user`` is one of its annotators (else None), with its questions
     loaded (``studies.selectors.study_questions`` then reads no more) — in one query."""
-    sql = rows.statement("labeling-study", _labeling_study_sql)
+    sql = rows.labeling_study()
     with connection.cursor() as cursor:
         cursor.execute(sql, {"slug": slug, "user": user.pk})
         row = cursor.fetchone()

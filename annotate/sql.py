@@ -1,10 +1,11 @@
-"""Model instances from raw SQL rows, for the labeling key press.
+"""The labeling key press's SQL: its fixed statements, and model instances from their rows.
 
-The key press runs a handful of fixed SQL statements (``annotate.services``,
-``annotate.selectors``) instead of ORM querysets: building and compiling a queryset costs
-0.5-2 ms of CPU, more than the database needs to run it. The rows still come back as real model
-instances — with the same conversions the ORM applies (SQLite's datetimes and JSON text, the
-JSON fields' decoding) — so every caller and template sees what it always saw.
+The key press (``annotate.services``, ``annotate.selectors``) runs a handful of fixed SQL
+statements instead of ORM querysets: building and compiling a queryset costs 0.5-2 ms of CPU,
+more than the database needs to run it. They are all written out here, each built once per
+database vendor. The rows still come back as real model instances — with the same conversions
+the ORM applies (SQLite's datetimes and JSON text, the JSON fields' decoding) — so every caller
+and template sees what it always saw.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Model
+
+from annotate.models import Assignment, FinalLabel, FinalLabelRevision, Label, LabelRevision
+from studies.models import Image, Item, ItemImage, Prompt, Question, Study
 
 M = TypeVar("M", bound=Model)
 Converter = Callable[[Any, Any, Any], Any]
@@ -137,3 +141,317 @@ def statement(key: str, build: Callable[[], str]) -> str:
     if found is None:
         found = _STATEMENTS[(connection.vendor, key)] = build()
     return found
+
+
+# --- the key press's statements ----------------------------------------------------------------
+# Every fixed statement of the labeling key press, in the order a key press runs them. Each
+# builder returns the statement's text for this database, built once (``statement``); the
+# callers (``annotate.selectors``, ``annotate.services``) bind the named parameters.
+
+# The study of a labeling URL, if the user annotates it, with its questions: one statement on
+# every key press instead of a study query and a question query. The questions come as one JSON
+# array (one array per question, its columns in field order), sorted by the caller.
+_LABELING_STUDY = """
+SELECT {study}, (SELECT {questions} FROM {question_table} q WHERE q.study_id = s.id)
+FROM {study_table} s
+WHERE s.slug = %(slug)s
+  AND EXISTS (SELECT 1 FROM {members} m WHERE m.{member_study} = s.id AND m.{member_user} = %(user)s)
+"""
+
+
+def labeling_study() -> str:
+    """Parameters: slug, user. One row: the study's columns, then its questions as JSON."""
+
+    def build() -> str:
+        members = Study.annotators.through
+        # SQLite keeps JSON columns as text: json() embeds them as JSON, not as a string.
+        parts = [
+            f"json(q.{f.column})"
+            if f.get_internal_type() == "JSONField" and not is_postgresql()
+            else f"q.{f.column}"
+            for f in Question._meta.concrete_fields
+        ]
+        return _LABELING_STUDY.format(
+            study=columns(Study, "s"),
+            questions=json_array_agg(json_array(*parts)),
+            question_table=Question._meta.db_table,
+            study_table=Study._meta.db_table,
+            members=members._meta.db_table,
+            member_study=members._meta.get_field("study").column,
+            member_user=members._meta.get_field("user").column,
+        )
+
+    return statement("labeling-study", build)
+
+
+# The item lock of a label write, as one statement: an UPDATE takes the same row lock as
+# SELECT … FOR NO KEY UPDATE (it changes no key column), waits the same way for another writer
+# of the item, and returns the item and whether the annotator is a member of its study in the
+# same round trip. It counts the annotator's seat as completed in advance (+1): on the key
+# press that is what happens; the rare submit that completes no seat (a change, a double
+# submit, a refused one) takes it back or rolls back. Every writer of labels holds this lock,
+# so the counter cannot race.
+_LOCK_ITEM = """
+UPDATE {item} SET completed_seats = completed_seats + 1
+WHERE id = %(item)s{in_study}
+RETURNING {columns},
+  EXISTS (SELECT 1 FROM {members} m WHERE m.{member_study} = {item}.study_id AND m.{member_user} = %(user)s)
+"""
+
+
+def lock_item(*, in_study: bool) -> str:
+    """Parameters: item, user (and study when ``in_study``). One row: the item's columns, then
+    whether the user annotates its study; none when there is no such item (in the study)."""
+
+    def build() -> str:
+        members = Study.annotators.through
+        return _LOCK_ITEM.format(
+            item=Item._meta.db_table,
+            in_study=" AND study_id = %(study)s" if in_study else "",
+            columns=columns(Item, Item._meta.db_table),
+            members=members._meta.db_table,
+            member_study=members._meta.get_field("study").column,
+            member_user=members._meta.get_field("user").column,
+        )
+
+    return statement(f"lock-item-{in_study}", build)
+
+
+# Complete the annotator's open seat on the item and, in the same statement, read the item's
+# labels (question, annotator, value) and count its final labels. The subqueries of RETURNING
+# run after the item lock was granted (the lock was the previous statement), so they see every
+# label another writer committed. No row back: the seat was completed before, or is not theirs.
+_SEAT_COMPLETE = """
+UPDATE {assignment} SET completed_at = %(now)s
+WHERE item_id = %(item)s AND annotator_id = %(user)s AND completed_at IS NULL
+RETURNING id,
+  (SELECT {labels} FROM {label} l WHERE l.item_id = %(item)s),
+  (SELECT COUNT(*) FROM {final} f WHERE f.item_id = %(item)s)
+"""
+
+
+def seat_complete() -> str:
+    """Parameters: now, item, user. One row (seat id, labels as JSON, final labels) or none."""
+
+    def build() -> str:
+        return _SEAT_COMPLETE.format(
+            assignment=Assignment._meta.db_table,
+            label=Label._meta.db_table,
+            final=FinalLabel._meta.db_table,
+            labels=json_array_agg(json_array("l.question_id", "l.annotator_id", "l.value")),
+        )
+
+    return statement("seat-complete", build)
+
+
+def labels_insert(labels: Sequence[Label], fields: Sequence[str]) -> tuple[str, list[Any]]:
+    """INSERT of new labels (their ``fields``) and its parameters. Rows: their ids, in the
+    order of ``labels`` (Django's bulk_create relies on the same)."""
+    sql, params = insert(Label, fields, labels)
+    return sql + " RETURNING id", params
+
+
+def labels_with_revisions(label_insert: str) -> str:
+    """PostgreSQL: ``label_insert`` (an INSERT of labels, from ``insert``) and the first
+    revision of each label, as one data-modifying WITH. Parameters: the insert's, then
+    changed_by, changed_at, request_id. Rows: (question_id, label id)."""
+    return (
+        f"WITH l AS ({label_insert} RETURNING id, question_id, value, reason), "
+        f"r AS (INSERT INTO {LabelRevision._meta.db_table} "
+        "(label_id, value, reason, changed_by_id, changed_at, request_id) "
+        "SELECT id, value, reason, %s, %s, %s FROM l) "
+        "SELECT question_id, id FROM l"
+    )
+
+
+FINAL_COLUMNS = "item_id, question_id, value, source, decided_by_id, note, decided_at"
+
+
+def final_with_revision(final_insert: str) -> str:
+    """PostgreSQL: ``final_insert`` (an INSERT of one final label with the columns of
+    ``FINAL_COLUMNS``, from ``insert``) and its first revision, as one data-modifying WITH."""
+    table = FinalLabelRevision._meta.db_table
+    return (
+        f"WITH f AS ({final_insert} RETURNING {FINAL_COLUMNS}) "
+        f"INSERT INTO {table} ({FINAL_COLUMNS}) SELECT {FINAL_COLUMNS} FROM f"
+    )
+
+
+SEAT_FIELDS = ("item", "annotator", "slot", "claimed_at", "expires_at")
+
+
+def seats_claim(seats: Sequence[Assignment]) -> tuple[str, list[Any]]:
+    """INSERT of open seats (their ``SEAT_FIELDS``) that skips a seat whose slot (or whose item,
+    for its annotator) is taken, instead of failing; and its parameters. Rows: the item ids of
+    the seats that went in."""
+    sql, params = insert(Assignment, SEAT_FIELDS, seats)
+    return sql + " ON CONFLICT DO NOTHING RETURNING item_id", params
+
+
+# A final label set by a person (a researcher or an import) on the item ``{on}``: such an item
+# is decided, and neither handed out nor counted as work left.
+_DECIDED = "SELECT 1 FROM {final} f WHERE f.item_id = {on} AND f.source IN (%(resolved)s, %(imported)s)"
+
+# The counts of annotator_progress in one fixed statement. Raw SQL because it runs on every key
+# press: building and compiling the same nested counts through the ORM took ~5 ms of CPU per
+# call, executing them about 1 ms. Same claim rules as _CANDIDATES below (kept in step by
+# tests/annotate/test_selectors.py, which runs on SQLite and PostgreSQL). Shaped so that no
+# count probes another table once per item of the study:
+#   done          the items the annotator labelled in the study (their completed seats);
+#   open          their open seats, less items a person already decided;
+#   unfinished    items with fewer than N completed seats and no decision (an index range) …
+#   mine          … less those the annotator holds or held a seat on (their seats, a few);
+#   held          … less those others hold every remaining seat of right now — driven from
+#                 the open seats (a partial index, a handful of rows), never from the items.
+_PROGRESS = """
+SELECT
+  (SELECT COUNT(*) FROM {assignment} a JOIN {item} i ON i.id = a.item_id
+    WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND a.completed_at IS NOT NULL) AS done,
+  (SELECT COUNT(*) FROM {assignment} a JOIN {item} i ON i.id = a.item_id
+    WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND a.completed_at IS NULL
+      AND NOT EXISTS ({decided})) AS open_seats,
+  (SELECT COUNT(*) FROM {item} i
+    WHERE i.study_id = %(study)s AND i.queue > 0 AND i.completed_seats < %(n)s AND NOT EXISTS ({decided}))
+    AS unfinished,
+  (SELECT COUNT(*) FROM {assignment} a JOIN {item} i ON i.id = a.item_id
+    WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND i.queue > 0 AND i.completed_seats < %(n)s
+      AND NOT EXISTS ({decided})) AS mine,
+  (SELECT COUNT(*) FROM {item} i
+    WHERE i.id IN (SELECT o.item_id FROM {assignment} o
+                    WHERE o.completed_at IS NULL AND o.expires_at > %(now)s)
+      AND i.study_id = %(study)s AND i.queue > 0 AND i.completed_seats < %(n)s AND NOT EXISTS ({decided})
+      AND NOT EXISTS (SELECT 1 FROM {assignment} a WHERE a.item_id = i.id AND a.annotator_id = %(user)s)
+      AND (SELECT COUNT(*) FROM {assignment} a
+            WHERE a.item_id = i.id AND (a.completed_at IS NOT NULL OR a.expires_at > %(now)s)) >= %(n)s)
+    AS held
+"""
+
+
+def _tables() -> dict[str, str]:
+    return {
+        "item": Item._meta.db_table,
+        "assignment": Assignment._meta.db_table,
+        "final": FinalLabel._meta.db_table,
+    }
+
+
+def progress() -> str:
+    """Parameters: user, study, n, now, resolved, imported. One row: done, open_seats,
+    unfinished, mine, held."""
+
+    def build() -> str:
+        tables = _tables()
+        return _PROGRESS.format(decided=_DECIDED.format(on="i.id", **tables), **tables)
+
+    return statement("progress", build)
+
+
+# The items of one queue level an annotator could be given now, after a cursor and with a
+# limit. An item is claimable when it is queued (Item.queue, level 2 = a sampling round's items,
+# handed out before level 1), when the annotator never held a seat on it, it has fewer than N
+# live seats (labelled, or reserved and unexpired) and no researcher or import fixed a final
+# label of it. Raw SQL because it runs on every key press: the ORM spent ~2 ms of CPU building
+# and compiling it, the database well under 1 ms running it. This statement is the claim rule;
+# _PROGRESS counts by the same rule (tests/annotate/test_selectors.py holds them in step).
+_CANDIDATES = """
+SELECT i.id FROM {item} i
+WHERE i.study_id = %(study)s AND i.queue = %(queue)s AND i.completed_seats < %(n)s AND i.id > %(after)s
+  AND NOT EXISTS (SELECT 1 FROM {assignment} a WHERE a.item_id = i.id AND a.annotator_id = %(user)s)
+  AND NOT EXISTS (SELECT 1 FROM {final} f
+                   WHERE f.item_id = i.id AND f.source IN (%(resolved)s, %(imported)s))
+  AND (SELECT COUNT(*) FROM {assignment} a
+        WHERE a.item_id = i.id AND (a.completed_at IS NOT NULL OR a.expires_at > %(now)s)) < %(n)s
+ORDER BY i.id
+LIMIT {limit}{lock}
+"""
+_SKIP_LOCKED = " FOR NO KEY UPDATE OF i SKIP LOCKED"
+
+
+def skips_locked_rows() -> bool:
+    """Whether claims can skip the items other claimers hold (PostgreSQL; SQLite's writers take
+    turns anyway)."""
+    features = connection.features
+    return bool(features.has_select_for_update_skip_locked and features.has_select_for_no_key_update)
+
+
+def candidates(*, skip_locked: bool) -> str:
+    """The claim rule on its own. Parameters: study, queue, n, after, user, resolved, imported,
+    now, limit. Rows: item ids, ascending."""
+    lock = skip_locked and skips_locked_rows()
+    return statement(
+        f"candidates-{lock}",
+        lambda: _CANDIDATES.format(lock=_SKIP_LOCKED if lock else "", limit="%(limit)s", **_tables()),
+    )
+
+
+# The key press's claim probe, one statement: the annotator's progress counts (_PROGRESS, as a
+# one-row table), the first claimable items of one queue level — as many as the annotator's
+# open seats fall short of the queue's size, skipping items other claimers hold on PostgreSQL —
+# and the seats those items have now.
+_QUEUE_PROBE = """
+SELECT p.done, p.open_seats, p.unfinished, p.mine, p.held, c.id, s.slot, s.completed_at, s.expires_at
+FROM ({progress}) p
+LEFT JOIN ({candidates}) c ON 1 = 1
+LEFT JOIN {assignment} s ON s.item_id = c.id
+ORDER BY c.id, s.slot
+"""
+# How many seats the annotator's queue lacks: ``size`` less their open seats (as _OPEN_SEATS
+# counts them), never below 0. The probe's LIMIT, so that it locks no more items than it needs.
+_SHORTFALL = """(SELECT CASE WHEN COUNT(*) < %(size)s THEN %(size)s - COUNT(*) ELSE 0 END
+  FROM {assignment} a JOIN {item} i ON i.id = a.item_id
+  WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND a.completed_at IS NULL
+    AND NOT EXISTS ({decided}))"""
+
+
+def queue_probe() -> str:
+    """Parameters: those of ``progress`` and ``candidates`` (after 0) plus size. Rows: the five
+    progress counts, then a candidate's id (None: no candidate) and one of its seats' slot,
+    completed_at and expires_at (None: no seat), by id and slot."""
+
+    def build() -> str:
+        tables = _tables()
+        limit = _SHORTFALL.format(decided=_DECIDED.format(on="a.item_id", **tables), **tables)
+        claimable = _CANDIDATES.format(
+            lock=_SKIP_LOCKED if skips_locked_rows() else "", limit=limit, **tables
+        )
+        return _QUEUE_PROBE.format(progress=progress(), candidates=claimable, **tables)
+
+    return statement("queue-probe", build)
+
+
+# The annotator's open seats in the study, in the order they are shown, each with its item, the
+# item's prompt and its images with their files — one row per (seat, image). One statement
+# instead of a seat query and an image prefetch, and no ORM: it runs on every key press.
+_OPEN_SEATS = """
+SELECT {seat}, {item}, {prompt}, {link}, {image}
+FROM {assignment} a
+JOIN {item_table} i ON i.id = a.item_id
+LEFT JOIN {prompt_table} p ON p.id = i.prompt_id
+LEFT JOIN {link_table} ii ON ii.item_id = i.id
+LEFT JOIN {image_table} im ON im.id = ii.image_id
+WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND a.completed_at IS NULL
+  AND NOT EXISTS ({decided})
+ORDER BY a.claimed_at, i.queue DESC, a.item_id, ii.role, ii.id
+"""
+
+
+def open_seats() -> str:
+    """Parameters: user, study, resolved, imported. Rows: the columns of the seat, its item,
+    the prompt, the item-image link and the image (the last three None when absent)."""
+
+    def build() -> str:
+        return _OPEN_SEATS.format(
+            seat=columns(Assignment, "a"),
+            item=columns(Item, "i"),
+            prompt=columns(Prompt, "p"),
+            link=columns(ItemImage, "ii"),
+            image=columns(Image, "im"),
+            assignment=Assignment._meta.db_table,
+            item_table=Item._meta.db_table,
+            prompt_table=Prompt._meta.db_table,
+            link_table=ItemImage._meta.db_table,
+            image_table=Image._meta.db_table,
+            decided=_DECIDED.format(on="a.item_id", final=FinalLabel._meta.db_table),
+        )
+
+    return statement("open-seats", build)

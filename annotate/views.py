@@ -16,15 +16,13 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from functools import wraps
 from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import messages
-from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Prefetch, Q, prefetch_related_objects
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
@@ -53,7 +51,8 @@ from annotate.models import Assignment, FinalLabel, ItemState, Label
 from metrics.coco_names import COCO_CLASS_NAMES
 from studies import permissions
 from studies.models import ImageRole, Item, ItemImage, Question, QuestionKind, Study
-from studies.selectors import item_images, item_questions, study_questions, with_images
+from studies.permissions import guarded, researcher_only
+from studies.selectors import item_images, item_questions, study_or_404, study_questions, with_images
 from studies.session import study_remember, study_remembered
 from studies.typing import AuthenticatedHttpRequest
 
@@ -96,30 +95,6 @@ class LabelingRequest(AuthenticatedHttpRequest):
     labeling_study: Study
 
 
-def guarded(*, methods: tuple[str, ...], check: Callable[..., bool]) -> Callable[[View], View]:
-    """Login, then the role check, then the HTTP method — in that order, so a wrong persona gets
-    403 for every verb (never a 405 that tells them the page exists for someone else)."""
-
-    def decorate(view: View) -> View:
-        @wraps(view)
-        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            if not request.user.is_authenticated:
-                return redirect_to_login(request.get_full_path())
-            if not check(request, **kwargs):
-                raise PermissionDenied
-            if request.method not in methods:
-                return HttpResponseNotAllowed(methods)
-            return view(request, *args, **kwargs)
-
-        return wrapped
-
-    return decorate
-
-
-def _researcher(request: HttpRequest, **kwargs: Any) -> bool:
-    return permissions.is_researcher(request.user)
-
-
 def _anyone(request: HttpRequest, **kwargs: Any) -> bool:
     return True
 
@@ -160,7 +135,7 @@ def _choose_study(request: HttpRequest, slug: str | None, url_name: str) -> Stud
     ``?choose=1`` asks even when a study is remembered."""
     slug = slug or request.GET.get("study") or None
     if slug is not None:
-        study = get_object_or_404(Study, slug=slug)
+        study = study_or_404(slug)
         study_remember(request, study)
         return study
     if "choose" not in request.GET:
@@ -655,7 +630,7 @@ def label_undo(request: LabelingRequest, slug: str) -> HttpResponse:
 # --- Disputes (researchers) -------------------------------------------------------------------
 
 
-@guarded(methods=READ, check=_researcher)
+@researcher_only(methods=READ)
 def disputes(request: HttpRequest, slug: str | None = None) -> HttpResponse:
     """Every disputed (item, question) with its conflicting labels and "n of m"."""
     study = _choose_study(request, slug, "annotate:disputes")
@@ -699,7 +674,7 @@ def _dispute_question(item: Item, key: str | None) -> Question:
     return questions[0]
 
 
-@guarded(methods=READ + WRITE, check=_researcher)
+@researcher_only(methods=READ + WRITE)
 def dispute(request: HttpRequest, item_id: int, question: str | None = None) -> HttpResponse:
     """One disputed (item, question): the labels and who gave them; the researcher sets the
     final answer (one key per choice, U for "cannot agree"), then goes on to the next dispute."""
@@ -804,7 +779,7 @@ class _ItemListFields(selectors.ItemStateFields):
     n_asked: int
 
 
-@guarded(methods=READ, check=_researcher)
+@researcher_only(methods=READ)
 def images(request: HttpRequest, slug: str | None = None) -> HttpResponse:
     """The study's items with their state: filter by state, T2I model and category, search the
     key and prompt text, sort."""
@@ -856,7 +831,7 @@ def images(request: HttpRequest, slug: str | None = None) -> HttpResponse:
     return render(request, "annotate/images.html", context)
 
 
-@guarded(methods=READ, check=_researcher)
+@researcher_only(methods=READ)
 def image(request: HttpRequest, item_id: int) -> HttpResponse:
     """One item: its images by role, and per question the labels and who gave them, the final
     answer, and the whole history in time order."""
@@ -873,7 +848,7 @@ def image(request: HttpRequest, item_id: int) -> HttpResponse:
 # --- Agreement and annotator stats (researchers) ----------------------------------------------
 
 
-@guarded(methods=READ, check=_researcher)
+@researcher_only(methods=READ)
 def agreement(request: HttpRequest, slug: str | None = None) -> HttpResponse:
     """Per question: Cohen's kappa, observed agreement and the confusion matrix, overall and per
     T2I model, category and annotator pair; Fleiss' kappa and Krippendorff's alpha when N > 2."""
@@ -923,7 +898,7 @@ def _confusion_rows(labels: list[str], matrix: list[list[int]]) -> list[dict[str
     ]
 
 
-@guarded(methods=READ, check=_researcher)
+@researcher_only(methods=READ)
 def annotator_stats(request: HttpRequest, slug: str | None = None) -> HttpResponse:
     study = _choose_study(request, slug, "annotate:annotator_stats")
     if isinstance(study, HttpResponse):

@@ -11,24 +11,17 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
-from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from config.api import ApiView, QueryInput, StrictPageNumberPagination, error_responses, invalid
 from detectors import selectors
 from detectors.models import OutputKind, PredictionStatus, RunStatus
-from studies import permissions
 from studies.models import Study
+from studies.permissions import IsResearcher
 
 RESEARCHERS_ONLY = "Not logged in, or not a researcher or admin."
-
-
-class IsResearcher(BasePermission):
-    message = "Only researchers and admins may use this endpoint."
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        return permissions.is_researcher(request.user)
 
 
 class PredictionQuery(QueryInput):

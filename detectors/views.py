@@ -6,13 +6,7 @@ seconds with htmx, and the view answers an htmx request with the partial alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
-from typing import Any
-
-from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.http import HttpResponse
 from django.shortcuts import render
 
 from detectors import selectors
@@ -23,23 +17,7 @@ from studies.typing import HtmxHttpRequest
 #: Seconds between two refreshes of the runs table while a run is running.
 POLL_SECONDS = 5
 
-View = Callable[..., HttpResponse]
-
-
-def researcher_only(view: View) -> View:
-    """Login, then the role, then the verb: annotators and outsiders get 403 whatever they send."""
-
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not request.user.is_authenticated:
-            return redirect_to_login(request.get_full_path())
-        if not permissions.is_researcher(request.user):
-            raise PermissionDenied
-        if request.method not in ("GET", "HEAD"):
-            return HttpResponseNotAllowed(["GET", "HEAD"])
-        return view(request, *args, **kwargs)
-
-    return wrapped
+researcher_only = permissions.researcher_only()
 
 
 @researcher_only

@@ -12,12 +12,9 @@ that drew a round redirects, so a reload never draws twice.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import wraps
 from typing import Any
 
-from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django_htmx.http import HttpResponseClientRedirect
@@ -40,21 +37,7 @@ BOOTSTRAP = 1000
 METHODS = ("GET", "HEAD", "POST")
 
 
-def researcher_only(view: View) -> View:
-    """Anonymous users go to the login page; logged-in users without the researcher (or admin)
-    role get 403 whatever the method; methods other than GET, HEAD and POST get 405."""
-
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not request.user.is_authenticated:
-            return redirect_to_login(request.get_full_path())
-        if not permissions.is_researcher(request.user):
-            raise PermissionDenied("Estimates are for researchers.")
-        if request.method not in METHODS:
-            return HttpResponseNotAllowed(METHODS)
-        return view(request, *args, **kwargs)
-
-    return wrapped
+researcher_only = permissions.researcher_only(methods=METHODS, message="Estimates are for researchers.")
 
 
 def _detector(filters: Filters) -> str | None:

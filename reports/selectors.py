@@ -22,6 +22,7 @@ from django.db.models import Count, Max, Q, QuerySet
 from detectors.models import Prediction
 from studies.models import Item, Prompt, Study
 from studies.protocols import PROTOCOLS, protocol_spec
+from studies.selectors import study_by_slug
 
 # From a Prediction to the item its image file belongs to.
 PREDICTION_TO_ITEM = "image__item_images__item__"
@@ -167,11 +168,12 @@ def study_for_slug(slug: str | None) -> Study:
     what the report is)."""
     studies = Study.objects.order_by("slug")
     if slug:
-        study = studies.filter(slug=slug).first()
-        if study is None:
-            known = ", ".join(studies.values_list("slug", flat=True)) or "none yet"
-            raise UnknownFilter(f"No study with slug '{slug}' (existing studies: {known}).")
-        return study
+        return study_by_slug(
+            slug,
+            missing=lambda known: UnknownFilter(
+                f"No study with slug '{slug}' (existing studies: {known or 'none yet'})."
+            ),
+        )
     found = list(studies[:2])
     if len(found) == 1:
         return found[0]

@@ -17,19 +17,15 @@ import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import wraps
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
-from django.contrib.auth.views import redirect_to_login
 from django.core.cache import cache
-from django.core.exceptions import PermissionDenied
 from django.http import (
     Http404,
     HttpRequest,
     HttpResponse,
     HttpResponseBadRequest,
-    HttpResponseNotAllowed,
     HttpResponseNotModified,
 )
 from django.shortcuts import render
@@ -49,6 +45,7 @@ from reports.analyses import (
 from reports.tables import UnknownTable
 from studies import permissions
 from studies.models import Study
+from studies.selectors import study_by_slug
 from studies.session import study_remember, study_remembered
 from studies.typing import HtmxHttpRequest
 
@@ -66,21 +63,7 @@ CHART_FORMATS = {"svg": "image/svg+xml", "png": "image/png"}
 # --- permissions --------------------------------------------------------------------------------
 
 
-def researcher_only(view: View) -> View:
-    """Anonymous users go to the login page; logged-in users without the researcher (or admin)
-    role get 403 whatever the method; only GET and HEAD exist."""
-
-    @wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not request.user.is_authenticated:
-            return redirect_to_login(request.get_full_path())
-        if not permissions.is_researcher(request.user):
-            raise PermissionDenied("Reports are for researchers.")
-        if request.method not in ("GET", "HEAD"):
-            return HttpResponseNotAllowed(["GET", "HEAD"])
-        return view(request, *args, **kwargs)
-
-    return wrapped
+researcher_only = permissions.researcher_only(message="Reports are for researchers.")
 
 
 # --- filters ------------------------------------------------------------------------------------
@@ -214,9 +197,7 @@ def parse_filters(request: HttpRequest, *, study: Study | None = None) -> Filter
     """
     slug = request.GET.get("study", "").strip()
     if slug:
-        chosen_study = Study.objects.filter(slug=slug).first()
-        if chosen_study is None:
-            raise BadFilter(f"There is no study {slug!r}.")
+        chosen_study = study_by_slug(slug, missing=lambda _known: BadFilter(f"There is no study {slug!r}."))
         if study is not None and chosen_study != study:
             raise BadFilter(f"This page belongs to study {study.slug!r}, not {slug!r}.")
         study = chosen_study

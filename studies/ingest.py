@@ -62,6 +62,7 @@ from studies.models import (
     Study,
 )
 from studies.protocols import protocol_spec
+from studies.selectors import study_by_slug
 from studies.services import study_create
 
 # Storage extension per Pillow format name; a format missing here is stored under its lower name.
@@ -1302,14 +1303,13 @@ def study_for_import(slug: str) -> Study:
     """The existing study with this slug, for a command that fills it. Imports never create a
     study (a typo would silently start a new one): an unknown slug raises ``ImportRejected``
     listing the studies and naming ``create_study``."""
-    study = Study.objects.filter(slug=slug).first()
-    if study is None:
-        known = ", ".join(Study.objects.order_by("slug").values_list("slug", flat=True)) or "none yet"
-        raise ImportRejected(
-            f"no study with slug '{slug}' (existing studies: {known}); imports never create a study: "
-            f"create it first with `manage.py create_study {slug} --protocol …`"
-        )
-    return study
+    return study_by_slug(
+        slug,
+        missing=lambda known: ImportRejected(
+            f"no study with slug '{slug}' (existing studies: {known or 'none yet'}); imports never create a "
+            f"study: create it first with `manage.py create_study {slug} --protocol …`"
+        ),
+    )
 
 
 # --- Zip upload (admin) -------------------------------------------------------------------------

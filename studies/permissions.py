@@ -3,14 +3,26 @@
 - annotator: labels images of the studies they are added to, nothing else;
 - researcher: agreement, disputes, reports (and everything an annotator may see of images);
 - admin (``is_staff``): users, imports, exports, and everything a researcher may do.
+
+And the gates every page and API puts in front of its views: ``guarded`` / ``researcher_only``
+for HTML views, ``IsResearcher`` for DRF views — written once, so that every screen answers a
+wrong persona the same way.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeGuard
+from collections.abc import Callable
+from functools import wraps
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from rest_framework.permissions import BasePermission
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
+    from rest_framework.request import Request
 
     from studies.models import Study
     from studies.typing import UserLike
@@ -64,3 +76,53 @@ def may_label(user: UserLike, study: Study) -> TypeGuard[User]:
 def may_see_study(user: UserLike, study: Study) -> bool:
     """Researchers and admins see every study; annotators the studies they label."""
     return is_researcher(user) or may_label(user, study)
+
+
+# --- gates ---------------------------------------------------------------------------------------
+
+View = Callable[..., HttpResponse]
+#: A gate's check: the request and the view's URL arguments → may this user go on?
+Check = Callable[..., bool]
+
+
+def guarded(*, methods: tuple[str, ...], check: Check, message: str = "") -> Callable[[View], View]:
+    """Login, then the role check, then the HTTP method — in that order, so a wrong persona gets
+    403 for every verb (never a 405 that tells them the page exists for someone else).
+    Anonymous users go to the login page; a failed ``check(request, **url_kwargs)`` raises
+    PermissionDenied (with ``message`` when given); a method not in ``methods`` is 405."""
+
+    def decorate(view: View) -> View:
+        @wraps(view)
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path())
+            if not check(request, **kwargs):
+                raise PermissionDenied(message) if message else PermissionDenied
+            if request.method not in methods:
+                return HttpResponseNotAllowed(methods)
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorate
+
+
+def researcher_request(request: HttpRequest, **kwargs: Any) -> bool:
+    """The check of ``researcher_only``: the signed-in user is a researcher (or an admin)."""
+    return is_researcher(request.user)
+
+
+def researcher_only(
+    *, methods: tuple[str, ...] = ("GET", "HEAD"), message: str = ""
+) -> Callable[[View], View]:
+    """The gate of researchers' pages: ``guarded`` with the researcher check."""
+    return guarded(methods=methods, check=researcher_request, message=message)
+
+
+class IsResearcher(BasePermission):
+    """The DRF gate of researchers' endpoints (admins pass too)."""
+
+    message = "Only researchers and admins may use this endpoint."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return is_researcher(request.user)

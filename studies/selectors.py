@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeVar
 
 from django.db.models import Prefetch, QuerySet
@@ -17,6 +18,24 @@ _ItemT = TypeVar("_ItemT", bound=Item)
 def study_or_404(slug: str) -> Study:
     """The study with this slug, or Http404 — the one helper every view and API uses."""
     return get_object_or_404(Study, slug=slug)
+
+
+def study_slugs() -> str:
+    """The slugs of every study, sorted and comma-separated ("" when there is none): what an
+    error about an unknown slug lists."""
+    return ", ".join(Study.objects.order_by("slug").values_list("slug", flat=True))
+
+
+def study_by_slug(slug: str, *, missing: Callable[[str], Exception]) -> Study:
+    """The study with this slug — the one lookup of every command, import and filter that names
+    a study. Without one it raises ``missing(known)``, ``known`` being ``study_slugs()`` (read
+    only then), so that each caller keeps its own error and words, e.g.
+    ``study_by_slug(slug, missing=lambda known: CommandError(f"No study {slug!r}. Studies: {known}."))``.
+    """
+    study = Study.objects.filter(slug=slug).first()
+    if study is None:
+        raise missing(study_slugs())
+    return study
 
 
 def study_questions(study: Study) -> list[Question]:

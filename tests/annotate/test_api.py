@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 
 from annotate import services
 from annotate.models import FinalLabel, Label
+from annotate.services import locks
 from tests.annotate.gender import submit
 from tests.factories import (
     PASSWORD,
@@ -709,8 +710,8 @@ def test_a_label_change_does_not_revert_a_change_to_another_answer_made_meanwhil
 
         return locked
 
-    monkeypatch.setattr(services, "_lock_item", wrap(services._lock_item))
-    monkeypatch.setattr(services, "_lock_item_for_label", wrap(services._lock_item_for_label))
+    monkeypatch.setattr(locks, "lock_item", wrap(locks.lock_item))
+    monkeypatch.setattr(locks, "lock_item_for_label", wrap(locks.lock_item_for_label))
     response = client.patch(f"/api/labels/{ids['age']}/", {"value": "younger"}, format="json")
     assert response.status_code == 200, response.content
     stored = dict(Label.objects.filter(item_id=item_id).values_list("question__key", "value"))

@@ -25,6 +25,7 @@ from annotate.models import (
     Label,
     LabelRevision,
 )
+from annotate.services import locks
 from tests.annotate.gender import (
     final_set,
     label_import,
@@ -668,7 +669,7 @@ def test_history_times_are_taken_after_the_item_lock_is_granted(
     if path == "change":
         submit(item=image, annotator=annotator_a, value="female")
     clock = {"now": timezone.now() + timedelta(minutes=1)}
-    monkeypatch.setattr(services.timezone, "now", lambda: clock["now"])
+    monkeypatch.setattr(timezone, "now", lambda: clock["now"])
     granted = clock["now"] + timedelta(seconds=30)
 
     def wait_for_the_lock() -> None:
@@ -706,8 +707,8 @@ def _other_writer_commits_before_the_lock(monkeypatch, other_write) -> None:
 
         return locked
 
-    monkeypatch.setattr(services, "_lock_item", wrap(services._lock_item))
-    monkeypatch.setattr(services, "_lock_item_for_label", wrap(services._lock_item_for_label))
+    monkeypatch.setattr(locks, "lock_item", wrap(locks.lock_item))
+    monkeypatch.setattr(locks, "lock_item_for_label", wrap(locks.lock_item_for_label))
 
 
 PAIR_ANSWERS = {"age": "older", "gender": "male_female", "skin": "same"}

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotate.agreement import agreement_report
 from studies.models import Item, Question, Study
-from studies.selectors import study_questions
+from studies.selectors import study_by_slug, study_questions
 
 
 def _num(value: float | None) -> str:
@@ -27,12 +27,12 @@ def study_for_slug(slug: str) -> Study:
     studies that exist otherwise (agreement is always on one study's question)."""
     studies = Study.objects.order_by("slug")
     if slug:
-        study = studies.filter(slug=slug).first()
-        if study is None:
-            raise CommandError(
-                f"No study with slug '{slug}' (existing studies: {_known(studies.values_list('slug', flat=True))})."
-            )
-        return study
+        return study_by_slug(
+            slug,
+            missing=lambda known: CommandError(
+                f"No study with slug '{slug}' (existing studies: {known or 'none'})."
+            ),
+        )
     found = list(studies[:2])
     if len(found) == 1:
         return found[0]

@@ -20,7 +20,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from detectors.models import Prediction
 from detectors.selectors import predictions_export
-from studies.models import Study
+from studies.selectors import study_by_slug
 
 
 class Command(BaseCommand):
@@ -35,9 +35,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **opts: Any) -> None:
         study = None
         if opts["study"]:
-            study = Study.objects.filter(slug=opts["study"]).first()
-            if study is None:
-                raise CommandError(f"No study {opts['study']!r}.")
+            study = study_by_slug(
+                opts["study"], missing=lambda _known: CommandError(f"No study {opts['study']!r}.")
+            )
         if opts["detector"]:
             stored = (
                 Prediction.objects.all()

@@ -18,7 +18,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from detectors.services import PredictionImportRejected, predictions_import
-from studies.models import Study
+from studies.selectors import study_by_slug
 
 
 class Command(BaseCommand):
@@ -47,9 +47,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **opts: Any) -> None:
         study = None
         if opts["study"]:
-            study = Study.objects.filter(slug=opts["study"]).first()
-            if study is None:
-                raise CommandError(f"No study {opts['study']!r}.")
+            study = study_by_slug(
+                opts["study"], missing=lambda _known: CommandError(f"No study {opts['study']!r}.")
+            )
         if not opts["version"].strip():
             raise CommandError("--version must not be empty")
         try:

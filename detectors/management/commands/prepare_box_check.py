@@ -20,7 +20,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from detectors.services import BoxCheckRefused, box_check_prepare
-from studies.models import Study
+from studies.selectors import study_by_slug
 
 #: Refused item keys listed in full; beyond it the command says how many more.
 SHOW_REFUSED = 20
@@ -49,10 +49,12 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        study = Study.objects.filter(slug=opts["study"]).first()
-        if study is None:
-            known = ", ".join(Study.objects.order_by("slug").values_list("slug", flat=True)) or "none yet"
-            raise CommandError(f"No study '{opts['study']}' (studies: {known}).")
+        study = study_by_slug(
+            opts["study"],
+            missing=lambda known: CommandError(
+                f"No study '{opts['study']}' (studies: {known or 'none yet'})."
+            ),
+        )
         try:
             summary = box_check_prepare(
                 study=study,

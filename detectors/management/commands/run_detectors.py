@@ -39,6 +39,7 @@ from detectors.progress import Progress, StopFlag, command_stream
 from detectors.selectors import Shard, t2i_models
 from detectors.services import detector_run
 from studies.models import Item, Study
+from studies.selectors import study_by_slug
 
 
 class Command(BaseCommand):
@@ -132,11 +133,9 @@ class Command(BaseCommand):
     def _study(self, slug: str) -> Study | None:
         if not slug:
             return None
-        try:
-            return Study.objects.get(slug=slug)
-        except Study.DoesNotExist:
-            known = ", ".join(Study.objects.values_list("slug", flat=True)) or "none"
-            raise CommandError(f"No study {slug!r}. Studies: {known}.") from None
+        return study_by_slug(
+            slug, missing=lambda known: CommandError(f"No study {slug!r}. Studies: {known or 'none'}.")
+        )
 
 
 def parse_options(pairs: list[str]) -> dict[str, Any]:

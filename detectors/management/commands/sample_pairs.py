@@ -21,7 +21,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from detectors.sampling import MeasureSourceError, SamplingError, pairs_sample, parse_buckets
 from metrics.pair_change import ATTRIBUTES, PairChangeInputError
-from studies.models import Study
+from studies.selectors import study_by_slug
 
 
 class Command(BaseCommand):
@@ -55,10 +55,12 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true", help="Show the draw; write nothing.")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        study = Study.objects.filter(slug=opts["study"]).first()
-        if study is None:
-            known = ", ".join(Study.objects.order_by("slug").values_list("slug", flat=True)) or "none yet"
-            raise CommandError(f"No study '{opts['study']}' (studies: {known}).")
+        study = study_by_slug(
+            opts["study"],
+            missing=lambda known: CommandError(
+                f"No study '{opts['study']}' (studies: {known or 'none yet'})."
+            ),
+        )
         attribute = opts["attribute"]
         try:
             draw = pairs_sample(

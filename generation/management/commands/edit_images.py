@@ -44,6 +44,7 @@ from generation.edit_pipeline import EDITORS, MITIGATION_SUFFIX, EditSettings, e
 from generation.editing import edit_run, seeds_from_folder, seeds_from_study, study_check
 from generation.generation import GenerationError, prompt_set_load
 from studies.models import Study
+from studies.selectors import study_by_slug
 
 
 class Command(BaseCommand):
@@ -157,8 +158,6 @@ class Command(BaseCommand):
         workers_report(self.stdout, outcome.workers, "pairs")
 
     def _study(self, slug: str) -> Study:
-        try:
-            return Study.objects.get(slug=slug)
-        except Study.DoesNotExist:
-            known = ", ".join(Study.objects.values_list("slug", flat=True)) or "none yet"
-            raise CommandError(f"No study {slug!r}. Studies: {known}.") from None
+        return study_by_slug(
+            slug, missing=lambda known: CommandError(f"No study {slug!r}. Studies: {known or 'none yet'}.")
+        )

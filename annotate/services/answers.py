@@ -1,0 +1,122 @@
+"""Answers checked before anything is written: the value a question takes, its reason, the
+labelling time. Pure checks on the question (and the item's boxes), no queries."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from annotate.errors import InvalidLabel, UnknownQuestion
+from metrics.coco_names import UnknownClassName, normalise_class_name
+from studies.models import Item, Question, QuestionKind
+
+REASON_MAX_CHARS = 2000
+DURATION_MAX_MS = 2_147_483_647  # PositiveIntegerField's ceiling on every backend
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One cleaned answer: its question, value and the reason kept with it."""
+
+    question: Question
+    value: str
+    reason: str
+
+
+def clean_reason(question: Question, value: str, reason: str) -> str:
+    """The reason stored with ``value``: only an answer that asks for one (``requires_reason``,
+    "other") keeps a reason. Any other answer stores none, whatever was sent: a reason typed for
+    "other" and still in the form after the annotator went back and pressed F must not end up
+    as the reason of "female"."""
+    choice = question.choice(value)
+    if choice is None or not choice.get("requires_reason"):
+        return ""
+    reason = (reason or "").strip()
+    if not reason:
+        raise InvalidLabel(f"The answer “{choice.get('name', value)}” needs a short reason.")
+    if len(reason) > REASON_MAX_CHARS:
+        raise InvalidLabel(f"The reason is too long ({len(reason)} characters, at most {REASON_MAX_CHARS}).")
+    if "\x00" in reason:
+        raise InvalidLabel("The reason contains a NUL character.")
+    return reason
+
+
+def answer_validate(question: Question, value: str, *, item: Item | None = None) -> str:
+    """The cleaned answer to ``question``; InvalidLabel names the question and the valid answers.
+
+    Choice and toggle questions take one of their choice values; box questions a
+    comma-separated list of choice values (one per box, in box order: when ``item`` carries
+    ``metadata["boxes"]`` (``prepare_box_check``), exactly one per box); class questions a
+    comma-separated list of COCO class names (may be empty), each written in ultralytics'
+    spelling (``metrics.coco_names``; an unknown name is refused with close matches).
+    """
+    value = (value if isinstance(value, str) else "").strip()
+    if "\x00" in value:
+        raise InvalidLabel(f"The answer to “{question.key}” contains a NUL character.")
+    if question.kind == QuestionKind.CLASSES:
+        try:
+            return ",".join(normalise_class_name(p.strip()) for p in value.split(",") if p.strip())
+        except UnknownClassName as exc:
+            raise InvalidLabel(f"In the answer to “{question.key}”: {exc}.") from None
+    if question.kind == QuestionKind.BOXES:
+        parts = [part.strip() for part in value.split(",")] if value else []
+        bad = [part for part in parts if question.choice(part) is None]
+        if bad:
+            raise InvalidLabel(
+                f"“{bad[0]}” is not an answer to “{question.key}”. Valid answers per box: "
+                f"{', '.join(question.values)}."
+            )
+        boxes = (item.metadata or {}).get("boxes") if item is not None else None
+        if item is not None and isinstance(boxes, list) and len(parts) != len(boxes):
+            raise InvalidLabel(
+                f"The answer to “{question.key}” has {len(parts)} value(s) for the {len(boxes)} "
+                f"box(es) of item {item.key}: answer each box once, in order."
+            )
+        return ",".join(parts)
+    if question.choice(value) is None:
+        raise InvalidLabel(
+            f"“{value}” is not a label of the question “{question.key}”. "
+            f"Valid labels: {', '.join(question.values)}."
+        )
+    return value
+
+
+def answers_validate(
+    item: Item, questions: list[Question], answers: Mapping[str, str], reasons: Mapping[str, str] | None
+) -> list[Answer]:
+    """One cleaned answer per question the item asks. A toggle question left out takes its
+    default (the screen sends only the ones switched on); any other question left out, or a
+    question the item does not ask, is an InvalidLabel naming it."""
+    reasons = reasons or {}
+    if not isinstance(answers, Mapping) or not answers:
+        raise InvalidLabel("No answer given.")
+    asked = {question.key: question for question in questions}
+    for where, named in (("answers", answers), ("reasons", reasons)):
+        unknown = [key for key in named if key not in asked]
+        if unknown:
+            raise UnknownQuestion(
+                f"The item {item.key} does not ask the question “{unknown[0]}”. It asks: {', '.join(asked)}.",
+                key=str(unknown[0]),
+                where=where,
+            )
+    cleaned: list[Answer] = []
+    for question in questions:
+        raw = answers.get(question.key)
+        if raw is None:
+            if question.default_value:
+                raw = question.default_value
+            else:
+                raise InvalidLabel(f"No answer to the question “{question.key}” ({question.text}).")
+        value = answer_validate(question, raw, item=item)
+        cleaned.append(Answer(question, value, clean_reason(question, value, reasons.get(question.key, ""))))
+    return cleaned
+
+
+def duration_validate(duration_ms: int | None) -> int | None:
+    if duration_ms is None:
+        return None
+    if isinstance(duration_ms, bool) or not isinstance(duration_ms, int) or duration_ms < 0:
+        raise InvalidLabel(
+            f"The labelling time must be a whole number of milliseconds ≥ 0, not {duration_ms!r}."
+        )
+    return min(duration_ms, DURATION_MAX_MS)

@@ -1,0 +1,190 @@
+"""Final labels: the one answer of an (item, question) that reports count.
+
+Agreed ones follow the labels (``final_label_sync``, on every label write); a researcher's
+decision (``annotate.services.disputes``) or an import (``final_label_set``) fixes one, and
+then its labels can no longer change. Every change appends a revision, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from annotate import sql as rows
+from annotate.errors import AlreadyResolved, InvalidLabel
+from annotate.models import FinalLabel, FinalLabelRevision, FinalLabelSource
+from annotate.selectors import DECIDED_SOURCES
+from annotate.services import locks
+from annotate.services.answers import answer_validate
+from metrics.consensus import agreed_answer
+from studies.models import Item, Question, Study
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+
+def refuse_if_decided(item: Item, question: Question, final: FinalLabel | None) -> None:
+    if final is not None and final.source in DECIDED_SOURCES:
+        who = "an import" if final.source == FinalLabelSource.IMPORTED else "a researcher"
+        raise AlreadyResolved(
+            f"The final answer to “{question.key}” for item {item.key} was already set to "
+            f"“{question.display(final.value)}” by {who}; its labels can no longer change."
+        )
+
+
+def _final_revision_append(final: FinalLabel) -> None:
+    FinalLabelRevision.objects.create(
+        item_id=final.item_id,
+        question_id=final.question_id,
+        value=final.value,
+        source=final.source,
+        decided_by=final.decided_by,
+        note=final.note,
+        decided_at=final.decided_at,
+    )
+
+
+# The columns of rows.FINAL_COLUMNS, by field name.
+_FINAL_FIELDS = ("item", "question", "value", "source", "decided_by", "note", "decided_at")
+
+
+def _final_label_insert(final: FinalLabel) -> None:
+    """Insert a new agreed final label and its first revision: two plain INSERTs, or one
+    statement on PostgreSQL (a data-modifying WITH). Runs on every key press that completes an
+    agreement, so no ORM: its INSERTs cost more CPU to build than to run."""
+    sql, params = rows.insert(FinalLabel, _FINAL_FIELDS, [final])
+    with connection.cursor() as cursor:
+        if rows.is_postgresql():
+            cursor.execute(rows.final_with_revision(sql), params)
+        else:
+            cursor.execute(sql, params)
+            revision_sql, revision_params = rows.insert(FinalLabelRevision, _FINAL_FIELDS, [final])
+            cursor.execute(revision_sql, revision_params)
+
+
+def final_label_sync(
+    *,
+    item: Item,
+    study: Study,
+    question: Question,
+    final: FinalLabel | None,
+    values: list[str],
+    changed_by: User,
+    now: datetime,
+) -> None:
+    """Derive the agreed final answer of (item, question) from its label values, read under
+    the item lock: when the study's agreement rule settles them, an agreed final label;
+    otherwise an existing agreed final label is removed (a revision with an empty value keeps
+    the history). Final labels set by a researcher or an import are never touched here."""
+    if final is not None and final.source != FinalLabelSource.AGREED:
+        return
+    value = agreed_answer(values, needed=study.labels_per_item, rule=study.agreement)
+    if value is not None:
+        if final is not None and final.value == value:
+            return
+        n_same = values.count(value)
+        fields = {
+            "value": value,
+            "source": FinalLabelSource.AGREED,
+            "decided_by": None,
+            "note": (
+                f"All {len(values)} annotators chose “{value}”."
+                if n_same == len(values)
+                else f"{n_same} of {len(values)} annotators chose “{value}”."
+            ),
+            "decided_at": now,
+        }
+        if final is None:
+            _final_label_insert(FinalLabel(item=item, question=question, **fields))
+            return
+        for name, field_value in fields.items():
+            setattr(final, name, field_value)
+        final.save(update_fields=list(fields))
+        _final_revision_append(final)
+    elif final is not None:
+        final.delete()
+        # The removal's source is that of the label removed (only agreed ones are ever removed
+        # here): one of the sources the API's schema lists, never "" outside its enum.
+        FinalLabelRevision.objects.create(
+            item=item,
+            question=question,
+            value="",
+            source=FinalLabelSource.AGREED,
+            decided_by=None,
+            note=f"Agreement broken: {changed_by.get_username()} changed their label.",
+            decided_at=now,
+        )
+
+
+def final_label_write(
+    *,
+    item: Item,
+    question: Question,
+    value: str,
+    source: str,
+    decided_by: User | None,
+    note: str,
+    now: datetime,
+) -> FinalLabel:
+    """Set the final label and append a revision; an identical decision is stored once. The
+    caller holds the item lock."""
+    note = (note or "").strip()
+    final = FinalLabel.objects.filter(item=item, question=question).first()
+    if final is not None and (final.value, final.source, final.decided_by_id, final.note) == (
+        value,
+        source,
+        getattr(decided_by, "pk", None),
+        note,
+    ):
+        return final
+    final, _ = FinalLabel.objects.update_or_create(
+        item=item,
+        question=question,
+        defaults={
+            "value": value,
+            "source": source,
+            "decided_by": decided_by,
+            "note": note,
+            "decided_at": now,
+        },
+    )
+    _final_revision_append(final)
+    return final
+
+
+def question_in(item: Item, question: Question) -> None:
+    if question.study_id != item.study_id:
+        raise InvalidLabel(
+            f"The question “{question.key}” is not a question of the study of item {item.key}."
+        )
+
+
+@transaction.atomic
+def final_label_set(
+    *,
+    item: Item,
+    question: Question,
+    value: str,
+    decided_by: User | None,
+    note: str = "",
+    source: str = FinalLabelSource.IMPORTED,
+) -> FinalLabel:
+    """Set an (item, question)'s final answer directly (ground-truth import, admin), whatever
+    its labels say; history kept, an identical decision stored once. Raises InvalidLabel."""
+    item = locks.lock_item(item)
+    question_in(item, question)
+    value = answer_validate(question, value, item=item)
+    if source not in FinalLabelSource.values:
+        raise InvalidLabel(f"“{source}” is not a final label source ({', '.join(FinalLabelSource.values)}).")
+    return final_label_write(
+        item=item,
+        question=question,
+        value=value,
+        source=source,
+        decided_by=decided_by,
+        note=note,
+        now=timezone.now(),
+    )
