@@ -82,11 +82,12 @@ bootstrap under-estimated the bias of T, and the interval missed the truth from 
 coverage 0.83 / 0.85 / 0.89 at 10 / 20 / 40 % labels (50 prompts x 20 images; the truth below
 the interval in most misses). With the true shares in the pseudo-populations coverage was 0.96:
 the fault was the point shares, not the confusion. Shares drawn from a posterior under a prior
-fitted to all prompts have, over the prompts, the spread of the true shares. The pivot alone
-then still lost a little (0.88-0.90 with a detector independent of the truth, where the
-estimate rests on labels alone and its error depends on how balanced the prompts are), which
-the union with the posterior range restores; it costs little width where the detector is good
-(the two intervals nearly agree there).
+fitted to all prompts have, over the prompts, the spread of the true shares. Two more
+guards, each found missing in the simulations: the interval is the union of the pivot and the
+posterior range (the pivot alone covered 0.88-0.90 with a detector independent of the truth,
+where the estimate rests on the labels alone and its error depends on how balanced the
+prompts are); and with a weak detector a share of the replicates learns the prompts' shares
+from the labels alone (see ``_detector_world``). Neither costs much width with a good detector.
 
 Power tuning (PPI++)
 --------------------
@@ -775,14 +776,17 @@ def _detector_world(data: _Data, model: CovarianceModel, output_index: np.ndarra
     # Labelled images: P(class) = share (their outputs' likelihood does not depend on it).
     label_part = labelled_counts @ log_grid.T  # (P, G)
 
-    # Half the replicates learn the prompts' shares from the labels alone (the images' classes
-    # are still drawn given their outputs). Each replicate takes its confusion as known; with a
-    # weak detector, chance differences between the confusion's rows make every prompt's outputs
-    # look informative, and the pseudo-populations of either kind alone came out too alike
-    # (coverage 0.91-0.92 with a detector independent of the truth, 0.955 for the mixture):
-    # the prompts' shares are barely identified with ~2 labels a prompt, and the interval must
-    # span both guesses. A good detector loses little: its outputs fix each image's class.
+    # A share of the replicates learns the prompts' shares from the labels alone (the images'
+    # classes are still drawn given their outputs). Each replicate takes its confusion as
+    # known; with a weak detector, chance differences between the confusion's rows make every
+    # prompt's outputs look informative, and the pseudo-populations of either kind alone came
+    # out too alike (coverage 0.91-0.92 with a detector independent of the truth, 0.95 for an
+    # even mixture): the prompts' shares are barely identified with ~2 labels a prompt, and the
+    # interval must span both guesses. The share is (1 - κ²)/2, κ the signal share of the
+    # confusion (``_signal_share``): a half for a useless detector, almost none for a good one,
+    # whose outputs do identify the shares (and whose interval the mixture would widen).
     like_labels = np.exp(label_part - label_part.max(axis=1, keepdims=True))
+    share_labels_only = 0.5 * (1 - _signal_share(model.confusion_counts) ** 2)
 
     def log_like(likelihood: np.ndarray) -> np.ndarray:
         """(..., P, G) log-likelihood of each prompt's data at each grid point; ``likelihood``
@@ -798,7 +802,7 @@ def _detector_world(data: _Data, model: CovarianceModel, output_index: np.ndarra
     def draw(rng: np.random.Generator, b: int) -> tuple[np.ndarray, np.ndarray]:
         confusion = rng.gamma(np.broadcast_to(model.confusion_counts, (b, *model.confusion_counts.shape)))
         confusion /= confusion.sum(axis=2, keepdims=True)  # (b, 3, outputs)
-        labels_only = rng.random(b) < 0.5
+        labels_only = rng.random(b) < share_labels_only
         resample = rng.multinomial(n_prompts, np.full(n_prompts, 1 / n_prompts), size=min(b, _HYPER // 2))
         pick_fit = rng.integers(resample.shape[0], size=b)
         prior = _grid_npmle(like, resample.astype(float))[pick_fit]
@@ -906,6 +910,20 @@ def _human_world(data: _Data) -> Any:
         return left[:, data.codes, 0], (left[:, :, 0] + left[:, :, 1])[:, data.codes]
 
     return draw
+
+
+def _signal_share(counts: np.ndarray) -> float:
+    """κ = max(0, 1 - df / X²) for the class x output table ``counts``: X² is Pearson's
+    statistic of independence and df = (rows - 1)(columns - 1) its expectation under
+    independence, so κ is the James-Stein share of the rows' differences that is signal -- about
+    0 for a detector independent of the truth, near 1 for a good one."""
+    counts = counts[counts.sum(axis=1) > 0][:, counts.sum(axis=0) > 0]
+    if counts.shape[0] < 2 or counts.shape[1] < 2:
+        return 0.0
+    expected = counts.sum(axis=1, keepdims=True) * counts.sum(axis=0, keepdims=True) / counts.sum()
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    df = (counts.shape[0] - 1) * (counts.shape[1] - 1)
+    return max(0.0, 1.0 - df / chi2) if chi2 > 0 else 0.0
 
 
 def _beta_grid(prior: np.ndarray, q: np.ndarray, r: np.ndarray, q_step: float, r_step: float) -> np.ndarray:

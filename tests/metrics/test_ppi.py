@@ -602,7 +602,7 @@ def test_interval_covers_at_least_93_percent_with_few_labels_whatever_the_detect
     # Before issue 21 the class-dependent detector's interval covered 0.83 here (0.76-0.91 in
     # the issue's study): pseudo-populations built on each prompt's EM shares were less
     # balanced than the truth, and the bootstrap under-corrected the upward bias of eq. 1.
-    # Now (200 studies): 0.995 / 0.955 / 0.955, widths 0.62 / 0.79 / 0.97 x labels-only.
+    # Now (200 studies): 0.995 / 0.965 / 0.95, widths 0.49 / 0.74 / 0.97 x labels-only.
     rng = np.random.default_rng({"good": 1, "class_dependent": 2, "useless": 3}[detector])
     results = np.array([_few_label_study(rng, seed, detector) for seed in range(200)])
     covered, width, human_width, lam, effective = results.T
@@ -615,10 +615,10 @@ def test_interval_covers_at_least_93_percent_with_few_labels_whatever_the_detect
         assert effective.mean() == pytest.approx(1.0, abs=0.1)
     elif detector == "good":
         assert lam.mean() > 0.5
-        assert ratio < 0.7
+        assert ratio < 0.6
         assert effective.mean() > 2.0
     else:
-        assert ratio < 0.9
+        assert ratio < 0.85
 
 
 def test_the_detectors_weight_is_cross_fitted_so_a_fold_never_sees_its_own_labels():
