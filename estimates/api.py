@@ -103,7 +103,9 @@ class RoundOutput(serializers.Serializer):
     design = serializers.ChoiceField(choices=Design.choices)
     seed = serializers.IntegerField()
     budget = serializers.IntegerField()
-    n_selected = serializers.IntegerField(help_text="Images the draw selected.")
+    n_selected = serializers.IntegerField(
+        help_text="Images the draw selected, including those whose final label already existed (π = 1)."
+    )
     created_at = serializers.DateTimeField()
     created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
 
