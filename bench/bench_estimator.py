@@ -1,11 +1,20 @@
-"""Coverage and width of the prediction-powered bias-score intervals by simulation (issue 13).
+"""Coverage and width of the prediction-powered bias-score intervals by simulation (issues 13, 21).
 
-Run from the repository root (numpy/scipy only, no database, no network; each estimate runs the
-estimator's default 1,000 bootstrap replicates, about half a second on a 2-core machine):
+Run from the repository root (numpy only, no database, no network):
 
+    .venv/bin/python bench/bench_estimator.py --detectors     # issue 21's table (below), 200 studies
+    .venv/bin/python bench/bench_estimator.py --detectors --studies 100 --boot 200   # quicker
     .venv/bin/python bench/bench_estimator.py                 # paper-like study, 300 studies (~20 min)
-    .venv/bin/python bench/bench_estimator.py --studies 100   # quicker, coarser
     .venv/bin/python bench/bench_estimator.py --extra         # + balanced and misspecified studies
+
+``--detectors`` (issue 21): 50 prompts x 20 images, 20 % low quality, uniform labels at 5, 10, 20
+and 40 % of the images, and three detectors that say male, female or filtered -- a good one, one
+whose errors depend on the true class (it calls 30 % of women men but 3 % of men women) and that
+gives 80 % of low-quality images a gender, as Lyu et al. found real detectors do, and a useless
+one whose output is independent of the truth. Per detector and budget it prints the coverage of
+the 95 % interval of the model bias score (PPI with power tuning, and labels only), the truth
+below / above the interval, the mean widths and their ratio, the mean λ and effective labels,
+and the bias-corrected estimate's mean error. ``--no-tuning`` fixes λ = 1 (issue 13's estimator).
 
 A study is like the paper's (Lyu et al. 2025): 100 prompts x 40 images of one T2I model. Prompt
 scores follow the paper's findings (about a third of prompts all male, a few all female, one in
@@ -223,6 +232,104 @@ def run(
         )
 
 
+# P(output | human class), outputs male / female / filtered (issue 21).
+DETECTORS = {
+    "good": np.array([[0.97, 0.02, 0.01], [0.04, 0.94, 0.02], [0.10, 0.05, 0.85]]),
+    "class-dependent": np.array([[0.95, 0.03, 0.02], [0.30, 0.65, 0.05], [0.50, 0.30, 0.20]]),
+    "useless": np.array([[0.45, 0.35, 0.20], [0.45, 0.35, 0.20], [0.45, 0.35, 0.20]]),
+}
+VERDICTS = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+
+
+def detector_population(
+    rng: np.random.Generator,
+    detector: str,
+    n_prompts: int = 50,
+    per_prompt: int = 20,
+    low_quality: float = 0.2,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Prompt ids, detector vectors, human vectors and outputs; prompt scores as in ``prompt_scores``."""
+    u = rng.random(n_prompts)
+    scores = np.where(u < 0.32, 1.0, np.where(u < 0.37, -1.0, rng.uniform(-0.6, 1.0, n_prompts)))
+    near_zero = rng.random(n_prompts) < 0.1
+    scores[near_zero] = rng.uniform(-0.1, 0.1, int(near_zero.sum()))
+    codes = np.repeat(np.arange(n_prompts), per_prompt)
+    clear = rng.random(codes.size) >= low_quality
+    human = np.where(clear, np.where(rng.random(codes.size) < (1 + scores[codes]) / 2, 0, 1), 2)
+    cumulative = DETECTORS[detector].cumsum(axis=1)[human]
+    outputs = np.minimum((rng.random(codes.size)[:, None] > cumulative).sum(axis=1), 2)
+    return codes, VERDICTS[outputs], ppi.CLASS_VECTORS[human], outputs
+
+
+def run_detectors(studies: int, n_boot: int, fractions: list[float], tuning: bool, seed: int) -> None:
+    print(
+        f"\n== issue 21: 50 prompts x 20 images, {studies} studies, {n_boot} bootstrap replicates, "
+        f"power tuning {'on' if tuning else 'off (λ = 1)'}"
+    )
+    print(
+        f"{'detector':<16}{'labels':>7} {'coverage':>8} {'below/above':>11} {'width':>6} "
+        f"{'labels-only cov':>15} {'width':>6} {'ratio':>6} {'λ':>5} {'eff. labels':>11} {'bc err':>7} {'s/study':>7}"
+    )
+    for detector in DETECTORS:
+        for fraction in fractions:
+            rng = np.random.default_rng([seed, int(fraction * 1000), len(detector)])
+            rows = []
+            start = time.perf_counter()
+            for s in range(studies):
+                codes, f, y, outputs = detector_population(rng, detector)
+                truth = _score(codes, y)
+                pi = np.full(codes.size, fraction)
+                xi = ppi.draw_bernoulli(pi, [seed, s, int(fraction * 1000)])
+                result = ppi.estimate_model_bias(
+                    codes,
+                    f,
+                    observed(y, xi),
+                    xi,
+                    pi,
+                    detector_outputs=outputs,
+                    n_boot=n_boot,
+                    seed=s,
+                    power_tuning=tuning,
+                )
+                score, human = result.model_bias_score, result.human_only
+                assert score.ci95 is not None
+                assert human.ci95 is not None
+                assert score.bias_corrected is not None
+                lo, hi = score.ci95
+                h_lo, h_hi = human.ci95
+                rows.append(
+                    (
+                        lo <= truth <= hi,
+                        truth < lo,
+                        truth > hi,
+                        hi - lo,
+                        h_lo <= truth <= h_hi,
+                        h_hi - h_lo,
+                        result.lambda_ if result.lambda_ is not None else float("nan"),
+                        result.effective_labels if result.effective_labels is not None else float("nan"),
+                        score.bias_corrected - truth,
+                    )
+                )
+            seconds = (time.perf_counter() - start) / studies
+            a = np.array(rows, dtype=float)
+            m = a.mean(axis=0)
+            n_labels = round(fraction * 1000)
+            print(
+                f"{detector:<16}{n_labels:>7} {m[0]:8.3f} {int(a[:, 1].sum()):>5}/{int(a[:, 2].sum()):<5} {m[3]:6.3f} "
+                f"{m[4]:15.3f} {m[5]:6.3f} {m[3] / m[5]:6.2f} {m[6]:5.2f} {m[7]:11.0f} {m[8]:+7.3f} {seconds:7.2f}"
+            )
+
+
+def _score(codes: np.ndarray, y: np.ndarray) -> float:
+    """Eq. 1 on every image's human label, any number of prompts."""
+    n = int(codes.max()) + 1
+    male = np.bincount(codes, weights=y[:, 0], minlength=n)
+    female = np.bincount(codes, weights=y[:, 1], minlength=n)
+    clear = male + female
+    ok = clear > 0
+    return float(np.abs((male - female)[ok] / clear[ok]).mean())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--studies", type=int, default=300, help="simulated studies per budget")
@@ -230,7 +337,18 @@ def main() -> None:
     parser.add_argument("--budgets", default="200,400,800", help="labels per study, comma-separated")
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--extra", action="store_true", help="also balanced and misspecified studies at 400")
+    parser.add_argument(
+        "--detectors", action="store_true", help="issue 21's table: three detectors, four budgets"
+    )
+    parser.add_argument("--fractions", default="0.05,0.1,0.2,0.4", help="label fractions for --detectors")
+    parser.add_argument("--no-tuning", action="store_true", help="λ = 1 (issue 13's estimator)")
     args = parser.parse_args()
+    if args.detectors:
+        fractions = [float(x) for x in args.fractions.split(",")]
+        run_detectors(
+            args.studies if args.studies != 300 else 200, args.boot, fractions, not args.no_tuning, args.seed
+        )
+        return
     budgets = [int(b) for b in args.budgets.split(",")]
     run("paper-like study", budgets, args.studies, args.boot, 0.1, False, args.seed)
     if args.extra:

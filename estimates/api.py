@@ -103,7 +103,9 @@ class RoundOutput(serializers.Serializer):
     design = serializers.ChoiceField(choices=Design.choices)
     seed = serializers.IntegerField()
     budget = serializers.IntegerField()
-    n_selected = serializers.IntegerField(help_text="Images the draw selected.")
+    n_selected = serializers.IntegerField(
+        help_text="Images the draw selected, including those whose final label already existed (π = 1)."
+    )
     created_at = serializers.DateTimeField()
     created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
 
@@ -144,6 +146,12 @@ class ModelEstimateOutput(serializers.Serializer):
     model_bias_score = ScoreOutput(help_text="Prediction-powered estimate of the human bias score.")
     human_only = ScoreOutput(help_text="Horvitz-Thompson on the human sample alone.")
     detector_only = serializers.FloatField(allow_null=True, help_text="Eq. 1 on the detector's verdicts.")
+    # ``lambda`` is a Python keyword: declared below under its JSON name.
+    effective_labels = serializers.FloatField(
+        allow_null=True,
+        help_text="Labels alone would need this many labels for the estimate's variance: labels x "
+        "labels-only variance / this estimator's variance. Null before the first complete round.",
+    )
     n_images = serializers.IntegerField()
     n_labelled = serializers.IntegerField()
     rounds = serializers.IntegerField(help_text="Complete rounds the estimate uses.")
@@ -151,6 +159,15 @@ class ModelEstimateOutput(serializers.Serializer):
     labels_for_half_width = serializers.IntegerField(allow_null=True)
     warnings = serializers.ListField(child=serializers.CharField())
     pending = PendingOutput(many=True)
+
+
+ModelEstimateOutput._declared_fields["lambda"] = serializers.FloatField(
+    allow_null=True,
+    min_value=0.0,
+    max_value=1.0,
+    help_text="The detector's weight (power tuning, cross-fitted): 0 is labels alone, 1 the detector's "
+    "full weight. Null before the first complete round.",
+)
 
 
 class EstimateOutput(serializers.Serializer):

@@ -53,6 +53,13 @@ class SamplingRound(models.Model):
     n_selected = models.PositiveIntegerField(
         help_text="Images the draw selected, including images whose final label already existed (π = 1)."
     )
+    n_already_labelled = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Of the selected images, those whose final label already existed when the round was "
+        "drawn (taken with π = 1, not drawn): n_selected minus these were drawn for labelling. Empty for "
+        "rounds drawn before this was recorded.",
+    )
     created_at = models.DateTimeField(auto_now_add=True, help_text="When the round was drawn.")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -72,6 +79,13 @@ class SamplingRound(models.Model):
 
     def __str__(self) -> str:
         return f"{self.study_id} round {self.number} ({self.detector}@{self.detector_version}, {self.design})"
+
+    @property
+    def n_drawn(self) -> int | None:
+        """Images the draw sent to labelling (selected, not labelled before); None when unknown."""
+        if self.n_already_labelled is None:
+            return None
+        return self.n_selected - self.n_already_labelled
 
 
 class RoundItem(models.Model):

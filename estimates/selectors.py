@@ -302,6 +302,8 @@ class ModelEstimate:
                 "model_bias_score": {"estimate": None, "ci95": None, "bias_corrected": None},
                 "human_only": {"estimate": None, "ci95": None, "bias_corrected": None},
                 "detector_only": self.detector_only,
+                "lambda": None,
+                "effective_labels": None,
                 "n_images": self.n_images,
                 "n_labelled": 0,
                 "rounds": 0,
@@ -438,7 +440,7 @@ def bias_estimate(
         warnings = list(extra)
         if frame.pending:
             warnings.append(
-                f"{waiting} image(s) of this model drawn in round(s) "
+                f"{waiting} image(s) of {model} drawn in round(s) "
                 f"{', '.join(str(s.round.number) for s in frame.pending)} wait for a final label; those "
                 "rounds are not used until all their images are labelled."
             )

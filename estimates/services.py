@@ -141,6 +141,7 @@ def sampling_round_create(
         seed=seed,
         budget=budget,
         n_selected=int(selected.sum()),
+        n_already_labelled=int((selected & certain).sum()),
         created_by=user if user is not None and user.is_authenticated else None,
     )
     RoundItem.objects.bulk_create(

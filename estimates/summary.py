@@ -28,15 +28,20 @@ def _count(value: int | None) -> Cell:
 
 COLUMNS = (
     Column("t2i_model", "T2I model", numeric=False),
-    Column("estimate", "Estimate (PPI)"),
+    # The bias-corrected estimate: the point that lies inside the interval beside it (issue 19).
+    Column("estimate", "Estimate"),
     Column("ci95", "95 % interval", pair=True),
-    Column("human_only", "Human only"),
-    Column("human_only_ci95", "Human-only 95 % interval", pair=True),
+    # The plug-in (eq. 1 on the estimated shares): biased upward when labels are few.
+    Column("plug_in", "Plug-in"),
+    Column("human_only", "Labels only"),
+    Column("human_only_ci95", "Labels-only 95 % interval", pair=True),
     Column("detector_only", "Detector only"),
-    Column("n_images", "Images"),
+    Column("lambda", "λ"),
+    Column("effective_labels", "Effective labels"),
     Column("n_labelled", "Labelled"),
+    Column("n_images", "Images"),
     Column("rounds", "Rounds"),
-    Column("labels_for_half_width", "Labels to halve the interval"),
+    Column("labels_for_half_width", "Labels to halve"),
 )
 
 
@@ -44,16 +49,20 @@ def summary_table(estimate: StudyEstimate) -> Table:
     rows = []
     for model in estimate.models:
         body = model.as_json([])
+        score, human = body["model_bias_score"], body["human_only"]
         rows.append(
             (
                 Cell(model.t2i_model, model.t2i_model),
-                _number(body["model_bias_score"]["estimate"]),
-                _interval(body["model_bias_score"]["ci95"]),
-                _number(body["human_only"]["estimate"]),
-                _interval(body["human_only"]["ci95"]),
+                _number(score["bias_corrected"]),
+                _interval(score["ci95"]),
+                _number(score["estimate"]),
+                _number(human["bias_corrected"]),
+                _interval(human["ci95"]),
                 _number(body["detector_only"]),
-                _count(body["n_images"]),
+                _number(body["lambda"], 2),
+                _number(body["effective_labels"], 0),
                 _count(body["n_labelled"]),
+                _count(body["n_images"]),
                 _count(body["rounds"]),
                 _count(body["labels_for_half_width"]),
             )
@@ -61,8 +70,12 @@ def summary_table(estimate: StudyEstimate) -> Table:
     return Table(
         key="bias_estimate",
         title=f"Model bias score estimated from {estimate.detector}@{estimate.version} and sampled labels",
-        caption="Prediction-powered estimate (detector on every image, corrected by the sampled human "
-        "labels) with its 95 % interval, beside the human labels alone and the detector alone.",
+        caption="Estimate: the detector on every image, corrected by the sampled human labels, with the "
+        "detector weighted by λ (0: labels alone, 1: the detector's full weight; chosen from the data "
+        "to make the interval narrow), bias-corrected by the design bootstrap so that it lies in its 95 % "
+        "interval. Plug-in: the same score without that correction (too high when labels are few). "
+        "Labels only: the sampled labels alone. Effective labels: how many labels alone would give "
+        "the same precision.",
         columns=COLUMNS,
         rows=tuple(rows),
     )

@@ -129,3 +129,31 @@ def test_only_researchers_may_use_the_estimates_api(request, sampled_study, api_
         api_for(None).get(ESTIMATES, {"study": "gender", "detector": "fake"}), 401, "not_authenticated"
     )
     assert not SamplingRound.objects.exists()
+
+
+def test_the_estimate_reports_lambda_and_effective_labels_and_the_schema_says_so(
+    sampled_study, researcher, api_for
+):
+    client = api_for(researcher)
+    client.post(ROUNDS, {"study": "gender", "detector": "fake", "budget": 12, "seed": 3})
+    sampled_study.finish(SamplingRound.objects.get())
+    body = client.get(ESTIMATES, {"study": "gender", "detector": "fake", "bootstrap": 50}).json()
+    for model in body["models"].values():
+        assert 0.0 <= model["lambda"] <= 1.0
+        assert model["effective_labels"] > 0
+        # The point beside the interval lies in it.
+        low, high = model["model_bias_score"]["ci95"]
+        assert low <= model["model_bias_score"]["bias_corrected"] <= high
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    properties = schema["components"]["schemas"]["ModelEstimate"]["properties"]
+    assert properties["lambda"]["type"] == "number"
+    assert properties["lambda"]["nullable"] is True
+    assert (properties["lambda"]["minimum"], properties["lambda"]["maximum"]) == (0, 1)
+    assert properties["effective_labels"]["type"] == "number"
+    assert {"lambda", "effective_labels"} <= set(schema["components"]["schemas"]["ModelEstimate"]["required"])
+
+
+def test_before_any_round_lambda_and_effective_labels_are_null(sampled_study, researcher, api_for):
+    body = api_for(researcher).get(ESTIMATES, {"study": "gender", "detector": "fake"}).json()
+    assert body["models"]["sdxl"]["lambda"] is None
+    assert body["models"]["sdxl"]["effective_labels"] is None

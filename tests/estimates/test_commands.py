@@ -18,6 +18,8 @@ MODEL_KEYS = {
     "model_bias_score",
     "human_only",
     "detector_only",
+    "lambda",
+    "effective_labels",
     "n_images",
     "n_labelled",
     "rounds",

@@ -124,3 +124,57 @@ def test_a_study_of_another_protocol_has_no_estimate_page(db, client_for, resear
 def test_the_report_overview_links_to_the_estimate(sampled_study, client_for, researcher):
     text = client_for(researcher).get("/reports/?study=gender").content.decode()
     assert 'href="/reports/estimate/?study=gender"' in text
+
+
+def test_the_pending_note_names_the_model_it_counts(sampled_study, client_for, researcher):
+    first = sampling_round_create(study=sampled_study.study, detector="fake", budget=10, seed=1)
+    sampled_study.finish(first)
+    sampling_round_create(study=sampled_study.study, detector="fake", budget=10, seed=2)
+    warnings = client_for(researcher).get(URL).context["warnings"]
+    pending = [w for w in warnings if "wait for a final label" in w]
+    assert len(pending) == 2
+    assert any(" image(s) of sdxl drawn in round(s) 2" in w for w in pending)
+    assert any(" image(s) of sd3 drawn in round(s) 2" in w for w in pending)
+    assert not any("of this model" in w for w in warnings)
+
+
+def test_a_round_shows_drawn_and_already_labelled_images_apart(sampled_study, client_for, researcher):
+    # Five items already have final labels: the round takes them with certainty (π = 1), but
+    # they are not drawn for labelling.
+    sampled_study.label(sampled_study.items[:5])
+    sampling_round = sampling_round_create(study=sampled_study.study, detector="fake", budget=3, seed=4)
+    assert sampling_round.n_already_labelled == 5
+    assert sampling_round.n_drawn == sampling_round.n_selected - 5
+    text = client_for(researcher).get(URL).content.decode()
+    rounds = text[text.index('id="rounds"') :]
+    assert ">Drawn</th>" in rounds
+    assert ">Already labelled</th>" in rounds
+    assert ">Selected</th>" not in rounds
+    assert f"<td>3</td><td>{sampling_round.n_drawn}</td><td>5</td>" in rounds
+
+
+def test_the_table_shows_a_point_inside_its_interval_the_plug_in_by_name_lambda_and_effective_labels(
+    sampled_study, client_for, researcher
+):
+    sampled_study.finish(sampling_round_create(study=sampled_study.study, detector="fake", budget=12, seed=3))
+    response = client_for(researcher).get(URL)
+    table = response.context["table"]
+    keys = [c.key for c in table.columns]
+    assert keys[:4] == ["t2i_model", "estimate", "ci95", "plug_in"]
+    assert {"lambda", "effective_labels"} <= set(keys)
+    labels = {c.key: c.label for c in table.columns}
+    assert labels["plug_in"] == "Plug-in"
+    for row in table.rows:
+        cells = dict(zip(keys, row, strict=True))
+        low, high = cells["ci95"].value
+        assert low <= cells["estimate"].value <= high
+        assert 0.0 <= cells["lambda"].value <= 1.0
+        assert cells["effective_labels"].value > 0
+        estimate = next(
+            m for m in response.context["estimate"].models if m.t2i_model == cells["t2i_model"].value
+        )
+        assert cells["estimate"].value == estimate.estimate.model_bias_score.bias_corrected
+        assert cells["plug_in"].value == estimate.estimate.model_bias_score.estimate
+    text = response.content.decode()
+    assert "Effective labels" in text
+    assert 'class="data report estimate-summary"' in text

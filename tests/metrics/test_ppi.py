@@ -540,3 +540,133 @@ def test_labels_for_half_width_roughly_halves_the_standard_error_when_followed()
         after = ppi.estimate_model_bias(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=0)
         ratios.append(after.model_bias_score.se / before.model_bias_score.se)
     assert np.mean(ratios) == pytest.approx(0.5, abs=0.15)
+
+
+# --------------------------------------------------------------------------------------------
+# Few labels, detectors good and bad, and power tuning (issue 21)
+# --------------------------------------------------------------------------------------------
+
+# Detectors that say male, female or filtered; P(output | human class) per row (male, female,
+# low quality / other). "class_dependent" calls 30 % of women men but 3 % of men women, and gives
+# 80 % of low-quality images a gender, as Lyu et al. found real detectors do; "useless" answers
+# independently of the truth.
+DETECTORS = {
+    "good": np.array([[0.97, 0.02, 0.01], [0.04, 0.94, 0.02], [0.10, 0.05, 0.85]]),
+    "class_dependent": np.array([[0.95, 0.03, 0.02], [0.30, 0.65, 0.05], [0.50, 0.30, 0.20]]),
+    "useless": np.array([[0.45, 0.35, 0.20], [0.45, 0.35, 0.20], [0.45, 0.35, 0.20]]),
+}
+VERDICT_VECTORS = np.array([MALE, FEMALE, REST])
+
+
+def few_label_population(
+    rng: np.random.Generator, detector: str, n_prompts: int, per_prompt: int, low_quality: float = 0.2
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Prompt ids, detector vectors, human vectors and outputs; prompt scores like the paper's
+    (a third all male, a few all female, the rest spread over (-0.6, 1))."""
+    u = rng.random(n_prompts)
+    scores = np.where(u < 0.32, 1.0, np.where(u < 0.37, -1.0, rng.uniform(-0.6, 1.0, n_prompts)))
+    codes = np.repeat(np.arange(n_prompts), per_prompt)
+    clear = rng.random(codes.size) >= low_quality
+    human = np.where(clear, np.where(rng.random(codes.size) < (1 + scores[codes]) / 2, 0, 1), 2)
+    cumulative = DETECTORS[detector].cumsum(axis=1)[human]
+    outputs = np.minimum((rng.random(codes.size)[:, None] > cumulative).sum(axis=1), 2)
+    return codes, VERDICT_VECTORS[outputs], VERDICT_VECTORS[human], outputs
+
+
+N_PROMPTS, PER_PROMPT, FRACTION, N_BOOT = 20, 20, 0.1, 100
+
+
+def _few_label_study(rng: np.random.Generator, seed: int, detector: str) -> tuple[float, ...]:
+    # 20 prompts x 20 images, 10 % of them labelled: 2 labels a prompt.
+    codes, f, y, outputs = few_label_population(rng, detector, N_PROMPTS, PER_PROMPT)
+    truth = true_model_score(codes, y)
+    pi = np.full(codes.size, FRACTION)
+    xi = ppi.draw_bernoulli(pi, [seed, 21])
+    result = ppi.estimate_model_bias(
+        codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=N_BOOT, seed=seed
+    )
+    score, human = result.model_bias_score, result.human_only
+    lo, hi = score.ci95
+    assert lo <= score.bias_corrected <= hi  # the point shown beside the interval lies in it
+    return (
+        float(lo <= truth <= hi),
+        hi - lo,
+        human.ci95[1] - human.ci95[0],
+        result.lambda_,
+        result.effective_labels / max(result.n_labelled, 1),
+    )
+
+
+@pytest.mark.parametrize("detector", ["good", "class_dependent", "useless"])
+def test_interval_covers_at_least_93_percent_with_few_labels_whatever_the_detector(detector):
+    # Before issue 21 the class-dependent detector's interval covered 0.83 here (0.76-0.91 in
+    # the issue's study): pseudo-populations built on each prompt's EM shares were less
+    # balanced than the truth, and the bootstrap under-corrected the upward bias of eq. 1.
+    # Now (200 studies): 0.995 / 0.965 / 0.95, widths 0.49 / 0.74 / 0.97 x labels-only.
+    rng = np.random.default_rng({"good": 1, "class_dependent": 2, "useless": 3}[detector])
+    results = np.array([_few_label_study(rng, seed, detector) for seed in range(200)])
+    covered, width, human_width, lam, effective = results.T
+    assert covered.mean() >= 0.93
+    ratio = width.mean() / human_width.mean()
+    if detector == "useless":
+        # Power tuning gives it (almost) no weight: never materially worse than labels alone.
+        assert lam.mean() < 0.1
+        assert ratio <= 1.05
+        assert effective.mean() == pytest.approx(1.0, abs=0.1)
+    elif detector == "good":
+        assert lam.mean() > 0.5
+        assert ratio < 0.6
+        assert effective.mean() > 2.0
+    else:
+        assert ratio < 0.85
+
+
+def test_the_detectors_weight_is_cross_fitted_so_a_fold_never_sees_its_own_labels():
+    rng = np.random.default_rng(4)
+    codes, f, y, outputs = few_label_population(rng, "class_dependent", 10, 30)
+    pi = np.full(codes.size, 0.3)
+    xi = ppi.draw_bernoulli(pi, 5)
+    first = ppi.tune_power(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs)
+    # Flip every label of fold 0 (images 0, 5, 10, ...): λ of fold 0 must not move, the others'
+    # must (they learn from fold 0's labels).
+    fold0 = np.arange(codes.size) % ppi.POWER_FOLDS == 0
+    flipped = y.copy()
+    flipped[fold0] = y[fold0][:, ::-1]
+    second = ppi.tune_power(codes, f, observed(flipped, xi), xi, pi, detector_outputs=outputs)
+    np.testing.assert_array_equal(first.per_image[fold0], second.per_image[fold0])
+    assert not np.allclose(first.per_image[~fold0], second.per_image[~fold0])
+    assert ((first.per_image >= 0) & (first.per_image <= 1)).all()
+    assert first.value == pytest.approx(
+        np.mean([first.per_image[np.arange(codes.size) % 5 == k][0] for k in range(5)])
+    )
+
+
+def test_a_census_round_gives_the_exact_human_number_with_width_0_whatever_lambda():
+    rng = np.random.default_rng(6)
+    codes, f, y, outputs = few_label_population(rng, "class_dependent", 6, 10)
+    xi = np.ones(codes.size, dtype=bool)
+    pi = np.ones(codes.size)
+    result = ppi.estimate_model_bias(codes, f, y, xi, pi, detector_outputs=outputs, n_boot=50)
+    truth = true_model_score(codes, y)
+    assert result.model_bias_score.estimate == pytest.approx(truth, abs=1e-12)
+    assert result.model_bias_score.bias_corrected == pytest.approx(truth, abs=1e-12)
+    assert result.model_bias_score.ci95 == pytest.approx((truth, truth), abs=1e-12)
+    assert 0.0 <= result.lambda_ <= 1.0
+    assert result.effective_labels == codes.size
+    document = result.as_json()
+    assert document["lambda"] == result.lambda_
+    assert document["effective_labels"] == codes.size
+
+
+def test_without_power_tuning_the_estimate_is_the_issue_13_estimator():
+    rng = np.random.default_rng(7)
+    codes, f, y, outputs = few_label_population(rng, "good", 8, 20)
+    pi = np.full(codes.size, 0.25)
+    xi = ppi.draw_bernoulli(pi, 8)
+    plain = ppi.estimate_model_bias(
+        codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=0, power_tuning=False
+    )
+    shares = ppi.prompt_shares(codes, f, observed(y, xi), xi, pi)
+    d = (shares.shares[:, 0] - shares.shares[:, 1]) / shares.shares.sum(axis=1)
+    assert plain.lambda_ == 1.0
+    assert plain.model_bias_score.estimate == pytest.approx(np.abs(d).mean())

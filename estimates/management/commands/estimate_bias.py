@@ -4,10 +4,12 @@
         [--bootstrap 1000] [--seed 0] [--output FILE]
 
 JSON, per T2I model: ``model_bias_score`` {estimate, ci95, bias_corrected}, ``human_only``
-{estimate, ci95, bias_corrected}, ``detector_only``, ``n_images``, ``n_labelled``, ``rounds``,
+{estimate, ci95, bias_corrected}, ``detector_only``, ``lambda`` (the detector's weight, power
+tuning), ``effective_labels``, ``n_images``, ``n_labelled``, ``rounds``,
 ``prompts`` {prompt: {estimate, ci95, n_images, n_labelled}}, ``labels_for_half_width``, plus
 ``warnings`` and ``pending`` (rounds whose images still wait for final labels). Undefined
-figures are null. Markdown and CSV give the per-model summary.
+figures are null. Markdown and CSV give the per-model summary, whose ``estimate`` column is
+the bias-corrected estimate (inside its interval) and ``plug_in`` the plug-in.
 """
 
 from __future__ import annotations
