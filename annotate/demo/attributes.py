@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotate.demo.photos import LFW_MEN, LFW_WOMEN, PHOTOS, Look, fit, save
+from metrics.gep import ATTRIBUTE_KEYS as KEYS
 
 SLUG = "demo-attributes"
 NAME = "Demo: clothing attributes"
@@ -38,25 +39,6 @@ VERSION = "demo-imported"
 PREDICTIONS_FILE = Path(__file__).resolve().parent / "data" / "attributes_clip_attr.csv"
 SIDE = 384
 
-# The 15 attribute keys of the preset (metrics.gep.ATTRIBUTE_KEYS), repeated here so this data
-# module reads nothing but photos; a test checks they are the preset's.
-KEYS = (
-    "boots",
-    "slippers",
-    "jeans",
-    "shorts",
-    "slacks",
-    "dress",
-    "skirt",
-    "suit",
-    "shirt",
-    "uniform",
-    "jacket",
-    "hat",
-    "tie",
-    "mask",
-    "gloves",
-)
 
 # What each photo shows (the attributes answered yes); any other photo shows none of them.
 WEARS: dict[str, frozenset[str]] = {

@@ -36,7 +36,6 @@ from annotate.models import FinalLabel, Label
 from annotate.selectors import dispute_queue
 from detectors import registry
 from detectors.models import Prediction
-from metrics import gep
 from reports import selectors as sel
 from reports.analyses import FilterNeeded, analysis_for
 from reports.tables import NO_VALUE
@@ -247,10 +246,6 @@ def test_the_shipped_prediction_files_are_small_and_what_the_demo_data_gives():
             assert list(csv.DictReader(fh)) == module.prediction_rows()
         total += module.PREDICTIONS_FILE.stat().st_size
     assert total < 200_000
-
-
-def test_the_attributes_demo_asks_the_presets_questions():
-    assert attributes.KEYS == gep.ATTRIBUTE_KEYS
 
 
 def test_no_two_items_of_a_demo_study_share_an_image_file(seeded):
