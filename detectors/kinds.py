@@ -294,7 +294,9 @@ _VALIDATORS: Mapping[str, Validator | str] = MappingProxyType(
     }
 )
 #: Kind -> dotted path of its check against a study's questions (kinds that name questions).
-STUDY_CHECKS: Mapping[str, str] = MappingProxyType({"answers": "protocols.questions.kinds.answers_fit_questions"})
+STUDY_CHECKS: Mapping[str, str] = MappingProxyType(
+    {"answers": "protocols.questions.kinds.answers_fit_questions"}
+)
 KINDS: tuple[str, ...] = tuple(_VALIDATORS)
 
 
@@ -328,7 +330,9 @@ def kind_choices() -> list[tuple[str, str]]:
     return [(kind, kind) for kind in KINDS]
 
 
-def output_fits_questions(kind: str, output: Mapping[str, Any], questions: Mapping[str, Sequence[str]]) -> None:
+def output_fits_questions(
+    kind: str, output: Mapping[str, Any], questions: Mapping[str, Sequence[str]]
+) -> None:
     """Raise OutputInvalid when a validated ``output`` of ``kind`` names a question or answer
     that ``questions`` (``{question key: [answer values]}``, the study's) lacks; kinds that
     name no question always fit."""

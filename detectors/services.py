@@ -843,7 +843,9 @@ def _boxes_outside(predictions: list[Prediction], lines: dict[tuple[int, str, st
 
 
 def _outputs_unfit(
-    predictions: list[Prediction], lines: dict[tuple[int, str, str], int], slugs: dict[tuple[int, str, str], str]
+    predictions: list[Prediction],
+    lines: dict[tuple[int, str, str], int],
+    slugs: dict[tuple[int, str, str], str],
 ) -> list[str]:
     """Rows whose output names a question or answer its study lacks (kinds with a study check,
     ``detectors.kinds.STUDY_CHECKS``): checked against the study the row names, else against
@@ -852,16 +854,16 @@ def _outputs_unfit(
     if not checked:
         return []
     of_image: dict[int, set[int]] = {}
-    for image_id, study_id in ItemImage.objects.filter(image_id__in={p.image_id for p in checked}).values_list(
-        "image_id", "item__study_id"
-    ):
+    for image_id, study_id in ItemImage.objects.filter(
+        image_id__in={p.image_id for p in checked}
+    ).values_list("image_id", "item__study_id"):
         of_image.setdefault(image_id, set()).add(study_id)
     by_slug = dict(Study.objects.filter(slug__in=set(slugs.values()) - {""}).values_list("slug", "pk"))
     questions: dict[int, dict[str, list[str]]] = {}
-    for study_id, key, choices in Question.objects.filter(
+    for study_id, question_key, choices in Question.objects.filter(
         study_id__in={s for ids in of_image.values() for s in ids}
     ).values_list("study_id", "key", "choices"):
-        questions.setdefault(study_id, {})[key] = [str(c["value"]) for c in choices]
+        questions.setdefault(study_id, {})[question_key] = [str(c["value"]) for c in choices]
     errors = []
     for p in checked:
         key = (p.image_id, p.detector, p.version)

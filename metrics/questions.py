@@ -6,7 +6,7 @@ Everything here is pure (numpy/scipy only, scipy imported inside the function th
 ``scipy.stats`` costs every command half a second at load).
 
 - ``wilson_interval``: the 95 % Wilson score interval of a share;
-- ``independence_test``: Pearson's χ² test of independence of answer × group, with Cramér's V
+- ``independence_test``: Pearson's χ² test of independence of answer x group, with Cramér's V
   (the reference is ``scipy.stats.chi2_contingency(table, correction=False)``);
 - ``answer_shares``: per group n, shares and Wilson intervals, the test, and the largest gap
   between groups per answer;
@@ -45,7 +45,7 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
 
 @dataclass(frozen=True)
 class IndependenceTest:
-    """Pearson's χ² test of independence over a groups × answers table (rows or columns that
+    """Pearson's χ² test of independence over a groups x answers table (rows or columns that
     are all zero left out), and Cramér's V = sqrt(χ² / (n (min(r, c) - 1)))."""
 
     chi2: float
@@ -96,7 +96,7 @@ class GroupShares:
 
 @dataclass(frozen=True)
 class SharesComparison:
-    """Answer shares per group, the χ² test of answer × group and, per answer, the largest
+    """Answer shares per group, the χ² test of answer x group and, per answer, the largest
     gap between two groups' shares (max minus min over the groups)."""
 
     groups: Mapping[str, GroupShares]
@@ -122,7 +122,7 @@ def group_shares(answers: Sequence[str], values: Sequence[str]) -> GroupShares:
 
 def answer_shares(by_group: Mapping[str, Sequence[str]], values: Sequence[str]) -> SharesComparison:
     """Per group (``group -> the final answers of its items``) the answer shares, the test of
-    independence of answer × group, and max_gap per answer. Groups without an answer are left
+    independence of answer x group, and max_gap per answer. Groups without an answer are left
     out (a share of nothing is not 0); with no group max_gap is 0 for every answer."""
     groups = {g: group_shares(list(a), values) for g, a in sorted(by_group.items()) if a}
     table = [[shares.counts[v] for v in values] for shares in groups.values()]

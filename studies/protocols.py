@@ -305,6 +305,7 @@ OBJECT_QUESTIONS = (
     ),
 )
 
+
 class _Registry(Mapping[str, ProtocolSpec]):
     """Protocol key -> spec: the specs defined here, and the dotted paths of protocols that live
     in a package of their own, imported on first use (iterating lists every key, importing

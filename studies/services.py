@@ -194,7 +194,9 @@ def study_define(
     return StudyDefinition(study=existing, created=False, changed=changed)
 
 
-def _wanted_parameters(spec: ProtocolSpec, same: Study | None, given: Mapping[str, Any] | None) -> dict[str, Any]:
+def _wanted_parameters(
+    spec: ProtocolSpec, same: Study | None, given: Mapping[str, Any] | None
+) -> dict[str, Any]:
     """The study's parameters: its own (same protocol) or the preset's, updated with the
     options given. StudyConflict for an option the protocol does not take, or a required one
     that neither gives."""
@@ -208,11 +210,11 @@ def _wanted_parameters(spec: ProtocolSpec, same: Study | None, given: Mapping[st
     for option in spec.options:
         value = wanted.get(option.name)
         if option.required and not value:
-            raise StudyConflict(
-                f"A {spec.key} study needs --{option.name.replace('_', '-')}: {option.help}"
-            )
+            raise StudyConflict(f"A {spec.key} study needs --{option.name.replace('_', '-')}: {option.help}")
         if value is not None and (not isinstance(value, str) or len(value) > 200 or "\x00" in value):
-            raise StudyConflict(f"--{option.name.replace('_', '-')} must be a name of at most 200 characters.")
+            raise StudyConflict(
+                f"--{option.name.replace('_', '-')} must be a name of at most 200 characters."
+            )
     return wanted
 
 

@@ -68,7 +68,9 @@ class QuestionsAnalysis(Analysis):
                 {
                     "question": question,
                     "choices": choices,
-                    "legend": [(name, charts.PALETTE[i % len(charts.PALETTE)]) for i, (_, name) in enumerate(choices)],
+                    "legend": [
+                        (name, charts.PALETTE[i % len(charts.PALETTE)]) for i, (_, name) in enumerate(choices)
+                    ],
                     "panels": panels,
                     "agreement": result.report["agreement"][question.key],
                     "detectors": [

@@ -75,4 +75,6 @@ def shares_chart(cell: Mapping[str, Any], choices: Sequence[tuple[str, str]]) ->
             y += BAR_HEIGHT + BAR_GAP
         y += GROUP_GAP
     ticks = [(PLOT_LEFT + f * PLOT_WIDTH, f"{f:.0%}") for f in (0.0, 0.25, 0.5, 0.75, 1.0)]
-    return SharesChart(bars=bars, group_labels=labels, height=y + 10, width=PLOT_LEFT + PLOT_WIDTH + 30, ticks=ticks)
+    return SharesChart(
+        bars=bars, group_labels=labels, height=y + 10, width=PLOT_LEFT + PLOT_WIDTH + 30, ticks=ticks
+    )

@@ -28,7 +28,9 @@ def validate_answers(output: Any) -> dict[str, Any]:
         if not isinstance(key, str) or not key or len(key) > _MAX_KEY:
             raise OutputInvalid("output", f"question keys must be 1 to {_MAX_KEY} characters, got {key!r}")
         if not isinstance(value, str) or not value:
-            raise OutputInvalid(key, f"the answer must be a non-empty string (an answer value), got {value!r}")
+            raise OutputInvalid(
+                key, f"the answer must be a non-empty string (an answer value), got {value!r}"
+            )
         cleaned[key] = value
     return cleaned
 

@@ -24,6 +24,7 @@ from metrics import agreement as agreement_metrics
 from metrics import questions as qm
 from protocols.questions import selectors as qsel
 from reports.selectors import Scope
+from reports.tables import NO_VALUE
 from studies.models import Question
 
 
@@ -144,27 +145,67 @@ def csv_rows(result: QuestionsResult) -> list[list[Any]]:
                 for answer, share in g["shares"].items():
                     lo, hi = g["ci95"][answer]
                     rows.append(["shares", key, model, group, answer, g["n"], share, lo, hi])
-    rows += [[], ["section", "question", "t2i_model", "chi2", "dof", "p_value", "cramers_v", "answer", "max_gap"]]
+    rows += [
+        [],
+        ["section", "question", "t2i_model", "chi2", "dof", "p_value", "cramers_v", "answer", "max_gap"],
+    ]
     for key, by_model in report["questions"].items():
         for model, cell in by_model.items():
             for answer, gap in cell["max_gap"].items():
-                rows.append(["tests", key, model, cell["chi2"], cell["dof"], cell["p_value"], cell["cramers_v"], answer, gap])
-    rows += [[], ["section", "question", "krippendorff_alpha", "fleiss_kappa", "observed_agreement", "n_items"]]
+                rows.append(
+                    [
+                        "tests",
+                        key,
+                        model,
+                        cell["chi2"],
+                        cell["dof"],
+                        cell["p_value"],
+                        cell["cramers_v"],
+                        answer,
+                        gap,
+                    ]
+                )
+    rows += [
+        [],
+        ["section", "question", "krippendorff_alpha", "fleiss_kappa", "observed_agreement", "n_items"],
+    ]
     for key, a in report["agreement"].items():
         rows.append(
-            ["agreement", key, a["krippendorff_alpha"], a["fleiss_kappa"], a["observed_agreement"], a["n_items"]]
+            [
+                "agreement",
+                key,
+                a["krippendorff_alpha"],
+                a["fleiss_kappa"],
+                a["observed_agreement"],
+                a["n_items"],
+            ]
         )
-    rows += [[], ["section", "detector", "question", "n", "accuracy", "cohen_kappa", "group", "answer", "share"]]
+    rows += [
+        [],
+        ["section", "detector", "question", "n", "accuracy", "cohen_kappa", "group", "answer", "share"],
+    ]
     for name, by_question in report["detectors"].items():
         for key, d in by_question.items():
             for group, g in d["groups"].items():
                 for answer, share in g["shares"].items():
-                    rows.append(["detectors", name, key, d["n"], d["accuracy"], d["cohen_kappa"], group, answer, share])
+                    rows.append(
+                        [
+                            "detectors",
+                            name,
+                            key,
+                            d["n"],
+                            d["accuracy"],
+                            d["cohen_kappa"],
+                            group,
+                            answer,
+                            share,
+                        ]
+                    )
     return rows
 
 
 def _num(value: float | None, digits: int = 3) -> str:
-    return "–" if value is None else f"{value:.{digits}f}"
+    return NO_VALUE if value is None else f"{value:.{digits}f}"
 
 
 def markdown(result: QuestionsResult) -> str:
@@ -190,7 +231,12 @@ def markdown(result: QuestionsResult) -> str:
                 + ", ".join(f"{a} {gap:.1%}" for a, gap in cell["max_gap"].items()),
                 "",
             ]
-    lines += ["## Agreement", "", "| question | Krippendorff α | Fleiss κ | observed | items |", "|---|---:|---:|---:|---:|"]
+    lines += [
+        "## Agreement",
+        "",
+        "| question | Krippendorff \u03b1 | Fleiss \u03ba | observed | items |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for key, a in report["agreement"].items():
         lines.append(
             f"| {key} | {_num(a['krippendorff_alpha'])} | {_num(a['fleiss_kappa'])} | "
@@ -198,9 +244,16 @@ def markdown(result: QuestionsResult) -> str:
         )
     lines.append("")
     if report["detectors"]:
-        lines += ["## Detectors", "", "| detector | question | n | accuracy | Cohen κ |", "|---|---|---:|---:|---:|"]
+        lines += [
+            "## Detectors",
+            "",
+            "| detector | question | n | accuracy | Cohen \u03ba |",
+            "|---|---|---:|---:|---:|",
+        ]
         for name, by_question in report["detectors"].items():
             for key, d in by_question.items():
-                lines.append(f"| {name} | {key} | {d['n']} | {_num(d['accuracy'])} | {_num(d['cohen_kappa'])} |")
+                lines.append(
+                    f"| {name} | {key} | {d['n']} | {_num(d['accuracy'])} | {_num(d['cohen_kappa'])} |"
+                )
         lines.append("")
     return "\n".join(lines)

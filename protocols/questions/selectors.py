@@ -8,7 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import F, Prefetch, QuerySet
+from django.db.models import F, Prefetch
 
 from annotate.models import FinalLabel, Label
 from detectors.models import PredictionStatus
@@ -58,7 +58,9 @@ def final_answers(scope: Scope) -> dict[int, dict[str, str]]:
     """item id -> {question key: final answer} of the items in scope. One query."""
     answers: dict[int, dict[str, str]] = defaultdict(dict)
     for item_id, key, value in (
-        FinalLabel.objects.filter(scope.q("item__")).values_list("item_id", "question__key", "value").order_by()
+        FinalLabel.objects.filter(scope.q("item__"))
+        .values_list("item_id", "question__key", "value")
+        .order_by()
     ):
         answers[item_id][key] = value
     return dict(answers)
@@ -68,7 +70,9 @@ def label_values(scope: Scope) -> dict[str, dict[int, list[str]]]:
     """question key -> item id -> every annotator's answer (the agreement's units). One query."""
     units: dict[str, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
     for key, item_id, value in (
-        Label.objects.filter(scope.q("item__")).values_list("question__key", "item_id", "value").order_by("pk")
+        Label.objects.filter(scope.q("item__"))
+        .values_list("question__key", "item_id", "value")
+        .order_by("pk")
     ):
         units[key][item_id].append(value)
     return {key: dict(by_item) for key, by_item in units.items()}
@@ -105,14 +109,10 @@ def answer_items(scope: Scope, *, question_key: str, group: str, answer: str) ->
     their images and every annotator's answer, in item order."""
     column = compare_column(scope.study)
     ids = [
-        item_id
-        for item_id, (_model, item_group) in item_groups(scope, column).items()
-        if item_group == group
+        item_id for item_id, (_model, item_group) in item_groups(scope, column).items() if item_group == group
     ]
-    items: QuerySet[Item] = (
-        Item.objects.filter(
-            pk__in=ids, final_labels__question__key=question_key, final_labels__value=answer
-        )
+    items = (
+        Item.objects.filter(pk__in=ids, final_labels__question__key=question_key, final_labels__value=answer)
         .select_related("prompt")
         .prefetch_related(
             "item_images__image",

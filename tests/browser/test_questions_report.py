@@ -28,7 +28,9 @@ def test_the_chart_shows_shares_with_intervals_and_a_bar_opens_its_images(
     assert len(bars) == 6  # two groups x three answers of "age" (wealth has no final answer)
     young = next(b for b in bars if b["group"] == "light" and b["answer"] == "young")
     middle = next(b for b in bars if b["group"] == "light" and b["answer"] == "middle")
-    assert young["share"] == 0.75 and young["width"] > 100 and middle["width"] == 0
+    assert young["share"] == 0.75
+    assert young["width"] > 100
+    assert middle["width"] == 0
     # The whisker spans the bar's end: the Wilson interval contains the share.
     assert young["ciLeft"] < young["barRight"] < young["ciRight"]
     page.locator('a.share-bar[data-group="dark"][data-answer="old"]').click()

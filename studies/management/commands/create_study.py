@@ -43,7 +43,9 @@ class Command(BaseCommand):
             for option in spec.options:
                 if option.name not in added:
                     added.add(option.name)
-                    parser.add_argument("--" + option.name.replace("_", "-"), dest=f"option_{option.name}", help=option.help)
+                    parser.add_argument(
+                        "--" + option.name.replace("_", "-"), dest=f"option_{option.name}", help=option.help
+                    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:

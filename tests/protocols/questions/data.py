@@ -34,7 +34,14 @@ def build_report_study(tmp_path: Path, *, slug: str = "qs") -> Any:
     from detectors.models import Prediction
     from studies.models import Question
     from studies.services import questions_csv_read, study_define
-    from tests.factories import FinalLabelFactory, ItemFactory, LabelFactory, PromptFactory, UserFactory, image_of
+    from tests.factories import (
+        FinalLabelFactory,
+        ItemFactory,
+        LabelFactory,
+        PromptFactory,
+        UserFactory,
+        image_of,
+    )
 
     study = study_define(
         slug=slug,

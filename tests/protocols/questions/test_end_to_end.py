@@ -51,9 +51,15 @@ def test_create_study_refuses_a_questions_study_without_its_column_or_questions(
         command("create_study", "qs", "--protocol", "questions", "--compare", "skin")
     with pytest.raises(CommandError, match="--compare is not an option of a gender study"):
         command("create_study", "g", "--protocol", "gender", "--compare", "skin")
-    boxes = write_csv(tmp_path / "toggle.csv", ["key", "text", "choices", "kind"], [["hat", "Hat?", "yes:Yes|no:No", "toggle"]])
+    boxes = write_csv(
+        tmp_path / "toggle.csv",
+        ["key", "text", "choices", "kind"],
+        [["hat", "Hat?", "yes:Yes|no:No", "toggle"]],
+    )
     with pytest.raises(CommandError, match="every question must be single-choice"):
-        command("create_study", "qs", "--protocol", "questions", "--questions", str(boxes), "--compare", "skin")
+        command(
+            "create_study", "qs", "--protocol", "questions", "--questions", str(boxes), "--compare", "skin"
+        )
     assert not Study.objects.exists()
 
 
@@ -64,9 +70,12 @@ def test_import_refuses_a_row_without_the_compared_column_naming_it(tmp_path):
     path, root = manifest(tmp_path, skin=skin)
     out = io.StringIO()
     with pytest.raises(CommandError):
-        call_command("import_images", "--manifest", str(path), "--root", str(root), "--study", "qs", stdout=out)
+        call_command(
+            "import_images", "--manifest", str(path), "--root", str(root), "--study", "qs", stdout=out
+        )
     text = out.getvalue()
-    assert "row 6" in text and "column 'skin' is empty or missing" in text, text
+    assert "row 6" in text, text
+    assert "column 'skin' is empty or missing" in text, text
     assert not Item.objects.filter(key="4.png").exists()
 
 
@@ -83,14 +92,19 @@ def _labels(tmp_path):
 def _study_with_labels(tmp_path):
     create(tmp_path, "--compare", "skin", "--labels-per-item", "2")
     path, root = manifest(tmp_path)
-    assert "accepted: 12 images" in command("import_images", "--manifest", str(path), "--root", str(root), "--study", "qs")
+    assert "accepted: 12 images" in command(
+        "import_images", "--manifest", str(path), "--root", str(root), "--study", "qs"
+    )
     command("import_labels", str(_labels(tmp_path)), "--study", "qs", "--add-annotators")
 
 
 def test_labels_agree_into_final_labels_per_question(tmp_path):
     _study_with_labels(tmp_path)
-    finals = {(f.item.key, f.question.key): f.value for f in FinalLabel.objects.select_related("item", "question")}
-    assert finals[("0.png", "age")] == "young" and finals[("1.png", "wealth")] == "poor"
+    finals = {
+        (f.item.key, f.question.key): f.value for f in FinalLabel.objects.select_related("item", "question")
+    }
+    assert finals[("0.png", "age")] == "young"
+    assert finals[("1.png", "wealth")] == "poor"
     assert ("11.png", "age") not in finals  # the two annotators disagree: a dispute
     assert finals[("11.png", "wealth")] == "poor"
 
@@ -113,9 +127,12 @@ def test_import_predictions_of_kind_answers_refuses_unknown_questions_and_answer
     with pytest.raises(CommandError) as caught:
         command("import_predictions", str(bad), "--study", "qs")
     text = str(caught.value)
-    assert "line 3" in text and "height: unknown question" in text, text
-    assert "line 4" in text and "unknown answer 'ancient'" in text, text
-    assert "line 5" in text and "must be a non-empty string" in text, text
+    assert "line 3" in text, text
+    assert "height: unknown question" in text, text
+    assert "line 4" in text, text
+    assert "unknown answer 'ancient'" in text, text
+    assert "line 5" in text, text
+    assert "must be a non-empty string" in text, text
     assert "line 2" not in text
     assert not Prediction.objects.exists()
 
@@ -145,14 +162,38 @@ def test_bias_report_json_follows_the_contract(tmp_path):
     assert 0 < lo < 0.5 < hi < 1
     # sdxl: image 11's age is disputed, so dark has 3 of 4 items.
     sdxl = report["questions"]["age"]["sdxl"]
-    assert sdxl["groups"]["dark"]["n"] == 3 and sdxl["groups"]["light"]["n"] == 4
+    assert sdxl["groups"]["dark"]["n"] == 3
+    assert sdxl["groups"]["light"]["n"] == 4
     agreement = report["agreement"]["age"]
-    assert agreement["n_items"] == 12 and agreement["observed_agreement"] == pytest.approx(11 / 12)
+    assert agreement["n_items"] == 12
+    assert agreement["observed_agreement"] == pytest.approx(11 / 12)
     assert report["agreement"]["wealth"]["fleiss_kappa"] == pytest.approx(1.0)
     llava = report["detectors"]["llava"]
-    assert llava["age"]["n"] == 11 and llava["wealth"]["n"] == 12
-    assert llava["wealth"]["accuracy"] == 1.0 and llava["wealth"]["cohen_kappa"] == pytest.approx(1.0)
+    assert llava["age"]["n"] == 11
+    assert llava["wealth"]["n"] == 12
+    assert llava["wealth"]["accuracy"] == 1.0
+    assert llava["wealth"]["cohen_kappa"] == pytest.approx(1.0)
     assert set(llava["age"]["groups"]) == {"light", "dark"}
+    # The test of each cell is SciPy's on the counts behind its shares.
+    from scipy.stats import chi2_contingency
+
+    table = [
+        [round(g["n"] * g["shares"][a]) for a in ("young", "middle", "old")] for g in sdxl["groups"].values()
+    ]
+    table = [[row[j] for j in range(3) if any(r[j] for r in table)] for row in table]
+    expected = chi2_contingency(table, correction=False)
+    assert (sdxl["chi2"], sdxl["dof"]) == (pytest.approx(expected.statistic), expected.dof)
+    assert sdxl["p_value"] == pytest.approx(expected.pvalue)
+
+
+def test_the_ground_truth_export_has_every_question_of_every_image(tmp_path):
+    _study_with_labels(tmp_path)
+    target = tmp_path / "export.csv"
+    command("export_ground_truth", "--study", "qs", "--output", str(target))
+    rows = list(csv.DictReader(target.open(encoding="utf-8")))
+    assert len(rows) == 24  # 12 images x 2 questions
+    wealth = next(r for r in rows if r["question"] == "wealth" and r["image"].endswith("1.png"))
+    assert wealth["final_label"] == "poor"
 
 
 def test_bias_report_csv_and_md(tmp_path):
@@ -166,5 +207,6 @@ def test_bias_report_csv_and_md(tmp_path):
     assert float(share[6]) == 1.0
     md = command("bias_report", "--study", "qs", "--format", "md")
     assert "# Questions report (groups: skin)" in md
-    assert "## age: How old does the person look?" in md and "χ² =" in md
+    assert "## age: How old does the person look?" in md
+    assert "χ² =" in md
     assert "| llava | wealth | 12 | 1.000 | 1.000 |" in md

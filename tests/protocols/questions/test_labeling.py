@@ -32,14 +32,17 @@ def _label(client, study, item, answers):
 
 
 def test_every_question_is_on_one_screen_with_a_key_per_answer(client_for, annotator_a, questions_study):
-    study, items = questions_study
+    study, _items = questions_study
     response = client_for(annotator_a).get(reverse("annotate:label_study", args=[study.slug]))
     html = _html(response)
-    assert 'data-layout="multi"' in html and "<kbd>Enter</kbd> Save answers" in html
+    assert 'data-layout="multi"' in html
+    assert "<kbd>Enter</kbd> Save answers" in html
     for question in Question.objects.filter(study=study):
         assert question.text in html
         for choice in question.choices:
-            assert f'name="answer_{question.key}" value="{choice["value"]}" data-key="{choice["key"]}"' in html
+            assert (
+                f'name="answer_{question.key}" value="{choice["value"]}" data-key="{choice["key"]}"' in html
+            )
     assert 'data-key="z"' in html  # Back
 
 
@@ -54,9 +57,12 @@ def test_two_annotators_label_blind_and_a_disagreement_is_a_dispute_of_that_ques
     _label(anna, study, first, {"answer_age": "young", "answer_wealth": "rich"})
     # The second annotator does not see the first one's answers (blind seats).
     page = ben.get(label_url)
-    assert _shown_item_id(page) == first.pk and "checked" not in _html(page)
+    assert _shown_item_id(page) == first.pk
+    assert "checked" not in _html(page)
     _label(ben, study, first, {"answer_age": "old", "answer_wealth": "rich"})
-    finals = {f.question.key: f.value for f in FinalLabel.objects.filter(item=first).select_related("question")}
+    finals = {
+        f.question.key: f.value for f in FinalLabel.objects.filter(item=first).select_related("question")
+    }
     assert finals == {"wealth": "rich"}  # age is disputed, wealth agreed
     # A third annotator's seat does not exist: both seats of the item are taken.
     assert Label.objects.filter(item=first).count() == 4
@@ -79,7 +85,9 @@ def test_back_shows_the_previous_image_with_its_answers_to_change(client_for, an
     _label(client, study, items[0], {"answer_age": "young", "answer_wealth": "poor"})
     nxt = client.get(reverse("annotate:label_study", args=[study.slug]))
     assert _shown_item_id(nxt) == items[1].pk
-    back = client.get(reverse("annotate:label_undo", args=[study.slug]) + f"?before={items[1].pk}", follow=True)
+    back = client.get(
+        reverse("annotate:label_undo", args=[study.slug]) + f"?before={items[1].pk}", follow=True
+    )
     html = _html(back)
     assert _shown_item_id(back) == items[0].pk
     assert re.search(r'name="answer_age" value="young"[^>]*checked', html)

@@ -47,16 +47,19 @@ def test_wilson_interval_worked_by_hand():
     # 8 of 10: p = .8, z² = 3.8415; centre = (.8 + .19207)/1.38415 = .71673,
     # half = 1.96 sqrt(.016 + .0096037)/1.38415 = .22657 → [.4902, .9433].
     lo, hi = qm.wilson_interval(8, 10)
-    assert lo == pytest.approx(0.4901625, abs=1e-6) and hi == pytest.approx(0.9433178, abs=1e-6)
-    assert qm.wilson_interval(0, 5)[0] == 0.0 and qm.wilson_interval(5, 5)[1] == 1.0
+    assert lo == pytest.approx(0.4901625, abs=1e-6)
+    assert hi == pytest.approx(0.9433178, abs=1e-6)
+    assert qm.wilson_interval(0, 5)[0] == 0.0
+    assert qm.wilson_interval(5, 5)[1] == 1.0
     assert qm.wilson_interval(0, 0) == (0.0, 1.0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="between 0 and n"):
         qm.wilson_interval(6, 5)
 
 
 def test_answer_shares_with_max_gap():
     comparison = qm.answer_shares(
-        {"dark": ["yes", "yes", "no", "no"], "light": ["yes", "yes", "yes", "no"], "none": []}, ["yes", "no", "n/a"]
+        {"dark": ["yes", "yes", "no", "no"], "light": ["yes", "yes", "yes", "no"], "none": []},
+        ["yes", "no", "n/a"],
     )
     assert set(comparison.groups) == {"dark", "light"}  # a group without answers has no share
     assert comparison.groups["light"].shares == {"yes": 0.75, "no": 0.25, "n/a": 0.0}
@@ -79,7 +82,9 @@ def test_cohen_kappa_equals_scikit_learn(truth, predicted):
     assert qm.cohen_kappa(truth, predicted) == pytest.approx(cohen_kappa_score(truth, predicted), rel=1e-12)
 
 
+@pytest.mark.filterwarnings("ignore")  # scikit-learn warns that kappa is undefined here
 def test_cohen_kappa_is_none_where_chance_agreement_is_one():
     assert qm.cohen_kappa(["a", "a"], ["a", "a"]) is None  # scikit-learn: nan
     assert math.isnan(cohen_kappa_score(["a", "a"], ["a", "a"]))
-    assert qm.cohen_kappa([], []) is None and qm.accuracy([], []) is None
+    assert qm.cohen_kappa([], []) is None
+    assert qm.accuracy([], []) is None

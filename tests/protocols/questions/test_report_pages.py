@@ -19,8 +19,11 @@ def test_the_overview_draws_a_bar_with_its_interval_per_group_and_answer(client_
     response = client_for(researcher).get(reverse("reports:overview") + "?study=qs")
     assert response.status_code == 200
     html = response.content.decode()
-    bars = re.findall(r'class="share-bar"[^>]*data-group="(\w+)" data-answer="(\w+)" data-share="([\d.]+)"', html)
-    assert ("light", "young", "0.75") in bars and ("dark", "old", "0.75") in bars
+    bars = re.findall(
+        r'class="share-bar"[^>]*data-group="(\w+)" data-answer="(\w+)" data-share="([\d.]+)"', html
+    )
+    assert ("light", "young", "0.75") in bars
+    assert ("dark", "old", "0.75") in bars
     assert len([b for b in bars if b[0] == "light"]) == 3  # every answer, given or not
     assert 'class="ci"' in html
     assert "Cramér&#x27;s V" in html or "Cramér's V" in html
@@ -39,9 +42,18 @@ def test_a_bar_leads_to_the_images_of_its_group_and_answer(client_for, researche
     assert {"img4.png", "img5.png", "img6.png"} == set(re.findall(r'data-item="(img\d\.png)"', text))
 
 
-def test_the_drill_down_refuses_an_unknown_answer_and_other_roles(client_for, researcher, annotator_a, tmp_path):
+def test_the_drill_down_refuses_an_unknown_answer_and_other_roles(
+    client_for, researcher, annotator_a, tmp_path
+):
     build_report_study(tmp_path)
     url = reverse("reports:question_answer")
-    assert client_for(researcher).get(url + "?study=qs&question=age&group=dark&answer=ancient").status_code == 404
-    assert client_for(researcher).get(url + "?study=qs&question=height&group=dark&answer=old").status_code == 404
-    assert client_for(annotator_a).get(url + "?study=qs&question=age&group=dark&answer=old").status_code == 403
+    assert (
+        client_for(researcher).get(url + "?study=qs&question=age&group=dark&answer=ancient").status_code
+        == 404
+    )
+    assert (
+        client_for(researcher).get(url + "?study=qs&question=height&group=dark&answer=old").status_code == 404
+    )
+    assert (
+        client_for(annotator_a).get(url + "?study=qs&question=age&group=dark&answer=old").status_code == 403
+    )
