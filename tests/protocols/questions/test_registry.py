@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.urls import reverse
 
 from detectors.kinds import KINDS, OutputInvalid, output_fits_questions, output_validate
 from detectors.models import Prediction
@@ -16,6 +17,7 @@ from protocols.questions.spec import SPEC
 from reports.analyses import analysis_for
 from studies.models import Study
 from studies.protocols import PROTOCOLS, protocol_choices
+from tests.annotate.test_admin import study_form
 
 CORE = ("studies", "annotate", "detectors", "estimates", "config", "accounts", "templates")
 
@@ -58,3 +60,12 @@ def test_no_core_package_compares_a_protocol_with_the_questions_name():
         if pattern.search(line)
     ]
     assert not found, found
+
+
+def test_the_admin_sends_a_questions_study_to_create_study(admin_client):
+    response = admin_client.post(
+        reverse("admin:studies_study_add"), study_form(protocol="questions", agreement="unanimous")
+    )
+    page = response.content.decode()
+    assert "create_study SLUG --protocol questions --questions F.csv --compare" in page
+    assert not Study.objects.exists()
