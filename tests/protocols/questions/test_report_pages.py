@@ -4,9 +4,12 @@ answer); the numbers on the page are the JSON report's."""
 
 from __future__ import annotations
 
+import io
+import json
 import re
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from tests.protocols.questions.data import build_report_study
@@ -57,3 +60,34 @@ def test_the_drill_down_refuses_an_unknown_answer_and_other_roles(
     assert (
         client_for(annotator_a).get(url + "?study=qs&question=age&group=dark&answer=old").status_code == 403
     )
+
+
+def test_a_study_without_final_answers_has_a_page_and_an_empty_report(
+    client_for, researcher, questions_study
+):
+    response = client_for(researcher).get(reverse("reports:overview") + "?study=qs")
+    assert response.status_code == 200
+    assert "No final answer to this question yet." in response.content.decode()
+    out = io.StringIO()
+    call_command("bias_report", "--study", "qs", stdout=out)
+    report = json.loads(out.getvalue())
+    assert report["questions"] == {"age": {}, "wealth": {}}
+    assert report["agreement"]["age"] == {
+        "krippendorff_alpha": None,
+        "fleiss_kappa": None,
+        "observed_agreement": None,
+        "n_items": 0,
+    }
+    assert report["detectors"] == {}
+
+
+def test_the_report_honours_the_t2i_model_and_detector_filters(tmp_path):
+    build_report_study(tmp_path)
+    out = io.StringIO()
+    call_command("bias_report", "--study", "qs", "--t2i-model", "sdxl", "--detector", "llava", stdout=out)
+    report = json.loads(out.getvalue())
+    assert list(report["questions"]["age"]) == ["sdxl"]
+    assert report["detectors"]["llava"]["age"]["n"] == 8
+    assert report["detectors"]["llava"]["age"]["accuracy"] == 3 / 8
+    with pytest.raises(CommandError):
+        call_command("bias_report", "--study", "qs", "--detector", "nobody", stdout=io.StringIO())
