@@ -152,7 +152,7 @@ class StudyForm(forms.ModelForm):
             raise forms.ValidationError(
                 "A majority needs at least 3 labels per item (with 2, use unanimous)."
             )
-        protocol = data.get("protocol")
+        protocol = str(data.get("protocol") or "")
         if self.instance.pk is None and protocol in PROTOCOLS:
             # A protocol whose questions come from a CSV, or that needs settings of its own
             # (a questions study's compared column), is defined on the command line.
