@@ -38,6 +38,7 @@ from studies import permissions
 from studies.errors import DomainError
 from studies.ingest import ImportSummary, images_import_zip, study_get_or_create
 from studies.models import AgreementRule, Image, Item, ItemChange, ItemImage, Prompt, Question, Study
+from studies.protocols import PROTOCOLS
 from studies.selectors import item_main_image, study_questions
 from studies.services import study_create
 
@@ -151,6 +152,17 @@ class StudyForm(forms.ModelForm):
             raise forms.ValidationError(
                 "A majority needs at least 3 labels per item (with 2, use unanimous)."
             )
+        protocol = str(data.get("protocol") or "")
+        if self.instance.pk is None and protocol in PROTOCOLS:
+            # A protocol whose questions come from a CSV, or that needs settings of its own
+            # (a questions study's compared column), is defined on the command line.
+            spec = PROTOCOLS[protocol]
+            if not spec.questions or any(option.required for option in spec.options):
+                raise forms.ValidationError(
+                    f"A {protocol} study is created with its questions CSV and settings: "
+                    f"manage.py create_study SLUG --protocol {protocol} --questions F.csv"
+                    + "".join(f" --{o.name.replace('_', '-')} …" for o in spec.options if o.required)
+                )
         return data
 
 

@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "generation",
     "reports",
     "estimates",
+    "protocols.questions",
 ]
 
 MIDDLEWARE = [

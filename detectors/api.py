@@ -17,7 +17,8 @@ from rest_framework.response import Response
 
 from config.api import ApiView, QueryInput, StrictPageNumberPagination, error_responses, invalid
 from detectors import selectors
-from detectors.models import OutputKind, PredictionStatus, RunStatus
+from detectors.kinds import kind_choices
+from detectors.models import PredictionStatus, RunStatus
 from studies.models import Study
 from studies.permissions import IsResearcher
 
@@ -54,7 +55,7 @@ class PredictionOutput(serializers.Serializer):
     t2i_model = serializers.CharField(source="item_t2i_model")
     detector = serializers.CharField()
     version = serializers.CharField()
-    kind = serializers.ChoiceField(choices=OutputKind.choices, help_text="What the output holds.")
+    kind = serializers.ChoiceField(choices=kind_choices(), help_text="What the output holds.")
     status = serializers.ChoiceField(choices=PredictionStatus.choices)
     prediction = serializers.CharField(
         source="verdict", help_text="male, female, filtered for gender; empty if failed or another kind"

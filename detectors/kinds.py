@@ -12,6 +12,12 @@ A prediction's ``output`` is a JSON object whose shape is fixed by its kind:
   [0, 120] years, skin gray value in [0, 255].
 - ``objects``: ``{"objects": [{"class": str, "confidence": float, "box": [x0, y0, x1, y1]}]}``,
   confidence in [0, 1], a box with x1 > x0 and y1 > y0.
+- kinds of protocols in packages of their own, by the dotted path of their validator
+  (``answers``: ``{"<question>": "<answer value>", …}``, ``protocols.questions.kinds``).
+
+A kind whose outputs name things of a study (the ``answers`` kind names its questions and their
+answers) also has a study check in ``STUDY_CHECKS``: ``output_fits_questions(kind, output,
+questions)`` with the study's ``{question key: [answer values]}``, raising OutputInvalid.
 
 Every write of a prediction (``detectors.services.prediction_store``, ``predictions_import``,
 ``DetectorOutput`` itself) goes through ``output_validate``, so the reports can read outputs
@@ -24,7 +30,8 @@ refuses NaN) and booleans are not numbers; unknown fields are refused so a typo 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from importlib import import_module
 from types import MappingProxyType
 from typing import Any
 
@@ -275,15 +282,62 @@ def objects_inside_image(output: Mapping[str, Any], width: int, height: int) -> 
             )
 
 
-VALIDATORS: Mapping[str, Callable[[Any], dict[str, Any]]] = MappingProxyType(
+Validator = Callable[[Any], dict[str, Any]]
+#: Kind -> validator, or the dotted path of a protocol package's validator (imported on first use).
+_VALIDATORS: Mapping[str, Validator | str] = MappingProxyType(
     {
         KIND_GENDER: validate_gender,
         KIND_ATTRIBUTES: validate_attributes,
         KIND_MEASUREMENTS: validate_measurements,
         KIND_OBJECTS: validate_objects,
+        "answers": "protocols.questions.kinds.validate_answers",
     }
 )
-KINDS: tuple[str, ...] = tuple(VALIDATORS)
+#: Kind -> dotted path of its check against a study's questions (kinds that name questions).
+STUDY_CHECKS: Mapping[str, str] = MappingProxyType(
+    {"answers": "protocols.questions.kinds.answers_fit_questions"}
+)
+KINDS: tuple[str, ...] = tuple(_VALIDATORS)
+
+
+def _resolve(entry: Any) -> Any:
+    if isinstance(entry, str):
+        module_name, _, attribute = entry.rpartition(".")
+        return getattr(import_module(module_name), attribute)
+    return entry
+
+
+class _Validators(Mapping[str, Validator]):
+    """``_VALIDATORS`` with the dotted paths imported when first read."""
+
+    def __getitem__(self, kind: str) -> Validator:
+        validator: Validator = _resolve(_VALIDATORS[kind])
+        return validator
+
+    def __iter__(self) -> Any:
+        return iter(_VALIDATORS)
+
+    def __len__(self) -> int:
+        return len(_VALIDATORS)
+
+
+VALIDATORS: Mapping[str, Validator] = _Validators()
+
+
+def kind_choices() -> list[tuple[str, str]]:
+    """``Prediction.kind``'s choices: every kind (a callable, so a protocol's new kind needs no
+    migration)."""
+    return [(kind, kind) for kind in KINDS]
+
+
+def output_fits_questions(
+    kind: str, output: Mapping[str, Any], questions: Mapping[str, Sequence[str]]
+) -> None:
+    """Raise OutputInvalid when a validated ``output`` of ``kind`` names a question or answer
+    that ``questions`` (``{question key: [answer values]}``, the study's) lacks; kinds that
+    name no question always fit."""
+    if kind in STUDY_CHECKS:
+        _resolve(STUDY_CHECKS[kind])(output, questions)
 
 
 def output_validate(kind: str, output: Any) -> dict[str, Any]:

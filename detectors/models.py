@@ -14,6 +14,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from detectors.kinds import kind_choices
 from studies.models import Image, Study
 
 
@@ -119,7 +120,7 @@ class Prediction(models.Model):
     )
     kind = models.CharField(
         max_length=20,
-        choices=OutputKind.choices,
+        choices=kind_choices,
         default=OutputKind.GENDER,
         help_text="The kind of output the detector declares; fixes the schema of ``output``.",
     )

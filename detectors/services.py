@@ -33,14 +33,22 @@ from PIL import Image as PILImage
 from detectors.base import Detector, DetectorOutput, DetectorUnavailable
 from detectors.executors import BatchResult, Executor, Item, ItemError, WorkerStats, batches_drive
 from detectors.executors.workers import Predicted, image_open, outputs_predict
-from detectors.kinds import KINDS, OutputInvalid, objects_inside_image, output_validate, validate_gender
+from detectors.kinds import (
+    KINDS,
+    STUDY_CHECKS,
+    OutputInvalid,
+    objects_inside_image,
+    output_fits_questions,
+    output_validate,
+    validate_gender,
+)
 from detectors.models import DetectorRun, FilterReason, OutputKind, Prediction, PredictionStatus, RunStatus
 from detectors.progress import Progress
 from detectors.remote import detector_executor_start, image_payload
 from detectors.selectors import Shard, images_in_scope, images_pending
 from studies.csvio import read_cell
 from studies.jsonbounds import JSONOutOfBounds, json_loads_bounded
-from studies.models import Image, ItemImage, Study
+from studies.models import Image, ItemImage, Question, Study
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
@@ -754,6 +762,7 @@ def predictions_import(
     errors: list[str] = []
     to_create: list[Prediction] = []
     seen: dict[tuple[int, str, str], int] = {}
+    slugs: dict[tuple[int, str, str], str] = {}  # the study a row names, for the study checks
     for line, row in enumerate(rows, start=2):  # line 1 is the header
         try:
             prediction = _row_prediction(row, index=index, study=study, version=version)
@@ -765,9 +774,11 @@ def predictions_import(
             errors.append(f"line {line}: duplicate of line {seen[key]} (same image, detector, version)")
             continue
         seen[key] = line
+        slugs[key] = row.get("study", "") or (study.slug if study else "")
         to_create.append(prediction)
     errors.extend(_already_stored(to_create, seen))
     errors.extend(_boxes_outside(to_create, seen))
+    errors.extend(_outputs_unfit(to_create, seen, slugs))
     if errors:
         raise PredictionImportRejected(sorted(errors, key=_line_number))
     if not dry_run:
@@ -828,6 +839,46 @@ def _boxes_outside(predictions: list[Prediction], lines: dict[tuple[int, str, st
             objects_inside_image(p.output, *sizes[p.image_id])
         except OutputInvalid as exc:
             errors.append(f"line {lines[(p.image_id, p.detector, p.version)]}: output.{exc}")
+    return errors
+
+
+def _outputs_unfit(
+    predictions: list[Prediction],
+    lines: dict[tuple[int, str, str], int],
+    slugs: dict[tuple[int, str, str], str],
+) -> list[str]:
+    """Rows whose output names a question or answer its study lacks (kinds with a study check,
+    ``detectors.kinds.STUDY_CHECKS``): checked against the study the row names, else against
+    the studies of its image (it must fit one). Three queries, whatever the number of rows."""
+    checked = [p for p in predictions if p.kind in STUDY_CHECKS and p.output]
+    if not checked:
+        return []
+    of_image: dict[int, set[int]] = {}
+    for image_id, study_id in ItemImage.objects.filter(
+        image_id__in={p.image_id for p in checked}
+    ).values_list("image_id", "item__study_id"):
+        of_image.setdefault(image_id, set()).add(study_id)
+    by_slug = dict(Study.objects.filter(slug__in=set(slugs.values()) - {""}).values_list("slug", "pk"))
+    questions: dict[int, dict[str, list[str]]] = {}
+    for study_id, question_key, choices in Question.objects.filter(
+        study_id__in={s for ids in of_image.values() for s in ids}
+    ).values_list("study_id", "key", "choices"):
+        questions.setdefault(study_id, {})[question_key] = [str(c["value"]) for c in choices]
+    errors = []
+    for p in checked:
+        key = (p.image_id, p.detector, p.version)
+        named = by_slug.get(slugs.get(key, ""))
+        studies = sorted({named} if named is not None else of_image.get(p.image_id, set()))
+        problems = []
+        for study_id in studies:
+            try:
+                output_fits_questions(p.kind, p.output, questions.get(study_id, {}))
+                break
+            except OutputInvalid as exc:
+                problems.append(exc)
+        else:
+            if problems:
+                errors.append(f"line {lines[key]}: output.{problems[0]} ({p.kind} output)")
     return errors
 
 

@@ -3,7 +3,7 @@ and downloads. Every page takes ``?study=<slug>`` (default: the only study)."""
 
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import include, path
 
 from reports import views
 from reports.analyses.attributes import views as attributes_views
@@ -30,4 +30,6 @@ urlpatterns = [
     # The pair-change analysis's page: a word's pairs, both photos side by side ("taxi driver":
     # a word may hold a space, so <str:...>).
     path("pair-change/<str:domain>/<str:word>/", pair_change_views.word_detail, name="pair_word"),
+    # Protocols in packages of their own bring their pages, by dotted path (no import upward).
+    path("questions/", include("protocols.questions.urls")),
 ]

@@ -805,8 +805,8 @@ class _ManifestImport:
             except InvalidManifestRow as exc:
                 problems.append(str(exc))
         metadata = {c: row[c] for c in self.metadata_columns if row.get(c, "") != ""}
-        problem = protocol_spec(self.study.protocol).validate_metadata(metadata)
-        if problem:  # the protocol's own check (e.g. GEP: gender woman|man, explicit → attribute)
+        problem = protocol_spec(self.study.protocol).row_problem(row, metadata, self.study.parameters)
+        if problem:  # the protocol's own check (e.g. GEP: gender woman|man; the compared column)
             problems.append(problem)
         file_path = None
         if "\x00" not in path and len(path) <= _MAX_CHARS["image"]:  # else already named above

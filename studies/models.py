@@ -21,9 +21,12 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from studies.protocols import protocol_choices
+
 
 class Protocol(models.TextChoices):
-    """The kinds of study BiasLab runs; ``studies.protocols`` holds each one's preset."""
+    """The built-in kinds of study; ``Study.protocol`` takes its choices from the registry
+    (``studies.protocols.protocol_choices``), which also lists protocols of their own packages."""
 
     GENDER = "gender", "Gender (Lyu et al. 2025)"
     ATTRIBUTES = "attributes", "Attribute presence / GEP (Zhang et al. 2023)"
@@ -45,7 +48,7 @@ class Study(models.Model):
     slug = models.SlugField(max_length=200, unique=True, help_text="Short name used in URLs and commands.")
     protocol = models.CharField(
         max_length=20,
-        choices=Protocol.choices,
+        choices=protocol_choices,
         default=Protocol.GENDER,
         help_text="The kind of study: which questions it asks, which detector outputs it reads, "
         "which analysis reports it.",

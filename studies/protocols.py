@@ -3,13 +3,18 @@ defaults. Pure data: no model imports, so any layer may read it.
 
 Adding a study kind is a new entry in ``PROTOCOLS`` here, an analysis in
 ``reports.analyses.ANALYSES`` and a page — not edits across views, exports and metrics, which
-all read the questions of the study instead of a hard-coded label list.
+all read the questions of the study instead of a hard-coded label list. A protocol that lives in
+a package of its own (``protocols.questions``) is named here by the dotted path of its spec,
+imported the first time someone asks for it (``PROTOCOLS`` is a lazy mapping), so the core never
+imports the package and a new protocol needs no migration: ``Study.protocol`` takes its choices
+from ``protocol_choices``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import import_module
 from types import MappingProxyType
 from typing import Any
 
@@ -96,6 +101,18 @@ def yes_no_questions_problem(questions: Sequence[QuestionSpec]) -> str | None:
 
 
 @dataclass(frozen=True)
+class StudyOption:
+    """A setting of a study that its protocol asks for when the study is created
+    (``create_study --<name>``), kept in ``Study.parameters[name]``. ``column``: the value names
+    a manifest column every item must have (refused at import, naming the row, when empty)."""
+
+    name: str
+    help: str
+    required: bool = False
+    column: bool = False
+
+
+@dataclass(frozen=True)
 class ProtocolSpec:
     """A protocol's preset. ``item_question_keys(metadata)`` is a pure function from a new item's
     metadata (a prompt set's or manifest's extra columns) to the question keys it asks (its
@@ -105,11 +122,16 @@ class ProtocolSpec:
     protocol's check of a new item's metadata: None when it is acceptable, else the reason it is
     not, for a person (``studies.ingest`` refuses the row with it). ``validate_questions(questions)``
     says why questions given for a new study (a questions CSV) cannot serve the protocol's
-    analysis, or None (``studies.services.study_define`` refuses the study with it)."""
+    analysis, or None (``studies.services.study_define`` refuses the study with it). A preset
+    without questions (``questions=()``) means the study's questions come from a questions CSV,
+    which ``create_study`` then requires. ``options`` are the settings ``create_study`` takes
+    for the protocol (``StudyOption``)."""
 
     key: str
     questions: tuple[QuestionSpec, ...]
     output_kinds: tuple[str, ...]
+    title: str = ""
+    options: tuple[StudyOption, ...] = ()
     image_roles: tuple[str, ...] = ("image",)
     # Item.queue of a new item: 1 = people label every item; 0 = only items a sampling step puts
     # in the queue (pair_change: people check a stratified sample of the automatic verdicts).
@@ -120,6 +142,24 @@ class ProtocolSpec:
     item_question_keys: Callable[[Mapping[str, str]], list[str]] = every_question
     validate_metadata: Callable[[Mapping[str, str]], str | None] = any_metadata
     validate_questions: Callable[[Sequence[QuestionSpec]], str | None] = any_questions
+
+    def row_problem(
+        self, row: Mapping[str, str], metadata: Mapping[str, str], parameters: Mapping[str, Any]
+    ) -> str | None:
+        """Why a manifest row cannot be an item of a study of this protocol with these
+        ``parameters``, or None: ``validate_metadata`` of its metadata, then every
+        ``StudyOption`` marked ``column`` whose column the row leaves empty."""
+        problem = self.validate_metadata(metadata)
+        if problem:
+            return problem
+        for option in self.options:
+            column = str(parameters.get(option.name, "") or "") if option.column else ""
+            if column and not str(row.get(column, "") or "").strip():
+                return (
+                    f"column {column!r} is empty or missing: the study compares its values "
+                    f"(--{option.name.replace('_', '-')} {column})"
+                )
+        return None
 
 
 GENDER_QUESTION = QuestionSpec(
@@ -265,16 +305,44 @@ OBJECT_QUESTIONS = (
     ),
 )
 
-PROTOCOLS: MappingProxyType[str, ProtocolSpec] = MappingProxyType(
+
+class _Registry(Mapping[str, ProtocolSpec]):
+    """Protocol key -> spec: the specs defined here, and the dotted paths of protocols that live
+    in a package of their own, imported on first use (iterating lists every key, importing
+    nothing)."""
+
+    def __init__(self, specs: Mapping[str, ProtocolSpec | str]) -> None:
+        self._entries = dict(specs)
+
+    def __getitem__(self, key: str) -> ProtocolSpec:
+        entry = self._entries[key]
+        if isinstance(entry, str):
+            module_name, _, attribute = entry.rpartition(".")
+            entry = getattr(import_module(module_name), attribute)
+            if not isinstance(entry, ProtocolSpec) or entry.key != key:
+                raise TypeError(f"{self._entries[key]} is not the ProtocolSpec of {key!r}")
+            self._entries[key] = entry
+        return entry
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+PROTOCOLS: Mapping[str, ProtocolSpec] = _Registry(
     {
         "gender": ProtocolSpec(
             key="gender",
+            title="Gender (Lyu et al. 2025)",
             questions=(GENDER_QUESTION,),
             output_kinds=(KIND_GENDER,),
             validate_questions=gender_questions_problem,
         ),
         "attributes": ProtocolSpec(
             key="attributes",
+            title="Attribute presence / GEP (Zhang et al. 2023)",
             questions=ATTRIBUTE_QUESTIONS,
             output_kinds=(KIND_ATTRIBUTES,),
             labels_per_item=3,
@@ -285,6 +353,7 @@ PROTOCOLS: MappingProxyType[str, ProtocolSpec] = MappingProxyType(
         ),
         "pair_change": ProtocolSpec(
             key="pair_change",
+            title="Pair change / BiasPainter (Wang et al. 2024)",
             questions=PAIR_QUESTIONS,
             output_kinds=(KIND_MEASUREMENTS,),
             image_roles=("input", "output"),
@@ -294,12 +363,21 @@ PROTOCOLS: MappingProxyType[str, ProtocolSpec] = MappingProxyType(
         ),
         "objects": ProtocolSpec(
             key="objects",
+            title="Object co-occurrence (Mannering et al. 2023)",
             questions=OBJECT_QUESTIONS,
             output_kinds=(KIND_OBJECTS,),
             validate_metadata=objects_metadata_problem,
         ),
+        # Protocols in packages of their own: the dotted path of the spec.
+        "questions": "protocols.questions.spec.SPEC",
     }
 )
+
+
+def protocol_choices() -> list[tuple[str, str]]:
+    """``Study.protocol``'s choices: every registered protocol with its title (a callable, so a
+    new protocol is a registry entry, never a migration)."""
+    return [(key, PROTOCOLS[key].title or key) for key in PROTOCOLS]
 
 
 def protocol_spec(key: str) -> ProtocolSpec:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -19,7 +20,7 @@ from django.db.models import RestrictedError
 
 from studies.errors import ImportRejected, StudyConflict
 from studies.models import AgreementRule, Item, ItemImage, Question, QuestionKind, Study
-from studies.protocols import PROTOCOLS, QuestionSpec, protocol_spec
+from studies.protocols import PROTOCOLS, ProtocolSpec, QuestionSpec, protocol_spec
 
 QUESTION_COLUMNS = ("key", "text", "choices")
 #: Keys the labeling screen keeps for itself whatever the study asks (static/annotate/label.js):
@@ -50,8 +51,10 @@ def study_create(
     labels_per_item: int | None = None,
     agreement: str | None = None,
     questions: list[QuestionSpec] | None = None,
+    parameters: Mapping[str, Any] | None = None,
 ) -> Study:
-    """A new study of ``protocol`` with its questions (the protocol's preset unless given)."""
+    """A new study of ``protocol`` with its questions (the protocol's preset unless given) and
+    its parameters (the preset's, updated with ``parameters``)."""
     spec = protocol_spec(protocol)
     study = Study.objects.create(
         slug=slug,
@@ -59,7 +62,7 @@ def study_create(
         protocol=protocol,
         labels_per_item=labels_per_item or spec.labels_per_item,
         agreement=agreement or spec.agreement,
-        parameters=dict(spec.parameters),
+        parameters=dict(spec.parameters) | dict(parameters or {}),
         claim_timeout_seconds=settings.BIASLAB_CLAIM_TIMEOUT_SECONDS,
     )
     for position, question in enumerate(questions or spec.questions):
@@ -99,6 +102,7 @@ def study_define(
     labels_per_item: int | None = None,
     agreement: str | None = None,
     questions: list[QuestionSpec] | None = None,
+    parameters: Mapping[str, Any] | None = None,
 ) -> StudyDefinition:
     """Create the study, or bring an existing one to this definition (``create_study``).
 
@@ -111,7 +115,9 @@ def study_define(
     naming what differs (the name may still change). Also StudyConflict: an unknown protocol
     or agreement rule, fewer than 1 label per item, a majority of fewer than 3, a name longer
     than 200 characters, a protocol whose image roles do not fit the study's items, questions
-    the protocol's analysis cannot read (``ProtocolSpec.validate_questions``).
+    the protocol's analysis cannot read (``ProtocolSpec.validate_questions``), no questions
+    for a protocol without preset questions, an option (``parameters``) the protocol does not
+    take or a required one missing (``ProtocolSpec.options``).
     """
     name_max = Study._meta.get_field("name").max_length
     if name is not None and name_max is not None and len(name) > name_max:
@@ -131,6 +137,9 @@ def study_define(
     # What the study will be: given values, else the study's own (same protocol), else the preset.
     same = existing if existing is not None and existing.protocol == protocol else None
     keep = same is not None
+    if questions is None and not spec.questions and same is None:
+        raise StudyConflict(f"A {protocol} study has no preset questions: give them with --questions F.csv.")
+    wanted_parameters = _wanted_parameters(spec, same, parameters)
     wanted_labels = labels_per_item or (same.labels_per_item if same is not None else spec.labels_per_item)
     wanted_agreement = agreement or (same.agreement if same is not None else spec.agreement)
     wanted: dict[str, object] = {
@@ -150,9 +159,12 @@ def study_define(
             labels_per_item=wanted_labels,
             agreement=wanted_agreement,
             questions=questions,
+            parameters=wanted_parameters,
         )
         return StudyDefinition(study=study, created=True, changed=[])
     changed = [field for field, value in wanted.items() if getattr(existing, field) != value]
+    if keep and existing.parameters != wanted_parameters:
+        changed.append("parameters")
     wanted_questions = _spec_fields(questions or list(spec.questions))
     if (questions is not None or not keep) and _question_fields(existing) != wanted_questions:
         changed.append("questions")
@@ -160,8 +172,7 @@ def study_define(
         _redefinition_check(existing, changed, protocol)
         for field, value in wanted.items():
             setattr(existing, field, value)
-        if "protocol" in changed:
-            existing.parameters = dict(spec.parameters)
+        existing.parameters = wanted_parameters
         existing.save()
         if "questions" in changed:
             try:
@@ -181,6 +192,30 @@ def study_define(
             existing.save(update_fields=["name"])
             changed.append("name")
     return StudyDefinition(study=existing, created=False, changed=changed)
+
+
+def _wanted_parameters(
+    spec: ProtocolSpec, same: Study | None, given: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The study's parameters: its own (same protocol) or the preset's, updated with the
+    options given. StudyConflict for an option the protocol does not take, or a required one
+    that neither gives."""
+    given = {name: value for name, value in (given or {}).items() if value not in (None, "")}
+    allowed = {option.name: option for option in spec.options}
+    for name in given:
+        if name not in allowed:
+            flag = "--" + name.replace("_", "-")
+            raise StudyConflict(f"{flag} is not an option of a {spec.key} study.")
+    wanted = dict(same.parameters if same is not None else spec.parameters) | given
+    for option in spec.options:
+        value = wanted.get(option.name)
+        if option.required and not value:
+            raise StudyConflict(f"A {spec.key} study needs --{option.name.replace('_', '-')}: {option.help}")
+        if value is not None and (not isinstance(value, str) or len(value) > 200 or "\x00" in value):
+            raise StudyConflict(
+                f"--{option.name.replace('_', '-')} must be a name of at most 200 characters."
+            )
+    return wanted
 
 
 def _redefinition_check(study: Study, changed: list[str], protocol: str) -> None:

@@ -35,11 +35,14 @@ def hook() -> ModuleType:
 def command_files() -> dict[str, str]:
     """Every management command file of the project's own apps, found on disk (not through
     Django, so a command Django cannot load still counts)."""
-    local_apps = [app for app in settings.INSTALLED_APPS if (ROOT / app / "__init__.py").is_file()]
+    # An app in a package of its own (protocols.questions) is a folder below the root.
+    local_apps = [
+        app for app in settings.INSTALLED_APPS if (ROOT / app.replace(".", "/") / "__init__.py").is_file()
+    ]
     return {
         path.stem: app
         for app in local_apps
-        for path in (ROOT / app / "management" / "commands").glob("*.py")
+        for path in (ROOT / app.replace(".", "/") / "management" / "commands").glob("*.py")
         if not path.name.startswith("_")
     }
 

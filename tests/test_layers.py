@@ -37,6 +37,9 @@ ALLOWED: dict[str, set[str]] = {
     "generation": {"detectors", "accounts", "studies", "metrics", "config"},
     "reports": {"annotate", "detectors", "accounts", "studies", "metrics", "config"},
     "estimates": {"reports", "annotate", "detectors", "accounts", "studies", "metrics", "config"},
+    # A protocol in a package of its own (issue 20 §2): spec, analysis, pages, on every layer
+    # below; the core names it only by dotted path in its registries (never an import).
+    "protocols": {"reports", "annotate", "detectors", "accounts", "studies", "metrics", "config"},
     URLCONF: {"accounts", "studies", "metrics", "config", "annotate", "detectors", "reports", "estimates"},
 }
 NO_DJANGO = {"metrics"}

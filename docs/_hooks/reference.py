@@ -29,7 +29,16 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 #: BiasLab's own apps: their commands are documented (Django's and DRF's are not).
-PROJECT_APPS = ("accounts", "studies", "annotate", "detectors", "generation", "reports", "estimates")
+PROJECT_APPS = (
+    "accounts",
+    "studies",
+    "annotate",
+    "detectors",
+    "generation",
+    "reports",
+    "estimates",
+    "protocols.questions",
+)
 #: Options every Django command has; listed once on the commands index, not on every page.
 DJANGO_COMMON = {
     "help",
@@ -193,7 +202,7 @@ def command_page(name: str, app: str) -> str:
     lines = [
         f"# `{name}`",
         "",
-        f"<!-- Generated from {app}/management/commands/{name}.py by docs/_hooks/reference.py: "
+        f"<!-- Generated from {app.replace('.', '/')}/management/commands/{name}.py by docs/_hooks/reference.py: "
         "edit the command's help texts, not this page. -->",
         "",
         _escape_md(parser.description or command.help or ""),

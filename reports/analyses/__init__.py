@@ -28,6 +28,8 @@ ANALYSES: dict[str, str] = {
     "attributes": "reports.analyses.attributes.AttributesAnalysis",
     "objects": "reports.analyses.objects.ObjectsAnalysis",
     "pair_change": "reports.analyses.pair_change.PairChangeAnalysis",
+    # Protocols in packages of their own.
+    "questions": "protocols.questions.analysis.QuestionsAnalysis",
 }
 
 T = TypeVar("T")

@@ -265,7 +265,7 @@ BAD_ROWS = [
     ),
     (
         {"image": "sdxl/p/0.png", "detector": "d", "prediction": "male", "kind": "faces"},
-        "kind must be one of gender, attributes, measurements, objects, got 'faces'",
+        "kind must be one of gender, attributes, measurements, objects, answers, got 'faces'",
     ),
     (
         {"image": "sdxl/p/0.png", "detector": "d", "prediction": "male", "kind": "measurements"},

@@ -36,6 +36,16 @@ class Command(BaseCommand):
         )
         parser.add_argument("--agreement", choices=AgreementRule.values, help="Default: the protocol's.")
         parser.add_argument("--questions", help="Questions CSV (default: the protocol's preset questions).")
+        # The settings protocols ask for (``ProtocolSpec.options``), e.g. --compare of a
+        # questions study: each protocol's, once (a name two protocols share is one flag).
+        added: set[str] = set()
+        for spec in PROTOCOLS.values():
+            for option in spec.options:
+                if option.name not in added:
+                    added.add(option.name)
+                    parser.add_argument(
+                        "--" + option.name.replace("_", "-"), dest=f"option_{option.name}", help=option.help
+                    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -55,6 +65,11 @@ class Command(BaseCommand):
                 labels_per_item=options["labels_per_item"],
                 agreement=options["agreement"],
                 questions=questions,
+                parameters={
+                    key.removeprefix("option_"): value
+                    for key, value in options.items()
+                    if key.startswith("option_") and value is not None
+                },
             )
         except DomainError as exc:
             raise CommandError(str(exc)) from exc

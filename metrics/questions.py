@@ -1,0 +1,158 @@
+"""Answer shares per group and their tests: the statistics of the ``questions`` protocol.
+
+A questions study asks single-choice questions about every image and compares the answers
+across the groups of one manifest column (e.g. the prompt's ``word`` or a ``skin`` column).
+Everything here is pure (numpy/scipy only, scipy imported inside the function that needs it:
+``scipy.stats`` costs every command half a second at load).
+
+- ``wilson_interval``: the 95 % Wilson score interval of a share;
+- ``independence_test``: Pearson's χ² test of independence of answer x group, with Cramér's V
+  (the reference is ``scipy.stats.chi2_contingency(table, correction=False)``);
+- ``answer_shares``: per group n, shares and Wilson intervals, the test, and the largest gap
+  between groups per answer;
+- ``cohen_kappa``: a detector's answers against the final labels (equals
+  ``sklearn.metrics.cohen_kappa_score``; None where chance agreement is 1).
+
+Degenerate cases are explicit: with fewer than two groups or two answers given there is nothing
+to test, and the test is χ² = 0, dof = 0, p = 1, V = 0 (no evidence of a difference).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+#: The 97.5 % quantile of the standard normal distribution (a two-sided 95 % interval).
+Z95 = 1.959963984540054
+
+
+def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of ``successes`` out of ``n``; (0, 1) when n is 0 (nothing
+    is known). Bounds are clipped to [0, 1] against rounding."""
+    if n <= 0:
+        return (0.0, 1.0)
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes must be between 0 and n ({n}), got {successes}")
+    p = successes / n
+    z2 = z * z
+    denominator = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denominator
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+@dataclass(frozen=True)
+class IndependenceTest:
+    """Pearson's χ² test of independence over a groups x answers table (rows or columns that
+    are all zero left out), and Cramér's V = sqrt(χ² / (n (min(r, c) - 1)))."""
+
+    chi2: float
+    dof: int
+    p_value: float
+    cramers_v: float
+    n: int
+
+
+def independence_test(table: Sequence[Sequence[int]]) -> IndependenceTest:
+    """The χ² test of independence of a contingency table (rows: groups, columns: answers),
+    without continuity correction. Empty rows and columns carry no information and are dropped
+    (scipy refuses a zero expected count); fewer than two of either leaves nothing to test."""
+    rows = [list(map(int, row)) for row in table if sum(row) > 0]
+    if not rows:
+        return IndependenceTest(0.0, 0, 1.0, 0.0, 0)
+    columns = [j for j in range(len(rows[0])) if any(row[j] for row in rows)]
+    observed = [[row[j] for j in columns] for row in rows]
+    n = sum(sum(row) for row in observed)
+    r, c = len(observed), len(columns)
+    if r < 2 or c < 2:
+        return IndependenceTest(0.0, 0, 1.0, 0.0, n)
+    row_totals = [sum(row) for row in observed]
+    column_totals = [sum(row[j] for row in observed) for j in range(c)]
+    chi2 = 0.0
+    for i in range(r):
+        for j in range(c):
+            expected = row_totals[i] * column_totals[j] / n
+            chi2 += (observed[i][j] - expected) ** 2 / expected
+    dof = (r - 1) * (c - 1)
+    from scipy.stats import chi2 as chi2_distribution  # here: scipy.stats is slow to import
+
+    p_value = float(chi2_distribution.sf(chi2, dof))
+    cramers_v = math.sqrt(chi2 / (n * (min(r, c) - 1)))
+    return IndependenceTest(chi2=chi2, dof=dof, p_value=p_value, cramers_v=cramers_v, n=n)
+
+
+@dataclass(frozen=True)
+class GroupShares:
+    """One group's answers: how many items have a final answer, each answer's share and its
+    95 % Wilson interval (every answer of the question, given or not)."""
+
+    n: int
+    counts: Mapping[str, int]
+    shares: Mapping[str, float]
+    ci95: Mapping[str, tuple[float, float]]
+
+
+@dataclass(frozen=True)
+class SharesComparison:
+    """Answer shares per group, the χ² test of answer x group and, per answer, the largest
+    gap between two groups' shares (max minus min over the groups)."""
+
+    groups: Mapping[str, GroupShares]
+    test: IndependenceTest
+    max_gap: Mapping[str, float]
+
+
+def group_shares(answers: Sequence[str], values: Sequence[str]) -> GroupShares:
+    """Shares of each of ``values`` among ``answers`` (one per item), with Wilson intervals.
+    An answer outside ``values`` is a ValueError (the caller's data is inconsistent)."""
+    counts = Counter(answers)
+    unknown = sorted(set(counts) - set(values))
+    if unknown:
+        raise ValueError(f"answer {unknown[0]!r} is not one of {', '.join(values)}")
+    n = len(answers)
+    return GroupShares(
+        n=n,
+        counts={v: counts[v] for v in values},
+        shares={v: (counts[v] / n if n else 0.0) for v in values},
+        ci95={v: wilson_interval(counts[v], n) for v in values},
+    )
+
+
+def answer_shares(by_group: Mapping[str, Sequence[str]], values: Sequence[str]) -> SharesComparison:
+    """Per group (``group -> the final answers of its items``) the answer shares, the test of
+    independence of answer x group, and max_gap per answer. Groups without an answer are left
+    out (a share of nothing is not 0); with no group max_gap is 0 for every answer."""
+    groups = {g: group_shares(list(a), values) for g, a in sorted(by_group.items()) if a}
+    table = [[shares.counts[v] for v in values] for shares in groups.values()]
+    max_gap = {
+        v: (max(s.shares[v] for s in groups.values()) - min(s.shares[v] for s in groups.values()))
+        if groups
+        else 0.0
+        for v in values
+    }
+    return SharesComparison(groups=groups, test=independence_test(table), max_gap=max_gap)
+
+
+def cohen_kappa(truth: Sequence[str], predicted: Sequence[str]) -> float | None:
+    """Cohen's kappa of two raters over the same items (labels: every value either gave, as
+    scikit-learn's ``cohen_kappa_score``); None with no item or where chance agreement is 1."""
+    if len(truth) != len(predicted):
+        raise ValueError("both raters must rate the same items")
+    n = len(truth)
+    if n == 0:
+        return None
+    observed = sum(a == b for a, b in zip(truth, predicted, strict=True)) / n
+    a_counts, b_counts = Counter(truth), Counter(predicted)
+    expected = sum(a_counts[v] * b_counts[v] for v in set(a_counts) | set(b_counts)) / (n * n)
+    if math.isclose(expected, 1.0):
+        return None
+    return (observed - expected) / (1 - expected)
+
+
+def accuracy(truth: Sequence[str], predicted: Sequence[str]) -> float | None:
+    """Share of items where both agree; None with no item."""
+    if not truth:
+        return None
+    return sum(a == b for a, b in zip(truth, predicted, strict=True)) / len(truth)

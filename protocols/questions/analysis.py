@@ -1,0 +1,98 @@
+"""The questions protocol's analysis (``reports.analyses.ANALYSES["questions"]``): the JSON
+report, its csv / md exports and the overview page's context. The numbers come from
+``protocols.questions.report``; this class is the glue the dashboard and ``bias_report`` call."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from metrics import consensus
+from protocols.questions import charts
+from protocols.questions import report as qreport
+from protocols.questions.report import QuestionsResult
+from protocols.questions.selectors import compare_column
+from reports import render
+from reports.analyses import Analysis, AnalysisError, ReportPage
+from reports.selectors import Scope
+from studies.models import Question, Study
+from studies.selectors import study_questions
+
+
+def choice_questions(study: Study) -> list[Question]:
+    """The study's questions; AnalysisError when it has none or compares no column."""
+    questions = list(study_questions(study))
+    if not questions:
+        raise AnalysisError(f"Study '{study.slug}' has no question to report on.")
+    if not compare_column(study):
+        raise AnalysisError(
+            f"Study '{study.slug}' compares no manifest column: define it with create_study --compare COLUMN."
+        )
+    return questions
+
+
+class QuestionsAnalysis(Analysis):
+    protocol: ClassVar[str] = "questions"
+    title: ClassVar[str] = "Answer shares per group"
+    template: ClassVar[str] = "questions/overview.html"
+    pages: ClassVar[frozenset[str]] = frozenset({"question_answer"})
+
+    def check(self, study: Study) -> None:
+        choice_questions(study)
+
+    def compute(
+        self, scope: Scope, *, detector: str | None = None, bootstrap: int = 0, seed: int = 0
+    ) -> QuestionsResult:
+        """The report (see ``protocols.questions.report``). ``bootstrap`` and ``seed`` are
+        accepted for the common signature and unused: the intervals are Wilson intervals. The
+        category of ``scope`` is not applied."""
+        return qreport.compute(
+            Scope(scope.study, t2i_model=scope.t2i_model),
+            questions=choice_questions(scope.study),
+            detector=detector,
+        )
+
+    def overview(self, page: ReportPage) -> dict[str, Any]:
+        result: QuestionsResult = page.result(bootstrap=0)
+        sections = []
+        for question in result.questions:
+            choices = [(str(c["value"]), str(c.get("name", c["value"]))) for c in question.choices]
+            panels = [
+                {
+                    "model": model,
+                    "cell": cell,
+                    "chart": charts.shares_chart(cell, choices),
+                }
+                for model, cell in result.report["questions"][question.key].items()
+            ]
+            sections.append(
+                {
+                    "question": question,
+                    "choices": choices,
+                    "legend": [
+                        (name, charts.PALETTE[i % len(charts.PALETTE)]) for i, (_, name) in enumerate(choices)
+                    ],
+                    "panels": panels,
+                    "agreement": result.report["agreement"][question.key],
+                    "detectors": [
+                        (name, by_question[question.key])
+                        for name, by_question in result.report["detectors"].items()
+                        if question.key in by_question
+                    ],
+                }
+            )
+        return {
+            "report": result.report,
+            "result": result,
+            "sections": sections,
+            "column": result.column,
+            "final_answer_rule": consensus.rule_text(
+                needed=page.scope.study.labels_per_item, rule=page.scope.study.agreement
+            ),
+        }
+
+    def export(self, result: QuestionsResult, fmt: str) -> str:
+        if fmt == "csv":
+            return render.csv_text(qreport.csv_rows(result))
+        if fmt == "md":
+            return qreport.markdown(result)
+        raise ValueError(f"The questions report exports as csv or md, not {fmt!r}.")

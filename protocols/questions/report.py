@@ -1,0 +1,259 @@
+"""The questions report: answer shares per group, their tests, agreement, detectors.
+
+``compute`` reads the rows (``selectors``), leaves the maths to ``metrics.questions`` and
+``metrics.agreement``, and shapes the JSON that ``bias_report --format json`` prints::
+
+    {"questions": {q: {t2i_model: {"groups": {g: {"n", "shares", "ci95"}},
+                                   "chi2", "dof", "p_value", "cramers_v", "max_gap"}}},
+     "agreement": {q: {"krippendorff_alpha", "fleiss_kappa", "observed_agreement", "n_items"}},
+     "detectors": {d: {q: {"n", "accuracy", "cohen_kappa", "groups": {g: {"shares"}}}}}}
+
+Shares read final labels; a group appears once one of its items has a final answer. Detector
+figures read the items with both a final label and the detector's answer (its latest version)
+and are left out for a question no such item has. ``observed_agreement`` is Fleiss' mean
+pairwise agreement over the items with two labels or more; null when there is none.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from metrics import agreement as agreement_metrics
+from metrics import questions as qm
+from protocols.questions import selectors as qsel
+from reports.selectors import Scope
+from reports.tables import NO_VALUE
+from studies.models import Question
+
+
+@dataclass(frozen=True)
+class QuestionsResult:
+    """The JSON report and what the pages need beside it."""
+
+    report: dict[str, Any]
+    questions: list[Question]
+    column: str
+    models: list[str]
+    versions: dict[str, str]
+    items: int
+    items_without_group: int
+    comparisons: dict[str, dict[str, qm.SharesComparison]] = field(default_factory=dict)
+
+
+def _rounded(interval: tuple[float, float]) -> list[float]:
+    return [interval[0], interval[1]]
+
+
+def compute(scope: Scope, *, questions: list[Question], detector: str | None = None) -> QuestionsResult:
+    column = qsel.compare_column(scope.study)
+    groups = qsel.item_groups(scope, column)
+    finals = qsel.final_answers(scope)
+    models = sorted({model for model, _ in groups.values()})
+    report: dict[str, Any] = {"questions": {}, "agreement": {}, "detectors": {}}
+    comparisons: dict[str, dict[str, qm.SharesComparison]] = {}
+    for question in questions:
+        values = question.values
+        by_model: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+        for item_id, (model, group) in groups.items():
+            answer = finals.get(item_id, {}).get(question.key)
+            if answer is not None and group and answer in values:
+                by_model[model][group].append(answer)
+        cell: dict[str, Any] = {}
+        comparisons[question.key] = {}
+        for model in sorted(by_model):
+            comparison = qm.answer_shares(by_model[model], values)
+            comparisons[question.key][model] = comparison
+            cell[model] = {
+                "groups": {
+                    group: {
+                        "n": shares.n,
+                        "shares": dict(shares.shares),
+                        "ci95": {a: _rounded(ci) for a, ci in shares.ci95.items()},
+                    }
+                    for group, shares in comparison.groups.items()
+                },
+                "chi2": comparison.test.chi2,
+                "dof": comparison.test.dof,
+                "p_value": comparison.test.p_value,
+                "cramers_v": comparison.test.cramers_v,
+                "max_gap": dict(comparison.max_gap),
+            }
+        report["questions"][question.key] = cell
+    units = qsel.label_values(scope)
+    for question in questions:
+        by_item = list(units.get(question.key, {}).values())
+        fleiss = agreement_metrics.fleiss_kappa(by_item)
+        alpha = agreement_metrics.krippendorff_alpha_nominal(by_item)
+        report["agreement"][question.key] = {
+            "krippendorff_alpha": alpha.alpha,
+            "fleiss_kappa": fleiss.kappa,
+            "observed_agreement": fleiss.observed_agreement,
+            "n_items": fleiss.n_items,
+        }
+    versions, answers = qsel.detector_answers(scope, detector=detector)
+    for name in versions:
+        per_question: dict[str, Any] = {}
+        for question in questions:
+            truth, predicted, by_group = [], [], defaultdict(list)
+            for item_id, said in answers[name].items():
+                final = finals.get(item_id, {}).get(question.key)
+                answer = said.get(question.key)
+                if final is None or answer is None:
+                    continue
+                truth.append(final)
+                predicted.append(answer)
+                group = groups.get(item_id, ("", ""))[1]
+                if group:
+                    by_group[group].append(answer)
+            if not truth:
+                continue
+            per_question[question.key] = {
+                "n": len(truth),
+                "accuracy": qm.accuracy(truth, predicted),
+                "cohen_kappa": qm.cohen_kappa(truth, predicted),
+                "groups": {
+                    group: {"shares": dict(qm.group_shares(said, question.values).shares)}
+                    for group, said in sorted(by_group.items())
+                },
+            }
+        report["detectors"][name] = per_question
+    return QuestionsResult(
+        report=report,
+        questions=questions,
+        column=column,
+        models=models,
+        versions=versions,
+        items=len(groups),
+        items_without_group=sum(1 for _, group in groups.values() if not group),
+        comparisons=comparisons,
+    )
+
+
+def csv_rows(result: QuestionsResult) -> list[list[Any]]:
+    """``bias_report --format csv``: sections ``shares``, ``tests``, ``agreement``,
+    ``detectors``, each with its own header row (first column ``section``), one blank row
+    between them."""
+    report = result.report
+    rows: list[list[Any]] = [
+        ["section", "question", "t2i_model", "group", "answer", "n", "share", "ci95_lo", "ci95_hi"]
+    ]
+    for key, by_model in report["questions"].items():
+        for model, cell in by_model.items():
+            for group, g in cell["groups"].items():
+                for answer, share in g["shares"].items():
+                    lo, hi = g["ci95"][answer]
+                    rows.append(["shares", key, model, group, answer, g["n"], share, lo, hi])
+    rows += [
+        [],
+        ["section", "question", "t2i_model", "chi2", "dof", "p_value", "cramers_v", "answer", "max_gap"],
+    ]
+    for key, by_model in report["questions"].items():
+        for model, cell in by_model.items():
+            for answer, gap in cell["max_gap"].items():
+                rows.append(
+                    [
+                        "tests",
+                        key,
+                        model,
+                        cell["chi2"],
+                        cell["dof"],
+                        cell["p_value"],
+                        cell["cramers_v"],
+                        answer,
+                        gap,
+                    ]
+                )
+    rows += [
+        [],
+        ["section", "question", "krippendorff_alpha", "fleiss_kappa", "observed_agreement", "n_items"],
+    ]
+    for key, a in report["agreement"].items():
+        rows.append(
+            [
+                "agreement",
+                key,
+                a["krippendorff_alpha"],
+                a["fleiss_kappa"],
+                a["observed_agreement"],
+                a["n_items"],
+            ]
+        )
+    rows += [
+        [],
+        ["section", "detector", "question", "n", "accuracy", "cohen_kappa", "group", "answer", "share"],
+    ]
+    for name, by_question in report["detectors"].items():
+        for key, d in by_question.items():
+            for group, g in d["groups"].items():
+                for answer, share in g["shares"].items():
+                    rows.append(
+                        [
+                            "detectors",
+                            name,
+                            key,
+                            d["n"],
+                            d["accuracy"],
+                            d["cohen_kappa"],
+                            group,
+                            answer,
+                            share,
+                        ]
+                    )
+    return rows
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return NO_VALUE if value is None else f"{value:.{digits}f}"
+
+
+def markdown(result: QuestionsResult) -> str:
+    """``bias_report --format md``: per question and T2I model, the shares table (share and
+    95 % interval per group and answer) and the test; then agreement and detectors."""
+    report = result.report
+    lines = [f"# Questions report (groups: {result.column})", ""]
+    for question in result.questions:
+        lines += [f"## {question.key}: {question.text}", ""]
+        for model, cell in report["questions"][question.key].items():
+            values = question.values
+            lines += [f"### {model}", "", "| group | n | " + " | ".join(values) + " |"]
+            lines.append("|---|---:|" + "---:|" * len(values))
+            for group, g in cell["groups"].items():
+                shares = [
+                    f"{g['shares'][a]:.1%} [{g['ci95'][a][0]:.1%}, {g['ci95'][a][1]:.1%}]" for a in values
+                ]
+                lines.append(f"| {group} | {g['n']} | " + " | ".join(shares) + " |")
+            lines += [
+                "",
+                f"χ² = {cell['chi2']:.3f}, dof = {cell['dof']}, p = {cell['p_value']:.4g}, "
+                f"Cramér's V = {cell['cramers_v']:.3f}; largest gap: "
+                + ", ".join(f"{a} {gap:.1%}" for a, gap in cell["max_gap"].items()),
+                "",
+            ]
+    lines += [
+        "## Agreement",
+        "",
+        "| question | Krippendorff \u03b1 | Fleiss \u03ba | observed | items |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for key, a in report["agreement"].items():
+        lines.append(
+            f"| {key} | {_num(a['krippendorff_alpha'])} | {_num(a['fleiss_kappa'])} | "
+            f"{_num(a['observed_agreement'])} | {a['n_items']} |"
+        )
+    lines.append("")
+    if report["detectors"]:
+        lines += [
+            "## Detectors",
+            "",
+            "| detector | question | n | accuracy | Cohen \u03ba |",
+            "|---|---|---:|---:|---:|",
+        ]
+        for name, by_question in report["detectors"].items():
+            for key, d in by_question.items():
+                lines.append(
+                    f"| {name} | {key} | {d['n']} | {_num(d['accuracy'])} | {_num(d['cohen_kappa'])} |"
+                )
+        lines.append("")
+    return "\n".join(lines)

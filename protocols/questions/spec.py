@@ -1,0 +1,50 @@
+"""The ``questions`` protocol's spec: a study designed from a questions CSV alone.
+
+Every question is single-choice (kind ``choice``, at least two answers); the groups compared are
+the values of one manifest column, named at creation (``create_study --compare COLUMN``) and
+kept in ``Study.parameters["compare"]``. Detectors answer it with outputs of kind ``answers``
+(``{"<question>": "<answer value>", …}``: a VQA model or an LLM judge).
+
+Pure data, like ``studies.protocols``: no model imports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from studies.protocols import ProtocolSpec, QuestionSpec, StudyOption
+
+KEY = "questions"
+#: The detector output kind a questions study reads (``protocols.questions.kinds``).
+KIND_ANSWERS = "answers"
+#: ``Study.parameters`` key of the manifest column whose values are the groups compared.
+COMPARE = "compare"
+
+
+def single_choice_problem(questions: Sequence[QuestionSpec]) -> str | None:
+    """Why the questions cannot serve a questions study, or None: each must be single-choice
+    (kind ``choice``) with at least two answers."""
+    for question in questions:
+        if question.kind != "choice":
+            return f"question '{question.key}' is of kind {question.kind}; every question must be single-choice (kind choice)"
+        if len(question.choices) < 2:
+            return f"question '{question.key}' needs at least two answers"
+    return None
+
+
+SPEC = ProtocolSpec(
+    key=KEY,
+    title="Questions from a CSV, answers compared across groups",
+    questions=(),  # from the study's questions CSV, which create_study then requires
+    output_kinds=(KIND_ANSWERS,),
+    options=(
+        StudyOption(
+            name=COMPARE,
+            help="Questions studies: the manifest column whose values are the groups compared "
+            "(e.g. word, group, skin); every imported row must have it.",
+            required=True,
+            column=True,
+        ),
+    ),
+    validate_questions=single_choice_problem,
+)

@@ -1,0 +1,48 @@
+"""The questions protocol's own page: the drill-down from a (question, group, answer) bar of
+the overview's chart to the images behind it, each with every annotator's answer. Thin: role
+and filters (``reports.views``), the rows (``selectors.answer_items``), render."""
+
+from __future__ import annotations
+
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404
+
+from protocols.questions import selectors as qsel
+from reports import views as base
+from reports.selectors import Scope
+from studies.models import Question
+from studies.typing import HtmxHttpRequest
+
+#: Images shown on one page: beyond it the page says how many more.
+LIMIT = 200
+
+
+@base.researcher_only
+def answer_images(request: HtmxHttpRequest) -> HttpResponse:
+    """``?question=<key>&group=<value>&answer=<value>`` (and the report's filters): the images
+    of that group whose final answer to the question is that answer."""
+    try:
+        filters = base.parse_filters(request)
+    except base.BadFilter as error:
+        return base.bad_filter(error)
+    analysis = base.analysis_for_page(filters, "question_answer")
+    study = filters.scope.study
+    question = get_object_or_404(Question, study=study, key=request.GET.get("question", ""))
+    answer = request.GET.get("answer", "")
+    if answer not in question.values:
+        raise Http404(f"No answer {answer!r} to question {question.key!r}.")
+    group = request.GET.get("group", "")
+    rows = qsel.answer_items(
+        Scope(study, t2i_model=filters.t2i_model), question_key=question.key, group=group, answer=answer
+    )
+    context = base.base_context(filters, "question_answer", analysis) | {
+        "question": question,
+        "group": group,
+        "answer": answer,
+        "answer_name": question.display(answer),
+        "column": qsel.compare_column(study),
+        "rows": rows[:LIMIT],
+        "n": len(rows),
+        "more": max(0, len(rows) - LIMIT),
+    }
+    return base.render_page(request, "questions/answer.html", context)
