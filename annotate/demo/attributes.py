@@ -27,7 +27,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from annotate.demo.photos import LFW_MEN, LFW_WOMEN, PHOTOS, Look, fit, save
+from annotate.demo.photos import LFW_MEN, LFW_WOMEN, PHOTOS, Look, fit, predictions_file_write, save
 from metrics.gep import ATTRIBUTE_KEYS as KEYS
 
 SLUG = "demo-attributes"
@@ -267,11 +267,7 @@ def prediction_rows() -> list[dict[str, str]]:
 
 def prediction_file_write(path: Path = PREDICTIONS_FILE) -> None:
     """Regenerate the shipped predictions file (after a change of ``attribute_images``)."""
-    rows = prediction_rows()
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    predictions_file_write(prediction_rows(), path)
 
 
 if __name__ == "__main__":

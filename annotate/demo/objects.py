@@ -25,7 +25,7 @@ from pathlib import Path
 
 from PIL import Image as PILImage
 
-from annotate.demo.photos import LFW_MEN, LFW_WOMEN, PHOTOS, Look, save
+from annotate.demo.photos import LFW_MEN, LFW_WOMEN, PHOTOS, Look, predictions_file_write, save
 
 SLUG = "demo-objects"
 NAME = "Demo: objects beside men and women"
@@ -241,11 +241,7 @@ def prediction_rows() -> list[dict[str, str]]:
 
 def prediction_file_write(path: Path = PREDICTIONS_FILE) -> None:
     """Regenerate the shipped predictions file (after a change of ``object_images``)."""
-    rows = prediction_rows()
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    predictions_file_write(prediction_rows(), path)
 
 
 if __name__ == "__main__":
