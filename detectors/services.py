@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import transaction
@@ -674,10 +674,19 @@ def _parse_result(row: dict[str, str]) -> tuple[str, str, dict[str, Any], str]:
     return status, kind, _gender_columns(row), ""
 
 
-# A validated row as staged between the checking pass and the writing pass (pickled to a
-# temporary file, so a million rows cost disk, not memory): image id, detector, version, kind,
-# status, output, error, seconds.
-_Staged = tuple[int, str, str, str, str, dict[str, Any], str, float | None]
+class _Staged(NamedTuple):
+    """A checked row of an import, as staged between the checking pass and the writing pass
+    (pickled to a temporary file, so a million rows cost disk, not memory). A plain tuple: a
+    Prediction model instance per row costs more than the row's checks."""
+
+    image_id: int
+    detector: str
+    version: str
+    kind: str
+    status: str
+    output: dict[str, Any]
+    error: str
+    seconds: float | None
 
 
 def predictions_import(
@@ -724,7 +733,7 @@ def predictions_import(
             if not errors:  # once a row is bad nothing will be written: stop staging
                 pickle.dump(staged, staging, protocol=pickle.HIGHEST_PROTOCOL)
                 for row in staged:
-                    by_detector[row[1]] = by_detector.get(row[1], 0) + 1
+                    by_detector[row.detector] = by_detector.get(row.detector, 0) + 1
             if progress:
                 progress("checked", len(batch))
         if not n_rows:
@@ -741,20 +750,7 @@ def predictions_import(
                     except EOFError:
                         break
                     Prediction.objects.bulk_create(
-                        [
-                            Prediction(
-                                image_id=image_id,
-                                detector=detector,
-                                version=row_version,
-                                kind=kind,
-                                status=status,
-                                output=output,
-                                error=error,
-                                seconds=seconds,
-                            )
-                            for image_id, detector, row_version, kind, status, output, error, seconds in staged
-                        ],
-                        batch_size=size,
+                        [Prediction(**row._asdict()) for row in staged], batch_size=size
                     )
                     if progress:
                         progress("written", len(staged))
@@ -771,7 +767,7 @@ def _batch_check(
 ) -> list[_Staged]:
     """Check one batch of rows (appending each bad row's error); return its good rows."""
     index = _image_index({row["image"] for _, row in batch if row.get("image")})
-    good: list[Prediction] = []
+    good: list[_Staged] = []
     lines: dict[tuple[int, str, str], int] = {}
     for line, row in batch:
         try:
@@ -791,16 +787,12 @@ def _batch_check(
     found = _already_stored(good, lines) + _boxes_outside(good, lines)
     errors.extend(found)
     refused = {_line_number(error) for error in found}
-    return [
-        (p.image_id, p.detector, p.version, p.kind, p.status, p.output, p.error, p.seconds)
-        for p in good
-        if lines[(p.image_id, p.detector, p.version)] not in refused
-    ]
+    return [p for p in good if lines[(p.image_id, p.detector, p.version)] not in refused]
 
 
 def _row_prediction(
     row: dict[str, str], *, index: dict[str, set[_Candidate]], study: Study | None, version: str
-) -> Prediction:
+) -> _Staged:
     nul = [column for column, value in row.items() if "\x00" in value]
     if nul:  # PostgreSQL stores no NUL character in text: the whole write would fail, unnamed
         raise ValueError(f"column '{nul[0]}' contains a NUL character")
@@ -814,7 +806,7 @@ def _row_prediction(
     slug = row.get("study", "") or (study.slug if study else "")
     image_id = _row_image(path, index.get(path, set()), slug)
     status, kind, output, error = _parse_result(row)
-    return Prediction(
+    return _Staged(
         image_id=image_id,
         detector=detector,
         version=row_version,
@@ -832,7 +824,7 @@ def _line_number(error: str) -> int:
     return int(head.split()[1]) if head.startswith("line ") else 0
 
 
-def _boxes_outside(predictions: list[Prediction], lines: dict[tuple[int, str, str], int]) -> list[str]:
+def _boxes_outside(predictions: list[_Staged], lines: dict[tuple[int, str, str], int]) -> list[str]:
     """Rows whose objects output has a box outside its image (the sizes in one query)."""
     objects = [p for p in predictions if p.kind == OutputKind.OBJECTS and p.output]
     sizes = {
@@ -849,7 +841,7 @@ def _boxes_outside(predictions: list[Prediction], lines: dict[tuple[int, str, st
     return errors
 
 
-def _already_stored(predictions: list[Prediction], lines: dict[tuple[int, str, str], int]) -> list[str]:
+def _already_stored(predictions: list[_Staged], lines: dict[tuple[int, str, str], int]) -> list[str]:
     errors = []
     by_pair: dict[tuple[str, str], list[int]] = {}
     for p in predictions:
