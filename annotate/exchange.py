@@ -277,6 +277,9 @@ class _Items:
     def load(self, keys: set[str], paths: set[str]) -> None:
         """Look up the items of one batch of rows: by key, and by path (or key) for one-image items."""
         self.by_key, self.by_path = {}, {}
+        # A value with a NUL character names no item (and PostgreSQL refuses it in a query).
+        keys = {key for key in keys if "\x00" not in key}
+        paths = {path for path in paths if "\x00" not in path}
         for chunk in in_chunks(sorted(keys | paths)):
             for item in Item.objects.filter(study=self.study, key__in=chunk).select_related("study"):
                 self.by_key[item.key] = item

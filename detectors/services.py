@@ -516,6 +516,8 @@ def _image_index(paths: set[str]) -> dict[str, set[_Candidate]]:
     """path → the image files it names: item images imported under that source path, else the
     images of the items with that key (a pair's key names both its files)."""
     index: dict[str, set[_Candidate]] = {}
+    # A path with a NUL character names no image (and PostgreSQL refuses it in a query).
+    paths = {path for path in paths if "\x00" not in path}
     for chunk in in_chunks(sorted(paths)):
         for image_id, slug, path in ItemImage.objects.filter(source_path__in=chunk).values_list(
             "image_id", "item__study__slug", "source_path"
