@@ -682,11 +682,62 @@ class _FileCheck:
 
 @dataclass(frozen=True)
 class _ItemUpdatePlan:
-    """An existing item and the field values a re-import gives it (``prompt``: a prompt key)."""
+    """An existing item (its id) and the field values a re-import gives it (``prompt``: a
+    prompt key)."""
 
-    item: Item
+    item_id: int
     fields: dict[str, Any]
     report: ItemUpdate
+
+
+@dataclass(frozen=True, slots=True)
+class _StoredItem:
+    """What a re-import compares of an item already stored: read as plain values (a model
+    instance per row costs more than the comparison, at a million rows)."""
+
+    pk: int
+    key: str
+    t2i_model: str
+    seed: int | None
+    index: int | None
+    params: dict[str, Any]
+    metadata: dict[str, Any]
+    question_keys: list[str]
+    completed_seats: int
+    prompt_key: tuple[str, str, str] | None
+
+    @classmethod
+    def values(cls, study: Study, keys: list[str]) -> Iterator[_StoredItem]:
+        for part in in_chunks(keys):
+            rows = Item.objects.filter(study=study, key__in=part).values_list(
+                "pk",
+                "key",
+                "t2i_model",
+                "seed",
+                "index",
+                "params",
+                "metadata",
+                "question_keys",
+                "completed_seats",
+                "prompt_id",
+                "prompt__category",
+                "prompt__word",
+                "prompt__text",
+            )
+            for pk, key, model, seed, index, params, metadata, questions, seats, prompt_id, *words in rows:
+                category, word, text = words
+                yield cls(
+                    pk,
+                    key,
+                    model,
+                    seed,
+                    index,
+                    params,
+                    metadata,
+                    questions,
+                    seats,
+                    (category, word, text) if prompt_id is not None else None,
+                )
 
 
 @dataclass(frozen=True)
@@ -1054,11 +1105,7 @@ class _ManifestImport:
                 ).values_list("item__key", "role"):
                     roles.setdefault(key, set()).add(role)
             same_keys = [key for key, rows in chunk if any(not fresh for fresh, _, _ in rows)]
-            stored = {
-                item.key: item
-                for part in in_chunks(same_keys)
-                for item in Item.objects.filter(study=self.study, key__in=part).select_related("prompt")
-            }
+            stored = {item.key: item for item in _StoredItem.values(self.study, same_keys)}
             accepted: list[tuple[str]] = []
             staged_updates: list[tuple[str, bytes]] = []
             for key, rows in chunk:
@@ -1103,7 +1150,7 @@ class _ManifestImport:
         return None
 
     def _update_plan(
-        self, key: str, plans: list[_RowPlan], item: Item, spec: Any
+        self, key: str, plans: list[_RowPlan], item: _StoredItem, spec: Any
     ) -> tuple[_ItemUpdatePlan | None, bool]:
         """``(update, refused)`` for an already imported item (same key, same bytes) from its
         rows: what they now say about it (model, prompt (category, word, text), seed, index,
@@ -1145,8 +1192,7 @@ class _ManifestImport:
                 changes[name] = (old, new)
                 fields[name] = new
         prompt_key = next((p.prompt_key for p in plans if p.prompt_key), None)
-        old_prompt = item.prompt
-        old_key = (old_prompt.category, old_prompt.word, old_prompt.text) if old_prompt else None
+        old_key = item.prompt_key
         if "prompt" in self.columns and prompt_key != old_key:
             for name, index in (("category", 0), ("word", 1), ("prompt", 2)):
                 before = old_key[index] if old_key else ""
@@ -1175,7 +1221,7 @@ class _ManifestImport:
                 fields["question_keys"] = question_keys
         if not changes:
             return None, False
-        return _ItemUpdatePlan(item=item, fields=fields, report=ItemUpdate(key, changes)), False
+        return _ItemUpdatePlan(item_id=item.pk, fields=fields, report=ItemUpdate(key, changes)), False
 
     def _updates_write(
         self, updates: list[_ItemUpdatePlan], prompts: dict[tuple[str, str, str], Prompt]
@@ -1183,8 +1229,13 @@ class _ManifestImport:
         """Apply the planned updates and record each in the audit trail (inside the import's
         transaction). Queries per updated item, none per unchanged one."""
         audit_rows = []
+        items = {
+            item.pk: item
+            for chunk in in_chunks(update.item_id for update in updates)
+            for item in Item.objects.filter(pk__in=chunk)
+        }
         for update in updates:
-            item, fields = update.item, dict(update.fields)
+            item, fields = items[update.item_id], dict(update.fields)
             if "prompt" in fields:
                 prompt_key = fields["prompt"]
                 fields["prompt"] = self._prompt(prompt_key, prompts) if prompt_key is not None else None
