@@ -656,7 +656,7 @@ class _RowPlan:
 
     number: int
     path: str
-    file_path: Path
+    file_path: str  # resolved; a str, as it is pickled and read back for every staged row
     item_key: str
     role: str
     t2i_model: str
@@ -968,7 +968,7 @@ class _ManifestImport:
         return _RowPlan(
             number=number,
             path=path,
-            file_path=file_path,
+            file_path=str(file_path),
             item_key=item_key,
             role=role,
             t2i_model=row.get("t2i_model", ""),
