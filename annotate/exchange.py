@@ -21,21 +21,26 @@ import csv
 import io
 import json
 import os
+import pickle
 import re
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
-from typing import Any
+from typing import IO, Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, User
 from django.db import transaction
+from django.db.models import Count
 
 from annotate import services
 from annotate.errors import AnnotateError, ImportRejected
 from annotate.models import FinalLabel, FinalLabelSource, Label
 from studies import permissions
+from studies.batching import batches, import_batch_rows, in_chunk_size, in_chunks
 from studies.csvio import safe_dict_writer
-from studies.ingest import ImportSummary, RejectedRow, csv_rows_read
+from studies.ingest import ImportSummary, RejectedRow, csv_rows_stream
 from studies.models import ImageRole, Item, ItemImage, Question, Study
 from studies.selectors import item_questions, study_questions
 from studies.selectors import study_by_slug as _study_by_slug
@@ -68,12 +73,12 @@ def ground_truth_columns(n_annotators: int, *, pairs: bool = False) -> list[str]
     return [*HEAD_COLUMNS, *(PAIR_COLUMNS if pairs else ()), *ITEM_COLUMNS, *middle, *TAIL_COLUMNS]
 
 
-def _labels_by_item(study: Study) -> dict[tuple[int, int], list[tuple[str, str, str]]]:
+def _labels_by_item(study: Study, item_ids: list[int]) -> dict[tuple[int, int], list[tuple[str, str, str]]]:
     # Ordered by annotator id within an item, the order agreement metrics pair labels in, so
     # label_1 / label_2 of the file are the pairs kappa is computed on.
     grouped: dict[tuple[int, int], list[tuple[str, str, str]]] = {}
     rows = (
-        Label.objects.filter(item__study=study)
+        Label.objects.filter(item__study=study, item_id__in=item_ids)
         .order_by("item_id", "question_id", "annotator_id")
         .values_list("item_id", "question_id", "annotator__username", "value", "reason")
     )
@@ -82,58 +87,92 @@ def _labels_by_item(study: Study) -> dict[tuple[int, int], list[tuple[str, str, 
     return grouped
 
 
+def _annotator_columns(study: Study) -> int:
+    """How many annotator columns the export has: the study's N, or the most labels any
+    (item, question) has if more (one aggregate query)."""
+    most = (
+        Label.objects.filter(item__study=study)
+        .order_by()
+        .values("item_id", "question_id")
+        .annotate(n=Count("id"))
+        .order_by("-n")
+        .values_list("n", flat=True)
+        .first()
+    )
+    return max(study.labels_per_item, most or 0)
+
+
+def ground_truth_rows_stream(
+    *, study: Study, n_annotators: int | None = None, chunk: int | None = None
+) -> Iterator[dict[str, Any]]:
+    """``ground_truth_rows`` read a chunk of items at a time (keyset pages by item id, their
+    labels, final labels and image paths in one query each), so a study of a million items is
+    exported in constant memory."""
+    n = n_annotators if n_annotators is not None else _annotator_columns(study)
+    size = chunk or in_chunk_size()
+    questions = study_questions(study)
+    pairs = _is_pair_study(study)
+    after = 0
+    while True:
+        items = list(
+            Item.objects.filter(study=study, pk__gt=after).select_related("prompt").order_by("id")[:size]
+        )
+        if not items:
+            return
+        after = items[-1].pk
+        ids = [item.pk for item in items]
+        labels = _labels_by_item(study, ids)
+        finals = {
+            (f.item_id, f.question_id): f
+            for f in FinalLabel.objects.filter(item_id__in=ids).select_related("decided_by")
+        }
+        links: dict[int, dict[str, str]] = {}
+        for item_id, role, path in ItemImage.objects.filter(item_id__in=ids).values_list(
+            "item_id", "role", "source_path"
+        ):
+            links.setdefault(item_id, {})[role] = path
+        for item in items:
+            paths = links.get(item.pk, {})
+            first = (
+                paths.get(ImageRole.IMAGE) or paths.get(ImageRole.INPUT) or paths.get(ImageRole.OUTPUT, "")
+            )
+            prompt = item.prompt
+            for question in item_questions(item, questions):
+                row: dict[str, Any] = {"item": item.key, "question": question.key, "image": first}
+                if pairs:
+                    row["input_image"] = paths.get(ImageRole.INPUT, "")
+                    row["output_image"] = paths.get(ImageRole.OUTPUT, "")
+                row.update(
+                    {
+                        "t2i_model": item.t2i_model,
+                        "category": prompt.category if prompt else "",
+                        "word": prompt.word if prompt else "",
+                        "prompt": prompt.text if prompt else "",
+                        "seed": item.seed,
+                    }
+                )
+                given = labels.get((item.pk, question.pk), [])
+                for i in range(n):
+                    username, value, reason = given[i] if i < len(given) else ("", "", "")
+                    row[f"annotator_{i + 1}"] = username
+                    row[f"label_{i + 1}"] = value
+                    row[f"reason_{i + 1}"] = reason
+                final = finals.get((item.pk, question.pk))
+                row["final_label"] = final.value if final else ""
+                row["resolved_by"] = final.decided_by.get_username() if final and final.decided_by else ""
+                row["note"] = final.note if final else ""
+                yield row
+
+
 def ground_truth_rows(*, study: Study) -> list[dict[str, Any]]:
     """One ordered dict of the export columns per (item, question) the study asks, by item id
     then question order.
 
     ``seed`` is an int or None; missing annotators and an answer without final label give "".
     The number of annotator columns is the larger of the study's N and the most labels any
-    answer has.
+    answer has. (All in memory: for a large study, ``ground_truth_rows_stream``.)
     """
-    labels = _labels_by_item(study)
-    n = max([study.labels_per_item, *(len(v) for v in labels.values())])
-    finals = {
-        (f.item_id, f.question_id): f
-        for f in FinalLabel.objects.filter(item__study=study).select_related("decided_by")
-    }
-    links: dict[int, dict[str, str]] = {}
-    for item_id, role, path in ItemImage.objects.filter(item__study=study).values_list(
-        "item_id", "role", "source_path"
-    ):
-        links.setdefault(item_id, {})[role] = path
-    questions = study_questions(study)
-    pairs = _is_pair_study(study)
-    rows = []
-    for item in Item.objects.filter(study=study).select_related("prompt").order_by("id"):
-        paths = links.get(item.pk, {})
-        first = paths.get(ImageRole.IMAGE) or paths.get(ImageRole.INPUT) or paths.get(ImageRole.OUTPUT, "")
-        prompt = item.prompt
-        for question in item_questions(item, questions):
-            row: dict[str, Any] = {"item": item.key, "question": question.key, "image": first}
-            if pairs:
-                row["input_image"] = paths.get(ImageRole.INPUT, "")
-                row["output_image"] = paths.get(ImageRole.OUTPUT, "")
-            row.update(
-                {
-                    "t2i_model": item.t2i_model,
-                    "category": prompt.category if prompt else "",
-                    "word": prompt.word if prompt else "",
-                    "prompt": prompt.text if prompt else "",
-                    "seed": item.seed,
-                }
-            )
-            given = labels.get((item.pk, question.pk), [])
-            for i in range(n):
-                username, value, reason = given[i] if i < len(given) else ("", "", "")
-                row[f"annotator_{i + 1}"] = username
-                row[f"label_{i + 1}"] = value
-                row[f"reason_{i + 1}"] = reason
-            final = finals.get((item.pk, question.pk))
-            row["final_label"] = final.value if final else ""
-            row["resolved_by"] = final.decided_by.get_username() if final and final.decided_by else ""
-            row["note"] = final.note if final else ""
-            rows.append(row)
-    return rows
+    return list(ground_truth_rows_stream(study=study))
 
 
 def ground_truth_export(*, study: Study, fmt: str) -> str:
@@ -141,34 +180,57 @@ def ground_truth_export(*, study: Study, fmt: str) -> str:
 
     JSON: ``{"study": slug, "protocol", "labels": [the first question's values], "questions":
     [{"key", "text", "values"}], "columns": [...], "rows": [{column: value}]}``. Raises
-    ValueError for an unknown format.
+    ValueError for an unknown format. (The whole text in memory: the command streams with
+    ``ground_truth_write``.)
     """
+    buffer = io.StringIO()
+    ground_truth_write(study=study, fmt=fmt, out=buffer)
+    return buffer.getvalue()
+
+
+def ground_truth_write(
+    *, study: Study, fmt: str, out: IO[str], progress: Callable[[int], None] | None = None
+) -> int:
+    """Write the export of ``ground_truth_export`` to ``out`` as it is read, a chunk of items at
+    a time (constant memory, whatever the study's size); return the number of rows.
+    ``progress(rows)`` is called after each chunk of rows. Raises ValueError for an unknown
+    format (before writing anything)."""
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {fmt!r}: use one of {', '.join(EXPORT_FORMATS)}")
-    rows = ground_truth_rows(study=study)
-    n = max([study.labels_per_item, *(_wide_count(r) for r in rows)])
+    n = _annotator_columns(study)
     columns = ground_truth_columns(n, pairs=_is_pair_study(study))
+    rows = ground_truth_rows_stream(study=study, n_annotators=n)
+    count = 0
     if fmt == "json":
         questions = study_questions(study)
-        document = {
+        head = {
             "study": study.slug,
             "protocol": study.protocol,
             "labels": questions[0].values if questions else [],
             "questions": [{"key": q.key, "text": q.text, "values": q.values} for q in questions],
             "columns": columns,
-            "rows": rows,
         }
-        return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
-    buffer = io.StringIO()
-    writer = safe_dict_writer(buffer, columns)
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
-    return buffer.getvalue()
-
-
-def _wide_count(row: dict[str, Any]) -> int:
-    return sum(1 for key in row if key.startswith("annotator_"))
+        # The text json.dumps(document, indent=2) gives, written a row at a time.
+        text = json.dumps(head, ensure_ascii=False, indent=2)
+        out.write(text[: -len("\n}")] + ',\n  "rows": [')
+        for row in rows:
+            body = json.dumps(row, ensure_ascii=False, indent=2).replace("\n", "\n    ")
+            out.write(("\n    " if count == 0 else ",\n    ") + body)
+            count += 1
+            if progress and count % 1000 == 0:
+                progress(1000)
+        out.write("\n  ]\n}\n" if count else "]\n}\n")
+    else:
+        writer = safe_dict_writer(out, columns)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+            count += 1
+            if progress and count % 1000 == 0:
+                progress(1000)
+    if progress and count % 1000:
+        progress(count % 1000)
+    return count
 
 
 # --- shared import helpers -----------------------------------------------------------------------
@@ -201,18 +263,33 @@ def _header(csv_path: str | os.PathLike[str]) -> list[str]:
 
 class _Items:
     """Resolve a row's item: by ``item`` (the item key) or, for one-image items, by ``image`` (the
-    path it was imported under); and its question: by ``question``, or the study's only one."""
+    path it was imported under); and its question: by ``question``, or the study's only one.
+
+    The items a batch of rows names are loaded with ``load`` (a few queries, every ``__in``
+    list under the variable limit) and forgotten at the next batch, so a study of a million
+    items is never held at once."""
 
     def __init__(self, study: Study) -> None:
         self.study = study
-        self.by_key = {item.key: item for item in Item.objects.filter(study=study).select_related("study")}
-        self.by_path = {}
-        by_id = {item.pk: item for item in self.by_key.values()}
-        for item_id, path in ItemImage.objects.filter(item__study=study, role=ImageRole.IMAGE).values_list(
-            "item_id", "source_path"
-        ):
-            self.by_path[path] = by_id[item_id]
+        self.by_key: dict[str, Item] = {}
+        self.by_path: dict[str, Item] = {}
         self.questions = {q.key: q for q in study_questions(study)}
+
+    def load(self, keys: set[str], paths: set[str]) -> None:
+        """Look up the items of one batch of rows: by key, and by path (or key) for one-image items."""
+        self.by_key, self.by_path = {}, {}
+        # A value with a NUL character names no item (and PostgreSQL refuses it in a query).
+        keys = {key for key in keys if "\x00" not in key}
+        paths = {path for path in paths if "\x00" not in path}
+        for chunk in in_chunks(sorted(keys | paths)):
+            for item in Item.objects.filter(study=self.study, key__in=chunk).select_related("study"):
+                self.by_key[item.key] = item
+        for chunk in in_chunks(sorted(paths)):
+            links = ItemImage.objects.filter(
+                item__study=self.study, role=ImageRole.IMAGE, source_path__in=chunk
+            ).select_related("item__study")
+            for link in links:
+                self.by_path[link.source_path] = link.item
 
     def item(self, key: str, path: str) -> tuple[Item | None, str | None]:
         if key:
@@ -240,6 +317,39 @@ class _Items:
         if question not in item_questions(item, list(self.questions.values())):
             return None, f"the item {item.key} does not ask the question {key!r}"
         return question, None
+
+
+class _Staged:
+    """Checked rows kept on disk between the checking pass and the writing pass (pickled a
+    batch at a time to a temporary file): a file of a million rows costs disk, not memory."""
+
+    def __init__(self) -> None:
+        # Closed by close(), which the imports call in a finally block.
+        self.file = tempfile.TemporaryFile(prefix="biaslab-import-")  # noqa: SIM115
+
+    def add(self, batch: list[Any]) -> None:
+        if batch:
+            pickle.dump(batch, self.file, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def batches(self) -> Iterator[list[Any]]:
+        self.file.seek(0)
+        while True:
+            try:
+                yield pickle.load(self.file)
+            except EOFError:
+                return
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _items_by_id(ids: Iterable[int]) -> dict[int, Item]:
+    """The items with these ids (their study loaded), a chunk of ids per query."""
+    return {
+        item.pk: item
+        for chunk in in_chunks(ids)
+        for item in Item.objects.filter(pk__in=chunk).select_related("study")
+    }
 
 
 def _answer_problem(question: Question, value: str) -> str | None:
@@ -278,45 +388,41 @@ class _LabelRow:
         return self.item_key or self.path
 
 
-def _label_rows(csv_path: str | os.PathLike[str]) -> tuple[list[_LabelRow], list[RejectedRow]]:
+def _label_rows(csv_path: str | os.PathLike[str]) -> Iterator[_LabelRow | RejectedRow]:
     """Read a labels file in the long format (image or item, annotator, label, optional reason
-    and question) or the export's wide format (annotator_i, label_i[, reason_i]); return label
-    rows and rows that cannot be read."""
+    and question) or the export's wide format (annotator_i, label_i[, reason_i]), lazily: label
+    rows, and rows that cannot be read."""
     header = _header(csv_path)
     if "annotator" in header or not any(_WIDE_RE.match(c) for c in header):
         where = "item" if "item" in header and "image" not in header else "image"
-        rows = csv_rows_read(csv_path, required=(where, "annotator", "label"))
-        labels, bad = [], []
+        _, rows = csv_rows_stream(csv_path, required=(where, "annotator", "label"))
         for number, row in rows:
             if "__error__" in row:
-                bad.append(RejectedRow(number, "", row["__error__"]))
+                yield RejectedRow(number, "", row["__error__"])
                 continue
-            labels.append(
-                _LabelRow(
-                    number,
-                    row.get("item", ""),
-                    row.get("image", ""),
-                    row.get("question", ""),
-                    row["annotator"],
-                    row["label"],
-                    row.get("reason", ""),
-                )
+            yield _LabelRow(
+                number,
+                row.get("item", ""),
+                row.get("image", ""),
+                row.get("question", ""),
+                row["annotator"],
+                row["label"],
+                row.get("reason", ""),
             )
-        return labels, bad
-    return _wide_label_rows(csv_path, header)
+        return
+    yield from _wide_label_rows(csv_path, header)
 
 
 def _wide_label_rows(
     csv_path: str | os.PathLike[str], header: list[str]
-) -> tuple[list[_LabelRow], list[RejectedRow]]:
+) -> Iterator[_LabelRow | RejectedRow]:
     indexes = sorted({int(m.group(2)) for c in header if (m := _WIDE_RE.match(c))})
     where = "item" if "item" in header else "image"
     required = [where] + [f"{kind}_{i}" for i in indexes for kind in ("annotator", "label")]
-    rows = csv_rows_read(csv_path, required=required)
-    labels, bad = [], []
+    _, rows = csv_rows_stream(csv_path, required=required)
     for number, row in rows:
         if "__error__" in row:
-            bad.append(RejectedRow(number, "", row["__error__"]))
+            yield RejectedRow(number, "", row["__error__"])
             continue
         for i in indexes:
             username, value = row[f"annotator_{i}"], row[f"label_{i}"]
@@ -325,23 +431,18 @@ def _wide_label_rows(
             if not username:
                 # An annotator with an empty label is a label (a "classes" question answered with
                 # no class); a label without its annotator is not.
-                bad.append(
-                    RejectedRow(number, row.get(where, ""), f"label_{i} is set but annotator_{i} is empty")
-                )
+                yield RejectedRow(number, row.get(where, ""), f"label_{i} is set but annotator_{i} is empty")
                 continue
-            labels.append(
-                _LabelRow(
-                    number,
-                    row.get("item", ""),
-                    row.get("image", ""),
-                    row.get("question", ""),
-                    username,
-                    value,
-                    row.get(f"reason_{i}", ""),
-                    has_reason=f"reason_{i}" in row,
-                )
+            yield _LabelRow(
+                number,
+                row.get("item", ""),
+                row.get("image", ""),
+                row.get("question", ""),
+                username,
+                value,
+                row.get(f"reason_{i}", ""),
+                has_reason=f"reason_{i}" in row,
             )
-    return labels, bad
 
 
 def _label_row_problem(
@@ -386,48 +487,63 @@ def _users_ensure(usernames: list[str]) -> dict[str, User]:
     return users
 
 
-def _creation_order(rows: list[tuple[_LabelRow, Item, Question]]) -> list[str]:
-    """Usernames in an order that keeps, on every item, the order annotators appear in.
+class _CreationOrder:
+    """Usernames in an order that keeps, on every item, the order annotators appear in, fed
+    one row at a time.
 
     Exports list an item's annotators by user id; creating missing users in an order
     consistent with every row makes a re-imported study pair its labels the same way, so
-    kappa (which depends on which label is rater 1) comes out identical.
+    kappa (which depends on which label is rater 1) comes out identical. Holds the distinct
+    pairs of names, not the rows.
     """
-    sorter: TopologicalSorter[str] = TopologicalSorter()
-    first_seen: dict[str, int] = {}
-    by_item: dict[tuple[int, int], list[str]] = {}
-    for position, (row, item, question) in enumerate(rows):
-        first_seen.setdefault(row.username, position)
-        names = by_item.setdefault((item.pk, question.pk), [])
-        sorter.add(row.username, *names)
-        names.append(row.username)
-    try:
-        sorter.prepare()
-    except CycleError:
-        return sorted(first_seen, key=first_seen.__getitem__)
-    order: list[str] = []
-    while sorter.is_active():
-        ready = sorted(sorter.get_ready(), key=first_seen.__getitem__)
-        order += ready
-        sorter.done(*ready)
-    return order
+
+    def __init__(self) -> None:
+        self.first_seen: dict[str, int] = {}
+        self.edges: set[tuple[str, str]] = set()
+        self.by_item: dict[tuple[int, int], list[str]] = {}
+
+    def add(self, username: str, item_id: int, question_id: int) -> None:
+        self.first_seen.setdefault(username, len(self.first_seen))
+        names = self.by_item.setdefault((item_id, question_id), [])
+        self.edges.update((name, username) for name in names)
+        names.append(username)
+
+    def order(self) -> list[str]:
+        sorter: TopologicalSorter[str] = TopologicalSorter()
+        for name in self.first_seen:
+            sorter.add(name)
+        for before, after in self.edges:
+            sorter.add(after, before)
+        try:
+            sorter.prepare()
+        except CycleError:
+            return sorted(self.first_seen, key=self.first_seen.__getitem__)
+        order: list[str] = []
+        while sorter.is_active():
+            ready = sorted(sorter.get_ready(), key=self.first_seen.__getitem__)
+            order += ready
+            sorter.done(*ready)
+        return order
 
 
-def _role_problems(study: Study, good: list[tuple[_LabelRow, Item, Question]]) -> list[RejectedRow]:
+def _role_problems(study: Study, first_rows: dict[str, _LabelRow]) -> list[RejectedRow]:
     """Rows naming an existing researcher's or admin's account that is not an annotator of the
-    study: importing would silently make that account one. One query for the users, one for
-    the study's annotators; the rows of each account are named once (first row)."""
-    names = {row.username for row, _, _ in good}
-    users = {u.get_username(): u for u in get_user_model().objects.filter(username__in=names)}
+    study: importing would silently make that account one. ``first_rows``: each username's
+    first row. One query per chunk of users, one for the study's annotators; the rows of each
+    account are named once (first row)."""
+    users = {
+        u.get_username(): u
+        for chunk in in_chunks(sorted(first_rows))
+        for u in get_user_model().objects.filter(username__in=chunk)
+    }
     members = set(study.annotators.values_list("pk", flat=True))
-    problems, named = [], set()
-    for row, _, _ in good:
-        user = users.get(row.username)
-        if user is None or user.pk in members or row.username in named:
+    problems = []
+    for username, row in sorted(first_rows.items(), key=lambda pair: pair[1].number):
+        user = users.get(username)
+        if user is None or user.pk in members:
             continue
         if permissions.is_researcher(user):
             role = "an admin" if permissions.is_admin(user) else "a researcher"
-            named.add(row.username)
             problems.append(
                 RejectedRow(
                     row.number,
@@ -446,6 +562,7 @@ def labels_import(
     csv_path: str | os.PathLike[str],
     add_annotators: bool = False,
     dry_run: bool = False,
+    stage_progress: Callable[[str, int], None] | None = None,
 ) -> ImportSummary:
     """Import annotators' labels for items of ``study`` from a CSV.
 
@@ -464,65 +581,137 @@ def labels_import(
     disputed (``reopened``). An existing researcher's or admin's account that is not yet an
     annotator of the study is refused (naming row and user) unless ``add_annotators``. With
     ``dry_run`` the whole import runs and is rolled back: the summary says what it would do.
+
+    The file is streamed in two passes: the first checks it a batch of rows at a time
+    (``studies.batching``) and stages the good rows in a temporary file; the second writes
+    them, a batch at a time (their stored labels read in one query, so an unchanged label costs
+    no service call), in the one transaction. ``stage_progress(stage, rows)`` is called after
+    each batch (``"checked"``, ``"written"``).
     """
-    rows, bad = _label_rows(csv_path)
-    summary = ImportSummary(rejected=list(bad), dry_run=dry_run, reports=("changed",))
+    summary = ImportSummary(dry_run=dry_run, reports=("changed",))
     items = _Items(study)
     seen: dict[tuple[int, int, str], int] = {}
-    good: list[tuple[_LabelRow, Item, Question]] = []
-    for row in rows:
-        problem, item, question = _label_row_problem(row, items, seen)
-        if problem:
-            summary.rejected.append(RejectedRow(row.number, row.shown, problem))
-        else:
-            assert item is not None
-            assert question is not None
-            good.append((row, item, question))
-    if not add_annotators:
-        summary.rejected.extend(_role_problems(study, good))
-    if summary.rejected:
-        return _refuse_all(summary)
-    touched = {(item.pk, question.pk): (item, question) for _, item, question in good}
+    creation = _CreationOrder()
+    first_rows: dict[str, _LabelRow] = {}
+    # The (item, question)s of the file that have an agreed final answer before the import.
+    agreed_before: set[tuple[int, int]] = set()
+    staged = _Staged()
     try:
-        with transaction.atomic():
-            agreed_before = _agreed_finals(study, touched)
-            users = _users_ensure(_creation_order(good))
-            for row, item, question in good:
-                _label_write(row, item, question, users[row.username], summary)
-            if summary.rejected:
-                raise _Rollback
-            gone = agreed_before - _agreed_finals(study, touched)
-            several = len(study_questions(study)) > 1
-            summary.reopened = [
-                touched[key][0].key + (f" ({touched[key][1].key})" if several else "") for key in sorted(gone)
-            ]
-            if dry_run:
-                raise _DryRunDone
-    except _Rollback:
-        return _refuse_all(summary)
-    except _DryRunDone:
-        pass
-    return summary
+        for batch in batches(_label_rows(csv_path), import_batch_rows()):
+            rows = [row for row in batch if isinstance(row, _LabelRow)]
+            summary.rejected.extend(row for row in batch if isinstance(row, RejectedRow))
+            items.load({r.item_key for r in rows if r.item_key}, {r.path for r in rows if not r.item_key})
+            good = []
+            for row in rows:
+                problem, item, question = _label_row_problem(row, items, seen)
+                if problem:
+                    summary.rejected.append(RejectedRow(row.number, row.shown, problem))
+                    continue
+                assert item is not None
+                assert question is not None
+                creation.add(row.username, item.pk, question.pk)
+                first_rows.setdefault(row.username, row)
+                good.append((row, item.pk, question.pk))
+            agreed_before |= _agreed_finals({(item_id, question_id) for _, item_id, question_id in good})
+            if not summary.rejected:
+                staged.add(good)
+            if stage_progress:
+                stage_progress("checked", len(batch))
+        if not add_annotators:
+            summary.rejected.extend(_role_problems(study, first_rows))
+        if summary.rejected:
+            return _refuse_all(summary)
+        try:
+            with transaction.atomic():
+                users = _users_ensure(creation.order())
+                questions = {q.pk: q for q in study_questions(study)}
+                for good in staged.batches():
+                    by_id = _items_by_id(item_id for _, item_id, _ in good)
+                    before = _labels_before(good, users)
+                    for row, item_id, question_id in good:
+                        annotator = users[row.username]
+                        _label_write(
+                            row,
+                            by_id[item_id],
+                            questions[question_id],
+                            annotator,
+                            summary,
+                            before.get((item_id, question_id, annotator.pk)),
+                        )
+                    if stage_progress:
+                        stage_progress("written", len(good))
+                if summary.rejected:
+                    raise _Rollback
+                gone = agreed_before - _agreed_finals(agreed_before)
+                several = len(questions) > 1
+                keys = {pk: key for pk, key in _item_keys(pair[0] for pair in gone)}
+                summary.reopened = [
+                    keys[item_id] + (f" ({questions[question_id].key})" if several else "")
+                    for item_id, question_id in sorted(gone)
+                ]
+                if dry_run:
+                    raise _DryRunDone
+        except _Rollback:
+            return _refuse_all(summary)
+        except _DryRunDone:
+            pass
+        return summary
+    finally:
+        staged.close()
 
 
-def _agreed_finals(study: Study, touched: dict[tuple[int, int], Any]) -> set[tuple[int, int]]:
-    """The (item, question) pairs among ``touched`` that have an agreed final answer (one query)."""
-    pairs = FinalLabel.objects.filter(
-        item__study=study, source=FinalLabelSource.AGREED, item_id__in={item for item, _ in touched}
-    ).values_list("item_id", "question_id")
-    return {pair for pair in pairs if pair in touched}
+def _item_keys(ids: Iterable[int]) -> Iterator[tuple[int, str]]:
+    for chunk in in_chunks(ids):
+        yield from Item.objects.filter(pk__in=chunk).values_list("pk", "key")
+
+
+def _labels_before(
+    good: list[tuple[_LabelRow, int, int]], users: dict[str, User]
+) -> dict[tuple[int, int, int], tuple[str, str]]:
+    """The stored (value, reason) of the labels a batch of rows names, by (item, question,
+    annotator): one query per chunk of items."""
+    wanted = {(item_id, question_id, users[row.username].pk) for row, item_id, question_id in good}
+    stored: dict[tuple[int, int, int], tuple[str, str]] = {}
+    for chunk in in_chunks(item_id for _, item_id, _ in good):
+        for item_id, question_id, annotator_id, value, reason in Label.objects.filter(
+            item_id__in=chunk
+        ).values_list("item_id", "question_id", "annotator_id", "value", "reason"):
+            if (item_id, question_id, annotator_id) in wanted:
+                stored[(item_id, question_id, annotator_id)] = (value, reason)
+    return stored
+
+
+def _agreed_finals(pairs: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """The (item, question) pairs among ``pairs`` that have an agreed final answer (one query
+    per chunk of items)."""
+    found: set[tuple[int, int]] = set()
+    for chunk in in_chunks(sorted({item for item, _ in pairs})):
+        found.update(
+            pair
+            for pair in FinalLabel.objects.filter(
+                source=FinalLabelSource.AGREED, item_id__in=chunk
+            ).values_list("item_id", "question_id")
+            if pair in pairs
+        )
+    return found
 
 
 def _label_write(
-    row: _LabelRow, item: Item, question: Question, annotator: User, summary: ImportSummary
+    row: _LabelRow,
+    item: Item,
+    question: Question,
+    annotator: User,
+    summary: ImportSummary,
+    before: tuple[str, str] | None,
 ) -> None:
+    """Write one label through the service; ``before``: its stored (value, reason), if any."""
     reason = row.reason
     choice = question.choice(row.value) or {}
-    before = (
-        Label.objects.filter(item=item, question=question, annotator=annotator)
-        .values_list("value", "reason")
-        .first()
-    )
+    if before == (row.value, reason):
+        # The label as stored: the service would change nothing (it returns the stored label
+        # first thing), so a re-import of an unchanged file makes no call per row.
+        summary.duplicates += 1
+        return
     if not row.has_reason:
         if before is not None and before[0] == row.value:
             # An old export carries no reasons: the same value already stored keeps its own reason.
@@ -564,7 +753,12 @@ class _TruthRow:
 
 
 def ground_truth_import(
-    *, study: Study, csv_path: str | os.PathLike[str], user: User | None, dry_run: bool = False
+    *,
+    study: Study,
+    csv_path: str | os.PathLike[str],
+    user: User | None,
+    dry_run: bool = False,
+    stage_progress: Callable[[str, int], None] | None = None,
 ) -> ImportSummary:
     """Set final answers of ``study``'s items from a CSV: columns ``image`` or ``item``,
     ``label`` (or the export's ``final_label``), optional ``note``, ``question`` (required
@@ -581,56 +775,92 @@ def ground_truth_import(
     it is (counted as duplicate), so re-importing, or importing an export over the labels it
     came from, changes nothing. In an export file, answers without a final label are skipped.
     With ``dry_run`` the whole import runs and is rolled back: the summary says what it would do.
+    Streamed in two passes, as ``labels_import``.
     """
     header = _header(csv_path)
     from_export = "label" not in header and "final_label" in header
     label_column = "final_label" if from_export else "label"
     where = "item" if "item" in header and "image" not in header else "image"
-    rows = csv_rows_read(csv_path, required=(where, label_column))
+    _, rows = csv_rows_stream(csv_path, required=(where, label_column))
     summary = ImportSummary(dry_run=dry_run)
     items = _Items(study)
-    good: list[tuple[_TruthRow, Item, Question]] = []
     seen: dict[tuple[int, int], int] = {}
-    for number, raw in rows:
-        if "__error__" in raw:
-            summary.rejected.append(RejectedRow(number, "", raw["__error__"]))
-            continue
-        row = _TruthRow(
-            number,
-            raw.get("item", ""),
-            raw.get("image", ""),
-            raw.get("question", ""),
-            raw[label_column],
-            raw.get("note", ""),
-            raw.get("resolved_by", ""),
-        )
-        if from_export and not row.value:
-            summary.skipped += 1
-            continue
-        problem, item, question = _truth_row_problem(row, items, seen)
-        if problem:
-            summary.rejected.append(RejectedRow(number, row.shown, problem))
-        else:
-            assert item is not None
-            assert question is not None
-            good.append((row, item, question))
-    if summary.rejected:
-        return _refuse_all(summary)
+    decider_names: set[str] = set()
+    staged = _Staged()
     try:
-        with transaction.atomic():
-            deciders = _deciders_ensure(sorted({row.decided_by for row, _, _ in good if row.decided_by}))
-            for row, item, question in good:
-                decided_by = deciders[row.decided_by] if row.decided_by else user
-                _truth_write(row, item, question, decided_by, summary)
-            if summary.rejected:
-                raise _Rollback
-            if dry_run:
-                raise _DryRunDone
-    except _Rollback:
-        return _refuse_all(summary)
-    except _DryRunDone:
-        pass
-    return summary
+        for batch in batches(rows, import_batch_rows()):
+            truths: list[_TruthRow] = []
+            for number, raw in batch:
+                if "__error__" in raw:
+                    summary.rejected.append(RejectedRow(number, "", raw["__error__"]))
+                    continue
+                row = _TruthRow(
+                    number,
+                    raw.get("item", ""),
+                    raw.get("image", ""),
+                    raw.get("question", ""),
+                    raw[label_column],
+                    raw.get("note", ""),
+                    raw.get("resolved_by", ""),
+                )
+                if from_export and not row.value:
+                    summary.skipped += 1
+                    continue
+                truths.append(row)
+            items.load({r.item_key for r in truths if r.item_key}, {r.path for r in truths if not r.item_key})
+            good = []
+            for row in truths:
+                problem, item, question = _truth_row_problem(row, items, seen)
+                if problem:
+                    summary.rejected.append(RejectedRow(row.number, row.shown, problem))
+                    continue
+                assert item is not None
+                assert question is not None
+                if row.decided_by:
+                    decider_names.add(row.decided_by)
+                good.append((row, item.pk, question.pk))
+            if not summary.rejected:
+                staged.add(good)
+            if stage_progress:
+                stage_progress("checked", len(batch))
+        if summary.rejected:
+            return _refuse_all(summary)
+        try:
+            with transaction.atomic():
+                deciders = _deciders_ensure(sorted(decider_names))
+                questions = {q.pk: q for q in study_questions(study)}
+                for good in staged.batches():
+                    by_id = _items_by_id(item_id for _, item_id, _ in good)
+                    current = {
+                        (item_id, question_id): (value, note)
+                        for chunk in in_chunks(item_id for _, item_id, _ in good)
+                        for item_id, question_id, value, note in FinalLabel.objects.filter(
+                            item_id__in=chunk
+                        ).values_list("item_id", "question_id", "value", "note")
+                    }
+                    for row, item_id, question_id in good:
+                        decided_by = deciders[row.decided_by] if row.decided_by else user
+                        _truth_write(
+                            row,
+                            by_id[item_id],
+                            questions[question_id],
+                            decided_by,
+                            summary,
+                            current.get((item_id, question_id)),
+                        )
+                    if stage_progress:
+                        stage_progress("written", len(good))
+                if summary.rejected:
+                    raise _Rollback
+                if dry_run:
+                    raise _DryRunDone
+        except _Rollback:
+            return _refuse_all(summary)
+        except _DryRunDone:
+            pass
+        return summary
+    finally:
+        staged.close()
 
 
 def _deciders_ensure(usernames: list[str]) -> dict[str, User]:
@@ -671,9 +901,14 @@ def _truth_row_problem(
 
 
 def _truth_write(
-    row: _TruthRow, item: Item, question: Question, user: User | None, summary: ImportSummary
+    row: _TruthRow,
+    item: Item,
+    question: Question,
+    user: User | None,
+    summary: ImportSummary,
+    current: tuple[str, str] | None,
 ) -> None:
-    current = FinalLabel.objects.filter(item=item, question=question).values_list("value", "note").first()
+    """Set one final label through the service; ``current``: its stored (value, note), if any."""
     if current == (row.value, row.note):
         summary.duplicates += 1
         return

@@ -16,13 +16,15 @@ from __future__ import annotations
 import csv
 import math
 import os
+import pickle
 import socket
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from django.conf import settings
 from django.db import transaction
@@ -46,6 +48,7 @@ from detectors.models import DetectorRun, FilterReason, OutputKind, Prediction, 
 from detectors.progress import Progress
 from detectors.remote import detector_executor_start, image_payload
 from detectors.selectors import Shard, images_in_scope, images_pending
+from studies.batching import batches, bulk_batch_size, import_batch_rows, in_chunks
 from studies.csvio import read_cell
 from studies.jsonbounds import JSONOutOfBounds, json_loads_bounded
 from studies.models import Image, ItemImage, Question, Study
@@ -537,8 +540,10 @@ class PredictionImportSummary:
     by_detector: dict[str, int]
 
 
-def _read_rows(csv_path: Path | str) -> list[dict[str, str]]:
-    """The rows of the file; the header needs image, detector and prediction or output."""
+def _read_rows(csv_path: Path | str) -> Iterator[tuple[int, dict[str, str]]]:
+    """The rows of the file with their line numbers (the header is line 1), read lazily: a file
+    of a million rows is never held at once. The header needs image, detector and prediction
+    or output; a file that is not UTF-8 CSV raises PredictionImportRejected wherever it breaks."""
     try:
         with open(csv_path, newline="", encoding="utf-8-sig") as handle:
             reader = csv.DictReader(handle)
@@ -555,7 +560,8 @@ def _read_rows(csv_path: Path | str) -> list[dict[str, str]]:
                     [f"{csv_path}: missing column(s) {', '.join(missing)}{either}; found {', '.join(header)}"]
                 )
             reader.fieldnames = header
-            return [{k: read_cell(v) for k, v in row.items() if k is not None} for row in reader]
+            for line, row in enumerate(reader, start=2):
+                yield line, {k: read_cell(v) for k, v in row.items() if k is not None}
     except FileNotFoundError:
         raise PredictionImportRejected([f"{csv_path}: no such file"]) from None
     except UnicodeDecodeError:
@@ -576,17 +582,15 @@ def _image_index(paths: set[str]) -> dict[str, set[_Candidate]]:
     """path → the image files it names: item images imported under that source path, else the
     images of the items with that key (a pair's key names both its files)."""
     index: dict[str, set[_Candidate]] = {}
-    ordered = sorted(paths)
-    for start in range(0, len(ordered), 500):
-        chunk = ordered[start : start + 500]
+    # A path with a NUL character names no image (and PostgreSQL refuses it in a query).
+    paths = {path for path in paths if "\x00" not in path}
+    for chunk in in_chunks(sorted(paths)):
         for image_id, slug, path in ItemImage.objects.filter(source_path__in=chunk).values_list(
             "image_id", "item__study__slug", "source_path"
         ):
             index.setdefault(path, set()).add(_Candidate(image_id, slug))
     # One-image items have their path as key, so this second look-up is for the rest only.
-    unmatched = sorted(paths - set(index))
-    for start in range(0, len(unmatched), 500):
-        chunk = unmatched[start : start + 500]
+    for chunk in in_chunks(sorted(paths - set(index))):
         for image_id, slug, key in ItemImage.objects.filter(item__key__in=chunk).values_list(
             "image_id", "item__study__slug", "item__key"
         ):
@@ -738,8 +742,28 @@ def _parse_result(row: dict[str, str]) -> tuple[str, str, dict[str, Any], str]:
     return status, kind, _gender_columns(row), ""
 
 
+class _Staged(NamedTuple):
+    """A checked row of an import, as staged between the checking pass and the writing pass
+    (pickled to a temporary file, so a million rows cost disk, not memory). A plain tuple: a
+    Prediction model instance per row costs more than the row's checks."""
+
+    image_id: int
+    detector: str
+    version: str
+    kind: str
+    status: str
+    output: dict[str, Any]
+    error: str
+    seconds: float | None
+
+
 def predictions_import(
-    *, csv_path: Path | str, study: Study | None = None, version: str = "imported", dry_run: bool = False
+    *,
+    csv_path: Path | str,
+    study: Study | None = None,
+    version: str = "imported",
+    dry_run: bool = False,
+    progress: Callable[[str, int], None] | None = None,
 ) -> PredictionImportSummary:
     """Load predictions made elsewhere: all rows or none.
 
@@ -754,45 +778,92 @@ def predictions_import(
     so two rows naming the same file (say, a seed photo by two paths) are duplicates. Raises
     PredictionImportRejected listing every bad row. ``dry_run``: every check, nothing written;
     the summary counts what would be stored.
+
+    The file is streamed in two passes, so memory stays flat whatever its size: the first
+    checks it a batch at a time (``studies.batching.import_batch_rows`` rows; one look-up of
+    their images, one of their stored predictions per batch, every ``__in`` list split under
+    the database's variable limit) and stages the checked rows in a temporary file; only when
+    every row of the file is good does the second pass write the staged rows, in batches, in
+    ONE transaction — so a bad row anywhere writes nothing, and a failure writes nothing.
+    ``progress(stage, rows)`` is called after each batch of each pass (``"checked"``,
+    ``"written"``).
     """
-    rows = _read_rows(csv_path)
-    if not rows:
-        raise PredictionImportRejected([f"{csv_path}: no data rows"])
-    index = _image_index({row["image"] for row in rows if row.get("image")})
     errors: list[str] = []
-    to_create: list[Prediction] = []
-    seen: dict[tuple[int, str, str], int] = {}
+    by_detector: dict[str, int] = {}
+    # (detector, version) → image id → line: the file's own duplicates, across batches. Two
+    # ints per row (not a Prediction object), ~100 bytes at a million rows.
+    seen: dict[tuple[str, str], dict[int, int]] = {}
+    n_rows = 0
+    with tempfile.TemporaryFile(prefix="biaslab-predictions-") as staging:
+        for batch in batches(_read_rows(csv_path), import_batch_rows()):
+            n_rows += len(batch)
+            staged = _batch_check(batch, study=study, version=version, seen=seen, errors=errors)
+            if not errors:  # once a row is bad nothing will be written: stop staging
+                pickle.dump(staged, staging, protocol=pickle.HIGHEST_PROTOCOL)
+                for row in staged:
+                    by_detector[row.detector] = by_detector.get(row.detector, 0) + 1
+            if progress:
+                progress("checked", len(batch))
+        if not n_rows:
+            raise PredictionImportRejected([f"{csv_path}: no data rows"])
+        if errors:
+            raise PredictionImportRejected(sorted(errors, key=_line_number))
+        if not dry_run:
+            staging.seek(0)
+            size = bulk_batch_size(Prediction)
+            with transaction.atomic():
+                while True:
+                    try:
+                        staged = pickle.load(staging)
+                    except EOFError:
+                        break
+                    Prediction.objects.bulk_create(
+                        [Prediction(**row._asdict()) for row in staged], batch_size=size
+                    )
+                    if progress:
+                        progress("written", len(staged))
+    return PredictionImportSummary(created=sum(by_detector.values()), by_detector=by_detector)
+
+
+def _batch_check(
+    batch: list[tuple[int, dict[str, str]]],
+    *,
+    study: Study | None,
+    version: str,
+    seen: dict[tuple[str, str], dict[int, int]],
+    errors: list[str],
+) -> list[_Staged]:
+    """Check one batch of rows (appending each bad row's error); return its good rows."""
+    index = _image_index({row["image"] for _, row in batch if row.get("image")})
+    good: list[_Staged] = []
+    lines: dict[tuple[int, str, str], int] = {}
     slugs: dict[tuple[int, str, str], str] = {}  # the study a row names, for the study checks
-    for line, row in enumerate(rows, start=2):  # line 1 is the header
+    for line, row in batch:
         try:
             prediction = _row_prediction(row, index=index, study=study, version=version)
         except ValueError as exc:
             errors.append(f"line {line}: {exc}")
             continue
-        key = (prediction.image_id, prediction.detector, prediction.version)
-        if key in seen:
-            errors.append(f"line {line}: duplicate of line {seen[key]} (same image, detector, version)")
+        of_pair = seen.setdefault((prediction.detector, prediction.version), {})
+        if prediction.image_id in of_pair:
+            errors.append(
+                f"line {line}: duplicate of line {of_pair[prediction.image_id]} (same image, detector, version)"
+            )
             continue
-        seen[key] = line
+        of_pair[prediction.image_id] = line
+        key = (prediction.image_id, prediction.detector, prediction.version)
+        lines[key] = line
         slugs[key] = row.get("study", "") or (study.slug if study else "")
-        to_create.append(prediction)
-    errors.extend(_already_stored(to_create, seen))
-    errors.extend(_boxes_outside(to_create, seen))
-    errors.extend(_outputs_unfit(to_create, seen, slugs))
-    if errors:
-        raise PredictionImportRejected(sorted(errors, key=_line_number))
-    if not dry_run:
-        with transaction.atomic():
-            Prediction.objects.bulk_create(to_create)
-    by_detector: dict[str, int] = {}
-    for prediction in to_create:
-        by_detector[prediction.detector] = by_detector.get(prediction.detector, 0) + 1
-    return PredictionImportSummary(created=len(to_create), by_detector=by_detector)
+        good.append(prediction)
+    found = _already_stored(good, lines) + _boxes_outside(good, lines) + _outputs_unfit(good, lines, slugs)
+    errors.extend(found)
+    refused = {_line_number(error) for error in found}
+    return [p for p in good if lines[(p.image_id, p.detector, p.version)] not in refused]
 
 
 def _row_prediction(
     row: dict[str, str], *, index: dict[str, set[_Candidate]], study: Study | None, version: str
-) -> Prediction:
+) -> _Staged:
     nul = [column for column, value in row.items() if "\x00" in value]
     if nul:  # PostgreSQL stores no NUL character in text: the whole write would fail, unnamed
         raise ValueError(f"column '{nul[0]}' contains a NUL character")
@@ -806,7 +877,7 @@ def _row_prediction(
     slug = row.get("study", "") or (study.slug if study else "")
     image_id = _row_image(path, index.get(path, set()), slug)
     status, kind, output, error = _parse_result(row)
-    return Prediction(
+    return _Staged(
         image_id=image_id,
         detector=detector,
         version=row_version,
@@ -824,15 +895,14 @@ def _line_number(error: str) -> int:
     return int(head.split()[1]) if head.startswith("line ") else 0
 
 
-def _boxes_outside(predictions: list[Prediction], lines: dict[tuple[int, str, str], int]) -> list[str]:
+def _boxes_outside(predictions: list[_Staged], lines: dict[tuple[int, str, str], int]) -> list[str]:
     """Rows whose objects output has a box outside its image (the sizes in one query)."""
     objects = [p for p in predictions if p.kind == OutputKind.OBJECTS and p.output]
-    sizes = dict(
-        (pk, (w, h))
-        for pk, w, h in Image.objects.filter(pk__in={p.image_id for p in objects}).values_list(
-            "pk", "width", "height"
-        )
-    )
+    sizes = {
+        pk: (w, h)
+        for chunk in in_chunks(p.image_id for p in objects)
+        for pk, w, h in Image.objects.filter(pk__in=chunk).values_list("pk", "width", "height")
+    }
     errors = []
     for p in objects:
         try:
@@ -843,21 +913,23 @@ def _boxes_outside(predictions: list[Prediction], lines: dict[tuple[int, str, st
 
 
 def _outputs_unfit(
-    predictions: list[Prediction],
+    predictions: list[_Staged],
     lines: dict[tuple[int, str, str], int],
     slugs: dict[tuple[int, str, str], str],
 ) -> list[str]:
     """Rows whose output names a question or answer its study lacks (kinds with a study check,
     ``detectors.kinds.STUDY_CHECKS``): checked against the study the row names, else against
-    the studies of its image (it must fit one). Three queries, whatever the number of rows."""
+    the studies of its image (it must fit one). Three queries per batch (``__in`` lists split
+    under the variable limit)."""
     checked = [p for p in predictions if p.kind in STUDY_CHECKS and p.output]
     if not checked:
         return []
     of_image: dict[int, set[int]] = {}
-    for image_id, study_id in ItemImage.objects.filter(
-        image_id__in={p.image_id for p in checked}
-    ).values_list("image_id", "item__study_id"):
-        of_image.setdefault(image_id, set()).add(study_id)
+    for chunk in in_chunks(sorted({p.image_id for p in checked})):
+        for image_id, study_id in ItemImage.objects.filter(image_id__in=chunk).values_list(
+            "image_id", "item__study_id"
+        ):
+            of_image.setdefault(image_id, set()).add(study_id)
     by_slug = dict(Study.objects.filter(slug__in=set(slugs.values()) - {""}).values_list("slug", "pk"))
     questions: dict[int, dict[str, list[str]]] = {}
     for study_id, question_key, choices in Question.objects.filter(
@@ -882,15 +954,19 @@ def _outputs_unfit(
     return errors
 
 
-def _already_stored(predictions: list[Prediction], lines: dict[tuple[int, str, str], int]) -> list[str]:
+def _already_stored(predictions: list[_Staged], lines: dict[tuple[int, str, str], int]) -> list[str]:
     errors = []
     by_pair: dict[tuple[str, str], list[int]] = {}
     for p in predictions:
         by_pair.setdefault((p.detector, p.version), []).append(p.image_id)
     for (detector, version), image_ids in by_pair.items():
-        stored = Prediction.objects.filter(
-            detector=detector, version=version, image_id__in=image_ids
-        ).values_list("image_id", flat=True)
+        stored = [
+            image_id
+            for chunk in in_chunks(image_ids)
+            for image_id in Prediction.objects.filter(
+                detector=detector, version=version, image_id__in=chunk
+            ).values_list("image_id", flat=True)
+        ]
         for image_id in stored:
             errors.append(
                 f"line {lines[(image_id, detector, version)]}: this image already has a "

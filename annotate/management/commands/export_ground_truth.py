@@ -1,16 +1,17 @@
-"""``manage.py export_ground_truth``: thin wrapper around ``annotate.exchange.ground_truth_export``."""
+"""``manage.py export_ground_truth``: thin wrapper around ``annotate.exchange.ground_truth_write``
+(streamed: a chunk of items at a time, constant memory)."""
 
 from __future__ import annotations
 
 from argparse import ArgumentParser
-from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.exchange import EXPORT_FORMATS, ground_truth_export, study_by_slug
+from annotate.exchange import EXPORT_FORMATS, ground_truth_write, study_by_slug
 from studies.errors import DomainError
 from studies.ingest import DEFAULT_STUDY
+from studies.progress import Progress, command_stream
 
 
 class Command(BaseCommand):
@@ -34,12 +35,19 @@ class Command(BaseCommand):
             study = study_by_slug(options["study"])
         except DomainError as exc:
             raise CommandError(str(exc)) from exc
-        text = ground_truth_export(study=study, fmt=options["format"])
+        # A line with rows/s every 10 s on stderr once the export runs that long.
+        meter = Progress(None, label="rows exported", stream=command_stream(self.stderr))
         if options["output"]:
             try:
-                Path(options["output"]).write_text(text, encoding="utf-8", newline="")
+                with open(options["output"], "w", encoding="utf-8", newline="") as out:
+                    ground_truth_write(study=study, fmt=options["format"], out=out, progress=meter.advance)
             except OSError as exc:
                 raise CommandError(f"cannot write {options['output']}: {exc.strerror or exc}") from exc
+            finally:
+                meter.close()
             self.stderr.write(f"Wrote {options['output']} ({study.items.count()} items).")
         else:
-            self.stdout.write(text, ending="")
+            ground_truth_write(
+                study=study, fmt=options["format"], out=command_stream(self.stdout), progress=meter.advance
+            )
+            meter.close()

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotate.exchange import labels_import, study_by_slug
 from studies.errors import DomainError
 from studies.ingest import DEFAULT_STUDY
+from studies.progress import StageProgress, command_stream
 
 
 class Command(BaseCommand):
@@ -43,6 +44,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # A line with rows/s per stage (checked, written) every 10 s on stderr, once the import
+        # runs that long.
+        meter = StageProgress(command_stream(self.stderr))
         try:
             study = study_by_slug(options["study"])
             summary = labels_import(
@@ -50,9 +54,12 @@ class Command(BaseCommand):
                 csv_path=options["file"],
                 add_annotators=options["add_annotators"],
                 dry_run=options["dry_run"],
+                stage_progress=meter,
             )
         except DomainError as exc:
             raise CommandError(str(exc)) from exc
+        finally:
+            meter.close()
         for line in summary.lines("labels"):
             self.stdout.write(line)
         if summary.rejected:

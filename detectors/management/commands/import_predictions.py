@@ -18,6 +18,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from detectors.services import PredictionImportRejected, predictions_import
+from studies.progress import StageProgress, command_stream
 from studies.selectors import study_by_slug
 
 
@@ -52,14 +53,22 @@ class Command(BaseCommand):
             )
         if not opts["version"].strip():
             raise CommandError("--version must not be empty")
+        # A line with rows/s every 10 s on stderr once the import runs that long (both passes).
+        meter = StageProgress(command_stream(self.stderr))
         try:
             summary = predictions_import(
-                csv_path=opts["file"], study=study, version=opts["version"].strip(), dry_run=opts["dry_run"]
+                csv_path=opts["file"],
+                study=study,
+                version=opts["version"].strip(),
+                dry_run=opts["dry_run"],
+                progress=meter,
             )
         except PredictionImportRejected as exc:
+            meter.close()
             raise CommandError(
                 f"Nothing imported: {len(exc.errors)} problem(s)\n" + "\n".join(exc.errors)
             ) from None
+        meter.close()
         per = ", ".join(f"{name}: {n}" for name, n in sorted(summary.by_detector.items()))
         if opts["dry_run"]:
             self.stdout.write(

@@ -1,0 +1,70 @@
+"""Bounded batches for the imports: how many CSV rows are held at once, and how many values one
+SQL statement may carry.
+
+A file of a million rows is read, checked and written a batch at a time, so memory stays flat
+whatever the file's size; and no statement may carry more bound values than the database
+allows (SQLite's ``SQLITE_MAX_VARIABLE_NUMBER``: 32,766 since 3.32, 999 before; PostgreSQL
+65,535), however many rows a file has — Django itself does not split an ``__in`` list.
+
+Both sizes come from settings so a test can make them tiny (and prove the splitting at 50 rows
+instead of 50,000):
+
+- ``BIASLAB_IMPORT_BATCH_ROWS`` (default 2,000): CSV rows checked, and written, per batch;
+- ``BIASLAB_SQL_MAX_VARIABLES`` (default 999, safe on every SQLite build): bound values per
+  statement; an ``__in`` list gets this many values at most, a ``bulk_create`` this many
+  values per INSERT (values per row times rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from typing import TypeVar
+
+from django.conf import settings
+from django.db.models import Model
+
+T = TypeVar("T")
+
+DEFAULT_IMPORT_BATCH_ROWS = 2_000
+DEFAULT_SQL_MAX_VARIABLES = 999
+# Values a statement needs besides an ``__in`` list (study id, role, detector, version …).
+_OTHER_VARIABLES = 10
+
+
+def import_batch_rows() -> int:
+    """CSV rows per batch of an import (``settings.BIASLAB_IMPORT_BATCH_ROWS``)."""
+    return max(1, int(getattr(settings, "BIASLAB_IMPORT_BATCH_ROWS", DEFAULT_IMPORT_BATCH_ROWS)))
+
+
+def sql_max_variables() -> int:
+    """Bound values one statement may carry (``settings.BIASLAB_SQL_MAX_VARIABLES``)."""
+    return max(
+        _OTHER_VARIABLES + 1,
+        int(getattr(settings, "BIASLAB_SQL_MAX_VARIABLES", DEFAULT_SQL_MAX_VARIABLES)),
+    )
+
+
+def in_chunk_size() -> int:
+    """How many values one ``__in`` list may hold, leaving room for the statement's others."""
+    return sql_max_variables() - _OTHER_VARIABLES
+
+
+def batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """``items`` in lists of ``size`` (the last one shorter), read lazily: a generator of a
+    million rows is never held at once."""
+    iterator = iter(items)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
+
+
+def in_chunks(values: Iterable[T]) -> Iterator[list[T]]:
+    """``values`` (deduplicated, first occurrence first) in lists short enough for one ``__in``."""
+    return batches(list(dict.fromkeys(values)), in_chunk_size())
+
+
+def bulk_batch_size(model: type[Model]) -> int:
+    """Rows per INSERT of ``bulk_create`` on ``model`` so one statement stays under the variable
+    limit (Django's own SQLite batching assumes 999, which a smaller limit would break)."""
+    columns = sum(1 for field in model._meta.concrete_fields if not field.primary_key) or 1
+    return max(1, sql_max_variables() // columns)

@@ -1,0 +1,201 @@
+"""Labels, ground truth and the export at scale (issue 23): imports read their file in bounded
+batches and keep every statement under the variable limit; the export streams a chunk of
+items at a time. Sizes are pinned small (SQLite's own limit lowered on the test connection,
+the import's batch size and limit set to match)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from annotate.exchange import (
+    ground_truth_export,
+    ground_truth_import,
+    ground_truth_rows,
+    ground_truth_rows_stream,
+    labels_import,
+)
+from annotate.models import FinalLabel, Label
+from studies.models import Item, ItemImage
+from studies.selectors import study_questions
+from tests.annotate.gender import label_import
+from tests.factories import ItemFactory, PromptFactory
+
+pytestmark = pytest.mark.django_db
+
+LIMIT = 60
+
+
+@contextmanager
+def sqlite_variable_limit(limit: int) -> Iterator[None]:
+    if connection.vendor != "sqlite":
+        pytest.skip("the variable limit is pinned on SQLite")
+    connection.ensure_connection()
+    raw = connection.connection
+    old = raw.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, limit)
+    try:
+        yield
+    finally:
+        raw.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, old)
+
+
+@pytest.fixture
+def small(settings):
+    settings.BIASLAB_SQL_MAX_VARIABLES = LIMIT
+    settings.BIASLAB_IMPORT_BATCH_ROWS = 7
+
+
+@pytest.fixture
+def many(study):
+    """150 one-image items of the gender study, created in bulk (no files needed here)."""
+    prompt = PromptFactory(study=study)
+    first = ItemFactory(prompt=prompt, key="k/0000.png")
+    image = ItemImage.objects.get(item=first).image
+    items = Item.objects.bulk_create(
+        [Item(study=study, prompt=prompt, key=f"k/{n:04d}.png") for n in range(1, 150)]
+    )
+    ItemImage.objects.bulk_create(
+        [ItemImage(item=item, image=image, role="image", source_path=item.key) for item in items]
+    )
+    return [first, *items]
+
+
+def labels_csv(tmp_path: Path, rows: list[tuple[str, str, str]]) -> Path:
+    path = tmp_path / "labels.csv"
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["image", "annotator", "label"])
+        writer.writerows(rows)
+    return path
+
+
+def test_more_labels_than_the_variable_limit_allows_are_imported_and_a_rerun_changes_nothing(
+    small, study, many, tmp_path
+):
+    rows = [
+        (item.key, name, "male" if n % 2 else "female")
+        for n, item in enumerate(many)
+        for name in ("anna", "ben")
+    ]
+    path = labels_csv(tmp_path, rows)
+    with sqlite_variable_limit(LIMIT):
+        first = labels_import(study=study, csv_path=path)
+        with CaptureQueriesContext(connection) as queries:
+            again = labels_import(study=study, csv_path=path)
+    assert (first.accepted, first.rejected) == (300, [])
+    assert (again.accepted, again.duplicates, again.changed) == (0, 300, 0)
+    assert Label.objects.count() == 300
+    # Unchanged labels are read a batch at a time, no service call (no lock) per row.
+    assert len(queries.captured_queries) < 300
+
+
+def test_bad_label_rows_in_several_batches_are_all_reported_and_nothing_is_written(
+    small, study, many, tmp_path
+):
+    rows = [(item.key, "anna", "male") for item in many[:40]]
+    rows[2] = ("k/0002.png", "anna", "maybe")
+    rows[35] = ("nowhere.png", "anna", "male")
+    summary = labels_import(study=study, csv_path=labels_csv(tmp_path, rows))
+    assert [r.row for r in summary.rejected] == [4, 37]
+    assert summary.accepted == 0
+    assert not Label.objects.exists()
+
+
+def test_a_duplicate_label_row_in_a_later_batch_is_found(small, study, many, tmp_path):
+    rows = [(item.key, "anna", "male") for item in many[:20]] + [(many[1].key, "anna", "female")]
+    summary = labels_import(study=study, csv_path=labels_csv(tmp_path, rows))
+    assert [str(r) for r in summary.rejected] == [
+        "row 22 (k/0001.png): duplicate row: same item, question and annotator as row 3"
+    ]
+
+
+def test_a_change_in_a_late_batch_reopens_an_agreed_final(
+    small, study, many, annotator_a, annotator_b, tmp_path
+):
+    label_import(item=many[30], annotator=annotator_a, value="male")
+    label_import(item=many[30], annotator=annotator_b, value="male")
+    assert FinalLabel.objects.filter(item=many[30]).exists()
+    rows = [(item.key, "cleo", "male") for item in many[:25]] + [(many[30].key, "anna", "female")]
+    summary = labels_import(study=study, csv_path=labels_csv(tmp_path, rows))
+    assert summary.changed == 1
+    assert summary.reopened == [many[30].key]
+
+
+def test_ground_truth_of_many_items_is_imported_in_batches_and_a_rerun_changes_nothing(
+    small, study, many, researcher, tmp_path
+):
+    path = tmp_path / "truth.csv"
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["image", "label"])
+        writer.writerows([(item.key, "female") for item in many])
+    with sqlite_variable_limit(LIMIT):
+        first = ground_truth_import(study=study, csv_path=path, user=researcher)
+        again = ground_truth_import(study=study, csv_path=path, user=researcher)
+    assert (first.accepted, first.rejected) == (150, [])
+    assert (again.accepted, again.duplicates) == (0, 150)
+    assert FinalLabel.objects.count() == 150
+
+
+def test_the_export_streams_a_chunk_of_items_at_a_time_and_says_the_same(study, many, annotator_a):
+    label_import(item=many[3], annotator=annotator_a, value="male")
+    with CaptureQueriesContext(connection) as queries:
+        streamed = list(ground_truth_rows_stream(study=study, chunk=20))
+    item_pages = [
+        q for q in queries.captured_queries if 'FROM "studies_item"' in q["sql"] and "LIMIT 20" in q["sql"]
+    ]
+    assert len(item_pages) == 9  # 8 pages of at most 20 items, then an empty one
+    assert streamed == ground_truth_rows(study=study)
+    assert len(streamed) == 150
+    assert streamed[3]["label_1"] == "male"
+
+
+def test_the_json_export_written_row_by_row_is_the_document_json_dumps_would_write(study, many, annotator_a):
+    label_import(item=many[0], annotator=annotator_a, value="female")
+    questions = study_questions(study)
+    rows = ground_truth_rows(study=study)
+    document = {
+        "study": study.slug,
+        "protocol": study.protocol,
+        "labels": questions[0].values,
+        "questions": [{"key": q.key, "text": q.text, "values": q.values} for q in questions],
+        "columns": list(rows[0]),
+        "rows": rows,
+    }
+    assert (
+        ground_truth_export(study=study, fmt="json")
+        == json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+    )
+
+
+def test_the_json_export_of_a_study_without_items_is_valid(study):
+    assert json.loads(ground_truth_export(study=study, fmt="json"))["rows"] == []
+
+
+def test_export_ground_truth_writes_its_file_with_a_progress_line_on_a_long_export(
+    study, many, tmp_path, monkeypatch
+):
+    from studies import progress
+
+    real = progress.Progress.__init__
+
+    def every_chunk(self, *args, **kwargs):  # "long": a line at every chunk instead of every 10 s
+        real(self, *args, **{**kwargs, "log_every": 0})
+
+    monkeypatch.setattr(progress.Progress, "__init__", every_chunk)
+    out, err = tmp_path / "gt.csv", io.StringIO()
+    call_command("export_ground_truth", "--study", study.slug, "--output", str(out), stderr=err)
+    assert len(list(csv.DictReader(out.open()))) == 150
+    assert any(
+        line.startswith("150 rows exported (") and "/s, " in line for line in err.getvalue().splitlines()
+    )

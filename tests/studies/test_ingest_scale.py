@@ -1,0 +1,237 @@
+"""import_images at scale (issue 23): the manifest is streamed in bounded batches, rows of one
+item or one content may lie in different batches, and no statement carries more bound values
+than the database allows.
+
+Sizes are pinned small: SQLite's own variable limit is lowered on the test connection and the
+import's batch size and limit are set to match, so 150 rows prove what 1,000,000 would."""
+
+from __future__ import annotations
+
+import csv
+import io
+import sqlite3
+import tracemalloc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from studies import ingest
+from studies.ingest import images_import
+from studies.models import Image, Item, ItemChange, ItemImage
+from tests.factories import StudyFactory, png_bytes
+
+pytestmark = pytest.mark.django_db
+
+LIMIT = 60  # bound values per statement, for the tests
+HEADER = ["image", "t2i_model", "prompt", "category", "word", "seed"]
+
+
+@contextmanager
+def sqlite_variable_limit(limit: int) -> Iterator[None]:
+    if connection.vendor != "sqlite":
+        pytest.skip("the variable limit is pinned on SQLite")
+    connection.ensure_connection()
+    raw = connection.connection
+    old = raw.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, limit)
+    try:
+        yield
+    finally:
+        raw.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, old)
+
+
+@pytest.fixture
+def small(settings):
+    settings.BIASLAB_SQL_MAX_VARIABLES = LIMIT
+    settings.BIASLAB_IMPORT_BATCH_ROWS = 7
+
+
+def images_folder(tmp_path: Path, n: int) -> Path:
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for i in range(n):
+        (folder / f"{i}.png").write_bytes(png_bytes(i, size=8))
+    return folder
+
+
+def manifest(tmp_path: Path, rows: list[dict[str, object]], header: list[str] = HEADER) -> Path:
+    path = tmp_path / "manifest.csv"
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=header, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def row(i: int, **extra: object) -> dict[str, object]:
+    return {
+        "image": f"{i}.png",
+        "t2i_model": "sdxl",
+        "prompt": f"a photo of a {i % 5}",
+        "category": "job",
+        "word": str(i % 5),
+        "seed": i,
+        **extra,
+    }
+
+
+def test_more_images_than_the_variable_limit_allows_in_one_statement_are_imported_and_reimported(
+    small, tmp_path
+):
+    n = 150
+    root = images_folder(tmp_path, n)
+    study = StudyFactory(slug="big")
+    path = manifest(tmp_path, [row(i) for i in range(n)])
+    with sqlite_variable_limit(LIMIT):
+        first = images_import(study=study, manifest_path=path, root=root)
+        again = images_import(study=study, manifest_path=path, root=root)
+    assert (first.accepted, first.rejected) == (n, [])
+    assert (again.accepted, again.duplicates, again.rejected) == (0, n, [])
+    assert Item.objects.filter(study=study).count() == n
+    assert list(Item.objects.filter(study=study).order_by("id").values_list("key", flat=True)[:3]) == [
+        "0.png",
+        "1.png",
+        "2.png",
+    ]
+
+
+def test_a_reimport_that_changes_metadata_updates_every_item_in_batches(small, tmp_path):
+    n = 100
+    root = images_folder(tmp_path, n)
+    study = StudyFactory(slug="big")
+    images_import(study=study, manifest_path=manifest(tmp_path, [row(i) for i in range(n)]), root=root)
+    changed = manifest(tmp_path, [row(i, t2i_model="sd-1.5") for i in range(n)])
+    with sqlite_variable_limit(LIMIT):
+        summary = images_import(study=study, manifest_path=changed, root=root)
+    assert len(summary.updated) == n
+    assert set(Item.objects.filter(study=study).values_list("t2i_model", flat=True)) == {"sd-1.5"}
+    assert ItemChange.objects.filter(study=study).count() == n
+
+
+def test_bad_rows_in_several_batches_are_all_reported_and_none_written(small, tmp_path):
+    root = images_folder(tmp_path, 30)
+    study = StudyFactory(slug="big")
+    rows = [row(i) for i in range(30)]
+    rows[3]["seed"] = "x"
+    rows[25]["image"] = "missing.png"
+    summary = images_import(study=study, manifest_path=manifest(tmp_path, rows), root=root)
+    assert [r.row for r in summary.rejected] == [5, 27]
+    assert summary.accepted == 28
+    assert "3.png" not in set(Item.objects.values_list("key", flat=True))
+
+
+def test_the_same_content_in_a_later_batch_names_the_first_row_and_its_path(small, tmp_path):
+    root = images_folder(tmp_path, 20)
+    (root / "copy.png").write_bytes((root / "2.png").read_bytes())
+    study = StudyFactory(slug="big")
+    rows = [row(i) for i in range(20)] + [row(99, image="copy.png")]
+    summary = images_import(study=study, manifest_path=manifest(tmp_path, rows), root=root)
+    assert [str(r) for r in summary.rejected] == [
+        "row 22 (copy.png): duplicate row: same image content as row 4 (2.png)"
+    ]
+
+
+def test_a_repeated_path_in_a_later_batch_is_a_duplicate_row(small, tmp_path):
+    root = images_folder(tmp_path, 20)
+    study = StudyFactory(slug="big")
+    rows = [row(i) for i in range(20)] + [row(1)]
+    summary = images_import(study=study, manifest_path=manifest(tmp_path, rows), root=root)
+    assert [str(r) for r in summary.rejected] == ["row 22 (1.png): duplicate row: same image path as row 3"]
+    assert summary.accepted == 20
+
+
+def test_the_rows_of_a_pair_in_different_batches_make_one_item_and_a_bad_one_refuses_it(small, tmp_path):
+    root = images_folder(tmp_path, 40)
+    study = StudyFactory(slug="pairs", protocol="pair_change")
+    header = ["image", "item", "role"]
+    rows = [{"image": f"{i}.png", "item": f"pair{i}", "role": "input"} for i in range(20)]
+    rows += [{"image": f"{20 + i}.png", "item": f"pair{i}", "role": "output"} for i in range(20)]
+    rows[25]["image"] = "missing.png"  # pair5's output, 20 rows after its input
+    summary = images_import(study=study, manifest_path=manifest(tmp_path, rows, header), root=root)
+    assert summary.accepted == 38
+    reasons = {r.row: r.reason for r in summary.rejected}
+    assert set(reasons) == {7, 27}
+    assert reasons[7] == "item pair5 has a refused row (row 27): the item is not imported"
+    assert Item.objects.filter(study=study).count() == 19
+    assert ItemImage.objects.filter(item__key="pair0").count() == 2
+
+
+def test_a_dry_run_streams_too_and_writes_nothing(small, tmp_path):
+    root = images_folder(tmp_path, 20)
+    study = StudyFactory(slug="big")
+    summary = images_import(
+        study=study, manifest_path=manifest(tmp_path, [row(i) for i in range(20)]), root=root, dry_run=True
+    )
+    assert summary.accepted == 20
+    assert not Item.objects.exists()
+    assert not Image.objects.exists()
+
+
+def test_a_failed_write_in_a_late_chunk_leaves_no_row_and_no_file(small, tmp_path, settings, monkeypatch):
+    root = images_folder(tmp_path, 120)
+    study = StudyFactory(slug="big")
+    real = ItemImage.objects.bulk_create
+    calls = []
+
+    def fail_late(objs, *args, **kwargs):
+        calls.append(len(objs))
+        if len(calls) == 3:  # the third chunk of items: two are already written in the transaction
+            raise RuntimeError("boom")
+        return real(objs, *args, **kwargs)
+
+    monkeypatch.setattr(ItemImage.objects, "bulk_create", fail_late)
+    with pytest.raises(RuntimeError):
+        images_import(study=study, manifest_path=manifest(tmp_path, [row(i) for i in range(120)]), root=root)
+    assert len(calls) == 3
+    assert not Item.objects.exists()
+    assert not Image.objects.exists()
+    assert not [p for p in Path(settings.MEDIA_ROOT).rglob("*") if p.is_file()]
+
+
+def test_reading_a_small_file_allocates_its_size_not_the_byte_limit(tmp_path):
+    """Asking read() for the 256 MiB limit allocated (and mapped) 256 MiB per file."""
+    path = tmp_path / "a.png"
+    path.write_bytes(png_bytes(1))
+    tracemalloc.start()
+    try:
+        data = ingest._read_limited(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert data == png_bytes(1)
+    assert peak < 1024 * 1024
+
+
+def test_import_images_prints_a_progress_line_with_rows_per_second_on_a_long_import(
+    small, tmp_path, monkeypatch
+):
+    from studies import progress
+
+    root = images_folder(tmp_path, 20)
+    StudyFactory(slug="big")
+    path = manifest(tmp_path, [row(i) for i in range(20)])
+    real = progress.Progress.__init__
+
+    def every_batch(self, *args, **kwargs):  # "long": a line at every batch instead of every 10 s
+        real(self, *args, **{**kwargs, "log_every": 0})
+
+    monkeypatch.setattr(progress.Progress, "__init__", every_batch)
+    err = io.StringIO()
+    call_command(
+        "import_images",
+        "--study",
+        "big",
+        "--manifest",
+        str(path),
+        "--root",
+        str(root),
+        stdout=io.StringIO(),
+        stderr=err,
+    )
+    lines = err.getvalue().splitlines()
+    assert lines[0].startswith("7 rows checked (")
+    for stage in ("checked", "stored", "written"):
+        assert any(line.startswith(f"20 rows {stage} (") and "/s, " in line for line in lines), stage
