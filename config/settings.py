@@ -264,6 +264,10 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024**2
 # Default seconds an item of a new study stays reserved for an annotator who opened it but did
 # not label it (studies.services.study_create; each study keeps its own value).
 BIASLAB_CLAIM_TIMEOUT_SECONDS = env_int("BIASLAB_CLAIM_TIMEOUT_SECONDS", 15 * 60)
+# Imports stream their CSV in batches (studies/batching.py): rows per batch, and bound values per
+# SQL statement (999 is safe on every SQLite build; PostgreSQL takes far more).
+BIASLAB_IMPORT_BATCH_ROWS = env_int("BIASLAB_IMPORT_BATCH_ROWS", 2000)
+BIASLAB_SQL_MAX_VARIABLES = env_int("BIASLAB_SQL_MAX_VARIABLES", 999)
 
 
 LOGGING = {
