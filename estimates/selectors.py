@@ -111,23 +111,23 @@ def _study_images(study: Study) -> Any:
     return ItemImage.objects.filter(item__study=study, role=ImageRole.IMAGE)
 
 
-def detectors_with_predictions(study: Study) -> list[str]:
-    """Detectors with gender predictions on the study's images, sorted."""
+def detectors_with_predictions(study: Study, kind: str = OutputKind.GENDER) -> list[str]:
+    """Detectors with predictions of ``kind`` on the study's images, sorted."""
     return sorted(
         set(
             Prediction.objects.filter(
-                kind=OutputKind.GENDER, image_id__in=_study_images(study).values("image_id")
+                kind=kind, image_id__in=_study_images(study).values("image_id")
             ).values_list("detector", flat=True)
         )
     )
 
 
-def detector_version(study: Study, detector: str) -> str | None:
-    """The version of the detector's most recently written gender prediction on the study's
-    images (the version run last, as the reports choose it); None when it has none."""
+def detector_version(study: Study, detector: str, kind: str = OutputKind.GENDER) -> str | None:
+    """The version of the detector's most recently written prediction of ``kind`` on the
+    study's images (the version run last, as the reports choose it); None when it has none."""
     row = (
         Prediction.objects.filter(
-            kind=OutputKind.GENDER,
+            kind=kind,
             detector=detector,
             image_id__in=_study_images(study).values("image_id"),
         )
@@ -146,8 +146,15 @@ def _human_class(value: str | None, clear: Sequence[str]) -> str | None:
     return ppi.CLASSES[index]
 
 
-def sampling_frame(study: Study, detector: str, version: str) -> Frame:
-    """The items and rounds of the series (study, detector, version). A handful of queries."""
+def sampling_frame(
+    study: Study, detector: str, version: str, *, labelled: frozenset[int] | None = None
+) -> Frame:
+    """The items and rounds of the series (study, detector, version). A handful of queries.
+
+    ``labelled`` (a protocol other than gender, issue 21): the ids of the items whose final
+    labels the protocol's estimate reads are all there; such an item's ``human`` is
+    ``"labelled"`` and its ``verdict`` ``"missing"`` (the estimate reads the detector's
+    output itself)."""
     rounds = list(
         SamplingRound.objects.filter(study=study, detector=detector, detector_version=version).order_by(
             "number"
@@ -171,6 +178,7 @@ def sampling_frame(study: Study, detector: str, version: str) -> Frame:
     for item_id, image_id, source in _study_images(study).values_list("item_id", "image_id", "source_path"):
         image_of[item_id] = (image_id, source)
     verdict_of_image: dict[int, str] = {}
+    gender_kind = labelled is None
     for image_id, status, label in (
         Prediction.objects.filter(
             kind=OutputKind.GENDER,
@@ -180,6 +188,8 @@ def sampling_frame(study: Study, detector: str, version: str) -> Frame:
         )
         .annotate(label=KT("output__label"))
         .values_list("image_id", "status", "label")
+        if gender_kind
+        else []
     ):
         if status != PredictionStatus.OK:
             verdict_of_image[image_id] = "failed"
@@ -187,7 +197,7 @@ def sampling_frame(study: Study, detector: str, version: str) -> Frame:
             verdict_of_image[image_id] = str(label)
         else:
             verdict_of_image[image_id] = Verdict.FILTERED.value
-    question = gender_question(study)
+    question = gender_question(study) if gender_kind else None
     clear = gm.check_clear_values(question.clear_values) if question else ("male", "female")
     finals: dict[int, str] = {}
     if question is not None:
@@ -206,10 +216,14 @@ def sampling_frame(study: Study, detector: str, version: str) -> Frame:
                 prompt_id=prompt_id,
                 prompt=text or word or "",
                 verdict=verdict,
-                human=_human_class(finals.get(item_id), clear),
+                human=(
+                    _human_class(finals.get(item_id), clear)
+                    if labelled is None
+                    else ("labelled" if item_id in labelled else None)
+                ),
             )
         )
-    labelled = {item.item_id for item in items if item.human is not None}
+    have_label = {item.item_id for item in items if item.human is not None}
     states = []
     for sampling_round in rounds:
         rows = rows_by_round[sampling_round.pk]
@@ -219,7 +233,7 @@ def sampling_frame(study: Study, detector: str, version: str) -> Frame:
                 round=sampling_round,
                 pi={item_id: pi_value for item_id, pi_value, _ in rows},
                 selected=selected,
-                pending=tuple(sorted(selected - labelled)),
+                pending=tuple(sorted(selected - have_label)),
             )
         )
     return Frame(study, detector, version, tuple(items), tuple(states), n_study - len(ids))

@@ -29,10 +29,11 @@ import numpy as np
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from estimates import estimands
 from estimates import selectors as sel
 from estimates.models import Design, RoundItem, SamplingRound
 from metrics import ppi
-from studies.models import Item, Protocol, Study
+from studies.models import Item, Study
 
 #: The largest seed drawn when none is given (fits a BigIntegerField and numpy's seeding).
 MAX_SEED = 2**31 - 1
@@ -60,35 +61,43 @@ def sampling_round_create(
     """Draw the next sampling round of ``study`` for ``detector`` (at the version it was run
     last) with ``budget`` expected labels; see the module docstring for π.
 
-    Raises SamplingError (with the field) for a study that is not a gender study, a budget
+    Raises SamplingError (with the field) for a study whose protocol has no registered estimate
+    (``estimates.estimands``), a design that protocol does not support, a budget
     <= 0 or larger than the unlabelled pool, an unknown design, a detector without gender
     predictions in the study, an earlier round of this version whose images still wait for
     final labels, and an active design without an earlier round to learn from."""
-    if study.protocol != Protocol.GENDER:
+    spec = estimands.for_protocol(study.protocol)
+    if spec is None:
         raise SamplingError(
             "study",
-            f"'{study.slug}' is a {study.get_protocol_display()} study; sampling rounds estimate the "
-            "gender bias score and need a gender study",
+            f"'{study.slug}' is a {study.get_protocol_display()} study; few-label estimates exist for "
+            f"{', '.join(estimands.known())} studies",
         )
     if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
         raise SamplingError("budget", f"must be a whole number of labels >= 1, not {budget!r}")
     if design not in Design.values:
         raise SamplingError("design", f"must be one of {', '.join(Design.values)}, not {design!r}")
+    if design not in spec.designs:
+        raise SamplingError(
+            "design",
+            f"a {study.get_protocol_display()} study's estimate supports {', '.join(spec.designs)}, not {design!r}",
+        )
     if seed is not None and (
         isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED
     ):
         raise SamplingError("seed", f"must be a whole number from 0 to {MAX_SEED}, not {seed!r}")
     # One round at a time per study: numbering and "not drawn before" read a stable state.
     study = Study.objects.select_for_update().get(pk=study.pk)
-    version = sel.detector_version(study, detector)
+    version = sel.detector_version(study, detector, spec.output_kind)
     if version is None:
-        known = ", ".join(sel.detectors_with_predictions(study)) or "none yet"
+        known = ", ".join(sel.detectors_with_predictions(study, spec.output_kind)) or "none yet"
         raise SamplingError(
             "detector",
-            f"'{detector}' has no gender predictions in study '{study.slug}' (run run_detectors "
+            f"'{detector}' has no {spec.output_kind} predictions in study '{study.slug}' (run run_detectors "
             f"first; detectors with predictions: {known})",
         )
-    frame = sel.sampling_frame(study, detector, version)
+    labelled = spec.labelled(study) if spec.labelled is not None else None
+    frame = sel.sampling_frame(study, detector, version, labelled=labelled)
     for state in frame.rounds:
         if state.pending:
             raise SamplingError(
@@ -108,8 +117,8 @@ def sampling_round_create(
             f"{budget} is more than the {n_pool} image(s) without a final label that no earlier round "
             f"of {detector}@{version} drew",
         )
-    data = sel.arrays(items, frame.rounds)
     if design == Design.ACTIVE:
+        data = sel.arrays(items, frame.rounds)
         if not frame.rounds:
             raise SamplingError(
                 "design",

@@ -255,6 +255,22 @@ def _floored(tuned: Linear, human: Linear) -> Linear:
     return Linear(tuned.estimate, c, tuned.lam, n)
 
 
+def _reachable(pi: np.ndarray, xi: np.ndarray, a: np.ndarray) -> bool:
+    """Whether the design can estimate Σ a_i Y_i: every item in it has π > 0 (one the rounds
+    could never draw -- no round yet, say -- makes any estimate a guess), and at least two of the
+    items drawn with π < 1 are labelled (with fewer, V̂ is 0 or meaningless)."""
+    active = a != 0
+    if np.any(active & ~(pi > 0)):
+        return False
+    uncertain = active & (pi < 1)
+    return not uncertain.any() or int(np.sum(uncertain & xi)) >= 2
+
+
+def _detector_only(f: np.ndarray | Sequence[float] | None, a: np.ndarray) -> Estimand:
+    value = None if f is None else float(np.sum(a * np.asarray(f, dtype=float)))
+    return Estimand(None, None, None, None, value, None, None, n_items=int(np.sum(a != 0)))
+
+
 def _t_interval(fit: Linear, lo: float | None, hi: float | None) -> tuple[float, float]:
     half = float(stats.t.ppf(0.975, fit.df)) * np.sqrt(fit.variance)
     left, right = fit.estimate - half, fit.estimate + half
@@ -289,6 +305,9 @@ def estimate_linear(
     a = np.asarray(coef, dtype=float)
     if not np.any(a != 0):
         return UNDEFINED
+    _checked(y, f, pi, xi)
+    if not _reachable(np.asarray(pi, dtype=float), np.asarray(xi, dtype=bool), a):
+        return _detector_only(f, a)
     human = linear_estimate(y, None, pi, xi, a, groups, use_detector=False, folds=folds, seed=seed)
     tuned = (
         _floored(linear_estimate(y, f, pi, xi, a, groups, use_detector=True, folds=folds, seed=seed), human)
@@ -363,6 +382,9 @@ class Entry:
     y: np.ndarray
     f: np.ndarray | None
     coef: np.ndarray
+    #: This entry's own sampled indicators (an explicit GEP item answers one attribute only);
+    #: None: the ``xi`` given to ``estimate_mean_abs``.
+    xi: np.ndarray | None = None
 
 
 def estimate_mean_abs(
@@ -386,11 +408,13 @@ def estimate_mean_abs(
         if not np.any(entry.coef != 0):
             singles.append(UNDEFINED)
             continue
-        human = linear_estimate(
-            entry.y, None, pi_, xi_, entry.coef, use_detector=False, folds=folds, seed=seed
-        )
+        x = xi_ if entry.xi is None else np.asarray(entry.xi, dtype=bool)
+        if not _reachable(pi_, x, entry.coef):
+            singles.append(_detector_only(entry.f, entry.coef))
+            continue
+        human = linear_estimate(entry.y, None, pi_, x, entry.coef, use_detector=False, folds=folds, seed=seed)
         tuned = (
-            _floored(linear_estimate(entry.y, entry.f, pi_, xi_, entry.coef, folds=folds, seed=seed), human)
+            _floored(linear_estimate(entry.y, entry.f, pi_, x, entry.coef, folds=folds, seed=seed), human)
             if entry.f is not None
             else human
         )
@@ -411,8 +435,15 @@ def estimate_mean_abs(
                 n_labelled=tuned.n_labelled,
             )
         )
-    if not tuned_fits:
-        return UNDEFINED, singles
+    if len(tuned_fits) < sum(1 for e in entries if np.any(e.coef != 0)):
+        # An entry the design cannot estimate leaves the score undefined, not a mean of fewer.
+        defined = [s.detector_only for s in singles if s.detector_only is not None]
+        detector_score = (
+            float(np.mean(np.abs(defined)))
+            if defined and len(defined) == len([e for e in entries if np.any(e.coef != 0)])
+            else None
+        )
+        return Estimand(None, None, None, None, detector_score, None, None), singles
 
     def score(fits: list[Linear]) -> tuple[float, tuple[float, float], float]:
         s = float(np.mean([abs(fit.estimate) for fit in fits]))
