@@ -36,6 +36,7 @@ from metrics import gep, ppi_mean
 from reports import render
 from reports.analyses.attributes.selectors import final_answers, gep_rows
 from reports.selectors import Scope
+from reports.tables import Cell, Column, Table
 from studies.models import Item, Question, Study
 
 
@@ -129,6 +130,38 @@ class AttributesReport:
             "pending": list(self.pending),
         }
 
+    def api_json(self) -> dict[str, Any]:
+        return self.as_json()
+
+    def table(self) -> Table:
+        rows = tuple(tuple(Cell(v, str(v)) for v in row) for row in self.rows())
+        return Table(
+            key="attributes_estimate",
+            title=f"GEP estimated from {self.detector}@{self.version} and sampled labels",
+            caption="Per T2I model and setting, the GEP score (mean absolute entry) and each GEP vector "
+            "entry (share of yes among women minus among men). Estimate: the detector's scores on every "
+            "image corrected by the sampled labels, the detector weighted by λ (0: labels alone, 1: its "
+            "full weight; chosen from the data). Labels only: the sampled labels alone. Effective labels: "
+            "how many labels alone would give the same precision. The GEP score's interval bounds the "
+            "error of the mean absolute entry whatever the true vector, so it stays valid with few labels "
+            "(the point estimate is then too high).",
+            columns=tuple(
+                Column(name, name.replace("_", " "), numeric=name not in ("t2i_model", "setting", "estimand"))
+                for name in self.HEADER
+            ),
+            rows=rows,
+        )
+
+    def page_context(self) -> dict[str, Any]:
+        return {
+            "estimate": self,
+            "table": self.table(),
+            "chart_src": None,
+            "pending": list(self.pending),
+            "prompt_tables": [],
+            "warnings": list(self.warnings),
+        }
+
     def rows(self) -> list[list[Any]]:
         out = []
         for model, settings in self.cells.items():
@@ -198,8 +231,11 @@ def _ci(ci: list[float] | None) -> str:
     return "" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
-def attributes_report(study: Study, detector: str, *, n_boot: int = 0, seed: int = 0) -> AttributesReport:
-    """The GEP estimate per T2I model and setting. Raises LookupError when the detector has no
+def attributes_report(
+    study: Study, detector: str, *, n_boot: int = 0, seed: int = 0, history: bool = False
+) -> AttributesReport:
+    """The GEP estimate per T2I model and setting (``n_boot`` and ``history`` are the gender
+    estimate's: this one needs no design bootstrap and draws no chart). Raises LookupError when the detector has no
     ``attributes`` predictions in the study."""
     version = sel.detector_version(study, detector, OutputKind.ATTRIBUTES)
     if version is None:

@@ -156,3 +156,34 @@ def test_registering_a_protocol_twice_is_a_bug():
     assert spec is not None
     with pytest.raises(ValueError, match="already has"):
         estimands.register(spec)
+
+
+def test_the_api_draws_an_attributes_round_and_returns_its_estimate(gep_study, researcher, api_for):
+    study, truth = gep_study
+    client = api_for(researcher)
+    response = client.post(
+        "/api/sampling-rounds/", {"study": "gep", "detector": "clip", "budget": 12, "seed": 5}, format="json"
+    )
+    assert response.status_code == 201, response.content
+    _finish(study, truth, SamplingRound.objects.get())
+    response = client.get("/api/estimates/", {"study": "gep", "detector": "clip"})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["study"], body["detector"], body["version"]) == ("gep", "clip", "1")
+    assert set(body["attributes"]["sdxl"]["neutral"]["gep_score"]) == ESTIMAND_KEYS
+    assert "models" not in body
+
+
+def test_the_page_shows_an_attributes_estimate_and_label_n_more_draws_its_round(
+    gep_study, client_for, researcher
+):
+    study, truth = gep_study
+    client = client_for(researcher)
+    url = "/reports/estimate/?study=gep"
+    response = client.post(url, {"budget": "12", "design": "uniform"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    _finish(study, truth, SamplingRound.objects.get())
+    page = client.get(url).content.decode()
+    assert "GEP estimated from clip@1 and sampled labels" in page
+    assert "gep_score" in page
+    assert "Label N more" in page
