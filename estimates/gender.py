@@ -91,7 +91,7 @@ GENDER = register(
     EstimandProtocol(
         key="gender",
         output_kind=OutputKind.GENDER.value,
-        designs=(Design.UNIFORM.value, Design.ACTIVE.value),
+        designs=(Design.UNIFORM.value, Design.ACTIVE.value, Design.STRATIFIED.value),
         report=gender_report,
     )
 )

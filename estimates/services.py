@@ -14,8 +14,8 @@ drawn), fixed before the draw:
 * 1 for items not drawn before whose final label exists already (from ordinary labelling or a
   round of another detector version): including them with certainty costs no label and uses
   what people did, without assuming those labels were random;
-* for the rest — the *unlabelled pool* — ``metrics.ppi``'s uniform or active design, summing to
-  the budget.
+* for the rest — the *unlabelled pool* — ``metrics.ppi``'s uniform or active design, or
+  ``metrics.stratified``'s (prompt x detector output, Neyman allocation), summing to the budget.
 
 The draw itself is ``metrics.ppi.draw_bernoulli`` over the frame in item-id order, so the same
 frame, π and seed give the same selection.
@@ -24,6 +24,7 @@ frame, π and seed give the same selection.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Hashable
 
 import numpy as np
 from django.contrib.auth.models import User
@@ -32,7 +33,7 @@ from django.db import transaction
 from estimates import estimands
 from estimates import selectors as sel
 from estimates.models import Design, RoundItem, SamplingRound
-from metrics import ppi
+from metrics import ppi, stratified
 from studies.models import Item, Study
 
 #: The largest seed drawn when none is given (fits a BigIntegerField and numpy's seeding).
@@ -46,6 +47,27 @@ class SamplingError(ValueError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+
+def _stratified(
+    items: tuple[sel.FrameItem, ...], rounds: tuple[sel.RoundState, ...], budget: int, pool: np.ndarray
+) -> np.ndarray:
+    """π of the stratified design (``metrics.stratified``): strata are T2I model x prompt x
+    detector verdict; the spread of each verdict's error comes from the earlier rounds' labels
+    (each weighted 1/π), none before the first round (proportional allocation)."""
+    strata: list[Hashable] = [(i.t2i_model, i.prompt_id, i.verdict) for i in items]
+    spread: dict[Hashable, float] | None = None
+    if rounds:
+        data = sel.arrays(items, rounds)
+        outputs, residual_sq, weights = [], [], []
+        for k in range(data.xi.shape[0]):
+            for j in np.flatnonzero(data.xi[k]):
+                outputs.append(items[j].verdict)
+                residual_sq.append(float(np.sum((data.y[j] - data.f[j]) ** 2)))
+                weights.append(1.0 / float(data.pi[k, j]))
+        by_verdict = stratified.residual_spread(outputs, residual_sq, weights)
+        spread = {key: by_verdict.get(key[2], 1.0) for key in strata}  # type: ignore[index]
+    return stratified.inclusion_probabilities_stratified(strata, budget, spread=spread, eligible=pool)
 
 
 @transaction.atomic
@@ -131,6 +153,8 @@ def sampling_round_create(
             prompt_keys, data.f, data.y, data.xi, data.pi, detector_outputs=data.outputs
         )
         pi = ppi.inclusion_probabilities_active(data.outputs, prompt_keys, model, budget, eligible=pool)
+    elif design == Design.STRATIFIED:
+        pi = _stratified(items, frame.rounds, budget, pool)
     else:
         pi = ppi.inclusion_probabilities_uniform(n, budget, eligible=pool)
     pi[certain] = 1.0
