@@ -30,7 +30,7 @@ import numpy as np
 from annotate.models import FinalLabel
 from detectors.models import OutputKind
 from estimates import selectors as sel
-from estimates.estimands import EstimandProtocol, register
+from estimates.estimands import EstimandProtocol
 from estimates.models import Design
 from metrics import gep, ppi_mean
 from reports import render
@@ -275,12 +275,10 @@ def attributes_report(
     )
 
 
-ATTRIBUTES = register(
-    EstimandProtocol(
-        key="attributes",
-        output_kind=OutputKind.ATTRIBUTES.value,
-        designs=(Design.UNIFORM.value,),
-        report=attributes_report,
-        labelled=labelled_items,
-    )
+ESTIMAND = EstimandProtocol(
+    key="attributes",
+    output_kind=OutputKind.ATTRIBUTES.value,
+    designs=(Design.UNIFORM.value,),
+    report=attributes_report,
+    labelled=labelled_items,
 )

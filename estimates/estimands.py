@@ -1,7 +1,8 @@
 """Which protocol's numbers the few-label estimate knows how to estimate (issue 21).
 
 The commands, the API and the page ask this registry, never a protocol's name: a protocol
-whose headline numbers can be estimated registers an ``EstimandProtocol`` once, saying which
+whose headline numbers can be estimated registers a module whose ``ESTIMAND`` is an
+``EstimandProtocol`` (one entry in ``ESTIMANDS``), saying which
 detector output kind the estimate reads, which designs it supports, which items count as
 labelled (all the final labels its estimate reads exist) and how to build its report. A study
 of an unregistered protocol gets a clear refusal that lists the registered ones.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import import_module
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -50,28 +52,32 @@ class EstimandProtocol:
     labelled: Callable[[Study], frozenset[int]] | None = None
 
 
-ESTIMANDS: dict[str, EstimandProtocol] = {}
+#: protocol key -> the module whose ``ESTIMAND`` is its few-label estimate, imported on first use
+#: (as ``detectors.registry`` does): adding a protocol's estimate is one entry here, or one
+#: ``register`` call from the protocol's package.
+ESTIMANDS: dict[str, str] = {
+    "gender": "estimates.gender",
+    "attributes": "estimates.attributes",
+}
 
 
-def register(spec: EstimandProtocol) -> EstimandProtocol:
-    """Register ``spec`` for its protocol key (once; a second registration is a bug)."""
-    if spec.key in ESTIMANDS:
-        raise ValueError(f"protocol '{spec.key}' already has a few-label estimate registered")
-    ESTIMANDS[spec.key] = spec
-    return spec
+def register(key: str, module: str) -> None:
+    """Register ``module`` (a dotted path defining ``ESTIMAND``) for protocol ``key``, once."""
+    if key in ESTIMANDS:
+        raise ValueError(f"protocol '{key}' already has a few-label estimate registered ({ESTIMANDS[key]})")
+    ESTIMANDS[key] = module
 
 
 def for_protocol(protocol: str) -> EstimandProtocol | None:
-    _load()
-    return ESTIMANDS.get(protocol)
+    """The protocol's few-label estimate, or None when it has none."""
+    path = ESTIMANDS.get(protocol)
+    if path is None:
+        return None
+    spec = import_module(path).ESTIMAND
+    if not isinstance(spec, EstimandProtocol) or spec.key != protocol:
+        raise TypeError(f"{path}.ESTIMAND is not the few-label estimate of protocol '{protocol}'")
+    return spec
 
 
 def known() -> list[str]:
-    _load()
     return sorted(ESTIMANDS)
-
-
-def _load() -> None:
-    # The registrations live with each estimate (they import Django models): imported on
-    # first use, not when this module is.
-    from estimates import attributes, gender  # noqa: F401

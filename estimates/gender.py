@@ -9,7 +9,7 @@ from typing import Any
 
 from detectors.models import OutputKind
 from estimates.charts import data_uri, width_chart_svg
-from estimates.estimands import EstimandProtocol, register
+from estimates.estimands import EstimandProtocol
 from estimates.models import Design
 from estimates.selectors import StudyEstimate, bias_estimate
 from estimates.summary import summary_csv, summary_markdown, summary_table
@@ -87,11 +87,9 @@ def gender_report(
     return GenderReport(bias_estimate(study, detector, n_boot=n_boot, seed=seed, history=history))
 
 
-GENDER = register(
-    EstimandProtocol(
-        key="gender",
-        output_kind=OutputKind.GENDER.value,
-        designs=(Design.UNIFORM.value, Design.ACTIVE.value, Design.STRATIFIED.value),
-        report=gender_report,
-    )
+ESTIMAND = EstimandProtocol(
+    key="gender",
+    output_kind=OutputKind.GENDER.value,
+    designs=(Design.UNIFORM.value, Design.ACTIVE.value, Design.STRATIFIED.value),
+    report=gender_report,
 )

@@ -65,6 +65,9 @@ import numpy as np
 from scipy import stats
 
 FOLDS = 5
+#: The largest detector weight: 1 trusts the detector fully; above 1 rescales a detector whose
+#: scores move less than the truth (a score of 0.9 for yes and 0.1 for no).
+LAMBDA_MAX = 1.0
 
 
 class MeanInputError(ValueError):
@@ -184,7 +187,7 @@ def _fit(
         fc = f - fbar[groups]
         sxx = float(np.sum(w * fc * fc))
         if sxx > 1e-12:
-            lam = float(np.clip(np.sum(w * fc * (y - ybar[groups])) / sxx, 0.0, 1.0))
+            lam = float(np.clip(np.sum(w * fc * (y - ybar[groups])) / sxx, 0.0, LAMBDA_MAX))
     resid = y - lam * f
     alpha = np.where(
         ok, np.bincount(groups, weights=w * resid, minlength=n_groups) / np.where(ok, sw, 1), 0.0

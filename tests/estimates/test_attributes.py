@@ -152,10 +152,17 @@ def test_a_protocol_without_a_registered_estimate_is_refused_with_the_known_ones
 
 
 def test_registering_a_protocol_twice_is_a_bug():
-    spec = estimands.for_protocol("attributes")
-    assert spec is not None
     with pytest.raises(ValueError, match="already has"):
-        estimands.register(spec)
+        estimands.register("attributes", "estimates.attributes")
+
+
+def test_a_registered_module_is_asked_for_its_estimate_by_protocol_key(monkeypatch):
+    monkeypatch.setitem(estimands.ESTIMANDS, "questions", "estimates.attributes")
+    # The module's ESTIMAND is the attributes one: a registration that points at the wrong
+    # module is refused, not silently used for another protocol.
+    with pytest.raises(TypeError, match="not the few-label estimate of protocol 'questions'"):
+        estimands.for_protocol("questions")
+    assert estimands.for_protocol("pair_change") is None
 
 
 def test_the_api_draws_an_attributes_round_and_returns_its_estimate(gep_study, researcher, api_for):
