@@ -20,14 +20,12 @@ attribute.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from annotate.models import FinalLabel
 from detectors.models import OutputKind
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
@@ -37,25 +35,11 @@ from reports import render
 from reports.analyses.attributes.selectors import final_answers, gep_rows
 from reports.selectors import Scope
 from reports.tables import Cell, Column, Table
-from studies.models import Item, Question, Study
+from studies.models import Question, Study
 
 
 def attribute_keys(study: Study) -> list[str]:
     return list(Question.objects.filter(study=study).order_by("position", "pk").values_list("key", flat=True))
-
-
-def labelled_items(study: Study) -> frozenset[int]:
-    """Items with a final answer to every question they ask (``question_keys``; [] = all)."""
-    keys = attribute_keys(study)
-    answered: dict[int, set[str]] = defaultdict(set)
-    for item_id, key in FinalLabel.objects.filter(item__study=study).values_list("item_id", "question__key"):
-        answered[item_id].add(key)
-    out = set()
-    for item_id, asked in Item.objects.filter(study=study).values_list("pk", "question_keys"):
-        need = set(asked or keys)
-        if need and need <= answered.get(item_id, set()):
-            out.add(item_id)
-    return frozenset(out)
 
 
 def inclusion(frame: sel.Frame) -> tuple[dict[int, float], set[int], bool]:
@@ -174,13 +158,13 @@ class AttributesReport:
                             model,
                             setting,
                             name,
-                            _fmt(est["estimate"]),
-                            _ci(ci),
-                            _fmt(human["estimate"]),
-                            _ci(human["ci95"]),
-                            _fmt(est["detector_only"]),
-                            _fmt(est["lambda"], 2),
-                            _fmt(est["effective_labels"], 0),
+                            fmt_number(est["estimate"]),
+                            fmt_interval(ci),
+                            fmt_number(human["estimate"]),
+                            fmt_interval(human["ci95"]),
+                            fmt_number(est["detector_only"]),
+                            fmt_number(est["lambda"], 2),
+                            fmt_number(est["effective_labels"], 0),
                             cell["n_labelled"],
                             cell["n_items"],
                         ]
@@ -223,11 +207,11 @@ class AttributesReport:
         ]
 
 
-def _fmt(value: float | None, digits: int = 3) -> str:
+def fmt_number(value: float | None, digits: int = 3) -> str:
     return "" if value is None else f"{value:.{digits}f}"
 
 
-def _ci(ci: list[float] | None) -> str:
+def fmt_interval(ci: list[float] | None) -> str:
     return "" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
@@ -240,7 +224,7 @@ def attributes_report(
     version = sel.detector_version(study, detector, OutputKind.ATTRIBUTES)
     if version is None:
         raise LookupError(f"detector '{detector}' has no attributes predictions in study '{study.slug}'")
-    frame = sel.sampling_frame(study, detector, version, labelled=labelled_items(study))
+    frame = sel.sampling_frame(study, detector, version, labelled=sel.items_fully_labelled(study))
     pi, drawn, census = inclusion(frame)
     warnings = []
     if not frame.usable and not census:
@@ -280,5 +264,5 @@ ESTIMAND = EstimandProtocol(
     output_kind=OutputKind.ATTRIBUTES.value,
     designs=(Design.UNIFORM.value,),
     report=attributes_report,
-    labelled=labelled_items,
+    labelled=sel.items_fully_labelled,
 )

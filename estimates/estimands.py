@@ -58,6 +58,7 @@ class EstimandProtocol:
 ESTIMANDS: dict[str, str] = {
     "gender": "estimates.gender",
     "attributes": "estimates.attributes",
+    "pair_change": "estimates.pair_change",
 }
 
 

@@ -111,12 +111,32 @@ def _study_images(study: Study) -> Any:
     return ItemImage.objects.filter(item__study=study, role=ImageRole.IMAGE)
 
 
+def _every_image(study: Study) -> Any:
+    """Every image of the study's items, whatever its role (a pair's seed and edit too)."""
+    return ItemImage.objects.filter(item__study=study)
+
+
+def items_fully_labelled(study: Study) -> frozenset[int]:
+    """Items with a final label for every question they ask (``question_keys``; [] = all of
+    the study's): the "labelled" of a protocol whose estimate reads all its questions."""
+    keys = list(Question.objects.filter(study=study).values_list("key", flat=True))
+    answered: dict[int, set[str]] = defaultdict(set)
+    for item_id, key in FinalLabel.objects.filter(item__study=study).values_list("item_id", "question__key"):
+        answered[item_id].add(key)
+    out = set()
+    for item_id, asked in Item.objects.filter(study=study).values_list("pk", "question_keys"):
+        need = set(asked or keys)
+        if need and need <= answered.get(item_id, set()):
+            out.add(item_id)
+    return frozenset(out)
+
+
 def detectors_with_predictions(study: Study, kind: str = OutputKind.GENDER) -> list[str]:
     """Detectors with predictions of ``kind`` on the study's images, sorted."""
     return sorted(
         set(
             Prediction.objects.filter(
-                kind=kind, image_id__in=_study_images(study).values("image_id")
+                kind=kind, image_id__in=_every_image(study).values("image_id")
             ).values_list("detector", flat=True)
         )
     )
@@ -129,7 +149,7 @@ def detector_version(study: Study, detector: str, kind: str = OutputKind.GENDER)
         Prediction.objects.filter(
             kind=kind,
             detector=detector,
-            image_id__in=_study_images(study).values("image_id"),
+            image_id__in=_every_image(study).values("image_id"),
         )
         .values("version")
         .annotate(last_id=Max("pk"))

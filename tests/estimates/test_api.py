@@ -65,11 +65,11 @@ def test_a_refused_draw_is_a_400_naming_the_field_and_writes_nothing(
 
 def test_a_study_of_a_protocol_without_an_estimate_is_refused(researcher, api_for):
     # Attributes studies have their estimate since issue 21 (tests/estimates/test_attributes.py).
-    StudyFactory(slug="pairs", protocol="pair_change")
-    response = api_for(researcher).post(ROUNDS, {"study": "pairs", "detector": "fake", "budget": 5})
+    StudyFactory(slug="boxes", protocol="objects")
+    response = api_for(researcher).post(ROUNDS, {"study": "boxes", "detector": "fake", "budget": 5})
     assert_error(response, 400, "not_estimable")
     assert_error(
-        api_for(researcher).get(ESTIMATES, {"study": "pairs", "detector": "x"}), 400, "not_estimable"
+        api_for(researcher).get(ESTIMATES, {"study": "boxes", "detector": "x"}), 400, "not_estimable"
     )
 
 

@@ -144,11 +144,13 @@ def test_a_detector_without_attributes_predictions_is_named(gep_study):
 
 
 def test_a_protocol_without_a_registered_estimate_is_refused_with_the_known_ones():
-    StudyFactory(slug="pairs", protocol="pair_change")
-    with pytest.raises(CommandError, match="few-label estimates exist for attributes, gender studies"):
-        _run("estimate_bias", "--study", "pairs", "--detector", "x")
-    with pytest.raises(CommandError, match="few-label estimates exist for attributes, gender"):
-        _run("sample_for_labeling", "--study", "pairs", "--detector", "x", "--budget", "3")
+    StudyFactory(slug="boxes", protocol="objects")
+    with pytest.raises(
+        CommandError, match="few-label estimates exist for attributes, gender, pair_change studies"
+    ):
+        _run("estimate_bias", "--study", "boxes", "--detector", "x")
+    with pytest.raises(CommandError, match="few-label estimates exist for attributes, gender, pair_change"):
+        _run("sample_for_labeling", "--study", "boxes", "--detector", "x", "--budget", "3")
 
 
 def test_registering_a_protocol_twice_is_a_bug():
@@ -162,7 +164,7 @@ def test_a_registered_module_is_asked_for_its_estimate_by_protocol_key(monkeypat
     # module is refused, not silently used for another protocol.
     with pytest.raises(TypeError, match="not the few-label estimate of protocol 'questions'"):
         estimands.for_protocol("questions")
-    assert estimands.for_protocol("pair_change") is None
+    assert estimands.for_protocol("objects") is None
 
 
 def test_the_api_draws_an_attributes_round_and_returns_its_estimate(gep_study, researcher, api_for):

@@ -113,10 +113,11 @@ def test_a_detector_without_predictions_is_refused_naming_the_known_ones(sampled
 
 
 def test_a_study_of_another_protocol_is_refused(db):
-    # Attributes studies have their estimate since issue 21; pair_change has none yet.
-    other = StudyFactory(protocol="pair_change")
+    # Attributes studies have their estimate since issue 21; objects has none yet.
+    other = StudyFactory(protocol="objects")
     with pytest.raises(
-        SamplingError, match=r"^study: .*few-label estimates exist for attributes, gender studies"
+        SamplingError,
+        match=r"^study: .*few-label estimates exist for attributes, gender, pair_change studies",
     ):
         sampling_round_create(study=other, detector="fake", budget=3)
 

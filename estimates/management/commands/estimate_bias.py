@@ -4,7 +4,9 @@ The study's protocol says what is estimated (``estimates.estimands``): gender, t
 score per T2I model (below); attributes, per T2I model and setting the GEP score and each GEP
 vector entry, ``{"attributes": {model: {setting: {"gep_score": E, "gep_vector": {key: E},
 "n_items", "n_labelled"}}}}`` with E = {estimate, ci95, human_only {estimate, ci95},
-detector_only, lambda, effective_labels} (``estimates.attributes``).
+detector_only, lambda, effective_labels} (``estimates.attributes``); pair_change, per T2I
+model, domain and attribute the share of changed pairs, ``{"pair_change": {model: {domain:
+{age|gender|skin: E + n_items, n_labelled}}}}`` (``estimates.pair_change``).
 
     python manage.py estimate_bias --study S --detector D [--format json|md|csv]
         [--bootstrap 1000] [--seed 0] [--output FILE]
@@ -36,7 +38,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--study", required=True, help="Study slug (gender or attributes).")
+        parser.add_argument("--study", required=True, help="Study slug (gender, attributes or pair_change).")
         parser.add_argument("--detector", required=True, help="Detector key (its last-run version is used).")
         parser.add_argument("--format", default="json", choices=["json", "md", "csv"], help="Output format.")
         parser.add_argument(
