@@ -551,17 +551,21 @@ def rounds_of_study(study: Study) -> list[SamplingRound]:
     return list(SamplingRound.objects.filter(study=study).select_related("created_by").order_by("-number"))
 
 
-def export_rows(study: Study) -> list[dict[str, Any]]:
+def export_rows(study: Study, *, labelled_items: frozenset[int] | None = None) -> list[dict[str, Any]]:
     """One row per (round, item) of every round of the study: the ``export_sampling`` columns
     ``image``, ``round``, ``pi``, ``selected``, ``labelled`` (labelled: the item has a final
-    label of the gender question now). Ordered by round, then item."""
-    question = gender_question(study)
+    label of the gender question now, or is among ``labelled_items`` -- what the protocol's
+    estimate counts as labelled -- when given). ``image`` is the item's key for an item without
+    an ``image`` (a pair). Ordered by round, then item."""
     labelled: set[int] = set()
-    if question is not None:
+    if labelled_items is not None:
+        labelled = set(labelled_items)
+    elif (question := gender_question(study)) is not None:
         labelled = set(
             FinalLabel.objects.filter(item__study=study, question=question).values_list("item_id", flat=True)
         )
-    image_of = dict(_study_images(study).values_list("item_id", "source_path"))
+    image_of = dict(Item.objects.filter(study=study).values_list("pk", "key"))
+    image_of |= dict(_study_images(study).values_list("item_id", "source_path"))
     rows = []
     for number, item_id, pi_value, selected in (
         RoundItem.objects.filter(round__study=study)

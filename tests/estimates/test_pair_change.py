@@ -92,3 +92,16 @@ def test_the_estimate_page_shows_the_changed_pair_shares(client_for, researcher)
     page = client_for(researcher).get("/reports/estimate/?study=bp").content.decode()
     assert "Changed pairs estimated from the measurements and sampled labels" in page
     assert "Label N more" in page
+
+
+def test_export_sampling_names_pairs_by_key_and_counts_all_three_answers_as_labelled():
+    fixture = build()
+    _run("sample_for_labeling", "--study", "bp", "--detector", AGE_GENDER, "--budget", "5", "--seed", "1")
+    sampling_round = SamplingRound.objects.get()
+    chosen = set(sampling_round.round_items.filter(selected=True).values_list("item_id", flat=True))
+    _label(fixture, chosen)
+    lines = _run("export_sampling", "--study", "bp")[0].strip().splitlines()
+    assert lines[0] == "image,round,pi,selected,labelled"
+    rows = [line.split(",") for line in lines[1:]]
+    assert {row[0] for row in rows} == set(fixture.pairs)
+    assert all(row[4] == row[3] for row in rows)  # exactly the drawn pairs were labelled
