@@ -6,6 +6,14 @@ Run from the repository root (numpy only, no database, no network):
     .venv/bin/python bench/bench_estimator.py --detectors --studies 100 --boot 200   # quicker
     .venv/bin/python bench/bench_estimator.py                 # paper-like study, 300 studies (~20 min)
     .venv/bin/python bench/bench_estimator.py --extra         # + balanced and misspecified studies
+    .venv/bin/python bench/bench_estimator.py --generic       # issue 21: attributes, pair_change,
+                                                              # objects (metrics.ppi_mean), ~8 min
+
+``--generic`` (issue 21): 2 groups x 200 items, uniform labels at 5, 10 and 20 %, three detectors
+(good: 1 % of items wrong; class-dependent: misses 35 % of group 0's yes but 5 % of group 1's;
+useless: independent of the truth), per protocol's headline estimand: attributes the GEP score
+over 15 entries, pair_change one share of changed pairs, objects one gender's total of confirmed
+instances of a class (Poisson counts; the good detector adds a false box to 3 % of images).
 
 ``--detectors`` (issue 21): 50 prompts x 20 images, 20 % low quality, uniform labels at 5, 10, 20
 and 40 % of the images, and three detectors that say male, female or filtered -- a good one, one
