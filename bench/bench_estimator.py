@@ -13,7 +13,8 @@ Run from the repository root (numpy only, no database, no network):
 (good: 1 % of items wrong; class-dependent: misses 35 % of group 0's yes but 5 % of group 1's;
 useless: independent of the truth), per protocol's headline estimand: attributes the GEP score
 over 15 entries, pair_change one share of changed pairs, objects one gender's total of confirmed
-instances of a class (Poisson counts; the good detector adds a false box to 3 % of images).
+instances of a class (Poisson counts; the good detector adds a false box to 3 % of images), and
+objects_v Cramér's V of the 2 x 5 table of confirmed instances.
 
 ``--detectors`` (issue 21): 50 prompts x 20 images, 20 % low quality, uniform labels at 5, 10, 20
 and 40 % of the images, and three detectors that say male, female or filtered -- a good one, one
@@ -382,7 +383,7 @@ def generic_study(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One population: group (0 women, 1 men), human values (items x k), detector values."""
     group = np.repeat([0, 1], n_per_group)
-    if protocol == "objects":
+    if protocol in ("objects", "objects_v"):
         rate = rng.uniform(0.2, 2.0, (2, k))
         y = rng.poisson(rate[group]).astype(float)
         return group, y, generic_count_detector(rng, y, group, kind)
@@ -415,6 +416,10 @@ def generic_estimands(
         coef = ppi_mean.mean_coefficients(np.ones(len(group), dtype=bool))
         est = ppi_mean.estimate_linear(yobs[:, 0], f[:, 0], pi, xi, coef, bounds=(0.0, 1.0), seed=seed)
         return est, float(y[:, 0].mean())
+    if protocol == "objects_v":
+        est, _ = ppi_mean.estimate_cramers_v(group, f, pi, xi, yobs, seed=seed, draws=500)
+        truth_v = ppi_mean.cramers_v(np.array([y[group == g].sum(axis=0) for g in (0, 1)]))
+        return est, float(truth_v or 0.0)
     coef = (group == 0).astype(float)
     est = ppi_mean.estimate_linear(yobs[:, 0], f[:, 0], pi, xi, coef, bounds=(0.0, None), seed=seed)
     return est, float(y[group == 0, 0].sum())
@@ -460,7 +465,7 @@ def run_generic(studies: int, fractions: list[float], seed: int) -> None:
         f"{'protocol':12} {'detector':16} {'labels':>6} {'cover':>6} {'cover_h':>7} "
         f"{'width':>7} {'width_h':>7} {'ratio':>6} {'λ':>5} {'eff':>6}"
     )
-    for protocol, k in (("attributes", 15), ("pair_change", 1), ("objects", 1)):
+    for protocol, k in (("attributes", 15), ("pair_change", 1), ("objects", 1), ("objects_v", 5)):
         for kind in GENERIC_DETECTORS:
             for fraction in fractions:
                 row = generic_cell(protocol, kind, fraction, studies, N_PER_GROUP, k, seed)

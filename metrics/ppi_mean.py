@@ -471,3 +471,95 @@ def estimate_mean_abs(
         n_labelled=n_lab,
     )
     return total, singles
+
+
+def cramers_v(table: np.ndarray) -> float | None:
+    """Cramér's V of a contingency table (rows x columns of non-negative counts); None when it
+    has fewer than two non-empty rows or columns."""
+    t = np.asarray(table, dtype=float)
+    t = t[t.sum(axis=1) > 0][:, t.sum(axis=0) > 0]
+    if t.shape[0] < 2 or t.shape[1] < 2:
+        return None
+    n = t.sum()
+    expected = np.outer(t.sum(axis=1), t.sum(axis=0)) / n
+    chi2 = float(np.sum((t - expected) ** 2 / expected))
+    return float(np.sqrt(chi2 / (n * (min(t.shape) - 1))))
+
+
+def estimate_cramers_v(
+    cells: np.ndarray,
+    f: np.ndarray,
+    pi: Sequence[float] | np.ndarray,
+    xi: Sequence[bool] | np.ndarray,
+    y: np.ndarray,
+    *,
+    folds: int = FOLDS,
+    seed: int = 0,
+    draws: int = 2000,
+) -> tuple[Estimand, np.ndarray]:
+    """Cramér's V of the table of totals T_gc = Σ_{i in row g} Y_ic (e.g. confirmed object
+    instances per gender and class), and the estimated table.
+
+    ``cells``: the row (0..R-1) of each item; ``y``/``f``: items x columns human / detector
+    counts (y NaN where not labelled). Each cell is a power-tuned total (``estimate_linear``);
+    the interval is the union of the basic and percentile intervals of V over draws of the
+    table from a multivariate t with the cells' estimated covariance (cells of one row share
+    items and are correlated; rows are disjoint), truncated at 0 -- V is not linear and sits
+    at its boundary 0 for an unbiased model, so neither interval alone is honest there."""
+    rows = np.asarray(cells, dtype=int)
+    y_, f_ = np.asarray(y, dtype=float), np.asarray(f, dtype=float)
+    pi_, xi_ = np.asarray(pi, dtype=float), np.asarray(xi, dtype=bool)
+    n_rows, n_cols = int(rows.max()) + 1, y_.shape[1]
+    tuned: list[Linear] = []
+    human: list[Linear] = []
+    for g in range(n_rows):
+        coef = (rows == g).astype(float)
+        for c in range(n_cols):
+            h = linear_estimate(y_[:, c], None, pi_, xi_, coef, use_detector=False, folds=folds, seed=seed)
+            t = _floored(linear_estimate(y_[:, c], f_[:, c], pi_, xi_, coef, folds=folds, seed=seed), h)
+            human.append(h)
+            tuned.append(t)
+    detector_v = cramers_v(
+        np.array([[np.sum((rows == g) * f_[:, c]) for c in range(n_cols)] for g in range(n_rows)])
+    )
+
+    def interval(fits: list[Linear]) -> tuple[float | None, tuple[float, float] | None]:
+        table = np.clip(np.array([fit.estimate for fit in fits]).reshape(n_rows, n_cols), 0, None)
+        v = cramers_v(table)
+        if v is None:
+            return None, None
+        width = max(len(fit.c) for fit in fits)
+        c = np.vstack([np.pad(fit.c, (0, width - len(fit.c))) for fit in fits])
+        if not np.any(c):
+            return v, (v, v)
+        rng = np.random.default_rng(seed)
+        df = _satterthwaite(np.concatenate([fit.c**2 for fit in fits]))
+        e = (c @ rng.standard_normal((c.shape[1], draws))) / np.sqrt(rng.chisquare(df, draws) / df)
+        star = np.array(
+            [
+                cramers_v(np.clip(table + e[:, b].reshape(n_rows, n_cols), 0, None)) or 0.0
+                for b in range(draws)
+            ]
+        )
+        lo, hi = np.quantile(star, [0.025, 0.975])
+        low = max(0.0, min(lo, 2 * v - hi))
+        high = min(1.0, max(hi, 2 * v - lo))
+        return v, (float(low), float(high))
+
+    v_t, ci_t = interval(tuned)
+    v_h, ci_h = interval(human)
+    n_lab = max(fit.n_labelled for fit in tuned)
+    vt = sum(fit.variance for fit in tuned)
+    vh = sum(fit.variance for fit in human)
+    total = Estimand(
+        estimate=v_t,
+        ci95=ci_t,
+        human_only_estimate=v_h,
+        human_only_ci95=ci_h,
+        detector_only=detector_v,
+        lam=float(np.mean([fit.lam for fit in tuned])),
+        effective_labels=_effective(n_lab, vh, vt),
+        n_items=int(rows.size),
+        n_labelled=n_lab,
+    )
+    return total, np.array([fit.estimate for fit in tuned]).reshape(n_rows, n_cols)

@@ -98,3 +98,30 @@ def test_useless_detector_is_no_wider_than_labels_only(protocol: str) -> None:
 def test_good_detector_is_at_least_three_times_narrower_than_labels_only(protocol: str) -> None:
     row = bench.generic_cell(protocol, "good", 0.2, studies=20, n_per_group=200, k=4, seed=5)
     assert row["ratio"] <= 1 / 3, row
+
+
+def test_cramers_v_of_a_hand_worked_table() -> None:
+    # [[10, 0], [0, 10]]: perfect association, V = 1; [[5, 5], [5, 5]]: none, V = 0.
+    assert ppi_mean.cramers_v(np.array([[10, 0], [0, 10]])) == pytest.approx(1.0)
+    assert ppi_mean.cramers_v(np.array([[5, 5], [5, 5]])) == pytest.approx(0.0)
+    # [[20, 10], [10, 20]]: chi2 = 60 * (1/3)^2 ... V = |ad - bc| / sqrt(r1 r2 c1 c2) = 300/900.
+    assert ppi_mean.cramers_v(np.array([[20, 10], [10, 20]])) == pytest.approx(1 / 3)
+    assert ppi_mean.cramers_v(np.array([[3, 0], [0, 0]])) is None
+
+
+def test_census_cramers_v_is_the_exact_table_with_width_zero() -> None:
+    rows = np.array([0, 0, 1, 1])
+    y = np.array([[2.0, 0.0], [1.0, 1.0], [0.0, 3.0], [1.0, 0.0]])
+    f = y + 1.0
+    est, table = ppi_mean.estimate_cramers_v(rows, f, np.ones(4), np.ones(4, bool), y)
+    assert table == pytest.approx(np.array([[3.0, 1.0], [1.0, 3.0]]))
+    assert est.estimate == pytest.approx(0.5)
+    assert est.ci95 == pytest.approx((0.5, 0.5))
+    assert est.detector_only == pytest.approx(ppi_mean.cramers_v(np.array([[5.0, 3.0], [3.0, 5.0]])))
+
+
+def test_cramers_v_interval_covers_and_the_good_detector_narrows_it() -> None:
+    # The full table (200 studies: coverage 0.925-0.975) is bench_estimator.py --generic.
+    row = bench.generic_cell("objects_v", "good", 0.2, studies=30, n_per_group=200, k=4, seed=11)
+    assert row["coverage"] >= 0.85, row
+    assert row["ratio"] <= 1 / 3, row
