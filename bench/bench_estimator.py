@@ -6,6 +6,15 @@ Run from the repository root (numpy only, no database, no network):
     .venv/bin/python bench/bench_estimator.py --detectors --studies 100 --boot 200   # quicker
     .venv/bin/python bench/bench_estimator.py                 # paper-like study, 300 studies (~20 min)
     .venv/bin/python bench/bench_estimator.py --extra         # + balanced and misspecified studies
+    .venv/bin/python bench/bench_estimator.py --generic       # issue 21: attributes, pair_change,
+                                                              # objects (metrics.ppi_mean), ~8 min
+
+``--generic`` (issue 21): 2 groups x 200 items, uniform labels at 5, 10 and 20 %, three detectors
+(good: 1 % of items wrong; class-dependent: misses 35 % of group 0's yes but 5 % of group 1's;
+useless: independent of the truth), per protocol's headline estimand: attributes the GEP score
+over 15 entries, pair_change one share of changed pairs, objects one gender's total of confirmed
+instances of a class (Poisson counts; the good detector adds a false box to 3 % of images), and
+objects_v Cramér's V of the 2 x 5 table of confirmed instances.
 
 ``--detectors`` (issue 21): 50 prompts x 20 images, 20 % low quality, uniform labels at 5, 10, 20
 and 40 % of the images, and three detectors that say male, female or filtered -- a good one, one
@@ -54,7 +63,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from metrics import ppi  # noqa: E402 (after the path set-up, as the script runs from bench/)
+from metrics import ppi, ppi_mean  # noqa: E402 (after the path set-up, as the script runs from bench/)
 
 N_PROMPTS = 100
 N_PER_PROMPT = 40
@@ -330,6 +339,144 @@ def _score(codes: np.ndarray, y: np.ndarray) -> float:
     return float(np.abs((male - female)[ok] / clear[ok]).mean())
 
 
+# --------------------------------------------------------------------------------------------
+# --generic (issue 21): every protocol's mean-type estimands (metrics.ppi_mean)
+# --------------------------------------------------------------------------------------------
+
+GENERIC_DETECTORS = ("good", "class-dependent", "useless")
+N_PER_GROUP = 200
+
+
+def generic_detector(rng: np.random.Generator, y: np.ndarray, group: np.ndarray, kind: str) -> np.ndarray:
+    """Detector values for binary human values y (items x entries): ``good`` errs on 1 % of
+    items; ``class-dependent`` misses 35 % of the yes of group 0 (women) but 5 % of group 1's,
+    and says yes to 10 % of the no; ``useless`` is uniform noise independent of y. Soft scores
+    in [0, 1] (a calibrated-looking 0.05 / 0.95 with a little noise)."""
+    if kind == "useless":
+        return rng.uniform(0, 1, y.shape)
+    if kind == "good":
+        flip = rng.random(y.shape) < 0.01
+    else:
+        miss = np.where(group[:, None] == 0, 0.35, 0.05)
+        flip = np.where(y == 1, rng.random(y.shape) < miss, rng.random(y.shape) < 0.10)
+    said = np.where(flip, 1 - y, y)
+    return np.clip(0.05 + 0.9 * said + rng.normal(0, 0.03, y.shape), 0, 1)
+
+
+def generic_count_detector(
+    rng: np.random.Generator, y: np.ndarray, group: np.ndarray, kind: str
+) -> np.ndarray:
+    """Detected instances per image for confirmed counts y: ``good`` adds a false box to 3 %
+    of images; ``class-dependent`` also misses a third of group 0's instances; ``useless`` is
+    Poisson noise with the same mean, independent of y."""
+    if kind == "useless":
+        return rng.poisson(max(float(y.mean()), 0.1), y.shape).astype(float)
+    extra = (rng.random(y.shape) < 0.03).astype(float)
+    if kind == "good":
+        return y + extra
+    missed = rng.binomial(y.astype(int), np.where(group[:, None] == 0, 1 / 3, 0.0))
+    return y - missed + extra + (rng.random(y.shape) < 0.1)
+
+
+def generic_study(
+    rng: np.random.Generator, protocol: str, kind: str, n_per_group: int, k: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One population: group (0 women, 1 men), human values (items x k), detector values."""
+    group = np.repeat([0, 1], n_per_group)
+    if protocol in ("objects", "objects_v"):
+        rate = rng.uniform(0.2, 2.0, (2, k))
+        y = rng.poisson(rate[group]).astype(float)
+        return group, y, generic_count_detector(rng, y, group, kind)
+    if protocol == "pair_change":
+        p = np.repeat(rng.uniform(0.05, 0.6, (1, k)), 2, axis=0)
+    else:
+        base = rng.uniform(0.05, 0.6, (1, k))
+        gap = rng.uniform(-0.3, 0.3, (1, k)) * rng.choice([0.0, 1.0], (1, k), p=[0.3, 0.7])
+        p = np.clip(np.vstack([base + gap / 2, base - gap / 2]), 0.01, 0.99)
+    y = (rng.random((2 * n_per_group, k)) < p[group]).astype(float)
+    return group, y, generic_detector(rng, y, group, kind)
+
+
+def generic_estimands(
+    protocol: str, group: np.ndarray, y: np.ndarray, f: np.ndarray, pi: np.ndarray, xi: np.ndarray, seed: int
+) -> tuple[ppi_mean.Estimand, float]:
+    """The protocol's headline estimand and its truth: attributes -> GEP score; pair_change ->
+    the share of changed pairs (entry 0, over every pair); objects -> women's confirmed
+    instances of class 0 (a total)."""
+    yobs = np.where(xi[:, None], y, np.nan)
+    if protocol == "attributes":
+        entries = [
+            ppi_mean.Entry(yobs[:, j], f[:, j], ppi_mean.difference_coefficients(group == 0, group == 1))
+            for j in range(y.shape[1])
+        ]
+        score, _ = ppi_mean.estimate_mean_abs(entries, pi, xi, seed=seed, draws=1000)
+        d = y[group == 0].mean(axis=0) - y[group == 1].mean(axis=0)
+        return score, float(np.mean(np.abs(d)))
+    if protocol == "pair_change":
+        coef = ppi_mean.mean_coefficients(np.ones(len(group), dtype=bool))
+        est = ppi_mean.estimate_linear(yobs[:, 0], f[:, 0], pi, xi, coef, bounds=(0.0, 1.0), seed=seed)
+        return est, float(y[:, 0].mean())
+    if protocol == "objects_v":
+        est, _ = ppi_mean.estimate_cramers_v(group, f, pi, xi, yobs, seed=seed, draws=500)
+        truth_v = ppi_mean.cramers_v(np.array([y[group == g].sum(axis=0) for g in (0, 1)]))
+        return est, float(truth_v or 0.0)
+    coef = (group == 0).astype(float)
+    est = ppi_mean.estimate_linear(yobs[:, 0], f[:, 0], pi, xi, coef, bounds=(0.0, None), seed=seed)
+    return est, float(y[group == 0, 0].sum())
+
+
+def generic_cell(
+    protocol: str, kind: str, fraction: float, studies: int, n_per_group: int, k: int, seed: int
+) -> dict[str, float]:
+    """Coverage, mean widths and λ of one protocol x detector x budget over ``studies`` studies."""
+    rng = np.random.default_rng(seed)
+    cover = cover_h = width = width_h = lam = eff = 0.0
+    for s in range(studies):
+        group, y, f = generic_study(rng, protocol, kind, n_per_group, k)
+        pi = np.full(len(group), fraction)
+        xi = rng.random(len(group)) < pi
+        est, truth = generic_estimands(protocol, group, y, f, pi, xi, seed + s)
+        assert est.ci95 is not None
+        assert est.human_only_ci95 is not None
+        cover += est.ci95[0] - 1e-12 <= truth <= est.ci95[1] + 1e-12
+        cover_h += est.human_only_ci95[0] - 1e-12 <= truth <= est.human_only_ci95[1] + 1e-12
+        width += est.ci95[1] - est.ci95[0]
+        width_h += est.human_only_ci95[1] - est.human_only_ci95[0]
+        lam += est.lam or 0.0
+        eff += (
+            est.effective_labels
+            if est.effective_labels is not None and np.isfinite(est.effective_labels)
+            else 0.0
+        )
+    return {
+        "coverage": cover / studies,
+        "coverage_human": cover_h / studies,
+        "width": width / studies,
+        "width_human": width_h / studies,
+        "ratio": width / width_h if width_h else float("nan"),
+        "lambda": lam / studies,
+        "effective_labels": eff / studies,
+    }
+
+
+def run_generic(studies: int, fractions: list[float], seed: int) -> None:
+    print(f"--generic: 2 groups x {N_PER_GROUP} items, {studies} studies per cell (metrics.ppi_mean)")
+    print(
+        f"{'protocol':12} {'detector':16} {'labels':>6} {'cover':>6} {'cover_h':>7} "
+        f"{'width':>7} {'width_h':>7} {'ratio':>6} {'λ':>5} {'eff':>6}"
+    )
+    for protocol, k in (("attributes", 15), ("pair_change", 1), ("objects", 1), ("objects_v", 5)):
+        for kind in GENERIC_DETECTORS:
+            for fraction in fractions:
+                row = generic_cell(protocol, kind, fraction, studies, N_PER_GROUP, k, seed)
+                print(
+                    f"{protocol:12} {kind:16} {fraction:6.0%} {row['coverage']:6.3f} {row['coverage_human']:7.3f} "
+                    f"{row['width']:7.3f} {row['width_human']:7.3f} {row['ratio']:6.2f} "
+                    f"{row['lambda']:5.2f} {row['effective_labels']:6.1f}",
+                    flush=True,
+                )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--studies", type=int, default=300, help="simulated studies per budget")
@@ -342,7 +489,13 @@ def main() -> None:
     )
     parser.add_argument("--fractions", default="0.05,0.1,0.2,0.4", help="label fractions for --detectors")
     parser.add_argument("--no-tuning", action="store_true", help="λ = 1 (issue 13's estimator)")
+    parser.add_argument(
+        "--generic", action="store_true", help="issue 21: attributes, pair_change and objects estimands"
+    )
     args = parser.parse_args()
+    if args.generic:
+        run_generic(args.studies if args.studies != 300 else 200, [0.05, 0.1, 0.2], args.seed)
+        return
     if args.detectors:
         fractions = [float(x) for x in args.fractions.split(",")]
         run_detectors(

@@ -8,7 +8,7 @@ bias estimate, for researchers.
   contract per T2I model) inside ``{study, detector, version, models}``.
 
 A refused draw is a 400 naming the field (``errors``), with a code a client can act on:
-``not_gender_study``, ``unknown_detector``, ``sampling_refused`` (budget larger than the pool,
+``not_estimable``, ``unknown_detector``, ``sampling_refused`` (budget larger than the pool,
 a round still pending, active without an earlier round).
 """
 
@@ -34,11 +34,12 @@ from config.api import (
     invalid,
     not_found,
 )
+from estimates import estimands
 from estimates import selectors as sel
 from estimates.models import Design, SamplingRound
 from estimates.services import MAX_SEED, SamplingError, sampling_round_create
 from studies import permissions
-from studies.models import Protocol, Study
+from studies.models import Study
 
 RESEARCHERS_ONLY = "Logged in, but not a researcher or admin."
 UNKNOWN_STUDY = "No study with this slug."
@@ -64,13 +65,17 @@ def _study(slug: str, *, field: str | None = None) -> Study:
     raise invalid(f"There is no study '{slug}' (studies: {known}).", code="unknown_study", field=field)
 
 
-def _gender_study(study: Study) -> None:
-    if study.protocol != Protocol.GENDER:
+def _estimable(study: Study) -> estimands.EstimandProtocol:
+    """The study's protocol's few-label estimate (``estimates.estimands``), or a 400."""
+    spec = estimands.for_protocol(study.protocol)
+    if spec is None:
         raise invalid(
-            f"'{study.slug}' is a {study.get_protocol_display()} study; estimates need a gender study.",
-            code="not_gender_study",
+            f"'{study.slug}' is a {study.get_protocol_display()} study; few-label estimates exist for "
+            f"{', '.join(estimands.known())} studies.",
+            code="not_estimable",
             field="study",
         )
+    return spec
 
 
 # --- Serializers ----------------------------------------------------------------------------------
@@ -174,7 +179,17 @@ class EstimateOutput(serializers.Serializer):
     study = serializers.CharField()
     detector = serializers.CharField()
     version = serializers.CharField(help_text="The detector version estimated from.")
-    models = serializers.DictField(child=ModelEstimateOutput(), help_text="Keyed by T2I model.")
+    models = serializers.DictField(
+        child=ModelEstimateOutput(), required=False, help_text="Gender studies: keyed by T2I model."
+    )
+    attributes = serializers.JSONField(
+        required=False,
+        help_text="Attributes studies: {model: {setting: {gep_score, gep_vector {key}, n_items, n_labelled}}}, "
+        "each estimand {estimate, ci95, human_only {estimate, ci95}, detector_only, lambda, effective_labels}.",
+    )
+    rounds = serializers.ListField(child=serializers.IntegerField(), required=False)
+    warnings = serializers.ListField(child=serializers.CharField(), required=False)
+    pending = serializers.JSONField(required=False)
 
 
 # --- Views ----------------------------------------------------------------------------------------
@@ -218,7 +233,7 @@ class SamplingRoundListApi(ApiView):
                     400: "Invalid body; or a study that does not exist or is not a gender study, a "
                     "detector without predictions in it, a budget larger than the unlabelled pool, "
                     "a round still waiting for labels, active without an earlier round (codes "
-                    "unknown_study, not_gender_study, unknown_detector, sampling_refused; "
+                    "unknown_study, not_estimable, unknown_detector, sampling_refused; "
                     "`errors` names the field).",
                     403: RESEARCHERS_ONLY,
                 }
@@ -230,7 +245,7 @@ class SamplingRoundListApi(ApiView):
         data.is_valid(raise_exception=True)
         body = data.validated_data
         study = _study(body["study"], field="study")
-        _gender_study(study)
+        _estimable(study)
         try:
             created = sampling_round_create(
                 study=study,
@@ -241,7 +256,7 @@ class SamplingRoundListApi(ApiView):
                 user=request.user,
             )
         except SamplingError as error:
-            code = {"study": "not_gender_study", "detector": "unknown_detector"}.get(
+            code = {"study": "not_estimable", "detector": "unknown_detector"}.get(
                 error.field, "sampling_refused"
             )
             raise invalid(str(error), code=code, field=error.field) from None
@@ -263,7 +278,7 @@ class EstimateApi(ApiView):
             **error_responses(
                 {
                     400: "A parameter missing, malformed or given twice; a study that is not a gender "
-                    "study or a detector without predictions in it (codes not_gender_study, "
+                    "study or a detector without predictions in it (codes not_estimable, "
                     "unknown_detector).",
                     403: RESEARCHERS_ONLY,
                     404: UNKNOWN_STUDY,
@@ -274,20 +289,12 @@ class EstimateApi(ApiView):
     def get(self, request: Request) -> Response:
         params = EstimateQuery.parse(request)
         study = _study(params["study"])
-        _gender_study(study)
+        spec = _estimable(study)
         try:
-            estimate = sel.bias_estimate(
-                study, params["detector"], n_boot=params["bootstrap"], seed=params["seed"]
-            )
+            report = spec.report(study, params["detector"], n_boot=params["bootstrap"], seed=params["seed"])
         except LookupError as error:
-            known = ", ".join(sel.detectors_with_predictions(study)) or "none yet"
+            known = ", ".join(sel.detectors_with_predictions(study, spec.output_kind)) or "none yet"
             raise invalid(
                 f"{error} (detectors with predictions: {known}).", code="unknown_detector", field="detector"
             ) from None
-        body = {
-            "study": study.slug,
-            "detector": estimate.detector,
-            "version": estimate.version,
-            "models": estimate.as_json(),
-        }
-        return Response(EstimateOutput(body).data)
+        return Response(EstimateOutput({"study": study.slug, **report.api_json()}).data)

@@ -21,6 +21,7 @@ from studies.models import Item, Study
 class Design(models.TextChoices):
     UNIFORM = "uniform", "Uniform: every unlabelled image has the same probability"
     ACTIVE = "active", "Active: more probability where the detector is least certain"
+    STRATIFIED = "stratified", "Stratified: prompt x detector output, Neyman allocation of the budget"
 
 
 class SamplingRound(models.Model):

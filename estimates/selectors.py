@@ -111,25 +111,45 @@ def _study_images(study: Study) -> Any:
     return ItemImage.objects.filter(item__study=study, role=ImageRole.IMAGE)
 
 
-def detectors_with_predictions(study: Study) -> list[str]:
-    """Detectors with gender predictions on the study's images, sorted."""
+def _every_image(study: Study) -> Any:
+    """Every image of the study's items, whatever its role (a pair's seed and edit too)."""
+    return ItemImage.objects.filter(item__study=study)
+
+
+def items_fully_labelled(study: Study) -> frozenset[int]:
+    """Items with a final label for every question they ask (``question_keys``; [] = all of
+    the study's): the "labelled" of a protocol whose estimate reads all its questions."""
+    keys = list(Question.objects.filter(study=study).values_list("key", flat=True))
+    answered: dict[int, set[str]] = defaultdict(set)
+    for item_id, key in FinalLabel.objects.filter(item__study=study).values_list("item_id", "question__key"):
+        answered[item_id].add(key)
+    out = set()
+    for item_id, asked in Item.objects.filter(study=study).values_list("pk", "question_keys"):
+        need = set(asked or keys)
+        if need and need <= answered.get(item_id, set()):
+            out.add(item_id)
+    return frozenset(out)
+
+
+def detectors_with_predictions(study: Study, kind: str = OutputKind.GENDER) -> list[str]:
+    """Detectors with predictions of ``kind`` on the study's images, sorted."""
     return sorted(
         set(
             Prediction.objects.filter(
-                kind=OutputKind.GENDER, image_id__in=_study_images(study).values("image_id")
+                kind=kind, image_id__in=_every_image(study).values("image_id")
             ).values_list("detector", flat=True)
         )
     )
 
 
-def detector_version(study: Study, detector: str) -> str | None:
-    """The version of the detector's most recently written gender prediction on the study's
-    images (the version run last, as the reports choose it); None when it has none."""
+def detector_version(study: Study, detector: str, kind: str = OutputKind.GENDER) -> str | None:
+    """The version of the detector's most recently written prediction of ``kind`` on the
+    study's images (the version run last, as the reports choose it); None when it has none."""
     row = (
         Prediction.objects.filter(
-            kind=OutputKind.GENDER,
+            kind=kind,
             detector=detector,
-            image_id__in=_study_images(study).values("image_id"),
+            image_id__in=_every_image(study).values("image_id"),
         )
         .values("version")
         .annotate(last_id=Max("pk"))
@@ -146,8 +166,15 @@ def _human_class(value: str | None, clear: Sequence[str]) -> str | None:
     return ppi.CLASSES[index]
 
 
-def sampling_frame(study: Study, detector: str, version: str) -> Frame:
-    """The items and rounds of the series (study, detector, version). A handful of queries."""
+def sampling_frame(
+    study: Study, detector: str, version: str, *, labelled: frozenset[int] | None = None
+) -> Frame:
+    """The items and rounds of the series (study, detector, version). A handful of queries.
+
+    ``labelled`` (a protocol other than gender, issue 21): the ids of the items whose final
+    labels the protocol's estimate reads are all there; such an item's ``human`` is
+    ``"labelled"`` and its ``verdict`` ``"missing"`` (the estimate reads the detector's
+    output itself)."""
     rounds = list(
         SamplingRound.objects.filter(study=study, detector=detector, detector_version=version).order_by(
             "number"
@@ -171,6 +198,7 @@ def sampling_frame(study: Study, detector: str, version: str) -> Frame:
     for item_id, image_id, source in _study_images(study).values_list("item_id", "image_id", "source_path"):
         image_of[item_id] = (image_id, source)
     verdict_of_image: dict[int, str] = {}
+    gender_kind = labelled is None
     for image_id, status, label in (
         Prediction.objects.filter(
             kind=OutputKind.GENDER,
@@ -180,6 +208,8 @@ def sampling_frame(study: Study, detector: str, version: str) -> Frame:
         )
         .annotate(label=KT("output__label"))
         .values_list("image_id", "status", "label")
+        if gender_kind
+        else []
     ):
         if status != PredictionStatus.OK:
             verdict_of_image[image_id] = "failed"
@@ -187,7 +217,7 @@ def sampling_frame(study: Study, detector: str, version: str) -> Frame:
             verdict_of_image[image_id] = str(label)
         else:
             verdict_of_image[image_id] = Verdict.FILTERED.value
-    question = gender_question(study)
+    question = gender_question(study) if gender_kind else None
     clear = gm.check_clear_values(question.clear_values) if question else ("male", "female")
     finals: dict[int, str] = {}
     if question is not None:
@@ -206,10 +236,14 @@ def sampling_frame(study: Study, detector: str, version: str) -> Frame:
                 prompt_id=prompt_id,
                 prompt=text or word or "",
                 verdict=verdict,
-                human=_human_class(finals.get(item_id), clear),
+                human=(
+                    _human_class(finals.get(item_id), clear)
+                    if labelled is None
+                    else ("labelled" if item_id in labelled else None)
+                ),
             )
         )
-    labelled = {item.item_id for item in items if item.human is not None}
+    have_label = {item.item_id for item in items if item.human is not None}
     states = []
     for sampling_round in rounds:
         rows = rows_by_round[sampling_round.pk]
@@ -219,7 +253,7 @@ def sampling_frame(study: Study, detector: str, version: str) -> Frame:
                 round=sampling_round,
                 pi={item_id: pi_value for item_id, pi_value, _ in rows},
                 selected=selected,
-                pending=tuple(sorted(selected - labelled)),
+                pending=tuple(sorted(selected - have_label)),
             )
         )
     return Frame(study, detector, version, tuple(items), tuple(states), n_study - len(ids))
@@ -517,17 +551,21 @@ def rounds_of_study(study: Study) -> list[SamplingRound]:
     return list(SamplingRound.objects.filter(study=study).select_related("created_by").order_by("-number"))
 
 
-def export_rows(study: Study) -> list[dict[str, Any]]:
+def export_rows(study: Study, *, labelled_items: frozenset[int] | None = None) -> list[dict[str, Any]]:
     """One row per (round, item) of every round of the study: the ``export_sampling`` columns
     ``image``, ``round``, ``pi``, ``selected``, ``labelled`` (labelled: the item has a final
-    label of the gender question now). Ordered by round, then item."""
-    question = gender_question(study)
+    label of the gender question now, or is among ``labelled_items`` -- what the protocol's
+    estimate counts as labelled -- when given). ``image`` is the item's key for an item without
+    an ``image`` (a pair). Ordered by round, then item."""
     labelled: set[int] = set()
-    if question is not None:
+    if labelled_items is not None:
+        labelled = set(labelled_items)
+    elif (question := gender_question(study)) is not None:
         labelled = set(
             FinalLabel.objects.filter(item__study=study, question=question).values_list("item_id", flat=True)
         )
-    image_of = dict(_study_images(study).values_list("item_id", "source_path"))
+    image_of = dict(Item.objects.filter(study=study).values_list("pk", "key"))
+    image_of |= dict(_study_images(study).values_list("item_id", "source_path"))
     rows = []
     for number, item_id, pi_value, selected in (
         RoundItem.objects.filter(round__study=study)

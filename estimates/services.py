@@ -14,8 +14,8 @@ drawn), fixed before the draw:
 * 1 for items not drawn before whose final label exists already (from ordinary labelling or a
   round of another detector version): including them with certainty costs no label and uses
   what people did, without assuming those labels were random;
-* for the rest — the *unlabelled pool* — ``metrics.ppi``'s uniform or active design, summing to
-  the budget.
+* for the rest — the *unlabelled pool* — ``metrics.ppi``'s uniform or active design, or
+  ``metrics.stratified``'s (prompt x detector output, Neyman allocation), summing to the budget.
 
 The draw itself is ``metrics.ppi.draw_bernoulli`` over the frame in item-id order, so the same
 frame, π and seed give the same selection.
@@ -24,15 +24,17 @@ frame, π and seed give the same selection.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Hashable
 
 import numpy as np
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from estimates import estimands
 from estimates import selectors as sel
 from estimates.models import Design, RoundItem, SamplingRound
-from metrics import ppi
-from studies.models import Item, Protocol, Study
+from metrics import ppi, stratified
+from studies.models import Item, Study
 
 #: The largest seed drawn when none is given (fits a BigIntegerField and numpy's seeding).
 MAX_SEED = 2**31 - 1
@@ -45,6 +47,27 @@ class SamplingError(ValueError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+
+def _stratified(
+    items: tuple[sel.FrameItem, ...], rounds: tuple[sel.RoundState, ...], budget: int, pool: np.ndarray
+) -> np.ndarray:
+    """π of the stratified design (``metrics.stratified``): strata are T2I model x prompt x
+    detector verdict; the spread of each verdict's error comes from the earlier rounds' labels
+    (each weighted 1/π), none before the first round (proportional allocation)."""
+    strata: list[Hashable] = [(i.t2i_model, i.prompt_id, i.verdict) for i in items]
+    spread: dict[Hashable, float] | None = None
+    if rounds:
+        data = sel.arrays(items, rounds)
+        outputs, residual_sq, weights = [], [], []
+        for k in range(data.xi.shape[0]):
+            for j in np.flatnonzero(data.xi[k]):
+                outputs.append(items[j].verdict)
+                residual_sq.append(float(np.sum((data.y[j] - data.f[j]) ** 2)))
+                weights.append(1.0 / float(data.pi[k, j]))
+        by_verdict = stratified.residual_spread(outputs, residual_sq, weights)
+        spread = {key: by_verdict.get(key[2], 1.0) for key in strata}  # type: ignore[index]
+    return stratified.inclusion_probabilities_stratified(strata, budget, spread=spread, eligible=pool)
 
 
 @transaction.atomic
@@ -60,35 +83,43 @@ def sampling_round_create(
     """Draw the next sampling round of ``study`` for ``detector`` (at the version it was run
     last) with ``budget`` expected labels; see the module docstring for π.
 
-    Raises SamplingError (with the field) for a study that is not a gender study, a budget
+    Raises SamplingError (with the field) for a study whose protocol has no registered estimate
+    (``estimates.estimands``), a design that protocol does not support, a budget
     <= 0 or larger than the unlabelled pool, an unknown design, a detector without gender
     predictions in the study, an earlier round of this version whose images still wait for
     final labels, and an active design without an earlier round to learn from."""
-    if study.protocol != Protocol.GENDER:
+    spec = estimands.for_protocol(study.protocol)
+    if spec is None:
         raise SamplingError(
             "study",
-            f"'{study.slug}' is a {study.get_protocol_display()} study; sampling rounds estimate the "
-            "gender bias score and need a gender study",
+            f"'{study.slug}' is a {study.get_protocol_display()} study; few-label estimates exist for "
+            f"{', '.join(estimands.known())} studies",
         )
     if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
         raise SamplingError("budget", f"must be a whole number of labels >= 1, not {budget!r}")
     if design not in Design.values:
         raise SamplingError("design", f"must be one of {', '.join(Design.values)}, not {design!r}")
+    if design not in spec.designs:
+        raise SamplingError(
+            "design",
+            f"a {study.get_protocol_display()} study's estimate supports {', '.join(spec.designs)}, not {design!r}",
+        )
     if seed is not None and (
         isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED
     ):
         raise SamplingError("seed", f"must be a whole number from 0 to {MAX_SEED}, not {seed!r}")
     # One round at a time per study: numbering and "not drawn before" read a stable state.
     study = Study.objects.select_for_update().get(pk=study.pk)
-    version = sel.detector_version(study, detector)
+    version = sel.detector_version(study, detector, spec.output_kind)
     if version is None:
-        known = ", ".join(sel.detectors_with_predictions(study)) or "none yet"
+        known = ", ".join(sel.detectors_with_predictions(study, spec.output_kind)) or "none yet"
         raise SamplingError(
             "detector",
-            f"'{detector}' has no gender predictions in study '{study.slug}' (run run_detectors "
+            f"'{detector}' has no {spec.output_kind} predictions in study '{study.slug}' (run run_detectors "
             f"first; detectors with predictions: {known})",
         )
-    frame = sel.sampling_frame(study, detector, version)
+    labelled = spec.labelled(study) if spec.labelled is not None else None
+    frame = sel.sampling_frame(study, detector, version, labelled=labelled)
     for state in frame.rounds:
         if state.pending:
             raise SamplingError(
@@ -108,8 +139,8 @@ def sampling_round_create(
             f"{budget} is more than the {n_pool} image(s) without a final label that no earlier round "
             f"of {detector}@{version} drew",
         )
-    data = sel.arrays(items, frame.rounds)
     if design == Design.ACTIVE:
+        data = sel.arrays(items, frame.rounds)
         if not frame.rounds:
             raise SamplingError(
                 "design",
@@ -122,6 +153,8 @@ def sampling_round_create(
             prompt_keys, data.f, data.y, data.xi, data.pi, detector_outputs=data.outputs
         )
         pi = ppi.inclusion_probabilities_active(data.outputs, prompt_keys, model, budget, eligible=pool)
+    elif design == Design.STRATIFIED:
+        pi = _stratified(items, frame.rounds, budget, pool)
     else:
         pi = ppi.inclusion_probabilities_uniform(n, budget, eligible=pool)
     pi[certain] = 1.0

@@ -1,6 +1,8 @@
-"""The estimate page of a gender study's report: the prediction-powered bias score per T2I model
-with its interval beside the detector's and the human-only one, the interval width round by
-round, the rounds drawn, and the "label N more" form that draws the next round.
+"""The estimate page of a study's report: the numbers its protocol estimates
+(``estimates.estimands``; gender: the bias score per T2I model, attributes: the GEP score and
+vector per model and setting) with each interval beside the detector's and the labels-only
+one, λ and the effective labels, the interval width round by round (gender), the rounds
+drawn, and the "label N more" form that draws the next round.
 
 Researchers (and admins) only, for every method: others get 403, anonymous users the login
 page. GET and HEAD show the page; POST draws a round through
@@ -19,15 +21,13 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django_htmx.http import HttpResponseClientRedirect
 
+from estimates import estimands
 from estimates import selectors as sel
-from estimates.charts import data_uri, width_chart_svg
 from estimates.forms import LabelMoreForm
 from estimates.services import SamplingError, sampling_round_create
-from estimates.summary import summary_table
 from reports.analyses import AnalysisError, NoAnalysis, analysis_of
 from reports.views import BadFilter, Filters, bad_filter, base_context, cached, parse_filters
 from studies import permissions
-from studies.models import Protocol
 from studies.typing import HtmxHttpRequest
 
 View = Callable[..., HttpResponse]
@@ -40,20 +40,20 @@ METHODS = ("GET", "HEAD", "POST")
 researcher_only = permissions.researcher_only(methods=METHODS, message="Estimates are for researchers.")
 
 
-def _detector(filters: Filters) -> str | None:
+def _detector(filters: Filters, spec: estimands.EstimandProtocol) -> str | None:
     """The detector shown: the filter's, else the one of the study's latest round, else the
-    first with gender predictions."""
+    first with predictions of the kind the estimate reads."""
     assert filters.study is not None
     if filters.detector:
         return filters.detector
     latest = sel.rounds_of_study(filters.study)
     if latest:
         return latest[0].detector
-    known = sel.detectors_with_predictions(filters.study)
+    known = sel.detectors_with_predictions(filters.study, spec.output_kind)
     return known[0] if known else None
 
 
-def _estimate(filters: Filters, detector: str) -> sel.StudyEstimate:
+def _estimate(filters: Filters, detector: str, spec: estimands.EstimandProtocol) -> estimands.Report:
     """The estimate with its round-by-round history, cached under the data fingerprint and the
     study's rounds (a new round or a new label shows on the next request)."""
     assert filters.study is not None
@@ -61,15 +61,17 @@ def _estimate(filters: Filters, detector: str) -> sel.StudyEstimate:
     rounds_key = tuple(r.pk for r in sel.rounds_of_study(study))
     return cached(
         filters.fingerprint,
-        "bias_estimate",
-        lambda: sel.bias_estimate(study, detector, n_boot=BOOTSTRAP, history=True),
+        f"estimate_{spec.key}",
+        lambda: spec.report(study, detector, n_boot=BOOTSTRAP, history=True),
         study=study.pk,
         detector=detector,
         rounds=rounds_key,
     )
 
 
-def _context(filters: Filters, form: LabelMoreForm, detector: str | None) -> dict[str, Any]:
+def _context(
+    filters: Filters, form: LabelMoreForm, detector: str | None, spec: estimands.EstimandProtocol
+) -> dict[str, Any]:
     assert filters.study is not None
     try:
         analysis = analysis_of(filters.study)
@@ -80,43 +82,14 @@ def _context(filters: Filters, form: LabelMoreForm, detector: str | None) -> dic
         "detector": detector,
         "form": form,
         "rounds": sel.rounds_of_study(filters.study),
+        "output_kind": spec.output_kind,
         "action": reverse("estimates:page") + (f"?{filters.query()}" if filters.query() else ""),
     }
     if detector is None:
         return context
-    estimate = _estimate(filters, detector)
-    svg = width_chart_svg(estimate.models)
-    context |= {
-        "estimate": estimate,
-        "table": summary_table(estimate),
-        "chart_src": data_uri(svg) if svg else None,
-        "pending": estimate.pending_json(),
-        "prompt_tables": _prompt_tables(estimate),
-        "warnings": sorted({w for m in estimate.models for w in m.warnings}),
-    }
+    estimate = _estimate(filters, detector, spec)
+    context |= {"estimate": estimate, **estimate.page_context()}
     return context
-
-
-def _prompt_tables(estimate: sel.StudyEstimate) -> list[dict[str, Any]]:
-    """Per T2I model, its prompts' estimates with intervals, most male first (no score last)."""
-    tables = []
-    for model in estimate.models:
-        if model.estimate is None:
-            continue
-        rows: list[dict[str, Any]] = [
-            {
-                "prompt": str(key),
-                "estimate": p.estimate,
-                "ci95": p.ci95,
-                "n_images": p.n_images,
-                "n_labelled": p.n_labelled,
-                "warning": p.warning or "",
-            }
-            for key, p in model.estimate.prompts.items()
-        ]
-        rows.sort(key=lambda r: (r["estimate"] is None, -(r["estimate"] or 0.0), r["prompt"]))
-        tables.append({"t2i_model": model.t2i_model, "rows": rows})
-    return tables
 
 
 @researcher_only
@@ -127,13 +100,17 @@ def estimate_page(request: HtmxHttpRequest) -> HttpResponse:
         return bad_filter(error)
     if filters.study is None:
         return bad_filter(BadFilter("Choose a study (?study=...)."))
-    if filters.study.protocol != Protocol.GENDER:
-        raise Http404("Estimates from sampled labels exist for gender studies.")
-    detector = _detector(filters)
+    spec = estimands.for_protocol(filters.study.protocol)
+    if spec is None:
+        raise Http404(f"Estimates from sampled labels exist for {', '.join(estimands.known())} studies.")
+    detector = _detector(filters, spec)
     if request.method == "POST":
         form = LabelMoreForm(request.POST)
         if form.is_valid() and detector is None:
-            form.add_error(None, "No detector has gender predictions in this study: run run_detectors first.")
+            form.add_error(
+                None,
+                f"No detector has {spec.output_kind} predictions in this study: run run_detectors first.",
+            )
         if form.is_valid() and detector is not None:
             try:
                 sampling_round_create(
@@ -153,7 +130,7 @@ def estimate_page(request: HtmxHttpRequest) -> HttpResponse:
         if request.htmx:
             context = {"form": form, "detector": detector, "action": request.get_full_path()}
             return render(request, f"{TEMPLATE}#label_more", context)
-        return render(request, TEMPLATE, _context(filters, form, detector), status=400)
+        return render(request, TEMPLATE, _context(filters, form, detector, spec), status=400)
     form = LabelMoreForm()
     name = f"{TEMPLATE}#results" if request.htmx else TEMPLATE
-    return render(request, name, _context(filters, form, detector))
+    return render(request, name, _context(filters, form, detector, spec))

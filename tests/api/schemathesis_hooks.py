@@ -42,9 +42,9 @@ DATA_RULES: dict[str, frozenset[str]] = {
     # larger than its unlabelled images, no round still waiting for labels, and (active) an
     # earlier round: all the study's data.
     "POST /api/sampling-rounds/": frozenset(
-        {"unknown_study", "not_gender_study", "unknown_detector", "sampling_refused"}
+        {"unknown_study", "not_estimable", "unknown_detector", "sampling_refused"}
     ),
-    "GET /api/estimates/": frozenset({"not_gender_study", "unknown_detector"}),
+    "GET /api/estimates/": frozenset({"not_estimable", "unknown_detector"}),
 }
 
 

@@ -63,12 +63,13 @@ def test_a_refused_draw_is_a_400_naming_the_field_and_writes_nothing(
     assert not SamplingRound.objects.exists()
 
 
-def test_a_study_of_another_protocol_is_refused(researcher, api_for):
-    StudyFactory(slug="gep", protocol="attributes")
-    response = api_for(researcher).post(ROUNDS, {"study": "gep", "detector": "fake", "budget": 5})
-    assert_error(response, 400, "not_gender_study")
+def test_a_study_of_a_protocol_without_an_estimate_is_refused(researcher, api_for):
+    # Attributes studies have their estimate since issue 21 (tests/estimates/test_attributes.py).
+    StudyFactory(slug="boxes", protocol="objects")
+    response = api_for(researcher).post(ROUNDS, {"study": "boxes", "detector": "fake", "budget": 5})
+    assert_error(response, 400, "not_estimable")
     assert_error(
-        api_for(researcher).get(ESTIMATES, {"study": "gep", "detector": "x"}), 400, "not_gender_study"
+        api_for(researcher).get(ESTIMATES, {"study": "boxes", "detector": "x"}), 400, "not_estimable"
     )
 
 

@@ -113,14 +113,19 @@ def test_a_detector_without_predictions_is_refused_naming_the_known_ones(sampled
 
 
 def test_a_study_of_another_protocol_is_refused(db):
-    other = StudyFactory(protocol="attributes")
-    with pytest.raises(SamplingError, match=r"^study: .*gender study"):
+    # Attributes studies have their estimate since issue 21; objects has none yet.
+    other = StudyFactory(protocol="objects")
+    with pytest.raises(
+        SamplingError,
+        match=r"^study: .*few-label estimates exist for attributes, gender, pair_change studies",
+    ):
         sampling_round_create(study=other, detector="fake", budget=3)
 
 
 def test_an_unknown_design_is_refused(sampled_study):
-    with pytest.raises(SamplingError, match=r"^design:"):
-        _create(sampled_study, design="stratified")
+    # "stratified" was the unknown design here until issue 21 made it one.
+    with pytest.raises(SamplingError, match=r"^design: must be one of uniform, active, stratified"):
+        _create(sampled_study, design="systematic")
 
 
 def test_active_needs_an_earlier_round(sampled_study):
@@ -189,3 +194,53 @@ def test_the_estimate_says_when_rounds_belong_to_another_version(sampled_study):
     assert estimate.version == "2"
     assert estimate.rounds_used == ()
     assert any("Round(s) 1 (1) were drawn for another version" in w for w in estimate.models[0].warnings)
+
+
+def test_a_first_stratified_round_is_proportional_and_logs_pi_per_item(sampled_study):
+    sampling_round = _create(sampled_study, budget=12, design="stratified")
+    pis = list(RoundItem.objects.filter(round=sampling_round).values_list("pi", flat=True))
+    assert len(pis) == 48
+    # No label yet: proportional allocation, every item budget / n.
+    assert pis == pytest.approx([12 / 48] * 48)
+    assert sampling_round.design == "stratified"
+
+
+def test_a_stratified_round_gives_more_labels_where_the_detector_erred(sampled_study):
+    first = _create(sampled_study, budget=16, seed=2)
+    sampled_study.finish(first)
+    second = _create(sampled_study, budget=12, design="stratified", seed=3)
+    rows = RoundItem.objects.filter(round=second, pi__gt=0).select_related("item")
+    verdicts = {
+        item.item_id: item.verdict for item in sel.sampling_frame(sampled_study.study, "fake", "1").items
+    }
+    by_verdict: dict[str, list[float]] = {}
+    for row in rows:
+        if row.pi < 1:
+            by_verdict.setdefault(verdicts[row.item_id], []).append(row.pi)
+    # The fixture's detector calls every fourth man a woman: "female" verdicts err, "male" never.
+    assert min(by_verdict["female"]) > max(by_verdict["male"])
+    assert min(by_verdict["male"]) > 0
+    pool = [row.pi for row in rows if row.pi < 1]
+    assert sum(pool) == pytest.approx(12)
+
+
+def test_an_attributes_study_refuses_the_stratified_design(db):
+    from tests.reports.attributes_data import attributes_study, gep_item
+
+    study = attributes_study()
+    gep_item(study, "sdxl", "woman", "neutral", scores={"clip": {"boots": 0.5, "dress": 0.5, "tie": 0.5}})
+    with pytest.raises(SamplingError, match=r"design: .*supports uniform, not 'stratified'"):
+        sampling_round_create(study=study, detector="clip", budget=1, design="stratified")
+
+
+def test_the_gender_estimate_reads_a_finished_stratified_round(sampled_study):
+    first = _create(sampled_study, budget=16, seed=2)
+    sampled_study.finish(first)
+    second = _create(sampled_study, budget=12, design="stratified", seed=3)
+    sampled_study.finish(second)
+    estimate = sel.bias_estimate(sampled_study.study, "fake", n_boot=50)
+    assert [r.number for r in estimate.rounds_used] == [1, 2]
+    for model in estimate.models:
+        assert model.estimate is not None
+        assert model.estimate.rounds == 2
+        assert model.estimate.model_bias_score.ci95 is not None

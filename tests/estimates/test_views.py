@@ -116,9 +116,10 @@ def test_an_htmx_get_renders_only_the_results(sampled_study, client_for, researc
     assert response.content.decode().lstrip().startswith('<div id="results"')
 
 
-def test_a_study_of_another_protocol_has_no_estimate_page(db, client_for, researcher):
-    StudyFactory(slug="gep", protocol="attributes")
-    assert client_for(researcher).get("/reports/estimate/?study=gep").status_code == 404
+def test_a_study_of_a_protocol_without_an_estimate_has_no_estimate_page(db, client_for, researcher):
+    # Attributes studies have their page since issue 21 (tests/estimates/test_attributes.py).
+    StudyFactory(slug="boxes", protocol="objects")
+    assert client_for(researcher).get("/reports/estimate/?study=boxes").status_code == 404
 
 
 def test_the_report_overview_links_to_the_estimate(sampled_study, client_for, researcher):

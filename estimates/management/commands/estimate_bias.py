@@ -1,9 +1,17 @@
-"""The prediction-powered estimate of each T2I model's gender bias score (issue 13).
+"""The prediction-powered estimate of a study's headline numbers (issues 13, 21).
+
+The study's protocol says what is estimated (``estimates.estimands``): gender, the model bias
+score per T2I model (below); attributes, per T2I model and setting the GEP score and each GEP
+vector entry, ``{"attributes": {model: {setting: {"gep_score": E, "gep_vector": {key: E},
+"n_items", "n_labelled"}}}}`` with E = {estimate, ci95, human_only {estimate, ci95},
+detector_only, lambda, effective_labels} (``estimates.attributes``); pair_change, per T2I
+model, domain and attribute the share of changed pairs, ``{"pair_change": {model: {domain:
+{age|gender|skin: E + n_items, n_labelled}}}}`` (``estimates.pair_change``).
 
     python manage.py estimate_bias --study S --detector D [--format json|md|csv]
         [--bootstrap 1000] [--seed 0] [--output FILE]
 
-JSON, per T2I model: ``model_bias_score`` {estimate, ci95, bias_corrected}, ``human_only``
+Gender JSON, per T2I model: ``model_bias_score`` {estimate, ci95, bias_corrected}, ``human_only``
 {estimate, ci95, bias_corrected}, ``detector_only``, ``lambda`` (the detector's weight, power
 tuning), ``effective_labels``, ``n_images``, ``n_labelled``, ``rounds``,
 ``prompts`` {prompt: {estimate, ci95, n_images, n_labelled}}, ``labels_for_half_width``, plus
@@ -20,16 +28,17 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from estimates import estimands
 from estimates.management.commands._common import study_by_slug
-from estimates.selectors import bias_estimate
-from estimates.summary import summary_csv, summary_markdown
 
 
 class Command(BaseCommand):
-    help = "Prediction-powered estimate of the gender bias score per T2I model, with 95 % intervals."
+    help = (
+        "Prediction-powered estimate of the study's headline numbers (its protocol's), with 95 % intervals."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--study", required=True, help="Study slug (a gender study).")
+        parser.add_argument("--study", required=True, help="Study slug (gender, attributes or pair_change).")
         parser.add_argument("--detector", required=True, help="Detector key (its last-run version is used).")
         parser.add_argument("--format", default="json", choices=["json", "md", "csv"], help="Output format.")
         parser.add_argument(
@@ -40,25 +49,27 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         study = study_by_slug(opts["study"])
-        if study.protocol != "gender":
-            raise CommandError(f"--study: '{study.slug}' is not a gender study.")
+        spec = estimands.for_protocol(study.protocol)
+        if spec is None:
+            raise CommandError(
+                f"--study: '{study.slug}' is a {study.get_protocol_display()} study; few-label estimates "
+                f"exist for {', '.join(estimands.known())} studies."
+            )
         if opts["bootstrap"] < 0:
             raise CommandError("--bootstrap: must be >= 0.")
         try:
-            estimate = bias_estimate(study, opts["detector"], n_boot=opts["bootstrap"], seed=opts["seed"])
+            estimate = spec.report(study, opts["detector"], n_boot=opts["bootstrap"], seed=opts["seed"])
         except LookupError as error:
             raise CommandError(f"--detector: {error}.") from None
         if opts["format"] == "json":
             text = json.dumps(estimate.as_json(), indent=2, sort_keys=False) + "\n"
         elif opts["format"] == "md":
-            text = summary_markdown(estimate)
+            text = estimate.markdown()
         else:
-            text = summary_csv(estimate)
+            text = estimate.csv()
         if opts["output"]:
             Path(opts["output"]).write_text(text, encoding="utf-8")
         else:
             self.stdout.write(text, ending="")
-        for state in estimate.pending:
-            self.stderr.write(
-                f"Round {state.round.number} is pending: {len(state.pending)} selected image(s) without a final label."
-            )
+        for message in estimate.pending_messages():
+            self.stderr.write(message)

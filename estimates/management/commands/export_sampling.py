@@ -4,7 +4,9 @@
 
 Columns, exactly: ``image`` (the path the image was imported under, as other exports name it),
 ``round`` (its number in the study), ``pi`` (inclusion probability, fixed before the draw),
-``selected`` (1 if the draw took it) and ``labelled`` (1 if it has a final gender label now).
+``selected`` (1 if the draw took it) and ``labelled`` (1 if it has a final gender label now;
+other protocols: every final label its estimate reads). A pair, which has no single image, is
+named by its key.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from estimates import estimands
 from estimates.management.commands._common import study_by_slug
 from estimates.selectors import export_rows
 from studies.csvio import safe_dict_writer
@@ -39,7 +42,10 @@ class Command(BaseCommand):
         parser.add_argument("--output", default="", help="Write to this file instead of standard output.")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        text = sampling_csv(export_rows(study_by_slug(opts["study"])))
+        study = study_by_slug(opts["study"])
+        spec = estimands.for_protocol(study.protocol)
+        labelled = spec.labelled(study) if spec is not None and spec.labelled is not None else None
+        text = sampling_csv(export_rows(study, labelled_items=labelled))
         if opts["output"]:
             Path(opts["output"]).write_text(text, encoding="utf-8")
         else:

@@ -2,7 +2,7 @@
 corrected into an unbiased estimate of the human-truth bias score (issue 13).
 
     python manage.py sample_for_labeling --study S --detector D --budget N
-        [--design uniform|active] [--seed K]
+        [--design uniform|active|stratified] [--seed K]
 
 Every item gets its inclusion probability π (stored with the round before the draw, never
 changed), a Bernoulli draw selects about N of the images without a final label, and those go
@@ -25,14 +25,15 @@ class Command(BaseCommand):
     help = "Draw the next sampling round of a gender study for a detector and queue its images first."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--study", required=True, help="Study slug (a gender study).")
+        parser.add_argument("--study", required=True, help="Study slug (gender, attributes or pair_change).")
         parser.add_argument("--detector", required=True, help="Detector key whose predictions set π.")
         parser.add_argument("--budget", required=True, type=int, help="Labels to spend: the sum of π.")
         parser.add_argument(
             "--design",
             default=Design.UNIFORM.value,
             choices=Design.values,
-            help="uniform (default) or active (needs an earlier finished round).",
+            help="uniform (default), active (needs an earlier finished round) or stratified (prompt x "
+            "detector output, Neyman allocation; gender studies).",
         )
         parser.add_argument(
             "--seed", type=int, default=None, help="Seed of the draw (default: random, stored)."

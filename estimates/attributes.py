@@ -1,0 +1,268 @@
+"""The attributes (GEP) protocol's few-label estimate (issue 21), registered with
+``estimates.estimands``.
+
+Per T2I model and setting: each GEP vector entry (share of "yes" among women minus among men)
+and the GEP score (mean absolute entry), from a detector of kind ``attributes`` on every item
+and the final answers of the items drawn in the sampling rounds, by ``metrics.ppi_mean``.
+
+Inclusion probabilities. The rounds of one detector version are uniform Bernoulli draws over
+the items no earlier round drew (π = 1 for items already labelled): an item's probability of
+being drawn by any of the complete rounds is 1 - Π_k (1 - q_k), where q_k is the probability
+round k gave it, or for an item an earlier round drew, the probability round k gave the
+undrawn pool (the same for every pool item under the uniform design). A study whose every item
+is labelled and that has no round is a census: the exact human numbers, width 0.
+
+Only items drawn in a complete round count as labelled; other final labels (people labelling
+"around" the rounds) are not random and are left out. A sampled item without a final answer to
+an attribute it is relevant to (a question it does not ask) simply does not count for that
+attribute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from detectors.models import OutputKind
+from estimates import selectors as sel
+from estimates.estimands import EstimandProtocol
+from estimates.models import Design
+from metrics import gep, ppi_mean
+from reports import render
+from reports.analyses.attributes.selectors import final_answers, gep_rows
+from reports.selectors import Scope
+from reports.tables import Cell, Column, Table
+from studies.models import Question, Study
+
+
+def attribute_keys(study: Study) -> list[str]:
+    return list(Question.objects.filter(study=study).order_by("position", "pk").values_list("key", flat=True))
+
+
+def inclusion(frame: sel.Frame) -> tuple[dict[int, float], set[int], bool]:
+    """item id -> π over the complete rounds, the items drawn by them, and whether this is a
+    census (no round, every item labelled)."""
+    usable = frame.usable
+    if not usable:
+        census = bool(frame.items) and all(i.human is not None for i in frame.items)
+        ids = {i.item_id for i in frame.items}
+        return (dict.fromkeys(ids, 1.0), ids, True) if census else ({}, set(), False)
+    not_drawn = dict.fromkeys((i.item_id for i in frame.items), 1.0)
+    drawn: set[int] = set()
+    for state in usable:
+        pool = [p for p in state.pi.values() if 0.0 < p < 1.0]
+        pool_pi = max(pool) if pool else 0.0
+        for item_id in not_drawn:
+            q = state.pi.get(item_id, 0.0)
+            if item_id in drawn and q == 0.0:
+                q = pool_pi
+            not_drawn[item_id] *= 1.0 - q
+        drawn |= state.selected
+    return {i: 1.0 - p for i, p in not_drawn.items()}, drawn, False
+
+
+def _cell(
+    items: Sequence[gep.GepItem], keys: Sequence[str], detector: str, pi: dict[int, float], drawn: set[int]
+) -> dict[str, Any]:
+    n = len(items)
+    ids = [int(item.item_id) for item in items]  # type: ignore[call-overload]
+    p = np.array([pi.get(i, 0.0) for i in ids])
+    sampled = np.array([i in drawn for i in ids]) & (p > 0)
+    woman = np.array([item.gender == gep.WOMAN for item in items])
+    man = np.array([item.gender == gep.MAN for item in items])
+    entries = []
+    for key in keys:
+        relevant = np.array([item.setting == gep.NEUTRAL or item.attribute == key for item in items])
+        answer = [item.answers.get(key) for item in items]
+        y = np.array([1.0 if a == gep.YES else 0.0 if a == gep.NO else np.nan for a in answer])
+        raw = [item.scores.get(detector, {}).get(key) for item in items]
+        known = np.array([s is not None for s in raw])
+        fill = float(np.mean([s for s in raw if s is not None])) if known.any() else 0.0
+        f = np.array([float(s) if s is not None else fill for s in raw])
+        xi = sampled & relevant & np.isfinite(y)
+        coef = ppi_mean.difference_coefficients(relevant & woman, relevant & man)
+        entries.append(ppi_mean.Entry(np.where(xi, y, np.nan), f, coef, xi))
+    score, vector = ppi_mean.estimate_mean_abs(entries, p, sampled)
+    return {
+        "gep_score": score.as_json(),
+        "gep_vector": {key: est.as_json() for key, est in zip(keys, vector, strict=True)},
+        "n_items": n,
+        "n_labelled": int(sampled.sum()),
+    }
+
+
+@dataclass(frozen=True)
+class AttributesReport:
+    study: Study
+    detector: str
+    version: str
+    cells: dict[str, dict[str, dict[str, Any]]]
+    rounds: tuple[int, ...]
+    warnings: tuple[str, ...] = ()
+    pending: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "attributes": self.cells,
+            "detector": self.detector,
+            "version": self.version,
+            "rounds": list(self.rounds),
+            "warnings": list(self.warnings),
+            "pending": list(self.pending),
+        }
+
+    def api_json(self) -> dict[str, Any]:
+        return self.as_json()
+
+    def table(self) -> Table:
+        rows = tuple(tuple(Cell(v, str(v)) for v in row) for row in self.rows())
+        return Table(
+            key="attributes_estimate",
+            title=f"GEP estimated from {self.detector}@{self.version} and sampled labels",
+            caption="Per T2I model and setting, the GEP score (mean absolute entry) and each GEP vector "
+            "entry (share of yes among women minus among men). Estimate: the detector's scores on every "
+            "image corrected by the sampled labels, the detector weighted by λ (0: labels alone, 1: its "
+            "full weight; chosen from the data). Labels only: the sampled labels alone. Effective labels: "
+            "how many labels alone would give the same precision. The GEP score's interval bounds the "
+            "error of the mean absolute entry whatever the true vector, so it stays valid with few labels "
+            "(the point estimate is then too high).",
+            columns=tuple(
+                Column(name, name.replace("_", " "), numeric=name not in ("t2i_model", "setting", "estimand"))
+                for name in self.HEADER
+            ),
+            rows=rows,
+        )
+
+    def page_context(self) -> dict[str, Any]:
+        return {
+            "estimate": self,
+            "table": self.table(),
+            "chart_src": None,
+            "pending": list(self.pending),
+            "prompt_tables": [],
+            "warnings": list(self.warnings),
+        }
+
+    def rows(self) -> list[list[Any]]:
+        out = []
+        for model, settings in self.cells.items():
+            for setting, cell in settings.items():
+                named = [("gep_score", cell["gep_score"]), *cell["gep_vector"].items()]
+                for name, est in named:
+                    ci, human = est["ci95"], est["human_only"]
+                    out.append(
+                        [
+                            model,
+                            setting,
+                            name,
+                            fmt_number(est["estimate"]),
+                            fmt_interval(ci),
+                            fmt_number(human["estimate"]),
+                            fmt_interval(human["ci95"]),
+                            fmt_number(est["detector_only"]),
+                            fmt_number(est["lambda"], 2),
+                            fmt_number(est["effective_labels"], 0),
+                            cell["n_labelled"],
+                            cell["n_items"],
+                        ]
+                    )
+        return out
+
+    HEADER = (
+        "t2i_model",
+        "setting",
+        "estimand",
+        "estimate",
+        "ci95",
+        "human_only",
+        "human_only_ci95",
+        "detector_only",
+        "lambda",
+        "effective_labels",
+        "n_labelled",
+        "n_items",
+    )
+
+    def csv(self) -> str:
+        # The reports' CSV writer: a model name that starts like a formula is neutralised.
+        return render.csv_text([self.HEADER, *self.rows()])
+
+    def markdown(self) -> str:
+        lines = [
+            f"## GEP estimated from {self.detector}@{self.version} and sampled labels",
+            "",
+            "| " + " | ".join(self.HEADER) + " |",
+            "|" + "---|" * len(self.HEADER),
+        ]
+        lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in self.rows()]
+        return "\n".join(lines) + "\n"
+
+    def pending_messages(self) -> list[str]:
+        return [
+            f"Round {p['round']} is pending: {p['pending_images']} selected item(s) without all final labels."
+            for p in self.pending
+        ]
+
+
+def fmt_number(value: float | None, digits: int = 3) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def fmt_interval(ci: list[float] | None) -> str:
+    return "" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def attributes_report(
+    study: Study, detector: str, *, n_boot: int = 0, seed: int = 0, history: bool = False
+) -> AttributesReport:
+    """The GEP estimate per T2I model and setting (``n_boot`` and ``history`` are the gender
+    estimate's: this one needs no design bootstrap and draws no chart). Raises LookupError when the detector has no
+    ``attributes`` predictions in the study."""
+    version = sel.detector_version(study, detector, OutputKind.ATTRIBUTES)
+    if version is None:
+        raise LookupError(f"detector '{detector}' has no attributes predictions in study '{study.slug}'")
+    frame = sel.sampling_frame(study, detector, version, labelled=sel.items_fully_labelled(study))
+    pi, drawn, census = inclusion(frame)
+    warnings = []
+    if not frame.usable and not census:
+        warnings.append(
+            "No complete sampling round yet: draw one (sample_for_labeling) and label its items; "
+            "the estimates are null until then."
+        )
+    if frame.not_in_frame:
+        warnings.append(f"{frame.not_in_frame} item(s) added after the first round are not in this estimate.")
+    keys = attribute_keys(study)
+    scope = Scope(study)
+    rows = gep_rows(scope, keys=keys, answers=final_answers(scope, keys=keys), detector=detector)
+    in_frame = {i.item_id for i in frame.items}
+    cells: dict[str, dict[str, dict[str, Any]]] = {}
+    for model, items in rows.items_by_model.items():
+        for setting in gep.SETTINGS:
+            chosen = [i for i in items if i.setting == setting and i.item_id in in_frame]
+            if chosen:
+                cells.setdefault(model, {})[setting] = _cell(chosen, keys, detector, pi, drawn)
+    if rows.left_out:
+        warnings.append(f"{len(rows.left_out)} item(s) left out: {rows.left_out[0].reason} (first of them).")
+    pending = tuple(
+        {
+            "round": s.round.number,
+            "pending_images": len(s.pending),
+            "images": list(s.pending[: sel.PENDING_LISTED]),
+        }
+        for s in frame.pending
+    )
+    return AttributesReport(
+        study, detector, version, cells, tuple(s.round.number for s in frame.usable), tuple(warnings), pending
+    )
+
+
+ESTIMAND = EstimandProtocol(
+    key="attributes",
+    output_kind=OutputKind.ATTRIBUTES.value,
+    designs=(Design.UNIFORM.value,),
+    report=attributes_report,
+    labelled=sel.items_fully_labelled,
+)

@@ -1,0 +1,84 @@
+"""Which protocol's numbers the few-label estimate knows how to estimate (issue 21).
+
+The commands, the API and the page ask this registry, never a protocol's name: a protocol
+whose headline numbers can be estimated registers a module whose ``ESTIMAND`` is an
+``EstimandProtocol`` (one entry in ``ESTIMANDS``), saying which
+detector output kind the estimate reads, which designs it supports, which items count as
+labelled (all the final labels its estimate reads exist) and how to build its report. A study
+of an unregistered protocol gets a clear refusal that lists the registered ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from studies.models import Study
+
+
+class Report(Protocol):
+    """What an estimate report offers the commands, the API and the page."""
+
+    def as_json(self) -> dict[str, Any]: ...
+
+    def api_json(self) -> dict[str, Any]: ...
+
+    def markdown(self) -> str: ...
+
+    def csv(self) -> str: ...
+
+    def pending_messages(self) -> list[str]: ...
+
+    @property
+    def version(self) -> str: ...
+
+    def page_context(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class EstimandProtocol:
+    """A protocol's few-label estimate. ``labelled(study)`` gives the ids of the items whose
+    final labels the estimate reads are all there, or None to use the gender frame's own
+    reading of the ``gender`` question; ``report(study, detector, n_boot=, seed=)`` builds the
+    estimate (raises LookupError when the detector has no predictions of ``output_kind``)."""
+
+    key: str
+    output_kind: str
+    designs: tuple[str, ...]
+    report: Callable[..., Report]
+    labelled: Callable[[Study], frozenset[int]] | None = None
+
+
+#: protocol key -> the module whose ``ESTIMAND`` is its few-label estimate, imported on first use
+#: (as ``detectors.registry`` does): adding a protocol's estimate is one entry here, or one
+#: ``register`` call from the protocol's package.
+ESTIMANDS: dict[str, str] = {
+    "gender": "estimates.gender",
+    "attributes": "estimates.attributes",
+    "pair_change": "estimates.pair_change",
+}
+
+
+def register(key: str, module: str) -> None:
+    """Register ``module`` (a dotted path defining ``ESTIMAND``) for protocol ``key``, once."""
+    if key in ESTIMANDS:
+        raise ValueError(f"protocol '{key}' already has a few-label estimate registered ({ESTIMANDS[key]})")
+    ESTIMANDS[key] = module
+
+
+def for_protocol(protocol: str) -> EstimandProtocol | None:
+    """The protocol's few-label estimate, or None when it has none."""
+    path = ESTIMANDS.get(protocol)
+    if path is None:
+        return None
+    spec = import_module(path).ESTIMAND
+    if not isinstance(spec, EstimandProtocol) or spec.key != protocol:
+        raise TypeError(f"{path}.ESTIMAND is not the few-label estimate of protocol '{protocol}'")
+    return spec
+
+
+def known() -> list[str]:
+    return sorted(ESTIMANDS)

@@ -1,0 +1,242 @@
+"""The pair_change (BiasPainter) protocol's few-label estimate (issue 21), registered in
+``estimates.estimands``.
+
+Per T2I model, domain (the prompt's category) and attribute (age, gender, skin): the share of
+pairs whose attribute changed *as people judge it* -- a final answer other than unchanged
+(gender: other than male_to_male / female_to_female) --, from the measurement detectors on
+every pair and the final answers of the pairs drawn in the sampling rounds, by
+``metrics.ppi_mean``. The detector's value for a pair is how clearly its scores say "changed":
+gender 1 when the measured genders differ, else 0; age and skin (|score| - 0.2) / 0.8 clipped to
+[0, 1], i.e. 0 inside the paper's "unchanged" band, 1 beyond one threshold; 0.5 for a pair the
+detectors could not measure. Power tuning weighs it (λ) against the labels.
+
+The round's detector names the series (its version keys the rounds); the measurements
+themselves come from each attribute's source as the pair-change report picks them
+(``detectors.sampling.measurement_sources``: the study's ``measure`` parameter or the only
+candidate). π as for attributes (``estimates.attributes.inclusion``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from annotate.models import FinalLabel
+from detectors.models import OutputKind
+from detectors.sampling import MeasureSourceError, pair_measurements, study_thresholds
+from estimates import selectors as sel
+from estimates.attributes import fmt_interval, fmt_number, inclusion
+from estimates.estimands import EstimandProtocol
+from estimates.models import Design
+from metrics import pair_change as pc
+from metrics import ppi_mean
+from reports import render
+from reports.analyses.pair_change.selectors import QuestionMismatch, human_labels
+from reports.tables import Cell, Column, Table
+from studies.models import Item, Study
+
+NOT_CHANGED = frozenset({pc.UNCHANGED, pc.MALE_TO_MALE, pc.FEMALE_TO_FEMALE})
+HEADER = (
+    "t2i_model",
+    "domain",
+    "attribute",
+    "estimate",
+    "ci95",
+    "human_only",
+    "human_only_ci95",
+    "detector_only",
+    "lambda",
+    "effective_labels",
+    "n_labelled",
+    "n_items",
+)
+
+
+def _changed_score(score: pc.PairScore | None, attribute: str) -> float:
+    if score is None or not score.measured(attribute):
+        return 0.5
+    if attribute == pc.GENDER:
+        return 1.0 if score.seed_gender != score.output_gender else 0.0
+    return float(np.clip((abs(score.score(attribute)) - 0.2) / 0.8, 0.0, 1.0))
+
+
+@dataclass(frozen=True)
+class PairChangeReport:
+    study: Study
+    detector: str
+    version: str
+    cells: dict[str, dict[str, dict[str, dict[str, Any]]]]
+    rounds: tuple[int, ...]
+    warnings: tuple[str, ...] = ()
+    pending: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "pair_change": self.cells,
+            "detector": self.detector,
+            "version": self.version,
+            "rounds": list(self.rounds),
+            "warnings": list(self.warnings),
+            "pending": list(self.pending),
+        }
+
+    def api_json(self) -> dict[str, Any]:
+        return self.as_json()
+
+    def rows(self) -> list[list[Any]]:
+        out = []
+        for model, domains in self.cells.items():
+            for domain, attributes in domains.items():
+                for attribute, est in attributes.items():
+                    human = est["human_only"]
+                    out.append(
+                        [
+                            model,
+                            domain,
+                            attribute,
+                            fmt_number(est["estimate"]),
+                            fmt_interval(est["ci95"]),
+                            fmt_number(human["estimate"]),
+                            fmt_interval(human["ci95"]),
+                            fmt_number(est["detector_only"]),
+                            fmt_number(est["lambda"], 2),
+                            fmt_number(est["effective_labels"], 0),
+                            est["n_labelled"],
+                            est["n_items"],
+                        ]
+                    )
+        return out
+
+    def csv(self) -> str:
+        return render.csv_text([HEADER, *self.rows()])
+
+    def markdown(self) -> str:
+        lines = [
+            f"## Changed pairs estimated from the measurements and sampled labels ({self.detector}@{self.version})",
+            "",
+            "| " + " | ".join(HEADER) + " |",
+            "|" + "---|" * len(HEADER),
+        ]
+        lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in self.rows()]
+        return "\n".join(lines) + "\n"
+
+    def table(self) -> Table:
+        return Table(
+            key="pair_change_estimate",
+            title=f"Changed pairs estimated from the measurements and sampled labels ({self.detector}@{self.version})",
+            caption="Per T2I model, domain and attribute, the share of pairs whose attribute changed as "
+            "people judge it. Estimate: the measurements on every pair corrected by the sampled labels, "
+            "weighted by λ (0: labels alone, 1: the detector's full weight). Labels only: the sampled "
+            "labels alone. Effective labels: how many labels alone would give the same precision.",
+            columns=tuple(
+                Column(name, name.replace("_", " "), numeric=name not in ("t2i_model", "domain", "attribute"))
+                for name in HEADER
+            ),
+            rows=tuple(tuple(Cell(v, str(v)) for v in row) for row in self.rows()),
+        )
+
+    def page_context(self) -> dict[str, Any]:
+        return {
+            "estimate": self,
+            "table": self.table(),
+            "chart_src": None,
+            "pending": list(self.pending),
+            "prompt_tables": [],
+            "warnings": list(self.warnings),
+        }
+
+    def pending_messages(self) -> list[str]:
+        return [
+            f"Round {p['round']} is pending: {p['pending_images']} selected pair(s) without all final labels."
+            for p in self.pending
+        ]
+
+
+def pair_change_report(
+    study: Study, detector: str, *, n_boot: int = 0, seed: int = 0, history: bool = False
+) -> PairChangeReport:
+    """The changed-pair shares per T2I model, domain and attribute (``n_boot`` and ``history``
+    are the gender estimate's). Raises LookupError when the detector has no measurements in
+    the study, or the study's questions or measurements cannot be read (with the reason)."""
+    version = sel.detector_version(study, detector, OutputKind.MEASUREMENTS)
+    if version is None:
+        raise LookupError(f"detector '{detector}' has no measurements predictions in study '{study.slug}'")
+    try:
+        labels = human_labels(study)
+        measured = pair_measurements(study)
+        thresholds = study_thresholds(study)
+    except (QuestionMismatch, MeasureSourceError, pc.PairChangeInputError) as error:
+        raise LookupError(str(error)) from None
+    frame = sel.sampling_frame(study, detector, version, labelled=sel.items_fully_labelled(study))
+    pi, drawn, census = inclusion(frame)
+    warnings = []
+    if not frame.usable and not census:
+        warnings.append(
+            "No complete sampling round yet: draw one (sample_for_labeling) and label its pairs; "
+            "the estimates are null until then."
+        )
+    scores = {row.item_id: pc.score_pair(row.pair, thresholds) for row in measured.rows}
+    if measured.left_out:
+        warnings.append(
+            f"{len(measured.left_out)} pair(s) not measured yet count as 0.5 for the detector "
+            f"({measured.left_out[0].reason}, first of them)."
+        )
+    answers: dict[tuple[int, str], str] = {}
+    for item_id, key, value in FinalLabel.objects.filter(
+        item__study=study, question__key__in=pc.ATTRIBUTES
+    ).values_list("item_id", "question__key", "value"):
+        label = labels[key].get(value)
+        if label is not None:
+            answers[(item_id, key)] = label
+    in_frame = {i.item_id for i in frame.items}
+    items = [
+        row
+        for row in Item.objects.filter(study=study)
+        .order_by("t2i_model", "pk")
+        .values_list("pk", "t2i_model", "prompt__category")
+        if row[0] in in_frame
+    ]
+    cells: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+    ids = np.array([row[0] for row in items])
+    models = np.array([row[1] for row in items], dtype=object)
+    domains = np.array([row[2] or "" for row in items], dtype=object)
+    p = np.array([pi.get(int(i), 0.0) for i in ids])
+    sampled = np.array([int(i) in drawn for i in ids], dtype=bool) & (p > 0)
+    for model in dict.fromkeys(models):
+        for domain in dict.fromkeys(domains[models == model]):
+            mask = (models == model) & (domains == domain)
+            for attribute in pc.ATTRIBUTES:
+                given = [answers.get((int(i), attribute)) for i in ids]
+                y = np.array([np.nan if a is None else float(a not in NOT_CHANGED) for a in given])
+                f = np.array([_changed_score(scores.get(int(i)), attribute) for i in ids])
+                xi = sampled & np.isfinite(y)
+                est = ppi_mean.estimate_linear(
+                    np.where(xi, y, np.nan), f, p, xi, ppi_mean.mean_coefficients(mask), bounds=(0.0, 1.0)
+                )
+                cells.setdefault(str(model), {}).setdefault(str(domain), {})[attribute] = {
+                    **est.as_json(),
+                    "n_items": int(mask.sum()),
+                    "n_labelled": int((xi & mask).sum()),
+                }
+    pending = tuple(
+        {
+            "round": s.round.number,
+            "pending_images": len(s.pending),
+            "images": list(s.pending[: sel.PENDING_LISTED]),
+        }
+        for s in frame.pending
+    )
+    return PairChangeReport(
+        study, detector, version, cells, tuple(s.round.number for s in frame.usable), tuple(warnings), pending
+    )
+
+
+ESTIMAND = EstimandProtocol(
+    key="pair_change",
+    output_kind=OutputKind.MEASUREMENTS.value,
+    designs=(Design.UNIFORM.value,),
+    report=pair_change_report,
+    labelled=sel.items_fully_labelled,
+)

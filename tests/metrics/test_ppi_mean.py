@@ -1,0 +1,127 @@
+"""Tests of metrics.ppi_mean: few-label estimates of mean-type estimands with power tuning
+(issue 21). Oracles: hand-worked census and perfect-detector cases, and coverage / width
+simulations at small sizes (the full table is ``bench/bench_estimator.py --generic``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from metrics import ppi_mean
+
+NAN = np.nan
+
+
+def _bench() -> ModuleType:
+    path = Path(__file__).resolve().parents[2] / "bench" / "bench_estimator.py"
+    spec = importlib.util.spec_from_file_location("bench_estimator", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_estimator", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _bench()
+
+
+def test_census_gives_the_exact_human_mean_with_width_zero() -> None:
+    y = np.array([1.0, 0.0, 1.0, 1.0])
+    f = np.array([0.9, 0.4, 0.2, 0.8])
+    est = ppi_mean.estimate_linear(
+        y, f, np.ones(4), np.ones(4, bool), ppi_mean.mean_coefficients(np.ones(4, bool))
+    )
+    assert est.estimate == pytest.approx(0.75)
+    assert est.ci95 == pytest.approx((0.75, 0.75))
+    assert est.human_only_ci95 == pytest.approx((0.75, 0.75))
+    assert est.detector_only == pytest.approx(0.575)
+
+
+def test_census_gep_score_is_the_exact_mean_absolute_gap_with_width_zero() -> None:
+    group = np.array([0, 0, 1, 1])
+    y1 = np.array([1.0, 1.0, 0.0, 1.0])  # women 1.0, men 0.5 -> +0.5
+    y2 = np.array([0.0, 0.0, 1.0, 1.0])  # women 0.0, men 1.0 -> -1.0
+    coef = ppi_mean.difference_coefficients(group == 0, group == 1)
+    entries = [ppi_mean.Entry(y1, y1 * 0.5, coef), ppi_mean.Entry(y2, y2 * 0.5, coef)]
+    score, vector = ppi_mean.estimate_mean_abs(entries, np.ones(4), np.ones(4, bool))
+    assert score.estimate == pytest.approx(0.75)
+    assert score.ci95 == pytest.approx((0.75, 0.75))
+    assert [v.estimate for v in vector] == pytest.approx([0.5, -1.0])
+    assert score.as_json()["human_only"]["ci95"] == pytest.approx([0.75, 0.75])
+
+
+def test_perfect_detector_gets_lambda_one_and_the_exact_mean_from_few_labels() -> None:
+    rng = np.random.default_rng(1)
+    y = (rng.random(400) < 0.3).astype(float)
+    xi = rng.random(400) < 0.1
+    est = ppi_mean.estimate_linear(
+        np.where(xi, y, NAN), y, np.full(400, 0.1), xi, ppi_mean.mean_coefficients(np.ones(400, bool))
+    )
+    assert est.lam == pytest.approx(1.0)
+    assert est.estimate == pytest.approx(y.mean())
+    assert est.effective_labels is not None
+    assert est.effective_labels > 3 * xi.sum()
+
+
+def test_a_sampled_item_without_a_human_value_is_refused_by_its_index() -> None:
+    with pytest.raises(ppi_mean.MeanInputError, match="y: item 1 is sampled"):
+        ppi_mean.estimate_linear([1.0, NAN], [0.5, 0.5], [0.5, 0.5], [True, True], [0.5, 0.5])
+
+
+def test_a_labelled_item_with_zero_inclusion_probability_is_refused() -> None:
+    with pytest.raises(ppi_mean.MeanInputError, match="pi: item 0"):
+        ppi_mean.estimate_linear([1.0, NAN], [0.5, 0.5], [0.0, 0.5], [True, False], [0.5, 0.5])
+
+
+@pytest.mark.parametrize("protocol", ["attributes", "pair_change", "objects"])
+@pytest.mark.parametrize("kind", bench.GENERIC_DETECTORS)
+def test_intervals_cover_the_all_labels_number_for_every_detector(protocol: str, kind: str) -> None:
+    row = bench.generic_cell(protocol, kind, 0.1, studies=80, n_per_group=100, k=4, seed=7)
+    # 80 studies: Monte Carlo s.e. about 0.025 around 0.95, so 0.9 is the pin's line.
+    assert row["coverage"] >= 0.9, row
+
+
+@pytest.mark.parametrize("protocol", ["attributes", "pair_change", "objects"])
+def test_useless_detector_is_no_wider_than_labels_only(protocol: str) -> None:
+    row = bench.generic_cell(protocol, "useless", 0.2, studies=40, n_per_group=100, k=4, seed=3)
+    assert row["ratio"] <= 1.05, row
+    assert row["lambda"] < 0.3, row
+
+
+@pytest.mark.parametrize("protocol", ["attributes", "objects"])
+def test_good_detector_is_at_least_three_times_narrower_than_labels_only(protocol: str) -> None:
+    row = bench.generic_cell(protocol, "good", 0.2, studies=20, n_per_group=200, k=4, seed=5)
+    assert row["ratio"] <= 1 / 3, row
+
+
+def test_cramers_v_of_a_hand_worked_table() -> None:
+    # [[10, 0], [0, 10]]: perfect association, V = 1; [[5, 5], [5, 5]]: none, V = 0.
+    assert ppi_mean.cramers_v(np.array([[10, 0], [0, 10]])) == pytest.approx(1.0)
+    assert ppi_mean.cramers_v(np.array([[5, 5], [5, 5]])) == pytest.approx(0.0)
+    # [[20, 10], [10, 20]]: chi2 = 60 * (1/3)^2 ... V = |ad - bc| / sqrt(r1 r2 c1 c2) = 300/900.
+    assert ppi_mean.cramers_v(np.array([[20, 10], [10, 20]])) == pytest.approx(1 / 3)
+    assert ppi_mean.cramers_v(np.array([[3, 0], [0, 0]])) is None
+
+
+def test_census_cramers_v_is_the_exact_table_with_width_zero() -> None:
+    rows = np.array([0, 0, 1, 1])
+    y = np.array([[2.0, 0.0], [1.0, 1.0], [0.0, 3.0], [1.0, 0.0]])
+    f = y + 1.0
+    est, table = ppi_mean.estimate_cramers_v(rows, f, np.ones(4), np.ones(4, bool), y)
+    assert table == pytest.approx(np.array([[3.0, 1.0], [1.0, 3.0]]))
+    assert est.estimate == pytest.approx(0.5)
+    assert est.ci95 == pytest.approx((0.5, 0.5))
+    assert est.detector_only == pytest.approx(ppi_mean.cramers_v(np.array([[5.0, 3.0], [3.0, 5.0]])))
+
+
+def test_cramers_v_interval_covers_and_the_good_detector_narrows_it() -> None:
+    # The full table (200 studies: coverage 0.925-0.975) is bench_estimator.py --generic.
+    row = bench.generic_cell("objects_v", "good", 0.2, studies=30, n_per_group=200, k=4, seed=11)
+    assert row["coverage"] >= 0.85, row
+    assert row["ratio"] <= 1 / 3, row
