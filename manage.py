@@ -45,7 +45,7 @@ def _database_ready_or_exit(argv: list[str]) -> None:
 
     from config.dbready import command_needs_tables, database_unready
 
-    if command_needs_tables(argv[1], app_name):
+    if command_needs_tables(argv[1], app_name, argv[2:]):
         problem = database_unready()
         if problem:
             sys.stderr.write(f"manage.py {argv[1]}: {problem}\n")

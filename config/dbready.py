@@ -11,11 +11,13 @@ check never leaves an empty database file behind.
 from __future__ import annotations
 
 import pkgutil
+from collections.abc import Sequence
 from importlib import import_module
 from pathlib import Path
 
 from django.apps import apps
 from django.conf import settings
+from django.core.management import load_command_class
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.migrations.loader import MigrationLoader
 from django.db.migrations.recorder import MigrationRecorder
@@ -28,10 +30,12 @@ DATABASE_COMMANDS = frozenset(
 )
 
 
-def command_needs_tables(name: str, app_name: str) -> bool:
+def command_needs_tables(name: str, app_name: str, argv: Sequence[str] = ()) -> bool:
     """Whether the command ``name`` (of app ``app_name``, as ``get_commands()`` says) works on the
     tables: every command of an app inside the project folder, and a few of Django's own.
-    ``migrate``, ``check``, ``help``, ``shell``, ``runserver``, ``collectstatic`` … do not."""
+    ``migrate``, ``check``, ``help``, ``shell``, ``runserver``, ``collectstatic`` … do not, and
+    neither does a command asked to migrate first: one whose class names that option in
+    ``migrates_with`` (``seed_demo --migrate``, what ``bin/demo`` runs on a new database)."""
     if name in DATABASE_COMMANDS:
         return True
     try:
@@ -44,7 +48,10 @@ def command_needs_tables(name: str, app_name: str) -> bool:
     path = Path(module_file).resolve()
     # The virtualenv usually lives inside the project folder (.venv): Django's own commands and
     # every installed package's are there too, but never the project's.
-    return path.is_relative_to(settings.BASE_DIR) and "site-packages" not in path.parts
+    if not path.is_relative_to(settings.BASE_DIR) or "site-packages" in path.parts:
+        return False
+    migrates_with = getattr(load_command_class(app_name, name), "migrates_with", None)
+    return not (migrates_with and migrates_with in argv)
 
 
 def _migration_files() -> set[tuple[str, str]]:

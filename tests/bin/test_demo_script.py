@@ -109,3 +109,27 @@ def test_the_settings_reference_documents_biaslab_addr_with_its_default():
     )
     assert "127.0.0.1:8000" in row
     assert "bin/demo" in row
+
+
+@pytest.mark.subprocess
+def test_the_demos_seed_runs_on_a_new_database_in_one_start_up(tmp_path):
+    """What bin/demo runs first on a fresh clone: `seed_demo --migrate` on a database that does
+    not exist yet must migrate it and seed, not stop at "run `python manage.py migrate`"."""
+    env = {
+        **os.environ,
+        "DJANGO_DEBUG": "1",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'new.sqlite3'}",
+        "BIASLAB_MEDIA_ROOT": str(tmp_path / "media"),
+        "HF_HUB_OFFLINE": "1",
+    }
+    manage = [str(Path(settings.BASE_DIR) / ".venv" / "bin" / "python"), "manage.py"]
+    if not Path(manage[0]).exists():
+        manage[0] = "python"
+    result = subprocess.run(
+        [*manage, "seed_demo", "--migrate"],
+        cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "demo-annotator-1" in result.stdout
+    assert (tmp_path / "new.sqlite3").exists()

@@ -523,6 +523,9 @@ def _command_line(command: str, args: Sequence[str], options: Mapping[str, Any])
 
 
 class Command(BaseCommand):
+    # manage.py checks the database is migrated before a project command, except when asked to
+    # migrate it first (bin/demo on a new database).
+    migrates_with = "--migrate"
     help = (
         "Create the demo users (demo-admin, demo-researcher, demo-annotator-1, demo-annotator-2; "
         "fixed demo passwords, or BIASLAB_DEMO_PASSWORD for all) and one demo study per protocol, "
