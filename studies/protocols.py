@@ -142,6 +142,9 @@ class ProtocolSpec:
     item_question_keys: Callable[[Mapping[str, str]], list[str]] = every_question
     validate_metadata: Callable[[Mapping[str, str]], str | None] = any_metadata
     validate_questions: Callable[[Sequence[QuestionSpec]], str | None] = any_questions
+    # The management command that builds this protocol's demo study, for a protocol whose demo
+    # lives in its own package (``seed_demo`` runs it by name, after the core demo studies).
+    demo_command: str | None = None
 
     def row_problem(
         self, row: Mapping[str, str], metadata: Mapping[str, str], parameters: Mapping[str, Any]

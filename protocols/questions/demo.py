@@ -17,7 +17,10 @@ from PIL import Image, ImageDraw
 SLUG = "demo-questions"
 NAME = "Demo: questions from a CSV"
 DETECTOR = "demo_judge"
-ANNOTATORS = ("demo_anna", "demo_ben")
+# The demo's own annotator accounts (``seed_demo`` makes them, with their passwords): they answered
+# all but the last LEFT images, which wait for them on the labeling screen.
+ANNOTATORS = ("demo-annotator-1", "demo-annotator-2")
+LEFT = 4
 QUESTIONS = [
     ["hat", "Does the person wear a hat?", "yes:Yes:y|no:No:n"],
     ["mood", "How does the person look?", "happy:Happy:h|neutral:Neutral:e|sad:Sad:s"],
@@ -82,7 +85,7 @@ def folder_write(folder: Path) -> dict[str, Path]:
         _draw(i, answers).save(images / name)
         setting = SETTINGS[i % 2]
         manifest.append([name, "demo-painter", f"a person in the {setting}", "scene", setting, setting])
-        for n, annotator in enumerate(ANNOTATORS):
+        for n, annotator in enumerate(ANNOTATORS if i < N - LEFT else ()):
             given = dict(answers)
             if i == 5 and n == 1:
                 given["mood"] = "neutral" if answers["mood"] != "neutral" else "happy"  # one dispute

@@ -47,4 +47,5 @@ SPEC = ProtocolSpec(
         ),
     ),
     validate_questions=single_choice_problem,
+    demo_command="questions_demo",
 )

@@ -42,6 +42,7 @@ from reports.tables import NO_VALUE
 from reports.views import parse_filters
 from studies import permissions
 from studies.models import Item, ItemImage, Prompt, Study
+from studies.protocols import PROTOCOLS
 from tests.annotate.gender import label_import
 from tests.fakes import FakeDetector
 
@@ -204,7 +205,9 @@ def test_every_protocol_has_a_demo_study_with_the_demo_annotators(seeded):
         "demo-attributes": "attributes",
         "demo-pairs": "pair_change",
         "demo-objects": "objects",
+        "demo-questions": "questions",  # its own package's demo command, run by seed_demo
     }
+    assert set(studies) >= {f"demo-{key}" for key in PROTOCOLS if PROTOCOLS[key].demo_command}
     annotators = set(User.objects.filter(username__startswith="demo-annotator"))
     for study in studies.values():
         assert set(study.annotators.all()) == annotators, study.slug

@@ -63,6 +63,7 @@ from studies import permissions
 from studies.errors import DomainError
 from studies.ingest import ImportSummary, images_import
 from studies.models import Item, Question, Study
+from studies.protocols import PROTOCOLS
 from studies.services import study_define
 
 DEMO_STUDY_SLUG = "demo"
@@ -596,6 +597,11 @@ class Command(BaseCommand):
         written += objects_labels_seed()
         if options["run_detectors"]:
             written += self._detectors(options["face_method"])
+        # Protocols whose demo lives in their own package (the spec names its command).
+        for key in PROTOCOLS:
+            demo_command = PROTOCOLS[key].demo_command
+            if demo_command:
+                self._step(demo_command)
         for slug, (target, _) in studies.items():
             self._study_line(target, summaries[slug])
         self.stdout.write(f"Seeded labels written now: {written}.")
