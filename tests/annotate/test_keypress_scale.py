@@ -9,15 +9,18 @@ bulk importers call leaves the planner statistics behind.
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
+from django.core.management import call_command
 from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
 from annotate import selectors
 from annotate import sql as rows
+from annotate.models import Label
 from annotate.services import assignment_queue
 from studies.database import database_analyze
 from studies.models import Item, Study
@@ -110,3 +113,29 @@ def test_database_analyze_leaves_planner_statistics_of_the_items(study):
             stats = [row[0] for row in cursor.fetchall()]
             assert stats
             assert all(int(stat.split()[0]) >= 300 for stat in stats)
+
+
+def _statistics_rows(table: str) -> float | None:
+    """How many rows the planner statistics say ``table`` holds; None without statistics."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT reltuples FROM pg_class WHERE relname = %s", [table])
+            return cursor.fetchone()[0]
+        cursor.execute("SELECT name FROM sqlite_master WHERE name = 'sqlite_stat1'")
+        if cursor.fetchone() is None:
+            return None
+        cursor.execute("SELECT stat FROM sqlite_stat1 WHERE tbl = %s", [table])
+        row = cursor.fetchone()
+        return None if row is None else float(row[0].split()[0])
+
+
+def test_the_import_labels_command_leaves_planner_statistics(study, make_items, tmp_path):
+    items = make_items(3)
+    path = tmp_path / "labels.csv"
+    path.write_text("image,annotator,label\n" + "".join(f"{item.key},zoe,male\n" for item in items))
+    if connection.vendor == "sqlite":
+        assert _statistics_rows(Label._meta.db_table) is None
+    call_command("import_labels", str(path), study=study.slug, add_annotators=True, stdout=io.StringIO())
+    assert Label.objects.count() == 3
+    # ANALYZE inside the import's transaction counts its own new rows.
+    assert _statistics_rows(Label._meta.db_table) == 3

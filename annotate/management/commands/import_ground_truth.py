@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.exchange import ground_truth_import, study_by_slug
+from studies.database import database_analyze
 from studies.errors import DomainError
 from studies.ingest import DEFAULT_STUDY
 
@@ -51,6 +52,7 @@ class Command(BaseCommand):
             )
         except DomainError as exc:
             raise CommandError(str(exc)) from exc
+        database_analyze()  # planner statistics for the rows just written (studies.database)
         for line in summary.lines("final labels"):
             self.stdout.write(line)
         if summary.rejected:

@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.exchange import labels_import, study_by_slug
+from studies.database import database_analyze
 from studies.errors import DomainError
 from studies.ingest import DEFAULT_STUDY
 
@@ -53,6 +54,7 @@ class Command(BaseCommand):
             )
         except DomainError as exc:
             raise CommandError(str(exc)) from exc
+        database_analyze()  # planner statistics for the rows just written (studies.database)
         for line in summary.lines("labels"):
             self.stdout.write(line)
         if summary.rejected:
