@@ -144,12 +144,11 @@ def press(study: Any, user: Any, presses: int) -> tuple[list[float], list[int]]:
     html = client.get(reverse("annotate:label_study", args=[study.slug])).content.decode()
     times, counts = [], []
     for i in range(presses + WARM_UP):
-        url = reverse("annotate:label_submit", args=[study.slug, int(IMAGE_RE.search(html).group(1))])
-        data = {
-            "answer_gender": VALUES[i % 2],
-            "request_id": REQUEST_RE.search(html).group(1),
-            "duration_ms": "900",
-        }
+        item, request_id = IMAGE_RE.search(html), REQUEST_RE.search(html)
+        if item is None or request_id is None:
+            raise SystemExit(f"no item on the labeling screen after {i} presses")
+        url = reverse("annotate:label_submit", args=[study.slug, int(item.group(1))])
+        data = {"answer_gender": VALUES[i % 2], "request_id": request_id.group(1), "duration_ms": "900"}
         with CaptureQueriesContext(connection) as queries:
             start = time.perf_counter()
             response = client.post(url, data, HTTP_HX_REQUEST="true")
