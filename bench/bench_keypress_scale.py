@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_keypress_scale.py [--sizes 6000,60000,250000]
         [--database-url postgres://postgres@127.0.0.1:5432/biaslab_keypress_bench | sqlite:////tmp/kp.sqlite3]
-        [--presses 200] [--labelled 0.02]
+        [--presses 200] [--labelled 0.02] [--no-analyze]
 
 For each size, in a child process of its own: drop and re-create the database, migrate, and
 build a gender study of that many one-image items with bulk SQL (INSERT … SELECT over a number
@@ -161,7 +161,7 @@ def press(study: Any, user: Any, presses: int) -> tuple[list[float], list[int]]:
     return times, counts
 
 
-def one_size(url: str, size: int, presses: int, labelled: float) -> None:
+def one_size(url: str, size: int, presses: int, labelled: float, analyze: bool) -> None:
     recreate_database(url)
     with tempfile.TemporaryDirectory() as media:
         configure(url, Path(media))
@@ -170,7 +170,7 @@ def one_size(url: str, size: int, presses: int, labelled: float) -> None:
         start = time.perf_counter()
         study, user = build_study(size, labelled)
         built = time.perf_counter() - start
-        analyzed = database_analyze()
+        analyzed = database_analyze() if analyze else "--no-analyze: fresh statistics-less database"
         times, counts = press(study, user, presses)
         print(
             f"| {connection.vendor} | {size:,} | {statistics.median(times):.1f} | {percentile(times, 95):.1f} "
@@ -185,10 +185,13 @@ def main() -> None:
     parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", DEFAULT_DATABASE_URL))
     parser.add_argument("--presses", type=int, default=200)
     parser.add_argument("--labelled", type=float, default=0.02, help="fraction of items labelled twice")
+    parser.add_argument(
+        "--no-analyze", action="store_true", help="skip database_analyze: the planner sees no statistics"
+    )
     parser.add_argument("--one-size", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one_size:
-        one_size(args.database_url, args.one_size, args.presses, args.labelled)
+        one_size(args.database_url, args.one_size, args.presses, args.labelled, not args.no_analyze)
         return
     print("| database | items | key press p50 ms | p95 ms | statements | notes |")
     print("| --- | --- | --- | --- | --- | --- |", flush=True)
@@ -205,6 +208,7 @@ def main() -> None:
                 str(args.presses),
                 "--labelled",
                 str(args.labelled),
+                *(["--no-analyze"] if args.no_analyze else []),
             ],
             check=True,
         )
