@@ -321,8 +321,9 @@ SELECT
       AND NOT EXISTS ({decided})) AS open_seats,
   (SELECT COUNT(*) FROM (SELECT 1 FROM {item} i
     WHERE i.study_id = %(study)s AND i.queue > 0 AND i.completed_seats < %(n)s
-      AND NOT EXISTS (SELECT 1 FROM {assignment} a WHERE a.item_id = i.id AND a.annotator_id = %(user)s)
-      AND NOT EXISTS ({decided})
+      AND NOT EXISTS (SELECT 1 FROM {assignment} a
+                       WHERE a.item_id = i.id AND +a.annotator_id = %(user)s{fence})
+      AND NOT EXISTS ({decided}{fence})
       AND (SELECT COUNT(*) FROM {assignment} a
             WHERE a.item_id = i.id AND (a.completed_at IS NOT NULL OR a.expires_at > %(now)s)) < %(n)s
     LIMIT {cap}) c) AS claimable
@@ -334,7 +335,19 @@ def _tables() -> dict[str, str]:
         "item": Item._meta.db_table,
         "assignment": Assignment._meta.db_table,
         "final": FinalLabel._meta.db_table,
+        "fence": _FENCE if is_postgresql() else "",
     }
+
+
+# PostgreSQL turns a NOT EXISTS into an anti join, and with a few statistics out of date chose to
+# join every candidate against all the annotator's seats (a nested loop over a materialized list:
+# 40 ms at 150 seats) or to hash every decided final label of the study — costs that grow with
+# the annotator's work or the study. "OFFSET 0" keeps the subquery a per-row lookup through its
+# unique index, which the claim rule's walk along item_queue_work_idx (a bounded number of items)
+# needs; and "+a.annotator_id" keeps that lookup on the item's few seats (seat_one_per_annotator)
+# instead of walking all the annotator's seats for every item (chosen when the statistics still
+# say the annotator has none). SQLite always runs correlated subqueries per row.
+_FENCE = " OFFSET 0"
 
 
 def progress() -> str:
@@ -360,9 +373,9 @@ def progress() -> str:
 _CANDIDATES = """
 SELECT i.id FROM {item} i
 WHERE i.study_id = %(study)s AND i.queue = %(queue)s AND i.completed_seats < %(n)s AND i.id > %(after)s
-  AND NOT EXISTS (SELECT 1 FROM {assignment} a WHERE a.item_id = i.id AND a.annotator_id = %(user)s)
+  AND NOT EXISTS (SELECT 1 FROM {assignment} a WHERE a.item_id = i.id AND +a.annotator_id = %(user)s{fence})
   AND NOT EXISTS (SELECT 1 FROM {final} f
-                   WHERE f.item_id = i.id AND f.source IN (%(resolved)s, %(imported)s))
+                   WHERE f.item_id = i.id AND f.source IN (%(resolved)s, %(imported)s){fence})
   AND (SELECT COUNT(*) FROM {assignment} a
         WHERE a.item_id = i.id AND (a.completed_at IS NOT NULL OR a.expires_at > %(now)s)) < %(n)s
 ORDER BY i.id
