@@ -54,10 +54,15 @@ DECIDED_SOURCES = (FinalLabelSource.RESOLVED, FinalLabelSource.IMPORTED)
 
 @dataclass(frozen=True)
 class Progress:
-    """Items an annotator has labelled in a study, and items they could still label."""
+    """Items an annotator has labelled in a study, and items they could still label.
+
+    ``more``: ``remaining`` is a lower bound — the claimable items were counted only up to
+    ``annotate.sql.PROGRESS_COUNT_CAP`` (shown as "1000+"), so the count costs the same in a
+    study of any size."""
 
     done: int
     remaining: int
+    more: bool = False
 
     @property
     def total(self) -> int:
@@ -223,11 +228,11 @@ def dispute_queue(*, study: Study, limit: int | None = None) -> list[DisputeRow]
 def annotator_progress(*, study: Study, annotator: User, now: datetime | None = None) -> Progress:
     """done: items this annotator labelled in the study. remaining: items still needing labels
     that this annotator could still take — the seats they hold open plus the items they could
-    claim now (an upper bound: other annotators may take some of them first).
+    claim now (an upper bound: other annotators may take some of them first), the claimable
+    ones counted up to ``annotate.sql.PROGRESS_COUNT_CAP`` (``Progress.more`` beyond).
 
-    One query, cheap enough for every key press: the claimable items are counted through the
-    completed_seats index, and the live-seat count runs only on the few items that have an
-    open seat (others may hold all their remaining seats right now: those are not takeable).
+    One query, cheap enough for every key press in a study of any size: the claimable items are
+    counted along the item_queue_work_idx index, and the count stops after the cap.
     """
     sql, params = progress_statement(study=study, annotator=annotator, now=now or timezone.now())
     with connection.cursor() as cursor:
@@ -237,7 +242,7 @@ def annotator_progress(*, study: Study, annotator: User, now: datetime | None = 
 
 def progress_statement(*, study: Study, annotator: User, now: datetime) -> tuple[str, dict[str, Any]]:
     """The progress counts' statement and its named parameters: one row ``done, open_seats,
-    unfinished, mine, held`` (``progress_from_counts`` turns it into Progress). The key press
+    claimable`` (``progress_from_counts`` turns it into Progress). The key press
     (``annotate.services``) runs it as part of its claim statement (``annotate.sql``)."""
     sql = rows.progress()
     params = {
@@ -252,9 +257,10 @@ def progress_statement(*, study: Study, annotator: User, now: datetime) -> tuple
 
 
 def progress_from_counts(counts: Any) -> Progress:
-    """Progress from the first five columns of ``progress_statement``'s row."""
-    done, open_seats, unfinished, mine, held_by_others = counts[:5]
-    return Progress(done=done, remaining=open_seats + unfinished - mine - held_by_others)
+    """Progress from the first three columns of ``progress_statement``'s row."""
+    done, open_seats, claimable = counts[:3]
+    more = claimable > rows.PROGRESS_COUNT_CAP
+    return Progress(done=done, remaining=open_seats + min(claimable, rows.PROGRESS_COUNT_CAP), more=more)
 
 
 def _final_label_dict(final: FinalLabel | FinalLabelRevision, question: Question) -> dict[str, Any]:

@@ -389,7 +389,10 @@ class NextItemOutput(serializers.Serializer):
     queue = QueueItemOutput(many=True, help_text="The items after it, already reserved.")
     preload = serializers.ListField(child=serializers.CharField(), help_text="Image URLs to fetch ahead.")
     done = serializers.IntegerField(help_text="Items you have labelled in this study.")
-    remaining = serializers.IntegerField(help_text="Items still open to you.")
+    remaining = serializers.IntegerField(
+        help_text="Items still open to you: your open seats plus the items you could claim, "
+        "those counted up to 1,000 (a larger number is given as 1,000)."
+    )
     image = serializers.IntegerField(allow_null=True, help_text="Old name of item.id.")
     url = serializers.CharField(allow_null=True, help_text="The current item's main image.")
     width = serializers.IntegerField(allow_null=True)

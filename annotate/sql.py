@@ -292,38 +292,41 @@ def seats_claim(seats: Sequence[Assignment]) -> tuple[str, list[Any]]:
 # is decided, and neither handed out nor counted as work left.
 _DECIDED = "SELECT 1 FROM {final} f WHERE f.item_id = {on} AND f.source IN (%(resolved)s, %(imported)s)"
 
+# How many claimable items the progress counts at most: "1,000+ remaining" beyond it. Counting
+# every open item of a study cost time in proportion to the study (~25 ms at 100,000 items, 400 ms
+# at 250,000 on a fresh PostgreSQL); stopping after this many keeps the key press's cost the same
+# at 6,000 and 1,000,000 items, and the count is exact whenever it is small enough to matter.
+PROGRESS_COUNT_CAP = 1000
+
 # The counts of annotator_progress in one fixed statement. Raw SQL because it runs on every key
 # press: building and compiling the same nested counts through the ORM took ~5 ms of CPU per
-# call, executing them about 1 ms. Same claim rules as _CANDIDATES below (kept in step by
-# tests/annotate/test_selectors.py, which runs on SQLite and PostgreSQL). Shaped so that no
-# count probes another table once per item of the study:
+# call, executing them about 1 ms. Every count reads a bounded number of rows, whatever the
+# size of the study:
 #   done          the items the annotator labelled in the study (their completed seats);
-#   open          their open seats, less items a person already decided;
-#   unfinished    items with fewer than N completed seats and no decision (an index range) …
-#   mine          … less those the annotator holds or held a seat on (their seats, a few);
-#   held          … less those others hold every remaining seat of right now — driven from
-#                 the open seats (a partial index, a handful of rows), never from the items.
+#                 "+i.study_id" (here and in open_seats) keeps both databases from driving the
+#                 join from the study's items (all of them) instead of the annotator's seats: SQLite
+#                 did so at 1,000,000 items even with statistics (0.7 s per key press). A unary
+#                 plus makes the term unusable for an index, on SQLite and PostgreSQL alike;
+#   open_seats    their open seats, less items a person already decided;
+#   claimable     the items they could claim now, by the claim rule of _CANDIDATES below (kept
+#                 in step by tests/annotate/test_selectors.py, on SQLite and PostgreSQL) —
+#                 counted up to PROGRESS_COUNT_CAP + 1 rows (a LIMIT inside the count): the
+#                 walk along item_queue_work_idx stops there instead of reading the whole study.
 _PROGRESS = """
 SELECT
   (SELECT COUNT(*) FROM {assignment} a JOIN {item} i ON i.id = a.item_id
-    WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND a.completed_at IS NOT NULL) AS done,
+    WHERE a.annotator_id = %(user)s AND +i.study_id = %(study)s AND a.completed_at IS NOT NULL) AS done,
   (SELECT COUNT(*) FROM {assignment} a JOIN {item} i ON i.id = a.item_id
-    WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND a.completed_at IS NULL
+    WHERE a.annotator_id = %(user)s AND +i.study_id = %(study)s AND a.completed_at IS NULL
       AND NOT EXISTS ({decided})) AS open_seats,
-  (SELECT COUNT(*) FROM {item} i
-    WHERE i.study_id = %(study)s AND i.queue > 0 AND i.completed_seats < %(n)s AND NOT EXISTS ({decided}))
-    AS unfinished,
-  (SELECT COUNT(*) FROM {assignment} a JOIN {item} i ON i.id = a.item_id
-    WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND i.queue > 0 AND i.completed_seats < %(n)s
-      AND NOT EXISTS ({decided})) AS mine,
-  (SELECT COUNT(*) FROM {item} i
-    WHERE i.id IN (SELECT o.item_id FROM {assignment} o
-                    WHERE o.completed_at IS NULL AND o.expires_at > %(now)s)
-      AND i.study_id = %(study)s AND i.queue > 0 AND i.completed_seats < %(n)s AND NOT EXISTS ({decided})
-      AND NOT EXISTS (SELECT 1 FROM {assignment} a WHERE a.item_id = i.id AND a.annotator_id = %(user)s)
+  (SELECT COUNT(*) FROM (SELECT 1 FROM {item} i
+    WHERE i.study_id = %(study)s AND i.queue > 0 AND i.completed_seats < %(n)s
+      AND NOT EXISTS (SELECT 1 FROM {assignment} a
+                       WHERE a.item_id = i.id AND +a.annotator_id = %(user)s{fence})
+      AND NOT EXISTS ({decided}{fence})
       AND (SELECT COUNT(*) FROM {assignment} a
-            WHERE a.item_id = i.id AND (a.completed_at IS NOT NULL OR a.expires_at > %(now)s)) >= %(n)s)
-    AS held
+            WHERE a.item_id = i.id AND (a.completed_at IS NOT NULL OR a.expires_at > %(now)s)) < %(n)s
+    LIMIT {cap}) c) AS claimable
 """
 
 
@@ -332,16 +335,30 @@ def _tables() -> dict[str, str]:
         "item": Item._meta.db_table,
         "assignment": Assignment._meta.db_table,
         "final": FinalLabel._meta.db_table,
+        "fence": _FENCE if is_postgresql() else "",
     }
+
+
+# PostgreSQL turns a NOT EXISTS into an anti join, and with a few statistics out of date chose to
+# join every candidate against all the annotator's seats (a nested loop over a materialized list:
+# 40 ms at 150 seats) or to hash every decided final label of the study — costs that grow with
+# the annotator's work or the study. "OFFSET 0" keeps the subquery a per-row lookup through its
+# unique index, which the claim rule's walk along item_queue_work_idx (a bounded number of items)
+# needs; and "+a.annotator_id" keeps that lookup on the item's few seats (seat_one_per_annotator)
+# instead of walking all the annotator's seats for every item (chosen when the statistics still
+# say the annotator has none). SQLite always runs correlated subqueries per row.
+_FENCE = " OFFSET 0"
 
 
 def progress() -> str:
     """Parameters: user, study, n, now, resolved, imported. One row: done, open_seats,
-    unfinished, mine, held."""
+    claimable (at most PROGRESS_COUNT_CAP + 1)."""
 
     def build() -> str:
         tables = _tables()
-        return _PROGRESS.format(decided=_DECIDED.format(on="i.id", **tables), **tables)
+        return _PROGRESS.format(
+            decided=_DECIDED.format(on="i.id", **tables), cap=PROGRESS_COUNT_CAP + 1, **tables
+        )
 
     return statement("progress", build)
 
@@ -356,9 +373,9 @@ def progress() -> str:
 _CANDIDATES = """
 SELECT i.id FROM {item} i
 WHERE i.study_id = %(study)s AND i.queue = %(queue)s AND i.completed_seats < %(n)s AND i.id > %(after)s
-  AND NOT EXISTS (SELECT 1 FROM {assignment} a WHERE a.item_id = i.id AND a.annotator_id = %(user)s)
+  AND NOT EXISTS (SELECT 1 FROM {assignment} a WHERE a.item_id = i.id AND +a.annotator_id = %(user)s{fence})
   AND NOT EXISTS (SELECT 1 FROM {final} f
-                   WHERE f.item_id = i.id AND f.source IN (%(resolved)s, %(imported)s))
+                   WHERE f.item_id = i.id AND f.source IN (%(resolved)s, %(imported)s){fence})
   AND (SELECT COUNT(*) FROM {assignment} a
         WHERE a.item_id = i.id AND (a.completed_at IS NOT NULL OR a.expires_at > %(now)s)) < %(n)s
 ORDER BY i.id
@@ -389,22 +406,26 @@ def candidates(*, skip_locked: bool) -> str:
 # open seats fall short of the queue's size, skipping items other claimers hold on PostgreSQL —
 # and the seats those items have now.
 _QUEUE_PROBE = """
-SELECT p.done, p.open_seats, p.unfinished, p.mine, p.held, c.id, s.slot, s.completed_at, s.expires_at
+SELECT p.done, p.open_seats, p.claimable, c.id, s.slot, s.completed_at, s.expires_at
 FROM ({progress}) p
-LEFT JOIN ({candidates}) c ON 1 = 1
+LEFT JOIN (SELECT * FROM ({candidates}) c0 LIMIT %(size)s) c ON 1 = 1
 LEFT JOIN {assignment} s ON s.item_id = c.id
 ORDER BY c.id, s.slot
 """
+# The outer "LIMIT %(size)s" changes no result (the shortfall is never above size) but tells
+# PostgreSQL how few candidates come back: with the shortfall's LIMIT alone (a subquery) it
+# assumed a tenth of the study's items and joined them to their seats by sorting or hashing every
+# seat of the study (10 ms at 1,000,000 items) instead of looking up each candidate's few seats.
 # How many seats the annotator's queue lacks: ``size`` less their open seats (as _OPEN_SEATS
 # counts them), never below 0. The probe's LIMIT, so that it locks no more items than it needs.
 _SHORTFALL = """(SELECT CASE WHEN COUNT(*) < %(size)s THEN %(size)s - COUNT(*) ELSE 0 END
   FROM {assignment} a JOIN {item} i ON i.id = a.item_id
-  WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND a.completed_at IS NULL
+  WHERE a.annotator_id = %(user)s AND +i.study_id = %(study)s AND a.completed_at IS NULL
     AND NOT EXISTS ({decided}))"""
 
 
 def queue_probe() -> str:
-    """Parameters: those of ``progress`` and ``candidates`` (after 0) plus size. Rows: the five
+    """Parameters: those of ``progress`` and ``candidates`` (after 0) plus size. Rows: the three
     progress counts, then a candidate's id (None: no candidate) and one of its seats' slot,
     completed_at and expires_at (None: no seat), by id and slot."""
 
@@ -429,7 +450,7 @@ JOIN {item_table} i ON i.id = a.item_id
 LEFT JOIN {prompt_table} p ON p.id = i.prompt_id
 LEFT JOIN {link_table} ii ON ii.item_id = i.id
 LEFT JOIN {image_table} im ON im.id = ii.image_id
-WHERE a.annotator_id = %(user)s AND i.study_id = %(study)s AND a.completed_at IS NULL
+WHERE a.annotator_id = %(user)s AND +i.study_id = %(study)s AND a.completed_at IS NULL
   AND NOT EXISTS ({decided})
 ORDER BY a.claimed_at, i.queue DESC, a.item_id, ii.role, ii.id
 """

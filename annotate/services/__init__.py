@@ -31,7 +31,9 @@ Per key press:
   7. their revisions                 }
      (+ the agreed final label and its revision when the labels now agree: 2, 1 on PostgreSQL)
   8. claim probe: progress counts, the annotator's open seats, the next claimable items with
-     their seats (SKIP LOCKED on PostgreSQL)
+     their seats (SKIP LOCKED on PostgreSQL); every part reads a bounded number of rows (the
+     claimable items are counted up to ``annotate.sql.PROGRESS_COUNT_CAP``), so its cost does not
+     grow with the study (bench/bench_keypress_scale.py, tests/annotate/test_keypress_scale.py)
   9. the seat INSERT … ON CONFLICT DO NOTHING RETURNING
  10. the open seats with their items, prompts and images
   -  COMMIT

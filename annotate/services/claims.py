@@ -325,12 +325,12 @@ def _queue_probe(
         found = cursor.fetchall()
     seats: dict[int, list[SeatRow]] = {}
     for row in found:
-        if row[5] is None:
+        if row[3] is None:
             continue
-        item_seats = seats.setdefault(row[5], [])
-        if row[6] is not None:
-            completed_at, expires_at = rows.convert(Assignment, ("completed_at", "expires_at"), row[7:9])
-            item_seats.append((row[6], completed_at, expires_at))
+        item_seats = seats.setdefault(row[3], [])
+        if row[4] is not None:
+            completed_at, expires_at = rows.convert(Assignment, ("completed_at", "expires_at"), row[5:7])
+            item_seats.append((row[4], completed_at, expires_at))
     return progress_from_counts(found[0]), found[0][1], seats
 
 

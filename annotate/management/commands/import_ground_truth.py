@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.exchange import ground_truth_import, study_by_slug
+from studies.database import database_analyze
 from studies.errors import DomainError
 from studies.ingest import DEFAULT_STUDY
 from studies.progress import StageProgress, command_stream
@@ -61,6 +62,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         finally:
             meter.close()
+        database_analyze()  # planner statistics for the rows just written (studies.database)
         for line in summary.lines("final labels"):
             self.stdout.write(line)
         if summary.rejected:

@@ -18,6 +18,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from detectors.services import PredictionImportRejected, predictions_import
+from studies.database import database_analyze
 from studies.progress import StageProgress, command_stream
 from studies.selectors import study_by_slug
 
@@ -69,6 +70,7 @@ class Command(BaseCommand):
                 f"Nothing imported: {len(exc.errors)} problem(s)\n" + "\n".join(exc.errors)
             ) from None
         meter.close()
+        database_analyze()  # planner statistics for the rows just written (studies.database)
         per = ", ".join(f"{name}: {n}" for name, n in sorted(summary.by_detector.items()))
         if opts["dry_run"]:
             self.stdout.write(

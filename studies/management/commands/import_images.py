@@ -8,6 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from studies.database import database_analyze
 from studies.errors import DomainError
 from studies.ingest import (
     DEFAULT_STUDY,
@@ -92,6 +93,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         finally:
             meter.close()
+        database_analyze()  # planner statistics for the rows just written (studies.database)
         seconds = time.perf_counter() - started
         if options["dry_run"]:
             self.stdout.write(f"Dry run on study '{study.slug}' ({seconds:.1f} s): nothing was written.")
