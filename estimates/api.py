@@ -14,11 +14,9 @@ a round still pending, active without an earlier round).
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
-from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -38,8 +36,9 @@ from estimates import estimands
 from estimates import selectors as sel
 from estimates.models import Design, SamplingRound
 from estimates.services import MAX_SEED, SamplingError, sampling_round_create
-from studies import permissions
 from studies.models import Study
+from studies.permissions import IsResearcher
+from studies.selectors import study_by_slug
 
 RESEARCHERS_ONLY = "Logged in, but not a researcher or admin."
 UNKNOWN_STUDY = "No study with this slug."
@@ -47,22 +46,16 @@ UNKNOWN_STUDY = "No study with this slug."
 MAX_BOOTSTRAP = 2000
 
 
-class IsResearcher(BasePermission):
-    message = "Only researchers and admins may use this endpoint."
-
-    def has_permission(self, request: Request, view: Any) -> bool:
-        return permissions.is_researcher(request.user)
-
-
 def _study(slug: str, *, field: str | None = None) -> Study:
     """The study by slug: in a query, 404; in a body (``field``), a 400 naming the field."""
-    study = Study.objects.filter(slug=slug).first()
-    if study is not None:
-        return study
     if field is None:
-        raise not_found(f"There is no study '{slug}'.")
-    known = ", ".join(Study.objects.order_by("slug").values_list("slug", flat=True)) or "none yet"
-    raise invalid(f"There is no study '{slug}' (studies: {known}).", code="unknown_study", field=field)
+        return study_by_slug(slug, missing=lambda _known: not_found(f"There is no study '{slug}'."))
+    return study_by_slug(
+        slug,
+        missing=lambda known: invalid(
+            f"There is no study '{slug}' (studies: {known or 'none yet'}).", code="unknown_study", field=field
+        ),
+    )
 
 
 def _estimable(study: Study) -> estimands.EstimandProtocol:

@@ -63,9 +63,11 @@ def test_every_app_uses_the_one_gate():
     from annotate import api as annotate_api
     from annotate import views as annotate_views
     from detectors import api as detectors_api
+    from estimates import api as estimates_api
 
     assert annotate_api.IsResearcher is permissions.IsResearcher
     assert detectors_api.IsResearcher is permissions.IsResearcher
+    assert estimates_api.IsResearcher is permissions.IsResearcher
     assert annotate_views.guarded is permissions.guarded
 
 
