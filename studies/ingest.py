@@ -52,6 +52,7 @@ from PIL import UnidentifiedImageError
 from studies.archive import ArchiveRejected, zip_extract
 from studies.batching import batches, bulk_batch_size, import_batch_rows, in_chunk_size, in_chunks
 from studies.csvio import read_cell
+from studies.database import database_analyze
 from studies.errors import DomainError, ImportRejected
 from studies.jsonbounds import JSONOutOfBounds, json_loads_bounded
 from studies.models import (
@@ -1595,4 +1596,6 @@ def images_import_zip(*, study: Study, zip_file: IO[bytes], user: Any = None) ->
             )
         except ArchiveRejected as exc:
             raise ZipRejected(str(exc)) from exc
-        return images_import(study=study, manifest_path=root / ZIP_MANIFEST_NAME, root=root, user=user)
+        summary = images_import(study=study, manifest_path=root / ZIP_MANIFEST_NAME, root=root, user=user)
+    database_analyze()  # planner statistics for the rows just written, as the import commands do
+    return summary

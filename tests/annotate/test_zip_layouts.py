@@ -219,3 +219,21 @@ def test_the_size_limit_counts_every_member_whatever_the_layout(study, settings)
     bomb = zip_of({"batch/manifest.csv": manifest("0.png"), "__MACOSX/batch/zeros.bin": b"\0" * 300_000})
     with pytest.raises(ZipRejected, match="expands to more than 200000 bytes"):
         images_import_zip(study=study, zip_file=io.BytesIO(bomb))
+
+
+def test_a_zip_upload_leaves_planner_statistics_of_its_items(admin_client, study):
+    # Like the import commands, the admin's upload refreshes the planner statistics
+    # (studies.database): a freshly imported study is planned with its real size.
+    from django.db import connection
+
+    data = zip_of(
+        {"manifest.csv": manifest("a.png", "b.png"), "a.png": png_bytes(310), "b.png": png_bytes(311)}
+    )
+    assert upload(admin_client, study, data).status_code == 200
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT reltuples FROM pg_class WHERE relname = %s", [Item._meta.db_table])
+            assert cursor.fetchone()[0] >= 2
+        else:
+            cursor.execute("SELECT stat FROM sqlite_stat1 WHERE tbl = %s", [Item._meta.db_table])
+            assert [int(row[0].split()[0]) for row in cursor.fetchall()][:1] == [2]
