@@ -20,9 +20,10 @@ from django.db import connection
 from django.db.models import Count, Max, Q, QuerySet
 
 from detectors.models import Prediction
+from studies.errors import StudyNotChosen
 from studies.models import Item, Prompt, Study
 from studies.protocols import PROTOCOLS, protocol_spec
-from studies.selectors import study_by_slug
+from studies.selectors import study_chosen
 
 # From a Prediction to the item its image file belongs to.
 PREDICTION_TO_ITEM = "image__item_images__item__"
@@ -163,24 +164,13 @@ def _known(values: Iterable[str]) -> str:
 
 
 def study_for_slug(slug: str | None) -> Study:
-    """The study with this slug; without a slug the only study there is. UnknownFilter naming
-    the studies that exist otherwise (a report is always of one study: its protocol decides
-    what the report is)."""
-    studies = Study.objects.order_by("slug")
-    if slug:
-        return study_by_slug(
-            slug,
-            missing=lambda known: UnknownFilter(
-                f"No study with slug '{slug}' (existing studies: {known or 'none yet'})."
-            ),
-        )
-    found = list(studies[:2])
-    if len(found) == 1:
-        return found[0]
-    if not found:
-        raise UnknownFilter("There is no study yet: import images first.")
-    known = ", ".join(studies.values_list("slug", flat=True))
-    raise UnknownFilter(f"There are several studies: choose one with --study (existing studies: {known}).")
+    """The study with this slug; without a slug the only study there is
+    (``studies.selectors.study_chosen``). UnknownFilter naming the studies that exist otherwise
+    (a report is always of one study: its protocol decides what the report is)."""
+    try:
+        return study_chosen(slug)
+    except StudyNotChosen as exc:
+        raise UnknownFilter(str(exc)) from None
 
 
 def check_filters(scope: Scope, *, detector: str | None = None) -> None:

@@ -14,3 +14,7 @@ class ImportRejected(DomainError):
 
 class StudyConflict(DomainError):
     """A study cannot be (re)defined that way, e.g. new questions on a study that has labels."""
+
+
+class StudyNotChosen(DomainError):
+    """A command's ``--study`` names no study, or was left out while several studies exist."""

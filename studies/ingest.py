@@ -67,7 +67,7 @@ from studies.models import (
     Study,
 )
 from studies.protocols import protocol_spec
-from studies.selectors import study_by_slug
+from studies.selectors import study_chosen
 from studies.services import study_create
 
 # Storage extension per Pillow format name; a format missing here is stored under its lower name.
@@ -1546,16 +1546,11 @@ def study_get_or_create(
 
 
 def study_for_import(slug: str) -> Study:
-    """The existing study with this slug, for a command that fills it. Imports never create a
-    study (a typo would silently start a new one): an unknown slug raises ``ImportRejected``
-    listing the studies and naming ``create_study``."""
-    return study_by_slug(
-        slug,
-        missing=lambda known: ImportRejected(
-            f"no study with slug '{slug}' (existing studies: {known or 'none yet'}); imports never create a "
-            f"study: create it first with `manage.py create_study {slug} --protocol …`"
-        ),
-    )
+    """The existing study with this slug (without one, the only study), for a command that fills
+    it. Imports never create a study — a typo would silently start a new one: an unknown slug
+    raises ``StudyNotChosen`` listing the studies and naming ``create_study``
+    (``studies.selectors.study_chosen``, what ``--study`` means in every command)."""
+    return study_chosen(slug)
 
 
 # --- Zip upload (admin) -------------------------------------------------------------------------

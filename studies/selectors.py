@@ -8,6 +8,7 @@ from typing import TypeVar
 from django.db.models import Prefetch, QuerySet
 from django.shortcuts import get_object_or_404
 
+from studies.errors import StudyNotChosen
 from studies.models import ImageRole, Item, ItemImage, Question, Study
 
 # An Item, or an Item with annotations (django-stubs' WithAnnotations): helpers that only add
@@ -36,6 +37,30 @@ def study_by_slug(slug: str, *, missing: Callable[[str], Exception]) -> Study:
     if study is None:
         raise missing(study_slugs())
     return study
+
+
+def study_chosen(slug: str | None) -> Study:
+    """What ``--study`` means in every command that works on one study: the study with this
+    slug; without one, the only study there is. ``StudyNotChosen`` otherwise, listing the
+    studies that exist (and naming ``create_study`` when the slug is unknown or there is none)."""
+    if slug:
+        return study_by_slug(
+            slug,
+            missing=lambda known: StudyNotChosen(
+                f"No study with slug '{slug}' (existing studies: {known or 'none yet'}); a study is made "
+                f"only with `manage.py create_study {slug} --protocol …`."
+            ),
+        )
+    found = list(Study.objects.order_by("slug")[:2])
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise StudyNotChosen(
+            "There is no study yet: create one with `manage.py create_study SLUG --protocol …`."
+        )
+    raise StudyNotChosen(
+        f"There are several studies: choose one with --study (existing studies: {study_slugs()})."
+    )
 
 
 def study_questions(study: Study) -> list[Question]:

@@ -168,7 +168,7 @@ def test_export_command_writes_the_file(study, items, tmp_path):
 
 
 def test_export_command_names_existing_studies_for_an_unknown_slug(study):
-    with pytest.raises(CommandError, match="no study with slug 'nope' \\(existing studies: gender\\)"):
+    with pytest.raises(CommandError, match="No study with slug 'nope' \\(existing studies: gender\\)"):
         call_command("export_ground_truth", study="nope", stdout=io.StringIO())
 
 

@@ -254,9 +254,11 @@ def test_unknown_prompt_set_lists_the_shipped_ones(study):
 def test_study_is_required_when_there_are_several(db, tiny_sd, prompt_csv):
     StudyFactory(slug="one")
     StudyFactory(slug="two")
-    with pytest.raises(CommandError, match=r"Give --study\. Studies: one, two"):
+    with pytest.raises(
+        CommandError, match=r"several studies: choose one with --study \(existing studies: one, two\)"
+    ):
         generate(tiny_sd, prompt_csv)
-    with pytest.raises(CommandError, match="No study 'three'"):
+    with pytest.raises(CommandError, match="No study with slug 'three'"):
         generate(tiny_sd, prompt_csv, "--study", "three")
 
 

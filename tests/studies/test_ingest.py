@@ -747,7 +747,7 @@ def test_a_mistyped_study_slug_is_refused_listing_the_studies_and_naming_create_
             "import_images", manifest=str(manifest), root=str(root), study="gepp", stdout=io.StringIO()
         )
     message = str(refused.value)
-    assert "no study with slug 'gepp'" in message
+    assert "No study with slug 'gepp'" in message
     assert "existing studies: gender, gep" in message
     assert "create_study gepp" in message
     assert not Study.objects.filter(slug="gepp").exists()
@@ -755,9 +755,11 @@ def test_a_mistyped_study_slug_is_refused_listing_the_studies_and_naming_create_
     assert media_files(settings) == []
 
 
-def test_the_default_study_is_not_created_either(db, root, tmp_path):
+def test_without_any_study_the_import_names_create_study_and_creates_none(db, root, tmp_path):
     manifest = write_manifest(tmp_path / "m.csv", [row("sdxl/0.png")])
-    with pytest.raises(CommandError, match="no study with slug 'default' \\(existing studies: none yet\\)"):
+    with pytest.raises(
+        CommandError, match=r"There is no study yet: create one with `manage\.py create_study"
+    ):
         call_command("import_images", manifest=str(manifest), root=str(root), stdout=io.StringIO())
     assert not Study.objects.exists()
 
@@ -801,7 +803,7 @@ def test_format_names_in_settings_are_read_leniently(settings):
 
 def test_the_command_refuses_a_study_slug_that_is_not_a_slug(db, root, tmp_path):
     manifest = write_manifest(tmp_path / "m.csv", [row("sdxl/0.png")])
-    with pytest.raises(CommandError, match="no study with slug 'my study!'"):
+    with pytest.raises(CommandError, match="No study with slug 'my study!'"):
         call_command("import_images", manifest=str(manifest), root=str(root), study="my study!")
     assert not Study.objects.exists()
 

@@ -138,7 +138,7 @@ def test_unknown_items_are_refused_by_name(imported):
 
 
 def test_an_unknown_study_is_refused_naming_create_study(imported):
-    with pytest.raises(CommandError, match=r"no study with slug 'gendr'.*create_study"):
+    with pytest.raises(CommandError, match=r"No study with slug 'gendr'.*create_study"):
         remove("--study", "gendr", "--item", "sdxl/0.png")
 
 

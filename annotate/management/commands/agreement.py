@@ -9,8 +9,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.agreement import agreement_report
+from studies.errors import StudyNotChosen
 from studies.models import Item, Question, Study
-from studies.selectors import study_by_slug, study_questions
+from studies.selectors import study_chosen, study_questions
 
 
 def _num(value: float | None) -> str:
@@ -23,25 +24,12 @@ def _known(values: Any) -> str:
 
 
 def study_for_slug(slug: str) -> Study:
-    """The study with this slug; without one, the only study there is. CommandError naming the
-    studies that exist otherwise (agreement is always on one study's question)."""
-    studies = Study.objects.order_by("slug")
-    if slug:
-        return study_by_slug(
-            slug,
-            missing=lambda known: CommandError(
-                f"No study with slug '{slug}' (existing studies: {known or 'none'})."
-            ),
-        )
-    found = list(studies[:2])
-    if len(found) == 1:
-        return found[0]
-    if not found:
-        raise CommandError("There is no study yet: import images first.")
-    raise CommandError(
-        "There are several studies: choose one with --study "
-        f"(existing studies: {_known(studies.values_list('slug', flat=True))})."
-    )
+    """The study with this slug; without one, the only study there is (``study_chosen``, what
+    ``--study`` means in every command). CommandError naming the studies otherwise."""
+    try:
+        return study_chosen(slug)
+    except StudyNotChosen as exc:
+        raise CommandError(str(exc)) from None
 
 
 def question_for_key(study: Study, key: str) -> Question:

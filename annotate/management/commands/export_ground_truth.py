@@ -8,10 +8,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.exchange import EXPORT_FORMATS, ground_truth_write, study_by_slug
+from annotate.exchange import EXPORT_FORMATS, ground_truth_write
 from studies.errors import DomainError
-from studies.ingest import DEFAULT_STUDY
 from studies.progress import Progress, command_stream
+from studies.selectors import study_chosen
 
 
 class Command(BaseCommand):
@@ -26,13 +26,15 @@ class Command(BaseCommand):
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--format", choices=EXPORT_FORMATS, default="csv", help="csv (default) or json.")
         parser.add_argument(
-            "--study", default=DEFAULT_STUDY, help=f"Study slug (default: '{DEFAULT_STUDY}')."
+            "--study",
+            default="",
+            help="Study slug (default: the only study; required when there are several).",
         )
         parser.add_argument("--output", default="", help="File to write (default: standard output).")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            study = study_by_slug(options["study"])
+            study = study_chosen(options["study"])
         except DomainError as exc:
             raise CommandError(str(exc)) from exc
         # A line with rows/s every 10 s on stderr once the export runs that long.

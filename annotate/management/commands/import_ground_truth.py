@@ -8,11 +8,11 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.exchange import ground_truth_import, study_by_slug
+from annotate.exchange import ground_truth_import
 from studies.database import database_analyze
 from studies.errors import DomainError
-from studies.ingest import DEFAULT_STUDY
 from studies.progress import StageProgress, command_stream
+from studies.selectors import study_chosen
 
 
 class Command(BaseCommand):
@@ -27,7 +27,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("file", help="CSV file (UTF-8, header row).")
         parser.add_argument(
-            "--study", default=DEFAULT_STUDY, help=f"Study slug (default: '{DEFAULT_STUDY}')."
+            "--study",
+            default="",
+            help="Study slug (default: the only study; required when there are several).",
         )
         parser.add_argument(
             "--user",
@@ -50,7 +52,7 @@ class Command(BaseCommand):
         # runs that long.
         meter = StageProgress(command_stream(self.stderr))
         try:
-            study = study_by_slug(options["study"])
+            study = study_chosen(options["study"])
             summary = ground_truth_import(
                 study=study,
                 csv_path=options["file"],

@@ -7,11 +7,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.exchange import labels_import, study_by_slug
+from annotate.exchange import labels_import
 from studies.database import database_analyze
 from studies.errors import DomainError
-from studies.ingest import DEFAULT_STUDY
 from studies.progress import StageProgress, command_stream
+from studies.selectors import study_chosen
 
 
 class Command(BaseCommand):
@@ -30,7 +30,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("file", help="CSV file (UTF-8, header row).")
         parser.add_argument(
-            "--study", default=DEFAULT_STUDY, help=f"Study slug (default: '{DEFAULT_STUDY}')."
+            "--study",
+            default="",
+            help="Study slug (default: the only study; required when there are several).",
         )
         parser.add_argument(
             "--add-annotators",
@@ -49,7 +51,7 @@ class Command(BaseCommand):
         # runs that long.
         meter = StageProgress(command_stream(self.stderr))
         try:
-            study = study_by_slug(options["study"])
+            study = study_chosen(options["study"])
             summary = labels_import(
                 study=study,
                 csv_path=options["file"],

@@ -46,7 +46,9 @@ from generation.generation import (
     seed_policy_check,
     t2i_model_resolve,
 )
+from studies.errors import StudyNotChosen
 from studies.models import Study
+from studies.selectors import study_chosen
 
 
 class Command(BaseCommand):
@@ -139,14 +141,7 @@ class Command(BaseCommand):
         workers_report(self.stdout, outcome.workers)
 
     def _study(self, slug: str) -> Study:
-        if slug:
-            try:
-                return Study.objects.get(slug=slug)
-            except Study.DoesNotExist:
-                pass
-        studies = list(Study.objects.values_list("slug", flat=True))
-        if not slug and len(studies) == 1:
-            return Study.objects.get()
-        known = ", ".join(studies) or "none yet (create one in the admin)"
-        lead = f"No study {slug!r}." if slug else "Give --study."
-        raise CommandError(f"{lead} Studies: {known}.")
+        try:
+            return study_chosen(slug)
+        except StudyNotChosen as exc:
+            raise CommandError(str(exc)) from None

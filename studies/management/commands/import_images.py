@@ -11,7 +11,6 @@ from django.core.management.base import BaseCommand, CommandError
 from studies.database import database_analyze
 from studies.errors import DomainError
 from studies.ingest import (
-    DEFAULT_STUDY,
     MANIFEST_REQUIRED_COLUMNS,
     PAIR_MANIFEST_REQUIRED_COLUMNS,
     ImportSummary,
@@ -53,10 +52,11 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--study",
-            default=DEFAULT_STUDY,
+            default="",
             help=(
-                f"Slug of the study to import into (default: '{DEFAULT_STUDY}'). The study must "
-                "exist: create it first with create_study (an unknown slug is refused, never created)."
+                "Slug of the study to import into (default: the only study; required when there are "
+                "several). The study must exist: create it first with create_study (an unknown slug "
+                "is refused, never created)."
             ),
         )
         parser.add_argument(
