@@ -246,14 +246,7 @@ def attributes_report(
                 cells.setdefault(model, {})[setting] = _cell(chosen, keys, detector, pi, drawn)
     if rows.left_out:
         warnings.append(f"{len(rows.left_out)} item(s) left out: {rows.left_out[0].reason} (first of them).")
-    pending = tuple(
-        {
-            "round": s.round.number,
-            "pending_images": len(s.pending),
-            "images": list(s.pending[: sel.PENDING_LISTED]),
-        }
-        for s in frame.pending
-    )
+    pending = sel.pending_rounds(frame)
     return AttributesReport(
         study, detector, version, cells, tuple(s.round.number for s in frame.usable), tuple(warnings), pending
     )

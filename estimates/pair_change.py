@@ -220,14 +220,7 @@ def pair_change_report(
                     "n_items": int(mask.sum()),
                     "n_labelled": int((xi & mask).sum()),
                 }
-    pending = tuple(
-        {
-            "round": s.round.number,
-            "pending_images": len(s.pending),
-            "images": list(s.pending[: sel.PENDING_LISTED]),
-        }
-        for s in frame.pending
-    )
+    pending = sel.pending_rounds(frame)
     return PairChangeReport(
         study, detector, version, cells, tuple(s.round.number for s in frame.usable), tuple(warnings), pending
     )

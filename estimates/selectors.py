@@ -166,6 +166,19 @@ def _human_class(value: str | None, clear: Sequence[str]) -> str | None:
     return ppi.CLASSES[index]
 
 
+def pending_rounds(frame: Frame) -> tuple[dict[str, Any], ...]:
+    """The JSON ``pending`` of an estimate: each round still waiting for final labels, with the
+    count and the first ``PENDING_LISTED`` of the images it waits for."""
+    return tuple(
+        {
+            "round": s.round.number,
+            "pending_images": len(s.pending),
+            "images": list(s.pending[:PENDING_LISTED]),
+        }
+        for s in frame.pending
+    )
+
+
 def sampling_frame(
     study: Study, detector: str, version: str, *, labelled: frozenset[int] | None = None
 ) -> Frame:

@@ -8,9 +8,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -30,23 +27,9 @@ from studies.models import Item, ItemImage
 from studies.selectors import study_questions
 from tests.annotate.gender import label_import
 from tests.factories import ItemFactory, PromptFactory
+from tests.sqlite_limits import LIMIT, sqlite_variable_limit
 
 pytestmark = pytest.mark.django_db
-
-LIMIT = 60
-
-
-@contextmanager
-def sqlite_variable_limit(limit: int) -> Iterator[None]:
-    if connection.vendor != "sqlite":
-        pytest.skip("the variable limit is pinned on SQLite")
-    connection.ensure_connection()
-    raw = connection.connection
-    old = raw.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, limit)
-    try:
-        yield
-    finally:
-        raw.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, old)
 
 
 @pytest.fixture

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -23,24 +20,9 @@ from detectors.models import Prediction
 from detectors.services import PredictionImportRejected, predictions_import
 from studies.models import Image, ImageRole, Item, ItemImage
 from tests.factories import StudyFactory
+from tests.sqlite_limits import LIMIT, sqlite_variable_limit
 
 pytestmark = pytest.mark.django_db
-
-LIMIT = 60  # bound values per statement, for the tests
-
-
-@contextmanager
-def sqlite_variable_limit(limit: int) -> Iterator[None]:
-    """Lower SQLite's own limit of bound values per statement for the block."""
-    if connection.vendor != "sqlite":
-        pytest.skip("the variable limit is pinned on SQLite")
-    connection.ensure_connection()
-    raw = connection.connection
-    old = raw.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, limit)
-    try:
-        yield
-    finally:
-        raw.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, old)
 
 
 def many_images(n: int) -> list[str]:

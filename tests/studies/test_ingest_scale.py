@@ -9,38 +9,21 @@ from __future__ import annotations
 
 import csv
 import io
-import sqlite3
 import tracemalloc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
 
 from studies import ingest
 from studies.ingest import images_import
 from studies.models import Image, Item, ItemChange, ItemImage
 from tests.factories import StudyFactory, png_bytes
+from tests.sqlite_limits import LIMIT, sqlite_variable_limit
 
 pytestmark = pytest.mark.django_db
 
-LIMIT = 60  # bound values per statement, for the tests
 HEADER = ["image", "t2i_model", "prompt", "category", "word", "seed"]
-
-
-@contextmanager
-def sqlite_variable_limit(limit: int) -> Iterator[None]:
-    if connection.vendor != "sqlite":
-        pytest.skip("the variable limit is pinned on SQLite")
-    connection.ensure_connection()
-    raw = connection.connection
-    old = raw.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, limit)
-    try:
-        yield
-    finally:
-        raw.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, old)
 
 
 @pytest.fixture
