@@ -21,7 +21,6 @@ attribute.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,11 +29,10 @@ from detectors.models import OutputKind
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
+from estimates.report import EstimateReport, estimand_figures
 from metrics import gep, ppi_mean
-from reports import render
 from reports.analyses.attributes.selectors import final_answers, gep_rows
 from reports.selectors import Scope
-from reports.tables import Cell, Column, Table
 from studies.models import Question, Study
 
 
@@ -94,57 +92,22 @@ def _cell(
     }
 
 
-@dataclass(frozen=True)
-class AttributesReport:
-    study: Study
-    detector: str
-    version: str
-    cells: dict[str, dict[str, dict[str, Any]]]
-    rounds: tuple[int, ...]
-    warnings: tuple[str, ...] = ()
-    pending: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+class AttributesReport(EstimateReport):
+    CELLS_KEY = "attributes"
+    KEYS = ("t2i_model", "setting", "estimand")
+    TABLE_KEY = "attributes_estimate"
+    CAPTION = (
+        "Per T2I model and setting, the GEP score (mean absolute entry) and each GEP vector "
+        "entry (share of yes among women minus among men). Estimate: the detector's scores on every "
+        "image corrected by the sampled labels, the detector weighted by λ (0: labels alone, 1: its "
+        "full weight; chosen from the data). Labels only: the sampled labels alone. Effective labels: "
+        "how many labels alone would give the same precision. The GEP score's interval bounds the "
+        "error of the mean absolute entry whatever the true vector, so it stays valid with few labels "
+        "(the point estimate is then too high)."
+    )
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "attributes": self.cells,
-            "detector": self.detector,
-            "version": self.version,
-            "rounds": list(self.rounds),
-            "warnings": list(self.warnings),
-            "pending": list(self.pending),
-        }
-
-    def api_json(self) -> dict[str, Any]:
-        return self.as_json()
-
-    def table(self) -> Table:
-        rows = tuple(tuple(Cell(v, str(v)) for v in row) for row in self.rows())
-        return Table(
-            key="attributes_estimate",
-            title=f"GEP estimated from {self.detector}@{self.version} and sampled labels",
-            caption="Per T2I model and setting, the GEP score (mean absolute entry) and each GEP vector "
-            "entry (share of yes among women minus among men). Estimate: the detector's scores on every "
-            "image corrected by the sampled labels, the detector weighted by λ (0: labels alone, 1: its "
-            "full weight; chosen from the data). Labels only: the sampled labels alone. Effective labels: "
-            "how many labels alone would give the same precision. The GEP score's interval bounds the "
-            "error of the mean absolute entry whatever the true vector, so it stays valid with few labels "
-            "(the point estimate is then too high).",
-            columns=tuple(
-                Column(name, name.replace("_", " "), numeric=name not in ("t2i_model", "setting", "estimand"))
-                for name in self.HEADER
-            ),
-            rows=rows,
-        )
-
-    def page_context(self) -> dict[str, Any]:
-        return {
-            "estimate": self,
-            "table": self.table(),
-            "chart_src": None,
-            "pending": list(self.pending),
-            "prompt_tables": [],
-            "warnings": list(self.warnings),
-        }
+    def title(self) -> str:
+        return f"GEP estimated from {self.detector}@{self.version} and sampled labels"
 
     def rows(self) -> list[list[Any]]:
         out = []
@@ -152,67 +115,9 @@ class AttributesReport:
             for setting, cell in settings.items():
                 named = [("gep_score", cell["gep_score"]), *cell["gep_vector"].items()]
                 for name, est in named:
-                    ci, human = est["ci95"], est["human_only"]
-                    out.append(
-                        [
-                            model,
-                            setting,
-                            name,
-                            fmt_number(est["estimate"]),
-                            fmt_interval(ci),
-                            fmt_number(human["estimate"]),
-                            fmt_interval(human["ci95"]),
-                            fmt_number(est["detector_only"]),
-                            fmt_number(est["lambda"], 2),
-                            fmt_number(est["effective_labels"], 0),
-                            cell["n_labelled"],
-                            cell["n_items"],
-                        ]
-                    )
+                    figures = estimand_figures(est, n_labelled=cell["n_labelled"], n_items=cell["n_items"])
+                    out.append([model, setting, name, *figures])
         return out
-
-    HEADER = (
-        "t2i_model",
-        "setting",
-        "estimand",
-        "estimate",
-        "ci95",
-        "human_only",
-        "human_only_ci95",
-        "detector_only",
-        "lambda",
-        "effective_labels",
-        "n_labelled",
-        "n_items",
-    )
-
-    def csv(self) -> str:
-        # The reports' CSV writer: a model name that starts like a formula is neutralised.
-        return render.csv_text([self.HEADER, *self.rows()])
-
-    def markdown(self) -> str:
-        lines = [
-            f"## GEP estimated from {self.detector}@{self.version} and sampled labels",
-            "",
-            "| " + " | ".join(self.HEADER) + " |",
-            "|" + "---|" * len(self.HEADER),
-        ]
-        lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in self.rows()]
-        return "\n".join(lines) + "\n"
-
-    def pending_messages(self) -> list[str]:
-        return [
-            f"Round {p['round']} is pending: {p['pending_images']} selected item(s) without all final labels."
-            for p in self.pending
-        ]
-
-
-def fmt_number(value: float | None, digits: int = 3) -> str:
-    return "" if value is None else f"{value:.{digits}f}"
-
-
-def fmt_interval(ci: list[float] | None) -> str:
-    return "" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
 def attributes_report(

@@ -18,7 +18,6 @@ candidate). π as for attributes (``estimates.attributes.inclusion``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,31 +26,16 @@ from annotate.models import FinalLabel
 from detectors.models import OutputKind
 from detectors.sampling import MeasureSourceError, pair_measurements, study_thresholds
 from estimates import selectors as sel
-from estimates.attributes import fmt_interval, fmt_number, inclusion
+from estimates.attributes import inclusion
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
+from estimates.report import EstimateReport, estimand_figures
 from metrics import pair_change as pc
 from metrics import ppi_mean
-from reports import render
 from reports.analyses.pair_change.selectors import QuestionMismatch, human_labels
-from reports.tables import Cell, Column, Table
 from studies.models import Item, Study
 
 NOT_CHANGED = frozenset({pc.UNCHANGED, pc.MALE_TO_MALE, pc.FEMALE_TO_FEMALE})
-HEADER = (
-    "t2i_model",
-    "domain",
-    "attribute",
-    "estimate",
-    "ci95",
-    "human_only",
-    "human_only_ci95",
-    "detector_only",
-    "lambda",
-    "effective_labels",
-    "n_labelled",
-    "n_items",
-)
 
 
 def _changed_score(score: pc.PairScore | None, attribute: str) -> float:
@@ -62,96 +46,29 @@ def _changed_score(score: pc.PairScore | None, attribute: str) -> float:
     return float(np.clip((abs(score.score(attribute)) - 0.2) / 0.8, 0.0, 1.0))
 
 
-@dataclass(frozen=True)
-class PairChangeReport:
-    study: Study
-    detector: str
-    version: str
-    cells: dict[str, dict[str, dict[str, dict[str, Any]]]]
-    rounds: tuple[int, ...]
-    warnings: tuple[str, ...] = ()
-    pending: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+class PairChangeReport(EstimateReport):
+    CELLS_KEY = "pair_change"
+    KEYS = ("t2i_model", "domain", "attribute")
+    UNIT = "pair(s)"
+    TABLE_KEY = "pair_change_estimate"
+    CAPTION = (
+        "Per T2I model, domain and attribute, the share of pairs whose attribute changed as "
+        "people judge it. Estimate: the measurements on every pair corrected by the sampled labels, "
+        "weighted by λ (0: labels alone, 1: the detector's full weight). Labels only: the sampled "
+        "labels alone. Effective labels: how many labels alone would give the same precision."
+    )
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "pair_change": self.cells,
-            "detector": self.detector,
-            "version": self.version,
-            "rounds": list(self.rounds),
-            "warnings": list(self.warnings),
-            "pending": list(self.pending),
-        }
-
-    def api_json(self) -> dict[str, Any]:
-        return self.as_json()
+    def title(self) -> str:
+        return f"Changed pairs estimated from the measurements and sampled labels ({self.detector}@{self.version})"
 
     def rows(self) -> list[list[Any]]:
         out = []
         for model, domains in self.cells.items():
             for domain, attributes in domains.items():
                 for attribute, est in attributes.items():
-                    human = est["human_only"]
-                    out.append(
-                        [
-                            model,
-                            domain,
-                            attribute,
-                            fmt_number(est["estimate"]),
-                            fmt_interval(est["ci95"]),
-                            fmt_number(human["estimate"]),
-                            fmt_interval(human["ci95"]),
-                            fmt_number(est["detector_only"]),
-                            fmt_number(est["lambda"], 2),
-                            fmt_number(est["effective_labels"], 0),
-                            est["n_labelled"],
-                            est["n_items"],
-                        ]
-                    )
+                    figures = estimand_figures(est, n_labelled=est["n_labelled"], n_items=est["n_items"])
+                    out.append([model, domain, attribute, *figures])
         return out
-
-    def csv(self) -> str:
-        return render.csv_text([HEADER, *self.rows()])
-
-    def markdown(self) -> str:
-        lines = [
-            f"## Changed pairs estimated from the measurements and sampled labels ({self.detector}@{self.version})",
-            "",
-            "| " + " | ".join(HEADER) + " |",
-            "|" + "---|" * len(HEADER),
-        ]
-        lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in self.rows()]
-        return "\n".join(lines) + "\n"
-
-    def table(self) -> Table:
-        return Table(
-            key="pair_change_estimate",
-            title=f"Changed pairs estimated from the measurements and sampled labels ({self.detector}@{self.version})",
-            caption="Per T2I model, domain and attribute, the share of pairs whose attribute changed as "
-            "people judge it. Estimate: the measurements on every pair corrected by the sampled labels, "
-            "weighted by λ (0: labels alone, 1: the detector's full weight). Labels only: the sampled "
-            "labels alone. Effective labels: how many labels alone would give the same precision.",
-            columns=tuple(
-                Column(name, name.replace("_", " "), numeric=name not in ("t2i_model", "domain", "attribute"))
-                for name in HEADER
-            ),
-            rows=tuple(tuple(Cell(v, str(v)) for v in row) for row in self.rows()),
-        )
-
-    def page_context(self) -> dict[str, Any]:
-        return {
-            "estimate": self,
-            "table": self.table(),
-            "chart_src": None,
-            "pending": list(self.pending),
-            "prompt_tables": [],
-            "warnings": list(self.warnings),
-        }
-
-    def pending_messages(self) -> list[str]:
-        return [
-            f"Round {p['round']} is pending: {p['pending_images']} selected pair(s) without all final labels."
-            for p in self.pending
-        ]
 
 
 def pair_change_report(
