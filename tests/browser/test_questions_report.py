@@ -40,7 +40,12 @@ def test_the_chart_shows_shares_with_intervals_and_a_bar_opens_its_images(
     page.locator('a.share-bar[data-group="dark"][data-answer="old"]').click()
     page.wait_for_url("**/reports/questions/answer/**")
     assert page.locator("li.answer-image").count() == 3
-    assert page.locator("li.answer-image img").first.evaluate("(img) => img.complete && img.naturalWidth > 0")
+    # The page is served before its images: wait for the first to load, then check it decoded.
+    page.wait_for_function(
+        "(el) => el.complete && el.naturalWidth > 0",
+        arg=page.locator("li.answer-image img").first.element_handle(),
+        timeout=20_000,
+    )
 
 
 def test_an_annotator_answers_every_question_with_one_key_each_and_enter(
