@@ -58,7 +58,7 @@ def test_sample_for_labeling_names_the_bad_flag(sampled_study, args, message):
 
 
 def test_sample_for_labeling_names_an_unknown_study_or_detector(sampled_study):
-    with pytest.raises(CommandError, match="--study: no study 'nope'"):
+    with pytest.raises(CommandError, match=r"No study with slug 'nope' \(existing studies: gender\)"):
         _run("sample_for_labeling", "--study", "nope", "--detector", "fake", "--budget", "3")
     with pytest.raises(CommandError, match="--detector: 'clip' has no gender predictions"):
         _run("sample_for_labeling", "--study", "gender", "--detector", "clip", "--budget", "3")
