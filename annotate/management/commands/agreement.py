@@ -200,7 +200,9 @@ class Command(BaseCommand):
         "and Krippendorff's alpha. JSON keys: study, question, question_text, labels, "
         "label_names, n_items (= n_images), cohen_kappa, observed_agreement, confusion, "
         "per_t2i_model, per_category, per_annotator_pair, fleiss_kappa, krippendorff_alpha "
-        "(null = undefined)."
+        "(null = undefined). --format csv prints the sections summary, confusion and groups (per "
+        "T2I model, category, annotator pair), each with a header row starting with 'section'; md "
+        "the same as Markdown tables."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:

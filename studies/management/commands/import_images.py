@@ -44,7 +44,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         add_file_argument(
-            parser, help="Manifest CSV file (UTF-8, header row).", alias="--manifest", optional=True
+            parser,
+            help="Manifest CSV file (UTF-8, header row); required unless --restore.",
+            alias="--manifest",
+            optional=True,
         )
         parser.add_argument("--root", help="Folder the manifest's image paths are relative to.")
         parser.add_argument(
