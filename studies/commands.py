@@ -43,7 +43,7 @@ FormatKind = Literal["report", "rows"]
 FORMATS: dict[str, tuple[str, ...]] = {"report": ("json", "csv", "md"), "rows": ("csv", "json")}
 FORMAT_HELP = {
     "report": "json (default), csv or md (Markdown tables).",
-    "rows": "csv (default) or json (a list of objects with the CSV's columns as keys).",
+    "rows": "csv (default) or json.",
 }
 OUTPUT_HELP = "File to write, replaced only once complete (default: standard output)."
 
