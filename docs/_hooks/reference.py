@@ -198,7 +198,8 @@ def command_page(name: str, app: str) -> str:
     usage = ["python manage.py", name]
     for action in own:
         flag = _flags(action).strip("`")
-        usage.append(flag if action.required or not action.option_strings else f"[{flag}]")
+        given = action.required or (not action.option_strings and action.nargs not in ("?", "*"))
+        usage.append(flag if given else f"[{flag}]")
     lines = [
         f"# `{name}`",
         "",

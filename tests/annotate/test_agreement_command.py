@@ -3,6 +3,7 @@ one question of one study."""
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 
@@ -11,6 +12,7 @@ from django.core.management import CommandError, call_command
 from sklearn.metrics import cohen_kappa_score
 
 from annotate import services
+from annotate.management.commands.agreement import agreement_text
 from tests.factories import ItemFactory, LabelFactory, PromptFactory, StudyFactory
 
 PAIRS = [
@@ -71,6 +73,51 @@ def test_text_format_reads_as_a_summary(labelled):
     assert "Items with two or more labels: 5" in text
     assert "Observed agreement: 0.600" in text
     assert "anna & ben" in text
+
+
+def test_csv_gives_the_summary_confusion_and_groups_as_sections(labelled):
+    blocks = run("--format", "csv").split("\n\n")
+    assert len(blocks) == 3
+    summary, confusion, groups = (list(csv.reader(io.StringIO(block))) for block in blocks)
+    assert summary[0] == [
+        "section", "study", "question", "n_items",
+        "cohen_kappa", "observed_agreement", "fleiss_kappa", "krippendorff_alpha",
+    ]  # fmt: skip
+    assert summary[1][:4] == ["summary", "gender", "gender", "5"]
+    assert float(summary[1][4]) == pytest.approx(
+        cohen_kappa_score([p[0] for p in PAIRS], [p[1] for p in PAIRS])
+    )
+    assert float(summary[1][5]) == pytest.approx(3 / 5)
+    assert confusion[0][:6] == ["section", "first", "male", "female", "low_quality", "other"]
+    # Rows: first annotator (anna), columns: second (ben); anna said male twice, ben male once.
+    male = next(row for row in confusion if row[:2] == ["confusion", "male"])
+    assert male[2:4] == ["1", "1"]
+    assert sum(int(n) for row in confusion[1:] for n in row[2:]) == 5
+    assert groups[0] == ["section", "by", "name", "n_items", "cohen_kappa", "observed_agreement"]
+    by_name = {(row[1], row[2]): row for row in groups[1:]}
+    assert by_name[("t2i_model", "sdxl")][3:] == ["2", "1.0", "1.0"]
+    assert by_name[("category", "place")][3] == "2"
+    assert by_name[("annotator_pair", "anna & ben")][3] == "5"
+
+
+def test_md_gives_the_same_figures_as_markdown_tables(labelled):
+    md = run("--format", "md")
+    assert md.startswith("# Agreement: study gender, question gender\n")
+    assert "| 5 | " in md
+    assert "| 0.600 |" in md
+    assert "| Male | 1 | 1 |" in md
+    assert "| annotator_pair | anna & ben | 5 |" in md
+    assert sum(line.startswith("| --- |") for line in md.splitlines()) == 3  # three tables
+
+
+def test_text_is_kept_as_the_plain_summary_it_printed_before_md(labelled):
+    assert run("--format", "text") == agreement_text(json.loads(run()))
+
+
+def test_output_writes_the_document_to_a_file_instead(labelled, tmp_path):
+    target = tmp_path / "agreement.md"
+    assert run("--format", "md", "--output", str(target)) == ""
+    assert target.read_text(encoding="utf-8") == run("--format", "md")
 
 
 def test_an_unknown_study_is_refused_with_the_known_ones(labelled):

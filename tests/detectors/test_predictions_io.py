@@ -156,7 +156,7 @@ def test_json_export_and_filters_by_detector_and_study(images):
 def test_export_to_a_missing_folder_or_unknown_study_is_an_error(images, tmp_path):
     with pytest.raises(CommandError, match="does not exist"):
         export("--output", str(tmp_path / "nope" / "x.csv"))
-    with pytest.raises(CommandError, match="No study 'nope'"):
+    with pytest.raises(CommandError, match="No study with slug 'nope'"):
         export("--study", "nope")
 
 
@@ -396,7 +396,7 @@ def test_missing_file_and_unknown_study_are_errors(images, tmp_path):
     with pytest.raises(CommandError, match="no such file"):
         import_file(tmp_path / "nope.csv")
     path = write_csv(tmp_path, [{"image": "sdxl/p/0.png", "detector": "d", "prediction": "male"}])
-    with pytest.raises(CommandError, match="No study 'nope'"):
+    with pytest.raises(CommandError, match="No study with slug 'nope'"):
         import_file(path, "--study", "nope")
 
 

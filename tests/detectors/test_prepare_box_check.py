@@ -162,5 +162,7 @@ def test_nonsense_limits_are_refused(study, items, kwargs, message):
 
 
 def test_an_unknown_study_names_the_existing_ones(study):
-    with pytest.raises(CommandError, match=r"No study 'nope' \(studies: cooccur\)\."):
+    with pytest.raises(
+        CommandError, match=r"No study with slug 'nope' \(existing studies: cooccur\).*create_study"
+    ):
         run("--study", "nope", "--detector", "yolo_objects")

@@ -171,7 +171,7 @@ def test_bad_shard_is_rejected(fake, bad):
 
 
 def test_unknown_study_is_rejected(fake, study):
-    with pytest.raises(CommandError, match=r"No study 'nope'\. Studies: gender"):
+    with pytest.raises(CommandError, match=r"No study with slug 'nope' \(existing studies: gender\)"):
         run("--detector", "fake", "--study", "nope")
 
 

@@ -192,7 +192,9 @@ def test_a_study_of_another_protocol_is_refused():
         CommandError, match=r"Study 'gender-study' is a gender study: only pair-change studies draw pairs"
     ):
         run(study="gender-study", attribute="age")
-    with pytest.raises(CommandError, match=r"No study 'nope' \(studies: gender-study\)"):
+    with pytest.raises(
+        CommandError, match=r"No study with slug 'nope' \(existing studies: .*gender-study.*create_study"
+    ):
         run(study="nope", attribute="age")
 
 

@@ -58,7 +58,7 @@ def test_sample_for_labeling_names_the_bad_flag(sampled_study, args, message):
 
 
 def test_sample_for_labeling_names_an_unknown_study_or_detector(sampled_study):
-    with pytest.raises(CommandError, match="--study: no study 'nope'"):
+    with pytest.raises(CommandError, match=r"No study with slug 'nope' \(existing studies: gender\)"):
         _run("sample_for_labeling", "--study", "nope", "--detector", "fake", "--budget", "3")
     with pytest.raises(CommandError, match="--detector: 'clip' has no gender predictions"):
         _run("sample_for_labeling", "--study", "gender", "--detector", "clip", "--budget", "3")
@@ -79,6 +79,25 @@ def test_export_sampling_writes_exactly_the_contract_columns(sampled_study):
     assert by_image[selected.item.key] == [selected.item.key, "1", repr(6 / 48), "1", "1"]
     unselected = first.round_items.filter(selected=False).select_related("item").first()
     assert by_image[unselected.item.key][3:] == ["0", "0"]
+
+
+def test_export_sampling_json_holds_the_csv_rows_as_objects(sampled_study, tmp_path):
+    _run("sample_for_labeling", "--study", "gender", "--detector", "fake", "--budget", "6", "--seed", "1")
+    sampled_study.finish(SamplingRound.objects.get())
+    rows = list(csv.DictReader(io.StringIO(_run("export_sampling", "--study", "gender"))))
+    data = json.loads(_run("export_sampling", "--study", "gender", "--format", "json"))
+    assert len(data) == len(rows) == 48
+    assert all(list(entry) == ["image", "round", "pi", "selected", "labelled"] for entry in data)
+    assert data[0] == {
+        "image": rows[0]["image"],
+        "round": 1,
+        "pi": 6 / 48,
+        "selected": int(rows[0]["selected"]),
+        "labelled": int(rows[0]["labelled"]),
+    }
+    target = tmp_path / "sampling.json"
+    assert _run("export_sampling", "--format", "json", "--output", str(target)) == ""  # the only study
+    assert json.loads(target.read_text(encoding="utf-8")) == data
 
 
 def test_estimate_bias_json_has_exactly_the_contract_keys(sampled_study):

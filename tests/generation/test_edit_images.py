@@ -458,7 +458,7 @@ def test_a_study_without_pairs_and_the_seeds_study_itself_are_refused(seeds, tin
     with pytest.raises(CommandError, match="no input/output images"):
         edit("--study", "gender-only", "--seeds-study", "seeds", "--prompt-set", str(prompt_csv),
              "--editor", str(tiny_img2img))  # fmt: skip
-    with pytest.raises(CommandError, match="No study 'nope'"):
+    with pytest.raises(CommandError, match="No study with slug 'nope'"):
         edit("--study", "nope", "--seeds-study", "seeds", "--prompt-set", str(prompt_csv),
              "--editor", str(tiny_img2img))  # fmt: skip
 

@@ -17,14 +17,23 @@ from tests.factories import StudyFactory
 
 pytestmark = pytest.mark.django_db
 
-# (command, its other arguments): each works on one study.
+# (command, its other arguments): every command that works on one study (tests/test_command_flags.py
+# fails on one missing here).
 COMMANDS = [
     ("export_ground_truth", []),
     ("agreement", []),
     ("bias_report", []),
     ("import_labels", ["{csv}"]),
     ("import_ground_truth", ["{csv}"]),
-    ("import_images", ["--manifest", "{csv}", "--root", "{root}"]),
+    ("import_images", ["{csv}", "--root", "{root}"]),
+    ("remove_items", ["--item", "x"]),
+    ("estimate_bias", ["--detector", "fake"]),
+    ("sample_for_labeling", ["--detector", "fake", "--budget", "3"]),
+    ("export_sampling", []),
+    ("generate_images", ["--t2i-model", "sd15", "--prompt-set", "{csv}"]),
+    ("edit_images", ["--seeds", "{root}", "--prompt-set", "{csv}", "--editor", "sd15"]),
+    ("prepare_box_check", ["--detector", "yolo_objects"]),
+    ("sample_pairs", ["--attribute", "age"]),
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from argparse import ArgumentParser
 from typing import Any
@@ -9,9 +10,16 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.agreement import agreement_report
-from studies.errors import StudyNotChosen
+from studies.commands import (
+    add_format_argument,
+    add_output_argument,
+    add_study_argument,
+    output_write,
+    study_from_options,
+)
+from studies.csvio import safe_writer
 from studies.models import Item, Question, Study
-from studies.selectors import study_chosen, study_questions
+from studies.selectors import study_questions
 
 
 def _num(value: float | None) -> str:
@@ -21,15 +29,6 @@ def _num(value: float | None) -> str:
 def _known(values: Any) -> str:
     names = sorted({value for value in values if value})
     return ", ".join(names) or "none"
-
-
-def study_for_slug(slug: str) -> Study:
-    """The study with this slug; without one, the only study there is (``study_chosen``, what
-    ``--study`` means in every command). CommandError naming the studies otherwise."""
-    try:
-        return study_chosen(slug)
-    except StudyNotChosen as exc:
-        raise CommandError(str(exc)) from None
 
 
 def question_for_key(study: Study, key: str) -> Question:
@@ -93,6 +92,106 @@ def agreement_text(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: The figures of one group (a T2I model, a category, an annotator pair) in csv and md.
+GROUP_COLUMNS = ("by", "name", "n_items", "cohen_kappa", "observed_agreement")
+
+
+def _groups(report: dict[str, Any]) -> list[tuple[str, str, int, float | None, float | None]]:
+    """Rows of ``GROUP_COLUMNS``: per T2I model, per category, per annotator pair (``a & b``)."""
+    rows = []
+    for by, key in (("t2i_model", "per_t2i_model"), ("category", "per_category")):
+        for name, part in report[key].items():
+            rows.append((by, name, part["n_images"], part["cohen_kappa"], part["observed_agreement"]))
+    for part in report["per_annotator_pair"]:
+        rows.append(
+            (
+                "annotator_pair",
+                " & ".join(part["annotators"]),
+                part["n_images"],
+                part["cohen_kappa"],
+                part["observed_agreement"],
+            )
+        )
+    return rows
+
+
+def agreement_csv(report: dict[str, Any]) -> str:
+    """The agreement report as CSV sections, like ``bias_report --format csv``: each starts with
+    its own header row whose first column is ``section``, separated by an empty line. ``summary``
+    (one row: study, question, n_items and the four coefficients), ``confusion`` (rows: the first
+    annotator's answer, one column per answer of the second) and ``groups`` (``GROUP_COLUMNS``).
+    An empty cell is an undefined value."""
+    out = io.StringIO()
+    writer = safe_writer(out, lineterminator="\n")
+    figures = ("cohen_kappa", "observed_agreement", "fleiss_kappa", "krippendorff_alpha")
+    writer.writerow(("section", "study", "question", "n_items", *figures))
+    writer.writerow(
+        ("summary", report["study"], report["question"], report["n_items"], *(report[f] for f in figures))
+    )
+    out.write("\n")
+    writer.writerow(("section", "first", *report["labels"]))
+    for label, row in zip(report["labels"], report["confusion"], strict=True):
+        writer.writerow(("confusion", label, *row))
+    out.write("\n")
+    writer.writerow(("section", *GROUP_COLUMNS))
+    for row in _groups(report):
+        writer.writerow(("groups", *row))
+    return out.getvalue()
+
+
+def agreement_markdown(report: dict[str, Any]) -> str:
+    """The agreement report as Markdown: a heading, the four coefficients, the confusion matrix
+    and the per-group table ("n/a" = undefined)."""
+
+    def table(head: tuple[str, ...], rows: list[tuple[Any, ...]]) -> list[str]:
+        cells = [head, *[tuple(str(cell).replace("|", "\\|") for cell in row) for row in rows]]
+        return [
+            "| " + " | ".join(cells[0]) + " |",
+            "| " + " | ".join("---" for _ in head) + " |",
+            *["| " + " | ".join(row) + " |" for row in cells[1:]],
+        ]
+
+    lines = [
+        f"# Agreement: study {report['study']}, question {report['question']}",
+        "",
+        report["question_text"],
+        "",
+        *table(
+            (
+                "Items with two or more labels",
+                "Cohen's kappa",
+                "Observed agreement",
+                "Fleiss' kappa",
+                "Krippendorff's alpha",
+            ),
+            [
+                (
+                    report["n_items"],
+                    _num(report["cohen_kappa"]),
+                    _num(report["observed_agreement"]),
+                    _num(report["fleiss_kappa"]),
+                    _num(report["krippendorff_alpha"]),
+                )
+            ],
+        ),
+        "",
+        "## Confusion (rows: first annotator by id, columns: second)",
+        "",
+        *table(
+            ("", *report["label_names"]),
+            [(name, *row) for name, row in zip(report["label_names"], report["confusion"], strict=True)],
+        ),
+        "",
+        "## Per T2I model, category and annotator pair",
+        "",
+        *table(
+            ("By", "Name", "Items", "Cohen's kappa", "Observed agreement"),
+            [(by, name, n, _num(kappa), _num(observed)) for by, name, n, kappa, observed in _groups(report)],
+        ),
+    ]
+    return "\n".join(lines) + "\n"
+
+
 class Command(BaseCommand):
     help = (
         "Agreement of a study's annotators on one question, over the items with two or more "
@@ -101,27 +200,33 @@ class Command(BaseCommand):
         "and Krippendorff's alpha. JSON keys: study, question, question_text, labels, "
         "label_names, n_items (= n_images), cohen_kappa, observed_agreement, confusion, "
         "per_t2i_model, per_category, per_annotator_pair, fleiss_kappa, krippendorff_alpha "
-        "(null = undefined)."
+        "(null = undefined). --format csv prints the sections summary, confusion and groups (per "
+        "T2I model, category, annotator pair), each with a header row starting with 'section'; md "
+        "the same as Markdown tables."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument(
-            "--format", choices=("json", "text"), default="json", help="json (default) or text."
+        add_format_argument(
+            parser, "report", aliases={"text": "the plain-text summary it printed before md existed"}
         )
-        parser.add_argument("--study", default="", help="Study slug (default: the only study).")
+        add_study_argument(parser)
         parser.add_argument(
             "--question", default="", help="Question key (default: the study's only question)."
         )
         parser.add_argument("--t2i-model", default="", help="Only items of this T2I model.")
         parser.add_argument("--category", default="", help="Only items of prompts in this category.")
+        add_output_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        study = study_for_slug(options["study"])
+        study = study_from_options(options)
         question = question_for_key(study, options["question"])
         t2i_model, category = options["t2i_model"] or None, options["category"] or None
         filters_check(study, t2i_model=t2i_model, category=category)
         report = agreement_report(study=study, question=question, t2i_model=t2i_model, category=category)
-        if options["format"] == "json":
-            self.stdout.write(json.dumps(report, indent=2))
-        else:
-            self.stdout.write(agreement_text(report), ending="")
+        render = {
+            "json": lambda r: json.dumps(r, indent=2) + "\n",
+            "csv": agreement_csv,
+            "md": agreement_markdown,
+            "text": agreement_text,
+        }[options["format"]]
+        output_write(render(report), options["output"], self.stdout)

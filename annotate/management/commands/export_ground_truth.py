@@ -6,12 +6,17 @@ from __future__ import annotations
 from argparse import ArgumentParser
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
-from annotate.exchange import EXPORT_FORMATS, ground_truth_write
-from studies.errors import DomainError
+from annotate.exchange import ground_truth_write
+from studies.commands import (
+    add_format_argument,
+    add_output_argument,
+    add_study_argument,
+    output_stream,
+    study_from_options,
+)
 from studies.progress import Progress, command_stream
-from studies.selectors import study_chosen
 
 
 class Command(BaseCommand):
@@ -24,32 +29,18 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--format", choices=EXPORT_FORMATS, default="csv", help="csv (default) or json.")
-        parser.add_argument(
-            "--study",
-            default="",
-            help="Study slug (default: the only study; required when there are several).",
-        )
-        parser.add_argument("--output", default="", help="File to write (default: standard output).")
+        add_format_argument(parser, "rows")
+        add_study_argument(parser)
+        add_output_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            study = study_chosen(options["study"])
-        except DomainError as exc:
-            raise CommandError(str(exc)) from exc
+        study = study_from_options(options)
         # A line with rows/s every 10 s on stderr once the export runs that long.
         meter = Progress(None, label="rows exported", stream=command_stream(self.stderr))
-        if options["output"]:
-            try:
-                with open(options["output"], "w", encoding="utf-8", newline="") as out:
-                    ground_truth_write(study=study, fmt=options["format"], out=out, progress=meter.advance)
-            except OSError as exc:
-                raise CommandError(f"cannot write {options['output']}: {exc.strerror or exc}") from exc
-            finally:
-                meter.close()
-            self.stderr.write(f"Wrote {options['output']} ({study.items.count()} items).")
-        else:
-            ground_truth_write(
-                study=study, fmt=options["format"], out=command_stream(self.stdout), progress=meter.advance
-            )
+        try:
+            with output_stream(options["output"], self.stdout) as out:
+                ground_truth_write(study=study, fmt=options["format"], out=out, progress=meter.advance)
+        finally:
             meter.close()
+        if options["output"]:
+            self.stderr.write(f"Wrote {options['output']} ({study.items.count()} items).")

@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.exchange import ground_truth_import
+from studies.commands import add_file_argument, add_study_argument
 from studies.database import database_analyze
 from studies.errors import DomainError
 from studies.progress import StageProgress, command_stream
@@ -25,12 +26,8 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("file", help="CSV file (UTF-8, header row).")
-        parser.add_argument(
-            "--study",
-            default="",
-            help="Study slug (default: the only study; required when there are several).",
-        )
+        add_file_argument(parser, help="CSV file (UTF-8, header row).")
+        add_study_argument(parser)
         parser.add_argument(
             "--user",
             default="",

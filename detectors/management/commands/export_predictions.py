@@ -13,31 +13,32 @@ output of its kind). The CSV can be re-imported with ``import_predictions``.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from detectors.models import Prediction
 from detectors.selectors import predictions_export
-from studies.selectors import study_by_slug
+from studies.commands import (
+    add_format_argument,
+    add_output_argument,
+    add_study_argument,
+    output_write,
+    study_filter_from_options,
+)
 
 
 class Command(BaseCommand):
     help = "Export predictions (all, or one detector / one study) as CSV or JSON."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--format", choices=["csv", "json"], default="csv")
+        add_format_argument(parser, "rows")
         parser.add_argument("--detector", default="", help="Only this detector.")
-        parser.add_argument("--study", default="", help="Only images of this study.")
-        parser.add_argument("--output", default="", help="File to write (default: standard output).")
+        add_study_argument(parser, every=True)
+        add_output_argument(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        study = None
-        if opts["study"]:
-            study = study_by_slug(
-                opts["study"], missing=lambda _known: CommandError(f"No study {opts['study']!r}.")
-            )
+        study = study_filter_from_options(opts)
         if opts["detector"]:
             stored = (
                 Prediction.objects.all()
@@ -51,11 +52,6 @@ class Command(BaseCommand):
                     f"{', '.join(known)}."
                 )
         text = predictions_export(fmt=opts["format"], detector=opts["detector"], study=study)
-        if not opts["output"]:
-            self.stdout.write(text, ending="")
-            return
-        path = Path(opts["output"])
-        if not path.parent.is_dir():
-            raise CommandError(f"Folder {path.parent} does not exist.")
-        path.write_text(text, encoding="utf-8")
-        self.stderr.write(f"Wrote {path}.")
+        output_write(text, opts["output"], self.stdout)
+        if opts["output"]:
+            self.stderr.write(f"Wrote {opts['output']}.")

@@ -18,9 +18,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from detectors.services import PredictionImportRejected, predictions_import
+from studies.commands import add_file_argument, add_study_argument, study_filter_from_options
 from studies.database import database_analyze
 from studies.progress import StageProgress, command_stream
-from studies.selectors import study_by_slug
 
 
 class Command(BaseCommand):
@@ -33,10 +33,10 @@ class Command(BaseCommand):
         super().add_base_argument(parser, *args, **kwargs)
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument(
-            "file", help="CSV with columns image, detector, prediction or output[, kind, score, reason …]."
+        add_file_argument(
+            parser, help="CSV with columns image, detector, prediction or output[, kind, score, reason …]."
         )
-        parser.add_argument("--study", default="", help="Study slug of the images (rows may name their own).")
+        add_study_argument(parser, every=True, note="Rows may name their own in a study column.")
         parser.add_argument(
             "--version", default="imported", help="Version stored for rows without one (default: imported)."
         )
@@ -47,11 +47,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        study = None
-        if opts["study"]:
-            study = study_by_slug(
-                opts["study"], missing=lambda _known: CommandError(f"No study {opts['study']!r}.")
-            )
+        study = study_filter_from_options(opts)
         if not opts["version"].strip():
             raise CommandError("--version must not be empty")
         # A line with rows/s every 10 s on stderr once the import runs that long (both passes).

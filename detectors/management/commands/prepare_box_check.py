@@ -20,7 +20,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from detectors.services import BoxCheckRefused, box_check_prepare
-from studies.selectors import study_by_slug
+from studies.commands import add_study_argument, study_from_options
 
 #: Refused item keys listed in full; beyond it the command says how many more.
 SHOW_REFUSED = 20
@@ -33,7 +33,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--study", required=True, help="Study slug (an objects study).")
+        add_study_argument(parser, note="An object co-occurrence (objects) study.")
         parser.add_argument("--detector", required=True, help="Detector key, e.g. yolo_objects.")
         parser.add_argument(
             "--min-confidence",
@@ -49,12 +49,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        study = study_by_slug(
-            opts["study"],
-            missing=lambda known: CommandError(
-                f"No study '{opts['study']}' (studies: {known or 'none yet'})."
-            ),
-        )
+        study = study_from_options(opts)
         try:
             summary = box_check_prepare(
                 study=study,

@@ -38,8 +38,8 @@ from detectors.management.options import executor_for, workers_report
 from detectors.progress import Progress, StopFlag, command_stream
 from detectors.selectors import Shard, t2i_models
 from detectors.services import detector_run
+from studies.commands import add_study_argument, study_filter_from_options
 from studies.models import Item, Study
-from studies.selectors import study_by_slug
 
 
 class Command(BaseCommand):
@@ -47,7 +47,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--detector", required=True, help=f"One of: {', '.join(registry.available())}.")
-        parser.add_argument("--study", default="", help="Study slug (default: every study).")
+        add_study_argument(parser, every=True)
         parser.add_argument("--t2i-model", default="", help="Only images of this T2I model.")
         parser.add_argument("--batch-size", type=int, default=8)
         parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps …")
@@ -74,7 +74,7 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         options = parse_options(opts["option"])
-        study = self._study(opts["study"])
+        study = study_filter_from_options(opts)
         self._check_t2i_model(study, opts["t2i_model"])
         try:
             detector = registry.get(opts["detector"], device=opts["device"], **options)
@@ -129,13 +129,6 @@ class Command(BaseCommand):
         if not items.filter(t2i_model=t2i_model).exists():
             known = t2i_models(study=study) or ["none"]
             raise CommandError(f"No images of T2I model {t2i_model!r}. T2I models: {', '.join(known)}.")
-
-    def _study(self, slug: str) -> Study | None:
-        if not slug:
-            return None
-        return study_by_slug(
-            slug, missing=lambda known: CommandError(f"No study {slug!r}. Studies: {known or 'none'}.")
-        )
 
 
 def parse_options(pairs: list[str]) -> dict[str, Any]:

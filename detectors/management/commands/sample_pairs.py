@@ -21,7 +21,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from detectors.sampling import MeasureSourceError, SamplingError, pairs_sample, parse_buckets
 from metrics.pair_change import ATTRIBUTES, PairChangeInputError
-from studies.selectors import study_by_slug
+from studies.commands import add_study_argument, study_from_options
 
 
 class Command(BaseCommand):
@@ -31,7 +31,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--study", required=True, help="Study slug (a pair-change study).")
+        add_study_argument(parser, note="A pair-change study.")
         parser.add_argument("--attribute", required=True, choices=ATTRIBUTES, help="age, gender or skin.")
         parser.add_argument(
             "--buckets",
@@ -55,12 +55,7 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true", help="Show the draw; write nothing.")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        study = study_by_slug(
-            opts["study"],
-            missing=lambda known: CommandError(
-                f"No study '{opts['study']}' (studies: {known or 'none yet'})."
-            ),
-        )
+        study = study_from_options(opts)
         attribute = opts["attribute"]
         try:
             draw = pairs_sample(

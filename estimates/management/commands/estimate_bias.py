@@ -8,7 +8,7 @@ detector_only, lambda, effective_labels} (``estimates.attributes``); pair_change
 model, domain and attribute the share of changed pairs, ``{"pair_change": {model: {domain:
 {age|gender|skin: E + n_items, n_labelled}}}}`` (``estimates.pair_change``).
 
-    python manage.py estimate_bias --study S --detector D [--format json|md|csv]
+    python manage.py estimate_bias --study S --detector D [--format json|csv|md]
         [--bootstrap 1000] [--seed 0] [--output FILE]
 
 Gender JSON, per T2I model: ``model_bias_score`` {estimate, ci95, bias_corrected}, ``human_only``
@@ -23,13 +23,18 @@ the bias-corrected estimate (inside its interval) and ``plug_in`` the plug-in.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from estimates import estimands
-from estimates.management.commands._common import study_by_slug
+from studies.commands import (
+    add_format_argument,
+    add_output_argument,
+    add_study_argument,
+    output_write,
+    study_from_options,
+)
 
 
 class Command(BaseCommand):
@@ -38,17 +43,17 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--study", required=True, help="Study slug (gender, attributes or pair_change).")
+        add_study_argument(parser, note="A gender, attributes or pair-change study.")
         parser.add_argument("--detector", required=True, help="Detector key (its last-run version is used).")
-        parser.add_argument("--format", default="json", choices=["json", "md", "csv"], help="Output format.")
+        add_format_argument(parser, "report")
         parser.add_argument(
             "--bootstrap", type=int, default=1000, help="Design-bootstrap replicates for the intervals."
         )
         parser.add_argument("--seed", type=int, default=0, help="Seed of the bootstrap.")
-        parser.add_argument("--output", default="", help="Write to this file instead of standard output.")
+        add_output_argument(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        study = study_by_slug(opts["study"])
+        study = study_from_options(opts)
         spec = estimands.for_protocol(study.protocol)
         if spec is None:
             raise CommandError(
@@ -67,9 +72,6 @@ class Command(BaseCommand):
             text = estimate.markdown()
         else:
             text = estimate.csv()
-        if opts["output"]:
-            Path(opts["output"]).write_text(text, encoding="utf-8")
-        else:
-            self.stdout.write(text, ending="")
+        output_write(text, opts["output"], self.stdout)
         for message in estimate.pending_messages():
             self.stderr.write(message)

@@ -1,8 +1,8 @@
 """Export every sampling round of a study, one row per (round, image).
 
-    python manage.py export_sampling --study S --format csv [--output FILE]
+    python manage.py export_sampling --study S [--format csv|json] [--output FILE]
 
-Columns, exactly: ``image`` (the path the image was imported under, as other exports name it),
+Columns (CSV; JSON: a list of objects with these keys, ``pi`` a number), exactly: ``image`` (the path the image was imported under, as other exports name it),
 ``round`` (its number in the study), ``pi`` (inclusion probability, fixed before the draw),
 ``selected`` (1 if the draw took it) and ``labelled`` (1 if it has a final gender label now;
 other protocols: every final label its estimate reads). A pair, which has no single image, is
@@ -12,14 +12,20 @@ named by its key.
 from __future__ import annotations
 
 import io
-from pathlib import Path
+import json
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
 from estimates import estimands
-from estimates.management.commands._common import study_by_slug
 from estimates.selectors import export_rows
+from studies.commands import (
+    add_format_argument,
+    add_output_argument,
+    add_study_argument,
+    output_write,
+    study_from_options,
+)
 from studies.csvio import safe_dict_writer
 
 COLUMNS = ("image", "round", "pi", "selected", "labelled")
@@ -33,20 +39,26 @@ def sampling_csv(rows: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
+def sampling_json(rows: list[dict[str, Any]]) -> str:
+    """The same rows as a JSON list of objects with the CSV's columns as keys (pi a number)."""
+    return json.dumps([{**row, "pi": float(row["pi"])} for row in rows], indent=2) + "\n"
+
+
 class Command(BaseCommand):
-    help = "Export the sampling rounds of a study as CSV: image, round, pi, selected, labelled."
+    help = (
+        "Export the sampling rounds of a study, one row per (round, image): image, round, pi, "
+        "selected, labelled (CSV, or JSON objects with those keys)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--study", required=True, help="Study slug.")
-        parser.add_argument("--format", default="csv", choices=["csv"], help="csv (the only format).")
-        parser.add_argument("--output", default="", help="Write to this file instead of standard output.")
+        add_study_argument(parser)
+        add_format_argument(parser, "rows")
+        add_output_argument(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        study = study_by_slug(opts["study"])
+        study = study_from_options(opts)
         spec = estimands.for_protocol(study.protocol)
         labelled = spec.labelled(study) if spec is not None and spec.labelled is not None else None
-        text = sampling_csv(export_rows(study, labelled_items=labelled))
-        if opts["output"]:
-            Path(opts["output"]).write_text(text, encoding="utf-8")
-        else:
-            self.stdout.write(text, ending="")
+        rows = export_rows(study, labelled_items=labelled)
+        text = sampling_json(rows) if opts["format"] == "json" else sampling_csv(rows)
+        output_write(text, opts["output"], self.stdout)

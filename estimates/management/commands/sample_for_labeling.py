@@ -16,16 +16,16 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from estimates.management.commands._common import study_by_slug
 from estimates.models import Design
 from estimates.services import SamplingError, sampling_round_create
+from studies.commands import add_study_argument, study_from_options
 
 
 class Command(BaseCommand):
     help = "Draw the next sampling round of a gender study for a detector and queue its images first."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--study", required=True, help="Study slug (gender, attributes or pair_change).")
+        add_study_argument(parser, note="A gender, attributes or pair-change study.")
         parser.add_argument("--detector", required=True, help="Detector key whose predictions set π.")
         parser.add_argument("--budget", required=True, type=int, help="Labels to spend: the sum of π.")
         parser.add_argument(
@@ -40,7 +40,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        study = study_by_slug(opts["study"])
+        study = study_from_options(opts)
         try:
             sampling_round = sampling_round_create(
                 study=study,

@@ -43,15 +43,14 @@ from detectors.selectors import Shard
 from generation.edit_pipeline import EDITORS, MITIGATION_SUFFIX, EditSettings, editor_resolve
 from generation.editing import edit_run, seeds_from_folder, seeds_from_study, study_check
 from generation.generation import GenerationError, prompt_set_load
-from studies.models import Study
-from studies.selectors import study_by_slug
+from studies.commands import add_study_argument, study_from_options
 
 
 class Command(BaseCommand):
     help = "Edit seed photos with every prompt of a prompt set and store (seed, edit) pairs in a study."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--study", required=True, help="Slug of the pair-change study the pairs go to.")
+        add_study_argument(parser, note="The pair-change study the pairs go to.")
         seeds = parser.add_mutually_exclusive_group(required=True)
         seeds.add_argument("--seeds-study", default="", help="Slug of the study holding the seed photos.")
         seeds.add_argument(
@@ -96,8 +95,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         # Before any seed is imported: without Ray, or with contradictory options, nothing is written.
         executor = executor_for(opts, stderr=self.stderr)
-        study = self._study(opts["study"])
-        seeds_study = self._study(opts["seeds_study"]) if opts["seeds_study"] else None
+        study = study_from_options(opts)
+        seeds_study = study_from_options(opts, "seeds_study") if opts["seeds_study"] else None
         try:
             study_check(study, seeds_study=seeds_study)
             prompts = prompt_set_load(opts["prompt_set"])
@@ -156,8 +155,3 @@ class Command(BaseCommand):
             f"{outcome.skipped} already there" + (f", {speed:.3f} pairs/s." if speed else ".")
         )
         workers_report(self.stdout, outcome.workers, "pairs")
-
-    def _study(self, slug: str) -> Study:
-        return study_by_slug(
-            slug, missing=lambda known: CommandError(f"No study {slug!r}. Studies: {known or 'none yet'}.")
-        )

@@ -46,9 +46,8 @@ from generation.generation import (
     seed_policy_check,
     t2i_model_resolve,
 )
-from studies.errors import StudyNotChosen
+from studies.commands import add_study_argument, study_from_options
 from studies.models import Study
-from studies.selectors import study_chosen
 
 
 class Command(BaseCommand):
@@ -67,7 +66,7 @@ class Command(BaseCommand):
             "item metadata).",
         )
         parser.add_argument("--per-prompt", type=int, default=20, help="Images per prompt (default 20).")
-        parser.add_argument("--study", default="", help="Study slug (default: the only study).")
+        add_study_argument(parser)
         parser.add_argument("--steps", type=int, default=None, help="Default: the pipeline's own.")
         parser.add_argument("--guidance", type=float, default=None, help="Default: the pipeline's own.")
         parser.add_argument("--height", type=int, default=None)
@@ -87,7 +86,7 @@ class Command(BaseCommand):
         for flag in ("per_prompt", "batch_size", "steps", "height", "width", "limit_prompts"):
             positive(opts[flag], "--" + flag.replace("_", "-"))
         executor = executor_for(opts, stderr=self.stderr)
-        study = self._study(opts["study"])
+        study = study_from_options(opts)
         try:
             prompts = prompt_set_load(opts["prompt_set"])
             if opts["limit_prompts"]:
@@ -139,9 +138,3 @@ class Command(BaseCommand):
             + (f", {speed:.3f} images/s." if speed else ".")
         )
         workers_report(self.stdout, outcome.workers)
-
-    def _study(self, slug: str) -> Study:
-        try:
-            return study_chosen(slug)
-        except StudyNotChosen as exc:
-            raise CommandError(str(exc)) from None

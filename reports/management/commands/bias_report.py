@@ -22,6 +22,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from reports.analyses import AnalysisError, NoAnalysis, analysis_of
 from reports.selectors import Scope, UnknownFilter, check_filters, study_for_slug
+from studies.commands import add_format_argument, add_output_argument, add_study_argument, output_write
 
 
 class Command(BaseCommand):
@@ -34,10 +35,8 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument(
-            "--format", choices=("json", "csv", "md"), default="json", help="json (default), csv or md."
-        )
-        parser.add_argument("--study", default="", help="Study slug (default: the only study).")
+        add_format_argument(parser, "report")
+        add_study_argument(parser)
         parser.add_argument("--t2i-model", default="", help="Only images of this T2I model.")
         parser.add_argument("--detector", default="", help="Only this detector.")
         parser.add_argument(
@@ -58,6 +57,7 @@ class Command(BaseCommand):
             help="Pair-change studies: the detector measuring each attribute where several do, e.g. "
             "age=face_age_gender,gender=face_age_gender,skin=skin_tone.",
         )
+        add_output_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["bootstrap"] < 0:
@@ -86,6 +86,7 @@ class Command(BaseCommand):
         except AnalysisError as exc:  # e.g. an objects study with several detectors and none chosen
             raise CommandError(str(exc)) from exc
         if options["format"] == "json":
-            self.stdout.write(json.dumps(result.report, indent=2))
+            text = json.dumps(result.report, indent=2) + "\n"
         else:
-            self.stdout.write(analysis.export(result, options["format"]), ending="")
+            text = analysis.export(result, options["format"])
+        output_write(text, options["output"], self.stdout)

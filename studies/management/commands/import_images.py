@@ -8,6 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from studies.commands import add_file_argument, add_study_argument, file_from_options
 from studies.database import database_analyze
 from studies.errors import DomainError
 from studies.ingest import (
@@ -42,7 +43,12 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--manifest", help="Manifest CSV file (UTF-8, header row).")
+        add_file_argument(
+            parser,
+            help="Manifest CSV file (UTF-8, header row); required unless --restore.",
+            alias="--manifest",
+            optional=True,
+        )
         parser.add_argument("--root", help="Folder the manifest's image paths are relative to.")
         parser.add_argument(
             "--restore",
@@ -50,14 +56,10 @@ class Command(BaseCommand):
             help="Instead of a manifest: bring back the items a remove_items backup holds (their "
             "files, labels, final labels, predictions and sampling-round entries, with their ids).",
         )
-        parser.add_argument(
-            "--study",
-            default="",
-            help=(
-                "Slug of the study to import into (default: the only study; required when there are "
-                "several). The study must exist: create it first with create_study (an unknown slug "
-                "is refused, never created)."
-            ),
+        add_study_argument(
+            parser,
+            note="The study to import into must exist: create it first with create_study (an unknown "
+            "slug is refused, never created).",
         )
         parser.add_argument(
             "--dry-run",
@@ -68,13 +70,14 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         started = time.perf_counter()
         self.verbosity = int(options["verbosity"])
+        manifest = file_from_options(options, alias="--manifest")
         if options["restore"]:
-            if options["manifest"] or options["dry_run"]:
-                raise CommandError("--restore takes no --manifest, --root or --dry-run")
+            if manifest or options["dry_run"]:
+                raise CommandError("--restore takes no manifest FILE, --root or --dry-run")
             self._restore(options["study"], options["restore"])
             return
-        if not options["manifest"] or not options["root"]:
-            raise CommandError("give --manifest and --root (or --restore BACKUP)")
+        if not manifest or not options["root"]:
+            raise CommandError("give the manifest FILE and --root (or --restore BACKUP)")
         # A line with rows/s per stage (checked, stored, written) every 10 s on stderr, once the
         # import runs that long.
         meter = StageProgress(command_stream(self.stderr))
@@ -82,11 +85,11 @@ class Command(BaseCommand):
             study = study_for_import(options["study"])
             summary = images_import(
                 study=study,
-                manifest_path=options["manifest"],
+                manifest_path=manifest,
                 root=options["root"],
                 progress=self._progress,
                 dry_run=options["dry_run"],
-                source=f"import_images {options['manifest']}",
+                source=f"import_images {manifest}",
                 stage_progress=meter,
             )
         except DomainError as exc:

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from studies.commands import add_file_argument, add_study_argument, file_from_options
 from studies.errors import DomainError
 from studies.ingest import csv_rows_read, study_for_import
 from studies.removal import items_remove, items_resolve
@@ -16,7 +17,7 @@ from studies.removal import items_remove, items_resolve
 
 class Command(BaseCommand):
     help = (
-        "Remove items from a study: the items a manifest lists (--manifest: its 'item' column, or "
+        "Remove items from a study: the items a manifest lists (FILE: its 'item' column, or "
         "'image' for one-image items) or named one by one (--item KEY …, or the item's id). Items "
         "with no labels go at once; items with labels, final labels, predictions or sampling "
         "rounds are refused, each named with what it holds, unless --with-labels: then "
@@ -26,9 +27,11 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--study", required=True, help="Slug of the study.")
+        add_study_argument(parser)
         which = parser.add_mutually_exclusive_group(required=True)
-        which.add_argument("--manifest", help="CSV listing the items to remove (as imported).")
+        add_file_argument(
+            which, help="Manifest CSV listing the items to remove (as imported).", alias="--manifest"
+        )
         which.add_argument("--item", nargs="+", metavar="KEY", help="Item keys (or ids) to remove.")
         parser.add_argument(
             "--with-labels",
@@ -45,7 +48,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             study = study_for_import(options["study"])
-            keys = options["item"] or self._manifest_keys(options["manifest"])
+            manifest = file_from_options(options, alias="--manifest")
+            keys = options["item"] or self._manifest_keys(manifest or "")
             items = items_resolve(study=study, keys=keys)
             backup = None
             if options["backup"]:
@@ -53,7 +57,7 @@ class Command(BaseCommand):
             elif options["with_labels"]:
                 stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
                 backup = Path.cwd() / f"removed-{study.slug}-{stamp}.json"
-            source = f"remove_items {options['manifest'] or ' '.join(options['item'])}"
+            source = f"remove_items {manifest or ' '.join(options['item'])}"
             result = items_remove(
                 study=study,
                 items=items,

@@ -1,0 +1,179 @@
+"""The flags BiasLab's management commands share, defined once so that they agree (issue 20):
+``--study``, an importer's file, ``--format`` and ``--output``, and what reads them.
+
+- ``--study``: in a command that works on one study, the named study; left out, the only study
+  there is; several and none named, a refusal listing them (``studies.selectors.study_chosen``).
+  A command that works across studies (``run_detectors``, ``export_predictions``,
+  ``import_predictions``) reads it as a filter instead: left out, every study.
+- An importer takes its file as its first positional argument, ``FILE``; a spelling scripts used
+  before (``import_images --manifest``) stays as an alias.
+- ``--format``: the same choices wherever the output is the same kind — a report (``json``,
+  ``csv``, ``md``; default json) or rows (``csv``, ``json``; default csv).
+- ``--output FILE``: every command that prints a document can write it to a file instead,
+  atomically: into a temporary file beside it, renamed over it once complete, so an error leaves
+  the old file (or none), never half a document.
+
+tests/test_command_flags.py walks every command of the project and fails on one that diverges.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from argparse import Action, ArgumentParser, _ActionsContainer
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+from django.core.management.base import CommandError, OutputWrapper
+
+from studies.errors import StudyNotChosen
+from studies.models import Study
+from studies.progress import command_stream
+from studies.selectors import study_chosen
+
+#: The help of ``--study`` in every command that works on one study (what ``study_chosen`` does).
+STUDY_HELP = "Study slug (default: the only study; required when there are several)."
+#: The help of ``--study`` in a command that works across studies, where it is a filter.
+STUDY_FILTER_HELP = "Only this study (default: every study)."
+
+FormatKind = Literal["report", "rows"]
+#: The choices of ``--format`` per kind of output, the default first.
+FORMATS: dict[str, tuple[str, ...]] = {"report": ("json", "csv", "md"), "rows": ("csv", "json")}
+FORMAT_HELP = {
+    "report": "json (default), csv or md (Markdown tables).",
+    "rows": "csv (default) or json.",
+}
+OUTPUT_HELP = "File to write, replaced only once complete (default: standard output)."
+
+
+def add_study_argument(parser: ArgumentParser, *, every: bool = False, note: str = "") -> Action:
+    """``--study SLUG``. ``every``: the command works across studies and reads it as a filter
+    (``study_filter_from_options``); otherwise it works on one (``study_from_options``). ``note``
+    follows the shared help, e.g. what the study must be."""
+    action = parser.add_argument(
+        "--study",
+        default="",
+        metavar="SLUG",
+        help=(STUDY_FILTER_HELP if every else STUDY_HELP) + (f" {note}" if note else ""),
+    )
+    # Read by tests/test_command_flags.py: which of the two meanings the command gave it.
+    action.study_rule = "every" if every else "one"  # type: ignore[attr-defined]
+    return action
+
+
+def study_from_options(options: Mapping[str, Any], key: str = "study") -> Study:
+    """The study ``--study`` (or the option ``key``, e.g. ``seeds_study``) names in a command that
+    works on one study; CommandError listing the studies (and naming create_study) when there is
+    no such study or several to choose from."""
+    try:
+        return study_chosen(options[key])
+    except StudyNotChosen as exc:
+        raise CommandError(str(exc)) from None
+
+
+def study_filter_from_options(options: Mapping[str, Any]) -> Study | None:
+    """The study ``--study`` names in a command that works across studies; None (every study)
+    without one. An unknown slug is refused as everywhere else."""
+    return study_from_options(options) if options["study"] else None
+
+
+def add_file_argument(
+    parser: _ActionsContainer, *, help: str, alias: str = "", optional: bool = False
+) -> Action:
+    """An importer's file: the positional ``FILE``. ``alias`` (e.g. ``--manifest``) is the option
+    scripts used before, kept working (``file_from_options`` reads either); ``optional`` when the
+    command can run without a file (``import_images --restore``). ``parser`` may be a mutually
+    exclusive group (``remove_items``: a manifest or ``--item``)."""
+    action = parser.add_argument(
+        "file", nargs="?" if optional or alias else None, default=None, metavar="FILE", help=help
+    )
+    action.importer_file = True  # type: ignore[attr-defined]  # read by tests/test_command_flags.py
+    if alias:
+        parser.add_argument(
+            alias,
+            dest="file_alias",
+            metavar="FILE",
+            help="The same as FILE (the spelling before; kept for scripts).",
+        )
+    return action
+
+
+def file_from_options(options: Mapping[str, Any], *, alias: str = "") -> str | None:
+    """The file given positionally or through its alias option; CommandError when both are given
+    and differ."""
+    file, aliased = options.get("file"), options.get("file_alias")
+    if file and aliased and file != aliased:
+        raise CommandError(
+            f"give the file once: FILE {file!r} or {alias or 'its option'} {aliased!r}, not both"
+        )
+    return file or aliased or None
+
+
+def add_format_argument(
+    parser: ArgumentParser, kind: FormatKind, *, aliases: Mapping[str, str] | None = None
+) -> Action:
+    """``--format`` with the choices of its kind of output (``FORMATS``), the first the default.
+    ``aliases`` maps a spelling kept for scripts to what it prints, for the help."""
+    extra = dict(aliases or {})
+    help = FORMAT_HELP[kind] + "".join(f" Also {name}: {what}." for name, what in extra.items())
+    action = parser.add_argument(
+        "--format", choices=(*FORMATS[kind], *extra), default=FORMATS[kind][0], help=help
+    )
+    action.format_kind = kind  # type: ignore[attr-defined]  # read by tests/test_command_flags.py
+    action.format_aliases = tuple(extra)  # type: ignore[attr-defined]
+    return action
+
+
+def add_output_argument(parser: ArgumentParser) -> Action:
+    """``--output FILE``; write with ``output_write`` or ``output_stream``."""
+    return parser.add_argument("--output", default="", metavar="FILE", help=OUTPUT_HELP)
+
+
+@contextmanager
+def output_stream(path: str, stdout: OutputWrapper) -> Iterator[TextIO]:
+    """A text stream for the document: the command's standard output without ``path``; with one,
+    a temporary file in the same folder, renamed to ``path`` when the block ends without error
+    and removed when it raises (the old file, if any, is left as it was). CommandError when the
+    file cannot be written."""
+    if not path:
+        yield command_stream(stdout)
+        return
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise CommandError(f"cannot write {path}: folder {target.parent} does not exist")
+    try:
+        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    except OSError as exc:
+        raise CommandError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
+            yield out
+        # mkstemp makes the file private (0600): give it the mode a plain open() would.
+        os.chmod(temporary, _mode_for(target))
+        os.replace(temporary, target)
+    except BaseException as exc:
+        Path(temporary).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise CommandError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        raise
+
+
+def output_write(text: str, path: str, stdout: OutputWrapper) -> None:
+    """Write a whole document to ``path`` atomically (``output_stream``), or to standard output."""
+    if not path:
+        stdout.write(text, ending="")
+        return
+    with output_stream(path, stdout) as out:
+        out.write(text)
+
+
+def _mode_for(target: Path) -> int:
+    """The mode of the file being replaced, or that of a new file under the process's umask."""
+    try:
+        return target.stat().st_mode & 0o777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
