@@ -194,7 +194,7 @@ def test_json_keys_are_exactly_the_typed_contract(report_study):
     at every level, so the types mypy checks are the JSON scripts read."""
     from typing import get_type_hints
 
-    from reports.analyses.gender import contract
+    from protocols.gender import contract
 
     def keys(typed: type) -> set[str]:
         return set(get_type_hints(typed))
