@@ -6,7 +6,7 @@ Two halves, one reading rule:
   with the measurements of its seed photo (role ``input``) and its edit (role ``output``) as
   ``metrics.pair_change.Pair`` rows. The report (``protocols.pair_change``) reads pairs
   through these functions too, so the verdicts a draw records are the verdicts the report
-  computes: one rule, written once, on the side that owns the predictions.
+  computes: one rule, written once.
 - **The write** (``pairs_sample``, behind ``manage.py sample_pairs``): a stratified random sample
   of the pairs by their automatic verdict on one attribute (the paper's 25 older / 25 younger /
   50 unchanged) goes into the labelling queue: ``Item.queue`` 1 and the attribute's question in
@@ -44,9 +44,10 @@ from django.utils import timezone
 
 from detectors.models import OutputKind, Prediction, PredictionStatus
 from metrics import pair_change as pc
+from protocols.pair_change.spec import KEY
 from studies.models import ImageRole, Item, ItemImage, Study
 
-PROTOCOL = "pair_change"
+PROTOCOL = KEY  # the studies these functions read and write
 PAIR_ROLES = (ImageRole.INPUT.value, ImageRole.OUTPUT.value)
 SIDE_NAMES = {ImageRole.INPUT.value: "seed photo", ImageRole.OUTPUT.value: "edited image"}
 #: Attribute -> the field of a ``measurements`` output that measures it.
