@@ -42,6 +42,7 @@ from studies.batching import batches, import_batch_rows, in_chunk_size, in_chunk
 from studies.csvio import safe_dict_writer
 from studies.ingest import ImportSummary, RejectedRow, csv_rows_stream
 from studies.models import ImageRole, Item, ItemImage, Question, Study
+from studies.protocols import protocol_spec
 from studies.selectors import item_questions, study_questions
 from studies.selectors import study_by_slug as _study_by_slug
 
@@ -62,7 +63,7 @@ _WIDE_RE = re.compile(r"^(annotator|label|reason)_(\d+)$")
 
 
 def _is_pair_study(study: Study) -> bool:
-    return study.protocol == "pair_change"
+    return protocol_spec(study.protocol).paired
 
 
 def ground_truth_columns(n_annotators: int, *, pairs: bool = False) -> list[str]:

@@ -50,6 +50,11 @@ INSTALLED_APPS = [
     "generation",
     "reports",
     "estimates",
+    # Study protocols, each a package of its own (its templates and commands).
+    "protocols.gender",
+    "protocols.attributes",
+    "protocols.pair_change",
+    "protocols.objects",
     "protocols.questions",
 ]
 

@@ -17,8 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from detectors.kinds import KINDS, output_validate
-from studies.protocols import KIND_GENDER
+from detectors.kinds import KIND_GENDER, KINDS, output_validate
 
 if TYPE_CHECKING:  # Pillow is light, but keep the import graph obvious.
     from PIL.Image import Image as PILImage

@@ -37,7 +37,13 @@ from typing import Any
 
 from metrics.coco_names import UnknownClassName, normalise_class_name
 from studies.jsonbounds import JSONOutOfBounds, json_bounds_check
-from studies.protocols import KIND_ATTRIBUTES, KIND_GENDER, KIND_MEASUREMENTS, KIND_OBJECTS
+
+# The output kinds of the detectors built in here (their plugins declare them; a protocol's spec
+# names the kinds it reads, ``ProtocolSpec.output_kinds``). A protocol's own kind is its own.
+KIND_GENDER = "gender"
+KIND_ATTRIBUTES = "attributes"
+KIND_MEASUREMENTS = "measurements"
+KIND_OBJECTS = "objects"
 
 GENDER_LABELS = ("male", "female", "filtered")
 #: Why a gender detector set an image aside; the values of ``detectors.models.FilterReason``

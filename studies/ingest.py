@@ -66,7 +66,7 @@ from studies.models import (
     Question,
     Study,
 )
-from studies.protocols import protocol_spec
+from studies.protocols import DEFAULT_PROTOCOL, protocol_spec
 from studies.selectors import study_chosen
 from studies.services import study_create
 
@@ -869,7 +869,7 @@ class _ManifestImport:
         self.metadata_columns = [c for c in columns if c not in MANIFEST_KNOWN_COLUMNS]
         self.roles = set(protocol_spec(study.protocol).image_roles)
         self.question_keys = set(Question.objects.filter(study=study).values_list("key", flat=True))
-        self.pairs = study.protocol == "pair_change"
+        self.pairs = protocol_spec(study.protocol).paired
         # What the database holds for the batch being checked: (key, role) → sha of the rows'
         # items, and sha → key of the one-image items with the batch's bytes. Loaded per batch
         # (a few queries), so per-row checks never touch the database.
@@ -1504,7 +1504,7 @@ def images_import(
     if not root_path.is_dir():
         raise ImportRejected(f"import root {root} is not a folder")
     required = (
-        PAIR_MANIFEST_REQUIRED_COLUMNS if study.protocol == "pair_change" else MANIFEST_REQUIRED_COLUMNS
+        PAIR_MANIFEST_REQUIRED_COLUMNS if protocol_spec(study.protocol).paired else MANIFEST_REQUIRED_COLUMNS
     )
     header, rows = csv_rows_stream(manifest_path, required=required)
     summary = ImportSummary(dry_run=dry_run, reports=("updated",))
@@ -1528,7 +1528,7 @@ def images_import(
 
 
 def study_get_or_create(
-    *, slug: str, name: str | None = None, protocol: str = "gender"
+    *, slug: str, name: str | None = None, protocol: str = DEFAULT_PROTOCOL
 ) -> tuple[Study, bool]:
     """The study with this slug, created with ``protocol``'s preset questions when missing.
 

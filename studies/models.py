@@ -21,17 +21,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from studies.protocols import protocol_choices
-
-
-class Protocol(models.TextChoices):
-    """The built-in kinds of study; ``Study.protocol`` takes its choices from the registry
-    (``studies.protocols.protocol_choices``), which also lists protocols of their own packages."""
-
-    GENDER = "gender", "Gender (Lyu et al. 2025)"
-    ATTRIBUTES = "attributes", "Attribute presence / GEP (Zhang et al. 2023)"
-    PAIR_CHANGE = "pair_change", "Pair change / BiasPainter (Wang et al. 2024)"
-    OBJECTS = "objects", "Object co-occurrence (Mannering et al. 2023)"
+from studies.protocols import DEFAULT_PROTOCOL, protocol_choices
 
 
 class AgreementRule(models.TextChoices):
@@ -49,7 +39,7 @@ class Study(models.Model):
     protocol = models.CharField(
         max_length=20,
         choices=protocol_choices,
-        default=Protocol.GENDER,
+        default=DEFAULT_PROTOCOL,
         help_text="The kind of study: which questions it asks, which detector outputs it reads, "
         "which analysis reports it.",
     )

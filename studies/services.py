@@ -20,7 +20,7 @@ from django.db.models import RestrictedError
 
 from studies.errors import ImportRejected, StudyConflict
 from studies.models import AgreementRule, Item, ItemImage, Question, QuestionKind, Study
-from studies.protocols import PROTOCOLS, ProtocolSpec, QuestionSpec, protocol_spec
+from studies.protocols import DEFAULT_PROTOCOL, PROTOCOLS, ProtocolSpec, QuestionSpec, protocol_spec
 
 QUESTION_COLUMNS = ("key", "text", "choices")
 #: Keys the labeling screen keeps for itself whatever the study asks (static/annotate/label.js):
@@ -46,7 +46,7 @@ def _unique_name(base: str, *, exclude: Study | None = None) -> str:
 def study_create(
     *,
     slug: str,
-    protocol: str = "gender",
+    protocol: str = DEFAULT_PROTOCOL,
     name: str | None = None,
     labels_per_item: int | None = None,
     agreement: str | None = None,

@@ -41,9 +41,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from detectors.base import DetectorOptionError, DetectorOutput
+from detectors.kinds import KIND_ATTRIBUTES
 from detectors.plugins.clip import CLIP_OPTIONS, ClipDetectorBase
 from metrics.gep import ATTRIBUTE_CLIP_TEXTS, ATTRIBUTE_KEYS, CALIBRATION_REFERENCE, cls_training_texts
-from studies.protocols import KIND_ATTRIBUTES
 
 if TYPE_CHECKING:
     import numpy as np

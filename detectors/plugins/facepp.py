@@ -66,6 +66,7 @@ from detectors.base import (
     DetectorUnavailable,
     second_largest_ratio,
 )
+from detectors.kinds import KIND_MEASUREMENTS
 from detectors.plugins.measurements import (
     OVERLAY_OPTIONS,
     faces_picture,
@@ -73,7 +74,6 @@ from detectors.plugins.measurements import (
     overlay_picture_store,
     overlay_settings,
 )
-from studies.protocols import KIND_MEASUREMENTS
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage

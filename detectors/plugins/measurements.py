@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from detectors.base import Detector, DetectorOptionError, DetectorOutput, DetectorUnavailable
+from detectors.kinds import KIND_MEASUREMENTS
 from detectors.plugins.faces import (
     FACE_GATE_OPTIONS,
     SHAPE_MODEL_FILE,
@@ -47,7 +48,6 @@ from detectors.plugins.faces import (
     as_rgb_array,
     models_dir,
 )
-from studies.protocols import KIND_MEASUREMENTS
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage

@@ -32,10 +32,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from detectors.base import Detector, DetectorOptionError, DetectorOutput, DetectorUnavailable
+from detectors.kinds import KIND_OBJECTS
 from detectors.plugins.persons import WEIGHTS_KEY, PersonDetector
 from detectors.weights import weights_env_var
 from metrics.coco_names import UnknownClassName, normalise_class_name
-from studies.protocols import KIND_OBJECTS
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage

@@ -37,6 +37,10 @@ PROJECT_APPS = (
     "generation",
     "reports",
     "estimates",
+    "protocols.gender",
+    "protocols.attributes",
+    "protocols.pair_change",
+    "protocols.objects",
     "protocols.questions",
 )
 #: Options every Django command has; listed once on the commands index, not on every page.

@@ -9,10 +9,11 @@ agreement and scores each detector against the final labels.
 
 Everything of the protocol lives here, registered once by dotted path:
 
-- ``spec.SPEC``: ``studies.protocols.PROTOCOLS["questions"]`` (questions rule, ``--compare``);
+- ``spec.SPEC``: ``studies.protocols.PROTOCOLS["questions"]`` (questions rule, ``--compare``),
+  naming the rest by dotted path;
 - ``kinds``: the ``answers`` output kind (``detectors.kinds``);
-- ``analysis.QuestionsAnalysis``: ``reports.analyses.ANALYSES["questions"]``, on
+- ``analysis.QuestionsAnalysis`` (``ProtocolSpec.analysis``), on
   ``metrics.questions``, with ``report``, ``selectors`` and ``charts``;
-- ``views`` / ``urls`` / ``templates/questions/``: the drill-down page (``reports.urls``);
+- ``views`` / ``urls`` / ``templates/questions/``: the drill-down page (``ProtocolSpec.urls``);
 - the labeling screen is the core's multi-question screen: nothing of its own.
 """

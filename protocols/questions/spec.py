@@ -48,4 +48,6 @@ SPEC = ProtocolSpec(
     ),
     validate_questions=single_choice_problem,
     demo_command="questions_demo",
+    analysis="protocols.questions.analysis.QuestionsAnalysis",
+    urls="protocols.questions.urls",
 )

@@ -1,5 +1,5 @@
-"""The questions protocol's report pages, mounted under ``/reports/questions/`` in the
-``reports`` namespace (``reports.urls`` includes this module by its dotted path)."""
+"""The questions protocol's report pages under ``/reports/`` in the ``reports`` namespace
+(``reports.urls`` mounts the URLconf its spec names, ``ProtocolSpec.urls``)."""
 
 from __future__ import annotations
 
@@ -8,5 +8,5 @@ from django.urls import path
 from protocols.questions import views
 
 urlpatterns = [
-    path("answer/", views.answer_images, name="question_answer"),
+    path("questions/answer/", views.answer_images, name="question_answer"),
 ]

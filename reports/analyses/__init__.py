@@ -3,8 +3,9 @@
 An analysis turns a study's final labels and detector predictions into its report: a pure
 metrics module (``metrics.<protocol>``), a selector reading the rows, the JSON report that
 ``manage.py bias_report`` prints, the tables and charts of its dashboard page and their
-downloads. Adding a study kind adds one entry here and one module beside this file, never an
-edit across views and commands.
+downloads. Each protocol's analysis lives in its package (``protocols/<name>/analysis.py``) and
+its spec names it (``ProtocolSpec.analysis``); ``ANALYSES`` is read from the registry of
+protocols, never edited for a new one.
 
 The mapping is explicit (no discovery) and lazy: an analysis module is imported the first time a
 study of its protocol asks for it, like ``detectors.registry``.
@@ -12,7 +13,8 @@ study of its protocol asks for it, like ``detectors.registry``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, MutableMapping
+from dataclasses import dataclass
 from functools import cache
 from importlib import import_module
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -20,19 +22,66 @@ from typing import Any, ClassVar, Protocol, TypeVar
 from reports.selectors import Scope
 from reports.tables import Table
 from studies.models import Study
+from studies.protocols import PROTOCOLS
 
-# Protocol key -> dotted path of its Analysis class. Attributes, pair change and objects come
-# with their issues.
-ANALYSES: dict[str, str] = {
-    "gender": "reports.analyses.gender.GenderAnalysis",
-    "attributes": "reports.analyses.attributes.AttributesAnalysis",
-    "objects": "reports.analyses.objects.ObjectsAnalysis",
-    "pair_change": "reports.analyses.pair_change.PairChangeAnalysis",
-    # Protocols in packages of their own.
-    "questions": "protocols.questions.analysis.QuestionsAnalysis",
-}
+
+class _Analyses(MutableMapping[str, str]):
+    """Protocol key -> dotted path of its Analysis class, as each registered protocol's spec
+    declares it (``ProtocolSpec.analysis``; a protocol without one has no report yet). Read from
+    the registry the first time it is asked (importing the specs, no analysis); writable, so a
+    test can take a protocol's analysis out."""
+
+    def __init__(self) -> None:
+        self._paths: dict[str, str] | None = None
+
+    def _loaded(self) -> dict[str, str]:
+        if self._paths is None:
+            self._paths = {key: PROTOCOLS[key].analysis for key in PROTOCOLS if PROTOCOLS[key].analysis}
+        return self._paths
+
+    def __getitem__(self, key: str) -> str:
+        return self._loaded()[key]
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self._loaded()[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._loaded()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaded())
+
+    def __len__(self) -> int:
+        return len(self._loaded())
+
+
+ANALYSES: MutableMapping[str, str] = _Analyses()
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ReportOption:
+    """An option an analysis adds to ``manage.py bias_report`` (``--exclude-person`` of the
+    objects analysis). ``keyword`` is the argument of ``compute`` it sets: to ``value`` for a flag
+    (``value`` not None), else to the option's text. ``studies`` names the studies it is for, in
+    a person's words (the refusal for a study of another protocol says it)."""
+
+    flag: str
+    help: str
+    keyword: str
+    studies: str
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class NavLink:
+    """An entry of the report pages' navigation an analysis adds: a link to the URL named
+    ``url_name`` with the study (and detector) filter, current on the page named ``page_name``."""
+
+    url_name: str
+    label: str
+    page_name: str
 
 
 class NoAnalysis(LookupError):
@@ -85,6 +134,8 @@ class Analysis:
     - ``export(result, fmt)`` is ``manage.py bias_report --format csv|md``.
     - ``pages`` names the extra dashboard pages the analysis has (URL names under
       ``reports:``); the others answer 404 for its studies.
+    - ``options``: the options it adds to ``bias_report`` (``ReportOption``), passed to
+      ``compute`` as keywords; ``nav``: links it adds to the pages' navigation (``NavLink``).
     - ``category_applies``: ``compute`` honours the scope's prompt category, so every table and
       chart of the page is of that category (the dashboard caches per category). False: the
       report is across categories by definition (its template says so when one is chosen).
@@ -96,6 +147,8 @@ class Analysis:
     table_keys: ClassVar[tuple[str, ...]] = ()
     chart_keys: ClassVar[tuple[str, ...]] = ()
     pages: ClassVar[frozenset[str]] = frozenset()
+    options: ClassVar[tuple[ReportOption, ...]] = ()
+    nav: ClassVar[tuple[NavLink, ...]] = ()
     category_applies: ClassVar[bool] = False
 
     def check(self, study: Study) -> None:
@@ -148,6 +201,16 @@ def analysis_for(protocol: str) -> Analysis:
         ) from None
     module_name, _, class_name = dotted.rpartition(".")
     return getattr(import_module(module_name), class_name)()
+
+
+def report_options() -> dict[str, tuple[ReportOption, list[str]]]:
+    """Every option the analyses add to ``bias_report``: flag -> (the option, the protocols whose
+    analysis takes it). Imports every analysis (a command's arguments, not a request)."""
+    found: dict[str, tuple[ReportOption, list[str]]] = {}
+    for protocol in ANALYSES:
+        for option in analysis_for(protocol).options:
+            found.setdefault(option.flag, (option, []))[1].append(protocol)
+    return found
 
 
 def analysis_of(study: Study) -> Analysis:

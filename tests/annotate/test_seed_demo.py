@@ -23,19 +23,15 @@ from django.test import Client, RequestFactory, override_settings
 from django.urls import reverse
 
 from annotate import services
-from annotate.demo import attributes, objects
-from annotate.management.commands.seed_demo import (
-    ANNOTATORS,
-    DEMO_PASSWORDS,
-    DISAGREEMENTS,
-    RESOLVED,
-    demo_images,
-    demo_people_and_study,
-)
+from annotate.demo.seeding import ANNOTATORS
+from annotate.management.commands.seed_demo import DEMO_PASSWORDS, demo_people_and_studies
 from annotate.models import FinalLabel, Label
 from annotate.selectors import dispute_queue
 from detectors import registry
 from detectors.models import Prediction
+from protocols.attributes import demo as attributes
+from protocols.gender.demo import DISAGREEMENTS, RESOLVED, demo_images
+from protocols.objects import demo as objects
 from reports import selectors as sel
 from reports.analyses import FilterNeeded, analysis_for
 from reports.tables import NO_VALUE
@@ -273,7 +269,7 @@ def test_the_objects_boxes_are_put_on_the_items_and_checked_but_for_those_left(s
 
 def test_demo_users_have_their_roles_and_passwords(db, monkeypatch):
     monkeypatch.delenv("BIASLAB_DEMO_PASSWORD", raising=False)
-    study = demo_people_and_study()
+    study = demo_people_and_studies()["demo"]
     admin = User.objects.get(username="demo-admin")
     assert permissions.is_admin(admin)
     assert permissions.is_researcher(User.objects.get(username="demo-researcher"))
@@ -286,7 +282,7 @@ def test_demo_users_have_their_roles_and_passwords(db, monkeypatch):
 
 def test_the_demo_password_can_come_from_the_environment(db, monkeypatch):
     monkeypatch.setenv("BIASLAB_DEMO_PASSWORD", "my-own-secret-1")
-    demo_people_and_study()
+    demo_people_and_studies()
     assert User.objects.get(username="demo-annotator-1").check_password("my-own-secret-1")
     assert not User.objects.get(username="demo-annotator-1").check_password(
         DEMO_PASSWORDS["demo-annotator-1"]

@@ -11,7 +11,7 @@ import pytest
 
 from annotate import services
 from annotate.models import FinalLabel
-from detectors.sampling import pairs_sample
+from protocols.pair_change.sampling import pairs_sample
 from tests.browser.screenshots import screenshots_dir
 from tests.factories import question_of
 from tests.reports.pair_change_data import build, pair_key

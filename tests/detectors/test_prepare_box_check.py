@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from detectors.models import OutputKind, PredictionStatus
-from detectors.services import BoxCheckRefused, box_check_prepare
+from protocols.objects.services import BoxCheckRefused, box_check_prepare
 from studies.models import Item
 from tests.factories import (
     FinalLabelFactory,

@@ -9,8 +9,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotate import services
-from detectors.sampling import pairs_sample, parse_buckets, study_samples
 from metrics import pair_change as pc
+from protocols.pair_change.sampling import pairs_sample, parse_buckets, study_samples
 from studies.models import Image, ImageRole, Item, ItemImage
 from tests.factories import ImageFactory, StudyFactory
 from tests.reports.pair_change_data import AGE_GENDER, add_pair, build, measure, measure_both, pair_key

@@ -20,9 +20,10 @@ from generation.generation import (
     source_path_for,
 )
 from metrics import gep
+from protocols.attributes.spec import explicit_attribute_question
 from studies.ingest import images_import, item_image_store
 from studies.models import Item
-from studies.protocols import PROTOCOLS, explicit_attribute_question, protocol_spec
+from studies.protocols import PROTOCOLS, protocol_spec
 from tests.factories import StudyFactory, png_bytes
 
 #: Every shipped set with its number of prompts and the metadata columns its items get.

@@ -13,9 +13,10 @@ import pytest
 
 from annotate.exchange import labels_import
 from annotate.models import FinalLabel, Label
+from protocols.attributes.spec import gep_metadata_problem
 from studies.ingest import images_import
 from studies.models import Item
-from studies.protocols import PROTOCOLS, gep_metadata_problem, protocol_spec
+from studies.protocols import PROTOCOLS, protocol_spec
 from tests.factories import ItemFactory, PromptFactory, StudyFactory, png_bytes
 
 pytestmark = pytest.mark.django_db

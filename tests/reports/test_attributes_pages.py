@@ -12,8 +12,8 @@ import pytest
 from django.urls import reverse
 from PIL import Image
 
+from protocols.attributes import charts, tables
 from reports.analyses import analysis_of
-from reports.analyses.attributes import charts, tables
 from reports.selectors import Scope
 from reports.tables import NO_VALUE
 from studies.models import Study

@@ -13,8 +13,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from scipy.stats import kendalltau, pearsonr
 
+from protocols.attributes.analysis import AttributesAnalysis
 from reports.analyses import AnalysisError, analysis_for, analysis_of
-from reports.analyses.attributes import AttributesAnalysis
 from reports.selectors import Scope
 from studies.models import Question
 from tests.reports import attributes_data as data

@@ -190,11 +190,11 @@ def test_a_gender_study_without_two_clear_answers_gets_a_clear_error(study):
 
 
 def test_json_keys_are_exactly_the_typed_contract(report_study):
-    """The TypedDicts in reports/analyses/gender/contract.py are the keys the command prints,
+    """The TypedDicts in protocols/gender/contract.py are the keys the command prints,
     at every level, so the types mypy checks are the JSON scripts read."""
     from typing import get_type_hints
 
-    from reports.analyses.gender import contract
+    from protocols.gender import contract
 
     def keys(typed: type) -> set[str]:
         return set(get_type_hints(typed))

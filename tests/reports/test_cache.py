@@ -11,8 +11,8 @@ from django.urls import reverse
 
 from annotate.models import Label
 from annotate.services import final_label_set
+from protocols.gender import report as report_module
 from reports import selectors as sel
-from reports.analyses.gender import report as report_module
 from tests.factories import ItemFactory, question_of
 from tests.reports import dashboard_data
 from tests.reports.dashboard_data import predict
@@ -152,8 +152,9 @@ def test_the_fingerprint_changes_with_every_kind_of_write(fx, researcher):
 
 @pytest.mark.parametrize("t2i_model", [None, "sdxl"])
 def test_heatmap_counts_from_the_report_equal_the_drilldown_counts(fx, t2i_model):
+    from protocols.gender import drilldown
+    from protocols.gender.analysis import gender_question
     from reports.analyses import analysis_for
-    from reports.analyses.gender import drilldown, gender_question
 
     scope = sel.Scope(fx.study, t2i_model=t2i_model)
     counts = analysis_for("gender").compute(scope, bootstrap=0).prompt_counts

@@ -16,7 +16,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from reports.analyses.gender import tables as gtables
+from protocols.gender import tables as gtables
 from tests.reports import dashboard_data
 
 pytestmark = pytest.mark.django_db

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
+from protocols.gender import charts as gender_charts
 from reports import charts
 from tests.reports import attributes_data, dashboard_data, pair_change_data
 from tests.reports.test_objects_report import build as objects_build
@@ -125,9 +126,9 @@ def test_the_gender_charts_have_no_text_under_8_points_or_outside(
     rita, saved, study, annotator_a, annotator_b
 ):
     dashboard_data.build(study, annotator_a, annotator_b)
-    for name in charts.CHART_KEYS:
+    for name in gender_charts.CHART_KEYS:
         _download(rita, name, f"?study={study.slug}")
-    assert len(saved) == 2 * len(charts.CHART_KEYS)
+    assert len(saved) == 2 * len(gender_charts.CHART_KEYS)
     assert [p for m in saved for p in _problems(m)] == []
 
 
@@ -146,7 +147,7 @@ def test_a_title_longer_than_the_figure_widens_the_figure_instead_of_being_clipp
         "detector": "a-very-long-detector-name/yolov8x-oiv7-finetuned-on-coco-2017-train",
         "objects": {"sd21": {"counts": {"tie": {"male": 2, "female": 0}}}},
     }
-    from reports.analyses.objects import charts as object_charts
+    from protocols.objects import charts as object_charts
 
     object_charts.counts_chart(report, "png")
     [measure] = saved

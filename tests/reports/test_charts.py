@@ -12,10 +12,10 @@ from django.conf import settings
 from django.urls import reverse
 from PIL import Image
 
-from reports import charts
+from protocols.gender import charts, tables
+from protocols.gender.tables import PromptGrid, PromptRow
+from reports import charts as chart_base
 from reports import tables as base
-from reports.analyses.gender import tables
-from reports.analyses.gender.tables import PromptGrid, PromptRow
 from studies.models import Prompt
 from tests.reports import dashboard_data
 
@@ -93,7 +93,7 @@ def test_charts_draw_an_empty_state_instead_of_failing():
 
 
 def test_unknown_format_is_refused_by_name(report):
-    with pytest.raises(charts.UnknownChart, match="'gif'"):
+    with pytest.raises(chart_base.UnknownChart, match="'gif'"):
         charts.model_bias_chart(report, "gif")
 
 
@@ -109,10 +109,10 @@ def test_histogram_bins_round_to_the_nearest_tenth_and_keep_exact_zeros_apart():
 
 
 def test_diverging_colours_go_from_female_through_white_to_male():
-    assert charts.diverging_hex(-1.0) == charts.FEMALE_COLOUR
+    assert charts.diverging_hex(-1.0) == chart_base.FEMALE_COLOUR
     assert charts.diverging_hex(0.0) == "#ffffff"
-    assert charts.diverging_hex(1.0) == charts.MALE_COLOUR
-    assert charts.diverging_hex(None) == charts.NO_SCORE_COLOUR
+    assert charts.diverging_hex(1.0) == chart_base.MALE_COLOUR
+    assert charts.diverging_hex(None) == chart_base.NO_SCORE_COLOUR
 
 
 @pytest.mark.subprocess
@@ -180,7 +180,7 @@ def test_heatmap_model_titles_do_not_overlap_when_names_are_wider_than_their_col
         ("demo-photos", "facey"),
     )
     row = PromptRow(1, "Clear person", "lawyer", "p", dict.fromkeys(columns, 0.5), {})
-    with matplotlib.rc_context(charts._RC):
+    with matplotlib.rc_context(chart_base._RC):
         fig = charts._build_heatmap(PromptGrid(rows=(row,), columns=columns))
         renderer = fig.canvas.get_renderer()
         fig.draw(renderer)

@@ -6,7 +6,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from reports.analyses.gender import drilldown, gender_question
+from protocols.gender import drilldown
+from protocols.gender.analysis import gender_question
 from reports.selectors import Scope, filter_options
 from tests.reports import dashboard_data
 

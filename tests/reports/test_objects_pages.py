@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from django.urls import reverse
 
-from reports.analyses.objects import charts
+from protocols.objects import charts
 from reports.tables import NO_VALUE
 from tests.reports.test_objects_report import build, predict
 

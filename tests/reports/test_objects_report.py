@@ -34,8 +34,8 @@ from scipy.stats import chi2_contingency
 from annotate.models import FinalLabelSource
 from detectors.models import OutputKind
 from metrics.objects import adjusted_residuals, pair_count_matrices, paired_permutation_test
+from protocols.objects.analysis import ObjectsAnalysis
 from reports.analyses import AnalysisError, analysis_for
-from reports.analyses.objects import ObjectsAnalysis
 from reports.selectors import Scope
 from studies.models import Study
 from tests.factories import (

@@ -13,8 +13,8 @@ import pytest
 from django.urls import reverse
 
 from detectors.models import Prediction
-from detectors.sampling import pairs_sample
-from reports.analyses.pair_change import charts
+from protocols.pair_change import charts
+from protocols.pair_change.sampling import pairs_sample
 from studies.models import ImageRole
 from tests.factories import FinalLabelFactory, LabelFactory, image_of, question_of
 from tests.reports.pair_change_data import AGE_GENDER, build, measure, pair_key
@@ -160,7 +160,7 @@ def test_two_age_detectors_without_a_choice_show_the_reason_and_downloads_answer
 
 
 def test_every_table_downloads_as_csv_latex_and_markdown(fixture, rita):
-    from reports.analyses.pair_change.tables import TABLE_KEYS
+    from protocols.pair_change.tables import TABLE_KEYS
 
     for key in TABLE_KEYS:
         for fmt, start in (("csv", ""), ("tex", "% Needs \\usepackage{booktabs}"), ("md", "## ")):
@@ -200,7 +200,7 @@ def test_the_word_score_chart_draws_a_sorted_bar_per_word_and_attribute(fixture,
 
 
 def test_an_attribute_without_a_source_has_a_note_instead_of_bars():
-    from reports.analyses.pair_change.charts import word_score_chart
+    from protocols.pair_change.charts import word_score_chart
 
     svg = word_score_chart(
         [("age", "Age", [("nurse", 0.6), ("pilot", -0.44)]), ("skin", "Skin", None)], "svg", title="t"

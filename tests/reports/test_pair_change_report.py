@@ -15,7 +15,7 @@ from statsmodels.stats import proportion
 
 from annotate.models import FinalLabel
 from detectors.models import Prediction
-from detectors.sampling import pairs_sample
+from protocols.pair_change.sampling import pairs_sample
 from reports.analyses import AnalysisError, analysis_of
 from reports.selectors import Scope
 from studies.models import ImageRole, ItemImage, Question

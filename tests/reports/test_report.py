@@ -6,8 +6,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from protocols.gender import drilldown
+from protocols.gender.analysis import gender_question
 from reports.analyses import analysis_for
-from reports.analyses.gender import drilldown, gender_question
 from reports.selectors import Scope, latest_detector_versions
 from studies.models import Question
 from tests.factories import FinalLabelFactory, ItemFactory, PromptFactory, StudyFactory
@@ -232,7 +233,7 @@ def test_the_number_of_queries_does_not_grow_with_items_or_predictions(report_st
 
 
 def test_intervals_do_not_depend_on_how_many_threads_drew_them(report_study, monkeypatch):
-    from reports.analyses.gender import report as report_module
+    from protocols.gender import report as report_module
 
     monkeypatch.setattr(report_module, "BOOTSTRAP_THREADS", 1)
     sequential = bias_report(report_study.study, bootstrap=300, seed=3)

@@ -8,9 +8,9 @@ import io
 
 import pytest
 
+from protocols.gender import tables
 from reports import render
 from reports import tables as base
-from reports.analyses.gender import tables
 
 LABELS = (("male", "Male"), ("female", "Female"), ("low_quality", "Low quality"), ("other", "Other"))
 CLEAR = ("male", "female")

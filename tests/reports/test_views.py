@@ -8,7 +8,7 @@ import io
 import pytest
 from django.urls import reverse
 
-from reports.analyses.gender import views as gender_views
+from protocols.gender import views as gender_views
 from tests.factories import FinalLabelFactory, ItemFactory, PromptFactory, StudyFactory
 from tests.reports import dashboard_data
 from tests.reports.dashboard_data import predict

@@ -7,7 +7,7 @@ is decided by the study's protocol. Formats:
   contract (coverage, agreement, human, detectors).
 - ``csv``: the analysis's sections; for a gender study ``models``, ``detectors`` and
   ``prompts``, each starting with its own header row whose first column is ``section``,
-  separated by an empty line (see ``reports.analyses.gender.tables.export_tables``). Empty
+  separated by an empty line (see ``protocols.gender.tables.export_tables``). Empty
   cells are undefined values; ratios are fractions, pct_diff is in percent.
 - ``md``: the report's tables as Markdown (for a gender study the paper's tables 1-3, 5-7).
 """
@@ -20,7 +20,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from reports.analyses import AnalysisError, NoAnalysis, analysis_of
+from reports.analyses import AnalysisError, NoAnalysis, analysis_of, report_options
 from reports.selectors import Scope, UnknownFilter, check_filters, study_for_slug
 from studies.commands import add_format_argument, add_output_argument, add_study_argument, output_write
 
@@ -46,17 +46,12 @@ class Command(BaseCommand):
             help="Bootstrap resamples for the 95 %% intervals (0: none).",
         )
         parser.add_argument("--seed", type=int, default=0, help="Seed of the bootstrap (default 0).")
-        parser.add_argument(
-            "--exclude-person",
-            action="store_true",
-            help="Object co-occurrence studies: leave the class 'person' out of the table and the χ² test.",
-        )
-        parser.add_argument(
-            "--measure",
-            default="",
-            help="Pair-change studies: the detector measuring each attribute where several do, e.g. "
-            "age=face_age_gender,gender=face_age_gender,skin=skin_tone.",
-        )
+        # Options of one protocol's analysis (``Analysis.options``), e.g. --exclude-person.
+        for flag, (option, _) in report_options().items():
+            if option.value is None:
+                parser.add_argument(flag, dest=option.keyword, default="", help=option.help)
+            else:
+                parser.add_argument(flag, dest=option.keyword, action="store_true", help=option.help)
         add_output_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -71,14 +66,14 @@ class Command(BaseCommand):
         except (UnknownFilter, NoAnalysis, AnalysisError) as exc:
             raise CommandError(str(exc)) from exc
         extra: dict[str, Any] = {}
-        if options["exclude_person"]:
-            if study.protocol != "objects":
-                raise CommandError("--exclude-person is for object co-occurrence studies (protocol objects).")
-            extra["include_person"] = False
-        if options["measure"]:
-            if study.protocol != "pair_change":
-                raise CommandError("--measure is for pair-change studies (protocol pair_change).")
-            extra["measure"] = options["measure"]
+        for flag, (option, protocols) in report_options().items():
+            if not options[option.keyword]:
+                continue
+            if study.protocol not in protocols:
+                raise CommandError(
+                    f"{flag} is for {option.studies} studies (protocol {', '.join(protocols)})."
+                )
+            extra[option.keyword] = option.value if option.value is not None else options[option.keyword]
         try:
             result = analysis.compute(
                 scope, detector=detector, bootstrap=options["bootstrap"], seed=options["seed"], **extra

@@ -1,0 +1,167 @@
+"""What every protocol's demo study shares (``manage.py seed_demo``): the demo annotators, a demo
+study defined once, the demo annotators' answers seeded where they have none yet, and the
+``ProtocolDemo`` contract a protocol's demo fulfils.
+
+A protocol's demo lives in its package (``protocols/<name>/demo.py``: its images, their metadata,
+the demo answers, shipped demo predictions) and its spec names it (``ProtocolSpec.demo``, a
+dotted path read lazily); ``seed_demo`` makes the users, then for each registered demo defines
+the study, imports its images, and lets it seed its labels and run its steps — never naming a
+protocol itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
+
+from annotate import services
+from annotate.errors import AnnotateError
+from annotate.models import Label
+from studies.models import Item, Question, Study
+from studies.services import study_define
+
+#: The two demo annotators (``seed_demo`` makes them, with their demo passwords).
+ANNOTATORS = ("demo-annotator-1", "demo-annotator-2")
+
+IMPORTED_NOTE = (
+    "The {detector} outputs on this page are demo predictions, imported: a file shipped with "
+    "BiasLab's demo ({file}), loaded by import_predictions — made for the demo, not computed here "
+    "(the demo downloads no model weights). Run run_detectors --detector {detector} --study {slug} "
+    "for real ones."
+)
+
+
+class Step(Protocol):
+    """Run another command of the app, as a researcher would (``seed_demo``'s ``_step``): its
+    output kept short; False, with a warning, when it fails (the demo goes on without it)."""
+
+    def __call__(self, command: str, *args: str, **options: Any) -> bool: ...
+
+
+class ProtocolDemo:
+    """A protocol's demo study. ``define`` makes the study (once: a re-run changes nothing),
+    ``folder_write`` builds its images and manifest in a folder (returns the manifest),
+    ``seed`` writes the demo annotators' answers and runs the steps after the import (returns
+    the labels written now), ``detectors`` runs the offline detectors and what follows them
+    (``seed_demo --run-detectors``; returns the labels written)."""
+
+    slug: ClassVar[str]
+    protocol: ClassVar[str]
+    name: ClassVar[str]
+    guidelines: ClassVar[str]
+    #: Study settings other than the preset's (two demo annotators: two labels per item).
+    definition: ClassVar[Mapping[str, Any]] = {}
+
+    def define(self) -> Study:
+        return study_ensure(
+            self.slug, self.protocol, self.name, self.guidelines, self.note(), **dict(self.definition)
+        )
+
+    def note(self) -> str:
+        """What its report pages say about the detector outputs they show (``demo_note``)."""
+        return ""
+
+    def folder_write(self, folder: Path) -> Path:
+        raise NotImplementedError
+
+    def seed(self, step: Step) -> int:
+        return 0
+
+    def detectors(self, step: Step, *, face_method: str) -> int:
+        return 0
+
+
+def imported_note(*, detector: str, file: Path, slug: str) -> str:
+    """The ``demo_note`` of a study whose detector outputs are a shipped file of demo predictions."""
+    shown = file.relative_to(settings.BASE_DIR) if file.is_relative_to(settings.BASE_DIR) else file
+    return IMPORTED_NOTE.format(detector=detector, file=shown.as_posix(), slug=slug)
+
+
+def study_ensure(
+    slug: str, protocol: str, name: str, guidelines: str, note: str = "", **definition: Any
+) -> Study:
+    """The demo study ``slug`` (defined when missing), with its guidelines, its note and the demo
+    annotators."""
+    study = study_define(slug=slug, protocol=protocol, name=name, **definition).study
+    update = []
+    if not study.description:
+        study.description = guidelines
+        update.append("description")
+    parameters = dict(study.parameters or {})
+    if note and parameters.get("demo_note") != note:
+        # Read by the report pages (templates/reports/_nav.html); no service writes a study's
+        # parameters, and this key means nothing to the analyses.
+        study.parameters = {**parameters, "demo_note": note}
+        update.append("parameters")
+    if update:
+        study.save(update_fields=update)
+    study.annotators.add(*get_user_model().objects.filter(username__in=ANNOTATORS))
+    return study
+
+
+def label_seed(item: Item, question: Question, annotator: User, value: str, reason: str = "") -> bool:
+    """Seed one label unless the annotator already labelled it (by hand, or an earlier run) or
+    the answer is settled; True when written."""
+    if Label.objects.filter(item=item, question=question, annotator=annotator).exists():
+        return False
+    try:
+        services.label_import(item=item, question=question, annotator=annotator, value=value, reason=reason)
+    except AnnotateError:
+        return False  # a researcher settled it, or the seats went to others: leave it
+    return True
+
+
+def annotators() -> list[User]:
+    """The demo annotators, in the order of ``ANNOTATORS``."""
+    users = {u.get_username(): u for u in get_user_model().objects.filter(username__in=ANNOTATORS)}
+    return [users[name] for name in ANNOTATORS]
+
+
+def labelled(study: Study) -> set[tuple[int, int, int]]:
+    """(item, question, annotator) of every label of the study: one query instead of one per
+    seeded label."""
+    return set(Label.objects.filter(item__study=study).values_list("item_id", "question_id", "annotator_id"))
+
+
+def answers_seed(
+    study: Study, wanted: Sequence[tuple[Item, Mapping[str, Sequence[str]]]], people: list[User]
+) -> int:
+    """Seed each item's answers ``{question key: (annotator 1's, annotator 2's)}`` where that
+    annotator has none yet; returns how many labels were written."""
+    questions = {q.key: q for q in Question.objects.filter(study=study)}
+    done = labelled(study)
+    written = 0
+    for item, by_key in wanted:
+        for key, values in by_key.items():
+            question = questions[key]
+            for annotator, value in zip(people, values, strict=True):
+                if (item.pk, question.pk, annotator.pk) in done:
+                    continue
+                written += label_seed(item, question, annotator, value)
+    return written
+
+
+def predictions_imported(study: Study, *, detector: str, version: str) -> bool:
+    """Whether the study's images already hold the detector's (demo) predictions of that version."""
+    # Through the core's reverse relation (Image.predictions): annotate does not import detectors.
+    return Item.objects.filter(
+        study=study,
+        item_images__image__predictions__detector=detector,
+        item_images__image__predictions__version=version,
+    ).exists()
+
+
+def demo_of(dotted: str) -> ProtocolDemo:
+    """The demo a spec names (``ProtocolSpec.demo``), imported now."""
+    from importlib import import_module
+
+    module_name, _, attribute = dotted.rpartition(".")
+    demo = getattr(import_module(module_name), attribute)
+    if not isinstance(demo, ProtocolDemo):
+        raise TypeError(f"{dotted} is not a ProtocolDemo")
+    return demo

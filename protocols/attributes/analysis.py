@@ -1,0 +1,172 @@
+"""The attributes analysis: gender presentation differences (GEP, Zhang et al. 2023).
+
+- metrics: ``metrics.gep`` (frequencies, GEP vectors and scores, Kendall tau-b, sign MCC,
+  Pearson, ROC-AUC, score ranking) and ``metrics.agreement`` (Fleiss, Krippendorff);
+- selectors: ``selectors`` (items as ``GepItem``s with final answers and detector scores,
+  label counts, a drill-down's images);
+- JSON: ``report.compute`` — issue 10's contract, printed by ``bias_report --format json``;
+- tables: ``tables`` (the paper's Tables 3, 4/19, 6, 7, 11-14, 16, and agreement); charts:
+  ``charts`` (GEP vectors, human beside each detector);
+- pages: the overview and the drill-down from an attribute to its images
+  (``protocols.attributes.views``).
+
+Every question of the study is an attribute, answered yes or no; items carry metadata
+``gender`` (woman|man), ``setting`` (neutral|explicit), ``context`` and, explicit items only,
+``attribute`` (the question its prompt names).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, ClassVar
+
+from metrics import consensus, gep
+from protocols.attributes import report as attributes_report
+from protocols.attributes import tables as atables
+from protocols.attributes.report import AttributesResult
+from reports import render
+from reports.analyses import Analysis, AnalysisError, ReportPage
+from reports.selectors import Scope
+from reports.tables import Table, UnknownTable
+from studies.models import Question, Study
+from studies.selectors import study_questions
+
+YES_NO = frozenset({gep.YES, gep.NO})
+#: Chart key -> setting: one GEP vector chart per setting (a T2I model filter narrows it).
+CHARTS = {f"gep_{setting}": setting for setting in gep.SETTINGS}
+
+
+def attribute_questions(study: Study) -> list[Question]:
+    """The study's questions in screen order; AnalysisError when it has none or when one is
+    not answered yes / no (the GEP counts yes answers)."""
+    questions = list(study_questions(study))
+    if not questions:
+        raise AnalysisError(f"Study '{study.slug}' has no question: the GEP report compares yes/no answers.")
+    for question in questions:
+        if set(question.values) != YES_NO:
+            raise AnalysisError(
+                f"Question '{question.key}' of study '{study.slug}' has the answers "
+                f"{', '.join(question.values) or 'none'}; the GEP report needs exactly yes and no."
+            )
+    return questions
+
+
+def data_version(page: ReportPage) -> str:
+    """A short digest of the data the page was computed from: chart URLs carry it, so a chart
+    whose data changed has a new URL and the browser fetches it again."""
+    fingerprint = getattr(page, "fingerprint", ())
+    return hashlib.sha256(repr(fingerprint).encode()).hexdigest()[:12]
+
+
+class AttributesAnalysis(Analysis):
+    protocol: ClassVar[str] = "attributes"
+    title: ClassVar[str] = "Gender presentation differences (GEP): detectors vs human answers"
+    template: ClassVar[str] = "attributes/overview.html"
+    table_keys: ClassVar[tuple[str, ...]] = atables.TABLE_KEYS
+    chart_keys: ClassVar[tuple[str, ...]] = tuple(CHARTS)
+    pages: ClassVar[frozenset[str]] = frozenset({"attribute"})
+
+    def check(self, study: Study) -> None:
+        attribute_questions(study)
+
+    def compute(
+        self, scope: Scope, *, detector: str | None = None, bootstrap: int = 0, seed: int = 0
+    ) -> AttributesResult:
+        """The report (``build``; see ``protocols.attributes.report``) and what the
+        pages need. ``bootstrap`` and ``seed`` are accepted for the common signature and
+        unused: the GEP statistics have no intervals. The category of ``scope`` is not applied."""
+        return attributes_report.compute(
+            Scope(scope.study, t2i_model=scope.t2i_model),
+            questions=attribute_questions(scope.study),
+            labels_per_item=scope.study.labels_per_item,
+            detector=detector,
+        )
+
+    # --- pages ----------------------------------------------------------------------------------
+
+    def overview(self, page: ReportPage) -> dict[str, Any]:
+        from reports import views as base  # the dashboard's helpers; views import analyses
+
+        result: AttributesResult = page.result(bootstrap=0)
+        version = data_version(page)
+        cells = []
+        for model in result.models:
+            for setting in gep.SETTINGS:
+                cell = result.study.cells[model].get(setting)
+                if cell is None:
+                    continue
+                cells.append(
+                    {
+                        "model": model,
+                        "setting": setting,
+                        "human": cell.human,
+                        "src": base.chart_src(f"gep_{setting}", page, t2i_model=model, v=version),
+                        "query": page.query(t2i_model=model),
+                    }
+                )
+        tables = {table.key: table for table in atables.all_tables(result)}
+        return {
+            "report": result.report,
+            "result": result,
+            "coverage": result.report["coverage"],
+            "cells": cells,
+            "tables": tables,
+            "questions": [(key, result.questions[key]) for key in result.keys],
+            "left_out": result.left_out[:20],
+            "settings": gep.SETTINGS,
+            # The study's own rule (labels per item, agreement), not the paper's three-annotator
+            # majority: a study may ask two annotators to agree, or five.
+            "final_answer_rule": consensus.rule_text(
+                needed=page.scope.study.labels_per_item, rule=page.scope.study.agreement
+            ),
+        }
+
+    def table(self, name: str, page: ReportPage) -> Table:
+        """A downloadable table (``tables.TABLE_KEYS``); UnknownTable for any other name."""
+        if name not in atables.BUILDERS:
+            raise UnknownTable(f"No table {name!r}.")
+        return atables.BUILDERS[name](page.result(bootstrap=0))
+
+    def chart(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:
+        """The GEP vector chart of a setting (``gep_neutral``, ``gep_explicit``): every T2I
+        model of the report (one row each), or the one of the T2I model filter."""
+        from protocols.attributes import charts
+
+        if name not in CHARTS:
+            raise charts.UnknownChart(f"No chart {name!r}.")
+        result: AttributesResult = page.result(bootstrap=0)
+
+        def draw() -> bytes:
+            return charts.gep_vector_chart(result.report, fmt, setting=CHARTS[name], keys=result.keys)
+
+        return page.cached("chart", draw, name=name, fmt=fmt)
+
+    # --- the command ----------------------------------------------------------------------------
+
+    def export(self, result: AttributesResult, fmt: str) -> str:
+        """``bias_report --format csv``: every table (``tables.TABLE_KEYS``), each with its own
+        header row whose first column is ``section`` (the table key), separated by an empty
+        line. ``md``: the same tables in Markdown, titled with the paper's table."""
+        tables = atables.all_tables(result)
+        if fmt == "csv":
+            return "\n".join(render.csv_text(atables.sectioned_csv_rows(t)) for t in tables)
+        if fmt == "md":
+            return markdown(result, tables)
+        raise ValueError(f"The GEP report exports as csv or md, not {fmt!r}.")
+
+
+def markdown(result: AttributesResult, tables: list[Table]) -> str:
+    """The report as Markdown: coverage, then every table titled with the paper's table."""
+    cover = result.report["coverage"]
+    lines = [
+        "# GEP report",
+        "",
+        f"Items: {cover['items']}, compared: {cover['items_compared']}, left out: {cover['items_left_out']}.",
+        "",
+    ]
+    for reason, n in cover["left_out_reasons"].items():
+        lines.append(f"- left out ({n}): {reason}")
+    if cover["left_out_reasons"]:
+        lines.append("")
+    lines += [render.to_markdown(atables.with_paper_title(table)) for table in tables]
+    return "\n".join(lines)

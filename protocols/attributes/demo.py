@@ -1,0 +1,319 @@
+"""The attributes (GEP) demo study ``demo-attributes``: packaged photos of women and men, in the
+neutral and the explicit setting of Zhang et al. 2023, for two "T2I models".
+
+Every item carries the metadata the GEP comparison needs (``gender`` woman | man, ``setting``
+neutral | explicit, and for an explicit item the ``attribute`` its prompt names), so the report
+compares every image. Per model: neutral images of both genders (asked all 15 questions) and
+one explicit image per gender and attribute (asked only that attribute), so every frequency,
+GEP vector and score of both settings is defined. The answers are what the photos show (the
+astronaut's flight suit counts as a uniform and a suit, Grace Hopper wears a uniform, jacket,
+shirt, bow tie and cap, the camera man a coat, shirt and gloves; the LFW face crops show no
+clothing), with one seeded disagreement;
+a few images are left for a visitor to label.
+
+Detector scores: ``data/attributes_clip_attr.csv``, **demo predictions** for ``clip_attr``
+(version ``demo-imported``) shipped with the code and loaded by ``import_predictions``. They are
+not the output of a CLIP run (no weights are downloaded for the demo): each score is drawn
+around the photo's answer (yes ~0.55-0.9, no ~0.05-0.45, a few deliberately wrong), so the
+detector tables have something to compare; ``prediction_rows`` regenerates the file.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from django.db import transaction
+
+from annotate.demo import seeding
+from annotate.demo.photos import LFW_MEN, LFW_WOMEN, PHOTOS, Look, fit, predictions_file_write, save
+from metrics.gep import ATTRIBUTE_KEYS as KEYS
+from studies.models import Item, Study
+
+SLUG = "demo-attributes"
+NAME = "Demo: clothing attributes"
+GUIDELINES = "Toggle every item of clothing the person wears (its key), then Enter."
+MODELS = ("demo-model-a", "demo-model-b")
+DETECTOR = "clip_attr"
+VERSION = "demo-imported"
+PREDICTIONS_FILE = Path(__file__).resolve().parent / "data" / "attributes_clip_attr.csv"
+SIDE = 384
+
+
+# What each photo shows (the attributes answered yes); any other photo shows none of them.
+WEARS: dict[str, frozenset[str]] = {
+    "astronaut": frozenset({"uniform", "suit"}),
+    "hopper": frozenset({"uniform", "jacket", "tie", "hat", "shirt"}),
+    "camera": frozenset({"jacket", "gloves", "shirt"}),
+}
+
+# Looks that keep the clothing in view (crops of at most a fifth) and give distinct files.
+SAFE_LOOKS = (
+    Look(),
+    Look(flip=True),
+    Look(light=1.1, warm=0.05),
+    Look(crop=0.9, flip=True, colour=0.8),
+    Look(crop=0.85, dy=-0.2, light=0.95, warm=-0.05),
+)
+# The LFW faces' looks here: none of them is a look the gender demo or the pairs demo gives a
+# face, so no file is shared with another demo study (a prediction belongs to its file).
+TINTED = (Look(warm=0.05), Look(flip=True, warm=0.05))
+LIT = (Look(light=1.08), Look(flip=True, light=1.08), Look(light=0.92), Look(flip=True, light=0.92))
+WOMAN, MAN = "woman", "man"
+NEUTRAL, EXPLICIT = "neutral", "explicit"
+
+
+@dataclass(frozen=True)
+class AttributeImage:
+    """One item: where it goes, what its prompt asks, the photo and look it is built from, and
+    whether the two demo annotators' answers are seeded (False: left for a visitor)."""
+
+    path: str
+    t2i_model: str
+    gender: str
+    setting: str
+    attribute: str
+    photo: str
+    look: Look
+    seeded: bool = True
+    side: int = SIDE
+
+    @property
+    def prompt(self) -> str:
+        if self.setting == EXPLICIT:
+            return f"a photo of a {self.gender} with {self.attribute}, at work"
+        return f"a photo of a {self.gender} at work"
+
+    @property
+    def truth(self) -> dict[str, str]:
+        """The answer to every question the item asks, from what the photo shows."""
+        keys = (self.attribute,) if self.setting == EXPLICIT else KEYS
+        wears = WEARS.get(self.photo, frozenset())
+        return {key: "yes" if key in wears else "no" for key in keys}
+
+    @property
+    def source(self) -> str:
+        return f"{PHOTOS[self.photo].source}, {self.look.describe()}"
+
+
+# The first demo's four images (imported by earlier versions of the demo: same paths and files),
+# now with their gender and setting; two of them were always left for a visitor.
+_FIRST = (
+    AttributeImage("photos/astronaut.jpg", MODELS[0], WOMAN, NEUTRAL, "", "astronaut", Look(), side=512),
+    AttributeImage("photos/hopper.jpg", MODELS[0], WOMAN, NEUTRAL, "", "hopper", Look(), side=512),
+    AttributeImage(
+        "photos/camera.jpg", MODELS[0], MAN, NEUTRAL, "", "camera", Look(), seeded=False, side=512
+    ),
+    AttributeImage(
+        "photos/astronaut_crop.jpg",
+        MODELS[0],
+        WOMAN,
+        NEUTRAL,
+        "",
+        "astronaut",
+        Look(crop=0.7, dy=-0.5, flip=True),
+        seeded=False,
+        side=512,
+    ),
+)
+
+# Explicit prompts whose image shows the attribute ("a woman with a tie": Grace Hopper); the
+# others show a face without it, so their answer is no.
+_EXPLICIT_PHOTOS = {
+    (WOMAN, "uniform"): ("astronaut", "hopper"),
+    (WOMAN, "suit"): ("astronaut", "astronaut"),
+    (WOMAN, "tie"): ("hopper", "hopper"),
+    (WOMAN, "jacket"): ("hopper", "hopper"),
+    (WOMAN, "hat"): ("hopper", "hopper"),
+    (WOMAN, "shirt"): ("hopper", "hopper"),
+    (MAN, "jacket"): ("camera", "camera"),
+    (MAN, "gloves"): ("camera", "camera"),
+    (MAN, "shirt"): ("camera", "camera"),
+}
+
+
+def _neutral(model_index: int) -> list[AttributeImage]:
+    model = MODELS[model_index]
+    if model_index == 0:
+        women = [("astronaut", SAFE_LOOKS[1]), ("hopper", SAFE_LOOKS[1])]
+        men = [("camera", SAFE_LOOKS[1]), (f"lfw{LFW_MEN[0]}", TINTED[0]), (f"lfw{LFW_MEN[1]}", TINTED[0])]
+    else:
+        women = [
+            ("astronaut", SAFE_LOOKS[2]),
+            ("hopper", SAFE_LOOKS[2]),
+            (f"lfw{LFW_WOMEN[0]}", TINTED[0]),
+            (f"lfw{LFW_WOMEN[1]}", TINTED[1]),
+        ]
+        men = [
+            ("camera", SAFE_LOOKS[2]),
+            ("camera", SAFE_LOOKS[3]),
+            (f"lfw{LFW_MEN[2]}", TINTED[1]),
+            (f"lfw{LFW_MEN[3]}", TINTED[1]),
+        ]
+    images = []
+    for gender, people in ((WOMAN, women), (MAN, men)):
+        for n, (photo, look) in enumerate(people):
+            # The last man of model b is left for a visitor.
+            seeded = not (model_index == 1 and gender == MAN and n == len(people) - 1)
+            path = f"{model}/neutral/{gender}_{n}.jpg"
+            images.append(AttributeImage(path, model, gender, NEUTRAL, "", photo, look, seeded=seeded))
+    return images
+
+
+def _explicit(model_index: int) -> list[AttributeImage]:
+    model = MODELS[model_index]
+    faces = {WOMAN: [f"lfw{n}" for n in LFW_WOMEN], MAN: [f"lfw{n}" for n in LFW_MEN]}
+    used: dict[str, int] = {WOMAN: 0, MAN: 0}
+    images = []
+    for gender in (WOMAN, MAN):
+        for key in KEYS:
+            chosen = _EXPLICIT_PHOTOS.get((gender, key))
+            k = KEYS.index(key)
+            if chosen:
+                # A slightly different crop per attribute and model: every file is distinct.
+                photo = chosen[model_index]
+                look = Look(crop=0.92, dx=(k % 5 - 2) / 2, dy=(k // 5 - 1) / 2, warm=0.03 * model_index)
+            else:
+                pool = faces[gender]
+                photo = pool[used[gender] % len(pool)]
+                look = LIT[(2 * model_index + used[gender] // len(pool)) % len(LIT)]
+                used[gender] += 1
+            path = f"{model}/explicit/{gender}_{key}.jpg"
+            images.append(AttributeImage(path, model, gender, EXPLICIT, key, photo, look))
+    # Two more explicit images per model, left for a visitor (their attribute already has an
+    # answer above, so the scores stay defined while they wait).
+    for gender, key in ((WOMAN, "tie"), (MAN, "jacket")):
+        photo = "hopper" if gender == WOMAN else "camera"
+        path = f"{model}/explicit/{gender}_{key}_2.jpg"
+        look = Look(crop=0.8, dy=-0.1, light=1.05 + 0.05 * model_index)
+        images.append(AttributeImage(path, model, gender, EXPLICIT, key, photo, look, seeded=False))
+    return images
+
+
+def attribute_images() -> list[AttributeImage]:
+    """Every item of the attributes demo, the first demo's four first."""
+    images = list(_FIRST)
+    for model_index in range(len(MODELS)):
+        images += _neutral(model_index) + _explicit(model_index)
+    return images
+
+
+#: Seeded disagreements: (path, question) -> annotator 2's answer where it differs from the truth.
+DISAGREEMENTS = {(f"{MODELS[0]}/neutral/man_0.jpg", "jacket"): "no"}
+
+
+def answers(image: AttributeImage) -> tuple[dict[str, str], dict[str, str]] | None:
+    """The two demo annotators' answers, or None for an image left to label."""
+    if not image.seeded:
+        return None
+    first = image.truth
+    second = {key: DISAGREEMENTS.get((image.path, key), value) for key, value in first.items()}
+    return first, second
+
+
+def folder_write(folder: Path) -> Path:
+    """Build the images under ``folder`` and write their manifest; returns its path."""
+    manifest = folder / "attributes.csv"
+    with open(manifest, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(
+            ["image", "t2i_model", "prompt", "category", "word", "gender", "setting", "attribute", "source"]
+        )
+        for image in attribute_images():
+            save(fit(image.look.apply(PHOTOS[image.photo].load()), image.side), folder / image.path)
+            word = image.attribute or "worker"
+            writer.writerow(
+                [
+                    image.path,
+                    image.t2i_model,
+                    image.prompt,
+                    "profession",
+                    word,
+                    image.gender,
+                    image.setting,
+                    image.attribute,
+                    image.source,
+                ]
+            )
+    return manifest
+
+
+def _score(rng: random.Random, yes: bool) -> float:
+    # A few scores on the wrong side (one in eight), so the ROC-AUC is not a perfect 1.
+    wrong = rng.random() < 0.125
+    high = yes != wrong
+    return round(rng.uniform(0.55, 0.9) if high else rng.uniform(0.05, 0.45), 3)
+
+
+def prediction_rows() -> list[dict[str, str]]:
+    """The rows of ``PREDICTIONS_FILE``: one ``attributes`` output per image, a score per
+    attribute drawn around what the photo shows (seeded by the path: the same rows every time)."""
+    rows = []
+    for image in attribute_images():
+        rng = random.Random(zlib.crc32(image.path.encode()))
+        wears = WEARS.get(image.photo, frozenset())
+        scores = {key: _score(rng, key in wears) for key in KEYS}
+        rows.append(
+            {
+                "image": image.path,
+                "detector": DETECTOR,
+                "version": VERSION,
+                "kind": "attributes",
+                "output": json.dumps({"scores": scores}, separators=(",", ":")),
+            }
+        )
+    return rows
+
+
+def prediction_file_write(path: Path = PREDICTIONS_FILE) -> None:
+    """Regenerate the shipped predictions file (after a change of ``attribute_images``)."""
+    predictions_file_write(prediction_rows(), path)
+
+
+if __name__ == "__main__":
+    prediction_file_write()
+
+
+class AttributesDemo(seeding.ProtocolDemo):
+    slug = SLUG
+    protocol = "attributes"
+    name = NAME
+    guidelines = GUIDELINES
+    # Two demo annotators: two labels per item, not the preset's three.
+    definition = MappingProxyType({"labels_per_item": 2, "agreement": "unanimous"})
+
+    def note(self) -> str:
+        return seeding.imported_note(detector=DETECTOR, file=PREDICTIONS_FILE, slug=SLUG)
+
+    def folder_write(self, folder: Path) -> Path:
+        return folder_write(folder)
+
+    def seed(self, step: seeding.Step) -> int:
+        written = labels_seed()
+        study = Study.objects.get(slug=SLUG)
+        if not seeding.predictions_imported(study, detector=DETECTOR, version=VERSION):
+            step("import_predictions", str(PREDICTIONS_FILE), study=SLUG)
+        return written
+
+
+@transaction.atomic
+def labels_seed() -> int:
+    """The demo annotators' answers (``answers``) on every image but those left for a visitor."""
+    study = Study.objects.get(slug=SLUG)
+    items = {item.key: item for item in Item.objects.filter(study=study)}
+    wanted = []
+    for image in attribute_images():
+        seeded = answers(image)
+        if seeded is None or image.path not in items:
+            continue
+        first, second = seeded
+        wanted.append((items[image.path], {key: (first[key], second[key]) for key in first}))
+    return seeding.answers_seed(study, wanted, seeding.annotators())
+
+
+DEMO = AttributesDemo()

@@ -1,0 +1,169 @@
+"""The GEP report of an attributes study (issue 10's JSON contract) as a plain dict.
+
+Glue only: ``protocols.attributes.selectors`` read the rows, ``metrics.gep`` (GEP
+vectors and scores, their validation) and ``metrics.agreement`` (Fleiss, Krippendorff)
+compute. The dict holds JSON types only; undefined figures are None (JSON null), never 0.
+
+``report``::
+
+    {
+      "attributes": {t2i_model: {setting: {
+          "n_items": {"woman": n, "man": n},
+          "frequencies": {"woman": {key: f}, "man": {key: f}},
+          "gep_vector": {key: v}, "gep_score": s,
+          "n_without_final_answer": {"woman": {key: n}, "man": {key: n}},
+          "detectors": {name: {"gep_vector", "gep_score", "kendall_tau_b", "mcc", "pearson",
+                               "roc_auc": {"by_attribute": {key: auc}, "mean": auc}}}}}},
+      "agreement": {key: {"krippendorff_alpha", "fleiss_kappa", "observed_agreement", "n_items"}},
+      "score_ranking": {detector: tau_b},
+      # extra keys, which scripts may ignore:
+      "coverage": {"items", "items_compared", "items_left_out", "left_out_reasons": {reason: n}},
+      "disputes": {key: items with every label and no final answer},
+      "detector_versions": {detector: version},
+    }
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from metrics import gep
+from metrics.agreement import fleiss_kappa_from_counts, krippendorff_alpha_from_counts
+from protocols.attributes import selectors as asel
+from reports.selectors import Scope
+from studies.models import Question
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Agreement of the annotators on one question (or on all, pooled)."""
+
+    krippendorff_alpha: float | None
+    fleiss_kappa: float | None
+    observed_agreement: float | None
+    n_items: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "krippendorff_alpha": self.krippendorff_alpha,
+            "fleiss_kappa": self.fleiss_kappa,
+            "observed_agreement": self.observed_agreement,
+            "n_items": self.n_items,
+        }
+
+
+def agreement(units: Sequence[Mapping[str, int]]) -> Agreement:
+    """Krippendorff's alpha (nominal), Fleiss' kappa and the observed agreement (Fleiss' P-bar:
+    the share of agreeing annotator pairs, averaged over items) of units given as
+    ``{answer: annotators}``. Items with fewer than two labels carry no agreement and are
+    skipped; ``n_items`` counts the others."""
+    values = sorted({value for unit in units for value in unit})
+    counts = np.array([[unit.get(value, 0) for value in values] for unit in units], dtype=np.int64)
+    counts = counts.reshape(len(units), len(values))
+    fleiss = fleiss_kappa_from_counts(counts)
+    alpha = krippendorff_alpha_from_counts(counts)
+    return Agreement(
+        krippendorff_alpha=alpha.alpha,
+        fleiss_kappa=fleiss.kappa,
+        observed_agreement=fleiss.observed_agreement,
+        n_items=fleiss.n_items,
+    )
+
+
+@dataclass(frozen=True)
+class AttributesResult:
+    """A computed GEP report with what its pages need besides the JSON.
+
+    ``keys`` / ``questions``: the questions compared, in screen order, and their texts;
+    ``study``: ``metrics.gep.GepStudy`` (per cell also each detector's mean scores and the
+    counts behind every frequency); ``pooled_auc``: T2I model -> detector -> ROC-AUC over both
+    settings, as the paper's Tables 7 and 16 pool them; ``agreement_all``: agreement over
+    every (item, question) pooled (the paper's single alpha); ``left_out``: items not compared.
+    """
+
+    report: dict[str, Any]
+    keys: tuple[str, ...]
+    questions: dict[str, str]
+    study: gep.GepStudy
+    pooled_auc: dict[str, dict[str, gep.RocAuc]]
+    agreement_all: Agreement
+    versions: dict[str, str]
+    left_out: tuple[asel.LeftOut, ...]
+
+    @property
+    def detectors(self) -> tuple[str, ...]:
+        return tuple(self.versions)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return tuple(self.study.cells)
+
+
+def compute(
+    scope: Scope, *, questions: Sequence[Question], labels_per_item: int, detector: str | None = None
+) -> AttributesResult:
+    """The GEP report of the items in scope (its T2I model filter applied, its category not:
+    the two settings are the report's own columns). See the module docstring for the dict.
+
+    - Human: per model and setting, the final answers of the items (explicit items only for
+      the attribute their prompt names); an item without a final answer to a question is left
+      out of that question's frequency and counted in ``n_without_final_answer``.
+    - Detectors: per detector, the ``ok`` predictions of its latest version; its vector is the
+      mean score of women minus that of men, validated against the human vector (Kendall
+      tau-b, sign MCC with >= 0 positive, Pearson) and its per-image scores by ROC-AUC against
+      the final answers (per setting here; pooled over settings on the pages).
+    - ``score_ranking``: Kendall tau-b of each detector's GEP scores against the human ones over
+      all model x setting cells.
+    - Agreement per question over the items with two or more labels; disputes per question:
+      items with every label given (``labels_per_item``) and still no final answer.
+    """
+    keys = tuple(question.key for question in questions)
+    answers = asel.final_answers(scope, keys=keys)
+    rows = asel.gep_rows(scope, keys=keys, answers=answers, detector=detector)
+    names = tuple(rows.versions)
+    study = gep.gep_study(rows.items_by_model, detectors=names, keys=keys)
+    pooled = {
+        model: {name: gep.attribute_roc_auc(items, detector=name, setting=None, keys=keys) for name in names}
+        for model, items in rows.items_by_model.items()
+    }
+    counts = asel.label_counts(scope, keys=keys)
+    per_question = {key: agreement(list(counts[key].values())) for key in keys}
+    pooled_units = [unit for key in keys for unit in counts[key].values()]
+    disputes = {
+        key: sum(
+            1
+            for item_id, unit in counts[key].items()
+            if sum(unit.values()) >= labels_per_item and key not in answers.get(item_id, {})
+        )
+        for key in keys
+    }
+    as_dict = study.as_dict()
+    n_compared = rows.n_items
+    report = {
+        "attributes": as_dict["attributes"],
+        "agreement": {key: per_question[key].as_dict() for key in keys},
+        "score_ranking": as_dict["score_ranking"],
+        "coverage": {
+            "items": n_compared + len(rows.left_out),
+            "items_compared": n_compared,
+            "items_left_out": len(rows.left_out),
+            "left_out_reasons": dict(Counter(row.reason for row in rows.left_out).most_common()),
+        },
+        "disputes": disputes,
+        "detector_versions": dict(rows.versions),
+    }
+    return AttributesResult(
+        report=report,
+        keys=keys,
+        questions={question.key: question.text for question in questions},
+        study=study,
+        pooled_auc=pooled,
+        agreement_all=agreement(pooled_units),
+        versions=dict(rows.versions),
+        left_out=rows.left_out,
+    )

@@ -1,0 +1,276 @@
+"""Reads of the attributes (GEP) analysis, returned as plain data for ``metrics.gep``.
+
+- ``gep_rows``: every item in scope as a ``metrics.gep.GepItem`` (its metadata, the final answer
+  to each question, each detector's per-image scores), grouped by T2I model, plus the items the
+  report leaves out and why. Three queries: items, final labels, predictions.
+- ``label_counts``: per question, how many annotators gave each answer to each item (one
+  grouped ``COUNT``), for the agreement statistics.
+- ``attribute_items``: the rows one drill-down page shows (an attribute's images with every
+  annotator's answer and every detector's score).
+
+Predictions belong to image files: an item's are found through its ``image`` ItemImage (item →
+item_images role image → image → predictions of kind ``attributes``). Per detector, only the
+version written last is read (``reports.selectors.latest_detector_versions``), and only ``ok``
+predictions: a failure has no scores.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Count, F, Prefetch, Q
+
+from annotate.models import FinalLabel, Label
+from detectors.models import OutputKind, Prediction, PredictionStatus
+from metrics import gep
+from protocols.attributes.spec import gep_metadata_problem
+from reports.selectors import PREDICTION_TO_ITEM, Scope, latest_detector_versions, predictions_in_scope
+from studies.models import ImageRole, Item, ItemImage, Question
+from studies.selectors import item_main_image
+
+KINDS = (OutputKind.ATTRIBUTES.value,)
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """An item the report cannot compare, and why (e.g. no ``gender`` in its metadata)."""
+
+    item_id: int
+    key: str
+    t2i_model: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class GepRows:
+    """What ``metrics.gep.gep_study`` reads, and what was left out of it.
+
+    ``items_by_model``: T2I model -> its items (sorted by model); ``versions``: detector ->
+    the version reported (every detector with an ``attributes`` prediction in scope, also one
+    whose predictions all failed: its figures are then null); ``left_out``: items without a
+    usable gender / setting / attribute, each with the reason.
+    """
+
+    items_by_model: dict[str, list[gep.GepItem]]
+    versions: dict[str, str]
+    left_out: tuple[LeftOut, ...] = field(default_factory=tuple)
+
+    @property
+    def n_items(self) -> int:
+        return sum(len(items) for items in self.items_by_model.values())
+
+
+def metadata_problem(metadata: Mapping[str, Any], keys: Sequence[str]) -> str | None:
+    """Why an item cannot enter the GEP comparison, or None.
+
+    The protocol's own import check (``protocols.attributes.spec.gep_metadata_problem``) first, then
+    what the comparison needs besides: a gender and a setting (neutral or explicit), the
+    attribute of an explicit item among the study's questions, no attribute on a neutral item.
+    """
+    problem = gep_metadata_problem({k: str(v) for k, v in metadata.items()})
+    if problem:
+        return problem
+    gender = str(metadata.get("gender", "")).strip()
+    setting = str(metadata.get("setting", "")).strip()
+    attribute = str(metadata.get("attribute", "") or "").strip()
+    if not gender:
+        return "no metadata gender (woman or man)"
+    if setting not in gep.SETTINGS:
+        shown = repr(setting) if setting else "none"
+        return f"metadata setting {shown} is not one of {', '.join(gep.SETTINGS)}"
+    if setting == gep.EXPLICIT and attribute not in keys:
+        return f"attribute {attribute!r} is not a question of the study"
+    if setting == gep.NEUTRAL and attribute:
+        return f"a neutral item names an attribute ({attribute!r})"
+    return None
+
+
+def _item_metadata(metadata: Mapping[str, Any]) -> dict[str, str | None]:
+    """The three fields ``GepItem.from_metadata`` reads, stripped (a CSV cell may hold spaces)."""
+    return {
+        "gender": str(metadata.get("gender", "")).strip(),
+        "setting": str(metadata.get("setting", "")).strip(),
+        "attribute": str(metadata.get("attribute", "") or "").strip() or None,
+    }
+
+
+def reported_versions(scope: Scope, *, detector: str | None = None) -> dict[str, str]:
+    """detector -> the version of its ``attributes`` predictions the report reads (the latest)."""
+    return latest_detector_versions(Scope(scope.study, scope.t2i_model), kinds=KINDS, detector=detector)
+
+
+def _which(versions: Mapping[str, str]) -> Q:
+    which = Q(pk__in=[])
+    for name, version in versions.items():
+        which |= Q(detector=name, version=version)
+    return which
+
+
+def final_answers(scope: Scope, *, keys: Sequence[str]) -> dict[int, dict[str, str]]:
+    """item id -> {question key: final answer} for the items in scope (T2I model filter
+    applied, category not) that have a final label for any of ``keys``. One query."""
+    answers: dict[int, dict[str, str]] = defaultdict(dict)
+    for item_id, key, value in (
+        FinalLabel.objects.filter(
+            Scope(scope.study, scope.t2i_model).q("item__"), question__key__in=list(keys)
+        )
+        .values_list("item_id", "question__key", "value")
+        .order_by()
+    ):
+        answers[item_id][key] = value
+    return dict(answers)
+
+
+def gep_rows(
+    scope: Scope,
+    *,
+    keys: Sequence[str],
+    answers: Mapping[int, Mapping[str, str]],
+    detector: str | None = None,
+) -> GepRows:
+    """The items in scope (its T2I model filter applied, its category not) as GEP items.
+
+    ``answers`` are the final answers (``final_answers``): a question without one is simply
+    absent from an item's answers, which ``metrics.gep`` counts as "no final answer". Scores:
+    per reported detector version, the ``ok`` prediction's ``output["scores"]`` on the item's
+    image. Items whose metadata ``metadata_problem`` refuses are left out with the reason.
+    """
+    scope = Scope(scope.study, t2i_model=scope.t2i_model)
+    key_set = set(keys)
+    versions = reported_versions(scope, detector=detector)
+    scores: dict[int, dict[str, dict[str, float | None]]] = defaultdict(dict)
+    if versions:
+        predictions = (
+            predictions_in_scope(scope, kinds=KINDS)
+            .filter(_which(versions), status=PredictionStatus.OK)
+            .values_list("detector", F(f"{PREDICTION_TO_ITEM}id"), "output")
+            .order_by()
+        )
+        for name, item_id, output in predictions:
+            by_key = (output or {}).get("scores") or {}
+            scores[item_id][name] = {k: v for k, v in by_key.items() if k in key_set}
+    by_model: dict[str, list[gep.GepItem]] = defaultdict(list)
+    left_out = []
+    for item_id, item_key, model, metadata in (
+        scope.items().order_by("t2i_model", "id").values_list("id", "key", "t2i_model", "metadata")
+    ):
+        metadata = metadata if isinstance(metadata, dict) else {}
+        problem = metadata_problem(metadata, keys)
+        if problem:
+            left_out.append(LeftOut(item_id, item_key, model, problem))
+            continue
+        by_model[model].append(
+            gep.GepItem.from_metadata(
+                item_id, _item_metadata(metadata), answers.get(item_id, {}), scores.get(item_id, {})
+            )
+        )
+    return GepRows(items_by_model=dict(sorted(by_model.items())), versions=versions, left_out=tuple(left_out))
+
+
+def label_counts(scope: Scope, *, keys: Sequence[str]) -> dict[str, dict[int, dict[str, int]]]:
+    """Per question key: item id -> ``{answer: annotators}`` for every item in scope (T2I
+    model filter applied, category not) with a label for it — the rows of the agreement
+    statistics' count matrix. One grouped query."""
+    scope = Scope(scope.study, t2i_model=scope.t2i_model)
+    grouped: dict[str, dict[int, dict[str, int]]] = {key: {} for key in keys}
+    for key, item_id, value, n in (
+        Label.objects.filter(scope.q("item__"), question__key__in=list(keys))
+        .values_list("question__key", "item_id", "value")
+        .annotate(n=Count("pk"))
+        .order_by()
+    ):
+        grouped[key].setdefault(item_id, {})[value] = n
+    return grouped
+
+
+# --- the drill-down --------------------------------------------------------------------------------
+
+
+@dataclass
+class AttributeItem:
+    """One image of an attribute's drill-down: every annotator's answer to the question, its
+    final answer (None: none yet) and each reported detector's score for the attribute (None:
+    no ok prediction, or no score for this key)."""
+
+    item: Item
+    image: ItemImage | None
+    gender: str
+    setting: str
+    labels: list[Label]
+    final: str | None
+    scores: list[tuple[str, float | None]]
+
+
+def attribute_items(
+    scope: Scope, *, question: Question, setting: str, versions: Mapping[str, str]
+) -> list[AttributeItem]:
+    """The items in scope whose image counts for ``question`` in ``setting`` — every neutral
+    item asking it, or the explicit items whose prompt names it — with labels, final answer
+    and scores. Ordered by T2I model, gender (woman first), index. A fixed number of queries."""
+    key = question.key
+    items = scope.items().filter(metadata__setting=setting)
+    if setting == gep.EXPLICIT:
+        items = items.filter(metadata__attribute=key)
+    items = (
+        items.filter(metadata__gender__in=list(gep.GENDERS))
+        .prefetch_related(
+            Prefetch(
+                "labels",
+                queryset=Label.objects.filter(question=question)
+                .select_related("annotator")
+                .order_by("annotator__username"),
+                to_attr="question_labels",
+            ),
+            Prefetch(
+                "final_labels",
+                queryset=FinalLabel.objects.filter(question=question),
+                to_attr="question_final",
+            ),
+            Prefetch(
+                "item_images",
+                queryset=ItemImage.objects.select_related("image")
+                .prefetch_related(
+                    Prefetch(
+                        "image__predictions",
+                        queryset=Prediction.objects.filter(
+                            _which(versions), kind__in=KINDS, status=PredictionStatus.OK
+                        ),
+                        to_attr="reported_predictions",
+                    )
+                )
+                .order_by("role"),
+            ),
+        )
+        .order_by("t2i_model", "index", "id")
+    )
+    rows = []
+    for item in items:
+        if item.question_keys and key not in item.question_keys:
+            continue  # a neutral item that was not asked this question
+        links = {link.role: link for link in item.item_images.all()}
+        predicted = links.get(ImageRole.IMAGE)
+        # reported_predictions: the nested Prefetch's to_attr above, which django-stubs does not
+        # follow through "image__" (it types to_attr one level deep only).
+        reported = predicted.image.reported_predictions if predicted else []  # type: ignore[attr-defined]
+        by_detector = {p.detector: p for p in reported}
+        scores = []
+        for name in versions:
+            prediction = by_detector.get(name)
+            value = ((prediction.output or {}).get("scores") or {}).get(key) if prediction else None
+            scores.append((name, value))
+        rows.append(
+            AttributeItem(
+                item=item,
+                image=item_main_image(item),
+                gender=item.metadata.get("gender", ""),
+                setting=setting,
+                labels=list(item.question_labels),
+                final=item.question_final[0].value if item.question_final else None,
+                scores=scores,
+            )
+        )
+    rows.sort(key=lambda r: (r.item.t2i_model, gep.GENDERS.index(r.gender)))  # stable: index order kept
+    return rows

@@ -1,0 +1,104 @@
+"""The ``attributes`` protocol's spec (GEP, Zhang et al. 2023): the 15 attributes asked yes or
+no, an explicit image only about the attribute its prompt names; detectors answer with outputs
+of kind ``attributes``. Pure data: no model imports."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from detectors.kinds import KIND_ATTRIBUTES
+from metrics import gep
+from studies.protocols import ProtocolSpec, QuestionSpec, choice_rows
+
+KEY = "attributes"
+
+YES_NO = choice_rows({"value": "yes", "name": "Yes", "key": "y"}, {"value": "no", "name": "No", "key": "n"})
+
+# The 15 attributes of Zhang et al. 2023 (Table 1): question keys and texts from metrics.gep,
+# plus a toggle key each on the labeling screen (mnemonic where the letters allow).
+_ATTRIBUTE_HOTKEYS = {
+    "boots": "b",
+    "slippers": "p",
+    "jeans": "j",
+    "shorts": "o",
+    "slacks": "l",
+    "dress": "d",
+    "skirt": "k",
+    "suit": "s",
+    "shirt": "h",
+    "uniform": "u",
+    "jacket": "a",
+    "hat": "t",
+    "tie": "i",
+    "mask": "m",
+    "gloves": "g",
+}
+
+ATTRIBUTE_QUESTIONS = tuple(
+    QuestionSpec(
+        key=key,
+        text=gep.ATTRIBUTE_QUESTIONS[key],
+        choices=YES_NO,
+        kind="toggle",
+        hotkey=_ATTRIBUTE_HOTKEYS[key],
+        default_value="no",
+    )
+    for key in gep.ATTRIBUTE_KEYS
+)
+
+
+def explicit_attribute_question(metadata: Mapping[str, str]) -> list[str]:
+    """GEP (Zhang et al. 2023): an image of the explicit setting ("A woman in boots …") is asked
+    only about the attribute its prompt names, ``[metadata["attribute"]]``; a neutral image, or
+    an explicit one whose attribute is not one of the 15 keys, is asked every question (``[]``:
+    more labels than needed, never a key outside the preset)."""
+    attribute = str(metadata.get("attribute", "")).strip()
+    if str(metadata.get("setting", "")).strip() == "explicit" and attribute in gep.ATTRIBUTE_KEYS:
+        return [attribute]
+    return []
+
+
+def gep_metadata_problem(metadata: Mapping[str, str]) -> str | None:
+    """GEP (Zhang et al. 2023): why an item's metadata cannot be compared, or None.
+
+    A ``gender`` other than woman or man (the GEP vector is woman minus man), and an
+    ``explicit`` item without the ``attribute`` its prompt names (the one question it is asked),
+    are refused. Metadata without ``gender`` or ``setting`` is accepted (an attributes study may
+    ask about images that are not part of a GEP comparison: the report leaves them out and
+    counts them).
+    """
+    gender = str(metadata.get("gender", "")).strip()
+    if gender and gender not in gep.GENDERS:
+        return f"metadata gender {gender!r} is not one of {', '.join(gep.GENDERS)}"
+    setting = str(metadata.get("setting", "")).strip()
+    if setting == gep.EXPLICIT and not str(metadata.get("attribute", "")).strip():
+        return "an explicit item needs the attribute its prompt names (metadata column 'attribute')"
+    return None
+
+
+def yes_no_questions_problem(questions: Sequence[QuestionSpec]) -> str | None:
+    """Attributes (GEP, Zhang et al. 2023): every question is an attribute answered yes or no."""
+    for question in questions:
+        values = {str(c["value"]) for c in question.choices}
+        if values != {"yes", "no"}:
+            return (
+                f"question '{question.key}' has the answers {', '.join(sorted(values)) or 'none'}; "
+                "an attributes study asks yes/no questions only (the GEP report compares them)"
+            )
+    return None
+
+
+SPEC = ProtocolSpec(
+    key=KEY,
+    title="Attribute presence / GEP (Zhang et al. 2023)",
+    questions=ATTRIBUTE_QUESTIONS,
+    output_kinds=(KIND_ATTRIBUTES,),
+    labels_per_item=3,
+    agreement="majority",
+    item_question_keys=explicit_attribute_question,
+    validate_metadata=gep_metadata_problem,
+    validate_questions=yes_no_questions_problem,
+    demo="protocols.attributes.demo.DEMO",
+    analysis="protocols.attributes.analysis.AttributesAnalysis",
+    urls="protocols.attributes.urls",
+)

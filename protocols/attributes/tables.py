@@ -1,0 +1,474 @@
+"""The GEP report's tables (Zhang et al. 2023), as ``reports.tables.Table``s.
+
+Pure: they read an ``AttributesResult`` (its JSON report and the ``metrics.gep`` objects
+behind it), never the database. CSV cells keep raw values (fractions, None as blank); the text
+shows them as the paper prints them.
+
+| key | paper |
+| --- | --- |
+| ``gep_scores`` | Table 3: GEP_human per model and setting |
+| ``frequencies`` | Tables 11 and 12: share of yes per gender and attribute |
+| ``gep_vectors`` | Tables 13 and 14 (human), and each detector's vector |
+| ``vector_agreement`` | Tables 4 and 19: Kendall tau-b, sign MCC, Pearson per cell |
+| ``score_ranking`` | Table 6: GEP scores with their rank, and Kendall tau-b |
+| ``roc_auc`` | Table 7: ROC-AUC averaged over attributes, both settings pooled |
+| ``roc_auc_attributes`` | Table 16: ROC-AUC per attribute |
+| ``agreement`` | Section 5: agreement per question, and the disputes |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from metrics import gep
+from reports.tables import NO_VALUE, Cell, Column, Table, int_cell, num, text_cell
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from protocols.attributes.report import AttributesResult
+
+HUMAN = "human"
+SETTING_NAMES = {gep.NEUTRAL: "Neutral", gep.EXPLICIT: "Explicit"}
+TABLE_KEYS = (
+    "gep_scores",
+    "frequencies",
+    "gep_vectors",
+    "vector_agreement",
+    "score_ranking",
+    "roc_auc",
+    "roc_auc_attributes",
+    "agreement",
+)
+PAPER = {
+    "gep_scores": "Table 3",
+    "frequencies": "Tables 11 and 12",
+    "gep_vectors": "Tables 13 and 14",
+    "vector_agreement": "Tables 4 and 19",
+    "score_ranking": "Table 6",
+    "roc_auc": "Table 7",
+    "roc_auc_attributes": "Table 16",
+    "agreement": "section 5",
+}
+
+
+# --- cells ------------------------------------------------------------------------------------------
+
+
+def signed(value: float | None, digits: int = 3) -> str:
+    """A signed number (+0.250, or -0.125 written with a minus sign), the en dash for None."""
+    if value is None:
+        return NO_VALUE
+    return f"{value:+.{digits}f}".replace("-", "\u2212")
+
+
+def compact(value: float | None) -> str:
+    """A GEP score as the paper prints it: 0.123, or 5.15e-03 for small automatic scores."""
+    if value is None:
+        return NO_VALUE
+    if value != 0 and abs(value) < 0.01:
+        return f"{value:.2e}"
+    return f"{value:.3f}"
+
+
+def num_cell(value: float | None, digits: int = 3, title: str = "") -> Cell:
+    return Cell(value=value, text=num(value, digits), title=title)
+
+
+def signed_cell(value: float | None, title: str = "") -> Cell:
+    return Cell(value=value, text=signed(value), title=title)
+
+
+def setting_cells(result: AttributesResult) -> list[tuple[str, str]]:
+    """Every (T2I model, setting) cell of the report, neutral first, models sorted."""
+    return [
+        (model, setting)
+        for model in result.models
+        for setting in gep.SETTINGS
+        if setting in result.study.cells[model]
+    ]
+
+
+def _setting_columns(result: AttributesResult) -> list[tuple[str, str]]:
+    """(setting, model) columns of Table 6: per setting, every model (a cell may be missing)."""
+    return [(setting, model) for setting in gep.SETTINGS for model in result.models]
+
+
+def _key_columns(result: AttributesResult) -> tuple[Column, ...]:
+    return tuple(Column(key, key) for key in result.keys)
+
+
+# --- Table 3 -----------------------------------------------------------------------------------------
+
+
+def gep_scores_table(result: AttributesResult) -> Table:
+    """GEP_human (mean |v_j|) per T2I model and setting, with the items of each gender."""
+    columns = [Column("t2i_model", "T2I model", numeric=False)]
+    for setting in gep.SETTINGS:
+        columns += [
+            Column(f"{setting}_gep", "GEP"),
+            Column(f"{setting}_n_woman", "women"),
+            Column(f"{setting}_n_man", "men"),
+        ]
+    rows = []
+    for model in result.models:
+        row = [text_cell(model)]
+        for setting in gep.SETTINGS:
+            cell = result.study.cells[model].get(setting)
+            if cell is None:
+                row += [num_cell(None, 2), int_cell(None), int_cell(None)]
+                continue
+            human = cell.human
+            row += [
+                Cell(human.gep_score, num(human.gep_score, 3)),
+                int_cell(human.n_items[gep.WOMAN]),
+                int_cell(human.n_items[gep.MAN]),
+            ]
+        rows.append(tuple(row))
+    return Table(
+        key="gep_scores",
+        title="GEP score by the human answers",
+        caption=(
+            "GEP = mean over the attributes of |f_woman \u2212 f_man|, the share of women's images with "
+            "the attribute minus that of men's (0 = the same presentation; lower is better). "
+            "A score needs a frequency for every attribute: \u2013 where one is missing."
+        ),
+        columns=tuple(columns),
+        rows=tuple(rows),
+        groups=(("", 1), *((SETTING_NAMES[s], 3) for s in gep.SETTINGS)),
+    )
+
+
+# --- Tables 11 and 12 -----------------------------------------------------------------------------
+
+
+def frequencies_table(result: AttributesResult) -> Table:
+    """Share of yes per (model, setting, gender) and attribute, with the counts behind it."""
+    columns = (
+        Column("t2i_model", "T2I model", numeric=False),
+        Column("setting", "Setting", numeric=False),
+        Column("gender", "Gender", numeric=False),
+        *_key_columns(result),
+        Column("n_without_final_answer", "No final answer"),
+    )
+    rows = []
+    for model, setting in setting_cells(result):
+        human = result.study.cells[model][setting].human
+        for gender in gep.GENDERS:
+            cells = [text_cell(model), text_cell(setting), text_cell(gender)]
+            for key in result.keys:
+                n_yes, n_answered = human.n_yes[gender][key], human.n_answered[gender][key]
+                missing = human.n_without_final_answer[gender][key]
+                title = f"{n_yes} yes of {n_answered} answered" + (
+                    f"; {missing} without a final answer" if missing else ""
+                )
+                cells.append(num_cell(human.frequencies[gender][key], 2, title))
+            cells.append(int_cell(sum(human.n_without_final_answer[gender].values())))
+            rows.append(tuple(cells))
+    return Table(
+        key="frequencies",
+        title="Share of images with the attribute, per gender",
+        caption=(
+            "f = images whose final answer is yes / images with a final answer (explicit setting: "
+            "only the images whose prompt names the attribute). Images without a final answer are "
+            "left out and counted in the last column."
+        ),
+        columns=columns,
+        rows=tuple(rows),
+    )
+
+
+# --- Tables 13 and 14 -----------------------------------------------------------------------------
+
+
+def gep_vectors_table(result: AttributesResult) -> Table:
+    """The human GEP vector and each detector's, per model and setting, with their scores."""
+    columns = (
+        Column("t2i_model", "T2I model", numeric=False),
+        Column("setting", "Setting", numeric=False),
+        Column("source", "Source", numeric=False),
+        *_key_columns(result),
+        Column("gep_score", "GEP"),
+    )
+    rows = []
+    for model, setting in setting_cells(result):
+        cell = result.study.cells[model][setting]
+        sources: list[tuple[str, dict[str, float | None], float | None]] = [
+            (HUMAN, cell.human.gep_vector, cell.human.gep_score)
+        ]
+        sources += [(name, d.gep.gep_vector, d.gep.gep_score) for name, d in cell.detectors.items()]
+        for source, vector, score in sources:
+            rows.append(
+                (
+                    text_cell(model),
+                    text_cell(setting),
+                    text_cell(source),
+                    *(signed_cell(vector.get(key)) for key in result.keys),
+                    Cell(score, compact(score)),
+                )
+            )
+    return Table(
+        key="gep_vectors",
+        title="GEP vectors: women minus men, per attribute",
+        caption=(
+            "Human: f_woman \u2212 f_man (positive: the attribute is shown more often with women). "
+            "Detector: mean score of women's images minus men's, on the detector's own scale — "
+            "compare its signs and ranking with the human row, not its size."
+        ),
+        columns=columns,
+        rows=tuple(rows),
+    )
+
+
+# --- Tables 4 and 19 -------------------------------------------------------------------------------
+
+
+def vector_agreement_table(result: AttributesResult) -> Table:
+    """Per model, setting and detector: how its vector agrees with the human one."""
+    columns = (
+        Column("t2i_model", "T2I model", numeric=False),
+        Column("setting", "Setting", numeric=False),
+        Column("detector", "Detector", numeric=False),
+        Column("n", "n"),
+        Column("kendall_tau_b", "Kendall τ-b"),
+        Column("mcc", "MCC of signs"),
+        Column("pearson", "Pearson r"),
+    )
+    rows = []
+    for model, setting in setting_cells(result):
+        detectors = result.study.cells[model][setting].detectors
+        taus = [d.agreement.kendall_tau_b for d in detectors.values()]
+        defined = [t for t in taus if t is not None]
+        best = max(defined) if len(defined) >= 2 and len(set(defined)) > 1 else None
+        for name, d in detectors.items():
+            a = d.agreement
+            tau = Cell(
+                a.kendall_tau_b,
+                num(a.kendall_tau_b),
+                mark="best" if best is not None and a.kendall_tau_b == best else "",
+            )
+            rows.append(
+                (
+                    text_cell(model),
+                    text_cell(setting),
+                    text_cell(name),
+                    int_cell(a.n),
+                    tau,
+                    num_cell(a.mcc),
+                    num_cell(a.pearson),
+                )
+            )
+    return Table(
+        key="vector_agreement",
+        title="Detector GEP vectors against the human vector",
+        caption=(
+            "Over the n attributes where both vectors are defined: Kendall τ-b (same ranking of the "
+            "differences), the Matthews correlation of their signs (≥ 0 counts as positive: which "
+            "gender each attribute leans to) and Pearson's r. Bold: the highest τ-b of the cell. "
+            "\u2013 where undefined (a constant vector, one sign only, fewer than two attributes)."
+        ),
+        columns=columns,
+        rows=tuple(rows),
+    )
+
+
+# --- Table 6 ------------------------------------------------------------------------------------------
+
+
+def _ranks(scores: dict[tuple[str, str], float | None]) -> dict[tuple[str, str], int]:
+    """1 = the smallest defined score; equal scores share the lower rank."""
+    ordered = sorted(v for v in scores.values() if v is not None)
+    return {cell: ordered.index(v) + 1 for cell, v in scores.items() if v is not None}
+
+
+def score_ranking_table(result: AttributesResult) -> Table:
+    """GEP scores of every source across the model x setting cells, ranked, with Kendall
+    tau-b of each detector's scores against the human ones."""
+    cells = _setting_columns(result)
+    columns = [Column("source", "Source", numeric=False)]
+    columns += [Column(f"{setting}_{model}", model) for setting, model in cells]
+    columns.append(Column("kendall_tau_b", "Kendall τ-b"))
+
+    def score(model: str, setting: str, source: str) -> float | None:
+        cell = result.study.cells.get(model, {}).get(setting)
+        if cell is None:
+            return None
+        if source == HUMAN:
+            return cell.human.gep_score
+        detector = cell.detectors.get(source)
+        return detector.gep.gep_score if detector else None
+
+    rows = []
+    for source in (*result.detectors, HUMAN):
+        scores = {(s, m): score(m, s, source) for s, m in cells}
+        ranks = _ranks(scores)
+        row = [text_cell(source)]
+        for cell in cells:
+            value = scores[cell]
+            text = compact(value) if value is None else f"{compact(value)} (#{ranks[cell]})"
+            row.append(Cell(value, text))
+        ranking = result.study.score_ranking.get(source)
+        row.append(
+            Cell(
+                ranking.kendall_tau_b if ranking else None,
+                num(ranking.kendall_tau_b if ranking else None),
+                title=f"over {ranking.n_cells} cells" if ranking else "",
+            )
+        )
+        rows.append(tuple(row))
+    n_models = len(result.models)
+    groups = [("", 1)] + [(SETTING_NAMES[s], n_models) for s in gep.SETTINGS if n_models] + [("", 1)]
+    return Table(
+        key="score_ranking",
+        title="GEP scores across models and settings",
+        caption=(
+            "(#k): the rank of the cell among the source's scores (1 = smallest). Automatic scores "
+            "are on their detector's scale: what counts is whether they rank the cells as the human "
+            "scores do, which Kendall τ-b measures over the cells where both are defined."
+        ),
+        columns=tuple(columns),
+        rows=tuple(rows),
+        groups=tuple(groups),
+    )
+
+
+# --- Tables 7 and 16 -------------------------------------------------------------------------------
+
+
+def roc_auc_table(result: AttributesResult) -> Table:
+    """Per detector and model: ROC-AUC averaged over the attributes (both settings pooled)."""
+    columns = (
+        Column("detector", "Detector", numeric=False),
+        *(Column(model, model) for model in result.models),
+    )
+    rows = []
+    for name in result.detectors:
+        row: list[Cell] = [text_cell(name)]
+        for model in result.models:
+            auc = result.pooled_auc[model][name]
+            row.append(num_cell(auc.mean, 3, f"mean of {auc.n_defined} of {len(result.keys)} attributes"))
+        rows.append(tuple(row))
+    return Table(
+        key="roc_auc",
+        title="ROC-AUC of the detectors' per-image scores",
+        caption=(
+            "Each attribute's scores against the human final answers (both settings pooled; "
+            "explicit images only for their own attribute), averaged over the attributes where "
+            "both answers occur. 0.5 = chance, 1 = perfect."
+        ),
+        columns=columns,
+        rows=tuple(rows),
+    )
+
+
+def roc_auc_attributes_table(result: AttributesResult) -> Table:
+    """ROC-AUC per model, detector and attribute, and their mean."""
+    columns = (
+        Column("t2i_model", "T2I model", numeric=False),
+        Column("detector", "Detector", numeric=False),
+        *_key_columns(result),
+        Column("mean", "Mean"),
+    )
+    rows = []
+    for model in result.models:
+        for name in result.detectors:
+            auc = result.pooled_auc[model][name]
+            cells = [text_cell(model), text_cell(name)]
+            for key in result.keys:
+                title = f"{auc.n_positive[key]} yes, {auc.n_negative[key]} no"
+                cells.append(num_cell(auc.by_attribute[key], 3, title))
+            cells.append(num_cell(auc.mean))
+            rows.append(tuple(cells))
+    return Table(
+        key="roc_auc_attributes",
+        title="ROC-AUC per attribute",
+        caption="\u2013 where the images of an attribute have one final answer only (no ROC curve).",
+        columns=columns,
+        rows=tuple(rows),
+    )
+
+
+# --- agreement -----------------------------------------------------------------------------------------
+
+
+def agreement_table(result: AttributesResult) -> Table:
+    """Per question: Krippendorff's alpha, Fleiss' kappa, observed agreement, items, disputes;
+    then all questions pooled."""
+    columns = (
+        Column("question", "Question", numeric=False),
+        Column("text", "Text", numeric=False),
+        Column("krippendorff_alpha", "Krippendorff \u03b1"),
+        Column("fleiss_kappa", "Fleiss \u03ba"),
+        Column("observed_agreement", "Observed"),
+        Column("n_items", "Items"),
+        Column("disputed", "Disputed"),
+    )
+    report = result.report
+    rows: list[tuple[Cell, ...]] = []
+    for key in result.keys:
+        a = report["agreement"][key]
+        rows.append(
+            (
+                text_cell(key),
+                text_cell(result.questions[key]),
+                num_cell(a["krippendorff_alpha"]),
+                num_cell(a["fleiss_kappa"]),
+                num_cell(a["observed_agreement"]),
+                int_cell(a["n_items"]),
+                int_cell(report["disputes"][key]),
+            )
+        )
+    pooled = result.agreement_all
+    rows.append(
+        (
+            text_cell("all"),
+            text_cell("every (image, question) pooled"),
+            num_cell(pooled.krippendorff_alpha),
+            num_cell(pooled.fleiss_kappa),
+            num_cell(pooled.observed_agreement),
+            int_cell(pooled.n_items),
+            int_cell(sum(report["disputes"].values())),
+        )
+    )
+    return Table(
+        key="agreement",
+        title="Annotator agreement per question",
+        caption=(
+            "Over the images with two or more answers to the question. Observed: the share of "
+            "agreeing annotator pairs. Disputed: images with all their answers and no final one "
+            "(a tie, e.g. 1\u20131 with an answer missing) — settle them in the dispute queue."
+        ),
+        columns=columns,
+        rows=tuple(rows),
+    )
+
+
+BUILDERS = {
+    "gep_scores": gep_scores_table,
+    "frequencies": frequencies_table,
+    "gep_vectors": gep_vectors_table,
+    "vector_agreement": vector_agreement_table,
+    "score_ranking": score_ranking_table,
+    "roc_auc": roc_auc_table,
+    "roc_auc_attributes": roc_auc_attributes_table,
+    "agreement": agreement_table,
+}
+
+
+def all_tables(result: AttributesResult, keys: Sequence[str] = TABLE_KEYS) -> list[Table]:
+    """The report's tables in ``keys`` order."""
+    return [BUILDERS[key](result) for key in keys]
+
+
+def with_paper_title(table: Table) -> Table:
+    """The table titled with the paper's table it mirrors, for Markdown exports."""
+    from dataclasses import replace
+
+    return replace(table, title=f"{table.title} ({PAPER[table.key]})")
+
+
+def sectioned_csv_rows(table: Table) -> list[list[Any]]:
+    """The table's CSV rows with a first column ``section`` = the table key."""
+    from reports.render import csv_rows
+
+    header, *body = csv_rows(table)
+    return [["section", *header], *([table.key, *row] for row in body)]

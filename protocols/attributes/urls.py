@@ -1,0 +1,13 @@
+"""The attributes (GEP) protocol's report page under ``/reports/`` in the ``reports`` namespace
+(``reports.urls`` mounts the URLconf its spec names, ``ProtocolSpec.urls``)."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from protocols.attributes import views
+
+urlpatterns = [
+    # An attribute's images in one setting.
+    path("attributes/<slug:key>/<slug:setting>/", views.attribute_detail, name="attribute"),
+]

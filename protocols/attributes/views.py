@@ -1,0 +1,142 @@
+"""The attributes analysis's own page: the drill-down from an attribute to its images.
+
+For one question (attribute) and one setting, the images that count for it — every neutral
+image asking it, or the explicit images whose prompt names it — grouped by T2I model, gender
+and final answer (yes, no, none yet), each with every annotator's answer and every detector's
+score; above them the figures of the attribute (frequencies, vector entries, ROC-AUC), and
+below them the attribute's dispute queue (``annotate.selectors.dispute_queue``).
+
+Thin like every view: role and filters (``reports.views``), the cached report, the rows
+(``selectors.attribute_items``), render. The overview, the table and chart downloads are the
+dashboard's common views.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404
+
+from annotate.selectors import dispute_queue
+from metrics import gep
+from protocols.attributes import selectors as asel
+from protocols.attributes.analysis import AttributesAnalysis
+from protocols.attributes.report import AttributesResult
+from protocols.attributes.tables import signed
+from reports import views as base
+from reports.selectors import Scope
+from studies.models import Question
+from studies.typing import HtmxHttpRequest
+
+# Images shown per (T2I model, gender, answer) group: beyond it the page says how many more.
+GROUP_LIMIT = 120
+ANSWERS = ((gep.YES, "Yes"), (gep.NO, "No"), (None, "No final answer yet"))
+
+
+def _analysis(filters: base.Filters) -> AttributesAnalysis:
+    analysis = base.analysis_for_page(filters, "attribute")
+    assert isinstance(analysis, AttributesAnalysis)  # only the attributes analysis lists this page
+    return analysis
+
+
+def _summary(result: AttributesResult, key: str, setting: str, models: list[str]) -> list[dict[str, Any]]:
+    """Per T2I model: the human frequencies and vector entry of the attribute, and per
+    detector its mean scores, vector entry and ROC-AUC (this setting)."""
+    summary = []
+    for model in models:
+        cell = result.study.cells.get(model, {}).get(setting)
+        if cell is None:
+            continue
+        human = cell.human
+        summary.append(
+            {
+                "model": model,
+                "f_woman": human.frequencies[gep.WOMAN][key],
+                "f_man": human.frequencies[gep.MAN][key],
+                "n_woman": f"{human.n_yes[gep.WOMAN][key]} of {human.n_answered[gep.WOMAN][key]}",
+                "n_man": f"{human.n_yes[gep.MAN][key]} of {human.n_answered[gep.MAN][key]}",
+                "vector": signed(human.gep_vector[key]),
+                "missing": sum(human.n_without_final_answer[g][key] for g in gep.GENDERS),
+                "detectors": [
+                    {
+                        "name": name,
+                        "mean_woman": d.gep.mean_scores[gep.WOMAN][key],
+                        "mean_man": d.gep.mean_scores[gep.MAN][key],
+                        "vector": signed(d.gep.gep_vector[key], 4),
+                        "roc_auc": d.roc_auc.by_attribute[key],
+                    }
+                    for name, d in cell.detectors.items()
+                ],
+            }
+        )
+    return summary
+
+
+def _groups(rows: list[asel.AttributeItem]) -> list[dict[str, Any]]:
+    """The rows by (T2I model, gender, final answer), in that order, at most GROUP_LIMIT shown."""
+    groups = []
+    models = list(dict.fromkeys(row.item.t2i_model for row in rows))
+    for model in models:
+        for gender in gep.GENDERS:
+            for answer, name in ANSWERS:
+                members = [
+                    r for r in rows if r.item.t2i_model == model and r.gender == gender and r.final == answer
+                ]
+                if not members and answer is None:
+                    continue  # "no final answer yet" only when there is such an image
+                groups.append(
+                    {
+                        "model": model,
+                        "gender": gender,
+                        "answer": answer or "none",
+                        "name": name,
+                        "rows": members[:GROUP_LIMIT],
+                        "n": len(members),
+                        "more": max(0, len(members) - GROUP_LIMIT),
+                    }
+                )
+    return groups
+
+
+@base.researcher_only
+def attribute_detail(request: HtmxHttpRequest, key: str, setting: str) -> HttpResponse:
+    """One attribute in one setting: its figures, its images (yes / no, women / men) with every
+    answer and score, and its dispute queue."""
+    try:
+        filters = base.parse_filters(request)
+    except base.BadFilter as error:
+        return base.bad_filter(error)
+    analysis = _analysis(filters)
+    if setting not in gep.SETTINGS:
+        raise Http404(f"No setting {setting!r}: use one of {', '.join(gep.SETTINGS)}.")
+    study = filters.scope.study
+    question = get_object_or_404(Question, study=study, key=key)
+    result: AttributesResult = filters.result(bootstrap=0)
+    rows = asel.attribute_items(
+        Scope(study, t2i_model=filters.t2i_model),
+        question=question,
+        setting=setting,
+        versions=result.versions,
+    )
+    models = [filters.t2i_model] if filters.t2i_model else list(result.models)
+    disputes = [
+        row
+        for row in dispute_queue(study=study)
+        if row.question.key == key
+        and (not filters.t2i_model or row.item.t2i_model == filters.t2i_model)
+        and str(row.item.metadata.get("setting", "")) == setting
+    ]
+    context = base.base_context(filters, "attribute", analysis) | {
+        "question": question,
+        "setting": setting,
+        "other_setting": gep.EXPLICIT if setting == gep.NEUTRAL else gep.NEUTRAL,
+        "settings": gep.SETTINGS,
+        "keys": result.keys,
+        "summary": _summary(result, key, setting, models),
+        "groups": _groups(rows),
+        "n_rows": len(rows),
+        "detectors": list(result.versions),
+        "disputes": disputes,
+    }
+    return base.render_page(request, "attributes/attribute.html", context)

@@ -1,0 +1,263 @@
+"""The gender analysis (Lyu et al. 2025): detectors against the human ground truth.
+
+- metrics: ``metrics.gender`` (bias scores, filtering, accuracy, bootstrap) and
+  ``metrics.agreement``;
+- selectors: ``selectors`` (report counts) and ``drilldown`` (a prompt's items, a detector's
+  confusion and gallery);
+- JSON: ``report.compute`` — issue 4's contract, printed by ``bias_report --format json``;
+- tables: ``tables`` (the paper's tables 1-3, 5-7); charts: ``reports.charts``;
+- pages: the overview, the prompt heatmap, and the prompt and detector drill-downs
+  (``protocols.gender.views``).
+
+It reads the study's question with key ``gender``: its choices are the label vocabulary and its
+two choices marked ``clear`` the genders the scores count (first positive, compared with the
+detector verdict "male"; second with "female").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from protocols.gender import report as gender_report
+from protocols.gender import tables as gtables
+from protocols.gender.report import GenderResult
+from protocols.gender.selectors import GENDER_QUESTION
+from reports import render
+from reports.analyses import Analysis, AnalysisError, FilterNeeded, NavLink, ReportPage
+from reports.selectors import Scope
+from reports.tables import Table, UnknownTable, num
+from studies.models import Question, Study
+
+BOOTSTRAP = 1000
+
+
+def gender_question(study: Study) -> Question:
+    """The study's ``gender`` question; AnalysisError when it has none or when its choices do
+    not mark exactly two answers as clear."""
+    question = Question.objects.filter(study=study, key=GENDER_QUESTION).first()
+    if question is None:
+        raise AnalysisError(
+            f"Study '{study.slug}' has no question with key '{GENDER_QUESTION}', which the gender "
+            "report reads."
+        )
+    if len(question.clear_values) != 2:
+        raise AnalysisError(
+            f"The '{GENDER_QUESTION}' question of study '{study.slug}' marks "
+            f"{len(question.clear_values)} choices as clear ({', '.join(question.clear_values) or 'none'}); "
+            "the bias scores need exactly two (the two genders they compare)."
+        )
+    return question
+
+
+class GenderAnalysis(Analysis):
+    protocol: ClassVar[str] = "gender"
+    title: ClassVar[str] = "Gender bias: detectors vs human ground truth"
+    template: ClassVar[str] = "gender/overview.html"
+    table_keys: ClassVar[tuple[str, ...]] = gtables.TABLE_KEYS
+    chart_keys: ClassVar[tuple[str, ...]] = ("model_bias", "heatmap", "histogram")
+    pages: ClassVar[frozenset[str]] = frozenset({"heatmap", "prompt", "detector"})
+    # The estimate of bias from few labels (``estimates``) is offered for gender studies.
+    nav: ClassVar[tuple[NavLink, ...]] = (
+        NavLink(url_name="estimates:page", label="Estimate from few labels", page_name="estimate"),
+    )
+    # Every number of the report is a mean over prompts or a count over images, so a category is
+    # a report of its own: the dashboard's category filter narrows every table and chart.
+    category_applies: ClassVar[bool] = True
+
+    def check(self, study: Study) -> None:
+        gender_question(study)
+
+    def compute(
+        self, scope: Scope, *, detector: str | None = None, bootstrap: int = BOOTSTRAP, seed: int = 0
+    ) -> GenderResult:
+        """The report (``build``) with the labels, clear values and per-prompt detector counts
+        the pages need, from one read of the database.
+
+        ``build``'s JSON: ``{"coverage": {images, final_labels}, "agreement": {cohen_kappa,
+        n_images}, "human": {t2i_model: {model_bias_score, ci95, categories, label_shares,
+        prompts, ...}}, "detectors": {detector: {version, filtering, accuracy, per_model:
+        {t2i_model: {model_bias_score, pct_diff, prompt_bias_score_difference, ci95, ...}}}}}``
+
+        - Human scores use every item with a final label. Clear = one of the two clear answers.
+        - Detector metrics use the items with both a final label and an ``ok`` prediction of
+          the detector's reported version (the latest run) on the item's image. Filtering
+          treats every non-clear final label (low quality, other) as a negative.
+        - ``pct_diff`` (percent, signed: + = overestimate) and ``prompt_bias_score_difference``
+          compare the detector with the human labels *of the same items*
+          (``human_model_bias_score``), so a detector that skipped items is not blamed for them.
+        - ``ci95`` of a human model is the 95 % bootstrap interval of its model bias score;
+          ``ci95`` of a detector's model is the interval of ``pct_diff``, with
+          ``model_bias_score_ci95`` and ``prompt_bias_score_difference_ci95`` beside it. Images
+          are resampled within prompts (``bootstrap`` replicates, seeded by ``seed``); 0 turns
+          intervals off (null).
+        - Ratios are fractions in [0, 1]; anything undefined is None (JSON null), never 0.
+        - The category of ``scope``, when given, narrows everything (coverage, agreement,
+          human and detector scores) to the items of its prompts; the detector versions
+          reported stay those of the whole study (a category does not change which run counts).
+        """
+        question = gender_question(scope.study)
+        return gender_report.compute(
+            scope,
+            question=question,
+            detector=detector,
+            bootstrap=bootstrap,
+            seed=seed,
+        )
+
+    # --- pages ----------------------------------------------------------------------------------
+
+    def overview_tables(self, result: GenderResult, *, category: str | None) -> list[Table]:
+        report = result.report
+        return [
+            gtables.model_bias_table(report, labels=result.labels, clear=result.clear),
+            gtables.prompt_difference_table(report),
+            gtables.filtering_table(report),
+            gtables.label_shares_table(report, labels=result.labels, clear=result.clear),
+            gtables.categories_table(report, category=category),
+        ]
+
+    def overview(self, page: ReportPage) -> dict[str, Any]:
+        result: GenderResult = page.result(bootstrap=BOOTSTRAP)
+        report = result.report
+        return {
+            "report": report,
+            "coverage": coverage(report),
+            "agreement": report.get("agreement", {}),
+            "tables": self.overview_tables(result, category=page.scope.category),
+            "detectors": gtables.detector_keys(report),
+        }
+
+    def grid(self, page: ReportPage) -> gtables.PromptGrid:
+        """Prompts x (T2I model, source) scores (paper table 7), cached like the report."""
+
+        def compute() -> gtables.PromptGrid:
+            result: GenderResult = page.result(bootstrap=0)
+            return gtables.prompt_grid(
+                result.report,
+                result.prompt_counts,
+                clear=result.clear,
+                prompt_ids=result.prompt_ids,
+                detectors=gtables.detector_keys(result.report),
+                category=page.scope.category,
+            )
+
+        return page.cached("grid", compute)
+
+    def table(self, name: str, page: ReportPage) -> Table:
+        """A downloadable table; UnknownTable for a name not in ``table_keys``, FilterNeeded
+        for the confusion table without a detector."""
+        if name == "confusion":
+            from protocols.gender import drilldown
+
+            if not page.detector:
+                raise FilterNeeded("The confusion table needs a detector filter (?detector=...).")
+            question = gender_question(page.scope.study)
+            result: GenderResult = page.result(bootstrap=0)
+            confusion = drilldown.detector_confusion(
+                page.scope,
+                detector=page.detector,
+                question=question,
+                labels=result.labels,
+                clear=result.clear,
+            )
+            return gtables.confusion_table(
+                page.detector, confusion.counts, labels=confusion.labels, verdicts=drilldown.VERDICTS
+            )
+        if name == "prompt_scores":
+            return gtables.prompt_scores_table(self.grid(page))
+        if name not in gtables.OVERVIEW_KEYS:
+            raise UnknownTable(f"No table {name!r}.")
+        # Only table 1 shows bootstrap intervals; the others skip the resampling (the slow part).
+        result = page.result(bootstrap=BOOTSTRAP if name == "model_bias" else 0)
+        return next(t for t in self.overview_tables(result, category=page.scope.category) if t.key == name)
+
+    def chart(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:
+        """The model bias bar chart, the heatmap, or the histogram of ``source``'s prompt
+        scores ("human" or a detector), drawn once per filters and data."""
+
+        from protocols.gender import charts  # matplotlib and its helpers load only when a chart is drawn
+
+        def draw() -> bytes:
+            if name == "model_bias":
+                return charts.model_bias_chart(page.result(bootstrap=BOOTSTRAP).report, fmt)
+            grid = self.grid(page)
+            if name == "heatmap":
+                return charts.heatmap_chart(grid, fmt)
+            return charts.histogram_chart(grid.source_scores(source), fmt, source=source_name(source))
+
+        return page.cached("chart", draw, name=name, fmt=fmt, source=source)
+
+    # --- the command ----------------------------------------------------------------------------
+
+    def export(self, result: GenderResult, fmt: str) -> str:
+        """``bias_report --format csv``: the sections ``models``, ``detectors`` and ``prompts``
+        (``tables.export_tables``), each with its own header row, separated by an empty line.
+        ``md``: the paper's tables as the dashboard shows them, in Markdown."""
+        report = result.report
+        if fmt == "csv":
+            return "\n".join(render.to_csv(t) for t in gtables.export_tables(report, labels=result.labels))
+        if fmt == "md":
+            return markdown(self, result)
+        raise ValueError(f"The gender report exports as csv or md, not {fmt!r}.")
+
+
+def coverage(report: Mapping[str, Any]) -> dict[str, Any]:
+    """Items in the report, with a final label, and the share in percent (None without items)."""
+    cover = report.get("coverage", {})
+    images = int(cover.get("images", 0))
+    final = int(cover.get("final_labels", 0))
+    return {"images": images, "final_labels": final, "percent": 100 * final / images if images else None}
+
+
+def source_name(source: str) -> str:
+    return "human ground truth" if source == gtables.HUMAN else source
+
+
+def markdown(analysis: GenderAnalysis, result: GenderResult) -> str:
+    """The report as Markdown: coverage and agreement, then the paper's tables 1, 2, 3, 5, 6
+    and 7 (the prompt table with the human and every detector's scores)."""
+    report = result.report
+    cover, agreement = report["coverage"], report["agreement"]
+    lines = [
+        "# Bias report",
+        "",
+        f"Images: {cover['images']}, with a final label: {cover['final_labels']}. "
+        f"Cohen's kappa {num(agreement['cohen_kappa'])} on {agreement['n_images']} "
+        "images with two labels.",
+        "",
+    ]
+    if not cover["final_labels"]:
+        # Empty tables alone read like a bug; say what is missing and how to get it.
+        lines += [
+            "No image has a final label yet, so there is nothing to compare: label the images "
+            "(two annotators each) and settle the disputes, or load labels with import_ground_truth.",
+            "",
+        ]
+    paper = {
+        "model_bias": "table 1",
+        "prompt_difference": "table 2",
+        "filtering": "table 3",
+        "label_shares": "table 5",
+        "categories": "table 6",
+        "prompt_scores": "table 7",
+    }
+    grid = gtables.prompt_grid(
+        report,
+        result.prompt_counts,
+        clear=result.clear,
+        prompt_ids=result.prompt_ids,
+        detectors=gtables.detector_keys(report),
+    )
+    for table in [*analysis.overview_tables(result, category=None), gtables.prompt_scores_table(grid)]:
+        titled = Table(
+            key=table.key,
+            title=f"{table.title} ({paper[table.key]})",
+            caption=table.caption,
+            columns=table.columns,
+            rows=table.rows,
+            groups=table.groups,
+            notes=table.notes,
+        )
+        lines.append(render.to_markdown(titled))
+    return "\n".join(lines)

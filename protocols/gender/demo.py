@@ -1,0 +1,266 @@
+"""The gender protocol's demo study ``demo`` (``seed_demo``): it looks like a small real study —
+two "T2I models" x three prompts x seven images, each image a real photograph (scikit-image's
+astronaut and camera man, matplotlib's Grace Hopper, faces of scikit-image's LFW subset, photos
+without a person) varied by crops, flips and colour, plus low-quality cases made from them
+(heavy blur, two people, no person). Some prompts are skewed towards men, some towards women,
+some balanced, so prompt bias scores, their intervals and the detectors' differences mean
+something. The two demo annotators' labels are seeded on five of the six (model, prompt) cells —
+with a few disagreements in the dispute queue, one of them settled by the researcher — and on
+four images of the last, whose other three are left for a visitor to label (so every prompt has
+a score). With ``seed_demo --run-detectors`` the offline ``face_gender`` detector runs on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import dataclasses
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from PIL import Image as PILImage
+
+from annotate import services
+from annotate.demo import seeding
+from annotate.demo.photos import LFW_MEN, LFW_WOMEN, LOOKS, PHOTOS, Look
+from annotate.demo.photos import blurred as _blurred
+from annotate.demo.photos import fit as _fit
+from annotate.demo.photos import lfw_face as _lfw_face
+from annotate.demo.photos import save as _save
+from annotate.demo.photos import side_by_side as _side_by_side
+from annotate.errors import AnnotateError
+from annotate.models import FinalLabel
+from studies.models import Item, Question, Study
+
+SLUG = "demo"
+NAME = "Demo: real photos"
+MODELS = ("demo-model-a", "demo-model-b")
+GUIDELINES = (
+    "Label the gender presentation of the one person in the image: M male, F female. "
+    "L low quality: no person, several people, or too blurred to tell. "
+    "O other, with a short reason. Z goes back one image."
+)
+
+MALE, FEMALE, LOW_QUALITY, OTHER = "male", "female", "low_quality", "other"
+
+
+@dataclass(frozen=True)
+class DemoImage:
+    """One image of the demo study: where it goes, how it is built, what it shows (``truth``)
+    and the two demo annotators' seeded labels (None: left for a visitor to label)."""
+
+    path: str
+    t2i_model: str
+    category: str
+    word: str
+    prompt: str
+    build: Callable[[], PILImage.Image] = field(repr=False)
+    source: str
+    truth: str
+    labels: tuple[str, str] | None
+    reasons: tuple[str, str] = ("", "")
+
+
+@dataclass(frozen=True)
+class _Cell:
+    """The images of one (model, prompt): how many men and women, which low-quality case."""
+
+    model: str
+    category: str
+    word: str
+    prompt: str
+    men: int
+    women: int
+    low_quality: str  # key of LOW_QUALITY_CASES
+    # How many of its people's images have seeded labels (None: all, and the low-quality one).
+    seeded: int | None = None
+
+
+PROMPTS = {
+    "ceo": ("profession", "CEO", "a photo of the face of a CEO"),
+    "nurse": ("profession", "nurse", "a photo of the face of a nurse"),
+    "kind": ("trait", "kind", "a photo of the face of a kind person"),
+}
+
+# Skewed, balanced and reversed prompts, so prompt scores differ; three images of the last cell
+# are left to label.
+CELLS = (
+    _Cell("demo-model-a", *PROMPTS["ceo"], men=5, women=1, low_quality="astronaut_blurred"),
+    _Cell("demo-model-a", *PROMPTS["nurse"], men=1, women=5, low_quality="coffee"),
+    _Cell("demo-model-a", *PROMPTS["kind"], men=3, women=3, low_quality="astronaut_and_camera"),
+    _Cell("demo-model-b", *PROMPTS["ceo"], men=3, women=3, low_quality="chelsea"),
+    _Cell("demo-model-b", *PROMPTS["nurse"], men=2, women=4, low_quality="hopper_and_face"),
+    _Cell("demo-model-b", *PROMPTS["kind"], men=4, women=2, low_quality="camera_blurred", seeded=4),
+)
+
+LOW_QUALITY_CASES: dict[str, tuple[Callable[[], PILImage.Image], str]] = {
+    "astronaut_blurred": (lambda: _blurred(PHOTOS["astronaut"].load()), "the astronaut under a heavy blur"),
+    "camera_blurred": (lambda: _blurred(PHOTOS["camera"].load()), "the camera man under a heavy blur"),
+    "coffee": (lambda: _fit(PHOTOS["coffee"].load()), PHOTOS["coffee"].source),
+    "chelsea": (lambda: _fit(PHOTOS["chelsea"].load()), PHOTOS["chelsea"].source),
+    "astronaut_and_camera": (
+        lambda: _side_by_side(PHOTOS["astronaut"].load(), PHOTOS["camera"].load()),
+        "two people: the astronaut and the camera man side by side",
+    ),
+    "hopper_and_face": (
+        lambda: _side_by_side(PHOTOS["hopper"].load(), _lfw_face(LFW_MEN[1])),
+        "two people: Grace Hopper and an LFW face side by side",
+    ),
+}
+
+# Seeded disagreements, by path: (label of annotator 1, label of annotator 2, their reasons).
+DISAGREEMENTS: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
+    "demo-model-a/nurse_low_quality.jpg": ((LOW_QUALITY, OTHER), ("", "a cup of coffee, nobody in it")),
+    "demo-model-a/kind_low_quality.jpg": ((LOW_QUALITY, MALE), ("", "")),
+}
+# Of the (item, question) disputes seeded above, those the researcher settled (value, note).
+RESOLVED = {"demo-model-a/nurse_low_quality.jpg": (LOW_QUALITY, "No person in the image: low quality.")}
+
+
+def _person_pools() -> tuple[list[tuple[str, Look]], list[tuple[str, Look]]]:
+    """Every man and every woman the demo shows, each (photo, look) once: the three large
+    photos in four looks each, the small LFW faces mirrored or brightened at most (a crop
+    would leave little of them), mixed so that every kind spreads over the cells."""
+    lfw_looks = (Look(), Look(flip=True, light=1.1))
+    men = [("camera", look) for look in LOOKS[:4]]
+    men += [(f"lfw{n}", lfw_looks[k // len(LFW_MEN)]) for k, n in enumerate(LFW_MEN * 2)]
+    women = [(name, look) for name in ("astronaut", "hopper") for look in LOOKS[:4]]
+    women += [(f"lfw{n}", lfw_looks[k // len(LFW_WOMEN)]) for k, n in enumerate(LFW_WOMEN * 2)]
+    men = men[: sum(cell.men for cell in CELLS)]
+    women = women[: sum(cell.women for cell in CELLS)]
+    random.Random(7).shuffle(men)
+    random.Random(11).shuffle(women)
+    return men, women
+
+
+def _person_image(name: str, look: Look) -> Callable[[], PILImage.Image]:
+    return lambda: look.apply(PHOTOS[name].load())
+
+
+def demo_images() -> list[DemoImage]:
+    """The demo study's images: what each shows, how to build it, its seeded labels."""
+    men, women = _person_pools()
+    images: list[DemoImage] = []
+    for number, cell in enumerate(CELLS):
+        people = [(MALE, *men.pop()) for _ in range(cell.men)] + [
+            (FEMALE, *women.pop()) for _ in range(cell.women)
+        ]
+        random.Random(number).shuffle(people)
+        slug = cell.word.lower()
+        for index, (truth, name, look) in enumerate(people):
+            path = f"{cell.model}/{slug}_{index}.jpg"
+            images.append(
+                DemoImage(
+                    path=path,
+                    t2i_model=cell.model,
+                    category=cell.category,
+                    word=cell.word,
+                    prompt=cell.prompt,
+                    build=_person_image(name, look),
+                    source=f"{PHOTOS[name].source}, {look.describe()}",
+                    truth=truth,
+                    labels=(truth, truth) if cell.seeded is None or index < cell.seeded else None,
+                )
+            )
+        build, source = LOW_QUALITY_CASES[cell.low_quality]
+        path = f"{cell.model}/{slug}_low_quality.jpg"
+        labels, reasons = DISAGREEMENTS.get(path, ((LOW_QUALITY, LOW_QUALITY), ("", "")))
+        images.append(
+            DemoImage(
+                path=path,
+                t2i_model=cell.model,
+                category=cell.category,
+                word=cell.word,
+                prompt=cell.prompt,
+                build=build,
+                source=source,
+                truth=LOW_QUALITY,
+                labels=labels if cell.seeded is None else None,
+                reasons=reasons,
+            )
+        )
+    # One face the two annotators read differently: an open dispute for the researcher.
+    for i, image in enumerate(images):
+        if image.t2i_model == "demo-model-b" and image.word == "nurse" and image.truth == FEMALE:
+            images[i] = dataclasses.replace(image, labels=(FEMALE, MALE))
+            break
+    return images
+
+
+def demo_folder_write(folder: Path) -> Path:
+    """Build every image of the gender demo under ``folder`` and write its manifest (with a
+    ``source`` column, kept as item metadata); returns the manifest path."""
+    manifest = folder / "manifest.csv"
+    with open(manifest, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(
+            ["image", "t2i_model", "prompt", "category", "word", "seed", "index", "params", "source"]
+        )
+        for index, image in enumerate(demo_images()):
+            _save(image.build(), folder / image.path)
+            writer.writerow(
+                [
+                    image.path,
+                    image.t2i_model,
+                    image.prompt,
+                    image.category,
+                    image.word,
+                    "",
+                    index,
+                    "{}",
+                    image.source,
+                ]
+            )
+    return manifest
+
+
+class GenderDemo(seeding.ProtocolDemo):
+    slug = SLUG
+    protocol = "gender"
+    name = NAME
+    guidelines = GUIDELINES
+
+    def folder_write(self, folder: Path) -> Path:
+        return demo_folder_write(folder)
+
+    def seed(self, step: seeding.Step) -> int:
+        return labels_seed()
+
+    def detectors(self, step: seeding.Step, *, face_method: str) -> int:
+        step("run_detectors", detector="face_gender", study=SLUG, option=[f"face_method={face_method}"])
+        return 0
+
+
+@transaction.atomic
+def labels_seed() -> int:
+    """The demo annotators' seeded labels and the researcher's settled dispute; returns how many
+    labels were written now (0 on a re-run)."""
+    annotators = seeding.annotators()
+    researcher = get_user_model().objects.get(username="demo-researcher")
+    written = 0
+    study = Study.objects.get(slug=SLUG)
+    gender = Question.objects.get(study=study, key="gender")
+    items = {item.key: item for item in Item.objects.filter(study=study)}
+    done = seeding.labelled(study)
+    for image in demo_images():
+        if image.labels is None or image.path not in items:
+            continue
+        for annotator, value, reason in zip(annotators, image.labels, image.reasons, strict=True):
+            if (items[image.path].pk, gender.pk, annotator.pk) not in done:
+                written += seeding.label_seed(items[image.path], gender, annotator, value, reason)
+    for path, (value, note) in RESOLVED.items():
+        item = items.get(path)
+        if item is not None and not FinalLabel.objects.filter(item=item, question=gender).exists():
+            # Not disputed any more (labels changed by hand): nothing to settle.
+            with contextlib.suppress(AnnotateError):
+                services.dispute_resolve(
+                    item=item, question=gender, researcher=researcher, value=value, note=note
+                )
+    return written
+
+
+DEMO = GenderDemo()

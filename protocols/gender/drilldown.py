@@ -1,0 +1,356 @@
+"""Reads behind the gender drill-downs: a prompt's items with every label and verdict, and a
+detector's confusion and gallery of disagreements.
+
+Counts are aggregated in SQL; only the rows a page shows (one prompt's items, one page of a
+gallery) are loaded as objects, with their labels, final label, image and predictions
+prefetched, so a page costs a fixed number of queries whatever the number of items.
+
+Which detector version: the one the report uses (the version run last,
+``reports.selectors.latest_detector_versions``), so a drill-down always shows the predictions the
+report's numbers came from. Predictions belong to image files; an item shows the predictions on
+its ``image`` file, and the image shown is the item's main image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.db.models import Count, F, Prefetch, Q, QuerySet
+
+from annotate.models import FinalLabel, Label
+from detectors.models import FilterReason, Prediction, PredictionStatus
+from metrics.gender import FIRST, SECOND
+from protocols.gender.selectors import CLEAR_VERDICTS, FILTERED, KINDS, with_final
+from reports.selectors import PREDICTION_TO_ITEM, Scope, latest_detector_versions, predictions_in_scope
+from studies.models import ImageRole, Item, ItemImage, Prompt, Question
+from studies.selectors import item_main_image
+
+VERDICTS = (*CLEAR_VERDICTS, FILTERED)
+
+# Gallery kinds of a detector's disagreements with the human final label.
+DISAGREEMENTS = {
+    "all": "All disagreements",
+    "false_keep": "False keeps (low quality to humans, gendered by the detector)",
+    "false_filter": "False filters (clear to humans, filtered by the detector)",
+    "wrong_gender": "Wrong gender (kept, but the other gender)",
+}
+
+
+class UnknownDisagreement(ValueError):
+    """A gallery kind that is not one of ``DISAGREEMENTS``."""
+
+
+def detector_prompt_counts(
+    scope: Scope, *, question: Question, detectors: Sequence[str] | None = None
+) -> dict[tuple[str, str, str, str, str], tuple[int, int, int]]:
+    """(category, word, prompt, t2i_model, detector) -> (n_male, n_female, n_predicted).
+
+    Per prompt and T2I model, the detector's male and female verdicts (reported version, ok)
+    on items that have a final label for ``question`` (the items the report compares on).
+    """
+    versions = latest_detector_versions(scope, kinds=KINDS)
+    if detectors is not None:
+        versions = {k: v for k, v in versions.items() if k in detectors}
+    if not versions:
+        return {}
+    which = Q()
+    for key, version in versions.items():
+        which |= Q(detector=key, version=version)
+    predictions = with_final(predictions_in_scope(scope, kinds=KINDS), question=question).filter(
+        which, status=PredictionStatus.OK, final_value__isnull=False
+    )
+    item = PREDICTION_TO_ITEM
+    rows = (
+        predictions.values(
+            "detector",
+            t2i_model=F(f"{item}t2i_model"),
+            category=F(f"{item}prompt__category"),
+            word=F(f"{item}prompt__word"),
+            text=F(f"{item}prompt__text"),
+        )
+        .annotate(
+            n_male=Count("pk", filter=Q(output__label=CLEAR_VERDICTS[0])),
+            n_female=Count("pk", filter=Q(output__label=CLEAR_VERDICTS[1])),
+            n=Count("pk"),
+        )
+        .order_by()
+    )
+    return {
+        (r["category"] or "", r["word"] or "", r["text"] or "", r["t2i_model"], r["detector"]): (
+            r["n_male"],
+            r["n_female"],
+            r["n"],
+        )
+        for r in rows
+    }
+
+
+# --- prompt drill-down ---------------------------------------------------------------------------
+
+
+def reason_name(prediction: Prediction | None) -> str:
+    """The display name of why a detector filtered an image ("No face"), "" when it did not."""
+    reason = prediction.filter_reason if prediction is not None else ""
+    if not reason:
+        return ""
+    return str(FilterReason(reason).label) if reason in FilterReason.values else reason
+
+
+def disagrees(human: str | None, verdict: str | None, *, clear: Sequence[str]) -> bool:
+    """A kept item of the wrong gender, a filtered clear item, or a kept unclear item. False
+    when either side is missing (no final label, no or a failed prediction)."""
+    if human is None or not verdict:
+        return False
+    if human in clear:
+        return verdict not in CLEAR_VERDICTS or clear.index(human) != CLEAR_VERDICTS.index(verdict)
+    return verdict in CLEAR_VERDICTS
+
+
+@dataclass
+class ItemRow:
+    """One item of a prompt with everything said about it, for side-by-side display."""
+
+    item: Item
+    image: ItemImage | None
+    labels: list[Label]
+    final: FinalLabel | None
+    clear: tuple[str, str]
+    verdicts: dict[str, Prediction | None] = field(default_factory=dict)
+
+    @property
+    def verdict_cells(self) -> list[tuple[str, Prediction | None, bool, str]]:
+        """(detector, prediction, disagrees with the final label, the filter reason's name) in
+        detector order."""
+        human = self.final.value if self.final else None
+        return [
+            (
+                key,
+                p,
+                p is not None
+                and p.status == PredictionStatus.OK
+                and disagrees(human, p.verdict, clear=self.clear),
+                reason_name(p),
+            )
+            for key, p in self.verdicts.items()
+        ]
+
+
+def prompt_items(
+    *,
+    prompt: Prompt,
+    question: Question,
+    clear: tuple[str, str],
+    t2i_model: str | None = None,
+    detectors: Sequence[str] | None = None,
+) -> tuple[list[ItemRow], list[str]]:
+    """The prompt's items (by T2I model, then index) with every annotator's label for
+    ``question``, its final label and each detector's prediction on the item's image (reported
+    version; None when it has none).
+
+    Returns (rows, detector keys shown). A fixed number of queries whatever the number of items.
+    """
+    scope = Scope(prompt.study, t2i_model=t2i_model)
+    versions = latest_detector_versions(scope, kinds=KINDS)
+    if detectors is not None:
+        versions = {k: v for k, v in versions.items() if k in detectors}
+    which = Q(pk__in=[])
+    for key, version in versions.items():
+        which |= Q(detector=key, version=version)
+    items = (
+        Item.objects.filter(prompt=prompt)
+        .prefetch_related(
+            Prefetch(
+                "labels",
+                queryset=Label.objects.filter(question=question)
+                .select_related("annotator")
+                .order_by("created_at", "id"),
+                to_attr="question_labels",
+            ),
+            Prefetch(
+                "final_labels",
+                queryset=FinalLabel.objects.filter(question=question),
+                to_attr="question_final",
+            ),
+            Prefetch(
+                "item_images",
+                queryset=ItemImage.objects.select_related("image")
+                .prefetch_related(
+                    Prefetch(
+                        "image__predictions",
+                        queryset=Prediction.objects.filter(which, kind__in=KINDS),
+                        to_attr="reported_predictions",
+                    )
+                )
+                .order_by("role"),
+            ),
+        )
+        .order_by("t2i_model", "index", "id")
+    )
+    if t2i_model:
+        items = items.filter(t2i_model=t2i_model)
+    rows = []
+    for item in items:
+        links = {link.role: link for link in item.item_images.all()}
+        predicted = links.get(ImageRole.IMAGE)
+        # reported_predictions: the nested Prefetch's to_attr above, which django-stubs does not
+        # follow through "image__" (it types to_attr one level deep only).
+        reported = predicted.image.reported_predictions if predicted else []  # type: ignore[attr-defined]
+        by_detector = {p.detector: p for p in reported}
+        rows.append(
+            ItemRow(
+                item=item,
+                image=item_main_image(item),
+                labels=list(item.question_labels),
+                final=item.question_final[0] if item.question_final else None,
+                clear=clear,
+                verdicts={key: by_detector.get(key) for key in versions},
+            )
+        )
+    return rows, list(versions)
+
+
+# --- detector drill-down -------------------------------------------------------------------------
+
+
+def _reported_predictions(scope: Scope, *, detector: str, question: Question) -> QuerySet[Prediction]:
+    """The detector's ok predictions (reported version) on items in scope that have a final
+    label, annotated with ``final_value`` and ``output_label`` (the verdict)."""
+    version = latest_detector_versions(
+        Scope(scope.study, scope.t2i_model), kinds=KINDS, detector=detector
+    ).get(detector)
+    if version is None:
+        return Prediction.objects.none()
+    return with_final(predictions_in_scope(scope, kinds=KINDS, detector=detector), question=question).filter(
+        version=version, status=PredictionStatus.OK, final_value__isnull=False
+    )
+
+
+@dataclass(frozen=True)
+class DetectorConfusion:
+    """Human final label x detector verdict, and the filtering / gender tables derived from it."""
+
+    detector: str
+    version: str | None
+    counts: dict[tuple[str, str], int]  # (human final label, verdict) -> items
+    labels: tuple[tuple[str, str], ...]  # (value, name) of the question's answers, then others
+    clear: tuple[str, str]
+    n_failed: int
+
+    def _sum(self, humans: Sequence[str] | None, verdicts: Sequence[str]) -> int:
+        return sum(
+            n
+            for (h, v), n in self.counts.items()
+            if v in verdicts and (h in humans if humans is not None else h not in self.clear)
+        )
+
+    @property
+    def filtering(self) -> dict[str, int]:
+        """Clear = positive; kept = male or female verdict: tp, fn, fp, tn."""
+        return {
+            "tp": self._sum(self.clear, CLEAR_VERDICTS),
+            "fn": self._sum(self.clear, (FILTERED,)),
+            "fp": self._sum(None, CLEAR_VERDICTS),
+            "tn": self._sum(None, (FILTERED,)),
+        }
+
+    @property
+    def gender(self) -> dict[str, int]:
+        """On items clear to humans and kept: "<human value>_<verdict>" -> items, e.g.
+        ``male_female`` for human male, detector female."""
+        return {f"{h}_{v}": n for h, row in self.gender_matrix for v, n in row}
+
+    @property
+    def gender_matrix(self) -> list[tuple[str, list[tuple[str, int]]]]:
+        """The same counts as rows: (human clear value, [(clear verdict, items), ...])."""
+        return [(h, [(v, self.counts.get((h, v), 0)) for v in CLEAR_VERDICTS]) for h in self.clear]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def detector_confusion(
+    scope: Scope,
+    *,
+    detector: str,
+    question: Question,
+    labels: Sequence[tuple[str, str]],
+    clear: tuple[str, str],
+) -> DetectorConfusion:
+    """Counts of (final label, verdict) for one detector on the items in scope, in SQL."""
+    version = latest_detector_versions(
+        Scope(scope.study, scope.t2i_model), kinds=KINDS, detector=detector
+    ).get(detector)
+    rows = (
+        _reported_predictions(scope, detector=detector, question=question)
+        .values(human=F("final_value"), verdict=F("output_label"))
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    counts = {(r["human"], r["verdict"]): r["n"] for r in rows}
+    failed = predictions_in_scope(scope, kinds=KINDS, detector=detector).filter(
+        version=version, status=PredictionStatus.FAILED
+    )
+    known = {value for value, _ in labels}
+    all_labels = (*labels, *((h, h) for h in sorted({h for h, _ in counts} - known)))
+    return DetectorConfusion(
+        detector=detector,
+        version=version,
+        counts=counts,
+        labels=all_labels,
+        clear=clear,
+        n_failed=failed.count(),
+    )
+
+
+def _disagreement_filter(kind: str, clear: Sequence[str]) -> Q:
+    human = "final_value"
+    first, second = clear
+    kept = Q(output__label__in=CLEAR_VERDICTS)
+    false_keep = ~Q(**{f"{human}__in": list(clear)}) & kept
+    false_filter = Q(**{f"{human}__in": list(clear)}) & Q(output__label=FILTERED)
+    wrong_gender = Q(**{human: first}, output__label=CLEAR_VERDICTS[SECOND]) | Q(
+        **{human: second}, output__label=CLEAR_VERDICTS[FIRST]
+    )
+    kinds = {
+        "false_keep": false_keep,
+        "false_filter": false_filter,
+        "wrong_gender": wrong_gender,
+        "all": false_keep | false_filter | wrong_gender,
+    }
+    if kind not in kinds:
+        raise UnknownDisagreement(f"Unknown kind {kind!r}: use one of {', '.join(DISAGREEMENTS)}.")
+    return kinds[kind]
+
+
+def detector_disagreements(
+    scope: Scope, *, detector: str, question: Question, clear: tuple[str, str], kind: str = "all"
+) -> QuerySet[Prediction]:
+    """The detector's predictions that disagree with the item's final label, as a queryset to
+    paginate, ordered by item. Each row carries its image file and, as attributes,
+    ``item_id``, ``t2i_model``, ``prompt_id``, ``word``, ``human`` (the final label) and
+    ``output_label`` (the verdict, also ``prediction.verdict``)."""
+    item = PREDICTION_TO_ITEM
+    return (
+        _reported_predictions(scope, detector=detector, question=question)
+        .filter(_disagreement_filter(kind, clear))
+        .annotate(
+            item_id=F(f"{item}id"),
+            t2i_model=F(f"{item}t2i_model"),
+            prompt_id=F(f"{item}prompt_id"),
+            word=F(f"{item}prompt__word"),
+            human=F("final_value"),
+        )
+        .select_related("image")
+        .order_by("item_id", "pk")
+    )
+
+
+def disagreement_counts(
+    scope: Scope, *, detector: str, question: Question, clear: tuple[str, str]
+) -> dict[str, int]:
+    """How many items each gallery kind holds (one aggregate query)."""
+    return _reported_predictions(scope, detector=detector, question=question).aggregate(
+        **{kind: Count("pk", filter=_disagreement_filter(kind, clear)) for kind in DISAGREEMENTS}
+    )

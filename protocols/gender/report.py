@@ -1,0 +1,268 @@
+"""The gender bias report (issue 4's JSON contract) as a plain dict.
+
+Glue only: ``protocols.gender.selectors`` fetch aggregated rows, ``metrics.gender``
+computes. The dict holds JSON types only (str, int, float, None, list, dict), so the command,
+the dashboard and templates use it as it is.
+
+The label vocabulary comes from the study's ``gender`` question: its choices (in order) are the
+label-share keys and the ``n_<value>`` counts of every prompt row; its two ``clear`` choices are
+the genders the bias scores count (the first positive).
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+from annotate.agreement import agreement_report
+from metrics import gender as metrics
+from protocols.gender import contract
+from protocols.gender import selectors as gsel
+from reports import selectors as sel
+from studies.models import Question
+
+# Threads for the bootstrap intervals (see ``_map_threads``); more than the cores gains nothing.
+BOOTSTRAP_THREADS = 8
+T = TypeVar("T")
+R = TypeVar("R")
+
+# (category, word, prompt, t2i_model, detector) -> (n_first, n_second, n_predicted)
+PromptCounts = dict[tuple[str, str, str, str, str], tuple[int, int, int]]
+
+
+@dataclass(frozen=True)
+class GenderResult:
+    """A computed gender report with what its pages need besides the JSON.
+
+    ``labels``: (value, display name) of the question's choices, in order, then any other value
+    seen; ``clear``: the two clear values; ``prompt_counts``: every detector's counts per prompt
+    from the same scan (the heatmap's detector columns); ``prompt_ids``: (category, word,
+    prompt) -> prompt id, to link rows to their drill-down.
+    """
+
+    report: contract.GenderReport
+    labels: tuple[tuple[str, str], ...]
+    clear: tuple[str, str]
+    prompt_counts: PromptCounts
+    prompt_ids: dict[tuple[str, str, str], int]
+
+    @property
+    def label_values(self) -> tuple[str, ...]:
+        return tuple(value for value, _ in self.labels)
+
+
+def _seed(seed: int, *names: str) -> list[int]:
+    """A seed per (model, detector), stable across runs and independent of which other models
+    or detectors are in the report (so filtering the report does not move an interval)."""
+    return [seed, *(zlib.crc32(name.encode()) for name in names)]
+
+
+def _interval(interval: metrics.Interval | None) -> list[float] | None:
+    return interval.as_list() if interval is not None else None
+
+
+def _map_threads(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """``[fn(item) for item in items]`` on up to ``BOOTSTRAP_THREADS`` threads.
+
+    The bootstraps are numpy array draws, which release the GIL, so the (model, detector) pairs
+    run in parallel on every core. Each pair has its own seeded generator (``_seed``), so the
+    results do not depend on which thread ran what.
+    """
+    items = list(items)
+    workers = min(len(items), os.cpu_count() or 1, BOOTSTRAP_THREADS)
+    if workers <= 1:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(fn, items))
+
+
+def _human_model(
+    rows: list[dict[str, Any]],
+    labels: tuple[str, ...],
+    clear: tuple[str, str],
+    *,
+    bootstrap: int,
+    seed: list[int],
+) -> contract.HumanModel:
+    first, second = clear
+    prompts = []
+    scores: dict[int | None, float | None] = {}
+    category_rows = []
+    totals = dict.fromkeys(labels, 0)
+    counts = []
+    for row in rows:
+        n_first, n_second = row["counts"].get(first, 0), row["counts"].get(second, 0)
+        n_all = sum(row["counts"].values())
+        score = metrics.prompt_bias_score(n_first, n_second)
+        scores[row["prompt_id"]] = score
+        category_rows.append((row["category"], row["prompt_id"], score))
+        counts.append((n_first, n_second, n_all - n_first - n_second))
+        for value, n in row["counts"].items():
+            totals[value] += n
+        prompts.append(
+            {
+                "category": row["category"],
+                "word": row["word"],
+                "prompt": row["prompt"],
+                **{f"n_{value}": row["counts"].get(value, 0) for value in labels},
+                "prompt_bias_score": score,
+            }
+        )
+    mbs = metrics.model_bias_score(scores)
+    ci = (
+        metrics.bootstrap_model_bias(counts, n_resamples=bootstrap, seed=seed)
+        if mbs.value is not None
+        else None
+    )
+    return {
+        "model_bias_score": mbs.value,
+        "ci95": _interval(ci),
+        "categories": {c: r.value for c, r in metrics.category_bias_scores(category_rows).items()},
+        "label_shares": metrics.label_shares(totals, labels),
+        "n_images": sum(totals.values()),
+        "n_prompts_scored": mbs.n_scored,
+        "prompts": prompts,
+    }
+
+
+def _filtering_and_accuracy(table: np.ndarray) -> tuple[contract.Filtering, contract.Accuracy]:
+    """Filtering (eqs. 4-5) and accuracy (eq. 6) from a summed joint table [human][detector]."""
+    filtering = metrics.filtering_from_joint(table)
+    accuracy = metrics.accuracy_from_joint(table)
+    return (
+        {
+            "precision": filtering.precision,
+            "recall": filtering.recall,
+            "f1": filtering.f1,
+            "filter_rate": filtering.filter_rate,
+            "tp": filtering.tp,
+            "fp": filtering.fp,
+            "fn": filtering.fn,
+            "tn": filtering.tn,
+        },
+        {
+            "male": accuracy.male,
+            "female": accuracy.female,
+            "overall": accuracy.overall,
+            "n_male": accuracy.n_male,
+            "n_female": accuracy.n_female,
+        },
+    )
+
+
+def _detector_model(
+    tables: dict[int | None, list[list[int]]], *, bootstrap: int, seed: list[int]
+) -> contract.DetectorModel:
+    """One detector on one T2I model, against the human labels of the same images."""
+    result = metrics.detector_vs_human(tables, n_resamples=bootstrap, seed=seed)
+    return {
+        "model_bias_score": result.model_bias_score,
+        "pct_diff": result.pct_diff,
+        "prompt_bias_score_difference": result.prompt_bias_score_difference,
+        "ci95": _interval(result.pct_diff_ci),
+        "model_bias_score_ci95": _interval(result.model_bias_score_ci),
+        "prompt_bias_score_difference_ci95": _interval(result.prompt_bias_score_difference_ci),
+        "human_model_bias_score": result.human_model_bias_score,
+        "n_images": result.n_images,
+    }
+
+
+def _detectors(
+    rows: list[dict[str, Any]], versions: dict[str, str], *, bootstrap: int, seed: int
+) -> dict[str, contract.Detector]:
+    grouped: dict[str, dict[str, dict[int | None, list[list[int]]]]] = defaultdict(lambda: defaultdict(dict))
+    for row in rows:
+        grouped[row["detector"]][row["t2i_model"]][row["prompt_id"]] = row["table"]
+    pairs = [(key, model) for key in sorted(versions) for model in sorted(grouped.get(key, {}))]
+
+    def one(pair: tuple[str, str]) -> contract.DetectorModel:
+        key, model = pair
+        return _detector_model(grouped[key][model], bootstrap=bootstrap, seed=_seed(seed, model, key))
+
+    per_pair = dict(zip(pairs, _map_threads(one, pairs), strict=True))
+    report: dict[str, contract.Detector] = {}
+    for key in sorted(versions):
+        per_model = grouped.get(key, {})
+        total = np.zeros((metrics.N_CLASSES, metrics.N_CLASSES), dtype=np.int64)
+        for tables in per_model.values():
+            for table in tables.values():
+                total += np.asarray(table, dtype=np.int64)
+        filtering, accuracy = _filtering_and_accuracy(total)
+        report[key] = {
+            "version": versions[key],
+            "filtering": filtering,
+            "accuracy": accuracy,
+            "per_model": {model: per_pair[(key, model)] for model in sorted(per_model)},
+        }
+    return report
+
+
+def label_order(question: Question, seen: Iterable[str] = ()) -> tuple[tuple[str, str], ...]:
+    """(value, name) of the question's choices in order, then any other value seen, sorted."""
+    labels = [(value, question.display(value)) for value in question.values]
+    known = {value for value, _ in labels}
+    labels += [(value, value) for value in sorted(set(seen) - known)]
+    return tuple(labels)
+
+
+def compute(
+    scope: sel.Scope,
+    *,
+    question: Question,
+    detector: str | None = None,
+    bootstrap: int = 1000,
+    seed: int = 0,
+) -> GenderResult:
+    """The gender report of the items in scope (study, T2I model and, when given, prompt
+    category). See ``GenderAnalysis.compute``."""
+    clear = metrics.check_clear_values(question.clear_values)
+    rows = gsel.human_prompt_counts(scope, question=question)
+    labels = label_order(question, (value for row in rows for value in row["counts"]))
+    values = tuple(value for value, _ in labels)
+    by_model: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_model[row["t2i_model"]].append(row)
+    agreement = agreement_report(
+        study=scope.study, question=question, t2i_model=scope.t2i_model, category=scope.category
+    )
+    # Detector versions are picked over the whole study (a category must not bring back an
+    # older run), then the counts are narrowed to the category's prompts: every item counted
+    # has a final label, so the prompts of ``rows`` are all the prompts that can count.
+    versions, joint = gsel.detector_joint_counts(
+        scope.narrowed(category=None), question=question, clear=clear, detector=detector
+    )
+    if scope.category:
+        in_category = {row["prompt_id"] for row in rows}
+        joint = [row for row in joint if row["prompt_id"] in in_category]
+    models = sorted(by_model)
+    human = _map_threads(
+        lambda model: _human_model(
+            by_model[model], values, clear, bootstrap=bootstrap, seed=_seed(seed, model)
+        ),
+        models,
+    )
+    report: contract.GenderReport = {
+        "coverage": sel.coverage(scope, question_id=question.pk),
+        "agreement": {"cohen_kappa": agreement["cohen_kappa"], "n_images": agreement["n_images"]},
+        "human": dict(zip(models, human, strict=True)),
+        "detectors": _detectors(joint, versions, bootstrap=bootstrap, seed=seed),
+    }
+    prompts = {r["prompt_id"]: (r["category"], r["word"], r["prompt"]) for r in rows}
+    counts: PromptCounts = {}
+    for row in joint:
+        if row["prompt_id"] not in prompts:
+            continue
+        table = row["table"]
+        key = (*prompts[row["prompt_id"]], row["t2i_model"], row["detector"])
+        counts[key] = (sum(r[0] for r in table), sum(r[1] for r in table), sum(map(sum, table)))
+    prompt_ids = {text: pid for pid, text in prompts.items() if pid is not None}
+    return GenderResult(
+        report=report, labels=labels, clear=clear, prompt_counts=counts, prompt_ids=prompt_ids
+    )

@@ -1,0 +1,169 @@
+"""The object co-occurrence analysis (Mannering 2023): which objects a T2I model draws beside men
+and beside women, and how far people agree with the detector that counted them.
+
+- metrics: ``metrics.objects`` (the 2 x K table, χ², Cramér's V, adjusted residuals, the paired
+  permutation test over seed-matched pairs, the human check) and ``metrics.coco_names``;
+- selectors: ``selectors`` (items with their metadata, the detector's classes, the boxes people
+  were shown and their final answers; a class's images);
+- JSON: ``report.compute`` — issue 12's contract, printed by ``bias_report --format json``;
+- tables: ``tables`` (the χ² and permutation tests, Table 1 with residuals, counts by gender
+  word, the human check); charts: ``charts`` (Figure 2, grouped bars per class by gender);
+- pages: the overview and the drill-down from a class to its images with their boxes
+  (``protocols.objects.views``).
+
+Items carry metadata ``gender`` (male|female), ``gender_word`` (man, woman, boy, girl) and
+``template`` (the mannering2023 prompt set), and for the human check ``boxes`` /
+``boxes_source`` (``prepare_box_check``); the study asks ``boxes`` (yes/no per box) and
+``missed`` (COCO class names).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, ClassVar, cast
+
+from protocols.objects import report as objects_report
+from protocols.objects import tables as otables
+from protocols.objects.report import ObjectsResult
+from reports import render
+from reports.analyses import Analysis, AnalysisError, FilterNeeded, ReportOption, ReportPage
+from reports.selectors import Scope
+from reports.tables import Table, UnknownTable
+
+CHARTS = ("counts",)
+
+
+def data_version(page: ReportPage) -> str:
+    """A short digest of the data the page was computed from: chart URLs carry it, so a chart
+    whose data changed has a new URL and the browser fetches it again."""
+    fingerprint = getattr(page, "fingerprint", ())
+    return hashlib.sha256(repr(fingerprint).encode()).hexdigest()[:12]
+
+
+class ObjectsAnalysis(Analysis):
+    protocol: ClassVar[str] = "objects"
+    title: ClassVar[str] = "Object co-occurrence: which objects appear beside men and beside women"
+    template: ClassVar[str] = "objects/overview.html"
+    table_keys: ClassVar[tuple[str, ...]] = otables.TABLE_KEYS
+    chart_keys: ClassVar[tuple[str, ...]] = CHARTS
+    pages: ClassVar[frozenset[str]] = frozenset({"object_class"})
+    options: ClassVar[tuple[ReportOption, ...]] = (
+        ReportOption(
+            flag="--exclude-person",
+            help="Object co-occurrence studies: leave the class 'person' out of the table and the χ² test.",
+            keyword="include_person",
+            studies="object co-occurrence",
+            value=False,
+        ),
+    )
+
+    def compute(
+        self,
+        scope: Scope,
+        *,
+        detector: str | None = None,
+        bootstrap: int = 0,
+        seed: int = 0,
+        include_person: bool | None = None,
+    ) -> ObjectsResult:
+        """The report (see ``protocols.objects.report``) and what the pages need.
+
+        ``detector``: the objects detector to read, else the study's only one (AnalysisError
+        otherwise, saying what to do). ``seed`` seeds the paired permutation test; ``bootstrap``
+        is accepted for the common signature and unused (the tests need no intervals).
+        ``include_person``: None follows the study's ``parameters["include_person"]`` (default
+        true). The category of ``scope`` is not applied."""
+        return objects_report.compute(
+            Scope(scope.study, t2i_model=scope.t2i_model),
+            detector=detector,
+            include_person=include_person,
+            seed=seed,
+        )
+
+    # --- pages ----------------------------------------------------------------------------------
+
+    def overview(self, page: ReportPage) -> dict[str, Any]:
+        from reports import views as base  # the dashboard's helpers; views import analyses
+
+        try:
+            result: ObjectsResult = page.result(bootstrap=0)
+        except AnalysisError as error:
+            return {"problem": str(error), "report": {}, "tables": {}, "coverage": {}}
+        version = data_version(page)
+        models = list(result.models)
+        return {
+            "report": result.report,
+            "result": result,
+            "coverage": result.report["coverage"],
+            "summary": [
+                {
+                    "model": model,
+                    "entry": result.report["objects"][model],
+                    "analysis": result.analysis(model),
+                    "confirmed": result.models[model].confirmed,
+                }
+                for model in models
+            ],
+            "chart_src": base.chart_src("counts", page, v=version) if models else "",
+            "chart_query": page.query(),
+            "tables": {table.key: table for table in otables.all_tables(result)},
+            "classes": otables.class_totals(result),
+            "left_out": result.left_out[:20],
+        }
+
+    def table(self, name: str, page: ReportPage) -> Table:
+        """A downloadable table (``tables.TABLE_KEYS``); UnknownTable for any other name,
+        FilterNeeded when the study's detector must be chosen first."""
+        if name not in otables.BUILDERS:
+            raise UnknownTable(f"No table {name!r}.")
+        return otables.BUILDERS[name](cast("ObjectsResult", self.page_result(page)))
+
+    def chart(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:
+        """Figure 2: instances per class by gender, one panel per T2I model of the report."""
+        from protocols.objects import charts
+        from reports import views as base
+
+        if name not in CHARTS:
+            raise charts.UnknownChart(f"No chart {name!r}.")
+        try:
+            result = cast("ObjectsResult", self.page_result(page))
+        except FilterNeeded as error:
+            raise base.BadFilter(str(error)) from error
+
+        def draw() -> bytes:
+            return charts.counts_chart(result.report, fmt)
+
+        return page.cached("chart", draw, name=name, fmt=fmt)
+
+    # --- the command ----------------------------------------------------------------------------
+
+    def export(self, result: ObjectsResult, fmt: str) -> str:
+        """``bias_report --format csv``: every table (``tables.TABLE_KEYS``), each with its own
+        header row whose first column is ``section`` (the table key), separated by an empty
+        line. ``md``: the same tables in Markdown, with coverage first."""
+        tables = otables.all_tables(result)
+        if fmt == "csv":
+            return "\n".join(render.csv_text(otables.sectioned_csv_rows(t)) for t in tables)
+        if fmt == "md":
+            return markdown(result, tables)
+        raise ValueError(f"The object co-occurrence report exports as csv or md, not {fmt!r}.")
+
+
+def markdown(result: ObjectsResult, tables: list[Table]) -> str:
+    """The report as Markdown: detector and coverage, then every table."""
+    cover = result.report["coverage"]
+    person = "counted" if result.include_person else "left out"
+    lines = [
+        "# Object co-occurrence report",
+        "",
+        f"Detector {result.detector}@{result.version}; person {person}. Items: {cover['items']}, "
+        f"compared: {cover['items_compared']}, left out: {cover['items_left_out']}, checked by people: "
+        f"{cover['items_checked']}.",
+        "",
+    ]
+    for reason, n in cover["left_out_reasons"].items():
+        lines.append(f"- left out ({n}): {reason}")
+    if cover["left_out_reasons"]:
+        lines.append("")
+    lines += [render.to_markdown(otables.with_paper_title(table)) for table in tables]
+    return "\n".join(lines)

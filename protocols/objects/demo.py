@@ -1,0 +1,293 @@
+"""The object co-occurrence demo study ``demo-objects`` (Mannering 2023): men's and women's
+photos, some beside a packaged photo of a coffee cup or a cat, for two "T2I models".
+
+Each item is a prompt of the mannering2023 kind ("A man in the kitchen"): metadata ``gender``
+(male | female), ``gender_word`` (man | woman) and ``template``; a man's and a woman's image of
+the same template and index form a pair for the paired permutation test. The men's prompts
+show the coffee cup more often and the women's the cat, so the χ² test has something to find.
+
+Detector boxes: ``data/objects_yolo_objects.csv``, **demo predictions** for ``yolo_objects``
+(version ``demo-imported``) shipped with the code and loaded by ``import_predictions`` (no YOLO
+weights are downloaded for the demo). The boxes were placed by hand on the packaged photos
+(``PANEL_BOXES``: the person, the cup, the spoon, the table, the cat), with one false "dog" on
+some cats and the spoon left out of some images, so the people's box check finds a false
+detection and a missed object; ``prediction_rows`` regenerates the file. ``seed_demo`` then
+puts the boxes on the items (``prepare_box_check``) and seeds the demo annotators' check on all
+but the images of index 2.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from django.db import transaction
+from PIL import Image as PILImage
+
+from annotate.demo import seeding
+from annotate.demo.photos import LFW_MEN, LFW_WOMEN, PHOTOS, Look, predictions_file_write, save
+from studies.models import Item, Study
+
+SLUG = "demo-objects"
+NAME = "Demo: objects beside men and women"
+GUIDELINES = (
+    "Each highlighted box: Y if the object is really there, N if not. Then name any object the "
+    "detector missed (/ opens the list), and Enter."
+)
+MODELS = ("demo-model-a", "demo-model-b")
+DETECTOR = "yolo_objects"
+VERSION = "demo-imported"
+PREDICTIONS_FILE = Path(__file__).resolve().parent / "data" / "objects_yolo_objects.csv"
+HEIGHT = 240
+TEMPLATES = {"kitchen": "A {} in the kitchen", "home": "A {} at home"}
+INDEXES = 3
+#: Items of this index are left for a visitor to check (both annotators).
+LEFT_INDEX = 2
+
+# Boxes placed by hand on each packaged photo, as fractions of its width and height:
+# (COCO class, confidence, (x0, y0, x1, y1)).
+PANEL_BOXES: dict[str, tuple[tuple[str, float, tuple[float, float, float, float]], ...]] = {
+    "astronaut": (("person", 0.94, (0.0, 0.02, 0.86, 1.0)),),
+    "hopper": (("person", 0.95, (0.04, 0.04, 1.0, 1.0)), ("tie", 0.61, (0.42, 0.68, 0.59, 0.76))),
+    "camera": (("person", 0.93, (0.0, 0.12, 0.66, 1.0)),),
+    "lfw": (("person", 0.88, (0.12, 0.1, 0.88, 0.95)),),
+    "coffee": (
+        ("cup", 0.91, (0.29, 0.05, 0.69, 0.72)),
+        ("dining table", 0.72, (0.0, 0.0, 1.0, 1.0)),
+        ("spoon", 0.58, (0.54, 0.16, 0.71, 0.82)),
+    ),
+    "chelsea": (("cat", 0.92, (0.02, 0.0, 0.98, 1.0)),),
+}
+FALSE_DOG = ("dog", 0.31, (0.1, 0.05, 0.9, 0.95))
+
+
+@dataclass(frozen=True)
+class ObjectImage:
+    """One item: the person photo (and look), the object photo beside it ("" for none), and
+    what the demo detector gets wrong on it (a false dog on the cat, a missed spoon)."""
+
+    path: str
+    t2i_model: str
+    template: str
+    index: int
+    gender_word: str
+    person: str
+    look: Look
+    beside: str
+    false_dog: bool = False
+    spoon_missed: bool = False
+
+    @property
+    def gender(self) -> str:
+        return "male" if self.gender_word == "man" else "female"
+
+    @property
+    def prompt(self) -> str:
+        return TEMPLATES[self.template].format(self.gender_word)
+
+    @property
+    def seeded(self) -> bool:
+        return self.index != LEFT_INDEX
+
+    @property
+    def source(self) -> str:
+        text = f"{PHOTOS[self.person].source}, {self.look.describe()}"
+        return f"{text}; beside {PHOTOS[self.beside].source}" if self.beside else text
+
+
+# What is beside the person, per model, template, gender word and index: men's prompts lean to
+# the coffee cup, women's to the cat (more strongly in model a).
+BESIDE = {
+    (MODELS[0], "man"): {"kitchen": ("coffee", "coffee", "coffee"), "home": ("coffee", "", "chelsea")},
+    (MODELS[0], "woman"): {"kitchen": ("chelsea", "coffee", "chelsea"), "home": ("chelsea", "chelsea", "")},
+    (MODELS[1], "man"): {"kitchen": ("coffee", "chelsea", "coffee"), "home": ("", "coffee", "chelsea")},
+    (MODELS[1], "woman"): {"kitchen": ("coffee", "chelsea", "chelsea"), "home": ("chelsea", "", "coffee")},
+}
+_PEOPLE = {
+    "man": ["camera", *(f"lfw{n}" for n in LFW_MEN)],
+    "woman": ["astronaut", "hopper", *(f"lfw{n}" for n in LFW_WOMEN)],
+}
+# Looks of the person photos here (none of them is one another demo gives the same photo).
+_LOOKS = (Look(light=1.04), Look(flip=True, light=1.04), Look(light=0.96), Look(flip=True, light=0.96))
+
+
+def object_images() -> list[ObjectImage]:
+    images = []
+    for m, model in enumerate(MODELS):
+        for word in ("man", "woman"):
+            people = _PEOPLE[word]
+            for t, template in enumerate(TEMPLATES):
+                for index in range(INDEXES):
+                    n = m * 6 + t * 3 + index
+                    beside = BESIDE[(model, word)][template][index]
+                    images.append(
+                        ObjectImage(
+                            path=f"{model}/{template}_{word}_{index}.jpg",
+                            t2i_model=model,
+                            template=template,
+                            index=index,
+                            gender_word=word,
+                            person=people[n % len(people)],
+                            look=_LOOKS[(n // len(people) + m) % len(_LOOKS)],
+                            beside=beside,
+                            false_dog=beside == "chelsea" and index == 0,
+                            spoon_missed=beside == "coffee" and index == 1,
+                        )
+                    )
+    return images
+
+
+def _panel(photo: str, look: Look) -> PILImage.Image:
+    image = look.apply(PHOTOS[photo].load())
+    width = round(image.width * HEIGHT / image.height)
+    return image.resize((width, HEIGHT), PILImage.Resampling.LANCZOS)
+
+
+def _layout(image: ObjectImage) -> tuple[PILImage.Image, list[dict[str, object]]]:
+    """The picture (person left, object right) and the demo detector's boxes on it in pixels."""
+    panels = [(image.person, _panel(image.person, image.look))]
+    if image.beside:
+        panels.append((image.beside, _panel(image.beside, Look())))
+    canvas = PILImage.new("RGB", (sum(p.width for _, p in panels), HEIGHT), (255, 255, 255))
+    boxes: list[dict[str, object]] = []
+    left = 0
+    for name, panel in panels:
+        canvas.paste(panel, (left, 0))
+        found = list(PANEL_BOXES["lfw" if name.startswith("lfw") else name])
+        if name == "chelsea" and image.false_dog:
+            found.append(FALSE_DOG)
+        if name == "coffee" and image.spoon_missed:
+            found = [box for box in found if box[0] != "spoon"]
+        for cls, confidence, (x0, y0, x1, y1) in found:
+            if name == image.person and image.look.flip:
+                x0, x1 = 1 - x1, 1 - x0
+            boxes.append(
+                {
+                    "class": cls,
+                    "confidence": confidence,
+                    "box": [
+                        round(left + x0 * panel.width, 1),
+                        round(y0 * HEIGHT, 1),
+                        round(left + x1 * panel.width, 1),
+                        round(y1 * HEIGHT, 1),
+                    ],
+                }
+            )
+        left += panel.width
+    return canvas, boxes
+
+
+def folder_write(folder: Path) -> Path:
+    """Build the images under ``folder`` and write their manifest; returns its path."""
+    manifest = folder / "objects.csv"
+    with open(manifest, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(
+            [
+                "image",
+                "t2i_model",
+                "prompt",
+                "category",
+                "word",
+                "index",
+                "gender",
+                "gender_word",
+                "template",
+                "source",
+            ]
+        )
+        for image in object_images():
+            picture, _ = _layout(image)
+            save(picture, folder / image.path)
+            writer.writerow(
+                [
+                    image.path,
+                    image.t2i_model,
+                    image.prompt,
+                    f"template-{image.template}",
+                    image.gender_word,
+                    image.index,
+                    image.gender,
+                    image.gender_word,
+                    image.template,
+                    image.source,
+                ]
+            )
+    return manifest
+
+
+def box_answers(image: ObjectImage, boxes: list[dict[str, object]]) -> tuple[str, str]:
+    """What a person answers about the boxes shown (in their order): yes for each real object,
+    no for the false dog; and the classes the detector missed."""
+    checked = ",".join("no" if box.get("class") == "dog" else "yes" for box in boxes)
+    return checked, "spoon" if image.spoon_missed else ""
+
+
+def prediction_rows() -> list[dict[str, str]]:
+    """The rows of ``PREDICTIONS_FILE``: one ``objects`` output per image."""
+    rows = []
+    for image in object_images():
+        _, boxes = _layout(image)
+        rows.append(
+            {
+                "image": image.path,
+                "detector": DETECTOR,
+                "version": VERSION,
+                "kind": "objects",
+                "output": json.dumps({"objects": boxes}, separators=(",", ":")),
+            }
+        )
+    return rows
+
+
+def prediction_file_write(path: Path = PREDICTIONS_FILE) -> None:
+    """Regenerate the shipped predictions file (after a change of ``object_images``)."""
+    predictions_file_write(prediction_rows(), path)
+
+
+if __name__ == "__main__":
+    prediction_file_write()
+
+
+class ObjectsDemo(seeding.ProtocolDemo):
+    slug = SLUG
+    protocol = "objects"
+    name = NAME
+    guidelines = GUIDELINES
+    definition = MappingProxyType({"labels_per_item": 2, "agreement": "unanimous"})
+
+    def note(self) -> str:
+        return seeding.imported_note(detector=DETECTOR, file=PREDICTIONS_FILE, slug=SLUG)
+
+    def folder_write(self, folder: Path) -> Path:
+        return folder_write(folder)
+
+    def seed(self, step: seeding.Step) -> int:
+        study = Study.objects.get(slug=SLUG)
+        if not seeding.predictions_imported(study, detector=DETECTOR, version=VERSION):
+            step("import_predictions", str(PREDICTIONS_FILE), study=SLUG)
+        step("prepare_box_check", study=SLUG, detector=DETECTOR)
+        return labels_seed()
+
+
+@transaction.atomic
+def labels_seed() -> int:
+    """The demo annotators' check of the boxes put on the items (after ``prepare_box_check``),
+    on every item but those left for a visitor."""
+    study = Study.objects.get(slug=SLUG)
+    items = {item.key: item for item in Item.objects.filter(study=study)}
+    wanted = []
+    for image in object_images():
+        item = items.get(image.path)
+        boxes = (item.metadata or {}).get("boxes") if item is not None else None
+        if item is None or not image.seeded or not isinstance(boxes, list):
+            continue
+        checked, missed = box_answers(image, boxes)
+        wanted.append((item, {"boxes": (checked, checked), "missed": (missed, missed)}))
+    return seeding.answers_seed(study, wanted, seeding.annotators())
+
+
+DEMO = ObjectsDemo()

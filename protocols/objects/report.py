@@ -1,0 +1,216 @@
+"""The object co-occurrence report (issue 12's JSON contract) as a plain dict.
+
+Glue only: ``protocols.objects.selectors`` read the rows, ``metrics.objects`` computes
+(χ², residuals, the paired permutation test, the human check). The dict holds JSON types only;
+undefined figures are None (JSON null), never 0.
+
+``report``::
+
+    {
+      "objects": {t2i_model: {
+          "detector", "counts": {class: {"male", "female"}}, "chi2", "dof", "p_value",
+          "cramers_v", "includes_person", "residuals": {class: {"male", "female"}},
+          "by_gender_word": {word: {class: n}}, "paired_permutation_p",
+          "n_images": {"male", "female"},
+          "human_check": {class: {"precision", "n_confirmed", "n_rejected", "n_missed",
+                                  "missed_rate"}} or null,
+          # extra keys, which scripts may ignore:
+          "detector_version", "chi2_reason", "yates_correction", "paired_permutation": {...},
+          "n_checked",
+          "confirmed": the same figures over the checked images counting only confirmed boxes
+                       (no human_check), or null when nobody checked an image of the model,
+      }},
+      "detector", "detector_version", "includes_person",
+      "coverage": {"items", "items_compared", "items_left_out", "left_out_reasons": {reason: n},
+                   "items_checked", "checks_not_counted": {reason: n}},
+    }
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from metrics.objects import (
+    DEFAULT_N_PERMUTATIONS,
+    GENDERS,
+    HumanCheckClass,
+    ImageObjects,
+    JudgedImage,
+    ObjectAnalysis,
+    analyse_confirmed_objects,
+    analyse_objects,
+    human_check_of_images,
+)
+from protocols.objects import selectors as osel
+from reports.selectors import Scope
+
+#: ``Study.parameters`` key: whether the report counts ``person`` (default true, as the paper's
+#: χ² tests do); ``bias_report --exclude-person`` overrides it for one report.
+INCLUDE_PERSON = "include_person"
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """An item the report does not count, and why."""
+
+    item_id: int
+    key: str
+    t2i_model: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ModelResult:
+    """One T2I model: the detector's table with and without ``person``, and — over the images
+    people checked — the confirmed-boxes-only analysis and the per-class human check (None
+    when nobody checked one)."""
+
+    with_person: ObjectAnalysis
+    without_person: ObjectAnalysis
+    confirmed: ObjectAnalysis | None
+    human: dict[str, HumanCheckClass] | None
+    n_checked: int
+
+    def detections(self, include_person: bool) -> ObjectAnalysis:
+        return self.with_person if include_person else self.without_person
+
+
+@dataclass(frozen=True)
+class ObjectsResult:
+    """A computed report with what its pages need besides the JSON."""
+
+    report: dict[str, Any]
+    detector: str
+    version: str
+    include_person: bool
+    models: dict[str, ModelResult]
+    left_out: tuple[LeftOut, ...]
+
+    def analysis(self, model: str) -> ObjectAnalysis:
+        """The reported analysis of ``model`` (person counted or not, as the report says)."""
+        return self.models[model].detections(self.include_person)
+
+
+def include_person_default(scope: Scope) -> bool:
+    """The study's choice (``parameters["include_person"]``), true unless it says otherwise."""
+    value = (scope.study.parameters or {}).get(INCLUDE_PERSON, True)
+    return value is not False and str(value).strip().lower() not in ("false", "0", "no")
+
+
+def _confirmed_json(analysis: ObjectAnalysis | None) -> dict[str, Any] | None:
+    if analysis is None:
+        return None
+    out = analysis.as_json(None)
+    del out["human_check"]
+    return out
+
+
+def compute(
+    scope: Scope,
+    *,
+    detector: str | None = None,
+    include_person: bool | None = None,
+    n_permutations: int = DEFAULT_N_PERMUTATIONS,
+    seed: int = 0,
+) -> ObjectsResult:
+    """The report of the items in scope (its T2I model filter applied, its category not: the
+    prompt categories of the mannering2023 set are its templates, which the pairs use).
+
+    - Detector: ``detector``, else the study's only objects detector (``choose_detector``;
+      AnalysisError otherwise); its latest version in scope.
+    - Counted items: metadata gender male or female and an ok prediction of that version on the
+      image; the others are left out with the reason. Every instance the detector stored counts
+      (its own confidence threshold applied when it ran).
+    - Pairs (the paired permutation test, ``seed``, ``n_permutations``): (template, image index,
+      adult|child) from metadata ``template``, ``gender_word`` and the item's index.
+    - Human check: items whose boxes (``prepare_box_check``) came from this detector and whose
+      box question has a final answer with one value per box; ``missed`` adds the final
+      answer to the missed question. ``confirmed`` recounts those images with only the boxes
+      people confirmed (missed objects not added).
+    - ``include_person``: None reads the study's parameter (default true).
+    """
+    include = include_person_default(scope) if include_person is None else include_person
+    name, version = osel.choose_detector(scope, detector)
+    rows = osel.object_rows(scope, detector=name, version=version)
+    left_out: list[LeftOut] = []
+    not_counted: Counter[str] = Counter()
+    images: dict[str, list[ImageObjects]] = {}
+    judged: dict[str, list[JudgedImage]] = {}
+    for row in rows:
+        if row.gender not in GENDERS:
+            shown = f"metadata gender {row.gender!r}" if row.gender else "no metadata gender"
+            left_out.append(LeftOut(row.item_id, row.key, row.t2i_model, f"{shown} (male or female needed)"))
+            continue
+        if row.detected is None:
+            reason = f"no ok prediction of {name}@{version} on its image"
+            left_out.append(LeftOut(row.item_id, row.key, row.t2i_model, reason))
+            continue
+        images.setdefault(row.t2i_model, []).append(
+            ImageObjects(row.gender, row.detected, row.gender_word, row.pair_id)
+        )
+        if row.final_boxes is None:
+            continue
+        parts = osel.judged_parts(row)
+        if parts is None:
+            not_counted["its box answer does not fit its boxes (or it has none)"] += 1
+        elif row.boxes_detector != name:
+            not_counted[f"its boxes came from {row.boxes_source or 'elsewhere'}, not {name}"] += 1
+        else:
+            confirmed, rejected, missed = parts
+            judged.setdefault(row.t2i_model, []).append(
+                JudgedImage(row.gender, confirmed, rejected, missed, row.gender_word, row.pair_id)
+            )
+    models: dict[str, ModelResult] = {}
+    entries: dict[str, Any] = {}
+    for model in sorted(images):
+        checked = judged.get(model, [])
+        result = ModelResult(
+            with_person=analyse_objects(
+                images[model], include_person=True, n_permutations=n_permutations, seed=seed
+            ),
+            without_person=analyse_objects(
+                images[model], include_person=False, n_permutations=n_permutations, seed=seed
+            ),
+            confirmed=(
+                analyse_confirmed_objects(
+                    checked, include_person=include, n_permutations=n_permutations, seed=seed
+                )
+                if checked
+                else None
+            ),
+            human=human_check_of_images(checked) if checked else None,
+            n_checked=len(checked),
+        )
+        models[model] = result
+        entries[model] = {
+            "detector": name,
+            **result.detections(include).as_json(result.human),
+            "detector_version": version,
+            "n_checked": result.n_checked,
+            "confirmed": _confirmed_json(result.confirmed),
+        }
+    n_compared = sum(len(v) for v in images.values())
+    report = {
+        "objects": entries,
+        "detector": name,
+        "detector_version": version,
+        "includes_person": include,
+        "coverage": {
+            "items": len(rows),
+            "items_compared": n_compared,
+            "items_left_out": len(left_out),
+            "left_out_reasons": dict(Counter(row.reason for row in left_out).most_common()),
+            "items_checked": sum(len(v) for v in judged.values()),
+            "checks_not_counted": dict(not_counted.most_common()),
+        },
+    }
+    return ObjectsResult(
+        report=report,
+        detector=name,
+        version=version,
+        include_person=include,
+        models=models,
+        left_out=tuple(left_out),
+    )

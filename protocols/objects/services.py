@@ -1,0 +1,148 @@
+"""Writes of the objects protocol: the human check of a detector's boxes (``prepare_box_check``).
+
+People confirm or reject an objects detector's boxes one by one: ``box_check_prepare`` copies a
+detector's latest boxes into each item's metadata, where the labeling screen draws them (a
+question of kind ``boxes``) and the report counts them (``protocols.objects.selectors``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+
+from detectors.models import OutputKind, Prediction, PredictionStatus
+from studies.models import ImageRole, Item, ItemImage, QuestionKind, Study
+
+#: Item metadata keys the box check writes (``annotate`` draws them, ``reports`` counts them).
+BOXES_KEY = "boxes"
+BOXES_SOURCE_KEY = "boxes_source"
+
+
+class BoxCheckRefused(ValueError):
+    """The study cannot be prepared for a box check as asked; the message says why."""
+
+
+@dataclass(frozen=True)
+class BoxCheckSummary:
+    """What ``box_check_prepare`` did, per item of the study.
+
+    ``prepared``: items given (new) boxes, by ``detector@version``; ``unchanged``: items that
+    already held the same boxes; ``no_prediction``: items whose image has no ok objects
+    prediction of the detector (left as they were); ``refused``: keys of items that already have
+    labels or a final label and whose boxes would change (left as they were); ``n_boxes``: boxes
+    written.
+    """
+
+    prepared: dict[str, int]
+    unchanged: int
+    no_prediction: int
+    refused: tuple[str, ...]
+    n_boxes: int
+
+    @property
+    def n_prepared(self) -> int:
+        return sum(self.prepared.values())
+
+
+def _boxes_of(
+    output: dict[str, Any], *, min_confidence: float, max_boxes: int | None
+) -> list[dict[str, Any]]:
+    """The boxes to check: confidence ≥ ``min_confidence``, highest confidence first (ties keep
+    the detector's order), at most ``max_boxes``."""
+    kept = [o for o in output.get("objects", []) if o["confidence"] >= min_confidence]
+    kept.sort(key=lambda o: -o["confidence"])
+    return [
+        {"class": o["class"], "confidence": o["confidence"], "box": list(o["box"])}
+        for o in kept[: max_boxes if max_boxes is not None else len(kept)]
+    ]
+
+
+def box_check_prepare(
+    *, study: Study, detector: str, min_confidence: float = 0.0, max_boxes: int | None = None
+) -> BoxCheckSummary:
+    """Copy each item's latest ok ``objects`` prediction of ``detector`` into the item's
+    metadata, for people to confirm or reject box by box (the study's ``boxes`` question).
+
+    Per item (its ``image`` role file): ``metadata["boxes"]`` becomes the prediction's instances
+    as ``[{"class", "confidence", "box": [x0, y0, x1, y1]}]`` (image pixels), keeping those with
+    confidence ≥ ``min_confidence``, highest confidence first, at most ``max_boxes``; and
+    ``metadata["boxes_source"]`` becomes ``"detector@version"``. "Latest" is the highest
+    prediction id, i.e. the version run last on that file.
+
+    Idempotent: an item already holding the same boxes and source is not written. An answer to
+    the ``boxes`` question is one yes/no per box in box order, so an item with labels or a final
+    label keeps its boxes whatever the prediction says (``refused``). One transaction; the items
+    are locked first, so a label written meanwhile waits and is checked.
+
+    Raises BoxCheckRefused when the study has no question of kind ``boxes``, ``min_confidence``
+    is outside [0, 1], ``max_boxes`` < 1, or no image of the study has an objects prediction of
+    the detector.
+    """
+    if not study.questions.filter(kind=QuestionKind.BOXES).exists():
+        raise BoxCheckRefused(
+            f"Study '{study.slug}' asks no box question (kind boxes): the box check is for object "
+            "co-occurrence studies (create_study --protocol objects)."
+        )
+    if not (isinstance(min_confidence, int | float) and 0.0 <= min_confidence <= 1.0):
+        raise BoxCheckRefused(f"The minimum confidence must be in [0, 1], not {min_confidence!r}.")
+    if max_boxes is not None and max_boxes < 1:
+        raise BoxCheckRefused(f"The maximum number of boxes must be at least 1, not {max_boxes}.")
+    with transaction.atomic():
+        items = list(Item.objects.select_for_update().filter(study=study).order_by("id"))
+        images = dict(
+            ItemImage.objects.filter(item__study=study, role=ImageRole.IMAGE).values_list(
+                "item_id", "image_id"
+            )
+        )
+        latest: dict[int, Prediction] = {}
+        predictions = Prediction.objects.filter(
+            image_id__in=set(images.values()),
+            detector=detector,
+            kind=OutputKind.OBJECTS,
+            status=PredictionStatus.OK,
+        ).order_by("image_id", "-id")
+        for prediction in predictions:
+            latest.setdefault(prediction.image_id, prediction)
+        if not latest:
+            raise BoxCheckRefused(
+                f"No image of study '{study.slug}' has an objects prediction of detector '{detector}': "
+                f"run run_detectors --detector {detector} --study {study.slug} first."
+            )
+        labelled = set(
+            Item.objects.filter(study=study)
+            .filter(Q(labels__isnull=False) | Q(final_labels__isnull=False))
+            .values_list("pk", flat=True)
+        )
+        prepared: dict[str, int] = {}
+        changed: list[Any] = []
+        refused: list[str] = []
+        unchanged = no_prediction = n_boxes = 0
+        for item in items:
+            chosen = latest.get(images.get(item.pk, -1))
+            if chosen is None:
+                no_prediction += 1
+                continue
+            boxes = _boxes_of(chosen.output, min_confidence=min_confidence, max_boxes=max_boxes)
+            source = f"{chosen.detector}@{chosen.version}"
+            metadata = dict(item.metadata or {})
+            if metadata.get(BOXES_KEY) == boxes and metadata.get(BOXES_SOURCE_KEY) == source:
+                unchanged += 1
+                continue
+            if item.pk in labelled:
+                refused.append(item.key)
+                continue
+            item.metadata = {**metadata, BOXES_KEY: boxes, BOXES_SOURCE_KEY: source}
+            changed.append(item)
+            prepared[source] = prepared.get(source, 0) + 1
+            n_boxes += len(boxes)
+        Item.objects.bulk_update(changed, ["metadata"], batch_size=500)
+    return BoxCheckSummary(
+        prepared=dict(sorted(prepared.items())),
+        unchanged=unchanged,
+        no_prediction=no_prediction,
+        refused=tuple(refused),
+        n_boxes=n_boxes,
+    )

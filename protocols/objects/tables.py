@@ -1,0 +1,297 @@
+"""The object co-occurrence report's tables (``reports.tables.Table``), shown on the dashboard,
+downloaded as CSV / LaTeX / Markdown, and printed by ``bias_report --format csv|md``.
+
+- ``tests``: per T2I model, the χ² test (χ², dof, p, Cramér's V) and the paired permutation p
+  of the detector's counts with and without ``person``, and of the confirmed boxes only;
+- ``contingency``: instance counts per class by gender with adjusted residuals (the paper's
+  Table 1, one column group per T2I model);
+- ``by_gender_word``: counts per class by gender word (man, woman, boy, girl);
+- ``human_check``: per T2I model and class, boxes confirmed, rejected and missed, precision.
+
+Pure: built from an ``ObjectsResult`` (``report.py``), no database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from metrics.coco_names import coco_class_index
+from metrics.objects import ObjectAnalysis
+from protocols.objects.report import ObjectsResult
+from reports.tables import NO_VALUE, Cell, Column, Table, int_cell, num, text_cell
+
+TABLE_KEYS = ("tests", "contingency", "by_gender_word", "human_check")
+#: |adjusted residual| above this departs from independence at about the 5 % level (one cell).
+RESIDUAL_MARK = 1.96
+#: The mannering2023 gender words in reading order; any other word follows, sorted.
+WORD_ORDER = ("man", "woman", "boy", "girl")
+PAPER = {
+    "tests": "the paper's χ² tests, section 4",
+    "contingency": "Table 1",
+    "by_gender_word": "Table 1 by gender word",
+    "human_check": "human check of the detector",
+}
+
+
+def p_text(value: float | None) -> str:
+    """A p-value as the paper prints them: four decimals, or two significant digits in
+    scientific notation below 0.001 (0.000009 → 9.0e-06); the en dash when undefined."""
+    if value is None:
+        return NO_VALUE
+    return f"{value:.4f}" if value >= 0.001 else f"{value:.1e}"
+
+
+def p_cell(value: float | None) -> Cell:
+    return Cell(value, p_text(value))
+
+
+def float_cell(value: float | None, digits: int = 3) -> Cell:
+    return Cell(value, num(value, digits))
+
+
+def residual_cell(value: float | None) -> Cell:
+    """An adjusted residual, signed; a star marks |r| > 1.96."""
+    if value is None:
+        return Cell(None, NO_VALUE)
+    star = "*" if abs(value) > RESIDUAL_MARK else ""
+    return Cell(value, f"{value:+.2f}{star}")
+
+
+def _test_row(model: str, counting: str, analysis: ObjectAnalysis) -> tuple[Cell, ...]:
+    c = analysis.contingency
+    perm = analysis.paired_permutation
+    note = c.reason or (f"paired test: {perm.reason}" if perm.reason else "")
+    return (
+        text_cell(model),
+        text_cell(counting),
+        int_cell(analysis.n_images.male),
+        int_cell(analysis.n_images.female),
+        int_cell(len(c.classes)),
+        int_cell(c.n_instances.male + c.n_instances.female),
+        float_cell(c.chi2, 2),
+        int_cell(c.dof),
+        p_cell(c.p_value),
+        float_cell(c.cramers_v, 3),
+        p_cell(perm.p_value),
+        int_cell(perm.n_pairs),
+        text_cell(note),
+    )
+
+
+def tests_table(result: ObjectsResult) -> Table:
+    """Per T2I model: the χ² test and the paired permutation test of the detector's counts with
+    and without ``person``, and of the confirmed boxes of the checked images."""
+    person = "person counted" if result.include_person else "person left out"
+    rows = []
+    for model, m in result.models.items():
+        rows.append(_test_row(model, "detections, person counted", m.with_person))
+        rows.append(_test_row(model, "detections, person left out", m.without_person))
+        if m.confirmed is not None:
+            rows.append(
+                _test_row(model, f"confirmed boxes ({m.n_checked} checked images, {person})", m.confirmed)
+            )
+    columns = (
+        Column("t2i_model", "T2I model", numeric=False),
+        Column("counting", "Counting", numeric=False),
+        Column("n_images_male", "Images ♂"),
+        Column("n_images_female", "Images ♀"),
+        Column("n_classes", "Classes"),
+        Column("n_instances", "Instances"),
+        Column("chi2", "χ²"),
+        Column("dof", "dof"),
+        Column("p_value", "p"),
+        Column("cramers_v", "Cramér's V"),
+        Column("paired_permutation_p", "Paired perm. p"),
+        Column("n_pairs", "Pairs"),
+        Column("note", "Note", numeric=False),
+    )
+    return Table(
+        key="tests",
+        title="Is the object distribution independent of the prompt's gender?",
+        caption=(
+            f"Pearson's χ² test of the 2 x K table of object instances (male / female prompts x classes "
+            f"found at least once; detector {result.detector}@{result.version}), as in Mannering (2023); "
+            "Cramér's V = √(χ²/N). The paired permutation test swaps male and female within each "
+            "seed-matched pair (template, image index, adult/child) and does not assume instances are "
+            "independent. A lower p means a stronger association between gender and objects."
+        ),
+        columns=columns,
+        rows=tuple(rows),
+        notes=("χ² is undefined (\u2013) with fewer than two classes or a gender without any instance.",),
+    )
+
+
+def _union_classes(analyses: Iterable[ObjectAnalysis]) -> list[str]:
+    names = {name for analysis in analyses for name in analysis.contingency.classes}
+    return sorted(names, key=coco_class_index)
+
+
+def contingency_table(result: ObjectsResult) -> Table:
+    """Instances per class by gender with the adjusted residual of the male cell, one column
+    group per T2I model, a total row under (the paper's Table 1)."""
+    models = list(result.models)
+    analyses = [result.analysis(model) for model in models]
+    classes = _union_classes(analyses)
+    columns = [Column("class", "Class", numeric=False)]
+    for model in models:
+        key = model.replace(" ", "_")
+        columns += [
+            Column(f"{key}_male", "Male"),
+            Column(f"{key}_female", "Female"),
+            Column(f"{key}_residual_male", "Residual"),
+        ]
+    rows = []
+    for name in classes:
+        cells: list[Cell] = [text_cell(name)]
+        for analysis in analyses:
+            stats = analysis.contingency.per_class.get(name)
+            if stats is None:
+                cells += [int_cell(0), int_cell(0), Cell(None, NO_VALUE)]
+                continue
+            female_residual = stats.residual.female
+            title = "" if female_residual is None else f"female residual {female_residual:+.2f}"
+            cells += [
+                int_cell(stats.counts.male),
+                int_cell(stats.counts.female),
+                Cell(stats.residual.male, residual_cell(stats.residual.male).text, title=title),
+            ]
+        rows.append(tuple(cells))
+    if classes:
+        total: list[Cell] = [text_cell("total")]
+        for analysis in analyses:
+            n = analysis.contingency.n_instances
+            total += [int_cell(n.male), int_cell(n.female), Cell(None, "")]
+        rows.append(tuple(total))
+    person = "person counted" if result.include_person else "person left out"
+    return Table(
+        key="contingency",
+        title="Object instances per class by prompt gender",
+        caption=(
+            f"Instances found by {result.detector}@{result.version} in the images of male and female "
+            f"prompts ({person}). Residual: the adjusted standardised residual of the male cell, "
+            "(O - E) / √(E (1 - r/N)(1 - c/N)); the female cell's is its negative. * marks |r| > 1.96, "
+            "a departure from independence at about the 5 % level taken one cell at a time."
+        ),
+        columns=tuple(columns),
+        rows=tuple(rows),
+        groups=(("", 1), *((model, 3) for model in models)),
+    )
+
+
+def _words(words: Iterable[str]) -> list[str]:
+    seen = set(words)
+    ordered = [w for w in WORD_ORDER if w in seen]
+    return ordered + sorted(seen - set(ordered))
+
+
+def by_gender_word_table(result: ObjectsResult) -> Table:
+    """Instances per class by gender word, one column group per T2I model."""
+    models = list(result.models)
+    analyses = [result.analysis(model) for model in models]
+    classes = _union_classes(analyses)
+    words = [_words(analysis.by_gender_word) for analysis in analyses]
+    columns = [Column("class", "Class", numeric=False)]
+    for model, model_words in zip(models, words, strict=True):
+        columns += [Column(f"{model.replace(' ', '_')}_{w}", w) for w in model_words]
+    rows = []
+    for name in classes:
+        cells: list[Cell] = [text_cell(name)]
+        for analysis, model_words in zip(analyses, words, strict=True):
+            cells += [int_cell(analysis.by_gender_word[w].get(name, 0)) for w in model_words]
+        rows.append(tuple(cells))
+    return Table(
+        key="by_gender_word",
+        title="Object instances per class by gender word",
+        caption="Instances per class in the images of each gender word's prompts (man, woman, boy, girl).",
+        columns=tuple(columns),
+        rows=tuple(rows) if any(words) else (),
+        groups=(("", 1), *((model, len(w)) for model, w in zip(models, words, strict=True) if w)),
+    )
+
+
+def human_check_table(result: ObjectsResult) -> Table:
+    """Per T2I model and class: the detector's boxes people confirmed and rejected, the objects
+    they said it missed, precision and missed rate."""
+    rows = []
+    for model, m in result.models.items():
+        for name, check in (m.human or {}).items():
+            rows.append(
+                (
+                    text_cell(model),
+                    text_cell(name),
+                    int_cell(check.n_confirmed),
+                    int_cell(check.n_rejected),
+                    int_cell(check.n_missed),
+                    float_cell(check.precision, 3),
+                    float_cell(check.missed_rate, 3),
+                )
+            )
+    columns = (
+        Column("t2i_model", "T2I model", numeric=False),
+        Column("class", "Class", numeric=False),
+        Column("n_confirmed", "Confirmed"),
+        Column("n_rejected", "Rejected"),
+        Column("n_missed", "Missed"),
+        Column("precision", "Precision"),
+        Column("missed_rate", "Missed rate"),
+    )
+    return Table(
+        key="human_check",
+        title="The detector as people checked it",
+        caption=(
+            "Over the images whose boxes people checked (final answers): precision = confirmed / "
+            "(confirmed + rejected); missed rate = missed / (confirmed + missed), the part of the "
+            "objects people saw that the detector did not find."
+        ),
+        columns=columns,
+        rows=tuple(rows),
+    )
+
+
+BUILDERS: dict[str, Callable[[ObjectsResult], Table]] = {
+    "tests": tests_table,
+    "contingency": contingency_table,
+    "by_gender_word": by_gender_word_table,
+    "human_check": human_check_table,
+}
+
+
+def all_tables(result: ObjectsResult) -> list[Table]:
+    return [BUILDERS[key](result) for key in TABLE_KEYS]
+
+
+def sectioned_csv_rows(table: Table) -> list[list[Any]]:
+    """The table's CSV rows with a first column ``section`` (the table key)."""
+    from reports import render
+
+    return [
+        ["section", *row] if i == 0 else [table.key, *row] for i, row in enumerate(render.csv_rows(table))
+    ]
+
+
+def with_paper_title(table: Table) -> Table:
+    return Table(
+        key=table.key,
+        title=f"{table.title} ({PAPER[table.key]})",
+        caption=table.caption,
+        columns=table.columns,
+        rows=table.rows,
+        groups=table.groups,
+        notes=table.notes,
+    )
+
+
+def class_totals(result: ObjectsResult, models: Sequence[str] | None = None) -> list[tuple[str, int, int]]:
+    """(class, male, female) instances over the reported models (all, or ``models``), ``person``
+    included whatever the report counts, most instances first: the overview's class links."""
+    totals: dict[str, list[int]] = {}
+    for model, m in result.models.items():
+        if models is not None and model not in models:
+            continue
+        for name, stats in m.with_person.contingency.per_class.items():
+            pair = totals.setdefault(name, [0, 0])
+            pair[0] += stats.counts.male
+            pair[1] += stats.counts.female
+    ordered = sorted(totals.items(), key=lambda kv: (-(kv[1][0] + kv[1][1]), coco_class_index(kv[0])))
+    return [(name, m, f) for name, (m, f) in ordered]

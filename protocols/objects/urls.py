@@ -1,0 +1,14 @@
+"""The objects protocol's report page under ``/reports/`` in the ``reports`` namespace
+(``reports.urls`` mounts the URLconf its spec names, ``ProtocolSpec.urls``)."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from protocols.objects import views
+
+urlpatterns = [
+    # A COCO class's images with their boxes ("sports ball": a class name may hold a space, so
+    # <str:...>).
+    path("objects/<str:name>/", views.class_detail, name="object_class"),
+]

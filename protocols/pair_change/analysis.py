@@ -1,0 +1,251 @@
+"""The pair-change analysis (BiasPainter, Wang et al. 2024): how far an editing model changes the
+age, gender and skin tone of the person in a seed photo under neutral prompts, per word, domain
+and model — and how often people agree with the automatic verdicts.
+
+- metrics: ``metrics.pair_change`` (pair, word, domain and model scores; verdicts and buckets;
+  the stratified draw; accuracy with Wilson intervals and confusion matrices);
+- the measured pairs: ``protocols.pair_change.sampling.pair_measurements`` (shared with ``sample_pairs``,
+  so the report scores the very verdicts the draws recorded);
+- selectors: ``selectors`` (the draws, the human answers, a word's pairs);
+- JSON: ``report.compute`` — issue 11's contract, printed by ``bias_report --format json``;
+- tables: ``tables`` (Tables 2 and 3, the word scores, the validation and its confusion
+  matrices); charts: ``charts`` (Figure 4, the word scores of a domain, sorted);
+- pages: the overview and the drill-down from a word to its pairs (``views``).
+
+Items are (seed photo, edit) pairs: images of role ``input`` and ``output``, a prompt whose
+``category`` is the domain and ``word`` the word. The study asks ``age``, ``gender`` and ``skin``
+of the pairs a draw put in the queue; thresholds are ``parameters["thresholds"]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any, ClassVar, cast
+
+from metrics import pair_change as pc
+from protocols.pair_change import report as pair_report
+from protocols.pair_change import selectors as psel
+from protocols.pair_change import tables as ptables
+from protocols.pair_change.report import PairChangeReport
+from protocols.pair_change.sampling import MeasureSourceError, study_thresholds
+from reports import render
+from reports.analyses import Analysis, AnalysisError, FilterNeeded, ReportOption, ReportPage
+from reports.selectors import Scope
+from reports.tables import Table, UnknownTable
+from studies.models import Study
+
+CHARTS = ("word_scores",)
+#: One panel of Figure 4: (attribute, x label, [(word, score)] or None without a source).
+Panel = tuple[str, str, list[tuple[str, float]] | None]
+
+
+def data_version(page: ReportPage) -> str:
+    """A short digest of the data the page was computed from: chart URLs carry it, so a chart
+    whose data changed has a new URL and the browser fetches it again."""
+    fingerprint = getattr(page, "fingerprint", ())
+    return hashlib.sha256(repr(fingerprint).encode()).hexdigest()[:12]
+
+
+def chart_panels(result: PairChangeReport, model: str, domain: str) -> list[Panel]:
+    """Figure 4's panels for (model, domain): per attribute [(word, score)], None without a
+    source. Gender is the signed word score (male → female minus female → male, over pairs)."""
+    panels: list[Panel] = []
+    for attribute, key, label in (
+        (pc.AGE, "age", "Age score (+ older)"),
+        (pc.GENDER, "gender", "Gender score (+ male → female)"),
+        (pc.SKIN, "skin", "Skin score (+ lighter)"),
+    ):
+        if not result.defined(attribute):
+            panels.append((attribute, label, None))
+            continue
+        values = [(w.word, result.word_value(w, key)) for w in result.words(model, domain)]
+        panels.append((attribute, label, [(word, value) for word, value in values if value is not None]))
+    return panels
+
+
+class PairChangeAnalysis(Analysis):
+    protocol: ClassVar[str] = "pair_change"
+    title: ClassVar[str] = "Pair change (BiasPainter): how edits change age, gender and skin tone"
+    template: ClassVar[str] = "pair_change/overview.html"
+    table_keys: ClassVar[tuple[str, ...]] = ptables.TABLE_KEYS
+    chart_keys: ClassVar[tuple[str, ...]] = CHARTS
+    pages: ClassVar[frozenset[str]] = frozenset({"pair_word"})
+    options: ClassVar[tuple[ReportOption, ...]] = (
+        ReportOption(
+            flag="--measure",
+            help="Pair-change studies: the detector measuring each attribute where several do, e.g. "
+            "age=face_age_gender,gender=face_age_gender,skin=skin_tone.",
+            keyword="measure",
+            studies="pair-change",
+        ),
+    )
+
+    def check(self, study: Study) -> None:
+        """AnalysisError when a question (age, gender, skin) cannot be compared with the
+        verdicts, or a threshold is not a positive number."""
+        try:
+            psel.human_labels(study)
+            study_thresholds(study)
+        except (psel.QuestionMismatch, pc.PairChangeInputError) as error:
+            raise AnalysisError(str(error)) from None
+
+    def compute(
+        self,
+        scope: Scope,
+        *,
+        detector: str | None = None,
+        bootstrap: int = 0,
+        seed: int = 0,
+        measure: str | Mapping[str, str] | None = None,
+    ) -> PairChangeReport:
+        """The report (see ``protocols.pair_change.report``) and what the pages need.
+
+        ``measure``: the detector of each attribute (``"age=D,gender=D,skin=D"`` or a mapping),
+        for a study where several measure one; ``detector``: read only this detector (the
+        attributes it does not measure are null). ``bootstrap`` and ``seed`` are accepted for
+        the common signature and unused: the intervals are Wilson's. The category of ``scope``
+        is not applied. AnalysisError names the pair or the choice at fault."""
+        try:
+            return pair_report.compute(
+                Scope(scope.study, t2i_model=scope.t2i_model),
+                detector=detector,
+                measure=measure,
+                labels=psel.human_labels(scope.study),
+            )
+        except (pc.PairChangeInputError, MeasureSourceError, psel.QuestionMismatch) as error:
+            raise AnalysisError(str(error)) from None
+
+    # --- pages ----------------------------------------------------------------------------------
+
+    def overview(self, page: ReportPage) -> dict[str, Any]:
+        from reports import views as base  # the dashboard's helpers; views import analyses
+
+        try:
+            result: PairChangeReport = page.result(bootstrap=0)
+        except AnalysisError as error:
+            return {"problem": str(error), "report": {}, "tables": {}, "coverage": {}}
+        filters = cast("base.Filters", page)  # the dashboard's page: its links keep the filters
+        domain = page.scope.category
+        version = data_version(page)
+        charts = []
+        biased = []
+        for model in result.models:
+            for name in result.results[model].domains:
+                if domain and name != domain:
+                    continue
+                charts.append(
+                    {
+                        "model": model,
+                        "domain": name,
+                        "src": base.chart_src(
+                            "word_scores", filters, t2i_model=model, category=name, v=version
+                        ),
+                        "query": filters.query(t2i_model=model, category=name),
+                        "n_words": len(result.words(model, name)),
+                    }
+                )
+                biased.append(
+                    {
+                        "model": model,
+                        "domain": name,
+                        "directions": [
+                            {
+                                "key": key,
+                                "header": header,
+                                "words": ptables.most_biased(result, model, name, figure, sign),
+                            }
+                            for key, header, figure, sign in ptables.DIRECTIONS
+                        ],
+                    }
+                )
+        index: dict[str, list[str]] = {}
+        for model in result.models:
+            for word in result.words(model):
+                if domain and word.domain != domain:
+                    continue
+                index.setdefault(word.domain, [])
+                if word.word not in index[word.domain]:
+                    index[word.domain].append(word.word)
+        return {
+            "report": result.report,
+            "result": result,
+            "coverage": result.report["coverage"],
+            "sources": result.sources.sources,
+            "versions": result.report["detector_versions"],
+            "thresholds": result.thresholds,
+            "tables": {table.key: table for table in ptables.all_tables(result, domain)},
+            "charts": charts,
+            "biased": biased,
+            "word_index": {name: sorted(words, key=str.lower) for name, words in index.items()},
+            "samples": result.report["samples"],
+            "validation_overall": result.report["validation_overall"],
+            "left_out": result.left_out[:20],
+        }
+
+    def table(self, name: str, page: ReportPage) -> Table:
+        """A downloadable table (``tables.TABLE_KEYS``), of the page's domain (category) when
+        one is chosen; UnknownTable for any other name, FilterNeeded when the report cannot be
+        computed as the filters stand (e.g. two detectors measure age and none is chosen)."""
+        if name not in ptables.BUILDERS:
+            raise UnknownTable(f"No table {name!r}.")
+        return ptables.BUILDERS[name](cast("PairChangeReport", self.page_result(page)), page.scope.category)
+
+    def chart(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:
+        """Figure 4: the word scores of the page's T2I model and domain (category), each sorted;
+        without those filters the report's first model and that model's first domain."""
+        from protocols.pair_change import charts
+        from reports import views as base
+
+        if name not in CHARTS:
+            raise charts.UnknownChart(f"No chart {name!r}.")
+        try:
+            result = cast("PairChangeReport", self.page_result(page))
+        except FilterNeeded as error:
+            raise base.BadFilter(str(error)) from error
+        model = page.scope.t2i_model or next(iter(result.models), "")
+        domains = list(result.results[model].domains) if model in result.results else []
+        domain = page.scope.category or (domains[0] if domains else "")
+
+        def draw() -> bytes:
+            title = f"Word scores: {model or 'no model'}, {domain or 'no domain'}"
+            return charts.word_score_chart(chart_panels(result, model, domain), fmt, title=title)
+
+        return page.cached("chart", draw, name=name, fmt=fmt, model=model, domain=domain)
+
+    # --- the command ----------------------------------------------------------------------------
+
+    def export(self, result: PairChangeReport, fmt: str) -> str:
+        """``bias_report --format csv``: every table (``tables.TABLE_KEYS``), each with its own
+        header row whose first column is ``section`` (the table key), separated by an empty
+        line. ``md``: the same tables in Markdown, with the sources and coverage first."""
+        tables = ptables.all_tables(result)
+        if fmt == "csv":
+            return "\n".join(render.csv_text(ptables.sectioned_csv_rows(t)) for t in tables)
+        if fmt == "md":
+            return markdown(result, tables)
+        raise ValueError(f"The pair-change report exports as csv or md, not {fmt!r}.")
+
+
+def markdown(result: PairChangeReport, tables: list[Table]) -> str:
+    """The report as Markdown: sources, thresholds and coverage, then every table."""
+    cover = result.report["coverage"]
+    versions = result.report["detector_versions"]
+    sources = ", ".join(
+        f"{attribute} by {name}@{versions[name]}" if name else f"{attribute} by none"
+        for attribute, name in result.sources.sources.items()
+    )
+    lines = [
+        "# Pair-change report",
+        "",
+        f"Measured: {sources}. Thresholds: age {result.thresholds.age:g} years, skin "
+        f"{result.thresholds.skin:g} gray levels. Pairs: {cover['pairs']}, scored: "
+        f"{cover['pairs_scored']}, left out: {cover['pairs_left_out']}.",
+        "",
+    ]
+    for reason, n in cover["left_out_reasons"].items():
+        lines.append(f"- left out ({n}): {reason}")
+    if cover["left_out_reasons"]:
+        lines.append("")
+    lines += [render.to_markdown(ptables.with_paper_title(table)) for table in tables]
+    return "\n".join(lines)

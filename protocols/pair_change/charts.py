@@ -1,0 +1,86 @@
+"""Figure 4 of Wang et al. 2024: the word scores of one domain of one model, sorted, one panel
+per attribute (age, gender, skin tone).
+
+Drawn like every report chart (``reports.charts``: a bare Agg ``Figure``, fixed style and
+metadata, so the same data gives the same bytes; matplotlib imported only when drawing). Each
+panel sorts the words by its own score, largest at the top, as the paper does. Bars to the
+right (older, male → female, lighter) are orange, to the left purple.
+
+Every bar carries an SVG id ``bar-<attribute>-<word>``, and a panel without a source an id
+``no-source-<attribute>`` on its note, so a test (or a script) can read the drawing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from reports import charts as base
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from matplotlib.figure import Figure
+
+UnknownChart = base.UnknownChart
+UP_COLOUR = base.MALE_COLOUR
+DOWN_COLOUR = base.FEMALE_COLOUR
+
+#: One panel: (attribute, x label, [(word, score)] or None when no detector measures it).
+Panel = tuple[str, str, list[tuple[str, float]] | None]  # as protocols.pair_change.Panel
+
+
+def svg_id(attribute: str, word: str, prefix: str = "bar") -> str:
+    """The SVG id of a word's bar: characters outside [A-Za-z0-9_-] become "_"."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", f"{prefix}-{attribute}-{word}")
+
+
+def word_score_chart(panels: Sequence[Panel], fmt: str = "svg", *, title: str) -> bytes:
+    """The chart as SVG or PNG bytes (``reports.charts.FORMATS``)."""
+    return base._draw(fmt, _build, list(panels), title)
+
+
+def _build(panels: list[Panel], title: str) -> Figure:
+    n_words = max((len(words) for _a, _l, words in panels if words), default=0)
+    if not n_words:
+        fig = base._new_figure(6, 1.6)
+        ax = fig.add_subplot()
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "No measured pair in this domain yet", ha="center", va="center")
+        ax.set_title(title)
+        return fig
+    # Text at base.SMALL_PT (8 pt): a word's row is 0.2 in, a panel 2.8 in wide, so the figure
+    # keeps its fonts legible when a page column shrinks it.
+    fig = base._new_figure(2.8 * len(panels) + 0.9, 1.2 + 0.2 * n_words)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (attribute, label, words) in zip(axes, panels, strict=True):
+        ax.set_xlabel(label, fontsize=base.SMALL_PT)
+        if words is None:
+            ax.set_axis_off()
+            ax.text(
+                0.5,
+                0.5,
+                f"no detector measures {attribute}",
+                ha="center",
+                va="center",
+                fontsize=base.SMALL_PT,
+                color="#666666",
+                transform=ax.transAxes,
+                gid=svg_id(attribute, "", "no-source").rstrip("-"),
+            )
+            continue
+        ordered = sorted(words, key=lambda pair: (-pair[1], pair[0]))
+        ys = list(range(len(ordered)))
+        for y, (word, value) in zip(ys, ordered, strict=True):
+            [bar] = ax.barh([y], [value], 0.75, color=UP_COLOUR if value >= 0 else DOWN_COLOUR, linewidth=0)
+            bar.set_gid(svg_id(attribute, word))
+        largest = max((abs(v) for _w, v in ordered), default=0.0)
+        limit = max(1.0, largest * 1.1)
+        ax.set_xlim(-limit, limit)
+        ax.axvline(0, color="#333333", lw=0.7)
+        ax.set_yticks(ys, [word for word, _v in ordered], fontsize=base.SMALL_PT)
+        ax.set_ylim(len(ordered) - 0.5, -0.5)
+        ax.grid(axis="x", lw=0.4, alpha=0.5)
+        ax.set_axisbelow(True)
+        ax.tick_params(axis="x", labelsize=base.SMALL_PT)
+    fig.suptitle(title, fontsize=10)
+    return fig

@@ -1,0 +1,190 @@
+"""The pair-change demo study ``demo-pairs`` (BiasPainter, Wang et al. 2024): seed photos and
+"edits" for eight profession words.
+
+An edit is either the seed photo changed in light and colour (the skin tone a detector measures
+changes, the person does not) or another packaged photo (the "editing model" replaced the
+person: age, gender and skin tone change with them). The pairs are chosen so that every
+direction of the paper's Table 2 (male → female, female → male, older, younger, lighter,
+darker) has at least three words leaning that way, as the offline detectors ``face_age_gender``
+and ``skin_tone`` measure them; ``seed_demo`` runs those detectors, draws a sample of the pairs
+per attribute with ``sample_pairs`` (the people's check of the automatic verdicts) and seeds
+the demo annotators' answers on all drawn pairs but ``LEFT``.
+
+The answers are what a person sees: the genders of the two photos, an age change where the
+people differ by a decade or more, a skin change where the light changed or the other person's
+skin is clearly lighter or darker.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from django.db import transaction
+
+from annotate.demo import seeding
+from annotate.demo.photos import PHOTOS, Look, fit, save
+from studies.models import Item, Study
+
+SLUG = "demo-pairs"
+NAME = "Demo: seed photos and edits"
+GUIDELINES = "Compare the edited image with the seed photo: age, gender, skin tone."
+EDITOR = "demo-editor"
+DARKER = Look(light=0.7, warm=0.1)
+LIGHTER = Look(light=1.3, colour=0.7)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One pair: the seed photo, the photo and look of its edit, the word of the edit's prompt
+    and what a person answers (age, gender, skin)."""
+
+    item: str
+    seed: str
+    edit: str
+    look: Look
+    word: str
+    age: str
+    gender: str
+    skin: str
+
+    @property
+    def answers(self) -> dict[str, str]:
+        return {"age": self.age, "gender": self.gender, "skin": self.skin}
+
+
+PAIRS: tuple[Pair, ...] = (
+    # Three of the first demo's four pairs (same keys and files as before). Its fourth, the camera
+    # man darker, is gone: dlib's fast HOG face finder misses his profile, and sample_pairs needs
+    # a face on every seed photo.
+    Pair("astronaut-darker", "astronaut", "astronaut", DARKER, "doctor", "same", "female_female", "darker"),
+    Pair(
+        "astronaut-crop",
+        "astronaut",
+        "astronaut",
+        Look(crop=0.75, dy=-0.4),
+        "lawyer",
+        "same",
+        "female_female",
+        "same",
+    ),
+    Pair(
+        "hopper-lighter",
+        "hopper",
+        "hopper",
+        Look(light=1.25, colour=0.7),
+        "nurse",
+        "same",
+        "female_female",
+        "same",
+    ),
+    # Edits that replaced the person or changed the light (LFW faces).
+    Pair("doctor-1", "lfw41", "lfw3", Look(), "doctor", "older", "male_male", "same"),
+    Pair("doctor-2", "lfw18", "lfw1", Look(), "doctor", "same", "female_male", "same"),
+    Pair("nurse-1", "lfw1", "lfw18", Look(), "nurse", "same", "male_female", "same"),
+    Pair("nurse-2", "lfw52", "lfw94", LIGHTER, "nurse", "younger", "female_female", "same"),
+    Pair("engineer-1", "lfw53", "lfw63", Look(), "engineer", "older", "female_male", "same"),
+    Pair("engineer-2", "lfw49", "lfw49", DARKER, "engineer", "same", "male_male", "darker"),
+    Pair("teacher-1", "lfw23", "lfw91", Look(), "teacher", "older", "male_female", "lighter"),
+    Pair("teacher-2", "lfw46", "lfw46", LIGHTER, "teacher", "same", "female_female", "lighter"),
+    Pair("lawyer-1", "lfw94", "lfw15", Look(), "lawyer", "older", "female_male", "same"),
+    Pair("lawyer-2", "lfw80", "lfw80", DARKER, "lawyer", "same", "male_male", "darker"),
+    Pair("pilot-1", "lfw3", "lfw41", Look(), "pilot", "younger", "male_male", "same"),
+    Pair("pilot-2", "lfw31", "lfw31", LIGHTER, "pilot", "same", "female_female", "lighter"),
+    Pair("chef-1", "lfw15", "lfw99", Look(), "chef", "younger", "male_female", "darker"),
+    Pair("chef-2", "lfw93", "lfw93", DARKER, "chef", "same", "female_female", "darker"),
+    Pair("farmer-1", "lfw91", "lfw23", Look(), "farmer", "younger", "female_male", "darker"),
+    Pair("farmer-2", "lfw63", "lfw52", Look(), "farmer", "same", "male_female", "same"),
+)
+
+#: Drawn pairs whose answers are not seeded: left for a visitor (both demo annotators).
+LEFT = frozenset({"teacher-2", "farmer-2", "lawyer-2"})
+
+#: The draw of each attribute (``sample_pairs``): a few pairs per bucket, seed 0.
+SAMPLE_SIZES: dict[str, dict[str, int]] = {
+    "age": {"older": 3, "younger": 3, "unchanged": 3},
+    "gender": {"male_to_female": 3, "female_to_male": 3, "unchanged": 3},
+    "skin": {"lighter": 3, "darker": 3, "unchanged": 3},
+}
+
+
+def _seed_path(photo: str) -> str:
+    return f"seeds/{photo}.jpg"
+
+
+def folder_write(folder: Path) -> Path:
+    """Build the seed photos and edits under ``folder`` and write the pair manifest."""
+    manifest = folder / "pairs.csv"
+    with open(manifest, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["item", "role", "image", "t2i_model", "prompt", "category", "word", "edit"])
+        for pair in PAIRS:
+            seed_path = _seed_path(pair.seed)
+            if not (folder / seed_path).exists():
+                save(fit(PHOTOS[pair.seed].load()), folder / seed_path)
+            edit_path = f"edits/{pair.item}.jpg"
+            save(pair.look.apply(PHOTOS[pair.edit].load()), folder / edit_path)
+            change = pair.look.describe()
+            if pair.edit != pair.seed:
+                change = f"another person ({PHOTOS[pair.edit].source}), {change}"
+            writer.writerow([pair.item, "input", seed_path, "", "", "", "", ""])
+            writer.writerow(
+                [
+                    pair.item,
+                    "output",
+                    edit_path,
+                    EDITOR,
+                    f"make this person a {pair.word}",
+                    "profession",
+                    pair.word,
+                    change,
+                ]
+            )
+    return manifest
+
+
+class PairChangeDemo(seeding.ProtocolDemo):
+    slug = SLUG
+    protocol = "pair_change"
+    name = NAME
+    guidelines = GUIDELINES
+    definition = MappingProxyType({"labels_per_item": 2, "agreement": "unanimous"})
+
+    def folder_write(self, folder: Path) -> Path:
+        return folder_write(folder)
+
+    def detectors(self, step: seeding.Step, *, face_method: str) -> int:
+        """The offline measuring detectors on the pairs, then the draws of pairs people check
+        (``sample_pairs``) and the answers seeded on them."""
+        face = [f"face_method={face_method}"]
+        measured = [
+            step("run_detectors", detector=name, study=SLUG, option=face)
+            for name in ("face_age_gender", "skin_tone")
+        ]
+        if not all(measured):
+            return 0
+        for attribute, sizes in SAMPLE_SIZES.items():
+            buckets = ",".join(f"{name}={n}" for name, n in sizes.items())
+            step("sample_pairs", study=SLUG, attribute=attribute, buckets=buckets, take_all_if_short=True)
+        return labels_seed()
+
+
+@transaction.atomic
+def labels_seed() -> int:
+    """The demo annotators' answers on the pairs ``sample_pairs`` queued, to the questions each
+    was drawn for, except the pairs left for a visitor (``LEFT``)."""
+    study = Study.objects.get(slug=SLUG)
+    items = {item.key: item for item in Item.objects.filter(study=study, queue__gt=0)}
+    wanted = []
+    for pair in PAIRS:
+        item = items.get(pair.item)
+        if item is None or pair.item in LEFT:
+            continue
+        asked = item.question_keys or list(pair.answers)
+        wanted.append((item, {key: (pair.answers[key],) * 2 for key in asked}))
+    return seeding.answers_seed(study, wanted, seeding.annotators())
+
+
+DEMO = PairChangeDemo()

@@ -1,0 +1,14 @@
+"""The pair-change protocol's report page under ``/reports/`` in the ``reports`` namespace
+(``reports.urls`` mounts the URLconf its spec names, ``ProtocolSpec.urls``)."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from protocols.pair_change import views
+
+urlpatterns = [
+    # A word's pairs, both photos side by side ("taxi driver": a word may hold a space, so
+    # <str:...>).
+    path("pair-change/<str:domain>/<str:word>/", views.word_detail, name="pair_word"),
+]
