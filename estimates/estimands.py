@@ -59,6 +59,7 @@ ESTIMANDS: dict[str, str] = {
     "gender": "estimates.gender",
     "attributes": "estimates.attributes",
     "pair_change": "estimates.pair_change",
+    "questions": "protocols.questions.estimates",
 }
 
 

@@ -363,20 +363,6 @@ def estimate_difference(
     return estimate_linear(y, f, pi, xi, a, bounds=bounds, folds=folds, seed=seed)
 
 
-def _l1_quantile(cs: list[np.ndarray], df: float, draws: int, seed: int) -> float:
-    """95 % quantile of (1/K) Σ|e_k|, e ~ multivariate t(Σ = C Cᵀ, df), C's rows the c vectors."""
-    if not cs:
-        return 0.0
-    c = np.vstack(cs)  # K x N: e = C z / sqrt(chi2/df) has covariance C Cᵀ
-    if not np.any(c):
-        return 0.0
-    rng = np.random.default_rng(seed)
-    z = rng.standard_normal((c.shape[1], draws))
-    scale = np.sqrt(rng.chisquare(df, draws) / df)
-    e = (c @ z) / scale
-    return float(np.quantile(np.mean(np.abs(e), axis=0), 0.95))
-
-
 @dataclass(frozen=True)
 class Entry:
     """One entry of a vector estimand: human values, detector values, coefficients (NaN-free
@@ -390,6 +376,122 @@ class Entry:
     xi: np.ndarray | None = None
 
 
+def _entry_fits(
+    entries: Sequence[Entry],
+    pi: np.ndarray,
+    xi: np.ndarray,
+    bounds: tuple[float, float],
+    folds: int,
+    seed: int,
+) -> tuple[list[Estimand], list[Linear], list[Linear], list[float]]:
+    """Each entry's own estimand, and (when every defined entry is estimable) the tuned and
+    labels-only fits and detector values of the defined entries, in order."""
+    singles: list[Estimand] = []
+    tuned_fits: list[Linear] = []
+    human_fits: list[Linear] = []
+    detector: list[float] = []
+    for entry in entries:
+        if not np.any(entry.coef != 0):
+            singles.append(UNDEFINED)
+            continue
+        x = xi if entry.xi is None else np.asarray(entry.xi, dtype=bool)
+        if not _reachable(pi, x, entry.coef):
+            singles.append(_detector_only(entry.f, entry.coef))
+            continue
+        human = linear_estimate(entry.y, None, pi, x, entry.coef, use_detector=False, folds=folds, seed=seed)
+        tuned = (
+            _floored(linear_estimate(entry.y, entry.f, pi, x, entry.coef, folds=folds, seed=seed), human)
+            if entry.f is not None
+            else human
+        )
+        human_fits.append(human)
+        tuned_fits.append(tuned)
+        if entry.f is not None:
+            detector.append(float(np.sum(entry.coef * entry.f)))
+        singles.append(
+            Estimand(
+                estimate=tuned.estimate,
+                ci95=_t_interval(tuned, *bounds),
+                human_only_estimate=human.estimate,
+                human_only_ci95=_t_interval(human, *bounds),
+                detector_only=None if entry.f is None else detector[-1],
+                lam=tuned.lam,
+                effective_labels=_effective(tuned.n_labelled, human.variance, tuned.variance),
+                n_items=int(np.sum(entry.coef != 0)),
+                n_labelled=tuned.n_labelled,
+            )
+        )
+    return singles, tuned_fits, human_fits, detector
+
+
+def _error_quantile(cs: list[np.ndarray], df: float, draws: int, seed: int, bound: Any) -> float:
+    """95 % quantile of ``bound(e)`` (e: K x draws), e ~ multivariate t(Σ = C Cᵀ, df), C's rows
+    the c vectors."""
+    if not cs:
+        return 0.0
+    c = np.vstack(cs)  # K x N: e = C z / sqrt(chi2/df) has covariance C Cᵀ
+    if not np.any(c):
+        return 0.0
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((c.shape[1], draws))
+    scale = np.sqrt(rng.chisquare(df, draws) / df)
+    e = (c @ z) / scale
+    return float(np.quantile(bound(e), 0.95))
+
+
+def _bounded_functional(
+    entries: Sequence[Entry],
+    pi: Sequence[float] | np.ndarray,
+    xi: Sequence[bool] | np.ndarray,
+    *,
+    value: Any,
+    bound: Any,
+    entry_bounds: tuple[float, float],
+    folds: int,
+    seed: int,
+    draws: int,
+) -> tuple[Estimand, list[Estimand]]:
+    """A functional ``value`` of the entries (mean |d_k|, max - min) whose error is at most
+    ``bound(e)`` of the entries' errors e whatever the truth (a Lipschitz bound), and each entry.
+    The interval is [value(d̂) - q, value(d̂) + q] (clipped to [0, 1]), q the 95 % quantile of
+    ``bound`` under the entries' estimated joint distribution (see the module docstring)."""
+    pi_ = np.asarray(pi, dtype=float)
+    xi_ = np.asarray(xi, dtype=bool)
+    singles, tuned_fits, human_fits, detector = _entry_fits(entries, pi_, xi_, entry_bounds, folds, seed)
+    n_defined = sum(1 for e in entries if np.any(e.coef != 0))
+    if len(tuned_fits) < n_defined or not tuned_fits:
+        # An entry the design cannot estimate leaves the functional undefined, not one of fewer.
+        defined = [s.detector_only for s in singles if s.detector_only is not None]
+        detector_value = (
+            float(value(np.array(defined))) if defined and len(defined) == n_defined and n_defined else None
+        )
+        return Estimand(None, None, None, None, detector_value, None, None), singles
+
+    def interval(fits: list[Linear]) -> tuple[float, tuple[float, float], float]:
+        s = float(value(np.array([fit.estimate for fit in fits])))
+        # One Satterthwaite df for the pooled per-item terms: the entries share items, and the
+        # smallest entry's df would make the t quantile explode for no reason.
+        df = _satterthwaite(np.concatenate([fit.c**2 for fit in fits]))
+        q = _error_quantile([fit.c for fit in fits], df, draws, seed, bound)
+        return s, (max(0.0, s - q), min(1.0, s + q)), sum(fit.variance for fit in fits)
+
+    s_t, ci_t, v_t = interval(tuned_fits)
+    s_h, ci_h, v_h = interval(human_fits)
+    n_lab = max(fit.n_labelled for fit in tuned_fits)
+    total = Estimand(
+        estimate=s_t,
+        ci95=ci_t,
+        human_only_estimate=s_h,
+        human_only_ci95=ci_h,
+        detector_only=float(value(np.array(detector))) if len(detector) == len(tuned_fits) else None,
+        lam=float(np.mean([fit.lam for fit in tuned_fits])),
+        effective_labels=_effective(n_lab, v_h, v_t),
+        n_items=int(np.sum(np.any(np.vstack([e.coef for e in entries]) != 0, axis=0))),
+        n_labelled=n_lab,
+    )
+    return total, singles
+
+
 def estimate_mean_abs(
     entries: Sequence[Entry],
     pi: Sequence[float] | np.ndarray,
@@ -401,76 +503,48 @@ def estimate_mean_abs(
 ) -> tuple[Estimand, list[Estimand]]:
     """The GEP score S = mean_k |d_k| over the defined entries, and each entry d_k, in issue
     21's shape. The score's interval is the triangle-inequality bound of the module docstring."""
-    pi_ = np.asarray(pi, dtype=float)
-    xi_ = np.asarray(xi, dtype=bool)
-    singles: list[Estimand] = []
-    tuned_fits: list[Linear] = []
-    human_fits: list[Linear] = []
-    detector: list[float] = []
-    for entry in entries:
-        if not np.any(entry.coef != 0):
-            singles.append(UNDEFINED)
-            continue
-        x = xi_ if entry.xi is None else np.asarray(entry.xi, dtype=bool)
-        if not _reachable(pi_, x, entry.coef):
-            singles.append(_detector_only(entry.f, entry.coef))
-            continue
-        human = linear_estimate(entry.y, None, pi_, x, entry.coef, use_detector=False, folds=folds, seed=seed)
-        tuned = (
-            _floored(linear_estimate(entry.y, entry.f, pi_, x, entry.coef, folds=folds, seed=seed), human)
-            if entry.f is not None
-            else human
-        )
-        human_fits.append(human)
-        tuned_fits.append(tuned)
-        if entry.f is not None:
-            detector.append(float(np.sum(entry.coef * entry.f)))
-        singles.append(
-            Estimand(
-                estimate=tuned.estimate,
-                ci95=_t_interval(tuned, -1.0, 1.0),
-                human_only_estimate=human.estimate,
-                human_only_ci95=_t_interval(human, -1.0, 1.0),
-                detector_only=None if entry.f is None else detector[-1],
-                lam=tuned.lam,
-                effective_labels=_effective(tuned.n_labelled, human.variance, tuned.variance),
-                n_items=int(np.sum(entry.coef != 0)),
-                n_labelled=tuned.n_labelled,
-            )
-        )
-    if len(tuned_fits) < sum(1 for e in entries if np.any(e.coef != 0)):
-        # An entry the design cannot estimate leaves the score undefined, not a mean of fewer.
-        defined = [s.detector_only for s in singles if s.detector_only is not None]
-        detector_score = (
-            float(np.mean(np.abs(defined)))
-            if defined and len(defined) == len([e for e in entries if np.any(e.coef != 0)])
-            else None
-        )
-        return Estimand(None, None, None, None, detector_score, None, None), singles
-
-    def score(fits: list[Linear]) -> tuple[float, tuple[float, float], float]:
-        s = float(np.mean([abs(fit.estimate) for fit in fits]))
-        # One Satterthwaite df for the pooled per-item terms: the entries share items, and the
-        # smallest entry's df would make the t quantile explode for no reason.
-        df = _satterthwaite(np.concatenate([fit.c**2 for fit in fits]))
-        q = _l1_quantile([fit.c for fit in fits], df, draws, seed)
-        return s, (max(0.0, s - q), min(1.0, s + q)), sum(fit.variance for fit in fits)
-
-    s_t, ci_t, v_t = score(tuned_fits)
-    s_h, ci_h, v_h = score(human_fits)
-    n_lab = max(fit.n_labelled for fit in tuned_fits)
-    total = Estimand(
-        estimate=s_t,
-        ci95=ci_t,
-        human_only_estimate=s_h,
-        human_only_ci95=ci_h,
-        detector_only=float(np.mean(np.abs(detector))) if len(detector) == len(tuned_fits) else None,
-        lam=float(np.mean([fit.lam for fit in tuned_fits])),
-        effective_labels=_effective(n_lab, v_h, v_t),
-        n_items=int(np.sum(np.any(np.vstack([e.coef for e in entries]) != 0, axis=0))),
-        n_labelled=n_lab,
+    return _bounded_functional(
+        entries,
+        pi,
+        xi,
+        value=lambda d: np.mean(np.abs(d)),
+        bound=lambda e: np.mean(np.abs(e), axis=0),
+        entry_bounds=(-1.0, 1.0),
+        folds=folds,
+        seed=seed,
+        draws=draws,
     )
-    return total, singles
+
+
+def estimate_max_gap(
+    entries: Sequence[Entry],
+    pi: Sequence[float] | np.ndarray,
+    xi: Sequence[bool] | np.ndarray,
+    *,
+    folds: int = FOLDS,
+    seed: int = 0,
+    draws: int = 4000,
+) -> tuple[Estimand, list[Estimand]]:
+    """The largest gap between groups' shares, G = max_g s_g - min_g s_g (the questions
+    protocol's ``max_gap``), and each group's share s_g (an entry: a mean over the group's
+    items), in issue 21's shape.
+
+    G is not linear; like the GEP score its interval rests on a bound that holds whatever the
+    true shares are: max(s + e) <= max s + max e and min(s + e) >= min s + min e, so
+    |G(ŝ) - G(s)| <= max_g e_g - min_g e_g, whose 95 % quantile under the shares' estimated
+    joint distribution (groups are disjoint: independent errors) gives the half-width. With two
+    groups this is the t interval of |s_1 - s_2| folded at 0: exact away from 0, conservative at 0."""
+    return _bounded_functional(
+        entries,
+        pi,
+        xi,
+        value=lambda s: np.max(s) - np.min(s),
+        bound=lambda e: np.max(e, axis=0) - np.min(e, axis=0),
+        entry_bounds=(0.0, 1.0),
+        folds=folds,
+        seed=seed,
+        draws=draws,
+    )
 
 
 def cramers_v(table: np.ndarray) -> float | None:

@@ -146,10 +146,12 @@ def test_a_detector_without_attributes_predictions_is_named(gep_study):
 def test_a_protocol_without_a_registered_estimate_is_refused_with_the_known_ones():
     StudyFactory(slug="boxes", protocol="objects")
     with pytest.raises(
-        CommandError, match="few-label estimates exist for attributes, gender, pair_change studies"
+        CommandError, match="few-label estimates exist for attributes, gender, pair_change, questions studies"
     ):
         _run("estimate_bias", "--study", "boxes", "--detector", "x")
-    with pytest.raises(CommandError, match="few-label estimates exist for attributes, gender, pair_change"):
+    with pytest.raises(
+        CommandError, match="few-label estimates exist for attributes, gender, pair_change, questions"
+    ):
         _run("sample_for_labeling", "--study", "boxes", "--detector", "x", "--budget", "3")
 
 

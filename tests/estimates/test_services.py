@@ -117,7 +117,7 @@ def test_a_study_of_another_protocol_is_refused(db):
     other = StudyFactory(protocol="objects")
     with pytest.raises(
         SamplingError,
-        match=r"^study: .*few-label estimates exist for attributes, gender, pair_change studies",
+        match=r"^study: .*few-label estimates exist for attributes, gender, pair_change, questions studies",
     ):
         sampling_round_create(study=other, detector="fake", budget=3)
 

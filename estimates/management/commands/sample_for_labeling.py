@@ -25,7 +25,11 @@ class Command(BaseCommand):
     help = "Draw the next sampling round of a gender study for a detector and queue its images first."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--study", required=True, help="Study slug (gender, attributes or pair_change).")
+        parser.add_argument(
+            "--study",
+            required=True,
+            help="Study slug (a protocol with a few-label estimate: gender, attributes, pair_change, questions).",
+        )
         parser.add_argument("--detector", required=True, help="Detector key whose predictions set π.")
         parser.add_argument("--budget", required=True, type=int, help="Labels to spend: the sum of π.")
         parser.add_argument(
