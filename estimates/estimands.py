@@ -60,6 +60,7 @@ ESTIMANDS: dict[str, str] = {
     "attributes": "estimates.attributes",
     "pair_change": "estimates.pair_change",
     "questions": "protocols.questions.estimates",
+    "objects": "estimates.objects",
 }
 
 

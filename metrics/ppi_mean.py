@@ -560,6 +560,23 @@ def cramers_v(table: np.ndarray) -> float | None:
     return float(np.sqrt(chi2 / (n * (min(t.shape) - 1))))
 
 
+def estimate_table(
+    cells: np.ndarray,
+    f: np.ndarray,
+    pi: Sequence[float] | np.ndarray,
+    xi: Sequence[bool] | np.ndarray,
+    y: np.ndarray,
+    *,
+    folds: int = FOLDS,
+    seed: int = 0,
+    draws: int = 2000,
+) -> tuple[Estimand, list[list[Estimand]]]:
+    """``estimate_cramers_v`` with every cell's own estimand (a power-tuned total, interval
+    clipped at 0) in issue 21's shape: (V, cells[row][column])."""
+    total, _, singles = _table(cells, f, pi, xi, y, folds=folds, seed=seed, draws=draws)
+    return total, singles
+
+
 def estimate_cramers_v(
     cells: np.ndarray,
     f: np.ndarray,
@@ -570,7 +587,24 @@ def estimate_cramers_v(
     folds: int = FOLDS,
     seed: int = 0,
     draws: int = 2000,
-) -> tuple[Estimand, np.ndarray]:
+) -> tuple[Estimand, np.ndarray, list[list[Estimand]]]:
+    """Cramér's V of the table of totals T_gc = Σ_{i in row g} Y_ic and the estimated table
+    (see ``_table``)."""
+    total, table, _ = _table(cells, f, pi, xi, y, folds=folds, seed=seed, draws=draws)
+    return total, table
+
+
+def _table(
+    cells: np.ndarray,
+    f: np.ndarray,
+    pi: Sequence[float] | np.ndarray,
+    xi: Sequence[bool] | np.ndarray,
+    y: np.ndarray,
+    *,
+    folds: int = FOLDS,
+    seed: int = 0,
+    draws: int = 2000,
+) -> tuple[Estimand, np.ndarray, list[list[Estimand]]]:
     """Cramér's V of the table of totals T_gc = Σ_{i in row g} Y_ic (e.g. confirmed object
     instances per gender and class), and the estimated table.
 
@@ -584,6 +618,15 @@ def estimate_cramers_v(
     y_, f_ = np.asarray(y, dtype=float), np.asarray(f, dtype=float)
     pi_, xi_ = np.asarray(pi, dtype=float), np.asarray(xi, dtype=bool)
     n_rows, n_cols = int(rows.max()) + 1, y_.shape[1]
+    if not _reachable(pi_, xi_, np.ones(rows.shape)):
+        # No usable round: only the detector's table is known.
+        f_table = np.array([[np.sum((rows == g) * f_[:, c]) for c in range(n_cols)] for g in range(n_rows)])
+        only = [
+            [_detector_only(f_[:, c], (rows == g).astype(float)) for c in range(n_cols)]
+            for g in range(n_rows)
+        ]
+        v = Estimand(None, None, None, None, cramers_v(f_table), None, None, n_items=int(rows.size))
+        return v, np.full((n_rows, n_cols), np.nan), only
     tuned: list[Linear] = []
     human: list[Linear] = []
     for g in range(n_rows):
@@ -636,4 +679,23 @@ def estimate_cramers_v(
         n_items=int(rows.size),
         n_labelled=n_lab,
     )
-    return total, np.array([fit.estimate for fit in tuned]).reshape(n_rows, n_cols)
+    singles = [
+        [
+            Estimand(
+                estimate=t.estimate,
+                ci95=_t_interval(t, 0.0, None),
+                human_only_estimate=h.estimate,
+                human_only_ci95=_t_interval(h, 0.0, None),
+                detector_only=float(np.sum((rows == g) * f_[:, c])),
+                lam=t.lam,
+                effective_labels=_effective(t.n_labelled, h.variance, t.variance),
+                n_items=int(np.sum(rows == g)),
+                n_labelled=t.n_labelled,
+            )
+            for c, (t, h) in enumerate(
+                zip(tuned[g * n_cols : (g + 1) * n_cols], human[g * n_cols : (g + 1) * n_cols], strict=True)
+            )
+        ]
+        for g in range(n_rows)
+    ]
+    return total, np.array([fit.estimate for fit in tuned]).reshape(n_rows, n_cols), singles

@@ -8,6 +8,7 @@ import pytest
 from django.db import IntegrityError, transaction
 
 from annotate import services as annotate_services
+from estimates import estimands
 from estimates import selectors as sel
 from estimates.models import RoundItem, SamplingRound
 from estimates.services import SamplingError, sampling_round_create
@@ -112,8 +113,9 @@ def test_a_detector_without_predictions_is_refused_naming_the_known_ones(sampled
         _create(sampled_study, detector="clip")
 
 
-def test_a_study_of_another_protocol_is_refused(db):
-    # Attributes studies have their estimate since issue 21; objects has none yet.
+def test_a_study_of_another_protocol_is_refused(db, monkeypatch):
+    # Every protocol has its estimate since issue 21: unregister one to see the refusal.
+    monkeypatch.delitem(estimands.ESTIMANDS, "objects")
     other = StudyFactory(protocol="objects")
     with pytest.raises(
         SamplingError,

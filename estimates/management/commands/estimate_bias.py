@@ -44,7 +44,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--study",
             required=True,
-            help="Study slug (a protocol with a few-label estimate: gender, attributes, pair_change, questions).",
+            help="Study slug (a protocol with a few-label estimate: gender, attributes, pair_change, questions, objects).",
         )
         parser.add_argument("--detector", required=True, help="Detector key (its last-run version is used).")
         parser.add_argument("--format", default="json", choices=["json", "md", "csv"], help="Output format.")

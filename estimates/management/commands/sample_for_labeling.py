@@ -28,7 +28,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--study",
             required=True,
-            help="Study slug (a protocol with a few-label estimate: gender, attributes, pair_change, questions).",
+            help="Study slug (a protocol with a few-label estimate: gender, attributes, pair_change, questions, objects).",
         )
         parser.add_argument("--detector", required=True, help="Detector key whose predictions set π.")
         parser.add_argument("--budget", required=True, type=int, help="Labels to spend: the sum of π.")
