@@ -587,7 +587,7 @@ def estimate_cramers_v(
     folds: int = FOLDS,
     seed: int = 0,
     draws: int = 2000,
-) -> tuple[Estimand, np.ndarray, list[list[Estimand]]]:
+) -> tuple[Estimand, np.ndarray]:
     """Cramér's V of the table of totals T_gc = Σ_{i in row g} Y_ic and the estimated table
     (see ``_table``)."""
     total, table, _ = _table(cells, f, pi, xi, y, folds=folds, seed=seed, draws=draws)
