@@ -13,7 +13,7 @@ its box question has a final answer (``labelled``); a drawn item whose answer do
 boxes, or whose boxes came from another detector, cannot be read and is left out of the labels
 (with a warning). Items without a male or female gender or without an ok prediction of the
 detector are left out, as the report leaves them out. π as for attributes
-(``estimates.attributes.inclusion``).
+(``estimates.report.inclusion``).
 """
 
 from __future__ import annotations
@@ -25,10 +25,9 @@ import numpy as np
 from annotate.models import FinalLabel
 from detectors.models import OutputKind
 from estimates import selectors as sel
-from estimates.attributes import inclusion
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
-from estimates.report import EstimateReport, estimand_figures
+from estimates.report import EstimateReport, estimand_figures, inclusion, round_history
 from metrics import ppi_mean
 from metrics.coco_names import UnknownClassName, coco_class_index, normalise_class_name
 from metrics.objects import GENDERS, PERSON
@@ -69,6 +68,10 @@ class ObjectsEstimateReport(EstimateReport):
     def title(self) -> str:
         return f"Confirmed objects estimated from {self.detector}@{self.version} and sampled box checks"
 
+    @classmethod
+    def headline(cls, cells: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return {f"{model} Cramér's V": cell["confirmed"]["cramers_v"] for model, cell in cells.items()}
+
     def rows(self) -> list[list[Any]]:
         out = []
         for model, cell in self.cells.items():
@@ -84,9 +87,9 @@ class ObjectsEstimateReport(EstimateReport):
 def objects_report(
     study: Study, detector: str, *, n_boot: int = 0, seed: int = 0, history: bool = False
 ) -> ObjectsEstimateReport:
-    """Confirmed instances per class and gender and Cramér's V per T2I model (``n_boot`` and
-    ``history`` are the gender estimate's). Raises LookupError when the detector has no
-    ``objects`` predictions in the study."""
+    """Confirmed instances per class and gender and Cramér's V per T2I model (``n_boot`` is the
+    gender estimate's; ``history``: the page's chart). Raises LookupError when the detector has
+    no ``objects`` predictions in the study."""
     version = sel.detector_version(study, detector, OutputKind.OBJECTS)
     if version is None:
         raise LookupError(f"detector '{detector}' has no objects predictions in study '{study.slug}'")
@@ -113,7 +116,39 @@ def objects_report(
             f"{left_out} item(s) without a male or female gender or an ok prediction of {detector}@{version} "
             "are left out, as in the report."
         )
-    unreadable = 0
+    unreadable: set[int] = set()
+
+    def cells_for(pi: dict[int, float], drawn: set[int]) -> dict[str, Any]:
+        return _cells(rows, detector, include, pi, drawn, unreadable, seed)
+
+    cells = cells_for(pi, drawn)
+    if unreadable:
+        warnings.append(
+            f"{len(unreadable)} drawn item(s) have a box answer that does not fit their boxes, or boxes of "
+            f"another detector than {detector}: they are not counted as labelled."
+        )
+    pending = sel.pending_rounds(frame)
+    return ObjectsEstimateReport(
+        study,
+        detector,
+        version,
+        cells,
+        tuple(s.round.number for s in frame.usable),
+        tuple(warnings),
+        pending,
+        round_history(frame, cells_for, ObjectsEstimateReport.headline) if history else (),
+    )
+
+
+def _cells(
+    rows: list[osel.ObjectRow],
+    detector: str,
+    include: bool,
+    pi: dict[int, float],
+    drawn: set[int],
+    unreadable: set[int],
+    seed: int,
+) -> dict[str, Any]:
     cells: dict[str, Any] = {}
     for model in sorted({r.t2i_model for r in rows}):
         mine = [r for r in rows if r.t2i_model == model]
@@ -122,7 +157,7 @@ def objects_report(
         for r in mine:
             parts = osel.judged_parts(r) if r.item_id in drawn and r.boxes_detector == detector else None
             if r.item_id in drawn and parts is None:
-                unreadable += 1
+                unreadable.add(r.item_id)
             confirmed.append(None if parts is None else [n for n in map(_name, parts[0]) if n])
         names = {n for d in detected for n in d} | {n for c in confirmed if c for n in c}
         if not include:
@@ -159,15 +194,7 @@ def objects_report(
             "n_items": len(mine),
             "n_labelled": int(xi.sum()),
         }
-    if unreadable:
-        warnings.append(
-            f"{unreadable} drawn item(s) have a box answer that does not fit their boxes, or boxes of "
-            f"another detector than {detector}: they are not counted as labelled."
-        )
-    pending = sel.pending_rounds(frame)
-    return ObjectsEstimateReport(
-        study, detector, version, cells, tuple(s.round.number for s in frame.usable), tuple(warnings), pending
-    )
+    return cells
 
 
 ESTIMAND = EstimandProtocol(

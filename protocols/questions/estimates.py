@@ -10,7 +10,7 @@ values) gets the mean of the cell's answered items, so it adds nothing either wa
 
 A share's population is the items of the model and group that ask the question (an item's
 ``question_keys``, empty = every question); inclusion probabilities as for attributes
-(``estimates.attributes.inclusion``). A study whose every item is labelled and that has no
+(``estimates.report.inclusion``). A study whose every item is labelled and that has no
 round is a census: the exact human numbers (``bias_report``'s), width 0.
 
 ``max_gap`` is not linear: its interval is ``metrics.ppi_mean.estimate_max_gap``'s bound
@@ -25,10 +25,9 @@ from typing import Any
 import numpy as np
 
 from estimates import selectors as sel
-from estimates.attributes import inclusion
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
-from estimates.report import EstimateReport, estimand_figures
+from estimates.report import EstimateReport, estimand_figures, inclusion, round_history
 from metrics import ppi_mean
 from protocols.questions import selectors as qsel
 from protocols.questions.spec import KIND_ANSWERS
@@ -52,6 +51,17 @@ class QuestionsEstimateReport(EstimateReport):
 
     def title(self) -> str:
         return f"Answer shares estimated from {self.detector}@{self.version} and sampled labels"
+
+    @classmethod
+    def headline(cls, cells: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """Per question and model, the max_gap of the answer whose gap the estimate finds largest."""
+        out = {}
+        for key, models in cells.items():
+            for model, cell in models.items():
+                gaps = cell["max_gap"]
+                answer = max(gaps, key=lambda a: gaps[a]["estimate"] or 0.0)
+                out[f"{key} {model} max_gap"] = gaps[answer]
+        return out
 
     def rows(self) -> list[list[Any]]:
         out = []
@@ -167,23 +177,36 @@ def questions_report(
     ids = np.array(in_frame, dtype=np.int64)
     models = np.array([item_groups.get(i, ("", ""))[0] for i in in_frame], dtype=object)
     groups = np.array([item_groups.get(i, ("", ""))[1] for i in in_frame], dtype=object)
-    p = np.array([pi.get(i, 0.0) for i in in_frame])
-    sampled = np.array([i in drawn for i in in_frame], dtype=bool) & (p > 0)
     without_group = int(np.sum(groups == ""))
     if without_group:
         warnings.append(
             f"{without_group} item(s) have no value in the compared column '{column}' and are left out."
         )
-    cells: dict[str, dict[str, Any]] = {}
-    for question in questions:
-        asks = np.array([not asked.get(i) or question.key in asked[i] for i in in_frame], dtype=bool)
-        asks &= groups != ""
-        cells[question.key] = _question_cell(
-            question, ids, models, groups, asks, finals, said, p, sampled, seed
-        )
+    asks_of = {
+        q.key: np.array([not asked.get(i) or q.key in asked[i] for i in in_frame], dtype=bool)
+        & (groups != "")
+        for q in questions
+    }
+
+    def cells_for(pi: dict[int, float], drawn: set[int]) -> dict[str, dict[str, Any]]:
+        p = np.array([pi.get(i, 0.0) for i in in_frame])
+        sampled = np.array([i in drawn for i in in_frame], dtype=bool) & (p > 0)
+        return {
+            q.key: _question_cell(q, ids, models, groups, asks_of[q.key], finals, said, p, sampled, seed)
+            for q in questions
+        }
+
+    cells = cells_for(pi, drawn)
     pending = sel.pending_rounds(frame)
     return QuestionsEstimateReport(
-        study, detector, version, cells, tuple(s.round.number for s in frame.usable), tuple(warnings), pending
+        study,
+        detector,
+        version,
+        cells,
+        tuple(s.round.number for s in frame.usable),
+        tuple(warnings),
+        pending,
+        round_history(frame, cells_for, QuestionsEstimateReport.headline) if history else (),
     )
 
 

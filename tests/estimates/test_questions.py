@@ -9,6 +9,7 @@ import json
 
 import pytest
 from django.core.management import call_command
+from django.db.models import Sum
 
 from annotate.models import FinalLabel
 from detectors.models import Prediction
@@ -172,3 +173,31 @@ def test_the_page_shows_a_questions_estimate_and_label_n_more_draws_its_round(
     assert "Answer shares estimated from llava@1 and sampled labels" in page
     assert "max_gap" in page
     assert "Label N more" in page
+    # The width-against-labels chart: one point per complete round, for every protocol.
+    assert "data:image/svg+xml" in page
+    assert "width of the 95 % interval of age sdxl max_gap" in page
+
+
+def test_the_chart_has_a_point_per_complete_round(q_study):
+    from protocols.questions.estimates import questions_report
+
+    study, truth = q_study
+    for seed in (1, 2):
+        _run(
+            "sample_for_labeling",
+            "--study",
+            "qe",
+            "--detector",
+            "llava",
+            "--budget",
+            "10",
+            "--seed",
+            str(seed),
+        )
+        _finish_round(study, truth, SamplingRound.objects.order_by("-number").first())
+    report = questions_report(study, "llava", history=True)
+    lines = {line.name: line.points for line in report.history}
+    assert set(lines) == {"age sdxl max_gap", "wealth sdxl max_gap"}
+    labels = [p[0] for p in lines["age sdxl max_gap"]]
+    assert len(labels) == 2
+    assert labels[0] < labels[1] == SamplingRound.objects.aggregate(n=Sum("n_selected"))["n"]
