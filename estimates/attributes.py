@@ -20,16 +20,18 @@ attribute.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
 
+from annotate.models import FinalLabel
 from detectors.models import OutputKind
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
-from estimates.report import EstimateReport, estimand_figures, inclusion, round_history
+from estimates.report import EstimateReport, estimand_figures, frame_strata, inclusion, round_history
+from estimates.selectors import item_outputs as _outputs
 from metrics import gep, ppi_mean
 from reports.analyses.attributes.selectors import final_answers, gep_rows
 from reports.selectors import Scope
@@ -117,7 +119,8 @@ def attributes_report(
     if version is None:
         raise LookupError(f"detector '{detector}' has no attributes predictions in study '{study.slug}'")
     frame = sel.sampling_frame(study, detector, version, labelled=sel.items_fully_labelled(study))
-    pi, drawn, census = inclusion(frame)
+    strata = frame_strata(frame, attribute_output_codes)
+    pi, drawn, census = inclusion(frame, strata)
     warnings = []
     if not frame.usable and not census:
         warnings.append(
@@ -152,14 +155,48 @@ def attributes_report(
         tuple(s.round.number for s in frame.usable),
         tuple(warnings),
         pending,
-        round_history(frame, cells_for, AttributesReport.headline) if history else (),
+        round_history(frame, cells_for, AttributesReport.headline, strata) if history else (),
     )
+
+
+def attribute_output_codes(study: Study, detector: str, version: str) -> dict[int, Hashable]:
+    """item id -> how many attributes the detector scores 0.5 or more (0, 1, 2, 3+): the
+    stratified design's detector output."""
+    codes: dict[int, Hashable] = {}
+    for item_id, output in _outputs(study, detector, version, OutputKind.ATTRIBUTES):
+        scores = (output or {}).get("scores") or {}
+        codes[item_id] = min(3, sum(1 for v in scores.values() if isinstance(v, (int, float)) and v >= 0.5))
+    return codes
+
+
+def attribute_residuals(study: Study, detector: str, version: str) -> dict[int, float]:
+    """item id -> Σ over its answered attributes of (score - [yes])²: the stratified design's
+    error spread."""
+    answers: dict[int, dict[str, str]] = {}
+    for item_id, key, value in FinalLabel.objects.filter(item__study=study).values_list(
+        "item_id", "question__key", "value"
+    ):
+        answers.setdefault(item_id, {})[key] = value
+    out: dict[int, float] = {}
+    for item_id, output in _outputs(study, detector, version, OutputKind.ATTRIBUTES):
+        scores = (output or {}).get("scores") or {}
+        given = answers.get(item_id, {})
+        terms = [
+            (float(scores[k]) - (1.0 if v == gep.YES else 0.0)) ** 2
+            for k, v in given.items()
+            if isinstance(scores.get(k), (int, float)) and v in (gep.YES, gep.NO)
+        ]
+        if terms:
+            out[item_id] = float(sum(terms))
+    return out
 
 
 ESTIMAND = EstimandProtocol(
     key="attributes",
     output_kind=OutputKind.ATTRIBUTES.value,
-    designs=(Design.UNIFORM.value,),
+    designs=(Design.UNIFORM.value, Design.STRATIFIED.value),
     report=attributes_report,
     labelled=sel.items_fully_labelled,
+    output_codes=attribute_output_codes,
+    residuals=attribute_residuals,
 )

@@ -18,6 +18,7 @@ detector are left out, as the report leaves them out. π as for attributes
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,8 @@ from detectors.models import OutputKind
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
-from estimates.report import EstimateReport, estimand_figures, inclusion, round_history
+from estimates.report import EstimateReport, estimand_figures, frame_strata, inclusion, round_history
+from estimates.selectors import item_outputs as _outputs
 from metrics import ppi_mean
 from metrics.coco_names import UnknownClassName, coco_class_index, normalise_class_name
 from metrics.objects import GENDERS, PERSON
@@ -94,7 +96,8 @@ def objects_report(
     if version is None:
         raise LookupError(f"detector '{detector}' has no objects predictions in study '{study.slug}'")
     frame = sel.sampling_frame(study, detector, version, labelled=items_box_checked(study))
-    pi, drawn, census = inclusion(frame)
+    strata = frame_strata(frame, object_output_codes)
+    pi, drawn, census = inclusion(frame, strata)
     warnings = []
     if not frame.usable and not census:
         warnings.append(
@@ -136,7 +139,7 @@ def objects_report(
         tuple(s.round.number for s in frame.usable),
         tuple(warnings),
         pending,
-        round_history(frame, cells_for, ObjectsEstimateReport.headline) if history else (),
+        round_history(frame, cells_for, ObjectsEstimateReport.headline, strata) if history else (),
     )
 
 
@@ -197,10 +200,38 @@ def _cells(
     return cells
 
 
+def object_output_codes(study: Study, detector: str, version: str) -> dict[int, Hashable]:
+    """item id -> how many instances the detector found (0, 1, 2, 3+): the stratified design's
+    detector output."""
+    return {
+        item_id: min(3, len((output or {}).get("objects") or []))
+        for item_id, output in _outputs(study, detector, version, OutputKind.OBJECTS)
+    }
+
+
+def object_residuals(study: Study, detector: str, version: str) -> dict[int, float]:
+    """item id -> Σ over classes of (detected - confirmed)² (checked items whose boxes came from
+    this detector): the stratified design's error spread."""
+    out: dict[int, float] = {}
+    for row in osel.object_rows(Scope(study), detector=detector, version=version):
+        parts = osel.judged_parts(row) if row.boxes_detector == detector else None
+        if parts is None or row.detected is None:
+            continue
+        diff: dict[str, int] = {}
+        for name in row.detected:
+            diff[name] = diff.get(name, 0) + 1
+        for name in parts[0]:
+            diff[name] = diff.get(name, 0) - 1
+        out[row.item_id] = float(sum(d * d for d in diff.values()))
+    return out
+
+
 ESTIMAND = EstimandProtocol(
     key="objects",
     output_kind=OutputKind.OBJECTS.value,
-    designs=(Design.UNIFORM.value,),
+    designs=(Design.UNIFORM.value, Design.STRATIFIED.value),
     report=objects_report,
     labelled=items_box_checked,
+    output_codes=object_output_codes,
+    residuals=object_residuals,
 )

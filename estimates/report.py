@@ -7,7 +7,7 @@ in a row. A protocol's report adds its cells' layout (``rows``), its headline nu
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -31,26 +31,50 @@ FIGURES = (
 )
 
 
-def inclusion(frame: sel.Frame) -> tuple[dict[int, float], set[int], bool]:
+def inclusion(
+    frame: sel.Frame, strata: dict[int, Hashable] | None = None
+) -> tuple[dict[int, float], set[int], bool]:
     """item id -> π over the complete rounds, the items drawn by them, and whether this is a
-    census (no round, every item labelled)."""
+    census (no round, every item labelled).
+
+    π of an item is 1 - Π_k (1 - q_k), q_k the probability round k gave it -- or, for an item an
+    earlier round drew (stored as 0), the probability round k gave the undrawn items of its
+    stratum (``strata``: item id -> T2I model x prompt x detector output code, the stratified
+    design's; under the uniform design every undrawn item had the same)."""
     usable = frame.usable
     if not usable:
         census = bool(frame.items) and all(i.human is not None for i in frame.items)
         ids = {i.item_id for i in frame.items}
         return (dict.fromkeys(ids, 1.0), ids, True) if census else ({}, set(), False)
+    key_of = {i.item_id: (i.t2i_model, i.prompt_id, (strata or {}).get(i.item_id)) for i in frame.items}
     not_drawn = dict.fromkeys((i.item_id for i in frame.items), 1.0)
     drawn: set[int] = set()
     for state in usable:
         pool = [p for p in state.pi.values() if 0.0 < p < 1.0]
         pool_pi = max(pool) if pool else 0.0
+        by_stratum: dict[Hashable, float] = {}
+        if strata is not None:
+            for item_id, p in state.pi.items():
+                if 0.0 < p < 1.0 and item_id in key_of:
+                    key = key_of[item_id]
+                    by_stratum[key] = max(by_stratum.get(key, 0.0), p)
         for item_id in not_drawn:
             q = state.pi.get(item_id, 0.0)
             if item_id in drawn and q == 0.0:
-                q = pool_pi
+                q = by_stratum.get(key_of[item_id], pool_pi)
             not_drawn[item_id] *= 1.0 - q
         drawn |= state.selected
     return {i: 1.0 - p for i, p in not_drawn.items()}, drawn, False
+
+
+def frame_strata(
+    frame: sel.Frame, output_codes: Callable[[Study, str, str], dict[int, Hashable]]
+) -> dict[int, Hashable] | None:
+    """The detector output codes ``inclusion`` needs when a round of the series is stratified;
+    None otherwise (no query)."""
+    if not any(state.round.design == "stratified" for state in frame.rounds):
+        return None
+    return output_codes(frame.study, frame.detector, frame.version)
 
 
 #: The most headline numbers the chart draws one line each for; beyond it, their mean width.
@@ -65,6 +89,7 @@ def round_history(
     frame: sel.Frame,
     cells_for: Callable[[dict[int, float], set[int]], Any],
     headline: Callable[[Any], dict[str, dict[str, Any]]],
+    strata: dict[int, Hashable] | None = None,
 ) -> tuple[Series, ...]:
     """The chart's lines: per headline number, its interval width (and the labels-only one)
     after each complete round, the estimate recomputed on the first k rounds' draws (π over
@@ -73,7 +98,7 @@ def round_history(
     draw one line, their mean width."""
     points: dict[str, list[tuple[int, float | None, float | None]]] = {}
     for k in range(1, len(frame.usable) + 1):
-        pi, drawn, _ = inclusion(replace(frame, rounds=frame.usable[:k]))
+        pi, drawn, _ = inclusion(replace(frame, rounds=frame.usable[:k]), strata)
         named = headline(cells_for(pi, drawn))
         for name, est in named.items():
             points.setdefault(name, []).append(

@@ -595,3 +595,21 @@ def export_rows(study: Study, *, labelled_items: frozenset[int] | None = None) -
             }
         )
     return rows
+
+
+def item_outputs(study: Study, detector: str, version: str, kind: str) -> list[tuple[int, Any]]:
+    """(item id, output) of the detector's ok predictions of ``kind`` at ``version`` on the
+    study's item images: what a protocol's stratified design reads its detector output codes
+    from (issue 21). One query, streamed."""
+    return list(
+        Prediction.objects.filter(
+            kind=kind,
+            detector=detector,
+            version=version,
+            status=PredictionStatus.OK,
+            image_id__in=_study_images(study).values("image_id"),
+        )
+        .values_list("image__item_images__item_id", "output")
+        .filter(image__item_images__item__study=study, image__item_images__role=ImageRole.IMAGE)
+        .iterator(chunk_size=2000)
+    )

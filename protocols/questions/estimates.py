@@ -20,6 +20,7 @@ round is a census: the exact human numbers (``bias_report``'s), width 0.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,8 @@ import numpy as np
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
-from estimates.report import EstimateReport, estimand_figures, inclusion, round_history
+from estimates.report import EstimateReport, estimand_figures, frame_strata, inclusion, round_history
+from estimates.selectors import item_outputs as _outputs
 from metrics import ppi_mean
 from protocols.questions import selectors as qsel
 from protocols.questions.spec import KIND_ANSWERS
@@ -153,7 +155,8 @@ def questions_report(
         raise LookupError(f"detector '{detector}' has no {KIND_ANSWERS} predictions in study '{study.slug}'")
     questions = _questions(study)
     frame = sel.sampling_frame(study, detector, version, labelled=sel.items_fully_labelled(study))
-    pi, drawn, census = inclusion(frame)
+    strata = frame_strata(frame, answer_output_codes)
+    pi, drawn, census = inclusion(frame, strata)
     warnings = []
     if not frame.usable and not census:
         warnings.append(
@@ -206,14 +209,36 @@ def questions_report(
         tuple(s.round.number for s in frame.usable),
         tuple(warnings),
         pending,
-        round_history(frame, cells_for, QuestionsEstimateReport.headline) if history else (),
+        round_history(frame, cells_for, QuestionsEstimateReport.headline, strata) if history else (),
     )
+
+
+def answer_output_codes(study: Study, detector: str, version: str) -> dict[int, Hashable]:
+    """item id -> the detector's answers, as a sorted tuple of (question, answer): the stratified
+    design's detector output."""
+    return {
+        item_id: tuple(sorted((output or {}).items()))
+        for item_id, output in _outputs(study, detector, version, KIND_ANSWERS)
+    }
+
+
+def answer_residuals(study: Study, detector: str, version: str) -> dict[int, float]:
+    """item id -> how many of its final answers the detector's answers differ from (labelled
+    items): the stratified design's error spread."""
+    finals = qsel.final_answers(Scope(study))
+    return {
+        item_id: float(sum(1 for key, value in finals[item_id].items() if (output or {}).get(key) != value))
+        for item_id, output in _outputs(study, detector, version, KIND_ANSWERS)
+        if item_id in finals
+    }
 
 
 ESTIMAND = EstimandProtocol(
     key="questions",
     output_kind=KIND_ANSWERS,
-    designs=(Design.UNIFORM.value,),
+    designs=(Design.UNIFORM.value, Design.STRATIFIED.value),
     report=questions_report,
     labelled=sel.items_fully_labelled,
+    output_codes=answer_output_codes,
+    residuals=answer_residuals,
 )

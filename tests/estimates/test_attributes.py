@@ -124,7 +124,7 @@ def test_markdown_and_csv_list_the_score_and_every_entry(gep_study):
 
 
 def test_attributes_rounds_refuse_the_active_design_by_name(gep_study):
-    with pytest.raises(CommandError, match=r"--design: .*supports uniform, not 'active'"):
+    with pytest.raises(CommandError, match=r"--design: .*supports uniform, stratified, not 'active'"):
         _run(
             "sample_for_labeling",
             "--study",

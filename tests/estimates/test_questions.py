@@ -201,3 +201,27 @@ def test_the_chart_has_a_point_per_complete_round(q_study):
     labels = [p[0] for p in lines["age sdxl max_gap"]]
     assert len(labels) == 2
     assert labels[0] < labels[1] == SamplingRound.objects.aggregate(n=Sum("n_selected"))["n"]
+
+
+def test_a_stratified_round_draws_by_the_detectors_answers_and_its_estimate_holds_the_truth(q_study):
+    study, truth = q_study
+    for seed in (1, 2):
+        _run(
+            "sample_for_labeling",
+            *("--study", "qe", "--detector", "llava", "--budget", "10", "--seed", str(seed)),
+            *("--design", "stratified"),
+        )
+        sampling_round = SamplingRound.objects.order_by("-number").first()
+        assert sampling_round.design == "stratified"
+        _finish_round(study, truth, sampling_round)
+    # π is logged per item. Round 1 has no labels to learn from: proportional allocation (one
+    # π); round 2 gives the detector's answer codes where round 1 found it wrong more.
+    first, second = SamplingRound.objects.order_by("number")
+    assert {round(p, 6) for p in first.round_items.values_list("pi", flat=True)} == {0.25}
+    pool = [p for p in second.round_items.values_list("pi", flat=True) if p > 0]
+    assert sum(pool) == pytest.approx(10)
+    assert len({round(p, 6) for p in pool}) > 1
+    body = json.loads(_run("estimate_bias", "--study", "qe", "--detector", "llava")[0])
+    assert body["rounds"] == [1, 2]
+    young = body["questions"]["age"]["sdxl"]["groups"]["light"]["shares"]["young"]
+    assert young["ci95"][0] <= 0.75 <= young["ci95"][1]
