@@ -7,7 +7,8 @@ Run from the repository root (numpy only, no database, no network):
     .venv/bin/python bench/bench_estimator.py                 # paper-like study, 300 studies (~20 min)
     .venv/bin/python bench/bench_estimator.py --extra         # + balanced and misspecified studies
     .venv/bin/python bench/bench_estimator.py --generic       # issue 21: attributes, pair_change,
-                                                              # objects (metrics.ppi_mean), ~8 min
+                                                              # questions, objects (~40 min)
+    .venv/bin/python bench/bench_estimator.py --census        # issue 21: every item labelled
 
 ``--generic`` (issue 21): 2 groups x 200 items, uniform labels at 5, 10 and 20 %, three detectors
 (good: 1 % of items wrong; class-dependent: misses 35 % of group 0's yes but 5 % of group 1's;
@@ -496,6 +497,24 @@ def generic_cell(
 GENERIC_PROTOCOLS = {"attributes": 15, "pair_change": 1, "questions": 3, "objects": 1, "objects_v": 5}
 
 
+def run_census(seed: int) -> None:
+    """Every item labelled (π = 1): each protocol's headline estimand must be the exact human
+    number with an interval of width 0, whatever the detector."""
+    print("census (every item labelled): estimate - truth, interval width")
+    rng = np.random.default_rng(seed)
+    for protocol, k in GENERIC_PROTOCOLS.items():
+        for kind in GENERIC_DETECTORS:
+            group, y, f = generic_study(rng, protocol, kind, N_PER_GROUP, k)
+            n = len(group)
+            est, truth = generic_estimands(protocol, group, y, f, np.ones(n), np.ones(n, bool), seed)
+            assert est.estimate is not None
+            assert est.ci95 is not None
+            print(
+                f"{protocol:12} {kind:16} {est.estimate - truth:+.1e} {est.ci95[1] - est.ci95[0]:.1e}",
+                flush=True,
+            )
+
+
 def run_generic(studies: int, fractions: list[float], seed: int, only: list[str] | None = None) -> None:
     print(f"--generic: 2 groups x {N_PER_GROUP} items, {studies} studies per cell (metrics.ppi_mean)")
     print(
@@ -533,12 +552,16 @@ def main() -> None:
         action="store_true",
         help="issue 21: attributes, pair_change, questions and objects estimands",
     )
+    parser.add_argument("--census", action="store_true", help="issue 21: the census check of every protocol")
     parser.add_argument(
         "--protocols",
         default="",
         help=f"--generic: only these, comma-separated (of {', '.join(GENERIC_PROTOCOLS)})",
     )
     args = parser.parse_args()
+    if args.census:
+        run_census(args.seed)
+        return
     if args.generic:
         only = [p for p in args.protocols.split(",") if p]
         run_generic(args.studies if args.studies != 300 else 200, [0.05, 0.1, 0.2], args.seed, only)

@@ -167,3 +167,13 @@ def test_a_share_whose_sampled_labels_are_all_equal_still_gets_an_interval_of_po
     assert est.ci95 is not None
     assert est.human_only_ci95[0] <= 0.1 <= est.human_only_ci95[1]
     assert est.ci95[1] - est.ci95[0] > 0
+
+
+def test_the_census_of_every_protocol_is_exact_with_width_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    bench.run_census(seed=3)
+    rows = capsys.readouterr().out.splitlines()[1:]
+    assert len(rows) == len(bench.GENERIC_PROTOCOLS) * len(bench.GENERIC_DETECTORS)
+    for row in rows:
+        *_, error, width = row.split()
+        assert abs(float(error)) < 1e-9, row
+        assert float(width) == 0.0, row
