@@ -38,8 +38,18 @@ ALLOWED: dict[str, set[str]] = {
     "reports": {"annotate", "detectors", "accounts", "studies", "metrics", "config"},
     "estimates": {"reports", "annotate", "detectors", "accounts", "studies", "metrics", "config"},
     # A protocol in a package of its own (issue 20 §2): spec, analysis, pages, on every layer
-    # below; the core names it only by dotted path in its registries (never an import).
-    "protocols": {"reports", "annotate", "detectors", "accounts", "studies", "metrics", "config"},
+    # below; the core names it only by dotted path in its registries (never an import). Its
+    # few-label estimate (issue 21) builds on ``estimates``, which names it by dotted path too.
+    "protocols": {
+        "estimates",
+        "reports",
+        "annotate",
+        "detectors",
+        "accounts",
+        "studies",
+        "metrics",
+        "config",
+    },
     URLCONF: {"accounts", "studies", "metrics", "config", "annotate", "detectors", "reports", "estimates"},
 }
 NO_DJANGO = {"metrics"}
