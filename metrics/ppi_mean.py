@@ -37,8 +37,11 @@ clipped to [0, 1] (α refitted given the clipped λ). To keep the interval valid
 other folds' labels only, so g_i never sees Y_i. A useless detector gets λ ≈ 0 and the estimate
 is labels-only; a good one gets λ ≈ 1. ``effective_labels`` = labels × V̂(labels only) / V̂.
 
-Interval: θ̂ ± t_{0.975, ν} √V̂ with ν the Satterthwaite degrees of freedom of V̂'s per-item
-terms, (Σ v_i)² / Σ v_i² - 1 (at least 1): with ten labels a normal quantile undercovers.
+Interval: θ̂ ± t_{0.975, ν} √V̂ with ν the Satterthwaite degrees of freedom of the labels-only
+fit's per-item terms, (Σ v_i)² / Σ v_i² - 1 (at least 1): with ten labels a normal quantile
+undercovers, and a rare "yes" (skewed values) needs a larger quantile still. The tuned fit uses
+the labels-only ν too (``_floored``). The labels-only variance is floored at Agresti-Coull's for
+values in [0, 1] (``_binary_floor``): a sample of all-equal labels does not give width 0.
 
 The GEP score (mean absolute entry)
 -----------------------------------
