@@ -145,3 +145,22 @@ def test_the_page_shows_an_objects_estimate(boxes_study, client_for, researcher)
     page = client.get(url).content.decode()
     assert "Confirmed objects estimated from yolo_objects@1 and sampled box checks" in page
     assert "cramers_v" in page
+
+
+def test_stratified_rounds_by_the_number_of_detections_keep_the_truth_inside(boxes_study):
+    study, answers = boxes_study
+    for seed in (1, 2):
+        _run(
+            "sample_for_labeling",
+            *("--study", "boxes", "--detector", "yolo_objects", "--budget", "8", "--seed", str(seed)),
+            *("--design", "stratified"),
+        )
+        _check_round(answers, SamplingRound.objects.order_by("-number").first())
+    second = SamplingRound.objects.get(number=2)
+    # π is logged per item and sums to the budget over the items no round drew before.
+    pool = [p for p in second.round_items.values_list("pi", flat=True) if p > 0]
+    assert sum(pool) == pytest.approx(8)
+    body = json.loads(_run("estimate_bias", "--study", "boxes", "--detector", "yolo_objects")[0])
+    assert body["rounds"] == [1, 2]
+    tie = body["objects"]["sdxl"]["confirmed"]["counts"]["tie"]["male"]
+    assert tie["ci95"][0] <= PER_GENDER <= tie["ci95"][1]
