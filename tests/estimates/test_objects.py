@@ -148,7 +148,7 @@ def test_the_page_shows_an_objects_estimate(boxes_study, client_for, researcher)
 
 
 def test_stratified_rounds_by_the_number_of_detections_keep_the_truth_inside(boxes_study):
-    study, answers = boxes_study
+    _study, answers = boxes_study
     for seed in (1, 2):
         _run(
             "sample_for_labeling",
