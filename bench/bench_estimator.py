@@ -7,7 +7,8 @@ Run from the repository root (numpy only, no database, no network):
     .venv/bin/python bench/bench_estimator.py                 # paper-like study, 300 studies (~20 min)
     .venv/bin/python bench/bench_estimator.py --extra         # + balanced and misspecified studies
     .venv/bin/python bench/bench_estimator.py --generic       # issue 21: attributes, pair_change,
-                                                              # objects (metrics.ppi_mean), ~8 min
+                                                              # questions, objects (~40 min)
+    .venv/bin/python bench/bench_estimator.py --census        # issue 21: every item labelled
 
 ``--generic`` (issue 21): 2 groups x 200 items, uniform labels at 5, 10 and 20 %, three detectors
 (good: 1 % of items wrong; class-dependent: misses 35 % of group 0's yes but 5 % of group 1's;
@@ -378,10 +379,31 @@ def generic_count_detector(
     return y - missed + extra + (rng.random(y.shape) < 0.1)
 
 
+def answers_detector(
+    rng: np.random.Generator, answer: np.ndarray, group: np.ndarray, k: int, kind: str
+) -> np.ndarray:
+    """One-hot answers (items x k) of an ``answers`` detector for the true answers: ``good``
+    gives another answer to 1 % of items; ``class-dependent`` to 35 % of group 0's answer 0 and
+    5 % of the rest; ``useless`` answers at random, independently of the truth."""
+    if kind == "useless":
+        said = rng.integers(0, k, answer.shape)
+    else:
+        wrong = 0.01 if kind == "good" else np.where((group == 0) & (answer == 0), 0.35, 0.05)
+        flip = rng.random(answer.shape) < wrong
+        said = np.where(flip, (answer + rng.integers(1, k, answer.shape)) % k, answer)
+    return np.eye(k)[said]
+
+
 def generic_study(
     rng: np.random.Generator, protocol: str, kind: str, n_per_group: int, k: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One population: group (0 women, 1 men), human values (items x k), detector values."""
+    """One population: group (0 women, 1 men; questions: three groups), human values (items x
+    k), detector values."""
+    if protocol == "questions":
+        group = np.arange(2 * n_per_group) % 3
+        shares = rng.dirichlet(np.ones(k), 3)
+        answer = np.array([rng.choice(k, p=shares[g]) for g in group])
+        return group, np.eye(k)[answer], answers_detector(rng, answer, group, k, kind)
     group = np.repeat([0, 1], n_per_group)
     if protocol in ("objects", "objects_v"):
         rate = rng.uniform(0.2, 2.0, (2, k))
@@ -416,6 +438,14 @@ def generic_estimands(
         coef = ppi_mean.mean_coefficients(np.ones(len(group), dtype=bool))
         est = ppi_mean.estimate_linear(yobs[:, 0], f[:, 0], pi, xi, coef, bounds=(0.0, 1.0), seed=seed)
         return est, float(y[:, 0].mean())
+    if protocol == "questions":
+        entries = [
+            ppi_mean.Entry(yobs[:, 0], f[:, 0], ppi_mean.mean_coefficients(group == g))
+            for g in range(int(group.max()) + 1)
+        ]
+        gap, _ = ppi_mean.estimate_max_gap(entries, pi, xi, seed=seed, draws=1000)
+        shares = [y[group == g, 0].mean() for g in range(int(group.max()) + 1)]
+        return gap, float(max(shares) - min(shares))
     if protocol == "objects_v":
         est, _ = ppi_mean.estimate_cramers_v(group, f, pi, xi, yobs, seed=seed, draws=500)
         truth_v = ppi_mean.cramers_v(np.array([y[group == g].sum(axis=0) for g in (0, 1)]))
@@ -431,13 +461,16 @@ def generic_cell(
     """Coverage, mean widths and λ of one protocol x detector x budget over ``studies`` studies."""
     rng = np.random.default_rng(seed)
     cover = cover_h = width = width_h = lam = eff = 0.0
+    undefined = 0
     for s in range(studies):
         group, y, f = generic_study(rng, protocol, kind, n_per_group, k)
         pi = np.full(len(group), fraction)
         xi = rng.random(len(group)) < pi
         est, truth = generic_estimands(protocol, group, y, f, pi, xi, seed + s)
-        assert est.ci95 is not None
-        assert est.human_only_ci95 is not None
+        if est.ci95 is None or est.human_only_ci95 is None:
+            # Fewer than two labels in a group: the estimate says "undefined", not a number.
+            undefined += 1
+            continue
         cover += est.ci95[0] - 1e-12 <= truth <= est.ci95[1] + 1e-12
         cover_h += est.human_only_ci95[0] - 1e-12 <= truth <= est.human_only_ci95[1] + 1e-12
         width += est.ci95[1] - est.ci95[0]
@@ -448,31 +481,56 @@ def generic_cell(
             if est.effective_labels is not None and np.isfinite(est.effective_labels)
             else 0.0
         )
+    defined = max(1, studies - undefined)
     return {
-        "coverage": cover / studies,
-        "coverage_human": cover_h / studies,
-        "width": width / studies,
-        "width_human": width_h / studies,
+        "coverage": cover / defined,
+        "coverage_human": cover_h / defined,
+        "width": width / defined,
+        "width_human": width_h / defined,
         "ratio": width / width_h if width_h else float("nan"),
-        "lambda": lam / studies,
-        "effective_labels": eff / studies,
+        "lambda": lam / defined,
+        "effective_labels": eff / defined,
+        "undefined": undefined,
     }
 
 
-def run_generic(studies: int, fractions: list[float], seed: int) -> None:
+GENERIC_PROTOCOLS = {"attributes": 15, "pair_change": 1, "questions": 3, "objects": 1, "objects_v": 5}
+
+
+def run_census(seed: int) -> None:
+    """Every item labelled (π = 1): each protocol's headline estimand must be the exact human
+    number with an interval of width 0, whatever the detector."""
+    print("census (every item labelled): estimate - truth, interval width")
+    rng = np.random.default_rng(seed)
+    for protocol, k in GENERIC_PROTOCOLS.items():
+        for kind in GENERIC_DETECTORS:
+            group, y, f = generic_study(rng, protocol, kind, N_PER_GROUP, k)
+            n = len(group)
+            est, truth = generic_estimands(protocol, group, y, f, np.ones(n), np.ones(n, bool), seed)
+            assert est.estimate is not None
+            assert est.ci95 is not None
+            print(
+                f"{protocol:12} {kind:16} {est.estimate - truth:+.1e} {est.ci95[1] - est.ci95[0]:.1e}",
+                flush=True,
+            )
+
+
+def run_generic(studies: int, fractions: list[float], seed: int, only: list[str] | None = None) -> None:
     print(f"--generic: 2 groups x {N_PER_GROUP} items, {studies} studies per cell (metrics.ppi_mean)")
     print(
         f"{'protocol':12} {'detector':16} {'labels':>6} {'cover':>6} {'cover_h':>7} "
-        f"{'width':>7} {'width_h':>7} {'ratio':>6} {'λ':>5} {'eff':>6}"
+        f"{'width':>7} {'width_h':>7} {'ratio':>6} {'λ':>5} {'eff':>6} {'undef':>5}"
     )
-    for protocol, k in (("attributes", 15), ("pair_change", 1), ("objects", 1), ("objects_v", 5)):
+    for protocol, k in GENERIC_PROTOCOLS.items():
+        if only and protocol not in only:
+            continue
         for kind in GENERIC_DETECTORS:
             for fraction in fractions:
                 row = generic_cell(protocol, kind, fraction, studies, N_PER_GROUP, k, seed)
                 print(
                     f"{protocol:12} {kind:16} {fraction:6.0%} {row['coverage']:6.3f} {row['coverage_human']:7.3f} "
                     f"{row['width']:7.3f} {row['width_human']:7.3f} {row['ratio']:6.2f} "
-                    f"{row['lambda']:5.2f} {row['effective_labels']:6.1f}",
+                    f"{row['lambda']:5.2f} {row['effective_labels']:6.1f} {row['undefined']:5d}",
                     flush=True,
                 )
 
@@ -490,11 +548,23 @@ def main() -> None:
     parser.add_argument("--fractions", default="0.05,0.1,0.2,0.4", help="label fractions for --detectors")
     parser.add_argument("--no-tuning", action="store_true", help="λ = 1 (issue 13's estimator)")
     parser.add_argument(
-        "--generic", action="store_true", help="issue 21: attributes, pair_change and objects estimands"
+        "--generic",
+        action="store_true",
+        help="issue 21: attributes, pair_change, questions and objects estimands",
+    )
+    parser.add_argument("--census", action="store_true", help="issue 21: the census check of every protocol")
+    parser.add_argument(
+        "--protocols",
+        default="",
+        help=f"--generic: only these, comma-separated (of {', '.join(GENERIC_PROTOCOLS)})",
     )
     args = parser.parse_args()
+    if args.census:
+        run_census(args.seed)
+        return
     if args.generic:
-        run_generic(args.studies if args.studies != 300 else 200, [0.05, 0.1, 0.2], args.seed)
+        only = [p for p in args.protocols.split(",") if p]
+        run_generic(args.studies if args.studies != 300 else 200, [0.05, 0.1, 0.2], args.seed, only)
         return
     if args.detectors:
         fractions = [float(x) for x in args.fractions.split(",")]

@@ -180,6 +180,15 @@ class EstimateOutput(serializers.Serializer):
         help_text="Attributes studies: {model: {setting: {gep_score, gep_vector {key}, n_items, n_labelled}}}, "
         "each estimand {estimate, ci95, human_only {estimate, ci95}, detector_only, lambda, effective_labels}.",
     )
+    pair_change = serializers.JSONField(
+        required=False,
+        help_text="Pair-change studies: {model: {domain: {age|gender|skin: estimand + n_items, n_labelled}}}.",
+    )
+    questions = serializers.JSONField(
+        required=False,
+        help_text="Questions studies: {question: {model: {groups: {group: {shares: {answer: estimand}, "
+        "n_items, n_labelled}}, max_gap: {answer: estimand}, n_items, n_labelled}}}.",
+    )
     rounds = serializers.ListField(child=serializers.IntegerField(), required=False)
     warnings = serializers.ListField(child=serializers.CharField(), required=False)
     pending = serializers.JSONField(required=False)
@@ -270,8 +279,8 @@ class EstimateApi(ApiView):
             200: EstimateOutput,
             **error_responses(
                 {
-                    400: "A parameter missing, malformed or given twice; a study that is not a gender "
-                    "study or a detector without predictions in it (codes not_estimable, "
+                    400: "A parameter missing, malformed or given twice; a study whose protocol has no "
+                    "few-label estimate or a detector without predictions in it (codes not_estimable, "
                     "unknown_detector).",
                     403: RESEARCHERS_ONLY,
                     404: UNKNOWN_STUDY,

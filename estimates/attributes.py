@@ -20,16 +20,18 @@ attribute.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
 
+from annotate.models import FinalLabel
 from detectors.models import OutputKind
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
-from estimates.report import EstimateReport, estimand_figures
+from estimates.report import EstimateReport, estimand_figures, frame_strata, inclusion, round_history
+from estimates.selectors import item_outputs as _outputs
 from metrics import gep, ppi_mean
 from reports.analyses.attributes.selectors import final_answers, gep_rows
 from reports.selectors import Scope
@@ -38,28 +40,6 @@ from studies.models import Question, Study
 
 def attribute_keys(study: Study) -> list[str]:
     return list(Question.objects.filter(study=study).order_by("position", "pk").values_list("key", flat=True))
-
-
-def inclusion(frame: sel.Frame) -> tuple[dict[int, float], set[int], bool]:
-    """item id -> π over the complete rounds, the items drawn by them, and whether this is a
-    census (no round, every item labelled)."""
-    usable = frame.usable
-    if not usable:
-        census = bool(frame.items) and all(i.human is not None for i in frame.items)
-        ids = {i.item_id for i in frame.items}
-        return (dict.fromkeys(ids, 1.0), ids, True) if census else ({}, set(), False)
-    not_drawn = dict.fromkeys((i.item_id for i in frame.items), 1.0)
-    drawn: set[int] = set()
-    for state in usable:
-        pool = [p for p in state.pi.values() if 0.0 < p < 1.0]
-        pool_pi = max(pool) if pool else 0.0
-        for item_id in not_drawn:
-            q = state.pi.get(item_id, 0.0)
-            if item_id in drawn and q == 0.0:
-                q = pool_pi
-            not_drawn[item_id] *= 1.0 - q
-        drawn |= state.selected
-    return {i: 1.0 - p for i, p in not_drawn.items()}, drawn, False
 
 
 def _cell(
@@ -109,6 +89,14 @@ class AttributesReport(EstimateReport):
     def title(self) -> str:
         return f"GEP estimated from {self.detector}@{self.version} and sampled labels"
 
+    @classmethod
+    def headline(cls, cells: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return {
+            f"{model} {setting} GEP score": cell["gep_score"]
+            for model, settings in cells.items()
+            for setting, cell in settings.items()
+        }
+
     def rows(self) -> list[list[Any]]:
         out = []
         for model, settings in self.cells.items():
@@ -124,13 +112,15 @@ def attributes_report(
     study: Study, detector: str, *, n_boot: int = 0, seed: int = 0, history: bool = False
 ) -> AttributesReport:
     """The GEP estimate per T2I model and setting (``n_boot`` and ``history`` are the gender
-    estimate's: this one needs no design bootstrap and draws no chart). Raises LookupError when the detector has no
-    ``attributes`` predictions in the study."""
+    estimate's; ``history``: the page's width-against-labels chart, the GEP score per model and
+    setting after each round). Raises LookupError when the detector has no ``attributes``
+    predictions in the study."""
     version = sel.detector_version(study, detector, OutputKind.ATTRIBUTES)
     if version is None:
         raise LookupError(f"detector '{detector}' has no attributes predictions in study '{study.slug}'")
     frame = sel.sampling_frame(study, detector, version, labelled=sel.items_fully_labelled(study))
-    pi, drawn, census = inclusion(frame)
+    strata = frame_strata(frame, attribute_output_codes)
+    pi, drawn, census = inclusion(frame, strata)
     warnings = []
     if not frame.usable and not census:
         warnings.append(
@@ -143,24 +133,70 @@ def attributes_report(
     scope = Scope(study)
     rows = gep_rows(scope, keys=keys, answers=final_answers(scope, keys=keys), detector=detector)
     in_frame = {i.item_id for i in frame.items}
-    cells: dict[str, dict[str, dict[str, Any]]] = {}
-    for model, items in rows.items_by_model.items():
-        for setting in gep.SETTINGS:
-            chosen = [i for i in items if i.setting == setting and i.item_id in in_frame]
-            if chosen:
-                cells.setdefault(model, {})[setting] = _cell(chosen, keys, detector, pi, drawn)
+
+    def cells_for(pi: dict[int, float], drawn: set[int]) -> dict[str, dict[str, dict[str, Any]]]:
+        cells: dict[str, dict[str, dict[str, Any]]] = {}
+        for model, items in rows.items_by_model.items():
+            for setting in gep.SETTINGS:
+                chosen = [i for i in items if i.setting == setting and i.item_id in in_frame]
+                if chosen:
+                    cells.setdefault(model, {})[setting] = _cell(chosen, keys, detector, pi, drawn)
+        return cells
+
+    cells = cells_for(pi, drawn)
     if rows.left_out:
         warnings.append(f"{len(rows.left_out)} item(s) left out: {rows.left_out[0].reason} (first of them).")
     pending = sel.pending_rounds(frame)
     return AttributesReport(
-        study, detector, version, cells, tuple(s.round.number for s in frame.usable), tuple(warnings), pending
+        study,
+        detector,
+        version,
+        cells,
+        tuple(s.round.number for s in frame.usable),
+        tuple(warnings),
+        pending,
+        round_history(frame, cells_for, AttributesReport.headline, strata) if history else (),
     )
+
+
+def attribute_output_codes(study: Study, detector: str, version: str) -> dict[int, Hashable]:
+    """item id -> how many attributes the detector scores 0.5 or more (0, 1, 2, 3+): the
+    stratified design's detector output."""
+    codes: dict[int, Hashable] = {}
+    for item_id, output in _outputs(study, detector, version, OutputKind.ATTRIBUTES):
+        scores = (output or {}).get("scores") or {}
+        codes[item_id] = min(3, sum(1 for v in scores.values() if isinstance(v, (int, float)) and v >= 0.5))
+    return codes
+
+
+def attribute_residuals(study: Study, detector: str, version: str) -> dict[int, float]:
+    """item id -> Σ over its answered attributes of (score - [yes])²: the stratified design's
+    error spread."""
+    answers: dict[int, dict[str, str]] = {}
+    for item_id, key, value in FinalLabel.objects.filter(item__study=study).values_list(
+        "item_id", "question__key", "value"
+    ):
+        answers.setdefault(item_id, {})[key] = value
+    out: dict[int, float] = {}
+    for item_id, output in _outputs(study, detector, version, OutputKind.ATTRIBUTES):
+        scores = (output or {}).get("scores") or {}
+        given = answers.get(item_id, {})
+        terms = [
+            (float(scores[k]) - (1.0 if v == gep.YES else 0.0)) ** 2
+            for k, v in given.items()
+            if isinstance(scores.get(k), (int, float)) and v in (gep.YES, gep.NO)
+        ]
+        if terms:
+            out[item_id] = float(sum(terms))
+    return out
 
 
 ESTIMAND = EstimandProtocol(
     key="attributes",
     output_kind=OutputKind.ATTRIBUTES.value,
-    designs=(Design.UNIFORM.value,),
+    designs=(Design.UNIFORM.value, Design.STRATIFIED.value),
     report=attributes_report,
     labelled=sel.items_fully_labelled,
+    output_codes=attribute_output_codes,
+    residuals=attribute_residuals,
 )

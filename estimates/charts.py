@@ -1,5 +1,6 @@
-"""The estimate page's plot: width of the 95 % interval of the model bias score against the
-labels spent, round by round, for the prediction-powered estimate and the human labels alone.
+"""The estimate page's plot: width of the 95 % interval of a protocol's headline numbers (the
+model bias score, the GEP score, Cramér's V, ...) against the labels spent, round by round, for
+the prediction-powered estimate and the human labels alone.
 
 matplotlib is imported inside the function (Django start-up and tests that draw nothing stay
 light), on a bare ``Figure`` with the Agg canvas (no pyplot state), with fixed SVG ids and no
@@ -11,6 +12,7 @@ from __future__ import annotations
 import base64
 import io
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from estimates.selectors import ModelEstimate
@@ -29,35 +31,59 @@ RC: dict[RcKeyType, Any] = {
 }
 
 
+@dataclass(frozen=True)
+class Series:
+    """One line pair of the chart: ``points`` are (labels spent, width with the detector, width
+    with labels alone) after each complete round; a width is None where undefined."""
+
+    name: str
+    points: tuple[tuple[int, float | None, float | None], ...]
+
+
 def width_chart_svg(models: Sequence[ModelEstimate]) -> bytes | None:
-    """SVG of interval width (y) against labels spent (x) per T2I model; solid lines for the
-    prediction-powered interval, dashed for the human-only one. None when no model has a
-    complete round."""
-    if not any(m.history for m in models):
+    """The gender chart: one line pair per T2I model (its model bias score)."""
+    return series_width_chart_svg(
+        [
+            Series(m.t2i_model, tuple((p.labels, p.width, p.width_human) for p in m.history))
+            for m in models
+            if m.history
+        ]
+    )
+
+
+def series_width_chart_svg(series: Sequence[Series]) -> bytes | None:
+    """SVG of interval width (y) against labels spent (x) per series; solid lines for the
+    prediction-powered interval, dashed for the human-only one. None when no series has a
+    point."""
+    drawn = [s for s in series if s.points]
+    if not drawn:
         return None
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    nan = float("nan")
     with matplotlib.rc_context(RC):
         fig = Figure(figsize=(6.0, 3.2), layout="constrained")
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
-        for index, model in enumerate(m for m in models if m.history):
+        for index, line in enumerate(drawn):
             colour = PALETTE[index % len(PALETTE)]
-            labels = [p.labels for p in model.history]
-            ppi_width = [p.width if p.width is not None else float("nan") for p in model.history]
-            human = [p.width_human if p.width_human is not None else float("nan") for p in model.history]
+            labels = [p[0] for p in line.points]
             ax.plot(
-                labels, ppi_width, marker="o", color=colour, label=f"{model.t2i_model}: detector + labels"
+                labels,
+                [nan if p[1] is None else p[1] for p in line.points],
+                marker="o",
+                color=colour,
+                label=f"{line.name}: detector + labels",
             )
             ax.plot(
                 labels,
-                human,
+                [nan if p[2] is None else p[2] for p in line.points],
                 marker="s",
                 linestyle="--",
                 color=colour,
-                label=f"{model.t2i_model}: labels only",
+                label=f"{line.name}: labels only",
             )
         ax.set_xlabel("Labels spent (after each round)")
         ax.set_ylabel("Width of the 95 % interval")

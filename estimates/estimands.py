@@ -10,7 +10,7 @@ of an unregistered protocol gets a clear refusal that lists the registered ones.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Protocol
@@ -43,13 +43,20 @@ class EstimandProtocol:
     """A protocol's few-label estimate. ``labelled(study)`` gives the ids of the items whose
     final labels the estimate reads are all there, or None to use the gender frame's own
     reading of the ``gender`` question; ``report(study, detector, n_boot=, seed=)`` builds the
-    estimate (raises LookupError when the detector has no predictions of ``output_kind``)."""
+    estimate (raises LookupError when the detector has no predictions of ``output_kind``).
+    ``output_codes(study, detector, version)`` (the stratified design of a protocol other than
+    gender): item id -> a small code of the detector's output, the strata being T2I model x
+    prompt x code; ``residuals(study, detector, version)``: item id -> the squared difference
+    between the detector's output and the final labels, for the labelled items (the spread per
+    code that Neyman allocation weighs)."""
 
     key: str
     output_kind: str
     designs: tuple[str, ...]
     report: Callable[..., Report]
     labelled: Callable[[Study], frozenset[int]] | None = None
+    output_codes: Callable[[Study, str, str], dict[int, Hashable]] | None = None
+    residuals: Callable[[Study, str, str], dict[int, float]] | None = None
 
 
 #: protocol key -> the module whose ``ESTIMAND`` is its few-label estimate, imported on first use
@@ -59,6 +66,8 @@ ESTIMANDS: dict[str, str] = {
     "gender": "estimates.gender",
     "attributes": "estimates.attributes",
     "pair_change": "estimates.pair_change",
+    "questions": "protocols.questions.estimates",
+    "objects": "estimates.objects",
 }
 
 

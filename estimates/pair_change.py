@@ -13,7 +13,7 @@ detectors could not measure. Power tuning weighs it (λ) against the labels.
 The round's detector names the series (its version keys the rounds); the measurements
 themselves come from each attribute's source as the pair-change report picks them
 (``detectors.sampling.measurement_sources``: the study's ``measure`` parameter or the only
-candidate). π as for attributes (``estimates.attributes.inclusion``).
+candidate). π as for attributes (``estimates.report.inclusion``).
 """
 
 from __future__ import annotations
@@ -26,10 +26,9 @@ from annotate.models import FinalLabel
 from detectors.models import OutputKind
 from detectors.sampling import MeasureSourceError, pair_measurements, study_thresholds
 from estimates import selectors as sel
-from estimates.attributes import inclusion
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
-from estimates.report import EstimateReport, estimand_figures
+from estimates.report import EstimateReport, estimand_figures, inclusion, round_history
 from metrics import pair_change as pc
 from metrics import ppi_mean
 from reports.analyses.pair_change.selectors import QuestionMismatch, human_labels
@@ -61,6 +60,15 @@ class PairChangeReport(EstimateReport):
     def title(self) -> str:
         return f"Changed pairs estimated from the measurements and sampled labels ({self.detector}@{self.version})"
 
+    @classmethod
+    def headline(cls, cells: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return {
+            f"{model} {domain} {attribute}": est
+            for model, domains in cells.items()
+            for domain, attributes in domains.items()
+            for attribute, est in attributes.items()
+        }
+
     def rows(self) -> list[list[Any]]:
         out = []
         for model, domains in self.cells.items():
@@ -74,8 +82,8 @@ class PairChangeReport(EstimateReport):
 def pair_change_report(
     study: Study, detector: str, *, n_boot: int = 0, seed: int = 0, history: bool = False
 ) -> PairChangeReport:
-    """The changed-pair shares per T2I model, domain and attribute (``n_boot`` and ``history``
-    are the gender estimate's). Raises LookupError when the detector has no measurements in
+    """The changed-pair shares per T2I model, domain and attribute (``n_boot`` is the gender
+    estimate's; ``history``: the page's chart). Raises LookupError when the detector has no measurements in
     the study, or the study's questions or measurements cannot be read (with the reason)."""
     version = sel.detector_version(study, detector, OutputKind.MEASUREMENTS)
     if version is None:
@@ -115,12 +123,39 @@ def pair_change_report(
         .values_list("pk", "t2i_model", "prompt__category")
         if row[0] in in_frame
     ]
-    cells: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
     ids = np.array([row[0] for row in items])
     models = np.array([row[1] for row in items], dtype=object)
     domains = np.array([row[2] or "" for row in items], dtype=object)
-    p = np.array([pi.get(int(i), 0.0) for i in ids])
-    sampled = np.array([int(i) in drawn for i in ids], dtype=bool) & (p > 0)
+
+    def cells_for(pi: dict[int, float], drawn: set[int]) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
+        p = np.array([pi.get(int(i), 0.0) for i in ids])
+        sampled = np.array([int(i) in drawn for i in ids], dtype=bool) & (p > 0)
+        return _cells(ids, models, domains, answers, scores, p, sampled)
+
+    cells = cells_for(pi, drawn)
+    pending = sel.pending_rounds(frame)
+    return PairChangeReport(
+        study,
+        detector,
+        version,
+        cells,
+        tuple(s.round.number for s in frame.usable),
+        tuple(warnings),
+        pending,
+        round_history(frame, cells_for, PairChangeReport.headline) if history else (),
+    )
+
+
+def _cells(
+    ids: np.ndarray,
+    models: np.ndarray,
+    domains: np.ndarray,
+    answers: dict[tuple[int, str], str],
+    scores: dict[int, pc.PairScore],
+    p: np.ndarray,
+    sampled: np.ndarray,
+) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
+    cells: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
     for model in dict.fromkeys(models):
         for domain in dict.fromkeys(domains[models == model]):
             mask = (models == model) & (domains == domain)
@@ -137,10 +172,7 @@ def pair_change_report(
                     "n_items": int(mask.sum()),
                     "n_labelled": int((xi & mask).sum()),
                 }
-    pending = sel.pending_rounds(frame)
-    return PairChangeReport(
-        study, detector, version, cells, tuple(s.round.number for s in frame.usable), tuple(warnings), pending
-    )
+    return cells
 
 
 ESTIMAND = EstimandProtocol(

@@ -1,13 +1,18 @@
 """What every protocol's few-label estimate report shares (``estimates.attributes``,
-``estimates.pair_change``): its JSON, CSV, Markdown and page context, and how one estimand's
-figures are written in a row. A protocol's report adds its cells' layout (``rows``) and its
-table's title and caption."""
+``estimates.pair_change``, ``estimates.objects``, ``protocols.questions.estimates``): the
+inclusion probabilities over a series of rounds, its JSON, CSV, Markdown and page context (with
+the width-against-labels chart, ``round_history``), and how one estimand's figures are written
+in a row. A protocol's report adds its cells' layout (``rows``), its headline numbers
+(``headline``: the chart's lines) and its table's title and caption."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
+from estimates import selectors as sel
+from estimates.charts import Series, data_uri, series_width_chart_svg
 from reports import render
 from reports.tables import Cell, Column, Table
 from studies.models import Study
@@ -24,6 +29,96 @@ FIGURES = (
     "n_labelled",
     "n_items",
 )
+
+
+def inclusion(
+    frame: sel.Frame, strata: dict[int, Hashable] | None = None
+) -> tuple[dict[int, float], set[int], bool]:
+    """item id -> π over the complete rounds, the items drawn by them, and whether this is a
+    census (no round, every item labelled).
+
+    π of an item is 1 - Π_k (1 - q_k), q_k the probability round k gave it -- or, for an item an
+    earlier round drew (stored as 0), the probability round k gave the undrawn items of its
+    stratum (``strata``: item id -> T2I model x prompt x detector output code, the stratified
+    design's; under the uniform design every undrawn item had the same)."""
+    usable = frame.usable
+    if not usable:
+        census = bool(frame.items) and all(i.human is not None for i in frame.items)
+        ids = {i.item_id for i in frame.items}
+        return (dict.fromkeys(ids, 1.0), ids, True) if census else ({}, set(), False)
+    key_of = {i.item_id: (i.t2i_model, i.prompt_id, (strata or {}).get(i.item_id)) for i in frame.items}
+    not_drawn = dict.fromkeys((i.item_id for i in frame.items), 1.0)
+    drawn: set[int] = set()
+    for state in usable:
+        pool = [p for p in state.pi.values() if 0.0 < p < 1.0]
+        pool_pi = max(pool) if pool else 0.0
+        by_stratum: dict[Hashable, float] = {}
+        if strata is not None:
+            for item_id, p in state.pi.items():
+                if 0.0 < p < 1.0 and item_id in key_of:
+                    key = key_of[item_id]
+                    by_stratum[key] = max(by_stratum.get(key, 0.0), p)
+        for item_id in not_drawn:
+            q = state.pi.get(item_id, 0.0)
+            if item_id in drawn and q == 0.0:
+                q = by_stratum.get(key_of[item_id], pool_pi)
+            not_drawn[item_id] *= 1.0 - q
+        drawn |= state.selected
+    return {i: 1.0 - p for i, p in not_drawn.items()}, drawn, False
+
+
+def frame_strata(
+    frame: sel.Frame, output_codes: Callable[[Study, str, str], dict[int, Hashable]]
+) -> dict[int, Hashable] | None:
+    """The detector output codes ``inclusion`` needs when a round of the series is stratified;
+    None otherwise (no query)."""
+    if not any(state.round.design == "stratified" for state in frame.rounds):
+        return None
+    return output_codes(frame.study, frame.detector, frame.version)
+
+
+#: The most headline numbers the chart draws one line each for; beyond it, their mean width.
+CHART_LINES = 4
+
+
+def _width(ci: list[float] | None) -> float | None:
+    return None if ci is None else float(ci[1] - ci[0])
+
+
+def round_history(
+    frame: sel.Frame,
+    cells_for: Callable[[dict[int, float], set[int]], Any],
+    headline: Callable[[Any], dict[str, dict[str, Any]]],
+    strata: dict[int, Hashable] | None = None,
+) -> tuple[Series, ...]:
+    """The chart's lines: per headline number, its interval width (and the labels-only one)
+    after each complete round, the estimate recomputed on the first k rounds' draws (π over
+    those rounds only: a valid estimate of its own). ``cells_for(pi, drawn)`` builds a report's
+    cells; ``headline(cells)`` names its headline estimands. More than ``CHART_LINES`` numbers
+    draw one line, their mean width."""
+    points: dict[str, list[tuple[int, float | None, float | None]]] = {}
+    for k in range(1, len(frame.usable) + 1):
+        pi, drawn, _ = inclusion(replace(frame, rounds=frame.usable[:k]), strata)
+        named = headline(cells_for(pi, drawn))
+        for name, est in named.items():
+            points.setdefault(name, []).append(
+                (len(drawn), _width(est["ci95"]), _width(est["human_only"]["ci95"]))
+            )
+    if len(points) <= CHART_LINES:
+        return tuple(Series(name, tuple(p)) for name, p in points.items())
+    merged = []
+    for k in range(len(frame.usable)):
+        rows = [p[k] for p in points.values() if len(p) > k]
+        widths = [w for _, w, _ in rows if w is not None]
+        human = [h for _, _, h in rows if h is not None]
+        merged.append(
+            (
+                rows[0][0],
+                sum(widths) / len(widths) if widths else None,
+                sum(human) / len(human) if human else None,
+            )
+        )
+    return (Series(f"mean of {len(points)} numbers", tuple(merged)),)
 
 
 def fmt_number(value: float | None, digits: int = 3) -> str:
@@ -59,6 +154,8 @@ class EstimateReport:
     rounds: tuple[int, ...]
     warnings: tuple[str, ...] = ()
     pending: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    #: The width-against-labels chart's lines (``round_history``), when asked for.
+    history: tuple[Series, ...] = ()
 
     #: The JSON key of the cells (the protocol's key, where ``bias_report`` puts the same numbers).
     CELLS_KEY: ClassVar[str] = ""
@@ -74,6 +171,11 @@ class EstimateReport:
         return (*self.KEYS, *FIGURES)
 
     def title(self) -> str:
+        raise NotImplementedError
+
+    @classmethod
+    def headline(cls, cells: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """The report's headline numbers by name (the chart's lines)."""
         raise NotImplementedError
 
     def rows(self) -> list[list[Any]]:
@@ -121,7 +223,13 @@ class EstimateReport:
         return {
             "estimate": self,
             "table": self.table(),
-            "chart_src": None,
+            "chart_src": data_uri(svg) if (svg := series_width_chart_svg(self.history)) else None,
+            "chart_alt": (
+                "Line chart: width of the 95 % interval of "
+                + ", ".join(s.name for s in self.history)
+                + " against the labels spent after each round, with detector and labels (solid) and "
+                "labels alone (dashed)"
+            ),
             "pending": list(self.pending),
             "prompt_tables": [],
             "warnings": list(self.warnings),

@@ -595,3 +595,26 @@ def export_rows(study: Study, *, labelled_items: frozenset[int] | None = None) -
             }
         )
     return rows
+
+
+def item_outputs(study: Study, detector: str, version: str, kind: str) -> list[tuple[int, Any]]:
+    """(item id, output) of the detector's ok predictions of ``kind`` at ``version`` on the
+    study's item images: what a protocol's stratified design reads its detector output codes
+    from (issue 21). Two queries, the predictions streamed."""
+    item_of: dict[int, list[int]] = defaultdict(list)
+    for image_id, item_id in _study_images(study).values_list("image_id", "item_id"):
+        item_of[image_id].append(item_id)
+    out: list[tuple[int, Any]] = []
+    for image_id, output in (
+        Prediction.objects.filter(
+            kind=kind,
+            detector=detector,
+            version=version,
+            status=PredictionStatus.OK,
+            image_id__in=_study_images(study).values("image_id"),
+        )
+        .values_list("image_id", "output")
+        .iterator(chunk_size=2000)
+    ):
+        out.extend((item_id, output) for item_id in item_of.get(image_id, ()))
+    return out

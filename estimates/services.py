@@ -15,7 +15,8 @@ drawn), fixed before the draw:
   round of another detector version): including them with certainty costs no label and uses
   what people did, without assuming those labels were random;
 * for the rest — the *unlabelled pool* — ``metrics.ppi``'s uniform or active design, or
-  ``metrics.stratified``'s (prompt x detector output, Neyman allocation), summing to the budget.
+  ``metrics.stratified``'s (prompt x detector output, Neyman allocation; a protocol other than
+  gender: its ``output_codes`` and ``residuals``), summing to the budget.
 
 The draw itself is ``metrics.ppi.draw_bernoulli`` over the frame in item-id order, so the same
 frame, π and seed give the same selection.
@@ -153,6 +154,26 @@ def sampling_round_create(
             prompt_keys, data.f, data.y, data.xi, data.pi, detector_outputs=data.outputs
         )
         pi = ppi.inclusion_probabilities_active(data.outputs, prompt_keys, model, budget, eligible=pool)
+    elif design == Design.STRATIFIED and spec.output_codes is not None:
+        # Another protocol than gender: strata of T2I model x prompt x the detector's output
+        # code; Neyman allocation from the spread of the detector's errors per code in the
+        # earlier rounds' labels (each weighted 1/π), proportional before the first round.
+        codes = spec.output_codes(study, detector, version)
+        strata: list[Hashable] = [(i.t2i_model, i.prompt_id, codes.get(i.item_id)) for i in items]
+        spread: dict[Hashable, float] | None = None
+        if frame.rounds and spec.residuals is not None:
+            residuals = spec.residuals(study, detector, version)
+            seen: list[tuple[Hashable, float, float]] = []
+            for state in frame.rounds:
+                for item_id in state.selected:
+                    p = state.pi.get(item_id, 0.0)
+                    if item_id in residuals and p > 0:
+                        seen.append((codes.get(item_id), residuals[item_id], 1.0 / p))
+            by_code = stratified.residual_spread(
+                [c for c, _, _ in seen], [r for _, r, _ in seen], [w for _, _, w in seen]
+            )
+            spread = {key: by_code.get(key[2], 1.0) for key in strata}  # type: ignore[index]
+        pi = stratified.inclusion_probabilities_stratified(strata, budget, spread=spread, eligible=pool)
     elif design == Design.STRATIFIED:
         pi = _stratified(items, frame.rounds, budget, pool)
     else:

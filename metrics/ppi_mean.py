@@ -37,8 +37,11 @@ clipped to [0, 1] (α refitted given the clipped λ). To keep the interval valid
 other folds' labels only, so g_i never sees Y_i. A useless detector gets λ ≈ 0 and the estimate
 is labels-only; a good one gets λ ≈ 1. ``effective_labels`` = labels × V̂(labels only) / V̂.
 
-Interval: θ̂ ± t_{0.975, ν} √V̂ with ν the Satterthwaite degrees of freedom of V̂'s per-item
-terms, (Σ v_i)² / Σ v_i² - 1 (at least 1): with ten labels a normal quantile undercovers.
+Interval: θ̂ ± t_{0.975, ν} √V̂ with ν the Satterthwaite degrees of freedom of the labels-only
+fit's per-item terms, (Σ v_i)² / Σ v_i² - 1 (at least 1): with ten labels a normal quantile
+undercovers, and a rare "yes" (skewed values) needs a larger quantile still. The tuned fit uses
+the labels-only ν too (``_floored``). The labels-only variance is floored at Agresti-Coull's for
+values in [0, 1] (``_binary_floor``): a sample of all-equal labels does not give width 0.
 
 The GEP score (mean absolute entry)
 -----------------------------------
@@ -121,6 +124,14 @@ class Linear:
     c: np.ndarray
     lam: float
     n_labelled: int
+    #: The degrees of freedom to use instead of this fit's own (``_floored``: the labels-only fit's).
+    df_of: float | None = None
+    #: Labels only: the contributions before ``_binary_floor`` (what the pooled df are read from).
+    c_raw: np.ndarray | None = None
+
+    @property
+    def c_df(self) -> np.ndarray:
+        return self.c if self.c_raw is None else self.c_raw
 
     @property
     def variance(self) -> float:
@@ -128,7 +139,7 @@ class Linear:
 
     @property
     def df(self) -> float:
-        return _satterthwaite(self.c**2)
+        return self.df_of if self.df_of is not None else _satterthwaite(self.c**2)
 
 
 def _satterthwaite(v: np.ndarray) -> float:
@@ -238,7 +249,47 @@ def linear_estimate(
     r = np.where(labelled, yl - g, 0.0)
     theta = float(np.sum(a * (g + np.where(labelled, r / safe_pi, 0.0))))
     c = np.where(labelled, a * r * np.sqrt((1.0 - safe_pi) / safe_pi**2), 0.0)
-    return Linear(theta, c, float(np.mean(lams)) if use_detector else 0.0, int(labelled.sum()))
+    if use_detector:
+        return Linear(theta, c, float(np.mean(lams)), int(labelled.sum()))
+    # Labels only: the degrees of freedom come from the observed residuals (how skewed the
+    # human values are), the variance is floored (``_binary_floor``).
+    floored = _binary_floor(c, yl, labelled, a, safe_pi, g_ids, n_groups)
+    return Linear(theta, floored, 0.0, int(labelled.sum()), df_of=_satterthwaite(c**2), c_raw=c)
+
+
+def _binary_floor(
+    c: np.ndarray,
+    y: np.ndarray,
+    labelled: np.ndarray,
+    a: np.ndarray,
+    pi: np.ndarray,
+    groups: np.ndarray,
+    n_groups: int,
+) -> np.ndarray:
+    """The labels-only contributions, each intercept group's variance raised to at least the
+    Agresti-Coull one when its labelled values lie in [0, 1] (a share, a yes/no, a count that is
+    0 or 1): every labelled residual² becomes p̃(1 - p̃), p̃ = (Σ y + 2) / (n + 4), where that
+    is larger than the group's observed variance.
+
+    Why: with few labels a share's sampled values are often all equal (no "yes" among 7 labels
+    of a 10 % answer): V̂ = 0, an interval of width 0 around a wrong number -- and the tuned
+    estimate, whose variance floor is this one's (``_floored``), inherits it (coverage 0.91 of
+    the questions' max_gap with a good detector before this). Agresti-Coull is the textbook
+    repair of the Wald interval of a proportion; it widens nothing where labels vary enough."""
+    if not labelled.any() or np.any((y[labelled] < 0) | (y[labelled] > 1)):
+        return c
+    out = c.copy()
+    unit = np.where(labelled, a * np.sqrt((1.0 - pi) / pi**2), 0.0)
+    for k in range(n_groups):
+        here = labelled & (groups == k)
+        n = int(here.sum())
+        if n == 0:
+            continue
+        p = (float(y[here].sum()) + 2.0) / (n + 4.0)
+        floor = unit[here] ** 2 * p * (1.0 - p)
+        if float(floor.sum()) > float(np.sum(c[here] ** 2)):
+            out[here] = unit[here] * np.sqrt(p * (1.0 - p))
+    return out
 
 
 def _floored(tuned: Linear, human: Linear) -> Linear:
@@ -255,7 +306,12 @@ def _floored(tuned: Linear, human: Linear) -> Linear:
     if n == 0:
         return tuned
     c = np.concatenate([tuned.c * np.sqrt(n / (n + 1.0)), human.c * np.sqrt(1.0 / (n + 1.0))])
-    return Linear(tuned.estimate, c, tuned.lam, n)
+    # The degrees of freedom are the labels-only fit's: they measure how skewed the human values
+    # are (a rare "yes" makes the t interval of a share too short), which is what the t quantile
+    # must answer for. The tuned residuals' own Satterthwaite df collapse to ~1 whenever one
+    # sampled detector error dominates them, which made a good detector's interval needlessly
+    # wide (0.56-0.65 of labels-only where its variance says 0.3).
+    return Linear(tuned.estimate, c, tuned.lam, n, df_of=human.df)
 
 
 def _reachable(pi: np.ndarray, xi: np.ndarray, a: np.ndarray) -> bool:
@@ -363,20 +419,6 @@ def estimate_difference(
     return estimate_linear(y, f, pi, xi, a, bounds=bounds, folds=folds, seed=seed)
 
 
-def _l1_quantile(cs: list[np.ndarray], df: float, draws: int, seed: int) -> float:
-    """95 % quantile of (1/K) Σ|e_k|, e ~ multivariate t(Σ = C Cᵀ, df), C's rows the c vectors."""
-    if not cs:
-        return 0.0
-    c = np.vstack(cs)  # K x N: e = C z / sqrt(chi2/df) has covariance C Cᵀ
-    if not np.any(c):
-        return 0.0
-    rng = np.random.default_rng(seed)
-    z = rng.standard_normal((c.shape[1], draws))
-    scale = np.sqrt(rng.chisquare(df, draws) / df)
-    e = (c @ z) / scale
-    return float(np.quantile(np.mean(np.abs(e), axis=0), 0.95))
-
-
 @dataclass(frozen=True)
 class Entry:
     """One entry of a vector estimand: human values, detector values, coefficients (NaN-free
@@ -390,6 +432,124 @@ class Entry:
     xi: np.ndarray | None = None
 
 
+def _entry_fits(
+    entries: Sequence[Entry],
+    pi: np.ndarray,
+    xi: np.ndarray,
+    bounds: tuple[float, float],
+    folds: int,
+    seed: int,
+) -> tuple[list[Estimand], list[Linear], list[Linear], list[float]]:
+    """Each entry's own estimand, and (when every defined entry is estimable) the tuned and
+    labels-only fits and detector values of the defined entries, in order."""
+    singles: list[Estimand] = []
+    tuned_fits: list[Linear] = []
+    human_fits: list[Linear] = []
+    detector: list[float] = []
+    for entry in entries:
+        if not np.any(entry.coef != 0):
+            singles.append(UNDEFINED)
+            continue
+        x = xi if entry.xi is None else np.asarray(entry.xi, dtype=bool)
+        if not _reachable(pi, x, entry.coef):
+            singles.append(_detector_only(entry.f, entry.coef))
+            continue
+        human = linear_estimate(entry.y, None, pi, x, entry.coef, use_detector=False, folds=folds, seed=seed)
+        tuned = (
+            _floored(linear_estimate(entry.y, entry.f, pi, x, entry.coef, folds=folds, seed=seed), human)
+            if entry.f is not None
+            else human
+        )
+        human_fits.append(human)
+        tuned_fits.append(tuned)
+        if entry.f is not None:
+            detector.append(float(np.sum(entry.coef * entry.f)))
+        singles.append(
+            Estimand(
+                estimate=tuned.estimate,
+                ci95=_t_interval(tuned, *bounds),
+                human_only_estimate=human.estimate,
+                human_only_ci95=_t_interval(human, *bounds),
+                detector_only=None if entry.f is None else detector[-1],
+                lam=tuned.lam,
+                effective_labels=_effective(tuned.n_labelled, human.variance, tuned.variance),
+                n_items=int(np.sum(entry.coef != 0)),
+                n_labelled=tuned.n_labelled,
+            )
+        )
+    return singles, tuned_fits, human_fits, detector
+
+
+def _error_quantile(cs: list[np.ndarray], df: float, draws: int, seed: int, bound: Any) -> float:
+    """95 % quantile of ``bound(e)`` (e: K x draws), e ~ multivariate t(Σ = C Cᵀ, df), C's rows
+    the c vectors."""
+    if not cs:
+        return 0.0
+    c = np.vstack(cs)  # K x N: e = C z / sqrt(chi2/df) has covariance C Cᵀ
+    if not np.any(c):
+        return 0.0
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((c.shape[1], draws))
+    scale = np.sqrt(rng.chisquare(df, draws) / df)
+    e = (c @ z) / scale
+    return float(np.quantile(bound(e), 0.95))
+
+
+def _bounded_functional(
+    entries: Sequence[Entry],
+    pi: Sequence[float] | np.ndarray,
+    xi: Sequence[bool] | np.ndarray,
+    *,
+    value: Any,
+    bound: Any,
+    entry_bounds: tuple[float, float],
+    folds: int,
+    seed: int,
+    draws: int,
+) -> tuple[Estimand, list[Estimand]]:
+    """A functional ``value`` of the entries (mean |d_k|, max - min) whose error is at most
+    ``bound(e)`` of the entries' errors e whatever the truth (a Lipschitz bound), and each entry.
+    The interval is [value(d̂) - q, value(d̂) + q] (clipped to [0, 1]), q the 95 % quantile of
+    ``bound`` under the entries' estimated joint distribution (see the module docstring)."""
+    pi_ = np.asarray(pi, dtype=float)
+    xi_ = np.asarray(xi, dtype=bool)
+    singles, tuned_fits, human_fits, detector = _entry_fits(entries, pi_, xi_, entry_bounds, folds, seed)
+    n_defined = sum(1 for e in entries if np.any(e.coef != 0))
+    if len(tuned_fits) < n_defined or not tuned_fits:
+        # An entry the design cannot estimate leaves the functional undefined, not one of fewer.
+        defined = [s.detector_only for s in singles if s.detector_only is not None]
+        detector_value = (
+            float(value(np.array(defined))) if defined and len(defined) == n_defined and n_defined else None
+        )
+        return Estimand(None, None, None, None, detector_value, None, None), singles
+
+    # One Satterthwaite df for the pooled per-item terms of the labels-only fits (the entries
+    # share items, and the smallest entry's df would make the t quantile explode for no reason;
+    # labels-only, for both intervals, as ``_floored`` explains).
+    df = _satterthwaite(np.concatenate([fit.c_df**2 for fit in human_fits]))
+
+    def interval(fits: list[Linear]) -> tuple[float, tuple[float, float], float]:
+        s = float(value(np.array([fit.estimate for fit in fits])))
+        q = _error_quantile([fit.c for fit in fits], df, draws, seed, bound)
+        return s, (max(0.0, s - q), min(1.0, s + q)), sum(fit.variance for fit in fits)
+
+    s_t, ci_t, v_t = interval(tuned_fits)
+    s_h, ci_h, v_h = interval(human_fits)
+    n_lab = max(fit.n_labelled for fit in tuned_fits)
+    total = Estimand(
+        estimate=s_t,
+        ci95=ci_t,
+        human_only_estimate=s_h,
+        human_only_ci95=ci_h,
+        detector_only=float(value(np.array(detector))) if len(detector) == len(tuned_fits) else None,
+        lam=float(np.mean([fit.lam for fit in tuned_fits])),
+        effective_labels=_effective(n_lab, v_h, v_t),
+        n_items=int(np.sum(np.any(np.vstack([e.coef for e in entries]) != 0, axis=0))),
+        n_labelled=n_lab,
+    )
+    return total, singles
+
+
 def estimate_mean_abs(
     entries: Sequence[Entry],
     pi: Sequence[float] | np.ndarray,
@@ -401,76 +561,48 @@ def estimate_mean_abs(
 ) -> tuple[Estimand, list[Estimand]]:
     """The GEP score S = mean_k |d_k| over the defined entries, and each entry d_k, in issue
     21's shape. The score's interval is the triangle-inequality bound of the module docstring."""
-    pi_ = np.asarray(pi, dtype=float)
-    xi_ = np.asarray(xi, dtype=bool)
-    singles: list[Estimand] = []
-    tuned_fits: list[Linear] = []
-    human_fits: list[Linear] = []
-    detector: list[float] = []
-    for entry in entries:
-        if not np.any(entry.coef != 0):
-            singles.append(UNDEFINED)
-            continue
-        x = xi_ if entry.xi is None else np.asarray(entry.xi, dtype=bool)
-        if not _reachable(pi_, x, entry.coef):
-            singles.append(_detector_only(entry.f, entry.coef))
-            continue
-        human = linear_estimate(entry.y, None, pi_, x, entry.coef, use_detector=False, folds=folds, seed=seed)
-        tuned = (
-            _floored(linear_estimate(entry.y, entry.f, pi_, x, entry.coef, folds=folds, seed=seed), human)
-            if entry.f is not None
-            else human
-        )
-        human_fits.append(human)
-        tuned_fits.append(tuned)
-        if entry.f is not None:
-            detector.append(float(np.sum(entry.coef * entry.f)))
-        singles.append(
-            Estimand(
-                estimate=tuned.estimate,
-                ci95=_t_interval(tuned, -1.0, 1.0),
-                human_only_estimate=human.estimate,
-                human_only_ci95=_t_interval(human, -1.0, 1.0),
-                detector_only=None if entry.f is None else detector[-1],
-                lam=tuned.lam,
-                effective_labels=_effective(tuned.n_labelled, human.variance, tuned.variance),
-                n_items=int(np.sum(entry.coef != 0)),
-                n_labelled=tuned.n_labelled,
-            )
-        )
-    if len(tuned_fits) < sum(1 for e in entries if np.any(e.coef != 0)):
-        # An entry the design cannot estimate leaves the score undefined, not a mean of fewer.
-        defined = [s.detector_only for s in singles if s.detector_only is not None]
-        detector_score = (
-            float(np.mean(np.abs(defined)))
-            if defined and len(defined) == len([e for e in entries if np.any(e.coef != 0)])
-            else None
-        )
-        return Estimand(None, None, None, None, detector_score, None, None), singles
-
-    def score(fits: list[Linear]) -> tuple[float, tuple[float, float], float]:
-        s = float(np.mean([abs(fit.estimate) for fit in fits]))
-        # One Satterthwaite df for the pooled per-item terms: the entries share items, and the
-        # smallest entry's df would make the t quantile explode for no reason.
-        df = _satterthwaite(np.concatenate([fit.c**2 for fit in fits]))
-        q = _l1_quantile([fit.c for fit in fits], df, draws, seed)
-        return s, (max(0.0, s - q), min(1.0, s + q)), sum(fit.variance for fit in fits)
-
-    s_t, ci_t, v_t = score(tuned_fits)
-    s_h, ci_h, v_h = score(human_fits)
-    n_lab = max(fit.n_labelled for fit in tuned_fits)
-    total = Estimand(
-        estimate=s_t,
-        ci95=ci_t,
-        human_only_estimate=s_h,
-        human_only_ci95=ci_h,
-        detector_only=float(np.mean(np.abs(detector))) if len(detector) == len(tuned_fits) else None,
-        lam=float(np.mean([fit.lam for fit in tuned_fits])),
-        effective_labels=_effective(n_lab, v_h, v_t),
-        n_items=int(np.sum(np.any(np.vstack([e.coef for e in entries]) != 0, axis=0))),
-        n_labelled=n_lab,
+    return _bounded_functional(
+        entries,
+        pi,
+        xi,
+        value=lambda d: np.mean(np.abs(d)),
+        bound=lambda e: np.mean(np.abs(e), axis=0),
+        entry_bounds=(-1.0, 1.0),
+        folds=folds,
+        seed=seed,
+        draws=draws,
     )
-    return total, singles
+
+
+def estimate_max_gap(
+    entries: Sequence[Entry],
+    pi: Sequence[float] | np.ndarray,
+    xi: Sequence[bool] | np.ndarray,
+    *,
+    folds: int = FOLDS,
+    seed: int = 0,
+    draws: int = 4000,
+) -> tuple[Estimand, list[Estimand]]:
+    """The largest gap between groups' shares, G = max_g s_g - min_g s_g (the questions
+    protocol's ``max_gap``), and each group's share s_g (an entry: a mean over the group's
+    items), in issue 21's shape.
+
+    G is not linear; like the GEP score its interval rests on a bound that holds whatever the
+    true shares are: max(s + e) <= max s + max e and min(s + e) >= min s + min e, so
+    |G(ŝ) - G(s)| <= max_g e_g - min_g e_g, whose 95 % quantile under the shares' estimated
+    joint distribution (groups are disjoint: independent errors) gives the half-width. With two
+    groups this is the t interval of |s_1 - s_2| folded at 0: exact away from 0, conservative at 0."""
+    return _bounded_functional(
+        entries,
+        pi,
+        xi,
+        value=lambda s: np.max(s) - np.min(s),
+        bound=lambda e: np.max(e, axis=0) - np.min(e, axis=0),
+        entry_bounds=(0.0, 1.0),
+        folds=folds,
+        seed=seed,
+        draws=draws,
+    )
 
 
 def cramers_v(table: np.ndarray) -> float | None:
@@ -486,6 +618,23 @@ def cramers_v(table: np.ndarray) -> float | None:
     return float(np.sqrt(chi2 / (n * (min(t.shape) - 1))))
 
 
+def estimate_table(
+    cells: np.ndarray,
+    f: np.ndarray,
+    pi: Sequence[float] | np.ndarray,
+    xi: Sequence[bool] | np.ndarray,
+    y: np.ndarray,
+    *,
+    folds: int = FOLDS,
+    seed: int = 0,
+    draws: int = 2000,
+) -> tuple[Estimand, list[list[Estimand]]]:
+    """``estimate_cramers_v`` with every cell's own estimand (a power-tuned total, interval
+    clipped at 0) in issue 21's shape: (V, cells[row][column])."""
+    total, _, singles = _table(cells, f, pi, xi, y, folds=folds, seed=seed, draws=draws)
+    return total, singles
+
+
 def estimate_cramers_v(
     cells: np.ndarray,
     f: np.ndarray,
@@ -497,6 +646,23 @@ def estimate_cramers_v(
     seed: int = 0,
     draws: int = 2000,
 ) -> tuple[Estimand, np.ndarray]:
+    """Cramér's V of the table of totals T_gc = Σ_{i in row g} Y_ic and the estimated table
+    (see ``_table``)."""
+    total, table, _ = _table(cells, f, pi, xi, y, folds=folds, seed=seed, draws=draws)
+    return total, table
+
+
+def _table(
+    cells: np.ndarray,
+    f: np.ndarray,
+    pi: Sequence[float] | np.ndarray,
+    xi: Sequence[bool] | np.ndarray,
+    y: np.ndarray,
+    *,
+    folds: int = FOLDS,
+    seed: int = 0,
+    draws: int = 2000,
+) -> tuple[Estimand, np.ndarray, list[list[Estimand]]]:
     """Cramér's V of the table of totals T_gc = Σ_{i in row g} Y_ic (e.g. confirmed object
     instances per gender and class), and the estimated table.
 
@@ -510,6 +676,15 @@ def estimate_cramers_v(
     y_, f_ = np.asarray(y, dtype=float), np.asarray(f, dtype=float)
     pi_, xi_ = np.asarray(pi, dtype=float), np.asarray(xi, dtype=bool)
     n_rows, n_cols = int(rows.max()) + 1, y_.shape[1]
+    if not _reachable(pi_, xi_, np.ones(rows.shape)):
+        # No usable round: only the detector's table is known.
+        f_table = np.array([[np.sum((rows == g) * f_[:, c]) for c in range(n_cols)] for g in range(n_rows)])
+        only = [
+            [_detector_only(f_[:, c], (rows == g).astype(float)) for c in range(n_cols)]
+            for g in range(n_rows)
+        ]
+        v = Estimand(None, None, None, None, cramers_v(f_table), None, None, n_items=int(rows.size))
+        return v, np.full((n_rows, n_cols), np.nan), only
     tuned: list[Linear] = []
     human: list[Linear] = []
     for g in range(n_rows):
@@ -523,6 +698,9 @@ def estimate_cramers_v(
         np.array([[np.sum((rows == g) * f_[:, c]) for c in range(n_cols)] for g in range(n_rows)])
     )
 
+    # The labels-only fits' df for both intervals (see ``_floored``).
+    df = _satterthwaite(np.concatenate([fit.c_df**2 for fit in human]))
+
     def interval(fits: list[Linear]) -> tuple[float | None, tuple[float, float] | None]:
         table = np.clip(np.array([fit.estimate for fit in fits]).reshape(n_rows, n_cols), 0, None)
         v = cramers_v(table)
@@ -533,7 +711,6 @@ def estimate_cramers_v(
         if not np.any(c):
             return v, (v, v)
         rng = np.random.default_rng(seed)
-        df = _satterthwaite(np.concatenate([fit.c**2 for fit in fits]))
         e = (c @ rng.standard_normal((c.shape[1], draws))) / np.sqrt(rng.chisquare(df, draws) / df)
         star = np.array(
             [
@@ -562,4 +739,23 @@ def estimate_cramers_v(
         n_items=int(rows.size),
         n_labelled=n_lab,
     )
-    return total, np.array([fit.estimate for fit in tuned]).reshape(n_rows, n_cols)
+    singles = [
+        [
+            Estimand(
+                estimate=t.estimate,
+                ci95=_t_interval(t, 0.0, None),
+                human_only_estimate=h.estimate,
+                human_only_ci95=_t_interval(h, 0.0, None),
+                detector_only=float(np.sum((rows == g) * f_[:, c])),
+                lam=t.lam,
+                effective_labels=_effective(t.n_labelled, h.variance, t.variance),
+                n_items=int(np.sum(rows == g)),
+                n_labelled=t.n_labelled,
+            )
+            for c, (t, h) in enumerate(
+                zip(tuned[g * n_cols : (g + 1) * n_cols], human[g * n_cols : (g + 1) * n_cols], strict=True)
+            )
+        ]
+        for g in range(n_rows)
+    ]
+    return total, np.array([fit.estimate for fit in tuned]).reshape(n_rows, n_cols), singles

@@ -40,10 +40,20 @@ ALLOWED: dict[str, set[str]] = {
     "generation": {"detectors", "accounts", "studies", "metrics", "config"},
     "reports": {"annotate", "detectors", "accounts", "studies", "metrics", "config"},
     "estimates": {"reports", "annotate", "detectors", "accounts", "studies", "metrics", "config"},
-    # Every protocol in a package of its own (issue 20 §2): spec, analysis, pages, commands, on
-    # every layer below; the core names it only by dotted path in its registries (never an
-    # import). One protocol never imports another (test_no_protocol_imports_another).
-    "protocols": {"reports", "annotate", "detectors", "accounts", "studies", "metrics", "config"},
+    # Every protocol in a package of its own (issue 20 §2): spec, analysis, pages, commands, its
+    # few-label estimate (issue 21, on ``estimates``), on every layer below; the core names it
+    # only by dotted path in its registries (never an import). One protocol never imports
+    # another (test_no_protocol_imports_another).
+    "protocols": {
+        "estimates",
+        "reports",
+        "annotate",
+        "detectors",
+        "accounts",
+        "studies",
+        "metrics",
+        "config",
+    },
     URLCONF: {"accounts", "studies", "metrics", "config", "annotate", "detectors", "reports", "estimates"},
 }
 NO_DJANGO = {"metrics"}

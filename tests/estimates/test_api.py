@@ -9,6 +9,7 @@ import json
 import pytest
 from django.core.management import call_command
 
+from estimates import estimands
 from estimates.models import SamplingRound
 from studies.models import Item
 from tests.api.conftest import assert_error
@@ -63,8 +64,9 @@ def test_a_refused_draw_is_a_400_naming_the_field_and_writes_nothing(
     assert not SamplingRound.objects.exists()
 
 
-def test_a_study_of_a_protocol_without_an_estimate_is_refused(researcher, api_for):
-    # Attributes studies have their estimate since issue 21 (tests/estimates/test_attributes.py).
+def test_a_study_of_a_protocol_without_an_estimate_is_refused(researcher, api_for, monkeypatch):
+    # Every protocol has its estimate since issue 21: unregister one to see the refusal.
+    monkeypatch.delitem(estimands.ESTIMANDS, "objects")
     StudyFactory(slug="boxes", protocol="objects")
     response = api_for(researcher).post(ROUNDS, {"study": "boxes", "detector": "fake", "budget": 5})
     assert_error(response, 400, "not_estimable")

@@ -124,7 +124,7 @@ def test_markdown_and_csv_list_the_score_and_every_entry(gep_study):
 
 
 def test_attributes_rounds_refuse_the_active_design_by_name(gep_study):
-    with pytest.raises(CommandError, match=r"--design: .*supports uniform, not 'active'"):
+    with pytest.raises(CommandError, match=r"--design: .*supports uniform, stratified, not 'active'"):
         _run(
             "sample_for_labeling",
             "--study",
@@ -143,13 +143,17 @@ def test_a_detector_without_attributes_predictions_is_named(gep_study):
         _run("estimate_bias", "--study", "gep", "--detector", "fake")
 
 
-def test_a_protocol_without_a_registered_estimate_is_refused_with_the_known_ones():
+def test_a_protocol_without_a_registered_estimate_is_refused_with_the_known_ones(monkeypatch):
+    # Every protocol has its estimate since issue 21: unregister one to see the refusal.
+    monkeypatch.delitem(estimands.ESTIMANDS, "objects")
     StudyFactory(slug="boxes", protocol="objects")
     with pytest.raises(
-        CommandError, match="few-label estimates exist for attributes, gender, pair_change studies"
+        CommandError, match="few-label estimates exist for attributes, gender, pair_change, questions studies"
     ):
         _run("estimate_bias", "--study", "boxes", "--detector", "x")
-    with pytest.raises(CommandError, match="few-label estimates exist for attributes, gender, pair_change"):
+    with pytest.raises(
+        CommandError, match="few-label estimates exist for attributes, gender, pair_change, questions"
+    ):
         _run("sample_for_labeling", "--study", "boxes", "--detector", "x", "--budget", "3")
 
 
@@ -164,7 +168,7 @@ def test_a_registered_module_is_asked_for_its_estimate_by_protocol_key(monkeypat
     # module is refused, not silently used for another protocol.
     with pytest.raises(TypeError, match="not the few-label estimate of protocol 'questions'"):
         estimands.for_protocol("questions")
-    assert estimands.for_protocol("objects") is None
+    assert estimands.for_protocol("no-such-protocol") is None
 
 
 def test_the_api_draws_an_attributes_round_and_returns_its_estimate(gep_study, researcher, api_for):

@@ -8,6 +8,7 @@ import pytest
 from django.db import IntegrityError, transaction
 
 from annotate import services as annotate_services
+from estimates import estimands
 from estimates import selectors as sel
 from estimates.models import RoundItem, SamplingRound
 from estimates.services import SamplingError, sampling_round_create
@@ -112,12 +113,13 @@ def test_a_detector_without_predictions_is_refused_naming_the_known_ones(sampled
         _create(sampled_study, detector="clip")
 
 
-def test_a_study_of_another_protocol_is_refused(db):
-    # Attributes studies have their estimate since issue 21; objects has none yet.
+def test_a_study_of_another_protocol_is_refused(db, monkeypatch):
+    # Every protocol has its estimate since issue 21: unregister one to see the refusal.
+    monkeypatch.delitem(estimands.ESTIMANDS, "objects")
     other = StudyFactory(protocol="objects")
     with pytest.raises(
         SamplingError,
-        match=r"^study: .*few-label estimates exist for attributes, gender, pair_change studies",
+        match=r"^study: .*few-label estimates exist for attributes, gender, pair_change, questions studies",
     ):
         sampling_round_create(study=other, detector="fake", budget=3)
 
@@ -224,13 +226,18 @@ def test_a_stratified_round_gives_more_labels_where_the_detector_erred(sampled_s
     assert sum(pool) == pytest.approx(12)
 
 
-def test_an_attributes_study_refuses_the_stratified_design(db):
+def test_an_attributes_study_draws_a_stratified_round_but_refuses_the_active_design(db):
+    # Issue 21: stratified for every protocol (strata from its detector output codes).
     from tests.reports.attributes_data import attributes_study, gep_item
 
     study = attributes_study()
     gep_item(study, "sdxl", "woman", "neutral", scores={"clip": {"boots": 0.5, "dress": 0.5, "tie": 0.5}})
-    with pytest.raises(SamplingError, match=r"design: .*supports uniform, not 'stratified'"):
-        sampling_round_create(study=study, detector="clip", budget=1, design="stratified")
+    gep_item(study, "sdxl", "man", "neutral", scores={"clip": {"boots": 0.1, "dress": 0.1, "tie": 0.9}})
+    drawn = sampling_round_create(study=study, detector="clip", budget=1, design="stratified", seed=1)
+    assert drawn.design == "stratified"
+    assert sum(drawn.round_items.values_list("pi", flat=True)) == pytest.approx(1)
+    with pytest.raises(SamplingError, match=r"design: .*supports uniform, stratified, not 'active'"):
+        sampling_round_create(study=study, detector="clip", budget=1, design="active")
 
 
 def test_the_gender_estimate_reads_a_finished_stratified_round(sampled_study):

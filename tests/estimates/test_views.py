@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from estimates import estimands
 from estimates.models import SamplingRound
 from estimates.services import sampling_round_create
 from tests.factories import StudyFactory
@@ -116,8 +117,11 @@ def test_an_htmx_get_renders_only_the_results(sampled_study, client_for, researc
     assert response.content.decode().lstrip().startswith('<div id="results"')
 
 
-def test_a_study_of_a_protocol_without_an_estimate_has_no_estimate_page(db, client_for, researcher):
-    # Attributes studies have their page since issue 21 (tests/estimates/test_attributes.py).
+def test_a_study_of_a_protocol_without_an_estimate_has_no_estimate_page(
+    db, client_for, researcher, monkeypatch
+):
+    # Every protocol has its estimate since issue 21: unregister one to see the refusal.
+    monkeypatch.delitem(estimands.ESTIMANDS, "objects")
     StudyFactory(slug="boxes", protocol="objects")
     assert client_for(researcher).get("/reports/estimate/?study=boxes").status_code == 404
 

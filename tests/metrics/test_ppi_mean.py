@@ -79,22 +79,22 @@ def test_a_labelled_item_with_zero_inclusion_probability_is_refused() -> None:
         ppi_mean.estimate_linear([1.0, NAN], [0.5, 0.5], [0.0, 0.5], [True, False], [0.5, 0.5])
 
 
-@pytest.mark.parametrize("protocol", ["attributes", "pair_change", "objects"])
+@pytest.mark.parametrize("protocol", ["attributes", "pair_change", "questions", "objects"])
 @pytest.mark.parametrize("kind", bench.GENERIC_DETECTORS)
 def test_intervals_cover_the_all_labels_number_for_every_detector(protocol: str, kind: str) -> None:
     row = bench.generic_cell(protocol, kind, 0.1, studies=80, n_per_group=100, k=4, seed=7)
-    # 80 studies: Monte Carlo s.e. about 0.025 around 0.95, so 0.9 is the pin's line.
-    assert row["coverage"] >= 0.9, row
+    # Issue 21's line, 0.93 (80 studies: 0.95-1.0 here; the full table is the bench's).
+    assert row["coverage"] >= 0.93, row
 
 
-@pytest.mark.parametrize("protocol", ["attributes", "pair_change", "objects"])
+@pytest.mark.parametrize("protocol", ["attributes", "pair_change", "questions", "objects"])
 def test_useless_detector_is_no_wider_than_labels_only(protocol: str) -> None:
     row = bench.generic_cell(protocol, "useless", 0.2, studies=40, n_per_group=100, k=4, seed=3)
     assert row["ratio"] <= 1.05, row
     assert row["lambda"] < 0.3, row
 
 
-@pytest.mark.parametrize("protocol", ["attributes", "objects"])
+@pytest.mark.parametrize("protocol", ["attributes", "pair_change", "objects"])
 def test_good_detector_is_at_least_three_times_narrower_than_labels_only(protocol: str) -> None:
     row = bench.generic_cell(protocol, "good", 0.2, studies=20, n_per_group=200, k=4, seed=5)
     assert row["ratio"] <= 1 / 3, row
@@ -121,7 +121,59 @@ def test_census_cramers_v_is_the_exact_table_with_width_zero() -> None:
 
 
 def test_cramers_v_interval_covers_and_the_good_detector_narrows_it() -> None:
-    # The full table (200 studies: coverage 0.925-0.975) is bench_estimator.py --generic.
+    # The full table (200 studies per cell) is bench_estimator.py --generic.
     row = bench.generic_cell("objects_v", "good", 0.2, studies=30, n_per_group=200, k=4, seed=11)
-    assert row["coverage"] >= 0.85, row
+    assert row["coverage"] >= 0.93, row
     assert row["ratio"] <= 1 / 3, row
+
+
+def test_max_gap_census_is_the_exact_range_of_the_group_shares_with_width_zero() -> None:
+    # Three groups of four: shares of "yes" 3/4, 1/4, 2/4: the largest gap is 0.5.
+    y = np.array([1, 1, 1, 0, 1, 0, 0, 0, 1, 1, 0, 0], dtype=float)
+    group = np.repeat([0, 1, 2], 4)
+    entries = [ppi_mean.Entry(y, 1 - y, ppi_mean.mean_coefficients(group == g)) for g in range(3)]
+    gap, shares = ppi_mean.estimate_max_gap(entries, np.ones(12), np.ones(12, bool))
+    assert [s.estimate for s in shares] == pytest.approx([0.75, 0.25, 0.5])
+    assert gap.estimate == pytest.approx(0.5)
+    assert gap.ci95 == pytest.approx((0.5, 0.5))
+    assert gap.detector_only == pytest.approx(0.5)  # 1 - y: shares 1/4, 3/4, 2/4
+
+
+def test_max_gap_before_any_label_is_the_detectors_value_only() -> None:
+    group = np.repeat([0, 1], 5)
+    f = np.array([1, 1, 1, 0, 0, 0, 0, 0, 0, 1], dtype=float)
+    entries = [ppi_mean.Entry(np.full(10, NAN), f, ppi_mean.mean_coefficients(group == g)) for g in range(2)]
+    gap, _ = ppi_mean.estimate_max_gap(entries, np.zeros(10), np.zeros(10, bool))
+    assert gap.estimate is None
+    assert gap.detector_only == pytest.approx(0.4)
+
+
+def test_a_share_whose_sampled_labels_are_all_equal_still_gets_an_interval_of_positive_width() -> None:
+    # 8 labels of 80 items, all "no": the Wald variance is 0; Agresti-Coull's floor keeps a 10 %
+    # share inside the interval, for the labels-only and (its floor) the tuned estimate.
+    y = np.zeros(80)
+    y[:8] = 1.0  # 10 % yes, none of them sampled
+    xi = np.zeros(80, bool)
+    xi[10:18] = True
+    est = ppi_mean.estimate_linear(
+        np.where(xi, y, NAN),
+        y,
+        np.full(80, 0.1),
+        xi,
+        ppi_mean.mean_coefficients(np.ones(80, bool)),
+        bounds=(0, 1),
+    )
+    assert est.human_only_ci95 is not None
+    assert est.ci95 is not None
+    assert est.human_only_ci95[0] <= 0.1 <= est.human_only_ci95[1]
+    assert est.ci95[1] - est.ci95[0] > 0
+
+
+def test_the_census_of_every_protocol_is_exact_with_width_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    bench.run_census(seed=3)
+    rows = capsys.readouterr().out.splitlines()[1:]
+    assert len(rows) == len(bench.GENERIC_PROTOCOLS) * len(bench.GENERIC_DETECTORS)
+    for row in rows:
+        *_, error, width = row.split()
+        assert abs(float(error)) < 1e-9, row
+        assert float(width) == 0.0, row

@@ -6,7 +6,10 @@ vector entry, ``{"attributes": {model: {setting: {"gep_score": E, "gep_vector": 
 "n_items", "n_labelled"}}}}`` with E = {estimate, ci95, human_only {estimate, ci95},
 detector_only, lambda, effective_labels} (``estimates.attributes``); pair_change, per T2I
 model, domain and attribute the share of changed pairs, ``{"pair_change": {model: {domain:
-{age|gender|skin: E + n_items, n_labelled}}}}`` (``estimates.pair_change``).
+{age|gender|skin: E + n_items, n_labelled}}}}`` (``estimates.pair_change``); questions, per
+question, T2I model and group each answer's share and per answer the largest gap between groups,
+``{"questions": {q: {model: {"groups": {g: {"shares": {answer: E}, "n_items", "n_labelled"}},
+"max_gap": {answer: E}, "n_items", "n_labelled"}}}}`` (``protocols.questions.estimates``).
 
     python manage.py estimate_bias --study S --detector D [--format json|csv|md]
         [--bootstrap 1000] [--seed 0] [--output FILE]
@@ -43,7 +46,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        add_study_argument(parser, note="A gender, attributes or pair-change study.")
+        add_study_argument(parser, note="A study whose protocol has a few-label estimate (every built-in one).")
         parser.add_argument("--detector", required=True, help="Detector key (its last-run version is used).")
         add_format_argument(parser, "report")
         parser.add_argument(

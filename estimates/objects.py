@@ -1,0 +1,237 @@
+"""The objects (co-occurrence) protocol's few-label estimate (issue 21), registered with
+``estimates.estimands``.
+
+Per T2I model: for each class and gender the number of object instances people confirm (the
+detector's boxes corrected by the box checks), and Cramér's V of that corrected table -- the
+numbers ``bias_report`` puts at ``objects.<model>.confirmed.counts.<class>.<gender>`` and
+``objects.<model>.confirmed.cramers_v`` (there over the checked images only; here over every
+image, estimated from a random sample of checked ones), by ``metrics.ppi_mean.estimate_table``.
+
+An item's human value for a class is the number of its boxes of the class people confirmed; the
+detector's is the number of instances of the class it found. An item counts as labelled once
+its box question has a final answer (``labelled``); a drawn item whose answer does not fit its
+boxes, or whose boxes came from another detector, cannot be read and is left out of the labels
+(with a warning). Items without a male or female gender or without an ok prediction of the
+detector are left out, as the report leaves them out. π as for attributes
+(``estimates.report.inclusion``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+import numpy as np
+
+from annotate.models import FinalLabel
+from detectors.models import OutputKind
+from estimates import selectors as sel
+from estimates.estimands import EstimandProtocol
+from estimates.models import Design
+from estimates.report import EstimateReport, estimand_figures, frame_strata, inclusion, round_history
+from estimates.selectors import item_outputs as _outputs
+from metrics import ppi_mean
+from metrics.coco_names import UnknownClassName, coco_class_index, normalise_class_name
+from metrics.objects import GENDERS, PERSON
+from reports.analyses.objects import selectors as osel
+from reports.analyses.objects.report import include_person_default
+from reports.selectors import Scope
+from studies.models import Study
+
+
+def items_box_checked(study: Study) -> frozenset[int]:
+    """Items whose box question has a final answer: what the objects estimate reads."""
+    return frozenset(
+        FinalLabel.objects.filter(item__study=study, question__key=osel.BOXES_QUESTION).values_list(
+            "item_id", flat=True
+        )
+    )
+
+
+def _name(raw: str) -> str | None:
+    try:
+        return normalise_class_name(raw)
+    except UnknownClassName:
+        return None
+
+
+class ObjectsEstimateReport(EstimateReport):
+    CELLS_KEY = "objects"
+    KEYS = ("t2i_model", "estimand", "class", "gender")
+    TABLE_KEY = "objects_estimate"
+    CAPTION = (
+        "Per T2I model, the object instances people confirm per class and gender over every image, and "
+        "Cramér's V of that table. Estimate: the detector's counts on every image corrected by the box "
+        "checks of the sampled images, weighted by λ (0: the checks alone, 1: the detector's full weight; "
+        "chosen from the data). Labels only: the sampled checks alone. Effective labels: how many checks "
+        "alone would give the same precision."
+    )
+
+    def title(self) -> str:
+        return f"Confirmed objects estimated from {self.detector}@{self.version} and sampled box checks"
+
+    @classmethod
+    def headline(cls, cells: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return {f"{model} Cramér's V": cell["confirmed"]["cramers_v"] for model, cell in cells.items()}
+
+    def rows(self) -> list[list[Any]]:
+        out = []
+        for model, cell in self.cells.items():
+            n = {"n_labelled": cell["n_labelled"], "n_items": cell["n_items"]}
+            confirmed = cell["confirmed"]
+            out.append([model, "cramers_v", "", "", *estimand_figures(confirmed["cramers_v"], **n)])
+            for name, by_gender in confirmed["counts"].items():
+                for gender, est in by_gender.items():
+                    out.append([model, "count", name, gender, *estimand_figures(est, **n)])
+        return out
+
+
+def objects_report(
+    study: Study, detector: str, *, n_boot: int = 0, seed: int = 0, history: bool = False
+) -> ObjectsEstimateReport:
+    """Confirmed instances per class and gender and Cramér's V per T2I model (``n_boot`` is the
+    gender estimate's; ``history``: the page's chart). Raises LookupError when the detector has
+    no ``objects`` predictions in the study."""
+    version = sel.detector_version(study, detector, OutputKind.OBJECTS)
+    if version is None:
+        raise LookupError(f"detector '{detector}' has no objects predictions in study '{study.slug}'")
+    frame = sel.sampling_frame(study, detector, version, labelled=items_box_checked(study))
+    strata = frame_strata(frame, object_output_codes)
+    pi, drawn, census = inclusion(frame, strata)
+    warnings = []
+    if not frame.usable and not census:
+        warnings.append(
+            "No complete sampling round yet: draw one (sample_for_labeling) and check its boxes; "
+            "the estimates are null until then."
+        )
+    if frame.not_in_frame:
+        warnings.append(f"{frame.not_in_frame} item(s) added after the first round are not in this estimate.")
+    include = include_person_default(Scope(study))
+    in_frame = {i.item_id for i in frame.items}
+    rows = [
+        r
+        for r in osel.object_rows(Scope(study), detector=detector, version=version)
+        if r.item_id in in_frame and r.gender in GENDERS and r.detected is not None
+    ]
+    left_out = len(in_frame) - len(rows)
+    if left_out:
+        warnings.append(
+            f"{left_out} item(s) without a male or female gender or an ok prediction of {detector}@{version} "
+            "are left out, as in the report."
+        )
+    unreadable: set[int] = set()
+
+    def cells_for(pi: dict[int, float], drawn: set[int]) -> dict[str, Any]:
+        return _cells(rows, detector, include, pi, drawn, unreadable, seed)
+
+    cells = cells_for(pi, drawn)
+    if unreadable:
+        warnings.append(
+            f"{len(unreadable)} drawn item(s) have a box answer that does not fit their boxes, or boxes of "
+            f"another detector than {detector}: they are not counted as labelled."
+        )
+    pending = sel.pending_rounds(frame)
+    return ObjectsEstimateReport(
+        study,
+        detector,
+        version,
+        cells,
+        tuple(s.round.number for s in frame.usable),
+        tuple(warnings),
+        pending,
+        round_history(frame, cells_for, ObjectsEstimateReport.headline, strata) if history else (),
+    )
+
+
+def _cells(
+    rows: list[osel.ObjectRow],
+    detector: str,
+    include: bool,
+    pi: dict[int, float],
+    drawn: set[int],
+    unreadable: set[int],
+    seed: int,
+) -> dict[str, Any]:
+    cells: dict[str, Any] = {}
+    for model in sorted({r.t2i_model for r in rows}):
+        mine = [r for r in rows if r.t2i_model == model]
+        detected = [[n for n in map(_name, r.detected or ()) if n] for r in mine]
+        confirmed: list[list[str] | None] = []
+        for r in mine:
+            parts = osel.judged_parts(r) if r.item_id in drawn and r.boxes_detector == detector else None
+            if r.item_id in drawn and parts is None:
+                unreadable.add(r.item_id)
+            confirmed.append(None if parts is None else [n for n in map(_name, parts[0]) if n])
+        names = {n for d in detected for n in d} | {n for c in confirmed if c for n in c}
+        if not include:
+            names.discard(PERSON)
+        classes = sorted(names, key=coco_class_index)
+        if not classes:
+            continue
+        column = {name: j for j, name in enumerate(classes)}
+        f = np.zeros((len(mine), len(classes)))
+        y = np.full((len(mine), len(classes)), np.nan)
+        for i, (d, c) in enumerate(zip(detected, confirmed, strict=True)):
+            for name in d:
+                if name in column:
+                    f[i, column[name]] += 1
+            if c is not None:
+                y[i] = 0.0
+                for name in c:
+                    if name in column:
+                        y[i, column[name]] += 1
+        p = np.array([pi.get(r.item_id, 0.0) for r in mine])
+        xi = ~np.isnan(y[:, 0]) & (p > 0)
+        gender = np.array([GENDERS.index(r.gender) for r in mine])
+        if len(set(gender)) < 2:
+            continue
+        v, table = ppi_mean.estimate_table(gender, f, p, xi, y, seed=seed)
+        cells[model] = {
+            "confirmed": {
+                "counts": {
+                    name: {g: table[k][j].as_json() for k, g in enumerate(GENDERS)}
+                    for name, j in column.items()
+                },
+                "cramers_v": v.as_json(),
+            },
+            "n_items": len(mine),
+            "n_labelled": int(xi.sum()),
+        }
+    return cells
+
+
+def object_output_codes(study: Study, detector: str, version: str) -> dict[int, Hashable]:
+    """item id -> how many instances the detector found (0, 1, 2, 3+): the stratified design's
+    detector output."""
+    return {
+        item_id: min(3, len((output or {}).get("objects") or []))
+        for item_id, output in _outputs(study, detector, version, OutputKind.OBJECTS)
+    }
+
+
+def object_residuals(study: Study, detector: str, version: str) -> dict[int, float]:
+    """item id -> Σ over classes of (detected - confirmed)² (checked items whose boxes came from
+    this detector): the stratified design's error spread."""
+    out: dict[int, float] = {}
+    for row in osel.object_rows(Scope(study), detector=detector, version=version):
+        parts = osel.judged_parts(row) if row.boxes_detector == detector else None
+        if parts is None or row.detected is None:
+            continue
+        diff: dict[str, int] = {}
+        for name in row.detected:
+            diff[name] = diff.get(name, 0) + 1
+        for name in parts[0]:
+            diff[name] = diff.get(name, 0) - 1
+        out[row.item_id] = float(sum(d * d for d in diff.values()))
+    return out
+
+
+ESTIMAND = EstimandProtocol(
+    key="objects",
+    output_kind=OutputKind.OBJECTS.value,
+    designs=(Design.UNIFORM.value, Design.STRATIFIED.value),
+    report=objects_report,
+    labelled=items_box_checked,
+    output_codes=object_output_codes,
+    residuals=object_residuals,
+)

@@ -1,0 +1,244 @@
+"""The questions protocol's few-label estimate (issue 21), registered in ``estimates.estimands``.
+
+Per question, T2I model and group (the compared column's value): each answer's share, and per
+answer the largest gap between two groups' shares (``max_gap``) -- the numbers ``bias_report``
+puts at ``questions.<q>.<model>.groups.<g>.shares.<a>`` and ``questions.<q>.<model>.max_gap.<a>``
+--, from a detector of kind ``answers`` on every item and the final answers of the items drawn in
+the sampling rounds, by ``metrics.ppi_mean``. The detector's value for (item, answer) is 1 when
+it gave that answer, else 0; an item it did not answer (or answered outside the question's
+values) gets the mean of the cell's answered items, so it adds nothing either way.
+
+A share's population is the items of the model and group that ask the question (an item's
+``question_keys``, empty = every question); inclusion probabilities as for attributes
+(``estimates.report.inclusion``). A study whose every item is labelled and that has no
+round is a census: the exact human numbers (``bias_report``'s), width 0.
+
+``max_gap`` is not linear: its interval is ``metrics.ppi_mean.estimate_max_gap``'s bound
+(valid whatever the true shares; conservative near 0 with several groups).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Hashable
+from typing import Any
+
+import numpy as np
+
+from estimates import selectors as sel
+from estimates.estimands import EstimandProtocol
+from estimates.models import Design
+from estimates.report import EstimateReport, estimand_figures, frame_strata, inclusion, round_history
+from estimates.selectors import item_outputs as _outputs
+from metrics import ppi_mean
+from protocols.questions import selectors as qsel
+from protocols.questions.spec import KIND_ANSWERS
+from reports.selectors import Scope
+from studies.models import Item, Question, Study
+from studies.selectors import study_questions
+
+
+class QuestionsEstimateReport(EstimateReport):
+    CELLS_KEY = "questions"
+    KEYS = ("question", "t2i_model", "estimand", "group", "answer")
+    TABLE_KEY = "questions_estimate"
+    CAPTION = (
+        "Per question and T2I model, each answer's share per group and the largest gap between two "
+        "groups' shares (max_gap). Estimate: the detector's answers on every image corrected by the "
+        "sampled labels, the detector weighted by λ (0: labels alone, 1: its full weight; chosen from "
+        "the data). Labels only: the sampled labels alone. Effective labels: how many labels alone would "
+        "give the same precision. The max_gap interval bounds the error of the largest gap whatever the "
+        "true shares, so it stays valid with few labels (the point estimate is then too high)."
+    )
+
+    def title(self) -> str:
+        return f"Answer shares estimated from {self.detector}@{self.version} and sampled labels"
+
+    @classmethod
+    def headline(cls, cells: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """Per question and model, the max_gap of the answer whose gap the estimate finds largest."""
+        out = {}
+        for key, models in cells.items():
+            for model, cell in models.items():
+                gaps = cell["max_gap"]
+                answer = max(gaps, key=lambda a: gaps[a]["estimate"] or 0.0)
+                out[f"{key} {model} max_gap"] = gaps[answer]
+        return out
+
+    def rows(self) -> list[list[Any]]:
+        out = []
+        for key, models in self.cells.items():
+            for model, cell in models.items():
+                for group, g in cell["groups"].items():
+                    for answer, est in g["shares"].items():
+                        figures = estimand_figures(est, n_labelled=g["n_labelled"], n_items=g["n_items"])
+                        out.append([key, model, "share", group, answer, *figures])
+                for answer, est in cell["max_gap"].items():
+                    figures = estimand_figures(est, n_labelled=cell["n_labelled"], n_items=cell["n_items"])
+                    out.append([key, model, "max_gap", "", answer, *figures])
+        return out
+
+
+def _questions(study: Study) -> list[Question]:
+    questions = list(study_questions(study))
+    if not questions:
+        raise LookupError(f"study '{study.slug}' has no question to estimate")
+    if not qsel.compare_column(study):
+        raise LookupError(
+            f"study '{study.slug}' compares no manifest column: define it with create_study --compare COLUMN"
+        )
+    return questions
+
+
+def _question_cell(
+    question: Question,
+    ids: np.ndarray,
+    models: np.ndarray,
+    groups: np.ndarray,
+    asks: np.ndarray,
+    finals: dict[int, dict[str, str]],
+    said: dict[int, dict[str, str]],
+    p: np.ndarray,
+    sampled: np.ndarray,
+    seed: int,
+) -> dict[str, Any]:
+    values = question.values
+    given = [finals.get(int(i), {}).get(question.key) for i in ids]
+    answered = np.array([a in values for a in given])
+    detector = [said.get(int(i), {}).get(question.key) for i in ids]
+    known = np.array([d in values for d in detector])
+    out: dict[str, Any] = {}
+    for model in dict.fromkeys(models[asks]):
+        in_model = asks & (models == model)
+        names = sorted({str(g) for g in groups[in_model] if g})
+        if not names:
+            continue
+        cell_groups: dict[str, Any] = {}
+        gaps: dict[str, Any] = {}
+        per_answer: dict[str, list[ppi_mean.Entry]] = defaultdict(list)
+        for name in names:
+            mask = in_model & (groups == name)
+            xi = sampled & mask & answered
+            cell_groups[name] = {"shares": {}, "n_items": int(mask.sum()), "n_labelled": int(xi.sum())}
+        for answer in values:
+            y = np.array([1.0 if a == answer else 0.0 for a in given])
+            f_raw = np.array([1.0 if d == answer else 0.0 for d in detector])
+            for name in names:
+                mask = in_model & (groups == name)
+                xi = sampled & mask & answered
+                fill = float(f_raw[mask & known].mean()) if np.any(mask & known) else 0.0
+                f = np.where(known, f_raw, fill)
+                coef = ppi_mean.mean_coefficients(mask)
+                per_answer[answer].append(ppi_mean.Entry(np.where(xi, y, np.nan), f, coef, xi))
+            gap, shares = ppi_mean.estimate_max_gap(per_answer[answer], p, sampled, seed=seed)
+            for name, est in zip(names, shares, strict=True):
+                cell_groups[name]["shares"][answer] = est.as_json()
+            gaps[answer] = gap.as_json()
+        n_items = int(in_model.sum())
+        out[str(model)] = {
+            "groups": cell_groups,
+            "max_gap": gaps,
+            "n_items": n_items,
+            "n_labelled": int((sampled & in_model & answered).sum()),
+        }
+    return out
+
+
+def questions_report(
+    study: Study, detector: str, *, n_boot: int = 0, seed: int = 0, history: bool = False
+) -> QuestionsEstimateReport:
+    """Answer shares per question, T2I model and group, and ``max_gap`` per answer (``n_boot``
+    and ``history`` are the gender estimate's). Raises LookupError when the detector has no
+    ``answers`` predictions in the study, or the study has no question or compared column."""
+    version = sel.detector_version(study, detector, KIND_ANSWERS)
+    if version is None:
+        raise LookupError(f"detector '{detector}' has no {KIND_ANSWERS} predictions in study '{study.slug}'")
+    questions = _questions(study)
+    frame = sel.sampling_frame(study, detector, version, labelled=sel.items_fully_labelled(study))
+    strata = frame_strata(frame, answer_output_codes)
+    pi, drawn, census = inclusion(frame, strata)
+    warnings = []
+    if not frame.usable and not census:
+        warnings.append(
+            "No complete sampling round yet: draw one (sample_for_labeling) and label its items; "
+            "the estimates are null until then."
+        )
+    if frame.not_in_frame:
+        warnings.append(f"{frame.not_in_frame} item(s) added after the first round are not in this estimate.")
+    scope = Scope(study)
+    column = qsel.compare_column(study)
+    item_groups = qsel.item_groups(scope, column)
+    finals = qsel.final_answers(scope)
+    versions, answers = qsel.detector_answers(scope, detector=detector)
+    if versions.get(detector) != version:
+        warnings.append(
+            f"The answers read are of {detector}@{versions.get(detector)}, the rounds of version {version}."
+        )
+    said = answers.get(detector, {})
+    in_frame = [i.item_id for i in frame.items]
+    asked = dict(Item.objects.filter(study=study, pk__in=in_frame).values_list("pk", "question_keys"))
+    ids = np.array(in_frame, dtype=np.int64)
+    models = np.array([item_groups.get(i, ("", ""))[0] for i in in_frame], dtype=object)
+    groups = np.array([item_groups.get(i, ("", ""))[1] for i in in_frame], dtype=object)
+    without_group = int(np.sum(groups == ""))
+    if without_group:
+        warnings.append(
+            f"{without_group} item(s) have no value in the compared column '{column}' and are left out."
+        )
+    asks_of = {
+        q.key: np.array([not asked.get(i) or q.key in asked[i] for i in in_frame], dtype=bool)
+        & (groups != "")
+        for q in questions
+    }
+
+    def cells_for(pi: dict[int, float], drawn: set[int]) -> dict[str, dict[str, Any]]:
+        p = np.array([pi.get(i, 0.0) for i in in_frame])
+        sampled = np.array([i in drawn for i in in_frame], dtype=bool) & (p > 0)
+        return {
+            q.key: _question_cell(q, ids, models, groups, asks_of[q.key], finals, said, p, sampled, seed)
+            for q in questions
+        }
+
+    cells = cells_for(pi, drawn)
+    pending = sel.pending_rounds(frame)
+    return QuestionsEstimateReport(
+        study,
+        detector,
+        version,
+        cells,
+        tuple(s.round.number for s in frame.usable),
+        tuple(warnings),
+        pending,
+        round_history(frame, cells_for, QuestionsEstimateReport.headline, strata) if history else (),
+    )
+
+
+def answer_output_codes(study: Study, detector: str, version: str) -> dict[int, Hashable]:
+    """item id -> the detector's answers, as a sorted tuple of (question, answer): the stratified
+    design's detector output."""
+    return {
+        item_id: tuple(sorted((output or {}).items()))
+        for item_id, output in _outputs(study, detector, version, KIND_ANSWERS)
+    }
+
+
+def answer_residuals(study: Study, detector: str, version: str) -> dict[int, float]:
+    """item id -> how many of its final answers the detector's answers differ from (labelled
+    items): the stratified design's error spread."""
+    finals = qsel.final_answers(Scope(study))
+    return {
+        item_id: float(sum(1 for key, value in finals[item_id].items() if (output or {}).get(key) != value))
+        for item_id, output in _outputs(study, detector, version, KIND_ANSWERS)
+        if item_id in finals
+    }
+
+
+ESTIMAND = EstimandProtocol(
+    key="questions",
+    output_kind=KIND_ANSWERS,
+    designs=(Design.UNIFORM.value, Design.STRATIFIED.value),
+    report=questions_report,
+    labelled=sel.items_fully_labelled,
+    output_codes=answer_output_codes,
+    residuals=answer_residuals,
+)
