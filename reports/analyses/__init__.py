@@ -22,21 +22,25 @@ from typing import Any, ClassVar, Protocol, TypeVar
 from reports.selectors import Scope
 from reports.tables import Table
 from studies.models import Study
-from studies.protocols import PROTOCOLS
+from studies.protocols import PROTOCOLS, protocols_revision
 
 
 class _Analyses(MutableMapping[str, str]):
     """Protocol key -> dotted path of its Analysis class, as each registered protocol's spec
     declares it (``ProtocolSpec.analysis``; a protocol without one has no report yet). Read from
-    the registry the first time it is asked (importing the specs, no analysis); writable, so a
-    test can take a protocol's analysis out."""
+    the registry the first time it is asked (importing the specs, no analysis) and again when
+    the registry changes (a protocol registered at run time); writable, so a test can take a
+    protocol's analysis out."""
 
     def __init__(self) -> None:
         self._paths: dict[str, str] | None = None
+        self._revision: object = None
 
     def _loaded(self) -> dict[str, str]:
-        if self._paths is None:
+        revision = protocols_revision()
+        if self._paths is None or revision != self._revision:
             self._paths = {key: PROTOCOLS[key].analysis for key in PROTOCOLS if PROTOCOLS[key].analysis}
+            self._revision = revision
         return self._paths
 
     def __getitem__(self, key: str) -> str:
@@ -189,9 +193,9 @@ class Analysis:
         raise NotImplementedError
 
 
-@cache
 def analysis_for(protocol: str) -> Analysis:
-    """The analysis of a protocol, imported on first use; NoAnalysis when there is none."""
+    """The analysis of a protocol, imported on first use; NoAnalysis when there is none (asked
+    of ``ANALYSES`` each time, so a protocol registered or taken out at run time is seen)."""
     try:
         dotted = ANALYSES[protocol]
     except KeyError:
@@ -199,8 +203,15 @@ def analysis_for(protocol: str) -> Analysis:
         raise NoAnalysis(
             f"Studies of protocol '{protocol}' have no report yet (reports exist for: {known})."
         ) from None
+    return _analysis(dotted)
+
+
+@cache
+def _analysis(dotted: str) -> Analysis:
+    """One instance per Analysis class (an analysis keeps no state between studies)."""
     module_name, _, class_name = dotted.rpartition(".")
-    return getattr(import_module(module_name), class_name)()
+    analysis: Analysis = getattr(import_module(module_name), class_name)()
+    return analysis
 
 
 def report_options() -> dict[str, tuple[ReportOption, list[str]]]:
