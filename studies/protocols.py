@@ -31,7 +31,7 @@ anew.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import import_module
@@ -205,13 +205,6 @@ class _Registry(Mapping[str, ProtocolSpec]):
         found.update(self._runtime)
         return found
 
-    @property
-    def revision(self) -> Hashable:
-        """Changes whenever the set of protocols does (the derived registries compare it)."""
-        return tuple(
-            (key, entry if isinstance(entry, str) else id(entry)) for key, entry in self.entries().items()
-        )
-
     def __getitem__(self, key: str) -> ProtocolSpec:
         entry = self.entries()[key]
         if isinstance(entry, ProtocolSpec):
@@ -247,12 +240,6 @@ class _Registry(Mapping[str, ProtocolSpec]):
 
 PROTOCOLS: Mapping[str, ProtocolSpec] = _Registry()
 _REGISTRY: _Registry = PROTOCOLS  # type: ignore[assignment]
-
-
-def protocols_revision() -> Hashable:
-    """A value that changes whenever the registered protocols do: a derived registry that caches
-    what it read from ``PROTOCOLS`` compares it (``reports.analyses.ANALYSES``)."""
-    return _REGISTRY.revision
 
 
 def register_protocol(spec: str | ProtocolSpec) -> str:

@@ -22,26 +22,26 @@ from typing import Any, ClassVar, Protocol, TypeVar
 from reports.selectors import Scope
 from reports.tables import Table
 from studies.models import Study
-from studies.protocols import PROTOCOLS, protocols_revision
+from studies.protocols import PROTOCOLS, protocols_changed
 
 
 class _Analyses(MutableMapping[str, str]):
     """Protocol key -> dotted path of its Analysis class, as each registered protocol's spec
     declares it (``ProtocolSpec.analysis``; a protocol without one has no report yet). Read from
-    the registry the first time it is asked (importing the specs, no analysis) and again when
-    the registry changes (a protocol registered at run time); writable, so a test can take a
-    protocol's analysis out."""
+    the registry the first time it is asked (importing the specs, no analysis) and again after
+    the registry changes (``forget``); writable, so a test can take a protocol's analysis out."""
 
     def __init__(self) -> None:
         self._paths: dict[str, str] | None = None
-        self._revision: object = None
 
     def _loaded(self) -> dict[str, str]:
-        revision = protocols_revision()
-        if self._paths is None or revision != self._revision:
+        if self._paths is None:
             self._paths = {key: PROTOCOLS[key].analysis for key in PROTOCOLS if PROTOCOLS[key].analysis}
-            self._revision = revision
         return self._paths
+
+    def forget(self) -> None:
+        """Read the registry again when next asked."""
+        self._paths = None
 
     def __getitem__(self, key: str) -> str:
         return self._loaded()[key]
@@ -59,7 +59,8 @@ class _Analyses(MutableMapping[str, str]):
         return len(self._loaded())
 
 
-ANALYSES: MutableMapping[str, str] = _Analyses()
+_ANALYSES = _Analyses()
+ANALYSES: MutableMapping[str, str] = _ANALYSES
 
 T = TypeVar("T")
 
@@ -193,9 +194,9 @@ class Analysis:
         raise NotImplementedError
 
 
+@cache
 def analysis_for(protocol: str) -> Analysis:
-    """The analysis of a protocol, imported on first use; NoAnalysis when there is none (asked
-    of ``ANALYSES`` each time, so a protocol registered or taken out at run time is seen)."""
+    """The analysis of a protocol, imported on first use; NoAnalysis when there is none."""
     try:
         dotted = ANALYSES[protocol]
     except KeyError:
@@ -203,15 +204,18 @@ def analysis_for(protocol: str) -> Analysis:
         raise NoAnalysis(
             f"Studies of protocol '{protocol}' have no report yet (reports exist for: {known})."
         ) from None
-    return _analysis(dotted)
-
-
-@cache
-def _analysis(dotted: str) -> Analysis:
-    """One instance per Analysis class (an analysis keeps no state between studies)."""
     module_name, _, class_name = dotted.rpartition(".")
-    analysis: Analysis = getattr(import_module(module_name), class_name)()
-    return analysis
+    return getattr(import_module(module_name), class_name)()
+
+
+def _protocols_changed(**kwargs: Any) -> None:
+    """A protocol registered or taken out (``studies.protocols.protocols_changed``): read the
+    analyses from the registry again."""
+    _ANALYSES.forget()
+    analysis_for.cache_clear()
+
+
+protocols_changed.connect(_protocols_changed, dispatch_uid="reports.analyses.protocols_changed")
 
 
 def report_options() -> dict[str, tuple[ReportOption, list[str]]]:

@@ -28,6 +28,8 @@ import io
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import replace
+from types import MappingProxyType
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -41,6 +43,7 @@ from reports.analyses import ANALYSES
 from studies.models import Item, Study
 from studies.protocols import PROTOCOLS, protocol_registered
 from tests.studies.protocol_data import one_image_manifest, write_csv
+from tests.toy_protocol.spec import SPEC
 
 pytestmark = pytest.mark.django_db
 
@@ -195,3 +198,17 @@ def test_registered_at_run_time_and_taken_out_after():
         output_validate("mood", {"mood": "sad"})
     with pytest.raises(NoReverseMatch):
         reverse("reports:toy_counts")
+
+
+def test_a_kind_defined_by_two_protocols_is_refused_naming_both():
+    clash = replace(
+        SPEC,
+        key="clash",
+        kind_validators=MappingProxyType({"answers": "tests.toy_protocol.kinds.validate_mood"}),
+    )
+    with (
+        protocol_registered(clash),
+        pytest.raises(ValueError, match="'answers' of protocol 'clash' is defined by questions"),
+    ):
+        output_validate("answers", {"age": "young"})
+    assert output_validate("answers", {"age": "young"}) == {"age": "young"}
