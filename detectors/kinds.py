@@ -34,13 +34,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from functools import cache
 from importlib import import_module
 from types import MappingProxyType
 from typing import Any
 
 from metrics.coco_names import UnknownClassName, normalise_class_name
 from studies.jsonbounds import JSONOutOfBounds, json_bounds_check
-from studies.protocols import PROTOCOLS
+from studies.protocols import PROTOCOLS, protocols_changed
 
 # The output kinds of the detectors built in here (their plugins declare them; a protocol's spec
 # names the kinds it reads, ``ProtocolSpec.output_kinds``). A protocol's own kind is its own.
@@ -311,10 +312,11 @@ def _resolve(entry: Any) -> Any:
     return entry
 
 
+@cache
 def _protocol_kinds() -> tuple[dict[str, str], dict[str, str]]:
-    """The kinds the registered protocols define: (kind -> validator path, kind -> check path).
-    Read anew each time (the registry's specs are imported once), so a protocol registered at
-    run time brings its kinds; a kind defined twice is a configuration error naming both."""
+    """The kinds the registered protocols define: (kind -> validator path, kind -> check path),
+    read from their specs, again after the registry changes (a protocol registered at run time
+    brings its kinds); a kind defined twice is a configuration error naming both."""
     validators: dict[str, str] = {}
     checks: dict[str, str] = {}
     owner: dict[str, str] = {}
@@ -328,6 +330,13 @@ def _protocol_kinds() -> tuple[dict[str, str], dict[str, str]]:
             validators[kind] = path
         checks.update(spec.kind_checks)
     return validators, checks
+
+
+def _protocols_changed(**kwargs: Any) -> None:
+    _protocol_kinds.cache_clear()
+
+
+protocols_changed.connect(_protocols_changed, dispatch_uid="detectors.kinds.protocols_changed")
 
 
 class _Validators(Mapping[str, Validator]):
