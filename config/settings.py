@@ -50,7 +50,8 @@ INSTALLED_APPS = [
     "generation",
     "reports",
     "estimates",
-    # Study protocols, each a package of its own (its templates and commands).
+    # Study protocols, each a package of its own: listing it here registers it (its AppConfig names
+    # its spec, studies.protocols), its templates and its commands, in the order studies list them.
     "protocols.gender",
     "protocols.attributes",
     "protocols.pair_change",

@@ -1,4 +1,5 @@
-"""The kinds of output a detector may declare, and one validator per kind. Pure: no Django.
+"""The kinds of output a detector may declare, and one validator per kind. No models: the
+built-in validators are plain functions; a protocol's kinds are read from ``studies.protocols``.
 
 A prediction's ``output`` is a JSON object whose shape is fixed by its kind:
 
@@ -12,12 +13,14 @@ A prediction's ``output`` is a JSON object whose shape is fixed by its kind:
   [0, 120] years, skin gray value in [0, 255].
 - ``objects``: ``{"objects": [{"class": str, "confidence": float, "box": [x0, y0, x1, y1]}]}``,
   confidence in [0, 1], a box with x1 > x0 and y1 > y0.
-- kinds of protocols in packages of their own, by the dotted path of their validator
-  (``answers``: ``{"<question>": "<answer value>", …}``, ``protocols.questions.kinds``).
+- the kinds a protocol defines itself, read from the registry of protocols (its spec's
+  ``kind_validators``: kind -> dotted path of its validator, imported on first use), e.g. the
+  questions protocol's ``answers``: ``{"<question>": "<answer value>", …}``.
 
 A kind whose outputs name things of a study (the ``answers`` kind names its questions and their
-answers) also has a study check in ``STUDY_CHECKS``: ``output_fits_questions(kind, output,
-questions)`` with the study's ``{question key: [answer values]}``, raising OutputInvalid.
+answers) also has a study check (its spec's ``kind_checks``, gathered in ``STUDY_CHECKS``):
+``output_fits_questions(kind, output, questions)`` with the study's ``{question key: [answer
+values]}``, raising OutputInvalid.
 
 Every write of a prediction (``detectors.services.prediction_store``, ``predictions_import``,
 ``DetectorOutput`` itself) goes through ``output_validate``, so the reports can read outputs
@@ -30,13 +33,15 @@ refuses NaN) and booleans are not numbers; unknown fields are refused so a typo 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from functools import cache
 from importlib import import_module
 from types import MappingProxyType
 from typing import Any
 
 from metrics.coco_names import UnknownClassName, normalise_class_name
 from studies.jsonbounds import JSONOutOfBounds, json_bounds_check
+from studies.protocols import PROTOCOLS, protocols_changed
 
 # The output kinds of the detectors built in here (their plugins declare them; a protocol's spec
 # names the kinds it reads, ``ProtocolSpec.output_kinds``). A protocol's own kind is its own.
@@ -289,21 +294,15 @@ def objects_inside_image(output: Mapping[str, Any], width: int, height: int) -> 
 
 
 Validator = Callable[[Any], dict[str, Any]]
-#: Kind -> validator, or the dotted path of a protocol package's validator (imported on first use).
-_VALIDATORS: Mapping[str, Validator | str] = MappingProxyType(
+#: The kinds of the detectors built in here (below every protocol).
+_BUILT_IN: Mapping[str, Validator] = MappingProxyType(
     {
         KIND_GENDER: validate_gender,
         KIND_ATTRIBUTES: validate_attributes,
         KIND_MEASUREMENTS: validate_measurements,
         KIND_OBJECTS: validate_objects,
-        "answers": "protocols.questions.kinds.validate_answers",
     }
 )
-#: Kind -> dotted path of its check against a study's questions (kinds that name questions).
-STUDY_CHECKS: Mapping[str, str] = MappingProxyType(
-    {"answers": "protocols.questions.kinds.answers_fit_questions"}
-)
-KINDS: tuple[str, ...] = tuple(_VALIDATORS)
 
 
 def _resolve(entry: Any) -> Any:
@@ -313,21 +312,81 @@ def _resolve(entry: Any) -> Any:
     return entry
 
 
+@cache
+def _protocol_kinds() -> tuple[dict[str, str], dict[str, str]]:
+    """The kinds the registered protocols define: (kind -> validator path, kind -> check path),
+    read from their specs, again after the registry changes (a protocol registered at run time
+    brings its kinds); a kind defined twice is a configuration error naming both."""
+    validators: dict[str, str] = {}
+    checks: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    for key, spec in PROTOCOLS.items():
+        for kind, path in spec.kind_validators.items():
+            if kind in _BUILT_IN or kind in owner:
+                raise ValueError(
+                    f"output kind {kind!r} of protocol {key!r} is defined by {owner.get(kind, 'detectors.kinds')}"
+                )
+            owner[kind] = key
+            validators[kind] = path
+        checks.update(spec.kind_checks)
+    return validators, checks
+
+
+def _protocols_changed(**kwargs: Any) -> None:
+    _protocol_kinds.cache_clear()
+
+
+protocols_changed.connect(_protocols_changed, dispatch_uid="detectors.kinds.protocols_changed")
+
+
 class _Validators(Mapping[str, Validator]):
-    """``_VALIDATORS`` with the dotted paths imported when first read."""
+    """Kind -> validator: the built-in kinds, then the protocols' (imported when first read)."""
 
     def __getitem__(self, kind: str) -> Validator:
-        validator: Validator = _resolve(_VALIDATORS[kind])
+        if kind in _BUILT_IN:
+            return _BUILT_IN[kind]
+        validator: Validator = _resolve(_protocol_kinds()[0][kind])
         return validator
 
-    def __iter__(self) -> Any:
-        return iter(_VALIDATORS)
+    def __iter__(self) -> Iterator[str]:
+        return iter([*_BUILT_IN, *_protocol_kinds()[0]])
 
     def __len__(self) -> int:
-        return len(_VALIDATORS)
+        return len(_BUILT_IN) + len(_protocol_kinds()[0])
+
+
+class _StudyChecks(Mapping[str, str]):
+    """Kind -> dotted path of its check against a study's questions (kinds that name questions)."""
+
+    def __getitem__(self, kind: str) -> str:
+        return _protocol_kinds()[1][kind]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_protocol_kinds()[1])
+
+    def __len__(self) -> int:
+        return len(_protocol_kinds()[1])
+
+
+class _Kinds(Collection[str]):
+    """Every kind, in order (built-in first), read from the registry when asked."""
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(VALIDATORS)
+
+    def __len__(self) -> int:
+        return len(VALIDATORS)
+
+    def __contains__(self, kind: object) -> bool:
+        return isinstance(kind, str) and kind in VALIDATORS
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
 
 
 VALIDATORS: Mapping[str, Validator] = _Validators()
+STUDY_CHECKS: Mapping[str, str] = _StudyChecks()
+KINDS: Collection[str] = _Kinds()
 
 
 def kind_choices() -> list[tuple[str, str]]:

@@ -3,10 +3,15 @@ and downloads. Every page takes ``?study=<slug>`` (default: the only study)."""
 
 from __future__ import annotations
 
-from django.urls import URLPattern, URLResolver, include, path
+import sys
+from importlib import reload
+from typing import Any
+
+from django.conf import settings
+from django.urls import URLPattern, URLResolver, clear_url_caches, include, path
 
 from reports import views
-from studies.protocols import PROTOCOLS
+from studies.protocols import PROTOCOLS, protocols_changed
 
 app_name = "reports"
 
@@ -19,3 +24,17 @@ urlpatterns: list[URLPattern | URLResolver] = [
 # Each protocol brings its own pages (``ProtocolSpec.urls``, a dotted path: no import upward),
 # e.g. the gender analysis's heatmap and drill-downs, the objects analysis's class page.
 urlpatterns += [path("", include(PROTOCOLS[key].urls)) for key in PROTOCOLS if PROTOCOLS[key].urls]
+
+
+def remount(**kwargs: Any) -> None:
+    """Mount the protocols' pages anew when the registered protocols change (``protocols_changed``):
+    this URLconf and the root one are read again (Django's resolvers keep the patterns they
+    read) and the resolver caches cleared."""
+    for name in (__name__, settings.ROOT_URLCONF):
+        if name in sys.modules:
+            reload(sys.modules[name])
+    clear_url_caches()
+
+
+# Strongly held: a reload replaces the module's function, and the uid keeps the first one.
+protocols_changed.connect(remount, weak=False, dispatch_uid="reports.urls.remount")

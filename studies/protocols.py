@@ -1,21 +1,46 @@
-"""The registry of protocols and the types their specs are made of. Pure data: no model
-imports, so any layer may read it.
+"""The registry of protocols and the types their specs are made of. No model imports, so any
+layer may read it.
 
 A protocol (a study kind: gender, attributes, pair change, objects, questions) is one package of
-its own under ``protocols/`` holding its spec, analysis, pages, commands and demo. ``PROTOCOLS``
-names each by the dotted path of its spec (a ``ProtocolSpec``), imported the first time someone
-asks for it (a lazy mapping), so the core never imports a protocol package and a new protocol
-needs no migration: ``Study.protocol`` takes its choices from ``protocol_choices``. Where the core
+its own under ``protocols/`` holding its spec, analysis, pages, commands and demo. Where the core
 behaves differently for a protocol it asks the spec (its fields and methods), never the name.
+
+Registered once: **a protocol is a Django app in ``INSTALLED_APPS`` whose ``AppConfig`` names its
+spec** (``protocol_spec = "protocols.gender.spec.SPEC"``; the app's label is the protocol's key).
+A protocol must be an installed app anyway, for its templates and management commands, so
+``INSTALLED_APPS`` is the one list a Django developer already edits to add one; a second list
+(a ``PROTOCOLS`` dict, a setting) would have to be kept in step with it, and that is what issue
+20 took away. It is how pluggable units are installed across Django (``django.contrib`` apps,
+allauth's social providers: installing the app is registering it), and ``override_settings``
+/ ``modify_settings(INSTALLED_APPS=…)`` install one in a test.
+
+``PROTOCOLS`` (a lazy mapping) lists the keys from the app registry, importing nothing, and
+imports a spec the first time someone asks for it, so the core never imports a protocol package
+and a new protocol needs no migration: ``Study.protocol`` takes its choices from
+``protocol_choices``. The registries derived from it are read from it, never edited for a
+protocol: ``reports.analyses.ANALYSES`` (``ProtocolSpec.analysis``), the output kinds of
+``detectors.kinds`` (``ProtocolSpec.kind_validators`` / ``kind_checks``) and the report pages of
+``reports.urls`` (``ProtocolSpec.urls``).
+
+At run time (a plugin without an app of its own, a test) ``register_protocol(dotted path of a
+spec)`` adds one and ``unregister_protocol(key)`` takes it out; ``protocol_registered(path)``
+does both around a block. Every change, and every change of ``INSTALLED_APPS`` under
+``override_settings``, sends ``protocols_changed``, on which ``reports.urls`` mounts the pages
+anew.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import import_module
 from types import MappingProxyType
 from typing import Any
+
+from django.apps import apps
+from django.core.signals import setting_changed
+from django.dispatch import Signal
 
 #: The protocol of a study created without naming one (``create_study``, ``study_create``).
 DEFAULT_PROTOCOL = "gender"
@@ -90,7 +115,11 @@ class ProtocolSpec:
     analysis, or None (``studies.services.study_define`` refuses the study with it). A preset
     without questions (``questions=()``) means the study's questions come from a questions CSV,
     which ``create_study`` then requires. ``options`` are the settings ``create_study`` takes
-    for the protocol (``StudyOption``)."""
+    for the protocol (``StudyOption``). ``kind_validators`` are the detector output kinds the
+    protocol itself defines (kind -> dotted path of its validator, ``output -> normalised
+    output`` raising ``detectors.kinds.OutputInvalid``), ``kind_checks`` their checks against a
+    study's questions (kind -> dotted path of ``check(output, {question key: [answer
+    values]})``); ``detectors.kinds`` reads both from here."""
 
     key: str
     questions: tuple[QuestionSpec, ...]
@@ -119,6 +148,8 @@ class ProtocolSpec:
     # The dotted path of the URLconf of the protocol's own report pages, mounted under
     # ``/reports/`` in the ``reports`` namespace ("" = none).
     urls: str = ""
+    kind_validators: MappingProxyType[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    kind_checks: MappingProxyType[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def paired(self) -> bool:
@@ -145,41 +176,104 @@ class ProtocolSpec:
         return None
 
 
-class _Registry(Mapping[str, ProtocolSpec]):
-    """Protocol key -> spec: the specs defined here, and the dotted paths of protocols that live
-    in a package of their own, imported on first use (iterating lists every key, importing
-    nothing)."""
+#: Sent (no arguments) when the registered protocols change: ``register_protocol``,
+#: ``unregister_protocol``, ``INSTALLED_APPS`` changed by ``override_settings``.
+protocols_changed = Signal()
 
-    def __init__(self, specs: Mapping[str, ProtocolSpec | str]) -> None:
-        self._entries = dict(specs)
+
+def _import(dotted: str) -> Any:
+    module_name, _, attribute = dotted.rpartition(".")
+    return getattr(import_module(module_name), attribute)
+
+
+class _Registry(Mapping[str, ProtocolSpec]):
+    """Protocol key -> spec: every installed app whose ``AppConfig`` has a ``protocol_spec`` (in
+    ``INSTALLED_APPS`` order, keyed by the app's label), then those registered at run time.
+    Iterating lists every key, importing nothing; a spec is imported the first time it is read."""
+
+    def __init__(self) -> None:
+        self._runtime: dict[str, str | ProtocolSpec] = {}
+        self._imported: dict[str, ProtocolSpec] = {}
+
+    def entries(self) -> dict[str, str | ProtocolSpec]:
+        """Key -> the dotted path of its spec (or the spec, registered as an object)."""
+        found: dict[str, str | ProtocolSpec] = {
+            config.label: config.protocol_spec  # type: ignore[attr-defined]
+            for config in apps.get_app_configs()
+            if getattr(config, "protocol_spec", "")
+        }
+        found.update(self._runtime)
+        return found
 
     def __getitem__(self, key: str) -> ProtocolSpec:
-        entry = self._entries[key]
-        if isinstance(entry, str):
-            module_name, _, attribute = entry.rpartition(".")
-            entry = getattr(import_module(module_name), attribute)
-            if not isinstance(entry, ProtocolSpec) or entry.key != key:
-                raise TypeError(f"{self._entries[key]} is not the ProtocolSpec of {key!r}")
-            self._entries[key] = entry
-        return entry
+        entry = self.entries()[key]
+        if isinstance(entry, ProtocolSpec):
+            return entry
+        spec = self._imported.get(entry)
+        if spec is None:
+            spec = _import(entry)
+            if not isinstance(spec, ProtocolSpec) or spec.key != key:
+                raise TypeError(f"{entry} is not the ProtocolSpec of {key!r}")
+            self._imported[entry] = spec
+        return spec
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
+        return iter(self.entries())
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self.entries())
+
+    def add(self, spec: str | ProtocolSpec) -> str:
+        resolved = _import(spec) if isinstance(spec, str) else spec
+        if not isinstance(resolved, ProtocolSpec):
+            raise TypeError(f"{spec} is not a ProtocolSpec")
+        if resolved.key in self.entries():
+            raise ValueError(f"A protocol {resolved.key!r} is registered already.")
+        self._runtime[resolved.key] = spec
+        return resolved.key
+
+    def remove(self, key: str) -> None:
+        if key not in self._runtime:
+            raise KeyError(f"Protocol {key!r} was not registered at run time (an installed app's stays).")
+        del self._runtime[key]
 
 
-PROTOCOLS: Mapping[str, ProtocolSpec] = _Registry(
-    {
-        # Protocol key -> the dotted path of its spec, in the order studies list them.
-        "gender": "protocols.gender.spec.SPEC",
-        "attributes": "protocols.attributes.spec.SPEC",
-        "pair_change": "protocols.pair_change.spec.SPEC",
-        "objects": "protocols.objects.spec.SPEC",
-        "questions": "protocols.questions.spec.SPEC",
-    }
-)
+PROTOCOLS: Mapping[str, ProtocolSpec] = _Registry()
+_REGISTRY: _Registry = PROTOCOLS  # type: ignore[assignment]
+
+
+def register_protocol(spec: str | ProtocolSpec) -> str:
+    """Register a protocol at run time by the dotted path of its spec (or the spec itself) and
+    return its key; every derived registry (analyses, output kinds, report pages) follows. For
+    a plugin without an app of its own, or a test; an installed app's ``protocol_spec`` is the
+    usual way. ValueError when the key is taken."""
+    key = _REGISTRY.add(spec)
+    protocols_changed.send(sender=_Registry)
+    return key
+
+
+def unregister_protocol(key: str) -> None:
+    """Take out a protocol ``register_protocol`` added (KeyError for any other)."""
+    _REGISTRY.remove(key)
+    protocols_changed.send(sender=_Registry)
+
+
+@contextmanager
+def protocol_registered(spec: str | ProtocolSpec) -> Iterator[str]:
+    """``register_protocol(spec)`` for the ``with`` block (yielding the key), unregistered after."""
+    key = register_protocol(spec)
+    try:
+        yield key
+    finally:
+        unregister_protocol(key)
+
+
+def _installed_apps_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting == "INSTALLED_APPS":
+        protocols_changed.send(sender=_Registry)
+
+
+setting_changed.connect(_installed_apps_changed, dispatch_uid="studies.protocols.installed_apps")
 
 
 def protocol_choices() -> list[tuple[str, str]]:

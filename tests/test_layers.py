@@ -8,8 +8,9 @@ From the ground up: ``metrics`` (no Django) and ``accounts``; the core ``studies
 ``annotate`` (people) and ``detectors`` (machines) beside each other; ``generation`` (making
 images, on the detectors' executors) above ``detectors``; then ``reports`` and ``estimates``;
 then ``protocols``, one package per study protocol (spec, analysis, pages, commands), which the
-core names only by dotted path in its lazy registries (``studies.protocols.PROTOCOLS``,
-``reports.analyses.ANALYSES``, ``detectors.kinds``) and never imports. ``config.urls``, the root
+core never imports: each is named once, by its app in ``INSTALLED_APPS``, and the lazy
+registries (``studies.protocols.PROTOCOLS``, ``reports.analyses.ANALYSES``, ``detectors.kinds``)
+read the rest from its spec. ``config.urls``, the root
 URLconf that mounts every app, is the top and nobody imports it."""
 
 from __future__ import annotations
@@ -365,3 +366,35 @@ def test_config_urls_stands_apart_from_the_rest_of_config(tmp_path):
     )
     assert layer_violations(tmp_path, "config") == ["config/api.py imports annotate"]
     assert layer_violations(tmp_path, "annotate") == ["annotate/api.py imports config.urls"]
+
+
+def protocol_names_in_core(root: Path, packages: list[str]) -> list[str]:
+    """String constants (docstrings and comments aside) naming a protocol package, like
+    ``"protocols.questions.kinds.validate_answers"``, in modules outside ``protocols/``."""
+    found = []
+    for _, path in sorted(modules_of(root, [p for p in packages if p != "protocols"]).items()):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        docstrings = {
+            id(node.value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        }
+        found.extend(
+            f"{path.relative_to(root)}:{node.lineno} names {node.value}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value.startswith("protocols.")
+            and id(node) not in docstrings
+        )
+    return found
+
+
+def test_the_core_names_no_protocol_but_in_installed_apps():
+    """Registered once (issue 20 §2): a protocol is named only by its app in ``INSTALLED_APPS``;
+    the registries read the rest from its spec (``studies.protocols``)."""
+    wrong = [
+        line for line in protocol_names_in_core(ROOT, PROJECT) if not line.startswith("config/settings.py:")
+    ]
+    assert not wrong, "\n".join(wrong)
+    assert len(protocol_names_in_core(ROOT, ["config"])) == 5

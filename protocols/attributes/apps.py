@@ -6,4 +6,6 @@ class AttributesConfig(AppConfig):
 
     name = "protocols.attributes"
     label = "attributes"
+    # Registers the protocol (``studies.protocols.PROTOCOLS``, keyed by the label).
+    protocol_spec = "protocols.attributes.spec.SPEC"
     verbose_name = "Attributes protocol"

@@ -6,4 +6,6 @@ class GenderConfig(AppConfig):
 
     name = "protocols.gender"
     label = "gender"
+    # Registers the protocol (``studies.protocols.PROTOCOLS``, keyed by the label).
+    protocol_spec = "protocols.gender.spec.SPEC"
     verbose_name = "Gender protocol"

@@ -6,4 +6,6 @@ class ObjectsConfig(AppConfig):
 
     name = "protocols.objects"
     label = "objects"
+    # Registers the protocol (``studies.protocols.PROTOCOLS``, keyed by the label).
+    protocol_spec = "protocols.objects.spec.SPEC"
     verbose_name = "Objects protocol"

@@ -6,4 +6,6 @@ class PairChangeConfig(AppConfig):
 
     name = "protocols.pair_change"
     label = "pair_change"
+    # Registers the protocol (``studies.protocols.PROTOCOLS``, keyed by the label).
+    protocol_spec = "protocols.pair_change.spec.SPEC"
     verbose_name = "Pair-change protocol"

@@ -7,11 +7,13 @@ model, an LLM judge) answer with outputs of kind ``answers``; the report compare
 across groups (Wilson intervals, χ² test of independence, Cramér's V, largest gap), measures
 agreement and scores each detector against the final labels.
 
-Everything of the protocol lives here, registered once by dotted path:
+Everything of the protocol lives here, registered once (``apps.QuestionsConfig.protocol_spec``,
+the app being in ``INSTALLED_APPS``):
 
 - ``spec.SPEC``: ``studies.protocols.PROTOCOLS["questions"]`` (questions rule, ``--compare``),
   naming the rest by dotted path;
-- ``kinds``: the ``answers`` output kind (``detectors.kinds``);
+- ``kinds``: the ``answers`` output kind, named by the spec (``kind_validators``,
+  ``kind_checks``), which ``detectors.kinds`` reads;
 - ``analysis.QuestionsAnalysis`` (``ProtocolSpec.analysis``), on
   ``metrics.questions``, with ``report``, ``selectors`` and ``charts``;
 - ``views`` / ``urls`` / ``templates/questions/``: the drill-down page (``ProtocolSpec.urls``);

@@ -6,4 +6,6 @@ class QuestionsConfig(AppConfig):
 
     name = "protocols.questions"
     label = "questions"
+    # Registers the protocol (``studies.protocols.PROTOCOLS``, keyed by the label).
+    protocol_spec = "protocols.questions.spec.SPEC"
     verbose_name = "Questions protocol"

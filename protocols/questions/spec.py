@@ -11,6 +11,7 @@ Pure data, like ``studies.protocols``: no model imports.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import MappingProxyType
 
 from studies.protocols import ProtocolSpec, QuestionSpec, StudyOption
 
@@ -37,6 +38,9 @@ SPEC = ProtocolSpec(
     title="Questions from a CSV, answers compared across groups",
     questions=(),  # from the study's questions CSV, which create_study then requires
     output_kinds=(KIND_ANSWERS,),
+    # The kind is the protocol's own: ``detectors.kinds`` validates and checks it with these.
+    kind_validators=MappingProxyType({KIND_ANSWERS: "protocols.questions.kinds.validate_answers"}),
+    kind_checks=MappingProxyType({KIND_ANSWERS: "protocols.questions.kinds.answers_fit_questions"}),
     options=(
         StudyOption(
             name=COMPARE,

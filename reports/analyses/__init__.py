@@ -22,14 +22,14 @@ from typing import Any, ClassVar, Protocol, TypeVar
 from reports.selectors import Scope
 from reports.tables import Table
 from studies.models import Study
-from studies.protocols import PROTOCOLS
+from studies.protocols import PROTOCOLS, protocols_changed
 
 
 class _Analyses(MutableMapping[str, str]):
     """Protocol key -> dotted path of its Analysis class, as each registered protocol's spec
     declares it (``ProtocolSpec.analysis``; a protocol without one has no report yet). Read from
-    the registry the first time it is asked (importing the specs, no analysis); writable, so a
-    test can take a protocol's analysis out."""
+    the registry the first time it is asked (importing the specs, no analysis) and again after
+    the registry changes (``forget``); writable, so a test can take a protocol's analysis out."""
 
     def __init__(self) -> None:
         self._paths: dict[str, str] | None = None
@@ -38,6 +38,10 @@ class _Analyses(MutableMapping[str, str]):
         if self._paths is None:
             self._paths = {key: PROTOCOLS[key].analysis for key in PROTOCOLS if PROTOCOLS[key].analysis}
         return self._paths
+
+    def forget(self) -> None:
+        """Read the registry again when next asked."""
+        self._paths = None
 
     def __getitem__(self, key: str) -> str:
         return self._loaded()[key]
@@ -55,7 +59,8 @@ class _Analyses(MutableMapping[str, str]):
         return len(self._loaded())
 
 
-ANALYSES: MutableMapping[str, str] = _Analyses()
+_ANALYSES = _Analyses()
+ANALYSES: MutableMapping[str, str] = _ANALYSES
 
 T = TypeVar("T")
 
@@ -201,6 +206,16 @@ def analysis_for(protocol: str) -> Analysis:
         ) from None
     module_name, _, class_name = dotted.rpartition(".")
     return getattr(import_module(module_name), class_name)()
+
+
+def _protocols_changed(**kwargs: Any) -> None:
+    """A protocol registered or taken out (``studies.protocols.protocols_changed``): read the
+    analyses from the registry again."""
+    _ANALYSES.forget()
+    analysis_for.cache_clear()
+
+
+protocols_changed.connect(_protocols_changed, dispatch_uid="reports.analyses.protocols_changed")
 
 
 def report_options() -> dict[str, tuple[ReportOption, list[str]]]:
