@@ -1,8 +1,8 @@
 """Which protocol's numbers the few-label estimate knows how to estimate (issue 21).
 
 The commands, the API and the page ask this registry, never a protocol's name: a protocol
-whose headline numbers can be estimated registers a module whose ``ESTIMAND`` is an
-``EstimandProtocol`` (one entry in ``ESTIMANDS``), saying which
+whose headline numbers can be estimated names, in its spec (``ProtocolSpec.estimates``), a module
+whose ``ESTIMAND`` is an ``EstimandProtocol``, saying which
 detector output kind the estimate reads, which designs it supports, which items count as
 labelled (all the final labels its estimate reads exist) and how to build its report. A study
 of an unregistered protocol gets a clear refusal that lists the registered ones.
@@ -10,10 +10,12 @@ of an unregistered protocol gets a clear refusal that lists the registered ones.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, MutableMapping
 from dataclasses import dataclass
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, Protocol
+
+from studies.protocols import SpecPaths
 
 if TYPE_CHECKING:
     from studies.models import Study
@@ -59,23 +61,9 @@ class EstimandProtocol:
     residuals: Callable[[Study, str, str], dict[int, float]] | None = None
 
 
-#: protocol key -> the module whose ``ESTIMAND`` is its few-label estimate, imported on first use
-#: (as ``detectors.registry`` does): adding a protocol's estimate is one entry here, or one
-#: ``register`` call from the protocol's package.
-ESTIMANDS: dict[str, str] = {
-    "gender": "estimates.gender",
-    "attributes": "estimates.attributes",
-    "pair_change": "estimates.pair_change",
-    "questions": "protocols.questions.estimates",
-    "objects": "estimates.objects",
-}
-
-
-def register(key: str, module: str) -> None:
-    """Register ``module`` (a dotted path defining ``ESTIMAND``) for protocol ``key``, once."""
-    if key in ESTIMANDS:
-        raise ValueError(f"protocol '{key}' already has a few-label estimate registered ({ESTIMANDS[key]})")
-    ESTIMANDS[key] = module
+#: protocol key -> the module whose ``ESTIMAND`` is its few-label estimate, as each registered
+#: protocol's spec names it (``ProtocolSpec.estimates``), imported on first use.
+ESTIMANDS: MutableMapping[str, str] = SpecPaths("estimates")
 
 
 def for_protocol(protocol: str) -> EstimandProtocol | None:

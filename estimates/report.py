@@ -1,5 +1,5 @@
-"""What every protocol's few-label estimate report shares (``estimates.attributes``,
-``estimates.pair_change``, ``estimates.objects``, ``protocols.questions.estimates``): the
+"""What every protocol's few-label estimate report shares (``protocols.attributes.estimates``,
+``protocols.pair_change.estimates``, ``protocols.objects.estimates``, ``protocols.questions.estimates``): the
 inclusion probabilities over a series of rounds, its JSON, CSV, Markdown and page context (with
 the width-against-labels chart, ``round_history``), and how one estimand's figures are written
 in a row. A protocol's report adds its cells' layout (``rows``), its headline numbers

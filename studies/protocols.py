@@ -31,7 +31,7 @@ anew.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import import_module
@@ -148,6 +148,9 @@ class ProtocolSpec:
     # The dotted path of the URLconf of the protocol's own report pages, mounted under
     # ``/reports/`` in the ``reports`` namespace ("" = none).
     urls: str = ""
+    # The dotted path of the module whose ``ESTIMAND`` is the protocol's few-label estimate
+    # (``estimates.estimands.EstimandProtocol``; "" = none): ``estimates.estimands`` reads it.
+    estimates: str = ""
     kind_validators: MappingProxyType[str, str] = field(default_factory=lambda: MappingProxyType({}))
     kind_checks: MappingProxyType[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -288,3 +291,42 @@ def protocol_spec(key: str) -> ProtocolSpec:
         return PROTOCOLS[key]
     except KeyError:
         raise KeyError(f"Unknown protocol “{key}”. Known: {', '.join(PROTOCOLS)}.") from None
+
+
+class SpecPaths(MutableMapping[str, str]):
+    """Protocol key -> one dotted-path field of its spec (``analysis``, ``estimates``), for each
+    registered protocol that fills it: what a derived registry (``reports.analyses.ANALYSES``,
+    ``estimates.estimands.ESTIMANDS``) is. Read from the registry when first asked and again
+    after it changes (``protocols_changed``); writable, so a test can take a protocol's entry out
+    for a while (``monkeypatch.delitem``)."""
+
+    def __init__(self, field_name: str) -> None:
+        self._field = field_name
+        self._paths: dict[str, str] | None = None
+        protocols_changed.connect(
+            self._forget, weak=False, dispatch_uid=f"studies.protocols.SpecPaths.{field_name}"
+        )
+
+    def _forget(self, **kwargs: Any) -> None:
+        self._paths = None
+
+    def _loaded(self) -> dict[str, str]:
+        if self._paths is None:
+            paths = {key: getattr(PROTOCOLS[key], self._field) for key in PROTOCOLS}
+            self._paths = {key: path for key, path in paths.items() if path}
+        return self._paths
+
+    def __getitem__(self, key: str) -> str:
+        return self._loaded()[key]
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self._loaded()[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._loaded()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaded())
+
+    def __len__(self) -> int:
+        return len(self._loaded())

@@ -199,19 +199,9 @@ def test_every_package_has_its_place():
     assert set(PROJECT) == set(ALLOWED) - {URLCONF}
 
 
-#: Modules left at a protocol's old place in the core, re-exporting names from its package for
-#: ``estimates`` (being reworked as this is written; it imports them from here until then). Each
-#: goes when nothing imports it.
-KNOWN_PROTOCOL_SHIMS = {
-    "detectors/sampling.py imports protocols",
-    "reports/analyses/attributes/selectors.py imports protocols",
-    "reports/analyses/pair_change/selectors.py imports protocols",
-}
-
-
 @pytest.mark.parametrize("package", PROJECT)
 def test_each_package_imports_only_the_layers_below_it(package):
-    wrong = set(layer_violations(ROOT, package)) - KNOWN_PROTOCOL_SHIMS
+    wrong = set(layer_violations(ROOT, package))
     assert not wrong, "\n".join(sorted(wrong))
 
 

@@ -100,5 +100,6 @@ SPEC = ProtocolSpec(
     validate_questions=yes_no_questions_problem,
     demo="protocols.attributes.demo.DEMO",
     analysis="protocols.attributes.analysis.AttributesAnalysis",
+    estimates="protocols.attributes.estimates",
     urls="protocols.attributes.urls",
 )

@@ -50,5 +50,6 @@ SPEC = ProtocolSpec(
     validate_questions=gender_questions_problem,
     demo="protocols.gender.demo.DEMO",
     analysis="protocols.gender.analysis.GenderAnalysis",
+    estimates="protocols.gender.estimates",
     urls="protocols.gender.urls",
 )

@@ -56,5 +56,6 @@ SPEC = ProtocolSpec(
     validate_metadata=objects_metadata_problem,
     demo="protocols.objects.demo.DEMO",
     analysis="protocols.objects.analysis.ObjectsAnalysis",
+    estimates="protocols.objects.estimates",
     urls="protocols.objects.urls",
 )

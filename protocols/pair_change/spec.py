@@ -56,5 +56,6 @@ SPEC = ProtocolSpec(
     parameters=MappingProxyType({"thresholds": {"age": 25.0, "skin": 20.0}}),
     demo="protocols.pair_change.demo.DEMO",
     analysis="protocols.pair_change.analysis.PairChangeAnalysis",
+    estimates="protocols.pair_change.estimates",
     urls="protocols.pair_change.urls",
 )

@@ -53,5 +53,6 @@ SPEC = ProtocolSpec(
     validate_questions=single_choice_problem,
     demo_command="questions_demo",
     analysis="protocols.questions.analysis.QuestionsAnalysis",
+    estimates="protocols.questions.estimates",
     urls="protocols.questions.urls",
 )

@@ -13,7 +13,7 @@ study of its protocol asks for it, like ``detectors.registry``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import import_module
@@ -22,45 +22,11 @@ from typing import Any, ClassVar, Protocol, TypeVar
 from reports.selectors import Scope
 from reports.tables import Table
 from studies.models import Study
-from studies.protocols import PROTOCOLS, protocols_changed
+from studies.protocols import SpecPaths, protocols_changed
 
-
-class _Analyses(MutableMapping[str, str]):
-    """Protocol key -> dotted path of its Analysis class, as each registered protocol's spec
-    declares it (``ProtocolSpec.analysis``; a protocol without one has no report yet). Read from
-    the registry the first time it is asked (importing the specs, no analysis) and again after
-    the registry changes (``forget``); writable, so a test can take a protocol's analysis out."""
-
-    def __init__(self) -> None:
-        self._paths: dict[str, str] | None = None
-
-    def _loaded(self) -> dict[str, str]:
-        if self._paths is None:
-            self._paths = {key: PROTOCOLS[key].analysis for key in PROTOCOLS if PROTOCOLS[key].analysis}
-        return self._paths
-
-    def forget(self) -> None:
-        """Read the registry again when next asked."""
-        self._paths = None
-
-    def __getitem__(self, key: str) -> str:
-        return self._loaded()[key]
-
-    def __setitem__(self, key: str, value: str) -> None:
-        self._loaded()[key] = value
-
-    def __delitem__(self, key: str) -> None:
-        del self._loaded()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._loaded())
-
-    def __len__(self) -> int:
-        return len(self._loaded())
-
-
-_ANALYSES = _Analyses()
-ANALYSES: MutableMapping[str, str] = _ANALYSES
+#: Protocol key -> dotted path of its Analysis class, as each registered protocol's spec declares
+#: it (``ProtocolSpec.analysis``; a protocol without one has no report yet).
+ANALYSES: MutableMapping[str, str] = SpecPaths("analysis")
 
 T = TypeVar("T")
 
@@ -210,8 +176,7 @@ def analysis_for(protocol: str) -> Analysis:
 
 def _protocols_changed(**kwargs: Any) -> None:
     """A protocol registered or taken out (``studies.protocols.protocols_changed``): read the
-    analyses from the registry again."""
-    _ANALYSES.forget()
+    analysis classes again (``ANALYSES`` follows by itself)."""
     analysis_for.cache_clear()
 
 

@@ -157,13 +157,15 @@ def test_a_protocol_without_a_registered_estimate_is_refused_with_the_known_ones
         _run("sample_for_labeling", "--study", "boxes", "--detector", "x", "--budget", "3")
 
 
-def test_registering_a_protocol_twice_is_a_bug():
-    with pytest.raises(ValueError, match="already has"):
-        estimands.register("attributes", "estimates.attributes")
+def test_the_estimates_registry_is_read_from_the_protocols_specs():
+    assert dict(estimands.ESTIMANDS) == {
+        key: f"protocols.{key}.estimates"
+        for key in ("gender", "attributes", "pair_change", "objects", "questions")
+    }
 
 
 def test_a_registered_module_is_asked_for_its_estimate_by_protocol_key(monkeypatch):
-    monkeypatch.setitem(estimands.ESTIMANDS, "questions", "estimates.attributes")
+    monkeypatch.setitem(estimands.ESTIMANDS, "questions", "protocols.attributes.estimates")
     # The module's ESTIMAND is the attributes one: a registration that points at the wrong
     # module is refused, not silently used for another protocol.
     with pytest.raises(TypeError, match="not the few-label estimate of protocol 'questions'"):

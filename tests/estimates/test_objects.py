@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from estimates.models import SamplingRound
-from reports.analyses.objects import ObjectsAnalysis
+from protocols.objects.analysis import ObjectsAnalysis
 from reports.selectors import Scope
 from studies.models import Item
 from tests.factories import StudyFactory

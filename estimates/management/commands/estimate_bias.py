@@ -4,9 +4,9 @@ The study's protocol says what is estimated (``estimates.estimands``): gender, t
 score per T2I model (below); attributes, per T2I model and setting the GEP score and each GEP
 vector entry, ``{"attributes": {model: {setting: {"gep_score": E, "gep_vector": {key: E},
 "n_items", "n_labelled"}}}}`` with E = {estimate, ci95, human_only {estimate, ci95},
-detector_only, lambda, effective_labels} (``estimates.attributes``); pair_change, per T2I
+detector_only, lambda, effective_labels} (``protocols.attributes.estimates``); pair_change, per T2I
 model, domain and attribute the share of changed pairs, ``{"pair_change": {model: {domain:
-{age|gender|skin: E + n_items, n_labelled}}}}`` (``estimates.pair_change``); questions, per
+{age|gender|skin: E + n_items, n_labelled}}}}`` (``protocols.pair_change.estimates``); questions, per
 question, T2I model and group each answer's share and per answer the largest gap between groups,
 ``{"questions": {q: {model: {"groups": {g: {"shares": {answer: E}, "n_items", "n_labelled"}},
 "max_gap": {answer: E}, "n_items", "n_labelled"}}}}`` (``protocols.questions.estimates``).
@@ -46,7 +46,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        add_study_argument(parser, note="A study whose protocol has a few-label estimate (every built-in one).")
+        add_study_argument(
+            parser, note="A study whose protocol has a few-label estimate (every built-in one)."
+        )
         parser.add_argument("--detector", required=True, help="Detector key (its last-run version is used).")
         add_format_argument(parser, "report")
         parser.add_argument(

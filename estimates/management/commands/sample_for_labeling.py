@@ -25,7 +25,9 @@ class Command(BaseCommand):
     help = "Draw the next sampling round of a gender study for a detector and queue its images first."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        add_study_argument(parser, note="A study whose protocol has a few-label estimate (every built-in one).")
+        add_study_argument(
+            parser, note="A study whose protocol has a few-label estimate (every built-in one)."
+        )
         parser.add_argument("--detector", required=True, help="Detector key whose predictions set π.")
         parser.add_argument("--budget", required=True, type=int, help="Labels to spend: the sum of π.")
         parser.add_argument(

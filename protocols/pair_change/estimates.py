@@ -12,7 +12,7 @@ detectors could not measure. Power tuning weighs it (λ) against the labels.
 
 The round's detector names the series (its version keys the rounds); the measurements
 themselves come from each attribute's source as the pair-change report picks them
-(``detectors.sampling.measurement_sources``: the study's ``measure`` parameter or the only
+(``protocols.pair_change.sampling.measurement_sources``: the study's ``measure`` parameter or the only
 candidate). π as for attributes (``estimates.report.inclusion``).
 """
 
@@ -24,14 +24,14 @@ import numpy as np
 
 from annotate.models import FinalLabel
 from detectors.models import OutputKind
-from detectors.sampling import MeasureSourceError, pair_measurements, study_thresholds
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
 from estimates.report import EstimateReport, estimand_figures, inclusion, round_history
 from metrics import pair_change as pc
 from metrics import ppi_mean
-from reports.analyses.pair_change.selectors import QuestionMismatch, human_labels
+from protocols.pair_change.sampling import MeasureSourceError, pair_measurements, study_thresholds
+from protocols.pair_change.selectors import QuestionMismatch, human_labels
 from studies.models import Item, Study
 
 NOT_CHANGED = frozenset({pc.UNCHANGED, pc.MALE_TO_MALE, pc.FEMALE_TO_FEMALE})

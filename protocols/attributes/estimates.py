@@ -33,7 +33,7 @@ from estimates.models import Design
 from estimates.report import EstimateReport, estimand_figures, frame_strata, inclusion, round_history
 from estimates.selectors import item_outputs as _outputs
 from metrics import gep, ppi_mean
-from reports.analyses.attributes.selectors import final_answers, gep_rows
+from protocols.attributes.selectors import final_answers, gep_rows
 from reports.selectors import Scope
 from studies.models import Question, Study
 

@@ -33,8 +33,8 @@ from estimates.selectors import item_outputs as _outputs
 from metrics import ppi_mean
 from metrics.coco_names import UnknownClassName, coco_class_index, normalise_class_name
 from metrics.objects import GENDERS, PERSON
-from reports.analyses.objects import selectors as osel
-from reports.analyses.objects.report import include_person_default
+from protocols.objects import selectors as osel
+from protocols.objects.report import include_person_default
 from reports.selectors import Scope
 from studies.models import Study
 
