@@ -119,18 +119,6 @@ def insert(model: type[Model], names: Sequence[str], objects: Sequence[Model]) -
     return sql, params
 
 
-def insert_raw(model: type[Model], columns: Sequence[str], n_rows: int, *, returning: bool = False) -> str:
-    """``INSERT INTO table (columns…) VALUES (…) … [RETURNING id]`` (n_rows rows) for raw column
-    values (the bulk label import, ``annotate.services.bulk``): its caller prepares each value
-    once per batch instead of once per field and row as ``insert`` does."""
-    quote = connection.ops.quote_name
-    one = "(" + ", ".join(["%s"] * len(columns)) + ")"
-    return (
-        f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(c) for c in columns)}) "
-        f"VALUES {', '.join([one] * n_rows)}" + (" RETURNING id" if returning else "")
-    )
-
-
 def convert(model: type[Model], names: Sequence[str], values: Sequence[Any]) -> list[Any]:
     """Raw column values of ``model``'s fields ``names`` as the ORM would return them."""
     by_name = {col.target.name: (col, converters) for col, converters in _converters(model)}

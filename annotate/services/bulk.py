@@ -21,17 +21,15 @@ through ``label_import``, whose claim re-reads the slots.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, Model, OuterRef, Subquery
+from django.db import IntegrityError, transaction
+from django.db.models import Count, OuterRef, Subquery
 from django.utils import timezone
 
-from annotate import sql
 from annotate.errors import AnnotateError, InvalidLabel, ItemFull
 from annotate.models import Assignment, FinalLabel, FinalLabelRevision, FinalLabelSource, Label, LabelRevision
 from annotate.services.answers import answer_validate, clean_reason
@@ -39,7 +37,7 @@ from annotate.services.claims import free_slot
 from annotate.services.finals import refuse_if_decided
 from annotate.services.labels import label_import
 from metrics.consensus import agreed_answer
-from studies.batching import in_chunks, sql_max_variables
+from studies.batching import in_chunks, rows_insert
 from studies.models import Item, Question, Study
 from studies.selectors import item_questions, study_questions
 
@@ -299,30 +297,9 @@ def _final_sync(
         batch.final_revisions.append((item.pk, question.pk, "", note))
 
 
-def _insert(
-    model: type[Model], columns: Sequence[str], rows: Sequence[Sequence[Any]], *, returning: bool = False
-) -> list[int]:
-    """Multi-row INSERTs of raw column values, each under the variable limit; with
-    ``returning``, the new ids in the order of ``rows`` (as Django's bulk_create relies on).
-    Hand-written: bulk_create prepares every value through its field, which cost more than the
-    database spent storing the rows."""
-    ids: list[int] = []
-    per_statement = max(1, sql_max_variables() // len(columns))
-    with connection.cursor() as cursor:
-        for start in range(0, len(rows), per_statement):
-            chunk = rows[start : start + per_statement]
-            cursor.execute(
-                sql.insert_raw(model, columns, len(chunk), returning=returning),
-                [value for row in chunk for value in row],
-            )
-            if returning:
-                ids += [pk for (pk,) in cursor.fetchall()]
-    return ids
-
-
 def _write(study: Study, batch: _Batch, now: datetime) -> None:
     """What the rows changed, one bulk statement per kind (split under the variable limit)."""
-    at = connection.ops.adapt_datetimefield_value(now)  # every row of the batch carries this time
+    at = now  # every row of the batch carries this time
     for chunk in in_chunks(batch.seats_abandoned):
         # The same condition as claims._abandoned_free: a seat completed meanwhile stays.
         Assignment.objects.filter(pk__in=chunk, completed_at__isnull=True, expires_at__lte=now).delete()
@@ -330,7 +307,7 @@ def _write(study: Study, batch: _Batch, now: datetime) -> None:
         Assignment.objects.filter(pk__in=chunk).update(completed_at=now)
     try:
         with transaction.atomic():
-            _insert(
+            rows_insert(
                 Assignment,
                 ("item_id", "annotator_id", "slot", "claimed_at", "expires_at", "completed_at"),
                 [(item_id, seat.annotator_id, seat.slot, at, at, at) for item_id, seat in batch.new_seats],
@@ -339,7 +316,7 @@ def _write(study: Study, batch: _Batch, now: datetime) -> None:
         raise _SlotTaken from exc
     if batch.members:
         study.annotators.add(*batch.members.values())
-    ids = _insert(
+    ids = rows_insert(
         Label,
         (
             "item_id",
@@ -368,7 +345,7 @@ def _write(study: Study, batch: _Batch, now: datetime) -> None:
             Label.objects.filter(pk__in=chunk).update(
                 value=value, reason=reason, request_id="", updated_at=now
             )
-    _insert(
+    rows_insert(
         LabelRevision,
         ("label_id", "value", "reason", "changed_by_id", "changed_at", "request_id"),
         [(label.pk, value, reason, by, at, "") for label, value, reason, by in batch.revisions],
@@ -403,8 +380,8 @@ def _finals_write(batch: _Batch, at: Any, now: datetime) -> None:
             )
     columns = ("item_id", "question_id", "value", "source", "decided_by_id", "note", "decided_at")
     agreed = FinalLabelSource.AGREED.value
-    _insert(FinalLabel, columns, [(i, q, value, agreed, None, note, at) for i, q, value, note in new])
-    _insert(
+    rows_insert(FinalLabel, columns, [(i, q, value, agreed, None, note, at) for i, q, value, note in new])
+    rows_insert(
         FinalLabelRevision,
         columns,
         [(i, q, value, agreed, None, note, at) for i, q, value, note in batch.final_revisions],
