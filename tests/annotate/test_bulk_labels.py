@@ -192,3 +192,32 @@ def test_a_batch_costs_a_few_statements_per_thousand_rows(study, annotator_a, an
     # dozen statements per row.
     assert counts[0] <= 20
     assert counts[1] <= 30
+
+
+def test_a_slot_taken_meanwhile_replays_the_batch_row_by_row(monkeypatch, study, annotator_a, annotator_b):
+    """A claim committed between the batch's read and its seat INSERT (PostgreSQL: claims take no
+    item lock) makes the INSERT fail: the batch is undone and replayed through label_import,
+    whose claim re-reads the slots."""
+    from django.db import IntegrityError
+
+    from annotate.services import bulk
+
+    items = _many(study, 3)
+    real = bulk.rows_insert
+    calls = []
+
+    def seat_conflict_once(model, *args, **kwargs):
+        if model is Assignment and not calls:
+            calls.append(model)
+            real(model, *args, **kwargs)  # written, then refused as a concurrent claim would be
+            raise IntegrityError("seat_one_per_slot")
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(bulk, "rows_insert", seat_conflict_once)
+    outcomes = services.labels_import_batch(
+        study=study, rows=_two_labels_each(items, annotator_a, annotator_b)
+    )
+    assert calls
+    assert outcomes == ["created"] * 6
+    assert Label.objects.count() == Assignment.objects.count() == 6
+    assert FinalLabel.objects.count() == 3
