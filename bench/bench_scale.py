@@ -160,6 +160,7 @@ def _generate(folder: Path, n: int) -> tuple[Path, Path, Path]:
     from PIL import Image as PILImage
 
     images = folder / "images"
+    run = (os.getpid() * 7919 + n) % 16_777_216
     manifest, predictions, labels = folder / "manifest.csv", folder / "predictions.csv", folder / "labels.csv"
     every = max(1, round(1 / LABELED_SHARE))
     with (
@@ -176,6 +177,9 @@ def _generate(folder: Path, n: int) -> tuple[Path, Path, Path]:
             if i % 1000 == 0:
                 sub.mkdir(parents=True)
             img = PILImage.new("RGB", (8, 8), (i % 256, (i // 256) % 256, (i // 65536) % 256))
+            # This run's own pixel: images (and their predictions) outlive a deleted study on a
+            # shared database, and the same bytes would be the same image as an earlier run's.
+            img.putpixel((1, 0), (run % 256, (run // 256) % 256, (run // 65536) % 256))
             name = f"{i // 1000:04d}/{i}.png"
             img.save(images / name, format="PNG")
             word = f"job{i % 50}"
