@@ -8,7 +8,7 @@
   command, the admin and the API.
 - ``labels_import`` / ``ground_truth_import``: read a CSV, check every row first, report every
   bad row, and write only when the whole file is good, in one transaction, through
-  ``annotate.services.label_import`` / ``final_label_set`` (the label rules live there).
+  ``annotate.services.labels_import_batch`` / ``final_label_set`` (the label rules live there).
 
 Both imports also accept the export's own CSV, so export → import reproduces a study: the
 wide ``annotator_i`` / ``label_i`` / ``reason_i`` columns are read as labels and ``final_label``
@@ -262,6 +262,11 @@ def _header(csv_path: str | os.PathLike[str]) -> list[str]:
     return [name.strip() for name in first]
 
 
+# What the checks and the label rules read of an item (its key in messages, the questions it
+# asks, its boxes): loading only these, with the study shared, halves an import's reads.
+_ITEM_FIELDS = ("id", "key", "study_id", "question_keys", "metadata")
+
+
 class _Items:
     """Resolve a row's item: by ``item`` (the item key) or, for one-image items, by ``image`` (the
     path it was imported under); and its question: by ``question``, or the study's only one.
@@ -282,15 +287,20 @@ class _Items:
         # A value with a NUL character names no item (and PostgreSQL refuses it in a query).
         keys = {key for key in keys if "\x00" not in key}
         paths = {path for path in paths if "\x00" not in path}
-        for chunk in in_chunks(sorted(keys | paths)):
-            for item in Item.objects.filter(study=self.study, key__in=chunk).select_related("study"):
-                self.by_key[item.key] = item
         for chunk in in_chunks(sorted(paths)):
-            links = ItemImage.objects.filter(
-                item__study=self.study, role=ImageRole.IMAGE, source_path__in=chunk
-            ).select_related("item__study")
+            links = (
+                ItemImage.objects.filter(item__study=self.study, role=ImageRole.IMAGE, source_path__in=chunk)
+                .select_related("item")
+                .only("source_path", *(f"item__{name}" for name in _ITEM_FIELDS))
+            )
             for link in links:
+                link.item.study = self.study
                 self.by_path[link.source_path] = link.item
+        # A path no image was imported under may be an item key (item() falls back to it).
+        for chunk in in_chunks(sorted(keys | (paths - self.by_path.keys()))):
+            for item in Item.objects.filter(study=self.study, key__in=chunk).only(*_ITEM_FIELDS):
+                item.study = self.study
+                self.by_key[item.key] = item
 
     def item(self, key: str, path: str) -> tuple[Item | None, str | None]:
         if key:
@@ -344,13 +354,14 @@ class _Staged:
         self.file.close()
 
 
-def _items_by_id(ids: Iterable[int]) -> dict[int, Item]:
-    """The items with these ids (their study loaded), a chunk of ids per query."""
-    return {
-        item.pk: item
-        for chunk in in_chunks(ids)
-        for item in Item.objects.filter(pk__in=chunk).select_related("study")
-    }
+def _items_by_id(study: Study, ids: Iterable[int]) -> dict[int, Item]:
+    """The items with these ids (the fields the label rules read), a chunk of ids per query."""
+    items = {}
+    for chunk in in_chunks(ids):
+        for item in Item.objects.filter(pk__in=chunk).only(*_ITEM_FIELDS):
+            item.study = study
+            items[item.pk] = item
+    return items
 
 
 def _answer_problem(question: Question, value: str) -> str | None:
@@ -573,8 +584,9 @@ def labels_import(
     wide columns. Every row is checked first (unknown item or question, a question the item
     does not ask, unknown label, duplicate row, bad username); if any row is bad nothing is
     written and all bad rows are reported. Then every label goes through
-    ``services.label_import`` in one transaction; a row the service refuses (item already has N
-    annotators, missing reason, final label already decided) rolls the whole file back.
+    ``services.labels_import_batch`` (the rules of ``label_import``, a batch of rows at a time)
+    in one transaction; a row the service refuses (item already has N annotators, missing
+    reason, final label already decided) rolls the whole file back.
     Re-importing the same file changes nothing (rows count as duplicates).
 
     The summary counts new labels (``accepted``), labels whose answer or reason changed
@@ -627,18 +639,7 @@ def labels_import(
                 users = _users_ensure(creation.order())
                 questions = {q.pk: q for q in study_questions(study)}
                 for good in staged.batches():
-                    by_id = _items_by_id(item_id for _, item_id, _ in good)
-                    before = _labels_before(good, users)
-                    for row, item_id, question_id in good:
-                        annotator = users[row.username]
-                        _label_write(
-                            row,
-                            by_id[item_id],
-                            questions[question_id],
-                            annotator,
-                            summary,
-                            before.get((item_id, question_id, annotator.pk)),
-                        )
+                    _labels_write(study, good, questions, users, summary)
                     if stage_progress:
                         stage_progress("written", len(good))
                 if summary.rejected:
@@ -697,42 +698,45 @@ def _agreed_finals(pairs: set[tuple[int, int]]) -> set[tuple[int, int]]:
     return found
 
 
-def _label_write(
-    row: _LabelRow,
-    item: Item,
-    question: Question,
-    annotator: User,
+def _labels_write(
+    study: Study,
+    good: list[tuple[_LabelRow, int, int]],
+    questions: dict[int, Question],
+    users: dict[str, User],
     summary: ImportSummary,
-    before: tuple[str, str] | None,
 ) -> None:
-    """Write one label through the service; ``before``: its stored (value, reason), if any."""
-    reason = row.reason
-    choice = question.choice(row.value) or {}
-    if before == (row.value, reason):
-        # The label as stored: the service would change nothing (it returns the stored label
-        # first thing), so a re-import of an unchanged file makes no call per row.
-        summary.duplicates += 1
-        return
-    if not row.has_reason:
-        if before is not None and before[0] == row.value:
-            # An old export carries no reasons: the same value already stored keeps its own reason.
+    """Write one batch of checked rows through ``services.labels_import_batch`` (the rules of
+    ``label_import``, a few statements per batch). A label stored as the row gives it costs no
+    service work; a refused row is reported by number."""
+    by_id = _items_by_id(study, (item_id for _, item_id, _ in good))
+    before = _labels_before(good, users)
+    todo: list[tuple[_LabelRow, services.LabelToImport]] = []
+    for row, item_id, question_id in good:
+        annotator = users[row.username]
+        question = questions[question_id]
+        stored = before.get((item_id, question_id, annotator.pk))
+        reason = row.reason
+        if stored == (row.value, reason):
+            summary.duplicates += 1  # the service would change nothing
+            continue
+        if not row.has_reason:
+            if stored is not None and stored[0] == row.value:
+                # An old export carries no reasons: the same value already stored keeps its own reason.
+                summary.duplicates += 1
+                continue
+            if (question.choice(row.value) or {}).get("requires_reason"):
+                reason = REASON_NOT_EXPORTED
+        todo.append((row, services.LabelToImport(by_id[item_id], question, annotator, row.value, reason)))
+    outcomes = services.labels_import_batch(study=study, rows=[label for _, label in todo])
+    for (row, _), outcome in zip(todo, outcomes, strict=True):
+        if isinstance(outcome, AnnotateError):
+            summary.rejected.append(RejectedRow(row.number, row.shown, f"{row.username}: {outcome}"))
+        elif outcome == "unchanged":
             summary.duplicates += 1
-            return
-        if choice.get("requires_reason"):
-            reason = REASON_NOT_EXPORTED
-    try:
-        services.label_import(
-            item=item, question=question, annotator=annotator, value=row.value, reason=reason
-        )
-    except AnnotateError as exc:
-        summary.rejected.append(RejectedRow(row.number, row.shown, f"{row.username}: {exc}"))
-        return
-    if before == (row.value, reason):
-        summary.duplicates += 1
-    elif before is not None:
-        summary.changed += 1
-    else:
-        summary.accepted += 1
+        elif outcome == "changed":
+            summary.changed += 1
+        else:
+            summary.accepted += 1
 
 
 # --- ground truth -------------------------------------------------------------------------------
@@ -831,7 +835,7 @@ def ground_truth_import(
                 deciders = _deciders_ensure(sorted(decider_names))
                 questions = {q.pk: q for q in study_questions(study)}
                 for good in staged.batches():
-                    by_id = _items_by_id(item_id for _, item_id, _ in good)
+                    by_id = _items_by_id(study, (item_id for _, item_id, _ in good))
                     current = {
                         (item_id, question_id): (value, note)
                         for chunk in in_chunks(item_id for _, item_id, _ in good)

@@ -196,33 +196,70 @@ class DisputeRow:
         return len(self.labels)
 
 
-def dispute_queue(*, study: Study, limit: int | None = None) -> list[DisputeRow]:
-    """Disputed (item, question) pairs — N annotators and no final label yet — oldest item
-    first, each with its labels and their annotators (three queries in all)."""
-    disputed = with_images(
-        items_with_state(study=study).filter(state=ItemState.DISPUTED).select_related("prompt", "study")
-    )
-    items = list(disputed if limit is None else disputed[:limit])
-    if not items:
-        return []
-    settled = set(FinalLabel.objects.filter(item__in=items).values_list("item_id", "question_id"))
+def _disputed_items(study: Study) -> QuerySet[ItemWithState]:
+    # A disputed item has N >= 1 labels: the state is worked out for the labelled items only
+    # (found through the labels' item index), not for every item of the study.
+    labelled = Label.objects.filter(item__study=study).values("item_id")
+    return items_with_state(study=study).filter(pk__in=labelled, state=ItemState.DISPUTED)
+
+
+def _disputed_pairs(
+    study: Study, items: list[tuple[int, list[str]]]
+) -> tuple[dict[tuple[int, int], list[tuple[str, str, str]]], list[tuple[int, int]]]:
+    """The labels of the items by (item, question), and the disputed (item, question) pairs
+    among them in order: N labels and no final label. ``items``: (id, question keys)."""
+    ids = [pk for pk, _ in items]
+    settled = set(FinalLabel.objects.filter(item__in=ids).values_list("item_id", "question_id"))
     by_item: dict[tuple[int, int], list[tuple[str, str, str]]] = {}
     for item_id, question_id, username, value, reason in (
-        Label.objects.filter(item__in=items)
+        Label.objects.filter(item__in=ids)
         .order_by("item_id", "question_id", "annotator__username")
         .values_list("item_id", "question_id", "annotator__username", "value", "reason")
     ):
         by_item.setdefault((item_id, question_id), []).append((username, value, reason))
     questions = study_questions(study)
-    rows = []
-    for item in items:
-        for question in item_questions(item, questions):
-            labels = by_item.get((item.pk, question.pk), [])
-            if (item.pk, question.pk) not in settled and len(labels) >= study.labels_per_item:
-                rows.append(
-                    DisputeRow(item=item, question=question, labels=labels, n_needed=study.labels_per_item)
-                )
-    return rows
+    pairs = []
+    for pk, keys in items:
+        for question in questions if not keys else [q for q in questions if q.key in keys]:
+            labels = by_item.get((pk, question.pk), [])
+            if (pk, question.pk) not in settled and len(labels) >= study.labels_per_item:
+                pairs.append((pk, question.pk))
+    return by_item, pairs
+
+
+def dispute_pairs(*, study: Study) -> list[tuple[int, int]]:
+    """Every disputed (item id, question id) of the study, oldest item first, as plain values:
+    a page of them is then read with ``dispute_queue(item_ids=…)`` (a study of a million items
+    may hold thousands of disputes; a page shows 50)."""
+    items = [(pk, keys or []) for pk, keys in _disputed_items(study).values_list("pk", "question_keys")]
+    return _disputed_pairs(study, items)[1]
+
+
+def dispute_queue(
+    *, study: Study, limit: int | None = None, item_ids: list[int] | None = None
+) -> list[DisputeRow]:
+    """Disputed (item, question) pairs — N annotators and no final label yet — oldest item
+    first, each with its labels and their annotators (three queries in all); only those of
+    ``item_ids`` when given."""
+    disputed = _disputed_items(study)
+    if item_ids is not None:
+        disputed = disputed.filter(pk__in=item_ids)
+    disputed = with_images(disputed.select_related("prompt", "study"))
+    items = list(disputed if limit is None else disputed[:limit])
+    if not items:
+        return []
+    by_item, pairs = _disputed_pairs(study, [(item.pk, item.question_keys or []) for item in items])
+    by_id = {item.pk: item for item in items}
+    questions = {question.pk: question for question in study_questions(study)}
+    return [
+        DisputeRow(
+            item=by_id[item_id],
+            question=questions[question_id],
+            labels=by_item[(item_id, question_id)],
+            n_needed=study.labels_per_item,
+        )
+        for item_id, question_id in pairs
+    ]
 
 
 def annotator_progress(*, study: Study, annotator: User, now: datetime | None = None) -> Progress:

@@ -636,8 +636,12 @@ def disputes(request: HttpRequest, slug: str | None = None) -> HttpResponse:
     study = _choose_study(request, slug, "annotate:disputes")
     if isinstance(study, HttpResponse):
         return study
-    rows = [_dispute_row(row) for row in selectors.dispute_queue(study=study)]
-    page = Paginator(rows, 50).get_page(request.GET.get("page"))
+    # Paginated on plain (item, question) ids; only the page's items are read in full.
+    page = Paginator(selectors.dispute_pairs(study=study), 50).get_page(request.GET.get("page"))
+    shown = set(page.object_list)
+    rows = selectors.dispute_queue(study=study, item_ids=sorted({item_id for item_id, _ in shown}))
+    drawn: Any = [_dispute_row(row) for row in rows if (row.item.pk, row.question.pk) in shown]
+    page.object_list = drawn  # the page's rows, in place of their ids
     return render(request, "annotate/disputes.html", {"study": study, "page": page})
 
 

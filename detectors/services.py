@@ -48,7 +48,7 @@ from detectors.models import DetectorRun, FilterReason, OutputKind, Prediction, 
 from detectors.progress import Progress
 from detectors.remote import detector_executor_start, image_payload
 from detectors.selectors import Shard, images_in_scope, images_pending
-from studies.batching import batches, bulk_batch_size, import_batch_rows, in_chunks
+from studies.batching import batches, import_batch_rows, in_chunks, rows_insert
 from studies.csvio import read_cell
 from studies.jsonbounds import JSONOutOfBounds, json_loads_bounded
 from studies.models import Image, ItemImage, Question, Study
@@ -757,6 +757,10 @@ class _Staged(NamedTuple):
     seconds: float | None
 
 
+# The columns of a staged row, then created_at.
+_STAGED_COLUMNS = (*_Staged._fields, "created_at")
+
+
 def predictions_import(
     *,
     csv_path: Path | str,
@@ -810,16 +814,15 @@ def predictions_import(
             raise PredictionImportRejected(sorted(errors, key=_line_number))
         if not dry_run:
             staging.seek(0)
-            size = bulk_batch_size(Prediction)
+            now = timezone.now()
             with transaction.atomic():
                 while True:
                     try:
                         staged = pickle.load(staging)
                     except EOFError:
                         break
-                    Prediction.objects.bulk_create(
-                        [Prediction(**row._asdict()) for row in staged], batch_size=size
-                    )
+                    # Plain multi-row INSERTs of the staged tuples (no model instance per row).
+                    rows_insert(Prediction, _STAGED_COLUMNS, [(*row, now) for row in staged])
                     if progress:
                         progress("written", len(staged))
     return PredictionImportSummary(created=sum(by_detector.values()), by_detector=by_detector)

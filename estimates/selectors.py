@@ -201,8 +201,9 @@ def sampling_frame(
     items_qs = Item.objects.filter(study=study)
     n_study = items_qs.count()
     if rounds:
-        frame_ids = {item_id for item_id, _, _ in rows_by_round[rounds[0].pk]}
-        items_qs = items_qs.filter(pk__in=frame_ids)
+        # A subquery, not the ids: a round of a million items would pass a million values
+        # (SQLite refuses more than 32,766 per statement).
+        items_qs = items_qs.filter(pk__in=RoundItem.objects.filter(round=rounds[0]).values("item_id"))
     base = list(
         items_qs.order_by("pk").values_list("pk", "t2i_model", "prompt_id", "prompt__text", "prompt__word")
     )

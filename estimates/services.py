@@ -35,6 +35,7 @@ from estimates import estimands
 from estimates import selectors as sel
 from estimates.models import Design, RoundItem, SamplingRound
 from metrics import ppi, stratified
+from studies.batching import bulk_batch_size, in_chunks
 from studies.models import Item, Study
 
 #: The largest seed drawn when none is given (fits a BigIntegerField and numpy's seeding).
@@ -203,10 +204,11 @@ def sampling_round_create(
             RoundItem(round=sampling_round, item_id=item.item_id, pi=float(p), selected=bool(s))
             for item, p, s in zip(items, pi, selected, strict=True)
         ],
-        batch_size=2000,
+        batch_size=bulk_batch_size(RoundItem),  # under the variable limit (studies.batching)
     )
     to_label = [item.item_id for item, s, in_pool in zip(items, selected, pool, strict=True) if s and in_pool]
     if to_label:
-        Item.objects.filter(pk__in=to_label).update(queue=2)
+        for chunk in in_chunks(to_label):  # under the database's variable limit at any budget
+            Item.objects.filter(pk__in=chunk).update(queue=2)
         Study.objects.filter(pk=study.pk).update(priority_queue=True)
     return sampling_round

@@ -17,12 +17,14 @@ instead of 50,000):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
 from itertools import islice
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db.models import Model
+from django.db import connection
+from django.db.models import DateTimeField, JSONField, Model
 
 T = TypeVar("T")
 
@@ -68,3 +70,45 @@ def bulk_batch_size(model: type[Model]) -> int:
     limit (Django's own SQLite batching assumes 999, which a smaller limit would break)."""
     columns = sum(1 for field in model._meta.concrete_fields if not field.primary_key) or 1
     return max(1, sql_max_variables() // columns)
+
+
+def rows_insert(
+    model: type[Model], names: Sequence[str], rows: Sequence[Sequence[Any]], *, returning: bool = False
+) -> list[int]:
+    """INSERT ``rows`` (tuples of values for the fields ``names``: attnames such as ``item_id``)
+    with multi-row statements, each under the variable limit; with ``returning``, the new ids
+    in the order of ``rows`` (which Django's bulk_create relies on too).
+
+    For the bulk imports: ``bulk_create`` builds a model instance per row and prepares every
+    value through its field, which costs more than the database spends storing the row. Here
+    only the values that need it are prepared — JSON, and datetimes (once per distinct value:
+    an import stamps a batch with one time) — and the others go to the driver as they are."""
+    fields: list[Any] = [model._meta.get_field(name) for name in names]
+    prepare = [isinstance(f, (JSONField, DateTimeField)) for f in fields]
+    quote = connection.ops.quote_name
+    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    head = f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) VALUES "
+    times: dict[datetime, Any] = {}
+
+    def prepared(field: Any, value: Any) -> Any:
+        if isinstance(value, datetime):
+            if value not in times:
+                times[value] = field.get_db_prep_save(value, connection)
+            return times[value]
+        return field.get_db_prep_save(value, connection)
+
+    ids: list[int] = []
+    per_statement = max(1, sql_max_variables() // len(fields))
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), per_statement):
+            chunk = rows[start : start + per_statement]
+            params = [
+                prepared(field, value) if needs else value
+                for row in chunk
+                for field, needs, value in zip(fields, prepare, row, strict=True)
+            ]
+            sql = head + ", ".join([one] * len(chunk)) + (" RETURNING id" if returning else "")
+            cursor.execute(sql, params)
+            if returning:
+                ids += [pk for (pk,) in cursor.fetchall()]
+    return ids

@@ -66,6 +66,7 @@ production server spends about twice the in-process figure, which is still to be
 from __future__ import annotations
 
 from annotate.services.answers import DURATION_MAX_MS, REASON_MAX_CHARS, answer_validate
+from annotate.services.bulk import LabelToImport, labels_import_batch
 from annotate.services.claims import CLAIM_SPARE_CANDIDATES, SeatRow, assignment_queue
 from annotate.services.disputes import dispute_resolve, dispute_resolve_unresolvable
 from annotate.services.finals import final_label_set
@@ -83,6 +84,7 @@ __all__ = [
     "CLAIM_SPARE_CANDIDATES",
     "DURATION_MAX_MS",
     "REASON_MAX_CHARS",
+    "LabelToImport",
     "SeatRow",
     "SubmitNext",
     "annotation_previous",
@@ -96,4 +98,5 @@ __all__ = [
     "label_change",
     "label_import",
     "label_revision_stamp",
+    "labels_import_batch",
 ]

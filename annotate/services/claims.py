@@ -44,7 +44,7 @@ SeatRow = tuple[int, datetime | None, datetime]  # slot, completed_at, expires_a
 # --- one seat ----------------------------------------------------------------------------------
 
 
-def _free_slot(seats: list[SeatRow], n: int, now: datetime) -> tuple[int | None, bool]:
+def free_slot(seats: list[SeatRow], n: int, now: datetime) -> tuple[int | None, bool]:
     """(The lowest slot 0..N-1 free once abandoned seats are freed — None when there is none,
     whether any seat is abandoned: reserved, never labelled, past its expiry). The one slot rule
     of every claim."""
@@ -79,7 +79,7 @@ def seat_try_claim(
     """
     for _attempt in range(n):
         seats = list(Assignment.objects.filter(item=item).values_list("slot", "completed_at", "expires_at"))
-        slot, abandoned = _free_slot(seats, n, now)
+        slot, abandoned = free_slot(seats, n, now)
         if abandoned:
             _abandoned_free(item.pk, now)
         if slot is None:
@@ -155,7 +155,7 @@ def _seats_take(
     last = 0
     for item_id, seats in candidates.items():
         last = item_id
-        slot, abandoned = _free_slot(seats, n, now)
+        slot, abandoned = free_slot(seats, n, now)
         if slot is None:
             continue
         if abandoned:

@@ -1,0 +1,402 @@
+"""Labels from an import file, a batch of rows at a time: the rules of ``label_import`` for
+many rows, checked in memory and written with a few statements per batch.
+
+``label_import`` costs a dozen statements per row (lock, reads, seat, label, revision, final
+label, recount): ~180 rows/s. ``labels_import_batch`` applies the same rules to a batch of
+rows in file order — the question asked by the item, the answer and its reason, an unchanged
+label left alone, a decided final label refusing changes, the study's seats (a free slot once
+abandoned seats are freed, ItemFull naming the holders), the agreed final label following the
+labels with one revision per change — against the batch's labels, seats and final labels read
+once, and then writes what changed: a handful of bulk statements, each under the variable
+limit (``studies.batching``). A row the rules refuse names its row and writes nothing; the
+others are written (the import rolls the whole file back when any row is refused).
+
+Concurrency: on PostgreSQL the batch's items are locked first (``FOR NO KEY UPDATE``, in id
+order, as ``locks.lock_item``), so key presses on them wait and reads after the lock are
+current. Seats are the one write another transaction can race (a claim takes no item lock):
+when a new seat's slot was taken meanwhile, the batch is undone and replayed row by row
+through ``label_import``, whose claim re-reads the slots.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.db.models import Count, OuterRef, Subquery
+from django.utils import timezone
+
+from annotate.errors import AnnotateError, InvalidLabel, ItemFull
+from annotate.models import Assignment, FinalLabel, FinalLabelRevision, FinalLabelSource, Label, LabelRevision
+from annotate.services.answers import answer_validate, clean_reason
+from annotate.services.claims import free_slot
+from annotate.services.finals import refuse_if_decided
+from annotate.services.labels import label_import
+from metrics.consensus import agreed_answer
+from studies.batching import in_chunks, rows_insert
+from studies.models import Item, Question, Study
+from studies.selectors import item_questions, study_questions
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+Outcome = Literal["created", "changed", "unchanged"] | AnnotateError
+
+
+@dataclass(frozen=True)
+class LabelToImport:
+    """One row of an import: its item (study loaded), question, annotator, answer and reason."""
+
+    item: Item
+    question: Question
+    annotator: User
+    value: str
+    reason: str = ""
+
+
+@dataclass
+class _Seat:
+    pk: int | None
+    annotator_id: int
+    slot: int
+    completed_at: datetime | None
+    expires_at: datetime
+
+
+@dataclass
+class _Label:
+    pk: int | None
+    item_id: int
+    question_id: int
+    annotator_id: int
+    value: str
+    reason: str
+
+
+@dataclass
+class _Final:
+    pk: int | None
+    value: str
+    source: str
+    note: str = ""
+    decided_by_id: int | None = None
+
+
+@dataclass
+class _Batch:
+    """The batch's rows of the database, read once as plain values (a model instance per row
+    costs more than the rest of the import), and what the rows change in them."""
+
+    labels: dict[tuple[int, int], dict[int, _Label]] = field(default_factory=lambda: defaultdict(dict))
+    seats: dict[int, list[_Seat]] = field(default_factory=lambda: defaultdict(list))
+    finals: dict[tuple[int, int], _Final | None] = field(default_factory=dict)
+    finals_before: dict[tuple[int, int], int] = field(default_factory=dict)  # (item, question) -> pk
+    finals_touched: set[tuple[int, int]] = field(default_factory=set)
+    new_labels: list[_Label] = field(default_factory=list)
+    changed_labels: dict[int, _Label] = field(default_factory=dict)
+    revisions: list[tuple[_Label, str, str, int]] = field(default_factory=list)  # label, value, reason, by
+    # item, question, value, note — every one agreed and by no one
+    final_revisions: list[tuple[int, int, str, str]] = field(default_factory=list)
+    new_seats: list[tuple[int, _Seat]] = field(default_factory=list)  # item id, seat
+    seats_completed: list[int] = field(default_factory=list)
+    seats_abandoned: list[int] = field(default_factory=list)
+    touched_items: set[int] = field(default_factory=set)
+    members: dict[int, User] = field(default_factory=dict)
+
+
+class _SlotTaken(Exception):
+    """A concurrent claim took a slot this batch chose: replay the batch row by row."""
+
+
+def labels_import_batch(*, study: Study, rows: list[LabelToImport]) -> list[Outcome]:
+    """Store a batch of answers from an import file, as ``label_import`` would one by one, in
+    file order: per row "created", "changed", "unchanged" or the error ``label_import`` would
+    raise (InvalidLabel, ItemFull, AlreadyResolved), in which case that row writes nothing.
+
+    One transaction (a savepoint inside the caller's). Statements: the lock and three reads per
+    chunk of items, then one bulk write per kind of row changed."""
+    if not rows:
+        return []
+    try:
+        with transaction.atomic():
+            return _apply(study, rows)
+    except _SlotTaken:
+        return _row_by_row(rows)
+
+
+def _row_by_row(rows: list[LabelToImport]) -> list[Outcome]:
+    outcomes: list[Outcome] = []
+    for row in rows:
+        before = Label.objects.filter(item=row.item, question=row.question, annotator=row.annotator).first()
+        try:
+            label = label_import(
+                item=row.item,
+                question=row.question,
+                annotator=row.annotator,
+                value=row.value,
+                reason=row.reason,
+            )
+        except AnnotateError as exc:
+            outcomes.append(exc)
+            continue
+        if before is None:
+            outcomes.append("created")
+        elif (before.value, before.reason) == (label.value, label.reason):
+            outcomes.append("unchanged")
+        else:
+            outcomes.append("changed")
+    return outcomes
+
+
+def _read(study: Study, item_ids: list[int]) -> _Batch:
+    """Lock the items (PostgreSQL; in id order, so two writers never deadlock), then read their
+    labels, seats and final labels: four statements per chunk of items."""
+    batch = _Batch()
+    for chunk in in_chunks(item_ids):
+        # select_for_update is a no-op on SQLite, whose writes are serial.
+        list(
+            Item.objects.select_for_update(no_key=True, of=("self",))
+            .filter(pk__in=chunk)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        for row in Label.objects.filter(item_id__in=chunk).values_list(
+            "id", "item_id", "question_id", "annotator_id", "value", "reason"
+        ):
+            label = _Label(*row)
+            batch.labels[(label.item_id, label.question_id)][label.annotator_id] = label
+        for pk, item_id, annotator_id, slot, completed_at, expires_at in Assignment.objects.filter(
+            item_id__in=chunk
+        ).values_list("pk", "item_id", "annotator_id", "slot", "completed_at", "expires_at"):
+            batch.seats[item_id].append(_Seat(pk, annotator_id, slot, completed_at, expires_at))
+        for pk, item_id, question_id, value, source, note, decided_by_id in FinalLabel.objects.filter(
+            item_id__in=chunk
+        ).values_list("pk", "item_id", "question_id", "value", "source", "note", "decided_by_id"):
+            batch.finals[(item_id, question_id)] = _Final(pk, value, source, note, decided_by_id)
+            batch.finals_before[(item_id, question_id)] = pk
+    return batch
+
+
+def _apply(study: Study, rows: list[LabelToImport]) -> list[Outcome]:
+    batch = _read(study, sorted({row.item.pk for row in rows}))
+    now = timezone.now()  # after the lock (see annotation_submit_next)
+    questions = study_questions(study)
+    asked: dict[int, list[Question]] = {}
+    outcomes: list[Outcome] = []
+    for row in rows:
+        item, question = row.item, row.question
+        if item.pk not in asked:
+            asked[item.pk] = item_questions(item, questions)
+        try:
+            if question.study_id != study.pk or question not in asked[item.pk]:
+                raise InvalidLabel(f"The item {item.key} does not ask the question “{question.key}”.")
+            outcomes.append(_row_apply(study, batch, row, now))
+        except AnnotateError as exc:
+            outcomes.append(exc)
+    _write(study, batch, now)
+    return outcomes
+
+
+def _row_apply(study: Study, batch: _Batch, row: LabelToImport, now: datetime) -> Outcome:
+    """One row in memory, as ``label_import`` writes it; raises what it raises, having changed
+    nothing."""
+    item, question, annotator = row.item, row.question, row.annotator
+    value = answer_validate(question, row.value, item=item)
+    reason = clean_reason(question, value, row.reason)
+    here = batch.labels[(item.pk, question.pk)]
+    mine = here.get(annotator.pk)
+    if mine is not None and (mine.value, mine.reason) == (value, reason):
+        return "unchanged"
+    final = batch.finals.get((item.pk, question.pk))
+    if final is not None and final.source != FinalLabelSource.AGREED:
+        refuse_if_decided(item, question, FinalLabel(value=final.value, source=final.source))
+    _seat_take(study, batch, item, annotator, now)
+    batch.members[annotator.pk] = annotator
+    batch.touched_items.add(item.pk)
+    if mine is None:
+        mine = _Label(None, item.pk, question.pk, annotator.pk, value, reason)
+        here[annotator.pk] = mine
+        batch.new_labels.append(mine)
+        outcome: Outcome = "created"
+    else:
+        mine.value, mine.reason = value, reason
+        if mine.pk is not None:
+            batch.changed_labels[mine.pk] = mine
+        outcome = "changed"
+    batch.revisions.append((mine, value, reason, annotator.pk))
+    values = [label.value for annotator_id, label in here.items() if annotator_id != annotator.pk] + [value]
+    _final_sync(study, batch, item, question, values, annotator, now)
+    return outcome
+
+
+def _seat_take(study: Study, batch: _Batch, item: Item, annotator: User, now: datetime) -> None:
+    """The annotator's seat on the item, completed: theirs if they hold one, else the lowest
+    free slot once abandoned seats are freed (``claims.seat_try_claim``); ItemFull otherwise."""
+    seats = batch.seats[item.pk]
+    seat = next((s for s in seats if s.annotator_id == annotator.pk), None)
+    if seat is None:
+        n = study.labels_per_item
+        slot, abandoned = free_slot([(s.slot, s.completed_at, s.expires_at) for s in seats], n, now)
+        gone = [s for s in seats if s.completed_at is None and s.expires_at <= now] if abandoned else []
+        if slot is None:
+            # label_import frees the abandoned seats, finds no slot and rolls back: the holders
+            # it names are the seats left.
+            ids = [s.annotator_id for s in sorted(seats, key=lambda s: s.slot) if s not in gone]
+            names = dict(get_user_model().objects.filter(pk__in=ids).values_list("pk", "username"))
+            holders = ", ".join(names[pk] for pk in ids)
+            raise ItemFull(f"Item {item.key} already has its {study.labels_per_item} annotators ({holders}).")
+        if gone:
+            batch.seats_abandoned += [s.pk for s in gone if s.pk is not None]
+            seats[:] = [s for s in seats if s not in gone]
+        seat = _Seat(None, annotator.pk, slot, now, now)
+        seats.append(seat)
+        batch.new_seats.append((item.pk, seat))
+    elif seat.completed_at is None:
+        seat.completed_at = now
+        if seat.pk is not None:
+            batch.seats_completed.append(seat.pk)
+
+
+def _final_sync(
+    study: Study, batch: _Batch, item: Item, question: Question, values: list[str], by: User, now: datetime
+) -> None:
+    """``finals.final_label_sync`` in memory: the same end state and the same revisions."""
+    key = (item.pk, question.pk)
+    final = batch.finals.get(key)
+    if final is not None and final.source != FinalLabelSource.AGREED:
+        return
+    value = agreed_answer(values, needed=study.labels_per_item, rule=study.agreement)
+    if value is not None:
+        if final is not None and final.value == value:
+            return
+        batch.finals_touched.add(key)
+        n_same = values.count(value)
+        note = (
+            f"All {len(values)} annotators chose “{value}”."
+            if n_same == len(values)
+            else f"{n_same} of {len(values)} annotators chose “{value}”."
+        )
+        if final is None:
+            batch.finals[key] = _Final(None, value, FinalLabelSource.AGREED, note)
+        else:
+            final.value, final.source, final.decided_by_id, final.note = (
+                value,
+                FinalLabelSource.AGREED,
+                None,
+                note,
+            )
+        batch.final_revisions.append((item.pk, question.pk, value, note))
+    elif final is not None:
+        batch.finals_touched.add(key)
+        batch.finals[key] = None
+        note = f"Agreement broken: {by.get_username()} changed their label."
+        batch.final_revisions.append((item.pk, question.pk, "", note))
+
+
+def _write(study: Study, batch: _Batch, now: datetime) -> None:
+    """What the rows changed, one bulk statement per kind (split under the variable limit)."""
+    at = now  # every row of the batch carries this time
+    for chunk in in_chunks(batch.seats_abandoned):
+        # The same condition as claims._abandoned_free: a seat completed meanwhile stays.
+        Assignment.objects.filter(pk__in=chunk, completed_at__isnull=True, expires_at__lte=now).delete()
+    for chunk in in_chunks(batch.seats_completed):
+        Assignment.objects.filter(pk__in=chunk).update(completed_at=now)
+    try:
+        with transaction.atomic():
+            rows_insert(
+                Assignment,
+                ("item_id", "annotator_id", "slot", "claimed_at", "expires_at", "completed_at"),
+                [(item_id, seat.annotator_id, seat.slot, at, at, at) for item_id, seat in batch.new_seats],
+            )
+    except IntegrityError as exc:
+        raise _SlotTaken from exc
+    if batch.members:
+        study.annotators.add(*batch.members.values())
+    ids = rows_insert(
+        Label,
+        (
+            "item_id",
+            "question_id",
+            "annotator_id",
+            "value",
+            "reason",
+            "duration_ms",
+            "request_id",
+            "created_at",
+            "updated_at",
+        ),
+        [
+            (x.item_id, x.question_id, x.annotator_id, x.value, x.reason, None, "", at, at)
+            for x in batch.new_labels
+        ],
+        returning=True,
+    )
+    for label, pk in zip(batch.new_labels, ids, strict=True):
+        label.pk = pk
+    changed: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for pk, label in batch.changed_labels.items():
+        changed[(label.value, label.reason)].append(pk)
+    for (value, reason), pks in changed.items():  # a few answers: a few statements
+        for chunk in in_chunks(pks):
+            Label.objects.filter(pk__in=chunk).update(
+                value=value, reason=reason, request_id="", updated_at=now
+            )
+    rows_insert(
+        LabelRevision,
+        ("label_id", "value", "reason", "changed_by_id", "changed_at", "request_id"),
+        [(label.pk, value, reason, by, at, "") for label, value, reason, by in batch.revisions],
+    )
+    _finals_write(batch, at, now)
+    _completed_seats_recount(batch.touched_items)
+
+
+def _finals_write(batch: _Batch, at: Any, now: datetime) -> None:
+    """The final labels as the rows left them: removed ones deleted (before any insert on the
+    same (item, question)), changed ones updated, new ones inserted; then every revision, in
+    order."""
+    touched = {key: batch.finals.get(key) for key in batch.finals_touched}
+    gone = [
+        pk
+        for key, final in touched.items()
+        if (pk := batch.finals_before.get(key)) is not None and (final is None or final.pk != pk)
+    ]
+    for chunk in in_chunks(gone):
+        FinalLabel.objects.filter(pk__in=chunk).delete()
+    changed: dict[tuple[str, str], list[int]] = defaultdict(list)
+    new: list[tuple[int, int, str, str]] = []
+    for (item_id, question_id), final in touched.items():
+        if final is not None and final.pk is not None:
+            changed[(final.value, final.note)].append(final.pk)
+        elif final is not None:
+            new.append((item_id, question_id, final.value, final.note))
+    for (value, note), pks in changed.items():
+        for chunk in in_chunks(pks):
+            FinalLabel.objects.filter(pk__in=chunk).update(
+                value=value, source=FinalLabelSource.AGREED, decided_by=None, note=note, decided_at=now
+            )
+    columns = ("item_id", "question_id", "value", "source", "decided_by_id", "note", "decided_at")
+    agreed = FinalLabelSource.AGREED.value
+    rows_insert(FinalLabel, columns, [(i, q, value, agreed, None, note, at) for i, q, value, note in new])
+    rows_insert(
+        FinalLabelRevision,
+        columns,
+        [(i, q, value, agreed, None, note, at) for i, q, value, note in batch.final_revisions],
+    )
+
+
+def _completed_seats_recount(item_ids: set[int]) -> None:
+    """Each touched item's count of completed seats, as ``claims.seat_complete`` keeps it: one
+    UPDATE per chunk of items."""
+    completed = (
+        Assignment.objects.filter(item=OuterRef("pk"), completed_at__isnull=False)
+        .order_by()
+        .values("item")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    for chunk in in_chunks(sorted(item_ids)):
+        Item.objects.filter(pk__in=chunk).update(completed_seats=Subquery(completed))
