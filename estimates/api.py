@@ -79,7 +79,7 @@ class RoundQuery(QueryInput):
 
 
 class RoundInput(StrictInput):
-    study = StrictSlugField(help_text="The study's slug (a gender study).")
+    study = StrictSlugField(help_text="The study's slug (a study whose protocol has a few-label estimate).")
     detector = StrictCharField(max_length=100, help_text="Detector key; its last-run version sets π.")
     budget = StrictIntegerField(
         min_value=1, max_value=10**9, help_text="Labels asked for (Σπ over the pool)."
@@ -109,7 +109,9 @@ class RoundOutput(serializers.Serializer):
 
 
 class EstimateQuery(QueryInput):
-    study = serializers.SlugField(help_text="The study's slug (a gender study).")
+    study = serializers.SlugField(
+        help_text="The study's slug (a study whose protocol has a few-label estimate)."
+    )
     detector = serializers.CharField(max_length=100, help_text="Detector key; its last-run version is used.")
     bootstrap = serializers.IntegerField(
         min_value=0, max_value=MAX_BOOTSTRAP, default=1000, help_text="Design-bootstrap replicates."
@@ -173,7 +175,9 @@ class EstimateOutput(serializers.Serializer):
     detector = serializers.CharField()
     version = serializers.CharField(help_text="The detector version estimated from.")
     models = serializers.DictField(
-        child=ModelEstimateOutput(), required=False, help_text="Gender studies: keyed by T2I model."
+        child=ModelEstimateOutput(),
+        required=False,
+        help_text="The model bias score's studies: keyed by T2I model.",
     )
     attributes = serializers.JSONField(
         required=False,
@@ -182,7 +186,7 @@ class EstimateOutput(serializers.Serializer):
     )
     pair_change = serializers.JSONField(
         required=False,
-        help_text="Pair-change studies: {model: {domain: {age|gender|skin: estimand + n_items, n_labelled}}}.",
+        help_text="Pair-change studies: {model: {domain: {attribute: estimand + n_items, n_labelled}}}.",
     )
     questions = serializers.JSONField(
         required=False,
@@ -224,7 +228,7 @@ class SamplingRoundListApi(ApiView):
         examples=[
             OpenApiExample(
                 "200 more labels, uniform",
-                value={"study": "demo", "detector": "face_gender", "budget": 200, "seed": 7},
+                value={"study": "demo", "detector": "clip", "budget": 200, "seed": 7},
                 request_only=True,
             )
         ],
@@ -232,7 +236,7 @@ class SamplingRoundListApi(ApiView):
             201: RoundOutput,
             **error_responses(
                 {
-                    400: "Invalid body; or a study that does not exist or is not a gender study, a "
+                    400: "Invalid body; or a study that does not exist or whose protocol has no few-label estimate, a "
                     "detector without predictions in it, a budget larger than the unlabelled pool, "
                     "a round still waiting for labels, active without an earlier round (codes "
                     "unknown_study, not_estimable, unknown_detector, sampling_refused; "

@@ -15,8 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from estimates.selectors import ModelEstimate
-
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.typing import RcKeyType
 
@@ -38,17 +36,6 @@ class Series:
 
     name: str
     points: tuple[tuple[int, float | None, float | None], ...]
-
-
-def width_chart_svg(models: Sequence[ModelEstimate]) -> bytes | None:
-    """The gender chart: one line pair per T2I model (its model bias score)."""
-    return series_width_chart_svg(
-        [
-            Series(m.t2i_model, tuple((p.labels, p.width, p.width_human) for p in m.history))
-            for m in models
-            if m.history
-        ]
-    )
 
 
 def series_width_chart_svg(series: Sequence[Series]) -> bytes | None:

@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from studies.protocols import SpecPaths
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from estimates.selectors import Frame
     from studies.models import Study
 
 
@@ -42,23 +45,34 @@ class Report(Protocol):
 
 @dataclass(frozen=True)
 class EstimandProtocol:
-    """A protocol's few-label estimate. ``labelled(study)`` gives the ids of the items whose
-    final labels the estimate reads are all there, or None to use the gender frame's own
-    reading of the ``gender`` question; ``report(study, detector, n_boot=, seed=)`` builds the
+    """A protocol's few-label estimate. ``report(study, detector, n_boot=, seed=)`` builds the
     estimate (raises LookupError when the detector has no predictions of ``output_kind``).
-    ``output_codes(study, detector, version)`` (the stratified design of a protocol other than
-    gender): item id -> a small code of the detector's output, the strata being T2I model x
-    prompt x code; ``residuals(study, detector, version)``: item id -> the squared difference
-    between the detector's output and the final labels, for the labelled items (the spread per
-    code that Neyman allocation weighs)."""
+
+    What the sampling frame (``estimates.selectors.sampling_frame``) reads of the study, as
+    ``frame_of`` passes it: ``labelled(study)``, the ids of the items whose final labels the
+    estimate reads are all there (also ``export_sampling``'s ``labelled``); or, for an estimate
+    that reads the labels and the detector's output per item itself, ``humans(study)``: item
+    id -> the class of its final labels, and ``verdicts(study, detector, version)``: item id ->
+    the code of the detector's output.
+
+    The stratified design of a protocol that gives ``output_codes(study, detector, version)``:
+    item id -> a small code of the detector's output, the strata being T2I model x prompt x
+    code; ``residuals(study, detector, version)``: item id -> the squared difference between
+    the detector's output and the final labels, for the labelled items (the spread per code
+    that Neyman allocation weighs). ``design_pi(frame, design, budget, pool)``: π of the
+    unlabelled ``pool`` (a boolean array over the frame's items) for a design other than
+    uniform that the protocol computes itself from its frame (the active design needs it)."""
 
     key: str
     output_kind: str
     designs: tuple[str, ...]
     report: Callable[..., Report]
     labelled: Callable[[Study], frozenset[int]] | None = None
+    humans: Callable[[Study], dict[int, str]] | None = None
+    verdicts: Callable[[Study, str, str], dict[int, str]] | None = None
     output_codes: Callable[[Study, str, str], dict[int, Hashable]] | None = None
     residuals: Callable[[Study, str, str], dict[int, float]] | None = None
+    design_pi: Callable[[Frame, str, int, np.ndarray], np.ndarray] | None = None
 
 
 #: protocol key -> the module whose ``ESTIMAND`` is its few-label estimate, as each registered
@@ -79,3 +93,20 @@ def for_protocol(protocol: str) -> EstimandProtocol | None:
 
 def known() -> list[str]:
     return sorted(ESTIMANDS)
+
+
+def frame_of(spec: EstimandProtocol, study: Study, detector: str, version: str) -> Frame:
+    """The sampling frame of the series (study, detector, version) as the protocol's estimate
+    reads it: its ``humans`` and ``verdicts`` when it gives them, else its ``labelled``."""
+    from estimates.selectors import sampling_frame
+
+    if spec.humans is not None:
+        return sampling_frame(
+            study,
+            detector,
+            version,
+            humans=spec.humans(study),
+            verdicts=spec.verdicts(study, detector, version) if spec.verdicts is not None else None,
+        )
+    labelled = spec.labelled(study) if spec.labelled is not None else frozenset()
+    return sampling_frame(study, detector, version, labelled=labelled)

@@ -14,9 +14,10 @@ drawn), fixed before the draw:
 * 1 for items not drawn before whose final label exists already (from ordinary labelling or a
   round of another detector version): including them with certainty costs no label and uses
   what people did, without assuming those labels were random;
-* for the rest — the *unlabelled pool* — ``metrics.ppi``'s uniform or active design, or
-  ``metrics.stratified``'s (prompt x detector output, Neyman allocation; a protocol other than
-  gender: its ``output_codes`` and ``residuals``), summing to the budget.
+* for the rest — the *unlabelled pool* — ``metrics.ppi``'s uniform design, or
+  ``metrics.stratified``'s (prompt x detector output, Neyman allocation, from the protocol's
+  ``output_codes`` and ``residuals``), or the protocol's own π of a design (its ``design_pi``:
+  the active design, a stratified one over its own frame), summing to the budget.
 
 The draw itself is ``metrics.ppi.draw_bernoulli`` over the frame in item-id order, so the same
 frame, π and seed give the same selection.
@@ -51,27 +52,6 @@ class SamplingError(ValueError):
         self.message = message
 
 
-def _stratified(
-    items: tuple[sel.FrameItem, ...], rounds: tuple[sel.RoundState, ...], budget: int, pool: np.ndarray
-) -> np.ndarray:
-    """π of the stratified design (``metrics.stratified``): strata are T2I model x prompt x
-    detector verdict; the spread of each verdict's error comes from the earlier rounds' labels
-    (each weighted 1/π), none before the first round (proportional allocation)."""
-    strata: list[Hashable] = [(i.t2i_model, i.prompt_id, i.verdict) for i in items]
-    spread: dict[Hashable, float] | None = None
-    if rounds:
-        data = sel.arrays(items, rounds)
-        outputs, residual_sq, weights = [], [], []
-        for k in range(data.xi.shape[0]):
-            for j in np.flatnonzero(data.xi[k]):
-                outputs.append(items[j].verdict)
-                residual_sq.append(float(np.sum((data.y[j] - data.f[j]) ** 2)))
-                weights.append(1.0 / float(data.pi[k, j]))
-        by_verdict = stratified.residual_spread(outputs, residual_sq, weights)
-        spread = {key: by_verdict.get(key[2], 1.0) for key in strata}  # type: ignore[index]
-    return stratified.inclusion_probabilities_stratified(strata, budget, spread=spread, eligible=pool)
-
-
 @transaction.atomic
 def sampling_round_create(
     *,
@@ -87,8 +67,8 @@ def sampling_round_create(
 
     Raises SamplingError (with the field) for a study whose protocol has no registered estimate
     (``estimates.estimands``), a design that protocol does not support, a budget
-    <= 0 or larger than the unlabelled pool, an unknown design, a detector without gender
-    predictions in the study, an earlier round of this version whose images still wait for
+    <= 0 or larger than the unlabelled pool, an unknown design, a detector without predictions
+    of the protocol's output kind in the study, an earlier round of this version whose images still wait for
     final labels, and an active design without an earlier round to learn from."""
     spec = estimands.for_protocol(study.protocol)
     if spec is None:
@@ -120,8 +100,7 @@ def sampling_round_create(
             f"'{detector}' has no {spec.output_kind} predictions in study '{study.slug}' (run run_detectors "
             f"first; detectors with predictions: {known})",
         )
-    labelled = spec.labelled(study) if spec.labelled is not None else None
-    frame = sel.sampling_frame(study, detector, version, labelled=labelled)
+    frame = estimands.frame_of(spec, study, detector, version)
     for state in frame.rounds:
         if state.pending:
             raise SamplingError(
@@ -141,25 +120,23 @@ def sampling_round_create(
             f"{budget} is more than the {n_pool} image(s) without a final label that no earlier round "
             f"of {detector}@{version} drew",
         )
-    if design == Design.ACTIVE:
-        data = sel.arrays(items, frame.rounds)
-        if not frame.rounds:
-            raise SamplingError(
-                "design",
-                f"active needs the labels of an earlier round of {detector}@{version} to learn where the "
-                "detector errs; draw the first round with design uniform",
-            )
-        # Prompts are counted per T2I model: the estimate is.
-        prompt_keys = np.array([f"{i.t2i_model}\x1f{i.prompt_id}" for i in items])
-        model = ppi.fit_covariance_model(
-            prompt_keys, data.f, data.y, data.xi, data.pi, detector_outputs=data.outputs
+    if design == Design.ACTIVE and not frame.rounds:
+        raise SamplingError(
+            "design",
+            f"active needs the labels of an earlier round of {detector}@{version} to learn where the "
+            "detector errs; draw the first round with design uniform",
         )
-        pi = ppi.inclusion_probabilities_active(data.outputs, prompt_keys, model, budget, eligible=pool)
-    elif design == Design.STRATIFIED and spec.output_codes is not None:
-        # Another protocol than gender: strata of T2I model x prompt x the detector's output
-        # code; Neyman allocation from the spread of the detector's errors per code in the
-        # earlier rounds' labels (each weighted 1/π), proportional before the first round.
-        codes = spec.output_codes(study, detector, version)
+    if design != Design.UNIFORM and spec.design_pi is not None:
+        pi = spec.design_pi(frame, design, budget, pool)
+    elif design == Design.ACTIVE:
+        raise SamplingError(
+            "design", f"the {study.get_protocol_display()} estimate computes no active design"
+        )
+    elif design == Design.STRATIFIED:
+        # Strata of T2I model x prompt x the detector's output code; Neyman allocation from
+        # the spread of the detector's errors per code in the earlier rounds' labels (each
+        # weighted 1/π), proportional before the first round.
+        codes = spec.output_codes(study, detector, version) if spec.output_codes is not None else {}
         strata: list[Hashable] = [(i.t2i_model, i.prompt_id, codes.get(i.item_id)) for i in items]
         spread: dict[Hashable, float] | None = None
         if frame.rounds and spec.residuals is not None:
@@ -175,8 +152,6 @@ def sampling_round_create(
             )
             spread = {key: by_code.get(key[2], 1.0) for key in strata}  # type: ignore[index]
         pi = stratified.inclusion_probabilities_stratified(strata, budget, spread=spread, eligible=pool)
-    elif design == Design.STRATIFIED:
-        pi = _stratified(items, frame.rounds, budget, pool)
     else:
         pi = ppi.inclusion_probabilities_uniform(n, budget, eligible=pool)
     pi[certain] = 1.0

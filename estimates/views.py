@@ -1,7 +1,7 @@
 """The estimate page of a study's report: the numbers its protocol estimates
-(``estimates.estimands``; gender: the bias score per T2I model, attributes: the GEP score and
-vector per model and setting) with each interval beside the detector's and the labels-only
-one, λ and the effective labels, the interval width round by round (gender), the rounds
+(``estimates.estimands``; e.g. the bias score per T2I model, or the GEP score and vector per
+model and setting) with each interval beside the detector's and the labels-only one, λ and
+the effective labels, the interval width round by round, the rounds
 drawn, and the "label N more" form that draws the next round.
 
 Researchers (and admins) only, for every method: others get 403, anonymous users the login

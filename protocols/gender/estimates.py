@@ -1,6 +1,6 @@
 """The gender protocol's few-label estimate (issue 13), registered with ``estimates.estimands``:
 the model bias score per T2I model from ``metrics.ppi`` (its own ratio estimator and design
-bootstrap), unchanged."""
+bootstrap), unchanged; its frame, estimate and designs' π in ``protocols.gender.estimate_frame``."""
 
 from __future__ import annotations
 
@@ -8,11 +8,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from detectors.models import OutputKind
-from estimates.charts import data_uri, width_chart_svg
+from estimates.charts import data_uri
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
-from estimates.selectors import StudyEstimate, bias_estimate
-from estimates.summary import summary_csv, summary_markdown, summary_table
+from protocols.gender.estimate_frame import (
+    StudyEstimate,
+    bias_estimate,
+    design_pi,
+    humans,
+    labelled,
+    verdicts,
+    width_chart_svg,
+)
+from protocols.gender.estimate_summary import summary_csv, summary_markdown, summary_table
 from studies.models import Study
 
 
@@ -92,4 +100,8 @@ ESTIMAND = EstimandProtocol(
     output_kind=OutputKind.GENDER.value,
     designs=(Design.UNIFORM.value, Design.ACTIVE.value, Design.STRATIFIED.value),
     report=gender_report,
+    labelled=labelled,
+    humans=humans,
+    verdicts=verdicts,
+    design_pi=design_pi,
 )

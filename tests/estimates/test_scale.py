@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from estimates import selectors as sel
 from estimates.services import sampling_round_create
+from protocols.gender import estimate_frame as gframe
 from studies.models import Item
 from tests.sqlite_limits import sqlite_variable_limit
 
@@ -22,7 +22,7 @@ def test_a_round_larger_than_the_variable_limit_is_drawn_and_estimated(settings,
     assert Item.objects.filter(study=sampled_study.study, queue=2).count() == 48
     sampled_study.finish(sampling_round)  # the test's own labels, as the annotators would give them
     with sqlite_variable_limit(LIMIT):
-        frame = sel.sampling_frame(sampled_study.study, "fake", "1")
-        estimate = sel.bias_estimate(sampled_study.study, "fake", n_boot=20)
+        frame = gframe.gender_frame(sampled_study.study, "fake", "1")
+        estimate = gframe.bias_estimate(sampled_study.study, "fake", n_boot=20)
     assert len(frame.items) == 48
     assert all(model.estimate is not None for model in estimate.models)

@@ -7,9 +7,9 @@ from collections import defaultdict
 
 import pytest
 
-from estimates import selectors as sel
 from estimates.services import sampling_round_create
 from metrics import gender as gm
+from protocols.gender import estimate_frame as gframe
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +33,7 @@ def test_a_budget_of_every_image_gives_exactly_the_human_score(sampled_study):
     sampling_round = sampling_round_create(study=sampled_study.study, detector="fake", budget=48, seed=0)
     assert sampling_round.n_selected == 48
     sampled_study.finish(sampling_round)
-    estimate = sel.bias_estimate(sampled_study.study, "fake", n_boot=50)
+    estimate = gframe.bias_estimate(sampled_study.study, "fake", n_boot=50)
     human = _human_scores(sampled_study)
     for model in estimate.models:
         assert model.estimate is not None
@@ -50,7 +50,7 @@ def test_labels_that_exist_are_taken_with_certainty_and_used(sampled_study):
     sampled_study.label(sampled_study.items[:24])  # every sdxl image labelled before any round
     sampling_round = sampling_round_create(study=sampled_study.study, detector="fake", budget=24, seed=0)
     sampled_study.finish(sampling_round)
-    estimate = sel.bias_estimate(sampled_study.study, "fake", n_boot=20)
+    estimate = gframe.bias_estimate(sampled_study.study, "fake", n_boot=20)
     human = _human_scores(sampled_study)
     sdxl = next(m for m in estimate.models if m.t2i_model == "sdxl")
     assert sdxl.estimate is not None
@@ -66,7 +66,7 @@ def test_a_round_with_unlabelled_images_is_pending_and_not_used(sampled_study):
     chosen = list(second.round_items.filter(selected=True).select_related("item"))
     assert len(chosen) >= 2, "seed 12 draws at least two items"
     sampled_study.label([chosen[0].item])  # one of its images labelled, the others wait
-    estimate = sel.bias_estimate(sampled_study.study, "fake", n_boot=20)
+    estimate = gframe.bias_estimate(sampled_study.study, "fake", n_boot=20)
     assert [r.pk for r in estimate.rounds_used] == [first.pk]
     assert [s.round.pk for s in estimate.pending] == [second.pk]
     waiting = [c.item.key for c in chosen[1:]]  # in item order, as rows are
@@ -78,7 +78,7 @@ def test_a_round_with_unlabelled_images_is_pending_and_not_used(sampled_study):
     assert all(any("wait for a final label" in w for w in b["warnings"]) for b in body.values())
     # Once labelled, the round counts.
     sampled_study.finish(second)
-    after = sel.bias_estimate(sampled_study.study, "fake", n_boot=20)
+    after = gframe.bias_estimate(sampled_study.study, "fake", n_boot=20)
     assert [r.pk for r in after.rounds_used] == [first.pk, second.pk]
     assert after.pending == ()
 
@@ -88,7 +88,7 @@ def test_the_history_gives_one_width_per_round(sampled_study):
     sampled_study.finish(first)
     second = sampling_round_create(study=sampled_study.study, detector="fake", budget=10, seed=2)
     sampled_study.finish(second)
-    estimate = sel.bias_estimate(sampled_study.study, "fake", n_boot=30, history=True)
+    estimate = gframe.bias_estimate(sampled_study.study, "fake", n_boot=30, history=True)
     for model in estimate.models:
         assert [p.rounds for p in model.history] == [1, 2]
         assert model.history[0].labels < model.history[1].labels
@@ -96,8 +96,8 @@ def test_the_history_gives_one_width_per_round(sampled_study):
 
 
 def test_failed_and_filtered_verdicts_are_zero_vectors_and_other_labels_rest(sampled_study):
-    frame = sel.sampling_frame(sampled_study.study, "fake", "1")
-    data = sel.arrays(frame.items, [])
+    frame = gframe.gender_frame(sampled_study.study, "fake", "1")
+    data = gframe.arrays(frame.items, [])
     filtered = [k for k, item in enumerate(frame.items) if item.verdict == "filtered"]
     assert filtered
     assert (data.f[filtered] == 0).all()

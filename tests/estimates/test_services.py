@@ -9,9 +9,9 @@ from django.db import IntegrityError, transaction
 
 from annotate import services as annotate_services
 from estimates import estimands
-from estimates import selectors as sel
 from estimates.models import RoundItem, SamplingRound
 from estimates.services import SamplingError, sampling_round_create
+from protocols.gender import estimate_frame as gframe
 from studies.models import Item, Study
 from tests.factories import StudyFactory
 from tests.reports.dashboard_data import predict
@@ -166,7 +166,7 @@ def test_a_new_detector_version_starts_a_new_series_of_rounds(sampled_study):
         predict(item, "fake", "2", "male")
     second = _create(sampled_study, budget=6, seed=9, design="uniform")
     assert (second.number, second.detector_version) == (2, "2")
-    frame = sel.sampling_frame(sampled_study.study, "fake", "2")
+    frame = gframe.gender_frame(sampled_study.study, "fake", "2")
     assert [state.round.pk for state in frame.rounds] == [second.pk]
     # The first round's labels are known: in the new series they are taken with certainty.
     labelled = set(first.round_items.filter(selected=True).values_list("item_id", flat=True))
@@ -192,7 +192,7 @@ def test_the_estimate_says_when_rounds_belong_to_another_version(sampled_study):
     sampled_study.finish(first)
     for item in sampled_study.items:
         predict(item, "fake", "2", "male")
-    estimate = sel.bias_estimate(sampled_study.study, "fake", n_boot=0)
+    estimate = gframe.bias_estimate(sampled_study.study, "fake", n_boot=0)
     assert estimate.version == "2"
     assert estimate.rounds_used == ()
     assert any("Round(s) 1 (1) were drawn for another version" in w for w in estimate.models[0].warnings)
@@ -213,7 +213,7 @@ def test_a_stratified_round_gives_more_labels_where_the_detector_erred(sampled_s
     second = _create(sampled_study, budget=12, design="stratified", seed=3)
     rows = RoundItem.objects.filter(round=second, pi__gt=0).select_related("item")
     verdicts = {
-        item.item_id: item.verdict for item in sel.sampling_frame(sampled_study.study, "fake", "1").items
+        item.item_id: item.verdict for item in gframe.gender_frame(sampled_study.study, "fake", "1").items
     }
     by_verdict: dict[str, list[float]] = {}
     for row in rows:
@@ -245,7 +245,7 @@ def test_the_gender_estimate_reads_a_finished_stratified_round(sampled_study):
     sampled_study.finish(first)
     second = _create(sampled_study, budget=12, design="stratified", seed=3)
     sampled_study.finish(second)
-    estimate = sel.bias_estimate(sampled_study.study, "fake", n_boot=50)
+    estimate = gframe.bias_estimate(sampled_study.study, "fake", n_boot=50)
     assert [r.number for r in estimate.rounds_used] == [1, 2]
     for model in estimate.models:
         assert model.estimate is not None

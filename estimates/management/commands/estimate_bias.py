@@ -1,12 +1,11 @@
 """The prediction-powered estimate of a study's headline numbers (issues 13, 21).
 
-The study's protocol says what is estimated (``estimates.estimands``): gender, the model bias
-score per T2I model (below); attributes, per T2I model and setting the GEP score and each GEP
-vector entry, ``{"attributes": {model: {setting: {"gep_score": E, "gep_vector": {key: E},
+The study's protocol says what is estimated (``estimates.estimands``): the model bias score per
+T2I model (below); attributes, per T2I model and setting the GEP score and each GEP vector entry, ``{"attributes": {model: {setting: {"gep_score": E, "gep_vector": {key: E},
 "n_items", "n_labelled"}}}}`` with E = {estimate, ci95, human_only {estimate, ci95},
 detector_only, lambda, effective_labels} (``protocols.attributes.estimates``); pair_change, per T2I
 model, domain and attribute the share of changed pairs, ``{"pair_change": {model: {domain:
-{age|gender|skin: E + n_items, n_labelled}}}}`` (``protocols.pair_change.estimates``); questions, per
+{attribute: E + n_items, n_labelled}}}}`` (``protocols.pair_change.estimates``); questions, per
 question, T2I model and group each answer's share and per answer the largest gap between groups,
 ``{"questions": {q: {model: {"groups": {g: {"shares": {answer: E}, "n_items", "n_labelled"}},
 "max_gap": {answer: E}, "n_items", "n_labelled"}}}}`` (``protocols.questions.estimates``).
@@ -14,7 +13,7 @@ question, T2I model and group each answer's share and per answer the largest gap
     python manage.py estimate_bias --study S --detector D [--format json|csv|md]
         [--bootstrap 1000] [--seed 0] [--output FILE]
 
-Gender JSON, per T2I model: ``model_bias_score`` {estimate, ci95, bias_corrected}, ``human_only``
+The model bias score's JSON, per T2I model: ``model_bias_score`` {estimate, ci95, bias_corrected}, ``human_only``
 {estimate, ci95, bias_corrected}, ``detector_only``, ``lambda`` (the detector's weight, power
 tuning), ``effective_labels``, ``n_images``, ``n_labelled``, ``rounds``,
 ``prompts`` {prompt: {estimate, ci95, n_images, n_labelled}}, ``labels_for_half_width``, plus

@@ -4,8 +4,8 @@
 
 Columns (CSV; JSON: a list of objects with these keys, ``pi`` a number), exactly: ``image`` (the path the image was imported under, as other exports name it),
 ``round`` (its number in the study), ``pi`` (inclusion probability, fixed before the draw),
-``selected`` (1 if the draw took it) and ``labelled`` (1 if it has a final gender label now;
-other protocols: every final label its estimate reads). A pair, which has no single image, is
+``selected`` (1 if the draw took it) and ``labelled`` (1 if it has every final label the study's
+protocol's estimate reads now). A pair, which has no single image, is
 named by its key.
 """
 
@@ -58,7 +58,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **opts: Any) -> None:
         study = study_from_options(opts)
         spec = estimands.for_protocol(study.protocol)
-        labelled = spec.labelled(study) if spec is not None and spec.labelled is not None else None
+        labelled = spec.labelled(study) if spec is not None and spec.labelled is not None else frozenset()
         rows = export_rows(study, labelled_items=labelled)
         text = sampling_json(rows) if opts["format"] == "json" else sampling_csv(rows)
         output_write(text, opts["output"], self.stdout)

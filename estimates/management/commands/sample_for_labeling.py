@@ -22,7 +22,7 @@ from studies.commands import add_study_argument, study_from_options
 
 
 class Command(BaseCommand):
-    help = "Draw the next sampling round of a gender study for a detector and queue its images first."
+    help = "Draw the next sampling round of a study for a detector and queue its images first."
 
     def add_arguments(self, parser: CommandParser) -> None:
         add_study_argument(
@@ -35,7 +35,7 @@ class Command(BaseCommand):
             default=Design.UNIFORM.value,
             choices=Design.values,
             help="uniform (default), active (needs an earlier finished round) or stratified (prompt x "
-            "detector output, Neyman allocation; gender studies).",
+            "detector output, Neyman allocation).",
         )
         parser.add_argument(
             "--seed", type=int, default=None, help="Seed of the draw (default: random, stored)."

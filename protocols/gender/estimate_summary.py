@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from estimates.selectors import StudyEstimate
+from protocols.gender.estimate_frame import StudyEstimate
 from reports import render
 from reports.tables import NO_VALUE, Cell, Column, Table
 

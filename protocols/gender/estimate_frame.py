@@ -1,0 +1,442 @@
+"""The gender protocol's sampling frame and estimate (issue 13), on the core's frame
+(``estimates.selectors.sampling_frame``): per item the detector's verdict at one version (its
+``gender`` predictions: male, female, filtered, failed, or missing when none at this version)
+and the human class of its final label of the ``gender`` question (male, female, rest, or None
+without one). ``bias_estimate`` turns the frame into the plain arrays of
+``metrics.ppi.estimate_model_bias``, one T2I model at a time; ``design_pi`` gives the active and
+stratified designs' π over the same vectors.
+
+Which rounds count: a round counts once every image it selected has a final label of the gender
+question (``estimates.selectors``: the frame's pending rounds).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from django.db.models.fields.json import KT
+
+from annotate.models import FinalLabel
+from detectors.models import OutputKind, Prediction, PredictionStatus, Verdict
+from estimates.charts import Series, series_width_chart_svg
+from estimates.models import Design, SamplingRound
+from estimates.selectors import PENDING_LISTED, Frame, FrameItem, RoundState, detector_version, sampling_frame
+from metrics import gender as gm
+from metrics import ppi, stratified
+from protocols.gender.selectors import GENDER_QUESTION
+from studies.models import ImageRole, ItemImage, Question, Study
+
+#: The estimate's detector output codes: the verdict, with a failed or missing prediction as
+#: its own code (it is (0, 0) like "filtered", but the detector's errors may differ).
+OUTPUT_CODES = {"male": 0, "female": 1, "filtered": 2, "failed": 3, "missing": 3}
+#: Bootstrap replicates of the earlier rounds' points of the width history (a plot needs less
+#: precision than the reported interval; the last point is the reported estimate itself).
+HISTORY_BOOT = 200
+
+
+def gender_question(study: Study) -> Question | None:
+    return Question.objects.filter(study=study, key=GENDER_QUESTION).first()
+
+
+def verdicts(study: Study, detector: str, version: str) -> dict[int, str]:
+    """Item id -> the detector's verdict at ``version`` on the item's image: male, female,
+    filtered, or failed (a failed prediction); an item without one is left out (missing)."""
+    images = ItemImage.objects.filter(item__study=study, role=ImageRole.IMAGE)
+    verdict_of_image: dict[int, str] = {}
+    for image_id, status, label in (
+        Prediction.objects.filter(
+            kind=OutputKind.GENDER,
+            detector=detector,
+            version=version,
+            image_id__in=images.values("image_id"),
+        )
+        .annotate(label=KT("output__label"))
+        .values_list("image_id", "status", "label")
+    ):
+        if status != PredictionStatus.OK:
+            verdict_of_image[image_id] = "failed"
+        elif label in (Verdict.MALE, Verdict.FEMALE):
+            verdict_of_image[image_id] = str(label)
+        else:
+            verdict_of_image[image_id] = Verdict.FILTERED.value
+    out: dict[int, str] = {}
+    for item_id, image_id in images.values_list("item_id", "image_id"):
+        if image_id in verdict_of_image:
+            out[item_id] = verdict_of_image[image_id]
+        else:
+            out.pop(item_id, None)  # the item's last image counts, as the frame reads it
+    return out
+
+
+def _human_class(value: str, clear: Sequence[str]) -> str:
+    return ppi.CLASSES[gm.class_index(value, clear)]
+
+
+def humans(study: Study) -> dict[int, str]:
+    """Item id -> the class of its final label of the gender question: male, female or rest
+    (the question's first and second clear values, anything else)."""
+    question = gender_question(study)
+    if question is None:
+        return {}
+    clear = gm.check_clear_values(question.clear_values)
+    return {
+        item_id: _human_class(value, clear)
+        for item_id, value in FinalLabel.objects.filter(item__study=study, question=question).values_list(
+            "item_id", "value"
+        )
+    }
+
+
+def labelled(study: Study) -> frozenset[int]:
+    """The items with a final label of the gender question (``export_sampling``'s labelled)."""
+    question = gender_question(study)
+    if question is None:
+        return frozenset()
+    return frozenset(
+        FinalLabel.objects.filter(item__study=study, question=question).values_list("item_id", flat=True)
+    )
+
+
+def gender_frame(study: Study, detector: str, version: str) -> Frame:
+    """The core's frame with the gender verdicts and human classes."""
+    return sampling_frame(
+        study, detector, version, humans=humans(study), verdicts=verdicts(study, detector, version)
+    )
+
+
+def _vector(label: str | None) -> tuple[float, float]:
+    if label == "male":
+        return (1.0, 0.0)
+    if label == "female":
+        return (0.0, 1.0)
+    return (0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class Arrays:
+    """One T2I model's items as ``metrics.ppi`` reads them: (K, n) for the rounds."""
+
+    prompt_ids: np.ndarray
+    f: np.ndarray
+    y: np.ndarray
+    xi: np.ndarray
+    pi: np.ndarray
+    outputs: np.ndarray
+
+
+def arrays(items: Sequence[FrameItem], rounds: Sequence[RoundState]) -> Arrays:
+    """The estimator's inputs for ``items`` under ``rounds``: ξ = selected and finally labelled
+    (earlier rounds' selected items count in their first round only)."""
+    n = len(items)
+    f = np.array([_vector(i.verdict) for i in items], dtype=float).reshape(n, 2)
+    y = np.array(
+        [_vector(i.human) if i.human is not None else (np.nan, np.nan) for i in items], dtype=float
+    ).reshape(n, 2)
+    xi = np.zeros((len(rounds), n), dtype=bool)
+    pi = np.zeros((len(rounds), n), dtype=float)
+    taken: set[int] = set()
+    for k, state in enumerate(rounds):
+        for j, item in enumerate(items):
+            pi[k, j] = state.pi.get(item.item_id, 0.0)
+            if item.item_id in state.selected and item.human is not None and item.item_id not in taken:
+                xi[k, j] = True
+        taken |= state.selected
+    prompt_ids = np.array([i.prompt_id if i.prompt_id is not None else -1 for i in items], dtype=np.int64)
+    outputs = np.array([OUTPUT_CODES[i.verdict] for i in items], dtype=np.int64)
+    return Arrays(prompt_ids, f, y, xi, pi, outputs)
+
+
+@dataclass(frozen=True)
+class RoundPoint:
+    """The model score's interval after the first ``rounds`` rounds: ``labels`` labels spent."""
+
+    rounds: int
+    labels: int
+    width: float | None
+    width_human: float | None
+
+
+@dataclass(frozen=True)
+class ModelEstimate:
+    """One T2I model: the estimate, its prompt names, and the interval width round by round."""
+
+    t2i_model: str
+    estimate: ppi.ModelBiasEstimate | None
+    prompt_names: dict[int, str]
+    n_images: int
+    detector_only: float | None
+    pending_images: int
+    history: tuple[RoundPoint, ...] = ()
+    warnings: tuple[str, ...] = ()
+    #: (prompt name, images) of every prompt of the model.
+    prompt_sizes: tuple[tuple[str, int], ...] = ()
+
+    def as_json(self, pending: list[dict[str, Any]]) -> dict[str, Any]:
+        """The issue's JSON contract for this model, plus ``warnings`` and ``pending``."""
+        if self.estimate is None:
+            body: dict[str, Any] = {
+                "model_bias_score": {"estimate": None, "ci95": None, "bias_corrected": None},
+                "human_only": {"estimate": None, "ci95": None, "bias_corrected": None},
+                "detector_only": self.detector_only,
+                "lambda": None,
+                "effective_labels": None,
+                "n_images": self.n_images,
+                "n_labelled": 0,
+                "rounds": 0,
+                "prompts": {
+                    name: {"estimate": None, "ci95": None, "n_images": n, "n_labelled": 0}
+                    for name, n in self.prompt_sizes
+                },
+                "labels_for_half_width": None,
+                "warnings": list(self.warnings),
+            }
+        else:
+            # The estimator ran on prompt names (see ``bias_estimate``): its keys are the names.
+            body = self.estimate.as_json()
+            body["warnings"] = list(self.warnings) + body["warnings"]
+        body["pending"] = pending
+        return body
+
+
+@dataclass(frozen=True)
+class StudyEstimate:
+    """The estimate of every T2I model of a study for one detector version."""
+
+    study: Study
+    detector: str
+    version: str
+    models: tuple[ModelEstimate, ...]
+    rounds_used: tuple[SamplingRound, ...]
+    pending: tuple[RoundState, ...]
+    frame: Frame
+
+    def pending_json(self, t2i_model: str | None = None) -> list[dict[str, Any]]:
+        """Pending rounds: number, how many selected images wait (of this model, if given) and
+        the first few of their image names."""
+        names = {i.item_id: i for i in self.frame.items}
+        out = []
+        for state in self.pending:
+            waiting = [
+                names[i].image
+                for i in state.pending
+                if i in names and (t2i_model is None or names[i].t2i_model == t2i_model)
+            ]
+            out.append(
+                {
+                    "round": state.round.number,
+                    "pending_images": len(waiting),
+                    "images": waiting[:PENDING_LISTED],
+                }
+            )
+        return out
+
+    def as_json(self) -> dict[str, Any]:
+        """``{t2i_model: {...the contract...}}``."""
+        return {m.t2i_model: m.as_json(self.pending_json(m.t2i_model)) for m in self.models}
+
+
+def _prompt_names(items: Sequence[FrameItem]) -> dict[int, str]:
+    """Prompt id -> the name the JSON uses: its text, with the id added when two prompts of a
+    model share a text (a study may hold one text under two categories)."""
+    by_id: dict[int, str] = {}
+    for item in items:
+        by_id.setdefault(item.prompt_id if item.prompt_id is not None else -1, item.prompt or "(no prompt)")
+    counts: dict[str, int] = defaultdict(int)
+    for text in by_id.values():
+        counts[text] += 1
+    return {pid: (text if counts[text] == 1 else f"{text} (#{pid})") for pid, text in by_id.items()}
+
+
+def _detector_only(items: Sequence[FrameItem]) -> float | None:
+    counts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    for item in items:
+        key = item.prompt_id if item.prompt_id is not None else -1
+        tally = counts[key]  # every prompt is listed, scored or not
+        if item.verdict == "male":
+            tally[0] += 1
+        elif item.verdict == "female":
+            tally[1] += 1
+    return gm.model_bias_score({k: gm.prompt_bias_score(m, f) for k, (m, f) in counts.items()}).value
+
+
+def _width(score: ppi.ScoreEstimate) -> float | None:
+    return None if score.ci95 is None else float(score.ci95[1] - score.ci95[0])
+
+
+def bias_estimate(
+    study: Study,
+    detector: str,
+    *,
+    version: str | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    history: bool = False,
+) -> StudyEstimate:
+    """The prediction-powered estimate per T2I model from the detector's predictions at
+    ``version`` (default: the version run last) and the complete rounds of that version.
+
+    ``history`` adds, per model, the interval widths after each complete round (one estimate
+    per round, with at most ``HISTORY_BOOT`` replicates before the last: for the page's plot).
+    Raises LookupError when the detector has no gender predictions in the study."""
+    version = version or detector_version(study, detector, OutputKind.GENDER)
+    if version is None:
+        raise LookupError(f"detector '{detector}' has no gender predictions in study '{study.slug}'")
+    frame = gender_frame(study, detector, version)
+    usable = frame.usable
+    by_model: dict[str, list[FrameItem]] = defaultdict(list)
+    for item in frame.items:
+        by_model[item.t2i_model].append(item)
+    extra: list[str] = []
+    if frame.not_in_frame:
+        extra.append(
+            f"{frame.not_in_frame} item(s) were added to the study after round {frame.rounds[0].round.number} "
+            "and are not in this estimate (the rounds' π describe the items that existed then)."
+        )
+    older = (
+        SamplingRound.objects.filter(study=study, detector=detector)
+        .exclude(detector_version=version)
+        .values_list("number", "detector_version")
+    )
+    if older:
+        listed = ", ".join(f"{number} ({v})" for number, v in older)
+        extra.append(
+            f"Round(s) {listed} were drawn for another version of {detector} and are not combined with "
+            f"version {version}; a round drawn for {version} takes the labels they gave with certainty."
+        )
+    pending_items = {i for state in frame.pending for i in state.pending}
+    models = []
+    for model in sorted(by_model):
+        items = by_model[model]
+        names = _prompt_names(items)
+        sizes: dict[str, int] = defaultdict(int)
+        for item in items:
+            sizes[names[item.prompt_id if item.prompt_id is not None else -1]] += 1
+        waiting = sum(1 for i in items if i.item_id in pending_items)
+        detector_only = _detector_only(items)
+        warnings = list(extra)
+        if frame.pending:
+            warnings.append(
+                f"{waiting} image(s) of {model} drawn in round(s) "
+                f"{', '.join(str(s.round.number) for s in frame.pending)} wait for a final label; those "
+                "rounds are not used until all their images are labelled."
+            )
+        if not usable:
+            warnings.append("No complete sampling round yet: only the detector's score is known.")
+            models.append(
+                ModelEstimate(
+                    model,
+                    None,
+                    names,
+                    len(items),
+                    detector_only,
+                    waiting,
+                    (),
+                    tuple(warnings),
+                    tuple(sizes.items()),
+                )
+            )
+            continue
+        data = arrays(items, usable)
+        # Prompts by name, so the estimator's keys and warnings speak the researcher's words.
+        named = np.array([names[i.prompt_id if i.prompt_id is not None else -1] for i in items], dtype=object)
+        result = ppi.estimate_model_bias(
+            named,
+            data.f,
+            data.y,
+            data.xi,
+            data.pi,
+            detector_outputs=data.outputs,
+            n_boot=n_boot,
+            seed=seed,
+        )
+        points = []
+        if history:
+            for k in range(1, len(usable) + 1):
+                partial = result
+                if k < len(usable):
+                    part = arrays(items, usable[:k])
+                    partial = ppi.estimate_model_bias(
+                        named,
+                        part.f,
+                        part.y,
+                        part.xi,
+                        part.pi,
+                        detector_outputs=part.outputs,
+                        n_boot=min(n_boot, HISTORY_BOOT),
+                        seed=seed,
+                    )
+                points.append(
+                    RoundPoint(
+                        k, partial.n_labelled, _width(partial.model_bias_score), _width(partial.human_only)
+                    )
+                )
+        models.append(
+            ModelEstimate(
+                model,
+                result,
+                names,
+                len(items),
+                result.detector_only,
+                waiting,
+                tuple(points),
+                tuple(warnings),
+                tuple(sizes.items()),
+            )
+        )
+    return StudyEstimate(
+        study, detector, version, tuple(models), tuple(s.round for s in usable), frame.pending, frame
+    )
+
+
+def width_chart_svg(models: Sequence[ModelEstimate]) -> bytes | None:
+    """The gender chart: one line pair per T2I model (its model bias score)."""
+    return series_width_chart_svg(
+        [
+            Series(m.t2i_model, tuple((p.labels, p.width, p.width_human) for p in m.history))
+            for m in models
+            if m.history
+        ]
+    )
+
+
+def _stratified(
+    items: tuple[FrameItem, ...], rounds: tuple[RoundState, ...], budget: int, pool: np.ndarray
+) -> np.ndarray:
+    """π of the stratified design (``metrics.stratified``): strata are T2I model x prompt x
+    detector verdict; the spread of each verdict's error comes from the earlier rounds' labels
+    (each weighted 1/π), none before the first round (proportional allocation)."""
+    strata: list[Hashable] = [(i.t2i_model, i.prompt_id, i.verdict) for i in items]
+    spread: dict[Hashable, float] | None = None
+    if rounds:
+        data = arrays(items, rounds)
+        outputs, residual_sq, weights = [], [], []
+        for k in range(data.xi.shape[0]):
+            for j in np.flatnonzero(data.xi[k]):
+                outputs.append(items[j].verdict)
+                residual_sq.append(float(np.sum((data.y[j] - data.f[j]) ** 2)))
+                weights.append(1.0 / float(data.pi[k, j]))
+        by_verdict = stratified.residual_spread(outputs, residual_sq, weights)
+        spread = {key: by_verdict.get(key[2], 1.0) for key in strata}  # type: ignore[index]
+    return stratified.inclusion_probabilities_stratified(strata, budget, spread=spread, eligible=pool)
+
+
+def design_pi(frame: Frame, design: str, budget: int, pool: np.ndarray) -> np.ndarray:
+    """π of the unlabelled ``pool`` under the active or stratified design, read from the frame's
+    verdicts and labels as ``metrics.ppi``'s vectors (the active design needs earlier rounds:
+    ``estimates.services`` checks that first)."""
+    items = frame.items
+    if design == Design.ACTIVE:
+        data = arrays(items, frame.rounds)
+        # Prompts are counted per T2I model: the estimate is.
+        prompt_keys = np.array([f"{i.t2i_model}\x1f{i.prompt_id}" for i in items])
+        model = ppi.fit_covariance_model(
+            prompt_keys, data.f, data.y, data.xi, data.pi, detector_outputs=data.outputs
+        )
+        return ppi.inclusion_probabilities_active(data.outputs, prompt_keys, model, budget, eligible=pool)
+    if design == Design.STRATIFIED:
+        return _stratified(items, frame.rounds, budget, pool)
+    raise ValueError(f"the gender estimate computes no π of design {design!r}")
