@@ -7,6 +7,8 @@ from collections import defaultdict
 
 import pytest
 
+from estimates import estimands
+from estimates import selectors as sel
 from estimates.services import sampling_round_create
 from metrics import gender as gm
 from protocols.gender import estimate_frame as gframe
@@ -102,3 +104,21 @@ def test_failed_and_filtered_verdicts_are_zero_vectors_and_other_labels_rest(sam
     assert filtered
     assert (data.f[filtered] == 0).all()
     assert data.xi.shape == (0, 48)
+
+
+def test_the_core_frame_reads_only_what_the_protocols_estimand_gives(sampled_study):
+    study = sampled_study.study
+    sampling_round = sampling_round_create(study=study, detector="fake", budget=10, seed=3)
+    sampled_study.finish(sampling_round)
+    bare = sel.sampling_frame(study, "fake", "1")
+    assert {item.verdict for item in bare.items} == {sel.MISSING}
+    assert all(item.human is None for item in bare.items)
+    selected = sampling_round.round_items.filter(selected=True).values_list("item_id", flat=True)
+    assert [state.pending for state in bare.rounds] == [tuple(sorted(selected))]
+    gender = gframe.gender_frame(study, "fake", "1")
+    assert estimands.frame_of(estimands.for_protocol("gender"), study, "fake", "1") == gender
+    assert {item.verdict for item in gender.items} >= {"male", "female", "filtered"}
+    labelled = {item.item_id for item in gender.items if item.human is not None}
+    assert labelled
+    assert labelled == set(gframe.labelled(study))
+    assert not gender.pending
