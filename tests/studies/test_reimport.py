@@ -67,14 +67,16 @@ def test_a_rerun_with_unchanged_files_reads_and_hashes_none_of_them(tmp_path, re
     path = manifest(tmp_path, [row(i) for i in range(6)])
     first = images_import(study=study, manifest_path=path, root=root)
     assert (first.accepted, first.unchanged_files) == (6, 0)
-    assert len(reads) == 12 and len(hashes) >= 6  # checked, then read again to store
+    assert len(reads) == 12
+    assert len(hashes) >= 6
     stamps = set(ItemImage.objects.values_list("source_path", "file_size", "file_mtime_ns"))
     assert stamps == {(f"{i}.png", (root / f"{i}.png").stat().st_size, OLD_NS) for i in range(6)}
     reads.clear()
     hashes.clear()
     again = images_import(study=study, manifest_path=path, root=root)
     assert (again.accepted, again.duplicates, again.unchanged_files, again.rejected) == (0, 6, 6, [])
-    assert reads == [] and hashes == []
+    assert reads == []
+    assert hashes == []
     assert "  of which files unchanged since their import (not read again): 6" in again.lines()
 
 
@@ -108,7 +110,8 @@ def test_same_size_but_a_new_mtime_is_read_again_and_its_new_stamp_kept(tmp_path
     assert ItemImage.objects.get(source_path="2.png").file_mtime_ns == OLD_NS + 1
     reads.clear()
     third = images_import(study=study, manifest_path=path, root=root)
-    assert reads == [] and third.unchanged_files == 3
+    assert reads == []
+    assert third.unchanged_files == 3
 
 
 def test_the_same_bytes_under_a_rewritten_file_of_another_content_are_checked(tmp_path, reads):
@@ -117,9 +120,7 @@ def test_the_same_bytes_under_a_rewritten_file_of_another_content_are_checked(tm
     age(root)
     study = StudyFactory(slug="re")
     header = ["image", "item", "t2i_model", "prompt", "category", "word", "seed"]
-    images_import(
-        study=study, manifest_path=manifest(tmp_path, [row(0, item="a")], header=header), root=root
-    )
+    images_import(study=study, manifest_path=manifest(tmp_path, [row(0, item="a")], header=header), root=root)
     (root / "copy.png").write_bytes((root / "0.png").read_bytes())
     os.utime(root / "copy.png", ns=(OLD_NS, OLD_NS))
     reads.clear()
@@ -169,7 +170,8 @@ def test_a_metadata_change_is_still_found_when_no_file_is_read(tmp_path, reads):
         study=study, manifest_path=manifest(tmp_path, [row(i, t2i_model="flux") for i in range(3)]), root=root
     )
     assert reads == []
-    assert len(summary.updated) == 3 and summary.unchanged_files == 3
+    assert len(summary.updated) == 3
+    assert summary.unchanged_files == 3
     assert set(Item.objects.values_list("t2i_model", flat=True)) == {"flux"}
 
 
@@ -188,7 +190,8 @@ def test_rerunning_more_rows_than_the_variable_limit_stamps_and_skips_in_batches
         age(root)
         reads.clear()
         stamped = images_import(study=study, manifest_path=path, root=root)
-        assert len(reads) == n and stamped.duplicates == n
+        assert len(reads) == n
+        assert stamped.duplicates == n
         assert ItemImage.objects.filter(file_mtime_ns=OLD_NS).count() == n
         reads.clear()
         again = images_import(study=study, manifest_path=path, root=root)
