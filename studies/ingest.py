@@ -266,6 +266,19 @@ def image_file_validate(path_or_file: str | os.PathLike[str] | IO[bytes] | bytes
     any pixel is decoded.
     """
     data = _read_limited(path_or_file)
+    fmt, width, height = _image_facts(data)
+    return ValidatedImage(
+        data=data,
+        sha256=hashlib.sha256(data).hexdigest(),
+        format=fmt,
+        width=width,
+        height=height,
+    )
+
+
+def _image_facts(data: bytes) -> tuple[str, int, int]:
+    """``(format, width, height)`` of bytes that pass every check of ``image_file_validate``
+    (which raises the same errors); the hash is the caller's, computed once."""
     if not data:
         raise EmptyImageFile("empty file (0 bytes)")
     allowed = allowed_formats()
@@ -302,13 +315,7 @@ def image_file_validate(path_or_file: str | os.PathLike[str] | IO[bytes] | bytes
             raise
         except (OSError, SyntaxError, ValueError, EOFError) as exc:
             raise CorruptImage(f"corrupt or truncated image: {exc}") from exc
-    return ValidatedImage(
-        data=data,
-        sha256=hashlib.sha256(data).hexdigest(),
-        format=fmt,
-        width=width,
-        height=height,
-    )
+    return fmt, width, height
 
 
 def _file_write(validated: ValidatedImage) -> str:
@@ -931,7 +938,8 @@ class _ManifestImport:
         self.columns = set(columns)
         self.has_item_column = "item" in columns
         self.metadata_columns = [c for c in columns if c not in MANIFEST_KNOWN_COLUMNS]
-        self.roles = set(protocol_spec(study.protocol).image_roles)
+        self.spec = protocol_spec(study.protocol)
+        self.roles = set(self.spec.image_roles)
         self.question_keys = set(Question.objects.filter(study=study).values_list("key", flat=True))
         self.pairs = protocol_spec(study.protocol).paired
         # What the database holds for the batch being checked: (key, role) → sha of the rows'
@@ -987,11 +995,15 @@ class _ManifestImport:
                 f"(roles: {', '.join(sorted(self.roles))})"
             )
         if item_key and role in self.roles:
-            seen = self.staging.one("SELECT number FROM paths WHERE k = ?", f"{role}\x00{item_key}")
-            if seen is not None:
+            # One statement for the usual new path; the earlier row is looked up only when it
+            # is not new.
+            path_key = f"{role}\x00{item_key}"
+            if not self.staging.db.execute(
+                "INSERT OR IGNORE INTO paths VALUES (?, ?)", (path_key, number)
+            ).rowcount:
+                seen = self.staging.one("SELECT number FROM paths WHERE k = ?", path_key)
                 what = "image path" if not self.has_item_column else f"item and role ({role})"
                 raise DuplicateManifestRow(f"duplicate row: same {what} as row {seen[0]}")
-            self.staging.db.execute("INSERT INTO paths VALUES (?, ?)", (f"{role}\x00{item_key}", number))
         needs_prompt = not (self.pairs and role == ImageRole.INPUT)
         if needs_prompt and not self.pairs:
             empty = [c for c in ("t2i_model", "prompt", "category", "word") if not row.get(c)]
@@ -1022,7 +1034,7 @@ class _ManifestImport:
             except InvalidManifestRow as exc:
                 problems.append(str(exc))
         metadata = {c: row[c] for c in self.metadata_columns if row.get(c, "") != ""}
-        problem = protocol_spec(self.study.protocol).row_problem(row, metadata, self.study.parameters)
+        problem = self.spec.row_problem(row, metadata, self.study.parameters)
         if problem:  # the protocol's own check (e.g. GEP: gender woman|man; the compared column)
             problems.append(problem)
         file_path, file_stat = None, None
@@ -1092,10 +1104,8 @@ class _ManifestImport:
             if known is not None:
                 # Already imported (same bytes: validated then) or a conflict: no decoding.
                 return _FileCheck(sha256=sha)
-            validated = image_file_validate(data)
-            return _FileCheck(
-                sha256=sha, format=validated.format, width=validated.width, height=validated.height
-            )
+            fmt, width, height = _image_facts(data)
+            return _FileCheck(sha256=sha, format=fmt, width=width, height=height)
         except (DomainError, OSError) as exc:
             return _FileCheck(error=exc)
 
@@ -1105,10 +1115,12 @@ class _ManifestImport:
             raise check.error
         sha = check.sha256
         if plan.role == ImageRole.IMAGE:
-            seen = self.staging.one("SELECT number, path FROM hashes WHERE sha = ?", sha)
-            if seen is not None:
+            new = self.staging.db.execute(
+                "INSERT OR IGNORE INTO hashes VALUES (?, ?, ?)", (sha, plan.number, plan.path)
+            ).rowcount
+            if not new:
+                seen = self.staging.one("SELECT number, path FROM hashes WHERE sha = ?", sha)
                 raise DuplicateImage(f"duplicate row: same image content as row {seen[0]} ({seen[1]})")
-            self.staging.db.execute("INSERT INTO hashes VALUES (?, ?, ?)", (sha, plan.number, plan.path))
         known = self.known.get((plan.item_key, plan.role))
         if known is not None and known.sha256 == sha:
             if check.unchanged:
