@@ -336,6 +336,11 @@ def _file_write(validated: ValidatedImage) -> str:
     return name
 
 
+def _storage_name(check: _FileCheck) -> str:
+    """Where a checked file is stored (as ``ValidatedImage.storage_name``)."""
+    return f"images/{check.sha256[:2]}/{check.sha256}.{_EXTENSIONS.get(check.format, check.format.lower())}"
+
+
 # --- Single-image services ----------------------------------------------------------------------
 
 
@@ -750,6 +755,7 @@ class _FileCheck:
     height: int = 0
     error: Exception | None = None
     unchanged: bool = False  # the file was not read: its stamp matches the stored link's
+    stored: bool = False  # its checked bytes were written to MEDIA_ROOT by the check
 
 
 @dataclass(frozen=True)
@@ -1105,7 +1111,12 @@ class _ManifestImport:
                 # Already imported (same bytes: validated then) or a conflict: no decoding.
                 return _FileCheck(sha256=sha)
             fmt, width, height = _image_facts(data)
-            return _FileCheck(sha256=sha, format=fmt, width=width, height=height)
+            # Stored now, from the bytes in hand (not read a second time to store them); a
+            # row refused later leaves an orphan that ``run`` removes.
+            stored = not self.dry_run and self._checked_write(
+                ValidatedImage(data=data, sha256=sha, format=fmt, width=width, height=height)
+            )
+            return _FileCheck(sha256=sha, format=fmt, width=width, height=height, stored=stored)
         except (DomainError, OSError) as exc:
             return _FileCheck(error=exc)
 
@@ -1139,12 +1150,20 @@ class _ManifestImport:
     def run(self, rows: Iterable[tuple[int, dict[str, str]]]) -> int:
         """Import the rows; return how many were read."""
         n_rows = 0
-        for batch in batches(rows, import_batch_rows()):
-            self._batch_check(batch)
-            n_rows += len(batch)
-            self._advance("checked", len(batch))
-        updates = self._items_settle()
-        self._write(updates)
+        try:
+            for batch in batches(rows, import_batch_rows()):
+                self._batch_check(batch)
+                self._new_files_flush()
+                n_rows += len(batch)
+                self._advance("checked", len(batch))
+            updates = self._items_settle()
+            self._write(updates)
+        finally:
+            # Whatever happens — a refused item, a bad line further down the file, a database
+            # error, Ctrl-C — the files this import stored that no Image row points to
+            # afterwards are removed again, so MEDIA_ROOT never keeps an orphan.
+            self._new_files_flush()
+            self._orphans_remove()
         return n_rows
 
     def _batch_check(self, batch: list[tuple[int, dict[str, str]]]) -> None:
@@ -1447,38 +1466,33 @@ class _ManifestImport:
         any_accepted = self.staging.one("SELECT 1 FROM accepted") is not None
         if not any_accepted and not n_updates and not has_stamps:
             return
-        try:
-            if any_accepted:
-                self._files_store()
-            if self.staging.one("SELECT 1 FROM accepted WHERE refused = 0") or n_updates or has_stamps:
-                try:
-                    with transaction.atomic():
-                        prompts = {
-                            (p.category, p.word, p.text): p for p in Prompt.objects.filter(study=self.study)
-                        }
-                        chunks = batches(self._accepted_groups(), max(1, in_chunk_size() // 2))
-                        for chunk in chunks if any_accepted else ():
-                            self._rows_write(dict(chunk), prompts)
-                        updates = (
-                            pickle.loads(data)
-                            for (data,) in self.staging.rows("SELECT data FROM updates ORDER BY k")
-                        )
-                        for part in batches(updates, import_batch_rows()):
-                            self._updates_write(part, prompts)
-                        self._stamps_write()
-                    self.summary.updated = reports
-                except DatabaseError as exc:
-                    # Every value was checked above; this is the safety net for what the checks
-                    # did not foresee (or a concurrent writer): one clear message, nothing kept.
-                    self.summary.accepted = 0
-                    self.summary.updated = []
-                    raise ImportRejected(
-                        f"the database refused the import ({exc.__class__.__name__}: {exc}); "
-                        "nothing was written"
-                    ) from exc
-        finally:
-            self._new_files_flush()
-            self._orphans_remove()
+        if any_accepted:
+            self._files_store()
+        if self.staging.one("SELECT 1 FROM accepted WHERE refused = 0") or n_updates or has_stamps:
+            try:
+                with transaction.atomic():
+                    prompts = {
+                        (p.category, p.word, p.text): p for p in Prompt.objects.filter(study=self.study)
+                    }
+                    chunks = batches(self._accepted_groups(), max(1, in_chunk_size() // 2))
+                    for chunk in chunks if any_accepted else ():
+                        self._rows_write(dict(chunk), prompts)
+                    updates = (
+                        pickle.loads(data)
+                        for (data,) in self.staging.rows("SELECT data FROM updates ORDER BY k")
+                    )
+                    for part in batches(updates, import_batch_rows()):
+                        self._updates_write(part, prompts)
+                    self._stamps_write()
+                self.summary.updated = reports
+            except DatabaseError as exc:
+                # Every value was checked above; this is the safety net for what the checks
+                # did not foresee (or a concurrent writer): one clear message, nothing kept.
+                self.summary.accepted = 0
+                self.summary.updated = []
+                raise ImportRejected(
+                    f"the database refused the import ({exc.__class__.__name__}: {exc}); nothing was written"
+                ) from exc
 
     def _files_store(self) -> None:
         """Store the files of the accepted items, a batch at a time in the thread pool; a file
@@ -1526,10 +1540,38 @@ class _ManifestImport:
             for name in set(chunk) - referenced:
                 (Path(settings.MEDIA_ROOT) / name).unlink(missing_ok=True)
 
+    def _checked_write(self, validated: ValidatedImage) -> bool:
+        """Write checked bytes under their storage name (unless already there); False when the
+        file cannot be written (the store step tries again and names the reason)."""
+        target = Path(settings.MEDIA_ROOT) / validated.storage_name
+        try:
+            if target.exists() and target.stat().st_size == len(validated.data):
+                return True
+            # Recorded before writing, so an interrupted write is cleaned up too.
+            with self.new_files_lock:
+                self.new_files.append(validated.storage_name)
+            _file_write(validated)
+        except OSError:
+            return False
+        return True
+
     def _store_file(self, plan: _RowPlan, check: _FileCheck) -> str | None:
         """Store a checked file (read again: the check kept no bytes); return None, or the reason
         the row is refused. A file that changed since it was checked is refused, never stored
-        unchecked. Runs in worker threads; keeps no bytes."""
+        unchecked. Runs in worker threads; keeps no bytes.
+
+        A file its check already stored is not read again when its size and mtime are still
+        those seen before it was read (and it was not modified just before: see
+        ``STAMP_MIN_AGE_NS``) and the stored copy is still there."""
+        if check.stored and plan.file_size is not None:
+            try:
+                now = os.stat(plan.file_path)
+            except OSError as exc:
+                return _rows_reason(exc)
+            if (now.st_size, now.st_mtime_ns) != (plan.file_size, plan.file_mtime_ns):
+                return "the file changed while it was being imported: import it again"
+            if (Path(settings.MEDIA_ROOT) / _storage_name(check)).exists():
+                return None
         try:
             data = _read_limited(plan.file_path)
         except (DomainError, OSError) as exc:

@@ -67,7 +67,7 @@ def test_a_rerun_with_unchanged_files_reads_and_hashes_none_of_them(tmp_path, re
     path = manifest(tmp_path, [row(i) for i in range(6)])
     first = images_import(study=study, manifest_path=path, root=root)
     assert (first.accepted, first.unchanged_files) == (6, 0)
-    assert len(reads) == 12
+    assert len(reads) == 6  # read once: checked and stored from the same bytes
     assert len(hashes) >= 6
     stamps = set(ItemImage.objects.values_list("source_path", "file_size", "file_mtime_ns"))
     assert stamps == {(f"{i}.png", (root / f"{i}.png").stat().st_size, OLD_NS) for i in range(6)}
@@ -209,3 +209,45 @@ def test_import_images_says_how_many_files_were_unchanged(tmp_path):
     call_command("import_images", str(path), root=str(root), study=study.slug, stdout=out)
     assert "duplicates (already imported, unchanged): 2" in out.getvalue()
     assert "of which files unchanged since their import (not read again): 2" in out.getvalue()
+
+
+def test_a_stamped_file_that_changes_after_its_check_is_refused_and_its_stored_copy_removed(
+    tmp_path, settings, monkeypatch
+):
+    """The check stores the bytes it verified; the store step only compares size and mtime with
+    those seen before the read: a change refuses the row, and the copy goes again."""
+    root = images_folder(tmp_path, 2)
+    age(root)
+    study = StudyFactory(slug="re")
+    real_check = ingest._ManifestImport.file_check
+
+    def check_then_change(self, plan):
+        result = real_check(self, plan)
+        if plan.path == "1.png":
+            (root / "1.png").write_bytes(png_bytes(99, size=9))
+            os.utime(root / "1.png", ns=(OLD_NS + 7, OLD_NS + 7))
+        return result
+
+    monkeypatch.setattr(ingest._ManifestImport, "file_check", check_then_change)
+    summary = images_import(study=study, manifest_path=manifest(tmp_path, [row(0), row(1)]), root=root)
+    assert summary.accepted == 1
+    assert [str(r) for r in summary.rejected] == [
+        "row 3 (1.png): the file changed while it was being imported: import it again"
+    ]
+    assert list(Item.objects.values_list("key", flat=True)) == ["0.png"]
+    assert len([p for p in Path(settings.MEDIA_ROOT).rglob("*") if p.is_file()]) == 1
+
+
+def test_a_bad_line_further_down_the_file_leaves_no_stored_file(tmp_path, settings):
+    """Files are stored while rows are checked: a file refused whole later removes them."""
+    settings.BIASLAB_IMPORT_BATCH_ROWS = 1  # rows 2 and 3 are checked (and stored) first
+    root = images_folder(tmp_path, 3)
+    study = StudyFactory(slug="re")
+    # A long row: the bad byte lies beyond the first block the CSV reader decodes.
+    path = manifest(tmp_path, [row(0), row(1), row(2, prompt="p" * 20_000)])
+    with open(path, "ab") as fh:
+        fh.write(b"\xff\xfe,not utf-8\n")
+    with pytest.raises(ingest.ImportRejected, match="not UTF-8"):
+        images_import(study=study, manifest_path=path, root=root)
+    assert not Item.objects.exists()
+    assert not [p for p in Path(settings.MEDIA_ROOT).rglob("*") if p.is_file()]
