@@ -1449,13 +1449,13 @@ class _ManifestImport:
             yield cast(str, key), rows
 
     def _write(self, reports: list[ItemUpdate]) -> None:
-        """Store the files of the good rows, then write every new item and every update in one
-        transaction. A dry run stops before anything is stored, counting what would be written.
+        """Store the files of the good rows (most were stored by their check already), then
+        write every new item and every update in one transaction. A dry run stops before
+        anything is stored, counting what would be written.
 
         A file that cannot be stored (unreadable now, or changed since it was checked) refuses
-        its row and its item, like any other bad row. Whatever happens — a refused item, a
-        database error, Ctrl-C — the files this import stored that no Image row points to
-        afterwards are removed again, so MEDIA_ROOT never keeps an orphan.
+        its row and its item, like any other bad row. The files this import stored that no
+        Image row points to afterwards are removed by ``run``, whatever happened.
         """
         n_updates = self.staging.one("SELECT count(*) FROM updates")[0]
         has_stamps = self.staging.one("SELECT 1 FROM stamps") is not None
