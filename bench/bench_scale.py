@@ -163,6 +163,7 @@ def _generate(folder: Path, n: int) -> tuple[Path, Path, Path]:
     run = (os.getpid() * 7919 + n) % 16_777_216
     manifest, predictions, labels = folder / "manifest.csv", folder / "predictions.csv", folder / "labels.csv"
     every = max(1, round(1 / LABELED_SHARE))
+    hour_ago = time.time() - 3600
     with (
         open(manifest, "w", newline="") as m,
         open(predictions, "w", newline="") as p,
@@ -182,6 +183,10 @@ def _generate(folder: Path, n: int) -> tuple[Path, Path, Path]:
             img.putpixel((1, 0), (run % 256, (run // 256) % 256, (run // 65536) % 256))
             name = f"{i // 1000:04d}/{i}.png"
             img.save(images / name, format="PNG")
+            # Written an hour "ago", as a real data set is: import_images does not trust the
+            # size and mtime of a file modified seconds before its import, and would read
+            # every such file again on the re-run (studies.ingest.STAMP_MIN_AGE_NS).
+            os.utime(images / name, (hour_ago, hour_ago))
             word = f"job{i % 50}"
             mw.writerow([name, "sdxl", f"a photo of a {word}", "profession", word, i])
             pw.writerow([name, "bench", "male" if i % 3 else "female"])

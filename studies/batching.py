@@ -73,11 +73,18 @@ def bulk_batch_size(model: type[Model]) -> int:
 
 
 def rows_insert(
-    model: type[Model], names: Sequence[str], rows: Sequence[Sequence[Any]], *, returning: bool = False
+    model: type[Model],
+    names: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    returning: bool = False,
+    ignore_conflicts: bool = False,
 ) -> list[int]:
     """INSERT ``rows`` (tuples of values for the fields ``names``: attnames such as ``item_id``)
     with multi-row statements, each under the variable limit; with ``returning``, the new ids
-    in the order of ``rows`` (which Django's bulk_create relies on too).
+    in the order of ``rows`` (which Django's bulk_create relies on too). With
+    ``ignore_conflicts``, a row that breaks a unique constraint is skipped (``ON CONFLICT DO
+    NOTHING``, SQLite and PostgreSQL; not with ``returning``: the ids would not match ``rows``).
 
     For the bulk imports: ``bulk_create`` builds a model instance per row and prepares every
     value through its field, which costs more than the database spends storing the row. Here
@@ -97,6 +104,9 @@ def rows_insert(
             return times[value]
         return field.get_db_prep_save(value, connection)
 
+    if returning and ignore_conflicts:
+        raise ValueError("rows_insert: returning and ignore_conflicts exclude each other")
+    tail = " ON CONFLICT DO NOTHING" if ignore_conflicts else ""
     ids: list[int] = []
     per_statement = max(1, sql_max_variables() // len(fields))
     with connection.cursor() as cursor:
@@ -107,7 +117,7 @@ def rows_insert(
                 for row in chunk
                 for field, needs, value in zip(fields, prepare, row, strict=True)
             ]
-            sql = head + ", ".join([one] * len(chunk)) + (" RETURNING id" if returning else "")
+            sql = head + ", ".join([one] * len(chunk)) + tail + (" RETURNING id" if returning else "")
             cursor.execute(sql, params)
             if returning:
                 ids += [pk for (pk,) in cursor.fetchall()]

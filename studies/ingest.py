@@ -32,8 +32,10 @@ import io
 import os
 import pickle
 import sqlite3
+import stat
 import tempfile
 import threading
+import time
 import warnings
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
@@ -46,11 +48,19 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
 from django.db import DatabaseError, transaction
+from django.utils import timezone
 from PIL import Image as PILImage
 from PIL import UnidentifiedImageError
 
 from studies.archive import ArchiveRejected, zip_extract
-from studies.batching import batches, bulk_batch_size, import_batch_rows, in_chunk_size, in_chunks
+from studies.batching import (
+    batches,
+    bulk_batch_size,
+    import_batch_rows,
+    in_chunk_size,
+    in_chunks,
+    rows_insert,
+)
 from studies.csvio import read_cell
 from studies.database import database_analyze
 from studies.errors import DomainError, ImportRejected
@@ -107,7 +117,27 @@ IMPORT_WORKERS = min(8, os.cpu_count() or 1)
 # Threads storing the checked files: creating a file waits on the file system more than on a
 # CPU (measured here: 800 new files/s on one thread, 1,800 on eight, on two CPUs).
 STORE_WORKERS = max(IMPORT_WORKERS, 8)
+# A file modified this recently (ns) before it was looked at gets no stamp (size, mtime): a
+# write in the same tick of the file system's clock would leave its mtime unchanged, so the
+# next re-run reads it again rather than trust the stamp (git's "racily clean" entries).
+STAMP_MIN_AGE_NS = 2_000_000_000
 
+
+# The columns of a new item, in the order ``_rows_write`` gives them.
+_ITEM_COLUMNS = (
+    "study_id",
+    "key",
+    "prompt_id",
+    "t2i_model",
+    "seed",
+    "index",
+    "params",
+    "metadata",
+    "question_keys",
+    "queue",
+    "completed_seats",
+    "created_at",
+)
 
 # --- Domain errors ------------------------------------------------------------------------------
 
@@ -236,6 +266,19 @@ def image_file_validate(path_or_file: str | os.PathLike[str] | IO[bytes] | bytes
     any pixel is decoded.
     """
     data = _read_limited(path_or_file)
+    fmt, width, height = _image_facts(data)
+    return ValidatedImage(
+        data=data,
+        sha256=hashlib.sha256(data).hexdigest(),
+        format=fmt,
+        width=width,
+        height=height,
+    )
+
+
+def _image_facts(data: bytes) -> tuple[str, int, int]:
+    """``(format, width, height)`` of bytes that pass every check of ``image_file_validate``
+    (which raises the same errors); the hash is the caller's, computed once."""
     if not data:
         raise EmptyImageFile("empty file (0 bytes)")
     allowed = allowed_formats()
@@ -272,13 +315,7 @@ def image_file_validate(path_or_file: str | os.PathLike[str] | IO[bytes] | bytes
             raise
         except (OSError, SyntaxError, ValueError, EOFError) as exc:
             raise CorruptImage(f"corrupt or truncated image: {exc}") from exc
-    return ValidatedImage(
-        data=data,
-        sha256=hashlib.sha256(data).hexdigest(),
-        format=fmt,
-        width=width,
-        height=height,
-    )
+    return fmt, width, height
 
 
 def _file_write(validated: ValidatedImage) -> str:
@@ -297,6 +334,11 @@ def _file_write(validated: ValidatedImage) -> str:
         Path(tmp).unlink(missing_ok=True)
         raise
     return name
+
+
+def _storage_name(check: _FileCheck) -> str:
+    """Where a checked file is stored (as ``ValidatedImage.storage_name``)."""
+    return f"images/{check.sha256[:2]}/{check.sha256}.{_EXTENSIONS.get(check.format, check.format.lower())}"
 
 
 # --- Single-image services ----------------------------------------------------------------------
@@ -442,6 +484,8 @@ class ImportSummary:
     updated: list[ItemUpdate] = field(default_factory=list)
     changed: int = 0
     reopened: list[str] = field(default_factory=list)
+    # Image imports: of the duplicates, the files not read again (same path, size and mtime).
+    unchanged_files: int = 0
     dry_run: bool = False
     # Which of the optional counts this kind of import reports (always, even when 0).
     reports: tuple[str, ...] = ()
@@ -462,6 +506,10 @@ class ImportSummary:
             out.append(f"{would}finals reopened: {len(self.reopened)}")
             out.extend(f"  {key}: agreed final answer removed, back to disputed" for key in self.reopened)
         out.append(f"duplicates (already imported, unchanged): {self.duplicates}")
+        if self.unchanged_files:
+            out.append(
+                f"  of which files unchanged since their import (not read again): {self.unchanged_files}"
+            )
         if self.skipped:
             out.append(f"skipped (nothing to import): {self.skipped}")
         out.append(f"rejected: {len(self.rejected)}")
@@ -668,6 +716,32 @@ class _RowPlan:
     params: dict[str, Any]
     metadata: dict[str, str]
     question_keys: tuple[str, ...]
+    # The file's size and mtime when its path was checked (before it is read), or None when it
+    # was modified too recently to identify it by them (``STAMP_MIN_AGE_NS``).
+    file_size: int | None = None
+    file_mtime_ns: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _KnownLink:
+    """An image link the database already holds for a manifest row's (item, role): its bytes'
+    hash and what identified the file it was imported from (``ItemImage``)."""
+
+    pk: int
+    sha256: str
+    source_path: str
+    file_size: int | None
+    file_mtime_ns: int | None
+
+    def same_file(self, plan: _RowPlan) -> bool:
+        """The row names the file this link was imported from, unchanged since: same path, size
+        and mtime (then it holds the same bytes, checked then, and is not read again)."""
+        return (
+            plan.file_size is not None
+            and self.file_size == plan.file_size
+            and self.file_mtime_ns == plan.file_mtime_ns
+            and self.source_path == plan.path
+        )
 
 
 @dataclass(frozen=True)
@@ -680,6 +754,8 @@ class _FileCheck:
     width: int = 0
     height: int = 0
     error: Exception | None = None
+    unchanged: bool = False  # the file was not read: its stamp matches the stored link's
+    stored: bool = False  # its checked bytes were written to MEDIA_ROOT by the check
 
 
 @dataclass(frozen=True)
@@ -814,6 +890,7 @@ class _Staging:
             CREATE TABLE accepted (k TEXT PRIMARY KEY, refused INTEGER DEFAULT 0) WITHOUT ROWID;
             CREATE TABLE updates (k TEXT PRIMARY KEY, data BLOB) WITHOUT ROWID;
             CREATE TABLE new_files (name TEXT PRIMARY KEY) WITHOUT ROWID;
+            CREATE TABLE stamps (link INTEGER PRIMARY KEY, size INTEGER, mtime_ns INTEGER);
             BEGIN;
             """
         )
@@ -867,14 +944,19 @@ class _ManifestImport:
         self.columns = set(columns)
         self.has_item_column = "item" in columns
         self.metadata_columns = [c for c in columns if c not in MANIFEST_KNOWN_COLUMNS]
-        self.roles = set(protocol_spec(study.protocol).image_roles)
+        self.spec = protocol_spec(study.protocol)
+        self.roles = set(self.spec.image_roles)
         self.question_keys = set(Question.objects.filter(study=study).values_list("key", flat=True))
         self.pairs = protocol_spec(study.protocol).paired
         # What the database holds for the batch being checked: (key, role) → sha of the rows'
         # items, and sha → key of the one-image items with the batch's bytes. Loaded per batch
         # (a few queries), so per-row checks never touch the database.
-        self.known: dict[tuple[str, str], str] = {}
+        self.known: dict[tuple[str, str], _KnownLink] = {}
+        # Manifest folders (as written) → their resolved path, "" when outside the root.
+        self.folders: dict[str, str] = {}
         self.single_by_hash: dict[str, str] = {}
+        # (link id, size, mtime) of the batch's known files read again with the same bytes.
+        self.stamps: list[tuple[int, int, int | None]] = []
         self.staging = _Staging()
         # Storage names of the files this import wrote (from worker threads), moved to the
         # staging table after each batch, for the clean-up.
@@ -919,11 +1001,15 @@ class _ManifestImport:
                 f"(roles: {', '.join(sorted(self.roles))})"
             )
         if item_key and role in self.roles:
-            seen = self.staging.one("SELECT number FROM paths WHERE k = ?", f"{role}\x00{item_key}")
-            if seen is not None:
+            # One statement for the usual new path; the earlier row is looked up only when it
+            # is not new.
+            path_key = f"{role}\x00{item_key}"
+            if not self.staging.db.execute(
+                "INSERT OR IGNORE INTO paths VALUES (?, ?)", (path_key, number)
+            ).rowcount:
+                seen = self.staging.one("SELECT number FROM paths WHERE k = ?", path_key)
                 what = "image path" if not self.has_item_column else f"item and role ({role})"
                 raise DuplicateManifestRow(f"duplicate row: same {what} as row {seen[0]}")
-            self.staging.db.execute("INSERT INTO paths VALUES (?, ?)", (f"{role}\x00{item_key}", number))
         needs_prompt = not (self.pairs and role == ImageRole.INPUT)
         if needs_prompt and not self.pairs:
             empty = [c for c in ("t2i_model", "prompt", "category", "word") if not row.get(c)]
@@ -954,19 +1040,20 @@ class _ManifestImport:
             except InvalidManifestRow as exc:
                 problems.append(str(exc))
         metadata = {c: row[c] for c in self.metadata_columns if row.get(c, "") != ""}
-        problem = protocol_spec(self.study.protocol).row_problem(row, metadata, self.study.parameters)
+        problem = self.spec.row_problem(row, metadata, self.study.parameters)
         if problem:  # the protocol's own check (e.g. GEP: gender woman|man; the compared column)
             problems.append(problem)
-        file_path = None
+        file_path, file_stat = None, None
         if "\x00" not in path and len(path) <= _MAX_CHARS["image"]:  # else already named above
             try:
-                file_path = manifest_path_resolve(self.root, path)
+                file_path, file_stat = self._file_resolve(path)
             except (DomainError, OSError) as exc:
                 problems.append(_rows_reason(exc))
-        if problems or file_path is None:
+        if problems or file_path is None or file_stat is None:
             # One error per row, every problem in it: a file is fixed in one round, not one
             # column per run.
             raise InvalidManifestRow("; ".join(problems))
+        stamped = file_stat.st_mtime_ns <= time.time_ns() - STAMP_MIN_AGE_NS
         return _RowPlan(
             number=number,
             path=path,
@@ -980,20 +1067,56 @@ class _ManifestImport:
             params=values["params"],
             metadata=metadata,
             question_keys=questions,
+            file_size=file_stat.st_size if stamped else None,
+            file_mtime_ns=file_stat.st_mtime_ns if stamped else None,
         )
+
+    def _file_resolve(self, given: str) -> tuple[str, os.stat_result]:
+        """The file a manifest path names (as ``manifest_path_resolve``, which words every
+        refusal) and its ``stat``. Fast path for the common case — a regular file, not a link,
+        in a folder inside the root: its folder is resolved once per import (cached), the file
+        costs one ``lstat``; anything else takes ``manifest_path_resolve``."""
+        normal = given.replace("\\", "/")
+        folder, _, name = normal.rpartition("/")
+        if (
+            given
+            and name not in ("", ".", "..")
+            and not given.startswith(("/", "\\"))
+            and not os.path.isabs(given)
+            and not (len(given) > 1 and given[1] == ":")
+            and ".." not in normal.split("/")
+        ):
+            resolved_folder = self.folders.get(folder)
+            if resolved_folder is None:
+                real = Path(os.path.realpath(self.root / folder)) if folder else self.root
+                resolved_folder = self.folders[folder] = str(real) if real.is_relative_to(self.root) else ""
+            if resolved_folder:
+                candidate = os.path.join(resolved_folder, name)
+                try:
+                    found = os.lstat(candidate)
+                except OSError:
+                    found = None
+                if found is not None and stat.S_ISREG(found.st_mode):
+                    return candidate, found
+        resolved = manifest_path_resolve(self.root, given)
+        return str(resolved), resolved.stat()
 
     def file_check(self, plan: _RowPlan) -> _FileCheck:
         """Read, hash and validate one file. Runs in worker threads: reads shared state only."""
+        known = self.known.get((plan.item_key, plan.role))
         try:
             data = _read_limited(plan.file_path)
             sha = hashlib.sha256(data).hexdigest()
-            if (plan.item_key, plan.role) in self.known:
+            if known is not None:
                 # Already imported (same bytes: validated then) or a conflict: no decoding.
                 return _FileCheck(sha256=sha)
-            validated = image_file_validate(data)
-            return _FileCheck(
-                sha256=sha, format=validated.format, width=validated.width, height=validated.height
+            fmt, width, height = _image_facts(data)
+            # Stored now, from the bytes in hand (not read a second time to store them); a
+            # row refused later leaves an orphan that ``run`` removes.
+            stored = not self.dry_run and self._checked_write(
+                ValidatedImage(data=data, sha256=sha, format=fmt, width=width, height=height)
             )
+            return _FileCheck(sha256=sha, format=fmt, width=width, height=height, stored=stored)
         except (DomainError, OSError) as exc:
             return _FileCheck(error=exc)
 
@@ -1003,15 +1126,23 @@ class _ManifestImport:
             raise check.error
         sha = check.sha256
         if plan.role == ImageRole.IMAGE:
-            seen = self.staging.one("SELECT number, path FROM hashes WHERE sha = ?", sha)
-            if seen is not None:
+            new = self.staging.db.execute(
+                "INSERT OR IGNORE INTO hashes VALUES (?, ?, ?)", (sha, plan.number, plan.path)
+            ).rowcount
+            if not new:
+                seen = self.staging.one("SELECT number, path FROM hashes WHERE sha = ?", sha)
                 raise DuplicateImage(f"duplicate row: same image content as row {seen[0]} ({seen[1]})")
-            self.staging.db.execute("INSERT INTO hashes VALUES (?, ?, ?)", (sha, plan.number, plan.path))
         known = self.known.get((plan.item_key, plan.role))
-        if known == sha:
+        if known is not None and known.sha256 == sha:
+            if check.unchanged:
+                self.summary.unchanged_files += 1
+            elif plan.file_size is not None and plan.path == known.source_path:
+                # Same bytes, read again (touched, copied, or imported before files were
+                # stamped): store the new stamp, so the next re-run need not read it.
+                self.stamps.append((known.pk, plan.file_size, plan.file_mtime_ns))
             return False
         if known is not None:
-            raise ImagePathConflict(_changed_file_message(self.study, plan.item_key, known))
+            raise ImagePathConflict(_changed_file_message(self.study, plan.item_key, known.sha256))
         if plan.role == ImageRole.IMAGE and sha in self.single_by_hash:
             raise DuplicateImage(f"same image content as {self.single_by_hash[sha]}, already in the study")
         return True
@@ -1019,12 +1150,20 @@ class _ManifestImport:
     def run(self, rows: Iterable[tuple[int, dict[str, str]]]) -> int:
         """Import the rows; return how many were read."""
         n_rows = 0
-        for batch in batches(rows, import_batch_rows()):
-            self._batch_check(batch)
-            n_rows += len(batch)
-            self._advance("checked", len(batch))
-        updates = self._items_settle()
-        self._write(updates)
+        try:
+            for batch in batches(rows, import_batch_rows()):
+                self._batch_check(batch)
+                self._new_files_flush()
+                n_rows += len(batch)
+                self._advance("checked", len(batch))
+            updates = self._items_settle()
+            self._write(updates)
+        finally:
+            # Whatever happens — a refused item, a bad line further down the file, a database
+            # error, Ctrl-C — the files this import stored that no Image row points to
+            # afterwards are removed again, so MEDIA_ROOT never keeps an orphan.
+            self._new_files_flush()
+            self._orphans_remove()
         return n_rows
 
     def _batch_check(self, batch: list[tuple[int, dict[str, str]]]) -> None:
@@ -1040,16 +1179,28 @@ class _ManifestImport:
                     # A repeated row is refused alone: the item of its first row stays good.
                     self._bad_item(key, f"row {number}")
         self.known = {
-            (key, role): sha
+            (key, role): _KnownLink(pk, sha, source_path, size, mtime_ns)
             for chunk in in_chunks(plan.item_key for plan in plans)
-            for key, role, sha in ItemImage.objects.filter(
+            for pk, key, role, sha, source_path, size, mtime_ns in ItemImage.objects.filter(
                 item__study=self.study, item__key__in=chunk
-            ).values_list("item__key", "role", "image__sha256")
+            ).values_list(
+                "pk", "item__key", "role", "image__sha256", "source_path", "file_size", "file_mtime_ns"
+            )
         }
-        checks = list(self.pool.map(self.file_check, plans))
+        # Files unchanged since their import are not read (no thread needed); the others are
+        # read, hashed and verified in the pool.
+        known_checks: list[_FileCheck | None] = [
+            _FileCheck(sha256=known.sha256, unchanged=True)
+            if (known := self.known.get((plan.item_key, plan.role))) is not None and known.same_file(plan)
+            else None
+            for plan in plans
+        ]
+        to_read = [plan for plan, check in zip(plans, known_checks, strict=True) if check is None]
+        read = iter(self.pool.map(self.file_check, to_read))
+        checks = [check if check is not None else next(read) for check in known_checks]
         self.single_by_hash = {
             sha: key
-            for chunk in in_chunks(c.sha256 for c in checks if c.error is None)
+            for chunk in in_chunks(c.sha256 for c in checks if c.error is None and not c.unchanged)
             for sha, key in ItemImage.objects.filter(
                 item__study=self.study, role=ImageRole.IMAGE, image__sha256__in=chunk
             ).values_list("image__sha256", "item__key")
@@ -1064,6 +1215,8 @@ class _ManifestImport:
                 continue
             staged.append((plan.number, plan.item_key, int(fresh), pickle.dumps((plan, check))))
         self.staging.db.executemany("INSERT INTO plans VALUES (?, ?, ?, ?)", staged)
+        self.staging.db.executemany("INSERT OR REPLACE INTO stamps VALUES (?, ?, ?)", self.stamps)
+        self.stamps = []
 
     def _groups(self) -> Iterator[tuple[str, list[tuple[bool, _RowPlan, _FileCheck]]]]:
         """The staged rows item by item, in the order of each item's first row (as the file
@@ -1256,6 +1409,17 @@ class _ManifestImport:
             )
         ItemChange.objects.bulk_create(audit_rows, batch_size=bulk_batch_size(ItemChange))
 
+    def _stamps_write(self) -> None:
+        """Store the new stamps of known files read again with the same bytes (no audit record:
+        the item did not change, only what identifies its file)."""
+        stamps = self.staging.rows("SELECT link, size, mtime_ns FROM stamps ORDER BY link")
+        # bulk_update's CASE carries about 5 values per row (its id twice, the 2 values, the IN).
+        for part in batches(stamps, max(1, in_chunk_size() // 5)):
+            ItemImage.objects.bulk_update(
+                [ItemImage(pk=pk, file_size=size, file_mtime_ns=mtime) for pk, size, mtime in part],
+                ["file_size", "file_mtime_ns"],
+            )
+
     def _prompt(
         self, prompt_key: tuple[str, str, str], prompts: dict[tuple[str, str, str], Prompt]
     ) -> Prompt:
@@ -1269,55 +1433,66 @@ class _ManifestImport:
 
     def _accepted_groups(self) -> Iterator[tuple[str, list[tuple[_RowPlan, _FileCheck]]]]:
         """The accepted new items (not refused since), each with its fresh rows."""
-        for key, rows in self._groups():
-            if self.staging.one("SELECT 1 FROM accepted WHERE k = ? AND refused = 0", key):
-                yield key, [(plan, check) for fresh, plan, check in rows if fresh]
+        key: str | None = None
+        rows: list[tuple[_RowPlan, _FileCheck]] = []
+        for k, data in self.staging.rows(
+            "SELECT p.k, p.data FROM plans p JOIN accepted a ON a.k = p.k AND a.refused = 0 "
+            "JOIN (SELECT k, min(number) AS f FROM plans GROUP BY k) g ON g.k = p.k "
+            "WHERE p.fresh = 1 ORDER BY g.f, p.number"
+        ):
+            if k != key and rows:
+                yield cast(str, key), rows
+                rows = []
+            key = k
+            rows.append(pickle.loads(data))
+        if rows:
+            yield cast(str, key), rows
 
     def _write(self, reports: list[ItemUpdate]) -> None:
-        """Store the files of the good rows, then write every new item and every update in one
-        transaction. A dry run stops before anything is stored, counting what would be written.
+        """Store the files of the good rows (most were stored by their check already), then
+        write every new item and every update in one transaction. A dry run stops before
+        anything is stored, counting what would be written.
 
         A file that cannot be stored (unreadable now, or changed since it was checked) refuses
-        its row and its item, like any other bad row. Whatever happens — a refused item, a
-        database error, Ctrl-C — the files this import stored that no Image row points to
-        afterwards are removed again, so MEDIA_ROOT never keeps an orphan.
+        its row and its item, like any other bad row. The files this import stored that no
+        Image row points to afterwards are removed by ``run``, whatever happened.
         """
         n_updates = self.staging.one("SELECT count(*) FROM updates")[0]
+        has_stamps = self.staging.one("SELECT 1 FROM stamps") is not None
         if self.dry_run:
             self.summary.accepted += sum(len(rows) for _, rows in self._accepted_groups())
             self.summary.updated = reports
             return
-        if not self.staging.one("SELECT 1 FROM accepted") and not n_updates:
+        any_accepted = self.staging.one("SELECT 1 FROM accepted") is not None
+        if not any_accepted and not n_updates and not has_stamps:
             return
-        try:
+        if any_accepted:
             self._files_store()
-            if self.staging.one("SELECT 1 FROM accepted WHERE refused = 0") or n_updates:
-                try:
-                    with transaction.atomic():
-                        prompts = {
-                            (p.category, p.word, p.text): p for p in Prompt.objects.filter(study=self.study)
-                        }
-                        for chunk in batches(self._accepted_groups(), max(1, in_chunk_size() // 2)):
-                            self._rows_write(dict(chunk), prompts)
-                        updates = (
-                            pickle.loads(data)
-                            for (data,) in self.staging.rows("SELECT data FROM updates ORDER BY k")
-                        )
-                        for part in batches(updates, import_batch_rows()):
-                            self._updates_write(part, prompts)
-                    self.summary.updated = reports
-                except DatabaseError as exc:
-                    # Every value was checked above; this is the safety net for what the checks
-                    # did not foresee (or a concurrent writer): one clear message, nothing kept.
-                    self.summary.accepted = 0
-                    self.summary.updated = []
-                    raise ImportRejected(
-                        f"the database refused the import ({exc.__class__.__name__}: {exc}); "
-                        "nothing was written"
-                    ) from exc
-        finally:
-            self._new_files_flush()
-            self._orphans_remove()
+        if self.staging.one("SELECT 1 FROM accepted WHERE refused = 0") or n_updates or has_stamps:
+            try:
+                with transaction.atomic():
+                    prompts = {
+                        (p.category, p.word, p.text): p for p in Prompt.objects.filter(study=self.study)
+                    }
+                    chunks = batches(self._accepted_groups(), max(1, in_chunk_size() // 2))
+                    for chunk in chunks if any_accepted else ():
+                        self._rows_write(dict(chunk), prompts)
+                    updates = (
+                        pickle.loads(data)
+                        for (data,) in self.staging.rows("SELECT data FROM updates ORDER BY k")
+                    )
+                    for part in batches(updates, import_batch_rows()):
+                        self._updates_write(part, prompts)
+                    self._stamps_write()
+                self.summary.updated = reports
+            except DatabaseError as exc:
+                # Every value was checked above; this is the safety net for what the checks
+                # did not foresee (or a concurrent writer): one clear message, nothing kept.
+                self.summary.accepted = 0
+                self.summary.updated = []
+                raise ImportRejected(
+                    f"the database refused the import ({exc.__class__.__name__}: {exc}); nothing was written"
+                ) from exc
 
     def _files_store(self) -> None:
         """Store the files of the accepted items, a batch at a time in the thread pool; a file
@@ -1365,10 +1540,38 @@ class _ManifestImport:
             for name in set(chunk) - referenced:
                 (Path(settings.MEDIA_ROOT) / name).unlink(missing_ok=True)
 
+    def _checked_write(self, validated: ValidatedImage) -> bool:
+        """Write checked bytes under their storage name (unless already there); False when the
+        file cannot be written (the store step tries again and names the reason)."""
+        target = Path(settings.MEDIA_ROOT) / validated.storage_name
+        try:
+            if target.exists() and target.stat().st_size == len(validated.data):
+                return True
+            # Recorded before writing, so an interrupted write is cleaned up too.
+            with self.new_files_lock:
+                self.new_files.append(validated.storage_name)
+            _file_write(validated)
+        except OSError:
+            return False
+        return True
+
     def _store_file(self, plan: _RowPlan, check: _FileCheck) -> str | None:
         """Store a checked file (read again: the check kept no bytes); return None, or the reason
         the row is refused. A file that changed since it was checked is refused, never stored
-        unchecked. Runs in worker threads; keeps no bytes."""
+        unchecked. Runs in worker threads; keeps no bytes.
+
+        A file its check already stored is not read again when its size and mtime are still
+        those seen before it was read (and it was not modified just before: see
+        ``STAMP_MIN_AGE_NS``) and the stored copy is still there."""
+        if check.stored and plan.file_size is not None:
+            try:
+                now = os.stat(plan.file_path)
+            except OSError as exc:
+                return _rows_reason(exc)
+            if (now.st_size, now.st_mtime_ns) != (plan.file_size, plan.file_mtime_ns):
+                return "the file changed while it was being imported: import it again"
+            if (Path(settings.MEDIA_ROOT) / _storage_name(check)).exists():
+                return None
         try:
             data = _read_limited(plan.file_path)
         except (DomainError, OSError) as exc:
@@ -1398,36 +1601,48 @@ class _ManifestImport:
         """Write one chunk of accepted items: their new Image rows, items and image links."""
         checks = {check.sha256: check for rows in items.values() for _, check in rows}
         images = {
-            img.sha256: img for chunk in in_chunks(checks) for img in Image.objects.filter(sha256__in=chunk)
+            sha: pk
+            for chunk in in_chunks(checks)
+            for pk, sha in Image.objects.filter(sha256__in=chunk).values_list("pk", "sha256")
         }
+        now = timezone.now()
         new_images = [
-            Image(
-                sha256=sha,
-                file=f"images/{sha[:2]}/{sha}.{_EXTENSIONS.get(check.format, check.format.lower())}",
-                width=check.width,
-                height=check.height,
-                format=check.format,
+            (
+                sha,
+                f"images/{sha[:2]}/{sha}.{_EXTENSIONS.get(check.format, check.format.lower())}",
+                check.width,
+                check.height,
+                check.format,
+                now,
             )
             for sha, check in checks.items()
             if sha not in images
         ]
-        # ignore_conflicts: another import may have stored the same bytes a moment ago.
-        Image.objects.bulk_create(new_images, ignore_conflicts=True, batch_size=bulk_batch_size(Image))
+        # Multi-row INSERTs of plain values (``rows_insert``): a model instance per row cost
+        # more than the database's work. Conflicts ignored: another import may have stored the
+        # same bytes a moment ago.
+        rows_insert(
+            Image,
+            ("sha256", "file", "width", "height", "format", "created_at"),
+            new_images,
+            ignore_conflicts=True,
+        )
         if new_images:
             images.update(
                 {
-                    img.sha256: img
-                    for chunk in in_chunks(img.sha256 for img in new_images)
-                    for img in Image.objects.filter(sha256__in=chunk)
+                    sha: pk
+                    for chunk in in_chunks(row[0] for row in new_images)
+                    for pk, sha in Image.objects.filter(sha256__in=chunk).values_list("pk", "sha256")
                 }
             )
         existing = {
-            key
+            key: pk
             for chunk in in_chunks(items)
-            for key in Item.objects.filter(study=self.study, key__in=chunk).values_list("key", flat=True)
+            for pk, key in Item.objects.filter(study=self.study, key__in=chunk).values_list("pk", "key")
         }
         spec = protocol_spec(self.study.protocol)
-        new_items: list[Item] = []
+        new_items: list[tuple[Any, ...]] = []
+        new_keys: list[str] = []
         for key, rows in items.items():
             if key in existing:
                 continue
@@ -1437,34 +1652,35 @@ class _ManifestImport:
             metadata: dict[str, str] = {}
             for p in plans:
                 metadata.update(p.metadata)
+            new_keys.append(key)
             new_items.append(
-                Item(
-                    study=self.study,
-                    key=key,
-                    prompt=self._prompt(prompt_key, prompts) if prompt_key is not None else None,
-                    t2i_model=next((p.t2i_model for p in plans if p.t2i_model), ""),
-                    seed=next((p.seed for p in plans if p.seed is not None), None),
-                    index=next((p.index for p in plans if p.index is not None), None),
-                    params=first.params,
-                    metadata=metadata,
+                (
+                    self.study.pk,
+                    key,
+                    self._prompt(prompt_key, prompts).pk if prompt_key is not None else None,
+                    next((p.t2i_model for p in plans if p.t2i_model), ""),
+                    next((p.seed for p in plans if p.seed is not None), None),
+                    next((p.index for p in plans if p.index is not None), None),
+                    first.params,
+                    metadata,
                     # A row's own questions win; without them the protocol decides from the metadata.
-                    question_keys=list(next((p.question_keys for p in plans if p.question_keys), ()))
+                    list(next((p.question_keys for p in plans if p.question_keys), ()))
                     or spec.item_question_keys(metadata),
-                    queue=spec.queue_default,
+                    spec.queue_default,
+                    0,
+                    now,
                 )
             )
-        Item.objects.bulk_create(new_items, batch_size=bulk_batch_size(Item))
-        by_key = {
-            item.key: item
-            for chunk in in_chunks(items)
-            for item in Item.objects.filter(study=self.study, key__in=chunk).only("id", "key")
-        }
+        ids = rows_insert(Item, _ITEM_COLUMNS, new_items, returning=True)
+        by_key = existing | dict(zip(new_keys, ids, strict=True))
         links = [
-            ItemImage(item=by_key[key], image=images[check.sha256], role=plan.role, source_path=plan.path)
+            (by_key[key], images[check.sha256], plan.role, plan.path, plan.file_size, plan.file_mtime_ns)
             for key, rows in items.items()
             for plan, check in rows
         ]
-        ItemImage.objects.bulk_create(links, batch_size=bulk_batch_size(ItemImage))
+        rows_insert(
+            ItemImage, ("item_id", "image_id", "role", "source_path", "file_size", "file_mtime_ns"), links
+        )
         self.summary.accepted += len(links)
         self._advance("written", len(links))
 

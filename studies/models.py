@@ -293,6 +293,18 @@ class ItemImage(models.Model):
         max_length=1000,
         help_text="Path given at import (manifest 'image' column); the key exports use for the image.",
     )
+    # What identifies the file at source_path without reading it (a re-run of the same import
+    # reads, hashes and verifies only the files whose size or modification time differ); empty
+    # when unknown (rows from before, items not from a manifest, a file modified just before
+    # its import).
+    file_size = models.BigIntegerField(
+        null=True, blank=True, help_text="Size in bytes of the file at source_path when it was imported."
+    )
+    file_mtime_ns = models.BigIntegerField(
+        null=True,
+        blank=True,
+        help_text="Modification time (ns since the epoch) of the file at source_path when it was imported.",
+    )
 
     class Meta:
         ordering = ["item", "role"]

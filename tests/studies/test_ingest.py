@@ -572,10 +572,14 @@ def test_a_failed_write_leaves_no_row_and_no_orphan_file(study, root, tmp_path, 
 
     manifest = write_manifest(tmp_path / "m.csv", [row(f"sdxl/{n}.png", n) for n in range(3)])
 
-    def refuse(*args, **kwargs):
-        raise DataError("value too long for type character varying(1000)")
+    real = ingest.rows_insert
 
-    monkeypatch.setattr(ItemImage.objects, "bulk_create", refuse)
+    def refuse(model, *args, **kwargs):
+        if model is ItemImage:  # the last INSERT of the write: items and images are written
+            raise DataError("value too long for type character varying(1000)")
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(ingest, "rows_insert", refuse)
     with pytest.raises(ImportRejected, match=r"the database refused the import .*nothing was written"):
         images_import(study=study, manifest_path=manifest, root=root)
     assert (Item.objects.count(), Image.objects.count(), Prompt.objects.count()) == (0, 0, 0)
@@ -585,10 +589,14 @@ def test_a_failed_write_leaves_no_row_and_no_orphan_file(study, root, tmp_path, 
 def test_an_interrupted_write_leaves_no_orphan_file(study, root, tmp_path, settings, monkeypatch):
     manifest = write_manifest(tmp_path / "m.csv", [row(f"sdxl/{n}.png", n) for n in range(3)])
 
-    def interrupt(*args, **kwargs):
-        raise KeyboardInterrupt
+    real = ingest.rows_insert
 
-    monkeypatch.setattr(Item.objects, "bulk_create", interrupt)
+    def interrupt(model, *args, **kwargs):
+        if model is Item:
+            raise KeyboardInterrupt
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(ingest, "rows_insert", interrupt)
     with pytest.raises(KeyboardInterrupt):
         images_import(study=study, manifest_path=manifest, root=root)
     assert (Item.objects.count(), Image.objects.count()) == (0, 0)
@@ -602,9 +610,14 @@ def test_a_failed_write_keeps_the_files_other_items_already_use(study, root, tmp
     before = media_files(settings)
     other = StudyFactory(slug="other")
     manifest = write_manifest(tmp_path / "b.csv", [row(f"sdxl/{n}.png", n) for n in range(3)])
-    monkeypatch.setattr(
-        ItemImage.objects, "bulk_create", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom"))
-    )
+    real = ingest.rows_insert
+
+    def fail(model, *args, **kwargs):
+        if model is ItemImage:
+            raise RuntimeError("boom")
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(ingest, "rows_insert", fail)
     with pytest.raises(RuntimeError):
         images_import(study=other, manifest_path=manifest, root=root)
     assert media_files(settings) == before

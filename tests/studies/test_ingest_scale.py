@@ -156,16 +156,17 @@ def test_a_dry_run_streams_too_and_writes_nothing(small, tmp_path):
 def test_a_failed_write_in_a_late_chunk_leaves_no_row_and_no_file(small, tmp_path, settings, monkeypatch):
     root = images_folder(tmp_path, 120)
     study = StudyFactory(slug="big")
-    real = ItemImage.objects.bulk_create
+    real = ingest.rows_insert
     calls = []
 
-    def fail_late(objs, *args, **kwargs):
-        calls.append(len(objs))
-        if len(calls) == 3:  # the third chunk of items: two are already written in the transaction
-            raise RuntimeError("boom")
-        return real(objs, *args, **kwargs)
+    def fail_late(model, names, rows, *args, **kwargs):
+        if model is ItemImage:
+            calls.append(len(rows))
+            if len(calls) == 3:  # the third chunk of items: two are already written in the transaction
+                raise RuntimeError("boom")
+        return real(model, names, rows, *args, **kwargs)
 
-    monkeypatch.setattr(ItemImage.objects, "bulk_create", fail_late)
+    monkeypatch.setattr(ingest, "rows_insert", fail_late)
     with pytest.raises(RuntimeError):
         images_import(study=study, manifest_path=manifest(tmp_path, [row(i) for i in range(120)]), root=root)
     assert len(calls) == 3
