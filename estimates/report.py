@@ -77,6 +77,21 @@ def frame_strata(
     return output_codes(frame.study, frame.detector, frame.version)
 
 
+def frame_warnings(frame: sel.Frame, census: bool, todo: str = "label its items") -> list[str]:
+    """The warnings every protocol's estimate starts with: no complete sampling round yet (its
+    estimates are null; ``todo`` says what people do with a round's items), and items added
+    after the first round, which the estimate leaves out."""
+    warnings = []
+    if not frame.usable and not census:
+        warnings.append(
+            f"No complete sampling round yet: draw one (sample_for_labeling) and {todo}; "
+            "the estimates are null until then."
+        )
+    if frame.not_in_frame:
+        warnings.append(f"{frame.not_in_frame} item(s) added after the first round are not in this estimate.")
+    return warnings
+
+
 #: The most headline numbers the chart draws one line each for; beyond it, their mean width.
 CHART_LINES = 4
 

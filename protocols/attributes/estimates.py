@@ -30,7 +30,14 @@ from detectors.models import OutputKind
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
-from estimates.report import EstimateReport, estimand_figures, frame_strata, inclusion, round_history
+from estimates.report import (
+    EstimateReport,
+    estimand_figures,
+    frame_strata,
+    frame_warnings,
+    inclusion,
+    round_history,
+)
 from estimates.selectors import item_outputs as _outputs
 from metrics import gep, ppi_mean
 from protocols.attributes.selectors import final_answers, gep_rows
@@ -121,14 +128,7 @@ def attributes_report(
     frame = sel.sampling_frame(study, detector, version, labelled=sel.items_fully_labelled(study))
     strata = frame_strata(frame, attribute_output_codes)
     pi, drawn, census = inclusion(frame, strata)
-    warnings = []
-    if not frame.usable and not census:
-        warnings.append(
-            "No complete sampling round yet: draw one (sample_for_labeling) and label its items; "
-            "the estimates are null until then."
-        )
-    if frame.not_in_frame:
-        warnings.append(f"{frame.not_in_frame} item(s) added after the first round are not in this estimate.")
+    warnings = frame_warnings(frame, census)
     keys = attribute_keys(study)
     scope = Scope(study)
     rows = gep_rows(scope, keys=keys, answers=final_answers(scope, keys=keys), detector=detector)

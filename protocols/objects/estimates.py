@@ -28,7 +28,14 @@ from detectors.models import OutputKind
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
-from estimates.report import EstimateReport, estimand_figures, frame_strata, inclusion, round_history
+from estimates.report import (
+    EstimateReport,
+    estimand_figures,
+    frame_strata,
+    frame_warnings,
+    inclusion,
+    round_history,
+)
 from estimates.selectors import item_outputs as _outputs
 from metrics import ppi_mean
 from metrics.coco_names import UnknownClassName, coco_class_index, normalise_class_name
@@ -98,14 +105,7 @@ def objects_report(
     frame = sel.sampling_frame(study, detector, version, labelled=items_box_checked(study))
     strata = frame_strata(frame, object_output_codes)
     pi, drawn, census = inclusion(frame, strata)
-    warnings = []
-    if not frame.usable and not census:
-        warnings.append(
-            "No complete sampling round yet: draw one (sample_for_labeling) and check its boxes; "
-            "the estimates are null until then."
-        )
-    if frame.not_in_frame:
-        warnings.append(f"{frame.not_in_frame} item(s) added after the first round are not in this estimate.")
+    warnings = frame_warnings(frame, census, "check its boxes")
     include = include_person_default(Scope(study))
     in_frame = {i.item_id for i in frame.items}
     rows = [

@@ -27,7 +27,7 @@ from detectors.models import OutputKind
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
-from estimates.report import EstimateReport, estimand_figures, inclusion, round_history
+from estimates.report import EstimateReport, estimand_figures, frame_warnings, inclusion, round_history
 from metrics import pair_change as pc
 from metrics import ppi_mean
 from protocols.pair_change.sampling import MeasureSourceError, pair_measurements, study_thresholds
@@ -96,12 +96,7 @@ def pair_change_report(
         raise LookupError(str(error)) from None
     frame = sel.sampling_frame(study, detector, version, labelled=sel.items_fully_labelled(study))
     pi, drawn, census = inclusion(frame)
-    warnings = []
-    if not frame.usable and not census:
-        warnings.append(
-            "No complete sampling round yet: draw one (sample_for_labeling) and label its pairs; "
-            "the estimates are null until then."
-        )
+    warnings = frame_warnings(frame, census, "label its pairs")
     scores = {row.item_id: pc.score_pair(row.pair, thresholds) for row in measured.rows}
     if measured.left_out:
         warnings.append(

@@ -28,7 +28,14 @@ import numpy as np
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
-from estimates.report import EstimateReport, estimand_figures, frame_strata, inclusion, round_history
+from estimates.report import (
+    EstimateReport,
+    estimand_figures,
+    frame_strata,
+    frame_warnings,
+    inclusion,
+    round_history,
+)
 from estimates.selectors import item_outputs as _outputs
 from metrics import ppi_mean
 from protocols.questions import selectors as qsel
@@ -157,14 +164,7 @@ def questions_report(
     frame = sel.sampling_frame(study, detector, version, labelled=sel.items_fully_labelled(study))
     strata = frame_strata(frame, answer_output_codes)
     pi, drawn, census = inclusion(frame, strata)
-    warnings = []
-    if not frame.usable and not census:
-        warnings.append(
-            "No complete sampling round yet: draw one (sample_for_labeling) and label its items; "
-            "the estimates are null until then."
-        )
-    if frame.not_in_frame:
-        warnings.append(f"{frame.not_in_frame} item(s) added after the first round are not in this estimate.")
+    warnings = frame_warnings(frame, census)
     scope = Scope(study)
     column = qsel.compare_column(study)
     item_groups = qsel.item_groups(scope, column)
