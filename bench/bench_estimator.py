@@ -535,6 +535,9 @@ def run_generic(studies: int, fractions: list[float], seed: int, only: list[str]
                 )
 
 
+FRACTIONS = "0.05,0.1,0.2,0.4"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--studies", type=int, default=300, help="simulated studies per budget")
@@ -545,7 +548,11 @@ def main() -> None:
     parser.add_argument(
         "--detectors", action="store_true", help="issue 21's table: three detectors, four budgets"
     )
-    parser.add_argument("--fractions", default="0.05,0.1,0.2,0.4", help="label fractions for --detectors")
+    parser.add_argument(
+        "--fractions",
+        default=FRACTIONS,
+        help="label fractions (--detectors; --generic: 0.05,0.1,0.2 unless given)",
+    )
     parser.add_argument("--no-tuning", action="store_true", help="λ = 1 (issue 13's estimator)")
     parser.add_argument(
         "--generic",
@@ -564,7 +571,10 @@ def main() -> None:
         return
     if args.generic:
         only = [p for p in args.protocols.split(",") if p]
-        run_generic(args.studies if args.studies != 300 else 200, [0.05, 0.1, 0.2], args.seed, only)
+        fractions = (
+            [0.05, 0.1, 0.2] if args.fractions == FRACTIONS else [float(x) for x in args.fractions.split(",")]
+        )
+        run_generic(args.studies if args.studies != 300 else 200, fractions, args.seed, only)
         return
     if args.detectors:
         fractions = [float(x) for x in args.fractions.split(",")]

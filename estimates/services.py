@@ -14,10 +14,11 @@ drawn), fixed before the draw:
 * 1 for items not drawn before whose final label exists already (from ordinary labelling or a
   round of another detector version): including them with certainty costs no label and uses
   what people did, without assuming those labels were random;
-* for the rest — the *unlabelled pool* — ``metrics.ppi``'s uniform design, or
-  ``metrics.stratified``'s (prompt x detector output, Neyman allocation, from the protocol's
-  ``output_codes`` and ``residuals``), or the protocol's own π of a design (its ``design_pi``:
-  the active design, a stratified one over its own frame), summing to the budget.
+* for the rest — the *unlabelled pool* — ``metrics.ppi``'s uniform design, or, from the
+  protocol's ``output_codes`` and ``residuals``, ``metrics.stratified``'s stratified design
+  (prompt x detector output, Neyman allocation) or active design (π follows the detector's
+  errors per output as earlier rounds measured them, mixed with uniform), or the protocol's own
+  π of a design (its ``design_pi``), summing to the budget.
 
 The draw itself is ``metrics.ppi.draw_bernoulli`` over the frame in item-id order, so the same
 frame, π and seed give the same selection.
@@ -128,32 +129,31 @@ def sampling_round_create(
         )
     if design != Design.UNIFORM and spec.design_pi is not None:
         pi = spec.design_pi(frame, design, budget, pool)
-    elif design == Design.ACTIVE:
-        raise SamplingError(
-            "design", f"the {study.get_protocol_display()} estimate computes no active design"
-        )
-    elif design == Design.STRATIFIED:
-        # Strata of T2I model x prompt x the detector's output code; Neyman allocation from
-        # the spread of the detector's errors per code in the earlier rounds' labels (each
-        # weighted 1/π), proportional before the first round.
-        codes = spec.output_codes(study, detector, version) if spec.output_codes is not None else {}
-        strata: list[Hashable] = [(i.t2i_model, i.prompt_id, codes.get(i.item_id)) for i in items]
-        spread: dict[Hashable, float] | None = None
-        if frame.rounds and spec.residuals is not None:
-            residuals = spec.residuals(study, detector, version)
-            seen: list[tuple[Hashable, float, float]] = []
-            for state in frame.rounds:
-                for item_id in state.selected:
-                    p = state.pi.get(item_id, 0.0)
-                    if item_id in residuals and p > 0:
-                        seen.append((codes.get(item_id), residuals[item_id], 1.0 / p))
-            by_code = stratified.residual_spread(
-                [c for c, _, _ in seen], [r for _, r, _ in seen], [w for _, _, w in seen]
-            )
-            spread = {key: by_code.get(key[2], 1.0) for key in strata}  # type: ignore[index]
-        pi = stratified.inclusion_probabilities_stratified(strata, budget, spread=spread, eligible=pool)
-    else:
+    elif design == Design.UNIFORM:
         pi = ppi.inclusion_probabilities_uniform(n, budget, eligible=pool)
+    elif spec.output_codes is None:
+        raise SamplingError(
+            "design", f"the {study.get_protocol_display()} estimate computes no {design} design"
+        )
+    else:
+        codes = spec.output_codes(study, detector, version)
+        outputs: list[Hashable] = [codes.get(i.item_id) for i in items]
+        by_code = _spread_by_code(spec, study, detector, version, frame, codes)
+        if design == Design.ACTIVE:
+            # Earlier rounds exist (checked above): labels follow the detector's measured errors.
+            spread = {code: by_code.get(code, 1.0) for code in set(outputs)}
+            pi = stratified.inclusion_probabilities_active(outputs, budget, spread=spread, eligible=pool)
+        else:
+            # Strata of T2I model x prompt x the detector's output code; Neyman allocation
+            # from the spread of the detector's errors per code in the earlier rounds' labels,
+            # proportional before the first round.
+            strata: list[Hashable] = [
+                (i.t2i_model, i.prompt_id, code) for i, code in zip(items, outputs, strict=True)
+            ]
+            by_stratum = {key: by_code.get(key[2], 1.0) for key in strata} if by_code else None  # type: ignore[index]
+            pi = stratified.inclusion_probabilities_stratified(
+                strata, budget, spread=by_stratum, eligible=pool
+            )
     pi[certain] = 1.0
     if seed is None:
         seed = secrets.randbelow(MAX_SEED + 1)
@@ -187,3 +187,27 @@ def sampling_round_create(
             Item.objects.filter(pk__in=chunk).update(queue=2)
         Study.objects.filter(pk=study.pk).update(priority_queue=True)
     return sampling_round
+
+
+def _spread_by_code(
+    spec: estimands.EstimandProtocol,
+    study: Study,
+    detector: str,
+    version: str,
+    frame: sel.Frame,
+    codes: dict[int, Hashable],
+) -> dict[Hashable, float]:
+    """The spread of the detector's errors per output code in the earlier rounds' labels,
+    each weighted 1/π (empty before the first round, or for a protocol without residuals)."""
+    if not frame.rounds or spec.residuals is None:
+        return {}
+    residuals = spec.residuals(study, detector, version)
+    seen: list[tuple[Hashable, float, float]] = []
+    for state in frame.rounds:
+        for item_id in state.selected:
+            p = state.pi.get(item_id, 0.0)
+            if item_id in residuals and p > 0:
+                seen.append((codes.get(item_id), residuals[item_id], 1.0 / p))
+    return stratified.residual_spread(
+        [c for c, _, _ in seen], [r for _, r, _ in seen], [w for _, _, w in seen]
+    )

@@ -110,3 +110,26 @@ def residual_spread(
         acc[0] += float(w) * float(r2)
         acc[1] += float(w)
     return {key: float(np.sqrt((total + prior) / (weight + 1.0))) for key, (total, weight) in sums.items()}
+
+
+def inclusion_probabilities_active(
+    outputs: Sequence[Hashable],
+    budget: float,
+    *,
+    spread: Mapping[Hashable, float],
+    eligible: Sequence[bool] | np.ndarray | None = None,
+    mix: float = 0.2,
+    floor: float = 0.25,
+) -> np.ndarray:
+    """π per item of the active design: labels go where the detector errs, as earlier rounds'
+    labels measured it (active inference, Zrnic & Candès 2024). π_i ∝ S of the item's detector
+    output (``spread``: output -> S, from ``residual_spread``), mixed with uniform,
+    π = (1 - mix) π_S + mix · uniform, so that an output whose spread was underestimated from
+    few labels still gets labels. Unlike the stratified design there are no prompt strata: the
+    allocation follows the detector's output alone. Σ π = min(budget, eligible items)."""
+    if not 0.0 <= mix <= 1.0:
+        raise ValueError("mix: must lie in [0, 1].")
+    keys = list(outputs)
+    by_error = inclusion_probabilities_stratified(keys, budget, spread=spread, eligible=eligible, floor=floor)
+    uniform = inclusion_probabilities_stratified(keys, budget, eligible=eligible)
+    return (1.0 - mix) * by_error + mix * uniform

@@ -194,7 +194,7 @@ def attribute_residuals(study: Study, detector: str, version: str) -> dict[int, 
 ESTIMAND = EstimandProtocol(
     key="attributes",
     output_kind=OutputKind.ATTRIBUTES.value,
-    designs=(Design.UNIFORM.value, Design.STRATIFIED.value),
+    designs=(Design.UNIFORM.value, Design.ACTIVE.value, Design.STRATIFIED.value),
     report=attributes_report,
     labelled=sel.items_fully_labelled,
     output_codes=attribute_output_codes,

@@ -229,7 +229,7 @@ def object_residuals(study: Study, detector: str, version: str) -> dict[int, flo
 ESTIMAND = EstimandProtocol(
     key="objects",
     output_kind=OutputKind.OBJECTS.value,
-    designs=(Design.UNIFORM.value, Design.STRATIFIED.value),
+    designs=(Design.UNIFORM.value, Design.ACTIVE.value, Design.STRATIFIED.value),
     report=objects_report,
     labelled=items_box_checked,
     output_codes=object_output_codes,

@@ -18,6 +18,7 @@ candidate). π as for attributes (``estimates.report.inclusion``).
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
@@ -170,10 +171,54 @@ def _cells(
     return cells
 
 
+def _scores(study: Study) -> dict[int, pc.PairScore]:
+    """item id -> the pair's score from the measurements as the report picks them (empty when
+    they cannot be read: the design then allocates as if nothing were known, and the estimate
+    says why)."""
+    try:
+        measured = pair_measurements(study)
+        thresholds = study_thresholds(study)
+    except (MeasureSourceError, pc.PairChangeInputError):
+        return {}
+    return {row.item_id: pc.score_pair(row.pair, thresholds) for row in measured.rows}
+
+
+def pair_output_codes(study: Study, detector: str, version: str) -> dict[int, Hashable]:
+    """item id -> per attribute, whether the measurements say unchanged, changed, in between
+    or not measured (the detector value rounded to 0, 0.5 or 1): the stratified and active
+    designs' detector output. A pair without measurements has no code."""
+    return {
+        item_id: tuple(round(2 * _changed_score(score, a)) / 2 for a in pc.ATTRIBUTES)
+        for item_id, score in _scores(study).items()
+    }
+
+
+def pair_residuals(study: Study, detector: str, version: str) -> dict[int, float]:
+    """item id -> Σ over its judged attributes of (detector value - [changed])², for the pairs
+    with final answers: the designs' error spread."""
+    try:
+        labels = human_labels(study)
+    except QuestionMismatch:
+        return {}
+    scores = _scores(study)
+    out: dict[int, float] = {}
+    for item_id, key, value in FinalLabel.objects.filter(
+        item__study=study, question__key__in=pc.ATTRIBUTES
+    ).values_list("item_id", "question__key", "value"):
+        label = labels[key].get(value)
+        if label is None:
+            continue
+        f = _changed_score(scores.get(item_id), key)
+        out[item_id] = out.get(item_id, 0.0) + (f - float(label not in NOT_CHANGED)) ** 2
+    return out
+
+
 ESTIMAND = EstimandProtocol(
     key="pair_change",
     output_kind=OutputKind.MEASUREMENTS.value,
-    designs=(Design.UNIFORM.value,),
+    designs=(Design.UNIFORM.value, Design.ACTIVE.value, Design.STRATIFIED.value),
     report=pair_change_report,
     labelled=sel.items_fully_labelled,
+    output_codes=pair_output_codes,
+    residuals=pair_residuals,
 )

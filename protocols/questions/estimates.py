@@ -236,7 +236,7 @@ def answer_residuals(study: Study, detector: str, version: str) -> dict[int, flo
 ESTIMAND = EstimandProtocol(
     key="questions",
     output_kind=KIND_ANSWERS,
-    designs=(Design.UNIFORM.value, Design.STRATIFIED.value),
+    designs=(Design.UNIFORM.value, Design.ACTIVE.value, Design.STRATIFIED.value),
     report=questions_report,
     labelled=sel.items_fully_labelled,
     output_codes=answer_output_codes,

@@ -123,8 +123,8 @@ def test_markdown_and_csv_list_the_score_and_every_entry(gep_study):
     assert "| sdxl | neutral | gep_score |" in md
 
 
-def test_attributes_rounds_refuse_the_active_design_by_name(gep_study):
-    with pytest.raises(CommandError, match=r"--design: .*supports uniform, stratified, not 'active'"):
+def test_an_attributes_active_round_needs_an_earlier_one(gep_study):
+    with pytest.raises(CommandError, match=r"--design: active needs the labels of an earlier round"):
         _run(
             "sample_for_labeling",
             "--study",

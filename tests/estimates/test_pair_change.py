@@ -118,3 +118,37 @@ def test_a_pair_added_after_the_first_round_is_named_as_left_out():
     sampling_round.round_items.filter(selected=False).order_by("item_id")[:1].get().delete()
     body = json.loads(_run("estimate_bias", "--study", "bp", "--detector", AGE_GENDER)[0])
     assert "1 item(s) added after the first round are not in this estimate." in body["warnings"]
+
+
+def test_the_designs_read_each_pairs_measured_change_and_its_error():
+    from protocols.pair_change.estimates import pair_output_codes, pair_residuals
+
+    fixture = build()
+    _label(fixture)
+    codes = pair_output_codes(fixture.study, AGE_GENDER, "1")
+    ids = {key: item.pk for key, item in fixture.pairs.items()}
+    # (age, gender, skin), each 0 unchanged, 0.5 in between or unmeasured, 1 changed.
+    assert codes[ids["sd15/nurse/S1"]] == (1.0, 1.0, 1.0)
+    assert codes[ids["sd15/pilot/S1"]] == (1.0, 0.0, 0.5)  # skin -0.5: (0.5 - 0.2) / 0.8
+    assert codes[ids["sd15/pilot/S2"]] == (0.0, 1.0, 1.0)
+    residuals = pair_residuals(fixture.study, AGE_GENDER, "1")
+    assert residuals[ids["sd15/nurse/S1"]] == pytest.approx(0.0)  # every change seen by both
+    assert residuals[ids["sd15/pilot/S1"]] == pytest.approx(0.375**2)
+    # Age +0.24 reads 0.05 (people: same), skin -1.2 reads changed (people: same).
+    assert residuals[ids["sd15/pilot/S2"]] == pytest.approx(0.05**2 + 1.0)
+
+
+@pytest.mark.parametrize("design", ["stratified", "active"])
+def test_a_pair_change_study_draws_stratified_and_active_rounds(design):
+    fixture = build()
+    _run("sample_for_labeling", "--study", "bp", "--detector", AGE_GENDER, "--budget", "3", "--seed", "1")
+    first = SamplingRound.objects.get()
+    _label(fixture, set(first.round_items.filter(selected=True).values_list("item_id", flat=True)))
+    _run(
+        "sample_for_labeling",
+        "--study", "bp", "--detector", AGE_GENDER, "--budget", "2", "--seed", "2", "--design", design,
+    )  # fmt: skip
+    second = SamplingRound.objects.get(number=2)
+    assert second.design == design
+    pool = [p for p in second.round_items.values_list("pi", flat=True) if 0 < p < 1]
+    assert sum(pool) == pytest.approx(2)

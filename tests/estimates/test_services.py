@@ -12,8 +12,8 @@ from estimates import estimands
 from estimates.models import RoundItem, SamplingRound
 from estimates.services import SamplingError, sampling_round_create
 from protocols.gender import estimate_frame as gframe
-from studies.models import Item, Study
-from tests.factories import StudyFactory
+from studies.models import Item, Question, Study
+from tests.factories import FinalLabelFactory, StudyFactory
 from tests.reports.dashboard_data import predict
 
 pytestmark = pytest.mark.django_db
@@ -226,8 +226,8 @@ def test_a_stratified_round_gives_more_labels_where_the_detector_erred(sampled_s
     assert sum(pool) == pytest.approx(12)
 
 
-def test_an_attributes_study_draws_a_stratified_round_but_refuses_the_active_design(db):
-    # Issue 21: stratified for every protocol (strata from its detector output codes).
+def test_an_attributes_study_draws_a_stratified_round_and_an_active_one_after_it(db):
+    # Issue 21: stratified and active for every protocol (from its detector output codes).
     from tests.reports.attributes_data import attributes_study, gep_item
 
     study = attributes_study()
@@ -236,8 +236,41 @@ def test_an_attributes_study_draws_a_stratified_round_but_refuses_the_active_des
     drawn = sampling_round_create(study=study, detector="clip", budget=1, design="stratified", seed=1)
     assert drawn.design == "stratified"
     assert sum(drawn.round_items.values_list("pi", flat=True)) == pytest.approx(1)
-    with pytest.raises(SamplingError, match=r"design: .*supports uniform, stratified, not 'active'"):
-        sampling_round_create(study=study, detector="clip", budget=1, design="active")
+
+
+def test_an_active_round_gives_more_labels_where_the_detector_erred(db):
+    # The detector says yes to every attribute of 20 images (code 3), wrongly on every other
+    # one, and no to every attribute of 20 others (code 0), always rightly.
+    from protocols.attributes.estimates import attribute_output_codes
+    from tests.reports.attributes_data import attributes_study, gep_item
+
+    study = attributes_study()
+    truth: dict[int, str] = {}
+    for i in range(40):
+        says_yes = i < 20
+        value = 0.9 if says_yes else 0.1
+        item = gep_item(
+            study, "sdxl", "woman" if i % 2 else "man", "neutral", context=f"c{i}",
+            scores={"clip": {"boots": value, "dress": value, "tie": value}},
+        )  # fmt: skip
+        truth[item.pk] = "yes" if says_yes and i % 4 < 2 else "no"
+    with pytest.raises(SamplingError, match=r"^design: active needs"):
+        sampling_round_create(study=study, detector="clip", budget=4, design="active")
+    first = sampling_round_create(study=study, detector="clip", budget=16, seed=4)
+    questions = list(Question.objects.filter(study=study))
+    for item in Item.objects.filter(pk__in=first.round_items.filter(selected=True).values("item_id")):
+        for question in questions:
+            FinalLabelFactory(item=item, question=question, value=truth[item.pk])
+    second = sampling_round_create(study=study, detector="clip", budget=6, design="active", seed=5)
+    pis = dict(second.round_items.values_list("item_id", "pi"))
+    pool = {i: p for i, p in pis.items() if 0 < p < 1}
+    codes = attribute_output_codes(study, "clip", second.detector_version)
+    erring = [p for i, p in pool.items() if codes[i] == 3]
+    right = [p for i, p in pool.items() if codes[i] == 0]
+    assert erring
+    assert right
+    assert min(erring) > max(right) > 0
+    assert sum(pool.values()) == pytest.approx(6)
 
 
 def test_the_gender_estimate_reads_a_finished_stratified_round(sampled_study):

@@ -51,3 +51,17 @@ def test_bad_input_names_the_field() -> None:
         stratified.inclusion_probabilities_stratified(["a", "b"], 1, eligible=[True])
     with pytest.raises(ValueError, match="budget"):
         stratified.inclusion_probabilities_stratified(["a"], -1)
+
+
+def test_the_active_design_follows_the_spread_and_keeps_a_uniform_share() -> None:
+    outputs = ["sure"] * 50 + ["unsure"] * 50
+    pi = stratified.inclusion_probabilities_active(outputs, 20, spread={"sure": 0.1, "unsure": 0.9})
+    assert pi.sum() == pytest.approx(20)
+    sure, unsure = pi[0], pi[-1]
+    assert unsure > 3 * sure
+    # A fifth of the budget is spread evenly whatever the spreads say: π >= 0.2 x 20 / 100.
+    assert sure >= 0.2 * 0.2
+    uniform = stratified.inclusion_probabilities_active(outputs, 20, spread={}, mix=0.0)
+    assert np.allclose(uniform, 0.2)
+    with pytest.raises(ValueError, match="mix"):
+        stratified.inclusion_probabilities_active(outputs, 20, spread={}, mix=1.5)
