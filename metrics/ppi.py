@@ -645,6 +645,11 @@ def _bootstrap_pis(data: _Data, output_index: np.ndarray) -> np.ndarray:
     return pis
 
 
+#: At most this many (replicate, image) cells per chunk of the design bootstrap: about 150 MB
+#: of working arrays, whatever the study's size.
+BOOTSTRAP_CHUNK_ELEMENTS = 4_000_000
+
+
 @dataclass(frozen=True)
 class _Replicates:
     """One pseudo-population world's bootstrap: the replicates' true scores and, per
@@ -673,6 +678,10 @@ def _design_bootstrap(
     and applies each estimator (its detector vectors ``f``; zeros = human only). ``world(rng, b)``
     returns each image's P(male) and P(male or female), shape (n,) or (b, n) per replicate."""
     n = data.codes.size
+    # Replicates are built ``chunk`` at a time, each a (chunk x n) array several times over:
+    # at a million images 250 of them would take gigabytes, so large studies take fewer at a
+    # time (the same replicates in number and kind; small studies keep ``chunk``).
+    chunk = max(1, min(chunk, BOOTSTRAP_CHUNK_ELEMENTS // max(n, 1)))
     order = np.argsort(data.codes, kind="stable")
     sizes = data.n_per_prompt.astype(np.int64)
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
