@@ -675,28 +675,51 @@ def _design_bootstrap(
 
     Each replicate keeps the labelled images' labels, draws a label for every other image from
     the world, redraws the rounds with their π (``_bootstrap_pis``) and the same round weights,
-    and applies each estimator (its detector vectors ``f``; zeros = human only). ``world(rng, b)``
-    returns each image's P(male) and P(male or female), shape (n,) or (b, n) per replicate."""
-    n = data.codes.size
-    # Replicates are built ``chunk`` at a time, each a (chunk x n) array several times over:
-    # at a million images 250 of them would take gigabytes, so large studies take fewer at a
-    # time (the same replicates in number and kind; small studies keep ``chunk``).
-    chunk = max(1, min(chunk, BOOTSTRAP_CHUNK_ELEMENTS // max(n, 1)))
-    order = np.argsort(data.codes, kind="stable")
-    sizes = data.n_per_prompt.astype(np.int64)
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    lab = data.labelled[order]
-    known = _human_classes(data.y)[order]
-    known_m = (known == 0)[lab]
-    known_f = (known == 1)[lab]
-    pis = _bootstrap_pis(data, output_index)[:, order].astype(np.float32)
+    and applies each estimator (its detector vectors ``f``; zeros = human only).
+    ``world(rng, b, prompts, outputs)`` returns P(male) and P(male or female), shape (b, G),
+    for G (prompt, detector output) pairs: the worlds give every image of one prompt and output
+    the same probabilities.
+
+    Images that agree in everything a replicate reads -- prompt, detector output, label if
+    labelled, π and coefficient in every round, each estimator's detector vector -- are
+    exchangeable. So a replicate does not draw each image: it draws, for each such group of n
+    images, how many fall in each class and are first drawn in each round (or never), one
+    multinomial of n over classes x rounds (class and draws are independent). The same
+    replicates in distribution as drawing every image; the cost grows with the number of groups
+    (about prompts x outputs x rounds' π), not with the study's size (issue 23)."""
+    n_prompts, rounds = data.n_prompts, data.rounds
+    known = np.where(data.labelled, _human_classes(data.y), -1)
+    pis = _bootstrap_pis(data, output_index)
     later = np.concatenate([np.cumsum(data.weights[::-1])[::-1][1:], [0.0]])
     positive = pis > 0
     round_coef = (
         np.where(positive, data.weights[:, None] / np.where(positive, pis, 1.0), 0.0) + later[:, None]
-    ).astype(np.float32)
-    fs = [np.asarray(f, dtype=np.float32)[order] for f in estimators]
-    f_sums = [np.add.reduceat(f, starts, axis=0, dtype=float) for f in fs]
+    )
+    fs = [np.asarray(f, dtype=float).reshape(-1, 2) for f in estimators]
+    columns = np.column_stack([data.codes, output_index, known, pis.T, round_coef.T, *fs])
+    groups, inverse, sizes = np.unique(columns, axis=0, return_inverse=True, return_counts=True)
+    del inverse  # rows are sorted by prompt first: groups of one prompt are contiguous
+    n_groups = groups.shape[0]
+    prompt_of = groups[:, 0].astype(np.int64)
+    output_of = groups[:, 1].astype(np.int64)
+    known_of = groups[:, 2].astype(np.int64)
+    g_pi = groups[:, 3 : 3 + rounds]
+    g_coef = groups[:, 3 + rounds : 3 + 2 * rounds]
+    g_f = [groups[:, 3 + 2 * rounds + 2 * j : 5 + 2 * rounds + 2 * j] for j in range(len(fs))]
+    starts = np.searchsorted(prompt_of, np.arange(n_prompts))
+    # P(first drawn in round k), k < K, and P(never drawn) in the last column: (G, K + 1).
+    stay = np.cumprod(np.column_stack([np.ones(n_groups), 1.0 - g_pi]), axis=1)
+    p_round = np.column_stack([stay[:, :rounds] * g_pi, stay[:, rounds]])
+    coef_round = np.column_stack([g_coef, np.zeros(n_groups)])
+    unlabelled = known_of < 0
+    fixed = np.zeros((n_groups, 3))
+    fixed[~unlabelled, known_of[~unlabelled]] = 1.0
+    f_sums = [
+        np.stack([np.bincount(data.codes, weights=f[:, c], minlength=n_prompts) for c in (0, 1)], axis=1)
+        for f in fs
+    ]
+    cells = 3 * (rounds + 1)
+    chunk = max(1, min(chunk, BOOTSTRAP_CHUNK_ELEMENTS // max(n_groups * cells, 1)))
     theta, d_true = [], []
     plug: list[list[np.ndarray]] = [[] for _ in fs]
     clip: list[list[np.ndarray]] = [[] for _ in fs]
@@ -705,32 +728,31 @@ def _design_bootstrap(
     while done < n_boot:
         b = min(chunk, n_boot - done)
         done += b
-        t_male, t_clear = world(rng, b)
-        t_male, t_clear = t_male[..., order], t_clear[..., order]
-        u = rng.random((b, n), dtype=np.float32)
-        male = u < t_male
-        female = ~male & (u < t_clear)
-        male[:, lab] = known_m
-        female[:, lab] = known_f
-        coef = np.zeros((b, n), dtype=np.float32)
-        available = np.ones((b, n), dtype=bool)
-        for k in range(data.rounds):
-            draw = available & (rng.random((b, n), dtype=np.float32) < pis[k])
-            np.copyto(coef, np.broadcast_to(round_coef[k], (b, n)), where=draw)
-            available &= ~draw
-        true_m = np.add.reduceat(male, starts, axis=1, dtype=float)
-        true_f = np.add.reduceat(female, starts, axis=1, dtype=float)
+        t_male, t_clear = world(rng, b, prompt_of, output_of)
+        t_male = np.clip(np.asarray(t_male, dtype=float), 0.0, 1.0)
+        t_clear = np.clip(np.asarray(t_clear, dtype=float), 0.0, 1.0)
+        drawn = np.stack(
+            [t_male, np.maximum(t_clear - t_male, 0.0), 1.0 - np.maximum(t_clear, t_male)], axis=2
+        )
+        classes = np.where(unlabelled[None, :, None], drawn, fixed[None])  # (b, G, 3)
+        pvals = (classes[:, :, :, None] * p_round[None, :, None, :]).reshape(b, n_groups, cells)
+        pvals /= pvals.sum(axis=2, keepdims=True)
+        counts = rng.multinomial(np.broadcast_to(sizes, (b, n_groups)), pvals).reshape(
+            b, n_groups, 3, rounds + 1
+        )
+        by_class = counts.sum(axis=3).astype(float)
+        true_m = np.add.reduceat(by_class[:, :, 0], starts, axis=1)
+        true_f = np.add.reduceat(by_class[:, :, 1], starts, axis=1)
         d = _ratio_scores(true_m, true_f)
         theta.append(_mean_abs(d))
         d_true.append(d)
-        corr_m = np.add.reduceat(coef * male, starts, axis=1, dtype=float)
-        corr_f = np.add.reduceat(coef * female, starts, axis=1, dtype=float)
-        for j, f in enumerate(fs):
-            est_m = f_sums[j][:, 0] + corr_m
-            est_f = f_sums[j][:, 1] + corr_f
-            if f.any():
-                est_m = est_m - np.add.reduceat(coef * f[:, 0], starts, axis=1, dtype=float)
-                est_f = est_f - np.add.reduceat(coef * f[:, 1], starts, axis=1, dtype=float)
+        weighted = counts * coef_round[None, :, None, :]  # each image's coefficient, summed
+        corr_m = np.add.reduceat(weighted[:, :, 0, :].sum(axis=2), starts, axis=1)
+        corr_f = np.add.reduceat(weighted[:, :, 1, :].sum(axis=2), starts, axis=1)
+        coef_total = weighted.sum(axis=(2, 3))  # (b, G)
+        for j in range(len(fs)):
+            est_m = f_sums[j][:, 0] + corr_m - np.add.reduceat(coef_total * g_f[j][:, 0], starts, axis=1)
+            est_f = f_sums[j][:, 1] + corr_f - np.add.reduceat(coef_total * g_f[j][:, 1], starts, axis=1)
             plug[j].append(_mean_abs(_ratio_scores(est_m, est_f)))
             dc = _ratio_scores(np.maximum(est_m, 0.0), np.maximum(est_f, 0.0))
             clip[j].append(_mean_abs(dc))
@@ -765,7 +787,6 @@ def _detector_world(data: _Data, model: CovarianceModel, output_index: np.ndarra
     bench/bench_estimator.py). Shares drawn from a posterior under a fitted prior have, over the
     prompts, the spread of the true shares and not more."""
     n_out = model.likelihood.shape[1]
-    cell = data.codes * n_out + output_index
     n_prompts = data.n_prompts
     lab = data.labelled
     known = _human_classes(data.y)
@@ -808,7 +829,9 @@ def _detector_world(data: _Data, model: CovarianceModel, output_index: np.ndarra
     n_grid = grid.shape[0]
     q_step, r_step = 1.0 / (_GRID - 1), 1.0 / (_REST_GRID - 1)
 
-    def draw(rng: np.random.Generator, b: int) -> tuple[np.ndarray, np.ndarray]:
+    def draw(
+        rng: np.random.Generator, b: int, prompts: np.ndarray, outputs: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         confusion = rng.gamma(np.broadcast_to(model.confusion_counts, (b, *model.confusion_counts.shape)))
         confusion /= confusion.sum(axis=2, keepdims=True)  # (b, 3, outputs)
         labels_only = rng.random(b) < share_labels_only
@@ -836,12 +859,8 @@ def _detector_world(data: _Data, model: CovarianceModel, output_index: np.ndarra
         shares = np.stack([(1 - r_b) * q_b, (1 - r_b) * (1 - q_b), r_b], axis=2)  # (b, P, 3)
         joint = confusion.transpose(0, 2, 1)[:, None, :, :] * shares[:, :, None, :]  # (b, P, O, 3)
         total = joint.sum(axis=3, keepdims=True)
-        post_class = np.where(total > 0, joint / np.where(total > 0, total, 1.0), 1 / 3).reshape(b, -1, 3)[
-            :, cell
-        ]
-        return post_class[:, :, 0].astype(np.float32), (post_class[:, :, 0] + post_class[:, :, 1]).astype(
-            np.float32
-        )
+        post_class = np.where(total > 0, joint / np.where(total > 0, total, 1.0), 1 / 3)[:, prompts, outputs]
+        return post_class[:, :, 0], post_class[:, :, 0] + post_class[:, :, 1]
 
     return draw
 
@@ -883,7 +902,9 @@ def _human_world(data: _Data) -> Any:
         )
     like = np.exp(log_like - log_like.max(axis=1, keepdims=True))  # (P, G), rows scaled
 
-    def draw(rng: np.random.Generator, b: int) -> tuple[np.ndarray, np.ndarray]:
+    def draw(
+        rng: np.random.Generator, b: int, prompts: np.ndarray, outputs: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         resample = rng.multinomial(n_prompts, np.full(n_prompts, 1 / n_prompts), size=b).astype(float)
         a_r, b_r = _beta_moments(resample, k_r, k_r + clear)
         rest = rng.beta(a_r[:, None] + k_r, b_r[:, None] + clear)
@@ -916,7 +937,7 @@ def _human_world(data: _Data) -> Any:
         left = np.maximum(shares * data.n_per_prompt[None, :, None] - labelled_counts[None], 0.0)
         left_total = left.sum(axis=2, keepdims=True)
         left = np.where(left_total > 0, left / np.where(left_total > 0, left_total, 1.0), shares)
-        return left[:, data.codes, 0], (left[:, :, 0] + left[:, :, 1])[:, data.codes]
+        return left[:, prompts, 0], (left[:, :, 0] + left[:, :, 1])[:, prompts]
 
     return draw
 
@@ -961,8 +982,12 @@ def _grid_npmle(like: np.ndarray, weights: np.ndarray, iterations: int = 60) -> 
     total = weights.sum(axis=1, keepdims=True)
     for _ in range(iterations):
         post = prior[:, None, :] * like[None, :, :]
-        post /= post.sum(axis=2, keepdims=True)
+        norm = post.sum(axis=2, keepdims=True)
+        # A prompt with many labels has a sharp likelihood; where the prior has left its grid
+        # points (a resample without it), its row is 0 and must stay 0, not 0/0 = NaN.
+        post = np.divide(post, norm, out=np.zeros_like(post), where=norm > 0)
         prior = np.einsum("bp,bpg->bg", weights, post) / total
+        prior /= np.maximum(prior.sum(axis=1, keepdims=True), 1e-300)
     return prior
 
 

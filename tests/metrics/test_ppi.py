@@ -672,37 +672,68 @@ def test_without_power_tuning_the_estimate_is_the_issue_13_estimator():
     assert plain.model_bias_score.estimate == pytest.approx(np.abs(d).mean())
 
 
-def test_the_design_bootstrap_of_a_large_study_builds_few_replicates_at_a_time(monkeypatch):
-    # Issue 23: 250 replicates x a million images at once took gigabytes. The chunk shrinks so
-    # that chunk x images stays under BOOTSTRAP_CHUNK_ELEMENTS; the replicates stay as many.
-    rng = np.random.default_rng(7)
-    codes, f, y, outputs = simulate_population(rng, np.array([0.6, -0.2]), 1000)
-    pi = np.full(codes.size, 0.2)
-    xi = ppi.draw_bernoulli(pi, 8)
-    sizes: list[int] = []
-    world = ppi._detector_world
+def test_the_design_bootstraps_cost_follows_the_groups_of_alike_images_not_the_images(monkeypatch):
+    # Issue 23: a replicate draws counts per group of exchangeable images (prompt, detector
+    # output, label, π), so a study ten times larger costs the same; and a chunk of replicates
+    # stays under BOOTSTRAP_CHUNK_ELEMENTS (group x class x round cells) whatever the study.
+    calls: list[tuple[int, int]] = []
+    detector_world = ppi._detector_world
 
     def spy(*args, **kwargs):
-        draw = world(*args, **kwargs)
+        draw = detector_world(*args, **kwargs)
 
-        def counted(r, b):
-            sizes.append(b)
-            return draw(r, b)
+        def counted(r, b, prompts, outputs):
+            calls.append((b, prompts.size))
+            return draw(r, b, prompts, outputs)
 
         return counted
 
     monkeypatch.setattr(ppi, "_detector_world", spy)
-    monkeypatch.setattr(ppi, "BOOTSTRAP_CHUNK_ELEMENTS", 8 * codes.size)
-    small = ppi.estimate_model_bias(
-        codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=60, seed=3
+    groups = []
+    for per_prompt in (500, 5000):
+        rng = np.random.default_rng(7)
+        codes, f, y, outputs = simulate_population(rng, np.array([0.6, -0.2]), per_prompt)
+        pi = np.full(codes.size, 0.02)
+        xi = ppi.draw_bernoulli(pi, 8)
+        calls.clear()
+        result = ppi.estimate_model_bias(
+            codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=60, seed=3
+        )
+        assert result.model_bias_score.ci95 is not None
+        assert [b for b, _ in calls] == [60]
+        groups.append(calls[0][1])
+    # At most 2 prompts x 5 outputs x (unlabelled, or labelled male, female, rest) x 5 folds'
+    # λ, for 1,000 images as for 10,000.
+    assert max(groups) <= 2 * 5 * 4 * ppi.POWER_FOLDS
+    calls.clear()
+    monkeypatch.setattr(ppi, "BOOTSTRAP_CHUNK_ELEMENTS", 8 * groups[1] * 6)  # 3 classes x 2
+    ppi.estimate_model_bias(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=60, seed=3)
+    assert max(b for b, _ in calls) == 8
+    assert sum(b for b, _ in calls) == 60
+
+
+def test_the_bootstrap_replicates_match_drawing_every_image():
+    # One prompt, one uniform round: the replicates' true scores must have the distribution of
+    # a population drawn image by image from the same world (here: P(male) 0.7, P(clear) 0.9).
+    n, b = 400, 4000
+    data = ppi._prepare(
+        np.zeros(n, dtype=int),
+        np.zeros((n, 2)),
+        np.full((n, 2), np.nan),
+        np.zeros(n, bool),
+        np.full(n, 0.1),
+        None,
     )
-    assert max(sizes) == 8
-    assert sum(sizes) == 60
-    sizes.clear()
-    monkeypatch.setattr(ppi, "BOOTSTRAP_CHUNK_ELEMENTS", 4_000_000)
-    whole = ppi.estimate_model_bias(
-        codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=60, seed=3
+
+    def world(rng, size, prompts, outputs):
+        return np.full((size, prompts.size), 0.7), np.full((size, prompts.size), 0.9)
+
+    replicates = ppi._design_bootstrap(
+        data, world, [], np.zeros(n, dtype=np.int64), b, np.random.default_rng(1)
     )
-    assert sizes == [60]
-    # Other random draws, the same estimator: the intervals agree to bootstrap noise.
-    assert small.model_bias_score.ci95 == pytest.approx(whole.model_bias_score.ci95, abs=0.05)
+    u = np.random.default_rng(2).random((b, n))
+    male = (u < 0.7).sum(axis=1)
+    female = ((u >= 0.7) & (u < 0.9)).sum(axis=1)
+    direct = np.abs((male - female) / (male + female))
+    assert replicates.theta.mean() == pytest.approx(direct.mean(), abs=0.004)
+    assert replicates.theta.std() == pytest.approx(direct.std(), rel=0.06)
