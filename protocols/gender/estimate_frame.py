@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -212,18 +212,20 @@ class StudyEstimate:
     models: tuple[ModelEstimate, ...]
     rounds_used: tuple[SamplingRound, ...]
     pending: tuple[RoundState, ...]
-    frame: Frame
+    #: item id -> (image name, T2I model) of the images pending rounds wait for: all the estimate
+    #: keeps of the frame (the page caches it; the frame has an object per item of the study).
+    waiting: dict[int, tuple[str, str]]
 
     def pending_json(self, t2i_model: str | None = None) -> list[dict[str, Any]]:
         """Pending rounds: number, how many selected images wait (of this model, if given) and
         the first few of their image names."""
-        names = {i.item_id: i for i in self.frame.items}
+        names = self.waiting
         out = []
         for state in self.pending:
             waiting = [
-                names[i].image
+                names[i][0]
                 for i in state.pending
-                if i in names and (t2i_model is None or names[i].t2i_model == t2i_model)
+                if i in names and (t2i_model is None or names[i][1] == t2i_model)
             ]
             out.append(
                 {
@@ -387,8 +389,11 @@ def bias_estimate(
                 tuple(sizes.items()),
             )
         )
+    waiting = {i.item_id: (i.image, i.t2i_model) for i in frame.items if i.item_id in pending_items}
+    # The pending rounds without their π and selection per item (the estimate reads neither).
+    pending = tuple(replace(state, pi={}, selected=frozenset()) for state in frame.pending)
     return StudyEstimate(
-        study, detector, version, tuple(models), tuple(s.round for s in usable), frame.pending, frame
+        study, detector, version, tuple(models), tuple(s.round for s in usable), pending, waiting
     )
 
 
