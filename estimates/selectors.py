@@ -40,7 +40,7 @@ LABELLED = "labelled"
 PENDING_LISTED = 20
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FrameItem:
     """One item as the estimator sees it. ``verdict`` is the protocol's code of the detector's
     output (``MISSING`` where it gives none); ``human`` is the protocol's class of the item's
@@ -55,7 +55,7 @@ class FrameItem:
     human: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RoundState:
     """A round of the series with each frame item's π (0 where the round has no row) and the
     selected items that have no final label yet."""
@@ -194,28 +194,36 @@ def sampling_frame(
         # A subquery, not the ids: a round of a million items would pass a million values
         # (SQLite refuses more than 32,766 per statement).
         items_qs = items_qs.filter(pk__in=RoundItem.objects.filter(round=rounds[0]).values("item_id"))
-    base = list(
-        items_qs.order_by("pk").values_list("pk", "t2i_model", "prompt_id", "prompt__text", "prompt__word")
-    )
-    ids = [row[0] for row in base]
     image_of: dict[int, str] = {}
     for item_id, source in _study_images(study).values_list("item_id", "source_path"):
         image_of[item_id] = source
+    # One object per item of a study of up to a million: rows streamed, the T2I model's and the
+    # prompt's strings shared between the items that have them, not one copy per row.
+    names: dict[str, str] = {}
+    prompts: dict[int | None, str] = {}
     items = []
-    for item_id, model, prompt_id, text, word in base:
+    for item_id, model, prompt_id, text, word in (
+        items_qs.order_by("pk")
+        .values_list("pk", "t2i_model", "prompt_id", "prompt__text", "prompt__word")
+        .iterator(chunk_size=10_000)
+    ):
+        prompt = prompts.get(prompt_id)
+        if prompt is None:
+            prompt = prompts[prompt_id] = text or word or ""
         items.append(
             FrameItem(
                 item_id=item_id,
                 image=image_of.get(item_id, ""),
-                t2i_model=model,
+                t2i_model=names.setdefault(model, model),
                 prompt_id=prompt_id,
-                prompt=text or word or "",
+                prompt=prompt,
                 verdict=verdicts.get(item_id, MISSING) if verdicts is not None else MISSING,
                 human=(
                     humans.get(item_id) if humans is not None else (LABELLED if item_id in labelled else None)
                 ),
             )
         )
+    del image_of
     have_label = {item.item_id for item in items if item.human is not None}
     states = []
     for sampling_round in rounds:
@@ -229,7 +237,7 @@ def sampling_frame(
                 pending=tuple(sorted(selected - have_label)),
             )
         )
-    return Frame(study, detector, version, tuple(items), tuple(states), n_study - len(ids))
+    return Frame(study, detector, version, tuple(items), tuple(states), n_study - len(items))
 
 
 def rounds_of_study(study: Study) -> list[SamplingRound]:

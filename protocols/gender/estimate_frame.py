@@ -42,6 +42,9 @@ def gender_question(study: Study) -> Question | None:
     return Question.objects.filter(study=study, key=GENDER_QUESTION).first()
 
 
+FAILED = "failed"
+
+
 def verdicts(study: Study, detector: str, version: str) -> dict[int, str]:
     """Item id -> the detector's verdict at ``version`` on the item's image: male, female,
     filtered, or failed (a failed prediction); an item without one is left out (missing)."""
@@ -57,10 +60,13 @@ def verdicts(study: Study, detector: str, version: str) -> dict[int, str]:
         .annotate(label=KT("output__label"))
         .values_list("image_id", "status", "label")
     ):
+        # The module's own strings, not one per row: a million items share four.
         if status != PredictionStatus.OK:
-            verdict_of_image[image_id] = "failed"
-        elif label in (Verdict.MALE, Verdict.FEMALE):
-            verdict_of_image[image_id] = str(label)
+            verdict_of_image[image_id] = FAILED
+        elif label == Verdict.MALE:
+            verdict_of_image[image_id] = Verdict.MALE.value
+        elif label == Verdict.FEMALE:
+            verdict_of_image[image_id] = Verdict.FEMALE.value
         else:
             verdict_of_image[image_id] = Verdict.FILTERED.value
     out: dict[int, str] = {}
