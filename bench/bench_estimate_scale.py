@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_keypress_scale import build_study  # noqa: E402
+from bench_keypress_scale import build_study, each_size_in_child  # noqa: E402
 from bench_label_submit import configure, load, recreate_database  # noqa: E402
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/biaslab_estimate_bench"
@@ -196,22 +196,16 @@ def main() -> None:
     )
     print("| database | images | estimate_bias | estimate page first / again | notes |")
     print("| --- | --- | --- | --- | --- |", flush=True)
-    for size in (int(s) for s in args.sizes.split(",")):
-        subprocess.run(
-            [
-                sys.executable,
-                __file__,
-                "--one-size",
-                str(size),
-                "--prompts",
-                str(args.prompts),
-                "--budget",
-                str(args.budget),
-                "--database-url",
-                args.database_url,
-            ],
-            check=True,
-        )
+    each_size_in_child(
+        __file__,
+        args.sizes,
+        "--prompts",
+        str(args.prompts),
+        "--budget",
+        str(args.budget),
+        "--database-url",
+        args.database_url,
+    )
 
 
 if __name__ == "__main__":

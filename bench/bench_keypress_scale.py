@@ -195,23 +195,24 @@ def main() -> None:
         return
     print("| database | items | key press p50 ms | p95 ms | statements | notes |")
     print("| --- | --- | --- | --- | --- | --- |", flush=True)
-    for size in (int(s) for s in args.sizes.split(",")):
-        subprocess.run(
-            [
-                sys.executable,
-                __file__,
-                "--one-size",
-                str(size),
-                "--database-url",
-                args.database_url,
-                "--presses",
-                str(args.presses),
-                "--labelled",
-                str(args.labelled),
-                *(["--no-analyze"] if args.no_analyze else []),
-            ],
-            check=True,
-        )
+    each_size_in_child(
+        __file__,
+        args.sizes,
+        "--database-url",
+        args.database_url,
+        "--presses",
+        str(args.presses),
+        "--labelled",
+        str(args.labelled),
+        *(["--no-analyze"] if args.no_analyze else []),
+    )
+
+
+def each_size_in_child(script: str, sizes: str, *args: str) -> None:
+    """Run ``script --one-size N *args`` for each N of the comma-separated ``sizes``, one fresh
+    process each (a size's memory and caches never reach the next)."""
+    for size in (int(s) for s in sizes.split(",")):
+        subprocess.run([sys.executable, script, "--one-size", str(size), *args], check=True)
 
 
 if __name__ == "__main__":
