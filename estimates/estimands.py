@@ -55,13 +55,13 @@ class EstimandProtocol:
     id -> the class of its final labels, and ``verdicts(study, detector, version)``: item id ->
     the code of the detector's output.
 
-    The stratified design of a protocol that gives ``output_codes(study, detector, version)``:
-    item id -> a small code of the detector's output, the strata being T2I model x prompt x
-    code; ``residuals(study, detector, version)``: item id -> the squared difference between
-    the detector's output and the final labels, for the labelled items (the spread per code
-    that Neyman allocation weighs). ``design_pi(frame, design, budget, pool)``: π of the
-    unlabelled ``pool`` (a boolean array over the frame's items) for a design other than
-    uniform that the protocol computes itself from its frame (the active design needs it)."""
+    The stratified and active designs of a protocol that gives ``output_codes(study, detector,
+    version)``: item id -> a small code of the detector's output (strata: T2I model x prompt x
+    code; the active design: π by code); ``residuals(study, detector, version)``: item id -> the
+    squared difference between the detector's output and the final labels, for the labelled
+    items (the spread per code that both designs weigh). ``design_pi(frame, design, budget,
+    pool)``: π of the unlabelled ``pool`` (a boolean array over the frame's items) for a design
+    other than uniform that the protocol computes itself from its frame (gender's)."""
 
     key: str
     output_kind: str
