@@ -645,8 +645,8 @@ def _bootstrap_pis(data: _Data, output_index: np.ndarray) -> np.ndarray:
     return pis
 
 
-#: At most this many (replicate, image) cells per chunk of the design bootstrap: about 150 MB
-#: of working arrays, whatever the study's size.
+#: At most this many (replicate, group of alike images, class x round) cells per chunk of the
+#: design bootstrap: a few hundred MB of working arrays at most, whatever the study's size.
 BOOTSTRAP_CHUNK_ELEMENTS = 4_000_000
 
 
@@ -697,8 +697,8 @@ def _design_bootstrap(
     )
     fs = [np.asarray(f, dtype=float).reshape(-1, 2) for f in estimators]
     columns = np.column_stack([data.codes, output_index, known, pis.T, round_coef.T, *fs])
-    groups, inverse, sizes = np.unique(columns, axis=0, return_inverse=True, return_counts=True)
-    del inverse  # rows are sorted by prompt first: groups of one prompt are contiguous
+    # Rows come back sorted, prompt first: the groups of one prompt are contiguous.
+    groups, sizes = np.unique(columns, axis=0, return_counts=True)
     n_groups = groups.shape[0]
     prompt_of = groups[:, 0].astype(np.int64)
     output_of = groups[:, 1].astype(np.int64)

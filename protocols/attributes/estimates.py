@@ -170,7 +170,7 @@ def attribute_output_codes(study: Study, detector: str, version: str) -> dict[in
 
 
 def attribute_residuals(study: Study, detector: str, version: str) -> dict[int, float]:
-    """item id -> Σ over its answered attributes of (score - [yes])²: the stratified design's
+    """item id -> Σ over its answered attributes of (score - [yes])²: the stratified and active designs'
     error spread."""
     answers: dict[int, dict[str, str]] = {}
     for item_id, key, value in FinalLabel.objects.filter(item__study=study).values_list(

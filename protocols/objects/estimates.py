@@ -201,7 +201,7 @@ def _cells(
 
 
 def object_output_codes(study: Study, detector: str, version: str) -> dict[int, Hashable]:
-    """item id -> how many instances the detector found (0, 1, 2, 3+): the stratified design's
+    """item id -> how many instances the detector found (0, 1, 2, 3+): the stratified and active designs'
     detector output."""
     return {
         item_id: min(3, len((output or {}).get("objects") or []))
@@ -211,7 +211,7 @@ def object_output_codes(study: Study, detector: str, version: str) -> dict[int, 
 
 def object_residuals(study: Study, detector: str, version: str) -> dict[int, float]:
     """item id -> Σ over classes of (detected - confirmed)² (checked items whose boxes came from
-    this detector): the stratified design's error spread."""
+    this detector): the stratified and active designs' error spread."""
     out: dict[int, float] = {}
     for row in osel.object_rows(Scope(study), detector=detector, version=version):
         parts = osel.judged_parts(row) if row.boxes_detector == detector else None

@@ -46,6 +46,18 @@ def _changed_score(score: pc.PairScore | None, attribute: str) -> float:
     return float(np.clip((abs(score.score(attribute)) - 0.2) / 0.8, 0.0, 1.0))
 
 
+def _judged(study: Study, labels: dict[str, dict[str, str]]) -> dict[tuple[int, str], str]:
+    """(item id, attribute) -> the verdict of its final answer (``labels``: ``human_labels``)."""
+    answers: dict[tuple[int, str], str] = {}
+    for item_id, key, value in FinalLabel.objects.filter(
+        item__study=study, question__key__in=pc.ATTRIBUTES
+    ).values_list("item_id", "question__key", "value"):
+        label = labels[key].get(value)
+        if label is not None:
+            answers[(item_id, key)] = label
+    return answers
+
+
 class PairChangeReport(EstimateReport):
     CELLS_KEY = "pair_change"
     KEYS = ("t2i_model", "domain", "attribute")
@@ -104,13 +116,7 @@ def pair_change_report(
             f"{len(measured.left_out)} pair(s) not measured yet count as 0.5 for the detector "
             f"({measured.left_out[0].reason}, first of them)."
         )
-    answers: dict[tuple[int, str], str] = {}
-    for item_id, key, value in FinalLabel.objects.filter(
-        item__study=study, question__key__in=pc.ATTRIBUTES
-    ).values_list("item_id", "question__key", "value"):
-        label = labels[key].get(value)
-        if label is not None:
-            answers[(item_id, key)] = label
+    answers = _judged(study, labels)
     in_frame = {i.item_id for i in frame.items}
     items = [
         row
@@ -202,12 +208,7 @@ def pair_residuals(study: Study, detector: str, version: str) -> dict[int, float
         return {}
     scores = _scores(study)
     out: dict[int, float] = {}
-    for item_id, key, value in FinalLabel.objects.filter(
-        item__study=study, question__key__in=pc.ATTRIBUTES
-    ).values_list("item_id", "question__key", "value"):
-        label = labels[key].get(value)
-        if label is None:
-            continue
+    for (item_id, key), label in _judged(study, labels).items():
         f = _changed_score(scores.get(item_id), key)
         out[item_id] = out.get(item_id, 0.0) + (f - float(label not in NOT_CHANGED)) ** 2
     return out

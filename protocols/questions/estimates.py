@@ -224,7 +224,7 @@ def answer_output_codes(study: Study, detector: str, version: str) -> dict[int, 
 
 def answer_residuals(study: Study, detector: str, version: str) -> dict[int, float]:
     """item id -> how many of its final answers the detector's answers differ from (labelled
-    items): the stratified design's error spread."""
+    items): the stratified and active designs' error spread."""
     finals = qsel.final_answers(Scope(study))
     return {
         item_id: float(sum(1 for key, value in finals[item_id].items() if (output or {}).get(key) != value))

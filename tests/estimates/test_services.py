@@ -226,7 +226,7 @@ def test_a_stratified_round_gives_more_labels_where_the_detector_erred(sampled_s
     assert sum(pool) == pytest.approx(12)
 
 
-def test_an_attributes_study_draws_a_stratified_round_and_an_active_one_after_it(db):
+def test_an_attributes_study_draws_a_stratified_round(db):
     # Issue 21: stratified and active for every protocol (from its detector output codes).
     from tests.reports.attributes_data import attributes_study, gep_item
 
