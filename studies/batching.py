@@ -84,30 +84,68 @@ def rows_insert(
     with multi-row statements, each under the variable limit; with ``returning``, the new ids
     in the order of ``rows`` (which Django's bulk_create relies on too). With
     ``ignore_conflicts``, a row that breaks a unique constraint is skipped (``ON CONFLICT DO
-    NOTHING``, SQLite and PostgreSQL; not with ``returning``: the ids would not match ``rows``).
+    NOTHING``, SQLite and PostgreSQL; not with ``returning``: the ids would not match ``rows``;
+    ``rows_insert_returning`` says which rows went in).
 
     For the bulk imports: ``bulk_create`` builds a model instance per row and prepares every
     value through its field, which costs more than the database spends storing the row. Here
-    only the values that need it are prepared — JSON, and datetimes (once per distinct value:
-    an import stamps a batch with one time) — and the others go to the driver as they are."""
+    only the values that need it are prepared — JSON (once per distinct empty value: most
+    rows' params and metadata are ``{}``), and datetimes (once per distinct value: an import
+    stamps a batch with one time) — and the others go to the driver as they are."""
+    if returning and ignore_conflicts:
+        raise ValueError("rows_insert: returning and ignore_conflicts exclude each other")
+    returned = _rows_insert(
+        model, names, rows, returning=("id",) if returning else (), ignore_conflicts=ignore_conflicts
+    )
+    return [pk for (pk,) in returned]
+
+
+def rows_insert_returning(
+    model: type[Model],
+    names: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    returning: Sequence[str],
+    ignore_conflicts: bool = False,
+) -> list[tuple[Any, ...]]:
+    """``rows_insert`` that gives back the ``returning`` columns of every row it inserted, in no
+    particular order (a row skipped as a conflict gives nothing): the caller maps them by a
+    column it knows (a hash, a key) instead of asking the database for the new ids again."""
+    return _rows_insert(model, names, rows, returning=returning, ignore_conflicts=ignore_conflicts)
+
+
+def _rows_insert(
+    model: type[Model],
+    names: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    returning: Sequence[str],
+    ignore_conflicts: bool,
+) -> list[tuple[Any, ...]]:
     fields: list[Any] = [model._meta.get_field(name) for name in names]
     prepare = [isinstance(f, (JSONField, DateTimeField)) for f in fields]
     quote = connection.ops.quote_name
     one = "(" + ", ".join(["%s"] * len(fields)) + ")"
     head = f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) VALUES "
     times: dict[datetime, Any] = {}
+    empties: dict[tuple[str, type], Any] = {}
 
     def prepared(field: Any, value: Any) -> Any:
         if isinstance(value, datetime):
             if value not in times:
                 times[value] = field.get_db_prep_save(value, connection)
             return times[value]
+        if not value and isinstance(value, (dict, list)):
+            key = (field.name, type(value))
+            if key not in empties:
+                empties[key] = field.get_db_prep_save(value, connection)
+            return empties[key]
         return field.get_db_prep_save(value, connection)
 
-    if returning and ignore_conflicts:
-        raise ValueError("rows_insert: returning and ignore_conflicts exclude each other")
     tail = " ON CONFLICT DO NOTHING" if ignore_conflicts else ""
-    ids: list[int] = []
+    if returning:
+        tail += " RETURNING " + ", ".join(quote(model._meta.get_field(name).column) for name in returning)
+    out: list[tuple[Any, ...]] = []
     per_statement = max(1, sql_max_variables() // len(fields))
     with connection.cursor() as cursor:
         for start in range(0, len(rows), per_statement):
@@ -117,8 +155,7 @@ def rows_insert(
                 for row in chunk
                 for field, needs, value in zip(fields, prepare, row, strict=True)
             ]
-            sql = head + ", ".join([one] * len(chunk)) + tail + (" RETURNING id" if returning else "")
-            cursor.execute(sql, params)
+            cursor.execute(head + ", ".join([one] * len(chunk)) + tail, params)
             if returning:
-                ids += [pk for (pk,) in cursor.fetchall()]
-    return ids
+                out += [tuple(row) for row in cursor.fetchall()]
+    return out

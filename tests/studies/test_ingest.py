@@ -589,14 +589,14 @@ def test_a_failed_write_leaves_no_row_and_no_orphan_file(study, root, tmp_path, 
 def test_an_interrupted_write_leaves_no_orphan_file(study, root, tmp_path, settings, monkeypatch):
     manifest = write_manifest(tmp_path / "m.csv", [row(f"sdxl/{n}.png", n) for n in range(3)])
 
-    real = ingest.rows_insert
+    real = ingest.rows_insert_returning
 
     def interrupt(model, *args, **kwargs):
         if model is Item:
             raise KeyboardInterrupt
         return real(model, *args, **kwargs)
 
-    monkeypatch.setattr(ingest, "rows_insert", interrupt)
+    monkeypatch.setattr(ingest, "rows_insert_returning", interrupt)
     with pytest.raises(KeyboardInterrupt):
         images_import(study=study, manifest_path=manifest, root=root)
     assert (Item.objects.count(), Image.objects.count()) == (0, 0)

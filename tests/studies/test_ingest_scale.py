@@ -8,6 +8,7 @@ import's batch size and limit are set to match, so 150 rows prove what 1,000,000
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import tracemalloc
 from pathlib import Path
@@ -92,6 +93,57 @@ def test_a_reimport_that_changes_metadata_updates_every_item_in_batches(small, t
     assert len(summary.updated) == n
     assert set(Item.objects.filter(study=study).values_list("t2i_model", flat=True)) == {"sd-1.5"}
     assert ItemChange.objects.filter(study=study).count() == n
+
+
+def staged_rows_counted(monkeypatch) -> list[int]:
+    """The number of rows each import left in its staging table of rows, read as it closes."""
+    counts: list[int] = []
+    close = ingest._Staging.close
+
+    def counted(staging):
+        counts.append(staging.one("SELECT count(*) FROM plans")[0])
+        close(staging)
+
+    monkeypatch.setattr(ingest._Staging, "close", counted)
+    return counts
+
+
+def test_a_rerun_of_one_image_items_settles_them_in_their_batch_and_stages_no_row(
+    small, tmp_path, monkeypatch
+):
+    n = 40
+    root = images_folder(tmp_path, n)
+    study = StudyFactory(slug="big")
+    images_import(study=study, manifest_path=manifest(tmp_path, [row(i) for i in range(n)]), root=root)
+    staged = staged_rows_counted(monkeypatch)
+    rows = [row(i, t2i_model="sd-1.5") if i in (3, 30) else row(i) for i in range(n)]
+    rows.append(row(7))  # a repeated path, refused alone
+    with sqlite_variable_limit(LIMIT):
+        summary = images_import(study=study, manifest_path=manifest(tmp_path, rows), root=root)
+    assert staged == [0]
+    assert [update.key for update in summary.updated] == ["3.png", "30.png"]
+    assert (summary.accepted, summary.duplicates) == (0, n - 2)
+    assert [r.row for r in summary.rejected] == [n + 2]
+    assert Item.objects.get(study=study, key="30.png").t2i_model == "sd-1.5"
+
+
+def test_an_item_another_import_created_after_the_check_gets_its_image_linked(small, tmp_path, monkeypatch):
+    root = images_folder(tmp_path, 12)
+    study = StudyFactory(slug="big")
+    files_store = ingest._ManifestImport._files_store
+
+    def meanwhile(self):
+        Item.objects.create(study=study, key="5.png", t2i_model="sdxl")
+        files_store(self)
+
+    monkeypatch.setattr(ingest._ManifestImport, "_files_store", meanwhile)
+    summary = images_import(
+        study=study, manifest_path=manifest(tmp_path, [row(i) for i in range(12)]), root=root
+    )
+    assert (summary.accepted, summary.rejected) == (12, [])
+    assert Item.objects.filter(study=study).count() == 12
+    link = ItemImage.objects.get(item__study=study, item__key="5.png")
+    assert link.image.sha256 == hashlib.sha256((root / "5.png").read_bytes()).hexdigest()
 
 
 def test_bad_rows_in_several_batches_are_all_reported_and_none_written(small, tmp_path):
