@@ -147,7 +147,12 @@ class Prediction(models.Model):
                 condition=Q(status="ok") | ~Q(error=""), name="prediction_failure_has_error"
             ),
         ]
-        indexes = [models.Index(fields=["detector", "status"], name="detectors_p_detecto_status_idx")]
+        indexes = [
+            models.Index(fields=["detector", "status"], name="detectors_p_detecto_status_idx"),
+            # The runs of a study and each run's newest predictions, without reading the others
+            # (``reports.selectors.detector_runs_in_scope``).
+            models.Index(fields=["detector", "version", "id"], name="prediction_run_newest"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.detector}@{self.version} {self.image_id}: {self.verdict or self.status}"

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from django.db import connection
-from django.db.models import Count, Max, Q, QuerySet
+from django.db.models import Q, QuerySet
 
 from detectors.models import Prediction
+from studies.batching import in_chunks
 from studies.errors import StudyNotChosen
 from studies.models import Item, Prompt, Study
 from studies.protocols import PROTOCOLS, protocol_spec
@@ -96,11 +97,14 @@ class Coverage(TypedDict):
 
 def coverage(scope: Scope, *, question_id: int) -> Coverage:
     """How many items are in scope and how many of them have a final label for the question."""
-    counts = scope.items().aggregate(
-        images=Count("pk", distinct=True),
-        final_labels=Count("final_labels", filter=Q(final_labels__question_id=question_id)),
+    # Two counts, not one outer join of every item with its final labels: the items are counted
+    # from the study's index, the final labels (few) from theirs.
+    from annotate.models import FinalLabel
+
+    return Coverage(
+        images=scope.items().count(),
+        final_labels=FinalLabel.objects.filter(scope.q("item__"), question_id=question_id).count(),
     )
-    return Coverage(images=counts["images"], final_labels=counts["final_labels"])
 
 
 def pick_latest(rows: Iterable[Mapping[str, Any]]) -> dict[str, str]:
@@ -114,6 +118,10 @@ def pick_latest(rows: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     return {key: chosen[key][1] for key in sorted(chosen)}
 
 
+#: Predictions of one run read per step of ``latest_detector_versions``'s walk back from the newest.
+RUN_WALK_PAGE = 2_000
+
+
 def latest_detector_versions(
     scope: Scope, *, kinds: Sequence[str] | None = None, detector: str | None = None
 ) -> dict[str, str]:
@@ -122,10 +130,56 @@ def latest_detector_versions(
     a bulk import can tie). Failed predictions count here, so a newer version that failed
     everywhere is reported as such rather than silently replaced by an older one.
 
-    Aggregates per (detector, version), so only a handful of rows leave the database.
+    Not an aggregate over every prediction in scope (a join of a million rows, seconds at a
+    million images): the runs (detector, version) are read from their index, then each run's
+    predictions are walked back from its newest, a page at a time, until one is in scope —
+    usually the first page (``detector_runs_in_scope``).
     """
-    predictions = predictions_in_scope(scope, kinds=kinds, detector=detector)
-    return pick_latest(predictions.values("detector", "version").annotate(last_id=Max("pk")).order_by())
+    return pick_latest(
+        {"detector": d, "version": v, "last_id": last}
+        for d, v, last in detector_runs_in_scope(scope, kinds=kinds, detector=detector)
+    )
+
+
+def detector_runs_in_scope(
+    scope: Scope, *, kinds: Sequence[str] | None = None, detector: str | None = None
+) -> list[tuple[str, str, int]]:
+    """(detector, version, highest prediction id in scope) of every run with a prediction of
+    ``kinds`` in scope, sorted by detector and version.
+
+    The runs come from the (detector, version) index (every run of every study: a handful); a
+    run's highest id in scope is found by reading its predictions newest first,
+    ``RUN_WALK_PAGE`` ids at a time, and asking which of a page are in scope (an ``id IN``
+    query through the scope's join, on those ids only). A run of this study is found on its
+    first page; a run only other studies used is read to its end once."""
+    runs = Prediction.objects.order_by("detector", "version").values_list("detector", "version").distinct()
+    if detector:
+        runs = runs.filter(detector=detector)
+    found: list[tuple[str, str, int]] = []
+    for run_detector, version in list(runs):
+        ids = Prediction.objects.filter(detector=run_detector, version=version)
+        if kinds is not None:
+            ids = ids.filter(kind__in=kinds)
+        in_scope = predictions_in_scope(scope, kinds=kinds, detector=run_detector).filter(version=version)
+        below: int | None = None
+        while True:
+            page_query = ids if below is None else ids.filter(pk__lt=below)
+            page = list(page_query.order_by("-pk").values_list("pk", flat=True)[:RUN_WALK_PAGE])
+            if not page:
+                break
+            last = max(
+                (
+                    pk
+                    for chunk in in_chunks(page)
+                    for pk in in_scope.filter(pk__in=chunk).values_list("pk", flat=True)
+                ),
+                default=None,
+            )
+            if last is not None:
+                found.append((run_detector, version, last))
+                break
+            below = page[-1]
+    return found
 
 
 @dataclass(frozen=True)
@@ -145,7 +199,7 @@ def filter_options(*, study: Study | None) -> FilterOptions:
     if study is None:
         return FilterOptions(studies, [], [], [])
     items = Item.objects.filter(study=study)
-    predictions = predictions_in_scope(Scope(study), kinds=output_kinds(study))
+    runs = detector_runs_in_scope(Scope(study), kinds=output_kinds(study))
     return FilterOptions(
         studies=studies,
         t2i_models=list(items.order_by("t2i_model").values_list("t2i_model", flat=True).distinct()),
@@ -155,7 +209,7 @@ def filter_options(*, study: Study | None) -> FilterOptions:
             .values_list("category", flat=True)
             .distinct()
         ),
-        detectors=list(predictions.order_by("detector").values_list("detector", flat=True).distinct()),
+        detectors=sorted({run_detector for run_detector, _, _ in runs}),
     )
 
 

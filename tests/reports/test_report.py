@@ -6,6 +6,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from detectors.models import Prediction
 from protocols.gender import drilldown
 from protocols.gender.analysis import gender_question
 from reports.analyses import analysis_for
@@ -91,6 +92,41 @@ def test_the_vocabulary_comes_from_the_question_not_a_built_in_list(db):
 
 def test_detector_uses_the_version_run_last(report):
     assert report["detectors"]["fake"]["version"] == "2"
+
+
+@pytest.mark.django_db
+def test_the_latest_version_in_the_study_is_found_past_newer_predictions_of_another_study(monkeypatch):
+    """The run walk (``detector_runs_in_scope``) reads a run newest first, a page at a time:
+    pages of another study's predictions are passed over, and a run only another study used is
+    not reported."""
+    import reports.selectors
+
+    monkeypatch.setattr(reports.selectors, "RUN_WALK_PAGE", 2)
+    mine, other = StudyFactory(slug="mine"), StudyFactory(slug="other")
+    mine_items = [ItemFactory(study=mine) for _ in range(2)]
+    other_items = [ItemFactory(study=other) for _ in range(5)]
+    for item in mine_items:
+        predict(item, "fake", "old", "male")
+    for item in other_items:
+        predict(item, "fake", "old", "male")
+    for item in mine_items:
+        predict(item, "fake", "new", "male")
+    for item in other_items:
+        predict(item, "fake", "new", "male")
+        predict(item, "fake", "newest", "female")
+    assert latest_detector_versions(Scope(mine)) == {"fake": "new"}
+    assert latest_detector_versions(Scope(other)) == {"fake": "newest"}
+    runs = reports.selectors.detector_runs_in_scope(Scope(mine))
+    newest_of_mine = Prediction.objects.filter(image__item_images__item__study=mine, version="new").latest(
+        "pk"
+    )
+    assert [(version, last) for _, version, last in runs] == [
+        ("new", newest_of_mine.pk),
+        (
+            "old",
+            Prediction.objects.filter(image__item_images__item__study=mine, version="old").latest("pk").pk,
+        ),
+    ]
 
 
 def test_the_version_written_last_wins_even_when_it_is_named_lower(report_study):
