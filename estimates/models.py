@@ -119,3 +119,32 @@ class RoundItem(models.Model):
 
     def __str__(self) -> str:
         return f"round {self.round_id} item {self.item_id}: π={self.pi:.4f}{' selected' if self.selected else ''}"
+
+
+class KeptEstimate(models.Model):
+    """The estimate last computed for a study and detector — by the estimate page or by
+    ``estimate_bias`` — with the state of the data it was computed from.
+
+    Computing an estimate reads the whole study (tens of seconds at a million images), and any
+    label changes the data. The page shows this one at once, marked with when it was computed
+    and that the data changed since, while it asks for the current one (``estimates.views``).
+    One row per (study, detector), replaced by every computation (``estimates.services.
+    estimate_keep``); the report is pickled (it is only ever read back by this code, and a row
+    that no longer unpickles is treated as missing)."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="+")
+    detector = models.CharField(max_length=100)
+    state = models.TextField(
+        help_text="What the estimate was computed from: the data fingerprint, the rounds and the options."
+    )
+    history = models.BooleanField(help_text="Whether the report holds the round-by-round history.")
+    computed_at = models.DateTimeField()
+    report = models.BinaryField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "detector"], name="kept_estimate_one_per_detector")
+        ]
+
+    def __str__(self) -> str:
+        return f"estimate of {self.study_id}/{self.detector} computed {self.computed_at:%Y-%m-%d %H:%M}"

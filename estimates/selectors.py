@@ -19,16 +19,18 @@ left out of the estimate and counted in a warning.
 
 from __future__ import annotations
 
+import pickle
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Max
 
 from annotate.models import FinalLabel
 from detectors.models import Prediction, PredictionStatus
-from estimates.models import RoundItem, SamplingRound
+from estimates.models import KeptEstimate, RoundItem, SamplingRound
 from studies.models import ImageRole, Item, ItemImage, Question, Study
 
 #: An item's ``verdict`` when the protocol gives none (no prediction at this version, or a
@@ -293,3 +295,39 @@ def item_outputs(study: Study, detector: str, version: str, kind: str) -> list[t
     ):
         out.extend((item_id, output) for item_id in item_of.get(image_id, ()))
     return out
+
+
+def estimate_state(
+    study: Study, *, fingerprint: tuple[Any, ...], protocol: str, n_boot: int, seed: int, history: bool
+) -> str:
+    """What an estimate is computed from, as text: the data (``reports.selectors.
+    data_fingerprint``), the study's rounds and the options. Two estimates with the same state
+    are the same estimate."""
+    rounds = tuple(SamplingRound.objects.filter(study=study).order_by("number").values_list("pk", flat=True))
+    return repr((fingerprint, rounds, protocol, n_boot, seed, history))
+
+
+@dataclass(frozen=True)
+class Kept:
+    """The estimate last computed for a study and detector (``KeptEstimate``), read back."""
+
+    report: Any
+    state: str
+    computed_at: datetime
+
+
+def estimate_kept(study: Study, detector: str) -> Kept | None:
+    """The kept estimate of (study, detector), or None — also when its report no longer
+    unpickles (kept by an older version of the code: it is simply computed again)."""
+    row = (
+        KeptEstimate.objects.filter(study=study, detector=detector)
+        .values_list("report", "state", "computed_at")
+        .first()
+    )
+    if row is None:
+        return None
+    try:
+        report = pickle.loads(bytes(row[0]))
+    except Exception:  # any unpickling failure means "not usable", never an error page
+        return None
+    return Kept(report=report, state=row[1], computed_at=row[2])

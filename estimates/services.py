@@ -26,16 +26,18 @@ frame, π and seed give the same selection.
 
 from __future__ import annotations
 
+import pickle
 import secrets
 from collections.abc import Hashable
 
 import numpy as np
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.utils import timezone
 
 from estimates import estimands
 from estimates import selectors as sel
-from estimates.models import Design, RoundItem, SamplingRound
+from estimates.models import Design, KeptEstimate, RoundItem, SamplingRound
 from metrics import ppi, stratified
 from studies.batching import bulk_batch_size, in_chunks
 from studies.models import Item, Study
@@ -210,4 +212,19 @@ def _spread_by_code(
                 seen.append((codes.get(item_id), residuals[item_id], 1.0 / p))
     return stratified.residual_spread(
         [c for c, _, _ in seen], [r for _, r, _ in seen], [w for _, _, w in seen]
+    )
+
+
+def estimate_keep(*, study: Study, detector: str, state: str, report: object, history: bool) -> None:
+    """Keep ``report`` as the estimate last computed for (study, detector), computed from
+    ``state`` (``selectors.estimate_state``), replacing the one kept before."""
+    KeptEstimate.objects.update_or_create(
+        study=study,
+        detector=detector,
+        defaults={
+            "state": state,
+            "history": history,
+            "computed_at": timezone.now(),
+            "report": pickle.dumps(report, protocol=pickle.HIGHEST_PROTOCOL),
+        },
     )

@@ -13,9 +13,11 @@ that drew a round redirects, so a reload never draws twice.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
+from django.core.cache import cache
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -24,9 +26,9 @@ from django_htmx.http import HttpResponseClientRedirect
 from estimates import estimands
 from estimates import selectors as sel
 from estimates.forms import LabelMoreForm
-from estimates.services import SamplingError, sampling_round_create
+from estimates.services import SamplingError, estimate_keep, sampling_round_create
 from reports.analyses import AnalysisError, NoAnalysis, analysis_of
-from reports.views import BadFilter, Filters, bad_filter, base_context, cached, parse_filters
+from reports.views import CACHE_SECONDS, BadFilter, Filters, bad_filter, base_context, parse_filters
 from studies import permissions
 from studies.typing import HtmxHttpRequest
 
@@ -53,30 +55,51 @@ def _detector(filters: Filters, spec: estimands.EstimandProtocol) -> str | None:
     return known[0] if known else None
 
 
-def _estimate(filters: Filters, detector: str, spec: estimands.EstimandProtocol) -> estimands.Report:
-    """The estimate with its round-by-round history, cached under the data fingerprint and the
-    study's rounds (a new round or a new label shows on the next request)."""
+def _estimate(
+    filters: Filters, detector: str, spec: estimands.EstimandProtocol, *, may_be_stale: bool
+) -> tuple[estimands.Report, sel.Kept | None]:
+    """The estimate with its round-by-round history, and None; or, when ``may_be_stale`` and
+    the current one is not computed yet, the one kept from earlier data and its ``Kept`` (the
+    page shows it at once and asks for the current one: ``_context``).
+
+    The current estimate is looked for in the cache (this process's, or Redis), then in the
+    kept estimate (``KeptEstimate``: any process computed it), and computed only when neither
+    holds it — then kept and cached. A new round or label changes the state, so it is never
+    shown as current after the data changed."""
     assert filters.study is not None
     study = filters.study
-    rounds_key = tuple(r.pk for r in sel.rounds_of_study(study))
-    return cached(
-        filters.fingerprint,
-        f"estimate_{spec.key}",
-        lambda: spec.report(study, detector, n_boot=BOOTSTRAP, history=True),
-        study=study.pk,
-        detector=detector,
-        rounds=rounds_key,
+    state = sel.estimate_state(
+        study, fingerprint=filters.fingerprint, protocol=spec.key, n_boot=BOOTSTRAP, seed=0, history=True
     )
+    key = "estimate:" + hashlib.sha256(repr((study.pk, detector, state)).encode()).hexdigest()
+    report = cache.get(key)
+    if report is not None:
+        return report, None
+    kept = sel.estimate_kept(study, detector)
+    if kept is not None and kept.state == state:
+        cache.set(key, kept.report, CACHE_SECONDS)
+        return kept.report, None
+    if kept is not None and may_be_stale:
+        return kept.report, kept
+    report = spec.report(study, detector, n_boot=BOOTSTRAP, history=True)
+    estimate_keep(study=study, detector=detector, state=state, report=report, history=True)
+    cache.set(key, report, CACHE_SECONDS)
+    return report, None
 
 
 def _context(
-    filters: Filters, form: LabelMoreForm, detector: str | None, spec: estimands.EstimandProtocol
+    request: HtmxHttpRequest,
+    filters: Filters,
+    form: LabelMoreForm,
+    detector: str | None,
+    spec: estimands.EstimandProtocol,
 ) -> dict[str, Any]:
     assert filters.study is not None
     try:
         analysis = analysis_of(filters.study)
     except (NoAnalysis, AnalysisError):
         analysis = None
+    query = filters.query(detector=detector) if detector else filters.query()
     context = base_context(filters, "estimate", analysis) | {
         "study": filters.study,
         "detector": detector,
@@ -87,8 +110,19 @@ def _context(
     }
     if detector is None:
         return context
-    estimate = _estimate(filters, detector, spec)
-    context |= {"estimate": estimate, **estimate.page_context()}
+    # A full page may show the estimate kept from earlier data while the current one is
+    # computed by the request its notice makes (htmx, on load); that request, and a page asked
+    # with ``fresh=1`` (the notice's link, without JavaScript), compute it.
+    may_be_stale = not request.htmx and request.GET.get("fresh") != "1"
+    estimate, stale = _estimate(filters, detector, spec, may_be_stale=may_be_stale)
+    page = reverse("estimates:page") + f"?{query}"
+    context |= {
+        "estimate": estimate,
+        **estimate.page_context(),
+        "stale": stale,
+        "refresh_url": page,
+        "fresh_url": page + ("&" if query else "") + "fresh=1",
+    }
     return context
 
 
@@ -130,7 +164,7 @@ def estimate_page(request: HtmxHttpRequest) -> HttpResponse:
         if request.htmx:
             context = {"form": form, "detector": detector, "action": request.get_full_path()}
             return render(request, f"{TEMPLATE}#label_more", context)
-        return render(request, TEMPLATE, _context(filters, form, detector, spec), status=400)
+        return render(request, TEMPLATE, _context(request, filters, form, detector, spec), status=400)
     form = LabelMoreForm()
     name = f"{TEMPLATE}#results" if request.htmx else TEMPLATE
-    return render(request, name, _context(filters, form, detector, spec))
+    return render(request, name, _context(request, filters, form, detector, spec))

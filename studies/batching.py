@@ -144,7 +144,8 @@ def _rows_insert(
 
     tail = " ON CONFLICT DO NOTHING" if ignore_conflicts else ""
     if returning:
-        tail += " RETURNING " + ", ".join(quote(model._meta.get_field(name).column) for name in returning)
+        returned: list[Any] = [model._meta.get_field(name) for name in returning]
+        tail += " RETURNING " + ", ".join(quote(f.column) for f in returned)
     out: list[tuple[Any, ...]] = []
     per_statement = max(1, sql_max_variables() // len(fields))
     with connection.cursor() as cursor:

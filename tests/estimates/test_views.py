@@ -97,9 +97,15 @@ def test_a_pending_round_is_announced_and_a_finished_one_plotted(sampled_study, 
     text = client.get(URL).content.decode()
     assert "Round 1 is pending" in text
     sampled_study.finish(first)
-    response = client.get(URL)
+    # The page shows the estimate it kept, marked, and asks for the current one on load.
+    stale = client.get(URL).content.decode()
+    assert "Round 1 is pending" in stale
+    assert 'id="stale" hx-get="/reports/estimate/?' in stale
+    assert 'hx-trigger="load"' in stale
+    response = client.get(URL, headers={"HX-Request": "true"})
     text = response.content.decode()
     assert "Round 1 is pending" not in text
+    assert 'id="stale"' not in text
     assert 'src="data:image/svg+xml;base64,' in text
     assert response.context["estimate"].models[0].history[0].labels > 0
     tables = response.context["prompt_tables"]
