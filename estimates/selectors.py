@@ -26,11 +26,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Max
-
 from annotate.models import FinalLabel
 from detectors.models import Prediction, PredictionStatus
 from estimates.models import KeptEstimate, RoundItem, SamplingRound
+from reports.selectors import Scope, detector_runs_in_scope, latest_detector_versions
 from studies.models import ImageRole, Item, ItemImage, Question, Study
 
 #: An item's ``verdict`` when the protocol gives none (no prediction at this version, or a
@@ -124,31 +123,15 @@ def items_fully_labelled(study: Study) -> frozenset[int]:
 
 
 def detectors_with_predictions(study: Study, kind: str) -> list[str]:
-    """Detectors with predictions of ``kind`` on the study's images, sorted."""
-    return sorted(
-        set(
-            Prediction.objects.filter(
-                kind=kind, image_id__in=_every_image(study).values("image_id")
-            ).values_list("detector", flat=True)
-        )
-    )
+    """Detectors with predictions of ``kind`` on the study's images, sorted (their runs, read
+    as the reports read them: ``reports.selectors.detector_runs_in_scope``)."""
+    return sorted({detector for detector, _, _ in detector_runs_in_scope(Scope(study), kinds=[kind])})
 
 
 def detector_version(study: Study, detector: str, kind: str) -> str | None:
     """The version of the detector's most recently written prediction of ``kind`` on the
     study's images (the version run last, as the reports choose it); None when it has none."""
-    row = (
-        Prediction.objects.filter(
-            kind=kind,
-            detector=detector,
-            image_id__in=_every_image(study).values("image_id"),
-        )
-        .values("version")
-        .annotate(last_id=Max("pk"))
-        .order_by("-last_id")
-        .first()
-    )
-    return row["version"] if row else None
+    return latest_detector_versions(Scope(study), kinds=[kind], detector=detector).get(detector)
 
 
 def pending_rounds(frame: Frame) -> tuple[dict[str, Any], ...]:
