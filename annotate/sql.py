@@ -131,6 +131,30 @@ def convert(model: type[Model], names: Sequence[str], values: Sequence[Any]) -> 
     return converted
 
 
+def converter(model: type[Model], names: Sequence[str]) -> Callable[[Sequence[Any]], list[Any]]:
+    """``convert`` for many rows of the same columns (``names``: attnames, such as ``item_id``):
+    the converters looked up once, the columns that need none (ids, text) passed as they are."""
+    by_name = {col.target.attname: (col, converters) for col, converters in _converters(model)}
+    steps = [(i, *by_name[name]) for i, name in enumerate(names) if by_name[name][1]]
+
+    def convert_row(values: Sequence[Any]) -> list[Any]:
+        converted = list(values)
+        for i, col, converters in steps:
+            value = converted[i]
+            for one in converters:
+                value = one(value, col, connection)
+            converted[i] = value
+        return converted
+
+    return convert_row
+
+
+def in_list(values: Sequence[Any]) -> str:
+    """``%s, %s …``: one placeholder per value of an ``IN (…)`` list (``studies.batching.in_chunks``
+    keeps it under the variable limit)."""
+    return ", ".join(["%s"] * len(values))
+
+
 _STATEMENTS: dict[tuple[str, str], str] = {}
 
 
