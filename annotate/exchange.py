@@ -41,7 +41,7 @@ from studies import permissions
 from studies.batching import batches, import_batch_rows, in_chunk_size, in_chunks
 from studies.csvio import safe_dict_writer
 from studies.ingest import ImportSummary, RejectedRow, csv_rows_stream
-from studies.models import ImageRole, Item, ItemImage, Question, Study
+from studies.models import ImageRole, Item, ItemImage, Question, QuestionKind, Study
 from studies.protocols import protocol_spec
 from studies.selectors import item_questions, study_questions
 from studies.selectors import study_by_slug as _study_by_slug
@@ -386,8 +386,13 @@ def _items_by_id(study: Study, ids: Iterable[int]) -> dict[int, Item]:
     query)."""
     items = {}
     quote = connection.ops.quote_name
+    wanted = set(_ITEM_FIELDS)
+    if not any(q.kind == QuestionKind.BOXES for q in study_questions(study)):
+        # Only a box question's check reads the metadata (its boxes): left deferred otherwise,
+        # its JSON decoding is half the cost of loading an item.
+        wanted.discard("metadata")
     # In field order: the order from_db reads a partial row in.
-    fields = [f for f in Item._meta.concrete_fields if f.attname in _ITEM_FIELDS]
+    fields = [f for f in Item._meta.concrete_fields if f.attname in wanted]
     names = [f.attname for f in fields]
     convert = sql.converter(Item, names)
     with connection.cursor() as cursor:
@@ -729,16 +734,19 @@ def _labels_before(
 
 def _agreed_finals(pairs: set[tuple[int, int]]) -> set[tuple[int, int]]:
     """The (item, question) pairs among ``pairs`` that have an agreed final answer (one query
-    per chunk of items)."""
+    per chunk of items, plain SQL as ``_items_by_id``)."""
     found: set[tuple[int, int]] = set()
-    for chunk in in_chunks(sorted({item for item, _ in pairs})):
-        found.update(
-            pair
-            for pair in FinalLabel.objects.filter(
-                source=FinalLabelSource.AGREED, item_id__in=chunk
-            ).values_list("item_id", "question_id")
-            if pair in pairs
-        )
+    statement = (
+        f"SELECT item_id, question_id FROM {connection.ops.quote_name(FinalLabel._meta.db_table)} "
+        "WHERE source = %s AND item_id IN (%s)"
+    )
+    with connection.cursor() as cursor:
+        for chunk in in_chunks(sorted({item for item, _ in pairs})):
+            cursor.execute(
+                statement.replace("IN (%s)", f"IN ({sql.in_list(chunk)})"),
+                [FinalLabelSource.AGREED.value, *chunk],
+            )
+            found.update(pair for pair in map(tuple, cursor.fetchall()) if pair in pairs)
     return found
 
 

@@ -146,15 +146,22 @@ def _rows_insert(
     if returning:
         tail += " RETURNING " + ", ".join(quote(model._meta.get_field(name).column) for name in returning)
     out: list[tuple[Any, ...]] = []
-    per_statement = max(1, sql_max_variables() // len(fields))
+    width = len(fields)
+    # The columns whose values go through ``prepared``; the others are passed as they are.
+    to_prepare = [(i, field) for i, (field, needs) in enumerate(zip(fields, prepare, strict=True)) if needs]
+    per_statement = max(1, sql_max_variables() // width)
     with connection.cursor() as cursor:
         for start in range(0, len(rows), per_statement):
             chunk = rows[start : start + per_statement]
-            params = [
-                prepared(field, value) if needs else value
-                for row in chunk
-                for field, needs, value in zip(fields, prepare, row, strict=True)
-            ]
+            params: list[Any] = []
+            for row in chunk:
+                if len(row) != width:
+                    raise ValueError(f"rows_insert: a row of {len(row)} values for {width} columns")
+                if to_prepare:
+                    row = list(row)
+                    for i, field in to_prepare:
+                        row[i] = prepared(field, row[i])
+                params += row
             cursor.execute(head + ", ".join([one] * len(chunk)) + tail, params)
             if returning:
                 out += [tuple(row) for row in cursor.fetchall()]
