@@ -294,13 +294,15 @@ class _Items:
         self.by_key: dict[str, _ItemRef] = {}
         self.by_path: dict[str, _ItemRef] = {}
         self.questions = {q.key: q for q in study_questions(study)}
+        # The batch's answers checked so far, by (question, value): a file repeats a few answers.
+        self.answer_problems: dict[tuple[str, str], str | None] = {}
 
     def load(self, keys: set[str], paths: set[str]) -> None:
         """Look up the items of one batch of rows: by key, and by path (or key) for one-image items.
         Plain SQL (``ItemImage.objects.filter(item__study=…, role="image", source_path__in=…)``
         and ``Item.objects.filter(study=…, key__in=…)``): the ORM prepares every value of an
         ``__in`` list and builds an instance per row, most of the time a batch takes."""
-        self.by_key, self.by_path = {}, {}
+        self.by_key, self.by_path, self.answer_problems = {}, {}, {}
         # A value with a NUL character names no item (and PostgreSQL refuses it in a query).
         keys = {key for key in keys if "\x00" not in key}
         paths = {path for path in paths if "\x00" not in path}
@@ -353,6 +355,13 @@ class _Items:
         if item.asks is not None and key not in item.asks:  # as item_questions reads question_keys
             return None, f"the item {item.key} does not ask the question {key!r}"
         return question, None
+
+    def answer_problem(self, question: Question, value: str) -> str | None:
+        """``_answer_problem``, once per distinct (question, value) of the batch."""
+        key = (question.key, value)
+        if key not in self.answer_problems:
+            self.answer_problems[key] = _answer_problem(question, value)
+        return self.answer_problems[key]
 
 
 class _Staged:
@@ -515,7 +524,7 @@ def _label_row_problem(
         return f"invalid annotator username {row.username!r}", None, None
     if len(row.value) > LABEL_VALUE_MAX_CHARS:
         return f"the label is longer than {LABEL_VALUE_MAX_CHARS} characters", None, None
-    problem = _answer_problem(question, row.value)
+    problem = items.answer_problem(question, row.value)
     if problem:
         return problem, None, None
     if "\x00" in row.reason:
@@ -950,7 +959,7 @@ def _truth_row_problem(
         return "empty label", None, None
     if len(row.value) > LABEL_VALUE_MAX_CHARS:
         return f"the label is longer than {LABEL_VALUE_MAX_CHARS} characters", None, None
-    problem = _answer_problem(question, row.value)
+    problem = items.answer_problem(question, row.value)
     if problem:
         return problem, None, None
     if "\x00" in row.note:

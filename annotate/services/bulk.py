@@ -210,6 +210,7 @@ def _apply(study: Study, rows: list[LabelToImport]) -> list[Outcome]:
     asked: dict[int, set[int]] = {}  # item id -> ids of the questions it asks
     answers = _Answers()
     outcomes: list[Outcome] = []
+    study_id = study.pk
     for row in rows:
         item, question = row.item, row.question
         item_id = item.pk
@@ -217,7 +218,7 @@ def _apply(study: Study, rows: list[LabelToImport]) -> list[Outcome]:
             asked[item_id] = {q.pk for q in item_questions(item, questions)}
         try:
             # question.pk in the ids: ``question in item_questions(…)`` (models compare by pk).
-            if question.study_id != study.pk or question.pk not in asked[item_id]:
+            if question.study_id != study_id or question.pk not in asked[item_id]:
                 raise InvalidLabel(f"The item {item.key} does not ask the question “{question.key}”.")
             outcomes.append(_row_apply(study, batch, row, item_id, answers, now))
         except AnnotateError as exc:
@@ -288,7 +289,11 @@ def _seat_take(
     """The annotator's seat on the item, completed: theirs if they hold one, else the lowest
     free slot once abandoned seats are freed (``claims.seat_try_claim``); ItemFull otherwise."""
     seats = batch.seats[item_id]
-    seat = next((s for s in seats if s.annotator_id == annotator_id), None)
+    seat = None
+    for one in seats:
+        if one.annotator_id == annotator_id:
+            seat = one
+            break
     if seat is None:
         n = study.labels_per_item
         slot, abandoned = free_slot([(s.slot, s.completed_at, s.expires_at) for s in seats], n, now)
