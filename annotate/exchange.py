@@ -306,26 +306,19 @@ class _Items:
         # A value with a NUL character names no item (and PostgreSQL refuses it in a query).
         keys = {key for key in keys if "\x00" not in key}
         paths = {path for path in paths if "\x00" not in path}
-        quote = connection.ops.quote_name
-        item_table, link_table = quote(Item._meta.db_table), quote(ItemImage._meta.db_table)
         convert = sql.converter(Item, ["question_keys"])
         with connection.cursor() as cursor:
             for chunk in in_chunks(sorted(paths)):
+                where, params = sql.is_in("l.source_path", chunk, array="text")
                 cursor.execute(
-                    f"SELECT l.source_path, i.id, i.{quote('key')}, i.question_keys "
-                    f"FROM {link_table} l INNER JOIN {item_table} i ON i.id = l.item_id "
-                    f"WHERE i.study_id = %s AND l.role = %s AND l.source_path IN ({sql.in_list(chunk)})",
-                    [self.study.pk, ImageRole.IMAGE.value, *chunk],
+                    sql.import_items_by_path(where), [self.study.pk, ImageRole.IMAGE.value, *params]
                 )
                 for path, pk, key, question_keys in cursor.fetchall():
                     self.by_path[path] = _item_ref(pk, key, *convert([question_keys]))
             # A path no image was imported under may be an item key (item() falls back to it).
             for chunk in in_chunks(sorted(keys | (paths - self.by_path.keys()))):
-                cursor.execute(
-                    f"SELECT id, {quote('key')}, question_keys FROM {item_table} "
-                    f"WHERE study_id = %s AND {quote('key')} IN ({sql.in_list(chunk)})",
-                    [self.study.pk, *chunk],
-                )
+                where, params = sql.is_in(connection.ops.quote_name("key"), chunk, array="text")
+                cursor.execute(sql.import_items_by_key(where), [self.study.pk, *params])
                 for pk, key, question_keys in cursor.fetchall():
                     self.by_key[key] = _item_ref(pk, key, *convert([question_keys]))
 
@@ -394,25 +387,21 @@ def _items_by_id(study: Study, ids: Iterable[int]) -> dict[int, Item]:
     them, read with plain SQL (the ORM's preparing of every ``__in`` value costs more than the
     query)."""
     items = {}
-    quote = connection.ops.quote_name
     wanted = set(_ITEM_FIELDS)
     if not any(q.kind == QuestionKind.BOXES for q in study_questions(study)):
         # Only a box question's check reads the metadata (its boxes): left deferred otherwise,
         # its JSON decoding is half the cost of loading an item.
         wanted.discard("metadata")
     # In field order: the order from_db reads a partial row in.
-    fields = [f for f in Item._meta.concrete_fields if f.attname in wanted]
-    names = [f.attname for f in fields]
+    names = [f.attname for f in Item._meta.concrete_fields if f.attname in wanted]
     convert = sql.converter(Item, names)
+    alias = connection.alias
     with connection.cursor() as cursor:
         for chunk in in_chunks(ids):
-            cursor.execute(
-                f"SELECT {', '.join(quote(str(f.column)) for f in fields)} "
-                f"FROM {quote(Item._meta.db_table)} WHERE id IN ({sql.in_list(chunk)})",
-                chunk,
-            )
+            where, params = sql.is_in("id", chunk)
+            cursor.execute(sql.import_items(names, where), params)
             for row in cursor.fetchall():
-                item = Item.from_db(connection.alias, names, convert(row))
+                item = Item.from_db(alias, names, convert(row))
                 item.study = study
                 items[item.pk] = item
     return items
@@ -728,14 +717,11 @@ def _labels_before(
     annotator): one query per chunk of items (plain SQL, as ``_items_by_id``)."""
     wanted = {(item_id, question_id, users[row.username].pk) for row, item_id, question_id in good}
     stored: dict[tuple[int, int, int], tuple[str, str]] = {}
-    statement = (
-        "SELECT item_id, question_id, annotator_id, value, reason "
-        f"FROM {connection.ops.quote_name(Label._meta.db_table)} WHERE item_id IN (%s)"
-    )
     with connection.cursor() as cursor:
         for chunk in in_chunks(item_id for _, item_id, _ in good):
-            cursor.execute(statement.replace("%s", sql.in_list(chunk)), chunk)
-            for item_id, question_id, annotator_id, value, reason in cursor.fetchall():
+            where, params = sql.is_in("item_id", chunk)
+            cursor.execute(sql.import_labels(where), params)
+            for _, item_id, question_id, annotator_id, value, reason in cursor.fetchall():
                 if (item_id, question_id, annotator_id) in wanted:
                     stored[(item_id, question_id, annotator_id)] = (value, reason)
     return stored
@@ -745,16 +731,10 @@ def _agreed_finals(pairs: set[tuple[int, int]]) -> set[tuple[int, int]]:
     """The (item, question) pairs among ``pairs`` that have an agreed final answer (one query
     per chunk of items, plain SQL as ``_items_by_id``)."""
     found: set[tuple[int, int]] = set()
-    statement = (
-        f"SELECT item_id, question_id FROM {connection.ops.quote_name(FinalLabel._meta.db_table)} "
-        "WHERE source = %s AND item_id IN (%s)"
-    )
     with connection.cursor() as cursor:
         for chunk in in_chunks(sorted({item for item, _ in pairs})):
-            cursor.execute(
-                statement.replace("IN (%s)", f"IN ({sql.in_list(chunk)})"),
-                [FinalLabelSource.AGREED.value, *chunk],
-            )
+            where, params = sql.is_in("item_id", chunk)
+            cursor.execute(sql.import_agreed_finals(where), [FinalLabelSource.AGREED.value, *params])
             found.update(pair for pair in map(tuple, cursor.fetchall()) if pair in pairs)
     return found
 

@@ -157,46 +157,24 @@ def _read(study: Study, item_ids: list[int]) -> _Batch:
     labels, seats and final labels: four statements per chunk of items, in plain SQL (the ORM
     prepares every value of an ``__in`` list, which costs more than the query)."""
     batch = _Batch()
-    quote = connection.ops.quote_name
-    table = {model: quote(model._meta.db_table) for model in (Item, Label, Assignment, FinalLabel)}
     seat_times = sql.converter(Assignment, ["completed_at", "expires_at"])
-    # What select_for_update(no_key=True) writes (one table: "OF" adds nothing). SQLite has no
-    # row locks (its writes are serial) and Django drops the clause there: no statement at all.
-    features = connection.features
-    lock = (
-        (" FOR NO KEY UPDATE" if features.has_select_for_no_key_update else " FOR UPDATE")
-        if features.has_select_for_update
-        else ""
-    )
     with connection.cursor() as cursor:
         for chunk in in_chunks(item_ids):
-            where = f"item_id IN ({sql.in_list(chunk)})"
-            if lock:
-                cursor.execute(
-                    f"SELECT id FROM {table[Item]} WHERE id IN ({sql.in_list(chunk)}) ORDER BY id{lock}",
-                    chunk,
-                )
+            ids, id_params = sql.is_in("id", chunk)
+            lock = sql.import_items_lock(ids)
+            if lock:  # None on SQLite: no row locks, its writes are serial
+                cursor.execute(lock, id_params)
                 cursor.fetchall()
-            cursor.execute(
-                f"SELECT id, item_id, question_id, annotator_id, value, reason FROM {table[Label]} WHERE {where}",
-                chunk,
-            )
+            where, params = sql.is_in("item_id", chunk)
+            cursor.execute(sql.import_labels(where), params)
             for row in cursor.fetchall():
                 label = _Label(*row)
                 batch.labels[(label.item_id, label.question_id)][label.annotator_id] = label
-            cursor.execute(
-                f"SELECT id, item_id, annotator_id, slot, completed_at, expires_at FROM {table[Assignment]} "
-                f"WHERE {where}",
-                chunk,
-            )
+            cursor.execute(sql.import_seats(where), params)
             for pk, item_id, annotator_id, slot, *times in cursor.fetchall():
                 completed_at, expires_at = seat_times(times)
                 batch.seats[item_id].append(_Seat(pk, annotator_id, slot, completed_at, expires_at))
-            cursor.execute(
-                f"SELECT id, item_id, question_id, value, source, note, decided_by_id FROM {table[FinalLabel]} "
-                f"WHERE {where}",
-                chunk,
-            )
+            cursor.execute(sql.import_finals(where), params)
             for pk, item_id, question_id, value, source, note, decided_by_id in cursor.fetchall():
                 batch.finals[(item_id, question_id)] = _Final(pk, value, source, note, decided_by_id)
                 batch.finals_before[(item_id, question_id)] = pk
@@ -448,13 +426,7 @@ def _completed_seats_recount(item_ids: set[int]) -> None:
     """Each touched item's count of completed seats, as ``claims.seat_complete`` keeps it: one
     UPDATE per chunk of items (plain SQL: the ORM's ``Subquery`` over an ``__in`` list costs
     more to build than to run)."""
-    quote = connection.ops.quote_name
-    item_table, seat_table = quote(Item._meta.db_table), quote(Assignment._meta.db_table)
     with connection.cursor() as cursor:
         for chunk in in_chunks(sorted(item_ids)):
-            cursor.execute(
-                f"UPDATE {item_table} SET completed_seats = (SELECT COUNT(*) FROM {seat_table} a "
-                f"WHERE a.item_id = {item_table}.id AND a.completed_at IS NOT NULL) "
-                f"WHERE id IN ({sql.in_list(chunk)})",
-                chunk,
-            )
+            where, params = sql.is_in("id", chunk)
+            cursor.execute(sql.completed_seats_recount(where), params)
