@@ -27,21 +27,21 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, User
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count
 
-from annotate import services
+from annotate import services, sql
 from annotate.errors import AnnotateError, ImportRejected
 from annotate.models import FinalLabel, FinalLabelSource, Label
 from studies import permissions
 from studies.batching import batches, import_batch_rows, in_chunk_size, in_chunks
 from studies.csvio import safe_dict_writer
 from studies.ingest import ImportSummary, RejectedRow, csv_rows_stream
-from studies.models import ImageRole, Item, ItemImage, Question, Study
+from studies.models import ImageRole, Item, ItemImage, Question, QuestionKind, Study
 from studies.protocols import protocol_spec
 from studies.selectors import item_questions, study_questions
 from studies.selectors import study_by_slug as _study_by_slug
@@ -262,47 +262,67 @@ def _header(csv_path: str | os.PathLike[str]) -> list[str]:
     return [name.strip() for name in first]
 
 
-# What the checks and the label rules read of an item (its key in messages, the questions it
-# asks, its boxes): loading only these, with the study shared, halves an import's reads.
+# What the label rules read of an item (its key in messages, the questions it asks, its boxes):
+# loading only these, with the study shared, halves an import's reads.
 _ITEM_FIELDS = ("id", "key", "study_id", "question_keys", "metadata")
+
+
+class _ItemRef(NamedTuple):
+    """What the checks read of an item: its id, its key (for messages) and the keys of the
+    questions it asks (None: every question of the study, as ``item_questions`` reads an empty
+    ``question_keys``). A plain tuple: a model instance per row costs more than the checks."""
+
+    pk: int
+    key: str
+    asks: frozenset[str] | None
+
+
+def _item_ref(pk: int, key: str, question_keys: Any) -> _ItemRef:
+    return _ItemRef(pk, key, frozenset(question_keys) if question_keys else None)
 
 
 class _Items:
     """Resolve a row's item: by ``item`` (the item key) or, for one-image items, by ``image`` (the
     path it was imported under); and its question: by ``question``, or the study's only one.
 
-    The items a batch of rows names are loaded with ``load`` (a few queries, every ``__in``
+    The items a batch of rows names are loaded with ``load`` (a few queries, every ``IN``
     list under the variable limit) and forgotten at the next batch, so a study of a million
     items is never held at once."""
 
     def __init__(self, study: Study) -> None:
         self.study = study
-        self.by_key: dict[str, Item] = {}
-        self.by_path: dict[str, Item] = {}
+        self.by_key: dict[str, _ItemRef] = {}
+        self.by_path: dict[str, _ItemRef] = {}
         self.questions = {q.key: q for q in study_questions(study)}
+        # The batch's answers checked so far, by (question, value): a file repeats a few answers.
+        self.answer_problems: dict[tuple[str, str], str | None] = {}
 
     def load(self, keys: set[str], paths: set[str]) -> None:
-        """Look up the items of one batch of rows: by key, and by path (or key) for one-image items."""
-        self.by_key, self.by_path = {}, {}
+        """Look up the items of one batch of rows: by key, and by path (or key) for one-image items.
+        Plain SQL (``ItemImage.objects.filter(item__study=…, role="image", source_path__in=…)``
+        and ``Item.objects.filter(study=…, key__in=…)``): the ORM prepares every value of an
+        ``__in`` list and builds an instance per row, most of the time a batch takes."""
+        self.by_key, self.by_path, self.answer_problems = {}, {}, {}
         # A value with a NUL character names no item (and PostgreSQL refuses it in a query).
         keys = {key for key in keys if "\x00" not in key}
         paths = {path for path in paths if "\x00" not in path}
-        for chunk in in_chunks(sorted(paths)):
-            links = (
-                ItemImage.objects.filter(item__study=self.study, role=ImageRole.IMAGE, source_path__in=chunk)
-                .select_related("item")
-                .only("source_path", *(f"item__{name}" for name in _ITEM_FIELDS))
-            )
-            for link in links:
-                link.item.study = self.study
-                self.by_path[link.source_path] = link.item
-        # A path no image was imported under may be an item key (item() falls back to it).
-        for chunk in in_chunks(sorted(keys | (paths - self.by_path.keys()))):
-            for item in Item.objects.filter(study=self.study, key__in=chunk).only(*_ITEM_FIELDS):
-                item.study = self.study
-                self.by_key[item.key] = item
+        convert = sql.converter(Item, ["question_keys"])
+        with connection.cursor() as cursor:
+            for chunk in in_chunks(sorted(paths)):
+                where, params = sql.is_in("l.source_path", chunk, array="text")
+                cursor.execute(
+                    sql.import_items_by_path(where), [self.study.pk, ImageRole.IMAGE.value, *params]
+                )
+                for path, pk, key, question_keys in cursor.fetchall():
+                    self.by_path[path] = _item_ref(pk, key, *convert([question_keys]))
+            # A path no image was imported under may be an item key (item() falls back to it).
+            for chunk in in_chunks(sorted(keys | (paths - self.by_path.keys()))):
+                where, params = sql.is_in(connection.ops.quote_name("key"), chunk, array="text")
+                cursor.execute(sql.import_items_by_key(where), [self.study.pk, *params])
+                for pk, key, question_keys in cursor.fetchall():
+                    self.by_key[key] = _item_ref(pk, key, *convert([question_keys]))
 
-    def item(self, key: str, path: str) -> tuple[Item | None, str | None]:
+    def item(self, key: str, path: str) -> tuple[_ItemRef | None, str | None]:
         if key:
             item = self.by_key.get(key)
             return (
@@ -317,7 +337,7 @@ class _Items:
             return None, f"unknown image: {path} is not an image of the study '{self.study.slug}'"
         return item, None
 
-    def question(self, key: str, item: Item) -> tuple[Question | None, str | None]:
+    def question(self, key: str, item: _ItemRef) -> tuple[Question | None, str | None]:
         if not key:
             if len(self.questions) != 1:
                 return None, f"the study asks {len(self.questions)} questions: give the 'question' column"
@@ -325,9 +345,16 @@ class _Items:
         question = self.questions.get(key)
         if question is None:
             return None, f"unknown question {key!r} (questions: {', '.join(self.questions)})"
-        if question not in item_questions(item, list(self.questions.values())):
+        if item.asks is not None and key not in item.asks:  # as item_questions reads question_keys
             return None, f"the item {item.key} does not ask the question {key!r}"
         return question, None
+
+    def answer_problem(self, question: Question, value: str) -> str | None:
+        """``_answer_problem``, once per distinct (question, value) of the batch."""
+        key = (question.key, value)
+        if key not in self.answer_problems:
+            self.answer_problems[key] = _answer_problem(question, value)
+        return self.answer_problems[key]
 
 
 class _Staged:
@@ -355,12 +382,28 @@ class _Staged:
 
 
 def _items_by_id(study: Study, ids: Iterable[int]) -> dict[int, Item]:
-    """The items with these ids (the fields the label rules read), a chunk of ids per query."""
+    """The items with these ids (the fields the label rules read, ``_ITEM_FIELDS``), a chunk of
+    ids per query: instances as ``Item.objects.filter(pk__in=…).only(*_ITEM_FIELDS)`` gives
+    them, read with plain SQL (the ORM's preparing of every ``__in`` value costs more than the
+    query)."""
     items = {}
-    for chunk in in_chunks(ids):
-        for item in Item.objects.filter(pk__in=chunk).only(*_ITEM_FIELDS):
-            item.study = study
-            items[item.pk] = item
+    wanted = set(_ITEM_FIELDS)
+    if not any(q.kind == QuestionKind.BOXES for q in study_questions(study)):
+        # Only a box question's check reads the metadata (its boxes): left deferred otherwise,
+        # its JSON decoding is half the cost of loading an item.
+        wanted.discard("metadata")
+    # In field order: the order from_db reads a partial row in.
+    names = [f.attname for f in Item._meta.concrete_fields if f.attname in wanted]
+    convert = sql.converter(Item, names)
+    alias = connection.alias
+    with connection.cursor() as cursor:
+        for chunk in in_chunks(ids):
+            where, params = sql.is_in("id", chunk)
+            cursor.execute(sql.import_items(names, where), params)
+            for row in cursor.fetchall():
+                item = Item.from_db(alias, names, convert(row))
+                item.study = study
+                items[item.pk] = item
     return items
 
 
@@ -459,7 +502,7 @@ def _wide_label_rows(
 
 def _label_row_problem(
     row: _LabelRow, items: _Items, seen: dict[tuple[int, int, str], int]
-) -> tuple[str | None, Item | None, Question | None]:
+) -> tuple[str | None, _ItemRef | None, Question | None]:
     item, problem = items.item(row.item_key, row.path)
     if item is None:
         return problem, None, None
@@ -470,7 +513,7 @@ def _label_row_problem(
         return f"invalid annotator username {row.username!r}", None, None
     if len(row.value) > LABEL_VALUE_MAX_CHARS:
         return f"the label is longer than {LABEL_VALUE_MAX_CHARS} characters", None, None
-    problem = _answer_problem(question, row.value)
+    problem = items.answer_problem(question, row.value)
     if problem:
         return problem, None, None
     if "\x00" in row.reason:
@@ -671,30 +714,28 @@ def _labels_before(
     good: list[tuple[_LabelRow, int, int]], users: dict[str, User]
 ) -> dict[tuple[int, int, int], tuple[str, str]]:
     """The stored (value, reason) of the labels a batch of rows names, by (item, question,
-    annotator): one query per chunk of items."""
+    annotator): one query per chunk of items (plain SQL, as ``_items_by_id``)."""
     wanted = {(item_id, question_id, users[row.username].pk) for row, item_id, question_id in good}
     stored: dict[tuple[int, int, int], tuple[str, str]] = {}
-    for chunk in in_chunks(item_id for _, item_id, _ in good):
-        for item_id, question_id, annotator_id, value, reason in Label.objects.filter(
-            item_id__in=chunk
-        ).values_list("item_id", "question_id", "annotator_id", "value", "reason"):
-            if (item_id, question_id, annotator_id) in wanted:
-                stored[(item_id, question_id, annotator_id)] = (value, reason)
+    with connection.cursor() as cursor:
+        for chunk in in_chunks(item_id for _, item_id, _ in good):
+            where, params = sql.is_in("item_id", chunk)
+            cursor.execute(sql.import_labels(where), params)
+            for _, item_id, question_id, annotator_id, value, reason in cursor.fetchall():
+                if (item_id, question_id, annotator_id) in wanted:
+                    stored[(item_id, question_id, annotator_id)] = (value, reason)
     return stored
 
 
 def _agreed_finals(pairs: set[tuple[int, int]]) -> set[tuple[int, int]]:
     """The (item, question) pairs among ``pairs`` that have an agreed final answer (one query
-    per chunk of items)."""
+    per chunk of items, plain SQL as ``_items_by_id``)."""
     found: set[tuple[int, int]] = set()
-    for chunk in in_chunks(sorted({item for item, _ in pairs})):
-        found.update(
-            pair
-            for pair in FinalLabel.objects.filter(
-                source=FinalLabelSource.AGREED, item_id__in=chunk
-            ).values_list("item_id", "question_id")
-            if pair in pairs
-        )
+    with connection.cursor() as cursor:
+        for chunk in in_chunks(sorted({item for item, _ in pairs})):
+            where, params = sql.is_in("item_id", chunk)
+            cursor.execute(sql.import_agreed_finals(where), [FinalLabelSource.AGREED.value, *params])
+            found.update(pair for pair in map(tuple, cursor.fetchall()) if pair in pairs)
     return found
 
 
@@ -708,9 +749,8 @@ def _labels_write(
     """Write one batch of checked rows through ``services.labels_import_batch`` (the rules of
     ``label_import``, a few statements per batch). A label stored as the row gives it costs no
     service work; a refused row is reported by number."""
-    by_id = _items_by_id(study, (item_id for _, item_id, _ in good))
     before = _labels_before(good, users)
-    todo: list[tuple[_LabelRow, services.LabelToImport]] = []
+    todo: list[tuple[_LabelRow, int, Question, User, str]] = []
     for row, item_id, question_id in good:
         annotator = users[row.username]
         question = questions[question_id]
@@ -726,9 +766,17 @@ def _labels_write(
                 continue
             if (question.choice(row.value) or {}).get("requires_reason"):
                 reason = REASON_NOT_EXPORTED
-        todo.append((row, services.LabelToImport(by_id[item_id], question, annotator, row.value, reason)))
-    outcomes = services.labels_import_batch(study=study, rows=[label for _, label in todo])
-    for (row, _), outcome in zip(todo, outcomes, strict=True):
+        todo.append((row, item_id, question, annotator, reason))
+    # Only the rows that reach the service need their items (none on a re-run).
+    by_id = _items_by_id(study, (item_id for _, item_id, _, _, _ in todo))
+    outcomes = services.labels_import_batch(
+        study=study,
+        rows=[
+            services.LabelToImport(by_id[item_id], question, annotator, row.value, reason)
+            for row, item_id, question, annotator, reason in todo
+        ],
+    )
+    for (row, *_), outcome in zip(todo, outcomes, strict=True):
         if isinstance(outcome, AnnotateError):
             summary.rejected.append(RejectedRow(row.number, row.shown, f"{row.username}: {outcome}"))
         elif outcome == "unchanged":
@@ -880,7 +928,7 @@ def _deciders_ensure(usernames: list[str]) -> dict[str, User]:
 
 def _truth_row_problem(
     row: _TruthRow, items: _Items, seen: dict[tuple[int, int], int]
-) -> tuple[str | None, Item | None, Question | None]:
+) -> tuple[str | None, _ItemRef | None, Question | None]:
     item, problem = items.item(row.item_key, row.path)
     if item is None:
         return problem, None, None
@@ -891,7 +939,7 @@ def _truth_row_problem(
         return "empty label", None, None
     if len(row.value) > LABEL_VALUE_MAX_CHARS:
         return f"the label is longer than {LABEL_VALUE_MAX_CHARS} characters", None, None
-    problem = _answer_problem(question, row.value)
+    problem = items.answer_problem(question, row.value)
     if problem:
         return problem, None, None
     if "\x00" in row.note:

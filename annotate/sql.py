@@ -6,6 +6,8 @@ more than the database needs to run it. They are all written out here, each buil
 database vendor. The rows still come back as real model instances — with the same conversions
 the ORM applies (SQLite's datetimes and JSON text, the JSON fields' decoding) — so every caller
 and template sees what it always saw.
+
+The label import's reads are here too (last section), for the same reason at a larger scale.
 """
 
 from __future__ import annotations
@@ -129,6 +131,36 @@ def convert(model: type[Model], names: Sequence[str], values: Sequence[Any]) -> 
             value = converter(value, col, connection)
         converted.append(value)
     return converted
+
+
+def converter(model: type[Model], names: Sequence[str]) -> Callable[[Sequence[Any]], list[Any]]:
+    """``convert`` for many rows of the same columns (``names``: attnames, such as ``item_id``):
+    the converters looked up once, the columns that need none (ids, text) passed as they are."""
+    by_name = {col.target.attname: (col, converters) for col, converters in _converters(model)}
+    steps = [(i, *by_name[name]) for i, name in enumerate(names) if by_name[name][1]]
+
+    def convert_row(values: Sequence[Any]) -> list[Any]:
+        converted = list(values)
+        for i, col, converters in steps:
+            value = converted[i]
+            for one in converters:
+                value = one(value, col, connection)
+            converted[i] = value
+        return converted
+
+    return convert_row
+
+
+def is_in(column: str, values: Sequence[Any], *, array: str = "bigint") -> tuple[str, list[Any]]:
+    """``column IN (%s, …)`` and its parameters, one per value — on PostgreSQL ``column =
+    ANY(%s::<array>[])`` with the values as one array parameter: psycopg parses a statement's
+    text for its placeholders on every execution, and a thousand placeholders cost more than
+    the query. The same rows either way (the values are never NULL); the caller splits the
+    values with ``studies.batching.in_chunks`` so the SQLite form stays under the variable
+    limit. ``array``: the array's type on PostgreSQL (``bigint`` for ids, ``text`` for keys)."""
+    if is_postgresql():
+        return f"{column} = ANY(%s::{array}[])", [list(values)]
+    return f"{column} IN ({', '.join(['%s'] * len(values))})", list(values)
 
 
 _STATEMENTS: dict[tuple[str, str], str] = {}
@@ -476,3 +508,92 @@ def open_seats() -> str:
         )
 
     return statement("open-seats", build)
+
+
+# --- the label import's statements -------------------------------------------------------------
+# The reads (and the one recount) of a label import, ``annotate.exchange.labels_import`` and
+# ``annotate.services.bulk``, a chunk of items at a time: each builder takes the ``IN`` clause
+# ``is_in`` makes for the chunk, whose parameters come after the statement's own. Plain SQL
+# because the ORM prepares every value of an ``__in`` list one by one, and builds an instance
+# per row: more CPU than the database spends on these statements.
+
+
+def _quoted(model: type[Model]) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def import_items_by_path(where: str) -> str:
+    """``where`` on ``l.source_path``. Parameters: study, role, then the paths. Rows:
+    source_path, item id, key, question_keys (raw) of the study's links of that role."""
+    return (
+        f"SELECT l.source_path, i.id, i.{connection.ops.quote_name('key')}, i.question_keys "
+        f"FROM {_quoted(ItemImage)} l INNER JOIN {_quoted(Item)} i ON i.id = l.item_id "
+        f"WHERE i.study_id = %s AND l.role = %s AND {where}"
+    )
+
+
+def import_items_by_key(where: str) -> str:
+    """``where`` on the quoted ``key``. Parameters: study, then the keys. Rows: id, key,
+    question_keys (raw)."""
+    key = connection.ops.quote_name("key")
+    return f"SELECT id, {key}, question_keys FROM {_quoted(Item)} WHERE study_id = %s AND {where}"
+
+
+def import_items(names: Sequence[str], where: str) -> str:
+    """``where`` on ``id``. Parameters: the ids. Rows: the item fields ``names`` (attnames)."""
+    fields = [Item._meta.get_field(name) for name in names]
+    return (
+        f"SELECT {', '.join(connection.ops.quote_name(_column(f)) for f in fields)} "
+        f"FROM {_quoted(Item)} WHERE {where}"
+    )
+
+
+def import_items_lock(where: str) -> str | None:
+    """``where`` on ``id``. Parameters: the ids. Locks the items in id order, as
+    ``select_for_update(no_key=True)`` (one table: "OF" adds nothing); None on a database
+    without row locks (SQLite, whose writes are serial and where Django drops the clause)."""
+    features = connection.features
+    if not features.has_select_for_update:
+        return None
+    lock = "FOR NO KEY UPDATE" if features.has_select_for_no_key_update else "FOR UPDATE"
+    return f"SELECT id FROM {_quoted(Item)} WHERE {where} ORDER BY id {lock}"
+
+
+def import_labels(where: str) -> str:
+    """``where`` on ``item_id``. Parameters: the item ids. Rows: id, item_id, question_id,
+    annotator_id, value, reason of the items' labels."""
+    return f"SELECT id, item_id, question_id, annotator_id, value, reason FROM {_quoted(Label)} WHERE {where}"
+
+
+def import_seats(where: str) -> str:
+    """``where`` on ``item_id``. Parameters: the item ids. Rows: id, item_id, annotator_id,
+    slot, completed_at, expires_at (raw: ``converter``) of the items' seats."""
+    return (
+        "SELECT id, item_id, annotator_id, slot, completed_at, expires_at "
+        f"FROM {_quoted(Assignment)} WHERE {where}"
+    )
+
+
+def import_finals(where: str) -> str:
+    """``where`` on ``item_id``. Parameters: the item ids. Rows: id, item_id, question_id,
+    value, source, note, decided_by_id of the items' final labels."""
+    return (
+        "SELECT id, item_id, question_id, value, source, note, decided_by_id "
+        f"FROM {_quoted(FinalLabel)} WHERE {where}"
+    )
+
+
+def import_agreed_finals(where: str) -> str:
+    """``where`` on ``item_id``. Parameters: the source (agreed), then the item ids. Rows:
+    item_id, question_id."""
+    return f"SELECT item_id, question_id FROM {_quoted(FinalLabel)} WHERE source = %s AND {where}"
+
+
+def completed_seats_recount(where: str) -> str:
+    """``where`` on ``id``. Parameters: the item ids. Sets each item's ``completed_seats`` to
+    its count of completed seats (as ``claims.seat_complete`` keeps it)."""
+    item = _quoted(Item)
+    return (
+        f"UPDATE {item} SET completed_seats = (SELECT COUNT(*) FROM {_quoted(Assignment)} a "
+        f"WHERE a.item_id = {item}.id AND a.completed_at IS NOT NULL) WHERE {where}"
+    )

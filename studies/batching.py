@@ -81,7 +81,8 @@ def rows_insert(
     ignore_conflicts: bool = False,
 ) -> list[int]:
     """INSERT ``rows`` (tuples of values for the fields ``names``: attnames such as ``item_id``)
-    with multi-row statements, each under the variable limit; with ``returning``, the new ids
+    with multi-row statements, each under the variable limit (on PostgreSQL one array per
+    column, ``INSERT … SELECT * FROM UNNEST``, as Django's bulk_create); with ``returning``, the new ids
     in the order of ``rows`` (which Django's bulk_create relies on too). With
     ``ignore_conflicts``, a row that breaks a unique constraint is skipped (``ON CONFLICT DO
     NOTHING``, SQLite and PostgreSQL; not with ``returning``: the ids would not match ``rows``;
@@ -147,16 +148,61 @@ def _rows_insert(
         returned: list[Any] = [model._meta.get_field(name) for name in returning]
         tail += " RETURNING " + ", ".join(quote(f.column) for f in returned)
     out: list[tuple[Any, ...]] = []
-    per_statement = max(1, sql_max_variables() // len(fields))
+    width = len(fields)
+    # The columns whose values go through ``prepared``; the others are passed as they are.
+    to_prepare = [(i, field) for i, (field, needs) in enumerate(zip(fields, prepare, strict=True)) if needs]
+    per_statement = max(1, sql_max_variables() // width)
+    arrays = _unnest_types(fields)
+    if arrays:
+        # One array per column (Django's own bulk_create on PostgreSQL): the statement carries
+        # ``width`` values whatever its rows, and its text is the same for every chunk.
+        head = head.removesuffix(" VALUES ") + f" SELECT * FROM UNNEST({', '.join(arrays)})"
     with connection.cursor() as cursor:
         for start in range(0, len(rows), per_statement):
             chunk = rows[start : start + per_statement]
-            params = [
-                prepared(field, value) if needs else value
-                for row in chunk
-                for field, needs, value in zip(fields, prepare, row, strict=True)
-            ]
-            cursor.execute(head + ", ".join([one] * len(chunk)) + tail, params)
+            params: list[Any] = []
+            for row in chunk:
+                if len(row) != width:
+                    raise ValueError(f"rows_insert: a row of {len(row)} values for {width} columns")
+                if to_prepare:
+                    row = list(row)
+                    for i, field in to_prepare:
+                        row[i] = prepared(field, row[i])
+                if arrays:
+                    params.append(row)
+                else:
+                    params += row
+            if arrays:
+                # The arrays keep the rows' order: RETURNING gives the new ids in that order.
+                cursor.execute(head + tail, [list(column) for column in zip(*params, strict=True)])
+            else:
+                cursor.execute(head + ", ".join([one] * len(chunk)) + tail, params)
             if returning:
                 out += [tuple(row) for row in cursor.fetchall()]
     return out
+
+
+def _unnest_types(fields: Sequence[Any]) -> list[str] | None:
+    """On PostgreSQL, ``(%s)::<type>[]`` for each field's array in ``INSERT … SELECT * FROM
+    UNNEST(…)`` — under the conditions Django's own compiler checks before it inserts that way
+    (``django.db.backends.postgresql.compiler``); None elsewhere, or when a field's values
+    cannot go in an array (a value-dependent placeholder, a type Django does not know).
+
+    With psycopg's client-side binding (Django's default), every placeholder of a statement's
+    text is parsed on every execution: a thousand of them per multi-row INSERT cost more than
+    PostgreSQL spends storing the rows."""
+    if connection.vendor != "postgresql":
+        return None
+    arrays = []
+    for field in fields:
+        target = field.target_field if field.is_relation else field
+        db_type = field.db_type(connection)
+        if (
+            hasattr(field, "get_placeholder")
+            or target.get_internal_type() not in connection.data_types
+            or not db_type
+        ):
+            return None
+        # Without its parameters (varchar, not varchar(50)): nothing is cut on the way in.
+        arrays.append(f"(%s)::{db_type.split('(')[0]}[]")
+    return arrays

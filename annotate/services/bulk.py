@@ -26,10 +26,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, transaction
-from django.db.models import Count, OuterRef, Subquery
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from annotate import sql
 from annotate.errors import AnnotateError, InvalidLabel, ItemFull
 from annotate.models import Assignment, FinalLabel, FinalLabelRevision, FinalLabelSource, Label, LabelRevision
 from annotate.services.answers import answer_validate, clean_reason
@@ -38,7 +38,7 @@ from annotate.services.finals import refuse_if_decided
 from annotate.services.labels import label_import
 from metrics.consensus import agreed_answer
 from studies.batching import in_chunks, rows_insert
-from studies.models import Item, Question, Study
+from studies.models import Item, Question, QuestionKind, Study
 from studies.selectors import item_questions, study_questions
 
 if TYPE_CHECKING:
@@ -154,30 +154,30 @@ def _row_by_row(rows: list[LabelToImport]) -> list[Outcome]:
 
 def _read(study: Study, item_ids: list[int]) -> _Batch:
     """Lock the items (PostgreSQL; in id order, so two writers never deadlock), then read their
-    labels, seats and final labels: four statements per chunk of items."""
+    labels, seats and final labels: four statements per chunk of items, in plain SQL (the ORM
+    prepares every value of an ``__in`` list, which costs more than the query)."""
     batch = _Batch()
-    for chunk in in_chunks(item_ids):
-        # select_for_update is a no-op on SQLite, whose writes are serial.
-        list(
-            Item.objects.select_for_update(no_key=True, of=("self",))
-            .filter(pk__in=chunk)
-            .order_by("pk")
-            .values_list("pk", flat=True)
-        )
-        for row in Label.objects.filter(item_id__in=chunk).values_list(
-            "id", "item_id", "question_id", "annotator_id", "value", "reason"
-        ):
-            label = _Label(*row)
-            batch.labels[(label.item_id, label.question_id)][label.annotator_id] = label
-        for pk, item_id, annotator_id, slot, completed_at, expires_at in Assignment.objects.filter(
-            item_id__in=chunk
-        ).values_list("pk", "item_id", "annotator_id", "slot", "completed_at", "expires_at"):
-            batch.seats[item_id].append(_Seat(pk, annotator_id, slot, completed_at, expires_at))
-        for pk, item_id, question_id, value, source, note, decided_by_id in FinalLabel.objects.filter(
-            item_id__in=chunk
-        ).values_list("pk", "item_id", "question_id", "value", "source", "note", "decided_by_id"):
-            batch.finals[(item_id, question_id)] = _Final(pk, value, source, note, decided_by_id)
-            batch.finals_before[(item_id, question_id)] = pk
+    seat_times = sql.converter(Assignment, ["completed_at", "expires_at"])
+    with connection.cursor() as cursor:
+        for chunk in in_chunks(item_ids):
+            ids, id_params = sql.is_in("id", chunk)
+            lock = sql.import_items_lock(ids)
+            if lock:  # None on SQLite: no row locks, its writes are serial
+                cursor.execute(lock, id_params)
+                cursor.fetchall()
+            where, params = sql.is_in("item_id", chunk)
+            cursor.execute(sql.import_labels(where), params)
+            for row in cursor.fetchall():
+                label = _Label(*row)
+                batch.labels[(label.item_id, label.question_id)][label.annotator_id] = label
+            cursor.execute(sql.import_seats(where), params)
+            for pk, item_id, annotator_id, slot, *times in cursor.fetchall():
+                completed_at, expires_at = seat_times(times)
+                batch.seats[item_id].append(_Seat(pk, annotator_id, slot, completed_at, expires_at))
+            cursor.execute(sql.import_finals(where), params)
+            for pk, item_id, question_id, value, source, note, decided_by_id in cursor.fetchall():
+                batch.finals[(item_id, question_id)] = _Final(pk, value, source, note, decided_by_id)
+                batch.finals_before[(item_id, question_id)] = pk
     return batch
 
 
@@ -185,41 +185,69 @@ def _apply(study: Study, rows: list[LabelToImport]) -> list[Outcome]:
     batch = _read(study, sorted({row.item.pk for row in rows}))
     now = timezone.now()  # after the lock (see annotation_submit_next)
     questions = study_questions(study)
-    asked: dict[int, list[Question]] = {}
+    asked: dict[int, set[int]] = {}  # item id -> ids of the questions it asks
+    answers = _Answers()
     outcomes: list[Outcome] = []
+    study_id = study.pk
     for row in rows:
         item, question = row.item, row.question
-        if item.pk not in asked:
-            asked[item.pk] = item_questions(item, questions)
+        item_id = item.pk
+        if item_id not in asked:
+            asked[item_id] = {q.pk for q in item_questions(item, questions)}
         try:
-            if question.study_id != study.pk or question not in asked[item.pk]:
+            # question.pk in the ids: ``question in item_questions(…)`` (models compare by pk).
+            if question.study_id != study_id or question.pk not in asked[item_id]:
                 raise InvalidLabel(f"The item {item.key} does not ask the question “{question.key}”.")
-            outcomes.append(_row_apply(study, batch, row, now))
+            outcomes.append(_row_apply(study, batch, row, item_id, answers, now))
         except AnnotateError as exc:
             outcomes.append(exc)
     _write(study, batch, now)
     return outcomes
 
 
-def _row_apply(study: Study, batch: _Batch, row: LabelToImport, now: datetime) -> Outcome:
+class _Answers:
+    """``answer_validate`` and ``clean_reason`` of a row, remembered for the batch: they are pure
+    functions of the question, the value and the reason (and of the item's boxes for a box
+    question, which is never remembered), and a batch repeats a few answers thousands of
+    times. A refused answer is not remembered: it raises again."""
+
+    def __init__(self) -> None:
+        # Keyed by the question object itself (its identity): the rows hold it for the batch.
+        self.known: dict[tuple[int, str, str], tuple[str, str]] = {}
+
+    def clean(self, question: Question, raw: str, reason: str, item: Item) -> tuple[str, str]:
+        if question.kind == QuestionKind.BOXES:
+            value = answer_validate(question, raw, item=item)
+            return value, clean_reason(question, value, reason)
+        key = (id(question), raw, reason)
+        found = self.known.get(key)
+        if found is None:
+            value = answer_validate(question, raw, item=item)
+            found = self.known[key] = (value, clean_reason(question, value, reason))
+        return found
+
+
+def _row_apply(
+    study: Study, batch: _Batch, row: LabelToImport, item_id: int, answers: _Answers, now: datetime
+) -> Outcome:
     """One row in memory, as ``label_import`` writes it; raises what it raises, having changed
     nothing."""
     item, question, annotator = row.item, row.question, row.annotator
-    value = answer_validate(question, row.value, item=item)
-    reason = clean_reason(question, value, row.reason)
-    here = batch.labels[(item.pk, question.pk)]
-    mine = here.get(annotator.pk)
+    question_id, annotator_id = question.pk, annotator.pk
+    value, reason = answers.clean(question, row.value, row.reason, item)
+    here = batch.labels[(item_id, question_id)]
+    mine = here.get(annotator_id)
     if mine is not None and (mine.value, mine.reason) == (value, reason):
         return "unchanged"
-    final = batch.finals.get((item.pk, question.pk))
+    final = batch.finals.get((item_id, question_id))
     if final is not None and final.source != FinalLabelSource.AGREED:
         refuse_if_decided(item, question, FinalLabel(value=final.value, source=final.source))
-    _seat_take(study, batch, item, annotator, now)
-    batch.members[annotator.pk] = annotator
-    batch.touched_items.add(item.pk)
+    _seat_take(study, batch, item, item_id, annotator_id, now)
+    batch.members[annotator_id] = annotator
+    batch.touched_items.add(item_id)
     if mine is None:
-        mine = _Label(None, item.pk, question.pk, annotator.pk, value, reason)
-        here[annotator.pk] = mine
+        mine = _Label(None, item_id, question_id, annotator_id, value, reason)
+        here[annotator_id] = mine
         batch.new_labels.append(mine)
         outcome: Outcome = "created"
     else:
@@ -227,17 +255,23 @@ def _row_apply(study: Study, batch: _Batch, row: LabelToImport, now: datetime) -
         if mine.pk is not None:
             batch.changed_labels[mine.pk] = mine
         outcome = "changed"
-    batch.revisions.append((mine, value, reason, annotator.pk))
-    values = [label.value for annotator_id, label in here.items() if annotator_id != annotator.pk] + [value]
-    _final_sync(study, batch, item, question, values, annotator, now)
+    batch.revisions.append((mine, value, reason, annotator_id))
+    values = [label.value for other, label in here.items() if other != annotator_id] + [value]
+    _final_sync(study, batch, item_id, question_id, values, annotator, now)
     return outcome
 
 
-def _seat_take(study: Study, batch: _Batch, item: Item, annotator: User, now: datetime) -> None:
+def _seat_take(
+    study: Study, batch: _Batch, item: Item, item_id: int, annotator_id: int, now: datetime
+) -> None:
     """The annotator's seat on the item, completed: theirs if they hold one, else the lowest
     free slot once abandoned seats are freed (``claims.seat_try_claim``); ItemFull otherwise."""
-    seats = batch.seats[item.pk]
-    seat = next((s for s in seats if s.annotator_id == annotator.pk), None)
+    seats = batch.seats[item_id]
+    seat = None
+    for one in seats:
+        if one.annotator_id == annotator_id:
+            seat = one
+            break
     if seat is None:
         n = study.labels_per_item
         slot, abandoned = free_slot([(s.slot, s.completed_at, s.expires_at) for s in seats], n, now)
@@ -252,9 +286,9 @@ def _seat_take(study: Study, batch: _Batch, item: Item, annotator: User, now: da
         if gone:
             batch.seats_abandoned += [s.pk for s in gone if s.pk is not None]
             seats[:] = [s for s in seats if s not in gone]
-        seat = _Seat(None, annotator.pk, slot, now, now)
+        seat = _Seat(None, annotator_id, slot, now, now)
         seats.append(seat)
-        batch.new_seats.append((item.pk, seat))
+        batch.new_seats.append((item_id, seat))
     elif seat.completed_at is None:
         seat.completed_at = now
         if seat.pk is not None:
@@ -262,10 +296,10 @@ def _seat_take(study: Study, batch: _Batch, item: Item, annotator: User, now: da
 
 
 def _final_sync(
-    study: Study, batch: _Batch, item: Item, question: Question, values: list[str], by: User, now: datetime
+    study: Study, batch: _Batch, item_id: int, question_id: int, values: list[str], by: User, now: datetime
 ) -> None:
     """``finals.final_label_sync`` in memory: the same end state and the same revisions."""
-    key = (item.pk, question.pk)
+    key = (item_id, question_id)
     final = batch.finals.get(key)
     if final is not None and final.source != FinalLabelSource.AGREED:
         return
@@ -289,12 +323,12 @@ def _final_sync(
                 None,
                 note,
             )
-        batch.final_revisions.append((item.pk, question.pk, value, note))
+        batch.final_revisions.append((item_id, question_id, value, note))
     elif final is not None:
         batch.finals_touched.add(key)
         batch.finals[key] = None
         note = f"Agreement broken: {by.get_username()} changed their label."
-        batch.final_revisions.append((item.pk, question.pk, "", note))
+        batch.final_revisions.append((item_id, question_id, "", note))
 
 
 def _write(study: Study, batch: _Batch, now: datetime) -> None:
@@ -390,13 +424,9 @@ def _finals_write(batch: _Batch, at: Any, now: datetime) -> None:
 
 def _completed_seats_recount(item_ids: set[int]) -> None:
     """Each touched item's count of completed seats, as ``claims.seat_complete`` keeps it: one
-    UPDATE per chunk of items."""
-    completed = (
-        Assignment.objects.filter(item=OuterRef("pk"), completed_at__isnull=False)
-        .order_by()
-        .values("item")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
-    for chunk in in_chunks(sorted(item_ids)):
-        Item.objects.filter(pk__in=chunk).update(completed_seats=Subquery(completed))
+    UPDATE per chunk of items (plain SQL: the ORM's ``Subquery`` over an ``__in`` list costs
+    more to build than to run)."""
+    with connection.cursor() as cursor:
+        for chunk in in_chunks(sorted(item_ids)):
+            where, params = sql.is_in("id", chunk)
+            cursor.execute(sql.completed_seats_recount(where), params)

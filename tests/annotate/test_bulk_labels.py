@@ -16,7 +16,7 @@ from annotate.errors import AnnotateError
 from annotate.models import Assignment, FinalLabel, FinalLabelRevision, Label, LabelRevision
 from studies.models import Item, ItemImage
 from tests.annotate.gender import final_set, label_import
-from tests.factories import ItemFactory, PromptFactory, UserFactory, question_of
+from tests.factories import ItemFactory, PromptFactory, StudyFactory, UserFactory, question_of
 from tests.sqlite_limits import LIMIT, sqlite_variable_limit
 
 pytestmark = pytest.mark.django_db
@@ -221,3 +221,61 @@ def test_a_slot_taken_meanwhile_replays_the_batch_row_by_row(monkeypatch, study,
     assert outcomes == ["created"] * 6
     assert Label.objects.count() == Assignment.objects.count() == 6
     assert FinalLabel.objects.count() == 3
+
+
+def test_an_answer_repeated_in_a_batch_is_checked_on_each_row_as_label_import_checks_it(
+    study, annotator_a, annotator_b
+):
+    """The batch checks each distinct (question, answer, reason) once, as an import's rows share
+    their question: "other" still needs its reason on every row, given on one and missing on
+    the next."""
+    items = [ItemFactory(study=study, prompt=PromptFactory(study=study)) for _ in range(2)]
+    question = question_of(items[0])  # one object for every row, as labels_import passes it
+    rows = [
+        (items[0], annotator_a, "other", ""),
+        (items[0], annotator_b, "other", "a statue"),
+        (items[1], annotator_a, "other", "a statue"),
+        (items[1], annotator_b, "other", ""),
+        (items[1], annotator_b, "female", "a reason nobody asked for"),
+    ]
+    _, one_by_one = _run(study, rows, bulk=False)
+    outcomes = services.labels_import_batch(
+        study=study, rows=[services.LabelToImport(item, question, *rest) for item, *rest in rows]
+    )
+    assert [str(o) if isinstance(o, AnnotateError) else o for o in outcomes] == [
+        "The answer “Other” needs a short reason.",
+        "created",
+        "created",
+        "The answer “Other” needs a short reason.",
+        "created",
+    ]
+    assert _snapshot(study) == one_by_one
+    assert (items[1].key, "ben", "female", "") in one_by_one["labels"]
+
+
+def test_the_same_box_answer_in_a_batch_is_checked_against_each_items_own_boxes(annotator_a, annotator_b):
+    """A box answer depends on the item (one value per box): never taken as checked from another
+    row of the batch."""
+    objects = StudyFactory(name="Objects", slug="objects", protocol="objects")
+    box = {"class": "tie", "confidence": 0.9, "box": [1.0, 2.0, 3.0, 4.0]}
+    three, two = (
+        ItemFactory(prompt=PromptFactory(study=objects), metadata={"gender": "male", "boxes": [box] * n})
+        for n in (3, 2)
+    )
+    question = question_of(three, "boxes")  # shared by the rows, as labels_import passes it
+    outcomes = services.labels_import_batch(
+        study=objects,
+        rows=[
+            services.LabelToImport(three, question, annotator_a, "yes,no"),
+            services.LabelToImport(two, question, annotator_a, "yes,no"),
+            services.LabelToImport(three, question, annotator_b, "yes,no,yes"),
+            services.LabelToImport(two, question, annotator_b, "yes,no,yes"),
+        ],
+    )
+    shown = [str(o) if isinstance(o, AnnotateError) else o for o in outcomes]
+    assert shown[1:3] == ["created", "created"]
+    assert "has 2 value(s) for the 3 box(es)" in shown[0]
+    assert "has 3 value(s) for the 2 box(es)" in shown[3]
+    assert sorted(Label.objects.values_list("item_id", "value")) == sorted(
+        [(two.pk, "yes,no"), (three.pk, "yes,no,yes")]
+    )

@@ -82,6 +82,38 @@ def test_more_labels_than_the_variable_limit_allows_are_imported_and_a_rerun_cha
     assert len(queries.captured_queries) < 300
 
 
+def test_a_batch_naming_more_items_than_an_in_list_may_hold_is_read_and_written_under_the_limit(
+    settings, study, many, annotator_a, annotator_b, tmp_path
+):
+    """One batch of 300 rows naming 150 items, with 60 values per statement: every read of the
+    import (items by path and by key, stored labels, agreed finals, the items for the rules,
+    the batch's labels, seats and finals) is split into chunks, or SQLite refuses it."""
+    settings.BIASLAB_SQL_MAX_VARIABLES = LIMIT
+    settings.BIASLAB_IMPORT_BATCH_ROWS = 1000
+    label_import(item=many[10], annotator=annotator_a, value="male")
+    label_import(item=many[10], annotator=annotator_b, value="male")  # agreed before the import
+    rows = [
+        (item.key, name, "male" if n % 2 else "female")
+        for n, item in enumerate(many)
+        for name in ("anna", "ben")
+    ]
+    rows[21] = (many[10].key, "ben", "male")  # anna changes to female, ben stays: reopened
+    by_key = tmp_path / "by-key.csv"
+    with open(by_key, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["item", "annotator", "label"])
+        writer.writerows(rows)
+    with sqlite_variable_limit(LIMIT):
+        first = labels_import(study=study, csv_path=labels_csv(tmp_path, rows))  # by image path
+        again = labels_import(study=study, csv_path=by_key)
+    assert (first.accepted, first.changed, first.duplicates, first.rejected) == (298, 1, 1, [])
+    assert first.reopened == [many[10].key]
+    assert (again.accepted, again.changed, again.duplicates, again.rejected) == (0, 0, 300, [])
+    assert Label.objects.count() == 300
+    assert FinalLabel.objects.count() == 149  # every item's pair agrees but many[10]'s
+    assert set(Item.objects.values_list("completed_seats", flat=True)) == {2}
+
+
 def test_bad_label_rows_in_several_batches_are_all_reported_and_nothing_is_written(
     small, study, many, tmp_path
 ):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 from argparse import ArgumentParser
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -13,6 +16,24 @@ from studies.database import database_analyze
 from studies.errors import DomainError
 from studies.progress import StageProgress, command_stream
 from studies.selectors import study_chosen
+
+# Allocations between two young collections of the cyclic garbage collector during the import
+# (Python's default: 700). The import allocates a few dozen tracked objects per row (rows,
+# tuples, dataclasses), so the default runs a collection every few rows: ~15 % of the import's
+# time on 40,000 rows. Cycles are still collected, every ~10,000 allocations: memory stays
+# bounded as before.
+_IMPORT_GC_THRESHOLD = 10_000
+
+
+@contextmanager
+def _collector_spaced() -> Iterator[None]:
+    """Young collections less often for the block; the thresholds restored after it."""
+    before = gc.get_threshold()
+    gc.set_threshold(max(before[0], _IMPORT_GC_THRESHOLD), *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 class Command(BaseCommand):
@@ -49,13 +70,14 @@ class Command(BaseCommand):
         meter = StageProgress(command_stream(self.stderr))
         try:
             study = study_chosen(options["study"])
-            summary = labels_import(
-                study=study,
-                csv_path=options["file"],
-                add_annotators=options["add_annotators"],
-                dry_run=options["dry_run"],
-                stage_progress=meter,
-            )
+            with _collector_spaced():
+                summary = labels_import(
+                    study=study,
+                    csv_path=options["file"],
+                    add_annotators=options["add_annotators"],
+                    dry_run=options["dry_run"],
+                    stage_progress=meter,
+                )
         except DomainError as exc:
             raise CommandError(str(exc)) from exc
         finally:

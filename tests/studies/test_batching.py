@@ -1,0 +1,93 @@
+"""``studies.batching.rows_insert``: the rows go in as given, split under the variable limit, and
+the new ids come back in the order of the rows — also on PostgreSQL, where the rows travel as
+one array per column (``INSERT … SELECT * FROM UNNEST``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from studies.batching import rows_insert, rows_insert_returning
+from studies.models import Item
+from tests.sqlite_limits import LIMIT
+
+pytestmark = pytest.mark.django_db
+
+_COLUMNS = (
+    "study_id",
+    "key",
+    "prompt_id",
+    "t2i_model",
+    "seed",
+    "index",
+    "params",
+    "metadata",
+    "question_keys",
+    "queue",
+    "completed_seats",
+    "created_at",
+)
+
+
+def _rows(study, n):
+    at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    # Keys out of order, some values null, JSON empty and not: nothing may depend on the order
+    # the database would sort them in, nor on every row looking alike.
+    return [
+        (
+            study.pk,
+            f"k/{(i * 37) % n:04d}.png",
+            None,
+            "sdxl" if i % 2 else "",
+            None if i % 3 else i,
+            i,
+            {} if i % 4 else {"steps": i},
+            {"gender": "male", "boxes": [[i, 0, 1, 1]]} if i % 5 == 0 else {},
+            ["gender"] if i % 7 == 0 else [],
+            i % 3,
+            0,
+            at,
+        )
+        for i in range(n)
+    ]
+
+
+def test_rows_insert_writes_every_row_and_returns_the_new_ids_in_the_order_of_the_rows(settings, study):
+    settings.BIASLAB_SQL_MAX_VARIABLES = LIMIT  # a few rows per statement: many statements
+    rows = _rows(study, 53)
+    ids = rows_insert(Item, _COLUMNS, rows, returning=True)
+    assert len(ids) == len(set(ids)) == 53
+    stored = {item.pk: item for item in Item.objects.filter(pk__in=ids)}
+    for pk, row in zip(ids, rows, strict=True):
+        item = stored[pk]
+        assert (item.key, item.t2i_model, item.seed, item.index, item.queue) == (
+            row[1],
+            row[3],
+            row[4],
+            row[5],
+            row[9],
+        )
+        assert (item.params, item.metadata, item.question_keys, item.created_at) == (
+            row[6],
+            row[7],
+            row[8],
+            row[11],
+        )
+
+
+def test_rows_insert_returning_skips_conflicting_rows_and_names_the_ones_written(settings, study):
+    settings.BIASLAB_SQL_MAX_VARIABLES = LIMIT
+    rows = _rows(study, 30)
+    rows_insert(Item, _COLUMNS, rows[:10])
+    returned = rows_insert_returning(Item, _COLUMNS, rows, returning=("key", "id"), ignore_conflicts=True)
+    assert sorted(key for key, _ in returned) == sorted(row[1] for row in rows[10:])
+    assert dict(returned) == dict(
+        Item.objects.filter(key__in=[r[1] for r in rows[10:]]).values_list("key", "id")
+    )
+    assert Item.objects.filter(study=study).count() == 30
+
+
+def test_a_row_of_the_wrong_width_is_refused(study):
+    with pytest.raises(ValueError, match="a row of 2 values for 12 columns"):
+        rows_insert(Item, _COLUMNS, [(study.pk, "k/1.png")])
