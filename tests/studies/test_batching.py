@@ -9,25 +9,14 @@ from datetime import UTC, datetime
 import pytest
 
 from studies.batching import rows_insert, rows_insert_returning
+from studies.ingest import _ITEM_COLUMNS
 from studies.models import Item
 from tests.sqlite_limits import LIMIT
 
 pytestmark = pytest.mark.django_db
 
-_COLUMNS = (
-    "study_id",
-    "key",
-    "prompt_id",
-    "t2i_model",
-    "seed",
-    "index",
-    "params",
-    "metadata",
-    "question_keys",
-    "queue",
-    "completed_seats",
-    "created_at",
-)
+# The columns the image import writes a new item with.
+_COLUMNS = _ITEM_COLUMNS
 
 
 def _rows(study, n):
