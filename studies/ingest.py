@@ -1002,7 +1002,7 @@ class _ManifestImport:
         self.single_by_hash: dict[str, str] = {}
         # (link id, size, mtime) of the batch's known files read again with the same bytes.
         self.stamps: list[tuple[int, int, int | None]] = []
-        # Reports of the updates settled within their batch (``_known_items_settle``).
+        # Reports of the updates settled within their batch (``_one_image_items_settle``).
         self.settled_reports: list[ItemUpdate] = []
         self.staging = _Staging()
         # Set once the write's transaction is over: the files it names in ``written`` are used.
@@ -1177,8 +1177,8 @@ class _ManifestImport:
         known = self.known.get((plan.item_key, plan.role))
         # A row already imported with these bytes is not entered in ``hashes``: another row of
         # the file with the same content is refused all the same, by the database's copy
-        # (``single_by_hash``), and a re-run of a million unchanged rows does not fill a table
-        # keyed by random hashes (its inserts grew slower than the rows: 171 s at a million).
+        # (``single_by_hash``), and a re-run of a million unchanged rows does not fill a
+        # staging table keyed by random hashes.
         if plan.role == ImageRole.IMAGE and (known is None or known.sha256 != sha):
             new = self.staging.db.execute(
                 "INSERT OR IGNORE INTO hashes VALUES (?, ?, ?)", (sha, plan.number, plan.path)
@@ -1275,7 +1275,7 @@ class _ManifestImport:
     def _known_load(self, plans: list[_RowPlan]) -> None:
         """What the database holds for the batch's items: their image links (``known``) and,
         for a manifest of one-image items, the items themselves (``known_items``, read in the
-        same query: ``_known_items_settle`` compares them)."""
+        same query: ``_one_image_items_settle`` compares them)."""
         link_fields = (
             "pk",
             "item__key",
