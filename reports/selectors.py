@@ -118,6 +118,29 @@ def pick_latest(rows: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     return {key: chosen[key][1] for key in sorted(chosen)}
 
 
+def distinct_by_seeks(rows: QuerySet[Any], fields: tuple[str, str] | tuple[str]) -> list[tuple[Any, ...]]:
+    """The distinct values of ``fields`` among ``rows``, in order, one index seek each: the
+    first row after the last value found (a "loose index scan"; ``SELECT DISTINCT`` reads every
+    entry of the index, 0.08 s for a million predictions on PostgreSQL). Fast where an index
+    starts with ``rows``' equality filters and then ``fields``, and the values are few: a
+    study's detector runs, T2I models, prompt categories."""
+    found: list[tuple[Any, ...]] = []
+    while True:
+        after = rows
+        if found:
+            last = found[-1]
+            after = rows.filter(
+                Q(**{f"{fields[0]}__gt": last[0]})
+                if len(fields) == 1
+                else Q(**{f"{fields[0]}__gt": last[0]})
+                | Q(**{fields[0]: last[0], f"{fields[1]}__gt": last[1]})
+            )
+        row = after.order_by(*fields).values_list(*fields).first()
+        if row is None:
+            return found
+        found.append(tuple(row))
+
+
 #: Predictions of one run read per step of ``latest_detector_versions``'s walk back from the newest.
 RUN_WALK_PAGE = 2_000
 
@@ -152,11 +175,9 @@ def detector_runs_in_scope(
     ``RUN_WALK_PAGE`` ids at a time, and asking which of a page are in scope (an ``id IN``
     query through the scope's join, on those ids only). A run of this study is found on its
     first page; a run only other studies used is read to its end once."""
-    runs = Prediction.objects.order_by("detector", "version").values_list("detector", "version").distinct()
-    if detector:
-        runs = runs.filter(detector=detector)
+    every = Prediction.objects.filter(detector=detector) if detector else Prediction.objects.all()
     found: list[tuple[str, str, int]] = []
-    for run_detector, version in list(runs):
+    for run_detector, version in distinct_by_seeks(every, ("detector", "version")):
         ids = Prediction.objects.filter(detector=run_detector, version=version)
         if kinds is not None:
             ids = ids.filter(kind__in=kinds)
@@ -202,13 +223,10 @@ def filter_options(*, study: Study | None) -> FilterOptions:
     runs = detector_runs_in_scope(Scope(study), kinds=output_kinds(study))
     return FilterOptions(
         studies=studies,
-        t2i_models=list(items.order_by("t2i_model").values_list("t2i_model", flat=True).distinct()),
-        categories=list(
-            Prompt.objects.filter(study=study)
-            .order_by("category")
-            .values_list("category", flat=True)
-            .distinct()
-        ),
+        t2i_models=[model for (model,) in distinct_by_seeks(items, ("t2i_model",))],
+        categories=[
+            category for (category,) in distinct_by_seeks(Prompt.objects.filter(study=study), ("category",))
+        ],
         detectors=sorted({run_detector for run_detector, _, _ in runs}),
     )
 

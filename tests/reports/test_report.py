@@ -129,6 +129,20 @@ def test_the_latest_version_in_the_study_is_found_past_newer_predictions_of_anot
     ]
 
 
+@pytest.mark.django_db
+def test_distinct_by_seeks_finds_every_pair_in_order_one_seek_each():
+    import reports.selectors
+
+    study = StudyFactory(slug="seeks")
+    items = [ItemFactory(study=study) for _ in range(3)]
+    for item in items:
+        for detector, version in (("b", "1"), ("a", "2"), ("a", "10"), ("c", "1")):
+            predict(item, detector, version, "male")
+    pairs = reports.selectors.distinct_by_seeks(Prediction.objects.all(), ("detector", "version"))
+    assert pairs == [("a", "10"), ("a", "2"), ("b", "1"), ("c", "1")]
+    assert reports.selectors.distinct_by_seeks(Prediction.objects.filter(detector="z"), ("detector",)) == []
+
+
 def test_the_version_written_last_wins_even_when_it_is_named_lower(report_study):
     predict(report_study.items["sdxl_gym"][0], "fake", "0-rerun", "male")
     assert latest_detector_versions(Scope(report_study.study)) == {"blind": "0", "fake": "0-rerun"}
