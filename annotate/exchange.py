@@ -36,7 +36,14 @@ from django.db.models import Count
 
 from annotate import services, sql
 from annotate.errors import AnnotateError, ImportRejected
-from annotate.models import FinalLabel, FinalLabelSource, Label
+from annotate.models import (
+    Assignment,
+    FinalLabel,
+    FinalLabelRevision,
+    FinalLabelSource,
+    Label,
+    LabelRevision,
+)
 from studies import permissions
 from studies.batching import batches, import_batch_rows, in_chunk_size, in_chunks
 from studies.csvio import safe_dict_writer
@@ -57,6 +64,9 @@ _USERNAME_RE = re.compile(r"^[\w.@+-]{1,150}$")
 # Label.value's column size: a longer value is a row error, never a database error.
 LABEL_VALUE_MAX_CHARS = 1000
 _WIDE_RE = re.compile(r"^(annotator|label|reason)_(\d+)$")
+#: The tables a label or ground-truth import writes rows into (their statistics are refreshed
+#: after it: ``studies.database.database_analyze``).
+LABEL_TABLES = (Label, LabelRevision, Assignment, FinalLabel, FinalLabelRevision)
 
 
 # --- export --------------------------------------------------------------------------------------

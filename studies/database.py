@@ -9,7 +9,10 @@ SQLite never does: the bulk importers call ``database_analyze`` once at their en
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models import Model
 
 # SQLite: ``ANALYZE`` reads every index whole (``PRAGMA analysis_limit = 0``). A sample (it was
 # 2,000 rows an index) misleads the planner on a column with few values: the study index of a
@@ -19,11 +22,21 @@ from django.db import DEFAULT_DB_ALIAS, connections
 SQLITE_ANALYSIS_LIMIT = 0
 
 
-def database_analyze(*, using: str = DEFAULT_DB_ALIAS) -> None:
-    """Refresh the planner statistics of every table (``ANALYZE``). Runs inside or outside a
-    transaction; on SQLite it reads every row of every index (``SQLITE_ANALYSIS_LIMIT``)."""
+def database_analyze(*, models: Sequence[type[Model]] = (), using: str = DEFAULT_DB_ALIAS) -> None:
+    """Refresh the planner statistics (``ANALYZE``) of the tables of ``models``, or of every
+    table when none is given. Runs inside or outside a transaction; on SQLite it reads every
+    row of every index (``SQLITE_ANALYSIS_LIMIT``). An import that wrote a few tables names them:
+    a label import into a million-image study need not read the million items and predictions
+    again (most of its time, at 40,000 labels)."""
     connection = connections[using]
+    tables = [connection.ops.quote_name(model._meta.db_table) for model in models]
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             cursor.execute(f"PRAGMA analysis_limit = {SQLITE_ANALYSIS_LIMIT}")
-        cursor.execute("ANALYZE")
+        if not tables:
+            cursor.execute("ANALYZE")
+        elif connection.vendor == "sqlite":  # one table a statement
+            for table in tables:
+                cursor.execute(f"ANALYZE {table}")
+        else:
+            cursor.execute(f"ANALYZE {', '.join(tables)}")

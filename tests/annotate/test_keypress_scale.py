@@ -116,6 +116,21 @@ def test_database_analyze_leaves_planner_statistics_of_the_items(study):
             assert all(int(stat.split()[0]) >= 300 for stat in stats)
 
 
+def test_database_analyze_reads_the_whole_study_index_and_can_keep_to_named_tables(study):
+    """A sampled ANALYZE read a one-study index of more rows than its sample as "sample size
+    rows a study", and the planner then scanned the study for a lookup of keys."""
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's statistics table")
+    _bulk_items(study, 2_500)
+    database_analyze(models=[Item])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT tbl, idx, stat FROM sqlite_stat1")
+        stats = {(tbl, idx): stat for tbl, idx, stat in cursor.fetchall()}
+    assert {tbl for tbl, _ in stats} == {Item._meta.db_table}
+    study_index = next(stat for (_, idx), stat in stats.items() if idx.startswith("studies_item_study_id"))
+    assert study_index.split() == ["2500", "2500"]
+
+
 def _statistics_rows(table: str) -> float | None:
     """How many rows the planner statistics say ``table`` holds; None without statistics."""
     with connection.cursor() as cursor:

@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.exchange import ground_truth_import
+from annotate.exchange import LABEL_TABLES, ground_truth_import
 from studies.commands import add_file_argument, add_study_argument
 from studies.database import database_analyze
 from studies.errors import DomainError
@@ -61,7 +61,9 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         finally:
             meter.close()
-        database_analyze()  # planner statistics for the rows just written (studies.database)
+        # Planner statistics for the rows just written (studies.database): the label tables
+        # only; the items and predictions did not change in number.
+        database_analyze(models=LABEL_TABLES)
         for line in summary.lines("final labels"):
             self.stdout.write(line)
         if summary.rejected:
