@@ -31,6 +31,8 @@ import hashlib
 import io
 import os
 import pickle
+import re
+import socket
 import sqlite3
 import stat
 import tempfile
@@ -322,15 +324,20 @@ def _image_facts(data: bytes) -> tuple[str, int, int]:
     return fmt, width, height
 
 
+# This machine's name as it may appear in a file name (temporary files of ``_file_write``).
+_HOST = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())[:64] or "host"
+
+
 def _file_write(validated: ValidatedImage, *, before_write: Callable[[str], None] | None = None) -> str:
     """Write the bytes under their content-hash name unless a file of their size is already
     there; return the storage name. Written to a temporary name and renamed, so no reader ever
     sees half a file. ``before_write(name)`` is called just before a new file is created (an
     import records it, so that an interrupted write is cleaned up too).
 
-    The temporary name is this process's and thread's own (no other writer can use it at the
-    same time), not a random one: ``tempfile.mkstemp`` cost four times the write itself
-    (120-200 µs against 25 µs a small file, measured here). The mode is a plain ``open()``'s."""
+    The temporary name is this host's, process's and thread's own (no other writer can use it
+    at the same time, Ray workers on other machines sharing ``MEDIA_ROOT`` included), not a
+    random one: ``tempfile.mkstemp`` cost four times the write itself (120-200 µs against 25 µs
+    a small file, measured here). The mode is a plain ``open()``'s."""
     name = validated.storage_name
     target = os.path.join(settings.MEDIA_ROOT, name)
     try:
@@ -341,7 +348,9 @@ def _file_write(validated: ValidatedImage, *, before_write: Callable[[str], None
     if before_write is not None:
         before_write(name)
     folder = os.path.dirname(target)
-    tmp = os.path.join(folder, f".incoming-{os.getpid()}-{threading.get_ident()}-{validated.sha256[:16]}")
+    tmp = os.path.join(
+        folder, f".incoming-{_HOST}-{os.getpid()}-{threading.get_ident()}-{validated.sha256[:16]}"
+    )
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     try:
         fd = os.open(tmp, flags, 0o666)
