@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import Max, Q, QuerySet
 
 from detectors.models import Prediction
-from studies.batching import in_chunks
 from studies.errors import StudyNotChosen
 from studies.models import Item, Prompt, Study
 from studies.protocols import PROTOCOLS, protocol_spec
@@ -141,8 +140,10 @@ def distinct_by_seeks(rows: QuerySet[Any], fields: tuple[str, str] | tuple[str])
         found.append(tuple(row))
 
 
-#: Predictions of one run read per step of ``latest_detector_versions``'s walk back from the newest.
+#: Predictions of one run read by the first step of ``latest_detector_versions``'s walk back
+#: from the newest, and by the largest (each step twice the one before).
 RUN_WALK_PAGE = 2_000
+RUN_WALK_PAGE_MAX = 256_000
 
 
 def latest_detector_versions(
@@ -171,10 +172,12 @@ def detector_runs_in_scope(
     ``kinds`` in scope, sorted by detector and version.
 
     The runs come from the (detector, version) index (every run of every study: a handful); a
-    run's highest id in scope is found by reading its predictions newest first,
-    ``RUN_WALK_PAGE`` ids at a time, and asking which of a page are in scope (an ``id IN``
-    query through the scope's join, on those ids only). A run of this study is found on its
-    first page; a run only other studies used is read to its end once."""
+    run's highest id in scope is found by reading its predictions newest first, a range of
+    ``RUN_WALK_PAGE`` ids, then twice as many each step: two queries a step (where the range
+    ends, and the highest id of the range in scope, through the scope's join on that range
+    only). A run of this study is found on its first page; past another study's newer
+    predictions of the same run, or for a run only other studies used, the steps grow so that
+    a million of them take about ten."""
     every = Prediction.objects.filter(detector=detector) if detector else Prediction.objects.all()
     found: list[tuple[str, str, int]] = []
     for run_detector, version in distinct_by_seeks(every, ("detector", "version")):
@@ -183,23 +186,24 @@ def detector_runs_in_scope(
             ids = ids.filter(kind__in=kinds)
         in_scope = predictions_in_scope(scope, kinds=kinds, detector=run_detector).filter(version=version)
         below: int | None = None
+        size = RUN_WALK_PAGE
         while True:
             page_query = ids if below is None else ids.filter(pk__lt=below)
-            page = list(page_query.order_by("-pk").values_list("pk", flat=True)[:RUN_WALK_PAGE])
-            if not page:
-                break
-            last = max(
-                (
-                    pk
-                    for chunk in in_chunks(page)
-                    for pk in in_scope.filter(pk__in=chunk).values_list("pk", flat=True)
-                ),
-                default=None,
-            )
+            # The page's lowest id: the range [bottom, below) holds ``size`` of the run's ids.
+            edge = list(page_query.order_by("-pk").values_list("pk", flat=True)[size - 1 : size])
+            bottom = edge[0] if edge else None
+            window = in_scope if below is None else in_scope.filter(pk__lt=below)
+            if bottom is not None:
+                window = window.filter(pk__gte=bottom)
+            last = window.aggregate(last=Max("pk"))["last"]
             if last is not None:
                 found.append((run_detector, version, last))
                 break
-            below = page[-1]
+            if bottom is None:  # the run's oldest prediction passed: none is in scope
+                break
+            below = bottom
+            # Another study's newer predictions of the same run: larger pages, fewer queries.
+            size = min(size * 2, RUN_WALK_PAGE_MAX)
     return found
 
 
