@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import stat
 import struct
 import zlib
 from pathlib import Path
@@ -584,6 +585,17 @@ def test_a_failed_write_leaves_no_row_and_no_orphan_file(study, root, tmp_path, 
         images_import(study=study, manifest_path=manifest, root=root)
     assert (Item.objects.count(), Image.objects.count(), Prompt.objects.count()) == (0, 0, 0)
     assert media_files(settings) == []
+
+
+def test_stored_files_get_a_plain_files_mode_and_no_temporary_file_is_left(study, root, tmp_path, settings):
+    manifest = write_manifest(tmp_path / "m.csv", [row(f"sdxl/{n}.png", n) for n in range(3)])
+    images_import(study=study, manifest_path=manifest, root=root)
+    umask = os.umask(0)
+    os.umask(umask)
+    stored = [Path(settings.MEDIA_ROOT) / name for name in Image.objects.values_list("file", flat=True)]
+    assert len(stored) == 3
+    assert {stat.S_IMODE(path.stat().st_mode) for path in stored} == {0o666 & ~umask}
+    assert not [p for p in Path(settings.MEDIA_ROOT).rglob(".incoming-*")]
 
 
 def test_an_interrupted_write_leaves_no_orphan_file(study, root, tmp_path, settings, monkeypatch):
