@@ -20,6 +20,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Model
 
 from annotate.models import Assignment, FinalLabel, FinalLabelRevision, Label, LabelRevision
+from studies.batching import is_in  # noqa: F401  (``sql.is_in``: the callers here use it by that name)
 from studies.models import Image, Item, ItemImage, Prompt, Question, Study
 
 M = TypeVar("M", bound=Model)
@@ -149,18 +150,6 @@ def converter(model: type[Model], names: Sequence[str]) -> Callable[[Sequence[An
         return converted
 
     return convert_row
-
-
-def is_in(column: str, values: Sequence[Any], *, array: str = "bigint") -> tuple[str, list[Any]]:
-    """``column IN (%s, …)`` and its parameters, one per value — on PostgreSQL ``column =
-    ANY(%s::<array>[])`` with the values as one array parameter: psycopg parses a statement's
-    text for its placeholders on every execution, and a thousand placeholders cost more than
-    the query. The same rows either way (the values are never NULL); the caller splits the
-    values with ``studies.batching.in_chunks`` so the SQLite form stays under the variable
-    limit. ``array``: the array's type on PostgreSQL (``bigint`` for ids, ``text`` for keys)."""
-    if is_postgresql():
-        return f"{column} = ANY(%s::{array}[])", [list(values)]
-    return f"{column} IN ({', '.join(['%s'] * len(values))})", list(values)
 
 
 _STATEMENTS: dict[tuple[str, str], str] = {}

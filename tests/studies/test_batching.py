@@ -1,6 +1,7 @@
 """``studies.batching.rows_insert``: the rows go in as given, split under the variable limit, and
 the new ids come back in the order of the rows — also on PostgreSQL, where the rows travel as
-one array per column (``INSERT … SELECT * FROM UNNEST``)."""
+COPY text (ids from the sequence), or as one array per column (``INSERT … SELECT * FROM
+UNNEST``) when conflicts are skipped."""
 
 from __future__ import annotations
 
@@ -80,3 +81,32 @@ def test_rows_insert_returning_skips_conflicting_rows_and_names_the_ones_written
 def test_a_row_of_the_wrong_width_is_refused(study):
     with pytest.raises(ValueError, match="a row of 2 values for 12 columns"):
         rows_insert(Item, _COLUMNS, [(study.pk, "k/1.png")])
+
+
+def test_text_the_copy_format_would_misread_goes_in_as_it_is(study):
+    # On PostgreSQL the rows travel as COPY text, where a tab, a newline, a backslash and
+    # ``\N`` mean something: each value must come back as it was given.
+    awkward = ["tab\there", "new\nline", "back\\slash", "\\N", "", "quote\"'", "é ✓ 漢字", "cr\rlf"]
+    at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    rows = [
+        (study.pk, f"k/{i}", None, text, None, i, {"text": text}, {}, [text], 0, 0, at)
+        for i, text in enumerate(awkward)
+    ]
+    ids = rows_insert(Item, _COLUMNS, rows, returning=True)
+    stored = {item.pk: item for item in Item.objects.filter(pk__in=ids)}
+    for pk, text in zip(ids, awkward, strict=True):
+        assert (stored[pk].t2i_model, stored[pk].params, stored[pk].question_keys) == (
+            text,
+            {"text": text},
+            [text],
+        )
+
+
+def test_a_row_that_breaks_a_constraint_raises_djangos_integrity_error_and_writes_nothing(study):
+    from django.db import IntegrityError, transaction
+
+    rows = _rows(study, 5)
+    rows_insert(Item, _COLUMNS, rows[:1])
+    with pytest.raises(IntegrityError), transaction.atomic():
+        rows_insert(Item, _COLUMNS, rows)  # the first row's (study, key) is taken
+    assert Item.objects.filter(study=study).count() == 1

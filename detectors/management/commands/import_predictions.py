@@ -17,6 +17,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from detectors.models import Prediction
 from detectors.services import PredictionImportRejected, predictions_import
 from studies.commands import add_file_argument, add_study_argument, study_filter_from_options
 from studies.database import database_analyze
@@ -66,7 +67,9 @@ class Command(BaseCommand):
                 f"Nothing imported: {len(exc.errors)} problem(s)\n" + "\n".join(exc.errors)
             ) from None
         meter.close()
-        database_analyze()  # planner statistics for the rows just written (studies.database)
+        if not opts["dry_run"]:
+            # Planner statistics for the rows just written (studies.database): the one table.
+            database_analyze(models=[Prediction])
         per = ", ".join(f"{name}: {n}" for name, n in sorted(summary.by_detector.items()))
         if opts["dry_run"]:
             self.stdout.write(
