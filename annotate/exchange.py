@@ -437,8 +437,10 @@ def _refuse_all(summary: ImportSummary) -> ImportSummary:
 # --- labels ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _LabelRow:
+class _LabelRow(NamedTuple):
+    """One label of a labels file (a tuple: a million of them are made, pickled and read back,
+    and a frozen dataclass costs three times as much to build)."""
+
     number: int
     item_key: str
     path: str

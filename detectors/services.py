@@ -22,6 +22,7 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -625,8 +626,15 @@ def _image_index_query(paths: list[str]) -> tuple[str, list[Any]]:
     return f"SELECT ii.image_id, s.slug, ii.source_path FROM {tables['ii']} ii {joins} WHERE {where}", params
 
 
-def _row_image(path: str, candidates: set[_Candidate], slug: str) -> int:
+_NO_CANDIDATES: frozenset[_Candidate] = frozenset()
+
+
+def _row_image(path: str, candidates: AbstractSet[_Candidate], slug: str) -> int:
     """The one image file ``path`` names (in study ``slug`` if given); raises ValueError."""
+    if len(candidates) == 1:  # the usual case, without the sets below
+        (only,) = candidates
+        if not slug or only.study_slug == slug:
+            return only.image_id
     if slug:
         candidates = {c for c in candidates if c.study_slug == slug}
         if not candidates:
@@ -868,7 +876,8 @@ def _batch_check(
     good: list[_Staged] = []
     lines: dict[tuple[int, str, str], int] = {}
     slugs: dict[tuple[int, str, str], str] = {}  # the study a row names, for the study checks
-    verdicts: dict[tuple[str, ...], tuple[str, str, dict[str, Any], str]] = {}
+    verdicts: dict[tuple[str | None, ...], tuple[str, str, dict[str, Any], str]] = {}
+    checked_kinds = set(STUDY_CHECKS)  # read from the registry once a batch, not once a row
     for line, row in batch:
         try:
             prediction = _row_prediction(row, index=index, study=study, version=version, verdicts=verdicts)
@@ -884,9 +893,12 @@ def _batch_check(
         of_pair[prediction.image_id] = line
         key = (prediction.image_id, prediction.detector, prediction.version)
         lines[key] = line
-        slugs[key] = row.get("study", "") or (study.slug if study else "")
+        if prediction.kind in checked_kinds:  # only these read the study again
+            slugs[key] = row.get("study", "") or (study.slug if study else "")
         good.append(prediction)
     found = _already_stored(good, lines) + _boxes_outside(good, lines) + _outputs_unfit(good, lines, slugs)
+    if not found:
+        return good
     errors.extend(found)
     refused = {_line_number(error) for error in found}
     return [p for p in good if lines[(p.image_id, p.detector, p.version)] not in refused]
@@ -902,13 +914,17 @@ def _row_prediction(
     index: dict[str, set[_Candidate]],
     study: Study | None,
     version: str,
-    verdicts: dict[tuple[str, ...], tuple[str, str, dict[str, Any], str]],
+    verdicts: dict[tuple[str | None, ...], tuple[str, str, dict[str, Any], str]],
 ) -> _Staged:
     """One row checked → its staged prediction; raises ValueError naming the column.
     ``verdicts``: the batch's results of ``_parse_result`` by the row's result columns (a
     batch repeats a few verdicts thousands of times when the file has no scores; the outputs
     are shared, never changed after). A refused verdict is not remembered: it raises again."""
-    nul = [column for column, value in row.items() if "\x00" in value]
+    nul = (
+        [column for column, value in row.items() if "\x00" in value]
+        if "\x00" in "".join(row.values())
+        else []
+    )
     if nul:  # PostgreSQL stores no NUL character in text: the whole write would fail, unnamed
         raise ValueError(f"column '{nul[0]}' contains a NUL character")
     path, detector = row.get("image", ""), row.get("detector", "")
@@ -919,21 +935,15 @@ def _row_prediction(
     if len(row_version) > 200:
         raise ValueError("version is longer than 200 characters")
     slug = row.get("study", "") or (study.slug if study else "")
-    image_id = _row_image(path, index.get(path, set()), slug)
-    key = tuple([row.get(column, "") for column in _RESULT_COLUMNS])
+    image_id = _row_image(path, index.get(path, _NO_CANDIDATES), slug)
+    key = tuple(map(row.get, _RESULT_COLUMNS))
     found = verdicts.get(key)
     if found is None:
         found = verdicts[key] = _parse_result(row)
     status, kind, output, error = found
+    # Positional, in _Staged's field order: a million rows are made here.
     return _Staged(
-        image_id=image_id,
-        detector=detector,
-        version=row_version,
-        kind=kind,
-        status=status,
-        output=output,
-        error=error,
-        seconds=_parse_seconds(row.get("seconds", "")),
+        image_id, detector, row_version, kind, status, output, error, _parse_seconds(row.get("seconds", ""))
     )
 
 

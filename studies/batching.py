@@ -236,7 +236,8 @@ def _rows_copy(
     with connection.cursor() as cursor:
         if with_ids:
             pk = model._meta.pk
-            assert pk is not None and pk.column
+            assert pk is not None
+            assert pk.column
             cursor.execute(
                 "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
                 [table, pk.column, len(rows)],
