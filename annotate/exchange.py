@@ -45,7 +45,7 @@ from annotate.models import (
     LabelRevision,
 )
 from studies import permissions
-from studies.batching import batches, import_batch_rows, in_chunk_size, in_chunks
+from studies.batching import batches, import_batch_rows, in_chunk_size, in_chunks, is_in
 from studies.csvio import safe_dict_writer
 from studies.ingest import ImportSummary, RejectedRow, csv_rows_stream
 from studies.models import ImageRole, Item, ItemImage, Question, QuestionKind, Study
@@ -319,7 +319,7 @@ class _Items:
         convert = sql.converter(Item, ["question_keys"])
         with connection.cursor() as cursor:
             for chunk in in_chunks(sorted(paths)):
-                where, params = sql.is_in("l.source_path", chunk, array="text")
+                where, params = is_in("l.source_path", chunk, array="text")
                 cursor.execute(
                     sql.import_items_by_path(where), [self.study.pk, ImageRole.IMAGE.value, *params]
                 )
@@ -327,7 +327,7 @@ class _Items:
                     self.by_path[path] = _item_ref(pk, key, *convert([question_keys]))
             # A path no image was imported under may be an item key (item() falls back to it).
             for chunk in in_chunks(sorted(keys | (paths - self.by_path.keys()))):
-                where, params = sql.is_in(connection.ops.quote_name("key"), chunk, array="text")
+                where, params = is_in(connection.ops.quote_name("key"), chunk, array="text")
                 cursor.execute(sql.import_items_by_key(where), [self.study.pk, *params])
                 for pk, key, question_keys in cursor.fetchall():
                     self.by_key[key] = _item_ref(pk, key, *convert([question_keys]))
@@ -408,7 +408,7 @@ def _items_by_id(study: Study, ids: Iterable[int]) -> dict[int, Item]:
     alias = connection.alias
     with connection.cursor() as cursor:
         for chunk in in_chunks(ids):
-            where, params = sql.is_in("id", chunk)
+            where, params = is_in("id", chunk)
             cursor.execute(sql.import_items(names, where), params)
             for row in cursor.fetchall():
                 item = Item.from_db(alias, names, convert(row))
@@ -731,7 +731,7 @@ def _labels_before(
     stored: dict[tuple[int, int, int], tuple[str, str]] = {}
     with connection.cursor() as cursor:
         for chunk in in_chunks(item_id for _, item_id, _ in good):
-            where, params = sql.is_in("item_id", chunk)
+            where, params = is_in("item_id", chunk)
             cursor.execute(sql.import_labels(where), params)
             for _, item_id, question_id, annotator_id, value, reason in cursor.fetchall():
                 if (item_id, question_id, annotator_id) in wanted:
@@ -745,7 +745,7 @@ def _agreed_finals(pairs: set[tuple[int, int]]) -> set[tuple[int, int]]:
     found: set[tuple[int, int]] = set()
     with connection.cursor() as cursor:
         for chunk in in_chunks(sorted({item for item, _ in pairs})):
-            where, params = sql.is_in("item_id", chunk)
+            where, params = is_in("item_id", chunk)
             cursor.execute(sql.import_agreed_finals(where), [FinalLabelSource.AGREED.value, *params])
             found.update(pair for pair in map(tuple, cursor.fetchall()) if pair in pairs)
     return found

@@ -20,7 +20,6 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Model
 
 from annotate.models import Assignment, FinalLabel, FinalLabelRevision, Label, LabelRevision
-from studies.batching import is_in  # noqa: F401  (``sql.is_in``: the callers here use it by that name)
 from studies.models import Image, Item, ItemImage, Prompt, Question, Study
 
 M = TypeVar("M", bound=Model)
@@ -502,7 +501,7 @@ def open_seats() -> str:
 # --- the label import's statements -------------------------------------------------------------
 # The reads (and the one recount) of a label import, ``annotate.exchange.labels_import`` and
 # ``annotate.services.bulk``, a chunk of items at a time: each builder takes the ``IN`` clause
-# ``is_in`` makes for the chunk, whose parameters come after the statement's own. Plain SQL
+# ``studies.batching.is_in`` makes for the chunk, whose parameters come after the statement's own. Plain SQL
 # because the ORM prepares every value of an ``__in`` list one by one, and builds an instance
 # per row: more CPU than the database spends on these statements.
 

@@ -37,7 +37,7 @@ from annotate.services.claims import free_slot
 from annotate.services.finals import refuse_if_decided
 from annotate.services.labels import label_import
 from metrics.consensus import agreed_answer
-from studies.batching import in_chunks, rows_insert
+from studies.batching import in_chunks, is_in, rows_insert
 from studies.models import Item, Question, QuestionKind, Study
 from studies.selectors import item_questions, study_questions
 
@@ -160,12 +160,12 @@ def _read(study: Study, item_ids: list[int]) -> _Batch:
     seat_times = sql.converter(Assignment, ["completed_at", "expires_at"])
     with connection.cursor() as cursor:
         for chunk in in_chunks(item_ids):
-            ids, id_params = sql.is_in("id", chunk)
+            ids, id_params = is_in("id", chunk)
             lock = sql.import_items_lock(ids)
             if lock:  # None on SQLite: no row locks, its writes are serial
                 cursor.execute(lock, id_params)
                 cursor.fetchall()
-            where, params = sql.is_in("item_id", chunk)
+            where, params = is_in("item_id", chunk)
             cursor.execute(sql.import_labels(where), params)
             for row in cursor.fetchall():
                 label = _Label(*row)
@@ -428,5 +428,5 @@ def _completed_seats_recount(item_ids: set[int]) -> None:
     more to build than to run)."""
     with connection.cursor() as cursor:
         for chunk in in_chunks(sorted(item_ids)):
-            where, params = sql.is_in("id", chunk)
+            where, params = is_in("id", chunk)
             cursor.execute(sql.completed_seats_recount(where), params)

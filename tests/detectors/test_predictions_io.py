@@ -205,6 +205,28 @@ def test_import_minimal_columns_with_score_and_reasons(images, tmp_path):
     assert {p.kind for p in got.values()} == {"gender"}
 
 
+def test_rows_alike_but_for_one_result_column_keep_their_own_outputs(images, tmp_path):
+    # The import parses each distinct verdict once a batch: two rows equal in every column but
+    # one (scores, score, reason, detail, status) must still store what each says.
+    rows = [
+        {"image": "sdxl/p/0.png", "prediction": "male", "scores": '{"male": 0.9}'},
+        {"image": "sdxl/p/1.png", "prediction": "male", "scores": '{"male": 0.6}'},
+        {"image": "sdxl/p/2.png", "prediction": "male", "scores": ""},
+        {"image": "sdxl/p/3.png", "prediction": "male", "scores": "", "score": "0.5"},
+    ]
+    path = write_csv(tmp_path, [{"detector": "clip", "score": "", **row} for row in rows])
+    import_file(path, "--study", "gender")
+    got = {
+        p.image.item_images.get().source_path: p.output for p in Prediction.objects.select_related("image")
+    }
+    assert got == {
+        "sdxl/p/0.png": gender("male", scores={"male": 0.9}),
+        "sdxl/p/1.png": gender("male", scores={"male": 0.6}),
+        "sdxl/p/2.png": gender("male"),
+        "sdxl/p/3.png": gender("male", scores={"score": 0.5}),
+    }
+
+
 def test_version_option_allows_a_second_import_of_the_same_detector(images, tmp_path):
     path = write_csv(tmp_path, [{"image": "sdxl/p/0.png", "detector": "facepp", "prediction": "female"}])
     import_file(path)
