@@ -22,6 +22,7 @@ class ApiToken(models.Model):
         on_delete=models.CASCADE,
         related_name="api_tokens",
         help_text="The account the token acts as, with that account's roles.",
+        db_index=False,  # the (user, created_at) index leads with it
     )
     key_digest = models.CharField(
         max_length=64,

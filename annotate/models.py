@@ -32,9 +32,12 @@ class Assignment(models.Model):
     unique constraints turn into a database guarantee: two annotators asking at the same moment
     cannot push an item past N labels, on SQLite or PostgreSQL alike."""
 
-    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="assignments")
+    # No index of their own (db_index=False here and on the other keys so marked): a unique
+    # constraint or an index of Meta leads with the column and serves every look-up, and each
+    # index is one more write per row when a million labels are imported.
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="assignments", db_index=False)
     annotator = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="assignments"
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="assignments", db_index=False
     )
     slot = models.PositiveSmallIntegerField(help_text="Seat number 0..N-1 of this item.")
     claimed_at = models.DateTimeField(help_text="When the item was handed to the annotator.")
@@ -65,11 +68,13 @@ class Label(models.Model):
     """One annotator's current answer to one question about one item. Changes are kept in
     ``LabelRevision``."""
 
-    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="labels")
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="labels", db_index=False)
     # RESTRICT (here and on the final labels): a question with answers cannot be deleted on its
     # own, but deleting its study, which deletes the items and their answers too, may.
     question = models.ForeignKey(Question, on_delete=models.RESTRICT, related_name="labels")
-    annotator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="labels")
+    annotator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="labels", db_index=False
+    )
     value = models.CharField(
         max_length=1000, help_text="One of the question's choice values (or a list, for box questions)."
     )
@@ -126,8 +131,10 @@ class FinalLabel(models.Model):
     """The ground-truth answer to one question about one item. Changes are kept in
     ``FinalLabelRevision``."""
 
-    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="final_labels")
-    question = models.ForeignKey(Question, on_delete=models.RESTRICT, related_name="final_labels")
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="final_labels", db_index=False)
+    question = models.ForeignKey(
+        Question, on_delete=models.RESTRICT, related_name="final_labels", db_index=False
+    )
     value = models.CharField(max_length=1000, help_text="One of the question's choice values.")
     source = models.CharField(max_length=20, choices=FinalLabelSource.choices)
     decided_by = models.ForeignKey(

@@ -113,7 +113,8 @@ class DetectorRun(models.Model):
 class Prediction(models.Model):
     """What one detector (at one version) said about one image file."""
 
-    image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="predictions")
+    # No index of its own: the unique (image, detector, version) constraint leads with it.
+    image = models.ForeignKey(Image, on_delete=models.CASCADE, related_name="predictions", db_index=False)
     detector = models.CharField(max_length=100, help_text="Registry key, e.g. clip, or the name as imported.")
     version = models.CharField(
         max_length=200, help_text="Detector version; a new version is a new prediction."

@@ -27,8 +27,13 @@ class Design(models.TextChoices):
 class SamplingRound(models.Model):
     """One draw of images for people to label, for one detector version of one study."""
 
+    # No index of its own here and on the keys below so marked: a unique constraint leads with it.
     study = models.ForeignKey(
-        Study, on_delete=models.CASCADE, related_name="sampling_rounds", help_text="The study sampled."
+        Study,
+        on_delete=models.CASCADE,
+        related_name="sampling_rounds",
+        help_text="The study sampled.",
+        db_index=False,
     )
     number = models.PositiveIntegerField(
         help_text="1, 2, … in the order rounds were created within the study (all detectors)."
@@ -97,7 +102,11 @@ class RoundItem(models.Model):
     them with certainty costs no label and keeps the estimate unbiased)."""
 
     round = models.ForeignKey(
-        SamplingRound, on_delete=models.CASCADE, related_name="round_items", help_text="The round."
+        SamplingRound,
+        on_delete=models.CASCADE,
+        related_name="round_items",
+        help_text="The round.",
+        db_index=False,
     )
     # RESTRICT: an item in a round cannot be deleted alone (the round's π would no longer
     # describe the images that exist), but deleting the whole study still works.
@@ -132,7 +141,7 @@ class KeptEstimate(models.Model):
     estimate_keep``); the report is pickled (it is only ever read back by this code, and a row
     that no longer unpickles is treated as missing)."""
 
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="+")
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="+", db_index=False)
     detector = models.CharField(max_length=100)
     state = models.TextField(
         help_text="What the estimate was computed from: the data fingerprint, the rounds and the options."

@@ -111,7 +111,10 @@ class Question(models.Model):
     protocol's bias scores.
     """
 
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="questions")
+    # No index of its own (db_index=False here and on the other keys so marked): the unique
+    # constraint that leads with the column serves every look-up, and each index is one more
+    # write per row on imports of a million rows.
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="questions", db_index=False)
     key = models.SlugField(max_length=50, help_text="Identifier used in files and URLs, e.g. gender, boots.")
     text = models.CharField(max_length=500, help_text="The question as annotators read it.")
     choices = models.JSONField(
@@ -165,7 +168,7 @@ class Question(models.Model):
 class Prompt(models.Model):
     """A text prompt given to T2I models, with the category and word it was built from."""
 
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="prompts")
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="prompts", db_index=False)
     category = models.CharField(
         max_length=100, help_text="Prompt category, e.g. profession, trait, a BiasPainter domain."
     )
@@ -179,7 +182,6 @@ class Prompt(models.Model):
                 fields=["study", "category", "word", "text"], name="studies_prompt_unique_in_study"
             )
         ]
-        indexes = [models.Index(fields=["study", "category"])]
 
     def __str__(self) -> str:
         return self.text
@@ -211,7 +213,7 @@ class Image(models.Model):
 class Item(models.Model):
     """What annotators label and reports count: one generated image, or a seed/edit pair."""
 
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="items")
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="items", db_index=False)
     key = models.CharField(
         max_length=1000,
         help_text="The item's name in files: the manifest's 'item' column, or its image path for "
@@ -227,8 +229,9 @@ class Item(models.Model):
         related_name="items",
         help_text="The prompt the item's image was generated or edited with; empty for seed photos.",
     )
+    # Indexed only after the study (Meta.indexes): every query of it names the study.
     t2i_model = models.CharField(
-        max_length=200, db_index=True, blank=True, help_text="T2I or editing model name, e.g. sdxl."
+        max_length=200, blank=True, help_text="T2I or editing model name, e.g. sdxl."
     )
     seed = models.BigIntegerField(null=True, blank=True, help_text="Generation seed, if known.")
     index = models.PositiveIntegerField(
@@ -286,7 +289,7 @@ class ImageRole(models.TextChoices):
 class ItemImage(models.Model):
     """An image's role in an item, with the path it was imported under."""
 
-    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="item_images")
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="item_images", db_index=False)
     image = models.ForeignKey(Image, on_delete=models.PROTECT, related_name="item_images")
     role = models.CharField(max_length=10, choices=ImageRole.choices, default=ImageRole.IMAGE)
     source_path = models.CharField(
@@ -330,7 +333,7 @@ class ItemChange(models.Model):
     cleared when the item is removed; ``item_key`` keeps naming it.
     """
 
-    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="item_changes")
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="item_changes", db_index=False)
     item = models.ForeignKey(
         Item,
         on_delete=models.SET_NULL,
