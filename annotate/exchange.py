@@ -275,20 +275,24 @@ def _header(csv_path: str | os.PathLike[str]) -> list[str]:
 # What the label rules read of an item (its key in messages, the questions it asks, its boxes):
 # loading only these, with the study shared, halves an import's reads.
 _ITEM_FIELDS = ("id", "key", "study_id", "question_keys", "metadata")
+# Those an item ref holds, in the model's field order (the order from_db reads a partial row in).
+_REF_FIELDS = ["id", "study_id", "key", "question_keys"]
 
 
 class _ItemRef(NamedTuple):
-    """What the checks read of an item: its id, its key (for messages) and the keys of the
-    questions it asks (None: every question of the study, as ``item_questions`` reads an empty
-    ``question_keys``). A plain tuple: a model instance per row costs more than the checks."""
+    """What the checks read of an item: its id, its key (for messages), its ``question_keys``
+    and the keys of the questions it asks (None: every question of the study, as
+    ``item_questions`` reads an empty ``question_keys``). A plain tuple: a model instance per
+    row costs more than the checks."""
 
     pk: int
     key: str
+    question_keys: list[str]
     asks: frozenset[str] | None
 
 
 def _item_ref(pk: int, key: str, question_keys: Any) -> _ItemRef:
-    return _ItemRef(pk, key, frozenset(question_keys) if question_keys else None)
+    return _ItemRef(pk, key, question_keys, frozenset(question_keys) if question_keys else None)
 
 
 class _Items:
@@ -389,6 +393,24 @@ class _Staged:
 
     def close(self) -> None:
         self.file.close()
+
+
+def _items_of(study: Study, refs: Iterable[_ItemRef]) -> dict[int, Item]:
+    """The items of these refs, by id, as the label rules read them: made from what the
+    checking pass read (``_ITEM_FIELDS`` but the metadata, the rest deferred as ``only()``
+    leaves it), without reading them again. Only a box question's check reads an item's
+    metadata (its boxes): a study that asks one reads its items again, with it."""
+    if any(q.kind == QuestionKind.BOXES for q in study_questions(study)):
+        return _items_by_id(study, (ref.pk for ref in refs))
+    alias = connection.alias
+    items = {}
+    for ref in refs:
+        if ref.pk in items:  # an item's second label
+            continue
+        item = Item.from_db(alias, _REF_FIELDS, (ref.pk, study.pk, ref.key, ref.question_keys))
+        item.study = study
+        items[ref.pk] = item
+    return items
 
 
 def _items_by_id(study: Study, ids: Iterable[int]) -> dict[int, Item]:
@@ -679,8 +701,8 @@ def labels_import(
                 assert question is not None
                 creation.add(row.username, item.pk, question.pk)
                 first_rows.setdefault(row.username, row)
-                good.append((row, item.pk, question.pk))
-            agreed_before |= _agreed_finals({(item_id, question_id) for _, item_id, question_id in good})
+                good.append((row, item, question.pk))
+            agreed_before |= _agreed_finals({(item.pk, question_id) for _, item, question_id in good})
             if not summary.rejected:
                 staged.add(good)
             if stage_progress:
@@ -723,14 +745,14 @@ def _item_keys(ids: Iterable[int]) -> Iterator[tuple[int, str]]:
 
 
 def _labels_before(
-    good: list[tuple[_LabelRow, int, int]], users: dict[str, User]
+    good: list[tuple[_LabelRow, _ItemRef, int]], users: dict[str, User]
 ) -> dict[tuple[int, int, int], tuple[str, str]]:
     """The stored (value, reason) of the labels a batch of rows names, by (item, question,
     annotator): one query per chunk of items (plain SQL, as ``_items_by_id``)."""
-    wanted = {(item_id, question_id, users[row.username].pk) for row, item_id, question_id in good}
+    wanted = {(item.pk, question_id, users[row.username].pk) for row, item, question_id in good}
     stored: dict[tuple[int, int, int], tuple[str, str]] = {}
     with connection.cursor() as cursor:
-        for chunk in in_chunks(item_id for _, item_id, _ in good):
+        for chunk in in_chunks(item.pk for _, item, _ in good):
             where, params = is_in("item_id", chunk)
             cursor.execute(sql.import_labels(where), params)
             for _, item_id, question_id, annotator_id, value, reason in cursor.fetchall():
@@ -753,7 +775,7 @@ def _agreed_finals(pairs: set[tuple[int, int]]) -> set[tuple[int, int]]:
 
 def _labels_write(
     study: Study,
-    good: list[tuple[_LabelRow, int, int]],
+    good: list[tuple[_LabelRow, _ItemRef, int]],
     questions: dict[int, Question],
     users: dict[str, User],
     summary: ImportSummary,
@@ -762,11 +784,11 @@ def _labels_write(
     ``label_import``, a few statements per batch). A label stored as the row gives it costs no
     service work; a refused row is reported by number."""
     before = _labels_before(good, users)
-    todo: list[tuple[_LabelRow, int, Question, User, str]] = []
-    for row, item_id, question_id in good:
+    todo: list[tuple[_LabelRow, _ItemRef, Question, User, str]] = []
+    for row, item, question_id in good:
         annotator = users[row.username]
         question = questions[question_id]
-        stored = before.get((item_id, question_id, annotator.pk))
+        stored = before.get((item.pk, question_id, annotator.pk))
         reason = row.reason
         if stored == (row.value, reason):
             summary.duplicates += 1  # the service would change nothing
@@ -778,14 +800,14 @@ def _labels_write(
                 continue
             if (question.choice(row.value) or {}).get("requires_reason"):
                 reason = REASON_NOT_EXPORTED
-        todo.append((row, item_id, question, annotator, reason))
+        todo.append((row, item, question, annotator, reason))
     # Only the rows that reach the service need their items (none on a re-run).
-    by_id = _items_by_id(study, (item_id for _, item_id, _, _, _ in todo))
+    by_id = _items_of(study, (item for _, item, _, _, _ in todo))
     outcomes = services.labels_import_batch(
         study=study,
         rows=[
-            services.LabelToImport(by_id[item_id], question, annotator, row.value, reason)
-            for row, item_id, question, annotator, reason in todo
+            services.LabelToImport(by_id[item.pk], question, annotator, row.value, reason)
+            for row, item, question, annotator, reason in todo
         ],
     )
     for (row, *_), outcome in zip(todo, outcomes, strict=True):
