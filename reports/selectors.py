@@ -274,11 +274,13 @@ def data_fingerprint() -> tuple[Any, ...]:
     Per table: row count and highest id (an insert raises the id, a delete lowers the count), plus
     the last change time of the rows that are updated in place: labels (``updated_at``, agreement)
     and final labels (``decided_at``; every final-label change also appends a
-    FinalLabelRevision). Predictions are insert-only (a re-run inserts; conflicts are ignored).
+    FinalLabelRevision). An item corrected in place (a re-import's new model name or metadata)
+    leaves every count and id as they were: its ``ItemChange`` audit record is what moves.
+    Predictions are insert-only (a re-run inserts; conflicts are ignored).
     One query of scalar sub-selects: counts and maxima, each a single index or table scan.
     """
     from annotate.models import FinalLabel, FinalLabelRevision, Label
-    from studies.models import Image, ItemImage, Question
+    from studies.models import Image, ItemChange, ItemImage, Question
 
     parts = []
     for model, extra in (
@@ -286,6 +288,7 @@ def data_fingerprint() -> tuple[Any, ...]:
         (Question, None),
         (Prompt, None),
         (Item, None),
+        (ItemChange, None),
         (ItemImage, None),
         (Image, None),
         (FinalLabel, "decided_at"),

@@ -164,3 +164,21 @@ def test_heatmap_counts_from_the_report_equal_the_drilldown_counts(fx, t2i_model
 
 def set_final(item, value, researcher):
     final_label_set(item=item, question=question_of(item), value=value, decided_by=researcher)
+
+
+def test_the_fingerprint_changes_when_a_reimport_corrects_an_items_metadata(tmp_path):
+    """An item corrected in place (a re-import changes its model name or metadata) keeps the
+    counts and highest ids of every table: its audit record is what changes."""
+    from studies.ingest import images_import
+    from tests.factories import StudyFactory
+    from tests.studies.test_ingest_scale import images_folder, manifest, row
+
+    root = images_folder(tmp_path, 2)
+    study = StudyFactory(slug="fix")
+    images_import(study=study, manifest_path=manifest(tmp_path, [row(i) for i in range(2)]), root=root)
+    before = sel.data_fingerprint()
+    summary = images_import(
+        study=study, manifest_path=manifest(tmp_path, [row(0, t2i_model="flux"), row(1)]), root=root
+    )
+    assert len(summary.updated) == 1
+    assert sel.data_fingerprint() != before
