@@ -101,7 +101,7 @@ def rows_insert(
     ``ignore_conflicts``, a row that breaks a unique constraint is skipped (``ON CONFLICT DO
     NOTHING``, SQLite and PostgreSQL; not with ``returning``: the ids would not match ``rows``;
     ``rows_insert_returning`` says which rows went in; on PostgreSQL these two go in as
-    ``INSERT … SELECT * FROM UNNEST``, one array per column, as Django's bulk_create does).
+    ``INSERT … SELECT … FROM json_array_elements(%s)``, the rows as one JSON array).
 
     For the bulk imports: ``bulk_create`` builds a model instance per row and prepares every
     value through its field, which costs more than the database spends storing the row. Here
@@ -144,6 +144,8 @@ def _rows_insert(
     # thread's connection on every use (a fifth of preparing a million JSON values).
     db = connections[DEFAULT_DB_ALIAS]
     copy = db.vendor == "postgresql" and not ignore_conflicts and tuple(returning) in ((), ("id",))
+    # PostgreSQL without COPY: the rows go in as one JSON array, read by the statement itself.
+    elements = None if copy else _json_elements(fields, db)
     quote = db.ops.quote_name
     one = "(" + ", ".join(["%s"] * len(fields)) + ")"
     head = f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) VALUES "
@@ -154,6 +156,13 @@ def _rows_insert(
     texts: dict[int, str] = {}
 
     def prepared(field: Any, value: Any) -> Any:
+        if (copy or elements) and isinstance(field, JSONField) and value is not None:
+            # COPY reads a jsonb column's text: the JSON itself, without the driver's wrapper
+            # (and the JSON array of rows carries it as a string the statement casts).
+            text = texts.get(id(value))
+            if text is None:
+                text = texts[id(value)] = json.dumps(value, cls=field.encoder)
+            return text
         if isinstance(value, datetime):
             if value not in times:
                 times[value] = field.get_db_prep_save(value, db)
@@ -163,12 +172,6 @@ def _rows_insert(
             if key not in empties:
                 empties[key] = field.get_db_prep_save(value, db)
             return empties[key]
-        if copy and isinstance(field, JSONField) and value is not None:
-            # COPY reads a jsonb column's text: the JSON itself, without the driver's wrapper.
-            text = texts.get(id(value))
-            if text is None:
-                text = texts[id(value)] = json.dumps(value, cls=field.encoder)
-            return text
         return field.get_db_prep_save(value, db)
 
     width = len(fields)
@@ -193,23 +196,27 @@ def _rows_insert(
         tail += " RETURNING " + ", ".join(quote(f.column) for f in returned)
     out: list[tuple[Any, ...]] = []
     per_statement = max(1, sql_max_variables() // width)
-    arrays = _unnest_types(fields)
-    if arrays:
-        # One array per column (Django's own bulk_create on PostgreSQL): the statement carries
-        # ``width`` values whatever its rows, and its text is the same for every chunk.
-        head = head.removesuffix(" VALUES ") + f" SELECT * FROM UNNEST({', '.join(arrays)})"
+    if elements:
+        # One value whatever the rows, and the same statement text for every chunk. (Arrays,
+        # one per column as Django's bulk_create sends them, went through psycopg's Python
+        # array dumper, which escaped every element with a regular expression: most of an
+        # image import's time in the driver.)
+        head = (
+            head.removesuffix(" VALUES ") + f" SELECT {', '.join(elements)} FROM json_array_elements(%s) AS r"
+        )
     with connection.cursor() as cursor:
         for start in range(0, len(rows), per_statement):
             chunk = rows[start : start + per_statement]
             params: list[Any] = []
             for row in map(ready, chunk):
-                if arrays:
+                if elements:
                     params.append(row)
                 else:
                     params += row
-            if arrays:
-                # The arrays keep the rows' order: RETURNING gives the new ids in that order.
-                cursor.execute(head + tail, [list(column) for column in zip(*params, strict=True)])
+            if elements:
+                # The array keeps the rows' order: RETURNING gives the new ids in that order.
+                # default=str: the datetimes (ISO text, which PostgreSQL reads back as such).
+                cursor.execute(head + tail, [json.dumps(params, default=str)])
             else:
                 cursor.execute(head + ", ".join([one] * len(chunk)) + tail, params)
             if returning:
@@ -258,27 +265,29 @@ def _rows_copy(
     return [(pk_value,) for pk_value in ids]
 
 
-def _unnest_types(fields: Sequence[Any]) -> list[str] | None:
-    """On PostgreSQL, ``(%s)::<type>[]`` for each field's array in ``INSERT … SELECT * FROM
-    UNNEST(…)`` — under the conditions Django's own compiler checks before it inserts that way
-    (``django.db.backends.postgresql.compiler``); None elsewhere, or when a field's values
-    cannot go in an array (a value-dependent placeholder, a type Django does not know).
+def _json_elements(fields: Sequence[Any], db: Any) -> list[str] | None:
+    """On PostgreSQL, for each field the expression that reads its value from ``r``, one row of
+    the JSON array of rows (``json_array_elements``): ``(r->>i)::<type>``. None elsewhere, or
+    when a field's values cannot be read that way (a value-dependent placeholder, a type
+    Django does not know) — the conditions Django's own compiler checks before it inserts
+    from arrays (``django.db.backends.postgresql.compiler``).
 
     With psycopg's client-side binding (Django's default), every placeholder of a statement's
     text is parsed on every execution: a thousand of them per multi-row INSERT cost more than
     PostgreSQL spends storing the rows."""
-    if connection.vendor != "postgresql":
+    if db.vendor != "postgresql":
         return None
-    arrays = []
-    for field in fields:
+    elements = []
+    for i, field in enumerate(fields):
         target = field.target_field if field.is_relation else field
-        db_type = field.db_type(connection)
+        db_type = field.db_type(db)
         if (
             hasattr(field, "get_placeholder")
-            or target.get_internal_type() not in connection.data_types
+            or target.get_internal_type() not in db.data_types
             or not db_type
         ):
             return None
-        # Without its parameters (varchar, not varchar(50)): nothing is cut on the way in.
-        arrays.append(f"(%s)::{db_type.split('(')[0]}[]")
-    return arrays
+        # Without its parameters (varchar, not varchar(50)): nothing is cut on the way in. A
+        # JSON column's value is its JSON text (``prepared``), cast as the column's type.
+        elements.append(f"(r->>{i})::{db_type.split('(')[0]}")
+    return elements

@@ -1,7 +1,7 @@
 """``studies.batching.rows_insert``: the rows go in as given, split under the variable limit, and
 the new ids come back in the order of the rows — also on PostgreSQL, where the rows travel as
-COPY text (ids from the sequence), or as one array per column (``INSERT … SELECT * FROM
-UNNEST``) when conflicts are skipped."""
+COPY text (ids from the sequence), or as one JSON array of rows (``INSERT … SELECT … FROM
+json_array_elements``) when conflicts are skipped."""
 
 from __future__ import annotations
 
@@ -83,22 +83,57 @@ def test_a_row_of_the_wrong_width_is_refused(study):
         rows_insert(Item, _COLUMNS, [(study.pk, "k/1.png")])
 
 
-def test_text_the_copy_format_would_misread_goes_in_as_it_is(study):
+@pytest.mark.parametrize("skipping_conflicts", [False, True])
+def test_text_the_copy_format_or_json_would_misread_goes_in_as_it_is(study, skipping_conflicts):
     # On PostgreSQL the rows travel as COPY text, where a tab, a newline, a backslash and
-    # ``\N`` mean something: each value must come back as it was given.
-    awkward = ["tab\there", "new\nline", "back\\slash", "\\N", "", "quote\"'", "é ✓ 漢字", "cr\rlf"]
-    at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    # ``\N`` mean something, or (conflicts skipped) as a JSON array of rows, where quotes,
+    # backslashes and a JSON column's own text do: each value must come back as it was given.
+    awkward = [
+        "tab\there",
+        "new\nline",
+        "back\\slash",
+        "\\N",
+        "",
+        "quote\"'",
+        "é ✓ 漢字",
+        "cr\rlf",
+        '{"a": 1}',
+    ]
+    at = datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
     rows = [
-        (study.pk, f"k/{i}", None, text, None, i, {"text": text}, {}, [text], 0, 0, at)
+        (
+            study.pk,
+            f"k/{i}",
+            None,
+            text,
+            None if i % 2 else 10**12 + i,
+            i,
+            {"text": text},
+            {},
+            [text],
+            0,
+            0,
+            at,
+        )
         for i, text in enumerate(awkward)
     ]
-    ids = rows_insert(Item, _COLUMNS, rows, returning=True)
+    if skipping_conflicts:
+        by_key = dict(
+            rows_insert_returning(Item, _COLUMNS, rows, returning=("key", "id"), ignore_conflicts=True)
+        )
+        ids = [by_key[row[1]] for row in rows]
+    else:
+        ids = rows_insert(Item, _COLUMNS, rows, returning=True)
     stored = {item.pk: item for item in Item.objects.filter(pk__in=ids)}
-    for pk, text in zip(ids, awkward, strict=True):
-        assert (stored[pk].t2i_model, stored[pk].params, stored[pk].question_keys) == (
-            text,
-            {"text": text},
-            [text],
+    for pk, row in zip(ids, rows, strict=True):
+        item = stored[pk]
+        assert (item.key, item.t2i_model, item.seed, item.params, item.question_keys, item.created_at) == (
+            row[1],
+            row[3],
+            row[4],
+            row[6],
+            row[8],
+            at,
         )
 
 
