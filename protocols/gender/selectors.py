@@ -123,12 +123,17 @@ def detector_verdict_counts(
     Read from the labelled items, not from the predictions: their final labels first, then the
     predictions of their images a chunk of items at a time (each chunk an ``item IN`` query the
     database answers from its indexes), folded here. A million predictions with 20,000 labels
-    read about 20,000 rows, whatever plan the database would have picked for one join."""
+    read about 20,000 rows, whatever plan the database would have picked for one join. The
+    items' model and prompt come with their final labels (that query joins the items for the
+    scope anyway), so the chunks do not look each item up again."""
     if not versions:
         return []
-    finals = dict(
-        FinalLabel.objects.filter(scope.q("item__"), question=question).values_list("item_id", "value")
-    )
+    finals = {
+        item_id: (value, model, prompt_id)
+        for item_id, value, model, prompt_id in FinalLabel.objects.filter(
+            scope.q("item__"), question=question
+        ).values_list("item_id", "value", "item__t2i_model", "item__prompt_id")
+    }
     roles = list(protocol_spec(scope.study.protocol).image_roles)
     counts: dict[tuple[str, str, int | None, str, str | None], int] = {}
     for chunk in in_chunks(finals):
@@ -138,17 +143,16 @@ def detector_verdict_counts(
             image__item_images__role__in=roles,
         ).values_list(
             "image__item_images__item_id",
-            "image__item_images__item__t2i_model",
-            "image__item_images__item__prompt_id",
             "detector",
             "version",
             "status",
             KT("output__label"),
         )
-        for item_id, model, prompt_id, key, version, status, verdict in rows:
+        for item_id, key, version, status, verdict in rows:
             if versions.get(key) != version or status != PredictionStatus.OK:
                 continue
-            group = (key, model, prompt_id, finals[item_id], verdict)
+            final, model, prompt_id = finals[item_id]
+            group = (key, model, prompt_id, final, verdict)
             counts[group] = counts.get(group, 0) + 1
     return [
         {
