@@ -401,7 +401,7 @@ def _items_of(study: Study, refs: Iterable[_ItemRef]) -> dict[int, Item]:
     leaves it), without reading them again. Only a box question's check reads an item's
     metadata (its boxes): a study that asks one reads its items again, with it."""
     if any(q.kind == QuestionKind.BOXES for q in study_questions(study)):
-        return _items_by_id(study, (ref.pk for ref in refs))
+        return _items_by_id(study, dict.fromkeys(ref.pk for ref in refs))  # each item once
     alias = connection.alias
     items = {}
     for ref in refs:
@@ -414,18 +414,13 @@ def _items_of(study: Study, refs: Iterable[_ItemRef]) -> dict[int, Item]:
 
 
 def _items_by_id(study: Study, ids: Iterable[int]) -> dict[int, Item]:
-    """The items with these ids (the fields the label rules read, ``_ITEM_FIELDS``), a chunk of
-    ids per query: instances as ``Item.objects.filter(pk__in=…).only(*_ITEM_FIELDS)`` gives
-    them, read with plain SQL (the ORM's preparing of every ``__in`` value costs more than the
-    query)."""
+    """The items with these ids and every field the label rules read (``_ITEM_FIELDS``, the
+    boxes in the metadata included), a chunk of ids per query: instances as
+    ``Item.objects.filter(pk__in=…).only(*_ITEM_FIELDS)`` gives them, read with plain SQL (the
+    ORM's preparing of every ``__in`` value costs more than the query)."""
     items = {}
-    wanted = set(_ITEM_FIELDS)
-    if not any(q.kind == QuestionKind.BOXES for q in study_questions(study)):
-        # Only a box question's check reads the metadata (its boxes): left deferred otherwise,
-        # its JSON decoding is half the cost of loading an item.
-        wanted.discard("metadata")
     # In field order: the order from_db reads a partial row in.
-    names = [f.attname for f in Item._meta.concrete_fields if f.attname in wanted]
+    names = [f.attname for f in Item._meta.concrete_fields if f.attname in _ITEM_FIELDS]
     convert = sql.converter(Item, names)
     alias = connection.alias
     with connection.cursor() as cursor:
@@ -905,7 +900,7 @@ def ground_truth_import(
                 assert question is not None
                 if row.decided_by:
                     decider_names.add(row.decided_by)
-                good.append((row, item.pk, question.pk))
+                good.append((row, item, question.pk))
             if not summary.rejected:
                 staged.add(good)
             if stage_progress:
@@ -917,23 +912,23 @@ def ground_truth_import(
                 deciders = _deciders_ensure(sorted(decider_names))
                 questions = {q.pk: q for q in study_questions(study)}
                 for good in staged.batches():
-                    by_id = _items_by_id(study, (item_id for _, item_id, _ in good))
+                    by_id = _items_of(study, (item for _, item, _ in good))
                     current = {
                         (item_id, question_id): (value, note)
-                        for chunk in in_chunks(item_id for _, item_id, _ in good)
+                        for chunk in in_chunks(item.pk for _, item, _ in good)
                         for item_id, question_id, value, note in FinalLabel.objects.filter(
                             item_id__in=chunk
                         ).values_list("item_id", "question_id", "value", "note")
                     }
-                    for row, item_id, question_id in good:
+                    for row, item, question_id in good:
                         decided_by = deciders[row.decided_by] if row.decided_by else user
                         _truth_write(
                             row,
-                            by_id[item_id],
+                            by_id[item.pk],
                             questions[question_id],
                             decided_by,
                             summary,
-                            current.get((item_id, question_id)),
+                            current.get((item.pk, question_id)),
                         )
                     if stage_progress:
                         stage_progress("written", len(good))
