@@ -10,6 +10,8 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import os
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -27,10 +29,15 @@ pytestmark = pytest.mark.django_db
 HEADER = ["image", "t2i_model", "prompt", "category", "word", "seed"]
 
 
-@pytest.fixture
-def small(settings):
+@pytest.fixture(params=["threads", "processes"])
+def small(request, settings, monkeypatch):
+    """Small batches and a lowered variable limit; the files checked by the import's threads, or
+    (as a big import's are) by its worker processes."""
     settings.BIASLAB_SQL_MAX_VARIABLES = LIMIT
     settings.BIASLAB_IMPORT_BATCH_ROWS = 7
+    settings.BIASLAB_IMPORT_PROCESSES = 2 if request.param == "processes" else 0
+    monkeypatch.setattr(ingest, "PROCESS_MIN_FILES", 1)
+    return request.param
 
 
 def images_folder(tmp_path: Path, n: int) -> Path:
@@ -223,6 +230,66 @@ def test_a_failed_write_in_a_late_chunk_leaves_no_row_and_no_file(small, tmp_pat
         images_import(study=study, manifest_path=manifest(tmp_path, [row(i) for i in range(120)]), root=root)
     assert len(calls) == 3
     assert not Item.objects.exists()
+    assert not Image.objects.exists()
+    assert not [p for p in Path(settings.MEDIA_ROOT).rglob("*") if p.is_file()]
+
+
+def test_a_big_batch_has_its_files_read_by_worker_processes_and_a_small_one_by_threads(
+    tmp_path, settings, monkeypatch
+):
+    settings.BIASLAB_IMPORT_PROCESSES = 2
+    monkeypatch.setattr(ingest, "PROCESS_MIN_FILES", 10)
+    readers = tmp_path / "readers"
+    real = ingest._read_limited
+
+    def noted(path):
+        with open(readers, "a") as fh:  # one line per read, from whichever process reads
+            fh.write(f"{os.getpid()} {Path(path).name}\n")
+        return real(path)
+
+    monkeypatch.setattr(ingest, "_read_limited", noted)
+    root = images_folder(tmp_path, 12)
+    for path in root.iterdir():  # written long ago: the store step trusts their stamps, reads none again
+        os.utime(path, (time.time() - 3600, time.time() - 3600))
+    study = StudyFactory(slug="big")
+    summary = images_import(
+        study=study, manifest_path=manifest(tmp_path, [row(i) for i in range(12)]), root=root
+    )
+    assert summary.accepted == 12
+    pids = {line.split()[0] for line in readers.read_text().splitlines()}
+    assert str(os.getpid()) not in pids
+    assert 1 <= len(pids) <= 2
+    assert Image.objects.count() == 12
+    assert all(
+        (Path(settings.MEDIA_ROOT) / name).is_file() for name in Image.objects.values_list("file", flat=True)
+    )
+
+    readers.unlink()
+    images_import(  # 9 files to read: fewer than PROCESS_MIN_FILES, the threads read them
+        study=StudyFactory(slug="few"),
+        manifest_path=manifest(tmp_path, [row(i) for i in range(9)]),
+        root=root,
+    )
+    assert {line.split()[0] for line in readers.read_text().splitlines()} == {str(os.getpid())}
+
+
+def test_files_stored_by_worker_processes_are_removed_when_the_import_is_interrupted(
+    small, tmp_path, settings, monkeypatch
+):
+    """The worker processes' files are named only in their journals (their answers carry no
+    name): an import interrupted in its second batch removes every file stored so far."""
+    root = images_folder(tmp_path, 20)
+    study = StudyFactory(slug="big")
+    real = ingest._ManifestImport.row_settle
+
+    def interrupt(self, plan, check):
+        if plan.number == 10:  # the second batch of 7 rows
+            raise KeyboardInterrupt
+        return real(self, plan, check)
+
+    monkeypatch.setattr(ingest._ManifestImport, "row_settle", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        images_import(study=study, manifest_path=manifest(tmp_path, [row(i) for i in range(20)]), root=root)
     assert not Image.objects.exists()
     assert not [p for p in Path(settings.MEDIA_ROOT).rglob("*") if p.is_file()]
 
