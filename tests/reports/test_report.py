@@ -130,6 +130,25 @@ def test_the_latest_version_in_the_study_is_found_past_newer_predictions_of_anot
 
 
 @pytest.mark.django_db
+def test_a_run_only_another_study_used_costs_one_question_not_a_walk_through_its_predictions(
+    monkeypatch, django_assert_max_num_queries
+):
+    """A small study beside a big one: the big one's run is not walked back page by page to
+    find that the small study has none of it."""
+    import reports.selectors
+
+    monkeypatch.setattr(reports.selectors, "RUN_WALK_PAGE", 2)
+    small, big = StudyFactory(slug="small"), StudyFactory(slug="big")
+    for _ in range(40):  # 20 pages of 2, and more as the pages double
+        predict(ItemFactory(study=big), "fake", "v1", "male")
+    ItemFactory(study=small)
+    # The run (one seek, and the seek past it) and whether any of its predictions is in scope.
+    with django_assert_max_num_queries(3):
+        assert reports.selectors.detector_runs_in_scope(Scope(small)) == []
+    assert [run[:2] for run in reports.selectors.detector_runs_in_scope(Scope(big))] == [("fake", "v1")]
+
+
+@pytest.mark.django_db
 def test_distinct_by_seeks_finds_every_pair_in_order_one_seek_each():
     import reports.selectors
 
