@@ -25,7 +25,7 @@ from detectors.models import OutputKind, Prediction, PredictionStatus, Verdict
 from metrics.gender import N_CLASSES, class_index
 from reports.selectors import PREDICTION_TO_ITEM, Scope, latest_detector_versions
 from studies.batching import in_chunks
-from studies.models import Question
+from studies.models import ItemImage, Question
 from studies.protocols import protocol_spec
 
 if TYPE_CHECKING:
@@ -137,23 +137,27 @@ def detector_verdict_counts(
     roles = list(protocol_spec(scope.study.protocol).image_roles)
     counts: dict[tuple[str, str, int | None, str, str | None], int] = {}
     for chunk in in_chunks(finals):
-        rows = Prediction.objects.filter(
-            kind__in=KINDS,
-            image__item_images__item_id__in=chunk,
-            image__item_images__role__in=roles,
-        ).values_list(
-            "image__item_images__item_id",
-            "detector",
-            "version",
-            "status",
-            KT("output__label"),
-        )
-        for item_id, key, version, status, verdict in rows:
-            if versions.get(key) != version or status != PredictionStatus.OK:
-                continue
-            final, model, prompt_id = finals[item_id]
-            group = (key, model, prompt_id, final, verdict)
-            counts[group] = counts.get(group, 0) + 1
+        # The chunk's image files, then their predictions by file: one join through
+        # ``image__item_images`` would also read the image table, an index probe per item for
+        # a column the item image holds already. A file may show in several items.
+        items_of: dict[int, list[int]] = {}
+        for item_id, image_id in (
+            ItemImage.objects.filter(item_id__in=chunk, role__in=roles)
+            .order_by()
+            .values_list("item_id", "image_id")
+        ):
+            items_of.setdefault(image_id, []).append(item_id)
+        for images in in_chunks(items_of):
+            rows = Prediction.objects.filter(kind__in=KINDS, image_id__in=images).values_list(
+                "image_id", "detector", "version", "status", KT("output__label")
+            )
+            for image_id, key, version, status, verdict in rows:
+                if versions.get(key) != version or status != PredictionStatus.OK:
+                    continue
+                for item_id in items_of[image_id]:
+                    final, model, prompt_id = finals[item_id]
+                    group = (key, model, prompt_id, final, verdict)
+                    counts[group] = counts.get(group, 0) + 1
     return [
         {
             "detector": key,
