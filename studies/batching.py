@@ -85,6 +85,10 @@ def bulk_batch_size(model: type[Model]) -> int:
     return max(1, sql_max_variables() // columns)
 
 
+#: Rows per statement of the PostgreSQL inserts that send their rows as one JSON array.
+JSON_ROWS_PER_STATEMENT = 2_000
+
+
 def rows_insert(
     model: type[Model],
     names: Sequence[str],
@@ -196,6 +200,11 @@ def _rows_insert(
         tail += " RETURNING " + ", ".join(quote(f.column) for f in returned)
     out: list[tuple[Any, ...]] = []
     per_statement = max(1, sql_max_variables() // width)
+    if elements:
+        # One bound value a statement, whatever its rows: chunks as large as the variable
+        # limit would make of plain values cost a statement (its parse and plan) per hundred
+        # rows; these are bounded by their size instead.
+        per_statement = JSON_ROWS_PER_STATEMENT
     if elements:
         # One value whatever the rows, and the same statement text for every chunk. (Arrays,
         # one per column as Django's bulk_create sends them, went through psycopg's Python

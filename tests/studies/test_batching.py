@@ -78,6 +78,24 @@ def test_rows_insert_returning_skips_conflicting_rows_and_names_the_ones_written
     assert Item.objects.filter(study=study).count() == 30
 
 
+def test_rows_skipping_conflicts_go_in_statements_of_the_json_size_on_postgresql_else_of_the_variable_limit(
+    settings, study, monkeypatch, django_assert_num_queries
+):
+    """PostgreSQL's JSON rows carry one bound value a statement, whatever their number: they
+    are split by ``JSON_ROWS_PER_STATEMENT``; other inserts stay under the variable limit."""
+    from django.db import connection
+
+    import studies.batching
+
+    settings.BIASLAB_SQL_MAX_VARIABLES = 3 * len(_COLUMNS)  # three rows of plain values
+    monkeypatch.setattr(studies.batching, "JSON_ROWS_PER_STATEMENT", 10)
+    rows = _rows(study, 25)
+    statements = 3 if connection.vendor == "postgresql" else 9  # 10 + 10 + 5 rows, or 8 statements of 3 and one of 1
+    with django_assert_num_queries(statements):
+        returned = rows_insert_returning(Item, _COLUMNS, rows, returning=("key", "id"), ignore_conflicts=True)
+    assert len(returned) == 25
+
+
 def test_a_row_of_the_wrong_width_is_refused(study):
     with pytest.raises(ValueError, match="a row of 2 values for 12 columns"):
         rows_insert(Item, _COLUMNS, [(study.pk, "k/1.png")])
