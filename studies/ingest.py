@@ -45,6 +45,7 @@ import warnings
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeVar, cast
@@ -1310,7 +1311,21 @@ class _ManifestImport:
                 for part in batches(plans, POOL_CHUNK_ROWS)
             ),
         )
-        return (check for part in tasks for check in part)
+
+        def checks() -> Iterator[_FileCheck]:
+            try:
+                for part in tasks:
+                    yield from part
+            except BrokenProcessPool as exc:
+                # A worker killed (out of memory) or crashed (a decoder's fault on a hostile
+                # file): the import stops whole, and its clean-up removes what was stored.
+                raise ImportRejected(
+                    "a worker process checking the image files stopped abruptly (killed, out of "
+                    "memory, or crashed on a file); nothing was written. Importing again with "
+                    "BIASLAB_IMPORT_PROCESSES=0 checks the files in the import's own process"
+                ) from exc
+
+        return checks()
 
     def _processes_stop(self) -> None:
         """Stop the worker processes (what they were given and have not begun is dropped), and

@@ -19,6 +19,7 @@ import pytest
 from django.core.management import call_command
 
 from studies import ingest
+from studies.errors import ImportRejected
 from studies.ingest import images_import
 from studies.models import Image, Item, ItemChange, ItemImage
 from tests.factories import StudyFactory, png_bytes
@@ -289,6 +290,28 @@ def test_files_stored_by_worker_processes_are_removed_when_the_import_is_interru
 
     monkeypatch.setattr(ingest._ManifestImport, "row_settle", interrupt)
     with pytest.raises(KeyboardInterrupt):
+        images_import(study=study, manifest_path=manifest(tmp_path, [row(i) for i in range(20)]), root=root)
+    assert not Image.objects.exists()
+    assert not [p for p in Path(settings.MEDIA_ROOT).rglob("*") if p.is_file()]
+
+
+def test_a_worker_process_that_dies_stops_the_import_with_a_clear_error_and_leaves_nothing(
+    tmp_path, settings, monkeypatch
+):
+    settings.BIASLAB_IMPORT_PROCESSES = 2
+    settings.BIASLAB_IMPORT_BATCH_ROWS = 7
+    monkeypatch.setattr(ingest, "PROCESS_MIN_FILES", 1)
+    root = images_folder(tmp_path, 20)
+    real = ingest._image_facts
+
+    def crash_on_the_twelfth(data):
+        if data == png_bytes(11, size=8):
+            os._exit(1)  # as a decoder's fault would end the worker
+        return real(data)
+
+    monkeypatch.setattr(ingest, "_image_facts", crash_on_the_twelfth)
+    study = StudyFactory(slug="big")
+    with pytest.raises(ImportRejected, match="a worker process checking the image files stopped abruptly"):
         images_import(study=study, manifest_path=manifest(tmp_path, [row(i) for i in range(20)]), root=root)
     assert not Image.objects.exists()
     assert not [p for p in Path(settings.MEDIA_ROOT).rglob("*") if p.is_file()]
