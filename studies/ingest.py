@@ -43,7 +43,7 @@ import threading
 import time
 import warnings
 import zipfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -372,11 +372,12 @@ def _pid_renew() -> None:
 os.register_at_fork(after_in_child=_pid_renew)
 
 
-def _file_write(validated: ValidatedImage, *, before_write: Callable[[str], None] | None = None) -> str:
+def _file_write(validated: ValidatedImage, *, before_write: Callable[[str, str], None] | None = None) -> str:
     """Write the bytes under their content-hash name unless a file of their size is already
     there; return the storage name. Written to a temporary name and renamed, so no reader ever
-    sees half a file. ``before_write(name)`` is called just before a new file is created (an
-    import records it, so that an interrupted write is cleaned up too).
+    sees half a file. ``before_write(name, temporary)`` is called just before a new file is
+    created (an import records it, so that an interrupted write is cleaned up too; a worker
+    process killed mid-write leaves its temporary file, which the import removes by that path).
 
     The temporary name is this host's, process's and thread's own (no other writer can use it
     at the same time, Ray workers on other machines sharing ``MEDIA_ROOT`` included), not a
@@ -389,10 +390,10 @@ def _file_write(validated: ValidatedImage, *, before_write: Callable[[str], None
             return name
     except FileNotFoundError:
         pass
-    if before_write is not None:
-        before_write(name)
     folder = os.path.dirname(target)
     tmp = os.path.join(folder, f".incoming-{_HOST}-{_PID}-{threading.get_ident()}-{validated.sha256[:16]}")
+    if before_write is not None:
+        before_write(name, tmp)
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     try:
         fd = os.open(tmp, flags, 0o666)
@@ -972,10 +973,10 @@ def _map_chunked(pool: ThreadPoolExecutor, fn: Callable[[T], R], items: list[T])
     return (result for part in tasks for result in part)
 
 
-def _file_checked(path: str, *, known: bool, store: bool, file_new: Callable[[str], None]) -> _FileCheck:
+def _file_checked(path: str, *, known: bool, store: bool, file_new: Callable[[str, str], None]) -> _FileCheck:
     """Read and hash one file; unless ``known`` (already imported: hashed only, no decoding)
     validate it and, when ``store``, write its bytes to MEDIA_ROOT from the bytes in hand (not
-    read a second time to store them; ``file_new(name)`` is told first, for the clean-up: a row
+    read a second time to store them; ``file_new(name, temporary)`` is told first, for the clean-up: a row
     refused later leaves an orphan that the import removes). Runs in worker threads or
     processes: touches no state but ``file_new``'s."""
     try:
@@ -1014,9 +1015,11 @@ def _worker_start(journal_folder: str) -> None:
     )
 
 
-def _journal_write(name: str) -> None:
+def _journal_write(name: str, temporary: str) -> None:
     assert _journal is not None  # set by _worker_start
-    os.write(_journal, name.encode() + b"\n")  # one append: never interleaved with another's
+    # One append: never interleaved with another's. A name holds no tab or newline (a hash and
+    # an extension); the temporary path is the rest of the line.
+    os.write(_journal, f"{name}\t{temporary}\n".encode())
 
 
 _JOURNAL_PREFIX = "new-files-"
@@ -1027,6 +1030,30 @@ def _files_checked(tasks: list[tuple[str, bool, bool]]) -> list[_FileCheck]:
     return [
         _file_checked(path, known=known, store=store, file_new=_journal_write) for path, known, store in tasks
     ]
+
+
+def _worker_died() -> ImportRejected:
+    # A worker killed (out of memory) or crashed (a decoder's fault on a hostile file): the
+    # import stops whole, and its clean-up removes what was stored.
+    return ImportRejected(
+        "a worker process checking the image files stopped abruptly (killed, out of memory, or "
+        "crashed on a file); nothing was written. Importing again with BIASLAB_IMPORT_PROCESSES=0 "
+        "checks the files in the import's own process"
+    )
+
+
+@dataclass(frozen=True)
+class _CheckedBatch:
+    """A batch whose rows are planned and whose files are being checked
+    (``_ManifestImport._batch_start``): its rows' plans, what the database held for them, the
+    checks already known (a file unchanged since its import) and the others, as they come in."""
+
+    size: int  # rows of the batch, refused ones included
+    plans: list[_RowPlan]
+    known: dict[tuple[str, str], _KnownLink]
+    known_items: dict[str, _StoredItem]
+    known_checks: list[_FileCheck | None]
+    read: Iterator[_FileCheck]
 
 
 class _Staging:
@@ -1047,12 +1074,13 @@ class _Staging:
             PRAGMA cache_size = -16000;
             CREATE TABLE paths (k TEXT PRIMARY KEY, number INTEGER) WITHOUT ROWID;
             CREATE TABLE hashes (sha TEXT PRIMARY KEY, number INTEGER, path TEXT) WITHOUT ROWID;
-            CREATE TABLE bad_items (k TEXT PRIMARY KEY, first TEXT) WITHOUT ROWID;
+            CREATE TABLE bad_items (k TEXT PRIMARY KEY, first INTEGER) WITHOUT ROWID;
             CREATE TABLE plans (number INTEGER PRIMARY KEY, k TEXT, fresh INTEGER, data BLOB);
             CREATE INDEX plans_by_item ON plans (k, number);
             CREATE TABLE accepted (k TEXT PRIMARY KEY, refused INTEGER DEFAULT 0) WITHOUT ROWID;
             CREATE TABLE updates (k TEXT PRIMARY KEY, data BLOB) WITHOUT ROWID;
             CREATE TABLE new_files (name TEXT PRIMARY KEY) WITHOUT ROWID;
+            CREATE TABLE temporaries (path TEXT PRIMARY KEY) WITHOUT ROWID;
             CREATE TABLE written (name TEXT PRIMARY KEY) WITHOUT ROWID;
             CREATE TABLE stamps (link INTEGER PRIMARY KEY, size INTEGER, mtime_ns INTEGER);
             BEGIN;
@@ -1154,8 +1182,15 @@ class _ManifestImport:
         if self.stage_progress is not None and rows:
             self.stage_progress(stage, rows)
 
-    def _bad_item(self, key: str, where: str) -> None:
-        self.staging.db.execute("INSERT OR IGNORE INTO bad_items VALUES (?, ?)", (key, where))
+    def _bad_item(self, key: str, number: int) -> None:
+        """Mark an item refused by its row ``number``; the item's first refused row in the file
+        is kept (batches overlap: a later batch's rows may be planned before an earlier one is
+        settled)."""
+        self.staging.db.execute(
+            "INSERT INTO bad_items VALUES (?, ?) "
+            "ON CONFLICT (k) DO UPDATE SET first = excluded.first WHERE excluded.first < bad_items.first",
+            (key, number),
+        )
 
     def row_plan(self, number: int, row: dict[str, str]) -> _RowPlan:
         """Check a row's values and path (in file order); raises the row's rejection, naming
@@ -1278,22 +1313,24 @@ class _ManifestImport:
         resolved = manifest_path_resolve(self.root, given)
         return str(resolved), resolved.stat()
 
-    def file_check(self, plan: _RowPlan) -> _FileCheck:
-        """Read, hash and validate one file (``_file_checked``). Runs in worker threads."""
-        return _file_checked(
-            plan.file_path,
-            # Already imported (same bytes: validated then) or a conflict: no decoding.
-            known=(plan.item_key, plan.role) in self.known,
-            store=not self.dry_run,
-            file_new=self._file_new,
-        )
+    def file_check(self, job: tuple[_RowPlan, bool]) -> _FileCheck:
+        """Read, hash and validate one file (``_file_checked``; ``job``: the row's plan and
+        whether its item and role are already imported). Runs in worker threads."""
+        plan, known = job
+        return _file_checked(plan.file_path, known=known, store=not self.dry_run, file_new=self._file_new)
 
-    def _files_read(self, plans: list[_RowPlan]) -> Iterator[_FileCheck]:
-        """``file_check`` of each plan, in order: on the worker processes for a batch of many
-        files (``PROCESS_MIN_FILES``), else on the threads."""
+    def _files_read(
+        self, plans: list[_RowPlan], known: Mapping[tuple[str, str], _KnownLink]
+    ) -> Iterator[_FileCheck]:
+        """The file check of each plan, in order (``known``: the batch's stored links, as
+        ``_known_load`` read them: a row already imported, with the same bytes or not, is hashed
+        only): on the worker processes for a batch of many files (``PROCESS_MIN_FILES``), else
+        on the threads. Started now, answered as the iterator is read."""
         processes = import_processes()
         if processes < 2 or len(plans) < PROCESS_MIN_FILES:
-            return _map_chunked(self.pool, self.file_check, plans)
+            return _map_chunked(
+                self.pool, self.file_check, [(plan, (plan.item_key, plan.role) in known) for plan in plans]
+            )
         if self.processes is None:
             # Forked (the children inherit the settings, as the threads would see them);
             # started once, at the first big batch, and stopped when the check pass ends.
@@ -1304,26 +1341,23 @@ class _ManifestImport:
                 initargs=(self.staging.folder,),
             )
         store = not self.dry_run
-        tasks = self.processes.map(
-            _files_checked,
-            (
-                [(plan.file_path, (plan.item_key, plan.role) in self.known, store) for plan in part]
-                for part in batches(plans, POOL_CHUNK_ROWS)
-            ),
-        )
+        try:
+            tasks = self.processes.map(
+                _files_checked,
+                (
+                    [(plan.file_path, (plan.item_key, plan.role) in known, store) for plan in part]
+                    for part in batches(plans, POOL_CHUNK_ROWS)
+                ),
+            )
+        except BrokenProcessPool as exc:  # a worker died while the batch before was checked
+            raise _worker_died() from exc
 
         def checks() -> Iterator[_FileCheck]:
             try:
                 for part in tasks:
                     yield from part
             except BrokenProcessPool as exc:
-                # A worker killed (out of memory) or crashed (a decoder's fault on a hostile
-                # file): the import stops whole, and its clean-up removes what was stored.
-                raise ImportRejected(
-                    "a worker process checking the image files stopped abruptly (killed, out of "
-                    "memory, or crashed on a file); nothing was written. Importing again with "
-                    "BIASLAB_IMPORT_PROCESSES=0 checks the files in the import's own process"
-                ) from exc
+                raise _worker_died() from exc
 
         return checks()
 
@@ -1369,25 +1403,36 @@ class _ManifestImport:
         """Import the rows; return how many were read."""
         n_rows = 0
         try:
+            # Two batches in flight: while the workers check a batch's files, this thread plans
+            # the next batch's rows, then settles the first (in file order, as before).
+            pending: _CheckedBatch | None = None
             for batch in batches(rows, import_batch_rows()):
-                self._batch_check(batch)
-                self._new_files_flush()
+                started = self._batch_start(batch)
+                if pending is not None:
+                    self._batch_finish(pending)
+                pending = started
                 n_rows += len(batch)
-                self._advance("checked", len(batch))
+            if pending is not None:
+                self._batch_finish(pending)
             self._processes_stop()
             updates = self._items_settle()
             self._write(updates)
         finally:
             # Whatever happens — a refused item, a bad line further down the file, a database
             # error, Ctrl-C — the files this import stored that no Image row points to
-            # afterwards are removed again, so MEDIA_ROOT never keeps an orphan.
+            # afterwards are removed again, so MEDIA_ROOT never keeps an orphan. The workers
+            # are stopped first (a file check still queued is dropped, one running finishes):
+            # no file is created after the last look at what they created.
+            self.pool.shutdown(wait=True, cancel_futures=True)
             self._processes_stop()
             self._new_files_flush()
             self._orphans_remove()
         return n_rows
 
-    def _batch_check(self, batch: list[tuple[int, dict[str, str]]]) -> None:
-        """Check one batch of rows and stage the good ones (fresh or already imported)."""
+    def _batch_start(self, batch: list[tuple[int, dict[str, str]]]) -> _CheckedBatch:
+        """Plan a batch's rows (their values and paths, in file order), read what the database
+        holds for them, and start the check of the files to read; ``_batch_finish`` settles
+        them."""
         plans: list[_RowPlan] = []
         for number, row in batch:
             try:
@@ -1397,19 +1442,34 @@ class _ManifestImport:
                 key = row.get("item", "") if self.has_item_column else row.get("image", "")
                 if key and not isinstance(exc, DuplicateManifestRow):
                     # A repeated row is refused alone: the item of its first row stays good.
-                    self._bad_item(key, f"row {number}")
-        self._known_load(plans)
-        # Files unchanged since their import are not read (no thread needed); the others are
-        # read, hashed and verified in the pool.
+                    self._bad_item(key, number)
+        known, known_items = self._known_load(plans)
+        # Files unchanged since their import are not read (no worker needed); the others are
+        # read, hashed and verified by the workers.
         known_checks: list[_FileCheck | None] = [
-            _FileCheck(sha256=known.sha256, unchanged=True)
-            if (known := self.known.get((plan.item_key, plan.role))) is not None and known.same_file(plan)
+            _FileCheck(sha256=link.sha256, unchanged=True)
+            if (link := known.get((plan.item_key, plan.role))) is not None and link.same_file(plan)
             else None
             for plan in plans
         ]
         to_read = [plan for plan, check in zip(plans, known_checks, strict=True) if check is None]
-        read = self._files_read(to_read)
-        checks = [check if check is not None else next(read) for check in known_checks]
+        return _CheckedBatch(
+            size=len(batch),
+            plans=plans,
+            known=known,
+            known_items=known_items,
+            known_checks=known_checks,
+            read=self._files_read(to_read, known),
+        )
+
+    def _batch_finish(self, started: _CheckedBatch) -> None:
+        """Settle a started batch's rows in file order, as their checks come in, and stage the
+        good ones (fresh or already imported)."""
+        plans = started.plans
+        # What ``row_settle`` and ``_one_image_items_settle`` compare the rows with.
+        self.known, self.known_items = started.known, started.known_items
+        read = started.read
+        checks = [check if check is not None else next(read) for check in started.known_checks]
         self.single_by_hash = {
             sha: key
             for chunk in in_chunks(c.sha256 for c in checks if c.error is None and not c.unchanged)
@@ -1425,7 +1485,7 @@ class _ManifestImport:
                 fresh = self.row_settle(plan, check)
             except (DomainError, OSError) as exc:
                 self.reject(plan.number, plan.path, _rows_reason(exc))
-                self._bad_item(plan.item_key, f"row {plan.number}")
+                self._bad_item(plan.item_key, plan.number)
                 continue
             if self.one_image and not fresh:
                 known_plans.append(plan)
@@ -1438,8 +1498,12 @@ class _ManifestImport:
         self.stamps = []
         if self.one_image:
             self._one_image_items_settle(new_keys, known_plans)
+        self._new_files_flush()
+        self._advance("checked", started.size)
 
-    def _known_load(self, plans: list[_RowPlan]) -> None:
+    def _known_load(
+        self, plans: list[_RowPlan]
+    ) -> tuple[dict[tuple[str, str], _KnownLink], dict[str, _StoredItem]]:
         """What the database holds for the batch's items: their image links (``known``) and,
         for a manifest of one-image items, the items themselves (``known_items``, read in the
         same query: ``_one_image_items_settle`` compares them)."""
@@ -1453,15 +1517,17 @@ class _ManifestImport:
             "file_mtime_ns",
         )
         item_fields = tuple(f"item__{name}" for name in _StoredItem.FIELDS) if self.one_image else ()
-        self.known, self.known_items = {}, {}
+        known: dict[tuple[str, str], _KnownLink] = {}
+        known_items: dict[str, _StoredItem] = {}
         for chunk in in_chunks(plan.item_key for plan in plans):
             for row in ItemImage.objects.filter(item__study=self.study, item__key__in=chunk).values_list(
                 *link_fields, *item_fields
             ):
                 pk, key, role, sha, source_path, size, mtime_ns = row[: len(link_fields)]
-                self.known[(key, role)] = _KnownLink(pk, sha, source_path, size, mtime_ns)
+                known[(key, role)] = _KnownLink(pk, sha, source_path, size, mtime_ns)
                 if item_fields:
-                    self.known_items[key] = _StoredItem.from_row(row[len(link_fields) :])
+                    known_items[key] = _StoredItem.from_row(row[len(link_fields) :])
+        return known, known_items
 
     def _one_image_items_settle(self, new_keys: list[str], known_plans: list[_RowPlan]) -> None:
         """Settle the batch's items of a manifest of one-image items (no ``item`` column) now,
@@ -1550,7 +1616,7 @@ class _ManifestImport:
                 if fresh:
                     if key in bad_items:
                         reason: str | None = (
-                            f"item {key} has a refused row ({bad_items[key]}): the item is not imported"
+                            f"item {key} has a refused row (row {bad_items[key]}): the item is not imported"
                         )
                     else:
                         reason = self._item_problem(key, fresh, roles.get(key, set()))
@@ -1822,6 +1888,7 @@ class _ManifestImport:
         table of the clean-up."""
         with self.new_files_lock:
             names, self.new_files = self.new_files, []
+        temporaries: list[tuple[str]] = []
         for entry in os.scandir(self.staging.folder):
             if entry.name.startswith(_JOURNAL_PREFIX):
                 done = self.journals_read.get(entry.name, 0)
@@ -1830,8 +1897,11 @@ class _ManifestImport:
                     tail = journal.read()
                 whole = tail[: tail.rfind(b"\n") + 1]  # a line being written is read next time
                 self.journals_read[entry.name] = done + len(whole)
-                names.extend(whole.decode().splitlines())
+                lines = [line.split("\t", 1) for line in whole.decode().splitlines()]
+                names.extend(name for name, _ in lines)
+                temporaries.extend((temporary,) for _, temporary in lines)
         self.staging.db.executemany("INSERT OR IGNORE INTO new_files VALUES (?)", [(n,) for n in names])
+        self.staging.db.executemany("INSERT OR IGNORE INTO temporaries VALUES (?)", temporaries)
 
     def _orphans_remove(self) -> None:
         """Remove the files this import wrote that no Image row points to (after a refused item
@@ -1854,9 +1924,15 @@ class _ManifestImport:
                 referenced = set()
             for name in set(chunk) - referenced:
                 (Path(settings.MEDIA_ROOT) / name).unlink(missing_ok=True)
+        if not self.committed:
+            # A worker process stopped mid-write (killed when another died, or the pool broke)
+            # leaves its temporary file; one that finished has renamed it (nothing to remove).
+            for (temporary,) in self.staging.rows("SELECT path FROM temporaries"):
+                Path(temporary).unlink(missing_ok=True)
 
-    def _file_new(self, name: str) -> None:
-        """Record a file this import is about to create (from any thread), for the clean-up."""
+    def _file_new(self, name: str, temporary: str) -> None:
+        """Record a file this import is about to create (from any thread), for the clean-up (a
+        thread removes its own temporary file, whatever stops it)."""
         with self.new_files_lock:
             self.new_files.append(name)
 

@@ -90,7 +90,8 @@ def test_rows_skipping_conflicts_go_in_statements_of_the_json_size_on_postgresql
     settings.BIASLAB_SQL_MAX_VARIABLES = 3 * len(_COLUMNS)  # three rows of plain values
     monkeypatch.setattr(studies.batching, "JSON_ROWS_PER_STATEMENT", 10)
     rows = _rows(study, 25)
-    statements = 3 if connection.vendor == "postgresql" else 9  # 10 + 10 + 5 rows, or 8 statements of 3 and one of 1
+    # 10 + 10 + 5 rows, or 8 statements of 3 rows and one of 1.
+    statements = 3 if connection.vendor == "postgresql" else 9
     with django_assert_num_queries(statements):
         returned = rows_insert_returning(Item, _COLUMNS, rows, returning=("key", "id"), ignore_conflicts=True)
     assert len(returned) == 25

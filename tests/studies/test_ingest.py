@@ -642,8 +642,9 @@ def test_a_file_that_changes_after_its_check_is_refused_with_its_item(
     manifest = write_manifest(tmp_path / "m.csv", [row("sdxl/0.png"), row("sdxl/1.png", 1)])
     real_check = ingest._ManifestImport.file_check
 
-    def check_then_change(self, plan):
-        result = real_check(self, plan)
+    def check_then_change(self, job):
+        result = real_check(self, job)
+        plan, _ = job
         if plan.path == "sdxl/1.png":
             (root / "sdxl" / "1.png").write_bytes(png_bytes(99))
         return result

@@ -166,6 +166,20 @@ def test_bad_rows_in_several_batches_are_all_reported_and_none_written(small, tm
     assert "3.png" not in set(Item.objects.values_list("key", flat=True))
 
 
+def test_rows_refused_in_overlapping_batches_are_reported_in_file_order(small, tmp_path):
+    """The next batch's rows are planned while a batch's files are checked: a row refused by its
+    values in batch 2 is found before a row of batch 1 refused by its file, and is still listed
+    after it."""
+    root = images_folder(tmp_path, 20)
+    (root / "1.png").write_bytes(b"not a png")
+    study = StudyFactory(slug="big")
+    rows = [row(i) for i in range(20)]
+    rows[8]["seed"] = "x"  # row 10, batch 2
+    summary = images_import(study=study, manifest_path=manifest(tmp_path, rows), root=root)
+    assert [r.row for r in summary.rejected] == [3, 10]
+    assert summary.accepted == 18
+
+
 def test_the_same_content_in_a_later_batch_names_the_first_row_and_its_path(small, tmp_path):
     root = images_folder(tmp_path, 20)
     (root / "copy.png").write_bytes((root / "2.png").read_bytes())

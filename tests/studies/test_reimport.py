@@ -221,8 +221,9 @@ def test_a_stamped_file_that_changes_after_its_check_is_refused_and_its_stored_c
     study = StudyFactory(slug="re")
     real_check = ingest._ManifestImport.file_check
 
-    def check_then_change(self, plan):
-        result = real_check(self, plan)
+    def check_then_change(self, job):
+        result = real_check(self, job)
+        plan, _ = job
         if plan.path == "1.png":
             (root / "1.png").write_bytes(png_bytes(99, size=9))
             os.utime(root / "1.png", ns=(OLD_NS + 7, OLD_NS + 7))
