@@ -272,8 +272,8 @@ BIASLAB_MAX_IMAGE_PIXELS = env_int("BIASLAB_MAX_IMAGE_PIXELS", 40_000_000)
 BIASLAB_MAX_IMAGE_BYTES = env_int("BIASLAB_MAX_IMAGE_BYTES", 256 * 1024**2)
 BIASLAB_MAX_UPLOAD_BYTES = env_int("BIASLAB_MAX_UPLOAD_BYTES", 2 * 1024**3)
 # Worker processes that read, verify and store the files of a big image import (Linux; 0 or 1:
-# threads only).
-BIASLAB_IMPORT_PROCESSES = env_int("BIASLAB_IMPORT_PROCESSES", os.cpu_count() or 1)
+# threads only): one per CPU, at most 8 by default (a batch of 2,000 rows is 32 tasks of 64).
+BIASLAB_IMPORT_PROCESSES = env_int("BIASLAB_IMPORT_PROCESSES", min(8, os.cpu_count() or 1))
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024**2
 FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024**2
 

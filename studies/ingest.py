@@ -226,12 +226,12 @@ class ValidatedImage:
 
 
 def import_processes() -> int:
-    """Worker processes of a big image import (``settings.BIASLAB_IMPORT_PROCESSES``; the
-    CPUs by default); 0 or 1: threads only. Linux only: the workers are forked (they inherit
-    the settings and the code as loaded), which other systems do not offer safely."""
+    """Worker processes of a big image import (``settings.BIASLAB_IMPORT_PROCESSES``; one per
+    CPU, at most 8, by default); 0 or 1: threads only. Linux only: the workers are forked (they
+    inherit the settings and the code as loaded), which other systems do not offer safely."""
     if not sys.platform.startswith("linux"):
         return 0
-    return max(0, int(getattr(settings, "BIASLAB_IMPORT_PROCESSES", os.cpu_count() or 1)))
+    return max(0, int(getattr(settings, "BIASLAB_IMPORT_PROCESSES", min(8, os.cpu_count() or 1))))
 
 
 def _max_image_bytes() -> int:
