@@ -201,15 +201,12 @@ def _rows_insert(
     out: list[tuple[Any, ...]] = []
     per_statement = max(1, sql_max_variables() // width)
     if elements:
-        # One bound value a statement, whatever its rows: chunks as large as the variable
-        # limit would make of plain values cost a statement (its parse and plan) per hundred
-        # rows; these are bounded by their size instead.
-        per_statement = JSON_ROWS_PER_STATEMENT
-    if elements:
         # One value whatever the rows, and the same statement text for every chunk. (Arrays,
         # one per column as Django's bulk_create sends them, went through psycopg's Python
         # array dumper, which escaped every element with a regular expression: most of an
-        # image import's time in the driver.)
+        # image import's time in the driver.) So chunks are bounded by their size, not by the
+        # variable limit, which would cost a statement (its parse and plan) per hundred rows.
+        per_statement = JSON_ROWS_PER_STATEMENT
         head = (
             head.removesuffix(" VALUES ") + f" SELECT {', '.join(elements)} FROM json_array_elements(%s) AS r"
         )

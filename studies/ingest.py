@@ -247,7 +247,7 @@ def _read_limited(path_or_file: str | os.PathLike[str] | IO[bytes] | bytes) -> b
         # things (fstat, isatty, lseek) and reads once more to see the end; at a million small
         # files, from worker threads that hand the GIL over at every system call, that was
         # a third of the reading's system calls.
-        fd = os.open(path_or_file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path_or_file, os.O_RDONLY)  # not inherited by child processes (PEP 446)
         try:
             # Read what the file holds, not ``limit + 1``: asking for 256 MiB makes Python
             # allocate that much (a memory mapping) and shrink it after, which left one mapping
@@ -976,9 +976,9 @@ def _map_chunked(pool: ThreadPoolExecutor, fn: Callable[[T], R], items: list[T])
 def _file_checked(path: str, *, known: bool, store: bool, file_new: Callable[[str, str], None]) -> _FileCheck:
     """Read and hash one file; unless ``known`` (already imported: hashed only, no decoding)
     validate it and, when ``store``, write its bytes to MEDIA_ROOT from the bytes in hand (not
-    read a second time to store them; ``file_new(name, temporary)`` is told first, for the clean-up: a row
-    refused later leaves an orphan that the import removes). Runs in worker threads or
-    processes: touches no state but ``file_new``'s."""
+    read a second time to store them; ``file_new(name, temporary)`` is told first, for the
+    clean-up: a row refused later leaves an orphan that the import removes). Runs in worker
+    threads or processes: touches no state but ``file_new``'s."""
     try:
         data = _read_limited(path)
         sha = hashlib.sha256(data).hexdigest()
@@ -1004,6 +1004,7 @@ def _file_checked(path: str, *, known: bool, store: bool, file_new: Callable[[st
 # before creating it (the import process reads the journals for its clean-up: a file a worker
 # created is removed even when the import is interrupted before the worker's answer arrives).
 _journal: int | None = None
+_JOURNAL_PREFIX = "new-files-"
 
 
 def _worker_start(journal_folder: str) -> None:
@@ -1020,9 +1021,6 @@ def _journal_write(name: str, temporary: str) -> None:
     # One append: never interleaved with another's. A name holds no tab or newline (a hash and
     # an extension); the temporary path is the rest of the line.
     os.write(_journal, f"{name}\t{temporary}\n".encode())
-
-
-_JOURNAL_PREFIX = "new-files-"
 
 
 def _files_checked(tasks: list[tuple[str, bool, bool]]) -> list[_FileCheck]:

@@ -287,6 +287,16 @@ def test_a_big_batch_has_its_files_read_by_worker_processes_and_a_small_one_by_t
     )
     assert {line.split()[0] for line in readers.read_text().splitlines()} == {str(os.getpid())}
 
+    readers.unlink()
+    settings.BIASLAB_IMPORT_PROCESSES = 0  # threads only, whatever the batch
+    images_import(
+        study=StudyFactory(slug="threads"),
+        manifest_path=manifest(tmp_path, [row(i) for i in range(12)]),
+        root=root,
+    )
+    assert len(readers.read_text().splitlines()) == 12
+    assert {line.split()[0] for line in readers.read_text().splitlines()} == {str(os.getpid())}
+
 
 def test_files_stored_by_worker_processes_are_removed_when_the_import_is_interrupted(
     small, tmp_path, settings, monkeypatch
