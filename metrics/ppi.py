@@ -980,13 +980,18 @@ def _grid_npmle(like: np.ndarray, weights: np.ndarray, iterations: int = 60) -> 
     n_grid = like.shape[1]
     prior = np.full((weights.shape[0], n_grid), 1.0 / n_grid)
     total = weights.sum(axis=1, keepdims=True)
+    like_t = np.ascontiguousarray(like.T)
+    # A step: the posterior of prompt p on grid point g is prior[b, g] like[p, g] / norm[b, p],
+    # norm = prior likeᵀ; its weighted sum over prompts is prior[b, g] ((weights / norm) like)[b, g].
+    # Two matrix products a step, not a (resamples, prompts, grid) array.
+    ratio = np.zeros_like(weights, dtype=float)
     for _ in range(iterations):
-        post = prior[:, None, :] * like[None, :, :]
-        norm = post.sum(axis=2, keepdims=True)
+        norm = prior @ like_t
         # A prompt with many labels has a sharp likelihood; where the prior has left its grid
-        # points (a resample without it), its row is 0 and must stay 0, not 0/0 = NaN.
-        post = np.divide(post, norm, out=np.zeros_like(post), where=norm > 0)
-        prior = np.einsum("bp,bpg->bg", weights, post) / total
+        # points (a resample without it), its posterior is 0 and must stay 0, not 0/0 = NaN.
+        ratio = np.divide(weights, norm, out=ratio, where=norm > 0)
+        ratio[norm <= 0] = 0.0
+        prior = prior * (ratio @ like) / total
         prior /= np.maximum(prior.sum(axis=1, keepdims=True), 1e-300)
     return prior
 
@@ -1158,14 +1163,17 @@ def _em_shares(
     cells = np.bincount(data.codes[~lab] * n_out + output_index[~lab], minlength=n_prompts * n_out).reshape(
         n_prompts, n_out
     )
-    lik = likelihood.T[None, :, :]  # (1, outputs, 3)
-    prior = prior_images * pooled[None, :]
+    # One step: P(class c | output o, shares of p) = lik[c, o] s[p, c] / Σ_c' lik[c', o] s[p, c'],
+    # summed over the prompt's unlabelled images = s[p, c] Σ_o cells[p, o] lik[c, o] / (s lik)[p, o]:
+    # two small matrix products a step instead of a (prompts, outputs, classes) array (the
+    # steps are many when the detector says little: this loop was most of an estimate's time).
+    prior = prior_images * pooled[None, :] + fixed
     total = data.n_per_prompt[:, None] + prior_images
+    cells = cells.astype(float)
+    lik_t = np.ascontiguousarray(likelihood.T)
     shares = np.repeat(pooled[None, :], n_prompts, axis=0)
     for _ in range(500):
-        post = lik * shares[:, None, :]
-        post /= post.sum(axis=2, keepdims=True)
-        new = (fixed + np.einsum("po,poc->pc", cells, post) + prior) / total
+        new = (prior + shares * ((cells / (shares @ likelihood)) @ lik_t)) / total
         if np.abs(new - shares).max() < 1e-7:
             return new
         shares = new
