@@ -549,7 +549,7 @@ def _label_row_problem(
         return "the reason contains a NUL character", None, None
     if len(row.reason) > services.REASON_MAX_CHARS:
         return f"the reason is longer than {services.REASON_MAX_CHARS} characters", None, None
-    key = (item.pk, question.pk, row.username)
+    key = (item.pk, question.id, row.username)
     if key in seen:
         return f"duplicate row: same item, question and annotator as row {seen[key]}", None, None
     seen[key] = row.number
@@ -694,9 +694,9 @@ def labels_import(
                     continue
                 assert item is not None
                 assert question is not None
-                creation.add(row.username, item.pk, question.pk)
+                creation.add(row.username, item.pk, question.id)
                 first_rows.setdefault(row.username, row)
-                good.append((row, item, question.pk))
+                good.append((row, item, question.id))
             agreed_before |= _agreed_finals({(item.pk, question_id) for _, item, question_id in good})
             if not summary.rejected:
                 staged.add(good)
@@ -740,20 +740,22 @@ def _item_keys(ids: Iterable[int]) -> Iterator[tuple[int, str]]:
 
 
 def _labels_before(
-    good: list[tuple[_LabelRow, _ItemRef, int]], users: dict[str, User]
-) -> dict[tuple[int, int, int], tuple[str, str]]:
-    """The stored (value, reason) of the labels a batch of rows names, by (item, question,
-    annotator): one query per chunk of items (plain SQL, as ``_items_by_id``)."""
-    wanted = {(item.pk, question_id, users[row.username].pk) for row, item, question_id in good}
+    good: list[tuple[_LabelRow, _ItemRef, int]],
+) -> tuple[dict[tuple[int, int, int], tuple[str, str]], list[tuple[Any, ...]]]:
+    """The stored (value, reason) of the labels on the items of a batch of rows, by (item,
+    question, annotator), and the rows as read (``labels_import_batch`` need not read them
+    again on SQLite): one query per chunk of items (plain SQL, as ``_items_by_id``)."""
     stored: dict[tuple[int, int, int], tuple[str, str]] = {}
+    rows: list[tuple[Any, ...]] = []
     with connection.cursor() as cursor:
-        for chunk in in_chunks(item.pk for _, item, _ in good):
+        for chunk in in_chunks(sorted({item.pk for _, item, _ in good})):
             where, params = is_in("item_id", chunk)
             cursor.execute(sql.import_labels(where), params)
-            for _, item_id, question_id, annotator_id, value, reason in cursor.fetchall():
-                if (item_id, question_id, annotator_id) in wanted:
-                    stored[(item_id, question_id, annotator_id)] = (value, reason)
-    return stored
+            read = cursor.fetchall()
+            rows += read
+            for _, item_id, question_id, annotator_id, value, reason in read:
+                stored[(item_id, question_id, annotator_id)] = (value, reason)
+    return stored, rows
 
 
 def _agreed_finals(pairs: set[tuple[int, int]]) -> set[tuple[int, int]]:
@@ -778,12 +780,12 @@ def _labels_write(
     """Write one batch of checked rows through ``services.labels_import_batch`` (the rules of
     ``label_import``, a few statements per batch). A label stored as the row gives it costs no
     service work; a refused row is reported by number."""
-    before = _labels_before(good, users)
+    before, label_rows = _labels_before(good)
     todo: list[tuple[_LabelRow, _ItemRef, Question, User, str]] = []
     for row, item, question_id in good:
         annotator = users[row.username]
         question = questions[question_id]
-        stored = before.get((item.pk, question_id, annotator.pk))
+        stored = before.get((item.pk, question_id, annotator.id))
         reason = row.reason
         if stored == (row.value, reason):
             summary.duplicates += 1  # the service would change nothing
@@ -804,6 +806,7 @@ def _labels_write(
             services.LabelToImport(by_id[item.pk], question, annotator, row.value, reason)
             for row, item, question, annotator, reason in todo
         ],
+        labels_read=label_rows,
     )
     for (row, *_), outcome in zip(todo, outcomes, strict=True):
         if isinstance(outcome, AnnotateError):

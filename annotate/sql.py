@@ -577,11 +577,7 @@ def import_agreed_finals(where: str) -> str:
     return f"SELECT item_id, question_id FROM {_quoted(FinalLabel)} WHERE source = %s AND {where}"
 
 
-def completed_seats_recount(where: str) -> str:
-    """``where`` on ``id``. Parameters: the item ids. Sets each item's ``completed_seats`` to
-    its count of completed seats (as ``claims.seat_complete`` keeps it)."""
-    item = _quoted(Item)
-    return (
-        f"UPDATE {item} SET completed_seats = (SELECT COUNT(*) FROM {_quoted(Assignment)} a "
-        f"WHERE a.item_id = {item}.id AND a.completed_at IS NOT NULL) WHERE {where}"
-    )
+def completed_seats_set(where: str) -> str:
+    """``where`` on ``id``. Parameters: the count, then the item ids. Sets these items'
+    ``completed_seats`` (``claims.seat_complete``'s counter) to the count."""
+    return f"UPDATE {_quoted(Item)} SET completed_seats = %s WHERE {where}"
