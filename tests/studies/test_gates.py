@@ -35,6 +35,9 @@ def test_the_researcher_gate_sends_anonymous_users_to_the_login_page(verb):
     assert "next=/somewhere/%3Fx%3D1" in response["Location"]
 
 
+# The marker: the personas are fixtures of the database, asked for by name inside the test, which
+# pytest cannot see at collection (a test run before any other on its worker found no tables).
+@pytest.mark.django_db
 @pytest.mark.parametrize("verb", VERBS)
 @pytest.mark.parametrize("persona", ["annotator_a", "outsider"])
 def test_the_researcher_gate_refuses_other_personas_every_verb_with_its_message(verb, persona, request):
@@ -48,6 +51,7 @@ def test_the_researcher_gate_refuses_other_personas_every_verb_with_its_message(
     assert bare.value.args == ()
 
 
+@pytest.mark.django_db
 @pytest.mark.parametrize("persona", ["researcher", "admin_user"])
 def test_the_researcher_gate_lets_researchers_and_admins_in_then_checks_the_verb(persona, request):
     user = request.getfixturevalue(persona)
