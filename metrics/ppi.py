@@ -1166,7 +1166,7 @@ def _em_shares(
     # One step: P(class c | output o, shares of p) = lik[c, o] s[p, c] / Σ_c' lik[c', o] s[p, c'],
     # summed over the prompt's unlabelled images = s[p, c] Σ_o cells[p, o] lik[c, o] / (s lik)[p, o]:
     # two small matrix products a step instead of a (prompts, outputs, classes) array (the
-    # steps are many when the detector says little: this loop was most of an estimate's time).
+    # steps are many when the detector says little: this loop was half of a small estimate's time).
     prior = prior_images * pooled[None, :] + fixed
     total = data.n_per_prompt[:, None] + prior_images
     cells = cells.astype(float)
