@@ -32,8 +32,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # `bin/test --database-only` (CI's second database): a test that cannot reach the database
     # gives the same result on every database, and the first run already ran it.
     if os.environ.get("BIASLAB_TESTS_DATABASE_ONLY") == "1":
-        kept = [item for item in items if _uses_database(item)]
-        config.hook.pytest_deselected(items=[item for item in items if not _uses_database(item)])
+        kept: list[pytest.Item] = []
+        left: list[pytest.Item] = []
+        for item in items:
+            (kept if _uses_database(item) else left).append(item)
+        config.hook.pytest_deselected(items=left)
         items[:] = kept
     # A test that asks for pytest-django's live_server is of that slow kind whether or not its
     # author remembered the marker, so `bin/test --fast` can never pick one up by mistake.

@@ -122,8 +122,9 @@ def detector_verdict_counts(
 
     Read from the labelled items, not from the predictions: their final labels first, then the
     predictions of their images a chunk of items at a time (each chunk two queries the database
-    answers from its indexes: the items' files, then those files' predictions), folded here. A million predictions with 20,000 labels
-    read about 20,000 rows, whatever plan the database would have picked for one join. The
+    answers from its indexes: the items' files, then those files' predictions), folded here. A
+    million predictions with 20,000 labels read about 20,000 rows, whatever plan the database
+    would have picked for one join. The
     items' model and prompt come with their final labels (that query joins the items for the
     scope anyway), so the chunks do not look each item up again."""
     if not versions:
