@@ -32,7 +32,7 @@ from typing import IO, Any, NamedTuple
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, User
 from django.db import connection, transaction
-from django.db.models import Count
+from django.db.models import Count, F
 
 from annotate import services, sql
 from annotate.errors import AnnotateError, ImportRejected
@@ -45,7 +45,7 @@ from annotate.models import (
     LabelRevision,
 )
 from studies import permissions
-from studies.batching import batches, import_batch_rows, in_chunk_size, in_chunks, is_in
+from studies.batching import IsIn, batches, import_batch_rows, in_chunk_size, in_chunks, is_in
 from studies.csvio import safe_dict_writer
 from studies.ingest import ImportSummary, RejectedRow, csv_rows_stream
 from studies.models import ImageRole, Item, ItemImage, Question, QuestionKind, Study
@@ -89,7 +89,7 @@ def _labels_by_item(study: Study, item_ids: list[int]) -> dict[tuple[int, int], 
     # label_1 / label_2 of the file are the pairs kappa is computed on.
     grouped: dict[tuple[int, int], list[tuple[str, str, str]]] = {}
     rows = (
-        Label.objects.filter(item__study=study, item_id__in=item_ids)
+        Label.objects.filter(IsIn(F("item_id"), item_ids), item__study=study)
         .order_by("item_id", "question_id", "annotator_id")
         .values_list("item_id", "question_id", "annotator__username", "value", "reason")
     )
@@ -135,10 +135,10 @@ def ground_truth_rows_stream(
         labels = _labels_by_item(study, ids)
         finals = {
             (f.item_id, f.question_id): f
-            for f in FinalLabel.objects.filter(item_id__in=ids).select_related("decided_by")
+            for f in FinalLabel.objects.filter(IsIn(F("item_id"), ids)).select_related("decided_by")
         }
         links: dict[int, dict[str, str]] = {}
-        for item_id, role, path in ItemImage.objects.filter(item_id__in=ids).values_list(
+        for item_id, role, path in ItemImage.objects.filter(IsIn(F("item_id"), ids)).values_list(
             "item_id", "role", "source_path"
         ):
             links.setdefault(item_id, {})[role] = path

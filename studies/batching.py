@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import DateTimeField, JSONField, Model
+from django.db.models.lookups import In
 
 T = TypeVar("T")
 
@@ -76,6 +77,20 @@ def is_in(column: str, values: Sequence[Any], *, array: str = "bigint") -> tuple
     if connection.vendor == "postgresql":
         return f"{column} = ANY(%s::{array}[])", [list(values)]
     return f"{column} IN ({', '.join(['%s'] * len(values))})", list(values)
+
+
+class IsIn(In):
+    """``is_in`` for a queryset: ``filter(IsIn(F("item_id"), ids))`` — ``item_id IN (%s, …)``,
+    on PostgreSQL ``item_id = ANY(%s::bigint[])`` with the values as one array parameter (the
+    column's own type), for the same reason: a chunk of a thousand ids through ``__in`` cost a
+    million-image report page about 5 ms a statement more (Django's compiling and psycopg's
+    parsing of a thousand placeholders) than the index look-ups it asks for. The caller splits
+    the values with ``in_chunks``, as for ``__in``."""
+
+    def as_postgresql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+        lhs, lhs_params = self.process_lhs(compiler, connection)
+        array = self.lhs.output_field.db_type(connection)
+        return f"{lhs} = ANY(%s::{array}[])", [*lhs_params, list(self.rhs)]
 
 
 def bulk_batch_size(model: type[Model]) -> int:

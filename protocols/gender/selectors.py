@@ -24,7 +24,7 @@ from annotate.models import FinalLabel
 from detectors.models import OutputKind, Prediction, PredictionStatus, Verdict
 from metrics.gender import N_CLASSES, class_index
 from reports.selectors import PREDICTION_TO_ITEM, Scope, latest_detector_versions
-from studies.batching import in_chunks
+from studies.batching import IsIn, in_chunks
 from studies.models import ItemImage, Question
 from studies.protocols import protocol_spec
 
@@ -143,13 +143,13 @@ def detector_verdict_counts(
         # a column the item image holds already. A file may show in several items.
         items_of: dict[int, list[int]] = {}
         for item_id, image_id in (
-            ItemImage.objects.filter(item_id__in=chunk, role__in=roles)
+            ItemImage.objects.filter(IsIn(F("item_id"), chunk), role__in=roles)
             .order_by()
             .values_list("item_id", "image_id")
         ):
             items_of.setdefault(image_id, []).append(item_id)
         for images in in_chunks(items_of):
-            rows = Prediction.objects.filter(kind__in=KINDS, image_id__in=images).values_list(
+            rows = Prediction.objects.filter(IsIn(F("image_id"), images), kind__in=KINDS).values_list(
                 "image_id", "detector", "version", "status", KT("output__label")
             )
             for image_id, key, version, status, verdict in rows:

@@ -164,3 +164,29 @@ def test_a_row_that_breaks_a_constraint_raises_djangos_integrity_error_and_write
     with pytest.raises(IntegrityError), transaction.atomic():
         rows_insert(Item, _COLUMNS, rows)  # the first row's (study, key) is taken
     assert Item.objects.filter(study=study).count() == 1
+
+
+def test_is_in_finds_the_rows_of_in_with_one_array_parameter_on_postgresql(study):
+    """``IsIn`` on a queryset: the rows ``__in`` finds; on PostgreSQL one array parameter instead
+    of one placeholder per value, typed as the column (ids and text alike)."""
+    from django.db import connection
+    from django.db.models import F
+    from django.test.utils import CaptureQueriesContext
+
+    from studies.batching import IsIn
+
+    ids = rows_insert(Item, _COLUMNS, _rows(study, 12), returning=True)
+    wanted = [*ids[1::3], max(ids) + 1000]  # one id no row has
+    keys = list(Item.objects.filter(pk__in=ids[:4]).values_list("key", flat=True))
+    with CaptureQueriesContext(connection) as queries:
+        by_id = sorted(Item.objects.filter(IsIn(F("id"), wanted)).values_list("pk", flat=True))
+        by_key = sorted(Item.objects.filter(IsIn(F("key"), keys), study=study).values_list("key", flat=True))
+    assert (
+        by_id == sorted(Item.objects.filter(pk__in=wanted).values_list("pk", flat=True)) == sorted(ids[1::3])
+    )
+    assert by_key == sorted(keys)
+    sql = [query["sql"] for query in queries.captured_queries]
+    if connection.vendor == "postgresql":
+        assert all("= ANY(" in text and " IN (" not in text for text in sql)
+    else:
+        assert all(" IN (" in text for text in sql)
