@@ -249,7 +249,8 @@ def compute(
         models,
     )
     report: contract.GenderReport = {
-        "coverage": sel.coverage(scope, question_id=question.pk),
+        # The final labels in scope: those ``rows`` counted (the same filter).
+        "coverage": sel.coverage(scope, final_labels=sum(sum(r["counts"].values()) for r in rows)),
         "agreement": {"cohen_kappa": agreement["cohen_kappa"], "n_images": agreement["n_images"]},
         "human": dict(zip(models, human, strict=True)),
         "detectors": _detectors(joint, versions, bootstrap=bootstrap, seed=seed),
