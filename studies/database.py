@@ -5,11 +5,14 @@ them, PostgreSQL plans as if each table held a handful of rows (the labeling key
 statement measured ten times slower at 250,000 items before an ``ANALYZE``) and SQLite, without
 ``sqlite_stat1``, guesses at which index to use. Autovacuum catches up eventually on PostgreSQL,
 SQLite never does: the bulk importers call ``database_analyze`` once at their end.
+
+And, on SQLite, a page cache big enough for the bulk write itself (``bulk_page_cache``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Model
@@ -22,21 +25,57 @@ from django.db.models import Model
 SQLITE_ANALYSIS_LIMIT = 0
 
 
-def database_analyze(*, models: Sequence[type[Model]] = (), using: str = DEFAULT_DB_ALIAS) -> None:
+def database_analyze(
+    *, models: Sequence[type[Model]] = (), vacuum: bool = False, using: str = DEFAULT_DB_ALIAS
+) -> None:
     """Refresh the planner statistics (``ANALYZE``) of the tables of ``models``, or of every
     table when none is given. Runs inside or outside a transaction; on SQLite it reads every
     row of every index (``SQLITE_ANALYSIS_LIMIT``). An import that wrote a few tables names them:
     a label import into a million-image study need not read the million items and predictions
-    again (most of its time, at 40,000 labels)."""
+    again (most of its time, at 40,000 labels).
+
+    ``vacuum`` (the import commands, after their transaction committed): on PostgreSQL,
+    ``VACUUM (ANALYZE)``: besides the statistics it marks the new rows visible to
+    every transaction (their hint bits and the visibility map), which the first reader of each
+    page would otherwise do — and write back — while a researcher waits: the reports page's
+    first request after a million-image import read the tables' row counts in 0.53 s before,
+    0.11 s after. Inside a transaction (VACUUM cannot run there: a test's), ``ANALYZE`` alone.
+    Not for a web request (an upload): VACUUM reads every page of the tables that changed since
+    the last one."""
     connection = connections[using]
     tables = [connection.ops.quote_name(model._meta.db_table) for model in models]
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             cursor.execute(f"PRAGMA analysis_limit = {SQLITE_ANALYSIS_LIMIT}")
-        if not tables:
-            cursor.execute("ANALYZE")
-        elif connection.vendor == "sqlite":  # one table a statement
-            for table in tables:
-                cursor.execute(f"ANALYZE {table}")
-        else:
-            cursor.execute(f"ANALYZE {', '.join(tables)}")
+            for statement in [f"ANALYZE {table}" for table in tables] or ["ANALYZE"]:  # one table a statement
+                cursor.execute(statement)
+            return
+        command = "VACUUM (ANALYZE)" if vacuum and not connection.in_atomic_block else "ANALYZE"
+        cursor.execute(f"{command} {', '.join(tables)}".rstrip())
+
+
+# SQLite keeps a page cache per connection, 2 MiB by default: a label import into a million-item
+# study touches index pages of the items and the five label tables all over their files, reading
+# each again on every statement of the batch. ``import_labels`` sets this much for its own
+# connection while it runs (KiB); web processes keep the default. 40,000 labels into a
+# million-item study on tmpfs: the statements 1.11-1.21 s -> 0.96-1.04 s (three runs each).
+SQLITE_BULK_CACHE_KIB = 65_536
+
+
+@contextmanager
+def bulk_page_cache(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
+    """On SQLite, the connection's page cache at ``SQLITE_BULK_CACHE_KIB`` for the block and
+    back to what it was after (other databases: nothing)."""
+    connection = connections[using]
+    if connection.vendor != "sqlite":
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA cache_size")
+        (before,) = cursor.fetchone()
+        cursor.execute(f"PRAGMA cache_size = -{SQLITE_BULK_CACHE_KIB}")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"PRAGMA cache_size = {int(before)}")

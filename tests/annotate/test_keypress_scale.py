@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.urls import reverse
 from django.utils import timezone
 
@@ -23,7 +23,7 @@ from annotate import selectors
 from annotate import sql as rows
 from annotate.models import Label
 from annotate.services import assignment_queue
-from studies.database import database_analyze
+from studies.database import SQLITE_BULK_CACHE_KIB, bulk_page_cache, database_analyze
 from studies.models import Item, Study
 from tests.annotate.gender import submit
 
@@ -114,6 +114,62 @@ def test_database_analyze_leaves_planner_statistics_of_the_items(study):
             stats = [row[0] for row in cursor.fetchall()]
             assert stats
             assert all(int(stat.split()[0]) >= 300 for stat in stats)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_database_analyze_vacuums_on_postgresql_outside_a_transaction_and_only_analyzes_inside(study):
+    """The import commands ask for ``vacuum`` once their transaction committed: PostgreSQL marks
+    the new rows visible (no first reader does it while a researcher waits). Inside a
+    transaction VACUUM cannot run: the same call analyzes only, and does not fail."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's VACUUM")
+    _bulk_items(study, 300)
+
+    def vacuums() -> tuple[int, int]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+            cursor.execute(
+                "SELECT vacuum_count, analyze_count FROM pg_stat_user_tables WHERE relname = %s",
+                [Item._meta.db_table],
+            )
+            return cursor.fetchone()
+
+    before = vacuums()
+    with transaction.atomic():
+        database_analyze(models=[Item], vacuum=True)
+    inside = vacuums()
+    database_analyze(models=[Item], vacuum=True)
+    outside = vacuums()
+    assert inside[0] == before[0]  # no VACUUM inside the transaction …
+    assert inside[1] == before[1] + 1  # … an ANALYZE
+    assert outside == (before[0] + 1, before[1] + 2)
+    with connection.cursor() as cursor:  # every page of the table marked all-visible
+        cursor.execute(
+            "SELECT relallvisible, relpages FROM pg_class WHERE relname = %s", [Item._meta.db_table]
+        )
+        all_visible, pages = cursor.fetchone()
+    assert pages > 0
+    assert all_visible == pages
+
+
+@pytest.mark.django_db
+def test_bulk_page_cache_enlarges_sqlites_page_cache_for_the_block_and_restores_it():
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's page cache")
+
+    def cache_size() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA cache_size")
+            return int(cursor.fetchone()[0])
+
+    before = cache_size()
+    assert before != -SQLITE_BULK_CACHE_KIB
+    with bulk_page_cache():
+        assert cache_size() == -SQLITE_BULK_CACHE_KIB
+    assert cache_size() == before
+    with pytest.raises(RuntimeError), bulk_page_cache():
+        raise RuntimeError("an import that fails")
+    assert cache_size() == before
 
 
 def test_database_analyze_reads_the_whole_study_index_and_can_keep_to_named_tables(study):

@@ -61,9 +61,9 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         finally:
             meter.close()
-        # Planner statistics for the rows just written (studies.database): the label tables
-        # only; the items and predictions did not change in number.
-        database_analyze(models=LABEL_TABLES)
+        # Planner statistics for the rows just written, marked visible (studies.database): the
+        # label tables only; the items and predictions did not change in number.
+        database_analyze(models=LABEL_TABLES, vacuum=True)
         for line in summary.lines("final labels"):
             self.stdout.write(line)
         if summary.rejected:

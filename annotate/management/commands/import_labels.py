@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotate.exchange import LABEL_TABLES, labels_import
 from studies.commands import add_file_argument, add_study_argument
-from studies.database import database_analyze
+from studies.database import bulk_page_cache, database_analyze
 from studies.errors import DomainError
 from studies.progress import StageProgress, command_stream
 from studies.selectors import study_chosen
@@ -70,7 +70,7 @@ class Command(BaseCommand):
         meter = StageProgress(command_stream(self.stderr))
         try:
             study = study_chosen(options["study"])
-            with _collector_spaced():
+            with _collector_spaced(), bulk_page_cache():
                 summary = labels_import(
                     study=study,
                     csv_path=options["file"],
@@ -82,9 +82,9 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         finally:
             meter.close()
-        # Planner statistics for the rows just written (studies.database): the label tables
-        # only; the items and predictions did not change in number.
-        database_analyze(models=LABEL_TABLES)
+        # Planner statistics for the rows just written, marked visible (studies.database): the
+        # label tables only; the items and predictions did not change in number.
+        database_analyze(models=LABEL_TABLES, vacuum=True)
         for line in summary.lines("labels"):
             self.stdout.write(line)
         if summary.rejected:

@@ -68,8 +68,9 @@ class Command(BaseCommand):
             ) from None
         meter.close()
         if not opts["dry_run"]:
-            # Planner statistics for the rows just written (studies.database): the one table.
-            database_analyze(models=[Prediction])
+            # Planner statistics for the rows just written, marked visible (studies.database):
+            # the one table.
+            database_analyze(models=[Prediction], vacuum=True)
         per = ", ".join(f"{name}: {n}" for name, n in sorted(summary.by_detector.items()))
         if opts["dry_run"]:
             self.stdout.write(

@@ -98,7 +98,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         finally:
             meter.close()
-        database_analyze()  # planner statistics for the rows just written (studies.database)
+        database_analyze(vacuum=True)  # planner statistics, rows marked visible (studies.database)
         seconds = time.perf_counter() - started
         if options["dry_run"]:
             self.stdout.write(f"Dry run on study '{study.slug}' ({seconds:.1f} s): nothing was written.")
