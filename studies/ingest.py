@@ -54,12 +54,14 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
 from django.db import DatabaseError, transaction
+from django.db.models import F
 from django.utils import timezone
 from PIL import Image as PILImage
 from PIL import UnidentifiedImageError
 
 from studies.archive import ArchiveRejected, zip_extract
 from studies.batching import (
+    IsIn,
     batches,
     bulk_batch_size,
     import_batch_rows,
@@ -1534,9 +1536,9 @@ class _ManifestImport:
         known: dict[tuple[str, str], _KnownLink] = {}
         known_items: dict[str, _StoredItem] = {}
         for chunk in in_chunks(plan.item_key for plan in plans):
-            for row in ItemImage.objects.filter(item__study=self.study, item__key__in=chunk).values_list(
-                *link_fields, *item_fields
-            ):
+            for row in ItemImage.objects.filter(
+                IsIn(F("item__key"), chunk), item__study=self.study
+            ).values_list(*link_fields, *item_fields):
                 pk, key, role, sha, source_path, size, mtime_ns = row[: len(link_fields)]
                 known[(key, role)] = _KnownLink(pk, sha, source_path, size, mtime_ns)
                 if item_fields:
