@@ -22,6 +22,7 @@ from django.db.models import (
     CharField,
     Count,
     Exists,
+    F,
     IntegerField,
     OuterRef,
     Q,
@@ -42,6 +43,7 @@ from annotate.models import (
     Label,
     LabelRevision,
 )
+from studies.batching import IsIn, in_chunks
 from studies.models import Item, Question, Study
 from studies.selectors import item_questions, study_questions, with_images
 
@@ -208,15 +210,20 @@ def _disputed_pairs(
 ) -> tuple[dict[tuple[int, int], list[tuple[str, str, str]]], list[tuple[int, int]]]:
     """The labels of the items by (item, question), and the disputed (item, question) pairs
     among them in order: N labels and no final label. ``items``: (id, question keys)."""
-    ids = [pk for pk, _ in items]
-    settled = set(FinalLabel.objects.filter(item__in=ids).values_list("item_id", "question_id"))
+    # A chunk of items at a time: a study may hold more disputed items than one statement may
+    # name (SQLite's variable limit); an item's labels all come in its own chunk, in order.
+    settled: set[tuple[int, int]] = set()
     by_item: dict[tuple[int, int], list[tuple[str, str, str]]] = {}
-    for item_id, question_id, username, value, reason in (
-        Label.objects.filter(item__in=ids)
-        .order_by("item_id", "question_id", "annotator__username")
-        .values_list("item_id", "question_id", "annotator__username", "value", "reason")
-    ):
-        by_item.setdefault((item_id, question_id), []).append((username, value, reason))
+    for chunk in in_chunks(pk for pk, _ in items):
+        settled.update(
+            FinalLabel.objects.filter(IsIn(F("item_id"), chunk)).values_list("item_id", "question_id")
+        )
+        for item_id, question_id, username, value, reason in (
+            Label.objects.filter(IsIn(F("item_id"), chunk))
+            .order_by("item_id", "question_id", "annotator__username")
+            .values_list("item_id", "question_id", "annotator__username", "value", "reason")
+        ):
+            by_item.setdefault((item_id, question_id), []).append((username, value, reason))
     questions = study_questions(study)
     pairs = []
     for pk, keys in items:

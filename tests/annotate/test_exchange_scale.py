@@ -214,3 +214,23 @@ def test_export_ground_truth_writes_its_file_with_a_progress_line_on_a_long_expo
     assert any(
         line.startswith("150 rows exported (") and "/s, " in line for line in err.getvalue().splitlines()
     )
+
+
+def test_the_disputes_page_of_more_disputes_than_an_in_list_may_hold_reads_them_under_the_limit(
+    small, study, many, researcher, client_for, tmp_path
+):
+    """Every labelled item disputed (anna and ben disagree on all 150): the page finds the
+    disputed pairs among them with reads split under the variable limit, and shows its 50.
+    SQLite's own limit at 120 here: the page's read of its 50 items carries more values than the
+    60 the chunks are cut for, fewer than the 150 items."""
+    rows = [(item.key, name, value) for item in many for name, value in (("anna", "male"), ("ben", "female"))]
+    assert labels_import(study=study, csv_path=labels_csv(tmp_path, rows)).accepted == 300
+    client = client_for(researcher)
+    with sqlite_variable_limit(120):
+        first = client.get(f"/annotate/{study.slug}/disputes/")
+        last = client.get(f"/annotate/{study.slug}/disputes/?page=3")
+    assert first.status_code == last.status_code == 200
+    assert first.context["page"].paginator.count == 150
+    assert [row["item"].key for row in first.context["page"].object_list] == [i.key for i in many[:50]]
+    assert [row["item"].key for row in last.context["page"].object_list] == [i.key for i in many[100:]]
+    assert {label["annotator"] for label in last.context["page"].object_list[0]["labels"]} == {"anna", "ben"}
