@@ -14,6 +14,7 @@ from annotate.models import FinalLabel, Label
 from detectors.models import PredictionStatus
 from protocols.questions.spec import COMPARE, KIND_ANSWERS
 from reports.selectors import PREDICTION_TO_ITEM, Scope, latest_detector_versions, predictions_in_scope
+from studies.batching import IsIn, in_chunks
 from studies.models import Item, Study
 
 #: Manifest columns an item keeps in its own fields (or its prompt's) rather than in metadata.
@@ -104,24 +105,40 @@ class AnswerImage:
     labels: list[str]
 
 
-def answer_items(scope: Scope, *, question_key: str, group: str, answer: str) -> list[AnswerImage]:
-    """The items in scope of ``group`` whose final answer to the question is ``answer``, with
-    their images and every annotator's answer, in item order."""
+def answer_items(
+    scope: Scope, *, question_key: str, group: str, answer: str, limit: int
+) -> tuple[list[AnswerImage], int]:
+    """The first ``limit`` items (in item order) in scope of ``group`` whose final answer to the
+    question is ``answer``, with their images and every annotator's answer; and how many such
+    items there are. The group's items are matched a chunk at a time (a group of a big study
+    holds more items than one statement may name: SQLite's variable limit), and only the shown
+    ones are read in full."""
     column = compare_column(scope.study)
     ids = [
         item_id for item_id, (_model, item_group) in item_groups(scope, column).items() if item_group == group
     ]
-    items = (
-        Item.objects.filter(pk__in=ids, final_labels__question__key=question_key, final_labels__value=answer)
-        .select_related("prompt")
-        .prefetch_related(
-            "item_images__image",
-            Prefetch(
-                "labels",
-                queryset=Label.objects.filter(question__key=question_key).order_by("pk"),
-                to_attr="question_labels",
-            ),
+    matching: list[int] = []
+    for chunk in in_chunks(ids):
+        matching += FinalLabel.objects.filter(
+            IsIn(F("item_id"), chunk), question__key=question_key, value=answer
+        ).values_list("item_id", flat=True)
+    matching.sort()
+    rows: list[AnswerImage] = []
+    for chunk in in_chunks(matching[:limit]):
+        items = (
+            Item.objects.filter(pk__in=chunk)
+            .select_related("prompt")
+            .prefetch_related(
+                "item_images__image",
+                Prefetch(
+                    "labels",
+                    queryset=Label.objects.filter(question__key=question_key).order_by("pk"),
+                    to_attr="question_labels",
+                ),
+            )
+            .order_by("id")
         )
-        .order_by("id")
-    )
-    return [AnswerImage(item=item, labels=[label.value for label in item.question_labels]) for item in items]
+        rows += [
+            AnswerImage(item=item, labels=[label.value for label in item.question_labels]) for item in items
+        ]
+    return rows, len(matching)

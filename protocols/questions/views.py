@@ -32,8 +32,12 @@ def answer_images(request: HtmxHttpRequest) -> HttpResponse:
     if answer not in question.values:
         raise Http404(f"No answer {answer!r} to question {question.key!r}.")
     group = request.GET.get("group", "")
-    rows = qsel.answer_items(
-        Scope(study, t2i_model=filters.t2i_model), question_key=question.key, group=group, answer=answer
+    rows, n = qsel.answer_items(
+        Scope(study, t2i_model=filters.t2i_model),
+        question_key=question.key,
+        group=group,
+        answer=answer,
+        limit=LIMIT,
     )
     context = base.base_context(filters, "question_answer", analysis) | {
         "question": question,
@@ -41,8 +45,8 @@ def answer_images(request: HtmxHttpRequest) -> HttpResponse:
         "answer": answer,
         "answer_name": question.display(answer),
         "column": qsel.compare_column(study),
-        "rows": rows[:LIMIT],
-        "n": len(rows),
-        "more": max(0, len(rows) - LIMIT),
+        "rows": rows,
+        "n": n,
+        "more": n - len(rows),
     }
     return base.render_page(request, "questions/answer.html", context)

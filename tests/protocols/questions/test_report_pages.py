@@ -91,3 +91,36 @@ def test_the_report_honours_the_t2i_model_and_detector_filters(tmp_path):
     assert report["detectors"]["llava"]["age"]["accuracy"] == 3 / 8
     with pytest.raises(CommandError):
         call_command("bias_report", "--study", "qs", "--detector", "nobody", stdout=io.StringIO())
+
+
+def test_the_drill_down_counts_every_image_and_reads_only_the_shown_ones(
+    client_for, researcher, tmp_path, monkeypatch
+):
+    from protocols.questions import views
+
+    build_report_study(tmp_path)
+    monkeypatch.setattr(views, "LIMIT", 2)
+    url = reverse("reports:question_answer") + "?study=qs&question=age&group=dark&answer=old"
+    text = client_for(researcher).get(url).content.decode()
+    assert "3 images with the final answer Old. The first 2 are shown." in text
+    assert re.findall(r'data-item="(img\d\.png)"', text) == ["img4.png", "img5.png"]
+
+
+def test_the_drill_down_matches_a_group_of_more_items_than_one_statement_may_name(settings, tmp_path):
+    """The group's items are matched in chunks: with SQLite's own limit at 4 bound values, one
+    statement naming the group's three items (and the question and answer) is refused."""
+    from protocols.questions import selectors as qsel
+    from reports.selectors import Scope
+    from studies.models import Study
+    from tests.sqlite_limits import sqlite_variable_limit
+
+    build_report_study(tmp_path)
+    settings.BIASLAB_SQL_MAX_VARIABLES = 12  # two values per chunk
+    scope = Scope(Study.objects.get(slug="qs"))
+    with sqlite_variable_limit(4):
+        rows, n = qsel.answer_items(scope, question_key="age", group="dark", answer="old", limit=10)
+        few, same_n = qsel.answer_items(scope, question_key="age", group="dark", answer="old", limit=1)
+    assert n == same_n == 3
+    assert [r.item.key for r in rows] == ["img4.png", "img5.png", "img6.png"]
+    assert [r.item.key for r in few] == ["img4.png"]
+    assert all(r.labels for r in rows)
