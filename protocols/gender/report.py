@@ -223,7 +223,10 @@ def compute(
     """The gender report of the items in scope (study, T2I model and, when given, prompt
     category). See ``GenderAnalysis.compute``."""
     clear = metrics.check_clear_values(question.clear_values)
-    rows = gsel.human_prompt_counts(scope, question=question)
+    # The final labels of the whole study (or T2I model): the detectors' versions and verdicts
+    # are of the study (below), the human counts keep to the category.
+    finals = gsel.final_rows(scope.narrowed(category=None), question=question)
+    rows = gsel.human_prompt_counts(scope.study, finals, category=scope.category)
     labels = label_order(question, (value for row in rows for value in row["counts"]))
     values = tuple(value for value, _ in labels)
     by_model: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -236,7 +239,7 @@ def compute(
     # older run), then the counts are narrowed to the category's prompts: every item counted
     # has a final label, so the prompts of ``rows`` are all the prompts that can count.
     versions, joint = gsel.detector_joint_counts(
-        scope.narrowed(category=None), question=question, clear=clear, detector=detector
+        scope.narrowed(category=None), finals=finals, clear=clear, detector=detector
     )
     if scope.category:
         in_category = {row["prompt_id"] for row in rows}

@@ -1,15 +1,14 @@
-"""Reads of the gender analysis: counts aggregated in SQL, returned as plain rows.
+"""Reads of the gender analysis, returned as plain rows.
 
-Human side: the final labels of the study's ``gender`` question, counted per (T2I model, prompt,
-value). Detector side: predictions belong to image files, so an item's predictions are found
-through its ``image`` ItemImage: item → item_images (role image) → image → predictions; the
-verdict is ``output["label"]`` (read in SQL with ``KT``), the item's final label joins in with a
-``FilteredRelation`` (LEFT JOIN on the question), so items without a final label still count
-towards "which version was run last".
-
-Nothing here loops over prediction rows in Python: one grouped ``COUNT`` per (detector,
-version, T2I model, prompt, final label, verdict) moves a few thousand rows out of the database
-even for a million predictions.
+The final labels of the study's ``gender`` question are read once (``final_rows``: item, value,
+T2I model, prompt) and shared by both sides. Human side: counted per (T2I model, prompt, value).
+Detector side: predictions belong to image files, so an item's predictions are found through its
+``image`` ItemImage (item → item image → predictions of that file), a chunk of labelled items at
+a time; the verdict is ``output["label"]`` (read in SQL with ``KT``). Only the labelled items'
+predictions are read, never every prediction of the study: a million predictions with 20,000
+final labels move about 20,000 rows out of the database. ``with_final`` serves the drill-downs:
+predictions with their item's final label joined in (a ``FilteredRelation``, LEFT JOIN on the
+question), so items without a final label still count towards "which version was run last".
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict, cast
 
-from django.db.models import Count, F, FilteredRelation, Q, QuerySet
+from django.db.models import F, FilteredRelation, Q, QuerySet
 from django.db.models.fields.json import KT
 
 from annotate.models import FinalLabel
@@ -25,7 +24,7 @@ from detectors.models import OutputKind, Prediction, PredictionStatus, Verdict
 from metrics.gender import N_CLASSES, class_index
 from reports.selectors import PREDICTION_TO_ITEM, Scope, latest_detector_versions
 from studies.batching import IsIn, in_chunks
-from studies.models import ItemImage, Question
+from studies.models import ItemImage, Prompt, Question, Study
 from studies.protocols import protocol_spec
 
 if TYPE_CHECKING:
@@ -39,42 +38,54 @@ CLEAR_VERDICTS = (Verdict.MALE.value, Verdict.FEMALE.value)
 FILTERED = Verdict.FILTERED.value
 
 
-def human_prompt_counts(scope: Scope, *, question: Question) -> list[dict[str, Any]]:
-    """Final-label counts per (T2I model, prompt) of the items in scope, for prompts with at
-    least one final label.
+#: A final label as the report reads it: (item id, value, the item's T2I model, its prompt id).
+FinalRow: TypeAlias = tuple[int, str, str, int | None]
+
+
+def final_rows(scope: Scope, *, question: Question) -> list[FinalRow]:
+    """The final labels of ``question`` on the items in scope, one row each. One read, which
+    the human counts and the detector verdicts share: each was a join of the final labels with
+    the items (about 0.1 s at a million items on PostgreSQL, whatever the number of labels)."""
+    return list(
+        FinalLabel.objects.filter(scope.q("item__"), question=question).values_list(
+            "item_id", "value", "item__t2i_model", "item__prompt_id"
+        )
+    )
+
+
+def human_prompt_counts(
+    study: Study, finals: Sequence[FinalRow], *, category: str | None = None
+) -> list[dict[str, Any]]:
+    """Final-label counts per (T2I model, prompt) of ``finals`` (``final_rows``), only of the
+    prompts of ``category`` when given, for prompts with at least one final label.
 
     Row keys: t2i_model, prompt_id, category, word, prompt (empty strings for items without a
     prompt) and ``counts`` ({final label value: items}). Ordered by model, category, word.
-    One grouped query: (model, prompt, value) groups, a few hundred rows.
+    Counted here from the rows read for the detectors too; the prompts' texts in one query.
     """
-    grouped = (
-        FinalLabel.objects.filter(scope.q("item__"), question=question)
-        .values(
-            "item__t2i_model",
-            "item__prompt_id",
-            "item__prompt__category",
-            "item__prompt__word",
-            "item__prompt__text",
-            "value",
+    prompts = {
+        pk: (category or "", word or "", text or "")
+        for pk, category, word, text in Prompt.objects.filter(study=study).values_list(
+            "pk", "category", "word", "text"
         )
-        .annotate(n=Count("pk"))
-        .order_by()
-    )
+    }
+    no_prompt = ("", "", "")
     rows: dict[tuple[str, int | None], dict[str, Any]] = {}
-    for g in grouped:
-        key = (g["item__t2i_model"], g["item__prompt_id"])
-        row = rows.setdefault(
-            key,
-            {
-                "t2i_model": key[0],
-                "prompt_id": key[1],
-                "category": g["item__prompt__category"] or "",
-                "word": g["item__prompt__word"] or "",
-                "prompt": g["item__prompt__text"] or "",
+    for _item_id, value, model, prompt_id in finals:
+        texts = prompts.get(prompt_id, no_prompt) if prompt_id is not None else no_prompt
+        if category and (prompt_id is None or texts[0] != category):
+            continue
+        row = rows.get((model, prompt_id))
+        if row is None:
+            row = rows[(model, prompt_id)] = {
+                "t2i_model": model,
+                "prompt_id": prompt_id,
+                "category": texts[0],
+                "word": texts[1],
+                "prompt": texts[2],
                 "counts": {},
-            },
-        )
-        row["counts"][g["value"]] = row["counts"].get(g["value"], 0) + g["n"]
+            }
+        row["counts"][value] = row["counts"].get(value, 0) + 1
     return sorted(
         rows.values(), key=lambda r: (r["t2i_model"], r["category"], r["word"], r["prompt_id"] or 0)
     )
@@ -115,29 +126,24 @@ def with_final(predictions: QuerySet[Prediction], *, question: Question) -> Quer
 
 
 def detector_verdict_counts(
-    scope: Scope, *, question: Question, versions: Mapping[str, str]
+    scope: Scope, *, versions: Mapping[str, str], finals: Sequence[FinalRow]
 ) -> list[Mapping[str, Any]]:
-    """``ok`` gender predictions of the given (detector: version) runs on the items in scope
-    that have a final label, counted per (detector, T2I model, prompt, final label, verdict).
+    """``ok`` gender predictions of the given (detector: version) runs on the items of
+    ``finals`` (``final_rows`` of the scope), counted per (detector, T2I model, prompt, final
+    label, verdict).
 
-    Read from the labelled items, not from the predictions: their final labels first, then the
-    predictions of their images a chunk of items at a time (each chunk two queries the database
-    answers from its indexes: the items' files, then those files' predictions), folded here. A
-    million predictions with 20,000 labels read about 20,000 rows, whatever plan the database
-    would have picked for one join. The
-    items' model and prompt come with their final labels (that query joins the items for the
-    scope anyway), so the chunks do not look each item up again."""
+    Read from the labelled items, not from the predictions: the predictions of their images a
+    chunk of items at a time (each chunk two queries the database answers from its indexes: the
+    items' files, then those files' predictions), folded here. A million predictions with 20,000
+    labels read about 20,000 rows, whatever plan the database would have picked for one join.
+    The items' model and prompt come with their final labels, so the chunks do not look each
+    item up again."""
     if not versions:
         return []
-    finals = {
-        item_id: (value, model, prompt_id)
-        for item_id, value, model, prompt_id in FinalLabel.objects.filter(
-            scope.q("item__"), question=question
-        ).values_list("item_id", "value", "item__t2i_model", "item__prompt_id")
-    }
+    by_item = {item_id: (value, model, prompt_id) for item_id, value, model, prompt_id in finals}
     roles = list(protocol_spec(scope.study.protocol).image_roles)
     counts: dict[tuple[str, str, int | None, str, str | None], int] = {}
-    for chunk in in_chunks(finals):
+    for chunk in in_chunks(by_item):
         # The chunk's image files, then their predictions by file: one join through
         # ``image__item_images`` would also read the image table, an index probe per item for
         # a column the item image holds already. A file may show in several items.
@@ -156,7 +162,7 @@ def detector_verdict_counts(
                 if versions.get(key) != version or status != PredictionStatus.OK:
                     continue
                 for item_id in items_of[image_id]:
-                    final, model, prompt_id = finals[item_id]
+                    final, model, prompt_id = by_item[item_id]
                     group = (key, model, prompt_id, final, verdict)
                     counts[group] = counts.get(group, 0) + 1
     return [
@@ -173,19 +179,20 @@ def detector_verdict_counts(
 
 
 def detector_joint_counts(
-    scope: Scope, *, question: Question, clear: Sequence[str], detector: str | None = None
+    scope: Scope, *, finals: Sequence[FinalRow], clear: Sequence[str], detector: str | None = None
 ) -> tuple[dict[str, str], list[dict[str, Any]]]:
     """The reported version of each detector (the latest: ``reports.selectors.
     latest_detector_versions``) and per (detector, T2I model, prompt) the 3 x 3 table
     [human class][detector class] (``metrics.gender`` class order: first clear value, second,
     rest; the detector's classes are its verdicts male, female and filtered).
 
-    Only items with both a final label and an ``ok`` prediction of the reported version count.
-    Row keys: detector, t2i_model, prompt_id, table (a 3 x 3 list). The versions come first, then
-    one aggregate query over the labelled items; the Python below folds its grouped rows.
+    Only items with both a final label (``finals``: ``final_rows`` of the scope) and an ``ok``
+    prediction of the reported version count. Row keys: detector, t2i_model, prompt_id, table (a
+    3 x 3 list). The versions come first, then the verdicts of the labelled items; the Python
+    below folds their grouped rows.
     """
     versions = latest_detector_versions(scope, kinds=KINDS, detector=detector)
-    grouped = detector_verdict_counts(scope, question=question, versions=versions)
+    grouped = detector_verdict_counts(scope, versions=versions, finals=finals)
     # Class of every value seen, looked up once (a few thousand grouped rows share a handful).
     human_class = {value: class_index(value, clear) for value in {row["final_value"] for row in grouped}}
     verdict_class = {
