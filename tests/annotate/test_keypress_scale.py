@@ -152,6 +152,27 @@ def test_database_analyze_vacuums_on_postgresql_outside_a_transaction_and_only_a
     assert all_visible == pages
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_import_labels_command_vacuums_the_label_tables_on_postgresql(study, make_items, tmp_path):
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's VACUUM")
+    items = make_items(3)
+    path = tmp_path / "labels.csv"
+    path.write_text("image,annotator,label\n" + "".join(f"{item.key},zoe,male\n" for item in items))
+
+    def vacuums() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+            cursor.execute(
+                "SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = %s", [Label._meta.db_table]
+            )
+            return int(cursor.fetchone()[0])
+
+    before = vacuums()
+    call_command("import_labels", str(path), study=study.slug, add_annotators=True, stdout=io.StringIO())
+    assert vacuums() == before + 1
+
+
 @pytest.mark.django_db
 def test_bulk_page_cache_enlarges_sqlites_page_cache_for_the_block_and_restores_it():
     if connection.vendor != "sqlite":
