@@ -1,6 +1,6 @@
 """Reads of the questions analysis: each item's group and T2I model, final answers, every
 annotator's answer, detectors' answers, and the images of a drill-down. A handful of queries,
-whatever the number of items."""
+whatever the number of items (a list of item ids goes a chunk at a time: ``studies.batching``)."""
 
 from __future__ import annotations
 
