@@ -54,6 +54,21 @@ def database_analyze(
         cursor.execute(f"{command} {', '.join(tables)}".rstrip())
 
 
+def rows_mark_visible(*, models: Sequence[type[Model]], using: str = DEFAULT_DB_ALIAS) -> None:
+    """On PostgreSQL outside a transaction, ``VACUUM`` the tables of ``models`` (no statistics:
+    for tables a bulk write changed rows of, not their number); nothing elsewhere. A row updated
+    in place is a new row version that clears its page's all-visible bit: a label import that
+    completes the seats of 20,000 items spread over a million-item study clears it on most of
+    the table's pages, and the researcher pages' counts of the items (the data fingerprint, the
+    coverage) then read the table instead of its index: 0.19 and 0.09 s on the first reports
+    page, 0.11 and 0.03 s after a ``VACUUM`` of the items (0.12-0.14 s)."""
+    connection = connections[using]
+    if connection.vendor != "postgresql" or connection.in_atomic_block or not models:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM " + ", ".join(connection.ops.quote_name(m._meta.db_table) for m in models))
+
+
 # SQLite keeps a page cache per connection, 2 MiB by default: a label import into a million-item
 # study touches index pages of the items and the five label tables all over their files, reading
 # each again on every statement of the batch. ``import_labels`` sets this much for its own

@@ -153,24 +153,37 @@ def test_database_analyze_vacuums_on_postgresql_outside_a_transaction_and_only_a
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_import_labels_command_vacuums_the_label_tables_on_postgresql(study, make_items, tmp_path):
+def test_the_import_labels_command_vacuums_the_label_tables_and_the_items_on_postgresql(
+    study, make_items, tmp_path
+):
+    """The labels are new rows; the items' completed-seat counts were updated in place: both
+    are marked visible again (the researcher pages' counts read the indexes alone)."""
     if connection.vendor != "postgresql":
         pytest.skip("PostgreSQL's VACUUM")
     items = make_items(3)
     path = tmp_path / "labels.csv"
     path.write_text("image,annotator,label\n" + "".join(f"{item.key},zoe,male\n" for item in items))
 
-    def vacuums() -> int:
+    def vacuums() -> dict[str, int]:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_stat_clear_snapshot()")
             cursor.execute(
-                "SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = %s", [Label._meta.db_table]
+                "SELECT relname, vacuum_count FROM pg_stat_user_tables WHERE relname IN (%s, %s)",
+                [Label._meta.db_table, Item._meta.db_table],
             )
-            return int(cursor.fetchone()[0])
+            return dict(cursor.fetchall())
 
     before = vacuums()
     call_command("import_labels", str(path), study=study.slug, add_annotators=True, stdout=io.StringIO())
-    assert vacuums() == before + 1
+    after = vacuums()
+    assert after == {table: n + 1 for table, n in before.items()}
+    assert Item.objects.filter(completed_seats=1).count() == 3
+    with connection.cursor() as cursor:  # every page of the items all-visible again
+        cursor.execute(
+            "SELECT relallvisible, relpages FROM pg_class WHERE relname = %s", [Item._meta.db_table]
+        )
+        all_visible, pages = cursor.fetchone()
+    assert 0 < pages == all_visible
 
 
 @pytest.mark.django_db

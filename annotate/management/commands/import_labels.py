@@ -12,8 +12,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotate.exchange import LABEL_TABLES, labels_import
 from studies.commands import add_file_argument, add_study_argument
-from studies.database import bulk_page_cache, database_analyze
+from studies.database import bulk_page_cache, database_analyze, rows_mark_visible
 from studies.errors import DomainError
+from studies.models import Item
 from studies.progress import StageProgress, command_stream
 from studies.selectors import study_chosen
 
@@ -85,6 +86,8 @@ class Command(BaseCommand):
         # Planner statistics for the rows just written, marked visible (studies.database): the
         # label tables only; the items and predictions did not change in number.
         database_analyze(models=LABEL_TABLES, vacuum=True)
+        # The items' completed-seat counts were updated in place (studies.database).
+        rows_mark_visible(models=[Item])
         for line in summary.lines("labels"):
             self.stdout.write(line)
         if summary.rejected:
