@@ -61,14 +61,15 @@ def human_prompt_counts(
 
     Row keys: t2i_model, prompt_id, category, word, prompt (empty strings for items without a
     prompt) and ``counts`` ({final label value: items}). Ordered by model, category, word.
-    Counted here from the rows read for the detectors too; the prompts' texts in one query.
+    Counted here from the rows read for the detectors too; the prompts' texts read by id.
     """
-    prompts = {
-        pk: (category or "", word or "", text or "")
-        for pk, category, word, text in Prompt.objects.filter(study=study).values_list(
-            "pk", "category", "word", "text"
-        )
-    }
+    # Only the prompts the final labels name (a study may hold a prompt per item), a chunk at a time.
+    prompts: dict[int, tuple[str, str, str]] = {}
+    for chunk in in_chunks(prompt_id for _, _, _, prompt_id in finals if prompt_id is not None):
+        for pk, its_category, word, text in Prompt.objects.filter(
+            IsIn(F("id"), chunk), study=study
+        ).values_list("pk", "category", "word", "text"):
+            prompts[pk] = (its_category or "", word or "", text or "")
     no_prompt = ("", "", "")
     rows: dict[tuple[str, int | None], dict[str, Any]] = {}
     for _item_id, value, model, prompt_id in finals:
