@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
 
 # SQLite: ``ANALYZE`` reads every index whole (``PRAGMA analysis_limit = 0``). A sample (it was
@@ -50,8 +51,13 @@ def database_analyze(
             for statement in [f"ANALYZE {table}" for table in tables] or ["ANALYZE"]:  # one table a statement
                 cursor.execute(statement)
             return
-        command = "VACUUM (ANALYZE)" if vacuum and not connection.in_atomic_block else "ANALYZE"
+        command = "VACUUM (ANALYZE)" if vacuum and _can_vacuum(connection) else "ANALYZE"
         cursor.execute(f"{command} {', '.join(tables)}".rstrip())
+
+
+def _can_vacuum(connection: BaseDatabaseWrapper) -> bool:
+    """PostgreSQL outside a transaction: the only place ``VACUUM`` runs."""
+    return connection.vendor == "postgresql" and not connection.in_atomic_block
 
 
 def rows_mark_visible(*, models: Sequence[type[Model]], using: str = DEFAULT_DB_ALIAS) -> None:
@@ -63,10 +69,9 @@ def rows_mark_visible(*, models: Sequence[type[Model]], using: str = DEFAULT_DB_
     coverage) then read the table instead of its index: 0.19 and 0.09 s on the first reports
     page, 0.11 and 0.03 s after a ``VACUUM`` of the items (0.12-0.14 s)."""
     connection = connections[using]
-    if connection.vendor != "postgresql" or connection.in_atomic_block or not models:
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("VACUUM " + ", ".join(connection.ops.quote_name(m._meta.db_table) for m in models))
+    if models and _can_vacuum(connection):
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM " + ", ".join(connection.ops.quote_name(m._meta.db_table) for m in models))
 
 
 # SQLite keeps a page cache per connection, 2 MiB by default: a label import into a million-item
