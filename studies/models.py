@@ -320,6 +320,17 @@ class ItemImage(models.Model):
         return f"{self.item_id}/{self.role}: {self.source_path}"
 
 
+def set_null_in_batches(collector: Any, field: Any, sub_objs: Any, using: str) -> None:
+    """``on_delete``: Django's ``SET_NULL``, but the rows to clear are read for each batch of
+    deleted rows the collector forms, and cleared by primary key in batches.
+
+    Django's own ``SET_NULL`` is lazy: it ORs the query of every batch into one UPDATE that
+    carries one value per deleted row. Deleting a study of a million items sent a million
+    values in one statement (SQLite refuses more than 32,766). Without ``lazy_sub_objs`` the
+    collector reads each batch's rows itself, and calls this only for a batch that has some."""
+    collector.add_field_update(field, None, sub_objs)
+
+
 class ItemChangeAction(models.TextChoices):
     UPDATED = "updated", "Updated by a re-import of its manifest"
     REMOVED = "removed", "Removed (remove_items)"
@@ -336,7 +347,7 @@ class ItemChange(models.Model):
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="item_changes", db_index=False)
     item = models.ForeignKey(
         Item,
-        on_delete=models.SET_NULL,
+        on_delete=set_null_in_batches,
         null=True,
         blank=True,
         related_name="changes",

@@ -12,7 +12,9 @@ MEDIA_ROOT. ``items_restore`` (``import_images --restore``) reads it back: same 
 ids, same files, so labels, agreement and reports come back as they were.
 
 One transaction each: a refused removal, a failed backup or a failed restore leaves the
-database and MEDIA_ROOT as they were.
+database and MEDIA_ROOT as they were. Every read and the deletion go a chunk of items (or
+images) at a time (``studies.batching``): a removal of any size stays under the database's
+limit of values per statement.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import json
 import os
 import tempfile
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +37,7 @@ from django.db import DatabaseError, IntegrityError, router, transaction
 from django.db.models import Count, Model
 from django.db.models.deletion import CASCADE, PROTECT, RESTRICT, Collector
 
+from studies.batching import batches, in_chunk_size, in_chunks
 from studies.errors import DomainError, ImportRejected
 from studies.ingest import _Audit, _file_write, image_file_validate
 from studies.models import Image, Item, ItemChange, ItemChangeAction, ItemImage, Study
@@ -84,9 +87,13 @@ def items_resolve(*, study: Study, keys: Iterable[str]) -> list[Item]:
     """The study's items named by key (or, for a key that names none, by numeric id), in the
     order given. Raises ``ItemsNotFound`` naming every one that is not an item of the study."""
     wanted = list(dict.fromkeys(keys))
-    by_key = {item.key: item for item in Item.objects.filter(study=study, key__in=wanted)}
-    ids = {int(k) for k in wanted if k not in by_key and k.isdigit()}
-    by_id = {str(item.pk): item for item in Item.objects.filter(study=study, pk__in=ids)}
+    by_key: dict[str, Item] = {}
+    for keys_chunk in in_chunks(wanted):
+        by_key.update((item.key, item) for item in Item.objects.filter(study=study, key__in=keys_chunk))
+    ids = sorted({int(k) for k in wanted if k not in by_key and k.isdigit()})
+    by_id: dict[str, Item] = {}
+    for chunk in in_chunks(ids):
+        by_id.update((str(item.pk), item) for item in Item.objects.filter(study=study, pk__in=chunk))
     missing = [k for k in wanted if k not in by_key and k not in by_id]
     if missing:
         shown = ", ".join(missing[:20]) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
@@ -95,41 +102,65 @@ def items_resolve(*, study: Study, keys: Iterable[str]) -> list[Item]:
     return list({item.pk: item for item in items}.values())
 
 
-def _held(items: list[Item], orphans: list[int]) -> dict[int, Counter[str]]:
+def _locked(items: list[Item]) -> list[Item]:
+    """The items read again under a row lock (a label or an import arriving meanwhile waits for
+    the removal), in id order: the chunks too, so two removals never wait on each other in a
+    circle."""
+    locked: list[Item] = []
+    for chunk in in_chunks(sorted(item.pk for item in items)):
+        locked += Item.objects.select_for_update().filter(pk__in=chunk).order_by("pk")
+    return locked
+
+
+def _image_links(ids: list[int]) -> dict[int, list[int]]:
+    """Image id → the ids among ``ids`` of the items showing it."""
+    links: dict[int, list[int]] = {}
+    for chunk in in_chunks(ids):
+        for item_id, image_id in ItemImage.objects.filter(item_id__in=chunk).values_list(
+            "item_id", "image_id"
+        ):
+            links.setdefault(image_id, []).append(item_id)
+    return links
+
+
+def _shared(image_ids: Iterable[int], removed: set[int]) -> set[int]:
+    """The images among ``image_ids`` that an item not ``removed`` shows too: their files stay."""
+    shared: set[int] = set()
+    for chunk in in_chunks(sorted(image_ids)):
+        for image_id, item_id in ItemImage.objects.filter(image_id__in=chunk).values_list(
+            "image_id", "item_id"
+        ):
+            if item_id not in removed:
+                shared.add(image_id)
+    return shared
+
+
+def _counts_by(model: type[Model], name: str, ids: list[int]) -> Iterator[tuple[int, int]]:
+    """(value of the foreign key ``name``, rows of ``model`` with it) for the values ``ids``."""
+    for chunk in in_chunks(ids):
+        counts = model._base_manager.filter(**{f"{name}__in": chunk}).values(name).annotate(n=Count("pk"))
+        for row in counts:
+            yield row[name], row["n"]
+
+
+def _held(ids: list[int], links: dict[int, list[int]], orphans: list[int]) -> dict[int, Counter[str]]:
     """Per item id, the rows pointing at it that are someone's work (labels, final labels,
-    round entries…) and the predictions on its images that would go with them. One query per
-    kind of row."""
+    round entries…) and the predictions on its images that would go with them (``links``:
+    image id → the items removed that show it). One query per kind of row and chunk."""
     held: dict[int, Counter[str]] = {}
-    ids = [item.pk for item in items]
     for relation in Item._meta.related_objects:
         model = relation.related_model
         if not _goes_with(relation) or _label(model) in _NOT_DATA:
             continue
-        counts = (
-            model._base_manager.filter(**{f"{relation.field.name}__in": ids})
-            .values(relation.field.name)
-            .annotate(n=Count("pk"))
-        )
-        for row in counts:
-            held.setdefault(row[relation.field.name], Counter())[_name(model, 2)] += row["n"]
-    if orphans:
-        image_items: dict[int, list[int]] = {}
-        for item_id, image_id in ItemImage.objects.filter(item_id__in=ids, image_id__in=orphans).values_list(
-            "item_id", "image_id"
-        ):
-            image_items.setdefault(image_id, []).append(item_id)
-        for relation in Image._meta.related_objects:
-            model = relation.related_model
-            if not _goes_with(relation) or _label(model) in _NOT_DATA:
-                continue
-            counts = (
-                model._base_manager.filter(**{f"{relation.field.name}__in": orphans})
-                .values(relation.field.name)
-                .annotate(n=Count("pk"))
-            )
-            for row in counts:
-                for item_id in image_items.get(row[relation.field.name], []):
-                    held.setdefault(item_id, Counter())[_name(model, 2)] += row["n"]
+        for item_id, n in _counts_by(model, relation.field.name, ids):
+            held.setdefault(item_id, Counter())[_name(model, 2)] += n
+    for relation in Image._meta.related_objects:
+        model = relation.related_model
+        if not _goes_with(relation) or _label(model) in _NOT_DATA:
+            continue
+        for image_id, n in _counts_by(model, relation.field.name, orphans):
+            for item_id in links.get(image_id, []):
+                held.setdefault(item_id, Counter())[_name(model, 2)] += n
     return held
 
 
@@ -143,13 +174,17 @@ def _goes_with(relation: Any) -> bool:
     return not relation.many_to_many and relation.on_delete in (CASCADE, PROTECT, RESTRICT)
 
 
-def _collect(objs: list[Item], extra: list[Any]) -> Collector:
-    """A deletion collector holding ``objs`` and what cascades from them; ``extra`` querysets
-    (rows that RESTRICT the deletion) are collected first so the collector removes them too."""
-    collector = Collector(using=router.db_for_write(Item))
-    for queryset in extra:
-        collector.collect(queryset)
-    collector.collect(objs)
+def _collect(model: type[Model], objs: list[Any], restricting: bool = False) -> Collector:
+    """A deletion collector holding ``objs`` and what cascades from them, collected a chunk of
+    ``objs`` at a time: the collector looks up each relation's rows for the objects it is
+    given (on PostgreSQL all of them in one list). With ``restricting``, each chunk's rows
+    that refuse the deletion on their own (``_restricting``) are collected first, so the
+    collector removes them too."""
+    collector = Collector(using=router.db_for_write(model))
+    for chunk in batches(objs, in_chunk_size()):
+        for queryset in _restricting(chunk) if restricting else ():
+            collector.collect(queryset)
+        collector.collect(chunk)
     return collector
 
 
@@ -165,7 +200,7 @@ def _collected(collector: Collector) -> list[Model]:
     return sorted(rows, key=lambda row: (order.get(type(row), 3), _label(type(row)), row.pk))
 
 
-def _restricting(items: list[Item]) -> list[Any]:
+def _restricting(items: list[Any]) -> list[Any]:
     """Querysets of the rows that refuse an item's deletion on their own (RESTRICT/PROTECT),
     e.g. its entries in sampling rounds; removing the item with its data removes them too."""
     querysets = []
@@ -206,18 +241,14 @@ def items_remove(
     audit = _Audit(user=user, source=source)
     with transaction.atomic():
         # Locked: a label or a new import arriving meanwhile waits for the removal.
-        items = list(
-            Item.objects.select_for_update().filter(pk__in=[item.pk for item in items]).order_by("pk")
-        )
+        items = _locked(items)
+        ids = [item.pk for item in items]
         keys = {item.pk: item.key for item in items}
-        image_ids = set(ItemImage.objects.filter(item__in=items).values_list("image_id", flat=True))
-        shared = set(
-            ItemImage.objects.filter(image_id__in=image_ids)
-            .exclude(item__in=items)
-            .values_list("image_id", flat=True)
-        )
-        orphans = sorted(image_ids - shared)
-        held = {keys[item_id]: dict(counts) for item_id, counts in _held(items, orphans).items() if counts}
+        links = _image_links(ids)
+        orphans = sorted(links.keys() - _shared(links, set(ids)))
+        held = {
+            keys[item_id]: dict(counts) for item_id, counts in _held(ids, links, orphans).items() if counts
+        }
         result = RemovalResult(
             keys=[item.key for item in items], removed={}, files=[], held=held, dry_run=dry_run
         )
@@ -232,18 +263,18 @@ def items_remove(
                 "--with-labels: everything removed is first written to a JSON backup that "
                 "`import_images --restore` brings back."
             )
-        item_collector = _collect(items, _restricting(items))
+        item_collector = _collect(Item, items, restricting=True)
         rows = _collected(item_collector)
         counts: Counter[str] = Counter(
             _name(type(row), 2) for row in rows if not isinstance(row, Item | ItemImage)
         )
-        images = list(Image.objects.filter(pk__in=orphans))
+        images = [image for chunk in in_chunks(orphans) for image in Image.objects.filter(pk__in=chunk)]
         result.files = sorted(image.file for image in images)
         if dry_run:
             for relation in Image._meta.related_objects:
                 if _cascades(relation) and not relation.many_to_many:
                     model = relation.related_model
-                    n = model._base_manager.filter(**{f"{relation.field.name}__in": orphans}).count()
+                    n = sum(n for _, n in _counts_by(model, relation.field.name, orphans))
                     if n:
                         counts[_name(model, 2)] += n
             result.removed = dict(counts)
@@ -253,8 +284,7 @@ def items_remove(
         item_collector.delete()
         if images:
             # Only now: the image links that PROTECT the files are gone with the items.
-            image_collector = Collector(using=router.db_for_write(Image))
-            image_collector.collect(images)
+            image_collector = _collect(Image, images)
             image_rows = _collected(image_collector)
             counts.update(_name(type(row), 2) for row in image_rows if not isinstance(row, Image))
             serialized = json.loads(serializers.serialize("json", image_rows)) + serialized
@@ -322,9 +352,9 @@ def _backup_write(path: Path, document: dict[str, Any]) -> None:
 def _files_unlink(names: list[str]) -> None:
     """Remove files of deleted Image rows; a file some Image row points to again (the same
     bytes imported meanwhile) stays."""
-    if not names:
-        return
-    kept = set(Image.objects.filter(file__in=names).values_list("file", flat=True))
+    kept: set[str] = set()
+    for chunk in in_chunks(sorted(set(names))):
+        kept.update(Image.objects.filter(file__in=chunk).values_list("file", flat=True))
     for name in set(names) - kept:
         (Path(settings.MEDIA_ROOT) / name).unlink(missing_ok=True)
 
@@ -367,7 +397,11 @@ def items_restore(*, study: Study, backup_path: str | os.PathLike[str]) -> Resto
             f"{path}: the backup holds items of the study '{document.get('study')}', not '{study.slug}'"
         )
     keys = [str(key) for key in document.get("items", [])]
-    again = list(Item.objects.filter(study=study, key__in=keys).values_list("key", flat=True))
+    again = [
+        key
+        for chunk in in_chunks(keys)
+        for key in Item.objects.filter(study=study, key__in=chunk).values_list("key", flat=True)
+    ]
     if again:
         raise ImportRejected(
             f"{path}: the study has these items again: {', '.join(sorted(again))}; remove them first "
@@ -396,9 +430,7 @@ def items_restore(*, study: Study, backup_path: str | os.PathLike[str]) -> Resto
                 f"{path}: the backup cannot be restored ({exc}); nothing was written"
             ) from exc
     except BaseException:
-        kept = set(Image.objects.filter(file__in=written).values_list("file", flat=True))
-        for name in set(written) - kept:
-            (Path(settings.MEDIA_ROOT) / name).unlink(missing_ok=True)
+        _files_unlink(written)
         raise
     return RestoreResult(keys=keys, rows=dict(rows), files=files)
 
@@ -429,10 +461,9 @@ def _images_restore(rows: list[dict[str, Any]], counts: Counter[str]) -> dict[in
     hash, another id) is reused. Returns backup id → id now."""
     remap: dict[int, int] = {}
     images = [row for row in rows if row.get("model") == "studies.image"]
-    existing = {
-        image.sha256: image.pk
-        for image in Image.objects.filter(sha256__in=[row["fields"]["sha256"] for row in images])
-    }
+    existing: dict[str, int] = {}
+    for chunk in in_chunks(row["fields"]["sha256"] for row in images):
+        existing.update(Image.objects.filter(sha256__in=chunk).values_list("sha256", "pk"))
     for obj in serializers.deserialize("json", json.dumps(images)):
         image = obj.object
         assert isinstance(image, Image)
