@@ -92,14 +92,12 @@ def box_check_prepare(
         raise BoxCheckRefused(f"The maximum number of boxes must be at least 1, not {max_boxes}.")
     with transaction.atomic():
         items = list(Item.objects.select_for_update().filter(study=study).order_by("id"))
-        images = dict(
-            ItemImage.objects.filter(item__study=study, role=ImageRole.IMAGE).values_list(
-                "item_id", "image_id"
-            )
-        )
+        shown = ItemImage.objects.filter(item__study=study, role=ImageRole.IMAGE)
+        images = dict(shown.values_list("item_id", "image_id"))
         latest: dict[int, Prediction] = {}
         predictions = Prediction.objects.filter(
-            image_id__in=set(images.values()),
+            # A subquery: a list of the study's images would be a value per image.
+            image_id__in=shown.values("image_id"),
             detector=detector,
             kind=OutputKind.OBJECTS,
             status=PredictionStatus.OK,

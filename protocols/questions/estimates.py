@@ -176,7 +176,17 @@ def questions_report(
         )
     said = answers.get(detector, {})
     in_frame = [i.item_id for i in frame.items]
-    asked = dict(Item.objects.filter(study=study, pk__in=in_frame).values_list("pk", "question_keys"))
+    # The questions each item asks, read for the whole study (the frame is most of it; a list
+    # of its ids would be one value per item in one statement) and kept for the frame's
+    # items that name some (none: every question).
+    framed = set(in_frame)
+    asked = {
+        pk: keys
+        for pk, keys in Item.objects.filter(study=study)
+        .values_list("pk", "question_keys")
+        .iterator(chunk_size=10_000)
+        if keys and pk in framed
+    }
     ids = np.array(in_frame, dtype=np.int64)
     models = np.array([item_groups.get(i, ("", ""))[0] for i in in_frame], dtype=object)
     groups = np.array([item_groups.get(i, ("", ""))[1] for i in in_frame], dtype=object)

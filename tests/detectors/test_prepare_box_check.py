@@ -8,9 +8,9 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from detectors.models import OutputKind, PredictionStatus
+from detectors.models import OutputKind, Prediction, PredictionStatus
 from protocols.objects.services import BoxCheckRefused, box_check_prepare
-from studies.models import Item
+from studies.models import Image, Item, ItemImage
 from tests.factories import (
     FinalLabelFactory,
     ItemFactory,
@@ -21,6 +21,7 @@ from tests.factories import (
     image_of,
     question_of,
 )
+from tests.sqlite_limits import sqlite_variable_limit
 
 pytestmark = pytest.mark.django_db
 
@@ -166,3 +167,45 @@ def test_an_unknown_study_names_the_existing_ones(study):
         CommandError, match=r"No study with slug 'nope' \(existing studies: cooccur\).*create_study"
     ):
         run("--study", "nope", "--detector", "yolo_objects")
+
+
+def test_a_study_of_more_images_than_a_statement_may_name_is_prepared(study):
+    """1,050 items, SQLite's limit of bound values at 1,020: the study's images are read
+    with a subquery, not named one by one (the update goes 333 items a statement, as Django
+    splits it for SQLite's default limit)."""
+    prompt = PromptFactory(study=study)
+    shown = [ItemFactory(prompt=prompt, metadata={"gender": "male", "template": "0"})]
+    objects(shown[0], [CUP])
+    first = shown[0].item_images.get()
+    images = Image.objects.bulk_create(
+        [
+            Image(sha256=f"{x:064d}", file=f"images/{x}.png", width=8, height=8, format="PNG")
+            for x in range(1049)
+        ]
+    )
+    items = Item.objects.bulk_create(
+        [Item(study=study, prompt=prompt, key=f"k/{x}.png", metadata={"gender": "male"}) for x in range(1049)]
+    )
+    ItemImage.objects.bulk_create(
+        [
+            ItemImage(item=item, image=image, role=first.role, source_path=item.key)
+            for item, image in zip(items, images, strict=True)
+        ]
+    )
+    Prediction.objects.bulk_create(
+        [
+            Prediction(
+                image=image,
+                detector="yolo_objects",
+                version="1",
+                kind=OutputKind.OBJECTS,
+                status=PredictionStatus.OK,
+                output={"objects": [TIE]},
+            )
+            for image in images
+        ]
+    )
+    with sqlite_variable_limit(1020):
+        out, _ = run("--study", "cooccur", "--detector", "yolo_objects")
+    assert out.startswith("Prepared 1050 item(s) with 1050 box(es)")
+    assert metadata(items[-1])["boxes"] == [TIE]

@@ -20,6 +20,7 @@ from studies.models import Item, Question
 from studies.services import questions_csv_read, study_define
 from tests.factories import FinalLabelFactory, ItemFactory, PromptFactory, image_of
 from tests.protocols.questions.data import questions_csv
+from tests.sqlite_limits import sqlite_variable_limit
 
 pytestmark = pytest.mark.django_db
 
@@ -225,3 +226,15 @@ def test_a_stratified_round_draws_by_the_detectors_answers_and_its_estimate_hold
     assert body["rounds"] == [1, 2]
     young = body["questions"]["age"]["sdxl"]["groups"]["light"]["shares"]["young"]
     assert young["ci95"][0] <= 0.75 <= young["ci95"][1]
+
+
+def test_the_estimate_of_more_items_than_a_statement_may_name_reads_them_under_the_limit(q_study, settings):
+    """SQLite's limit of bound values at 30, the chunks cut at 15: the 40 items of the frame
+    are never named in one statement (the questions each asks were read by a list of every
+    item of the frame)."""
+    study, truth = q_study
+    _finish(study, truth, Item.objects.filter(study=study))
+    settings.BIASLAB_SQL_MAX_VARIABLES = 25
+    with sqlite_variable_limit(30):
+        body = json.loads(_run("estimate_bias", "--study", "qe", "--detector", "llava")[0])
+    assert body["questions"]["age"]["sdxl"]["groups"]["light"]["n_items"] == PER_GROUP
