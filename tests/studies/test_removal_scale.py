@@ -75,7 +75,9 @@ def test_removing_and_restoring_more_items_than_a_statement_may_name_goes_a_chun
         budget=1,
         n_selected=1,
     )
-    RoundItem.objects.bulk_create([RoundItem(round=sampling, item=item, pi=0.5, selected=True) for item in items])
+    RoundItem.objects.bulk_create(
+        [RoundItem(round=sampling, item=item, pi=0.5, selected=True) for item in items]
+    )
     ItemChange.objects.bulk_create(
         [
             ItemChange(study=study, item=item, item_key=item.key, action=ItemChangeAction.UPDATED)
