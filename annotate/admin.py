@@ -11,6 +11,7 @@ goes through ``services.final_label_set``. Items come in through the zip upload 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from django import forms
@@ -35,11 +36,12 @@ from annotate.models import (
     LabelRevision,
 )
 from studies import permissions
+from studies.batching import in_chunks
 from studies.errors import DomainError
 from studies.ingest import ImportSummary, images_import_zip, study_get_or_create
 from studies.models import AgreementRule, Image, Item, ItemChange, ItemImage, Prompt, Question, Study
 from studies.protocols import PROTOCOLS
-from studies.selectors import item_main_image, study_questions
+from studies.selectors import images_load, item_main_image, study_questions
 from studies.services import study_create
 
 EXPORT_CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "json": "application/json"}
@@ -403,9 +405,6 @@ class ItemAdmin(admin.ModelAdmin):
     fields = readonly_fields
     inlines = (ItemImageInline, LabelInline, FinalLabelRevisionInline)
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Item]:
-        return super().get_queryset(request).prefetch_related("item_images__image")
-
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> Any:
         changelist = super().get_changelist(request, **kwargs)
 
@@ -415,6 +414,9 @@ class ItemAdmin(admin.ModelAdmin):
             def get_results(self, request: HttpRequest) -> None:
                 super().get_results(request)
                 page = list(self.result_list)
+                # The page's thumbnails: here, not in get_queryset, whose queryset an action on
+                # "select all" reads whole (a prefetch of every item in one statement).
+                images_load(page)
                 states: dict[int, str] = {}
                 for study_id in {item.study_id for item in page}:
                     study = next(item.study for item in page if item.study_id == study_id)
@@ -467,12 +469,21 @@ class ItemAdmin(admin.ModelAdmin):
         return actions
 
 
+def _items_in_chunks(queryset: QuerySet[Item]) -> Iterator[Item]:
+    """The items of an action's selection, in its order, with their studies: read a chunk of
+    ids at a time, as "select all" may select every item of a million-item study."""
+    ids = list(queryset.prefetch_related(None).values_list("pk", flat=True))
+    for chunk in in_chunks(ids):
+        read = Item.objects.select_related("study").in_bulk(chunk)
+        yield from (read[pk] for pk in chunk if pk in read)
+
+
 def _final_label_action(value: str) -> Any:
     def action(modeladmin: ItemAdmin, request: HttpRequest, queryset: QuerySet[Item]) -> None:
         if not permissions.is_admin(request.user):
             raise PermissionDenied
         done, failed = 0, []
-        for item in queryset.select_related("study"):
+        for item in _items_in_chunks(queryset):
             questions = study_questions(item.study)
             try:
                 if len(questions) != 1:

@@ -45,7 +45,7 @@ from annotate.models import (
 )
 from studies.batching import IsIn, in_chunks
 from studies.models import Item, Question, Study
-from studies.selectors import item_questions, study_questions, with_images
+from studies.selectors import images_load, item_questions, study_questions
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -246,15 +246,19 @@ def dispute_queue(
     *, study: Study, limit: int | None = None, item_ids: list[int] | None = None
 ) -> list[DisputeRow]:
     """Disputed (item, question) pairs — N annotators and no final label yet — oldest item
-    first, each with its labels and their annotators (three queries in all); only those of
-    ``item_ids`` when given."""
+    first, each with its labels and their annotators: the items in one query, then their
+    images, final labels and labels a chunk of items at a time (three queries a chunk); only
+    those of ``item_ids`` when given."""
     disputed = _disputed_items(study)
     if item_ids is not None:
         disputed = disputed.filter(pk__in=item_ids)
-    disputed = with_images(disputed.select_related("prompt", "study"))
+    disputed = disputed.select_related("prompt", "study")
     items = list(disputed if limit is None else disputed[:limit])
     if not items:
         return []
+    # Without a limit the queue holds every disputed item of the study: their images are read
+    # a chunk at a time, as their labels are below.
+    images_load(items)
     by_item, pairs = _disputed_pairs(study, [(item.pk, item.question_keys or []) for item in items])
     by_id = {item.pk: item for item in items}
     questions = {question.pk: question for question in study_questions(study)}

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, QuerySet, prefetch_related_objects
 from django.shortcuts import get_object_or_404
 
+from studies.batching import batches, in_chunk_size
 from studies.errors import StudyNotChosen
 from studies.models import ImageRole, Item, ItemImage, Question, Study
 
@@ -82,11 +83,22 @@ def item_questions(item: Item, questions: list[Question] | None = None) -> list[
     return [question for question in questions if question.key in wanted]
 
 
+def _images_prefetch() -> Prefetch:
+    return Prefetch("item_images", queryset=ItemImage.objects.select_related("image").order_by("role"))
+
+
 def with_images(items: QuerySet[_ItemT]) -> QuerySet[_ItemT]:
-    """``items`` with their ItemImages and image files loaded in one extra query."""
-    return items.prefetch_related(
-        Prefetch("item_images", queryset=ItemImage.objects.select_related("image").order_by("role"))
-    )
+    """``items`` with their ItemImages and image files loaded in one extra query — for a
+    bounded queryset (a page): the query names every item read (``images_load`` otherwise)."""
+    return items.prefetch_related(_images_prefetch())
+
+
+def images_load(items: Sequence[Item]) -> None:
+    """Load the ItemImages and image files of ``items``, already read, a chunk at a time: a
+    list of any length, where ``with_images`` would name every item in one ``IN`` (more
+    values than SQLite allows in a statement beyond its variable limit)."""
+    for chunk in batches(items, in_chunk_size()):
+        prefetch_related_objects(chunk, _images_prefetch())
 
 
 def item_images(item: Item) -> dict[str, ItemImage]:

@@ -6,7 +6,8 @@
 - ``label_counts``: per question, how many annotators gave each answer to each item (one
   grouped ``COUNT``), for the agreement statistics.
 - ``attribute_items``: the rows one drill-down page shows (an attribute's images with every
-  annotator's answer and every detector's score).
+  annotator's answer and every detector's score), at most so many per group, and the size of
+  every group.
 
 Predictions belong to image files: an item's are found through its ``image`` ItemImage (item →
 item_images role image → image → predictions of kind ``attributes``). Per detector, only the
@@ -21,13 +22,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, F, Prefetch, Q
+from django.db import NotSupportedError
+from django.db.models import Count, F, FilteredRelation, Lookup, Prefetch, Q, QuerySet, Window
+from django.db.models.fields.json import KT
+from django.db.models.functions import RowNumber
 
 from annotate.models import FinalLabel, Label
 from detectors.models import OutputKind, Prediction, PredictionStatus
 from metrics import gep
 from protocols.attributes.spec import gep_metadata_problem
 from reports.selectors import PREDICTION_TO_ITEM, Scope, latest_detector_versions, predictions_in_scope
+from studies.batching import IsIn, in_chunks
 from studies.models import ImageRole, Item, ItemImage, Question
 from studies.selectors import item_main_image
 
@@ -204,73 +209,160 @@ class AttributeItem:
     scores: list[tuple[str, float | None]]
 
 
-def attribute_items(
-    scope: Scope, *, question: Question, setting: str, versions: Mapping[str, str]
-) -> list[AttributeItem]:
-    """The items in scope whose image counts for ``question`` in ``setting`` — every neutral
-    item asking it, or the explicit items whose prompt names it — with labels, final answer
-    and scores. Ordered by T2I model, gender (woman first), index. A fixed number of queries."""
+@dataclass(frozen=True)
+class AttributeItems:
+    """A drill-down's images: ``rows``, those read (at most ``limit`` per group, see
+    ``attribute_items``), and ``counts``, how many items each (T2I model, gender, final answer)
+    group holds in all (final answer None: none yet)."""
+
+    rows: list[AttributeItem]
+    counts: dict[tuple[str, str, str | None], int]
+
+    @property
+    def n_items(self) -> int:
+        return sum(self.counts.values())
+
+
+class _NamesKey(Lookup):
+    """A JSON array of strings (``Item.question_keys``) holds the string ``rhs``. JSONField's
+    ``contains`` does not run on SQLite, and its ``has_key`` there reads object keys only."""
+
+    lookup_name = "names_key"
+    prepare_rhs = False
+
+    def as_sql(self, compiler: Any, connection: Any) -> Any:
+        raise NotSupportedError("names_key: SQLite and PostgreSQL only")
+
+    def as_sqlite(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+        lhs, lhs_params = self.process_lhs(compiler, connection)
+        return f"EXISTS (SELECT 1 FROM json_each({lhs}) WHERE json_each.value = %s)", [*lhs_params, self.rhs]
+
+    def as_postgresql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+        lhs, lhs_params = self.process_lhs(compiler, connection)
+        return f"{lhs} @> jsonb_build_array(%s::text)", [*lhs_params, self.rhs]
+
+
+def _drilldown_items(scope: Scope, *, question: Question, setting: str) -> QuerySet[Item]:
+    """The items whose image counts for ``question`` in ``setting``, each annotated with its
+    ``gender`` and its ``final`` answer to the question (None: none yet)."""
     key = question.key
-    items = scope.items().filter(metadata__setting=setting)
+    items = scope.items().filter(metadata__setting=setting, metadata__gender__in=list(gep.GENDERS))
     if setting == gep.EXPLICIT:
         items = items.filter(metadata__attribute=key)
-    items = (
-        items.filter(metadata__gender__in=list(gep.GENDERS))
-        .prefetch_related(
-            Prefetch(
-                "labels",
-                queryset=Label.objects.filter(question=question)
-                .select_related("annotator")
-                .order_by("annotator__username"),
-                to_attr="question_labels",
-            ),
-            Prefetch(
-                "final_labels",
-                queryset=FinalLabel.objects.filter(question=question),
-                to_attr="question_final",
-            ),
-            Prefetch(
-                "item_images",
-                queryset=ItemImage.objects.select_related("image")
-                .prefetch_related(
-                    Prefetch(
-                        "image__predictions",
-                        queryset=Prediction.objects.filter(
-                            _which(versions), kind__in=KINDS, status=PredictionStatus.OK
-                        ),
-                        to_attr="reported_predictions",
-                    )
-                )
-                .order_by("role"),
-            ),
-        )
-        .order_by("t2i_model", "index", "id")
+    # An empty question_keys asks every question; a neutral item may name only some.
+    asks = Q(question_keys=[]) | Q(question_keys=None) | Q(_NamesKey(F("question_keys"), key))
+    return items.filter(asks).annotate(
+        gender=KT("metadata__gender"),
+        question_final=FilteredRelation("final_labels", condition=Q(final_labels__question=question)),
+        final=F("question_final__value"),
     )
-    rows = []
-    for item in items:
-        if item.question_keys and key not in item.question_keys:
-            continue  # a neutral item that was not asked this question
-        links = {link.role: link for link in item.item_images.all()}
-        predicted = links.get(ImageRole.IMAGE)
-        # reported_predictions: the nested Prefetch's to_attr above, which django-stubs does not
-        # follow through "image__" (it types to_attr one level deep only).
-        reported = predicted.image.reported_predictions if predicted else []  # type: ignore[attr-defined]
-        by_detector = {p.detector: p for p in reported}
-        scores = []
-        for name in versions:
-            prediction = by_detector.get(name)
-            value = ((prediction.output or {}).get("scores") or {}).get(key) if prediction else None
-            scores.append((name, value))
-        rows.append(
-            AttributeItem(
-                item=item,
-                image=item_main_image(item),
-                gender=item.metadata.get("gender", ""),
-                setting=setting,
-                labels=list(item.question_labels),
-                final=item.question_final[0].value if item.question_final else None,
-                scores=scores,
+
+
+def _shown_ids(items: QuerySet[Item], limit: int | None) -> list[int]:
+    """The ids of ``items`` to read, ordered by T2I model, index, id: with ``limit``, the first
+    ``limit`` by index of each (T2I model, gender, final answer) group."""
+    if limit is not None:
+        items = items.annotate(
+            rank=Window(
+                RowNumber(),
+                partition_by=[F("t2i_model"), F("gender"), F("final")],
+                order_by=[F("index").asc(), F("id").asc()],
             )
+        ).filter(rank__lte=limit)
+    return list(items.order_by("t2i_model", "index", "id").values_list("id", flat=True))
+
+
+def _answers_prefetches(question: Question, versions: Mapping[str, str]) -> list[Prefetch[Any]]:
+    """Of an item: the labels for ``question`` with their annotators, its final label, and its
+    images with the reported detectors' ``ok`` predictions of kind ``attributes``."""
+    return [
+        Prefetch(
+            "labels",
+            queryset=Label.objects.filter(question=question)
+            .select_related("annotator")
+            .order_by("annotator__username"),
+            to_attr="question_labels",
+        ),
+        Prefetch(
+            "final_labels",
+            queryset=FinalLabel.objects.filter(question=question),
+            to_attr="question_final",
+        ),
+        Prefetch(
+            "item_images",
+            queryset=ItemImage.objects.select_related("image")
+            .prefetch_related(
+                Prefetch(
+                    "image__predictions",
+                    queryset=Prediction.objects.filter(
+                        _which(versions), kind__in=KINDS, status=PredictionStatus.OK
+                    ),
+                    to_attr="reported_predictions",
+                )
+            )
+            .order_by("role"),
+        ),
+    ]
+
+
+def _attribute_item(item: Item, *, key: str, setting: str, versions: Mapping[str, str]) -> AttributeItem:
+    links = {link.role: link for link in item.item_images.all()}
+    predicted = links.get(ImageRole.IMAGE)
+    # reported_predictions: the nested Prefetch's to_attr above, which django-stubs does not
+    # follow through "image__" (it types to_attr one level deep only).
+    reported = predicted.image.reported_predictions if predicted else []  # type: ignore[attr-defined]
+    by_detector = {p.detector: p for p in reported}
+    scores = []
+    for name in versions:
+        prediction = by_detector.get(name)
+        value = ((prediction.output or {}).get("scores") or {}).get(key) if prediction else None
+        scores.append((name, value))
+    return AttributeItem(
+        item=item,
+        image=item_main_image(item),
+        gender=item.metadata.get("gender", ""),
+        setting=setting,
+        # question_labels, question_final: the Prefetches' to_attr (``_answers_prefetches``).
+        labels=list(item.question_labels),  # type: ignore[attr-defined]
+        final=item.question_final[0].value if item.question_final else None,  # type: ignore[attr-defined]
+        scores=scores,
+    )
+
+
+def attribute_items(
+    scope: Scope,
+    *,
+    question: Question,
+    setting: str,
+    versions: Mapping[str, str],
+    limit: int | None = None,
+) -> AttributeItems:
+    """The items in scope whose image counts for ``question`` in ``setting`` — every neutral
+    item asking it, or the explicit items whose prompt names it — with labels, final answer
+    and scores, ordered by T2I model, gender (woman first), index; with ``limit``, only the
+    first ``limit`` by index of each (T2I model, gender, final answer) group, and the number
+    of items of every group.
+
+    The groups are counted and the rows chosen in SQL (two queries); only the chosen items are
+    read, with their answers and scores, a chunk at a time (five queries a chunk): a setting
+    may hold every neutral item of a million-item study."""
+    items = _drilldown_items(scope, question=question, setting=setting)
+    # gender, final: annotations of _drilldown_items, which django-stubs does not follow.
+    grouped = items.values_list("t2i_model", "gender", "final")  # type: ignore[misc]
+    counts = {
+        (model, gender, final): n for model, gender, final, n in grouped.annotate(n=Count("id")).order_by()
+    }
+    ids = _shown_ids(items, limit)
+    read: dict[int, Item] = {}
+    for chunk in in_chunks(ids):
+        chunk_items = Item.objects.filter(IsIn(F("id"), chunk))
+        read.update(
+            (item.pk, item) for item in chunk_items.prefetch_related(*_answers_prefetches(question, versions))
         )
+    rows = [
+        _attribute_item(read[pk], key=question.key, setting=setting, versions=versions)
+        for pk in ids
+        if pk in read  # removed since its id was read
+    ]
     rows.sort(key=lambda r: (r.item.t2i_model, gep.GENDERS.index(r.gender)))  # stable: index order kept
-    return rows
+    return AttributeItems(rows=rows, counts=counts)

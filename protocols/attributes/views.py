@@ -73,27 +73,30 @@ def _summary(result: AttributesResult, key: str, setting: str, models: list[str]
     return summary
 
 
-def _groups(rows: list[asel.AttributeItem]) -> list[dict[str, Any]]:
-    """The rows by (T2I model, gender, final answer), in that order, at most GROUP_LIMIT shown."""
+def _groups(found: asel.AttributeItems) -> list[dict[str, Any]]:
+    """The rows by (T2I model, gender, final answer), in that order, with each group's size
+    (the selector reads at most GROUP_LIMIT rows of a group)."""
     groups = []
-    models = list(dict.fromkeys(row.item.t2i_model for row in rows))
-    for model in models:
+    for model in sorted({model for model, _, _ in found.counts}):
         for gender in gep.GENDERS:
             for answer, name in ANSWERS:
-                members = [
-                    r for r in rows if r.item.t2i_model == model and r.gender == gender and r.final == answer
-                ]
-                if not members and answer is None:
+                n = found.counts.get((model, gender, answer), 0)
+                if not n and answer is None:
                     continue  # "no final answer yet" only when there is such an image
+                members = [
+                    r
+                    for r in found.rows
+                    if r.item.t2i_model == model and r.gender == gender and r.final == answer
+                ]
                 groups.append(
                     {
                         "model": model,
                         "gender": gender,
                         "answer": answer or "none",
                         "name": name,
-                        "rows": members[:GROUP_LIMIT],
-                        "n": len(members),
-                        "more": max(0, len(members) - GROUP_LIMIT),
+                        "rows": members,
+                        "n": n,
+                        "more": max(0, n - len(members)),
                     }
                 )
     return groups
@@ -113,11 +116,12 @@ def attribute_detail(request: HtmxHttpRequest, key: str, setting: str) -> HttpRe
     study = filters.scope.study
     question = get_object_or_404(Question, study=study, key=key)
     result: AttributesResult = filters.result(bootstrap=0)
-    rows = asel.attribute_items(
+    found = asel.attribute_items(
         Scope(study, t2i_model=filters.t2i_model),
         question=question,
         setting=setting,
         versions=result.versions,
+        limit=GROUP_LIMIT,
     )
     models = [filters.t2i_model] if filters.t2i_model else list(result.models)
     disputes = [
@@ -134,8 +138,8 @@ def attribute_detail(request: HtmxHttpRequest, key: str, setting: str) -> HttpRe
         "settings": gep.SETTINGS,
         "keys": result.keys,
         "summary": _summary(result, key, setting, models),
-        "groups": _groups(rows),
-        "n_rows": len(rows),
+        "groups": _groups(found),
+        "n_rows": found.n_items,
         "detectors": list(result.versions),
         "disputes": disputes,
     }

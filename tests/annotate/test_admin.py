@@ -12,11 +12,12 @@ import zipfile
 import pytest
 from django.urls import reverse
 
-from annotate.models import FinalLabelSource
+from annotate.models import FinalLabel, FinalLabelSource
 from studies.ingest import ZipRejected, images_import_zip
 from studies.models import Image, Item, ItemImage, Question, Study
 from tests.annotate.gender import final_of, label_import
 from tests.factories import ItemFactory, PromptFactory, StudyFactory, image_of, png_bytes
+from tests.sqlite_limits import LIMIT, sqlite_variable_limit
 
 MANIFEST_HEADER = "image,t2i_model,prompt,category,word,seed\n"
 
@@ -148,6 +149,36 @@ def test_set_final_label_action_goes_through_the_service(admin_client, study, ad
         admin_user,
     )
     assert item.final_label_revisions.count() == 1
+
+
+def test_set_final_label_on_every_item_reads_the_selection_in_chunks_under_the_limit(
+    admin_client, study, admin_user, settings
+):
+    """ "Select all" hands the action every item the filters match: 150 here, with SQLite's own
+    limit at 120 — the items (and no prefetch of their images) are read a chunk at a time."""
+    settings.BIASLAB_SQL_MAX_VARIABLES = LIMIT
+    prompt = PromptFactory(study=study)
+    first = ItemFactory(prompt=prompt)
+    rest = Item.objects.bulk_create(
+        [Item(study=study, prompt=prompt, key=f"k/{n:03d}.png") for n in range(149)]
+    )
+    ItemImage.objects.bulk_create(
+        [ItemImage(item=item, image=image_of(first), role="image", source_path=item.key) for item in rest]
+    )
+    with sqlite_variable_limit(120):
+        response = admin_client.post(
+            reverse("admin:studies_item_changelist"),
+            {"action": "set_final_male", "select_across": "1", "_selected_action": [first.pk]},
+            follow=True,
+        )
+    assert response.status_code == 200
+    assert "Final label “male” set on 150 item(s)." in response.content.decode()
+    assert (
+        FinalLabel.objects.filter(
+            value="male", source=FinalLabelSource.RESOLVED, decided_by=admin_user
+        ).count()
+        == 150
+    )
 
 
 def test_set_final_label_action_refuses_items_of_a_study_of_several_questions(admin_client, study, db):

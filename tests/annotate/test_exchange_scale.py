@@ -234,3 +234,20 @@ def test_the_disputes_page_of_more_disputes_than_an_in_list_may_hold_reads_them_
     assert [row["item"].key for row in first.context["page"].object_list] == [i.key for i in many[:50]]
     assert [row["item"].key for row in last.context["page"].object_list] == [i.key for i in many[100:]]
     assert {label["annotator"] for label in last.context["page"].object_list[0]["labels"]} == {"anna", "ben"}
+
+
+def test_the_disputes_api_lists_more_disputes_than_an_in_list_may_hold_with_their_images(
+    small, study, many, researcher, api_for, tmp_path
+):
+    """``GET /api/disputes/`` has no page: every disputed item's images are read, a chunk at a
+    time. SQLite's own limit at 120: fewer than the 150 disputed items."""
+    rows = [(item.key, name, value) for item in many for name, value in (("anna", "male"), ("ben", "female"))]
+    assert labels_import(study=study, csv_path=labels_csv(tmp_path, rows)).accepted == 300
+    with sqlite_variable_limit(120):
+        response = api_for(researcher).get(f"/api/disputes/?study={study.slug}")
+    assert response.status_code == 200
+    body = response.json()
+    assert [row["key"] for row in body] == [item.key for item in many]
+    assert {row["source_path"] for row in body} == {item.key for item in many}
+    assert all(len(row["images"]) == 1 and row["url"] for row in body)
+    assert {label["annotator"] for label in body[-1]["labels"]} == {"anna", "ben"}
