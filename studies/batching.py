@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
-from django.db.models import DateTimeField, JSONField, Model
+from django.db.models import DateTimeField, JSONField, Model, Prefetch, prefetch_related_objects
 from django.db.models.lookups import In
 
 T = TypeVar("T")
@@ -60,6 +60,13 @@ def batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
     iterator = iter(items)
     while chunk := list(islice(iterator, size)):
         yield chunk
+
+
+def prefetch_in_chunks(objs: Sequence[Model], *lookups: str | Prefetch[Any]) -> None:
+    """``prefetch_related_objects`` a chunk of ``objs`` at a time: Django's prefetch names every
+    object in one ``IN`` list per lookup, for any number of them."""
+    for chunk in batches(objs, in_chunk_size()):
+        prefetch_related_objects(chunk, *lookups)
 
 
 def in_chunks(values: Iterable[T]) -> Iterator[list[T]]:

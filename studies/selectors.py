@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from django.db.models import Prefetch, QuerySet, prefetch_related_objects
+from django.db.models import Prefetch, QuerySet
 from django.shortcuts import get_object_or_404
 
-from studies.batching import batches, in_chunk_size
+from studies.batching import prefetch_in_chunks
 from studies.errors import StudyNotChosen
 from studies.models import ImageRole, Item, ItemImage, Question, Study
 
@@ -97,8 +97,7 @@ def images_load(items: Sequence[Item]) -> None:
     """Load the ItemImages and image files of ``items``, already read, a chunk at a time: a
     list of any length, where ``with_images`` would name every item in one ``IN`` (more
     values than SQLite allows in a statement beyond its variable limit)."""
-    for chunk in batches(items, in_chunk_size()):
-        prefetch_related_objects(chunk, _images_prefetch())
+    prefetch_in_chunks(items, _images_prefetch())
 
 
 def item_images(item: Item) -> dict[str, ItemImage]:

@@ -23,6 +23,7 @@ from detectors.models import FilterReason, Prediction, PredictionStatus
 from metrics.gender import FIRST, SECOND
 from protocols.gender.selectors import CLEAR_VERDICTS, FILTERED, KINDS, with_final
 from reports.selectors import PREDICTION_TO_ITEM, Scope, latest_detector_versions, predictions_in_scope
+from studies.batching import prefetch_in_chunks
 from studies.models import ImageRole, Item, ItemImage, Prompt, Question
 from studies.selectors import item_main_image
 
@@ -148,7 +149,7 @@ def prompt_items(
     ``question``, its final label and each detector's prediction on the item's image (reported
     version; None when it has none).
 
-    Returns (rows, detector keys shown). A fixed number of queries whatever the number of items.
+    Returns (rows, detector keys shown). Five queries a chunk of items (``studies.batching``).
     """
     scope = Scope(prompt.study, t2i_model=t2i_model)
     versions = latest_detector_versions(scope, kinds=KINDS)
@@ -157,40 +158,40 @@ def prompt_items(
     which = Q(pk__in=[])
     for key, version in versions.items():
         which |= Q(detector=key, version=version)
-    items = (
-        Item.objects.filter(prompt=prompt)
-        .prefetch_related(
-            Prefetch(
-                "labels",
-                queryset=Label.objects.filter(question=question)
-                .select_related("annotator")
-                .order_by("created_at", "id"),
-                to_attr="question_labels",
-            ),
-            Prefetch(
-                "final_labels",
-                queryset=FinalLabel.objects.filter(question=question),
-                to_attr="question_final",
-            ),
-            Prefetch(
-                "item_images",
-                queryset=ItemImage.objects.select_related("image")
-                .prefetch_related(
-                    Prefetch(
-                        "image__predictions",
-                        queryset=Prediction.objects.filter(which, kind__in=KINDS),
-                        to_attr="reported_predictions",
-                    )
-                )
-                .order_by("role"),
-            ),
-        )
-        .order_by("t2i_model", "index", "id")
-    )
+    items = Item.objects.filter(prompt=prompt).order_by("t2i_model", "index", "id")
     if t2i_model:
         items = items.filter(t2i_model=t2i_model)
+    read = list(items)
+    # A chunk of items at a time: a prompt may have been drawn tens of thousands of times.
+    prefetch_in_chunks(
+        read,
+        Prefetch(
+            "labels",
+            queryset=Label.objects.filter(question=question)
+            .select_related("annotator")
+            .order_by("created_at", "id"),
+            to_attr="question_labels",
+        ),
+        Prefetch(
+            "final_labels",
+            queryset=FinalLabel.objects.filter(question=question),
+            to_attr="question_final",
+        ),
+        Prefetch(
+            "item_images",
+            queryset=ItemImage.objects.select_related("image")
+            .prefetch_related(
+                Prefetch(
+                    "image__predictions",
+                    queryset=Prediction.objects.filter(which, kind__in=KINDS),
+                    to_attr="reported_predictions",
+                )
+            )
+            .order_by("role"),
+        ),
+    )
     rows = []
-    for item in items:
+    for item in read:
         links = {link.role: link for link in item.item_images.all()}
         predicted = links.get(ImageRole.IMAGE)
         # reported_predictions: the nested Prefetch's to_attr above, which django-stubs does not

@@ -9,7 +9,9 @@ from django.test.utils import CaptureQueriesContext
 from protocols.gender import drilldown
 from protocols.gender.analysis import gender_question
 from reports.selectors import Scope, filter_options
+from studies.models import Item
 from tests.reports import dashboard_data
+from tests.sqlite_limits import LIMIT, sqlite_variable_limit
 
 pytestmark = pytest.mark.django_db
 
@@ -135,6 +137,23 @@ def test_prompt_items_cost_a_fixed_number_of_queries(fx):
     with CaptureQueriesContext(connection) as many:
         items(fx, fx.lawyer)
     assert len(many) == len(few)
+
+
+def test_a_prompt_of_more_items_than_a_statement_may_name_is_read_a_chunk_at_a_time(fx, settings):
+    """150 more items of the lawyer prompt, SQLite's limit at 120 values, the chunks cut at 50:
+    every item is listed, the fixture's first with its labels as before."""
+    settings.BIASLAB_SQL_MAX_VARIABLES = LIMIT
+    first, _ = items(fx, fx.lawyer)
+    Item.objects.bulk_create(
+        [
+            Item(study=fx.study, prompt=fx.lawyer, t2i_model="sdxl", key=f"more/{n}.png", index=100 + n)
+            for n in range(150)
+        ]
+    )
+    with sqlite_variable_limit(120):
+        rows, _ = items(fx, fx.lawyer)
+    assert len(rows) == len(first) + 150
+    assert [r.labels for r in rows if r.item.pk == first[0].item.pk] == [first[0].labels]
 
 
 def test_detector_prompt_counts_use_labelled_items_only(fx):
