@@ -15,6 +15,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from annotate import exchange
 from annotate.exchange import (
     ground_truth_export,
     ground_truth_import,
@@ -80,6 +81,34 @@ def test_more_labels_than_the_variable_limit_allows_are_imported_and_a_rerun_cha
     assert Label.objects.count() == 300
     # Unchanged labels are read a batch at a time, no service call (no lock) per row.
     assert len(queries.captured_queries) < 300
+
+
+def test_a_file_of_more_rows_than_are_kept_in_memory_is_staged_on_disk_and_imported_whole(
+    small, study, many, tmp_path, monkeypatch
+):
+    """Checked rows are kept in memory up to STAGED_IN_MEMORY_ROWS, then every batch goes to
+    disk, those held first: 300 rows in batches of 7, spilled from the third batch on."""
+    monkeypatch.setattr(exchange, "STAGED_IN_MEMORY_ROWS", 20)
+    rows = [(item.key, name, "male") for item in many for name in ("anna", "ben")]
+    summary = labels_import(study=study, csv_path=labels_csv(tmp_path, rows))
+    assert (summary.accepted, summary.rejected) == (300, [])
+    assert sorted(Label.objects.values_list("item__key", "annotator__username")) == sorted(
+        (key, name) for key, name, _ in rows
+    )
+
+
+def test_staged_rows_come_back_in_order_from_memory_and_from_disk(monkeypatch):
+    monkeypatch.setattr(exchange, "STAGED_IN_MEMORY_ROWS", 5)
+    for n_batches in (1, 4):  # 3 rows: memory; 12 rows: disk
+        staged = exchange._Staged()
+        try:
+            for b in range(n_batches):
+                staged.add([(b, i) for i in range(3)])
+            staged.add([])
+            assert list(staged.batches()) == [[(b, i) for i in range(3)] for b in range(n_batches)]
+            assert (staged.file is not None) == (n_batches > 1)
+        finally:
+            staged.close()
 
 
 def test_a_batch_naming_more_items_than_an_in_list_may_hold_is_read_and_written_under_the_limit(
