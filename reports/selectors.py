@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from django.db import connection
-from django.db.models import Max, Q, QuerySet
+from django.db.models import Max, Prefetch, Q, QuerySet
 
+from annotate.models import FinalLabel, Label
 from detectors.models import Prediction
 from studies.errors import StudyNotChosen
-from studies.models import Item, Prompt, Study
+from studies.models import Item, ItemImage, Prompt, Question, Study
 from studies.protocols import PROTOCOLS, protocol_spec
 from studies.selectors import study_chosen
 
@@ -100,6 +101,35 @@ def coverage(scope: Scope, *, final_labels: int) -> Coverage:
     again it was one more join of the final labels with the items, about 0.1 s at a million
     items on PostgreSQL). The items are counted from the study's index."""
     return Coverage(images=scope.items().count(), final_labels=final_labels)
+
+
+def item_answers_prefetches(
+    question: Question, *, predictions: QuerySet[Prediction], label_order: Sequence[str]
+) -> list[Prefetch[Any]]:
+    """What a drill-down shows of each item, for ``prefetch_related`` (or
+    ``studies.batching.prefetch_in_chunks``): its labels for ``question`` with their annotators
+    (``question_labels``, in ``label_order``), its final label (``question_final``, a list of
+    none or one) and its images with ``predictions`` on each (``reported_predictions``)."""
+    return [
+        Prefetch(
+            "labels",
+            queryset=Label.objects.filter(question=question)
+            .select_related("annotator")
+            .order_by(*label_order),
+            to_attr="question_labels",
+        ),
+        Prefetch(
+            "final_labels", queryset=FinalLabel.objects.filter(question=question), to_attr="question_final"
+        ),
+        Prefetch(
+            "item_images",
+            queryset=ItemImage.objects.select_related("image")
+            .prefetch_related(
+                Prefetch("image__predictions", queryset=predictions, to_attr="reported_predictions")
+            )
+            .order_by("role"),
+        ),
+    ]
 
 
 def pick_latest(rows: Iterable[Mapping[str, Any]]) -> dict[str, str]:

@@ -31,7 +31,13 @@ from annotate.models import FinalLabel, Label
 from detectors.models import OutputKind, Prediction, PredictionStatus
 from metrics import gep
 from protocols.attributes.spec import gep_metadata_problem
-from reports.selectors import PREDICTION_TO_ITEM, Scope, latest_detector_versions, predictions_in_scope
+from reports.selectors import (
+    PREDICTION_TO_ITEM,
+    Scope,
+    item_answers_prefetches,
+    latest_detector_versions,
+    predictions_in_scope,
+)
 from studies.batching import IsIn, in_chunks
 from studies.models import ImageRole, Item, ItemImage, Question
 from studies.selectors import item_main_image
@@ -273,42 +279,16 @@ def _shown_ids(items: QuerySet[Item], limit: int | None) -> list[int]:
 
 
 def _answers_prefetches(question: Question, versions: Mapping[str, str]) -> list[Prefetch[Any]]:
-    """Of an item: the labels for ``question`` with their annotators, its final label, and its
-    images with the reported detectors' ``ok`` predictions of kind ``attributes``."""
-    return [
-        Prefetch(
-            "labels",
-            queryset=Label.objects.filter(question=question)
-            .select_related("annotator")
-            .order_by("annotator__username"),
-            to_attr="question_labels",
-        ),
-        Prefetch(
-            "final_labels",
-            queryset=FinalLabel.objects.filter(question=question),
-            to_attr="question_final",
-        ),
-        Prefetch(
-            "item_images",
-            queryset=ItemImage.objects.select_related("image")
-            .prefetch_related(
-                Prefetch(
-                    "image__predictions",
-                    queryset=Prediction.objects.filter(
-                        _which(versions), kind__in=KINDS, status=PredictionStatus.OK
-                    ),
-                    to_attr="reported_predictions",
-                )
-            )
-            .order_by("role"),
-        ),
-    ]
+    """Of an item: the labels for ``question`` by annotator, its final label, and its images
+    with the reported detectors' ``ok`` predictions of kind ``attributes``."""
+    predictions = Prediction.objects.filter(_which(versions), kind__in=KINDS, status=PredictionStatus.OK)
+    return item_answers_prefetches(question, predictions=predictions, label_order=("annotator__username",))
 
 
 def _attribute_item(item: Item, *, key: str, setting: str, versions: Mapping[str, str]) -> AttributeItem:
     links = {link.role: link for link in item.item_images.all()}
     predicted = links.get(ImageRole.IMAGE)
-    # reported_predictions: the nested Prefetch's to_attr above, which django-stubs does not
+    # reported_predictions: the nested Prefetch's to_attr (item_answers_prefetches); django-stubs does not
     # follow through "image__" (it types to_attr one level deep only).
     reported = predicted.image.reported_predictions if predicted else []  # type: ignore[attr-defined]
     by_detector = {p.detector: p for p in reported}

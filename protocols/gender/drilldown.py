@@ -16,13 +16,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from django.db.models import Count, F, Prefetch, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet
 
 from annotate.models import FinalLabel, Label
 from detectors.models import FilterReason, Prediction, PredictionStatus
 from metrics.gender import FIRST, SECOND
 from protocols.gender.selectors import CLEAR_VERDICTS, FILTERED, KINDS, with_final
-from reports.selectors import PREDICTION_TO_ITEM, Scope, latest_detector_versions, predictions_in_scope
+from reports.selectors import (
+    PREDICTION_TO_ITEM,
+    Scope,
+    item_answers_prefetches,
+    latest_detector_versions,
+    predictions_in_scope,
+)
 from studies.batching import prefetch_in_chunks
 from studies.models import ImageRole, Item, ItemImage, Prompt, Question
 from studies.selectors import item_main_image
@@ -163,38 +169,15 @@ def prompt_items(
         items = items.filter(t2i_model=t2i_model)
     read = list(items)
     # A chunk of items at a time: a prompt may have been drawn tens of thousands of times.
+    predictions = Prediction.objects.filter(which, kind__in=KINDS)
     prefetch_in_chunks(
-        read,
-        Prefetch(
-            "labels",
-            queryset=Label.objects.filter(question=question)
-            .select_related("annotator")
-            .order_by("created_at", "id"),
-            to_attr="question_labels",
-        ),
-        Prefetch(
-            "final_labels",
-            queryset=FinalLabel.objects.filter(question=question),
-            to_attr="question_final",
-        ),
-        Prefetch(
-            "item_images",
-            queryset=ItemImage.objects.select_related("image")
-            .prefetch_related(
-                Prefetch(
-                    "image__predictions",
-                    queryset=Prediction.objects.filter(which, kind__in=KINDS),
-                    to_attr="reported_predictions",
-                )
-            )
-            .order_by("role"),
-        ),
+        read, *item_answers_prefetches(question, predictions=predictions, label_order=("created_at", "id"))
     )
     rows = []
     for item in read:
         links = {link.role: link for link in item.item_images.all()}
         predicted = links.get(ImageRole.IMAGE)
-        # reported_predictions: the nested Prefetch's to_attr above, which django-stubs does not
+        # reported_predictions: the nested Prefetch's to_attr (item_answers_prefetches); django-stubs does not
         # follow through "image__" (it types to_attr one level deep only).
         reported = predicted.image.reported_predictions if predicted else []  # type: ignore[attr-defined]
         by_detector = {p.detector: p for p in reported}
