@@ -334,14 +334,15 @@ def set_null_in_batches(collector: Any, field: Any, sub_objs: Any, using: str) -
 class ItemChangeAction(models.TextChoices):
     UPDATED = "updated", "Updated by a re-import of its manifest"
     REMOVED = "removed", "Removed (remove_items)"
+    RESTORED = "restored", "Restored from its removal's backup (import_images --restore)"
 
 
 class ItemChange(models.Model):
     """Audit trail of corrections to items: who changed what, when, old → new.
 
     Written by the service that makes the change in the same transaction (a re-import that
-    updates an item's metadata, ``remove_items``), never edited afterwards. The item link is
-    cleared when the item is removed; ``item_key`` keeps naming it.
+    updates an item's metadata, ``remove_items``, a restore of its backup), never edited
+    afterwards. The item link is cleared when the item is removed; ``item_key`` keeps naming it.
     """
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="item_changes", db_index=False)

@@ -255,3 +255,212 @@ def test_a_changed_file_is_imported_after_removing_its_item(
         remove("--study", "gender", "--item", "sdxl/0.png")
     summary = images_import(study=study, manifest_path=manifest, root=root)
     assert (summary.accepted, summary.rejected) == (1, [])
+
+
+# --- what a restore accepts ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def backup(labelled, tmp_path, django_capture_on_commit_callbacks) -> Path:
+    """A backup of sdxl/0.png (agreed), sdxl/1.png (resolved) and sdxl/2.png (a prediction and a
+    round entry), removed with their labels."""
+    path = tmp_path / "removed.json"
+    with django_capture_on_commit_callbacks(execute=True):
+        remove(
+            "--study", "gender", "--item", "sdxl/0.png", "sdxl/1.png", "sdxl/2.png",
+            "--with-labels", "--backup", str(path),
+        )  # fmt: skip
+    return path
+
+
+def restore(path: Path, *args: str, study: str = "gender") -> str:
+    out = io.StringIO()
+    call_command("import_images", "--study", study, "--restore", str(path), *args, stdout=out)
+    return out.getvalue()
+
+
+def tampered(path: Path, change) -> Path:
+    """A copy of the backup at ``path`` after ``change(document)``."""
+    document = json.loads(path.read_text(encoding="utf-8"))
+    change(document)
+    copy = path.with_name("tampered.json")
+    copy.write_text(json.dumps(document), encoding="utf-8")
+    return copy
+
+
+def first(document, model: str) -> dict:
+    return next(row for row in document["rows"] if row["model"] == model)
+
+
+def state(settings) -> tuple:
+    """Everything a refused restore must leave as it was."""
+    from django.contrib.auth import get_user_model
+
+    return (
+        sorted(Item.objects.values_list("pk", "key")),
+        sorted(Label.objects.values_list("pk", "value", "item_id")),
+        get_user_model().objects.count(),
+        get_user_model().objects.filter(is_superuser=True).count(),
+        ItemChange.objects.count(),
+        Prediction.objects.count(),
+        media(settings),
+    )
+
+
+def refused(path: Path, match: str, settings) -> None:
+    before = state(settings)
+    with pytest.raises(CommandError, match=match):
+        restore(path)
+    assert state(settings) == before
+
+
+def test_a_restore_refuses_an_account_row_and_creates_no_user(backup, settings):
+    def add_superuser(document):
+        document["rows"].append(
+            {
+                "model": "auth.user",
+                "pk": 999,
+                "fields": {"username": "mallory", "password": "!", "is_superuser": True, "is_staff": True},
+            }
+        )
+
+    n = len(json.loads(backup.read_text())["rows"]) + 1
+    refused(
+        tampered(backup, add_superuser),
+        rf"row {n} is a 'auth\.user' row: a restore takes only the rows remove_items writes.*nothing was written",
+        settings,
+    )
+
+
+def test_a_restore_refuses_a_kept_estimate_row(backup, settings):
+    from estimates.models import KeptEstimate
+
+    def only_an_estimate(document):
+        document["rows"] = [
+            {
+                "model": "estimates.keptestimate",
+                "pk": 1,
+                "fields": {"study": 1, "detector": "x", "state": "", "history": False,
+                           "computed_at": "2026-01-01T00:00:00Z", "report": "gASVAAAAAAAAAAB9lC4="},
+            }
+        ]  # fmt: skip
+
+    refused(tampered(backup, only_an_estimate), r"row 1 is a 'estimates\.keptestimate' row", settings)
+    assert not KeptEstimate.objects.exists()
+
+
+def test_a_restore_never_overwrites_another_studys_label(backup, settings, annotator_a, tmp_path, root):
+    other = StudyFactory(slug="other", name="Other")
+    images_import(
+        study=other, manifest_path=write_manifest(tmp_path / "o.csv", [row("sdxl/3.png")]), root=root
+    )
+    theirs = Label.objects.create(
+        item=Item.objects.get(study=other),
+        question=other.questions.get(),
+        annotator=annotator_a,
+        value="male",
+    )
+
+    def take_their_id(document):
+        first(document, "annotate.label")["pk"] = theirs.pk
+        first(document, "annotate.label")["fields"]["value"] = "not-a-choice"
+
+    def point_at_their_item(document):
+        first(document, "annotate.label")["fields"]["item"] = theirs.item_id
+
+    refused(
+        tampered(backup, take_their_id),
+        r"\(annotate\.label \d+\) would overwrite a row that exists",
+        settings,
+    )
+    refused(
+        tampered(backup, point_at_their_item),
+        rf"\(annotate\.label \d+\) points to studies\.item {theirs.item_id} \(item\), which is not the study's",
+        settings,
+    )
+    theirs.refresh_from_db()
+    assert (theirs.value, theirs.item.study) == ("male", other)
+
+
+def test_a_restore_refuses_an_answer_that_is_not_a_choice_of_its_question(backup, settings):
+    def bogus(document):
+        first(document, "annotate.finallabel")["fields"]["value"] = "robot"
+
+    refused(
+        tampered(backup, bogus),
+        r"\(annotate\.finallabel \d+\) 'robot' is not an answer to the question 'gender'",
+        settings,
+    )
+
+
+def test_a_restore_creates_no_account_a_row_names(backup, settings):
+    def ghost(document):
+        first(document, "annotate.label")["fields"]["annotator"] = 4242
+
+    refused(
+        tampered(backup, ghost), r"names the account id 4242 \(annotator\), which does not exist", settings
+    )
+
+
+def test_a_restore_refuses_items_of_another_study_or_never_removed(backup, settings):
+    other = StudyFactory(slug="other", name="Other")
+
+    def move(document):
+        first(document, "studies.item")["fields"]["study"] = other.pk
+
+    def invent(document):
+        first(document, "studies.item")["fields"]["key"] = "new.png"
+        document["items"] = [first(document, "studies.item")["fields"]["key"], *document["items"][1:]]
+
+    refused(tampered(backup, move), r"\(studies\.item \d+\) belongs to another study, not 'gender'", settings)
+    refused(
+        tampered(backup, invent), r"names the item new\.png, which was never removed from the study", settings
+    )
+
+
+def test_a_restore_names_a_question_gone_since_the_removal(backup, study, settings):
+    study.questions.get(key="gender").delete()
+    refused(
+        backup,
+        r"answers the question 'gender' \(id \d+\), which the study 'gender' no longer has",
+        settings,
+    )
+
+
+def test_a_deeply_nested_backup_is_refused_with_a_message(tmp_path, study, settings):
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"format": "biaslab-removed-items", "rows": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    refused(deep, r"not a readable backup file \(the backup is nested deeper than \d+ levels\)", settings)
+
+
+def test_a_dry_run_restore_checks_everything_and_writes_nothing(backup, settings):
+    before = state(settings)
+    out = restore(backup, "--dry-run")
+    assert "Would restore 3 item(s) into study 'gender'" in out
+    assert "3 items" in out
+    assert "4 labels" in out
+    assert "1 prediction" in out
+    assert "files: 3" in out
+    assert "dry run" in out
+    assert "nothing was written" in out
+    assert state(settings) == before
+    # A backup a real restore refuses is refused by the dry run too.
+    with pytest.raises(CommandError, match="would overwrite"):
+        restore(
+            tampered(backup, lambda d: first(d, "studies.item").update(pk=Item.objects.first().pk)),
+            "--dry-run",
+        )
+
+
+def test_a_restore_is_recorded_in_the_items_history(backup, settings):
+    restore(backup)
+    restored = ItemChange.objects.filter(action="restored").order_by("item_key")
+    assert [(c.item_key, c.item.key) for c in restored] == [
+        (k, k) for k in ("sdxl/0.png", "sdxl/1.png", "sdxl/2.png")
+    ]
+    change = restored[0]
+    assert change.actor.startswith("shell user")
+    assert change.changes == {"backup": str(backup.resolve())}
+    assert f"import_images --restore {backup}" in change.source
+    # The newest record of the item says it is back.
+    assert ItemChange.objects.filter(item_key="sdxl/0.png").first().action == "restored"

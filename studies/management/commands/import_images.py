@@ -41,7 +41,8 @@ class Command(BaseCommand):
         "item with remove_items first). Ends with a summary: accepted, updated (each item with its "
         "fields old → new), duplicates, rejected rows with their reasons (exit status 1 when a row "
         "was rejected). --dry-run prints the same summary and writes nothing; --restore brings back "
-        "a remove_items backup."
+        "a remove_items backup (checked whole first: only its own rows, for the study's removed items; "
+        "with --dry-run it is checked and nothing written)."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -66,7 +67,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--dry-run",
             action="store_true",
-            help="Check every row and print what would be added and updated; write nothing.",
+            help="Check every row and print what would be added and updated (with --restore: what "
+            "would be restored); write nothing.",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -74,9 +76,9 @@ class Command(BaseCommand):
         self.verbosity = int(options["verbosity"])
         manifest = file_from_options(options, alias="--manifest")
         if options["restore"]:
-            if manifest or options["dry_run"]:
-                raise CommandError("--restore takes no manifest FILE, --root or --dry-run")
-            self._restore(options["study"], options["restore"])
+            if manifest or options["root"]:
+                raise CommandError("--restore takes no manifest FILE or --root")
+            self._restore(options["study"], options["restore"], dry_run=options["dry_run"])
             return
         if not manifest or not options["root"]:
             raise CommandError("give the manifest FILE and --root (or --restore BACKUP)")
@@ -110,17 +112,25 @@ class Command(BaseCommand):
             # Rows were reported above; a non-zero status lets scripts notice without parsing text.
             raise CommandError(f"{len(summary.rejected)} row(s) rejected, see above.")
 
-    def _restore(self, slug: str, backup: str) -> None:
+    def _restore(self, slug: str, backup: str, *, dry_run: bool) -> None:
         try:
             study = study_for_import(slug)
-            result = items_restore(study=study, backup_path=backup)
+            result = items_restore(
+                study=study,
+                backup_path=backup,
+                source=f"import_images --restore {backup}"[:1000],
+                dry_run=dry_run,
+            )
         except DomainError as exc:
             raise CommandError(str(exc)) from exc
         rows = ", ".join(f"{n} {name}" for name, n in result.rows.items())
+        verb = "Would restore" if dry_run else "Restored"
         self.stdout.write(
-            f"Restored {len(result.keys)} item(s) into study '{study.slug}': {', '.join(result.keys)}"
+            f"{verb} {len(result.keys)} item(s) into study '{study.slug}': {', '.join(result.keys)}"
         )
         self.stdout.write(f"  rows: {rows}; files: {result.files}")
+        if dry_run:
+            self.stdout.write("dry run: the backup passed every check; nothing was written")
 
     def _progress(self, summary: ImportSummary, rows_done: int) -> None:
         if self.verbosity >= 2:
