@@ -96,22 +96,28 @@ def _label(model: type[Model]) -> str:
     return f"{model._meta.app_label}.{model._meta.model_name}"
 
 
-def items_resolve(*, study: Study, keys: Iterable[str]) -> list[Item]:
-    """The study's items named by key (or, for a key that names none, by numeric id), in the
-    order given. Raises ``ItemsNotFound`` naming every one that is not an item of the study."""
+def items_resolve(*, study: Study, keys: Iterable[str], ids: Iterable[int] = ()) -> list[Item]:
+    """The study's items named by key, then those named by numeric id (``ids``: only ever
+    asked for so, never guessed from a key that names no item). Raises ``ItemsNotFound``
+    naming every key (and ``id:N``) that is not an item of the study."""
     wanted = list(dict.fromkeys(keys))
+    unreadable = [key for key in wanted if "\x00" in key]
+    if unreadable:
+        raise ItemsNotFound(
+            f"the item key {unreadable[0]!r} contains a NUL character: no item is named so; nothing was removed"
+        )
     by_key: dict[str, Item] = {}
     for keys_chunk in in_chunks(wanted):
         by_key.update((item.key, item) for item in Item.objects.filter(study=study, key__in=keys_chunk))
-    ids = sorted({int(k) for k in wanted if k not in by_key and k.isdigit()})
-    by_id: dict[str, Item] = {}
-    for chunk in in_chunks(ids):
-        by_id.update((str(item.pk), item) for item in Item.objects.filter(study=study, pk__in=chunk))
-    missing = [k for k in wanted if k not in by_key and k not in by_id]
+    wanted_ids = list(dict.fromkeys(ids))
+    by_id: dict[int, Item] = {}
+    for chunk in in_chunks(wanted_ids):
+        by_id.update((item.pk, item) for item in Item.objects.filter(study=study, pk__in=chunk))
+    missing = [k for k in wanted if k not in by_key] + [f"id:{pk}" for pk in wanted_ids if pk not in by_id]
     if missing:
         shown = ", ".join(missing[:20]) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
         raise ItemsNotFound(f"not items of the study '{study.slug}': {shown}; nothing was removed")
-    items = [by_key.get(k) or by_id[k] for k in wanted]
+    items = [by_key[k] for k in wanted] + [by_id[pk] for pk in wanted_ids]
     return list({item.pk: item for item in items}.values())
 
 

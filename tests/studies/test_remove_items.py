@@ -464,3 +464,62 @@ def test_a_restore_is_recorded_in_the_items_history(backup, settings):
     assert f"import_images --restore {backup}" in change.source
     # The newest record of the item says it is back.
     assert ItemChange.objects.filter(item_key="sdxl/0.png").first().action == "restored"
+
+
+# --- naming the items to remove -------------------------------------------------------------------
+
+
+def test_a_key_that_names_no_item_is_refused_never_read_as_an_id(imported, tmp_path):
+    victim = imported["sdxl/0.png"]
+    manifest = tmp_path / "rm.csv"
+    manifest.write_text(f"item\nsdxl/3.png\n{victim.pk}\n", encoding="utf-8")
+    with pytest.raises(
+        CommandError, match=rf"not items of the study 'gender': {victim.pk}; nothing was removed"
+    ):
+        remove("--study", "gender", str(manifest))
+    with pytest.raises(CommandError, match=rf"not items of the study 'gender': {victim.pk};"):
+        remove("--study", "gender", "--item", str(victim.pk))
+    assert Item.objects.count() == 4
+
+
+def test_an_item_is_named_by_id_only_as_id_n(imported, django_capture_on_commit_callbacks):
+    victim = imported["sdxl/0.png"]
+    with django_capture_on_commit_callbacks(execute=True):
+        out = remove("--study", "gender", "--item", f"id:{victim.pk}", "sdxl/1.png")
+    assert "Removed 2 item(s) from study 'gender': sdxl/0.png, sdxl/1.png" in out
+    with pytest.raises(CommandError, match=rf"not items of the study 'gender': id:{victim.pk};"):
+        remove("--study", "gender", "--item", f"id:{victim.pk}")
+    with pytest.raises(CommandError, match="an id is written id:N"):
+        remove("--study", "gender", "--item", "id:x")
+
+
+def test_a_manifest_with_only_an_item_column_is_read(imported, tmp_path, django_capture_on_commit_callbacks):
+    manifest = tmp_path / "rm.csv"
+    manifest.write_text("item\nsdxl/3.png\n", encoding="utf-8")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert "Removed 1 item(s)" in remove("--study", "gender", str(manifest))
+    manifest.write_text("path\nsdxl/2.png\n", encoding="utf-8")
+    with pytest.raises(CommandError, match="no 'item' or 'image' column"):
+        remove("--study", "gender", str(manifest))
+
+
+def test_a_nul_byte_in_a_manifest_is_refused_naming_the_row(imported, tmp_path):
+    manifest = tmp_path / "rm.csv"
+    manifest.write_text("image\nsdxl/3.png\nsdxl/2\x00.png\n", encoding="utf-8")
+    with pytest.raises(CommandError, match=r"rm\.csv: row 3: the 'image' value contains a NUL character"):
+        remove("--study", "gender", str(manifest))
+    assert Item.objects.count() == 4
+
+
+def test_the_default_backup_goes_to_the_data_folder_and_says_where(
+    labelled, tmp_path, settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    settings.VAR_DIR = tmp_path / "var"
+    here = tmp_path / "repository"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    with django_capture_on_commit_callbacks(execute=True):
+        out = remove("--study", "gender", "--item", "sdxl/0.png", "--with-labels")
+    (written,) = (tmp_path / "var" / "backups").glob("removed-gender-*.json")
+    assert f"Backup written to {written}" in out
+    assert list(here.iterdir()) == []

@@ -7,18 +7,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from studies.commands import add_file_argument, add_study_argument, file_from_options
 from studies.errors import DomainError
-from studies.ingest import csv_rows_read, study_for_import
+from studies.ingest import csv_rows_stream, study_for_import
 from studies.removal import items_remove, items_resolve
 
 
 class Command(BaseCommand):
     help = (
         "Remove items from a study: the items a manifest lists (FILE: its 'item' column, or "
-        "'image' for one-image items) or named one by one (--item KEY …, or the item's id). Items "
+        "'image' for one-image items) or named one by one (--item KEY …; id:N names the item whose "
+        "id is N). Items "
         "with no labels go at once; items with labels, final labels, predictions or sampling "
         "rounds are refused, each named with what it holds, unless --with-labels: then "
         "everything removed is first written to a JSON backup (--backup, or a file named after "
@@ -32,14 +34,18 @@ class Command(BaseCommand):
         add_file_argument(
             which, help="Manifest CSV listing the items to remove (as imported).", alias="--manifest"
         )
-        which.add_argument("--item", nargs="+", metavar="KEY", help="Item keys (or ids) to remove.")
+        which.add_argument(
+            "--item", nargs="+", metavar="KEY", help="Item keys to remove; id:N for the item whose id is N."
+        )
         parser.add_argument(
             "--with-labels",
             action="store_true",
             help="Also remove items that have labels, predictions or sampling rounds (backed up first).",
         )
         parser.add_argument(
-            "--backup", help="Backup file to write (default: removed-<study>-<time>.json here)."
+            "--backup",
+            help="Backup file to write (default: var/backups/removed-<study>-<time>.json, in the data "
+            "folder beside the SQLite database).",
         )
         parser.add_argument(
             "--dry-run", action="store_true", help="Say what would be removed; remove and write nothing."
@@ -49,14 +55,17 @@ class Command(BaseCommand):
         try:
             study = study_for_import(options["study"])
             manifest = file_from_options(options, alias="--manifest")
-            keys = options["item"] or self._manifest_keys(manifest or "")
-            items = items_resolve(study=study, keys=keys)
+            if options["item"]:
+                keys, ids = self._named(options["item"])
+            else:
+                keys, ids = self._manifest_keys(manifest or ""), []
+            items = items_resolve(study=study, keys=keys, ids=ids)
             backup = None
             if options["backup"]:
                 backup = Path(options["backup"])
             elif options["with_labels"]:
                 stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-                backup = Path.cwd() / f"removed-{study.slug}-{stamp}.json"
+                backup = Path(settings.VAR_DIR) / "backups" / f"removed-{study.slug}-{stamp}.json"
             source = f"remove_items {manifest or ' '.join(options['item'])}"
             result = items_remove(
                 study=study,
@@ -88,19 +97,43 @@ class Command(BaseCommand):
             self.stdout.write("dry run: nothing was removed")
 
     @staticmethod
+    def _named(values: list[str]) -> tuple[list[str], list[int]]:
+        """``--item`` values: item keys, and ``id:N`` for the item whose id is N."""
+        keys, ids = [], []
+        for value in values:
+            number = value[3:] if value.startswith("id:") else None
+            if number is None:
+                keys.append(value)
+            elif number.isascii() and number.isdigit():
+                ids.append(int(number))
+            else:
+                raise CommandError(f"--item {value}: an id is written id:N, N a number")
+        return keys, ids
+
+    @staticmethod
     def _manifest_keys(path: str) -> list[str]:
         """The item keys a manifest names, as ``import_images`` reads them: the ``item`` column
         when it has one, else the ``image`` path."""
-        rows = csv_rows_read(path, required=("image",))
-        column = "item" if any("item" in row for _, row in rows) else "image"
+        header, stream = csv_rows_stream(path, required=())
+        column = "item" if "item" in header else "image"
+        if column not in header:
+            raise CommandError(
+                f"{Path(path).name}: no 'item' or 'image' column (found: {', '.join(header) or 'no header'}); "
+                "nothing was removed"
+            )
         keys = []
-        for number, row in rows:
+        for number, row in stream:
             if "__error__" in row:
                 raise CommandError(
                     f"{Path(path).name}: row {number}: {row['__error__']}; nothing was removed"
                 )
             if not row.get(column):
                 raise CommandError(f"{Path(path).name}: row {number}: empty '{column}'; nothing was removed")
+            if "\x00" in row[column]:
+                raise CommandError(
+                    f"{Path(path).name}: row {number}: the '{column}' value contains a NUL character "
+                    "(\\u0000), which no item key holds; nothing was removed"
+                )
             keys.append(row[column])
         if not keys:
             raise CommandError(f"{Path(path).name}: no rows; nothing was removed")
