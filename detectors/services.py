@@ -539,8 +539,12 @@ class PredictionImportRejected(Exception):
 
 @dataclass(frozen=True)
 class PredictionImportSummary:
+    """What an import stored (or, in a dry run, would store), and the rows it left alone: the
+    same result stored already for the same image, detector and version."""
+
     created: int
     by_detector: dict[str, int]
+    unchanged: int = 0
 
 
 def _read_rows(csv_path: Path | str) -> Iterator[tuple[int, dict[str, str]]]:
@@ -814,8 +818,10 @@ def predictions_import(
     columns must be empty or agree with it. A row's own version/study columns win over
     ``version``/``study``. Unknown reasons become "other" with their text as detail. A detector
     name with ``/`` is refused (it breaks report URLs). The prediction belongs to the image file,
-    so two rows naming the same file (say, a seed photo by two paths) are duplicates. Raises
-    PredictionImportRejected listing every bad row. ``dry_run``: every check, nothing written;
+    so two rows naming the same file (say, a seed photo by two paths) are duplicates. A row whose
+    image has a prediction of its detector and version already is left alone when its result is
+    the same (counted in ``unchanged``: importing a file twice changes nothing) and refused when
+    it differs. Raises PredictionImportRejected listing every bad row. ``dry_run``: every check, nothing written;
     the summary counts what would be stored.
 
     The file is streamed in two passes, so memory stays flat whatever its size: the first
@@ -833,10 +839,13 @@ def predictions_import(
     # ints per row (not a Prediction object), ~100 bytes at a million rows.
     seen: dict[tuple[str, str], dict[int, int]] = {}
     n_rows = 0
+    unchanged: list[int] = []  # one count, a list so each batch adds to it
     with tempfile.TemporaryFile(prefix="biaslab-predictions-") as staging:
         for batch in batches(_read_rows(csv_path), import_batch_rows()):
             n_rows += len(batch)
-            staged = _batch_check(batch, study=study, version=version, seen=seen, errors=errors)
+            staged = _batch_check(
+                batch, study=study, version=version, seen=seen, errors=errors, unchanged=unchanged
+            )
             if not errors:  # once a row is bad nothing will be written: stop staging
                 pickle.dump(staged, staging, protocol=pickle.HIGHEST_PROTOCOL)
                 for row in staged:
@@ -860,7 +869,9 @@ def predictions_import(
                     rows_insert(Prediction, _STAGED_COLUMNS, [(*row, now) for row in staged])
                     if progress:
                         progress("written", len(staged))
-    return PredictionImportSummary(created=sum(by_detector.values()), by_detector=by_detector)
+    return PredictionImportSummary(
+        created=sum(by_detector.values()), by_detector=by_detector, unchanged=sum(unchanged)
+    )
 
 
 def _batch_check(
@@ -870,8 +881,10 @@ def _batch_check(
     version: str,
     seen: dict[tuple[str, str], dict[int, int]],
     errors: list[str],
+    unchanged: list[int],
 ) -> list[_Staged]:
-    """Check one batch of rows (appending each bad row's error); return its good rows."""
+    """Check one batch of rows (appending each bad row's error, and the count of rows stored
+    already with the same result to ``unchanged``); return its good rows to write."""
     index = _image_index({row["image"] for _, row in batch if row.get("image")})
     good: list[_Staged] = []
     lines: dict[tuple[int, str, str], int] = {}
@@ -896,7 +909,11 @@ def _batch_check(
         if prediction.kind in checked_kinds:  # only these read the study again
             slugs[key] = row.get("study", "") or (study.slug if study else "")
         good.append(prediction)
-    found = _already_stored(good, lines) + _boxes_outside(good, lines) + _outputs_unfit(good, lines, slugs)
+    stored, same = _already_stored(good, lines)
+    if same:
+        unchanged.append(len(same))
+        good = [p for p in good if (p.image_id, p.detector, p.version) not in same]
+    found = stored + _boxes_outside(good, lines) + _outputs_unfit(good, lines, slugs)
     if not found:
         return good
     errors.extend(found)
@@ -1012,25 +1029,37 @@ def _outputs_unfit(
     return errors
 
 
-def _already_stored(predictions: list[_Staged], lines: dict[tuple[int, str, str], int]) -> list[str]:
+def _already_stored(
+    predictions: list[_Staged], lines: dict[tuple[int, str, str], int]
+) -> tuple[list[str], set[tuple[int, str, str]]]:
+    """Rows whose image already has a prediction of their detector and version: the errors of
+    those whose result differs from the stored one, and the keys of those with the same result
+    (a re-import of the same file: nothing to write)."""
     errors = []
-    by_pair: dict[tuple[str, str], list[int]] = {}
+    same: set[tuple[int, str, str]] = set()
+    by_pair: dict[tuple[str, str], dict[int, _Staged]] = {}
     for p in predictions:
-        by_pair.setdefault((p.detector, p.version), []).append(p.image_id)
-    for (detector, version), image_ids in by_pair.items():
-        stored: list[int] = []
+        by_pair.setdefault((p.detector, p.version), {})[p.image_id] = p
+    for (detector, version), staged in by_pair.items():
+        stored: list[tuple[Any, ...]] = []
         with connection.cursor() as cursor:  # plain SQL: the ORM prepares every value of a chunk
-            for chunk in in_chunks(image_ids):
+            for chunk in in_chunks(list(staged)):
                 where, params = is_in("image_id", chunk)
                 cursor.execute(
-                    f"SELECT image_id FROM {Prediction._meta.db_table} "
+                    f"SELECT image_id, kind, status, output, error, seconds FROM {Prediction._meta.db_table} "
                     f"WHERE detector = %s AND version = %s AND {where}",
                     [detector, version, *params],
                 )
-                stored += [image_id for (image_id,) in cursor.fetchall()]
-        for image_id in stored:
+                stored += cursor.fetchall()
+        for image_id, kind, status, output, error, seconds in stored:
+            p = staged[image_id]
+            if isinstance(output, str | bytes):  # SQLite's JSON text (PostgreSQL's driver decodes jsonb)
+                output = json.loads(output)
+            if (p.kind, p.status, p.output, p.error, p.seconds) == (kind, status, output, error, seconds):
+                same.add((image_id, detector, version))
+                continue
             errors.append(
                 f"line {lines[(image_id, detector, version)]}: this image already has a "
-                f"{detector}@{version} prediction (import under another --version)"
+                f"{detector}@{version} prediction with another result (import under another --version)"
             )
-    return sorted(errors, key=lambda e: int(e.split(":")[0].split()[1]))
+    return sorted(errors, key=lambda e: int(e.split(":")[0].split()[1])), same

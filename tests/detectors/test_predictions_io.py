@@ -230,10 +230,56 @@ def test_rows_alike_but_for_one_result_column_keep_their_own_outputs(images, tmp
 def test_version_option_allows_a_second_import_of_the_same_detector(images, tmp_path):
     path = write_csv(tmp_path, [{"image": "sdxl/p/0.png", "detector": "facepp", "prediction": "female"}])
     import_file(path)
-    with pytest.raises(CommandError, match="already has a facepp@imported prediction"):
-        import_file(path)
+    changed = write_csv(
+        tmp_path, [{"image": "sdxl/p/0.png", "detector": "facepp", "prediction": "male"}], name="changed.csv"
+    )
+    with pytest.raises(
+        CommandError, match="line 2: this image already has a facepp@imported prediction with another result"
+    ):
+        import_file(changed)
     import_file(path, "--version", "2025-run")
     assert sorted(Prediction.objects.values_list("version", flat=True)) == ["2025-run", "imported"]
+
+
+def test_importing_the_same_file_twice_changes_nothing_and_says_unchanged(images, tmp_path):
+    path = write_csv(
+        tmp_path,
+        [
+            {"image": "sdxl/p/0.png", "detector": "facepp", "prediction": "female", "score": "0.25"},
+            {
+                "image": "sdxl/p/1.png",
+                "detector": "facepp",
+                "kind": "attributes",
+                "output": '{"scores": {"hat": 0.5}}',
+            },
+            {
+                "image": "sdxl/p/2.png",
+                "detector": "facepp",
+                "status": "failed",
+                "error": "timeout",
+                "seconds": "1.5",
+            },
+        ],
+    )
+    assert "Imported 3 predictions (facepp: 3)." in import_file(path)
+    before = _snapshot()
+    out = import_file(path)
+    assert "Imported 0 predictions." in out
+    assert "unchanged: 3" in out
+    assert _snapshot() == before
+    # One new row beside the stored ones: only it is written.
+    more = write_csv(
+        tmp_path,
+        [
+            {"image": "sdxl/p/0.png", "detector": "facepp", "prediction": "female", "score": "0.25"},
+            {"image": "sdxl/p/3.png", "detector": "facepp", "prediction": "male"},
+        ],
+        name="more.csv",
+    )
+    out = import_file(more)
+    assert "Imported 1 predictions (facepp: 1)." in out
+    assert "unchanged: 1" in out
+    assert Prediction.objects.count() == 4
 
 
 BAD_ROWS = [

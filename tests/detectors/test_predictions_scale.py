@@ -101,14 +101,18 @@ def test_a_duplicate_in_another_batch_is_found(tmp_path, settings):
     assert not Prediction.objects.exists()
 
 
-def test_a_rerun_names_every_row_already_stored_across_batches(tmp_path, settings):
+def test_a_rerun_finds_every_row_already_stored_across_batches(tmp_path, settings):
     settings.BIASLAB_SQL_MAX_VARIABLES = LIMIT
     settings.BIASLAB_IMPORT_BATCH_ROWS = 40
     paths = many_images(3 * LIMIT)
     csv_path = predictions_csv(tmp_path, paths)
     predictions_import(csv_path=csv_path)
+    with sqlite_variable_limit(LIMIT):
+        summary = predictions_import(csv_path=csv_path)
+    assert (summary.created, summary.unchanged) == (0, 3 * LIMIT)
+    changed = predictions_csv(tmp_path, paths, bad={n: "filtered" for n in range(3 * LIMIT)})
     with sqlite_variable_limit(LIMIT), pytest.raises(PredictionImportRejected) as refused:
-        predictions_import(csv_path=csv_path)
+        predictions_import(csv_path=changed)
     assert len(refused.value.errors) == 3 * LIMIT
     assert Prediction.objects.count() == 3 * LIMIT
 

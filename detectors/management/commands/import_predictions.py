@@ -8,7 +8,8 @@ prediction (male|female|filtered) or output (a JSON object of the row's kind); o
 (JSON), reason, detail, version, study, status (ok|failed), error, seconds. A file written by
 ``export_predictions --format csv`` reads back unchanged. Unknown filter reasons are stored as
 "other" with their text as detail. A bad output is reported with its line and field; a detector
-name with "/" is refused. See detectors.services.predictions_import.
+name with "/" is refused. A row stored already with the same result is unchanged (re-importing a
+file changes nothing). See detectors.services.predictions_import.
 """
 
 from __future__ import annotations
@@ -25,7 +26,12 @@ from studies.progress import StageProgress, command_stream
 
 
 class Command(BaseCommand):
-    help = "Import predictions from a CSV file (validated as a whole; nothing is written on error)."
+    help = (
+        "Import predictions from a CSV file (validated as a whole; nothing is written on error). A row "
+        "whose image already has a prediction of its detector and version with the same result is left "
+        "as it is (counted as unchanged: re-importing a file changes nothing); with another result it "
+        "is refused."
+    )
 
     def add_base_argument(self, parser: CommandParser, *args: Any, **kwargs: Any) -> None:
         # Django's own --version (print Django's version) would shadow ours, the predictions' one.
@@ -72,9 +78,12 @@ class Command(BaseCommand):
             # the one table.
             database_analyze(models=[Prediction], vacuum=True)
         per = ", ".join(f"{name}: {n}" for name, n in sorted(summary.by_detector.items()))
+        per = f" ({per})" if per else ""
         if opts["dry_run"]:
             self.stdout.write(
-                f"Dry run: would import {summary.created} predictions ({per}); nothing was written."
+                f"Dry run: would import {summary.created} predictions{per}; nothing was written."
             )
         else:
-            self.stdout.write(f"Imported {summary.created} predictions ({per}).")
+            self.stdout.write(f"Imported {summary.created} predictions{per}.")
+        if summary.unchanged:
+            self.stdout.write(f"unchanged: {summary.unchanged} (stored already with the same result)")
