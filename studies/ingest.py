@@ -565,7 +565,8 @@ class ImportSummary:
     updated: list[ItemUpdate] = field(default_factory=list)
     changed: int = 0
     reopened: list[str] = field(default_factory=list)
-    # Image imports: of the duplicates, the files not read again (same path, size and mtime).
+    # Image imports: the rows whose file was not read again (same path, size and mtime as at its
+    # import) — duplicates, and rows whose item is updated or refused for another reason alike.
     unchanged_files: int = 0
     dry_run: bool = False
     # Which of the optional counts this kind of import reports (always, even when 0).
@@ -588,8 +589,9 @@ class ImportSummary:
             out.extend(f"  {key}: agreed final answer removed, back to disputed" for key in self.reopened)
         out.append(f"duplicates (already imported, unchanged): {self.duplicates}")
         if self.unchanged_files:
+            # Not "of which": the rows of updated items have unchanged files too.
             out.append(
-                f"  of which files unchanged since their import (not read again): {self.unchanged_files}"
+                f"rows whose file is unchanged since its import (not read again): {self.unchanged_files}"
             )
         if self.skipped:
             out.append(f"skipped (nothing to import): {self.skipped}")

@@ -77,7 +77,7 @@ def test_a_rerun_with_unchanged_files_reads_and_hashes_none_of_them(tmp_path, re
     assert (again.accepted, again.duplicates, again.unchanged_files, again.rejected) == (0, 6, 6, [])
     assert reads == []
     assert hashes == []
-    assert "  of which files unchanged since their import (not read again): 6" in again.lines()
+    assert "rows whose file is unchanged since its import (not read again): 6" in again.lines()
 
 
 def test_a_file_whose_content_changed_is_hashed_and_refused_as_today(tmp_path, reads):
@@ -208,7 +208,23 @@ def test_import_images_says_how_many_files_were_unchanged(tmp_path):
     out = io.StringIO()
     call_command("import_images", str(path), root=str(root), study=study.slug, stdout=out)
     assert "duplicates (already imported, unchanged): 2" in out.getvalue()
-    assert "of which files unchanged since their import (not read again): 2" in out.getvalue()
+    assert "rows whose file is unchanged since its import (not read again): 2" in out.getvalue()
+
+
+def test_the_unchanged_files_line_does_not_claim_to_be_a_part_of_the_duplicates(tmp_path):
+    """One item of three updated: two duplicates, three files not read again. The count is of
+    rows not read, so it is a line of its own, not "of which" under the duplicates."""
+    root = images_folder(tmp_path, 3)
+    age(root)
+    study = StudyFactory(slug="re")
+    images_import(study=study, manifest_path=manifest(tmp_path, [row(i) for i in range(3)]), root=root)
+    changed = [row(0, t2i_model="flux"), row(1), row(2)]
+    summary = images_import(study=study, manifest_path=manifest(tmp_path, changed), root=root)
+    assert (len(summary.updated), summary.duplicates, summary.unchanged_files) == (1, 2, 3)
+    lines = summary.lines()
+    assert "duplicates (already imported, unchanged): 2" in lines
+    assert "rows whose file is unchanged since its import (not read again): 3" in lines
+    assert not any("of which" in line for line in lines)
 
 
 def test_a_stamped_file_that_changes_after_its_check_is_refused_and_its_stored_copy_removed(
