@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -385,6 +386,8 @@ def _files_unlink(names: list[str]) -> None:
 # A backup nests its stored JSON values (an item's params, a prediction's output) four levels
 # deep: document, rows, row, fields.
 _BACKUP_MAX_DEPTH = MAX_JSON_DEPTH + 4
+# Where an image file lives in MEDIA_ROOT: named by its hash (``ValidatedImage.storage_name``).
+_STORAGE_NAME = re.compile(r"images/[0-9a-f]{2}/[0-9a-f]{64}\.[a-z0-9]{1,10}")
 
 
 @dataclass
@@ -534,6 +537,7 @@ class _RestoreCheck:
         for row in self.rows:
             self.by_model.setdefault(row.model, {})[row.obj.pk] = row
         self.keys = list(dict.fromkeys(str(key) for key in document.get("items", [])))
+        self.files = _files_check(path, document.get("files") or {})
         self.image_ids: dict[int, int] = {}  # backup id → id now, for images stored again meanwhile
 
     def refuse(self, row: _Row, problem: str) -> ImportRejected:
@@ -591,15 +595,24 @@ class _RestoreCheck:
             existing.update(Image.objects.filter(sha256__in=chunk).values_list("sha256", "pk"))
         taken = _existing(Image, (pk for pk, row in images.items() if row.obj.sha256 not in existing))
         for pk, row in images.items():
+            image = row.obj
             if pk not in linked:
                 raise self.refuse(row, "is an image none of the backup's items shows")
-            if row.obj.sha256 in existing:
-                self.image_ids[pk] = existing[row.obj.sha256]
-            elif pk in taken:
+            if image.sha256 in existing:
+                self.image_ids[pk] = existing[image.sha256]
+                continue
+            if pk in taken:
                 raise self.refuse(row, "would overwrite a row that exists (its id is taken)")
-        files = self.document.get("files") or {}
+            # Its file is the one its hash names (nowhere else in or outside MEDIA_ROOT), and the
+            # bytes the backup holds for it are those.
+            stored = self.files.get(image.file)
+            named = f"images/{image.sha256[:2]}/{image.sha256}"
+            if not _STORAGE_NAME.fullmatch(image.file) or image.file.rsplit(".", 1)[0] != named:
+                raise self.refuse(row, f"names the file {image.file!r}, which is not the file of its hash")
+            if stored is not None and stored.sha256 != image.sha256:
+                raise self.refuse(row, f"does not match the bytes of its file {image.file}")
         ours = {row.obj.file for row in images.values()}
-        for name in files:
+        for name in self.files:
             if name not in ours:
                 raise _refuse(self.path, f"the backup's file {name} is not the file of one of its images")
 
@@ -656,8 +669,8 @@ class _RestoreCheck:
                 pass
             elif target is Image and row.model is ItemImage and value in found[Image]:
                 pass  # an image other items still show stayed in place
-            elif target in found and value in found[target]:
-                pass
+            elif target is not Image and target in found and value in found[target]:
+                pass  # the study's own prompt, round or run (an image: only an item's link above)
             else:
                 raise self.refuse(
                     row, f"points to {_label(target)} {value} ({field_.name}), which is not the study's"
@@ -704,9 +717,9 @@ def _has_study(model: type[Model]) -> bool:
     return bool(field_.is_relation and field_.related_model is Study)
 
 
-def _files_check(path: Path, files: dict[str, Any]) -> list[ValidatedImage]:
-    """The backup's files, checked (valid image, bytes match the name's hash), not written."""
-    checked = []
+def _files_check(path: Path, files: dict[str, Any]) -> dict[str, ValidatedImage]:
+    """The backup's files by name, checked (valid image, bytes match the name's hash), not written."""
+    checked = {}
     for name, data in files.items():
         if data is None:
             continue
@@ -718,7 +731,7 @@ def _files_check(path: Path, files: dict[str, Any]) -> list[ValidatedImage]:
             raise _refuse(path, f"the backup's file {name} is damaged ({exc})") from exc
         if validated.storage_name != name:
             raise _refuse(path, f"the backup's file {name} does not hold the bytes its name says")
-        checked.append(validated)
+        checked[name] = validated
     return checked
 
 
@@ -751,7 +764,7 @@ def items_restore(
         )
     check = _RestoreCheck(study=study, path=path, document=document)
     check.run()
-    files = _files_check(path, document.get("files") or {})
+    files = list(check.files.values())
     counts: Counter[str] = Counter(
         _name(row.model, 2)
         for row in check.rows

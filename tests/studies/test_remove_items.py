@@ -523,3 +523,43 @@ def test_the_default_backup_goes_to_the_data_folder_and_says_where(
     (written,) = (tmp_path / "var" / "backups").glob("removed-gender-*.json")
     assert f"Backup written to {written}" in out
     assert list(here.iterdir()) == []
+
+
+def test_a_restore_takes_no_prediction_on_an_image_outside_the_backup(backup, settings):
+    kept = image_of(Item.objects.get(key="sdxl/3.png"))
+
+    def elsewhere(document):
+        first(document, "detectors.prediction")["fields"]["image"] = kept.pk
+
+    refused(
+        tampered(backup, elsewhere),
+        rf"\(detectors\.prediction \d+\) points to studies\.image {kept.pk} \(image\), which is not the study's",
+        settings,
+    )
+
+
+def test_a_restore_takes_no_image_row_naming_a_file_other_than_its_hash(backup, settings):
+    def traversal(document):
+        first(document, "studies.image")["fields"]["file"] = "../../etc/passwd"
+
+    refused(
+        tampered(backup, traversal),
+        r"names the file '\.\./\.\./etc/passwd', which is not the file of its hash",
+        settings,
+    )
+
+
+def test_an_item_whose_file_another_study_kept_is_restored_onto_that_image(
+    labelled, root, tmp_path, django_capture_on_commit_callbacks
+):
+    other = StudyFactory(slug="other", name="Other")
+    images_import(
+        study=other, manifest_path=write_manifest(tmp_path / "o.csv", [row("sdxl/0.png")]), root=root
+    )
+    shared = image_of(labelled["sdxl/0.png"])
+    path = tmp_path / "b.json"
+    with django_capture_on_commit_callbacks(execute=True):
+        remove("--study", "gender", "--item", "sdxl/0.png", "--with-labels", "--backup", str(path))
+    assert "Restored 1 item(s)" in restore(path)
+    assert image_of(Item.objects.get(study__slug="gender", key="sdxl/0.png")) == shared
+    assert Label.objects.filter(item__key="sdxl/0.png", item__study__slug="gender").count() == 2
