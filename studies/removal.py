@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -626,7 +626,7 @@ class _RestoreCheck:
                 value = getattr(row.obj, field_.attname) if field_.is_relation else None
                 if value is not None:
                     links.append((row, field_, value))
-                    wanted.setdefault(field_.related_model, set()).add(value)
+                    wanted.setdefault(cast(type[Model], field_.related_model), set()).add(value)
         found: dict[type[Model], set[Any]] = {}
         for target, values in wanted.items():
             if target is user_model or target is Image:
@@ -684,17 +684,14 @@ class _RestoreCheck:
             fields = {f.name: f for f in row.model._meta.concrete_fields}
             if "value" not in fields:
                 continue
-            parent = row
-            if "question" not in fields:  # a revision: its label's question and item
-                parents = [f for f in fields.values() if f.is_relation and f.related_model in self.by_model]
-                parent_rows = [
-                    self.by_model[f.related_model].get(getattr(row.obj, f.attname)) for f in parents
-                ]
-                parent = next(
-                    (p for p in parent_rows if p is not None and hasattr(p.obj, "question_id")), row
-                )
-            question = questions.get(getattr(parent.obj, "question_id", None))
-            item = items.get(getattr(parent.obj, "item_id", None))
+            # A revision answers through the row it revises (a label revision: its label).
+            parent = row.obj
+            for f in fields.values():
+                revised = self.by_model.get(cast(type[Model], f.related_model), {}) if f.is_relation else {}
+                if "question" not in fields and getattr(row.obj, f.attname) in revised:
+                    parent = revised[getattr(row.obj, f.attname)].obj
+            question = questions.get(getattr(parent, "question_id", None) or 0)
+            item = items.get(getattr(parent, "item_id", None) or 0)
             if question is None or item is None:
                 continue  # a row that is no answer (links are checked already)
             if item.question_keys and question.key not in item.question_keys:

@@ -563,3 +563,14 @@ def test_an_item_whose_file_another_study_kept_is_restored_onto_that_image(
     assert "Restored 1 item(s)" in restore(path)
     assert image_of(Item.objects.get(study__slug="gender", key="sdxl/0.png")) == shared
     assert Label.objects.filter(item__key="sdxl/0.png", item__study__slug="gender").count() == 2
+
+
+def test_a_restore_checks_the_answers_a_labels_history_holds(backup, settings):
+    def bogus(document):
+        first(document, "annotate.labelrevision")["fields"]["value"] = "robot"
+
+    refused(
+        tampered(backup, bogus),
+        r"\(annotate\.labelrevision \d+\) 'robot' is not an answer to the question 'gender'",
+        settings,
+    )
