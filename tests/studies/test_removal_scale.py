@@ -33,7 +33,7 @@ def items_with_images(study: Study, n: int) -> list[Item]:
     prompt = PromptFactory(study=study)
     images = Image.objects.bulk_create(
         [
-            Image(sha256=f"{x:064d}", file=f"images/{x:064d}.png", width=8, height=8, format="PNG")
+            Image(sha256=f"{x:064d}", file=f"images/00/{x:064d}.png", width=8, height=8, format="PNG")
             for x in range(n)
         ]
     )
