@@ -491,7 +491,14 @@ def _rows_read(path: Path, document: dict[str, Any]) -> list[_Row]:
             for json_field in obj.object._meta.concrete_fields:
                 if isinstance(json_field, JSONField):
                     json_bounds_check(getattr(obj.object, json_field.attname), field=json_field.name)
-        except (DeserializationError, ValidationError, JSONOutOfBounds, TypeError, ValueError) as exc:
+        except (
+            DeserializationError,
+            FieldDoesNotExist,
+            ValidationError,
+            JSONOutOfBounds,
+            TypeError,
+            ValueError,
+        ) as exc:
             raise _refuse(path, f"row {number} ({model} {pk}) cannot be read ({exc})") from exc
         rows.append(_Row(number, obj.object))
     return rows

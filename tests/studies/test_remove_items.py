@@ -357,6 +357,7 @@ def test_a_restore_refuses_every_row_a_removal_would_not_have_written(backup, st
         (only_an_estimate, r"row 1 is a 'estimates\.keptestimate' row"),
         (fields("annotate.finallabel", value="robot"), r"\(annotate\.finallabel \d+\) 'robot' is not an answer to the question 'gender'"),
         (fields("annotate.labelrevision", value="robot"), r"\(annotate\.labelrevision \d+\) 'robot' is not an answer"),
+        (fields("annotate.label", is_superuser=True), r"\(annotate\.label \d+\) cannot be read \(Label has no field named 'is_superuser'\)"),
         (fields("annotate.label", annotator=4242), r"names the account id 4242 \(annotator\), which does not exist"),
         (fields("studies.item", study=other.pk), r"\(studies\.item \d+\) belongs to another study, not 'gender'"),
         (invent, r"names the item new\.png, which was never removed from the study"),
