@@ -102,12 +102,14 @@ def _anyone(request: HttpRequest, **kwargs: Any) -> bool:
 def _labeler(request: LabelingRequest, slug: str | None = None, **kwargs: Any) -> bool:
     """Annotators of the study in the URL; without one, anyone with the role or a study.
 
-    The study found is kept on the request: the labeling views are on the hot path of every
-    key press, so they do not look it up a second time."""
+    A study the user does not label is "no such study for you" (404), whether it exists or not:
+    the answer never tells an outsider which studies exist; the 404 page lists their own. The
+    study found is kept on the request: the labeling views are on the hot path of every key
+    press, so they do not look it up a second time."""
     if slug is not None:
         study = selectors.study_for_labeling(user=request.user, slug=slug)
         if study is None:
-            return False
+            raise Http404(f"There is no study {slug!r} for you to label.")
         request.labeling_study = study
         return True
     return (

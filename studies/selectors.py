@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from django.db.models import Prefetch, QuerySet
-from django.shortcuts import get_object_or_404
+from django.http import Http404
 
 from studies.batching import prefetch_in_chunks
 from studies.errors import StudyNotChosen
@@ -18,8 +18,11 @@ _ItemT = TypeVar("_ItemT", bound=Item)
 
 
 def study_or_404(slug: str) -> Study:
-    """The study with this slug, or Http404 — the one helper every view and API uses."""
-    return get_object_or_404(Study, slug=slug)
+    """The study with this slug, or Http404 naming the slug — the one helper every view and API uses."""
+    study = Study.objects.filter(slug=slug).first()
+    if study is None:
+        raise Http404(f"There is no study {slug!r}.")
+    return study
 
 
 def study_slugs() -> str:
