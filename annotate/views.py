@@ -52,7 +52,14 @@ from metrics.coco_names import COCO_CLASS_NAMES
 from studies import permissions
 from studies.models import ImageRole, Item, ItemImage, Question, QuestionKind, Study
 from studies.permissions import guarded, researcher_only
-from studies.selectors import item_images, item_questions, study_or_404, study_questions, with_images
+from studies.selectors import (
+    item_compared_values,
+    item_images,
+    item_questions,
+    study_or_404,
+    study_questions,
+    with_images,
+)
 from studies.session import study_remember, study_remembered
 from studies.typing import AuthenticatedHttpRequest
 
@@ -734,6 +741,7 @@ def _detail(item: Item) -> dict[str, Any]:
     """``selectors.item_detail`` plus each label's time in seconds, and one history of labels
     and final labels in time order (oldest first), for display."""
     detail = selectors.item_detail(item=item)
+    detail["compared"] = item_compared_values(item)
     detail["state_label"] = STATE_LABELS.get(detail["state"], detail["state"])
     for section in detail["questions"]:
         section["state_label"] = STATE_LABELS.get(section["state"], section["state"])
