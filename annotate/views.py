@@ -255,11 +255,64 @@ def _question_rows(
     return rows
 
 
+# How the box captions are laid out: a caption is its number and class in bold ("3 dining
+# table"), about CAPTION_EM font sizes wide per character, its ink CAPTION_ASCENT above the
+# baseline and CAPTION_DESCENT below; on a phone (boxes.css) it is PHONE_CAPTION_SCALE times
+# larger. Captions are placed at the phone's size, so no two overlap there, nor at the smaller
+# size of a wider screen (a caption grows from its baseline's left end).
+CAPTION_EM = 0.65
+CAPTION_ASCENT = 0.95
+CAPTION_DESCENT = 0.3
+PHONE_CAPTION_SCALE = 1.6
+
+
+def _caption_ys(
+    box: tuple[float, float, float, float], ascent: float, descent: float, height: int
+) -> list[float]:
+    """Baselines to try for a box's caption, best first: above the box, inside its top, below
+    it, inside its bottom — then every line of the image from the top."""
+    x0, y0, x1, y1 = box
+    gap = descent * 0.3
+    tried = [y0 - descent - gap, y0 + ascent + gap, y1 + ascent + gap, y1 - descent - gap]
+    step = (ascent + descent) / 2
+    tried += [ascent + n * step for n in range(int(max(0.0, height - ascent - descent) / step) + 1)]
+    return tried
+
+
+def _captions_place(
+    boxes: list[tuple[float, float, float, float, str]], *, width: int, height: int, font: int
+) -> list[tuple[float, float]]:
+    """The (x, baseline y) of each box's caption, in the image's pixels: on the image, and no two
+    overlapping at the phone's caption size; a caption that finds no free place goes above its
+    box."""
+    scale = font * PHONE_CAPTION_SCALE
+    ascent, descent = CAPTION_ASCENT * scale, CAPTION_DESCENT * scale
+    placed: list[tuple[float, float, float, float]] = []
+    positions = []
+    for x0, y0, x1, y1, text in boxes:
+        wide = len(text) * CAPTION_EM * scale
+        x = min(max(0.0, x0), max(0.0, width - wide))
+        ys = _caption_ys((x0, y0, x1, y1), ascent, descent, height)
+        chosen = None
+        for y in ys:
+            rect = (x, y - ascent, x + wide, y + descent)
+            on_image = rect[1] >= 0 and rect[3] <= height
+            free = all(rect[2] <= r[0] or r[2] <= rect[0] or rect[3] <= r[1] or r[3] <= rect[1] for r in placed)
+            if on_image and free:
+                chosen = y
+                break
+        y = chosen if chosen is not None else max(ascent, ys[0])
+        placed.append((x, y - ascent, x + wide, y + descent))
+        positions.append((round(x, 2), round(y, 2)))
+    return positions
+
+
 def _overlay(
     item: Item, image: ItemImage | None, boxes: list[dict[str, Any]] | None
 ) -> dict[str, Any] | None:
     """The boxes drawn over the image, in its pixel coordinates (an SVG whose viewBox is the
-    image's size scales with it), labels sized to the image; None without boxes."""
+    image's size scales with it), captions sized to the image and placed apart; None without
+    boxes."""
     if image is None or boxes is None:
         return None
     width, height = image.image.width, image.image.height
@@ -279,10 +332,19 @@ def _overlay(
                 "y": round(y0, 2),
                 "width": round(x1 - x0, 2),
                 "height": round(y1 - y0, 2),
-                # The label sits above the box, or inside it when the box touches the top.
-                "label_y": round(y0 - font * 0.3 if y0 > font else y0 + font, 2),
             }
         )
+    captions = _captions_place(
+        [
+            (s["x"], s["y"], s["x"] + s["width"], s["y"] + s["height"], f"{s['number']} {s['class']}")
+            for s in shapes
+        ],
+        width=width,
+        height=height,
+        font=font,
+    )
+    for shape, (label_x, label_y) in zip(shapes, captions, strict=True):
+        shape["label_x"], shape["label_y"] = label_x, label_y
     return {"width": width, "height": height, "font": font, "boxes": shapes}
 
 
