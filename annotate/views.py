@@ -264,14 +264,14 @@ CAPTION_EM = 0.65
 CAPTION_ASCENT = 0.95
 CAPTION_DESCENT = 0.3
 PHONE_CAPTION_SCALE = 1.6
+# Past this many boxes (a crowd) captions simply go above their boxes: placing each apart from
+# all the others costs boxes squared times the places tried, on every key press's render.
+CAPTIONS_PLACED_APART = 50
 
 
-def _caption_ys(
-    box: tuple[float, float, float, float], ascent: float, descent: float, height: int
-) -> list[float]:
-    """Baselines to try for a box's caption, best first: above the box, inside its top, below
-    it, inside its bottom — then every line of the image from the top."""
-    x0, y0, x1, y1 = box
+def _caption_ys(y0: float, y1: float, ascent: float, descent: float, height: int) -> list[float]:
+    """Baselines to try for the caption of a box from ``y0`` to ``y1``, best first: above the
+    box, inside its top, below it, inside its bottom — then every line of the image from the top."""
     gap = descent * 0.3
     tried = [y0 - descent - gap, y0 + ascent + gap, y1 + ascent + gap, y1 - descent - gap]
     step = (ascent + descent) / 2
@@ -283,21 +283,23 @@ def _captions_place(
     boxes: list[tuple[float, float, float, float, str]], *, width: int, height: int, font: int
 ) -> list[tuple[float, float]]:
     """The (x, baseline y) of each box's caption, in the image's pixels: on the image, and no two
-    overlapping at the phone's caption size; a caption that finds no free place goes above its
-    box."""
+    overlapping at the phone's caption size; a caption that finds no free place (or comes after
+    the first ``CAPTIONS_PLACED_APART``) goes above its box."""
     scale = font * PHONE_CAPTION_SCALE
     ascent, descent = CAPTION_ASCENT * scale, CAPTION_DESCENT * scale
     placed: list[tuple[float, float, float, float]] = []
     positions = []
-    for x0, y0, x1, y1, text in boxes:
+    for n, (x0, y0, _x1, y1, text) in enumerate(boxes):
         wide = len(text) * CAPTION_EM * scale
         x = min(max(0.0, x0), max(0.0, width - wide))
-        ys = _caption_ys((x0, y0, x1, y1), ascent, descent, height)
+        ys = _caption_ys(y0, y1, ascent, descent, height) if n < CAPTIONS_PLACED_APART else [y0 - descent]
         chosen = None
         for y in ys:
             rect = (x, y - ascent, x + wide, y + descent)
             on_image = rect[1] >= 0 and rect[3] <= height
-            free = all(rect[2] <= r[0] or r[2] <= rect[0] or rect[3] <= r[1] or r[3] <= rect[1] for r in placed)
+            free = all(
+                rect[2] <= r[0] or r[2] <= rect[0] or rect[3] <= r[1] or r[3] <= rect[1] for r in placed
+            )
             if on_image and free:
                 chosen = y
                 break

@@ -190,7 +190,10 @@ def test_a_study_an_annotator_does_not_label_is_no_such_study_whether_it_exists_
         pages[slug] = _in_layout(client.get(reverse("annotate:label_study", args=[slug])), 404)
         assert f"There is no study &#x27;{slug}&#x27; for you to label." in pages[slug]
         assert _study_links(pages[slug]) == [(reverse("annotate:label_study", args=["hers"]), "Her study")]
-    shown = {slug: re.search(r'<section class="narrow error-page">.*?</section>', page, re.S).group(0) for slug, page in pages.items()}
+    shown = {
+        slug: re.search(r'<section class="narrow error-page">.*?</section>', page, re.S).group(0)
+        for slug, page in pages.items()
+    }
     assert shown["gender"].replace("gender", "welth") == shown["welth"]
     assert "Gender study" not in pages["gender"]
 
