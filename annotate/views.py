@@ -319,7 +319,7 @@ def _overlay(
         return None
     width, height = image.image.width, image.image.height
     font = max(1, round(max(width, height) / 30))
-    shapes = []
+    shapes: list[dict[str, Any]] = []
     for index, box in enumerate(boxes):
         try:
             x0, y0, x1, y1 = (float(v) for v in box["box"])
