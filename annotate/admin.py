@@ -170,7 +170,17 @@ class StudyForm(forms.ModelForm):
 
 @admin.register(Study)
 class StudyAdmin(admin.ModelAdmin):
-    list_display = ("name", "slug", "protocol", "labels_per_item", "agreement", "item_count", "export_links")
+    # Short columns (the protocol's and the rule's keys, not their long names), so that the list
+    # fits beside the admin's menu and filter on a 1280 px screen.
+    list_display = (
+        "name",
+        "slug",
+        "protocol_key",
+        "labels_n",
+        "agreement_rule",
+        "item_count",
+        "export_links",
+    )
     list_filter = ("protocol",)
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
@@ -215,10 +225,23 @@ class StudyAdmin(admin.ModelAdmin):
     def item_count(self, study: Study) -> int:
         return study._item_count  # type: ignore[attr-defined]
 
+    @admin.display(description="protocol", ordering="protocol")
+    def protocol_key(self, study: Study) -> str:
+        return format_html('<span title="{}">{}</span>', study.get_protocol_display(), study.protocol)
+
+    @admin.display(description="N labels", ordering="labels_per_item")
+    def labels_n(self, study: Study) -> int:
+        return study.labels_per_item
+
+    @admin.display(description="agreement", ordering="agreement")
+    def agreement_rule(self, study: Study) -> str:
+        return format_html('<span title="{}">{}</span>', study.get_agreement_display(), study.agreement)
+
     @admin.display(description="ground truth")
     def export_links(self, study: Study) -> str:
+        # No-break spaces: the two links stay on one line, never clipped apart.
         return format_html(
-            '<a href="{}">CSV</a> · <a href="{}">JSON</a>',
+            '<a href="{}">CSV</a>&nbsp;·&nbsp;<a href="{}">JSON</a>',
             reverse("admin:annotate_study_export", args=[study.pk, "csv"]),
             reverse("admin:annotate_study_export", args=[study.pk, "json"]),
         )

@@ -52,7 +52,14 @@ from metrics.coco_names import COCO_CLASS_NAMES
 from studies import permissions
 from studies.models import ImageRole, Item, ItemImage, Question, QuestionKind, Study
 from studies.permissions import guarded, researcher_only
-from studies.selectors import item_images, item_questions, study_or_404, study_questions, with_images
+from studies.selectors import (
+    item_compared_values,
+    item_images,
+    item_questions,
+    study_or_404,
+    study_questions,
+    with_images,
+)
 from studies.session import study_remember, study_remembered
 from studies.typing import AuthenticatedHttpRequest
 
@@ -102,12 +109,14 @@ def _anyone(request: HttpRequest, **kwargs: Any) -> bool:
 def _labeler(request: LabelingRequest, slug: str | None = None, **kwargs: Any) -> bool:
     """Annotators of the study in the URL; without one, anyone with the role or a study.
 
-    The study found is kept on the request: the labeling views are on the hot path of every
-    key press, so they do not look it up a second time."""
+    A study the user does not label is "no such study for you" (404), whether it exists or not:
+    the answer never tells an outsider which studies exist; the 404 page lists their own. The
+    study found is kept on the request: the labeling views are on the hot path of every key
+    press, so they do not look it up a second time."""
     if slug is not None:
         study = selectors.study_for_labeling(user=request.user, slug=slug)
         if study is None:
-            return False
+            raise Http404(f"There is no study {slug!r} for you to label.")
         request.labeling_study = study
         return True
     return (
@@ -246,16 +255,71 @@ def _question_rows(
     return rows
 
 
+# How the box captions are laid out: a caption is its number and class in bold ("3 dining
+# table"), about CAPTION_EM font sizes wide per character, its ink CAPTION_ASCENT above the
+# baseline and CAPTION_DESCENT below; on a phone (boxes.css) it is PHONE_CAPTION_SCALE times
+# larger. Captions are placed at the phone's size, so no two overlap there, nor at the smaller
+# size of a wider screen (a caption grows from its baseline's left end).
+CAPTION_EM = 0.65
+CAPTION_ASCENT = 0.95
+CAPTION_DESCENT = 0.3
+PHONE_CAPTION_SCALE = 1.6
+# Past this many boxes (a crowd) captions simply go above their boxes: placing each apart from
+# all the others costs boxes squared times the places tried, on every key press's render.
+CAPTIONS_PLACED_APART = 50
+
+
+def _caption_ys(y0: float, y1: float, ascent: float, descent: float, height: int) -> list[float]:
+    """Baselines to try for the caption of a box from ``y0`` to ``y1``, best first: above the
+    box, inside its top, below it, inside its bottom — then every line of the image from the top."""
+    gap = descent * 0.3
+    tried = [y0 - descent - gap, y0 + ascent + gap, y1 + ascent + gap, y1 - descent - gap]
+    step = (ascent + descent) / 2
+    tried += [ascent + n * step for n in range(int(max(0.0, height - ascent - descent) / step) + 1)]
+    return tried
+
+
+def _captions_place(
+    boxes: list[tuple[float, float, float, float, str]], *, width: int, height: int, font: int
+) -> list[tuple[float, float]]:
+    """The (x, baseline y) of each box's caption, in the image's pixels: on the image, and no two
+    overlapping at the phone's caption size; a caption that finds no free place (or comes after
+    the first ``CAPTIONS_PLACED_APART``) goes above its box."""
+    scale = font * PHONE_CAPTION_SCALE
+    ascent, descent = CAPTION_ASCENT * scale, CAPTION_DESCENT * scale
+    placed: list[tuple[float, float, float, float]] = []
+    positions = []
+    for n, (x0, y0, _x1, y1, text) in enumerate(boxes):
+        wide = len(text) * CAPTION_EM * scale
+        x = min(max(0.0, x0), max(0.0, width - wide))
+        ys = _caption_ys(y0, y1, ascent, descent, height) if n < CAPTIONS_PLACED_APART else [y0 - descent]
+        chosen = None
+        for y in ys:
+            rect = (x, y - ascent, x + wide, y + descent)
+            on_image = rect[1] >= 0 and rect[3] <= height
+            free = all(
+                rect[2] <= r[0] or r[2] <= rect[0] or rect[3] <= r[1] or r[3] <= rect[1] for r in placed
+            )
+            if on_image and free:
+                chosen = y
+                break
+        y = chosen if chosen is not None else max(ascent, ys[0])
+        placed.append((x, y - ascent, x + wide, y + descent))
+        positions.append((round(x, 2), round(y, 2)))
+    return positions
+
+
 def _overlay(
     item: Item, image: ItemImage | None, boxes: list[dict[str, Any]] | None
 ) -> dict[str, Any] | None:
     """The boxes drawn over the image, in its pixel coordinates (an SVG whose viewBox is the
-    image's size scales with it), labels sized to the image; None without boxes."""
+    image's size scales with it), captions sized to the image and placed apart; None without
+    boxes."""
     if image is None or boxes is None:
         return None
     width, height = image.image.width, image.image.height
     font = max(1, round(max(width, height) / 30))
-    shapes = []
+    shapes: list[dict[str, Any]] = []
     for index, box in enumerate(boxes):
         try:
             x0, y0, x1, y1 = (float(v) for v in box["box"])
@@ -270,10 +334,19 @@ def _overlay(
                 "y": round(y0, 2),
                 "width": round(x1 - x0, 2),
                 "height": round(y1 - y0, 2),
-                # The label sits above the box, or inside it when the box touches the top.
-                "label_y": round(y0 - font * 0.3 if y0 > font else y0 + font, 2),
             }
         )
+    captions = _captions_place(
+        [
+            (s["x"], s["y"], s["x"] + s["width"], s["y"] + s["height"], f"{s['number']} {s['class']}")
+            for s in shapes
+        ],
+        width=width,
+        height=height,
+        font=font,
+    )
+    for shape, (label_x, label_y) in zip(shapes, captions, strict=True):
+        shape["label_x"], shape["label_y"] = label_x, label_y
     return {"width": width, "height": height, "font": font, "boxes": shapes}
 
 
@@ -732,6 +805,7 @@ def _detail(item: Item) -> dict[str, Any]:
     """``selectors.item_detail`` plus each label's time in seconds, and one history of labels
     and final labels in time order (oldest first), for display."""
     detail = selectors.item_detail(item=item)
+    detail["compared"] = item_compared_values(item)
     detail["state_label"] = STATE_LABELS.get(detail["state"], detail["state"])
     for section in detail["questions"]:
         section["state_label"] = STATE_LABELS.get(section["state"], section["state"])

@@ -8,6 +8,12 @@ may fail (the database is down), and the 500 page must never need the database a
 without it; 500 never uses it; and if even the layout cannot render, a few lines of plain HTML
 answer. API paths (``/api/…``) keep Django's own rendering, unchanged: another issue gives them
 JSON errors.
+
+400 and 404 list the studies the visitor may open, with links, so that a mistyped study in an
+address leads somewhere. ``ErrorPagesMiddleware`` answers a view's ``BadRequest`` (a report
+filter naming no study, model or detector) with the 400 page in development too, where Django
+would show a traceback, and with ``BIASLAB_FRIENDLY_ERRORS`` (``bin/demo``) a missing page with
+the 404 page instead of Django's technical one (the URL patterns).
 """
 
 from __future__ import annotations
@@ -16,16 +22,21 @@ import logging
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.core.exceptions import BadRequest
+from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.template import loader
-from django.urls import Resolver404
+from django.urls import Resolver404, reverse
 from django.views import csrf, defaults
 
 from studies import permissions
+from studies.models import Study
 
 log = logging.getLogger(__name__)
 
 API_PREFIX = "/api/"
+#: At most this many studies are listed on an error page.
+STUDIES_LISTED = 50
 PLAIN = (
     "<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{title} · BiasLab</title></head>"
     "<body><h1>{title}</h1><p><a href='/'>Back to BiasLab</a></p></body></html>"
@@ -85,11 +96,36 @@ def _viewer(request: HttpRequest) -> dict[str, Any]:
         return {"viewer": None}
 
 
+def _studies(request: HttpRequest) -> dict[str, Any]:
+    """The studies the visitor may open, each with its link: a researcher's reports of every
+    study, an annotator's labeling screen of each study they label. Empty when that cannot be
+    known (no user yet, the database down)."""
+    try:
+        user = getattr(request, "user", None)
+        if user is None or not user.is_authenticated:
+            return {"studies": []}
+        if permissions.is_researcher(user):
+            rows = Study.objects.order_by("name").values_list("name", "slug")[:STUDIES_LISTED]
+            url = reverse("reports:overview") + "?study={}"
+            return {"studies": [{"name": name, "url": url.format(slug)} for name, slug in rows]}
+        rows = user.annotated_studies.order_by("name").values_list("name", "slug")[:STUDIES_LISTED]
+        return {
+            "studies": [
+                {"name": name, "url": reverse("annotate:label_study", args=[slug])} for name, slug in rows
+            ]
+        }
+    except Exception:
+        log.exception("Could not list the studies of the visitor")
+        return {"studies": []}
+
+
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
-    """400, e.g. a Host this server does not answer for (before any user is loaded)."""
+    """400: a Host this server does not answer for (before any user is loaded), or a view's
+    ``BadRequest`` with its reason (a report filter naming no study, model or detector)."""
     if _is_api(request):
         return defaults.bad_request(request, exception)
-    return _render(request, "errors/400.html", 400, "Bad request", {})
+    context = {"message": _message(exception) if isinstance(exception, BadRequest) else ""}
+    return _render(request, "errors/400.html", 400, "Bad request", context | _studies(request))
 
 
 def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
@@ -104,7 +140,8 @@ def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     """404, with the view's own explanation when it gave one."""
     if _is_api(request):
         return defaults.page_not_found(request, exception)
-    return _render(request, "errors/404.html", 404, "Page not found", {"message": _message(exception)})
+    context = {"message": _message(exception), **_studies(request)}
+    return _render(request, "errors/404.html", 404, "Page not found", context)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
@@ -117,6 +154,44 @@ def server_error(request: HttpRequest) -> HttpResponse:
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     """403 for a form whose CSRF check failed (a page left open across a new login, blocked
     cookies). In development and on the API, Django's own page with its diagnosis."""
-    if settings.DEBUG or _is_api(request):
+    if (settings.DEBUG and not settings.BIASLAB_FRIENDLY_ERRORS) or _is_api(request):
         return csrf.csrf_failure(request, reason)
     return _render(request, "errors/csrf.html", 403, "Form expired", {})
+
+
+class ErrorPagesMiddleware:
+    """The site's 400 and 404 pages where Django answers its own in development (DEBUG):
+
+    - a view's ``BadRequest`` always gets the 400 page with its reason (Django's would be a
+      traceback page: a mistyped filter is the visitor's mistake, not the code's);
+    - with ``BIASLAB_FRIENDLY_ERRORS`` (``bin/demo`` sets it), a missing page — no URL matches,
+      or a view raised ``Http404`` — gets the 404 page rather than Django's technical one, which
+      lists the URL patterns. Server errors keep Django's traceback page in development.
+
+    API paths keep their own (JSON) errors. Without DEBUG Django already uses the handlers."""
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        response = self.get_response(request)
+        if (
+            response.status_code == 404
+            and getattr(request, "resolver_match", None) is None  # no URL pattern matched
+            and self._friendly(request)
+        ):
+            return page_not_found(request, Resolver404())
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not settings.DEBUG or _is_api(request):
+            return None
+        if isinstance(exception, BadRequest):
+            return bad_request(request, exception)
+        if isinstance(exception, Http404) and self._friendly(request):
+            return page_not_found(request, exception)
+        return None
+
+    @staticmethod
+    def _friendly(request: HttpRequest) -> bool:
+        return bool(settings.DEBUG and settings.BIASLAB_FRIENDLY_ERRORS and not _is_api(request))

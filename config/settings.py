@@ -25,6 +25,10 @@ VAR_DIR = Path(env_str("BIASLAB_VAR_DIR", str(BASE_DIR / "var")))
 # tracebacks or run with the development key. bin/demo, bin/test and tests/settings.py turn
 # development mode on explicitly.
 DEBUG = env_bool("DJANGO_DEBUG", default=False)
+# In development (DEBUG), answer a missing page with the site's own 404 page instead of Django's
+# technical one (and a failed CSRF check with the site's page): what a demo's visitor should see
+# (bin/demo sets it). Server errors keep Django's traceback page.
+BIASLAB_FRIENDLY_ERRORS = env_bool("BIASLAB_FRIENDLY_ERRORS", default=False)
 DEVELOPMENT_SECRET_KEY = "insecure-local-development-key-change-me"
 # Production mode (DEBUG off) never runs with a missing, weak or repository-known secret.
 SECRET_KEY = (
@@ -70,6 +74,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "config.errors.ErrorPagesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"

@@ -17,15 +17,15 @@ import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 from urllib.parse import urlencode
 
 from django.core.cache import cache
+from django.core.exceptions import BadRequest
 from django.http import (
     Http404,
     HttpRequest,
     HttpResponse,
-    HttpResponseBadRequest,
     HttpResponseNotModified,
 )
 from django.shortcuts import render
@@ -235,8 +235,11 @@ def render_page(
     return render(request, name, context)
 
 
-def bad_filter(error: Exception) -> HttpResponse:
-    return HttpResponseBadRequest(f"Bad filter: {error}", content_type="text/plain; charset=utf-8")
+def bad_filter(error: Exception) -> NoReturn:
+    """Refuse a filter value that is not in the data: the site's 400 page, in the layout, with the
+    reason and the studies the researcher may open (``config.errors``). Raises, so that callers'
+    ``return bad_filter(error)`` reads as the answer it is."""
+    raise BadRequest(str(error)) from error
 
 
 def base_context(filters: Filters, page: str, analysis: Analysis | None = None) -> dict[str, Any]:

@@ -147,7 +147,8 @@ class Question(models.Model):
         constraints = [models.UniqueConstraint(fields=["study", "key"], name="question_key_unique_in_study")]
 
     def __str__(self) -> str:
-        return f"{self.study_id}:{self.key}"
+        # What the admin's question rows are captioned with: the key and the question.
+        return f"{self.key}: {self.text}"
 
     @property
     def values(self) -> list[str]:

@@ -6,11 +6,12 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from django.db.models import Prefetch, QuerySet
-from django.shortcuts import get_object_or_404
+from django.http import Http404
 
 from studies.batching import prefetch_in_chunks
 from studies.errors import StudyNotChosen
 from studies.models import ImageRole, Item, ItemImage, Question, Study
+from studies.protocols import PROTOCOLS
 
 # An Item, or an Item with annotations (django-stubs' WithAnnotations): helpers that only add
 # prefetches keep the caller's annotations in the type.
@@ -18,8 +19,11 @@ _ItemT = TypeVar("_ItemT", bound=Item)
 
 
 def study_or_404(slug: str) -> Study:
-    """The study with this slug, or Http404 — the one helper every view and API uses."""
-    return get_object_or_404(Study, slug=slug)
+    """The study with this slug, or Http404 naming the slug — the one helper every view and API uses."""
+    study = Study.objects.filter(slug=slug).first()
+    if study is None:
+        raise Http404(f"There is no study {slug!r}.")
+    return study
 
 
 def study_slugs() -> str:
@@ -113,3 +117,31 @@ def item_main_image(item: Item) -> ItemImage | None:
         if role in links:
             return links[role]
     return None
+
+
+def item_compared_values(item: Item) -> list[tuple[str, str]]:
+    """The manifest columns the item's study compares — its protocol's ``StudyOption``s marked
+    ``column`` and set on the study, e.g. a questions study's ``compare`` — each with the item's
+    value ("" when it has none): what a researcher settling a dispute needs to see beside it."""
+    spec = PROTOCOLS.get(item.study.protocol)
+    if spec is None:
+        return []
+    parameters = item.study.parameters or {}
+    columns = [str(parameters.get(o.name) or "") for o in spec.options if o.column]
+    return [(column, _item_column_value(item, column)) for column in columns if column]
+
+
+def _item_column_value(item: Item, column: str) -> str:
+    """The item's value in a manifest column: its own field or its prompt's for the columns the
+    import keeps there, else its metadata."""
+    prompt = item.prompt
+    core = {
+        "t2i_model": item.t2i_model,
+        "seed": item.seed,
+        "index": item.index,
+        "word": prompt.word if prompt else None,
+        "category": prompt.category if prompt else None,
+        "prompt": prompt.text if prompt else None,
+    }
+    value = core[column] if column in core else (item.metadata or {}).get(column)
+    return "" if value is None else str(value)

@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.core.paginator import Paginator
-from django.http import Http404, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 
 from metrics.gender import prompt_bias_score
@@ -186,9 +186,8 @@ def detector_detail(request: HtmxHttpRequest, detector: str) -> HttpResponse:
         raise Http404(f"No predictions of detector {detector!r}.")
     kind = request.GET.get("kind", "all")
     if kind not in drilldown.DISAGREEMENTS:
-        return HttpResponseBadRequest(
-            f"Unknown gallery {kind!r}: use one of {', '.join(drilldown.DISAGREEMENTS)}.",
-            content_type="text/plain; charset=utf-8",
+        return base.bad_filter(
+            base.BadFilter(f"Unknown gallery {kind!r}: use one of {', '.join(drilldown.DISAGREEMENTS)}.")
         )
     result: GenderResult = filters.result(bootstrap=0)
     question = gender_question(filters.scope.study)

@@ -16,6 +16,11 @@ from PIL import Image, ImageDraw
 
 SLUG = "demo-questions"
 NAME = "Demo: questions from a CSV"
+# The guidelines on the labeling screen, and the study's line in the study chooser.
+DESCRIPTION = (
+    "Answer both questions about the drawn person: a hat (Y yes, N no), and how they look "
+    "(H happy, E neutral, S sad); then Enter."
+)
 DETECTOR = "demo_judge"
 # The demo's own annotator accounts (``seed_demo`` makes them, with their passwords): they answered
 # all but the last LEFT images, which wait for them on the labeling screen.

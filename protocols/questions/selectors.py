@@ -99,10 +99,11 @@ def detector_answers(
 
 @dataclass(frozen=True)
 class AnswerImage:
-    """One image of a drill-down: the item, every annotator's answer to the question."""
+    """One image of a drill-down (researchers only): the item, and every annotator's answer to
+    the question as (annotator's username, answer)."""
 
     item: Item
-    labels: list[str]
+    labels: list[tuple[str, str]]
 
 
 def answer_items(
@@ -132,13 +133,19 @@ def answer_items(
                 "item_images__image",
                 Prefetch(
                     "labels",
-                    queryset=Label.objects.filter(question__key=question_key).order_by("pk"),
+                    queryset=Label.objects.filter(question__key=question_key)
+                    .select_related("annotator")
+                    .order_by("pk"),
                     to_attr="question_labels",
                 ),
             )
             .order_by("id")
         )
         rows += [
-            AnswerImage(item=item, labels=[label.value for label in item.question_labels]) for item in items
+            AnswerImage(
+                item=item,
+                labels=[(label.annotator.get_username(), label.value) for label in item.question_labels],
+            )
+            for item in items
         ]
     return rows, len(matching)

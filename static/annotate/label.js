@@ -688,7 +688,47 @@
     if (event.target.matches && event.target.matches("input[data-class-list]")) suggestNames(event.target);
   }
 
+  // The guidelines frame (a first visit opens it; it scrolls) ends between two lines of its text,
+  // never across one: its height, at most the stylesheet's, is cut to the last whole line.
+  function lineBoxes(body) {
+    const boxes = [];
+    const walker = document.createTreeWalker(body, NodeFilter.SHOW_TEXT);
+    const range = document.createRange();
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (!node.textContent.trim()) continue;
+      range.selectNodeContents(node);
+      for (const rect of range.getClientRects()) boxes.push(rect);
+    }
+    for (const el of body.querySelectorAll("kbd")) boxes.push(el.getBoundingClientRect());
+    return boxes;
+  }
+
+  function fitGuidelines() {
+    const details = document.getElementById("guidelines");
+    const body = details && details.querySelector(".guidelines-body");
+    if (!body) return;
+    body.style.maxHeight = "";
+    if (!details.open || body.scrollHeight <= body.clientHeight) return;
+    const top = body.getBoundingClientRect().top + body.clientTop - body.scrollTop;
+    const lines = lineBoxes(body).map((r) => [r.top - top, r.bottom - top]);
+    let cut = body.clientHeight;
+    for (let moved = true; moved; ) {
+      moved = false;
+      for (const [lineTop, lineBottom] of lines) {
+        if (lineTop < cut - 0.5 && lineBottom > cut + 0.5) {
+          cut = lineTop;
+          moved = true;
+        }
+      }
+    }
+    if (cut > 0) body.style.maxHeight = Math.floor(cut) + "px";
+  }
+
   document.documentElement.classList.add("js");
+  const guidelines = document.getElementById("guidelines");
+  if (guidelines) guidelines.addEventListener("toggle", fitGuidelines);
+  window.addEventListener("resize", fitGuidelines);
+  fitGuidelines();
   document.addEventListener("keydown", onKeyDown);
   document.addEventListener("click", onClick);
   document.addEventListener("change", onChange);

@@ -484,3 +484,19 @@ def test_the_study_pages_link_to_the_zip_import_and_the_exports(admin_client, st
     page = admin_client.get(reverse("admin:studies_study_change", args=[study.pk])).content.decode()
     assert f"{reverse('admin:annotate_study_import_zip')}?study={study.pk}" in page
     assert reverse("admin:annotate_study_export", args=[study.pk, "json"]) in page
+
+
+def test_the_study_page_captions_each_question_with_its_key_and_text(admin_client, study):
+    page = admin_client.get(reverse("admin:studies_study_change", args=[study.pk])).content.decode()
+    question = study.questions.get()
+    assert f"{question.key}: {question.text}" in page
+    assert f"{study.pk}:{question.key}" not in page
+
+
+def test_the_study_list_shows_short_columns_and_unbroken_downloads(admin_client, study):
+    page = admin_client.get(reverse("admin:studies_study_changelist")).content.decode()
+    assert f'<span title="{study.get_protocol_display()}">{study.protocol}</span>' in page
+    assert f'<span title="{study.get_agreement_display()}">{study.agreement}</span>' in page
+    assert "</a>&nbsp;·&nbsp;<a" in page
+    assert study.get_agreement_display() + "</td>" not in page
+    assert "labels per item" not in page.lower()  # the column is "N labels"

@@ -9,7 +9,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from annotate import services
+from annotate import services, views
 from annotate.errors import InvalidLabel
 from annotate.models import Label
 from metrics.coco_names import COCO_CLASS_NAMES
@@ -240,3 +240,33 @@ def test_a_forged_box_count_is_refused(client_for, annotator_a, item):
     assert response.status_code == 400
     assert "impossible number of boxes" in _html(response)
     assert not Label.objects.exists()
+
+
+def test_captions_of_boxes_close_together_are_placed_apart_on_the_image(client_for, annotator_a, study):
+    # The demo's case: a cup on a dining table, a spoon beside it, each caption's natural place
+    # (above its box) under another's. Placed at the phone's caption size, no two overlap.
+    image = ImageFactory(width=600, height=240)
+    boxes = [
+        {"class": "cup", "confidence": 0.9, "box": [250.0, 30.0, 340.0, 130.0]},
+        {"class": "person", "confidence": 0.9, "box": [30.0, 25.0, 210.0, 235.0]},
+        {"class": "dining table", "confidence": 0.7, "box": [240.0, 10.0, 600.0, 240.0]},
+        {"class": "spoon", "confidence": 0.6, "box": [330.0, 40.0, 380.0, 190.0]},
+    ]
+    item = ItemFactory(prompt=PromptFactory(study=study), image=image, metadata={"boxes": boxes})
+    html = _html(client_for(annotator_a).get(_label_url(item.study)))
+    font = int(re.search(r'class="box-overlay"[^>]*font-size="(\d+)"', html).group(1))
+    scale = font * views.PHONE_CAPTION_SCALE
+    rects = []
+    for x, y, text in re.findall(r'<text x="([\d.]+)" y="([\d.]+)">([^<]+)</text>', html):
+        x, y = float(x), float(y)
+        right = x + len(text) * views.CAPTION_EM * scale
+        top, bottom = y - views.CAPTION_ASCENT * scale, y + views.CAPTION_DESCENT * scale
+        assert x >= 0, text
+        assert right <= 600, text
+        assert top >= 0, text
+        assert bottom <= 240, text
+        rects.append((x, top, right, bottom))
+    assert len(rects) == 4
+    for n, a in enumerate(rects):
+        for b in rects[n + 1 :]:
+            assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], (a, b)

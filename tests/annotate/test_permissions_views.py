@@ -1,5 +1,5 @@
-"""Every HTML view, every verb, as each wrong persona: 403 (logged in) or the login page
-(anonymous) — and nothing written. Annotators label only; researchers and admins see the rest."""
+"""Every HTML view, every verb, as each wrong persona: 403 (logged in; a study's labeling pages:
+404, as if it did not exist) or the login page (anonymous) — and nothing written. Annotators label only; researchers and admins see the rest."""
 
 from __future__ import annotations
 
@@ -66,8 +66,15 @@ def test_non_researchers_get_403_on_every_researcher_page_and_verb(request, clie
 
 @pytest.mark.parametrize("persona", ["annotator_c", "researcher", "admin_user", "outsider"])
 def test_users_outside_the_study_cannot_label_it_with_any_verb(request, client_for, persona, study, item):
-    user = request.getfixturevalue(persona)
-    _assert_forbidden_everywhere(client_for(user), _study_label_urls(study, item))
+    # "No such study for you" (404), as for a study that does not exist: the answer does not
+    # tell an outsider that the study exists.
+    client = client_for(request.getfixturevalue(persona))
+    for url in _study_label_urls(study, item):
+        for verb in VERBS:
+            response = _call(client, verb, url)
+            assert response.status_code == 404, (verb, url, response.status_code)
+            missing = _call(client, verb, url.replace(f"/{study.slug}/", "/no-such-study/"))
+            assert missing.status_code == 404, (verb, url)
     assert not Label.objects.exists()
     assert not Assignment.objects.exists()
 

@@ -5,6 +5,7 @@ the database down. /api/ paths keep Django's own rendering."""
 from __future__ import annotations
 
 import logging
+import re
 
 import pytest
 from django.db.utils import OperationalError
@@ -13,6 +14,7 @@ from django.urls import reverse
 
 from config import errors
 from config import views as config_views
+from tests.factories import StudyFactory
 
 LAYOUT = '<a class="brand" href="/">BiasLab</a>'
 STYLESHEET = "/static/css/app.css"
@@ -135,3 +137,93 @@ def test_api_paths_keep_djangos_own_error_rendering(client):
     response = client.get("/api/no-such-endpoint/")
     assert response.status_code == 404
     assert LAYOUT not in response.content.decode()
+
+
+# --- a mistyped study leads somewhere: the studies the visitor may open, with links ----------
+
+
+def _study_links(page: str) -> list[tuple[str, str]]:
+    listed = re.search(r'<ul class="study-list" id="studies-you-may-open">(.*?)</ul>', page, re.S)
+    assert listed, "no list of studies on the page"
+    return re.findall(r'<a href="([^"]+)">([^<]+)</a>', listed.group(1))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("query", "reason"),
+    [
+        ("?study=welth", "There is no study &#x27;welth&#x27;."),
+        ("?study=gender&detector=nope", "No detector &#x27;nope&#x27; in study Gender study."),
+    ],
+)
+def test_a_mistyped_report_filter_is_a_400_in_the_layout_listing_the_studies(
+    researcher, client_for, study, query, reason
+):
+    StudyFactory(name="Another study", slug="another")
+    page = _in_layout(client_for(researcher).get(reverse("reports:overview") + query), 400)
+    assert reason in page
+    assert _study_links(page) == [
+        ("/reports/?study=another", "Another study"),
+        ("/reports/?study=gender", "Gender study"),
+    ]
+
+
+@pytest.mark.django_db
+def test_a_mistyped_report_filter_is_the_400_page_in_development_too(researcher, client_for, study, settings):
+    settings.DEBUG = True
+    page = _in_layout(client_for(researcher).get(reverse("reports:overview") + "?study=welth"), 400)
+    assert "There is no study &#x27;welth&#x27;." in page
+    assert "Traceback" not in page
+
+
+@pytest.mark.django_db
+def test_a_study_an_annotator_does_not_label_is_no_such_study_whether_it_exists_or_not(
+    annotator_c, client_for, study
+):
+    # Cleo labels "Her study" only; "gender" exists, "welth" does not: the same answer for both,
+    # so that the page does not tell her which studies exist.
+    own = StudyFactory(name="Her study", slug="hers")
+    own.annotators.add(annotator_c)
+    client = client_for(annotator_c)
+    pages = {}
+    for slug in ("gender", "welth"):
+        pages[slug] = _in_layout(client.get(reverse("annotate:label_study", args=[slug])), 404)
+        assert f"There is no study &#x27;{slug}&#x27; for you to label." in pages[slug]
+        assert _study_links(pages[slug]) == [(reverse("annotate:label_study", args=["hers"]), "Her study")]
+    shown = {
+        slug: re.search(r'<section class="narrow error-page">.*?</section>', page, re.S).group(0)
+        for slug, page in pages.items()
+    }
+    assert shown["gender"].replace("gender", "welth") == shown["welth"]
+    assert "Gender study" not in pages["gender"]
+
+
+@pytest.mark.django_db
+def test_an_unknown_study_on_a_researcher_page_is_named(researcher, client_for, study):
+    page = _in_layout(client_for(researcher).get(reverse("annotate:agreement", args=["welth"])), 404)
+    assert "There is no study &#x27;welth&#x27;." in page
+    assert _study_links(page) == [("/reports/?study=gender", "Gender study")]
+
+
+TECHNICAL_404 = "Using the URLconf defined in"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("friendly", [False, True])
+def test_in_development_friendly_errors_answer_a_mistyped_address_with_the_site_404(
+    annotator_a, client_for, study, settings, friendly
+):
+    settings.DEBUG = True
+    settings.BIASLAB_FRIENDLY_ERRORS = friendly
+    client = client_for(annotator_a)
+    mistyped = client.get("/annotate/gender/lable/")  # no URL pattern matches
+    missing = client.get(reverse("annotate:label_study", args=["welth"]))  # the view's Http404
+    assert mistyped.status_code == missing.status_code == 404
+    if not friendly:  # Django's technical page, which lists the URL patterns (development)
+        assert TECHNICAL_404 in mistyped.content.decode()
+        return
+    for response in (mistyped, missing):
+        page = _in_layout(response, 404)
+        assert TECHNICAL_404 not in page
+        assert _study_links(page) == [(reverse("annotate:label_study", args=["gender"]), "Gender study")]
+    assert "There is no study &#x27;welth&#x27; for you to label." in missing.content.decode()

@@ -122,13 +122,13 @@ def test_overview_filters_by_model(fx, rita):
 def test_unknown_filter_value_is_a_clear_400(fx, rita):
     response = rita.get(reverse("reports:overview"), {"t2i_model": "dalle"})
     assert response.status_code == 400
-    assert "No T2I model 'dalle'" in response.content.decode()
+    assert "No T2I model &#x27;dalle&#x27;" in response.content.decode()
 
 
 def test_unknown_study_is_a_clear_400(fx, rita):
     response = rita.get(reverse("reports:overview"), {"study": "nope"})
     assert response.status_code == 400
-    assert "no study 'nope'" in response.content.decode()
+    assert "no study &#x27;nope&#x27;" in response.content.decode()
 
 
 def test_overview_without_final_labels_says_so(study, rita):

@@ -11,7 +11,7 @@ from django.core.management import call_command
 
 from annotate.models import FinalLabel, Label
 from detectors.models import Prediction
-from studies.models import Item
+from studies.models import Item, Study
 
 pytestmark = pytest.mark.django_db
 
@@ -28,6 +28,8 @@ def test_the_demo_builds_a_reportable_study_once(tmp_path):
     )
     # 20 images answered twice (2 questions), one (image, question) disputed; 4 left to label.
     assert counts == (24, 80, 39, 24)
+    # Its guidelines: on the labeling screen, and its line in the study chooser.
+    assert Study.objects.get(slug="demo-questions").description.startswith("Answer both questions")
     call_command("questions_demo", "--folder", str(tmp_path / "again"), stdout=io.StringIO())
     assert (Item.objects.count(), Label.objects.count(), Prediction.objects.count()) == (24, 80, 24)
     report = io.StringIO()

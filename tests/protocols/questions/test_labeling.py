@@ -111,3 +111,19 @@ def test_an_answer_outside_the_question_is_refused(client_for, annotator_a, ques
     )
     assert response.status_code in (200, 400)
     assert not Label.objects.filter(item=items[0]).exists()
+
+
+def test_the_dispute_page_shows_the_compared_column_and_its_value(
+    client_for, annotator_a, annotator_b, researcher, questions_study
+):
+    study, items = questions_study
+    first = items[0]  # skin: light
+    _label(client_for(annotator_a), study, first, {"answer_age": "young", "answer_wealth": "rich"})
+    _label(client_for(annotator_b), study, first, {"answer_age": "old", "answer_wealth": "rich"})
+    page = _html(client_for(researcher).get(reverse("annotate:dispute_question", args=[first.pk, "age"])))
+    assert '<dt>Compared: skin</dt><dd class="compared">light</dd>' in page
+    # A column the import keeps in the item's own fields: the T2I model.
+    study.parameters = {"compare": "t2i_model"}
+    study.save(update_fields=["parameters"])
+    page = _html(client_for(researcher).get(reverse("annotate:dispute_question", args=[first.pk, "age"])))
+    assert '<dt>Compared: t2i_model</dt><dd class="compared">sdxl</dd>' in page

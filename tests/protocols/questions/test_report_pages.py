@@ -42,6 +42,8 @@ def test_a_bar_leads_to_the_images_of_its_group_and_answer(client_for, researche
     assert page.status_code == 200
     text = page.content.decode()
     assert "3 images with the final answer Old" in text
+    # Each annotator's answer, by name (the drill-down is the researchers').
+    assert 'labels: <span class="who">rater0</span>: old, <span class="who">rater1</span>: old</p>' in text
     assert {"img4.png", "img5.png", "img6.png"} == set(re.findall(r'data-item="(img\d\.png)"', text))
 
 

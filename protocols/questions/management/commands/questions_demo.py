@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand
 
 from detectors.models import Prediction
 from protocols.questions import demo
-from studies.models import Item
+from studies.models import Item, Study
 
 
 class Command(BaseCommand):
@@ -55,6 +55,9 @@ class Command(BaseCommand):
             "2",
             **quiet,
         )
+        # Its guidelines (create_study takes none): what the labeling screen and the study
+        # chooser show; one written or changed by hand is kept.
+        Study.objects.filter(slug=demo.SLUG, description="").update(description=demo.DESCRIPTION)
         call_command(
             "import_images",
             "--manifest",
