@@ -65,7 +65,17 @@ def _rows_read(node: dict[str, Any]) -> int:
     return own + sum(_rows_read(child) for child in node.get("Plans", []))
 
 
-def test_progress_counts_cost_the_same_in_a_study_ten_times_larger(study, annotator_a, annotator_b):
+@pytest.mark.parametrize(
+    "cap", [pytest.param(None, marks=pytest.mark.scale, id="cap-as-shipped"), pytest.param(100, id="cap-100")]
+)
+def test_progress_counts_cost_the_same_in_a_study_ten_times_larger(
+    study, annotator_a, annotator_b, monkeypatch, cap
+):
+    # The shipped cap (1,000) makes studies of 2,000 and 20,000 items: the slow tier's. The fast
+    # tier's case lowers the cap, and the statement built with it, to make them ten times smaller.
+    if cap is not None:
+        monkeypatch.setattr(rows, "PROGRESS_COUNT_CAP", cap)
+        monkeypatch.setattr(rows, "_STATEMENTS", {})
     cap = rows.PROGRESS_COUNT_CAP
     _bulk_items(study, 2 * cap)
     seat = assignment_queue(study=study, annotator=annotator_a, size=1)[0]

@@ -138,6 +138,7 @@ def test_the_command_prints_a_progress_line_with_rows_per_second_on_a_long_impor
     assert any(line.startswith("40 rows written (") and "/s, " in line for line in lines)
 
 
+@pytest.mark.scale
 def test_more_predictions_than_sqlites_own_limit_of_32766_variables(tmp_path):
     """At the stock limit with the default settings: 33,000 rows, one file (was: "too many SQL
     variables" from the check of stored predictions)."""

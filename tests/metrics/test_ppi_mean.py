@@ -8,6 +8,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
@@ -79,24 +80,63 @@ def test_a_labelled_item_with_zero_inclusion_probability_is_refused() -> None:
         ppi_mean.estimate_linear([1.0, NAN], [0.5, 0.5], [0.0, 0.5], [True, False], [0.5, 0.5])
 
 
-@pytest.mark.parametrize("protocol", ["attributes", "pair_change", "questions", "objects"])
-@pytest.mark.parametrize("kind", bench.GENERIC_DETECTORS)
-def test_intervals_cover_the_all_labels_number_for_every_detector(protocol: str, kind: str) -> None:
-    row = bench.generic_cell(protocol, kind, 0.1, studies=80, n_per_group=100, k=4, seed=7)
+# A study of attributes or questions costs about 30 ms (their intervals draw 1,000 errors): their
+# simulations over tens of studies are of the slow kind, and the fast tier keeps a smaller case of
+# each; those of pair_change and objects cost 1-2 ms a study and run in full in both tiers.
+COSTLY = ("attributes", "questions")
+
+
+def _coverage_cases() -> list[Any]:
+    cases = [
+        pytest.param(
+            protocol,
+            kind,
+            80,
+            0.93,
+            id=f"{kind}-{protocol}",
+            marks=[pytest.mark.simulation] if protocol in COSTLY else [],
+        )
+        for protocol in ("attributes", "pair_change", "questions", "objects")
+        for kind in bench.GENERIC_DETECTORS
+    ]
+    # The fast tier's cases of the costly two: all 25 covered. With the error quantile halved,
+    # attributes' covers 19 of 25; questions' cautious bound still covers 23, and 18 at a quarter.
+    return [
+        *cases,
+        pytest.param("attributes", "useless", 25, 0.85, id="useless-attributes-25-studies"),
+        pytest.param("questions", "class-dependent", 25, 0.85, id="class-dependent-questions-25-studies"),
+    ]
+
+
+@pytest.mark.parametrize(("protocol", "kind", "studies", "coverage"), _coverage_cases())
+def test_intervals_cover_the_all_labels_number_for_every_detector(
+    protocol: str, kind: str, studies: int, coverage: float
+) -> None:
+    row = bench.generic_cell(protocol, kind, 0.1, studies=studies, n_per_group=100, k=4, seed=7)
     # Issue 21's line, 0.93 (80 studies: 0.95-1.0 here; the full table is the bench's).
-    assert row["coverage"] >= 0.93, row
+    assert row["coverage"] >= coverage, row
 
 
+def _sized(full: int, small: int) -> list[Any]:
+    """Study counts: the full simulation (slow kind) and the fast tier's small case."""
+    return [
+        pytest.param(full, marks=pytest.mark.simulation, id=f"{full}-studies"),
+        pytest.param(small, id=f"{small}-studies"),
+    ]
+
+
+@pytest.mark.parametrize("studies", _sized(40, 12))
 @pytest.mark.parametrize("protocol", ["attributes", "pair_change", "questions", "objects"])
-def test_useless_detector_is_no_wider_than_labels_only(protocol: str) -> None:
-    row = bench.generic_cell(protocol, "useless", 0.2, studies=40, n_per_group=100, k=4, seed=3)
+def test_useless_detector_is_no_wider_than_labels_only(protocol: str, studies: int) -> None:
+    row = bench.generic_cell(protocol, "useless", 0.2, studies=studies, n_per_group=100, k=4, seed=3)
     assert row["ratio"] <= 1.05, row
     assert row["lambda"] < 0.3, row
 
 
+@pytest.mark.parametrize("studies", _sized(20, 8))
 @pytest.mark.parametrize("protocol", ["attributes", "pair_change", "objects"])
-def test_good_detector_is_at_least_three_times_narrower_than_labels_only(protocol: str) -> None:
-    row = bench.generic_cell(protocol, "good", 0.2, studies=20, n_per_group=200, k=4, seed=5)
+def test_good_detector_is_at_least_three_times_narrower_than_labels_only(protocol: str, studies: int) -> None:
+    row = bench.generic_cell(protocol, "good", 0.2, studies=studies, n_per_group=200, k=4, seed=5)
     assert row["ratio"] <= 1 / 3, row
 
 
@@ -120,10 +160,12 @@ def test_census_cramers_v_is_the_exact_table_with_width_zero() -> None:
     assert est.detector_only == pytest.approx(ppi_mean.cramers_v(np.array([[5.0, 3.0], [3.0, 5.0]])))
 
 
-def test_cramers_v_interval_covers_and_the_good_detector_narrows_it() -> None:
-    # The full table (200 studies per cell) is bench_estimator.py --generic.
-    row = bench.generic_cell("objects_v", "good", 0.2, studies=30, n_per_group=200, k=4, seed=11)
-    assert row["coverage"] >= 0.93, row
+@pytest.mark.parametrize("studies", _sized(30, 8))
+def test_cramers_v_interval_covers_and_the_good_detector_narrows_it(studies: int) -> None:
+    # The full table (200 studies per cell) is bench_estimator.py --generic. The small case
+    # allows one miss of 8.
+    row = bench.generic_cell("objects_v", "good", 0.2, studies=studies, n_per_group=200, k=4, seed=11)
+    assert row["coverage"] >= (0.93 if studies >= 30 else 0.85), row
     assert row["ratio"] <= 1 / 3, row
 
 
