@@ -45,8 +45,9 @@ from tests.fakes import FakeDetector
 
 User = get_user_model()
 
-# One worker runs the whole module under xdist: the demo is seeded once (``seeded_once``), not
-# once on each worker that picks up one of its tests.
+# One worker should run the whole module under `--dist loadgroup`: the demo seeded once
+# (``seeded_once``), not once on each worker that picks up one of its tests. (pytest 9.2 with
+# pytest-xdist 3.8 drops the group: upstream pytest-xdist issue 1386, fixed in its pull 1388.)
 pytestmark = pytest.mark.xdist_group("seed_demo")
 
 
