@@ -52,6 +52,7 @@ from studies.models import ImageRole, Item, ItemImage, Question, QuestionKind, S
 from studies.protocols import protocol_spec
 from studies.selectors import item_questions, study_questions
 from studies.selectors import study_by_slug as _study_by_slug
+from studies.selectors import study_slug_hint
 
 EXPORT_FORMATS = ("csv", "json")
 HEAD_COLUMNS = ("item", "question", "image")
@@ -1036,6 +1037,7 @@ def study_by_slug(slug: str) -> Study:
     return _study_by_slug(
         slug,
         missing=lambda known: ImportRejected(
-            f"no study with slug '{slug}' (existing studies: {known or 'none yet'})"
+            f"no study with slug '{slug}' (existing studies: {known or 'none yet'}); "
+            f"{study_slug_hint(slug, known)}"
         ),
     )

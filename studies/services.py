@@ -23,6 +23,9 @@ from studies.models import AgreementRule, Item, ItemImage, Question, QuestionKin
 from studies.protocols import DEFAULT_PROTOCOL, PROTOCOLS, ProtocolSpec, QuestionSpec, protocol_spec
 
 QUESTION_COLUMNS = ("key", "text", "choices")
+#: Manifest columns an import reads into an item's image file, key, image role, params and
+#: questions: no item keeps a value of them that a study option naming a column could group by.
+MANIFEST_COLUMNS_NOT_KEPT = frozenset({"image", "item", "role", "params", "questions"})
 #: Keys the labeling screen keeps for itself whatever the study asks (static/annotate/label.js):
 #: an answer key equal to one would never reach its answer. The zoom keys (+ - 0) are not here:
 #: they give way to a study's own keys.
@@ -209,11 +212,22 @@ def _wanted_parameters(
     wanted = dict(same.parameters if same is not None else spec.parameters) | given
     for option in spec.options:
         value = wanted.get(option.name)
+        flag = "--" + option.name.replace("_", "-")
         if option.required and not value:
-            raise StudyConflict(f"A {spec.key} study needs --{option.name.replace('_', '-')}: {option.help}")
-        if value is not None and (not isinstance(value, str) or len(value) > 200 or "\x00" in value):
             raise StudyConflict(
-                f"--{option.name.replace('_', '-')} must be a name of at most 200 characters."
+                f"A {spec.key} study needs {flag} {option.metavar} (see `manage.py create_study --help`)."
+            )
+        if value is not None and (not isinstance(value, str) or len(value) > 200 or "\x00" in value):
+            raise StudyConflict(f"{flag} must be a name of at most 200 characters.")
+        if option.column and option.name in given and value in MANIFEST_COLUMNS_NOT_KEPT:
+            # The import reads these columns into the item's file, key, role, params and
+            # questions, and keeps no value of them to group by: the report would be empty.
+            from studies.ingest import MANIFEST_KNOWN_COLUMNS  # the importer imports this module
+
+            kept = [c for c in MANIFEST_KNOWN_COLUMNS if c not in MANIFEST_COLUMNS_NOT_KEPT]
+            raise StudyConflict(
+                f"{flag} {value}: an item keeps no value of the manifest column '{value}' to group by. "
+                f"Use one of {', '.join(kept)}, or a column of your own (kept with each item)."
             )
     return wanted
 
@@ -319,7 +333,8 @@ def _question_row(number: int, row: dict[str, str]) -> QuestionSpec:
         raise ImportRejected(f"{where}: choice values must be unique")
     keys = [c["key"] for c in choices if c["key"]]
     if len(set(keys)) != len(keys):
-        raise ImportRejected(f"{where}: two choices share a key")
+        shared = next(k for k in keys if keys.count(k) > 1)
+        raise ImportRejected(f"{where}: two choices share the key {shared!r}; give each its own or leave it out")
     given = [("choices", k) for k in keys] + ([("hotkey", hotkey.lower())] if hotkey else [])
     for column, used in given:
         if used in SCREEN_KEYS:

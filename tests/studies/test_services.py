@@ -236,7 +236,7 @@ def test_a_questions_csv_with_only_the_required_columns_is_read(tmp_path):
         ("k,T,a:A:a:x|b:B:b,,,,,,", "row 2: choice 'a:A:a:x' must be value:Display name:key"),
         ("k,T,a:A:ab|b:B:b,,,,,,", "must be value:Display name:key"),
         ("k,T,a:A:a|a:B:b,,,,,,", "row 2: choice values must be unique"),
-        ("k,T,a:A:x|b:B:x,,,,,,", "row 2: two choices share a key"),
+        ("k,T,a:A:x|b:B:x,,,,,,", "row 2: two choices share the key 'x'"),
         ("k,T,a:A:a|b:B:Z,,,,,,", "row 2: choices key 'z' is the labeling screen's Back key; choose another"),
         ("k,T,a:A:a|b:B:b,toggle,z,,,,", "row 2: hotkey key 'z' is the labeling screen's Back key"),
         ("k,T,a:A:/|b:B:b,,,,,,", "row 2: choices key '/' is the labeling screen's missed-objects key"),
