@@ -34,6 +34,14 @@ _QUESTION_KEY_RE = re.compile(r"^[-a-zA-Z0-9_]{1,50}$")
 # Field sizes of studies.models.Question (and of a label's value): longer is a row error.
 _QUESTION_TEXT_MAX = 500
 _ANSWER_VALUE_MAX = 50
+# What the labeling screen can still show on one screen and answer from the keyboard: a choice's
+# display name is a button's label (200 characters is two lines of a wide button); a question
+# has at most 26 answers, as many as letters for keys (each choice's key is one letter or digit,
+# z and / are the screen's own); a study asks at most 50 questions of one item (a long form
+# already scrolls well past the image at 20).
+_CHOICE_NAME_MAX = 200
+_CHOICES_MAX = 26
+_QUESTIONS_MAX = 50
 
 
 def _unique_name(base: str, *, exclude: Study | None = None) -> str:
@@ -264,7 +272,8 @@ def questions_csv_read(path: str | os.PathLike[str]) -> list[QuestionSpec]:
 
     Raises ImportRejected naming the row and field of the first problem: unreadable file,
     missing column, a key that is not a slug or repeats, an empty or too long text, an unknown
-    kind, a malformed or repeated choice, fewer than two choices (except ``classes``), a
+    kind, a malformed or repeated choice, fewer than two choices (except ``classes``), more than
+    26 choices, a display name over 200 characters, more than 50 questions, a
     default / unresolvable / requires_reason / clear value that is not a choice, a NUL byte.
     """
     name = Path(path).name
@@ -278,6 +287,11 @@ def questions_csv_read(path: str | os.PathLike[str]) -> list[QuestionSpec]:
             reader.fieldnames = header
             specs: list[QuestionSpec] = []
             for number, row in enumerate(reader, start=2):
+                if len(specs) == _QUESTIONS_MAX:
+                    raise ImportRejected(
+                        f"{name}: row {number}: more than {_QUESTIONS_MAX} questions; a study asks at most "
+                        f"{_QUESTIONS_MAX} (the labeling screen shows them all on one page)"
+                    )
                 if None in row:
                     raise ImportRejected(f"{name}: row {number}: more cells than header columns")
                 specs.append(_question_row(number, {k: (v or "").strip() for k, v in row.items() if k}))
@@ -323,11 +337,20 @@ def _question_row(number: int, row: dict[str, str]) -> QuestionSpec:
                 "(the key one character, or left out)"
             )
         value, display, hotkey_of_choice = pieces
+        if len(display) > _CHOICE_NAME_MAX:
+            raise ImportRejected(
+                f"{where}: choices: the display name of {value!r} is longer than {_CHOICE_NAME_MAX} characters"
+            )
         if len(value) > _ANSWER_VALUE_MAX or "," in value:
             raise ImportRejected(
                 f"{where}: choice value {value!r} must be at most {_ANSWER_VALUE_MAX} characters, without commas"
             )
         choices.append({"value": value, "name": display or value, "key": hotkey_of_choice.lower()})
+    if len(choices) > _CHOICES_MAX:
+        raise ImportRejected(
+            f"{where}: choices: {len(choices)} answers; a question has at most {_CHOICES_MAX} "
+            "(one key each on the labeling screen)"
+        )
     values = [c["value"] for c in choices]
     if len(set(values)) != len(values):
         raise ImportRejected(f"{where}: choice values must be unique")
