@@ -50,9 +50,8 @@ from studies.csvio import safe_dict_writer
 from studies.ingest import ImportSummary, RejectedRow, csv_rows_stream
 from studies.models import ImageRole, Item, ItemImage, Question, QuestionKind, Study
 from studies.protocols import protocol_spec
-from studies.selectors import item_questions, study_questions
+from studies.selectors import item_questions, study_questions, study_slug_hint
 from studies.selectors import study_by_slug as _study_by_slug
-from studies.selectors import study_slug_hint
 
 EXPORT_FORMATS = ("csv", "json")
 HEAD_COLUMNS = ("item", "question", "image")

@@ -297,9 +297,7 @@ LOGGING = {
             "callback": "ext://config.logs.client_error_one_line",
         }
     },
-    "handlers": {
-        "console": {"class": "logging.StreamHandler", "filters": ["client_error_one_line"]}
-    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["client_error_one_line"]}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     # Django's own default gives "django" a console handler of its own in development, and its
     # records also reach the root's: every 403 printed twice. One handler, the root's.

@@ -357,7 +357,9 @@ def _question_row(number: int, row: dict[str, str]) -> QuestionSpec:
     keys = [c["key"] for c in choices if c["key"]]
     if len(set(keys)) != len(keys):
         shared = next(k for k in keys if keys.count(k) > 1)
-        raise ImportRejected(f"{where}: two choices share the key {shared!r}; give each its own or leave it out")
+        raise ImportRejected(
+            f"{where}: two choices share the key {shared!r}; give each its own or leave it out"
+        )
     given = [("choices", k) for k in keys] + ([("hotkey", hotkey.lower())] if hotkey else [])
     for column, used in given:
         if used in SCREEN_KEYS:

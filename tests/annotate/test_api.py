@@ -12,8 +12,8 @@ from rest_framework.test import APIClient
 from annotate import services
 from annotate.models import FinalLabel, Label
 from annotate.services import locks
-from tests.annotate.gender import submit
 from studies.models import Item
+from tests.annotate.gender import submit
 from tests.factories import (
     PASSWORD,
     ItemFactory,
@@ -751,7 +751,9 @@ def test_the_history_of_a_broken_agreement_uses_a_source_the_schema_lists(
     assert {row["source"] for row in history} <= set(enum)
 
 
-def test_an_item_removed_while_a_submit_waits_for_its_lock_answers_404(study, items, annotator_a, monkeypatch):
+def test_an_item_removed_while_a_submit_waits_for_its_lock_answers_404(
+    study, items, annotator_a, monkeypatch
+):
     """remove_items deletes the item between the request's look-up and the service's lock."""
     client = api_for(annotator_a)
     item_id = client.get(f"/api/studies/{study.slug}/next/").json()["item"]["id"]
@@ -767,7 +769,9 @@ def test_an_item_removed_while_a_submit_waits_for_its_lock_answers_404(study, it
     assert f"Item {item_id} was removed" in response.json()["detail"]
 
 
-def test_a_label_whose_item_is_removed_while_a_change_waits_answers_404(study, items, annotator_a, monkeypatch):
+def test_a_label_whose_item_is_removed_while_a_change_waits_answers_404(
+    study, items, annotator_a, monkeypatch
+):
     client = api_for(annotator_a)
     item_id = client.get(f"/api/studies/{study.slug}/next/").json()["item"]["id"]
     label_id = client.post("/api/labels/", {"item": item_id, "value": "male"}).json()["id"]

@@ -154,7 +154,9 @@ def test_port_chooses_the_port_the_demo_serves_on(demo_copy, args):
     lines = _run(demo_copy, *args)
     assert lines[-1] == "SERVER STARTS ON 127.0.0.1:8123"
     assert any("http://127.0.0.1:8123/" in line for line in lines)
-    assert _run(demo_copy, "--port", "9001", BIASLAB_ADDR="0.0.0.0:8000")[-1] == "SERVER STARTS ON 0.0.0.0:9001"
+    assert (
+        _run(demo_copy, "--port", "9001", BIASLAB_ADDR="0.0.0.0:8000")[-1] == "SERVER STARTS ON 0.0.0.0:9001"
+    )
 
 
 @pytest.mark.subprocess

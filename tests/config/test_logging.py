@@ -53,6 +53,4 @@ def test_a_500_keeps_its_traceback_once(console):
 
 
 def test_the_log_level_setting_still_rules_django_s_records(console):
-    assert logging.getLogger("django.request").getEffectiveLevel() == logging.getLevelName(
-        settings.LOG_LEVEL
-    )
+    assert logging.getLogger("django.request").getEffectiveLevel() == logging.getLevelName(settings.LOG_LEVEL)

@@ -295,9 +295,15 @@ def test_the_labeling_screen_s_bounds_are_accepted_up_to_the_limit(tmp_path):
 @pytest.mark.parametrize(
     ("rows", "message"),
     [
-        (["k,T," + _choices(2, "N" * 20_000)], "row 2: choices: the display name of 'v0' is longer than 200 characters"),
+        (
+            ["k,T," + _choices(2, "N" * 20_000)],
+            "row 2: choices: the display name of 'v0' is longer than 200 characters",
+        ),
         (["k,T," + _choices(500)], "row 2: choices: 500 answers; a question has at most 26"),
-        ([f"q{n},T,{_choices(2)}" for n in range(300)], "row 52: more than 50 questions; a study asks at most 50"),
+        (
+            [f"q{n},T,{_choices(2)}" for n in range(300)],
+            "row 52: more than 50 questions; a study asks at most 50",
+        ),
     ],
 )
 def test_a_questions_csv_beyond_what_the_labeling_screen_shows_is_refused(tmp_path, rows, message):

@@ -79,12 +79,14 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         if options["format"] == "csv" and options["table"] not in analysis.csv_tables:
             # Refused before the report is computed: naming the table costs nothing.
-            names = ", ".join(analysis.csv_tables)
-            given = f"The {study.protocol} report has no table {options['table']!r}" if options["table"] else (
-                "--format csv prints one table (tables of different columns in one file are misread)"
+            problem = (
+                f"The {study.protocol} report has no table {options['table']!r}"
+                if options["table"]
+                else "--format csv prints one table (tables of different columns in one file are misread)"
             )
             raise CommandError(
-                f"{given}: choose one with --table NAME, one of {names}; or --format json for all."
+                f"{problem}: choose one with --table NAME, one of {', '.join(analysis.csv_tables)}; "
+                "or --format json for all."
             )
         extra: dict[str, Any] = {}
         for flag, (option, protocols) in report_options().items():

@@ -202,7 +202,9 @@ def test_bias_report_csv_and_md(tmp_path):
     rows = [
         row
         for table in ("shares", "tests", "agreement", "detectors")
-        for row in csv.reader(io.StringIO(command("bias_report", "--study", "qs", "--format", "csv", "--table", table)))
+        for row in csv.reader(
+            io.StringIO(command("bias_report", "--study", "qs", "--format", "csv", "--table", table))
+        )
     ]
     sections = {row[0] for row in rows if row and row[0] != "section"}
     assert sections == {"shares", "tests", "agreement", "detectors"}
