@@ -58,9 +58,11 @@ class AccountUserAdmin(UserAdmin):
     actions = ["deactivate_users"]
 
     def save_model(self, request: HttpRequest, obj: Any, form: ModelForm, change: bool) -> None:
+        # Counted before the save: the database deletes them as is_active goes false.
+        revoked = ApiToken.objects.filter(user=obj).count() if obj.pk and not obj.is_active else 0
         super().save_model(request, obj, form, change)
-        if not obj.is_active:  # also sweeps tokens left by a deactivation made elsewhere
-            revoked = services.api_tokens_revoke(user=obj)
+        if not obj.is_active:
+            services.api_tokens_revoke(user=obj)  # where the database has no trigger doing it
             if revoked:
                 self.message_user(request, f"Deactivated {obj}: {revoked} API token(s) revoked.")
 

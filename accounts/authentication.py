@@ -16,9 +16,11 @@ class ExpiringTokenAuthentication(TokenAuthentication):
     BIASLAB_API_TOKEN_HOURS, only while its account is active and its password unchanged
     (``selectors.api_token_problem``). A refused token is a 401 saying why.
 
-    ``services.user_deactivate`` and the admin delete an account's tokens when they deactivate
-    it. A deactivation made another way (a shell, SQL) leaves them; the first one presented while
-    the account is inactive deletes them all, so a later reactivation brings none back."""
+    On SQLite and PostgreSQL a database trigger deletes an account's tokens as it is
+    deactivated, however that is done (``accounts/migrations/0003``). On another database a
+    deactivation made outside ``services.user_deactivate`` and the admin leaves them; the first
+    one presented while the account is inactive deletes them all, so a later reactivation
+    brings none back."""
 
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
         token = selectors.api_token_for_key(key=key)

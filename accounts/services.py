@@ -72,6 +72,10 @@ def user_deactivate(*, user: Any) -> int:
     many tokens were revoked. Reactivating the account later brings none of them back: the
     user asks ``POST /api/token/`` for a new one."""
     with transaction.atomic():
+        # Counted first: on SQLite and PostgreSQL the database deletes them as is_active goes
+        # false (accounts/migrations/0003); the revoke sweeps them on any other database.
+        revoked = ApiToken.objects.filter(user=user).count()
         user.is_active = False
         user.save(update_fields=["is_active"])
-        return api_tokens_revoke(user=user)
+        api_tokens_revoke(user=user)
+        return revoked

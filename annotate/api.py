@@ -411,6 +411,8 @@ class LabelListApi(ApiView):
                 duration_ms=body["duration_ms"],
                 request_id=body["request_id"],
             )
+        except Item.DoesNotExist as exc:  # removed (remove_items) while the request waited for its lock
+            raise not_found(f"Item {item_id} was removed.") from exc
         except errors.UnknownQuestion as exc:
             # The same code as for an unknown 'question', naming the field that holds it.
             raise invalid(str(exc), code="unknown_question", field=f"{exc.where}.{exc.key}") from exc
@@ -494,6 +496,8 @@ class LabelDetailApi(ApiView):
                 value=body.get("value"),
                 reason=body.get("reason", None if partial else ""),
             )
+        except (Item.DoesNotExist, Label.DoesNotExist) as exc:  # its item was removed meanwhile
+            raise not_found(f"Label {pk} was removed with its item.") from exc
         except errors.AnnotateError as exc:
             _raise_for(exc)
         return Response(LabelOutput(self._label(request, pk)).data)

@@ -50,7 +50,7 @@ from studies.csvio import safe_dict_writer
 from studies.ingest import ImportSummary, RejectedRow, csv_rows_stream
 from studies.models import ImageRole, Item, ItemImage, Question, QuestionKind, Study
 from studies.protocols import protocol_spec
-from studies.selectors import item_questions, study_questions
+from studies.selectors import item_questions, study_questions, study_slug_hint
 from studies.selectors import study_by_slug as _study_by_slug
 
 EXPORT_FORMATS = ("csv", "json")
@@ -1036,6 +1036,7 @@ def study_by_slug(slug: str) -> Study:
     return _study_by_slug(
         slug,
         missing=lambda known: ImportRejected(
-            f"no study with slug '{slug}' (existing studies: {known or 'none yet'})"
+            f"no study with slug '{slug}' (existing studies: {known or 'none yet'}); "
+            f"{study_slug_hint(slug, known)}"
         ),
     )

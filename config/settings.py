@@ -292,9 +292,19 @@ BIASLAB_IMPORT_BATCH_ROWS = env_int("BIASLAB_IMPORT_BATCH_ROWS", 2000)
 BIASLAB_SQL_MAX_VARIABLES = env_int("BIASLAB_SQL_MAX_VARIABLES", 999)
 
 
+LOG_LEVEL = env_str("BIASLAB_LOG_LEVEL", "WARNING")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env_str("BIASLAB_LOG_LEVEL", "WARNING")},
+    "filters": {
+        "client_error_one_line": {
+            "()": "django.utils.log.CallbackFilter",
+            "callback": "ext://config.logs.client_error_one_line",
+        }
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["client_error_one_line"]}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    # Django's own default gives "django" a console handler of its own in development, and its
+    # records also reach the root's: every 403 printed twice. One handler, the root's.
+    "loggers": {"django": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False}},
 }

@@ -101,6 +101,11 @@ class StudyOption:
     required: bool = False
     column: bool = False
 
+    @property
+    def metavar(self) -> str:
+        """What the option's value stands for, in its help and errors: COLUMN or VALUE."""
+        return "COLUMN" if self.column else "VALUE"
+
 
 @dataclass(frozen=True)
 class ProtocolSpec:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -32,6 +33,16 @@ def study_slugs() -> str:
     return ", ".join(Study.objects.order_by("slug").values_list("slug", flat=True))
 
 
+def study_slug_hint(slug: str, known: str) -> str:
+    """What an error about the unknown study ``slug`` suggests, given ``known``
+    (``study_slugs()``): the nearest existing slug (a typo), else how a study is made — with a
+    placeholder, never the unknown slug itself, which is more likely a typo than a new study."""
+    nearest = difflib.get_close_matches(slug, known.split(", ") if known else [], n=1, cutoff=0.6)
+    if nearest:
+        return f"did you mean '{nearest[0]}'?"
+    return "a study is made only with `manage.py create_study SLUG --protocol …`"
+
+
 def study_by_slug(slug: str, *, missing: Callable[[str], Exception]) -> Study:
     """The study with this slug — the one lookup of every command, import and filter that names
     a study. Without one it raises ``missing(known)``, ``known`` being ``study_slugs()`` (read
@@ -52,8 +63,8 @@ def study_chosen(slug: str | None) -> Study:
         return study_by_slug(
             slug,
             missing=lambda known: StudyNotChosen(
-                f"No study with slug '{slug}' (existing studies: {known or 'none yet'}); a study is made "
-                f"only with `manage.py create_study {slug} --protocol …`."
+                f"No study with slug '{slug}' (existing studies: {known or 'none yet'}); "
+                f"{study_slug_hint(slug, known)}"
             ),
         )
     found = list(Study.objects.order_by("slug")[:2])

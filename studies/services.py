@@ -23,6 +23,9 @@ from studies.models import AgreementRule, Item, ItemImage, Question, QuestionKin
 from studies.protocols import DEFAULT_PROTOCOL, PROTOCOLS, ProtocolSpec, QuestionSpec, protocol_spec
 
 QUESTION_COLUMNS = ("key", "text", "choices")
+#: Manifest columns an import reads into an item's image file, key, image role, params and
+#: questions: no item keeps a value of them that a study option naming a column could group by.
+MANIFEST_COLUMNS_NOT_KEPT = frozenset({"image", "item", "role", "params", "questions"})
 #: Keys the labeling screen keeps for itself whatever the study asks (static/annotate/label.js):
 #: an answer key equal to one would never reach its answer. The zoom keys (+ - 0) are not here:
 #: they give way to a study's own keys.
@@ -31,6 +34,14 @@ _QUESTION_KEY_RE = re.compile(r"^[-a-zA-Z0-9_]{1,50}$")
 # Field sizes of studies.models.Question (and of a label's value): longer is a row error.
 _QUESTION_TEXT_MAX = 500
 _ANSWER_VALUE_MAX = 50
+# What the labeling screen can still show on one screen and answer from the keyboard: a choice's
+# display name is a button's label (200 characters is two lines of a wide button); a question
+# has at most 26 answers, as many as letters for keys (each choice's key is one letter or digit,
+# z and / are the screen's own); a study asks at most 50 questions of one item (a long form
+# already scrolls well past the image at 20).
+_CHOICE_NAME_MAX = 200
+_CHOICES_MAX = 26
+_QUESTIONS_MAX = 50
 
 
 def _unique_name(base: str, *, exclude: Study | None = None) -> str:
@@ -209,11 +220,22 @@ def _wanted_parameters(
     wanted = dict(same.parameters if same is not None else spec.parameters) | given
     for option in spec.options:
         value = wanted.get(option.name)
+        flag = "--" + option.name.replace("_", "-")
         if option.required and not value:
-            raise StudyConflict(f"A {spec.key} study needs --{option.name.replace('_', '-')}: {option.help}")
-        if value is not None and (not isinstance(value, str) or len(value) > 200 or "\x00" in value):
             raise StudyConflict(
-                f"--{option.name.replace('_', '-')} must be a name of at most 200 characters."
+                f"A {spec.key} study needs {flag} {option.metavar} (see `manage.py create_study --help`)."
+            )
+        if value is not None and (not isinstance(value, str) or len(value) > 200 or "\x00" in value):
+            raise StudyConflict(f"{flag} must be a name of at most 200 characters.")
+        if option.column and option.name in given and value in MANIFEST_COLUMNS_NOT_KEPT:
+            # The import reads these columns into the item's file, key, role, params and
+            # questions, and keeps no value of them to group by: the report would be empty.
+            from studies.ingest import MANIFEST_KNOWN_COLUMNS  # the importer imports this module
+
+            kept = [c for c in MANIFEST_KNOWN_COLUMNS if c not in MANIFEST_COLUMNS_NOT_KEPT]
+            raise StudyConflict(
+                f"{flag} {value}: an item keeps no value of the manifest column '{value}' to group by. "
+                f"Use one of {', '.join(kept)}, or a column of your own (kept with each item)."
             )
     return wanted
 
@@ -250,7 +272,8 @@ def questions_csv_read(path: str | os.PathLike[str]) -> list[QuestionSpec]:
 
     Raises ImportRejected naming the row and field of the first problem: unreadable file,
     missing column, a key that is not a slug or repeats, an empty or too long text, an unknown
-    kind, a malformed or repeated choice, fewer than two choices (except ``classes``), a
+    kind, a malformed or repeated choice, fewer than two choices (except ``classes``), more than
+    26 choices, a display name over 200 characters, more than 50 questions, a
     default / unresolvable / requires_reason / clear value that is not a choice, a NUL byte.
     """
     name = Path(path).name
@@ -264,6 +287,11 @@ def questions_csv_read(path: str | os.PathLike[str]) -> list[QuestionSpec]:
             reader.fieldnames = header
             specs: list[QuestionSpec] = []
             for number, row in enumerate(reader, start=2):
+                if len(specs) == _QUESTIONS_MAX:
+                    raise ImportRejected(
+                        f"{name}: row {number}: more than {_QUESTIONS_MAX} questions; a study asks at most "
+                        f"{_QUESTIONS_MAX} (the labeling screen shows them all on one page)"
+                    )
                 if None in row:
                     raise ImportRejected(f"{name}: row {number}: more cells than header columns")
                 specs.append(_question_row(number, {k: (v or "").strip() for k, v in row.items() if k}))
@@ -309,17 +337,29 @@ def _question_row(number: int, row: dict[str, str]) -> QuestionSpec:
                 "(the key one character, or left out)"
             )
         value, display, hotkey_of_choice = pieces
+        if len(display) > _CHOICE_NAME_MAX:
+            raise ImportRejected(
+                f"{where}: choices: the display name of {value!r} is longer than {_CHOICE_NAME_MAX} characters"
+            )
         if len(value) > _ANSWER_VALUE_MAX or "," in value:
             raise ImportRejected(
                 f"{where}: choice value {value!r} must be at most {_ANSWER_VALUE_MAX} characters, without commas"
             )
         choices.append({"value": value, "name": display or value, "key": hotkey_of_choice.lower()})
+    if len(choices) > _CHOICES_MAX:
+        raise ImportRejected(
+            f"{where}: choices: {len(choices)} answers; a question has at most {_CHOICES_MAX} "
+            "(one key each on the labeling screen)"
+        )
     values = [c["value"] for c in choices]
     if len(set(values)) != len(values):
         raise ImportRejected(f"{where}: choice values must be unique")
     keys = [c["key"] for c in choices if c["key"]]
     if len(set(keys)) != len(keys):
-        raise ImportRejected(f"{where}: two choices share a key")
+        shared = next(k for k in keys if keys.count(k) > 1)
+        raise ImportRejected(
+            f"{where}: two choices share the key {shared!r}; give each its own or leave it out"
+        )
     given = [("choices", k) for k in keys] + ([("hotkey", hotkey.lower())] if hotkey else [])
     for column, used in given:
         if used in SCREEN_KEYS:

@@ -63,6 +63,7 @@ class AttributesAnalysis(Analysis):
     title: ClassVar[str] = "Gender presentation differences (GEP): detectors vs human answers"
     template: ClassVar[str] = "attributes/overview.html"
     table_keys: ClassVar[tuple[str, ...]] = atables.TABLE_KEYS
+    csv_tables: ClassVar[tuple[str, ...]] = atables.TABLE_KEYS
     chart_keys: ClassVar[tuple[str, ...]] = tuple(CHARTS)
     pages: ClassVar[frozenset[str]] = frozenset({"attribute"})
 

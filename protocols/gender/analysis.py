@@ -55,6 +55,7 @@ class GenderAnalysis(Analysis):
     title: ClassVar[str] = "Gender bias: detectors vs human ground truth"
     template: ClassVar[str] = "gender/overview.html"
     table_keys: ClassVar[tuple[str, ...]] = gtables.TABLE_KEYS
+    csv_tables: ClassVar[tuple[str, ...]] = ("models", "detectors", "prompts")
     chart_keys: ClassVar[tuple[str, ...]] = ("model_bias", "heatmap", "histogram")
     pages: ClassVar[frozenset[str]] = frozenset({"heatmap", "prompt", "detector"})
     # The estimate of bias from few labels (``estimates``) is offered for gender studies.

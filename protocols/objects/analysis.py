@@ -45,6 +45,7 @@ class ObjectsAnalysis(Analysis):
     title: ClassVar[str] = "Object co-occurrence: which objects appear beside men and beside women"
     template: ClassVar[str] = "objects/overview.html"
     table_keys: ClassVar[tuple[str, ...]] = otables.TABLE_KEYS
+    csv_tables: ClassVar[tuple[str, ...]] = otables.TABLE_KEYS
     chart_keys: ClassVar[tuple[str, ...]] = CHARTS
     pages: ClassVar[frozenset[str]] = frozenset({"object_class"})
     options: ClassVar[tuple[ReportOption, ...]] = (

@@ -69,6 +69,7 @@ class PairChangeAnalysis(Analysis):
     title: ClassVar[str] = "Pair change (BiasPainter): how edits change age, gender and skin tone"
     template: ClassVar[str] = "pair_change/overview.html"
     table_keys: ClassVar[tuple[str, ...]] = ptables.TABLE_KEYS
+    csv_tables: ClassVar[tuple[str, ...]] = ptables.TABLE_KEYS
     chart_keys: ClassVar[tuple[str, ...]] = CHARTS
     pages: ClassVar[frozenset[str]] = frozenset({"pair_word"})
     options: ClassVar[tuple[ReportOption, ...]] = (

@@ -35,6 +35,7 @@ class QuestionsAnalysis(Analysis):
     title: ClassVar[str] = "Answer shares per group"
     template: ClassVar[str] = "questions/overview.html"
     pages: ClassVar[frozenset[str]] = frozenset({"question_answer"})
+    csv_tables: ClassVar[tuple[str, ...]] = ("shares", "tests", "agreement", "detectors")
 
     def check(self, study: Study) -> None:
         choice_questions(study)

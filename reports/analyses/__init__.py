@@ -102,7 +102,9 @@ class Analysis:
     - ``overview(page)`` is the context of the overview page ``template``; ``table(name, page)``
       each table in ``table_keys`` (downloads as CSV, LaTeX and Markdown); ``chart(name, fmt,
       page, source=)`` each chart in ``chart_keys`` (SVG or PNG bytes).
-    - ``export(result, fmt)`` is ``manage.py bias_report --format csv|md``.
+    - ``export(result, fmt)`` is ``manage.py bias_report --format csv|md``; its CSV is the tables
+      ``csv_tables`` names, in that order, one blank line between them (``bias_report --table``
+      picks one).
     - ``pages`` names the extra dashboard pages the analysis has (URL names under
       ``reports:``); the others answer 404 for its studies.
     - ``options``: the options it adds to ``bias_report`` (``ReportOption``), passed to
@@ -116,6 +118,7 @@ class Analysis:
     title: ClassVar[str]
     template: ClassVar[str]
     table_keys: ClassVar[tuple[str, ...]] = ()
+    csv_tables: ClassVar[tuple[str, ...]] = ()
     chart_keys: ClassVar[tuple[str, ...]] = ()
     pages: ClassVar[frozenset[str]] = frozenset()
     options: ClassVar[tuple[ReportOption, ...]] = ()

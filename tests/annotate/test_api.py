@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 from annotate import services
 from annotate.models import FinalLabel, Label
 from annotate.services import locks
+from studies.models import Item
 from tests.annotate.gender import submit
 from tests.factories import (
     PASSWORD,
@@ -748,3 +749,38 @@ def test_the_history_of_a_broken_agreement_uses_a_source_the_schema_lists(
     assert [(row["value"], row["source"]) for row in history] == [("male", "agreed"), ("", "agreed")]
     assert "Agreement broken" in history[-1]["note"]
     assert {row["source"] for row in history} <= set(enum)
+
+
+def test_an_item_removed_while_a_submit_waits_for_its_lock_answers_404(
+    study, items, annotator_a, monkeypatch
+):
+    """remove_items deletes the item between the request's look-up and the service's lock."""
+    client = api_for(annotator_a)
+    item_id = client.get(f"/api/studies/{study.slug}/next/").json()["item"]["id"]
+    real_lock = locks.lock_item_for_label
+
+    def removed_first(**kwargs):
+        Item.objects.filter(pk=kwargs["item_id"]).delete()
+        return real_lock(**kwargs)
+
+    monkeypatch.setattr(locks, "lock_item_for_label", removed_first)
+    response = client.post("/api/labels/", {"item": item_id, "question": "gender", "value": "male"})
+    assert response.status_code == 404, response.content
+    assert f"Item {item_id} was removed" in response.json()["detail"]
+
+
+def test_a_label_whose_item_is_removed_while_a_change_waits_answers_404(
+    study, items, annotator_a, monkeypatch
+):
+    client = api_for(annotator_a)
+    item_id = client.get(f"/api/studies/{study.slug}/next/").json()["item"]["id"]
+    label_id = client.post("/api/labels/", {"item": item_id, "value": "male"}).json()["id"]
+    real_lock = locks.lock_item
+
+    def removed_first(item):
+        Item.objects.filter(pk=item.pk).delete()
+        return real_lock(item)
+
+    monkeypatch.setattr(locks, "lock_item", removed_first)
+    response = client.patch(f"/api/labels/{label_id}/", {"value": "female"})
+    assert response.status_code == 404, response.content

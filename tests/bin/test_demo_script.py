@@ -49,11 +49,15 @@ def demo_copy(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _run(root: Path, **env: str) -> list[str]:
+def _script(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if k != "BIASLAB_ADDR"} | env
-    result = subprocess.run(
-        ["bash", str(root / "bin" / "demo")], capture_output=True, text=True, env=environ, timeout=60
+    return subprocess.run(
+        ["bash", str(root / "bin" / "demo"), *args], capture_output=True, text=True, env=environ, timeout=60
     )
+
+
+def _run(root: Path, *args: str, **env: str) -> list[str]:
+    result = _script(root, *args, **env)
     assert result.returncode == 0, result.stderr
     return result.stdout.splitlines()
 
@@ -133,3 +137,41 @@ def test_the_demos_seed_runs_on_a_new_database_in_one_start_up(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "demo-annotator-1" in result.stdout
     assert (tmp_path / "new.sqlite3").exists()
+
+
+@pytest.mark.subprocess
+def test_help_prints_the_usage_and_neither_seeds_nor_serves(demo_copy):
+    for flag in ("--help", "-h"):
+        lines = _run(demo_copy, flag)
+        assert lines[0] == "Usage: bin/demo [--port N] [--help]"
+        assert any("BIASLAB_ADDR" in line for line in lines)
+    assert not (demo_copy / ".venv" / "bin" / "calls.log").exists()
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("args", [["--port", "8123"], ["--port=8123"]])
+def test_port_chooses_the_port_the_demo_serves_on(demo_copy, args):
+    lines = _run(demo_copy, *args)
+    assert lines[-1] == "SERVER STARTS ON 127.0.0.1:8123"
+    assert any("http://127.0.0.1:8123/" in line for line in lines)
+    assert (
+        _run(demo_copy, "--port", "9001", BIASLAB_ADDR="0.0.0.0:8000")[-1] == "SERVER STARTS ON 0.0.0.0:9001"
+    )
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--serve"], "unknown argument '--serve'"),
+        (["8000"], "unknown argument '8000'"),
+        (["--port"], "--port needs a number from 1 to 65535"),
+        (["--port", "70000"], "--port needs a number from 1 to 65535, got '70000'"),
+    ],
+)
+def test_an_unknown_argument_or_a_bad_port_is_refused_with_the_usage(demo_copy, args, error):
+    result = _script(demo_copy, *args)
+    assert result.returncode == 2
+    assert error in result.stderr
+    assert "Usage: bin/demo" in result.stderr
+    assert not (demo_copy / ".venv" / "bin" / "calls.log").exists()  # nothing seeded or served

@@ -101,9 +101,10 @@ def test_json_defaults_to_the_only_study_and_filters_by_model_and_detector(repor
 
 
 def test_csv_has_a_row_per_source_and_model_then_detectors_then_prompts(report_study):
-    text = run("--format", "csv", "--bootstrap", "0")
-    sections = [list(csv.reader(io.StringIO(block))) for block in text.split("\n\n")]
-    models, detectors, prompts = sections
+    models, detectors, prompts = (
+        list(csv.reader(io.StringIO(run("--format", "csv", "--bootstrap", "0", "--table", name))))
+        for name in ("models", "detectors", "prompts")
+    )
     assert models[0][:4] == ["section", "source", "t2i_model", "model_bias_score"]
     by_source = {(r[1], r[2]): r for r in models[1:]}
     assert set(by_source) == {
@@ -212,3 +213,45 @@ def test_json_keys_are_exactly_the_typed_contract(report_study):
         for per_model in detector["per_model"].values():
             assert set(per_model) == keys(contract.DetectorModel)
     assert report["detectors"], "the fixture has a detector, so every level was checked"
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ("", "--format csv prints one table"),
+        ("model", "The gender report has no table 'model'"),
+    ],
+)
+def test_csv_without_a_known_table_lists_the_tables(report_study, table, message):
+    with pytest.raises(CommandError) as refused:
+        run("--format", "csv", "--bootstrap", "0", *(["--table", table] if table else []))
+    assert message in str(refused.value)
+    assert "choose one with --table NAME, one of models, detectors, prompts" in str(refused.value)
+
+
+def test_table_is_only_for_csv(report_study):
+    with pytest.raises(CommandError, match="--table is for --format csv"):
+        run("--format", "json", "--table", "models")
+
+
+def test_each_csv_table_is_one_file_pandas_reads_as_it_is(report_study, tmp_path):
+    pandas = pytest.importorskip("pandas")
+    out = tmp_path / "detectors.csv"
+    run("--format", "csv", "--bootstrap", "0", "--table", "detectors", "--output", str(out))
+    frame = pandas.read_csv(out)
+    assert list(frame["section"]) == ["detectors", "detectors"]
+    assert list(frame.iloc[:, 1]) == ["blind", "fake"]
+
+
+def test_the_contracts_page_lists_each_protocol_s_csv_tables():
+    from pathlib import Path
+
+    from django.conf import settings
+
+    from reports.analyses import ANALYSES, analysis_for
+
+    page = (Path(settings.BASE_DIR) / "docs" / "reference" / "contracts.md").read_text(encoding="utf-8")
+    for protocol in ANALYSES:
+        names = analysis_for(protocol).csv_tables
+        assert names, protocol
+        assert ", ".join(f"`{name}`" for name in names) + " |" in page, protocol

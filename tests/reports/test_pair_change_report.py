@@ -119,9 +119,11 @@ def test_a_pair_without_measurements_yet_is_left_out_and_counted():
 
 def test_csv_and_markdown_exports_carry_table_3_and_the_word_lists():
     build()
-    out = io.StringIO()
-    call_command("bias_report", study="bp", format="csv", stdout=out)
-    sections = [s for s in out.getvalue().split("\n\n") if s.strip()]
+    sections = []
+    for table in ("bias_by_domain", "word_mean", "biased_words"):
+        out = io.StringIO()
+        call_command("bias_report", study="bp", format="csv", table=table, stdout=out)
+        sections.append(out.getvalue())
     model_bias = list(csv.DictReader(io.StringIO(sections[0])))
     row = next(r for r in model_bias if r["t2i_model"] == "sd15" and r["domain"] == "profession")
     assert row["section"] == "bias_by_domain"

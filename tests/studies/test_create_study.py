@@ -204,3 +204,37 @@ def test_a_choice_without_a_key_may_leave_out_its_last_colon(db, tmp_path):
         ("young", "Young", ""),
         ("same", "Same", "s"),
     ]
+
+
+def _questions_csv(tmp_path: Path) -> str:
+    path = tmp_path / "questions.csv"
+    path.write_text("key,text,choices\nmood,Mood?,happy:Happy|sad:Sad\n", encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize("column", ["image", "params", "item", "role", "questions"])
+def test_compare_refuses_a_column_no_item_keeps_listing_those_that_work(db, tmp_path, column):
+    with pytest.raises(CommandError) as refused:
+        run("qs", "--protocol", "questions", "--questions", _questions_csv(tmp_path), "--compare", column)
+    message = str(refused.value)
+    assert f"--compare {column}: an item keeps no value of the manifest column '{column}'" in message
+    assert "Use one of t2i_model, prompt, category, word, seed, index, or a column of your own" in message
+    assert not Study.objects.exists()
+    run("qs", "--protocol", "questions", "--questions", _questions_csv(tmp_path), "--compare", "word")
+    assert Study.objects.get(slug="qs").parameters == {"compare": "word"}
+
+
+def test_a_missing_compare_names_the_flag_and_its_value_without_pasting_the_help(db, tmp_path):
+    with pytest.raises(CommandError) as refused:
+        run("qs", "--protocol", "questions", "--questions", _questions_csv(tmp_path))
+    assert str(refused.value) == (
+        "A questions study needs --compare COLUMN (see `manage.py create_study --help`)."
+    )
+
+
+def test_the_help_shows_column_not_the_options_internal_name():
+    from studies.management.commands.create_study import Command
+
+    text = Command().create_parser("manage.py", "create_study").format_help()
+    assert "--compare COLUMN" in text
+    assert "OPTION_" not in text

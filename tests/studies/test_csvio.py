@@ -195,7 +195,7 @@ def test_predictions_export_writes_no_formula(hostile):
 
 def test_bias_report_csv_writes_no_formula_and_keeps_negative_scores_numbers(hostile):
     out = io.StringIO()
-    call_command("bias_report", "--format", "csv", "--study", "gender", stdout=out)
+    call_command("bias_report", "--format", "csv", "--table", "prompts", "--study", "gender", stdout=out)
     rows = assert_inert(out.getvalue())
     prompt_row = next(row for row in rows if row and row[0] == "prompts" and row[1] == "sdxl")
     assert prompt_row[2:5] == ["'@cat", "'" + FORMULA, "'" + DDE]

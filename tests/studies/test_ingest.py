@@ -775,7 +775,7 @@ def test_a_mistyped_study_slug_is_refused_listing_the_studies_and_naming_create_
     message = str(refused.value)
     assert "No study with slug 'gepp'" in message
     assert "existing studies: gender, gep" in message
-    assert "create_study gepp" in message
+    assert "did you mean 'gep'?" in message
     assert not Study.objects.filter(slug="gepp").exists()
     assert not Item.objects.exists()
     assert media_files(settings) == []

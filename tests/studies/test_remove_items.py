@@ -137,8 +137,8 @@ def test_unknown_items_are_refused_by_name(imported):
     assert Item.objects.count() == 4
 
 
-def test_an_unknown_study_is_refused_naming_create_study(imported):
-    with pytest.raises(CommandError, match=r"No study with slug 'gendr'.*create_study"):
+def test_an_unknown_study_is_refused_naming_the_nearest(imported):
+    with pytest.raises(CommandError, match=r"No study with slug 'gendr'.*did you mean 'gender'\?"):
         remove("--study", "gendr", "--item", "sdxl/0.png")
 
 

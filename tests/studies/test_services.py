@@ -236,7 +236,7 @@ def test_a_questions_csv_with_only_the_required_columns_is_read(tmp_path):
         ("k,T,a:A:a:x|b:B:b,,,,,,", "row 2: choice 'a:A:a:x' must be value:Display name:key"),
         ("k,T,a:A:ab|b:B:b,,,,,,", "must be value:Display name:key"),
         ("k,T,a:A:a|a:B:b,,,,,,", "row 2: choice values must be unique"),
-        ("k,T,a:A:x|b:B:x,,,,,,", "row 2: two choices share a key"),
+        ("k,T,a:A:x|b:B:x,,,,,,", "row 2: two choices share the key 'x'"),
         ("k,T,a:A:a|b:B:Z,,,,,,", "row 2: choices key 'z' is the labeling screen's Back key; choose another"),
         ("k,T,a:A:a|b:B:b,toggle,z,,,,", "row 2: hotkey key 'z' is the labeling screen's Back key"),
         ("k,T,a:A:/|b:B:b,,,,,,", "row 2: choices key '/' is the labeling screen's missed-objects key"),
@@ -278,3 +278,34 @@ def test_a_new_study_reserves_opened_items_for_the_configured_time(db, settings)
 
     settings.BIASLAB_CLAIM_TIMEOUT_SECONDS = 120
     assert study_create(slug="quick").claim_timeout_seconds == 120
+
+
+def _choices(n: int, name: str = "") -> str:
+    return "|".join(f"v{i}:{name or f'Answer {i}'}" for i in range(n))
+
+
+def test_the_labeling_screen_s_bounds_are_accepted_up_to_the_limit(tmp_path):
+    rows = [f"q{n},Question {n}?,{_choices(26, 'N' * 200)}" for n in range(50)]
+    specs = questions_csv_read(questions_file(tmp_path, *rows, header="key,text,choices\n"))
+    assert len(specs) == 50
+    assert len(specs[0].choices) == 26
+    assert specs[0].choices[0]["name"] == "N" * 200
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        (
+            ["k,T," + _choices(2, "N" * 20_000)],
+            "row 2: choices: the display name of 'v0' is longer than 200 characters",
+        ),
+        (["k,T," + _choices(500)], "row 2: choices: 500 answers; a question has at most 26"),
+        (
+            [f"q{n},T,{_choices(2)}" for n in range(300)],
+            "row 52: more than 50 questions; a study asks at most 50",
+        ),
+    ],
+)
+def test_a_questions_csv_beyond_what_the_labeling_screen_shows_is_refused(tmp_path, rows, message):
+    with pytest.raises(ImportRejected, match=message):
+        questions_csv_read(questions_file(tmp_path, *rows, header="key,text,choices\n"))

@@ -62,14 +62,19 @@ def test_every_command_refuses_to_guess_among_several_studies(command, args, tmp
 
 
 @pytest.mark.parametrize(("command", "args"), COMMANDS)
-def test_every_command_names_the_studies_and_create_study_for_an_unknown_slug(command, args, tmp_path):
+def test_every_command_names_the_studies_and_the_nearest_slug_for_an_unknown_one(command, args, tmp_path):
     StudyFactory(slug="alpha")
     csv = tmp_path / "in.csv"
     csv.write_text("image\n")
-    with pytest.raises(
-        CommandError, match=r"No study with slug 'alhpa' \(existing studies: alpha\).*create_study"
-    ):
+    # A typo: the nearest existing slug, not "create the typo".
+    with pytest.raises(CommandError) as typo:
         _run(command, args, str(csv), study="alhpa")
+    assert "No study with slug 'alhpa' (existing studies: alpha); did you mean 'alpha'?" in str(typo.value)
+    assert "create_study alhpa" not in str(typo.value)
+    # Nothing near: how a study is made, with a placeholder for its slug.
+    with pytest.raises(CommandError) as far:
+        _run(command, args, str(csv), study="zzz")
+    assert "create_study SLUG --protocol" in str(far.value)
 
 
 def test_without_a_slug_the_only_study_is_used():

@@ -24,6 +24,7 @@ class ToyAnalysis(Analysis):
     protocol: ClassVar[str] = "toy"
     title: ClassVar[str] = "Moods per model"
     template: ClassVar[str] = "toy/overview.html"
+    csv_tables: ClassVar[tuple[str, ...]] = ("final",)
 
     def compute(
         self, scope: Scope, *, detector: str | None = None, bootstrap: int = 0, seed: int = 0

@@ -5,15 +5,17 @@ is decided by the study's protocol. Formats:
 
 - ``json``: exactly the dict of the analysis's ``build`` — for a gender study issue 4's
   contract (coverage, agreement, human, detectors).
-- ``csv``: the analysis's sections; for a gender study ``models``, ``detectors`` and
-  ``prompts``, each starting with its own header row whose first column is ``section``,
-  separated by an empty line (see ``protocols.gender.tables.export_tables``). Empty
-  cells are undefined values; ratios are fractions, pct_diff is in percent.
+- ``csv``: one table of the report, the one ``--table NAME`` names (``Analysis.csv_tables``;
+  for a gender study ``models``, ``detectors`` or ``prompts``): one header row, whose first
+  column is ``section``, then its rows — a file any CSV reader reads as it is. Empty cells are
+  undefined values; ratios are fractions, pct_diff is in percent.
 - ``md``: the report's tables as Markdown (for a gender study the paper's tables 1-3, 5-7).
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from argparse import ArgumentParser
 from typing import Any
@@ -30,8 +32,9 @@ class Command(BaseCommand):
         "The report of a study, as its protocol defines it. For a gender study: bias of each T2I "
         "model by the human final labels and by every detector (latest version per detector), "
         "with filtering and accuracy — the paper's tables. --format json prints the contract of "
-        "issue 4; csv prints sections 'models', 'detectors', 'prompts' (see the module "
-        "docstring); md prints Markdown tables."
+        "issue 4; csv prints the one table --table names (for a gender study models, detectors "
+        "or prompts; without --table the command lists the study's tables); md prints Markdown "
+        "tables."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -52,11 +55,20 @@ class Command(BaseCommand):
                 parser.add_argument(flag, dest=option.keyword, default="", help=option.help)
             else:
                 parser.add_argument(flag, dest=option.keyword, action="store_true", help=option.help)
+        parser.add_argument(
+            "--table",
+            default="",
+            metavar="NAME",
+            help="With --format csv: the table to print (one header, one table per file). Left "
+            "out or unknown, the command lists the tables of the study's report.",
+        )
         add_output_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["bootstrap"] < 0:
             raise CommandError("--bootstrap must be 0 or more.")
+        if options["table"] and options["format"] != "csv":
+            raise CommandError("--table is for --format csv (json and md hold every table).")
         detector = options["detector"] or None
         try:
             study = study_for_slug(options["study"])
@@ -65,6 +77,17 @@ class Command(BaseCommand):
             analysis = analysis_of(study)
         except (UnknownFilter, NoAnalysis, AnalysisError) as exc:
             raise CommandError(str(exc)) from exc
+        if options["format"] == "csv" and options["table"] not in analysis.csv_tables:
+            # Refused before the report is computed: naming the table costs nothing.
+            problem = (
+                f"The {study.protocol} report has no table {options['table']!r}"
+                if options["table"]
+                else "--format csv prints one table (tables of different columns in one file are misread)"
+            )
+            raise CommandError(
+                f"{problem}: choose one with --table NAME, one of {', '.join(analysis.csv_tables)}; "
+                "or --format json for all."
+            )
         extra: dict[str, Any] = {}
         for flag, (option, protocols) in report_options().items():
             if not options[option.keyword]:
@@ -82,6 +105,25 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         if options["format"] == "json":
             text = json.dumps(result.report, indent=2) + "\n"
+        elif options["format"] == "csv":
+            text = csv_table(analysis.export(result, "csv"), analysis.csv_tables, options["table"])
         else:
             text = analysis.export(result, options["format"])
         output_write(text, options["output"], self.stdout)
+
+
+def csv_table(text: str, names: tuple[str, ...], name: str) -> str:
+    """The table ``name`` of an analysis's CSV export ``text``: its tables are ``names``, in
+    that order, one blank line between them. Read and written again by the csv module, so a
+    quoted cell holding a blank line does not split a table; the cells stay as written."""
+    tables: list[list[list[str]]] = [[]]
+    for row in csv.reader(io.StringIO(text)):
+        if row:
+            tables[-1].append(row)
+        else:
+            tables.append([])
+    if len(tables) != len(names):
+        raise CommandError(f"The report's CSV holds {len(tables)} tables, not the {len(names)} it names.")
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(tables[names.index(name)])
+    return buffer.getvalue()

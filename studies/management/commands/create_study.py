@@ -44,7 +44,10 @@ class Command(BaseCommand):
                 if option.name not in added:
                     added.add(option.name)
                     parser.add_argument(
-                        "--" + option.name.replace("_", "-"), dest=f"option_{option.name}", help=option.help
+                        "--" + option.name.replace("_", "-"),
+                        dest=f"option_{option.name}",
+                        metavar=option.metavar,
+                        help=option.help,
                     )
 
     def handle(self, *args: Any, **options: Any) -> None:
