@@ -39,9 +39,14 @@ from config.api import (
 )
 from estimates import estimands
 from estimates import selectors as sel
-from estimates.models import Design, SamplingRound
-from estimates.models import EstimateJob
-from estimates.services import MAX_SEED, SamplingError, estimate_request, estimate_worker_ensure, sampling_round_create
+from estimates.models import Design, EstimateJob, SamplingRound
+from estimates.services import (
+    MAX_SEED,
+    SamplingError,
+    estimate_request,
+    estimate_worker_ensure,
+    sampling_round_create,
+)
 from studies.models import Study
 from studies.permissions import IsResearcher
 from studies.selectors import study_by_slug
@@ -219,7 +224,9 @@ class JobOutput(serializers.Serializer):
         choices=["queued", "running", "done", "failed"],
         help_text="queued: waits for the worker; running: being computed; done: GET result_url; failed: see error.",
     )
-    attempts = serializers.IntegerField(help_text="Times a worker started it (a dead worker's job is retried).")
+    attempts = serializers.IntegerField(
+        help_text="Times a worker started it (a dead worker's job is retried)."
+    )
     error = serializers.CharField(help_text="Why it failed; empty otherwise.")
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
@@ -340,7 +347,11 @@ class EstimateApi(ApiView):
         spec = _estimable(study)
         try:
             asked = estimate_request(
-                study=study, detector=params["detector"], n_boot=params["bootstrap"], seed=params["seed"], history=False
+                study=study,
+                detector=params["detector"],
+                n_boot=params["bootstrap"],
+                seed=params["seed"],
+                history=False,
             )
         except LookupError as error:
             known = ", ".join(sel.detectors_with_predictions(study, spec.output_kind)) or "none yet"
@@ -348,11 +359,19 @@ class EstimateApi(ApiView):
                 f"{error} (detectors with predictions: {known}).", code="unknown_detector", field="detector"
             ) from None
         if asked.current and asked.kept is not None:
-            body = {"study": study.slug, **asked.kept.report.api_json(), "computed_at": asked.kept.computed_at}
+            body = {
+                "study": study.slug,
+                **asked.kept.report.api_json(),
+                "computed_at": asked.kept.computed_at,
+            }
             return Response(EstimateOutput(body).data)
         assert asked.job is not None
-        job = JobOutput(EstimateJob.objects.select_related("study").get(pk=asked.job.pk), context={"request": request})
-        return Response(job.data, status=status.HTTP_202_ACCEPTED, headers={"Location": job.data["status_url"]})
+        job = JobOutput(
+            EstimateJob.objects.select_related("study").get(pk=asked.job.pk), context={"request": request}
+        )
+        return Response(
+            job.data, status=status.HTTP_202_ACCEPTED, headers={"Location": job.data["status_url"]}
+        )
 
 
 class EstimateJobApi(ApiView):
@@ -365,13 +384,17 @@ class EstimateJobApi(ApiView):
         tags=["estimates"],
         responses={
             200: JobOutput,
-            **error_responses({403: RESEARCHERS_ONLY, 404: "No such job (a newer one of the same estimate replaced it)."}),
+            **error_responses(
+                {403: RESEARCHERS_ONLY, 404: "No such job (a newer one of the same estimate replaced it)."}
+            ),
         },
     )
     def get(self, request: Request, job_id: int) -> Response:
         job = sel.estimate_job(job_id)
         if job is None:
-            raise not_found(f"There is no estimate job {job_id} (a newer one replaced it: ask the estimate again).")
+            raise not_found(
+                f"There is no estimate job {job_id} (a newer one replaced it: ask the estimate again)."
+            )
         if job.status == "queued":
             estimate_worker_ensure()
         return Response(JobOutput(job, context={"request": request}).data)

@@ -193,7 +193,9 @@ class EstimateJob(models.Model):
     options = models.CharField(max_length=100, help_text="Bootstrap replicates, seed and history, as text.")
     n_boot = models.PositiveIntegerField(help_text="Design-bootstrap replicates.")
     seed = models.BigIntegerField(help_text="Seed of the bootstrap.")
-    history = models.BooleanField(help_text="Whether the round-by-round history (the page's chart) is computed.")
+    history = models.BooleanField(
+        help_text="Whether the round-by-round history (the page's chart) is computed."
+    )
     state = models.TextField(help_text="The study's data version, its rounds and the options, as text.")
     status = models.CharField(max_length=10, choices=JobStatus.choices, default=JobStatus.QUEUED)
     attempts = models.PositiveSmallIntegerField(default=0, help_text="Times a worker started it.")

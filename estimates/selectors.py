@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from annotate.models import FinalLabel
-from detectors.models import Prediction, PredictionStatus
 from django.db import connection
 
+from annotate.models import FinalLabel
+from detectors.models import Prediction, PredictionStatus
 from estimates.kept import KeptReport
 from estimates.models import EstimateJob, JobStatus, KeptEstimate, RoundItem, SamplingRound
 from reports.selectors import Scope, detector_runs_in_scope, latest_detector_versions
@@ -139,8 +139,8 @@ def detector_version(study: Study, detector: str, kind: str) -> str | None:
 def items_disputed(study: Study, item_ids: list[int] | tuple[int, ...]) -> set[int]:
     """Of ``item_ids``, the disputed items: every label is in and a question has no final label
     (``annotate.selectors.items_with_state``): they wait for a researcher, not for labels."""
-    from annotate.selectors import items_with_state
     from annotate.models import ItemState
+    from annotate.selectors import items_with_state
     from studies.batching import in_chunks
 
     out: set[int] = set()

@@ -29,11 +29,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import subprocess
 import sys
 import threading
 import time
-import secrets
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -350,7 +350,9 @@ def estimate_worker_ensure() -> bool:
         return False
     if EstimateJob.objects.filter(status=JobStatus.RUNNING, heartbeat_at__gte=recent).exists():
         return False
-    if EstimateJob.objects.filter(spawned_at__gte=recent, status__in=(JobStatus.QUEUED, JobStatus.RUNNING)).exists():
+    if EstimateJob.objects.filter(
+        spawned_at__gte=recent, status__in=(JobStatus.QUEUED, JobStatus.RUNNING)
+    ).exists():
         return False
     if not queued.filter(pk=first).update(spawned_at=timezone.now()):
         return False
@@ -365,7 +367,7 @@ def estimate_worker_start() -> None:
     env = {**os.environ}
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env.setdefault(name, "1")
-    subprocess.Popen(  # noqa: S603 - our own interpreter and manage.py, no shell
+    subprocess.Popen(
         [sys.executable, str(settings.BASE_DIR / "manage.py"), "estimates_worker", "--nice", "10"],
         start_new_session=True,
         stdin=subprocess.DEVNULL,
@@ -401,7 +403,9 @@ def _beat(job_id: int, stop: threading.Event, every: float) -> None:
     """The heartbeat thread of a running job (its own database connection)."""
     try:
         while not stop.wait(every):
-            EstimateJob.objects.filter(pk=job_id, status=JobStatus.RUNNING).update(heartbeat_at=timezone.now())
+            EstimateJob.objects.filter(pk=job_id, status=JobStatus.RUNNING).update(
+                heartbeat_at=timezone.now()
+            )
     finally:
         connection.close()
 
@@ -468,4 +472,3 @@ def estimate_jobs_work(*, keep_going: Callable[[], bool] = lambda: True, wait: f
         estimate_job_run(job)
         done += 1
     return done
-

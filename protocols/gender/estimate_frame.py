@@ -344,7 +344,11 @@ def bias_estimate(
         if not usable:
             warnings.append(
                 "No complete sampling round yet: only the detector's score is known"
-                + (" until the drawn round's images have final labels." if frame.pending else " (draw one: sample_for_labeling).")
+                + (
+                    " until the drawn round's images have final labels."
+                    if frame.pending
+                    else " (draw one: sample_for_labeling)."
+                )
             )
             models.append(
                 ModelEstimate(

@@ -10,8 +10,8 @@ from typing import Any
 from detectors.models import OutputKind
 from estimates.charts import data_uri
 from estimates.estimands import EstimandProtocol
-from estimates.report import pending_message
 from estimates.models import Design
+from estimates.report import pending_message
 from protocols.gender.estimate_frame import (
     StudyEstimate,
     bias_estimate,

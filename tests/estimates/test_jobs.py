@@ -41,7 +41,9 @@ def drawn(sampled_study):
     return sampled_study
 
 
-def test_the_kept_estimate_is_json_and_reading_it_back_never_unpickles(drawn, client_for, researcher, monkeypatch):
+def test_the_kept_estimate_is_json_and_reading_it_back_never_unpickles(
+    drawn, client_for, researcher, monkeypatch
+):
     unpickled: list[object] = []
     monkeypatch.setattr(pickle, "loads", lambda *a, **k: unpickled.append(a))
     monkeypatch.setattr(pickle, "load", lambda *a, **k: unpickled.append(a))
@@ -146,9 +148,12 @@ def test_staleness_is_per_study(drawn, starts):
 def test_at_most_one_job_of_a_study_runs_and_the_database_refuses_a_second(drawn, starts):
     first = estimate_request(study=drawn.study, detector="fake", n_boot=10, seed=0, history=False).job
     second = estimate_request(study=drawn.study, detector="fake", n_boot=20, seed=0, history=False).job
-    assert first is not None and second is not None and first.pk != second.pk
+    assert first is not None
+    assert second is not None
+    assert first.pk != second.pk
     claimed = services.estimate_job_claim()
-    assert claimed is not None and claimed.pk == first.pk
+    assert claimed is not None
+    assert claimed.pk == first.pk
     assert services.estimate_job_claim() is None  # the study's other job waits
     with pytest.raises(IntegrityError), transaction.atomic():
         EstimateJob.objects.filter(pk=second.pk).update(status=JobStatus.RUNNING)
@@ -162,14 +167,16 @@ def test_a_dead_workers_job_is_run_again_and_fails_after_three_tries(drawn, star
     long_ago = timezone.now() - timedelta(seconds=settings.ESTIMATE_JOB_STALE_SECONDS + 1)
     for attempt in range(1, 4):
         claimed = services.estimate_job_claim()
-        assert claimed is not None and claimed.attempts == attempt
+        assert claimed is not None
+        assert claimed.attempts == attempt
         EstimateJob.objects.filter(pk=job.pk).update(heartbeat_at=long_ago)  # its worker died
         services.estimate_jobs_requeue_stale()
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED
     assert "stopped 3 times" in job.error
     asked = estimate_request(study=drawn.study, detector="fake", n_boot=10, seed=0, history=False)
-    assert asked.job is not None and asked.job.status == JobStatus.QUEUED  # asked again: retried
+    assert asked.job is not None
+    assert asked.job.status == JobStatus.QUEUED
 
 
 def test_a_live_workers_job_starts_no_second_worker(drawn, starts):

@@ -103,7 +103,9 @@ def test_estimate_bias_keeps_its_estimate_for_the_page_which_shows_it_marked(
     assert 'id="stale"' in page.content.decode()
     services.estimate_jobs_work()
     assert computed == ["fake"]
-    assert KeptEstimate.objects.get(study=sampled_study.study, detector="fake", options__contains="history=1").history
+    assert KeptEstimate.objects.get(
+        study=sampled_study.study, detector="fake", options__contains="history=1"
+    ).history
 
 
 def test_a_kept_estimate_that_is_not_a_kept_report_is_computed_again(

@@ -54,10 +54,14 @@ def disputed(sampled_study, annotator_a, annotator_b):
 def test_sampling_while_disputes_are_open_says_what_each_drawn_item_waits_for(disputed):
     sampled_study, _ = disputed
     n = len(sampled_study.items)
-    out, _ = _run("sample_for_labeling", "--study", "gender", "--detector", "fake", "--budget", str(n), "--seed", "1")
+    out, _ = _run(
+        "sample_for_labeling", "--study", "gender", "--detector", "fake", "--budget", str(n), "--seed", "1"
+    )
     assert f"{n - 7} queued first for labelling" in out
     assert "7 disputed: they have all their labels and wait for a researcher to settle them" in out
-    text, err = _run("estimate_bias", "--study", "gender", "--detector", "fake", "--format", "json", "--bootstrap", "0")
+    text, err = _run(
+        "estimate_bias", "--study", "gender", "--detector", "fake", "--format", "json", "--bootstrap", "0"
+    )
     body = json.loads(text)
     pending = body["sdxl"]["pending"] + body["sd3"]["pending"]
     assert sum(p["waiting_for_dispute"] for p in pending) == 7
@@ -77,7 +81,8 @@ def test_a_drawn_round_is_named_in_the_warning_with_its_items_named_by_image(q_s
     assert "item(s) to be labelled" in body["warnings"][0]
     names = set(Item.objects.filter(study=study).values_list("key", flat=True))
     images = body["pending"][0]["images"]
-    assert images and all(not name.isdigit() for name in images)
+    assert images
+    assert all(not name.isdigit() for name in images)
     assert body["pending"][0]["waiting_for_labels"] == body["pending"][0]["pending_images"]
     assert names  # named by path or key, never by the internal id
     assert "wait for labels" in err
@@ -91,7 +96,11 @@ def test_a_cell_whose_items_are_all_labelled_gives_the_exact_human_numbers(q_stu
     text, _ = _run("estimate_bias", "--study", "qe", "--detector", "llava", "--format", "json")
     body = json.loads(text)
     groups = body["questions"]["age"]["sdxl"]["groups"]
-    young_light = sum(1 for i, t in truth.items() if t["age"] == "young" and Item.objects.get(pk=i).metadata["skin"] == "light")
+    young_light = sum(
+        1
+        for i, t in truth.items()
+        if t["age"] == "young" and Item.objects.get(pk=i).metadata["skin"] == "light"
+    )
     share = groups["light"]["shares"]["young"]
     assert share["estimate"] == pytest.approx(young_light / 20)
     assert share["ci95"] == pytest.approx([young_light / 20, young_light / 20])
@@ -99,6 +108,8 @@ def test_a_cell_whose_items_are_all_labelled_gives_the_exact_human_numbers(q_stu
         for cell in question.values():
             for group in cell["groups"].values():
                 for est in group["shares"].values():
-                    assert est["estimate"] is not None and est["ci95"][0] == pytest.approx(est["ci95"][1])
+                    assert est["estimate"] is not None
+                    assert est["ci95"][0] == pytest.approx(est["ci95"][1])
             for est in cell["max_gap"].values():
-                assert est["estimate"] is not None and est["ci95"] is not None
+                assert est["estimate"] is not None
+                assert est["ci95"] is not None
