@@ -16,7 +16,7 @@ import numpy as np
 from estimates import selectors as sel
 from estimates.charts import Series, data_uri, series_width_chart_svg
 from reports import render
-from reports.tables import Cell, Column, Table
+from reports.tables import NO_VALUE, Cell, Column, Table
 from studies.models import Study
 
 #: The columns after a report's own keys (model, setting or domain, estimand or attribute).
@@ -31,6 +31,31 @@ FIGURES = (
     "n_labelled",
     "n_items",
 )
+
+
+#: The table's column headers, as the gender estimate's table writes them.
+LABELS = {
+    "t2i_model": "T2I model",
+    "setting": "Setting",
+    "estimand": "Estimand",
+    "domain": "Domain",
+    "attribute": "Attribute",
+    "question": "Question",
+    "group": "Group",
+    "answer": "Answer",
+    "class": "Class",
+    "gender": "Gender",
+    "estimate": "Estimate",
+    "ci95": "95 % interval",
+    "human_only": "Labels only",
+    "human_only_ci95": "Labels-only 95 % interval",
+    "detector_only": "Detector only",
+    "lambda": "λ",
+    "effective_labels": "Effective labels",
+    "n_labelled": "Labelled",
+    "n_items": "Items",
+}
+PAIRS = frozenset({"ci95", "human_only_ci95"})
 
 
 def inclusion(
@@ -251,9 +276,15 @@ class EstimateReport:
             title=self.title(),
             caption=self.CAPTION,
             columns=tuple(
-                Column(name, name.replace("_", " "), numeric=name in FIGURES) for name in self.header
+                Column(
+                    name,
+                    LABELS.get(name, name.replace("_", " ")),
+                    numeric=name in FIGURES,
+                    pair=name in PAIRS,
+                )
+                for name in self.header
             ),
-            rows=tuple(tuple(Cell(v, str(v)) for v in row) for row in self.rows()),
+            rows=tuple(tuple(Cell(v, NO_VALUE if v == "" else str(v)) for v in row) for row in self.rows()),
         )
 
     def csv(self) -> str:

@@ -205,3 +205,36 @@ def test_a_failed_computation_is_shown_with_its_error(drawn, client_for, researc
     page = client_for(researcher).get(PAGE).content.decode()
     assert "Computing the current estimate failed: MemoryError: out of memory" in page
     assert "every 2s" not in page
+
+
+def test_an_unhandled_error_in_the_estimates_api_is_a_json_500_with_debug_off(
+    drawn, researcher, monkeypatch, settings
+):
+    from django.test import Client
+
+    from estimates import api
+
+    def broken(**kwargs):
+        raise RuntimeError("disk on fire")
+
+    settings.DEBUG = False
+    monkeypatch.setattr(api, "estimate_request", broken)
+    client = Client(raise_request_exception=False)
+    client.force_login(researcher)
+    response = client.get(API, QUERY)
+    assert response.status_code == 500
+    assert response["Content-Type"].startswith("application/json")
+    assert response.json()["code"] == "server_error"
+    assert "disk on fire" not in response.content.decode()
+
+
+def test_the_deploy_guide_gives_gunicorn_a_timeout_of_at_least_two_minutes_and_says_why():
+    import re
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "how-to" / "deploy.md").read_text()
+    timeouts = [int(t) for t in re.findall(r"gunicorn [^\n]*--timeout (\d+)", guide)]
+    assert timeouts
+    assert min(timeouts) >= 120
+    assert "estimates_worker" in guide
+    assert "WORKER TIMEOUT" in guide or "kills a\nworker" in guide or "kills a worker" in guide

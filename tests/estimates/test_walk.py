@@ -113,3 +113,33 @@ def test_a_cell_whose_items_are_all_labelled_gives_the_exact_human_numbers(q_stu
             for est in cell["max_gap"].values():
                 assert est["estimate"] is not None
                 assert est["ci95"] is not None
+
+
+def test_every_protocols_estimate_table_has_the_same_labelled_headers_and_dashes(
+    q_study,  # noqa: F811
+    client_for,
+    researcher,
+):
+    _run("sample_for_labeling", "--study", "qe", "--detector", "llava", "--budget", "6", "--seed", "2")
+    response = client_for(researcher).get("/reports/estimate/?study=qe")
+    table = response.context["table"]
+    labels = [c.label for c in table.columns]
+    assert {"95 % interval", "Labels-only 95 % interval", "λ", "Effective labels", "T2I model"} <= set(labels)
+    assert not {"ci95", "human only ci95", "lambda"} & set(labels)
+    texts = [cell.text for row in table.rows for cell in row]
+    assert "" not in texts
+    assert "\u2013" in texts  # no complete round: the undefined figures are dashes, as for gender
+    page = response.content.decode()
+    assert page.count(">Drawn<") == 1
+    assert ">Drawn on<" in page
+
+
+def test_the_width_chart_waits_for_two_points_and_names_each_line_once():
+    from estimates.charts import Series, series_width_chart_svg
+
+    one = [Series(f"s{k}", ((10, 0.2, 0.3),)) for k in range(4)]
+    assert series_width_chart_svg(one) is None
+    two = [Series(f"s{k}", ((10, 0.2, 0.3), (20, 0.1, 0.2))) for k in range(4)]
+    svg = series_width_chart_svg(two).decode()
+    assert svg.count("detector + labels") == 1
+    assert svg.count("labels only") == 1
