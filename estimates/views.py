@@ -98,7 +98,13 @@ def _context(
     }
     if detector is None:
         return context
-    asked = estimate_request(study=filters.study, detector=detector, n_boot=BOOTSTRAP, seed=0, history=True)
+    try:
+        asked = estimate_request(
+            study=filters.study, detector=detector, n_boot=BOOTSTRAP, seed=0, history=True
+        )
+    except LookupError as error:  # a detector without predictions of the kind the estimate reads
+        known = ", ".join(sel.detectors_with_predictions(filters.study, spec.output_kind)) or "none yet"
+        return context | {"estimate_error": f"{error} (detectors with predictions: {known})."}
     kept = asked.kept
     context |= {
         "estimate": kept.report if kept is not None else None,
