@@ -411,11 +411,11 @@ def bias_estimate(
                 tuple(sizes.items()),
             )
         )
-    waiting = {i.item_id: (i.image, i.t2i_model) for i in frame.items if i.item_id in pending_items}
+    waiting_names = {i.item_id: (i.image, i.t2i_model) for i in frame.items if i.item_id in pending_items}
     # The pending rounds without their π and selection per item (the estimate reads neither).
     pending = tuple(replace(state, pi={}, selected=frozenset()) for state in frame.pending)
     return StudyEstimate(
-        study, detector, version, tuple(models), tuple(s.round for s in usable), pending, waiting
+        study, detector, version, tuple(models), tuple(s.round for s in usable), pending, waiting_names
     )
 
 
