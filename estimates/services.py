@@ -461,7 +461,8 @@ def estimate_jobs_work(*, keep_going: Callable[[], bool] = lambda: True, wait: f
     ``wait`` seconds instead of stopping) or ``keep_going()`` says stop. Returns jobs run."""
     done = 0
     while keep_going():
-        close_old_connections()
+        if not connection.in_atomic_block:  # a long-lived worker drops a broken connection
+            close_old_connections()
         estimate_jobs_requeue_stale()
         job = estimate_job_claim()
         if job is None:
