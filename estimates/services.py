@@ -43,7 +43,7 @@ import numpy as np
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, close_old_connections, connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from estimates import estimands
@@ -341,7 +341,7 @@ def estimate_worker_ensure() -> bool:
     """Start a worker (``estimate_worker_start``) when a job is queued and no worker is alive: no
     running job beat recently and no worker was started in the last
     ``ESTIMATE_JOB_STALE_SECONDS`` seconds. A live worker takes the queue after its job. Returns
-    whether one was started. Two web processes may both start one: workers claim jobs safely."""
+    whether one was started (workers claim jobs safely even if two ever run)."""
     estimate_jobs_requeue_stale()
     recent = _stale_before()
     queued = EstimateJob.objects.filter(status=JobStatus.QUEUED)
@@ -354,7 +354,10 @@ def estimate_worker_ensure() -> bool:
         spawned_at__gte=recent, status__in=(JobStatus.QUEUED, JobStatus.RUNNING)
     ).exists():
         return False
-    if not queued.filter(pk=first).update(spawned_at=timezone.now()):
+    # Every request racing here names the same row (the oldest queued job), and the update
+    # re-reads it under its row lock: only one of them starts a worker.
+    spawn = queued.filter(pk=first).filter(Q(spawned_at__isnull=True) | Q(spawned_at__lt=recent))
+    if not spawn.update(spawned_at=timezone.now()):
         return False
     estimate_worker_start()
     return True
