@@ -290,6 +290,10 @@ BIASLAB_CLAIM_TIMEOUT_SECONDS = env_int("BIASLAB_CLAIM_TIMEOUT_SECONDS", 15 * 60
 # SQL statement (999 is safe on every SQLite build; PostgreSQL takes far more).
 BIASLAB_IMPORT_BATCH_ROWS = env_int("BIASLAB_IMPORT_BATCH_ROWS", 2000)
 BIASLAB_SQL_MAX_VARIABLES = env_int("BIASLAB_SQL_MAX_VARIABLES", 999)
+# --- Few-label estimates ---------------------------------------------------------------------
+# Seconds after which a running estimate job whose worker stopped beating is queued again
+# (estimates.services; the worker beats four times in that span).
+ESTIMATE_JOB_STALE_SECONDS = env_int("ESTIMATE_JOB_STALE_SECONDS", 60)
 
 
 LOG_LEVEL = env_str("BIASLAB_LOG_LEVEL", "WARNING")

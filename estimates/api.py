@@ -5,7 +5,11 @@ bias estimate, for researchers.
 - ``POST /api/sampling-rounds/`` draws the next round (``sampling_round_create``, the service
   behind ``sample_for_labeling`` and the page's "Label N more");
 - ``GET /api/estimates/?study=S&detector=D`` is ``estimate_bias --format json`` (the issue's
-  contract per T2I model) inside ``{study, detector, version, models}``.
+  contract per T2I model) inside ``{study, detector, version, models}`` — 200 with the kept
+  estimate when it was computed from the study's data as it is now (plus ``computed_at``);
+  otherwise 202 with the job that computes it (``estimates.services.estimate_request``; the
+  request never computes), whose ``status_url`` is
+- ``GET /api/estimates/jobs/<id>/``: the job's status (queued, running, done, failed).
 
 A refused draw is a 400 naming the field (``errors``), with a code a client can act on:
 ``not_estimable``, ``unknown_detector``, ``sampling_refused`` (budget larger than the pool,
@@ -19,6 +23,7 @@ from rest_framework import serializers, status
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.reverse import reverse
 
 from config.api import (
     ApiView,
@@ -34,8 +39,14 @@ from config.api import (
 )
 from estimates import estimands
 from estimates import selectors as sel
-from estimates.models import Design, SamplingRound
-from estimates.services import MAX_SEED, SamplingError, sampling_round_create
+from estimates.models import Design, EstimateJob, SamplingRound
+from estimates.services import (
+    MAX_SEED,
+    SamplingError,
+    estimate_request,
+    estimate_worker_ensure,
+    sampling_round_create,
+)
 from studies.models import Study
 from studies.permissions import IsResearcher
 from studies.selectors import study_by_slug
@@ -137,6 +148,10 @@ class PromptEstimateOutput(serializers.Serializer):
 class PendingOutput(serializers.Serializer):
     round = serializers.IntegerField()
     pending_images = serializers.IntegerField()
+    waiting_for_labels = serializers.IntegerField(help_text="Of these, the images that wait for labels.")
+    waiting_for_dispute = serializers.IntegerField(
+        help_text="Of these, the disputed images: labelled, they wait for a researcher to settle the dispute."
+    )
     images = serializers.ListField(child=serializers.CharField(), help_text="The first few image names.")
 
 
@@ -196,6 +211,38 @@ class EstimateOutput(serializers.Serializer):
     rounds = serializers.ListField(child=serializers.IntegerField(), required=False)
     warnings = serializers.ListField(child=serializers.CharField(), required=False)
     pending = serializers.JSONField(required=False)
+    computed_at = serializers.DateTimeField(help_text="When the estimate worker computed this estimate.")
+
+
+class JobOutput(serializers.Serializer):
+    """An estimate job: what a 202 from ``/api/estimates/`` and its ``status_url`` answer."""
+
+    id = serializers.IntegerField()
+    study = serializers.CharField(source="study.slug")
+    detector = serializers.CharField()
+    status = serializers.ChoiceField(
+        choices=["queued", "running", "done", "failed"],
+        help_text="queued: waits for the worker; running: being computed; done: GET result_url; failed: see error.",
+    )
+    attempts = serializers.IntegerField(
+        help_text="Times a worker started it (a dead worker's job is retried)."
+    )
+    error = serializers.CharField(help_text="Why it failed; empty otherwise.")
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    heartbeat_at = serializers.DateTimeField(allow_null=True, help_text="The worker's last sign of life.")
+    finished_at = serializers.DateTimeField(allow_null=True)
+    status_url = serializers.SerializerMethodField(help_text="This job's status (poll it).")
+    result_url = serializers.SerializerMethodField(
+        help_text="The estimate: 200 with the result once done (202 again if the data changed meanwhile)."
+    )
+
+    def get_status_url(self, job: EstimateJob) -> str:
+        return reverse("api-estimate-job", args=[job.pk], request=self.context.get("request"))
+
+    def get_result_url(self, job: EstimateJob) -> str:
+        base = reverse("api-estimates", request=self.context.get("request"))
+        return f"{base}?study={job.study.slug}&detector={job.detector}&bootstrap={job.n_boot}&seed={job.seed}"
 
 
 # --- Views ----------------------------------------------------------------------------------------
@@ -271,7 +318,8 @@ class SamplingRoundListApi(ApiView):
 
 
 class EstimateApi(ApiView):
-    """``estimate_bias --format json`` for one study and detector."""
+    """``estimate_bias --format json`` for one study and detector, as the estimate worker kept
+    it; 202 with the job computing it when the kept one is not of the study's current data."""
 
     permission_classes = [IsAuthenticated, IsResearcher]
 
@@ -281,6 +329,7 @@ class EstimateApi(ApiView):
         parameters=[EstimateQuery],
         responses={
             200: EstimateOutput,
+            202: JobOutput,
             **error_responses(
                 {
                     400: "A parameter missing, malformed or given twice; a study whose protocol has no "
@@ -297,10 +346,55 @@ class EstimateApi(ApiView):
         study = _study(params["study"])
         spec = _estimable(study)
         try:
-            report = spec.report(study, params["detector"], n_boot=params["bootstrap"], seed=params["seed"])
+            asked = estimate_request(
+                study=study,
+                detector=params["detector"],
+                n_boot=params["bootstrap"],
+                seed=params["seed"],
+                history=False,
+            )
         except LookupError as error:
             known = ", ".join(sel.detectors_with_predictions(study, spec.output_kind)) or "none yet"
             raise invalid(
                 f"{error} (detectors with predictions: {known}).", code="unknown_detector", field="detector"
             ) from None
-        return Response(EstimateOutput({"study": study.slug, **report.api_json()}).data)
+        if asked.current and asked.kept is not None:
+            body = {
+                "study": study.slug,
+                **asked.kept.report.api_json(),
+                "computed_at": asked.kept.computed_at,
+            }
+            return Response(EstimateOutput(body).data)
+        assert asked.job is not None
+        job = JobOutput(
+            EstimateJob.objects.select_related("study").get(pk=asked.job.pk), context={"request": request}
+        )
+        return Response(
+            job.data, status=status.HTTP_202_ACCEPTED, headers={"Location": job.data["status_url"]}
+        )
+
+
+class EstimateJobApi(ApiView):
+    """The status of an estimate job (the ``status_url`` of a 202 from ``/api/estimates/``)."""
+
+    permission_classes = [IsAuthenticated, IsResearcher]
+
+    @extend_schema(
+        operation_id="estimate_jobs_retrieve",
+        tags=["estimates"],
+        responses={
+            200: JobOutput,
+            **error_responses(
+                {403: RESEARCHERS_ONLY, 404: "No such job (a newer one of the same estimate replaced it)."}
+            ),
+        },
+    )
+    def get(self, request: Request, job_id: int) -> Response:
+        job = sel.estimate_job(job_id)
+        if job is None:
+            raise not_found(
+                f"There is no estimate job {job_id} (a newer one replaced it: ask the estimate again)."
+            )
+        if job.status == "queued":
+            estimate_worker_ensure()
+        return Response(JobOutput(job, context={"request": request}).data)

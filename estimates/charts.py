@@ -40,42 +40,43 @@ class Series:
 
 def series_width_chart_svg(series: Sequence[Series]) -> bytes | None:
     """SVG of interval width (y) against labels spent (x) per series; solid lines for the
-    prediction-powered interval, dashed for the human-only one. None when no series has a
-    point."""
+    prediction-powered interval, dashed for the human-only one. The legend names each series
+    once (its colour) and the two line styles once. None until some series has two points (one
+    complete round): a chart of single points says nothing the table does not."""
     drawn = [s for s in series if s.points]
-    if not drawn:
+    if not any(len(s.points) >= 2 for s in drawn):
         return None
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
     nan = float("nan")
     with matplotlib.rc_context(RC):
         fig = Figure(figsize=(6.0, 3.2), layout="constrained")
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
+        handles = []
         for index, line in enumerate(drawn):
             colour = PALETTE[index % len(PALETTE)]
             labels = [p[0] for p in line.points]
-            ax.plot(
-                labels,
-                [nan if p[1] is None else p[1] for p in line.points],
-                marker="o",
-                color=colour,
-                label=f"{line.name}: detector + labels",
-            )
+            ax.plot(labels, [nan if p[1] is None else p[1] for p in line.points], marker="o", color=colour)
             ax.plot(
                 labels,
                 [nan if p[2] is None else p[2] for p in line.points],
                 marker="s",
                 linestyle="--",
                 color=colour,
-                label=f"{line.name}: labels only",
             )
+            handles.append(Line2D([], [], color=colour, marker="o", label=line.name))
+        handles += [
+            Line2D([], [], color="black", label="detector + labels"),
+            Line2D([], [], color="black", linestyle="--", label="labels only"),
+        ]
         ax.set_xlabel("Labels spent (after each round)")
         ax.set_ylabel("Width of the 95 % interval")
         ax.set_ylim(bottom=0)
-        ax.legend(frameon=False)
+        ax.legend(handles=handles, frameon=False)
         buffer = io.BytesIO()
         fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
     return buffer.getvalue()

@@ -131,29 +131,96 @@ class RoundItem(models.Model):
 
 
 class KeptEstimate(models.Model):
-    """The estimate last computed for a study and detector — by the estimate page or by
-    ``estimate_bias`` — with the state of the data it was computed from.
+    """The estimate last computed for a study, detector and options, with the state of the
+    data it was computed from — written by the estimate worker (``estimates_worker``) or by
+    ``estimate_bias``, read by the estimate page and the API.
 
-    Computing an estimate reads the whole study (tens of seconds at a million images), and any
-    label changes the data. The page shows this one at once, marked with when it was computed
-    and that the data changed since, while it asks for the current one (``estimates.views``).
-    One row per (study, detector), replaced by every computation (``estimates.services.
-    estimate_keep``); the report is pickled (it is only ever read back by this code, and a row
-    that no longer unpickles is treated as missing)."""
+    One row per (study, detector, options), replaced by every computation
+    (``estimates.services.estimate_keep``). The report is plain JSON (``estimates.kept``):
+    nothing read back from the database is ever unpickled, so a row restored from a backup
+    can at worst hold wrong numbers, never run code."""
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="+", db_index=False)
-    detector = models.CharField(max_length=100)
+    detector = models.CharField(max_length=100, help_text="Registry key of the detector estimated from.")
+    options = models.CharField(
+        max_length=100,
+        help_text="The computation's options: bootstrap replicates, seed and whether the round-by-round "
+        "history is in it (``estimates.selectors.estimate_options``).",
+    )
     state = models.TextField(
-        help_text="What the estimate was computed from: the data fingerprint, the rounds and the options."
+        help_text="What the estimate was computed from: the study's own data version, its rounds and the options."
     )
     history = models.BooleanField(help_text="Whether the report holds the round-by-round history.")
-    computed_at = models.DateTimeField()
-    report = models.BinaryField()
+    computed_at = models.DateTimeField(help_text="When the computation finished.")
+    seconds = models.FloatField(null=True, blank=True, help_text="How long the computation took.")
+    report = models.JSONField(
+        help_text="The report as JSON: the API's body, the page's table, chart, warnings and pending rounds."
+    )
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["study", "detector"], name="kept_estimate_one_per_detector")
+            models.UniqueConstraint(
+                fields=["study", "detector", "options"], name="kept_estimate_one_per_options"
+            )
         ]
 
     def __str__(self) -> str:
         return f"estimate of {self.study_id}/{self.detector} computed {self.computed_at:%Y-%m-%d %H:%M}"
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued", "Queued: waits for the estimate worker"
+    RUNNING = "running", "Running: the worker computes it"
+    DONE = "done", "Done: the result is the kept estimate"
+    FAILED = "failed", "Failed: the error says why"
+
+
+class EstimateJob(models.Model):
+    """One computation of an estimate, asked for by the page, the API or a command, and done
+    by the estimate worker (``estimates_worker``), never inside a web request.
+
+    One row per (study, detector, state): the state holds the options and the study's own data
+    version, so every request for the same estimate of the same data shares one row. At most
+    one job per study runs at a time (a partial unique index, so two workers cannot both claim
+    one). A running job's worker beats ``heartbeat_at``; a job whose heartbeat is older than
+    ``settings.ESTIMATE_JOB_STALE_SECONDS`` (its worker died) is queued again, up to
+    ``MAX_ATTEMPTS`` times, then failed."""
+
+    MAX_ATTEMPTS = 3
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="+", db_index=False)
+    detector = models.CharField(max_length=100, help_text="Registry key of the detector estimated from.")
+    options = models.CharField(max_length=100, help_text="Bootstrap replicates, seed and history, as text.")
+    n_boot = models.PositiveIntegerField(help_text="Design-bootstrap replicates.")
+    seed = models.BigIntegerField(help_text="Seed of the bootstrap.")
+    history = models.BooleanField(
+        help_text="Whether the round-by-round history (the page's chart) is computed."
+    )
+    state = models.TextField(help_text="The study's data version, its rounds and the options, as text.")
+    status = models.CharField(max_length=10, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="Times a worker started it.")
+    error = models.TextField(blank=True, help_text="Why it failed (empty unless failed).")
+    created_at = models.DateTimeField(auto_now_add=True, help_text="When it was first asked for.")
+    started_at = models.DateTimeField(null=True, blank=True, help_text="When a worker last started it.")
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its worker last said it is still computing."
+    )
+    finished_at = models.DateTimeField(null=True, blank=True, help_text="When it finished or failed.")
+    spawned_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a web process last started a worker for it."
+    )
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "detector", "state"], name="estimate_job_one_per_state"),
+            models.UniqueConstraint(
+                fields=["study"],
+                condition=Q(status="running"),
+                name="estimate_job_one_running_per_study",
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "created_at"], name="estimate_job_status_idx")]
+
+    def __str__(self) -> str:
+        return f"estimate job {self.pk} of {self.study_id}/{self.detector}: {self.status}"

@@ -11,10 +11,12 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
+import numpy as np
+
 from estimates import selectors as sel
 from estimates.charts import Series, data_uri, series_width_chart_svg
 from reports import render
-from reports.tables import Cell, Column, Table
+from reports.tables import NO_VALUE, Cell, Column, Table
 from studies.models import Study
 
 #: The columns after a report's own keys (model, setting or domain, estimand or attribute).
@@ -29,6 +31,31 @@ FIGURES = (
     "n_labelled",
     "n_items",
 )
+
+
+#: The table's column headers, as the gender estimate's table writes them.
+LABELS = {
+    "t2i_model": "T2I model",
+    "setting": "Setting",
+    "estimand": "Estimand",
+    "domain": "Domain",
+    "attribute": "Attribute",
+    "question": "Question",
+    "group": "Group",
+    "answer": "Answer",
+    "class": "Class",
+    "gender": "Gender",
+    "estimate": "Estimate",
+    "ci95": "95 % interval",
+    "human_only": "Labels only",
+    "human_only_ci95": "Labels-only 95 % interval",
+    "detector_only": "Detector only",
+    "lambda": "λ",
+    "effective_labels": "Effective labels",
+    "n_labelled": "Labelled",
+    "n_items": "Items",
+}
+PAIRS = frozenset({"ci95", "human_only_ci95"})
 
 
 def inclusion(
@@ -67,6 +94,21 @@ def inclusion(
     return {i: 1.0 - p for i, p in not_drawn.items()}, drawn, False
 
 
+def census_cells(
+    p: np.ndarray, sampled: np.ndarray, labelled: np.ndarray, cells: list[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """π and the sampled items with every cell whose items are all ``labelled`` taken whole
+    (π = 1, every item sampled): its numbers are then the exact human ones, width 0, however
+    few items the rounds drew there (the estimator needs two drawn with π < 1 to say anything).
+    ``cells``: boolean masks over the frame's items. New arrays; the inputs are left as they are."""
+    p, sampled = np.array(p, dtype=float), np.array(sampled, dtype=bool)
+    for mask in cells:
+        if mask.any() and labelled[mask].all():
+            p[mask] = 1.0
+            sampled[mask] = True
+    return p, sampled
+
+
 def frame_strata(
     frame: sel.Frame, output_codes: Callable[[Study, str, str], dict[int, Hashable]]
 ) -> dict[int, Hashable] | None:
@@ -78,18 +120,37 @@ def frame_strata(
 
 
 def frame_warnings(frame: sel.Frame, census: bool, todo: str = "label its items") -> list[str]:
-    """The warnings every protocol's estimate starts with: no complete sampling round yet (its
-    estimates are null; ``todo`` says what people do with a round's items), and items added
-    after the first round, which the estimate leaves out."""
+    """The warnings every protocol's estimate starts with, worded for the state the study is
+    in: no sampling round yet (draw one, and ``todo``: what people do with a round's items), or
+    a round drawn whose items still wait — for labels, or for a researcher to settle their
+    dispute; and items added after the first round, which the estimate leaves out."""
     warnings = []
     if not frame.usable and not census:
-        warnings.append(
-            f"No complete sampling round yet: draw one (sample_for_labeling) and {todo}; "
-            "the estimates are null until then."
-        )
+        if not frame.rounds:
+            warnings.append(
+                f"No complete sampling round yet: draw one (sample_for_labeling) and {todo}; "
+                "the estimates are null until then."
+            )
+        else:
+            warnings.append(f"{pending_wording(frame)}; the estimates are null until then.")
     if frame.not_in_frame:
         warnings.append(f"{frame.not_in_frame} item(s) added after the first round are not in this estimate.")
     return warnings
+
+
+def pending_wording(frame: sel.Frame) -> str:
+    """What the first pending round waits for, in words: labels, settled disputes, or both."""
+    state = frame.pending[0]
+    disputed = len(sel.items_disputed(frame.study, state.pending))
+    unlabelled = len(state.pending) - disputed
+    parts = []
+    if unlabelled:
+        parts.append(f"{unlabelled} item(s) to be labelled")
+    if disputed:
+        parts.append(
+            f"{disputed} disputed item(s), which have their labels, to be settled by a researcher (disputes page)"
+        )
+    return f"Round {state.round.number} is drawn and waits for " + " and ".join(parts)
 
 
 #: The most headline numbers the chart draws one line each for; beyond it, their mean width.
@@ -215,9 +276,15 @@ class EstimateReport:
             title=self.title(),
             caption=self.CAPTION,
             columns=tuple(
-                Column(name, name.replace("_", " "), numeric=name in FIGURES) for name in self.header
+                Column(
+                    name,
+                    LABELS.get(name, name.replace("_", " ")),
+                    numeric=name in FIGURES,
+                    pair=name in PAIRS,
+                )
+                for name in self.header
             ),
-            rows=tuple(tuple(Cell(v, str(v)) for v in row) for row in self.rows()),
+            rows=tuple(tuple(Cell(v, NO_VALUE if v == "" else str(v)) for v in row) for row in self.rows()),
         )
 
     def csv(self) -> str:
@@ -251,7 +318,15 @@ class EstimateReport:
         }
 
     def pending_messages(self) -> list[str]:
-        return [
-            f"Round {p['round']} is pending: {p['pending_images']} selected {self.UNIT} without all final labels."
-            for p in self.pending
-        ]
+        return [pending_message(p, self.UNIT) for p in self.pending]
+
+
+def pending_message(p: dict[str, Any], unit: str = "item(s)") -> str:
+    """One pending round (``selectors.pending_rounds``) in words: what its items wait for."""
+    waits = []
+    if p.get("waiting_for_labels"):
+        waits.append(f"{p['waiting_for_labels']} wait for labels")
+    if p.get("waiting_for_dispute"):
+        waits.append(f"{p['waiting_for_dispute']} are disputed and wait for a researcher to settle them")
+    detail = f" ({'; '.join(waits)})" if waits else ""
+    return f"Round {p['round']} is pending: {p['pending_images']} selected {unit} without all final labels{detail}."

@@ -19,16 +19,18 @@ left out of the estimate and counted in a warning.
 
 from __future__ import annotations
 
-import pickle
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db import connection
+
 from annotate.models import FinalLabel
 from detectors.models import Prediction, PredictionStatus
-from estimates.models import KeptEstimate, RoundItem, SamplingRound
+from estimates.kept import KeptReport
+from estimates.models import EstimateJob, JobStatus, KeptEstimate, RoundItem, SamplingRound
 from reports.selectors import Scope, detector_runs_in_scope, latest_detector_versions
 from studies.models import ImageRole, Item, ItemImage, Question, Study
 
@@ -134,14 +136,49 @@ def detector_version(study: Study, detector: str, kind: str) -> str | None:
     return latest_detector_versions(Scope(study), kinds=[kind], detector=detector).get(detector)
 
 
+def items_disputed(study: Study, item_ids: list[int] | tuple[int, ...]) -> set[int]:
+    """Of ``item_ids``, the disputed items: every label is in and a question has no final label
+    (``annotate.selectors.items_with_state``): they wait for a researcher, not for labels."""
+    from annotate.models import ItemState
+    from annotate.selectors import items_with_state
+    from studies.batching import in_chunks
+
+    out: set[int] = set()
+    for chunk in in_chunks(list(item_ids)):
+        out |= set(
+            items_with_state(study=study)
+            .filter(pk__in=chunk, state=ItemState.DISPUTED)
+            .values_list("pk", flat=True)
+        )
+    return out
+
+
 def pending_rounds(frame: Frame) -> tuple[dict[str, Any], ...]:
     """The JSON ``pending`` of an estimate: each round still waiting for final labels, with the
-    count and the first ``PENDING_LISTED`` of the images it waits for."""
+    count, how many of them wait for labels and how many for a researcher to settle their
+    dispute, and the first ``PENDING_LISTED`` images by name (the image's path, else the item's
+    key)."""
+    if not frame.pending:
+        return ()
+    name_of = {i.item_id: i.image for i in frame.items}
+    waiting = [i for s in frame.pending for i in s.pending]
+    keys = (
+        dict(
+            Item.objects.filter(pk__in=waiting[: PENDING_LISTED * len(frame.pending)]).values_list(
+                "pk", "key"
+            )
+        )
+        if waiting
+        else {}
+    )
+    disputed = items_disputed(frame.study, waiting)
     return tuple(
         {
             "round": s.round.number,
             "pending_images": len(s.pending),
-            "images": list(s.pending[:PENDING_LISTED]),
+            "waiting_for_labels": sum(1 for i in s.pending if i not in disputed),
+            "waiting_for_dispute": sum(1 for i in s.pending if i in disputed),
+            "images": [name_of.get(i) or keys.get(i) or str(i) for i in s.pending[:PENDING_LISTED]],
         }
         for s in frame.pending
     )
@@ -280,37 +317,93 @@ def item_outputs(study: Study, detector: str, version: str, kind: str) -> list[t
     return out
 
 
-def estimate_state(
-    study: Study, *, fingerprint: tuple[Any, ...], protocol: str, n_boot: int, seed: int, history: bool
-) -> str:
-    """What an estimate is computed from, as text: the data (``reports.selectors.
-    data_fingerprint``), the study's rounds and the options. Two estimates with the same state
-    are the same estimate."""
+def study_data_version(study: Study) -> tuple[Any, ...]:
+    """The study's own data version: a cheap summary of the rows of this study an estimate
+    reads, which any write to them changes — and a write to another study does not.
+
+    Per table, filtered to the study's items: row count and highest id (an insert raises the
+    id, a delete lowers the count), plus the last change time of the rows updated in place
+    (labels' ``updated_at``, final labels' ``decided_at``); an item corrected in place moves its
+    ``ItemChange`` audit record. Predictions are insert-only. One query of scalar sub-selects,
+    each served by the index leading with the item (or study) column."""
+    from annotate.models import FinalLabel, FinalLabelRevision, Label
+    from studies.models import ItemChange
+
+    q = connection.ops.quote_name
+    items = f"SELECT id FROM {q(Item._meta.db_table)} WHERE study_id = %s"
+    images = f"SELECT image_id FROM {q(ItemImage._meta.db_table)} WHERE item_id IN ({items})"
+    parts: list[str] = []
+    params: list[Any] = []
+    for model, where, extra in (
+        (Item, "study_id = %s", None),
+        (Question, "study_id = %s", None),
+        (ItemChange, "study_id = %s", None),
+        (ItemImage, f"item_id IN ({items})", None),
+        (FinalLabel, f"item_id IN ({items})", "decided_at"),
+        (FinalLabelRevision, f"item_id IN ({items})", None),
+        (Label, f"item_id IN ({items})", "updated_at"),
+        (Prediction, f"image_id IN ({images})", None),
+    ):
+        table = q(model._meta.db_table)
+        columns = ["COUNT(*)", "MAX(id)"] + ([f"MAX({q(extra)})"] if extra else [])
+        for column in columns:
+            parts.append(f"(SELECT {column} FROM {table} WHERE {where})")
+            params.append(study.pk)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join(parts), params)
+        row = cursor.fetchone()
+    return tuple(str(v) if v is not None and not isinstance(v, int) else v for v in row)
+
+
+def estimate_options(*, n_boot: int, seed: int, history: bool) -> str:
+    """The options of a computation as text (``KeptEstimate.options``, ``EstimateJob.options``)."""
+    return f"bootstrap={n_boot} seed={seed} history={int(history)}"
+
+
+def estimate_state(study: Study, *, protocol: str, n_boot: int, seed: int, history: bool) -> str:
+    """What an estimate is computed from, as text: the study's own data version
+    (``study_data_version``), its rounds and the options. Two estimates with the same state
+    are the same estimate; a write to another study leaves it as it was."""
     rounds = tuple(SamplingRound.objects.filter(study=study).order_by("number").values_list("pk", flat=True))
-    return repr((fingerprint, rounds, protocol, n_boot, seed, history))
+    options = estimate_options(n_boot=n_boot, seed=seed, history=history)
+    return repr((study_data_version(study), rounds, protocol, options))
 
 
 @dataclass(frozen=True)
 class Kept:
-    """The estimate last computed for a study and detector (``KeptEstimate``), read back."""
+    """The estimate last computed for a study, detector and options (``KeptEstimate``), read back."""
 
-    report: Any
+    report: KeptReport
     state: str
     computed_at: datetime
+    seconds: float | None
 
 
-def estimate_kept(study: Study, detector: str) -> Kept | None:
-    """The kept estimate of (study, detector), or None — also when its report no longer
-    unpickles (kept by an older version of the code: it is simply computed again)."""
-    row = (
-        KeptEstimate.objects.filter(study=study, detector=detector)
-        .values_list("report", "state", "computed_at")
-        .first()
-    )
+def estimate_kept(study: Study, detector: str, options: str | None) -> Kept | None:
+    """The kept estimate of (study, detector, options) — with ``options`` None, the one computed
+    last whatever its options — or None, also when its JSON is not a kept report (written by an
+    older version of the code: it is simply computed again)."""
+    rows = KeptEstimate.objects.filter(study=study, detector=detector)
+    if options is not None:
+        rows = rows.filter(options=options)
+    row = rows.order_by("-computed_at").values_list("report", "state", "computed_at", "seconds").first()
     if row is None:
         return None
-    try:
-        report = pickle.loads(bytes(row[0]))
-    except Exception:  # any unpickling failure means "not usable", never an error page
+    report = KeptReport.from_json(row[0])
+    if report is None:
         return None
-    return Kept(report=report, state=row[1], computed_at=row[2])
+    return Kept(report=report, state=row[1], computed_at=row[2], seconds=row[3])
+
+
+def estimate_job(job_id: int) -> EstimateJob | None:
+    return EstimateJob.objects.select_related("study").filter(pk=job_id).first()
+
+
+def estimate_job_current(study: Study, detector: str, state: str) -> EstimateJob | None:
+    """The job that computes (or computed) the estimate of this state, if one was asked for."""
+    return EstimateJob.objects.filter(study=study, detector=detector, state=state).first()
+
+
+def estimate_jobs_claimable() -> list[int]:
+    """Ids of the queued jobs, oldest first."""
+    return list(EstimateJob.objects.filter(status=JobStatus.QUEUED).values_list("pk", flat=True))

@@ -26,18 +26,30 @@ frame, π and seed give the same selection.
 
 from __future__ import annotations
 
-import pickle
+import json
+import logging
+import os
 import secrets
-from collections.abc import Hashable
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
 
 import numpy as np
+from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from estimates import estimands
 from estimates import selectors as sel
-from estimates.models import Design, KeptEstimate, RoundItem, SamplingRound
+from estimates.kept import report_to_json
+from estimates.models import Design, EstimateJob, JobStatus, KeptEstimate, RoundItem, SamplingRound
 from metrics import ppi, stratified
 from studies.batching import bulk_batch_size, in_chunks
 from studies.models import Item, Study
@@ -215,16 +227,252 @@ def _spread_by_code(
     )
 
 
-def estimate_keep(*, study: Study, detector: str, state: str, report: object, history: bool) -> None:
-    """Keep ``report`` as the estimate last computed for (study, detector), computed from
-    ``state`` (``selectors.estimate_state``), replacing the one kept before."""
+def _plain(value: Any) -> Any:
+    """``value`` as plain JSON types (numpy numbers become floats, NaN and infinities null)."""
+
+    def default(o: Any) -> Any:
+        try:
+            return float(o)
+        except (TypeError, ValueError):
+            return str(o)
+
+    text = json.dumps(value, default=default)
+    return json.loads(text, parse_constant=lambda _: None)
+
+
+def estimate_keep(
+    *,
+    study: Study,
+    detector: str,
+    options: str,
+    state: str,
+    report: estimands.Report,
+    history: bool,
+    seconds: float | None = None,
+) -> None:
+    """Keep ``report`` (as JSON, ``estimates.kept``) as the estimate last computed for (study,
+    detector, options) from ``state`` (``selectors.estimate_state``), replacing the one before."""
     KeptEstimate.objects.update_or_create(
         study=study,
         detector=detector,
+        options=options,
         defaults={
             "state": state,
             "history": history,
             "computed_at": timezone.now(),
-            "report": pickle.dumps(report, protocol=pickle.HIGHEST_PROTOCOL),
+            "seconds": seconds,
+            "report": _plain(report_to_json(report)),
         },
     )
+
+
+# --- Estimate jobs: computed by the worker, never inside a web request -----------------------------
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Requested:
+    """What asking for an estimate gives: the kept estimate (``current`` when it was computed
+    from the study's data as it is now), and the job computing the current one when it is not."""
+
+    kept: sel.Kept | None
+    current: bool
+    job: EstimateJob | None
+
+
+def _stale_before() -> Any:
+    return timezone.now() - timedelta(seconds=settings.ESTIMATE_JOB_STALE_SECONDS)
+
+
+def estimate_request(*, study: Study, detector: str, n_boot: int, seed: int, history: bool) -> Requested:
+    """Ask for the estimate of (study, detector) with these options, computed from the study's
+    data as it is now. When the kept estimate is that one, it is returned at once; otherwise the
+    job that computes it is queued (one per study, detector and state: every request for the same
+    estimate shares it; a failed or outdated one is queued again), a worker is started when none
+    is alive (``estimate_worker_ensure``), and the job is returned with the kept estimate of older
+    data, if any.
+
+    Raises LookupError when the detector has no predictions of the kind the estimate reads."""
+    spec = estimands.for_protocol(study.protocol)
+    if spec is None:
+        raise SamplingError("study", f"'{study.slug}' has no few-label estimate")
+    if sel.detector_version(study, detector, spec.output_kind) is None:
+        raise LookupError(f"'{detector}' has no {spec.output_kind} predictions in study '{study.slug}'")
+    options = sel.estimate_options(n_boot=n_boot, seed=seed, history=history)
+    state = sel.estimate_state(study, protocol=spec.key, n_boot=n_boot, seed=seed, history=history)
+    kept = sel.estimate_kept(study, detector, options)
+    if kept is not None and kept.state == state:
+        return Requested(kept=kept, current=True, job=None)
+    job, created = EstimateJob.objects.get_or_create(
+        study=study,
+        detector=detector,
+        state=state,
+        defaults={"options": options, "n_boot": n_boot, "seed": seed, "history": history},
+    )
+    if not created and job.status in (JobStatus.DONE, JobStatus.FAILED):
+        # Done but not kept (another computation replaced it), or failed: asked for again.
+        EstimateJob.objects.filter(pk=job.pk, status=job.status).update(
+            status=JobStatus.QUEUED, attempts=0, finished_at=None, spawned_at=None
+        )
+    estimate_worker_ensure()
+    job.refresh_from_db()
+    if job.status == JobStatus.DONE:  # a worker that runs in this process (tests) finished it
+        kept = sel.estimate_kept(study, detector, options)
+        if kept is not None and kept.state == state:
+            return Requested(kept=kept, current=True, job=job)
+    # Meanwhile: the kept estimate of older data, or of other options (``estimate_bias``'s).
+    return Requested(kept=kept or sel.estimate_kept(study, detector, None), current=False, job=job)
+
+
+def estimate_jobs_requeue_stale() -> int:
+    """Queue again the running jobs whose worker stopped beating (it died); fail those already
+    tried ``EstimateJob.MAX_ATTEMPTS`` times. Returns how many were queued again."""
+    stale = EstimateJob.objects.filter(status=JobStatus.RUNNING, heartbeat_at__lt=_stale_before())
+    stale.filter(attempts__gte=EstimateJob.MAX_ATTEMPTS).update(
+        status=JobStatus.FAILED,
+        finished_at=timezone.now(),
+        error=f"Its worker stopped {EstimateJob.MAX_ATTEMPTS} times (killed, or out of memory).",
+    )
+    return stale.update(status=JobStatus.QUEUED, spawned_at=None)
+
+
+def estimate_worker_ensure() -> bool:
+    """Start a worker (``estimate_worker_start``) when a job is queued and no worker is alive: no
+    running job beat recently and no worker was started in the last
+    ``ESTIMATE_JOB_STALE_SECONDS`` seconds. A live worker takes the queue after its job. Returns
+    whether one was started (workers claim jobs safely even if two ever run)."""
+    estimate_jobs_requeue_stale()
+    recent = _stale_before()
+    queued = EstimateJob.objects.filter(status=JobStatus.QUEUED)
+    first = queued.values_list("pk", flat=True).first()
+    if first is None:
+        return False
+    if EstimateJob.objects.filter(status=JobStatus.RUNNING, heartbeat_at__gte=recent).exists():
+        return False
+    if EstimateJob.objects.filter(
+        spawned_at__gte=recent, status__in=(JobStatus.QUEUED, JobStatus.RUNNING)
+    ).exists():
+        return False
+    # Every request racing here names the same row (the oldest queued job), and the update
+    # re-reads it under its row lock: only one of them starts a worker.
+    spawn = queued.filter(pk=first).filter(Q(spawned_at__isnull=True) | Q(spawned_at__lt=recent))
+    if not spawn.update(spawned_at=timezone.now()):
+        return False
+    estimate_worker_start()
+    return True
+
+
+def estimate_worker_start() -> None:
+    """Start ``manage.py estimates_worker`` detached from this process (its own session, so it
+    outlives the request and the web worker's restarts), at low CPU priority, one numeric
+    thread: the labelling screens keep the CPU they need. It exits when the queue is empty."""
+    env = {**os.environ}
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(name, "1")
+    subprocess.Popen(
+        [sys.executable, str(settings.BASE_DIR / "manage.py"), "estimates_worker", "--nice", "10"],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        close_fds=True,
+        env=env,
+    )
+
+
+def estimate_job_claim() -> EstimateJob | None:
+    """Claim the oldest queued job whose study has no running job, or None. Race-safe: the
+    claim is one conditional update, and the partial unique index on running jobs refuses a
+    second running job of a study (the job is then left for later)."""
+    for pk in sel.estimate_jobs_claimable():
+        now = timezone.now()
+        try:
+            with transaction.atomic():
+                claimed = EstimateJob.objects.filter(pk=pk, status=JobStatus.QUEUED).update(
+                    status=JobStatus.RUNNING,
+                    started_at=now,
+                    heartbeat_at=now,
+                    attempts=F("attempts") + 1,
+                    error="",
+                )
+        except IntegrityError:
+            continue  # its study already has a running job
+        if claimed:
+            return EstimateJob.objects.select_related("study").get(pk=pk)
+    return None
+
+
+def _beat(job_id: int, stop: threading.Event, every: float) -> None:
+    """The heartbeat thread of a running job (its own database connection)."""
+    try:
+        while not stop.wait(every):
+            EstimateJob.objects.filter(pk=job_id, status=JobStatus.RUNNING).update(
+                heartbeat_at=timezone.now()
+            )
+    finally:
+        connection.close()
+
+
+def estimate_job_run(job: EstimateJob) -> EstimateJob:
+    """Compute a claimed job's estimate, keep it and mark the job done (one transaction); or
+    mark it failed with the error. A heartbeat thread beats while it computes."""
+    stop = threading.Event()
+    beat = threading.Thread(
+        target=_beat, args=(job.pk, stop, settings.ESTIMATE_JOB_STALE_SECONDS / 4), daemon=True
+    )
+    beat.start()
+    started = time.monotonic()
+    try:
+        spec = estimands.for_protocol(job.study.protocol)
+        if spec is None:
+            raise SamplingError("study", f"'{job.study.slug}' has no few-label estimate")
+        report = spec.report(job.study, job.detector, n_boot=job.n_boot, seed=job.seed, history=job.history)
+        with transaction.atomic():
+            estimate_keep(
+                study=job.study,
+                detector=job.detector,
+                options=job.options,
+                state=job.state,
+                report=report,
+                history=job.history,
+                seconds=time.monotonic() - started,
+            )
+            EstimateJob.objects.filter(pk=job.pk).update(
+                status=JobStatus.DONE, finished_at=timezone.now(), error=""
+            )
+            # Older finished jobs of the same estimate are history nobody reads.
+            EstimateJob.objects.filter(
+                study=job.study,
+                detector=job.detector,
+                options=job.options,
+                status__in=(JobStatus.DONE, JobStatus.FAILED),
+            ).exclude(pk=job.pk).delete()
+    except Exception as error:  # recorded on the job: the page and the API show it
+        log.exception("estimate job %s failed", job.pk)
+        EstimateJob.objects.filter(pk=job.pk).update(
+            status=JobStatus.FAILED, finished_at=timezone.now(), error=f"{type(error).__name__}: {error}"
+        )
+    finally:
+        stop.set()
+        beat.join()
+    job.refresh_from_db()
+    return job
+
+
+def estimate_jobs_work(*, keep_going: Callable[[], bool] = lambda: True, wait: float = 0.0) -> int:
+    """The worker's loop: claim and run jobs until none is claimable (``wait`` > 0: poll every
+    ``wait`` seconds instead of stopping) or ``keep_going()`` says stop. Returns jobs run."""
+    done = 0
+    while keep_going():
+        if not connection.in_atomic_block:  # a long-lived worker drops a broken connection
+            close_old_connections()
+        estimate_jobs_requeue_stale()
+        job = estimate_job_claim()
+        if job is None:
+            if wait <= 0 and not EstimateJob.objects.filter(status=JobStatus.QUEUED).exists():
+                break
+            time.sleep(wait or 1.0)  # a queued job waits for its study's running one
+            continue
+        estimate_job_run(job)
+        done += 1
+    return done

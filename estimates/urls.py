@@ -1,4 +1,5 @@
-"""The estimate page, beside the reports (/reports/estimate/?study=<slug>&detector=<key>)."""
+"""The estimate page, beside the reports (/reports/estimate/?study=<slug>&detector=<key>), and
+the progress of the estimate job it waits for."""
 
 from __future__ import annotations
 
@@ -8,4 +9,7 @@ from estimates import views
 
 app_name = "estimates"
 
-urlpatterns = [path("", views.estimate_page, name="page")]
+urlpatterns = [
+    path("", views.estimate_page, name="page"),
+    path("job/<int:job_id>/", views.estimate_job_progress, name="job"),
+]

@@ -4,6 +4,12 @@ model and setting) with each interval beside the detector's and the labels-only 
 the effective labels, the interval width round by round, the rounds
 drawn, and the "label N more" form that draws the next round.
 
+The page never computes an estimate: it shows the kept one (``KeptEstimate``) when it was
+computed from the study's data as it is now, and otherwise asks for it
+(``estimates.services.estimate_request``: a job the estimate worker computes) and shows the
+kept one of older data, marked, with the job's progress, which htmx polls every 2 s
+(``estimate_job_progress``) until the page reloads with the result.
+
 Researchers (and admins) only, for every method: others get 403, anonymous users the login
 page. GET and HEAD show the page; POST draws a round through
 ``estimates.services.sampling_round_create`` (CSRF-checked by the middleware). htmx requests
@@ -13,22 +19,22 @@ that drew a round redirects, so a reload never draws twice.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from django.core.cache import cache
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django_htmx.http import HttpResponseClientRedirect
+from django.utils import timezone
+from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
 
 from estimates import estimands
 from estimates import selectors as sel
 from estimates.forms import LabelMoreForm
-from estimates.services import SamplingError, estimate_keep, sampling_round_create
+from estimates.models import JobStatus
+from estimates.services import SamplingError, estimate_request, estimate_worker_ensure, sampling_round_create
 from reports.analyses import AnalysisError, NoAnalysis, analysis_of
-from reports.views import CACHE_SECONDS, BadFilter, Filters, bad_filter, base_context, parse_filters
+from reports.views import BadFilter, Filters, bad_filter, base_context, parse_filters
 from studies import permissions
 from studies.typing import HtmxHttpRequest
 
@@ -55,36 +61,18 @@ def _detector(filters: Filters, spec: estimands.EstimandProtocol) -> str | None:
     return known[0] if known else None
 
 
-def _estimate(
-    filters: Filters, detector: str, spec: estimands.EstimandProtocol, *, may_be_stale: bool
-) -> tuple[estimands.Report, sel.Kept | None]:
-    """The estimate with its round-by-round history, and None; or, when ``may_be_stale`` and
-    the current one is not computed yet, the one kept from earlier data and its ``Kept`` (the
-    page shows it at once and asks for the current one: ``_context``).
-
-    The current estimate is looked for in the cache (this process's, or Redis), then in the
-    kept estimate (``KeptEstimate``: any process computed it), and computed only when neither
-    holds it — then kept and cached. A new round or label changes the state, so it is never
-    shown as current after the data changed."""
-    assert filters.study is not None
-    study = filters.study
-    state = sel.estimate_state(
-        study, fingerprint=filters.fingerprint, protocol=spec.key, n_boot=BOOTSTRAP, seed=0, history=True
-    )
-    key = "estimate:" + hashlib.sha256(repr((study.pk, detector, state)).encode()).hexdigest()
-    report = cache.get(key)
-    if report is not None:
-        return report, None
-    kept = sel.estimate_kept(study, detector)
-    if kept is not None and kept.state == state:
-        cache.set(key, kept.report, CACHE_SECONDS)
-        return kept.report, None
-    if kept is not None and may_be_stale:
-        return kept.report, kept
-    report = spec.report(study, detector, n_boot=BOOTSTRAP, history=True)
-    estimate_keep(study=study, detector=detector, state=state, report=report, history=True)
-    cache.set(key, report, CACHE_SECONDS)
-    return report, None
+def _progress(job: Any) -> dict[str, Any]:
+    """What the progress notice says of a job: its status, seconds running, and the seconds the
+    last computation of this estimate took (the bar's length; unknown the first time)."""
+    kept = sel.estimate_kept(job.study, job.detector, job.options)
+    elapsed = (timezone.now() - job.started_at).total_seconds() if job.started_at else None
+    expected = kept.seconds if kept is not None else None
+    return {
+        "job": job,
+        "elapsed": None if elapsed is None or job.status != JobStatus.RUNNING else round(elapsed),
+        "expected": None if expected is None else max(round(expected), 1),
+        "progress_url": reverse("estimates:job", args=[job.pk]),
+    }
 
 
 def _context(
@@ -106,24 +94,43 @@ def _context(
         "form": form,
         "rounds": sel.rounds_of_study(filters.study),
         "output_kind": spec.output_kind,
-        "action": reverse("estimates:page") + (f"?{filters.query()}" if filters.query() else ""),
+        "action": reverse("estimates:page") + (f"?{query}" if query else ""),
     }
     if detector is None:
         return context
-    # A full page may show the estimate kept from earlier data while the current one is
-    # computed by the request its notice makes (htmx, on load); that request, and a page asked
-    # with ``fresh=1`` (the notice's link, without JavaScript), compute it.
-    may_be_stale = not request.htmx and request.GET.get("fresh") != "1"
-    estimate, stale = _estimate(filters, detector, spec, may_be_stale=may_be_stale)
-    page = reverse("estimates:page") + f"?{query}"
+    try:
+        asked = estimate_request(
+            study=filters.study, detector=detector, n_boot=BOOTSTRAP, seed=0, history=True
+        )
+    except LookupError as error:  # a detector without predictions of the kind the estimate reads
+        known = ", ".join(sel.detectors_with_predictions(filters.study, spec.output_kind)) or "none yet"
+        return context | {"estimate_error": f"{error} (detectors with predictions: {known})."}
+    kept = asked.kept
     context |= {
-        "estimate": estimate,
-        **estimate.page_context(),
-        "stale": stale,
-        "refresh_url": page,
-        "fresh_url": page + ("&" if query else "") + "fresh=1",
+        "estimate": kept.report if kept is not None else None,
+        **(kept.report.page_context() if kept is not None else {}),
+        "computed_at": kept.computed_at if kept is not None else None,
+        "stale": not asked.current and kept is not None,
+        "refresh_url": reverse("estimates:page") + f"?{query}",
     }
+    if not asked.current and asked.job is not None:
+        context |= _progress(asked.job)
     return context
+
+
+@researcher_only
+def estimate_job_progress(request: HtmxHttpRequest, job_id: int) -> HttpResponse:
+    """The progress notice of an estimate job, which htmx polls; once the job is done, htmx
+    reloads the page (which then shows the result). Polling also restarts a worker that died."""
+    job = sel.estimate_job(job_id)
+    if job is None:
+        raise Http404("No such estimate job (a newer one replaced it): reload the page.")
+    if job.status == JobStatus.DONE:
+        if request.htmx:
+            return HttpResponseClientRefresh()
+    elif job.status == JobStatus.QUEUED:
+        estimate_worker_ensure()
+    return render(request, f"{TEMPLATE}#progress", _progress(job))
 
 
 @researcher_only

@@ -24,7 +24,7 @@ from protocols.gender import tables as gtables
 from protocols.gender.report import GenderResult
 from protocols.gender.selectors import GENDER_QUESTION
 from reports import render
-from reports.analyses import Analysis, AnalysisError, FilterNeeded, NavLink, ReportPage
+from reports.analyses import Analysis, AnalysisError, FilterNeeded, ReportPage
 from reports.selectors import Scope
 from reports.tables import Table, UnknownTable, num
 from studies.models import Question, Study
@@ -58,10 +58,6 @@ class GenderAnalysis(Analysis):
     csv_tables: ClassVar[tuple[str, ...]] = ("models", "detectors", "prompts")
     chart_keys: ClassVar[tuple[str, ...]] = ("model_bias", "heatmap", "histogram")
     pages: ClassVar[frozenset[str]] = frozenset({"heatmap", "prompt", "detector"})
-    # The estimate of bias from few labels (``estimates``) is offered for gender studies.
-    nav: ClassVar[tuple[NavLink, ...]] = (
-        NavLink(url_name="estimates:page", label="Estimate from few labels", page_name="estimate"),
-    )
     # Every number of the report is a mean over prompts or a count over images, so a category is
     # a report of its own: the dashboard's category filter narrows every table and chart.
     category_applies: ClassVar[bool] = True

@@ -24,7 +24,15 @@ from annotate.models import FinalLabel
 from detectors.models import OutputKind, Prediction, PredictionStatus, Verdict
 from estimates.charts import Series, series_width_chart_svg
 from estimates.models import Design, SamplingRound
-from estimates.selectors import PENDING_LISTED, Frame, FrameItem, RoundState, detector_version, sampling_frame
+from estimates.selectors import (
+    PENDING_LISTED,
+    Frame,
+    FrameItem,
+    RoundState,
+    detector_version,
+    items_disputed,
+    sampling_frame,
+)
 from metrics import gender as gm
 from metrics import ppi, stratified
 from protocols.gender.selectors import GENDER_QUESTION
@@ -227,16 +235,17 @@ class StudyEstimate:
         the first few of their image names."""
         names = self.waiting
         out = []
+        disputed = items_disputed(self.study, [i for s in self.pending for i in s.pending])
         for state in self.pending:
-            waiting = [
-                names[i][0]
-                for i in state.pending
-                if i in names and (t2i_model is None or names[i][1] == t2i_model)
-            ]
+            ids = [i for i in state.pending if i in names and (t2i_model is None or names[i][1] == t2i_model)]
+            waiting = [names[i][0] for i in ids]
+            n_disputed = sum(1 for i in ids if i in disputed)
             out.append(
                 {
                     "round": state.round.number,
                     "pending_images": len(waiting),
+                    "waiting_for_labels": len(waiting) - n_disputed,
+                    "waiting_for_dispute": n_disputed,
                     "images": waiting[:PENDING_LISTED],
                 }
             )
@@ -333,7 +342,14 @@ def bias_estimate(
                 "rounds are not used until all their images are labelled."
             )
         if not usable:
-            warnings.append("No complete sampling round yet: only the detector's score is known.")
+            warnings.append(
+                "No complete sampling round yet: only the detector's score is known"
+                + (
+                    " until the drawn round's images have final labels."
+                    if frame.pending
+                    else " (draw one: sample_for_labeling)."
+                )
+            )
             models.append(
                 ModelEstimate(
                     model,
@@ -395,11 +411,11 @@ def bias_estimate(
                 tuple(sizes.items()),
             )
         )
-    waiting = {i.item_id: (i.image, i.t2i_model) for i in frame.items if i.item_id in pending_items}
+    waiting_names = {i.item_id: (i.image, i.t2i_model) for i in frame.items if i.item_id in pending_items}
     # The pending rounds without their π and selection per item (the estimate reads neither).
     pending = tuple(replace(state, pi={}, selected=frozenset()) for state in frame.pending)
     return StudyEstimate(
-        study, detector, version, tuple(models), tuple(s.round for s in usable), pending, waiting
+        study, detector, version, tuple(models), tuple(s.round for s in usable), pending, waiting_names
     )
 
 

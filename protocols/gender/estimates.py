@@ -11,6 +11,7 @@ from detectors.models import OutputKind
 from estimates.charts import data_uri
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
+from estimates.report import pending_message
 from protocols.gender.estimate_frame import (
     StudyEstimate,
     bias_estimate,
@@ -60,10 +61,7 @@ class GenderReport:
         return summary_csv(self.estimate)
 
     def pending_messages(self) -> list[str]:
-        return [
-            f"Round {state.round.number} is pending: {len(state.pending)} selected image(s) without a final label."
-            for state in self.estimate.pending
-        ]
+        return [pending_message(p, "image(s)") for p in self.estimate.pending_json()]
 
 
 def _prompt_tables(estimate: StudyEstimate) -> list[dict[str, Any]]:

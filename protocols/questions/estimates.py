@@ -11,7 +11,9 @@ values) gets the mean of the cell's answered items, so it adds nothing either wa
 A share's population is the items of the model and group that ask the question (an item's
 ``question_keys``, empty = every question); inclusion probabilities as for attributes
 (``estimates.report.inclusion``). A study whose every item is labelled and that has no
-round is a census: the exact human numbers (``bias_report``'s), width 0.
+round is a census: the exact human numbers (``bias_report``'s), width 0; so is every group
+whose items all have the question's final answer, whatever the rounds drew
+(``estimates.report.census_cells``).
 
 ``max_gap`` is not linear: its interval is ``metrics.ppi_mean.estimate_max_gap``'s bound
 (valid whatever the true shares; conservative near 0 with several groups).
@@ -30,6 +32,7 @@ from estimates.estimands import EstimandProtocol
 from estimates.models import Design
 from estimates.report import (
     EstimateReport,
+    census_cells,
     estimand_figures,
     frame_strata,
     frame_warnings,
@@ -120,6 +123,7 @@ def _question_cell(
         names = sorted({str(g) for g in groups[in_model] if g})
         if not names:
             continue
+        p, sampled = census_cells(p, sampled, answered, [in_model & (groups == name) for name in names])
         cell_groups: dict[str, Any] = {}
         gaps: dict[str, Any] = {}
         per_answer: dict[str, list[ppi_mean.Entry]] = defaultdict(list)

@@ -55,6 +55,10 @@ class NavLink:
     page_name: str
 
 
+#: The estimate page (``estimates``), in the navigation of every protocol that has an estimate.
+ESTIMATE_LINK = NavLink(url_name="estimates:page", label="Estimate from few labels", page_name="estimate")
+
+
 class NoAnalysis(LookupError):
     """The study's protocol has no analysis (yet)."""
 
@@ -124,6 +128,16 @@ class Analysis:
     options: ClassVar[tuple[ReportOption, ...]] = ()
     nav: ClassVar[tuple[NavLink, ...]] = ()
     category_applies: ClassVar[bool] = False
+
+    @property
+    def nav_links(self) -> tuple[NavLink, ...]:
+        """The links the report pages' navigation shows for this analysis: its own ``nav``,
+        then the estimate from few labels when its protocol has one (its spec's ``estimates``)."""
+        from studies.protocols import protocol_spec
+
+        if not protocol_spec(self.protocol).estimates:
+            return self.nav
+        return (*self.nav, ESTIMATE_LINK)
 
     def check(self, study: Study) -> None:
         """Raise AnalysisError when ``study`` cannot be analysed; nothing otherwise."""

@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from estimates.services import sampling_round_create
-from tests.estimates.conftest import sampled_study  # noqa: F401  (the fixture, for this module)
+from tests.estimates.conftest import (  # noqa: F401  (the fixtures, for this module)
+    sampled_study,
+    worker_in_process,  # autouse: the estimate worker runs in this process, on the test database
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.live_server]
 

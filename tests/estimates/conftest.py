@@ -62,6 +62,23 @@ def _verdict(truth: str, i: int) -> str:
     return truth
 
 
+@pytest.fixture(autouse=True)
+def worker_in_process(request, monkeypatch):
+    """The estimate worker, which the page and the API start as a process of its own, runs here
+    in the test's process (and database) when they start it: a request then finds its job done.
+    A test that asks for ``detached_worker`` keeps the real start (or patches it itself)."""
+    if "detached_worker" in request.fixturenames:
+        return
+    from estimates import services
+
+    monkeypatch.setattr(services, "estimate_worker_start", lambda: services.estimate_jobs_work())
+
+
+@pytest.fixture
+def detached_worker() -> None:
+    """Asked for by a test that keeps the worker's real, detached start (see above)."""
+
+
 @pytest.fixture
 def sampled_study(study) -> SampledStudy:
     fixture = SampledStudy(study=study)

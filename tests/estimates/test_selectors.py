@@ -73,7 +73,15 @@ def test_a_round_with_unlabelled_images_is_pending_and_not_used(sampled_study):
     assert [s.round.pk for s in estimate.pending] == [second.pk]
     waiting = [c.item.key for c in chosen[1:]]  # in item order, as rows are
     pending = estimate.pending_json()
-    assert pending == [{"round": 2, "pending_images": len(waiting), "images": waiting}]
+    assert pending == [
+        {
+            "round": 2,
+            "pending_images": len(waiting),
+            "waiting_for_labels": len(waiting),
+            "waiting_for_dispute": 0,
+            "images": waiting,
+        }
+    ]
     body = estimate.as_json()
     assert sum(b["pending"][0]["pending_images"] for b in body.values()) == len(waiting)
     assert all(b["rounds"] == 1 for b in body.values())

@@ -30,9 +30,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from estimates import estimands
-from estimates.selectors import estimate_state
+from estimates.selectors import estimate_options, estimate_state
 from estimates.services import estimate_keep
-from reports.selectors import data_fingerprint
 from studies.commands import (
     add_format_argument,
     add_output_argument,
@@ -74,15 +73,15 @@ class Command(BaseCommand):
         except LookupError as error:
             raise CommandError(f"--detector: {error}.") from None
         # Kept for the estimate page, which shows it at once until it has computed its own.
-        state = estimate_state(
-            study,
-            fingerprint=data_fingerprint(),
-            protocol=spec.key,
-            n_boot=opts["bootstrap"],
-            seed=opts["seed"],
+        options = {"n_boot": opts["bootstrap"], "seed": opts["seed"], "history": False}
+        estimate_keep(
+            study=study,
+            detector=opts["detector"],
+            options=estimate_options(**options),
+            state=estimate_state(study, protocol=spec.key, **options),
+            report=estimate,
             history=False,
         )
-        estimate_keep(study=study, detector=opts["detector"], state=state, report=estimate, history=False)
         if opts["format"] == "json":
             text = json.dumps(estimate.as_json(), indent=2, sort_keys=False) + "\n"
         elif opts["format"] == "md":

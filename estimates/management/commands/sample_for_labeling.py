@@ -17,6 +17,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from estimates.models import Design
+from estimates.selectors import items_disputed
 from estimates.services import SamplingError, sampling_round_create
 from studies.commands import add_study_argument, study_from_options
 
@@ -53,9 +54,20 @@ class Command(BaseCommand):
             )
         except SamplingError as error:
             raise CommandError(f"--{error.field}: {error.message}") from None
-        queued = sampling_round.round_items.filter(selected=True, item__queue=2).count()
+        drawn = list(
+            sampling_round.round_items.filter(selected=True, item__queue=2).values_list("item_id", flat=True)
+        )
+        disputed = len(items_disputed(study, drawn))
+        parts = [f"{len(drawn) - disputed} queued first for labelling"]
+        if disputed:
+            parts.append(
+                f"{disputed} disputed: they have all their labels and wait for a researcher to settle "
+                "them (disputes page), not for labelling"
+            )
+        if sampling_round.n_already_labelled:
+            parts.append(f"{sampling_round.n_already_labelled} already labelled (taken with certainty)")
         self.stdout.write(
             f"Round {sampling_round.number} of '{study.slug}' ({sampling_round.detector}@"
             f"{sampling_round.detector_version}, {sampling_round.design}, seed {sampling_round.seed}): "
-            f"selected {sampling_round.n_selected} image(s); {queued} queued first for labelling."
+            f"selected {sampling_round.n_selected} image(s): {'; '.join(parts)}."
         )
