@@ -21,16 +21,8 @@ from detectors.kinds import (
 )
 from detectors.models import DetectorRun, Prediction
 from detectors.services import detector_run
-from studies.services import questions_csv_read, study_define
 from tests.factories import ItemFactory, PromptFactory, StudyFactory, image_of
 from tests.fakes import FakeJudge, registered
-from tests.studies.protocol_data import write_csv
-
-THREE = [
-    ["age", "How old does the person look?", "young:Young:y|old:Old:o"],
-    ["wealth", "Is the person wealthy?", "rich:Wealthy:w|poor:Not wealthy:n|unsure:Can't tell:u"],
-    ["mood", "How does the person feel?", "happy:Happy:h|sad:Sad:s"],
-]
 
 
 @pytest.fixture
@@ -38,21 +30,6 @@ def fake_judge() -> Iterator[type[FakeJudge]]:
     FakeJudge.calls = []
     with registered(FakeJudge):
         yield FakeJudge
-
-
-@pytest.fixture
-def three_questions(db, tmp_path):
-    """A questions study of three questions: one item asks all, one asks age and mood."""
-    study = study_define(
-        slug="three",
-        protocol="questions",
-        questions=questions_csv_read(write_csv(tmp_path / "q.csv", ["key", "text", "choices"], THREE)),
-        parameters={"compare": "skin"},
-    ).study
-    prompt = PromptFactory(study=study)
-    every = ItemFactory(prompt=prompt, metadata={"skin": "light"})
-    two = ItemFactory(prompt=prompt, metadata={"skin": "dark"}, question_keys=["mood", "age"])
-    return study, every, two
 
 
 # --- the answers kind -------------------------------------------------------------------------------
