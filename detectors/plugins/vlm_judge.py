@@ -94,6 +94,7 @@ class VlmJudgeDetector(JudgeDetector):
 
     key: ClassVar[str] = "vlm_judge"
     version: ClassVar[str] = "1"
+    default_template: ClassVar[str] = DEFAULT_TEMPLATE
     description: ClassVar[str] = (
         "A vision-language model (transformers) asked the study's questions; each choice scored by its log-likelihood."
     )
@@ -247,6 +248,33 @@ class VlmJudgeDetector(JudgeDetector):
             image = image.resize(size)
         return image
 
+    def _processed(self, pairs: Sequence[tuple[str, PILImage]], row_units: Sequence[int]) -> Any:
+        """The processor's batch for one row per choice (``row_units``: each row's pair).
+
+        Each (prompt, image) pair is processed once and its rows copied per choice, when every
+        tensor the processor gives has one entry per pair (LLaVA, Idefics3, SmolVLM …); a processor
+        that packs images otherwise (Qwen2-VL's patches) gets one row per choice instead."""
+        import torch
+
+        once = self.processor(
+            text=[prompt for prompt, _image in pairs],
+            images=[[image] for _prompt, image in pairs],
+            return_tensors="pt",
+            padding=True,
+        )
+        if all(not torch.is_tensor(v) or v.shape[0] == len(pairs) for v in once.values()):
+            index = torch.tensor(row_units)
+            for key, value in once.items():
+                if torch.is_tensor(value):
+                    once[key] = value.index_select(0, index)
+            return once
+        return self.processor(
+            text=[pairs[unit][0] for unit in row_units],
+            images=[[pairs[unit][1]] for unit in row_units],
+            return_tensors="pt",
+            padding=True,
+        )
+
     def loglikelihoods(
         self, images: Sequence[PILImage], units: Sequence[tuple[int, JudgeQuestion]]
     ) -> list[list[float]]:
@@ -261,11 +289,8 @@ class VlmJudgeDetector(JudgeDetector):
             for _value, text in q.choices
         ]
         try:
-            inputs = self.processor(
-                text=[prompt for _n, _i, prompt, _c in rows],
-                images=[[images[i]] for _n, i, _p, _c in rows],
-                return_tensors="pt",
-                padding=True,
+            inputs = self._processed(
+                [(self.prompt(q), images[index]) for index, q in units], [row[0] for row in rows]
             )
         except Exception as exc:  # the processor's refusal of an image (or of its size)
             sizes = ", ".join(sorted({f"{images[i].width}x{images[i].height}" for _n, i, _p, _c in rows}))

@@ -62,15 +62,20 @@ def test_probabilities_sum_to_one_and_the_answer_is_the_most_likely_choice(judge
             )
 
 
-def test_batched_scoring_equals_one_by_one(judge, tiny_vlm_dir):
+def test_batched_scoring_equals_one_by_one(judge):
     images = _images()
-    together = judge.predict(images, questions=[(AGE, MOOD), (MOOD,), (AGE, MOOD)])
-    one_by_one = _judge(tiny_vlm_dir, batch_size=1)
-    for image, asked, batched in zip(images, [(AGE, MOOD), (MOOD,), (AGE, MOOD)], together, strict=True):
-        alone = one_by_one.predict([image], questions=[asked])[0].as_output()["detail"]["loglik"]
+    asked = [(AGE, MOOD), (MOOD,), (AGE, MOOD)]
+    together = judge.predict(images, questions=asked)
+    judge.batch_size = 1  # one question per forward pass, one image per call
+    try:
+        alone = [judge.predict([image], questions=[q])[0] for image, q in zip(images, asked, strict=True)]
+    finally:
+        judge.batch_size = 8
+    for batched, single in zip(together, alone, strict=True):
+        expected = single.as_output()["detail"]["loglik"]
         for key, by_value in batched.as_output()["detail"]["loglik"].items():
             for value, ll in by_value.items():
-                assert ll == pytest.approx(alone[key][value], abs=1e-5)
+                assert ll == pytest.approx(expected[key][value], abs=1e-5)
 
 
 def test_a_choice_of_several_tokens_is_scored_over_all_of_them(judge):
