@@ -23,22 +23,10 @@ import time
 from pathlib import Path
 
 from _common import device_name, load_average, set_threads, sync
+from bench_yolo_objects import sample_photos
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ.setdefault("DJANGO_DEBUG", "1")
-
-
-def sample_photos(n: int, size: int) -> list:
-    """Real photos that ship with installed packages, resized to size x size, cycled to n."""
-    import matplotlib.cbook
-    from PIL import Image
-    from skimage import data
-
-    photos = [Image.fromarray(a).convert("RGB") for a in (data.astronaut(), data.chelsea(), data.coffee())]
-    with matplotlib.cbook.get_sample_data("grace_hopper.jpg") as handle:
-        photos.append(Image.open(handle).convert("RGB"))
-    photos = [p.resize((size, size)) for p in photos]
-    return [photos[i % len(photos)] for i in range(n)]
 
 
 def yes_no_questions(n: int) -> tuple:
