@@ -206,3 +206,23 @@ def test_run_detectors_on_a_gender_study_stores_gender_verdicts(db, tiny_vlm_dir
     assert prediction.kind == "gender"
     assert set(prediction.output["scores"]) == {"male", "female", "cant_tell"}
     assert math.fsum(prediction.output["scores"].values()) == pytest.approx(1.0)
+
+
+def test_a_model_whose_processor_packs_the_images_scores_batched_as_alone(tmp_path_factory):
+    """Qwen2-VL packs every image's patches into one tensor (no row per image) and places its
+    tokens in 3-D: each choice gets its own processed row, and the scores do not move."""
+    from tests.detectors.tiny_models import save_tiny_qwen2_vl
+
+    judge = _judge(save_tiny_qwen2_vl(tmp_path_factory.mktemp("tiny-qwen") / "qwen"))
+    assert type(judge.model).__name__ == "Qwen2VLForConditionalGeneration"
+    images = _images()[:2]
+    together = judge.predict(images, questions=[(AGE, MOOD), (MOOD,)])
+    judge.batch_size = 1
+    alone = [
+        judge.predict([images[0]], questions=[(AGE, MOOD)])[0],
+        judge.predict([images[1]], questions=[(MOOD,)])[0],
+    ]
+    for batched, single in zip(together, alone, strict=True):
+        expected = single.as_output()["detail"]["loglik"]
+        for key, by_value in batched.as_output()["detail"]["loglik"].items():
+            assert by_value == pytest.approx(expected[key], abs=1e-5)
