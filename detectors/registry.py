@@ -34,6 +34,8 @@ DETECTORS: dict[str, str] = {
     "clip_attr": "detectors.plugins.clip_attributes.ClipAttributeDetector",
     "clip_attr_calibrated": "detectors.plugins.clip_attributes.ClipAttributeCalibratedDetector",
     "clip_attr_cls": "detectors.plugins.clip_attributes.ClipAttributeClassifierDetector",
+    # Judges: a vision-language model asked each image's own questions (gender, attributes, questions).
+    "vlm_judge": "detectors.plugins.vlm_judge.VlmJudgeDetector",
 }
 
 

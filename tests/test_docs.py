@@ -83,11 +83,24 @@ def test_every_detector_in_the_registry_has_a_row_with_kind_weights_and_speed(ho
     for key in registry.DETECTORS:
         row = next((line for line in table.splitlines() if f"`{key}` |" in line), None)
         assert row is not None, f"{key} is missing from the detectors reference"
-        kind = registry.detector_class(key).output_kind
+        cls = registry.detector_class(key)
+        # A judge's kind follows the study it answers.
+        kind = "answers` or `gender" if cls.needs_questions else cls.output_kind
         cells = [cell.strip() for cell in row.strip("|").split(" | ")]
         assert cells[1] == f"`{kind}`", key
         assert cells[3], f"{key}: no weights setting"
         assert cells[4], f"{key}: no measured speed"
+
+
+def test_every_judge_has_its_options_and_default_template_in_the_reference(hook):
+    from detectors.plugins.vlm_judge import DEFAULT_TEMPLATE, VlmJudgeDetector
+
+    page = hook.judges_markdown()
+    assert "### `vlm_judge` options" in page
+    for option in VlmJudgeDetector.option_help:
+        assert f"| `{option}` |" in page, option
+    assert f"```text\n{DEFAULT_TEMPLATE}\n```" in page
+    assert "<!-- generated: judges -->" in (DOCS / "reference" / "detectors.md").read_text(encoding="utf-8")
 
 
 def test_a_detector_without_reference_facts_fails_the_build(hook):

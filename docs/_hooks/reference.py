@@ -9,7 +9,8 @@
   written to the site as ``reference/openapi.json``).
 
 Hand-written pages ask for a generated part with a marker line: ``<!-- generated: commands -->``,
-``<!-- generated: detectors -->`` or ``<!-- generated: api -->``. A tutorial asks for a screenshot
+``<!-- generated: detectors -->``, ``<!-- generated: judges -->`` (each judge's options and
+default prompt template) or ``<!-- generated: api -->``. A tutorial asks for a screenshot
 the browser tests take with ``<!-- screenshot: labeling.png | alt text -->``: when
 ``BIASLAB_SCREENSHOTS`` names a folder holding that file (tests/browser/screenshots.py), the
 picture is shown; otherwise the marker stays an invisible comment and the build passes.
@@ -75,6 +76,10 @@ DETECTOR_FACTS: dict[str, dict[str, str]] = {
     "blip2": {
         "weights": "`BIASLAB_BLIP2_WEIGHTS` (`Salesforce/blip2-opt-2.7b`, ~15 GB)",
         "speed": "not measured (no weights on the measuring machines); GPU advised",
+    },
+    "vlm_judge": {
+        "weights": "`BIASLAB_VLM_WEIGHTS` or `--option model=…` (no default): any image-text-to-text chat model",
+        "speed": "a real model not measured yet (no GPU); the judge's own overhead on the tests' tiny random LLaVA: 19 ms/question, 3.6 images/s with 15 yes/no questions each (`bench/bench_vlm_judge.py --vlm --threads 1`, 512² images, 2026-11-29, shared 2-core CPU, load average 9)",
     },
     "facepp": {
         "weights": "`BIASLAB_FACEPP_KEY`, `BIASLAB_FACEPP_SECRET` (a web API)",
@@ -308,7 +313,8 @@ def detector_rows() -> list[dict[str, str]]:
         rows.append(
             {
                 "key": key,
-                "kind": cls.output_kind,
+                # A judge's kind follows the study it answers (detectors.judges).
+                "kind": "answers` or `gender" if cls.needs_questions else cls.output_kind,
                 "description": " ".join((cls.description or "").split()),
                 "class": registry.DETECTORS[key],
                 **DETECTOR_FACTS[key],
@@ -329,6 +335,28 @@ def detectors_table() -> str:
             f"{_cell(row['speed'])} |"
         )
     return "\n".join(rows) + "\n\n" + SPEED_NOTES
+
+
+def judges_markdown() -> str:
+    """Every registered judge (``Detector.needs_questions``): its options, and its default prompt
+    template when it has one (``default_template``)."""
+    django_setup()
+    from detectors import registry
+
+    parts = []
+    for key in registry.available():
+        cls = registry.detector_class(key)
+        if not cls.needs_questions:
+            continue
+        parts += [f"### `{key}` options", "", "| option | what it does |", "| --- | --- |"]
+        parts += [
+            f"| `{name}` | {_cell(_escape_md(text))} |" for name, text in sorted(cls.option_help.items())
+        ]
+        template = getattr(cls, "default_template", "")
+        if template:
+            parts += ["", f"`{key}`'s default prompt template:", "", "```text", template, "```"]
+        parts.append("")
+    return "\n".join(parts)
 
 
 # ------------------------------------------------------------------------------------------
@@ -425,6 +453,7 @@ def api_markdown(schema: dict[str, Any]) -> str:
 _MARKERS = {
     "<!-- generated: commands -->": commands_table,
     "<!-- generated: detectors -->": detectors_table,
+    "<!-- generated: judges -->": judges_markdown,
 }
 
 

@@ -93,3 +93,38 @@ def tiny_yolo_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.detectors.tiny_models import save_tiny_yolo
 
     return save_tiny_yolo(tmp_path_factory.mktemp("tiny-yolo") / "yolov8n-random.pt")
+
+
+@pytest.fixture(scope="session")
+def tiny_vlm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random LLaVA with its processor and chat template, saved with save_pretrained
+    (built once per test session)."""
+    from tests.detectors.tiny_models import save_tiny_vlm
+
+    return save_tiny_vlm(tmp_path_factory.mktemp("tiny-vlm") / "vlm")
+
+
+THREE = [
+    ["age", "How old does the person look?", "young:Young:y|old:Old:o"],
+    ["wealth", "Is the person wealthy?", "rich:Wealthy:w|poor:Not wealthy:n|unsure:Can't tell:u"],
+    ["mood", "How does the person feel?", "happy:Happy:h|sad:Sad:s"],
+]
+
+
+@pytest.fixture
+def three_questions(db, tmp_path):
+    """A questions study of three questions: one item asks all, one asks age and mood."""
+    from studies.services import questions_csv_read, study_define
+    from tests.factories import ItemFactory, PromptFactory
+    from tests.studies.protocol_data import write_csv
+
+    study = study_define(
+        slug="three",
+        protocol="questions",
+        questions=questions_csv_read(write_csv(tmp_path / "q.csv", ["key", "text", "choices"], THREE)),
+        parameters={"compare": "skin"},
+    ).study
+    prompt = PromptFactory(study=study)
+    every = ItemFactory(prompt=prompt, metadata={"skin": "light"})
+    two = ItemFactory(prompt=prompt, metadata={"skin": "dark"}, question_keys=["mood", "age"])
+    return study, every, two

@@ -7,6 +7,9 @@
 - ``save_tiny_tokenizer(folder, letters)``: a tokenizer that only knows ``letters`` (to show that an
   incomplete vocabulary is refused).
 - ``save_tiny_yolo(path)``: YOLOv8n built from its yaml (random weights), saved as a ``.pt``.
+- ``save_tiny_vlm(folder)``: a random tiny LLaVA with a character-level tokenizer and a chat
+  template, loaded by ``AutoProcessor`` + ``AutoModelForImageTextToText`` (``vlm_judge``).
+- ``save_tiny_qwen2_vl(folder)``: the same for a tiny Qwen2-VL (images packed as patches).
 
 DETECT-B's tests may import these builders.
 """
@@ -109,3 +112,162 @@ def save_tiny_yolo(path: Path) -> Path:
     model = YOLO("yolov8n.yaml")
     model.save(str(path))
     return path
+
+
+#: The tiny VLM's chat template: ``<|user|>`` + the image + the text + ``<|end|><|assistant|>``.
+TINY_CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{% if m['content'] is string %}{{ m['content'] }}"
+    "{% else %}{% for c in m['content'] %}{% if c['type'] == 'image' %}<image>{% else %}{{ c['text'] }}"
+    "{% endif %}{% endfor %}{% endif %}<|end|>{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+_VLM_CHARACTERS = tuple(string.ascii_letters + string.digits + " .,'?!:-\n{}()")
+
+
+def save_tiny_vlm(folder: Path, *, seed: int = 0, chat_template: bool = True) -> Path:
+    """A random tiny LLaVA (a CLIP vision tower of 16 px images in 8 px patches, a one-layer
+    Llama of hidden size 16) with a processor whose tokenizer spells every character alone, so a
+    choice like "Yes" is three tokens; saved with ``save_pretrained`` so that
+    ``AutoProcessor`` + ``AutoModelForImageTextToText`` load it like a real checkpoint.
+    ``chat_template=False``: the same without its chat template."""
+    from detectors.torch_compat import ensure_torchvision
+
+    ensure_torchvision()
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import (
+        CLIPImageProcessor,
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+        PreTrainedTokenizerFast,
+    )
+
+    specials = ["<pad>", "<s>", "</s>", "<unk>", "<image>", "<|user|>", "<|assistant|>", "<|end|>"]
+    vocab = {token: n for n, token in enumerate([*specials, *_VLM_CHARACTERS])}
+    spelled = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    spelled.pre_tokenizer = pre_tokenizers.Split("", "isolated")  # one token per character
+    spelled.decoder = decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=spelled, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>"
+    )
+    tokenizer.add_special_tokens({"additional_special_tokens": specials[4:]})
+    text = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    vision = CLIPVisionConfig(
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        image_size=16,
+        patch_size=8,
+    )
+    config = LlavaConfig(
+        vision_config=vision,
+        text_config=text,
+        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="default",
+    )
+    torch.manual_seed(seed)
+    model = LlavaForConditionalGeneration(config).eval()
+    processor = LlavaProcessor(
+        image_processor=CLIPImageProcessor(size={"shortest_edge": 16}, crop_size={"height": 16, "width": 16}),
+        tokenizer=tokenizer,
+        patch_size=8,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=TINY_CHAT_TEMPLATE if chat_template else None,
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return folder
+
+
+_QWEN_CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{% for c in m['content'] %}{% if c['type'] == 'image' %}"
+    "<|vision_start|><|image_pad|><|vision_end|>{% else %}{{ c['text'] }}{% endif %}{% endfor %}<|end|>"
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+def save_tiny_qwen2_vl(folder: Path, *, seed: int = 0) -> Path:
+    """A random tiny Qwen2-VL (its processor packs every image's patches into one tensor, and
+    its positions are 3-D), with the same character-level tokenizer and a chat template."""
+    from detectors.torch_compat import ensure_torchvision
+
+    ensure_torchvision()
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import (
+        PreTrainedTokenizerFast,
+        Qwen2VLConfig,
+        Qwen2VLForConditionalGeneration,
+        Qwen2VLImageProcessor,
+        Qwen2VLProcessor,
+        Qwen2VLVideoProcessor,
+    )
+
+    specials = ["<pad>", "<s>", "</s>", "<unk>", "<|vision_start|>", "<|image_pad|>", "<|vision_end|>"]
+    specials += ["<|video_pad|>", "<|user|>", "<|assistant|>", "<|end|>"]
+    spelled = Tokenizer(
+        models.WordLevel({t: n for n, t in enumerate([*specials, *_VLM_CHARACTERS])}, unk_token="<unk>")
+    )
+    spelled.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    spelled.decoder = decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=spelled, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>"
+    )
+    tokenizer.add_special_tokens({"additional_special_tokens": specials[4:]})
+    config = Qwen2VLConfig(
+        text_config={
+            "vocab_size": len(tokenizer),
+            "hidden_size": 16,
+            "intermediate_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 2,
+            "max_position_embeddings": 512,
+            "bos_token_id": tokenizer.bos_token_id,
+            "eos_token_id": tokenizer.eos_token_id,
+            "pad_token_id": tokenizer.pad_token_id,
+            "rope_parameters": {"rope_type": "default", "mrope_section": [2, 1, 1], "rope_theta": 10000.0},
+        },
+        vision_config={
+            "depth": 1,
+            "embed_dim": 16,
+            "hidden_size": 16,
+            "num_heads": 2,
+            "patch_size": 4,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+        },
+        image_token_id=tokenizer.convert_tokens_to_ids("<|image_pad|>"),
+        video_token_id=tokenizer.convert_tokens_to_ids("<|video_pad|>"),
+        vision_start_token_id=tokenizer.convert_tokens_to_ids("<|vision_start|>"),
+    )
+    torch.manual_seed(seed)
+    model = Qwen2VLForConditionalGeneration(config).eval()
+    sizes = {"patch_size": 4, "merge_size": 2, "temporal_patch_size": 2}
+    processor = Qwen2VLProcessor(
+        image_processor=Qwen2VLImageProcessor(min_pixels=16 * 16, max_pixels=32 * 32, **sizes),
+        video_processor=Qwen2VLVideoProcessor(**sizes),
+        tokenizer=tokenizer,
+        chat_template=_QWEN_CHAT_TEMPLATE,
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return folder
