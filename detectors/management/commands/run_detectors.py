@@ -35,6 +35,7 @@ from detectors import registry
 from detectors.base import DetectorOptionError, DetectorUnavailable, UnknownDetector
 from detectors.executors import ExecutorError, executor_arguments
 from detectors.management.options import executor_for, workers_report
+from detectors.models import DetectorRun
 from detectors.progress import Progress, StopFlag, command_stream
 from detectors.selectors import Shard, t2i_models
 from detectors.services import detector_run
@@ -118,6 +119,8 @@ class Command(BaseCommand):
             f"{run.detector}@{run.version} run {run.pk} {outcome.message}"
             + (f" {speed:.2f} images/s." if speed else "")
         )
+        if run.requests or run.cache_hits:
+            self.stdout.write(run_usage_text(run))
         workers_report(self.stdout, outcome.workers)
 
     @staticmethod
@@ -129,6 +132,15 @@ class Command(BaseCommand):
         if not items.filter(t2i_model=t2i_model).exists():
             known = t2i_models(study=study) or ["none"]
             raise CommandError(f"No images of T2I model {t2i_model!r}. T2I models: {', '.join(known)}.")
+
+
+def run_usage_text(run: DetectorRun) -> str:
+    """What a run behind a remote API spent: requests, cache hits, tokens and cost."""
+    cost = f", ${run.cost_usd:.4f}" if run.cost_usd is not None else ""
+    return (
+        f"{run.requests} requests, {run.cache_hits} cache hits, {run.prompt_tokens} prompt + "
+        f"{run.completion_tokens} completion tokens{cost}."
+    )
 
 
 def parse_options(pairs: list[str]) -> dict[str, Any]:
