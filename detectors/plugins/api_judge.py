@@ -434,6 +434,7 @@ class ApiJudgeDetector(Detector):
 
         self.ensure_loaded()
         jobs: list[list[tuple[JudgeQuestion, str]]] = []
+        known: dict[str, JudgeResponseData | JudgeRequestFailed] = {}  # this call's outcomes by key
         sent: dict[str, tuple[str, str, JudgeQuestion]] = {}  # key → (image sha256, data URL, question)
         for image, asked in zip(images, questions, strict=True):
             jpeg = encode_image(image, self.max_image_side)
@@ -444,7 +445,9 @@ class ApiJudgeDetector(Detector):
                     image_sha256=digest, question=question, template=self.template, model=self.model
                 )
                 keys.append((question, key))
-                if key not in self._memory and key not in sent:
+                if key in self._memory:
+                    known[key] = self._memory[key]
+                elif key not in sent:
                     data_url = "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii")
                     sent[key] = (digest, data_url, question)
             jobs.append(keys)
@@ -452,6 +455,7 @@ class ApiJudgeDetector(Detector):
         self.usage.add(cache_hits=len(cached))
         for key, data in cached.items():
             self._remember(key, data)
+            known[key] = data
             sent.pop(key)
         fresh: dict[str, JudgeResponseData] = {}
         if sent:
@@ -463,6 +467,7 @@ class ApiJudgeDetector(Detector):
                 )
             for key, outcome in outcomes.items():
                 self._remember(key, outcome)
+                known[key] = outcome
                 if isinstance(outcome, JudgeResponseData):
                     fresh[key] = outcome
             judge_responses_store(
@@ -474,7 +479,7 @@ class ApiJudgeDetector(Detector):
             answers: dict[str, JudgeAnswer] = {}
             failure: JudgeRequestFailed | None = None
             for question, key in keys:
-                outcome = self._memory[key]
+                outcome = known[key]
                 if isinstance(outcome, JudgeRequestFailed):
                     failure = failure or outcome
                 else:
@@ -614,7 +619,9 @@ class ApiJudgeDetector(Detector):
     ) -> JudgeResponseData:
         choice = payload["choices"][0]
         content = _clean(choice["message"]["content"])
-        usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
+        usage = payload.get("usage")
+        if not isinstance(usage, dict):
+            usage = {}
         tokens = {
             name: value if isinstance(value := usage.get(name), int) and value >= 0 else 0
             for name in ("prompt_tokens", "completion_tokens")

@@ -94,7 +94,9 @@ def first_choice(body: dict[str, Any]) -> Reply:
     alternatives = {names[0]: 0.7, **({names[1]: 0.3} if len(names) > 1 else {})}
     if "response_format" in body:
         tokens = ['{"answer": "', names[0], '"}']
-        return Reply(body=completion("".join(tokens), logprobs=logprobs(tokens, alternatives, 1) if wanted else None))
+        return Reply(
+            body=completion("".join(tokens), logprobs=logprobs(tokens, alternatives, 1) if wanted else None)
+        )
     return Reply(body=completion(names[0], logprobs=logprobs([names[0]], alternatives) if wanted else None))
 
 
@@ -113,8 +115,7 @@ class FakeChatServer:
     @property
     def base_url(self) -> str:
         assert self._server is not None
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
     def then(self, *replies: Reply) -> FakeChatServer:
         with self._lock:

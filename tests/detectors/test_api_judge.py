@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from detectors.base import DetectorOptionError, DetectorUnavailable
-from detectors.models import DetectorRun, JudgeResponse, Prediction
+from detectors.models import JudgeResponse
 from detectors.plugins.api_judge import (
     ApiJudgeDetector,
     JudgeAnswer,
@@ -99,7 +99,7 @@ def test_probabilities_read_the_first_token_alternatives_that_begin_one_choice_n
 
 def test_probabilities_under_a_json_schema_start_where_the_answer_starts_inside_its_token():
     content = '{"answer": "Female"}'
-    tokens = logprobs(['{"answer":', ' "F', 'emale', '"}'], {' "F': 0.8, ' "M': 0.2}, at=1)["content"]
+    tokens = logprobs(['{"answer":', ' "F', "emale", '"}'], {' "F': 0.8, ' "M': 0.2}, at=1)["content"]
     assert choice_probabilities(content, content.index("Female"), tokens, GENDER) == pytest.approx(
         {"male": 0.2, "female": 0.8}
     )
@@ -113,7 +113,9 @@ def test_no_probabilities_when_the_first_token_begins_two_choices_or_the_tokens_
 
 
 def test_an_unparseable_answer_keeps_its_raw_text_and_no_probabilities():
-    answer = judge_answer(JudgeResponseData(content="I think male.", mode="none", probabilities={"male": 1.0}), GENDER)
+    answer = judge_answer(
+        JudgeResponseData(content="I think male.", mode="none", probabilities={"male": 1.0}), GENDER
+    )
     assert answer == JudgeAnswer(value=None, raw="I think male.", probabilities=None)
 
 
@@ -146,7 +148,7 @@ def test_the_prompt_template_and_model_are_part_of_the_version(tmp_path):
     assert ApiJudgeDetector(model="m", prompt_template=str(template)).version_id != plain
     assert ApiJudgeDetector(model="n").version_id != plain
     template.write_text("no placeholder")
-    with pytest.raises(DetectorOptionError, match="no {question}"):
+    with pytest.raises(DetectorOptionError, match=r"no \{question\}"):
         ApiJudgeDetector(model="m", prompt_template=str(template))
 
 
@@ -158,7 +160,9 @@ def test_the_request_carries_the_model_the_image_as_a_data_url_and_the_choices(s
     assert result == {"gender": JudgeAnswer("male", "Male", pytest.approx({"male": 0.7, "female": 0.3}))}
     [body] = server.requests
     assert body["model"] == "judge-model"
-    assert body["temperature"] == 0 and body["logprobs"] is True and body["top_logprobs"] == 20
+    assert body["temperature"] == 0
+    assert body["logprobs"] is True
+    assert body["top_logprobs"] == 20
     assert body["guided_choice"] == ["Male", "Female"]
     assert body["structured_outputs"] == {"choice": ["Male", "Female"]}
     image_part, text_part = body["messages"][0]["content"]
@@ -191,7 +195,7 @@ def test_429_is_retried_after_at_least_its_retry_after_and_500_with_exponential_
     [result] = detector.ask([photo()], [[GENDER]])
     assert result["gender"].value == "male"
     assert len(server.requests) == 3
-    assert sleeps[0] >= 7  # the server's Retry-After, longer than the first backoff (0.5–1 s)
+    assert sleeps[0] >= 7  # the server's Retry-After, longer than the first backoff (0.5 to 1 s)
     assert 1 <= sleeps[1] <= 2  # the second backoff: half of 2 s fixed, half jitter
     assert detector.usage_take()["requests"] == 3
 
@@ -201,17 +205,22 @@ def test_persistent_5xx_fails_the_image_after_max_attempts_and_caches_nothing(se
     server.then(*[Reply(503, "down")] * 3)
     [result] = judge(sleeps, max_attempts=3).ask([photo()], [[GENDER]])
     assert isinstance(result, JudgeRequestFailed)
-    assert "failed 3 attempts" in str(result) and "HTTP 503" in str(result)
-    assert len(server.requests) == 3 and len(sleeps) == 2
+    assert "failed 3 attempts" in str(result)
+    assert "HTTP 503" in str(result)
+    assert len(server.requests) == 3
+    assert len(sleeps) == 2
     assert not JudgeResponse.objects.exists()
 
 
 @pytest.mark.django_db
 def test_a_timeout_and_malformed_json_are_retried(server, sleeps):
-    server.then(Reply(delay=0.4, body=completion("Male")), Reply(body="{not json"), Reply(body={"choices": []}))
+    server.then(
+        Reply(delay=0.4, body=completion("Male")), Reply(body="{not json"), Reply(body={"choices": []})
+    )
     [result] = judge(sleeps, timeout=0.2, max_attempts=4).ask([photo()], [[GENDER]])
     assert result["gender"].value == "male"
-    assert len(server.requests) == 4 and len(sleeps) == 3
+    assert len(server.requests) == 4
+    assert len(sleeps) == 3
 
 
 @pytest.mark.django_db
@@ -230,9 +239,8 @@ def test_auto_steps_down_to_a_json_schema_when_guided_choice_is_refused_and_stay
     [first] = detector.ask([photo()], [[GENDER]])
     [second] = detector.ask([photo(color=(1, 2, 3))], [[GENDER]])
     assert first["gender"] == second["gender"]
-    assert first["gender"].value == "male" and first["gender"].probabilities == pytest.approx(
-        {"male": 0.7, "female": 0.3}
-    )
+    assert first["gender"].value == "male"
+    assert first["gender"].probabilities == pytest.approx({"male": 0.7, "female": 0.3})
     # choice+logprobs refused, choice without logprobs refused, then json_schema from there on.
     assert [("guided_choice" in b, "response_format" in b, "logprobs" in b) for b in server.requests] == [
         (True, False, True),
@@ -289,7 +297,8 @@ def test_the_key_appears_in_no_error_log_or_stored_text(server, sleeps, caplog):
     failures = detector.ask([photo(), photo(color=(9, 9, 9))], [[GENDER], [GENDER]])
     texts = [str(f) for f in failures] + [record.getMessage() for record in caplog.records]
     assert all(isinstance(f, JudgeRequestFailed) for f in failures)
-    assert "HTTP 400" in texts[0] and "HTTP 500" in texts[1]
+    assert "HTTP 400" in texts[0]
+    assert "HTTP 500" in texts[1]
     [step_down] = [r.getMessage() for r in caplog.records if r.name == "detectors.plugins.api_judge"]
     for text in (texts[0], texts[1], step_down):
         assert "Incorrect API key provided: [BIASLAB_JUDGE_API_KEY]" in text
@@ -300,7 +309,8 @@ def test_a_key_the_server_refuses_stops_the_run_at_load_naming_the_setting_not_t
     server.models_reply = Reply(401, {"error": f"bad key {KEY}"})
     with pytest.raises(DetectorUnavailable) as exc:
         judge(sleeps)
-    assert "HTTP 401" in str(exc.value) and "BIASLAB_JUDGE_API_KEY" in str(exc.value)
+    assert "HTTP 401" in str(exc.value)
+    assert "BIASLAB_JUDGE_API_KEY" in str(exc.value)
     assert KEY not in str(exc.value)
 
 
