@@ -232,6 +232,22 @@ def judge_answer(response: JudgeResponseData, question: JudgeQuestion) -> JudgeA
     return JudgeAnswer(value=value, raw=raw, probabilities=response.probabilities if value else None)
 
 
+def answers_output(answers: Mapping[str, JudgeAnswer]) -> dict[str, Any]:
+    """The ``answers`` kind's output of one image's answers: the parsed ones under ``answers``
+    (with their ``probabilities`` when the server gave logprobs), an unparseable one under
+    ``filtered`` as ``unparseable`` with its raw text in ``detail.raw``."""
+    output: dict[str, Any] = {"answers": {}}
+    for key, answer in answers.items():
+        if answer.value is None:
+            output.setdefault("filtered", {})[key] = "unparseable"
+            output.setdefault("detail", {}).setdefault("raw", {})[key] = answer.raw
+        else:
+            output["answers"][key] = answer.value
+            if answer.probabilities:
+                output.setdefault("probabilities", {})[key] = dict(answer.probabilities)
+    return output
+
+
 def cache_key(*, image_sha256: str, question: JudgeQuestion, template: str, model: str) -> str:
     """The response cache's key: sha256 over (image, question, choices, template, model)."""
     parts = [image_sha256, question.text, [list(c) for c in question.choices], template, model]

@@ -323,3 +323,21 @@ def test_an_unreachable_server_is_unavailable_naming_the_setting(monkeypatch, sl
     monkeypatch.setenv("BIASLAB_JUDGE_BASE_URL", f"http://127.0.0.1:{port}/v1")
     with pytest.raises(DetectorUnavailable, match="cannot reach the judge server at BIASLAB_JUDGE_BASE_URL"):
         judge(sleeps)
+
+
+def test_an_image_s_answers_become_one_answers_output_with_unparseable_ones_filtered_and_raw():
+    from detectors.plugins.api_judge import answers_output
+
+    output = answers_output(
+        {
+            "gender": JudgeAnswer("female", "Female", {"male": 0.25, "female": 0.75}),
+            "hat": JudgeAnswer(None, "a red cap", None),
+            "glasses": JudgeAnswer("no", "No", None),
+        }
+    )
+    assert output == {
+        "answers": {"gender": "female", "glasses": "no"},
+        "probabilities": {"gender": {"male": 0.25, "female": 0.75}},
+        "filtered": {"hat": "unparseable"},
+        "detail": {"raw": {"hat": "a red cap"}},
+    }
