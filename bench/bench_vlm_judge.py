@@ -90,7 +90,7 @@ def bench_api(*, requests: int = 256, latency_ms: float = 50.0, levels: Sequence
             started = time.perf_counter()
             for start in range(0, requests, batch):
                 chunk = images[start : start + batch]
-                detector.ask(chunk, [[question]] * len(chunk))
+                detector.answers_for(chunk, [[question]] * len(chunk))
             seconds = time.perf_counter() - started
             sent = len(server.requests) - sent_before
             p50 = statistics.median(round_trips) * 1000
@@ -107,7 +107,7 @@ def bench_api(*, requests: int = 256, latency_ms: float = 50.0, levels: Sequence
         started = time.perf_counter()
         for start in range(0, requests, 32):
             chunk = images[start : start + 32]
-            detector.ask(chunk, [[question]] * len(chunk))
+            detector.answers_for(chunk, [[question]] * len(chunk))
         seconds = time.perf_counter() - started
         print(
             f"cached re-run: {requests} answers in {seconds:.2f} s ({requests / seconds:.0f} answers/s), "

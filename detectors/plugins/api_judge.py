@@ -439,7 +439,7 @@ class ApiJudgeDetector(Detector):
         return delta
 
     # --- asking -------------------------------------------------------------------------------
-    def ask(
+    def answers_for(
         self, images: Sequence[PILImage], questions: Sequence[Sequence[JudgeQuestion]]
     ) -> list[dict[str, JudgeAnswer] | JudgeRequestFailed]:
         """Every question of ``questions[i]`` about ``images[i]``: per image, its answers by

@@ -156,7 +156,7 @@ def test_the_prompt_template_and_model_are_part_of_the_version(tmp_path):
 @pytest.mark.django_db
 def test_the_request_carries_the_model_the_image_as_a_data_url_and_the_choices(server, sleeps):
     detector = judge(sleeps)
-    [result] = detector.ask([photo(size=(40, 30))], [[GENDER]])
+    [result] = detector.answers_for([photo(size=(40, 30))], [[GENDER]])
     assert result == {"gender": JudgeAnswer("male", "Male", pytest.approx({"male": 0.7, "female": 0.3}))}
     [body] = server.requests
     assert body["model"] == "judge-model"
@@ -177,14 +177,14 @@ def test_the_request_carries_the_model_the_image_as_a_data_url_and_the_choices(s
 @pytest.mark.django_db
 def test_an_answer_without_logprobs_has_no_probabilities(server, sleeps):
     server.then(Reply(body=completion("Female")))
-    [result] = judge(sleeps).ask([photo()], [[GENDER]])
+    [result] = judge(sleeps).answers_for([photo()], [[GENDER]])
     assert result == {"gender": JudgeAnswer("female", "Female", None)}
 
 
 @pytest.mark.django_db
 def test_an_answer_outside_the_choices_is_kept_raw_never_coerced(server, sleeps):
     server.then(Reply(body=completion("Probably a man")))
-    [result] = judge(sleeps).ask([photo()], [[GENDER]])
+    [result] = judge(sleeps).answers_for([photo()], [[GENDER]])
     assert result == {"gender": JudgeAnswer(None, "Probably a man", None)}
 
 
@@ -192,7 +192,7 @@ def test_an_answer_outside_the_choices_is_kept_raw_never_coerced(server, sleeps)
 def test_429_is_retried_after_at_least_its_retry_after_and_500_with_exponential_backoff(server, sleeps):
     server.then(Reply(429, {"error": "slow down"}, {"Retry-After": "7"}), Reply(500, "oops"))
     detector = judge(sleeps, max_attempts=3, backoff_base=1, backoff_cap=30)
-    [result] = detector.ask([photo()], [[GENDER]])
+    [result] = detector.answers_for([photo()], [[GENDER]])
     assert result["gender"].value == "male"
     assert len(server.requests) == 3
     assert sleeps[0] >= 7  # the server's Retry-After, longer than the first backoff (0.5 to 1 s)
@@ -203,7 +203,7 @@ def test_429_is_retried_after_at_least_its_retry_after_and_500_with_exponential_
 @pytest.mark.django_db
 def test_persistent_5xx_fails_the_image_after_max_attempts_and_caches_nothing(server, sleeps):
     server.then(*[Reply(503, "down")] * 3)
-    [result] = judge(sleeps, max_attempts=3).ask([photo()], [[GENDER]])
+    [result] = judge(sleeps, max_attempts=3).answers_for([photo()], [[GENDER]])
     assert isinstance(result, JudgeRequestFailed)
     assert "failed 3 attempts" in str(result)
     assert "HTTP 503" in str(result)
@@ -217,7 +217,7 @@ def test_a_timeout_and_malformed_json_are_retried(server, sleeps):
     server.then(
         Reply(delay=0.4, body=completion("Male")), Reply(body="{not json"), Reply(body={"choices": []})
     )
-    [result] = judge(sleeps, timeout=0.2, max_attempts=4).ask([photo()], [[GENDER]])
+    [result] = judge(sleeps, timeout=0.2, max_attempts=4).answers_for([photo()], [[GENDER]])
     assert result["gender"].value == "male"
     assert len(server.requests) == 4
     assert len(sleeps) == 3
@@ -226,7 +226,7 @@ def test_a_timeout_and_malformed_json_are_retried(server, sleeps):
 @pytest.mark.django_db
 def test_malformed_json_to_the_last_attempt_is_a_failure_naming_it(server, sleeps):
     server.then(*[Reply(body="<html>gateway</html>")] * 2)
-    [result] = judge(sleeps, max_attempts=2).ask([photo()], [[GENDER]])
+    [result] = judge(sleeps, max_attempts=2).answers_for([photo()], [[GENDER]])
     assert isinstance(result, JudgeRequestFailed)
     assert "not a chat completion" in str(result)
 
@@ -236,8 +236,8 @@ def test_auto_steps_down_to_a_json_schema_when_guided_choice_is_refused_and_stay
     server.then(Reply(400, {"error": "Unrecognized request argument: guided_choice"}))
     server.then(Reply(400, {"error": "Unrecognized request argument: guided_choice"}))
     detector = judge(sleeps)
-    [first] = detector.ask([photo()], [[GENDER]])
-    [second] = detector.ask([photo(color=(1, 2, 3))], [[GENDER]])
+    [first] = detector.answers_for([photo()], [[GENDER]])
+    [second] = detector.answers_for([photo(color=(1, 2, 3))], [[GENDER]])
     assert first["gender"] == second["gender"]
     assert first["gender"].value == "male"
     assert first["gender"].probabilities == pytest.approx({"male": 0.7, "female": 0.3})
@@ -256,7 +256,7 @@ def test_several_questions_of_several_images_go_out_concurrently_once_each(serve
     server.latency = 0.05
     detector = judge(sleeps, concurrency=4)
     images = [photo(color=(90 * i, 90 * i, 90 * i)) for i in range(2)]
-    results = detector.ask(images, [[GENDER, HAT], [HAT]])
+    results = detector.answers_for(images, [[GENDER, HAT], [HAT]])
     assert [sorted(r) for r in results] == [["gender", "hat"], ["hat"]]
     assert len(server.requests) == 3
 
@@ -265,7 +265,7 @@ def test_several_questions_of_several_images_go_out_concurrently_once_each(serve
 def test_a_second_ask_of_the_same_images_and_questions_sends_no_request(server, sleeps):
     images = [photo(color=(60 * i, 0, 0)) for i in range(3)]
     first = judge(sleeps, usd_per_1k_tokens=0.5)
-    answers = first.ask(images, [[GENDER]] * 3)
+    answers = first.answers_for(images, [[GENDER]] * 3)
     assert len(server.requests) == 3
     assert first.usage_take() == {
         "requests": 3,
@@ -275,7 +275,7 @@ def test_a_second_ask_of_the_same_images_and_questions_sends_no_request(server, 
         "cost_usd": pytest.approx(306 / 1000 * 0.5),
     }
     second = judge(sleeps, usd_per_1k_tokens=0.5)  # a new process's detector: only the database
-    assert second.ask(images, [[GENDER]] * 3) == answers
+    assert second.answers_for(images, [[GENDER]] * 3) == answers
     assert len(server.requests) == 3
     assert second.usage_take() == {
         "requests": 0,
@@ -294,7 +294,7 @@ def test_the_key_appears_in_no_error_log_or_stored_text(server, sleeps, caplog):
     # Refused with logprobs, refused without (nothing left to drop), then 500 three times.
     server.then(Reply(400, echo), Reply(400, echo), *[Reply(500, echo)] * 3)
     detector = judge(sleeps, constrain="none", concurrency=1)
-    failures = detector.ask([photo(), photo(color=(9, 9, 9))], [[GENDER], [GENDER]])
+    failures = detector.answers_for([photo(), photo(color=(9, 9, 9))], [[GENDER], [GENDER]])
     texts = [str(f) for f in failures] + [record.getMessage() for record in caplog.records]
     assert all(isinstance(f, JudgeRequestFailed) for f in failures)
     assert "HTTP 400" in texts[0]
