@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from detectors.kinds import answers_of
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
@@ -227,7 +228,7 @@ def answer_output_codes(study: Study, detector: str, version: str) -> dict[int, 
     """item id -> the detector's answers, as a sorted tuple of (question, answer): the stratified
     design's detector output."""
     return {
-        item_id: tuple(sorted((output or {}).items()))
+        item_id: tuple(sorted(answers_of(output).items()))
         for item_id, output in _outputs(study, detector, version, KIND_ANSWERS)
     }
 
@@ -237,7 +238,9 @@ def answer_residuals(study: Study, detector: str, version: str) -> dict[int, flo
     items): the stratified and active designs' error spread."""
     finals = qsel.final_answers(Scope(study))
     return {
-        item_id: float(sum(1 for key, value in finals[item_id].items() if (output or {}).get(key) != value))
+        item_id: float(
+            sum(1 for key, value in finals[item_id].items() if answers_of(output).get(key) != value)
+        )
         for item_id, output in _outputs(study, detector, version, KIND_ANSWERS)
         if item_id in finals
     }
