@@ -34,6 +34,8 @@ DETECTORS: dict[str, str] = {
     "clip_attr": "detectors.plugins.clip_attributes.ClipAttributeDetector",
     "clip_attr_calibrated": "detectors.plugins.clip_attributes.ClipAttributeCalibratedDetector",
     "clip_attr_cls": "detectors.plugins.clip_attributes.ClipAttributeClassifierDetector",
+    # VLM judges (OpenBias, TIBET, VQAScore): a study's own questions, output kind gender or answers.
+    "api_judge": "detectors.plugins.api_judge.ApiJudgeDetector",
 }
 
 

@@ -29,6 +29,9 @@ Rules (docs/how-to/api-judge.md; pinned by tests/detectors/test_api_judge.py):
   with exponential backoff and jitter, waiting at least the server's ``Retry-After``,
   ``max_attempts`` tries in all; if they persist the image's prediction is stored as failed. Other
   4xx fail the request at once.
+* Each image is asked the questions its items ask (``detectors.judges``): the output is a
+  gender verdict in a gender study, else an ``answers`` output; an answer that is no choice is
+  filtered ``unparseable`` with its raw text in the detail.
 * Every answer is kept in the response cache (``detectors.models.JudgeResponse``), keyed by the
   sha256 of the image sent, the question, its choices, the template and the model: asking again
   sends no request. Requests (retries included), cache hits, tokens and the cost at
@@ -38,6 +41,7 @@ Rules (docs/how-to/api-judge.md; pinned by tests/detectors/test_api_judge.py):
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import io
 import json
@@ -46,6 +50,7 @@ import math
 import os
 import random
 import re
+import ssl
 import threading
 import time
 from collections import OrderedDict
@@ -55,7 +60,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from detectors.base import Detector, DetectorError, DetectorOptionError, DetectorUnavailable
+from detectors.base import DetectorError, DetectorOptionError, DetectorOutput, DetectorUnavailable
+from detectors.judges import JudgeDetector, JudgeQuestion, judge_output
 from detectors.retry import backoff_delay, retry_after_seconds
 
 if TYPE_CHECKING:
@@ -83,18 +89,9 @@ class JudgeRequestFailed(DetectorError):
     """The server gave no usable answer after every attempt (or refused the request)."""
 
 
-@dataclass(frozen=True)
-class JudgeQuestion:
-    """One question put to the judge: its key, its text and its choices as (value, name)."""
-
-    key: str
-    text: str
-    choices: tuple[tuple[str, str], ...]
-
-    @property
-    def names(self) -> list[str]:
-        """What the model reads and may answer: each choice's name (its value when unnamed)."""
-        return [name or value for value, name in self.choices]
+def choice_texts(question: JudgeQuestion) -> list[str]:
+    """What the model reads and may answer: each choice's text (its value when it has none)."""
+    return [text or value for value, text in question.choices]
 
 
 @dataclass(frozen=True)
@@ -150,7 +147,7 @@ class _Refused(Exception):
 
 # --- pure parts: prompt, parsing, probabilities ---------------------------------------------------
 def prompt_text(template: str, question: JudgeQuestion) -> str:
-    choices = "\n".join(f"- {name}" for name in question.names)
+    choices = "\n".join(f"- {name}" for name in choice_texts(question))
     return template.replace("{question}", question.text).replace("{choices}", choices)
 
 
@@ -232,22 +229,6 @@ def judge_answer(response: JudgeResponseData, question: JudgeQuestion) -> JudgeA
     return JudgeAnswer(value=value, raw=raw, probabilities=response.probabilities if value else None)
 
 
-def answers_output(answers: Mapping[str, JudgeAnswer]) -> dict[str, Any]:
-    """The ``answers`` kind's output of one image's answers: the parsed ones under ``answers``
-    (with their ``probabilities`` when the server gave logprobs), an unparseable one under
-    ``filtered`` as ``unparseable`` with its raw text in ``detail.raw``."""
-    output: dict[str, Any] = {"answers": {}}
-    for key, answer in answers.items():
-        if answer.value is None:
-            output.setdefault("filtered", {})[key] = "unparseable"
-            output.setdefault("detail", {}).setdefault("raw", {})[key] = answer.raw
-        else:
-            output["answers"][key] = answer.value
-            if answer.probabilities:
-                output.setdefault("probabilities", {})[key] = dict(answer.probabilities)
-    return output
-
-
 def cache_key(*, image_sha256: str, question: JudgeQuestion, template: str, model: str) -> str:
     """The response cache's key: sha256 over (image, question, choices, template, model)."""
     parts = [image_sha256, question.text, [list(c) for c in question.choices], template, model]
@@ -265,18 +246,25 @@ def encode_image(image: PILImage, max_side: int = 0) -> bytes:
     return buffer.getvalue()
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One verifying TLS context for every client of the process (building one costs ~0.1 s)."""
+    return ssl.create_default_context()
+
+
 def _clean(text: str) -> str:
     """Text a database column and a JSON output take (PostgreSQL stores no NUL)."""
     return text.replace("\x00", "\ufffd")
 
 
 # --- the detector ------------------------------------------------------------------------------
-class ApiJudgeDetector(Detector):
+class ApiJudgeDetector(JudgeDetector):
     key: ClassVar[str] = "api_judge"
     version: ClassVar[str] = "1"
     description: ClassVar[str] = (
         "A vision-language judge behind an OpenAI-compatible chat-completions server "
-        "(vllm serve, SGLang, Ollama, LM Studio, a hosted API)."
+        "(vllm serve, SGLang, Ollama, LM Studio, a hosted API), asked the study's own questions: "
+        "gender verdicts in a gender study, answers in a questions or attributes study."
     )
     #: Sends HTTP requests from the process that stores the predictions (cache and counters live
     #: in its database): ``--executor ray`` is refused; ``concurrency`` sets the requests in flight.
@@ -367,11 +355,12 @@ class ApiJudgeDetector(Detector):
         return hashlib.sha256(self.template.encode()).hexdigest()[:8]
 
     @property
-    def version_id(self) -> str:
-        # The model and the prompt decide the answers: either changed is a new version. What the
-        # server runs behind a model name is its business; the name is all the client knows.
+    def judge_version(self) -> str:
+        # The model and the prompt decide the answers: either changed is a new version (the run
+        # adds the study's questions, ``JudgeDetector.version_id``). What the server runs behind
+        # a model name is its business; the name is all the client knows.
         side = f"+side{self.max_image_side}" if self.max_image_side else ""
-        return f"{self.version}+{self.model}+t{self.template_hash}{side}"[:200]
+        return f"{self.version}+{self.model}+t{self.template_hash}{side}"[:190]  # room for +q…
 
     # --- connection ---------------------------------------------------------------------------
     def load(self) -> None:
@@ -391,6 +380,7 @@ class ApiJudgeDetector(Detector):
         headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
         self._client = httpx.Client(
             base_url=base + "/",
+            verify=_tls_context(),
             headers=headers,
             timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
             limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency),
@@ -503,6 +493,33 @@ class ApiJudgeDetector(Detector):
             results.append(failure or answers)
         return results
 
+    def predict(
+        self, batch: Sequence[PILImage], questions: Sequence[Sequence[JudgeQuestion]] | None = None
+    ) -> list[DetectorOutput]:
+        """One output per image of the kind the study reads (``JudgeDetector``): its answers,
+        their probabilities when the server gave logprobs, an unparseable answer filtered as
+        ``unparseable`` with its raw text in ``detail.raw``. An image whose request failed raises
+        (the run stores its failed prediction; the batch's other images come from memory)."""
+        kind = self.declared_kind
+        results = self.answers_for(batch, self.questions_of_batch(len(batch), questions))
+        failed = next((r for r in results if isinstance(r, JudgeRequestFailed)), None)
+        if failed is not None:
+            raise failed
+        outputs = []
+        for answers in results:
+            assert not isinstance(answers, JudgeRequestFailed)
+            raw = {key: a.raw for key, a in answers.items() if a.value is None}
+            outputs.append(
+                judge_output(
+                    kind,
+                    {key: a.probabilities for key, a in answers.items() if a.probabilities},
+                    answers={key: a.value for key, a in answers.items() if a.value is not None},
+                    filtered=dict.fromkeys(raw, "unparseable"),
+                    detail={"raw": raw} if raw else None,
+                )
+            )
+        return outputs
+
     def _remember(self, key: str, outcome: JudgeResponseData | JudgeRequestFailed) -> None:
         self._memory[key] = outcome
         self._memory.move_to_end(key)
@@ -567,11 +584,13 @@ class ApiJudgeDetector(Detector):
             body.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
         if mode == "choice":
             # Newer vLLM reads structured_outputs, older guided_choice; each ignores the other.
-            body.update(structured_outputs={"choice": question.names}, guided_choice=question.names)
+            body.update(
+                structured_outputs={"choice": choice_texts(question)}, guided_choice=choice_texts(question)
+            )
         elif mode == "json_schema":
             schema = {
                 "type": "object",
-                "properties": {"answer": {"type": "string", "enum": question.names}},
+                "properties": {"answer": {"type": "string", "enum": choice_texts(question)}},
                 "required": ["answer"],
                 "additionalProperties": False,
             }

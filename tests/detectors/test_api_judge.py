@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from detectors.base import DetectorOptionError, DetectorUnavailable
-from detectors.models import JudgeResponse
+from detectors.models import DetectorRun, JudgeResponse, Prediction
 from detectors.plugins.api_judge import (
     ApiJudgeDetector,
     JudgeAnswer,
@@ -325,19 +325,176 @@ def test_an_unreachable_server_is_unavailable_naming_the_setting(monkeypatch, sl
         judge(sleeps)
 
 
-def test_an_image_s_answers_become_one_answers_output_with_unparseable_ones_filtered_and_raw():
-    from detectors.plugins.api_judge import answers_output
+@pytest.mark.django_db
+def test_an_image_s_answers_become_one_answers_output_with_unparseable_ones_filtered_and_raw(server, sleeps):
+    from detectors.judges import StudyAsk
 
-    output = answers_output(
-        {
-            "gender": JudgeAnswer("female", "Female", {"male": 0.25, "female": 0.75}),
-            "hat": JudgeAnswer(None, "a red cap", None),
-            "glasses": JudgeAnswer("no", "No", None),
-        }
+    server.then(
+        Reply(body=completion("Female", logprobs=logprobs(["Female"], {"Female": 0.75, "Male": 0.25}))),
+        Reply(body=completion("a red cap")),
     )
-    assert output == {
-        "answers": {"gender": "female", "glasses": "no"},
+    detector = judge(sleeps, concurrency=1)
+    detector.questions_bind(StudyAsk("answers", (GENDER, HAT)))
+    [output] = detector.predict([photo()])
+    assert output.as_output() == {
+        "answers": {"gender": "female"},
         "probabilities": {"gender": {"male": 0.25, "female": 0.75}},
         "filtered": {"hat": "unparseable"},
         "detail": {"raw": {"hat": "a red cap"}},
     }
+
+
+@pytest.mark.django_db
+def test_in_a_gender_study_the_answer_is_a_verdict_and_an_unparseable_one_filtered(server, sleeps):
+    from detectors.judges import GENDER_CHOICES, StudyAsk
+
+    gender = GENDER._replace(choices=GENDER_CHOICES)
+    server.then(Reply(body=completion("can't tell")), Reply(body=completion("a woman")))
+    detector = judge(sleeps, concurrency=1)
+    detector.questions_bind(StudyAsk("gender", (gender,)))
+    uncertain, unparseable = detector.predict([photo(), photo(color=(0, 0, 255))])
+    assert (uncertain.verdict, uncertain.filter_reason) == ("filtered", "uncertain")
+    assert (unparseable.verdict, unparseable.filter_reason) == ("filtered", "unparseable")
+    assert "a woman" in unparseable.detail
+
+
+# --- run_detectors, end to end --------------------------------------------------------------------
+@pytest.fixture
+def judged_study(db, tmp_path):
+    """A questions study (age, wealth) of three one-image items; the third asks only age."""
+    from studies.services import questions_csv_read, study_define
+    from tests.factories import ItemFactory, PromptFactory
+    from tests.protocols.questions.data import questions_csv
+
+    study = study_define(
+        slug="judged",
+        protocol="questions",
+        questions=questions_csv_read(questions_csv(tmp_path)),
+        parameters={"compare": "skin"},
+        labels_per_item=2,
+    ).study
+    prompt = PromptFactory(study=study, category="profession", word="doctor")
+    items = [
+        ItemFactory(prompt=prompt, metadata={"skin": skin}, t2i_model="sdxl") for skin in ("light", "dark")
+    ]
+    items.append(
+        ItemFactory(prompt=prompt, metadata={"skin": "light"}, t2i_model="sdxl", question_keys=["age"])
+    )
+    return study, items
+
+
+def run_judge(*options: str, batch_size: int = 8) -> str:
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    args = [a for option in ("model=judge-model", *options) for a in ("--option", option)]
+    call_command(
+        "run_detectors",
+        "--detector",
+        "api_judge",
+        "--study",
+        "judged",
+        "--batch-size",
+        str(batch_size),
+        *args,
+        stdout=out,
+        stderr=io.StringIO(),
+    )
+    return out.getvalue()
+
+
+def every_stored_text() -> list[str]:
+    """Every text the database holds of the judge's runs: predictions, runs, cached answers."""
+    import json
+
+    texts = [json.dumps(p.output) + p.error + p.version for p in Prediction.objects.all()]
+    texts += [run.error + run.version + run.host for run in DetectorRun.objects.all()]
+    texts += [f"{r.content} {r.question} {r.model} {r.probabilities}" for r in JudgeResponse.objects.all()]
+    return texts
+
+
+def test_run_detectors_asks_each_image_its_items_questions_and_records_what_the_run_spent(
+    server, judged_study
+):
+    from tests.factories import image_of
+
+    _, items = judged_study
+    stdout = run_judge("usd_per_1k_tokens=2")
+    assert len(server.requests) == 5  # two images x two questions, the third image age only
+    predictions = {p.image_id: p for p in Prediction.objects.filter(detector="api_judge")}
+    first, third = predictions[image_of(items[0]).pk], predictions[image_of(items[2]).pk]
+    assert first.kind == "answers"
+    assert first.output["answers"] == {"age": "young", "wealth": "rich"}
+    assert first.output["probabilities"]["wealth"] == pytest.approx({"rich": 0.7, "poor": 0.3, "unsure": 0.0})
+    assert third.output["answers"] == {"age": "young"}
+    [run] = DetectorRun.objects.all()
+    assert (run.requests, run.cache_hits, run.prompt_tokens, run.completion_tokens) == (5, 0, 500, 10)
+    assert run.cost_usd == pytest.approx(510 / 1000 * 2)
+    assert "5 requests, 0 cache hits, 500 prompt + 10 completion tokens, $1.0200." in stdout
+
+
+def test_a_run_asking_questions_answered_before_sends_no_request(server, judged_study):
+    run_judge()
+    Prediction.objects.all().delete()  # as after deleting them, or in a study sharing the questions
+    stdout = run_judge()
+    assert len(server.requests) == 5
+    assert Prediction.objects.filter(status="ok").count() == 3
+    newest = DetectorRun.objects.order_by("-pk").first()
+    assert (newest.requests, newest.cache_hits, newest.prompt_tokens) == (0, 5, 0)
+    assert "0 requests, 5 cache hits" in stdout
+
+
+def test_a_run_stores_failures_as_failed_unparseable_answers_raw_and_the_key_nowhere(
+    server, judged_study, caplog
+):
+    from tests.factories import image_of
+
+    _, items = judged_study
+    caplog.set_level(logging.DEBUG)
+    broken = Reply(500, {"error": f"upstream broke; your key {KEY}"})
+    # One request at a time, in image order, each image's questions in the study's order.
+    server.then(
+        Reply(body=completion("Young")),
+        Reply(body=completion("Definitely rich")),
+        broken,
+        broken,  # the second image's age: two attempts, both 500
+        Reply(body=completion("Wealthy")),
+        Reply(body=completion("Old")),
+    )
+    stdout = run_judge("concurrency=1", "max_attempts=2", "backoff_base=0", batch_size=1)
+    assert len(server.requests) == 6  # the failed image's retry alone sends nothing again
+    by_image = {p.image_id: p for p in Prediction.objects.all()}
+    first, second, third = (by_image[image_of(item).pk] for item in items)
+    assert first.output == {
+        "answers": {"age": "young"},
+        "filtered": {"wealth": "unparseable"},
+        "detail": {"raw": {"wealth": "Definitely rich"}},
+    }
+    assert second.status == "failed"
+    assert second.output == {}
+    assert "failed 2 attempts" in second.error
+    assert "HTTP 500" in second.error
+    assert third.output == {"answers": {"age": "old"}}
+    assert "1 failed" in stdout
+    texts = every_stored_text() + [r.getMessage() for r in caplog.records] + [stdout]
+    assert not [text for text in texts if KEY in text]
+    assert "[BIASLAB_JUDGE_API_KEY]" in second.error
+
+
+def test_api_judge_refuses_an_executor_and_a_study_it_cannot_serve_writing_nothing(server, db):
+    from django.core.management import CommandError
+
+    from detectors.executors import ExecutorError
+    from detectors.services import detector_run
+    from tests.factories import StudyFactory
+
+    study = StudyFactory(protocol="questions", questions=False)
+    with pytest.raises(ExecutorError, match="without --executor"):
+        detector_run(detector=ApiJudgeDetector(model="judge-model"), study=study, executor=object())  # type: ignore[arg-type]
+    pair = StudyFactory(protocol="pair_change")
+    from django.core.management import call_command
+
+    with pytest.raises(CommandError, match="cannot answer study"):
+        call_command("run_detectors", "--detector", "api_judge", "--study", pair.slug, "--option", "model=m")
+    assert not DetectorRun.objects.exists()
+    assert server.requests == []
