@@ -316,3 +316,25 @@ def test_admin_lists_predictions_and_finds_them_by_any_path_of_their_file(
     assert "1 prediction" in html
     assert "filtered" in html
     assert client.get(reverse("admin:detectors_detectorrun_changelist")).status_code == 200
+
+
+def test_admin_lists_a_judge_s_cached_answers_and_can_delete_them_but_not_add_or_change(
+    client_for, admin_user
+):
+    from detectors.models import JudgeResponse
+
+    row = JudgeResponse.objects.create(
+        key="k" * 64,
+        image_sha256="a" * 64,
+        model="qwen-vl",
+        question="Wealthy?",
+        mode="choice",
+        content="Yes",
+    )
+    client = client_for(admin_user)
+    html = client.get(reverse("admin:detectors_judgeresponse_changelist"), {"q": "qwen"}).content.decode()
+    assert "1 judge response" in html
+    assert client.get(reverse("admin:detectors_judgeresponse_add")).status_code == 403
+    delete = reverse("admin:detectors_judgeresponse_delete", args=[row.pk])
+    assert client.post(delete, {"post": "yes"}).status_code == 302
+    assert not JudgeResponse.objects.exists()

@@ -18,6 +18,9 @@ every file exactly once. Ctrl-C or SIGTERM
 stops after the current batch (the run is marked interrupted); running the same command again
 continues, and once everything is predicted it does nothing and says so.
 
+A detector behind a remote API (``api_judge``) also prints what the run spent: requests,
+cache hits, tokens and, with ``--option usd_per_1k_tokens=…``, the cost (docs/how-to/api-judge.md).
+
 ``--executor ray`` runs the detector on a pool of Ray workers (``--ray-address``,
 ``--num-workers``, ``--num-gpus-per-worker``); this process still selects the images and is the
 only one that writes the database (docs/how-to/ray.md).
