@@ -15,9 +15,9 @@ Rules (docs/how-to/api-judge.md; pinned by tests/detectors/test_api_judge.py):
   ``choice`` sends vLLM's ``structured_outputs.choice`` and ``guided_choice``; ``json_schema``
   sends ``response_format`` with a JSON schema ``{"answer": enum of the names}``; ``none`` sends
   nothing. ``auto`` (the default) starts with ``choice`` and steps down to ``json_schema`` then
-  ``none`` when the server refuses a request (HTTP 400/422) that the next step makes; the step
-  that worked is kept for the rest of the run. A server that refuses ``logprobs`` is asked again
-  without them.
+  ``none`` when the server refuses a request (HTTP 400/422), each first without ``logprobs``; a
+  step that then succeeds is where later requests start (a request refused at every step fails
+  alone and moves nothing).
 * Whatever the constraint, the answer is read strictly: the text (``json_schema``: its
   ``answer``), trimmed and case-folded, must equal one choice's value or name. Anything else is
   unparseable and kept as such with its raw text — never coerced to a choice.
@@ -326,9 +326,15 @@ class ApiJudgeDetector(JudgeDetector):
         self.rng = rng or random.Random()
         self.usage = Usage()
         self._taken = Usage()
-        self._steps = list(AUTO_STEPS if constrain == "auto" else (constrain,))
-        self._logprobs = True
-        self._step_lock = threading.Lock()
+        #: (constraint, logprobs) from the most to the least the server is asked to do; ``_rung``
+        #: is where requests start: the furthest step a request has succeeded on after refusals.
+        self._ladder = [
+            (mode, logprobs)
+            for mode in (AUTO_STEPS if constrain == "auto" else (constrain,))
+            for logprobs in (True, False)
+        ]
+        self._rung = 0
+        self._rung_lock = threading.Lock()
         self._base_url = ""
         self._key = ""
         self._client: httpx.Client | None = None
@@ -527,43 +533,44 @@ class ApiJudgeDetector(JudgeDetector):
             self._memory.popitem(last=False)
 
     def _request(self, data_url: str, question: JudgeQuestion) -> JudgeResponseData | JudgeRequestFailed:
-        """One question about one image, with retries and the ``auto`` steps; never raises."""
+        """One question about one image, with retries and the ``auto`` steps; never raises.
+
+        A refused request (HTTP 400/422) is asked again a step down the ladder (without logprobs,
+        then the next constraint). Only a step that then succeeds becomes where later requests
+        start, so a request refused for its own reason (an image too large) changes nothing.
+        """
+        rung = start = self._rung
+        refusal = ""
         while True:
-            with self._step_lock:
-                mode, logprobs = self._steps[0], self._logprobs
-            body = self._body(data_url, question, mode, logprobs)
+            mode, logprobs = self._ladder[rung]
             try:
-                response = self._with_retries(body)
+                response = self._with_retries(self._body(data_url, question, mode, logprobs))
             except _Refused as exc:
-                if not self._step_down(mode, logprobs, str(exc)):
-                    return JudgeRequestFailed(self._redact(f"the judge server refused the request: {exc}"))
+                refusal = self._redact(str(exc))
+                if rung + 1 == len(self._ladder):
+                    return JudgeRequestFailed(f"the judge server refused the request: {refusal}")
+                rung += 1
                 continue
             except JudgeRequestFailed as exc:
                 return exc
+            if rung > start:
+                self._step_down(rung, refusal)
             return self._response_data(response, mode, question)
 
-    def _step_down(self, mode: str, logprobs: bool, reason: str) -> bool:
-        """After a refusal of (mode, logprobs): ask without logprobs, then with the next
-        constraint; False when nothing is left to drop. Another thread may have stepped already."""
-        with self._step_lock:
-            if (self._steps[0], self._logprobs) != (mode, logprobs):
-                return True
-            if self._logprobs:
-                self._logprobs = False
-            elif len(self._steps) > 1:
-                self._steps.pop(0)
-                self._logprobs = True
-            else:
-                return False
-            logger.warning(
-                "api_judge: the server refused constrain=%s logprobs=%s (%s); now asking with constrain=%s logprobs=%s",
-                mode,
-                logprobs,
-                self._redact(reason)[:200],
-                self._steps[0],
-                self._logprobs,
-            )
-            return True
+    def _step_down(self, rung: int, refusal: str) -> None:
+        """Start later requests at ``rung``, which succeeded after the server refused the ones
+        above it (another thread may have got there first)."""
+        with self._rung_lock:
+            if rung <= self._rung:
+                return
+            self._rung = rung
+        mode, logprobs = self._ladder[rung]
+        logger.warning(
+            "api_judge: the server refused more (%s); asking with constrain=%s%s from now on",
+            refusal[:200],
+            mode,
+            "" if logprobs else " and no logprobs",
+        )
 
     def _body(self, data_url: str, question: JudgeQuestion, mode: str, logprobs: bool) -> dict[str, Any]:
         body: dict[str, Any] = {

@@ -291,18 +291,34 @@ def test_a_second_ask_of_the_same_images_and_questions_sends_no_request(server, 
 def test_the_key_appears_in_no_error_log_or_stored_text(server, sleeps, caplog):
     caplog.set_level(logging.DEBUG)
     echo = {"error": {"message": f"Incorrect API key provided: {KEY}"}}
-    # Refused with logprobs, refused without (nothing left to drop), then 500 three times.
-    server.then(Reply(400, echo), Reply(400, echo), *[Reply(500, echo)] * 3)
+    # Refused with logprobs, answered without; then the second image: 500 three times.
+    server.then(Reply(400, echo), Reply(body=completion("Male")), *[Reply(500, echo)] * 3)
     detector = judge(sleeps, constrain="none", concurrency=1)
-    failures = detector.answers_for([photo(), photo(color=(9, 9, 9))], [[GENDER], [GENDER]])
-    texts = [str(f) for f in failures] + [record.getMessage() for record in caplog.records]
-    assert all(isinstance(f, JudgeRequestFailed) for f in failures)
-    assert "HTTP 400" in texts[0]
-    assert "HTTP 500" in texts[1]
+    answered, failed = detector.answers_for([photo(), photo(color=(9, 9, 9))], [[GENDER], [GENDER]])
+    assert answered["gender"].value == "male"
+    assert isinstance(failed, JudgeRequestFailed)
     [step_down] = [r.getMessage() for r in caplog.records if r.name == "detectors.plugins.api_judge"]
-    for text in (texts[0], texts[1], step_down):
+    assert "HTTP 400" in step_down
+    assert "HTTP 500" in str(failed)
+    for text in (str(failed), step_down):
         assert "Incorrect API key provided: [BIASLAB_JUDGE_API_KEY]" in text
+    texts = [str(failed)] + [record.getMessage() for record in caplog.records]
     assert not [text for text in texts if KEY in text]
+
+
+@pytest.mark.django_db
+def test_a_request_refused_for_its_own_reason_fails_alone_and_changes_nothing_for_the_others(server, sleeps):
+    server.then(*[Reply(400, {"error": "image too large"})] * 6)
+    detector = judge(sleeps, concurrency=1)
+    refused, answered = detector.answers_for([photo(), photo(color=(0, 0, 255))], [[GENDER], [GENDER]])
+    assert isinstance(refused, JudgeRequestFailed)
+    assert "refused the request: HTTP 400" in str(refused)
+    assert "image too large" in str(refused)
+    assert answered["gender"].probabilities is not None
+    # Six steps down for the first image; the second asked as the first was at first.
+    flags = [("guided_choice" in b, "response_format" in b, "logprobs" in b) for b in server.requests]
+    assert flags[-1] == flags[0] == (True, False, True)
+    assert len(flags) == 7
 
 
 def test_a_key_the_server_refuses_stops_the_run_at_load_naming_the_setting_not_the_key(server, sleeps):
