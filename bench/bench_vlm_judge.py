@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_vlm_judge.py --vlm [--device cpu|cuda] [--model FOLDER]
         [--images 16] [--questions 15] [--batch-sizes 1,8,16] [--size 512] [--threads 0]
+    .venv/bin/python bench/bench_vlm_judge.py --api [--requests 256] [--latency-ms 50]
 
 ``--vlm`` (``bench_vlm``): what is timed is ``VlmJudgeDetector.predict`` as ``run_detectors``
 calls it, on photos shipped in scikit-image / matplotlib resized to ``--size``², each image asked
@@ -12,14 +13,31 @@ one token per character) built in a temporary folder: it measures the judge's ow
 (prompts, the processor, padding, the scoring), not a real model. ``--model`` takes a real
 image-text-to-text chat model's folder (bf16 on CUDA). One warm-up call first; the load average
 is printed beside each figure (the CPU machines are shared).
+
+    .venv/bin/python bench/bench_vlm_judge.py --api [--requests 256] [--latency-ms 50]
+
+``--api`` (``bench_api``): ``api_judge``'s throughput against the tests' chat-completions server
+(tests/detectors/fake_chat_server.py) started on 127.0.0.1 with a fixed server-side latency
+(``--latency-ms``, default 50 ms, a small VLM's answer on a GPU), at concurrency 1, 8 and 32.
+Each level asks ``--requests`` questions about distinct images (one question each, 256² photos,
+batches of ``max(concurrency, 8)`` images as ``run_detectors --batch-size`` would hand them
+over), with the response cache empty: requests/s over the whole level, and the p50 / p95 of one
+request's round trip (client side, JSON encoding of the image included). A last pass asks the
+same questions again: every answer comes from the cache, no request is sent.
+
+The server runs in the same Python process as the client, so at high concurrency both share
+one GIL: the figures are a floor for the client against a real server. A throw-away SQLite
+database (or Django's test database on the ``DATABASE_URL`` server) holds the cache.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from _common import device_name, load_average, set_threads, sync
@@ -95,6 +113,110 @@ def bench_vlm(
         return figures
 
 
+def _photos(n: int, offset: int) -> list:
+    """``n`` distinct 256² photos (a gradient shifted per image: no two encode alike)."""
+    import numpy as np
+    from PIL import Image
+
+    ramp = np.linspace(0, 255, 256, dtype=np.float32)
+    x, y = np.meshgrid(ramp, ramp)
+    photos = []
+    for number in range(offset, offset + n):  # blue and a shifted gradient tell them apart
+        blue = np.full((256, 256), number % 256, np.float32)
+        photos.append(
+            Image.fromarray((np.stack([x + number // 256 * 13, y, blue], axis=-1) % 256).astype(np.uint8))
+        )
+    return photos
+
+
+def bench_api(*, requests: int = 256, latency_ms: float = 50.0, levels: Sequence[int] = (1, 8, 32)) -> None:
+    """api_judge at each concurrency in ``levels`` against the local server (module docstring)."""
+    from detectors.models import JudgeResponse
+    from detectors.plugins.api_judge import ApiJudgeDetector, JudgeQuestion
+    from tests.detectors.fake_chat_server import running
+
+    question = JudgeQuestion(
+        key="gender",
+        text="What is the gender of the person?",
+        choices=(("male", "Male"), ("female", "Female")),
+    )
+    with running() as server:
+        server.latency = latency_ms / 1000
+        os.environ["BIASLAB_JUDGE_BASE_URL"] = server.base_url
+        os.environ.pop("BIASLAB_JUDGE_API_KEY", None)
+        print(
+            f"api_judge against a local chat-completions server, {latency_ms:g} ms server latency, {requests} requests a level"
+        )
+        print(
+            f"{'concurrency':>11} {'requests/s':>10} {'p50 ms':>7} {'p95 ms':>7} {'sent':>5} {'ideal/s':>8}"
+        )
+        for index, concurrency in enumerate(levels):
+            images = _photos(requests, offset=index * requests)
+            detector = ApiJudgeDetector(model="judge-model", concurrency=concurrency)
+            detector.ensure_loaded()
+            round_trips: list[float] = []
+            attempt = detector._attempt
+
+            def timed(body, attempt=attempt, round_trips=round_trips):
+                started = time.perf_counter()
+                try:
+                    return attempt(body)
+                finally:
+                    round_trips.append(time.perf_counter() - started)
+
+            detector._attempt = timed  # type: ignore[method-assign]  # the bench's stopwatch
+            batch = max(concurrency, 8)
+            sent_before = len(server.requests)
+            started = time.perf_counter()
+            for start in range(0, requests, batch):
+                chunk = images[start : start + batch]
+                detector.answers_for(chunk, [[question]] * len(chunk))
+            seconds = time.perf_counter() - started
+            sent = len(server.requests) - sent_before
+            p50 = statistics.median(round_trips) * 1000
+            p95 = statistics.quantiles(round_trips, n=20)[18] * 1000
+            ideal = concurrency / (latency_ms / 1000)
+            print(
+                f"{concurrency:>11} {sent / seconds:>10.1f} {p50:>7.1f} {p95:>7.1f} {sent:>5} {ideal:>8.0f}"
+            )
+            detector.close()
+        # Everything again: answered from the cache, nothing sent.
+        detector = ApiJudgeDetector(model="judge-model", concurrency=levels[-1])
+        images = _photos(requests, offset=0)
+        sent_before = len(server.requests)
+        started = time.perf_counter()
+        for start in range(0, requests, 32):
+            chunk = images[start : start + 32]
+            detector.answers_for(chunk, [[question]] * len(chunk))
+        seconds = time.perf_counter() - started
+        print(
+            f"cached re-run: {requests} answers in {seconds:.2f} s ({requests / seconds:.0f} answers/s), "
+            f"{len(server.requests) - sent_before} requests sent, {JudgeResponse.objects.count()} cached rows"
+        )
+
+
+def _with_test_database(run) -> None:
+    """Run ``run()`` on a throw-away database (api_judge's cache lives there)."""
+    from django.db import connection
+    from django.test.utils import setup_test_environment, teardown_test_environment
+
+    setup_test_environment()
+    settings_dict = connection.settings_dict
+    tmp = None
+    if connection.vendor == "sqlite":
+        tmp = tempfile.TemporaryDirectory(prefix="bench-judge-")
+        settings_dict.setdefault("TEST", {})["NAME"] = str(Path(tmp.name) / "bench.sqlite3")
+    old_name = settings_dict["NAME"]
+    connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
+    try:
+        run()
+    finally:
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+        teardown_test_environment()
+        if tmp is not None:
+            tmp.cleanup()
+
+
 def main() -> None:
     import torch
 
@@ -102,6 +224,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--vlm", action="store_true", help="Time vlm_judge (bench_vlm).")
+    parser.add_argument(
+        "--api", action="store_true", help="Time api_judge against a local server (bench_api)."
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--model", default="", help="A real model's folder (default: the tiny random LLaVA).")
     parser.add_argument("--images", type=int, default=16)
@@ -111,9 +236,11 @@ def main() -> None:
     )
     parser.add_argument("--size", type=int, default=512, help="Side of the input images (default 512).")
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's choice).")
+    parser.add_argument("--requests", type=int, default=256, help="api_judge: requests a level.")
+    parser.add_argument("--latency-ms", type=float, default=50.0, help="api_judge: the server's latency.")
     args = parser.parse_args()
-    if not args.vlm:
-        parser.error("choose what to time: --vlm")
+    if not (args.vlm or args.api):
+        parser.error("choose what to time: --vlm, --api or both")
     set_threads(args.threads)
 
     import django
@@ -128,6 +255,8 @@ def main() -> None:
             batch_sizes=[int(b) for b in args.batch_sizes.split(",")],
             size=args.size,
         )
+    if args.api:
+        _with_test_database(lambda: bench_api(requests=args.requests, latency_ms=args.latency_ms))
 
 
 if __name__ == "__main__":

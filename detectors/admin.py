@@ -1,4 +1,5 @@
-"""Admin for runs and predictions: read and delete (deleting failed predictions lets a run retry them).
+"""Admin for runs, predictions and a judge's cached answers: read and delete (deleting failed
+predictions lets a run retry them; deleting cached answers makes a judge ask again).
 
 Predictions are written by run_detectors and import_predictions only, so the admin never edits
 them; an output typed by hand would be indistinguishable from a model's. A prediction belongs
@@ -12,7 +13,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from detectors.models import DetectorRun, Prediction
+from detectors.models import DetectorRun, JudgeResponse, Prediction
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -61,3 +62,10 @@ class PredictionAdmin(ReadOnlyAdmin):
     search_fields = ("image__item_images__source_path", "image__sha256", "detector", "version", "error")
     list_select_related = ("image",)
     raw_id_fields = ("image", "run")
+
+
+@admin.register(JudgeResponse)
+class JudgeResponseAdmin(ReadOnlyAdmin):
+    list_display = ("id", "model", "image_sha256", "question", "mode", "content", "created_at")
+    list_filter = ("model", "mode")
+    search_fields = ("model", "image_sha256", "question", "content")

@@ -90,6 +90,15 @@ class RunOutput(serializers.Serializer):
     n_skipped = serializers.IntegerField()
     seconds = serializers.FloatField()
     images_per_second = serializers.FloatField(allow_null=True)
+    requests = serializers.IntegerField(
+        help_text="HTTP requests a judge behind an API sent, retries included."
+    )
+    cache_hits = serializers.IntegerField(help_text="Answers read from the response cache instead.")
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    cost_usd = serializers.FloatField(
+        allow_null=True, help_text="At the run's usd_per_1k_tokens; null without."
+    )
     error = serializers.CharField()
     started_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)

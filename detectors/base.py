@@ -158,6 +158,10 @@ class Detector:
     #: ``registry.get(key, **options)`` or ``run_detectors --option NAME=VALUE``; any other name
     #: is refused by ``__init__`` (a typo must not silently run the defaults).
     option_help: ClassVar[dict[str, str]] = {}
+    #: True for a detector that must run in the process that stores its predictions (it reads
+    #: and writes the database itself, as api_judge's response cache does): ``--executor`` is
+    #: refused for it.
+    in_process_only: ClassVar[bool] = False
     #: True for a judge: ``predict`` takes ``questions=`` (one tuple of questions per image) and
     #: the run binds the detector to the study before it reads ``version_id`` (``detectors.judges``).
     needs_questions: ClassVar[bool] = False
@@ -215,3 +219,9 @@ class Detector:
 
     def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
         raise NotImplementedError
+
+    def usage_take(self) -> dict[str, float]:
+        """What the detector spent since the last call, which the run adds to its row:
+        ``requests``, ``cache_hits``, ``prompt_tokens``, ``completion_tokens``, ``cost_usd``
+        (a detector behind a paid API). Most detectors spend none of these: empty."""
+        return {}

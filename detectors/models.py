@@ -88,6 +88,20 @@ class DetectorRun(models.Model):
     n_skipped = models.PositiveIntegerField(default=0, help_text="Images already predicted before the run.")
     seconds = models.FloatField(default=0.0, help_text="Wall time spent predicting.")
     error = models.TextField(blank=True, help_text="Why the run failed, if it did.")
+    # What a detector behind a remote API spent (api_judge); zero for the others.
+    requests = models.PositiveIntegerField(default=0, help_text="HTTP requests sent, retries included.")
+    cache_hits = models.PositiveIntegerField(
+        default=0, help_text="Answers read from the response cache instead of asked again."
+    )
+    prompt_tokens = models.PositiveBigIntegerField(default=0, help_text="Prompt tokens the server counted.")
+    completion_tokens = models.PositiveBigIntegerField(
+        default=0, help_text="Completion tokens the server counted."
+    )
+    cost_usd = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Cost in US dollars at the run's usd_per_1k_tokens; empty without it.",
+    )
     started_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -170,3 +184,31 @@ class Prediction(models.Model):
     @property
     def scores(self) -> dict:
         return dict(self.output.get("scores", {}))
+
+
+class JudgeResponse(models.Model):
+    """A judge server's answer to one question about one image, kept so it is never asked twice.
+
+    ``key`` is the sha256 over (image sha256, question, choices, prompt template, model)
+    (``detectors.plugins.api_judge.cache_key``): a re-run, or another study with the same image
+    files and questions, reads the answer here and sends no request. The raw text is kept and read
+    again on each use, so the strict reading of answers applies to cached ones too.
+    """
+
+    key = models.CharField(max_length=64, unique=True, help_text="sha256 of the question asked (see above).")
+    image_sha256 = models.CharField(max_length=64, help_text="sha256 of the image bytes sent.")
+    model = models.CharField(max_length=200, help_text="The model the server was asked for.")
+    question = models.TextField(help_text="The question's text.")
+    mode = models.CharField(
+        max_length=20, help_text="How the answer was held to the choices: choice, json_schema or none."
+    )
+    content = models.TextField(blank=True, help_text="The answer's raw text.")
+    probabilities = models.JSONField(
+        null=True, blank=True, help_text="Choice value → probability read from the logprobs; empty without."
+    )
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.model} {self.image_sha256[:8]}: {self.content[:40]}"

@@ -34,8 +34,10 @@ DETECTORS: dict[str, str] = {
     "clip_attr": "detectors.plugins.clip_attributes.ClipAttributeDetector",
     "clip_attr_calibrated": "detectors.plugins.clip_attributes.ClipAttributeCalibratedDetector",
     "clip_attr_cls": "detectors.plugins.clip_attributes.ClipAttributeClassifierDetector",
-    # Judges: a vision-language model asked each image's own questions (gender, attributes, questions).
+    # Judges: a vision-language model asked each image's own questions (gender, attributes,
+    # questions), on local weights or behind an OpenAI-compatible server.
     "vlm_judge": "detectors.plugins.vlm_judge.VlmJudgeDetector",
+    "api_judge": "detectors.plugins.api_judge.ApiJudgeDetector",
 }
 
 

@@ -16,12 +16,15 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Mod
 
-from detectors.models import DetectorRun, OutputKind, Prediction, PredictionStatus
+from detectors.models import DetectorRun, JudgeResponse, OutputKind, Prediction, PredictionStatus
+from studies.batching import in_chunks
 from studies.csvio import safe_dict_writer
 from studies.models import Image, ItemImage, Study
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
+
+    from detectors.plugins.api_judge import JudgeResponseData
 
 
 @dataclass(frozen=True)
@@ -254,3 +257,20 @@ def prediction_summaries() -> list[PredictionSummary]:
         .order_by("detector", "version", "kind")
     )
     return [PredictionSummary(**row) for row in rows]
+
+
+def judge_responses_cached(keys: list[str]) -> dict[str, JudgeResponseData]:
+    """The cached judge answers among ``keys`` (``JudgeResponse``), by key."""
+    from detectors.plugins.api_judge import JudgeResponseData
+
+    found: dict[str, JudgeResponseData] = {}
+    for chunk in in_chunks(keys):
+        for row in JudgeResponse.objects.filter(key__in=chunk):
+            found[row.key] = JudgeResponseData(
+                content=row.content,
+                mode=row.mode,
+                probabilities=row.probabilities,
+                prompt_tokens=row.prompt_tokens,
+                completion_tokens=row.completion_tokens,
+            )
+    return found

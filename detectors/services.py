@@ -30,12 +30,21 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from PIL import Image as PILImage
 
 from detectors.base import Detector, DetectorOutput, DetectorUnavailable
-from detectors.executors import BatchResult, Executor, Item, ItemError, WorkerStats, batches_drive
+from detectors.executors import (
+    BatchResult,
+    Executor,
+    ExecutorError,
+    Item,
+    ItemError,
+    WorkerStats,
+    batches_drive,
+)
 from detectors.executors.workers import AskedImage, Predicted, image_open, outputs_predict
 from detectors.judges.questions import image_question_keys, study_ask
 from detectors.kinds import (
@@ -47,7 +56,15 @@ from detectors.kinds import (
     output_validate,
     validate_gender,
 )
-from detectors.models import DetectorRun, FilterReason, OutputKind, Prediction, PredictionStatus, RunStatus
+from detectors.models import (
+    DetectorRun,
+    FilterReason,
+    JudgeResponse,
+    OutputKind,
+    Prediction,
+    PredictionStatus,
+    RunStatus,
+)
 from detectors.progress import Progress
 from detectors.remote import detector_executor_start, image_payload
 from detectors.selectors import Shard, images_in_scope, images_pending
@@ -59,6 +76,8 @@ from studies.models import Item as StudyItem  # ``Item`` here is an executor's w
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
+
+    from detectors.plugins.api_judge import JudgeResponseData
 
 #: The longest detector name a Prediction can hold.
 DETECTOR_NAME_MAX = 100
@@ -342,6 +361,11 @@ def detector_run(
     (``_run_batches_remote``, on the shared driver of detectors/remote.py).
     """
     detector_name_check(detector.key)
+    if executor is not None and detector.in_process_only:
+        raise ExecutorError(
+            f"{detector.key} sends its requests from this process and keeps their cache here: run it "
+            "without --executor (its concurrency option sets how many requests are in flight)."
+        )
     if detector.needs_questions:  # a judge: its kind and version follow the study's questions
         detector.questions_bind(study_ask(study, judge=detector.key))  # type: ignore[attr-defined]
     version = detector.version_id
@@ -468,7 +492,9 @@ def _run_batches(
             next_futures = _open_async(pool, upcoming)
             started = time.perf_counter()
             records = _predict_batch(detector, batch, opened, _questions_of(detector, study, batch))
-            batch_store(run=run, records=records, seconds=time.perf_counter() - started)
+            batch_store(
+                run=run, records=records, seconds=time.perf_counter() - started, usage=detector.usage_take()
+            )
             processed += len(batch)
             if meter:
                 meter.advance(len(batch))
@@ -539,8 +565,25 @@ def _run_batches_remote(
     return RunStatus.INTERRUPTED
 
 
-def batch_store(*, run: DetectorRun, records: Sequence[PredictionRecord], seconds: float) -> StoreResult:
-    """Store one batch's predictions and advance the run's counters, in one transaction."""
+#: The run's counters a detector's ``usage_take`` may advance.
+USAGE_COUNTERS = ("requests", "cache_hits", "prompt_tokens", "completion_tokens")
+
+
+def batch_store(
+    *,
+    run: DetectorRun,
+    records: Sequence[PredictionRecord],
+    seconds: float,
+    usage: dict[str, float] | None = None,
+) -> StoreResult:
+    """Store one batch's predictions and advance the run's counters, in one transaction;
+    ``usage`` (``Detector.usage_take``) adds what the batch spent: requests, cache hits, tokens
+    and ``cost_usd``."""
+    spent: dict[str, Any] = {
+        name: F(name) + int(usage[name]) for name in USAGE_COUNTERS if usage and usage.get(name)
+    }
+    if usage and usage.get("cost_usd") is not None:
+        spent["cost_usd"] = Coalesce(F("cost_usd"), Value(0.0)) + float(usage["cost_usd"])
     with transaction.atomic():
         stored = prediction_store(detector=run.detector, version=run.version, records=records, run=run)
         DetectorRun.objects.filter(pk=run.pk).update(
@@ -548,8 +591,29 @@ def batch_store(*, run: DetectorRun, records: Sequence[PredictionRecord], second
             n_failed=F("n_failed") + stored.failed,
             seconds=F("seconds") + seconds,
             updated_at=timezone.now(),
+            **spent,
         )
     return stored
+
+
+def judge_responses_store(*, responses: dict[str, tuple[str, str, JudgeResponseData]], model: str) -> int:
+    """Cache a judge server's answers: key → (image sha256, question text, answer). A key
+    already cached (another worker asked too) is left alone. Returns the rows written."""
+    rows = [
+        JudgeResponse(
+            key=key,
+            image_sha256=image_sha256,
+            model=model[:200],
+            question=question,
+            mode=data.mode,
+            content=data.content,
+            probabilities=data.probabilities,
+            prompt_tokens=data.prompt_tokens,
+            completion_tokens=data.completion_tokens,
+        )
+        for key, (image_sha256, question, data) in responses.items()
+    ]
+    return len(JudgeResponse.objects.bulk_create(rows, ignore_conflicts=True))
 
 
 # --- importing predictions made elsewhere --------------------------------------------------------

@@ -74,6 +74,7 @@ from detectors.plugins.measurements import (
     overlay_picture_store,
     overlay_settings,
 )
+from detectors.retry import backoff_delay, retry_after_seconds
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
@@ -202,16 +203,6 @@ def encode_image(image: PILImage) -> bytes:
         if len(data) <= MAX_BYTES:
             return data
     return data  # still too big: the API answers with IMAGE_FILE_TOO_LARGE → filtered api_error
-
-
-def backoff_delay(attempt: int, *, base: float, cap: float, rng: random.Random) -> float:
-    """Delay before retry number ``attempt`` (1-based): exponential, capped, "equal jitter".
-
-    Half of the exponential step is kept so retries never hammer the server, the other half is
-    random so parallel workers spread out.
-    """
-    step = min(cap, base * 2 ** (attempt - 1))
-    return step / 2 + rng.uniform(0, step / 2)
 
 
 class FacePlusPlusDetector(Detector):
@@ -359,7 +350,7 @@ class FacePlusPlusDetector(Detector):
                 return faces_from_response(payload)
             except ValueError as exc:
                 raise FacePlusPlusError(f"unexpected Face++ response: {exc}") from exc
-        retry_after = _retry_after(headers)
+        retry_after = retry_after_seconds(headers)
         if status >= 500 or status == 429 or message.startswith(RETRYABLE_ERRORS):
             raise _Retryable(f"HTTP {status} {message or raw[:200]!r}", retry_after)
         if status == 413 or message.startswith(IMAGE_ERRORS):
@@ -430,11 +421,3 @@ class FacePlusPlusMeasureDetector(FacePlusPlusDetector):
         ]
         picture = faces_picture(np.asarray(image.convert("RGB")), boxes, label)
         return overlay_picture_store(picture, detector_key=self.key, max_side=self.overlay_max_side)
-
-
-def _retry_after(headers: Any) -> float | None:
-    value = headers.get("Retry-After") if headers is not None else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None

@@ -89,6 +89,12 @@ DETECTOR_FACTS: dict[str, dict[str, str]] = {
         "weights": "`BIASLAB_FACEPP_KEY`, `BIASLAB_FACEPP_SECRET` (a web API)",
         "speed": "the Face++ service's: one HTTPS request per image",
     },
+    "api_judge": {
+        "weights": "`BIASLAB_JUDGE_BASE_URL`, `BIASLAB_JUDGE_API_KEY` (an OpenAI-compatible server), "
+        "`--option model=…`",
+        "speed": "the server's: one request per (image, question), `concurrency` at a time; the client "
+        "alone makes 160 requests/s at concurrency 32 against a 50 ms local server [^cpu29]",
+    },
     "mivolo": {
         "weights": "`BIASLAB_MIVOLO_WEIGHTS`, `BIASLAB_MIVOLO_DETECTOR_WEIGHTS` (no default)",
         "speed": "not measured (MiVOLO's code installs only in an environment of its own)",
@@ -136,7 +142,9 @@ SPEED_NOTES = (
     "[^cpu26]: `bench/bench_yolo_objects.py`, `bench_measure.py` or "
     "`bench_attribute_estimators.py`, recorded 2026-11-26, the same kind of shared 2-core CPU machine "
     "under heavier load (load average 6-11), so slower and noisier. See "
-    "[Benchmarks](../benchmarks.md).\n"
+    "[Benchmarks](../benchmarks.md).\n\n"
+    "[^cpu29]: `bench/bench_vlm_judge.py --api`, 2026-11-29, the shared 2-core CPU machine (load "
+    "average 2-3), the test server in the client's process. See [Benchmarks](../benchmarks.md).\n"
 )
 
 

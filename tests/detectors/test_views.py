@@ -31,6 +31,11 @@ def runs(study):
         seconds=10.5,
         host="gpu-7",
         device="cuda",
+        requests=12,
+        cache_hits=3,
+        prompt_tokens=1200,
+        completion_tokens=24,
+        cost_usd=0.000612,
     )
     failed = DetectorRun.objects.create(
         detector="blip2",
@@ -53,6 +58,8 @@ def test_researcher_sees_each_run_with_status_counts_speed_and_errors(client_for
     assert "Running" in html
     assert "Failed" in html
     assert "set BIASLAB_BLIP2_WEIGHTS" in html
+    assert "12 requests, 3 cached" in html
+    assert "1200 + 24 tokens · $0.0006" in html
 
 
 def test_a_long_error_is_shown_in_full_and_escaped_in_its_own_row(client_for, researcher, runs):
@@ -258,6 +265,9 @@ def test_api_lists_runs(client_for, researcher, runs):
     assert by_detector["clip"]["study"] == "gender"
     assert by_detector["blip2"]["study"] is None
     assert "BIASLAB_BLIP2_WEIGHTS" in by_detector["blip2"]["error"]
+    assert (by_detector["clip"]["requests"], by_detector["clip"]["cache_hits"]) == (12, 3)
+    assert by_detector["clip"]["cost_usd"] == pytest.approx(0.000612)
+    assert by_detector["blip2"]["cost_usd"] is None
 
 
 @pytest.mark.parametrize("verb", VERBS)
@@ -306,3 +316,25 @@ def test_admin_lists_predictions_and_finds_them_by_any_path_of_their_file(
     assert "1 prediction" in html
     assert "filtered" in html
     assert client.get(reverse("admin:detectors_detectorrun_changelist")).status_code == 200
+
+
+def test_admin_lists_a_judge_s_cached_answers_and_can_delete_them_but_not_add_or_change(
+    client_for, admin_user
+):
+    from detectors.models import JudgeResponse
+
+    row = JudgeResponse.objects.create(
+        key="k" * 64,
+        image_sha256="a" * 64,
+        model="qwen-vl",
+        question="Wealthy?",
+        mode="choice",
+        content="Yes",
+    )
+    client = client_for(admin_user)
+    html = client.get(reverse("admin:detectors_judgeresponse_changelist"), {"q": "qwen"}).content.decode()
+    assert "1 judge response" in html
+    assert client.get(reverse("admin:detectors_judgeresponse_add")).status_code == 403
+    delete = reverse("admin:detectors_judgeresponse_delete", args=[row.pk])
+    assert client.post(delete, {"post": "yes"}).status_code == 302
+    assert not JudgeResponse.objects.exists()

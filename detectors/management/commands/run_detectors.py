@@ -18,6 +18,9 @@ every file exactly once. Ctrl-C or SIGTERM
 stops after the current batch (the run is marked interrupted); running the same command again
 continues, and once everything is predicted it does nothing and says so.
 
+A detector behind a remote API (``api_judge``) also prints what the run spent: requests,
+cache hits, tokens and, with ``--option usd_per_1k_tokens=…``, the cost (docs/how-to/api-judge.md).
+
 ``--executor ray`` runs the detector on a pool of Ray workers (``--ray-address``,
 ``--num-workers``, ``--num-gpus-per-worker``); this process still selects the images and is the
 only one that writes the database (docs/how-to/ray.md).
@@ -36,6 +39,7 @@ from detectors.base import DetectorOptionError, DetectorUnavailable, UnknownDete
 from detectors.executors import ExecutorError, executor_arguments
 from detectors.judges import StudyAskError
 from detectors.management.options import executor_for, workers_report
+from detectors.models import DetectorRun
 from detectors.progress import Progress, StopFlag, command_stream
 from detectors.selectors import Shard, t2i_models
 from detectors.services import detector_run
@@ -119,6 +123,8 @@ class Command(BaseCommand):
             f"{run.detector}@{run.version} run {run.pk} {outcome.message}"
             + (f" {speed:.2f} images/s." if speed else "")
         )
+        if run.requests or run.cache_hits:
+            self.stdout.write(run_usage_text(run))
         workers_report(self.stdout, outcome.workers)
 
     @staticmethod
@@ -130,6 +136,15 @@ class Command(BaseCommand):
         if not items.filter(t2i_model=t2i_model).exists():
             known = t2i_models(study=study) or ["none"]
             raise CommandError(f"No images of T2I model {t2i_model!r}. T2I models: {', '.join(known)}.")
+
+
+def run_usage_text(run: DetectorRun) -> str:
+    """What a run behind a remote API spent: requests, cache hits, tokens and cost."""
+    cost = f", ${run.cost_usd:.4f}" if run.cost_usd is not None else ""
+    return (
+        f"{run.requests} requests, {run.cache_hits} cache hits, {run.prompt_tokens} prompt + "
+        f"{run.completion_tokens} completion tokens{cost}."
+    )
 
 
 def parse_options(pairs: list[str]) -> dict[str, Any]:
