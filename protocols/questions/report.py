@@ -6,11 +6,31 @@
     {"questions": {q: {t2i_model: {"groups": {g: {"n", "shares", "ci95"}},
                                    "chi2", "dof", "p_value", "cramers_v", "max_gap"}}},
      "agreement": {q: {"krippendorff_alpha", "fleiss_kappa", "observed_agreement", "n_items"}},
-     "detectors": {d: {q: {"n", "accuracy", "cohen_kappa", "groups": {g: {"shares"}}}}}}
+     "detectors": {d: {q: {"n", "accuracy", "cohen_kappa", "groups": {g: {"shares"}}}}},
+     "judges": {"<detector>@<version>": {q: {"n", "accuracy", "cohen_kappa", "confusion",
+                                             "brier", "ece", "n_probabilities", "reliability",
+                                             "excluded": {"failed", "unanswered"}}}},
+     "judge_versions": {"<d>@<v1> vs <d>@<v2>": {q: {"n", "agreement", "cohen_kappa"}}}}
+
+and per question and T2I model, beside the people's figures, each judge's picture:
+``questions.<q>.<model>.judges.<detector>@<version>.{groups.<g>.{n, shares, ci95}, chi2, dof,
+p_value, cramers_v, max_gap, max_gap_error}`` with ``max_gap_error.<a>`` = the judge's max_gap
+minus the people's.
 
 Shares read final labels; a group appears once one of its items has a final answer. Detector
 figures read the items with both a final label and the detector's answer (its latest version)
-and are left out for a question no such item has. ``observed_agreement`` is Fleiss' mean
+and are left out for a question no such item has.
+
+Judges are every run (``detector@version``) of ``answers`` predictions, each version apart. A
+judge's shares count the items of the group it answered (with or without a final label: its
+picture of the bias is the picture of what it answered); its item-by-item figures (``n``,
+accuracy, Cohen's κ, ``confusion`` — ``{people's answer: {judge's answer: items}}``) count the
+items with both its answer and a final answer. Brier score, ECE (10 equal-width bins, top
+label: ``metrics.calibration``) and the reliability bins read the ``n_probabilities`` of those
+items whose output carries probabilities (null when none does). ``excluded`` counts, among the
+items with a final answer, the judge's failed predictions and its outputs without a valid
+answer to the question (filtered, unparseable, or not asked). ``judge_versions`` pairs the
+versions of one detector: their agreement over the items both answered. ``observed_agreement`` is Fleiss' mean
 pairwise agreement over the items with two labels or more; null when there is none.
 """
 
@@ -21,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from metrics import agreement as agreement_metrics
+from metrics import calibration
 from metrics import questions as qm
 from protocols.questions import selectors as qsel
 from reports.selectors import Scope
@@ -46,12 +67,119 @@ def _rounded(interval: tuple[float, float]) -> list[float]:
     return [interval[0], interval[1]]
 
 
+def _shares_dict(comparison: qm.SharesComparison) -> dict[str, Any]:
+    return {
+        "groups": {
+            group: {
+                "n": shares.n,
+                "shares": dict(shares.shares),
+                "ci95": {a: _rounded(ci) for a, ci in shares.ci95.items()},
+            }
+            for group, shares in comparison.groups.items()
+        },
+        "chi2": comparison.test.chi2,
+        "dof": comparison.test.dof,
+        "p_value": comparison.test.p_value,
+        "cramers_v": comparison.test.cramers_v,
+        "max_gap": dict(comparison.max_gap),
+    }
+
+
+def judge_figures(
+    question: Question, run: qsel.JudgeRun, finals: dict[int, dict[str, str]]
+) -> dict[str, Any] | None:
+    """One judge against the final answers on one question (see the module docstring); None
+    when no item has both."""
+    values = question.values
+    truth: list[str] = []
+    said: list[str] = []
+    probabilities: list[dict[str, float]] = []
+    probability_truth: list[str] = []
+    failed = unanswered = 0
+    for item_id, answers in sorted(finals.items()):
+        final = answers.get(question.key)
+        if final not in values:
+            continue
+        if item_id in run.failed and item_id not in run.answers:
+            failed += 1
+            continue
+        answer = run.answers.get(item_id, {}).get(question.key)
+        if answer not in values:
+            unanswered += item_id in run.answers
+            continue
+        truth.append(final)
+        said.append(answer)
+        p = run.probabilities.get(item_id, {}).get(question.key)
+        if p and sum(p.get(v, 0.0) for v in values) > 0:
+            probabilities.append(p)
+            probability_truth.append(final)
+    if not truth:
+        return None
+    labels, matrix = agreement_metrics.confusion_matrix(truth, said, values)
+    calibrated = calibration.calibration(probabilities, probability_truth, values)
+    return {
+        "n": len(truth),
+        "accuracy": qm.accuracy(truth, said),
+        "cohen_kappa": qm.cohen_kappa(truth, said),
+        "confusion": {a: dict(zip(labels, row, strict=True)) for a, row in zip(labels, matrix, strict=True)},
+        "brier": calibrated.brier,
+        "ece": calibrated.ece,
+        "n_probabilities": calibrated.n,
+        "reliability": [
+            {"lo": b.lo, "hi": b.hi, "n": b.n, "confidence": b.confidence, "accuracy": b.accuracy}
+            for b in calibrated.bins
+        ]
+        if calibrated.n
+        else [],
+        "excluded": {"failed": failed, "unanswered": unanswered},
+    }
+
+
+def version_pairs(
+    questions: list[Question], runs: dict[str, qsel.JudgeRun]
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every two versions of one detector: per question, n items both answered, their share
+    of equal answers and Cohen's κ between them."""
+    by_detector: dict[str, list[str]] = defaultdict(list)
+    for name in runs:
+        by_detector[name.rpartition("@")[0]].append(name)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for names in by_detector.values():
+        for i, first in enumerate(names):
+            for second in names[i + 1 :]:
+                a, b = runs[first].answers, runs[second].answers
+                per_question = {}
+                for question in questions:
+                    pairs = [
+                        (a[item][question.key], b[item][question.key])
+                        for item in sorted(set(a) & set(b))
+                        if a[item].get(question.key) in question.values
+                        and b[item].get(question.key) in question.values
+                    ]
+                    if pairs:
+                        x, y = [p[0] for p in pairs], [p[1] for p in pairs]
+                        per_question[question.key] = {
+                            "n": len(pairs),
+                            "agreement": qm.accuracy(x, y),
+                            "cohen_kappa": qm.cohen_kappa(x, y),
+                        }
+                out[f"{first} vs {second}"] = per_question
+    return out
+
+
 def compute(scope: Scope, *, questions: list[Question], detector: str | None = None) -> QuestionsResult:
     column = qsel.compare_column(scope.study)
     groups = qsel.item_groups(scope, column)
     finals = qsel.final_answers(scope)
     models = sorted({model for model, _ in groups.values()})
-    report: dict[str, Any] = {"questions": {}, "agreement": {}, "detectors": {}}
+    runs = qsel.judge_runs(scope, detector=detector)
+    report: dict[str, Any] = {
+        "questions": {},
+        "agreement": {},
+        "detectors": {},
+        "judges": {},
+        "judge_versions": {},
+    }
     comparisons: dict[str, dict[str, qm.SharesComparison]] = {}
     for question in questions:
         values = question.values
@@ -65,21 +193,19 @@ def compute(scope: Scope, *, questions: list[Question], detector: str | None = N
         for model in sorted(by_model):
             comparison = qm.answer_shares(by_model[model], values)
             comparisons[question.key][model] = comparison
-            cell[model] = {
-                "groups": {
-                    group: {
-                        "n": shares.n,
-                        "shares": dict(shares.shares),
-                        "ci95": {a: _rounded(ci) for a, ci in shares.ci95.items()},
+            cell[model] = _shares_dict(comparison) | {"judges": {}}
+            for name, run in runs.items():
+                judged: dict[str, list[str]] = defaultdict(list)
+                for item_id, said in run.answers.items():
+                    item_model, group = groups.get(item_id, ("", ""))
+                    answer = said.get(question.key)
+                    if item_model == model and group and answer in values:
+                        judged[group].append(answer)
+                if judged:
+                    picture = qm.answer_shares(judged, values)
+                    cell[model]["judges"][name] = _shares_dict(picture) | {
+                        "max_gap_error": qm.max_gap_error(picture.max_gap, comparison.max_gap)
                     }
-                    for group, shares in comparison.groups.items()
-                },
-                "chi2": comparison.test.chi2,
-                "dof": comparison.test.dof,
-                "p_value": comparison.test.p_value,
-                "cramers_v": comparison.test.cramers_v,
-                "max_gap": dict(comparison.max_gap),
-            }
         report["questions"][question.key] = cell
     units = qsel.label_values(scope)
     for question in questions:
@@ -119,6 +245,10 @@ def compute(scope: Scope, *, questions: list[Question], detector: str | None = N
                 },
             }
         report["detectors"][name] = per_question
+    for name, run in runs.items():
+        figures = {q.key: judge_figures(q, run, finals) for q in questions}
+        report["judges"][name] = {key: f for key, f in figures.items() if f is not None}
+    report["judge_versions"] = version_pairs(questions, runs)
     return QuestionsResult(
         report=report,
         questions=questions,
