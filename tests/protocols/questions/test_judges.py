@@ -99,3 +99,63 @@ def test_two_versions_of_one_judge_are_compared_with_each_other(report):
     assert pair["n"] == len(both) == 10
     assert pair["agreement"] == pytest.approx(np.mean([x == y for x, y in both]))
     assert pair["cohen_kappa"] == pytest.approx(cohen_kappa_score([x for x, _ in both], [y for _, y in both]))
+
+
+def test_the_page_draws_each_judge_beside_the_people_titled_per_model_with_readable_labels(
+    client_for, researcher, tmp_path
+):
+    from django.urls import reverse
+
+    build_judge_study(tmp_path)
+    html = client_for(researcher).get(reverse("reports:overview") + "?study=qj").content.decode()
+    import re
+
+    judge_bars = re.findall(
+        r'class="judge-bar" data-judge="([^"]+)" data-group="(\w+)" data-answer="(\w+)"', html
+    )
+    assert ("vlm_judge@b", "dark", "young") in judge_bars
+    assert {bar[0] for bar in judge_bars} == {"vlm_judge@a", "vlm_judge@b"}
+    titles = re.findall(r'class="chart-title"[^>]*>([^<]+)<', html)
+    assert sorted(titles) == ["dalle", "sdxl"]  # one per model (only age has final answers)
+    sizes = [
+        int(size)
+        for size in re.findall(r'<svg class="shares".*?</svg>', html, re.S)
+        for size in re.findall(r'font-size="(\d+)"', size)
+    ]
+    assert sizes
+    assert min(sizes) >= 12
+    assert 'data-judge="vlm_judge@a"' in html
+    assert "1 failed, 1 not answered" in html
+    assert "max_gap_error" in html
+    assert "Two versions of one judge" in html
+
+
+@pytest.mark.parametrize(
+    "name", ["question_shares", "question_tests", "question_agreement", "judges", "judge_versions"]
+)
+def test_every_table_downloads(client_for, researcher, tmp_path, name):
+    from django.urls import reverse
+
+    build_judge_study(tmp_path)
+    client = client_for(researcher)
+    for fmt in ("csv", "tex", "md"):
+        response = client.get(reverse("reports:table", args=[name, fmt]) + "?study=qj")
+        assert response.status_code == 200, (name, fmt)
+    csv_text = client.get(
+        reverse("reports:table", args=["question_tests", "csv"]) + "?study=qj"
+    ).content.decode()
+    assert "max_gap_error" in csv_text.splitlines()[0]
+
+
+def test_the_charts_download_as_svg_and_png(client_for, researcher, tmp_path):
+    from django.urls import reverse
+
+    build_judge_study(tmp_path)
+    client = client_for(researcher)
+    shares = client.get(reverse("reports:chart", args=["shares", "svg"]) + "?study=qj")
+    assert shares.status_code == 200
+    assert shares.content.lstrip().startswith(b"<?xml")
+    reliability = client.get(reverse("reports:chart", args=["reliability", "png"]) + "?study=qj")
+    assert reliability.status_code == 200
+    assert reliability.content.startswith(b"\x89PNG")
+    assert client.get(reverse("reports:chart", args=["histogram", "svg"]) + "?study=qj").status_code == 404
