@@ -373,17 +373,11 @@ def markdown(result: QuestionsResult) -> str:
             f"{_num(a['observed_agreement'])} | {a['n_items']} |"
         )
     lines.append("")
-    if report["detectors"]:
-        lines += [
-            "## Detectors",
-            "",
-            "| detector | question | n | accuracy | Cohen \u03ba |",
-            "|---|---|---:|---:|---:|",
-        ]
-        for name, by_question in report["detectors"].items():
-            for key, d in by_question.items():
-                lines.append(
-                    f"| {name} | {key} | {d['n']} | {_num(d['accuracy'])} | {_num(d['cohen_kappa'])} |"
-                )
-        lines.append("")
+    if report["judges"]:
+        from protocols.questions import tables as qtables
+        from reports.render import to_markdown
+
+        lines += [to_markdown(qtables.judges_table(result)), to_markdown(qtables.tests_table(result))]
+        if report["judge_versions"]:
+            lines.append(to_markdown(qtables.judge_versions_table(result)))
     return "\n".join(lines)

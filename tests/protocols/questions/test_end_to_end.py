@@ -210,4 +210,4 @@ def test_bias_report_csv_and_md(tmp_path):
     assert "# Questions report (groups: skin)" in md
     assert "## age: How old does the person look?" in md
     assert "χ² =" in md
-    assert "| llava | wealth | 12 | 1.000 | 1.000 |" in md
+    assert "| llava@imported | wealth | 12 | 1.000 | 1.000 |" in md
