@@ -135,5 +135,11 @@ class QuestionsAnalysis(Analysis):
         if fmt == "csv":
             return render.csv_text(qreport.csv_rows(result))
         if fmt == "md":
-            return qreport.markdown(result)
+            text = qreport.markdown(result)
+            if result.report["judges"]:
+                keys = ["judges", "question_tests"] + (
+                    ["judge_versions"] if result.report["judge_versions"] else []
+                )
+                text += "\n".join(render.to_markdown(qtables.BUILDERS[key](result)) for key in keys)
+            return text
         raise ValueError(f"The questions report exports as csv or md, not {fmt!r}.")

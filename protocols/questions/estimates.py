@@ -42,6 +42,7 @@ from estimates.selectors import item_outputs as _outputs
 from metrics import ppi_mean
 from protocols.questions import selectors as qsel
 from protocols.questions.spec import KIND_ANSWERS
+from reports import judges
 from reports.selectors import Scope
 from studies.models import Item, Question, Study
 from studies.selectors import study_questions
@@ -192,7 +193,9 @@ def questions_report(
             f"The answers read are of {detector}@{versions.get(detector)}, the rounds of version {version}."
         )
     said = answers.get(detector, {})
-    run = qsel.judge_runs(scope, detector=detector).get(f"{detector}@{versions.get(detector)}")
+    run = judges.judge_runs(scope, kinds=[KIND_ANSWERS], detector=detector).get(
+        f"{detector}@{versions.get(detector)}"
+    )
     probabilities = run.probabilities if run is not None else {}
     in_frame = [i.item_id for i in frame.items]
     # The questions each item asks, read for the whole study (the frame is most of it; a list
@@ -248,7 +251,7 @@ def answer_output_codes(study: Study, detector: str, version: str) -> dict[int, 
     """item id -> the detector's answers, as a sorted tuple of (question, answer): the stratified
     design's detector output."""
     return {
-        item_id: tuple(sorted(qsel.output_answers(output).items()))
+        item_id: tuple(sorted(judges.output_answers(output).items()))
         for item_id, output in _outputs(study, detector, version, KIND_ANSWERS)
     }
 
@@ -259,7 +262,9 @@ def answer_residuals(study: Study, detector: str, version: str) -> dict[int, flo
     finals = qsel.final_answers(Scope(study))
     return {
         item_id: float(
-            sum(1 for key, value in finals[item_id].items() if qsel.output_answers(output).get(key) != value)
+            sum(
+                1 for key, value in finals[item_id].items() if judges.output_answers(output).get(key) != value
+            )
         )
         for item_id, output in _outputs(study, detector, version, KIND_ANSWERS)
         if item_id in finals

@@ -41,9 +41,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from metrics import agreement as agreement_metrics
-from metrics import calibration
 from metrics import questions as qm
 from protocols.questions import selectors as qsel
+from protocols.questions.spec import KIND_ANSWERS
+from reports import judges
 from reports.selectors import Scope
 from reports.tables import NO_VALUE
 from studies.models import Question
@@ -85,94 +86,12 @@ def _shares_dict(comparison: qm.SharesComparison) -> dict[str, Any]:
     }
 
 
-def judge_figures(
-    question: Question, run: qsel.JudgeRun, finals: dict[int, dict[str, str]]
-) -> dict[str, Any] | None:
-    """One judge against the final answers on one question (see the module docstring); None
-    when no item has both."""
-    values = question.values
-    truth: list[str] = []
-    said: list[str] = []
-    probabilities: list[dict[str, float]] = []
-    probability_truth: list[str] = []
-    failed = unanswered = 0
-    for item_id, answers in sorted(finals.items()):
-        final = answers.get(question.key)
-        if final not in values:
-            continue
-        if item_id in run.failed and item_id not in run.answers:
-            failed += 1
-            continue
-        answer = run.answers.get(item_id, {}).get(question.key)
-        if answer not in values:
-            unanswered += item_id in run.answers
-            continue
-        truth.append(final)
-        said.append(answer)
-        p = run.probabilities.get(item_id, {}).get(question.key)
-        if p and sum(p.get(v, 0.0) for v in values) > 0:
-            probabilities.append(p)
-            probability_truth.append(final)
-    if not truth:
-        return None
-    labels, matrix = agreement_metrics.confusion_matrix(truth, said, values)
-    calibrated = calibration.calibration(probabilities, probability_truth, values)
-    return {
-        "n": len(truth),
-        "accuracy": qm.accuracy(truth, said),
-        "cohen_kappa": qm.cohen_kappa(truth, said),
-        "confusion": {a: dict(zip(labels, row, strict=True)) for a, row in zip(labels, matrix, strict=True)},
-        "brier": calibrated.brier,
-        "ece": calibrated.ece,
-        "n_probabilities": calibrated.n,
-        "reliability": [
-            {"lo": b.lo, "hi": b.hi, "n": b.n, "confidence": b.confidence, "accuracy": b.accuracy}
-            for b in calibrated.bins
-        ]
-        if calibrated.n
-        else [],
-        "excluded": {"failed": failed, "unanswered": unanswered},
-    }
-
-
-def version_pairs(
-    questions: list[Question], runs: dict[str, qsel.JudgeRun]
-) -> dict[str, dict[str, dict[str, Any]]]:
-    """Every two versions of one detector: per question, n items both answered, their share
-    of equal answers and Cohen's κ between them."""
-    by_detector: dict[str, list[str]] = defaultdict(list)
-    for name in runs:
-        by_detector[name.rpartition("@")[0]].append(name)
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for names in by_detector.values():
-        for i, first in enumerate(names):
-            for second in names[i + 1 :]:
-                a, b = runs[first].answers, runs[second].answers
-                per_question = {}
-                for question in questions:
-                    pairs = [
-                        (a[item][question.key], b[item][question.key])
-                        for item in sorted(set(a) & set(b))
-                        if a[item].get(question.key) in question.values
-                        and b[item].get(question.key) in question.values
-                    ]
-                    if pairs:
-                        x, y = [p[0] for p in pairs], [p[1] for p in pairs]
-                        per_question[question.key] = {
-                            "n": len(pairs),
-                            "agreement": qm.accuracy(x, y),
-                            "cohen_kappa": qm.cohen_kappa(x, y),
-                        }
-                out[f"{first} vs {second}"] = per_question
-    return out
-
-
 def compute(scope: Scope, *, questions: list[Question], detector: str | None = None) -> QuestionsResult:
     column = qsel.compare_column(scope.study)
     groups = qsel.item_groups(scope, column)
     finals = qsel.final_answers(scope)
     models = sorted({model for model, _ in groups.values()})
-    runs = qsel.judge_runs(scope, detector=detector)
+    runs = judges.judge_runs(scope, kinds=[KIND_ANSWERS], detector=detector)
     report: dict[str, Any] = {
         "questions": {},
         "agreement": {},
@@ -246,9 +165,9 @@ def compute(scope: Scope, *, questions: list[Question], detector: str | None = N
             }
         report["detectors"][name] = per_question
     for name, run in runs.items():
-        figures = {q.key: judge_figures(q, run, finals) for q in questions}
+        figures = {q.key: judges.judge_figures(q.key, q.values, run, finals) for q in questions}
         report["judges"][name] = {key: f for key, f in figures.items() if f is not None}
-    report["judge_versions"] = version_pairs(questions, runs)
+    report["judge_versions"] = judges.version_pairs([(q.key, q.values) for q in questions], runs)
     return QuestionsResult(
         report=report,
         questions=questions,
@@ -373,11 +292,4 @@ def markdown(result: QuestionsResult) -> str:
             f"{_num(a['observed_agreement'])} | {a['n_items']} |"
         )
     lines.append("")
-    if report["judges"]:
-        from protocols.questions import tables as qtables
-        from reports.render import to_markdown
-
-        lines += [to_markdown(qtables.judges_table(result)), to_markdown(qtables.tests_table(result))]
-        if report["judge_versions"]:
-            lines.append(to_markdown(qtables.judge_versions_table(result)))
     return "\n".join(lines)

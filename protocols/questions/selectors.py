@@ -5,7 +5,7 @@ whatever the number of items (a list of item ids goes a chunk at a time: ``studi
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import F, Prefetch
@@ -13,13 +13,8 @@ from django.db.models import F, Prefetch
 from annotate.models import FinalLabel, Label
 from detectors.models import PredictionStatus
 from protocols.questions.spec import COMPARE, KIND_ANSWERS
-from reports.selectors import (
-    PREDICTION_TO_ITEM,
-    Scope,
-    detector_runs_in_scope,
-    latest_detector_versions,
-    predictions_in_scope,
-)
+from reports.judges import output_answers
+from reports.selectors import PREDICTION_TO_ITEM, Scope, latest_detector_versions, predictions_in_scope
 from studies.batching import IsIn, in_chunks
 from studies.models import Item, Study
 
@@ -101,59 +96,6 @@ def detector_answers(
         if versions.get(name) == version and isinstance(output, dict):
             answers[name][item_id] = output_answers(output)
     return versions, answers
-
-
-def output_answers(output: Any) -> dict[str, str]:
-    """The answers of an ``answers`` output, plain (``{q: value}``) or extended
-    (``{"answers": {q: value}, "probabilities": {q: {value: p}}}``)."""
-    if not isinstance(output, dict):
-        return {}
-    answers = output.get("answers") if isinstance(output.get("answers"), dict) else output
-    return {str(k): str(v) for k, v in answers.items() if isinstance(v, str)}
-
-
-def output_probabilities(output: Any) -> dict[str, dict[str, float]]:
-    """The per-question answer probabilities of an extended ``answers`` output ({} when none)."""
-    if not isinstance(output, dict) or not isinstance(output.get("probabilities"), dict):
-        return {}
-    return {
-        str(q): {str(v): float(p) for v, p in by_value.items() if isinstance(p, int | float)}
-        for q, by_value in output["probabilities"].items()
-        if isinstance(by_value, dict)
-    }
-
-
-@dataclass(frozen=True)
-class JudgeRun:
-    """What one judge run (detector@version) said in scope: per item its answers and, where
-    given, its probabilities; and the items whose prediction failed."""
-
-    answers: dict[int, dict[str, str]] = field(default_factory=dict)
-    probabilities: dict[int, dict[str, dict[str, float]]] = field(default_factory=dict)
-    failed: set[int] = field(default_factory=set)
-
-
-def judge_runs(scope: Scope, *, detector: str | None = None) -> dict[str, JudgeRun]:
-    """``detector@version`` -> its ``JudgeRun``, for every run (every version, not only the
-    latest: two prompts or two models side by side) with ``answers`` predictions in scope."""
-    runs = {
-        f"{d}@{v}": JudgeRun()
-        for d, v, _ in detector_runs_in_scope(scope, kinds=[KIND_ANSWERS], detector=detector)
-    }
-    for name, version, item_id, status, output in (
-        predictions_in_scope(scope, kinds=[KIND_ANSWERS], detector=detector)
-        .values_list("detector", "version", F(f"{PREDICTION_TO_ITEM}id"), "status", "output")
-        .order_by()
-    ):
-        run = runs.setdefault(f"{name}@{version}", JudgeRun())
-        if status != PredictionStatus.OK:
-            run.failed.add(item_id)
-            continue
-        run.answers[item_id] = output_answers(output)
-        probabilities = output_probabilities(output)
-        if probabilities:
-            run.probabilities[item_id] = probabilities
-    return dict(sorted(runs.items()))
 
 
 @dataclass(frozen=True)
