@@ -22,6 +22,7 @@ from detectors.models import PredictionStatus
 from metrics import agreement, calibration
 from metrics import questions as qm
 from reports.selectors import PREDICTION_TO_ITEM, Scope, detector_runs_in_scope, predictions_in_scope
+from reports.tables import Cell, Column, Table, int_cell, num, text_cell
 
 Answers = dict[str, str]
 Probabilities = dict[str, dict[str, float]]
@@ -170,3 +171,103 @@ def version_pairs(
                         }
                 out[f"{first} vs {second}"] = per_question
     return out
+
+
+# --- tables (pure: the report's dicts in, ``reports.tables.Table`` out) --------------------------
+
+
+def judges_table(
+    judges: Mapping[str, Mapping[str, Mapping[str, Any]]], *, question: str = "Question"
+) -> Table:
+    """``judges``: per judge and question, the item-by-item figures (``judge_figures``)."""
+    rows = tuple(
+        (
+            text_cell(name),
+            text_cell(key),
+            int_cell(d["n"]),
+            _float(d["accuracy"]),
+            _float(d["cohen_kappa"]),
+            _float(d["brier"]),
+            _float(d["ece"]),
+            int_cell(d["n_probabilities"]),
+            int_cell(d["excluded"]["failed"]),
+            int_cell(d["excluded"]["unanswered"]),
+        )
+        for name, by_question in judges.items()
+        for key, d in by_question.items()
+    )
+    return Table(
+        key="judges",
+        title="Judges against people, image by image",
+        caption=(
+            "Per judge (detector@version) and question, over the images with both its answer and a final "
+            "answer: accuracy and Cohen's κ; Brier score and expected calibration error (10 equal-width "
+            "bins of the top answer's probability) over those whose output has probabilities. Failed: "
+            "its failed predictions; not answered: outputs without a valid answer to the question "
+            "(filtered, unparseable or not asked), both among images with a final answer."
+        ),
+        columns=(
+            Column("judge", "Judge", numeric=False),
+            Column("question", question, numeric=False),
+            Column("n", "n"),
+            Column("accuracy", "Accuracy"),
+            Column("cohen_kappa", "Cohen's κ"),
+            Column("brier", "Brier"),
+            Column("ece", "ECE"),
+            Column("n_probabilities", "n with probabilities"),
+            Column("failed", "Failed"),
+            Column("unanswered", "Not answered"),
+        ),
+        rows=rows,
+    )
+
+
+def judge_versions_table(
+    pairs: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    judges: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    *,
+    question: str = "Question",
+) -> Table:
+    """``judge_versions``: two versions of one judge, their agreement with each other and each
+    one's κ against people."""
+    rows = []
+    for pair, by_question in pairs.items():
+        first, _, second = pair.partition(" vs ")
+        for key, d in by_question.items():
+            a = judges.get(first, {}).get(key, {})
+            b = judges.get(second, {}).get(key, {})
+            rows.append(
+                (
+                    text_cell(first),
+                    text_cell(second),
+                    text_cell(key),
+                    int_cell(d["n"]),
+                    _float(d["agreement"]),
+                    _float(d["cohen_kappa"]),
+                    _float(a.get("cohen_kappa")),
+                    _float(b.get("cohen_kappa")),
+                )
+            )
+    return Table(
+        key="judge_versions",
+        title="Two versions of one judge",
+        caption=(
+            "Two versions of one judge (two prompts, two models): over the images both answered, their "
+            "agreement and Cohen's κ with each other; beside it each one's κ against people."
+        ),
+        columns=(
+            Column("judge_a", "Judge A", numeric=False),
+            Column("judge_b", "Judge B", numeric=False),
+            Column("question", question, numeric=False),
+            Column("n", "n"),
+            Column("agreement", "Agreement A-B"),
+            Column("cohen_kappa", "κ A-B"),
+            Column("kappa_a_people", "κ A-people"),
+            Column("kappa_b_people", "κ B-people"),
+        ),
+        rows=tuple(rows),
+    )
+
+
+def _float(value: float | None, digits: int = 3) -> Cell:
+    return Cell(value, num(value, digits))

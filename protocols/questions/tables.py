@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from reports import judges
 from reports.tables import Cell, Column, Table, ci_cell, int_cell, num, text_cell
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -148,87 +149,11 @@ def agreement_table(result: QuestionsResult) -> Table:
 
 
 def judges_table(result: QuestionsResult) -> Table:
-    rows = tuple(
-        (
-            text_cell(name),
-            text_cell(key),
-            int_cell(d["n"]),
-            _float(d["accuracy"]),
-            _float(d["cohen_kappa"]),
-            _float(d["brier"]),
-            _float(d["ece"]),
-            int_cell(d["n_probabilities"]),
-            int_cell(d["excluded"]["failed"]),
-            int_cell(d["excluded"]["unanswered"]),
-        )
-        for name, by_question in result.report["judges"].items()
-        for key, d in by_question.items()
-    )
-    return Table(
-        key="judges",
-        title="Judges against people, image by image",
-        caption=(
-            "Per judge (detector@version) and question, over the images with both its answer and a final "
-            "answer: accuracy and Cohen's κ; Brier score and expected calibration error (10 equal-width "
-            "bins of the top answer's probability) over those whose output has probabilities. Failed: "
-            "its failed predictions; not answered: outputs without a valid answer to the question "
-            "(filtered, unparseable or not asked), both among images with a final answer."
-        ),
-        columns=(
-            Column("judge", "Judge", numeric=False),
-            Column("question", "Question", numeric=False),
-            Column("n", "n"),
-            Column("accuracy", "Accuracy"),
-            Column("cohen_kappa", "Cohen's κ"),
-            Column("brier", "Brier"),
-            Column("ece", "ECE"),
-            Column("n_probabilities", "n with probabilities"),
-            Column("failed", "Failed"),
-            Column("unanswered", "Not answered"),
-        ),
-        rows=rows,
-    )
+    return judges.judges_table(result.report["judges"])
 
 
 def judge_versions_table(result: QuestionsResult) -> Table:
-    report = result.report
-    rows = []
-    for pair, by_question in report["judge_versions"].items():
-        first, _, second = pair.partition(" vs ")
-        for key, d in by_question.items():
-            a = report["judges"].get(first, {}).get(key, {})
-            b = report["judges"].get(second, {}).get(key, {})
-            rows.append(
-                (
-                    text_cell(first),
-                    text_cell(second),
-                    text_cell(key),
-                    int_cell(d["n"]),
-                    _float(d["agreement"]),
-                    _float(d["cohen_kappa"]),
-                    _float(a.get("cohen_kappa")),
-                    _float(b.get("cohen_kappa")),
-                )
-            )
-    return Table(
-        key="judge_versions",
-        title="Two versions of one judge",
-        caption=(
-            "Two versions of one judge (two prompts, two models): over the images both answered, their "
-            "agreement and Cohen's κ with each other; beside it each one's κ against people."
-        ),
-        columns=(
-            Column("judge_a", "Judge A", numeric=False),
-            Column("judge_b", "Judge B", numeric=False),
-            Column("question", "Question", numeric=False),
-            Column("n", "n"),
-            Column("agreement", "Agreement A-B"),
-            Column("cohen_kappa", "κ A-B"),
-            Column("kappa_a_people", "κ A-people"),
-            Column("kappa_b_people", "κ B-people"),
-        ),
-        rows=tuple(rows),
-    )
+    return judges.judge_versions_table(result.report["judge_versions"], result.report["judges"])
 
 
 BUILDERS = {

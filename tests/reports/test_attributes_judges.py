@@ -61,3 +61,25 @@ def test_each_attribute_is_measured_item_by_item_against_the_final_answers(repor
     assert boots["brier"] == pytest.approx(0.125)
     assert boots["ece"] is not None
     assert report["judge_versions"] == {}
+
+
+def test_the_gep_chart_draws_the_judge_beside_the_people_and_its_tables_download(report):
+    from protocols.attributes import charts
+
+    [(_model, sources)] = charts.vector_panels(report, setting="neutral", models=["sdxl"])
+    assert [source for source, _, _ in sources] == ["human", "broken", "clip", "vlm_judge@1"]
+    svg = charts.gep_vector_chart(report, "svg", setting="neutral", keys=data.KEYS).decode()
+    assert "bar-vlm_judge_1-boots" in svg
+
+
+def test_the_judge_tables_are_in_the_page_and_download(db, client_for, researcher, report):
+    from django.urls import reverse
+
+    client = client_for(researcher)
+    html = client.get(reverse("reports:overview") + "?study=gep").content.decode()
+    assert "Judges&#x27; GEP beside the people&#x27;s" in html or "Judges' GEP beside the people's" in html
+    assert "vlm_judge@1" in html
+    for name in ("judges", "judge_gep"):
+        response = client.get(reverse("reports:table", args=[name, "csv"]) + "?study=gep")
+        assert response.status_code == 200
+        assert "vlm_judge@1" in response.content.decode()
