@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from detectors.kinds import KIND_GENDER, KINDS, output_validate
+from detectors.kinds import KIND_GENDER, KINDS, json_value, output_validate, validatable_here
 
 if TYPE_CHECKING:  # Pillow is light, but keep the import graph obvious.
     from PIL.Image import Image as PILImage
@@ -81,7 +81,8 @@ class DetectorOutput:
     _output: dict[str, Any] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
+        here = validatable_here(self.kind)
+        if here and self.kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
         if self.kind == KIND_GENDER:
             if self.data:
@@ -106,7 +107,10 @@ class DetectorOutput:
                 )
             raw = self.data
         # OutputInvalid is a ValueError naming the field, e.g. "scores.male: must be a number".
-        object.__setattr__(self, "_output", output_validate(self.kind, raw))
+        # A protocol's kind made where Django is not loaded (a Ray worker) is checked as JSON
+        # here and validated by the driver before it is stored.
+        checked = output_validate(self.kind, raw) if here else json_value(raw, "output")
+        object.__setattr__(self, "_output", checked)
 
     @classmethod
     def filtered(
@@ -133,9 +137,14 @@ class Detector:
 
     ``load()`` is called once before the first batch; it loads weights onto ``device`` and raises
     ``DetectorUnavailable`` when they are missing. ``predict()`` must return exactly one output
-    per input image, in order, each of ``output_kind``. A per-image failure that is not a verdict
-    (a corrupt file) is the caller's business: ``run_detectors`` stores it as a failed
-    prediction, and so is an output of another kind than the one declared.
+    per input image, in order, each of ``declared_kind`` (``output_kind``). A per-image failure
+    that is not a verdict (a corrupt file) is the caller's business: ``run_detectors`` stores it
+    as a failed prediction, and so is an output of another kind than the one declared.
+
+    A judge (``needs_questions``, ``detectors.judges.JudgeDetector``) asks each image the
+    questions its items ask: the run binds it to the study first (its kind and version follow
+    the study's questions) and calls ``predict(batch, questions=…)``, one tuple of
+    ``JudgeQuestion`` per image.
     """
 
     key: ClassVar[str] = ""
@@ -149,6 +158,9 @@ class Detector:
     #: ``registry.get(key, **options)`` or ``run_detectors --option NAME=VALUE``; any other name
     #: is refused by ``__init__`` (a typo must not silently run the defaults).
     option_help: ClassVar[dict[str, str]] = {}
+    #: True for a judge: ``predict`` takes ``questions=`` (one tuple of questions per image) and
+    #: the run binds the detector to the study before it reads ``version_id`` (``detectors.judges``).
+    needs_questions: ClassVar[bool] = False
 
     @classmethod
     def number_option(
@@ -181,6 +193,12 @@ class Detector:
         self.device = device
         self.options = options
         self._loaded = False
+
+    @property
+    def declared_kind(self) -> str:
+        """The kind this instance's outputs are: ``output_kind``, unless a judge's study says
+        otherwise (a judge of a gender study gives gender verdicts, of other studies answers)."""
+        return self.output_kind
 
     @property
     def version_id(self) -> str:

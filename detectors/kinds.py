@@ -15,7 +15,11 @@ A prediction's ``output`` is a JSON object whose shape is fixed by its kind:
   confidence in [0, 1], a box with x1 > x0 and y1 > y0.
 - the kinds a protocol defines itself, read from the registry of protocols (its spec's
   ``kind_validators``: kind -> dotted path of its validator, imported on first use), e.g. the
-  questions protocol's ``answers``: ``{"<question>": "<answer value>", …}``.
+  questions protocol's ``answers``: ``{"answers": {q: value}, "probabilities"?: {q: {value: p}},
+  "filtered"?: {q: reason}, "detail"?: {…}}`` (the older plain ``{q: value}`` is still read and
+  taken on import). Every reader of an answers output goes through ``answers_of`` /
+  ``probabilities_of`` / ``filtered_of`` here, which read both shapes (rows stored before the
+  extension keep the plain one).
 
 A kind whose outputs name things of a study (the ``answers`` kind names its questions and their
 answers) also has a study check (its spec's ``kind_checks``, gathered in ``STUDY_CHECKS``):
@@ -38,6 +42,8 @@ from functools import cache
 from importlib import import_module
 from types import MappingProxyType
 from typing import Any
+
+from django.apps import apps
 
 from metrics.coco_names import UnknownClassName, normalise_class_name
 from studies.jsonbounds import JSONOutOfBounds, json_bounds_check
@@ -170,6 +176,46 @@ def _json(value: Any, path: str) -> Any:
             raise OutputInvalid(path, "keys must be strings")
         return {key: _json(v, f"{path}.{key}") for key, v in value.items()}
     raise OutputInvalid(path, f"must be a JSON value, got {_type_name(value)}")
+
+
+def json_value(value: Any, path: str) -> Any:
+    """A copy of a JSON value (finite numbers, string keys), or OutputInvalid naming ``path``."""
+    return _json(value, path)
+
+
+# --- reading the answers kind (both shapes) -------------------------------------------------------
+def answers_extended(output: Any) -> bool:
+    """True when an answers output has the extended shape ``{"answers": {…}, …}``; the plain
+    ``{q: value}`` has only string values, so a question named ``answers`` cannot be mistaken."""
+    return isinstance(output, Mapping) and isinstance(output.get("answers"), Mapping)
+
+
+def answers_of(output: Any) -> dict[str, str]:
+    """``{question: answer value}`` of an answers output, either shape ({} for anything else)."""
+    if not isinstance(output, Mapping):
+        return {}
+    answers = output["answers"] if answers_extended(output) else output
+    return {str(k): str(v) for k, v in answers.items() if isinstance(v, str)}
+
+
+def probabilities_of(output: Any) -> dict[str, dict[str, float]]:
+    """``{question: {answer value: p}}`` of an answers output ({} when it has none: a plain or
+    imported output without probabilities). p sums to 1 over the question's choices; a choice
+    left out has p = 0."""
+    if not answers_extended(output):
+        return {}
+    return {
+        str(q): {str(v): float(p) for v, p in by_value.items()}
+        for q, by_value in (output.get("probabilities") or {}).items()
+    }
+
+
+def filtered_of(output: Any) -> dict[str, str]:
+    """``{question: reason}``: the questions a judge was asked and gave no answer to (e.g. an
+    unparseable reply), each with one of ``FILTER_REASONS``."""
+    if not answers_extended(output):
+        return {}
+    return {str(q): str(reason) for q, reason in (output.get("filtered") or {}).items()}
 
 
 def validate_attributes(output: Any) -> dict[str, Any]:
@@ -387,6 +433,13 @@ class _Kinds(Collection[str]):
 VALIDATORS: Mapping[str, Validator] = _Validators()
 STUDY_CHECKS: Mapping[str, str] = _StudyChecks()
 KINDS: Collection[str] = _Kinds()
+
+
+def validatable_here(kind: str) -> bool:
+    """Whether this process can validate ``kind``: a built-in kind always, a protocol's kind only
+    where Django's app registry is loaded. A Ray worker has none (it never reaches Django): the
+    outputs of a protocol's kind it makes are validated by the driver that stores them."""
+    return kind in _BUILT_IN or apps.ready
 
 
 def kind_choices() -> list[tuple[str, str]]:

@@ -31,17 +31,17 @@ if TYPE_CHECKING:
 
 # --- run_detectors ---------------------------------------------------------------------------------
 def detector_worker_spec(detector: Detector) -> WorkerSpec:
-    """How a worker rebuilds ``detector``: its class's dotted path, its options and device."""
+    """How a worker rebuilds ``detector``: its class's dotted path, its options and device (and
+    a judge's ``StudyAsk``)."""
     cls = type(detector)
-    return WorkerSpec(
-        factory="detectors.executors.workers.DetectorWorker",
-        kwargs={
-            "detector_class": f"{cls.__module__}.{cls.__qualname__}",
-            "options": dict(detector.options),
-            "device": detector.device,
-        },
-        label=detector.key,
-    )
+    kwargs: dict[str, Any] = {
+        "detector_class": f"{cls.__module__}.{cls.__qualname__}",
+        "options": dict(detector.options),
+        "device": detector.device,
+    }
+    if detector.needs_questions:  # a judge: the study's questions it was bound to (plain data)
+        kwargs["ask"] = getattr(detector, "ask", None)
+    return WorkerSpec(factory="detectors.executors.workers.DetectorWorker", kwargs=kwargs, label=detector.key)
 
 
 def detector_executor_start(*, executor: Executor, detector: Detector) -> None:

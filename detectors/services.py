@@ -36,7 +36,8 @@ from PIL import Image as PILImage
 
 from detectors.base import Detector, DetectorOutput, DetectorUnavailable
 from detectors.executors import BatchResult, Executor, Item, ItemError, WorkerStats, batches_drive
-from detectors.executors.workers import Predicted, image_open, outputs_predict
+from detectors.executors.workers import AskedImage, Predicted, image_open, outputs_predict
+from detectors.judges.questions import image_question_keys, study_ask
 from detectors.kinds import (
     KINDS,
     STUDY_CHECKS,
@@ -224,17 +225,21 @@ def _open_async(pool: ThreadPoolExecutor, images: Sequence[Image]) -> list[Futur
 
 
 def _predict_batch(
-    detector: Detector, images: Sequence[Image], opened: Sequence[Opened] | None = None
+    detector: Detector,
+    images: Sequence[Image],
+    opened: Sequence[Opened] | None = None,
+    questions: Sequence[tuple[str, ...]] | None = None,
 ) -> list[PredictionRecord]:
     """Predict one batch; every image file gets exactly one record (ok or failed).
 
     ``opened`` holds the decoded images when a prefetch already did the work; otherwise they are
-    opened here. The prediction itself (a failing batch retried image by image) is
-    ``outputs_predict``, shared with the workers of ``--executor ray``.
+    opened here; ``questions`` are a judge's (per image, the keys its items ask). The prediction
+    itself (a failing batch retried image by image) is ``outputs_predict``, shared with the
+    workers of ``--executor ray``.
     """
     if opened is None:
         opened = [_open_or_error(image) for image in images]
-    outcomes = outputs_predict(detector, opened)
+    outcomes = outputs_predict(detector, opened, questions)
     return [
         _record(detector, image.pk, outcome, size=(image.width, image.height))
         for image, outcome in zip(images, outcomes, strict=True)
@@ -255,7 +260,7 @@ def _record(
     file's failure with the reason, never the batch's: ``prediction_store`` would refuse the
     whole batch for it.
     """
-    declared = detector.output_kind
+    declared = detector.declared_kind
     if isinstance(outcome, ItemError):
         return PredictionRecord.failure(image_id, outcome.message, outcome.seconds, declared)
     if outcome.kind != declared:
@@ -327,7 +332,9 @@ def detector_run(
     processed in batches by id. ``should_stop`` is checked after each batch (the command's
     SIGTERM/Ctrl-C flag): the run ends as interrupted and a later call picks up where it
     stopped. A detector key that cannot name predictions (``/``) raises ValueError before
-    anything runs.
+    anything runs. A judge (``Detector.needs_questions``) is bound to the study's questions first
+    and asks each file the questions its items ask; StudyAskError (nothing written) when it
+    cannot: no study, a study without questions, a protocol a judge cannot answer.
 
     With an ``executor`` (``--executor ray``) the detector is built and loaded only in its
     workers, which read the files (or get their bytes, ``send_images``) and return outputs of
@@ -335,6 +342,8 @@ def detector_run(
     (``_run_batches_remote``, on the shared driver of detectors/remote.py).
     """
     detector_name_check(detector.key)
+    if detector.needs_questions:  # a judge: its kind and version follow the study's questions
+        detector.questions_bind(study_ask(study, judge=detector.key))  # type: ignore[attr-defined]
     version = detector.version_id
     in_scope = images_in_scope(study=study, t2i_model=t2i_model, shard=shard).count()
     pending = images_pending(
@@ -375,6 +384,7 @@ def detector_run(
             status = _run_batches(
                 run=run,
                 detector=detector,
+                study=study,
                 version=version,
                 pending=pending,
                 batch_size=batch_size,
@@ -386,6 +396,7 @@ def detector_run(
             status = _run_batches_remote(
                 executor=executor,
                 detector=detector,
+                study=study,
                 run=run,
                 pending=pending,
                 batch_size=batch_size,
@@ -411,10 +422,21 @@ def detector_run(
     )
 
 
+def _questions_of(
+    detector: Detector, study: Study | None, images: Sequence[Image]
+) -> list[tuple[str, ...]] | None:
+    """A judge's questions per image (the keys its items ask); None for any other detector."""
+    if not detector.needs_questions or study is None:
+        return None
+    keys = image_question_keys(study, [image.pk for image in images])
+    return [keys.get(image.pk, ()) for image in images]
+
+
 def _run_batches(
     *,
     run: DetectorRun,
     detector: Detector,
+    study: Study | None,
     version: str,
     pending,
     batch_size: int,
@@ -445,7 +467,7 @@ def _run_batches(
             upcoming = fetch(last_id, processed + len(batch)) if processed + len(batch) < n_total else []
             next_futures = _open_async(pool, upcoming)
             started = time.perf_counter()
-            records = _predict_batch(detector, batch, opened)
+            records = _predict_batch(detector, batch, opened, _questions_of(detector, study, batch))
             batch_store(run=run, records=records, seconds=time.perf_counter() - started)
             processed += len(batch)
             if meter:
@@ -458,6 +480,7 @@ def _run_batches_remote(
     *,
     executor: Executor,
     detector: Detector,
+    study: Study | None,
     run: DetectorRun,
     pending: QuerySet[Image],
     batch_size: int,
@@ -491,7 +514,11 @@ def _run_batches_remote(
             sizes.update((image.pk, (image.width, image.height)) for image in images)
             state["last_id"] = images[-1].pk
             state["fetched"] += len(images)
-            yield [(image.pk, image_payload(media / image.file, send_images)) for image in images]
+            payloads: list[Any] = [image_payload(media / image.file, send_images) for image in images]
+            asked = _questions_of(detector, study, images)
+            if asked is not None:  # a judge: each image travels with its questions' keys
+                payloads = [AskedImage(payload, keys) for payload, keys in zip(payloads, asked, strict=True)]
+            yield [(image.pk, payload) for image, payload in zip(images, payloads, strict=True)]
 
     def store(result: BatchResult) -> None:
         # cast: an executor hands back the keys it was given, here image ids (``batches``).

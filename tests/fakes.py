@@ -13,7 +13,8 @@ comes from the image or from options: ``FussyFakeDetector`` (a batch with a brig
 ``SleepyFakeDetector`` (a GIL-free wait per image), ``CrashingFakeDetector`` (the process dies),
 ``DatabaseProbeDetector`` (says whether it could query the database), and
 ``WhereVersionFakeDetector`` and ``WorkerlessWeightsFakeDetector`` (a version, or weights, that
-differ between the driver and the workers). ``registered(cls)`` puts one
+differ between the driver and the workers), and ``FakeJudge`` (key "fake_judge": a judge answering
+each image's questions from its pixels). ``registered(cls)`` puts one
 in the registry for the duration.
 
 ``save_tiny_sd(folder)`` writes a tiny random Stable Diffusion pipeline for generation tests and
@@ -23,6 +24,7 @@ the smoke benchmarks.
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -36,6 +38,7 @@ from PIL.Image import Image as PILImage
 
 from detectors import registry
 from detectors.base import Detector, DetectorOutput, DetectorUnavailable
+from detectors.judges import JudgeDetector, judge_output
 
 FAKE_KEY = "fake"
 FAKE_MEASURE_KEY = "fake_measure"
@@ -219,6 +222,36 @@ class WorkerlessWeightsFakeDetector(FakeDetector):
     def load(self) -> None:
         if not os.environ.get("DJANGO_SETTINGS_MODULE"):
             raise DetectorUnavailable("set BIASLAB_FAKE_WEIGHTS on the workers")
+
+
+def judge_probabilities(image: PILImage, question: Any) -> dict[str, float]:
+    """The fake judge's probabilities for one question: the choice nearest the image's mean
+    pixel (0 → first choice, 255 → last) is the likeliest, a softmax over -3·distance."""
+    values = [value for value, _text in question.choices]
+    at = mean_pixel(image) / 255 * (len(values) - 1)
+    weights = [math.exp(-3 * abs(at - n)) for n in range(len(values))]
+    total = sum(weights)
+    return {value: w / total for value, w in zip(values, weights, strict=True)}
+
+
+class FakeJudge(JudgeDetector):
+    """A judge without a model: each image's questions answered from its pixels
+    (``judge_probabilities``); ``calls`` records the question keys of each image it was asked."""
+
+    key: ClassVar[str] = "fake_judge"
+    description: ClassVar[str] = "Test double: a judge answering from the mean pixel value."
+    calls: ClassVar[list[tuple[str, ...]]] = []
+
+    def predict(
+        self, batch: Sequence[PILImage], questions: Sequence[Sequence[Any]] | None = None
+    ) -> list[DetectorOutput]:
+        assert self.ask is not None
+        outputs = []
+        for image, asked in zip(batch, self.questions_of_batch(len(batch), questions), strict=True):
+            type(self).calls.append(tuple(q.key for q in asked))
+            probabilities = {q.key: judge_probabilities(image, q) for q in asked}
+            outputs.append(judge_output(self.ask.kind, probabilities, detail={"mean": mean_pixel(image)}))
+        return outputs
 
 
 @contextmanager

@@ -64,6 +64,15 @@ def image_open(source: str | Path | ImageBytes) -> PILImage | str:
 
 
 @dataclass(frozen=True)
+class AskedImage:
+    """A judge's payload: the image (a path or ``ImageBytes``) and the keys of the questions its
+    items ask (``()``: every question of the study the judge is bound to)."""
+
+    source: str | ImageBytes
+    questions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Predicted:
     """A detector's output for one image as plain data — its ``kind`` and the JSON object
     ``DetectorOutput.as_output()`` gives — and the seconds it took (its share of the batch).
@@ -84,19 +93,32 @@ def predicted(detector: Detector, output: Any, seconds: float | None) -> Predict
     from detectors.base import DetectorOutput
 
     if not isinstance(output, DetectorOutput):
-        declared = detector.output_kind
+        declared = detector.declared_kind
         return ItemError(
             f"{detector.key} declares {declared} output but returned {type(output).__name__}", seconds
         )
     return Predicted(output.kind, output.as_output(), seconds)
 
 
-def outputs_predict(detector: Detector, opened: Sequence[PILImage | str]) -> list[Predicted | ItemError]:
+def _predict(detector: Detector, images: list[PILImage], questions: list[Any] | None) -> list[Any]:
+    """``detector.predict``, with each image's questions for a judge (``needs_questions``)."""
+    if detector.needs_questions:
+        return detector.predict(images, questions=questions)  # type: ignore[call-arg]
+    return detector.predict(images)
+
+
+def outputs_predict(
+    detector: Detector,
+    opened: Sequence[PILImage | str],
+    questions: Sequence[Sequence[str]] | None = None,
+) -> list[Predicted | ItemError]:
     """One ``Predicted`` or ``ItemError`` per entry of ``opened``, in order.
 
     A string in ``opened`` is an image that could not be opened: its error is kept. The others
     go through ``detector.predict`` in one call; if that raises (or returns the wrong number of
     outputs), each image is retried alone so one bad image does not cost the whole batch.
+    ``questions`` (a judge's run): per entry, the keys of the questions its items ask (``()``:
+    all), turned into the questions of the study the judge is bound to.
     """
     started = time.perf_counter()
     results: list[Predicted | ItemError | None] = [None] * len(opened)
@@ -106,15 +128,22 @@ def outputs_predict(detector: Detector, opened: Sequence[PILImage | str]) -> lis
             results[index] = ItemError(item)
         else:
             good.append((index, item))
+    asked: list[Any] | None = None
+    if detector.needs_questions:
+        ask = getattr(detector, "ask", None)
+        if ask is None:
+            raise RuntimeError(f"{detector.key} asks a study's questions but is bound to none")
+        keys = questions if questions is not None else [()] * len(opened)
+        asked = [ask.for_keys(keys[index]) for index, _ in good]
     if good:
         try:
-            outputs = detector.predict([pil for _, pil in good])
+            outputs = _predict(detector, [pil for _, pil in good], asked)
             if len(outputs) != len(good):
                 raise RuntimeError(f"detector returned {len(outputs)} outputs for {len(good)} images")
         except Exception:
             # One bad image should not cost the whole batch: retry one by one to find it.
-            for index, pil in good:
-                results[index] = _predict_one(detector, pil)
+            for n, (index, pil) in enumerate(good):
+                results[index] = _predict_one(detector, pil, None if asked is None else [asked[n]])
         else:
             per_image = (time.perf_counter() - started) / len(good)
             for (index, _), output in zip(good, outputs, strict=True):
@@ -122,10 +151,10 @@ def outputs_predict(detector: Detector, opened: Sequence[PILImage | str]) -> lis
     return results  # type: ignore[return-value]  # every slot was filled above
 
 
-def _predict_one(detector: Detector, pil: PILImage) -> Predicted | ItemError:
+def _predict_one(detector: Detector, pil: PILImage, questions: list[Any] | None) -> Predicted | ItemError:
     started = time.perf_counter()
     try:
-        outputs = detector.predict([pil])
+        outputs = _predict(detector, [pil], questions)
         if len(outputs) != 1:
             raise RuntimeError(f"detector returned {len(outputs)} outputs for 1 image")
     except Exception as exc:  # the detector's own failure on this image, kept with its error
@@ -141,10 +170,14 @@ class DetectorWorker:
     process that can import it.
     """
 
-    def __init__(self, *, detector_class: str, options: dict[str, Any], device: str = "cpu") -> None:
+    def __init__(
+        self, *, detector_class: str, options: dict[str, Any], device: str = "cpu", ask: Any = None
+    ) -> None:
         self.detector_class = detector_class
         self.options = options
         self.device = device
+        #: A judge's ``detectors.judges.StudyAsk`` (plain data): what the driver bound it to.
+        self.ask = ask
         self.detector: Detector | None = None
 
     def load(self) -> dict[str, Any]:
@@ -154,17 +187,23 @@ class DetectorWorker:
         module_name, _, name = self.detector_class.rpartition(".")
         cls = getattr(importlib.import_module(module_name), name)
         detector = cls(device=self.device, **self.options)
+        if self.ask is not None:
+            detector.questions_bind(self.ask)
         detector.ensure_loaded()
         self.detector = detector
         return {"detector": detector.key, "version": detector.version_id}
 
-    def prepare(self, payload: str | ImageBytes) -> PILImage | str:
+    def prepare(
+        self, payload: str | ImageBytes | AskedImage
+    ) -> PILImage | str | tuple[PILImage | str, tuple[str, ...]]:
+        if isinstance(payload, AskedImage):
+            return image_open(payload.source), payload.questions
         return image_open(payload)
 
-    def run(
-        self, keys: Sequence[Hashable], prepared: Sequence[PILImage | str]
-    ) -> list[Predicted | ItemError]:
+    def run(self, keys: Sequence[Hashable], prepared: Sequence[Any]) -> list[Predicted | ItemError]:
         if self.detector is None:
             self.load()
         assert self.detector is not None
+        if prepared and isinstance(prepared[0], tuple):  # a judge's images, with their questions
+            return outputs_predict(self.detector, [p[0] for p in prepared], [p[1] for p in prepared])
         return outputs_predict(self.detector, prepared)

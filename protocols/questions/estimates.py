@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from detectors.kinds import answers_of
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
@@ -251,7 +252,7 @@ def answer_output_codes(study: Study, detector: str, version: str) -> dict[int, 
     """item id -> the detector's answers, as a sorted tuple of (question, answer): the stratified
     design's detector output."""
     return {
-        item_id: tuple(sorted(judges.output_answers(output).items()))
+        item_id: tuple(sorted(answers_of(output).items()))
         for item_id, output in _outputs(study, detector, version, KIND_ANSWERS)
     }
 
@@ -262,9 +263,7 @@ def answer_residuals(study: Study, detector: str, version: str) -> dict[int, flo
     finals = qsel.final_answers(Scope(study))
     return {
         item_id: float(
-            sum(
-                1 for key, value in finals[item_id].items() if judges.output_answers(output).get(key) != value
-            )
+            sum(1 for key, value in finals[item_id].items() if answers_of(output).get(key) != value)
         )
         for item_id, output in _outputs(study, detector, version, KIND_ANSWERS)
         if item_id in finals

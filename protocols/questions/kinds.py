@@ -1,45 +1,158 @@
-"""The ``answers`` output kind: what a VQA model or an LLM judge says about an image.
+"""The ``answers`` output kind: what a VQA model or a VLM judge says about an image.
 
-``{"<question key>": "<answer value>", …}``: one answer per question it answered (it may leave
-some out). ``validate_answers`` checks the shape on every write (``detectors.kinds`` calls it by
-dotted path); ``answers_fit_questions`` checks the keys and values against a study's questions,
-where the output meets its study (``import_predictions``). Pure: no Django.
+Stored shape (every write is normalised to it)::
+
+    {"answers": {"<question>": "<answer value>", …},
+     "probabilities": {"<question>": {"<answer value>": p, …}, …},   # optional
+     "filtered": {"<question>": "<reason>", …},                      # optional
+     "detail": {…}}                                                   # optional
+
+- ``answers``: one answer per question answered (a judge may leave some out);
+- ``probabilities``: per answered question, p of each choice — finite, in [0, 1], summing to 1
+  within ``PROBABILITY_TOLERANCE`` (stored as given, not rescaled); a choice left out has p = 0;
+  its questions are a subset of ``answers``' ;
+- ``filtered``: questions asked but not answered, each with a reason of
+  ``detectors.kinds.FILTER_REASONS`` (e.g. ``unparseable``), disjoint from ``answers``;
+- ``detail``: any JSON object the judge keeps for audit (``vlm_judge``: ``{"loglik": {q: {value:
+  log-likelihood}}}``).
+
+At least one answer or one filtered question. The older plain ``{"<question>": "<value>", …}``
+stays valid on import and on write (normalised to ``{"answers": …}``); rows stored before keep it,
+so readers use ``detectors.kinds.answers_of`` / ``probabilities_of`` / ``filtered_of``, which read
+both. ``validate_answers`` checks the shape on every write (``detectors.kinds`` calls it by dotted
+path); ``answers_fit_questions`` checks keys and values against a study's questions where the
+output meets its study (``import_predictions``). Pure: no Django.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from detectors.kinds import OutputInvalid
+from detectors.kinds import (
+    FILTER_REASONS,
+    OutputInvalid,
+    answers_extended,
+    answers_of,
+    filtered_of,
+    json_value,
+    probabilities_of,
+)
 
 _MAX_KEY = 50  # Question.key and a label's value are at most 50 characters
+_FIELDS = ("answers", "probabilities", "filtered", "detail")
+#: How far a question's probabilities may sum from 1 (float rounding of a softmax, a server's
+#: logprobs turned into p).
+PROBABILITY_TOLERANCE = 1e-6
 
 
-def validate_answers(output: Any) -> dict[str, Any]:
-    """A JSON object of question key → answer value, both non-empty strings; at least one
-    answer. Raises OutputInvalid naming the field."""
-    if not isinstance(output, Mapping):
-        raise OutputInvalid("output", "must be a JSON object {question: answer}")
-    if not output:
-        raise OutputInvalid("output", "has no answer (an object {question: answer} with at least one)")
-    cleaned: dict[str, Any] = {}
-    for key, value in output.items():
-        if not isinstance(key, str) or not key or len(key) > _MAX_KEY:
-            raise OutputInvalid("output", f"question keys must be 1 to {_MAX_KEY} characters, got {key!r}")
+def _key(key: Any, path: str, what: str = "question keys") -> str:
+    if not isinstance(key, str) or not key or len(key) > _MAX_KEY:
+        raise OutputInvalid(path, f"{what} must be 1 to {_MAX_KEY} characters, got {key!r}")
+    return key
+
+
+def _answers(answers: Mapping[Any, Any], prefix: str) -> dict[str, str]:
+    cleaned: dict[str, str] = {}
+    for key, value in answers.items():
+        _key(key, prefix.rstrip(".") or "output")
         if not isinstance(value, str) or not value:
             raise OutputInvalid(
-                key, f"the answer must be a non-empty string (an answer value), got {value!r}"
+                f"{prefix}{key}", f"the answer must be a non-empty string (an answer value), got {value!r}"
             )
         cleaned[key] = value
     return cleaned
 
 
+def _probabilities(value: Any, answers: Mapping[str, str]) -> dict[str, dict[str, float]]:
+    if not isinstance(value, Mapping):
+        raise OutputInvalid("probabilities", "must be a JSON object {question: {answer value: p}}")
+    cleaned: dict[str, dict[str, float]] = {}
+    for key, by_value in value.items():
+        path = f"probabilities.{key}"
+        _key(key, "probabilities")
+        if key not in answers:
+            raise OutputInvalid(path, "has probabilities but no answer (its keys must be answered questions)")
+        if not isinstance(by_value, Mapping) or not by_value:
+            raise OutputInvalid(path, "must be a non-empty object {answer value: p}")
+        ps: dict[str, float] = {}
+        for answer, p in by_value.items():
+            _key(answer, path, "answer values")
+            if isinstance(p, bool) or not isinstance(p, int | float) or not math.isfinite(p):
+                raise OutputInvalid(f"{path}.{answer}", f"must be a finite number, got {p!r}")
+            if not 0.0 <= p <= 1.0:
+                raise OutputInvalid(f"{path}.{answer}", f"must be between 0 and 1, got {p!r}")
+            ps[answer] = float(p)
+        total = math.fsum(ps.values())
+        if abs(total - 1.0) > PROBABILITY_TOLERANCE:
+            raise OutputInvalid(path, f"must sum to 1 over the question's choices, got {total:.9g}")
+        cleaned[key] = ps
+    return cleaned
+
+
+def _filtered(value: Any, answers: Mapping[str, str]) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise OutputInvalid("filtered", "must be a JSON object {question: reason}")
+    cleaned: dict[str, str] = {}
+    for key, reason in value.items():
+        _key(key, "filtered")
+        if key in answers:
+            raise OutputInvalid(f"filtered.{key}", "the question has an answer: it cannot be filtered too")
+        if reason not in FILTER_REASONS:
+            raise OutputInvalid(
+                f"filtered.{key}", f"must be one of {', '.join(FILTER_REASONS)}, got {reason!r}"
+            )
+        cleaned[key] = reason
+    return cleaned
+
+
+def validate_answers(output: Any) -> dict[str, Any]:
+    """An answers output in either shape → the stored shape (module docstring). Raises
+    OutputInvalid naming the field (``age`` for a plain output, ``answers.age``,
+    ``probabilities.age.old`` … for the extended one)."""
+    if not isinstance(output, Mapping):
+        raise OutputInvalid("output", "must be a JSON object {question: answer}")
+    if not answers_extended(output):
+        if not output:
+            raise OutputInvalid("output", "has no answer (an object {question: answer} with at least one)")
+        return {"answers": _answers(output, "")}
+    unknown = sorted(str(key) for key in output if key not in _FIELDS)
+    if unknown:
+        raise OutputInvalid(unknown[0], f"unknown field (allowed: {', '.join(_FIELDS)})")
+    cleaned: dict[str, Any] = {"answers": _answers(output["answers"], "answers.")}
+    probabilities = _probabilities(output.get("probabilities", {}), cleaned["answers"])
+    filtered = _filtered(output.get("filtered", {}), cleaned["answers"])
+    if not cleaned["answers"] and not filtered:
+        raise OutputInvalid("answers", "has no answer and no filtered question (at least one of either)")
+    detail = output.get("detail", {})
+    if not isinstance(detail, Mapping):
+        raise OutputInvalid("detail", "must be a JSON object")
+    detail = json_value(detail, "detail")
+    for name, value in (("probabilities", probabilities), ("filtered", filtered), ("detail", detail)):
+        if value:
+            cleaned[name] = value
+    return cleaned
+
+
 def answers_fit_questions(output: Mapping[str, Any], questions: Mapping[str, Sequence[str]]) -> None:
-    """Raise OutputInvalid for the first question of ``output`` that is not one of
-    ``questions`` (``{key: [answer values]}``) or whose answer is not one of its values."""
-    for key, value in output.items():
+    """Raise OutputInvalid for the first question of ``output`` (its answers, probabilities and
+    filtered questions; either shape) that is not one of ``questions`` (``{key: [answer
+    values]}``), or whose answer or probability names a value the question lacks."""
+    known = ", ".join(questions) or "none"
+    for key, value in answers_of(output).items():
         if key not in questions:
-            raise OutputInvalid(key, f"unknown question (the study's: {', '.join(questions) or 'none'})")
+            raise OutputInvalid(key, f"unknown question (the study's: {known})")
         if value not in questions[key]:
             raise OutputInvalid(key, f"unknown answer {value!r} (one of {', '.join(questions[key])})")
+    for key, by_value in probabilities_of(output).items():
+        if key not in questions:
+            raise OutputInvalid(f"probabilities.{key}", f"unknown question (the study's: {known})")
+        for value in by_value:
+            if value not in questions[key]:
+                raise OutputInvalid(
+                    f"probabilities.{key}.{value}", f"unknown answer (one of {', '.join(questions[key])})"
+                )
+    for key in filtered_of(output):
+        if key not in questions:
+            raise OutputInvalid(f"filtered.{key}", f"unknown question (the study's: {known})")

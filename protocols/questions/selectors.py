@@ -11,9 +11,9 @@ from typing import Any
 from django.db.models import F, Prefetch
 
 from annotate.models import FinalLabel, Label
+from detectors.kinds import answers_of
 from detectors.models import PredictionStatus
 from protocols.questions.spec import COMPARE, KIND_ANSWERS
-from reports.judges import output_answers
 from reports.selectors import PREDICTION_TO_ITEM, Scope, latest_detector_versions, predictions_in_scope
 from studies.batching import IsIn, in_chunks
 from studies.models import Item, Study
@@ -94,7 +94,7 @@ def detector_answers(
         .order_by()
     ):
         if versions.get(name) == version and isinstance(output, dict):
-            answers[name][item_id] = output_answers(output)
+            answers[name][item_id] = answers_of(output)
     return versions, answers
 
 

@@ -358,7 +358,7 @@ class _Declared:
     """Just what ``services._record`` reads of a detector."""
 
     key = "fake_measure"
-    output_kind = "measurements"
+    output_kind = declared_kind = "measurements"
 
 
 def test_the_driver_stores_a_workers_output_of_another_kind_or_schema_as_that_files_failure():

@@ -209,7 +209,7 @@ def test_a_detector_box_outside_its_image_is_that_files_failure_with_the_box_nam
     from detectors.executors.workers import Predicted
     from detectors.services import _record
 
-    detector = cast(Any, SimpleNamespace(key="yolo", output_kind="objects"))
+    detector = cast(Any, SimpleNamespace(key="yolo", output_kind="objects", declared_kind="objects"))
     box = {"class": "cup", "confidence": 0.4, "box": [10.0, 10.0, 40.0, 20.0]}
     outcome = Predicted(kind="objects", output={"objects": [box]}, seconds=0.1)
     record = _record(detector, 7, outcome, size=(32, 32))

@@ -211,4 +211,4 @@ def test_a_kind_defined_by_two_protocols_is_refused_naming_both():
         pytest.raises(ValueError, match="'answers' of protocol 'clash' is defined by questions"),
     ):
         output_validate("answers", {"age": "young"})
-    assert output_validate("answers", {"age": "young"}) == {"age": "young"}
+    assert output_validate("answers", {"age": "young"}) == {"answers": {"age": "young"}}

@@ -34,6 +34,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from detectors import registry
 from detectors.base import DetectorOptionError, DetectorUnavailable, UnknownDetector
 from detectors.executors import ExecutorError, executor_arguments
+from detectors.judges import StudyAskError
 from detectors.management.options import executor_for, workers_report
 from detectors.progress import Progress, StopFlag, command_stream
 from detectors.selectors import Shard, t2i_models
@@ -107,7 +108,7 @@ class Command(BaseCommand):
                 )
             except DetectorUnavailable as exc:
                 raise CommandError(f"{opts['detector']} is unavailable: {exc}") from None
-            except ExecutorError as exc:
+            except (ExecutorError, StudyAskError) as exc:  # StudyAskError: a judge without questions to ask
                 raise CommandError(str(exc)) from None
         if outcome.run is None:
             self.stdout.write(outcome.message)

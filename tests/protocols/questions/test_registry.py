@@ -32,7 +32,7 @@ def test_the_registries_resolve_the_package_by_dotted_path():
 
 
 def test_answers_outputs_are_checked_for_shape_and_against_the_questions():
-    assert output_validate("answers", {"age": "young"}) == {"age": "young"}
+    assert output_validate("answers", {"age": "young"}) == {"answers": {"age": "young"}}
     for bad, field in (({}, "output"), ({"age": ""}, "age"), ({"age": 1}, "age"), ([], "output")):
         with pytest.raises(OutputInvalid) as info:
             output_validate("answers", bad)
