@@ -18,6 +18,7 @@ from typing import Any
 
 from django.db.models import F
 
+from detectors.kinds import answers_of, probabilities_of
 from detectors.models import PredictionStatus
 from metrics import agreement, calibration
 from metrics import questions as qm
@@ -29,29 +30,9 @@ Probabilities = dict[str, dict[str, float]]
 Reader = Callable[[Any], tuple[Answers, Probabilities]]
 
 
-def output_answers(output: Any) -> Answers:
-    """The answers of an ``answers`` output, plain (``{q: value}``) or extended
-    (``{"answers": {q: value}, "probabilities": {q: {value: p}}}``)."""
-    if not isinstance(output, dict):
-        return {}
-    answers = output.get("answers") if isinstance(output.get("answers"), dict) else output
-    return {str(k): str(v) for k, v in answers.items() if isinstance(v, str)}
-
-
-def output_probabilities(output: Any) -> Probabilities:
-    """The per-question answer probabilities of an extended ``answers`` output ({} when none)."""
-    if not isinstance(output, dict) or not isinstance(output.get("probabilities"), dict):
-        return {}
-    return {
-        str(q): {str(v): float(p) for v, p in by_value.items() if isinstance(p, int | float)}
-        for q, by_value in output["probabilities"].items()
-        if isinstance(by_value, dict)
-    }
-
-
 def read_answers(output: Any) -> tuple[Answers, Probabilities]:
-    """The ``answers`` kind's reader."""
-    return output_answers(output), output_probabilities(output)
+    """The ``answers`` kind's reader (plain or extended shape)."""
+    return answers_of(output), probabilities_of(output)
 
 
 @dataclass(frozen=True)
