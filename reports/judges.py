@@ -18,7 +18,7 @@ from typing import Any
 
 from django.db.models import F
 
-from detectors.kinds import answers_of, probabilities_of
+from detectors.kinds import answers_of, filtered_of, probabilities_of
 from detectors.models import PredictionStatus
 from metrics import agreement, calibration
 from metrics import questions as qm
@@ -27,21 +27,45 @@ from reports.tables import Cell, Column, Table, int_cell, num, text_cell
 
 Answers = dict[str, str]
 Probabilities = dict[str, dict[str, float]]
-Reader = Callable[[Any], tuple[Answers, Probabilities]]
+Filtered = dict[str, str]
+Reader = Callable[[Any], tuple[Answers, Probabilities, Filtered]]
 
 
-def read_answers(output: Any) -> tuple[Answers, Probabilities]:
-    """The ``answers`` kind's reader (plain or extended shape)."""
-    return answers_of(output), probabilities_of(output)
+def read_answers(output: Any) -> tuple[Answers, Probabilities, Filtered]:
+    """The ``answers`` kind's reader (plain or extended shape): answers, probabilities and the
+    questions it set aside (filtered: unparseable, an API error...)."""
+    return answers_of(output), probabilities_of(output), filtered_of(output)
+
+
+def gender_reader(clear: Sequence[str], key: str = "gender") -> Reader:
+    """The ``gender`` kind's reader for a judge of the ``gender`` question: a verdict among the
+    two ``clear`` values is its answer; a filtered verdict (a judge's "can't tell": reason
+    ``uncertain``) is set aside. Probabilities: a judge's scores (keys male, female, cant_tell),
+    where it gave them, of the clear values."""
+
+    def read(output: Any) -> tuple[Answers, Probabilities, Filtered]:
+        if not isinstance(output, Mapping):
+            return {}, {}, {}
+        label = str(output.get("label", ""))
+        scores = output.get("scores") if isinstance(output.get("scores"), Mapping) else {}
+        probabilities: Probabilities = {}
+        if "cant_tell" in scores and all(isinstance(scores.get(v), int | float) for v in clear):
+            probabilities = {key: {v: float(scores[v]) for v in clear}}
+        if label in clear:
+            return {key: label}, probabilities, {}
+        return {}, probabilities, {key: str(output.get("reason", "") or "filtered")}
+
+    return read
 
 
 @dataclass(frozen=True)
 class JudgeRun:
-    """What one judge run said in scope: per item its answers and, where given, its
-    probabilities; and the items whose prediction failed."""
+    """What one judge run said in scope: per item its answers, where given its probabilities and
+    the questions it set aside; and the items whose prediction failed."""
 
     answers: dict[int, Answers] = field(default_factory=dict)
     probabilities: dict[int, Probabilities] = field(default_factory=dict)
+    filtered: dict[int, Filtered] = field(default_factory=dict)
     failed: set[int] = field(default_factory=set)
 
 
@@ -62,10 +86,12 @@ def judge_runs(
         if status != PredictionStatus.OK:
             run.failed.add(item_id)
             continue
-        answers, probabilities = read(output)
+        answers, probabilities, filtered = read(output)
         run.answers[item_id] = answers
         if probabilities:
             run.probabilities[item_id] = probabilities
+        if filtered:
+            run.filtered[item_id] = filtered
     return dict(sorted(runs.items()))
 
 
@@ -77,13 +103,14 @@ def judge_figures(
     ``accuracy``, ``cohen_kappa``, ``confusion`` ({people's answer: {judge's answer: items}});
     ``brier``, ``ece``, ``reliability`` over the ``n_probabilities`` of them whose output has
     probabilities (null / empty when none has); ``excluded``: among the items with a final
-    answer, the judge's failed predictions and its outputs without a valid answer (filtered,
-    unparseable, not asked). None when no item has both."""
+    answer, the judge's ``failed`` predictions, the questions it set aside (``filtered``:
+    can't tell, unparseable, an API error) and its outputs with no valid answer otherwise
+    (``unanswered``: not asked, or an answer outside ``values``). None when no item has both."""
     truth: list[str] = []
     said: list[str] = []
     probabilities: list[dict[str, float]] = []
     probability_truth: list[str] = []
-    failed = unanswered = 0
+    failed = filtered = unanswered = 0
     for item_id, answers in sorted(finals.items()):
         final = answers.get(key)
         if final not in values:
@@ -93,7 +120,10 @@ def judge_figures(
             continue
         answer = run.answers.get(item_id, {}).get(key)
         if answer not in values:
-            unanswered += item_id in run.answers
+            if key in run.filtered.get(item_id, {}):
+                filtered += 1
+            else:
+                unanswered += item_id in run.answers
             continue
         truth.append(final)
         said.append(answer)
@@ -119,7 +149,7 @@ def judge_figures(
         ]
         if calibrated.n
         else [],
-        "excluded": {"failed": failed, "unanswered": unanswered},
+        "excluded": {"failed": failed, "filtered": filtered, "unanswered": unanswered},
     }
 
 
@@ -172,6 +202,7 @@ def judges_table(
             _float(d["ece"]),
             int_cell(d["n_probabilities"]),
             int_cell(d["excluded"]["failed"]),
+            int_cell(d["excluded"]["filtered"]),
             int_cell(d["excluded"]["unanswered"]),
         )
         for name, by_question in judges.items()
@@ -183,9 +214,9 @@ def judges_table(
         caption=(
             "Per judge (detector@version) and question, over the images with both its answer and a final "
             "answer: accuracy and Cohen's κ; Brier score and expected calibration error (10 equal-width "
-            "bins of the top answer's probability) over those whose output has probabilities. Failed: "
-            "its failed predictions; not answered: outputs without a valid answer to the question "
-            "(filtered, unparseable or not asked), both among images with a final answer."
+            "bins of the top answer's probability) over those whose output has probabilities. Among images "
+            "with a final answer: failed predictions; filtered: the question set aside (can't tell, "
+            "unparseable, an API error); not answered: not asked, or an answer outside the choices."
         ),
         columns=(
             Column("judge", "Judge", numeric=False),
@@ -197,6 +228,7 @@ def judges_table(
             Column("ece", "ECE"),
             Column("n_probabilities", "n with probabilities"),
             Column("failed", "Failed"),
+            Column("filtered", "Filtered"),
             Column("unanswered", "Not answered"),
         ),
         rows=rows,

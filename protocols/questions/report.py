@@ -9,7 +9,7 @@
      "detectors": {d: {q: {"n", "accuracy", "cohen_kappa", "groups": {g: {"shares"}}}}},
      "judges": {"<detector>@<version>": {q: {"n", "accuracy", "cohen_kappa", "confusion",
                                              "brier", "ece", "n_probabilities", "reliability",
-                                             "excluded": {"failed", "unanswered"}}}},
+                                             "excluded": {"failed", "filtered", "unanswered"}}}},
      "judge_versions": {"<d>@<v1> vs <d>@<v2>": {q: {"n", "agreement", "cohen_kappa"}}}}
 
 and per question and T2I model, beside the people's figures, each judge's picture:
@@ -28,8 +28,8 @@ accuracy, Cohen's κ, ``confusion`` — ``{people's answer: {judge's answer: ite
 items with both its answer and a final answer. Brier score, ECE (10 equal-width bins, top
 label: ``metrics.calibration``) and the reliability bins read the ``n_probabilities`` of those
 items whose output carries probabilities (null when none does). ``excluded`` counts, among the
-items with a final answer, the judge's failed predictions and its outputs without a valid
-answer to the question (filtered, unparseable, or not asked). ``judge_versions`` pairs the
+items with a final answer, the judge's failed predictions, the questions it set aside
+(filtered: unparseable, an API error) and its outputs with no valid answer otherwise. ``judge_versions`` pairs the
 versions of one detector: their agreement over the items both answered. ``observed_agreement`` is Fleiss' mean
 pairwise agreement over the items with two labels or more; null when there is none.
 """

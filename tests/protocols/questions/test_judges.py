@@ -47,7 +47,7 @@ def test_each_judge_version_is_measured_against_people_as_scikit_learn_does(repo
     # Top-label ECE by hand: confidences .5 .7 .4 .6 .9 .5 .8 .6 .6 fall in bins 4 6 3 5 8 4 7 5 5.
     assert a["n_probabilities"] == 9
     assert [b["n"] for b in a["reliability"]] == [0, 0, 0, 1, 2, 3, 1, 1, 1, 0]
-    assert a["excluded"] == {"failed": 1, "unanswered": 1}
+    assert a["excluded"] == {"failed": 1, "filtered": 0, "unanswered": 1}
     b = report["judges"]["vlm_judge@b"]["age"]
     truth_b = [final for (_, _, final), said in zip(JUDGE_ITEMS, JUDGE_B, strict=True) if final]
     said_b = [said for (_, _, final), said in zip(JUDGE_ITEMS, JUDGE_B, strict=True) if final]
@@ -125,7 +125,7 @@ def test_the_page_draws_each_judge_beside_the_people_titled_per_model_with_reada
     assert sizes
     assert min(sizes) >= 12
     assert 'data-judge="vlm_judge@a"' in html
-    assert "1 failed, 1 not answered" in html
+    assert "1 failed, 0 filtered, 1 not answered" in html
     assert "max_gap_error" in html
     assert "Two versions of one judge" in html
 
