@@ -47,7 +47,8 @@ def gender_reader(clear: Sequence[str], key: str = "gender") -> Reader:
         if not isinstance(output, Mapping):
             return {}, {}, {}
         label = str(output.get("label", ""))
-        scores = output.get("scores") if isinstance(output.get("scores"), Mapping) else {}
+        raw = output.get("scores")
+        scores: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
         probabilities: Probabilities = {}
         if "cant_tell" in scores and all(isinstance(scores.get(v), int | float) for v in clear):
             probabilities = {key: {v: float(scores[v]) for v in clear}}
@@ -113,13 +114,13 @@ def judge_figures(
     failed = filtered = unanswered = 0
     for item_id, answers in sorted(finals.items()):
         final = answers.get(key)
-        if final not in values:
+        if final is None or final not in values:
             continue
         if item_id in run.failed and item_id not in run.answers:
             failed += 1
             continue
         answer = run.answers.get(item_id, {}).get(key)
-        if answer not in values:
+        if answer is None or answer not in values:
             if key in run.filtered.get(item_id, {}):
                 filtered += 1
             else:

@@ -96,6 +96,12 @@ def _error(judge: float | None, people: float | None) -> float | None:
     return None if judge is None or people is None else judge - people
 
 
+def answers_of_item(run: judges.JudgeRun, item: gep.GepItem) -> dict[str, str]:
+    """The judge's answers on a GEP item (keyed by the item's id)."""
+    item_id = item.item_id
+    return run.answers.get(item_id, {}) if isinstance(item_id, int) else {}
+
+
 def judge_pictures(
     cells: dict[str, dict[str, dict[str, Any]]],
     items_by_model: Mapping[str, Sequence[gep.GepItem]],
@@ -113,9 +119,7 @@ def judge_pictures(
             model: [
                 replace(
                     item,
-                    answers={
-                        k: a for k in keys if (a := run.answers.get(int(item.item_id), {}).get(k)) in YES_NO
-                    },  # type: ignore[call-overload]
+                    answers={k: a for k in keys if (a := answers_of_item(run, item).get(k)) in YES_NO},
                     scores={},
                 )
                 for item in items

@@ -279,13 +279,15 @@ def compute(
         ),
         models,
     )
+    judged = judge_report(scope, finals=finals, clear=clear, key=question.key, detector=detector)
     report: contract.GenderReport = {
         # The final labels in scope: those ``rows`` counted (the same filter).
         "coverage": sel.coverage(scope, final_labels=sum(sum(r["counts"].values()) for r in rows)),
         "agreement": {"cohen_kappa": agreement["cohen_kappa"], "n_images": agreement["n_images"]},
         "human": dict(zip(models, human, strict=True)),
         "detectors": _detectors(joint, versions, bootstrap=bootstrap, seed=seed),
-        **judge_report(scope, finals=finals, clear=clear, key=question.key, detector=detector),
+        "judges": judged["judges"],
+        "judge_versions": judged["judge_versions"],
     }
     prompts = {r["prompt_id"]: (r["category"], r["word"], r["prompt"]) for r in rows}
     counts: PromptCounts = {}

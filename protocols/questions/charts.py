@@ -139,16 +139,17 @@ def _build_shares(
         ax.set_axis_off()
         ax.text(0.5, 0.5, "No final answer yet", ha="center", va="center")
         return fig
-    heights = []
-    for _, choices, _, cell in panels:
-        sources = 1 + len(cell.get("judges", {}))
-        heights.append(0.8 + 0.16 * len(cell["groups"]) * len(choices) * sources)
+    heights = [
+        0.8 + 0.16 * len(cell["groups"]) * len(choices) * (1 + len(cell.get("judges", {})))
+        for _, choices, _, cell in panels
+    ]
     fig = base._new_figure(6.5, sum(heights) + 0.4)
     axes = fig.subplots(len(panels), 1, squeeze=False, height_ratios=heights)
     for ax, (key, choices, model, cell) in zip(axes[:, 0], panels, strict=True):
-        sources = [(PEOPLE, cell), *cell.get("judges", {}).items()]
-        y = 0
-        ticks, names = [], []
+        sources: list[tuple[str, Mapping[str, Any]]] = [(PEOPLE, cell), *cell.get("judges", {}).items()]
+        y = 0.0
+        ticks: list[float] = []
+        names: list[str] = []
         for group, _ in cell["groups"].items():
             for position, (value, name) in enumerate(choices):
                 colour = PALETTE[position % len(PALETTE)]
