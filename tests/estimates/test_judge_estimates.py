@@ -75,3 +75,28 @@ def test_a_stratified_round_reads_the_judges_answers_from_its_extended_output(ju
         "1",
     )
     assert SamplingRound.objects.get().n_selected > 0
+
+
+def test_a_judge_on_an_attributes_study_serves_as_the_detector_with_its_probability_of_yes(
+    annotator_a, annotator_b, annotator_c
+):
+    from tests.reports import attributes_data as data
+
+    fx = data.build(data.attributes_study(), [annotator_a, annotator_b, annotator_c])
+    p_yes = {"W1": 0.8, "W2": 0.3, "M1": 0.1, "M2": 0.4}
+    for name, p in p_yes.items():
+        Prediction.objects.create(
+            image=image_of(fx.items[name]),
+            detector="vlm_judge",
+            version="1",
+            kind="answers",
+            output={
+                "answers": {"boots": "yes" if p >= 0.5 else "no"},
+                "probabilities": {"boots": {"yes": p, "no": 1 - p}},
+            },
+        )
+    body = json.loads(_run("estimate_bias", "--study", "gep", "--detector", "vlm_judge"))
+    boots = body["attributes"]["sdxl"]["neutral"]["gep_vector"]["boots"]
+    # Women (.8 + .3) / 2 = .55; men .1, .4 and M3 unanswered (the cell's mean, .4): .3.
+    # (Hard answers would give .5 - .25 / 3.)
+    assert boots["detector_only"] == pytest.approx(0.25)
