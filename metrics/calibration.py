@@ -81,7 +81,10 @@ def top_label(probabilities: Mapping[str, float], values: Sequence[str]) -> tupl
 
 
 def reliability_bins(
-    probabilities: Sequence[Mapping[str, float]], truth: Sequence[str], values: Sequence[str], bins: int = BINS
+    probabilities: Sequence[Mapping[str, float]],
+    truth: Sequence[str],
+    values: Sequence[str],
+    bins: int = BINS,
 ) -> list[ReliabilityBin]:
     """The reliability diagram: ``bins`` equal-width bins of top-label confidence, each with
     its count, mean confidence and accuracy."""
@@ -111,7 +114,10 @@ def reliability_bins(
 
 
 def expected_calibration_error(
-    probabilities: Sequence[Mapping[str, float]], truth: Sequence[str], values: Sequence[str], bins: int = BINS
+    probabilities: Sequence[Mapping[str, float]],
+    truth: Sequence[str],
+    values: Sequence[str],
+    bins: int = BINS,
 ) -> float | None:
     """Top-label expected calibration error over ``bins`` equal-width bins; None with no item."""
     table = reliability_bins(probabilities, truth, values, bins)
@@ -137,7 +143,10 @@ class Calibration:
 
 
 def calibration(
-    probabilities: Sequence[Mapping[str, float]], truth: Sequence[str], values: Sequence[str], bins: int = BINS
+    probabilities: Sequence[Mapping[str, float]],
+    truth: Sequence[str],
+    values: Sequence[str],
+    bins: int = BINS,
 ) -> Calibration:
     """Brier score, ECE and reliability bins of the same items at once."""
     table = reliability_bins(probabilities, truth, values, bins)

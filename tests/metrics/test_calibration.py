@@ -3,6 +3,8 @@ the expected calibration error against a direct numpy formulation of Guo et al.'
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from sklearn.metrics import brier_score_loss
@@ -39,8 +41,10 @@ def test_brier_score_equals_scikit_learn(n_values):
     p = rng.dirichlet(np.ones(n_values), size=40)
     truth = list(rng.choice(values, size=40))
     rows = [dict(zip(values, row, strict=True)) for row in p]
-    expected = brier_score_loss(truth, p, labels=values) if n_values > 2 else brier_score_loss(
-        [t == values[1] for t in truth], p[:, 1]
+    expected = (
+        brier_score_loss(truth, p, labels=values)
+        if n_values > 2
+        else brier_score_loss([t == values[1] for t in truth], p[:, 1])
     )
     assert cal.brier_score(rows, truth, values) == pytest.approx(expected, rel=1e-12)
 
@@ -52,7 +56,8 @@ def test_ece_worked_by_hand():
     assert cal.expected_calibration_error(ROWS3, TRUTH3, VALUES3) == pytest.approx(0.3)
     bins = cal.reliability_bins(ROWS3, TRUTH3, VALUES3)
     assert [b.n for b in bins] == [0, 0, 0, 1, 1, 0, 1, 1, 1, 0]  # (.3, .4] holds .4; .5 in (.4, .5]
-    assert bins[3].accuracy == 0.0 and bins[3].confidence == pytest.approx(0.4)
+    assert bins[3].accuracy == 0.0
+    assert bins[3].confidence == pytest.approx(0.4)
     assert bins[0].accuracy is None
 
 
@@ -61,7 +66,7 @@ def _numpy_ece(p: np.ndarray, truth: np.ndarray, bins: int = 10) -> float:
     correct = p.argmax(axis=1) == truth
     edges = np.linspace(0, 1, bins + 1)
     total = 0.0
-    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+    for lo, hi in itertools.pairwise(edges):
         inside = (confidence > lo) & (confidence <= hi)
         if inside.any():
             total += inside.mean() * abs(correct[inside].mean() - confidence[inside].mean())
@@ -82,7 +87,9 @@ def test_a_perfectly_calibrated_sure_judge_has_zero_error_and_degenerate_cases_a
     rows = [{"yes": 1.0}, {"no": 1.0}]  # a missing answer has probability 0
     assert cal.brier_score(rows, ["yes", "no"], ["yes", "no"]) == 0.0
     assert cal.expected_calibration_error(rows, ["yes", "no"], ["yes", "no"]) == 0.0
-    assert cal.calibration([], [], ["yes", "no"]) == cal.Calibration(0, None, None, cal.calibration([], [], ["yes", "no"]).bins)
+    assert cal.calibration([], [], ["yes", "no"]) == cal.Calibration(
+        0, None, None, cal.calibration([], [], ["yes", "no"]).bins
+    )
     assert cal.brier_score([{"yes": 2, "no": 2}], ["yes"], ["yes", "no"]) == pytest.approx(0.25)  # normalised
     with pytest.raises(ValueError, match="'maybe' is not one of"):
         cal.brier_score([{"yes": 1.0}], ["maybe"], ["yes", "no"])
