@@ -9,6 +9,17 @@ Run from the repository root (numpy only, no database, no network):
     .venv/bin/python bench/bench_estimator.py --generic       # issue 21: attributes, pair_change,
                                                               # questions, objects (~40 min)
     .venv/bin/python bench/bench_estimator.py --census        # issue 21: every item labelled
+    .venv/bin/python bench/bench_estimator.py --judge         # a VLM judge's probabilities vs
+                                                              # its hard answers (~3 min)
+
+``--judge``: a questions study of 3 groups x 200 items and 3 answers, labels at 5, 10 and 20 %,
+two judges: ``calibrated`` (per item a belief q drawn around its group's shares; the true answer
+is drawn from q, so P(answer | q) = q: perfectly calibrated probabilities, hard answer arg-max
+q) and ``class-dependent`` (its answer misses 35 % of group 0's answer 0 and 5 % of the rest, its
+probabilities 0.8 on its answer: errors that depend on the true class, probabilities not
+calibrated). For each, the share of answer 0 in group 0 and the max_gap of answer 0 are estimated
+twice from the same labels: with the judge's probabilities as the prediction, and with its hard
+answer (one-hot). Printed: coverage and mean width of each.
 
 ``--generic`` (issue 21): 2 groups x 200 items, uniform labels at 5, 10 and 20 %, three detectors
 (good: 1 % of items wrong; class-dependent: misses 35 % of group 0's yes but 5 % of group 1's;
@@ -541,6 +552,93 @@ def run_generic(studies: int, fractions: list[float], seed: int, only: list[str]
                 )
 
 
+# --------------------------------------------------------------------------------------------
+# --judge: a VLM judge's probabilities against its hard answers as the prediction
+# --------------------------------------------------------------------------------------------
+
+JUDGES = ("calibrated", "class-dependent")
+#: The calibrated judge's belief q ~ Dirichlet(CONCENTRATION x its group's shares): a small total
+#: makes it sure of most images (q near a corner), unsure of some.
+CONCENTRATION = 1.0
+
+
+def judge_study(
+    rng: np.random.Generator, kind: str, n_per_group: int = N_PER_GROUP, k: int = 3
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One population of 3 groups: (group, true answers one-hot, the judge's probabilities,
+    its hard answers one-hot). See ``--judge`` in the module docstring."""
+    group = np.repeat(np.arange(3), n_per_group)
+    shares = rng.dirichlet(np.full(k, 2.0), 3)
+    if kind == "calibrated":
+        q = np.array([rng.dirichlet(CONCENTRATION * shares[g]) for g in group])
+        answer = np.array([rng.choice(k, p=row) for row in q])
+        return group, np.eye(k)[answer], q, np.eye(k)[q.argmax(axis=1)]
+    answer = np.array([rng.choice(k, p=shares[g]) for g in group])
+    hard = answers_detector(rng, answer, group, k, "class-dependent")
+    q = 0.8 * hard + 0.2 * (1 - hard) / (k - 1)
+    return group, np.eye(k)[answer], q, hard
+
+
+def judge_cell(
+    kind: str, fraction: float, studies: int, seed: int, n_per_group: int = N_PER_GROUP, gap: bool = True
+) -> dict[str, float]:
+    """Coverage and mean width, with the judge's probabilities (``soft``) and with its hard
+    answers (``hard``) as the prediction, of the share of answer 0 in group 0 and of the max_gap
+    of answer 0 (unless not ``gap``), over ``studies`` studies."""
+    rng = np.random.default_rng(seed)
+    sums: dict[str, float] = {}
+    defined = 0
+    for s in range(studies):
+        group, y, q, hard = judge_study(rng, kind, n_per_group)
+        pi = np.full(len(group), fraction)
+        xi = rng.random(len(group)) < pi
+        yobs = np.where(xi, y[:, 0], np.nan)
+        true_shares = [y[group == g, 0].mean() for g in range(3)]
+        truth = {"share": true_shares[0], "gap": max(true_shares) - min(true_shares)}
+        found = {}
+        for name, f in (("soft", q[:, 0]), ("hard", hard[:, 0])):
+            coef = ppi_mean.mean_coefficients(group == 0)
+            found[f"share_{name}"] = ppi_mean.estimate_linear(
+                yobs, f, pi, xi, coef, bounds=(0.0, 1.0), seed=seed + s
+            )
+            if gap:
+                entries = [ppi_mean.Entry(yobs, f, ppi_mean.mean_coefficients(group == g)) for g in range(3)]
+                found[f"gap_{name}"], _ = ppi_mean.estimate_max_gap(
+                    entries, pi, xi, seed=seed + s, draws=1000
+                )
+        if any(est.ci95 is None for est in found.values()):
+            continue
+        defined += 1
+        for key, est in found.items():
+            assert est.ci95 is not None
+            t = truth[key.split("_")[0]]
+            sums[f"cover_{key}"] = sums.get(f"cover_{key}", 0.0) + (
+                est.ci95[0] - 1e-12 <= t <= est.ci95[1] + 1e-12
+            )
+            sums[f"width_{key}"] = sums.get(f"width_{key}", 0.0) + est.ci95[1] - est.ci95[0]
+    out = {key: value / max(1, defined) for key, value in sums.items()}
+    out["undefined"] = studies - defined
+    return out
+
+
+def run_judge(studies: int, fractions: list[float], seed: int) -> None:
+    print(f"--judge: 3 groups x {N_PER_GROUP} items, 3 answers, {studies} studies per cell")
+    print(
+        f"{'judge':16} {'labels':>6} {'estimand':8} {'cover_p':>7} {'cover_h':>7} {'width_p':>7} "
+        f"{'width_h':>7} {'ratio':>6}"
+    )
+    for kind in JUDGES:
+        for fraction in fractions:
+            row = judge_cell(kind, fraction, studies, seed)
+            for estimand in ("share", "gap"):
+                soft, hard = row[f"width_{estimand}_soft"], row[f"width_{estimand}_hard"]
+                print(
+                    f"{kind:16} {fraction:6.0%} {estimand:8} {row[f'cover_{estimand}_soft']:7.3f} "
+                    f"{row[f'cover_{estimand}_hard']:7.3f} {soft:7.3f} {hard:7.3f} {soft / hard:6.2f}",
+                    flush=True,
+                )
+
+
 FRACTIONS = "0.05,0.1,0.2,0.4"
 
 
@@ -567,6 +665,9 @@ def main() -> None:
     )
     parser.add_argument("--census", action="store_true", help="issue 21: the census check of every protocol")
     parser.add_argument(
+        "--judge", action="store_true", help="a judge's probabilities vs its hard answers as the prediction"
+    )
+    parser.add_argument(
         "--protocols",
         default="",
         help=f"--generic: only these protocols, comma-separated (of {', '.join(GENERIC_PROTOCOLS)}); "
@@ -575,6 +676,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.census:
         run_census(args.seed)
+        return
+    if args.judge:
+        fractions = (
+            [0.05, 0.1, 0.2] if args.fractions == FRACTIONS else [float(x) for x in args.fractions.split(",")]
+        )
+        run_judge(args.studies if args.studies != 300 else 200, fractions, args.seed)
         return
     if args.generic:
         only = [p for p in args.protocols.split(",") if p]

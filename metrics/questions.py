@@ -156,3 +156,9 @@ def accuracy(truth: Sequence[str], predicted: Sequence[str]) -> float | None:
     if not truth:
         return None
     return sum(a == b for a, b in zip(truth, predicted, strict=True)) / len(truth)
+
+
+def max_gap_error(judge: Mapping[str, float], people: Mapping[str, float]) -> dict[str, float]:
+    """Per answer, the judge's largest gap between groups minus the people's (positive: the
+    judge sees more difference between the groups than people do). Answers of both only."""
+    return {answer: judge[answer] - people[answer] for answer in people if answer in judge}

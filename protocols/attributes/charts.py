@@ -39,7 +39,8 @@ def vector_panels(
     report: Mapping[str, Any], *, setting: str, models: Sequence[str] | None = None
 ) -> list[tuple[str, list[tuple[str, Mapping[str, float | None], float | None]]]]:
     """Per T2I model with items in ``setting`` (all of the report's unless ``models`` names
-    some): [(source, vector, GEP score)], the human first, then each detector."""
+    some): [(source, vector, GEP score)], the human first, then each detector, then each judge
+    (``detector@version``: its vector is of frequencies, on the human's scale)."""
     panels = []
     for model, by_setting in report.get("attributes", {}).items():
         if models is not None and model not in models:
@@ -49,6 +50,7 @@ def vector_panels(
             continue
         sources = [(HUMAN, cell["gep_vector"], cell["gep_score"])]
         sources += [(name, d["gep_vector"], d["gep_score"]) for name, d in cell["detectors"].items()]
+        sources += [(name, j["gep_vector"], j["gep_score"]) for name, j in cell.get("judges", {}).items()]
         panels.append((model, sources))
     return panels
 
@@ -104,7 +106,8 @@ def _build(
                 continue
             source, vector, score = sources[c]
             values = [vector.get(key) for key in keys]
-            limit = 1.0 if source == HUMAN else _limit(values)
+            frequencies = source == HUMAN or "@" in source  # the human's and a judge's answers
+            limit = 1.0 if frequencies else _limit(values)
             for y, key, value in zip(ys, keys, values, strict=True):
                 if value is None:
                     ax.text(
@@ -126,7 +129,7 @@ def _build(
                 bar.set_gid(svg_id(source, key))
             ax.axvline(0, color="#333333", lw=0.7)
             ax.set_xlim(-limit, limit)
-            if source == HUMAN:
+            if frequencies:
                 ax.set_xticks([-1, -0.5, 0, 0.5, 1])
             ax.set_ylim(len(keys) - 0.5, -0.5)
             ax.grid(axis="x", lw=0.4, alpha=0.5)
@@ -139,7 +142,7 @@ def _build(
             )
             if r == n_rows - 1:
                 ax.set_xlabel(
-                    "f_woman \u2212 f_man" if source == HUMAN else "mean score: woman \u2212 man",
+                    "f_woman \u2212 f_man" if frequencies else "mean score: woman \u2212 man",
                     fontsize=base.SMALL_PT,
                 )
             if c == 0:

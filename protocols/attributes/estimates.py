@@ -16,11 +16,16 @@ Only items drawn in a complete round count as labelled; other final labels (peop
 "around" the rounds) are not random and are left out. A sampled item without a final answer to
 an attribute it is relevant to (a question it does not ask) simply does not count for that
 attribute.
+
+A judge (a detector of kind ``answers``: yes / no per attribute, ``reports.judges``) serves as
+the detector when it has no ``attributes`` predictions: its score of an attribute is its
+probability of "yes" when it gave probabilities, else 1 for yes and 0 for no.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -41,8 +46,12 @@ from estimates.report import (
 from estimates.selectors import item_outputs as _outputs
 from metrics import gep, ppi_mean
 from protocols.attributes.selectors import final_answers, gep_rows
+from reports import judges
 from reports.selectors import Scope
 from studies.models import Question, Study
+
+#: The output kind of a judge on an attributes study.
+JUDGE_KIND = "answers"
 
 
 def attribute_keys(study: Study) -> list[str]:
@@ -123,6 +132,9 @@ def attributes_report(
     setting after each round). Raises LookupError when the detector has no ``attributes``
     predictions in the study."""
     version = sel.detector_version(study, detector, OutputKind.ATTRIBUTES)
+    judge = version is None
+    if judge:
+        version = sel.detector_version(study, detector, JUDGE_KIND)
     if version is None:
         raise LookupError(f"detector '{detector}' has no attributes predictions in study '{study.slug}'")
     frame = sel.sampling_frame(study, detector, version, labelled=sel.items_fully_labelled(study))
@@ -132,6 +144,8 @@ def attributes_report(
     keys = attribute_keys(study)
     scope = Scope(study)
     rows = gep_rows(scope, keys=keys, answers=final_answers(scope, keys=keys), detector=detector)
+    if judge:
+        rows = replace(rows, items_by_model=judge_scores(scope, rows.items_by_model, detector, version, keys))
     in_frame = {i.item_id for i in frame.items}
 
     def cells_for(pi: dict[int, float], drawn: set[int]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -157,6 +171,38 @@ def attributes_report(
         pending,
         round_history(frame, cells_for, AttributesReport.headline, strata) if history else (),
     )
+
+
+def judge_scores(
+    scope: Scope,
+    items_by_model: dict[str, list[gep.GepItem]],
+    detector: str,
+    version: str,
+    keys: Sequence[str],
+) -> dict[str, list[gep.GepItem]]:
+    """The GEP items with a judge's scores: per attribute its probability of yes (normalised
+    over yes and no) when it gave probabilities, else 1 for yes and 0 for no; None where it did
+    not answer."""
+    run = judges.judge_runs(scope, kinds=[JUDGE_KIND], detector=detector).get(f"{detector}@{version}")
+    if run is None:
+        return items_by_model
+
+    def score(item_id: Any, key: str) -> float | None:
+        if not isinstance(item_id, int):
+            return None
+        p = run.probabilities.get(item_id, {}).get(key)
+        if p and (total := max(0.0, p.get(gep.YES, 0.0)) + max(0.0, p.get(gep.NO, 0.0))) > 0:
+            return max(0.0, p.get(gep.YES, 0.0)) / total
+        answer = run.answers.get(item_id, {}).get(key)
+        return 1.0 if answer == gep.YES else 0.0 if answer == gep.NO else None
+
+    return {
+        model: [
+            replace(item, scores={**item.scores, detector: {k: score(item.item_id, k) for k in keys}})
+            for item in items
+        ]
+        for model, items in items_by_model.items()
+    }
 
 
 def attribute_output_codes(study: Study, detector: str, version: str) -> dict[int, Hashable]:

@@ -13,14 +13,25 @@ compute. The dict holds JSON types only; undefined figures are None (JSON null),
           "gep_vector": {key: v}, "gep_score": s,
           "n_without_final_answer": {"woman": {key: n}, "man": {key: n}},
           "detectors": {name: {"gep_vector", "gep_score", "kendall_tau_b", "mcc", "pearson",
-                               "roc_auc": {"by_attribute": {key: auc}, "mean": auc}}}}}},
+                               "roc_auc": {"by_attribute": {key: auc}, "mean": auc}}},
+          "judges": {"<detector>@<version>": {"n_items", "frequencies", "gep_vector", "gep_score",
+                                              "gep_vector_error": {key: e}, "gep_score_error"}}}}},
       "agreement": {key: {"krippendorff_alpha", "fleiss_kappa", "observed_agreement", "n_items"}},
       "score_ranking": {detector: tau_b},
       # extra keys, which scripts may ignore:
       "coverage": {"items", "items_compared", "items_left_out", "left_out_reasons": {reason: n}},
       "disputes": {key: items with every label and no final answer},
       "detector_versions": {detector: version},
+      "judges": {"<detector>@<version>": {key: {"n", "accuracy", "cohen_kappa", "confusion",
+                                                "brier", "ece", ...}}},
+      "judge_versions": {"<d>@<v1> vs <d>@<v2>": {key: {"n", "agreement", "cohen_kappa"}}},
     }
+
+Judges are runs (``<detector>@<version>``) of ``answers`` outputs (yes / no per attribute,
+probabilities optional: ``reports.judges``). A judge's GEP is the human GEP computed on its
+answers (the items it answered; ``n_without_final_answer`` there counts the items it did not);
+``gep_vector_error`` and ``gep_score_error`` are the judge's minus the people's. Item by item,
+each attribute is a question answered yes or no (``reports.judges.judge_figures``).
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ import numpy as np
 from metrics import gep
 from metrics.agreement import fleiss_kappa_from_counts, krippendorff_alpha_from_counts
 from protocols.attributes import selectors as asel
+from reports import judges
 from reports.selectors import Scope
 from studies.models import Question
 
@@ -73,6 +85,68 @@ def agreement(units: Sequence[Mapping[str, int]]) -> Agreement:
         observed_agreement=fleiss.observed_agreement,
         n_items=fleiss.n_items,
     )
+
+
+#: The output kind of a judge on an attributes study: an answer yes / no per attribute.
+JUDGE_KIND = "answers"
+YES_NO = (gep.YES, gep.NO)
+
+
+def _error(judge: float | None, people: float | None) -> float | None:
+    return None if judge is None or people is None else judge - people
+
+
+def answers_of_item(run: judges.JudgeRun, item: gep.GepItem) -> dict[str, str]:
+    """The judge's answers on a GEP item (keyed by the item's id)."""
+    item_id = item.item_id
+    return run.answers.get(item_id, {}) if isinstance(item_id, int) else {}
+
+
+def judge_pictures(
+    cells: dict[str, dict[str, dict[str, Any]]],
+    items_by_model: Mapping[str, Sequence[gep.GepItem]],
+    runs: Mapping[str, judges.JudgeRun],
+    keys: Sequence[str],
+) -> None:
+    """Add to every (model, setting) cell of the report each judge's GEP, computed as the
+    people's is but on the judge's answers, with its errors against the people's."""
+    from dataclasses import replace
+
+    for cell in (c for by_setting in cells.values() for c in by_setting.values()):
+        cell["judges"] = {}
+    for name, run in runs.items():
+        judged = {
+            model: [
+                replace(
+                    item,
+                    answers={k: a for k in keys if (a := answers_of_item(run, item).get(k)) in YES_NO},
+                    scores={},
+                )
+                for item in items
+            ]
+            for model, items in items_by_model.items()
+        }
+        picture = gep.gep_study(judged, detectors=[], keys=keys).as_dict()["attributes"]
+        answered = {
+            (model, item.setting) for model, items in judged.items() for item in items if item.answers
+        }
+        for model, by_setting in cells.items():
+            for setting, cell in by_setting.items():
+                mine = picture.get(model, {}).get(setting)
+                if mine is None or (model, setting) not in answered:
+                    continue
+                cell["judges"][name] = {
+                    "n_items": mine["n_items"],
+                    "frequencies": mine["frequencies"],
+                    "gep_vector": mine["gep_vector"],
+                    "gep_score": mine["gep_score"],
+                    "n_without_answer": mine["n_without_final_answer"],
+                    "gep_vector_error": {
+                        k: _error(mine["gep_vector"].get(k), cell["gep_vector"].get(k))
+                        for k in cell["gep_vector"]
+                    },
+                    "gep_score_error": _error(mine["gep_score"], cell["gep_score"]),
+                }
 
 
 @dataclass(frozen=True)
@@ -143,6 +217,8 @@ def compute(
         for key in keys
     }
     as_dict = study.as_dict()
+    runs = judges.judge_runs(scope, kinds=[JUDGE_KIND], detector=detector)
+    judge_pictures(as_dict["attributes"], rows.items_by_model, runs, keys)
     n_compared = rows.n_items
     report = {
         "attributes": as_dict["attributes"],
@@ -156,6 +232,15 @@ def compute(
         },
         "disputes": disputes,
         "detector_versions": dict(rows.versions),
+        "judges": {
+            name: {
+                key: figures
+                for key in keys
+                if (figures := judges.judge_figures(key, YES_NO, run, answers)) is not None
+            }
+            for name, run in runs.items()
+        },
+        "judge_versions": judges.version_pairs([(key, YES_NO) for key in keys], runs),
     }
     return AttributesResult(
         report=report,

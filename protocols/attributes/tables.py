@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from metrics import gep
+from reports import judges
 from reports.tables import NO_VALUE, Cell, Column, Table, int_cell, num, text_cell
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -38,6 +39,9 @@ TABLE_KEYS = (
     "roc_auc",
     "roc_auc_attributes",
     "agreement",
+    "judges",
+    "judge_gep",
+    "judge_versions",
 )
 PAPER = {
     "gep_scores": "Table 3",
@@ -442,6 +446,45 @@ def agreement_table(result: AttributesResult) -> Table:
     )
 
 
+def judge_gep_table(result: AttributesResult) -> Table:
+    """Each judge's GEP score and vector per T2I model and setting (the people's computed on its
+    answers), with its error against the people's."""
+    rows = []
+    for model, settings in result.report["attributes"].items():
+        for setting, cell in settings.items():
+            for name, j in cell.get("judges", {}).items():
+                rows.append(
+                    (
+                        text_cell(model),
+                        text_cell(SETTING_NAMES.get(setting, setting)),
+                        text_cell(name),
+                        num_cell(j["gep_score"]),
+                        signed_cell(j["gep_score_error"]),
+                        *(signed_cell(j["gep_vector"].get(key)) for key in result.keys),
+                        *(signed_cell(j["gep_vector_error"].get(key)) for key in result.keys),
+                    )
+                )
+    return Table(
+        key="judge_gep",
+        title="Judges' GEP beside the people's",
+        caption=(
+            "Per T2I model and setting, each judge's GEP score and vector, computed as the people's but "
+            "on its yes / no answers, and their errors: the judge's minus the people's."
+        ),
+        columns=(
+            Column("t2i_model", "T2I model", numeric=False),
+            Column("setting", "Setting", numeric=False),
+            Column("judge", "Judge", numeric=False),
+            Column("gep_score", "GEP"),
+            Column("gep_score_error", "GEP error"),
+            *(Column(f"v_{key}", key) for key in result.keys),
+            *(Column(f"error_{key}", key) for key in result.keys),
+        ),
+        groups=(("", 5), ("vector", len(result.keys)), ("error", len(result.keys))),
+        rows=tuple(rows),
+    )
+
+
 BUILDERS = {
     "gep_scores": gep_scores_table,
     "frequencies": frequencies_table,
@@ -451,11 +494,23 @@ BUILDERS = {
     "roc_auc": roc_auc_table,
     "roc_auc_attributes": roc_auc_attributes_table,
     "agreement": agreement_table,
+    "judges": lambda result: judges.judges_table(result.report["judges"], question="Attribute"),
+    "judge_gep": judge_gep_table,
+    "judge_versions": lambda result: judges.judge_versions_table(
+        result.report["judge_versions"], result.report["judges"], question="Attribute"
+    ),
 }
 
 
-def all_tables(result: AttributesResult, keys: Sequence[str] = TABLE_KEYS) -> list[Table]:
-    """The report's tables in ``keys`` order."""
+#: The judges' tables, exported only where a judge answered.
+JUDGE_TABLES = ("judges", "judge_gep", "judge_versions")
+
+
+def all_tables(result: AttributesResult, keys: Sequence[str] | None = None) -> list[Table]:
+    """The report's tables in ``keys`` order; by default every one, the judges' only where a
+    judge answered."""
+    if keys is None:
+        keys = [k for k in TABLE_KEYS if k not in JUDGE_TABLES or result.report.get("judges")]
     return [BUILDERS[key](result) for key in keys]
 
 
@@ -463,7 +518,7 @@ def with_paper_title(table: Table) -> Table:
     """The table titled with the paper's table it mirrors, for Markdown exports."""
     from dataclasses import replace
 
-    return replace(table, title=f"{table.title} ({PAPER[table.key]})")
+    return replace(table, title=f"{table.title} ({PAPER[table.key]})") if table.key in PAPER else table
 
 
 def sectioned_csv_rows(table: Table) -> list[list[Any]]:

@@ -23,7 +23,7 @@ from protocols.gender import report as gender_report
 from protocols.gender import tables as gtables
 from protocols.gender.report import GenderResult
 from protocols.gender.selectors import GENDER_QUESTION
-from reports import render
+from reports import judges, render
 from reports.analyses import Analysis, AnalysisError, FilterNeeded, ReportPage
 from reports.selectors import Scope
 from reports.tables import Table, UnknownTable, num
@@ -122,6 +122,12 @@ class GenderAnalysis(Analysis):
             "coverage": coverage(report),
             "agreement": report.get("agreement", {}),
             "tables": self.overview_tables(result, category=page.scope.category),
+            "judge_tables": [judges.judges_table(result.report["judges"])]
+            + (
+                [judges.judge_versions_table(result.report["judge_versions"], result.report["judges"])]
+                if result.report["judge_versions"]
+                else []
+            ),
             "detectors": gtables.detector_keys(report),
         }
 
@@ -163,6 +169,11 @@ class GenderAnalysis(Analysis):
             )
         if name == "prompt_scores":
             return gtables.prompt_scores_table(self.grid(page))
+        if name in ("judges", "judge_versions"):
+            report = page.result(bootstrap=0).report
+            if name == "judges":
+                return judges.judges_table(report["judges"])
+            return judges.judge_versions_table(report["judge_versions"], report["judges"])
         if name not in gtables.OVERVIEW_KEYS:
             raise UnknownTable(f"No table {name!r}.")
         # Only table 1 shows bootstrap intervals; the others skip the resampling (the slow part).

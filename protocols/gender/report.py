@@ -22,9 +22,11 @@ from typing import Any, TypeVar
 import numpy as np
 
 from annotate.agreement import agreement_report
+from detectors.kinds import KIND_GENDER
 from metrics import gender as metrics
 from protocols.gender import contract
 from protocols.gender import selectors as gsel
+from reports import judges
 from reports import selectors as sel
 from studies.models import Question
 
@@ -212,6 +214,32 @@ def label_order(question: Question, seen: Iterable[str] = ()) -> tuple[tuple[str
     return tuple(labels)
 
 
+def judge_report(
+    scope: sel.Scope,
+    *,
+    finals: Iterable[gsel.FinalRow],
+    clear: tuple[str, str],
+    key: str,
+    detector: str | None,
+) -> dict[str, Any]:
+    """``judges`` and ``judge_versions``: every gender run (each version) against the final
+    answers, image by image, over the images people found clear (one of ``clear``): a verdict
+    male / female is its answer, a filtered one (a VLM judge's "can't tell") is set aside; its
+    probabilities are a judge's scores (``reports.judges.gender_reader``)."""
+    by_item = {item_id: {key: value} for item_id, value, _model, _prompt in finals}
+    runs = judges.judge_runs(
+        scope.narrowed(category=None),
+        kinds=[KIND_GENDER],
+        read=judges.gender_reader(clear, key),
+        detector=detector,
+    )
+    figures = {name: judges.judge_figures(key, clear, run, by_item) for name, run in runs.items()}
+    return {
+        "judges": {name: {key: f} for name, f in figures.items() if f is not None},
+        "judge_versions": judges.version_pairs([(key, clear)], runs),
+    }
+
+
 def compute(
     scope: sel.Scope,
     *,
@@ -251,12 +279,15 @@ def compute(
         ),
         models,
     )
+    judged = judge_report(scope, finals=finals, clear=clear, key=question.key, detector=detector)
     report: contract.GenderReport = {
         # The final labels in scope: those ``rows`` counted (the same filter).
         "coverage": sel.coverage(scope, final_labels=sum(sum(r["counts"].values()) for r in rows)),
         "agreement": {"cohen_kappa": agreement["cohen_kappa"], "n_images": agreement["n_images"]},
         "human": dict(zip(models, human, strict=True)),
         "detectors": _detectors(joint, versions, bootstrap=bootstrap, seed=seed),
+        "judges": judged["judges"],
+        "judge_versions": judged["judge_versions"],
     }
     prompts = {r["prompt_id"]: (r["category"], r["word"], r["prompt"]) for r in rows}
     counts: PromptCounts = {}

@@ -30,7 +30,7 @@ Labels = Sequence[tuple[str, str]]  # (value, display name), in the question's o
 
 # The overview's tables, in page order; downloads are addressed by these keys.
 OVERVIEW_KEYS = ("model_bias", "prompt_difference", "filtering", "label_shares", "categories")
-TABLE_KEYS = (*OVERVIEW_KEYS, "prompt_scores", "confusion")
+TABLE_KEYS = (*OVERVIEW_KEYS, "prompt_scores", "confusion", "judges", "judge_versions")
 HUMAN = "human"
 
 

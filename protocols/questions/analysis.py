@@ -9,11 +9,13 @@ from typing import Any, ClassVar
 from metrics import consensus
 from protocols.questions import charts
 from protocols.questions import report as qreport
+from protocols.questions import tables as qtables
 from protocols.questions.report import QuestionsResult
 from protocols.questions.selectors import compare_column
 from reports import render
 from reports.analyses import Analysis, AnalysisError, ReportPage
 from reports.selectors import Scope
+from reports.tables import Table, UnknownTable
 from studies.models import Question, Study
 from studies.selectors import study_questions
 
@@ -30,12 +32,19 @@ def choice_questions(study: Study) -> list[Question]:
     return questions
 
 
+def _choices(question: Question) -> list[tuple[str, str]]:
+    """The question's (value, display name) in screen order."""
+    return [(str(c["value"]), str(c.get("name", c["value"]))) for c in question.choices]
+
+
 class QuestionsAnalysis(Analysis):
     protocol: ClassVar[str] = "questions"
     title: ClassVar[str] = "Answer shares per group"
     template: ClassVar[str] = "questions/overview.html"
     pages: ClassVar[frozenset[str]] = frozenset({"question_answer"})
     csv_tables: ClassVar[tuple[str, ...]] = ("shares", "tests", "agreement", "detectors")
+    table_keys: ClassVar[tuple[str, ...]] = qtables.TABLE_KEYS
+    chart_keys: ClassVar[tuple[str, ...]] = ("shares", "reliability")
 
     def check(self, study: Study) -> None:
         choice_questions(study)
@@ -53,15 +62,18 @@ class QuestionsAnalysis(Analysis):
         )
 
     def overview(self, page: ReportPage) -> dict[str, Any]:
+        from reports import views as base  # the dashboard's helpers; views import analyses
+
         result: QuestionsResult = page.result(bootstrap=0)
         sections = []
         for question in result.questions:
-            choices = [(str(c["value"]), str(c.get("name", c["value"]))) for c in question.choices]
+            choices = _choices(question)
             panels = [
                 {
                     "model": model,
                     "cell": cell,
-                    "chart": charts.shares_chart(cell, choices),
+                    "chart": charts.shares_chart(cell, choices, model=model),
+                    "judges": list(cell["judges"].items()),
                 }
                 for model, cell in result.report["questions"][question.key].items()
             ]
@@ -74,26 +86,61 @@ class QuestionsAnalysis(Analysis):
                     ],
                     "panels": panels,
                     "agreement": result.report["agreement"][question.key],
-                    "detectors": [
+                    "judges": [
                         (name, by_question[question.key])
-                        for name, by_question in result.report["detectors"].items()
+                        for name, by_question in result.report["judges"].items()
                         if question.key in by_question
                     ],
                 }
             )
+        tables = {table.key: table for table in (builder(result) for builder in qtables.BUILDERS.values())}
+        has_probabilities = any(
+            d.get("reliability")
+            for by_question in result.report["judges"].values()
+            for d in by_question.values()
+        )
         return {
             "report": result.report,
             "result": result,
             "sections": sections,
             "column": result.column,
+            "tables": tables,
+            "chart_keys": self.chart_keys,
+            "reliability_src": base.chart_src("reliability", page) if has_probabilities else "",
             "final_answer_rule": consensus.rule_text(
                 needed=page.scope.study.labels_per_item, rule=page.scope.study.agreement
             ),
         }
 
+    def table(self, name: str, page: ReportPage) -> Table:
+        """A downloadable table (``tables.TABLE_KEYS``); UnknownTable for any other name."""
+        if name not in qtables.BUILDERS:
+            raise UnknownTable(f"No table {name!r}.")
+        return qtables.BUILDERS[name](self.page_result(page))
+
+    def chart(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:
+        """``shares``: every question and T2I model (the filter narrows to one), people beside
+        each judge; ``reliability``: each judge's reliability diagram per question."""
+        if name not in self.chart_keys:
+            raise charts.base.UnknownChart(f"No chart {name!r}.")
+        result: QuestionsResult = self.page_result(page)
+
+        def draw() -> bytes:
+            if name == "reliability":
+                return charts.reliability_figure(result.report, fmt)
+            return charts.shares_figure(result.report, [(q.key, _choices(q)) for q in result.questions], fmt)
+
+        return page.cached("chart", draw, name=name, fmt=fmt)
+
     def export(self, result: QuestionsResult, fmt: str) -> str:
         if fmt == "csv":
             return render.csv_text(qreport.csv_rows(result))
         if fmt == "md":
-            return qreport.markdown(result)
+            text = qreport.markdown(result)
+            if result.report["judges"]:
+                keys = ["judges", "question_tests"] + (
+                    ["judge_versions"] if result.report["judge_versions"] else []
+                )
+                text += "\n".join(render.to_markdown(qtables.BUILDERS[key](result)) for key in keys)
+            return text
         raise ValueError(f"The questions report exports as csv or md, not {fmt!r}.")

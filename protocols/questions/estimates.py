@@ -4,9 +4,11 @@ Per question, T2I model and group (the compared column's value): each answer's s
 answer the largest gap between two groups' shares (``max_gap``) -- the numbers ``bias_report``
 puts at ``questions.<q>.<model>.groups.<g>.shares.<a>`` and ``questions.<q>.<model>.max_gap.<a>``
 --, from a detector of kind ``answers`` on every item and the final answers of the items drawn in
-the sampling rounds, by ``metrics.ppi_mean``. The detector's value for (item, answer) is 1 when
-it gave that answer, else 0; an item it did not answer (or answered outside the question's
-values) gets the mean of the cell's answered items, so it adds nothing either way.
+the sampling rounds, by ``metrics.ppi_mean``. The detector's value for (item, answer) is its
+probability of that answer when its output carries probabilities (a judge's, normalised over the
+question's values), else 1 when it gave that answer and 0 otherwise; an item it did not answer
+(or answered outside the question's values) gets the mean of the cell's answered items, so it
+adds nothing either way.
 
 A share's population is the items of the model and group that ask the question (an item's
 ``question_keys``, empty = every question); inclusion probabilities as for attributes
@@ -44,6 +46,7 @@ from estimates.selectors import item_outputs as _outputs
 from metrics import ppi_mean
 from protocols.questions import selectors as qsel
 from protocols.questions.spec import KIND_ANSWERS
+from reports import judges
 from reports.selectors import Scope
 from studies.models import Item, Question, Study
 from studies.selectors import study_questions
@@ -109,6 +112,7 @@ def _question_cell(
     asks: np.ndarray,
     finals: dict[int, dict[str, str]],
     said: dict[int, dict[str, str]],
+    probabilities: dict[int, dict[str, dict[str, float]]],
     p: np.ndarray,
     sampled: np.ndarray,
     seed: int,
@@ -118,6 +122,7 @@ def _question_cell(
     answered = np.array([a in values for a in given])
     detector = [said.get(int(i), {}).get(question.key) for i in ids]
     known = np.array([d in values for d in detector])
+    soft = [answer_probabilities(probabilities.get(int(i), {}).get(question.key), values) for i in ids]
     out: dict[str, Any] = {}
     for model in dict.fromkeys(models[asks]):
         in_model = asks & (models == model)
@@ -134,7 +139,9 @@ def _question_cell(
             cell_groups[name] = {"shares": {}, "n_items": int(mask.sum()), "n_labelled": int(xi.sum())}
         for answer in values:
             y = np.array([1.0 if a == answer else 0.0 for a in given])
-            f_raw = np.array([1.0 if d == answer else 0.0 for d in detector])
+            f_raw = np.array(
+                [q[answer] if q else 1.0 if d == answer else 0.0 for d, q in zip(detector, soft, strict=True)]
+            )
             for name in names:
                 mask = in_model & (groups == name)
                 xi = sampled & mask & answered
@@ -154,6 +161,17 @@ def _question_cell(
             "n_labelled": int((sampled & in_model & answered).sum()),
         }
     return out
+
+
+def answer_probabilities(given: dict[str, float] | None, values: list[str]) -> dict[str, float] | None:
+    """A judge's probabilities of a question's values, normalised over them; None when it gave
+    none (or none of them is positive): its hard answer is then the prediction."""
+    if not given:
+        return None
+    total = sum(max(0.0, float(given.get(v, 0.0))) for v in values)
+    if total <= 0:
+        return None
+    return {v: max(0.0, float(given.get(v, 0.0))) / total for v in values}
 
 
 def questions_report(
@@ -180,6 +198,10 @@ def questions_report(
             f"The answers read are of {detector}@{versions.get(detector)}, the rounds of version {version}."
         )
     said = answers.get(detector, {})
+    run = judges.judge_runs(scope, kinds=[KIND_ANSWERS], detector=detector).get(
+        f"{detector}@{versions.get(detector)}"
+    )
+    probabilities = run.probabilities if run is not None else {}
     in_frame = [i.item_id for i in frame.items]
     # The questions each item asks, read for the whole study (the frame is most of it; a list
     # of its ids would be one value per item in one statement) and kept for the frame's
@@ -210,7 +232,9 @@ def questions_report(
         p = np.array([pi.get(i, 0.0) for i in in_frame])
         sampled = np.array([i in drawn for i in in_frame], dtype=bool) & (p > 0)
         return {
-            q.key: _question_cell(q, ids, models, groups, asks_of[q.key], finals, said, p, sampled, seed)
+            q.key: _question_cell(
+                q, ids, models, groups, asks_of[q.key], finals, said, probabilities, p, sampled, seed
+            )
             for q in questions
         }
 

@@ -6,11 +6,31 @@
     {"questions": {q: {t2i_model: {"groups": {g: {"n", "shares", "ci95"}},
                                    "chi2", "dof", "p_value", "cramers_v", "max_gap"}}},
      "agreement": {q: {"krippendorff_alpha", "fleiss_kappa", "observed_agreement", "n_items"}},
-     "detectors": {d: {q: {"n", "accuracy", "cohen_kappa", "groups": {g: {"shares"}}}}}}
+     "detectors": {d: {q: {"n", "accuracy", "cohen_kappa", "groups": {g: {"shares"}}}}},
+     "judges": {"<detector>@<version>": {q: {"n", "accuracy", "cohen_kappa", "confusion",
+                                             "brier", "ece", "n_probabilities", "reliability",
+                                             "excluded": {"failed", "filtered", "unanswered"}}}},
+     "judge_versions": {"<d>@<v1> vs <d>@<v2>": {q: {"n", "agreement", "cohen_kappa"}}}}
+
+and per question and T2I model, beside the people's figures, each judge's picture:
+``questions.<q>.<model>.judges.<detector>@<version>.{groups.<g>.{n, shares, ci95}, chi2, dof,
+p_value, cramers_v, max_gap, max_gap_error}`` with ``max_gap_error.<a>`` = the judge's max_gap
+minus the people's.
 
 Shares read final labels; a group appears once one of its items has a final answer. Detector
 figures read the items with both a final label and the detector's answer (its latest version)
-and are left out for a question no such item has. ``observed_agreement`` is Fleiss' mean
+and are left out for a question no such item has.
+
+Judges are every run (``detector@version``) of ``answers`` predictions, each version apart. A
+judge's shares count the items of the group it answered (with or without a final label: its
+picture of the bias is the picture of what it answered); its item-by-item figures (``n``,
+accuracy, Cohen's κ, ``confusion`` — ``{people's answer: {judge's answer: items}}``) count the
+items with both its answer and a final answer. Brier score, ECE (10 equal-width bins, top
+label: ``metrics.calibration``) and the reliability bins read the ``n_probabilities`` of those
+items whose output carries probabilities (null when none does). ``excluded`` counts, among the
+items with a final answer, the judge's failed predictions, the questions it set aside
+(filtered: unparseable, an API error) and its outputs with no valid answer otherwise. ``judge_versions`` pairs the
+versions of one detector: their agreement over the items both answered. ``observed_agreement`` is Fleiss' mean
 pairwise agreement over the items with two labels or more; null when there is none.
 """
 
@@ -23,6 +43,8 @@ from typing import Any
 from metrics import agreement as agreement_metrics
 from metrics import questions as qm
 from protocols.questions import selectors as qsel
+from protocols.questions.spec import KIND_ANSWERS
+from reports import judges
 from reports.selectors import Scope
 from reports.tables import NO_VALUE
 from studies.models import Question
@@ -46,12 +68,37 @@ def _rounded(interval: tuple[float, float]) -> list[float]:
     return [interval[0], interval[1]]
 
 
+def _shares_dict(comparison: qm.SharesComparison) -> dict[str, Any]:
+    return {
+        "groups": {
+            group: {
+                "n": shares.n,
+                "shares": dict(shares.shares),
+                "ci95": {a: _rounded(ci) for a, ci in shares.ci95.items()},
+            }
+            for group, shares in comparison.groups.items()
+        },
+        "chi2": comparison.test.chi2,
+        "dof": comparison.test.dof,
+        "p_value": comparison.test.p_value,
+        "cramers_v": comparison.test.cramers_v,
+        "max_gap": dict(comparison.max_gap),
+    }
+
+
 def compute(scope: Scope, *, questions: list[Question], detector: str | None = None) -> QuestionsResult:
     column = qsel.compare_column(scope.study)
     groups = qsel.item_groups(scope, column)
     finals = qsel.final_answers(scope)
     models = sorted({model for model, _ in groups.values()})
-    report: dict[str, Any] = {"questions": {}, "agreement": {}, "detectors": {}}
+    runs = judges.judge_runs(scope, kinds=[KIND_ANSWERS], detector=detector)
+    report: dict[str, Any] = {
+        "questions": {},
+        "agreement": {},
+        "detectors": {},
+        "judges": {},
+        "judge_versions": {},
+    }
     comparisons: dict[str, dict[str, qm.SharesComparison]] = {}
     for question in questions:
         values = question.values
@@ -65,21 +112,19 @@ def compute(scope: Scope, *, questions: list[Question], detector: str | None = N
         for model in sorted(by_model):
             comparison = qm.answer_shares(by_model[model], values)
             comparisons[question.key][model] = comparison
-            cell[model] = {
-                "groups": {
-                    group: {
-                        "n": shares.n,
-                        "shares": dict(shares.shares),
-                        "ci95": {a: _rounded(ci) for a, ci in shares.ci95.items()},
+            cell[model] = _shares_dict(comparison) | {"judges": {}}
+            for name, run in runs.items():
+                judged: dict[str, list[str]] = defaultdict(list)
+                for item_id, said in run.answers.items():
+                    item_model, group = groups.get(item_id, ("", ""))
+                    answer = said.get(question.key)
+                    if item_model == model and group and answer in values:
+                        judged[group].append(answer)
+                if judged:
+                    picture = qm.answer_shares(judged, values)
+                    cell[model]["judges"][name] = _shares_dict(picture) | {
+                        "max_gap_error": qm.max_gap_error(picture.max_gap, comparison.max_gap)
                     }
-                    for group, shares in comparison.groups.items()
-                },
-                "chi2": comparison.test.chi2,
-                "dof": comparison.test.dof,
-                "p_value": comparison.test.p_value,
-                "cramers_v": comparison.test.cramers_v,
-                "max_gap": dict(comparison.max_gap),
-            }
         report["questions"][question.key] = cell
     units = qsel.label_values(scope)
     for question in questions:
@@ -119,6 +164,10 @@ def compute(scope: Scope, *, questions: list[Question], detector: str | None = N
                 },
             }
         report["detectors"][name] = per_question
+    for name, run in runs.items():
+        figures = {q.key: judges.judge_figures(q.key, q.values, run, finals) for q in questions}
+        report["judges"][name] = {key: f for key, f in figures.items() if f is not None}
+    report["judge_versions"] = judges.version_pairs([(q.key, q.values) for q in questions], runs)
     return QuestionsResult(
         report=report,
         questions=questions,
@@ -243,17 +292,4 @@ def markdown(result: QuestionsResult) -> str:
             f"{_num(a['observed_agreement'])} | {a['n_items']} |"
         )
     lines.append("")
-    if report["detectors"]:
-        lines += [
-            "## Detectors",
-            "",
-            "| detector | question | n | accuracy | Cohen \u03ba |",
-            "|---|---|---:|---:|---:|",
-        ]
-        for name, by_question in report["detectors"].items():
-            for key, d in by_question.items():
-                lines.append(
-                    f"| {name} | {key} | {d['n']} | {_num(d['accuracy'])} | {_num(d['cohen_kappa'])} |"
-                )
-        lines.append("")
     return "\n".join(lines)

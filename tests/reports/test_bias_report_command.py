@@ -39,7 +39,7 @@ def is_interval(value) -> bool:
 
 def assert_contract(report: dict) -> None:
     """Shape and types of issue 4's contract (extra keys allowed, none of these missing)."""
-    assert set(report) == {"coverage", "agreement", "human", "detectors"}
+    assert set(report) == {"coverage", "agreement", "human", "detectors", "judges", "judge_versions"}
     assert all(isinstance(report["coverage"][k], int) for k in ("images", "final_labels"))
     assert report["agreement"]["cohen_kappa"] is None or isinstance(report["agreement"]["cohen_kappa"], float)
     assert isinstance(report["agreement"]["n_images"], int)

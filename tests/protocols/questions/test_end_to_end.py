@@ -150,9 +150,10 @@ def test_bias_report_json_follows_the_contract(tmp_path):
     _import_answers(tmp_path)
     assert Prediction.objects.filter(kind="answers").count() == 12
     report = json.loads(command("bias_report", "--study", "qs", "--format", "json"))
-    assert set(report) == {"questions", "agreement", "detectors"}
+    assert set(report) == {"questions", "agreement", "detectors", "judges", "judge_versions"}
     cell = report["questions"]["age"]["dalle"]
-    assert set(cell) == {"groups", "chi2", "dof", "p_value", "cramers_v", "max_gap"}
+    assert set(cell) == {"groups", "chi2", "dof", "p_value", "cramers_v", "max_gap", "judges"}
+    assert set(cell["judges"]) == {"llava@imported"}
     # dalle: images 0, 3, 6, 9 (i % 3 == 0): light 0, 6 → young, middle; dark 3, 9 → old, old.
     assert cell["groups"]["light"]["n"] == 2
     assert cell["groups"]["light"]["shares"] == {"young": 0.5, "middle": 0.5, "old": 0.0}
@@ -214,4 +215,4 @@ def test_bias_report_csv_and_md(tmp_path):
     assert "# Questions report (groups: skin)" in md
     assert "## age: How old does the person look?" in md
     assert "χ² =" in md
-    assert "| llava | wealth | 12 | 1.000 | 1.000 |" in md
+    assert "| llava@imported | wealth | 12 | 1.000 | 1.000 |" in md

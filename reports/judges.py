@@ -1,0 +1,287 @@
+"""Judges against people, shared by the reports of every protocol a judge answers.
+
+A judge is a detector run, ``<detector>@<version>`` (each version apart: two prompts or two
+models side by side), whose outputs say an answer per question and, where it gives them,
+probabilities per answer. ``judge_runs`` reads every run in scope through a protocol's
+``read`` (output -> (answers, probabilities)); ``judge_figures`` measures one run against the
+final answers of one question (n, accuracy, Cohen's κ, confusion, Brier, ECE and reliability
+bins: ``metrics.questions``, ``metrics.agreement``, ``metrics.calibration``);
+``version_pairs`` compares the versions of one detector with each other.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import F
+
+from detectors.kinds import answers_of, filtered_of, probabilities_of
+from detectors.models import PredictionStatus
+from metrics import agreement, calibration
+from metrics import questions as qm
+from reports.selectors import PREDICTION_TO_ITEM, Scope, detector_runs_in_scope, predictions_in_scope
+from reports.tables import Cell, Column, Table, int_cell, num, text_cell
+
+Answers = dict[str, str]
+Probabilities = dict[str, dict[str, float]]
+Filtered = dict[str, str]
+Reader = Callable[[Any], tuple[Answers, Probabilities, Filtered]]
+
+
+def read_answers(output: Any) -> tuple[Answers, Probabilities, Filtered]:
+    """The ``answers`` kind's reader (plain or extended shape): answers, probabilities and the
+    questions it set aside (filtered: unparseable, an API error...)."""
+    return answers_of(output), probabilities_of(output), filtered_of(output)
+
+
+def gender_reader(clear: Sequence[str], key: str = "gender") -> Reader:
+    """The ``gender`` kind's reader for a judge of the ``gender`` question: a verdict among the
+    two ``clear`` values is its answer; a filtered verdict (a judge's "can't tell": reason
+    ``uncertain``) is set aside. Probabilities: a judge's scores (keys male, female, cant_tell),
+    where it gave them, of the clear values."""
+
+    def read(output: Any) -> tuple[Answers, Probabilities, Filtered]:
+        if not isinstance(output, Mapping):
+            return {}, {}, {}
+        label = str(output.get("label", ""))
+        raw = output.get("scores")
+        scores: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+        probabilities: Probabilities = {}
+        if "cant_tell" in scores and all(isinstance(scores.get(v), int | float) for v in clear):
+            probabilities = {key: {v: float(scores[v]) for v in clear}}
+        if label in clear:
+            return {key: label}, probabilities, {}
+        return {}, probabilities, {key: str(output.get("reason", "") or "filtered")}
+
+    return read
+
+
+@dataclass(frozen=True)
+class JudgeRun:
+    """What one judge run said in scope: per item its answers, where given its probabilities and
+    the questions it set aside; and the items whose prediction failed."""
+
+    answers: dict[int, Answers] = field(default_factory=dict)
+    probabilities: dict[int, Probabilities] = field(default_factory=dict)
+    filtered: dict[int, Filtered] = field(default_factory=dict)
+    failed: set[int] = field(default_factory=set)
+
+
+def judge_runs(
+    scope: Scope, *, kinds: Sequence[str], read: Reader = read_answers, detector: str | None = None
+) -> dict[str, JudgeRun]:
+    """``detector@version`` -> its ``JudgeRun``, for every run with predictions of ``kinds``
+    in scope (every version, not only the latest)."""
+    runs = {
+        f"{d}@{v}": JudgeRun() for d, v, _ in detector_runs_in_scope(scope, kinds=kinds, detector=detector)
+    }
+    for name, version, item_id, status, output in (
+        predictions_in_scope(scope, kinds=kinds, detector=detector)
+        .values_list("detector", "version", F(f"{PREDICTION_TO_ITEM}id"), "status", "output")
+        .order_by()
+    ):
+        run = runs.setdefault(f"{name}@{version}", JudgeRun())
+        if status != PredictionStatus.OK:
+            run.failed.add(item_id)
+            continue
+        answers, probabilities, filtered = read(output)
+        run.answers[item_id] = answers
+        if probabilities:
+            run.probabilities[item_id] = probabilities
+        if filtered:
+            run.filtered[item_id] = filtered
+    return dict(sorted(runs.items()))
+
+
+def judge_figures(
+    key: str, values: Sequence[str], run: JudgeRun, finals: Mapping[int, Mapping[str, str]]
+) -> dict[str, Any] | None:
+    """One judge against the final answers to question ``key`` (answers ``values``), over the
+    items with both a final answer among ``values`` and the judge's answer among them: ``n``,
+    ``accuracy``, ``cohen_kappa``, ``confusion`` ({people's answer: {judge's answer: items}});
+    ``brier``, ``ece``, ``reliability`` over the ``n_probabilities`` of them whose output has
+    probabilities (null / empty when none has); ``excluded``: among the items with a final
+    answer, the judge's ``failed`` predictions, the questions it set aside (``filtered``:
+    can't tell, unparseable, an API error) and its outputs with no valid answer otherwise
+    (``unanswered``: not asked, or an answer outside ``values``). None when no item has both."""
+    truth: list[str] = []
+    said: list[str] = []
+    probabilities: list[dict[str, float]] = []
+    probability_truth: list[str] = []
+    failed = filtered = unanswered = 0
+    for item_id, answers in sorted(finals.items()):
+        final = answers.get(key)
+        if final is None or final not in values:
+            continue
+        if item_id in run.failed and item_id not in run.answers:
+            failed += 1
+            continue
+        answer = run.answers.get(item_id, {}).get(key)
+        if answer is None or answer not in values:
+            if key in run.filtered.get(item_id, {}):
+                filtered += 1
+            else:
+                unanswered += item_id in run.answers
+            continue
+        truth.append(final)
+        said.append(answer)
+        p = run.probabilities.get(item_id, {}).get(key)
+        if p and sum(max(0.0, p.get(v, 0.0)) for v in values) > 0:
+            probabilities.append(p)
+            probability_truth.append(final)
+    if not truth:
+        return None
+    labels, matrix = agreement.confusion_matrix(truth, said, values)
+    calibrated = calibration.calibration(probabilities, probability_truth, values)
+    return {
+        "n": len(truth),
+        "accuracy": qm.accuracy(truth, said),
+        "cohen_kappa": qm.cohen_kappa(truth, said),
+        "confusion": {a: dict(zip(labels, row, strict=True)) for a, row in zip(labels, matrix, strict=True)},
+        "brier": calibrated.brier,
+        "ece": calibrated.ece,
+        "n_probabilities": calibrated.n,
+        "reliability": [
+            {"lo": b.lo, "hi": b.hi, "n": b.n, "confidence": b.confidence, "accuracy": b.accuracy}
+            for b in calibrated.bins
+        ]
+        if calibrated.n
+        else [],
+        "excluded": {"failed": failed, "filtered": filtered, "unanswered": unanswered},
+    }
+
+
+def version_pairs(
+    questions: Sequence[tuple[str, Sequence[str]]], runs: Mapping[str, JudgeRun]
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every two versions of one detector (``"<d>@<v1> vs <d>@<v2>"``): per question (key,
+    values), n items both answered, their share of equal answers and Cohen's κ between them."""
+    by_detector: dict[str, list[str]] = defaultdict(list)
+    for name in runs:
+        by_detector[name.rpartition("@")[0]].append(name)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for names in by_detector.values():
+        for i, first in enumerate(names):
+            for second in names[i + 1 :]:
+                a, b = runs[first].answers, runs[second].answers
+                per_question = {}
+                for key, values in questions:
+                    pairs = [
+                        (a[item][key], b[item][key])
+                        for item in sorted(set(a) & set(b))
+                        if a[item].get(key) in values and b[item].get(key) in values
+                    ]
+                    if pairs:
+                        x, y = [p[0] for p in pairs], [p[1] for p in pairs]
+                        per_question[key] = {
+                            "n": len(pairs),
+                            "agreement": qm.accuracy(x, y),
+                            "cohen_kappa": qm.cohen_kappa(x, y),
+                        }
+                out[f"{first} vs {second}"] = per_question
+    return out
+
+
+# --- tables (pure: the report's dicts in, ``reports.tables.Table`` out) --------------------------
+
+
+def judges_table(
+    judges: Mapping[str, Mapping[str, Mapping[str, Any]]], *, question: str = "Question"
+) -> Table:
+    """``judges``: per judge and question, the item-by-item figures (``judge_figures``)."""
+    rows = tuple(
+        (
+            text_cell(name),
+            text_cell(key),
+            int_cell(d["n"]),
+            _float(d["accuracy"]),
+            _float(d["cohen_kappa"]),
+            _float(d["brier"]),
+            _float(d["ece"]),
+            int_cell(d["n_probabilities"]),
+            int_cell(d["excluded"]["failed"]),
+            int_cell(d["excluded"]["filtered"]),
+            int_cell(d["excluded"]["unanswered"]),
+        )
+        for name, by_question in judges.items()
+        for key, d in by_question.items()
+    )
+    return Table(
+        key="judges",
+        title="Judges against people, image by image",
+        caption=(
+            "Per judge (detector@version) and question, over the images with both its answer and a final "
+            "answer: accuracy and Cohen's κ; Brier score and expected calibration error (10 equal-width "
+            "bins of the top answer's probability) over those whose output has probabilities. Among images "
+            "with a final answer: failed predictions; filtered: the question set aside (can't tell, "
+            "unparseable, an API error); not answered: not asked, or an answer outside the choices."
+        ),
+        columns=(
+            Column("judge", "Judge", numeric=False),
+            Column("question", question, numeric=False),
+            Column("n", "n"),
+            Column("accuracy", "Accuracy"),
+            Column("cohen_kappa", "Cohen's κ"),
+            Column("brier", "Brier"),
+            Column("ece", "ECE"),
+            Column("n_probabilities", "n with probabilities"),
+            Column("failed", "Failed"),
+            Column("filtered", "Filtered"),
+            Column("unanswered", "Not answered"),
+        ),
+        rows=rows,
+    )
+
+
+def judge_versions_table(
+    pairs: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    judges: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    *,
+    question: str = "Question",
+) -> Table:
+    """``judge_versions``: two versions of one judge, their agreement with each other and each
+    one's κ against people."""
+    rows = []
+    for pair, by_question in pairs.items():
+        first, _, second = pair.partition(" vs ")
+        for key, d in by_question.items():
+            a = judges.get(first, {}).get(key, {})
+            b = judges.get(second, {}).get(key, {})
+            rows.append(
+                (
+                    text_cell(first),
+                    text_cell(second),
+                    text_cell(key),
+                    int_cell(d["n"]),
+                    _float(d["agreement"]),
+                    _float(d["cohen_kappa"]),
+                    _float(a.get("cohen_kappa")),
+                    _float(b.get("cohen_kappa")),
+                )
+            )
+    return Table(
+        key="judge_versions",
+        title="Two versions of one judge",
+        caption=(
+            "Two versions of one judge (two prompts, two models): over the images both answered, their "
+            "agreement and Cohen's κ with each other; beside it each one's κ against people."
+        ),
+        columns=(
+            Column("judge_a", "Judge A", numeric=False),
+            Column("judge_b", "Judge B", numeric=False),
+            Column("question", question, numeric=False),
+            Column("n", "n"),
+            Column("agreement", "Agreement A-B"),
+            Column("cohen_kappa", "κ A-B"),
+            Column("kappa_a_people", "κ A-people"),
+            Column("kappa_b_people", "κ B-people"),
+        ),
+        rows=tuple(rows),
+    )
+
+
+def _float(value: float | None, digits: int = 3) -> Cell:
+    return Cell(value, num(value, digits))

@@ -1,0 +1,48 @@
+"""A VLM judge as the detector of a few-label estimate, by simulation (``bench/bench_estimator.py
+--judge``): with calibrated probabilities as the prediction the interval is narrower than with
+the judge's hard answers from the same labels, at the same coverage; with a judge whose errors
+depend on the true class the interval still covers."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+
+def _bench() -> ModuleType:
+    path = Path(__file__).resolve().parents[2] / "bench" / "bench_estimator.py"
+    spec = importlib.util.spec_from_file_location("bench_estimator", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_estimator", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _bench()
+
+
+def test_calibrated_probabilities_narrow_the_interval_of_a_share_few_studies() -> None:
+    row = bench.judge_cell("calibrated", 0.2, studies=10, seed=3, n_per_group=60, gap=False)
+    assert row["width_share_soft"] < row["width_share_hard"], row
+    assert row["cover_share_soft"] >= 0.9, row
+
+
+@pytest.mark.simulation
+def test_calibrated_probabilities_narrow_the_interval_at_equal_coverage() -> None:
+    row = bench.judge_cell("calibrated", 0.1, studies=300, seed=5, gap=False)
+    assert row["cover_share_soft"] >= 0.93, row
+    assert row["cover_share_hard"] >= 0.93, row
+    assert row["width_share_soft"] < 0.97 * row["width_share_hard"], row
+
+
+@pytest.mark.simulation
+def test_a_judge_whose_errors_depend_on_the_true_class_still_covers() -> None:
+    row = bench.judge_cell("class-dependent", 0.1, studies=200, seed=7)
+    for key in ("cover_share_soft", "cover_share_hard", "cover_gap_soft", "cover_gap_hard"):
+        assert row[key] >= 0.93, row
