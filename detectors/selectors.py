@@ -24,7 +24,7 @@ from studies.models import Image, ItemImage, Study
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
 
-    from detectors.plugins.api_judge import JudgeResponseData
+    from detectors.judges import JudgeResponseData
 
 
 @dataclass(frozen=True)
@@ -261,7 +261,7 @@ def prediction_summaries() -> list[PredictionSummary]:
 
 def judge_responses_cached(keys: list[str]) -> dict[str, JudgeResponseData]:
     """The cached judge answers among ``keys`` (``JudgeResponse``), by key."""
-    from detectors.plugins.api_judge import JudgeResponseData
+    from detectors.judges import JudgeResponseData
 
     found: dict[str, JudgeResponseData] = {}
     for chunk in in_chunks(keys):

@@ -77,7 +77,7 @@ from studies.models import Item as StudyItem  # ``Item`` here is an executor's w
 if TYPE_CHECKING:
     from django.db.models import QuerySet
 
-    from detectors.plugins.api_judge import JudgeResponseData
+    from detectors.judges import JudgeResponseData
 
 #: The longest detector name a Prediction can hold.
 DETECTOR_NAME_MAX = 100

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, MutableMapping
 from dataclasses import dataclass
 from importlib import import_module
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
+from estimates.kept import Report
 from studies.protocols import SpecPaths
 
 if TYPE_CHECKING:
@@ -22,25 +23,6 @@ if TYPE_CHECKING:
 
     from estimates.selectors import Frame
     from studies.models import Study
-
-
-class Report(Protocol):
-    """What an estimate report offers the commands, the API and the page."""
-
-    def as_json(self) -> dict[str, Any]: ...
-
-    def api_json(self) -> dict[str, Any]: ...
-
-    def markdown(self) -> str: ...
-
-    def csv(self) -> str: ...
-
-    def pending_messages(self) -> list[str]: ...
-
-    @property
-    def version(self) -> str: ...
-
-    def page_context(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)

@@ -2,17 +2,36 @@
 
 The worker stores what the commands, the API and the page need of a report — its JSON, the
 API's body, Markdown, CSV, the page's table, chart, warnings and pending rounds — as JSON, and
-``KeptReport`` offers it again through the same interface (``estimates.estimands.Report``).
+``KeptReport`` offers it again through the same interface (``Report``).
 Nothing is unpickled: a row from a restored backup can hold wrong numbers, never code. A row
 that does not have this shape is treated as missing (computed again)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from estimates.estimands import Report
 from reports.tables import Cell, Column, Table
+
+
+class Report(Protocol):
+    """What an estimate report offers the commands, the API and the page."""
+
+    def as_json(self) -> dict[str, Any]: ...
+
+    def api_json(self) -> dict[str, Any]: ...
+
+    def markdown(self) -> str: ...
+
+    def csv(self) -> str: ...
+
+    def pending_messages(self) -> list[str]: ...
+
+    @property
+    def version(self) -> str: ...
+
+    def page_context(self) -> dict[str, Any]: ...
+
 
 #: The chart is an SVG in an ``<img>`` (where SVG runs no script); any other source is dropped.
 CHART_PREFIX = "data:image/svg+xml;base64,"

@@ -87,7 +87,7 @@ from studies.models import (
 )
 from studies.protocols import DEFAULT_PROTOCOL, protocol_spec
 from studies.selectors import study_chosen
-from studies.services import study_create
+from studies.services import MANIFEST_KNOWN_COLUMNS, study_create
 
 # Storage extension per Pillow format name; a format missing here is stored under its lower name.
 _EXTENSIONS = {"PNG": "png", "JPEG": "jpg", "WEBP": "webp", "GIF": "gif", "BMP": "bmp", "TIFF": "tif"}
@@ -103,19 +103,6 @@ DEFAULT_STUDY = "default"
 # and role instead (seed photos have no prompt).
 MANIFEST_REQUIRED_COLUMNS = ("image", "t2i_model", "prompt", "category", "word")
 PAIR_MANIFEST_REQUIRED_COLUMNS = ("image", "item", "role")
-MANIFEST_KNOWN_COLUMNS = (
-    "image",
-    "item",
-    "role",
-    "t2i_model",
-    "prompt",
-    "category",
-    "word",
-    "seed",
-    "index",
-    "params",
-    "questions",
-)
 
 # Field sizes of the tables the rows go to: a longer value is a row error, not a database crash.
 _MAX_CHARS = {"image": 1000, "item": 1000, "t2i_model": 200, "category": 100, "word": 200}

@@ -23,6 +23,21 @@ from studies.models import AgreementRule, Item, ItemImage, Question, QuestionKin
 from studies.protocols import DEFAULT_PROTOCOL, PROTOCOLS, ProtocolSpec, QuestionSpec, protocol_spec
 
 QUESTION_COLUMNS = ("key", "text", "choices")
+#: The manifest columns the image import reads (any other is kept in the item's metadata).
+MANIFEST_KNOWN_COLUMNS = (
+    "image",
+    "item",
+    "role",
+    "t2i_model",
+    "prompt",
+    "category",
+    "word",
+    "seed",
+    "index",
+    "params",
+    "questions",
+)
+
 #: Manifest columns an import reads into an item's image file, key, image role, params and
 #: questions: no item keeps a value of them that a study option naming a column could group by.
 MANIFEST_COLUMNS_NOT_KEPT = frozenset({"image", "item", "role", "params", "questions"})
@@ -230,8 +245,6 @@ def _wanted_parameters(
         if option.column and option.name in given and value in MANIFEST_COLUMNS_NOT_KEPT:
             # The import reads these columns into the item's file, key, role, params and
             # questions, and keeps no value of them to group by: the report would be empty.
-            from studies.ingest import MANIFEST_KNOWN_COLUMNS  # the importer imports this module
-
             kept = [c for c in MANIFEST_KNOWN_COLUMNS if c not in MANIFEST_COLUMNS_NOT_KEPT]
             raise StudyConflict(
                 f"{flag} {value}: an item keeps no value of the manifest column '{value}' to group by. "

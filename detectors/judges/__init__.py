@@ -170,3 +170,15 @@ class JudgeDetector(Detector):
         if self.ask is None:
             raise StudyAskError(f"{self.key} was given no questions and is bound to no study")
         return [self.ask.questions] * size
+
+
+@dataclass(frozen=True)
+class JudgeResponseData:
+    """A server's answer as the cache keeps it: raw text, how it was constrained, the choice
+    probabilities read from its logprobs (None without them) and the tokens it cost."""
+
+    content: str
+    mode: str
+    probabilities: dict[str, float] | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0

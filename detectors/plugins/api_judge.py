@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from detectors.base import DetectorError, DetectorOptionError, DetectorOutput, DetectorUnavailable
-from detectors.judges import JudgeDetector, JudgeQuestion, judge_output
+from detectors.judges import JudgeDetector, JudgeQuestion, JudgeResponseData, judge_output
 from detectors.retry import backoff_delay, retry_after_seconds
 
 if TYPE_CHECKING:
@@ -92,18 +92,6 @@ class JudgeRequestFailed(DetectorError):
 def choice_texts(question: JudgeQuestion) -> list[str]:
     """What the model reads and may answer: each choice's text (its value when it has none)."""
     return [text or value for value, text in question.choices]
-
-
-@dataclass(frozen=True)
-class JudgeResponseData:
-    """A server's answer as the cache keeps it: raw text, how it was constrained, the choice
-    probabilities read from its logprobs (None without them) and the tokens it cost."""
-
-    content: str
-    mode: str
-    probabilities: dict[str, float] | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
 
 
 @dataclass(frozen=True)

@@ -502,15 +502,9 @@ BUILDERS = {
 }
 
 
-#: The judges' tables, exported only where a judge answered.
-JUDGE_TABLES = ("judges", "judge_gep", "judge_versions")
-
-
-def all_tables(result: AttributesResult, keys: Sequence[str] | None = None) -> list[Table]:
-    """The report's tables in ``keys`` order; by default every one, the judges' only where a
-    judge answered."""
-    if keys is None:
-        keys = [k for k in TABLE_KEYS if k not in JUDGE_TABLES or result.report.get("judges")]
+def all_tables(result: AttributesResult, keys: Sequence[str] = TABLE_KEYS) -> list[Table]:
+    """The report's tables in ``keys`` order (the judges' empty where no judge answered: a
+    CSV export always holds every table its ``csv_tables`` names)."""
     return [BUILDERS[key](result) for key in keys]
 
 

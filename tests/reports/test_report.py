@@ -283,6 +283,8 @@ def test_an_empty_study_gives_an_empty_report(db):
         "agreement": {"cohen_kappa": None, "n_images": 0},
         "human": {},
         "detectors": {},
+        "judges": {},
+        "judge_versions": {},
     }
 
 
