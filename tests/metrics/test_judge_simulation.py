@@ -35,7 +35,7 @@ def test_calibrated_probabilities_narrow_the_interval_of_a_share_few_studies() -
 
 @pytest.mark.simulation
 def test_calibrated_probabilities_narrow_the_interval_at_equal_coverage() -> None:
-    row = bench.judge_cell("calibrated", 0.1, studies=300, seed=5, gap=False)
+    row = bench.judge_cell("calibrated", 0.1, studies=120, seed=5, gap=False)
     assert row["cover_share_soft"] >= 0.93, row
     assert row["cover_share_hard"] >= 0.93, row
     assert row["width_share_soft"] < 0.97 * row["width_share_hard"], row
@@ -43,6 +43,6 @@ def test_calibrated_probabilities_narrow_the_interval_at_equal_coverage() -> Non
 
 @pytest.mark.simulation
 def test_a_judge_whose_errors_depend_on_the_true_class_still_covers() -> None:
-    row = bench.judge_cell("class-dependent", 0.1, studies=200, seed=7)
+    row = bench.judge_cell("class-dependent", 0.1, studies=100, seed=7)
     for key in ("cover_share_soft", "cover_share_hard", "cover_gap_soft", "cover_gap_hard"):
         assert row[key] >= 0.93, row
