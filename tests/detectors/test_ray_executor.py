@@ -74,9 +74,9 @@ def store_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     seen: list[int] = []
     real = services.batch_store
 
-    def spy(*, run, records, seconds):
+    def spy(*, records, **kwargs):
         seen.extend(record.image_id for record in records)
-        return real(run=run, records=records, seconds=seconds)
+        return real(records=records, **kwargs)
 
     monkeypatch.setattr(services, "batch_store", spy)
     return seen
