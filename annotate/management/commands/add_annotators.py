@@ -26,7 +26,12 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("usernames", nargs="+", metavar="USERNAME", help="The annotators' usernames.")
+        parser.add_argument(
+            "usernames",
+            nargs="+",
+            metavar="USERNAME",
+            help="One or more usernames (letters, digits and @ . + - _).",
+        )
         add_study_argument(parser)
         parser.add_argument(
             "--allow-staff",
