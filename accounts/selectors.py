@@ -1,4 +1,5 @@
-"""Reads: is a token still good, is a username locked out from an address."""
+"""Reads: is a token still good, is a username locked out from an address, where a new account
+sets its password."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.tokens import default_token_generator
+from django.urls import reverse
 from django.utils.crypto import constant_time_compare, salted_hmac
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
 
 from accounts.models import ApiToken, LoginFailure
 
@@ -84,3 +89,21 @@ def login_lockout_seconds(*, username: str, address: str, now: datetime) -> int:
 def lockout_username(username: str) -> str:
     """The username as the lockout counts it: case-folded, so ``Anna`` and ``anna`` share a count."""
     return username.casefold()[:150]
+
+
+def password_set_path(user: Any) -> str:
+    """The path of the page where ``user`` sets a password: Django's password-reset token, so it
+    works once (setting the password invalidates it) and for ``PASSWORD_RESET_TIMEOUT`` (3 days
+    by default). Nothing is stored: the link is made from the account as it is now."""
+    return reverse(
+        "password_set",
+        kwargs={
+            "uidb64": urlsafe_base64_encode(force_bytes(user.pk)),
+            "token": default_token_generator.make_token(user),
+        },
+    )
+
+
+def password_set_days() -> int:
+    """How many whole days a link of ``password_set_path`` works."""
+    return max(1, settings.PASSWORD_RESET_TIMEOUT // 86400)

@@ -1,4 +1,4 @@
-"""The login page."""
+"""The login page, and the page where a new account sets its password."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Any
 
 from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
+from django.urls import reverse_lazy
 
 from accounts.errors import LoginThrottled
 from accounts.forms import LockoutAuthenticationForm
@@ -35,3 +36,15 @@ class LoginView(auth_views.LoginView):
             response.status_code = 429
             response["Retry-After"] = str(form.locked_out.retry_after)
         return response
+
+
+class PasswordSetView(auth_views.PasswordResetConfirmView):
+    """The one-time link of a new account (``selectors.password_set_path``): Django's
+    password-reset confirmation, in the site's layout. A used or expired link says so."""
+
+    template_name = "registration/password_set.html"
+    success_url = reverse_lazy("password_set_done")
+
+
+class PasswordSetDoneView(auth_views.PasswordResetCompleteView):
+    template_name = "registration/password_set_done.html"

@@ -182,3 +182,13 @@ class AgreementFilterForm(forms.Form):
         _choice_field(self, "question").choices = [(q.key, f"{q.key} — {q.text}") for q in questions]
         _choice_field(self, "t2i_model").choices = [("", "all models"), *((m, m) for m in t2i_models)]
         _choice_field(self, "category").choices = [("", "all categories"), *((c, c) for c in categories)]
+
+
+class AnnotatorsAddForm(forms.Form):
+    """The study page's "add annotators": usernames separated by spaces, commas or lines."""
+
+    usernames = forms.CharField(max_length=20_000, widget=forms.Textarea(attrs={"rows": 3}))
+    allow_staff = forms.BooleanField(required=False, label="Also researchers and admins")
+
+    def names(self) -> list[str]:
+        return str(self.cleaned_data["usernames"]).replace(",", " ").split()

@@ -37,4 +37,5 @@ urlpatterns = [
     path("<slug:slug>/agreement/", views.agreement, name="agreement"),
     path("annotators/", views.annotator_stats, name="annotator_stats"),
     path("<slug:slug>/annotators/", views.annotator_stats, name="annotator_stats"),
+    path("<slug:slug>/annotators/add/", views.annotators_add, name="annotators_add"),
 ]

@@ -69,6 +69,7 @@ from annotate.models import FinalLabel, FinalLabelSource, Label  # noqa: E402
 from detectors.models import OutputKind, Prediction  # noqa: E402
 from reports.analyses import analysis_for  # noqa: E402
 from reports.selectors import Scope  # noqa: E402
+from studies import permissions  # noqa: E402
 from studies.models import Image, ImageRole, Item, ItemImage, Prompt, Question, Study  # noqa: E402
 from studies.protocols import protocol_spec  # noqa: E402
 
@@ -380,7 +381,7 @@ PAGES = (
 
 def researcher_client() -> Client:
     user = get_user_model().objects.get_or_create(username="bench-researcher")[0]
-    user.groups.add(Group.objects.get_or_create(name="researcher")[0])
+    user.groups.add(Group.objects.get_or_create(name=permissions.RESEARCHER)[0])
     client = Client()
     client.force_login(user)
     return client

@@ -197,6 +197,9 @@ BIASLAB_API_TOKEN_HOURS = env_int("BIASLAB_API_TOKEN_HOURS", 24)
 # out until the oldest of them is that old (login page and token API together; 0 = off).
 BIASLAB_LOGIN_LOCKOUT_ATTEMPTS = env_int("BIASLAB_LOGIN_LOCKOUT_ATTEMPTS", 5)
 BIASLAB_LOGIN_LOCKOUT_MINUTES = env_int("BIASLAB_LOGIN_LOCKOUT_MINUTES", 15)
+# The address people open BiasLab at: `add_annotators` prints each new account's link to set its
+# password under it (the study page's form uses the address the researcher is on).
+BIASLAB_BASE_URL = env_str("BIASLAB_BASE_URL", "http://127.0.0.1:8000")
 
 REST_FRAMEWORK = {
     # Token first: DRF answers an unauthenticated request with the first class's challenge, so

@@ -19,6 +19,14 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("accounts/login/", account_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path(
+        "accounts/set-password/done/", account_views.PasswordSetDoneView.as_view(), name="password_set_done"
+    ),
+    path(
+        "accounts/set-password/<uidb64>/<token>/",
+        account_views.PasswordSetView.as_view(),
+        name="password_set",
+    ),
     path("admin/", admin.site.urls),
     path("annotate/", include("annotate.urls")),
     path("detectors/", include("detectors.urls")),

@@ -18,3 +18,16 @@ class StudyConflict(DomainError):
 
 class StudyNotChosen(DomainError):
     """A command's ``--study`` names no study, or was left out while several studies exist."""
+
+
+class AnnotatorsRefused(DomainError):
+    """``annotators_add`` refuses the whole list: a username that cannot be an account, an
+    inactive account, or (``StaffRefused``) a researcher or admin not asked for."""
+
+
+class StaffRefused(AnnotatorsRefused):
+    """Researchers and admins named as annotators without ``allow_staff``; ``usernames`` are they."""
+
+    def __init__(self, message: str, usernames: list[str]) -> None:
+        super().__init__(message)
+        self.usernames = usernames

@@ -1,4 +1,4 @@
-"""Writes of the core: defining a study and its questions.
+"""Writes of the core: defining a study and its questions, adding its annotators.
 
 Images and items come in through ``studies.ingest``; labels through ``annotate.services``.
 """
@@ -8,17 +8,21 @@ from __future__ import annotations
 import csv
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import RestrictedError
 
-from studies.errors import ImportRejected, StudyConflict
+from studies import permissions
+from studies.errors import AnnotatorsRefused, ImportRejected, StaffRefused, StudyConflict
 from studies.models import AgreementRule, Item, ItemImage, Question, QuestionKind, Study
 from studies.protocols import DEFAULT_PROTOCOL, PROTOCOLS, ProtocolSpec, QuestionSpec, protocol_spec
 
@@ -401,3 +405,83 @@ def _question_row(number: int, row: dict[str, str]) -> QuestionSpec:
         default_value=row.get("default", ""),
         unresolvable_value=row.get("unresolvable", ""),
     )
+
+
+# --- The study's annotators -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnnotatorsAdded:
+    """What ``annotators_add`` did, each in the order the names were given: accounts it created
+    (no password yet), existing accounts it made annotators of the study, and the usernames
+    that already were (nothing changed for them)."""
+
+    created: tuple[Any, ...]
+    added: tuple[Any, ...]
+    unchanged: tuple[str, ...]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.created or self.added)
+
+
+def _username_problem(username: str) -> str | None:
+    """Why ``username`` cannot be an account's name (Django's rule for usernames), or None."""
+    max_length = get_user_model()._meta.get_field("username").max_length or 150
+    if len(username) > max_length:
+        return f"longer than {max_length} characters"
+    try:
+        get_user_model().username_validator(username)
+    except ValidationError:
+        return "letters, digits and @ . + - _ only"
+    return None
+
+
+@transaction.atomic
+def annotators_add(*, study: Study, usernames: Iterable[str], allow_staff: bool = False) -> AnnotatorsAdded:
+    """Make ``usernames`` annotators of ``study``: a missing account is created with an unusable
+    password (the caller hands its owner a link to set one), every account joins the annotator
+    group and the study. Idempotent: an annotator already there is left as is.
+
+    Refuses the whole list, writing nothing (``AnnotatorsRefused``), when a name is not a valid
+    username or names an inactive account; ``StaffRefused`` for researchers and admins unless
+    ``allow_staff`` (they would label beside their role, rarely what was meant)."""
+    names = list(dict.fromkeys(name.strip() for name in usernames if name.strip()))
+    if not names:
+        raise AnnotatorsRefused("no username given: name at least one annotator")
+    invalid = [f"{name!r} ({problem})" for name in names if (problem := _username_problem(name))]
+    if invalid:
+        raise AnnotatorsRefused(f"invalid username: {', '.join(invalid)}; nothing was changed")
+    existing = {user.get_username(): user for user in get_user_model().objects.filter(username__in=names)}
+    inactive = [name for name in names if name in existing and not existing[name].is_active]
+    if inactive:
+        raise AnnotatorsRefused(
+            f"deactivated account: {', '.join(map(repr, inactive))}; reactivate it in the admin "
+            "first; nothing was changed"
+        )
+    staff = [name for name in names if name in existing and permissions.is_researcher(existing[name])]
+    if staff and not allow_staff:
+        roles = [
+            f"{name!r} is {'an admin' if permissions.is_admin(existing[name]) else 'a researcher'}"
+            for name in staff
+        ]
+        raise StaffRefused(f"{'; '.join(roles)}: not added as an annotator; nothing was changed", staff)
+    group, _ = Group.objects.get_or_create(name=permissions.ANNOTATOR)
+    members = set(study.annotators.filter(username__in=names).values_list("username", flat=True))
+    in_group = set(group.user_set.filter(username__in=names).values_list("username", flat=True))
+    created, added, unchanged = [], [], []
+    for name in names:
+        user = existing.get(name)
+        if user is None:
+            user = get_user_model().objects.create_user(username=name)  # no password: unusable
+            created.append(user)
+        elif name in members and name in in_group:
+            unchanged.append(name)
+            continue
+        else:
+            added.append(user)
+        if name not in in_group:
+            user.groups.add(group)
+        if name not in members:
+            study.annotators.add(user)
+    return AnnotatorsAdded(created=tuple(created), added=tuple(added), unchanged=tuple(unchanged))
