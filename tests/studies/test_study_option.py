@@ -34,6 +34,7 @@ COMMANDS = [
     ("edit_images", ["--seeds", "{root}", "--prompt-set", "{csv}", "--editor", "sd15"]),
     ("prepare_box_check", ["--detector", "yolo_objects"]),
     ("sample_pairs", ["--attribute", "age"]),
+    ("create_join_link", ["--quota", "5", "--completion-url", "https://x.org/", "--completion-code", "C"]),
 ]
 
 
