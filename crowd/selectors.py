@@ -67,7 +67,7 @@ def participant_rows(*, study: Study) -> list[ParticipantRow]:
     )
     rows = []
     for participant in participants:
-        end = participant.finished_at or participant.last_label  # type: ignore[attr-defined]
+        end = participant.finished_at or participant.last_label
         rows.append(
             ParticipantRow(
                 panel_id=participant.panel_id,
@@ -76,7 +76,7 @@ def participant_rows(*, study: Study) -> list[ParticipantRow]:
                 started_at=participant.started_at,
                 consented_at=participant.consented_at,
                 finished_at=participant.finished_at,
-                items=participant.n_items,  # type: ignore[attr-defined]
+                items=participant.n_items,
                 seconds=None if end is None else round((end - participant.started_at).total_seconds(), 1),
             )
         )

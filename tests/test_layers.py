@@ -57,7 +57,17 @@ ALLOWED: dict[str, set[str]] = {
         "metrics",
         "config",
     },
-    URLCONF: {"accounts", "studies", "metrics", "config", "annotate", "detectors", "reports", "estimates", "crowd"},
+    URLCONF: {
+        "accounts",
+        "studies",
+        "metrics",
+        "config",
+        "annotate",
+        "detectors",
+        "reports",
+        "estimates",
+        "crowd",
+    },
 }
 NO_DJANGO = {"metrics"}
 

@@ -222,7 +222,9 @@ def _elsewhere(study, other_study, other_label) -> list[str]:
 
 
 @pytest.mark.parametrize("method", ["get", "post", "put", "delete"])
-def test_a_participant_reaches_no_other_study_page_admin_or_api(participant_client, study, annotator_a, method):
+def test_a_participant_reaches_no_other_study_page_admin_or_api(
+    participant_client, study, annotator_a, method
+):
     other_study = StudyFactory(slug="other")
     prompt = PromptFactory(study=other_study)
     other_item = ItemFactory(prompt=prompt)
@@ -262,7 +264,12 @@ def test_a_researcher_makes_a_link_on_the_study_page_and_sees_its_url_once(clien
     client = client_for(researcher)
     url = reverse("crowd:links", args=[study.slug])
     assert f'href="{url}"' in client.get(reverse("annotate:images", args=[study.slug])).content.decode()
-    data = {"quota": 40, "completion_url": COMPLETION_URL, "completion_code": "C1", "panel_params": "workerId"}
+    data = {
+        "quota": 40,
+        "completion_url": COMPLETION_URL,
+        "completion_code": "C1",
+        "panel_params": "workerId",
+    }
     response = client.post(url, data)
     assert response.status_code == 200
     shown = re.search(r'id="new-join-url">([^<]+)<', response.content.decode()).group(1)
@@ -280,7 +287,9 @@ def test_a_researcher_makes_a_link_on_the_study_page_and_sees_its_url_once(clien
     ("changes", "says"),
     [({"quota": 0}, "quota"), ({"completion_url": "ftp://x.org/done"}, "not an http(s) URL")],
 )
-def test_bad_input_on_the_links_page_says_why_and_writes_nothing(client_for, researcher, study, changes, says):
+def test_bad_input_on_the_links_page_says_why_and_writes_nothing(
+    client_for, researcher, study, changes, says
+):
     data = {"quota": 40, "completion_url": COMPLETION_URL, "completion_code": "C1", **changes}
     response = client_for(researcher).post(reverse("crowd:links", args=[study.slug]), data)
     assert response.status_code == 400
