@@ -31,7 +31,9 @@ def _press_and_wait(page, key: str, shown: int) -> None:
     )
 
 
-def test_a_participant_joins_labels_to_the_quota_and_gets_the_completion_code(page, browser, live_server, study):
+def test_a_participant_joins_labels_to_the_quota_and_gets_the_completion_code(
+    page, browser, live_server, study
+):
     prompt = PromptFactory(study=study, category="profession", word="pilot")
     items = [ItemFactory(prompt=prompt) for _ in range(4)]
     guideline_examples_set(study=study, examples=[("", "male", items[0].key), ("", "female", items[1].key)])
@@ -67,9 +69,9 @@ def test_a_participant_joins_labels_to_the_quota_and_gets_the_completion_code(pa
     page.screenshot(path=str(screenshots_dir() / "join-done.png"))
     participant = Participant.objects.get(panel_id="5f00aa")
     assert participant.finished_at is not None
-    assert sorted(Label.objects.filter(annotator=participant.user).values_list("item_id", flat=True)) == sorted(
-        [first, second, third]
-    )
+    assert sorted(
+        Label.objects.filter(annotator=participant.user).values_list("item_id", flat=True)
+    ) == sorted([first, second, third])
 
     # A second id, in another browser, is another account.
     other = browser.new_context().new_page()

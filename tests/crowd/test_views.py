@@ -307,3 +307,26 @@ def test_annotators_and_outsiders_may_not_make_or_close_links(
         for url in (reverse("crowd:links", args=[study.slug]), reverse("crowd:link_close", args=[link.pk])):
             assert getattr(client, method)(url, {"quota": 5}).status_code == 403
     assert JoinLink.objects.get().closed_at is None
+
+
+def test_a_session_that_ends_mid_item_loses_no_label_the_link_brings_the_same_item_back(
+    make_link, items, study
+):
+    _link, token = make_link(quota=3)
+    client = Client()
+    _enter(client, token, "sleepy")
+    kept, _ = _label_one(client, study)
+    screen = client.get(reverse("annotate:label_study", args=[study.slug]))
+    pending = _shown_item_id(screen)
+    client.cookies.clear()  # the session ended (expired, cookies cleared) before the key press
+    url = reverse("annotate:label_submit", args=[study.slug, pending])
+    response = client.post(url, {"answer_gender": "female", "request_id": _request_id(screen)}, **HTMX)
+    assert response.status_code == 302
+    assert "/accounts/login/" in response.url
+    _enter(client, token, "sleepy")
+    again = client.get(reverse("annotate:label_study", args=[study.slug]))
+    assert _shown_item_id(again) == pending
+    labelled, _ = _label_one(client, study, "female")
+    assert labelled == pending
+    mine = Label.objects.filter(annotator__crowd_participant__panel_id="sleepy")
+    assert sorted(mine.values_list("item_id", flat=True)) == sorted([kept, pending])
