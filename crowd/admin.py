@@ -27,7 +27,6 @@ class JoinLinkAdmin(admin.ModelAdmin):
         "created_at",
     )
     list_filter = ("study",)
-    readonly_fields = ("study", "token_digest", "quota", "created_by", "created_at", "closed_at")
     fields = (
         "study",
         "quota",
@@ -41,6 +40,9 @@ class JoinLinkAdmin(admin.ModelAdmin):
         "created_at",
         "token_digest",
     )
+    # What the link promised participants stays as made (the service checked it); the cap and
+    # the expiry may change.
+    readonly_fields = tuple(name for name in fields if name not in ("max_participants", "expires_at"))
     actions = ("close",)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[JoinLink]:
