@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "generation",
     "reports",
     "estimates",
+    "crowd",
     # Study protocols, each a package of its own: listing it here registers it (its AppConfig names
     # its spec, studies.protocols), its templates and its commands, in the order studies list them.
     "protocols.gender",
@@ -75,6 +76,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "config.errors.ErrorPagesMiddleware",
+    # A join link's participant reaches their study's labeling screen and nothing else.
+    "crowd.middleware.ParticipantMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -222,6 +225,8 @@ REST_FRAMEWORK = {
         "user": env_rate("BIASLAB_API_THROTTLE_USER", "600/minute"),
         # Password checks per client address, POST /api/token/ and the login page together.
         "login": env_rate("BIASLAB_API_THROTTLE_LOGIN", "10/minute"),
+        # New participant accounts made through join links, per client address.
+        "join": env_rate("BIASLAB_JOIN_THROTTLE", "60/hour"),
     },
     # Proxies in front of the app whose X-Forwarded-For entries are trusted to name the client;
     # 0 = use REMOTE_ADDR (a client could write any X-Forwarded-For it likes).

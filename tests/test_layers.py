@@ -41,6 +41,8 @@ ALLOWED: dict[str, set[str]] = {
     "generation": {"detectors", "accounts", "studies", "metrics", "config"},
     "reports": {"annotate", "detectors", "accounts", "studies", "metrics", "config"},
     "estimates": {"reports", "annotate", "detectors", "accounts", "studies", "metrics", "config"},
+    # Join links for crowd panels: participants' accounts, on the labeling screen of annotate.
+    "crowd": {"annotate", "accounts", "studies", "metrics", "config"},
     # Every protocol in a package of its own (issue 20 §2): spec, analysis, pages, commands, its
     # few-label estimate (issue 21, on ``estimates``), on every layer below; the core names it
     # only by dotted path in its registries (never an import). One protocol never imports
@@ -55,7 +57,17 @@ ALLOWED: dict[str, set[str]] = {
         "metrics",
         "config",
     },
-    URLCONF: {"accounts", "studies", "metrics", "config", "annotate", "detectors", "reports", "estimates"},
+    URLCONF: {
+        "accounts",
+        "studies",
+        "metrics",
+        "config",
+        "annotate",
+        "detectors",
+        "reports",
+        "estimates",
+        "crowd",
+    },
 }
 NO_DJANGO = {"metrics"}
 

@@ -505,6 +505,11 @@
     const headers = { "HX-Request": "true", "HX-Current-URL": window.location.href };
     return fetch(url, Object.assign({ headers: headers, credentials: "same-origin", cache: "no-store" }, options))
       .then((response) => {
+        const elsewhere = response.headers.get("HX-Redirect");
+        if (elsewhere) {
+          window.location.href = elsewhere; // the server ends this screen (a panel quota reached)
+          return null;
+        }
         if (response.redirected && new URL(response.url).pathname.indexOf("/accounts/login") === 0) {
           window.location.href = response.url; // session ended: log in again
           return null;

@@ -35,6 +35,7 @@ COMMANDS = [
     ("prepare_box_check", ["--detector", "yolo_objects"]),
     ("sample_pairs", ["--attribute", "age"]),
     ("add_annotators", ["alice"]),
+    ("create_join_link", ["--quota", "5", "--completion-url", "https://x.org/", "--completion-code", "C"]),
 ]
 
 

@@ -1,0 +1,79 @@
+"""The gate in front of every view for a participant's session: they reach their study's labeling
+screen, their own join pages and the images of their study, nothing else (403) — not another
+study, the researchers' pages, the admin or the API. Before consenting they are sent to the
+guidelines; once finished, to the completion page. After each saved key press the participant's
+items are counted once, and the quota ends the session's work.
+
+Ordinary sessions pay one dictionary look-up in a session already loaded to find the user: no
+statement of their key press is added."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+
+from crowd.models import Participant
+from crowd.selectors import items_done
+from crowd.services import participant_finish
+from crowd.session import SESSION_KEY, Marker, marker_of, marker_update
+
+LABELING = frozenset({"annotate:label_study", "annotate:label_submit", "annotate:label_undo"})
+PARTICIPANT_PAGES = frozenset({"crowd:join", "crowd:guidelines", "crowd:done", "media", "logout"})
+TO_LABELING = frozenset({"home", "annotate:label"})
+REFUSED = "A study participant may only use the study's labeling screen."
+
+
+class ParticipantMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        marker: Marker | None = getattr(request, "_crowd_counts", None)
+        if (
+            marker is not None
+            and response.status_code in (200, 302)
+            and items_done(user_id=marker["user"], study_id=marker["study"]) >= marker["quota"]
+        ):
+            participant = Participant.objects.get(pk=marker["participant"])
+            participant_finish(participant=participant)
+            marker_update(request, finished=True)
+            return _go(request, reverse("crowd:done"))
+        return response
+
+    def process_view(
+        self, request: HttpRequest, view: Any, args: Any, kwargs: dict[str, Any]
+    ) -> HttpResponse | None:
+        if request.resolver_match is None or SESSION_KEY not in getattr(request, "session", {}):
+            return None
+        marker = marker_of(request)
+        if marker is None:
+            return None
+        name = request.resolver_match.view_name
+        if name in PARTICIPANT_PAGES:
+            return None
+        if name in TO_LABELING:
+            return redirect("annotate:label_study", slug=marker["slug"])
+        if name not in LABELING or kwargs.get("slug") != marker["slug"]:
+            raise PermissionDenied(REFUSED)
+        if marker["finished"]:
+            return _go(request, reverse("crowd:done"))
+        if not marker["consented"]:
+            return _go(request, reverse("crowd:guidelines"))
+        if name == "annotate:label_submit" and request.method == "POST":
+            request._crowd_counts = marker  # type: ignore[attr-defined]
+        return None
+
+
+def _go(request: HttpRequest, url: str) -> HttpResponse:
+    """A redirect the labeling screen's script follows too (``HX-Redirect`` on its requests)."""
+    if getattr(request, "htmx", False):
+        response = HttpResponse(status=200)
+        response["HX-Redirect"] = url
+        return response
+    return redirect(url)
