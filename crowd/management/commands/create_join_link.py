@@ -6,6 +6,7 @@ from argparse import ArgumentParser
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.urls import reverse
@@ -66,7 +67,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--base-url",
             default="",
-            help="The site's address, printed before the link's path (e.g. https://biaslab.example.org).",
+            help="The site's address, printed before the link's path (default: BIASLAB_BASE_URL).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -92,7 +93,9 @@ class Command(BaseCommand):
                 guideline_examples_set(study=study, examples=examples)
         except CrowdError as exc:
             raise CommandError(str(exc)) from exc
-        url = options["base_url"].rstrip("/") + reverse("crowd:join", kwargs={"token": token})
+        url = (options["base_url"] or settings.BIASLAB_BASE_URL).rstrip("/") + reverse(
+            "crowd:join", kwargs={"token": token}
+        )
         reads = f"; the panel appends ?{link.param_names[0]}=<id>" if link.param_names else ""
         self.stderr.write(f"Join link {link.pk} of {study.slug} (quota {link.quota}{reads}), shown only now:")
         self.stdout.write(url)
