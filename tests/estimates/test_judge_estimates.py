@@ -1,5 +1,5 @@
 """A judge as the detector of a few-label estimate: its probabilities, not only its hard
-answer, are the prediction (questions protocol); its extended output draws strata too."""
+answer, are the prediction (questions, attributes, gender); its extended output draws strata too."""
 
 from __future__ import annotations
 
@@ -100,3 +100,62 @@ def test_a_judge_on_an_attributes_study_serves_as_the_detector_with_its_probabil
     # Women (.8 + .3) / 2 = .55; men .1, .4 and M3 unanswered (the cell's mean, .4): .3.
     # (Hard answers would give .5 - .25 / 3.)
     assert boots["detector_only"] == pytest.approx(0.25)
+
+
+def _judge_gender(sampled_study, *, cant_tell: bool = True) -> dict[int, tuple[float, float]]:
+    """A judge's gender outputs on every image: 0.7 on the truth's gender (0.2 on the other, 0.1
+    can't tell; 0.5 / 0.4 on low quality), its scores keyed as a judge keys them unless not
+    ``cant_tell``. Returns item id -> (p_male, p_female)."""
+    vectors = {}
+    for item in sampled_study.items:
+        truth = sampled_study.truth[item.pk]
+        male = 0.7 if truth == "male" else 0.2 if truth == "female" else 0.5
+        female = 0.9 - male if truth in ("male", "female") else 0.4
+        scores = {"male": male, "female": female}
+        if cant_tell:
+            scores["cant_tell"] = round(1 - male - female, 6)
+        Prediction.objects.create(
+            image=image_of(item),
+            detector="vlm_judge",
+            version="g1",
+            kind="gender",
+            output={"label": "male" if male > female else "female", "reason": "", "scores": scores},
+        )
+        vectors[item.pk] = (male, female)
+    return vectors
+
+
+def _soft_score(sampled_study, vectors, model: str) -> float:
+    """Eq. 1 on the judge's probabilities: per prompt (Σ p_m - Σ p_f) / (Σ p_m + Σ p_f)."""
+    sums: dict[int, list[float]] = {}
+    for item in sampled_study.items:
+        if item.t2i_model == model:
+            m, f = vectors[item.pk]
+            tally = sums.setdefault(item.prompt_id, [0.0, 0.0])
+            tally[0] += m
+            tally[1] += f
+    return sum(abs(m - f) / (m + f) for m, f in sums.values()) / len(sums)
+
+
+def test_a_gender_judges_probabilities_are_its_prediction_before_and_after_a_round(sampled_study):
+    vectors = _judge_gender(sampled_study)
+    before = json.loads(_run("estimate_bias", "--study", "gender", "--detector", "vlm_judge"))
+    expected = {model: _soft_score(sampled_study, vectors, model) for model in ("sdxl", "sd3")}
+    assert {m: before[m]["detector_only"] for m in expected} == pytest.approx(expected)
+    _run("sample_for_labeling", "--study", "gender", "--detector", "vlm_judge", "--budget", "16", "--seed", "2")
+    sampled_study.finish(SamplingRound.objects.get())
+    after = json.loads(
+        _run("estimate_bias", "--study", "gender", "--detector", "vlm_judge", "--bootstrap", "50")
+    )
+    for model, score in expected.items():
+        assert after[model]["detector_only"] == pytest.approx(score)
+        assert after[model]["n_labelled"] > 0
+        assert after[model]["model_bias_score"]["ci95"] is not None
+
+
+def test_gender_scores_without_a_judges_cant_tell_leave_the_verdict_as_the_prediction(sampled_study):
+    vectors = _judge_gender(sampled_study, cant_tell=False)
+    hard = {pk: (1.0, 0.0) if m > f else (0.0, 1.0) for pk, (m, f) in vectors.items()}
+    body = json.loads(_run("estimate_bias", "--study", "gender", "--detector", "vlm_judge"))
+    assert body["sdxl"]["detector_only"] == pytest.approx(_soft_score(sampled_study, hard, "sdxl"))
+    assert body["sdxl"]["detector_only"] != pytest.approx(_soft_score(sampled_study, vectors, "sdxl"))
