@@ -142,7 +142,9 @@ def test_a_gender_judges_probabilities_are_its_prediction_before_and_after_a_rou
     before = json.loads(_run("estimate_bias", "--study", "gender", "--detector", "vlm_judge"))
     expected = {model: _soft_score(sampled_study, vectors, model) for model in ("sdxl", "sd3")}
     assert {m: before[m]["detector_only"] for m in expected} == pytest.approx(expected)
-    _run("sample_for_labeling", "--study", "gender", "--detector", "vlm_judge", "--budget", "16", "--seed", "2")
+    _run(
+        "sample_for_labeling", "--study", "gender", "--detector", "vlm_judge", "--budget", "16", "--seed", "2"
+    )
     sampled_study.finish(SamplingRound.objects.get())
     after = json.loads(
         _run("estimate_bias", "--study", "gender", "--detector", "vlm_judge", "--bootstrap", "50")
