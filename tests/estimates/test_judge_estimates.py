@@ -12,7 +12,7 @@ from django.core.management import call_command
 from detectors.models import Prediction
 from estimates.models import SamplingRound
 from studies.services import questions_csv_read, study_define
-from tests.factories import ItemFactory, PromptFactory, image_of
+from tests.factories import FinalLabelFactory, ItemFactory, PromptFactory, image_of
 from tests.protocols.questions.data import questions_csv
 
 pytestmark = pytest.mark.django_db
@@ -161,3 +161,80 @@ def test_gender_scores_without_a_judges_cant_tell_leave_the_verdict_as_the_predi
     body = json.loads(_run("estimate_bias", "--study", "gender", "--detector", "vlm_judge"))
     assert body["sdxl"]["detector_only"] == pytest.approx(_soft_score(sampled_study, hard, "sdxl"))
     assert body["sdxl"]["detector_only"] != pytest.approx(_soft_score(sampled_study, vectors, "sdxl"))
+
+
+def _attributes_judged() -> tuple[object, dict[int, str]]:
+    """An attributes study of 40 images that a judge answered: p(yes) 0.9 to every attribute of
+    20 of them (wrongly on every other one), 0.1 to the 20 others (always rightly)."""
+    from tests.reports.attributes_data import attributes_study, gep_item
+
+    study = attributes_study()
+    truth: dict[int, str] = {}
+    for i in range(40):
+        says_yes = i < 20
+        item = gep_item(study, "sdxl", "woman" if i % 2 else "man", "neutral", context=f"c{i}")
+        p = 0.9 if says_yes else 0.1
+        keys = list(study.questions.values_list("key", flat=True))
+        Prediction.objects.create(
+            image=image_of(item),
+            detector="vlm_judge",
+            version="a1",
+            kind="answers",
+            output={
+                "answers": {k: "yes" if says_yes else "no" for k in keys},
+                "probabilities": {k: {"yes": p, "no": 1 - p} for k in keys},
+            },
+        )
+        truth[item.pk] = "yes" if says_yes and i % 4 < 2 else "no"
+    return study, truth
+
+
+def test_sample_for_labeling_draws_rounds_for_a_judge_on_an_attributes_study(db):
+    from protocols.attributes.estimates import attribute_output_codes
+    from studies.models import Item, Question
+
+    study, truth = _attributes_judged()
+    said = _run(
+        "sample_for_labeling", "--study", "gep", "--detector", "vlm_judge", "--budget", "16", "--seed", "4"
+    )
+    assert said.startswith("Round 1 of 'gep' (vlm_judge@a1, uniform")
+    first = SamplingRound.objects.get()
+    questions = list(Question.objects.filter(study=study))
+    for item in Item.objects.filter(pk__in=first.round_items.filter(selected=True).values("item_id")):
+        for question in questions:
+            FinalLabelFactory(item=item, question=question, value=truth[item.pk])
+    _run(
+        "sample_for_labeling", "--study", "gep", "--detector", "vlm_judge", "--budget", "6",
+        "--design", "active", "--seed", "5",
+    )  # fmt: skip
+    second = SamplingRound.objects.get(number=2)
+    pool = {i: p for i, p in second.round_items.values_list("item_id", "pi") if 0 < p < 1}
+    codes = attribute_output_codes(study, "vlm_judge", "a1")
+    erring = [p for i, p in pool.items() if codes[i] == 3]
+    right = [p for i, p in pool.items() if codes[i] == 0]
+    assert erring
+    assert right
+    assert min(erring) > max(right) > 0
+    body = json.loads(_run("estimate_bias", "--study", "gep", "--detector", "vlm_judge"))
+    assert body["attributes"]["sdxl"]["neutral"]["n_labelled"] > 0
+
+
+def test_the_estimate_page_and_api_accept_a_judge_on_an_attributes_study(db):
+    from estimates.services import estimate_request
+
+    study, _ = _attributes_judged()
+    asked = estimate_request(study=study, detector="vlm_judge", n_boot=0, seed=0, history=False)
+    assert asked.kept is not None
+    assert asked.kept.report.as_json()["version"] == "a1"
+
+
+def test_sample_for_labeling_names_a_judges_answers_among_what_an_attributes_study_reads(db):
+    from django.core.management.base import CommandError
+
+    _attributes_judged()
+    with pytest.raises(CommandError) as error:
+        _run("sample_for_labeling", "--study", "gep", "--detector", "clip", "--budget", "4")
+    assert str(error.value) == (
+        "--detector: 'clip' has no attributes (or a judge's answers) predictions in study 'gep' (run "
+        "run_detectors first; detectors with predictions: vlm_judge)"
+    )
