@@ -19,7 +19,11 @@ q) and ``class-dependent`` (its answer misses 35 % of group 0's answer 0 and 5 %
 probabilities 0.8 on its answer: errors that depend on the true class, probabilities not
 calibrated). For each, the share of answer 0 in group 0 and the max_gap of answer 0 are estimated
 twice from the same labels: with the judge's probabilities as the prediction, and with its hard
-answer (one-hot). Printed: coverage and mean width of each.
+answer (one-hot). Printed: coverage and mean width of each. Then a gender judge
+(``gender_judge_cell``: 50 prompts x 20 images as ``--detectors`` draws them, half the studies):
+the model bias score's interval with the judge's (p_male, p_female) as detector vectors and with
+its verdicts, ``calibrated`` (the good detector's verdicts, P(class | verdict) as probabilities)
+and ``class-dependent`` (the class-dependent detector, 0.8 on its verdict).
 
 ``--generic`` (issue 21): 2 groups x 200 items, uniform labels at 5, 10 and 20 %, three detectors
 (good: 1 % of items wrong; class-dependent: misses 35 % of group 0's yes but 5 % of group 1's;
@@ -621,6 +625,50 @@ def judge_cell(
     return out
 
 
+def gender_judge_study(
+    rng: np.random.Generator, kind: str, n_prompts: int = 50, per_prompt: int = 20
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One gender population as ``--detectors`` draws it: (prompt ids, human vectors, the judge's
+    (p_male, p_female), its verdicts' vectors, its verdict codes 0 male / 1 female / 2 can't
+    tell). ``calibrated``: the good detector's verdicts, with P(class | verdict) over the study as
+    probabilities (calibrated on the study's images); ``class-dependent``: the class-dependent
+    detector's verdicts, 0.8 on the verdict and 0.1 on each other answer (not calibrated)."""
+    detector = "good" if kind == "calibrated" else "class-dependent"
+    codes, hard, y, outputs = detector_population(rng, detector, n_prompts, per_prompt)
+    if kind == "calibrated":
+        human = np.where(y[:, 0] == 1, 0, np.where(y[:, 1] == 1, 1, 2))
+        joint = DETECTORS[detector] * np.bincount(human, minlength=3)[:, None]
+        q = (joint / joint.sum(axis=0, keepdims=True)).T[outputs]
+    else:
+        q = 0.8 * np.eye(3)[outputs] + 0.1 * (1 - np.eye(3)[outputs])
+    return codes, y, q[:, :2], hard, outputs
+
+
+def gender_judge_cell(
+    kind: str, fraction: float, studies: int, seed: int, n_boot: int = 200, n_prompts: int = 50
+) -> dict[str, float]:
+    """Coverage and mean width of the model bias score's interval, with a gender judge's
+    probabilities (``soft``) and with its verdicts (``hard``) as the detector vectors, from the
+    same labels, over ``studies`` studies (``metrics.ppi.estimate_model_bias``, as the gender
+    estimate calls it: the verdict codes the output)."""
+    rng = np.random.default_rng([seed, int(fraction * 1000), len(kind)])
+    sums: dict[str, float] = {}
+    for s in range(studies):
+        codes, y, soft, hard, outputs = gender_judge_study(rng, kind, n_prompts)
+        truth = _score(codes, y)
+        pi = np.full(codes.size, fraction)
+        xi = ppi.draw_bernoulli(pi, [seed, s, int(fraction * 1000)])
+        for name, f in (("soft", soft), ("hard", hard)):
+            score = ppi.estimate_model_bias(
+                codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=n_boot, seed=s
+            ).model_bias_score
+            assert score.ci95 is not None
+            lo, hi = score.ci95
+            sums[f"cover_{name}"] = sums.get(f"cover_{name}", 0.0) + (lo <= truth <= hi)
+            sums[f"width_{name}"] = sums.get(f"width_{name}", 0.0) + hi - lo
+    return {key: value / studies for key, value in sums.items()}
+
+
 def run_judge(studies: int, fractions: list[float], seed: int) -> None:
     print(f"--judge: 3 groups x {N_PER_GROUP} items, 3 answers, {studies} studies per cell")
     print(
@@ -637,6 +685,15 @@ def run_judge(studies: int, fractions: list[float], seed: int) -> None:
                     f"{row[f'cover_{estimand}_hard']:7.3f} {soft:7.3f} {hard:7.3f} {soft / hard:6.2f}",
                     flush=True,
                 )
+    print(f"gender: 50 prompts x 20 images, the model bias score, {max(1, studies // 2)} studies per cell")
+    for kind in JUDGES:
+        for fraction in fractions:
+            row = gender_judge_cell(kind, fraction, max(1, studies // 2), seed)
+            print(
+                f"{kind:16} {fraction:6.0%} {'score':8} {row['cover_soft']:7.3f} {row['cover_hard']:7.3f} "
+                f"{row['width_soft']:7.3f} {row['width_hard']:7.3f} {row['width_soft'] / row['width_hard']:6.2f}",
+                flush=True,
+            )
 
 
 FRACTIONS = "0.05,0.1,0.2,0.4"

@@ -354,7 +354,7 @@ class EstimateApi(ApiView):
                 history=False,
             )
         except LookupError as error:
-            known = ", ".join(sel.detectors_with_predictions(study, spec.output_kind)) or "none yet"
+            known = ", ".join(estimands.detectors_of(spec, study)) or "none yet"
             raise invalid(
                 f"{error} (detectors with predictions: {known}).", code="unknown_detector", field="detector"
             ) from None

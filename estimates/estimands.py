@@ -43,7 +43,11 @@ class EstimandProtocol:
     squared difference between the detector's output and the final labels, for the labelled
     items (the spread per code that both designs weigh). ``design_pi(frame, design, budget,
     pool)``: π of the unlabelled ``pool`` (a boolean array over the frame's items) for a design
-    other than uniform that the protocol computes itself from its frame (gender's)."""
+    other than uniform that the protocol computes itself from its frame (gender's).
+
+    ``judge_kind``: the output kind a judge answers the protocol's studies with when it is not
+    ``output_kind`` (attributes: ``answers``, yes / no per attribute); the estimate reads it for
+    a detector with no predictions of ``output_kind`` (``series_of``)."""
 
     key: str
     output_kind: str
@@ -55,6 +59,12 @@ class EstimandProtocol:
     output_codes: Callable[[Study, str, str], dict[int, Hashable]] | None = None
     residuals: Callable[[Study, str, str], dict[int, float]] | None = None
     design_pi: Callable[[Frame, str, int, np.ndarray], np.ndarray] | None = None
+    judge_kind: str | None = None
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The output kinds the estimate reads: ``output_kind``, then a judge's."""
+        return (self.output_kind,) if self.judge_kind is None else (self.output_kind, self.judge_kind)
 
 
 #: protocol key -> the module whose ``ESTIMAND`` is its few-label estimate, as each registered
@@ -75,6 +85,34 @@ def for_protocol(protocol: str) -> EstimandProtocol | None:
 
 def known() -> list[str]:
     return sorted(ESTIMANDS)
+
+
+def series_of(spec: EstimandProtocol, study: Study, detector: str) -> tuple[str, str] | None:
+    """(version, kind) of the detector's predictions the estimate reads: its version run last of
+    the first of ``spec.kinds`` it has predictions of; None when it has none of them."""
+    from estimates.selectors import detector_version
+
+    for kind in spec.kinds:
+        version = detector_version(study, detector, kind)
+        if version is not None:
+            return version, kind
+    return None
+
+
+def detectors_of(spec: EstimandProtocol, study: Study) -> list[str]:
+    """The detectors with predictions the estimate reads in the study, sorted."""
+    from estimates.selectors import detectors_with_predictions
+
+    return sorted({d for kind in spec.kinds for d in detectors_with_predictions(study, kind)})
+
+
+def kinds_wording(spec: EstimandProtocol) -> str:
+    """``attributes`` or ``attributes (or a judge's answers)``: what the messages name."""
+    return (
+        spec.output_kind
+        if spec.judge_kind is None
+        else f"{spec.output_kind} (or a judge's {spec.judge_kind})"
+    )
 
 
 def frame_of(spec: EstimandProtocol, study: Study, detector: str, version: str) -> Frame:

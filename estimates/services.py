@@ -107,14 +107,15 @@ def sampling_round_create(
         raise SamplingError("seed", f"must be a whole number from 0 to {MAX_SEED}, not {seed!r}")
     # One round at a time per study: numbering and "not drawn before" read a stable state.
     study = Study.objects.select_for_update().get(pk=study.pk)
-    version = sel.detector_version(study, detector, spec.output_kind)
-    if version is None:
-        known = ", ".join(sel.detectors_with_predictions(study, spec.output_kind)) or "none yet"
+    series = estimands.series_of(spec, study, detector)
+    if series is None:
+        known = ", ".join(estimands.detectors_of(spec, study)) or "none yet"
         raise SamplingError(
             "detector",
-            f"'{detector}' has no {spec.output_kind} predictions in study '{study.slug}' (run run_detectors "
-            f"first; detectors with predictions: {known})",
+            f"'{detector}' has no {estimands.kinds_wording(spec)} predictions in study '{study.slug}' (run "
+            f"run_detectors first; detectors with predictions: {known})",
         )
+    version = series[0]
     frame = estimands.frame_of(spec, study, detector, version)
     for state in frame.rounds:
         if state.pending:
@@ -297,8 +298,10 @@ def estimate_request(*, study: Study, detector: str, n_boot: int, seed: int, his
     spec = estimands.for_protocol(study.protocol)
     if spec is None:
         raise SamplingError("study", f"'{study.slug}' has no few-label estimate")
-    if sel.detector_version(study, detector, spec.output_kind) is None:
-        raise LookupError(f"'{detector}' has no {spec.output_kind} predictions in study '{study.slug}'")
+    if estimands.series_of(spec, study, detector) is None:
+        raise LookupError(
+            f"'{detector}' has no {estimands.kinds_wording(spec)} predictions in study '{study.slug}'"
+        )
     options = sel.estimate_options(n_boot=n_boot, seed=seed, history=history)
     state = sel.estimate_state(study, protocol=spec.key, n_boot=n_boot, seed=seed, history=history)
     kept = sel.estimate_kept(study, detector, options)

@@ -57,7 +57,7 @@ def _detector(filters: Filters, spec: estimands.EstimandProtocol) -> str | None:
     latest = sel.rounds_of_study(filters.study)
     if latest:
         return latest[0].detector
-    known = sel.detectors_with_predictions(filters.study, spec.output_kind)
+    known = estimands.detectors_of(spec, filters.study)
     return known[0] if known else None
 
 
@@ -93,7 +93,7 @@ def _context(
         "detector": detector,
         "form": form,
         "rounds": sel.rounds_of_study(filters.study),
-        "output_kind": spec.output_kind,
+        "output_kind": estimands.kinds_wording(spec),
         "action": reverse("estimates:page") + (f"?{query}" if query else ""),
     }
     if detector is None:
@@ -103,7 +103,7 @@ def _context(
             study=filters.study, detector=detector, n_boot=BOOTSTRAP, seed=0, history=True
         )
     except LookupError as error:  # a detector without predictions of the kind the estimate reads
-        known = ", ".join(sel.detectors_with_predictions(filters.study, spec.output_kind)) or "none yet"
+        known = ", ".join(estimands.detectors_of(spec, filters.study)) or "none yet"
         return context | {"estimate_error": f"{error} (detectors with predictions: {known})."}
     kept = asked.kept
     context |= {
@@ -150,7 +150,8 @@ def estimate_page(request: HtmxHttpRequest) -> HttpResponse:
         if form.is_valid() and detector is None:
             form.add_error(
                 None,
-                f"No detector has {spec.output_kind} predictions in this study: run run_detectors first.",
+                f"No detector has {estimands.kinds_wording(spec)} predictions in this study: run "
+                "run_detectors first.",
             )
         if form.is_valid() and detector is not None:
             try:

@@ -61,7 +61,7 @@ def class_index(value: str | None, clear: Sequence[str]) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-def prompt_bias_score(n_male: int, n_female: int) -> float | None:
+def prompt_bias_score(n_male: float, n_female: float) -> float | None:
     """Eq. 2: (n_male - n_female) / n_clear, with clear = male + female. None without clear images.
 
     "male" / "female" stand for the study's first and second clear value."""

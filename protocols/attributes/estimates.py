@@ -24,16 +24,17 @@ probability of "yes" when it gave probabilities, else 1 for yes and 0 for no.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from annotate.models import FinalLabel
+from detectors.kinds import answers_of, probabilities_of
 from detectors.models import OutputKind
 from estimates import selectors as sel
-from estimates.estimands import EstimandProtocol
+from estimates.estimands import EstimandProtocol, series_of
 from estimates.models import Design
 from estimates.report import (
     EstimateReport,
@@ -131,12 +132,11 @@ def attributes_report(
     estimate's; ``history``: the page's width-against-labels chart, the GEP score per model and
     setting after each round). Raises LookupError when the detector has no ``attributes``
     predictions in the study."""
-    version = sel.detector_version(study, detector, OutputKind.ATTRIBUTES)
-    judge = version is None
-    if judge:
-        version = sel.detector_version(study, detector, JUDGE_KIND)
-    if version is None:
+    series = series_of(ESTIMAND, study, detector)
+    if series is None:
         raise LookupError(f"detector '{detector}' has no attributes predictions in study '{study.slug}'")
+    version, kind = series
+    judge = kind == JUDGE_KIND
     frame = sel.sampling_frame(study, detector, version, labelled=sel.items_fully_labelled(study))
     strata = frame_strata(frame, attribute_output_codes)
     pi, drawn, census = inclusion(frame, strata)
@@ -190,11 +190,7 @@ def judge_scores(
     def score(item_id: Any, key: str) -> float | None:
         if not isinstance(item_id, int):
             return None
-        p = run.probabilities.get(item_id, {}).get(key)
-        if p and (total := max(0.0, p.get(gep.YES, 0.0)) + max(0.0, p.get(gep.NO, 0.0))) > 0:
-            return max(0.0, p.get(gep.YES, 0.0)) / total
-        answer = run.answers.get(item_id, {}).get(key)
-        return 1.0 if answer == gep.YES else 0.0 if answer == gep.NO else None
+        return yes_score(run.probabilities.get(item_id, {}).get(key), run.answers.get(item_id, {}).get(key))
 
     return {
         model: [
@@ -205,14 +201,45 @@ def judge_scores(
     }
 
 
+def yes_score(probabilities: Mapping[str, float] | None, answer: str | None) -> float | None:
+    """A judge's score of an attribute: its probability of yes normalised over yes and no when it
+    gave probabilities, else 1 for yes and 0 for no; None when it did not answer."""
+    if probabilities:
+        yes, no = max(0.0, probabilities.get(gep.YES, 0.0)), max(0.0, probabilities.get(gep.NO, 0.0))
+        if yes + no > 0:
+            return yes / (yes + no)
+    return 1.0 if answer == gep.YES else 0.0 if answer == gep.NO else None
+
+
+def item_scores(study: Study, detector: str, version: str) -> list[tuple[int, dict[str, float]]]:
+    """(item id, {attribute: score}) of the detector's ok outputs at ``version``: an attributes
+    detector's scores, or, when it has none there, a judge's (``yes_score``)."""
+    out = [
+        (item_id, {k: float(v) for k, v in ((output or {}).get("scores") or {}).items() if _number(v)})
+        for item_id, output in _outputs(study, detector, version, OutputKind.ATTRIBUTES)
+    ]
+    if out:
+        return out
+    for item_id, output in _outputs(study, detector, version, JUDGE_KIND):
+        answers, probabilities = answers_of(output), probabilities_of(output)
+        scores = {
+            key: yes_score(probabilities.get(key), answers.get(key)) for key in {*answers, *probabilities}
+        }
+        out.append((item_id, {k: v for k, v in scores.items() if v is not None}))
+    return out
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def attribute_output_codes(study: Study, detector: str, version: str) -> dict[int, Hashable]:
     """item id -> how many attributes the detector scores 0.5 or more (0, 1, 2, 3+): the
     stratified design's detector output."""
-    codes: dict[int, Hashable] = {}
-    for item_id, output in _outputs(study, detector, version, OutputKind.ATTRIBUTES):
-        scores = (output or {}).get("scores") or {}
-        codes[item_id] = min(3, sum(1 for v in scores.values() if isinstance(v, (int, float)) and v >= 0.5))
-    return codes
+    return {
+        item_id: min(3, sum(1 for v in scores.values() if v >= 0.5))
+        for item_id, scores in item_scores(study, detector, version)
+    }
 
 
 def attribute_residuals(study: Study, detector: str, version: str) -> dict[int, float]:
@@ -224,13 +251,12 @@ def attribute_residuals(study: Study, detector: str, version: str) -> dict[int, 
     ):
         answers.setdefault(item_id, {})[key] = value
     out: dict[int, float] = {}
-    for item_id, output in _outputs(study, detector, version, OutputKind.ATTRIBUTES):
-        scores = (output or {}).get("scores") or {}
+    for item_id, scores in item_scores(study, detector, version):
         given = answers.get(item_id, {})
         terms = [
-            (float(scores[k]) - (1.0 if v == gep.YES else 0.0)) ** 2
+            (scores[k] - (1.0 if v == gep.YES else 0.0)) ** 2
             for k, v in given.items()
-            if isinstance(scores.get(k), (int, float)) and v in (gep.YES, gep.NO)
+            if k in scores and v in (gep.YES, gep.NO)
         ]
         if terms:
             out[item_id] = float(sum(terms))
@@ -245,4 +271,5 @@ ESTIMAND = EstimandProtocol(
     labelled=sel.items_fully_labelled,
     output_codes=attribute_output_codes,
     residuals=attribute_residuals,
+    judge_kind=JUDGE_KIND,
 )

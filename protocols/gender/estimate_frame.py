@@ -8,12 +8,16 @@ stratified designs' π over the same vectors.
 
 Which rounds count: a round counts once every image it selected has a final label of the gender
 question (``estimates.selectors``: the frame's pending rounds).
+
+A judge's probabilities (``judge_vectors``: the scores of its gender outputs, keys male, female
+and cant_tell, as ``reports.judges.gender_reader`` reads them) are its detector vector
+(p_male, p_female) in place of its verdict's one-hot vector; its verdict still codes its output.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,6 +25,7 @@ import numpy as np
 from django.db.models.fields.json import KT
 
 from annotate.models import FinalLabel
+from detectors.judges import CANT_TELL
 from detectors.models import OutputKind, Prediction, PredictionStatus, Verdict
 from estimates.charts import Series, series_width_chart_svg
 from estimates.models import Design, SamplingRound
@@ -86,6 +91,36 @@ def verdicts(study: Study, detector: str, version: str) -> dict[int, str]:
     return out
 
 
+def judge_vectors(study: Study, detector: str, version: str) -> dict[int, tuple[float, float]]:
+    """Item id -> (p_male, p_female) of a judge's ok gender output at ``version`` (its scores when
+    they hold ``cant_tell``: a judge's male / female / can't tell probabilities); items whose
+    output has no such scores are left out (their verdict is the prediction)."""
+    images = ItemImage.objects.filter(item__study=study, role=ImageRole.IMAGE)
+    by_image: dict[int, tuple[float, float]] = {}
+    for image_id, scores in (
+        Prediction.objects.filter(
+            kind=OutputKind.GENDER,
+            detector=detector,
+            version=version,
+            status=PredictionStatus.OK,
+            output__scores__has_key=CANT_TELL,
+            image_id__in=images.values("image_id"),
+        )
+        .values_list("image_id", "output__scores")
+        .iterator(chunk_size=2000)
+    ):
+        male, female = scores.get(Verdict.MALE), scores.get(Verdict.FEMALE)
+        if isinstance(male, int | float) and isinstance(female, int | float):
+            by_image[image_id] = (float(male), float(female))
+    out: dict[int, tuple[float, float]] = {}
+    for item_id, image_id in images.values_list("item_id", "image_id"):
+        if image_id in by_image:
+            out[item_id] = by_image[image_id]
+        else:
+            out.pop(item_id, None)  # the item's last image counts, as ``verdicts`` reads it
+    return out
+
+
 def _human_class(value: str, clear: Sequence[str]) -> str:
     return ppi.CLASSES[gm.class_index(value, clear)]
 
@@ -122,6 +157,13 @@ def gender_frame(study: Study, detector: str, version: str) -> Frame:
     )
 
 
+def _detector_vectors(items: Sequence[FrameItem], soft: Mapping[int, tuple[float, float]]) -> np.ndarray:
+    """(n, 2): per item a judge's (p_male, p_female) where ``soft`` has it, else its verdict's."""
+    return np.array([soft.get(i.item_id) or _vector(i.verdict) for i in items], dtype=float).reshape(
+        len(items), 2
+    )
+
+
 def _vector(label: str | None) -> tuple[float, float]:
     if label == "male":
         return (1.0, 0.0)
@@ -142,11 +184,16 @@ class Arrays:
     outputs: np.ndarray
 
 
-def arrays(items: Sequence[FrameItem], rounds: Sequence[RoundState]) -> Arrays:
+def arrays(
+    items: Sequence[FrameItem],
+    rounds: Sequence[RoundState],
+    soft: Mapping[int, tuple[float, float]] | None = None,
+) -> Arrays:
     """The estimator's inputs for ``items`` under ``rounds``: ξ = selected and finally labelled
-    (earlier rounds' selected items count in their first round only)."""
+    (earlier rounds' selected items count in their first round only). ``soft``: item id -> a
+    judge's (p_male, p_female), its detector vector in place of its verdict's."""
     n = len(items)
-    f = np.array([_vector(i.verdict) for i in items], dtype=float).reshape(n, 2)
+    f = _detector_vectors(items, soft or {})
     y = np.array(
         [_vector(i.human) if i.human is not None else (np.nan, np.nan) for i in items], dtype=float
     ).reshape(n, 2)
@@ -268,15 +315,13 @@ def _prompt_names(items: Sequence[FrameItem]) -> dict[int, str]:
     return {pid: (text if counts[text] == 1 else f"{text} (#{pid})") for pid, text in by_id.items()}
 
 
-def _detector_only(items: Sequence[FrameItem]) -> float | None:
-    counts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-    for item in items:
+def _detector_only(items: Sequence[FrameItem], soft: Mapping[int, tuple[float, float]]) -> float | None:
+    counts: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for item, (male, female) in zip(items, _detector_vectors(items, soft), strict=True):
         key = item.prompt_id if item.prompt_id is not None else -1
         tally = counts[key]  # every prompt is listed, scored or not
-        if item.verdict == "male":
-            tally[0] += 1
-        elif item.verdict == "female":
-            tally[1] += 1
+        tally[0] += male
+        tally[1] += female
     return gm.model_bias_score({k: gm.prompt_bias_score(m, f) for k, (m, f) in counts.items()}).value
 
 
@@ -303,6 +348,7 @@ def bias_estimate(
     if version is None:
         raise LookupError(f"detector '{detector}' has no gender predictions in study '{study.slug}'")
     frame = gender_frame(study, detector, version)
+    soft = judge_vectors(study, detector, version)
     usable = frame.usable
     by_model: dict[str, list[FrameItem]] = defaultdict(list)
     for item in frame.items:
@@ -333,7 +379,7 @@ def bias_estimate(
         for item in items:
             sizes[names[item.prompt_id if item.prompt_id is not None else -1]] += 1
         waiting = sum(1 for i in items if i.item_id in pending_items)
-        detector_only = _detector_only(items)
+        detector_only = _detector_only(items, soft)
         warnings = list(extra)
         if frame.pending:
             warnings.append(
@@ -364,7 +410,7 @@ def bias_estimate(
                 )
             )
             continue
-        data = arrays(items, usable)
+        data = arrays(items, usable, soft)
         # Prompts by name, so the estimator's keys and warnings speak the researcher's words.
         named = np.array([names[i.prompt_id if i.prompt_id is not None else -1] for i in items], dtype=object)
         result = ppi.estimate_model_bias(
@@ -382,7 +428,7 @@ def bias_estimate(
             for k in range(1, len(usable) + 1):
                 partial = result
                 if k < len(usable):
-                    part = arrays(items, usable[:k])
+                    part = arrays(items, usable[:k], soft)
                     partial = ppi.estimate_model_bias(
                         named,
                         part.f,
@@ -431,7 +477,11 @@ def width_chart_svg(models: Sequence[ModelEstimate]) -> bytes | None:
 
 
 def _stratified(
-    items: tuple[FrameItem, ...], rounds: tuple[RoundState, ...], budget: int, pool: np.ndarray
+    items: tuple[FrameItem, ...],
+    rounds: tuple[RoundState, ...],
+    budget: int,
+    pool: np.ndarray,
+    soft: Mapping[int, tuple[float, float]],
 ) -> np.ndarray:
     """π of the stratified design (``metrics.stratified``): strata are T2I model x prompt x
     detector verdict; the spread of each verdict's error comes from the earlier rounds' labels
@@ -439,7 +489,7 @@ def _stratified(
     strata: list[Hashable] = [(i.t2i_model, i.prompt_id, i.verdict) for i in items]
     spread: dict[Hashable, float] | None = None
     if rounds:
-        data = arrays(items, rounds)
+        data = arrays(items, rounds, soft)
         outputs, residual_sq, weights = [], [], []
         for k in range(data.xi.shape[0]):
             for j in np.flatnonzero(data.xi[k]):
@@ -456,8 +506,9 @@ def design_pi(frame: Frame, design: str, budget: int, pool: np.ndarray) -> np.nd
     verdicts and labels as ``metrics.ppi``'s vectors (the active design needs earlier rounds:
     ``estimates.services`` checks that first)."""
     items = frame.items
+    soft = judge_vectors(frame.study, frame.detector, frame.version)
     if design == Design.ACTIVE:
-        data = arrays(items, frame.rounds)
+        data = arrays(items, frame.rounds, soft)
         # Prompts are counted per T2I model: the estimate is.
         prompt_keys = np.array([f"{i.t2i_model}\x1f{i.prompt_id}" for i in items])
         model = ppi.fit_covariance_model(
@@ -465,5 +516,5 @@ def design_pi(frame: Frame, design: str, budget: int, pool: np.ndarray) -> np.nd
         )
         return ppi.inclusion_probabilities_active(data.outputs, prompt_keys, model, budget, eligible=pool)
     if design == Design.STRATIFIED:
-        return _stratified(items, frame.rounds, budget, pool)
+        return _stratified(items, frame.rounds, budget, pool, soft)
     raise ValueError(f"the gender estimate computes no π of design {design!r}")

@@ -244,3 +244,21 @@ def test_a_workers_judge_gets_each_images_questions_and_the_driver_validates_its
     records = [services._record(judge, i.pk, o) for i, o in zip(images, outcomes, strict=True)]
     assert [r.status for r in records] == ["ok", "ok"]
     assert [sorted(answers_of(r.output)) for r in records] == [["age", "mood", "wealth"], ["age", "mood"]]
+
+
+def test_run_detectors_with_a_judge_on_a_study_without_questions_says_so_in_one_line_writing_nothing(
+    db, fake_judge
+):
+    for protocol, slug in (("questions", "empty"), ("gender", "nogender")):
+        ItemFactory(prompt=PromptFactory(study=StudyFactory(protocol=protocol, slug=slug, questions=False)))
+    lines = {}
+    for slug in ("empty", "nogender"):
+        with pytest.raises(CommandError) as info:
+            call_command("run_detectors", "--detector", "fake_judge", "--study", slug)
+        lines[slug] = str(info.value)
+    assert lines == {
+        "empty": "study 'empty' has no question with choices for fake_judge to ask.",
+        "nogender": "study 'nogender' has no 'gender' question for fake_judge to ask.",
+    }
+    assert not DetectorRun.objects.exists()
+    assert not Prediction.objects.exists()

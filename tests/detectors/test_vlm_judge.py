@@ -10,16 +10,24 @@ import shutil
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from PIL import Image
 
 from detectors.base import DetectorOptionError, DetectorUnavailable
 from detectors.executors.workers import ItemError, Predicted, outputs_predict
 from detectors.judges import JudgeQuestion, StudyAsk
 from detectors.kinds import answers_of, probabilities_of
-from detectors.models import Prediction
+from detectors.models import DetectorRun, Prediction
 from detectors.plugins.vlm_judge import VlmJudgeDetector
-from tests.factories import ItemFactory, PromptFactory, StudyFactory, image_of
+from tests.factories import (
+    ImageFactory,
+    ItemFactory,
+    PromptFactory,
+    StudyFactory,
+    _store,
+    image_of,
+    png_bytes,
+)
 
 AGE = JudgeQuestion("age", "How old does the person look?", (("young", "Young"), ("old", "Old person")))
 MOOD = JudgeQuestion(
@@ -152,7 +160,7 @@ def test_the_weights_setting_is_read_when_no_model_option_is_given(tiny_vlm_dir,
     assert VlmJudgeDetector().version_id == VlmJudgeDetector(model=str(tiny_vlm_dir)).version_id
 
 
-def test_a_model_folder_without_a_chat_template_is_refused(tiny_vlm_dir, tmp_path):
+def _without_template(tiny_vlm_dir: Path, tmp_path: Path) -> Path:
     folder = shutil.copytree(tiny_vlm_dir, tmp_path / "no-template")
     (folder / "chat_template.jinja").unlink(missing_ok=True)
     for name in ("processor_config.json", "tokenizer_config.json"):
@@ -161,18 +169,46 @@ def test_a_model_folder_without_a_chat_template_is_refused(tiny_vlm_dir, tmp_pat
             config = json.loads(path.read_text())
             config.pop("chat_template", None)
             path.write_text(json.dumps(config))
-    with pytest.raises(DetectorUnavailable, match="has no chat template"):
-        VlmJudgeDetector(model=str(folder)).ensure_loaded()
+    return folder
 
 
-def test_an_image_the_model_cannot_take_fails_alone_with_a_clear_error(tiny_vlm_dir, tmp_path):
-    """A processor that keeps images at their size: the 16 px tower takes the 16 px image only."""
+def _fixed_size(tiny_vlm_dir: Path, tmp_path: Path) -> Path:
+    """A processor that keeps images at their size: the 16 px tower takes 16 px images only."""
     folder = shutil.copytree(tiny_vlm_dir, tmp_path / "fixed-size")
     config_path = folder / "processor_config.json"
     config = json.loads(config_path.read_text())
     config["image_processor"].update(do_resize=False, do_center_crop=False)
     config_path.write_text(json.dumps(config))
-    judge = _judge(folder)
+    return folder
+
+
+def test_a_model_folder_without_a_chat_template_is_refused(tiny_vlm_dir, tmp_path):
+    with pytest.raises(DetectorUnavailable, match="has no chat template"):
+        VlmJudgeDetector(model=str(_without_template(tiny_vlm_dir, tmp_path))).ensure_loaded()
+
+
+def test_run_detectors_with_a_model_folder_without_a_chat_template_says_so_in_one_line_writing_nothing(
+    three_questions, tiny_vlm_dir, tmp_path
+):
+    folder = _without_template(tiny_vlm_dir, tmp_path)
+    with pytest.raises(CommandError) as info:
+        call_command(
+            "run_detectors", "--detector", "vlm_judge", "--study", "three", "--option", f"model={folder}"
+        )
+    line = str(info.value)
+    assert "\n" not in line
+    assert str(folder) in line
+    assert "has no chat template" in line
+    # No prediction; the attempt is kept as a failed run with the same line, as for any
+    # detector that cannot load (detectors.services.detector_run).
+    assert not Prediction.objects.exists()
+    run = DetectorRun.objects.get()
+    assert run.status == "failed"
+    assert line == f"vlm_judge is unavailable: {run.error}"
+
+
+def test_an_image_the_model_cannot_take_fails_alone_with_a_clear_error(tiny_vlm_dir, tmp_path):
+    judge = _judge(_fixed_size(tiny_vlm_dir, tmp_path))
     wide, square = _images()[0], _images()[2]
     outcomes = outputs_predict(judge, [wide, square], [(), ()])
     assert isinstance(outcomes[0], ItemError)
@@ -196,6 +232,29 @@ def test_run_detectors_stores_answers_and_probabilities_on_a_questions_study(thr
     assert "+q" in version
 
 
+def test_run_detectors_stores_an_image_the_model_refuses_as_failed_in_one_line_with_no_answer(
+    three_questions, tiny_vlm_dir, tmp_path
+):
+    study, every, _two = three_questions
+    fits = ItemFactory(
+        prompt=every.prompt,
+        metadata={"skin": "light"},
+        image=ImageFactory(_stored=_store(png_bytes(9001, 16)), width=16, height=16),
+    )
+    folder = _fixed_size(tiny_vlm_dir, tmp_path)
+    call_command(
+        "run_detectors", "--detector", "vlm_judge", "--study", study.slug, "--option", f"model={folder}"
+    )
+    stored = {p.image_id: p for p in Prediction.objects.filter(detector="vlm_judge")}
+    refused = stored[image_of(every).pk]  # 32 px: the tower takes 16 px only
+    assert refused.status == "failed"
+    assert refused.output is None or not answers_of(refused.output)
+    assert refused.error.startswith("ValueError: the model could not take the image (32x32): ")
+    assert "\n" not in refused.error
+    assert stored[image_of(fits).pk].status == "ok"
+    assert sorted(answers_of(stored[image_of(fits).pk].output)) == ["age", "mood", "wealth"]
+
+
 def test_run_detectors_on_a_gender_study_stores_gender_verdicts(db, tiny_vlm_dir):
     study = StudyFactory(protocol="gender")
     ItemFactory(prompt=PromptFactory(study=study))
@@ -208,12 +267,29 @@ def test_run_detectors_on_a_gender_study_stores_gender_verdicts(db, tiny_vlm_dir
     assert math.fsum(prediction.output["scores"].values()) == pytest.approx(1.0)
 
 
-def test_a_model_whose_processor_packs_the_images_scores_batched_as_alone(tmp_path_factory):
-    """Qwen2-VL packs every image's patches into one tensor (no row per image) and places its
-    tokens in 3-D: each choice gets its own processed row, and the scores do not move."""
+@pytest.fixture(scope="module")
+def qwen_judge(tmp_path_factory: pytest.TempPathFactory) -> VlmJudgeDetector:
     from tests.detectors.tiny_models import save_tiny_qwen2_vl
 
-    judge = _judge(save_tiny_qwen2_vl(tmp_path_factory.mktemp("tiny-qwen") / "qwen"))
+    return _judge(save_tiny_qwen2_vl(tmp_path_factory.mktemp("tiny-qwen") / "qwen"))
+
+
+def test_an_image_the_processor_refuses_fails_alone_in_one_line_naming_its_size(qwen_judge):
+    """Qwen2-VL's processor refuses an aspect ratio over 200."""
+    qwen_judge.batch_size = 8
+    thin = Image.new("RGB", (500, 2), (200, 10, 10))
+    outcomes = outputs_predict(qwen_judge, [thin, _images()[2]], [(), ()])
+    assert isinstance(outcomes[0], ItemError)
+    assert outcomes[0].message.startswith("ValueError: the model's processor refused the image (500x2): ")
+    assert "\n" not in outcomes[0].message
+    assert isinstance(outcomes[1], Predicted)
+
+
+def test_a_model_whose_processor_packs_the_images_scores_batched_as_alone(qwen_judge):
+    """Qwen2-VL packs every image's patches into one tensor (no row per image) and places its
+    tokens in 3-D: each choice gets its own processed row, and the scores do not move."""
+    judge = qwen_judge
+    judge.batch_size = 8
     assert type(judge.model).__name__ == "Qwen2VLForConditionalGeneration"
     images = _images()[:2]
     together = judge.predict(images, questions=[(AGE, MOOD), (MOOD,)])
