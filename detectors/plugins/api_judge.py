@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from detectors.base import DetectorError, DetectorOptionError, DetectorOutput, DetectorUnavailable
 from detectors.judges import JudgeDetector, JudgeQuestion, JudgeResponseData, judge_output
-from detectors.retry import backoff_delay, retry_after_seconds
+from detectors.retry import RetriesExhausted, Retryable, retry_after_seconds, with_retries
 
 if TYPE_CHECKING:
     import httpx
@@ -118,12 +118,6 @@ class Usage:
         with self.lock:
             for name, value in counts.items():
                 setattr(self, name, getattr(self, name) + value)
-
-
-class _Retryable(Exception):
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 class _Refused(Exception):
@@ -596,21 +590,19 @@ class ApiJudgeDetector(JudgeDetector):
         return body
 
     def _with_retries(self, body: dict[str, Any]) -> dict[str, Any]:
-        last = ""
-        for attempt in range(1, self.max_attempts + 1):
-            try:
-                return self._attempt(body)
-            except _Retryable as exc:
-                last = str(exc)
-                if attempt == self.max_attempts:
-                    break
-                delay = backoff_delay(attempt, base=self.backoff_base, cap=self.backoff_cap, rng=self.rng)
-                if exc.retry_after is not None:
-                    delay = max(delay, exc.retry_after)
-                self.sleep(delay)
-        raise JudgeRequestFailed(
-            self._redact(f"the judge server failed {self.max_attempts} attempts: {last}")
-        )
+        try:
+            return with_retries(
+                lambda: self._attempt(body),
+                max_attempts=self.max_attempts,
+                base=self.backoff_base,
+                cap=self.backoff_cap,
+                rng=self.rng,
+                sleep=self.sleep,
+            )
+        except RetriesExhausted as exc:
+            raise JudgeRequestFailed(
+                self._redact(f"the judge server failed {self.max_attempts} attempts: {exc}")
+            ) from None
 
     def _attempt(self, body: dict[str, Any]) -> dict[str, Any]:
         import httpx
@@ -620,14 +612,14 @@ class ApiJudgeDetector(JudgeDetector):
         try:
             response = self._client.post("chat/completions", json=body)
         except httpx.TimeoutException as exc:
-            raise _Retryable(f"no answer within {self.timeout:g} s ({type(exc).__name__})") from None
+            raise Retryable(f"no answer within {self.timeout:g} s ({type(exc).__name__})") from None
         except httpx.TransportError as exc:
-            raise _Retryable(
+            raise Retryable(
                 self._redact(f"cannot reach {self._base_url}: {type(exc).__name__}: {exc}")
             ) from None
         status, text = response.status_code, self._redact(response.text[:300])
         if status == 429 or status >= 500:
-            raise _Retryable(f"HTTP {status} {text!r}", retry_after_seconds(response.headers))
+            raise Retryable(f"HTTP {status} {text!r}", retry_after_seconds(response.headers))
         if status in (400, 422):
             raise _Refused(f"HTTP {status} {text!r}")
         if status != 200:
@@ -639,9 +631,7 @@ class ApiJudgeDetector(JudgeDetector):
             if not isinstance(content, str):
                 raise TypeError("message.content is not text")
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise _Retryable(
-                f"HTTP 200 with a body that is not a chat completion ({exc}): {text!r}"
-            ) from None
+            raise Retryable(f"HTTP 200 with a body that is not a chat completion ({exc}): {text!r}") from None
         return payload
 
     def _response_data(

@@ -74,7 +74,7 @@ from detectors.plugins.measurements import (
     overlay_picture_store,
     overlay_settings,
 )
-from detectors.retry import backoff_delay, retry_after_seconds
+from detectors.retry import RetriesExhausted, Retryable, retry_after_seconds, with_retries
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
@@ -132,14 +132,6 @@ class ApiImageRejected:
     """The API answered that this image cannot be analysed."""
 
     message: str
-
-
-class _Retryable(Exception):
-    """Internal: one attempt failed in a way that another attempt may fix."""
-
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 def faces_from_response(payload: Any) -> list[Face]:
@@ -305,19 +297,18 @@ class FacePlusPlusDetector(Detector):
                 "return_attributes": self.return_attributes,
             }
         ).encode("ascii")
-        last = ""
-        for attempt in range(1, self.max_attempts + 1):
-            try:
-                return self._attempt(body)
-            except _Retryable as exc:
-                last = str(exc)
-                if attempt == self.max_attempts:
-                    break
-                delay = backoff_delay(attempt, base=self.backoff_base, cap=self.backoff_cap, rng=self.rng)
-                if exc.retry_after is not None:
-                    delay = max(delay, min(exc.retry_after, self.backoff_cap))
-                self.sleep(delay)
-        raise FacePlusPlusError(f"Face++ failed after {self.max_attempts} attempts: {last}")
+        try:
+            return with_retries(
+                lambda: self._attempt(body),
+                max_attempts=self.max_attempts,
+                base=self.backoff_base,
+                cap=self.backoff_cap,
+                rng=self.rng,
+                sleep=self.sleep,
+                retry_after_cap=self.backoff_cap,
+            )
+        except RetriesExhausted as exc:
+            raise FacePlusPlusError(f"Face++ failed after {self.max_attempts} attempts: {exc}") from None
 
     def _attempt(self, body: bytes) -> list[Face] | ApiImageRejected:
         request = urllib.request.Request(
@@ -334,7 +325,7 @@ class FacePlusPlusDetector(Detector):
             status, raw, headers = exc.code, exc.read(), exc.headers
         except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
-            raise _Retryable(f"cannot reach {self.url}: {reason}") from exc
+            raise Retryable(f"cannot reach {self.url}: {reason}") from exc
         return self._interpret(status, raw, headers)
 
     def _interpret(self, status: int, raw: bytes, headers: Any) -> list[Face] | ApiImageRejected:
@@ -345,14 +336,14 @@ class FacePlusPlusDetector(Detector):
         message = payload.get("error_message", "") if isinstance(payload, dict) else ""
         if status == 200:
             if payload is None:
-                raise _Retryable(f"HTTP 200 with a body that is not JSON: {raw[:200]!r}")
+                raise Retryable(f"HTTP 200 with a body that is not JSON: {raw[:200]!r}")
             try:
                 return faces_from_response(payload)
             except ValueError as exc:
                 raise FacePlusPlusError(f"unexpected Face++ response: {exc}") from exc
         retry_after = retry_after_seconds(headers)
         if status >= 500 or status == 429 or message.startswith(RETRYABLE_ERRORS):
-            raise _Retryable(f"HTTP {status} {message or raw[:200]!r}", retry_after)
+            raise Retryable(f"HTTP {status} {message or raw[:200]!r}", retry_after)
         if status == 413 or message.startswith(IMAGE_ERRORS):
             return ApiImageRejected(message or f"HTTP {status} (request entity too large)")
         raise FacePlusPlusError(f"Face++ refused the request: HTTP {status} {message or raw[:200]!r}")

@@ -14,7 +14,8 @@ from PIL import Image
 from detectors import registry
 from detectors.base import DetectorUnavailable
 from detectors.plugins import facepp
-from detectors.plugins.facepp import Face, FacePlusPlusDetector, FacePlusPlusError, backoff_delay, decide
+from detectors.plugins.facepp import Face, FacePlusPlusDetector, FacePlusPlusError, decide
+from detectors.retry import backoff_delay
 from tests.detectors.fake_facepp_server import Reply, detect_body, error_body, face, running
 
 
