@@ -232,6 +232,31 @@ def test_run_detectors_stores_answers_and_probabilities_on_a_questions_study(thr
     assert "+q" in version
 
 
+@pytest.mark.ray
+def test_a_ray_run_stores_the_answers_a_local_run_stores(ray_cluster, three_questions, tiny_vlm_dir):
+    """The workers are bound to the study's questions as the driver is: same version, same answers."""
+    study, _every, _two = three_questions
+    args = ("--detector", "vlm_judge", "--study", study.slug, "--option", f"model={tiny_vlm_dir}")
+
+    def stored() -> dict[int, tuple]:
+        rows = Prediction.objects.filter(detector="vlm_judge").values_list(
+            "image_id", "version", "status", "output"
+        )
+        return {image: (version, status, output) for image, version, status, output in rows}
+
+    call_command("run_detectors", *args)
+    local = stored()
+    Prediction.objects.all().delete()
+    call_command("run_detectors", *args, "--executor", "ray", "--num-workers", "1", "--batch-size", "2")
+    remote = stored()
+    assert remote.keys() == local.keys()
+    for image, (version, status, output) in local.items():
+        assert remote[image][:2] == (version, status)
+        assert answers_of(remote[image][2]) == answers_of(output)
+        for question, probabilities in probabilities_of(output).items():
+            assert probabilities_of(remote[image][2])[question] == pytest.approx(probabilities, abs=1e-6)
+
+
 def test_run_detectors_stores_an_image_the_model_refuses_as_failed_in_one_line_with_no_answer(
     three_questions, tiny_vlm_dir, tmp_path
 ):
