@@ -284,6 +284,11 @@ def _installed_apps_changed(*, setting: str, **kwargs: Any) -> None:
 setting_changed.connect(_installed_apps_changed, dispatch_uid="studies.protocols.installed_apps")
 
 
+def protocol_registrations() -> dict[str, str | ProtocolSpec]:
+    """Key -> what registers it: the dotted path of its spec (or the spec itself), importing nothing."""
+    return _REGISTRY.entries()
+
+
 def protocol_choices() -> list[tuple[str, str]]:
     """``Study.protocol``'s choices: every registered protocol with its title (a callable, so a
     new protocol is a registry entry, never a migration)."""
