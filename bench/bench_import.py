@@ -107,7 +107,7 @@ def main() -> None:
         started = time.perf_counter()
         manifest = _generate(tmp / "images", args.images, args.size, args.kind)
         generated = time.perf_counter() - started
-        study = study_create(slug=f"bench-{os.getpid()}")
+        study = study_create(slug=f"bench-{os.getpid()}", protocol="gender")
         try:
             started = time.perf_counter()
             first = images_import(study=study, manifest_path=manifest, root=tmp / "images")

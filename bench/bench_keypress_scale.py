@@ -59,7 +59,7 @@ def build_study(size: int, labelled: float) -> tuple[Any, Any]:
     from studies import permissions
     from studies.services import study_create
 
-    study = study_create(slug="scale", name="Scale")
+    study = study_create(slug="scale", protocol="gender", name="Scale")
     group, _ = Group.objects.get_or_create(name=permissions.ANNOTATOR)
     users = []
     for name in ("presser", "earlier0", "earlier1"):

@@ -136,7 +136,7 @@ def make_study(
     from studies.models import Image, ImageRole, Item, ItemImage, Prompt
     from studies.services import study_create
 
-    study = study_create(slug=slug, name=f"Benchmark {slug}")
+    study = study_create(slug=slug, protocol="gender", name=f"Benchmark {slug}")
     group, _ = Group.objects.get_or_create(name=permissions.ANNOTATOR)
     users = []
     for i in range(annotators):
