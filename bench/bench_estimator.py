@@ -1,14 +1,14 @@
-"""Coverage and width of the prediction-powered bias-score intervals by simulation (issues 13, 21).
+"""Coverage and width of the prediction-powered bias-score intervals by simulation.
 
 Run from the repository root (numpy only, no database, no network):
 
-    .venv/bin/python bench/bench_estimator.py --detectors     # issue 21's table (below), 200 studies
+    .venv/bin/python bench/bench_estimator.py --detectors     # the detectors' table (below), 200 studies
     .venv/bin/python bench/bench_estimator.py --detectors --studies 100 --boot 200   # quicker
     .venv/bin/python bench/bench_estimator.py                 # paper-like study, 300 studies (~20 min)
     .venv/bin/python bench/bench_estimator.py --extra         # + balanced and misspecified studies
-    .venv/bin/python bench/bench_estimator.py --generic       # issue 21: attributes, pair_change,
+    .venv/bin/python bench/bench_estimator.py --generic       # attributes, pair_change,
                                                               # questions, objects (~40 min)
-    .venv/bin/python bench/bench_estimator.py --census        # issue 21: every item labelled
+    .venv/bin/python bench/bench_estimator.py --census        # every item labelled
     .venv/bin/python bench/bench_estimator.py --judge         # a VLM judge's probabilities vs
                                                               # its hard answers (~3 min)
 
@@ -21,21 +21,21 @@ calibrated). For each, the share of answer 0 in group 0 and the max_gap of answe
 twice from the same labels: with the judge's probabilities as the prediction, and with its hard
 answer (one-hot). Printed: coverage and mean width of each.
 
-``--generic`` (issue 21): 2 groups x 200 items, uniform labels at 5, 10 and 20 %, three detectors
+``--generic``: 2 groups x 200 items, uniform labels at 5, 10 and 20 %, three detectors
 (good: 1 % of items wrong; class-dependent: misses 35 % of group 0's yes but 5 % of group 1's;
 useless: independent of the truth), per protocol's headline estimand: attributes the GEP score
 over 15 entries, pair_change one share of changed pairs, objects one gender's total of confirmed
 instances of a class (Poisson counts; the good detector adds a false box to 3 % of images), and
 objects_v Cramér's V of the 2 x 5 table of confirmed instances.
 
-``--detectors`` (issue 21): 50 prompts x 20 images, 20 % low quality, uniform labels at 5, 10, 20
+``--detectors``: 50 prompts x 20 images, 20 % low quality, uniform labels at 5, 10, 20
 and 40 % of the images, and three detectors that say male, female or filtered -- a good one, one
 whose errors depend on the true class (it calls 30 % of women men but 3 % of men women) and that
 gives 80 % of low-quality images a gender, as Lyu et al. found real detectors do, and a useless
 one whose output is independent of the truth. Per detector and budget it prints the coverage of
 the 95 % interval of the model bias score (PPI with power tuning, and labels only), the truth
 below / above the interval, the mean widths and their ratio, the mean λ and effective labels,
-and the bias-corrected estimate's mean error. ``--no-tuning`` fixes λ = 1 (issue 13's estimator).
+and the bias-corrected estimate's mean error. ``--no-tuning`` fixes λ = 1 (the untuned estimator).
 
 A study is like the paper's (Lyu et al. 2025): 100 prompts x 40 images of one T2I model. Prompt
 scores follow the paper's findings (about a third of prompts all male, a few all female, one in
@@ -253,7 +253,7 @@ def run(
         )
 
 
-# P(output | human class), outputs male / female / filtered (issue 21).
+# P(output | human class), outputs male / female / filtered.
 DETECTORS = {
     "good": np.array([[0.97, 0.02, 0.01], [0.04, 0.94, 0.02], [0.10, 0.05, 0.85]]),
     # As good as the other protocols' simulated good detector (--generic): errs on 1 % of images.
@@ -288,7 +288,7 @@ def run_detectors(
     studies: int, n_boot: int, fractions: list[float], tuning: bool, seed: int, only: list[str] | None = None
 ) -> None:
     print(
-        f"\n== issue 21: 50 prompts x 20 images, {studies} studies, {n_boot} bootstrap replicates, "
+        f"\n== 50 prompts x 20 images, {studies} studies, {n_boot} bootstrap replicates, "
         f"power tuning {'on' if tuning else 'off (λ = 1)'}"
     )
     print(
@@ -358,7 +358,7 @@ def _score(codes: np.ndarray, y: np.ndarray) -> float:
 
 
 # --------------------------------------------------------------------------------------------
-# --generic (issue 21): every protocol's mean-type estimands (metrics.ppi_mean)
+# --generic: every protocol's mean-type estimands (metrics.ppi_mean)
 # --------------------------------------------------------------------------------------------
 
 GENERIC_DETECTORS = ("good", "class-dependent", "useless")
@@ -650,20 +650,20 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--extra", action="store_true", help="also balanced and misspecified studies at 400")
     parser.add_argument(
-        "--detectors", action="store_true", help="issue 21's table: three detectors, four budgets"
+        "--detectors", action="store_true", help="the detectors' table: three detectors, four budgets"
     )
     parser.add_argument(
         "--fractions",
         default=FRACTIONS,
         help="label fractions (--detectors; --generic: 0.05,0.1,0.2 unless given)",
     )
-    parser.add_argument("--no-tuning", action="store_true", help="λ = 1 (issue 13's estimator)")
+    parser.add_argument("--no-tuning", action="store_true", help="λ = 1 (the untuned estimator)")
     parser.add_argument(
         "--generic",
         action="store_true",
-        help="issue 21: attributes, pair_change, questions and objects estimands",
+        help="attributes, pair_change, questions and objects estimands",
     )
-    parser.add_argument("--census", action="store_true", help="issue 21: the census check of every protocol")
+    parser.add_argument("--census", action="store_true", help="the census check of every protocol")
     parser.add_argument(
         "--judge", action="store_true", help="a judge's probabilities vs its hard answers as the prediction"
     )

@@ -1,4 +1,4 @@
-"""Benchmark: text-to-image generation, seconds per image (issue 3's goal: SDXL, 30 steps, < 2.5 s).
+"""Benchmark: text-to-image generation, seconds per image (goal: SDXL, 30 steps, < 2.5 s).
 
     .venv/bin/python bench/bench_generate.py [--t2i-model sdxl] [--device cuda] [--steps 30]
         [--batch-size 4] [--images 8] [--dtype fp16] [--compile]

@@ -1,4 +1,4 @@
-"""Benchmark: import 6,000 small PNGs through ``images_import`` (issue 2: under a minute).
+"""Benchmark: import 6,000 small PNGs through ``images_import`` (under a minute).
 
     .venv/bin/python bench/bench_import.py [--images 6000] [--size 64]
 

@@ -1,4 +1,4 @@
-"""Benchmark: the labeling key press (submit and next item) at growing study sizes (issue 23).
+"""Benchmark: the labeling key press (submit and next item) at growing study sizes.
 
     .venv/bin/python bench/bench_keypress_scale.py [--sizes 6000,60000,250000]
         [--database-url postgres://postgres@127.0.0.1:5432/biaslab_keypress_bench | sqlite:////tmp/kp.sqlite3]

@@ -1,4 +1,4 @@
-"""Benchmark of the gender report (``bias_report``; issue 4, "Speed"), on the study schema: items,
+"""Benchmark of the gender report (``bias_report``), on the study schema: items,
 their image files, final labels per (item, question), predictions per image file.
 
 Targets: the full report for 6,000 images x 8 detectors under 1 s; for 1,000,000 predictions

@@ -328,7 +328,7 @@ BOX_SLACK_PX = 1.0
 
 def objects_inside_image(output: Mapping[str, Any], width: int, height: int) -> None:
     """Raise OutputInvalid naming the first box of a (validated) objects output that lies outside
-    a ``width`` x ``height`` image (issue 12: a box outside the image is a per-row error). Only
+    a ``width`` x ``height`` image (a box outside the image is a per-row error). Only
     the stored image knows its size, so this runs where the output meets its image."""
     for n, instance in enumerate(output.get("objects", [])):
         x0, y0, x1, y1 = instance["box"]

@@ -1,4 +1,4 @@
-"""Writes of the estimates app: drawing a sampling round (issue 13).
+"""Writes of the estimates app: drawing a sampling round.
 
 ``sampling_round_create`` is the only writer of ``SamplingRound`` and ``RoundItem``. In one
 transaction it checks the request, computes π for every item of the series' frame, stores π,

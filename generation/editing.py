@@ -350,7 +350,7 @@ def edit_run(
     sources = {job.seed.image.sha256: media / job.seed.image.file for job in jobs}
     size = input_size(model.name, settings)
     run_batch: Callable[[Sequence[EditJob]], list[Edited]] | None = None
-    if executor is not None:  # --executor ray (issue 14): workers edit, this process stores
+    if executor is not None:  # --executor ray: workers edit, this process stores
         payloads = {sha: image_payload(path, send_images) for sha, path in sources.items()}
         info = executor.start(edit_worker_spec(model, settings))
     else:

@@ -630,7 +630,7 @@ def generation_run(
     outcome = GenerationOutcome(skipped=skipped)
     if not jobs:
         return outcome
-    if executor is not None:  # --executor ray (issue 14): workers generate, this process stores
+    if executor is not None:  # --executor ray: workers generate, this process stores
         info = executor.start(generation_worker_spec(model, settings))
     else:
         if pipe is None:

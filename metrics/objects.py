@@ -472,7 +472,7 @@ class ObjectAnalysis:
     def as_json(self, human_check: Mapping[str, HumanCheckClass] | None = None) -> dict[str, Any]:
         """The ``objects.<t2i_model>`` entry of the report.
 
-        Keys of the issue's shape, plus ``chi2_reason`` (why χ² is ``None``), ``yates_correction``
+        Keys of the report's JSON contract, plus ``chi2_reason`` (why χ² is ``None``), ``yates_correction``
         and ``paired_permutation`` (the test's details). ``human_check`` is ``None`` when no
         person checked the detections.
         """

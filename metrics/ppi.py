@@ -1,11 +1,11 @@
 """Prediction-powered (AIPW) estimates of the paper's bias scores from a sample of human labels.
 
-Issue 13. A detector labels every image; humans label only a random sample. The detector's
+A detector labels every image; humans label only a random sample. The detector's
 verdicts carry the estimate, the human labels of the sample correct the detector's errors, and
 the interval covers the score the humans would give if they labelled *every* image.
 
-Definitions (the issue's contract)
-----------------------------------
+Definitions
+-----------
 For prompt p with images i = 1..N_p: the detector vector f_i is (1, 0) male, (0, 1) female,
 (0, 0) filtered or failed; the human vector Y_i comes from the final label the same way (low
 quality and other give (0, 0)); ξ_i = 1 when image i was drawn in a sampling round and has a
@@ -73,7 +73,7 @@ blow-ups; ``estimate`` stays the unclipped plug-in of the contract); ``bias_corr
 T - mean(e*), moved into the interval if it falls outside. Per prompt the same union on d̃_p
 gives ``ci95``; ``delta_ci95`` keeps the delta interval for reference.
 
-**Why the pseudo-populations draw the prompts' shares (issue 21).** They used to give every
+**Why the pseudo-populations draw the prompts' shares.** They used to give every
 prompt its maximum-likelihood (EM) shares. With ~2 labels a prompt and a detector whose errors
 depend on the class (it calls a third of the women men) and that gives most low-quality images
 a gender, a prompt's EM shares are noisy, so the pseudo-populations' prompts were less balanced
@@ -136,7 +136,7 @@ Sampling designs
 Bernoulli sampling with Σ π_i = budget (the expected number of labels). ``uniform`` gives every
 eligible image budget/n. ``active`` takes π_i ∝ sqrt(a_pᵀ E[r_i r_iᵀ | output, prompt] a_p) / N_p,
 the allocation that minimises the variance of the model score, Σ_i (1/π_i - 1) v_i, for a fixed
-budget (Neyman: π_i ∝ sqrt(v_i)); the second moment equals the issue's Cov(Y | detector output)
+budget (Neyman: π_i ∝ sqrt(v_i)); the second moment equals Cov(Y | detector output)
 when f is the calibrated E[Y | output], and adds the squared calibration error otherwise (it is
 the quantity that enters (1)). It is mixed with uniform and floored so that no 1/π is huge.
 """
@@ -247,7 +247,7 @@ class ScoreEstimate:
 
 @dataclass(frozen=True)
 class ModelBiasEstimate:
-    """Everything issue 13 reports for one T2I model.
+    """Everything the estimate reports for one T2I model.
 
     ``model_bias_score`` is the prediction-powered estimate, ``human_only`` the same design with
     f = 0 (Horvitz-Thompson on the sample), ``detector_only`` eq. 1 on the detector's verdicts
@@ -273,8 +273,8 @@ class ModelBiasEstimate:
     effective_labels: float | None = None
 
     def as_json(self) -> dict[str, Any]:
-        """The issue's JSON contract (prompt ids become strings); undefined figures are None.
-        ``lambda`` and ``effective_labels`` (issue 21) sit beside the estimate."""
+        """The estimate's JSON contract (prompt ids become strings); undefined figures are None.
+        ``lambda`` and ``effective_labels`` sit beside the estimate."""
         return {
             "model_bias_score": self.model_bias_score.as_json(),
             "human_only": self.human_only.as_json(),
@@ -686,7 +686,7 @@ def _design_bootstrap(
     images, how many fall in each class and are first drawn in each round (or never), one
     multinomial of n over classes x rounds (class and draws are independent). The same
     replicates in distribution as drawing every image; the cost grows with the number of groups
-    (about prompts x outputs x rounds' π), not with the study's size (issue 23)."""
+    (about prompts x outputs x rounds' π), not with the study's size."""
     n_prompts, rounds = data.n_prompts, data.rounds
     known = np.where(data.labelled, _human_classes(data.y), -1)
     pis = _bootstrap_pis(data, output_index)
@@ -778,7 +778,7 @@ def _detector_world(data: _Data, model: CovarianceModel, output_index: np.ndarra
     sample of the prompts, mixed with a flat prior); then every unlabelled image's class from
     P(class | output, shares) ∝ P(output | class) x share.
 
-    Drawing the shares matters (issue 21). With a few labels a prompt and a detector that errs
+    Drawing the shares matters. With a few labels a prompt and a detector that errs
     often -- say one that calls a third of the women men and most low-quality images a gender
     -- a prompt's maximum-likelihood shares are noisy, and pseudo-populations built on them are
     less balanced than the truth: their prompt scores lie further from 0, where |·| adds less
@@ -1328,7 +1328,7 @@ class PowerTuning:
 
     The estimator of the shares becomes μ̂_p(λ) = (1/N_p) Σ_i [λ f_i + c_i ξ_i (Y_i - λ f_i)]:
     unbiased for every fixed λ (λ = 0 is Horvitz-Thompson on the labels alone, λ = 1 the
-    estimator of issue 13). Its delta-method variance for the model score is a quadratic in λ,
+    untuned estimator). Its delta-method variance for the model score is a quadratic in λ,
     V(λ) = Σ_i v_i (g_i·(Y_i - λ f_i))² (v_i = (1 - π_i)/π_i² with one round, g_i the gradient
     of the image's prompt score over P N_p), minimised at λ* = Σ v (g·Y)(g·f) / Σ v (g·f)²,
     clipped to [0, 1]. Choosing λ on the same labels it is applied to would let it chase the
@@ -1512,7 +1512,7 @@ def estimate_model_bias(
     4,000 images on a 2-core machine.
 
     ``power_tuning`` weighs the detector by a cross-fitted λ in [0, 1] (``PowerTuning``, over
-    ``folds`` folds of the images); without it λ = 1, the estimator of issue 13.
+    ``folds`` folds of the images); without it λ = 1, the untuned estimator.
 
     A drawn image that has no final label yet must be passed as not drawn (xi = 0): the
     estimate then assumes its label is missing at random -- finish a round before reporting it.

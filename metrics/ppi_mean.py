@@ -1,5 +1,5 @@
 # ruff: noqa: RUF002  (the maths keeps its own Greek letters)
-"""Few-label estimates of mean-type estimands for every protocol, with power tuning (issue 21).
+"""Few-label estimates of mean-type estimands for every protocol, with power tuning.
 
 Pure numpy; no Django. ``metrics.ppi`` keeps the gender protocol's ratio-of-shares estimator;
 this module serves every estimand that is a *linear* function of per-item human values (a share
@@ -16,7 +16,7 @@ population). With a working prediction g_i = α_{group(i)} + λ f_i::
 
     θ̂ = Σ_i a_i [ g_i + ξ_i (Y_i - g_i) / π_i ]
 
-(the issue's (1/N) Σ [λ f_i + ξ_i (Y_i - λ f_i)/π_i], with a per-group intercept α). Under
+(the plain (1/N) Σ [λ f_i + ξ_i (Y_i - λ f_i)/π_i], with a per-group intercept α). Under
 Bernoulli sampling E ξ_i = π_i, so θ̂ is unbiased for *any* fixed g, and::
 
     Var θ̂ = Σ_i (1 - π_i)/π_i a_i² r_i²,    r_i = Y_i - g_i,
@@ -79,7 +79,7 @@ class MeanInputError(ValueError):
 
 @dataclass(frozen=True)
 class Estimand:
-    """One estimated number in issue 21's shape. Undefined figures are None."""
+    """One estimated number in the few-label estimate's shape. Undefined figures are None."""
 
     estimate: float | None
     ci95: tuple[float, float] | None
@@ -358,7 +358,7 @@ def estimate_linear(
     folds: int = FOLDS,
     seed: int = 0,
 ) -> Estimand:
-    """A linear estimand (a mean, a difference of means, a total) in issue 21's shape.
+    """A linear estimand (a mean, a difference of means, a total) in the few-label estimate's shape.
     ``f=None`` means no detector (estimate = labels only, ``detector_only`` None). ``bounds``
     clip the interval to the estimand's range (e.g. (0, 1) for a share, (-1, 1) for a gap)."""
     a = np.asarray(coef, dtype=float)
@@ -559,8 +559,8 @@ def estimate_mean_abs(
     seed: int = 0,
     draws: int = 4000,
 ) -> tuple[Estimand, list[Estimand]]:
-    """The GEP score S = mean_k |d_k| over the defined entries, and each entry d_k, in issue
-    21's shape. The score's interval is the triangle-inequality bound of the module docstring."""
+    """The GEP score S = mean_k |d_k| over the defined entries, and each entry d_k, in the
+    few-label estimate's shape. The score's interval is the triangle-inequality bound of the module docstring."""
     return _bounded_functional(
         entries,
         pi,
@@ -585,7 +585,7 @@ def estimate_max_gap(
 ) -> tuple[Estimand, list[Estimand]]:
     """The largest gap between groups' shares, G = max_g s_g - min_g s_g (the questions
     protocol's ``max_gap``), and each group's share s_g (an entry: a mean over the group's
-    items), in issue 21's shape.
+    items), in the few-label estimate's shape.
 
     G is not linear; like the GEP score its interval rests on a bound that holds whatever the
     true shares are: max(s + e) <= max s + max e and min(s + e) >= min s + min e, so
@@ -630,7 +630,7 @@ def estimate_table(
     draws: int = 2000,
 ) -> tuple[Estimand, list[list[Estimand]]]:
     """``estimate_cramers_v`` with every cell's own estimand (a power-tuned total, interval
-    clipped at 0) in issue 21's shape: (V, cells[row][column])."""
+    clipped at 0) in the few-label estimate's shape: (V, cells[row][column])."""
     total, _, singles = _table(cells, f, pi, xi, y, folds=folds, seed=seed, draws=draws)
     return total, singles
 

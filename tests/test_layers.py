@@ -42,8 +42,8 @@ ALLOWED: dict[str, set[str]] = {
     "generation": {"detectors", "accounts", "studies", "metrics", "config"},
     "reports": {"annotate", "detectors", "accounts", "studies", "metrics", "config"},
     "estimates": {"reports", "annotate", "detectors", "accounts", "studies", "metrics", "config"},
-    # Every protocol in a package of its own (issue 20 §2): spec, analysis, pages, commands, its
-    # few-label estimate (issue 21, on ``estimates``), on every layer below; the core names it
+    # Every protocol in a package of its own: spec, analysis, pages, commands, its
+    # few-label estimate (on ``estimates``), on every layer below; the core names it
     # only by dotted path in its registries (never an import). One protocol never imports
     # another (test_no_protocol_imports_another).
     "protocols": {
@@ -387,7 +387,7 @@ def protocol_names_in_core(root: Path, packages: list[str]) -> list[str]:
 
 
 def test_the_core_names_no_protocol_but_in_installed_apps():
-    """Registered once (issue 20 §2): a protocol is named only by its app in ``INSTALLED_APPS``;
+    """Registered once: a protocol is named only by its app in ``INSTALLED_APPS``;
     the registries read the rest from its spec (``studies.protocols``)."""
     wrong = [
         line for line in protocol_names_in_core(ROOT, PROJECT) if not line.startswith("config/settings.py:")

@@ -1,4 +1,4 @@
-"""The attributes (GEP) protocol's few-label estimate (issue 21), registered with
+"""The attributes (GEP) protocol's few-label estimate, registered with
 ``estimates.estimands``.
 
 Per T2I model and setting: each GEP vector entry (share of "yes" among women minus among men)

@@ -1,4 +1,4 @@
-"""The GEP report of an attributes study (issue 10's JSON contract) as a plain dict.
+"""The GEP report of an attributes study as a plain dict.
 
 Glue only: ``protocols.attributes.selectors`` read the rows, ``metrics.gep`` (GEP
 vectors and scores, their validation) and ``metrics.agreement`` (Fleiss, Krippendorff)

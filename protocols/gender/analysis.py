@@ -4,7 +4,7 @@
   ``metrics.agreement``;
 - selectors: ``selectors`` (report counts) and ``drilldown`` (a prompt's items, a detector's
   confusion and gallery);
-- JSON: ``report.compute`` — issue 4's contract, printed by ``bias_report --format json``;
+- JSON: ``report.compute`` — the JSON contract, printed by ``bias_report --format json``;
 - tables: ``tables`` (the paper's tables 1-3, 5-7); charts: ``reports.charts``;
 - pages: the overview, the prompt heatmap, and the prompt and detector drill-downs
   (``protocols.gender.views``).

@@ -1,4 +1,4 @@
-"""The gender protocol's sampling frame and estimate (issue 13), on the core's frame
+"""The gender protocol's sampling frame and estimate, on the core's frame
 (``estimates.selectors.sampling_frame``): per item the detector's verdict at one version (its
 ``gender`` predictions: male, female, filtered, failed, or missing when none at this version)
 and the human class of its final label of the ``gender`` question (male, female, rest, or None
@@ -190,7 +190,7 @@ class ModelEstimate:
     prompt_sizes: tuple[tuple[str, int], ...] = ()
 
     def as_json(self, pending: list[dict[str, Any]]) -> dict[str, Any]:
-        """The issue's JSON contract for this model, plus ``warnings`` and ``pending``."""
+        """The estimate's JSON contract for this model, plus ``warnings`` and ``pending``."""
         if self.estimate is None:
             body: dict[str, Any] = {
                 "model_bias_score": {"estimate": None, "ci95": None, "bias_corrected": None},

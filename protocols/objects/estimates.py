@@ -1,4 +1,4 @@
-"""The objects (co-occurrence) protocol's few-label estimate (issue 21), registered with
+"""The objects (co-occurrence) protocol's few-label estimate, registered with
 ``estimates.estimands``.
 
 Per T2I model: for each class and gender the number of object instances people confirm (the

@@ -1,4 +1,4 @@
-"""The object co-occurrence report (issue 12's JSON contract) as a plain dict.
+"""The object co-occurrence report as a plain dict.
 
 Glue only: ``protocols.objects.selectors`` read the rows, ``metrics.objects`` computes
 (χ², residuals, the paired permutation test, the human check). The dict holds JSON types only;

@@ -1,4 +1,4 @@
-"""The pair_change (BiasPainter) protocol's few-label estimate (issue 21), registered in
+"""The pair_change (BiasPainter) protocol's few-label estimate, registered in
 ``estimates.estimands``.
 
 Per T2I model, domain (the prompt's category) and attribute (age, gender, skin): the share of

@@ -1,4 +1,4 @@
-"""The pair-change report of a study (issue 11's JSON contract) as a plain dict.
+"""The pair-change report of a study as a plain dict.
 
 Glue only: ``protocols.pair_change.sampling.pair_measurements`` reads the measured pairs (the rule the
 draws for human checking use too), ``metrics.pair_change`` computes every figure, and

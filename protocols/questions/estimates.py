@@ -1,4 +1,4 @@
-"""The questions protocol's few-label estimate (issue 21), registered in ``estimates.estimands``.
+"""The questions protocol's few-label estimate, registered in ``estimates.estimands``.
 
 Per question, T2I model and group (the compared column's value): each answer's share, and per
 answer the largest gap between two groups' shares (``max_gap``) -- the numbers ``bias_report``

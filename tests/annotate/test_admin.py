@@ -396,7 +396,7 @@ def test_html_in_a_manifest_path_is_escaped_on_the_result_page(admin_client, stu
     assert "&lt;script&gt;alert(1)&lt;/script&gt;.png" in page
 
 
-# --- bad values never answer 500 nor leave an empty study (issue 9, item 7) ---------------------
+# --- bad values never answer 500 nor leave an empty study ---------------------
 
 
 @pytest.mark.parametrize(

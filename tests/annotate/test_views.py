@@ -772,7 +772,7 @@ def test_annotator_stats_show_labels_done_per_annotator(client_for, researcher, 
     assert "<tr><td>anna</td><td>2</td>" in html
     assert '<td>0 % <span class="muted">of 1</span></td>' in html
     assert '<td>100 % <span class="muted">of 1</span></td>' in html
-    # The page says what the agreement is computed over (issue 19).
+    # The page says what the agreement is computed over.
     assert (
         "over every answer that has one — agreed by the annotators, resolved by a researcher or imported"
         in html

@@ -243,6 +243,6 @@ def test_a_detector_output_is_validated_when_made():
 
 def test_an_output_a_json_column_cannot_store_is_invalid_naming_its_field():
     """A detector's detail with a NUL character passed the schema and then failed the whole
-    PostgreSQL write (issue 19 section 3): ``studies.jsonbounds`` checks every output."""
+    PostgreSQL write: ``studies.jsonbounds`` checks every output."""
     with pytest.raises(OutputInvalid, match=r"^detail: holds a NUL character"):
         output_validate("gender", {"label": "filtered", "reason": "other", "scores": {}, "detail": "a\x00b"})

@@ -1,4 +1,4 @@
-"""The attributes (GEP) protocol's few-label estimate (issue 21): sampling rounds, the
+"""The attributes (GEP) protocol's few-label estimate: sampling rounds, the
 ``estimate_bias`` JSON / CSV / Markdown, the census case and the registry's refusals."""
 
 from __future__ import annotations

@@ -554,7 +554,7 @@ def test_labels_for_half_width_roughly_halves_the_standard_error_when_followed()
 
 
 # --------------------------------------------------------------------------------------------
-# Few labels, detectors good and bad, and power tuning (issue 21)
+# Few labels, detectors good and bad, and power tuning
 # --------------------------------------------------------------------------------------------
 
 # Detectors that say male, female or filtered; P(output | human class) per row (male, female,

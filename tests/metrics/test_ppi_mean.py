@@ -1,5 +1,5 @@
 """Tests of metrics.ppi_mean: few-label estimates of mean-type estimands with power tuning
-(issue 21). Oracles: hand-worked census and perfect-detector cases, and coverage / width
+. Oracles: hand-worked census and perfect-detector cases, and coverage / width
 simulations at small sizes (the full table is ``bench/bench_estimator.py --generic``)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The prediction-powered estimate of a study's headline numbers (issues 13, 21).
+"""The prediction-powered estimate of a study's headline numbers.
 
 The study's protocol says what is estimated (``estimates.estimands``): the model bias score per
 T2I model (below); attributes, per T2I model and setting the GEP score and each GEP vector entry, ``{"attributes": {model: {setting: {"gep_score": E, "gep_vector": {key: E},
