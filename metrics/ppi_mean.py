@@ -1,61 +1,9 @@
 # ruff: noqa: RUF002  (the maths keeps its own Greek letters)
 """Few-label estimates of mean-type estimands for every protocol, with power tuning.
 
-Pure numpy; no Django. ``metrics.ppi`` keeps the gender protocol's ratio-of-shares estimator;
-this module serves every estimand that is a *linear* function of per-item human values (a share
-of "yes", a share of changed pairs, a count of confirmed instances) and the GEP score built from
-them.
-
-The estimator
--------------
-Item i has a human value Y_i (in [0, 1] or a count; known only where ξ_i = 1), a detector
-prediction f_i (known for every item), an inclusion probability π_i fixed before the draw and
-a coefficient a_i (1/N_A for a mean over group A, -1/N_B for minus a mean over group B, 0 for
-items outside the estimand). The target is θ = Σ a_i Y_i over the items that exist (a finite
-population). With a working prediction g_i = α_{group(i)} + λ f_i::
-
-    θ̂ = Σ_i a_i [ g_i + ξ_i (Y_i - g_i) / π_i ]
-
-(the plain (1/N) Σ [λ f_i + ξ_i (Y_i - λ f_i)/π_i], with a per-group intercept α). Under
-Bernoulli sampling E ξ_i = π_i, so θ̂ is unbiased for *any* fixed g, and::
-
-    Var θ̂ = Σ_i (1 - π_i)/π_i a_i² r_i²,    r_i = Y_i - g_i,
-    V̂     = Σ_i ξ_i (1 - π_i)/π_i² a_i² r_i²        (its unbiased estimate).
-
-π_i = 1 for every item (a census) gives the exact human number and V̂ = 0.
-
-Why an intercept. Bernoulli sampling draws a random number of labels; plain Horvitz-Thompson
-(g = 0) then carries the sample size's noise, so a constant predictor -- even a useless
-detector -- would beat "labels only" for a reason that has nothing to do with the detector.
-The intercept removes that: λ = 0 is the labels-only estimator (HT with a fitted constant, close
-to the sample mean -- the honest baseline), and the detector is judged by what λ f adds to it.
-
-Power tuning (PPI++, Angelopoulos, Duchi & Zrnic 2023). (α, λ) minimise V̂: a weighted least
-squares of Y on (group indicators, f) over the labelled items with weights (1-π)/π² a², λ
-clipped to [0, 1] (α refitted given the clipped λ). To keep the interval valid the fit is
-**cross-fitted**: the items are split into ``folds`` folds and a fold's (α, λ) come from the
-other folds' labels only, so g_i never sees Y_i. A useless detector gets λ ≈ 0 and the estimate
-is labels-only; a good one gets λ ≈ 1. ``effective_labels`` = labels × V̂(labels only) / V̂.
-
-Interval: θ̂ ± t_{0.975, ν} √V̂ with ν the Satterthwaite degrees of freedom of the labels-only
-fit's per-item terms, (Σ v_i)² / Σ v_i² - 1 (at least 1): with ten labels a normal quantile
-undercovers, and a rare "yes" (skewed values) needs a larger quantile still. The tuned fit uses
-the labels-only ν too (``_floored``). The labels-only variance is floored at Agresti-Coull's for
-values in [0, 1] (``_binary_floor``): a sample of all-equal labels does not give width 0.
-
-The GEP score (mean absolute entry)
------------------------------------
-S = (1/K) Σ_k |d_k| is not linear and |·| biases the plug-in upward: with d_k = 0 and
-d̂_k ~ N(0, s²), E|d̂_k| = 0.80 s. The interval therefore does not rest on S's plug-in
-distribution but on a bound that holds whatever d is: by the triangle inequality
-|S(d̂) - S(d)| ≤ (1/K) Σ_k |d̂_k - d_k| = L. With the entries' estimated covariance Σ̂ (the same
-per-item residuals, so entries that share items are correlated) and e ~ multivariate t(Σ̂, ν),
-q = the 95 % quantile of (1/K) Σ |e_k| bounds L with probability ≈ 0.95, and
-[max(0, S(d̂) - q), S(d̂) + q] covers S(d). It is conservative (coverage near 0.99 in the
-simulations of ``bench/bench_estimator.py --generic``) but honest at 5 % labels, and its width
-scales with the entries' standard errors, so a detector's gain carries over to the score.
-The reported ``estimate`` is the plug-in S(d̂) (upward-biased with few labels; the interval,
-not the point, is what to read).
+Pure numpy. Every estimand that is a linear function of per-item human values (a share, a count)
+and the GEP score built from them; ``metrics.ppi`` keeps the gender ratio-of-shares estimator.
+The estimator, its interval and the GEP score's bound: docs/explanation/estimator.md.
 """
 
 from __future__ import annotations
@@ -218,7 +166,7 @@ def linear_estimate(
     folds: int = FOLDS,
     seed: int = 0,
 ) -> Linear:
-    """θ̂ = Σ a_i [g_i + ξ_i (Y_i - g_i)/π_i] with g cross-fitted (see the module docstring).
+    """θ̂ = Σ a_i [g_i + ξ_i (Y_i - g_i)/π_i] with g cross-fitted (docs/explanation/estimator.md).
 
     ``y`` holds NaN where not labelled; ``coef`` = a_i; ``groups`` (small ints) give the
     intercepts' groups (default: one per sign of a_i, i.e. per side of a difference)."""
@@ -510,7 +458,7 @@ def _bounded_functional(
     """A functional ``value`` of the entries (mean |d_k|, max - min) whose error is at most
     ``bound(e)`` of the entries' errors e whatever the truth (a Lipschitz bound), and each entry.
     The interval is [value(d̂) - q, value(d̂) + q] (clipped to [0, 1]), q the 95 % quantile of
-    ``bound`` under the entries' estimated joint distribution (see the module docstring)."""
+    ``bound`` under the entries' estimated joint distribution (docs/explanation/estimator.md)."""
     pi_ = np.asarray(pi, dtype=float)
     xi_ = np.asarray(xi, dtype=bool)
     singles, tuned_fits, human_fits, detector = _entry_fits(entries, pi_, xi_, entry_bounds, folds, seed)
@@ -560,7 +508,7 @@ def estimate_mean_abs(
     draws: int = 4000,
 ) -> tuple[Estimand, list[Estimand]]:
     """The GEP score S = mean_k |d_k| over the defined entries, and each entry d_k, in the
-    few-label estimate's shape. The score's interval is the triangle-inequality bound of the module docstring."""
+    few-label estimate's shape. The score's interval is the triangle-inequality bound of docs/explanation/estimator.md."""
     return _bounded_functional(
         entries,
         pi,
