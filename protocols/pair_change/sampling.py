@@ -1,33 +1,10 @@
 """Pair-change measurements and the stratified draw of pairs for human checking (BiasPainter).
 
-Two halves, one reading rule:
-
-- **Reads** (``measurement_sources``, ``pair_measurements``): every pair of a pair-change study
-  with the measurements of its seed photo (role ``input``) and its edit (role ``output``) as
-  ``metrics.pair_change.Pair`` rows. The report (``protocols.pair_change``) reads pairs
-  through these functions too, so the verdicts a draw records are the verdicts the report
-  computes: one rule, written once.
-- **The write** (``pairs_sample``, behind ``manage.py sample_pairs``): a stratified random sample
-  of the pairs by their automatic verdict on one attribute (the paper's 25 older / 25 younger /
-  50 unchanged) goes into the labelling queue: ``Item.queue`` 1 and the attribute's question in
-  ``Item.question_keys``. The draw — seed, bucket sizes, attribute, source detector, the chosen
-  pairs and their verdicts — is appended to ``Study.parameters["samples"]``, where the report
-  finds it to score the verdicts against the human answers. The same draw asked again changes
-  nothing.
-
-Which detector measures what. A measurement detector fills some of ``age``, ``gender``,
-``skin_gray`` and leaves the rest null (``face_age_gender``: age and gender; ``skin_tone``: gray).
-Per detector the version of its newest measurement in the study is read (as every report does).
-An attribute's *candidates* are the detectors whose ``ok`` predictions at that version give it a
-value somewhere in the study. The source of an attribute is, in this order: the one given
-(``measure``, e.g. ``bias_report --measure age=facepp_measure``); the detector filter (only it);
-the study's ``parameters["measure"]``; the only candidate. Two candidates and no choice is an
-error naming them; no candidate leaves the attribute without a source (its figures are null).
-
-Bad input is an error naming the pair (``PairChangeInputError``): no seed photo or no edit, no
-prompt (so no word of the prompt set), a seed photo without a face, an image the source detector
-failed on (e.g. not decodable), a measurement out of range. A pair a source has not measured
-yet is not an error: it is left out, and counted with the reason.
+Reads (``measurement_sources``, ``pair_measurements``): every pair with its seed's and edit's
+measurements, the one rule the report reads pairs by too. The write (``pairs_sample``, behind
+``sample_pairs``): a stratified sample by automatic verdict into the labelling queue, the draw
+recorded in ``Study.parameters["samples"]``. Which detector is an attribute's source, and the
+errors: docs/tutorials/pair-change.md.
 """
 
 from __future__ import annotations
