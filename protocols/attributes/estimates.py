@@ -1,25 +1,8 @@
-"""The attributes (GEP) protocol's few-label estimate, registered with
-``estimates.estimands``.
+"""The attributes (GEP) protocol's few-label estimate, registered with ``estimates.estimands``.
 
-Per T2I model and setting: each GEP vector entry (share of "yes" among women minus among men)
-and the GEP score (mean absolute entry), from a detector of kind ``attributes`` on every item
-and the final answers of the items drawn in the sampling rounds, by ``metrics.ppi_mean``.
-
-Inclusion probabilities. The rounds of one detector version are uniform Bernoulli draws over
-the items no earlier round drew (π = 1 for items already labelled): an item's probability of
-being drawn by any of the complete rounds is 1 - Π_k (1 - q_k), where q_k is the probability
-round k gave it, or for an item an earlier round drew, the probability round k gave the
-undrawn pool (the same for every pool item under the uniform design). A study whose every item
-is labelled and that has no round is a census: the exact human numbers, width 0.
-
-Only items drawn in a complete round count as labelled; other final labels (people labelling
-"around" the rounds) are not random and are left out. A sampled item without a final answer to
-an attribute it is relevant to (a question it does not ask) simply does not count for that
-attribute.
-
-A judge (a detector of kind ``answers``: yes / no per attribute, ``reports.judges``) serves as
-the detector when it has no ``attributes`` predictions: its score of an attribute is its
-probability of "yes" when it gave probabilities, else 1 for yes and 0 for no.
+Per T2I model and setting, each GEP vector entry and the GEP score by ``metrics.ppi_mean``, from
+a detector of kind ``attributes`` (or a judge's answers) and the final answers of the items
+drawn in complete rounds; inclusion probabilities and the census: docs/explanation/estimator.md.
 """
 
 from __future__ import annotations
