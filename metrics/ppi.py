@@ -1373,12 +1373,9 @@ def estimate_model_bias(
     per distinct f. ``round_weights`` override ``default_round_weights`` (must be fixed in
     advance, sum to 1).
 
-    ``n_boot`` design-bootstrap replicates (seeded by ``seed``; 0 skips the bootstrap and
-    reports the delta intervals) give the intervals; the default takes about half a second for
-    4,000 images on a 2-core machine.
-
-    ``power_tuning`` weighs the detector by a cross-fitted λ in [0, 1] (``PowerTuning``, over
-    ``folds`` folds of the images); without it λ = 1, the untuned estimator.
+    ``n_boot`` design-bootstrap replicates (seeded by ``seed``; 0: the delta intervals) give the
+    intervals. ``power_tuning`` weighs the detector by a cross-fitted λ in [0, 1] over ``folds``
+    folds of the images; without it λ = 1.
 
     A drawn image that has no final label yet must be passed as not drawn (xi = 0): the
     estimate then assumes its label is missing at random -- finish a round before reporting it.
