@@ -9,11 +9,10 @@ import pytest
 from django.core.checks import run_checks
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
-from django.test import modify_settings
 
 from detectors import registry
 from studies.checks import check_protocols, dotted_path_problem
-from studies.protocols import PROTOCOLS, protocol_registered
+from studies.protocols import PROTOCOLS
 
 
 def ids(messages):
@@ -36,7 +35,7 @@ def test_a_dotted_path_is_resolved_without_importing_the_module():
     )
 
 
-def test_a_spec_with_wrong_paths_fails_the_check_naming_each_field():
+def test_a_spec_with_wrong_paths_fails_the_check_naming_each_field(monkeypatch):
     broken = dataclasses.replace(
         PROTOCOLS["gender"],
         key="broken",
@@ -50,8 +49,8 @@ def test_a_spec_with_wrong_paths_fails_the_check_naming_each_field():
         ),
         demo_command="no_such_command",
     )
-    with protocol_registered(broken):
-        messages = [m for m in check_protocols() if "'broken'" in m.msg]
+    registered(monkeypatch, {"broken": broken})
+    messages = check_protocols()
     assert ids(messages) == ["protocols.E003"] * 3 + ["protocols.E004", "protocols.E005", "protocols.E006"]
     text = "\n".join(m.msg for m in messages)
     assert "analysis = 'protocols.gender.analysis.NoSuchAnalysis'" in text
@@ -60,19 +59,22 @@ def test_a_spec_with_wrong_paths_fails_the_check_naming_each_field():
     assert "kind_validators['mood']" in text
 
 
-def test_an_installed_app_whose_spec_path_names_nothing_fails_manage_py_check():
-    with modify_settings(INSTALLED_APPS={"append": "tests.studies.broken_protocol.BrokenSpecConfig"}):
-        assert ids(check_protocols()) == ["protocols.E001"]
-        with pytest.raises(SystemCheckError, match=r"protocols\.E001"):
-            call_command("check", "--tag", "protocols")
+def registered(monkeypatch, entries):
+    """Check ``entries`` as the registrations, without registering them: the report pages would
+    mount their URLconfs at once."""
+    monkeypatch.setattr("studies.checks.protocol_registrations", lambda: entries)
+
+
+def test_an_app_whose_spec_path_names_nothing_fails_manage_py_check(monkeypatch):
+    registered(monkeypatch, {"broken": "protocols.gender.spec.NO_SUCH_SPEC"})
+    assert ids(check_protocols()) == ["protocols.E001"]
+    with pytest.raises(SystemCheckError, match=r"protocols\.E001"):
+        call_command("check", "--tag", "protocols")
 
 
 def test_an_app_whose_spec_is_another_protocols_fails_the_check(monkeypatch):
-    monkeypatch.setattr(
-        "tests.studies.broken_protocol.BrokenSpecConfig.protocol_spec", "protocols.gender.spec.SPEC"
-    )
-    with modify_settings(INSTALLED_APPS={"append": "tests.studies.broken_protocol.BrokenSpecConfig"}):
-        assert ids(check_protocols()) == ["protocols.E002"]
+    registered(monkeypatch, {"broken": "protocols.gender.spec.SPEC"})
+    assert ids(check_protocols()) == ["protocols.E002"]
 
 
 def test_a_detector_entry_naming_no_class_fails_the_check():
