@@ -66,7 +66,8 @@ from django.test import Client  # noqa: E402
 from django.test.utils import setup_test_environment, teardown_test_environment  # noqa: E402
 
 from annotate.models import FinalLabel, FinalLabelSource, Label  # noqa: E402
-from detectors.models import OutputKind, Prediction  # noqa: E402
+from detectors.kinds import KIND_GENDER  # noqa: E402
+from detectors.models import Prediction  # noqa: E402
 from reports.analyses import analysis_for  # noqa: E402
 from reports.selectors import Scope  # noqa: E402
 from studies.models import Image, ImageRole, Item, ItemImage, Prompt, Question, Study  # noqa: E402
@@ -214,7 +215,7 @@ def write_with_bulk_create(slug: str, data: dict[str, np.ndarray]) -> Study:
                     image=file,
                     detector=f"detector-{d}",
                     version="1",
-                    kind=OutputKind.GENDER,
+                    kind=KIND_GENDER,
                     output=_output(verdicts[i]),
                 )
                 for i, file in enumerate(files)
@@ -317,7 +318,7 @@ def write_fast(slug: str, data: dict[str, np.ndarray]) -> Study:
             Prediction,
             ("image_id", "detector", "version", "kind", "status", "output", "error", "created_at"),
             (
-                (pk, f"detector-{d}", "1", OutputKind.GENDER.value, "ok", outputs[v], "", NOW)
+                (pk, f"detector-{d}", "1", KIND_GENDER, "ok", outputs[v], "", NOW)
                 for pk, v in zip(file_ids, row, strict=True)
             ),
         )

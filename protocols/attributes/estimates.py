@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from annotate.models import FinalLabel
-from detectors.models import OutputKind
+from detectors.kinds import KIND_ATTRIBUTES
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
@@ -114,7 +114,7 @@ def attributes_report(
     estimate's; ``history``: the page's width-against-labels chart, the GEP score per model and
     setting after each round). Raises LookupError when the detector has no ``attributes``
     predictions in the study."""
-    version = sel.detector_version(study, detector, OutputKind.ATTRIBUTES)
+    version = sel.detector_version(study, detector, KIND_ATTRIBUTES)
     judge = version is None
     if judge:
         version = sel.detector_version(study, detector, JUDGE_KIND)
@@ -192,7 +192,7 @@ def attribute_output_codes(study: Study, detector: str, version: str) -> dict[in
     """item id -> how many attributes the detector scores 0.5 or more (0, 1, 2, 3+): the
     stratified design's detector output."""
     codes: dict[int, Hashable] = {}
-    for item_id, output in _outputs(study, detector, version, OutputKind.ATTRIBUTES):
+    for item_id, output in _outputs(study, detector, version, KIND_ATTRIBUTES):
         scores = (output or {}).get("scores") or {}
         codes[item_id] = min(3, sum(1 for v in scores.values() if isinstance(v, (int, float)) and v >= 0.5))
     return codes
@@ -207,7 +207,7 @@ def attribute_residuals(study: Study, detector: str, version: str) -> dict[int, 
     ):
         answers.setdefault(item_id, {})[key] = value
     out: dict[int, float] = {}
-    for item_id, output in _outputs(study, detector, version, OutputKind.ATTRIBUTES):
+    for item_id, output in _outputs(study, detector, version, KIND_ATTRIBUTES):
         scores = (output or {}).get("scores") or {}
         given = answers.get(item_id, {})
         terms = [
@@ -222,7 +222,7 @@ def attribute_residuals(study: Study, detector: str, version: str) -> dict[int, 
 
 ESTIMAND = EstimandProtocol(
     key="attributes",
-    output_kind=OutputKind.ATTRIBUTES.value,
+    output_kind=KIND_ATTRIBUTES,
     designs=(Design.UNIFORM.value, Design.ACTIVE.value, Design.STRATIFIED.value),
     report=attributes_report,
     labelled=sel.items_fully_labelled,

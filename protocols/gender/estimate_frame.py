@@ -21,7 +21,8 @@ import numpy as np
 from django.db.models.fields.json import KT
 
 from annotate.models import FinalLabel
-from detectors.models import OutputKind, Prediction, PredictionStatus, Verdict
+from detectors.kinds import KIND_GENDER
+from detectors.models import Prediction, PredictionStatus, Verdict
 from estimates.charts import Series, series_width_chart_svg
 from estimates.models import Design, SamplingRound
 from estimates.selectors import (
@@ -60,7 +61,7 @@ def verdicts(study: Study, detector: str, version: str) -> dict[int, str]:
     verdict_of_image: dict[int, str] = {}
     for image_id, status, label in (
         Prediction.objects.filter(
-            kind=OutputKind.GENDER,
+            kind=KIND_GENDER,
             detector=detector,
             version=version,
             image_id__in=images.values("image_id"),
@@ -299,7 +300,7 @@ def bias_estimate(
     ``history`` adds, per model, the interval widths after each complete round (one estimate
     per round, with at most ``HISTORY_BOOT`` replicates before the last: for the page's plot).
     Raises LookupError when the detector has no gender predictions in the study."""
-    version = version or detector_version(study, detector, OutputKind.GENDER)
+    version = version or detector_version(study, detector, KIND_GENDER)
     if version is None:
         raise LookupError(f"detector '{detector}' has no gender predictions in study '{study.slug}'")
     frame = gender_frame(study, detector, version)

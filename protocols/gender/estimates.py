@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from detectors.models import OutputKind
+from detectors.kinds import KIND_GENDER
 from estimates.charts import data_uri
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
@@ -95,7 +95,7 @@ def gender_report(
 
 ESTIMAND = EstimandProtocol(
     key="gender",
-    output_kind=OutputKind.GENDER.value,
+    output_kind=KIND_GENDER,
     designs=(Design.UNIFORM.value, Design.ACTIVE.value, Design.STRATIFIED.value),
     report=gender_report,
     labelled=labelled,

@@ -19,7 +19,8 @@ from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
-from detectors.models import OutputKind, Prediction, PredictionStatus
+from detectors.kinds import KIND_MEASUREMENTS
+from detectors.models import Prediction, PredictionStatus
 from metrics import pair_change as pc
 from protocols.pair_change.spec import KEY
 from studies.models import ImageRole, Item, ItemImage, Study
@@ -107,7 +108,7 @@ def measurement_versions(study: Study) -> dict[str, str]:
     images (highest id: the version run last), sorted by detector. One grouped query."""
     chosen: dict[str, tuple[int, str]] = {}
     for row in (
-        Prediction.objects.filter(kind=OutputKind.MEASUREMENTS, image_id__in=_pair_images(study))
+        Prediction.objects.filter(kind=KIND_MEASUREMENTS, image_id__in=_pair_images(study))
         .values("detector", "version")
         .annotate(last_id=Max("pk"))
         .order_by()
@@ -136,7 +137,7 @@ def measurement_candidates(study: Study, versions: Mapping[str, str]) -> dict[st
     counts = (
         Prediction.objects.filter(
             _which(versions),
-            kind=OutputKind.MEASUREMENTS,
+            kind=KIND_MEASUREMENTS,
             status=PredictionStatus.OK,
             image_id__in=_pair_images(study),
         )
@@ -323,7 +324,7 @@ def pair_measurements(
         # A subquery, not a list of ids: a study of 70,000 pairs would pass SQLite's parameter limit.
         image_ids = ItemImage.objects.filter(item__in=items, role__in=PAIR_ROLES).values("image_id")
         for image_id, name, status, output, error in (
-            Prediction.objects.filter(_which(used), kind=OutputKind.MEASUREMENTS, image_id__in=image_ids)
+            Prediction.objects.filter(_which(used), kind=KIND_MEASUREMENTS, image_id__in=image_ids)
             .values_list("image_id", "detector", "status", "output", "error")
             .order_by()
         ):
