@@ -445,30 +445,30 @@ def generic_estimands(
     yobs = np.where(xi[:, None], y, np.nan)
     if protocol == "attributes":
         entries = [
-            ppi_mean.Entry(yobs[:, j], f[:, j], ppi_mean.difference_coefficients(group == 0, group == 1))
+            ppi_mean.Entry(f[:, j], yobs[:, j], ppi_mean.difference_coefficients(group == 0, group == 1))
             for j in range(y.shape[1])
         ]
-        score, _ = ppi_mean.estimate_mean_abs(entries, pi, xi, seed=seed, draws=1000)
+        score, _ = ppi_mean.estimate_mean_abs(entries, xi, pi, seed=seed, draws=1000)
         d = y[group == 0].mean(axis=0) - y[group == 1].mean(axis=0)
         return score, float(np.mean(np.abs(d)))
     if protocol == "pair_change":
         coef = ppi_mean.mean_coefficients(np.ones(len(group), dtype=bool))
-        est = ppi_mean.estimate_linear(yobs[:, 0], f[:, 0], pi, xi, coef, bounds=(0.0, 1.0), seed=seed)
+        est = ppi_mean.estimate_linear(f[:, 0], yobs[:, 0], xi, pi, coef, bounds=(0.0, 1.0), seed=seed)
         return est, float(y[:, 0].mean())
     if protocol == "questions":
         entries = [
-            ppi_mean.Entry(yobs[:, 0], f[:, 0], ppi_mean.mean_coefficients(group == g))
+            ppi_mean.Entry(f[:, 0], yobs[:, 0], ppi_mean.mean_coefficients(group == g))
             for g in range(int(group.max()) + 1)
         ]
-        gap, _ = ppi_mean.estimate_max_gap(entries, pi, xi, seed=seed, draws=1000)
+        gap, _ = ppi_mean.estimate_max_gap(entries, xi, pi, seed=seed, draws=1000)
         shares = [y[group == g, 0].mean() for g in range(int(group.max()) + 1)]
         return gap, float(max(shares) - min(shares))
     if protocol == "objects_v":
-        est, _ = ppi_mean.estimate_cramers_v(group, f, pi, xi, yobs, seed=seed, draws=500)
+        est, _ = ppi_mean.estimate_cramers_v(group, f, yobs, xi, pi, seed=seed, draws=500)
         truth_v = ppi_mean.cramers_v(np.array([y[group == g].sum(axis=0) for g in (0, 1)]))
         return est, float(truth_v or 0.0)
     coef = (group == 0).astype(float)
-    est = ppi_mean.estimate_linear(yobs[:, 0], f[:, 0], pi, xi, coef, bounds=(0.0, None), seed=seed)
+    est = ppi_mean.estimate_linear(f[:, 0], yobs[:, 0], xi, pi, coef, bounds=(0.0, None), seed=seed)
     return est, float(y[group == 0, 0].sum())
 
 
@@ -599,12 +599,12 @@ def judge_cell(
         for name, f in (("soft", q[:, 0]), ("hard", hard[:, 0])):
             coef = ppi_mean.mean_coefficients(group == 0)
             found[f"share_{name}"] = ppi_mean.estimate_linear(
-                yobs, f, pi, xi, coef, bounds=(0.0, 1.0), seed=seed + s
+                f, yobs, xi, pi, coef, bounds=(0.0, 1.0), seed=seed + s
             )
             if gap:
-                entries = [ppi_mean.Entry(yobs, f, ppi_mean.mean_coefficients(group == g)) for g in range(3)]
+                entries = [ppi_mean.Entry(f, yobs, ppi_mean.mean_coefficients(group == g)) for g in range(3)]
                 found[f"gap_{name}"], _ = ppi_mean.estimate_max_gap(
-                    entries, pi, xi, seed=seed + s, draws=1000
+                    entries, xi, pi, seed=seed + s, draws=1000
                 )
         if any(est.ci95 is None for est in found.values()):
             continue

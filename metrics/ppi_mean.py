@@ -155,10 +155,10 @@ def _fit(
 
 
 def linear_estimate(
-    y: Sequence[float] | np.ndarray,
     f: Sequence[float] | np.ndarray | None,
-    pi: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
     xi: Sequence[bool] | np.ndarray,
+    pi: Sequence[float] | np.ndarray,
     coef: Sequence[float] | np.ndarray,
     groups: Sequence[int] | np.ndarray | None = None,
     *,
@@ -295,10 +295,10 @@ def _effective(n: int, human: float, tuned: float) -> float:
 
 
 def estimate_linear(
-    y: Sequence[float] | np.ndarray,
     f: Sequence[float] | np.ndarray | None,
-    pi: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
     xi: Sequence[bool] | np.ndarray,
+    pi: Sequence[float] | np.ndarray,
     coef: Sequence[float] | np.ndarray,
     groups: Sequence[int] | np.ndarray | None = None,
     *,
@@ -315,9 +315,9 @@ def estimate_linear(
     _checked(y, f, pi, xi)
     if not _reachable(np.asarray(pi, dtype=float), np.asarray(xi, dtype=bool), a):
         return _detector_only(f, a)
-    human = linear_estimate(y, None, pi, xi, a, groups, use_detector=False, folds=folds, seed=seed)
+    human = linear_estimate(None, y, xi, pi, a, groups, use_detector=False, folds=folds, seed=seed)
     tuned = (
-        _floored(linear_estimate(y, f, pi, xi, a, groups, use_detector=True, folds=folds, seed=seed), human)
+        _floored(linear_estimate(f, y, xi, pi, a, groups, use_detector=True, folds=folds, seed=seed), human)
         if f is not None
         else human
     )
@@ -351,10 +351,10 @@ def difference_coefficients(mask_a: np.ndarray, mask_b: np.ndarray) -> np.ndarra
 
 
 def estimate_difference(
-    y: Sequence[float] | np.ndarray,
     f: Sequence[float] | np.ndarray | None,
-    pi: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
     xi: Sequence[bool] | np.ndarray,
+    pi: Sequence[float] | np.ndarray,
     mask_a: Sequence[bool] | np.ndarray,
     mask_b: Sequence[bool] | np.ndarray,
     *,
@@ -364,16 +364,16 @@ def estimate_difference(
 ) -> Estimand:
     """Mean of Y over A minus over B (e.g. share of "yes" among women minus among men)."""
     a = difference_coefficients(np.asarray(mask_a, dtype=bool), np.asarray(mask_b, dtype=bool))
-    return estimate_linear(y, f, pi, xi, a, bounds=bounds, folds=folds, seed=seed)
+    return estimate_linear(f, y, xi, pi, a, bounds=bounds, folds=folds, seed=seed)
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One entry of a vector estimand: human values, detector values, coefficients (NaN-free
+    """One entry of a vector estimand: detector values, human values, coefficients (NaN-free
     ``y`` where labelled), as ``estimate_mean_abs`` takes them."""
 
-    y: np.ndarray
     f: np.ndarray | None
+    y: np.ndarray
     coef: np.ndarray
     #: This entry's own sampled indicators (an explicit GEP item answers one attribute only);
     #: None: the ``xi`` given to ``estimate_mean_abs``.
@@ -402,9 +402,9 @@ def _entry_fits(
         if not _reachable(pi, x, entry.coef):
             singles.append(_detector_only(entry.f, entry.coef))
             continue
-        human = linear_estimate(entry.y, None, pi, x, entry.coef, use_detector=False, folds=folds, seed=seed)
+        human = linear_estimate(None, entry.y, x, pi, entry.coef, use_detector=False, folds=folds, seed=seed)
         tuned = (
-            _floored(linear_estimate(entry.y, entry.f, pi, x, entry.coef, folds=folds, seed=seed), human)
+            _floored(linear_estimate(entry.f, entry.y, x, pi, entry.coef, folds=folds, seed=seed), human)
             if entry.f is not None
             else human
         )
@@ -445,8 +445,8 @@ def _error_quantile(cs: list[np.ndarray], df: float, draws: int, seed: int, boun
 
 def _bounded_functional(
     entries: Sequence[Entry],
-    pi: Sequence[float] | np.ndarray,
     xi: Sequence[bool] | np.ndarray,
+    pi: Sequence[float] | np.ndarray,
     *,
     value: Any,
     bound: Any,
@@ -500,8 +500,8 @@ def _bounded_functional(
 
 def estimate_mean_abs(
     entries: Sequence[Entry],
-    pi: Sequence[float] | np.ndarray,
     xi: Sequence[bool] | np.ndarray,
+    pi: Sequence[float] | np.ndarray,
     *,
     folds: int = FOLDS,
     seed: int = 0,
@@ -511,8 +511,8 @@ def estimate_mean_abs(
     few-label estimate's shape. The score's interval is the triangle-inequality bound of docs/explanation/estimator.md."""
     return _bounded_functional(
         entries,
-        pi,
         xi,
+        pi,
         value=lambda d: np.mean(np.abs(d)),
         bound=lambda e: np.mean(np.abs(e), axis=0),
         entry_bounds=(-1.0, 1.0),
@@ -524,8 +524,8 @@ def estimate_mean_abs(
 
 def estimate_max_gap(
     entries: Sequence[Entry],
-    pi: Sequence[float] | np.ndarray,
     xi: Sequence[bool] | np.ndarray,
+    pi: Sequence[float] | np.ndarray,
     *,
     folds: int = FOLDS,
     seed: int = 0,
@@ -542,8 +542,8 @@ def estimate_max_gap(
     groups this is the t interval of |s_1 - s_2| folded at 0: exact away from 0, conservative at 0."""
     return _bounded_functional(
         entries,
-        pi,
         xi,
+        pi,
         value=lambda s: np.max(s) - np.min(s),
         bound=lambda e: np.max(e, axis=0) - np.min(e, axis=0),
         entry_bounds=(0.0, 1.0),
@@ -569,9 +569,9 @@ def cramers_v(table: np.ndarray) -> float | None:
 def estimate_table(
     cells: np.ndarray,
     f: np.ndarray,
-    pi: Sequence[float] | np.ndarray,
-    xi: Sequence[bool] | np.ndarray,
     y: np.ndarray,
+    xi: Sequence[bool] | np.ndarray,
+    pi: Sequence[float] | np.ndarray,
     *,
     folds: int = FOLDS,
     seed: int = 0,
@@ -586,9 +586,9 @@ def estimate_table(
 def estimate_cramers_v(
     cells: np.ndarray,
     f: np.ndarray,
-    pi: Sequence[float] | np.ndarray,
-    xi: Sequence[bool] | np.ndarray,
     y: np.ndarray,
+    xi: Sequence[bool] | np.ndarray,
+    pi: Sequence[float] | np.ndarray,
     *,
     folds: int = FOLDS,
     seed: int = 0,
@@ -638,8 +638,8 @@ def _table(
     for g in range(n_rows):
         coef = (rows == g).astype(float)
         for c in range(n_cols):
-            h = linear_estimate(y_[:, c], None, pi_, xi_, coef, use_detector=False, folds=folds, seed=seed)
-            t = _floored(linear_estimate(y_[:, c], f_[:, c], pi_, xi_, coef, folds=folds, seed=seed), h)
+            h = linear_estimate(None, y_[:, c], xi_, pi_, coef, use_detector=False, folds=folds, seed=seed)
+            t = _floored(linear_estimate(f_[:, c], y_[:, c], xi_, pi_, coef, folds=folds, seed=seed), h)
             human.append(h)
             tuned.append(t)
     detector_v = cramers_v(

@@ -61,8 +61,8 @@ def _cell(
         f = np.array([float(s) if s is not None else fill for s in raw])
         xi = sampled & relevant & np.isfinite(y)
         coef = ppi_mean.difference_coefficients(relevant & woman, relevant & man)
-        entries.append(ppi_mean.Entry(np.where(xi, y, np.nan), f, coef, xi))
-    score, vector = ppi_mean.estimate_mean_abs(entries, p, sampled)
+        entries.append(ppi_mean.Entry(f, np.where(xi, y, np.nan), coef, xi))
+    score, vector = ppi_mean.estimate_mean_abs(entries, sampled, p)
     return {
         "gep_score": score.as_json(),
         "gep_vector": {key: est.as_json() for key, est in zip(keys, vector, strict=True)},

@@ -167,7 +167,7 @@ def _cells(
                 f = np.array([_changed_score(scores.get(int(i)), attribute) for i in ids])
                 xi = sampled & np.isfinite(y)
                 est = ppi_mean.estimate_linear(
-                    np.where(xi, y, np.nan), f, p, xi, ppi_mean.mean_coefficients(mask), bounds=(0.0, 1.0)
+                    f, np.where(xi, y, np.nan), xi, p, ppi_mean.mean_coefficients(mask), bounds=(0.0, 1.0)
                 )
                 cells.setdefault(str(model), {}).setdefault(str(domain), {})[attribute] = {
                     **est.as_json(),

@@ -133,8 +133,8 @@ def _question_cell(
                 fill = float(f_raw[mask & known].mean()) if np.any(mask & known) else 0.0
                 f = np.where(known, f_raw, fill)
                 coef = ppi_mean.mean_coefficients(mask)
-                per_answer[answer].append(ppi_mean.Entry(np.where(xi, y, np.nan), f, coef, xi))
-            gap, shares = ppi_mean.estimate_max_gap(per_answer[answer], p, sampled, seed=seed)
+                per_answer[answer].append(ppi_mean.Entry(f, np.where(xi, y, np.nan), coef, xi))
+            gap, shares = ppi_mean.estimate_max_gap(per_answer[answer], sampled, p, seed=seed)
             for name, est in zip(names, shares, strict=True):
                 cell_groups[name]["shares"][answer] = est.as_json()
             gaps[answer] = gap.as_json()
