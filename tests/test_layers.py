@@ -1,6 +1,6 @@
-"""The dependency arrows point down (STYLE.md, issues 8 and 20), and no package holds an import
+"""The dependency arrows point down (STYLE.md), and no package holds an import
 circle. Read from the source with ``ast``: imports inside functions and under ``TYPE_CHECKING``
-count (a lazy import is still an arrow; hiding a circle behind one is what issue 20 undid in
+count (a lazy import is still an arrow; hiding a circle behind one is what was undone in
 ``detectors/``), so a new module that breaks a layer or closes a loop fails here at once.
 
 From the ground up: ``metrics`` (no Django) and ``accounts``; the core ``studies``; ``config``
@@ -289,7 +289,7 @@ def _package(root: Path, files: dict[str, str]) -> None:
 
 
 def test_the_checker_finds_a_circle_closed_by_lazy_imports(tmp_path):
-    # The shape issue 20 found in detectors/: services → remote → services, both lazily.
+    # The shape once found in detectors/: services → remote → services, both lazily.
     _package(
         tmp_path,
         {

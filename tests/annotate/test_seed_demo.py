@@ -232,7 +232,7 @@ def test_every_protocol_has_a_demo_study_with_the_demo_annotators(seeded):
 
 
 def test_every_attributes_item_has_the_metadata_the_gep_comparison_needs(seeded):
-    """Issue 19: the attributes demo's report said "0 of 4 images compared" (no gender, no
+    """Regression: the attributes demo's report said "0 of 4 images compared" (no gender, no
     setting on its items)."""
     items = list(Study.objects.get(slug="demo-attributes").items.all())
     assert len(items) == len(attributes.attribute_images())

@@ -167,7 +167,7 @@ def test_annotator_stats_reports_labels_median_time_and_agreement(
 def test_annotator_stats_agreement_counts_agreed_resolved_and_imported_final_labels(
     annotator_a, annotator_b, annotator_c, researcher
 ):
-    """Issue 19: a majority rule (2 of 3) settles items where one annotator was outvoted; the
+    """Regression: a majority rule (2 of 3) settles items where one annotator was outvoted; the
     agreement must count them, not only the disputed-then-resolved items."""
     study = StudyFactory(labels_per_item=3, agreement="majority")
     study.annotators.add(annotator_a, annotator_b, annotator_c)

@@ -113,7 +113,7 @@ def test_intervals_cover_the_all_labels_number_for_every_detector(
     protocol: str, kind: str, studies: int, coverage: float
 ) -> None:
     row = bench.generic_cell(protocol, kind, 0.1, studies=studies, n_per_group=100, k=4, seed=7)
-    # Issue 21's line, 0.93 (80 studies: 0.95-1.0 here; the full table is the bench's).
+    # The coverage goal, 0.93 (80 studies: 0.95-1.0 here; the full table is the bench's).
     assert row["coverage"] >= coverage, row
 
 

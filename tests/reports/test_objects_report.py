@@ -1,4 +1,4 @@
-"""The object co-occurrence report (issue 12's JSON contract): counts per class by gender, χ²,
+"""The object co-occurrence report: counts per class by gender, χ²,
 residuals, counts by gender word, the paired permutation test over seed-matched pairs, the human
 check of the detector and the χ² of confirmed boxes only — read from items, predictions and
 final labels, computed by ``metrics.objects`` — and ``bias_report`` printing it.

@@ -1,4 +1,4 @@
-"""The gender report (issue 4's contract) on the fixture study of conftest.py, worked by hand."""
+"""The gender report on the fixture study of conftest.py, worked by hand."""
 
 from __future__ import annotations
 

@@ -134,7 +134,7 @@ def test_an_unknown_protocol_is_refused_by_the_parser(db):
         run("s", "--protocol", "faces")
 
 
-# --- issue 19 section 3: questions the protocol cannot use are refused at creation ---------------
+# --- questions the protocol cannot use are refused at creation ---------------
 
 
 def _questions(tmp_path: Path, *rows: str) -> str:
