@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 from types import MappingProxyType
 
 import pytest
@@ -19,6 +20,12 @@ def ids(messages):
     return sorted(message.id for message in messages)
 
 
+def registered(monkeypatch, entries):
+    """Check ``entries`` as the registrations, without registering them: the report pages would
+    mount their URLconfs at once."""
+    monkeypatch.setattr("studies.checks.protocol_registrations", lambda: entries)
+
+
 def test_every_installed_protocol_and_detector_passes_its_check():
     assert ids(run_checks(tags=["protocols", "detectors"])) == []
 
@@ -33,6 +40,13 @@ def test_a_dotted_path_is_resolved_without_importing_the_module():
     assert "defines no 'ESTIMAND'" in dotted_path_problem(
         "protocols.gender.urls", module=True, attribute="ESTIMAND"
     )
+
+
+def test_checking_the_detector_registry_imports_no_plugin(monkeypatch):
+    for name in [m for m in sys.modules if m.startswith("detectors.plugins.")]:
+        monkeypatch.delitem(sys.modules, name)
+    assert ids(run_checks(tags=["detectors"])) == []
+    assert [m for m in sys.modules if m.startswith("detectors.plugins.")] == []
 
 
 def test_a_spec_with_wrong_paths_fails_the_check_naming_each_field(monkeypatch):
@@ -57,12 +71,6 @@ def test_a_spec_with_wrong_paths_fails_the_check_naming_each_field(monkeypatch):
     assert "no module 'protocols.gender.no_urls'" in text
     assert "defines no 'ESTIMAND'" in text
     assert "kind_validators['mood']" in text
-
-
-def registered(monkeypatch, entries):
-    """Check ``entries`` as the registrations, without registering them: the report pages would
-    mount their URLconfs at once."""
-    monkeypatch.setattr("studies.checks.protocol_registrations", lambda: entries)
 
 
 def test_an_app_whose_spec_path_names_nothing_fails_manage_py_check(monkeypatch):
