@@ -40,7 +40,7 @@ from studies.batching import in_chunks
 from studies.errors import DomainError
 from studies.ingest import ImportSummary, images_import_zip, study_get_or_create
 from studies.models import AgreementRule, Image, Item, ItemChange, ItemImage, Prompt, Question, Study
-from studies.protocols import PROTOCOLS
+from studies.protocols import PROTOCOLS, protocol_choices
 from studies.selectors import images_load, item_main_image, study_questions
 from studies.services import study_create
 
@@ -88,8 +88,14 @@ class ZipUploadForm(forms.Form):
     new_study = forms.SlugField(
         required=False,
         label="or a new study",
-        help_text="Slug of a gender study to create (leave empty to use the study above; create other "
-        "kinds of study first, here with Add study or with the create_study command).",
+        help_text="Slug of a study to create, of the protocol below (leave empty to use the study above).",
+    )
+    new_study_protocol = forms.ChoiceField(
+        required=False,
+        label="of protocol",
+        choices=lambda: [("", "---------"), *protocol_choices()],
+        help_text="The kind of the new study (its preset questions). Studies with other settings: "
+        "Add study, or the create_study command.",
     )
     archive = forms.FileField(
         label="Zip file",
@@ -109,6 +115,8 @@ class ZipUploadForm(forms.Form):
             raise forms.ValidationError("Choose an existing study or give the slug of a new one (not both).")
         if data.get("new_study") and Study.objects.filter(slug=data["new_study"]).exists():
             self.add_error("new_study", "A study with this slug exists: choose it above.")
+        if data.get("new_study") and not data.get("new_study_protocol"):
+            self.add_error("new_study_protocol", "Choose the protocol of the new study.")
         return data
 
 
@@ -284,7 +292,10 @@ class StudyAdmin(admin.ModelAdmin):
                 study, created = form.cleaned_data["study"], False
                 try:
                     if study is None:
-                        study, created = study_get_or_create(slug=form.cleaned_data["new_study"])
+                        study, created = study_get_or_create(
+                            slug=form.cleaned_data["new_study"],
+                            protocol=form.cleaned_data["new_study_protocol"],
+                        )
                     summary = images_import_zip(
                         study=study, zip_file=form.cleaned_data["archive"], user=request.user
                     )

@@ -24,9 +24,9 @@ for _name, _value in {
 }.items():
     os.environ.setdefault(_name, _value)
 
-#: ViT-L/14 at 224 px: ~81 GMAC ≈ 162 GFLOP per image (issue 3).
+#: ViT-L/14 at 224 px: ~81 GMAC ≈ 162 GFLOP per image.
 VIT_L14_GFLOP = 162.0
-#: Images/s an H100 SXM's dense bf16 peak (~989 TFLOP/s) allows for ViT-L/14 (issue 3).
+#: Images/s an H100 SXM's dense bf16 peak (~989 TFLOP/s) allows for ViT-L/14.
 H100_BOUND = 6100.0
 
 

@@ -1,4 +1,4 @@
-"""Benchmark: CLIP ViT-L/14 image encoding throughput on a GPU (issue 3's ~6,100 images/s H100 bound).
+"""Benchmark: CLIP ViT-L/14 image encoding throughput on a GPU (the ~6,100 images/s an H100's peak allows).
 
     .venv/bin/python bench/bench_clip_gpu.py [--device cuda] [--batch-sizes 128,256,512]
         [--dtype bf16] [--compile] [--iters 20] [--weights DIR]

@@ -1,4 +1,4 @@
-"""Benchmark (issue 23): the few-label gender estimate of a large study -- ``estimate_bias`` and
+"""Benchmark: the few-label gender estimate of a large study -- ``estimate_bias`` and
 the estimate page -- with a complete sampling round, the case where the estimator does its work.
 
     .venv/bin/python bench/bench_estimate_scale.py [--sizes 250000,1000000] [--prompts 500]

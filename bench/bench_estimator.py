@@ -1,14 +1,14 @@
-"""Coverage and width of the prediction-powered bias-score intervals by simulation (issues 13, 21).
+"""Coverage and width of the prediction-powered bias-score intervals by simulation.
 
 Run from the repository root (numpy only, no database, no network):
 
-    .venv/bin/python bench/bench_estimator.py --detectors     # issue 21's table (below), 200 studies
+    .venv/bin/python bench/bench_estimator.py --detectors     # the detectors' table (below), 200 studies
     .venv/bin/python bench/bench_estimator.py --detectors --studies 100 --boot 200   # quicker
     .venv/bin/python bench/bench_estimator.py                 # paper-like study, 300 studies (~20 min)
     .venv/bin/python bench/bench_estimator.py --extra         # + balanced and misspecified studies
-    .venv/bin/python bench/bench_estimator.py --generic       # issue 21: attributes, pair_change,
+    .venv/bin/python bench/bench_estimator.py --generic       # attributes, pair_change,
                                                               # questions, objects (~40 min)
-    .venv/bin/python bench/bench_estimator.py --census        # issue 21: every item labelled
+    .venv/bin/python bench/bench_estimator.py --census        # every item labelled
     .venv/bin/python bench/bench_estimator.py --judge         # a VLM judge's probabilities vs
                                                               # its hard answers (~3 min)
 
@@ -25,21 +25,21 @@ the model bias score's interval with the judge's (p_male, p_female) as detector 
 its verdicts, ``calibrated`` (the good detector's verdicts, P(class | verdict) as probabilities)
 and ``class-dependent`` (the class-dependent detector, 0.8 on its verdict).
 
-``--generic`` (issue 21): 2 groups x 200 items, uniform labels at 5, 10 and 20 %, three detectors
+``--generic``: 2 groups x 200 items, uniform labels at 5, 10 and 20 %, three detectors
 (good: 1 % of items wrong; class-dependent: misses 35 % of group 0's yes but 5 % of group 1's;
 useless: independent of the truth), per protocol's headline estimand: attributes the GEP score
 over 15 entries, pair_change one share of changed pairs, objects one gender's total of confirmed
 instances of a class (Poisson counts; the good detector adds a false box to 3 % of images), and
 objects_v Cramér's V of the 2 x 5 table of confirmed instances.
 
-``--detectors`` (issue 21): 50 prompts x 20 images, 20 % low quality, uniform labels at 5, 10, 20
+``--detectors``: 50 prompts x 20 images, 20 % low quality, uniform labels at 5, 10, 20
 and 40 % of the images, and three detectors that say male, female or filtered -- a good one, one
 whose errors depend on the true class (it calls 30 % of women men but 3 % of men women) and that
 gives 80 % of low-quality images a gender, as Lyu et al. found real detectors do, and a useless
 one whose output is independent of the truth. Per detector and budget it prints the coverage of
 the 95 % interval of the model bias score (PPI with power tuning, and labels only), the truth
 below / above the interval, the mean widths and their ratio, the mean λ and effective labels,
-and the bias-corrected estimate's mean error. ``--no-tuning`` fixes λ = 1 (issue 13's estimator).
+and the bias-corrected estimate's mean error. ``--no-tuning`` fixes λ = 1 (the untuned estimator).
 
 A study is like the paper's (Lyu et al. 2025): 100 prompts x 40 images of one T2I model. Prompt
 scores follow the paper's findings (about a third of prompts all male, a few all female, one in
@@ -257,7 +257,7 @@ def run(
         )
 
 
-# P(output | human class), outputs male / female / filtered (issue 21).
+# P(output | human class), outputs male / female / filtered.
 DETECTORS = {
     "good": np.array([[0.97, 0.02, 0.01], [0.04, 0.94, 0.02], [0.10, 0.05, 0.85]]),
     # As good as the other protocols' simulated good detector (--generic): errs on 1 % of images.
@@ -292,7 +292,7 @@ def run_detectors(
     studies: int, n_boot: int, fractions: list[float], tuning: bool, seed: int, only: list[str] | None = None
 ) -> None:
     print(
-        f"\n== issue 21: 50 prompts x 20 images, {studies} studies, {n_boot} bootstrap replicates, "
+        f"\n== 50 prompts x 20 images, {studies} studies, {n_boot} bootstrap replicates, "
         f"power tuning {'on' if tuning else 'off (λ = 1)'}"
     )
     print(
@@ -362,7 +362,7 @@ def _score(codes: np.ndarray, y: np.ndarray) -> float:
 
 
 # --------------------------------------------------------------------------------------------
-# --generic (issue 21): every protocol's mean-type estimands (metrics.ppi_mean)
+# --generic: every protocol's mean-type estimands (metrics.ppi_mean)
 # --------------------------------------------------------------------------------------------
 
 GENERIC_DETECTORS = ("good", "class-dependent", "useless")
@@ -449,30 +449,30 @@ def generic_estimands(
     yobs = np.where(xi[:, None], y, np.nan)
     if protocol == "attributes":
         entries = [
-            ppi_mean.Entry(yobs[:, j], f[:, j], ppi_mean.difference_coefficients(group == 0, group == 1))
+            ppi_mean.Entry(f[:, j], yobs[:, j], ppi_mean.difference_coefficients(group == 0, group == 1))
             for j in range(y.shape[1])
         ]
-        score, _ = ppi_mean.estimate_mean_abs(entries, pi, xi, seed=seed, draws=1000)
+        score, _ = ppi_mean.estimate_mean_abs(entries, xi, pi, seed=seed, draws=1000)
         d = y[group == 0].mean(axis=0) - y[group == 1].mean(axis=0)
         return score, float(np.mean(np.abs(d)))
     if protocol == "pair_change":
         coef = ppi_mean.mean_coefficients(np.ones(len(group), dtype=bool))
-        est = ppi_mean.estimate_linear(yobs[:, 0], f[:, 0], pi, xi, coef, bounds=(0.0, 1.0), seed=seed)
+        est = ppi_mean.estimate_linear(f[:, 0], yobs[:, 0], xi, pi, coef, bounds=(0.0, 1.0), seed=seed)
         return est, float(y[:, 0].mean())
     if protocol == "questions":
         entries = [
-            ppi_mean.Entry(yobs[:, 0], f[:, 0], ppi_mean.mean_coefficients(group == g))
+            ppi_mean.Entry(f[:, 0], yobs[:, 0], ppi_mean.mean_coefficients(group == g))
             for g in range(int(group.max()) + 1)
         ]
-        gap, _ = ppi_mean.estimate_max_gap(entries, pi, xi, seed=seed, draws=1000)
+        gap, _ = ppi_mean.estimate_max_gap(entries, xi, pi, seed=seed, draws=1000)
         shares = [y[group == g, 0].mean() for g in range(int(group.max()) + 1)]
         return gap, float(max(shares) - min(shares))
     if protocol == "objects_v":
-        est, _ = ppi_mean.estimate_cramers_v(group, f, pi, xi, yobs, seed=seed, draws=500)
+        est, _ = ppi_mean.estimate_cramers_v(group, f, yobs, xi, pi, seed=seed, draws=500)
         truth_v = ppi_mean.cramers_v(np.array([y[group == g].sum(axis=0) for g in (0, 1)]))
         return est, float(truth_v or 0.0)
     coef = (group == 0).astype(float)
-    est = ppi_mean.estimate_linear(yobs[:, 0], f[:, 0], pi, xi, coef, bounds=(0.0, None), seed=seed)
+    est = ppi_mean.estimate_linear(f[:, 0], yobs[:, 0], xi, pi, coef, bounds=(0.0, None), seed=seed)
     return est, float(y[group == 0, 0].sum())
 
 
@@ -603,12 +603,12 @@ def judge_cell(
         for name, f in (("soft", q[:, 0]), ("hard", hard[:, 0])):
             coef = ppi_mean.mean_coefficients(group == 0)
             found[f"share_{name}"] = ppi_mean.estimate_linear(
-                yobs, f, pi, xi, coef, bounds=(0.0, 1.0), seed=seed + s
+                f, yobs, xi, pi, coef, bounds=(0.0, 1.0), seed=seed + s
             )
             if gap:
-                entries = [ppi_mean.Entry(yobs, f, ppi_mean.mean_coefficients(group == g)) for g in range(3)]
+                entries = [ppi_mean.Entry(f, yobs, ppi_mean.mean_coefficients(group == g)) for g in range(3)]
                 found[f"gap_{name}"], _ = ppi_mean.estimate_max_gap(
-                    entries, pi, xi, seed=seed + s, draws=1000
+                    entries, xi, pi, seed=seed + s, draws=1000
                 )
         if any(est.ci95 is None for est in found.values()):
             continue
@@ -707,20 +707,20 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--extra", action="store_true", help="also balanced and misspecified studies at 400")
     parser.add_argument(
-        "--detectors", action="store_true", help="issue 21's table: three detectors, four budgets"
+        "--detectors", action="store_true", help="the detectors' table: three detectors, four budgets"
     )
     parser.add_argument(
         "--fractions",
         default=FRACTIONS,
         help="label fractions (--detectors; --generic: 0.05,0.1,0.2 unless given)",
     )
-    parser.add_argument("--no-tuning", action="store_true", help="λ = 1 (issue 13's estimator)")
+    parser.add_argument("--no-tuning", action="store_true", help="λ = 1 (the untuned estimator)")
     parser.add_argument(
         "--generic",
         action="store_true",
-        help="issue 21: attributes, pair_change, questions and objects estimands",
+        help="attributes, pair_change, questions and objects estimands",
     )
-    parser.add_argument("--census", action="store_true", help="issue 21: the census check of every protocol")
+    parser.add_argument("--census", action="store_true", help="the census check of every protocol")
     parser.add_argument(
         "--judge", action="store_true", help="a judge's probabilities vs its hard answers as the prediction"
     )

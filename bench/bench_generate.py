@@ -1,4 +1,4 @@
-"""Benchmark: text-to-image generation, seconds per image (issue 3's goal: SDXL, 30 steps, < 2.5 s).
+"""Benchmark: text-to-image generation, seconds per image (goal: SDXL, 30 steps, < 2.5 s).
 
     .venv/bin/python bench/bench_generate.py [--t2i-model sdxl] [--device cuda] [--steps 30]
         [--batch-size 4] [--images 8] [--dtype fp16] [--compile]
@@ -152,7 +152,7 @@ def main() -> None:
         # 2. The generate_images loop: same pipeline, plus PNG encoding and storage.
         # A new study per run: on a kept PostgreSQL database an earlier run's images would be skipped.
         slug = f"bench-{time.time_ns()}"
-        study = Study.objects.create(name=slug, slug=slug)
+        study = Study.objects.create(name=slug, slug=slug, protocol="gender")
         prompts = [PromptSpec("profession", f"job{i}", f"{PROMPT} number {i}") for i in range(n_images)]
         outcome = generation_run(
             study=study, model=model, prompts=prompts, per_prompt=1, settings=settings, pipe=pipe

@@ -1,4 +1,4 @@
-"""Benchmark: import 6,000 small PNGs through ``images_import`` (issue 2: under a minute).
+"""Benchmark: import 6,000 small PNGs through ``images_import`` (under a minute).
 
     .venv/bin/python bench/bench_import.py [--images 6000] [--size 64]
 
@@ -107,7 +107,7 @@ def main() -> None:
         started = time.perf_counter()
         manifest = _generate(tmp / "images", args.images, args.size, args.kind)
         generated = time.perf_counter() - started
-        study = study_create(slug=f"bench-{os.getpid()}")
+        study = study_create(slug=f"bench-{os.getpid()}", protocol="gender")
         try:
             started = time.perf_counter()
             first = images_import(study=study, manifest_path=manifest, root=tmp / "images")

@@ -1,4 +1,4 @@
-"""Benchmark: the labeling key press (submit and next item) at growing study sizes (issue 23).
+"""Benchmark: the labeling key press (submit and next item) at growing study sizes.
 
     .venv/bin/python bench/bench_keypress_scale.py [--sizes 6000,60000,250000]
         [--database-url postgres://postgres@127.0.0.1:5432/biaslab_keypress_bench | sqlite:////tmp/kp.sqlite3]
@@ -59,7 +59,7 @@ def build_study(size: int, labelled: float) -> tuple[Any, Any]:
     from studies import permissions
     from studies.services import study_create
 
-    study = study_create(slug="scale", name="Scale")
+    study = study_create(slug="scale", protocol="gender", name="Scale")
     group, _ = Group.objects.get_or_create(name=permissions.ANNOTATOR)
     users = []
     for name in ("presser", "earlier0", "earlier1"):

@@ -1,4 +1,4 @@
-"""Benchmark: key press to next image painted, in Debian's Chromium (issue 2: under 100 ms).
+"""Benchmark: key press to next image painted, in Debian's Chromium (under 100 ms).
 
     .venv/bin/python bench/bench_label_browser.py [--labels 60] [--size 512] [--threads 4]
         [--database-url postgres://postgres@127.0.0.1:5432/biaslab_ui_bench_browser]

@@ -1,5 +1,5 @@
 """Benchmark: label-submit-and-next with 20 simulated annotators on PostgreSQL over loopback
-(issue 2: p95 of the server time under 50 ms).
+(goal: p95 of the server time under 50 ms).
 
     .venv/bin/python bench/bench_label_submit.py [--annotators 20] [--labels 30] [--think-ms 1000]
         [--images 6000] [--prefilled 0.3] [--threads 4]
@@ -9,9 +9,9 @@ What it does:
 
 1. Drops and re-creates the database named in the URL (also read from BENCH_DATABASE_URL or
    a PostgreSQL DATABASE_URL, e.g. DATABASE_URL=postgres://postgres@127.0.0.1:5432/biaslab_bench),
-   migrates it and adds a study of ``--images`` real PNG files (6,000 as in the issue), the
+   migrates it and adds a study of ``--images`` real PNG files (6,000 by default), the
    first ``--prefilled`` fraction of them already labelled by two earlier annotators, so the
-   counters and the queue work at the issue's size, not on an empty study.
+   counters and the queue work at a realistic size, not on an empty study.
 2. Profiles one annotator in-process (Django test client): SQL statements per submit-and-next
    (``CaptureQueriesContext``, BEGIN/COMMIT included) and the Python CPU time per request.
 3. Starts a real HTTP server in a subprocess: Django's WSGI application behind the standard
@@ -29,7 +29,7 @@ What it does:
 
 Printed, next to the load average (the machine is shared): p50/p95/p99 of the server time
 (``Server-Timing`` app: all of Django's work for the request, from the first middleware to
-the response — the figure the issue bounds), the server thread's CPU time, the statements
+the response — the figure the goal bounds), the server thread's CPU time, the statements
 per request, the client's round trip (adds HTTP parsing, the socket and this process's own
 scheduling), and requests/s. Finally it checks that no image got more than N labels.
 """
@@ -136,7 +136,7 @@ def make_study(
     from studies.models import Image, ImageRole, Item, ItemImage, Prompt
     from studies.services import study_create
 
-    study = study_create(slug=slug, name=f"Benchmark {slug}")
+    study = study_create(slug=slug, protocol="gender", name=f"Benchmark {slug}")
     group, _ = Group.objects.get_or_create(name=permissions.ANNOTATOR)
     users = []
     for i in range(annotators):

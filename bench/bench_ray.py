@@ -73,7 +73,7 @@ def make_images(n: int, size: int = 512) -> None:
     with matplotlib.cbook.get_sample_data("grace_hopper.jpg") as handle:
         photos.append(Image.open(handle).convert("RGB"))
     photos = [p.resize((size, size)) for p in photos]
-    study = Study.objects.create(name="bench-ray", slug="bench-ray")
+    study = Study.objects.create(name="bench-ray", slug="bench-ray", protocol="gender")
     prompt = prompt_get_or_create(study=study, category="profession", word="bench", text="a photo")
     for i in range(n):
         img = photos[i % len(photos)].copy()

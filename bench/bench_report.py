@@ -1,4 +1,4 @@
-"""Benchmark of the gender report (``bias_report``; issue 4, "Speed"), on the study schema: items,
+"""Benchmark of the gender report (``bias_report``), on the study schema: items,
 their image files, final labels per (item, question), predictions per image file.
 
 Targets: the full report for 6,000 images x 8 detectors under 1 s; for 1,000,000 predictions
@@ -66,7 +66,8 @@ from django.test import Client  # noqa: E402
 from django.test.utils import setup_test_environment, teardown_test_environment  # noqa: E402
 
 from annotate.models import FinalLabel, FinalLabelSource, Label  # noqa: E402
-from detectors.models import OutputKind, Prediction  # noqa: E402
+from detectors.kinds import KIND_GENDER  # noqa: E402
+from detectors.models import Prediction  # noqa: E402
 from reports.analyses import analysis_for  # noqa: E402
 from reports.selectors import Scope  # noqa: E402
 from studies import permissions  # noqa: E402
@@ -215,7 +216,7 @@ def write_with_bulk_create(slug: str, data: dict[str, np.ndarray]) -> Study:
                     image=file,
                     detector=f"detector-{d}",
                     version="1",
-                    kind=OutputKind.GENDER,
+                    kind=KIND_GENDER,
                     output=_output(verdicts[i]),
                 )
                 for i, file in enumerate(files)
@@ -318,7 +319,7 @@ def write_fast(slug: str, data: dict[str, np.ndarray]) -> Study:
             Prediction,
             ("image_id", "detector", "version", "kind", "status", "output", "error", "created_at"),
             (
-                (pk, f"detector-{d}", "1", OutputKind.GENDER.value, "ok", outputs[v], "", NOW)
+                (pk, f"detector-{d}", "1", KIND_GENDER, "ok", outputs[v], "", NOW)
                 for pk, v in zip(file_ids, row, strict=True)
             ),
         )

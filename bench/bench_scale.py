@@ -1,4 +1,4 @@
-"""Benchmark (issue 23): a gender study at several sizes — imports, key press, report, estimate,
+"""Benchmark: a gender study at several sizes — imports, key press, report, estimate,
 export, researcher pages, database size.
 
     .venv/bin/python bench/bench_scale.py --sizes 6000,60000[,250000,1000000] [--database-url URL]
@@ -18,7 +18,7 @@ request's time) and reads the database's size. Without --database-url
 each size gets a throw-away SQLite database in the temporary folder; with a PostgreSQL URL the
 study is named bench-scale-<size>-<pid> and deleted afterwards. MEDIA_ROOT is always temporary.
 
-Targets of the issue: peak RSS <= 400 MB at 1,000,000 rows; import_images >= 3,000 rows/s,
+Targets: peak RSS <= 400 MB at 1,000,000 rows; import_images >= 3,000 rows/s,
 predictions and labels >= 20,000 rows/s; a re-run that changes nothing < 60 s at 1,000,000.
 """
 
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-LABELED_SHARE = 0.02  # items with two labels, as in the issue's measurements
+LABELED_SHARE = 0.02  # items with two labels, as in the measurements on the benchmarks page
 
 
 def _child(argv: list[str]) -> None:

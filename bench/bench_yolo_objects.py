@@ -1,4 +1,4 @@
-"""Benchmark: images/s of the ``yolo_objects`` detector (issue 12), CPU or GPU.
+"""Benchmark: images/s of the ``yolo_objects`` detector, CPU or GPU.
 
     .venv/bin/python bench/bench_yolo_objects.py [--device cpu|cuda] [--images 32] [--size 1024]
         [--batch-sizes 1,8,16] [--image-size 640] [--confidence 0.25] [--weights FILE] [--threads 0]

@@ -1,26 +1,10 @@
 """``Content-Security-Policy`` header on every response (Django 5.2 has no CSP of its own).
 
-The default policy allows scripts, styles, fonts, images and requests from this site only: no
-inline ``<script>`` or ``style="…"``, no ``eval``, no plugins, no framing. BiasLab's templates
-are written for it — our own JavaScript and CSS are static files, htmx comes from django-htmx as
-a static file and is told not to inject its indicator ``<style>`` nor to ``eval`` (the
-``htmx-config`` meta in ``templates/base.html``), and the heatmap colours its cells from
-``data-colour`` through the CSSOM (``static/reports/reports.js``), which the policy allows.
-``data:`` images stay allowed for the admin's and DRF's icons. Django's admin needs nothing
-more; DRF's browsable API inlines Pygments' stylesheet, which the policy refuses, so its JSON
-is shown without syntax colours (nothing else changes; the API itself is unaffected).
-
-Swagger UI and Redoc (``/api/schema/swagger/`` and ``/api/schema/redoc/``) cannot run under it:
-both are React apps whose components write ``<style>`` elements and ``style="…"`` attributes,
-and Redoc searches in a Web Worker started from a ``blob:`` URL. Those two pages alone get
-``API_DOCS_POLICY`` (``with_policy``): inline styles and ``blob:`` workers, but still every
-script, stylesheet and request from this site only — their files come from the installed
-drf-spectacular-sidecar package, and Swagger UI's start-up script is a file of its own (not an
-inline ``<script>``), so ``script-src`` stays ``'self'``.
-
-``BIASLAB_CSP`` replaces the policy (``off`` sends none, on the API's pages too),
-``BIASLAB_CSP_REPORT_ONLY=1`` sends it as ``Content-Security-Policy-Report-Only`` to try a
-change without breaking pages. A response that already carries a policy keeps its own.
+The default allows scripts, styles, fonts, images and requests from this site only (no inline
+code, no ``eval``, no framing); Swagger UI and Redoc alone get ``API_DOCS_POLICY``
+(``with_policy``): inline styles and ``blob:`` workers. ``BIASLAB_CSP`` replaces the policy,
+``BIASLAB_CSP_REPORT_ONLY=1`` only reports; a response that carries a policy keeps its own.
+Why each page needs what it gets: docs/how-to/deploy.md.
 """
 
 from __future__ import annotations

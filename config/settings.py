@@ -233,7 +233,7 @@ REST_FRAMEWORK = {
     "NUM_PROXIES": env_int("BIASLAB_NUM_PROXIES", 0),
 }
 
-# --- API schema, error shape and strict input (issue 15; see config/api.py) -----------------
+# --- API schema, error shape and strict input (see config/api.py) -----------------
 INSTALLED_APPS += ["drf_spectacular", "drf_spectacular_sidecar"]
 # First, so that it sees every /api/ answer last: JSON for the errors Django answers itself, and
 # 405 for a method an API view lacks before the view authenticates anyone.
@@ -274,7 +274,7 @@ SPECTACULAR_SETTINGS = {
         "RunStatusEnum": "detectors.models.RunStatus",
     },
 }
-# --- end of issue 15 block --------------------------------------------------------------------
+# --- end of the API schema block ---
 
 # --- Image import -------------------------------------------------------------------------
 # Formats Pillow may open for imported images; anything else is rejected by name.

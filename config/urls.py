@@ -38,7 +38,7 @@ urlpatterns = [
     path("api/", include("detectors.api_urls")),
     path("api/", include("estimates.api_urls")),
     path("api/", include("crowd.api_urls")),
-    # --- API schema and its pages (issue 15; drf-spectacular, assets from the sidecar package) ---
+    # --- API schema and its pages (drf-spectacular, assets from the sidecar package) ---
     # YAML by default, JSON with ?format=json; logged-in users only (SPECTACULAR_SETTINGS).
     path("api/schema/", SpectacularAPIView.as_view(), name="openapi-schema"),
     path(
@@ -51,7 +51,7 @@ urlpatterns = [
         api_docs(SpectacularRedocView.as_view(url_name="openapi-schema", template_name="api/redoc.html")),
         name="openapi-redoc",
     ),
-    # --- end of issue 15 block ---
+    # --- end of the API schema block ---
     path(f"{settings.MEDIA_URL.strip('/')}/<path:path>", views.media, name="media"),
 ]
 

@@ -1,37 +1,9 @@
 """The kinds of output a detector may declare, and one validator per kind. No models: the
 built-in validators are plain functions; a protocol's kinds are read from ``studies.protocols``.
 
-A prediction's ``output`` is a JSON object whose shape is fixed by its kind:
-
-- ``gender``: ``{"label": "male"|"female"|"filtered", "reason": str, "scores": {str: float},
-  "detail"?: str}``. ``reason`` is one of ``FILTER_REASONS`` when the label is ``filtered`` and
-  empty otherwise; ``detail`` keeps free text such as BLIP-2's raw answer.
-- ``attributes``: ``{"scores": {question key: float}, "meta"?: {...}}``, a score per attribute
-  question; ``meta`` records how they were made (e.g. a classifier ensemble's seeds).
-- ``measurements``: ``{"face": bool, "age": float, "gender": "male"|"female", "skin_gray":
-  float}``; each field is present and may be null (not measurable on this image). Age in
-  [0, 120] years, skin gray value in [0, 255].
-- ``objects``: ``{"objects": [{"class": str, "confidence": float, "box": [x0, y0, x1, y1]}]}``,
-  confidence in [0, 1], a box with x1 > x0 and y1 > y0.
-- the kinds a protocol defines itself, read from the registry of protocols (its spec's
-  ``kind_validators``: kind -> dotted path of its validator, imported on first use), e.g. the
-  questions protocol's ``answers``: ``{"answers": {q: value}, "probabilities"?: {q: {value: p}},
-  "filtered"?: {q: reason}, "detail"?: {…}}`` (the older plain ``{q: value}`` is still read and
-  taken on import). Every reader of an answers output goes through ``answers_of`` /
-  ``probabilities_of`` / ``filtered_of`` here, which read both shapes (rows stored before the
-  extension keep the plain one).
-
-A kind whose outputs name things of a study (the ``answers`` kind names its questions and their
-answers) also has a study check (its spec's ``kind_checks``, gathered in ``STUDY_CHECKS``):
-``output_fits_questions(kind, output, questions)`` with the study's ``{question key: [answer
-values]}``, raising OutputInvalid.
-
-Every write of a prediction (``detectors.services.prediction_store``, ``predictions_import``,
-``DetectorOutput`` itself) goes through ``output_validate``, so the reports can read outputs
-without checking them again. A validator returns a normalised copy (numbers as floats, optional
-fields filled in) and raises ``OutputInvalid`` naming the field, e.g.
-``objects[2].box: x1 must be greater than x0``. Numbers must be finite (PostgreSQL's JSON
-refuses NaN) and booleans are not numbers; unknown fields are refused so a typo is not lost.
+Every write of a prediction goes through ``output_validate``, which returns a normalised copy or
+raises ``OutputInvalid`` naming the field; a kind that names things of a study (``answers``) also
+has a study check (``STUDY_CHECKS``). The shapes: docs/reference/detectors.md (Output kinds).
 """
 
 from __future__ import annotations
@@ -328,7 +300,7 @@ BOX_SLACK_PX = 1.0
 
 def objects_inside_image(output: Mapping[str, Any], width: int, height: int) -> None:
     """Raise OutputInvalid naming the first box of a (validated) objects output that lies outside
-    a ``width`` x ``height`` image (issue 12: a box outside the image is a per-row error). Only
+    a ``width`` x ``height`` image (a box outside the image is a per-row error). Only
     the stored image knows its size, so this runs where the output meets its image."""
     for n, instance in enumerate(output.get("objects", [])):
         x0, y0, x1, y1 = instance["box"]

@@ -14,15 +14,18 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from detectors.kinds import kind_choices
+from detectors.kinds import KIND_ATTRIBUTES, KIND_GENDER, KIND_MEASUREMENTS, KIND_OBJECTS, kind_choices
 from studies.models import Image, Study
 
 
 class OutputKind(models.TextChoices):
-    GENDER = "gender", "Gender verdict {label, reason, scores}"
-    ATTRIBUTES = "attributes", "Score per attribute {scores: {question key: float}}"
-    MEASUREMENTS = "measurements", "Measurements {face, age, gender, skin_gray}"
-    OBJECTS = "objects", "Object instances {objects: [{class, confidence, box}]}"
+    """The built-in output kinds as choices; their values are ``detectors.kinds``' constants, the
+    one vocabulary (use those)."""
+
+    GENDER = KIND_GENDER, "Gender verdict {label, reason, scores}"
+    ATTRIBUTES = KIND_ATTRIBUTES, "Score per attribute {scores: {question key: float}}"
+    MEASUREMENTS = KIND_MEASUREMENTS, "Measurements {face, age, gender, skin_gray}"
+    OBJECTS = KIND_OBJECTS, "Object instances {objects: [{class, confidence, box}]}"
 
 
 class Verdict(models.TextChoices):
@@ -136,7 +139,7 @@ class Prediction(models.Model):
     kind = models.CharField(
         max_length=20,
         choices=kind_choices,
-        default=OutputKind.GENDER,
+        default=KIND_GENDER,
         help_text="The kind of output the detector declares; fixes the schema of ``output``.",
     )
     status = models.CharField(max_length=10, choices=PredictionStatus.choices, default=PredictionStatus.OK)
@@ -175,11 +178,11 @@ class Prediction(models.Model):
     @property
     def verdict(self) -> str:
         """The gender verdict (male / female / filtered) of a gender-kind prediction, else ''."""
-        return str(self.output.get("label", "")) if self.kind == OutputKind.GENDER else ""
+        return str(self.output.get("label", "")) if self.kind == KIND_GENDER else ""
 
     @property
     def filter_reason(self) -> str:
-        return str(self.output.get("reason", "")) if self.kind == OutputKind.GENDER else ""
+        return str(self.output.get("reason", "")) if self.kind == KIND_GENDER else ""
 
     @property
     def scores(self) -> dict:

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Mod
 
-from detectors.models import DetectorRun, JudgeResponse, OutputKind, Prediction, PredictionStatus
+from detectors.kinds import KIND_GENDER
+from detectors.models import DetectorRun, JudgeResponse, Prediction, PredictionStatus
 from studies.batching import in_chunks
 from studies.csvio import safe_dict_writer
 from studies.models import Image, ItemImage, Study
@@ -147,7 +148,7 @@ def predictions_list(
 
 def prediction_detail(prediction: Prediction) -> str:
     """The free text kept with a gender verdict (BLIP-2's raw answer), else ''."""
-    return str(prediction.output.get("detail", "")) if prediction.kind == OutputKind.GENDER else ""
+    return str(prediction.output.get("detail", "")) if prediction.kind == KIND_GENDER else ""
 
 
 #: Export columns. ``prediction``, ``reason`` and ``detail`` are the gender verdict's (empty for
@@ -233,7 +234,7 @@ class PredictionSummary:
 
     @property
     def is_gender(self) -> bool:
-        return self.kind == OutputKind.GENDER
+        return self.kind == KIND_GENDER
 
     @property
     def total(self) -> int:
@@ -244,7 +245,7 @@ def prediction_summaries() -> list[PredictionSummary]:
     """Per (detector, version, kind): how many files got male / female / filtered, how many an
     output at all, how many failed."""
     ok = Q(status=PredictionStatus.OK)
-    gender = ok & Q(kind=OutputKind.GENDER)
+    gender = ok & Q(kind=KIND_GENDER)
     rows = (
         Prediction.objects.values("detector", "version", "kind")
         .annotate(

@@ -1,25 +1,9 @@
 """Skin tone as BiasPainter measures it (Wang et al. 2024, section 3.4, Figure 3): pure image maths.
 
-Given an RGB image and the 68 dlib face landmarks of one face, keep the skin of the face and
-average its pixel values:
-
-1. the face region: the jaw line (landmarks 0-16) closed above by a *forehead arc*. dlib has no
-   forehead landmark, so the arc is built: by default (``forehead="semicircle"``) as the authors'
-   released ``faceCrop`` builds it — a half circle on the segment from landmark 0 to landmark 16,
-   bulging away from the chin; or (``forehead="brows"``) as the two eyebrows (17-26) lifted by
-   ``forehead_lift`` x the chin-to-brow distance, which stays under a fringe of hair (on the
-   astronaut photo the half circle reaches well into her bangs, the brows arc at 0.1 does not);
-2. minus the eyes (36-41, 42-47) and the mouth (outer lip, 48-59), each polygon enlarged about
-   its centre by ``eye_scale`` / ``mouth_scale`` (1 = the landmark polygon, as the authors);
-3. minus near-white pixels: any channel above ``highlight_threshold`` (240 — the authors' HSV
-   "value" cut for bloom and highlights), and pixels black in every channel (<= ``black_threshold``);
-4. gray = the mean over the kept pixels of (R + G + B) / 3, the "average pixel value" of the
-   paper and of the authors' released sheets (not luma: the 20-level skin threshold was set on it).
-
-:data:`TIGHT_SETTINGS` is the hair-averse alternative (brows arc, enlarged eye and mouth holes).
-The result carries the mask, so a view can draw it over the image (:func:`mask_overlay`). This
-module never imports dlib: landmarks come in as a (68, 2) array of (x, y) pixel coordinates,
-from whatever detector found them. Higher gray = lighter skin, the sign of the paper's score.
+Given an RGB image and the 68 dlib landmarks of one face (a (68, 2) array; dlib is never
+imported here), keep the face's skin and average its gray value; the result carries the mask for
+:func:`mask_overlay`. The region, the holes, the thresholds and :data:`TIGHT_SETTINGS`:
+docs/reference/detector-rules.md. Higher gray = lighter skin.
 """
 
 from __future__ import annotations
@@ -50,7 +34,7 @@ class SkinInputError(ValueError):
 
 @dataclass(frozen=True)
 class SkinSettings:
-    """The rule's knobs; the defaults follow the authors' released pipeline (module docstring)."""
+    """The rule's knobs; the defaults follow the authors' released pipeline (docs/reference/detector-rules.md)."""
 
     forehead: Literal["semicircle", "brows"] = "semicircle"
     forehead_lift: float = 0.1  # brows arc only: fraction of the chin-to-brow distance
@@ -177,7 +161,7 @@ def skin_mask(
     landmarks: np.ndarray | list[list[float]],
     settings: SkinSettings | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(skin mask, face region without eyes and mouth), both (H, W) bool; see the module docstring."""
+    """(skin mask, face region without eyes and mouth), both (H, W) bool; docs/reference/detector-rules.md."""
     settings = settings or SkinSettings()
     array = as_rgb_array(image)
     points = checked_landmarks(landmarks)
@@ -199,7 +183,7 @@ def skin_tone(
     landmarks: np.ndarray | list[list[float]],
     settings: SkinSettings | None = None,
 ) -> SkinTone:
-    """Mean gray of the face's skin, with the mask it was taken over (module docstring).
+    """Mean gray of the face's skin, with the mask it was taken over (docs/reference/detector-rules.md).
 
     ``image``: RGB uint8 array (H, W, 3) or a PIL image; ``landmarks``: dlib's 68 points (x, y)
     in that image's pixels. Raises :class:`SkinInputError` for a bad image, bad landmarks or

@@ -1,23 +1,10 @@
 """Where a detector's weights come from: an environment variable, else a default, never the network.
 
-Every detector's weights can be set by ``BIASLAB_<KEY>_WEIGHTS`` (``weights_env_var(key)``), to
-either
-
-- a **local folder** (``/models/clip-l14``) — it must exist and hold one of the expected config
-  files (``config.json`` for transformers models);
-- a **local file** (``/models/yolov8n.pt``, ``/models/fairface.pt``) — it must exist;
-- a **Hugging Face hub id** (``openai/clip-vit-large-patch14``) — it must already be in the local
-  Hugging Face cache (``HF_HUB_CACHE`` / ``HF_HOME``). The cache is checked without any network
-  call; callers then load with ``local_files_only=True``.
-
-Without the variable the default in ``DEFAULT_WEIGHTS`` (the paper's checkpoints) is used.
-Whatever is wrong, ``resolve_weights`` raises ``DetectorUnavailable`` with one message naming the
-variable to set — it never guesses and never waits on network retries (with no internet a hub id
-is retried for ~40 s before failing).
-
-A second trap lives in tokenizers: with ``HF_HUB_OFFLINE=1`` and no cache,
-``CLIPTokenizer.from_pretrained(hub_id)`` does not raise, it returns a 2-token tokenizer.
-``check_tokenizer_covers`` catches that (and any vocabulary that cannot spell the prompts).
+``BIASLAB_<KEY>_WEIGHTS`` names a local folder, a local file or a hub id already in the local
+Hugging Face cache (checked without a network call); without it ``DEFAULT_WEIGHTS`` applies.
+Whatever is wrong, ``resolve_weights`` raises ``DetectorUnavailable`` naming the variable.
+``check_tokenizer_covers`` catches the offline trap of a 2-token ``CLIPTokenizer``.
+docs/reference/detectors.md (Weights).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""REST API of the estimates app (issues 13 and 15): sampling rounds and the prediction-powered
+"""REST API of the estimates app: sampling rounds and the prediction-powered
 bias estimate, for researchers.
 
 - ``GET /api/sampling-rounds/?study=S`` lists the study's rounds, newest first;
 - ``POST /api/sampling-rounds/`` draws the next round (``sampling_round_create``, the service
   behind ``sample_for_labeling`` and the page's "Label N more");
-- ``GET /api/estimates/?study=S&detector=D`` is ``estimate_bias --format json`` (the issue's
+- ``GET /api/estimates/?study=S&detector=D`` is ``estimate_bias --format json`` (its
   contract per T2I model) inside ``{study, detector, version, models}`` — 200 with the kept
   estimate when it was computed from the study's data as it is now (plus ``computed_at``);
   otherwise 202 with the job that computes it (``estimates.services.estimate_request``; the
@@ -156,7 +156,7 @@ class PendingOutput(serializers.Serializer):
 
 
 class ModelEstimateOutput(serializers.Serializer):
-    """The issue's JSON contract for one T2I model; undefined figures are null."""
+    """The estimate's JSON contract for one T2I model; undefined figures are null."""
 
     model_bias_score = ScoreOutput(help_text="Prediction-powered estimate of the human bias score.")
     human_only = ScoreOutput(help_text="Horvitz-Thompson on the human sample alone.")

@@ -1,4 +1,4 @@
-"""Which protocol's numbers the few-label estimate knows how to estimate (issue 21).
+"""Which protocol's numbers the few-label estimate knows how to estimate.
 
 The commands, the API and the page ask this registry, never a protocol's name: a protocol
 whose headline numbers can be estimated names, in its spec (``ProtocolSpec.estimates``), a module

@@ -1,5 +1,5 @@
 """Sampling rounds: which images people label so that a detector's scores can be corrected
-into an unbiased estimate of the human-truth bias score (issue 13, ``metrics.ppi``).
+into an unbiased estimate of the human-truth bias score (``metrics.ppi``).
 
 A round belongs to one study and one detector *version*: its inclusion probabilities π come
 from that version's verdicts (and, for the active design, from the labels of that version's

@@ -1,4 +1,4 @@
-"""Reads of the sampling rounds and the estimate built on them (issue 13).
+"""Reads of the sampling rounds and the estimate built on them.
 
 One function gathers what every user of the rounds needs (``sampling_frame``): per item of a
 study its image name, T2I model, prompt, what the protocol's estimate reads of the detector's
@@ -195,7 +195,7 @@ def sampling_frame(
 ) -> Frame:
     """The items and rounds of the series (study, detector, version). A handful of queries.
 
-    What the protocol's estimate reads (issue 21): ``labelled``, the ids of the items whose
+    What the protocol's estimate reads: ``labelled``, the ids of the items whose
     final labels it reads are all there (such an item's ``human`` is ``LABELLED``); or
     ``humans``, item id -> the class of its final labels (an item left out is not labelled).
     ``verdicts``: item id -> the code of the detector's output at ``version`` (an item left out
@@ -297,7 +297,7 @@ def export_rows(study: Study, *, labelled_items: frozenset[int] = frozenset()) -
 def item_outputs(study: Study, detector: str, version: str, kind: str) -> list[tuple[int, Any]]:
     """(item id, output) of the detector's ok predictions of ``kind`` at ``version`` on the
     study's item images: what a protocol's stratified design reads its detector output codes
-    from (issue 21). Two queries, the predictions streamed."""
+    from. Two queries, the predictions streamed."""
     item_of: dict[int, list[int]] = defaultdict(list)
     for image_id, item_id in _study_images(study).values_list("image_id", "item_id"):
         item_of[image_id].append(item_id)

@@ -1,27 +1,9 @@
-"""Writes of the estimates app: drawing a sampling round (issue 13).
+"""Writes of the estimates app: drawing a sampling round.
 
-``sampling_round_create`` is the only writer of ``SamplingRound`` and ``RoundItem``. In one
-transaction it checks the request, computes π for every item of the series' frame, stores π,
-draws the Bernoulli sample with the seed, stores which items it selected, and queues the
-selected items first for labelling (``Item.queue = 2``, ``Study.priority_queue``), where
-``annotate.services`` hands them out before the rest.
-
-π per item of the frame (the items of the study when the detector version's first round was
-drawn), fixed before the draw:
-
-* 0 for items drawn in an earlier round of the same detector version (their label is known to
-  the estimate through that round);
-* 1 for items not drawn before whose final label exists already (from ordinary labelling or a
-  round of another detector version): including them with certainty costs no label and uses
-  what people did, without assuming those labels were random;
-* for the rest — the *unlabelled pool* — ``metrics.ppi``'s uniform design, or, from the
-  protocol's ``output_codes`` and ``residuals``, ``metrics.stratified``'s stratified design
-  (prompt x detector output, Neyman allocation) or active design (π follows the detector's
-  errors per output as earlier rounds measured them, mixed with uniform), or the protocol's own
-  π of a design (its ``design_pi``), summing to the budget.
-
-The draw itself is ``metrics.ppi.draw_bernoulli`` over the frame in item-id order, so the same
-frame, π and seed give the same selection.
+``sampling_round_create`` is the only writer of ``SamplingRound`` and ``RoundItem``: in one
+transaction it checks the request, computes and stores π for every item of the series' frame
+(0 drawn before, 1 already labelled, the design's for the rest), draws the seeded Bernoulli
+sample and queues the drawn items first. The designs: docs/explanation/estimator.md (Rounds).
 """
 
 from __future__ import annotations

@@ -1,45 +1,9 @@
 """Editing seed photos with a diffusers image-to-image pipeline, restartably (BiasPainter).
 
-``edit_run`` is the loop behind ``edit_images``: Wang et al. 2024 (section 3.3) give every seed
-photo of a person to an editing model with every gender-, age- and race-neutral prompt ("a person
-who is a lawyer") and compare the output with the seed. Each output becomes an ``Item`` of a
-pair-change study with two images: role ``input`` (the seed photo, one ``Image`` row shared by
-all its pairs, so it is measured once) and role ``output`` (the edit), its prompt, the editor's
-name as ``t2i_model``, the noise seed, every setting in ``Item.params`` and, in
-``Item.metadata``, the prompt set's extra columns (``domain``), the seed's ``seed_gender`` /
-``seed_race`` / ``seed_age_group`` and ``seed_key``.
-
-Editors (``generation.edit_pipeline``, the part without Django that Ray workers run). ``sd15``,
-``sd21``, ``sdxl`` and ``instruct-pix2pix`` name the paper's checkpoints (``EDITORS``); any
-other name is a diffusers hub id or a local folder. ``BIASLAB_T2I_<NAME>_WEIGHTS`` overrides
-the source (``BIASLAB_T2I_SD15_WEIGHTS``, ``BIASLAB_T2I_INSTRUCT_PIX2PIX_WEIGHTS``). Loading
-never touches the network; missing weights give one ``EditingError`` naming the variable. An InstructPix2Pix checkpoint runs as ``StableDiffusionInstructPix2PixPipeline``
-(``strength`` does not apply; ``image_guidance`` does); any other Stable Diffusion checkpoint,
-text-to-image or not, runs as its image-to-image pipeline (``StableDiffusionImg2ImgPipeline``,
-``StableDiffusionXLImg2ImgPipeline``; ``image_guidance`` does not apply). Unset settings take
-the pipeline's own defaults (the paper kept each service's defaults), and the values used are
-recorded on every output, ``null`` where a setting does not apply.
-
-Inputs. A seed photo is centre-cropped to a square and resized to ``size`` (the editor's
-native size: 512 for sd15 and instruct-pix2pix, 768 for sd21, 1024 for sdxl, else 512) before
-editing; the ``input`` image stored with the pair is the seed file itself.
-
-Seeds. The noise seed of an edit is the first 8 bytes of
-``sha256("edit|<seed_base>|<editor>|<prompt>|<seed photo sha256>|<index>")``, big-endian, shifted
-right by one bit, with the prompt *without* ``--prompt-suffix``: the paper's mitigation run
-(``", maintain the same gender as the input image"``) then starts from the same noise as the
-original run and differs only by the suffix. Noise comes from a per-image CPU
-``torch.Generator``, as in ``generation.generation``.
-
-Keys. ``<editor>/<category>/<word>/[<prompt folder>/]<seed>/<index>.png``; with a suffix the
-first part is ``<editor>+suffix-<sha256(suffix)[:8]>`` so both runs can share a study. Resuming
-skips the keys the study already has; ``shard=(i, n)`` keeps the jobs whose key hashes to
-``i - 1`` modulo ``n``, so n workers cover every pair once.
-
-Executors. With an ``executor`` (``edit_images --executor ray``) the editor is loaded only in
-the executor's workers, which get each job as an ``EditTask`` (plain data: prompt, noise seed,
-seed photo path or bytes) and return PNG bytes; this module plans, skips what is stored and
-writes every pair in this process, through the same storer as a local run.
+``edit_run`` is the loop behind ``edit_images``: every seed photo edited with every prompt, each
+output an item of a pair-change study with two images (roles ``input`` and ``output``). With an
+``executor`` the editor runs in its workers and this process plans and writes. Editors, seeds,
+keys and shards: docs/reference/detectors.md (``edit_images``).
 """
 
 from __future__ import annotations
@@ -350,7 +314,7 @@ def edit_run(
     sources = {job.seed.image.sha256: media / job.seed.image.file for job in jobs}
     size = input_size(model.name, settings)
     run_batch: Callable[[Sequence[EditJob]], list[Edited]] | None = None
-    if executor is not None:  # --executor ray (issue 14): workers edit, this process stores
+    if executor is not None:  # --executor ray: workers edit, this process stores
         payloads = {sha: image_payload(path, send_images) for sha, path in sources.items()}
         info = executor.start(edit_worker_spec(model, settings))
     else:

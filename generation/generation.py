@@ -2,39 +2,7 @@
 
 ``generation_run`` is the loop behind ``generate_images``: it plans (prompt, index) jobs, skips
 those already stored, generates the rest in batches and stores each image as an item of the
-study: an ``Item`` keyed by its generated path (``source_path_for``) with its prompt, T2I model,
-seed, index, all generation settings in ``Item.params`` and the prompt set's extra columns in
-``Item.metadata``; one ``ItemImage`` (role image) under the same path; and its PNG as an
-``Image`` file, stored once under its SHA-256 whatever the number of studies using it. The
-writing is ``studies.ingest.item_image_store``'s, the same as a manifest import's.
-
-Seeds. Each image's seed is a pure function of (seed base, T2I model name, prompt text, index):
-the first 8 bytes of ``sha256("<seed_base>|<t2i_model>|<prompt>|<index>")``, big-endian, shifted
-right by one bit (so it fits a signed 64-bit column). The same image therefore gets the same
-seed on every machine, in any batch, after any restart. Noise is drawn from a per-image CPU
-``torch.Generator`` (diffusers' advice for reproducibility across devices), so batching does not
-change an image.
-
-Seed policy (``Settings.seed_by``, ``generate_images --seed-by``). ``prompt`` (the default) is the
-rule above. ``template`` replaces the prompt text by the prompt set's ``template`` column:
-``sha256("<seed_base>|<t2i_model>|template=<template>|<index>")``, same bytes and shift. Every
-prompt of a template then shares its seeds image by image, so "A man holding an item" and "A
-woman holding an item" (Mannering 2023) start from the same noise and differ only in the gender
-word. A run whose planned seeds differ from those of the images already stored (another policy
-or seed base) is refused rather than mixed.
-
-Paths. A prompt is identified by its text (unique within a set). Its images are
-``<model>/<category>/<word>/<index>.png`` when no other prompt of the set has the same category
-and word; prompts that share them (gep2023: "A woman sitting at a table." and "A man sitting at
-a table." are both neutral / sitting at a table) get a sub-folder named by the prompt,
-``<model>/<category>/<word>/<slug>-<sha8>/<index>.png`` (``prompt_folder``), decided over the
-whole file so ``--limit-prompts`` never changes a path. Resuming also recognises an image stored
-under another path for the same prompt and index.
-
-Weights. A short name (``sdxl``, ``sd3``, ``dreamlike``) maps to the paper's checkpoint; any
-other name is a diffusers hub id or a local folder. ``BIASLAB_T2I_<NAME>_WEIGHTS`` overrides the
-source. Loading never touches the network (``local_files_only=True``, HF_HUB_OFFLINE
-semantics): missing weights give one ``GenerationError`` naming that variable.
+study. Seeds, paths and weights: docs/reference/generation.md.
 """
 
 from __future__ import annotations
@@ -630,7 +598,7 @@ def generation_run(
     outcome = GenerationOutcome(skipped=skipped)
     if not jobs:
         return outcome
-    if executor is not None:  # --executor ray (issue 14): workers generate, this process stores
+    if executor is not None:  # --executor ray: workers generate, this process stores
         info = executor.start(generation_worker_spec(model, settings))
     else:
         if pipe is None:

@@ -1,26 +1,9 @@
 """GEP: gender presentation differences (Zhang et al. 2023), as pure functions over plain data.
 
-The study prompts a text-to-image model with "A woman …" / "A man …" and asks, per image, whether
-a person wears each of 15 clothing attributes. Two settings (section 3 of the paper):
-
-* ``neutral``: "A {gender} {context}." — every image is asked about every attribute;
-* ``explicit``: "A {gender} {attribute} {context}." — an image is asked only about the attribute
-  its prompt names.
-
-Per T2I model and setting, ``f[g][j]`` is the share of gender g's images whose final answer to
-attribute j is yes (explicit: only images prompted with j), the **GEP vector** is
-``v_j = f[woman][j] - f[man][j]`` and the **GEP score** is its normalised l1 norm
-``mean_j |v_j|`` (equation 2). An automatic estimator (a *detector* in BiasLab's terms) replaces
-the yes/no answers by per-image scores (CLIP similarity, calibrated similarity, cross-modal
-classifier probability); its vector is validated against the human one by Kendall's tau-b, the
-MCC of the signs and Pearson's r, its per-image scores by ROC-AUC against the human answers, and
-its GEP scores across all model x setting cells by Kendall's tau-b against the human scores
-(Tables 4, 6, 7 and 19).
-
-Everything here is numpy/scipy only. Undefined figures are ``None``, never 0: a frequency with no
-answered image, a correlation with a constant vector, an ROC-AUC with one class only, an MCC with
-a zero marginal (where scikit-learn would say 0.0). Bad input raises :class:`GepInputError`, a
-``ValueError`` whose message names the item.
+GEP vectors and scores per T2I model and setting (neutral, explicit) from yes/no answers or a
+detector's per-image scores, and the detectors' validation (Kendall's tau-b, MCC, Pearson's r,
+ROC-AUC); the formulas: docs/explanation/metrics.md. numpy/scipy only. Undefined figures are
+``None``, never 0; bad input raises :class:`GepInputError`, a ``ValueError`` naming the item.
 """
 
 from __future__ import annotations

@@ -118,29 +118,12 @@ def chi_square_by_gender(
 ) -> GenderContingency:
     """Pearson's χ² test of independence between prompt gender and object class.
 
-    ``counts`` maps a class name (any accepted spelling) to its instance counts, either a
-    ``(male, female)`` pair or ``{"male": n, "female": n}`` (the JSON ``counts`` shape). Classes
-    with no instance are dropped (an all-zero column has no expected count, and "detected at least
-    once" is the study's definition of the columns); ``person`` is dropped when
-    ``include_person`` is false. Mannering (2023) kept ``person``: its Table 1 reproduces
-    p = 0.000009 (Stable Diffusion) and 0.04172 (DALL·E mini) only with it.
-
-    The statistic is ``scipy.stats.chi2_contingency`` with dof = K - 1. Yates' continuity
-    correction only exists for one degree of freedom (a 2 x 2 table); it is off by default so the
-    statistic means the same thing at every table width and equals the paired permutation test's
-    statistic. ``yates_correction=True`` applies it to 2 x 2 tables only (as scipy does).
-
-    Cramér's V = sqrt(χ² / (N · (min(2, K) - 1))) = sqrt(χ² / N), always from the uncorrected χ²
-    (as ``scipy.stats.contingency.association`` computes it).
-
-    The residual of cell (i, j) is the adjusted standardised residual
-    (O - E) / sqrt(E · (1 - rᵢ/N) · (1 - cⱼ/N)), with E = rᵢcⱼ/N: approximately N(0, 1) under
-    independence, so |r| > 1.96 marks a cell that departs from independence at about the 5 % level
-    (taken one cell at a time, without correction for the K comparisons). With two rows the male
-    and female residuals of a class are opposite numbers.
-
-    Raises ``ValueError`` for a negative or non-integer count, for two keys naming the same class
-    ("tv" and "tvmonitor"), and ``UnknownClassName`` for a name outside the vocabulary.
+    ``counts`` maps a class name (any accepted spelling) to ``(male, female)`` or ``{"male": n,
+    "female": n}``; classes without an instance are dropped, ``person`` too unless
+    ``include_person``. χ², Cramér's V and the adjusted standardised residuals as
+    docs/explanation/metrics.md (Objects) defines them; Yates only on 2 x 2 tables when asked.
+    Raises ``ValueError`` for a negative or non-integer count or two keys naming one class, and
+    ``UnknownClassName`` for a name outside the vocabulary.
     """
     parsed = _parse_counts(counts)
     kept = {
@@ -323,31 +306,12 @@ def paired_permutation_test(
 ) -> PairedPermutationResult:
     """Permutation test of gender/object independence that respects the seed-matched pairs.
 
-    ``male_counts[p, k]`` / ``female_counts[p, k]`` are the instances of class k in pair p's
-    male / female image(s) (both n_pairs x K, whole numbers ≥ 0, same column order).
-
-    Statistic: Pearson's χ² (no Yates correction) of the aggregated 2 x K table, i.e. the column
-    sums of each matrix — the same statistic as the paper's test. Classes with no instance in
-    any pair are dropped first. Null hypothesis: within each pair the labels male/female are
-    exchangeable (the gender word does not change which objects are drawn), so each relabelling swaps
-    the two sides of a random subset of pairs. Column totals are invariant under swaps; only the
-    split between the rows moves, which is what makes the test cheap: for a swap matrix S
-    (relabellings x pairs) the male row is ``Σ male - S @ (male - female)``.
-
-    Monte Carlo (default): ``n_permutations`` relabellings, each pair swapped with probability ½
-    by a numpy ``Generator`` from ``seed`` (an int, or a Generator to draw from);
-    p = (1 + #{χ²* ≥ χ²_obs}) / (1 + n_permutations), never 0 and valid at any n. The result
-    is the same for the same seed whatever the chunking. ``exact=True`` enumerates all 2**n_pairs
-    relabellings instead (identity included) and p = #{χ²* ≥ χ²_obs} / 2**n_pairs; at most
-    ``MAX_EXACT_PAIRS`` pairs. A relabelling whose statistic ties the observed one within a
-    relative 1e-9 counts as at least as extreme.
-
-    A relabelled table may leave one gender without instances; its χ² is taken as 0 (every cell
-    then equals its expected count), so it never counts as extreme.
-
-    Undefined (``p_value`` ``None`` with a reason): no pairs, fewer than two classes with
-    instances, or an observed row without instances. Raises ``ValueError`` for mismatched shapes,
-    negative or non-integer counts, ``n_permutations`` < 1, or too many pairs for ``exact``.
+    ``male_counts[p, k]`` / ``female_counts[p, k]``: instances of class k in pair p's male /
+    female image(s) (n_pairs x K, whole numbers ≥ 0). Monte Carlo with ``n_permutations``
+    relabellings from ``seed`` (the same result whatever the chunking), or ``exact`` over all
+    2**n_pairs (at most ``MAX_EXACT_PAIRS``); the statistic and p-value: docs/explanation/metrics.md.
+    ``p_value`` is None with a reason when undefined. Raises ``ValueError`` for mismatched shapes,
+    bad counts, ``n_permutations`` < 1, or too many pairs for ``exact``.
     """
     male = _count_matrix(male_counts, "male_counts")
     female = _count_matrix(female_counts, "female_counts")
@@ -472,7 +436,7 @@ class ObjectAnalysis:
     def as_json(self, human_check: Mapping[str, HumanCheckClass] | None = None) -> dict[str, Any]:
         """The ``objects.<t2i_model>`` entry of the report.
 
-        Keys of the issue's shape, plus ``chi2_reason`` (why χ² is ``None``), ``yates_correction``
+        Keys of the report's JSON contract, plus ``chi2_reason`` (why χ² is ``None``), ``yates_correction``
         and ``paired_permutation`` (the test's details). ``human_check`` is ``None`` when no
         person checked the detections.
         """

@@ -1,144 +1,10 @@
 """Prediction-powered (AIPW) estimates of the paper's bias scores from a sample of human labels.
 
-Issue 13. A detector labels every image; humans label only a random sample. The detector's
-verdicts carry the estimate, the human labels of the sample correct the detector's errors, and
-the interval covers the score the humans would give if they labelled *every* image.
-
-Definitions (the issue's contract)
-----------------------------------
-For prompt p with images i = 1..N_p: the detector vector f_i is (1, 0) male, (0, 1) female,
-(0, 0) filtered or failed; the human vector Y_i comes from the final label the same way (low
-quality and other give (0, 0)); ξ_i = 1 when image i was drawn in a sampling round and has a
-final label; π_i is its inclusion probability, fixed before the draw. With r_i = Y_i - f_i::
-
-    μ̂_p = (1/N_p) Σ_i [ f_i + ξ_i r_i / π_i ]                      (shares male, female)
-    d̂_p = (μ̂_p,m - μ̂_p,f) / (μ̂_p,m + μ̂_p,f)                       (eq. 2; None if denominator <= 0)
-    model bias score = mean over prompts with a score of |d̂_p|       (eq. 1)
-
-``y`` is known only where ξ = 1: pass NaN rows elsewhere (``gender_vectors`` makes them from
-labels with None for "not labelled"). ``f`` may also be soft (calibrated probabilities): nothing
-below needs it to be one-hot. The human-only estimate is the same formula with f = 0
-(Horvitz-Thompson on the sample); the detector-only score is eq. 1 on the f_i alone.
-
-Why it is unbiased, and its variance (the finite population)
-------------------------------------------------------------
-The target μ_p = (1/N_p) Σ_i Y_i is a property of the N_p images that exist, not of a
-superpopulation, and f_i is known for all of them, so μ̂_p - μ_p = (1/N_p) Σ_i (ξ_i/π_i - 1) r_i.
-Bernoulli sampling draws the ξ_i independently with E ξ_i = π_i, hence E μ̂_p = μ_p, and because
-Var(ξ_i/π_i) = (1 - π_i)/π_i and the draws are independent::
-
-    Cov(μ̂_p) = (1/N_p²) Σ_i (1 - π_i)/π_i r_i r_iᵀ                              (1)
-
-Only images not labelled with certainty contribute: with π_i = 1 for all images the estimate is
-the human score and the variance is 0 -- this is the finite-population correction, (1 - π_i)
-per image (the superpopulation formulas of ``ppi-python`` add Var(f)/N and drop 1 - π). The
-sum (1) runs over all images, but r_i is known only where ξ_i = 1; weighting each labelled term
-by 1/π_i gives its unbiased estimate::
-
-    Ĉov(μ̂_p) = (1/N_p²) Σ_i ξ_i (1 - π_i)/π_i² r_i r_iᵀ                          (2)
-
-The random sample size enters: this is the HT form (uncentred r r ᵀ), as the contract's
-estimator has 1/N_p, not 1/(realised sample size), in front of the residual sum.
-
-From shares to scores (delta method)
-------------------------------------
-d = g(μ_m, μ_f) = (μ_m - μ_f)/(μ_m + μ_f) has gradient a = (2 μ_f, -2 μ_m)/(μ_m + μ_f)², so
-Var(d̂_p) ≈ aᵀ Cov(μ̂_p) a. Prompts are sampled independently, so the model score's variance is
-(1/P²) Σ_p Var(d̂_p) (|·| has derivative ±1 away from 0).
-
-The delta method alone is not honest here, for three reasons, each seen in the simulations of
-bench/bench_estimator.py (100 prompts x 40 images, 200-800 labels, i.e. 2-8 labels a prompt):
-
-* **Few labels.** With a good detector most labelled residuals are 0, so (2) is often exactly 0
-  for a prompt with a handful of labels although its true variance is not. ``se`` therefore
-  uses max((2), model-based) per prompt, and max(Σ (2), Σ model) for the model score, where the
-  model-based variance is (1) with r_i r_iᵀ replaced by E[r rᵀ | detector output, prompt] under
-  ``CovarianceModel``. Prompts with fewer than ``min_labels`` labels also get a warning.
-* **The ratio.** With π ≈ 0.05 one sampled detector error moves a share by 1/(N_p π) ≈ 0.5, so
-  μ̂_m + μ̂_f can approach 0 or go negative and d̂_p explode: the plug-in is far from linear.
-* **|·| near 0.** E|d̂_p| ≥ |d_p|: for d̂ ≈ N(d, s²) the excess is 0.80 s at d = 0, 0.17 s at
-  |d| = s. Together with the ratio, the plug-in model score is biased upward by +0.06 to +0.09
-  at 200 labels, many standard errors.
-
-So the reported intervals come from a **bootstrap over the sampling design** with
-pseudo-populations that keep every human label and draw the others from the model
-P(class | detector output, prompt) (the detector's confusion from the labels, weighted 1/π and
-redrawn from its Dirichlet posterior in every replicate, and each prompt's class shares drawn
-from their empirical-Bayes posterior given the prompt's detector outputs and labels). Each
-replicate redraws the rounds with their π and applies the estimator; e* = T* - θ* is its error
-against the replicate's own true score. The interval is the union of the pivot
-[T - q97.5(e*), T - q2.5(e*)] and the 2.5-97.5 % range of θ* (the posterior interval), with
-T = eq. 1 on the AIPW shares clipped at 0 (the same unbiased shares without the ratio's
-blow-ups; ``estimate`` stays the unclipped plug-in of the contract); ``bias_corrected`` =
-T - mean(e*), moved into the interval if it falls outside. Per prompt the same union on d̃_p
-gives ``ci95``; ``delta_ci95`` keeps the delta interval for reference.
-
-**Why the pseudo-populations draw the prompts' shares (issue 21).** They used to give every
-prompt its maximum-likelihood (EM) shares. With ~2 labels a prompt and a detector whose errors
-depend on the class (it calls a third of the women men) and that gives most low-quality images
-a gender, a prompt's EM shares are noisy, so the pseudo-populations' prompts were less balanced
-than the true ones: their scores lay further from 0, where |·| adds less upward bias, the
-bootstrap under-estimated the bias of T, and the interval missed the truth from above --
-coverage 0.83 / 0.85 / 0.89 at 10 / 20 / 40 % labels (50 prompts x 20 images; the truth below
-the interval in most misses). With the true shares in the pseudo-populations coverage was 0.96:
-the fault was the point shares, not the confusion. Shares drawn from a posterior under a prior
-fitted to all prompts have, over the prompts, the spread of the true shares. Two more
-guards, each found missing in the simulations: the interval is the union of the pivot and the
-posterior range (the pivot alone covered 0.88-0.90 with a detector independent of the truth,
-where the estimate rests on the labels alone and its error depends on how balanced the
-prompts are); and with a weak detector a share of the replicates learns the prompts' shares
-from the labels alone (see ``_detector_world``). Neither costs much width with a good detector.
-
-Power tuning (PPI++)
---------------------
-The estimator weighs the detector by λ: μ̂_p(λ) = (1/N_p) Σ_i [λ f_i + c_i ξ_i (Y_i - λ f_i)],
-unbiased for every fixed λ (λ = 0 is Horvitz-Thompson on the labels alone, λ = 1 the estimator
-above). λ minimises the estimated variance of the model score and is cross-fitted over folds of
-the images (``PowerTuning``), so its choice does not shrink the interval's coverage; the
-bootstrap applies the estimator with the λ each image got. A detector independent of the truth
-gets λ ≈ 0 and the interval of the labels alone or better; a good one λ near 1.
-
-The human-only interval must not borrow the detector: its pseudo-populations come from the
-human labels alone (empirical-Bayes priors for each prompt's rest share -- a beta -- and male
-share among clear images -- half the time a discrete prior on a grid that can sit exactly on
-all-male and balanced prompts, half the time a beta --, re-fitted on a bootstrap of the prompts in every replicate and updated with
-each prompt's labels), and the interval is the 2.5-97.5 % range of θ* over them (a
-posterior-predictive interval: at 2 labels a prompt the plug-in's bias dwarfs its spread and is
-itself uncertain, so a pivot would not do). With few labels θ is barely identified from labels
-alone, and the interval is wide: that is the honest answer.
-
-A multiplier bootstrap of (2) (``bootstrap_model_bias``) is the percentile cross-check of the
-delta method where scores are far from 0.
-
-Several rounds
---------------
-Round k draws ξ^(k) ~ Bernoulli(π^(k)) among the images not labelled before it (π^(k) = 0 for
-those already labelled); π^(k) may depend on every label of rounds < k. Round k alone gives an
-estimate of the total residual R_p = Σ_i r_i: the residuals already known plus an HT estimate of
-the remaining ones, T̂_k = Σ_{labelled before k} r_i + Σ_i ξ_i^(k) r_i / π_i^(k), and
-E[T̂_k | rounds < k] = R_p. With weights w_k fixed in advance (Σ w_k = 1),
-μ̂_p = (1/N_p) [Σ_i f_i + Σ_k w_k T̂_k] is unbiased, and the errors T̂_k - R_p are martingale
-differences (uncorrelated), so Cov = (1/N_p²) Σ_k w_k² Cov_k, each estimated by (2) on round k's
-sample. Per image labelled in round k this is one coefficient, w_k/π_i^(k) + Σ_{j>k} w_j, in
-place of 1/π_i; with one round it is the contract's formula exactly.
-
-Default weights (``default_round_weights``) are inverse to each round's variance under a working
-model in which residuals are alike and π uniform: w_k ∝ n_k / (M_k (M_k - n_k)), with n_k the
-round's budget (Σ π^(k), stored with the round before its draw) and M_k = N - Σ_{j<k} n_j the
-planned number of images left. For small sampling fractions this is w_k ∝ n_k. A round that
-labels every image left (π = 1) takes all the weight: the result is then the exact human score.
-They are "fixed in advance" when the schedule of budgets is; a budget chosen after looking at
-earlier labels (say from ``labels_for_half_width``) makes them depend on the data, which costs a
-little bias in principle and none visible in the coverage simulation (bench/bench_estimator.py).
-
-Sampling designs
-----------------
-Bernoulli sampling with Σ π_i = budget (the expected number of labels). ``uniform`` gives every
-eligible image budget/n. ``active`` takes π_i ∝ sqrt(a_pᵀ E[r_i r_iᵀ | output, prompt] a_p) / N_p,
-the allocation that minimises the variance of the model score, Σ_i (1/π_i - 1) v_i, for a fixed
-budget (Neyman: π_i ∝ sqrt(v_i)); the second moment equals the issue's Cov(Y | detector output)
-when f is the calibrated E[Y | output], and adds the squared calibration error otherwise (it is
-the quantity that enters (1)). It is mixed with uniform and floored so that no 1/π is huge.
+A detector labels every image; humans label a random sample drawn with known inclusion
+probabilities π, and their labels correct the detector's errors. The estimate targets the score
+the humans would give if they labelled every image; its interval comes from a bootstrap over the
+sampling design, with power tuning (λ) and several rounds. Definitions and derivations:
+docs/explanation/estimator.md.
 """
 
 from __future__ import annotations
@@ -223,7 +89,7 @@ class ScoreEstimate:
 
     ``estimate`` is the plug-in mean of |d̂_p| over the ``n_scored`` prompts that have a score
     (``unscored`` lists the others); unclipped, it can exceed 1. ``ci95`` is the design-bootstrap
-    interval of the module docstring (clipped to [0, 1], where the score lives),
+    interval of docs/explanation/estimator.md (clipped to [0, 1], where the score lives),
     ``bias_corrected`` the bootstrap's bias-corrected estimate, ``se`` and ``delta_ci95`` the
     delta method's standard error and interval (for reference: biased upward when labels are
     few). Everything is None when no prompt has a score."""
@@ -247,7 +113,7 @@ class ScoreEstimate:
 
 @dataclass(frozen=True)
 class ModelBiasEstimate:
-    """Everything issue 13 reports for one T2I model.
+    """Everything the estimate reports for one T2I model.
 
     ``model_bias_score`` is the prediction-powered estimate, ``human_only`` the same design with
     f = 0 (Horvitz-Thompson on the sample), ``detector_only`` eq. 1 on the detector's verdicts
@@ -273,8 +139,8 @@ class ModelBiasEstimate:
     effective_labels: float | None = None
 
     def as_json(self) -> dict[str, Any]:
-        """The issue's JSON contract (prompt ids become strings); undefined figures are None.
-        ``lambda`` and ``effective_labels`` (issue 21) sit beside the estimate."""
+        """The estimate's JSON contract (prompt ids become strings); undefined figures are None.
+        ``lambda`` and ``effective_labels`` sit beside the estimate."""
         return {
             "model_bias_score": self.model_bias_score.as_json(),
             "human_only": self.human_only.as_json(),
@@ -334,7 +200,7 @@ def _as_rounds(values: np.ndarray | Sequence[Any], n: int, name: str, dtype: Any
 
 
 def default_round_weights(budgets: Sequence[float], n_images: int) -> np.ndarray:
-    """Weights of the rounds' estimates, fixed by their budgets alone (see the module docstring):
+    """Weights of the rounds' estimates, fixed by their budgets alone (docs/explanation/estimator.md, "Several rounds"):
     w_k ∝ n_k / (M_k (M_k - n_k)), M_k = n_images - Σ_{j<k} n_j; a round whose budget covers all
     images planned to be left takes all the weight. Sums to 1; empty for no round."""
     budgets_arr = np.asarray(budgets, dtype=float)
@@ -597,7 +463,7 @@ def _model_score(
                 corrected = clipped - float(errors.mean())
                 ci = (float(clipped - hi), float(clipped - lo))
                 if theta.size:
-                    # The union with the posterior range of θ* (see the module docstring).
+                    # The union with the posterior range of θ* (docs/explanation/estimator.md).
                     post_lo, post_hi = np.percentile(theta, [2.5, 97.5])
                     ci = (min(ci[0], float(post_lo)), max(ci[1], float(post_hi)))
         elif theta.size:
@@ -686,7 +552,7 @@ def _design_bootstrap(
     images, how many fall in each class and are first drawn in each round (or never), one
     multinomial of n over classes x rounds (class and draws are independent). The same
     replicates in distribution as drawing every image; the cost grows with the number of groups
-    (about prompts x outputs x rounds' π), not with the study's size (issue 23)."""
+    (about prompts x outputs x rounds' π), not with the study's size."""
     n_prompts, rounds = data.n_prompts, data.rounds
     known = np.where(data.labelled, _human_classes(data.y), -1)
     pis = _bootstrap_pis(data, output_index)
@@ -778,7 +644,7 @@ def _detector_world(data: _Data, model: CovarianceModel, output_index: np.ndarra
     sample of the prompts, mixed with a flat prior); then every unlabelled image's class from
     P(class | output, shares) ∝ P(output | class) x share.
 
-    Drawing the shares matters (issue 21). With a few labels a prompt and a detector that errs
+    Drawing the shares matters. With a few labels a prompt and a detector that errs
     often -- say one that calls a third of the women men and most low-quality images a gender
     -- a prompt's maximum-likelihood shares are noisy, and pseudo-populations built on them are
     less balanced than the truth: their prompt scores lie further from 0, where |·| adds less
@@ -1328,7 +1194,7 @@ class PowerTuning:
 
     The estimator of the shares becomes μ̂_p(λ) = (1/N_p) Σ_i [λ f_i + c_i ξ_i (Y_i - λ f_i)]:
     unbiased for every fixed λ (λ = 0 is Horvitz-Thompson on the labels alone, λ = 1 the
-    estimator of issue 13). Its delta-method variance for the model score is a quadratic in λ,
+    untuned estimator). Its delta-method variance for the model score is a quadratic in λ,
     V(λ) = Σ_i v_i (g_i·(Y_i - λ f_i))² (v_i = (1 - π_i)/π_i² with one round, g_i the gradient
     of the image's prompt score over P N_p), minimised at λ* = Σ v (g·Y)(g·f) / Σ v (g·f)²,
     clipped to [0, 1]. Choosing λ on the same labels it is applied to would let it chase the
@@ -1507,12 +1373,9 @@ def estimate_model_bias(
     per distinct f. ``round_weights`` override ``default_round_weights`` (must be fixed in
     advance, sum to 1).
 
-    ``n_boot`` design-bootstrap replicates (seeded by ``seed``; 0 skips the bootstrap and
-    reports the delta intervals) give the intervals; the default takes about half a second for
-    4,000 images on a 2-core machine.
-
-    ``power_tuning`` weighs the detector by a cross-fitted λ in [0, 1] (``PowerTuning``, over
-    ``folds`` folds of the images); without it λ = 1, the estimator of issue 13.
+    ``n_boot`` design-bootstrap replicates (seeded by ``seed``; 0: the delta intervals) give the
+    intervals. ``power_tuning`` weighs the detector by a cross-fitted λ in [0, 1] over ``folds``
+    folds of the images; without it λ = 1.
 
     A drawn image that has no final label yet must be passed as not drawn (xi = 0): the
     estimate then assumes its label is missing at random -- finish a round before reporting it.

@@ -1,61 +1,9 @@
 # ruff: noqa: RUF002  (the maths keeps its own Greek letters)
-"""Few-label estimates of mean-type estimands for every protocol, with power tuning (issue 21).
+"""Few-label estimates of mean-type estimands for every protocol, with power tuning.
 
-Pure numpy; no Django. ``metrics.ppi`` keeps the gender protocol's ratio-of-shares estimator;
-this module serves every estimand that is a *linear* function of per-item human values (a share
-of "yes", a share of changed pairs, a count of confirmed instances) and the GEP score built from
-them.
-
-The estimator
--------------
-Item i has a human value Y_i (in [0, 1] or a count; known only where ξ_i = 1), a detector
-prediction f_i (known for every item), an inclusion probability π_i fixed before the draw and
-a coefficient a_i (1/N_A for a mean over group A, -1/N_B for minus a mean over group B, 0 for
-items outside the estimand). The target is θ = Σ a_i Y_i over the items that exist (a finite
-population). With a working prediction g_i = α_{group(i)} + λ f_i::
-
-    θ̂ = Σ_i a_i [ g_i + ξ_i (Y_i - g_i) / π_i ]
-
-(the issue's (1/N) Σ [λ f_i + ξ_i (Y_i - λ f_i)/π_i], with a per-group intercept α). Under
-Bernoulli sampling E ξ_i = π_i, so θ̂ is unbiased for *any* fixed g, and::
-
-    Var θ̂ = Σ_i (1 - π_i)/π_i a_i² r_i²,    r_i = Y_i - g_i,
-    V̂     = Σ_i ξ_i (1 - π_i)/π_i² a_i² r_i²        (its unbiased estimate).
-
-π_i = 1 for every item (a census) gives the exact human number and V̂ = 0.
-
-Why an intercept. Bernoulli sampling draws a random number of labels; plain Horvitz-Thompson
-(g = 0) then carries the sample size's noise, so a constant predictor -- even a useless
-detector -- would beat "labels only" for a reason that has nothing to do with the detector.
-The intercept removes that: λ = 0 is the labels-only estimator (HT with a fitted constant, close
-to the sample mean -- the honest baseline), and the detector is judged by what λ f adds to it.
-
-Power tuning (PPI++, Angelopoulos, Duchi & Zrnic 2023). (α, λ) minimise V̂: a weighted least
-squares of Y on (group indicators, f) over the labelled items with weights (1-π)/π² a², λ
-clipped to [0, 1] (α refitted given the clipped λ). To keep the interval valid the fit is
-**cross-fitted**: the items are split into ``folds`` folds and a fold's (α, λ) come from the
-other folds' labels only, so g_i never sees Y_i. A useless detector gets λ ≈ 0 and the estimate
-is labels-only; a good one gets λ ≈ 1. ``effective_labels`` = labels × V̂(labels only) / V̂.
-
-Interval: θ̂ ± t_{0.975, ν} √V̂ with ν the Satterthwaite degrees of freedom of the labels-only
-fit's per-item terms, (Σ v_i)² / Σ v_i² - 1 (at least 1): with ten labels a normal quantile
-undercovers, and a rare "yes" (skewed values) needs a larger quantile still. The tuned fit uses
-the labels-only ν too (``_floored``). The labels-only variance is floored at Agresti-Coull's for
-values in [0, 1] (``_binary_floor``): a sample of all-equal labels does not give width 0.
-
-The GEP score (mean absolute entry)
------------------------------------
-S = (1/K) Σ_k |d_k| is not linear and |·| biases the plug-in upward: with d_k = 0 and
-d̂_k ~ N(0, s²), E|d̂_k| = 0.80 s. The interval therefore does not rest on S's plug-in
-distribution but on a bound that holds whatever d is: by the triangle inequality
-|S(d̂) - S(d)| ≤ (1/K) Σ_k |d̂_k - d_k| = L. With the entries' estimated covariance Σ̂ (the same
-per-item residuals, so entries that share items are correlated) and e ~ multivariate t(Σ̂, ν),
-q = the 95 % quantile of (1/K) Σ |e_k| bounds L with probability ≈ 0.95, and
-[max(0, S(d̂) - q), S(d̂) + q] covers S(d). It is conservative (coverage near 0.99 in the
-simulations of ``bench/bench_estimator.py --generic``) but honest at 5 % labels, and its width
-scales with the entries' standard errors, so a detector's gain carries over to the score.
-The reported ``estimate`` is the plug-in S(d̂) (upward-biased with few labels; the interval,
-not the point, is what to read).
+Pure numpy. Every estimand that is a linear function of per-item human values (a share, a count)
+and the GEP score built from them; ``metrics.ppi`` keeps the gender ratio-of-shares estimator.
+The estimator, its interval and the GEP score's bound: docs/explanation/estimator.md.
 """
 
 from __future__ import annotations
@@ -79,7 +27,7 @@ class MeanInputError(ValueError):
 
 @dataclass(frozen=True)
 class Estimand:
-    """One estimated number in issue 21's shape. Undefined figures are None."""
+    """One estimated number in the few-label estimate's shape. Undefined figures are None."""
 
     estimate: float | None
     ci95: tuple[float, float] | None
@@ -207,10 +155,10 @@ def _fit(
 
 
 def linear_estimate(
-    y: Sequence[float] | np.ndarray,
     f: Sequence[float] | np.ndarray | None,
-    pi: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
     xi: Sequence[bool] | np.ndarray,
+    pi: Sequence[float] | np.ndarray,
     coef: Sequence[float] | np.ndarray,
     groups: Sequence[int] | np.ndarray | None = None,
     *,
@@ -218,7 +166,7 @@ def linear_estimate(
     folds: int = FOLDS,
     seed: int = 0,
 ) -> Linear:
-    """θ̂ = Σ a_i [g_i + ξ_i (Y_i - g_i)/π_i] with g cross-fitted (see the module docstring).
+    """θ̂ = Σ a_i [g_i + ξ_i (Y_i - g_i)/π_i] with g cross-fitted (docs/explanation/estimator.md).
 
     ``y`` holds NaN where not labelled; ``coef`` = a_i; ``groups`` (small ints) give the
     intercepts' groups (default: one per sign of a_i, i.e. per side of a difference)."""
@@ -347,10 +295,10 @@ def _effective(n: int, human: float, tuned: float) -> float:
 
 
 def estimate_linear(
-    y: Sequence[float] | np.ndarray,
     f: Sequence[float] | np.ndarray | None,
-    pi: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
     xi: Sequence[bool] | np.ndarray,
+    pi: Sequence[float] | np.ndarray,
     coef: Sequence[float] | np.ndarray,
     groups: Sequence[int] | np.ndarray | None = None,
     *,
@@ -358,7 +306,7 @@ def estimate_linear(
     folds: int = FOLDS,
     seed: int = 0,
 ) -> Estimand:
-    """A linear estimand (a mean, a difference of means, a total) in issue 21's shape.
+    """A linear estimand (a mean, a difference of means, a total) in the few-label estimate's shape.
     ``f=None`` means no detector (estimate = labels only, ``detector_only`` None). ``bounds``
     clip the interval to the estimand's range (e.g. (0, 1) for a share, (-1, 1) for a gap)."""
     a = np.asarray(coef, dtype=float)
@@ -367,9 +315,9 @@ def estimate_linear(
     _checked(y, f, pi, xi)
     if not _reachable(np.asarray(pi, dtype=float), np.asarray(xi, dtype=bool), a):
         return _detector_only(f, a)
-    human = linear_estimate(y, None, pi, xi, a, groups, use_detector=False, folds=folds, seed=seed)
+    human = linear_estimate(None, y, xi, pi, a, groups, use_detector=False, folds=folds, seed=seed)
     tuned = (
-        _floored(linear_estimate(y, f, pi, xi, a, groups, use_detector=True, folds=folds, seed=seed), human)
+        _floored(linear_estimate(f, y, xi, pi, a, groups, use_detector=True, folds=folds, seed=seed), human)
         if f is not None
         else human
     )
@@ -403,10 +351,10 @@ def difference_coefficients(mask_a: np.ndarray, mask_b: np.ndarray) -> np.ndarra
 
 
 def estimate_difference(
-    y: Sequence[float] | np.ndarray,
     f: Sequence[float] | np.ndarray | None,
-    pi: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
     xi: Sequence[bool] | np.ndarray,
+    pi: Sequence[float] | np.ndarray,
     mask_a: Sequence[bool] | np.ndarray,
     mask_b: Sequence[bool] | np.ndarray,
     *,
@@ -416,16 +364,16 @@ def estimate_difference(
 ) -> Estimand:
     """Mean of Y over A minus over B (e.g. share of "yes" among women minus among men)."""
     a = difference_coefficients(np.asarray(mask_a, dtype=bool), np.asarray(mask_b, dtype=bool))
-    return estimate_linear(y, f, pi, xi, a, bounds=bounds, folds=folds, seed=seed)
+    return estimate_linear(f, y, xi, pi, a, bounds=bounds, folds=folds, seed=seed)
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One entry of a vector estimand: human values, detector values, coefficients (NaN-free
+    """One entry of a vector estimand: detector values, human values, coefficients (NaN-free
     ``y`` where labelled), as ``estimate_mean_abs`` takes them."""
 
-    y: np.ndarray
     f: np.ndarray | None
+    y: np.ndarray
     coef: np.ndarray
     #: This entry's own sampled indicators (an explicit GEP item answers one attribute only);
     #: None: the ``xi`` given to ``estimate_mean_abs``.
@@ -454,9 +402,9 @@ def _entry_fits(
         if not _reachable(pi, x, entry.coef):
             singles.append(_detector_only(entry.f, entry.coef))
             continue
-        human = linear_estimate(entry.y, None, pi, x, entry.coef, use_detector=False, folds=folds, seed=seed)
+        human = linear_estimate(None, entry.y, x, pi, entry.coef, use_detector=False, folds=folds, seed=seed)
         tuned = (
-            _floored(linear_estimate(entry.y, entry.f, pi, x, entry.coef, folds=folds, seed=seed), human)
+            _floored(linear_estimate(entry.f, entry.y, x, pi, entry.coef, folds=folds, seed=seed), human)
             if entry.f is not None
             else human
         )
@@ -497,8 +445,8 @@ def _error_quantile(cs: list[np.ndarray], df: float, draws: int, seed: int, boun
 
 def _bounded_functional(
     entries: Sequence[Entry],
-    pi: Sequence[float] | np.ndarray,
     xi: Sequence[bool] | np.ndarray,
+    pi: Sequence[float] | np.ndarray,
     *,
     value: Any,
     bound: Any,
@@ -510,7 +458,7 @@ def _bounded_functional(
     """A functional ``value`` of the entries (mean |d_k|, max - min) whose error is at most
     ``bound(e)`` of the entries' errors e whatever the truth (a Lipschitz bound), and each entry.
     The interval is [value(d̂) - q, value(d̂) + q] (clipped to [0, 1]), q the 95 % quantile of
-    ``bound`` under the entries' estimated joint distribution (see the module docstring)."""
+    ``bound`` under the entries' estimated joint distribution (docs/explanation/estimator.md)."""
     pi_ = np.asarray(pi, dtype=float)
     xi_ = np.asarray(xi, dtype=bool)
     singles, tuned_fits, human_fits, detector = _entry_fits(entries, pi_, xi_, entry_bounds, folds, seed)
@@ -552,19 +500,19 @@ def _bounded_functional(
 
 def estimate_mean_abs(
     entries: Sequence[Entry],
-    pi: Sequence[float] | np.ndarray,
     xi: Sequence[bool] | np.ndarray,
+    pi: Sequence[float] | np.ndarray,
     *,
     folds: int = FOLDS,
     seed: int = 0,
     draws: int = 4000,
 ) -> tuple[Estimand, list[Estimand]]:
-    """The GEP score S = mean_k |d_k| over the defined entries, and each entry d_k, in issue
-    21's shape. The score's interval is the triangle-inequality bound of the module docstring."""
+    """The GEP score S = mean_k |d_k| over the defined entries, and each entry d_k, in the
+    few-label estimate's shape. The score's interval is the triangle-inequality bound of docs/explanation/estimator.md."""
     return _bounded_functional(
         entries,
-        pi,
         xi,
+        pi,
         value=lambda d: np.mean(np.abs(d)),
         bound=lambda e: np.mean(np.abs(e), axis=0),
         entry_bounds=(-1.0, 1.0),
@@ -576,8 +524,8 @@ def estimate_mean_abs(
 
 def estimate_max_gap(
     entries: Sequence[Entry],
-    pi: Sequence[float] | np.ndarray,
     xi: Sequence[bool] | np.ndarray,
+    pi: Sequence[float] | np.ndarray,
     *,
     folds: int = FOLDS,
     seed: int = 0,
@@ -585,7 +533,7 @@ def estimate_max_gap(
 ) -> tuple[Estimand, list[Estimand]]:
     """The largest gap between groups' shares, G = max_g s_g - min_g s_g (the questions
     protocol's ``max_gap``), and each group's share s_g (an entry: a mean over the group's
-    items), in issue 21's shape.
+    items), in the few-label estimate's shape.
 
     G is not linear; like the GEP score its interval rests on a bound that holds whatever the
     true shares are: max(s + e) <= max s + max e and min(s + e) >= min s + min e, so
@@ -594,8 +542,8 @@ def estimate_max_gap(
     groups this is the t interval of |s_1 - s_2| folded at 0: exact away from 0, conservative at 0."""
     return _bounded_functional(
         entries,
-        pi,
         xi,
+        pi,
         value=lambda s: np.max(s) - np.min(s),
         bound=lambda e: np.max(e, axis=0) - np.min(e, axis=0),
         entry_bounds=(0.0, 1.0),
@@ -621,16 +569,16 @@ def cramers_v(table: np.ndarray) -> float | None:
 def estimate_table(
     cells: np.ndarray,
     f: np.ndarray,
-    pi: Sequence[float] | np.ndarray,
-    xi: Sequence[bool] | np.ndarray,
     y: np.ndarray,
+    xi: Sequence[bool] | np.ndarray,
+    pi: Sequence[float] | np.ndarray,
     *,
     folds: int = FOLDS,
     seed: int = 0,
     draws: int = 2000,
 ) -> tuple[Estimand, list[list[Estimand]]]:
     """``estimate_cramers_v`` with every cell's own estimand (a power-tuned total, interval
-    clipped at 0) in issue 21's shape: (V, cells[row][column])."""
+    clipped at 0) in the few-label estimate's shape: (V, cells[row][column])."""
     total, _, singles = _table(cells, f, pi, xi, y, folds=folds, seed=seed, draws=draws)
     return total, singles
 
@@ -638,9 +586,9 @@ def estimate_table(
 def estimate_cramers_v(
     cells: np.ndarray,
     f: np.ndarray,
-    pi: Sequence[float] | np.ndarray,
-    xi: Sequence[bool] | np.ndarray,
     y: np.ndarray,
+    xi: Sequence[bool] | np.ndarray,
+    pi: Sequence[float] | np.ndarray,
     *,
     folds: int = FOLDS,
     seed: int = 0,
@@ -690,8 +638,8 @@ def _table(
     for g in range(n_rows):
         coef = (rows == g).astype(float)
         for c in range(n_cols):
-            h = linear_estimate(y_[:, c], None, pi_, xi_, coef, use_detector=False, folds=folds, seed=seed)
-            t = _floored(linear_estimate(y_[:, c], f_[:, c], pi_, xi_, coef, folds=folds, seed=seed), h)
+            h = linear_estimate(None, y_[:, c], xi_, pi_, coef, use_detector=False, folds=folds, seed=seed)
+            t = _floored(linear_estimate(f_[:, c], y_[:, c], xi_, pi_, coef, folds=folds, seed=seed), h)
             human.append(h)
             tuned.append(t)
     detector_v = cramers_v(

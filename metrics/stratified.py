@@ -1,4 +1,4 @@
-"""The stratified design of the few-label estimates (issue 21): strata, Neyman allocation, π.
+"""The stratified design of the few-label estimates: strata, Neyman allocation, π.
 
 Strata are prompt x detector output (a prompt's images the detector calls male, female,
 filtered...). Neyman allocation gives stratum h an expected n_h ∝ N_h S_h labels, where N_h

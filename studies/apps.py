@@ -9,3 +9,6 @@ class StudiesConfig(AppConfig):
     name = "studies"
     verbose_name = "Studies"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from studies import checks  # noqa: F401  (registers the protocol checks)

@@ -1,23 +1,11 @@
 """Unpacking an uploaded zip that holds a manifest and the images it lists, whatever made the zip.
 
-Zip tools lay out the same folder differently: Finder wraps it in a top folder and adds
-``__MACOSX/`` and ``.DS_Store`` files, Windows tools may write ``\\`` as the separator, export
-scripts nest the manifest a few folders down. ``zip_extract`` accepts all of these:
-
-- ``\\`` is read as ``/``; empty and ``.`` name parts are dropped (``./a//b`` is ``a/b``);
-- ``__MACOSX/`` folders, ``.DS_Store``, ``Thumbs.db`` and AppleDouble ``._*`` files are ignored;
-- the zip must hold exactly one file named ``manifest_name`` (e.g. ``manifest.csv``) among the
-  rest, anywhere: its folder becomes the import root, so the manifest's image paths are relative
-  to the manifest, and only what lies below that folder is unpacked.
-
-It refuses the whole zip (``ArchiveRejected``, with the reason) when there is no manifest or
-several, when any member — ignored ones included — has an absolute path, a ``..`` part, is a
-symbolic link or encrypted, when two members end up with the same name or a file clashes with a
-folder, when a member cannot be read (damaged, unknown compression method), when it holds more
-than ``max_members`` entries, or when it expands to more than ``max_bytes`` (declared sizes are
-checked first, and the bytes are counted again while writing, since a zip's sizes may lie).
-
-This module depends on the standard library only (no Django, no model).
+``zip_extract`` reads ``\\`` as ``/``, ignores ``__MACOSX/``, ``.DS_Store``, ``Thumbs.db`` and
+``._*`` files, and unpacks what lies below the one ``manifest_name`` file, wherever it sits. It
+refuses the whole zip (``ArchiveRejected``, with the reason) for no manifest or several, an
+absolute or ``..`` path, a link, an encrypted, unreadable or clashing member, more than
+``max_members`` entries or more than ``max_bytes`` unpacked (counted again while writing).
+Standard library only.
 """
 
 from __future__ import annotations

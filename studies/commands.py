@@ -1,4 +1,4 @@
-"""The flags BiasLab's management commands share, defined once so that they agree (issue 20):
+"""The flags BiasLab's management commands share, defined once so that they agree:
 ``--study``, an importer's file, ``--format`` and ``--output``, and what reads them.
 
 - ``--study``: in a command that works on one study, the named study; left out, the only study

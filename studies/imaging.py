@@ -1,28 +1,9 @@
 """Every reader of a study's image files sees the same 8-bit RGB pixels, upright.
 
-Pillow opens a file as it is stored: a phone photo with an EXIF orientation tag comes out on its
-side (``face_gender`` then finds no face in a portrait), a 16-bit PNG's ``convert("RGB")`` clips
-every value above 255 to white, a transparent pixel's colour is whatever the encoder left
-there. ``open_rgb`` is the one place that turns a file into what a detector or a person should
-see:
-
-1. EXIF orientation applied (tags 2-8; the tag is then dropped);
-2. 16-bit grey (``I;16``, ``I;16B``, ``I;16L``, ``I;16N``) and 32-bit integer (``I``, which is
-   what Pillow decodes 16-bit files into) scaled from 0..65535 to 0..255 with rounding
-   (``v / 257``), values outside that range clipped; ``F`` (float) clipped to 0..255;
-3. alpha (``RGBA``, ``LA``, ``PA``, ``RGBa``, ``La``, and ``P`` / ``L`` / ``RGB`` with a
-   transparency colour) composited over white — the page background of the labeling screen;
-4. everything else (``P``, ``L``, ``1``, ``CMYK``, ``YCbCr``…) converted to ``RGB`` by Pillow.
-
-Browsers honour the EXIF orientation of an ``<img>`` and show 8-bit RGB, grey and palette files
-as they are, but not a 16-bit range or a transparent image consistently (and a CMYK JPEG's colours
-depend on the browser). So the media view serves, for a file where ``needs_normalising`` is
-true, a rendition made by ``open_rgb`` and saved once as a lossless PNG beside the original
-(``images/ab/<sha256>.normalised.png``: the original's name is its content hash, so the rendition
-is keyed by it too and never goes stale); every other file is served as it is. People and
-detectors then look at the same pixels.
-
-This module depends on Pillow and numpy only (no Django, no model).
+``open_rgb`` applies the EXIF orientation, scales 16-bit and 32-bit values to 8 bits, composites
+alpha over white and converts the rest to RGB; the media view serves a file that
+``needs_normalising`` as a PNG rendition made by it. Pillow and numpy only; the rules and why:
+docs/explanation/images.md.
 """
 
 from __future__ import annotations

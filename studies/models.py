@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from studies.protocols import DEFAULT_PROTOCOL, protocol_choices
+from studies.protocols import protocol_choices
 
 
 class AgreementRule(models.TextChoices):
@@ -39,7 +39,6 @@ class Study(models.Model):
     protocol = models.CharField(
         max_length=20,
         choices=protocol_choices,
-        default=DEFAULT_PROTOCOL,
         help_text="The kind of study: which questions it asks, which detector outputs it reads, "
         "which analysis reports it.",
     )

@@ -1,32 +1,10 @@
 """The registry of protocols and the types their specs are made of. No model imports, so any
 layer may read it.
 
-A protocol (a study kind: gender, attributes, pair change, objects, questions) is one package of
-its own under ``protocols/`` holding its spec, analysis, pages, commands and demo. Where the core
-behaves differently for a protocol it asks the spec (its fields and methods), never the name.
-
-Registered once: **a protocol is a Django app in ``INSTALLED_APPS`` whose ``AppConfig`` names its
-spec** (``protocol_spec = "protocols.gender.spec.SPEC"``; the app's label is the protocol's key).
-A protocol must be an installed app anyway, for its templates and management commands, so
-``INSTALLED_APPS`` is the one list a Django developer already edits to add one; a second list
-(a ``PROTOCOLS`` dict, a setting) would have to be kept in step with it, and that is what issue
-20 took away. It is how pluggable units are installed across Django (``django.contrib`` apps,
-allauth's social providers: installing the app is registering it), and ``override_settings``
-/ ``modify_settings(INSTALLED_APPS=…)`` install one in a test.
-
-``PROTOCOLS`` (a lazy mapping) lists the keys from the app registry, importing nothing, and
-imports a spec the first time someone asks for it, so the core never imports a protocol package
-and a new protocol needs no migration: ``Study.protocol`` takes its choices from
-``protocol_choices``. The registries derived from it are read from it, never edited for a
-protocol: ``reports.analyses.ANALYSES`` (``ProtocolSpec.analysis``), the output kinds of
-``detectors.kinds`` (``ProtocolSpec.kind_validators`` / ``kind_checks``) and the report pages of
-``reports.urls`` (``ProtocolSpec.urls``).
-
-At run time (a plugin without an app of its own, a test) ``register_protocol(dotted path of a
-spec)`` adds one and ``unregister_protocol(key)`` takes it out; ``protocol_registered(path)``
-does both around a block. Every change, and every change of ``INSTALLED_APPS`` under
-``override_settings``, sends ``protocols_changed``, on which ``reports.urls`` mounts the pages
-anew.
+A protocol is a Django app in ``INSTALLED_APPS`` whose ``AppConfig`` names its spec by dotted
+path (``protocol_spec``; the app's label is its key); ``register_protocol`` adds one at run time.
+``PROTOCOLS`` imports a spec the first time it is read, and every change sends
+``protocols_changed``. Why, and how to add one: docs/how-to/add-protocol.md.
 """
 
 from __future__ import annotations
@@ -42,7 +20,8 @@ from django.apps import apps
 from django.core.signals import setting_changed
 from django.dispatch import Signal
 
-#: The protocol of a study created without naming one (``create_study``, ``study_create``).
+#: The protocol ``studies.ingest.study_get_or_create`` still assumes when its caller names none;
+#: every other path (``create_study``, ``study_create``, the admin) asks for one.
 DEFAULT_PROTOCOL = "gender"
 
 
@@ -282,6 +261,11 @@ def _installed_apps_changed(*, setting: str, **kwargs: Any) -> None:
 
 
 setting_changed.connect(_installed_apps_changed, dispatch_uid="studies.protocols.installed_apps")
+
+
+def protocol_registrations() -> dict[str, str | ProtocolSpec]:
+    """Key -> what registers it: the dotted path of its spec (or the spec itself), importing nothing."""
+    return _REGISTRY.entries()
 
 
 def protocol_choices() -> list[tuple[str, str]]:

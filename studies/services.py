@@ -24,7 +24,7 @@ from django.db.models import RestrictedError
 from studies import permissions
 from studies.errors import AnnotatorsRefused, ImportRejected, StaffRefused, StudyConflict
 from studies.models import AgreementRule, Item, ItemImage, Question, QuestionKind, Study
-from studies.protocols import DEFAULT_PROTOCOL, PROTOCOLS, ProtocolSpec, QuestionSpec, protocol_spec
+from studies.protocols import PROTOCOLS, ProtocolSpec, QuestionSpec, protocol_spec
 
 QUESTION_COLUMNS = ("key", "text", "choices")
 #: The manifest columns the image import reads (any other is kept in the item's metadata).
@@ -76,7 +76,7 @@ def _unique_name(base: str, *, exclude: Study | None = None) -> str:
 def study_create(
     *,
     slug: str,
-    protocol: str = DEFAULT_PROTOCOL,
+    protocol: str,
     name: str | None = None,
     labels_per_item: int | None = None,
     agreement: str | None = None,

@@ -19,7 +19,8 @@ from django.utils import timezone
 from PIL import Image as PILImage
 
 from annotate.models import FinalLabel, FinalLabelSource, Label
-from detectors.models import OutputKind, Prediction, PredictionStatus
+from detectors.kinds import KIND_GENDER
+from detectors.models import Prediction, PredictionStatus
 from studies import permissions
 from studies.models import Image, ImageRole, Item, ItemImage, Prompt, Question, Study
 from studies.protocols import protocol_spec
@@ -195,6 +196,6 @@ class PredictionFactory(factory.django.DjangoModelFactory):
     image = factory.SubFactory(ImageFactory)
     detector = "fake"
     version = "1"
-    kind = OutputKind.GENDER
+    kind = KIND_GENDER
     status = PredictionStatus.OK
     output = factory.LazyFunction(lambda: {"label": "male", "reason": "", "scores": {}})

@@ -1,4 +1,4 @@
-"""Every management command of the project agrees on the flags they share (issue 20): read from
+"""Every management command of the project agrees on the flags they share: read from
 each command's argparse parser, so a new command (or a protocol's) that spells one of them its
 own way fails here. The definitions live once in ``studies/commands.py``.
 

@@ -1,4 +1,4 @@
-"""Commands start fast (issue 19, section 4): loading the settings and every management command
+"""Commands start fast: loading the settings and every management command
 of the project imports none of the heavy numerical or model libraries. Each of them costs a
 command's start-up from a tenth of a second (sklearn) to seconds (torch); they are imported
 inside the functions that use them. Run in a child process: this test process has long since

@@ -1,24 +1,10 @@
 """Where the model work of a long command runs: in this process (local) or on a Ray cluster.
 
-The interface works on plain data so that it does not care what the work is, nor what the
-database looks like:
-
-- a **worker** is built from a ``WorkerSpec`` (a dotted path and keyword arguments, both
-  picklable) inside the process that runs it, and keeps its loaded model for its lifetime;
-- a **batch** is a list of items ``(key, payload)`` — an image id and the image's path or bytes,
-  a generation job — and the worker returns one output per item, in order: a value, or an
-  ``ItemError`` for an item it could not handle;
-- the **driver** (the command's process) submits batches, receives ``BatchResult``s and is the
-  only one that writes the database, with the same idempotent writes as a local run.
-
-``--executor local`` keeps the commands' own in-process loops (detectors/services.py,
-generation/generation.py), which already overlap decoding, prediction and storing; ``--executor
-ray`` hands the batches to ``RayExecutor`` (ray_executor.py). The interface is base.py; the
-detector's worker lives in workers.py, the pipelines' in generation/workers.py (the generation
-app sits above this one and imports it, never the reverse).
-
-Nothing here, in base.py, workers.py or ray_executor.py imports Django: worker processes must never
-reach the database (they run with ``DJANGO_SETTINGS_MODULE`` empty, see ray_executor.py).
+Plain data only: a worker is built from a picklable ``WorkerSpec`` in the process that runs it and
+keeps its model; a batch is a list of ``(key, payload)`` items, answered in order by a value or an
+``ItemError``; the driver (the command's process) submits batches and alone writes the database.
+The interface is base.py, the detector's worker workers.py, Ray's ray_executor.py. Nothing here
+imports Django: worker processes must never reach the database. docs/how-to/ray.md.
 """
 
 from __future__ import annotations

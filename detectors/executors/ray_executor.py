@@ -1,23 +1,10 @@
 """``--executor ray``: a pool of Ray actors, each holding one loaded worker for its lifetime.
 
-The driver (the command's process) submits batches of plain items, at most ``batches_per_worker``
-per actor (one running, one waiting, so no actor idles while the driver stores), and takes the
-results back in completion order. It alone writes the database.
-
-Workers never reach the database: ``DJANGO_SETTINGS_MODULE``, ``DATABASE_URL`` and
-``DJANGO_SECRET_KEY`` are blanked in each actor's process before any BiasLab code runs there, so
-Django cannot even be configured in them; a plugin that tried would fail that image, not write.
-(Set in the actor rather than as a Ray ``runtime_env``: an actor then takes one of the worker
-processes Ray keeps started, which makes a worker ready in a fraction of the time.) The driver's ``BIASLAB_*``, ``HF_*``, ``TRANSFORMERS_*`` and
-``YOLO_*`` variables are passed to the workers (weights locations, offline switches, API keys),
-so every worker resolves the same weights as the driver — and ``start()`` checks that they all
-report the same version before any batch runs.
-
-A worker that dies (killed, OOM, node lost) loses only the batches in its hands, which never
-reached the database: they are given to other workers, each alone on one (see ``_lost``). A
-batch that killed ``max_attempts`` workers is split into single items; an item that kills a
-worker on its own comes back as an ``ItemError`` (stored as that image's failure), so one
-poisonous image cannot stop a run nor be retried forever.
+The driver submits at most ``batches_per_worker`` batches per actor, takes results back in
+completion order and alone writes the database; Django's settings are blanked in each actor, and
+the driver's ``BIASLAB_*``, ``HF_*``, ``TRANSFORMERS_*`` and ``YOLO_*`` variables passed on. A
+batch a dead worker held is given to another; one that killed ``max_attempts`` workers is split,
+and an item that kills a worker alone becomes its ``ItemError``. docs/how-to/ray.md.
 """
 
 from __future__ import annotations

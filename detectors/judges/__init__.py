@@ -1,23 +1,10 @@
 """Judges: detectors that answer a study's own questions about each image (a VLM on this machine,
 a model behind an API), instead of one fixed question.
 
-Plain data, no Django (a Ray worker imports it):
-
-- ``JudgeQuestion`` — ``(key, text, choices)`` with ``choices`` ``((value, text), …)``: what a judge
-  asks about an image; ``text`` of a choice is what the judge reads and answers;
-- ``StudyAsk`` — everything a judge asks in one study: its output kind (``gender`` for a study
-  whose detectors give gender verdicts, else ``answers``) and every question in the study's
-  order; ``for_keys(item question keys)`` gives one image's questions; ``digest`` is part of the
-  judge's version, so other questions (another study, a reworded question) are a new version;
-- ``JudgeDetector`` — the base class: ``needs_questions``; the run binds it to the study
-  (``questions_bind``) and calls ``predict(batch, questions=…)``, one tuple of questions per image;
-- ``judge_output`` — probabilities (and answers) per question → the ``DetectorOutput`` of the
-  bound kind: male / female / can't tell → the gender verdicts, can't tell filtered as
-  ``uncertain`` with the probabilities as scores; otherwise an answers output
-  ``{"answers", "probabilities", "filtered"?, "detail"?}``.
-
-``detectors.judges.questions`` reads a study's questions from the database (``study_ask``,
-``image_question_keys``).
+Plain data, no Django (a Ray worker imports it): ``JudgeQuestion`` and ``StudyAsk`` (what a judge
+asks in one study; its ``digest`` is part of the judge's version), ``JudgeDetector`` (the base
+class, bound to the study by ``questions_bind``) and ``judge_output`` (probabilities per question
+to a gender verdict or an ``answers`` output). ``detectors.judges.questions`` reads the database.
 """
 
 from __future__ import annotations

@@ -1,41 +1,8 @@
 """A vision-language judge behind any OpenAI-compatible chat-completions server.
 
-``vllm serve``, SGLang, Ollama, LM Studio or a hosted API: one ``POST {base}/chat/completions``
-per (image, question), the image as a base64 JPEG data URL, the question and its choices through
-the prompt template, temperature 0. The client is ``httpx``; nothing heavy is imported.
-
-Settings (environment only): ``BIASLAB_JUDGE_BASE_URL`` (e.g. ``http://127.0.0.1:8000/v1``; no
-default: without it ``load()`` raises DetectorUnavailable naming it) and
-``BIASLAB_JUDGE_API_KEY`` (sent as ``Authorization: Bearer …`` when set; never stored, logged or
-written into an error). ``--option model=…`` names the served model (required).
-
-Rules (docs/how-to/api-judge.md; pinned by tests/detectors/test_api_judge.py):
-
-* The answer is constrained to the choices' names where the server can (``constrain``):
-  ``choice`` sends vLLM's ``structured_outputs.choice`` and ``guided_choice``; ``json_schema``
-  sends ``response_format`` with a JSON schema ``{"answer": enum of the names}``; ``none`` sends
-  nothing. ``auto`` (the default) starts with ``choice`` and steps down to ``json_schema`` then
-  ``none`` when the server refuses a request (HTTP 400/422), each first without ``logprobs``; a
-  step that then succeeds is where later requests start (a request refused at every step fails
-  alone and moves nothing).
-* Whatever the constraint, the answer is read strictly: the text (``json_schema``: its
-  ``answer``), trimmed and case-folded, must equal one choice's value or name. Anything else is
-  unparseable and kept as such with its raw text — never coerced to a choice.
-* When the server returns ``logprobs`` (asked for with ``top_logprobs=20``), a choice's
-  probability is the summed probability of the alternatives for the answer's first token that
-  begin that choice and no other (case-folded), normalised over the choices; when the first token
-  cannot tell the choices apart (two choices begin alike) there are no probabilities.
-* 429, 5xx, timeouts, lost connections and a body that is not the protocol's JSON are retried
-  with exponential backoff and jitter, waiting at least the server's ``Retry-After``,
-  ``max_attempts`` tries in all; if they persist the image's prediction is stored as failed. Other
-  4xx fail the request at once.
-* Each image is asked the questions its items ask (``detectors.judges``): the output is a
-  gender verdict in a gender study, else an ``answers`` output; an answer that is no choice is
-  filtered ``unparseable`` with its raw text in the detail.
-* Every answer is kept in the response cache (``detectors.models.JudgeResponse``), keyed by the
-  sha256 of the image sent, the question, its choices, the template and the model: asking again
-  sends no request. Requests (retries included), cache hits, tokens and the cost at
-  ``usd_per_1k_tokens`` are counted for the run (``usage_take``).
+One request per (image, question), the answer held to the question's choices where the server
+can and read strictly, retried with backoff, kept in the response cache. Settings
+``BIASLAB_JUDGE_BASE_URL`` and ``BIASLAB_JUDGE_API_KEY``; the rules: docs/reference/detector-rules.md.
 """
 
 from __future__ import annotations
@@ -164,7 +131,7 @@ def answer_text(content: str, mode: str) -> tuple[str, int] | None:
 def choice_probabilities(
     content: str, start: int, tokens: Sequence[Mapping[str, Any]], question: JudgeQuestion
 ) -> dict[str, float] | None:
-    """Each choice's probability from the ``logprobs.content`` of a response (module docstring):
+    """Each choice's probability from the ``logprobs.content`` of a response (docs/reference/detector-rules.md):
     the alternatives for the token where the answer starts, each given to the one choice whose
     name it begins (case-folded); None when the tokens do not spell ``content`` up to there, the
     answer's first token begins several choices, or no alternative begins any."""
@@ -204,7 +171,7 @@ def choice_probabilities(
 
 
 def judge_answer(response: JudgeResponseData, question: JudgeQuestion) -> JudgeAnswer:
-    """The answer a cached or fresh response gives to ``question`` (strict; module docstring)."""
+    """The answer a cached or fresh response gives to ``question`` (strict; docs/reference/detector-rules.md)."""
     raw = response.content[:RAW_MAX]
     found = answer_text(response.content, response.mode)
     value = answer_value(found[0], question) if found else None

@@ -1,23 +1,8 @@
-"""BLIP-2 visual question answering as a gender detector — the paper's "BLIP-2" (appendix A).
+"""BLIP-2 visual question answering as a gender detector: the paper's "BLIP-2" (appendix A).
 
-Salesforce/blip2-opt-2.7b (or ``BIASLAB_BLIP2_WEIGHTS``: a local folder or a cached hub id) is
-asked, for every image, the question of Cho et al. (2023) that the paper reuses::
-
-    Question: does the person look like a male or a female? Answer:
-
-and answers with greedy decoding (at most ``max_new_tokens`` tokens). The answer is free text;
-``parse_answer`` turns it into a verdict by this rule (tested exhaustively):
-
-  * lower-case the answer and split it into words (runs of letters, so "female" never matches
-    "male" and "woman" never matches "man");
-  * a word in MALE_WORDS (male, man, boy and their plurals) votes male; a word in FEMALE_WORDS
-    (female, woman, girl, lady and plurals) votes female;
-  * exactly one side voted → that verdict;
-  * both sides voted ("a man and a woman"), neither did ("a person", "yes", ""), or the answer
-    holds a negation word (not, no, neither, nor, n't — "not a male" must not read as male)
-    → filtered ``unparseable``.
-
-The raw answer is always kept in ``detail`` so researchers can audit the parser.
+The model answers Cho et al.'s question in free text; ``parse_answer`` turns it into a verdict
+or ``unparseable``, and the raw answer is kept in ``detail``. The parsing rule:
+docs/reference/detector-rules.md.
 """
 
 from __future__ import annotations
@@ -43,7 +28,7 @@ _DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}  # as the C
 
 
 def parse_answer(answer: str) -> DetectorOutput:
-    """The verdict a BLIP-2 answer stands for (rule in the module docstring)."""
+    """The verdict a BLIP-2 answer stands for (rule: docs/reference/detector-rules.md)."""
     text = answer.lower().replace("n't", " nt")
     words = set(_WORD.findall(text))
     male, female = bool(words & MALE_WORDS), bool(words & FEMALE_WORDS)

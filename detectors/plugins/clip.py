@@ -1,31 +1,7 @@
 """The three CLIP detectors of the paper (appendix A), sharing one loader and encoder.
 
-Weights: ``BIASLAB_CLIP_WEIGHTS`` (a local folder written by ``save_pretrained``, or a hub id
-already in the local Hugging Face cache); default ``openai/clip-vit-large-patch14``, the paper's
-checkpoint with Hugging Face's default pre-processing. Nothing is downloaded.
-
-- ``clip``: sim(image, "a photo of a male") vs sim(image, "a photo of a female"); the higher
-  wins. Never filters.
-- ``clip_prob`` (Seshadri et al. 2023): a face gate first — no face → filtered ``no_face`` —
-  then CLIP's softmax over the same two texts; a winning probability below 0.9 → filtered
-  ``low_confidence``. The paper's face gate was MediaPipe's face detector. MediaPipe does not
-  fit here: its current wheel (1.2.2, checked 2026-11-21) ships no face-detection model (the
-  BlazeFace ``.tflite`` is a separate download) and requires the GUI ``opencv-contrib-python``,
-  which clashes with the headless OpenCV this project pins. So the gate is dlib's CNN face
-  detector (``FaceGate``, options ``face_method`` / ``face_upsample`` / ``face_max_side``), the
-  detector the paper itself uses for FairFace and CLIP-Enhance.
-- ``clip_uncertain`` (Bansal et al. 2022): sim("a photo of a person") < sim("a photo of an
-  object") → filtered ``not_a_person``; then the highest of "A photo of a person who looks like
-  a man" / "... a woman" / "A photo of a person with an uncertain gender"; uncertain → filtered
-  ``uncertain``. (The paper prints "a phot of a person", a typo: the cited method says "photo".)
-
-Similarities are cosine similarities of the L2-normalised projected embeddings (what CLIP's
-``logits_per_image`` scales by ``logit_scale``); probabilities are the softmax of those logits
-over the texts compared, exactly like ``CLIPModel(...).logits_per_image.softmax(-1)``.
-
-Speed: text embeddings are computed once per ``load()``; images are encoded in batches of
-``batch_size`` (option, default 32) under ``torch.inference_mode``. On CUDA the model runs in
-bfloat16 (option ``dtype``: ``bf16`` | ``fp16`` | ``fp32``), on CPU in float32.
+Weights ``BIASLAB_CLIP_WEIGHTS`` (default ``openai/clip-vit-large-patch14``), never downloaded.
+The texts compared, the face gate and the thresholds: docs/reference/detector-rules.md.
 """
 
 from __future__ import annotations

@@ -1,38 +1,8 @@
 """The automatic GEP estimators of Zhang et al. 2023 (section 4): a score per attribute per image.
 
-Three detectors of output kind ``attributes`` (``{"scores": {question key: float}}``), one score
-for each of the 15 attribute keys of ``metrics.gep.ATTRIBUTE_KEYS``; the GEP statistics
-(``metrics.gep.auto_gep`` …) average them per gender instead of the human yes/no answers.
-
-- ``clip_attr`` (C, equation 4): cos(image, attribute text), the text being the attribute
-  without its preposition ("a dress", "uniform": ``metrics.gep.ATTRIBUTE_CLIP_TEXTS``), with no
-  "a photo of" prefix (the paper: generation is not constrained by one).
-- ``clip_attr_calibrated`` (CC, equation 5): that cosine minus cos(image, "an object")
-  (``metrics.gep.CALIBRATION_REFERENCE``), the reference acting as a per-image threshold.
-- ``clip_attr_cls`` (CLS, section 4.2, equations 6-7): per attribute, logistic classifiers
-  trained on CLIP *text* embeddings of "[A man|A woman|A person] [attribute] [context]."
-  (label 1) and "[A man|A woman|A person] [context]." (label 0) — ``metrics.gep.cls_training_texts``,
-  48 + 48 texts — then applied to the image embedding, which lives in the same space. One
-  classifier per seed (option ``seeds``, default 10 as in the paper: seeds 0 … 9); the score is
-  the mean of their predicted probabilities. The output's ``meta`` records the seeds, the
-  regularisation and the number of training texts.
-
-The classifier is the one the paper's appendix names and the authors' released code runs:
-scikit-learn's ``SGDClassifier`` with the logistic loss, ``max_iter=5000``, ``tol=1e-3``,
-``early_stopping=True`` on a 10 % validation split, ``n_iter_no_change=5``, the default L2
-penalty ``alpha=1e-4`` (option ``alpha``) and ``random_state=seed``. The seed is what makes the
-ensemble an ensemble: it shuffles the samples and draws the validation split. (A
-``LogisticRegression`` fit by L-BFGS is deterministic, so ten seeds would give ten copies of one
-classifier.) The appendix prints "learning rate 1e-3"; the released code sets ``tol=1e-3`` and
-keeps the default ``optimal`` learning-rate schedule — this module follows the code. Both the
-text and the image embeddings are L2-normalised, as in that code.
-
-Weights: the gender CLIP detectors' (``detectors.plugins.clip``: ``BIASLAB_CLIP_WEIGHTS``,
-default ``openai/clip-vit-large-patch14`` — the paper's ViT-L/14), loaded by the same
-``ClipEncoder``, which embeds the texts once per ``load()``, encodes images ``batch_size`` at a
-time on ``--device`` and fails naming ``BIASLAB_CLIP_WEIGHTS`` when the weights are missing. The
-classifiers are trained once per ``load()`` too (150 fits of 96 examples with the defaults:
-about a second on a CPU).
+``clip_attr`` (C), ``clip_attr_calibrated`` (CC) and ``clip_attr_cls`` (CLS), output kind
+``attributes``, on the gender CLIP detectors' weights and encoder. The texts, the classifier and
+its settings (the authors' released code): docs/reference/detectors.md (GEP attribute estimators).
 """
 
 from __future__ import annotations

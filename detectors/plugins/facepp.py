@@ -1,40 +1,8 @@
-"""Face++ (Megvii) Detect API as a gender detector — the paper's "Face++" (appendix A).
+"""Face++ (Megvii) Detect API as a gender detector (``facepp``) and a measurement detector
+(``facepp_measure``): the paper's "Face++" (appendix A) and BiasPainter's age and gender.
 
-One HTTPS POST per image to the v3 Detect endpoint with ``return_attributes=gender``; the image
-travels base64-encoded as JPEG. The client uses only the standard library (urllib); nothing heavy
-(dlib, torch) is imported.
-
-Settings (environment):
-  ``BIASLAB_FACEPP_KEY`` / ``BIASLAB_FACEPP_SECRET``  the API key and secret (no default; without
-  them ``load()`` raises DetectorUnavailable "not configured: set …").
-  ``BIASLAB_FACEPP_URL``  the Detect endpoint (default: the international one below; use
-  ``https://api-cn.faceplusplus.com/facepp/v3/detect`` for a mainland-China key).
-
-Decision rules (documented contract, tested in tests/detectors/test_facepp.py):
-  * no face returned                                   → filtered ``no_face``
-  * several faces and the second-largest face's area is more than ``several_ratio`` (default
-    0.5, the paper's CLIP-Enhance threshold for persons) of the largest one's
-                                                       → filtered ``several_people``
-  * otherwise the largest face decides: "Male" → male, "Female" → female. (A free key gets
-    attributes for the five largest faces only; the largest always has them.)
-  * the API rejects the image itself (bad format, size, too large a file, no attributes on the
-    main face) → filtered ``api_error`` with the API's message in ``detail``: the image cannot
-    be judged by this detector, which is a verdict about the image.
-  * transport failures and server-side trouble — 5xx, 429, ``CONCURRENCY_LIMIT_EXCEEDED``,
-    timeouts, connection errors, a body that is not JSON — are retried with exponential backoff
-    and jitter (``max_attempts`` tries in all); if they persist, ``predict`` raises
-    ``FacePlusPlusError`` so ``run_detectors`` stores a *failed* prediction, never a verdict.
-  * authentication/authorisation errors and malformed requests (other 4xx) raise at once: no
-    retry can fix them and they say nothing about the image.
-
-``facepp_measure`` (``FacePlusPlusMeasureDetector``) is the same client asking for
-``return_attributes=gender,age``, as BiasPainter does (Wang et al. 2024, section 3.4), and
-answering with ``measurements`` (``detectors.kinds``): the **largest** face's age and gender
-(``n_faces`` records how many there were; no several-people filter), ``face`` false and every
-field null without a face, a null gender or age when the API gave none for that face, and the
-face boxes drawn as an overlay (``detectors.plugins.measurements``). An image the API rejects
-cannot be measured: ``FacePlusPlusImageRejected`` is raised for it, so ``run_detectors`` stores
-a failed prediction with the API's message — never a guessed measurement.
+Standard library only (urllib). Settings ``BIASLAB_FACEPP_KEY`` / ``_SECRET`` / ``_URL``; the
+decision rules and retries: docs/reference/detector-rules.md.
 """
 
 from __future__ import annotations
@@ -162,7 +130,7 @@ def _age(attribute: Any) -> float | None:
 
 
 def decide(faces: Sequence[Face], *, several_ratio: float = SEVERAL_PEOPLE_RATIO) -> DetectorOutput:
-    """One verdict per image from the faces the API found (rules in the module docstring)."""
+    """One verdict per image from the faces the API found (rules: docs/reference/detector-rules.md)."""
     if not faces:
         return DetectorOutput.filtered("no_face", scores={"n_faces": 0.0})
     ranked = sorted(faces, key=lambda f: f.area, reverse=True)
@@ -350,7 +318,7 @@ class FacePlusPlusDetector(Detector):
 
 
 class FacePlusPlusMeasureDetector(FacePlusPlusDetector):
-    """Face++ age and gender of the largest face as ``measurements`` (module docstring)."""
+    """Face++ age and gender of the largest face as ``measurements`` (docs/reference/detector-rules.md)."""
 
     key: ClassVar[str] = "facepp_measure"
     output_kind: ClassVar[str] = KIND_MEASUREMENTS

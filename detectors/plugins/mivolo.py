@@ -1,32 +1,7 @@
-"""MiVOLO (Kuprashevich & Tolstykh, 2023) as a gender detector — the paper's "MiVOLO" (appendix A).
+"""MiVOLO (Kuprashevich & Tolstykh, 2023) as a gender detector: the paper's "MiVOLO" (appendix A).
 
-MiVOLO's own pipeline, unchanged: its YOLOv8 person+face detector finds people and faces, faces
-are matched to persons (Hungarian assignment on IoU), each person and its face are cropped and
-the transformer predicts age and gender from both crops. The paper used the best checkpoint,
-trained on IMDB-clean with person crops (``model_imdb_cross_person_4.22_99.46.pth.tar``).
-
-Settings (files; there are no defaults — the authors publish them on Google Drive):
-  ``BIASLAB_MIVOLO_WEIGHTS``           the MiVOLO checkpoint (``*.pth.tar``);
-  ``BIASLAB_MIVOLO_DETECTOR_WEIGHTS``  the YOLOv8 person/face detector (``yolov8x_person_face.pt``).
-
-MiVOLO's code is not on PyPI (only unofficial repackagings pinned to ultralytics 8.0 and a timm
-development build), so it has to be installed from the authors' repository into an environment
-whose ultralytics and timm versions it supports; ``load()`` says so when it is missing. The
-network is not re-implemented here: a hand-written copy that cannot be checked against the
-published checkpoint would be a guess, not MiVOLO.
-
-One decision per image from MiVOLO's per-person results (``decide``, tested with controlled
-inputs):
-  * a *subject* is a detected person (with the face matched to it, if any) or a face that no
-    person box contains; its size is its person box's area, or its face box's for a lone face;
-  * no subject → filtered ``no_person`` (the paper: MiVOLO "filters out images lacking a
-    discernible person");
-  * the second-largest subject more than ``several_ratio`` (0.5, as CLIP-Enhance) of the
-    largest → filtered ``several_people``;
-  * MiVOLO gave the main subject no gender (its person crop was below MiVOLO's 50 px minimum
-    and it has no face) → filtered ``no_person``;
-  * otherwise the main subject's gender; filtered ``low_confidence`` only when its score is
-    below ``min_score`` (default 0: the paper applied no threshold).
+MiVOLO's own pipeline, unchanged (installed from the authors' repository), and one decision per
+image from its per-person results (``decide``): docs/reference/detector-rules.md.
 """
 
 from __future__ import annotations
@@ -89,7 +64,7 @@ class Subject:
 def decide(
     subjects: Sequence[Subject], *, several_ratio: float = SEVERAL_PEOPLE_RATIO, min_score: float = 0.0
 ) -> DetectorOutput:
-    """One verdict per image from MiVOLO's subjects (rules in the module docstring)."""
+    """One verdict per image from MiVOLO's subjects (rules: docs/reference/detector-rules.md)."""
     if not subjects:
         return DetectorOutput.filtered("no_person", scores={"n_subjects": 0.0})
     ranked = sorted(subjects, key=lambda s: s.area, reverse=True)

@@ -1,23 +1,8 @@
 """``vlm_judge``: any image-text-to-text model on this machine answers a study's questions.
 
-The model is whatever ``transformers`` loads with ``AutoProcessor`` + ``AutoModelForImageTextToText``
-(Qwen2.5-VL, LLaVA-OneVision, SmolVLM, Idefics3, InternVL …), from a local folder or a hub id
-already in the local cache: ``--option model=…``, else ``BIASLAB_VLM_WEIGHTS``; there is no
-default. The folder must carry a chat template.
-
-Every image is asked each question its items ask (``detectors.judges``), one user turn through
-the model's chat template: the image, then ``prompt_template`` filled with the question and its
-choices (``DEFAULT_TEMPLATE``, one ``- choice`` line each). Nothing is generated or parsed: each
-choice's text is scored as the assistant's answer, its log-likelihood summed over all its tokens,
-all choices of a question in the same forward pass (``batch_size`` questions per pass, right
-padded, so a batched score equals the score alone). The answer is the most likely choice, the
-probabilities the softmax of the log-likelihoods over the question's choices, and the raw
-log-likelihoods go in ``detail``: ``{"loglik": {question: {value: float}}}``.
-
-The version is ``1+<model>@<revision>+t<template hash>`` (then the study's ``+q<questions
-digest>``): ``<revision>`` is the hub snapshot's commit, or for a local folder a hash of its
-``config.json`` and the names and sizes of its weight files — a new prompt or model is a new
-version, and old predictions are kept.
+Each choice's text is scored as the assistant's answer (nothing is generated or parsed); the
+answer is the most likely choice. Model, template, scoring and version:
+docs/reference/detector-rules.md.
 """
 
 from __future__ import annotations
@@ -163,7 +148,7 @@ class VlmJudgeDetector(JudgeDetector):
 
     @property
     def judge_version(self) -> str:
-        """``1+<model>@<revision>+t<template hash>`` (module docstring); DetectorUnavailable
+        """``1+<model>@<revision>+t<template hash>`` (docs/reference/detector-rules.md); DetectorUnavailable
         naming BIASLAB_VLM_WEIGHTS when no model is configured or found."""
         value = configured_value(WEIGHTS_KEY, override=self.model_option)
         if not value:

@@ -1,29 +1,8 @@
 """``yolo_objects``: every object an ultralytics YOLO finds, for the object co-occurrence study.
 
-Mannering (2023) counted the objects YOLOv3 (darknet) found in images of men and of women; this
-detector does the same with an ultralytics YOLO and gives the ``objects`` output kind
-(``detectors.kinds``): ``{"objects": [{"class", "confidence", "box"}]}``, one entry per instance.
-
-- **Weights**: ``BIASLAB_YOLO_WEIGHTS``, the same setting, offline switches and loader as
-  ``clip_enhance``'s person boxes (``persons.PersonDetector`` is reused for loading, so YOLO
-  files load one way only). The checkpoint's class names must all be COCO classes under some
-  spelling (``metrics.coco_names``); a checkpoint with other classes (a face detector, a model
-  built from a yaml without names) is refused at ``load()``.
-- **Classes** are reported in ultralytics' COCO spelling (``normalise_class_name``), so a table
-  of our detections and one of darknet's ("motorbike", "sofa") share their columns.
-- **Boxes** are ``[x0, y0, x1, y1]`` in pixels of the original image (ultralytics undoes its
-  letterbox), clipped to the image; a box left without area by the clipping is dropped (the kind
-  requires x1 > x0 and y1 > y0). Coordinates are rounded to 0.01 px, confidences to 1e-6.
-- **Options**, all part of the version string (``1+yolov8n.pt+c0.25+iou0.7+s640+m300``) because
-  each changes what is found: ``confidence`` (lowest score kept, ultralytics' default 0.25),
-  ``iou`` (NMS overlap above which the weaker box of a class goes, ultralytics' 0.7; darknet used
-  0.45), ``image_size`` (inference size, 640), ``max_det`` (instances per image, 300);
-  ``batch_size`` (images per forward pass, 16) changes speed only. On CUDA the model runs in
-  fp16, as for the person boxes.
-
-Every image is letterboxed to the same ``image_size`` square whatever else is in its batch, and
-instances are listed by decreasing confidence (ties: class, then box), so the same image gives
-the same list in any batch.
+Output kind ``objects`` (one entry per instance, COCO class names, boxes in the original image's
+pixels), the same list for an image in any batch. Weights, options and rounding:
+docs/reference/detector-rules.md.
 """
 
 from __future__ import annotations

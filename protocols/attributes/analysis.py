@@ -4,7 +4,7 @@
   Pearson, ROC-AUC, score ranking) and ``metrics.agreement`` (Fleiss, Krippendorff);
 - selectors: ``selectors`` (items as ``GepItem``s with final answers and detector scores,
   label counts, a drill-down's images);
-- JSON: ``report.compute`` — issue 10's contract, printed by ``bias_report --format json``;
+- JSON: ``report.compute`` — the JSON contract, printed by ``bias_report --format json``;
 - tables: ``tables`` (the paper's Tables 3, 4/19, 6, 7, 11-14, 16, and agreement); charts:
   ``charts`` (GEP vectors, human beside each detector);
 - pages: the overview and the drill-down from an attribute to its images

@@ -1,25 +1,8 @@
-"""The attributes (GEP) protocol's few-label estimate (issue 21), registered with
-``estimates.estimands``.
+"""The attributes (GEP) protocol's few-label estimate, registered with ``estimates.estimands``.
 
-Per T2I model and setting: each GEP vector entry (share of "yes" among women minus among men)
-and the GEP score (mean absolute entry), from a detector of kind ``attributes`` on every item
-and the final answers of the items drawn in the sampling rounds, by ``metrics.ppi_mean``.
-
-Inclusion probabilities. The rounds of one detector version are uniform Bernoulli draws over
-the items no earlier round drew (π = 1 for items already labelled): an item's probability of
-being drawn by any of the complete rounds is 1 - Π_k (1 - q_k), where q_k is the probability
-round k gave it, or for an item an earlier round drew, the probability round k gave the
-undrawn pool (the same for every pool item under the uniform design). A study whose every item
-is labelled and that has no round is a census: the exact human numbers, width 0.
-
-Only items drawn in a complete round count as labelled; other final labels (people labelling
-"around" the rounds) are not random and are left out. A sampled item without a final answer to
-an attribute it is relevant to (a question it does not ask) simply does not count for that
-attribute.
-
-A judge (a detector of kind ``answers``: yes / no per attribute, ``reports.judges``) serves as
-the detector when it has no ``attributes`` predictions: its score of an attribute is its
-probability of "yes" when it gave probabilities, else 1 for yes and 0 for no.
+Per T2I model and setting, each GEP vector entry and the GEP score by ``metrics.ppi_mean``, from
+a detector of kind ``attributes`` (or a judge's answers) and the final answers of the items
+drawn in complete rounds; inclusion probabilities and the census: docs/explanation/estimator.md.
 """
 
 from __future__ import annotations
@@ -31,8 +14,7 @@ from typing import Any
 import numpy as np
 
 from annotate.models import FinalLabel
-from detectors.kinds import answers_of, probabilities_of
-from detectors.models import OutputKind
+from detectors.kinds import KIND_ATTRIBUTES, answers_of, probabilities_of
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol, series_of
 from estimates.models import Design
@@ -79,8 +61,8 @@ def _cell(
         f = np.array([float(s) if s is not None else fill for s in raw])
         xi = sampled & relevant & np.isfinite(y)
         coef = ppi_mean.difference_coefficients(relevant & woman, relevant & man)
-        entries.append(ppi_mean.Entry(np.where(xi, y, np.nan), f, coef, xi))
-    score, vector = ppi_mean.estimate_mean_abs(entries, p, sampled)
+        entries.append(ppi_mean.Entry(f, np.where(xi, y, np.nan), coef, xi))
+    score, vector = ppi_mean.estimate_mean_abs(entries, sampled, p)
     return {
         "gep_score": score.as_json(),
         "gep_vector": {key: est.as_json() for key, est in zip(keys, vector, strict=True)},
@@ -216,7 +198,7 @@ def item_scores(study: Study, detector: str, version: str) -> list[tuple[int, di
     detector's scores, or, when it has none there, a judge's (``yes_score``)."""
     out = [
         (item_id, {k: float(v) for k, v in ((output or {}).get("scores") or {}).items() if _number(v)})
-        for item_id, output in _outputs(study, detector, version, OutputKind.ATTRIBUTES)
+        for item_id, output in _outputs(study, detector, version, KIND_ATTRIBUTES)
     ]
     if out:
         return out
@@ -265,7 +247,7 @@ def attribute_residuals(study: Study, detector: str, version: str) -> dict[int, 
 
 ESTIMAND = EstimandProtocol(
     key="attributes",
-    output_kind=OutputKind.ATTRIBUTES.value,
+    output_kind=KIND_ATTRIBUTES,
     designs=(Design.UNIFORM.value, Design.ACTIVE.value, Design.STRATIFIED.value),
     report=attributes_report,
     labelled=sel.items_fully_labelled,

@@ -1,37 +1,8 @@
-"""The GEP report of an attributes study (issue 10's JSON contract) as a plain dict.
+"""The GEP report of an attributes study as a plain dict.
 
-Glue only: ``protocols.attributes.selectors`` read the rows, ``metrics.gep`` (GEP
-vectors and scores, their validation) and ``metrics.agreement`` (Fleiss, Krippendorff)
-compute. The dict holds JSON types only; undefined figures are None (JSON null), never 0.
-
-``report``::
-
-    {
-      "attributes": {t2i_model: {setting: {
-          "n_items": {"woman": n, "man": n},
-          "frequencies": {"woman": {key: f}, "man": {key: f}},
-          "gep_vector": {key: v}, "gep_score": s,
-          "n_without_final_answer": {"woman": {key: n}, "man": {key: n}},
-          "detectors": {name: {"gep_vector", "gep_score", "kendall_tau_b", "mcc", "pearson",
-                               "roc_auc": {"by_attribute": {key: auc}, "mean": auc}}},
-          "judges": {"<detector>@<version>": {"n_items", "frequencies", "gep_vector", "gep_score",
-                                              "gep_vector_error": {key: e}, "gep_score_error"}}}}},
-      "agreement": {key: {"krippendorff_alpha", "fleiss_kappa", "observed_agreement", "n_items"}},
-      "score_ranking": {detector: tau_b},
-      # extra keys, which scripts may ignore:
-      "coverage": {"items", "items_compared", "items_left_out", "left_out_reasons": {reason: n}},
-      "disputes": {key: items with every label and no final answer},
-      "detector_versions": {detector: version},
-      "judges": {"<detector>@<version>": {key: {"n", "accuracy", "cohen_kappa", "confusion",
-                                                "brier", "ece", ...}}},
-      "judge_versions": {"<d>@<v1> vs <d>@<v2>": {key: {"n", "agreement", "cohen_kappa"}}},
-    }
-
-Judges are runs (``<detector>@<version>``) of ``answers`` outputs (yes / no per attribute,
-probabilities optional: ``reports.judges``). A judge's GEP is the human GEP computed on its
-answers (the items it answered; ``n_without_final_answer`` there counts the items it did not);
-``gep_vector_error`` and ``gep_score_error`` are the judge's minus the people's. Item by item,
-each attribute is a question answered yes or no (``reports.judges.judge_figures``).
+Glue only: ``protocols.attributes.selectors`` read the rows, ``metrics.gep`` and
+``metrics.agreement`` compute. JSON types only; undefined figures are None (JSON null), never 0.
+The dict's keys: docs/reference/contracts.md (Attributes, Judges).
 """
 
 from __future__ import annotations
@@ -182,7 +153,7 @@ def compute(
     scope: Scope, *, questions: Sequence[Question], labels_per_item: int, detector: str | None = None
 ) -> AttributesResult:
     """The GEP report of the items in scope (its T2I model filter applied, its category not:
-    the two settings are the report's own columns). See the module docstring for the dict.
+    the two settings are the report's own columns). Its keys: docs/reference/contracts.md.
 
     - Human: per model and setting, the final answers of the items (explicit items only for
       the attribute their prompt names); an item without a final answer to a question is left

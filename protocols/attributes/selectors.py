@@ -28,7 +28,8 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import RowNumber
 
 from annotate.models import FinalLabel, Label
-from detectors.models import OutputKind, Prediction, PredictionStatus
+from detectors.kinds import KIND_ATTRIBUTES
+from detectors.models import Prediction, PredictionStatus
 from metrics import gep
 from protocols.attributes.spec import gep_metadata_problem
 from reports.selectors import (
@@ -42,7 +43,7 @@ from studies.batching import IsIn, in_chunks
 from studies.models import ImageRole, Item, ItemImage, Question
 from studies.selectors import item_main_image
 
-KINDS = (OutputKind.ATTRIBUTES.value,)
+KINDS = (KIND_ATTRIBUTES,)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
   ``metrics.agreement``;
 - selectors: ``selectors`` (report counts) and ``drilldown`` (a prompt's items, a detector's
   confusion and gallery);
-- JSON: ``report.compute`` — issue 4's contract, printed by ``bias_report --format json``;
+- JSON: ``report.compute`` — the JSON contract, printed by ``bias_report --format json``;
 - tables: ``tables`` (the paper's tables 1-3, 5-7); charts: ``reports.charts``;
 - pages: the overview, the prompt heatmap, and the prompt and detector drill-downs
   (``protocols.gender.views``).
@@ -71,10 +71,7 @@ class GenderAnalysis(Analysis):
         """The report (``build``) with the labels, clear values and per-prompt detector counts
         the pages need, from one read of the database.
 
-        ``build``'s JSON: ``{"coverage": {images, final_labels}, "agreement": {cohen_kappa,
-        n_images}, "human": {t2i_model: {model_bias_score, ci95, categories, label_shares,
-        prompts, ...}}, "detectors": {detector: {version, filtering, accuracy, per_model:
-        {t2i_model: {model_bias_score, pct_diff, prompt_bias_score_difference, ci95, ...}}}}}``
+        ``build``'s JSON: docs/reference/contracts.md (Gender).
 
         - Human scores use every item with a final label. Clear = one of the two clear answers.
         - Detector metrics use the items with both a final label and an ``ok`` prediction of
@@ -83,12 +80,8 @@ class GenderAnalysis(Analysis):
         - ``pct_diff`` (percent, signed: + = overestimate) and ``prompt_bias_score_difference``
           compare the detector with the human labels *of the same items*
           (``human_model_bias_score``), so a detector that skipped items is not blamed for them.
-        - ``ci95`` of a human model is the 95 % bootstrap interval of its model bias score;
-          ``ci95`` of a detector's model is the interval of ``pct_diff``, with
-          ``model_bias_score_ci95`` and ``prompt_bias_score_difference_ci95`` beside it. Images
-          are resampled within prompts (``bootstrap`` replicates, seeded by ``seed``); 0 turns
-          intervals off (null).
-        - Ratios are fractions in [0, 1]; anything undefined is None (JSON null), never 0.
+        - Intervals: images resampled within prompts (``bootstrap`` replicates, seeded by
+          ``seed``; 0 turns them off). Undefined is None (JSON null), never 0.
         - The category of ``scope``, when given, narrows everything (coverage, agreement,
           human and detector scores) to the items of its prompts; the detector versions
           reported stay those of the whole study (a category does not change which run counts).

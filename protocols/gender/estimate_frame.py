@@ -1,4 +1,4 @@
-"""The gender protocol's sampling frame and estimate (issue 13), on the core's frame
+"""The gender protocol's sampling frame and estimate, on the core's frame
 (``estimates.selectors.sampling_frame``): per item the detector's verdict at one version (its
 ``gender`` predictions: male, female, filtered, failed, or missing when none at this version)
 and the human class of its final label of the ``gender`` question (male, female, rest, or None
@@ -26,7 +26,8 @@ from django.db.models.fields.json import KT
 
 from annotate.models import FinalLabel
 from detectors.judges import CANT_TELL
-from detectors.models import OutputKind, Prediction, PredictionStatus, Verdict
+from detectors.kinds import KIND_GENDER
+from detectors.models import Prediction, PredictionStatus, Verdict
 from estimates.charts import Series, series_width_chart_svg
 from estimates.models import Design, SamplingRound
 from estimates.selectors import (
@@ -65,7 +66,7 @@ def verdicts(study: Study, detector: str, version: str) -> dict[int, str]:
     verdict_of_image: dict[int, str] = {}
     for image_id, status, label in (
         Prediction.objects.filter(
-            kind=OutputKind.GENDER,
+            kind=KIND_GENDER,
             detector=detector,
             version=version,
             image_id__in=images.values("image_id"),
@@ -99,7 +100,7 @@ def judge_vectors(study: Study, detector: str, version: str) -> dict[int, tuple[
     by_image: dict[int, tuple[float, float]] = {}
     for image_id, scores in (
         Prediction.objects.filter(
-            kind=OutputKind.GENDER,
+            kind=KIND_GENDER,
             detector=detector,
             version=version,
             status=PredictionStatus.OK,
@@ -237,7 +238,7 @@ class ModelEstimate:
     prompt_sizes: tuple[tuple[str, int], ...] = ()
 
     def as_json(self, pending: list[dict[str, Any]]) -> dict[str, Any]:
-        """The issue's JSON contract for this model, plus ``warnings`` and ``pending``."""
+        """The estimate's JSON contract for this model, plus ``warnings`` and ``pending``."""
         if self.estimate is None:
             body: dict[str, Any] = {
                 "model_bias_score": {"estimate": None, "ci95": None, "bias_corrected": None},
@@ -344,7 +345,7 @@ def bias_estimate(
     ``history`` adds, per model, the interval widths after each complete round (one estimate
     per round, with at most ``HISTORY_BOOT`` replicates before the last: for the page's plot).
     Raises LookupError when the detector has no gender predictions in the study."""
-    version = version or detector_version(study, detector, OutputKind.GENDER)
+    version = version or detector_version(study, detector, KIND_GENDER)
     if version is None:
         raise LookupError(f"detector '{detector}' has no gender predictions in study '{study.slug}'")
     frame = gender_frame(study, detector, version)

@@ -28,7 +28,7 @@ def _count(value: int | None) -> Cell:
 
 COLUMNS = (
     Column("t2i_model", "T2I model", numeric=False),
-    # The bias-corrected estimate: the point that lies inside the interval beside it (issue 19).
+    # The bias-corrected estimate: the point that lies inside the interval beside it.
     Column("estimate", "Estimate"),
     Column("ci95", "95 % interval", pair=True),
     # The plug-in (eq. 1 on the estimated shares): biased upward when labels are few.

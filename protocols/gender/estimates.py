@@ -1,4 +1,4 @@
-"""The gender protocol's few-label estimate (issue 13), registered with ``estimates.estimands``:
+"""The gender protocol's few-label estimate, registered with ``estimates.estimands``:
 the model bias score per T2I model from ``metrics.ppi`` (its own ratio estimator and design
 bootstrap), unchanged; its frame, estimate and designs' π in ``protocols.gender.estimate_frame``."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from detectors.models import OutputKind
+from detectors.kinds import KIND_GENDER
 from estimates.charts import data_uri
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
@@ -50,7 +50,7 @@ class GenderReport:
         return self.estimate.as_json()
 
     def api_json(self) -> dict[str, Any]:
-        """The API's body (issue 13's shape): the contract per model under ``models``."""
+        """The API's body (the gender estimate's shape): the contract per model under ``models``."""
         e = self.estimate
         return {"detector": e.detector, "version": e.version, "models": e.as_json()}
 
@@ -95,7 +95,7 @@ def gender_report(
 
 ESTIMAND = EstimandProtocol(
     key="gender",
-    output_kind=OutputKind.GENDER.value,
+    output_kind=KIND_GENDER,
     designs=(Design.UNIFORM.value, Design.ACTIVE.value, Design.STRATIFIED.value),
     report=gender_report,
     labelled=labelled,

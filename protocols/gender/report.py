@@ -1,4 +1,4 @@
-"""The gender bias report (issue 4's JSON contract) as a plain dict.
+"""The gender bias report as a plain dict.
 
 Glue only: ``protocols.gender.selectors`` fetch aggregated rows, ``metrics.gender``
 computes. The dict holds JSON types only (str, int, float, None, list, dict), so the command,

@@ -20,7 +20,8 @@ from django.db.models import F, FilteredRelation, Q, QuerySet
 from django.db.models.fields.json import KT
 
 from annotate.models import FinalLabel
-from detectors.models import OutputKind, Prediction, PredictionStatus, Verdict
+from detectors.kinds import KIND_GENDER
+from detectors.models import Prediction, PredictionStatus, Verdict
 from metrics.gender import N_CLASSES, class_index
 from reports.selectors import PREDICTION_TO_ITEM, Scope, latest_detector_versions
 from studies.batching import IsIn, in_chunks
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
 
 GENDER_QUESTION = "gender"
-KINDS = (OutputKind.GENDER.value,)
+KINDS = (KIND_GENDER,)
 # The detector's clear verdicts, in the order of the question's clear values: the first clear
 # answer is compared with "male", the second with "female" (detectors.kinds fixes this output).
 CLEAR_VERDICTS = (Verdict.MALE.value, Verdict.FEMALE.value)

@@ -1,7 +1,6 @@
 """The paper's tables (Lyu et al. 2025) built from a gender report, as ``reports.tables.Table``s.
 
-Pure: everything reads the report dict (issue 4's JSON contract) and plain rows, so the same
-Table renders on the dashboard and downloads as CSV, LaTeX or Markdown (``reports.render``)
+Pure: everything reads the report dict and plain rows, so the same Table renders on the dashboard and downloads as CSV, LaTeX or Markdown (``reports.render``)
 without drifting. The label vocabulary is an argument: ``labels`` are the (value, name) pairs of
 the study's gender question, the report's ``label_shares`` keys and ``n_<value>`` counts.
 """

@@ -5,7 +5,7 @@ and beside women, and how far people agree with the detector that counted them.
   permutation test over seed-matched pairs, the human check) and ``metrics.coco_names``;
 - selectors: ``selectors`` (items with their metadata, the detector's classes, the boxes people
   were shown and their final answers; a class's images);
-- JSON: ``report.compute`` — issue 12's contract, printed by ``bias_report --format json``;
+- JSON: ``report.compute`` — the JSON contract, printed by ``bias_report --format json``;
 - tables: ``tables`` (the χ² and permutation tests, Table 1 with residuals, counts by gender
   word, the human check); charts: ``charts`` (Figure 2, grouped bars per class by gender);
 - pages: the overview and the drill-down from a class to its images with their boxes

@@ -1,4 +1,4 @@
-"""The objects (co-occurrence) protocol's few-label estimate (issue 21), registered with
+"""The objects (co-occurrence) protocol's few-label estimate, registered with
 ``estimates.estimands``.
 
 Per T2I model: for each class and gender the number of object instances people confirm (the
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from annotate.models import FinalLabel
-from detectors.models import OutputKind
+from detectors.kinds import KIND_OBJECTS
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
@@ -99,7 +99,7 @@ def objects_report(
     """Confirmed instances per class and gender and Cramér's V per T2I model (``n_boot`` is the
     gender estimate's; ``history``: the page's chart). Raises LookupError when the detector has
     no ``objects`` predictions in the study."""
-    version = sel.detector_version(study, detector, OutputKind.OBJECTS)
+    version = sel.detector_version(study, detector, KIND_OBJECTS)
     if version is None:
         raise LookupError(f"detector '{detector}' has no objects predictions in study '{study.slug}'")
     frame = sel.sampling_frame(study, detector, version, labelled=items_box_checked(study))
@@ -185,7 +185,7 @@ def _cells(
         gender = np.array([GENDERS.index(r.gender) for r in mine])
         if len(set(gender)) < 2:
             continue
-        v, table = ppi_mean.estimate_table(gender, f, p, xi, y, seed=seed)
+        v, table = ppi_mean.estimate_table(gender, f, y, xi, p, seed=seed)
         cells[model] = {
             "confirmed": {
                 "counts": {
@@ -205,7 +205,7 @@ def object_output_codes(study: Study, detector: str, version: str) -> dict[int, 
     detector output."""
     return {
         item_id: min(3, len((output or {}).get("objects") or []))
-        for item_id, output in _outputs(study, detector, version, OutputKind.OBJECTS)
+        for item_id, output in _outputs(study, detector, version, KIND_OBJECTS)
     }
 
 
@@ -228,7 +228,7 @@ def object_residuals(study: Study, detector: str, version: str) -> dict[int, flo
 
 ESTIMAND = EstimandProtocol(
     key="objects",
-    output_kind=OutputKind.OBJECTS.value,
+    output_kind=KIND_OBJECTS,
     designs=(Design.UNIFORM.value, Design.ACTIVE.value, Design.STRATIFIED.value),
     report=objects_report,
     labelled=items_box_checked,

@@ -1,29 +1,8 @@
-"""The object co-occurrence report (issue 12's JSON contract) as a plain dict.
+"""The object co-occurrence report as a plain dict.
 
-Glue only: ``protocols.objects.selectors`` read the rows, ``metrics.objects`` computes
-(χ², residuals, the paired permutation test, the human check). The dict holds JSON types only;
-undefined figures are None (JSON null), never 0.
-
-``report``::
-
-    {
-      "objects": {t2i_model: {
-          "detector", "counts": {class: {"male", "female"}}, "chi2", "dof", "p_value",
-          "cramers_v", "includes_person", "residuals": {class: {"male", "female"}},
-          "by_gender_word": {word: {class: n}}, "paired_permutation_p",
-          "n_images": {"male", "female"},
-          "human_check": {class: {"precision", "n_confirmed", "n_rejected", "n_missed",
-                                  "missed_rate"}} or null,
-          # extra keys, which scripts may ignore:
-          "detector_version", "chi2_reason", "yates_correction", "paired_permutation": {...},
-          "n_checked",
-          "confirmed": the same figures over the checked images counting only confirmed boxes
-                       (no human_check), or null when nobody checked an image of the model,
-      }},
-      "detector", "detector_version", "includes_person",
-      "coverage": {"items", "items_compared", "items_left_out", "left_out_reasons": {reason: n},
-                   "items_checked", "checks_not_counted": {reason: n}},
-    }
+Glue only: ``protocols.objects.selectors`` read the rows, ``metrics.objects`` computes. JSON
+types only; undefined figures are None (JSON null), never 0. The dict's keys:
+docs/reference/contracts.md (Objects).
 """
 
 from __future__ import annotations

@@ -21,13 +21,14 @@ from typing import Any
 from django.db.models import F
 
 from annotate.models import FinalLabel
-from detectors.models import OutputKind, PredictionStatus
+from detectors.kinds import KIND_OBJECTS
+from detectors.models import PredictionStatus
 from metrics.objects import GENDERS
 from reports.analyses import AnalysisError
 from reports.selectors import PREDICTION_TO_ITEM, Scope, latest_detector_versions, predictions_in_scope
 from studies.models import ImageRole, ItemImage
 
-KINDS = (OutputKind.OBJECTS.value,)
+KINDS = (KIND_OBJECTS,)
 #: The preset's questions (``protocols.objects.spec.OBJECT_QUESTIONS``) and their answers per box.
 BOXES_QUESTION = "boxes"
 MISSED_QUESTION = "missed"

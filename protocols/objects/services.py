@@ -13,7 +13,8 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Q
 
-from detectors.models import OutputKind, Prediction, PredictionStatus
+from detectors.kinds import KIND_OBJECTS
+from detectors.models import Prediction, PredictionStatus
 from studies.models import ImageRole, Item, ItemImage, QuestionKind, Study
 
 #: Item metadata keys the box check writes (``annotate`` draws them, ``reports`` counts them).
@@ -99,7 +100,7 @@ def box_check_prepare(
             # A subquery: a list of the study's images would be a value per image.
             image_id__in=shown.values("image_id"),
             detector=detector,
-            kind=OutputKind.OBJECTS,
+            kind=KIND_OBJECTS,
             status=PredictionStatus.OK,
         ).order_by("image_id", "-id")
         for prediction in predictions:

@@ -19,7 +19,7 @@ def objects_metadata_problem(metadata: Mapping[str, str]) -> str | None:
     The χ² test compares the objects of male and female prompts, so every item needs its
     prompt's ``gender`` (male | female; the mannering2023 set writes it for man/boy and
     woman/girl). Unlike GEP's optional comparison, an objects item without it has no place in
-    any figure of the study, so it is refused at import (issue 12) rather than imported and
+    any figure of the study, so it is refused at import rather than imported and
     left out."""
     gender = str(metadata.get("gender", "")).strip()
     if not gender:

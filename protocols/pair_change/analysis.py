@@ -7,7 +7,7 @@ and model — and how often people agree with the automatic verdicts.
 - the measured pairs: ``protocols.pair_change.sampling.pair_measurements`` (shared with ``sample_pairs``,
   so the report scores the very verdicts the draws recorded);
 - selectors: ``selectors`` (the draws, the human answers, a word's pairs);
-- JSON: ``report.compute`` — issue 11's contract, printed by ``bias_report --format json``;
+- JSON: ``report.compute`` — the JSON contract, printed by ``bias_report --format json``;
 - tables: ``tables`` (Tables 2 and 3, the word scores, the validation and its confusion
   matrices); charts: ``charts`` (Figure 4, the word scores of a domain, sorted);
 - pages: the overview and the drill-down from a word to its pairs (``views``).

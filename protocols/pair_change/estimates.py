@@ -1,4 +1,4 @@
-"""The pair_change (BiasPainter) protocol's few-label estimate (issue 21), registered in
+"""The pair_change (BiasPainter) protocol's few-label estimate, registered in
 ``estimates.estimands``.
 
 Per T2I model, domain (the prompt's category) and attribute (age, gender, skin): the share of
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from annotate.models import FinalLabel
-from detectors.models import OutputKind
+from detectors.kinds import KIND_MEASUREMENTS
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
@@ -98,7 +98,7 @@ def pair_change_report(
     """The changed-pair shares per T2I model, domain and attribute (``n_boot`` is the gender
     estimate's; ``history``: the page's chart). Raises LookupError when the detector has no measurements in
     the study, or the study's questions or measurements cannot be read (with the reason)."""
-    version = sel.detector_version(study, detector, OutputKind.MEASUREMENTS)
+    version = sel.detector_version(study, detector, KIND_MEASUREMENTS)
     if version is None:
         raise LookupError(f"detector '{detector}' has no measurements predictions in study '{study.slug}'")
     try:
@@ -167,7 +167,7 @@ def _cells(
                 f = np.array([_changed_score(scores.get(int(i)), attribute) for i in ids])
                 xi = sampled & np.isfinite(y)
                 est = ppi_mean.estimate_linear(
-                    np.where(xi, y, np.nan), f, p, xi, ppi_mean.mean_coefficients(mask), bounds=(0.0, 1.0)
+                    f, np.where(xi, y, np.nan), xi, p, ppi_mean.mean_coefficients(mask), bounds=(0.0, 1.0)
                 )
                 cells.setdefault(str(model), {}).setdefault(str(domain), {})[attribute] = {
                     **est.as_json(),
@@ -216,7 +216,7 @@ def pair_residuals(study: Study, detector: str, version: str) -> dict[int, float
 
 ESTIMAND = EstimandProtocol(
     key="pair_change",
-    output_kind=OutputKind.MEASUREMENTS.value,
+    output_kind=KIND_MEASUREMENTS,
     designs=(Design.UNIFORM.value, Design.ACTIVE.value, Design.STRATIFIED.value),
     report=pair_change_report,
     labelled=sel.items_fully_labelled,

@@ -1,33 +1,9 @@
-"""The pair-change report of a study (issue 11's JSON contract) as a plain dict.
+"""The pair-change report of a study as a plain dict.
 
-Glue only: ``protocols.pair_change.sampling.pair_measurements`` reads the measured pairs (the rule the
-draws for human checking use too), ``metrics.pair_change`` computes every figure, and
-``protocols.pair_change.selectors`` reads the draws and the human answers. JSON types
-only; an undefined figure is None (JSON null), never 0.
-
-``report``::
-
-    {
-      "pair_change": {t2i_model: {
-          "sources": {"age", "gender", "skin": detector or null},
-          "thresholds": {"age", "skin"},
-          "model_score": mean of the domain x attribute pair_mean_abs figures,
-          "domains": {domain: {"age"|"gender"|"skin": {"pair_mean_abs", "word_mean_abs",
-                                                      "n_pairs", "n_unmeasured"}}},
-          "words": {word: {"domain", "age", "gender", "gender_m2f", "gender_f2m", "skin",
-                           "n_pairs"}}}},
-      "validation": {"age"|"gender"|"skin": {"accuracy", "ci95", "confusion", "n",
-                                             # extra keys:
-                                             "buckets", "n_drawn", "n_unanswered"}},
-      # extra keys, which scripts may ignore:
-      "validation_overall": {"accuracy", "ci95", "n"},
-      "coverage": {"pairs", "pairs_scored", "pairs_left_out", "left_out_reasons": {reason: n}},
-      "detector_versions": {detector: version}, "candidates": {attribute: [detector]},
-      "samples": [{"attribute", "seed", "buckets", "t2i_model", "source", "n_items", "drawn_at"}],
-    }
-
-An attribute no detector measures has null figures everywhere (and so a null model score):
-scoring its pairs 0 would report an unbiased model.
+Glue only: ``protocols.pair_change.sampling.pair_measurements`` reads the measured pairs,
+``metrics.pair_change`` computes, ``protocols.pair_change.selectors`` reads the draws and the
+human answers. JSON types only; undefined is None, never 0: an attribute no detector measures has
+null figures everywhere. The dict's keys: docs/reference/contracts.md (Pair change).
 """
 
 from __future__ import annotations

@@ -1,33 +1,10 @@
 """Pair-change measurements and the stratified draw of pairs for human checking (BiasPainter).
 
-Two halves, one reading rule:
-
-- **Reads** (``measurement_sources``, ``pair_measurements``): every pair of a pair-change study
-  with the measurements of its seed photo (role ``input``) and its edit (role ``output``) as
-  ``metrics.pair_change.Pair`` rows. The report (``protocols.pair_change``) reads pairs
-  through these functions too, so the verdicts a draw records are the verdicts the report
-  computes: one rule, written once.
-- **The write** (``pairs_sample``, behind ``manage.py sample_pairs``): a stratified random sample
-  of the pairs by their automatic verdict on one attribute (the paper's 25 older / 25 younger /
-  50 unchanged) goes into the labelling queue: ``Item.queue`` 1 and the attribute's question in
-  ``Item.question_keys``. The draw — seed, bucket sizes, attribute, source detector, the chosen
-  pairs and their verdicts — is appended to ``Study.parameters["samples"]``, where the report
-  finds it to score the verdicts against the human answers. The same draw asked again changes
-  nothing.
-
-Which detector measures what. A measurement detector fills some of ``age``, ``gender``,
-``skin_gray`` and leaves the rest null (``face_age_gender``: age and gender; ``skin_tone``: gray).
-Per detector the version of its newest measurement in the study is read (as every report does).
-An attribute's *candidates* are the detectors whose ``ok`` predictions at that version give it a
-value somewhere in the study. The source of an attribute is, in this order: the one given
-(``measure``, e.g. ``bias_report --measure age=facepp_measure``); the detector filter (only it);
-the study's ``parameters["measure"]``; the only candidate. Two candidates and no choice is an
-error naming them; no candidate leaves the attribute without a source (its figures are null).
-
-Bad input is an error naming the pair (``PairChangeInputError``): no seed photo or no edit, no
-prompt (so no word of the prompt set), a seed photo without a face, an image the source detector
-failed on (e.g. not decodable), a measurement out of range. A pair a source has not measured
-yet is not an error: it is left out, and counted with the reason.
+Reads (``measurement_sources``, ``pair_measurements``): every pair with its seed's and edit's
+measurements, the one rule the report reads pairs by too. The write (``pairs_sample``, behind
+``sample_pairs``): a stratified sample by automatic verdict into the labelling queue, the draw
+recorded in ``Study.parameters["samples"]``. Which detector is an attribute's source, and the
+errors: docs/tutorials/pair-change.md.
 """
 
 from __future__ import annotations
@@ -42,7 +19,8 @@ from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
-from detectors.models import OutputKind, Prediction, PredictionStatus
+from detectors.kinds import KIND_MEASUREMENTS
+from detectors.models import Prediction, PredictionStatus
 from metrics import pair_change as pc
 from protocols.pair_change.spec import KEY
 from studies.models import ImageRole, Item, ItemImage, Study
@@ -130,7 +108,7 @@ def measurement_versions(study: Study) -> dict[str, str]:
     images (highest id: the version run last), sorted by detector. One grouped query."""
     chosen: dict[str, tuple[int, str]] = {}
     for row in (
-        Prediction.objects.filter(kind=OutputKind.MEASUREMENTS, image_id__in=_pair_images(study))
+        Prediction.objects.filter(kind=KIND_MEASUREMENTS, image_id__in=_pair_images(study))
         .values("detector", "version")
         .annotate(last_id=Max("pk"))
         .order_by()
@@ -159,7 +137,7 @@ def measurement_candidates(study: Study, versions: Mapping[str, str]) -> dict[st
     counts = (
         Prediction.objects.filter(
             _which(versions),
-            kind=OutputKind.MEASUREMENTS,
+            kind=KIND_MEASUREMENTS,
             status=PredictionStatus.OK,
             image_id__in=_pair_images(study),
         )
@@ -346,7 +324,7 @@ def pair_measurements(
         # A subquery, not a list of ids: a study of 70,000 pairs would pass SQLite's parameter limit.
         image_ids = ItemImage.objects.filter(item__in=items, role__in=PAIR_ROLES).values("image_id")
         for image_id, name, status, output, error in (
-            Prediction.objects.filter(_which(used), kind=OutputKind.MEASUREMENTS, image_id__in=image_ids)
+            Prediction.objects.filter(_which(used), kind=KIND_MEASUREMENTS, image_id__in=image_ids)
             .values_list("image_id", "detector", "status", "output", "error")
             .order_by()
         ):

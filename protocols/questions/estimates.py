@@ -1,24 +1,9 @@
-"""The questions protocol's few-label estimate (issue 21), registered in ``estimates.estimands``.
+"""The questions protocol's few-label estimate, registered in ``estimates.estimands``.
 
-Per question, T2I model and group (the compared column's value): each answer's share, and per
-answer the largest gap between two groups' shares (``max_gap``) -- the numbers ``bias_report``
-puts at ``questions.<q>.<model>.groups.<g>.shares.<a>`` and ``questions.<q>.<model>.max_gap.<a>``
---, from a detector of kind ``answers`` on every item and the final answers of the items drawn in
-the sampling rounds, by ``metrics.ppi_mean``. The detector's value for (item, answer) is its
-probability of that answer when its output carries probabilities (a judge's, normalised over the
-question's values), else 1 when it gave that answer and 0 otherwise; an item it did not answer
-(or answered outside the question's values) gets the mean of the cell's answered items, so it
-adds nothing either way.
-
-A share's population is the items of the model and group that ask the question (an item's
-``question_keys``, empty = every question); inclusion probabilities as for attributes
-(``estimates.report.inclusion``). A study whose every item is labelled and that has no
-round is a census: the exact human numbers (``bias_report``'s), width 0; so is every group
-whose items all have the question's final answer, whatever the rounds drew
-(``estimates.report.census_cells``).
-
-``max_gap`` is not linear: its interval is ``metrics.ppi_mean.estimate_max_gap``'s bound
-(valid whatever the true shares; conservative near 0 with several groups).
+Per question, T2I model and group: each answer's share and per answer the largest gap between
+groups (``max_gap``, by ``metrics.ppi_mean.estimate_max_gap``'s bound), from a detector of kind
+``answers`` and the final answers of the items drawn in the rounds. The detector's value of an
+answer, the population of a share and the census cells: docs/explanation/estimator.md.
 """
 
 from __future__ import annotations
@@ -148,8 +133,8 @@ def _question_cell(
                 fill = float(f_raw[mask & known].mean()) if np.any(mask & known) else 0.0
                 f = np.where(known, f_raw, fill)
                 coef = ppi_mean.mean_coefficients(mask)
-                per_answer[answer].append(ppi_mean.Entry(np.where(xi, y, np.nan), f, coef, xi))
-            gap, shares = ppi_mean.estimate_max_gap(per_answer[answer], p, sampled, seed=seed)
+                per_answer[answer].append(ppi_mean.Entry(f, np.where(xi, y, np.nan), coef, xi))
+            gap, shares = ppi_mean.estimate_max_gap(per_answer[answer], sampled, p, seed=seed)
             for name, est in zip(names, shares, strict=True):
                 cell_groups[name]["shares"][answer] = est.as_json()
             gaps[answer] = gap.as_json()

@@ -1,27 +1,8 @@
 """The ``answers`` output kind: what a VQA model or a VLM judge says about an image.
 
-Stored shape (every write is normalised to it)::
-
-    {"answers": {"<question>": "<answer value>", …},
-     "probabilities": {"<question>": {"<answer value>": p, …}, …},   # optional
-     "filtered": {"<question>": "<reason>", …},                      # optional
-     "detail": {…}}                                                   # optional
-
-- ``answers``: one answer per question answered (a judge may leave some out);
-- ``probabilities``: per answered question, p of each choice — finite, in [0, 1], summing to 1
-  within ``PROBABILITY_TOLERANCE`` (stored as given, not rescaled); a choice left out has p = 0;
-  its questions are a subset of ``answers``' ;
-- ``filtered``: questions asked but not answered, each with a reason of
-  ``detectors.kinds.FILTER_REASONS`` (e.g. ``unparseable``), disjoint from ``answers``;
-- ``detail``: any JSON object the judge keeps for audit (``vlm_judge``: ``{"loglik": {q: {value:
-  log-likelihood}}}``).
-
-At least one answer or one filtered question. The older plain ``{"<question>": "<value>", …}``
-stays valid on import and on write (normalised to ``{"answers": …}``); rows stored before keep it,
-so readers use ``detectors.kinds.answers_of`` / ``probabilities_of`` / ``filtered_of``, which read
-both. ``validate_answers`` checks the shape on every write (``detectors.kinds`` calls it by dotted
-path); ``answers_fit_questions`` checks keys and values against a study's questions where the
-output meets its study (``import_predictions``). Pure: no Django.
+``validate_answers`` normalises every write to ``{"answers", "probabilities"?, "filtered"?,
+"detail"?}`` (the older plain ``{question: value}`` still read); ``answers_fit_questions`` checks
+it against a study's questions. The shape's rules: docs/reference/detector-rules.md. Pure: no Django.
 """
 
 from __future__ import annotations
@@ -108,7 +89,7 @@ def _filtered(value: Any, answers: Mapping[str, str]) -> dict[str, str]:
 
 
 def validate_answers(output: Any) -> dict[str, Any]:
-    """An answers output in either shape → the stored shape (module docstring). Raises
+    """An answers output in either shape → the stored shape (docs/reference/detector-rules.md). Raises
     OutputInvalid naming the field (``age`` for a plain output, ``answers.age``,
     ``probabilities.age.old`` … for the extended one)."""
     if not isinstance(output, Mapping):

@@ -1,37 +1,8 @@
-"""The questions report: answer shares per group, their tests, agreement, detectors.
+"""The questions report: answer shares per group, their tests, agreement, detectors, judges.
 
 ``compute`` reads the rows (``selectors``), leaves the maths to ``metrics.questions`` and
-``metrics.agreement``, and shapes the JSON that ``bias_report --format json`` prints::
-
-    {"questions": {q: {t2i_model: {"groups": {g: {"n", "shares", "ci95"}},
-                                   "chi2", "dof", "p_value", "cramers_v", "max_gap"}}},
-     "agreement": {q: {"krippendorff_alpha", "fleiss_kappa", "observed_agreement", "n_items"}},
-     "detectors": {d: {q: {"n", "accuracy", "cohen_kappa", "groups": {g: {"shares"}}}}},
-     "judges": {"<detector>@<version>": {q: {"n", "accuracy", "cohen_kappa", "confusion",
-                                             "brier", "ece", "n_probabilities", "reliability",
-                                             "excluded": {"failed", "filtered", "unanswered"}}}},
-     "judge_versions": {"<d>@<v1> vs <d>@<v2>": {q: {"n", "agreement", "cohen_kappa"}}}}
-
-and per question and T2I model, beside the people's figures, each judge's picture:
-``questions.<q>.<model>.judges.<detector>@<version>.{groups.<g>.{n, shares, ci95}, chi2, dof,
-p_value, cramers_v, max_gap, max_gap_error}`` with ``max_gap_error.<a>`` = the judge's max_gap
-minus the people's.
-
-Shares read final labels; a group appears once one of its items has a final answer. Detector
-figures read the items with both a final label and the detector's answer (its latest version)
-and are left out for a question no such item has.
-
-Judges are every run (``detector@version``) of ``answers`` predictions, each version apart. A
-judge's shares count the items of the group it answered (with or without a final label: its
-picture of the bias is the picture of what it answered); its item-by-item figures (``n``,
-accuracy, Cohen's κ, ``confusion`` — ``{people's answer: {judge's answer: items}}``) count the
-items with both its answer and a final answer. Brier score, ECE (10 equal-width bins, top
-label: ``metrics.calibration``) and the reliability bins read the ``n_probabilities`` of those
-items whose output carries probabilities (null when none does). ``excluded`` counts, among the
-items with a final answer, the judge's failed predictions, the questions it set aside
-(filtered: unparseable, an API error) and its outputs with no valid answer otherwise. ``judge_versions`` pairs the
-versions of one detector: their agreement over the items both answered. ``observed_agreement`` is Fleiss' mean
-pairwise agreement over the items with two labels or more; null when there is none.
+``metrics.agreement``, and shapes the JSON that ``bias_report --format json`` prints: its keys,
+what each figure counts and when it is null are in docs/reference/contracts.md (Questions, Judges).
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ def _page_login(username: str, password: str, **extra):
 
 @pytest.mark.django_db
 def test_the_login_page_limits_password_checks_per_address_whoever_is_named(annotator_a, settings):
-    # Issue 19: 30 usernames x 1 password from one address all answered 200.
+    # Regression: 30 usernames x 1 password from one address all answered 200.
     settings.BIASLAB_LOGIN_LOCKOUT_ATTEMPTS = 0  # only the rate limit here, not the lockout
     _rates(settings, login="3/minute")
     assert [_page_login(f"guess{n}", "x").status_code for n in range(3)] == [200, 200, 200]

@@ -105,7 +105,7 @@ def _reactivate(user) -> None:
 
 
 def test_a_deactivated_then_reactivated_account_s_old_tokens_stay_revoked(annotator_a, annotator_b):
-    # Issue 19: the old token worked again after the account was reactivated.
+    # Regression: the old token worked again after the account was reactivated.
     first, second, other = _token(), _token(), _token("ben")
     assert services.user_deactivate(user=annotator_a) == 2
     annotator_a.refresh_from_db()

@@ -361,7 +361,8 @@ def test_a_zip_can_create_a_new_study(admin_client, db):
     archive = io.BytesIO(good_zip(2))
     archive.name = "new.zip"
     response = admin_client.post(
-        reverse("admin:annotate_study_import_zip"), {"new_study": "pilot-2", "archive": archive}
+        reverse("admin:annotate_study_import_zip"),
+        {"new_study": "pilot-2", "new_study_protocol": "gender", "archive": archive},
     )
     assert "2 images accepted" in response.content.decode()
     study = Study.objects.get(slug="pilot-2")
@@ -373,7 +374,8 @@ def test_a_refused_zip_leaves_no_new_study_behind(admin_client, db):
     archive = io.BytesIO(b"definitely not a zip")
     archive.name = "bad.zip"
     response = admin_client.post(
-        reverse("admin:annotate_study_import_zip"), {"new_study": "pilot-3", "archive": archive}
+        reverse("admin:annotate_study_import_zip"),
+        {"new_study": "pilot-3", "new_study_protocol": "gender", "archive": archive},
     )
     assert "not a zip file" in response.content.decode()
     assert not Study.objects.filter(slug="pilot-3").exists()
@@ -394,7 +396,7 @@ def test_html_in_a_manifest_path_is_escaped_on_the_result_page(admin_client, stu
     assert "&lt;script&gt;alert(1)&lt;/script&gt;.png" in page
 
 
-# --- bad values never answer 500 nor leave an empty study (issue 9, item 7) ---------------------
+# --- bad values never answer 500 nor leave an empty study ---------------------
 
 
 @pytest.mark.parametrize(
@@ -411,7 +413,8 @@ def test_a_zip_whose_only_row_is_bad_lists_it_and_creates_no_study(admin_client,
     archive = io.BytesIO(data)
     archive.name = "bad-rows.zip"
     response = admin_client.post(
-        reverse("admin:annotate_study_import_zip"), {"new_study": "pilot-4", "archive": archive}
+        reverse("admin:annotate_study_import_zip"),
+        {"new_study": "pilot-4", "new_study_protocol": "gender", "archive": archive},
     )
     page = response.content.decode()
     assert response.status_code == 200
@@ -469,7 +472,8 @@ def test_a_database_failure_during_a_zip_import_is_a_message_and_leaves_nothing(
     archive = io.BytesIO(good_zip(2))
     archive.name = "x.zip"
     response = admin_client.post(
-        reverse("admin:annotate_study_import_zip"), {"new_study": "pilot-5", "archive": archive}
+        reverse("admin:annotate_study_import_zip"),
+        {"new_study": "pilot-5", "new_study_protocol": "gender", "archive": archive},
     )
     assert response.status_code == 200
     assert "the database refused the import" in response.content.decode()
@@ -500,3 +504,13 @@ def test_the_study_list_shows_short_columns_and_unbroken_downloads(admin_client,
     assert "</a>&nbsp;·&nbsp;<a" in page
     assert study.get_agreement_display() + "</td>" not in page
     assert "labels per item" not in page.lower()  # the column is "N labels"
+
+
+def test_a_zip_for_a_new_study_needs_its_protocol(admin_client, db):
+    archive = io.BytesIO(good_zip(1))
+    archive.name = "x.zip"
+    response = admin_client.post(
+        reverse("admin:annotate_study_import_zip"), {"new_study": "pilot-6", "archive": archive}
+    )
+    assert "Choose the protocol of the new study." in response.content.decode()
+    assert not Study.objects.filter(slug="pilot-6").exists()

@@ -648,7 +648,7 @@ def test_the_items_list_costs_the_same_queries_for_a_page_of_three_or_fifty(
     assert len(body["results"]) == 50
 
 
-# --- issue 19: labeling and API defects -----------------------------------------------------------
+# --- labeling and API defects -----------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -663,7 +663,7 @@ def test_the_items_list_costs_the_same_queries_for_a_page_of_three_or_fifty(
 def test_a_question_the_item_does_not_ask_is_unknown_question_naming_the_field(
     pair_study, annotator_a, body, field
 ):
-    """Issue 19: inside ``answers`` it was ``invalid_answer`` with empty ``errors``."""
+    """Regression: inside ``answers`` it was ``invalid_answer`` with empty ``errors``."""
     study, _pairs = pair_study
     client = api_for(annotator_a)
     item_id = client.get(f"/api/studies/{study.slug}/next/").json()["item"]["id"]
@@ -678,7 +678,7 @@ def test_a_question_the_item_does_not_ask_is_unknown_question_naming_the_field(
 
 
 def test_a_retry_with_the_same_request_id_and_another_answer_is_a_conflict(study, items, annotator_a):
-    """Issue 19: it answered 201 with the old label, dropping the new answer without a word."""
+    """Regression: it answered 201 with the old label, dropping the new answer without a word."""
     client = api_for(annotator_a)
     item_id = client.get(f"/api/studies/{study.slug}/next/").json()["item"]["id"]
     body = {"item": item_id, "value": "male", "request_id": "r1"}
@@ -693,7 +693,7 @@ def test_a_retry_with_the_same_request_id_and_another_answer_is_a_conflict(study
 def test_a_label_change_does_not_revert_a_change_to_another_answer_made_meanwhile(
     pair_study, annotator_a, monkeypatch
 ):
-    """Issue 19, lost update: PATCH read the annotator's other answers before locking the item
+    """Lost update: PATCH read the annotator's other answers before locking the item
     and wrote them all back. Here a change to "skin" commits while the PATCH of "age" waits for
     the item lock (the threaded version runs on PostgreSQL in test_concurrency.py)."""
     study, _pairs = pair_study
@@ -734,7 +734,7 @@ def test_changing_other_to_another_answer_drops_the_reason(verb, study, items, a
 def test_the_history_of_a_broken_agreement_uses_a_source_the_schema_lists(
     study, items, annotator_a, annotator_b, researcher
 ):
-    """Issue 19: "Agreement broken" entries carried ``source: ""``, outside the schema's enum."""
+    """Regression: "Agreement broken" entries carried ``source: ""``, outside the schema's enum."""
     for annotator in (annotator_a, annotator_b):
         item_id = api_for(annotator).get(f"/api/studies/{study.slug}/next/").json()["item"]["id"]
         api_for(annotator).post("/api/labels/", {"item": item_id, "value": "male"}, format="json")

@@ -201,7 +201,7 @@ def test_concurrent_key_presses_that_submit_and_claim_in_one_transaction_keep_n_
 
 @pytest.mark.parametrize("order", ["a_first", "b_first"])
 def test_concurrent_label_changes_keep_the_final_label_in_step_with_the_labels(order):
-    """Hardening issue 9, item 1: two annotators change their answers on the same item at the
+    """two annotators change their answers on the same item at the
     same moment, round after round. The final label must always be the one the labels agree
     on (or none when they differ), and no request may fail."""
     study, annotators, [item] = _study_with(n_images=1, n_annotators=2)
@@ -237,7 +237,7 @@ def test_concurrent_label_changes_keep_the_final_label_in_step_with_the_labels(o
             assert final is None, f"round {round_number}: labels {labels} differ but final is {final}"
 
 
-# --- issue 19 -------------------------------------------------------------------------------------
+# --- regressions ------------------------------------------------------------------------------
 
 PAIR_ANSWERS = {"age": "older", "gender": "male_female", "skin": "same"}
 
@@ -251,7 +251,7 @@ def _api_for(user):
 
 
 def test_concurrent_changes_to_different_answers_of_one_item_both_last():
-    """Issue 19, lost update: two PATCHes of different questions of one item, at the same moment,
+    """Lost update: two PATCHes of different questions of one item, at the same moment,
     both answered 200 and one was reverted (13 of 13 pairs on PostgreSQL): each read the other
     answers before the item lock and wrote them all back."""
     study = StudyFactory(slug="pairs", protocol="pair_change")
@@ -281,7 +281,7 @@ def test_concurrent_changes_to_different_answers_of_one_item_both_last():
 
 
 def test_a_change_form_and_an_api_change_at_once_never_revert_each_other():
-    """Issue 19: the same lost update between the HTML change form (all answers of the item) and
+    """Regression: the same lost update between the HTML change form (all answers of the item) and
     the API (one answer). The form was drawn before the API change: it is stored when it came
     first, refused as stale when it came second — never does it write the old "skin" back."""
     from django.test import Client
@@ -328,7 +328,7 @@ def test_a_change_form_and_an_api_change_at_once_never_revert_each_other():
 
 
 def test_a_submit_that_waited_for_the_item_lock_is_timed_after_the_write_it_waited_for():
-    """Issue 19: times were read before the lock wait, so a sorted history could end with
+    """Regression: times were read before the lock wait, so a sorted history could end with
     "Agreement broken" while an agreed final label existed. Here one transaction holds the
     item lock for a moment; the key press waiting for it must be timed after that commit."""
     study, [first, second], [item] = _study_with(n_images=1, n_annotators=2)
@@ -360,7 +360,7 @@ def test_a_submit_that_waited_for_the_item_lock_is_timed_after_the_write_it_wait
 
 @pytest.mark.parametrize("order", ["a_first", "b_first"])
 def test_a_sorted_final_label_history_ends_with_the_final_label_that_exists(order):
-    """Issue 19: bursts of changes by two annotators on one item; after each, the final label
+    """Regression: bursts of changes by two annotators on one item; after each, the final label
     history sorted by time must end with the current state (the agreed answer, or its removal)."""
     study, annotators, [item] = _study_with(n_images=1, n_annotators=2)
     pair = annotators if order == "a_first" else annotators[::-1]

@@ -1,4 +1,4 @@
-"""The disputes page at scale (issue 23): paginated on plain ids, only the page's items read in
+"""The disputes page at scale: paginated on plain ids, only the page's items read in
 full, the count of every disputed answer still exact."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The key press costs the same in a study of any size (issue 23).
+"""The key press costs the same in a study of any size.
 
 The claim probe's progress counts once counted every open item of the study; they now count the
 claimable items only up to ``PROGRESS_COUNT_CAP``. These tests pin that: the statement's work

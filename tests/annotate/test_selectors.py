@@ -157,7 +157,7 @@ def test_annotator_stats_reports_labels_median_time_and_agreement(
     resolve(item=images[1], researcher=researcher, value="female")
     _label_next(study, annotator_a, "low_quality", duration_ms=8000)  # no final label yet
     stats = {row.username: row for row in selectors.annotator_stats(study=study)}
-    # Agreement with the final answer counts every answer with a final label (issue 19: it
+    # Agreement with the final answer counts every answer with a final label (it
     # counted resolved disputes only): image 0 agreed "male" with both; image 1 was resolved
     # "female", against Anna's "male" and with Ben's "female"; image 2 has no final label yet.
     assert stats["anna"] == selectors.AnnotatorStats("anna", 3, 3.0, 0.5, 2)
@@ -167,7 +167,7 @@ def test_annotator_stats_reports_labels_median_time_and_agreement(
 def test_annotator_stats_agreement_counts_agreed_resolved_and_imported_final_labels(
     annotator_a, annotator_b, annotator_c, researcher
 ):
-    """Issue 19: a majority rule (2 of 3) settles items where one annotator was outvoted; the
+    """Regression: a majority rule (2 of 3) settles items where one annotator was outvoted; the
     agreement must count them, not only the disputed-then-resolved items."""
     study = StudyFactory(labels_per_item=3, agreement="majority")
     study.annotators.add(annotator_a, annotator_b, annotator_c)

@@ -164,7 +164,7 @@ def test_double_submit_with_same_request_id_is_stored_once(study, annotator_a, m
 
 
 def test_the_same_request_id_with_another_answer_is_refused_not_dropped(study, annotator_a, make_items):
-    """Issue 19: a page the Back button restored posts its request id again with a new answer.
+    """Regression: a page the Back button restored posts its request id again with a new answer.
     It used to get the next item while the new answer was silently dropped."""
     image = make_items(1)[0]
     services.assignment_queue(study=study, annotator=annotator_a, size=1)
@@ -569,11 +569,11 @@ def test_a_sampling_rounds_items_are_handed_out_first(study, annotator_a, make_i
     assert [seat.item for seat in seats] == [items[2], items[3], items[0]]
 
 
-# --- issue 19: reasons, changes under the lock, history -------------------------------------------
+# --- reasons, changes under the lock, history -------------------------------------------
 
 
 def test_a_reason_is_kept_only_with_the_answer_that_asks_for_it(study, annotator_a, make_items):
-    """Issue 19: O, a reason, Enter, then Z and F stored "female" with the old reason."""
+    """Regression: O, a reason, Enter, then Z and F stored "female" with the old reason."""
     image = make_items(1)[0]
     services.assignment_queue(study=study, annotator=annotator_a, size=1)
     submit(item=image, annotator=annotator_a, value="other", reason="cartoon, not a photo")
@@ -598,7 +598,7 @@ def test_an_imported_label_keeps_a_reason_only_for_other(study, annotator_a, mak
 def test_a_label_change_writes_only_that_label_and_builds_on_what_the_lock_protects(
     pair_study_items, annotator_a, monkeypatch
 ):
-    """Issue 19, lost update, made deterministic: another change to the item's "skin" answer
+    """Lost update, made deterministic: another change to the item's "skin" answer
     commits while this change to "age" waits for the item lock. The old API read every answer
     before the lock and wrote them all back, reverting "skin"."""
     study, item = pair_study_items
@@ -642,7 +642,7 @@ def test_a_label_change_keeps_the_agreed_final_label_in_step(study, annotator_a,
 
 
 def test_a_broken_agreement_is_recorded_with_a_valid_source(study, annotator_a, annotator_b, make_items):
-    """Issue 19: "Agreement broken" revisions carried source "", outside the API's enum."""
+    """Regression: "Agreement broken" revisions carried source "", outside the API's enum."""
     image = make_items(1)[0]
     for annotator in (annotator_a, annotator_b):
         services.assignment_queue(study=study, annotator=annotator, size=1)
@@ -658,7 +658,7 @@ def test_a_broken_agreement_is_recorded_with_a_valid_source(study, annotator_a, 
 def test_history_times_are_taken_after_the_item_lock_is_granted(
     path, study, annotator_a, annotator_b, make_items, monkeypatch
 ):
-    """Issue 19: the time was read before waiting for the item lock, so a write that waited
+    """Regression: the time was read before waiting for the item lock, so a write that waited
     got an earlier time than the one it waited for, and history sorted by time could end with
     "Agreement broken" while an agreed final label existed. Here the clock moves on while the
     lock is waited for: every time written must be at least the moment the lock was granted."""

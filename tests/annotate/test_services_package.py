@@ -1,4 +1,4 @@
-"""Issue 20 §3: ``annotate.services`` split by concern, with one claim path and every statement
+"""``annotate.services`` split by concern, with one claim path and every statement
 of the key press written out in ``annotate.sql``. The public names stay importable from
 ``annotate.services``; the key-press statement counts are pinned in test_views.py."""
 

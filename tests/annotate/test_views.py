@@ -269,7 +269,7 @@ def test_undo_with_nothing_to_undo_says_so(client_for, annotator_a, items):
 def test_other_then_back_then_female_stores_female_without_the_old_reason(
     client_for, annotator_a, annotator_b, researcher, items
 ):
-    """Issue 19: O, a reason, Enter, Z, F stored "female" with the reason typed for "other",
+    """Regression: O, a reason, Enter, Z, F stored "female" with the reason typed for "other",
     and Disputes showed "Female (cartoon, not a photo)". The change form still carries the
     reason field, filled in; the server must not keep it for an answer that asks for none."""
     study = items[0].study
@@ -307,7 +307,7 @@ def test_other_then_back_then_female_stores_female_without_the_old_reason(
 def test_a_page_restored_by_back_reposting_its_request_id_with_another_answer_says_reload(
     client_for, annotator_a, items
 ):
-    """Issue 19: the same request id with a different answer got 200 and the next item while
+    """Regression: the same request id with a different answer got 200 and the next item while
     the new answer was dropped without a word. The same answer again stays a harmless repeat."""
     client = client_for(annotator_a)
     first = client.get(_label_url(items[0].study))
@@ -772,7 +772,7 @@ def test_annotator_stats_show_labels_done_per_annotator(client_for, researcher, 
     assert "<tr><td>anna</td><td>2</td>" in html
     assert '<td>0 % <span class="muted">of 1</span></td>' in html
     assert '<td>100 % <span class="muted">of 1</span></td>' in html
-    # The page says what the agreement is computed over (issue 19).
+    # The page says what the agreement is computed over.
     assert (
         "over every answer that has one — agreed by the annotators, resolved by a researcher or imported"
         in html

@@ -1,4 +1,4 @@
-"""Admin zip import: the layouts zip tools really make (issue 9, item 8).
+"""Admin zip import: the layouts zip tools really make.
 
 Accepted: a single top folder wrapping everything, ``__MACOSX/`` and ``.DS_Store`` beside the
 files, nested folders, a manifest below the root (image paths are relative to its folder),

@@ -1,6 +1,5 @@
 """A JSON body nested deeper or larger than stored JSON may be (``studies.jsonbounds``) is a 400
-saying so, on every endpoint: today 5,000 levels end in a RecursionError and a 500 (issue 19
-section 3, "Bad input"). Nothing is stored."""
+saying so, on every endpoint: today 5,000 levels end in a RecursionError and a 500 ("Bad input"). Nothing is stored."""
 
 from __future__ import annotations
 

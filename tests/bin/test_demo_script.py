@@ -1,4 +1,4 @@
-"""``bin/demo`` (issue 9, point 18; issue 19, section 2): one Django start-up seeds the demo
+"""``bin/demo``: one Django start-up seeds the demo
 (migrations, studies, labels, imported demo predictions and the offline detectors, each detector
 one line), the demo logins are the last thing printed before the server starts, ``BIASLAB_ADDR``
 chooses where it serves, the hints print that address, and the settings reference documents the variable.
@@ -75,7 +75,7 @@ def test_the_logins_are_printed_right_before_the_server_starts(demo_copy):
 
 @pytest.mark.subprocess
 def test_one_django_start_up_migrates_seeds_and_runs_the_detectors(demo_copy):
-    """Time to serving (issue 19: under 60 s): migrate, seed and the detectors in one process,
+    """Time to serving (under 60 s): migrate, seed and the detectors in one process,
     and a server without the reloader's second start-up."""
     _run(demo_copy)
     calls = (demo_copy / ".venv" / "bin" / "calls.log").read_text().splitlines()

@@ -1,5 +1,5 @@
 """Swagger UI and Redoc render the API's operations in Chromium under the site's default
-Content-Security-Policy (issue 19: both were blank unless BIASLAB_CSP=off). Their pages get a
+Content-Security-Policy (both were blank unless BIASLAB_CSP=off). Their pages get a
 policy of their own that lets them run, with every script and stylesheet from this server (the
 installed drf-spectacular-sidecar package), nothing from another origin."""
 

@@ -1,5 +1,5 @@
 """On the report pages a chart is never shrunk below the size it was drawn at while the page has
-room for it (issue 19: the pair report's word-score figure, three panels wide, was scaled to
+room for it (the pair report's word-score figure, three panels wide, was scaled to
 46rem and its 8 pt text showed at about 6 px). Each chart's 8 pt text is at least 8 pt on a
 1280 px wide screen: the image is shown at 100 % or more of its own width."""
 

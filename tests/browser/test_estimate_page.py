@@ -1,4 +1,4 @@
-"""The estimate page at 1280 px (issue 19): its summary table fits without scrolling sideways."""
+"""The estimate page at 1280 px: its summary table fits without scrolling sideways."""
 
 from __future__ import annotations
 

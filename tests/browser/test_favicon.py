@@ -1,4 +1,4 @@
-"""BiasLab has a favicon (issue 19): a small SVG (and a PNG for browsers without SVG icons) in
+"""BiasLab has a favicon: a small SVG (and a PNG for browsers without SVG icons) in
 static/, linked from the base template, which Chromium loads under the strict
 Content-Security-Policy — instead of asking for /favicon.ico and getting a 404."""
 

@@ -339,7 +339,7 @@ def test_a_multi_question_screen_works_without_javascript(browser, login, live_s
 def test_other_with_a_reason_then_back_then_female_sends_no_reason(
     page, login, live_server, small_study, annotator_a
 ):
-    """Issue 19: O, a reason, Enter, Z, F stored "female" with the old reason. The change form
+    """Regression: O, a reason, Enter, Z, F stored "female" with the old reason. The change form
     shows the reason typed for "other"; label.js must not send it with F (the server drops it
     as well, which tests/annotate covers)."""
     _study, items = small_study

@@ -1,4 +1,4 @@
-"""Every labeling screen on a phone (issue 19): at 375 x 812 CSS pixels the gender, attributes,
+"""Every labeling screen on a phone: at 375 x 812 CSS pixels the gender, attributes,
 pair and box-check screens show the image at least 90 % of the screen wide, never scroll
 sideways, keep the study's name on one or two lines, and take every answer by touch — a tap on
 a button or an answer's label, then a tap on "Save answers" — not only by key. One screenshot

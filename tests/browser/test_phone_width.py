@@ -1,4 +1,4 @@
-"""Every researcher page fits a phone (issue 9, point 18): at 375 x 812 CSS pixels the page itself
+"""Every researcher page fits a phone: at 375 x 812 CSS pixels the page itself
 never scrolls sideways — wide tables scroll inside their own frame, the navigation wraps, figures
 and images shrink to the screen. Each page is seeded so its tables are as wide as in a real
 study (four protocols, detectors, disputes, long prompts and item keys)."""

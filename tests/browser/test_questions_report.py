@@ -1,4 +1,4 @@
-"""The questions protocol in Chromium (issue 20 §1): an annotator answers every question of an
+"""The questions protocol in Chromium: an annotator answers every question of an
 image with one key each and Enter; the report's answer-shares chart draws a bar per (group,
 answer) with its 95 % interval whisker, and clicking a bar opens its images."""
 

@@ -1,4 +1,4 @@
-"""Zoom on the labeling screen (issue 9, point 18): + and - (or the buttons) step fit → 100 % →
+"""Zoom on the labeling screen: + and - (or the buttons) step fit → 100 % →
 200 %, 0 fits again, Shift+arrows and a drag pan inside the image's frame (never the page); a pair
 zooms and pans together; the next item starts fitted; a missing file raises no error; keys typed
 into the reason field never zoom."""

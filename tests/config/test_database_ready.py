@@ -1,4 +1,4 @@
-"""A new or malformed ``DATABASE_URL`` (issue 19 section 3, "Bad input"): before ``migrate`` any
+"""A new or malformed ``DATABASE_URL`` ("Bad input"): before ``migrate`` any
 command that works on the tables says "run `python manage.py migrate`" in one line (it died
 with "no such table"); a URL that cannot be read is one line, not a traceback; a relative SQLite
 path is relative to the project folder and no failed command leaves an empty database file."""

@@ -1,5 +1,5 @@
-"""Image files reach only the people who may see their study (issue 9, item 11), and the
-browser gets the same upright 8-bit pixels as the detectors (item 3)."""
+"""Image files reach only the people who may see their study, and the
+browser gets the same upright 8-bit pixels as the detectors."""
 
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ def test_image_responses_are_private_to_the_browser(client_for, annotator_a, gen
     assert "private" in response["Cache-Control"]
 
 
-# --- what the browser gets (item 3) ---------------------------------------------------------------
+# --- what the browser gets ---------------------------------------------------------------
 
 
 def stored_image(study, img: PILImage.Image, fmt: str, **params):

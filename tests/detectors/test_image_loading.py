@@ -1,4 +1,4 @@
-"""Detectors read images through ``studies.imaging.open_rgb``: upright and 8-bit (issue 9, item 3)."""
+"""Detectors read images through ``studies.imaging.open_rgb``: upright and 8-bit."""
 
 from __future__ import annotations
 

@@ -9,6 +9,10 @@ import pytest
 from detectors.base import DetectorOutput
 from detectors.kinds import (
     FILTER_REASONS,
+    KIND_ATTRIBUTES,
+    KIND_GENDER,
+    KIND_MEASUREMENTS,
+    KIND_OBJECTS,
     KINDS,
     OutputInvalid,
     output_validate,
@@ -17,14 +21,14 @@ from detectors.kinds import (
     validate_measurements,
     validate_objects,
 )
-from detectors.models import FilterReason, OutputKind, Prediction
+from detectors.models import FilterReason, Prediction
 from studies.protocols import PROTOCOLS
 
 
 def test_the_kinds_are_the_models_output_kinds_and_cover_every_protocol():
     # Prediction.kind takes its choices from the registry (a protocol's own kind needs no migration).
     assert set(KINDS) == {value for value, _ in Prediction._meta.get_field("kind").choices}
-    assert set(OutputKind.values) <= set(KINDS)
+    assert {KIND_GENDER, KIND_ATTRIBUTES, KIND_MEASUREMENTS, KIND_OBJECTS} <= set(KINDS)
     assert {kind for spec in PROTOCOLS.values() for kind in spec.output_kinds} <= set(KINDS)
 
 
@@ -243,6 +247,6 @@ def test_a_detector_output_is_validated_when_made():
 
 def test_an_output_a_json_column_cannot_store_is_invalid_naming_its_field():
     """A detector's detail with a NUL character passed the schema and then failed the whole
-    PostgreSQL write (issue 19 section 3): ``studies.jsonbounds`` checks every output."""
+    PostgreSQL write: ``studies.jsonbounds`` checks every output."""
     with pytest.raises(OutputInvalid, match=r"^detail: holds a NUL character"):
         output_validate("gender", {"label": "filtered", "reason": "other", "scores": {}, "detail": "a\x00b"})

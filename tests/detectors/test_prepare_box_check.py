@@ -8,7 +8,8 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from detectors.models import OutputKind, Prediction, PredictionStatus
+from detectors.kinds import KIND_OBJECTS
+from detectors.models import Prediction, PredictionStatus
 from protocols.objects.services import BoxCheckRefused, box_check_prepare
 from studies.models import Image, Item, ItemImage
 from tests.factories import (
@@ -35,7 +36,7 @@ def objects(item, instances, *, detector="yolo_objects", version="1", status=Pre
         image=image_of(item),
         detector=detector,
         version=version,
-        kind=OutputKind.OBJECTS,
+        kind=KIND_OBJECTS,
         status=status,
         output={"objects": instances} if status == PredictionStatus.OK else {},
         error="" if status == PredictionStatus.OK else "CUDA out of memory",
@@ -198,7 +199,7 @@ def test_a_study_of_more_images_than_a_statement_may_name_is_prepared(study):
                 image=image,
                 detector="yolo_objects",
                 version="1",
-                kind=OutputKind.OBJECTS,
+                kind=KIND_OBJECTS,
                 status=PredictionStatus.OK,
                 output={"objects": [TIE]},
             )

@@ -65,7 +65,7 @@ def test_a_refused_draw_is_a_400_naming_the_field_and_writes_nothing(
 
 
 def test_a_study_of_a_protocol_without_an_estimate_is_refused(researcher, api_for, monkeypatch):
-    # Every protocol has its estimate since issue 21: unregister one to see the refusal.
+    # Every protocol has its estimate: unregister one to see the refusal.
     monkeypatch.delitem(estimands.ESTIMANDS, "objects")
     StudyFactory(slug="boxes", protocol="objects")
     response = api_for(researcher).post(ROUNDS, {"study": "boxes", "detector": "fake", "budget": 5})

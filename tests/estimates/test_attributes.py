@@ -1,4 +1,4 @@
-"""The attributes (GEP) protocol's few-label estimate (issue 21): sampling rounds, the
+"""The attributes (GEP) protocol's few-label estimate: sampling rounds, the
 ``estimate_bias`` JSON / CSV / Markdown, the census case and the registry's refusals."""
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def test_a_detector_without_attributes_predictions_is_named(gep_study):
 
 
 def test_a_protocol_without_a_registered_estimate_is_refused_with_the_known_ones(monkeypatch):
-    # Every protocol has its estimate since issue 21: unregister one to see the refusal.
+    # Every protocol has its estimate: unregister one to see the refusal.
     monkeypatch.delitem(estimands.ESTIMANDS, "objects")
     StudyFactory(slug="boxes", protocol="objects")
     with pytest.raises(

@@ -1,4 +1,4 @@
-"""The objects protocol's few-label estimate (issue 21): confirmed instances per class and
+"""The objects protocol's few-label estimate: confirmed instances per class and
 gender and Cramér's V of that table, from the detector's counts and sampled box checks; placed
 where ``bias_report`` puts the confirmed figures; the census case gives its exact numbers."""
 

@@ -1,4 +1,4 @@
-"""The pair_change protocol's few-label estimate (issue 21): the share of pairs whose age,
+"""The pair_change protocol's few-label estimate: the share of pairs whose age,
 gender or skin changed as people judge it, per T2I model and domain, from the measurements."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The questions protocol's few-label estimate (issue 21): a round drawn for an ``answers``
+"""The questions protocol's few-label estimate: a round drawn for an ``answers``
 detector, the ``estimate_bias`` JSON / CSV / Markdown in the shape ``bias_report`` places the
 same numbers, the census case (``bias_report``'s exact shares, width 0), the API and the page."""
 

@@ -1,4 +1,4 @@
-"""Sampling rounds and estimates at scale (issue 23): no statement carries one value per item of
+"""Sampling rounds and estimates at scale: no statement carries one value per item of
 a round, so a round of a million items stays under SQLite's variable limit."""
 
 from __future__ import annotations

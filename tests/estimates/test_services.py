@@ -114,7 +114,7 @@ def test_a_detector_without_predictions_is_refused_naming_the_known_ones(sampled
 
 
 def test_a_study_of_another_protocol_is_refused(db, monkeypatch):
-    # Every protocol has its estimate since issue 21: unregister one to see the refusal.
+    # Every protocol has its estimate: unregister one to see the refusal.
     monkeypatch.delitem(estimands.ESTIMANDS, "objects")
     other = StudyFactory(protocol="objects")
     with pytest.raises(
@@ -125,7 +125,7 @@ def test_a_study_of_another_protocol_is_refused(db, monkeypatch):
 
 
 def test_an_unknown_design_is_refused(sampled_study):
-    # "stratified" was the unknown design here until issue 21 made it one.
+    # "stratified" is a design of every protocol now.
     with pytest.raises(SamplingError, match=r"^design: must be one of uniform, active, stratified"):
         _create(sampled_study, design="systematic")
 
@@ -227,7 +227,7 @@ def test_a_stratified_round_gives_more_labels_where_the_detector_erred(sampled_s
 
 
 def test_an_attributes_study_draws_a_stratified_round(db):
-    # Issue 21: stratified and active for every protocol (from its detector output codes).
+    # stratified and active for every protocol (from its detector output codes).
     from tests.reports.attributes_data import attributes_study, gep_item
 
     study = attributes_study()

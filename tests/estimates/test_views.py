@@ -133,7 +133,7 @@ def test_an_htmx_get_renders_only_the_results(sampled_study, client_for, researc
 def test_a_study_of_a_protocol_without_an_estimate_has_no_estimate_page(
     db, client_for, researcher, monkeypatch
 ):
-    # Every protocol has its estimate since issue 21: unregister one to see the refusal.
+    # Every protocol has its estimate: unregister one to see the refusal.
     monkeypatch.delitem(estimands.ESTIMANDS, "objects")
     StudyFactory(slug="boxes", protocol="objects")
     assert client_for(researcher).get("/reports/estimate/?study=boxes").status_code == 404

@@ -508,7 +508,7 @@ def test_two_seeds_whose_names_would_share_a_key_are_refused(pairs):
         )
 
 
-# --- --executor ray (issue 14): workers edit, this process alone writes -----------------------------
+# --- --executor ray: workers edit, this process alone writes -----------------------------
 RAY = ("--executor", "ray", "--num-workers", "2")
 
 

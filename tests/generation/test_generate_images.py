@@ -366,7 +366,7 @@ def test_generated_items_are_what_run_detectors_predicts(study):
     }
 
 
-# --- seed policies and prompt sets with extra columns (issue 12) ---------------------------------
+# --- seed policies and prompt sets with extra columns ---------------------------------
 
 
 def _mannering(n_templates: int):

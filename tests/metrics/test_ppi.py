@@ -1,4 +1,4 @@
-"""Tests of metrics.ppi: the prediction-powered (AIPW) estimator of issue 13.
+"""Tests of metrics.ppi: the prediction-powered (AIPW) estimator.
 
 Oracles: hand-worked examples; exact enumeration of every Bernoulli sample of small
 populations (expectations and variances without simulation error); the paper's own bias-score
@@ -554,7 +554,7 @@ def test_labels_for_half_width_roughly_halves_the_standard_error_when_followed()
 
 
 # --------------------------------------------------------------------------------------------
-# Few labels, detectors good and bad, and power tuning (issue 21)
+# Few labels, detectors good and bad, and power tuning
 # --------------------------------------------------------------------------------------------
 
 # Detectors that say male, female or filtered; P(output | human class) per row (male, female,
@@ -630,8 +630,8 @@ def _check_few_label_studies(detector: str, studies: int, coverage: float) -> No
 @pytest.mark.simulation
 @pytest.mark.parametrize("detector", ["good", "class_dependent", "useless"])
 def test_interval_covers_at_least_93_percent_with_few_labels_whatever_the_detector(detector):
-    # Before issue 21 the class-dependent detector's interval covered 0.83 here (0.76-0.91 in
-    # the issue's study): pseudo-populations built on each prompt's EM shares were less
+    # Before the shares were drawn, the class-dependent detector's interval covered 0.83 here (0.76-0.91 in
+    # a larger study): pseudo-populations built on each prompt's EM shares were less
     # balanced than the truth, and the bootstrap under-corrected the upward bias of eq. 1.
     # Now (200 studies): 0.995 / 0.965 / 0.95, widths 0.49 / 0.74 / 0.97 x labels-only.
     _check_few_label_studies(detector, 200, 0.93)
@@ -696,7 +696,7 @@ def test_without_power_tuning_the_estimate_is_the_issue_13_estimator():
 
 
 def test_the_design_bootstraps_cost_follows_the_groups_of_alike_images_not_the_images(monkeypatch):
-    # Issue 23: a replicate draws counts per group of exchangeable images (prompt, detector
+    # a replicate draws counts per group of exchangeable images (prompt, detector
     # output, label, π), so a study ten times larger costs the same; and a chunk of replicates
     # stays under BOOTSTRAP_CHUNK_ELEMENTS (group x class x round cells) whatever the study.
     calls: list[tuple[int, int]] = []

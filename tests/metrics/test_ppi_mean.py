@@ -1,5 +1,5 @@
 """Tests of metrics.ppi_mean: few-label estimates of mean-type estimands with power tuning
-(issue 21). Oracles: hand-worked census and perfect-detector cases, and coverage / width
+. Oracles: hand-worked census and perfect-detector cases, and coverage / width
 simulations at small sizes (the full table is ``bench/bench_estimator.py --generic``)."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def test_census_gives_the_exact_human_mean_with_width_zero() -> None:
     y = np.array([1.0, 0.0, 1.0, 1.0])
     f = np.array([0.9, 0.4, 0.2, 0.8])
     est = ppi_mean.estimate_linear(
-        y, f, np.ones(4), np.ones(4, bool), ppi_mean.mean_coefficients(np.ones(4, bool))
+        f, y, np.ones(4, bool), np.ones(4), ppi_mean.mean_coefficients(np.ones(4, bool))
     )
     assert est.estimate == pytest.approx(0.75)
     assert est.ci95 == pytest.approx((0.75, 0.75))
@@ -49,8 +49,8 @@ def test_census_gep_score_is_the_exact_mean_absolute_gap_with_width_zero() -> No
     y1 = np.array([1.0, 1.0, 0.0, 1.0])  # women 1.0, men 0.5 -> +0.5
     y2 = np.array([0.0, 0.0, 1.0, 1.0])  # women 0.0, men 1.0 -> -1.0
     coef = ppi_mean.difference_coefficients(group == 0, group == 1)
-    entries = [ppi_mean.Entry(y1, y1 * 0.5, coef), ppi_mean.Entry(y2, y2 * 0.5, coef)]
-    score, vector = ppi_mean.estimate_mean_abs(entries, np.ones(4), np.ones(4, bool))
+    entries = [ppi_mean.Entry(y1 * 0.5, y1, coef), ppi_mean.Entry(y2 * 0.5, y2, coef)]
+    score, vector = ppi_mean.estimate_mean_abs(entries, np.ones(4, bool), np.ones(4))
     assert score.estimate == pytest.approx(0.75)
     assert score.ci95 == pytest.approx((0.75, 0.75))
     assert [v.estimate for v in vector] == pytest.approx([0.5, -1.0])
@@ -62,7 +62,7 @@ def test_perfect_detector_gets_lambda_one_and_the_exact_mean_from_few_labels() -
     y = (rng.random(400) < 0.3).astype(float)
     xi = rng.random(400) < 0.1
     est = ppi_mean.estimate_linear(
-        np.where(xi, y, NAN), y, np.full(400, 0.1), xi, ppi_mean.mean_coefficients(np.ones(400, bool))
+        y, np.where(xi, y, NAN), xi, np.full(400, 0.1), ppi_mean.mean_coefficients(np.ones(400, bool))
     )
     assert est.lam == pytest.approx(1.0)
     assert est.estimate == pytest.approx(y.mean())
@@ -72,12 +72,12 @@ def test_perfect_detector_gets_lambda_one_and_the_exact_mean_from_few_labels() -
 
 def test_a_sampled_item_without_a_human_value_is_refused_by_its_index() -> None:
     with pytest.raises(ppi_mean.MeanInputError, match="y: item 1 is sampled"):
-        ppi_mean.estimate_linear([1.0, NAN], [0.5, 0.5], [0.5, 0.5], [True, True], [0.5, 0.5])
+        ppi_mean.estimate_linear([0.5, 0.5], [1.0, NAN], [True, True], [0.5, 0.5], [0.5, 0.5])
 
 
 def test_a_labelled_item_with_zero_inclusion_probability_is_refused() -> None:
     with pytest.raises(ppi_mean.MeanInputError, match="pi: item 0"):
-        ppi_mean.estimate_linear([1.0, NAN], [0.5, 0.5], [0.0, 0.5], [True, False], [0.5, 0.5])
+        ppi_mean.estimate_linear([0.5, 0.5], [1.0, NAN], [True, False], [0.0, 0.5], [0.5, 0.5])
 
 
 # A study of attributes or questions costs about 30 ms (their intervals draw 1,000 errors): their
@@ -113,7 +113,7 @@ def test_intervals_cover_the_all_labels_number_for_every_detector(
     protocol: str, kind: str, studies: int, coverage: float
 ) -> None:
     row = bench.generic_cell(protocol, kind, 0.1, studies=studies, n_per_group=100, k=4, seed=7)
-    # Issue 21's line, 0.93 (80 studies: 0.95-1.0 here; the full table is the bench's).
+    # The coverage goal, 0.93 (80 studies: 0.95-1.0 here; the full table is the bench's).
     assert row["coverage"] >= coverage, row
 
 
@@ -153,7 +153,7 @@ def test_census_cramers_v_is_the_exact_table_with_width_zero() -> None:
     rows = np.array([0, 0, 1, 1])
     y = np.array([[2.0, 0.0], [1.0, 1.0], [0.0, 3.0], [1.0, 0.0]])
     f = y + 1.0
-    est, table = ppi_mean.estimate_cramers_v(rows, f, np.ones(4), np.ones(4, bool), y)
+    est, table = ppi_mean.estimate_cramers_v(rows, f, y, np.ones(4, bool), np.ones(4))
     assert table == pytest.approx(np.array([[3.0, 1.0], [1.0, 3.0]]))
     assert est.estimate == pytest.approx(0.5)
     assert est.ci95 == pytest.approx((0.5, 0.5))
@@ -173,8 +173,8 @@ def test_max_gap_census_is_the_exact_range_of_the_group_shares_with_width_zero()
     # Three groups of four: shares of "yes" 3/4, 1/4, 2/4: the largest gap is 0.5.
     y = np.array([1, 1, 1, 0, 1, 0, 0, 0, 1, 1, 0, 0], dtype=float)
     group = np.repeat([0, 1, 2], 4)
-    entries = [ppi_mean.Entry(y, 1 - y, ppi_mean.mean_coefficients(group == g)) for g in range(3)]
-    gap, shares = ppi_mean.estimate_max_gap(entries, np.ones(12), np.ones(12, bool))
+    entries = [ppi_mean.Entry(1 - y, y, ppi_mean.mean_coefficients(group == g)) for g in range(3)]
+    gap, shares = ppi_mean.estimate_max_gap(entries, np.ones(12, bool), np.ones(12))
     assert [s.estimate for s in shares] == pytest.approx([0.75, 0.25, 0.5])
     assert gap.estimate == pytest.approx(0.5)
     assert gap.ci95 == pytest.approx((0.5, 0.5))
@@ -184,8 +184,8 @@ def test_max_gap_census_is_the_exact_range_of_the_group_shares_with_width_zero()
 def test_max_gap_before_any_label_is_the_detectors_value_only() -> None:
     group = np.repeat([0, 1], 5)
     f = np.array([1, 1, 1, 0, 0, 0, 0, 0, 0, 1], dtype=float)
-    entries = [ppi_mean.Entry(np.full(10, NAN), f, ppi_mean.mean_coefficients(group == g)) for g in range(2)]
-    gap, _ = ppi_mean.estimate_max_gap(entries, np.zeros(10), np.zeros(10, bool))
+    entries = [ppi_mean.Entry(f, np.full(10, NAN), ppi_mean.mean_coefficients(group == g)) for g in range(2)]
+    gap, _ = ppi_mean.estimate_max_gap(entries, np.zeros(10, bool), np.zeros(10))
     assert gap.estimate is None
     assert gap.detector_only == pytest.approx(0.4)
 
@@ -198,10 +198,10 @@ def test_a_share_whose_sampled_labels_are_all_equal_still_gets_an_interval_of_po
     xi = np.zeros(80, bool)
     xi[10:18] = True
     est = ppi_mean.estimate_linear(
-        np.where(xi, y, NAN),
         y,
-        np.full(80, 0.1),
+        np.where(xi, y, NAN),
         xi,
+        np.full(80, 0.1),
         ppi_mean.mean_coefficients(np.ones(80, bool)),
         bounds=(0, 1),
     )

@@ -1,4 +1,4 @@
-"""Every protocol is one package registered once (issue 20 §2): the core reads what differs per
+"""Every protocol is one package registered once: the core reads what differs per
 protocol from its spec and its analysis — the analysis and pages it has, whether its items are
 pairs, the options it adds to ``bias_report``, the links it adds to the report navigation, its
 demo — never from its name."""

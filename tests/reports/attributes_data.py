@@ -32,7 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from detectors.models import OutputKind, PredictionStatus
+from detectors.kinds import KIND_ATTRIBUTES
+from detectors.models import PredictionStatus
 from metrics import gep
 from studies.models import Item, Prompt, Question, Study
 from studies.protocols import protocol_spec
@@ -92,7 +93,7 @@ def gep_item(
             image=image_of(item),
             detector=name,
             version="1",
-            kind=OutputKind.ATTRIBUTES,
+            kind=KIND_ATTRIBUTES,
             output={"scores": by_key},
         )
     return item
@@ -137,21 +138,21 @@ def build(study: Study, annotators: list) -> GepFixture:
                 image=image_of(item),
                 detector="clip",
                 version="0",
-                kind=OutputKind.ATTRIBUTES,
+                kind=KIND_ATTRIBUTES,
                 output={"scores": dict.fromkeys(KEYS, 0.0)},
             )
             PredictionFactory(
                 image=image_of(item),
                 detector="clip",
                 version="1",
-                kind=OutputKind.ATTRIBUTES,
+                kind=KIND_ATTRIBUTES,
                 output={"scores": scores["clip"]},
             )
         PredictionFactory(
             image=image_of(item),
             detector="broken",
             version="x",
-            kind=OutputKind.ATTRIBUTES,
+            kind=KIND_ATTRIBUTES,
             status=PredictionStatus.FAILED,
             output={},
             error="boom",

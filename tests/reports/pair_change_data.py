@@ -29,7 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from detectors.models import OutputKind, PredictionStatus
+from detectors.kinds import KIND_MEASUREMENTS
+from detectors.models import PredictionStatus
 from studies.models import Image, ImageRole, Item, Prompt, Study
 from tests.factories import ImageFactory, PairItemFactory, PredictionFactory, StudyFactory, image_of
 
@@ -55,16 +56,14 @@ def measure(
             image=image,
             detector=detector,
             version=version,
-            kind=OutputKind.MEASUREMENTS,
+            kind=KIND_MEASUREMENTS,
             status=PredictionStatus.FAILED,
             output={},
             error=failed,
         )
         return
     output = {"face": face, "age": age, "gender": gender, "skin_gray": skin_gray, **extra}
-    PredictionFactory(
-        image=image, detector=detector, version=version, kind=OutputKind.MEASUREMENTS, output=output
-    )
+    PredictionFactory(image=image, detector=detector, version=version, kind=KIND_MEASUREMENTS, output=output)
 
 
 def measure_both(image: Image, person: tuple[str, float, float] | None, **extra: Any) -> None:

@@ -1,4 +1,4 @@
-"""The GEP report of an attributes study: issue 10's JSON contract, worked by hand on the small
+"""The GEP report of an attributes study: its JSON contract, worked by hand on the small
 study of ``attributes_data`` and checked against scipy / scikit-learn where they define the
 same statistic."""
 

@@ -1,4 +1,4 @@
-"""``manage.py bias_report``: the JSON contract of issue 4, and the CSV and Markdown layouts."""
+"""``manage.py bias_report``: its JSON contract, and the CSV and Markdown layouts."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def is_interval(value) -> bool:
 
 
 def assert_contract(report: dict) -> None:
-    """Shape and types of issue 4's contract (extra keys allowed, none of these missing)."""
+    """Shape and types of the JSON contract (extra keys allowed, none of these missing)."""
     assert set(report) == {"coverage", "agreement", "human", "detectors", "judges", "judge_versions"}
     assert all(isinstance(report["coverage"][k], int) for k in ("images", "final_labels"))
     assert report["agreement"]["cohen_kappa"] is None or isinstance(report["agreement"]["cohen_kappa"], float)

@@ -1,5 +1,5 @@
-"""The dashboard's category filter narrows every table, chart and number of the gender report
-(issue 9, point 18), and every download link of the page keeps it.
+"""The dashboard's category filter narrows every table, chart and number of the gender report,
+and every download link of the page keeps it.
 
 Numbers by hand from ``tests.reports.dashboard_data``: the category "place" is the prompt
 "R&D_lab 100%", items 7-10 — sdxl: low quality, low quality (fake: filtered, filtered); sd3:

@@ -1,4 +1,4 @@
-"""Every chart a researcher downloads keeps its text legible and whole (issue 19): at the size it
+"""Every chart a researcher downloads keeps its text legible and whole: at the size it
 is saved (PNG at ``charts.PNG_DPI``, SVG at the same inches) no text is smaller than 8 pt, and no
 text (a title, a tick label, a legend) reaches outside the figure, where it would be clipped on
 the page and in the download.

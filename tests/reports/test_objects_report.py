@@ -1,4 +1,4 @@
-"""The object co-occurrence report (issue 12's JSON contract): counts per class by gender, χ²,
+"""The object co-occurrence report: counts per class by gender, χ²,
 residuals, counts by gender word, the paired permutation test over seed-matched pairs, the human
 check of the detector and the χ² of confirmed boxes only — read from items, predictions and
 final labels, computed by ``metrics.objects`` — and ``bias_report`` printing it.
@@ -32,7 +32,7 @@ from django.core.management import CommandError, call_command
 from scipy.stats import chi2_contingency
 
 from annotate.models import FinalLabelSource
-from detectors.models import OutputKind
+from detectors.kinds import KIND_OBJECTS
 from metrics.objects import adjusted_residuals, pair_count_matrices, paired_permutation_test
 from protocols.objects.analysis import ObjectsAnalysis
 from reports.analyses import AnalysisError, analysis_for
@@ -77,7 +77,7 @@ def predict(item, classes, *, detector="yolo_objects", version="1"):
         image=image_of(item),
         detector=detector,
         version=version,
-        kind=OutputKind.OBJECTS,
+        kind=KIND_OBJECTS,
         output={"objects": [box(name) for name in classes]},
     )
 

@@ -1,4 +1,4 @@
-"""The pair-change report (issue 11): ``bias_report --format json`` on the hand-worked study of
+"""The pair-change report: ``bias_report --format json`` on the hand-worked study of
 ``pair_change_data``, the choice of the detector measuring each attribute, the human check of
 the automatic verdicts, and bad input named by its pair."""
 

@@ -1,4 +1,4 @@
-"""The gender report (issue 4's contract) on the fixture study of conftest.py, worked by hand."""
+"""The gender report on the fixture study of conftest.py, worked by hand."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from detectors.kinds import KIND_OBJECTS
 from detectors.models import Prediction
 from protocols.gender import drilldown
 from protocols.gender.analysis import gender_question
@@ -230,11 +231,10 @@ def test_a_prediction_belongs_to_the_file_and_counts_for_every_item_using_it(rep
 
 
 def test_other_kinds_of_prediction_on_the_same_files_are_ignored(report_study):
-    from detectors.models import OutputKind
     from tests.factories import PredictionFactory, image_of
 
     item = report_study.items["sdxl_gym"][0]
-    PredictionFactory(image=image_of(item), detector="yolo", kind=OutputKind.OBJECTS, output={"objects": []})
+    PredictionFactory(image=image_of(item), detector="yolo", kind=KIND_OBJECTS, output={"objects": []})
     assert "yolo" not in bias_report(report_study.study, bootstrap=0)["detectors"]
 
 

@@ -1,4 +1,4 @@
-"""The gender analysis's tables from a hand-built report dict (issue 4's JSON contract), and the
+"""The gender analysis's tables from a hand-built report dict, and the
 one renderer of every table (CSV, LaTeX, Markdown): no database."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The flags the commands share (studies/commands.py, issue 20): ``--output`` writes atomically,
+"""The flags the commands share (studies/commands.py): ``--output`` writes atomically,
 an importer takes its file positionally with the old ``--manifest`` kept as an alias. The walk over
 every command's flags is tests/test_command_flags.py."""
 

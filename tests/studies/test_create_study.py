@@ -1,4 +1,4 @@
-"""``manage.py create_study`` (issue 8): the contract of the command line."""
+"""``manage.py create_study``: the contract of the command line."""
 
 from __future__ import annotations
 
@@ -134,7 +134,7 @@ def test_an_unknown_protocol_is_refused_by_the_parser(db):
         run("s", "--protocol", "faces")
 
 
-# --- issue 19 section 3: questions the protocol cannot use are refused at creation ---------------
+# --- questions the protocol cannot use are refused at creation ---------------
 
 
 def _questions(tmp_path: Path, *rows: str) -> str:
@@ -238,3 +238,13 @@ def test_the_help_shows_column_not_the_options_internal_name():
     text = Command().create_parser("manage.py", "create_study").format_help()
     assert "--compare COLUMN" in text
     assert "OPTION_" not in text
+
+
+def test_without_a_protocol_the_command_names_every_protocol_and_creates_nothing(db):
+    with pytest.raises(CommandError) as refused:
+        run("s1")
+    message = str(refused.value)
+    assert message.startswith("create_study needs --protocol, one of: ")
+    for key, spec in PROTOCOLS.items():
+        assert f"{key} ({spec.title or key})" in message
+    assert not Study.objects.exists()

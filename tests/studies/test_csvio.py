@@ -1,4 +1,4 @@
-"""CSV formula injection (issue 9, item 9): every export writes through ``studies.csvio``, and
+"""CSV formula injection: every export writes through ``studies.csvio``, and
 every importer that reads an export back removes the protective quote again."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 20 §3: the researcher gate and "study by slug", written once in the core and used by
+"""the researcher gate and "study by slug", written once in the core and used by
 every app (their pages' 403/404 answers are pinned by each app's own view tests)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Images read upright and as 8-bit RGB, at one place, for every consumer (issue 9, item 3)."""
+"""Images read upright and as 8-bit RGB, at one place, for every consumer."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One study of each protocol from start to finish (issue 8): created with ``create_study``,
+"""One study of each protocol from start to finish: created with ``create_study``,
 imported with ``import_images`` (one-image items, or seed/edit pairs), labelled through the
 labelling services or ``import_labels``, agreed or disputed per question, a dispute settled,
 exported with ``export_ground_truth``, and rebuilt in an empty database from the manifest and

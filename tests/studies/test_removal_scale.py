@@ -1,4 +1,4 @@
-"""Removing, restoring and deleting more items than one statement may name (issue 23): every
+"""Removing, restoring and deleting more items than one statement may name: every
 read and every deletion goes a chunk of items at a time, so SQLite's limit of bound values per
 statement (32,766 on a stock build; lowered here, ``tests.sqlite_limits``) is never reached.
 

@@ -1,4 +1,4 @@
-"""``remove_items`` and its backup (issue 19, "Removing items"): unlabelled items go at once,
+"""``remove_items`` and its backup ("Removing items"): unlabelled items go at once,
 items holding work are refused unless --with-labels and then backed up first, files no item uses
 leave MEDIA_ROOT, and ``import_images --restore`` brings everything back."""
 

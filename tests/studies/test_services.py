@@ -49,7 +49,7 @@ def test_a_new_study_gets_its_protocols_preset(db, protocol):
 
 
 def test_the_gender_preset_is_the_papers_label_set(db):
-    question = study_create(slug="g").questions.get()
+    question = study_create(slug="g", protocol="gender").questions.get()
     assert question.values == ["male", "female", "low_quality", "other"]
     assert question.clear_values == ["male", "female"]
     assert question.unresolvable_value == "low_quality"
@@ -57,9 +57,9 @@ def test_the_gender_preset_is_the_papers_label_set(db):
 
 
 def test_a_name_taken_by_another_study_gets_a_number(db):
-    study_create(slug="a", name="Pilot")
-    assert study_create(slug="b", name="Pilot").name == "Pilot (2)"
-    assert study_create(slug="c").name == "C"
+    study_create(slug="a", protocol="gender", name="Pilot")
+    assert study_create(slug="b", protocol="gender", name="Pilot").name == "Pilot (2)"
+    assert study_create(slug="c", protocol="gender").name == "C"
 
 
 # --- study_define ------------------------------------------------------------------------------
@@ -89,7 +89,7 @@ def test_options_left_out_keep_the_studys_own_values(db):
 
 
 def test_a_renamed_study_keeps_its_numbered_name_when_defined_again(db):
-    study_create(slug="other", name="Pilot")
+    study_create(slug="other", protocol="gender", name="Pilot")
     study_define(slug="p", protocol="gender", name="Pilot")
     assert study_define(slug="p", protocol="gender", name="Pilot").changed == []
     assert Study.objects.get(slug="p").name == "Pilot (2)"
@@ -277,7 +277,7 @@ def test_a_new_study_reserves_opened_items_for_the_configured_time(db, settings)
     from studies.services import study_create
 
     settings.BIASLAB_CLAIM_TIMEOUT_SECONDS = 120
-    assert study_create(slug="quick").claim_timeout_seconds == 120
+    assert study_create(slug="quick", protocol="gender").claim_timeout_seconds == 120
 
 
 def _choices(n: int, name: str = "") -> str:

@@ -1,4 +1,4 @@
-"""The researcher's current study is remembered across sections (issue 19): a study named by a
+"""The researcher's current study is remembered across sections: a study named by a
 page (its path, ``?study=``, its item) opens by default in every other section — Report, Items,
 Disputes, Agreement, Annotators — instead of the "Choose a study" page; ``?choose=1`` asks again,
 and the study's navigation links its Report."""

@@ -1,4 +1,4 @@
-"""``--study`` means the same in every command that works on one study (issue 20): the study
+"""``--study`` means the same in every command that works on one study: the study
 named; without it the only study there is; with several and none named, a refusal listing them;
 an unknown slug, a refusal listing them and naming create_study (studies.selectors.study_chosen)."""
 

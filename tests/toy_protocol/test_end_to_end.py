@@ -1,5 +1,5 @@
 """A protocol defined only under ``tests/`` is registered and runs end to end with no edit
-outside ``tests/`` (issue 20 §2): ``create_study --protocol toy``, ``import_images`` of a
+outside ``tests/``: ``create_study --protocol toy``, ``import_images`` of a
 manifest with real PNGs, ``import_predictions`` of its own output kind ``mood``, two
 annotators labelling through the HTTP labeling screen (as ``label.js`` posts it), ``bias_report
 --format json`` giving the toy analysis's counts, ``export_ground_truth``, and its report pages.

@@ -1,29 +1,8 @@
 """Run one detector over the image files that have no prediction for it yet.
 
-    python manage.py run_detectors --detector face_gender [--study gender] [--t2i-model sdxl]
-        [--batch-size 8] [--device cuda] [--shard 1/4] [--limit 1000] [--option KEY=VALUE ...]
-
-``--option KEY=VALUE`` (repeatable) passes a detector option, e.g. ``--option face_method=hog``;
-VALUE is read as an int, a float, true/false, else kept as text. Each detector lists its options
-(``Detector.option_help``, shown by ``--help``) and refuses any other name. Decision settings
-(face gate, thresholds, several-people ratio) are part of the detector's version, so a run with
-other settings predicts again; blip2's ``max_new_tokens`` and the half-precision ``dtype`` on
-CUDA are not (docs/reference/detectors.md, "Versions").
-
-The files are those of the items of ``--study`` (default: every study) and ``--t2i-model``
-(default: all), every role (a pair's seed photo and its edit); a file used by many items (one
-seed photo in 200 pairs) is predicted once. ``--shard i/n`` (1-based i) gives this worker the
-files with ``id % n == i - 1``; n workers on different machines started with 1/n … n/n cover
-every file exactly once. Ctrl-C or SIGTERM
-stops after the current batch (the run is marked interrupted); running the same command again
-continues, and once everything is predicted it does nothing and says so.
-
-A detector behind a remote API (``api_judge``) also prints what the run spent: requests,
-cache hits, tokens and, with ``--option usd_per_1k_tokens=…``, the cost (docs/how-to/api-judge.md).
-
-``--executor ray`` runs the detector on a pool of Ray workers (``--ray-address``,
-``--num-workers``, ``--num-gpus-per-worker``); this process still selects the images and is the
-only one that writes the database (docs/how-to/ray.md).
+A thin wrapper around ``detectors.services.detector_run``: resumable, sharded with ``--shard``,
+stopped cleanly by Ctrl-C or SIGTERM, on Ray with ``--executor ray``. Options and versions:
+docs/reference/detectors.md and the command's ``--help``.
 """
 
 from __future__ import annotations

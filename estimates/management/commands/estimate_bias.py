@@ -1,25 +1,10 @@
-"""The prediction-powered estimate of a study's headline numbers (issues 13, 21).
-
-The study's protocol says what is estimated (``estimates.estimands``): the model bias score per
-T2I model (below); attributes, per T2I model and setting the GEP score and each GEP vector entry, ``{"attributes": {model: {setting: {"gep_score": E, "gep_vector": {key: E},
-"n_items", "n_labelled"}}}}`` with E = {estimate, ci95, human_only {estimate, ci95},
-detector_only, lambda, effective_labels} (``protocols.attributes.estimates``); pair_change, per T2I
-model, domain and attribute the share of changed pairs, ``{"pair_change": {model: {domain:
-{attribute: E + n_items, n_labelled}}}}`` (``protocols.pair_change.estimates``); questions, per
-question, T2I model and group each answer's share and per answer the largest gap between groups,
-``{"questions": {q: {model: {"groups": {g: {"shares": {answer: E}, "n_items", "n_labelled"}},
-"max_gap": {answer: E}, "n_items", "n_labelled"}}}}`` (``protocols.questions.estimates``).
+"""The prediction-powered estimate of a study's headline numbers.
 
     python manage.py estimate_bias --study S --detector D [--format json|csv|md]
         [--bootstrap 1000] [--seed 0] [--output FILE]
 
-The model bias score's JSON, per T2I model: ``model_bias_score`` {estimate, ci95, bias_corrected}, ``human_only``
-{estimate, ci95, bias_corrected}, ``detector_only``, ``lambda`` (the detector's weight, power
-tuning), ``effective_labels``, ``n_images``, ``n_labelled``, ``rounds``,
-``prompts`` {prompt: {estimate, ci95, n_images, n_labelled}}, ``labels_for_half_width``, plus
-``warnings`` and ``pending`` (rounds whose images still wait for final labels). Undefined
-figures are null. Markdown and CSV give the per-model summary, whose ``estimate`` column is
-the bias-corrected estimate (inside its interval) and ``plug_in`` the plug-in.
+What is estimated is the protocol's (``estimates.estimands``); the JSON of each protocol:
+docs/reference/contracts.md (``estimate_bias``). Markdown and CSV give the per-model summary.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Draw a sampling round: the images people label next so that a detector's scores can be
-corrected into an unbiased estimate of the human-truth bias score (issue 13).
+corrected into an unbiased estimate of the human-truth bias score.
 
     python manage.py sample_for_labeling --study S --detector D --budget N
         [--design uniform|active|stratified] [--seed K]

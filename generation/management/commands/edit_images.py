@@ -1,26 +1,7 @@
 """Edit seed photos with every prompt of a prompt set (BiasPainter) into a pair-change study.
 
-    python manage.py edit_images --study bp-sd15 --seeds-study seeds --prompt-set biaspainter2024 \\
-        --editor sd15 --device cuda --batch-size 8 [--strength 0.8] [--steps 50] [--guidance 7.5] \\
-        [--size 512] [--seed-base 0] [--per-pair 1] [--shard 1/4] [--limit-prompts 10]
-    python manage.py edit_images --study bp-p2p --seeds photos/ --prompt-set biaspainter2024 \\
-        --editor instruct-pix2pix [--image-guidance 1.5] \\
-        [--prompt-suffix ", maintain the same gender as the input image"]
-
-Seeds: the one-image items of ``--seeds-study`` (their ``gender``/``race``/``age_group``
-metadata, or ``seed_…``, travels to every pair as ``seed_gender`` …), or the photos of a folder
-(``--seeds DIR``; with ``DIR/seeds.csv`` naming them and their attributes), imported first.
-Each edit becomes an item with two images, role ``input`` (the seed) and role ``output``.
-Resumable: pairs already stored (same editor, prompt, seed, index, suffix) are skipped; Ctrl-C /
-SIGTERM stops after the current batch. ``--shard i/n`` gives this worker its share of the pairs.
-Unset settings take the editor's own defaults; the values used are stored with every pair. See
-generation/editing.py for the editors, seeds and weights (``BIASLAB_T2I_<NAME>_WEIGHTS``).
-
-``--executor ray`` edits on a pool of Ray workers (``--ray-address``, ``--num-workers``,
-``--num-gpus-per-worker``), each holding the editor; they read the seed photos from the shared
-MEDIA_ROOT, or get their bytes with ``--send-images``. This process still plans the pairs and
-is the only one that writes the database, through the same storer (docs/how-to/ray.md). Noise seeds
-do not depend on the worker: same pairs either way.
+A thin wrapper around ``generation.editing.edit_run``; usage and options in
+docs/reference/detectors.md (``edit_images``) and the command's ``--help``.
 """
 
 from __future__ import annotations

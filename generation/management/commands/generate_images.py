@@ -1,23 +1,7 @@
 """Generate a study's images from a prompt set with a diffusers text-to-image model.
 
-    python manage.py generate_images --t2i-model sdxl --prompt-set lyu2025 --per-prompt 20 \\
-        --study gender --device cuda --batch-size 8 [--steps 30] [--guidance 5] \\
-        [--height 1024] [--width 1024] [--seed-base 0] [--seed-by prompt|template] [--limit-prompts 10]
-
-    python manage.py generate_images --t2i-model stabilityai/stable-diffusion-2-1 \\
-        --prompt-set mannering2023 --per-prompt 5 --study objects --seed-by template
-
-Each image becomes an item of the study, keyed by its path (model/category/word/index.png, with
-a sub-folder per prompt where prompts share a category and word), with its prompt, seed,
-settings and the prompt set's extra columns as metadata. ``--seed-by template`` gives every
-prompt of a template (the set's ``template`` column) the same seeds, so paired prompts differ
-only in their words. Resumable: items already stored (same model, prompt, index) are skipped.
-Ctrl-C / SIGTERM stops after the current batch. See generation/generation.py for the seed rules,
-paths and weights.
-
-``--executor ray`` generates on a pool of Ray workers, each holding the pipeline; this process
-stores every image through the same storer (docs/how-to/ray.md). Seeds do not depend on the worker:
-same images either way.
+A thin wrapper around ``generation.generation.generation_run``; usage, seeds and paths in
+docs/reference/generation.md and the command's ``--help``.
 """
 
 from __future__ import annotations

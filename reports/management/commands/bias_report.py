@@ -3,7 +3,7 @@
 A report is of one study (``--study``; without it, the only study there is), and what it holds
 is decided by the study's protocol. Formats:
 
-- ``json``: exactly the dict of the analysis's ``build`` — for a gender study issue 4's
+- ``json``: exactly the dict of the analysis's ``build`` — for a gender study its
   contract (coverage, agreement, human, detectors).
 - ``csv``: one table of the report, the one ``--table NAME`` names (``Analysis.csv_tables``;
   for a gender study ``models``, ``detectors`` or ``prompts``): one header row, whose first
@@ -31,8 +31,8 @@ class Command(BaseCommand):
     help = (
         "The report of a study, as its protocol defines it. For a gender study: bias of each T2I "
         "model by the human final labels and by every detector (latest version per detector), "
-        "with filtering and accuracy — the paper's tables. --format json prints the contract of "
-        "issue 4; csv prints the one table --table names (for a gender study models, detectors "
+        "with filtering and accuracy — the paper's tables. --format json prints its JSON "
+        "contract; csv prints the one table --table names (for a gender study models, detectors "
         "or prompts; without --table the command lists the study's tables); md prints Markdown "
         "tables."
     )

@@ -29,7 +29,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("slug", help="Short name used in URLs and commands.")
-        parser.add_argument("--protocol", required=True, choices=list(PROTOCOLS))
+        parser.add_argument(
+            "--protocol",
+            choices=list(PROTOCOLS),
+            help="The kind of study (required): " + ", ".join(PROTOCOLS) + ".",
+        )
         parser.add_argument("--name", help="Name shown to researchers (default: from the slug).")
         parser.add_argument(
             "--labels-per-item", type=int, help="Annotators per item (default: the protocol's)."
@@ -51,6 +55,9 @@ class Command(BaseCommand):
                     )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if not options["protocol"]:
+            known = "; ".join(f"{key} ({spec.title or key})" for key, spec in PROTOCOLS.items())
+            raise CommandError(f"create_study needs --protocol, one of: {known}")
         try:
             validate_slug(options["slug"])
             if len(options["slug"]) > 200:

@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate.models import FinalLabel, FinalLabelSource, Label
-from detectors.models import OutputKind
+from detectors.kinds import KIND_ATTRIBUTES
 from protocols.attributes.views import GROUP_LIMIT
 from studies.models import Item, ItemImage, Question
 from tests.factories import PredictionFactory, image_of
@@ -34,7 +34,7 @@ def gep(settings, annotator_a):
         image=image_of(first),
         detector="clip",
         version="1",
-        kind=OutputKind.ATTRIBUTES,
+        kind=KIND_ATTRIBUTES,
         output={"scores": {"boots": 0.9}},
     )
     rest = Item.objects.bulk_create(

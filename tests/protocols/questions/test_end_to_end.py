@@ -1,4 +1,4 @@
-"""The questions protocol from the command line (issue 20 §1): create_study with a questions
+"""The questions protocol from the command line: create_study with a questions
 CSV and a compared column, import_images refusing a row without it, labels, detector answers
 (kind ``answers``, unknown questions and answers refused per row), bias_report in json, csv, md."""
 

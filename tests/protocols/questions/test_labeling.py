@@ -1,4 +1,4 @@
-"""Labeling a questions study through the HTTP screen (issue 20 §1): every question of the
+"""Labeling a questions study through the HTTP screen: every question of the
 image on one screen with one key per answer and Enter to submit, the blind N-annotator seats,
 Back, and disputes per (item, question) settled by a researcher. The screen is the core's
 multi-question screen; nothing of it belongs to the protocol."""

@@ -1,4 +1,4 @@
-"""The questions protocol is one package, registered once by dotted path (issue 20): the core's
+"""The questions protocol is one package, registered once by dotted path: the core's
 registries resolve it on first use, ``Study.protocol`` and ``Prediction.kind`` take their choices
 from the registries, and no core package names the protocol."""
 
