@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "generation",
     "reports",
     "estimates",
+    "quality",
     # Study protocols, each a package of its own: listing it here registers it (its AppConfig names
     # its spec, studies.protocols), its templates and its commands, in the order studies list them.
     "protocols.gender",

@@ -41,6 +41,8 @@ ALLOWED: dict[str, set[str]] = {
     "generation": {"detectors", "accounts", "studies", "metrics", "config"},
     "reports": {"annotate", "detectors", "accounts", "studies", "metrics", "config"},
     "estimates": {"reports", "annotate", "detectors", "accounts", "studies", "metrics", "config"},
+    # Quality control of the human side (gold items, exclusion, reliability) on the labels.
+    "quality": {"annotate", "accounts", "studies", "metrics", "config"},
     # Every protocol in a package of its own (issue 20 §2): spec, analysis, pages, commands, its
     # few-label estimate (issue 21, on ``estimates``), on every layer below; the core names it
     # only by dotted path in its registries (never an import). One protocol never imports
@@ -55,7 +57,17 @@ ALLOWED: dict[str, set[str]] = {
         "metrics",
         "config",
     },
-    URLCONF: {"accounts", "studies", "metrics", "config", "annotate", "detectors", "reports", "estimates"},
+    URLCONF: {
+        "accounts",
+        "studies",
+        "metrics",
+        "config",
+        "annotate",
+        "detectors",
+        "reports",
+        "estimates",
+        "quality",
+    },
 }
 NO_DJANGO = {"metrics"}
 

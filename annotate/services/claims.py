@@ -29,6 +29,7 @@ from annotate import sql as rows
 from annotate.models import Assignment, FinalLabelSource
 from annotate.selectors import Progress, progress_from_counts, progress_statement
 from annotate.services import locks
+from annotate.services.gold import gold_seat_claim
 from studies.models import Image, Item, ItemImage, Prompt, Study
 
 if TYPE_CHECKING:
@@ -427,6 +428,8 @@ def queue_fill(
             if won < need and (not short or first_level == 2):
                 after = None if short else (first_level, max(candidates))
                 _seats_search(study=study, annotator=annotator, need=need - won, now=now, after=after)
+    if study.gold_rate > 0:
+        gold_seat_claim(study=study, annotator=annotator, now=now)
     return _open_seats(study=study, annotator=annotator, now=now), progress
 
 
