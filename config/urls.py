@@ -21,6 +21,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("annotate/", include("annotate.urls")),
+    path("quality/", include("quality.urls")),
     path("detectors/", include("detectors.urls")),
     path("reports/estimate/", include("estimates.urls")),
     path("reports/", include("reports.urls")),
@@ -28,6 +29,7 @@ urlpatterns = [
     path("api/", include("annotate.api_urls")),
     path("api/", include("detectors.api_urls")),
     path("api/", include("estimates.api_urls")),
+    path("api/", include("quality.api_urls")),
     # --- API schema and its pages (issue 15; drf-spectacular, assets from the sidecar package) ---
     # YAML by default, JSON with ?format=json; logged-in users only (SPECTACULAR_SETTINGS).
     path("api/schema/", SpectacularAPIView.as_view(), name="openapi-schema"),

@@ -59,10 +59,17 @@ def _gold_rows(path: str | os.PathLike[str]) -> list[tuple[int, str, str, str]]:
             header = [h.strip() for h in reader.fieldnames or []]
             missing = [c for c in GOLD_COLUMNS if c not in header]
             if missing:
-                raise ImportRejected(f"{name}: missing column(s) {', '.join(missing)} (needs image, question, answer)")
+                raise ImportRejected(
+                    f"{name}: missing column(s) {', '.join(missing)} (needs image, question, answer)"
+                )
             reader.fieldnames = header
             return [
-                (reader.line_num, read_cell(row.get("image")), read_cell(row.get("question")), read_cell(row.get("answer")))
+                (
+                    reader.line_num,
+                    read_cell(row.get("image")),
+                    read_cell(row.get("question")),
+                    read_cell(row.get("answer")),
+                )
                 for row in reader
             ]
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
@@ -119,7 +126,8 @@ def gold_import(*, study: Study, csv_path: str | os.PathLike[str]) -> GoldImport
         if problem:
             problems.append(f"{name} row {line}: {problem}")
             continue
-        assert item is not None and question is not None
+        assert item is not None
+        assert question is not None
         wanted[(item.pk, question.pk)] = (item, question, answer)
     if problems:
         more = f" ({len(problems) - 1} more bad row(s))" if len(problems) > 1 else ""
@@ -177,12 +185,12 @@ def _finals_recompute(*, study: Study, item_ids: list[int], note: str) -> int:
             final = finals.get(pair)
             if final is not None and final.source != FinalLabelSource.AGREED:
                 continue
-            value = agreed_answer(values.get(pair, []), needed=study.labels_per_item, rule=study.agreement)
-            if (final.value if final else None) == value:
+            agreed = agreed_answer(values.get(pair, []), needed=study.labels_per_item, rule=study.agreement)
+            if (final.value if final else None) == agreed:
                 continue
             changed += 1
             item_id, question_id = pair
-            if value is None:
+            if agreed is None:
                 assert final is not None
                 final.delete()
                 FinalLabelRevision.objects.create(
@@ -197,12 +205,17 @@ def _finals_recompute(*, study: Study, item_ids: list[int], note: str) -> int:
             final, _ = FinalLabel.objects.update_or_create(
                 item_id=item_id,
                 question_id=question_id,
-                defaults={"value": value, "source": FinalLabelSource.AGREED, "note": note, "decided_at": now},
+                defaults={
+                    "value": agreed,
+                    "source": FinalLabelSource.AGREED,
+                    "note": note,
+                    "decided_at": now,
+                },
             )
             FinalLabelRevision.objects.create(
                 item_id=item_id,
                 question_id=question_id,
-                value=value,
+                value=agreed,
                 source=FinalLabelSource.AGREED,
                 note=note,
                 decided_at=now,
@@ -213,7 +226,9 @@ def _finals_recompute(*, study: Study, item_ids: list[int], note: str) -> int:
 def _items_lock(item_ids: list[int]) -> None:
     """Lock the items' rows in ascending id order, as every label writer does (no deadlock)."""
     for chunk in in_chunks(sorted(item_ids)):
-        list(Item.objects.select_for_update(no_key=True).filter(pk__in=chunk).order_by("pk").values_list("pk"))
+        list(
+            Item.objects.select_for_update(no_key=True).filter(pk__in=chunk).order_by("pk").values_list("pk")
+        )
 
 
 @transaction.atomic
@@ -228,7 +243,9 @@ def annotator_exclude(*, study: Study, annotator: User, actor: str, reason: str 
     gold_items = GoldAnswer.objects.filter(item__study=study).values("item_id")
     seats = Assignment.objects.filter(item__study=study, annotator=annotator).exclude(item_id__in=gold_items)
     seat_at = dict(seats.values_list("item_id", "completed_at"))
-    labels = list(Label.objects.filter(item__study=study, annotator=annotator).order_by("item_id", "question_id"))
+    labels = list(
+        Label.objects.filter(item__study=study, annotator=annotator).order_by("item_id", "question_id")
+    )
     item_ids = sorted(set(seat_at) | {label.item_id for label in labels})
     _items_lock(item_ids)
     history: dict[int, list[dict[str, object]]] = defaultdict(list)

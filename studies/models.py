@@ -101,7 +101,9 @@ class Study(models.Model):
         ordering = ["name"]
         constraints = [
             models.CheckConstraint(condition=Q(labels_per_item__gte=1), name="study_at_least_one_label"),
-            models.CheckConstraint(condition=Q(gold_rate__gte=0, gold_rate__lte=1), name="study_gold_rate_share"),
+            models.CheckConstraint(
+                condition=Q(gold_rate__gte=0, gold_rate__lte=1), name="study_gold_rate_share"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -304,12 +306,16 @@ class GoldAnswer(models.Model):
 
     item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="gold_answers", db_index=False)
     question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="gold_answers")
-    value = models.CharField(max_length=1000, help_text="The right answer: one of the question's choice values.")
+    value = models.CharField(
+        max_length=1000, help_text="The right answer: one of the question's choice values."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["item", "question"]
-        constraints = [models.UniqueConstraint(fields=["item", "question"], name="gold_answer_one_per_question")]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "question"], name="gold_answer_one_per_question")
+        ]
 
     def __str__(self) -> str:
         return f"{self.item_id}/{self.question_id}: {self.value} (gold)"

@@ -40,7 +40,9 @@ def gold_seat_claim(*, study: Study, annotator: User, now: datetime) -> bool:
     if not gold_ids:
         return False
     held = dict(
-        Assignment.objects.filter(annotator=annotator, item__study=study).values_list("item_id", "completed_at")
+        Assignment.objects.filter(annotator=annotator, item__study=study).values_list(
+            "item_id", "completed_at"
+        )
     )
     open_gold = any(done is None for item_id, done in held.items() if item_id in gold_ids)
     open_ordinary = any(done is None for item_id, done in held.items() if item_id not in gold_ids)

@@ -26,15 +26,20 @@ def labelled(study, annotator_a, annotator_b):
     for annotator, values in answers.items():
         for item, value in zip(items, values, strict=False):
             Assignment.objects.create(
-                item=item, annotator=annotator, slot=0 if annotator == annotator_a else 1,
-                claimed_at="2026-01-01T00:00Z", expires_at="2026-01-01T01:00Z",
+                item=item,
+                annotator=annotator,
+                slot=0 if annotator == annotator_a else 1,
+                claimed_at="2026-01-01T00:00Z",
+                expires_at="2026-01-01T01:00Z",
             )
             services.annotation_submit(item=item, annotator=annotator, answers={"gender": value})
     return items
 
 
-def test_excluding_removes_their_labels_from_finals_disputes_and_seats(study, labelled, annotator_a, annotator_b):
-    agreed, disputed, single = labelled
+def test_excluding_removes_their_labels_from_finals_disputes_and_seats(
+    study, labelled, annotator_a, annotator_b
+):
+    agreed, disputed, _single = labelled
     assert FinalLabel.objects.filter(item=agreed).exists()
     assert [row.item.pk for row in selectors.dispute_queue(study=study)] == [disputed.pk]
     exclusion = annotator_exclude(study=study, annotator=annotator_b, actor="rita", reason="random clicks")
@@ -44,11 +49,14 @@ def test_excluding_removes_their_labels_from_finals_disputes_and_seats(study, la
     # The agreed final label is gone, with a revision saying why; the dispute is gone too.
     assert not FinalLabel.objects.filter(item=agreed).exists()
     revision = FinalLabelRevision.objects.filter(item=agreed).latest("id")
-    assert revision.value == "" and "ben excluded by rita" in revision.note
+    assert revision.value == ""
+    assert "ben excluded by rita" in revision.note
     assert selectors.dispute_queue(study=study) == []
     # Seats reopen: each item has one completed seat, and another annotator can claim it.
     assert not Assignment.objects.filter(annotator=annotator_b).exists()
-    assert sorted(item.completed_seats for item in type(agreed).objects.filter(pk__in=[i.pk for i in labelled])) == [1, 1, 1]
+    assert sorted(
+        item.completed_seats for item in type(agreed).objects.filter(pk__in=[i.pk for i in labelled])
+    ) == [1, 1, 1]
     # They can no longer label the study.
     with pytest.raises(NotAssigned):
         services.assignment_queue(study=study, annotator=annotator_b)
@@ -63,26 +71,40 @@ def test_an_excluded_annotators_seats_go_to_others(study, labelled, annotator_a,
 
 def test_reincluding_puts_labels_history_and_finals_back(study, labelled, annotator_a, annotator_b):
     agreed, disputed, _single = labelled
-    history_before = list(LabelRevision.objects.filter(label__annotator=annotator_b).values_list("value", "changed_at"))
+    history_before = list(
+        LabelRevision.objects.filter(label__annotator=annotator_b).values_list("value", "changed_at")
+    )
     annotator_exclude(study=study, annotator=annotator_b, actor="rita")
     exclusion = annotator_include(study=study, annotator=annotator_b, actor="rita")
-    assert exclusion.labels_returned == 2 and exclusion.included_at is not None
+    assert exclusion.labels_returned == 2
+    assert exclusion.included_at is not None
     assert sorted(Label.objects.filter(annotator=annotator_b).values_list("item_id", "value")) == [
         (agreed.pk, "male"),
         (disputed.pk, "female"),
     ]
-    assert list(LabelRevision.objects.filter(label__annotator=annotator_b).values_list("value", "changed_at")) == history_before
+    assert (
+        list(LabelRevision.objects.filter(label__annotator=annotator_b).values_list("value", "changed_at"))
+        == history_before
+    )
     assert FinalLabel.objects.get(item=agreed).value == "male"
     assert [row.item.pk for row in selectors.dispute_queue(study=study)] == [disputed.pk]
     assert study.annotators.filter(pk=annotator_b.pk).exists()
     assert not ExcludedLabel.objects.exists()
 
 
-def test_a_label_whose_seat_was_taken_meanwhile_stays_out(study, labelled, annotator_a, annotator_b, annotator_c):
+def test_a_label_whose_seat_was_taken_meanwhile_stays_out(
+    study, labelled, annotator_a, annotator_b, annotator_c
+):
     agreed = labelled[0]
     annotator_exclude(study=study, annotator=annotator_b, actor="rita")
     study.annotators.add(annotator_c)
-    Assignment.objects.create(item=agreed, annotator=annotator_c, slot=1, claimed_at="2026-01-01T00:00Z", expires_at="2026-01-01T01:00Z")
+    Assignment.objects.create(
+        item=agreed,
+        annotator=annotator_c,
+        slot=1,
+        claimed_at="2026-01-01T00:00Z",
+        expires_at="2026-01-01T01:00Z",
+    )
     services.annotation_submit(item=agreed, annotator=annotator_c, answers={"gender": "female"})
     exclusion = annotator_include(study=study, annotator=annotator_b, actor="rita")
     assert (exclusion.labels_moved, exclusion.labels_returned) == (2, 1)
@@ -102,7 +124,9 @@ def test_excluding_twice_or_including_someone_not_excluded_is_refused(study, lab
 def test_the_command_excludes_and_reincludes(study, labelled, annotator_b):
     out = StringIO()
     call_command("exclude_annotator", "ben", "--study", study.slug, "--reason", "gold", stdout=out)
-    assert "Excluded ben from 'gender': 2 label(s) set aside, 1 agreed final label(s) changed." in out.getvalue()
+    assert (
+        "Excluded ben from 'gender': 2 label(s) set aside, 1 agreed final label(s) changed." in out.getvalue()
+    )
     call_command("exclude_annotator", "ben", "--study", study.slug, "--include", stdout=out)
     assert "2 of 2 label(s) back" in out.getvalue()
     with pytest.raises(CommandError, match="no user named 'zed'"):

@@ -37,8 +37,14 @@ def _make_gold(study, tmp_path, golds):
 def test_import_gold_makes_items_gold_and_takes_them_out_of_the_queue(study, items, tmp_path):
     result = _make_gold(study, tmp_path, [(items[0], "male"), (items[1], "female")])
     assert (result.items, result.answers) == (2, 2)
-    assert dict(GoldAnswer.objects.values_list("item_id", "value")) == {items[0].pk: "male", items[1].pk: "female"}
-    assert list(Item.objects.filter(queue=0).order_by("pk").values_list("pk", flat=True)) == [items[0].pk, items[1].pk]
+    assert dict(GoldAnswer.objects.values_list("item_id", "value")) == {
+        items[0].pk: "male",
+        items[1].pk: "female",
+    }
+    assert list(Item.objects.filter(queue=0).order_by("pk").values_list("pk", flat=True)) == [
+        items[0].pk,
+        items[1].pk,
+    ]
     # Again with the same file: nothing new.
     assert _make_gold(study, tmp_path, [(items[0], "male"), (items[1], "female")]).answers == 0
 
@@ -83,7 +89,9 @@ def _label_everything(study, annotator, answer_for):
     return shown
 
 
-def test_gold_items_are_served_among_ordinary_ones_and_never_become_labels(study, items, tmp_path, annotator_a):
+def test_gold_items_are_served_among_ordinary_ones_and_never_become_labels(
+    study, items, tmp_path, annotator_a
+):
     gold = items[:3]
     _make_gold(study, tmp_path, [(item, "female") for item in gold])
     study.gold_rate = 0.3
@@ -100,14 +108,20 @@ def test_gold_items_are_served_among_ordinary_ones_and_never_become_labels(study
     assert not Label.objects.filter(item__in=gold).exists()
     assert not FinalLabel.objects.filter(item__in=gold).exists()
     # Their seats sit above the item's N seats and leave its completed-seat count alone.
-    assert all(slot >= study.labels_per_item for slot in Assignment.objects.filter(item__in=gold).values_list("slot", flat=True))
-    assert set(Item.objects.filter(pk__in=[g.pk for g in gold]).values_list("completed_seats", flat=True)) == {0}
+    assert all(
+        slot >= study.labels_per_item
+        for slot in Assignment.objects.filter(item__in=gold).values_list("slot", flat=True)
+    )
+    assert set(
+        Item.objects.filter(pk__in=[g.pk for g in gold]).values_list("completed_seats", flat=True)
+    ) == {0}
 
 
 def test_a_study_without_gold_rate_serves_no_gold(study, items, tmp_path, annotator_a):
     _make_gold(study, tmp_path, [(items[0], "female")])
     shown = _label_everything(study, annotator_a, lambda item: "male")
-    assert items[0].pk not in {item.pk for item in shown} and len(shown) == 11
+    assert items[0].pk not in {item.pk for item in shown}
+    assert len(shown) == 11
 
 
 def test_gold_accuracy_and_the_rule_flag_the_careless(study, items, tmp_path, annotator_a, annotator_b):
@@ -116,10 +130,23 @@ def test_gold_accuracy_and_the_rule_flag_the_careless(study, items, tmp_path, an
     for annotator, right in ((annotator_a, 6), (annotator_b, 2)):
         for index, item in enumerate(gold):
             GoldResponse.objects.create(
-                item=item, question=study.questions.get(), annotator=annotator,
-                value="female" if index < right else "male", correct=index < right,
+                item=item,
+                question=study.questions.get(),
+                annotator=annotator,
+                value="female" if index < right else "male",
+                correct=index < right,
             )
-    call_command("create_study", study.slug, "--protocol", "gender", "--min-gold-accuracy", "0.8", "--min-gold", "5", stdout=StringIO())
+    call_command(
+        "create_study",
+        study.slug,
+        "--protocol",
+        "gender",
+        "--min-gold-accuracy",
+        "0.8",
+        "--min-gold",
+        "5",
+        stdout=StringIO(),
+    )
     study.refresh_from_db()
     scores = gold_scores(study=study)
     assert (scores["anna"].n, scores["anna"].correct, scores["anna"].flagged) == (6, 6, False)
@@ -132,10 +159,21 @@ def test_gold_accuracy_and_the_rule_flag_the_careless(study, items, tmp_path, an
 def test_a_rule_needing_more_gold_than_there_is_is_refused(study, items, tmp_path):
     _make_gold(study, tmp_path, [(items[0], "female"), (items[1], "male")])
     with pytest.raises(CommandError) as caught:
-        call_command("create_study", study.slug, "--protocol", "gender", "--min-gold-accuracy", "0.8", "--min-gold", "5", stdout=StringIO())
+        call_command(
+            "create_study",
+            study.slug,
+            "--protocol",
+            "gender",
+            "--min-gold-accuracy",
+            "0.8",
+            "--min-gold",
+            "5",
+            stdout=StringIO(),
+        )
     assert "--min-gold 5 is more than the study's 2 gold item(s)" in str(caught.value)
     study.refresh_from_db()
-    assert study.min_gold_accuracy is None and study.min_gold == 5
+    assert study.min_gold_accuracy is None
+    assert study.min_gold == 5
 
 
 def test_gold_rate_changes_on_a_study_with_labels(study, items, annotator_a):
@@ -145,4 +183,6 @@ def test_gold_rate_changes_on_a_study_with_labels(study, items, annotator_a):
     study.refresh_from_db()
     assert study.gold_rate == 0.1
     with pytest.raises(CommandError, match="between 0 and 1"):
-        call_command("create_study", study.slug, "--protocol", "gender", "--gold-rate", "1.5", stdout=StringIO())
+        call_command(
+            "create_study", study.slug, "--protocol", "gender", "--gold-rate", "1.5", stdout=StringIO()
+        )

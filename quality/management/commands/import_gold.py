@@ -36,4 +36,6 @@ class Command(BaseCommand):
             f"{result.items} gold item(s) in study '{study.slug}', {result.answers} gold answer(s) new or changed."
         )
         if not study.gold_rate:
-            self.stdout.write("The study's gold rate is 0: set one with create_study --gold-rate 0.1 to serve them.")
+            self.stdout.write(
+                "The study's gold rate is 0: set one with create_study --gold-rate 0.1 to serve them."
+            )
