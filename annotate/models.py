@@ -147,6 +147,12 @@ class FinalLabel(models.Model):
     )
     note = models.TextField(blank=True, help_text="Why the researcher chose this label.")
     decided_at = models.DateTimeField()
+    posterior = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Probability of this answer under the study's truth-inference model; empty for the "
+        "agreement rules, a researcher's decision or an import.",
+    )
 
     class Meta:
         constraints = [

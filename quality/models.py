@@ -65,3 +65,29 @@ class ExcludedLabel(models.Model):
 
     def __str__(self) -> str:
         return f"{self.item_id}/{self.question_id}: {self.value} (excluded)"
+
+
+class InferredReliability(models.Model):
+    """What the study's truth-inference model made of one annotator at its last run
+    (``recompute_finals``): the mean posterior of their answers and their expected confusion
+    matrix per question. Replaced by every run; none for the agreement rules."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="+", db_index=False)
+    annotator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    method = models.CharField(max_length=20, help_text="The rule that ran: dawid_skene, glad or mace.")
+    reliability = models.FloatField(help_text="Mean posterior probability of the annotator's answers (0..1).")
+    confusion = models.JSONField(
+        default=dict,
+        help_text="Per question key: {answers: [...], counts: [[expected count, true row x their column]]}.",
+    )
+    computed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "annotator"], name="inferred_reliability_one_per_annotator"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.annotator_id} in {self.study_id}: {self.reliability:.2f} ({self.method})"

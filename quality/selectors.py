@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +13,7 @@ from annotate import selectors as annotate_selectors
 from annotate.models import FinalLabel, GoldResponse, Label
 from metrics.agreement import CohenKappa, confusion_matrix
 from metrics.reliability import GoldAccuracy, gold_accuracy, mean_kappa, pairwise_kappas
-from quality.models import AnnotatorExclusion
+from quality.models import AnnotatorExclusion, InferredReliability
 from studies.models import GoldAnswer, Study
 from studies.selectors import study_questions
 
@@ -67,8 +66,9 @@ class AnnotatorReliability:
     answers_with_final: int
     reliability: float | None
     excluded: bool
-    # question key → (answers in order, counts[final answer][their answer]) over answers with a final.
-    confusion: dict[str, tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]]
+    # question key → (answers in order, counts[true answer][their answer]): the model's expected
+    # counts after a truth-inference run, else over their answers that have a final label.
+    confusion: dict[str, tuple[tuple[str, ...], tuple[tuple[Any, ...], ...]]]
 
 
 @dataclass(frozen=True)
@@ -95,13 +95,20 @@ def _answers_by_annotator(
     return answers, finals
 
 
-def reliability_report(*, study: Study, inferred: Mapping[str, float] | None = None) -> ReliabilityReport:
+def reliability_report(*, study: Study) -> ReliabilityReport:
     """Per annotator of the study (members, anyone with labels, the excluded), by username:
     items labelled and median seconds per label (``annotate.selectors.annotator_stats``), gold
     accuracy with its Wilson interval and the rule's flag, the mean of their Cohen's kappas with
     every other annotator on shared (item, question)s, agreement with the final labels, the
-    reliability a truth-inference model gave them (``inferred``) and their confusion matrix
-    against the final labels per question; and every pair's kappa."""
+    reliability the study's truth-inference model gave them at its last run and their confusion
+    matrix per question — the model's expected one after a run, else against the final labels;
+    and every pair's kappa."""
+    model = {
+        username: (reliability, confusion)
+        for username, reliability, confusion in InferredReliability.objects.filter(study=study).values_list(
+            "annotator__username", "reliability", "confusion"
+        )
+    }
     stats = {row.username: row for row in annotate_selectors.annotator_stats(study=study)}
     gold = gold_scores(study=study)
     excluded = set(excluded_annotators(study=study))
@@ -112,8 +119,13 @@ def reliability_report(*, study: Study, inferred: Mapping[str, float] | None = N
     for username in sorted(set(stats) | set(gold) | excluded):
         stat = stats.get(username)
         own = answers.get(username, {})
-        confusion = {}
-        for question in questions.values():
+        confusion: dict[str, tuple[tuple[str, ...], tuple[tuple[Any, ...], ...]]] = {}
+        for key, table in (model[username][1] if username in model else {}).items():
+            confusion[key] = (
+                tuple(table["answers"]),
+                tuple(tuple(round(count, 1) for count in row) for row in table["counts"]),
+            )
+        for question in [] if username in model else questions.values():
             pairs = [
                 (finals[unit], value)
                 for unit, value in own.items()
@@ -131,7 +143,7 @@ def reliability_report(*, study: Study, inferred: Mapping[str, float] | None = N
                 mean_kappa=mean_kappa(kappas, username),
                 agreement_with_final=stat.agreement_with_final if stat else None,
                 answers_with_final=stat.answers_with_final if stat else 0,
-                reliability=(inferred or {}).get(username),
+                reliability=model[username][0] if username in model else None,
                 excluded=username in excluded,
                 confusion=confusion,
             )

@@ -8,28 +8,30 @@ from __future__ import annotations
 
 import csv
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.db.models import Count, IntegerField, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from annotate import selectors as annotate_selectors
 from annotate.errors import InvalidLabel
 from annotate.models import Assignment, FinalLabel, FinalLabelRevision, FinalLabelSource, Label, LabelRevision
 from annotate.services.answers import answer_validate
 from annotate.services.claims import seat_try_claim
 from metrics.consensus import agreed_answer
+from metrics.truth import infer_truth
 from quality.errors import QualityError
-from quality.models import AnnotatorExclusion, ExcludedLabel
+from quality.models import AnnotatorExclusion, ExcludedLabel, InferredReliability
 from studies.batching import in_chunks
 from studies.csvio import read_cell
 from studies.errors import ImportRejected
-from studies.models import GoldAnswer, Item, ItemImage, Question, Study
+from studies.models import INFERENCE_RULES, AgreementRule, GoldAnswer, Item, ItemImage, Question, Study
 from studies.selectors import item_questions, study_questions
 
 if TYPE_CHECKING:
@@ -169,58 +171,193 @@ def _seats_recount(item_ids: list[int]) -> None:
         )
 
 
+Pair = tuple[int, int]  # (item id, question id)
+
+
+def _final_apply(
+    *,
+    pair: Pair,
+    final: FinalLabel | None,
+    value: str | None,
+    posterior: float | None,
+    note: str,
+    now: datetime,
+) -> bool:
+    """Bring one agreed final label to ``value`` (None: no final label) with ``posterior``,
+    appending a revision; researchers' and imported ones are left alone. Whether it changed."""
+    if final is not None and final.source != FinalLabelSource.AGREED:
+        return False
+    if final is None and value is None:
+        return False
+    if final is not None and (final.value, final.posterior) == (value, posterior):
+        return False
+    item_id, question_id = pair
+    if value is None:
+        assert final is not None
+        final.delete()
+    else:
+        FinalLabel.objects.update_or_create(
+            item_id=item_id,
+            question_id=question_id,
+            defaults={
+                "value": value,
+                "source": FinalLabelSource.AGREED,
+                "decided_by": None,
+                "note": note,
+                "decided_at": now,
+                "posterior": posterior,
+            },
+        )
+    FinalLabelRevision.objects.create(
+        item_id=item_id,
+        question_id=question_id,
+        value=value or "",
+        source=FinalLabelSource.AGREED,
+        note=note,
+        decided_at=now,
+    )
+    return True
+
+
 def _finals_recompute(*, study: Study, item_ids: list[int], note: str) -> int:
     """Bring the agreed final labels of these items in step with their labels as they are now
-    (the study's rule); researchers' and imported ones stay. How many changed."""
+    (the study's rule; a truth-inference rule reruns its model over the whole study);
+    researchers' and imported ones stay. How many changed."""
+    if study.agreement in INFERENCE_RULES:
+        return _finals_infer(study=study, note=note)
     now = timezone.now()
     changed = 0
     for chunk in in_chunks(item_ids):
-        values: dict[tuple[int, int], list[str]] = defaultdict(list)
+        values: dict[Pair, list[str]] = defaultdict(list)
         for item_id, question_id, value in Label.objects.filter(item_id__in=chunk).values_list(
             "item_id", "question_id", "value"
         ):
             values[(item_id, question_id)].append(value)
         finals = {(f.item_id, f.question_id): f for f in FinalLabel.objects.filter(item_id__in=chunk)}
-        for pair in set(values) | set(finals):
-            final = finals.get(pair)
-            if final is not None and final.source != FinalLabelSource.AGREED:
-                continue
+        for pair in sorted(set(values) | set(finals)):
             agreed = agreed_answer(values.get(pair, []), needed=study.labels_per_item, rule=study.agreement)
-            if (final.value if final else None) == agreed:
-                continue
-            changed += 1
-            item_id, question_id = pair
-            if agreed is None:
-                assert final is not None
-                final.delete()
-                FinalLabelRevision.objects.create(
-                    item_id=item_id,
-                    question_id=question_id,
-                    value="",
-                    source=FinalLabelSource.AGREED,
-                    note=note,
-                    decided_at=now,
-                )
-                continue
-            final, _ = FinalLabel.objects.update_or_create(
-                item_id=item_id,
-                question_id=question_id,
-                defaults={
-                    "value": agreed,
-                    "source": FinalLabelSource.AGREED,
-                    "note": note,
-                    "decided_at": now,
-                },
-            )
-            FinalLabelRevision.objects.create(
-                item_id=item_id,
-                question_id=question_id,
-                value=agreed,
-                source=FinalLabelSource.AGREED,
-                note=note,
-                decided_at=now,
+            changed += _final_apply(
+                pair=pair, final=finals.get(pair), value=agreed, posterior=None, note=note, now=now
             )
     return changed
+
+
+METHOD_NAMES = {"dawid_skene": "Dawid-Skene", "glad": "GLAD", "mace": "MACE"}
+
+
+def _finals_infer(*, study: Study, note: str = "") -> int:
+    """Run the study's truth-inference model (``metrics.truth``) on every label of the study,
+    one question at a time; every (item, question) with its N labels gets the model's answer
+    as its agreed final label when its posterior reaches ``study.min_posterior`` (with that
+    posterior), otherwise none (a dispute). Each annotator's inferred reliability is stored.
+    How many final labels changed."""
+    method = study.agreement
+    now = timezone.now()
+    by_question: dict[int, list[tuple[Pair, str, str]]] = defaultdict(list)
+    user_ids: dict[str, int] = {}
+    for item_id, question_id, user_id, username, value in Label.objects.filter(item__study=study).values_list(
+        "item_id", "question_id", "annotator_id", "annotator__username", "value"
+    ):
+        by_question[question_id].append(((item_id, question_id), username, value))
+        user_ids[username] = user_id
+    questions = {question.pk: question for question in study_questions(study)}
+    targets: dict[Pair, tuple[str | None, float | None, str]] = {}
+    reliability: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    confusion: dict[str, dict[str, Any]] = defaultdict(dict)
+    name = METHOD_NAMES[method]
+    for question_id, rows in by_question.items():
+        question = questions[question_id]
+        inference = infer_truth(rows, method, question.values)
+        counts = Counter(pair for pair, _, _ in rows)
+        for pair, n in counts.items():
+            answer, posterior = inference.answers[pair], inference.posteriors[pair]
+            if n < study.labels_per_item:
+                continue
+            if posterior >= study.min_posterior:
+                targets[pair] = (answer, posterior, f"{name}: posterior {posterior:.3f} over {n} labels.")
+            else:
+                targets[pair] = (
+                    None,
+                    None,
+                    f"{name}: “{answer}” only {posterior:.3f} < {study.min_posterior}: a dispute.",
+                )
+        given = Counter(worker for _, worker, _ in rows)
+        for worker, share in inference.reliability.items():
+            reliability[worker].append((share, given[worker]))
+            answers, matrix = inference.confusion[worker]
+            confusion[worker][question.key] = {
+                "answers": list(answers),
+                "counts": [list(row) for row in matrix],
+            }
+    changed = 0
+    finals = {
+        (f.item_id, f.question_id): f
+        for f in FinalLabel.objects.filter(item__study=study, source=FinalLabelSource.AGREED)
+    }
+    for pair in sorted(set(targets) | set(finals)):
+        target, chance, why = targets.get(pair, (None, None, note or f"{name}: labeling not finished."))
+        changed += _final_apply(
+            pair=pair, final=finals.get(pair), value=target, posterior=chance, note=why, now=now
+        )
+    InferredReliability.objects.filter(study=study).delete()
+    InferredReliability.objects.bulk_create(
+        InferredReliability(
+            study=study,
+            annotator_id=user_ids[worker],
+            method=method,
+            reliability=sum(v * n for v, n in parts) / sum(n for _, n in parts),
+            confusion=confusion[worker],
+        )
+        for worker, parts in reliability.items()
+    )
+    return changed
+
+
+@dataclass(frozen=True)
+class Recomputed:
+    """What ``finals_recompute`` did: the rule now, final labels changed, and how the study's
+    finished (item, question)s stand: with an agreed final label, or disputed."""
+
+    rule: str
+    changed: int
+    agreed: int
+    disputed: int
+
+
+@transaction.atomic
+def finals_recompute(
+    *, study: Study, actor: str, rule: str | None = None, min_posterior: float | None = None
+) -> Recomputed:
+    """Set the study's aggregation rule (and the posterior a model's answer needs) when given,
+    then recompute every agreed final label from the labels by it — one revision per change.
+    Researchers' decisions and imported final labels stay. QualityError for an unknown rule, a
+    majority of fewer than 3 labels or a posterior outside (0, 1]."""
+    if rule is not None:
+        if rule not in AgreementRule.values:
+            raise QualityError(f"Unknown aggregation rule “{rule}” ({', '.join(AgreementRule.values)}).")
+        if rule == AgreementRule.MAJORITY and study.labels_per_item < 3:
+            raise QualityError("A majority needs at least 3 labels per item.")
+        study.agreement = rule
+    if min_posterior is not None:
+        if not 0 < min_posterior <= 1:
+            raise QualityError(f"--min-posterior must be above 0 and at most 1, not {min_posterior}.")
+        study.min_posterior = min_posterior
+    study.save(update_fields=["agreement", "min_posterior"])
+    note = f"Recomputed by {actor} with the rule {study.agreement}."
+    if study.agreement in INFERENCE_RULES:
+        changed = _finals_infer(study=study, note=note)
+    else:
+        InferredReliability.objects.filter(study=study).delete()
+        item_ids = sorted(set(Label.objects.filter(item__study=study).values_list("item_id", flat=True)))
+        stale = FinalLabel.objects.filter(item__study=study, source=FinalLabelSource.AGREED)
+        changed = _finals_recompute(
+            study=study,
+            item_ids=sorted(set(item_ids) | set(stale.values_list("item_id", flat=True))),
+            note=note,
+        )
+    agreed = FinalLabel.objects.filter(item__study=study, source=FinalLabelSource.AGREED).count()
+    disputed = len(annotate_selectors.dispute_pairs(study=study))
+    return Recomputed(rule=study.agreement, changed=changed, agreed=agreed, disputed=disputed)
 
 
 def _items_lock(item_ids: list[int]) -> None:

@@ -29,6 +29,17 @@ class AgreementRule(models.TextChoices):
 
     UNANIMOUS = "unanimous", "Unanimous: all N annotators give the same answer"
     MAJORITY = "majority", "Majority: more than half of the N annotators give the same answer"
+    DAWID_SKENE = (
+        "dawid_skene",
+        "Dawid-Skene: the most probable answer given each annotator's confusion matrix",
+    )
+    GLAD = "glad", "GLAD: the most probable answer given annotator ability and item difficulty"
+    MACE = "mace", "MACE: the most probable answer given how often each annotator spams"
+
+
+#: Rules whose final answers a truth-inference model gives over all of the study's labels
+#: (``recompute_finals``), not the labels of one item as they come in.
+INFERENCE_RULES = frozenset({AgreementRule.DAWID_SKENE, AgreementRule.GLAD, AgreementRule.MACE})
 
 
 class Study(models.Model):
@@ -90,6 +101,11 @@ class Study(models.Model):
         blank=True,
         help_text="Annotators whose gold accuracy is below this (after min_gold gold answers) are "
         "flagged for exclusion; empty: no rule.",
+    )
+    min_posterior = models.FloatField(
+        default=0.9,
+        help_text="With a truth-inference rule: the posterior probability an answer needs to become "
+        "final; below it the (item, question) is a dispute.",
     )
     min_gold = models.PositiveSmallIntegerField(
         default=5, help_text="Gold answers an annotator needs before the gold rule can flag them."

@@ -130,6 +130,7 @@ def study_define(
     questions: list[QuestionSpec] | None = None,
     parameters: Mapping[str, Any] | None = None,
     gold: GoldRule | None = None,
+    min_posterior: float | None = None,
 ) -> StudyDefinition:
     """Create the study, or bring an existing one to this definition (``create_study``).
 
@@ -180,6 +181,10 @@ def study_define(
             "A majority needs at least 3 labels per item (with 2, use --agreement unanimous)."
         )
     gold_fields = _gold_settings(existing, gold) if gold is not None else {}
+    if min_posterior is not None:
+        if not 0 < min_posterior <= 1:
+            raise StudyConflict(f"--min-posterior must be above 0 and at most 1, not {min_posterior}.")
+        gold_fields["min_posterior"] = min_posterior
     if existing is None:
         study = study_create(
             slug=slug,
@@ -314,7 +319,12 @@ def _redefinition_check(study: Study, changed: list[str], protocol: str) -> None
     if Item.objects.filter(study=study, completed_seats__gt=0).exists():
         raise StudyConflict(
             f"The study “{study.slug}” already has labels: its {', '.join(changed)} cannot change "
-            "(it would change what the labels mean). Create a new study instead."
+            "(it would change what the labels mean). Create a new study instead"
+            + (
+                ", or change how labels become final answers with recompute_finals --aggregation."
+                if changed == ["agreement"]
+                else "."
+            )
         )
     if "protocol" in changed:
         roles = protocol_spec(protocol).image_roles

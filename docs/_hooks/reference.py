@@ -38,6 +38,7 @@ PROJECT_APPS = (
     "generation",
     "reports",
     "estimates",
+    "quality",
     "protocols.gender",
     "protocols.attributes",
     "protocols.pair_change",

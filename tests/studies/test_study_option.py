@@ -34,6 +34,9 @@ COMMANDS = [
     ("edit_images", ["--seeds", "{root}", "--prompt-set", "{csv}", "--editor", "sd15"]),
     ("prepare_box_check", ["--detector", "yolo_objects"]),
     ("sample_pairs", ["--attribute", "age"]),
+    ("import_gold", ["{csv}"]),
+    ("exclude_annotator", ["nobody"]),
+    ("recompute_finals", []),
 ]
 
 

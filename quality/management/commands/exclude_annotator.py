@@ -30,12 +30,12 @@ class Command(BaseCommand):
         parser.add_argument("--include", action="store_true", help="Re-include an excluded annotator.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        user = get_user_model().objects.filter(username=options["username"]).first()
-        if user is None:
-            raise CommandError(f"no user named '{options['username']}'")
         actor = f"shell user {getpass.getuser()}"
         try:
             study = study_chosen(options["study"])
+            user = get_user_model().objects.filter(username=options["username"]).first()
+            if user is None:
+                raise CommandError(f"no user named '{options['username']}'")
             if options["include"]:
                 done = annotator_include(study=study, annotator=user, actor=actor)
                 self.stdout.write(

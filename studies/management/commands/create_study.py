@@ -34,7 +34,20 @@ class Command(BaseCommand):
         parser.add_argument(
             "--labels-per-item", type=int, help="Annotators per item (default: the protocol's)."
         )
-        parser.add_argument("--agreement", choices=AgreementRule.values, help="Default: the protocol's.")
+        parser.add_argument(
+            "--agreement",
+            "--aggregation",
+            dest="agreement",
+            choices=AgreementRule.values,
+            help="How labels become final answers: an agreement rule, or a truth-inference model "
+            "(dawid_skene, glad, mace) run by recompute_finals. Default: the protocol's.",
+        )
+        parser.add_argument(
+            "--min-posterior",
+            type=float,
+            metavar="P",
+            help="With a truth-inference rule: the posterior an answer needs to become final (default 0.9).",
+        )
         parser.add_argument("--questions", help="Questions CSV (default: the protocol's preset questions).")
         parser.add_argument(
             "--gold-rate",
@@ -91,6 +104,7 @@ class Command(BaseCommand):
                     for key, value in options.items()
                     if key.startswith("option_") and value is not None
                 },
+                min_posterior=options["min_posterior"],
                 gold=GoldRule(
                     rate=options["gold_rate"],
                     min_accuracy=options["min_gold_accuracy"],
