@@ -381,7 +381,7 @@ def annotation_submit_next(
         seen_revision=seen_revision,
         now=now,
     )
-    queue, progress = queue_fill(study=study, annotator=annotator, size=size, now=now)
+    queue, progress = queue_fill(study=study, annotator=annotator, size=size, now=now, gold=True)
     return SubmitNext(labels=labels, queue=queue, progress=progress)
 
 

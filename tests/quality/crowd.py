@@ -90,7 +90,9 @@ def crowd_label(crowd: Crowd) -> int:
     submits."""
     study = crowd.study
     members = list(study.annotators.order_by("username"))
-    queues = {user.pk: services.assignment_queue(study=study, annotator=user, size=2) for user in members}
+    queues = {
+        user.pk: services.assignment_queue(study=study, annotator=user, size=2, gold=True) for user in members
+    }
     submits = 0
     while any(queues.values()):
         crowd.rng.shuffle(members)

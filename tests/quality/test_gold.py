@@ -78,7 +78,7 @@ def _label_everything(study, annotator, answer_for):
     """Label the annotator's queue the way the screen does until it is empty: each item's
     answer from ``answer_for(item)``. The items shown, in order."""
     shown = []
-    queue = services.assignment_queue(study=study, annotator=annotator, size=2)
+    queue = services.assignment_queue(study=study, annotator=annotator, size=2, gold=True)
     while queue:
         item = queue[0].item
         shown.append(item)
@@ -186,3 +186,23 @@ def test_gold_rate_changes_on_a_study_with_labels(study, items, annotator_a):
         call_command(
             "create_study", study.slug, "--protocol", "gender", "--gold-rate", "1.5", stdout=StringIO()
         )
+
+
+def test_the_api_serves_no_gold_and_takes_no_answer_to_one(
+    study, items, tmp_path, annotator_a, annotator_b, api_for
+):
+    gold_ids = {item.pk for item in items[:3]}
+    _make_gold(study, tmp_path, [(item, "female") for item in items[:3]])
+    study.gold_rate = 1.0
+    study.save()
+    assert not gold_ids & {
+        seat.item.pk for seat in services.assignment_queue(study=study, annotator=annotator_b, size=5)
+    }
+    queue = services.assignment_queue(study=study, annotator=annotator_a, size=2, gold=True)
+    gold_seat = next(seat for seat in queue if seat.item.pk in gold_ids)
+    response = api_for(annotator_a).post(
+        "/api/labels/", {"item": gold_seat.item.pk, "value": "female"}, format="json"
+    )
+    assert response.status_code == 404
+    assert not GoldResponse.objects.exists()
+    assert not Label.objects.exists()
