@@ -78,6 +78,59 @@ def _gold_rows(path: str | os.PathLike[str]) -> list[tuple[int, str, str, str]]:
         raise ImportRejected(f"{name}: cannot read it as a UTF-8 CSV ({exc})") from exc
 
 
+def _gold_problem(item: Item, n_labels: int, decided: bool) -> str:
+    """Why the item cannot become a gold item ("" when it can): it is still being labelled (its
+    open seats would be answered as gold), or a researcher or an import set a final answer (the
+    labeling screen no longer shows such an item)."""
+    if decided:
+        return f"item '{item.key}' has a final answer set by a researcher or an import: it cannot be served again"
+    if n_labels and item.completed_seats < item.study.labels_per_item:
+        return (
+            f"item '{item.key}' is still being labelled ({item.completed_seats} of "
+            f"{item.study.labels_per_item} seats): make it gold before anyone labels it, or once its labels are in"
+        )
+    return ""
+
+
+def _gold_states(item_ids: list[int]) -> tuple[dict[int, int], set[int]]:
+    """(item id → how many labels it has, the items with a researcher's or an import's final)."""
+    labels = dict(
+        Label.objects.filter(item_id__in=item_ids)
+        .order_by()
+        .values("item_id")
+        .annotate(n=Count("pk"))
+        .values_list("item_id", "n")
+    )
+    decided = set(
+        FinalLabel.objects.filter(item_id__in=item_ids)
+        .exclude(source=FinalLabelSource.AGREED)
+        .values_list("item_id", flat=True)
+    )
+    return labels, decided
+
+
+@transaction.atomic
+def gold_mark(*, item: Item) -> GoldImport:
+    """Make an item whose labels agreed a gold item: each of its agreed final answers becomes
+    its gold answer (the items page's "Use as gold"). QualityError when it has no agreed final
+    answer, is still being labelled or has a researcher's or an import's final answer."""
+    labels, decided = _gold_states([item.pk])
+    problem = _gold_problem(item, labels.get(item.pk, 0), item.pk in decided)
+    finals = list(FinalLabel.objects.filter(item=item, source=FinalLabelSource.AGREED))
+    if not problem and not finals:
+        problem = f"item '{item.key}' has no agreed final answer to use as its gold answer"
+    if problem:
+        raise QualityError(problem[0].upper() + problem[1:] + ".")
+    written = 0
+    for final in finals:
+        _, created = GoldAnswer.objects.update_or_create(
+            item=item, question_id=final.question_id, defaults={"value": final.value}
+        )
+        written += created
+    Item.objects.filter(pk=item.pk).update(queue=0)
+    return GoldImport(items=1, answers=written)
+
+
 def _items_named(study: Study, names: set[str]) -> dict[str, Item]:
     """The study's items by image path (manifest ``image``) or by item key."""
     found: dict[str, Item] = {}
@@ -94,17 +147,15 @@ def gold_import(*, study: Study, csv_path: str | os.PathLike[str]) -> GoldImport
     """Make the named items gold items of the study with their known answers (CSV columns
     ``image`` — the item's image path or key —, ``question``, ``answer``). A gold item leaves
     the ordinary queue. Every row is checked first: an unknown image, question or answer, an
-    item somebody already labelled, or a row repeating another raises ImportRejected naming the
-    first bad row; then nothing is written."""
+    item still being labelled or with a researcher's or an import's final answer, or a row
+    repeating another raises ImportRejected naming the first bad row; then nothing is written."""
     name = Path(csv_path).name
     rows = _gold_rows(csv_path)
     if not rows:
         raise ImportRejected(f"{name}: no rows")
     items = _items_named(study, {image for _, image, _, _ in rows})
     questions = {question.key: question for question in study_questions(study)}
-    labelled = set(
-        Label.objects.filter(item__in=[item.pk for item in items.values()]).values_list("item_id", flat=True)
-    )
+    labels, decided = _gold_states([item.pk for item in items.values()])
     problems: list[str] = []
     wanted: dict[tuple[int, int], tuple[Item, Question, str]] = {}
     for line, image, key, answer in rows:
@@ -116,8 +167,8 @@ def gold_import(*, study: Study, csv_path: str | os.PathLike[str]) -> GoldImport
             problem = f"unknown question '{key}' (the study asks: {', '.join(questions)})"
         elif question not in item_questions(item, list(questions.values())):
             problem = f"item '{image}' does not ask the question '{key}'"
-        elif item.pk in labelled:
-            problem = f"item '{image}' already has labels: a gold item must be one nobody labelled"
+        elif blocked := _gold_problem(item, labels.get(item.pk, 0), item.pk in decided):
+            problem = blocked
         elif (item.pk, question.pk) in wanted:
             problem = f"a second gold answer for '{image}', question '{key}'"
         else:

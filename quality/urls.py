@@ -11,4 +11,5 @@ app_name = "quality"
 urlpatterns = [
     path("<slug:slug>/reliability/", views.reliability, name="reliability"),
     path("<slug:slug>/reliability/exclusion/", views.exclusion, name="exclusion"),
+    path("items/<int:item_id>/gold/", views.gold_mark, name="gold_mark"),
 ]

@@ -10,11 +10,12 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 
 from quality import selectors, services
 from quality.errors import QualityError
 from studies.csvio import safe_writer
+from studies.models import Item
 from studies.permissions import researcher_only
 from studies.selectors import study_or_404
 
@@ -91,6 +92,18 @@ def reliability(request: HttpRequest, slug: str) -> HttpResponse:
         "section": "reliability",
     }
     return render(request, "quality/reliability.html", context)
+
+
+@researcher_only(methods=("POST",))
+def gold_mark(request: HttpRequest, item_id: int) -> HttpResponse:
+    """Use an item whose labels agreed as a gold item (the item page's button)."""
+    item = get_object_or_404(Item.objects.select_related("study"), pk=item_id)
+    try:
+        services.gold_mark(item=item)
+        messages.success(request, f"{item.key} is now a gold item of {item.study.name}.")
+    except QualityError as exc:
+        messages.error(request, str(exc))
+    return redirect("annotate:item", item_id=item.pk)
 
 
 @researcher_only(methods=("POST",))

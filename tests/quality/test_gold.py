@@ -6,6 +6,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 
 from annotate import services
 from annotate.models import Assignment, FinalLabel, GoldResponse, Label
@@ -67,11 +68,44 @@ def test_a_bad_gold_row_is_one_line_and_nothing_is_written(study, items, tmp_pat
     assert not Item.objects.filter(queue=0).exists()
 
 
-def test_an_item_somebody_labelled_cannot_become_gold(study, items, tmp_path, annotator_a):
+def test_an_item_still_being_labelled_cannot_become_gold(study, items, tmp_path, annotator_a):
     seat = services.assignment_queue(study=study, annotator=annotator_a, size=1)[0]
     services.annotation_submit(item=seat.item, annotator=annotator_a, answers={"gender": "male"})
-    with pytest.raises(ImportRejected, match="already has labels"):
+    with pytest.raises(ImportRejected, match=r"is still being labelled \(1 of 2 seats\)"):
         _make_gold(study, tmp_path, [(seat.item, "male")])
+
+
+def test_an_agreed_item_becomes_gold_from_its_page(
+    study, items, annotator_a, annotator_b, annotator_c, researcher, client_for
+):
+    agreed, disputed = items[0], items[1]
+    for annotator, values in ((annotator_a, ("male", "male")), (annotator_b, ("male", "female"))):
+        for item, value in zip((agreed, disputed), values, strict=True):
+            Assignment.objects.create(
+                item=item,
+                annotator=annotator,
+                slot=0 if annotator == annotator_a else 1,
+                claimed_at="2026-01-01T00:00Z",
+                expires_at="2026-01-01T01:00Z",
+            )
+            services.annotation_submit(item=item, annotator=annotator, answers={"gender": value})
+    client = client_for(researcher)
+    page = client.post(reverse("quality:gold_mark", args=[agreed.pk]), follow=True)
+    assert "is now a gold item" in page.content.decode()
+    assert GoldAnswer.objects.get(item=agreed).value == "male"
+    assert Item.objects.get(pk=agreed.pk).queue == 0
+    page = client.post(reverse("quality:gold_mark", args=[disputed.pk]), follow=True)
+    assert "has no agreed final answer" in page.content.decode()
+    assert not GoldAnswer.objects.filter(item=disputed).exists()
+    assert client_for(annotator_a).post(reverse("quality:gold_mark", args=[disputed.pk])).status_code == 403
+    # A newcomer is served it as a gold item; its labels and final answer stay as they were.
+    study.gold_rate = 0.5
+    study.save()
+    study.annotators.add(annotator_c)
+    shown = _label_everything(study, annotator_c, lambda item: "female")
+    assert agreed.pk in {item.pk for item in shown}
+    assert GoldResponse.objects.get(annotator=annotator_c).correct is False
+    assert FinalLabel.objects.get(item=agreed).value == "male"
 
 
 def _label_everything(study, annotator, answer_for):
