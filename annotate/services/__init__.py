@@ -39,6 +39,8 @@ Per key press:
   -  COMMIT
 
 — 12 on SQLite, 11 on PostgreSQL (10 with Redis sessions), BEGIN/COMMIT included; it was 20.
+A study with a gold rate (``gold``) adds two reads to every key press (its gold items, the
+annotator's seats) and three writes when it hands out a gold seat; a study without one, none.
 Rare paths add statements (a change or double submit re-reads the labels, a lost claim race or
 a queue that the probe could not fill falls back to the search that takes held items too);
 tests/annotate/test_views.py pins the common count. bench/bench_label_submit.py measures it:
