@@ -394,7 +394,8 @@ class LabelListApi(ApiView):
             .filter(assignments__annotator=request.user, pk=item_id)
             .first()
         )
-        if item is None:
+        # A gold item (an attention check the labeling screen served) is answered there only.
+        if item is None or (item.queue == 0 and item.gold_answers.exists()):
             raise not_found(f"Item {item_id} is not one of the items assigned to you.")
         if several:
             answers, reasons = dict(body["answers"]), dict(body["reasons"])

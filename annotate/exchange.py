@@ -57,7 +57,7 @@ EXPORT_FORMATS = ("csv", "json")
 HEAD_COLUMNS = ("item", "question", "image")
 PAIR_COLUMNS = ("input_image", "output_image")
 ITEM_COLUMNS = ("t2i_model", "category", "word", "prompt", "seed")
-TAIL_COLUMNS = ("final_label", "resolved_by", "note")
+TAIL_COLUMNS = ("final_label", "resolved_by", "note", "posterior")
 # Old export files carry no reasons: a label that needs one gets this text on re-import.
 REASON_NOT_EXPORTED = "(imported from a ground-truth export, which carries no reasons)"
 _USERNAME_RE = re.compile(r"^[\w.@+-]{1,150}$")
@@ -172,6 +172,7 @@ def ground_truth_rows_stream(
                 row["final_label"] = final.value if final else ""
                 row["resolved_by"] = final.decided_by.get_username() if final and final.decided_by else ""
                 row["note"] = final.note if final else ""
+                row["posterior"] = final.posterior if final else None
                 yield row
 
 

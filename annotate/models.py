@@ -147,6 +147,12 @@ class FinalLabel(models.Model):
     )
     note = models.TextField(blank=True, help_text="Why the researcher chose this label.")
     decided_at = models.DateTimeField()
+    posterior = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Probability of this answer under the study's truth-inference model; empty for the "
+        "agreement rules, a researcher's decision or an import.",
+    )
 
     class Meta:
         constraints = [
@@ -181,3 +187,31 @@ class FinalLabelRevision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.item_id}/{self.question_id}: {self.value or '(removed)'} at {self.decided_at:%Y-%m-%d %H:%M}"
+
+
+class GoldResponse(models.Model):
+    """An annotator's answer to one question of a gold item (``studies.GoldAnswer``). Kept apart
+    from ``Label``: a gold item is an attention check, and what annotators answer on it never
+    becomes a label or a final label of the item."""
+
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="gold_responses", db_index=False)
+    question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="gold_responses")
+    annotator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="gold_responses"
+    )
+    value = models.CharField(max_length=1000, help_text="The annotator's answer.")
+    correct = models.BooleanField(help_text="Whether the answer equals the gold answer.")
+    duration_ms = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Milliseconds from showing the image to the answer."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["item", "question", "annotator"], name="gold_response_one_per_annotator"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.item_id}/{self.question_id}: {self.value} by {self.annotator_id} (gold)"

@@ -321,6 +321,8 @@ def _final_label_dict(final: FinalLabel | FinalLabelRevision, question: Question
         "decided_by": final.decided_by.username if final.decided_by else None,
         "note": final.note,
         "decided_at": final.decided_at,
+        # A truth-inference model's probability of the answer (final labels only; None otherwise).
+        "posterior": getattr(final, "posterior", None),
     }
 
 

@@ -760,6 +760,11 @@ GROUND_TRUTH_ROW_SCHEMA: dict[str, Any] = {
         "final_label": {"type": "string", "description": "Empty until the answer is final."},
         "resolved_by": {"type": "string"},
         "note": {"type": "string"},
+        "posterior": {
+            "type": "number",
+            "nullable": True,
+            "description": "The truth-inference model's probability of the final answer; null otherwise.",
+        },
     },
     "additionalProperties": {"type": "string", "description": "annotator_N, label_N, reason_N."},
 }

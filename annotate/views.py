@@ -488,7 +488,7 @@ def _queue_context(
 
 def _next_context(request: LabelingRequest, study: Study, *, notice: str = "") -> dict[str, Any]:
     """The head of the annotator's queue, with the item after it to preload."""
-    queue = services.assignment_queue(study=study, annotator=request.user, size=2)
+    queue = services.assignment_queue(study=study, annotator=request.user, size=2, gold=True)
     return _queue_context(request, study, queue, notice=notice)
 
 

@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "reports",
     "estimates",
     "crowd",
+    "quality",
     # Study protocols, each a package of its own: listing it here registers it (its AppConfig names
     # its spec, studies.protocols), its templates and its commands, in the order studies list them.
     "protocols.gender",

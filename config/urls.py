@@ -30,6 +30,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("annotate/", include("annotate.urls")),
     path("", include("crowd.urls")),
+    path("quality/", include("quality.urls")),
     path("detectors/", include("detectors.urls")),
     path("reports/estimate/", include("estimates.urls")),
     path("reports/", include("reports.urls")),
@@ -39,6 +40,7 @@ urlpatterns = [
     path("api/", include("estimates.api_urls")),
     path("api/", include("crowd.api_urls")),
     # --- API schema and its pages (drf-spectacular, assets from the sidecar package) ---
+    path("api/", include("quality.api_urls")),
     # YAML by default, JSON with ?format=json; logged-in users only (SPECTACULAR_SETTINGS).
     path("api/schema/", SpectacularAPIView.as_view(), name="openapi-schema"),
     path(

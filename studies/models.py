@@ -29,6 +29,17 @@ class AgreementRule(models.TextChoices):
 
     UNANIMOUS = "unanimous", "Unanimous: all N annotators give the same answer"
     MAJORITY = "majority", "Majority: more than half of the N annotators give the same answer"
+    DAWID_SKENE = (
+        "dawid_skene",
+        "Dawid-Skene: the most probable answer given each annotator's confusion matrix",
+    )
+    GLAD = "glad", "GLAD: the most probable answer given annotator ability and item difficulty"
+    MACE = "mace", "MACE: the most probable answer given how often each annotator spams"
+
+
+#: Rules whose final answers a truth-inference model gives over all of the study's labels
+#: (``recompute_finals``), not the labels of one item as they come in.
+INFERENCE_RULES = frozenset({AgreementRule.DAWID_SKENE, AgreementRule.GLAD, AgreementRule.MACE})
 
 
 class Study(models.Model):
@@ -79,6 +90,25 @@ class Study(models.Model):
         related_name="annotated_studies",
         help_text="Users who may label this study's items.",
     )
+    gold_rate = models.FloatField(
+        default=0.0,
+        help_text="Share of the items handed to an annotator that are gold items (known answers, "
+        "served like any other item); 0: none.",
+    )
+    min_gold_accuracy = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Annotators whose gold accuracy is below this (after min_gold gold answers) are "
+        "flagged for exclusion; empty: no rule.",
+    )
+    min_posterior = models.FloatField(
+        default=0.9,
+        help_text="With a truth-inference rule: the posterior probability an answer needs to become "
+        "final; below it the (item, question) is a dispute.",
+    )
+    min_gold = models.PositiveSmallIntegerField(
+        default=5, help_text="Gold answers an annotator needs before the gold rule can flag them."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -86,6 +116,9 @@ class Study(models.Model):
         ordering = ["name"]
         constraints = [
             models.CheckConstraint(condition=Q(labels_per_item__gte=1), name="study_at_least_one_label"),
+            models.CheckConstraint(
+                condition=Q(gold_rate__gte=0, gold_rate__lte=1), name="study_gold_rate_share"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -278,6 +311,29 @@ class Item(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class GoldAnswer(models.Model):
+    """The known answer to one question about a gold item: an attention check, served among the
+    ordinary items at the study's ``gold_rate``. A gold item leaves the ordinary queue
+    (``Item.queue`` 0); what annotators answer on it is kept apart from labels
+    (``annotate.GoldResponse``), so it never counts toward the item's final labels."""
+
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="gold_answers", db_index=False)
+    question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="gold_answers")
+    value = models.CharField(
+        max_length=1000, help_text="The right answer: one of the question's choice values."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["item", "question"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "question"], name="gold_answer_one_per_question")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.item_id}/{self.question_id}: {self.value} (gold)"
 
 
 class ImageRole(models.TextChoices):

@@ -23,7 +23,7 @@ from django.db.models import RestrictedError
 
 from studies import permissions
 from studies.errors import AnnotatorsRefused, ImportRejected, StaffRefused, StudyConflict
-from studies.models import AgreementRule, Item, ItemImage, Question, QuestionKind, Study
+from studies.models import AgreementRule, GoldAnswer, Item, ItemImage, Question, QuestionKind, Study
 from studies.protocols import PROTOCOLS, ProtocolSpec, QuestionSpec, protocol_spec
 
 QUESTION_COLUMNS = ("key", "text", "choices")
@@ -133,6 +133,8 @@ def study_define(
     agreement: str | None = None,
     questions: list[QuestionSpec] | None = None,
     parameters: Mapping[str, Any] | None = None,
+    gold: GoldRule | None = None,
+    min_posterior: float | None = None,
 ) -> StudyDefinition:
     """Create the study, or bring an existing one to this definition (``create_study``).
 
@@ -147,7 +149,8 @@ def study_define(
     than 200 characters, a protocol whose image roles do not fit the study's items, questions
     the protocol's analysis cannot read (``ProtocolSpec.validate_questions``), no questions
     for a protocol without preset questions, an option (``parameters``) the protocol does not
-    take or a required one missing (``ProtocolSpec.options``).
+    take or a required one missing (``ProtocolSpec.options``). The gold settings (``gold``) may
+    change at any time (``_gold_settings``).
     """
     name_max = Study._meta.get_field("name").max_length
     if name is not None and name_max is not None and len(name) > name_max:
@@ -181,6 +184,11 @@ def study_define(
         raise StudyConflict(
             "A majority needs at least 3 labels per item (with 2, use --agreement unanimous)."
         )
+    gold_fields = _gold_settings(existing, gold) if gold is not None else {}
+    if min_posterior is not None:
+        if not 0 < min_posterior <= 1:
+            raise StudyConflict(f"--min-posterior must be above 0 and at most 1, not {min_posterior}.")
+        gold_fields["min_posterior"] = min_posterior
     if existing is None:
         study = study_create(
             slug=slug,
@@ -191,6 +199,9 @@ def study_define(
             questions=questions,
             parameters=wanted_parameters,
         )
+        if gold_fields:
+            Study.objects.filter(pk=study.pk).update(**gold_fields)
+            study.refresh_from_db()
         return StudyDefinition(study=study, created=True, changed=[])
     changed = [field for field, value in wanted.items() if getattr(existing, field) != value]
     if keep and existing.parameters != wanted_parameters:
@@ -215,6 +226,12 @@ def study_define(
                 ) from exc
             for position, question in enumerate(questions or spec.questions):
                 Question.objects.create(study=existing, key=question.key, **question.as_fields(position))
+    gold_changed = [field for field, value in gold_fields.items() if getattr(existing, field) != value]
+    if gold_changed:
+        for field in gold_changed:
+            setattr(existing, field, gold_fields[field])
+        existing.save(update_fields=gold_changed)
+        changed.extend(gold_changed)
     if name:
         new_name = _unique_name(name, exclude=existing)
         if new_name != existing.name:
@@ -257,6 +274,48 @@ def _wanted_parameters(
     return wanted
 
 
+@dataclass(frozen=True)
+class GoldRule:
+    """A study's gold settings as given (None: keep the study's own): the share of gold items
+    served, and the rule that flags annotators (accuracy below ``min_accuracy`` after
+    ``min_gold`` gold answers)."""
+
+    rate: float | None = None
+    min_accuracy: float | None = None
+    min_gold: int | None = None
+
+
+def _gold_settings(study: Study | None, gold: GoldRule) -> dict[str, Any]:
+    """The gold fields to store. StudyConflict for a rate or an accuracy outside 0..1, a
+    ``min_gold`` below 1, or a rule needing more gold answers than the study has gold items (an
+    annotator could never reach it)."""
+    fields: dict[str, Any] = {}
+    for flag, value, field in (
+        ("--gold-rate", gold.rate, "gold_rate"),
+        ("--min-gold-accuracy", gold.min_accuracy, "min_gold_accuracy"),
+    ):
+        if value is not None:
+            if not 0 <= value <= 1:
+                raise StudyConflict(f"{flag} must be between 0 and 1, not {value}.")
+            fields[field] = value
+    if gold.min_gold is not None:
+        if not 1 <= gold.min_gold <= 32767:
+            raise StudyConflict(f"--min-gold must be between 1 and 32767, not {gold.min_gold}.")
+        fields["min_gold"] = gold.min_gold
+    min_gold = fields.get("min_gold", study.min_gold if study is not None else 5)
+    rule = fields.get("min_gold_accuracy", study.min_gold_accuracy if study is not None else None)
+    if rule is not None and ("min_gold" in fields or "min_gold_accuracy" in fields):
+        n_gold = (
+            GoldAnswer.objects.filter(item__study=study).values("item_id").distinct().count() if study else 0
+        )
+        if min_gold > n_gold:
+            raise StudyConflict(
+                f"--min-gold {min_gold} is more than the study's {n_gold} gold item(s): no annotator "
+                "could reach it. Import gold items first (import_gold), or lower --min-gold."
+            )
+    return fields
+
+
 def _redefinition_check(study: Study, changed: list[str], protocol: str) -> None:
     """Refuse a change that would alter what the study's labels or images mean."""
     # Every label completes a seat on its item (annotate.services), so the core can tell
@@ -264,7 +323,12 @@ def _redefinition_check(study: Study, changed: list[str], protocol: str) -> None
     if Item.objects.filter(study=study, completed_seats__gt=0).exists():
         raise StudyConflict(
             f"The study “{study.slug}” already has labels: its {', '.join(changed)} cannot change "
-            "(it would change what the labels mean). Create a new study instead."
+            "(it would change what the labels mean). Create a new study instead"
+            + (
+                ", or change how labels become final answers with recompute_finals --aggregation."
+                if changed == ["agreement"]
+                else "."
+            )
         )
     if "protocol" in changed:
         roles = protocol_spec(protocol).image_roles

@@ -44,6 +44,8 @@ ALLOWED: dict[str, set[str]] = {
     "estimates": {"reports", "annotate", "detectors", "accounts", "studies", "metrics", "config"},
     # Join links for crowd panels: participants' accounts, on the labeling screen of annotate.
     "crowd": {"annotate", "accounts", "studies", "metrics", "config"},
+    # Quality control of the human side (gold items, exclusion, reliability) on the labels.
+    "quality": {"annotate", "accounts", "studies", "metrics", "config"},
     # Every protocol in a package of its own: spec, analysis, pages, commands, its
     # few-label estimate (on ``estimates``), on every layer below; the core names it
     # only by dotted path in its registries (never an import). One protocol never imports
@@ -68,6 +70,7 @@ ALLOWED: dict[str, set[str]] = {
         "reports",
         "estimates",
         "crowd",
+        "quality",
     },
 }
 NO_DJANGO = {"metrics"}

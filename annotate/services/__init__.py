@@ -16,6 +16,8 @@ One module per concern; this package's names are the public ones, import them fr
 
 The key press (``labels.annotation_submit_next``) is a fixed list of hand-written statements
 in ``annotate.sql``; docs/explanation/key-press.md lists them.
+A study with a gold rate adds two reads to every key press (its gold items, the annotator's seats)
+and three writes when it hands out a gold seat; a study without one, none.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from annotate.services.finals import refuse_if_decided
 from annotate.services.labels import label_import
 from metrics.consensus import agreed_answer
 from studies.batching import in_chunks, is_in, rows_insert
-from studies.models import Item, Question, QuestionKind, Study
+from studies.models import INFERENCE_RULES, Item, Question, QuestionKind, Study
 from studies.selectors import item_questions, study_questions
 
 if TYPE_CHECKING:
@@ -320,6 +320,8 @@ def _final_sync(
     key = (item_id, question_id)
     final = batch.finals.get(key)
     if final is not None and final.source != FinalLabelSource.AGREED:
+        return
+    if study.agreement in INFERENCE_RULES:
         return
     value = agreed_answer(values, needed=study.labels_per_item, rule=study.agreement)
     if value is not None:

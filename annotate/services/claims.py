@@ -29,6 +29,7 @@ from annotate import sql as rows
 from annotate.models import Assignment, FinalLabelSource
 from annotate.selectors import Progress, progress_from_counts, progress_statement
 from annotate.services import locks
+from annotate.services.gold import gold_seat_claim
 from studies.models import Image, Item, ItemImage, Prompt, Study
 
 if TYPE_CHECKING:
@@ -391,7 +392,7 @@ def _open_seats(*, study: Study, annotator: User, now: datetime) -> list[Assignm
 
 
 def queue_fill(
-    *, study: Study, annotator: User, size: int, now: datetime
+    *, study: Study, annotator: User, size: int, now: datetime, gold: bool = False
 ) -> tuple[list[Assignment], Progress]:
     """assignment_queue without the membership check (the caller made it), and the
     annotator's progress. The usual cost is three statements: the probe (progress, open seats,
@@ -427,12 +428,14 @@ def queue_fill(
             if won < need and (not short or first_level == 2):
                 after = None if short else (first_level, max(candidates))
                 _seats_search(study=study, annotator=annotator, need=need - won, now=now, after=after)
+    if gold and study.gold_rate > 0:
+        gold_seat_claim(study=study, annotator=annotator, now=now)
     return _open_seats(study=study, annotator=annotator, now=now), progress
 
 
 @transaction.atomic
 def assignment_queue(
-    *, study: Study, annotator: User, size: int = 2, now: datetime | None = None
+    *, study: Study, annotator: User, size: int = 2, now: datetime | None = None, gold: bool = False
 ) -> list[Assignment]:
     """The annotator's open seats (not labelled yet), topped up to ``size`` by claiming seats on
     the next items, by id, that have a free seat and that the annotator does not hold.
@@ -440,8 +443,9 @@ def assignment_queue(
     The first seat is the item to show; the others are preloaded by the browser. Each seat's
     item comes with its prompt and images. The annotator's own expired seats are renewed
     (nobody took them, so they are still theirs); other annotators' expired seats are freed
-    when their item is claimed. [] when the annotator has no work left. Raises NotAssigned if
-    the user is not an annotator of the study.
+    when their item is claimed. [] when the annotator has no work left. ``gold``: the labeling
+    screen's queue, which may also get a seat on a gold item (``annotate.services.gold``; the
+    API's queue never does). Raises NotAssigned if the user is not an annotator of the study.
     """
     locks.require_member(study, annotator)
-    return queue_fill(study=study, annotator=annotator, size=size, now=now or timezone.now())[0]
+    return queue_fill(study=study, annotator=annotator, size=size, now=now or timezone.now(), gold=gold)[0]

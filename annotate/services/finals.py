@@ -20,7 +20,7 @@ from annotate.selectors import DECIDED_SOURCES
 from annotate.services import locks
 from annotate.services.answers import answer_validate
 from metrics.consensus import agreed_answer
-from studies.models import Item, Question, Study
+from studies.models import INFERENCE_RULES, Item, Question, Study
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -81,6 +81,8 @@ def final_label_sync(
     the history). Final labels set by a researcher or an import are never touched here."""
     if final is not None and final.source != FinalLabelSource.AGREED:
         return
+    if study.agreement in INFERENCE_RULES:
+        return  # a model's final answers come from all the labels at once (recompute_finals)
     value = agreed_answer(values, needed=study.labels_per_item, rule=study.agreement)
     if value is not None:
         if final is not None and final.value == value:
@@ -149,6 +151,7 @@ def final_label_write(
             "decided_by": decided_by,
             "note": note,
             "decided_at": now,
+            "posterior": None,
         },
     )
     _final_revision_append(final)

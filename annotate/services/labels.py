@@ -22,7 +22,7 @@ from annotate import sql as rows
 from annotate.errors import InvalidLabel, ItemFull, NotAssigned, NothingToUndo, StaleSubmit
 from annotate.models import Assignment, FinalLabel, Label, LabelRevision
 from annotate.selectors import DECIDED_SOURCES, Progress
-from annotate.services import locks
+from annotate.services import gold, locks
 from annotate.services.answers import (
     Answer,
     answer_validate,
@@ -206,6 +206,15 @@ def _submit(
     cleaned = answers_validate(item, questions, answers, reasons)
     duration_ms = duration_validate(duration_ms)
     request_id = (request_id or "")[:64]
+    # Queue 0: an item out of the ordinary queue, gold items among them (annotate.services.gold);
+    # the ordinary key press never gets here.
+    if item.queue == 0 and (golds := gold.gold_values(item)):
+        locks.seat_uncount(item)
+        if not gold.gold_response_write(
+            item=item, annotator=annotator, golds=golds, answers=cleaned, duration_ms=duration_ms, now=now
+        ):
+            raise NotAssigned(f"Item {item.key} is not assigned to {annotator.get_username()}.")
+        return []
     opened, seen, n_finals = seat_complete_reading(item=item, annotator=annotator, now=now)
     existing: dict[int, Label] = {}
     key_press = opened and all(annotator_id != annotator.pk for _, annotator_id, _ in seen)
@@ -372,7 +381,7 @@ def annotation_submit_next(
         seen_revision=seen_revision,
         now=now,
     )
-    queue, progress = queue_fill(study=study, annotator=annotator, size=size, now=now)
+    queue, progress = queue_fill(study=study, annotator=annotator, size=size, now=now, gold=True)
     return SubmitNext(labels=labels, queue=queue, progress=progress)
 
 

@@ -39,6 +39,7 @@ PROJECT_APPS = (
     "reports",
     "estimates",
     "crowd",
+    "quality",
     "protocols.gender",
     "protocols.attributes",
     "protocols.pair_change",

@@ -60,7 +60,7 @@ def test_export_has_exactly_the_issue_columns_in_order(study, items):
     header = ground_truth_export(study=study, fmt="csv").splitlines()[0]
     assert header == (
         "item,question,image,t2i_model,category,word,prompt,seed,annotator_1,label_1,reason_1,"
-        "annotator_2,label_2,reason_2,final_label,resolved_by,note"
+        "annotator_2,label_2,reason_2,final_label,resolved_by,note,posterior"
     )
 
 
@@ -126,7 +126,7 @@ def test_json_export_holds_the_same_rows_with_typed_seed_and_the_questions(study
             "values": ["male", "female", "low_quality", "other"],
         }
     ]
-    assert document["columns"][-3:] == ["final_label", "resolved_by", "note"]
+    assert document["columns"][-4:] == ["final_label", "resolved_by", "note", "posterior"]
     assert document["rows"] == ground_truth_rows(study=study)
     assert document["rows"][2]["seed"] == 2
 

@@ -36,6 +36,9 @@ COMMANDS = [
     ("sample_pairs", ["--attribute", "age"]),
     ("add_annotators", ["alice"]),
     ("create_join_link", ["--quota", "5", "--completion-url", "https://x.org/", "--completion-code", "C"]),
+    ("import_gold", ["{csv}"]),
+    ("exclude_annotator", ["nobody"]),
+    ("recompute_finals", []),
 ]
 
 

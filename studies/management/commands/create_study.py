@@ -12,7 +12,7 @@ from django.core.validators import validate_slug
 from studies.errors import DomainError
 from studies.models import AgreementRule
 from studies.protocols import PROTOCOLS
-from studies.services import questions_csv_read, study_define
+from studies.services import GoldRule, questions_csv_read, study_define
 
 
 class Command(BaseCommand):
@@ -38,8 +38,39 @@ class Command(BaseCommand):
         parser.add_argument(
             "--labels-per-item", type=int, help="Annotators per item (default: the protocol's)."
         )
-        parser.add_argument("--agreement", choices=AgreementRule.values, help="Default: the protocol's.")
+        parser.add_argument(
+            "--agreement",
+            "--aggregation",
+            dest="agreement",
+            choices=AgreementRule.values,
+            help="How labels become final answers: an agreement rule, or a truth-inference model "
+            "(dawid_skene, glad, mace) run by recompute_finals. Default: the protocol's.",
+        )
+        parser.add_argument(
+            "--min-posterior",
+            type=float,
+            metavar="P",
+            help="With a truth-inference rule: the posterior an answer needs to become final (default 0.9).",
+        )
         parser.add_argument("--questions", help="Questions CSV (default: the protocol's preset questions).")
+        parser.add_argument(
+            "--gold-rate",
+            type=float,
+            metavar="SHARE",
+            help="Share of the items served that are gold items (attention checks), e.g. 0.1; 0: none.",
+        )
+        parser.add_argument(
+            "--min-gold-accuracy",
+            type=float,
+            metavar="SHARE",
+            help="Flag annotators whose gold accuracy is below this, e.g. 0.8 (needs gold items).",
+        )
+        parser.add_argument(
+            "--min-gold",
+            type=int,
+            metavar="N",
+            help="Gold answers an annotator needs before the rule can flag them (default 5).",
+        )
         # The settings protocols ask for (``ProtocolSpec.options``), e.g. --compare of a
         # questions study: each protocol's, once (a name two protocols share is one flag).
         added: set[str] = set()
@@ -80,6 +111,12 @@ class Command(BaseCommand):
                     for key, value in options.items()
                     if key.startswith("option_") and value is not None
                 },
+                min_posterior=options["min_posterior"],
+                gold=GoldRule(
+                    rate=options["gold_rate"],
+                    min_accuracy=options["min_gold_accuracy"],
+                    min_gold=options["min_gold"],
+                ),
             )
         except DomainError as exc:
             raise CommandError(str(exc)) from exc

@@ -1,0 +1,108 @@
+"""Gold items: attention checks served among the ordinary items at the study's gold rate.
+
+A gold item (one with ``studies.GoldAnswer`` rows) is out of the ordinary queue (``queue`` 0).
+An annotator gets a seat on it at most once (``seat_one_per_annotator``), in a slot at or above
+the study's N, so its seats are never the item's N seats; what they answer is a
+``GoldResponse``, never a label, so it never reaches the item's final labels. Only a study
+whose ``gold_rate`` is above 0 hands out gold seats, and only a submit on a queue-0 item looks
+for gold answers: the ordinary key press runs none of this.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from django.db.models import Max
+
+from annotate.models import Assignment, GoldResponse
+from annotate.services.answers import Answer
+from studies.models import GoldAnswer, Item, Study
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+SLOT_MAX = 32767  # Assignment.slot is a PositiveSmallIntegerField
+
+
+def gold_values(item: Item) -> dict[int, str]:
+    """The item's gold answers by question id; {} for an ordinary item."""
+    return dict(GoldAnswer.objects.filter(item_id=item.pk).values_list("question_id", "value"))
+
+
+def gold_seat_claim(*, study: Study, annotator: User, now: datetime) -> bool:
+    """Give the annotator a seat on a gold item they never had, when their share of gold seats
+    in the study has fallen below ``gold_rate`` (with a per-annotator jitter, so the gold item
+    is not every tenth); at most one open gold seat at a time, and only beside open ordinary
+    work. Whether a seat was given. The caller holds the transaction."""
+    gold_ids = set(GoldAnswer.objects.filter(item__study=study).values_list("item_id", flat=True))
+    if not gold_ids:
+        return False
+    held = dict(
+        Assignment.objects.filter(annotator=annotator, item__study=study).values_list(
+            "item_id", "completed_at"
+        )
+    )
+    open_gold = any(done is None for item_id, done in held.items() if item_id in gold_ids)
+    open_ordinary = any(done is None for item_id, done in held.items() if item_id not in gold_ids)
+    if open_gold or not open_ordinary:
+        return False
+    n_gold = sum(1 for item_id in held if item_id in gold_ids)
+    draw = random.Random(f"{annotator.pk}:{n_gold}").random()
+    if n_gold + draw >= study.gold_rate * (len(held) + 1):
+        return False
+    fresh = sorted(gold_ids - held.keys())
+    if not fresh:
+        return False
+    chosen = fresh[int(draw * len(fresh))]
+    # The gold item's row lock serialises the slot choice between annotators (a gold claim is
+    # the last lock of its transaction, and ordinary claims never lock gold items: no cycle).
+    list(Item.objects.select_for_update(no_key=True).filter(pk=chosen).values_list("pk"))
+    top = Assignment.objects.filter(item_id=chosen).aggregate(top=Max("slot"))["top"]
+    slot = max(study.labels_per_item, (top or 0) + 1)
+    if slot > SLOT_MAX:
+        return False
+    Assignment.objects.create(
+        item_id=chosen,
+        annotator=annotator,
+        slot=slot,
+        claimed_at=now,
+        expires_at=now + timedelta(seconds=study.claim_timeout_seconds),
+    )
+    return True
+
+
+def gold_response_write(
+    *,
+    item: Item,
+    annotator: User,
+    golds: dict[int, str],
+    answers: list[Answer],
+    duration_ms: int | None,
+    now: datetime,
+) -> bool:
+    """Complete the annotator's gold seat on ``item`` and keep their answers to its gold
+    questions. False when they hold no open seat on it: a repeated submit (their answers are
+    kept already, nothing changes) or no seat at all."""
+    opened = Assignment.objects.filter(item=item, annotator=annotator, completed_at__isnull=True).update(
+        completed_at=now
+    )
+    if not opened:
+        return GoldResponse.objects.filter(item=item, annotator=annotator).exists()
+    GoldResponse.objects.bulk_create(
+        [
+            GoldResponse(
+                item=item,
+                question=answer.question,
+                annotator=annotator,
+                value=answer.value,
+                correct=answer.value == golds[answer.question.pk],
+                duration_ms=duration_ms,
+            )
+            for answer in answers
+            if answer.question.pk in golds
+        ],
+        ignore_conflicts=True,
+    )
+    return True

@@ -1,0 +1,78 @@
+"""REST API of quality control: the reliability figures of every annotator of a study."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from annotate.serializers import StudyQuery
+from config.api import ApiView, error_responses, not_found
+from quality.selectors import reliability_report, reliability_row
+from studies.models import Study
+from studies.permissions import IsResearcher
+
+
+class KappaOutput(serializers.Serializer):
+    annotator = serializers.CharField(help_text="The other annotator.")
+    kappa = serializers.FloatField(allow_null=True, help_text="Cohen's kappa; null when undefined.")
+    n = serializers.IntegerField(help_text="Shared (item, question)s.")
+
+
+class AnnotatorReliabilityOutput(serializers.Serializer):
+    annotator = serializers.CharField()
+    labels = serializers.IntegerField(help_text="Items labelled.")
+    median_seconds = serializers.FloatField(allow_null=True, help_text="Median seconds per label.")
+    gold_answers = serializers.IntegerField(help_text="Gold answers given.")
+    gold_correct = serializers.IntegerField(help_text="Gold answers right.")
+    gold_accuracy = serializers.FloatField(allow_null=True)
+    gold_low = serializers.FloatField(allow_null=True, help_text="95 % Wilson interval, low end.")
+    gold_high = serializers.FloatField(allow_null=True, help_text="95 % Wilson interval, high end.")
+    flagged = serializers.BooleanField(help_text="Below the study's gold rule (and not excluded).")
+    mean_kappa = serializers.FloatField(allow_null=True, help_text="Mean Cohen's kappa with the others.")
+    agreement_with_final = serializers.FloatField(allow_null=True)
+    answers_with_final = serializers.IntegerField()
+    reliability = serializers.FloatField(allow_null=True, help_text="From truth inference, when it ran.")
+    excluded = serializers.BooleanField()
+    kappas = KappaOutput(many=True, help_text="Cohen's kappa with every annotator sharing items.")
+
+
+class AnnotatorListApi(ApiView):
+    """Every annotator of ``?study=`` with their reliability figures (the reliability page's)."""
+
+    permission_classes = [IsAuthenticated, IsResearcher]
+
+    @extend_schema(
+        operation_id="annotators_list",
+        tags=["annotators"],
+        parameters=[StudyQuery],
+        responses={
+            200: AnnotatorReliabilityOutput(many=True),
+            **error_responses(
+                {
+                    400: "?study= is missing, empty or given twice.",
+                    403: "Not logged in, or not a researcher or admin.",
+                    404: "No study with this slug.",
+                }
+            ),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        params = StudyQuery.parse(request)
+        study = Study.objects.filter(slug=params["study"]).first()
+        if study is None:
+            raise not_found(f"There is no study '{params['study']}'.")
+        report = reliability_report(study=study)
+        rows: list[dict[str, Any]] = []
+        for row in report.rows:
+            kappas = [
+                {"annotator": b if a == row.username else a, "kappa": k.kappa, "n": k.n}
+                for (a, b), k in report.kappas.items()
+                if row.username in (a, b)
+            ]
+            rows.append(reliability_row(row) | {"kappas": kappas})
+        return Response(AnnotatorReliabilityOutput(rows, many=True).data)

@@ -1,0 +1,191 @@
+"""Reads of quality control: gold accuracy per annotator, exclusions, the reliability page."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db.models import Count, Q
+
+from annotate import selectors as annotate_selectors
+from annotate.models import FinalLabel, GoldResponse, Label
+from metrics.agreement import CohenKappa, confusion_matrix
+from metrics.reliability import GoldAccuracy, gold_accuracy, mean_kappa, pairwise_kappas
+from quality.models import AnnotatorExclusion, InferredReliability
+from studies.models import GoldAnswer, Study
+from studies.selectors import study_questions
+
+
+def gold_item_count(*, study: Study) -> int:
+    return GoldAnswer.objects.filter(item__study=study).values("item_id").distinct().count()
+
+
+def gold_scores(*, study: Study) -> dict[str, GoldAccuracy]:
+    """Per annotator (username) who answered a gold item of the study: their gold answers,
+    how many were right, the accuracy's Wilson interval and the study's rule's flag."""
+    counts = (
+        GoldResponse.objects.filter(item__study=study)
+        .values("annotator__username")
+        .annotate(n=Count("pk"), right=Count("pk", filter=Q(correct=True)))
+        .order_by("annotator__username")
+    )
+    return {
+        row["annotator__username"]: gold_accuracy(
+            row["right"], row["n"], min_accuracy=study.min_gold_accuracy, min_gold=study.min_gold
+        )
+        for row in counts
+    }
+
+
+def flagged_annotators(*, study: Study) -> list[str]:
+    """Usernames the study's gold rule flags and that are not excluded yet, by name."""
+    excluded = set(excluded_annotators(study=study))
+    return [
+        name for name, score in gold_scores(study=study).items() if score.flagged and name not in excluded
+    ]
+
+
+def excluded_annotators(*, study: Study) -> list[str]:
+    """Usernames excluded from the study now, by name."""
+    ids = AnnotatorExclusion.objects.filter(study=study, included_at__isnull=True).values("annotator_id")
+    return sorted(get_user_model().objects.filter(pk__in=ids).values_list("username", flat=True))
+
+
+@dataclass(frozen=True)
+class AnnotatorReliability:
+    """One annotator's row of the reliability page (``reliability_report``)."""
+
+    username: str
+    labels: int
+    median_seconds: float | None
+    gold: GoldAccuracy | None
+    mean_kappa: float | None
+    agreement_with_final: float | None
+    answers_with_final: int
+    reliability: float | None
+    excluded: bool
+    # question key → (answers in order, counts[true answer][their answer]): the model's expected
+    # counts after a truth-inference run, else over their answers that have a final label.
+    confusion: dict[str, tuple[tuple[str, ...], tuple[tuple[Any, ...], ...]]]
+
+
+@dataclass(frozen=True)
+class ReliabilityReport:
+    rows: list[AnnotatorReliability]
+    kappas: dict[tuple[str, str], CohenKappa]
+
+
+def _answers_by_annotator(
+    study: Study,
+) -> tuple[dict[str, dict[tuple[int, int], str]], dict[tuple[int, int], str]]:
+    """(annotator → (item, question) → answer, (item, question) → final answer) of the study."""
+    answers: dict[str, dict[tuple[int, int], str]] = defaultdict(dict)
+    for item_id, question_id, username, value in Label.objects.filter(item__study=study).values_list(
+        "item_id", "question_id", "annotator__username", "value"
+    ):
+        answers[username][(item_id, question_id)] = value
+    finals = {
+        (item_id, question_id): value
+        for item_id, question_id, value in FinalLabel.objects.filter(item__study=study).values_list(
+            "item_id", "question_id", "value"
+        )
+    }
+    return answers, finals
+
+
+def reliability_report(*, study: Study) -> ReliabilityReport:
+    """Per annotator of the study (members, anyone with labels, the excluded), by username:
+    items labelled and median seconds per label (``annotate.selectors.annotator_stats``), gold
+    accuracy with its Wilson interval and the rule's flag, the mean of their Cohen's kappas with
+    every other annotator on shared (item, question)s, agreement with the final labels, the
+    reliability the study's truth-inference model gave them at its last run and their confusion
+    matrix per question — the model's expected one after a run, else against the final labels;
+    and every pair's kappa."""
+    model = {
+        username: (reliability, confusion)
+        for username, reliability, confusion in InferredReliability.objects.filter(study=study).values_list(
+            "annotator__username", "reliability", "confusion"
+        )
+    }
+    stats = {row.username: row for row in annotate_selectors.annotator_stats(study=study)}
+    gold = gold_scores(study=study)
+    excluded = set(excluded_annotators(study=study))
+    answers, finals = _answers_by_annotator(study)
+    questions = {question.pk: question for question in study_questions(study)}
+    kappas = pairwise_kappas(answers)
+    rows = []
+    for username in sorted(set(stats) | set(gold) | excluded):
+        stat = stats.get(username)
+        own = answers.get(username, {})
+        confusion: dict[str, tuple[tuple[str, ...], tuple[tuple[Any, ...], ...]]] = {}
+        for key, table in (model[username][1] if username in model else {}).items():
+            confusion[key] = (
+                tuple(table["answers"]),
+                tuple(tuple(round(count, 1) for count in row) for row in table["counts"]),
+            )
+        for question in [] if username in model else questions.values():
+            pairs = [
+                (finals[unit], value)
+                for unit, value in own.items()
+                if unit[1] == question.pk and unit in finals
+            ]
+            if pairs:
+                truth, given = zip(*pairs, strict=True)
+                confusion[question.key] = confusion_matrix(truth, given, question.values)
+        rows.append(
+            AnnotatorReliability(
+                username=username,
+                labels=stat.labels_done if stat else 0,
+                median_seconds=stat.median_seconds if stat else None,
+                gold=gold.get(username),
+                mean_kappa=mean_kappa(kappas, username),
+                agreement_with_final=stat.agreement_with_final if stat else None,
+                answers_with_final=stat.answers_with_final if stat else 0,
+                reliability=model[username][0] if username in model else None,
+                excluded=username in excluded,
+                confusion=confusion,
+            )
+        )
+    return ReliabilityReport(rows=rows, kappas=kappas)
+
+
+#: CSV columns of the reliability export (a contract: docs/reference/contracts.md).
+RELIABILITY_COLUMNS = (
+    "annotator",
+    "labels",
+    "median_seconds",
+    "gold_answers",
+    "gold_correct",
+    "gold_accuracy",
+    "gold_low",
+    "gold_high",
+    "flagged",
+    "mean_kappa",
+    "agreement_with_final",
+    "answers_with_final",
+    "reliability",
+    "excluded",
+)
+
+
+def reliability_row(row: AnnotatorReliability) -> dict[str, Any]:
+    """One annotator as the CSV and the API give them (``RELIABILITY_COLUMNS``)."""
+    gold = row.gold
+    return {
+        "annotator": row.username,
+        "labels": row.labels,
+        "median_seconds": row.median_seconds,
+        "gold_answers": gold.n if gold else 0,
+        "gold_correct": gold.correct if gold else 0,
+        "gold_accuracy": gold.accuracy if gold else None,
+        "gold_low": gold.low if gold else None,
+        "gold_high": gold.high if gold else None,
+        "flagged": bool(gold and gold.flagged and not row.excluded),
+        "mean_kappa": row.mean_kappa,
+        "agreement_with_final": row.agreement_with_final,
+        "answers_with_final": row.answers_with_final,
+        "reliability": row.reliability,
+        "excluded": row.excluded,
+    }

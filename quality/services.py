@@ -1,0 +1,546 @@
+"""Writes of quality control: gold items in, annotators excluded and re-included.
+
+Every function is one transaction with keyword-only arguments and raises domain errors whose
+message is meant for the user. Final labels changed here append a revision saying why.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+from django.db.models import Count, IntegerField, OuterRef, Subquery, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from annotate import selectors as annotate_selectors
+from annotate.errors import InvalidLabel
+from annotate.models import Assignment, FinalLabel, FinalLabelRevision, FinalLabelSource, Label, LabelRevision
+from annotate.services.answers import answer_validate
+from annotate.services.claims import seat_try_claim
+from metrics.consensus import agreed_answer
+from metrics.truth import infer_truth
+from quality.errors import QualityError
+from quality.models import AnnotatorExclusion, ExcludedLabel, InferredReliability
+from studies.batching import in_chunks
+from studies.csvio import read_cell
+from studies.errors import ImportRejected
+from studies.models import INFERENCE_RULES, AgreementRule, GoldAnswer, Item, ItemImage, Question, Study
+from studies.selectors import item_questions, study_questions
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+GOLD_COLUMNS = ("image", "question", "answer")
+
+
+# --- gold items --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GoldImport:
+    """What ``gold_import`` stored: gold items and gold answers (new or changed)."""
+
+    items: int
+    answers: int
+
+
+def _gold_rows(path: str | os.PathLike[str]) -> list[tuple[int, str, str, str]]:
+    """(line, image, question, answer) of every row; ImportRejected for an unreadable file or
+    a missing column."""
+    name = Path(path).name
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            reader = csv.DictReader(fh)
+            header = [h.strip() for h in reader.fieldnames or []]
+            missing = [c for c in GOLD_COLUMNS if c not in header]
+            if missing:
+                raise ImportRejected(
+                    f"{name}: missing column(s) {', '.join(missing)} (needs image, question, answer)"
+                )
+            reader.fieldnames = header
+            return [
+                (
+                    reader.line_num,
+                    read_cell(row.get("image")),
+                    read_cell(row.get("question")),
+                    read_cell(row.get("answer")),
+                )
+                for row in reader
+            ]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise ImportRejected(f"{name}: cannot read it as a UTF-8 CSV ({exc})") from exc
+
+
+def _gold_problem(item: Item, n_labels: int, decided: bool) -> str:
+    """Why the item cannot become a gold item ("" when it can): it is still being labelled (its
+    open seats would be answered as gold), or a researcher or an import set a final answer (the
+    labeling screen no longer shows such an item)."""
+    if decided:
+        return f"item '{item.key}' has a final answer set by a researcher or an import: it cannot be served again"
+    if n_labels and item.completed_seats < item.study.labels_per_item:
+        return (
+            f"item '{item.key}' is still being labelled ({item.completed_seats} of "
+            f"{item.study.labels_per_item} seats): make it gold before anyone labels it, or once its labels are in"
+        )
+    return ""
+
+
+def _gold_states(item_ids: list[int]) -> tuple[dict[int, int], set[int]]:
+    """(item id → how many labels it has, the items with a researcher's or an import's final)."""
+    labels = dict(
+        Label.objects.filter(item_id__in=item_ids)
+        .order_by()
+        .values("item_id")
+        .annotate(n=Count("pk"))
+        .values_list("item_id", "n")
+    )
+    decided = set(
+        FinalLabel.objects.filter(item_id__in=item_ids)
+        .exclude(source=FinalLabelSource.AGREED)
+        .values_list("item_id", flat=True)
+    )
+    return labels, decided
+
+
+@transaction.atomic
+def gold_mark(*, item: Item) -> GoldImport:
+    """Make an item whose labels agreed a gold item: each of its agreed final answers becomes
+    its gold answer (the items page's "Use as gold"). QualityError when it has no agreed final
+    answer, is still being labelled or has a researcher's or an import's final answer."""
+    labels, decided = _gold_states([item.pk])
+    problem = _gold_problem(item, labels.get(item.pk, 0), item.pk in decided)
+    finals = list(FinalLabel.objects.filter(item=item, source=FinalLabelSource.AGREED))
+    if not problem and not finals:
+        problem = f"item '{item.key}' has no agreed final answer to use as its gold answer"
+    if problem:
+        raise QualityError(problem[0].upper() + problem[1:] + ".")
+    written = 0
+    for final in finals:
+        _, created = GoldAnswer.objects.update_or_create(
+            item=item, question_id=final.question_id, defaults={"value": final.value}
+        )
+        written += created
+    Item.objects.filter(pk=item.pk).update(queue=0)
+    return GoldImport(items=1, answers=written)
+
+
+def _items_named(study: Study, names: set[str]) -> dict[str, Item]:
+    """The study's items by image path (manifest ``image``) or by item key."""
+    found: dict[str, Item] = {}
+    for chunk in in_chunks(names):
+        for item in Item.objects.filter(study=study, key__in=chunk):
+            found[item.key] = item
+        for link in ItemImage.objects.filter(item__study=study, source_path__in=chunk).select_related("item"):
+            found.setdefault(link.source_path, link.item)
+    return found
+
+
+@transaction.atomic
+def gold_import(*, study: Study, csv_path: str | os.PathLike[str]) -> GoldImport:
+    """Make the named items gold items of the study with their known answers (CSV columns
+    ``image`` — the item's image path or key —, ``question``, ``answer``). A gold item leaves
+    the ordinary queue. Every row is checked first: an unknown image, question or answer, an
+    item still being labelled or with a researcher's or an import's final answer, or a row
+    repeating another raises ImportRejected naming the first bad row; then nothing is written."""
+    name = Path(csv_path).name
+    rows = _gold_rows(csv_path)
+    if not rows:
+        raise ImportRejected(f"{name}: no rows")
+    items = _items_named(study, {image for _, image, _, _ in rows})
+    questions = {question.key: question for question in study_questions(study)}
+    labels, decided = _gold_states([item.pk for item in items.values()])
+    problems: list[str] = []
+    wanted: dict[tuple[int, int], tuple[Item, Question, str]] = {}
+    for line, image, key, answer in rows:
+        item, question = items.get(image), questions.get(key)
+        problem = ""
+        if item is None:
+            problem = f"unknown image '{image}' (no item of study '{study.slug}' has that path or key)"
+        elif question is None:
+            problem = f"unknown question '{key}' (the study asks: {', '.join(questions)})"
+        elif question not in item_questions(item, list(questions.values())):
+            problem = f"item '{image}' does not ask the question '{key}'"
+        elif blocked := _gold_problem(item, labels.get(item.pk, 0), item.pk in decided):
+            problem = blocked
+        elif (item.pk, question.pk) in wanted:
+            problem = f"a second gold answer for '{image}', question '{key}'"
+        else:
+            try:
+                answer = answer_validate(question, answer, item=item)
+            except InvalidLabel as exc:
+                problem = str(exc)
+        if problem:
+            problems.append(f"{name} row {line}: {problem}")
+            continue
+        assert item is not None
+        assert question is not None
+        wanted[(item.pk, question.pk)] = (item, question, answer)
+    if problems:
+        more = f" ({len(problems) - 1} more bad row(s))" if len(problems) > 1 else ""
+        raise ImportRejected(f"{problems[0]}{more}; nothing was imported.")
+    existing = {
+        (gold.item_id, gold.question_id): gold
+        for gold in GoldAnswer.objects.filter(item__in={item.pk for item, _, _ in wanted.values()})
+    }
+    written = 0
+    for pair, (item, question, answer) in wanted.items():
+        gold = existing.get(pair)
+        if gold is None:
+            GoldAnswer.objects.create(item=item, question=question, value=answer)
+        elif gold.value != answer:
+            gold.value = answer
+            gold.save(update_fields=["value"])
+        else:
+            continue
+        written += 1
+    item_ids = {item.pk for item, _, _ in wanted.values()}
+    Item.objects.filter(pk__in=item_ids).update(queue=0)
+    return GoldImport(items=len(item_ids), answers=written)
+
+
+# --- exclusion ---------------------------------------------------------------------------------
+
+
+def _seats_recount(item_ids: list[int]) -> None:
+    completed = (
+        Assignment.objects.filter(item=OuterRef("pk"), completed_at__isnull=False)
+        .order_by()
+        .values("item")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    for chunk in in_chunks(item_ids):
+        Item.objects.filter(pk__in=chunk).update(
+            completed_seats=Coalesce(Subquery(completed, output_field=IntegerField()), Value(0))
+        )
+
+
+Pair = tuple[int, int]  # (item id, question id)
+
+
+def _final_apply(
+    *,
+    pair: Pair,
+    final: FinalLabel | None,
+    value: str | None,
+    posterior: float | None,
+    note: str,
+    now: datetime,
+) -> bool:
+    """Bring one agreed final label to ``value`` (None: no final label) with ``posterior``,
+    appending a revision; researchers' and imported ones are left alone. Whether it changed."""
+    if final is not None and final.source != FinalLabelSource.AGREED:
+        return False
+    if final is None and value is None:
+        return False
+    if final is not None and (final.value, final.posterior) == (value, posterior):
+        return False
+    item_id, question_id = pair
+    if value is None:
+        assert final is not None
+        final.delete()
+    else:
+        FinalLabel.objects.update_or_create(
+            item_id=item_id,
+            question_id=question_id,
+            defaults={
+                "value": value,
+                "source": FinalLabelSource.AGREED,
+                "decided_by": None,
+                "note": note,
+                "decided_at": now,
+                "posterior": posterior,
+            },
+        )
+    FinalLabelRevision.objects.create(
+        item_id=item_id,
+        question_id=question_id,
+        value=value or "",
+        source=FinalLabelSource.AGREED,
+        note=note,
+        decided_at=now,
+    )
+    return True
+
+
+def _finals_recompute(*, study: Study, item_ids: list[int], note: str) -> int:
+    """Bring the agreed final labels of these items in step with their labels as they are now
+    (the study's rule; a truth-inference rule reruns its model over the whole study);
+    researchers' and imported ones stay. How many changed."""
+    if study.agreement in INFERENCE_RULES:
+        return _finals_infer(study=study, note=note)
+    now = timezone.now()
+    changed = 0
+    for chunk in in_chunks(item_ids):
+        values: dict[Pair, list[str]] = defaultdict(list)
+        for item_id, question_id, value in Label.objects.filter(item_id__in=chunk).values_list(
+            "item_id", "question_id", "value"
+        ):
+            values[(item_id, question_id)].append(value)
+        finals = {(f.item_id, f.question_id): f for f in FinalLabel.objects.filter(item_id__in=chunk)}
+        for pair in sorted(set(values) | set(finals)):
+            agreed = agreed_answer(values.get(pair, []), needed=study.labels_per_item, rule=study.agreement)
+            changed += _final_apply(
+                pair=pair, final=finals.get(pair), value=agreed, posterior=None, note=note, now=now
+            )
+    return changed
+
+
+METHOD_NAMES = {"dawid_skene": "Dawid-Skene", "glad": "GLAD", "mace": "MACE"}
+
+
+def _finals_infer(*, study: Study, note: str = "") -> int:
+    """Run the study's truth-inference model (``metrics.truth``) on every label of the study,
+    one question at a time; every (item, question) with its N labels gets the model's answer
+    as its agreed final label when its posterior reaches ``study.min_posterior`` (with that
+    posterior), otherwise none (a dispute). Each annotator's inferred reliability is stored.
+    How many final labels changed."""
+    method = study.agreement
+    now = timezone.now()
+    by_question: dict[int, list[tuple[Pair, str, str]]] = defaultdict(list)
+    user_ids: dict[str, int] = {}
+    for item_id, question_id, user_id, username, value in Label.objects.filter(item__study=study).values_list(
+        "item_id", "question_id", "annotator_id", "annotator__username", "value"
+    ):
+        by_question[question_id].append(((item_id, question_id), username, value))
+        user_ids[username] = user_id
+    questions = {question.pk: question for question in study_questions(study)}
+    targets: dict[Pair, tuple[str | None, float | None, str]] = {}
+    reliability: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    confusion: dict[str, dict[str, Any]] = defaultdict(dict)
+    name = METHOD_NAMES[method]
+    for question_id, rows in by_question.items():
+        question = questions[question_id]
+        inference = infer_truth(rows, method, question.values)
+        counts = Counter(pair for pair, _, _ in rows)
+        for pair, n in counts.items():
+            answer, posterior = inference.answers[pair], inference.posteriors[pair]
+            if n < study.labels_per_item:
+                continue
+            if posterior >= study.min_posterior:
+                targets[pair] = (answer, posterior, f"{name}: posterior {posterior:.3f} over {n} labels.")
+            else:
+                targets[pair] = (
+                    None,
+                    None,
+                    f"{name}: “{answer}” only {posterior:.3f} < {study.min_posterior}: a dispute.",
+                )
+        given = Counter(worker for _, worker, _ in rows)
+        for worker, share in inference.reliability.items():
+            reliability[worker].append((share, given[worker]))
+            answers, matrix = inference.confusion[worker]
+            confusion[worker][question.key] = {
+                "answers": list(answers),
+                "counts": [list(row) for row in matrix],
+            }
+    changed = 0
+    finals = {
+        (f.item_id, f.question_id): f
+        for f in FinalLabel.objects.filter(item__study=study, source=FinalLabelSource.AGREED)
+    }
+    for pair in sorted(set(targets) | set(finals)):
+        target, chance, why = targets.get(pair, (None, None, note or f"{name}: labeling not finished."))
+        changed += _final_apply(
+            pair=pair, final=finals.get(pair), value=target, posterior=chance, note=why, now=now
+        )
+    InferredReliability.objects.filter(study=study).delete()
+    InferredReliability.objects.bulk_create(
+        InferredReliability(
+            study=study,
+            annotator_id=user_ids[worker],
+            method=method,
+            reliability=sum(v * n for v, n in parts) / sum(n for _, n in parts),
+            confusion=confusion[worker],
+        )
+        for worker, parts in reliability.items()
+    )
+    return changed
+
+
+@dataclass(frozen=True)
+class Recomputed:
+    """What ``finals_recompute`` did: the rule now, final labels changed, and how the study's
+    finished (item, question)s stand: with an agreed final label, or disputed."""
+
+    rule: str
+    changed: int
+    agreed: int
+    disputed: int
+
+
+@transaction.atomic
+def finals_recompute(
+    *, study: Study, actor: str, rule: str | None = None, min_posterior: float | None = None
+) -> Recomputed:
+    """Set the study's aggregation rule (and the posterior a model's answer needs) when given,
+    then recompute every agreed final label from the labels by it — one revision per change.
+    Researchers' decisions and imported final labels stay. QualityError for an unknown rule, a
+    majority of fewer than 3 labels or a posterior outside (0, 1]."""
+    if rule is not None:
+        if rule not in AgreementRule.values:
+            raise QualityError(f"Unknown aggregation rule “{rule}” ({', '.join(AgreementRule.values)}).")
+        if rule == AgreementRule.MAJORITY and study.labels_per_item < 3:
+            raise QualityError("A majority needs at least 3 labels per item.")
+        study.agreement = rule
+    if min_posterior is not None:
+        if not 0 < min_posterior <= 1:
+            raise QualityError(f"--min-posterior must be above 0 and at most 1, not {min_posterior}.")
+        study.min_posterior = min_posterior
+    study.save(update_fields=["agreement", "min_posterior"])
+    note = f"Recomputed by {actor} with the rule {study.agreement}."
+    if study.agreement in INFERENCE_RULES:
+        changed = _finals_infer(study=study, note=note)
+    else:
+        InferredReliability.objects.filter(study=study).delete()
+        item_ids = sorted(set(Label.objects.filter(item__study=study).values_list("item_id", flat=True)))
+        stale = FinalLabel.objects.filter(item__study=study, source=FinalLabelSource.AGREED)
+        changed = _finals_recompute(
+            study=study,
+            item_ids=sorted(set(item_ids) | set(stale.values_list("item_id", flat=True))),
+            note=note,
+        )
+    agreed = FinalLabel.objects.filter(item__study=study, source=FinalLabelSource.AGREED).count()
+    disputed = len(annotate_selectors.dispute_pairs(study=study))
+    return Recomputed(rule=study.agreement, changed=changed, agreed=agreed, disputed=disputed)
+
+
+def _items_lock(item_ids: list[int]) -> None:
+    """Lock the items' rows in ascending id order, as every label writer does (no deadlock)."""
+    for chunk in in_chunks(sorted(item_ids)):
+        list(
+            Item.objects.select_for_update(no_key=True).filter(pk__in=chunk).order_by("pk").values_list("pk")
+        )
+
+
+@transaction.atomic
+def annotator_exclude(*, study: Study, annotator: User, actor: str, reason: str = "") -> AnnotatorExclusion:
+    """Take the annotator out of the study: their labels (with their history) move to
+    ``ExcludedLabel``, their seats on ordinary items are freed for others, the agreed final
+    labels of those items are recomputed without them (each change a revision naming the
+    exclusion; disputes follow, they are derived) and they may no longer label it. Their gold
+    answers stay. QualityError when they are excluded already."""
+    if AnnotatorExclusion.objects.filter(study=study, annotator=annotator, included_at__isnull=True).exists():
+        raise QualityError(f"{annotator.get_username()} is already excluded from the study “{study.slug}”.")
+    gold_items = GoldAnswer.objects.filter(item__study=study).values("item_id")
+    seats = Assignment.objects.filter(item__study=study, annotator=annotator).exclude(item_id__in=gold_items)
+    seat_at = dict(seats.values_list("item_id", "completed_at"))
+    labels = list(
+        Label.objects.filter(item__study=study, annotator=annotator).order_by("item_id", "question_id")
+    )
+    item_ids = sorted(set(seat_at) | {label.item_id for label in labels})
+    _items_lock(item_ids)
+    history: dict[int, list[dict[str, object]]] = defaultdict(list)
+    for chunk in in_chunks([label.pk for label in labels]):
+        for revision in LabelRevision.objects.filter(label_id__in=chunk).order_by("changed_at", "id"):
+            history[revision.label_id].append(
+                {
+                    "value": revision.value,
+                    "reason": revision.reason,
+                    "changed_by": revision.changed_by_id,
+                    "changed_at": revision.changed_at.isoformat(),
+                    "request_id": revision.request_id,
+                }
+            )
+    exclusion = AnnotatorExclusion.objects.create(
+        study=study, annotator=annotator, reason=reason, excluded_by=actor[:200], labels_moved=len(labels)
+    )
+    ExcludedLabel.objects.bulk_create(
+        ExcludedLabel(
+            exclusion=exclusion,
+            item_id=label.item_id,
+            question_id=label.question_id,
+            value=label.value,
+            reason=label.reason,
+            duration_ms=label.duration_ms,
+            request_id=label.request_id,
+            labelled_at=label.created_at,
+            completed_at=seat_at.get(label.item_id),
+            revisions=history[label.pk],
+        )
+        for label in labels
+    )
+    for chunk in in_chunks([label.pk for label in labels]):
+        Label.objects.filter(pk__in=chunk).delete()
+    seats.delete()
+    _seats_recount(item_ids)
+    exclusion.finals_changed = _finals_recompute(
+        study=study,
+        item_ids=item_ids,
+        note=f"{annotator.get_username()} excluded by {actor}: their labels no longer count.",
+    )
+    exclusion.save(update_fields=["finals_changed"])
+    study.annotators.remove(annotator)
+    return exclusion
+
+
+@transaction.atomic
+def annotator_include(*, study: Study, annotator: User, actor: str) -> AnnotatorExclusion:
+    """Undo the annotator's exclusion: they may label the study again and their labels come
+    back, with their history, on every item where a seat is still free (the others stay with
+    the exclusion: someone else took the seat meanwhile); the agreed final labels of those items
+    are recomputed. QualityError when they are not excluded."""
+    exclusion = AnnotatorExclusion.objects.filter(
+        study=study, annotator=annotator, included_at__isnull=True
+    ).first()
+    if exclusion is None:
+        raise QualityError(f"{annotator.get_username()} is not excluded from the study “{study.slug}”.")
+    now = timezone.now()
+    archived: dict[int, list[ExcludedLabel]] = defaultdict(list)
+    for row in exclusion.labels.order_by("item_id", "question_id"):
+        archived[row.item_id].append(row)
+    _items_lock(list(archived))
+    returned: list[int] = []
+    for item_id, rows in archived.items():
+        seat = seat_try_claim(
+            item=Item(pk=item_id),
+            annotator=annotator,
+            n=study.labels_per_item,
+            now=now,
+            expires_at=now + timedelta(seconds=study.claim_timeout_seconds),
+            completed=True,
+        )
+        if seat is None:
+            continue
+        if rows[0].completed_at is not None:
+            Assignment.objects.filter(pk=seat.pk).update(completed_at=rows[0].completed_at)
+        for row in rows:
+            label = Label.objects.create(
+                item_id=item_id,
+                question_id=row.question_id,
+                annotator=annotator,
+                value=row.value,
+                reason=row.reason,
+                duration_ms=row.duration_ms,
+                request_id=row.request_id,
+            )
+            Label.objects.filter(pk=label.pk).update(created_at=row.labelled_at)
+            for revision in row.revisions:
+                made = LabelRevision.objects.create(
+                    label=label,
+                    value=revision["value"],
+                    reason=revision["reason"],
+                    changed_by_id=revision["changed_by"],
+                    request_id=revision["request_id"],
+                )
+                LabelRevision.objects.filter(pk=made.pk).update(changed_at=revision["changed_at"])
+            row.delete()
+        returned.append(item_id)
+    _seats_recount(returned)
+    _finals_recompute(
+        study=study,
+        item_ids=returned,
+        note=f"{annotator.get_username()} re-included by {actor}: their labels count again.",
+    )
+    exclusion.included_at = now
+    exclusion.included_by = actor[:200]
+    exclusion.labels_returned = sum(len(archived[item_id]) for item_id in returned)
+    exclusion.save(update_fields=["included_at", "included_by", "labels_returned"])
+    study.annotators.add(annotator)
+    return exclusion
