@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from annotate.imports import ground_truth_import, labels_import
 from annotate.models import Label
+from detectors.imports import PredictionImportRejected, predictions_import
 from studies.errors import ImportRejected
 from studies.imports import Importer, ImportSummary, RejectedRow, import_run
 from studies.models import ImportRun, ImportStatus
@@ -137,3 +138,18 @@ def test_the_admin_lists_import_runs_and_shows_one(client_for, admin_user, study
     run = ImportRun.objects.get()
     assert client.get(reverse("admin:studies_importrun_change", args=[run.pk])).status_code == 200
     assert client.get(reverse("admin:studies_importrun_add")).status_code == 403
+
+
+def test_a_predictions_import_with_a_bad_row_is_recorded_and_still_raises_every_line(db, tmp_path):
+    path = write(
+        tmp_path, ["image", "detector", "prediction"], [("nowhere.png", "clip", "male")], name="p.csv"
+    )
+    with pytest.raises(PredictionImportRejected) as refused:
+        predictions_import(csv_path=path)
+    assert refused.value.errors == ["line 2: no image 'nowhere.png' has been imported"]
+    run = ImportRun.objects.get()
+    assert (run.kind, run.status, run.rejected_rows) == (
+        "predictions",
+        "rejected",
+        [[2, "nowhere.png", "no image 'nowhere.png' has been imported"]],
+    )
