@@ -75,12 +75,10 @@ from generation.generation import (
     outcome_batches_run,
     pipeline_worker_spec,
 )
+from studies.imports.images import ImageRejected, image_file_get_or_create, image_file_validate
 from studies.ingest import (
-    ImageRejected,
     InvalidManifestRow,
     PathOutsideRoot,
-    image_file_get_or_create,
-    image_file_validate,
     item_image_store,
     manifest_path_resolve,
     prompt_get_or_create,

@@ -26,21 +26,16 @@ using them.
 from __future__ import annotations
 
 import enum
-import getpass
 import hashlib
-import io
 import multiprocessing
 import os
 import pickle
-import re
-import socket
 import sqlite3
 import stat
 import sys
 import tempfile
 import threading
 import time
-import warnings
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -55,8 +50,6 @@ from django.core.validators import validate_slug
 from django.db import DatabaseError, transaction
 from django.db.models import F
 from django.utils import timezone
-from PIL import Image as PILImage
-from PIL import UnidentifiedImageError
 
 from studies.archive import ArchiveRejected, zip_extract
 from studies.batching import (
@@ -71,6 +64,16 @@ from studies.batching import (
 )
 from studies.database import database_analyze
 from studies.errors import DomainError, ImportRejected
+from studies.imports.images import (
+    ValidatedImage,
+    file_write,
+    image_facts,
+    image_file_get_or_create,
+    image_file_validate,
+    read_limited,
+    storage_name,
+)
+from studies.imports.pipeline import Audit
 from studies.imports.rows import ImportSummary, ItemUpdate, RejectedRow, csv_rows_stream
 from studies.jsonbounds import JSONOutOfBounds, json_loads_bounded
 from studies.models import (
@@ -87,13 +90,6 @@ from studies.models import (
 from studies.protocols import DEFAULT_PROTOCOL, protocol_spec
 from studies.selectors import study_chosen
 from studies.services import MANIFEST_KNOWN_COLUMNS, study_create
-
-# Storage extension per Pillow format name; a format missing here is stored under its lower name.
-_EXTENSIONS = {"PNG": "png", "JPEG": "jpg", "WEBP": "webp", "GIF": "gif", "BMP": "bmp", "TIFF": "tif"}
-
-# Files bigger than this are refused before being read into memory (a PNG of the maximum pixel
-# count is far smaller); overridable from settings for unusual studies.
-DEFAULT_MAX_IMAGE_BYTES = 256 * 1024**2
 
 # The study imports go to when no --study is given.
 DEFAULT_STUDY = "default"
@@ -146,30 +142,6 @@ R = TypeVar("R")
 # --- Domain errors ------------------------------------------------------------------------------
 
 
-class ImageRejected(DomainError):
-    """The file cannot be used as an image of a study; the subclass says why."""
-
-
-class EmptyImageFile(ImageRejected):
-    """The file has 0 bytes."""
-
-
-class NotAnImage(ImageRejected):
-    """Pillow cannot identify the bytes as any allowed image format (e.g. a text file named .png)."""
-
-
-class ImageFormatNotAllowed(ImageRejected):
-    """The bytes are an image, but of a format outside ``settings.BIASLAB_IMAGE_FORMATS``."""
-
-
-class ImageTooLarge(ImageRejected):
-    """More pixels than ``settings.BIASLAB_MAX_IMAGE_PIXELS`` (decompression bomb) or too many bytes."""
-
-
-class CorruptImage(ImageRejected):
-    """The header is fine but the data is damaged or truncated."""
-
-
 class DuplicateImage(DomainError):
     """The same bytes are already an item of the study under another path."""
 
@@ -194,25 +166,6 @@ class DuplicateManifestRow(InvalidManifestRow):
 # --- Validation ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ValidatedImage:
-    """An image file that passed every check, with what is needed to store it."""
-
-    data: bytes
-    sha256: str
-    format: str
-    width: int
-    height: int
-
-    @property
-    def extension(self) -> str:
-        return _EXTENSIONS.get(self.format, self.format.lower())
-
-    @property
-    def storage_name(self) -> str:
-        return f"images/{self.sha256[:2]}/{self.sha256}.{self.extension}"
-
-
 def import_processes() -> int:
     """Worker processes of a big image import (``settings.BIASLAB_IMPORT_PROCESSES``; one per
     CPU, at most 8, by default); 0 or 1: threads only. Linux only: the workers are forked (they
@@ -222,192 +175,6 @@ def import_processes() -> int:
     return max(0, int(getattr(settings, "BIASLAB_IMPORT_PROCESSES", min(8, os.cpu_count() or 1))))
 
 
-def _max_image_bytes() -> int:
-    return int(getattr(settings, "BIASLAB_MAX_IMAGE_BYTES", DEFAULT_MAX_IMAGE_BYTES))
-
-
-def _read_limited(path_or_file: str | os.PathLike[str] | IO[bytes] | bytes) -> bytes:
-    limit = _max_image_bytes()
-    if isinstance(path_or_file, bytes):
-        data = path_or_file
-    elif isinstance(path_or_file, str | os.PathLike):
-        # Plain descriptor calls, not ``open()``: its buffered file asks the kernel three more
-        # things (fstat, isatty, lseek) and reads once more to see the end; at a million small
-        # files, from worker threads that hand the GIL over at every system call, that was
-        # a third of the reading's system calls.
-        fd = os.open(path_or_file, os.O_RDONLY)  # not inherited by child processes (PEP 446)
-        try:
-            # Read what the file holds, not ``limit + 1``: asking for 256 MiB makes Python
-            # allocate that much (a memory mapping) and shrink it after, which left one mapping
-            # per kept file (Linux allows 65,530 a process: a 60,000-image import ran out).
-            size = os.fstat(fd).st_size
-            if size > limit:
-                raise ImageTooLarge(f"file is larger than {limit} bytes")
-            data = os.read(fd, size + 1)
-            # Fewer bytes than its size: a short read (a network file system may give one), or
-            # it shrank; more: it grew meanwhile. Either way read on to the end, still bounded.
-            if len(data) != size:
-                parts = [data]
-                total = len(data)
-                while total <= limit and (part := os.read(fd, limit + 1 - total)):
-                    parts.append(part)
-                    total += len(part)
-                data = b"".join(parts)
-        finally:
-            os.close(fd)
-    else:
-        data = path_or_file.read(limit + 1)
-    if len(data) > limit:
-        raise ImageTooLarge(f"file is larger than {limit} bytes")
-    return data
-
-
-def _format_guess(data: bytes) -> str | None:
-    """Name the format of bytes Pillow refused under the allow-list, only to word the error."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            with PILImage.open(io.BytesIO(data)) as probe:
-                return probe.format
-    except Exception:  # any failure simply means "not an image we can name"
-        return None
-
-
-def allowed_formats() -> list[str]:
-    """Pillow format ids from ``settings.BIASLAB_IMAGE_FORMATS`` ("JPG" read as "JPEG").
-
-    Names Pillow does not know are dropped: an unknown name must not turn every image into a
-    crash; with none left, every file is refused as not an image.
-    """
-    PILImage.init()
-    names = [name.strip().upper() for name in settings.BIASLAB_IMAGE_FORMATS]
-    names = ["JPEG" if name == "JPG" else name for name in names]
-    return [name for name in dict.fromkeys(names) if name in PILImage.OPEN]
-
-
-def image_file_validate(path_or_file: str | os.PathLike[str] | IO[bytes] | bytes) -> ValidatedImage:
-    """Check that a file (path, binary file object or bytes) is a sound image we may store.
-
-    Raises ``EmptyImageFile``, ``NotAnImage``, ``ImageFormatNotAllowed``, ``ImageTooLarge`` or
-    ``CorruptImage`` (all ``ImageRejected``). The pixel bound is checked from the header, before
-    any pixel is decoded.
-    """
-    data = _read_limited(path_or_file)
-    fmt, width, height = _image_facts(data)
-    return ValidatedImage(
-        data=data,
-        sha256=hashlib.sha256(data).hexdigest(),
-        format=fmt,
-        width=width,
-        height=height,
-    )
-
-
-def _image_facts(data: bytes) -> tuple[str, int, int]:
-    """``(format, width, height)`` of bytes that pass every check of ``image_file_validate``
-    (which raises the same errors); the hash is the caller's, computed once."""
-    if not data:
-        raise EmptyImageFile("empty file (0 bytes)")
-    allowed = allowed_formats()
-    max_pixels = int(settings.BIASLAB_MAX_IMAGE_PIXELS)
-    with warnings.catch_warnings():
-        # Pillow's own bomb guard warns (or raises) at its global limit; ours is the study's.
-        warnings.simplefilter("ignore", PILImage.DecompressionBombWarning)
-        try:
-            with PILImage.open(io.BytesIO(data), formats=allowed) as img:
-                fmt, (width, height) = img.format or "", img.size
-                if width * height > max_pixels:
-                    raise ImageTooLarge(
-                        f"image is {width}x{height} = {width * height} pixels, above the limit of "
-                        f"{max_pixels} (decompression bomb guard)"
-                    )
-                img.verify()
-            # verify() leaves the image unusable; a full decode on a fresh handle finds truncation.
-            with PILImage.open(io.BytesIO(data), formats=allowed) as img:
-                img.load()
-        except PILImage.DecompressionBombError as exc:
-            # Pillow refuses before it reports the size: say our limit, not Pillow's.
-            raise ImageTooLarge(
-                f"image has more than twice Pillow's own safety limit of pixels, far above the limit "
-                f"of {max_pixels} (decompression bomb guard)"
-            ) from exc
-        except UnidentifiedImageError as exc:
-            guessed = _format_guess(data)
-            if guessed:
-                raise ImageFormatNotAllowed(
-                    f"format {guessed} is not allowed (allowed: {', '.join(allowed)})"
-                ) from exc
-            raise NotAnImage(f"not an image: Pillow cannot identify it as {', '.join(allowed)}") from exc
-        except ImageRejected:
-            raise
-        except (OSError, SyntaxError, ValueError, EOFError) as exc:
-            raise CorruptImage(f"corrupt or truncated image: {exc}") from exc
-    return fmt, width, height
-
-
-# This machine's name as it may appear in a file name (temporary files of ``_file_write``).
-_HOST = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())[:64] or "host"
-# This process's id, kept (``os.getpid()`` is a system call per file) and renewed in a forked
-# child, whose temporary names must differ from its parent's.
-_PID = os.getpid()
-
-
-def _pid_renew() -> None:
-    global _PID
-    _PID = os.getpid()
-
-
-os.register_at_fork(after_in_child=_pid_renew)
-
-
-def _file_write(validated: ValidatedImage, *, before_write: Callable[[str, str], None] | None = None) -> str:
-    """Write the bytes under their content-hash name unless a file of their size is already
-    there; return the storage name. Written to a temporary name and renamed, so no reader ever
-    sees half a file. ``before_write(name, temporary)`` is called just before a new file is
-    created (an import records it, so that an interrupted write is cleaned up too; a worker
-    process killed mid-write leaves its temporary file, which the import removes by that path).
-
-    The temporary name is this host's, process's and thread's own (no other writer can use it
-    at the same time, Ray workers on other machines sharing ``MEDIA_ROOT`` included), not a
-    random one: ``tempfile.mkstemp`` cost four times the write itself (120-200 µs against 25 µs
-    a small file, measured here). The mode is a plain ``open()``'s."""
-    name = validated.storage_name
-    target = os.path.join(settings.MEDIA_ROOT, name)
-    try:
-        if os.stat(target).st_size == len(validated.data):
-            return name
-    except FileNotFoundError:
-        pass
-    folder = os.path.dirname(target)
-    tmp = os.path.join(folder, f".incoming-{_HOST}-{_PID}-{threading.get_ident()}-{validated.sha256[:16]}")
-    if before_write is not None:
-        before_write(name, tmp)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-    try:
-        fd = os.open(tmp, flags, 0o666)
-    except FileNotFoundError:  # the folder's first file
-        os.makedirs(folder, exist_ok=True)
-        fd = os.open(tmp, flags, 0o666)
-    try:
-        try:
-            # ``os.write``, not ``os.fdopen``: its buffered file costs three system calls more.
-            view = memoryview(validated.data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return name
-
-
-def _storage_name(check: _FileCheck) -> str:
-    """Where a checked file is stored (as ``ValidatedImage.storage_name``)."""
-    return f"images/{check.sha256[:2]}/{check.sha256}.{_EXTENSIONS.get(check.format, check.format.lower())}"
-
-
 # --- Single-image services ----------------------------------------------------------------------
 
 
@@ -415,25 +182,6 @@ def prompt_get_or_create(*, study: Study, category: str, word: str, text: str) -
     """The study's prompt with this category, word and text, created if missing."""
     prompt, _ = Prompt.objects.get_or_create(study=study, category=category, word=word, text=text)
     return prompt
-
-
-def image_file_get_or_create(validated: ValidatedImage) -> Image:
-    """The Image row of these bytes, storing the file and creating the row when new. The same
-    bytes are one row and one file, whatever the number of items and studies using them."""
-    existing = Image.objects.filter(sha256=validated.sha256).first()
-    if existing is not None:
-        return existing
-    name = _file_write(validated)
-    image, _ = Image.objects.get_or_create(
-        sha256=validated.sha256,
-        defaults={
-            "file": name,
-            "width": validated.width,
-            "height": validated.height,
-            "format": validated.format,
-        },
-    )
-    return image
 
 
 def _existing_item_check(*, study: Study, key: str, role: str, sha256: str) -> Item | None:
@@ -700,39 +448,6 @@ class _StoredItem:
                 yield cls.from_row(row)
 
 
-@dataclass(frozen=True)
-class _Audit:
-    """Who makes the changes of one import or removal, and with what: recorded on every
-    ``ItemChange`` it writes. Without an account (a command), the shell user is named."""
-
-    user: Any
-    source: str
-
-    @property
-    def actor(self) -> str:
-        if self.user is not None and getattr(self.user, "is_authenticated", False):
-            return str(self.user.get_username())
-        try:
-            return f"shell user {getpass.getuser()}"
-        except (KeyError, OSError):  # no passwd entry (some containers)
-            return "shell user (unknown)"
-
-    def record(
-        self, *, study: Study, item: Item | None, key: str = "", action: str, changes: dict[str, Any]
-    ) -> ItemChange:
-        user = self.user if getattr(self.user, "is_authenticated", False) else None
-        return ItemChange(
-            study=study,
-            item=item,
-            item_key=item.key if item is not None else key,
-            action=action,
-            changes=changes,
-            changed_by=user,
-            actor=self.actor[:200],
-            source=self.source[:1000],
-        )
-
-
 def _changed_file_message(study: Study, key: str, stored_sha: str) -> str:
     """Why a row naming an existing item with other bytes is refused, and the way out."""
     return (
@@ -776,15 +491,15 @@ def _file_checked(path: str, *, known: bool, store: bool, file_new: Callable[[st
     clean-up: a row refused later leaves an orphan that the import removes). Runs in worker
     threads or processes: touches no state but ``file_new``'s."""
     try:
-        data = _read_limited(path)
+        data = read_limited(path)
         sha = hashlib.sha256(data).hexdigest()
         if known:
             return _FileCheck(sha256=sha)
-        fmt, width, height = _image_facts(data)
+        fmt, width, height = image_facts(data)
         stored = False
         if store:
             try:
-                _file_write(
+                file_write(
                     ValidatedImage(data=data, sha256=sha, format=fmt, width=width, height=height),
                     before_write=file_new,
                 )
@@ -918,14 +633,14 @@ class _ManifestImport:
         summary: ImportSummary,
         columns: list[str],
         dry_run: bool = False,
-        audit: _Audit | None = None,
+        audit: Audit | None = None,
         stage_progress: Callable[[str, int], None] | None = None,
     ) -> None:
         self.study = study
         self.root = root
         self.summary = summary
         self.dry_run = dry_run
-        self.audit = audit or _Audit(user=None, source="")
+        self.audit = audit or Audit(user=None, source="")
         self.stage_progress = stage_progress
         self.columns = set(columns)
         self.has_item_column = "item" in columns
@@ -1744,7 +1459,7 @@ class _ManifestImport:
             return _rows_reason(exc)
         if (now.st_size, now.st_mtime_ns) != (plan.file_size, plan.file_mtime_ns):
             return "the file changed while it was being imported: import it again"
-        if os.path.exists(os.path.join(settings.MEDIA_ROOT, _storage_name(check))):
+        if os.path.exists(os.path.join(settings.MEDIA_ROOT, storage_name(check.sha256, check.format))):
             return None
         return _READ_AGAIN
 
@@ -1753,7 +1468,7 @@ class _ManifestImport:
         the row is refused. A file that changed since it was checked is refused, never stored
         unchecked. Runs in worker threads; keeps no bytes."""
         try:
-            data = _read_limited(plan.file_path)
+            data = read_limited(plan.file_path)
         except (DomainError, OSError) as exc:
             return _rows_reason(exc)
         if hashlib.sha256(data).hexdigest() != check.sha256:
@@ -1762,7 +1477,7 @@ class _ManifestImport:
             data=data, sha256=check.sha256, format=check.format, width=check.width, height=check.height
         )
         try:
-            _file_write(validated, before_write=self._file_new)
+            file_write(validated, before_write=self._file_new)
         except OSError as exc:
             return f"cannot store the file in MEDIA_ROOT: {exc.strerror or exc}"
         return None
@@ -1788,7 +1503,7 @@ class _ManifestImport:
         new_images = [
             (
                 sha,
-                f"images/{sha[:2]}/{sha}.{_EXTENSIONS.get(check.format, check.format.lower())}",
+                storage_name(sha, check.format),
                 check.width,
                 check.height,
                 check.format,
@@ -1917,7 +1632,7 @@ def images_import(
         summary=summary,
         columns=header,
         dry_run=dry_run,
-        audit=_Audit(user=user, source=source or f"import of {Path(manifest_path).name}"),
+        audit=Audit(user=user, source=source or f"import of {Path(manifest_path).name}"),
         stage_progress=stage_progress,
     )
     try:

@@ -11,6 +11,7 @@ import os
 import pickle
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from django.db import DatabaseError, transaction
@@ -18,7 +19,7 @@ from django.utils import timezone
 
 from studies.batching import batches, import_batch_rows
 from studies.imports.rows import ImportSummary, RejectedRow
-from studies.models import ImportRun, ImportStatus, Study
+from studies.models import ImportRun, ImportStatus, Item, ItemChange, Study
 
 P = TypeVar("P")  # a parsed row
 G = TypeVar("G")  # a checked row, ready to write
@@ -254,3 +255,31 @@ def _record(
     # A database that broke the import may refuse the record too: the import's own error counts.
     with contextlib.suppress(DatabaseError), transaction.atomic():
         run.save()
+
+
+@dataclass(frozen=True)
+class Audit:
+    """Who makes the changes of one import or removal, and with what: recorded on every
+    ``ItemChange`` it writes. Without an account (a command), the shell user is named."""
+
+    user: Any
+    source: str
+
+    @property
+    def actor(self) -> str:
+        return actor_name(self.user)
+
+    def record(
+        self, *, study: Study, item: Item | None, key: str = "", action: str, changes: dict[str, Any]
+    ) -> ItemChange:
+        user = self.user if getattr(self.user, "is_authenticated", False) else None
+        return ItemChange(
+            study=study,
+            item=item,
+            item_key=item.key if item is not None else key,
+            action=action,
+            changes=changes,
+            changed_by=user,
+            actor=self.actor[:200],
+            source=self.source[:1000],
+        )

@@ -19,15 +19,18 @@ from PIL import Image as PILImage
 
 from studies import ingest
 from studies.errors import ImportRejected
-from studies.ingest import (
+from studies.imports import images
+from studies.imports.images import (
     CorruptImage,
-    DuplicateImage,
     EmptyImageFile,
     ImageFormatNotAllowed,
-    ImagePathConflict,
     ImageTooLarge,
     NotAnImage,
     image_file_validate,
+)
+from studies.ingest import (
+    DuplicateImage,
+    ImagePathConflict,
     images_import,
     item_image_store,
     prompt_get_or_create,
@@ -823,7 +826,7 @@ def test_the_command_imports_pairs_into_a_pair_change_study(pair_study, root, tm
 
 def test_format_names_in_settings_are_read_leniently(settings):
     settings.BIASLAB_IMAGE_FORMATS = ["jpg", "png", "NOT-A-FORMAT"]
-    assert ingest.allowed_formats() == ["JPEG", "PNG"]
+    assert images.allowed_formats() == ["JPEG", "PNG"]
     assert image_file_validate(png_bytes(1)).format == "PNG"
 
 

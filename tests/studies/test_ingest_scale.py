@@ -255,14 +255,14 @@ def test_a_big_batch_has_its_files_read_by_worker_processes_and_a_small_one_by_t
     settings.BIASLAB_IMPORT_PROCESSES = 2
     monkeypatch.setattr(ingest, "PROCESS_MIN_FILES", 10)
     readers = tmp_path / "readers"
-    real = ingest._read_limited
+    real = ingest.read_limited
 
     def noted(path):
         with open(readers, "a") as fh:  # one line per read, from whichever process reads
             fh.write(f"{os.getpid()} {Path(path).name}\n")
         return real(path)
 
-    monkeypatch.setattr(ingest, "_read_limited", noted)
+    monkeypatch.setattr(ingest, "read_limited", noted)
     root = images_folder(tmp_path, 12)
     for path in root.iterdir():  # written long ago: the store step trusts their stamps, reads none again
         os.utime(path, (time.time() - 3600, time.time() - 3600))
@@ -326,14 +326,14 @@ def test_a_worker_process_that_dies_stops_the_import_with_a_clear_error_and_leav
     settings.BIASLAB_IMPORT_BATCH_ROWS = 7
     monkeypatch.setattr(ingest, "PROCESS_MIN_FILES", 1)
     root = images_folder(tmp_path, 20)
-    real = ingest._image_facts
+    real = ingest.image_facts
 
     def crash_on_the_twelfth(data):
         if data == png_bytes(11, size=8):
             os._exit(1)  # as a decoder's fault would end the worker
         return real(data)
 
-    monkeypatch.setattr(ingest, "_image_facts", crash_on_the_twelfth)
+    monkeypatch.setattr(ingest, "image_facts", crash_on_the_twelfth)
     study = StudyFactory(slug="big")
     with pytest.raises(ImportRejected, match="a worker process checking the image files stopped abruptly"):
         images_import(study=study, manifest_path=manifest(tmp_path, [row(i) for i in range(20)]), root=root)
@@ -347,7 +347,7 @@ def test_reading_a_small_file_allocates_its_size_not_the_byte_limit(tmp_path):
     path.write_bytes(png_bytes(1))
     tracemalloc.start()
     try:
-        data = ingest._read_limited(path)
+        data = ingest.read_limited(path)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -33,14 +33,14 @@ def age(root: Path) -> None:
 def reads(monkeypatch):
     """Every path ``_read_limited`` reads during the import (the file check and the store)."""
     seen: list[str] = []
-    real = ingest._read_limited
+    real = ingest.read_limited
 
     def counted(path_or_file):
         if isinstance(path_or_file, str | os.PathLike):  # not the bytes handed on to validation
             seen.append(str(path_or_file))
         return real(path_or_file)
 
-    monkeypatch.setattr(ingest, "_read_limited", counted)
+    monkeypatch.setattr(ingest, "read_limited", counted)
     return seen
 
 
