@@ -73,7 +73,7 @@ from studies.imports.images import (
     read_limited,
     storage_name,
 )
-from studies.imports.pipeline import Audit
+from studies.imports.pipeline import Audit, import_record
 from studies.imports.rows import ImportSummary, ItemUpdate, RejectedRow, csv_rows_stream
 from studies.jsonbounds import JSONOutOfBounds, json_loads_bounded
 from studies.models import (
@@ -1618,6 +1618,28 @@ def images_import(
     file's size, and ``stage_progress(stage, rows)`` is called after each batch of each stage
     (``"checked"``, ``"stored"``, ``"written"``), for a progress line.
     """
+    started = timezone.now()
+    summary = ImportSummary(dry_run=dry_run, reports=("updated",))
+    try:
+        n_rows = _manifest_import(study, manifest_path, root, summary, user, source, stage_progress)
+    except Exception as exc:
+        import_record("images", summary, manifest_path, study, user, started, error=str(exc))
+        raise
+    import_record("images", summary, manifest_path, study, user, started)
+    if progress:
+        progress(summary, n_rows)
+    return summary
+
+
+def _manifest_import(
+    study: Study,
+    manifest_path: str | os.PathLike[str],
+    root: str | os.PathLike[str],
+    summary: ImportSummary,
+    user: Any,
+    source: str,
+    stage_progress: Callable[[str, int], None] | None,
+) -> int:
     root_path = Path(root)
     if not root_path.is_dir():
         raise ImportRejected(f"import root {root} is not a folder")
@@ -1625,24 +1647,21 @@ def images_import(
         PAIR_MANIFEST_REQUIRED_COLUMNS if protocol_spec(study.protocol).paired else MANIFEST_REQUIRED_COLUMNS
     )
     header, rows = csv_rows_stream(manifest_path, required=required)
-    summary = ImportSummary(dry_run=dry_run, reports=("updated",))
     manifest_import = _ManifestImport(
         study=study,
         root=root_path.resolve(),
         summary=summary,
         columns=header,
-        dry_run=dry_run,
+        dry_run=summary.dry_run,
         audit=Audit(user=user, source=source or f"import of {Path(manifest_path).name}"),
         stage_progress=stage_progress,
     )
     try:
-        n_rows = manifest_import.run(rows)
+        summary.rows = manifest_import.run(rows)
     finally:
         manifest_import.close()
     summary.rejected.sort(key=lambda r: r.row)
-    if progress:
-        progress(summary, n_rows)
-    return summary
+    return summary.rows
 
 
 def study_get_or_create(

@@ -390,7 +390,7 @@ class ItemChange(models.Model):
 class ImportStatus(models.TextChoices):
     DONE = "done", "done"
     DRY_RUN = "dry_run", "dry run (nothing written)"
-    REJECTED = "rejected", "rows rejected (nothing written)"
+    REJECTED = "rejected", "rows rejected"
     REFUSED = "refused", "file refused (nothing written)"
 
 

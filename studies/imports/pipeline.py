@@ -138,11 +138,11 @@ def import_run(
         elif importer.writes_in_dry_run or not summary.dry_run:
             _write(importer, summary, spill, progress)
     except Exception as exc:
-        _record(importer.kind, summary, source, study, user, started, error=str(exc))
+        import_record(importer.kind, summary, source, study, user, started, error=str(exc))
         raise
     finally:
         spill.close()
-    _record(importer.kind, summary, source, study, user, started)
+    import_record(importer.kind, summary, source, study, user, started)
     return summary
 
 
@@ -214,7 +214,7 @@ def actor_name(user: Any) -> str:
         return "shell user (unknown)"
 
 
-def _record(
+def import_record(
     kind: str,
     summary: ImportSummary,
     source: str | os.PathLike[str],
@@ -224,6 +224,7 @@ def _record(
     *,
     error: str = "",
 ) -> None:
+    """Record one run as an ``ImportRun`` (``error``: why the whole file was refused)."""
     if error:
         status = ImportStatus.REFUSED
     elif summary.rejected:

@@ -22,7 +22,7 @@ class Migration(migrations.Migration):
                 ('file', models.CharField(help_text='The file imported, as given.', max_length=1000)),
                 ('started_at', models.DateTimeField(help_text='When the run began.')),
                 ('finished_at', models.DateTimeField(auto_now_add=True, help_text='When the run ended.')),
-                ('status', models.CharField(choices=[('done', 'done'), ('dry_run', 'dry run (nothing written)'), ('rejected', 'rows rejected (nothing written)'), ('refused', 'file refused (nothing written)')], max_length=10)),
+                ('status', models.CharField(choices=[('done', 'done'), ('dry_run', 'dry run (nothing written)'), ('rejected', 'rows rejected'), ('refused', 'file refused (nothing written)')], max_length=10)),
                 ('rows', models.PositiveIntegerField(default=0, help_text='CSV rows read.')),
                 ('counts', models.JSONField(blank=True, default=dict, help_text='What the run did: accepted, duplicates, skipped, changed …')),
                 ('rejected', models.PositiveIntegerField(default=0, help_text='How many rows were refused.')),

@@ -13,8 +13,9 @@ from annotate.models import Label
 from detectors.imports import PredictionImportRejected, predictions_import
 from studies.errors import ImportRejected
 from studies.imports import Importer, ImportSummary, RejectedRow, import_run
+from studies.ingest import images_import
 from studies.models import ImportRun, ImportStatus
-from tests.factories import ItemFactory, PromptFactory
+from tests.factories import ItemFactory, PromptFactory, png_bytes
 
 
 @pytest.fixture
@@ -153,3 +154,22 @@ def test_a_predictions_import_with_a_bad_row_is_recorded_and_still_raises_every_
         "rejected",
         [[2, "nowhere.png", "no image 'nowhere.png' has been imported"]],
     )
+
+
+def test_an_images_import_is_recorded_with_its_counts_and_refused_rows(study, tmp_path, admin_user):
+    (tmp_path / "a.png").write_bytes(png_bytes(1))
+    rows = [
+        ("a.png", "sdxl", "a photo", "profession", "nurse"),
+        ("gone.png", "sdxl", "a photo", "profession", "nurse"),
+    ]
+    path = write(tmp_path, ["image", "t2i_model", "prompt", "category", "word"], rows, name="manifest.csv")
+    summary = images_import(study=study, manifest_path=path, root=tmp_path, user=admin_user)
+    run = ImportRun.objects.get()
+    assert (run.kind, run.user, run.status, run.rows, run.counts["accepted"]) == (
+        "images",
+        admin_user,
+        "rejected",
+        2,
+        1,
+    )
+    assert run.rejected_rows == [[3, "gone.png", summary.rejected[0].reason]]
