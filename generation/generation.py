@@ -6,7 +6,7 @@ study: an ``Item`` keyed by its generated path (``source_path_for``) with its pr
 seed, index, all generation settings in ``Item.params`` and the prompt set's extra columns in
 ``Item.metadata``; one ``ItemImage`` (role image) under the same path; and its PNG as an
 ``Image`` file, stored once under its SHA-256 whatever the number of studies using it. The
-writing is ``studies.ingest.item_image_store``'s, the same as a manifest import's.
+writing is ``studies.imports.images.item_image_store``'s, the same as a manifest import's.
 
 Seeds. Each image's seed is a pure function of (seed base, T2I model name, prompt text, index):
 the first 8 bytes of ``sha256("<seed_base>|<t2i_model>|<prompt>|<index>")``, big-endian, shifted
@@ -607,7 +607,7 @@ def generation_run(
 
     A generator thread runs the pipeline (one batch ahead at most) while this thread stores the
     previous batch's images one by one (each store is its own transaction in
-    ``studies.ingest.item_image_store``; a restart re-generates at most the batches in flight).
+    ``studies.imports.images.item_image_store``; a restart re-generates at most the batches in flight).
     Only this thread touches the database. ``should_stop`` is checked before each batch is
     generated.
 
@@ -699,7 +699,8 @@ class _Storer:
         on_warning: Callable[[str], None],
     ) -> None:
         """Store one image's PNG bytes (generated here, or by a Ray worker) as the job's item."""
-        from studies.ingest import DuplicateImage, item_image_store, prompt_get_or_create
+        from studies.imports.images import item_image_store, prompt_get_or_create
+        from studies.imports.manifest_rows import DuplicateImage
 
         spec = job.spec
         if spec not in self.prompts:

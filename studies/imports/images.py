@@ -1,6 +1,7 @@
 """Image files: the checks every image passes before it is stored (bytes bounded, format
-allowed, pixels bounded from the header, verified and fully decoded), and the file store
-(``MEDIA_ROOT/images/<sha[:2]>/<sha>.<ext>``, once whatever the number of items using it)."""
+allowed, pixels bounded from the header, verified and fully decoded), the file store
+(``MEDIA_ROOT/images/<sha[:2]>/<sha>.<ext>``, once whatever the number of items using it), and
+one image stored as an item (``item_image_store``: generation, editing)."""
 
 from __future__ import annotations
 
@@ -14,14 +15,17 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from django.conf import settings
+from django.db import transaction
 from PIL import Image as PILImage
 from PIL import UnidentifiedImageError
 
 from studies.errors import DomainError
-from studies.models import Image
+from studies.imports.manifest_rows import DuplicateImage, ImagePathConflict, changed_file_message
+from studies.models import Image, ImageRole, Item, ItemImage, Prompt, Study
+from studies.protocols import protocol_spec
 
 # Storage extension per Pillow format name; a format missing here is stored under its lower name.
 _EXTENSIONS = {"PNG": "png", "JPEG": "jpg", "WEBP": "webp", "GIF": "gif", "BMP": "bmp", "TIFF": "tif"}
@@ -277,3 +281,82 @@ def image_file_get_or_create(validated: ValidatedImage) -> Image:
 def storage_name(sha256: str, fmt: str) -> str:
     """Where a file of this hash and Pillow format is stored (as ``ValidatedImage.storage_name``)."""
     return f"images/{sha256[:2]}/{sha256}.{_EXTENSIONS.get(fmt, fmt.lower())}"
+
+
+def prompt_get_or_create(*, study: Study, category: str, word: str, text: str) -> Prompt:
+    """The study's prompt with this category, word and text, created if missing."""
+    prompt, _ = Prompt.objects.get_or_create(study=study, category=category, word=word, text=text)
+    return prompt
+
+
+def _existing_item(*, study: Study, key: str, role: str, sha256: str) -> Item | None:
+    """The item already stored under this key with these bytes in this role, or None; raises
+    when the key holds other bytes, or (one-image items) the bytes are another item's."""
+    link = (
+        ItemImage.objects.filter(item__study=study, item__key=key, role=role)
+        .select_related("item", "image")
+        .first()
+    )
+    if link is not None:
+        if link.image.sha256 == sha256:
+            return link.item
+        raise ImagePathConflict(changed_file_message(study, key, link.image.sha256))
+    if role == ImageRole.IMAGE:
+        same = (
+            ItemImage.objects.filter(item__study=study, role=role, image__sha256=sha256)
+            .only("source_path")
+            .first()
+        )
+        if same is not None:
+            raise DuplicateImage(f"same image content as {same.source_path}, already in the study")
+    return None
+
+
+@transaction.atomic
+def item_image_store(
+    *,
+    study: Study,
+    data: bytes,
+    key: str,
+    source_path: str | None = None,
+    role: str = ImageRole.IMAGE,
+    prompt: Prompt | None = None,
+    t2i_model: str = "",
+    seed: int | None = None,
+    index: int | None = None,
+    params: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
+    extra_images: dict[str, Image] | None = None,
+) -> tuple[Item, bool]:
+    """Validate and store one image of ``study`` as the ``role`` image of the item ``key``
+    (created with the given fields when new; ``extra_images`` adds other roles, e.g. the seed
+    photo of an edit); return ``(item, created)``.
+
+    The same key with the same bytes returns the existing item (``created`` False), so
+    re-running a generation or an import changes nothing. Raises ``ImageRejected`` subclasses
+    for unusable bytes, ``DuplicateImage`` when the bytes are already another one-image item of
+    the study, ``ImagePathConflict`` when the key holds other bytes.
+    """
+    validated = image_file_validate(data)
+    existing = _existing_item(study=study, key=key, role=role, sha256=validated.sha256)
+    if existing is not None:
+        return existing, False
+    image = image_file_get_or_create(validated)
+    item = Item.objects.create(
+        study=study,
+        key=key,
+        prompt=prompt,
+        t2i_model=t2i_model,
+        seed=seed,
+        index=index,
+        params=params or {},
+        metadata=metadata or {},
+        # The protocol decides from the metadata which questions the item asks (GEP's explicit
+        # images: only their attribute's); [] = all.
+        question_keys=protocol_spec(study.protocol).item_question_keys(metadata or {}),
+        queue=protocol_spec(study.protocol).queue_default,
+    )
+    ItemImage.objects.create(item=item, image=image, role=role, source_path=source_path or key)
+    for other_role, other in (extra_images or {}).items():
+        ItemImage.objects.create(item=item, image=other, role=other_role, source_path=other.file)
+    return item, True
