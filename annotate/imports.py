@@ -74,12 +74,8 @@ def _item_ref(pk: int, key: str, question_keys: Any) -> _ItemRef:
 
 
 class _Items:
-    """Resolve a row's item: by ``item`` (the item key) or, for one-image items, by ``image`` (the
-    path it was imported under); and its question: by ``question``, or the study's only one.
-
-    The items a batch of rows names are loaded with ``load`` (a few queries, every ``IN``
-    list under the variable limit) and forgotten at the next batch, so a study of a million
-    items is never held at once."""
+    """A batch's items, by ``item`` key or (one-image items) by ``image`` path, and their
+    questions; loaded per batch (``load``), so a million-item study is never held at once."""
 
     def __init__(self, study: Study) -> None:
         self.study = study
@@ -261,14 +257,8 @@ def _users_ensure(usernames: list[str]) -> dict[str, User]:
 
 
 class _CreationOrder:
-    """Usernames in an order that keeps, on every item, the order annotators appear in, fed
-    one row at a time.
-
-    Exports list an item's annotators by user id; creating missing users in an order
-    consistent with every row makes a re-imported study pair its labels the same way, so
-    kappa (which depends on which label is rater 1) comes out identical. Holds the distinct
-    pairs of names, not the rows.
-    """
+    """Usernames in an order that keeps, on every item, the order its annotators appear in:
+    missing users created in it make a re-imported study pair its labels (and kappa) the same."""
 
     def __init__(self) -> None:
         self.first_seen: dict[str, int] = {}
@@ -329,13 +319,44 @@ def _role_problems(study: Study, first_rows: dict[str, _LabelRow]) -> list[Rejec
     return problems
 
 
-class _LabelsImporter(Importer[_LabelRow, tuple[_LabelRow, _ItemRef, int]]):
+class _AnswersImporter(Importer[Any, Any]):
+    """What the labels and the ground-truth imports share: rows resolved to their item and
+    question a batch at a time, each checked by ``problem`` and, when good, noted by ``keep``."""
+
+    def __init__(self, study: Study, csv_path: str | os.PathLike[str]) -> None:
+        self.study, self.csv_path = study, csv_path
+        self.items = _Items(study)
+        self.seen: dict[Any, int] = {}  # the file's own duplicates: key → row number
+
+    def problem(self, row: Any) -> tuple[str | None, _ItemRef | None, Question | None]:
+        raise NotImplementedError
+
+    def keep(self, row: Any, item: _ItemRef, question: Question) -> None:
+        """Note a good row (before it is written)."""
+
+    def check_batch(self, parsed: list[Any], summary: ImportSummary) -> list[tuple[Any, _ItemRef, int]]:
+        self.items.load(
+            {r.item_key for r in parsed if r.item_key}, {r.path for r in parsed if not r.item_key}
+        )
+        good = []
+        for row in parsed:
+            problem, item, question = self.problem(row)
+            if problem:
+                summary.rejected.append(RejectedRow(row.number, row.shown, problem))
+                continue
+            assert item is not None
+            assert question is not None
+            self.keep(row, item, question)
+            good.append((row, item, question.pk))
+        return good
+
+
+class _LabelsImporter(_AnswersImporter):
     kind = "labels"
 
     def __init__(self, study: Study, csv_path: str | os.PathLike[str], add_annotators: bool) -> None:
-        self.study, self.csv_path, self.add_annotators = study, csv_path, add_annotators
-        self.items = _Items(study)
-        self.seen: dict[tuple[int, int, str], int] = {}
+        super().__init__(study, csv_path)
+        self.add_annotators = add_annotators
         self.creation = _CreationOrder()
         self.first_rows: dict[str, _LabelRow] = {}  # each username's first row
         # The (item, question)s of the file that have an agreed final answer before the import.
@@ -377,23 +398,17 @@ class _LabelsImporter(Importer[_LabelRow, tuple[_LabelRow, _ItemRef, int]]):
             )
         return found
 
+    def problem(self, row: _LabelRow) -> tuple[str | None, _ItemRef | None, Question | None]:
+        return _label_row_problem(row, self.items, self.seen)
+
+    def keep(self, row: _LabelRow, item: _ItemRef, question: Question) -> None:
+        self.creation.add(row.username, item.pk, question.id)
+        self.first_rows.setdefault(row.username, row)
+
     def check_batch(
         self, parsed: list[_LabelRow], summary: ImportSummary
     ) -> list[tuple[_LabelRow, _ItemRef, int]]:
-        self.items.load(
-            {r.item_key for r in parsed if r.item_key}, {r.path for r in parsed if not r.item_key}
-        )
-        good = []
-        for row in parsed:
-            problem, item, question = _label_row_problem(row, self.items, self.seen)
-            if problem:
-                summary.rejected.append(RejectedRow(row.number, row.shown, problem))
-                continue
-            assert item is not None
-            assert question is not None
-            self.creation.add(row.username, item.pk, question.id)
-            self.first_rows.setdefault(row.username, row)
-            good.append((row, item, question.id))
+        good = super().check_batch(parsed, summary)
         self.agreed_before |= _agreed_finals({(item.pk, question_id) for _, item, question_id in good})
         return good
 
@@ -427,18 +442,11 @@ def labels_import(
     stage_progress: Callable[[str, int], None] | None = None,
     user: User | None = None,
 ) -> ImportSummary:
-    """Import annotators' labels for items of ``study`` from a CSV.
-
-    Columns ``image`` (the manifest path of a one-image item) or ``item`` (the item key),
-    ``annotator`` (username; created as an annotator if missing), ``label``, optional ``reason``
-    and ``question`` (required when the study asks more than one) — or the export's wide
-    columns. A bad row (unknown item or question, unknown label, duplicate, bad username) or a
-    row the service refuses (item already has N annotators, missing reason, final label already
-    decided) writes nothing. Re-importing the same file changes nothing (duplicates). The
-    summary counts new labels (``accepted``), changed answers (``changed``) and the answers
-    whose agreed final answer a change undid (``reopened``). An existing researcher's or
-    admin's account that is not an annotator of the study is refused unless ``add_annotators``.
-    """
+    """Import annotators' labels into ``study`` from a CSV: ``image`` or ``item``, ``annotator``
+    (created as an annotator if missing), ``label``, optional ``reason`` and ``question`` — or
+    the export's wide columns. All or nothing (``studies.imports``); a re-import changes nothing.
+    A researcher's or admin's account not annotating the study is refused unless
+    ``add_annotators``. The summary adds ``changed`` and ``reopened`` agreed finals."""
     return import_run(
         _LabelsImporter(study, csv_path, add_annotators),
         summary=ImportSummary(dry_run=dry_run, reports=("changed",)),
@@ -552,13 +560,12 @@ class _TruthRow:
         return self.item_key or self.path
 
 
-class _TruthImporter(Importer[_TruthRow, tuple[_TruthRow, _ItemRef, int]]):
+class _TruthImporter(_AnswersImporter):
     kind = "ground truth"
 
     def __init__(self, study: Study, csv_path: str | os.PathLike[str], user: User | None) -> None:
-        self.study, self.csv_path, self.user = study, csv_path, user
-        self.items = _Items(study)
-        self.seen: dict[tuple[int, int], int] = {}
+        super().__init__(study, csv_path)
+        self.user = user
         self.decider_names: set[str] = set()
         self.from_export = False
         self.label_column = "label"
@@ -583,24 +590,12 @@ class _TruthImporter(Importer[_TruthRow, tuple[_TruthRow, _ItemRef, int]]):
             raw.get("resolved_by", ""),
         )
 
-    def check_batch(
-        self, parsed: list[_TruthRow], summary: ImportSummary
-    ) -> list[tuple[_TruthRow, _ItemRef, int]]:
-        self.items.load(
-            {r.item_key for r in parsed if r.item_key}, {r.path for r in parsed if not r.item_key}
-        )
-        good = []
-        for row in parsed:
-            problem, item, question = _truth_row_problem(row, self.items, self.seen)
-            if problem:
-                summary.rejected.append(RejectedRow(row.number, row.shown, problem))
-                continue
-            assert item is not None
-            assert question is not None
-            if row.decided_by:
-                self.decider_names.add(row.decided_by)
-            good.append((row, item, question.pk))
-        return good
+    def problem(self, row: _TruthRow) -> tuple[str | None, _ItemRef | None, Question | None]:
+        return _truth_row_problem(row, self.items, self.seen)
+
+    def keep(self, row: _TruthRow, item: _ItemRef, question: Question) -> None:
+        if row.decided_by:
+            self.decider_names.add(row.decided_by)
 
     def write_begin(self) -> None:
         self.deciders = _deciders_ensure(sorted(self.decider_names))
@@ -631,13 +626,10 @@ def ground_truth_import(
     dry_run: bool = False,
     stage_progress: Callable[[str, int], None] | None = None,
 ) -> ImportSummary:
-    """Set final answers of ``study``'s items from a CSV: columns ``image`` or ``item``,
-    ``label`` (or the export's ``final_label``; its answers without one are skipped), optional
-    ``note``, ``question`` (required when the study asks more than one) and ``resolved_by``
-    (who decided: a user missing from the database is created without a password or role;
-    without it, ``user``). Checked and written as ``labels_import``, through
-    ``services.final_label_set`` (source "imported"); an answer whose final label has the same
-    value and note already is a duplicate, so an export imported again changes nothing."""
+    """Set final answers of ``study``'s items from a CSV: ``image`` or ``item``, ``label`` (or
+    the export's ``final_label``; empty ones skipped), optional ``note``, ``question`` and
+    ``resolved_by`` (else ``user``; missing users created without a role). As ``labels_import``,
+    through ``services.final_label_set``."""
     return import_run(
         _TruthImporter(study, csv_path, user),
         summary=ImportSummary(dry_run=dry_run),

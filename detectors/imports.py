@@ -116,12 +116,9 @@ def _image_index(paths: set[str]) -> dict[str, set[_Candidate]]:
 
 
 def _image_index_query(paths: list[str]) -> tuple[str, list[Any]]:
-    """The statement that finds the item images imported under ``paths`` → (image id, study
-    slug, path) rows. Plain SQL, not the ORM (which prepares every value of a chunk). On
-    PostgreSQL the paths travel as one JSON array joined as a table: its row estimate (100)
-    keeps the plan an index look-up per path, where an ``IN`` list of the same paths joined to
-    the items was answered by reading every item of a 100,000-item study (50 ms a chunk, a third
-    of the import), and the driver escapes no array element one by one."""
+    """The statement finding the item images imported under ``paths`` → (image id, study slug,
+    path). On PostgreSQL the paths travel as one JSON array joined as a table, which keeps the
+    plan an index look-up per path."""
     tables = {
         "ii": ItemImage._meta.db_table,
         "i": StudyItem._meta.db_table,
@@ -224,11 +221,8 @@ _REASONS = {choice.value: choice.value for choice in FilterReason} | {
 
 
 def _gender_columns(row: dict[str, str]) -> dict[str, Any]:
-    """The gender output the columns prediction, reason, score(s) and detail describe.
-
-    Unknown reasons (another tool's words) are filed under "other" with their text as detail.
-    Raises ValueError naming the column.
-    """
+    """The gender output the prediction, reason, score(s) and detail columns describe (unknown
+    reasons filed under "other", their text as detail); ValueError names the column."""
     prediction = row.get("prediction", "").lower()
     reason, detail = row.get("reason", ""), row.get("detail", "")
     if prediction not in ("male", "female", "filtered"):
@@ -422,21 +416,10 @@ def predictions_import(
     progress: Callable[[str, int], None] | None = None,
     user: Any = None,
 ) -> PredictionImportSummary:
-    """Load predictions made elsewhere: all rows or none.
-
-    Columns: image (the source path of an item image as imported, or an item's key), detector,
-    and either prediction (male|female|filtered) or output (a JSON object of the row's kind);
-    optional kind (gender by default; attributes, measurements, objects need output), score,
-    scores (JSON), reason, detail, version, study, status (ok|failed), error, seconds — so an
-    ``export_predictions --format csv`` file reads back unchanged. With an output, the verdict
-    columns must be empty or agree with it. A row's own version/study columns win over
-    ``version``/``study``. Unknown reasons become "other" with their text as detail. A detector
-    name with ``/`` is refused (it breaks report URLs). The prediction belongs to the image
-    file, so two rows naming the same file are duplicates. A row stored already for its image,
-    detector and version is left alone when its result is the same (``unchanged``) and refused
-    when it differs. Raises PredictionImportRejected listing every bad row. ``dry_run``: every
-    check, nothing written. Runs on ``studies.imports.import_run``.
-    """
+    """Load predictions made elsewhere, all rows or none (columns: docs/reference/contracts.md;
+    an ``export_predictions --format csv`` file reads back unchanged). A row stored already
+    with the same result is ``unchanged``, with another refused. Raises PredictionImportRejected
+    listing every bad row; ``dry_run``: every check, nothing written."""
     importer = _PredictionsImporter(csv_path, study, version)
     summary = import_run(
         importer,

@@ -1,14 +1,10 @@
-"""Writes of the model-output side: storing predictions, running a detector, importing predictions.
+"""Writes of the model-output side: storing predictions and running a detector (the import of
+predictions made elsewhere: ``detectors.imports``).
 
-Predictions belong to image files (``studies.Image``): one row per (file, detector, version),
-whatever the number of items using the file. Every write validates the output against its
-kind's schema (``detectors.kinds``) before anything is stored.
-
-``detector_run`` is the restartable loop behind ``run_detectors``: it selects the files of the
-items in scope that have no prediction for (detector, version), predicts them in batches and
-stores each batch — predictions plus the run's counters — in one transaction. The unique
-constraint on (image, detector, version) backs it, so two workers that overlap by mistake never
-store a duplicate.
+Predictions belong to image files: one row per (file, detector, version), validated against its
+kind's schema (``detectors.kinds``) before it is stored. ``detector_run``, behind
+``run_detectors``, is a restartable loop storing each batch in one transaction; the unique
+constraint on (image, detector, version) keeps overlapping workers from storing a duplicate.
 """
 
 from __future__ import annotations
@@ -129,16 +125,9 @@ def _checked(record: PredictionRecord) -> tuple[str, dict[str, Any], str]:
 def prediction_store(
     *, detector: str, version: str, records: Sequence[PredictionRecord], run: DetectorRun | None = None
 ) -> StoreResult:
-    """Store a batch of predictions of image files in one transaction; files already predicted
-    by (detector, version) are left alone.
-
-    Every ok output is validated against its kind first: an invalid one raises OutputInvalid
-    (a ValueError naming the field and the file) and nothing of the batch is stored; so does a
-    detector name with ``/``. Returns how many ok and failed rows this call created. Conflicts
-    on (image, detector, version) are ignored at the database, so a concurrent worker that stored
-    the same file a moment earlier wins and nothing is duplicated (the counts then include that
-    file once more than they should — only possible when two workers were given overlapping work).
-    """
+    """Store a batch of predictions of image files in one transaction; files predicted already by
+    (detector, version) are left alone (conflicts ignored at the database). Every ok output is
+    validated first: OutputInvalid (naming field and file) stores nothing. Returns the counts."""
     detector_name_check(detector)
     checked = [_checked(record) for record in records]
     with transaction.atomic():
@@ -235,13 +224,8 @@ def _predict_batch(
     opened: Sequence[Opened] | None = None,
     questions: Sequence[tuple[str, ...]] | None = None,
 ) -> list[PredictionRecord]:
-    """Predict one batch; every image file gets exactly one record (ok or failed).
-
-    ``opened`` holds the decoded images when a prefetch already did the work; otherwise they are
-    opened here; ``questions`` are a judge's (per image, the keys its items ask). The prediction
-    itself (a failing batch retried image by image) is ``outputs_predict``, shared with the
-    workers of ``--executor ray``.
-    """
+    """Predict one batch (decoded by a prefetch, or opened here); every image file gets exactly
+    one record, ok or failed (``outputs_predict``, shared with the ray workers)."""
     if opened is None:
         opened = [_open_or_error(image) for image in images]
     outcomes = outputs_predict(detector, opened, questions)
@@ -258,13 +242,8 @@ def _record(
     *,
     size: tuple[int, int] | None = None,
 ) -> PredictionRecord:
-    """A worker's outcome for one image file as the row to store, whatever process made it.
-
-    A failure keeps the kind the detector declares. An output of another kind than declared, or
-    one that breaks its kind's schema (a worker runs other code than this process), is that
-    file's failure with the reason, never the batch's: ``prediction_store`` would refuse the
-    whole batch for it.
-    """
+    """A worker's outcome for one image file as the row to store: an output of another kind than
+    declared, or one that breaks its kind's schema, is that file's failure, never the batch's."""
     declared = detector.declared_kind
     if isinstance(outcome, ItemError):
         return PredictionRecord.failure(image_id, outcome.message, outcome.seconds, declared)
@@ -328,24 +307,13 @@ def detector_run(
     executor: Executor | None = None,
     send_images: bool = False,
 ) -> RunOutcome:
-    """Predict every image file in scope that has no prediction for (detector, version_id).
-
-    The scope is the files of the items of ``study`` (or of every study), of ``t2i_model`` (or
-    all), in ``shard``: a file used by many items is predicted once. Nothing pending → no run
-    row, and the message says so. Otherwise a DetectorRun is created, the detector loaded once
-    (DetectorUnavailable: the run is stored as failed and the error re-raised), and files are
-    processed in batches by id. ``should_stop`` is checked after each batch (the command's
-    SIGTERM/Ctrl-C flag): the run ends as interrupted and a later call picks up where it
-    stopped. A detector key that cannot name predictions (``/``) raises ValueError before
-    anything runs. A judge (``Detector.needs_questions``) is bound to the study's questions first
-    and asks each file the questions its items ask; StudyAskError (nothing written) when it
-    cannot: no study, a study without questions, a protocol a judge cannot answer.
-
-    With an ``executor`` (``--executor ray``) the detector is built and loaded only in its
-    workers, which read the files (or get their bytes, ``send_images``) and return outputs of
-    its declared kind; this process validates and stores them exactly as a local run would
-    (``_run_batches_remote``, on the shared driver of detectors/remote.py).
-    """
+    """Predict every image file in scope (``study``, ``t2i_model``, ``shard``; a file once) that
+    has no prediction for (detector, version_id), in batches by id, each stored with the run's
+    counters. Nothing pending: no run row. DetectorUnavailable: the run stored as failed, then
+    re-raised. ``should_stop`` after each batch ends the run as interrupted; a later call goes
+    on. A judge is bound to the study's questions first (StudyAskError when it cannot be). With
+    an ``executor`` (``--executor ray``) the workers predict and this process validates and
+    stores (``_run_batches_remote``)."""
     detector_name_check(detector.key)
     if executor is not None and detector.in_process_only:
         raise ExecutorError(
@@ -454,13 +422,8 @@ def _run_batches(
     should_stop: Callable[[], bool],
     meter: Progress | None,
 ) -> str:
-    """Predict batch k while batch k+1 is read from disk and decoded on other threads.
-
-    Decoding stays off the critical path, which matters on a GPU where the model is faster than
-    Pillow. Batches are taken by keyset pagination over the live "pending" set (restart-safe; a
-    file another worker predicted meanwhile drops out). The next batch only has ids above the
-    current one, so fetching it before the current one is stored cannot overlap.
-    """
+    """Predict batch k while batch k+1 is read and decoded on other threads; batches by keyset
+    pagination over the live pending set (restart-safe, never overlapping)."""
     processed, last_id = 0, 0
 
     def fetch(after: int, already: int) -> list[Image]:
@@ -501,15 +464,9 @@ def _run_batches_remote(
     meter: Progress | None,
     send_images: bool = False,
 ) -> str:
-    """Predict ``pending`` (at most ``n_total`` image files, each once) on the executor's
-    workers; → run status. Every output is checked against ``detector``'s declared kind and
-    validated here before it is stored (``_record``); a failure is stored with its error.
-
-    Batches are taken by keyset pagination over the live pending set, as the local loop does:
-    the batches in flight hold ids up to the last one fetched, so the next fetch cannot overlap
-    them. The run's ``seconds`` grows by the wall time between stored batches, so its images/s
-    is the whole pool's throughput.
-    """
+    """Predict ``pending`` (at most ``n_total`` files) on the executor's workers, each output
+    checked and validated here before it is stored (``_record``); → run status. The run's
+    ``seconds`` is wall time, so its images/s is the whole pool's."""
     media = Path(settings.MEDIA_ROOT).resolve()
     state = {"fetched": 0, "stored": 0, "last_id": 0, "clock": time.perf_counter()}
     # (width, height) of the files in flight: an objects box is checked against its image here.

@@ -92,14 +92,11 @@ PAIR_MANIFEST_REQUIRED_COLUMNS = ("image", "item", "role")
 # Threads reading, hashing and decoding files (all release the GIL); the database work stays
 # on the calling thread.
 IMPORT_WORKERS = min(8, os.cpu_count() or 1)
-# A batch with at least this many files to read has them read, hashed, verified and stored by
-# worker processes (``BIASLAB_IMPORT_PROCESSES`` of them), not threads: a small file costs
-# a dozen system calls and Pillow's Python code, and threads hand the GIL to one another at
-# every call. 20,000 small files took 4.1 s on two threads and 1.2 s on two processes, on two
-# CPUs. Fewer files stay on threads: a process costs a fork.
+# A batch with at least this many files has them checked by worker processes
+# (``BIASLAB_IMPORT_PROCESSES``), not threads, which hand the GIL over at every system call;
+# fewer stay on threads (a process costs a fork). Figures: docs/benchmarks.md.
 PROCESS_MIN_FILES = 500
-# Threads storing the checked files: creating a file waits on the file system more than on a
-# CPU (measured here: 800 new files/s on one thread, 1,800 on eight, on two CPUs).
+# Threads storing the checked files: creating a file waits on the file system, not a CPU.
 STORE_WORKERS = max(IMPORT_WORKERS, 8)
 T = TypeVar("T")
 R = TypeVar("R")
@@ -120,18 +117,9 @@ def import_processes() -> int:
 
 
 class _ManifestImport(ManifestStore):
-    """One manifest import, streamed: the rows are checked a batch at a time (values, then
-    files in a thread pool — Pillow, hashlib and file I/O release the GIL — then settled in file
-    order, so messages such as "same content as row 3" never depend on thread timing) and staged
-    on disk (``Staging``); then items are settled (a refused row refuses its item, rows of an
-    item must agree), the files of the good rows stored, and every new item and update written
-    in ONE transaction, a chunk of items per statement group.
-
-    Why two passes rather than a transaction per batch: a bad row near the end of the file must
-    leave nothing written, and an item's rows may lie anywhere in the file; only once every row
-    has been checked is it known which items are good. Memory holds one batch of rows (and one
-    chunk of items) whatever the file's size; every ``__in`` list and INSERT is split under the
-    database's variable limit (``studies.batching``)."""
+    """One manifest import, streamed in two passes (docs/explanation/imports.md): rows checked a
+    batch at a time, files in worker threads or processes, settled in file order and staged on
+    disk; then items settled, files stored, everything written in ONE transaction."""
 
     def __init__(
         self,
@@ -547,14 +535,9 @@ class _ManifestImport(ManifestStore):
         return known, known_items
 
     def _one_image_items_settle(self, new_keys: list[str], known_plans: list[RowPlan]) -> None:
-        """Settle the batch's items of a manifest of one-image items (no ``item`` column) now,
-        not after the whole file: each such row is its item's only one (a repeated path is
-        refused alone, so no later row can refuse or change its item). A new item is accepted
-        unless its row was refused; an item already imported with the same bytes is compared
-        with the stored one (read with its links, ``_known_load``), staged only when the row
-        changes it (an update), else counted as a duplicate and forgotten. A re-run of a
-        million unchanged rows thus stages nothing, and no import of such a manifest sorts its
-        staged rows by item (``_items_settle`` has nothing left to do)."""
+        """Settle the batch's one-image items now (no ``item`` column: a row is its item's only
+        one): new items accepted unless refused, known ones staged only when the row changes
+        them, else counted as duplicates — so an unchanged re-run stages nothing."""
         keys = new_keys + [plan.item_key for plan in known_plans]
         bad = {
             key
@@ -609,26 +592,10 @@ def images_import(
     source: str = "",
     stage_progress: Callable[[str, int], None] | None = None,
 ) -> ImportSummary:
-    """Import the good rows of a manifest CSV into ``study``; see the module docstring.
-
-    Raises ``ImportRejected`` (nothing written) when the file lacks a required column or is not
-    readable UTF-8 CSV, when ``root`` is not a folder, or when the database refuses the write.
-    Row problems never stop the import: each rejected row is listed with its number and reason,
-    and nothing of it is written (nor of its item). The good rows are written in one
-    transaction — all of them or none — after which ``progress(summary, rows)`` is called once;
-    if the write fails, the files it stored are removed again (no orphan in MEDIA_ROOT).
-    Re-running the same import changes nothing (every row counts as a duplicate). A row of an
-    item already imported with the same bytes whose other values changed (model, prompt,
-    category, word, seed, index, params, metadata columns) updates the item, in the same
-    transaction, with an ``ItemChange`` audit record naming ``user`` (or the shell user) and
-    ``source``; the summary lists each updated item with its fields old → new. With
-    ``dry_run`` every check runs and the summary says what would happen; nothing is written,
-    no file stored.
-
-    The manifest is streamed (``_ManifestImport``): memory holds one batch of rows whatever the
-    file's size, and ``stage_progress(stage, rows)`` is called after each batch of each stage
-    (``"checked"``, ``"stored"``, ``"written"``), for a progress line.
-    """
+    """Import the good rows of a manifest CSV into ``study`` (see the module docstring); the
+    summary lists refused rows by number, and the items a re-import updated (audited as
+    ``ItemChange`` naming ``user`` and ``source``). ``ImportRejected``: nothing written.
+    ``progress(summary, rows)`` once at the end; ``stage_progress(stage, rows)`` per batch."""
     started = timezone.now()
     summary = ImportSummary(dry_run=dry_run, reports=("updated",))
     try:
@@ -712,14 +679,9 @@ class ZipRejected(ImportRejected):
 
 
 def images_import_zip(*, study: Study, zip_file: IO[bytes], user: Any = None) -> ImportSummary:
-    """Import a zip holding one ``manifest.csv`` and the images it lists, by paths relative to
-    the manifest's folder (layouts: ``studies.archive``).
-
-    The whole zip is refused (``ZipRejected``, nothing written) when it is not a zip, is larger
-    than ``settings.BIASLAB_MAX_UPLOAD_BYTES`` packed or unpacked, has a member with an absolute
-    path, ``..``, a symlink or encryption, has no manifest or several, or cannot be unpacked.
-    Otherwise it behaves exactly like ``images_import`` with the manifest's folder as root.
-    """
+    """Import a zip of one ``manifest.csv`` and its images (layouts: ``studies.archive``) as
+    ``images_import`` with the manifest's folder as root; a bad zip (too large, unsafe member,
+    no or several manifests) is refused whole (``ZipRejected``)."""
     max_bytes = int(settings.BIASLAB_MAX_UPLOAD_BYTES)
     size = getattr(zip_file, "size", None)
     if size is not None and size > max_bytes:

@@ -8,9 +8,7 @@ from studies.imports.rows import (
     ItemUpdate,
     RejectedRow,
     csv_header,
-    csv_rows_read,
     csv_rows_stream,
-    rejected_lines,
 )
 
 __all__ = [
@@ -21,8 +19,6 @@ __all__ = [
     "Spill",
     "actor_name",
     "csv_header",
-    "csv_rows_read",
     "csv_rows_stream",
     "import_run",
-    "rejected_lines",
 ]

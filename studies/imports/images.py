@@ -130,11 +130,8 @@ def _format_guess(data: bytes) -> str | None:
 
 
 def allowed_formats() -> list[str]:
-    """Pillow format ids from ``settings.BIASLAB_IMAGE_FORMATS`` ("JPG" read as "JPEG").
-
-    Names Pillow does not know are dropped: an unknown name must not turn every image into a
-    crash; with none left, every file is refused as not an image.
-    """
+    """Pillow format ids from ``settings.BIASLAB_IMAGE_FORMATS`` ("JPG" read as "JPEG"); names
+    Pillow does not know are dropped."""
     PILImage.init()
     names = [name.strip().upper() for name in settings.BIASLAB_IMAGE_FORMATS]
     names = ["JPEG" if name == "JPG" else name for name in names]
@@ -142,12 +139,8 @@ def allowed_formats() -> list[str]:
 
 
 def image_file_validate(path_or_file: str | os.PathLike[str] | IO[bytes] | bytes) -> ValidatedImage:
-    """Check that a file (path, binary file object or bytes) is a sound image we may store.
-
-    Raises ``EmptyImageFile``, ``NotAnImage``, ``ImageFormatNotAllowed``, ``ImageTooLarge`` or
-    ``CorruptImage`` (all ``ImageRejected``). The pixel bound is checked from the header, before
-    any pixel is decoded.
-    """
+    """Check that a file (path, file object or bytes) is a sound image we may store; raises an
+    ``ImageRejected`` subclass. The pixel bound is checked from the header, before decoding."""
     data = read_limited(path_or_file)
     fmt, width, height = image_facts(data)
     return ValidatedImage(
@@ -217,16 +210,9 @@ os.register_at_fork(after_in_child=_pid_renew)
 
 
 def file_write(validated: ValidatedImage, *, before_write: Callable[[str, str], None] | None = None) -> str:
-    """Write the bytes under their content-hash name unless a file of their size is already
-    there; return the storage name. Written to a temporary name and renamed, so no reader ever
-    sees half a file. ``before_write(name, temporary)`` is called just before a new file is
-    created (an import records it, so that an interrupted write is cleaned up too; a worker
-    process killed mid-write leaves its temporary file, which the import removes by that path).
-
-    The temporary name is this host's, process's and thread's own (no other writer can use it
-    at the same time, Ray workers on other machines sharing ``MEDIA_ROOT`` included), not a
-    random one: ``tempfile.mkstemp`` cost four times the write itself (120-200 µs against 25 µs
-    a small file, measured here). The mode is a plain ``open()``'s."""
+    """Write the bytes under their content-hash name unless a file of their size is there;
+    return the name. Written to a temporary name of this host, process and thread, then renamed;
+    ``before_write(name, temporary)`` is told first (an import's clean-up)."""
     name = validated.storage_name
     target = os.path.join(settings.MEDIA_ROOT, name)
     try:
@@ -329,14 +315,9 @@ def item_image_store(
     extra_images: dict[str, Image] | None = None,
 ) -> tuple[Item, bool]:
     """Validate and store one image of ``study`` as the ``role`` image of the item ``key``
-    (created with the given fields when new; ``extra_images`` adds other roles, e.g. the seed
-    photo of an edit); return ``(item, created)``.
-
-    The same key with the same bytes returns the existing item (``created`` False), so
-    re-running a generation or an import changes nothing. Raises ``ImageRejected`` subclasses
-    for unusable bytes, ``DuplicateImage`` when the bytes are already another one-image item of
-    the study, ``ImagePathConflict`` when the key holds other bytes.
-    """
+    (created when new; ``extra_images`` adds other roles); return ``(item, created)``. The same
+    key and bytes again change nothing; other bytes under the key raise ``ImagePathConflict``,
+    the bytes of another one-image item ``DuplicateImage``."""
     validated = image_file_validate(data)
     existing = _existing_item(study=study, key=key, role=role, sha256=validated.sha256)
     if existing is not None:

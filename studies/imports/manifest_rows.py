@@ -266,8 +266,7 @@ def rows_reason(exc: Exception) -> str:
     return str(exc)
 
 
-#: Rows per task of the import's thread pools: a task per row cost a future, a lock and a
-#: thread wake-up each (35 futex calls a row, measured), more than checking a small file.
+#: Rows per task of the import's thread pools (a task per row costs more than a small file).
 POOL_CHUNK_ROWS = 64
 
 

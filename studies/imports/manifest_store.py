@@ -63,11 +63,9 @@ ITEM_COLUMNS = (
 
 
 def file_checked(path: str, *, known: bool, store: bool, file_new: Callable[[str, str], None]) -> FileCheck:
-    """Read and hash one file; unless ``known`` (already imported: hashed only, no decoding)
-    validate it and, when ``store``, write its bytes to MEDIA_ROOT from the bytes in hand (not
-    read a second time to store them; ``file_new(name, temporary)`` is told first, for the
-    clean-up: a row refused later leaves an orphan that the import removes). Runs in worker
-    threads or processes: touches no state but ``file_new``'s."""
+    """Read and hash one file; unless ``known`` validate it and, when ``store``, store it from
+    the bytes in hand (``file_new`` told first, for the clean-up). Runs in worker threads or
+    processes."""
     try:
         data = read_limited(path)
         sha = hashlib.sha256(data).hexdigest()
@@ -158,11 +156,9 @@ class ManifestStore:
         raise NotImplementedError
 
     def _items_settle(self) -> list[ItemUpdate]:
-        """Settle every item from its staged rows, a chunk of items at a time: new items with a
-        refused row, with rows that disagree or (pairs) without both roles are refused whole,
-        each row named; the other new items are accepted. Items already imported whose rows say
-        something new are planned as updates (staged); the rest count as duplicates. Returns
-        the updates' reports."""
+        """Settle every staged item, a chunk at a time: refused whole when a row is bad, its rows
+        disagree or (pairs) a role is missing; accepted, planned as an update, or a duplicate.
+        Returns the updates' reports."""
         reports: list[ItemUpdate] = list(self.settled_reports)
         if self.one_image:  # settled batch by batch (``_one_image_items_settle``)
             return reports
@@ -230,16 +226,9 @@ class ManifestStore:
     def _update_plan(
         self, key: str, plans: list[RowPlan], item: StoredItem, spec: Any
     ) -> tuple[ItemUpdatePlan | None, bool]:
-        """``(update, refused)`` for an already imported item (same key, same bytes) from its
-        rows: what they now say about it (model, prompt (category, word, text), seed, index,
-        params, metadata columns), or None when nothing changed; ``refused`` when its rows
-        were refused (named in the summary).
-
-        Only the columns the manifest has are compared: a manifest without ``params`` leaves
-        the stored params alone, and a metadata column it lacks is kept. Changing which
-        questions an item asks is refused once it has labels (it would change what the labels
-        answer).
-        """
+        """``(update, refused)`` for an item imported already with the same bytes: what its rows
+        change (only the manifest's own columns are compared), or None. Changing the questions
+        of an item with labels is refused."""
         problem = self._item_problem(key, plans, set())
         if problem:
             for p in plans:
@@ -377,14 +366,9 @@ class ManifestStore:
             yield cast(str, key), rows
 
     def _write(self, reports: list[ItemUpdate]) -> None:
-        """Store the files of the good rows (most were stored by their check already), then
-        write every new item and every update in one transaction. A dry run stops before
-        anything is stored, counting what would be written.
-
-        A file that cannot be stored (unreadable now, or changed since it was checked) refuses
-        its row and its item, like any other bad row. The files this import stored that no
-        Image row points to afterwards are removed by ``run``, whatever happened.
-        """
+        """Store the good rows' files (most stored by their check), then write every new item and
+        update in one transaction; a file that cannot be stored refuses its item. A dry run
+        stops before storing anything."""
         n_updates = self.staging.one("SELECT count(*) FROM updates")[0]
         has_stamps = self.staging.one("SELECT 1 FROM stamps") is not None
         if self.dry_run:
