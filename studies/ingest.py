@@ -591,19 +591,20 @@ def images_import(
     dry_run: bool = False,
     source: str = "",
     stage_progress: Callable[[str, int], None] | None = None,
+    recorded_file: str = "",
 ) -> ImportSummary:
     """Import the good rows of a manifest CSV into ``study`` (see the module docstring); the
     summary lists refused rows by number, and the items a re-import updated (audited as
     ``ItemChange`` naming ``user`` and ``source``). ``ImportRejected``: nothing written.
     ``progress(summary, rows)`` once at the end; ``stage_progress(stage, rows)`` per batch."""
-    started = timezone.now()
+    started, recorded = timezone.now(), recorded_file or str(manifest_path)  # the ImportRun's file
     summary = ImportSummary(dry_run=dry_run, reports=("updated",))
     try:
         n_rows = _manifest_import(study, manifest_path, root, summary, user, source, stage_progress)
     except Exception as exc:
-        import_record("images", summary, manifest_path, study, user, started, error=str(exc))
+        import_record("images", summary, recorded, study, user, started, error=str(exc))
         raise
-    import_record("images", summary, manifest_path, study, user, started)
+    import_record("images", summary, recorded, study, user, started)
     if progress:
         progress(summary, n_rows)
     return summary
@@ -701,6 +702,9 @@ def images_import_zip(*, study: Study, zip_file: IO[bytes], user: Any = None) ->
             )
         except ArchiveRejected as exc:
             raise ZipRejected(str(exc)) from exc
-        summary = images_import(study=study, manifest_path=root / ZIP_MANIFEST_NAME, root=root, user=user)
+        name = getattr(zip_file, "name", "") or "zip upload"
+        summary = images_import(
+            study=study, manifest_path=root / ZIP_MANIFEST_NAME, root=root, user=user, recorded_file=name
+        )
     database_analyze()  # planner statistics for the rows just written, as the import commands do
     return summary

@@ -15,6 +15,7 @@ from studies.errors import ImportRejected
 from studies.imports import Importer, ImportSummary, RejectedRow, import_run
 from studies.ingest import images_import
 from studies.models import ImportRun, ImportStatus
+from tests.annotate.test_admin import good_zip, upload
 from tests.factories import ItemFactory, PromptFactory, png_bytes
 
 
@@ -173,3 +174,18 @@ def test_an_images_import_is_recorded_with_its_counts_and_refused_rows(study, tm
         1,
     )
     assert run.rejected_rows == [[3, "gone.png", summary.rejected[0].reason]]
+
+
+def test_a_zip_upload_in_the_admin_is_recorded_under_the_zip_name_and_the_admin(
+    client_for, admin_user, study
+):
+    response = upload(client_for(admin_user), study, good_zip(2), name="batch.zip")
+    assert response.status_code in (200, 302)
+    run = ImportRun.objects.get()
+    assert (run.kind, run.file, run.user, run.status, run.counts["accepted"]) == (
+        "images",
+        "batch.zip",
+        admin_user,
+        "done",
+        2,
+    )
