@@ -25,7 +25,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from annotate import selectors, services
-from annotate.exchange import EXPORT_FORMATS, ground_truth_export
+from annotate.exports import EXPORT_FORMATS, ground_truth_export
 from annotate.models import (
     Assignment,
     FinalLabel,
@@ -38,8 +38,19 @@ from annotate.models import (
 from studies import permissions
 from studies.batching import in_chunks
 from studies.errors import DomainError
-from studies.ingest import ImportSummary, images_import_zip, study_get_or_create
-from studies.models import AgreementRule, Image, Item, ItemChange, ItemImage, Prompt, Question, Study
+from studies.imports import ImportSummary
+from studies.ingest import images_import_zip, study_get_or_create
+from studies.models import (
+    AgreementRule,
+    Image,
+    ImportRun,
+    Item,
+    ItemChange,
+    ItemImage,
+    Prompt,
+    Question,
+    Study,
+)
 from studies.protocols import PROTOCOLS, protocol_choices
 from studies.selectors import images_load, item_main_image, study_questions
 from studies.services import study_create
@@ -557,6 +568,18 @@ class ItemChangeAdmin(ReadOnlyAdmin):
     list_filter = ("study", "action")
     search_fields = ("item_key", "actor", "source")
     list_select_related = ("study",)
+
+
+@admin.register(ImportRun)
+class ImportRunAdmin(ReadOnlyAdmin):
+    """Every import run (images, labels, ground truth, predictions), from a command or an upload:
+    who, when, which file, what it counted and the rows it refused. Written by the pipeline."""
+
+    list_display = ("started_at", "kind", "study", "actor", "file", "status", "rows", "rejected")
+    list_filter = ("kind", "status", "study")
+    search_fields = ("file", "actor")
+    list_select_related = ("study",)
+    readonly_fields = [f.name for f in ImportRun._meta.fields]
 
 
 # --- Labels, final labels and their history (read-only) ----------------------------------------

@@ -865,7 +865,7 @@ class GroundTruthExportApi(ApiView):
         },
     )
     def get(self, request: Request) -> Response | HttpResponse:
-        from annotate.exchange import ground_truth_export, ground_truth_rows
+        from annotate.exports import ground_truth_export, ground_truth_rows
 
         params, study = _query_with_study(request, ExportQuery)
         # ?format=csv or an "Accept: text/csv" header: both must give the CSV file, never the

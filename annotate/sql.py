@@ -499,7 +499,7 @@ def open_seats() -> str:
 
 
 # --- the label import's statements -------------------------------------------------------------
-# The reads (and the one recount) of a label import, ``annotate.exchange.labels_import`` and
+# The reads (and the one recount) of a label import, ``annotate.imports.labels_import`` and
 # ``annotate.services.bulk``, a chunk of items at a time: each builder takes the ``IN`` clause
 # ``studies.batching.is_in`` makes for the chunk, whose parameters come after the statement's own. Plain SQL
 # because the ORM prepares every value of an ``__in`` list one by one, and builds an instance

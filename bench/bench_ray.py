@@ -66,7 +66,7 @@ def make_images(n: int, size: int = 512) -> None:
     from PIL import Image
     from skimage import data
 
-    from studies.ingest import item_image_store, prompt_get_or_create
+    from studies.imports.images import item_image_store, prompt_get_or_create
     from studies.models import Study
 
     photos = [Image.fromarray(a).convert("RGB") for a in (data.astronaut(), data.camera(), data.coffee())]

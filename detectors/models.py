@@ -14,18 +14,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from detectors.kinds import KIND_ATTRIBUTES, KIND_GENDER, KIND_MEASUREMENTS, KIND_OBJECTS, kind_choices
+from detectors.kinds import KIND_GENDER, kind_choices
 from studies.models import Image, Study
-
-
-class OutputKind(models.TextChoices):
-    """The built-in output kinds as choices; their values are ``detectors.kinds``' constants, the
-    one vocabulary (use those)."""
-
-    GENDER = KIND_GENDER, "Gender verdict {label, reason, scores}"
-    ATTRIBUTES = KIND_ATTRIBUTES, "Score per attribute {scores: {question key: float}}"
-    MEASUREMENTS = KIND_MEASUREMENTS, "Measurements {face, age, gender, skin_gray}"
-    OBJECTS = KIND_OBJECTS, "Object instances {objects: [{class, confidence, box}]}"
 
 
 class Verdict(models.TextChoices):

@@ -5,7 +5,7 @@ plain data; the command's process selects the work from the database, turns it i
 ``(key, payload)`` items, and stores every result with the same idempotent writes as a local
 run — ``detectors.services`` for predictions (one row per image file, detector and version; a
 conflict is skipped), ``generation.generation`` and ``generation.editing`` for images (one item
-per study and key, through ``studies.ingest.item_image_store``). Work a dead worker had in hand
+per study and key, through ``studies.imports.images.item_image_store``). Work a dead worker had in hand
 was never written, so giving it to another worker cannot duplicate anything.
 
 This module holds what those drivers share and nothing of theirs: how a detector's workers are

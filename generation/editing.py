@@ -39,16 +39,14 @@ from generation.generation import (
     outcome_batches_run,
     pipeline_worker_spec,
 )
-from studies.ingest import (
+from studies.imports.images import (
     ImageRejected,
-    InvalidManifestRow,
-    PathOutsideRoot,
     image_file_get_or_create,
     image_file_validate,
     item_image_store,
-    manifest_path_resolve,
     prompt_get_or_create,
 )
+from studies.imports.manifest_rows import InvalidManifestRow, PathOutsideRoot, manifest_path_resolve
 from studies.models import Image, ImageRole, Item, ItemImage, Prompt, Study
 from studies.protocols import protocol_spec
 
@@ -292,7 +290,7 @@ def edit_run(
 
     ``generate_images``' loop (``generation.generation.batches_run``): the editor runs one batch
     ahead in a thread while this thread stores the previous batch, each pair in its own
-    transaction (``studies.ingest.item_image_store``); ``should_stop`` is checked before each
+    transaction (``studies.imports.images.item_image_store``); ``should_stop`` is checked before each
     batch; a restart re-edits at most the batches in flight. ``pipe`` is loaded when not given.
 
     With an ``executor`` (``--executor ray``, not started yet) the editor is loaded only in its

@@ -575,7 +575,7 @@ def generation_run(
 
     A generator thread runs the pipeline (one batch ahead at most) while this thread stores the
     previous batch's images one by one (each store is its own transaction in
-    ``studies.ingest.item_image_store``; a restart re-generates at most the batches in flight).
+    ``studies.imports.images.item_image_store``; a restart re-generates at most the batches in flight).
     Only this thread touches the database. ``should_stop`` is checked before each batch is
     generated.
 
@@ -667,7 +667,8 @@ class _Storer:
         on_warning: Callable[[str], None],
     ) -> None:
         """Store one image's PNG bytes (generated here, or by a Ray worker) as the job's item."""
-        from studies.ingest import DuplicateImage, item_image_store, prompt_get_or_create
+        from studies.imports.images import item_image_store, prompt_get_or_create
+        from studies.imports.manifest_rows import DuplicateImage
 
         spec = job.spec
         if spec not in self.prompts:

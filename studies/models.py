@@ -440,3 +440,58 @@ class ItemChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.item_key} {self.action} by {self.actor}"
+
+
+class ImportStatus(models.TextChoices):
+    DONE = "done", "done"
+    DRY_RUN = "dry_run", "dry run (nothing written)"
+    REJECTED = "rejected", "rows rejected"
+    REFUSED = "refused", "file refused (nothing written)"
+
+
+class ImportRun(models.Model):
+    """One run of an importer (images, labels, ground truth, predictions): who, when, which
+    file, what it counted and which rows it refused. Written by ``studies.imports.pipeline``
+    after the run, whether it wrote anything or not; the admin lists them."""
+
+    kind = models.CharField(
+        max_length=40, help_text="What was imported: images, labels, ground truth, predictions."
+    )
+    study = models.ForeignKey(
+        Study,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The study imported into; empty for a file of several studies, or once it is deleted.",
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The account that ran the import (admin upload, a named user); empty for a command.",
+    )
+    actor = models.CharField(
+        max_length=200, help_text="Who ran it: the account's username, or the shell user of a command."
+    )
+    file = models.CharField(max_length=1000, help_text="The file imported, as given.")
+    started_at = models.DateTimeField(help_text="When the run began.")
+    finished_at = models.DateTimeField(auto_now_add=True, help_text="When the run ended.")
+    status = models.CharField(max_length=10, choices=ImportStatus.choices)
+    rows = models.PositiveIntegerField(default=0, help_text="CSV rows read.")
+    counts = models.JSONField(
+        default=dict, blank=True, help_text="What the run did: accepted, duplicates, skipped, changed …"
+    )
+    rejected = models.PositiveIntegerField(default=0, help_text="How many rows were refused.")
+    rejected_rows = models.JSONField(
+        default=list, blank=True, help_text="The first refused rows: [row number, path, reason]."
+    )
+    error = models.TextField(blank=True, help_text="Why the whole file was refused, if it was.")
+
+    class Meta:
+        ordering = ["-started_at"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} import of {self.file} ({self.status})"

@@ -20,10 +20,6 @@ from django.apps import apps
 from django.core.signals import setting_changed
 from django.dispatch import Signal
 
-#: The protocol ``studies.ingest.study_get_or_create`` still assumes when its caller names none;
-#: every other path (``create_study``, ``study_create``, the admin) asks for one.
-DEFAULT_PROTOCOL = "gender"
-
 
 @dataclass(frozen=True)
 class QuestionSpec:

@@ -43,7 +43,8 @@ from django.db.models.deletion import CASCADE, PROTECT, RESTRICT, Collector
 from metrics.coco_names import UnknownClassName, normalise_class_name
 from studies.batching import batches, in_chunk_size, in_chunks
 from studies.errors import DomainError, ImportRejected
-from studies.ingest import ValidatedImage, _Audit, _file_write, image_file_validate
+from studies.imports.images import ValidatedImage, file_write, image_file_validate
+from studies.imports.pipeline import Audit
 from studies.jsonbounds import MAX_JSON_DEPTH, JSONOutOfBounds, json_bounds_check, json_loads_bounded
 from studies.models import (
     Image,
@@ -258,7 +259,7 @@ def items_remove(
         raise DomainError("removing items with their labels needs a backup file")
     if backup_path is not None and backup_path.exists() and not dry_run:
         raise DomainError(f"the backup file {backup_path} already exists: name another one")
-    audit = _Audit(user=user, source=source)
+    audit = Audit(user=user, source=source)
     with transaction.atomic():
         # Locked: a label or a new import arriving meanwhile waits for the removal.
         items = _locked(items)
@@ -777,13 +778,13 @@ def items_restore(
     result = RestoreResult(keys=check.keys, rows=dict(counts), files=len(files), dry_run=dry_run)
     if dry_run:
         return result
-    audit = _Audit(user=user, source=source)
+    audit = Audit(user=user, source=source)
     written: list[str] = []
     try:
         for validated in files:
             if not (Path(settings.MEDIA_ROOT) / validated.storage_name).exists():
                 written.append(validated.storage_name)
-            _file_write(validated)
+            file_write(validated)
         try:
             with transaction.atomic():
                 for row in sorted(check.rows, key=lambda row: row.model is not Image):

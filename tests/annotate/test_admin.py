@@ -459,16 +459,16 @@ def test_a_database_failure_during_a_zip_import_is_a_message_and_leaves_nothing(
 ):
     from django.db import IntegrityError
 
-    from studies import ingest
+    from studies.imports import manifest_store
 
-    real = ingest.rows_insert
+    real = manifest_store.rows_insert
 
     def refuse(model, *args, **kwargs):
         if model is ItemImage:  # the import's last INSERT (multi-row, studies.batching.rows_insert)
             raise IntegrityError("UNIQUE constraint failed")
         return real(model, *args, **kwargs)
 
-    monkeypatch.setattr(ingest, "rows_insert", refuse)
+    monkeypatch.setattr(manifest_store, "rows_insert", refuse)
     archive = io.BytesIO(good_zip(2))
     archive.name = "x.zip"
     response = admin_client.post(

@@ -16,13 +16,8 @@ from sklearn.metrics import cohen_kappa_score
 
 from annotate import services
 from annotate.errors import ImportRejected
-from annotate.exchange import (
-    REASON_NOT_EXPORTED,
-    ground_truth_export,
-    ground_truth_import,
-    ground_truth_rows,
-    labels_import,
-)
+from annotate.exports import ground_truth_export, ground_truth_rows
+from annotate.imports import REASON_NOT_EXPORTED, ground_truth_import, labels_import
 from annotate.models import FinalLabel, FinalLabelSource, Label, LabelRevision
 from annotate.selectors import label_rows_for_agreement
 from studies import permissions

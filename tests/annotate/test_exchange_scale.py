@@ -15,15 +15,10 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from annotate import exchange
-from annotate.exchange import (
-    ground_truth_export,
-    ground_truth_import,
-    ground_truth_rows,
-    ground_truth_rows_stream,
-    labels_import,
-)
+from annotate.exports import ground_truth_export, ground_truth_rows, ground_truth_rows_stream
+from annotate.imports import ground_truth_import, labels_import
 from annotate.models import FinalLabel, Label
+from studies.imports import pipeline
 from studies.models import Item, ItemImage
 from studies.selectors import study_questions
 from tests.annotate.gender import label_import
@@ -88,7 +83,7 @@ def test_a_file_of_more_rows_than_are_kept_in_memory_is_staged_on_disk_and_impor
 ):
     """Checked rows are kept in memory up to STAGED_IN_MEMORY_ROWS, then every batch goes to
     disk, those held first: 300 rows in batches of 7, spilled from the third batch on."""
-    monkeypatch.setattr(exchange, "STAGED_IN_MEMORY_ROWS", 20)
+    monkeypatch.setattr(pipeline, "STAGED_IN_MEMORY_ROWS", 20)
     rows = [(item.key, name, "male") for item in many for name in ("anna", "ben")]
     summary = labels_import(study=study, csv_path=labels_csv(tmp_path, rows))
     assert (summary.accepted, summary.rejected) == (300, [])
@@ -98,9 +93,9 @@ def test_a_file_of_more_rows_than_are_kept_in_memory_is_staged_on_disk_and_impor
 
 
 def test_staged_rows_come_back_in_order_from_memory_and_from_disk(monkeypatch):
-    monkeypatch.setattr(exchange, "STAGED_IN_MEMORY_ROWS", 5)
+    monkeypatch.setattr(pipeline, "STAGED_IN_MEMORY_ROWS", 5)
     for n_batches in (1, 4):  # 3 rows: memory; 12 rows: disk
-        staged = exchange._Staged()
+        staged = pipeline.Spill()
         try:
             for b in range(n_batches):
                 staged.add([(b, i) for i in range(3)])

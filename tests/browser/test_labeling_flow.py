@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings
 from PIL import Image as PILImage
 
-from annotate.exchange import ground_truth_export
+from annotate.exports import ground_truth_export
 from annotate.models import FinalLabel, Label
 from studies.models import Question
 from tests.browser.screenshots import screenshots_dir

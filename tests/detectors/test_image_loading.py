@@ -11,7 +11,7 @@ from PIL import ExifTags
 from PIL import Image as PILImage
 
 from detectors.models import Prediction
-from studies.ingest import item_image_store
+from studies.imports.images import item_image_store
 from tests.factories import PromptFactory, image_of
 from tests.fakes import registered_fake
 

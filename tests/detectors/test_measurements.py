@@ -311,7 +311,7 @@ def test_run_detectors_measures_both_images_of_a_pair(db, astronaut, coffee):
     from django.core.management import call_command
 
     from detectors.models import Prediction
-    from studies.ingest import image_file_get_or_create, image_file_validate
+    from studies.imports.images import image_file_get_or_create, image_file_validate
     from studies.models import ImageRole, ItemImage
     from tests.factories import PairItemFactory, StudyFactory
 

@@ -16,8 +16,8 @@ from django.core.management import call_command
 from django.db import OperationalError, connection
 from django.test.utils import CaptureQueriesContext
 
+from detectors.imports import PredictionImportRejected, predictions_import
 from detectors.models import Prediction
-from detectors.services import PredictionImportRejected, predictions_import
 from studies.models import Image, ImageRole, Item, ItemImage
 from tests.factories import StudyFactory
 from tests.sqlite_limits import LIMIT, sqlite_variable_limit

@@ -21,7 +21,8 @@ from generation.generation import (
 )
 from metrics import gep
 from protocols.attributes.spec import explicit_attribute_question
-from studies.ingest import images_import, item_image_store
+from studies.imports.images import item_image_store
+from studies.ingest import images_import
 from studies.models import Item
 from studies.protocols import PROTOCOLS, protocol_spec
 from tests.factories import StudyFactory, png_bytes

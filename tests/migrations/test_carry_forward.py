@@ -53,7 +53,7 @@ def _rows(text: str) -> list[dict[str, str]]:
 
 
 def _ground_truth_export_says_the_same(slug):
-    from annotate.exchange import ground_truth_export
+    from annotate.exports import ground_truth_export
     from studies.models import Study
 
     study = Study.objects.get(slug=slug)
@@ -65,7 +65,7 @@ def _ground_truth_export_says_the_same(slug):
 
 
 def _ground_truth_json_keeps_every_old_key_and_value():
-    from annotate.exchange import ground_truth_export
+    from annotate.exports import ground_truth_export
     from studies.models import Study
 
     before = json.loads((HERE / "golden_ground_truth_gender.json").read_text())

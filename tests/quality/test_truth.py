@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotate import selectors
-from annotate.exchange import ground_truth_rows
+from annotate.exports import ground_truth_rows
 from annotate.models import Assignment, FinalLabel, FinalLabelRevision, Label
 from quality.selectors import reliability_report
 from tests.factories import ItemFactory, PromptFactory, UserFactory

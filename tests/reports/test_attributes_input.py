@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from annotate.exchange import labels_import
+from annotate.imports import labels_import
 from annotate.models import FinalLabel, Label
 from protocols.attributes.spec import gep_metadata_problem
 from studies.ingest import images_import

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
-from annotate.exchange import ground_truth_export
+from annotate.exports import ground_truth_export
 from annotate.models import Assignment, FinalLabel, FinalLabelRevision, Label, LabelRevision
 from studies.models import Image, Item, ItemImage, Prompt, Question, Study
 from tests.factories import png_bytes

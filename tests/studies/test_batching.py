@@ -10,14 +10,14 @@ from datetime import UTC, datetime
 import pytest
 
 from studies.batching import rows_insert, rows_insert_returning
-from studies.ingest import _ITEM_COLUMNS
+from studies.imports.manifest_store import ITEM_COLUMNS
 from studies.models import Item
 from tests.sqlite_limits import LIMIT
 
 pytestmark = pytest.mark.django_db
 
 # The columns the image import writes a new item with.
-_COLUMNS = _ITEM_COLUMNS
+_COLUMNS = ITEM_COLUMNS
 
 
 def _rows(study, n):

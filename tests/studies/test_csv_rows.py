@@ -1,4 +1,4 @@
-"""``studies.ingest.csv_rows_stream``: the rows every import reads, as csv.DictReader gives them
+"""``studies.imports.csv_rows_stream``: the rows every import reads, as csv.DictReader gives them
 (the reader builds them from csv.reader's lists, which costs less than half as much)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from studies.csvio import read_cell
 from studies.errors import ImportRejected
-from studies.ingest import csv_rows_stream
+from studies.imports import csv_rows_stream
 
 
 def _dict_reader_rows(path) -> list[tuple[int, dict[str, str]]]:

@@ -12,7 +12,8 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from annotate import services
-from annotate.exchange import ground_truth_export, ground_truth_import, labels_import
+from annotate.exports import ground_truth_export
+from annotate.imports import ground_truth_import, labels_import
 from annotate.models import FinalLabel, Label
 from detectors.models import Prediction
 from studies import permissions

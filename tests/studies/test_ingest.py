@@ -19,19 +19,19 @@ from PIL import Image as PILImage
 
 from studies import ingest
 from studies.errors import ImportRejected
-from studies.ingest import (
+from studies.imports import images, manifest_store
+from studies.imports.images import (
     CorruptImage,
-    DuplicateImage,
     EmptyImageFile,
     ImageFormatNotAllowed,
-    ImagePathConflict,
     ImageTooLarge,
     NotAnImage,
     image_file_validate,
-    images_import,
     item_image_store,
     prompt_get_or_create,
 )
+from studies.imports.manifest_rows import DuplicateImage, ImagePathConflict
+from studies.ingest import images_import
 from studies.models import Image, ImageRole, Item, ItemChange, ItemImage, Prompt, Study
 from tests.factories import StudyFactory, png_bytes
 
@@ -573,14 +573,14 @@ def test_a_failed_write_leaves_no_row_and_no_orphan_file(study, root, tmp_path, 
 
     manifest = write_manifest(tmp_path / "m.csv", [row(f"sdxl/{n}.png", n) for n in range(3)])
 
-    real = ingest.rows_insert
+    real = manifest_store.rows_insert
 
     def refuse(model, *args, **kwargs):
         if model is ItemImage:  # the last INSERT of the write: items and images are written
             raise DataError("value too long for type character varying(1000)")
         return real(model, *args, **kwargs)
 
-    monkeypatch.setattr(ingest, "rows_insert", refuse)
+    monkeypatch.setattr(manifest_store, "rows_insert", refuse)
     with pytest.raises(ImportRejected, match=r"the database refused the import .*nothing was written"):
         images_import(study=study, manifest_path=manifest, root=root)
     assert (Item.objects.count(), Image.objects.count(), Prompt.objects.count()) == (0, 0, 0)
@@ -601,14 +601,14 @@ def test_stored_files_get_a_plain_files_mode_and_no_temporary_file_is_left(study
 def test_an_interrupted_write_leaves_no_orphan_file(study, root, tmp_path, settings, monkeypatch):
     manifest = write_manifest(tmp_path / "m.csv", [row(f"sdxl/{n}.png", n) for n in range(3)])
 
-    real = ingest.rows_insert_returning
+    real = manifest_store.rows_insert_returning
 
     def interrupt(model, *args, **kwargs):
         if model is Item:
             raise KeyboardInterrupt
         return real(model, *args, **kwargs)
 
-    monkeypatch.setattr(ingest, "rows_insert_returning", interrupt)
+    monkeypatch.setattr(manifest_store, "rows_insert_returning", interrupt)
     with pytest.raises(KeyboardInterrupt):
         images_import(study=study, manifest_path=manifest, root=root)
     assert (Item.objects.count(), Image.objects.count()) == (0, 0)
@@ -622,14 +622,14 @@ def test_a_failed_write_keeps_the_files_other_items_already_use(study, root, tmp
     before = media_files(settings)
     other = StudyFactory(slug="other")
     manifest = write_manifest(tmp_path / "b.csv", [row(f"sdxl/{n}.png", n) for n in range(3)])
-    real = ingest.rows_insert
+    real = manifest_store.rows_insert
 
     def fail(model, *args, **kwargs):
         if model is ItemImage:
             raise RuntimeError("boom")
         return real(model, *args, **kwargs)
 
-    monkeypatch.setattr(ingest, "rows_insert", fail)
+    monkeypatch.setattr(manifest_store, "rows_insert", fail)
     with pytest.raises(RuntimeError):
         images_import(study=other, manifest_path=manifest, root=root)
     assert media_files(settings) == before
@@ -823,7 +823,7 @@ def test_the_command_imports_pairs_into_a_pair_change_study(pair_study, root, tm
 
 def test_format_names_in_settings_are_read_leniently(settings):
     settings.BIASLAB_IMAGE_FORMATS = ["jpg", "png", "NOT-A-FORMAT"]
-    assert ingest.allowed_formats() == ["JPEG", "PNG"]
+    assert images.allowed_formats() == ["JPEG", "PNG"]
     assert image_file_validate(png_bytes(1)).format == "PNG"
 
 

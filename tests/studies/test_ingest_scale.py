@@ -20,6 +20,7 @@ from django.core.management import call_command
 
 from studies import ingest
 from studies.errors import ImportRejected
+from studies.imports import manifest_rows, manifest_store
 from studies.ingest import images_import
 from studies.models import Image, Item, ItemChange, ItemImage
 from tests.factories import StudyFactory, png_bytes
@@ -106,13 +107,13 @@ def test_a_reimport_that_changes_metadata_updates_every_item_in_batches(small, t
 def staged_rows_counted(monkeypatch) -> list[int]:
     """The number of rows each import left in its staging table of rows, read as it closes."""
     counts: list[int] = []
-    close = ingest._Staging.close
+    close = manifest_rows.Staging.close
 
     def counted(staging):
         counts.append(staging.one("SELECT count(*) FROM plans")[0])
         close(staging)
 
-    monkeypatch.setattr(ingest._Staging, "close", counted)
+    monkeypatch.setattr(manifest_rows.Staging, "close", counted)
     return counts
 
 
@@ -230,7 +231,7 @@ def test_a_dry_run_streams_too_and_writes_nothing(small, tmp_path):
 def test_a_failed_write_in_a_late_chunk_leaves_no_row_and_no_file(small, tmp_path, settings, monkeypatch):
     root = images_folder(tmp_path, 120)
     study = StudyFactory(slug="big")
-    real = ingest.rows_insert
+    real = manifest_store.rows_insert
     calls = []
 
     def fail_late(model, names, rows, *args, **kwargs):
@@ -240,7 +241,7 @@ def test_a_failed_write_in_a_late_chunk_leaves_no_row_and_no_file(small, tmp_pat
                 raise RuntimeError("boom")
         return real(model, names, rows, *args, **kwargs)
 
-    monkeypatch.setattr(ingest, "rows_insert", fail_late)
+    monkeypatch.setattr(manifest_store, "rows_insert", fail_late)
     with pytest.raises(RuntimeError):
         images_import(study=study, manifest_path=manifest(tmp_path, [row(i) for i in range(120)]), root=root)
     assert len(calls) == 3
@@ -255,14 +256,14 @@ def test_a_big_batch_has_its_files_read_by_worker_processes_and_a_small_one_by_t
     settings.BIASLAB_IMPORT_PROCESSES = 2
     monkeypatch.setattr(ingest, "PROCESS_MIN_FILES", 10)
     readers = tmp_path / "readers"
-    real = ingest._read_limited
+    real = manifest_store.read_limited
 
     def noted(path):
         with open(readers, "a") as fh:  # one line per read, from whichever process reads
             fh.write(f"{os.getpid()} {Path(path).name}\n")
         return real(path)
 
-    monkeypatch.setattr(ingest, "_read_limited", noted)
+    monkeypatch.setattr(manifest_store, "read_limited", noted)
     root = images_folder(tmp_path, 12)
     for path in root.iterdir():  # written long ago: the store step trusts their stamps, reads none again
         os.utime(path, (time.time() - 3600, time.time() - 3600))
@@ -326,14 +327,14 @@ def test_a_worker_process_that_dies_stops_the_import_with_a_clear_error_and_leav
     settings.BIASLAB_IMPORT_BATCH_ROWS = 7
     monkeypatch.setattr(ingest, "PROCESS_MIN_FILES", 1)
     root = images_folder(tmp_path, 20)
-    real = ingest._image_facts
+    real = manifest_store.image_facts
 
     def crash_on_the_twelfth(data):
         if data == png_bytes(11, size=8):
             os._exit(1)  # as a decoder's fault would end the worker
         return real(data)
 
-    monkeypatch.setattr(ingest, "_image_facts", crash_on_the_twelfth)
+    monkeypatch.setattr(manifest_store, "image_facts", crash_on_the_twelfth)
     study = StudyFactory(slug="big")
     with pytest.raises(ImportRejected, match="a worker process checking the image files stopped abruptly"):
         images_import(study=study, manifest_path=manifest(tmp_path, [row(i) for i in range(20)]), root=root)
@@ -347,7 +348,7 @@ def test_reading_a_small_file_allocates_its_size_not_the_byte_limit(tmp_path):
     path.write_bytes(png_bytes(1))
     tracemalloc.start()
     try:
-        data = ingest._read_limited(path)
+        data = manifest_store.read_limited(path)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

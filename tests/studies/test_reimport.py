@@ -12,6 +12,7 @@ import pytest
 from django.core.management import call_command
 
 from studies import ingest
+from studies.imports import manifest_store
 from studies.ingest import images_import
 from studies.models import Item, ItemImage
 from tests.factories import StudyFactory, png_bytes
@@ -33,14 +34,14 @@ def age(root: Path) -> None:
 def reads(monkeypatch):
     """Every path ``_read_limited`` reads during the import (the file check and the store)."""
     seen: list[str] = []
-    real = ingest._read_limited
+    real = manifest_store.read_limited
 
     def counted(path_or_file):
         if isinstance(path_or_file, str | os.PathLike):  # not the bytes handed on to validation
             seen.append(str(path_or_file))
         return real(path_or_file)
 
-    monkeypatch.setattr(ingest, "_read_limited", counted)
+    monkeypatch.setattr(manifest_store, "read_limited", counted)
     return seen
 
 
@@ -48,7 +49,7 @@ def reads(monkeypatch):
 def hashes(monkeypatch):
     """How many times the import hashes bytes (any sha256 computed by studies.ingest)."""
     calls: list[int] = []
-    real = ingest.hashlib.sha256
+    real = manifest_store.hashlib.sha256
 
     class Counting:
         @staticmethod
@@ -56,7 +57,7 @@ def hashes(monkeypatch):
             calls.append(len(data))
             return real(data)
 
-    monkeypatch.setattr(ingest, "hashlib", Counting)
+    monkeypatch.setattr(manifest_store, "hashlib", Counting)
     return calls
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from annotate.exchange import labels_import
+from annotate.imports import labels_import
 from annotate.models import Assignment, FinalLabel, Label, LabelRevision
 from detectors.models import Prediction
 from estimates.models import RoundItem, SamplingRound

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from annotate import services
-from annotate.exchange import ground_truth_export
+from annotate.exports import ground_truth_export
 from annotate.models import Assignment, FinalLabel, FinalLabelRevision, Label, LabelRevision
 from detectors.models import Prediction
 from estimates.models import RoundItem, SamplingRound

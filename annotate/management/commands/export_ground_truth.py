@@ -1,4 +1,4 @@
-"""``manage.py export_ground_truth``: thin wrapper around ``annotate.exchange.ground_truth_write``
+"""``manage.py export_ground_truth``: thin wrapper around ``annotate.exports.ground_truth_write``
 (streamed: a chunk of items at a time, constant memory)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from annotate.exchange import ground_truth_write
+from annotate.exports import ground_truth_write
 from studies.commands import (
     add_format_argument,
     add_output_argument,

@@ -1,4 +1,4 @@
-"""``manage.py import_ground_truth FILE.csv``: thin wrapper around ``annotate.exchange.ground_truth_import``."""
+"""``manage.py import_ground_truth FILE.csv``: thin wrapper around ``annotate.imports.ground_truth_import``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.exchange import LABEL_TABLES, ground_truth_import
+from annotate.imports import LABEL_TABLES, ground_truth_import
 from studies.commands import add_file_argument, add_study_argument
 from studies.database import database_analyze
 from studies.errors import DomainError

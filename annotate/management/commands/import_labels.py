@@ -1,4 +1,4 @@
-"""``manage.py import_labels FILE.csv``: thin wrapper around ``annotate.exchange.labels_import``."""
+"""``manage.py import_labels FILE.csv``: thin wrapper around ``annotate.imports.labels_import``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.exchange import LABEL_TABLES, labels_import
+from annotate.imports import LABEL_TABLES, labels_import
 from studies.commands import add_file_argument, add_study_argument
 from studies.database import bulk_page_cache, database_analyze, rows_mark_visible
 from studies.errors import DomainError

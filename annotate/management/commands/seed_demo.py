@@ -35,7 +35,8 @@ from django.db import transaction
 from annotate.demo.seeding import ANNOTATORS, ProtocolDemo, demo_of
 from studies import permissions
 from studies.errors import DomainError
-from studies.ingest import ImportSummary, images_import
+from studies.imports import ImportSummary
+from studies.ingest import images_import
 from studies.models import Item, Study
 from studies.protocols import PROTOCOLS
 

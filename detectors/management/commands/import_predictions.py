@@ -9,7 +9,7 @@ prediction (male|female|filtered) or output (a JSON object of the row's kind); o
 ``export_predictions --format csv`` reads back unchanged. Unknown filter reasons are stored as
 "other" with their text as detail. A bad output is reported with its line and field; a detector
 name with "/" is refused. A row stored already with the same result is unchanged (re-importing a
-file changes nothing). See detectors.services.predictions_import.
+file changes nothing). See detectors.imports.predictions_import.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from detectors.imports import PredictionImportRejected, predictions_import
 from detectors.models import Prediction
-from detectors.services import PredictionImportRejected, predictions_import
 from studies.commands import add_file_argument, add_study_argument, study_filter_from_options
 from studies.database import database_analyze
 from studies.progress import StageProgress, command_stream

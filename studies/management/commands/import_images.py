@@ -11,10 +11,10 @@ from django.core.management.base import BaseCommand, CommandError
 from studies.commands import add_file_argument, add_study_argument, file_from_options
 from studies.database import database_analyze
 from studies.errors import DomainError
+from studies.imports import ImportSummary
 from studies.ingest import (
     MANIFEST_REQUIRED_COLUMNS,
     PAIR_MANIFEST_REQUIRED_COLUMNS,
-    ImportSummary,
     images_import,
     study_for_import,
 )

@@ -12,7 +12,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from studies.commands import add_file_argument, add_study_argument, file_from_options
 from studies.errors import DomainError
-from studies.ingest import csv_rows_stream, study_for_import
+from studies.imports import csv_rows_stream
+from studies.ingest import study_for_import
 from studies.removal import items_remove, items_resolve
 
 

@@ -1,0 +1,201 @@
+"""A study's ground truth out as a file: one row per (item, question) of the study (unlabelled
+items included), columns ``item, question, image, [input_image, output_image,] t2i_model,
+category, word, prompt, seed, annotator_1, label_1, reason_1, …, annotator_N, label_N, reason_N,
+final_label, resolved_by, note``. ``image`` is the item's first image (its import path); pairs
+also name their seed and edit. Used by ``export_ground_truth``, the admin and the API; read back
+by ``annotate.imports``."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Iterator
+from typing import IO, Any
+
+from django.db.models import Count, F
+
+from annotate.models import FinalLabel, Label
+from studies.batching import IsIn, in_chunk_size
+from studies.csvio import safe_dict_writer
+from studies.models import ImageRole, Item, ItemImage, Study
+from studies.protocols import protocol_spec
+from studies.selectors import item_questions, study_questions
+
+EXPORT_FORMATS = ("csv", "json")
+HEAD_COLUMNS = ("item", "question", "image")
+PAIR_COLUMNS = ("input_image", "output_image")
+ITEM_COLUMNS = ("t2i_model", "category", "word", "prompt", "seed")
+TAIL_COLUMNS = ("final_label", "resolved_by", "note", "posterior")
+
+
+def _is_pair_study(study: Study) -> bool:
+    return protocol_spec(study.protocol).paired
+
+
+def ground_truth_columns(n_annotators: int, *, pairs: bool = False) -> list[str]:
+    """Export columns for a study with at most ``n_annotators`` labels per (item, question)."""
+    middle: list[str] = []
+    for i in range(1, n_annotators + 1):
+        middle += [f"annotator_{i}", f"label_{i}", f"reason_{i}"]
+    return [*HEAD_COLUMNS, *(PAIR_COLUMNS if pairs else ()), *ITEM_COLUMNS, *middle, *TAIL_COLUMNS]
+
+
+def _labels_by_item(study: Study, item_ids: list[int]) -> dict[tuple[int, int], list[tuple[str, str, str]]]:
+    # Ordered by annotator id within an item, the order agreement metrics pair labels in, so
+    # label_1 / label_2 of the file are the pairs kappa is computed on.
+    grouped: dict[tuple[int, int], list[tuple[str, str, str]]] = {}
+    rows = (
+        Label.objects.filter(IsIn(F("item_id"), item_ids), item__study=study)
+        .order_by("item_id", "question_id", "annotator_id")
+        .values_list("item_id", "question_id", "annotator__username", "value", "reason")
+    )
+    for item_id, question_id, username, value, reason in rows:
+        grouped.setdefault((item_id, question_id), []).append((username, value, reason))
+    return grouped
+
+
+def _annotator_columns(study: Study) -> int:
+    """How many annotator columns the export has: the study's N, or the most labels any
+    (item, question) has if more (one aggregate query)."""
+    most = (
+        Label.objects.filter(item__study=study)
+        .order_by()
+        .values("item_id", "question_id")
+        .annotate(n=Count("id"))
+        .order_by("-n")
+        .values_list("n", flat=True)
+        .first()
+    )
+    return max(study.labels_per_item, most or 0)
+
+
+def ground_truth_rows_stream(
+    *, study: Study, n_annotators: int | None = None, chunk: int | None = None
+) -> Iterator[dict[str, Any]]:
+    """``ground_truth_rows`` read a chunk of items at a time (keyset pages by item id, their
+    labels, final labels and image paths in one query each), so a study of a million items is
+    exported in constant memory."""
+    n = n_annotators if n_annotators is not None else _annotator_columns(study)
+    size = chunk or in_chunk_size()
+    questions = study_questions(study)
+    pairs = _is_pair_study(study)
+    after = 0
+    while True:
+        items = list(
+            Item.objects.filter(study=study, pk__gt=after).select_related("prompt").order_by("id")[:size]
+        )
+        if not items:
+            return
+        after = items[-1].pk
+        ids = [item.pk for item in items]
+        labels = _labels_by_item(study, ids)
+        finals = {
+            (f.item_id, f.question_id): f
+            for f in FinalLabel.objects.filter(IsIn(F("item_id"), ids)).select_related("decided_by")
+        }
+        links: dict[int, dict[str, str]] = {}
+        for item_id, role, path in ItemImage.objects.filter(IsIn(F("item_id"), ids)).values_list(
+            "item_id", "role", "source_path"
+        ):
+            links.setdefault(item_id, {})[role] = path
+        for item in items:
+            paths = links.get(item.pk, {})
+            first = (
+                paths.get(ImageRole.IMAGE) or paths.get(ImageRole.INPUT) or paths.get(ImageRole.OUTPUT, "")
+            )
+            prompt = item.prompt
+            for question in item_questions(item, questions):
+                row: dict[str, Any] = {"item": item.key, "question": question.key, "image": first}
+                if pairs:
+                    row["input_image"] = paths.get(ImageRole.INPUT, "")
+                    row["output_image"] = paths.get(ImageRole.OUTPUT, "")
+                row.update(
+                    {
+                        "t2i_model": item.t2i_model,
+                        "category": prompt.category if prompt else "",
+                        "word": prompt.word if prompt else "",
+                        "prompt": prompt.text if prompt else "",
+                        "seed": item.seed,
+                    }
+                )
+                given = labels.get((item.pk, question.pk), [])
+                for i in range(n):
+                    username, value, reason = given[i] if i < len(given) else ("", "", "")
+                    row[f"annotator_{i + 1}"] = username
+                    row[f"label_{i + 1}"] = value
+                    row[f"reason_{i + 1}"] = reason
+                final = finals.get((item.pk, question.pk))
+                row["final_label"] = final.value if final else ""
+                row["resolved_by"] = final.decided_by.get_username() if final and final.decided_by else ""
+                row["note"] = final.note if final else ""
+                row["posterior"] = final.posterior if final else None
+                yield row
+
+
+def ground_truth_rows(*, study: Study) -> list[dict[str, Any]]:
+    """One ordered dict of the export columns per (item, question) the study asks, by item id
+    then question order.
+
+    ``seed`` is an int or None; missing annotators and an answer without final label give "".
+    The number of annotator columns is the larger of the study's N and the most labels any
+    answer has. (All in memory: for a large study, ``ground_truth_rows_stream``.)
+    """
+    return list(ground_truth_rows_stream(study=study))
+
+
+def ground_truth_export(*, study: Study, fmt: str) -> str:
+    """The study's ground truth as CSV text or a JSON document.
+
+    JSON: ``{"study": slug, "protocol", "labels": [the first question's values], "questions":
+    [{"key", "text", "values"}], "columns": [...], "rows": [{column: value}]}``. Raises
+    ValueError for an unknown format. (The whole text in memory: the command streams with
+    ``ground_truth_write``.)
+    """
+    buffer = io.StringIO()
+    ground_truth_write(study=study, fmt=fmt, out=buffer)
+    return buffer.getvalue()
+
+
+def ground_truth_write(
+    *, study: Study, fmt: str, out: IO[str], progress: Callable[[int], None] | None = None
+) -> int:
+    """Write the export of ``ground_truth_export`` to ``out`` as it is read, a chunk of items at
+    a time (constant memory, whatever the study's size); return the number of rows.
+    ``progress(rows)`` is called after each chunk of rows. Raises ValueError for an unknown
+    format (before writing anything)."""
+    if fmt not in EXPORT_FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}: use one of {', '.join(EXPORT_FORMATS)}")
+    n = _annotator_columns(study)
+    columns = ground_truth_columns(n, pairs=_is_pair_study(study))
+    rows = ground_truth_rows_stream(study=study, n_annotators=n)
+    count = 0
+    if fmt == "json":
+        questions = study_questions(study)
+        head = {
+            "study": study.slug,
+            "protocol": study.protocol,
+            "labels": questions[0].values if questions else [],
+            "questions": [{"key": q.key, "text": q.text, "values": q.values} for q in questions],
+            "columns": columns,
+        }
+        # The text json.dumps(document, indent=2) gives, written a row at a time.
+        text = json.dumps(head, ensure_ascii=False, indent=2)
+        out.write(text[: -len("\n}")] + ',\n  "rows": [')
+        for row in rows:
+            body = json.dumps(row, ensure_ascii=False, indent=2).replace("\n", "\n    ")
+            out.write(("\n    " if count == 0 else ",\n    ") + body)
+            count += 1
+            if progress and count % 1000 == 0:
+                progress(1000)
+        out.write("\n  ]\n}\n" if count else "]\n}\n")
+    else:
+        writer = safe_dict_writer(out, columns)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+            count += 1
+            if progress and count % 1000 == 0:
+                progress(1000)
+    if progress and count % 1000:
+        progress(count % 1000)
+    return count

@@ -1,0 +1,699 @@
+"""Labels and ground truth into a study from CSV files, on the import pipeline
+(``studies.imports``): every row is checked first, and only a file without a bad row is written,
+in one transaction, through ``annotate.services.labels_import_batch`` / ``final_label_set`` (the
+label rules live there). Both also read ``annotate.exports``' own file, so export → import
+reproduces a study: the wide ``annotator_i`` / ``label_i`` / ``reason_i`` columns are read as
+labels, ``final_label`` as the final answer."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from graphlib import CycleError, TopologicalSorter
+from typing import Any, NamedTuple
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, User
+from django.db import connection
+
+from annotate import services, sql
+from annotate.errors import AnnotateError
+from annotate.models import (
+    Assignment,
+    FinalLabel,
+    FinalLabelRevision,
+    FinalLabelSource,
+    Label,
+    LabelRevision,
+)
+from studies import permissions
+from studies.batching import in_chunks, is_in
+from studies.imports import Importer, ImportSummary, RejectedRow, csv_header, csv_rows_stream, import_run
+from studies.models import ImageRole, Item, Question, QuestionKind, Study
+from studies.selectors import study_questions
+
+# Old export files carry no reasons: a label that needs one gets this text on re-import.
+REASON_NOT_EXPORTED = "(imported from a ground-truth export, which carries no reasons)"
+_USERNAME_RE = re.compile(r"^[\w.@+-]{1,150}$")
+# Label.value's column size: a longer value is a row error, never a database error.
+LABEL_VALUE_MAX_CHARS = 1000
+_WIDE_RE = re.compile(r"^(annotator|label|reason)_(\d+)$")
+#: The tables a label or ground-truth import writes rows into (their statistics are refreshed
+#: after it: ``studies.database.database_analyze``).
+LABEL_TABLES = (Label, LabelRevision, Assignment, FinalLabel, FinalLabelRevision)
+
+
+def _where(header: list[str]) -> str:
+    """The column that names a row's item: ``item``, or ``image`` (a one-image item's path)."""
+    return "item" if "item" in header and "image" not in header else "image"
+
+
+# What the label rules read of an item (its key in messages, the questions it asks, its boxes):
+# loading only these, with the study shared, halves an import's reads.
+_ITEM_FIELDS = ("id", "key", "study_id", "question_keys", "metadata")
+# Those an item ref holds, in the model's field order (the order from_db reads a partial row in).
+_REF_FIELDS = ["id", "study_id", "key", "question_keys"]
+
+
+class _ItemRef(NamedTuple):
+    """What the checks read of an item: its id, its key (for messages), its ``question_keys``
+    and the keys of the questions it asks (None: every question of the study, as
+    ``item_questions`` reads an empty ``question_keys``). A plain tuple: a model instance per
+    row costs more than the checks."""
+
+    pk: int
+    key: str
+    question_keys: list[str]
+    asks: frozenset[str] | None
+
+
+def _item_ref(pk: int, key: str, question_keys: Any) -> _ItemRef:
+    return _ItemRef(pk, key, question_keys, frozenset(question_keys) if question_keys else None)
+
+
+class _Items:
+    """A batch's items, by ``item`` key or (one-image items) by ``image`` path, and their
+    questions; loaded per batch (``load``), so a million-item study is never held at once."""
+
+    def __init__(self, study: Study) -> None:
+        self.study = study
+        self.by_key: dict[str, _ItemRef] = {}
+        self.by_path: dict[str, _ItemRef] = {}
+        self.questions = {q.key: q for q in study_questions(study)}
+        # The batch's answers checked so far, by (question, value): a file repeats a few answers.
+        self.answer_problems: dict[tuple[str, str], str | None] = {}
+
+    def load(self, keys: set[str], paths: set[str]) -> None:
+        """Look up the items of one batch of rows: by key, and by path (or key) for one-image items.
+        Plain SQL (``ItemImage.objects.filter(item__study=…, role="image", source_path__in=…)``
+        and ``Item.objects.filter(study=…, key__in=…)``): the ORM prepares every value of an
+        ``__in`` list and builds an instance per row, most of the time a batch takes."""
+        self.by_key, self.by_path, self.answer_problems = {}, {}, {}
+        # A value with a NUL character names no item (and PostgreSQL refuses it in a query).
+        keys = {key for key in keys if "\x00" not in key}
+        paths = {path for path in paths if "\x00" not in path}
+        convert = sql.converter(Item, ["question_keys"])
+        with connection.cursor() as cursor:
+            for chunk in in_chunks(sorted(paths)):
+                where, params = is_in("l.source_path", chunk, array="text")
+                cursor.execute(
+                    sql.import_items_by_path(where), [self.study.pk, ImageRole.IMAGE.value, *params]
+                )
+                for path, pk, key, question_keys in cursor.fetchall():
+                    self.by_path[path] = _item_ref(pk, key, *convert([question_keys]))
+            # A path no image was imported under may be an item key (item() falls back to it).
+            for chunk in in_chunks(sorted(keys | (paths - self.by_path.keys()))):
+                where, params = is_in(connection.ops.quote_name("key"), chunk, array="text")
+                cursor.execute(sql.import_items_by_key(where), [self.study.pk, *params])
+                for pk, key, question_keys in cursor.fetchall():
+                    self.by_key[key] = _item_ref(pk, key, *convert([question_keys]))
+
+    def item(self, key: str, path: str) -> tuple[_ItemRef | None, str | None]:
+        if key:
+            item = self.by_key.get(key)
+            return (
+                (item, None)
+                if item
+                else (None, f"unknown item: {key} is not an item of the study '{self.study.slug}'")
+            )
+        if not path:
+            return None, "empty 'image' value (or give the 'item' column)"
+        item = self.by_path.get(path) or self.by_key.get(path)
+        if item is None:
+            return None, f"unknown image: {path} is not an image of the study '{self.study.slug}'"
+        return item, None
+
+    def question(self, key: str, item: _ItemRef) -> tuple[Question | None, str | None]:
+        if not key:
+            if len(self.questions) != 1:
+                return None, f"the study asks {len(self.questions)} questions: give the 'question' column"
+            key = next(iter(self.questions))
+        question = self.questions.get(key)
+        if question is None:
+            return None, f"unknown question {key!r} (questions: {', '.join(self.questions)})"
+        if item.asks is not None and key not in item.asks:  # as item_questions reads question_keys
+            return None, f"the item {item.key} does not ask the question {key!r}"
+        return question, None
+
+    def answer_problem(self, question: Question, value: str) -> str | None:
+        """``_answer_problem``, once per distinct (question, value) of the batch."""
+        key = (question.key, value)
+        if key not in self.answer_problems:
+            self.answer_problems[key] = _answer_problem(question, value)
+        return self.answer_problems[key]
+
+
+def _items_of(study: Study, refs: Iterable[_ItemRef]) -> dict[int, Item]:
+    """The items of these refs, by id, as the label rules read them: made from what the
+    checking pass read (``_ITEM_FIELDS`` but the metadata, the rest deferred as ``only()``
+    leaves it), without reading them again. Only a box question's check reads an item's
+    metadata (its boxes): a study that asks one reads its items again, with it."""
+    if any(q.kind == QuestionKind.BOXES for q in study_questions(study)):
+        return _items_by_id(study, dict.fromkeys(ref.pk for ref in refs))  # each item once
+    alias = connection.alias
+    items = {}
+    for ref in refs:
+        if ref.pk in items:  # an item's second label
+            continue
+        item = Item.from_db(alias, _REF_FIELDS, (ref.pk, study.pk, ref.key, ref.question_keys))
+        item.study = study
+        items[ref.pk] = item
+    return items
+
+
+def _items_by_id(study: Study, ids: Iterable[int]) -> dict[int, Item]:
+    """The items with these ids and every field the label rules read (``_ITEM_FIELDS``, the
+    boxes in the metadata included), a chunk of ids per query: instances as
+    ``Item.objects.filter(pk__in=…).only(*_ITEM_FIELDS)`` gives them, read with plain SQL (the
+    ORM's preparing of every ``__in`` value costs more than the query)."""
+    items = {}
+    # In field order: the order from_db reads a partial row in.
+    names = [f.attname for f in Item._meta.concrete_fields if f.attname in _ITEM_FIELDS]
+    convert = sql.converter(Item, names)
+    alias = connection.alias
+    with connection.cursor() as cursor:
+        for chunk in in_chunks(ids):
+            where, params = is_in("id", chunk)
+            cursor.execute(sql.import_items(names, where), params)
+            for row in cursor.fetchall():
+                item = Item.from_db(alias, names, convert(row))
+                item.study = study
+                items[item.pk] = item
+    return items
+
+
+def _answer_problem(question: Question, value: str) -> str | None:
+    try:
+        services.answer_validate(question, value)
+    except AnnotateError:
+        shown = value if len(value) <= 60 else value[:57] + "..."
+        return f"unknown label {shown!r} for {question.key} (valid labels: {', '.join(question.values)})"
+    return None
+
+
+# --- labels ----------------------------------------------------------------------------------
+
+
+class _LabelRow(NamedTuple):
+    """One label of a labels file (a tuple: a million of them are made, pickled and read back,
+    and a frozen dataclass costs three times as much to build)."""
+
+    number: int
+    item_key: str
+    path: str
+    question: str
+    username: str
+    value: str
+    reason: str
+    has_reason: bool = True  # False: from an old export file, which had no reason columns
+
+    @property
+    def shown(self) -> str:
+        return self.item_key or self.path
+
+
+def _label_row_problem(
+    row: _LabelRow, items: _Items, seen: dict[tuple[int, int, str], int]
+) -> tuple[str | None, _ItemRef | None, Question | None]:
+    item, problem = items.item(row.item_key, row.path)
+    if item is None:
+        return problem, None, None
+    question, problem = items.question(row.question, item)
+    if question is None:
+        return problem, None, None
+    if not _USERNAME_RE.match(row.username):
+        return f"invalid annotator username {row.username!r}", None, None
+    if len(row.value) > LABEL_VALUE_MAX_CHARS:
+        return f"the label is longer than {LABEL_VALUE_MAX_CHARS} characters", None, None
+    problem = items.answer_problem(question, row.value)
+    if problem:
+        return problem, None, None
+    if "\x00" in row.reason:
+        return "the reason contains a NUL character", None, None
+    if len(row.reason) > services.REASON_MAX_CHARS:
+        return f"the reason is longer than {services.REASON_MAX_CHARS} characters", None, None
+    key = (item.pk, question.id, row.username)
+    if key in seen:
+        return f"duplicate row: same item, question and annotator as row {seen[key]}", None, None
+    seen[key] = row.number
+    return None, item, question
+
+
+def _users_ensure(usernames: list[str]) -> dict[str, User]:
+    """Existing users by name; missing ones are created (unusable password, annotator group)
+    in the given order."""
+    user_model = get_user_model()
+    users = {u.get_username(): u for u in user_model.objects.filter(username__in=usernames)}
+    missing = [name for name in usernames if name not in users]
+    if missing:
+        group, _ = Group.objects.get_or_create(name=permissions.ANNOTATOR)
+        for name in missing:
+            user = user_model.objects.create_user(username=name)
+            user.groups.add(group)
+            users[name] = user
+    return users
+
+
+class _CreationOrder:
+    """Usernames in an order that keeps, on every item, the order its annotators appear in:
+    missing users created in it make a re-imported study pair its labels (and kappa) the same."""
+
+    def __init__(self) -> None:
+        self.first_seen: dict[str, int] = {}
+        self.edges: set[tuple[str, str]] = set()
+        self.by_item: dict[tuple[int, int], list[str]] = {}
+
+    def add(self, username: str, item_id: int, question_id: int) -> None:
+        self.first_seen.setdefault(username, len(self.first_seen))
+        names = self.by_item.setdefault((item_id, question_id), [])
+        self.edges.update((name, username) for name in names)
+        names.append(username)
+
+    def order(self) -> list[str]:
+        sorter: TopologicalSorter[str] = TopologicalSorter()
+        for name in self.first_seen:
+            sorter.add(name)
+        for before, after in self.edges:
+            sorter.add(after, before)
+        try:
+            sorter.prepare()
+        except CycleError:
+            return sorted(self.first_seen, key=self.first_seen.__getitem__)
+        order: list[str] = []
+        while sorter.is_active():
+            ready = sorted(sorter.get_ready(), key=self.first_seen.__getitem__)
+            order += ready
+            sorter.done(*ready)
+        return order
+
+
+def _role_problems(study: Study, first_rows: dict[str, _LabelRow]) -> list[RejectedRow]:
+    """Rows naming an existing researcher's or admin's account that is not an annotator of the
+    study: importing would silently make that account one. ``first_rows``: each username's
+    first row. One query per chunk of users, one for the study's annotators; the rows of each
+    account are named once (first row)."""
+    users = {
+        u.get_username(): u
+        for chunk in in_chunks(sorted(first_rows))
+        for u in get_user_model().objects.filter(username__in=chunk)
+    }
+    members = set(study.annotators.values_list("pk", flat=True))
+    problems = []
+    for username, row in sorted(first_rows.items(), key=lambda pair: pair[1].number):
+        user = users.get(username)
+        if user is None or user.pk in members:
+            continue
+        if permissions.is_researcher(user):
+            role = "an admin" if permissions.is_admin(user) else "a researcher"
+            problems.append(
+                RejectedRow(
+                    row.number,
+                    row.shown,
+                    f"annotator {row.username!r} is {role}, not an annotator of the study "
+                    f"'{study.slug}': importing these labels would make them one; check the "
+                    "name, or pass --add-annotators to add them",
+                )
+            )
+    return problems
+
+
+class _AnswersImporter(Importer[Any, Any]):
+    """What the labels and the ground-truth imports share: rows resolved to their item and
+    question a batch at a time, each checked by ``problem`` and, when good, noted by ``keep``."""
+
+    def __init__(self, study: Study, csv_path: str | os.PathLike[str]) -> None:
+        self.study, self.csv_path = study, csv_path
+        self.items = _Items(study)
+        self.seen: dict[Any, int] = {}  # the file's own duplicates: key → row number
+
+    def problem(self, row: Any) -> tuple[str | None, _ItemRef | None, Question | None]:
+        raise NotImplementedError
+
+    def keep(self, row: Any, item: _ItemRef, question: Question) -> None:
+        """Note a good row (before it is written)."""
+
+    def check_batch(self, parsed: list[Any], summary: ImportSummary) -> list[tuple[Any, _ItemRef, int]]:
+        self.items.load(
+            {r.item_key for r in parsed if r.item_key}, {r.path for r in parsed if not r.item_key}
+        )
+        good = []
+        for row in parsed:
+            problem, item, question = self.problem(row)
+            if problem:
+                summary.rejected.append(RejectedRow(row.number, row.shown, problem))
+                continue
+            assert item is not None
+            assert question is not None
+            self.keep(row, item, question)
+            good.append((row, item, question.pk))
+        return good
+
+
+class _LabelsImporter(_AnswersImporter):
+    kind = "labels"
+
+    def __init__(self, study: Study, csv_path: str | os.PathLike[str], add_annotators: bool) -> None:
+        super().__init__(study, csv_path)
+        self.add_annotators = add_annotators
+        self.creation = _CreationOrder()
+        self.first_rows: dict[str, _LabelRow] = {}  # each username's first row
+        # The (item, question)s of the file that have an agreed final answer before the import.
+        self.agreed_before: set[tuple[int, int]] = set()
+        self.wide: list[int] = []  # the export's annotator_i columns, by i; [] for the long format
+        self.where = "image"
+
+    def rows(self) -> Iterator[tuple[int, dict[str, str]]]:
+        header = csv_header(self.csv_path)
+        if "annotator" in header or not any(_WIDE_RE.match(c) for c in header):
+            self.where = _where(header)
+            required = [self.where, "annotator", "label"]
+        else:
+            self.wide = sorted({int(m.group(2)) for c in header if (m := _WIDE_RE.match(c))})
+            self.where = "item" if "item" in header else "image"
+            required = [self.where] + [f"{kind}_{i}" for i in self.wide for kind in ("annotator", "label")]
+        return csv_rows_stream(self.csv_path, required=required)[1]
+
+    def parse_row(self, number: int, row: dict[str, str]) -> _LabelRow | list[Any]:
+        item, path, question = row.get("item", ""), row.get("image", ""), row.get("question", "")
+        if not self.wide:
+            return _LabelRow(
+                number, item, path, question, row["annotator"], row["label"], row.get("reason", "")
+            )
+        found: list[Any] = []
+        for i in self.wide:
+            username, value = row[f"annotator_{i}"], row[f"label_{i}"]
+            if not username and not value:
+                continue
+            if not username:
+                # An annotator with an empty label is a label (a "classes" question answered with
+                # no class); a label without its annotator is not.
+                message = f"label_{i} is set but annotator_{i} is empty"
+                found.append(RejectedRow(number, row.get(self.where, ""), message))
+                continue
+            reason = row.get(f"reason_{i}", "")
+            found.append(
+                _LabelRow(number, item, path, question, username, value, reason, f"reason_{i}" in row)
+            )
+        return found
+
+    def problem(self, row: _LabelRow) -> tuple[str | None, _ItemRef | None, Question | None]:
+        return _label_row_problem(row, self.items, self.seen)
+
+    def keep(self, row: _LabelRow, item: _ItemRef, question: Question) -> None:
+        self.creation.add(row.username, item.pk, question.id)
+        self.first_rows.setdefault(row.username, row)
+
+    def check_batch(
+        self, parsed: list[_LabelRow], summary: ImportSummary
+    ) -> list[tuple[_LabelRow, _ItemRef, int]]:
+        good = super().check_batch(parsed, summary)
+        self.agreed_before |= _agreed_finals({(item.pk, question_id) for _, item, question_id in good})
+        return good
+
+    def check_end(self, summary: ImportSummary) -> None:
+        if not self.add_annotators:
+            summary.rejected.extend(_role_problems(self.study, self.first_rows))
+
+    def write_begin(self) -> None:
+        self.users = _users_ensure(self.creation.order())
+        self.questions = {q.pk: q for q in study_questions(self.study)}
+
+    def write_batch(self, good: list[tuple[_LabelRow, _ItemRef, int]], summary: ImportSummary) -> None:
+        _labels_write(self.study, good, self.questions, self.users, summary)
+
+    def write_end(self, summary: ImportSummary) -> None:
+        gone = self.agreed_before - _agreed_finals(self.agreed_before)
+        several = len(self.questions) > 1
+        keys = dict(_item_keys(pair[0] for pair in gone))
+        summary.reopened = [
+            keys[item_id] + (f" ({self.questions[question_id].key})" if several else "")
+            for item_id, question_id in sorted(gone)
+        ]
+
+
+def labels_import(
+    *,
+    study: Study,
+    csv_path: str | os.PathLike[str],
+    add_annotators: bool = False,
+    dry_run: bool = False,
+    stage_progress: Callable[[str, int], None] | None = None,
+    user: User | None = None,
+) -> ImportSummary:
+    """Import annotators' labels into ``study`` from a CSV: ``image`` or ``item``, ``annotator``
+    (created as an annotator if missing), ``label``, optional ``reason`` and ``question`` — or
+    the export's wide columns. All or nothing (``studies.imports``); a re-import changes nothing.
+    A researcher's or admin's account not annotating the study is refused unless
+    ``add_annotators``. The summary adds ``changed`` and ``reopened`` agreed finals."""
+    return import_run(
+        _LabelsImporter(study, csv_path, add_annotators),
+        summary=ImportSummary(dry_run=dry_run, reports=("changed",)),
+        source=csv_path,
+        study=study,
+        user=user,
+        progress=stage_progress,
+    )
+
+
+def _item_keys(ids: Iterable[int]) -> Iterator[tuple[int, str]]:
+    for chunk in in_chunks(ids):
+        yield from Item.objects.filter(pk__in=chunk).values_list("pk", "key")
+
+
+def _labels_before(
+    good: list[tuple[_LabelRow, _ItemRef, int]],
+) -> tuple[dict[tuple[int, int, int], tuple[str, str]], list[tuple[Any, ...]]]:
+    """The stored (value, reason) of the labels on the items of a batch of rows, by (item,
+    question, annotator), and the rows as read (``labels_import_batch`` need not read them
+    again on SQLite): one query per chunk of items (plain SQL, as ``_items_by_id``)."""
+    stored: dict[tuple[int, int, int], tuple[str, str]] = {}
+    rows: list[tuple[Any, ...]] = []
+    with connection.cursor() as cursor:
+        for chunk in in_chunks(sorted({item.pk for _, item, _ in good})):
+            where, params = is_in("item_id", chunk)
+            cursor.execute(sql.import_labels(where), params)
+            read = cursor.fetchall()
+            rows += read
+            for _, item_id, question_id, annotator_id, value, reason in read:
+                stored[(item_id, question_id, annotator_id)] = (value, reason)
+    return stored, rows
+
+
+def _agreed_finals(pairs: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """The (item, question) pairs among ``pairs`` that have an agreed final answer (one query
+    per chunk of items, plain SQL as ``_items_by_id``)."""
+    found: set[tuple[int, int]] = set()
+    with connection.cursor() as cursor:
+        for chunk in in_chunks(sorted({item for item, _ in pairs})):
+            where, params = is_in("item_id", chunk)
+            cursor.execute(sql.import_agreed_finals(where), [FinalLabelSource.AGREED.value, *params])
+            found.update(pair for pair in map(tuple, cursor.fetchall()) if pair in pairs)
+    return found
+
+
+def _labels_write(
+    study: Study,
+    good: list[tuple[_LabelRow, _ItemRef, int]],
+    questions: dict[int, Question],
+    users: dict[str, User],
+    summary: ImportSummary,
+) -> None:
+    """Write one batch of checked rows through ``services.labels_import_batch`` (the rules of
+    ``label_import``, a few statements per batch). A label stored as the row gives it costs no
+    service work; a refused row is reported by number."""
+    before, label_rows = _labels_before(good)
+    todo: list[tuple[_LabelRow, _ItemRef, Question, User, str]] = []
+    for row, item, question_id in good:
+        annotator = users[row.username]
+        question = questions[question_id]
+        stored = before.get((item.pk, question_id, annotator.id))
+        reason = row.reason
+        if stored == (row.value, reason):
+            summary.duplicates += 1  # the service would change nothing
+            continue
+        if not row.has_reason:
+            if stored is not None and stored[0] == row.value:
+                # An old export carries no reasons: the same value already stored keeps its own reason.
+                summary.duplicates += 1
+                continue
+            if (question.choice(row.value) or {}).get("requires_reason"):
+                reason = REASON_NOT_EXPORTED
+        todo.append((row, item, question, annotator, reason))
+    # Only the rows that reach the service need their items (none on a re-run).
+    by_id = _items_of(study, (item for _, item, _, _, _ in todo))
+    outcomes = services.labels_import_batch(
+        study=study,
+        rows=[
+            services.LabelToImport(by_id[item.pk], question, annotator, row.value, reason)
+            for row, item, question, annotator, reason in todo
+        ],
+        labels_read=label_rows,
+    )
+    for (row, *_), outcome in zip(todo, outcomes, strict=True):
+        if isinstance(outcome, AnnotateError):
+            summary.rejected.append(RejectedRow(row.number, row.shown, f"{row.username}: {outcome}"))
+        elif outcome == "unchanged":
+            summary.duplicates += 1
+        elif outcome == "changed":
+            summary.changed += 1
+        else:
+            summary.accepted += 1
+
+
+# --- ground truth -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _TruthRow:
+    number: int
+    item_key: str
+    path: str
+    question: str
+    value: str
+    note: str
+    decided_by: str = ""  # the file's resolved_by: who decided, by username
+
+    @property
+    def shown(self) -> str:
+        return self.item_key or self.path
+
+
+class _TruthImporter(_AnswersImporter):
+    kind = "ground truth"
+
+    def __init__(self, study: Study, csv_path: str | os.PathLike[str], user: User | None) -> None:
+        super().__init__(study, csv_path)
+        self.user = user
+        self.decider_names: set[str] = set()
+        self.from_export = False
+        self.label_column = "label"
+
+    def rows(self) -> Iterator[tuple[int, dict[str, str]]]:
+        header = csv_header(self.csv_path)
+        self.from_export = "label" not in header and "final_label" in header
+        self.label_column = "final_label" if self.from_export else "label"
+        return csv_rows_stream(self.csv_path, required=(_where(header), self.label_column))[1]
+
+    def parse_row(self, number: int, raw: dict[str, str]) -> _TruthRow | None:
+        value = raw[self.label_column]
+        if self.from_export and not value:
+            return None  # an export's answer without a final label
+        return _TruthRow(
+            number,
+            raw.get("item", ""),
+            raw.get("image", ""),
+            raw.get("question", ""),
+            value,
+            raw.get("note", ""),
+            raw.get("resolved_by", ""),
+        )
+
+    def problem(self, row: _TruthRow) -> tuple[str | None, _ItemRef | None, Question | None]:
+        return _truth_row_problem(row, self.items, self.seen)
+
+    def keep(self, row: _TruthRow, item: _ItemRef, question: Question) -> None:
+        if row.decided_by:
+            self.decider_names.add(row.decided_by)
+
+    def write_begin(self) -> None:
+        self.deciders = _deciders_ensure(sorted(self.decider_names))
+        self.questions = {q.pk: q for q in study_questions(self.study)}
+
+    def write_batch(self, good: list[tuple[_TruthRow, _ItemRef, int]], summary: ImportSummary) -> None:
+        by_id = _items_of(self.study, (item for _, item, _ in good))
+        current = {
+            (item_id, question_id): (value, note)
+            for chunk in in_chunks(item.pk for _, item, _ in good)
+            for item_id, question_id, value, note in FinalLabel.objects.filter(item_id__in=chunk).values_list(
+                "item_id", "question_id", "value", "note"
+            )
+        }
+        for row, item, question_id in good:
+            decided_by = self.deciders[row.decided_by] if row.decided_by else self.user
+            question = self.questions[question_id]
+            _truth_write(
+                row, by_id[item.pk], question, decided_by, summary, current.get((item.pk, question_id))
+            )
+
+
+def ground_truth_import(
+    *,
+    study: Study,
+    csv_path: str | os.PathLike[str],
+    user: User | None,
+    dry_run: bool = False,
+    stage_progress: Callable[[str, int], None] | None = None,
+) -> ImportSummary:
+    """Set final answers of ``study``'s items from a CSV: ``image`` or ``item``, ``label`` (or
+    the export's ``final_label``; empty ones skipped), optional ``note``, ``question`` and
+    ``resolved_by`` (else ``user``; missing users created without a role). As ``labels_import``,
+    through ``services.final_label_set``."""
+    return import_run(
+        _TruthImporter(study, csv_path, user),
+        summary=ImportSummary(dry_run=dry_run),
+        source=csv_path,
+        study=study,
+        user=user,
+        progress=stage_progress,
+    )
+
+
+def _deciders_ensure(usernames: list[str]) -> dict[str, User]:
+    """The users named as deciders; missing ones are created with no password and no role."""
+    user_model = get_user_model()
+    users = {u.get_username(): u for u in user_model.objects.filter(username__in=usernames)}
+    for name in usernames:
+        if name not in users:
+            users[name] = user_model.objects.create_user(username=name)
+    return users
+
+
+def _truth_row_problem(
+    row: _TruthRow, items: _Items, seen: dict[tuple[int, int], int]
+) -> tuple[str | None, _ItemRef | None, Question | None]:
+    item, problem = items.item(row.item_key, row.path)
+    if item is None:
+        return problem, None, None
+    question, problem = items.question(row.question, item)
+    if question is None:
+        return problem, None, None
+    if not row.value:
+        return "empty label", None, None
+    if len(row.value) > LABEL_VALUE_MAX_CHARS:
+        return f"the label is longer than {LABEL_VALUE_MAX_CHARS} characters", None, None
+    problem = items.answer_problem(question, row.value)
+    if problem:
+        return problem, None, None
+    if "\x00" in row.note:
+        return "the note contains a NUL character", None, None
+    if row.decided_by and not _USERNAME_RE.match(row.decided_by):
+        return f"invalid resolved_by username {row.decided_by!r}", None, None
+    key = (item.pk, question.pk)
+    if key in seen:
+        return f"duplicate row: same item and question as row {seen[key]}", None, None
+    seen[key] = row.number
+    return None, item, question
+
+
+def _truth_write(
+    row: _TruthRow,
+    item: Item,
+    question: Question,
+    user: User | None,
+    summary: ImportSummary,
+    current: tuple[str, str] | None,
+) -> None:
+    """Set one final label through the service; ``current``: its stored (value, note), if any."""
+    if current == (row.value, row.note):
+        summary.duplicates += 1
+        return
+    try:
+        services.final_label_set(
+            item=item, question=question, value=row.value, decided_by=user, note=row.note
+        )
+    except AnnotateError as exc:
+        summary.rejected.append(RejectedRow(row.number, row.shown, str(exc)))
+        return
+    summary.accepted += 1

@@ -1,0 +1,639 @@
+"""A manifest import's files and writes: the files read, hashed, checked and stored by worker
+threads or processes (with a journal of the files they create, for the clean-up), and the
+second pass — items settled, files stored, every new item and update written in ONE
+transaction (``ManifestStore``, the writing half of ``studies.ingest._ManifestImport``)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, cast
+
+from django.conf import settings
+from django.db import DatabaseError, transaction
+from django.utils import timezone
+
+from studies.batching import (
+    batches,
+    bulk_batch_size,
+    import_batch_rows,
+    in_chunk_size,
+    in_chunks,
+    rows_insert,
+    rows_insert_returning,
+)
+from studies.errors import DomainError, ImportRejected
+from studies.imports.images import ValidatedImage, file_write, image_facts, read_limited, storage_name
+from studies.imports.manifest_rows import (
+    READ_AGAIN,
+    FileCheck,
+    ItemUpdatePlan,
+    ReadAgain,
+    RowPlan,
+    Staging,
+    StoredItem,
+    map_chunked,
+    rows_reason,
+)
+from studies.imports.pipeline import Audit
+from studies.imports.rows import ImportSummary, ItemUpdate
+from studies.models import Image, ImageRole, Item, ItemChange, ItemChangeAction, ItemImage, Prompt, Study
+from studies.protocols import protocol_spec
+
+# The columns of a new item, in the order ``_rows_write`` gives them.
+ITEM_COLUMNS = (
+    "study_id",
+    "key",
+    "prompt_id",
+    "t2i_model",
+    "seed",
+    "index",
+    "params",
+    "metadata",
+    "question_keys",
+    "queue",
+    "completed_seats",
+    "created_at",
+)
+
+
+def file_checked(path: str, *, known: bool, store: bool, file_new: Callable[[str, str], None]) -> FileCheck:
+    """Read and hash one file; unless ``known`` validate it and, when ``store``, store it from
+    the bytes in hand (``file_new`` told first, for the clean-up). Runs in worker threads or
+    processes."""
+    try:
+        data = read_limited(path)
+        sha = hashlib.sha256(data).hexdigest()
+        if known:
+            return FileCheck(sha256=sha)
+        fmt, width, height = image_facts(data)
+        stored = False
+        if store:
+            try:
+                file_write(
+                    ValidatedImage(data=data, sha256=sha, format=fmt, width=width, height=height),
+                    before_write=file_new,
+                )
+                stored = True
+            except OSError:
+                pass  # not stored: the store step tries again and names the reason
+        return FileCheck(sha256=sha, format=fmt, width=width, height=height, stored=stored)
+    except (DomainError, OSError) as exc:
+        return FileCheck(error=exc)
+
+
+# In a worker process of an import: the descriptor of its journal, where it names each file
+# before creating it (the import process reads the journals for its clean-up: a file a worker
+# created is removed even when the import is interrupted before the worker's answer arrives).
+_journal: int | None = None
+JOURNAL_PREFIX = "new-files-"
+
+
+def worker_start(journal_folder: str) -> None:
+    global _journal
+    _journal = os.open(
+        os.path.join(journal_folder, f"{JOURNAL_PREFIX}{os.getpid()}"),
+        os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+        0o600,
+    )
+
+
+def journal_write(name: str, temporary: str) -> None:
+    assert _journal is not None  # set by worker_start
+    # One append: never interleaved with another's. A name holds no tab or newline (a hash and
+    # an extension); the temporary path is the rest of the line.
+    os.write(_journal, f"{name}\t{temporary}\n".encode())
+
+
+def files_checked(tasks: list[tuple[str, bool, bool]]) -> list[FileCheck]:
+    """``file_checked`` of each ``(path, known, store)``, in a worker process."""
+    return [
+        file_checked(path, known=known, store=store, file_new=journal_write) for path, known, store in tasks
+    ]
+
+
+def worker_died() -> ImportRejected:
+    # A worker killed (out of memory) or crashed (a decoder's fault on a hostile file): the
+    # import stops whole, and its clean-up removes what was stored.
+    return ImportRejected(
+        "a worker process checking the image files stopped abruptly (killed, out of memory, or "
+        "crashed on a file); nothing was written. Importing again with BIASLAB_IMPORT_PROCESSES=0 "
+        "checks the files in the import's own process"
+    )
+
+
+class ManifestStore:
+    """The writing half of a manifest import; the state is set by ``_ManifestImport``."""
+
+    study: Study
+    summary: ImportSummary
+    staging: Staging
+    audit: Audit
+    columns: set[str]
+    metadata_columns: list[str]
+    one_image: bool
+    pairs: bool
+    dry_run: bool
+    committed: bool
+    settled_reports: list[ItemUpdate]
+    new_files: list[str]
+    new_files_lock: threading.Lock
+    store_pool: ThreadPoolExecutor
+    journals_read: dict[str, int]
+
+    def reject(self, number: int, path: str, reason: str) -> None:
+        raise NotImplementedError
+
+    def _advance(self, stage: str, rows: int) -> None:
+        raise NotImplementedError
+
+    def _groups(self) -> Iterator[tuple[str, list[tuple[bool, RowPlan, FileCheck]]]]:
+        raise NotImplementedError
+
+    def _items_settle(self) -> list[ItemUpdate]:
+        """Settle every staged item, a chunk at a time: refused whole when a row is bad, its rows
+        disagree or (pairs) a role is missing; accepted, planned as an update, or a duplicate.
+        Returns the updates' reports."""
+        reports: list[ItemUpdate] = list(self.settled_reports)
+        if self.one_image:  # settled batch by batch (``_one_image_items_settle``)
+            return reports
+        spec = protocol_spec(self.study.protocol)
+        for chunk in batches(self._groups(), in_chunk_size()):
+            keys = [key for key, _ in chunk]
+            bad_items = dict(
+                row
+                for part in in_chunks(keys)
+                for row in self.staging.db.execute(
+                    f"SELECT k, first FROM bad_items WHERE k IN ({','.join('?' * len(part))})", part
+                )
+            )
+            roles: dict[str, set[str]] = {}
+            if self.pairs:
+                for key, role in ItemImage.objects.filter(
+                    item__study=self.study, item__key__in=keys
+                ).values_list("item__key", "role"):
+                    roles.setdefault(key, set()).add(role)
+            same_keys = [key for key, rows in chunk if any(not fresh for fresh, _, _ in rows)]
+            stored = {item.key: item for item in StoredItem.values(self.study, same_keys)}
+            accepted: list[tuple[str]] = []
+            staged_updates: list[tuple[str, bytes]] = []
+            for key, rows in chunk:
+                fresh = [plan for is_fresh, plan, _ in rows if is_fresh]
+                same = [plan for is_fresh, plan, _ in rows if not is_fresh]
+                new_item = False
+                if fresh:
+                    if key in bad_items:
+                        reason: str | None = (
+                            f"item {key} has a refused row (row {bad_items[key]}): the item is not imported"
+                        )
+                    else:
+                        reason = self._item_problem(key, fresh, roles.get(key, set()))
+                    if reason:
+                        for plan in fresh:
+                            self.reject(plan.number, plan.path, reason)
+                    else:
+                        accepted.append((key,))
+                        new_item = True
+                update, refused = None, False
+                if same and key not in bad_items and not new_item and key in stored:
+                    update, refused = self._update_plan(key, same, stored[key], spec)
+                if update is not None:
+                    staged_updates.append((key, pickle.dumps(update)))
+                    reports.append(update.report)
+                elif not refused:
+                    self.summary.duplicates += len(same)
+            self.staging.db.executemany("INSERT INTO accepted (k) VALUES (?)", accepted)
+            self.staging.db.executemany("INSERT INTO updates VALUES (?, ?)", staged_updates)
+        return reports
+
+    def _item_problem(self, key: str, plans: list[RowPlan], stored_roles: set[str]) -> str | None:
+        for field_name in ("t2i_model", "prompt_key", "seed", "index"):
+            values = {getattr(p, field_name) for p in plans if getattr(p, field_name) not in ("", None)}
+            if len(values) > 1:
+                return f"item {key}: its rows disagree on {field_name.replace('_key', '')}"
+        if self.pairs:
+            roles = {p.role for p in plans} | stored_roles
+            missing = [r for r in (ImageRole.INPUT, ImageRole.OUTPUT) if r not in roles]
+            if missing:
+                return f"pair item {key} has no {missing[0]} image (a pair needs its seed photo and its edit)"
+        return None
+
+    def _update_plan(
+        self, key: str, plans: list[RowPlan], item: StoredItem, spec: Any
+    ) -> tuple[ItemUpdatePlan | None, bool]:
+        """``(update, refused)`` for an item imported already with the same bytes: what its rows
+        change (only the manifest's own columns are compared), or None. Changing the questions
+        of an item with labels is refused."""
+        problem = self._item_problem(key, plans, set())
+        if problem:
+            for p in plans:
+                self.reject(p.number, p.path, problem)
+            return None, True
+        metadata_columns = set(self.metadata_columns)
+        first = next((p for p in plans if p.role in (ImageRole.OUTPUT, ImageRole.IMAGE)), plans[0])
+        metadata = {k: v for k, v in item.metadata.items() if k not in metadata_columns}
+        for p in plans:
+            metadata.update(p.metadata)
+        candidates: list[tuple[str, str, Any, Any]] = [
+            (
+                "t2i_model",
+                "t2i_model",
+                item.t2i_model,
+                next((p.t2i_model for p in plans if p.t2i_model), ""),
+            ),
+            ("seed", "seed", item.seed, next((p.seed for p in plans if p.seed is not None), None)),
+            ("index", "index", item.index, next((p.index for p in plans if p.index is not None), None)),
+            ("params", "params", item.params, first.params),
+        ]
+        if metadata_columns:
+            candidates.append(("metadata", "", item.metadata, metadata))
+        changes: dict[str, tuple[Any, Any]] = {}
+        fields: dict[str, Any] = {}
+        for name, column, old, new in candidates:
+            if (not column or column in self.columns) and old != new:
+                changes[name] = (old, new)
+                fields[name] = new
+        prompt_key = next((p.prompt_key for p in plans if p.prompt_key), None)
+        old_key = item.prompt_key
+        if "prompt" in self.columns and prompt_key != old_key:
+            for name, index in (("category", 0), ("word", 1), ("prompt", 2)):
+                before = old_key[index] if old_key else ""
+                after = prompt_key[index] if prompt_key else ""
+                if before != after:
+                    changes[name] = (before, after)
+            fields["prompt"] = prompt_key
+        explicit = list(next((p.question_keys for p in plans if p.question_keys), ()))
+        # Metadata decides the questions only of items whose questions it decided (none named
+        # in a 'questions' column at their import).
+        derived = item.question_keys == spec.item_question_keys(item.metadata)
+        if "questions" in self.columns or ("metadata" in fields and derived):
+            question_keys = explicit or spec.item_question_keys(fields.get("metadata", item.metadata))
+            if question_keys != item.question_keys:
+                if item.completed_seats > 0:
+                    reason = (
+                        f"item {key} already has labels: the questions it asks cannot change "
+                        f"({', '.join(item.question_keys) or 'all'} → {', '.join(question_keys) or 'all'}); "
+                        f"remove it first (remove_items --study {self.study.slug} --item {key} "
+                        "--with-labels) and import it again"
+                    )
+                    for p in plans:
+                        self.reject(p.number, p.path, reason)
+                    return None, True
+                changes["questions"] = (item.question_keys, question_keys)
+                fields["question_keys"] = question_keys
+        if not changes:
+            return None, False
+        return ItemUpdatePlan(item_id=item.pk, fields=fields, report=ItemUpdate(key, changes)), False
+
+    def _updates_write(
+        self, updates: list[ItemUpdatePlan], prompts: dict[tuple[str, str, str], Prompt]
+    ) -> None:
+        """Apply the planned updates and record each in the audit trail (inside the import's
+        transaction). Queries per updated item, none per unchanged one."""
+        audit_rows = []
+        items = {
+            item.pk: item
+            for chunk in in_chunks(update.item_id for update in updates)
+            for item in Item.objects.filter(pk__in=chunk)
+        }
+        for update in updates:
+            item, fields = items[update.item_id], dict(update.fields)
+            if "prompt" in fields:
+                prompt_key = fields["prompt"]
+                fields["prompt"] = self._prompt(prompt_key, prompts) if prompt_key is not None else None
+            for name, value in fields.items():
+                setattr(item, name, value)
+            item.save(update_fields=list(fields))
+            audit_rows.append(
+                self.audit.record(
+                    study=self.study,
+                    item=item,
+                    action=ItemChangeAction.UPDATED,
+                    changes={
+                        name: {"old": old, "new": new} for name, (old, new) in update.report.changes.items()
+                    },
+                )
+            )
+        ItemChange.objects.bulk_create(audit_rows, batch_size=bulk_batch_size(ItemChange))
+
+    def _stamps_write(self) -> None:
+        """Store the new stamps of known files read again with the same bytes (no audit record:
+        the item did not change, only what identifies its file)."""
+        stamps = self.staging.rows("SELECT link, size, mtime_ns FROM stamps ORDER BY link")
+        # bulk_update's CASE carries about 5 values per row (its id twice, the 2 values, the IN).
+        for part in batches(stamps, max(1, in_chunk_size() // 5)):
+            ItemImage.objects.bulk_update(
+                [ItemImage(pk=pk, file_size=size, file_mtime_ns=mtime) for pk, size, mtime in part],
+                ["file_size", "file_mtime_ns"],
+            )
+
+    def _prompt(
+        self, prompt_key: tuple[str, str, str], prompts: dict[tuple[str, str, str], Prompt]
+    ) -> Prompt:
+        prompt = prompts.get(prompt_key)
+        if prompt is None:
+            category, word, text = prompt_key
+            prompt = prompts[prompt_key] = Prompt.objects.create(
+                study=self.study, category=category, word=word, text=text
+            )
+        return prompt
+
+    def _accepted_groups(self) -> Iterator[tuple[str, list[tuple[RowPlan, FileCheck]]]]:
+        """The accepted new items (not refused since), each with its fresh rows."""
+        key: str | None = None
+        rows: list[tuple[RowPlan, FileCheck]] = []
+        # One-image items have one staged row each: file order is row order, no sort by item.
+        order = (
+            "ORDER BY p.number"
+            if self.one_image
+            else "JOIN (SELECT k, min(number) AS f FROM plans GROUP BY k) g ON g.k = p.k "
+            "WHERE p.fresh = 1 ORDER BY g.f, p.number"
+        )
+        for k, data in self.staging.rows(
+            "SELECT p.k, p.data FROM plans p JOIN accepted a ON a.k = p.k AND a.refused = 0 " + order
+        ):
+            if k != key and rows:
+                yield cast(str, key), rows
+                rows = []
+            key = k
+            rows.append(pickle.loads(data))
+        if rows:
+            yield cast(str, key), rows
+
+    def _write(self, reports: list[ItemUpdate]) -> None:
+        """Store the good rows' files (most stored by their check), then write every new item and
+        update in one transaction; a file that cannot be stored refuses its item. A dry run
+        stops before storing anything."""
+        n_updates = self.staging.one("SELECT count(*) FROM updates")[0]
+        has_stamps = self.staging.one("SELECT 1 FROM stamps") is not None
+        if self.dry_run:
+            self.summary.accepted += sum(len(rows) for _, rows in self._accepted_groups())
+            self.summary.updated = reports
+            return
+        any_accepted = self.staging.one("SELECT 1 FROM accepted") is not None
+        if not any_accepted and not n_updates and not has_stamps:
+            return
+        if any_accepted:
+            self._files_store()
+        if self.staging.one("SELECT 1 FROM accepted WHERE refused = 0") or n_updates or has_stamps:
+            try:
+                with transaction.atomic():
+                    prompts = {
+                        (p.category, p.word, p.text): p for p in Prompt.objects.filter(study=self.study)
+                    }
+                    chunks = batches(self._accepted_groups(), max(1, in_chunk_size() // 2))
+                    for chunk in chunks if any_accepted else ():
+                        self._rows_write(dict(chunk), prompts)
+                    updates = (
+                        pickle.loads(data)
+                        for (data,) in self.staging.rows("SELECT data FROM updates ORDER BY k")
+                    )
+                    for part in batches(updates, import_batch_rows()):
+                        self._updates_write(part, prompts)
+                    self._stamps_write()
+                self.committed = True
+                self.summary.updated = reports
+            except DatabaseError as exc:
+                # Every value was checked above; this is the safety net for what the checks
+                # did not foresee (or a concurrent writer): one clear message, nothing kept.
+                self.summary.accepted = 0
+                self.summary.updated = []
+                raise ImportRejected(
+                    f"the database refused the import ({exc.__class__.__name__}: {exc}); nothing was written"
+                ) from exc
+
+    def _files_store(self) -> None:
+        """Store the files of the accepted items, a batch at a time in the thread pool; a file
+        that fails refuses its item (its other rows named)."""
+        failed: dict[str, str] = {}
+        for batch in batches(
+            ((plan, check) for _, rows in self._accepted_groups() for plan, check in rows),
+            import_batch_rows(),
+        ):
+            # A file its check stored costs two ``stat`` calls, made here: handing each row to a
+            # thread cost more than the calls (GIL hand-overs). Files to read again go to the
+            # threads.
+            quick = [self._stored_still(plan, check) for plan, check in batch]
+            again = map_chunked(
+                self.store_pool,
+                lambda row: self._store_file(*row),
+                [row for row, problem in zip(batch, quick, strict=True) if problem is READ_AGAIN],
+            )
+            problems = [next(again) if problem is READ_AGAIN else problem for problem in quick]
+            for (plan, _), problem in zip(batch, problems, strict=True):
+                if problem is not None:
+                    self.reject(plan.number, plan.path, problem)
+                    failed.setdefault(plan.item_key, f"row {plan.number}")
+            self._new_files_flush()
+            self._advance("stored", len(batch))
+        for key, where in failed.items():
+            self.staging.db.execute("UPDATE accepted SET refused = 1 WHERE k = ?", (key,))
+            refused = {r.row for r in self.summary.rejected}
+            for (data,) in self.staging.rows("SELECT data FROM plans WHERE k = ? AND fresh = 1", key):
+                plan, _ = pickle.loads(data)
+                if plan.number not in refused:
+                    self.reject(
+                        plan.number,
+                        plan.path,
+                        f"item {key} has a refused row ({where}): the item is not imported",
+                    )
+
+    def _new_files_flush(self) -> None:
+        """Move the names of the files this import created (by its threads, and by its worker
+        processes: their journals, read on from where the last flush stopped) to the staging
+        table of the clean-up."""
+        with self.new_files_lock:
+            names, self.new_files = self.new_files, []
+        temporaries: list[tuple[str]] = []
+        for entry in os.scandir(self.staging.folder):
+            if entry.name.startswith(JOURNAL_PREFIX):
+                done = self.journals_read.get(entry.name, 0)
+                with open(entry.path, "rb") as journal:
+                    journal.seek(done)
+                    tail = journal.read()
+                whole = tail[: tail.rfind(b"\n") + 1]  # a line being written is read next time
+                self.journals_read[entry.name] = done + len(whole)
+                lines = [line.split("\t", 1) for line in whole.decode().splitlines()]
+                names.extend(name for name, _ in lines)
+                temporaries.extend((temporary,) for _, temporary in lines)
+        self.staging.db.executemany("INSERT OR IGNORE INTO new_files VALUES (?)", [(n,) for n in names])
+        self.staging.db.executemany("INSERT OR IGNORE INTO temporaries VALUES (?)", temporaries)
+
+    def _orphans_remove(self) -> None:
+        """Remove the files this import wrote that no Image row points to (after a refused item
+        or a failed transaction). If the database cannot even be asked, every new file goes:
+        no row of this import was committed then."""
+        # After the write, the files of the rows it wrote are referenced: only the others are
+        # asked about (a clean import of a million files asks nothing).
+        names = (
+            name
+            for (name,) in self.staging.rows(
+                "SELECT name FROM new_files WHERE name NOT IN (SELECT name FROM written)"
+                if self.committed
+                else "SELECT name FROM new_files"
+            )
+        )
+        for chunk in batches(names, in_chunk_size()):
+            try:
+                referenced = set(Image.objects.filter(file__in=chunk).values_list("file", flat=True))
+            except DatabaseError:
+                referenced = set()
+            for name in set(chunk) - referenced:
+                (Path(settings.MEDIA_ROOT) / name).unlink(missing_ok=True)
+        if not self.committed:
+            # A worker process stopped mid-write (killed when another died, or the pool broke)
+            # leaves its temporary file; one that finished has renamed it (nothing to remove).
+            for (temporary,) in self.staging.rows("SELECT path FROM temporaries"):
+                Path(temporary).unlink(missing_ok=True)
+
+    def _file_new(self, name: str, temporary: str) -> None:
+        """Record a file this import is about to create (from any thread), for the clean-up (a
+        thread removes its own temporary file, whatever stops it)."""
+        with self.new_files_lock:
+            self.new_files.append(name)
+
+    @staticmethod
+    def _stored_still(plan: RowPlan, check: FileCheck) -> str | ReadAgain | None:
+        """For a file its check already stored: None when it need not be read again (its size
+        and mtime are still those seen before it was read, it was not modified just before —
+        see ``STAMP_MIN_AGE_NS`` — and the stored copy is still there), or the reason the row
+        is refused; ``READ_AGAIN`` for any other file (``_store_file``)."""
+        if not check.stored or plan.file_size is None:
+            return READ_AGAIN
+        try:
+            now = os.stat(plan.file_path)
+        except OSError as exc:
+            return rows_reason(exc)
+        if (now.st_size, now.st_mtime_ns) != (plan.file_size, plan.file_mtime_ns):
+            return "the file changed while it was being imported: import it again"
+        if os.path.exists(os.path.join(settings.MEDIA_ROOT, storage_name(check.sha256, check.format))):
+            return None
+        return READ_AGAIN
+
+    def _store_file(self, plan: RowPlan, check: FileCheck) -> str | None:
+        """Store a checked file (read again: the check kept no bytes); return None, or the reason
+        the row is refused. A file that changed since it was checked is refused, never stored
+        unchecked. Runs in worker threads; keeps no bytes."""
+        try:
+            data = read_limited(plan.file_path)
+        except (DomainError, OSError) as exc:
+            return rows_reason(exc)
+        if hashlib.sha256(data).hexdigest() != check.sha256:
+            return "the file changed while it was being imported: import it again"
+        validated = ValidatedImage(
+            data=data, sha256=check.sha256, format=check.format, width=check.width, height=check.height
+        )
+        try:
+            file_write(validated, before_write=self._file_new)
+        except OSError as exc:
+            return f"cannot store the file in MEDIA_ROOT: {exc.strerror or exc}"
+        return None
+
+    @staticmethod
+    def _ids_of(rows: Any, column: str, values: list[str]) -> dict[str, int]:
+        """``value -> id`` of the rows of the queryset ``rows`` whose ``column`` is one of
+        ``values`` (no query when there are none)."""
+        return {
+            value: pk
+            for chunk in in_chunks(values)
+            for value, pk in rows.filter(**{f"{column}__in": chunk}).values_list(column, "pk")
+        }
+
+    def _rows_write(
+        self,
+        items: dict[str, list[tuple[RowPlan, FileCheck]]],
+        prompts: dict[tuple[str, str, str], Prompt],
+    ) -> None:
+        """Write one chunk of accepted items: their new Image rows, items and image links."""
+        checks = {check.sha256: check for rows in items.values() for _, check in rows}
+        now = timezone.now()
+        new_images = [
+            (
+                sha,
+                storage_name(sha, check.format),
+                check.width,
+                check.height,
+                check.format,
+                now,
+            )
+            for sha, check in checks.items()
+        ]
+        # Multi-row INSERTs of plain values (``rows_insert``): a model instance per row cost
+        # more than the database's work. Conflicts ignored: the bytes may be an image already
+        # (of another study, or stored by another import a moment ago); those rows are looked
+        # up, the usual new row's id comes back from the INSERT itself.
+        images = dict(
+            rows_insert_returning(
+                Image,
+                ("sha256", "file", "width", "height", "format", "created_at"),
+                new_images,
+                returning=("sha256", "id"),
+                ignore_conflicts=True,
+            )
+        )
+        images.update(
+            self._ids_of(Image.objects.all(), "sha256", [sha for sha in checks if sha not in images])
+        )
+        self.staging.db.executemany(
+            "INSERT OR IGNORE INTO written VALUES (?)", [(row[1],) for row in new_images]
+        )
+        # Items of a one-image manifest were new when their batch was checked; the others may
+        # add a role to an item already there.
+        existing = (
+            {} if self.one_image else self._ids_of(Item.objects.filter(study=self.study), "key", list(items))
+        )
+        spec = protocol_spec(self.study.protocol)
+        new_items: list[tuple[Any, ...]] = []
+        new_keys: list[str] = []
+        for key, rows in items.items():
+            if key in existing:
+                continue
+            plans = [plan for plan, _ in rows]
+            first = next((p for p in plans if p.role in (ImageRole.OUTPUT, ImageRole.IMAGE)), plans[0])
+            prompt_key = next((p.prompt_key for p in plans if p.prompt_key), None)
+            metadata: dict[str, str] = {}
+            for p in plans:
+                metadata.update(p.metadata)
+            new_keys.append(key)
+            new_items.append(
+                (
+                    self.study.pk,
+                    key,
+                    self._prompt(prompt_key, prompts).pk if prompt_key is not None else None,
+                    next((p.t2i_model for p in plans if p.t2i_model), ""),
+                    next((p.seed for p in plans if p.seed is not None), None),
+                    next((p.index for p in plans if p.index is not None), None),
+                    first.params,
+                    metadata,
+                    # A row's own questions win; without them the protocol decides from the metadata.
+                    list(next((p.question_keys for p in plans if p.question_keys), ()))
+                    or spec.item_question_keys(metadata),
+                    spec.queue_default,
+                    0,
+                    now,
+                )
+            )
+        by_key = existing | dict(
+            rows_insert_returning(
+                Item, ITEM_COLUMNS, new_items, returning=("key", "id"), ignore_conflicts=True
+            )
+        )
+        # An item another import created since its batch was checked: linked, as a known one.
+        by_key |= self._ids_of(
+            Item.objects.filter(study=self.study), "key", [k for k in new_keys if k not in by_key]
+        )
+        links = [
+            (by_key[key], images[check.sha256], plan.role, plan.path, plan.file_size, plan.file_mtime_ns)
+            for key, rows in items.items()
+            for plan, check in rows
+        ]
+        rows_insert(
+            ItemImage, ("item_id", "image_id", "role", "source_path", "file_size", "file_mtime_ns"), links
+        )
+        self.summary.accepted += len(links)
+        self._advance("written", len(links))
