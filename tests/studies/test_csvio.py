@@ -169,8 +169,8 @@ def test_ground_truth_export_command_writes_no_formula(hostile):
         "'" + FORMULA,
         "'" + DDE,
     ]
-    assert rows[0][-1] == "note"
-    assert rows[1][-1] == "'" + FORMULA
+    assert rows[0][-2:] == ["note", "posterior"]
+    assert rows[1][-2] == "'" + FORMULA
 
 
 def test_admin_ground_truth_download_writes_no_formula(hostile, study, client_for, admin_user):
