@@ -167,5 +167,6 @@ def test_key_presses_stay_fast_while_eight_estimates_are_asked_for(live_server, 
     assert max(running) == 1, report
     assert len(workers) == 1, report
     # The labelling screen's target is p95 < 100 ms; on a machine already loaded by other work
-    # (its p95 alone above that), the estimates may not make it slower by more than half.
-    assert _p95(during) < max(0.1, 1.5 * _p95(base)), report
+    # (its p95 alone above that; CI's other test worker shares the two cores) the estimates may
+    # at most double it — an estimate computed in the request made it 287 s.
+    assert _p95(during) < max(0.1, 2 * _p95(base)), report
