@@ -114,6 +114,8 @@ class PanelParticipant(Annotator):
         self.code_seen = False
 
     def timed(self, samples: Samples, method: str, path: str, body: dict[str, str] | None = None, **kw: Any):
+        """The request, its figures kept when the server sends ``Server-Timing`` (the benchmark
+        server's settings); an HTTP error is kept as an error."""
         start = time.perf_counter()
         status, headers, html = self.request(method, path, body, **kw)
         round_trip = (time.perf_counter() - start) * 1000
@@ -122,9 +124,9 @@ class PanelParticipant(Annotator):
             for m in TIMING_RE.finditer(headers.get("Server-Timing", ""))
         }
         with samples.lock:
-            if status >= 400 or "app" not in timing:
+            if status >= 400:
                 samples.errors.append(f"{self.panel_id} {method} {path}: HTTP {status}")
-            else:
+            elif "app" in timing:
                 samples.round_trip_ms.append(round_trip)
                 samples.server_ms.append(timing["app"][0])
                 samples.cpu_ms.append(timing["cpu"][0])
