@@ -383,13 +383,19 @@ class Annotator:
         self.slug = slug
         self.cookies = {"sessionid": session_key}
 
-    def request(self, method: str, path: str, body: dict[str, str] | None = None) -> tuple[int, dict, str]:
+    def request(
+        self, method: str, path: str, body: dict[str, str] | None = None, *, htmx: bool = True
+    ) -> tuple[int, dict, str]:
+        """One request on a new connection; a ``body`` is a form POST, sent as label.js sends
+        it (``HX-Request``) unless ``htmx`` is false (a plain form submit)."""
         conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
         headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())}
         data = None
         if body is not None:
             data = urllib.parse.urlencode(body)
-            headers |= {"Content-Type": "application/x-www-form-urlencoded", "HX-Request": "true"}
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+            if htmx:
+                headers["HX-Request"] = "true"
         try:
             conn.request(method, path, body=data, headers=headers)
             response = conn.getresponse()
