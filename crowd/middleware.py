@@ -2,7 +2,8 @@
 screen, their own join pages and the images of their study, nothing else (403) — not another
 study, the researchers' pages, the admin or the API. Before consenting they are sent to the
 guidelines; once finished, to the completion page. After each saved key press the participant's
-items are counted once, and the quota ends the session's work.
+items are counted once, and the quota ends the session's work; a screen with no item left sends
+them to the completion page too.
 
 Ordinary sessions pay one dictionary look-up in a session already loaded to find the user: no
 statement of their key press is added."""
@@ -26,6 +27,8 @@ LABELING = frozenset({"annotate:label_study", "annotate:label_submit", "annotate
 PARTICIPANT_PAGES = frozenset({"crowd:join", "crowd:guidelines", "crowd:done", "media", "logout"})
 TO_LABELING = frozenset({"home", "annotate:label"})
 REFUSED = "A study participant may only use the study's labeling screen."
+#: What a labeling screen holding an item shows (annotate/label.html).
+NEXT_ITEM = b'id="current-image"'
 
 
 class ParticipantMiddleware:
@@ -34,16 +37,17 @@ class ParticipantMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        marker: Marker | None = getattr(request, "_crowd_counts", None)
-        if (
-            marker is not None
-            and response.status_code in (200, 302)
-            and items_done(user_id=marker["user"], study_id=marker["study"]) >= marker["quota"]
-        ):
+        marker: Marker | None = getattr(request, "_crowd_labeling", None)
+        if marker is None or response.status_code not in (200, 302):
+            return response
+        submitted = request.resolver_match.view_name == "annotate:label_submit" and request.method == "POST"
+        if submitted and items_done(user_id=marker["user"], study_id=marker["study"]) >= marker["quota"]:
             participant = Participant.objects.get(pk=marker["participant"])
             participant_finish(participant=participant)
             marker_update(request, finished=True)
             return _go(request, reverse("crowd:done"))
+        if response.status_code == 200 and NEXT_ITEM not in response.content:
+            return _go(request, reverse("crowd:done"))  # no next item: the study ran out (or a reload)
         return response
 
     def process_view(
@@ -65,8 +69,7 @@ class ParticipantMiddleware:
             return _go(request, reverse("crowd:done"))
         if not marker["consented"]:
             return _go(request, reverse("crowd:guidelines"))
-        if name == "annotate:label_submit" and request.method == "POST":
-            request._crowd_counts = marker  # type: ignore[attr-defined]
+        request._crowd_labeling = marker  # type: ignore[attr-defined]
         return None
 
 

@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 
+from annotate.selectors import annotator_progress
 from annotate.views import GUIDELINES_SEEN
 from crowd import selectors, services
 from crowd.errors import CrowdError, LinkRefused
@@ -132,10 +133,17 @@ def done(request: HttpRequest) -> HttpResponse:
     marker = marker_of(request)
     if marker is None:
         return _refused(request, NO_SESSION)
-    participant = Participant.objects.select_related("link", "study").get(pk=marker["participant"])
+    participant = Participant.objects.select_related("link", "study", "user").get(pk=marker["participant"])
+    ran_out = False
     if participant.finished_at is None:
-        return redirect("annotate:label_study", slug=participant.study.slug)
-    return render(request, "crowd/done.html", {"link": participant.link, "study": participant.study})
+        # Before the quota only when the study has nothing left for them: they are done too.
+        if annotator_progress(study=participant.study, annotator=participant.user).remaining:
+            return redirect("annotate:label_study", slug=participant.study.slug)
+        services.participant_finish(participant=participant)
+        marker_update(request, finished=True)
+        ran_out = True
+    context = {"link": participant.link, "study": participant.study, "ran_out": ran_out}
+    return render(request, "crowd/done.html", context)
 
 
 # --- Researchers ------------------------------------------------------------------------------

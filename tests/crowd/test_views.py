@@ -100,6 +100,23 @@ def test_the_quota_ends_a_plain_form_session_with_a_redirect_too(make_link, item
     assert response.url == reverse("crowd:done")
 
 
+def test_a_study_that_runs_out_of_items_before_the_quota_still_gives_the_code(make_link, items, study):
+    _link, token = make_link(quota=10)  # the study has 4 items
+    client = Client()
+    _enter(client, token, "short")
+    # With work left, the completion page sends them back to label.
+    assert client.get(reverse("crowd:done")).url == reverse("annotate:label_study", args=[study.slug])
+    for _ in items[:-1]:
+        _label_one(client, study)
+    _item, last = _label_one(client, study)
+    assert last["HX-Redirect"] == reverse("crowd:done")  # no next item: on to the code
+    assert client.get(reverse("annotate:label_study", args=[study.slug])).url == reverse("crowd:done")
+    done = client.get(reverse("crowd:done")).content.decode()
+    assert 'id="completion-code">C1234<' in done
+    assert "no more items for you" in done
+    assert Participant.objects.get(panel_id="short").finished_at is not None
+
+
 def test_reopening_the_link_continues_and_never_gives_a_second_seat_on_an_item(make_link, items, study):
     _link, token = make_link(quota=3)
     first = Client()
