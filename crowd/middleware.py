@@ -40,7 +40,10 @@ class ParticipantMiddleware:
         marker: Marker | None = getattr(request, "_crowd_labeling", None)
         if marker is None or response.status_code not in (200, 302):
             return response
-        submitted = request.resolver_match.view_name == "annotate:label_submit" and request.method == "POST"
+        match = request.resolver_match
+        submitted = (
+            match is not None and match.view_name == "annotate:label_submit" and request.method == "POST"
+        )
         if submitted and items_done(user_id=marker["user"], study_id=marker["study"]) >= marker["quota"]:
             participant = Participant.objects.get(pk=marker["participant"])
             participant_finish(participant=participant)
