@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
@@ -256,6 +256,30 @@ class EstimateReport:
 
     def rows(self) -> list[list[Any]]:
         raise NotImplementedError
+
+    @classmethod
+    def of_frame(
+        cls,
+        frame: sel.Frame,
+        cells: dict[str, Any],
+        warnings: list[str],
+        cells_for: Callable[[dict[int, float], set[int]], Any],
+        *,
+        strata: dict[int, Hashable] | None = None,
+        history: bool = False,
+    ) -> Self:
+        """The report of ``frame``'s series: its ``cells``, complete rounds, ``warnings`` and
+        pending rounds, and (``history``) the chart's lines from ``cells_for`` (``round_history``)."""
+        return cls(
+            frame.study,
+            frame.detector,
+            frame.version,
+            cells,
+            tuple(s.round.number for s in frame.usable),
+            tuple(warnings),
+            sel.pending_rounds(frame),
+            round_history(frame, cells_for, cls.headline, strata) if history else (),
+        )
 
     def as_json(self) -> dict[str, Any]:
         return {

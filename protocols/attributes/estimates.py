@@ -24,7 +24,6 @@ from estimates.report import (
     frame_strata,
     frame_warnings,
     inclusion,
-    round_history,
 )
 from estimates.selectors import item_outputs as _outputs
 from metrics import gep, ppi_mean
@@ -142,17 +141,7 @@ def attributes_report(
     cells = cells_for(pi, drawn)
     if rows.left_out:
         warnings.append(f"{len(rows.left_out)} item(s) left out: {rows.left_out[0].reason} (first of them).")
-    pending = sel.pending_rounds(frame)
-    return AttributesReport(
-        study,
-        detector,
-        version,
-        cells,
-        tuple(s.round.number for s in frame.usable),
-        tuple(warnings),
-        pending,
-        round_history(frame, cells_for, AttributesReport.headline, strata) if history else (),
-    )
+    return AttributesReport.of_frame(frame, cells, warnings, cells_for, strata=strata, history=history)
 
 
 def judge_scores(

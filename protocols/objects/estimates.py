@@ -34,7 +34,6 @@ from estimates.report import (
     frame_strata,
     frame_warnings,
     inclusion,
-    round_history,
 )
 from estimates.selectors import item_outputs as _outputs
 from metrics import ppi_mean
@@ -130,17 +129,7 @@ def objects_report(
             f"{len(unreadable)} drawn item(s) have a box answer that does not fit their boxes, or boxes of "
             f"another detector than {detector}: they are not counted as labelled."
         )
-    pending = sel.pending_rounds(frame)
-    return ObjectsEstimateReport(
-        study,
-        detector,
-        version,
-        cells,
-        tuple(s.round.number for s in frame.usable),
-        tuple(warnings),
-        pending,
-        round_history(frame, cells_for, ObjectsEstimateReport.headline, strata) if history else (),
-    )
+    return ObjectsEstimateReport.of_frame(frame, cells, warnings, cells_for, strata=strata, history=history)
 
 
 def _cells(

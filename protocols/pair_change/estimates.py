@@ -28,7 +28,7 @@ from detectors.kinds import KIND_MEASUREMENTS
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
 from estimates.models import Design
-from estimates.report import EstimateReport, estimand_figures, frame_warnings, inclusion, round_history
+from estimates.report import EstimateReport, estimand_figures, frame_warnings, inclusion
 from metrics import pair_change as pc
 from metrics import ppi_mean
 from protocols.pair_change.sampling import MeasureSourceError, pair_measurements, study_thresholds
@@ -135,17 +135,7 @@ def pair_change_report(
         return _cells(ids, models, domains, answers, scores, p, sampled)
 
     cells = cells_for(pi, drawn)
-    pending = sel.pending_rounds(frame)
-    return PairChangeReport(
-        study,
-        detector,
-        version,
-        cells,
-        tuple(s.round.number for s in frame.usable),
-        tuple(warnings),
-        pending,
-        round_history(frame, cells_for, PairChangeReport.headline) if history else (),
-    )
+    return PairChangeReport.of_frame(frame, cells, warnings, cells_for, history=history)
 
 
 def _cells(

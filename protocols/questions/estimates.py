@@ -25,7 +25,6 @@ from estimates.report import (
     frame_strata,
     frame_warnings,
     inclusion,
-    round_history,
 )
 from estimates.selectors import item_outputs as _outputs
 from metrics import ppi_mean
@@ -224,17 +223,7 @@ def questions_report(
         }
 
     cells = cells_for(pi, drawn)
-    pending = sel.pending_rounds(frame)
-    return QuestionsEstimateReport(
-        study,
-        detector,
-        version,
-        cells,
-        tuple(s.round.number for s in frame.usable),
-        tuple(warnings),
-        pending,
-        round_history(frame, cells_for, QuestionsEstimateReport.headline, strata) if history else (),
-    )
+    return QuestionsEstimateReport.of_frame(frame, cells, warnings, cells_for, strata=strata, history=history)
 
 
 def answer_output_codes(study: Study, detector: str, version: str) -> dict[int, Hashable]:
