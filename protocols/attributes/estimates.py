@@ -17,9 +17,9 @@ from annotate.models import FinalLabel
 from detectors.kinds import KIND_ATTRIBUTES, answers_of, probabilities_of
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol, series_of
-from estimates.models import Design
 from estimates.report import (
     EstimateReport,
+    drawn_arrays,
     estimand_figures,
     frame_strata,
     frame_warnings,
@@ -44,9 +44,7 @@ def _cell(
     items: Sequence[gep.GepItem], keys: Sequence[str], detector: str, pi: dict[int, float], drawn: set[int]
 ) -> dict[str, Any]:
     n = len(items)
-    ids = [int(item.item_id) for item in items]  # type: ignore[call-overload]
-    p = np.array([pi.get(i, 0.0) for i in ids])
-    sampled = np.array([i in drawn for i in ids]) & (p > 0)
+    p, sampled = drawn_arrays((item.item_id for item in items), pi, drawn)  # type: ignore[misc]
     woman = np.array([item.gender == gep.WOMAN for item in items])
     man = np.array([item.gender == gep.MAN for item in items])
     entries = []
@@ -74,6 +72,7 @@ class AttributesReport(EstimateReport):
     CELLS_KEY = "attributes"
     KEYS = ("t2i_model", "setting", "estimand")
     TABLE_KEY = "attributes_estimate"
+    TITLE = "GEP estimated from {detector}@{version} and sampled labels"
     CAPTION = (
         "Per T2I model and setting, the GEP score (mean absolute entry) and each GEP vector "
         "entry (share of yes among women minus among men). Estimate: the detector's scores on every "
@@ -83,9 +82,6 @@ class AttributesReport(EstimateReport):
         "error of the mean absolute entry whatever the true vector, so it stays valid with few labels "
         "(the point estimate is then too high)."
     )
-
-    def title(self) -> str:
-        return f"GEP estimated from {self.detector}@{self.version} and sampled labels"
 
     @classmethod
     def headline(cls, cells: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -237,7 +233,6 @@ def attribute_residuals(study: Study, detector: str, version: str) -> dict[int, 
 ESTIMAND = EstimandProtocol(
     key="attributes",
     output_kind=KIND_ATTRIBUTES,
-    designs=(Design.UNIFORM.value, Design.ACTIVE.value, Design.STRATIFIED.value),
     report=attributes_report,
     labelled=sel.items_fully_labelled,
     output_codes=attribute_output_codes,

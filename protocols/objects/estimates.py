@@ -27,7 +27,6 @@ from annotate.models import FinalLabel
 from detectors.kinds import KIND_OBJECTS
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
-from estimates.models import Design
 from estimates.report import (
     EstimateReport,
     estimand_figures,
@@ -65,6 +64,7 @@ class ObjectsEstimateReport(EstimateReport):
     CELLS_KEY = "objects"
     KEYS = ("t2i_model", "estimand", "class", "gender")
     TABLE_KEY = "objects_estimate"
+    TITLE = "Confirmed objects estimated from {detector}@{version} and sampled box checks"
     CAPTION = (
         "Per T2I model, the object instances people confirm per class and gender over every image, and "
         "Cramér's V of that table. Estimate: the detector's counts on every image corrected by the box "
@@ -72,9 +72,6 @@ class ObjectsEstimateReport(EstimateReport):
         "chosen from the data). Labels only: the sampled checks alone. Effective labels: how many checks "
         "alone would give the same precision."
     )
-
-    def title(self) -> str:
-        return f"Confirmed objects estimated from {self.detector}@{self.version} and sampled box checks"
 
     @classmethod
     def headline(cls, cells: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -218,7 +215,6 @@ def object_residuals(study: Study, detector: str, version: str) -> dict[int, flo
 ESTIMAND = EstimandProtocol(
     key="objects",
     output_kind=KIND_OBJECTS,
-    designs=(Design.UNIFORM.value, Design.ACTIVE.value, Design.STRATIFIED.value),
     report=objects_report,
     labelled=items_box_checked,
     output_codes=object_output_codes,
