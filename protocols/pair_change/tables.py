@@ -20,8 +20,7 @@ Every builder takes ``domain``: only that domain's rows (the dashboard's categor
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from metrics import pair_change as pc
 from reports.tables import NO_VALUE, Cell, Column, Table, int_cell, pct, text_cell
@@ -430,16 +429,3 @@ BUILDERS: dict[str, Callable[..., Table]] = {
 def all_tables(report: PairChangeReport, domain: str | None = None) -> list[Table]:
     """Every table in ``TABLE_KEYS`` order."""
     return [BUILDERS[key](report, domain) for key in TABLE_KEYS]
-
-
-def with_paper_title(table: Table) -> Table:
-    """The table titled with what of the paper it mirrors, for Markdown exports."""
-    return replace(table, title=f"{table.title} ({PAPER[table.key]})")
-
-
-def sectioned_csv_rows(table: Table) -> list[list[Any]]:
-    """The table's CSV rows with a first column ``section`` = the table key."""
-    from reports.render import csv_rows
-
-    header, *body = csv_rows(table)
-    return [["section", *header], *([table.key, *row] for row in body)]
