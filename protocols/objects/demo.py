@@ -19,7 +19,6 @@ but the images of index 2.
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -232,13 +231,9 @@ def prediction_rows() -> list[dict[str, str]]:
     for image in object_images():
         _, boxes = _layout(image)
         rows.append(
-            {
-                "image": image.path,
-                "detector": DETECTOR,
-                "version": VERSION,
-                "kind": "objects",
-                "output": json.dumps({"objects": boxes}, separators=(",", ":")),
-            }
+            seeding.prediction_row(
+                image.path, detector=DETECTOR, version=VERSION, kind="objects", output={"objects": boxes}
+            )
         )
     return rows
 
@@ -252,23 +247,21 @@ if __name__ == "__main__":
     prediction_file_write()
 
 
-class ObjectsDemo(seeding.ProtocolDemo):
+class ObjectsDemo(seeding.ImportedDemo):
     slug = SLUG
     protocol = "objects"
     name = NAME
     guidelines = GUIDELINES
     definition = MappingProxyType({"labels_per_item": 2, "agreement": "unanimous"})
-
-    def note(self) -> str:
-        return seeding.imported_note(detector=DETECTOR, file=PREDICTIONS_FILE, slug=SLUG)
+    detector = DETECTOR
+    version = VERSION
+    predictions = PREDICTIONS_FILE
 
     def folder_write(self, folder: Path) -> Path:
         return folder_write(folder)
 
     def seed(self, step: seeding.Step) -> int:
-        study = Study.objects.get(slug=SLUG)
-        if not seeding.predictions_imported(study, detector=DETECTOR, version=VERSION):
-            step("import_predictions", str(PREDICTIONS_FILE), study=SLUG)
+        self.predictions_import(step)
         step("prepare_box_check", study=SLUG, detector=DETECTOR)
         return labels_seed()
 
