@@ -3,8 +3,9 @@ run_detectors): one definition each, so the commands cannot drift apart."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from contextlib import nullcontext
+from typing import Any, TypeVar
 
 from django.core.management.base import CommandError, CommandParser, OutputWrapper
 
@@ -15,6 +16,9 @@ from detectors.executors import (
     executor_arguments,
     executor_from_options,
 )
+from detectors.progress import Progress, StopFlag, command_stream
+
+T = TypeVar("T")
 
 
 def positive(value: float | None, flag: str, *, integer: bool = True) -> None:
@@ -50,3 +54,28 @@ def workers_report(stdout: OutputWrapper, workers: Iterable[WorkerStats], label:
     """One line per Ray worker (host, GPU, items, rate) after a run's summary; none for a local run."""
     for worker in workers:
         stdout.write("  " + worker.line(label))
+
+
+def stoppable_run(
+    run: Callable[..., T],
+    *,
+    executor: Executor | None,
+    stderr: OutputWrapper,
+    errors: tuple[type[Exception], ...] = (ExecutorError,),
+    label: str = "images",
+    **kwargs: Any,
+) -> T:
+    """``run(**kwargs)`` with ``executor`` (started around it), a ``StopFlag`` (Ctrl-C / SIGTERM
+    stop it after the current batch) and a progress meter of ``label`` on ``stderr``; ``errors``
+    become a CommandError with their message."""
+    stream = command_stream(stderr)
+    with StopFlag(stream=stream) as stop, executor or nullcontext():
+        try:
+            return run(
+                **kwargs,
+                should_stop=stop,
+                progress=lambda total: Progress(total, label=label, stream=stream),
+                executor=executor,
+            )
+        except errors as exc:
+            raise CommandError(str(exc)) from None

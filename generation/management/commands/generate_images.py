@@ -6,7 +6,6 @@ docs/reference/generation.md and the command's ``--help``.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -17,9 +16,9 @@ from detectors.management.options import (
     executor_for,
     pipeline_arguments,
     positive,
+    stoppable_run,
     workers_report,
 )
-from detectors.progress import Progress, StopFlag, command_stream
 from generation.generation import (
     SEED_POLICIES,
     T2I_MODELS,
@@ -90,22 +89,19 @@ class Command(BaseCommand):
             seed_base=opts["seed_base"],
             seed_by=opts["seed_by"],
         )
-        with StopFlag(stream=command_stream(self.stderr)) as stop, executor or nullcontext():
-            try:
-                outcome = generation_run(
-                    study=study,
-                    model=model,
-                    prompts=prompts,
-                    per_prompt=opts["per_prompt"],
-                    settings=settings,
-                    prompt_set=opts["prompt_set"],
-                    should_stop=stop,
-                    progress=lambda total: Progress(total, stream=command_stream(self.stderr)),
-                    on_warning=lambda message: self.stderr.write(message),
-                    executor=executor,
-                )
-            except (GenerationError, ExecutorError) as exc:
-                raise CommandError(str(exc)) from None
+        outcome = stoppable_run(
+            generation_run,
+            executor=executor,
+            stderr=self.stderr,
+            errors=(GenerationError, ExecutorError),
+            study=study,
+            model=model,
+            prompts=prompts,
+            per_prompt=opts["per_prompt"],
+            settings=settings,
+            prompt_set=opts["prompt_set"],
+            on_warning=lambda message: self.stderr.write(message),
+        )
         self._report(model.name, study, outcome)
 
     def _report(self, name: str, study: Study, outcome: Any) -> None:
