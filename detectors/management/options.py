@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from contextlib import nullcontext
+from dataclasses import fields
 from typing import Any, TypeVar
 
 from django.core.management.base import CommandError, CommandParser, OutputWrapper
@@ -19,6 +20,7 @@ from detectors.executors import (
 from detectors.progress import Progress, StopFlag, command_stream
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 
 def positive(value: float | None, flag: str, *, integer: bool = True) -> None:
@@ -39,6 +41,13 @@ def batch_size(opts: dict[str, Any]) -> int:
     """``--batch-size``, or the default for ``--device``: 8 on CUDA, 1 on a CPU (where a bigger
     batch only adds memory)."""
     return opts["batch_size"] or (8 if opts["device"].startswith("cuda") else 1)
+
+
+def run_settings(cls: Callable[..., S], opts: dict[str, Any]) -> S:
+    """A run's settings (a dataclass) from the options of the same names, ``batch_size`` as
+    ``batch_size`` gives it."""
+    names = [f.name for f in fields(cls) if f.name != "batch_size"]  # type: ignore[arg-type]
+    return cls(**{name: opts[name] for name in names}, batch_size=batch_size(opts))
 
 
 def executor_for(opts: dict[str, Any], *, stderr: OutputWrapper) -> Executor | None:

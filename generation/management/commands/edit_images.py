@@ -12,10 +12,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from detectors.executors import ExecutorError
 from detectors.management.options import (
-    batch_size,
     executor_for,
     pipeline_arguments,
     positive,
+    run_settings,
     stoppable_run,
     workers_report,
 )
@@ -89,18 +89,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if opts["limit_prompts"]:
             prompts = prompts[: opts["limit_prompts"]]
-        settings = EditSettings(
-            device=opts["device"],
-            batch_size=batch_size(opts),
-            steps=opts["steps"],
-            guidance=opts["guidance"],
-            strength=opts["strength"],
-            image_guidance=opts["image_guidance"],
-            size=opts["size"],
-            seed_base=opts["seed_base"],
-            prompt_suffix=opts["prompt_suffix"],
-            per_pair=opts["per_pair"],
-        )
+        settings = run_settings(EditSettings, opts)
         outcome = stoppable_run(
             edit_run,
             executor=executor,

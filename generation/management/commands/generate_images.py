@@ -12,10 +12,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from detectors.executors import ExecutorError
 from detectors.management.options import (
-    batch_size,
     executor_for,
     pipeline_arguments,
     positive,
+    run_settings,
     stoppable_run,
     workers_report,
 )
@@ -79,16 +79,7 @@ class Command(BaseCommand):
             model = t2i_model_resolve(opts["t2i_model"])
         except GenerationError as exc:
             raise CommandError(str(exc)) from None
-        settings = Settings(
-            device=opts["device"],
-            batch_size=batch_size(opts),
-            steps=opts["steps"],
-            guidance=opts["guidance"],
-            height=opts["height"],
-            width=opts["width"],
-            seed_base=opts["seed_base"],
-            seed_by=opts["seed_by"],
-        )
+        settings = run_settings(Settings, opts)
         outcome = stoppable_run(
             generation_run,
             executor=executor,
