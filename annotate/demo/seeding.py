@@ -11,6 +11,7 @@ protocol itself.
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -100,6 +101,18 @@ class ImportedDemo(ProtocolDemo):
         ).exists()
         if not imported:
             step("import_predictions", str(self.predictions), study=self.slug)
+
+    def prediction_rows(self) -> list[dict[str, str]]:
+        """The rows of ``predictions`` (``prediction_row``), computed from the demo's images."""
+        raise NotImplementedError
+
+    def predictions_write(self) -> None:
+        """Regenerate the shipped predictions file (after a change of the demo's images)."""
+        rows = self.prediction_rows()
+        with open(self.predictions, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
 
 
 def prediction_row(image: str, *, detector: str, version: str, kind: str, output: Any) -> dict[str, str]:

@@ -30,7 +30,7 @@ from types import MappingProxyType
 from django.db import transaction
 
 from annotate.demo import seeding
-from annotate.demo.photos import LFW_MEN, LFW_WOMEN, PHOTOS, Look, fit, predictions_file_write, save
+from annotate.demo.photos import LFW_MEN, LFW_WOMEN, PHOTOS, Look, fit, save
 from metrics.gep import ATTRIBUTE_KEYS as KEYS
 from studies.models import Item, Study
 
@@ -265,15 +265,6 @@ def prediction_rows() -> list[dict[str, str]]:
     return rows
 
 
-def prediction_file_write(path: Path = PREDICTIONS_FILE) -> None:
-    """Regenerate the shipped predictions file (after a change of ``attribute_images``)."""
-    predictions_file_write(prediction_rows(), path)
-
-
-if __name__ == "__main__":
-    prediction_file_write()
-
-
 class AttributesDemo(seeding.ImportedDemo):
     slug = SLUG
     protocol = "attributes"
@@ -284,6 +275,9 @@ class AttributesDemo(seeding.ImportedDemo):
     detector = DETECTOR
     version = VERSION
     predictions = PREDICTIONS_FILE
+
+    def prediction_rows(self) -> list[dict[str, str]]:
+        return prediction_rows()
 
     def folder_write(self, folder: Path) -> Path:
         return folder_write(folder)
@@ -310,3 +304,6 @@ def labels_seed() -> int:
 
 
 DEMO = AttributesDemo()
+
+if __name__ == "__main__":
+    DEMO.predictions_write()

@@ -27,7 +27,7 @@ from django.db import transaction
 from PIL import Image as PILImage
 
 from annotate.demo import seeding
-from annotate.demo.photos import LFW_MEN, LFW_WOMEN, PHOTOS, Look, predictions_file_write, save
+from annotate.demo.photos import LFW_MEN, LFW_WOMEN, PHOTOS, Look, save
 from studies.models import Item, Study
 
 SLUG = "demo-objects"
@@ -238,15 +238,6 @@ def prediction_rows() -> list[dict[str, str]]:
     return rows
 
 
-def prediction_file_write(path: Path = PREDICTIONS_FILE) -> None:
-    """Regenerate the shipped predictions file (after a change of ``object_images``)."""
-    predictions_file_write(prediction_rows(), path)
-
-
-if __name__ == "__main__":
-    prediction_file_write()
-
-
 class ObjectsDemo(seeding.ImportedDemo):
     slug = SLUG
     protocol = "objects"
@@ -256,6 +247,9 @@ class ObjectsDemo(seeding.ImportedDemo):
     detector = DETECTOR
     version = VERSION
     predictions = PREDICTIONS_FILE
+
+    def prediction_rows(self) -> list[dict[str, str]]:
+        return prediction_rows()
 
     def folder_write(self, folder: Path) -> Path:
         return folder_write(folder)
@@ -284,3 +278,6 @@ def labels_seed() -> int:
 
 
 DEMO = ObjectsDemo()
+
+if __name__ == "__main__":
+    DEMO.predictions_write()
