@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, extend_schema_field, extend_schema_serializer
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
+from rest_framework.request import Request
 
 from annotate.models import FinalLabel, FinalLabelSource, ItemState, Label
 from config.api import (
@@ -28,6 +29,8 @@ from config.api import (
     StrictInput,
     StrictIntegerField,
     StrictSlugField,
+    error_responses,
+    not_found,
 )
 from studies.models import ImageRole, Item, ItemImage, Question, QuestionKind, Study
 from studies.selectors import item_images, item_main_image, item_questions, study_questions
@@ -650,6 +653,35 @@ class FinalLabelOutput(serializers.Serializer):
 
 class StudyQuery(QueryInput):
     study = serializers.SlugField(help_text="The study's slug (GET /api/studies/ lists them).")
+
+    @classmethod
+    def study_of(cls, request: Request) -> Study:
+        """The study ``?study=`` names: a 400 when it is missing, empty or given twice; a 404
+        when there is none."""
+        params = cls.parse(request)
+        study = Study.objects.filter(slug=params["study"]).first()
+        if study is None:
+            raise not_found(f"There is no study '{params['study']}'.")
+        return study
+
+
+def study_list_schema(operation_id: str, tag: str, output: type[serializers.Serializer]) -> Any:
+    """The schema of a researchers' list of ``output`` rows of the study ``?study=`` names."""
+    return extend_schema(
+        operation_id=operation_id,
+        tags=[tag],
+        parameters=[StudyQuery],
+        responses={
+            200: output(many=True),
+            **error_responses(
+                {
+                    400: "?study= is missing, empty or given twice.",
+                    403: "Not logged in, or not a researcher or admin.",
+                    404: "No study with this slug.",
+                }
+            ),
+        },
+    )
 
 
 class ItemQuery(StudyQuery):

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotate.serializers import StudyQuery
-from config.api import ApiView, error_responses, not_found
+from annotate.serializers import StudyQuery, study_list_schema
+from config.api import ApiView
 from crowd.selectors import participant_rows
-from studies.models import Study
 from studies.permissions import IsResearcher
 
 
@@ -36,24 +34,7 @@ class ParticipantListApi(ApiView):
 
     permission_classes = [IsAuthenticated, IsResearcher]
 
-    @extend_schema(
-        operation_id="participants_list",
-        tags=["participants"],
-        parameters=[StudyQuery],
-        responses={
-            200: ParticipantOutput(many=True),
-            **error_responses(
-                {
-                    400: "?study= is missing, empty or given twice.",
-                    403: "Not logged in, or not a researcher or admin.",
-                    404: "No study with this slug.",
-                }
-            ),
-        },
-    )
+    @study_list_schema("participants_list", "participants", ParticipantOutput)
     def get(self, request: Request) -> Response:
-        params = StudyQuery.parse(request)
-        study = Study.objects.filter(slug=params["study"]).first()
-        if study is None:
-            raise not_found(f"There is no study '{params['study']}'.")
+        study = StudyQuery.study_of(request)
         return Response(ParticipantOutput(participant_rows(study=study), many=True).data)

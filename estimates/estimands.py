@@ -16,6 +16,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 from estimates.kept import Report
+from estimates.models import Design
 from studies.protocols import SpecPaths
 
 if TYPE_CHECKING:
@@ -28,7 +29,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class EstimandProtocol:
     """A protocol's few-label estimate. ``report(study, detector, n_boot=, seed=)`` builds the
-    estimate (raises LookupError when the detector has no predictions of ``output_kind``).
+    estimate (raises LookupError when the detector has no predictions of ``output_kind``);
+    ``designs``: the sampling designs it supports (every one unless it says).
 
     What the sampling frame (``estimates.selectors.sampling_frame``) reads of the study, as
     ``frame_of`` passes it: ``labelled(study)``, the ids of the items whose final labels the
@@ -51,8 +53,8 @@ class EstimandProtocol:
 
     key: str
     output_kind: str
-    designs: tuple[str, ...]
     report: Callable[..., Report]
+    designs: tuple[str, ...] = tuple(Design.values)
     labelled: Callable[[Study], frozenset[int]] | None = None
     humans: Callable[[Study], dict[int, str]] | None = None
     verdicts: Callable[[Study, str, str], dict[int, str]] | None = None

@@ -7,9 +7,9 @@ in a row. A protocol's report adds its cells' layout (``rows``), its headline nu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
@@ -107,6 +107,13 @@ def census_cells(
             p[mask] = 1.0
             sampled[mask] = True
     return p, sampled
+
+
+def drawn_arrays(ids: Iterable[int], pi: dict[int, float], drawn: set[int]) -> tuple[np.ndarray, np.ndarray]:
+    """π of each of ``ids`` and whether it is sampled (drawn, with π > 0)."""
+    ids = [int(i) for i in ids]
+    p = np.array([pi.get(i, 0.0) for i in ids], dtype=float)
+    return p, np.array([i in drawn for i in ids], dtype=bool) & (p > 0)
 
 
 def frame_strata(
@@ -241,13 +248,15 @@ class EstimateReport:
     UNIT: ClassVar[str] = "item(s)"
     TABLE_KEY: ClassVar[str] = ""
     CAPTION: ClassVar[str] = ""
+    #: The table's title, with ``{detector}`` and ``{version}``.
+    TITLE: ClassVar[str] = ""
 
     @property
     def header(self) -> tuple[str, ...]:
         return (*self.KEYS, *FIGURES)
 
     def title(self) -> str:
-        raise NotImplementedError
+        return self.TITLE.format(detector=self.detector, version=self.version)
 
     @classmethod
     def headline(cls, cells: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -256,6 +265,30 @@ class EstimateReport:
 
     def rows(self) -> list[list[Any]]:
         raise NotImplementedError
+
+    @classmethod
+    def of_frame(
+        cls,
+        frame: sel.Frame,
+        cells: dict[str, Any],
+        warnings: list[str],
+        cells_for: Callable[[dict[int, float], set[int]], Any],
+        *,
+        strata: dict[int, Hashable] | None = None,
+        history: bool = False,
+    ) -> Self:
+        """The report of ``frame``'s series: its ``cells``, complete rounds, ``warnings`` and
+        pending rounds, and (``history``) the chart's lines from ``cells_for`` (``round_history``)."""
+        return cls(
+            frame.study,
+            frame.detector,
+            frame.version,
+            cells,
+            tuple(s.round.number for s in frame.usable),
+            tuple(warnings),
+            sel.pending_rounds(frame),
+            round_history(frame, cells_for, cls.headline, strata) if history else (),
+        )
 
     def as_json(self) -> dict[str, Any]:
         return {

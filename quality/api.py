@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotate.serializers import StudyQuery
-from config.api import ApiView, error_responses, not_found
+from annotate.serializers import StudyQuery, study_list_schema
+from config.api import ApiView
 from quality.selectors import reliability_report, reliability_row
-from studies.models import Study
 from studies.permissions import IsResearcher
 
 
@@ -46,27 +44,9 @@ class AnnotatorListApi(ApiView):
 
     permission_classes = [IsAuthenticated, IsResearcher]
 
-    @extend_schema(
-        operation_id="annotators_list",
-        tags=["annotators"],
-        parameters=[StudyQuery],
-        responses={
-            200: AnnotatorReliabilityOutput(many=True),
-            **error_responses(
-                {
-                    400: "?study= is missing, empty or given twice.",
-                    403: "Not logged in, or not a researcher or admin.",
-                    404: "No study with this slug.",
-                }
-            ),
-        },
-    )
+    @study_list_schema("annotators_list", "annotators", AnnotatorReliabilityOutput)
     def get(self, request: Request) -> Response:
-        params = StudyQuery.parse(request)
-        study = Study.objects.filter(slug=params["study"]).first()
-        if study is None:
-            raise not_found(f"There is no study '{params['study']}'.")
-        report = reliability_report(study=study)
+        report = reliability_report(study=StudyQuery.study_of(request))
         rows: list[dict[str, Any]] = []
         for row in report.rows:
             kappas = [

@@ -13,7 +13,8 @@ spreadsheet formulas) can replace it in one place.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from reports.tables import Table
@@ -185,3 +186,37 @@ def render(table: Table, fmt: str) -> str:
         return RENDERERS[fmt](table)
     except KeyError:
         raise ValueError(f"Tables render as {', '.join(RENDERERS)}, not {fmt!r}.") from None
+
+
+def sectioned_csv_rows(table: Table) -> list[list[Any]]:
+    """The table's CSV rows with a first column ``section`` = the table key."""
+    header, *body = csv_rows(table)
+    return [["section", *header], *([table.key, *row] for row in body)]
+
+
+def export_tables(
+    tables: Sequence[Table],
+    fmt: str,
+    *,
+    name: str,
+    heading: Sequence[str],
+    left_out: Mapping[str, int],
+    paper: Mapping[str, str],
+) -> str:
+    """A report's tables as ``bias_report --format csv``: each with its own header row whose
+    first column is ``section`` (the table key), separated by an empty line; ``md``: the
+    ``heading`` lines, the reasons items were ``left_out`` (reason -> count), then each table
+    titled with what of the paper it mirrors (``paper``: table key -> that). ValueError for
+    any other format, naming the report (``name``)."""
+    if fmt == "csv":
+        return "\n".join(csv_text(sectioned_csv_rows(t)) for t in tables)
+    if fmt != "md":
+        raise ValueError(f"The {name} report exports as csv or md, not {fmt!r}.")
+    lines = [*heading, ""]
+    lines += [f"- left out ({n}): {reason}" for reason, n in left_out.items()]
+    if left_out:
+        lines.append("")
+    for table in tables:
+        titled = replace(table, title=f"{table.title} ({paper[table.key]})") if table.key in paper else table
+        lines.append(to_markdown(titled))
+    return "\n".join(lines)

@@ -9,7 +9,6 @@ and a re-run of the demo imports nothing twice.
 
 from __future__ import annotations
 
-import csv
 import functools
 import io
 from collections.abc import Callable
@@ -176,11 +175,3 @@ def save(image: PILImage.Image, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     # Same pixels and settings give the same JPEG bytes, so re-runs are duplicates.
     image.save(target, format="JPEG", quality=90)
-
-
-def predictions_file_write(rows: list[dict[str, str]], path: Path) -> None:
-    """Write a shipped demo predictions file (the ``import_predictions`` columns) from its rows."""
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)

@@ -11,6 +11,8 @@ protocol itself.
 
 from __future__ import annotations
 
+import csv
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -76,10 +78,52 @@ class ProtocolDemo:
         return 0
 
 
-def imported_note(*, detector: str, file: Path, slug: str) -> str:
-    """The ``demo_note`` of a study whose detector outputs are a shipped file of demo predictions."""
-    shown = file.relative_to(settings.BASE_DIR) if file.is_relative_to(settings.BASE_DIR) else file
-    return IMPORTED_NOTE.format(detector=detector, file=shown.as_posix(), slug=slug)
+class ImportedDemo(ProtocolDemo):
+    """A demo whose detector outputs are a shipped file of demo predictions: ``predictions``,
+    of ``detector`` at ``version``, loaded by ``import_predictions``."""
+
+    detector: ClassVar[str]
+    version: ClassVar[str]
+    predictions: ClassVar[Path]
+
+    def note(self) -> str:
+        file = self.predictions
+        shown = file.relative_to(settings.BASE_DIR) if file.is_relative_to(settings.BASE_DIR) else file
+        return IMPORTED_NOTE.format(detector=self.detector, file=shown.as_posix(), slug=self.slug)
+
+    def predictions_import(self, step: Step) -> None:
+        """``import_predictions`` of the shipped file, unless the study's images hold them already."""
+        # Through the core's reverse relation (Image.predictions): annotate does not import detectors.
+        imported = Item.objects.filter(
+            study__slug=self.slug,
+            item_images__image__predictions__detector=self.detector,
+            item_images__image__predictions__version=self.version,
+        ).exists()
+        if not imported:
+            step("import_predictions", str(self.predictions), study=self.slug)
+
+    def prediction_rows(self) -> list[dict[str, str]]:
+        """The rows of ``predictions`` (``prediction_row``), computed from the demo's images."""
+        raise NotImplementedError
+
+    def predictions_write(self) -> None:
+        """Regenerate the shipped predictions file (after a change of the demo's images)."""
+        rows = self.prediction_rows()
+        with open(self.predictions, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+def prediction_row(image: str, *, detector: str, version: str, kind: str, output: Any) -> dict[str, str]:
+    """One row of a shipped demo predictions file (the ``import_predictions`` columns)."""
+    return {
+        "image": image,
+        "detector": detector,
+        "version": version,
+        "kind": kind,
+        "output": json.dumps(output, separators=(",", ":")),
+    }
 
 
 def study_ensure(
@@ -144,16 +188,6 @@ def answers_seed(
                     continue
                 written += label_seed(item, question, annotator, value)
     return written
-
-
-def predictions_imported(study: Study, *, detector: str, version: str) -> bool:
-    """Whether the study's images already hold the detector's (demo) predictions of that version."""
-    # Through the core's reverse relation (Image.predictions): annotate does not import detectors.
-    return Item.objects.filter(
-        study=study,
-        item_images__image__predictions__detector=detector,
-        item_images__image__predictions__version=version,
-    ).exists()
 
 
 def demo_of(dotted: str) -> ProtocolDemo:

@@ -3,8 +3,10 @@ run_detectors): one definition each, so the commands cannot drift apart."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from contextlib import nullcontext
+from dataclasses import fields
+from typing import Any, TypeVar
 
 from django.core.management.base import CommandError, CommandParser, OutputWrapper
 
@@ -15,6 +17,10 @@ from detectors.executors import (
     executor_arguments,
     executor_from_options,
 )
+from detectors.progress import Progress, StopFlag, command_stream
+
+T = TypeVar("T")
+S = TypeVar("S")
 
 
 def positive(value: float | None, flag: str, *, integer: bool = True) -> None:
@@ -37,6 +43,13 @@ def batch_size(opts: dict[str, Any]) -> int:
     return opts["batch_size"] or (8 if opts["device"].startswith("cuda") else 1)
 
 
+def run_settings(cls: Callable[..., S], opts: dict[str, Any]) -> S:
+    """A run's settings (a dataclass) from the options of the same names, ``batch_size`` as
+    ``batch_size`` gives it."""
+    names = [f.name for f in fields(cls) if f.name != "batch_size"]  # type: ignore[arg-type]
+    return cls(**{name: opts[name] for name in names}, batch_size=batch_size(opts))
+
+
 def executor_for(opts: dict[str, Any], *, stderr: OutputWrapper) -> Executor | None:
     """The executor the options ask for (None: local), or a CommandError that says what to fix
     (contradictory options, Ray not installed). Call it before reading or writing anything."""
@@ -50,3 +63,28 @@ def workers_report(stdout: OutputWrapper, workers: Iterable[WorkerStats], label:
     """One line per Ray worker (host, GPU, items, rate) after a run's summary; none for a local run."""
     for worker in workers:
         stdout.write("  " + worker.line(label))
+
+
+def stoppable_run(
+    run: Callable[..., T],
+    *,
+    executor: Executor | None,
+    stderr: OutputWrapper,
+    errors: tuple[type[Exception], ...] = (ExecutorError,),
+    label: str = "images",
+    **kwargs: Any,
+) -> T:
+    """``run(**kwargs)`` with ``executor`` (started around it), a ``StopFlag`` (Ctrl-C / SIGTERM
+    stop it after the current batch) and a progress meter of ``label`` on ``stderr``; ``errors``
+    become a CommandError with their message."""
+    stream = command_stream(stderr)
+    with StopFlag(stream=stream) as stop, executor or nullcontext():
+        try:
+            return run(
+                **kwargs,
+                should_stop=stop,
+                progress=lambda total: Progress(total, label=label, stream=stream),
+                executor=executor,
+            )
+        except errors as exc:
+            raise CommandError(str(exc)) from None

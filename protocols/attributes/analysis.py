@@ -17,7 +17,6 @@ Every question of the study is an attribute, answered yes or no; items carry met
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, ClassVar
 
 from metrics import consensus, gep
@@ -25,7 +24,7 @@ from protocols.attributes import report as attributes_report
 from protocols.attributes import tables as atables
 from protocols.attributes.report import AttributesResult
 from reports import render
-from reports.analyses import Analysis, AnalysisError, ReportPage
+from reports.analyses import Analysis, AnalysisError, ReportPage, data_version
 from reports.selectors import Scope
 from reports.tables import Table, UnknownTable
 from studies.models import Question, Study
@@ -49,13 +48,6 @@ def attribute_questions(study: Study) -> list[Question]:
                 f"{', '.join(question.values) or 'none'}; the GEP report needs exactly yes and no."
             )
     return questions
-
-
-def data_version(page: ReportPage) -> str:
-    """A short digest of the data the page was computed from: chart URLs carry it, so a chart
-    whose data changed has a new URL and the browser fetches it again."""
-    fingerprint = getattr(page, "fingerprint", ())
-    return hashlib.sha256(repr(fingerprint).encode()).hexdigest()[:12]
 
 
 class AttributesAnalysis(Analysis):
@@ -145,29 +137,19 @@ class AttributesAnalysis(Analysis):
     # --- the command ----------------------------------------------------------------------------
 
     def export(self, result: AttributesResult, fmt: str) -> str:
-        """``bias_report --format csv``: every table (``tables.TABLE_KEYS``), each with its own
-        header row whose first column is ``section`` (the table key), separated by an empty
-        line. ``md``: the same tables in Markdown, titled with the paper's table."""
-        tables = atables.all_tables(result)
-        if fmt == "csv":
-            return "\n".join(render.csv_text(atables.sectioned_csv_rows(t)) for t in tables)
-        if fmt == "md":
-            return markdown(result, tables)
-        raise ValueError(f"The GEP report exports as csv or md, not {fmt!r}.")
-
-
-def markdown(result: AttributesResult, tables: list[Table]) -> str:
-    """The report as Markdown: coverage, then every table titled with the paper's table."""
-    cover = result.report["coverage"]
-    lines = [
-        "# GEP report",
-        "",
-        f"Items: {cover['items']}, compared: {cover['items_compared']}, left out: {cover['items_left_out']}.",
-        "",
-    ]
-    for reason, n in cover["left_out_reasons"].items():
-        lines.append(f"- left out ({n}): {reason}")
-    if cover["left_out_reasons"]:
-        lines.append("")
-    lines += [render.to_markdown(atables.with_paper_title(table)) for table in tables]
-    return "\n".join(lines)
+        """``bias_report --format csv`` or ``md`` (``render.export_tables``): every table
+        (``tables.TABLE_KEYS``); the Markdown starts with the coverage."""
+        cover = result.report["coverage"]
+        heading = [
+            "# GEP report",
+            "",
+            f"Items: {cover['items']}, compared: {cover['items_compared']}, left out: {cover['items_left_out']}.",
+        ]
+        return render.export_tables(
+            atables.all_tables(result),
+            fmt,
+            name="GEP",
+            heading=heading,
+            left_out=cover["left_out_reasons"],
+            paper=atables.PAPER,
+        )

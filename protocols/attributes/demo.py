@@ -21,7 +21,6 @@ detector tables have something to compare; ``prediction_rows`` regenerates the f
 from __future__ import annotations
 
 import csv
-import json
 import random
 import zlib
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from types import MappingProxyType
 from django.db import transaction
 
 from annotate.demo import seeding
-from annotate.demo.photos import LFW_MEN, LFW_WOMEN, PHOTOS, Look, fit, predictions_file_write, save
+from annotate.demo.photos import LFW_MEN, LFW_WOMEN, PHOTOS, Look, fit, save
 from metrics.gep import ATTRIBUTE_KEYS as KEYS
 from studies.models import Item, Study
 
@@ -259,45 +258,33 @@ def prediction_rows() -> list[dict[str, str]]:
         wears = WEARS.get(image.photo, frozenset())
         scores = {key: _score(rng, key in wears) for key in KEYS}
         rows.append(
-            {
-                "image": image.path,
-                "detector": DETECTOR,
-                "version": VERSION,
-                "kind": "attributes",
-                "output": json.dumps({"scores": scores}, separators=(",", ":")),
-            }
+            seeding.prediction_row(
+                image.path, detector=DETECTOR, version=VERSION, kind="attributes", output={"scores": scores}
+            )
         )
     return rows
 
 
-def prediction_file_write(path: Path = PREDICTIONS_FILE) -> None:
-    """Regenerate the shipped predictions file (after a change of ``attribute_images``)."""
-    predictions_file_write(prediction_rows(), path)
-
-
-if __name__ == "__main__":
-    prediction_file_write()
-
-
-class AttributesDemo(seeding.ProtocolDemo):
+class AttributesDemo(seeding.ImportedDemo):
     slug = SLUG
     protocol = "attributes"
     name = NAME
     guidelines = GUIDELINES
     # Two demo annotators: two labels per item, not the preset's three.
     definition = MappingProxyType({"labels_per_item": 2, "agreement": "unanimous"})
+    detector = DETECTOR
+    version = VERSION
+    predictions = PREDICTIONS_FILE
 
-    def note(self) -> str:
-        return seeding.imported_note(detector=DETECTOR, file=PREDICTIONS_FILE, slug=SLUG)
+    def prediction_rows(self) -> list[dict[str, str]]:
+        return prediction_rows()
 
     def folder_write(self, folder: Path) -> Path:
         return folder_write(folder)
 
     def seed(self, step: seeding.Step) -> int:
         written = labels_seed()
-        study = Study.objects.get(slug=SLUG)
-        if not seeding.predictions_imported(study, detector=DETECTOR, version=VERSION):
-            step("import_predictions", str(PREDICTIONS_FILE), study=SLUG)
+        self.predictions_import(step)
         return written
 
 
@@ -317,3 +304,6 @@ def labels_seed() -> int:
 
 
 DEMO = AttributesDemo()
+
+if __name__ == "__main__":
+    DEMO.predictions_write()

@@ -17,14 +17,13 @@ from annotate.models import FinalLabel
 from detectors.kinds import KIND_ATTRIBUTES, answers_of, probabilities_of
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol, series_of
-from estimates.models import Design
 from estimates.report import (
     EstimateReport,
+    drawn_arrays,
     estimand_figures,
     frame_strata,
     frame_warnings,
     inclusion,
-    round_history,
 )
 from estimates.selectors import item_outputs as _outputs
 from metrics import gep, ppi_mean
@@ -45,9 +44,7 @@ def _cell(
     items: Sequence[gep.GepItem], keys: Sequence[str], detector: str, pi: dict[int, float], drawn: set[int]
 ) -> dict[str, Any]:
     n = len(items)
-    ids = [int(item.item_id) for item in items]  # type: ignore[call-overload]
-    p = np.array([pi.get(i, 0.0) for i in ids])
-    sampled = np.array([i in drawn for i in ids]) & (p > 0)
+    p, sampled = drawn_arrays((item.item_id for item in items), pi, drawn)  # type: ignore[misc]
     woman = np.array([item.gender == gep.WOMAN for item in items])
     man = np.array([item.gender == gep.MAN for item in items])
     entries = []
@@ -75,6 +72,7 @@ class AttributesReport(EstimateReport):
     CELLS_KEY = "attributes"
     KEYS = ("t2i_model", "setting", "estimand")
     TABLE_KEY = "attributes_estimate"
+    TITLE = "GEP estimated from {detector}@{version} and sampled labels"
     CAPTION = (
         "Per T2I model and setting, the GEP score (mean absolute entry) and each GEP vector "
         "entry (share of yes among women minus among men). Estimate: the detector's scores on every "
@@ -84,9 +82,6 @@ class AttributesReport(EstimateReport):
         "error of the mean absolute entry whatever the true vector, so it stays valid with few labels "
         "(the point estimate is then too high)."
     )
-
-    def title(self) -> str:
-        return f"GEP estimated from {self.detector}@{self.version} and sampled labels"
 
     @classmethod
     def headline(cls, cells: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -142,17 +137,7 @@ def attributes_report(
     cells = cells_for(pi, drawn)
     if rows.left_out:
         warnings.append(f"{len(rows.left_out)} item(s) left out: {rows.left_out[0].reason} (first of them).")
-    pending = sel.pending_rounds(frame)
-    return AttributesReport(
-        study,
-        detector,
-        version,
-        cells,
-        tuple(s.round.number for s in frame.usable),
-        tuple(warnings),
-        pending,
-        round_history(frame, cells_for, AttributesReport.headline, strata) if history else (),
-    )
+    return AttributesReport.of_frame(frame, cells, warnings, cells_for, strata=strata, history=history)
 
 
 def judge_scores(
@@ -248,7 +233,6 @@ def attribute_residuals(study: Study, detector: str, version: str) -> dict[int, 
 ESTIMAND = EstimandProtocol(
     key="attributes",
     output_kind=KIND_ATTRIBUTES,
-    designs=(Design.UNIFORM.value, Design.ACTIVE.value, Design.STRATIFIED.value),
     report=attributes_report,
     labelled=sel.items_fully_labelled,
     output_codes=attribute_output_codes,

@@ -19,7 +19,7 @@ shows them as the paper prints them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from metrics import gep
 from reports import judges
@@ -506,18 +506,3 @@ def all_tables(result: AttributesResult, keys: Sequence[str] = TABLE_KEYS) -> li
     """The report's tables in ``keys`` order (the judges' empty where no judge answered: a
     CSV export always holds every table its ``csv_tables`` names)."""
     return [BUILDERS[key](result) for key in keys]
-
-
-def with_paper_title(table: Table) -> Table:
-    """The table titled with the paper's table it mirrors, for Markdown exports."""
-    from dataclasses import replace
-
-    return replace(table, title=f"{table.title} ({PAPER[table.key]})") if table.key in PAPER else table
-
-
-def sectioned_csv_rows(table: Table) -> list[list[Any]]:
-    """The table's CSV rows with a first column ``section`` = the table key."""
-    from reports.render import csv_rows
-
-    header, *body = csv_rows(table)
-    return [["section", *header], *([table.key, *row] for row in body)]

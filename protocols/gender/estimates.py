@@ -10,7 +10,6 @@ from typing import Any
 from detectors.kinds import KIND_GENDER
 from estimates.charts import data_uri
 from estimates.estimands import EstimandProtocol
-from estimates.models import Design
 from estimates.report import pending_message
 from protocols.gender.estimate_frame import (
     StudyEstimate,
@@ -96,7 +95,6 @@ def gender_report(
 ESTIMAND = EstimandProtocol(
     key="gender",
     output_kind=KIND_GENDER,
-    designs=(Design.UNIFORM.value, Design.ACTIVE.value, Design.STRATIFIED.value),
     report=gender_report,
     labelled=labelled,
     humans=humans,

@@ -19,25 +19,17 @@ Items carry metadata ``gender`` (male|female), ``gender_word`` (man, woman, boy,
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, ClassVar, cast
 
 from protocols.objects import report as objects_report
 from protocols.objects import tables as otables
 from protocols.objects.report import ObjectsResult
 from reports import render
-from reports.analyses import Analysis, AnalysisError, FilterNeeded, ReportOption, ReportPage
+from reports.analyses import Analysis, AnalysisError, FilterNeeded, ReportOption, ReportPage, data_version
 from reports.selectors import Scope
 from reports.tables import Table, UnknownTable
 
 CHARTS = ("counts",)
-
-
-def data_version(page: ReportPage) -> str:
-    """A short digest of the data the page was computed from: chart URLs carry it, so a chart
-    whose data changed has a new URL and the browser fetches it again."""
-    fingerprint = getattr(page, "fingerprint", ())
-    return hashlib.sha256(repr(fingerprint).encode()).hexdigest()[:12]
 
 
 class ObjectsAnalysis(Analysis):
@@ -139,32 +131,22 @@ class ObjectsAnalysis(Analysis):
     # --- the command ----------------------------------------------------------------------------
 
     def export(self, result: ObjectsResult, fmt: str) -> str:
-        """``bias_report --format csv``: every table (``tables.TABLE_KEYS``), each with its own
-        header row whose first column is ``section`` (the table key), separated by an empty
-        line. ``md``: the same tables in Markdown, with coverage first."""
-        tables = otables.all_tables(result)
-        if fmt == "csv":
-            return "\n".join(render.csv_text(otables.sectioned_csv_rows(t)) for t in tables)
-        if fmt == "md":
-            return markdown(result, tables)
-        raise ValueError(f"The object co-occurrence report exports as csv or md, not {fmt!r}.")
-
-
-def markdown(result: ObjectsResult, tables: list[Table]) -> str:
-    """The report as Markdown: detector and coverage, then every table."""
-    cover = result.report["coverage"]
-    person = "counted" if result.include_person else "left out"
-    lines = [
-        "# Object co-occurrence report",
-        "",
-        f"Detector {result.detector}@{result.version}; person {person}. Items: {cover['items']}, "
-        f"compared: {cover['items_compared']}, left out: {cover['items_left_out']}, checked by people: "
-        f"{cover['items_checked']}.",
-        "",
-    ]
-    for reason, n in cover["left_out_reasons"].items():
-        lines.append(f"- left out ({n}): {reason}")
-    if cover["left_out_reasons"]:
-        lines.append("")
-    lines += [render.to_markdown(otables.with_paper_title(table)) for table in tables]
-    return "\n".join(lines)
+        """``bias_report --format csv`` or ``md`` (``render.export_tables``): every table
+        (``tables.TABLE_KEYS``); the Markdown starts with the detector and coverage."""
+        cover = result.report["coverage"]
+        person = "counted" if result.include_person else "left out"
+        heading = [
+            "# Object co-occurrence report",
+            "",
+            f"Detector {result.detector}@{result.version}; person {person}. Items: {cover['items']}, "
+            f"compared: {cover['items_compared']}, left out: {cover['items_left_out']}, checked by people: "
+            f"{cover['items_checked']}.",
+        ]
+        return render.export_tables(
+            otables.all_tables(result),
+            fmt,
+            name="object co-occurrence",
+            heading=heading,
+            left_out=cover["left_out_reasons"],
+            paper=otables.PAPER,
+        )

@@ -19,7 +19,6 @@ but the images of index 2.
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -28,7 +27,7 @@ from django.db import transaction
 from PIL import Image as PILImage
 
 from annotate.demo import seeding
-from annotate.demo.photos import LFW_MEN, LFW_WOMEN, PHOTOS, Look, predictions_file_write, save
+from annotate.demo.photos import LFW_MEN, LFW_WOMEN, PHOTOS, Look, save
 from studies.models import Item, Study
 
 SLUG = "demo-objects"
@@ -232,43 +231,31 @@ def prediction_rows() -> list[dict[str, str]]:
     for image in object_images():
         _, boxes = _layout(image)
         rows.append(
-            {
-                "image": image.path,
-                "detector": DETECTOR,
-                "version": VERSION,
-                "kind": "objects",
-                "output": json.dumps({"objects": boxes}, separators=(",", ":")),
-            }
+            seeding.prediction_row(
+                image.path, detector=DETECTOR, version=VERSION, kind="objects", output={"objects": boxes}
+            )
         )
     return rows
 
 
-def prediction_file_write(path: Path = PREDICTIONS_FILE) -> None:
-    """Regenerate the shipped predictions file (after a change of ``object_images``)."""
-    predictions_file_write(prediction_rows(), path)
-
-
-if __name__ == "__main__":
-    prediction_file_write()
-
-
-class ObjectsDemo(seeding.ProtocolDemo):
+class ObjectsDemo(seeding.ImportedDemo):
     slug = SLUG
     protocol = "objects"
     name = NAME
     guidelines = GUIDELINES
     definition = MappingProxyType({"labels_per_item": 2, "agreement": "unanimous"})
+    detector = DETECTOR
+    version = VERSION
+    predictions = PREDICTIONS_FILE
 
-    def note(self) -> str:
-        return seeding.imported_note(detector=DETECTOR, file=PREDICTIONS_FILE, slug=SLUG)
+    def prediction_rows(self) -> list[dict[str, str]]:
+        return prediction_rows()
 
     def folder_write(self, folder: Path) -> Path:
         return folder_write(folder)
 
     def seed(self, step: seeding.Step) -> int:
-        study = Study.objects.get(slug=SLUG)
-        if not seeding.predictions_imported(study, detector=DETECTOR, version=VERSION):
-            step("import_predictions", str(PREDICTIONS_FILE), study=SLUG)
+        self.predictions_import(step)
         step("prepare_box_check", study=SLUG, detector=DETECTOR)
         return labels_seed()
 
@@ -291,3 +278,6 @@ def labels_seed() -> int:
 
 
 DEMO = ObjectsDemo()
+
+if __name__ == "__main__":
+    DEMO.predictions_write()

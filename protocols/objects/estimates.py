@@ -27,14 +27,12 @@ from annotate.models import FinalLabel
 from detectors.kinds import KIND_OBJECTS
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
-from estimates.models import Design
 from estimates.report import (
     EstimateReport,
     estimand_figures,
     frame_strata,
     frame_warnings,
     inclusion,
-    round_history,
 )
 from estimates.selectors import item_outputs as _outputs
 from metrics import ppi_mean
@@ -66,6 +64,7 @@ class ObjectsEstimateReport(EstimateReport):
     CELLS_KEY = "objects"
     KEYS = ("t2i_model", "estimand", "class", "gender")
     TABLE_KEY = "objects_estimate"
+    TITLE = "Confirmed objects estimated from {detector}@{version} and sampled box checks"
     CAPTION = (
         "Per T2I model, the object instances people confirm per class and gender over every image, and "
         "Cramér's V of that table. Estimate: the detector's counts on every image corrected by the box "
@@ -73,9 +72,6 @@ class ObjectsEstimateReport(EstimateReport):
         "chosen from the data). Labels only: the sampled checks alone. Effective labels: how many checks "
         "alone would give the same precision."
     )
-
-    def title(self) -> str:
-        return f"Confirmed objects estimated from {self.detector}@{self.version} and sampled box checks"
 
     @classmethod
     def headline(cls, cells: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -130,17 +126,7 @@ def objects_report(
             f"{len(unreadable)} drawn item(s) have a box answer that does not fit their boxes, or boxes of "
             f"another detector than {detector}: they are not counted as labelled."
         )
-    pending = sel.pending_rounds(frame)
-    return ObjectsEstimateReport(
-        study,
-        detector,
-        version,
-        cells,
-        tuple(s.round.number for s in frame.usable),
-        tuple(warnings),
-        pending,
-        round_history(frame, cells_for, ObjectsEstimateReport.headline, strata) if history else (),
-    )
+    return ObjectsEstimateReport.of_frame(frame, cells, warnings, cells_for, strata=strata, history=history)
 
 
 def _cells(
@@ -229,7 +215,6 @@ def object_residuals(study: Study, detector: str, version: str) -> dict[int, flo
 ESTIMAND = EstimandProtocol(
     key="objects",
     output_kind=KIND_OBJECTS,
-    designs=(Design.UNIFORM.value, Design.ACTIVE.value, Design.STRATIFIED.value),
     report=objects_report,
     labelled=items_box_checked,
     output_codes=object_output_codes,

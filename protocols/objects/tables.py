@@ -14,7 +14,6 @@ Pure: built from an ``ObjectsResult`` (``report.py``), no database.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 from metrics.coco_names import coco_class_index
 from metrics.objects import ObjectAnalysis
@@ -259,27 +258,6 @@ BUILDERS: dict[str, Callable[[ObjectsResult], Table]] = {
 
 def all_tables(result: ObjectsResult) -> list[Table]:
     return [BUILDERS[key](result) for key in TABLE_KEYS]
-
-
-def sectioned_csv_rows(table: Table) -> list[list[Any]]:
-    """The table's CSV rows with a first column ``section`` (the table key)."""
-    from reports import render
-
-    return [
-        ["section", *row] if i == 0 else [table.key, *row] for i, row in enumerate(render.csv_rows(table))
-    ]
-
-
-def with_paper_title(table: Table) -> Table:
-    return Table(
-        key=table.key,
-        title=f"{table.title} ({PAPER[table.key]})",
-        caption=table.caption,
-        columns=table.columns,
-        rows=table.rows,
-        groups=table.groups,
-        notes=table.notes,
-    )
 
 
 def class_totals(result: ObjectsResult, models: Sequence[str] | None = None) -> list[tuple[str, int, int]]:

@@ -19,7 +19,6 @@ of the pairs a draw put in the queue; thresholds are ``parameters["thresholds"]`
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import Any, ClassVar, cast
 
@@ -30,7 +29,7 @@ from protocols.pair_change import tables as ptables
 from protocols.pair_change.report import PairChangeReport
 from protocols.pair_change.sampling import MeasureSourceError, study_thresholds
 from reports import render
-from reports.analyses import Analysis, AnalysisError, FilterNeeded, ReportOption, ReportPage
+from reports.analyses import Analysis, AnalysisError, FilterNeeded, ReportOption, ReportPage, data_version
 from reports.selectors import Scope
 from reports.tables import Table, UnknownTable
 from studies.models import Study
@@ -38,13 +37,6 @@ from studies.models import Study
 CHARTS = ("word_scores",)
 #: One panel of Figure 4: (attribute, x label, [(word, score)] or None without a source).
 Panel = tuple[str, str, list[tuple[str, float]] | None]
-
-
-def data_version(page: ReportPage) -> str:
-    """A short digest of the data the page was computed from: chart URLs carry it, so a chart
-    whose data changed has a new URL and the browser fetches it again."""
-    fingerprint = getattr(page, "fingerprint", ())
-    return hashlib.sha256(repr(fingerprint).encode()).hexdigest()[:12]
 
 
 def chart_panels(result: PairChangeReport, model: str, domain: str) -> list[Panel]:
@@ -217,36 +209,26 @@ class PairChangeAnalysis(Analysis):
     # --- the command ----------------------------------------------------------------------------
 
     def export(self, result: PairChangeReport, fmt: str) -> str:
-        """``bias_report --format csv``: every table (``tables.TABLE_KEYS``), each with its own
-        header row whose first column is ``section`` (the table key), separated by an empty
-        line. ``md``: the same tables in Markdown, with the sources and coverage first."""
-        tables = ptables.all_tables(result)
-        if fmt == "csv":
-            return "\n".join(render.csv_text(ptables.sectioned_csv_rows(t)) for t in tables)
-        if fmt == "md":
-            return markdown(result, tables)
-        raise ValueError(f"The pair-change report exports as csv or md, not {fmt!r}.")
-
-
-def markdown(result: PairChangeReport, tables: list[Table]) -> str:
-    """The report as Markdown: sources, thresholds and coverage, then every table."""
-    cover = result.report["coverage"]
-    versions = result.report["detector_versions"]
-    sources = ", ".join(
-        f"{attribute} by {name}@{versions[name]}" if name else f"{attribute} by none"
-        for attribute, name in result.sources.sources.items()
-    )
-    lines = [
-        "# Pair-change report",
-        "",
-        f"Measured: {sources}. Thresholds: age {result.thresholds.age:g} years, skin "
-        f"{result.thresholds.skin:g} gray levels. Pairs: {cover['pairs']}, scored: "
-        f"{cover['pairs_scored']}, left out: {cover['pairs_left_out']}.",
-        "",
-    ]
-    for reason, n in cover["left_out_reasons"].items():
-        lines.append(f"- left out ({n}): {reason}")
-    if cover["left_out_reasons"]:
-        lines.append("")
-    lines += [render.to_markdown(ptables.with_paper_title(table)) for table in tables]
-    return "\n".join(lines)
+        """``bias_report --format csv`` or ``md`` (``render.export_tables``): every table
+        (``tables.TABLE_KEYS``); the Markdown starts with the sources, thresholds and coverage."""
+        cover = result.report["coverage"]
+        versions = result.report["detector_versions"]
+        sources = ", ".join(
+            f"{attribute} by {name}@{versions[name]}" if name else f"{attribute} by none"
+            for attribute, name in result.sources.sources.items()
+        )
+        heading = [
+            "# Pair-change report",
+            "",
+            f"Measured: {sources}. Thresholds: age {result.thresholds.age:g} years, skin "
+            f"{result.thresholds.skin:g} gray levels. Pairs: {cover['pairs']}, scored: "
+            f"{cover['pairs_scored']}, left out: {cover['pairs_left_out']}.",
+        ]
+        return render.export_tables(
+            ptables.all_tables(result),
+            fmt,
+            name="pair-change",
+            heading=heading,
+            left_out=cover["left_out_reasons"],
+            paper=ptables.PAPER,
+        )

@@ -27,8 +27,7 @@ from annotate.models import FinalLabel
 from detectors.kinds import KIND_MEASUREMENTS
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
-from estimates.models import Design
-from estimates.report import EstimateReport, estimand_figures, frame_warnings, inclusion, round_history
+from estimates.report import EstimateReport, drawn_arrays, estimand_figures, frame_warnings, inclusion
 from metrics import pair_change as pc
 from metrics import ppi_mean
 from protocols.pair_change.sampling import MeasureSourceError, pair_measurements, study_thresholds
@@ -63,15 +62,13 @@ class PairChangeReport(EstimateReport):
     KEYS = ("t2i_model", "domain", "attribute")
     UNIT = "pair(s)"
     TABLE_KEY = "pair_change_estimate"
+    TITLE = "Changed pairs estimated from the measurements and sampled labels ({detector}@{version})"
     CAPTION = (
         "Per T2I model, domain and attribute, the share of pairs whose attribute changed as "
         "people judge it. Estimate: the measurements on every pair corrected by the sampled labels, "
         "weighted by λ (0: labels alone, 1: the detector's full weight). Labels only: the sampled "
         "labels alone. Effective labels: how many labels alone would give the same precision."
     )
-
-    def title(self) -> str:
-        return f"Changed pairs estimated from the measurements and sampled labels ({self.detector}@{self.version})"
 
     @classmethod
     def headline(cls, cells: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -130,22 +127,10 @@ def pair_change_report(
     domains = np.array([row[2] or "" for row in items], dtype=object)
 
     def cells_for(pi: dict[int, float], drawn: set[int]) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
-        p = np.array([pi.get(int(i), 0.0) for i in ids])
-        sampled = np.array([int(i) in drawn for i in ids], dtype=bool) & (p > 0)
-        return _cells(ids, models, domains, answers, scores, p, sampled)
+        return _cells(ids, models, domains, answers, scores, *drawn_arrays(ids, pi, drawn))
 
     cells = cells_for(pi, drawn)
-    pending = sel.pending_rounds(frame)
-    return PairChangeReport(
-        study,
-        detector,
-        version,
-        cells,
-        tuple(s.round.number for s in frame.usable),
-        tuple(warnings),
-        pending,
-        round_history(frame, cells_for, PairChangeReport.headline) if history else (),
-    )
+    return PairChangeReport.of_frame(frame, cells, warnings, cells_for, history=history)
 
 
 def _cells(
@@ -217,7 +202,6 @@ def pair_residuals(study: Study, detector: str, version: str) -> dict[int, float
 ESTIMAND = EstimandProtocol(
     key="pair_change",
     output_kind=KIND_MEASUREMENTS,
-    designs=(Design.UNIFORM.value, Design.ACTIVE.value, Design.STRATIFIED.value),
     report=pair_change_report,
     labelled=sel.items_fully_labelled,
     output_codes=pair_output_codes,

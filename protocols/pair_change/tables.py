@@ -20,7 +20,6 @@ Every builder takes ``domain``: only that domain's rows (the dashboard's categor
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from metrics import pair_change as pc
@@ -93,6 +92,24 @@ def _domains(report: PairChangeReport, model: str, domain: str | None) -> list[s
     return [d for d in result.domains if domain is None or d == domain]
 
 
+def _domain_rows(
+    report: PairChangeReport,
+    domain: str | None,
+    figures: Callable[[str, str, list[dict[str, Any]]], Sequence[Cell]],
+) -> tuple[tuple[Cell, ...], ...]:
+    """A row per T2I model and domain: both names, then ``figures(model, domain, cells)`` of
+    its cells in ``PAPER_ORDER``."""
+    return tuple(
+        (
+            text_cell(model),
+            text_cell(name),
+            *figures(model, name, [report.cell(model, name, a) or {} for a in PAPER_ORDER]),
+        )
+        for model in report.models
+        for name in _domains(report, model, domain)
+    )
+
+
 # --- Table 3 and the word-mean figures ---------------------------------------------------------
 
 
@@ -147,18 +164,14 @@ def word_mean_table(report: PairChangeReport, domain: str | None = None) -> Tabl
         *(Column(a, ATTRIBUTE_NAMES[a]) for a in PAPER_ORDER),
         Column("n_words", "Words"),
     )
-    rows = []
-    for model in report.models:
-        for name in _domains(report, model, domain):
-            cells = [report.cell(model, name, a) or {} for a in PAPER_ORDER]
-            rows.append(
-                (
-                    text_cell(model),
-                    text_cell(name),
-                    *(score_cell(c.get("word_mean_abs")) for c in cells),
-                    int_cell(len(report.words(model, name))),
-                )
-            )
+    rows = _domain_rows(
+        report,
+        domain,
+        lambda model, name, cells: (
+            *(score_cell(c.get("word_mean_abs")) for c in cells),
+            int_cell(len(report.words(model, name))),
+        ),
+    )
     return Table(
         key="word_mean",
         title="Mean |word score| per domain and attribute",
@@ -180,18 +193,14 @@ def unmeasured_table(report: PairChangeReport, domain: str | None = None) -> Tab
         Column("n_pairs", "Pairs"),
         *(Column(f"unmeasured_{a}", f"Unmeasured: {ATTRIBUTE_NAMES[a].lower()}") for a in PAPER_ORDER),
     )
-    rows = []
-    for model in report.models:
-        for name in _domains(report, model, domain):
-            cells = [report.cell(model, name, a) or {} for a in PAPER_ORDER]
-            rows.append(
-                (
-                    text_cell(model),
-                    text_cell(name),
-                    int_cell(cells[0].get("n_pairs")),
-                    *(int_cell(c.get("n_unmeasured")) for c in cells),
-                )
-            )
+    rows = _domain_rows(
+        report,
+        domain,
+        lambda _model, _name, cells: (
+            int_cell(cells[0].get("n_pairs")),
+            *(int_cell(c.get("n_unmeasured")) for c in cells),
+        ),
+    )
     return Table(
         key="unmeasured",
         title="Pairs measured per domain",
@@ -430,16 +439,3 @@ BUILDERS: dict[str, Callable[..., Table]] = {
 def all_tables(report: PairChangeReport, domain: str | None = None) -> list[Table]:
     """Every table in ``TABLE_KEYS`` order."""
     return [BUILDERS[key](report, domain) for key in TABLE_KEYS]
-
-
-def with_paper_title(table: Table) -> Table:
-    """The table titled with what of the paper it mirrors, for Markdown exports."""
-    return replace(table, title=f"{table.title} ({PAPER[table.key]})")
-
-
-def sectioned_csv_rows(table: Table) -> list[list[Any]]:
-    """The table's CSV rows with a first column ``section`` = the table key."""
-    from reports.render import csv_rows
-
-    header, *body = csv_rows(table)
-    return [["section", *header], *([table.key, *row] for row in body)]

@@ -17,15 +17,14 @@ import numpy as np
 from detectors.kinds import answers_of
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
-from estimates.models import Design
 from estimates.report import (
     EstimateReport,
     census_cells,
+    drawn_arrays,
     estimand_figures,
     frame_strata,
     frame_warnings,
     inclusion,
-    round_history,
 )
 from estimates.selectors import item_outputs as _outputs
 from metrics import ppi_mean
@@ -41,6 +40,7 @@ class QuestionsEstimateReport(EstimateReport):
     CELLS_KEY = "questions"
     KEYS = ("question", "t2i_model", "estimand", "group", "answer")
     TABLE_KEY = "questions_estimate"
+    TITLE = "Answer shares estimated from {detector}@{version} and sampled labels"
     CAPTION = (
         "Per question and T2I model, each answer's share per group and the largest gap between two "
         "groups' shares (max_gap). Estimate: the detector's answers on every image corrected by the "
@@ -49,9 +49,6 @@ class QuestionsEstimateReport(EstimateReport):
         "give the same precision. The max_gap interval bounds the error of the largest gap whatever the "
         "true shares, so it stays valid with few labels (the point estimate is then too high)."
     )
-
-    def title(self) -> str:
-        return f"Answer shares estimated from {self.detector}@{self.version} and sampled labels"
 
     @classmethod
     def headline(cls, cells: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -214,8 +211,7 @@ def questions_report(
     }
 
     def cells_for(pi: dict[int, float], drawn: set[int]) -> dict[str, dict[str, Any]]:
-        p = np.array([pi.get(i, 0.0) for i in in_frame])
-        sampled = np.array([i in drawn for i in in_frame], dtype=bool) & (p > 0)
+        p, sampled = drawn_arrays(in_frame, pi, drawn)
         return {
             q.key: _question_cell(
                 q, ids, models, groups, asks_of[q.key], finals, said, probabilities, p, sampled, seed
@@ -224,17 +220,7 @@ def questions_report(
         }
 
     cells = cells_for(pi, drawn)
-    pending = sel.pending_rounds(frame)
-    return QuestionsEstimateReport(
-        study,
-        detector,
-        version,
-        cells,
-        tuple(s.round.number for s in frame.usable),
-        tuple(warnings),
-        pending,
-        round_history(frame, cells_for, QuestionsEstimateReport.headline, strata) if history else (),
-    )
+    return QuestionsEstimateReport.of_frame(frame, cells, warnings, cells_for, strata=strata, history=history)
 
 
 def answer_output_codes(study: Study, detector: str, version: str) -> dict[int, Hashable]:
@@ -262,7 +248,6 @@ def answer_residuals(study: Study, detector: str, version: str) -> dict[int, flo
 ESTIMAND = EstimandProtocol(
     key="questions",
     output_kind=KIND_ANSWERS,
-    designs=(Design.UNIFORM.value, Design.ACTIVE.value, Design.STRATIFIED.value),
     report=questions_report,
     labelled=sel.items_fully_labelled,
     output_codes=answer_output_codes,

@@ -13,6 +13,7 @@ study of its protocol asks for it, like ``detectors.registry``.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from functools import cache
@@ -95,6 +96,13 @@ class ReportPage(Protocol):
 
     def query(self, **overrides: str | None) -> str:
         """The filters as a query string, for links that keep them (downloads, drill-downs)."""
+
+
+def data_version(page: ReportPage) -> str:
+    """A short digest of the data the page was computed from: chart URLs carry it, so a chart
+    whose data changed has a new URL and the browser fetches it again."""
+    fingerprint = getattr(page, "fingerprint", ())
+    return hashlib.sha256(repr(fingerprint).encode()).hexdigest()[:12]
 
 
 class Analysis:

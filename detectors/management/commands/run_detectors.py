@@ -8,7 +8,6 @@ docs/reference/detectors.md and the command's ``--help``.
 from __future__ import annotations
 
 import argparse
-from contextlib import nullcontext
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -17,9 +16,8 @@ from detectors import registry
 from detectors.base import DetectorOptionError, DetectorUnavailable, UnknownDetector
 from detectors.executors import ExecutorError, executor_arguments
 from detectors.judges import StudyAskError
-from detectors.management.options import executor_for, workers_report
+from detectors.management.options import executor_for, stoppable_run, workers_report
 from detectors.models import DetectorRun
-from detectors.progress import Progress, StopFlag, command_stream
 from detectors.selectors import Shard, t2i_models
 from detectors.services import detector_run
 from studies.commands import add_study_argument, study_filter_from_options
@@ -75,24 +73,22 @@ class Command(BaseCommand):
 
         executor = executor_for(opts, stderr=self.stderr)
 
-        with StopFlag(stream=command_stream(self.stderr)) as stop, executor or nullcontext():
-            try:
-                outcome = detector_run(
-                    detector=detector,
-                    study=study,
-                    t2i_model=opts["t2i_model"],
-                    shard=shard,
-                    batch_size=opts["batch_size"],
-                    limit=opts["limit"],
-                    should_stop=stop,
-                    progress=lambda total: Progress(total, stream=command_stream(self.stderr)),
-                    executor=executor,
-                    send_images=opts["send_images"],
-                )
-            except DetectorUnavailable as exc:
-                raise CommandError(f"{opts['detector']} is unavailable: {exc}") from None
-            except (ExecutorError, StudyAskError) as exc:  # StudyAskError: a judge without questions to ask
-                raise CommandError(str(exc)) from None
+        try:
+            outcome = stoppable_run(
+                detector_run,
+                executor=executor,
+                stderr=self.stderr,
+                errors=(ExecutorError, StudyAskError),  # StudyAskError: a judge without questions to ask
+                detector=detector,
+                study=study,
+                t2i_model=opts["t2i_model"],
+                shard=shard,
+                batch_size=opts["batch_size"],
+                limit=opts["limit"],
+                send_images=opts["send_images"],
+            )
+        except DetectorUnavailable as exc:
+            raise CommandError(f"{opts['detector']} is unavailable: {exc}") from None
         if outcome.run is None:
             self.stdout.write(outcome.message)
             return

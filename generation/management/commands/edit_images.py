@@ -6,20 +6,19 @@ docs/reference/detectors.md (``edit_images``) and the command's ``--help``.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from detectors.executors import ExecutorError
 from detectors.management.options import (
-    batch_size,
     executor_for,
     pipeline_arguments,
     positive,
+    run_settings,
+    stoppable_run,
     workers_report,
 )
-from detectors.progress import Progress, StopFlag, command_stream
 from detectors.selectors import Shard
 from generation.edit_pipeline import EDITORS, MITIGATION_SUFFIX, EditSettings, editor_resolve
 from generation.editing import edit_run, seeds_from_folder, seeds_from_study, study_check
@@ -90,37 +89,24 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if opts["limit_prompts"]:
             prompts = prompts[: opts["limit_prompts"]]
-        settings = EditSettings(
-            device=opts["device"],
-            batch_size=batch_size(opts),
-            steps=opts["steps"],
-            guidance=opts["guidance"],
-            strength=opts["strength"],
-            image_guidance=opts["image_guidance"],
-            size=opts["size"],
-            seed_base=opts["seed_base"],
-            prompt_suffix=opts["prompt_suffix"],
-            per_pair=opts["per_pair"],
+        settings = run_settings(EditSettings, opts)
+        outcome = stoppable_run(
+            edit_run,
+            executor=executor,
+            stderr=self.stderr,
+            errors=(GenerationError, ExecutorError),  # EditingError included
+            label="pairs",
+            study=study,
+            model=model,
+            seeds=seeds,
+            prompts=prompts,
+            settings=settings,
+            prompt_set=opts["prompt_set"],
+            seeds_source=seeds_source,
+            shard=(shard.index, shard.count) if shard else None,
+            on_warning=lambda message: self.stderr.write(message),
+            send_images=opts["send_images"],
         )
-        with StopFlag(stream=command_stream(self.stderr)) as stop, executor or nullcontext():
-            try:
-                outcome = edit_run(
-                    study=study,
-                    model=model,
-                    seeds=seeds,
-                    prompts=prompts,
-                    settings=settings,
-                    prompt_set=opts["prompt_set"],
-                    seeds_source=seeds_source,
-                    shard=(shard.index, shard.count) if shard else None,
-                    should_stop=stop,
-                    progress=lambda total: Progress(total, label="pairs", stream=command_stream(self.stderr)),
-                    on_warning=lambda message: self.stderr.write(message),
-                    executor=executor,
-                    send_images=opts["send_images"],
-                )
-            except (GenerationError, ExecutorError) as exc:  # EditingError included
-                raise CommandError(str(exc)) from None
         where = f" (shard {shard})" if shard else ""
         if outcome.created == 0 and not outcome.interrupted:
             self.stdout.write(

@@ -6,20 +6,19 @@ docs/reference/generation.md and the command's ``--help``.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from detectors.executors import ExecutorError
 from detectors.management.options import (
-    batch_size,
     executor_for,
     pipeline_arguments,
     positive,
+    run_settings,
+    stoppable_run,
     workers_report,
 )
-from detectors.progress import Progress, StopFlag, command_stream
 from generation.generation import (
     SEED_POLICIES,
     T2I_MODELS,
@@ -80,32 +79,20 @@ class Command(BaseCommand):
             model = t2i_model_resolve(opts["t2i_model"])
         except GenerationError as exc:
             raise CommandError(str(exc)) from None
-        settings = Settings(
-            device=opts["device"],
-            batch_size=batch_size(opts),
-            steps=opts["steps"],
-            guidance=opts["guidance"],
-            height=opts["height"],
-            width=opts["width"],
-            seed_base=opts["seed_base"],
-            seed_by=opts["seed_by"],
+        settings = run_settings(Settings, opts)
+        outcome = stoppable_run(
+            generation_run,
+            executor=executor,
+            stderr=self.stderr,
+            errors=(GenerationError, ExecutorError),
+            study=study,
+            model=model,
+            prompts=prompts,
+            per_prompt=opts["per_prompt"],
+            settings=settings,
+            prompt_set=opts["prompt_set"],
+            on_warning=lambda message: self.stderr.write(message),
         )
-        with StopFlag(stream=command_stream(self.stderr)) as stop, executor or nullcontext():
-            try:
-                outcome = generation_run(
-                    study=study,
-                    model=model,
-                    prompts=prompts,
-                    per_prompt=opts["per_prompt"],
-                    settings=settings,
-                    prompt_set=opts["prompt_set"],
-                    should_stop=stop,
-                    progress=lambda total: Progress(total, stream=command_stream(self.stderr)),
-                    on_warning=lambda message: self.stderr.write(message),
-                    executor=executor,
-                )
-            except (GenerationError, ExecutorError) as exc:
-                raise CommandError(str(exc)) from None
         self._report(model.name, study, outcome)
 
     def _report(self, name: str, study: Study, outcome: Any) -> None:
