@@ -15,6 +15,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
+from django_htmx.http import HttpResponseClientRedirect
 from django.urls import reverse
 
 from crowd.models import Participant
@@ -71,9 +72,7 @@ class ParticipantMiddleware:
 
 
 def _go(request: HttpRequest, url: str) -> HttpResponse:
-    """A redirect the labeling screen's script follows too (``HX-Redirect`` on its requests)."""
+    """A redirect that htmx follows too (``HX-Redirect`` on the labeling screen's requests)."""
     if getattr(request, "htmx", False):
-        response = HttpResponse(status=200)
-        response["HX-Redirect"] = url
-        return response
+        return HttpResponseClientRedirect(url)
     return redirect(url)
