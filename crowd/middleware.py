@@ -15,8 +15,8 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
-from django_htmx.http import HttpResponseClientRedirect
 from django.urls import reverse
+from django_htmx.http import HttpResponseClientRedirect
 
 from crowd.models import Participant
 from crowd.selectors import items_done
