@@ -1,21 +1,16 @@
-// Keyboard labeling for BiasLab, on top of htmx (the label form's hx-post, the undo link's
-// hx-get: the server's partial of the next item replaces the label region). No other
-// third-party code.
+// Keyboard labeling for BiasLab, on top of htmx (the form's hx-post and Back one's hx-get swap
+// in the server's partial of the next item). Every form marked data-keyboard-form gets its keys
+// from the page (data-key, data-toggle-key); a key clicks its button or link, as the mouse does:
 //
-// Every form marked data-keyboard-form gets its keys from the page (data-key, data-toggle-key);
-// a key clicks its button or link, so keys and the mouse take the same path:
-//
-// - single-question screens (data-layout="single"): one key per choice; the next item's image
-//   was preloaded by the previous answer. A choice that needs a reason (data-requires-reason)
-//   opens the reason field first: Enter saves, Esc cancels.
+// - single-question screens (data-layout="single"): one key per choice. A choice that needs a
+//   reason (data-requires-reason) opens the reason field first: Enter saves, Esc cancels.
 // - multi-question screens (data-layout="multi"): a toggle question's key switches its answer
 //   (yes ↔ no); a choice key answers the active question (highlighted; ↑ ↓ move it) — or the
 //   next question that has that key — and moves on; Enter saves every answer at once. A question
 //   kind's own script (boxes.js) is offered every key first, as a cancelable "label:key" event.
 // - other keyboard forms (the dispute screen): a key submits the form normally.
 //
-// Z goes back one item. Keys no answer uses go on to zoom.js. Without JavaScript the same forms
-// work as plain posts.
+// Keys no answer uses go on to zoom.js. Without JavaScript the same forms work as plain posts.
 (function () {
   "use strict";
 
@@ -201,19 +196,12 @@
     const params = event.detail.parameters;
     const submitter = event.detail.triggeringEvent && event.detail.triggeringEvent.submitter;
     params.set("duration_ms", String(Math.max(0, Math.round(performance.now() - shownAt))));
-    if (layout(form) === "single") {
-      const input = form.querySelector(".reason input");
-      const wantsReason = submitter && submitter.hasAttribute("data-requires-reason");
-      if (input && !wantsReason) params.delete(input.name);
-      sentReason = wantsReason ? submitter.value : null;
-      return;
-    }
-    sentReason = null;
-    form.querySelectorAll("fieldset.question").forEach((fieldset) => {
-      const input = fieldset.querySelector(".question-reason input");
-      const chosen = fieldset.querySelector("input[type=radio]:checked");
-      if (input && !(chosen && chosen.hasAttribute("data-requires-reason"))) params.delete(input.name);
+    form.querySelectorAll(".reason input, .question-reason input").forEach((input) => {
+      const fieldset = input.closest("fieldset.question"); // a multi-question screen's question
+      const chosen = fieldset ? fieldset.querySelector("input[type=radio]:checked") : submitter;
+      if (!(chosen && chosen.hasAttribute("data-requires-reason"))) params.delete(input.name);
     });
+    sentReason = submitter && submitter.hasAttribute("data-requires-reason") ? submitter.value : null;
   }
 
   // A refused save (400: an answer is missing or wrong; 409: the form is stale) answers with
@@ -226,9 +214,10 @@
     }
   }
 
-  // The next item (or the same one re-shown with the server's error) is in place. When the refused answer needed a reason,
-  // its field is reopened with the focus in it, so what the annotator types next is the
-  // reason, never label keys (an "m" in "man in a suit" must not label the next item).
+  // The next item (or the same one re-shown with the server's error) is in place. When the
+  // refused answer needed a reason, its field is reopened with the focus in it, so what the
+  // annotator types next is the reason, never label keys (an "m" in "man in a suit" must not
+  // label the next item).
   function onSettled(event) {
     if (event.target !== region()) return;
     pending = null; // the old buttons are gone
@@ -257,8 +246,7 @@
   // --- keys and clicks ------------------------------------------------------------------------
 
   function submit(form) {
-    const button = form.querySelector("button[data-submit]");
-    if (button) button.click();
+    form.querySelector("button[data-submit]").click(); // keys.js's Enter, boxes.js may refuse it
   }
 
   function onTypingKey(event, form) {

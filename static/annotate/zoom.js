@@ -128,12 +128,11 @@
     drag = null;
   }
 
-  function isTyping(target) {
-    return target && (target.tagName === "INPUT" && !["radio", "checkbox", "button", "submit"].includes(target.type) || target.tagName === "TEXTAREA" || target.isContentEditable);
-  }
-
+  // A key nothing took, not typed into a field.
   function usable(event) {
-    return !event.defaultPrevented && !event.repeat && !event.ctrlKey && !event.metaKey && !event.altKey && !isTyping(event.target);
+    const t = event.target;
+    const typing = t && (t.tagName === "INPUT" && !["radio", "checkbox", "button", "submit"].includes(t.type) || t.tagName === "TEXTAREA" || t.isContentEditable);
+    return !typing && !event.defaultPrevented && !event.repeat && !event.ctrlKey && !event.metaKey && !event.altKey;
   }
 
   // Shift+arrows pan a zoomed image before the box check or the questions take the arrows:
