@@ -453,7 +453,7 @@ def _study_keys(study: Study) -> list[dict[str, Any]]:
     if not single:
         keys.append({"key": "Enter", "what": "Save the answers and go to the next item"})
     keys.append({"key": "z", "what": "Go back one item to change your answers"})
-    # The zoom keys (label.js) give way to a study's own answer keys: list only the free ones.
+    # The zoom keys (zoom.js) give way to a study's own answer keys: list only the free ones.
     taken = {str(k["key"]).lower() for k in keys} | {
         str(c.get("key", "")).lower() for q in questions for c in q.choices
     }

@@ -18,7 +18,7 @@ What it does (server, timing header and report: bench_label_submit.py's, importe
    participants come from as many addresses.
 3. ``--participants`` HTTP clients (threads) arrive spread over ``--arrival-s`` seconds, each
    with its own PROLIFIC_PID: open the link, read the guidelines, consent (a plain form POST),
-   open the labeling screen, then press keys as label.js does (the form's fields, POST with
+   open the labeling screen, then press keys as the labeling screen does (htmx) (the form's fields, POST with
    ``HX-Request``, the next item's partial back) with ``--think-ms`` between presses (uniform
    0.5x-1.5x), until the server sends them to the completion page, whose code they check. A
    careful participant answers the simulation's truth 90 % of the time; ``--random-clickers``
@@ -78,7 +78,7 @@ def truth(item_id: int) -> str:
 
 
 class LabelForm(HTMLParser):
-    """The fields label.js sends from the labeling form: its hidden inputs and, per answer
+    """The fields the labeling screen sends from the labeling form: its hidden inputs and, per answer
     field, the choices its buttons (or radio buttons) offer."""
 
     def __init__(self, html: str) -> None:
@@ -178,7 +178,7 @@ class PanelParticipant(Annotator):
             status, headers, html = self.timed(
                 presses, "POST", f"/annotate/{self.slug}/label/{item_id}/", body
             )
-            if "HX-Redirect" in headers:  # the quota reached: label.js goes where it says
+            if "HX-Redirect" in headers:  # the quota reached: htmx goes where it says
                 status, _, html = self.request("GET", headers["HX-Redirect"])
                 self.finished = status == 200
                 self.code_seen = CODE in html

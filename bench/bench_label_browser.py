@@ -11,7 +11,7 @@ database in the URL is dropped and re-created), logs one annotator in through th
 of ``--size`` px random-pixel PNGs (about as large as a photograph: ~0.8 MB at 512 px).
 
 Each measurement runs inside the page: ``performance.now()`` just before a ``keydown`` is
-dispatched, to the ``label:shown`` event that label.js fires once the swapped-in image is
+dispatched, to the ``label:shown`` event that keys.js fires once the swapped-in image is
 decoded and the frame showing it has been painted (requestAnimationFrame, then a task queued
 from it). It covers the POST, the server's work, the swap and the paint; the next image was
 preloaded by the previous response, as in real use. The server runs with bench/settings_bench.py,

@@ -21,10 +21,11 @@ What it does:
    ``DJANGO_SETTINGS_MODULE=bench.settings_bench`` — the project's settings plus the
    ``Server-Timing`` header of config/timing.py, DEBUG off.
 4. Runs ``--annotators`` simulated annotators as HTTP clients (threads of this process,
-   logged in with their own session): each loads the labeling screen, then does what label.js
-   does — POST the label with ``HX-Request: true``, read the next image's partial — and pauses
-   like a person looking at the next image (``--think-ms``, uniform 0.5x-1.5x; the paper's
-   annotators took a few seconds per image, a fast one about one; 0 = back-to-back stress).
+   logged in with their own session): each loads the labeling screen, then does what its htmx
+   form does — POST the label with htmx's headers (``HX_HEADERS``), read the next image's
+   partial — and pauses like a person looking at the next image (``--think-ms``, uniform
+   0.5x-1.5x; the paper's annotators took a few seconds per image, a fast one about one; 0 =
+   back-to-back stress).
    A single annotator runs alone first: the unloaded baseline, which also warms the server up.
 
 Printed, next to the load average (the machine is shared): p50/p95/p99 of the server time
@@ -61,6 +62,8 @@ REQUEST_RE = re.compile(r'name="request_id" value="([0-9a-f]+)"')
 CSRF_RE = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 TIMING_RE = re.compile(r"(\w+);dur=([\d.]+)(?:;desc=\"(\d+))?")
 VALUES = ("male", "female", "low_quality")
+# What htmx sends with the label form's POST (its hx-target, the form's id, the page it is on).
+HX_HEADERS = {"HX-Request": "true", "HX-Target": "label-region", "HX-Trigger": "label-form"}
 
 
 def database_url_default(fallback: str) -> str:
@@ -245,6 +248,8 @@ def profile(study: Any, user: Any, submits: int) -> None:
     client.force_login(user)
     html = client.get(reverse("annotate:label_study", args=[study.slug])).content.decode()
     counts, cpu_ms = [], []
+    screen = "http://testserver" + reverse("annotate:label_study", args=[study.slug])
+    headers = HX_HEADERS | {"HX-Current-URL": screen}
     for i in range(submits):
         url = reverse("annotate:label_submit", args=[study.slug, int(IMAGE_RE.search(html).group(1))])
         data = {
@@ -254,7 +259,7 @@ def profile(study: Any, user: Any, submits: int) -> None:
         }
         with CaptureQueriesContext(connection) as queries:
             cpu = time.thread_time()
-            response = client.post(url, data, HTTP_HX_REQUEST="true")
+            response = client.post(url, data, headers=headers)
             cpu_ms.append((time.thread_time() - cpu) * 1000)
         counts.append(len(queries.captured_queries))
         html = response.content.decode()
@@ -283,7 +288,7 @@ def serve(address: str, threads: int, processes: int) -> None:
     django.setup()
     from django.contrib.staticfiles.handlers import StaticFilesHandler
 
-    # Static files (label.js, CSS) for the browser benchmark, as a web server in front would.
+    # Static files (scripts, CSS) for the browser benchmark, as a web server in front would.
     application = StaticFilesHandler(get_wsgi_application())
 
     class QuietHandler(WSGIRequestHandler):
@@ -386,7 +391,7 @@ class Annotator:
     def request(
         self, method: str, path: str, body: dict[str, str] | None = None, *, htmx: bool = True
     ) -> tuple[int, dict, str]:
-        """One request on a new connection; a ``body`` is a form POST, sent as label.js sends
+        """One request on a new connection; a ``body`` is a form POST, sent as the labeling screen (htmx) sends
         it (``HX-Request``) unless ``htmx`` is false (a plain form submit)."""
         conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
         headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())}
@@ -395,7 +400,8 @@ class Annotator:
             data = urllib.parse.urlencode(body)
             headers["Content-Type"] = "application/x-www-form-urlencoded"
             if htmx:
-                headers["HX-Request"] = "true"
+                headers |= HX_HEADERS
+                headers["HX-Current-URL"] = f"http://{self.host}:{self.port}/annotate/{self.slug}/label/"
         try:
             conn.request(method, path, body=data, headers=headers)
             response = conn.getresponse()

@@ -17,6 +17,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
+from django_htmx.http import HttpResponseClientRedirect
 
 from crowd.models import Participant
 from crowd.selectors import items_done
@@ -77,9 +78,7 @@ class ParticipantMiddleware:
 
 
 def _go(request: HttpRequest, url: str) -> HttpResponse:
-    """A redirect the labeling screen's script follows too (``HX-Redirect`` on its requests)."""
+    """A redirect that htmx follows too (``HX-Redirect`` on the labeling screen's requests)."""
     if getattr(request, "htmx", False):
-        response = HttpResponse(status=200)
-        response["HX-Redirect"] = url
-        return response
+        return HttpResponseClientRedirect(url)
     return redirect(url)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django_htmx.http import HttpResponseClientRedirect
 from rest_framework.permissions import BasePermission
 
 if TYPE_CHECKING:
@@ -88,13 +89,18 @@ Check = Callable[..., bool]
 def guarded(*, methods: tuple[str, ...], check: Check, message: str = "") -> Callable[[View], View]:
     """Login, then the role check, then the HTTP method — in that order, so a wrong persona gets
     403 for every verb (never a 405 that tells them the page exists for someone else).
-    Anonymous users go to the login page; a failed ``check(request, **url_kwargs)`` raises
+    Anonymous users go to the login page (an htmx request, by ``HX-Redirect``, back to the page
+    it came from after the login); a failed ``check(request, **url_kwargs)`` raises
     PermissionDenied (with ``message`` when given); a method not in ``methods`` is 405."""
 
     def decorate(view: View) -> View:
         @wraps(view)
         def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if not request.user.is_authenticated:
+                htmx = getattr(request, "htmx", None)
+                if htmx:
+                    page = htmx.current_url_abs_path or request.get_full_path()
+                    return HttpResponseClientRedirect(redirect_to_login(page).url)
                 return redirect_to_login(request.get_full_path())
             if not check(request, **kwargs):
                 raise PermissionDenied(message) if message else PermissionDenied

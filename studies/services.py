@@ -45,7 +45,7 @@ MANIFEST_KNOWN_COLUMNS = (
 #: Manifest columns an import reads into an item's image file, key, image role, params and
 #: questions: no item keeps a value of them that a study option naming a column could group by.
 MANIFEST_COLUMNS_NOT_KEPT = frozenset({"image", "item", "role", "params", "questions"})
-#: Keys the labeling screen keeps for itself whatever the study asks (static/annotate/label.js):
+#: Keys the labeling screen keeps for itself whatever the study asks (static/annotate/keys.js, zoom.js):
 #: an answer key equal to one would never reach its answer. The zoom keys (+ - 0) are not here:
 #: they give way to a study's own keys.
 SCREEN_KEYS = {"z": "Back", "/": "missed-objects"}

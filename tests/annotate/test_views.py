@@ -101,7 +101,8 @@ def test_label_screen_shows_first_item_counter_keys_and_preloads_the_next(client
         assert f"<kbd>{key}</kbd>" in html
     assert 'method="post"' in html  # works without JavaScript
     assert 'data-layout="single"' in html
-    assert "label.js" in html
+    assert "annotate/keys.js" in html
+    assert f'hx-post="{_submit_url(items[0])}"' in html  # htmx posts it and swaps the next item in
 
 
 def test_prompt_is_hidden_unless_the_study_shows_it(client_for, annotator_a, items):
@@ -158,6 +159,21 @@ def test_double_submit_with_the_same_request_id_is_stored_once(client_for, annot
         client.post(_submit_url(items[0]), _gender("male", request_id=rid), **HTMX)
     assert Label.objects.filter(item=items[0]).count() == 1
     assert LabelRevision.objects.filter(label__item=items[0]).count() == 1
+
+
+def test_a_key_press_after_the_session_ended_sends_the_browser_to_log_in_and_back(client, items):
+    """htmx follows ``HX-Redirect``; after the login the annotator is back on the labeling screen
+    (the page the request came from, not the submit URL). A plain form post is redirected."""
+    screen = _label_url(items[0].study)
+    key_press = client.post(
+        _submit_url(items[0]), _gender("male"), **HTMX, HTTP_HX_CURRENT_URL=f"http://testserver{screen}"
+    )
+    assert key_press.status_code == 200
+    assert key_press["HX-Redirect"] == f"{reverse('login')}?next={screen}"
+    plain = client.post(_submit_url(items[0]), _gender("male"))
+    assert plain.status_code == 302
+    assert plain["Location"] == f"{reverse('login')}?next={_submit_url(items[0])}"
+    assert not Label.objects.exists()
 
 
 def test_other_without_reason_keeps_the_annotator_on_the_same_item(client_for, annotator_a, items):
@@ -942,7 +958,7 @@ def test_server_timing_header_is_absent_unless_switched_on(client_for, annotator
     assert "Server-Timing" not in response
 
 
-# --- zoom on the labeling and review screens (label.js drives it; tests/browser/test_zoom.py) ---
+# --- zoom on the labeling and review screens (zoom.js drives it; tests/browser/test_zoom.py) ---
 
 
 def _zoom_bar(html: str) -> str:
@@ -999,4 +1015,4 @@ def test_the_dispute_and_item_screens_render_the_zoom_controls(client_for, resea
         _zoom_bar(html)
         assert 'class="review-media" data-zoom-root' in html
         assert "data-zoom-viewport><img" in html
-        assert "annotate/label.js" in html
+        assert "annotate/zoom.js" in html

@@ -30,7 +30,7 @@ def test_the_annotator_screens_run_under_the_policy(page, login, live_server, st
     login(page, live_server, annotator_a)
     page.goto(f"{live_server.url}/annotate/label/")
     page.locator(f"#current-image[data-item-id='{items[0].pk}']").wait_for()
-    page.keyboard.press("m")  # label.js: POST, swap, show the next item
+    page.keyboard.press("m")  # htmx: POST, swap, show the next item
     page.locator(f"#current-image[data-item-id='{items[1].pk}']").wait_for()
     page.goto(f"{live_server.url}/reports/")  # a 403 in the layout
     assert refused == []

@@ -47,7 +47,7 @@ def small_study(study):
 
 
 def _shown(page, item) -> None:
-    """Wait until ``item`` is the one on screen (swapped in by label.js)."""
+    """Wait until ``item`` is the one on screen (swapped in by htmx)."""
     page.locator(f"#current-image[data-item-id='{item.pk}']").wait_for()
 
 
@@ -161,6 +161,32 @@ def test_a_double_key_press_and_key_repeat_store_one_label_and_advance_one_image
     assert len(posts) == 1  # the server would also store a repeat once (request_id), but none is sent
     assert Label.objects.filter(annotator=annotator_a).count() == 1
     assert page.locator(".counter").inner_text() == "1 done · 2 remaining"
+
+
+def test_keys_are_htmx_requests_that_swap_the_region_and_a_signed_out_key_press_goes_to_log_in(
+    page, login, live_server, small_study, annotator_a
+):
+    study, items = small_study
+    login(page, live_server, annotator_a)
+    screen = f"{live_server.url}/annotate/{study.slug}/label/"
+    page.goto(screen)
+    _shown(page, items[0])
+    page.evaluate("window.samePage = true")  # gone if the browser loads a page
+    sent: list = []
+    page.on("request", lambda request: sent.append(request) if "/annotate/" in request.url else None)
+    _press(page, "m", then_item=items[1])
+    _press(page, "z", then_item=items[0])
+    assert [(r.method, r.headers.get("hx-request"), r.headers.get("hx-target")) for r in sent] == [
+        ("POST", "true", "label-region"),
+        ("GET", "true", "label-region"),
+    ]
+    assert page.evaluate("window.samePage") is True
+    assert "Your label:" in page.locator(".current").inner_text()
+
+    page.context.clear_cookies(name="sessionid")  # the session ended; the CSRF cookie stays
+    with page.expect_navigation(url=f"{live_server.url}/accounts/login/?next=/annotate/{study.slug}/label/"):
+        page.keyboard.press("f")
+    assert Label.objects.get(item=items[0], annotator=annotator_a).value == "male"
 
 
 def test_labeling_works_without_javascript(browser, login, live_server, small_study, annotator_b):
@@ -340,7 +366,7 @@ def test_other_with_a_reason_then_back_then_female_sends_no_reason(
     page, login, live_server, small_study, annotator_a
 ):
     """Regression: O, a reason, Enter, Z, F stored "female" with the old reason. The change form
-    shows the reason typed for "other"; label.js must not send it with F (the server drops it
+    shows the reason typed for "other"; keys.js must not send it with F (the server drops it
     as well, which tests/annotate covers)."""
     _study, items = small_study
     login(page, live_server, annotator_a)

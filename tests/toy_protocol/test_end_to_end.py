@@ -1,7 +1,7 @@
 """A protocol defined only under ``tests/`` is registered and runs end to end with no edit
 outside ``tests/``: ``create_study --protocol toy``, ``import_images`` of a
 manifest with real PNGs, ``import_predictions`` of its own output kind ``mood``, two
-annotators labelling through the HTTP labeling screen (as ``label.js`` posts it), ``bias_report
+annotators labelling through the HTTP labeling screen (as its htmx form posts it), ``bias_report
 --format json`` giving the toy analysis's counts, ``export_ground_truth``, and its report pages.
 
 Every file the toy protocol needed, all under ``tests/toy_protocol/``:
@@ -77,7 +77,7 @@ def _shown(html: str) -> tuple[int, str] | None:
 
 
 def _label_all(client, slug: str, answer_of) -> int:
-    """Label every item the screen offers, as label.js does: read the form's hidden fields,
+    """Label every item the screen offers, as its htmx form does: read the form's hidden fields,
     post them with the answer and the htmx header; each answer returns the next item."""
     html = client.get(reverse("annotate:label_study", args=[slug])).content.decode()
     done = 0
