@@ -6,7 +6,6 @@ message is meant for the user. Final labels changed here append a revision sayin
 
 from __future__ import annotations
 
-import csv
 import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -29,8 +28,8 @@ from metrics.truth import infer_truth
 from quality.errors import QualityError
 from quality.models import AnnotatorExclusion, ExcludedLabel, InferredReliability
 from studies.batching import in_chunks
-from studies.csvio import read_cell
 from studies.errors import ImportRejected
+from studies.imports.rows import csv_rows_stream
 from studies.models import INFERENCE_RULES, AgreementRule, GoldAnswer, Item, ItemImage, Question, Study
 from studies.selectors import item_questions, study_questions
 
@@ -52,30 +51,16 @@ class GoldImport:
 
 
 def _gold_rows(path: str | os.PathLike[str]) -> list[tuple[int, str, str, str]]:
-    """(line, image, question, answer) of every row; ImportRejected for an unreadable file or
-    a missing column."""
-    name = Path(path).name
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as fh:
-            reader = csv.DictReader(fh)
-            header = [h.strip() for h in reader.fieldnames or []]
-            missing = [c for c in GOLD_COLUMNS if c not in header]
-            if missing:
-                raise ImportRejected(
-                    f"{name}: missing column(s) {', '.join(missing)} (needs image, question, answer)"
-                )
-            reader.fieldnames = header
-            return [
-                (
-                    reader.line_num,
-                    read_cell(row.get("image")),
-                    read_cell(row.get("question")),
-                    read_cell(row.get("answer")),
-                )
-                for row in reader
-            ]
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise ImportRejected(f"{name}: cannot read it as a UTF-8 CSV ({exc})") from exc
+    """(line, image, question, answer) of every row, read as every import reads its CSV
+    (``studies.imports.csv_rows_stream``); ImportRejected for an unreadable file, a missing
+    column or a row with more cells than the header."""
+    _header, rows = csv_rows_stream(path, required=GOLD_COLUMNS)
+    read = []
+    for number, row in rows:
+        if "__error__" in row:
+            raise ImportRejected(f"{Path(path).name} row {number}: {row['__error__']}; nothing was imported.")
+        read.append((number, row["image"], row["question"], row["answer"]))
+    return read
 
 
 def _gold_problem(item: Item, n_labels: int, decided: bool) -> str:
@@ -399,13 +384,10 @@ def finals_recompute(
         changed = _finals_infer(study=study, note=note)
     else:
         InferredReliability.objects.filter(study=study).delete()
-        item_ids = sorted(set(Label.objects.filter(item__study=study).values_list("item_id", flat=True)))
-        stale = FinalLabel.objects.filter(item__study=study, source=FinalLabelSource.AGREED)
-        changed = _finals_recompute(
-            study=study,
-            item_ids=sorted(set(item_ids) | set(stale.values_list("item_id", flat=True))),
-            note=note,
-        )
+        labelled = Label.objects.filter(item__study=study).values_list("item_id", flat=True)
+        agreed = FinalLabel.objects.filter(item__study=study, source=FinalLabelSource.AGREED)
+        item_ids = sorted(set(labelled) | set(agreed.values_list("item_id", flat=True)))
+        changed = _finals_recompute(study=study, item_ids=item_ids, note=note)
     agreed = FinalLabel.objects.filter(item__study=study, source=FinalLabelSource.AGREED).count()
     disputed = len(annotate_selectors.dispute_pairs(study=study))
     return Recomputed(rule=study.agreement, changed=changed, agreed=agreed, disputed=disputed)
