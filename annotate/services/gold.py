@@ -14,7 +14,7 @@ import random
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from django.db.models import Max
+from django.db.models import Count, Exists, Max, OuterRef, Q
 
 from annotate.models import Assignment, GoldResponse
 from annotate.services.answers import Answer
@@ -36,23 +36,27 @@ def gold_seat_claim(*, study: Study, annotator: User, now: datetime) -> bool:
     in the study has fallen below ``gold_rate`` (with a per-annotator jitter, so the gold item
     is not every tenth); at most one open gold seat at a time, and only beside open ordinary
     work. Whether a seat was given. The caller holds the transaction."""
-    gold_ids = set(GoldAnswer.objects.filter(item__study=study).values_list("item_id", flat=True))
-    if not gold_ids:
-        return False
-    held = dict(
-        Assignment.objects.filter(annotator=annotator, item__study=study).values_list(
-            "item_id", "completed_at"
-        )
+    gold_items = GoldAnswer.objects.filter(item__study=study).values("item_id")
+    mine = Assignment.objects.filter(annotator=annotator, item_id=OuterRef("item_id"))
+    golds = list(
+        gold_items.distinct()
+        .annotate(held=Exists(mine), open=Exists(mine.filter(completed_at__isnull=True)))
+        .values_list("item_id", "held", "open")
     )
-    open_gold = any(done is None for item_id, done in held.items() if item_id in gold_ids)
-    open_ordinary = any(done is None for item_id, done in held.items() if item_id not in gold_ids)
-    if open_gold or not open_ordinary:
+    if not golds or any(is_open for _, _, is_open in golds):
         return False
-    n_gold = sum(1 for item_id in held if item_id in gold_ids)
+    # Counted by the database: an annotator's seats in the study may be many thousands.
+    seats = Assignment.objects.filter(annotator=annotator, item__study=study).aggregate(
+        held=Count("pk"),
+        open_ordinary=Count("pk", filter=Q(completed_at__isnull=True) & ~Q(item_id__in=gold_items)),
+    )
+    if not seats["open_ordinary"]:
+        return False
+    n_gold = sum(1 for _, held, _ in golds if held)
     draw = random.Random(f"{annotator.pk}:{n_gold}").random()
-    if n_gold + draw >= study.gold_rate * (len(held) + 1):
+    if n_gold + draw >= study.gold_rate * (seats["held"] + 1):
         return False
-    fresh = sorted(gold_ids - held.keys())
+    fresh = sorted(item_id for item_id, held, _ in golds if not held)
     if not fresh:
         return False
     chosen = fresh[int(draw * len(fresh))]

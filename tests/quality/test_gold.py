@@ -6,6 +6,8 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from annotate import services
@@ -149,6 +151,37 @@ def test_gold_items_are_served_among_ordinary_ones_and_never_become_labels(
     assert set(
         Item.objects.filter(pk__in=[g.pk for g in gold]).values_list("completed_seats", flat=True)
     ) == {0}
+
+
+GOLD_STATEMENTS = (
+    '"studies_goldanswer"',  # the gold items, with the annotator's seats on them
+    'SELECT COUNT("annotate_assignment"',  # the annotator's seat counts
+    'SELECT "studies_item"."id" AS "pk" FROM "studies_item"',  # a handed-out gold item's lock
+    'SELECT MAX("annotate_assignment"."slot")',  # and its slot
+)
+
+
+def test_a_gold_studys_key_press_adds_two_reads_and_two_more_when_it_hands_out_gold(
+    study, items, tmp_path, annotator_a
+):
+    _make_gold(study, tmp_path, [(item, "female") for item in items[:3]])
+    study.gold_rate = 0.3
+    study.save()
+    queue = services.assignment_queue(study=study, annotator=annotator_a, size=2, gold=True)
+    extra = []
+    while queue:
+        with CaptureQueriesContext(connection) as caught:
+            queue = services.annotation_submit_next(
+                study=study, annotator=annotator_a, item_id=queue[0].item.pk, answers={"gender": "male"}
+            ).queue
+        sql = [query["sql"] for query in caught.captured_queries]
+        extra.append(sum(1 for statement in sql if any(part in statement for part in GOLD_STATEMENTS)))
+    # Every submit: at most the two reads (one once an open gold seat ends the look early), a
+    # gold item's lock and slot when it hands one out, and on a gold item its gold answers;
+    # whatever the seats already held.
+    assert max(extra) <= 5
+    assert any(n >= 4 for n in extra)  # a gold seat was handed out
+    assert len(extra) >= 10
 
 
 def test_a_study_without_gold_rate_serves_no_gold(study, items, tmp_path, annotator_a):
