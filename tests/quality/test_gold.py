@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from io import StringIO
 
 import pytest
@@ -182,6 +183,40 @@ def test_a_gold_studys_key_press_adds_two_reads_and_two_more_when_it_hands_out_g
     assert max(extra) <= 5
     assert any(n >= 4 for n in extra)  # a gold seat was handed out
     assert len(extra) >= 10
+
+
+def _screen_shape(html: str) -> str:
+    """The labeling screen with what differs from item to item blanked: ids, keys, hashes,
+    image paths, the request id, the CSRF token."""
+    html = re.sub(r"/media/[^\"' )]+", "IMAGE", html)
+    html = re.sub(r"[A-Za-z0-9]{32,}", "TOKEN", html)
+    return re.sub(r"[0-9a-f]{8,}|\d+", "N", html)
+
+
+def test_a_gold_item_looks_exactly_like_an_ordinary_one_on_the_screen(
+    study, items, tmp_path, annotator_a, client_for
+):
+    gold_ids = {item.pk for item in items[:3]}
+    _make_gold(study, tmp_path, [(item, "female") for item in items[:3]])
+    study.gold_rate = 1.0
+    study.save()
+    client = client_for(annotator_a)
+    screens = {}
+    html = client.get(reverse("annotate:label_study", args=[study.slug])).content.decode()
+    for _ in range(6):
+        item_id = int(re.search(r'id="current-image"[^>]*data-item-id="(\d+)"', html).group(1))
+        screens[item_id in gold_ids] = html
+        if len(screens) == 2:
+            break
+        request_id = re.search(r'name="request_id" value="([0-9a-f]+)"', html).group(1)
+        html = client.post(
+            reverse("annotate:label_submit", args=[study.slug, item_id]),
+            {"answer_gender": "male", "request_id": request_id},
+        )
+        html = client.get(reverse("annotate:label_study", args=[study.slug])).content.decode()
+    assert set(screens) == {True, False}
+    assert "gold" not in screens[True].lower()
+    assert _screen_shape(screens[True]) == _screen_shape(screens[False])
 
 
 def test_a_study_without_gold_rate_serves_no_gold(study, items, tmp_path, annotator_a):
