@@ -120,20 +120,22 @@ def reliability_report(*, study: Study) -> ReliabilityReport:
         stat = stats.get(username)
         own = answers.get(username, {})
         confusion: dict[str, tuple[tuple[str, ...], tuple[tuple[Any, ...], ...]]] = {}
-        for key, table in (model[username][1] if username in model else {}).items():
-            confusion[key] = (
-                tuple(table["answers"]),
-                tuple(tuple(round(count, 1) for count in row) for row in table["counts"]),
-            )
-        for question in [] if username in model else questions.values():
-            pairs = [
-                (finals[unit], value)
-                for unit, value in own.items()
-                if unit[1] == question.pk and unit in finals
-            ]
-            if pairs:
-                truth, given = zip(*pairs, strict=True)
-                confusion[question.key] = confusion_matrix(truth, given, question.values)
+        if username in model:  # the model's expected counts
+            for key, table in model[username][1].items():
+                confusion[key] = (
+                    tuple(table["answers"]),
+                    tuple(tuple(round(count, 1) for count in row) for row in table["counts"]),
+                )
+        else:  # their answers against the final labels
+            for question in questions.values():
+                pairs = [
+                    (finals[unit], value)
+                    for unit, value in own.items()
+                    if unit[1] == question.pk and unit in finals
+                ]
+                if pairs:
+                    truth, given = zip(*pairs, strict=True)
+                    confusion[question.key] = confusion_matrix(truth, given, question.values)
         rows.append(
             AnnotatorReliability(
                 username=username,
