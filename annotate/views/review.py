@@ -39,7 +39,6 @@ ITEM_SORTS = {
 }
 STATE_LABELS = dict(ItemState.choices)
 
-
 # --- Disputes (researchers) -------------------------------------------------------------------
 
 
