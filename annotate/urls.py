@@ -11,31 +11,31 @@ from __future__ import annotations
 
 from django.urls import path
 
-from annotate import views
+from annotate.views import labeling, review, team
 
 app_name = "annotate"
 
 urlpatterns = [
-    path("no-role/", views.no_role, name="no_role"),
+    path("no-role/", team.no_role, name="no_role"),
     # Annotators
-    path("label/", views.label, name="label"),
-    path("<slug:slug>/label/", views.label_study, name="label_study"),
-    path("<slug:slug>/label/<int:item_id>/", views.label_submit, name="label_submit"),
-    path("<slug:slug>/label/undo/", views.label_undo, name="label_undo"),
+    path("label/", labeling.label, name="label"),
+    path("<slug:slug>/label/", labeling.label_study, name="label_study"),
+    path("<slug:slug>/label/<int:item_id>/", labeling.label_submit, name="label_submit"),
+    path("<slug:slug>/label/undo/", labeling.label_undo, name="label_undo"),
     # Researchers
-    path("disputes/", views.disputes, name="disputes"),
-    path("<slug:slug>/disputes/", views.disputes, name="disputes"),
-    path("disputes/<int:item_id>/", views.dispute, name="dispute"),
-    path("disputes/<int:item_id>/<slug:question>/", views.dispute, name="dispute_question"),
-    path("images/", views.images, name="images"),
-    path("<slug:slug>/images/", views.images, name="images"),
-    path("images/<int:item_id>/", views.image, name="image"),
-    path("items/", views.images, name="items"),
-    path("<slug:slug>/items/", views.images, name="items"),
-    path("items/<int:item_id>/", views.image, name="item"),
-    path("agreement/", views.agreement, name="agreement"),
-    path("<slug:slug>/agreement/", views.agreement, name="agreement"),
-    path("annotators/", views.annotator_stats, name="annotator_stats"),
-    path("<slug:slug>/annotators/", views.annotator_stats, name="annotator_stats"),
-    path("<slug:slug>/annotators/add/", views.annotators_add, name="annotators_add"),
+    path("disputes/", review.disputes, name="disputes"),
+    path("<slug:slug>/disputes/", review.disputes, name="disputes"),
+    path("disputes/<int:item_id>/", review.dispute, name="dispute"),
+    path("disputes/<int:item_id>/<slug:question>/", review.dispute, name="dispute_question"),
+    path("images/", review.images, name="images"),
+    path("<slug:slug>/images/", review.images, name="images"),
+    path("images/<int:item_id>/", review.image, name="image"),
+    path("items/", review.images, name="items"),
+    path("<slug:slug>/items/", review.images, name="items"),
+    path("items/<int:item_id>/", review.image, name="item"),
+    path("agreement/", review.agreement, name="agreement"),
+    path("<slug:slug>/agreement/", review.agreement, name="agreement"),
+    path("annotators/", team.annotator_stats, name="annotator_stats"),
+    path("<slug:slug>/annotators/", team.annotator_stats, name="annotator_stats"),
+    path("<slug:slug>/annotators/add/", team.annotators_add, name="annotators_add"),
 ]

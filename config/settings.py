@@ -268,7 +268,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # Enum components as drf-spectacular makes them, then the links between operations.
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "annotate.api.schema_links"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "annotate.api.links.schema_links",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "ItemStateEnum": "annotate.models.ItemState",
         "PredictionStatusEnum": "detectors.models.PredictionStatus",

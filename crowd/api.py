@@ -7,7 +7,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotate.serializers import StudyQuery, study_list_schema
+from annotate.serializers.studies import StudyQuery, study_list_schema
 from config.api import ApiView
 from crowd.selectors import participant_rows
 from studies.permissions import IsResearcher

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 
 from annotate.selectors import annotator_progress
-from annotate.views import GUIDELINES_SEEN
+from annotate.views.labeling import GUIDELINES_SEEN
 from crowd import selectors, services
 from crowd.errors import CrowdError, LinkRefused
 from crowd.forms import JoinLinkForm

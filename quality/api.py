@@ -9,7 +9,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotate.serializers import StudyQuery, study_list_schema
+from annotate.serializers.studies import StudyQuery, study_list_schema
 from config.api import ApiView
 from quality.selectors import reliability_report, reliability_row
 from studies.permissions import IsResearcher

@@ -9,9 +9,10 @@ import re
 import pytest
 from django.urls import reverse
 
-from annotate import services, views
+from annotate import services
 from annotate.errors import InvalidLabel
 from annotate.models import Label
+from annotate.views import screen
 from metrics.coco_names import COCO_CLASS_NAMES
 from tests.factories import ImageFactory, ItemFactory, PromptFactory, StudyFactory, question_of
 
@@ -255,12 +256,12 @@ def test_captions_of_boxes_close_together_are_placed_apart_on_the_image(client_f
     item = ItemFactory(prompt=PromptFactory(study=study), image=image, metadata={"boxes": boxes})
     html = _html(client_for(annotator_a).get(_label_url(item.study)))
     font = int(re.search(r'class="box-overlay"[^>]*font-size="(\d+)"', html).group(1))
-    scale = font * views.PHONE_CAPTION_SCALE
+    scale = font * screen.PHONE_CAPTION_SCALE
     rects = []
     for x, y, text in re.findall(r'<text x="([\d.]+)" y="([\d.]+)">([^<]+)</text>', html):
         x, y = float(x), float(y)
-        right = x + len(text) * views.CAPTION_EM * scale
-        top, bottom = y - views.CAPTION_ASCENT * scale, y + views.CAPTION_DESCENT * scale
+        right = x + len(text) * screen.CAPTION_EM * scale
+        top, bottom = y - screen.CAPTION_ASCENT * scale, y + screen.CAPTION_DESCENT * scale
         assert x >= 0, text
         assert right <= 600, text
         assert top >= 0, text
