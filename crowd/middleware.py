@@ -28,8 +28,6 @@ LABELING = frozenset({"annotate:label_study", "annotate:label_submit", "annotate
 PARTICIPANT_PAGES = frozenset({"crowd:join", "crowd:guidelines", "crowd:done", "media", "logout"})
 TO_LABELING = frozenset({"home", "annotate:label"})
 REFUSED = "A study participant may only use the study's labeling screen."
-#: What a labeling screen holding an item shows (annotate/label.html).
-NEXT_ITEM = b'id="current-image"'
 
 
 class ParticipantMiddleware:
@@ -50,8 +48,8 @@ class ParticipantMiddleware:
             participant_finish(participant=participant)
             marker_update(request, finished=True)
             return _go(request, reverse("crowd:done"))
-        if response.status_code == 200 and NEXT_ITEM not in response.content:
-            return _go(request, reverse("crowd:done"))  # no next item: the study ran out (or a reload)
+        if response.status_code == 200 and getattr(request, "labeling_done", False):
+            return _go(request, reverse("crowd:done"))  # no item left for them: the study ran out
         return response
 
     def process_view(

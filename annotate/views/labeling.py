@@ -48,6 +48,7 @@ class LabelingRequest(AuthenticatedHttpRequest):
     ``_labeler`` kept the study in the URL, one the user annotates, on it."""
 
     labeling_study: Study
+    labeling_done: bool  # set by _render_label: the screen shows no item to label
 
 
 def _labeler(request: LabelingRequest, slug: str | None = None, **kwargs: Any) -> bool:
@@ -134,7 +135,10 @@ def _label_context(
 
 def _render_label(request: LabelingRequest, context: dict[str, Any], status: int = 200) -> HttpResponse:
     """The label region alone for htmx, the whole page otherwise — with the guidelines, open on
-    the annotator's first visit to the study (remembered in the session)."""
+    the annotator's first visit to the study (remembered in the session). Sets
+    ``request.labeling_done`` when it shows no item to label (a middleware may end the session's
+    work there)."""
+    request.labeling_done = context["item"] is None and not context["stale"]
     if not request.htmx:
         seen = request.session.get(GUIDELINES_SEEN, [])
         study: Study = context["study"]
