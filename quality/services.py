@@ -385,8 +385,8 @@ def finals_recompute(
     else:
         InferredReliability.objects.filter(study=study).delete()
         labelled = Label.objects.filter(item__study=study).values_list("item_id", flat=True)
-        agreed = FinalLabel.objects.filter(item__study=study, source=FinalLabelSource.AGREED)
-        item_ids = sorted(set(labelled) | set(agreed.values_list("item_id", flat=True)))
+        finals = FinalLabel.objects.filter(item__study=study, source=FinalLabelSource.AGREED)
+        item_ids = sorted(set(labelled) | set(finals.values_list("item_id", flat=True)))
         changed = _finals_recompute(study=study, item_ids=item_ids, note=note)
     agreed = FinalLabel.objects.filter(item__study=study, source=FinalLabelSource.AGREED).count()
     disputed = len(annotate_selectors.dispute_pairs(study=study))
