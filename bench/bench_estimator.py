@@ -79,7 +79,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from metrics import ppi, ppi_mean  # noqa: E402 (after the path set-up, as the script runs from bench/)
+from metrics import ppi, ppi_design, ppi_mean, ppi_model, ppi_shares  # noqa: E402 (after the path set-up, as the script runs from bench/)
 
 N_PROMPTS = 100
 N_PER_PROMPT = 40
@@ -129,7 +129,7 @@ def population(
             likelihood[:, c, right] = (1 - scaled.sum(axis=1))[:, None] * share[None, :]
     cumulative = likelihood.cumsum(axis=2)[codes, human]
     outputs = np.minimum((rng.random(codes.size)[:, None] > cumulative).sum(axis=1), 4)
-    return codes, OUTPUT_VECTORS[outputs], ppi.CLASS_VECTORS[human], outputs
+    return codes, OUTPUT_VECTORS[outputs], ppi_shares.CLASS_VECTORS[human], outputs
 
 
 def true_score(codes: np.ndarray, y: np.ndarray) -> float:
@@ -187,17 +187,17 @@ def one_study(
     codes, f, y, outputs = population(rng, prompt_scores(rng, balanced), misspecified)
     truth = true_score(codes, y)
     n = codes.size
-    pi = ppi.inclusion_probabilities_uniform(n, budget)
-    xi = ppi.draw_bernoulli(pi, [seed, budget, 1])
+    pi = ppi_design.inclusion_probabilities_uniform(n, budget)
+    xi = ppi_design.draw_bernoulli(pi, [seed, budget, 1])
     uniform = ppi.estimate_model_bias(
         codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=n_boot, seed=seed
     )
     pilot = budget // 4
-    pi1 = ppi.inclusion_probabilities_uniform(n, pilot)
-    xi1 = ppi.draw_bernoulli(pi1, [seed, budget, 2])
-    model = ppi.fit_covariance_model(codes, f, observed(y, xi1), xi1, pi1, detector_outputs=outputs)
-    pi2 = ppi.inclusion_probabilities_active(outputs, codes, model, budget - pilot, eligible=~xi1)
-    xi2 = ppi.draw_bernoulli(pi2, [seed, budget, 3])
+    pi1 = ppi_design.inclusion_probabilities_uniform(n, pilot)
+    xi1 = ppi_design.draw_bernoulli(pi1, [seed, budget, 2])
+    model = ppi_model.fit_covariance_model(codes, f, observed(y, xi1), xi1, pi1, detector_outputs=outputs)
+    pi2 = ppi_design.inclusion_probabilities_active(outputs, codes, model, budget - pilot, eligible=~xi1)
+    xi2 = ppi_design.draw_bernoulli(pi2, [seed, budget, 3])
     both = np.stack([xi1, xi2])
     active = ppi.estimate_model_bias(
         codes,
@@ -285,7 +285,7 @@ def detector_population(
     human = np.where(clear, np.where(rng.random(codes.size) < (1 + scores[codes]) / 2, 0, 1), 2)
     cumulative = DETECTORS[detector].cumsum(axis=1)[human]
     outputs = np.minimum((rng.random(codes.size)[:, None] > cumulative).sum(axis=1), 2)
-    return codes, VERDICTS[outputs], ppi.CLASS_VECTORS[human], outputs
+    return codes, VERDICTS[outputs], ppi_shares.CLASS_VECTORS[human], outputs
 
 
 def run_detectors(
@@ -310,7 +310,7 @@ def run_detectors(
                 codes, f, y, outputs = detector_population(rng, detector)
                 truth = _score(codes, y)
                 pi = np.full(codes.size, fraction)
-                xi = ppi.draw_bernoulli(pi, [seed, s, int(fraction * 1000)])
+                xi = ppi_design.draw_bernoulli(pi, [seed, s, int(fraction * 1000)])
                 result = ppi.estimate_model_bias(
                     codes,
                     f,
@@ -657,7 +657,7 @@ def gender_judge_cell(
         codes, y, soft, hard, outputs = gender_judge_study(rng, kind, n_prompts)
         truth = _score(codes, y)
         pi = np.full(codes.size, fraction)
-        xi = ppi.draw_bernoulli(pi, [seed, s, int(fraction * 1000)])
+        xi = ppi_design.draw_bernoulli(pi, [seed, s, int(fraction * 1000)])
         for name, f in (("soft", soft), ("hard", hard)):
             score = ppi.estimate_model_bias(
                 codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=n_boot, seed=s

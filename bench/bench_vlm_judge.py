@@ -50,13 +50,13 @@ os.environ.setdefault("DJANGO_DEBUG", "1")
 def yes_no_questions(n: int) -> tuple:
     """The attributes study's presence questions (cycled to ``n``), answered yes or no."""
     from detectors.judges import JudgeQuestion
-    from metrics import gep
+    from metrics import gep_design
 
-    keys = list(gep.ATTRIBUTE_KEYS)
+    keys = list(gep_design.ATTRIBUTE_KEYS)
     return tuple(
         JudgeQuestion(
             f"{keys[i % len(keys)]}{i // len(keys) or ''}",
-            gep.ATTRIBUTE_QUESTIONS[keys[i % len(keys)]],
+            gep_design.ATTRIBUTE_QUESTIONS[keys[i % len(keys)]],
             (("yes", "Yes"), ("no", "No")),
         )
         for i in range(n)

@@ -32,7 +32,7 @@ from estimates import estimands
 from estimates import selectors as sel
 from estimates.kept import report_to_json
 from estimates.models import Design, EstimateJob, JobStatus, KeptEstimate, RoundItem, SamplingRound
-from metrics import ppi, stratified
+from metrics import ppi_design, stratified
 from studies.batching import bulk_batch_size, in_chunks
 from studies.models import Item, Study
 
@@ -127,7 +127,7 @@ def sampling_round_create(
     if design != Design.UNIFORM and spec.design_pi is not None:
         pi = spec.design_pi(frame, design, budget, pool)
     elif design == Design.UNIFORM:
-        pi = ppi.inclusion_probabilities_uniform(n, budget, eligible=pool)
+        pi = ppi_design.inclusion_probabilities_uniform(n, budget, eligible=pool)
     elif spec.output_codes is None:
         raise SamplingError(
             "design", f"the {study.get_protocol_display()} estimate computes no {design} design"
@@ -154,7 +154,7 @@ def sampling_round_create(
     pi[certain] = 1.0
     if seed is None:
         seed = secrets.randbelow(MAX_SEED + 1)
-    selected = ppi.draw_bernoulli(pi, seed)
+    selected = ppi_design.draw_bernoulli(pi, seed)
     number = (
         SamplingRound.objects.filter(study=study).order_by("-number").values_list("number", flat=True).first()
         or 0

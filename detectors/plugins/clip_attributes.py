@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from detectors.base import DetectorOptionError, DetectorOutput
 from detectors.kinds import KIND_ATTRIBUTES
 from detectors.plugins.clip import CLIP_OPTIONS, ClipDetectorBase
-from metrics.gep import ATTRIBUTE_CLIP_TEXTS, ATTRIBUTE_KEYS, CALIBRATION_REFERENCE, cls_training_texts
+from metrics.gep_design import ATTRIBUTE_CLIP_TEXTS, ATTRIBUTE_KEYS, CALIBRATION_REFERENCE, cls_training_texts
 
 if TYPE_CHECKING:
     import numpy as np

@@ -1,7 +1,8 @@
 """The attributes analysis: gender presentation differences (GEP, Zhang et al. 2023).
 
-- metrics: ``metrics.gep`` (frequencies, GEP vectors and scores, Kendall tau-b, sign MCC,
-  Pearson, ROC-AUC, score ranking) and ``metrics.agreement`` (Fleiss, Krippendorff);
+- metrics: ``metrics.gep`` (frequencies, GEP vectors and scores), ``metrics.gep_agreement``
+  (Kendall tau-b, sign MCC, Pearson, ROC-AUC, score ranking), ``metrics.gep_study`` and
+  ``metrics.agreement`` (Fleiss, Krippendorff);
 - selectors: ``selectors`` (items as ``GepItem``s with final answers and detector scores,
   label counts, a drill-down's images);
 - JSON: ``report.compute`` — the JSON contract, printed by ``bias_report --format json``;
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from metrics import consensus, gep
+from metrics import consensus, gep_design
 from protocols.attributes import report as attributes_report
 from protocols.attributes import tables as atables
 from protocols.attributes.report import AttributesResult
@@ -30,9 +31,9 @@ from reports.tables import Table, UnknownTable
 from studies.models import Question, Study
 from studies.selectors import study_questions
 
-YES_NO = frozenset({gep.YES, gep.NO})
+YES_NO = frozenset({gep_design.YES, gep_design.NO})
 #: Chart key -> setting: one GEP vector chart per setting (a T2I model filter narrows it).
-CHARTS = {f"gep_{setting}": setting for setting in gep.SETTINGS}
+CHARTS = {f"gep_{setting}": setting for setting in gep_design.SETTINGS}
 
 
 def attribute_questions(study: Study) -> list[Question]:
@@ -84,7 +85,7 @@ class AttributesAnalysis(Analysis):
         version = data_version(page)
         cells = []
         for model in result.models:
-            for setting in gep.SETTINGS:
+            for setting in gep_design.SETTINGS:
                 cell = result.study.cells[model].get(setting)
                 if cell is None:
                     continue
@@ -106,7 +107,7 @@ class AttributesAnalysis(Analysis):
             "tables": tables,
             "questions": [(key, result.questions[key]) for key in result.keys],
             "left_out": result.left_out[:20],
-            "settings": gep.SETTINGS,
+            "settings": gep_design.SETTINGS,
             # The study's own rule (labels per item, agreement), not the paper's three-annotator
             # majority: a study may ask two annotators to agree, or five.
             "final_answer_rule": consensus.rule_text(

@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from metrics import gep
+from metrics import gep_design
 from reports import charts as base
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -64,8 +64,8 @@ def gep_vector_chart(
     models: Sequence[str] | None = None,
 ) -> bytes:
     """The chart of ``setting`` as SVG or PNG bytes (``reports.charts.FORMATS``)."""
-    if setting not in gep.SETTINGS:
-        raise UnknownChart(f"Unknown setting {setting!r}: use one of {', '.join(gep.SETTINGS)}.")
+    if setting not in gep_design.SETTINGS:
+        raise UnknownChart(f"Unknown setting {setting!r}: use one of {', '.join(gep_design.SETTINGS)}.")
     return base._draw(
         fmt, _build, vector_panels(report, setting=setting, models=models), setting, tuple(keys)
     )

@@ -31,7 +31,7 @@ from django.db import transaction
 
 from annotate.demo import seeding
 from annotate.demo.photos import LFW_MEN, LFW_WOMEN, PHOTOS, Look, fit, save
-from metrics.gep import ATTRIBUTE_KEYS as KEYS
+from metrics.gep_design import ATTRIBUTE_KEYS as KEYS
 from studies.models import Item, Study
 
 SLUG = "demo-attributes"

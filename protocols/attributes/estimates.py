@@ -26,7 +26,7 @@ from estimates.report import (
     inclusion,
 )
 from estimates.selectors import item_outputs as _outputs
-from metrics import gep, ppi_mean
+from metrics import gep, gep_design, ppi_mean
 from protocols.attributes.selectors import final_answers, gep_rows
 from reports import judges
 from reports.selectors import Scope
@@ -45,13 +45,13 @@ def _cell(
 ) -> dict[str, Any]:
     n = len(items)
     p, sampled = drawn_arrays((item.item_id for item in items), pi, drawn)  # type: ignore[misc]
-    woman = np.array([item.gender == gep.WOMAN for item in items])
-    man = np.array([item.gender == gep.MAN for item in items])
+    woman = np.array([item.gender == gep_design.WOMAN for item in items])
+    man = np.array([item.gender == gep_design.MAN for item in items])
     entries = []
     for key in keys:
-        relevant = np.array([item.setting == gep.NEUTRAL or item.attribute == key for item in items])
+        relevant = np.array([item.setting == gep_design.NEUTRAL or item.attribute == key for item in items])
         answer = [item.answers.get(key) for item in items]
-        y = np.array([1.0 if a == gep.YES else 0.0 if a == gep.NO else np.nan for a in answer])
+        y = np.array([1.0 if a == gep_design.YES else 0.0 if a == gep_design.NO else np.nan for a in answer])
         raw = [item.scores.get(detector, {}).get(key) for item in items]
         known = np.array([s is not None for s in raw])
         fill = float(np.mean([s for s in raw if s is not None])) if known.any() else 0.0
@@ -128,7 +128,7 @@ def attributes_report(
     def cells_for(pi: dict[int, float], drawn: set[int]) -> dict[str, dict[str, dict[str, Any]]]:
         cells: dict[str, dict[str, dict[str, Any]]] = {}
         for model, items in rows.items_by_model.items():
-            for setting in gep.SETTINGS:
+            for setting in gep_design.SETTINGS:
                 chosen = [i for i in items if i.setting == setting and i.item_id in in_frame]
                 if chosen:
                     cells.setdefault(model, {})[setting] = _cell(chosen, keys, detector, pi, drawn)
@@ -172,10 +172,13 @@ def yes_score(probabilities: Mapping[str, float] | None, answer: str | None) -> 
     """A judge's score of an attribute: its probability of yes normalised over yes and no when it
     gave probabilities, else 1 for yes and 0 for no; None when it did not answer."""
     if probabilities:
-        yes, no = max(0.0, probabilities.get(gep.YES, 0.0)), max(0.0, probabilities.get(gep.NO, 0.0))
+        yes, no = (
+            max(0.0, probabilities.get(gep_design.YES, 0.0)),
+            max(0.0, probabilities.get(gep_design.NO, 0.0)),
+        )
         if yes + no > 0:
             return yes / (yes + no)
-    return 1.0 if answer == gep.YES else 0.0 if answer == gep.NO else None
+    return 1.0 if answer == gep_design.YES else 0.0 if answer == gep_design.NO else None
 
 
 def item_scores(study: Study, detector: str, version: str) -> list[tuple[int, dict[str, float]]]:
@@ -221,9 +224,9 @@ def attribute_residuals(study: Study, detector: str, version: str) -> dict[int, 
     for item_id, scores in item_scores(study, detector, version):
         given = answers.get(item_id, {})
         terms = [
-            (scores[k] - (1.0 if v == gep.YES else 0.0)) ** 2
+            (scores[k] - (1.0 if v == gep_design.YES else 0.0)) ** 2
             for k, v in given.items()
-            if k in scores and v in (gep.YES, gep.NO)
+            if k in scores and v in (gep_design.YES, gep_design.NO)
         ]
         if terms:
             out[item_id] = float(sum(terms))

@@ -1,6 +1,6 @@
 """The GEP report of an attributes study as a plain dict.
 
-Glue only: ``protocols.attributes.selectors`` read the rows, ``metrics.gep`` and
+Glue only: ``protocols.attributes.selectors`` read the rows, ``metrics.gep_study`` and
 ``metrics.agreement`` compute. JSON types only; undefined figures are None (JSON null), never 0.
 The dict's keys: docs/reference/contracts.md (Attributes, Judges).
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from metrics import gep
+from metrics import gep, gep_agreement, gep_design, gep_study
 from metrics.agreement import fleiss_kappa_from_counts, krippendorff_alpha_from_counts
 from protocols.attributes import selectors as asel
 from reports import judges
@@ -60,7 +60,7 @@ def agreement(units: Sequence[Mapping[str, int]]) -> Agreement:
 
 #: The output kind of a judge on an attributes study: an answer yes / no per attribute.
 JUDGE_KIND = "answers"
-YES_NO = (gep.YES, gep.NO)
+YES_NO = (gep_design.YES, gep_design.NO)
 
 
 def _error(judge: float | None, people: float | None) -> float | None:
@@ -97,7 +97,7 @@ def judge_pictures(
             ]
             for model, items in items_by_model.items()
         }
-        picture = gep.gep_study(judged, detectors=[], keys=keys).as_dict()["attributes"]
+        picture = gep_study.gep_study(judged, detectors=[], keys=keys).as_dict()["attributes"]
         answered = {
             (model, item.setting) for model, items in judged.items() for item in items if item.answers
         }
@@ -125,7 +125,7 @@ class AttributesResult:
     """A computed GEP report with what its pages need besides the JSON.
 
     ``keys`` / ``questions``: the questions compared, in screen order, and their texts;
-    ``study``: ``metrics.gep.GepStudy`` (per cell also each detector's mean scores and the
+    ``study``: ``metrics.gep_study.GepStudy`` (per cell also each detector's mean scores and the
     counts behind every frequency); ``pooled_auc``: T2I model -> detector -> ROC-AUC over both
     settings, as the paper's Tables 7 and 16 pool them; ``agreement_all``: agreement over
     every (item, question) pooled (the paper's single alpha); ``left_out``: items not compared.
@@ -134,8 +134,8 @@ class AttributesResult:
     report: dict[str, Any]
     keys: tuple[str, ...]
     questions: dict[str, str]
-    study: gep.GepStudy
-    pooled_auc: dict[str, dict[str, gep.RocAuc]]
+    study: gep_study.GepStudy
+    pooled_auc: dict[str, dict[str, gep_agreement.RocAuc]]
     agreement_all: Agreement
     versions: dict[str, str]
     left_out: tuple[asel.LeftOut, ...]
@@ -171,9 +171,12 @@ def compute(
     answers = asel.final_answers(scope, keys=keys)
     rows = asel.gep_rows(scope, keys=keys, answers=answers, detector=detector)
     names = tuple(rows.versions)
-    study = gep.gep_study(rows.items_by_model, detectors=names, keys=keys)
+    study = gep_study.gep_study(rows.items_by_model, detectors=names, keys=keys)
     pooled = {
-        model: {name: gep.attribute_roc_auc(items, detector=name, setting=None, keys=keys) for name in names}
+        model: {
+            name: gep_agreement.attribute_roc_auc(items, detector=name, setting=None, keys=keys)
+            for name in names
+        }
         for model, items in rows.items_by_model.items()
     }
     counts = asel.label_counts(scope, keys=keys)

@@ -30,7 +30,7 @@ from django.db.models.functions import RowNumber
 from annotate.models import FinalLabel, Label
 from detectors.kinds import KIND_ATTRIBUTES
 from detectors.models import Prediction, PredictionStatus
-from metrics import gep
+from metrics import gep, gep_design
 from protocols.attributes.spec import gep_metadata_problem
 from reports.selectors import (
     PREDICTION_TO_ITEM,
@@ -58,7 +58,7 @@ class LeftOut:
 
 @dataclass(frozen=True)
 class GepRows:
-    """What ``metrics.gep.gep_study`` reads, and what was left out of it.
+    """What ``metrics.gep_study.gep_study`` reads, and what was left out of it.
 
     ``items_by_model``: T2I model -> its items (sorted by model); ``versions``: detector ->
     the version reported (every detector with an ``attributes`` prediction in scope, also one
@@ -90,12 +90,12 @@ def metadata_problem(metadata: Mapping[str, Any], keys: Sequence[str]) -> str | 
     attribute = str(metadata.get("attribute", "") or "").strip()
     if not gender:
         return "no metadata gender (woman or man)"
-    if setting not in gep.SETTINGS:
+    if setting not in gep_design.SETTINGS:
         shown = repr(setting) if setting else "none"
-        return f"metadata setting {shown} is not one of {', '.join(gep.SETTINGS)}"
-    if setting == gep.EXPLICIT and attribute not in keys:
+        return f"metadata setting {shown} is not one of {', '.join(gep_design.SETTINGS)}"
+    if setting == gep_design.EXPLICIT and attribute not in keys:
         return f"attribute {attribute!r} is not a question of the study"
-    if setting == gep.NEUTRAL and attribute:
+    if setting == gep_design.NEUTRAL and attribute:
         return f"a neutral item names an attribute ({attribute!r})"
     return None
 
@@ -253,8 +253,8 @@ def _drilldown_items(scope: Scope, *, question: Question, setting: str) -> Query
     """The items whose image counts for ``question`` in ``setting``, each annotated with its
     ``gender`` and its ``final`` answer to the question (None: none yet)."""
     key = question.key
-    items = scope.items().filter(metadata__setting=setting, metadata__gender__in=list(gep.GENDERS))
-    if setting == gep.EXPLICIT:
+    items = scope.items().filter(metadata__setting=setting, metadata__gender__in=list(gep_design.GENDERS))
+    if setting == gep_design.EXPLICIT:
         items = items.filter(metadata__attribute=key)
     # An empty question_keys asks every question; a neutral item may name only some.
     asks = Q(question_keys=[]) | Q(question_keys=None) | Q(_NamesKey(F("question_keys"), key))
@@ -345,5 +345,7 @@ def attribute_items(
         for pk in ids
         if pk in read  # removed since its id was read
     ]
-    rows.sort(key=lambda r: (r.item.t2i_model, gep.GENDERS.index(r.gender)))  # stable: index order kept
+    rows.sort(
+        key=lambda r: (r.item.t2i_model, gep_design.GENDERS.index(r.gender))
+    )  # stable: index order kept
     return AttributeItems(rows=rows, counts=counts)

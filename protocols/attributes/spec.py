@@ -7,14 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from detectors.kinds import KIND_ATTRIBUTES
-from metrics import gep
+from metrics import gep_design
 from studies.protocols import ProtocolSpec, QuestionSpec, choice_rows
 
 KEY = "attributes"
 
 YES_NO = choice_rows({"value": "yes", "name": "Yes", "key": "y"}, {"value": "no", "name": "No", "key": "n"})
 
-# The 15 attributes of Zhang et al. 2023 (Table 1): question keys and texts from metrics.gep,
+# The 15 attributes of Zhang et al. 2023 (Table 1): question keys and texts from metrics.gep_design,
 # plus a toggle key each on the labeling screen (mnemonic where the letters allow).
 _ATTRIBUTE_HOTKEYS = {
     "boots": "b",
@@ -37,13 +37,13 @@ _ATTRIBUTE_HOTKEYS = {
 ATTRIBUTE_QUESTIONS = tuple(
     QuestionSpec(
         key=key,
-        text=gep.ATTRIBUTE_QUESTIONS[key],
+        text=gep_design.ATTRIBUTE_QUESTIONS[key],
         choices=YES_NO,
         kind="toggle",
         hotkey=_ATTRIBUTE_HOTKEYS[key],
         default_value="no",
     )
-    for key in gep.ATTRIBUTE_KEYS
+    for key in gep_design.ATTRIBUTE_KEYS
 )
 
 
@@ -53,7 +53,7 @@ def explicit_attribute_question(metadata: Mapping[str, str]) -> list[str]:
     an explicit one whose attribute is not one of the 15 keys, is asked every question (``[]``:
     more labels than needed, never a key outside the preset)."""
     attribute = str(metadata.get("attribute", "")).strip()
-    if str(metadata.get("setting", "")).strip() == "explicit" and attribute in gep.ATTRIBUTE_KEYS:
+    if str(metadata.get("setting", "")).strip() == "explicit" and attribute in gep_design.ATTRIBUTE_KEYS:
         return [attribute]
     return []
 
@@ -68,10 +68,10 @@ def gep_metadata_problem(metadata: Mapping[str, str]) -> str | None:
     counts them).
     """
     gender = str(metadata.get("gender", "")).strip()
-    if gender and gender not in gep.GENDERS:
-        return f"metadata gender {gender!r} is not one of {', '.join(gep.GENDERS)}"
+    if gender and gender not in gep_design.GENDERS:
+        return f"metadata gender {gender!r} is not one of {', '.join(gep_design.GENDERS)}"
     setting = str(metadata.get("setting", "")).strip()
-    if setting == gep.EXPLICIT and not str(metadata.get("attribute", "")).strip():
+    if setting == gep_design.EXPLICIT and not str(metadata.get("attribute", "")).strip():
         return "an explicit item needs the attribute its prompt names (metadata column 'attribute')"
     return None
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from metrics import gep
+from metrics import gep_design
 from reports import judges
 from reports.tables import NO_VALUE, Cell, Column, Table, int_cell, num, text_cell
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from protocols.attributes.report import AttributesResult
 
 HUMAN = "human"
-SETTING_NAMES = {gep.NEUTRAL: "Neutral", gep.EXPLICIT: "Explicit"}
+SETTING_NAMES = {gep_design.NEUTRAL: "Neutral", gep_design.EXPLICIT: "Explicit"}
 TABLE_KEYS = (
     "gep_scores",
     "frequencies",
@@ -87,14 +87,14 @@ def setting_cells(result: AttributesResult) -> list[tuple[str, str]]:
     return [
         (model, setting)
         for model in result.models
-        for setting in gep.SETTINGS
+        for setting in gep_design.SETTINGS
         if setting in result.study.cells[model]
     ]
 
 
 def _setting_columns(result: AttributesResult) -> list[tuple[str, str]]:
     """(setting, model) columns of Table 6: per setting, every model (a cell may be missing)."""
-    return [(setting, model) for setting in gep.SETTINGS for model in result.models]
+    return [(setting, model) for setting in gep_design.SETTINGS for model in result.models]
 
 
 def _key_columns(result: AttributesResult) -> tuple[Column, ...]:
@@ -107,7 +107,7 @@ def _key_columns(result: AttributesResult) -> tuple[Column, ...]:
 def gep_scores_table(result: AttributesResult) -> Table:
     """GEP_human (mean |v_j|) per T2I model and setting, with the items of each gender."""
     columns = [Column("t2i_model", "T2I model", numeric=False)]
-    for setting in gep.SETTINGS:
+    for setting in gep_design.SETTINGS:
         columns += [
             Column(f"{setting}_gep", "GEP"),
             Column(f"{setting}_n_woman", "women"),
@@ -116,7 +116,7 @@ def gep_scores_table(result: AttributesResult) -> Table:
     rows = []
     for model in result.models:
         row = [text_cell(model)]
-        for setting in gep.SETTINGS:
+        for setting in gep_design.SETTINGS:
             cell = result.study.cells[model].get(setting)
             if cell is None:
                 row += [num_cell(None, 2), int_cell(None), int_cell(None)]
@@ -124,8 +124,8 @@ def gep_scores_table(result: AttributesResult) -> Table:
             human = cell.human
             row += [
                 Cell(human.gep_score, num(human.gep_score, 3)),
-                int_cell(human.n_items[gep.WOMAN]),
-                int_cell(human.n_items[gep.MAN]),
+                int_cell(human.n_items[gep_design.WOMAN]),
+                int_cell(human.n_items[gep_design.MAN]),
             ]
         rows.append(tuple(row))
     return Table(
@@ -138,7 +138,7 @@ def gep_scores_table(result: AttributesResult) -> Table:
         ),
         columns=tuple(columns),
         rows=tuple(rows),
-        groups=(("", 1), *((SETTING_NAMES[s], 3) for s in gep.SETTINGS)),
+        groups=(("", 1), *((SETTING_NAMES[s], 3) for s in gep_design.SETTINGS)),
     )
 
 
@@ -157,7 +157,7 @@ def frequencies_table(result: AttributesResult) -> Table:
     rows = []
     for model, setting in setting_cells(result):
         human = result.study.cells[model][setting].human
-        for gender in gep.GENDERS:
+        for gender in gep_design.GENDERS:
             cells = [text_cell(model), text_cell(setting), text_cell(gender)]
             for key in result.keys:
                 n_yes, n_answered = human.n_yes[gender][key], human.n_answered[gender][key]
@@ -320,7 +320,7 @@ def score_ranking_table(result: AttributesResult) -> Table:
         )
         rows.append(tuple(row))
     n_models = len(result.models)
-    groups = [("", 1)] + [(SETTING_NAMES[s], n_models) for s in gep.SETTINGS if n_models] + [("", 1)]
+    groups = [("", 1)] + [(SETTING_NAMES[s], n_models) for s in gep_design.SETTINGS if n_models] + [("", 1)]
     return Table(
         key="score_ranking",
         title="GEP scores across models and settings",

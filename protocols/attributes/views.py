@@ -19,7 +19,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 
 from annotate.selectors import dispute_queue
-from metrics import gep
+from metrics import gep_design
 from protocols.attributes import selectors as asel
 from protocols.attributes.analysis import AttributesAnalysis
 from protocols.attributes.report import AttributesResult
@@ -31,7 +31,7 @@ from studies.typing import HtmxHttpRequest
 
 # Images shown per (T2I model, gender, answer) group: beyond it the page says how many more.
 GROUP_LIMIT = 120
-ANSWERS = ((gep.YES, "Yes"), (gep.NO, "No"), (None, "No final answer yet"))
+ANSWERS = ((gep_design.YES, "Yes"), (gep_design.NO, "No"), (None, "No final answer yet"))
 
 
 def _analysis(filters: base.Filters) -> AttributesAnalysis:
@@ -52,17 +52,17 @@ def _summary(result: AttributesResult, key: str, setting: str, models: list[str]
         summary.append(
             {
                 "model": model,
-                "f_woman": human.frequencies[gep.WOMAN][key],
-                "f_man": human.frequencies[gep.MAN][key],
-                "n_woman": f"{human.n_yes[gep.WOMAN][key]} of {human.n_answered[gep.WOMAN][key]}",
-                "n_man": f"{human.n_yes[gep.MAN][key]} of {human.n_answered[gep.MAN][key]}",
+                "f_woman": human.frequencies[gep_design.WOMAN][key],
+                "f_man": human.frequencies[gep_design.MAN][key],
+                "n_woman": f"{human.n_yes[gep_design.WOMAN][key]} of {human.n_answered[gep_design.WOMAN][key]}",
+                "n_man": f"{human.n_yes[gep_design.MAN][key]} of {human.n_answered[gep_design.MAN][key]}",
                 "vector": signed(human.gep_vector[key]),
-                "missing": sum(human.n_without_final_answer[g][key] for g in gep.GENDERS),
+                "missing": sum(human.n_without_final_answer[g][key] for g in gep_design.GENDERS),
                 "detectors": [
                     {
                         "name": name,
-                        "mean_woman": d.gep.mean_scores[gep.WOMAN][key],
-                        "mean_man": d.gep.mean_scores[gep.MAN][key],
+                        "mean_woman": d.gep.mean_scores[gep_design.WOMAN][key],
+                        "mean_man": d.gep.mean_scores[gep_design.MAN][key],
                         "vector": signed(d.gep.gep_vector[key], 4),
                         "roc_auc": d.roc_auc.by_attribute[key],
                     }
@@ -78,7 +78,7 @@ def _groups(found: asel.AttributeItems) -> list[dict[str, Any]]:
     (the selector reads at most GROUP_LIMIT rows of a group)."""
     groups = []
     for model in sorted({model for model, _, _ in found.counts}):
-        for gender in gep.GENDERS:
+        for gender in gep_design.GENDERS:
             for answer, name in ANSWERS:
                 n = found.counts.get((model, gender, answer), 0)
                 if not n and answer is None:
@@ -111,8 +111,8 @@ def attribute_detail(request: HtmxHttpRequest, key: str, setting: str) -> HttpRe
     except base.BadFilter as error:
         return base.bad_filter(error)
     analysis = _analysis(filters)
-    if setting not in gep.SETTINGS:
-        raise Http404(f"No setting {setting!r}: use one of {', '.join(gep.SETTINGS)}.")
+    if setting not in gep_design.SETTINGS:
+        raise Http404(f"No setting {setting!r}: use one of {', '.join(gep_design.SETTINGS)}.")
     study = filters.scope.study
     question = get_object_or_404(Question, study=study, key=key)
     result: AttributesResult = filters.result(bootstrap=0)
@@ -134,8 +134,8 @@ def attribute_detail(request: HtmxHttpRequest, key: str, setting: str) -> HttpRe
     context = base.base_context(filters, "attribute", analysis) | {
         "question": question,
         "setting": setting,
-        "other_setting": gep.EXPLICIT if setting == gep.NEUTRAL else gep.NEUTRAL,
-        "settings": gep.SETTINGS,
+        "other_setting": gep_design.EXPLICIT if setting == gep_design.NEUTRAL else gep_design.NEUTRAL,
+        "settings": gep_design.SETTINGS,
         "keys": result.keys,
         "summary": _summary(result, key, setting, models),
         "groups": _groups(found),

@@ -40,7 +40,7 @@ from estimates.selectors import (
     sampling_frame,
 )
 from metrics import gender as gm
-from metrics import ppi, stratified
+from metrics import ppi, ppi_design, ppi_model, ppi_shares, stratified
 from protocols.gender.selectors import GENDER_QUESTION
 from studies.models import ImageRole, ItemImage, Question, Study
 
@@ -123,7 +123,7 @@ def judge_vectors(study: Study, detector: str, version: str) -> dict[int, tuple[
 
 
 def _human_class(value: str, clear: Sequence[str]) -> str:
-    return ppi.CLASSES[gm.class_index(value, clear)]
+    return ppi_shares.CLASSES[gm.class_index(value, clear)]
 
 
 def humans(study: Study) -> dict[int, str]:
@@ -512,10 +512,12 @@ def design_pi(frame: Frame, design: str, budget: int, pool: np.ndarray) -> np.nd
         data = arrays(items, frame.rounds, soft)
         # Prompts are counted per T2I model: the estimate is.
         prompt_keys = np.array([f"{i.t2i_model}\x1f{i.prompt_id}" for i in items])
-        model = ppi.fit_covariance_model(
+        model = ppi_model.fit_covariance_model(
             prompt_keys, data.f, data.y, data.xi, data.pi, detector_outputs=data.outputs
         )
-        return ppi.inclusion_probabilities_active(data.outputs, prompt_keys, model, budget, eligible=pool)
+        return ppi_design.inclusion_probabilities_active(
+            data.outputs, prompt_keys, model, budget, eligible=pool
+        )
     if design == Design.STRATIFIED:
         return _stratified(items, frame.rounds, budget, pool, soft)
     raise ValueError(f"the gender estimate computes no π of design {design!r}")

@@ -8,7 +8,7 @@ import pytest
 
 from annotate import services
 from annotate.models import FinalLabel
-from metrics import gep
+from metrics import gep_design
 from studies.models import Question
 from tests.browser.screenshots import screenshots_dir
 from tests.factories import FinalLabelFactory, ItemFactory, PromptFactory, StudyFactory
@@ -19,7 +19,10 @@ pytestmark = pytest.mark.browser
 def _item(study, gender: str, setting: str, attribute: str | None = None):
     context = "riding a bike"
     prompt = PromptFactory(
-        study=study, category=setting, word=context, text=gep.gep_prompt_text(gender, context, attribute)
+        study=study,
+        category=setting,
+        word=context,
+        text=gep_design.gep_prompt_text(gender, context, attribute),
     )
     metadata = {"gender": gender, "setting": setting, "context": context}
     if attribute:
@@ -39,11 +42,11 @@ def gep_study(annotator_a, annotator_b, annotator_c):
     questions = {q.key: q for q in Question.objects.filter(study=study)}
     neutral, explicit = _item(study, "woman", "neutral"), _item(study, "woman", "explicit", "boots")
     man_neutral, man_explicit = _item(study, "man", "neutral"), _item(study, "man", "explicit", "boots")
-    for key in gep.ATTRIBUTE_KEYS:
+    for key in gep_design.ATTRIBUTE_KEYS:
         FinalLabelFactory(item=man_neutral, question=questions[key], value="no")
     FinalLabelFactory(item=man_explicit, question=questions["boots"], value="no")
     for annotator, boots in ((annotator_b, "yes"), (annotator_c, "no")):
-        for key in gep.ATTRIBUTE_KEYS:
+        for key in gep_design.ATTRIBUTE_KEYS:
             value = boots if key == "boots" else "no"
             services.label_import(item=neutral, question=questions[key], annotator=annotator, value=value)
         services.label_import(item=explicit, question=questions["boots"], annotator=annotator, value=boots)

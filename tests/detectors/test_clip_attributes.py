@@ -21,7 +21,7 @@ from detectors import registry
 from detectors.base import DetectorOptionError, DetectorUnavailable
 from detectors.kinds import OutputInvalid, output_validate, validate_attributes
 from detectors.plugins.clip_attributes import CLS_NEGATIVES, CLS_POSITIVES, CLS_TEXTS, SIMILARITY_TEXTS
-from metrics.gep import ATTRIBUTE_KEYS
+from metrics.gep_design import ATTRIBUTE_KEYS
 
 ESTIMATORS = ("clip_attr", "clip_attr_calibrated", "clip_attr_cls")
 

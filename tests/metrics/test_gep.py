@@ -14,10 +14,11 @@ import pytest
 from scipy.stats import kendalltau, pearsonr
 from sklearn.metrics import matthews_corrcoef, roc_auc_score
 
-from metrics import gep
-from metrics.gep import EXPLICIT, MAN, NEUTRAL, WOMAN, GepInputError, GepItem
+from metrics import gep, gep_agreement, gep_design, gep_study
+from metrics.gep import GepItem
+from metrics.gep_design import EXPLICIT, MAN, NEUTRAL, WOMAN, GepInputError
 
-KEYS = gep.ATTRIBUTE_KEYS
+KEYS = gep_design.ATTRIBUTE_KEYS
 MODELS = ("cogview", "dalle", "stable")
 
 # Table 13 (neutral) and Table 14 (explicit): the published GEP_human vectors, rounded to 0.01,
@@ -270,58 +271,61 @@ def paper_items(model: str) -> list[GepItem]:
 def test_attribute_keys_and_phrases_follow_table_1():
     table_1 = "boots slippers jeans shorts slacks dress skirt suit shirt uniform jacket hat tie mask gloves"
     assert " ".join(KEYS) == table_1
-    assert list(gep.ATTRIBUTE_PHRASES) == list(KEYS)
-    assert gep.ATTRIBUTE_PHRASES["boots"] == "in boots"
-    assert gep.ATTRIBUTE_PHRASES["dress"] == "in a dress"
-    assert gep.ATTRIBUTE_PHRASES["uniform"] == "in uniform"
-    assert gep.ATTRIBUTE_PHRASES["tie"] == "with a tie"
-    assert gep.ATTRIBUTE_PHRASES["mask"] == "with a mask"
-    assert gep.ATTRIBUTE_PHRASES["gloves"] == "with gloves"
+    assert list(gep_design.ATTRIBUTE_PHRASES) == list(KEYS)
+    assert gep_design.ATTRIBUTE_PHRASES["boots"] == "in boots"
+    assert gep_design.ATTRIBUTE_PHRASES["dress"] == "in a dress"
+    assert gep_design.ATTRIBUTE_PHRASES["uniform"] == "in uniform"
+    assert gep_design.ATTRIBUTE_PHRASES["tie"] == "with a tie"
+    assert gep_design.ATTRIBUTE_PHRASES["mask"] == "with a mask"
+    assert gep_design.ATTRIBUTE_PHRASES["gloves"] == "with gloves"
 
 
 def test_clip_texts_drop_the_preposition_and_match_the_authors_query_list():
     released = ["boots", "slippers", "jeans", "shorts", "slacks", "a dress", "a skirt", "a suit", "a shirt"]
     released += ["uniform", "a jacket", "a hat", "a tie", "a mask", "gloves"]
-    assert [gep.ATTRIBUTE_CLIP_TEXTS[key] for key in KEYS] == released
-    assert gep.CALIBRATION_REFERENCE == "an object"
+    assert [gep_design.ATTRIBUTE_CLIP_TEXTS[key] for key in KEYS] == released
+    assert gep_design.CALIBRATION_REFERENCE == "an object"
 
 
 def test_questions_read_do_you_see_a_person_with_the_attribute_phrase():
-    assert gep.ATTRIBUTE_QUESTIONS["boots"] == "Do you see a person in boots?"
-    assert gep.ATTRIBUTE_QUESTIONS["dress"] == "Do you see a person in a dress?"
-    assert gep.ATTRIBUTE_QUESTIONS["gloves"] == "Do you see a person with gloves?"
+    assert gep_design.ATTRIBUTE_QUESTIONS["boots"] == "Do you see a person in boots?"
+    assert gep_design.ATTRIBUTE_QUESTIONS["dress"] == "Do you see a person in a dress?"
+    assert gep_design.ATTRIBUTE_QUESTIONS["gloves"] == "Do you see a person with gloves?"
 
 
 def test_contexts_are_the_sixteen_of_table_2_in_order():
-    assert len(gep.CONTEXTS) == len(set(gep.CONTEXTS)) == 16
-    assert gep.CONTEXTS[0] == "sitting at a table"
-    assert gep.CONTEXTS[6] == "laying on the snow"
-    assert gep.CONTEXTS[11] == "holding an umbrella"
-    assert gep.CONTEXTS[-1] == "running on the beach"
+    assert len(gep_design.CONTEXTS) == len(set(gep_design.CONTEXTS)) == 16
+    assert gep_design.CONTEXTS[0] == "sitting at a table"
+    assert gep_design.CONTEXTS[6] == "laying on the snow"
+    assert gep_design.CONTEXTS[11] == "holding an umbrella"
+    assert gep_design.CONTEXTS[-1] == "running on the beach"
 
 
 def test_prompt_texts_match_the_authors_released_prompts():
-    assert gep.gep_prompt_text(MAN, "sitting at a table") == "A man sitting at a table."
-    assert gep.gep_prompt_text(WOMAN, "laying on the snow") == "A woman laying on the snow."
-    assert gep.gep_prompt_text(MAN, "sitting at a table", "boots") == "A man in boots sitting at a table."
+    assert gep_design.gep_prompt_text(MAN, "sitting at a table") == "A man sitting at a table."
+    assert gep_design.gep_prompt_text(WOMAN, "laying on the snow") == "A woman laying on the snow."
     assert (
-        gep.gep_prompt_text(WOMAN, "running on the beach", "gloves")
+        gep_design.gep_prompt_text(MAN, "sitting at a table", "boots") == "A man in boots sitting at a table."
+    )
+    assert (
+        gep_design.gep_prompt_text(WOMAN, "running on the beach", "gloves")
         == "A woman with gloves running on the beach."
     )
     assert (
-        gep.gep_prompt_text(WOMAN, "holding an umbrella", "tie") == "A woman with a tie holding an umbrella."
+        gep_design.gep_prompt_text(WOMAN, "holding an umbrella", "tie")
+        == "A woman with a tie holding an umbrella."
     )
 
 
 def test_prompt_text_refuses_unknown_gender_or_attribute():
     with pytest.raises(ValueError, match="person"):
-        gep.gep_prompt_text("person", "sitting at a table")
+        gep_design.gep_prompt_text("person", "sitting at a table")
     with pytest.raises(ValueError, match="glasses"):
-        gep.gep_prompt_text(MAN, "sitting at a table", "glasses")
+        gep_design.gep_prompt_text(MAN, "sitting at a table", "glasses")
 
 
 def test_study_has_32_neutral_and_480_explicit_prompts():
-    prompts = gep.gep_prompts()
+    prompts = gep_design.gep_prompts()
     assert sum(p.setting == NEUTRAL for p in prompts) == 32
     assert sum(p.setting == EXPLICIT for p in prompts) == 480
     assert len({p.prompt for p in prompts}) == 512
@@ -330,7 +334,7 @@ def test_study_has_32_neutral_and_480_explicit_prompts():
 
 
 def test_cls_training_texts_are_48_positives_and_48_aligned_negatives_per_attribute():
-    texts = gep.cls_training_texts()
+    texts = gep_design.cls_training_texts()
     assert list(texts) == list(KEYS)
     dress = texts["dress"]
     assert len(dress.positives) == len(dress.negatives) == 48
@@ -344,7 +348,7 @@ def test_cls_training_texts_are_48_positives_and_48_aligned_negatives_per_attrib
 
 
 def test_cls_training_texts_take_custom_terms_and_ending():
-    texts = gep.cls_training_texts(
+    texts = gep_design.cls_training_texts(
         ("A female lawyer", "A male lawyer", "A lawyer"),
         {"glasses": "with glasses"},
         ("in an office",),
@@ -364,7 +368,7 @@ def test_cls_training_texts_take_custom_terms_and_ending():
 
 def test_cls_training_texts_refuse_an_empty_design():
     with pytest.raises(ValueError, match="at least one"):
-        gep.cls_training_texts(genders=())
+        gep_design.cls_training_texts(genders=())
 
 
 # --------------------------------------------------------------------------------------------
@@ -583,7 +587,7 @@ def test_table_6_scores_give_its_kendall_tau_column(name, expected):
     """
     auto = dict(zip(TABLE_6_CELLS, TABLE_6[name], strict=True))
     human = dict(zip(TABLE_6_CELLS, TABLE_6_HUMAN, strict=True))
-    ranking = gep.score_ranking(auto, human)
+    ranking = gep_agreement.score_ranking(auto, human)
     assert ranking.n_cells == 6
     assert ranking.kendall_tau_b == pytest.approx(expected)
     assert ranking.kendall_tau_b == pytest.approx(
@@ -598,7 +602,7 @@ def test_table_16_per_attribute_auc_average_to_table_7(model, detector):
     """Table 7 is the mean of Table 16's 15 AUCs; each of those is rounded to 0.01, so the mean of
     the printed values can differ from Table 7 by up to 0.005 (largest seen: Stable CLS, 0.0013)."""
     per_attribute = dict(zip(KEYS, TABLE_16[model][detector], strict=True))
-    assert gep.mean_defined(per_attribute) == pytest.approx(TABLE_7[model][detector], abs=HALF_CENT)
+    assert gep_agreement.mean_defined(per_attribute) == pytest.approx(TABLE_7[model][detector], abs=HALF_CENT)
 
 
 # --------------------------------------------------------------------------------------------
@@ -613,13 +617,13 @@ def test_kendall_tau_b_equals_scipy_variant_b_with_ties(seed):
     # Rounding to one decimal makes ties in both vectors, where tau-a, tau-b and tau-c differ.
     x = np.round(rng.normal(size=n), 1)
     y = np.round(x * rng.uniform(-1, 1) + rng.normal(size=n), 1)
-    ours = gep.kendall_tau_b(x.tolist(), y.tolist())
+    ours = gep_agreement.kendall_tau_b(x.tolist(), y.tolist())
     assert ours == pytest.approx(kendalltau(x, y, variant="b").statistic, abs=1e-12)
 
 
 def test_kendall_tau_b_hand_worked_with_a_tie():
     # Pairs of (1,2,2) vs (1,2,3): concordant 2, discordant 0, tied in x 1, so 2 / sqrt(2 * 3).
-    assert gep.kendall_tau_b([1, 2, 2], [1, 2, 3]) == pytest.approx(2 / math.sqrt(6))
+    assert gep_agreement.kendall_tau_b([1, 2, 2], [1, 2, 3]) == pytest.approx(2 / math.sqrt(6))
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -628,7 +632,9 @@ def test_pearson_equals_scipy(seed):
     n = int(rng.integers(2, 40))
     x = rng.normal(size=n)
     y = x * rng.uniform(-2, 2) + rng.normal(size=n)
-    assert gep.pearson_r(x.tolist(), y.tolist()) == pytest.approx(pearsonr(x, y).statistic, abs=1e-12)
+    assert gep_agreement.pearson_r(x.tolist(), y.tolist()) == pytest.approx(
+        pearsonr(x, y).statistic, abs=1e-12
+    )
 
 
 def to_binary(values):
@@ -645,12 +651,12 @@ def test_sign_mcc_equals_sklearn_on_the_authors_binarisation(seed):
     if len(set(to_binary(x))) < 2 or len(set(to_binary(y))) < 2:
         pytest.skip("one sign only: covered by the degenerate test")
     expected = matthews_corrcoef(to_binary(x), to_binary(y))
-    assert gep.sign_mcc(x.tolist(), y.tolist()) == pytest.approx(expected, abs=1e-12)
+    assert gep_agreement.sign_mcc(x.tolist(), y.tolist()) == pytest.approx(expected, abs=1e-12)
 
 
 def test_sign_mcc_counts_zero_as_positive():
-    assert gep.sign_mcc([0.0, -0.1, 0.2, -0.3], [0.1, -0.2, 0.0, -0.1]) == 1.0
-    assert gep.sign_mcc([0.0, -0.1], [-0.1, 0.0]) == -1.0
+    assert gep_agreement.sign_mcc([0.0, -0.1, 0.2, -0.3], [0.1, -0.2, 0.0, -0.1]) == 1.0
+    assert gep_agreement.sign_mcc([0.0, -0.1], [-0.1, 0.0]) == -1.0
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -660,41 +666,41 @@ def test_roc_auc_equals_sklearn_with_tied_scores(seed):
     labels = rng.random(n) < 0.4
     labels[0], labels[1] = True, False  # both classes present
     scores = np.round(labels * 0.3 + rng.random(n), 1)  # ties within and across classes
-    assert gep.roc_auc(labels.tolist(), scores.tolist()) == pytest.approx(
+    assert gep_agreement.roc_auc(labels.tolist(), scores.tolist()) == pytest.approx(
         roc_auc_score(labels, scores), abs=1e-12
     )
 
 
 def test_roc_auc_hand_worked_tie_counts_one_half():
     # Positive scores (0.9, 0.5), negatives (0.5, 0.1): 3 wins and one tie of 4 pairs.
-    assert gep.roc_auc([True, True, False, False], [0.9, 0.5, 0.5, 0.1]) == pytest.approx(3.5 / 4)
+    assert gep_agreement.roc_auc([True, True, False, False], [0.9, 0.5, 0.5, 0.1]) == pytest.approx(3.5 / 4)
 
 
 def test_undefined_statistics_are_none_not_zero():
-    assert gep.kendall_tau_b([0.1, 0.1, 0.1], [1, 2, 3]) is None  # constant vector: 0/0
-    assert gep.kendall_tau_b([1.0], [2.0]) is None
-    assert gep.kendall_tau_b([], []) is None
-    assert gep.pearson_r([0.1, 0.1, 0.1], [1, 2, 3]) is None  # the float mean of 0.1s is not 0.1
-    assert gep.pearson_r([1.0], [1.0]) is None
+    assert gep_agreement.kendall_tau_b([0.1, 0.1, 0.1], [1, 2, 3]) is None  # constant vector: 0/0
+    assert gep_agreement.kendall_tau_b([1.0], [2.0]) is None
+    assert gep_agreement.kendall_tau_b([], []) is None
+    assert gep_agreement.pearson_r([0.1, 0.1, 0.1], [1, 2, 3]) is None  # the float mean of 0.1s is not 0.1
+    assert gep_agreement.pearson_r([1.0], [1.0]) is None
     # One sign only: scikit-learn calls that MCC 0.0, it is 0/0.
     assert matthews_corrcoef([1, 1, 1], [1, -1, 1]) == 0.0
-    assert gep.sign_mcc([0.1, 0.2, 0.0], [0.1, -0.2, 0.3]) is None
-    assert gep.sign_mcc([], []) is None
-    assert gep.roc_auc([True, True], [0.2, 0.4]) is None
-    assert gep.roc_auc([], []) is None
-    assert gep.mean_defined({"a": None}) is None
-    assert gep.mean_defined([0.5, None, 1.0]) == 0.75
+    assert gep_agreement.sign_mcc([0.1, 0.2, 0.0], [0.1, -0.2, 0.3]) is None
+    assert gep_agreement.sign_mcc([], []) is None
+    assert gep_agreement.roc_auc([True, True], [0.2, 0.4]) is None
+    assert gep_agreement.roc_auc([], []) is None
+    assert gep_agreement.mean_defined({"a": None}) is None
+    assert gep_agreement.mean_defined([0.5, None, 1.0]) == 0.75
 
 
 def test_statistics_refuse_unpaired_or_non_finite_input():
     with pytest.raises(ValueError, match="length"):
-        gep.kendall_tau_b([1, 2], [1, 2, 3])
+        gep_agreement.kendall_tau_b([1, 2], [1, 2, 3])
     with pytest.raises(ValueError, match="finite"):
-        gep.pearson_r([1, math.nan], [1, 2])
+        gep_agreement.pearson_r([1, math.nan], [1, 2])
     with pytest.raises(ValueError, match="length"):
-        gep.roc_auc([True, False], [0.1])
+        gep_agreement.roc_auc([True, False], [0.1])
     with pytest.raises(ValueError, match="finite"):
-        gep.roc_auc([True, False], [0.1, math.inf])
+        gep_agreement.roc_auc([True, False], [0.1, math.inf])
 
 
 # --------------------------------------------------------------------------------------------
@@ -731,14 +737,14 @@ def test_roc_auc_per_attribute_uses_answered_and_scored_relevant_images_and_can_
         item(3, MAN, NEUTRAL, None, {"hat": None, "tie": "no"}, {"clip": {"hat": 0.0, "tie": 0.3}}),
         item(4, MAN, EXPLICIT, "hat", {"hat": "yes", "tie": "no"}, {"clip": {"hat": 0.05, "tie": 0.9}}),
     ]
-    neutral = gep.attribute_roc_auc(items, detector="clip", setting=NEUTRAL, keys=("hat", "tie"))
+    neutral = gep_agreement.attribute_roc_auc(items, detector="clip", setting=NEUTRAL, keys=("hat", "tie"))
     assert neutral.by_attribute == {"hat": 1.0, "tie": 0.0}
     assert neutral.n_positive == {"hat": 1, "tie": 1}
     assert neutral.mean == 0.5
-    explicit = gep.attribute_roc_auc(items, detector="clip", setting=EXPLICIT, keys=("hat", "tie"))
+    explicit = gep_agreement.attribute_roc_auc(items, detector="clip", setting=EXPLICIT, keys=("hat", "tie"))
     assert explicit.by_attribute == {"hat": None, "tie": None}  # one class only; tie was not asked
     assert explicit.mean is None
-    pooled = gep.attribute_roc_auc(items, detector="clip", setting=None, keys=("hat", "tie"))
+    pooled = gep_agreement.attribute_roc_auc(items, detector="clip", setting=None, keys=("hat", "tie"))
     assert pooled.n_positive == {"hat": 2, "tie": 1}
     assert pooled.by_attribute["hat"] == pytest.approx(0.5)  # 0.9 beats 0.1, 0.05 does not
 
@@ -746,7 +752,7 @@ def test_roc_auc_per_attribute_uses_answered_and_scored_relevant_images_and_can_
 def test_vector_agreement_uses_keys_defined_in_both_vectors():
     human = {"a": 0.3, "b": -0.2, "c": 0.0, "d": None}
     auto = {"a": 0.03, "b": -0.01, "c": 0.02, "d": 0.5}
-    agreement = gep.vector_agreement(auto, human, keys=("a", "b", "c", "d"))
+    agreement = gep_agreement.vector_agreement(auto, human, keys=("a", "b", "c", "d"))
     assert agreement.n == 3
     assert agreement.kendall_tau_b == pytest.approx(
         kendalltau([0.03, -0.01, 0.02], [0.3, -0.2, 0.0]).statistic
@@ -761,7 +767,7 @@ def synthetic_study(seed: int = 0) -> dict[str, list[GepItem]]:
     study = {}
     for m, model in enumerate(MODELS):
         items = []
-        for p, prompt in enumerate(gep.gep_prompts()):
+        for p, prompt in enumerate(gep_design.gep_prompts()):
             for i in range(5):
                 base = 0.1 + 0.2 * m if prompt.gender == WOMAN else 0.3
                 keys = KEYS if prompt.setting == NEUTRAL else (prompt.attribute,)
@@ -776,7 +782,7 @@ def synthetic_study(seed: int = 0) -> dict[str, list[GepItem]]:
 
 
 def test_oracle_detector_reproduces_the_human_vector_exactly():
-    cell = gep.gep_cell(synthetic_study()["dalle"], setting=NEUTRAL)
+    cell = gep_study.gep_cell(synthetic_study()["dalle"], setting=NEUTRAL)
     oracle = cell.detectors["oracle"]
     assert oracle.gep.gep_vector == cell.human.gep_vector  # exactly: same ties
     assert oracle.agreement.kendall_tau_b == pytest.approx(1.0)
@@ -786,7 +792,7 @@ def test_oracle_detector_reproduces_the_human_vector_exactly():
 
 
 def test_study_dict_has_the_report_shape_and_is_strict_json():
-    study = gep.gep_study(synthetic_study())
+    study = gep_study.gep_study(synthetic_study())
     data = study.as_dict()
     json.dumps(data, allow_nan=False)  # no NaN anywhere: undefined figures are None
     assert set(data) == {"attributes", "score_ranking"}
@@ -819,7 +825,7 @@ def test_study_dict_has_the_report_shape_and_is_strict_json():
 
 def test_study_lists_only_settings_a_model_has_images_in():
     items = [item(1, WOMAN, answers={"hat": "yes"}), item(2, MAN, answers={"hat": "no"})]
-    study = gep.gep_study({"sd": items}, detectors=("clip",), keys=("hat",))
+    study = gep_study.gep_study({"sd": items}, detectors=("clip",), keys=("hat",))
     assert list(study.cells["sd"]) == [NEUTRAL]
     # One cell cannot rank anything; the detector never scored, so its score is undefined too.
     assert study.score_ranking["clip"].kendall_tau_b is None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from metrics import gep
+from metrics import gep_design
 
 CSV_PATH = Path(__file__).resolve().parents[2] / "generation" / "prompt_sets" / "gep2023.csv"
 COLUMNS = ["category", "word", "prompt", "gender", "setting", "context", "attribute"]
@@ -46,26 +46,31 @@ def test_prompt_set_has_32_neutral_and_480_explicit_prompts(rows):
 
 def test_category_is_the_setting_and_word_the_context(rows):
     assert all(r["category"] == r["setting"] and r["word"] == r["context"] for r in rows)
-    assert {r["context"] for r in rows} == set(gep.CONTEXTS)
+    assert {r["context"] for r in rows} == set(gep_design.CONTEXTS)
 
 
 def test_attribute_is_a_question_key_for_explicit_rows_and_empty_for_neutral_ones(rows):
     assert all(r["attribute"] == "" for r in rows if r["setting"] == "neutral")
     explicit = Counter(r["attribute"] for r in rows if r["setting"] == "explicit")
-    assert explicit == dict.fromkeys(gep.ATTRIBUTE_KEYS, 32)  # 16 contexts x 2 genders
+    assert explicit == dict.fromkeys(gep_design.ATTRIBUTE_KEYS, 32)  # 16 contexts x 2 genders
 
 
 def test_every_gender_context_attribute_combination_appears_once(rows):
     combos = Counter((r["gender"], r["setting"], r["context"], r["attribute"]) for r in rows)
     assert set(combos.values()) == {1}
-    expected = {(g, "neutral", c, "") for g in gep.GENDERS for c in gep.CONTEXTS}
-    expected |= {(g, "explicit", c, a) for g in gep.GENDERS for c in gep.CONTEXTS for a in gep.ATTRIBUTE_KEYS}
+    expected = {(g, "neutral", c, "") for g in gep_design.GENDERS for c in gep_design.CONTEXTS}
+    expected |= {
+        (g, "explicit", c, a)
+        for g in gep_design.GENDERS
+        for c in gep_design.CONTEXTS
+        for a in gep_design.ATTRIBUTE_KEYS
+    }
     assert set(combos) == expected
 
 
 def test_prompt_text_follows_the_templates_of_section_3(rows):
     for r in rows:
-        phrase = gep.ATTRIBUTE_PHRASES[r["attribute"]] + " " if r["attribute"] else ""
+        phrase = gep_design.ATTRIBUTE_PHRASES[r["attribute"]] + " " if r["attribute"] else ""
         assert r["prompt"] == f"A {r['gender']} {phrase}{r['context']}.", r
 
 
@@ -87,4 +92,4 @@ def test_prompts_match_the_authors_released_prompt_files(rows):
 
 
 def test_csv_is_exactly_what_gep_prompts_generates(rows):
-    assert rows == [p.as_row() for p in gep.gep_prompts()]
+    assert rows == [p.as_row() for p in gep_design.gep_prompts()]

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from metrics import gender as paper
-from metrics import ppi
+from metrics import ppi, ppi_bootstrap, ppi_design, ppi_model, ppi_power, ppi_shares
 
 NAN = np.nan
 MALE, FEMALE, REST = (1.0, 0.0), (0.0, 1.0), (0.0, 0.0)
@@ -46,7 +46,7 @@ def simulate_population(
     human = np.where(clear, np.where(rng.random(codes.size) < male_share, 0, 1), 2)
     outputs = (rng.random(codes.size)[:, None] > LIKELIHOOD.cumsum(axis=1)[human]).sum(axis=1)
     outputs = np.minimum(outputs, 4)
-    return codes, OUTPUT_VECTORS[outputs], ppi.CLASS_VECTORS[human], outputs
+    return codes, OUTPUT_VECTORS[outputs], ppi_shares.CLASS_VECTORS[human], outputs
 
 
 def true_model_score(codes: np.ndarray, y: np.ndarray) -> float:
@@ -85,7 +85,7 @@ def test_shares_and_covariance_reproduce_the_hand_computation():
     # a: μ̂ = (1/4)[Σ f + r_0/π + r_2/π] = (1/4)[(2, 1) + (0, 0) + (2, -2)] = (1, -1/4);
     #    Ĉov = (1/16)(1 - π)/π² r_2 r_2ᵀ = (1/8)[[1, -1], [-1, 1]].
     # b: μ̂ = (1/2)[(1, 1) + (1, -1)] = (1, 0), no variance (π = 1).
-    shares = ppi.prompt_shares(HAND_PROMPTS, HAND_F, HAND_Y, HAND_XI, HAND_PI)
+    shares = ppi_shares.prompt_shares(HAND_PROMPTS, HAND_F, HAND_Y, HAND_XI, HAND_PI)
     assert shares.keys == ("a", "b")
     np.testing.assert_allclose(shares.shares, [[1.0, -0.25], [1.0, 0.0]])
     np.testing.assert_allclose(shares.cov[0], [[0.125, -0.125], [-0.125, 0.125]])
@@ -132,7 +132,7 @@ def test_prompt_whose_labels_show_no_error_still_gets_a_positive_standard_error(
     xi[[0, 1]] = True
     y[[0, 1]] = MALE
     pi = np.full(20, 0.1)
-    assert ppi.prompt_shares(prompts, f, y, xi, pi).cov[0].max() == 0.0
+    assert ppi_shares.prompt_shares(prompts, f, y, xi, pi).cov[0].max() == 0.0
     result = ppi.estimate_model_bias(prompts, f, y, xi, pi, n_boot=200)
     assert result.prompts["p"].se > 0.0
     assert result.prompts["p"].warning is not None
@@ -167,10 +167,10 @@ def test_labelling_every_image_with_probability_one_gives_exactly_the_human_scor
 def test_a_second_round_that_labels_every_remaining_image_gives_the_exact_human_score():
     rng = np.random.default_rng(2)
     codes, f, y, outputs = simulate_population(rng, np.array([1.0, 0.2, -0.3, 0.7]), 15)
-    pi1 = ppi.inclusion_probabilities_uniform(codes.size, 12)
-    xi1 = ppi.draw_bernoulli(pi1, 3)
-    pi2 = ppi.inclusion_probabilities_uniform(codes.size, codes.size, eligible=~xi1)
-    xi2 = ppi.draw_bernoulli(pi2, 4)
+    pi1 = ppi_design.inclusion_probabilities_uniform(codes.size, 12)
+    xi1 = ppi_design.draw_bernoulli(pi1, 3)
+    pi2 = ppi_design.inclusion_probabilities_uniform(codes.size, codes.size, eligible=~xi1)
+    xi2 = ppi_design.draw_bernoulli(pi2, 4)
     assert (xi1 | xi2).all()
     result = ppi.estimate_model_bias(
         codes, f, y, np.stack([xi1, xi2]), np.stack([pi1, pi2]), detector_outputs=outputs, n_boot=100
@@ -199,7 +199,7 @@ def test_estimate_is_unbiased_and_variance_formula_exact_over_every_bernoulli_sa
     for pattern in itertools.product([False, True], repeat=n):
         xi = np.array(pattern)
         probability = float(np.prod(np.where(xi, pi, 1 - pi)))
-        shares = ppi.prompt_shares(["p"] * n, f, observed(y, xi), xi, pi)
+        shares = ppi_shares.prompt_shares(["p"] * n, f, observed(y, xi), xi, pi)
         mean += probability * shares.shares[0]
         second += probability * np.outer(shares.shares[0] - mu, shares.shares[0] - mu)
         mean_cov_estimate += probability * shares.cov[0]
@@ -235,7 +235,7 @@ def test_two_rounds_stay_unbiased_when_the_second_design_depends_on_the_first_la
             xi2[remaining] = second
             p2 = float(np.prod(np.where(xi2[remaining], pi2[remaining], 1 - pi2[remaining])))
             xi = np.stack([xi1, xi2])
-            shares = ppi.prompt_shares(
+            shares = ppi_shares.prompt_shares(
                 ["p"] * n, f, observed(y, xi), xi, np.stack([pi1, pi2]), round_weights=weights
             )
             est = shares.shares[0]
@@ -248,13 +248,15 @@ def test_two_rounds_stay_unbiased_when_the_second_design_depends_on_the_first_la
 
 
 def test_default_round_weights_follow_the_budgets_and_a_complete_round_takes_all():
-    np.testing.assert_allclose(ppi.default_round_weights([100, 300], 1_000_000), [0.25, 0.75], atol=1e-3)
+    np.testing.assert_allclose(
+        ppi_shares.default_round_weights([100, 300], 1_000_000), [0.25, 0.75], atol=1e-3
+    )
     # w ∝ n_k / (M_k (M_k - n_k)): 100/(4000 * 3900) and 300/(3900 * 3600).
-    w = ppi.default_round_weights([100, 300], 4000)
+    w = ppi_shares.default_round_weights([100, 300], 4000)
     expected = np.array([100 / (4000 * 3900), 300 / (3900 * 3600)])
     np.testing.assert_allclose(w, expected / expected.sum())
-    assert ppi.default_round_weights([100, 3900], 4000).tolist() == [0.0, 1.0]
-    assert ppi.default_round_weights([], 10).size == 0
+    assert ppi_shares.default_round_weights([100, 3900], 4000).tolist() == [0.0, 1.0]
+    assert ppi_shares.default_round_weights([], 10).size == 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -274,7 +276,7 @@ def _one_prompt_with_exact_sample_size(seed: int) -> tuple[np.ndarray, np.ndarra
 def test_point_estimate_matches_ppi_python_with_lam_1():
     ppi_py = pytest.importorskip("ppi_py")
     f, y, xi, pi = _one_prompt_with_exact_sample_size(7)
-    ours = ppi.prompt_shares(["p"] * len(f), f, observed(y, xi), xi, pi).shares[0]
+    ours = ppi_shares.prompt_shares(["p"] * len(f), f, observed(y, xi), xi, pi).shares[0]
     # With the realised sample size equal to Σ π, (1/N)Σ ξ r/π is the sample mean of r: ppi's
     # rectifier, with all N detector vectors as its "unlabelled" data.
     for j in range(2):
@@ -286,11 +288,11 @@ def test_interval_matches_ppi_python_up_to_the_finite_population_terms():
     ppi_py = pytest.importorskip("ppi_py")
     f, y, xi, pi = _one_prompt_with_exact_sample_size(8)
     n_all, n = len(f), int(xi.sum())
-    shares = ppi.prompt_shares(["p"] * n_all, f, observed(y, xi), xi, pi)
+    shares = ppi_shares.prompt_shares(["p"] * n_all, f, observed(y, xi), xi, pi)
     fraction = n / n_all
     for j in range(2):
         lo, hi = ppi_py.ppi_mean_ci(y[xi, j], f[xi, j], f[:, j], alpha=0.05, lam=1)
-        theirs_var = ((float(np.squeeze(hi)) - float(np.squeeze(lo))) / 2 / ppi.Z95) ** 2
+        theirs_var = ((float(np.squeeze(hi)) - float(np.squeeze(lo))) / 2 / ppi_shares.Z95) ** 2
         # ppi-python (superpopulation, labelled sample iid): Var f / N + Var r / n. Ours
         # (finite population, Bernoulli design): (1 - n/N) mean(r²) / n. Remove Var f / N,
         # uncentre the residual variance, apply the finite-population factor: equal.
@@ -305,20 +307,20 @@ def test_interval_matches_ppi_python_up_to_the_finite_population_terms():
 
 
 def test_uniform_design_spreads_the_budget_over_eligible_images():
-    pi = ppi.inclusion_probabilities_uniform(10, 4)
+    pi = ppi_design.inclusion_probabilities_uniform(10, 4)
     np.testing.assert_allclose(pi, 0.4)
     eligible = np.array([True] * 5 + [False] * 5)
-    pi = ppi.inclusion_probabilities_uniform(10, 4, eligible=eligible)
+    pi = ppi_design.inclusion_probabilities_uniform(10, 4, eligible=eligible)
     np.testing.assert_allclose(pi, [0.8] * 5 + [0.0] * 5)
-    assert ppi.inclusion_probabilities_uniform(10, 50).tolist() == [1.0] * 10
+    assert ppi_design.inclusion_probabilities_uniform(10, 50).tolist() == [1.0] * 10
 
 
-def _fitted_model(seed: int = 0) -> tuple[np.ndarray, np.ndarray, ppi.CovarianceModel]:
+def _fitted_model(seed: int = 0) -> tuple[np.ndarray, np.ndarray, ppi_model.CovarianceModel]:
     rng = np.random.default_rng(seed)
     codes, f, y, outputs = simulate_population(rng, np.array([1.0, 0.0, 0.5, -0.5, 0.9, 0.2]), 60)
-    pi = ppi.inclusion_probabilities_uniform(codes.size, 120)
-    xi = ppi.draw_bernoulli(pi, seed)
-    model = ppi.fit_covariance_model(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs)
+    pi = ppi_design.inclusion_probabilities_uniform(codes.size, 120)
+    xi = ppi_design.draw_bernoulli(pi, seed)
+    model = ppi_model.fit_covariance_model(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs)
     return codes, outputs, model
 
 
@@ -337,7 +339,7 @@ def test_covariance_model_learns_the_detector_confusion():
 def test_active_design_spends_the_budget_on_uncertain_and_sensitive_images():
     codes, outputs, model = _fitted_model()
     budget = 90.0
-    pi = ppi.inclusion_probabilities_active(outputs, codes, model, budget, mix=0.2)
+    pi = ppi_design.inclusion_probabilities_active(outputs, codes, model, budget, mix=0.2)
     assert pi.sum() == pytest.approx(budget)
     assert pi.max() <= 1.0
     assert pi.min() >= 0.25 * budget / codes.size - 1e-12
@@ -346,7 +348,7 @@ def test_active_design_spends_the_budget_on_uncertain_and_sensitive_images():
     assert by_output[1] > 2 * by_output[0]
     assert by_output[3] > 2 * by_output[2]
     # Neyman allocation without mix and floor: π ∝ sqrt(a_pᵀ E[r rᵀ] a_p) / N_p exactly.
-    pure = ppi.inclusion_probabilities_active(outputs, codes, model, 30.0, mix=0.0, floor=0.0)
+    pure = ppi_design.inclusion_probabilities_active(outputs, codes, model, 30.0, mix=0.0, floor=0.0)
     moments = model.second_moments(codes, outputs)
     a = model.sensitivity[codes]
     want = np.sqrt(np.einsum("ni,nij,nj->n", a, moments, a)) / 60
@@ -357,18 +359,18 @@ def test_active_design_spends_the_budget_on_uncertain_and_sensitive_images():
 def test_active_design_with_full_mix_is_uniform_and_respects_eligibility():
     codes, outputs, model = _fitted_model()
     eligible = np.arange(codes.size) % 3 != 0
-    pi = ppi.inclusion_probabilities_active(outputs, codes, model, 40.0, mix=1.0, eligible=eligible)
+    pi = ppi_design.inclusion_probabilities_active(outputs, codes, model, 40.0, mix=1.0, eligible=eligible)
     np.testing.assert_allclose(pi[eligible], 40.0 / eligible.sum())
     assert (pi[~eligible] == 0).all()
     with pytest.raises(ValueError, match="floor"):
-        ppi.inclusion_probabilities_active(outputs, codes, model, 10.0, floor=0.5)
+        ppi_design.inclusion_probabilities_active(outputs, codes, model, 10.0, floor=0.5)
 
 
 def test_bernoulli_draw_is_reproducible_and_has_the_right_frequencies():
     pi = np.array([0.0, 0.1, 0.5, 0.9, 1.0] * 20_000)
-    first = ppi.draw_bernoulli(pi, 42)
-    assert (first == ppi.draw_bernoulli(pi, 42)).all()
-    assert not (first == ppi.draw_bernoulli(pi, 43)).all()
+    first = ppi_design.draw_bernoulli(pi, 42)
+    assert (first == ppi_design.draw_bernoulli(pi, 42)).all()
+    assert not (first == ppi_design.draw_bernoulli(pi, 43)).all()
     freq = first.reshape(-1, 5).mean(axis=0)
     np.testing.assert_allclose(freq, [0.0, 0.1, 0.5, 0.9, 1.0], atol=0.01)
 
@@ -382,16 +384,16 @@ def test_design_bootstrap_agrees_with_the_delta_method_for_a_strongly_biased_pro
     rng = np.random.default_rng(5)
     codes, f, y, _ = simulate_population(rng, np.array([0.6]), 2000)
     pi = np.full(codes.size, 0.3)
-    xi = ppi.draw_bernoulli(pi, 6)
-    shares = ppi.prompt_shares(codes, f, observed(y, xi), xi, pi)
+    xi = ppi_design.draw_bernoulli(pi, 6)
+    shares = ppi_shares.prompt_shares(codes, f, observed(y, xi), xi, pi)
     m, fe = shares.shares[0]
     grad = np.array([2 * fe, -2 * m]) / (m + fe) ** 2
     d = (m - fe) / (m + fe)
     se = math.sqrt(grad @ shares.cov[0] @ grad)
-    boot = ppi.bootstrap_model_bias(codes, f, observed(y, xi), xi, pi, n_resamples=4000, seed=1)
+    boot = ppi_bootstrap.bootstrap_model_bias(codes, f, observed(y, xi), xi, pi, n_resamples=4000, seed=1)
     lo, hi = boot.prompts[0]
-    assert lo == pytest.approx(d - ppi.Z95 * se, abs=0.1 * se)
-    assert hi == pytest.approx(d + ppi.Z95 * se, abs=0.1 * se)
+    assert lo == pytest.approx(d - ppi_shares.Z95 * se, abs=0.1 * se)
+    assert hi == pytest.approx(d + ppi_shares.Z95 * se, abs=0.1 * se)
 
 
 def test_aipw_share_interval_covers_95_percent_over_2000_simulated_designs():
@@ -407,7 +409,7 @@ def test_aipw_share_interval_covers_95_percent_over_2000_simulated_designs():
     r = y - f
     est = f.mean(axis=0) + xi @ r / (n * pi)
     var = xi @ r**2 * (1 - pi) / pi**2 / n**2
-    covered = np.abs(est - y.mean(axis=0)) <= ppi.Z95 * np.sqrt(var)
+    covered = np.abs(est - y.mean(axis=0)) <= ppi_shares.Z95 * np.sqrt(var)
     assert covered.mean(axis=0) == pytest.approx([0.95, 0.95], abs=0.02)
 
 
@@ -417,14 +419,14 @@ def _coverage_study(rng: np.random.Generator, seed: int, design: str) -> tuple[b
     truth = true_model_score(codes, y)
     n = codes.size
     if design == "uniform":
-        pi = ppi.inclusion_probabilities_uniform(n, 60)
-        xi = ppi.draw_bernoulli(pi, seed)
+        pi = ppi_design.inclusion_probabilities_uniform(n, 60)
+        xi = ppi_design.draw_bernoulli(pi, seed)
     else:
-        pi1 = ppi.inclusion_probabilities_uniform(n, 20)
-        xi1 = ppi.draw_bernoulli(pi1, seed)
-        model = ppi.fit_covariance_model(codes, f, observed(y, xi1), xi1, pi1, detector_outputs=outputs)
-        pi2 = ppi.inclusion_probabilities_active(outputs, codes, model, 40, eligible=~xi1)
-        xi2 = ppi.draw_bernoulli(pi2, [seed, 2])
+        pi1 = ppi_design.inclusion_probabilities_uniform(n, 20)
+        xi1 = ppi_design.draw_bernoulli(pi1, seed)
+        model = ppi_model.fit_covariance_model(codes, f, observed(y, xi1), xi1, pi1, detector_outputs=outputs)
+        pi2 = ppi_design.inclusion_probabilities_active(outputs, codes, model, 40, eligible=~xi1)
+        xi2 = ppi_design.draw_bernoulli(pi2, [seed, 2])
         xi, pi = np.stack([xi1, xi2]), np.stack([pi1, pi2])
     result = ppi.estimate_model_bias(
         codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=100, seed=seed
@@ -497,10 +499,10 @@ def test_empty_input_gives_undefined_figures_not_zeros():
 
 
 def test_gender_vectors_map_labels_and_unknowns():
-    vectors = ppi.gender_vectors(["male", "female", "low_quality", None])
+    vectors = ppi_shares.gender_vectors(["male", "female", "low_quality", None])
     np.testing.assert_array_equal(vectors[:3], [MALE, FEMALE, REST])
     assert np.isnan(vectors[3]).all()
-    assert ppi.gender_vectors([None], none_is_unknown=False).tolist() == [[0.0, 0.0]]
+    assert ppi_shares.gender_vectors([None], none_is_unknown=False).tolist() == [[0.0, 0.0]]
 
 
 @pytest.mark.parametrize(
@@ -515,7 +517,7 @@ def test_gender_vectors_map_labels_and_unknowns():
 )
 def test_inconsistent_designs_are_refused(xi, pi, y, message):
     with pytest.raises(ValueError, match=message):
-        ppi.prompt_shares(["p", "p"], [MALE, MALE], y, xi, pi)
+        ppi_shares.prompt_shares(["p", "p"], [MALE, MALE], y, xi, pi)
 
 
 def test_a_round_that_leaves_out_unlabelled_images_is_reported():
@@ -537,16 +539,16 @@ def test_labels_for_half_width_roughly_halves_the_standard_error_when_followed()
         rng = np.random.default_rng(100 + seed)
         codes, f, y, outputs = simulate_population(rng, rng.uniform(-1, 1, 20), 40)
         n = codes.size
-        pi1 = ppi.inclusion_probabilities_uniform(n, 80)
-        xi1 = ppi.draw_bernoulli(pi1, seed)
+        pi1 = ppi_design.inclusion_probabilities_uniform(n, 80)
+        xi1 = ppi_design.draw_bernoulli(pi1, seed)
         before = ppi.estimate_model_bias(
             codes, f, observed(y, xi1), xi1, pi1, detector_outputs=outputs, n_boot=0
         )
         more = before.labels_for_half_width
         assert more is not None
         assert 0 < more <= n - xi1.sum()
-        pi2 = ppi.inclusion_probabilities_uniform(n, more, eligible=~xi1)
-        xi2 = ppi.draw_bernoulli(pi2, [seed, 1])
+        pi2 = ppi_design.inclusion_probabilities_uniform(n, more, eligible=~xi1)
+        xi2 = ppi_design.draw_bernoulli(pi2, [seed, 1])
         xi, pi = np.stack([xi1, xi2]), np.stack([pi1, pi2])
         after = ppi.estimate_model_bias(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=0)
         ratios.append(after.model_bias_score.se / before.model_bias_score.se)
@@ -592,7 +594,7 @@ def _few_label_study(rng: np.random.Generator, seed: int, detector: str) -> tupl
     codes, f, y, outputs = few_label_population(rng, detector, N_PROMPTS, PER_PROMPT)
     truth = true_model_score(codes, y)
     pi = np.full(codes.size, FRACTION)
-    xi = ppi.draw_bernoulli(pi, [seed, 21])
+    xi = ppi_design.draw_bernoulli(pi, [seed, 21])
     result = ppi.estimate_model_bias(
         codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=N_BOOT, seed=seed
     )
@@ -648,14 +650,14 @@ def test_the_detectors_weight_is_cross_fitted_so_a_fold_never_sees_its_own_label
     rng = np.random.default_rng(4)
     codes, f, y, outputs = few_label_population(rng, "class_dependent", 10, 30)
     pi = np.full(codes.size, 0.3)
-    xi = ppi.draw_bernoulli(pi, 5)
-    first = ppi.tune_power(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs)
+    xi = ppi_design.draw_bernoulli(pi, 5)
+    first = ppi_power.tune_power(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs)
     # Flip every label of fold 0 (images 0, 5, 10, ...): λ of fold 0 must not move, the others'
     # must (they learn from fold 0's labels).
-    fold0 = np.arange(codes.size) % ppi.POWER_FOLDS == 0
+    fold0 = np.arange(codes.size) % ppi_power.POWER_FOLDS == 0
     flipped = y.copy()
     flipped[fold0] = y[fold0][:, ::-1]
-    second = ppi.tune_power(codes, f, observed(flipped, xi), xi, pi, detector_outputs=outputs)
+    second = ppi_power.tune_power(codes, f, observed(flipped, xi), xi, pi, detector_outputs=outputs)
     np.testing.assert_array_equal(first.per_image[fold0], second.per_image[fold0])
     assert not np.allclose(first.per_image[~fold0], second.per_image[~fold0])
     assert ((first.per_image >= 0) & (first.per_image <= 1)).all()
@@ -685,11 +687,11 @@ def test_without_power_tuning_the_estimate_is_the_issue_13_estimator():
     rng = np.random.default_rng(7)
     codes, f, y, outputs = few_label_population(rng, "good", 8, 20)
     pi = np.full(codes.size, 0.25)
-    xi = ppi.draw_bernoulli(pi, 8)
+    xi = ppi_design.draw_bernoulli(pi, 8)
     plain = ppi.estimate_model_bias(
         codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=0, power_tuning=False
     )
-    shares = ppi.prompt_shares(codes, f, observed(y, xi), xi, pi)
+    shares = ppi_shares.prompt_shares(codes, f, observed(y, xi), xi, pi)
     d = (shares.shares[:, 0] - shares.shares[:, 1]) / shares.shares.sum(axis=1)
     assert plain.lambda_ == 1.0
     assert plain.model_bias_score.estimate == pytest.approx(np.abs(d).mean())
@@ -700,7 +702,7 @@ def test_the_design_bootstraps_cost_follows_the_groups_of_alike_images_not_the_i
     # output, label, π), so a study ten times larger costs the same; and a chunk of replicates
     # stays under BOOTSTRAP_CHUNK_ELEMENTS (group x class x round cells) whatever the study.
     calls: list[tuple[int, int]] = []
-    detector_world = ppi._detector_world
+    detector_world = ppi_bootstrap.detector_world
 
     def spy(*args, **kwargs):
         draw = detector_world(*args, **kwargs)
@@ -711,13 +713,13 @@ def test_the_design_bootstraps_cost_follows_the_groups_of_alike_images_not_the_i
 
         return counted
 
-    monkeypatch.setattr(ppi, "_detector_world", spy)
+    monkeypatch.setattr(ppi, "detector_world", spy)
     groups = []
     for per_prompt in (500, 5000):
         rng = np.random.default_rng(7)
         codes, f, y, outputs = simulate_population(rng, np.array([0.6, -0.2]), per_prompt)
         pi = np.full(codes.size, 0.02)
-        xi = ppi.draw_bernoulli(pi, 8)
+        xi = ppi_design.draw_bernoulli(pi, 8)
         calls.clear()
         result = ppi.estimate_model_bias(
             codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=60, seed=3
@@ -727,9 +729,9 @@ def test_the_design_bootstraps_cost_follows_the_groups_of_alike_images_not_the_i
         groups.append(calls[0][1])
     # At most 2 prompts x 5 outputs x (unlabelled, or labelled male, female, rest) x 5 folds'
     # λ, for 1,000 images as for 10,000.
-    assert max(groups) <= 2 * 5 * 4 * ppi.POWER_FOLDS
+    assert max(groups) <= 2 * 5 * 4 * ppi_power.POWER_FOLDS
     calls.clear()
-    monkeypatch.setattr(ppi, "BOOTSTRAP_CHUNK_ELEMENTS", 8 * groups[1] * 6)  # 3 classes x 2
+    monkeypatch.setattr(ppi_bootstrap, "BOOTSTRAP_CHUNK_ELEMENTS", 8 * groups[1] * 6)  # 3 classes x 2
     ppi.estimate_model_bias(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=60, seed=3)
     assert max(b for b, _ in calls) == 8
     assert sum(b for b, _ in calls) == 60
@@ -739,7 +741,7 @@ def test_the_bootstrap_replicates_match_drawing_every_image():
     # One prompt, one uniform round: the replicates' true scores must have the distribution of
     # a population drawn image by image from the same world (here: P(male) 0.7, P(clear) 0.9).
     n, b = 400, 4000
-    data = ppi._prepare(
+    data = ppi_shares.prepare(
         np.zeros(n, dtype=int),
         np.zeros((n, 2)),
         np.full((n, 2), np.nan),
@@ -751,7 +753,7 @@ def test_the_bootstrap_replicates_match_drawing_every_image():
     def world(rng, size, prompts, outputs):
         return np.full((size, prompts.size), 0.7), np.full((size, prompts.size), 0.9)
 
-    replicates = ppi._design_bootstrap(
+    replicates = ppi_bootstrap.design_bootstrap(
         data, world, [], np.zeros(n, dtype=np.int64), b, np.random.default_rng(1)
     )
     u = np.random.default_rng(2).random((b, n))

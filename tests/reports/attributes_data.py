@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from detectors.kinds import KIND_ATTRIBUTES
 from detectors.models import PredictionStatus
-from metrics import gep
+from metrics import gep_design
 from studies.models import Item, Prompt, Question, Study
 from studies.protocols import protocol_spec
 from tests.factories import (
@@ -78,7 +78,9 @@ def gep_item(
         metadata = {"gender": gender, "setting": setting, "context": context}
         if attribute:
             metadata["attribute"] = attribute
-    text = gep.gep_prompt_text(gender, context, attribute) if gender in gep.GENDERS else "a person"
+    text = (
+        gep_design.gep_prompt_text(gender, context, attribute) if gender in gep_design.GENDERS else "a person"
+    )
     prompt, _ = Prompt.objects.get_or_create(study=study, category=setting or "none", word=context, text=text)
     item = ItemFactory(
         prompt=prompt,

@@ -1,0 +1,233 @@
+"""How a detector's GEP agrees with the humans': Kendall's tau-b, sign MCC, Pearson's r and
+ROC-AUC (own implementations, explicit about their undefined cases), per vector, attribute and
+score ranking.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+from metrics.gep import GepItem, checked_items, is_relevant
+from metrics.gep_design import (
+    ATTRIBUTE_KEYS,
+    SETTINGS,
+    YES,
+)
+
+K = TypeVar("K", bound=Hashable)
+
+
+def _paired(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    xs = np.asarray(x, dtype=float).ravel()
+    ys = np.asarray(y, dtype=float).ravel()
+    if xs.shape != ys.shape:
+        raise ValueError(f"paired sequences differ in length ({xs.size} and {ys.size})")
+    if not (np.all(np.isfinite(xs)) and np.all(np.isfinite(ys))):
+        raise ValueError("paired sequences must hold finite numbers only")
+    return xs, ys
+
+
+def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Kendall's tau-b: (concordant - discordant) / sqrt((n0 - ties_x) (n0 - ties_y)) over all pairs.
+
+    The variant the paper uses (appendix D), which corrects for ties; equals
+    ``scipy.stats.kendalltau(x, y, variant="b")``. None with fewer than two values or when either
+    sequence is constant (every pair tied: 0/0).
+    """
+    xs, ys = _paired(x, y)
+    n = xs.size
+    if n < 2:
+        return None
+    balance = 0  # concordant minus discordant pairs
+    untied_x = 0
+    untied_y = 0
+    # One row of the pair matrix at a time: O(n^2) time, O(n) memory, exact integer counts.
+    for i in range(n - 1):
+        sx = np.sign(xs[i + 1 :] - xs[i])
+        sy = np.sign(ys[i + 1 :] - ys[i])
+        balance += int(np.sum(sx * sy))
+        untied_x += int(np.count_nonzero(sx))
+        untied_y += int(np.count_nonzero(sy))
+    if untied_x == 0 or untied_y == 0:
+        return None
+    return balance / math.sqrt(untied_x * untied_y)
+
+
+def pearson_r(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Pearson's correlation coefficient; equals ``scipy.stats.pearsonr(x, y).statistic``.
+
+    None with fewer than two values or when either sequence is constant (zero variance).
+    """
+    xs, ys = _paired(x, y)
+    # Test constancy on the values themselves: the float mean of equal values need not equal them.
+    if xs.size < 2 or np.all(xs == xs[0]) or np.all(ys == ys[0]):
+        return None
+    dx = xs - xs.mean()
+    dy = ys - ys.mean()
+    r = float(np.sum(dx * dy) / math.sqrt(float(np.sum(dx * dx)) * float(np.sum(dy * dy))))
+    return max(-1.0, min(1.0, r))
+
+
+def sign_mcc(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Matthews correlation of the signs of two vectors, a value >= 0 counting as positive.
+
+    The paper binarises both GEP vectors at zero (its footnote 9; the authors' code maps >= 0 to 1,
+    < 0 to -1). Equals ``sklearn.metrics.matthews_corrcoef`` of those signs where that is defined;
+    None (scikit-learn: 0.0) when there are no values or either vector has one sign only.
+    """
+    xs, ys = _paired(x, y)
+    px = xs >= 0
+    py = ys >= 0
+    tp = int(np.sum(px & py))
+    tn = int(np.sum(~px & ~py))
+    fp = int(np.sum(~px & py))
+    fn = int(np.sum(px & ~py))
+    denominator = (tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)
+    if denominator == 0:
+        return None
+    return (tp * tn - fp * fn) / math.sqrt(denominator)
+
+
+def roc_auc(labels: Sequence[bool], scores: Sequence[float]) -> float | None:
+    """Area under the ROC curve of ``scores`` against true/false ``labels``.
+
+    The Mann-Whitney form: the chance that a random positive outscores a random negative, ties
+    counting one half; equals ``sklearn.metrics.roc_auc_score``. None when there are no positives
+    or no negatives (scikit-learn raises).
+    """
+    truth = np.asarray(labels, dtype=bool).ravel()
+    values = np.asarray(scores, dtype=float).ravel()
+    if not np.all(np.isfinite(values)):
+        raise ValueError("scores must be finite numbers")
+    if truth.shape != values.shape:
+        raise ValueError(f"labels and scores differ in length ({truth.size} and {values.size})")
+    n_pos = int(truth.sum())
+    n_neg = truth.size - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return None
+    from scipy.stats import rankdata  # here, not at the top: scipy.stats costs every command 0.6 s
+
+    ranks = rankdata(values)  # average ranks for ties
+    return float((ranks[truth].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def mean_defined(values: Mapping[Any, float | None] | Iterable[float | None]) -> float | None:
+    """Mean of the values that are not None; None when none is (e.g. averaging per-attribute AUCs)."""
+    pool = values.values() if isinstance(values, Mapping) else values
+    defined = [v for v in pool if v is not None]
+    return float(np.mean(defined)) if defined else None
+
+
+@dataclass(frozen=True)
+class VectorAgreement:
+    """How an automatic GEP vector agrees with the human one (Tables 4 and 19).
+
+    Computed over the ``n`` keys where both vectors are defined.
+    """
+
+    kendall_tau_b: float | None
+    mcc: float | None
+    pearson: float | None
+    n: int
+
+
+def vector_agreement(
+    auto_vector: Mapping[str, float | None],
+    human_vector: Mapping[str, float | None],
+    keys: Sequence[str] = ATTRIBUTE_KEYS,
+) -> VectorAgreement:
+    """Kendall tau-b, sign MCC and Pearson r between two GEP vectors over their shared defined keys."""
+    used = [k for k in keys if auto_vector.get(k) is not None and human_vector.get(k) is not None]
+    x = [float(auto_vector[k]) for k in used]  # type: ignore[arg-type]
+    y = [float(human_vector[k]) for k in used]  # type: ignore[arg-type]
+    return VectorAgreement(
+        kendall_tau_b=kendall_tau_b(x, y),
+        mcc=sign_mcc(x, y),
+        pearson=pearson_r(x, y),
+        n=len(used),
+    )
+
+
+@dataclass(frozen=True)
+class RocAuc:
+    """Per-attribute ROC-AUC of an detector's scores against the human final answers (Table 16).
+
+    ``n_positive`` / ``n_negative`` count the (yes / no) images used per key; ``by_attribute`` is
+    None where one class is missing; ``mean`` averages the defined ones (Table 7), ``n_defined``
+    says how many.
+    """
+
+    detector: str
+    setting: str | None
+    by_attribute: dict[str, float | None]
+    n_positive: dict[str, int]
+    n_negative: dict[str, int]
+    mean: float | None
+    n_defined: int
+
+
+def attribute_roc_auc(
+    items: Iterable[GepItem],
+    *,
+    detector: str,
+    setting: str | None,
+    keys: Sequence[str] = ATTRIBUTE_KEYS,
+) -> RocAuc:
+    """ROC-AUC per attribute over the relevant images that have both a final answer and a score.
+
+    ``setting=None`` pools both settings, as the paper's Tables 7 and 16 do (320 images per model
+    and attribute: 160 neutral, 160 explicit); a setting name restricts to that setting.
+    """
+    return checked_attribute_roc_auc(checked_items(items, keys), detector, setting, tuple(keys))
+
+
+def checked_attribute_roc_auc(
+    items: list[GepItem], detector: str, setting: str | None, keys: tuple[str, ...]
+) -> RocAuc:
+    if setting is not None and setting not in SETTINGS:
+        raise ValueError(f"setting {setting!r} is not one of {', '.join(SETTINGS)} (or None for both)")
+    labels: dict[str, list[bool]] = {key: [] for key in keys}
+    scores: dict[str, list[float]] = {key: [] for key in keys}
+    for item in items:
+        if setting is not None and item.setting != setting:
+            continue
+        by_key = item.scores.get(detector, {})
+        for key in keys:
+            answer = item.answers.get(key)
+            score = by_key.get(key)
+            if not is_relevant(item, key) or answer is None or score is None:
+                continue
+            labels[key].append(answer == YES)
+            scores[key].append(float(score))
+    by_attribute = {key: roc_auc(labels[key], scores[key]) for key in keys}
+    return RocAuc(
+        detector=detector,
+        setting=setting,
+        by_attribute=by_attribute,
+        n_positive={key: sum(labels[key]) for key in keys},
+        n_negative={key: len(labels[key]) - sum(labels[key]) for key in keys},
+        mean=mean_defined(by_attribute),
+        n_defined=sum(v is not None for v in by_attribute.values()),
+    )
+
+
+@dataclass(frozen=True)
+class ScoreRanking:
+    """Kendall tau-b between automatic and human GEP scores across cells (Table 6's last column)."""
+
+    kendall_tau_b: float | None
+    n_cells: int
+
+
+def score_ranking(
+    auto_scores: Mapping[K, float | None], human_scores: Mapping[K, float | None]
+) -> ScoreRanking:
+    """Rank agreement of GEP scores over the cells (e.g. (model, setting)) defined in both maps."""
+    cells = [c for c, v in auto_scores.items() if v is not None and human_scores.get(c) is not None]
+    tau = kendall_tau_b([auto_scores[c] for c in cells], [human_scores[c] for c in cells])  # type: ignore[misc]
+    return ScoreRanking(kendall_tau_b=tau, n_cells=len(cells))

@@ -1,0 +1,498 @@
+"""Design bootstraps of the prediction-powered estimate: the pseudo-population worlds (detector
+and human only) and their replicates, and the generalised bootstrap that cross-checks the
+delta method. docs/explanation/estimator.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from metrics.ppi_model import CovarianceModel, output_counts
+from metrics.ppi_shares import (
+    Interval,
+    PromptIds,
+    RoundArrays,
+    Seed,
+    StudyData,
+    Vectors,
+    aipw_shares,
+    class_counts,
+    human_classes,
+    later_weights,
+    mean_abs,
+    prepare,
+    ratio_scores,
+)
+
+# Grid of the human-only world's prior on a prompt's male share among clear images.
+_GRID = 21
+# Grid of the detector world's prior on a prompt's rest share (low quality, other).
+_REST_GRID = 6
+# Prompt-bootstrap fits of that prior per chunk of replicates.
+_HYPER = 40
+# Share of a flat prior mixed into that fitted prior.
+_FLAT = 0.1
+
+
+def _bootstrap_pis(data: StudyData, output_index: np.ndarray) -> np.ndarray:
+    """Each round's π for the bootstrap, where an image may be unlabelled at a round it was not
+    eligible for in reality (it was labelled earlier): it gets the mean π of the eligible images
+    with the same prompt and detector output (the active design depends on nothing else), else
+    of its prompt, else of the round."""
+    pis = data.pi.copy()
+    n_out = int(output_index.max()) + 1 if output_index.size else 1
+    cell = data.codes * n_out + output_index
+    n_cells = data.n_prompts * n_out
+    before = np.zeros(data.codes.size, dtype=bool)
+    for k in range(data.rounds):
+        row = pis[k]
+        fill = before & (row <= 0)
+        if fill.any():
+            ok = row > 0
+            cell_n = np.bincount(cell[ok], minlength=n_cells)
+            cell_mean = np.bincount(cell[ok], weights=row[ok], minlength=n_cells) / np.maximum(cell_n, 1)
+            prompt_n = np.bincount(data.codes[ok], minlength=data.n_prompts)
+            prompt_mean = np.bincount(data.codes[ok], weights=row[ok], minlength=data.n_prompts) / np.maximum(
+                prompt_n, 1
+            )
+            round_mean = float(row[ok].mean()) if ok.any() else 0.0
+            idx = np.flatnonzero(fill)
+            value = np.where(
+                cell_n[cell[idx]] > 0,
+                cell_mean[cell[idx]],
+                np.where(prompt_n[data.codes[idx]] > 0, prompt_mean[data.codes[idx]], round_mean),
+            )
+            row[idx] = value
+        before |= data.round_of == k
+    return pis
+
+
+#: At most this many (replicate, group of alike images, class x round) cells per chunk of the
+#: design bootstrap: a few hundred MB of working arrays at most, whatever the study's size.
+BOOTSTRAP_CHUNK_ELEMENTS = 4_000_000
+
+
+@dataclass(frozen=True)
+class Replicates:
+    """One pseudo-population world's bootstrap: the replicates' true scores and, per
+    estimator, their estimates (NaN where undefined)."""
+
+    theta: np.ndarray  # (B,) eq. 1 on the replicate's full population
+    d_true: np.ndarray  # (B, P)
+    plug_in: list[np.ndarray]  # per estimator (B,) model score, unclipped shares
+    clipped: list[np.ndarray]  # per estimator (B,) model score from shares clipped at 0
+    d_hat: list[np.ndarray]  # per estimator (B, P) prompt scores, clipped shares
+
+
+def design_bootstrap(
+    data: StudyData,
+    world: Any,
+    estimators: Sequence[np.ndarray],
+    output_index: np.ndarray,
+    n_boot: int,
+    rng: np.random.Generator,
+    chunk: int = 250,
+) -> Replicates:
+    """Replicates of the whole study in one pseudo-population world.
+
+    Each replicate keeps the labelled images' labels, draws a label for every other image from
+    the world, redraws the rounds with their π (``_bootstrap_pis``) and the same round weights,
+    and applies each estimator (its detector vectors ``f``; zeros = human only).
+    ``world(rng, b, prompts, outputs)`` returns P(male) and P(male or female), shape (b, G),
+    for G (prompt, detector output) pairs: the worlds give every image of one prompt and output
+    the same probabilities.
+
+    Images that agree in everything a replicate reads -- prompt, detector output, label if
+    labelled, π and coefficient in every round, each estimator's detector vector -- are
+    exchangeable. So a replicate does not draw each image: it draws, for each such group of n
+    images, how many fall in each class and are first drawn in each round (or never), one
+    multinomial of n over classes x rounds (class and draws are independent). The same
+    replicates in distribution as drawing every image; the cost grows with the number of groups
+    (about prompts x outputs x rounds' π), not with the study's size."""
+    n_prompts, rounds = data.n_prompts, data.rounds
+    known = np.where(data.labelled, human_classes(data.y), -1)
+    pis = _bootstrap_pis(data, output_index)
+    later = later_weights(data.weights)
+    positive = pis > 0
+    round_coef = (
+        np.where(positive, data.weights[:, None] / np.where(positive, pis, 1.0), 0.0) + later[:, None]
+    )
+    fs = [np.asarray(f, dtype=float).reshape(-1, 2) for f in estimators]
+    columns = np.column_stack([data.codes, output_index, known, pis.T, round_coef.T, *fs])
+    # Rows come back sorted, prompt first: the groups of one prompt are contiguous.
+    groups, sizes = np.unique(columns, axis=0, return_counts=True)
+    n_groups = groups.shape[0]
+    prompt_of = groups[:, 0].astype(np.int64)
+    output_of = groups[:, 1].astype(np.int64)
+    known_of = groups[:, 2].astype(np.int64)
+    g_pi = groups[:, 3 : 3 + rounds]
+    g_coef = groups[:, 3 + rounds : 3 + 2 * rounds]
+    g_f = [groups[:, 3 + 2 * rounds + 2 * j : 5 + 2 * rounds + 2 * j] for j in range(len(fs))]
+    starts = np.searchsorted(prompt_of, np.arange(n_prompts))
+    # P(first drawn in round k), k < K, and P(never drawn) in the last column: (G, K + 1).
+    stay = np.cumprod(np.column_stack([np.ones(n_groups), 1.0 - g_pi]), axis=1)
+    p_round = np.column_stack([stay[:, :rounds] * g_pi, stay[:, rounds]])
+    coef_round = np.column_stack([g_coef, np.zeros(n_groups)])
+    unlabelled = known_of < 0
+    fixed = np.zeros((n_groups, 3))
+    fixed[~unlabelled, known_of[~unlabelled]] = 1.0
+    f_sums = [
+        np.stack([np.bincount(data.codes, weights=f[:, c], minlength=n_prompts) for c in (0, 1)], axis=1)
+        for f in fs
+    ]
+    cells = 3 * (rounds + 1)
+    chunk = max(1, min(chunk, BOOTSTRAP_CHUNK_ELEMENTS // max(n_groups * cells, 1)))
+    theta, d_true = [], []
+    plug: list[list[np.ndarray]] = [[] for _ in fs]
+    clip: list[list[np.ndarray]] = [[] for _ in fs]
+    d_hat: list[list[np.ndarray]] = [[] for _ in fs]
+    done = 0
+    while done < n_boot:
+        b = min(chunk, n_boot - done)
+        done += b
+        t_male, t_clear = world(rng, b, prompt_of, output_of)
+        t_male = np.clip(np.asarray(t_male, dtype=float), 0.0, 1.0)
+        t_clear = np.clip(np.asarray(t_clear, dtype=float), 0.0, 1.0)
+        drawn = np.stack(
+            [t_male, np.maximum(t_clear - t_male, 0.0), 1.0 - np.maximum(t_clear, t_male)], axis=2
+        )
+        classes = np.where(unlabelled[None, :, None], drawn, fixed[None])  # (b, G, 3)
+        pvals = (classes[:, :, :, None] * p_round[None, :, None, :]).reshape(b, n_groups, cells)
+        pvals /= pvals.sum(axis=2, keepdims=True)
+        counts = rng.multinomial(np.broadcast_to(sizes, (b, n_groups)), pvals).reshape(
+            b, n_groups, 3, rounds + 1
+        )
+        by_class = counts.sum(axis=3).astype(float)
+        true_m = np.add.reduceat(by_class[:, :, 0], starts, axis=1)
+        true_f = np.add.reduceat(by_class[:, :, 1], starts, axis=1)
+        d = ratio_scores(true_m, true_f)
+        theta.append(mean_abs(d))
+        d_true.append(d)
+        weighted = counts * coef_round[None, :, None, :]  # each image's coefficient, summed
+        corr_m = np.add.reduceat(weighted[:, :, 0, :].sum(axis=2), starts, axis=1)
+        corr_f = np.add.reduceat(weighted[:, :, 1, :].sum(axis=2), starts, axis=1)
+        coef_total = weighted.sum(axis=(2, 3))  # (b, G)
+        for j in range(len(fs)):
+            est_m = f_sums[j][:, 0] + corr_m - np.add.reduceat(coef_total * g_f[j][:, 0], starts, axis=1)
+            est_f = f_sums[j][:, 1] + corr_f - np.add.reduceat(coef_total * g_f[j][:, 1], starts, axis=1)
+            plug[j].append(mean_abs(ratio_scores(est_m, est_f)))
+            dc = ratio_scores(np.maximum(est_m, 0.0), np.maximum(est_f, 0.0))
+            clip[j].append(mean_abs(dc))
+            d_hat[j].append(dc)
+    return Replicates(
+        np.concatenate(theta),
+        np.concatenate(d_true),
+        [np.concatenate(x) for x in plug],
+        [np.concatenate(x) for x in clip],
+        [np.concatenate(x) for x in d_hat],
+    )
+
+
+def detector_world(data: StudyData, model: CovarianceModel, output_index: np.ndarray) -> Any:
+    """Pseudo-populations for the prediction-powered interval: posterior draws of the study's
+    human labels under the detector's confusion model, with each prompt's class shares drawn
+    from their empirical-Bayes posterior.
+
+    In every replicate: a confusion P(output | class) from its Dirichlet posterior; for every
+    prompt, class shares (male, female, rest) from their posterior given the prompt's detector
+    outputs and labels under a prior fitted to all prompts (a discrete prior on a grid of male
+    share among clear images x rest share, by nonparametric maximum likelihood on a bootstrap
+    sample of the prompts, mixed with a flat prior); then every unlabelled image's class from
+    P(class | output, shares) ∝ P(output | class) x share.
+
+    Drawing the shares matters. With a few labels a prompt and a detector that errs
+    often -- say one that calls a third of the women men and most low-quality images a gender
+    -- a prompt's maximum-likelihood shares are noisy, and pseudo-populations built on them are
+    less balanced than the truth: their prompt scores lie further from 0, where |·| adds less
+    bias to the estimate, so the bootstrap under-corrects the upward bias of eq. 1 and the
+    interval misses the truth from above (coverage 0.83 at 10 % labels in the simulation of
+    bench/bench_estimator.py). Shares drawn from a posterior under a fitted prior have, over the
+    prompts, the spread of the true shares and not more."""
+    n_out = model.likelihood.shape[1]
+    n_prompts = data.n_prompts
+    known = human_classes(data.y)
+    labelled_counts = class_counts(data, known)
+    unlabelled_counts = output_counts(data, output_index, n_out)
+    q_mesh, r_mesh = np.meshgrid(
+        np.linspace(0.0, 1.0, _GRID), np.linspace(0.0, 1.0, _REST_GRID), indexing="ij"
+    )
+    q, r = q_mesh.reshape(-1), r_mesh.reshape(-1)
+    grid = np.stack([(1 - r) * q, (1 - r) * (1 - q), r], axis=1)  # (G, 3)
+    # log 0 as a large finite negative, so that 0 x log 0 = 0 and a grid point that rules out a
+    # labelled class gets (almost) no posterior mass.
+    log_grid = np.log(np.maximum(grid, 1e-300))
+    # Labelled images: P(class) = share (their outputs' likelihood does not depend on it).
+    label_part = labelled_counts @ log_grid.T  # (P, G)
+
+    # A share of the replicates learns the prompts' shares from the labels alone (the images'
+    # classes are still drawn given their outputs). Each replicate takes its confusion as
+    # known; with a weak detector, chance differences between the confusion's rows make every
+    # prompt's outputs look informative, and the pseudo-populations of either kind alone came
+    # out too alike (coverage 0.91-0.92 with a detector independent of the truth, 0.95 for an
+    # even mixture): the prompts' shares are barely identified with ~2 labels a prompt, and the
+    # interval must span both guesses. The share is (1 - κ²)/2, κ the signal share of the
+    # confusion (``_signal_share``): a half for a useless detector, almost none for a good one,
+    # whose outputs do identify the shares (and whose interval the mixture would widen).
+    like_labels = np.exp(label_part - label_part.max(axis=1, keepdims=True))
+    share_labels_only = 0.5 * (1 - _signal_share(model.confusion_counts) ** 2)
+
+    def log_like(likelihood: np.ndarray) -> np.ndarray:
+        """(..., P, G) log-likelihood of each prompt's data at each grid point; ``likelihood``
+        is (..., 3, outputs)."""
+        log_mix = np.log(np.maximum(np.einsum("gc,...co->...go", grid, likelihood), 1e-300))
+        return np.einsum("po,...go->...pg", unlabelled_counts, log_mix) + label_part
+
+    point = log_like(model.likelihood)
+    like = np.exp(point - point.max(axis=1, keepdims=True))  # (P, G), for the prior's fit
+    n_grid = grid.shape[0]
+    q_step, r_step = 1.0 / (_GRID - 1), 1.0 / (_REST_GRID - 1)
+
+    def draw(
+        rng: np.random.Generator, b: int, prompts: np.ndarray, outputs: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        confusion = rng.gamma(np.broadcast_to(model.confusion_counts, (b, *model.confusion_counts.shape)))
+        confusion /= confusion.sum(axis=2, keepdims=True)  # (b, 3, outputs)
+        labels_only = rng.random(b) < share_labels_only
+        resample = rng.multinomial(n_prompts, np.full(n_prompts, 1 / n_prompts), size=min(b, _HYPER // 2))
+        pick_fit = rng.integers(resample.shape[0], size=b)
+        prior = _grid_npmle(like, resample.astype(float))[pick_fit]
+        if labels_only.any():
+            prior[labels_only] = _grid_npmle(like_labels, resample.astype(float))[pick_fit[labels_only]]
+        # With a few labels a prompt the grid prior is spiky and its shape a guess: half the
+        # replicates use a smooth prior instead, independent betas on the male share among
+        # clear images and the rest share with the grid prior's means and variances (as the
+        # human-only world does), so that the interval spans both guesses.
+        smooth = rng.random(b) < 0.5
+        if smooth.any():
+            prior[smooth] = _beta_grid(prior[smooth], q, r, q_step, r_step)
+        prior = (1 - _FLAT) * prior + _FLAT / n_grid  # (b, G)
+        logs = log_like(confusion)  # (b, P, G)
+        logs[labels_only] = label_part
+        post = np.exp(logs - logs.max(axis=2, keepdims=True)) * prior[:, None, :]
+        post /= post.sum(axis=2, keepdims=True)
+        pick = np.minimum((rng.random((b, n_prompts, 1)) > post.cumsum(axis=2)).sum(axis=2), n_grid - 1)
+        # A grid point, jittered within its cell (edges stay exact: all-male prompts exist).
+        q_b = q[pick] + np.where((q[pick] > 0) & (q[pick] < 1), (rng.random(pick.shape) - 0.5) * q_step, 0.0)
+        r_b = r[pick] + np.where((r[pick] > 0) & (r[pick] < 1), (rng.random(pick.shape) - 0.5) * r_step, 0.0)
+        shares = np.stack([(1 - r_b) * q_b, (1 - r_b) * (1 - q_b), r_b], axis=2)  # (b, P, 3)
+        joint = confusion.transpose(0, 2, 1)[:, None, :, :] * shares[:, :, None, :]  # (b, P, O, 3)
+        total = joint.sum(axis=3, keepdims=True)
+        post_class = np.where(total > 0, joint / np.where(total > 0, total, 1.0), 1 / 3)[:, prompts, outputs]
+        return post_class[:, :, 0], post_class[:, :, 0] + post_class[:, :, 1]
+
+    return draw
+
+
+def human_world(data: StudyData) -> Any:
+    """Pseudo-populations from the human labels alone, for the human-only interval (which must
+    not borrow the detector's information). Each prompt's rest share gets a beta prior fitted
+    by the method of moments; its male share among clear images, in half the replicates, a
+    discrete prior on a grid of 21 values fitted by nonparametric maximum likelihood (EM) -- it
+    can put mass exactly on all-male, all-female and balanced prompts, the mix the paper finds,
+    which a beta cannot --, in the other half a beta by the method of moments (with 2 labels a
+    prompt only two moments are identified, and the grid prior is spiky); all are updated with
+    the prompt's own counts. Priors are re-fitted in every replicate on a
+    bootstrap sample of the prompts, so that their uncertainty -- the dominant one when labels
+    are few -- is carried into the interval. Counts are weighted 1/π and rescaled to Kish's
+    effective number of labels."""
+    lab = data.labelled
+    known = human_classes(data.y)
+    weight = np.zeros(data.codes.size)
+    weight[lab] = 1.0 / data.pi_at[lab]
+    raw = class_counts(data, known, weight[lab])
+    # Kish's effective number of labels, (Σ w)² / Σ w²: unequal weights carry less information.
+    total = raw.sum(axis=1)
+    square = np.bincount(data.codes[lab], weights=weight[lab] ** 2, minlength=data.n_prompts)
+    n_eff = np.where(square > 0, total**2 / np.where(square > 0, square, 1.0), 0.0)
+    counts = np.where(total[:, None] > 0, raw * (n_eff / np.where(total > 0, total, 1.0))[:, None], 0.0)
+    k_m, k_f, k_r = counts[:, 0], counts[:, 1], counts[:, 2]
+    clear = k_m + k_f
+    n_prompts = data.n_prompts
+    labelled_counts = class_counts(data, known)
+
+    grid = np.linspace(0.0, 1.0, _GRID)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_like = np.where(k_m[:, None] > 0, k_m[:, None] * np.log(grid[None, :]), 0.0) + np.where(
+            k_f[:, None] > 0, k_f[:, None] * np.log1p(-grid[None, :]), 0.0
+        )
+    like = np.exp(log_like - log_like.max(axis=1, keepdims=True))  # (P, G), rows scaled
+
+    def draw(
+        rng: np.random.Generator, b: int, prompts: np.ndarray, outputs: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        resample = rng.multinomial(n_prompts, np.full(n_prompts, 1 / n_prompts), size=b).astype(float)
+        a_r, b_r = _beta_moments(resample, k_r, k_r + clear)
+        rest = rng.beta(a_r[:, None] + k_r, b_r[:, None] + clear)
+        # The grid prior is the costly fit: _HYPER fits per chunk, shared out among its replicates.
+        fits = min(b, _HYPER)
+        prior = _grid_npmle(like, resample[:fits])[rng.integers(fits, size=b)]  # (b, G)
+        # A defensive share of flat prior: with ~2 labels a prompt the NPMLE is spiky and would
+        # make the posteriors overconfident.
+        prior = (1 - _FLAT) * prior + _FLAT / _GRID
+        post = prior[:, None, :] * like[None, :, :]
+        post /= post.sum(axis=2, keepdims=True)
+        pick = (rng.random((b, n_prompts, 1)) > post.cumsum(axis=2)).sum(axis=2)
+        # A grid point, jittered within its cell so shares are not all multiples of 1/20.
+        jitter = (rng.random((b, n_prompts)) - 0.5) / (_GRID - 1)
+        at_edge = (pick == 0) | (pick == _GRID - 1)
+        male = np.where(
+            at_edge,
+            grid[np.minimum(pick, _GRID - 1)],
+            np.clip(grid[np.minimum(pick, _GRID - 1)] + jitter, 0, 1),
+        )
+        # With ~2 labels a prompt only two moments of the male share are identified and the
+        # prior's shape is a guess: half the replicates use a beta prior (moments) instead,
+        # so that the interval spans both guesses.
+        a_m, b_m = _beta_moments(resample, k_m, clear)
+        smooth = rng.beta(a_m[:, None] + k_m, b_m[:, None] + k_f)
+        male = np.where(rng.random((b, 1)) < 0.5, male, smooth)
+        shares = np.stack([(1 - rest) * male, (1 - rest) * (1 - male), rest], axis=2)
+        # These are the shares of all the prompt's images; the unlabelled ones are what is left
+        # after the labelled ones (which an unequal-probability design did not pick at random).
+        left = np.maximum(shares * data.n_per_prompt[None, :, None] - labelled_counts[None], 0.0)
+        left_total = left.sum(axis=2, keepdims=True)
+        left = np.where(left_total > 0, left / np.where(left_total > 0, left_total, 1.0), shares)
+        return left[:, prompts, 0], (left[:, :, 0] + left[:, :, 1])[:, prompts]
+
+    return draw
+
+
+def _signal_share(counts: np.ndarray) -> float:
+    """κ = max(0, 1 - df / X²) for the class x output table ``counts``: X² is Pearson's
+    statistic of independence and df = (rows - 1)(columns - 1) its expectation under
+    independence, so κ is the James-Stein share of the rows' differences that is signal -- about
+    0 for a detector independent of the truth, near 1 for a good one."""
+    counts = counts[counts.sum(axis=1) > 0][:, counts.sum(axis=0) > 0]
+    if counts.shape[0] < 2 or counts.shape[1] < 2:
+        return 0.0
+    expected = counts.sum(axis=1, keepdims=True) * counts.sum(axis=0, keepdims=True) / counts.sum()
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    df = (counts.shape[0] - 1) * (counts.shape[1] - 1)
+    return max(0.0, 1.0 - df / chi2) if chi2 > 0 else 0.0
+
+
+def _beta_grid(prior: np.ndarray, q: np.ndarray, r: np.ndarray, q_step: float, r_step: float) -> np.ndarray:
+    """(b, G) priors on the (q, r) grid: a product of two betas with the means and variances of
+    q and r under each row of ``prior``, evaluated at the grid points (edges moved a quarter
+    step inwards, where a beta density may be infinite) and normalised."""
+    out = np.ones_like(prior)
+    for values, step in ((q, q_step), (r, r_step)):
+        mean = np.clip(prior @ values, 1e-3, 1 - 1e-3)
+        var = prior @ values**2 - mean**2
+        size = np.clip(
+            np.where(var > 0, mean * (1 - mean) / np.maximum(var, 1e-12) - 1, 1000.0), 0.05, 1000.0
+        )
+        a, b = (mean * size)[:, None], ((1 - mean) * size)[:, None]
+        at = np.clip(values, step / 4, 1 - step / 4)[None, :]
+        log_density = (a - 1) * np.log(at) + (b - 1) * np.log1p(-at)
+        out *= np.exp(log_density - log_density.max(axis=1, keepdims=True))
+    return out / out.sum(axis=1, keepdims=True)
+
+
+def _grid_npmle(like: np.ndarray, weights: np.ndarray, iterations: int = 60) -> np.ndarray:
+    """Prior weights on the grid maximising Π_p Σ_g w_g like[p, g] (EM), one fit per row of
+    prompt ``weights`` (a bootstrap sample of prompts): (b, G)."""
+    n_grid = like.shape[1]
+    prior = np.full((weights.shape[0], n_grid), 1.0 / n_grid)
+    total = weights.sum(axis=1, keepdims=True)
+    like_t = np.ascontiguousarray(like.T)
+    # A step: the posterior of prompt p on grid point g is prior[b, g] like[p, g] / norm[b, p],
+    # norm = prior likeᵀ; its weighted sum over prompts is prior[b, g] ((weights / norm) like)[b, g].
+    # Two matrix products a step, not a (resamples, prompts, grid) array.
+    ratio = np.zeros_like(weights, dtype=float)
+    for _ in range(iterations):
+        norm = prior @ like_t
+        # A prompt with many labels has a sharp likelihood; where the prior has left its grid
+        # points (a resample without it), its posterior is 0 and must stay 0, not 0/0 = NaN.
+        ratio = np.divide(weights, norm, out=ratio, where=norm > 0)
+        ratio[norm <= 0] = 0.0
+        prior = prior * (ratio @ like) / total
+        prior /= np.maximum(prior.sum(axis=1, keepdims=True), 1e-300)
+    return prior
+
+
+def _beta_moments(
+    weights: np.ndarray, successes: np.ndarray, trials: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Beta(a, b) whose first two moments match those of the share q behind the counts, one fit
+    per row of prompt ``weights`` (a bootstrap sample of prompts). Each prompt with at least two
+    (effective) trials gives unbiased k/n for E q and k(k - 1)/(n(n - 1)) for E q², averaged
+    with the same weight per prompt (each prompt is one draw of q). a + b is kept in
+    [0.05, 1000]; without such prompts the prior is Beta(1, 1)."""
+    two = trials >= 2
+    safe = np.where(two, trials, 2.0)
+    first = np.where(two, successes / safe, 0.0)
+    second = np.where(two, successes * (successes - 1) / (safe * (safe - 1)), 0.0)
+    used = weights @ two.astype(float)
+    ok = used > 0
+    mean = np.clip((weights @ first) / np.where(ok, used, 1.0), 1e-3, 1 - 1e-3)
+    var = (weights @ second) / np.where(ok, used, 1.0) - mean**2
+    size = np.where(var > 0, mean * (1 - mean) / np.where(var > 0, var, 1.0) - 1, 1000.0)
+    size = np.where(ok, np.clip(size, 0.05, 1000.0), 2.0)
+    mean = np.where(ok, mean, 0.5)
+    return mean * size, (1 - mean) * size
+
+
+# ---------------------------------------------------------------------------------------------
+# A design bootstrap, the cross-check of the delta method
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BootstrapIntervals:
+    """Percentile intervals from ``n_resamples`` replicates of the sampling design."""
+
+    model_bias_score: Interval | None
+    prompts: Mapping[Hashable, Interval | None]
+    n_resamples: int
+
+
+def bootstrap_model_bias(
+    prompt_ids: PromptIds,
+    f: Vectors,
+    y: Vectors,
+    xi: RoundArrays,
+    pi: RoundArrays,
+    *,
+    round_weights: Sequence[float] | None = None,
+    n_resamples: int = 2000,
+    seed: Seed = 0,
+    level: float = 0.95,
+) -> BootstrapIntervals:
+    """Percentile intervals of the prompt scores and the model score by a generalised bootstrap
+    of the Bernoulli design: each labelled image's term is multiplied by
+    a_i = 1 + sqrt(1 - π_i)(E_i - 1), E_i ~ Exp(1) (mean 1, variance 1 - π_i, never negative),
+    so the replicates' covariance of μ̂ is exactly the estimate (2). A cross-check of the delta
+    method where scores are far from 0; near 0 it shares the plug-in's upward bias."""
+    data = prepare(prompt_ids, f, y, xi, pi, round_weights)
+    if data.n_prompts == 0 or n_resamples <= 0:
+        return BootstrapIntervals(None, {}, max(n_resamples, 0))
+    mu, _ = aipw_shares(data, data.f)
+    lab = np.flatnonzero(data.labelled)
+    rng = np.random.default_rng(seed)
+    r = data.y[lab] - data.f[lab]
+    w_at = data.weights[data.round_of[lab]]
+    scale = np.sqrt(1 - data.pi_at[lab]) * w_at / data.pi_at[lab]
+    mult = scale[None, :] * (rng.exponential(size=(n_resamples, lab.size)) - 1.0)
+    onehot = np.zeros((lab.size, data.n_prompts))
+    onehot[np.arange(lab.size), data.codes[lab]] = 1.0 / data.n_per_prompt[data.codes[lab]]
+    male = mu[:, 0][None, :] + (mult * r[:, 0]) @ onehot
+    female = mu[:, 1][None, :] + (mult * r[:, 1]) @ onehot
+    d = ratio_scores(male, female)
+    tail = (1 - level) / 2 * 100
+    prompts: dict[Hashable, Interval | None] = {}
+    for p, key in enumerate(data.keys):
+        col = d[:, p][~np.isnan(d[:, p])]
+        prompts[key] = (
+            (float(np.percentile(col, tail)), float(np.percentile(col, 100 - tail))) if col.size else None
+        )
+    model = mean_abs(d)
+    model = model[~np.isnan(model)]
+    model_ci = (
+        (float(np.percentile(model, tail)), float(np.percentile(model, 100 - tail))) if model.size else None
+    )
+    return BootstrapIntervals(model_ci, prompts, n_resamples)

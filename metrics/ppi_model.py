@@ -1,0 +1,202 @@
+"""The covariance model of the detector's errors, E[r rᵀ | detector output, prompt], learned from
+the labels so far: for the active design, the model-based variance and the bootstrap's worlds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from metrics.ppi_shares import (
+    CLASS_VECTORS,
+    OutputCodes,
+    PromptIds,
+    RoundArrays,
+    StudyData,
+    Vectors,
+    class_counts,
+    human_classes,
+    prepare,
+    prompt_codes,
+    sum_by_prompt,
+)
+
+# ---------------------------------------------------------------------------------------------
+# Covariance model: E[r rᵀ | detector output, prompt]
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CovarianceModel:
+    """What the labels so far say about the detector's errors, for the active design and for
+    the model-based variance.
+
+    ``likelihood[c, o]`` = P(detector output ``outputs[o]`` | human class ``CLASSES[c]``),
+    learned from the labelled images (weighted 1/π, so it describes all images, not the
+    sample) and assumed the same for every prompt; ``confusion_counts`` are the same counts in
+    units of labels (plus the smoothing), the parameters of its Dirichlet posterior;
+    ``prompt_shares[p]`` = the prompt's class shares (male, female, rest) by EM; Bayes' rule
+    combines them into P(class | output, prompt). ``output_vectors[o]`` is the detector vector
+    f of each output code and ``sensitivity[p]`` the gradient a_p of the prompt score."""
+
+    outputs: tuple[int, ...]
+    output_vectors: np.ndarray
+    likelihood: np.ndarray
+    confusion_counts: np.ndarray
+    prompt_keys: tuple[Hashable, ...]
+    prompt_shares: np.ndarray
+    sensitivity: np.ndarray
+
+    def output_index(self, detector_outputs: OutputCodes) -> np.ndarray:
+        outs = np.asarray(detector_outputs, dtype=np.int64)
+        table = np.asarray(self.outputs, dtype=np.int64)
+        index = np.searchsorted(table, outs)
+        index = np.minimum(index, len(table) - 1)
+        if outs.size and not (table[index] == outs).all():
+            raise ValueError("Detector output codes the covariance model has not seen.")
+        return index
+
+    def prompt_index(self, prompt_ids: PromptIds) -> np.ndarray:
+        lookup = {k: i for i, k in enumerate(self.prompt_keys)}
+        keys, codes = prompt_codes(prompt_ids)
+        index = np.array([lookup.get(k, -1) for k in keys], dtype=np.int64)
+        if (index < 0).any():
+            raise ValueError("Prompt ids the covariance model has not seen.")
+        return index[codes] if codes.size else codes
+
+    def posterior(self, prompt_ids: PromptIds, detector_outputs: OutputCodes) -> np.ndarray:
+        """(n, 3) P(human class | detector output, prompt)."""
+        return self._posterior(self.prompt_index(prompt_ids), self.output_index(detector_outputs))
+
+    def second_moments(
+        self,
+        prompt_ids: PromptIds,
+        detector_outputs: OutputCodes,
+        f: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """(n, 2, 2) E[(Y - f)(Y - f)ᵀ | output, prompt]; f defaults to each output's vector."""
+        return self.moments_at(self.prompt_index(prompt_ids), self.output_index(detector_outputs), f)
+
+    def _posterior(self, prompt_index: np.ndarray, output_index: np.ndarray) -> np.ndarray:
+        joint = self.likelihood[:, output_index].T * self.prompt_shares[prompt_index]
+        return joint / joint.sum(axis=1, keepdims=True)
+
+    def moments_at(
+        self, prompt_index: np.ndarray, output_index: np.ndarray, f: np.ndarray | None
+    ) -> np.ndarray:
+        post = self._posterior(prompt_index, output_index)
+        f_arr = self.output_vectors[output_index] if f is None else np.asarray(f, dtype=float)
+        diff = CLASS_VECTORS[None, :, :] - f_arr[:, None, :]  # (n, 3 classes, 2)
+        return np.einsum("nc,nci,ncj->nij", post, diff, diff)
+
+
+def _output_codes(f: np.ndarray) -> np.ndarray:
+    """One code per distinct detector vector (the default outputs: the verdicts)."""
+    if f.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.unique(f, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+
+
+def detector_codes(data: StudyData, detector_outputs: OutputCodes | None) -> np.ndarray:
+    """Each image's detector output code: ``detector_outputs``, else one code per distinct f."""
+    outputs = _output_codes(data.f) if detector_outputs is None else np.asarray(detector_outputs, np.int64)
+    if outputs.shape != (data.codes.size,):
+        raise ValueError("detector_outputs must be one code per image.")
+    return outputs
+
+
+def fit_model(
+    data: StudyData, f: np.ndarray, outputs: np.ndarray, smoothing: float, prior_images: float
+) -> CovarianceModel:
+    """Confusion P(output | class) from the labelled images (weights 1/π, ``smoothing`` labels
+    per cell), then each prompt's class shares by EM over its images: labelled ones count
+    with their known class, the others with P(class | output, shares) -- the maximum-likelihood
+    composition under the model, much steadier than the AIPW shares when labels are few --
+    with ``prior_images`` images' worth of the pooled shares added so none is exactly 0."""
+    table, out_index = np.unique(outputs, return_inverse=True)
+    out_index = out_index.reshape(-1)
+    n_out = table.size
+    vectors = np.zeros((n_out, 2))
+    if n_out:
+        vectors = sum_by_prompt(out_index, f, n_out) / np.bincount(out_index, minlength=n_out)[:, None]
+    counts = np.full((3, max(n_out, 1)), float(smoothing))
+    lab = data.labelled
+    known = human_classes(data.y)
+    pooled = np.full(3, 1 / 3)
+    if lab.any():
+        # Weights 1/π rescaled to a mean of 1: counts in units of labels.
+        weight = (1.0 / data.pi_at[lab]) / (1.0 / data.pi_at[lab]).mean()
+        np.add.at(counts, (known[lab], out_index[lab]), weight)
+        # The pooled class shares, with one label's worth of each class so that none is ruled
+        # out when labels are few.
+        pooled = (np.bincount(known[lab], weights=weight, minlength=3) + 1.0) / (weight.sum() + 3.0)
+    likelihood = counts / counts.sum(axis=1, keepdims=True)
+    shares = _em_shares(data, likelihood, out_index, known, pooled, prior_images)
+    clear = shares[:, 0] + shares[:, 1]
+    sensitivity = np.stack([2 * shares[:, 1], -2 * shares[:, 0]], axis=1) / (clear**2)[:, None]
+    return CovarianceModel(
+        tuple(int(t) for t in table), vectors, likelihood, counts, data.keys, shares, sensitivity
+    )
+
+
+def output_counts(data: StudyData, output_index: np.ndarray, n_out: int) -> np.ndarray:
+    """(P, outputs) unlabelled images per prompt and detector output."""
+    lab = data.labelled
+    cells = data.codes[~lab] * n_out + output_index[~lab]
+    return np.bincount(cells, minlength=data.n_prompts * n_out).reshape(data.n_prompts, n_out)
+
+
+def _em_shares(
+    data: StudyData,
+    likelihood: np.ndarray,
+    output_index: np.ndarray,
+    known: np.ndarray,
+    pooled: np.ndarray,
+    prior_images: float,
+) -> np.ndarray:
+    """(P, 3) class shares per prompt maximising the likelihood of its detector outputs and
+    labels (EM; ``likelihood`` is (3, outputs) P(output | class)). The unlabelled images enter
+    only through their counts per (prompt, output), so each step costs P x outputs."""
+    n_prompts, n_out = data.n_prompts, likelihood.shape[1]
+    fixed = class_counts(data, known)
+    cells = output_counts(data, output_index, n_out)
+    # One step: P(class c | output o, shares of p) = lik[c, o] s[p, c] / Σ_c' lik[c', o] s[p, c'],
+    # summed over the prompt's unlabelled images = s[p, c] Σ_o cells[p, o] lik[c, o] / (s lik)[p, o]:
+    # two small matrix products a step instead of a (prompts, outputs, classes) array (the
+    # steps are many when the detector says little: this loop was half of a small estimate's time).
+    prior = prior_images * pooled[None, :] + fixed
+    total = data.n_per_prompt[:, None] + prior_images
+    cells = cells.astype(float)
+    lik_t = np.ascontiguousarray(likelihood.T)
+    shares = np.repeat(pooled[None, :], n_prompts, axis=0)
+    for _ in range(500):
+        new = (prior + shares * ((cells / (shares @ likelihood)) @ lik_t)) / total
+        if np.abs(new - shares).max() < 1e-7:
+            return new
+        shares = new
+    return shares
+
+
+def fit_covariance_model(
+    prompt_ids: PromptIds,
+    f: Vectors,
+    y: Vectors,
+    xi: RoundArrays,
+    pi: RoundArrays,
+    *,
+    detector_outputs: OutputCodes | None = None,
+    round_weights: Sequence[float] | None = None,
+    smoothing: float = 0.5,
+    prior_images: float = 0.1,
+) -> CovarianceModel:
+    """Learn ``CovarianceModel`` from the labelled images of the rounds so far (arguments as for
+    ``estimate_model_bias``). ``detector_outputs`` are integer codes of what the detector said
+    -- e.g. verdict x confidence bin -- and default to one code per distinct f (the verdict).
+    Needs at least one labelled image: draw the first round ``uniform``."""
+    data = prepare(prompt_ids, f, y, xi, pi, round_weights)
+    if not data.labelled.any():
+        raise ValueError("No labelled image to learn from: draw the first round uniformly.")
+    outputs = detector_codes(data, detector_outputs)
+    return fit_model(data, data.f, outputs, smoothing, prior_images)

@@ -1,0 +1,120 @@
+"""Power tuning (PPI++): the detector's cross-fitted weight λ in the prediction-powered estimate."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from metrics.ppi_model import CovarianceModel, detector_codes, fit_model
+from metrics.ppi_shares import (
+    OutputCodes,
+    PromptIds,
+    RoundArrays,
+    StudyData,
+    Vectors,
+    prepare,
+)
+
+#: Folds of the images for cross-fitting the detector's weight λ.
+POWER_FOLDS = 5
+
+
+# ---------------------------------------------------------------------------------------------
+# Power tuning (PPI++)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PowerTuning:
+    """The detector's weight λ (PPI++, Angelopoulos, Duchi & Zrnic 2023), cross-fitted.
+
+    The estimator of the shares becomes μ̂_p(λ) = (1/N_p) Σ_i [λ f_i + c_i ξ_i (Y_i - λ f_i)]:
+    unbiased for every fixed λ (λ = 0 is Horvitz-Thompson on the labels alone, λ = 1 the
+    untuned estimator). Its delta-method variance for the model score is a quadratic in λ,
+    V(λ) = Σ_i v_i (g_i·(Y_i - λ f_i))² (v_i = (1 - π_i)/π_i² with one round, g_i the gradient
+    of the image's prompt score over P N_p), minimised at λ* = Σ v (g·Y)(g·f) / Σ v (g·f)²,
+    clipped to [0, 1]. Choosing λ on the same labels it is applied to would let it chase the
+    sample's noise, so the images are split into ``folds`` fixed in advance (by position) and
+    each fold's images get the λ fitted on the labels of the other folds: given those, the
+    fold's terms are still unbiased, so the interval needs no correction for the choice.
+
+    ``per_image`` is the λ applied to each image, ``value`` the mean over folds (what is
+    reported), ``effective_labels`` = labels x V(0) / V(λ) with V the larger of the
+    Horvitz-Thompson and the model-based variance estimates (labels alone would need that
+    many labels for the same variance)."""
+
+    per_image: np.ndarray
+    value: float
+    effective_labels: float
+
+
+def cross_fit_power(
+    data: StudyData, model: CovarianceModel, output_index: np.ndarray, folds: int
+) -> PowerTuning:
+    n_labels = int(data.labelled.sum())
+    n = data.codes.size
+    folds = max(folds, 1)
+    lab = data.labelled
+    v = data.var_coef
+    fold = np.arange(n) % folds
+    outputs = output_index
+
+    def gradient(fitted: CovarianceModel) -> np.ndarray:
+        # Gradient of each prompt's score from the model's (EM) shares, over N_p: steadier than
+        # the AIPW shares' with a few labels a prompt; 0 for a prompt with no clear image.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            grad = np.nan_to_num(fitted.sensitivity, nan=0.0, posinf=0.0, neginf=0.0)
+        return grad[data.codes] / data.n_per_prompt[data.codes, None]  # (n, 2)
+
+    lambdas = np.ones(folds)
+    for k in range(folds):
+        train = lab & (fold != k) if folds > 1 else lab
+        if not train.any():
+            continue
+        # Everything λ_k rests on -- the gradient's shares too -- comes from the other folds.
+        fitted = fit_model(replace(data, labelled=train), data.f, outputs, 0.5, 0.1) if folds > 1 else model
+        g_k = gradient(fitted)[train]
+        gy = np.einsum("ij,ij->i", g_k, data.y[train])
+        gf = np.einsum("ij,ij->i", g_k, data.f[train])
+        den = float((v[train] * gf**2).sum())
+        if den > 0:
+            lambdas[k] = min(1.0, max(0.0, float((v[train] * gy * gf).sum()) / den))
+    per_image = lambdas[fold]
+    g = gradient(model)
+    gy = np.where(lab, np.einsum("ij,ij->i", g, np.nan_to_num(data.y)), 0.0)
+    gf = np.einsum("ij,ij->i", g, data.f)
+
+    def variance(lam: np.ndarray) -> float:
+        resid = gy - lam * gf
+        ht = float((v * resid**2)[lab].sum())
+        moments = model.moments_at(data.codes, output_index, lam[:, None] * data.f)
+        modelled = float((data.design_var * np.einsum("ni,nij,nj->n", g, moments, g)).sum())
+        return max(ht, modelled)
+
+    v_now, v_labels = variance(per_image), variance(np.zeros(n))
+    # Census (every variance 0): the labels are all there is, λ or not.
+    effective = n_labels * v_labels / v_now if v_now > 0 else float(n_labels)
+    return PowerTuning(per_image, float(lambdas.mean()), float(effective))
+
+
+def tune_power(
+    prompt_ids: PromptIds,
+    f: Vectors,
+    y: Vectors,
+    xi: RoundArrays,
+    pi: RoundArrays,
+    *,
+    detector_outputs: OutputCodes | None = None,
+    round_weights: Sequence[float] | None = None,
+    folds: int = POWER_FOLDS,
+) -> PowerTuning:
+    """The cross-fitted λ that ``estimate_model_bias`` uses (arguments as there). Needs at least
+    one labelled image."""
+    data = prepare(prompt_ids, f, y, xi, pi, round_weights)
+    if not data.labelled.any():
+        raise ValueError("No labelled image to tune the detector's weight on.")
+    outputs = detector_codes(data, detector_outputs)
+    model = fit_model(data, data.f, outputs, 0.5, 0.1)
+    return cross_fit_power(data, model, np.unique(outputs, return_inverse=True)[1].reshape(-1), folds)
