@@ -19,7 +19,7 @@ from studies.ingest import (
     study_for_import,
 )
 from studies.progress import StageProgress, command_stream
-from studies.removal import items_restore
+from studies.restore import items_restore
 
 
 class Command(BaseCommand):
