@@ -15,6 +15,7 @@ import math
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -77,11 +78,12 @@ class WorkerHost:
         self.pool = ThreadPoolExecutor(max_workers=DECODE_THREADS, thread_name_prefix="prepare")
 
     def where(self) -> dict[str, Any]:
+        # Inside a Ray worker Ray is loaded already; outside one (the tests call the host directly)
+        # there are no Ray GPUs, and importing Ray for that would cost seconds.
+        ray = sys.modules.get("ray")
         try:
-            import ray
-
-            gpus = [str(g) for g in ray.get_gpu_ids()]
-        except Exception:  # outside a Ray worker (the tests call the host directly)
+            gpus = [str(g) for g in ray.get_gpu_ids()] if ray is not None else []
+        except Exception:  # Ray imported but not initialised in this process
             gpus = []
         return {"host": socket.gethostname(), "pid": os.getpid(), "gpus": gpus}
 
