@@ -8,9 +8,10 @@ There is one claim path, ``_seats_take``: given candidate items with their seats
 free the abandoned seats (reserved, never labelled, past their expiry), then one INSERT …
 ON CONFLICT DO NOTHING RETURNING on the lowest free slot of each; a slot lost to a concurrent
 claim falls back to ``seat_try_claim``, which re-reads the item's slots and tries the next one
-inside a savepoint. It behaves the same on SQLite and PostgreSQL. The candidates come from the
-key press's probe (``_queue_probe``: one statement with the progress counts) or, when the probe
-found too few, from the full search (``_seats_search``). On PostgreSQL claimers first skip items
+inside a savepoint, only above every seat already won (never back to a lower item). It behaves
+the same on SQLite and PostgreSQL. The candidates come from the key press's probe
+(``_queue_probe``: one statement with the progress counts) or, when the probe found too few,
+from the full search (``_seats_search``). On PostgreSQL claimers first skip items
 other claimers hold (SKIP LOCKED), and every transaction claims in ascending item id, so
 concurrent claims neither queue behind each other nor deadlock. tests/annotate/test_concurrency.py
 proves it with threads on PostgreSQL.
@@ -178,16 +179,25 @@ def _seats_take(
                 _abandoned_free(batch[0].item_id, now)
             cursor.execute(*rows.seats_claim(batch))
             won |= {item_id for (item_id,) in cursor.fetchall()}
+    # A lost seat is tried again on the item's other slots only above every seat already won:
+    # going back to a lower item would wait on rows in the other order from other claimers
+    # (a deadlock). The one skipped stays claimable for the next key press.
+    top = max(won, default=0)
     for seat in chosen:
-        if seat.item_id not in won and seat_try_claim(
-            item=Item(pk=seat.item_id),
-            annotator=annotator,
-            n=n,
-            now=now,
-            expires_at=expires_at,
-            completed=False,
+        if (
+            seat.item_id not in won
+            and seat.item_id > top
+            and seat_try_claim(
+                item=Item(pk=seat.item_id),
+                annotator=annotator,
+                n=n,
+                now=now,
+                expires_at=expires_at,
+                completed=False,
+            )
         ):
             won.add(seat.item_id)
+            top = seat.item_id
     return len(won), last
 
 

@@ -25,7 +25,7 @@ from annotate.models import (
     Label,
     LabelRevision,
 )
-from annotate.services import locks
+from annotate.services import claims, locks
 from tests.annotate.gender import (
     final_set,
     label_import,
@@ -80,6 +80,32 @@ def test_second_annotator_gets_the_same_image_on_the_next_slot(study, annotator_
     seat_b = services.assignment_queue(study=study, annotator=annotator_b, size=1)[0]
     assert seat_b.item == images[0]
     assert seat_b.slot == 1
+
+
+def test_a_seat_lost_to_a_concurrent_claim_is_not_taken_again_below_a_seat_won(
+    study, annotator_a, annotator_b, make_items
+):
+    """Going back to a lower item after winning a higher one would wait on rows in the other
+    order from other claimers: a deadlock on PostgreSQL. The lower item stays claimable."""
+    low, high = make_items(2)
+    services.assignment_queue(study=study, annotator=annotator_b, size=1)  # takes low's slot 0
+    now = timezone.now()
+    stale = {low.pk: [], high.pk: []}  # read before annotator_b's claim
+    won, _last = claims._seats_take(study=study, annotator=annotator_a, candidates=stale, need=2, now=now)
+    assert won == 1
+    assert list(Assignment.objects.filter(annotator=annotator_a).values_list("item", flat=True)) == [high.pk]
+    seats = services.assignment_queue(study=study, annotator=annotator_a, size=2)
+    assert {(seat.item_id, seat.slot) for seat in seats} == {(low.pk, 1), (high.pk, 0)}
+
+
+def test_a_seat_lost_with_nothing_won_takes_the_next_slot(study, annotator_a, annotator_b, make_items):
+    (item,) = make_items(1)
+    services.assignment_queue(study=study, annotator=annotator_b, size=1)
+    won, _last = claims._seats_take(
+        study=study, annotator=annotator_a, candidates={item.pk: []}, need=1, now=timezone.now()
+    )
+    assert won == 1
+    assert Assignment.objects.get(annotator=annotator_a).slot == 1
 
 
 def test_same_annotator_never_gets_an_image_twice(study, annotator_a, make_items):
