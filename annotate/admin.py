@@ -1,13 +1,5 @@
 """Admin for studies, questions, prompts, items, labels and final labels; zip upload and
-ground-truth export.
-
-The core's tables (studies) are registered here too: the admin is where people, imports and
-exports meet, and this app may use both the core and the label services. Labels, final labels
-and their revisions are read-only here: they change only through ``annotate.services`` (which
-keep the history); the one admin write on them is the item action "Set final label", which
-goes through ``services.final_label_set``. Items come in through the zip upload (or
-``import_images``), never through an add form.
-"""
+ground-truth export. Labels are read-only here: they change only through ``annotate.services``."""
 
 from __future__ import annotations
 

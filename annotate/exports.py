@@ -1,9 +1,5 @@
-"""A study's ground truth out as a file: one row per (item, question) of the study (unlabelled
-items included), columns ``item, question, image, [input_image, output_image,] t2i_model,
-category, word, prompt, seed, annotator_1, label_1, reason_1, …, annotator_N, label_N, reason_N,
-final_label, resolved_by, note``. ``image`` is the item's first image (its import path); pairs
-also name their seed and edit. Used by ``export_ground_truth``, the admin and the API; read back
-by ``annotate.imports``."""
+"""A study's ground truth as a file, one row per (item, question); the columns are documented in
+docs/reference. Used by ``export_ground_truth``, the admin and the API."""
 
 from __future__ import annotations
 
@@ -133,24 +129,14 @@ def ground_truth_rows_stream(
 
 
 def ground_truth_rows(*, study: Study) -> list[dict[str, Any]]:
-    """One ordered dict of the export columns per (item, question) the study asks, by item id
-    then question order.
-
-    ``seed`` is an int or None; missing annotators and an answer without final label give "".
-    The number of annotator columns is the larger of the study's N and the most labels any
-    answer has. (All in memory: for a large study, ``ground_truth_rows_stream``.)
-    """
+    """The export's rows (ordered dicts) by item then question, in memory; one annotator column
+    group per label, at least N."""
     return list(ground_truth_rows_stream(study=study))
 
 
 def ground_truth_export(*, study: Study, fmt: str) -> str:
-    """The study's ground truth as CSV text or a JSON document.
-
-    JSON: ``{"study": slug, "protocol", "labels": [the first question's values], "questions":
-    [{"key", "text", "values"}], "columns": [...], "rows": [{column: value}]}``. Raises
-    ValueError for an unknown format. (The whole text in memory: the command streams with
-    ``ground_truth_write``.)
-    """
+    """The study's ground truth as CSV text or a JSON document (``study``, ``protocol``,
+    ``labels``, ``questions``, ``columns``, ``rows``). ValueError for an unknown format."""
     buffer = io.StringIO()
     ground_truth_write(study=study, fmt=fmt, out=buffer)
     return buffer.getvalue()

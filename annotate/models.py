@@ -1,11 +1,5 @@
-"""Tables of the human side of a study: seats on items, labels and final answers per question.
-
-Human labels (``Label``) and model output (``detectors.Prediction``) live in separate tables.
-A label answers one question about one item; agreement, final labels, disputes and history
-are per (item, question). Seats are per item: an annotator answers every question an item
-asks on one screen, in one submit. Labels and final labels keep their history in revision
-tables written by the services.
-"""
+"""Tables of the human side: seats on items, labels and final labels per (item, question), and their
+revisions."""
 
 from __future__ import annotations
 

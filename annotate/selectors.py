@@ -1,12 +1,5 @@
-"""Reads of the human side: item states, dispute queue, progress, details, annotator stats.
-
-States are computed in SQL (annotations, ``Case``, ``Exists``) so lists of thousands of items
-never load labels into Python. An (item, question) is unlabelled, in progress (fewer than N
-annotators), agreed (the study's agreement rule settled it: an agreed final label exists),
-disputed (N annotators and no final label) or resolved (a researcher or an import set its
-final label). An item's state is that of its least advanced question. Writes live in
-``annotate.services``.
-"""
+"""Reads of the human side: item states (computed in SQL), dispute queue, progress, item details,
+annotator stats. States are explained in docs/explanation."""
 
 from __future__ import annotations
 
@@ -56,11 +49,8 @@ DECIDED_SOURCES = (FinalLabelSource.RESOLVED, FinalLabelSource.IMPORTED)
 
 @dataclass(frozen=True)
 class Progress:
-    """Items an annotator has labelled in a study, and items they could still label.
-
-    ``more``: ``remaining`` is a lower bound — the claimable items were counted only up to
-    ``annotate.sql.PROGRESS_COUNT_CAP`` (shown as "1000+"), so the count costs the same in a
-    study of any size."""
+    """Items an annotator labelled in a study and could still label; ``more``: ``remaining`` was
+    capped at ``annotate.sql.PROGRESS_COUNT_CAP``."""
 
     done: int
     remaining: int
@@ -73,12 +63,7 @@ class Progress:
 
 @dataclass(frozen=True)
 class AnnotatorStats:
-    """One annotator's work in a study, for researchers.
-
-    ``median_seconds`` is None when no label has a stored duration; ``agreement_with_final``
-    (fraction 0..1, over every answer with a final label of any source) is None when none of
-    the annotator's answers has a final label yet.
-    """
+    """One annotator's work in a study; None where there is no duration or no final label yet."""
 
     username: str
     labels_done: int
@@ -108,16 +93,8 @@ ItemWithState: TypeAlias = "WithAnnotations[Item, ItemStateFields]"
 
 
 def items_with_state(*, study: Study) -> QuerySet[ItemWithState]:
-    """The study's items annotated with ``state`` (an ``ItemState`` value), ``n_labels``
-    (annotators who labelled it) and ``n_unsettled`` (questions labelled but without a final
-    label); filter on ``state`` freely, it is SQL.
-
-    Rules, least advanced question first: N annotators and a question still without a final
-    label → disputed; a final label set by a researcher or an import (and nothing unsettled) →
-    resolved; N annotators, every question settled → agreed; some labels → in progress; none →
-    unlabelled. The services keep agreed final labels in step with the labels, so "settled"
-    is "has a final label" whatever the agreement rule.
-    """
+    """The study's items annotated with ``state`` (an ``ItemState``, from the least advanced
+    question), ``n_labels`` and ``n_unsettled``, all in SQL."""
     n = study.labels_per_item
     labels = Label.objects.filter(item=OuterRef("pk"))
     unsettled = Label.objects.filter(item=OuterRef("pk")).exclude(
@@ -274,14 +251,8 @@ def dispute_queue(
 
 
 def annotator_progress(*, study: Study, annotator: User, now: datetime | None = None) -> Progress:
-    """done: items this annotator labelled in the study. remaining: items still needing labels
-    that this annotator could still take — the seats they hold open plus the items they could
-    claim now (an upper bound: other annotators may take some of them first), the claimable
-    ones counted up to ``annotate.sql.PROGRESS_COUNT_CAP`` (``Progress.more`` beyond).
-
-    One query, cheap enough for every key press in a study of any size: the claimable items are
-    counted along the item_queue_work_idx index, and the count stops after the cap.
-    """
+    """(done, remaining) for the annotator: open seats plus claimable items, counted up to
+    ``annotate.sql.PROGRESS_COUNT_CAP`` in one indexed query."""
     sql, params = progress_statement(study=study, annotator=annotator, now=now or timezone.now())
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -327,12 +298,8 @@ def _final_label_dict(final: FinalLabel | FinalLabelRevision, question: Question
 
 
 def item_detail(*, item: Item) -> dict[str, Any]:
-    """Everything a researcher sees about one item: its images by role, its state, and per
-    question the labels with their annotators' names, the final label, and the history of
-    both in time order (oldest first).
-
-    Only for researchers: annotators must never see each other's labels.
-    """
+    """Everything a researcher sees about one item: images by role, state, and per question the
+    labels, final label and their history. Researchers only."""
     study = item.study
     questions = item_questions(item, study_questions(study))
     by_id = {q.pk: q for q in study_questions(study)}
@@ -397,12 +364,8 @@ def item_detail(*, item: Item) -> dict[str, Any]:
 
 
 def annotator_stats(*, study: Study) -> list[AnnotatorStats]:
-    """Per annotator of the study (members and anyone with labels in it), by username: items
-    labelled, median seconds per item (from stored durations) and the fraction of their
-    answers that equal the final answer, over every answer that has a final label — agreed,
-    resolved by a researcher or imported alike. Counting only resolved disputes would measure
-    each annotator on the hardest items alone (and a majority rule's agreed answer can differ
-    from a label too)."""
+    """Per annotator of the study, by username: items labelled, median seconds per item and
+    agreement with every final label (agreed, resolved or imported alike)."""
     final_value = FinalLabel.objects.filter(item=OuterRef("item"), question=OuterRef("question")).values(
         "value"
     )[:1]

@@ -1,14 +1,6 @@
-"""The labeling key press's SQL: its fixed statements, and model instances from their rows.
-
-The key press (``annotate.services``, ``annotate.selectors``) runs a handful of fixed SQL
-statements instead of ORM querysets: building and compiling a queryset costs 0.5-2 ms of CPU,
-more than the database needs to run it. They are all written out here, each built once per
-database vendor. The rows still come back as real model instances — with the same conversions
-the ORM applies (SQLite's datetimes and JSON text, the JSON fields' decoding) — so every caller
-and template sees what it always saw.
-
-The label import's reads are here too (last section), for the same reason at a larger scale.
-"""
+"""The key press's and the label import's SQL, written out once per database vendor, and model
+instances built from their rows with the ORM's own conversions (a queryset's compile costs more CPU
+than the query)."""
 
 from __future__ import annotations
 

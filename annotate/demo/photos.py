@@ -1,11 +1,5 @@
-"""Real photographs that ship inside installed packages, and deterministic variants of them:
-the material of every demo study (``manage.py seed_demo``).
-
-scikit-image's astronaut (Eileen Collins), camera man, coffee, cat and LFW face subset, and
-matplotlib's Grace Hopper: nothing is downloaded and no image file is committed. ``Look`` is a
-deterministic change (crop, mirror, colour, light), so the same build gives the same JPEG bytes
-and a re-run of the demo imports nothing twice.
-"""
+"""Real photographs shipped inside installed packages (scikit-image, matplotlib) and deterministic
+variants of them: the demo studies' material."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""What every protocol's demo study shares (``manage.py seed_demo``): the demo annotators, a demo
-study defined once, the demo annotators' answers seeded where they have none yet, and the
-``ProtocolDemo`` contract a protocol's demo fulfils.
-
-A protocol's demo lives in its package (``protocols/<name>/demo.py``: its images, their metadata,
-the demo answers, shipped demo predictions) and its spec names it (``ProtocolSpec.demo``, a
-dotted path read lazily); ``seed_demo`` makes the users, then for each registered demo defines
-the study, imports its images, and lets it seed its labels and run its steps — never naming a
-protocol itself.
-"""
+"""What every protocol's demo shares (``seed_demo``): the demo users, the demo study, seeded
+answers, and the ``ProtocolDemo`` contract a protocol's ``demo.py`` fulfils."""
 
 from __future__ import annotations
 
@@ -46,11 +38,8 @@ class Step(Protocol):
 
 
 class ProtocolDemo:
-    """A protocol's demo study. ``define`` makes the study (once: a re-run changes nothing),
-    ``folder_write`` builds its images and manifest in a folder (returns the manifest),
-    ``seed`` writes the demo annotators' answers and runs the steps after the import (returns
-    the labels written now), ``detectors`` runs the offline detectors and what follows them
-    (``seed_demo --run-detectors``; returns the labels written)."""
+    """A protocol's demo: ``define`` the study (idempotent), ``folder_write`` its images and
+    manifest, ``seed`` its answers and steps, ``detectors`` for ``--run-detectors``."""
 
     slug: ClassVar[str]
     protocol: ClassVar[str]

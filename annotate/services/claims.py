@@ -56,11 +56,8 @@ def free_slot(seats: list[SeatRow], n: int, now: datetime) -> tuple[int | None, 
 
 
 def _abandoned_free(item_id: int, now: datetime) -> None:
-    """Delete the item's abandoned seats: they return to the pool.
-
-    The DELETE's WHERE clause is re-checked after any row lock wait on PostgreSQL, so a seat
-    whose owner is completing it at this moment is left alone (its slot then stays taken and
-    the insert on it fails, which the caller handles)."""
+    """Delete the item's abandoned seats (a seat being completed right now is left alone:
+    PostgreSQL re-checks the WHERE after a lock wait)."""
     Assignment.objects.filter(item_id=item_id, completed_at__isnull=True, expires_at__lte=now).delete()
 
 
@@ -73,12 +70,8 @@ def seat_try_claim(
     expires_at: datetime,
     completed: bool,
 ) -> Assignment | None:
-    """Insert a seat on the lowest free slot, each attempt inside a savepoint; None when the
-    item has no free slot left (or the annotator already holds one on it).
-
-    Losing a slot to a concurrent claim (IntegrityError) re-reads the taken slots and tries
-    the next one: giving up on the first conflict would leave items short of N annotators.
-    """
+    """Insert a seat on the lowest free slot, retrying the next slot inside a savepoint after a
+    lost race; None when no slot is left or the annotator already holds one."""
     for _attempt in range(n):
         seats = list(Assignment.objects.filter(item=item).values_list("slot", "completed_at", "expires_at"))
         slot, abandoned = free_slot(seats, n, now)
@@ -144,12 +137,9 @@ def _seats_take(
     need: int,
     now: datetime,
 ) -> tuple[int, int]:
-    """Claim seats on up to ``need`` of ``candidates`` (item id → its seats as read a moment
-    ago, ascending ids): (how many seats were won, the last item id considered).
-
-    Abandoned seats are freed first, then one INSERT … ON CONFLICT DO NOTHING RETURNING for all
-    the chosen slots. A slot lost to a concurrent claim falls back to ``seat_try_claim`` (the
-    item's other slots) — so contended last seats are still all handed out."""
+    """Claim seats on up to ``need`` of ``candidates`` (item id → its seats, ascending): one
+    INSERT … ON CONFLICT DO NOTHING for all, then ``seat_try_claim`` for lost ones. Returns
+    (seats won, last item id considered)."""
     n = study.labels_per_item
     expires_at = now + timedelta(seconds=study.claim_timeout_seconds)
     chosen: list[Assignment] = []
@@ -239,16 +229,9 @@ def _claim_candidates(
     queue: int = 1,
     probed_empty: bool = False,
 ) -> dict[int, list[SeatRow]]:
-    """The next items after ``after_id``, by id, the annotator may try to claim a seat on,
-    with their seats.
-
-    On PostgreSQL, first the items nobody else is claiming or labelling at this moment
-    (row locks, SKIP LOCKED): 20 annotators asking at once spread over the next items instead
-    of queueing behind each other on the same one. Only if that finds too few, the locked ones
-    too (the claim then waits for the other transaction and takes the slot left over): an
-    annotator must never be told "no work left" just because someone else was busy with the
-    last items. On SQLite there is no lock clause; its writes are serial anyway.
-    """
+    """The next claimable items after ``after_id`` with their seats. On PostgreSQL first those
+    no other transaction holds (SKIP LOCKED), then, if too few, held ones too, so nobody is told
+    "no work left" while seats remain."""
 
     def query(*, limit: int, skip_locked: bool) -> list[int]:
         return _claimable_ids(
@@ -288,15 +271,8 @@ def _seats_search(
     after: tuple[int, int] | None = None,
     probed_empty: int | None = None,
 ) -> int:
-    """Claim seats on up to ``need`` more items, searching every queue level and taking items
-    other claimers hold too; how many seats were won.
-
-    Claims go in strictly ascending item id within the transaction (a cursor, never back),
-    abandoned-seat deletes included: two claimers then never wait for each other's rows in a
-    cycle, so no deadlock. When a round's candidates yield too few seats (lost to concurrent
-    claims), the next round looks further on — an annotator is never left short while
-    claimable seats remain.
-    """
+    """Claim seats on up to ``need`` more items over every queue level, held items included; how
+    many were won. Claims go in ascending (level, item id), so claimers never deadlock."""
     won = 0
     # A sampling round's items first (queue 2), then the others (queue 1): ascending (level, id),
     # one order for every claimer, so still no deadlock. Studies without a round pay nothing.
@@ -349,14 +325,8 @@ def _queue_probe(
 
 
 def _open_seats(*, study: Study, annotator: User, now: datetime) -> list[Assignment]:
-    """The annotator's open seats with their items, prompts and images, in the order they are
-    shown: by claim time, a sampling round's items (queue 2) first among seats claimed
-    together, then by item.
-
-    Sliding expiry: an annotator who keeps asking for work keeps the seats already handed to
-    them (the preloaded items too); an expired seat nobody took is simply theirs again. Only
-    seats past half their time are renewed, so most calls write nothing here.
-    """
+    """The annotator's open seats with items, prompts and images, in showing order. Seats past
+    half their time are renewed (sliding expiry), so most calls write nothing."""
     params: dict[str, int | str] = {
         "user": annotator.pk,
         "study": study.pk,
@@ -404,11 +374,9 @@ def _open_seats(*, study: Study, annotator: User, now: datetime) -> list[Assignm
 def queue_fill(
     *, study: Study, annotator: User, size: int, now: datetime, gold: bool = False
 ) -> tuple[list[Assignment], Progress]:
-    """assignment_queue without the membership check (the caller made it), and the
-    annotator's progress. The usual cost is three statements: the probe (progress, open seats,
-    candidates and their seats), the seat INSERT, the open seats with their items and images.
-    A probe that finds too few items (other claimers hold them, or a round's level ran dry)
-    hands over to ``_seats_search``, which searches every level and takes held items too."""
+    """assignment_queue without the membership check, plus the annotator's progress: usually
+    three statements (probe, seat INSERT, open seats); a short probe hands over to
+    ``_seats_search``."""
     first_level = 2 if study.priority_queue else 1
     progress, open_count, candidates = _queue_probe(
         study=study, annotator=annotator, size=size, now=now, queue=first_level
@@ -447,15 +415,8 @@ def queue_fill(
 def assignment_queue(
     *, study: Study, annotator: User, size: int = 2, now: datetime | None = None, gold: bool = False
 ) -> list[Assignment]:
-    """The annotator's open seats (not labelled yet), topped up to ``size`` by claiming seats on
-    the next items, by id, that have a free seat and that the annotator does not hold.
-
-    The first seat is the item to show; the others are preloaded by the browser. Each seat's
-    item comes with its prompt and images. The annotator's own expired seats are renewed
-    (nobody took them, so they are still theirs); other annotators' expired seats are freed
-    when their item is claimed. [] when the annotator has no work left. ``gold``: the labeling
-    screen's queue, which may also get a seat on a gold item (``annotate.services.gold``; the
-    API's queue never does). Raises NotAssigned if the user is not an annotator of the study.
-    """
+    """The annotator's open seats topped up to ``size`` with seats on the next items by id; the
+    first is shown, the rest preloaded; [] when no work is left. ``gold``: the labeling screen's
+    queue, which may add a gold seat. Raises NotAssigned."""
     locks.require_member(study, annotator)
     return queue_fill(study=study, annotator=annotator, size=size, now=now or timezone.now(), gold=gold)[0]

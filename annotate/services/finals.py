@@ -1,9 +1,5 @@
-"""Final labels: the one answer of an (item, question) that reports count.
-
-Agreed ones follow the labels (``final_label_sync``, on every label write); a researcher's
-decision (``annotate.services.disputes``) or an import (``final_label_set``) fixes one, and
-then its labels can no longer change. Every change appends a revision, so nothing is lost.
-"""
+"""Final labels: agreed ones follow the labels; a researcher's decision or an import fixes one.
+Every change appends a revision."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""Gold items: attention checks served among the ordinary items at the study's gold rate.
-
-A gold item (one with ``studies.GoldAnswer`` rows) is out of the ordinary queue (``queue`` 0).
-An annotator gets a seat on it at most once (``seat_one_per_annotator``), in a slot at or above
-the study's N, so its seats are never the item's N seats; what they answer is a
-``GoldResponse``, never a label, so it never reaches the item's final labels. Only a study
-whose ``gold_rate`` is above 0 hands out gold seats, and only a submit on a queue-0 item looks
-for gold answers: the ordinary key press runs none of this.
-"""
+"""Gold items served among ordinary ones at the study's gold rate: seats in slots at or above N,
+answers stored as ``GoldResponse`` (never labels)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Labels: an annotator's answers to the questions of an item, with their history.
-
-An annotator holds a seat on an item (``annotate.services.claims``) and answers every question
-the item asks in one submit; labels, agreement and final labels are per (item, question). Every
-label write takes the item lock first (``annotate.services.locks``), writes the labels and
-their revisions, then lets the question's agreed final label follow them
-(``annotate.services.finals``).
+"""Labels: an annotator's answers to an item's questions, with their history. Every write takes the
+item lock first (``locks``), writes labels and revisions, then syncs the agreed finals (``finals``).
 """
 
 from __future__ import annotations
@@ -64,11 +59,8 @@ def _labels_write(
     request_id: str,
     now: datetime,
 ) -> list[Label]:
-    """Create or change the annotator's label on each answered question (only those whose
-    answer changed) and append one revision per change. The caller holds the item lock.
-
-    New labels go in with one INSERT and their revisions with another — on PostgreSQL both in
-    one statement (a data-modifying WITH), the key press's usual write."""
+    """Create or change the annotator's label on each answer that changed, one revision per
+    change (caller holds the item lock); on PostgreSQL one statement."""
     created: list[Label] = []
     revisions: list[LabelRevision] = []
     result: list[Label] = []
@@ -144,14 +136,9 @@ def _labels_insert_with_revisions(
 
 
 def _is_repeat(existing: Mapping[int, Label], answers: list[Answer], request_id: str) -> bool:
-    """A double key press or a retried POST, which stores nothing: every answer equal to the
-    stored one; or the request id of an earlier submit or change carrying the answers that
-    request stored (a retry that arrives after a later correction must not undo that
-    correction).
-
-    The same request id with other answers is no repeat: it is a page the browser's Back button
-    brought back, posting its form again with a new answer. The caller refuses it ("already
-    labelled — reload"), instead of answering as if it had been stored."""
+    """A double key press or retried POST (same answers, or an earlier request id with the
+    answers it stored): nothing to store. The same request id with other answers is a
+    Back-button resubmit, which the caller refuses."""
     if not existing:
         return False
     if all(
@@ -187,18 +174,9 @@ def _submit(
     seen_revision: int | None,
     now: datetime,
 ) -> list[Label]:
-    """annotation_submit on an item locked by ``locks.lock_item_for_label``.
-
-    Few statements, because it runs on every key press. The common case — the annotator's
-    open seat, answered for the first time — costs three after the lock: one UPDATE completes
-    the seat and, in its RETURNING clause, reads the item's labels and counts its final labels
-    (after the lock, so nothing another writer committed is missed; its row lock also stops a
-    claimer from freeing the seat as expired at this moment); one statement writes the labels
-    and one their revisions (one in all on PostgreSQL). A final label that the new labels agree
-    on adds its row and its revision (one statement on PostgreSQL). Everything else — a
-    completed seat (change, double submit, stale form), final labels already there — reads
-    what it needs with the ORM, as it always did.
-    """
+    """annotation_submit on an item locked by ``locks.lock_item_for_label``. The first answer on
+    an open seat costs three statements after the lock (docs/explanation/key-press.md); every
+    other case reads what it needs with the ORM."""
     study = item.study
     if not item.annotator_is_member:
         raise locks.not_member(study, annotator)
@@ -303,24 +281,12 @@ def annotation_submit(
     change: bool = False,
     seen_revision: int | None = None,
 ) -> list[Label]:
-    """Save the annotator's answers to every question the item asks and update the item's
-    final labels, one per question.
+    """Save the annotator's answers to every question the item asks and sync its final labels.
+    ``answers`` maps question keys to values (left-out toggles take their default);
+    ``change=True`` edits a completed seat, refused when ``seen_revision`` is stale. A repeat
+    stores nothing.
 
-    ``answers`` maps question keys to values; toggle questions left out take their default.
-    Needs the annotator's seat on the item: open, or — with ``change=True`` (undo / go back) —
-    completed; ``seen_revision`` (``label_revision_stamp`` when the change form was drawn)
-    refuses a change from a stale form. A repeat with the same request_id, or with the same
-    answers and reasons, stores nothing new. Each changed answer appends a LabelRevision.
-    Then per question: the study's agreement rule settled → agreed final label; otherwise an
-    agreed final label is removed (history kept).
-
-    Raises NotAssigned (not an annotator of the study, or no seat on the item — e.g. the
-    reservation expired and went to someone else), InvalidLabel (an answer not among the
-    question's choices, a question the item does not ask, a missing reason, a bad duration),
-    StaleSubmit (the item was labelled already and this is not an explicit change, or the
-    labels changed since the form was drawn), AlreadyResolved (a researcher or an import
-    already fixed a final label).
-    """
+    Raises NotAssigned, InvalidLabel, StaleSubmit, AlreadyResolved."""
     locked = locks.lock_item_for_label(item_id=item.pk, annotator=annotator)
     return _submit(
         item=locked,
@@ -359,13 +325,8 @@ def annotation_submit_next(
     seen_revision: int | None = None,
     size: int = 2,
 ) -> SubmitNext:
-    """``annotation_submit`` on item ``item_id`` of ``study``, then ``assignment_queue``, in
-    one transaction — the labeling screen's key press. One membership check (read with the
-    item lock) and one commit instead of two of each.
-
-    Same errors as annotation_submit (nothing is stored when one is raised), plus
-    Item.DoesNotExist when the item is not in the study.
-    """
+    """The labeling screen's key press: ``annotation_submit`` then ``assignment_queue`` in one
+    transaction. Same errors, plus Item.DoesNotExist for an item outside the study."""
     item = locks.lock_item_for_label(item_id=item_id, annotator=annotator, study=study)
     # The time of the labels, revisions and final labels written: read once the item lock is
     # granted, so that history sorted by time follows the order in which the writes happened.
@@ -394,17 +355,9 @@ def label_change(
     reason: str | None = None,
     request_id: str = "",
 ) -> Label:
-    """Change one label the annotator gave (the API's PUT and PATCH): its answer to ``value``
-    and its reason to ``reason``; None keeps the stored one. A reason stays only with an answer
-    that asks for one. The annotator's other answers on the item are neither read nor written:
-    two changes to different questions of one item at the same moment both last.
-
-    The label is read after the item lock (the lock every label writer takes), so a change
-    that waited for another one builds on it; an unchanged answer writes nothing. Then the
-    question's agreed final label follows the labels, as for a submit. Raises NotAssigned
-    (not the label's annotator, or no longer an annotator of the study), InvalidLabel,
-    AlreadyResolved.
-    """
+    """Change one of the annotator's labels (the API's PUT/PATCH); None keeps the stored value
+    or reason. Other answers on the item are untouched, so concurrent changes to different
+    questions both last. Raises NotAssigned, InvalidLabel, AlreadyResolved."""
     item = locks.lock_item(Item(pk=label.item_id))
     now = timezone.now()  # after the lock (see annotation_submit_next)
     current = Label.objects.select_related("question").get(pk=label.pk)
@@ -442,13 +395,9 @@ def label_change(
 
 @transaction.atomic
 def annotation_previous(*, study: Study, annotator: User, before: Item | None = None) -> Item:
-    """The item the annotator labelled just before ``before`` (their latest labelled item when
-    ``before`` is None or not labelled by them yet) — the "Z: go back one" key; call it again
-    with the returned item to go further back.
-
-    Items whose final labels a researcher or an import fixed are skipped: their labels can no
-    longer change. Raises NotAssigned (not in the study), NothingToUndo.
-    """
+    """The item the annotator labelled just before ``before`` (their latest when None): the "go
+    back one" key. Items with a fixed final label are skipped. Raises NotAssigned,
+    NothingToUndo."""
     locks.require_member(study, annotator)
     decided = FinalLabel.objects.filter(item=OuterRef("item"), source__in=DECIDED_SOURCES)
     seats = (
@@ -472,13 +421,8 @@ def annotation_previous(*, study: Study, annotator: User, before: Item | None = 
 
 @transaction.atomic
 def label_import(*, item: Item, question: Question, annotator: User, value: str, reason: str = "") -> Label:
-    """Store one answer from an import file: the annotator joins the study and gets a completed
-    seat on the item, then the answer is validated, written and the question's final label
-    synced as for a submit. Importing the same label again changes nothing.
-
-    Raises ItemFull (N other annotators already hold the item's seats), InvalidLabel (also for
-    a question the item does not ask), AlreadyResolved.
-    """
+    """Store one imported answer: a completed seat for the annotator, then validate, write and
+    sync as a submit does; idempotent. Raises ItemFull, InvalidLabel, AlreadyResolved."""
     item = locks.lock_item(item)
     now = timezone.now()  # after the lock (see annotation_submit_next)
     study = item.study

@@ -1,10 +1,5 @@
-"""Who may write labels on an item, and the item lock every label writer takes first.
-
-Every write that reads an item's labels or final labels takes the item's row lock FIRST and
-reads them after it (never before: a final label read before the lock may be stale by the time
-the lock is granted), so two annotators changing their answers on the same item at once each
-see the other's label.
-"""
+"""Membership checks and the item row lock every label writer takes before reading the item's
+labels."""
 
 from __future__ import annotations
 
@@ -33,11 +28,8 @@ def not_member(study: Study, user: User) -> NotAssigned:
 
 
 def lock_item(item: Item) -> Item:
-    """Lock the item row for this transaction (a no-op on SQLite, whose writes are serial).
-
-    FOR NO KEY UPDATE: it serialises label writes on one item but does not block seat
-    inserts, whose foreign key only takes a KEY SHARE lock on the item.
-    """
+    """Lock the item row FOR NO KEY UPDATE (serialises label writes, not seat inserts); a no-op
+    on SQLite."""
     return Item.objects.select_for_update(no_key=True, of=("self",)).select_related("study").get(pk=item.pk)
 
 
@@ -48,11 +40,8 @@ class Membership(TypedDict):
 def lock_item_for_label(
     *, item_id: int, annotator: User, study: Study | None = None
 ) -> WithAnnotations[Item, Membership]:
-    """Lock the item row for a label write, count the annotator's seat on it as completed in
-    advance (``sql.lock_item``; ``seat_uncount`` takes it back), and read
-    ``annotator_is_member`` with it: the hot path of every key press checks membership without
-    a query of its own. Raises Item.DoesNotExist (also when ``study`` is given and the item is
-    not in it)."""
+    """Lock the item for a label write, count the annotator's seat as completed in advance and
+    read membership with it (no query of its own). Raises Item.DoesNotExist."""
     with connection.cursor() as cursor:
         cursor.execute(
             sql.lock_item(in_study=study is not None),

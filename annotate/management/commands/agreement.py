@@ -116,11 +116,8 @@ def _groups(report: dict[str, Any]) -> list[tuple[str, str, int, float | None, f
 
 
 def agreement_csv(report: dict[str, Any]) -> str:
-    """The agreement report as CSV sections, like ``bias_report --format csv``: each starts with
-    its own header row whose first column is ``section``, separated by an empty line. ``summary``
-    (one row: study, question, n_items and the four coefficients), ``confusion`` (rows: the first
-    annotator's answer, one column per answer of the second) and ``groups`` (``GROUP_COLUMNS``).
-    An empty cell is an undefined value."""
+    """The agreement report as CSV sections (``summary``, ``confusion``, ``groups``) like
+    ``bias_report --format csv``; an empty cell is undefined."""
     out = io.StringIO()
     writer = safe_writer(out, lineterminator="\n")
     figures = ("cohen_kappa", "observed_agreement", "fleiss_kappa", "krippendorff_alpha")

@@ -1,20 +1,6 @@
-"""``manage.py seed_demo``: demo users and a demo study of every protocol that has one.
-
-The demo users (demo-admin, demo-researcher, demo-annotator-1 and -2) come first; then every
-protocol whose spec names a demo (``ProtocolSpec.demo``, a ``annotate.demo.seeding.ProtocolDemo``
-in its package, e.g. ``protocols/gender/demo.py``) gets its study: defined, its images built from
-photos that ship in packages and imported, the demo annotators' labels seeded with items left for
-a visitor, and the steps after (shipped demo predictions loaded with ``import_predictions``, a box
-check prepared, …). With ``--run-detectors`` (``bin/demo``) each demo runs the offline detectors
-it uses and what follows them (the pairs drawn for people to check). A protocol whose demo is a
-command of its own (``ProtocolSpec.demo_command``) has it run last. The steps after the images are
-the app's own commands (``call_command``), as a researcher would run them.
-
-Idempotent: users and studies are found or created, the images are rebuilt deterministically in
-a temporary folder and imported through ``images_import`` (which skips what is already there),
-and a seeded label is written only where that annotator has none yet, so labels given or
-changed by hand survive a re-run. No image file is committed to the repository.
-"""
+"""``manage.py seed_demo``: the demo users and a demo study of every protocol whose spec names a
+demo, built from photos that ship in packages; idempotent. ``--run-detectors`` also runs the offline
+detectors."""
 
 from __future__ import annotations
 
