@@ -1,19 +1,6 @@
-"""Bounded batches for the imports: how many CSV rows are held at once, and how many values one
-SQL statement may carry.
-
-A file of a million rows is read, checked and written a batch at a time, so memory stays flat
-whatever the file's size; and no statement may carry more bound values than the database
-allows (SQLite's ``SQLITE_MAX_VARIABLE_NUMBER``: 32,766 since 3.32, 999 before; PostgreSQL
-65,535), however many rows a file has — Django itself does not split an ``__in`` list.
-
-Both sizes come from settings so a test can make them tiny (and prove the splitting at 50 rows
-instead of 50,000):
-
-- ``BIASLAB_IMPORT_BATCH_ROWS`` (default 2,000): CSV rows checked, and written, per batch;
-- ``BIASLAB_SQL_MAX_VARIABLES`` (default 999, safe on every SQLite build): bound values per
-  statement; an ``__in`` list gets this many values at most, a ``bulk_create`` this many
-  values per INSERT (values per row times rows).
-"""
+"""Bounded batches: CSV rows held at once (``BIASLAB_IMPORT_BATCH_ROWS``) and values per SQL
+statement (``BIASLAB_SQL_MAX_VARIABLES``), plus fast multi-row inserts. See
+docs/explanation/imports.md."""
 
 from __future__ import annotations
 
@@ -55,16 +42,14 @@ def in_chunk_size() -> int:
 
 
 def batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
-    """``items`` in lists of ``size`` (the last one shorter), read lazily: a generator of a
-    million rows is never held at once."""
+    """``items`` in lists of ``size``, read lazily."""
     iterator = iter(items)
     while chunk := list(islice(iterator, size)):
         yield chunk
 
 
 def prefetch_in_chunks(objs: Sequence[Model], *lookups: str | Prefetch[Any]) -> None:
-    """``prefetch_related_objects`` a chunk of ``objs`` at a time: Django's prefetch names every
-    object in one ``IN`` list per lookup, for any number of them."""
+    """``prefetch_related_objects`` a chunk of ``objs`` at a time (one ``IN`` list each)."""
     for chunk in batches(objs, in_chunk_size()):
         prefetch_related_objects(chunk, *lookups)
 
@@ -75,24 +60,16 @@ def in_chunks(values: Iterable[T]) -> Iterator[list[T]]:
 
 
 def is_in(column: str, values: Sequence[Any], *, array: str = "bigint") -> tuple[str, list[Any]]:
-    """``column IN (%s, …)`` and its parameters, one per value — on PostgreSQL ``column =
-    ANY(%s::<array>[])`` with the values as one array parameter: psycopg parses a statement's
-    text for its placeholders on every execution, and a thousand placeholders cost more than
-    the query. The same rows either way (the values are never NULL); the caller splits the
-    values with ``in_chunks`` so the SQLite form stays under the variable limit. ``array``: the
-    array's type on PostgreSQL (``bigint`` for ids, ``text`` for keys)."""
+    """``column IN (%s, …)`` and its parameters; on PostgreSQL ``column = ANY(%s::<array>[])``
+    with one array parameter (cheaper to parse). Split the values with ``in_chunks``."""
     if connection.vendor == "postgresql":
         return f"{column} = ANY(%s::{array}[])", [list(values)]
     return f"{column} IN ({', '.join(['%s'] * len(values))})", list(values)
 
 
 class IsIn(In):
-    """``is_in`` for a queryset: ``filter(IsIn(F("item_id"), ids))`` — ``item_id IN (%s, …)``,
-    on PostgreSQL ``item_id = ANY(%s::bigint[])`` with the values as one array parameter (the
-    column's own type), for the same reason: through ``__in``, Django's compiling and
-    psycopg's parsing of a thousand placeholders cost about 4 ms a chunk, as much as the index
-    look-ups it asks for (a million-image report's 11 chunks of item images: 94 ms, 47 ms
-    through this). The caller splits the values with ``in_chunks``, as for ``__in``."""
+    """``is_in`` for a queryset: ``filter(IsIn(F("item_id"), ids))``; split the values with
+    ``in_chunks``."""
 
     def as_postgresql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
         lhs, lhs_params = self.process_lhs(compiler, connection)
@@ -101,8 +78,7 @@ class IsIn(In):
 
 
 def bulk_batch_size(model: type[Model]) -> int:
-    """Rows per INSERT of ``bulk_create`` on ``model`` so one statement stays under the variable
-    limit (Django's own SQLite batching assumes 999, which a smaller limit would break)."""
+    """Rows per INSERT of ``bulk_create`` on ``model`` under the variable limit."""
     columns = sum(1 for field in model._meta.concrete_fields if not field.primary_key) or 1
     return max(1, sql_max_variables() // columns)
 
@@ -119,21 +95,9 @@ def rows_insert(
     returning: bool = False,
     ignore_conflicts: bool = False,
 ) -> list[int]:
-    """INSERT ``rows`` (tuples of values for the fields ``names``: attnames such as ``item_id``)
-    with multi-row statements, each under the variable limit — on PostgreSQL with one ``COPY``
-    (``_rows_copy``; with ``returning``, the ids taken from the table's sequence first); with
-    ``returning``, the new ids in the order of ``rows`` (which Django's bulk_create relies on
-    too). With
-    ``ignore_conflicts``, a row that breaks a unique constraint is skipped (``ON CONFLICT DO
-    NOTHING``, SQLite and PostgreSQL; not with ``returning``: the ids would not match ``rows``;
-    ``rows_insert_returning`` says which rows went in; on PostgreSQL these two go in as
-    ``INSERT … SELECT … FROM json_array_elements(%s)``, the rows as one JSON array).
-
-    For the bulk imports: ``bulk_create`` builds a model instance per row and prepares every
-    value through its field, which costs more than the database spends storing the row. Here
-    only the values that need it are prepared — JSON (once per distinct empty value: most
-    rows' params and metadata are ``{}``), and datetimes (once per distinct value: an import
-    stamps a batch with one time) — and the others go to the driver as they are."""
+    """INSERT ``rows`` (value tuples for the attnames ``names``) in multi-row statements under the
+    variable limit (PostgreSQL: ``COPY``), preparing only JSON and datetime values; with
+    ``returning``, the new ids in the order of ``rows``; ``ignore_conflicts`` skips duplicates."""
     if returning and ignore_conflicts:
         raise ValueError("rows_insert: returning and ignore_conflicts exclude each other")
     returned = _rows_insert(
@@ -150,9 +114,7 @@ def rows_insert_returning(
     returning: Sequence[str],
     ignore_conflicts: bool = False,
 ) -> list[tuple[Any, ...]]:
-    """``rows_insert`` that gives back the ``returning`` columns of every row it inserted, in no
-    particular order (a row skipped as a conflict gives nothing): the caller maps them by a
-    column it knows (a hash, a key) instead of asking the database for the new ids again."""
+    """``rows_insert`` giving back the ``returning`` columns of the rows it inserted, in no order."""
     return _rows_insert(model, names, rows, returning=returning, ignore_conflicts=ignore_conflicts)
 
 
@@ -255,13 +217,8 @@ def _rows_insert(
 def _rows_copy(
     model: type[Model], fields: Sequence[Any], rows: list[Sequence[Any]], *, with_ids: bool
 ) -> list[tuple[Any, ...]]:
-    """PostgreSQL: the rows in one ``COPY … FROM STDIN`` (no statement text at all: psycopg
-    formats each row in C, where the INSERT's arrays went through a Python dumper that escaped
-    every element with a regular expression — a third of a million-prediction import). With
-    ``with_ids`` the new ids are taken from the table's sequence first, one query for all the
-    rows, and written with them: → ``[(id,), …]`` in the order of ``rows``, as the INSERT's
-    RETURNING gave them. COPY knows no ON CONFLICT: a row breaking a constraint fails the whole
-    call, as a multi-row INSERT would."""
+    """PostgreSQL: the rows in one ``COPY … FROM STDIN``; ``with_ids`` takes the ids from the
+    table's sequence first and returns them in the order of ``rows``."""
     if not rows:
         return []
     quote = connection.ops.quote_name
@@ -294,15 +251,8 @@ def _rows_copy(
 
 
 def _json_elements(fields: Sequence[Any], db: Any) -> list[str] | None:
-    """On PostgreSQL, for each field the expression that reads its value from ``r``, one row of
-    the JSON array of rows (``json_array_elements``): ``(r->>i)::<type>``. None elsewhere, or
-    when a field's values cannot be read that way (a value-dependent placeholder, a type
-    Django does not know) — the conditions Django's own compiler checks before it inserts
-    from arrays (``django.db.backends.postgresql.compiler``).
-
-    With psycopg's client-side binding (Django's default), every placeholder of a statement's
-    text is parsed on every execution: a thousand of them per multi-row INSERT cost more than
-    PostgreSQL spends storing the rows."""
+    """PostgreSQL: per field the expression ``(r->>i)::<type>`` reading it from one element of a
+    JSON array of rows; None elsewhere or when a field cannot be read so."""
     if db.vendor != "postgresql":
         return None
     elements = []

@@ -1,12 +1,6 @@
-"""A manifest CSV into a study (``images_import``, the admin's zip upload): rows sharing an
-``item`` value form one item (a ``role`` each: ``input``/``output`` for pairs); without that
-column each row is a one-image item named by its path; other columns are kept as metadata.
-
-Every row is checked first (values, path, the file itself: ``studies.imports.images``), a batch
-at a time and staged on disk (``_ManifestImport``, its writing half in
-``studies.imports.manifest_store``); bad rows are listed by number and written nowhere, an item
-with one bad row is refused whole; then the good rows' files are stored and all good rows
-written in ONE transaction. If it fails, the files it stored are removed again."""
+"""A manifest CSV into a study (``images_import``, the admin's zip upload): every row checked
+first, a batch at a time, staged on disk; then the good rows' files stored and every item
+written in ONE transaction. How: docs/explanation/imports.md#image-manifests."""
 
 from __future__ import annotations
 
@@ -105,9 +99,8 @@ R = TypeVar("R")
 
 
 def import_processes() -> int:
-    """Worker processes of a big image import (``settings.BIASLAB_IMPORT_PROCESSES``; one per
-    CPU, at most 8, by default); 0 or 1: threads only. Linux only: the workers are forked (they
-    inherit the settings and the code as loaded), which other systems do not offer safely."""
+    """Worker processes of a big image import (``BIASLAB_IMPORT_PROCESSES``, default one per
+    CPU up to 8); 0 or 1: threads only. Linux only (forked workers)."""
     if not sys.platform.startswith("linux"):
         return 0
     return max(0, int(getattr(settings, "BIASLAB_IMPORT_PROCESSES", min(8, os.cpu_count() or 1))))
@@ -117,9 +110,7 @@ def import_processes() -> int:
 
 
 class _ManifestImport(ManifestStore):
-    """One manifest import, streamed in two passes (docs/explanation/imports.md): rows checked a
-    batch at a time, files in worker threads or processes, settled in file order and staged on
-    disk; then items settled, files stored, everything written in ONE transaction."""
+    """One manifest import in two passes: rows checked and staged, then written in one transaction."""
 
     def __init__(
         self,
@@ -188,9 +179,7 @@ class _ManifestImport(ManifestStore):
             self.stage_progress(stage, rows)
 
     def _bad_item(self, key: str, number: int) -> None:
-        """Mark an item refused by its row ``number``; the item's first refused row in the file
-        is kept (batches overlap: a later batch's rows may be planned before an earlier one is
-        settled)."""
+        """Mark an item refused by its row ``number``, keeping its first refused row."""
         self.staging.db.execute(
             "INSERT INTO bad_items VALUES (?, ?) "
             "ON CONFLICT (k) DO UPDATE SET first = excluded.first WHERE excluded.first < bad_items.first",
@@ -198,8 +187,7 @@ class _ManifestImport(ManifestStore):
         )
 
     def row_plan(self, number: int, row: dict[str, str]) -> RowPlan:
-        """Check a row's values and path (in file order); raises the row's rejection, naming
-        every problem of the row at once (a repeated row: only that it repeats one)."""
+        """Check a row's values and path; raises the row's rejection naming every problem."""
         path = row.get("image", "")
         if "__error__" in row:
             raise InvalidManifestRow(row["__error__"])
@@ -289,10 +277,8 @@ class _ManifestImport(ManifestStore):
         )
 
     def _file_resolve(self, given: str) -> tuple[str, os.stat_result]:
-        """The file a manifest path names (as ``manifest_path_resolve``, which words every
-        refusal) and its ``stat``. Fast path for the common case — a regular file, not a link,
-        in a folder inside the root: its folder is resolved once per import (cached), the file
-        costs one ``lstat``; anything else takes ``manifest_path_resolve``."""
+        """The file a manifest path names and its ``stat``: one cached folder lookup and an
+        ``lstat`` for a plain file, else ``manifest_path_resolve``."""
         normal = given.replace("\\", "/")
         folder, _, name = normal.rpartition("/")
         if (
@@ -319,18 +305,15 @@ class _ManifestImport(ManifestStore):
         return str(resolved), resolved.stat()
 
     def file_check(self, job: tuple[RowPlan, bool]) -> FileCheck:
-        """Read, hash and validate one file (``file_checked``; ``job``: the row's plan and
-        whether its item and role are already imported). Runs in worker threads."""
+        """Read, hash and validate one row's file (``file_checked``). Runs in worker threads."""
         plan, known = job
         return file_checked(plan.file_path, known=known, store=not self.dry_run, file_new=self._file_new)
 
     def _files_read(
         self, plans: list[RowPlan], known: Mapping[tuple[str, str], KnownLink]
     ) -> Iterator[FileCheck]:
-        """The file check of each plan, in order (``known``: the batch's stored links, as
-        ``_known_load`` read them: a row already imported, with the same bytes or not, is hashed
-        only): on the worker processes for a batch of many files (``PROCESS_MIN_FILES``), else
-        on the threads. Started now, answered as the iterator is read."""
+        """The file check of each plan, in order: on worker processes for a batch of at least
+        ``PROCESS_MIN_FILES`` files, else on threads; answered as the iterator is read."""
         processes = import_processes()
         if processes < 2 or len(plans) < PROCESS_MIN_FILES:
             return map_chunked(
@@ -367,8 +350,7 @@ class _ManifestImport(ManifestStore):
         return checks()
 
     def _processes_stop(self) -> None:
-        """Stop the worker processes (what they were given and have not begun is dropped), and
-        wait for them: after this no file is created behind the import's back."""
+        """Stop the worker processes and wait for them (no file created after this)."""
         if self.processes is not None:
             self.processes.shutdown(wait=True, cancel_futures=True)
             self.processes = None
@@ -435,9 +417,7 @@ class _ManifestImport(ManifestStore):
         return n_rows
 
     def _batch_start(self, batch: list[tuple[int, dict[str, str]]]) -> CheckedBatch:
-        """Plan a batch's rows (their values and paths, in file order), read what the database
-        holds for them, and start the check of the files to read; ``_batch_finish`` settles
-        them."""
+        """Plan a batch's rows, read what the database holds for them, start their file checks."""
         plans: list[RowPlan] = []
         for number, row in batch:
             try:
@@ -468,8 +448,7 @@ class _ManifestImport(ManifestStore):
         )
 
     def _batch_finish(self, started: CheckedBatch) -> None:
-        """Settle a started batch's rows in file order, as their checks come in, and stage the
-        good ones (fresh or already imported)."""
+        """Settle a started batch's rows in file order and stage the good ones."""
         plans = started.plans
         # What ``row_settle`` and ``_one_image_items_settle`` compare the rows with.
         self.known, self.known_items = started.known, started.known_items
@@ -509,9 +488,7 @@ class _ManifestImport(ManifestStore):
     def _known_load(
         self, plans: list[RowPlan]
     ) -> tuple[dict[tuple[str, str], KnownLink], dict[str, StoredItem]]:
-        """What the database holds for the batch's items: their image links (``known``) and,
-        for a manifest of one-image items, the items themselves (``known_items``, read in the
-        same query: ``_one_image_items_settle`` compares them)."""
+        """The batch's stored image links and (one-image manifests) their items, in one query."""
         link_fields = (
             "pk",
             "item__key",
@@ -535,9 +512,8 @@ class _ManifestImport(ManifestStore):
         return known, known_items
 
     def _one_image_items_settle(self, new_keys: list[str], known_plans: list[RowPlan]) -> None:
-        """Settle the batch's one-image items now (no ``item`` column: a row is its item's only
-        one): new items accepted unless refused, known ones staged only when the row changes
-        them, else counted as duplicates — so an unchanged re-run stages nothing."""
+        """Settle the batch's one-image items now: new ones accepted, known ones staged only when
+        the row changes them, else counted as duplicates."""
         keys = new_keys + [plan.item_key for plan in known_plans]
         bad = {
             key
@@ -563,8 +539,7 @@ class _ManifestImport(ManifestStore):
         self.staging.db.executemany("INSERT INTO updates VALUES (?, ?)", staged_updates)
 
     def _groups(self) -> Iterator[tuple[str, list[tuple[bool, RowPlan, FileCheck]]]]:
-        """The staged rows item by item, in the order of each item's first row (as the file
-        lists them), each item's rows in file order."""
+        """The staged rows item by item, in file order of each item's first row."""
         key: str | None = None
         rows: list[tuple[bool, RowPlan, FileCheck]] = []
         for k, fresh, data in self.staging.rows(
@@ -593,10 +568,9 @@ def images_import(
     stage_progress: Callable[[str, int], None] | None = None,
     recorded_file: str = "",
 ) -> ImportSummary:
-    """Import the good rows of a manifest CSV into ``study`` (see the module docstring); the
-    summary lists refused rows by number, and the items a re-import updated (audited as
-    ``ItemChange`` naming ``user`` and ``source``). ``ImportRejected``: nothing written.
-    ``progress(summary, rows)`` once at the end; ``stage_progress(stage, rows)`` per batch."""
+    """Import the good rows of a manifest CSV into ``study``; the summary lists refused rows and
+    updated items. ``ImportRejected``: nothing written. ``progress`` once at the end,
+    ``stage_progress(stage, rows)`` per batch."""
     started, recorded = timezone.now(), recorded_file or str(manifest_path)  # the ImportRun's file
     summary = ImportSummary(dry_run=dry_run, reports=("updated",))
     try:
@@ -644,9 +618,8 @@ def _manifest_import(
 
 
 def study_get_or_create(*, slug: str, protocol: str, name: str | None = None) -> tuple[Study, bool]:
-    """The study with this slug, created with ``protocol``'s preset questions when missing.
-
-    Raises ``ImportRejected`` for a slug that is not letters, digits, '-' or '_'."""
+    """The study with this slug, created with ``protocol``'s preset when missing;
+    ``ImportRejected`` for a bad slug."""
     try:
         validate_slug(slug)
     except ValidationError as exc:
@@ -678,9 +651,8 @@ class ZipRejected(ImportRejected):
 
 
 def images_import_zip(*, study: Study, zip_file: IO[bytes], user: Any = None) -> ImportSummary:
-    """Import a zip of one ``manifest.csv`` and its images (layouts: ``studies.archive``) as
-    ``images_import`` with the manifest's folder as root; a bad zip (too large, unsafe member,
-    no or several manifests) is refused whole (``ZipRejected``)."""
+    """Import a zip of one ``manifest.csv`` and its images as ``images_import``; a bad zip is
+    refused whole (``ZipRejected``)."""
     max_bytes = int(settings.BIASLAB_MAX_UPLOAD_BYTES)
     size = getattr(zip_file, "size", None)
     if size is not None and size > max_bytes:

@@ -1,13 +1,5 @@
-"""The three roles of BiasLab, as Django groups plus ``is_staff`` for admins.
-
-- annotator: labels images of the studies they are added to, nothing else;
-- researcher: agreement, disputes, reports (and everything an annotator may see of images);
-- admin (``is_staff``): users, imports, exports, and everything a researcher may do.
-
-And the gates every page and API puts in front of its views: ``guarded`` / ``researcher_only``
-for HTML views, ``IsResearcher`` for DRF views — written once, so that every screen answers a
-wrong persona the same way.
-"""
+"""The three roles of BiasLab (annotator, researcher, admin: ``is_staff``) and the gates every
+page and API puts before its views (``guarded``, ``researcher_only``, ``IsResearcher``)."""
 
 from __future__ import annotations
 
@@ -87,11 +79,8 @@ Check = Callable[..., bool]
 
 
 def guarded(*, methods: tuple[str, ...], check: Check, message: str = "") -> Callable[[View], View]:
-    """Login, then the role check, then the HTTP method — in that order, so a wrong persona gets
-    403 for every verb (never a 405 that tells them the page exists for someone else).
-    Anonymous users go to the login page (an htmx request, by ``HX-Redirect``, back to the page
-    it came from after the login); a failed ``check(request, **url_kwargs)`` raises
-    PermissionDenied (with ``message`` when given); a method not in ``methods`` is 405."""
+    """Login, then the role ``check``, then the HTTP method, in that order: a wrong persona gets 403
+    for every verb. Anonymous users go to the login page (htmx: ``HX-Redirect``)."""
 
     def decorate(view: View) -> View:
         @wraps(view)

@@ -1,7 +1,4 @@
-"""Writes of the core: defining a study and its questions, adding its annotators.
-
-Images and items come in through ``studies.ingest``; labels through ``annotate.services``.
-"""
+"""Writes of the core: defining a study and its questions, adding its annotators."""
 
 from __future__ import annotations
 
@@ -83,8 +80,7 @@ def study_create(
     questions: list[QuestionSpec] | None = None,
     parameters: Mapping[str, Any] | None = None,
 ) -> Study:
-    """A new study of ``protocol`` with its questions (the protocol's preset unless given) and
-    its parameters (the preset's, updated with ``parameters``)."""
+    """A new study of ``protocol`` with its questions and parameters (the preset's unless given)."""
     spec = protocol_spec(protocol)
     study = Study.objects.create(
         slug=slug,
@@ -136,22 +132,9 @@ def study_define(
     gold: GoldRule | None = None,
     min_posterior: float | None = None,
 ) -> StudyDefinition:
-    """Create the study, or bring an existing one to this definition (``create_study``).
-
-    A new study gets the given values, the protocol's preset for the rest (questions, labels
-    per item, agreement rule). On an existing study an option left out (None) keeps the
-    study's current value, unless the protocol changes (then the new protocol's preset), so
-    the same definition again changes nothing. A different one is applied while nobody has
-    labelled the study; once labels exist, changing the protocol, the questions, the labels per
-    item or the agreement rule would change what those labels mean, so it raises StudyConflict
-    naming what differs (the name may still change). Also StudyConflict: an unknown protocol
-    or agreement rule, fewer than 1 label per item, a majority of fewer than 3, a name longer
-    than 200 characters, a protocol whose image roles do not fit the study's items, questions
-    the protocol's analysis cannot read (``ProtocolSpec.validate_questions``), no questions
-    for a protocol without preset questions, an option (``parameters``) the protocol does not
-    take or a required one missing (``ProtocolSpec.options``). The gold settings (``gold``) may
-    change at any time (``_gold_settings``).
-    """
+    """Create the study, or bring an existing one to this definition (``create_study``); an
+    option left out keeps the study's value. Raises ``StudyConflict`` for an invalid definition
+    or, once the study has labels, a change to what they mean."""
     name_max = Study._meta.get_field("name").max_length
     if name is not None and name_max is not None and len(name) > name_max:
         raise StudyConflict("The study name must be at most 200 characters.")
@@ -244,9 +227,8 @@ def study_define(
 def _wanted_parameters(
     spec: ProtocolSpec, same: Study | None, given: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """The study's parameters: its own (same protocol) or the preset's, updated with the
-    options given. StudyConflict for an option the protocol does not take, or a required one
-    that neither gives."""
+    """The study's parameters (its own, or the preset's) updated with the options given;
+    ``StudyConflict`` for an unknown option or a missing required one."""
     given = {name: value for name, value in (given or {}).items() if value not in (None, "")}
     allowed = {option.name: option for option in spec.options}
     for name in given:
@@ -276,9 +258,7 @@ def _wanted_parameters(
 
 @dataclass(frozen=True)
 class GoldRule:
-    """A study's gold settings as given (None: keep the study's own): the share of gold items
-    served, and the rule that flags annotators (accuracy below ``min_accuracy`` after
-    ``min_gold`` gold answers)."""
+    """A study's gold settings as given (None: keep the study's own)."""
 
     rate: float | None = None
     min_accuracy: float | None = None
@@ -286,9 +266,7 @@ class GoldRule:
 
 
 def _gold_settings(study: Study | None, gold: GoldRule) -> dict[str, Any]:
-    """The gold fields to store. StudyConflict for a rate or an accuracy outside 0..1, a
-    ``min_gold`` below 1, or a rule needing more gold answers than the study has gold items (an
-    annotator could never reach it)."""
+    """The gold fields to store; ``StudyConflict`` for values out of range or unreachable."""
     fields: dict[str, Any] = {}
     for flag, value, field in (
         ("--gold-rate", gold.rate, "gold_rate"),
@@ -476,9 +454,7 @@ def _question_row(number: int, row: dict[str, str]) -> QuestionSpec:
 
 @dataclass(frozen=True)
 class AnnotatorsAdded:
-    """What ``annotators_add`` did, each in the order the names were given: accounts it created
-    (no password yet), existing accounts it made annotators of the study, and the usernames
-    that already were (nothing changed for them)."""
+    """What ``annotators_add`` did: accounts created, accounts added, names already there."""
 
     created: tuple[Any, ...]
     added: tuple[Any, ...]
@@ -503,13 +479,8 @@ def _username_problem(username: str) -> str | None:
 
 @transaction.atomic
 def annotators_add(*, study: Study, usernames: Iterable[str], allow_staff: bool = False) -> AnnotatorsAdded:
-    """Make ``usernames`` annotators of ``study``: a missing account is created with an unusable
-    password (the caller hands its owner a link to set one), every account joins the annotator
-    group and the study. Idempotent: an annotator already there is left as is.
-
-    Refuses the whole list, writing nothing (``AnnotatorsRefused``), when a name is not a valid
-    username or names an inactive account; ``StaffRefused`` for researchers and admins unless
-    ``allow_staff`` (they would label beside their role, rarely what was meant)."""
+    """Make ``usernames`` annotators of ``study``, creating missing accounts (unusable password).
+    Refuses the whole list (``AnnotatorsRefused``, ``StaffRefused`` unless ``allow_staff``)."""
     names = list(dict.fromkeys(name.strip() for name in usernames if name.strip()))
     if not names:
         raise AnnotatorsRefused("no username given: name at least one annotator")

@@ -1,7 +1,6 @@
-"""Image files: the checks every image passes before it is stored (bytes bounded, format
-allowed, pixels bounded from the header, verified and fully decoded), the file store
-(``MEDIA_ROOT/images/<sha[:2]>/<sha>.<ext>``, once whatever the number of items using it), and
-one image stored as an item (``item_image_store``: generation, editing)."""
+"""Image files: the checks every image passes before it is stored, the content-addressed file
+store (``MEDIA_ROOT/images/<sha[:2]>/<sha>.<ext>``), and one image stored as an item
+(``item_image_store``). See docs/explanation/images.md."""
 
 from __future__ import annotations
 
@@ -130,8 +129,7 @@ def _format_guess(data: bytes) -> str | None:
 
 
 def allowed_formats() -> list[str]:
-    """Pillow format ids from ``settings.BIASLAB_IMAGE_FORMATS`` ("JPG" read as "JPEG"); names
-    Pillow does not know are dropped."""
+    """Pillow format ids from ``settings.BIASLAB_IMAGE_FORMATS`` ("JPG" read as "JPEG")."""
     PILImage.init()
     names = [name.strip().upper() for name in settings.BIASLAB_IMAGE_FORMATS]
     names = ["JPEG" if name == "JPG" else name for name in names]
@@ -140,7 +138,7 @@ def allowed_formats() -> list[str]:
 
 def image_file_validate(path_or_file: str | os.PathLike[str] | IO[bytes] | bytes) -> ValidatedImage:
     """Check that a file (path, file object or bytes) is a sound image we may store; raises an
-    ``ImageRejected`` subclass. The pixel bound is checked from the header, before decoding."""
+    ``ImageRejected`` subclass."""
     data = read_limited(path_or_file)
     fmt, width, height = image_facts(data)
     return ValidatedImage(
@@ -153,8 +151,7 @@ def image_file_validate(path_or_file: str | os.PathLike[str] | IO[bytes] | bytes
 
 
 def image_facts(data: bytes) -> tuple[str, int, int]:
-    """``(format, width, height)`` of bytes that pass every check of ``image_file_validate``
-    (which raises the same errors); the hash is the caller's, computed once."""
+    """``(format, width, height)`` of bytes passing every check of ``image_file_validate``."""
     if not data:
         raise EmptyImageFile("empty file (0 bytes)")
     allowed = allowed_formats()
@@ -210,9 +207,8 @@ os.register_at_fork(after_in_child=_pid_renew)
 
 
 def file_write(validated: ValidatedImage, *, before_write: Callable[[str, str], None] | None = None) -> str:
-    """Write the bytes under their content-hash name unless a file of their size is there;
-    return the name. Written to a temporary name of this host, process and thread, then renamed;
-    ``before_write(name, temporary)`` is told first (an import's clean-up)."""
+    """Write the bytes under their content-hash name unless already there (temporary name, then
+    rename); return the name. ``before_write(name, temporary)`` is told first."""
     name = validated.storage_name
     target = os.path.join(settings.MEDIA_ROOT, name)
     try:
@@ -246,8 +242,7 @@ def file_write(validated: ValidatedImage, *, before_write: Callable[[str, str], 
 
 
 def image_file_get_or_create(validated: ValidatedImage) -> Image:
-    """The Image row of these bytes, storing the file and creating the row when new. The same
-    bytes are one row and one file, whatever the number of items and studies using them."""
+    """The Image row of these bytes, storing the file and creating the row when new."""
     existing = Image.objects.filter(sha256=validated.sha256).first()
     if existing is not None:
         return existing
@@ -276,8 +271,8 @@ def prompt_get_or_create(*, study: Study, category: str, word: str, text: str) -
 
 
 def _existing_item(*, study: Study, key: str, role: str, sha256: str) -> Item | None:
-    """The item already stored under this key with these bytes in this role, or None; raises
-    when the key holds other bytes, or (one-image items) the bytes are another item's."""
+    """The item stored under this key with these bytes in this role, or None; raises when the key
+    holds other bytes or the bytes are another item's."""
     link = (
         ItemImage.objects.filter(item__study=study, item__key=key, role=role)
         .select_related("item", "image")
@@ -315,9 +310,7 @@ def item_image_store(
     extra_images: dict[str, Image] | None = None,
 ) -> tuple[Item, bool]:
     """Validate and store one image of ``study`` as the ``role`` image of the item ``key``
-    (created when new; ``extra_images`` adds other roles); return ``(item, created)``. The same
-    key and bytes again change nothing; other bytes under the key raise ``ImagePathConflict``,
-    the bytes of another one-image item ``DuplicateImage``."""
+    (created when new); return ``(item, created)``."""
     validated = image_file_validate(data)
     existing = _existing_item(study=study, key=key, role=role, sha256=validated.sha256)
     if existing is not None:

@@ -1,7 +1,6 @@
-"""A manifest import's files and writes: the files read, hashed, checked and stored by worker
-threads or processes (with a journal of the files they create, for the clean-up), and the
-second pass — items settled, files stored, every new item and update written in ONE
-transaction (``ManifestStore``, the writing half of ``studies.ingest._ManifestImport``)."""
+"""A manifest import's second half (``ManifestStore``): files checked and stored by worker
+threads or processes (journalled for the clean-up), items settled, everything written in one
+transaction."""
 
 from __future__ import annotations
 
@@ -63,9 +62,8 @@ ITEM_COLUMNS = (
 
 
 def file_checked(path: str, *, known: bool, store: bool, file_new: Callable[[str, str], None]) -> FileCheck:
-    """Read and hash one file; unless ``known`` validate it and, when ``store``, store it from
-    the bytes in hand (``file_new`` told first, for the clean-up). Runs in worker threads or
-    processes."""
+    """Read and hash one file; unless ``known`` validate it and, when ``store``, store it
+    (``file_new`` told first). Runs in worker threads or processes."""
     try:
         data = read_limited(path)
         sha = hashlib.sha256(data).hexdigest()
@@ -156,9 +154,8 @@ class ManifestStore:
         raise NotImplementedError
 
     def _items_settle(self) -> list[ItemUpdate]:
-        """Settle every staged item, a chunk at a time: refused whole when a row is bad, its rows
-        disagree or (pairs) a role is missing; accepted, planned as an update, or a duplicate.
-        Returns the updates' reports."""
+        """Settle every staged item: refused whole when a row is bad, its rows disagree or a role
+        is missing; else accepted, an update or a duplicate. Returns the updates' reports."""
         reports: list[ItemUpdate] = list(self.settled_reports)
         if self.one_image:  # settled batch by batch (``_one_image_items_settle``)
             return reports
@@ -226,9 +223,8 @@ class ManifestStore:
     def _update_plan(
         self, key: str, plans: list[RowPlan], item: StoredItem, spec: Any
     ) -> tuple[ItemUpdatePlan | None, bool]:
-        """``(update, refused)`` for an item imported already with the same bytes: what its rows
-        change (only the manifest's own columns are compared), or None. Changing the questions
-        of an item with labels is refused."""
+        """``(update, refused)`` for an item already stored with the same bytes: what its rows
+        change in the manifest's own columns, or None."""
         problem = self._item_problem(key, plans, set())
         if problem:
             for p in plans:
@@ -293,8 +289,7 @@ class ManifestStore:
     def _updates_write(
         self, updates: list[ItemUpdatePlan], prompts: dict[tuple[str, str, str], Prompt]
     ) -> None:
-        """Apply the planned updates and record each in the audit trail (inside the import's
-        transaction). Queries per updated item, none per unchanged one."""
+        """Apply the planned updates, each with an ``ItemChange`` audit row."""
         audit_rows = []
         items = {
             item.pk: item
@@ -322,8 +317,7 @@ class ManifestStore:
         ItemChange.objects.bulk_create(audit_rows, batch_size=bulk_batch_size(ItemChange))
 
     def _stamps_write(self) -> None:
-        """Store the new stamps of known files read again with the same bytes (no audit record:
-        the item did not change, only what identifies its file)."""
+        """Store the new size/mtime stamps of known files read again with the same bytes."""
         stamps = self.staging.rows("SELECT link, size, mtime_ns FROM stamps ORDER BY link")
         # bulk_update's CASE carries about 5 values per row (its id twice, the 2 values, the IN).
         for part in batches(stamps, max(1, in_chunk_size() // 5)):
@@ -366,9 +360,8 @@ class ManifestStore:
             yield cast(str, key), rows
 
     def _write(self, reports: list[ItemUpdate]) -> None:
-        """Store the good rows' files (most stored by their check), then write every new item and
-        update in one transaction; a file that cannot be stored refuses its item. A dry run
-        stops before storing anything."""
+        """Store the good rows' files, then write every new item and update in one transaction.
+        A dry run stops before storing anything."""
         n_updates = self.staging.one("SELECT count(*) FROM updates")[0]
         has_stamps = self.staging.one("SELECT 1 FROM stamps") is not None
         if self.dry_run:
@@ -408,8 +401,7 @@ class ManifestStore:
                 ) from exc
 
     def _files_store(self) -> None:
-        """Store the files of the accepted items, a batch at a time in the thread pool; a file
-        that fails refuses its item (its other rows named)."""
+        """Store the accepted items' files on the thread pool; a file that fails refuses its item."""
         failed: dict[str, str] = {}
         for batch in batches(
             ((plan, check) for _, rows in self._accepted_groups() for plan, check in rows),
@@ -444,9 +436,8 @@ class ManifestStore:
                     )
 
     def _new_files_flush(self) -> None:
-        """Move the names of the files this import created (by its threads, and by its worker
-        processes: their journals, read on from where the last flush stopped) to the staging
-        table of the clean-up."""
+        """Move the names of the files this import created (threads, and worker processes'
+        journals) to the clean-up's staging table."""
         with self.new_files_lock:
             names, self.new_files = self.new_files, []
         temporaries: list[tuple[str]] = []
@@ -465,9 +456,7 @@ class ManifestStore:
         self.staging.db.executemany("INSERT OR IGNORE INTO temporaries VALUES (?)", temporaries)
 
     def _orphans_remove(self) -> None:
-        """Remove the files this import wrote that no Image row points to (after a refused item
-        or a failed transaction). If the database cannot even be asked, every new file goes:
-        no row of this import was committed then."""
+        """Remove the files this import wrote that no Image row points to."""
         # After the write, the files of the rows it wrote are referenced: only the others are
         # asked about (a clean import of a million files asks nothing).
         names = (
@@ -492,17 +481,14 @@ class ManifestStore:
                 Path(temporary).unlink(missing_ok=True)
 
     def _file_new(self, name: str, temporary: str) -> None:
-        """Record a file this import is about to create (from any thread), for the clean-up (a
-        thread removes its own temporary file, whatever stops it)."""
+        """Record a file this import is about to create (any thread), for the clean-up."""
         with self.new_files_lock:
             self.new_files.append(name)
 
     @staticmethod
     def _stored_still(plan: RowPlan, check: FileCheck) -> str | ReadAgain | None:
-        """For a file its check already stored: None when it need not be read again (its size
-        and mtime are still those seen before it was read, it was not modified just before —
-        see ``STAMP_MIN_AGE_NS`` — and the stored copy is still there), or the reason the row
-        is refused; ``READ_AGAIN`` for any other file (``_store_file``)."""
+        """For a file its check stored: None when it need not be read again, the reason the row
+        is refused, or ``READ_AGAIN``."""
         if not check.stored or plan.file_size is None:
             return READ_AGAIN
         try:
@@ -516,9 +502,8 @@ class ManifestStore:
         return READ_AGAIN
 
     def _store_file(self, plan: RowPlan, check: FileCheck) -> str | None:
-        """Store a checked file (read again: the check kept no bytes); return None, or the reason
-        the row is refused. A file that changed since it was checked is refused, never stored
-        unchecked. Runs in worker threads; keeps no bytes."""
+        """Store a checked file, read again; None, or why the row is refused (a file that changed
+        is never stored unchecked). Runs in worker threads."""
         try:
             data = read_limited(plan.file_path)
         except (DomainError, OSError) as exc:
@@ -536,8 +521,7 @@ class ManifestStore:
 
     @staticmethod
     def _ids_of(rows: Any, column: str, values: list[str]) -> dict[str, int]:
-        """``value -> id`` of the rows of the queryset ``rows`` whose ``column`` is one of
-        ``values`` (no query when there are none)."""
+        """``value -> id`` of the rows of ``rows`` whose ``column`` is in ``values``."""
         return {
             value: pk
             for chunk in in_chunks(values)

@@ -28,8 +28,7 @@ class RejectedRow:
 
 @dataclass(frozen=True)
 class ItemUpdate:
-    """An existing item whose metadata a re-import changed: ``changes`` maps each changed field
-    to its (old, new) values."""
+    """An existing item a re-import changed: ``changes`` maps each field to its (old, new)."""
 
     key: str
     changes: dict[str, tuple[Any, Any]]
@@ -41,10 +40,8 @@ class ItemUpdate:
 
 @dataclass
 class ImportSummary:
-    """What an import did: rows accepted (new), duplicates (already there, unchanged), rejected
-    rows; image imports add the items whose metadata changed (``updated``), label imports the
-    labels whose answer changed (``changed``) and the items whose agreed final answer went back
-    to disputed (``reopened``). A dry run's summary says what the import would do."""
+    """What an import did (or, in a dry run, would do): accepted, duplicates, rejected rows, and
+    the items updated, labels changed and items reopened."""
 
     accepted: int = 0
     duplicates: int = 0
@@ -111,10 +108,8 @@ REJECTED_SHOWN_PER_REASON = 5
 
 
 def rejected_lines(rejected: list[RejectedRow]) -> list[str]:
-    """The rejected rows as lines, grouped by reason in the order each reason first appears: a
-    reason shared by a few rows lists them, one shared by more says how many and names the
-    first ones ("276 rows: file not found … — first 5: row 2 (a.png), …"), so one missing
-    folder does not bury the other problems under 276 identical lines."""
+    """The rejected rows as lines grouped by reason, in first-seen order; a reason shared by many
+    rows gives the count and the first five."""
     by_reason: dict[str, list[RejectedRow]] = {}
     for rejected_row in rejected:
         by_reason.setdefault(rejected_row.reason, []).append(rejected_row)
@@ -131,11 +126,8 @@ def rejected_lines(rejected: list[RejectedRow]) -> list[str]:
 def csv_rows_stream(
     csv_path: str | os.PathLike[str], *, required: Iterable[str]
 ) -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
-    """``(header, rows)`` of a UTF-8 CSV (BOM tolerated): the header checked now
-    (``ImportRejected`` naming every missing required column), the rows read lazily as
-    ``(row_number, row)``, the header being row 1. A row with more cells than the header is
-    ``{"__error__": …}``; a problem further down (not UTF-8, a field over csv's size limit)
-    raises ``ImportRejected`` when the iteration reaches it."""
+    """``(header, rows)`` of a UTF-8 CSV: the header checked now (``ImportRejected`` naming missing
+    columns), the rows read lazily as ``(row_number, row)`` with the header as row 1."""
     rows = _csv_rows(csv_path, tuple(required))
     header = next(rows)
     assert isinstance(header, list)

@@ -113,8 +113,7 @@ class Command(BaseCommand):
 
     @staticmethod
     def _manifest_keys(path: str) -> list[str]:
-        """The item keys a manifest names, as ``import_images`` reads them: the ``item`` column
-        when it has one, else the ``image`` path."""
+        """The item keys a manifest names: its ``item`` column, else its ``image`` paths."""
         header, stream = csv_rows_stream(path, required=())
         column = "item" if "item" in header else "image"
         if column not in header:
