@@ -128,25 +128,21 @@ def _rows_insert(
 ) -> list[tuple[Any, ...]]:
     fields: list[Any] = [model._meta.get_field(name) for name in names]
     prepare = [isinstance(f, (JSONField, DateTimeField)) for f in fields]
-    # The connection itself, looked up once: ``connection`` is a proxy that finds the
-    # thread's connection on every use (a fifth of preparing a million JSON values).
+    # The connection itself, looked up once: ``connection`` is a proxy that finds it on every use.
     db = connections[DEFAULT_DB_ALIAS]
     copy = db.vendor == "postgresql" and not ignore_conflicts and tuple(returning) in ((), ("id",))
-    # PostgreSQL without COPY: the rows go in as one JSON array, read by the statement itself.
     elements = None if copy else _json_elements(fields, db)
     quote = db.ops.quote_name
     one = "(" + ", ".join(["%s"] * len(fields)) + ")"
     head = f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) VALUES "
     times: dict[datetime, Any] = {}
     empties: dict[tuple[str, type], Any] = {}
-    # JSON text by the value's identity: rows often share one output object (an import's
-    # verdicts repeat), and ``rows`` keeps every value alive, so an id is not reused here.
+    # JSON text by the value's identity: rows often share one object, kept alive by ``rows``.
     texts: dict[int, str] = {}
 
     def prepared(field: Any, value: Any) -> Any:
         if (copy or elements) and isinstance(field, JSONField) and value is not None:
-            # COPY reads a jsonb column's text: the JSON itself, without the driver's wrapper
-            # (and the JSON array of rows carries it as a string the statement casts).
+            # COPY reads a jsonb column's text: the JSON itself, without the driver's wrapper.
             text = texts.get(id(value))
             if text is None:
                 text = texts[id(value)] = json.dumps(value, cls=field.encoder)
@@ -163,7 +159,6 @@ def _rows_insert(
         return field.get_db_prep_save(value, db)
 
     width = len(fields)
-    # The columns whose values go through ``prepared``; the others are passed as they are.
     to_prepare = [(i, field) for i, (field, needs) in enumerate(zip(fields, prepare, strict=True)) if needs]
 
     def ready(row: Sequence[Any]) -> Sequence[Any]:
@@ -185,11 +180,7 @@ def _rows_insert(
     out: list[tuple[Any, ...]] = []
     per_statement = max(1, sql_max_variables() // width)
     if elements:
-        # One value whatever the rows, and the same statement text for every chunk. (Arrays,
-        # one per column as Django's bulk_create sends them, went through psycopg's Python
-        # array dumper, which escaped every element with a regular expression: most of an
-        # image import's time in the driver.) So chunks are bounded by their size, not by the
-        # variable limit, which would cost a statement (its parse and plan) per hundred rows.
+        # One value whatever the rows, one statement text for every chunk (see docs/explanation/imports.md).
         per_statement = JSON_ROWS_PER_STATEMENT
         head = (
             head.removesuffix(" VALUES ") + f" SELECT {', '.join(elements)} FROM json_array_elements(%s) AS r"
@@ -205,7 +196,6 @@ def _rows_insert(
                     params += row
             if elements:
                 # The array keeps the rows' order: RETURNING gives the new ids in that order.
-                # default=str: the datetimes (ISO text, which PostgreSQL reads back as such).
                 cursor.execute(head + tail, [json.dumps(params, default=str)])
             else:
                 cursor.execute(head + ", ".join([one] * len(chunk)) + tail, params)
@@ -238,8 +228,7 @@ def _rows_copy(
             ids = sorted(pk_value for (pk_value,) in cursor.fetchall())
             columns.insert(0, quote(pk.column))
         statement = f"COPY {quote(table)} ({', '.join(columns)}) FROM STDIN"
-        # The driver's own cursor (Django's wrapper has no ``copy``), its errors turned into
-        # Django's as ``execute`` would (a caller catches IntegrityError).
+        # The driver's own cursor (Django's has no ``copy``), its errors turned into Django's.
         with connection.wrap_database_errors, cursor.cursor.copy(statement) as copy:
             if with_ids:
                 for pk_value, row in zip(ids, rows, strict=True):
@@ -265,7 +254,6 @@ def _json_elements(fields: Sequence[Any], db: Any) -> list[str] | None:
             or not db_type
         ):
             return None
-        # Without its parameters (varchar, not varchar(50)): nothing is cut on the way in. A
-        # JSON column's value is its JSON text (``prepared``), cast as the column's type.
+        # Without its parameters (varchar, not varchar(50)): nothing is cut on the way in.
         elements.append(f"(r->>{i})::{db_type.split('(')[0]}")
     return elements

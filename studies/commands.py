@@ -43,7 +43,6 @@ def add_study_argument(parser: ArgumentParser, *, every: bool = False, note: str
         metavar="SLUG",
         help=(STUDY_FILTER_HELP if every else STUDY_HELP) + (f" {note}" if note else ""),
     )
-    # Read by tests/test_command_flags.py: which of the two meanings the command gave it.
     action.study_rule = "every" if every else "one"  # type: ignore[attr-defined]
     return action
 

@@ -20,8 +20,7 @@ _NUMBER_RE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 def _needs_prefix(text: str) -> bool:
     if text.startswith(FORMULA_TRIGGERS):
         return _NUMBER_RE.fullmatch(text) is None
-    # A quote the value really has, in front of what would be escaped: escape it too, or the
-    # import would take the value's own quote for ours.
+    # A quote the value really has before what would be escaped is escaped too, so import can tell.
     return text.startswith(TEXT_PREFIX) and _needs_prefix(text[1:])
 
 

@@ -10,11 +10,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
 
-# SQLite: ``ANALYZE`` reads every index whole (``PRAGMA analysis_limit = 0``). A sample (it was
-# 2,000 rows an index) misleads the planner on a column with few values: the study index of a
-# million items of one study read as "2,001 items a study", so a lookup of 989 keys scanned the
-# whole study through it (130 ms a chunk: 163 s of a re-import of a million rows). The whole
-# database of a million images is analysed in 0.4 s here.
+# SQLite: ``ANALYZE`` reads every index whole; a sample misjudged the study index (docs/how-to/deploy.md).
 SQLITE_ANALYSIS_LIMIT = 0
 
 
@@ -48,11 +44,7 @@ def rows_mark_visible(*, models: Sequence[type[Model]], using: str = DEFAULT_DB_
             cursor.execute("VACUUM " + ", ".join(connection.ops.quote_name(m._meta.db_table) for m in models))
 
 
-# SQLite keeps a page cache per connection, 2 MiB by default: a label import into a million-item
-# study touches index pages of the items and the five label tables all over their files, reading
-# each again on every statement of the batch. ``import_labels`` sets this much for its own
-# connection while it runs (KiB); web processes keep the default. 40,000 labels into a
-# million-item study on tmpfs: the statements 1.11-1.21 s -> 0.96-1.04 s (three runs each).
+# SQLite's page cache (KiB) for a bulk write's connection: index pages are read again on every statement.
 SQLITE_BULK_CACHE_KIB = 65_536
 
 

@@ -28,7 +28,6 @@ BROWSER_SAME_MODES = frozenset({"RGB", "L", "1", "P"})
 BACKGROUND = (255, 255, 255)
 
 RENDITION_SUFFIX = ".normalised.png"
-# Stored originals only: images/<2 hex>/<64 hex>.<ext>. Anything else is never derived from.
 _STORED_NAME_RE = re.compile(r"images/[0-9a-f]{2}/[0-9a-f]{64}\.[A-Za-z0-9]{1,5}")
 
 Source = str | os.PathLike[str] | IO[bytes]
@@ -94,9 +93,6 @@ def open_rgb(source: Source) -> PILImage.Image:
         return normalise(img)
 
 
-# --- renditions for the browser ----------------------------------------------------------------
-
-
 def rendition_name(storage_name: str) -> str:
     """Where the browser rendition of a stored original lives, beside it under MEDIA_ROOT."""
     return storage_name.rsplit(".", 1)[0] + RENDITION_SUFFIX
@@ -104,8 +100,7 @@ def rendition_name(storage_name: str) -> str:
 
 @lru_cache(maxsize=65536)
 def _file_needs_normalising(path: str, mtime_ns: int, size: int) -> bool:
-    # Keyed by modification time and size too: originals are content-addressed and never change,
-    # but a test or an operator may put other bytes under the same name.
+    # Keyed by mtime and size too: a test or an operator may put other bytes under the same name.
     try:
         with PILImage.open(path) as img:
             return needs_normalising(img)

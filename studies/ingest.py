@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import IO, Any, TypeVar, cast
+from typing import IO, Any, cast
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -72,30 +72,17 @@ from studies.models import (
     Study,
 )
 from studies.protocols import protocol_spec
-from studies.selectors import study_chosen
 from studies.services import MANIFEST_KNOWN_COLUMNS, study_create
 
-# The study imports go to when no --study is given.
-DEFAULT_STUDY = "default"
-
-# Generated-image studies need the prompt columns; a pair-change study's rows name their item
-# and role instead (seed photos have no prompt).
+# A pair-change study's rows name their item and role instead of a prompt.
 MANIFEST_REQUIRED_COLUMNS = ("image", "t2i_model", "prompt", "category", "word")
 PAIR_MANIFEST_REQUIRED_COLUMNS = ("image", "item", "role")
 
-# Threads reading, hashing and decoding files (all release the GIL); the database work stays
-# on the calling thread.
+# Threads reading, hashing and decoding files (all release the GIL).
 IMPORT_WORKERS = min(8, os.cpu_count() or 1)
-# A batch with at least this many files has them checked by worker processes
-# (``BIASLAB_IMPORT_PROCESSES``), not threads, which hand the GIL over at every system call;
-# fewer stay on threads (a process costs a fork). Figures: docs/benchmarks.md.
+# From this many files a batch goes to worker processes, not threads (figures: docs/benchmarks.md).
 PROCESS_MIN_FILES = 500
-# Threads storing the checked files: creating a file waits on the file system, not a CPU.
 STORE_WORKERS = max(IMPORT_WORKERS, 8)
-T = TypeVar("T")
-R = TypeVar("R")
-
-# --- Validation ---------------------------------------------------------------------------------
 
 
 def import_processes() -> int:
@@ -104,9 +91,6 @@ def import_processes() -> int:
     if not sys.platform.startswith("linux"):
         return 0
     return max(0, int(getattr(settings, "BIASLAB_IMPORT_PROCESSES", min(8, os.cpu_count() or 1))))
-
-
-# --- Manifest import ----------------------------------------------------------------------------
 
 
 class _ManifestImport(ManifestStore):
@@ -131,38 +115,28 @@ class _ManifestImport(ManifestStore):
         self.stage_progress = stage_progress
         self.columns = set(columns)
         self.has_item_column = "item" in columns
-        # Without an ``item`` column every row is a one-image item of its own, settled within
-        # its batch (``_one_image_items_settle``).
+        # Without an ``item`` column every row is its own one-image item, settled within its batch.
         self.one_image = not self.has_item_column
         self.metadata_columns = [c for c in columns if c not in MANIFEST_KNOWN_COLUMNS]
         self.spec = protocol_spec(study.protocol)
         self.roles = set(self.spec.image_roles)
         self.question_keys = set(Question.objects.filter(study=study).values_list("key", flat=True))
-        self.pairs = protocol_spec(study.protocol).paired
-        # What the database holds for the batch being checked: (key, role) → sha of the rows'
-        # items, and sha → key of the one-image items with the batch's bytes. Loaded per batch
-        # (a few queries), so per-row checks never touch the database.
+        self.pairs = self.spec.paired
+        # What the database holds for the batch being checked, loaded per batch.
         self.known: dict[tuple[str, str], KnownLink] = {}
         self.known_items: dict[str, StoredItem] = {}
-        # Manifest folders (as written) → their resolved path, "" when outside the root.
         self.folders: dict[str, str] = {}
         self.single_by_hash: dict[str, str] = {}
-        # (link id, size, mtime) of the batch's known files read again with the same bytes.
         self.stamps: list[tuple[int, int, int | None]] = []
-        # Reports of the updates settled within their batch (``_one_image_items_settle``).
         self.settled_reports: list[ItemUpdate] = []
         self.staging = Staging()
-        # Set once the write's transaction is over: the files it names in ``written`` are used.
+        # Once the write committed, the files named in ``written`` are in use.
         self.committed = False
-        # Storage names of the files this import wrote (from worker threads), moved to the
-        # staging table after each batch, for the clean-up.
         self.new_files: list[str] = []
         self.new_files_lock = threading.Lock()
         self.pool = ThreadPoolExecutor(max_workers=IMPORT_WORKERS, thread_name_prefix="image-import")
         self.store_pool = ThreadPoolExecutor(max_workers=STORE_WORKERS, thread_name_prefix="image-store")
-        # The worker processes of the check pass (``_files_read``), while it runs.
         self.processes: ProcessPoolExecutor | None = None
-        # How far each worker process's journal of new files has been read (bytes).
         self.journals_read: dict[str, int] = {}
 
     def close(self) -> None:
@@ -206,8 +180,6 @@ class _ManifestImport(ManifestStore):
                 f"(roles: {', '.join(sorted(self.roles))})"
             )
         if item_key and role in self.roles:
-            # One statement for the usual new path; the earlier row is looked up only when it
-            # is not new.
             path_key = f"{role}\x00{item_key}"
             if not self.staging.db.execute(
                 "INSERT OR IGNORE INTO paths VALUES (?, ?)", (path_key, number)
@@ -255,8 +227,6 @@ class _ManifestImport(ManifestStore):
             except (DomainError, OSError) as exc:
                 problems.append(rows_reason(exc))
         if problems or file_path is None or file_stat is None:
-            # One error per row, every problem in it: a file is fixed in one round, not one
-            # column per run.
             raise InvalidManifestRow("; ".join(problems))
         stamped = file_stat.st_mtime_ns <= time.time_ns() - STAMP_MIN_AGE_NS
         return RowPlan(
@@ -320,8 +290,7 @@ class _ManifestImport(ManifestStore):
                 self.pool, self.file_check, [(plan, (plan.item_key, plan.role) in known) for plan in plans]
             )
         if self.processes is None:
-            # Forked (the children inherit the settings, as the threads would see them);
-            # started once, at the first big batch, and stopped when the check pass ends.
+            # Forked, so the children inherit the settings; stopped when the check pass ends.
             self.processes = ProcessPoolExecutor(
                 max_workers=processes,
                 mp_context=multiprocessing.get_context("fork"),
@@ -361,10 +330,7 @@ class _ManifestImport(ManifestStore):
             raise check.error
         sha = check.sha256
         known = self.known.get((plan.item_key, plan.role))
-        # A row already imported with these bytes is not entered in ``hashes``: another row of
-        # the file with the same content is refused all the same, by the database's copy
-        # (``single_by_hash``), and a re-run of a million unchanged rows does not fill a
-        # staging table keyed by random hashes.
+        # A row already imported with these bytes is not entered: the database's copy refuses its twins.
         if plan.role == ImageRole.IMAGE and (known is None or known.sha256 != sha):
             new = self.staging.db.execute(
                 "INSERT OR IGNORE INTO hashes VALUES (?, ?, ?)", (sha, plan.number, plan.path)
@@ -376,8 +342,7 @@ class _ManifestImport(ManifestStore):
             if check.unchanged:
                 self.summary.unchanged_files += 1
             elif plan.file_size is not None and plan.path == known.source_path:
-                # Same bytes, read again (touched, copied, or imported before files were
-                # stamped): store the new stamp, so the next re-run need not read it.
+                # Same bytes read again: store the new stamp so the next re-run need not read it.
                 self.stamps.append((known.pk, plan.file_size, plan.file_mtime_ns))
             return False
         if known is not None:
@@ -390,8 +355,7 @@ class _ManifestImport(ManifestStore):
         """Import the rows; return how many were read."""
         n_rows = 0
         try:
-            # Two batches in flight: while the workers check a batch's files, this thread plans
-            # the next batch's rows, then settles the first (in file order, as before).
+            # Two batches in flight: this thread plans the next batch while the workers check one.
             pending: CheckedBatch | None = None
             for batch in batches(rows, import_batch_rows()):
                 started = self._batch_start(batch)
@@ -405,11 +369,7 @@ class _ManifestImport(ManifestStore):
             updates = self._items_settle()
             self._write(updates)
         finally:
-            # Whatever happens — a refused item, a bad line further down the file, a database
-            # error, Ctrl-C — the files this import stored that no Image row points to
-            # afterwards are removed again, so MEDIA_ROOT never keeps an orphan. The workers
-            # are stopped first (a file check still queued is dropped, one running finishes):
-            # no file is created after the last look at what they created.
+            # Whatever stops the import, the files it stored that no Image row uses are removed again.
             self.pool.shutdown(wait=True, cancel_futures=True)
             self._processes_stop()
             self._new_files_flush()
@@ -426,11 +386,8 @@ class _ManifestImport(ManifestStore):
                 self.reject(number, row.get("image", ""), rows_reason(exc))
                 key = row.get("item", "") if self.has_item_column else row.get("image", "")
                 if key and not isinstance(exc, DuplicateManifestRow):
-                    # A repeated row is refused alone: the item of its first row stays good.
                     self._bad_item(key, number)
         known, known_items = self._known_load(plans)
-        # Files unchanged since their import are not read (no worker needed); the others are
-        # read, hashed and verified by the workers.
         known_checks: list[FileCheck | None] = [
             FileCheck(sha256=link.sha256, unchanged=True)
             if (link := known.get((plan.item_key, plan.role))) is not None and link.same_file(plan)
@@ -450,7 +407,6 @@ class _ManifestImport(ManifestStore):
     def _batch_finish(self, started: CheckedBatch) -> None:
         """Settle a started batch's rows in file order and stage the good ones."""
         plans = started.plans
-        # What ``row_settle`` and ``_one_image_items_settle`` compare the rows with.
         self.known, self.known_items = started.known, started.known_items
         read = started.read
         checks = [check if check is not None else next(read) for check in started.known_checks]
@@ -631,16 +587,6 @@ def study_get_or_create(*, slug: str, protocol: str, name: str | None = None) ->
         return existing, False
     return study_create(slug=slug, name=name, protocol=protocol), True
 
-
-def study_for_import(slug: str) -> Study:
-    """The existing study with this slug (without one, the only study), for a command that fills
-    it. Imports never create a study — a typo would silently start a new one: an unknown slug
-    raises ``StudyNotChosen`` listing the studies and naming ``create_study``
-    (``studies.selectors.study_chosen``, what ``--study`` means in every command)."""
-    return study_chosen(slug)
-
-
-# --- Zip upload (admin) -------------------------------------------------------------------------
 
 ZIP_MANIFEST_NAME = "manifest.csv"
 ZIP_MAX_MEMBERS = 100_000

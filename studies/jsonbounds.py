@@ -9,16 +9,12 @@ import math
 import re
 from typing import Any
 
-#: Deepest nesting allowed (an object or list counts one level). Real values — generation
-#: settings, a detector's boxes — stay under 5.
+# Deepest nesting allowed (an object or list counts one level).
 MAX_JSON_DEPTH = 32
-#: Largest value allowed, in bytes of its JSON text (UTF-8). An objects output with 300 boxes is
-#: about 25 KB.
+# Largest value allowed, in bytes of its JSON text.
 MAX_JSON_BYTES = 256 * 1024
 
-# Strings (with their escapes) are skipped when counting brackets: "[[[" inside one is text.
-# Written as an unrolled loop (runs of plain characters at once): four times faster than
-# ``"(?:[^"\\]|\\.)*"`` on the long strings of a removal backup, and the same matches.
+# Strings skipped when counting brackets, as an unrolled loop (four times faster).
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _BRACKET = re.compile(r"[\[\]{}]")
 

@@ -25,21 +25,16 @@ RESEARCHER = "researcher"
 ROLE_GROUPS = (ANNOTATOR, RESEARCHER)
 
 
-# The checks are TypeGuards: a True answer means a signed-in account, so a caller's ``user``
-# (``request.user``, typed ``User | AnonymousUser``) is a ``User`` after the check. (Not TypeIs:
-# a False answer says nothing about which of the two it is.)
+# The checks are TypeGuards: after a True answer ``user`` is a ``User``.
 
 
 def _groups(user: UserLike) -> set[str]:
-    # getattr, here and in is_admin: the role checks stay total, anything that is not a
-    # signed-in user (None included) holds no role.
     if not getattr(user, "is_authenticated", False):
         return set()
     cached: set[str] | None = getattr(user, "_biaslab_groups", None)
     if cached is None:
         cached = set(user.groups.values_list("name", flat=True))
-        # A per-request cache on the user object (request.user lives as long as the request),
-        # an attribute the model does not declare: hence setattr.
+        # A per-request cache on the user object, an attribute the model does not declare.
         setattr(user, "_biaslab_groups", cached)  # noqa: B010
     return cached
 
@@ -70,8 +65,6 @@ def may_see_study(user: UserLike, study: Study) -> bool:
     """Researchers and admins see every study; annotators the studies they label."""
     return is_researcher(user) or may_label(user, study)
 
-
-# --- gates ---------------------------------------------------------------------------------------
 
 View = Callable[..., HttpResponse]
 #: A gate's check: the request and the view's URL arguments → may this user go on?

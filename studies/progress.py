@@ -52,8 +52,7 @@ class Progress:
         self.clock = clock
         self.done = 0
         self.started = clock()
-        # A known total shows its bar at once; a stream of unknown length (an import) writes
-        # its first line after ``log_every`` seconds, so a short import prints nothing.
+        # A stream of unknown length writes its first line after ``log_every`` seconds.
         self._last_write = float("-inf") if total is not None else self.started
         self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
 

@@ -87,8 +87,7 @@ class ProtocolSpec:
     title: str = ""
     options: tuple[StudyOption, ...] = ()
     image_roles: tuple[str, ...] = ("image",)
-    # Item.queue of a new item: 1 = people label every item; 0 = only items a sampling step puts
-    # in the queue (pair_change: people check a stratified sample of the automatic verdicts).
+    # Item.queue of a new item: 1 = people label every item; 0 = only items a sampling step queues.
     queue_default: int = 1
     labels_per_item: int = 2
     agreement: str = "unanimous"
@@ -96,20 +95,15 @@ class ProtocolSpec:
     item_question_keys: Callable[[Mapping[str, str]], list[str]] = every_question
     validate_metadata: Callable[[Mapping[str, str]], str | None] = any_metadata
     validate_questions: Callable[[Sequence[QuestionSpec]], str | None] = any_questions
-    # The management command that builds this protocol's demo study, for a protocol whose demo
-    # lives in its own package (``seed_demo`` runs it by name, after the core demo studies).
+    # The command that builds this protocol's demo study when it lives in its own package.
     demo_command: str | None = None
-    # The dotted path of the protocol's demo study (an ``annotate.demo.seeding.ProtocolDemo``),
-    # which ``seed_demo`` builds ("" = none).
+    # Dotted path of the protocol's demo (``annotate.demo.seeding.ProtocolDemo``); "" = none.
     demo: str = ""
-    # The dotted path of the protocol's ``reports.analyses.Analysis`` class ("" = no report yet):
-    # ``reports.analyses.ANALYSES`` is read from here.
+    # Dotted path of its ``reports.analyses.Analysis`` class ("" = no report yet).
     analysis: str = ""
-    # The dotted path of the URLconf of the protocol's own report pages, mounted under
-    # ``/reports/`` in the ``reports`` namespace ("" = none).
+    # Dotted path of its report pages' URLconf, mounted under ``/reports/`` ("" = none).
     urls: str = ""
-    # The dotted path of the module whose ``ESTIMAND`` is the protocol's few-label estimate
-    # (``estimates.estimands.EstimandProtocol``; "" = none): ``estimates.estimands`` reads it.
+    # Dotted path of the module whose ``ESTIMAND`` is its few-label estimate ("" = none).
     estimates: str = ""
     kind_validators: MappingProxyType[str, str] = field(default_factory=lambda: MappingProxyType({}))
     kind_checks: MappingProxyType[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -137,8 +131,7 @@ class ProtocolSpec:
         return None
 
 
-#: Sent (no arguments) when the registered protocols change: ``register_protocol``,
-#: ``unregister_protocol``, ``INSTALLED_APPS`` changed by ``override_settings``.
+# Sent when the registered protocols change (register, unregister, ``override_settings``).
 protocols_changed = Signal()
 
 

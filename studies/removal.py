@@ -36,10 +36,7 @@ from studies.models import (
 BACKUP_FORMAT = "biaslab-removed-items"
 BACKUP_VERSION = 1
 
-# Rows that go with an item without being anyone's work: its image links, and its work seats
-# (a seat without a label is an item handed out, not labelled; a seat with one comes with
-# its label, which is what counts). Named by label, not imported: the core sits below
-# ``annotate``.
+# Rows that go with an item without being anyone's work, named by label (the core sits below annotate).
 _NOT_DATA = {"studies.itemimage", "annotate.assignment"}
 
 
@@ -56,12 +53,10 @@ class RemovalResult:
     """What ``items_remove`` removed (or, in a dry run, would remove)."""
 
     keys: list[str]
-    # Rows removed with the items, by model name ("labels": 4), items and image links excluded.
     removed: dict[str, int]
     files: list[str]
     backup: Path | None = None
     dry_run: bool = False
-    # Per item that held data: what it held ("sdxl/0.png": {"labels": 2}).
     held: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
@@ -220,7 +215,6 @@ def items_remove(
         raise DomainError(f"the backup file {backup_path} already exists: name another one")
     audit = Audit(user=user, source=source)
     with transaction.atomic():
-        # Locked: a label or a new import arriving meanwhile waits for the removal.
         items = _locked(items)
         ids = [item.pk for item in items]
         keys = {item.pk: item.key for item in items}

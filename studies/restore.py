@@ -45,10 +45,8 @@ from studies.removal import (
     model_name_for,
 )
 
-# A backup nests its stored JSON values (an item's params, a prediction's output) four levels
-# deep: document, rows, row, fields.
+# A backup nests its stored JSON values four levels deep: document, rows, row, fields.
 _BACKUP_MAX_DEPTH = MAX_JSON_DEPTH + 4
-# Where an image file lives in MEDIA_ROOT: named by its hash (``ValidatedImage.storage_name``).
 _STORAGE_NAME = re.compile(r"images/[0-9a-f]{2}/[0-9a-f]{64}\.[a-z0-9]{1,10}")
 
 
@@ -265,8 +263,7 @@ class _RestoreCheck:
                 continue
             if pk in taken:
                 raise self.refuse(row, "would overwrite a row that exists (its id is taken)")
-            # Its file is the one its hash names (nowhere else in or outside MEDIA_ROOT), and the
-            # bytes the backup holds for it are those.
+            # Its file is the one its hash names, and the backup's bytes are those.
             stored = self.files.get(image.file)
             named = f"images/{image.sha256[:2]}/{image.sha256}"
             if not _STORAGE_NAME.fullmatch(image.file) or image.file.rsplit(".", 1)[0] != named:

@@ -14,8 +14,7 @@ from studies.errors import StudyNotChosen
 from studies.models import ImageRole, Item, ItemImage, Question, Study
 from studies.protocols import PROTOCOLS
 
-# An Item, or an Item with annotations (django-stubs' WithAnnotations): helpers that only add
-# prefetches keep the caller's annotations in the type.
+# An Item, or an Item with annotations: helpers that only add prefetches keep the type.
 _ItemT = TypeVar("_ItemT", bound=Item)
 
 

@@ -39,22 +39,15 @@ MANIFEST_KNOWN_COLUMNS = (
     "questions",
 )
 
-#: Manifest columns an import reads into an item's image file, key, image role, params and
-#: questions: no item keeps a value of them that a study option naming a column could group by.
+# Manifest columns read into an item's file, key, role, params and questions: none kept to group by.
 MANIFEST_COLUMNS_NOT_KEPT = frozenset({"image", "item", "role", "params", "questions"})
-#: Keys the labeling screen keeps for itself whatever the study asks (static/annotate/keys.js, zoom.js):
-#: an answer key equal to one would never reach its answer. The zoom keys (+ - 0) are not here:
-#: they give way to a study's own keys.
+# Keys the labeling screen keeps for itself (static/annotate/keys.js): no answer may use them.
 SCREEN_KEYS = {"z": "Back", "/": "missed-objects"}
 _QUESTION_KEY_RE = re.compile(r"^[-a-zA-Z0-9_]{1,50}$")
 # Field sizes of studies.models.Question (and of a label's value): longer is a row error.
 _QUESTION_TEXT_MAX = 500
 _ANSWER_VALUE_MAX = 50
-# What the labeling screen can still show on one screen and answer from the keyboard: a choice's
-# display name is a button's label (200 characters is two lines of a wide button); a question
-# has at most 26 answers, as many as letters for keys (each choice's key is one letter or digit,
-# z and / are the screen's own); a study asks at most 50 questions of one item (a long form
-# already scrolls well past the image at 20).
+# What one labeling screen can show and answer from the keyboard (26 letters for keys).
 _CHOICE_NAME_MAX = 200
 _CHOICES_MAX = 26
 _QUESTIONS_MAX = 50
@@ -150,7 +143,6 @@ def study_define(
         if problem:  # refused now, not when the report first reads the questions
             raise StudyConflict(f"These questions cannot serve a {protocol} study: {problem}.")
     existing = Study.objects.select_for_update().filter(slug=slug).first()
-    # What the study will be: given values, else the study's own (same protocol), else the preset.
     same = existing if existing is not None and existing.protocol == protocol else None
     keep = same is not None
     if questions is None and not spec.questions and same is None:
@@ -246,8 +238,6 @@ def _wanted_parameters(
         if value is not None and (not isinstance(value, str) or len(value) > 200 or "\x00" in value):
             raise StudyConflict(f"{flag} must be a name of at most 200 characters.")
         if option.column and option.name in given and value in MANIFEST_COLUMNS_NOT_KEPT:
-            # The import reads these columns into the item's file, key, role, params and
-            # questions, and keeps no value of them to group by: the report would be empty.
             kept = [c for c in MANIFEST_KNOWN_COLUMNS if c not in MANIFEST_COLUMNS_NOT_KEPT]
             raise StudyConflict(
                 f"{flag} {value}: an item keeps no value of the manifest column '{value}' to group by. "
@@ -296,8 +286,7 @@ def _gold_settings(study: Study | None, gold: GoldRule) -> dict[str, Any]:
 
 def _redefinition_check(study: Study, changed: list[str], protocol: str) -> None:
     """Refuse a change that would alter what the study's labels or images mean."""
-    # Every label completes a seat on its item (annotate.services), so the core can tell
-    # whether people labelled the study without knowing the labels table.
+    # Every label completes a seat on its item, so the core sees labels without the labels table.
     if Item.objects.filter(study=study, completed_seats__gt=0).exists():
         raise StudyConflict(
             f"The study “{study.slug}” already has labels: its {', '.join(changed)} cannot change "
@@ -447,9 +436,6 @@ def _question_row(number: int, row: dict[str, str]) -> QuestionSpec:
         default_value=row.get("default", ""),
         unresolvable_value=row.get("unresolvable", ""),
     )
-
-
-# --- The study's annotators -----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,7 @@ from studies.protocols import protocol_spec
 # Storage extension per Pillow format name; a format missing here is stored under its lower name.
 _EXTENSIONS = {"PNG": "png", "JPEG": "jpg", "WEBP": "webp", "GIF": "gif", "BMP": "bmp", "TIFF": "tif"}
 
-# Files bigger than this are refused before being read into memory (a PNG of the maximum pixel
-# count is far smaller); overridable from settings for unusual studies.
+# Files bigger than this are refused before being read into memory.
 DEFAULT_MAX_IMAGE_BYTES = 256 * 1024**2
 
 
@@ -86,21 +85,15 @@ def read_limited(path_or_file: str | os.PathLike[str] | IO[bytes] | bytes) -> by
     if isinstance(path_or_file, bytes):
         data = path_or_file
     elif isinstance(path_or_file, str | os.PathLike):
-        # Plain descriptor calls, not ``open()``: its buffered file asks the kernel three more
-        # things (fstat, isatty, lseek) and reads once more to see the end; at a million small
-        # files, from worker threads that hand the GIL over at every system call, that was
-        # a third of the reading's system calls.
+        # Plain descriptor calls, not ``open()``: a third fewer system calls at a million small files.
         fd = os.open(path_or_file, os.O_RDONLY)  # not inherited by child processes (PEP 446)
         try:
-            # Read what the file holds, not ``limit + 1``: asking for 256 MiB makes Python
-            # allocate that much (a memory mapping) and shrink it after, which left one mapping
-            # per kept file (Linux allows 65,530 a process: a 60,000-image import ran out).
+            # Read what the file holds, not ``limit + 1``: a huge read leaves a memory mapping per file.
             size = os.fstat(fd).st_size
             if size > limit:
                 raise ImageTooLarge(f"file is larger than {limit} bytes")
             data = os.read(fd, size + 1)
-            # Fewer bytes than its size: a short read (a network file system may give one), or
-            # it shrank; more: it grew meanwhile. Either way read on to the end, still bounded.
+            # A short read or a file that changed size: read on to the end, still bounded.
             if len(data) != size:
                 parts = [data]
                 total = len(data)
@@ -191,10 +184,8 @@ def image_facts(data: bytes) -> tuple[str, int, int]:
     return fmt, width, height
 
 
-# This machine's name as it may appear in a file name (temporary files of ``file_write``).
 _HOST = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())[:64] or "host"
-# This process's id, kept (``os.getpid()`` is a system call per file) and renewed in a forked
-# child, whose temporary names must differ from its parent's.
+# This process's id, kept (a system call per file otherwise) and renewed in a forked child.
 _PID = os.getpid()
 
 
@@ -325,8 +316,6 @@ def item_image_store(
         index=index,
         params=params or {},
         metadata=metadata or {},
-        # The protocol decides from the metadata which questions the item asks (GEP's explicit
-        # images: only their attribute's); [] = all.
         question_keys=protocol_spec(study.protocol).item_question_keys(metadata or {}),
         queue=protocol_spec(study.protocol).queue_default,
     )

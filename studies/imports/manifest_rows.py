@@ -22,12 +22,9 @@ from studies.models import Item, Study
 T = TypeVar("T")
 R = TypeVar("R")
 
-# Field sizes of the tables the rows go to: a longer value is a row error, not a database crash.
 MAX_CHARS = {"image": 1000, "item": 1000, "t2i_model": 200, "category": 100, "word": 200}
 MAX_INDEX = 2_147_483_647  # PositiveIntegerField's ceiling on every backend
-# A file modified this recently (ns) before it was looked at gets no stamp (size, mtime): a
-# write in the same tick of the file system's clock would leave its mtime unchanged, so the
-# next re-run reads it again rather than trust the stamp (git's "racily clean" entries).
+# A file modified this recently (ns) gets no stamp: its mtime may not change on the next write.
 STAMP_MIN_AGE_NS = 2_000_000_000
 
 
@@ -127,8 +124,7 @@ class RowPlan:
     params: dict[str, Any]
     metadata: dict[str, str]
     question_keys: tuple[str, ...]
-    # The file's size and mtime when its path was checked (before it is read), or None when it
-    # was modified too recently to identify it by them (``STAMP_MIN_AGE_NS``).
+    # None when the file was modified too recently to be identified by them (``STAMP_MIN_AGE_NS``).
     file_size: int | None = None
     file_mtime_ns: int | None = None
 
@@ -190,7 +186,6 @@ class StoredItem:
     completed_seats: int
     prompt_key: tuple[str, str, str] | None
 
-    #: The item's columns read, in the order ``from_row`` takes them.
     FIELDS = (
         "pk",
         "key",

@@ -44,7 +44,6 @@ from studies.imports.rows import ImportSummary, ItemUpdate
 from studies.models import Image, ImageRole, Item, ItemChange, ItemChangeAction, ItemImage, Prompt, Study
 from studies.protocols import protocol_spec
 
-# The columns of a new item, in the order ``_rows_write`` gives them.
 ITEM_COLUMNS = (
     "study_id",
     "key",
@@ -85,9 +84,7 @@ def file_checked(path: str, *, known: bool, store: bool, file_new: Callable[[str
         return FileCheck(error=exc)
 
 
-# In a worker process of an import: the descriptor of its journal, where it names each file
-# before creating it (the import process reads the journals for its clean-up: a file a worker
-# created is removed even when the import is interrupted before the worker's answer arrives).
+# A worker process's journal: it names each file before creating it, for the import's clean-up.
 _journal: int | None = None
 JOURNAL_PREFIX = "new-files-"
 
@@ -103,8 +100,7 @@ def worker_start(journal_folder: str) -> None:
 
 def journal_write(name: str, temporary: str) -> None:
     assert _journal is not None  # set by worker_start
-    # One append: never interleaved with another's. A name holds no tab or newline (a hash and
-    # an extension); the temporary path is the rest of the line.
+    # One append, never interleaved; a name holds no tab or newline.
     os.write(_journal, f"{name}\t{temporary}\n".encode())
 
 
@@ -116,8 +112,6 @@ def files_checked(tasks: list[tuple[str, bool, bool]]) -> list[FileCheck]:
 
 
 def worker_died() -> ImportRejected:
-    # A worker killed (out of memory) or crashed (a decoder's fault on a hostile file): the
-    # import stops whole, and its clean-up removes what was stored.
     return ImportRejected(
         "a worker process checking the image files stopped abruptly (killed, out of memory, or "
         "crashed on a file); nothing was written. Importing again with BIASLAB_IMPORT_PROCESSES=0 "
@@ -264,8 +258,7 @@ class ManifestStore:
                     changes[name] = (before, after)
             fields["prompt"] = prompt_key
         explicit = list(next((p.question_keys for p in plans if p.question_keys), ()))
-        # Metadata decides the questions only of items whose questions it decided (none named
-        # in a 'questions' column at their import).
+        # Metadata decides the questions only of items whose questions it decided at their import.
         derived = item.question_keys == spec.item_question_keys(item.metadata)
         if "questions" in self.columns or ("metadata" in fields and derived):
             question_keys = explicit or spec.item_question_keys(fields.get("metadata", item.metadata))
@@ -319,7 +312,7 @@ class ManifestStore:
     def _stamps_write(self) -> None:
         """Store the new size/mtime stamps of known files read again with the same bytes."""
         stamps = self.staging.rows("SELECT link, size, mtime_ns FROM stamps ORDER BY link")
-        # bulk_update's CASE carries about 5 values per row (its id twice, the 2 values, the IN).
+        # bulk_update's CASE carries about 5 values per row.
         for part in batches(stamps, max(1, in_chunk_size() // 5)):
             ItemImage.objects.bulk_update(
                 [ItemImage(pk=pk, file_size=size, file_mtime_ns=mtime) for pk, size, mtime in part],
@@ -341,7 +334,6 @@ class ManifestStore:
         """The accepted new items (not refused since), each with its fresh rows."""
         key: str | None = None
         rows: list[tuple[RowPlan, FileCheck]] = []
-        # One-image items have one staged row each: file order is row order, no sort by item.
         order = (
             "ORDER BY p.number"
             if self.one_image
@@ -392,8 +384,7 @@ class ManifestStore:
                 self.committed = True
                 self.summary.updated = reports
             except DatabaseError as exc:
-                # Every value was checked above; this is the safety net for what the checks
-                # did not foresee (or a concurrent writer): one clear message, nothing kept.
+                # A safety net for what the checks did not foresee (or a concurrent writer): nothing kept.
                 self.summary.accepted = 0
                 self.summary.updated = []
                 raise ImportRejected(
@@ -407,9 +398,7 @@ class ManifestStore:
             ((plan, check) for _, rows in self._accepted_groups() for plan, check in rows),
             import_batch_rows(),
         ):
-            # A file its check stored costs two ``stat`` calls, made here: handing each row to a
-            # thread cost more than the calls (GIL hand-overs). Files to read again go to the
-            # threads.
+            # A file its check stored costs two ``stat`` calls here, cheaper than a thread hand-over.
             quick = [self._stored_still(plan, check) for plan, check in batch]
             again = map_chunked(
                 self.store_pool,
@@ -457,8 +446,7 @@ class ManifestStore:
 
     def _orphans_remove(self) -> None:
         """Remove the files this import wrote that no Image row points to."""
-        # After the write, the files of the rows it wrote are referenced: only the others are
-        # asked about (a clean import of a million files asks nothing).
+        # After a commit only the files of rows not written are asked about.
         names = (
             name
             for (name,) in self.staging.rows(
@@ -475,8 +463,7 @@ class ManifestStore:
             for name in set(chunk) - referenced:
                 (Path(settings.MEDIA_ROOT) / name).unlink(missing_ok=True)
         if not self.committed:
-            # A worker process stopped mid-write (killed when another died, or the pool broke)
-            # leaves its temporary file; one that finished has renamed it (nothing to remove).
+            # A worker process stopped mid-write leaves its temporary file.
             for (temporary,) in self.staging.rows("SELECT path FROM temporaries"):
                 Path(temporary).unlink(missing_ok=True)
 
@@ -547,10 +534,7 @@ class ManifestStore:
             )
             for sha, check in checks.items()
         ]
-        # Multi-row INSERTs of plain values (``rows_insert``): a model instance per row cost
-        # more than the database's work. Conflicts ignored: the bytes may be an image already
-        # (of another study, or stored by another import a moment ago); those rows are looked
-        # up, the usual new row's id comes back from the INSERT itself.
+        # Conflicts ignored: the bytes may already be an image (another study, a concurrent import).
         images = dict(
             rows_insert_returning(
                 Image,
@@ -566,8 +550,6 @@ class ManifestStore:
         self.staging.db.executemany(
             "INSERT OR IGNORE INTO written VALUES (?)", [(row[1],) for row in new_images]
         )
-        # Items of a one-image manifest were new when their batch was checked; the others may
-        # add a role to an item already there.
         existing = (
             {} if self.one_image else self._ids_of(Item.objects.filter(study=self.study), "key", list(items))
         )
@@ -594,7 +576,6 @@ class ManifestStore:
                     next((p.index for p in plans if p.index is not None), None),
                     first.params,
                     metadata,
-                    # A row's own questions win; without them the protocol decides from the metadata.
                     list(next((p.question_keys for p in plans if p.question_keys), ()))
                     or spec.item_question_keys(metadata),
                     spec.queue_default,

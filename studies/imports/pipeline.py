@@ -23,8 +23,7 @@ from studies.models import ImportRun, ImportStatus, Item, ItemChange, Study
 P = TypeVar("P")  # a parsed row
 G = TypeVar("G")  # a checked row, ready to write
 
-#: Checked rows held in memory between the passes; beyond, every batch is pickled to a temporary
-#: file (about 0.5 kB a row: some 50 MB at most).
+# Checked rows held in memory between the passes; beyond, batches are pickled to a temporary file.
 STAGED_IN_MEMORY_ROWS = 100_000
 #: Refused rows an ``ImportRun`` keeps (the count is always whole).
 RECORDED_REJECTED_ROWS = 1_000

@@ -50,11 +50,9 @@ class ImportSummary:
     updated: list[ItemUpdate] = field(default_factory=list)
     changed: int = 0
     reopened: list[str] = field(default_factory=list)
-    # Image imports: the rows whose file was not read again (same path, size and mtime as at its
-    # import) — duplicates, and rows whose item is updated or refused for another reason alike.
+    # Image imports: rows whose file was not read again (same path, size and mtime as at import).
     unchanged_files: int = 0
     dry_run: bool = False
-    # Which of the optional counts this kind of import reports (always, even when 0).
     reports: tuple[str, ...] = ()
     rows: int = 0  # CSV rows read
 
@@ -142,8 +140,7 @@ def _csv_rows(
     try:
         with open(csv_path, newline="", encoding="utf-8-sig") as fh:
             reader = csv.reader(fh)
-            # The rows as csv.DictReader gives them (blank lines skipped and not counted, a short
-            # row's missing cells empty), built from csv.reader's lists: twice as fast.
+            # Built from csv.reader's lists as csv.DictReader would give them: twice as fast.
             header = [name.strip() for name in next(reader, [])]
             if any("\x00" in name for name in header):
                 raise ImportRejected(f"{Path(csv_path).name}: the header row contains a NUL character")
@@ -165,8 +162,6 @@ def _csv_rows(
                     continue
                 if len(cells) < width:
                     cells += [""] * (width - len(cells))
-                # read_cell, inlined: a cell without the export's protective quote is only
-                # stripped.
                 yield (
                     number,
                     {
@@ -181,13 +176,11 @@ def _csv_rows(
         ) from exc
     except csv.Error as exc:
         # e.g. a field beyond csv's size limit (128 KiB): no row of such a file is trusted.
-        # csv.reader's line_num counts the lines read, the failing one included.
         where = f" near line {max(reader.line_num, 1)}" if reader is not None else ""
         raise ImportRejected(f"{Path(csv_path).name}: not a readable CSV file{where} ({exc})") from exc
     except FileNotFoundError as exc:
         raise ImportRejected(f"{csv_path}: file not found") from exc
     except OSError as exc:
-        # A folder, an unreadable file: name it instead of a traceback.
         raise ImportRejected(f"{csv_path}: cannot read the CSV file ({exc.strerror or exc})") from exc
 
 
