@@ -31,8 +31,7 @@ def import_batch_rows() -> int:
 def sql_max_variables() -> int:
     """Bound values one statement may carry (``settings.BIASLAB_SQL_MAX_VARIABLES``)."""
     return max(
-        _OTHER_VARIABLES + 1,
-        int(getattr(settings, "BIASLAB_SQL_MAX_VARIABLES", DEFAULT_SQL_MAX_VARIABLES)),
+        _OTHER_VARIABLES + 1, int(getattr(settings, "BIASLAB_SQL_MAX_VARIABLES", DEFAULT_SQL_MAX_VARIABLES))
     )
 
 

@@ -27,10 +27,7 @@ STUDY_FILTER_HELP = "Only this study (default: every study)."
 FormatKind = Literal["report", "rows"]
 #: The choices of ``--format`` per kind of output, the default first.
 FORMATS: dict[str, tuple[str, ...]] = {"report": ("json", "csv", "md"), "rows": ("csv", "json")}
-FORMAT_HELP = {
-    "report": "json (default), csv or md (Markdown tables).",
-    "rows": "csv (default) or json.",
-}
+FORMAT_HELP = {"report": "json (default), csv or md (Markdown tables).", "rows": "csv (default) or json."}
 OUTPUT_HELP = "File to write, replaced only once complete (default: standard output)."
 
 

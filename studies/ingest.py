@@ -26,12 +26,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from studies.archive import ArchiveRejected, zip_extract
-from studies.batching import (
-    IsIn,
-    batches,
-    import_batch_rows,
-    in_chunks,
-)
+from studies.batching import IsIn, batches, import_batch_rows, in_chunks
 from studies.database import database_analyze
 from studies.errors import DomainError, ImportRejected
 from studies.imports.manifest_rows import (
@@ -65,12 +60,7 @@ from studies.imports.manifest_store import (
 )
 from studies.imports.pipeline import Audit, import_record
 from studies.imports.rows import ImportSummary, ItemUpdate, RejectedRow, csv_rows_stream
-from studies.models import (
-    ImageRole,
-    ItemImage,
-    Question,
-    Study,
-)
+from studies.models import ImageRole, ItemImage, Question, Study
 from studies.protocols import protocol_spec
 from studies.services import MANIFEST_KNOWN_COLUMNS, study_create
 
@@ -529,48 +519,34 @@ def images_import(
     ``stage_progress(stage, rows)`` per batch."""
     started, recorded = timezone.now(), recorded_file or str(manifest_path)  # the ImportRun's file
     summary = ImportSummary(dry_run=dry_run, reports=("updated",))
+    manifest_import = None
     try:
-        n_rows = _manifest_import(study, manifest_path, root, summary, user, source, stage_progress)
+        if not Path(root).is_dir():
+            raise ImportRejected(f"import root {root} is not a folder")
+        paired = protocol_spec(study.protocol).paired
+        required = PAIR_MANIFEST_REQUIRED_COLUMNS if paired else MANIFEST_REQUIRED_COLUMNS
+        header, rows = csv_rows_stream(manifest_path, required=required)
+        manifest_import = _ManifestImport(
+            study=study,
+            root=Path(root).resolve(),
+            summary=summary,
+            columns=header,
+            dry_run=dry_run,
+            audit=Audit(user=user, source=source or f"import of {Path(manifest_path).name}"),
+            stage_progress=stage_progress,
+        )
+        summary.rows = manifest_import.run(rows)
+        summary.rejected.sort(key=lambda r: r.row)
     except Exception as exc:
         import_record("images", summary, recorded, study, user, started, error=str(exc))
         raise
+    finally:
+        if manifest_import is not None:
+            manifest_import.close()
     import_record("images", summary, recorded, study, user, started)
     if progress:
-        progress(summary, n_rows)
+        progress(summary, summary.rows)
     return summary
-
-
-def _manifest_import(
-    study: Study,
-    manifest_path: str | os.PathLike[str],
-    root: str | os.PathLike[str],
-    summary: ImportSummary,
-    user: Any,
-    source: str,
-    stage_progress: Callable[[str, int], None] | None,
-) -> int:
-    root_path = Path(root)
-    if not root_path.is_dir():
-        raise ImportRejected(f"import root {root} is not a folder")
-    required = (
-        PAIR_MANIFEST_REQUIRED_COLUMNS if protocol_spec(study.protocol).paired else MANIFEST_REQUIRED_COLUMNS
-    )
-    header, rows = csv_rows_stream(manifest_path, required=required)
-    manifest_import = _ManifestImport(
-        study=study,
-        root=root_path.resolve(),
-        summary=summary,
-        columns=header,
-        dry_run=summary.dry_run,
-        audit=Audit(user=user, source=source or f"import of {Path(manifest_path).name}"),
-        stage_progress=stage_progress,
-    )
-    try:
-        summary.rows = manifest_import.run(rows)
-    finally:
-        manifest_import.close()
-    summary.rejected.sort(key=lambda r: r.row)
-    return summary.rows
 
 
 def study_get_or_create(*, slug: str, protocol: str, name: str | None = None) -> tuple[Study, bool]:

@@ -24,14 +24,7 @@ from django.db.models.deletion import CASCADE, PROTECT, RESTRICT, Collector
 from studies.batching import batches, in_chunk_size, in_chunks
 from studies.errors import DomainError
 from studies.imports.pipeline import Audit
-from studies.models import (
-    Image,
-    Item,
-    ItemChange,
-    ItemChangeAction,
-    ItemImage,
-    Study,
-)
+from studies.models import Image, Item, ItemChange, ItemChangeAction, ItemImage, Study
 
 BACKUP_FORMAT = "biaslab-removed-items"
 BACKUP_VERSION = 1

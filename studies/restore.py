@@ -26,16 +26,7 @@ from studies.errors import DomainError, ImportRejected
 from studies.imports.images import ValidatedImage, file_write, image_file_validate
 from studies.imports.pipeline import Audit
 from studies.jsonbounds import MAX_JSON_DEPTH, JSONOutOfBounds, json_bounds_check, json_loads_bounded
-from studies.models import (
-    Image,
-    Item,
-    ItemChange,
-    ItemChangeAction,
-    ItemImage,
-    Question,
-    QuestionKind,
-    Study,
-)
+from studies.models import Image, Item, ItemChange, ItemChangeAction, ItemImage, Question, QuestionKind, Study
 from studies.removal import (
     BACKUP_FORMAT,
     BACKUP_VERSION,

@@ -135,11 +135,7 @@ def image_file_validate(path_or_file: str | os.PathLike[str] | IO[bytes] | bytes
     data = read_limited(path_or_file)
     fmt, width, height = image_facts(data)
     return ValidatedImage(
-        data=data,
-        sha256=hashlib.sha256(data).hexdigest(),
-        format=fmt,
-        width=width,
-        height=height,
+        data=data, sha256=hashlib.sha256(data).hexdigest(), format=fmt, width=width, height=height
     )
 
 

@@ -230,12 +230,7 @@ class ManifestStore:
         for p in plans:
             metadata.update(p.metadata)
         candidates: list[tuple[str, str, Any, Any]] = [
-            (
-                "t2i_model",
-                "t2i_model",
-                item.t2i_model,
-                next((p.t2i_model for p in plans if p.t2i_model), ""),
-            ),
+            ("t2i_model", "t2i_model", item.t2i_model, next((p.t2i_model for p in plans if p.t2i_model), "")),
             ("seed", "seed", item.seed, next((p.seed for p in plans if p.seed is not None), None)),
             ("index", "index", item.index, next((p.index for p in plans if p.index is not None), None)),
             ("params", "params", item.params, first.params),
@@ -516,22 +511,13 @@ class ManifestStore:
         }
 
     def _rows_write(
-        self,
-        items: dict[str, list[tuple[RowPlan, FileCheck]]],
-        prompts: dict[tuple[str, str, str], Prompt],
+        self, items: dict[str, list[tuple[RowPlan, FileCheck]]], prompts: dict[tuple[str, str, str], Prompt]
     ) -> None:
         """Write one chunk of accepted items: their new Image rows, items and image links."""
         checks = {check.sha256: check for rows in items.values() for _, check in rows}
         now = timezone.now()
         new_images = [
-            (
-                sha,
-                storage_name(sha, check.format),
-                check.width,
-                check.height,
-                check.format,
-                now,
-            )
+            (sha, storage_name(sha, check.format), check.width, check.height, check.format, now)
             for sha, check in checks.items()
         ]
         # Conflicts ignored: the bytes may already be an image (another study, a concurrent import).

@@ -12,11 +12,7 @@ from studies.commands import add_file_argument, add_study_argument, file_from_op
 from studies.database import database_analyze
 from studies.errors import DomainError
 from studies.imports import ImportSummary
-from studies.ingest import (
-    MANIFEST_REQUIRED_COLUMNS,
-    PAIR_MANIFEST_REQUIRED_COLUMNS,
-    images_import,
-)
+from studies.ingest import MANIFEST_REQUIRED_COLUMNS, PAIR_MANIFEST_REQUIRED_COLUMNS, images_import
 from studies.progress import StageProgress, command_stream
 from studies.restore import items_restore
 from studies.selectors import study_chosen
