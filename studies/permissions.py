@@ -61,11 +61,6 @@ def may_label(user: UserLike, study: Study) -> TypeGuard[User]:
     return study.annotators.filter(pk=user.pk).exists()
 
 
-def may_see_study(user: UserLike, study: Study) -> bool:
-    """Researchers and admins see every study; annotators the studies they label."""
-    return is_researcher(user) or may_label(user, study)
-
-
 View = Callable[..., HttpResponse]
 #: A gate's check: the request and the view's URL arguments → may this user go on?
 Check = Callable[..., bool]

@@ -56,10 +56,6 @@ class ImportSummary:
     reports: tuple[str, ...] = ()
     rows: int = 0  # CSV rows read
 
-    @property
-    def ok(self) -> bool:
-        return not self.rejected
-
     def lines(self, noun: str = "images") -> list[str]:
         """Human-readable summary, one line each, rejected rows last."""
         would = "would be " if self.dry_run else ""
@@ -84,21 +80,6 @@ class ImportSummary:
         if self.dry_run:
             out.append("dry run: nothing was written")
         return out
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "accepted": self.accepted,
-            "duplicates": self.duplicates,
-            "skipped": self.skipped,
-            "updated": [
-                {"item": u.key, "changes": {k: {"old": o, "new": n} for k, (o, n) in u.changes.items()}}
-                for u in self.updated
-            ],
-            "changed": self.changed,
-            "reopened": list(self.reopened),
-            "dry_run": self.dry_run,
-            "rejected": [{"row": r.row, "path": r.path, "reason": r.reason} for r in self.rejected],
-        }
 
 
 #: Rows named in full under one reason; beyond this, the reason is given once with the count.
