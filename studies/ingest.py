@@ -16,8 +16,10 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -460,46 +462,24 @@ class _ManifestImport(ManifestStore):
     def _one_image_items_settle(self, new_keys: list[str], known_plans: list[RowPlan]) -> None:
         """Settle the batch's one-image items now: new ones accepted, known ones staged only when
         the row changes them, else counted as duplicates."""
-        keys = new_keys + [plan.item_key for plan in known_plans]
-        bad = {
-            key
-            for part in in_chunks(keys)
-            for (key,) in self.staging.db.execute(
-                f"SELECT k FROM bad_items WHERE k IN ({','.join('?' * len(part))})", part
-            )
-        }
+        bad = self._bad_items(new_keys + [plan.item_key for plan in known_plans])
         self.staging.db.executemany(
             "INSERT INTO accepted (k) VALUES (?)", [(key,) for key in new_keys if key not in bad]
         )
         staged_updates: list[tuple[str, bytes]] = []
         for plan in known_plans:
-            item = self.known_items.get(plan.item_key)
-            update, refused = None, False
-            if plan.item_key not in bad and item is not None:
-                update, refused = self._update_plan(plan.item_key, [plan], item, self.spec)
-            if update is not None:
-                staged_updates.append((plan.item_key, pickle.dumps(update)))
-                self.settled_reports.append(update.report)
-            elif not refused:
-                self.summary.duplicates += 1
+            item = None if plan.item_key in bad else self.known_items.get(plan.item_key)
+            self._update_stage(plan.item_key, [plan], item, staged_updates, self.settled_reports)
         self.staging.db.executemany("INSERT INTO updates VALUES (?, ?)", staged_updates)
 
     def _groups(self) -> Iterator[tuple[str, list[tuple[bool, RowPlan, FileCheck]]]]:
         """The staged rows item by item, in file order of each item's first row."""
-        key: str | None = None
-        rows: list[tuple[bool, RowPlan, FileCheck]] = []
-        for k, fresh, data in self.staging.rows(
+        staged = self.staging.rows(
             "SELECT p.k, p.fresh, p.data FROM plans p JOIN (SELECT k, min(number) AS f FROM plans GROUP BY k) "
             "g ON g.k = p.k ORDER BY g.f, p.number"
-        ):
-            if k != key and rows:
-                yield cast(str, key), rows
-                rows = []
-            key = k
-            plan, check = pickle.loads(data)
-            rows.append((bool(fresh), plan, check))
-        if rows:
-            yield cast(str, key), rows
+        )
+        for key, rows in groupby(staged, key=itemgetter(0)):
+            yield key, [(bool(fresh), *pickle.loads(data)) for _, fresh, data in rows]
 
 
 def images_import(

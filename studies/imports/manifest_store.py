@@ -10,8 +10,10 @@ import pickle
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
@@ -42,7 +44,7 @@ from studies.imports.manifest_rows import (
 from studies.imports.pipeline import Audit
 from studies.imports.rows import ImportSummary, ItemUpdate
 from studies.models import Image, ImageRole, Item, ItemChange, ItemChangeAction, ItemImage, Prompt, Study
-from studies.protocols import protocol_spec
+from studies.protocols import ProtocolSpec
 
 ITEM_COLUMNS = (
     "study_id",
@@ -129,6 +131,7 @@ class ManifestStore:
     columns: set[str]
     metadata_columns: list[str]
     one_image: bool
+    spec: ProtocolSpec
     pairs: bool
     dry_run: bool
     committed: bool
@@ -153,16 +156,9 @@ class ManifestStore:
         reports: list[ItemUpdate] = list(self.settled_reports)
         if self.one_image:  # settled batch by batch (``_one_image_items_settle``)
             return reports
-        spec = protocol_spec(self.study.protocol)
         for chunk in batches(self._groups(), in_chunk_size()):
             keys = [key for key, _ in chunk]
-            bad_items = dict(
-                row
-                for part in in_chunks(keys)
-                for row in self.staging.db.execute(
-                    f"SELECT k, first FROM bad_items WHERE k IN ({','.join('?' * len(part))})", part
-                )
-            )
+            bad_items = self._bad_items(keys)
             roles: dict[str, set[str]] = {}
             if self.pairs:
                 for key, role in ItemImage.objects.filter(
@@ -190,17 +186,38 @@ class ManifestStore:
                     else:
                         accepted.append((key,))
                         new_item = True
-                update, refused = None, False
-                if same and key not in bad_items and not new_item and key in stored:
-                    update, refused = self._update_plan(key, same, stored[key], spec)
-                if update is not None:
-                    staged_updates.append((key, pickle.dumps(update)))
-                    reports.append(update.report)
-                elif not refused:
-                    self.summary.duplicates += len(same)
+                item = stored.get(key) if same and key not in bad_items and not new_item else None
+                self._update_stage(key, same, item, staged_updates, reports)
             self.staging.db.executemany("INSERT INTO accepted (k) VALUES (?)", accepted)
             self.staging.db.executemany("INSERT INTO updates VALUES (?, ?)", staged_updates)
         return reports
+
+    def _bad_items(self, keys: list[str]) -> dict[str, int]:
+        """The first refused row of each of ``keys`` that has one."""
+        return dict(
+            row
+            for part in in_chunks(keys)
+            for row in self.staging.db.execute(
+                f"SELECT k, first FROM bad_items WHERE k IN ({','.join('?' * len(part))})", part
+            )
+        )
+
+    def _update_stage(
+        self,
+        key: str,
+        plans: list[RowPlan],
+        item: StoredItem | None,
+        staged: list[tuple[str, bytes]],
+        reports: list[ItemUpdate],
+    ) -> None:
+        """Stage what ``plans`` change of the stored ``item`` (None: nothing to compare); rows that
+        change nothing count as duplicates."""
+        update, refused = self._update_plan(key, plans, item) if item is not None else (None, False)
+        if update is not None:
+            staged.append((key, pickle.dumps(update)))
+            reports.append(update.report)
+        elif not refused:
+            self.summary.duplicates += len(plans)
 
     def _item_problem(self, key: str, plans: list[RowPlan], stored_roles: set[str]) -> str | None:
         for field_name in ("t2i_model", "prompt_key", "seed", "index"):
@@ -215,7 +232,7 @@ class ManifestStore:
         return None
 
     def _update_plan(
-        self, key: str, plans: list[RowPlan], item: StoredItem, spec: Any
+        self, key: str, plans: list[RowPlan], item: StoredItem
     ) -> tuple[ItemUpdatePlan | None, bool]:
         """``(update, refused)`` for an item already stored with the same bytes: what its rows
         change in the manifest's own columns, or None."""
@@ -254,9 +271,9 @@ class ManifestStore:
             fields["prompt"] = prompt_key
         explicit = list(next((p.question_keys for p in plans if p.question_keys), ()))
         # Metadata decides the questions only of items whose questions it decided at their import.
-        derived = item.question_keys == spec.item_question_keys(item.metadata)
+        derived = item.question_keys == self.spec.item_question_keys(item.metadata)
         if "questions" in self.columns or ("metadata" in fields and derived):
-            question_keys = explicit or spec.item_question_keys(fields.get("metadata", item.metadata))
+            question_keys = explicit or self.spec.item_question_keys(fields.get("metadata", item.metadata))
             if question_keys != item.question_keys:
                 if item.completed_seats > 0:
                     reason = (
@@ -327,24 +344,17 @@ class ManifestStore:
 
     def _accepted_groups(self) -> Iterator[tuple[str, list[tuple[RowPlan, FileCheck]]]]:
         """The accepted new items (not refused since), each with its fresh rows."""
-        key: str | None = None
-        rows: list[tuple[RowPlan, FileCheck]] = []
         order = (
             "ORDER BY p.number"
             if self.one_image
             else "JOIN (SELECT k, min(number) AS f FROM plans GROUP BY k) g ON g.k = p.k "
             "WHERE p.fresh = 1 ORDER BY g.f, p.number"
         )
-        for k, data in self.staging.rows(
+        accepted = self.staging.rows(
             "SELECT p.k, p.data FROM plans p JOIN accepted a ON a.k = p.k AND a.refused = 0 " + order
-        ):
-            if k != key and rows:
-                yield cast(str, key), rows
-                rows = []
-            key = k
-            rows.append(pickle.loads(data))
-        if rows:
-            yield cast(str, key), rows
+        )
+        for key, rows in groupby(accepted, key=itemgetter(0)):
+            yield key, [pickle.loads(data) for _, data in rows]
 
     def _write(self, reports: list[ItemUpdate]) -> None:
         """Store the good rows' files, then write every new item and update in one transaction.
@@ -539,7 +549,6 @@ class ManifestStore:
         existing = (
             {} if self.one_image else self._ids_of(Item.objects.filter(study=self.study), "key", list(items))
         )
-        spec = protocol_spec(self.study.protocol)
         new_items: list[tuple[Any, ...]] = []
         new_keys: list[str] = []
         for key, rows in items.items():
@@ -563,8 +572,8 @@ class ManifestStore:
                     first.params,
                     metadata,
                     list(next((p.question_keys for p in plans if p.question_keys), ()))
-                    or spec.item_question_keys(metadata),
-                    spec.queue_default,
+                    or self.spec.item_question_keys(metadata),
+                    self.spec.queue_default,
                     0,
                     now,
                 )
