@@ -179,8 +179,7 @@ class _ManifestImport(ManifestStore):
                 seen = self.staging.one("SELECT number FROM paths WHERE k = ?", path_key)
                 what = "image path" if not self.has_item_column else f"item and role ({role})"
                 raise DuplicateManifestRow(f"duplicate row: same {what} as row {seen[0]}")
-        needs_prompt = not (self.pairs and role == ImageRole.INPUT)
-        if needs_prompt and not self.pairs:
+        if not self.pairs:
             empty = [c for c in ("t2i_model", "prompt", "category", "word") if not row.get(c)]
             if len(empty) == 1:
                 problems.append(f"empty required value in column '{empty[0]}'")
