@@ -1,12 +1,5 @@
-"""Unpacking an uploaded zip that holds a manifest and the images it lists, whatever made the zip.
-
-``zip_extract`` reads ``\\`` as ``/``, ignores ``__MACOSX/``, ``.DS_Store``, ``Thumbs.db`` and
-``._*`` files, and unpacks what lies below the one ``manifest_name`` file, wherever it sits. It
-refuses the whole zip (``ArchiveRejected``, with the reason) for no manifest or several, an
-absolute or ``..`` path, a link, an encrypted, unreadable or clashing member, more than
-``max_members`` entries or more than ``max_bytes`` unpacked (counted again while writing).
-Standard library only.
-"""
+"""Unpacking an uploaded zip that holds a manifest and the images it lists, whatever made the
+zip (layouts and refusals: docs/explanation/images.md). Standard library only."""
 
 from __future__ import annotations
 
@@ -109,9 +102,8 @@ def _write(archive: zipfile.ZipFile, member: _Member, destination: Path, written
 def zip_extract(
     archive: zipfile.ZipFile, target: Path, *, manifest_name: str, max_bytes: int, max_members: int
 ) -> Path:
-    """Unpack the manifest's folder of ``archive`` into the empty folder ``target``; return the
-    import root (``target``, which then holds ``manifest_name``). Raises ``ArchiveRejected``
-    for every reason of the module docstring, with nothing usable left in ``target``."""
+    """Unpack the manifest's folder of ``archive`` into the empty folder ``target`` and return it;
+    ``ArchiveRejected`` for an unsafe or unusable zip."""
     members = zip_members(archive, max_members=max_members, max_bytes=max_bytes)
     prefix = manifest_folder(members, manifest_name)
     root = target.resolve()

@@ -1,8 +1,5 @@
-"""System checks (``manage.py check``) of every protocol registration and its spec's dotted paths.
-
-A path is resolved without importing its module (``find_spec``, then the module's top-level names
-read from its source), so the check stays cheap and loads no analysis or model library.
-"""
+"""System checks (``manage.py check``) of every protocol registration and its spec's dotted
+paths, resolved without importing their modules."""
 
 from __future__ import annotations
 
@@ -49,8 +46,8 @@ def _top_level_names(tree: ast.Module) -> set[str] | None:
 
 
 def dotted_path_problem(path: str, *, module: bool = False, attribute: str = "") -> str | None:
-    """Why ``path`` names nothing, or None. ``module``: the path is a module (which must define
-    ``attribute`` when given); else it is ``module.attribute``. Nothing is imported but parents."""
+    """Why ``path`` names nothing, or None; ``module``: the path is a module (defining
+    ``attribute`` when given). Nothing is imported but parents."""
     if not path:
         return "the path is empty"
     module_name, _, name = (path, "", attribute) if module else path.rpartition(".")
@@ -113,8 +110,7 @@ def _spec_problems(key: str, spec: ProtocolSpec) -> Iterator[CheckMessage]:
 
 @register("protocols")
 def check_protocols(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Every registered protocol: its spec imports, is the ``ProtocolSpec`` of its key, and every
-    dotted path in it names a module or attribute that exists."""
+    """Every registered protocol's spec imports, matches its key, and names only existing paths."""
     errors: list[CheckMessage] = []
     for key, entry in protocol_registrations().items():
         if isinstance(entry, ProtocolSpec):

@@ -1,20 +1,6 @@
-"""The flags BiasLab's management commands share, defined once so that they agree:
-``--study``, an importer's file, ``--format`` and ``--output``, and what reads them.
-
-- ``--study``: in a command that works on one study, the named study; left out, the only study
-  there is; several and none named, a refusal listing them (``studies.selectors.study_chosen``).
-  A command that works across studies (``run_detectors``, ``export_predictions``,
-  ``import_predictions``) reads it as a filter instead: left out, every study.
-- An importer takes its file as its first positional argument, ``FILE``; a spelling scripts used
-  before (``import_images --manifest``) stays as an alias.
-- ``--format``: the same choices wherever the output is the same kind — a report (``json``,
-  ``csv``, ``md``; default json) or rows (``csv``, ``json``; default csv).
-- ``--output FILE``: every command that prints a document can write it to a file instead,
-  atomically: into a temporary file beside it, renamed over it once complete, so an error leaves
-  the old file (or none), never half a document.
-
-tests/test_command_flags.py walks every command of the project and fails on one that diverges.
-"""
+"""The flags BiasLab's management commands share, defined once so they agree: ``--study``, an
+importer's ``FILE``, ``--format`` and ``--output``. tests/test_command_flags.py checks every
+command; docs/reference/commands describes them."""
 
 from __future__ import annotations
 
@@ -41,32 +27,25 @@ STUDY_FILTER_HELP = "Only this study (default: every study)."
 FormatKind = Literal["report", "rows"]
 #: The choices of ``--format`` per kind of output, the default first.
 FORMATS: dict[str, tuple[str, ...]] = {"report": ("json", "csv", "md"), "rows": ("csv", "json")}
-FORMAT_HELP = {
-    "report": "json (default), csv or md (Markdown tables).",
-    "rows": "csv (default) or json.",
-}
+FORMAT_HELP = {"report": "json (default), csv or md (Markdown tables).", "rows": "csv (default) or json."}
 OUTPUT_HELP = "File to write, replaced only once complete (default: standard output)."
 
 
 def add_study_argument(parser: ArgumentParser, *, every: bool = False, note: str = "") -> Action:
-    """``--study SLUG``. ``every``: the command works across studies and reads it as a filter
-    (``study_filter_from_options``); otherwise it works on one (``study_from_options``). ``note``
-    follows the shared help, e.g. what the study must be."""
+    """``--study SLUG``; ``every``: the command works across studies and reads it as a filter.
+    ``note`` follows the shared help."""
     action = parser.add_argument(
         "--study",
         default="",
         metavar="SLUG",
         help=(STUDY_FILTER_HELP if every else STUDY_HELP) + (f" {note}" if note else ""),
     )
-    # Read by tests/test_command_flags.py: which of the two meanings the command gave it.
     action.study_rule = "every" if every else "one"  # type: ignore[attr-defined]
     return action
 
 
 def study_from_options(options: Mapping[str, Any], key: str = "study") -> Study:
-    """The study ``--study`` (or the option ``key``, e.g. ``seeds_study``) names in a command that
-    works on one study; CommandError listing the studies (and naming create_study) when there is
-    no such study or several to choose from."""
+    """The study ``--study`` (or option ``key``) names; CommandError listing the studies otherwise."""
     try:
         return study_chosen(options[key])
     except StudyNotChosen as exc:
@@ -74,18 +53,15 @@ def study_from_options(options: Mapping[str, Any], key: str = "study") -> Study:
 
 
 def study_filter_from_options(options: Mapping[str, Any]) -> Study | None:
-    """The study ``--study`` names in a command that works across studies; None (every study)
-    without one. An unknown slug is refused as everywhere else."""
+    """The study ``--study`` names, or None (every study) without one."""
     return study_from_options(options) if options["study"] else None
 
 
 def add_file_argument(
     parser: _ActionsContainer, *, help: str, alias: str = "", optional: bool = False
 ) -> Action:
-    """An importer's file: the positional ``FILE``. ``alias`` (e.g. ``--manifest``) is the option
-    scripts used before, kept working (``file_from_options`` reads either); ``optional`` when the
-    command can run without a file (``import_images --restore``). ``parser`` may be a mutually
-    exclusive group (``remove_items``: a manifest or ``--item``)."""
+    """An importer's positional ``FILE``, with an old option spelling ``alias`` kept working;
+    ``optional`` when the command can run without one."""
     action = parser.add_argument(
         "file", nargs="?" if optional or alias else None, default=None, metavar="FILE", help=help
     )
@@ -101,8 +77,7 @@ def add_file_argument(
 
 
 def file_from_options(options: Mapping[str, Any], *, alias: str = "") -> str | None:
-    """The file given positionally or through its alias option; CommandError when both are given
-    and differ."""
+    """The file given positionally or through its alias; CommandError when both differ."""
     file, aliased = options.get("file"), options.get("file_alias")
     if file and aliased and file != aliased:
         raise CommandError(
@@ -114,8 +89,7 @@ def file_from_options(options: Mapping[str, Any], *, alias: str = "") -> str | N
 def add_format_argument(
     parser: ArgumentParser, kind: FormatKind, *, aliases: Mapping[str, str] | None = None
 ) -> Action:
-    """``--format`` with the choices of its kind of output (``FORMATS``), the first the default.
-    ``aliases`` maps a spelling kept for scripts to what it prints, for the help."""
+    """``--format`` with the choices of its kind of output (``FORMATS``), the first the default."""
     extra = dict(aliases or {})
     help = FORMAT_HELP[kind] + "".join(f" Also {name}: {what}." for name, what in extra.items())
     action = parser.add_argument(
@@ -133,10 +107,8 @@ def add_output_argument(parser: ArgumentParser) -> Action:
 
 @contextmanager
 def output_stream(path: str, stdout: OutputWrapper) -> Iterator[TextIO]:
-    """A text stream for the document: the command's standard output without ``path``; with one,
-    a temporary file in the same folder, renamed to ``path`` when the block ends without error
-    and removed when it raises (the old file, if any, is left as it was). CommandError when the
-    file cannot be written."""
+    """A text stream for the document: standard output, or a temporary file beside ``path``
+    renamed over it when the block ends without error."""
     if not path:
         yield command_stream(stdout)
         return

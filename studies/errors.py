@@ -1,5 +1,4 @@
-"""Domain errors of the core. Every app's errors derive from ``DomainError``; views and
-commands turn them into clear messages (the message is meant for the user who caused it)."""
+"""Domain errors of the core; every app's errors derive from ``DomainError``."""
 
 from __future__ import annotations
 
@@ -21,8 +20,7 @@ class StudyNotChosen(DomainError):
 
 
 class AnnotatorsRefused(DomainError):
-    """``annotators_add`` refuses the whole list: a username that cannot be an account, an
-    inactive account, or (``StaffRefused``) a researcher or admin not asked for."""
+    """``annotators_add`` refuses the whole list (bad username, inactive account, staff)."""
 
 
 class StaffRefused(AnnotatorsRefused):

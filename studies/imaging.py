@@ -1,10 +1,6 @@
-"""Every reader of a study's image files sees the same 8-bit RGB pixels, upright.
-
-``open_rgb`` applies the EXIF orientation, scales 16-bit and 32-bit values to 8 bits, composites
-alpha over white and converts the rest to RGB; the media view serves a file that
-``needs_normalising`` as a PNG rendition made by it. Pillow and numpy only; the rules and why:
-docs/explanation/images.md.
-"""
+"""Every reader of a study's image files sees the same 8-bit RGB pixels, upright (``open_rgb``);
+the media view serves a file that ``needs_normalising`` as a PNG rendition. Rules and why:
+docs/explanation/images.md."""
 
 from __future__ import annotations
 
@@ -32,7 +28,6 @@ BROWSER_SAME_MODES = frozenset({"RGB", "L", "1", "P"})
 BACKGROUND = (255, 255, 255)
 
 RENDITION_SUFFIX = ".normalised.png"
-# Stored originals only: images/<2 hex>/<64 hex>.<ext>. Anything else is never derived from.
 _STORED_NAME_RE = re.compile(r"images/[0-9a-f]{2}/[0-9a-f]{64}\.[A-Za-z0-9]{1,5}")
 
 Source = str | os.PathLike[str] | IO[bytes]
@@ -48,10 +43,8 @@ def exif_orientation(img: PILImage.Image) -> int:
 
 
 def needs_normalising(img: PILImage.Image) -> bool:
-    """True when a browser would not show the pixels ``open_rgb`` gives: an EXIF orientation
-    that moves pixels, a 16-bit or float range, transparency, or a colour space other than RGB,
-    grey or palette (CMYK…). ``img`` is an opened image; for some formats (PNG) reading its EXIF
-    decodes it."""
+    """True when a browser would not show the pixels ``open_rgb`` gives (EXIF rotation, 16-bit
+    or float range, transparency, CMYK…)."""
     if img.mode not in BROWSER_SAME_MODES or "transparency" in img.info:
         return True
     return exif_orientation(img) in TRANSPOSING_ORIENTATIONS
@@ -70,8 +63,7 @@ def _on_white(img: PILImage.Image) -> PILImage.Image:
 
 
 def to_rgb8(img: PILImage.Image) -> PILImage.Image:
-    """``img`` (loaded, already upright) as 8-bit RGB, by the rules of the module docstring.
-    Always a new image."""
+    """``img`` (loaded, already upright) as a new 8-bit RGB image."""
     mode = img.mode
     if mode in SIXTEEN_BIT_MODES:
         return _sixteen_bit_to_l(img).convert("RGB")
@@ -95,14 +87,10 @@ def normalise(img: PILImage.Image) -> PILImage.Image:
 
 
 def open_rgb(source: Source) -> PILImage.Image:
-    """Open an image file (path or binary file object) as upright 8-bit RGB, fully decoded and
-    detached from the file. Raises what Pillow raises for a missing, unknown or corrupt file
-    (``OSError``, ``UnidentifiedImageError``, ``SyntaxError``, ``ValueError``…)."""
+    """Open an image file (path or binary file object) as upright 8-bit RGB, fully decoded; raises
+    what Pillow raises for a missing, unknown or corrupt file."""
     with PILImage.open(source) as img:
         return normalise(img)
-
-
-# --- renditions for the browser ----------------------------------------------------------------
 
 
 def rendition_name(storage_name: str) -> str:
@@ -112,8 +100,7 @@ def rendition_name(storage_name: str) -> str:
 
 @lru_cache(maxsize=65536)
 def _file_needs_normalising(path: str, mtime_ns: int, size: int) -> bool:
-    # Keyed by modification time and size too: originals are content-addressed and never change,
-    # but a test or an operator may put other bytes under the same name.
+    # Keyed by mtime and size too: a test or an operator may put other bytes under the same name.
     try:
         with PILImage.open(path) as img:
             return needs_normalising(img)
@@ -138,13 +125,8 @@ def _rendition_write(original: Path, target: Path) -> None:
 
 
 def browser_file(media_root: str | os.PathLike[str], storage_name: str) -> str:
-    """The storage name to send to a browser for the stored original ``storage_name``.
-
-    The original itself when a browser shows it as ``open_rgb`` does; otherwise its PNG
-    rendition, written on first use. Names that are not stored originals
-    (``images/<ab>/<sha256>.<ext>``), missing or unreadable files are returned unchanged, so the
-    caller answers them as it would have (404, or the bytes as they are).
-    """
+    """The storage name to send to a browser for the stored original ``storage_name``: itself, or
+    its PNG rendition written on first use; other names are returned unchanged."""
     if not _STORED_NAME_RE.fullmatch(storage_name):
         return storage_name
     root = Path(media_root)

@@ -1,12 +1,6 @@
-"""A manifest CSV into a study (``images_import``, the admin's zip upload): rows sharing an
-``item`` value form one item (a ``role`` each: ``input``/``output`` for pairs); without that
-column each row is a one-image item named by its path; other columns are kept as metadata.
-
-Every row is checked first (values, path, the file itself: ``studies.imports.images``), a batch
-at a time and staged on disk (``_ManifestImport``, its writing half in
-``studies.imports.manifest_store``); bad rows are listed by number and written nowhere, an item
-with one bad row is refused whole; then the good rows' files are stored and all good rows
-written in ONE transaction. If it fails, the files it stored are removed again."""
+"""A manifest CSV into a study (``images_import``, the admin's zip upload): every row checked
+first, a batch at a time, staged on disk; then the good rows' files stored and every item
+written in ONE transaction. How: docs/explanation/imports.md#image-manifests."""
 
 from __future__ import annotations
 
@@ -22,8 +16,10 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
-from typing import IO, Any, TypeVar, cast
+from typing import IO, Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -32,12 +28,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from studies.archive import ArchiveRejected, zip_extract
-from studies.batching import (
-    IsIn,
-    batches,
-    import_batch_rows,
-    in_chunks,
-)
+from studies.batching import IsIn, batches, import_batch_rows, in_chunks
 from studies.database import database_analyze
 from studies.errors import DomainError, ImportRejected
 from studies.imports.manifest_rows import (
@@ -71,55 +62,31 @@ from studies.imports.manifest_store import (
 )
 from studies.imports.pipeline import Audit, import_record
 from studies.imports.rows import ImportSummary, ItemUpdate, RejectedRow, csv_rows_stream
-from studies.models import (
-    ImageRole,
-    ItemImage,
-    Question,
-    Study,
-)
+from studies.models import ImageRole, ItemImage, Question, Study
 from studies.protocols import protocol_spec
-from studies.selectors import study_chosen
 from studies.services import MANIFEST_KNOWN_COLUMNS, study_create
 
-# The study imports go to when no --study is given.
-DEFAULT_STUDY = "default"
-
-# Generated-image studies need the prompt columns; a pair-change study's rows name their item
-# and role instead (seed photos have no prompt).
+# A pair-change study's rows name their item and role instead of a prompt.
 MANIFEST_REQUIRED_COLUMNS = ("image", "t2i_model", "prompt", "category", "word")
 PAIR_MANIFEST_REQUIRED_COLUMNS = ("image", "item", "role")
 
-# Threads reading, hashing and decoding files (all release the GIL); the database work stays
-# on the calling thread.
+# Threads reading, hashing and decoding files (all release the GIL).
 IMPORT_WORKERS = min(8, os.cpu_count() or 1)
-# A batch with at least this many files has them checked by worker processes
-# (``BIASLAB_IMPORT_PROCESSES``), not threads, which hand the GIL over at every system call;
-# fewer stay on threads (a process costs a fork). Figures: docs/benchmarks.md.
+# From this many files a batch goes to worker processes, not threads (figures: docs/benchmarks.md).
 PROCESS_MIN_FILES = 500
-# Threads storing the checked files: creating a file waits on the file system, not a CPU.
 STORE_WORKERS = max(IMPORT_WORKERS, 8)
-T = TypeVar("T")
-R = TypeVar("R")
-
-# --- Validation ---------------------------------------------------------------------------------
 
 
 def import_processes() -> int:
-    """Worker processes of a big image import (``settings.BIASLAB_IMPORT_PROCESSES``; one per
-    CPU, at most 8, by default); 0 or 1: threads only. Linux only: the workers are forked (they
-    inherit the settings and the code as loaded), which other systems do not offer safely."""
+    """Worker processes of a big image import (``BIASLAB_IMPORT_PROCESSES``, default one per
+    CPU up to 8); 0 or 1: threads only. Linux only (forked workers)."""
     if not sys.platform.startswith("linux"):
         return 0
     return max(0, int(getattr(settings, "BIASLAB_IMPORT_PROCESSES", min(8, os.cpu_count() or 1))))
 
 
-# --- Manifest import ----------------------------------------------------------------------------
-
-
 class _ManifestImport(ManifestStore):
-    """One manifest import, streamed in two passes (docs/explanation/imports.md): rows checked a
-    batch at a time, files in worker threads or processes, settled in file order and staged on
-    disk; then items settled, files stored, everything written in ONE transaction."""
+    """One manifest import in two passes: rows checked and staged, then written in one transaction."""
 
     def __init__(
         self,
@@ -140,38 +107,28 @@ class _ManifestImport(ManifestStore):
         self.stage_progress = stage_progress
         self.columns = set(columns)
         self.has_item_column = "item" in columns
-        # Without an ``item`` column every row is a one-image item of its own, settled within
-        # its batch (``_one_image_items_settle``).
+        # Without an ``item`` column every row is its own one-image item, settled within its batch.
         self.one_image = not self.has_item_column
         self.metadata_columns = [c for c in columns if c not in MANIFEST_KNOWN_COLUMNS]
         self.spec = protocol_spec(study.protocol)
         self.roles = set(self.spec.image_roles)
         self.question_keys = set(Question.objects.filter(study=study).values_list("key", flat=True))
-        self.pairs = protocol_spec(study.protocol).paired
-        # What the database holds for the batch being checked: (key, role) → sha of the rows'
-        # items, and sha → key of the one-image items with the batch's bytes. Loaded per batch
-        # (a few queries), so per-row checks never touch the database.
+        self.pairs = self.spec.paired
+        # What the database holds for the batch being checked, loaded per batch.
         self.known: dict[tuple[str, str], KnownLink] = {}
         self.known_items: dict[str, StoredItem] = {}
-        # Manifest folders (as written) → their resolved path, "" when outside the root.
         self.folders: dict[str, str] = {}
         self.single_by_hash: dict[str, str] = {}
-        # (link id, size, mtime) of the batch's known files read again with the same bytes.
         self.stamps: list[tuple[int, int, int | None]] = []
-        # Reports of the updates settled within their batch (``_one_image_items_settle``).
         self.settled_reports: list[ItemUpdate] = []
         self.staging = Staging()
-        # Set once the write's transaction is over: the files it names in ``written`` are used.
+        # Once the write committed, the files named in ``written`` are in use.
         self.committed = False
-        # Storage names of the files this import wrote (from worker threads), moved to the
-        # staging table after each batch, for the clean-up.
         self.new_files: list[str] = []
         self.new_files_lock = threading.Lock()
         self.pool = ThreadPoolExecutor(max_workers=IMPORT_WORKERS, thread_name_prefix="image-import")
         self.store_pool = ThreadPoolExecutor(max_workers=STORE_WORKERS, thread_name_prefix="image-store")
-        # The worker processes of the check pass (``_files_read``), while it runs.
         self.processes: ProcessPoolExecutor | None = None
-        # How far each worker process's journal of new files has been read (bytes).
         self.journals_read: dict[str, int] = {}
 
     def close(self) -> None:
@@ -188,9 +145,7 @@ class _ManifestImport(ManifestStore):
             self.stage_progress(stage, rows)
 
     def _bad_item(self, key: str, number: int) -> None:
-        """Mark an item refused by its row ``number``; the item's first refused row in the file
-        is kept (batches overlap: a later batch's rows may be planned before an earlier one is
-        settled)."""
+        """Mark an item refused by its row ``number``, keeping its first refused row."""
         self.staging.db.execute(
             "INSERT INTO bad_items VALUES (?, ?) "
             "ON CONFLICT (k) DO UPDATE SET first = excluded.first WHERE excluded.first < bad_items.first",
@@ -198,8 +153,7 @@ class _ManifestImport(ManifestStore):
         )
 
     def row_plan(self, number: int, row: dict[str, str]) -> RowPlan:
-        """Check a row's values and path (in file order); raises the row's rejection, naming
-        every problem of the row at once (a repeated row: only that it repeats one)."""
+        """Check a row's values and path; raises the row's rejection naming every problem."""
         path = row.get("image", "")
         if "__error__" in row:
             raise InvalidManifestRow(row["__error__"])
@@ -218,8 +172,6 @@ class _ManifestImport(ManifestStore):
                 f"(roles: {', '.join(sorted(self.roles))})"
             )
         if item_key and role in self.roles:
-            # One statement for the usual new path; the earlier row is looked up only when it
-            # is not new.
             path_key = f"{role}\x00{item_key}"
             if not self.staging.db.execute(
                 "INSERT OR IGNORE INTO paths VALUES (?, ?)", (path_key, number)
@@ -227,8 +179,7 @@ class _ManifestImport(ManifestStore):
                 seen = self.staging.one("SELECT number FROM paths WHERE k = ?", path_key)
                 what = "image path" if not self.has_item_column else f"item and role ({role})"
                 raise DuplicateManifestRow(f"duplicate row: same {what} as row {seen[0]}")
-        needs_prompt = not (self.pairs and role == ImageRole.INPUT)
-        if needs_prompt and not self.pairs:
+        if not self.pairs:
             empty = [c for c in ("t2i_model", "prompt", "category", "word") if not row.get(c)]
             if len(empty) == 1:
                 problems.append(f"empty required value in column '{empty[0]}'")
@@ -267,8 +218,6 @@ class _ManifestImport(ManifestStore):
             except (DomainError, OSError) as exc:
                 problems.append(rows_reason(exc))
         if problems or file_path is None or file_stat is None:
-            # One error per row, every problem in it: a file is fixed in one round, not one
-            # column per run.
             raise InvalidManifestRow("; ".join(problems))
         stamped = file_stat.st_mtime_ns <= time.time_ns() - STAMP_MIN_AGE_NS
         return RowPlan(
@@ -289,10 +238,8 @@ class _ManifestImport(ManifestStore):
         )
 
     def _file_resolve(self, given: str) -> tuple[str, os.stat_result]:
-        """The file a manifest path names (as ``manifest_path_resolve``, which words every
-        refusal) and its ``stat``. Fast path for the common case — a regular file, not a link,
-        in a folder inside the root: its folder is resolved once per import (cached), the file
-        costs one ``lstat``; anything else takes ``manifest_path_resolve``."""
+        """The file a manifest path names and its ``stat``: one cached folder lookup and an
+        ``lstat`` for a plain file, else ``manifest_path_resolve``."""
         normal = given.replace("\\", "/")
         folder, _, name = normal.rpartition("/")
         if (
@@ -319,26 +266,22 @@ class _ManifestImport(ManifestStore):
         return str(resolved), resolved.stat()
 
     def file_check(self, job: tuple[RowPlan, bool]) -> FileCheck:
-        """Read, hash and validate one file (``file_checked``; ``job``: the row's plan and
-        whether its item and role are already imported). Runs in worker threads."""
+        """Read, hash and validate one row's file (``file_checked``). Runs in worker threads."""
         plan, known = job
         return file_checked(plan.file_path, known=known, store=not self.dry_run, file_new=self._file_new)
 
     def _files_read(
         self, plans: list[RowPlan], known: Mapping[tuple[str, str], KnownLink]
     ) -> Iterator[FileCheck]:
-        """The file check of each plan, in order (``known``: the batch's stored links, as
-        ``_known_load`` read them: a row already imported, with the same bytes or not, is hashed
-        only): on the worker processes for a batch of many files (``PROCESS_MIN_FILES``), else
-        on the threads. Started now, answered as the iterator is read."""
+        """The file check of each plan, in order: on worker processes for a batch of at least
+        ``PROCESS_MIN_FILES`` files, else on threads; answered as the iterator is read."""
         processes = import_processes()
         if processes < 2 or len(plans) < PROCESS_MIN_FILES:
             return map_chunked(
                 self.pool, self.file_check, [(plan, (plan.item_key, plan.role) in known) for plan in plans]
             )
         if self.processes is None:
-            # Forked (the children inherit the settings, as the threads would see them);
-            # started once, at the first big batch, and stopped when the check pass ends.
+            # Forked, so the children inherit the settings; stopped when the check pass ends.
             self.processes = ProcessPoolExecutor(
                 max_workers=processes,
                 mp_context=multiprocessing.get_context("fork"),
@@ -367,8 +310,7 @@ class _ManifestImport(ManifestStore):
         return checks()
 
     def _processes_stop(self) -> None:
-        """Stop the worker processes (what they were given and have not begun is dropped), and
-        wait for them: after this no file is created behind the import's back."""
+        """Stop the worker processes and wait for them (no file created after this)."""
         if self.processes is not None:
             self.processes.shutdown(wait=True, cancel_futures=True)
             self.processes = None
@@ -379,10 +321,7 @@ class _ManifestImport(ManifestStore):
             raise check.error
         sha = check.sha256
         known = self.known.get((plan.item_key, plan.role))
-        # A row already imported with these bytes is not entered in ``hashes``: another row of
-        # the file with the same content is refused all the same, by the database's copy
-        # (``single_by_hash``), and a re-run of a million unchanged rows does not fill a
-        # staging table keyed by random hashes.
+        # A row already imported with these bytes is not entered: the database's copy refuses its twins.
         if plan.role == ImageRole.IMAGE and (known is None or known.sha256 != sha):
             new = self.staging.db.execute(
                 "INSERT OR IGNORE INTO hashes VALUES (?, ?, ?)", (sha, plan.number, plan.path)
@@ -394,8 +333,7 @@ class _ManifestImport(ManifestStore):
             if check.unchanged:
                 self.summary.unchanged_files += 1
             elif plan.file_size is not None and plan.path == known.source_path:
-                # Same bytes, read again (touched, copied, or imported before files were
-                # stamped): store the new stamp, so the next re-run need not read it.
+                # Same bytes read again: store the new stamp so the next re-run need not read it.
                 self.stamps.append((known.pk, plan.file_size, plan.file_mtime_ns))
             return False
         if known is not None:
@@ -408,8 +346,7 @@ class _ManifestImport(ManifestStore):
         """Import the rows; return how many were read."""
         n_rows = 0
         try:
-            # Two batches in flight: while the workers check a batch's files, this thread plans
-            # the next batch's rows, then settles the first (in file order, as before).
+            # Two batches in flight: this thread plans the next batch while the workers check one.
             pending: CheckedBatch | None = None
             for batch in batches(rows, import_batch_rows()):
                 started = self._batch_start(batch)
@@ -423,11 +360,7 @@ class _ManifestImport(ManifestStore):
             updates = self._items_settle()
             self._write(updates)
         finally:
-            # Whatever happens — a refused item, a bad line further down the file, a database
-            # error, Ctrl-C — the files this import stored that no Image row points to
-            # afterwards are removed again, so MEDIA_ROOT never keeps an orphan. The workers
-            # are stopped first (a file check still queued is dropped, one running finishes):
-            # no file is created after the last look at what they created.
+            # Whatever stops the import, the files it stored that no Image row uses are removed again.
             self.pool.shutdown(wait=True, cancel_futures=True)
             self._processes_stop()
             self._new_files_flush()
@@ -435,9 +368,7 @@ class _ManifestImport(ManifestStore):
         return n_rows
 
     def _batch_start(self, batch: list[tuple[int, dict[str, str]]]) -> CheckedBatch:
-        """Plan a batch's rows (their values and paths, in file order), read what the database
-        holds for them, and start the check of the files to read; ``_batch_finish`` settles
-        them."""
+        """Plan a batch's rows, read what the database holds for them, start their file checks."""
         plans: list[RowPlan] = []
         for number, row in batch:
             try:
@@ -446,11 +377,8 @@ class _ManifestImport(ManifestStore):
                 self.reject(number, row.get("image", ""), rows_reason(exc))
                 key = row.get("item", "") if self.has_item_column else row.get("image", "")
                 if key and not isinstance(exc, DuplicateManifestRow):
-                    # A repeated row is refused alone: the item of its first row stays good.
                     self._bad_item(key, number)
         known, known_items = self._known_load(plans)
-        # Files unchanged since their import are not read (no worker needed); the others are
-        # read, hashed and verified by the workers.
         known_checks: list[FileCheck | None] = [
             FileCheck(sha256=link.sha256, unchanged=True)
             if (link := known.get((plan.item_key, plan.role))) is not None and link.same_file(plan)
@@ -468,10 +396,8 @@ class _ManifestImport(ManifestStore):
         )
 
     def _batch_finish(self, started: CheckedBatch) -> None:
-        """Settle a started batch's rows in file order, as their checks come in, and stage the
-        good ones (fresh or already imported)."""
+        """Settle a started batch's rows in file order and stage the good ones."""
         plans = started.plans
-        # What ``row_settle`` and ``_one_image_items_settle`` compare the rows with.
         self.known, self.known_items = started.known, started.known_items
         read = started.read
         checks = [check if check is not None else next(read) for check in started.known_checks]
@@ -509,9 +435,7 @@ class _ManifestImport(ManifestStore):
     def _known_load(
         self, plans: list[RowPlan]
     ) -> tuple[dict[tuple[str, str], KnownLink], dict[str, StoredItem]]:
-        """What the database holds for the batch's items: their image links (``known``) and,
-        for a manifest of one-image items, the items themselves (``known_items``, read in the
-        same query: ``_one_image_items_settle`` compares them)."""
+        """The batch's stored image links and (one-image manifests) their items, in one query."""
         link_fields = (
             "pk",
             "item__key",
@@ -535,50 +459,26 @@ class _ManifestImport(ManifestStore):
         return known, known_items
 
     def _one_image_items_settle(self, new_keys: list[str], known_plans: list[RowPlan]) -> None:
-        """Settle the batch's one-image items now (no ``item`` column: a row is its item's only
-        one): new items accepted unless refused, known ones staged only when the row changes
-        them, else counted as duplicates — so an unchanged re-run stages nothing."""
-        keys = new_keys + [plan.item_key for plan in known_plans]
-        bad = {
-            key
-            for part in in_chunks(keys)
-            for (key,) in self.staging.db.execute(
-                f"SELECT k FROM bad_items WHERE k IN ({','.join('?' * len(part))})", part
-            )
-        }
+        """Settle the batch's one-image items now: new ones accepted, known ones staged only when
+        the row changes them, else counted as duplicates."""
+        bad = self._bad_items(new_keys + [plan.item_key for plan in known_plans])
         self.staging.db.executemany(
             "INSERT INTO accepted (k) VALUES (?)", [(key,) for key in new_keys if key not in bad]
         )
         staged_updates: list[tuple[str, bytes]] = []
         for plan in known_plans:
-            item = self.known_items.get(plan.item_key)
-            update, refused = None, False
-            if plan.item_key not in bad and item is not None:
-                update, refused = self._update_plan(plan.item_key, [plan], item, self.spec)
-            if update is not None:
-                staged_updates.append((plan.item_key, pickle.dumps(update)))
-                self.settled_reports.append(update.report)
-            elif not refused:
-                self.summary.duplicates += 1
+            item = None if plan.item_key in bad else self.known_items.get(plan.item_key)
+            self._update_stage(plan.item_key, [plan], item, staged_updates, self.settled_reports)
         self.staging.db.executemany("INSERT INTO updates VALUES (?, ?)", staged_updates)
 
     def _groups(self) -> Iterator[tuple[str, list[tuple[bool, RowPlan, FileCheck]]]]:
-        """The staged rows item by item, in the order of each item's first row (as the file
-        lists them), each item's rows in file order."""
-        key: str | None = None
-        rows: list[tuple[bool, RowPlan, FileCheck]] = []
-        for k, fresh, data in self.staging.rows(
+        """The staged rows item by item, in file order of each item's first row."""
+        staged = self.staging.rows(
             "SELECT p.k, p.fresh, p.data FROM plans p JOIN (SELECT k, min(number) AS f FROM plans GROUP BY k) "
             "g ON g.k = p.k ORDER BY g.f, p.number"
-        ):
-            if k != key and rows:
-                yield cast(str, key), rows
-                rows = []
-            key = k
-            plan, check = pickle.loads(data)
-            rows.append((bool(fresh), plan, check))
-        if rows:
-            yield cast(str, key), rows
+        )
+        for key, rows in groupby(staged, key=itemgetter(0)):
+            yield key, [(bool(fresh), *pickle.loads(data)) for _, fresh, data in rows]
 
 
 def images_import(
@@ -593,60 +493,44 @@ def images_import(
     stage_progress: Callable[[str, int], None] | None = None,
     recorded_file: str = "",
 ) -> ImportSummary:
-    """Import the good rows of a manifest CSV into ``study`` (see the module docstring); the
-    summary lists refused rows by number, and the items a re-import updated (audited as
-    ``ItemChange`` naming ``user`` and ``source``). ``ImportRejected``: nothing written.
-    ``progress(summary, rows)`` once at the end; ``stage_progress(stage, rows)`` per batch."""
+    """Import the good rows of a manifest CSV into ``study``; the summary lists refused rows and
+    updated items. ``ImportRejected``: nothing written. ``progress`` once at the end,
+    ``stage_progress(stage, rows)`` per batch."""
     started, recorded = timezone.now(), recorded_file or str(manifest_path)  # the ImportRun's file
     summary = ImportSummary(dry_run=dry_run, reports=("updated",))
+    manifest_import = None
     try:
-        n_rows = _manifest_import(study, manifest_path, root, summary, user, source, stage_progress)
+        if not Path(root).is_dir():
+            raise ImportRejected(f"import root {root} is not a folder")
+        paired = protocol_spec(study.protocol).paired
+        required = PAIR_MANIFEST_REQUIRED_COLUMNS if paired else MANIFEST_REQUIRED_COLUMNS
+        header, rows = csv_rows_stream(manifest_path, required=required)
+        manifest_import = _ManifestImport(
+            study=study,
+            root=Path(root).resolve(),
+            summary=summary,
+            columns=header,
+            dry_run=dry_run,
+            audit=Audit(user=user, source=source or f"import of {Path(manifest_path).name}"),
+            stage_progress=stage_progress,
+        )
+        summary.rows = manifest_import.run(rows)
+        summary.rejected.sort(key=lambda r: r.row)
     except Exception as exc:
         import_record("images", summary, recorded, study, user, started, error=str(exc))
         raise
+    finally:
+        if manifest_import is not None:
+            manifest_import.close()
     import_record("images", summary, recorded, study, user, started)
     if progress:
-        progress(summary, n_rows)
+        progress(summary, summary.rows)
     return summary
 
 
-def _manifest_import(
-    study: Study,
-    manifest_path: str | os.PathLike[str],
-    root: str | os.PathLike[str],
-    summary: ImportSummary,
-    user: Any,
-    source: str,
-    stage_progress: Callable[[str, int], None] | None,
-) -> int:
-    root_path = Path(root)
-    if not root_path.is_dir():
-        raise ImportRejected(f"import root {root} is not a folder")
-    required = (
-        PAIR_MANIFEST_REQUIRED_COLUMNS if protocol_spec(study.protocol).paired else MANIFEST_REQUIRED_COLUMNS
-    )
-    header, rows = csv_rows_stream(manifest_path, required=required)
-    manifest_import = _ManifestImport(
-        study=study,
-        root=root_path.resolve(),
-        summary=summary,
-        columns=header,
-        dry_run=summary.dry_run,
-        audit=Audit(user=user, source=source or f"import of {Path(manifest_path).name}"),
-        stage_progress=stage_progress,
-    )
-    try:
-        summary.rows = manifest_import.run(rows)
-    finally:
-        manifest_import.close()
-    summary.rejected.sort(key=lambda r: r.row)
-    return summary.rows
-
-
 def study_get_or_create(*, slug: str, protocol: str, name: str | None = None) -> tuple[Study, bool]:
-    """The study with this slug, created with ``protocol``'s preset questions when missing.
-
-    Raises ``ImportRejected`` for a slug that is not letters, digits, '-' or '_'."""
+    """The study with this slug, created with ``protocol``'s preset when missing;
+    ``ImportRejected`` for a bad slug."""
     try:
         validate_slug(slug)
     except ValidationError as exc:
@@ -659,16 +543,6 @@ def study_get_or_create(*, slug: str, protocol: str, name: str | None = None) ->
     return study_create(slug=slug, name=name, protocol=protocol), True
 
 
-def study_for_import(slug: str) -> Study:
-    """The existing study with this slug (without one, the only study), for a command that fills
-    it. Imports never create a study — a typo would silently start a new one: an unknown slug
-    raises ``StudyNotChosen`` listing the studies and naming ``create_study``
-    (``studies.selectors.study_chosen``, what ``--study`` means in every command)."""
-    return study_chosen(slug)
-
-
-# --- Zip upload (admin) -------------------------------------------------------------------------
-
 ZIP_MANIFEST_NAME = "manifest.csv"
 ZIP_MAX_MEMBERS = 100_000
 
@@ -678,9 +552,8 @@ class ZipRejected(ImportRejected):
 
 
 def images_import_zip(*, study: Study, zip_file: IO[bytes], user: Any = None) -> ImportSummary:
-    """Import a zip of one ``manifest.csv`` and its images (layouts: ``studies.archive``) as
-    ``images_import`` with the manifest's folder as root; a bad zip (too large, unsafe member,
-    no or several manifests) is refused whole (``ZipRejected``)."""
+    """Import a zip of one ``manifest.csv`` and its images as ``images_import``; a bad zip is
+    refused whole (``ZipRejected``)."""
     max_bytes = int(settings.BIASLAB_MAX_UPLOAD_BYTES)
     size = getattr(zip_file, "size", None)
     if size is not None and size > max_bytes:

@@ -1,21 +1,6 @@
-"""The one check every JSON value passes before it is stored in a JSON column.
-
-A JSON column accepts more than the rest of the system can live with:
-
-- nesting: ``json.loads`` recurses, so text nested a few thousand levels deep raises
-  ``RecursionError`` (a traceback, not a message), and a value nested some hundreds of levels
-  deep is stored fine but then breaks every page that renders it (the admin's JSON widget);
-- size: one manifest cell or API field must not fill the database;
-- ``\\u0000``: valid JSON, but PostgreSQL's ``jsonb`` refuses it — the whole import would fail
-  at the write, naming no row;
-- numbers beyond a double (``1e400`` reads as ``inf``), ``NaN`` and ``Infinity``: Python reads
-  them, JSON and PostgreSQL do not.
-
-``json_loads_bounded`` reads text (importers: manifest ``params``, predictions ``output`` and
-``scores``; the API's body parser) and ``json_bounds_check`` checks a value already in memory;
-both raise ``JSONOutOfBounds`` whose message names the field and, inside it, the place
-(``params.a.b[2]``), so a caller turns it into a row error as it is.
-"""
+"""The one check every JSON value passes before it is stored in a JSON column: bounded depth
+and size, no ``\u0000`` (PostgreSQL's ``jsonb`` refuses it), no NaN, Infinity or numbers beyond
+a double. ``JSONOutOfBounds`` names the place (``params.a.b[2]``)."""
 
 from __future__ import annotations
 
@@ -24,25 +9,18 @@ import math
 import re
 from typing import Any
 
-#: Deepest nesting allowed (an object or list counts one level). Real values — generation
-#: settings, a detector's boxes — stay under 5.
+# Deepest nesting allowed (an object or list counts one level).
 MAX_JSON_DEPTH = 32
-#: Largest value allowed, in bytes of its JSON text (UTF-8). An objects output with 300 boxes is
-#: about 25 KB.
+# Largest value allowed, in bytes of its JSON text.
 MAX_JSON_BYTES = 256 * 1024
 
-# Strings (with their escapes) are skipped when counting brackets: "[[[" inside one is text.
-# Written as an unrolled loop (runs of plain characters at once): four times faster than
-# ``"(?:[^"\\]|\\.)*"`` on the long strings of a removal backup, and the same matches.
+# Strings skipped when counting brackets, as an unrolled loop (four times faster).
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _BRACKET = re.compile(r"[\[\]{}]")
 
 
 class JSONOutOfBounds(ValueError):
-    """A JSON value too deep, too large, not JSON, or holding what the database cannot store.
-
-    ``field`` is where (``params.a[2]``), ``problem`` what is wrong; ``str()`` says both.
-    """
+    """A JSON value too deep, too large, not JSON, or holding what the database cannot store."""
 
     def __init__(self, field: str, problem: str) -> None:
         super().__init__(f"{field} {problem}")
@@ -51,8 +29,7 @@ class JSONOutOfBounds(ValueError):
 
 
 def _deeper_than(text: str, limit: int) -> bool:
-    """Whether the JSON text nests more than ``limit`` levels, counted without parsing (so no
-    recursion). Most values have fewer brackets than the limit and are not scanned at all."""
+    """Whether the JSON text nests more than ``limit`` levels, counted without parsing."""
     if text.count("[") + text.count("{") <= limit:
         return False
     depth = 0
@@ -78,13 +55,8 @@ def json_loads_bounded(
     max_bytes: int = MAX_JSON_BYTES,
     check_values: bool = True,
 ) -> Any:
-    """Parse JSON text and check it (see the module docstring); raises ``JSONOutOfBounds``.
-
-    The size and depth are checked on the text, before parsing, so no input — however large or
-    deep — costs more than one pass over it or ends in a ``RecursionError``. ``check_values``
-    False leaves NUL characters and huge numbers to the caller (an API body whose serializers
-    refuse them field by field).
-    """
+    """Parse JSON text and check it; size and depth are checked on the text first.
+    ``check_values`` False leaves NUL characters and huge numbers to the caller."""
     size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
         raise JSONOutOfBounds(field, f"is larger than {max_bytes} bytes ({size} bytes)")
@@ -114,9 +86,7 @@ def json_loads_bounded(
 def json_bounds_check(
     value: Any, *, field: str, max_depth: int = MAX_JSON_DEPTH, max_bytes: int = MAX_JSON_BYTES
 ) -> None:
-    """Check a value already in memory (parsed by someone else, or built by code) before it is
-    stored; raises ``JSONOutOfBounds``. Depth first, without recursion, so the size can then be
-    measured safely."""
+    """Check a value already in memory before it is stored; raises ``JSONOutOfBounds``."""
     _values_check(value, field=field, max_depth=max_depth)
     try:
         size = len(json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8", "surrogatepass"))
@@ -127,8 +97,7 @@ def json_bounds_check(
 
 
 def _values_check(value: Any, *, field: str, max_depth: int) -> None:
-    """Walk the value (with a stack, not recursion): depth, NUL characters in strings and keys,
-    numbers that are not finite."""
+    """Walk the value with a stack: depth, NUL characters, non-finite numbers."""
     stack: list[tuple[Any, str, int]] = [(value, field, 0)]
     while stack:
         node, where, depth = stack.pop()

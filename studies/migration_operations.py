@@ -1,10 +1,5 @@
-"""Migration operations of BiasLab's own, for the apps' migrations to use.
-
-``DropFieldIndex``: ``AlterField`` to ``db_index=False`` whose database side is a plain
-``DROP INDEX``. Django's ``AlterField`` does that on PostgreSQL, but on SQLite it alters a field
-by copying its whole table: once for each field, a million rows each time for the items,
-labels and predictions of a big study.
-"""
+"""Migration operations of BiasLab's own. ``DropFieldIndex``: an ``AlterField`` to
+``db_index=False`` run as a plain ``DROP INDEX`` (SQLite would copy the whole table)."""
 
 from __future__ import annotations
 
@@ -14,11 +9,8 @@ from django.db import migrations
 
 
 class DropFieldIndex(migrations.AlterField):
-    """``AlterField`` to a field without an index of its own (``db_index=False``): forwards,
-    the field's single-column indexes are dropped, found by their column as Django's own
-    ``AlterField`` finds them (whatever their names: a renamed field keeps its old index name on
-    PostgreSQL, while SQLite's table copies name it anew); backwards, Django's ``AlterField``
-    makes the index again."""
+    """``AlterField`` to ``db_index=False``: forwards drops the field's single-column indexes,
+    found by column; backwards, Django's ``AlterField`` makes them again."""
 
     def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
         model = to_state.apps.get_model(app_label, self.model_name)

@@ -1,13 +1,5 @@
-"""The three roles of BiasLab, as Django groups plus ``is_staff`` for admins.
-
-- annotator: labels images of the studies they are added to, nothing else;
-- researcher: agreement, disputes, reports (and everything an annotator may see of images);
-- admin (``is_staff``): users, imports, exports, and everything a researcher may do.
-
-And the gates every page and API puts in front of its views: ``guarded`` / ``researcher_only``
-for HTML views, ``IsResearcher`` for DRF views — written once, so that every screen answers a
-wrong persona the same way.
-"""
+"""The three roles of BiasLab (annotator, researcher, admin: ``is_staff``) and the gates every
+page and API puts before its views (``guarded``, ``researcher_only``, ``IsResearcher``)."""
 
 from __future__ import annotations
 
@@ -33,21 +25,16 @@ RESEARCHER = "researcher"
 ROLE_GROUPS = (ANNOTATOR, RESEARCHER)
 
 
-# The checks are TypeGuards: a True answer means a signed-in account, so a caller's ``user``
-# (``request.user``, typed ``User | AnonymousUser``) is a ``User`` after the check. (Not TypeIs:
-# a False answer says nothing about which of the two it is.)
+# The checks are TypeGuards: after a True answer ``user`` is a ``User``.
 
 
 def _groups(user: UserLike) -> set[str]:
-    # getattr, here and in is_admin: the role checks stay total, anything that is not a
-    # signed-in user (None included) holds no role.
     if not getattr(user, "is_authenticated", False):
         return set()
     cached: set[str] | None = getattr(user, "_biaslab_groups", None)
     if cached is None:
         cached = set(user.groups.values_list("name", flat=True))
-        # A per-request cache on the user object (request.user lives as long as the request),
-        # an attribute the model does not declare: hence setattr.
+        # A per-request cache on the user object, an attribute the model does not declare.
         setattr(user, "_biaslab_groups", cached)  # noqa: B010
     return cached
 
@@ -74,24 +61,14 @@ def may_label(user: UserLike, study: Study) -> TypeGuard[User]:
     return study.annotators.filter(pk=user.pk).exists()
 
 
-def may_see_study(user: UserLike, study: Study) -> bool:
-    """Researchers and admins see every study; annotators the studies they label."""
-    return is_researcher(user) or may_label(user, study)
-
-
-# --- gates ---------------------------------------------------------------------------------------
-
 View = Callable[..., HttpResponse]
 #: A gate's check: the request and the view's URL arguments → may this user go on?
 Check = Callable[..., bool]
 
 
 def guarded(*, methods: tuple[str, ...], check: Check, message: str = "") -> Callable[[View], View]:
-    """Login, then the role check, then the HTTP method — in that order, so a wrong persona gets
-    403 for every verb (never a 405 that tells them the page exists for someone else).
-    Anonymous users go to the login page (an htmx request, by ``HX-Redirect``, back to the page
-    it came from after the login); a failed ``check(request, **url_kwargs)`` raises
-    PermissionDenied (with ``message`` when given); a method not in ``methods`` is 405."""
+    """Login, then the role ``check``, then the HTTP method, in that order: a wrong persona gets 403
+    for every verb. Anonymous users go to the login page (htmx: ``HX-Redirect``)."""
 
     def decorate(view: View) -> View:
         @wraps(view)

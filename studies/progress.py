@@ -1,9 +1,5 @@
-"""A small text progress meter for long commands: items done, items/s and ETA on one line.
-
-Written to a stream (a command's stderr) so stdout stays clean for results. On a terminal the
-line is redrawn in place; elsewhere (logs, CI) one line is written at most every
-``log_every`` seconds, so a night-long run does not fill a log file with carriage returns.
-"""
+"""A small text progress meter for long commands (items done, items/s and ETA on one line,
+written to stderr; redrawn on a terminal, at most every ``log_every`` seconds elsewhere)."""
 
 from __future__ import annotations
 
@@ -23,9 +19,7 @@ if TYPE_CHECKING:
 
 
 def command_stream(output: OutputWrapper) -> TextIO:
-    """The stream under a management command's ``self.stdout`` / ``self.stderr`` wrapper, for the
-    meter and ``StopFlag``: they write their own line endings (carriage returns), to which the
-    wrapper would add a newline."""
+    """The stream under a command's ``self.stdout``/``self.stderr`` wrapper (no added newlines)."""
     # Django's OutputWrapper keeps the stream in ``_out``, which django-stubs do not declare.
     return cast(TextIO, output._out)
 
@@ -39,13 +33,8 @@ def format_duration(seconds: float) -> str:
 
 
 class Progress:
-    """``Progress(total, label="images")``; call ``advance(n)`` after each batch, ``close()`` at the end.
-
-    The rate counts only items processed since the meter started (skipped work done before a
-    resume is not in ``total``), so images/s and ETA stay honest after a restart. ``total``
-    None: a stream whose length is unknown (a CSV read in batches) — the line shows the count
-    and the rate, no bar and no ETA.
-    """
+    """``Progress(total, label="images")``; ``advance(n)`` after each batch, ``close()`` at the
+    end. ``total`` None: unknown length (no bar, no ETA)."""
 
     def __init__(
         self,
@@ -63,8 +52,7 @@ class Progress:
         self.clock = clock
         self.done = 0
         self.started = clock()
-        # A known total shows its bar at once; a stream of unknown length (an import) writes
-        # its first line after ``log_every`` seconds, so a short import prints nothing.
+        # A stream of unknown length writes its first line after ``log_every`` seconds.
         self._last_write = float("-inf") if total is not None else self.started
         self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
 
@@ -109,8 +97,7 @@ class Progress:
             self._last_write = now
 
     def close(self) -> None:
-        """End the line; a meter of unknown total that has logged (not a terminal) writes its
-        final count and rate."""
+        """End the line (a logged meter of unknown total writes its final count)."""
         if not self._tty and self.total is None and self._last_write > self.started:
             self.stream.write(self.line() + "\n")
             self.stream.flush()
@@ -120,9 +107,7 @@ class Progress:
 
 
 class StageProgress:
-    """One line per stage of a streamed import, for its ``progress(stage, rows)`` callback:
-    ``"checked"`` then ``"written"`` each get their own count and rows/s (the checking pass and
-    the writing pass run at different speeds). Call ``close()`` at the end."""
+    """One line per stage of a streamed import (``progress(stage, rows)``); ``close()`` at the end."""
 
     def __init__(self, stream: TextIO | None = None, *, log_every: float = 10.0) -> None:
         self.stream = stream
@@ -148,13 +133,8 @@ class StageProgress:
 
 
 class StopFlag:
-    """Set by SIGINT/SIGTERM while installed: long loops check it after each batch and stop cleanly.
-
-    ``with StopFlag() as stop: ... if stop: break``. The first signal only sets the flag (the
-    current batch finishes and is stored); a second one raises KeyboardInterrupt for a user who
-    really wants out now. Previous handlers are restored on exit. Outside the main thread (where
-    Python allows no signal handlers) it is a plain flag.
-    """
+    """Set by SIGINT/SIGTERM while installed (``with StopFlag() as stop``): loops stop after the
+    current batch; a second signal raises KeyboardInterrupt."""
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream if stream is not None else sys.stderr

@@ -1,11 +1,5 @@
-"""The registry of protocols and the types their specs are made of. No model imports, so any
-layer may read it.
-
-A protocol is a Django app in ``INSTALLED_APPS`` whose ``AppConfig`` names its spec by dotted
-path (``protocol_spec``; the app's label is its key); ``register_protocol`` adds one at run time.
-``PROTOCOLS`` imports a spec the first time it is read, and every change sends
-``protocols_changed``. Why, and how to add one: docs/how-to/add-protocol.md.
-"""
+"""The registry of protocols and the types their specs are made of; no model imports, so any
+layer may read it. How to add one: docs/how-to/add-protocol.md."""
 
 from __future__ import annotations
 
@@ -67,9 +61,8 @@ def any_questions(questions: Sequence[QuestionSpec]) -> str | None:
 
 @dataclass(frozen=True)
 class StudyOption:
-    """A setting of a study that its protocol asks for when the study is created
-    (``create_study --<name>``), kept in ``Study.parameters[name]``. ``column``: the value names
-    a manifest column every item must have (refused at import, naming the row, when empty)."""
+    """A study setting its protocol asks for at creation (``create_study --<name>``), kept in
+    ``Study.parameters[name]``; ``column``: it names a manifest column every item must fill."""
 
     name: str
     help: str
@@ -84,22 +77,9 @@ class StudyOption:
 
 @dataclass(frozen=True)
 class ProtocolSpec:
-    """A protocol's preset. ``item_question_keys(metadata)`` is a pure function from a new item's
-    metadata (a prompt set's or manifest's extra columns) to the question keys it asks (its
-    ``Item.question_keys``; ``[]`` = every question); ``studies.ingest`` calls it for every item it
-    creates without questions of its own. It must accept any metadata (missing keys included)
-    and return only keys of the preset's questions. ``validate_metadata(metadata)`` is the
-    protocol's check of a new item's metadata: None when it is acceptable, else the reason it is
-    not, for a person (``studies.ingest`` refuses the row with it). ``validate_questions(questions)``
-    says why questions given for a new study (a questions CSV) cannot serve the protocol's
-    analysis, or None (``studies.services.study_define`` refuses the study with it). A preset
-    without questions (``questions=()``) means the study's questions come from a questions CSV,
-    which ``create_study`` then requires. ``options`` are the settings ``create_study`` takes
-    for the protocol (``StudyOption``). ``kind_validators`` are the detector output kinds the
-    protocol itself defines (kind -> dotted path of its validator, ``output -> normalised
-    output`` raising ``detectors.kinds.OutputInvalid``), ``kind_checks`` their checks against a
-    study's questions (kind -> dotted path of ``check(output, {question key: [answer
-    values]})``); ``detectors.kinds`` reads both from here."""
+    """A protocol's preset: questions, image roles, options, dotted paths of its analysis,
+    pages, demo and output kinds, and pure checks of metadata and questions. Each field is
+    described in docs/how-to/add-protocol.md."""
 
     key: str
     questions: tuple[QuestionSpec, ...]
@@ -107,8 +87,7 @@ class ProtocolSpec:
     title: str = ""
     options: tuple[StudyOption, ...] = ()
     image_roles: tuple[str, ...] = ("image",)
-    # Item.queue of a new item: 1 = people label every item; 0 = only items a sampling step puts
-    # in the queue (pair_change: people check a stratified sample of the automatic verdicts).
+    # Item.queue of a new item: 1 = people label every item; 0 = only items a sampling step queues.
     queue_default: int = 1
     labels_per_item: int = 2
     agreement: str = "unanimous"
@@ -116,36 +95,29 @@ class ProtocolSpec:
     item_question_keys: Callable[[Mapping[str, str]], list[str]] = every_question
     validate_metadata: Callable[[Mapping[str, str]], str | None] = any_metadata
     validate_questions: Callable[[Sequence[QuestionSpec]], str | None] = any_questions
-    # The management command that builds this protocol's demo study, for a protocol whose demo
-    # lives in its own package (``seed_demo`` runs it by name, after the core demo studies).
+    # The command that builds this protocol's demo study when it lives in its own package.
     demo_command: str | None = None
-    # The dotted path of the protocol's demo study (an ``annotate.demo.seeding.ProtocolDemo``),
-    # which ``seed_demo`` builds ("" = none).
+    # Dotted path of the protocol's demo (``annotate.demo.seeding.ProtocolDemo``); "" = none.
     demo: str = ""
-    # The dotted path of the protocol's ``reports.analyses.Analysis`` class ("" = no report yet):
-    # ``reports.analyses.ANALYSES`` is read from here.
+    # Dotted path of its ``reports.analyses.Analysis`` class ("" = no report yet).
     analysis: str = ""
-    # The dotted path of the URLconf of the protocol's own report pages, mounted under
-    # ``/reports/`` in the ``reports`` namespace ("" = none).
+    # Dotted path of its report pages' URLconf, mounted under ``/reports/`` ("" = none).
     urls: str = ""
-    # The dotted path of the module whose ``ESTIMAND`` is the protocol's few-label estimate
-    # (``estimates.estimands.EstimandProtocol``; "" = none): ``estimates.estimands`` reads it.
+    # Dotted path of the module whose ``ESTIMAND`` is its few-label estimate ("" = none).
     estimates: str = ""
     kind_validators: MappingProxyType[str, str] = field(default_factory=lambda: MappingProxyType({}))
     kind_checks: MappingProxyType[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def paired(self) -> bool:
-        """An item is several images in roles (a seed photo and its edit), not one image: the
-        manifest names each row's item and role, and exports carry one column per role."""
+        """Items are several images in roles (a seed photo and its edit), not one image."""
         return len(self.image_roles) > 1
 
     def row_problem(
         self, row: Mapping[str, str], metadata: Mapping[str, str], parameters: Mapping[str, Any]
     ) -> str | None:
-        """Why a manifest row cannot be an item of a study of this protocol with these
-        ``parameters``, or None: ``validate_metadata`` of its metadata, then every
-        ``StudyOption`` marked ``column`` whose column the row leaves empty."""
+        """Why a manifest row cannot be an item of this protocol with these ``parameters``, or
+        None."""
         problem = self.validate_metadata(metadata)
         if problem:
             return problem
@@ -159,8 +131,7 @@ class ProtocolSpec:
         return None
 
 
-#: Sent (no arguments) when the registered protocols change: ``register_protocol``,
-#: ``unregister_protocol``, ``INSTALLED_APPS`` changed by ``override_settings``.
+# Sent when the registered protocols change (register, unregister, ``override_settings``).
 protocols_changed = Signal()
 
 
@@ -170,9 +141,8 @@ def _import(dotted: str) -> Any:
 
 
 class _Registry(Mapping[str, ProtocolSpec]):
-    """Protocol key -> spec: every installed app whose ``AppConfig`` has a ``protocol_spec`` (in
-    ``INSTALLED_APPS`` order, keyed by the app's label), then those registered at run time.
-    Iterating lists every key, importing nothing; a spec is imported the first time it is read."""
+    """Protocol key -> spec: installed apps' ``protocol_spec`` then run-time registrations;
+    a spec is imported the first time it is read."""
 
     def __init__(self) -> None:
         self._runtime: dict[str, str | ProtocolSpec] = {}
@@ -226,10 +196,8 @@ _REGISTRY: _Registry = PROTOCOLS  # type: ignore[assignment]
 
 
 def register_protocol(spec: str | ProtocolSpec) -> str:
-    """Register a protocol at run time by the dotted path of its spec (or the spec itself) and
-    return its key; every derived registry (analyses, output kinds, report pages) follows. For
-    a plugin without an app of its own, or a test; an installed app's ``protocol_spec`` is the
-    usual way. ValueError when the key is taken."""
+    """Register a protocol at run time by its spec (or dotted path) and return its key;
+    ValueError when the key is taken."""
     key = _REGISTRY.add(spec)
     protocols_changed.send(sender=_Registry)
     return key
@@ -265,8 +233,7 @@ def protocol_registrations() -> dict[str, str | ProtocolSpec]:
 
 
 def protocol_choices() -> list[tuple[str, str]]:
-    """``Study.protocol``'s choices: every registered protocol with its title (a callable, so a
-    new protocol is a registry entry, never a migration)."""
+    """``Study.protocol``'s choices: every registered protocol with its title."""
     return [(key, PROTOCOLS[key].title or key) for key in PROTOCOLS]
 
 
@@ -279,11 +246,8 @@ def protocol_spec(key: str) -> ProtocolSpec:
 
 
 class SpecPaths(MutableMapping[str, str]):
-    """Protocol key -> one dotted-path field of its spec (``analysis``, ``estimates``), for each
-    registered protocol that fills it: what a derived registry (``reports.analyses.ANALYSES``,
-    ``estimates.estimands.ESTIMANDS``) is. Read from the registry when first asked and again
-    after it changes (``protocols_changed``); writable, so a test can take a protocol's entry out
-    for a while (``monkeypatch.delitem``)."""
+    """Protocol key -> one dotted-path field of its spec (``analysis``, ``estimates``), re-read
+    after ``protocols_changed``; writable for tests."""
 
     def __init__(self, field_name: str) -> None:
         self._field = field_name

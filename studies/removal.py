@@ -1,21 +1,6 @@
-"""Removing items from a study, with a backup ``studies.restore`` brings them back from.
-
-``items_remove`` deletes items with everything that hangs on them: image links, and — only when
-asked (``with_labels``) — their labels, final labels, work seats, history, sampling-round
-entries, and the image files no item uses any more with what detectors said about them. It
-finds those rows through Django's own deletion collector, so the core never imports the apps
-above it (``annotate``, ``detectors``, ``estimates``): whatever points to an item is found.
-
-Before anything is removed, everything that goes is written to a JSON backup: the rows, as
-Django's serializer writes them (primary keys kept), and the bytes of the files that leave
-MEDIA_ROOT. ``studies.restore.items_restore`` (``import_images --restore``) reads it back:
-same rows, same ids, same files, so labels, agreement and reports come back as they were.
-
-One transaction each: a refused removal, a failed backup or a failed restore leaves the
-database and MEDIA_ROOT as they were. Every read and the deletion go a chunk of items (or
-images) at a time (``studies.batching``): a removal of any size stays under the database's
-limit of values per statement.
-"""
+"""Removing items from a study (``items_remove``), with a JSON backup that ``studies.restore``
+brings them back from. Dependent rows are found by Django's deletion collector, so the core
+imports no app above it. See docs/how-to/correct-mistakes.md."""
 
 from __future__ import annotations
 
@@ -39,22 +24,12 @@ from django.db.models.deletion import CASCADE, PROTECT, RESTRICT, Collector
 from studies.batching import batches, in_chunk_size, in_chunks
 from studies.errors import DomainError
 from studies.imports.pipeline import Audit
-from studies.models import (
-    Image,
-    Item,
-    ItemChange,
-    ItemChangeAction,
-    ItemImage,
-    Study,
-)
+from studies.models import Image, Item, ItemChange, ItemChangeAction, ItemImage, Study
 
 BACKUP_FORMAT = "biaslab-removed-items"
 BACKUP_VERSION = 1
 
-# Rows that go with an item without being anyone's work: its image links, and its work seats
-# (a seat without a label is an item handed out, not labelled; a seat with one comes with
-# its label, which is what counts). Named by label, not imported: the core sits below
-# ``annotate``.
+# Rows that go with an item without being anyone's work, named by label (the core sits below annotate).
 _NOT_DATA = {"studies.itemimage", "annotate.assignment"}
 
 
@@ -71,12 +46,10 @@ class RemovalResult:
     """What ``items_remove`` removed (or, in a dry run, would remove)."""
 
     keys: list[str]
-    # Rows removed with the items, by model name ("labels": 4), items and image links excluded.
     removed: dict[str, int]
     files: list[str]
     backup: Path | None = None
     dry_run: bool = False
-    # Per item that held data: what it held ("sdxl/0.png": {"labels": 2}).
     held: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
@@ -90,9 +63,8 @@ def model_label(model: type[Model]) -> str:
 
 
 def items_resolve(*, study: Study, keys: Iterable[str], ids: Iterable[int] = ()) -> list[Item]:
-    """The study's items named by key, then those named by numeric id (``ids``: only ever
-    asked for so, never guessed from a key that names no item). Raises ``ItemsNotFound``
-    naming every key (and ``id:N``) that is not an item of the study."""
+    """The study's items named by key, then by numeric id (``ids``); ``ItemsNotFound`` names
+    every one missing."""
     wanted = list(dict.fromkeys(keys))
     unreadable = [key for key in wanted if "\x00" in key]
     if unreadable:
@@ -115,9 +87,7 @@ def items_resolve(*, study: Study, keys: Iterable[str], ids: Iterable[int] = ())
 
 
 def _locked(items: list[Item]) -> list[Item]:
-    """The items read again under a row lock (a label or an import arriving meanwhile waits for
-    the removal), in id order: the chunks too, so two removals never wait on each other in a
-    circle."""
+    """The items read again under a row lock, in id order (no lock cycles between removals)."""
     locked: list[Item] = []
     for chunk in in_chunks(sorted(item.pk for item in items)):
         locked += Item.objects.select_for_update().filter(pk__in=chunk).order_by("pk")
@@ -156,9 +126,8 @@ def _counts_by(model: type[Model], name: str, ids: list[int]) -> Iterator[tuple[
 
 
 def _held(ids: list[int], links: dict[int, list[int]], orphans: list[int]) -> dict[int, Counter[str]]:
-    """Per item id, the rows pointing at it that are someone's work (labels, final labels,
-    round entries…) and the predictions on its images that would go with them (``links``:
-    image id → the items removed that show it). One query per kind of row and chunk."""
+    """Per item id, the rows that are someone's work (labels, round entries…) and the predictions
+    on its images that would go with them."""
     held: dict[int, Counter[str]] = {}
     for relation in Item._meta.related_objects:
         model = relation.related_model
@@ -181,17 +150,13 @@ def _cascades(relation: Any) -> bool:
 
 
 def goes_with(relation: Any) -> bool:
-    """Rows of this relation are removed with the row they point to (cascade, or refusing it
-    alone: RESTRICT / PROTECT). SET_NULL rows (the audit trail) stay."""
+    """Rows of this relation go with the row they point to (CASCADE, RESTRICT, PROTECT; not SET_NULL)."""
     return not relation.many_to_many and relation.on_delete in (CASCADE, PROTECT, RESTRICT)
 
 
 def _collect(model: type[Model], objs: list[Any], restricting: bool = False) -> Collector:
-    """A deletion collector holding ``objs`` and what cascades from them, collected a chunk of
-    ``objs`` at a time: the collector looks up each relation's rows for the objects it is
-    given (on PostgreSQL all of them in one list). With ``restricting``, each chunk's rows
-    that refuse the deletion on their own (``_restricting``) are collected first, so the
-    collector removes them too."""
+    """A deletion collector holding ``objs`` and their cascades, a chunk at a time; with
+    ``restricting``, the rows that refuse the deletion are collected too."""
     collector = Collector(using=router.db_for_write(model))
     for chunk in batches(objs, in_chunk_size()):
         for queryset in _restricting(chunk) if restricting else ():
@@ -201,8 +166,7 @@ def _collect(model: type[Model], objs: list[Any], restricting: bool = False) -> 
 
 
 def _collected(collector: Collector) -> list[Model]:
-    """Every row the collector will delete (fast-delete querysets read now), images and items
-    first so a backup reads parent before child."""
+    """Every row the collector will delete, images and items first (parents before children)."""
     rows: list[Model] = []
     for instances in collector.data.values():
         rows.extend(instances)
@@ -213,8 +177,7 @@ def _collected(collector: Collector) -> list[Model]:
 
 
 def _restricting(items: list[Any]) -> list[Any]:
-    """Querysets of the rows that refuse an item's deletion on their own (RESTRICT/PROTECT),
-    e.g. its entries in sampling rounds; removing the item with its data removes them too."""
+    """Querysets of the rows that refuse an item's deletion (RESTRICT/PROTECT)."""
     querysets = []
     for relation in Item._meta.related_objects:
         if relation.on_delete in (PROTECT, RESTRICT):
@@ -234,16 +197,9 @@ def items_remove(
     source: str = "",
     dry_run: bool = False,
 ) -> RemovalResult:
-    """Remove ``items`` of ``study`` in one transaction; see the module docstring.
-
-    Items holding labels, final labels, predictions (on files no other item uses) or sampling
-    round entries are refused, naming each with what it holds (``ItemsHaveData``, nothing
-    removed), unless ``with_labels``. A backup is written to ``backup_path`` (required with
-    ``with_labels``; refused if the file exists) before the transaction commits; if it cannot
-    be written nothing is removed. Files no item points to any more leave MEDIA_ROOT once the
-    transaction has committed. Each item gets an ``ItemChange`` "removed" audit record.
-    ``dry_run``: everything is checked and counted, nothing removed or written.
-    """
+    """Remove ``items`` of ``study`` in one transaction, after writing the backup to
+    ``backup_path``; items holding data are refused unless ``with_labels`` (``ItemsHaveData``).
+    ``dry_run``: check and count only."""
     if any(item.study_id != study.pk for item in items):
         raise ItemsNotFound("every item removed must belong to the study")
     if with_labels and backup_path is None and not dry_run:
@@ -252,7 +208,6 @@ def items_remove(
         raise DomainError(f"the backup file {backup_path} already exists: name another one")
     audit = Audit(user=user, source=source)
     with transaction.atomic():
-        # Locked: a label or a new import arriving meanwhile waits for the removal.
         items = _locked(items)
         ids = [item.pk for item in items]
         keys = {item.pk: item.key for item in items}
@@ -345,8 +300,7 @@ def _file_b64(name: str) -> str | None:
 
 
 def _backup_write(path: Path, document: dict[str, Any]) -> None:
-    """Write the backup whole or not at all (temporary file, then rename); an error refuses
-    the removal (the caller's transaction rolls back)."""
+    """Write the backup whole or not at all (temporary file, then rename)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".backup-")
@@ -364,8 +318,7 @@ def _backup_write(path: Path, document: dict[str, Any]) -> None:
 
 
 def files_unlink(names: list[str]) -> None:
-    """Remove files of deleted Image rows; a file some Image row points to again (the same
-    bytes imported meanwhile) stays."""
+    """Remove files of deleted Image rows, unless an Image row points to them again."""
     kept: set[str] = set()
     for chunk in in_chunks(sorted(set(names))):
         kept.update(Image.objects.filter(file__in=chunk).values_list("file", flat=True))

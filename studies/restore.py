@@ -1,7 +1,5 @@
-"""Bringing removed items back from the backup ``studies.removal.items_remove`` wrote
-(``import_images --restore``): the whole file checked first — only the models a removal writes,
-rows of the study's removed items, new ids, existing accounts, valid answers, files under the
-name their hash gives — then every row and file written in one transaction."""
+"""Bringing removed items back from a ``studies.removal`` backup (``import_images --restore``):
+the whole file checked first, then every row and file written in one transaction."""
 
 from __future__ import annotations
 
@@ -28,16 +26,7 @@ from studies.errors import DomainError, ImportRejected
 from studies.imports.images import ValidatedImage, file_write, image_file_validate
 from studies.imports.pipeline import Audit
 from studies.jsonbounds import MAX_JSON_DEPTH, JSONOutOfBounds, json_bounds_check, json_loads_bounded
-from studies.models import (
-    Image,
-    Item,
-    ItemChange,
-    ItemChangeAction,
-    ItemImage,
-    Question,
-    QuestionKind,
-    Study,
-)
+from studies.models import Image, Item, ItemChange, ItemChangeAction, ItemImage, Question, QuestionKind, Study
 from studies.removal import (
     BACKUP_FORMAT,
     BACKUP_VERSION,
@@ -47,10 +36,8 @@ from studies.removal import (
     model_name_for,
 )
 
-# A backup nests its stored JSON values (an item's params, a prediction's output) four levels
-# deep: document, rows, row, fields.
+# A backup nests its stored JSON values four levels deep: document, rows, row, fields.
 _BACKUP_MAX_DEPTH = MAX_JSON_DEPTH + 4
-# Where an image file lives in MEDIA_ROOT: named by its hash (``ValidatedImage.storage_name``).
 _STORAGE_NAME = re.compile(r"images/[0-9a-f]{2}/[0-9a-f]{64}\.[a-z0-9]{1,10}")
 
 
@@ -80,9 +67,7 @@ class _Row:
 
 
 def _restorable() -> dict[str, type[Model]]:
-    """The models whose rows a removal writes to its backup, by label: items and images, and
-    every model whose rows go with one of them (``goes_with``), and so on down (a label's
-    revisions). Nothing else — accounts, studies, questions, rounds, estimates — is restored."""
+    """The models whose rows a removal writes to its backup, by label."""
     found: dict[str, type[Model]] = {}
     todo: list[type[Model]] = [Item, Image]
     while todo:
@@ -98,8 +83,7 @@ def _refuse(path: Path, problem: str) -> ImportRejected:
 
 
 def _backup_read(path: Path) -> dict[str, Any]:
-    """The backup document, read through the JSON bounds (no depth, NUL character or number the
-    database cannot store) and checked for its shape."""
+    """The backup document, read through the JSON bounds and checked for its shape."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError as exc:
@@ -126,8 +110,7 @@ def _backup_read(path: Path) -> dict[str, Any]:
 
 
 def _rows_read(path: Path, document: dict[str, Any]) -> list[_Row]:
-    """Every row of the backup as an unsaved object, refusing the first that is not of a model
-    a removal writes or cannot be read."""
+    """Every row of the backup as an unsaved object; refuses the first that cannot be restored."""
     models = _restorable()
     rows: list[_Row] = []
     seen: set[tuple[str, Any]] = set()
@@ -196,10 +179,8 @@ def _answer_problem(question: Question, value: str) -> str | None:
 
 
 class _RestoreCheck:
-    """Every check a backup passes before anything is written: each row is of a model a removal
-    writes, new (its id free), and hangs on the study's own rows — its items, their images, its
-    questions, rounds and runs — or on accounts that exist; answers are answers to their
-    question. The first row that fails refuses the whole backup, named."""
+    """Every check a backup passes before anything is written (docs/reference/contracts.md);
+    the first row that fails refuses the whole backup."""
 
     def __init__(self, *, study: Study, path: Path, document: dict[str, Any]) -> None:
         self.study, self.path, self.document = study, path, document
@@ -257,8 +238,7 @@ class _RestoreCheck:
                 )
 
     def _images(self) -> None:
-        """Images a backup holds are the files of its items; one whose bytes are stored again
-        meanwhile (same hash, another id) is reused, any other must take a free id."""
+        """Images of the backup: a file stored again meanwhile is reused, others need a free id."""
         images = self.by_model.get(Image, {})
         linked = {row.obj.image_id for row in self.by_model.get(ItemImage, {}).values()}
         existing: dict[str, int] = {}
@@ -274,8 +254,7 @@ class _RestoreCheck:
                 continue
             if pk in taken:
                 raise self.refuse(row, "would overwrite a row that exists (its id is taken)")
-            # Its file is the one its hash names (nowhere else in or outside MEDIA_ROOT), and the
-            # bytes the backup holds for it are those.
+            # Its file is the one its hash names, and the backup's bytes are those.
             stored = self.files.get(image.file)
             named = f"images/{image.sha256[:2]}/{image.sha256}"
             if not _STORAGE_NAME.fullmatch(image.file) or image.file.rsplit(".", 1)[0] != named:
@@ -411,19 +390,9 @@ def items_restore(
     source: str = "",
     dry_run: bool = False,
 ) -> RestoreResult:
-    """Bring back the items a ``items_remove`` backup holds, into the study they came from:
-    the same rows with the same ids (labels, final labels, history, predictions, round entries)
-    and the same files, and a "restored" ``ItemChange`` per item (who, when, from which file).
-
-    A backup is data someone may have handed over, so it is checked whole first (``_RestoreCheck``)
-    and refused whole (``ImportRejected`` naming the first row that fails, nothing written) when it
-    is not such a backup, is of another study, holds a row of a model a removal does not write, a
-    row whose id is taken, a row pointing outside the study's items, images, questions, rounds and
-    runs or to an account that does not exist, an answer that is not one of its question's, an
-    item key the study has again (remove it first) or never removed. A file whose bytes do not
-    match their hash is refused too. Files written for a refused restore are removed again.
-    ``dry_run``: everything is checked and counted, nothing written.
-    """
+    """Bring back the items of an ``items_remove`` backup with the same ids and files, and a
+    "restored" ``ItemChange`` each; ``ImportRejected`` naming the first bad row, nothing written.
+    ``dry_run``: check and count only."""
     path = Path(backup_path)
     document = _backup_read(path)
     if document.get("study") != study.slug:

@@ -14,8 +14,7 @@ from studies.errors import StudyNotChosen
 from studies.models import ImageRole, Item, ItemImage, Question, Study
 from studies.protocols import PROTOCOLS
 
-# An Item, or an Item with annotations (django-stubs' WithAnnotations): helpers that only add
-# prefetches keep the caller's annotations in the type.
+# An Item, or an Item with annotations: helpers that only add prefetches keep the type.
 _ItemT = TypeVar("_ItemT", bound=Item)
 
 
@@ -28,15 +27,13 @@ def study_or_404(slug: str) -> Study:
 
 
 def study_slugs() -> str:
-    """The slugs of every study, sorted and comma-separated ("" when there is none): what an
-    error about an unknown slug lists."""
+    """The slugs of every study, sorted and comma-separated ("" when there is none)."""
     return ", ".join(Study.objects.order_by("slug").values_list("slug", flat=True))
 
 
 def study_slug_hint(slug: str, known: str) -> str:
-    """What an error about the unknown study ``slug`` suggests, given ``known``
-    (``study_slugs()``): the nearest existing slug (a typo), else how a study is made — with a
-    placeholder, never the unknown slug itself, which is more likely a typo than a new study."""
+    """What an error about the unknown study ``slug`` suggests: the nearest slug, else how a
+    study is made."""
     nearest = difflib.get_close_matches(slug, known.split(", ") if known else [], n=1, cutoff=0.6)
     if nearest:
         return f"did you mean '{nearest[0]}'?"
@@ -44,11 +41,7 @@ def study_slug_hint(slug: str, known: str) -> str:
 
 
 def study_by_slug(slug: str, *, missing: Callable[[str], Exception]) -> Study:
-    """The study with this slug — the one lookup of every command, import and filter that names
-    a study. Without one it raises ``missing(known)``, ``known`` being ``study_slugs()`` (read
-    only then), so that each caller keeps its own error and words, e.g.
-    ``study_by_slug(slug, missing=lambda known: CommandError(f"No study {slug!r}. Studies: {known}."))``.
-    """
+    """The study with this slug; without one it raises ``missing(study_slugs())``."""
     study = Study.objects.filter(slug=slug).first()
     if study is None:
         raise missing(study_slugs())
@@ -56,9 +49,8 @@ def study_by_slug(slug: str, *, missing: Callable[[str], Exception]) -> Study:
 
 
 def study_chosen(slug: str | None) -> Study:
-    """What ``--study`` means in every command that works on one study: the study with this
-    slug; without one, the only study there is. ``StudyNotChosen`` otherwise, listing the
-    studies that exist (and naming ``create_study`` when the slug is unknown or there is none)."""
+    """What ``--study`` means in a command on one study: that study, or without a slug the only
+    one; ``StudyNotChosen`` listing the studies otherwise."""
     if slug:
         return study_by_slug(
             slug,
@@ -103,15 +95,12 @@ def _images_prefetch() -> Prefetch:
 
 
 def with_images(items: QuerySet[_ItemT]) -> QuerySet[_ItemT]:
-    """``items`` with their ItemImages and image files loaded in one extra query — for a
-    bounded queryset (a page): the query names every item read (``images_load`` otherwise)."""
+    """``items`` with their ItemImages and files prefetched (a bounded queryset)."""
     return items.prefetch_related(_images_prefetch())
 
 
 def images_load(items: Sequence[Item]) -> None:
-    """Load the ItemImages and image files of ``items``, already read, a chunk at a time: a
-    list of any length, where ``with_images`` would name every item in one ``IN`` (more
-    values than SQLite allows in a statement beyond its variable limit)."""
+    """Load the ItemImages and files of ``items`` already read, a chunk at a time."""
     prefetch_in_chunks(items, _images_prefetch())
 
 
@@ -121,8 +110,7 @@ def item_images(item: Item) -> dict[str, ItemImage]:
 
 
 def item_main_image(item: Item) -> ItemImage | None:
-    """The item's first image, which stands for it in lists and exports: its ``image``, else
-    the seed (``input``), else the edit (``output``)."""
+    """The item's image that stands for it: ``image``, else ``input``, else ``output``."""
     links = item_images(item)
     for role in (ImageRole.IMAGE, ImageRole.INPUT, ImageRole.OUTPUT):
         if role in links:
@@ -131,9 +119,7 @@ def item_main_image(item: Item) -> ItemImage | None:
 
 
 def item_compared_values(item: Item) -> list[tuple[str, str]]:
-    """The manifest columns the item's study compares — its protocol's ``StudyOption``s marked
-    ``column`` and set on the study, e.g. a questions study's ``compare`` — each with the item's
-    value ("" when it has none): what a researcher settling a dispute needs to see beside it."""
+    """The manifest columns the item's study compares, each with the item's value."""
     spec = PROTOCOLS.get(item.study.protocol)
     if spec is None:
         return []
@@ -143,8 +129,7 @@ def item_compared_values(item: Item) -> list[tuple[str, str]]:
 
 
 def _item_column_value(item: Item, column: str) -> str:
-    """The item's value in a manifest column: its own field or its prompt's for the columns the
-    import keeps there, else its metadata."""
+    """The item's value in a manifest column: its own field, its prompt's, or its metadata."""
     prompt = item.prompt
     core = {
         "t2i_model": item.t2i_model,

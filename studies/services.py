@@ -1,7 +1,4 @@
-"""Writes of the core: defining a study and its questions, adding its annotators.
-
-Images and items come in through ``studies.ingest``; labels through ``annotate.services``.
-"""
+"""Writes of the core: defining a study and its questions, adding its annotators."""
 
 from __future__ import annotations
 
@@ -42,22 +39,15 @@ MANIFEST_KNOWN_COLUMNS = (
     "questions",
 )
 
-#: Manifest columns an import reads into an item's image file, key, image role, params and
-#: questions: no item keeps a value of them that a study option naming a column could group by.
+# Manifest columns read into an item's file, key, role, params and questions: none kept to group by.
 MANIFEST_COLUMNS_NOT_KEPT = frozenset({"image", "item", "role", "params", "questions"})
-#: Keys the labeling screen keeps for itself whatever the study asks (static/annotate/keys.js, zoom.js):
-#: an answer key equal to one would never reach its answer. The zoom keys (+ - 0) are not here:
-#: they give way to a study's own keys.
+# Keys the labeling screen keeps for itself (static/annotate/keys.js): no answer may use them.
 SCREEN_KEYS = {"z": "Back", "/": "missed-objects"}
 _QUESTION_KEY_RE = re.compile(r"^[-a-zA-Z0-9_]{1,50}$")
 # Field sizes of studies.models.Question (and of a label's value): longer is a row error.
 _QUESTION_TEXT_MAX = 500
 _ANSWER_VALUE_MAX = 50
-# What the labeling screen can still show on one screen and answer from the keyboard: a choice's
-# display name is a button's label (200 characters is two lines of a wide button); a question
-# has at most 26 answers, as many as letters for keys (each choice's key is one letter or digit,
-# z and / are the screen's own); a study asks at most 50 questions of one item (a long form
-# already scrolls well past the image at 20).
+# What one labeling screen can show and answer from the keyboard (26 letters for keys).
 _CHOICE_NAME_MAX = 200
 _CHOICES_MAX = 26
 _QUESTIONS_MAX = 50
@@ -83,8 +73,7 @@ def study_create(
     questions: list[QuestionSpec] | None = None,
     parameters: Mapping[str, Any] | None = None,
 ) -> Study:
-    """A new study of ``protocol`` with its questions (the protocol's preset unless given) and
-    its parameters (the preset's, updated with ``parameters``)."""
+    """A new study of ``protocol`` with its questions and parameters (the preset's unless given)."""
     spec = protocol_spec(protocol)
     study = Study.objects.create(
         slug=slug,
@@ -136,22 +125,9 @@ def study_define(
     gold: GoldRule | None = None,
     min_posterior: float | None = None,
 ) -> StudyDefinition:
-    """Create the study, or bring an existing one to this definition (``create_study``).
-
-    A new study gets the given values, the protocol's preset for the rest (questions, labels
-    per item, agreement rule). On an existing study an option left out (None) keeps the
-    study's current value, unless the protocol changes (then the new protocol's preset), so
-    the same definition again changes nothing. A different one is applied while nobody has
-    labelled the study; once labels exist, changing the protocol, the questions, the labels per
-    item or the agreement rule would change what those labels mean, so it raises StudyConflict
-    naming what differs (the name may still change). Also StudyConflict: an unknown protocol
-    or agreement rule, fewer than 1 label per item, a majority of fewer than 3, a name longer
-    than 200 characters, a protocol whose image roles do not fit the study's items, questions
-    the protocol's analysis cannot read (``ProtocolSpec.validate_questions``), no questions
-    for a protocol without preset questions, an option (``parameters``) the protocol does not
-    take or a required one missing (``ProtocolSpec.options``). The gold settings (``gold``) may
-    change at any time (``_gold_settings``).
-    """
+    """Create the study, or bring an existing one to this definition (``create_study``); an
+    option left out keeps the study's value. Raises ``StudyConflict`` for an invalid definition
+    or, once the study has labels, a change to what they mean."""
     name_max = Study._meta.get_field("name").max_length
     if name is not None and name_max is not None and len(name) > name_max:
         raise StudyConflict("The study name must be at most 200 characters.")
@@ -167,7 +143,6 @@ def study_define(
         if problem:  # refused now, not when the report first reads the questions
             raise StudyConflict(f"These questions cannot serve a {protocol} study: {problem}.")
     existing = Study.objects.select_for_update().filter(slug=slug).first()
-    # What the study will be: given values, else the study's own (same protocol), else the preset.
     same = existing if existing is not None and existing.protocol == protocol else None
     keep = same is not None
     if questions is None and not spec.questions and same is None:
@@ -244,9 +219,8 @@ def study_define(
 def _wanted_parameters(
     spec: ProtocolSpec, same: Study | None, given: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """The study's parameters: its own (same protocol) or the preset's, updated with the
-    options given. StudyConflict for an option the protocol does not take, or a required one
-    that neither gives."""
+    """The study's parameters (its own, or the preset's) updated with the options given;
+    ``StudyConflict`` for an unknown option or a missing required one."""
     given = {name: value for name, value in (given or {}).items() if value not in (None, "")}
     allowed = {option.name: option for option in spec.options}
     for name in given:
@@ -264,8 +238,6 @@ def _wanted_parameters(
         if value is not None and (not isinstance(value, str) or len(value) > 200 or "\x00" in value):
             raise StudyConflict(f"{flag} must be a name of at most 200 characters.")
         if option.column and option.name in given and value in MANIFEST_COLUMNS_NOT_KEPT:
-            # The import reads these columns into the item's file, key, role, params and
-            # questions, and keeps no value of them to group by: the report would be empty.
             kept = [c for c in MANIFEST_KNOWN_COLUMNS if c not in MANIFEST_COLUMNS_NOT_KEPT]
             raise StudyConflict(
                 f"{flag} {value}: an item keeps no value of the manifest column '{value}' to group by. "
@@ -276,9 +248,7 @@ def _wanted_parameters(
 
 @dataclass(frozen=True)
 class GoldRule:
-    """A study's gold settings as given (None: keep the study's own): the share of gold items
-    served, and the rule that flags annotators (accuracy below ``min_accuracy`` after
-    ``min_gold`` gold answers)."""
+    """A study's gold settings as given (None: keep the study's own)."""
 
     rate: float | None = None
     min_accuracy: float | None = None
@@ -286,9 +256,7 @@ class GoldRule:
 
 
 def _gold_settings(study: Study | None, gold: GoldRule) -> dict[str, Any]:
-    """The gold fields to store. StudyConflict for a rate or an accuracy outside 0..1, a
-    ``min_gold`` below 1, or a rule needing more gold answers than the study has gold items (an
-    annotator could never reach it)."""
+    """The gold fields to store; ``StudyConflict`` for values out of range or unreachable."""
     fields: dict[str, Any] = {}
     for flag, value, field in (
         ("--gold-rate", gold.rate, "gold_rate"),
@@ -318,8 +286,7 @@ def _gold_settings(study: Study | None, gold: GoldRule) -> dict[str, Any]:
 
 def _redefinition_check(study: Study, changed: list[str], protocol: str) -> None:
     """Refuse a change that would alter what the study's labels or images mean."""
-    # Every label completes a seat on its item (annotate.services), so the core can tell
-    # whether people labelled the study without knowing the labels table.
+    # Every label completes a seat on its item, so the core sees labels without the labels table.
     if Item.objects.filter(study=study, completed_seats__gt=0).exists():
         raise StudyConflict(
             f"The study “{study.slug}” already has labels: its {', '.join(changed)} cannot change "
@@ -471,14 +438,9 @@ def _question_row(number: int, row: dict[str, str]) -> QuestionSpec:
     )
 
 
-# --- The study's annotators -----------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class AnnotatorsAdded:
-    """What ``annotators_add`` did, each in the order the names were given: accounts it created
-    (no password yet), existing accounts it made annotators of the study, and the usernames
-    that already were (nothing changed for them)."""
+    """What ``annotators_add`` did: accounts created, accounts added, names already there."""
 
     created: tuple[Any, ...]
     added: tuple[Any, ...]
@@ -503,13 +465,8 @@ def _username_problem(username: str) -> str | None:
 
 @transaction.atomic
 def annotators_add(*, study: Study, usernames: Iterable[str], allow_staff: bool = False) -> AnnotatorsAdded:
-    """Make ``usernames`` annotators of ``study``: a missing account is created with an unusable
-    password (the caller hands its owner a link to set one), every account joins the annotator
-    group and the study. Idempotent: an annotator already there is left as is.
-
-    Refuses the whole list, writing nothing (``AnnotatorsRefused``), when a name is not a valid
-    username or names an inactive account; ``StaffRefused`` for researchers and admins unless
-    ``allow_staff`` (they would label beside their role, rarely what was meant)."""
+    """Make ``usernames`` annotators of ``study``, creating missing accounts (unusable password).
+    Refuses the whole list (``AnnotatorsRefused``, ``StaffRefused`` unless ``allow_staff``)."""
     names = list(dict.fromkeys(name.strip() for name in usernames if name.strip()))
     if not names:
         raise AnnotatorsRefused("no username given: name at least one annotator")

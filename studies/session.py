@@ -1,10 +1,5 @@
-"""The researcher's current study, remembered in the session across sections.
-
-A researcher who opens a study's Report, then Items, Disputes, Agreement or Annotators would
-otherwise choose the study again in each section: the top navigation links carry no study.
-Every researcher page that names a study (in its path, ``?study=`` or by its item) remembers
-it; a page opened without one shows the remembered study (``?choose=1`` asks again).
-"""
+"""The researcher's current study, remembered in the session across sections (a page opened
+without a study shows it; ``?choose=1`` asks again)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
-"""Types every app shares, so that mypy (with django-stubs) checks the code as it runs.
-
-- ``UserLike``: whoever a permission check may be asked about — a signed-in account or the
-  anonymous visitor (``request.user``). Code that records who acted (services, selectors that
-  filter on a foreign key) takes ``django.contrib.auth.models.User``, the model every foreign key
-  points to; views narrow ``request.user`` to it (``studies.permissions``' checks do).
-- ``HtmxHttpRequest``: a request that went through django-htmx's middleware (every request does,
-  see ``config/settings.py``), so ``request.htmx`` exists. django-htmx's documentation gives this
-  class for exactly this purpose.
-- ``AuthenticatedHttpRequest``: the request of a view that only signed-in users reach (a guard
-  that sends anonymous visitors to the login page runs first), so ``request.user`` is a ``User``
-  (django-stubs' documented pattern).
-"""
+"""Types every app shares for mypy: ``UserLike`` (an account or the anonymous visitor),
+``HtmxHttpRequest`` (``request.htmx`` set by django-htmx's middleware) and
+``AuthenticatedHttpRequest`` (a view only signed-in users reach)."""
 
 from __future__ import annotations
 
@@ -26,8 +16,7 @@ UserLike: TypeAlias = "User | AnonymousUser"
 
 
 class HtmxHttpRequest(HttpRequest):
-    """``HttpRequest`` with the ``htmx`` attribute django-htmx's middleware sets (a type only:
-    views annotate their request with it; Django never instantiates it)."""
+    """``HttpRequest`` with the ``htmx`` attribute django-htmx's middleware sets (a type only)."""
 
     htmx: HtmxDetails
 

@@ -3,13 +3,7 @@ predictions): CSV rows with their numbers and the rows refused (``rows``), the l
 keeps, writes and records a run (``pipeline``)."""
 
 from studies.imports.pipeline import Importer, Spill, actor_name, import_run
-from studies.imports.rows import (
-    ImportSummary,
-    ItemUpdate,
-    RejectedRow,
-    csv_header,
-    csv_rows_stream,
-)
+from studies.imports.rows import ImportSummary, ItemUpdate, RejectedRow, csv_header, csv_rows_stream
 
 __all__ = [
     "ImportSummary",

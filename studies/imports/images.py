@@ -1,7 +1,6 @@
-"""Image files: the checks every image passes before it is stored (bytes bounded, format
-allowed, pixels bounded from the header, verified and fully decoded), the file store
-(``MEDIA_ROOT/images/<sha[:2]>/<sha>.<ext>``, once whatever the number of items using it), and
-one image stored as an item (``item_image_store``: generation, editing)."""
+"""Image files: the checks every image passes before it is stored, the content-addressed file
+store (``MEDIA_ROOT/images/<sha[:2]>/<sha>.<ext>``), and one image stored as an item
+(``item_image_store``). See docs/explanation/images.md."""
 
 from __future__ import annotations
 
@@ -30,8 +29,7 @@ from studies.protocols import protocol_spec
 # Storage extension per Pillow format name; a format missing here is stored under its lower name.
 _EXTENSIONS = {"PNG": "png", "JPEG": "jpg", "WEBP": "webp", "GIF": "gif", "BMP": "bmp", "TIFF": "tif"}
 
-# Files bigger than this are refused before being read into memory (a PNG of the maximum pixel
-# count is far smaller); overridable from settings for unusual studies.
+# Files bigger than this are refused before being read into memory.
 DEFAULT_MAX_IMAGE_BYTES = 256 * 1024**2
 
 
@@ -87,21 +85,15 @@ def read_limited(path_or_file: str | os.PathLike[str] | IO[bytes] | bytes) -> by
     if isinstance(path_or_file, bytes):
         data = path_or_file
     elif isinstance(path_or_file, str | os.PathLike):
-        # Plain descriptor calls, not ``open()``: its buffered file asks the kernel three more
-        # things (fstat, isatty, lseek) and reads once more to see the end; at a million small
-        # files, from worker threads that hand the GIL over at every system call, that was
-        # a third of the reading's system calls.
+        # Plain descriptor calls, not ``open()``: a third fewer system calls at a million small files.
         fd = os.open(path_or_file, os.O_RDONLY)  # not inherited by child processes (PEP 446)
         try:
-            # Read what the file holds, not ``limit + 1``: asking for 256 MiB makes Python
-            # allocate that much (a memory mapping) and shrink it after, which left one mapping
-            # per kept file (Linux allows 65,530 a process: a 60,000-image import ran out).
+            # Read what the file holds, not ``limit + 1``: a huge read leaves a memory mapping per file.
             size = os.fstat(fd).st_size
             if size > limit:
                 raise ImageTooLarge(f"file is larger than {limit} bytes")
             data = os.read(fd, size + 1)
-            # Fewer bytes than its size: a short read (a network file system may give one), or
-            # it shrank; more: it grew meanwhile. Either way read on to the end, still bounded.
+            # A short read or a file that changed size: read on to the end, still bounded.
             if len(data) != size:
                 parts = [data]
                 total = len(data)
@@ -130,8 +122,7 @@ def _format_guess(data: bytes) -> str | None:
 
 
 def allowed_formats() -> list[str]:
-    """Pillow format ids from ``settings.BIASLAB_IMAGE_FORMATS`` ("JPG" read as "JPEG"); names
-    Pillow does not know are dropped."""
+    """Pillow format ids from ``settings.BIASLAB_IMAGE_FORMATS`` ("JPG" read as "JPEG")."""
     PILImage.init()
     names = [name.strip().upper() for name in settings.BIASLAB_IMAGE_FORMATS]
     names = ["JPEG" if name == "JPG" else name for name in names]
@@ -140,21 +131,16 @@ def allowed_formats() -> list[str]:
 
 def image_file_validate(path_or_file: str | os.PathLike[str] | IO[bytes] | bytes) -> ValidatedImage:
     """Check that a file (path, file object or bytes) is a sound image we may store; raises an
-    ``ImageRejected`` subclass. The pixel bound is checked from the header, before decoding."""
+    ``ImageRejected`` subclass."""
     data = read_limited(path_or_file)
     fmt, width, height = image_facts(data)
     return ValidatedImage(
-        data=data,
-        sha256=hashlib.sha256(data).hexdigest(),
-        format=fmt,
-        width=width,
-        height=height,
+        data=data, sha256=hashlib.sha256(data).hexdigest(), format=fmt, width=width, height=height
     )
 
 
 def image_facts(data: bytes) -> tuple[str, int, int]:
-    """``(format, width, height)`` of bytes that pass every check of ``image_file_validate``
-    (which raises the same errors); the hash is the caller's, computed once."""
+    """``(format, width, height)`` of bytes passing every check of ``image_file_validate``."""
     if not data:
         raise EmptyImageFile("empty file (0 bytes)")
     allowed = allowed_formats()
@@ -194,10 +180,8 @@ def image_facts(data: bytes) -> tuple[str, int, int]:
     return fmt, width, height
 
 
-# This machine's name as it may appear in a file name (temporary files of ``file_write``).
 _HOST = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())[:64] or "host"
-# This process's id, kept (``os.getpid()`` is a system call per file) and renewed in a forked
-# child, whose temporary names must differ from its parent's.
+# This process's id, kept (a system call per file otherwise) and renewed in a forked child.
 _PID = os.getpid()
 
 
@@ -210,9 +194,8 @@ os.register_at_fork(after_in_child=_pid_renew)
 
 
 def file_write(validated: ValidatedImage, *, before_write: Callable[[str, str], None] | None = None) -> str:
-    """Write the bytes under their content-hash name unless a file of their size is there;
-    return the name. Written to a temporary name of this host, process and thread, then renamed;
-    ``before_write(name, temporary)`` is told first (an import's clean-up)."""
+    """Write the bytes under their content-hash name unless already there (temporary name, then
+    rename); return the name. ``before_write(name, temporary)`` is told first."""
     name = validated.storage_name
     target = os.path.join(settings.MEDIA_ROOT, name)
     try:
@@ -246,8 +229,7 @@ def file_write(validated: ValidatedImage, *, before_write: Callable[[str, str], 
 
 
 def image_file_get_or_create(validated: ValidatedImage) -> Image:
-    """The Image row of these bytes, storing the file and creating the row when new. The same
-    bytes are one row and one file, whatever the number of items and studies using them."""
+    """The Image row of these bytes, storing the file and creating the row when new."""
     existing = Image.objects.filter(sha256=validated.sha256).first()
     if existing is not None:
         return existing
@@ -276,8 +258,8 @@ def prompt_get_or_create(*, study: Study, category: str, word: str, text: str) -
 
 
 def _existing_item(*, study: Study, key: str, role: str, sha256: str) -> Item | None:
-    """The item already stored under this key with these bytes in this role, or None; raises
-    when the key holds other bytes, or (one-image items) the bytes are another item's."""
+    """The item stored under this key with these bytes in this role, or None; raises when the key
+    holds other bytes or the bytes are another item's."""
     link = (
         ItemImage.objects.filter(item__study=study, item__key=key, role=role)
         .select_related("item", "image")
@@ -315,9 +297,7 @@ def item_image_store(
     extra_images: dict[str, Image] | None = None,
 ) -> tuple[Item, bool]:
     """Validate and store one image of ``study`` as the ``role`` image of the item ``key``
-    (created when new; ``extra_images`` adds other roles); return ``(item, created)``. The same
-    key and bytes again change nothing; other bytes under the key raise ``ImagePathConflict``,
-    the bytes of another one-image item ``DuplicateImage``."""
+    (created when new); return ``(item, created)``."""
     validated = image_file_validate(data)
     existing = _existing_item(study=study, key=key, role=role, sha256=validated.sha256)
     if existing is not None:
@@ -332,8 +312,6 @@ def item_image_store(
         index=index,
         params=params or {},
         metadata=metadata or {},
-        # The protocol decides from the metadata which questions the item asks (GEP's explicit
-        # images: only their attribute's); [] = all.
         question_keys=protocol_spec(study.protocol).item_question_keys(metadata or {}),
         queue=protocol_spec(study.protocol).queue_default,
     )

@@ -1,6 +1,5 @@
-"""A manifest's rows before they are written: the errors a row may get, the checks of its
-values and path, the plans and file checks staged between the passes (``Staging``, a scratch
-SQLite file), and what the database holds for a batch."""
+"""A manifest's rows before they are written: their errors, value and path checks, the plans
+and file checks staged between the passes (``Staging``), and what the database holds."""
 
 from __future__ import annotations
 
@@ -23,12 +22,9 @@ from studies.models import Item, Study
 T = TypeVar("T")
 R = TypeVar("R")
 
-# Field sizes of the tables the rows go to: a longer value is a row error, not a database crash.
 MAX_CHARS = {"image": 1000, "item": 1000, "t2i_model": 200, "category": 100, "word": 200}
 MAX_INDEX = 2_147_483_647  # PositiveIntegerField's ceiling on every backend
-# A file modified this recently (ns) before it was looked at gets no stamp (size, mtime): a
-# write in the same tick of the file system's clock would leave its mtime unchanged, so the
-# next re-run reads it again rather than trust the stamp (git's "racily clean" entries).
+# A file modified this recently (ns) gets no stamp: its mtime may not change on the next write.
 STAMP_MIN_AGE_NS = 2_000_000_000
 
 
@@ -45,8 +41,7 @@ class PathOutsideRoot(DomainError):
 
 
 class InvalidManifestRow(DomainError):
-    """A manifest row has an empty required value, a bad seed/index, params that are not a JSON
-    object, a value too long for its field, a NUL byte, or an unknown role or question."""
+    """A manifest row with a bad value, an unknown role or question, or a NUL byte."""
 
 
 class DuplicateManifestRow(InvalidManifestRow):
@@ -54,11 +49,8 @@ class DuplicateManifestRow(InvalidManifestRow):
 
 
 def manifest_path_resolve(root: Path, given: str) -> Path:
-    """The file a manifest path names, refusing anything that leaves ``root``.
-
-    ``root`` must already be resolved. Absolute paths, ``..`` components and symlinks whose
-    target lies outside ``root`` raise ``PathOutsideRoot``.
-    """
+    """The file a manifest path names under the resolved ``root``; ``PathOutsideRoot`` for an
+    absolute path, ``..`` or a symlink out."""
     if not given:
         raise InvalidManifestRow("empty 'image' value")
     if given.startswith(("/", "\\")) or os.path.isabs(given) or (len(given) > 1 and given[1] == ":"):
@@ -132,16 +124,14 @@ class RowPlan:
     params: dict[str, Any]
     metadata: dict[str, str]
     question_keys: tuple[str, ...]
-    # The file's size and mtime when its path was checked (before it is read), or None when it
-    # was modified too recently to identify it by them (``STAMP_MIN_AGE_NS``).
+    # None when the file was modified too recently to be identified by them (``STAMP_MIN_AGE_NS``).
     file_size: int | None = None
     file_mtime_ns: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class KnownLink:
-    """An image link the database already holds for a manifest row's (item, role): its bytes'
-    hash and what identified the file it was imported from (``ItemImage``)."""
+    """An image link the database holds for a row's (item, role): its hash and file stamp."""
 
     pk: int
     sha256: str
@@ -150,8 +140,7 @@ class KnownLink:
     file_mtime_ns: int | None
 
     def same_file(self, plan: RowPlan) -> bool:
-        """The row names the file this link was imported from, unchanged since: same path, size
-        and mtime (then it holds the same bytes, checked then, and is not read again)."""
+        """The row names this link's file, unchanged since (same path, size and mtime)."""
         return (
             plan.file_size is not None
             and self.file_size == plan.file_size
@@ -162,8 +151,7 @@ class KnownLink:
 
 @dataclass(frozen=True)
 class FileCheck:
-    """What reading a row's file found: its hash and validated facts, or the error. The bytes
-    are not kept: 6,000 photos would not fit in memory; the write step reads them again."""
+    """What reading a row's file found: its hash and image facts, or the error (no bytes kept)."""
 
     sha256: str = ""
     format: str = ""
@@ -176,8 +164,7 @@ class FileCheck:
 
 @dataclass(frozen=True)
 class ItemUpdatePlan:
-    """An existing item (its id) and the field values a re-import gives it (``prompt``: a
-    prompt key)."""
+    """An existing item's id and the field values a re-import gives it."""
 
     item_id: int
     fields: dict[str, Any]
@@ -186,8 +173,7 @@ class ItemUpdatePlan:
 
 @dataclass(frozen=True, slots=True)
 class StoredItem:
-    """What a re-import compares of an item already stored: read as plain values (a model
-    instance per row costs more than the comparison, at a million rows)."""
+    """What a re-import compares of a stored item, read as plain values."""
 
     pk: int
     key: str
@@ -200,7 +186,6 @@ class StoredItem:
     completed_seats: int
     prompt_key: tuple[str, str, str] | None
 
-    #: The item's columns read, in the order ``from_row`` takes them.
     FIELDS = (
         "pk",
         "key",
@@ -278,9 +263,7 @@ def map_chunked(pool: ThreadPoolExecutor, fn: Callable[[T], R], items: list[T]) 
 
 @dataclass(frozen=True)
 class CheckedBatch:
-    """A batch whose rows are planned and whose files are being checked
-    (``_ManifestImport._batch_start``): its rows' plans, what the database held for them, the
-    checks already known (a file unchanged since its import) and the others, as they come in."""
+    """A batch whose rows are planned and whose files are being checked."""
 
     size: int  # rows of the batch, refused ones included
     plans: list[RowPlan]
@@ -291,11 +274,8 @@ class CheckedBatch:
 
 
 class Staging:
-    """The scratch state of one manifest import, in a temporary SQLite file (never the project's
-    database): the paths and hashes seen so far (duplicates across the whole file), the items
-    with a refused row, every checked row waiting for its item to be settled, the items
-    accepted, the updates planned and the files stored. A manifest of a million rows costs
-    disk here, not memory: the import holds one batch of rows at a time."""
+    """The scratch state of one manifest import in a temporary SQLite file: paths seen, refused
+    items, checked rows, accepted items, updates and stored files."""
 
     def __init__(self) -> None:
         self._folder = tempfile.TemporaryDirectory(prefix="biaslab-import-")

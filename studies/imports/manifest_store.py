@@ -1,7 +1,6 @@
-"""A manifest import's files and writes: the files read, hashed, checked and stored by worker
-threads or processes (with a journal of the files they create, for the clean-up), and the
-second pass — items settled, files stored, every new item and update written in ONE
-transaction (``ManifestStore``, the writing half of ``studies.ingest._ManifestImport``)."""
+"""A manifest import's second half (``ManifestStore``): files checked and stored by worker
+threads or processes (journalled for the clean-up), items settled, everything written in one
+transaction."""
 
 from __future__ import annotations
 
@@ -11,8 +10,10 @@ import pickle
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
@@ -43,9 +44,8 @@ from studies.imports.manifest_rows import (
 from studies.imports.pipeline import Audit
 from studies.imports.rows import ImportSummary, ItemUpdate
 from studies.models import Image, ImageRole, Item, ItemChange, ItemChangeAction, ItemImage, Prompt, Study
-from studies.protocols import protocol_spec
+from studies.protocols import ProtocolSpec
 
-# The columns of a new item, in the order ``_rows_write`` gives them.
 ITEM_COLUMNS = (
     "study_id",
     "key",
@@ -63,9 +63,8 @@ ITEM_COLUMNS = (
 
 
 def file_checked(path: str, *, known: bool, store: bool, file_new: Callable[[str, str], None]) -> FileCheck:
-    """Read and hash one file; unless ``known`` validate it and, when ``store``, store it from
-    the bytes in hand (``file_new`` told first, for the clean-up). Runs in worker threads or
-    processes."""
+    """Read and hash one file; unless ``known`` validate it and, when ``store``, store it
+    (``file_new`` told first). Runs in worker threads or processes."""
     try:
         data = read_limited(path)
         sha = hashlib.sha256(data).hexdigest()
@@ -87,9 +86,7 @@ def file_checked(path: str, *, known: bool, store: bool, file_new: Callable[[str
         return FileCheck(error=exc)
 
 
-# In a worker process of an import: the descriptor of its journal, where it names each file
-# before creating it (the import process reads the journals for its clean-up: a file a worker
-# created is removed even when the import is interrupted before the worker's answer arrives).
+# A worker process's journal: it names each file before creating it, for the import's clean-up.
 _journal: int | None = None
 JOURNAL_PREFIX = "new-files-"
 
@@ -105,8 +102,7 @@ def worker_start(journal_folder: str) -> None:
 
 def journal_write(name: str, temporary: str) -> None:
     assert _journal is not None  # set by worker_start
-    # One append: never interleaved with another's. A name holds no tab or newline (a hash and
-    # an extension); the temporary path is the rest of the line.
+    # One append, never interleaved; a name holds no tab or newline.
     os.write(_journal, f"{name}\t{temporary}\n".encode())
 
 
@@ -118,8 +114,6 @@ def files_checked(tasks: list[tuple[str, bool, bool]]) -> list[FileCheck]:
 
 
 def worker_died() -> ImportRejected:
-    # A worker killed (out of memory) or crashed (a decoder's fault on a hostile file): the
-    # import stops whole, and its clean-up removes what was stored.
     return ImportRejected(
         "a worker process checking the image files stopped abruptly (killed, out of memory, or "
         "crashed on a file); nothing was written. Importing again with BIASLAB_IMPORT_PROCESSES=0 "
@@ -137,6 +131,7 @@ class ManifestStore:
     columns: set[str]
     metadata_columns: list[str]
     one_image: bool
+    spec: ProtocolSpec
     pairs: bool
     dry_run: bool
     committed: bool
@@ -156,22 +151,14 @@ class ManifestStore:
         raise NotImplementedError
 
     def _items_settle(self) -> list[ItemUpdate]:
-        """Settle every staged item, a chunk at a time: refused whole when a row is bad, its rows
-        disagree or (pairs) a role is missing; accepted, planned as an update, or a duplicate.
-        Returns the updates' reports."""
+        """Settle every staged item: refused whole when a row is bad, its rows disagree or a role
+        is missing; else accepted, an update or a duplicate. Returns the updates' reports."""
         reports: list[ItemUpdate] = list(self.settled_reports)
         if self.one_image:  # settled batch by batch (``_one_image_items_settle``)
             return reports
-        spec = protocol_spec(self.study.protocol)
         for chunk in batches(self._groups(), in_chunk_size()):
             keys = [key for key, _ in chunk]
-            bad_items = dict(
-                row
-                for part in in_chunks(keys)
-                for row in self.staging.db.execute(
-                    f"SELECT k, first FROM bad_items WHERE k IN ({','.join('?' * len(part))})", part
-                )
-            )
+            bad_items = self._bad_items(keys)
             roles: dict[str, set[str]] = {}
             if self.pairs:
                 for key, role in ItemImage.objects.filter(
@@ -199,17 +186,38 @@ class ManifestStore:
                     else:
                         accepted.append((key,))
                         new_item = True
-                update, refused = None, False
-                if same and key not in bad_items and not new_item and key in stored:
-                    update, refused = self._update_plan(key, same, stored[key], spec)
-                if update is not None:
-                    staged_updates.append((key, pickle.dumps(update)))
-                    reports.append(update.report)
-                elif not refused:
-                    self.summary.duplicates += len(same)
+                item = stored.get(key) if same and key not in bad_items and not new_item else None
+                self._update_stage(key, same, item, staged_updates, reports)
             self.staging.db.executemany("INSERT INTO accepted (k) VALUES (?)", accepted)
             self.staging.db.executemany("INSERT INTO updates VALUES (?, ?)", staged_updates)
         return reports
+
+    def _bad_items(self, keys: list[str]) -> dict[str, int]:
+        """The first refused row of each of ``keys`` that has one."""
+        return dict(
+            row
+            for part in in_chunks(keys)
+            for row in self.staging.db.execute(
+                f"SELECT k, first FROM bad_items WHERE k IN ({','.join('?' * len(part))})", part
+            )
+        )
+
+    def _update_stage(
+        self,
+        key: str,
+        plans: list[RowPlan],
+        item: StoredItem | None,
+        staged: list[tuple[str, bytes]],
+        reports: list[ItemUpdate],
+    ) -> None:
+        """Stage what ``plans`` change of the stored ``item`` (None: nothing to compare); rows that
+        change nothing count as duplicates."""
+        update, refused = self._update_plan(key, plans, item) if item is not None else (None, False)
+        if update is not None:
+            staged.append((key, pickle.dumps(update)))
+            reports.append(update.report)
+        elif not refused:
+            self.summary.duplicates += len(plans)
 
     def _item_problem(self, key: str, plans: list[RowPlan], stored_roles: set[str]) -> str | None:
         for field_name in ("t2i_model", "prompt_key", "seed", "index"):
@@ -224,11 +232,10 @@ class ManifestStore:
         return None
 
     def _update_plan(
-        self, key: str, plans: list[RowPlan], item: StoredItem, spec: Any
+        self, key: str, plans: list[RowPlan], item: StoredItem
     ) -> tuple[ItemUpdatePlan | None, bool]:
-        """``(update, refused)`` for an item imported already with the same bytes: what its rows
-        change (only the manifest's own columns are compared), or None. Changing the questions
-        of an item with labels is refused."""
+        """``(update, refused)`` for an item already stored with the same bytes: what its rows
+        change in the manifest's own columns, or None."""
         problem = self._item_problem(key, plans, set())
         if problem:
             for p in plans:
@@ -240,12 +247,7 @@ class ManifestStore:
         for p in plans:
             metadata.update(p.metadata)
         candidates: list[tuple[str, str, Any, Any]] = [
-            (
-                "t2i_model",
-                "t2i_model",
-                item.t2i_model,
-                next((p.t2i_model for p in plans if p.t2i_model), ""),
-            ),
+            ("t2i_model", "t2i_model", item.t2i_model, next((p.t2i_model for p in plans if p.t2i_model), "")),
             ("seed", "seed", item.seed, next((p.seed for p in plans if p.seed is not None), None)),
             ("index", "index", item.index, next((p.index for p in plans if p.index is not None), None)),
             ("params", "params", item.params, first.params),
@@ -268,11 +270,10 @@ class ManifestStore:
                     changes[name] = (before, after)
             fields["prompt"] = prompt_key
         explicit = list(next((p.question_keys for p in plans if p.question_keys), ()))
-        # Metadata decides the questions only of items whose questions it decided (none named
-        # in a 'questions' column at their import).
-        derived = item.question_keys == spec.item_question_keys(item.metadata)
+        # Metadata decides the questions only of items whose questions it decided at their import.
+        derived = item.question_keys == self.spec.item_question_keys(item.metadata)
         if "questions" in self.columns or ("metadata" in fields and derived):
-            question_keys = explicit or spec.item_question_keys(fields.get("metadata", item.metadata))
+            question_keys = explicit or self.spec.item_question_keys(fields.get("metadata", item.metadata))
             if question_keys != item.question_keys:
                 if item.completed_seats > 0:
                     reason = (
@@ -293,8 +294,7 @@ class ManifestStore:
     def _updates_write(
         self, updates: list[ItemUpdatePlan], prompts: dict[tuple[str, str, str], Prompt]
     ) -> None:
-        """Apply the planned updates and record each in the audit trail (inside the import's
-        transaction). Queries per updated item, none per unchanged one."""
+        """Apply the planned updates, each with an ``ItemChange`` audit row."""
         audit_rows = []
         items = {
             item.pk: item
@@ -322,10 +322,9 @@ class ManifestStore:
         ItemChange.objects.bulk_create(audit_rows, batch_size=bulk_batch_size(ItemChange))
 
     def _stamps_write(self) -> None:
-        """Store the new stamps of known files read again with the same bytes (no audit record:
-        the item did not change, only what identifies its file)."""
+        """Store the new size/mtime stamps of known files read again with the same bytes."""
         stamps = self.staging.rows("SELECT link, size, mtime_ns FROM stamps ORDER BY link")
-        # bulk_update's CASE carries about 5 values per row (its id twice, the 2 values, the IN).
+        # bulk_update's CASE carries about 5 values per row.
         for part in batches(stamps, max(1, in_chunk_size() // 5)):
             ItemImage.objects.bulk_update(
                 [ItemImage(pk=pk, file_size=size, file_mtime_ns=mtime) for pk, size, mtime in part],
@@ -345,30 +344,21 @@ class ManifestStore:
 
     def _accepted_groups(self) -> Iterator[tuple[str, list[tuple[RowPlan, FileCheck]]]]:
         """The accepted new items (not refused since), each with its fresh rows."""
-        key: str | None = None
-        rows: list[tuple[RowPlan, FileCheck]] = []
-        # One-image items have one staged row each: file order is row order, no sort by item.
         order = (
             "ORDER BY p.number"
             if self.one_image
             else "JOIN (SELECT k, min(number) AS f FROM plans GROUP BY k) g ON g.k = p.k "
             "WHERE p.fresh = 1 ORDER BY g.f, p.number"
         )
-        for k, data in self.staging.rows(
+        accepted = self.staging.rows(
             "SELECT p.k, p.data FROM plans p JOIN accepted a ON a.k = p.k AND a.refused = 0 " + order
-        ):
-            if k != key and rows:
-                yield cast(str, key), rows
-                rows = []
-            key = k
-            rows.append(pickle.loads(data))
-        if rows:
-            yield cast(str, key), rows
+        )
+        for key, rows in groupby(accepted, key=itemgetter(0)):
+            yield key, [pickle.loads(data) for _, data in rows]
 
     def _write(self, reports: list[ItemUpdate]) -> None:
-        """Store the good rows' files (most stored by their check), then write every new item and
-        update in one transaction; a file that cannot be stored refuses its item. A dry run
-        stops before storing anything."""
+        """Store the good rows' files, then write every new item and update in one transaction.
+        A dry run stops before storing anything."""
         n_updates = self.staging.one("SELECT count(*) FROM updates")[0]
         has_stamps = self.staging.one("SELECT 1 FROM stamps") is not None
         if self.dry_run:
@@ -399,8 +389,7 @@ class ManifestStore:
                 self.committed = True
                 self.summary.updated = reports
             except DatabaseError as exc:
-                # Every value was checked above; this is the safety net for what the checks
-                # did not foresee (or a concurrent writer): one clear message, nothing kept.
+                # A safety net for what the checks did not foresee (or a concurrent writer): nothing kept.
                 self.summary.accepted = 0
                 self.summary.updated = []
                 raise ImportRejected(
@@ -408,16 +397,13 @@ class ManifestStore:
                 ) from exc
 
     def _files_store(self) -> None:
-        """Store the files of the accepted items, a batch at a time in the thread pool; a file
-        that fails refuses its item (its other rows named)."""
+        """Store the accepted items' files on the thread pool; a file that fails refuses its item."""
         failed: dict[str, str] = {}
         for batch in batches(
             ((plan, check) for _, rows in self._accepted_groups() for plan, check in rows),
             import_batch_rows(),
         ):
-            # A file its check stored costs two ``stat`` calls, made here: handing each row to a
-            # thread cost more than the calls (GIL hand-overs). Files to read again go to the
-            # threads.
+            # A file its check stored costs two ``stat`` calls here, cheaper than a thread hand-over.
             quick = [self._stored_still(plan, check) for plan, check in batch]
             again = map_chunked(
                 self.store_pool,
@@ -444,9 +430,8 @@ class ManifestStore:
                     )
 
     def _new_files_flush(self) -> None:
-        """Move the names of the files this import created (by its threads, and by its worker
-        processes: their journals, read on from where the last flush stopped) to the staging
-        table of the clean-up."""
+        """Move the names of the files this import created (threads, and worker processes'
+        journals) to the clean-up's staging table."""
         with self.new_files_lock:
             names, self.new_files = self.new_files, []
         temporaries: list[tuple[str]] = []
@@ -465,11 +450,8 @@ class ManifestStore:
         self.staging.db.executemany("INSERT OR IGNORE INTO temporaries VALUES (?)", temporaries)
 
     def _orphans_remove(self) -> None:
-        """Remove the files this import wrote that no Image row points to (after a refused item
-        or a failed transaction). If the database cannot even be asked, every new file goes:
-        no row of this import was committed then."""
-        # After the write, the files of the rows it wrote are referenced: only the others are
-        # asked about (a clean import of a million files asks nothing).
+        """Remove the files this import wrote that no Image row points to."""
+        # After a commit only the files of rows not written are asked about.
         names = (
             name
             for (name,) in self.staging.rows(
@@ -486,23 +468,19 @@ class ManifestStore:
             for name in set(chunk) - referenced:
                 (Path(settings.MEDIA_ROOT) / name).unlink(missing_ok=True)
         if not self.committed:
-            # A worker process stopped mid-write (killed when another died, or the pool broke)
-            # leaves its temporary file; one that finished has renamed it (nothing to remove).
+            # A worker process stopped mid-write leaves its temporary file.
             for (temporary,) in self.staging.rows("SELECT path FROM temporaries"):
                 Path(temporary).unlink(missing_ok=True)
 
     def _file_new(self, name: str, temporary: str) -> None:
-        """Record a file this import is about to create (from any thread), for the clean-up (a
-        thread removes its own temporary file, whatever stops it)."""
+        """Record a file this import is about to create (any thread), for the clean-up."""
         with self.new_files_lock:
             self.new_files.append(name)
 
     @staticmethod
     def _stored_still(plan: RowPlan, check: FileCheck) -> str | ReadAgain | None:
-        """For a file its check already stored: None when it need not be read again (its size
-        and mtime are still those seen before it was read, it was not modified just before —
-        see ``STAMP_MIN_AGE_NS`` — and the stored copy is still there), or the reason the row
-        is refused; ``READ_AGAIN`` for any other file (``_store_file``)."""
+        """For a file its check stored: None when it need not be read again, the reason the row
+        is refused, or ``READ_AGAIN``."""
         if not check.stored or plan.file_size is None:
             return READ_AGAIN
         try:
@@ -516,9 +494,8 @@ class ManifestStore:
         return READ_AGAIN
 
     def _store_file(self, plan: RowPlan, check: FileCheck) -> str | None:
-        """Store a checked file (read again: the check kept no bytes); return None, or the reason
-        the row is refused. A file that changed since it was checked is refused, never stored
-        unchecked. Runs in worker threads; keeps no bytes."""
+        """Store a checked file, read again; None, or why the row is refused (a file that changed
+        is never stored unchecked). Runs in worker threads."""
         try:
             data = read_limited(plan.file_path)
         except (DomainError, OSError) as exc:
@@ -536,8 +513,7 @@ class ManifestStore:
 
     @staticmethod
     def _ids_of(rows: Any, column: str, values: list[str]) -> dict[str, int]:
-        """``value -> id`` of the rows of the queryset ``rows`` whose ``column`` is one of
-        ``values`` (no query when there are none)."""
+        """``value -> id`` of the rows of ``rows`` whose ``column`` is in ``values``."""
         return {
             value: pk
             for chunk in in_chunks(values)
@@ -545,28 +521,16 @@ class ManifestStore:
         }
 
     def _rows_write(
-        self,
-        items: dict[str, list[tuple[RowPlan, FileCheck]]],
-        prompts: dict[tuple[str, str, str], Prompt],
+        self, items: dict[str, list[tuple[RowPlan, FileCheck]]], prompts: dict[tuple[str, str, str], Prompt]
     ) -> None:
         """Write one chunk of accepted items: their new Image rows, items and image links."""
         checks = {check.sha256: check for rows in items.values() for _, check in rows}
         now = timezone.now()
         new_images = [
-            (
-                sha,
-                storage_name(sha, check.format),
-                check.width,
-                check.height,
-                check.format,
-                now,
-            )
+            (sha, storage_name(sha, check.format), check.width, check.height, check.format, now)
             for sha, check in checks.items()
         ]
-        # Multi-row INSERTs of plain values (``rows_insert``): a model instance per row cost
-        # more than the database's work. Conflicts ignored: the bytes may be an image already
-        # (of another study, or stored by another import a moment ago); those rows are looked
-        # up, the usual new row's id comes back from the INSERT itself.
+        # Conflicts ignored: the bytes may already be an image (another study, a concurrent import).
         images = dict(
             rows_insert_returning(
                 Image,
@@ -582,12 +546,9 @@ class ManifestStore:
         self.staging.db.executemany(
             "INSERT OR IGNORE INTO written VALUES (?)", [(row[1],) for row in new_images]
         )
-        # Items of a one-image manifest were new when their batch was checked; the others may
-        # add a role to an item already there.
         existing = (
             {} if self.one_image else self._ids_of(Item.objects.filter(study=self.study), "key", list(items))
         )
-        spec = protocol_spec(self.study.protocol)
         new_items: list[tuple[Any, ...]] = []
         new_keys: list[str] = []
         for key, rows in items.items():
@@ -610,10 +571,9 @@ class ManifestStore:
                     next((p.index for p in plans if p.index is not None), None),
                     first.params,
                     metadata,
-                    # A row's own questions win; without them the protocol decides from the metadata.
                     list(next((p.question_keys for p in plans if p.question_keys), ()))
-                    or spec.item_question_keys(metadata),
-                    spec.queue_default,
+                    or self.spec.item_question_keys(metadata),
+                    self.spec.queue_default,
                     0,
                     now,
                 )

@@ -1,7 +1,6 @@
-"""The one loop every importer runs on: read CSV rows with their numbers, parse and check them a
-batch at a time, keep the good ones (``Spill``), and only when no row was refused write them all
-in ONE transaction; then record the run (``ImportRun``). An importer says how to parse a row,
-check a batch and write a batch (``Importer``). See docs/explanation/imports.md."""
+"""The one loop every importer runs on (``import_run``): rows checked a batch at a time, the good
+ones kept (``Spill``), all written in ONE transaction when none was refused, the run recorded.
+See docs/explanation/imports.md."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ from studies.models import ImportRun, ImportStatus, Item, ItemChange, Study
 P = TypeVar("P")  # a parsed row
 G = TypeVar("G")  # a checked row, ready to write
 
-#: Checked rows held in memory between the passes; beyond, every batch is pickled to a temporary
-#: file (about 0.5 kB a row: some 50 MB at most).
+# Checked rows held in memory between the passes; beyond, batches are pickled to a temporary file.
 STAGED_IN_MEMORY_ROWS = 100_000
 #: Refused rows an ``ImportRun`` keeps (the count is always whole).
 RECORDED_REJECTED_ROWS = 1_000
@@ -34,9 +32,7 @@ Progress = Callable[[str, int], None]
 
 
 class Spill:
-    """Checked rows kept between the checking pass and the writing pass: in memory up to
-    ``STAGED_IN_MEMORY_ROWS`` rows, beyond that pickled to a temporary file, a batch at a time,
-    those held first: a file of a million rows costs disk, not memory."""
+    """Checked rows kept between the passes: in memory, beyond ``STAGED_IN_MEMORY_ROWS`` pickled to a file."""
 
     def __init__(self) -> None:
         self.held: list[list[Any]] = []
@@ -75,11 +71,8 @@ class Spill:
 
 
 class Importer(Generic[P, G]):
-    """What one kind of import says; ``import_run`` does the rest. ``parse_row`` turns a CSV row
-    into a parsed row, a ``RejectedRow``, a list of both (one CSV row, several records) or None
-    (nothing to import: counted as skipped); ``check_batch`` returns the batch's good rows and
-    appends the bad ones to ``summary.rejected``; ``write_batch`` writes good rows inside the
-    import's transaction."""
+    """What one kind of import says: ``parse_row`` (a row, a ``RejectedRow``, a list of both, or
+    None: skipped), ``check_batch`` and ``write_batch``; ``import_run`` does the rest."""
 
     kind = ""
     #: False: a dry run stops after the checks; True: it writes, then rolls back.
@@ -112,7 +105,7 @@ class _Rollback(Exception):
 
 
 class _DryRunDone(Exception):
-    """The end of a dry run's transaction: every write was made and checked, now undo them."""
+    """The end of a dry run's transaction: undo its writes."""
 
 
 def import_run(
@@ -124,11 +117,8 @@ def import_run(
     user: Any = None,
     progress: Progress | None = None,
 ) -> ImportSummary:
-    """Run ``importer`` over its file: check every row, then write every good row in one
-    transaction, or nothing when any row is bad (the summary lists the bad rows, sorted).
-    ``summary.dry_run``: write and roll back (or stop after the checks). ``progress(stage,
-    rows)`` after each batch of each pass (``"checked"``, ``"written"``). Records an
-    ``ImportRun`` in every case; an error that refuses the whole file is recorded, then raised."""
+    """Check every row of ``importer``'s file, then write every good row in one transaction, or
+    nothing when a row is bad; a dry run rolls back. Records an ``ImportRun`` in every case."""
     started = timezone.now()
     spill = Spill()
     try:
@@ -260,8 +250,7 @@ def import_record(
 
 @dataclass(frozen=True)
 class Audit:
-    """Who makes the changes of one import or removal, and with what: recorded on every
-    ``ItemChange`` it writes. Without an account (a command), the shell user is named."""
+    """Who makes the changes of one import or removal, recorded on every ``ItemChange`` it writes."""
 
     user: Any
     source: str

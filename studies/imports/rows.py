@@ -28,8 +28,7 @@ class RejectedRow:
 
 @dataclass(frozen=True)
 class ItemUpdate:
-    """An existing item whose metadata a re-import changed: ``changes`` maps each changed field
-    to its (old, new) values."""
+    """An existing item a re-import changed: ``changes`` maps each field to its (old, new)."""
 
     key: str
     changes: dict[str, tuple[Any, Any]]
@@ -41,10 +40,8 @@ class ItemUpdate:
 
 @dataclass
 class ImportSummary:
-    """What an import did: rows accepted (new), duplicates (already there, unchanged), rejected
-    rows; image imports add the items whose metadata changed (``updated``), label imports the
-    labels whose answer changed (``changed``) and the items whose agreed final answer went back
-    to disputed (``reopened``). A dry run's summary says what the import would do."""
+    """What an import did (or, in a dry run, would do): accepted, duplicates, rejected rows, and
+    the items updated, labels changed and items reopened."""
 
     accepted: int = 0
     duplicates: int = 0
@@ -53,17 +50,11 @@ class ImportSummary:
     updated: list[ItemUpdate] = field(default_factory=list)
     changed: int = 0
     reopened: list[str] = field(default_factory=list)
-    # Image imports: the rows whose file was not read again (same path, size and mtime as at its
-    # import) — duplicates, and rows whose item is updated or refused for another reason alike.
+    # Image imports: rows whose file was not read again (same path, size and mtime as at import).
     unchanged_files: int = 0
     dry_run: bool = False
-    # Which of the optional counts this kind of import reports (always, even when 0).
     reports: tuple[str, ...] = ()
     rows: int = 0  # CSV rows read
-
-    @property
-    def ok(self) -> bool:
-        return not self.rejected
 
     def lines(self, noun: str = "images") -> list[str]:
         """Human-readable summary, one line each, rejected rows last."""
@@ -90,31 +81,14 @@ class ImportSummary:
             out.append("dry run: nothing was written")
         return out
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "accepted": self.accepted,
-            "duplicates": self.duplicates,
-            "skipped": self.skipped,
-            "updated": [
-                {"item": u.key, "changes": {k: {"old": o, "new": n} for k, (o, n) in u.changes.items()}}
-                for u in self.updated
-            ],
-            "changed": self.changed,
-            "reopened": list(self.reopened),
-            "dry_run": self.dry_run,
-            "rejected": [{"row": r.row, "path": r.path, "reason": r.reason} for r in self.rejected],
-        }
-
 
 #: Rows named in full under one reason; beyond this, the reason is given once with the count.
 REJECTED_SHOWN_PER_REASON = 5
 
 
 def rejected_lines(rejected: list[RejectedRow]) -> list[str]:
-    """The rejected rows as lines, grouped by reason in the order each reason first appears: a
-    reason shared by a few rows lists them, one shared by more says how many and names the
-    first ones ("276 rows: file not found … — first 5: row 2 (a.png), …"), so one missing
-    folder does not bury the other problems under 276 identical lines."""
+    """The rejected rows as lines grouped by reason, in first-seen order; a reason shared by many
+    rows gives the count and the first five."""
     by_reason: dict[str, list[RejectedRow]] = {}
     for rejected_row in rejected:
         by_reason.setdefault(rejected_row.reason, []).append(rejected_row)
@@ -131,11 +105,8 @@ def rejected_lines(rejected: list[RejectedRow]) -> list[str]:
 def csv_rows_stream(
     csv_path: str | os.PathLike[str], *, required: Iterable[str]
 ) -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
-    """``(header, rows)`` of a UTF-8 CSV (BOM tolerated): the header checked now
-    (``ImportRejected`` naming every missing required column), the rows read lazily as
-    ``(row_number, row)``, the header being row 1. A row with more cells than the header is
-    ``{"__error__": …}``; a problem further down (not UTF-8, a field over csv's size limit)
-    raises ``ImportRejected`` when the iteration reaches it."""
+    """``(header, rows)`` of a UTF-8 CSV: the header checked now (``ImportRejected`` naming missing
+    columns), the rows read lazily as ``(row_number, row)`` with the header as row 1."""
     rows = _csv_rows(csv_path, tuple(required))
     header = next(rows)
     assert isinstance(header, list)
@@ -150,8 +121,7 @@ def _csv_rows(
     try:
         with open(csv_path, newline="", encoding="utf-8-sig") as fh:
             reader = csv.reader(fh)
-            # The rows as csv.DictReader gives them (blank lines skipped and not counted, a short
-            # row's missing cells empty), built from csv.reader's lists: twice as fast.
+            # Built from csv.reader's lists as csv.DictReader would give them: twice as fast.
             header = [name.strip() for name in next(reader, [])]
             if any("\x00" in name for name in header):
                 raise ImportRejected(f"{Path(csv_path).name}: the header row contains a NUL character")
@@ -173,8 +143,6 @@ def _csv_rows(
                     continue
                 if len(cells) < width:
                     cells += [""] * (width - len(cells))
-                # read_cell, inlined: a cell without the export's protective quote is only
-                # stripped.
                 yield (
                     number,
                     {
@@ -189,13 +157,11 @@ def _csv_rows(
         ) from exc
     except csv.Error as exc:
         # e.g. a field beyond csv's size limit (128 KiB): no row of such a file is trusted.
-        # csv.reader's line_num counts the lines read, the failing one included.
         where = f" near line {max(reader.line_num, 1)}" if reader is not None else ""
         raise ImportRejected(f"{Path(csv_path).name}: not a readable CSV file{where} ({exc})") from exc
     except FileNotFoundError as exc:
         raise ImportRejected(f"{csv_path}: file not found") from exc
     except OSError as exc:
-        # A folder, an unreadable file: name it instead of a traceback.
         raise ImportRejected(f"{csv_path}: cannot read the CSV file ({exc.strerror or exc})") from exc
 
 

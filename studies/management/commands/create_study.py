@@ -71,8 +71,7 @@ class Command(BaseCommand):
             metavar="N",
             help="Gold answers an annotator needs before the rule can flag them (default 5).",
         )
-        # The settings protocols ask for (``ProtocolSpec.options``), e.g. --compare of a
-        # questions study: each protocol's, once (a name two protocols share is one flag).
+        # The settings protocols ask for (``ProtocolSpec.options``), once per name.
         added: set[str] = set()
         for spec in PROTOCOLS.values():
             for option in spec.options:

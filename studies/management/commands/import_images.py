@@ -12,14 +12,10 @@ from studies.commands import add_file_argument, add_study_argument, file_from_op
 from studies.database import database_analyze
 from studies.errors import DomainError
 from studies.imports import ImportSummary
-from studies.ingest import (
-    MANIFEST_REQUIRED_COLUMNS,
-    PAIR_MANIFEST_REQUIRED_COLUMNS,
-    images_import,
-    study_for_import,
-)
+from studies.ingest import MANIFEST_REQUIRED_COLUMNS, PAIR_MANIFEST_REQUIRED_COLUMNS, images_import
 from studies.progress import StageProgress, command_stream
 from studies.restore import items_restore
+from studies.selectors import study_chosen
 
 
 class Command(BaseCommand):
@@ -83,11 +79,9 @@ class Command(BaseCommand):
             return
         if not manifest or not options["root"]:
             raise CommandError("give the manifest FILE and --root (or --restore BACKUP)")
-        # A line with rows/s per stage (checked, stored, written) every 10 s on stderr, once the
-        # import runs that long.
         meter = StageProgress(command_stream(self.stderr))
         try:
-            study = study_for_import(options["study"])
+            study = study_chosen(options["study"])
             summary = images_import(
                 study=study,
                 manifest_path=manifest,
@@ -110,12 +104,11 @@ class Command(BaseCommand):
         for line in summary.lines():
             self.stdout.write(line)
         if summary.rejected:
-            # Rows were reported above; a non-zero status lets scripts notice without parsing text.
             raise CommandError(f"{len(summary.rejected)} row(s) rejected, see above.")
 
     def _restore(self, slug: str, backup: str, *, dry_run: bool) -> None:
         try:
-            study = study_for_import(slug)
+            study = study_chosen(slug)
             result = items_restore(
                 study=study,
                 backup_path=backup,

@@ -13,8 +13,8 @@ from django.core.management.base import BaseCommand, CommandError
 from studies.commands import add_file_argument, add_study_argument, file_from_options
 from studies.errors import DomainError
 from studies.imports import csv_rows_stream
-from studies.ingest import study_for_import
 from studies.removal import items_remove, items_resolve
+from studies.selectors import study_chosen
 
 
 class Command(BaseCommand):
@@ -54,7 +54,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            study = study_for_import(options["study"])
+            study = study_chosen(options["study"])
             manifest = file_from_options(options, alias="--manifest")
             if options["item"]:
                 keys, ids = self._named(options["item"])
@@ -113,8 +113,7 @@ class Command(BaseCommand):
 
     @staticmethod
     def _manifest_keys(path: str) -> list[str]:
-        """The item keys a manifest names, as ``import_images`` reads them: the ``item`` column
-        when it has one, else the ``image`` path."""
+        """The item keys a manifest names: its ``item`` column, else its ``image`` paths."""
         header, stream = csv_rows_stream(path, required=())
         column = "item" if "item" in header else "image"
         if column not in header:
