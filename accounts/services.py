@@ -17,14 +17,8 @@ from accounts.models import ApiToken, LoginFailure
 
 
 def credentials_check(*, request: Any, username: str, password: str, address: str) -> Any:
-    """The active user whose ``username`` and ``password`` these are, for the login page and the
-    token API alike (one count of failures for both).
-
-    Raises ``LoginLockedOut`` — before the password is even checked, so a locked-out guesser
-    learns nothing — while the (username, ``address``) pair has too many recent failures;
-    ``InvalidCredentials`` when the password does not match an active account, after
-    recording the failure. A success clears that pair's failures.
-    """
+    """The active user whose ``username`` and ``password`` these are, for the login page and the token API
+    alike (one count of failures for both)."""
     now = timezone.now()
     wait = selectors.login_lockout_seconds(username=username, address=address, now=now)
     if wait:

@@ -1,11 +1,4 @@
-"""API rate limits whose rates are read from settings per request, and the client address.
-
-DRF's own throttles copy their rates once, when the class is defined; these read
-``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]`` on every request, so a settings override (tests,
-a reload) takes effect. A rate of ``None`` turns that limit off. Counts live in Django's
-default cache: shared by every server process only when BIASLAB_CACHE_URL points at a shared
-cache (Redis, the database); the default local-memory cache counts per process.
-"""
+"""API rate limits whose rates are read from settings per request, and the client address."""
 
 from __future__ import annotations
 

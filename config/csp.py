@@ -1,11 +1,4 @@
-"""``Content-Security-Policy`` header on every response (Django 5.2 has no CSP of its own).
-
-The default allows scripts, styles, fonts, images and requests from this site only (no inline
-code, no ``eval``, no framing); Swagger UI and Redoc alone get ``API_DOCS_POLICY``
-(``with_policy``): inline styles and ``blob:`` workers. ``BIASLAB_CSP`` replaces the policy,
-``BIASLAB_CSP_REPORT_ONLY=1`` only reports; a response that carries a policy keeps its own.
-Why each page needs what it gets: docs/how-to/deploy.md.
-"""
+"""``Content-Security-Policy`` header on every response (Django 5.2 has no CSP of its own)."""
 
 from __future__ import annotations
 

@@ -38,6 +38,13 @@ SECRET_KEY = (
 )
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 
+# BiasLab's own apps; a protocol (protocols.*) is registered by being listed here, in the order
+# studies list them. docs/_hooks/reference.py documents these apps' commands.
+PROJECT_APPS = [
+    "accounts", "studies", "annotate", "detectors", "generation", "reports", "estimates", "crowd",
+    "quality", "protocols.gender", "protocols.attributes", "protocols.pair_change",
+    "protocols.objects", "protocols.questions",
+]  # fmt: skip
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -48,22 +55,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "rest_framework",
-    "accounts",
-    "studies",
-    "annotate",
-    "detectors",
-    "generation",
-    "reports",
-    "estimates",
-    "crowd",
-    "quality",
-    # Study protocols, each a package of its own: listing it here registers it (its AppConfig names
-    # its spec, studies.protocols), its templates and its commands, in the order studies list them.
-    "protocols.gender",
-    "protocols.attributes",
-    "protocols.pair_change",
-    "protocols.objects",
-    "protocols.questions",
+    *PROJECT_APPS,
 ]
 
 MIDDLEWARE = [

@@ -418,10 +418,9 @@ def predictions_import(
     progress: Callable[[str, int], None] | None = None,
     user: Any = None,
 ) -> PredictionImportSummary:
-    """Load predictions made elsewhere, all rows or none (columns: docs/reference/contracts.md;
-    an ``export_predictions --format csv`` file reads back unchanged). A row stored already
-    with the same result is ``unchanged``, with another refused. Raises PredictionImportRejected
-    listing every bad row; ``dry_run``: every check, nothing written."""
+    """Load predictions made elsewhere, all rows or none (columns: docs/reference/contracts.md; an
+    ``export_predictions --format csv`` file reads back unchanged). A row stored already with the same result
+    is ``unchanged``, with another refused. Raises PredictionImportRejected listing every bad row; ``dry_run``: nothing written."""
     importer = _PredictionsImporter(csv_path, study, version)
     summary = import_run(
         importer,
@@ -466,9 +465,8 @@ def _outputs_unfit(
     slugs: dict[tuple[int, str, str], str],
 ) -> list[RejectedRow]:
     """Rows whose output names a question or answer its study lacks (kinds with a study check,
-    ``detectors.kinds.STUDY_CHECKS``): checked against the study the row names, else against
-    the studies of its image (it must fit one). Three queries per batch (``__in`` lists split
-    under the variable limit)."""
+    ``detectors.kinds.STUDY_CHECKS``): checked against the study the row names, else against the studies of
+    its image (it must fit one). Three queries per batch (``__in`` lists split under the variable limit)."""
     checked = [p for p in predictions if p.kind in STUDY_CHECKS and p.output]
     if not checked:
         return []

@@ -1,10 +1,5 @@
-"""The kinds of output a detector may declare, and one validator per kind. No models: the
-built-in validators are plain functions; a protocol's kinds are read from ``studies.protocols``.
-
-Every write of a prediction goes through ``output_validate``, which returns a normalised copy or
-raises ``OutputInvalid`` naming the field; a kind that names things of a study (``answers``) also
-has a study check (``STUDY_CHECKS``). The shapes: docs/reference/detectors.md (Output kinds).
-"""
+"""The kinds of output a detector may declare, and one validator per kind. No models: the built-in validators
+are plain functions; a protocol's kinds are read from ``studies.protocols``."""
 
 from __future__ import annotations
 
@@ -191,11 +186,9 @@ def filtered_of(output: Any) -> dict[str, str]:
 
 
 def validate_attributes(output: Any) -> dict[str, Any]:
-    """A score per attribute question → ``{scores: {question key: float}[, meta: {…}]}``.
-
-    ``meta`` (optional) is a JSON object about how the scores were made, kept as given (e.g. a
-    classifier ensemble's seeds); an empty one is not stored. Raises OutputInvalid.
-    """
+    """A score per attribute question → ``{scores: {question key: float}[, meta: {…}]}``. ``meta`` (optional)
+    is a JSON object about how the scores were made, kept as given (e.g. a classifier ensemble's seeds); an
+    empty one is not stored. Raises OutputInvalid."""
     output = _object(output, "output")
     _no_unknown_fields(output, ("scores", "meta"), "")
     if "scores" not in output:
@@ -208,10 +201,8 @@ def validate_attributes(output: Any) -> dict[str, Any]:
 
 
 def validate_measurements(output: Any) -> dict[str, Any]:
-    """``{face, age, gender, skin_gray}``, each present and possibly null, plus two optional
-    fields: ``n_faces`` (faces found, an integer ≥ 0; the largest is measured) and ``overlay``
-    (the storage name under MEDIA_ROOT of the picture drawn from what was measured, e.g.
-    ``overlays/skin_tone/ab/ab12….png``; relative, no ``..``). Raises OutputInvalid."""
+    """``{face, age, gender, skin_gray}``, each present and possibly null, plus the optional
+    ``n_faces`` (an integer ≥ 0) and ``overlay`` (a storage name under MEDIA_ROOT, or "")."""
     output = _object(output, "output")
     _no_unknown_fields(output, (*MEASUREMENT_FIELDS, "n_faces", "overlay"), "")
     missing = [name for name in MEASUREMENT_FIELDS if name not in output]
@@ -431,10 +422,8 @@ def output_fits_questions(
 
 
 def output_validate(kind: str, output: Any) -> dict[str, Any]:
-    """``output`` checked against ``kind``'s schema; returns the normalised copy to store.
-
-    Raises OutputInvalid naming the field (``kind`` itself when the kind is unknown).
-    """
+    """``output`` checked against ``kind``'s schema; returns the normalised copy to store. Raises
+    OutputInvalid naming the field (``kind`` itself when the kind is unknown)."""
     try:
         validator = VALIDATORS[kind]
     except (KeyError, TypeError):

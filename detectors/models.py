@@ -1,10 +1,4 @@
-"""Model output: detector runs, and one prediction per (image file, detector, version).
-
-Predictions are kept apart from human labels (``annotate.Label``). Each stores an ``output`` of
-the kind its detector declares (gender, attributes, measurements, objects), validated against
-that kind's schema by ``detectors.kinds`` on every write. A failure to predict is its own
-status with its error, never a fake verdict.
-"""
+"""Model output: detector runs, and one prediction per (image file, detector, version)."""
 
 from __future__ import annotations
 
@@ -180,13 +174,7 @@ class Prediction(models.Model):
 
 
 class JudgeResponse(models.Model):
-    """A judge server's answer to one question about one image, kept so it is never asked twice.
-
-    ``key`` is the sha256 over (image sha256, question, choices, prompt template, model)
-    (``detectors.plugins.api_judge.cache_key``): a re-run, or another study with the same image
-    files and questions, reads the answer here and sends no request. The raw text is kept and read
-    again on each use, so the strict reading of answers applies to cached ones too.
-    """
+    """A judge server's answer to one question about one image, kept so it is never asked twice."""
 
     key = models.CharField(max_length=64, unique=True, help_text="sha256 of the question asked (see above).")
     image_sha256 = models.CharField(max_length=64, help_text="sha256 of the image bytes sent.")

@@ -1,11 +1,5 @@
-"""Writes of the model-output side: storing predictions and running a detector (the import of
-predictions made elsewhere: ``detectors.imports``).
-
-Predictions belong to image files: one row per (file, detector, version), validated against its
-kind's schema (``detectors.kinds``) before it is stored. ``detector_run``, behind
-``run_detectors``, is a restartable loop storing each batch in one transaction; the unique
-constraint on (image, detector, version) keeps overlapping workers from storing a duplicate.
-"""
+"""Writes of the model-output side: storing predictions and running a detector (the import of predictions made
+elsewhere: ``detectors.imports``)."""
 
 from __future__ import annotations
 
@@ -308,13 +302,9 @@ def detector_run(
     executor: Executor | None = None,
     send_images: bool = False,
 ) -> RunOutcome:
-    """Predict every image file in scope (``study``, ``t2i_model``, ``shard``; a file once) that
-    has no prediction for (detector, version_id), in batches by id, each stored with the run's
-    counters. Nothing pending: no run row. DetectorUnavailable: the run stored as failed, then
-    re-raised. ``should_stop`` after each batch ends the run as interrupted; a later call goes
-    on. A judge is bound to the study's questions first (StudyAskError when it cannot be). With
-    an ``executor`` (``--executor ray``) the workers predict and this process validates and
-    stores (``_run_batches_remote``)."""
+    """Predict every image file in scope (``study``, ``t2i_model``, ``shard``; a file once) that has no
+    prediction for (detector, version_id), in batches by id, each stored with the run's counters. Nothing
+    pending: no run row. DetectorUnavailable: the run stored as failed, then re-raised."""
     detector_name_check(detector.key)
     if executor is not None and detector.in_process_only:
         raise ExecutorError(
@@ -358,32 +348,15 @@ def detector_run(
         detector_run_finish(run=run, status=RunStatus.FAILED, error=error)
         raise
     meter = progress(n_total) if progress else None
+    loop: dict[str, Any] = dict(
+        run=run, detector=detector, study=study, pending=pending, batch_size=batch_size,
+        n_total=n_total, should_stop=should_stop, meter=meter,
+    )  # fmt: skip
     try:
         if executor is None:
-            status = _run_batches(
-                run=run,
-                detector=detector,
-                study=study,
-                version=version,
-                pending=pending,
-                batch_size=batch_size,
-                n_total=n_total,
-                should_stop=should_stop,
-                meter=meter,
-            )
+            status = _run_batches(**loop, version=version)
         else:
-            status = _run_batches_remote(
-                executor=executor,
-                detector=detector,
-                study=study,
-                run=run,
-                pending=pending,
-                batch_size=batch_size,
-                n_total=n_total,
-                should_stop=should_stop,
-                meter=meter,
-                send_images=send_images,
-            )
+            status = _run_batches_remote(**loop, executor=executor, send_images=send_images)
     except BaseException as exc:  # a crash (or a second Ctrl-C) must not leave a "running" row
         detector_run_finish(run=run, status=RunStatus.FAILED, error=_error_text(exc))
         raise

@@ -1,9 +1,4 @@
-"""The automatic GEP estimators of Zhang et al. 2023 (section 4): a score per attribute per image.
-
-``clip_attr`` (C), ``clip_attr_calibrated`` (CC) and ``clip_attr_cls`` (CLS), output kind
-``attributes``, on the gender CLIP detectors' weights and encoder. The texts, the classifier and
-its settings (the authors' released code): docs/reference/detectors.md (GEP attribute estimators).
-"""
+"""The automatic GEP estimators of Zhang et al. 2023 (section 4): a score per attribute per image."""
 
 from __future__ import annotations
 
@@ -176,11 +171,9 @@ class ClipAttributeClassifierDetector(_AttributeDetector):
         ]
 
     def probabilities(self, embeddings: np.ndarray) -> np.ndarray:
-        """(n, keys) mean over seeds of each classifier's P(attribute) for L2-normalised embeddings.
-
-        One matrix product for every classifier: ``expit(x @ coef_.T + intercept_)`` is what
-        ``SGDClassifier.predict_proba(x)[:, 1]`` computes for the logistic loss.
-        """
+        """(n, keys) mean over seeds of each classifier's P(attribute) for L2-normalised embeddings. One
+        matrix product for every classifier: ``expit(x @ coef_.T + intercept_)`` is what
+        ``SGDClassifier.predict_proba(x)[:, 1]`` computes for the logistic loss."""
         from scipy.special import expit
 
         if self._weights is None or self._biases is None:
