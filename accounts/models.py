@@ -44,9 +44,8 @@ class ApiToken(models.Model):
 
 
 class LoginFailure(models.Model):
-    """One failed password check, for the lockout: too many for one username from one client
-    address within BIASLAB_LOGIN_LOCKOUT_MINUTES and that pair may not try again for a while.
-    Rows live in the database so every server process sees the same count."""
+    """One failed password check, for the lockout: too many for one username from one client address within
+    BIASLAB_LOGIN_LOCKOUT_MINUTES and that pair may not try again for a while."""
 
     username = models.CharField(
         max_length=150,

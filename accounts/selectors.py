@@ -81,9 +81,8 @@ def lockout_username(username: str) -> str:
 
 
 def password_set_path(user: Any) -> str:
-    """The path of the page where ``user`` sets a password: Django's password-reset token, so it
-    works once (setting the password invalidates it) and for ``PASSWORD_RESET_TIMEOUT`` (3 days
-    by default). Nothing is stored: the link is made from the account as it is now."""
+    """The path of the page where ``user`` sets a password: Django's password-reset token, so it works once
+    (setting the password invalidates it) and for ``PASSWORD_RESET_TIMEOUT`` (3 days by default)."""
     return reverse(
         "password_set",
         kwargs={

@@ -30,9 +30,8 @@ class UserRateThrottle(_RateFromSettings, throttling.UserRateThrottle):
 
 
 class LoginRateThrottle(_RateFromSettings, throttling.SimpleRateThrottle):
-    """Password checks on the token API and the login page, per client address whoever is
-    named: BIASLAB_API_THROTTLE_LOGIN, one count for both. Slows down trying many usernames from
-    one place, which the per-username lockout does not see."""
+    """Password checks on the token API and the login page, per client address whoever is named:
+    BIASLAB_API_THROTTLE_LOGIN, one count for both."""
 
     scope = "login"
 
@@ -41,9 +40,8 @@ class LoginRateThrottle(_RateFromSettings, throttling.SimpleRateThrottle):
 
 
 def login_throttle_wait(request: Any) -> int:
-    """Count one password check from ``request``'s address; 0 when it may go ahead, else the
-    seconds until it may. For the login page: the same throttle, cache key and count as
-    ``POST /api/token/``, so switching between the two gains a guesser nothing."""
+    """Count one password check from ``request``'s address; 0 when it may go ahead, else the seconds until it
+    may."""
     throttle = LoginRateThrottle()
     # No DRF view here; LoginRateThrottle keys on the address alone and never reads the view.
     if throttle.allow_request(request, None):  # type: ignore[arg-type]
