@@ -23,7 +23,7 @@ DEFAULT_POLICY: str = "; ".join(
         "frame-ancestors 'none'",
     ]
 )
-# Swagger UI and Redoc only (see the module's docstring): DEFAULT_POLICY with inline styles and
+# Swagger UI and Redoc only (docs/how-to/deploy.md): DEFAULT_POLICY with inline styles and
 # ``blob:`` workers, each of which one of them needs to render at all.
 API_DOCS_POLICY: str = "; ".join(
     [

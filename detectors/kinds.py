@@ -24,19 +24,19 @@ KIND_MEASUREMENTS = "measurements"
 KIND_OBJECTS = "objects"
 
 GENDER_LABELS = ("male", "female", "filtered")
-#: Why a gender detector set an image aside; the values of ``detectors.models.FilterReason``
-#: (a test keeps the two lists equal).
-FILTER_REASONS = (
-    "no_face",
-    "no_person",
-    "several_people",
-    "low_confidence",
-    "uncertain",
-    "not_a_person",
-    "unparseable",
-    "api_error",
-    "other",
-)
+#: Why a gender detector set an image aside, with the label pages show.
+FILTER_REASON_LABELS = {
+    "no_face": "No face",
+    "no_person": "No person",
+    "several_people": "Several people",
+    "low_confidence": "Low confidence",
+    "uncertain": "Uncertain answer",
+    "not_a_person": "Not a person",
+    "unparseable": "Answer not understood",
+    "api_error": "API error",
+    "other": "Other",
+}
+FILTER_REASONS = tuple(FILTER_REASON_LABELS)
 MEASURED_GENDERS = ("male", "female")
 AGE_RANGE = (0.0, 120.0)
 SKIN_GRAY_RANGE = (0.0, 255.0)
@@ -130,24 +130,19 @@ def validate_gender(output: Any) -> dict[str, Any]:
     return cleaned
 
 
-def _json(value: Any, path: str) -> Any:
-    """A copy of a JSON value (object with string keys, list, string, finite number, bool, null)."""
+def json_value(value: Any, path: str) -> Any:
+    """A copy of a JSON value (finite numbers, string keys), or OutputInvalid naming ``path``."""
     if value is None or isinstance(value, bool | str):
         return value
     if isinstance(value, int | float):
         return _number(value, path) if isinstance(value, float) else value
     if isinstance(value, list | tuple):
-        return [_json(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [json_value(v, f"{path}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, Mapping):
         if not all(isinstance(key, str) for key in value):
             raise OutputInvalid(path, "keys must be strings")
-        return {key: _json(v, f"{path}.{key}") for key, v in value.items()}
+        return {key: json_value(v, f"{path}.{key}") for key, v in value.items()}
     raise OutputInvalid(path, f"must be a JSON value, got {_type_name(value)}")
-
-
-def json_value(value: Any, path: str) -> Any:
-    """A copy of a JSON value (finite numbers, string keys), or OutputInvalid naming ``path``."""
-    return _json(value, path)
 
 
 # --- reading the answers kind (both shapes) -------------------------------------------------------
@@ -194,7 +189,7 @@ def validate_attributes(output: Any) -> dict[str, Any]:
     if "scores" not in output:
         raise OutputInvalid("scores", "missing (an object {question key: score})")
     cleaned: dict[str, Any] = {"scores": _scores(output["scores"], "scores")}
-    meta = _json(_object(output.get("meta", {}), "meta"), "meta")
+    meta = json_value(_object(output.get("meta", {}), "meta"), "meta")
     if meta:
         cleaned["meta"] = meta
     return cleaned

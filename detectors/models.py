@@ -18,20 +18,6 @@ class Verdict(models.TextChoices):
     FILTERED = "filtered", "Filtered (low quality)"
 
 
-class FilterReason(models.TextChoices):
-    """Why a detector set an image aside instead of giving it a gender."""
-
-    NO_FACE = "no_face", "No face"
-    NO_PERSON = "no_person", "No person"
-    SEVERAL_PEOPLE = "several_people", "Several people"
-    LOW_CONFIDENCE = "low_confidence", "Low confidence"
-    UNCERTAIN = "uncertain", "Uncertain answer"
-    NOT_A_PERSON = "not_a_person", "Not a person"
-    UNPARSEABLE = "unparseable", "Answer not understood"
-    API_ERROR = "api_error", "API error"
-    OTHER = "other", "Other"
-
-
 class PredictionStatus(models.TextChoices):
     OK = "ok", "Predicted"
     FAILED = "failed", "Failed"

@@ -167,7 +167,7 @@ def t2i_model_resolve(name: str) -> ModelSource:
 
 
 def image_seed(*, t2i_model: str, prompt: str, index: int, seed_base: int = 0) -> int:
-    """Deterministic 63-bit seed of one image (see the module docstring)."""
+    """Deterministic 63-bit seed of one image (docs/reference/generation.md, Seeds)."""
     digest = hashlib.sha256(f"{seed_base}|{t2i_model}|{prompt}|{index}".encode()).digest()
     return int.from_bytes(digest[:8], "big") >> 1
 
@@ -365,7 +365,7 @@ def pipeline_run(
     pipe: Any, *, prompts: Sequence[str], seeds: Sequence[int], options: dict[str, Any], **inputs: Any
 ) -> Any:
     """One batch through a diffusers pipeline → its result (PIL images). Noise from one CPU
-    ``torch.Generator`` per seed (module docstring); an option left ``None`` is not passed, so
+    ``torch.Generator`` per seed; an option left ``None`` is not passed, so
     the pipeline uses its own default; ``inputs`` go as they are (an editor's ``image``)."""
     import torch
 
@@ -404,11 +404,6 @@ def pipeline_worker_spec(worker: str, model: ModelSource, settings: Any) -> Work
         kwargs={"model": asdict(model), "settings": asdict(settings)},
         label=model.name,
     )
-
-
-def generation_worker_spec(model: ModelSource, settings: Settings) -> WorkerSpec:
-    """How a worker loads the pipeline: the model's source and the generation settings."""
-    return pipeline_worker_spec("GenerationWorker", model, settings)
 
 
 # --- the loop ------------------------------------------------------------------------------------
@@ -547,7 +542,7 @@ def generation_run(
     if not jobs:
         return outcome
     if executor is not None:  # --executor ray: workers generate, this process stores
-        info = executor.start(generation_worker_spec(model, settings))
+        info = executor.start(pipeline_worker_spec("GenerationWorker", model, settings))
     else:
         if pipe is None:
             pipe = pipeline_load(model, device=settings.device)

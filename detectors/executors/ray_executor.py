@@ -47,7 +47,7 @@ def ray_import() -> Any:
 
 
 def worker_env() -> dict[str, str]:
-    """The environment variables every worker gets (see the module docstring)."""
+    """The environment variables every worker gets (docs/how-to/ray.md)."""
     env = {name: value for name, value in os.environ.items() if name.startswith(FORWARDED_ENV_PREFIXES)}
     env.update(dict.fromkeys(BLANKED_ENV, ""))
     return env
@@ -119,7 +119,7 @@ class _Actor:
 
 
 class RayExecutor(Executor):
-    """Ray actors as workers; see the module docstring. ``address``: '' starts a Ray on this
+    """Ray actors as workers (docs/how-to/ray.md). ``address``: '' starts a Ray on this
     machine for the run (or uses the one this process already started, as the tests do),
     'auto' or 'HOST:PORT' joins a running cluster."""
 

@@ -85,9 +85,6 @@ class Usage:
 class _Refused(Exception):
     """HTTP 400/422: the server refuses this request as made (a parameter it does not take)."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-
 
 # --- pure parts: prompt, parsing, probabilities ---------------------------------------------------
 def prompt_text(template: str, question: JudgeQuestion) -> str:
