@@ -77,27 +77,28 @@ class ClipAttributeDetector(_AttributeDetector):
     description = "GEP estimator C (Zhang et al. 2023): cos(image, 'a dress') per attribute"
 
     TEXTS = SIMILARITY_TEXTS
+    #: CC: each cosine minus the reference's (the last text), a float64 difference of float32 values.
+    calibrated = False
 
     def outputs(self, batch: Sequence[PILImage]) -> list[dict[str, Any]]:
         # tolist(): the float32 cosines as Python floats, exactly.
         rows = self.encoder.similarities(batch).cosine.tolist()
-        return [{"scores": dict(zip(ATTRIBUTE_KEYS, row[:-1], strict=True))} for row in rows]
+        return [
+            {
+                "scores": {
+                    key: cosine - row[-1] if self.calibrated else cosine
+                    for key, cosine in zip(ATTRIBUTE_KEYS, row[:-1], strict=True)
+                }
+            }
+            for row in rows
+        ]
 
 
-class ClipAttributeCalibratedDetector(_AttributeDetector):
+class ClipAttributeCalibratedDetector(ClipAttributeDetector):
     key = "clip_attr_calibrated"
     version = "1"
     description = "GEP estimator CC (Zhang et al. 2023): cos(image, 'a dress') - cos(image, 'an object')"
-
-    TEXTS = SIMILARITY_TEXTS
-
-    def outputs(self, batch: Sequence[PILImage]) -> list[dict[str, Any]]:
-        rows = self.encoder.similarities(batch).cosine.tolist()
-        # The reference is the last text; float64 subtraction of two float32 values.
-        return [
-            {"scores": {key: cosine - row[-1] for key, cosine in zip(ATTRIBUTE_KEYS, row[:-1], strict=True)}}
-            for row in rows
-        ]
+    calibrated = True
 
 
 class ClipAttributeClassifierDetector(_AttributeDetector):
