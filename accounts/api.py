@@ -24,13 +24,7 @@ class TokenCreateOutput(serializers.Serializer):
 
 
 class ApiTokenCreateApi(APIView):
-    """A new token for a script, valid BIASLAB_API_TOKEN_HOURS, revoked by a password change.
-
-    The same request and answers as DRF's ``obtain_auth_token`` it replaces: form or JSON
-    ``username`` and ``password``; 200 ``{"token": …}``; 400 ``{"non_field_errors": ["Unable to
-    log in with provided credentials."]}``. New: 429 with ``Retry-After`` while the username is
-    locked out from this address, or this address asks too often (BIASLAB_API_THROTTLE_LOGIN).
-    """
+    """A new token for a script, valid BIASLAB_API_TOKEN_HOURS, revoked by a password change."""
 
     # The credentials are in the body: a stale token in the header must not turn this into a 401.
     authentication_classes = ()

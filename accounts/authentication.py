@@ -14,13 +14,7 @@ from accounts import selectors, services
 class ExpiringTokenAuthentication(TokenAuthentication):
     """DRF's token header and keyword, checked against ``ApiToken``: a token works for
     BIASLAB_API_TOKEN_HOURS, only while its account is active and its password unchanged
-    (``selectors.api_token_problem``). A refused token is a 401 saying why.
-
-    On SQLite and PostgreSQL a database trigger deletes an account's tokens as it is
-    deactivated, however that is done (``accounts/migrations/0003``). On another database a
-    deactivation made outside ``services.user_deactivate`` and the admin leaves them; the first
-    one presented while the account is inactive deletes them all, so a later reactivation
-    brings none back."""
+    (``selectors.api_token_problem``). A refused token is a 401 saying why."""
 
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
         token = selectors.api_token_for_key(key=key)

@@ -1,11 +1,4 @@
-"""API tokens with a lifetime, and the failed logins that lock an account out for a while.
-
-Both are read at authentication time, so nothing else has to run when a password changes: a
-token remembers a fingerprint of the password it was issued under and stops working when that
-no longer matches (see ``selectors.api_token_problem``). Deactivating an account deletes its
-tokens, however it is deactivated (a database trigger, ``migrations/0003``: a save, a queryset's
-``update()``, plain SQL), so reactivating it brings none back.
-"""
+"""API tokens with a lifetime, and the failed logins that lock an account out for a while."""
 
 from __future__ import annotations
 
@@ -51,9 +44,8 @@ class ApiToken(models.Model):
 
 
 class LoginFailure(models.Model):
-    """One failed password check, for the lockout: too many for one username from one client
-    address within BIASLAB_LOGIN_LOCKOUT_MINUTES and that pair may not try again for a while.
-    Rows live in the database so every server process sees the same count."""
+    """One failed password check, for the lockout: too many for one username from one client address within
+    BIASLAB_LOGIN_LOCKOUT_MINUTES and that pair may not try again for a while."""
 
     username = models.CharField(
         max_length=150,

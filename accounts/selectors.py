@@ -42,13 +42,7 @@ def api_token_for_key(*, key: str) -> ApiToken | None:
 
 
 def api_token_problem(*, token: ApiToken, now: datetime) -> str | None:
-    """Why ``token`` may not authenticate at ``now`` (a sentence for the client), or ``None``.
-
-    Refused: an inactive account; a token older than its lifetime; a token issued under
-    another password (a password change revokes every token without any hook on the change).
-    Fingerprints under SECRET_KEY_FALLBACKS still match, so rotating the secret key the
-    documented way does not log every script out.
-    """
+    """Why ``token`` may not authenticate at ``now`` (a sentence for the client), or ``None``."""
     user = token.user
     if not user.is_active:
         return "User inactive or deleted."
@@ -64,12 +58,7 @@ def api_token_problem(*, token: ApiToken, now: datetime) -> str | None:
 
 
 def login_lockout_seconds(*, username: str, address: str, now: datetime) -> int:
-    """Seconds until ``username`` may try a password again from ``address``; 0 when it may now.
-
-    Locked while the last BIASLAB_LOGIN_LOCKOUT_ATTEMPTS failures of this pair all fall within
-    the last BIASLAB_LOGIN_LOCKOUT_MINUTES: a sliding window, so at most that many guesses per
-    that many minutes, whatever the pace. ATTEMPTS 0 turns the lockout off.
-    """
+    """Seconds until ``username`` may try a password again from ``address``; 0 when it may now."""
     limit = settings.BIASLAB_LOGIN_LOCKOUT_ATTEMPTS
     if limit <= 0:
         return 0
@@ -92,9 +81,8 @@ def lockout_username(username: str) -> str:
 
 
 def password_set_path(user: Any) -> str:
-    """The path of the page where ``user`` sets a password: Django's password-reset token, so it
-    works once (setting the password invalidates it) and for ``PASSWORD_RESET_TIMEOUT`` (3 days
-    by default). Nothing is stored: the link is made from the account as it is now."""
+    """The path of the page where ``user`` sets a password: Django's password-reset token, so it works once
+    (setting the password invalidates it) and for ``PASSWORD_RESET_TIMEOUT`` (3 days by default)."""
     return reverse(
         "password_set",
         kwargs={

@@ -17,14 +17,8 @@ from accounts.models import ApiToken, LoginFailure
 
 
 def credentials_check(*, request: Any, username: str, password: str, address: str) -> Any:
-    """The active user whose ``username`` and ``password`` these are, for the login page and the
-    token API alike (one count of failures for both).
-
-    Raises ``LoginLockedOut`` — before the password is even checked, so a locked-out guesser
-    learns nothing — while the (username, ``address``) pair has too many recent failures;
-    ``InvalidCredentials`` when the password does not match an active account, after
-    recording the failure. A success clears that pair's failures.
-    """
+    """The active user whose ``username`` and ``password`` these are, for the login page and the token API
+    alike (one count of failures for both)."""
     now = timezone.now()
     wait = selectors.login_lockout_seconds(username=username, address=address, now=now)
     if wait:
@@ -43,9 +37,7 @@ def credentials_check(*, request: Any, username: str, password: str, address: st
 
 
 def api_token_create(*, user: Any) -> str:
-    """Issue a new API token for ``user`` and return its key — the only time the key exists in
-    clear. The user's expired tokens are deleted on the way; live ones keep working (a script
-    on another machine may hold one)."""
+    """Issue a new API token for ``user`` and return its key — the only time the key exists in clear."""
     key = secrets.token_hex(20)
     now = timezone.now()
     with transaction.atomic():
@@ -60,17 +52,15 @@ def api_token_create(*, user: Any) -> str:
 
 
 def api_tokens_revoke(*, user: Any) -> int:
-    """Delete every API token of ``user``; returns how many there were. An inactive account's
-    tokens are refused anyway, but only deleting them keeps them from working again if the
-    account is reactivated."""
+    """Delete every API token of ``user``; returns how many there were. An inactive account's tokens are
+    refused anyway, but only deleting them keeps them from working again if the account is reactivated."""
     deleted, _ = ApiToken.objects.filter(user=user).delete()
     return deleted
 
 
 def user_deactivate(*, user: Any) -> int:
-    """Deactivate ``user``'s account and revoke its API tokens, in one transaction; returns how
-    many tokens were revoked. Reactivating the account later brings none of them back: the
-    user asks ``POST /api/token/`` for a new one."""
+    """Deactivate ``user``'s account and revoke its API tokens, in one transaction; returns how many tokens
+    were revoked."""
     with transaction.atomic():
         # Counted first: on SQLite and PostgreSQL the database deletes them as is_active goes
         # false (accounts/migrations/0003); the revoke sweeps them on any other database.

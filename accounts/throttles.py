@@ -1,11 +1,4 @@
-"""API rate limits whose rates are read from settings per request, and the client address.
-
-DRF's own throttles copy their rates once, when the class is defined; these read
-``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]`` on every request, so a settings override (tests,
-a reload) takes effect. A rate of ``None`` turns that limit off. Counts live in Django's
-default cache: shared by every server process only when BIASLAB_CACHE_URL points at a shared
-cache (Redis, the database); the default local-memory cache counts per process.
-"""
+"""API rate limits whose rates are read from settings per request, and the client address."""
 
 from __future__ import annotations
 
@@ -37,9 +30,8 @@ class UserRateThrottle(_RateFromSettings, throttling.UserRateThrottle):
 
 
 class LoginRateThrottle(_RateFromSettings, throttling.SimpleRateThrottle):
-    """Password checks on the token API and the login page, per client address whoever is
-    named: BIASLAB_API_THROTTLE_LOGIN, one count for both. Slows down trying many usernames from
-    one place, which the per-username lockout does not see."""
+    """Password checks on the token API and the login page, per client address whoever is named:
+    BIASLAB_API_THROTTLE_LOGIN, one count for both."""
 
     scope = "login"
 
@@ -48,9 +40,8 @@ class LoginRateThrottle(_RateFromSettings, throttling.SimpleRateThrottle):
 
 
 def login_throttle_wait(request: Any) -> int:
-    """Count one password check from ``request``'s address; 0 when it may go ahead, else the
-    seconds until it may. For the login page: the same throttle, cache key and count as
-    ``POST /api/token/``, so switching between the two gains a guesser nothing."""
+    """Count one password check from ``request``'s address; 0 when it may go ahead, else the seconds until it
+    may."""
     throttle = LoginRateThrottle()
     # No DRF view here; LoginRateThrottle keys on the address alone and never reads the view.
     if throttle.allow_request(request, None):  # type: ignore[arg-type]

@@ -1,21 +1,5 @@
-"""What every endpoint under ``/api/`` shares: one JSON error shape, strict input, the base
-view, typed ids, and how the OpenAPI 3 schema (drf-spectacular) documents them. The schema
-and its pages are drf-spectacular's own views (``config/urls.py``): this module must not import
-them, as they read ``ApiSchema`` from the settings while being defined.
-
-The contract a client can rely on, whatever it asked for (JSON, CSV, HTML):
-
-- Every error is ``application/json`` of one shape, ``{"status", "code", "detail", "errors"}``
-  (``ErrorOutput``): 400/401/403/404/405/406/409/415/429/500 alike, also the ones Django
-  answers before a view runs (an id that is not a number, an unknown path, a server error).
-- A method an endpoint does not have answers 405 with ``Allow`` to everyone, *before*
-  authentication and permissions. Answering 403 first would tell a caller which endpoints its
-  role may not use; 405 comes from the URL table alone, which is the same for every caller and
-  public in the schema anyway.
-- Input is strict: a JSON body must have the documented types (a number is not a string, a
-  string not a number), unknown body fields are refused rather than dropped, and a query
-  parameter is given at most once and never empty unless it is a free-text filter.
-"""
+"""What every endpoint under ``/api/`` shares: one JSON error shape, strict input, the base view, typed ids,
+and how the OpenAPI 3 schema (drf-spectacular) documents them."""
 
 from __future__ import annotations
 
@@ -164,12 +148,7 @@ def _body_for(exc: exceptions.APIException) -> dict:
 
 
 def exception_handler(exc: Exception, context: Mapping[str, Any]) -> HttpResponseBase | None:
-    """DRF's handler (status, headers, rollback), answered in the one JSON shape.
-
-    A ``JsonResponse`` rather than a DRF ``Response``: the view's renderer (CSV on the ground
-    truth, the browsable API's HTML) never sees an error. Anything else is left to Django, which
-    logs it as a server error; ``ApiErrorMiddleware`` then answers it as JSON too.
-    """
+    """DRF's handler (status, headers, rollback), answered in the one JSON shape."""
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(*exc.args)
     elif isinstance(exc, DjangoPermissionDenied):
@@ -426,11 +405,9 @@ class AuthenticatedRequest(Request):
 
 
 class ApiView(APIView):
-    """Base of BiasLab's API views: JSON bodies only (a form post is 415), and pages.
-
-    ``method_hints``: for a method the endpoint deliberately lacks, the sentence its 405 gives
-    (what to do instead); ``ApiErrorMiddleware`` answers it.
-    """
+    """Base of BiasLab's API views: JSON bodies only (a form post is 415), and pages. ``method_hints``: for a
+    method the endpoint deliberately lacks, the sentence its 405 gives (what to do instead);
+    ``ApiErrorMiddleware`` answers it."""
 
     parser_classes = [BoundedJSONParser]
     #: Set on the views that page their rows (the schema reads it to document the page shape).
@@ -543,10 +520,9 @@ class ApiSchema(AutoSchema):
 
 
 class TokenCreateSchema(OpenApiViewExtension):
-    """``POST /api/token/`` (accounts.api.ApiTokenCreateApi) as the schema shows it.
-
-    Kept here, beside the error shape it answers with, rather than on the view; moving this
-    ``extend_schema`` onto the view is a straight copy."""
+    """``POST /api/token/`` (accounts.api.ApiTokenCreateApi) as the schema shows it. Kept here, beside the
+    error shape it answers with, rather than on the view; moving this ``extend_schema`` onto the view is a
+    straight copy."""
 
     target_class = "accounts.api.ApiTokenCreateApi"
 

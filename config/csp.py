@@ -1,11 +1,4 @@
-"""``Content-Security-Policy`` header on every response (Django 5.2 has no CSP of its own).
-
-The default allows scripts, styles, fonts, images and requests from this site only (no inline
-code, no ``eval``, no framing); Swagger UI and Redoc alone get ``API_DOCS_POLICY``
-(``with_policy``): inline styles and ``blob:`` workers. ``BIASLAB_CSP`` replaces the policy,
-``BIASLAB_CSP_REPORT_ONLY=1`` only reports; a response that carries a policy keeps its own.
-Why each page needs what it gets: docs/how-to/deploy.md.
-"""
+"""``Content-Security-Policy`` header on every response (Django 5.2 has no CSP of its own)."""
 
 from __future__ import annotations
 
@@ -30,7 +23,7 @@ DEFAULT_POLICY: str = "; ".join(
         "frame-ancestors 'none'",
     ]
 )
-# Swagger UI and Redoc only (see the module's docstring): DEFAULT_POLICY with inline styles and
+# Swagger UI and Redoc only (docs/how-to/deploy.md): DEFAULT_POLICY with inline styles and
 # ``blob:`` workers, each of which one of them needs to render at all.
 API_DOCS_POLICY: str = "; ".join(
     [

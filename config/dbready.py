@@ -1,12 +1,6 @@
-"""Is the database ready for BiasLab's commands? One check, run by ``manage.py`` before a command
-that reads or writes the tables: on a new ``DATABASE_URL`` before ``migrate`` a command then says
-"run `python manage.py migrate`" in one line instead of dying with "no such table".
-
-Cheap by design (every command pays it): the migration files on disk are listed, not imported —
-Django's MigrationLoader would cost about 0.5 s — and compared with the ``django_migrations``
-table in one query. A SQLite file that does not exist is reported without connecting, so the
-check never leaves an empty database file behind.
-"""
+"""Is the database ready for BiasLab's commands? One check, run by ``manage.py`` before a command that reads
+or writes the tables: on a new ``DATABASE_URL`` before ``migrate`` a command then says "run `python manage.py
+migrate`" in one line instead of dying with "no such table"."""
 
 from __future__ import annotations
 
@@ -31,11 +25,8 @@ DATABASE_COMMANDS = frozenset(
 
 
 def command_needs_tables(name: str, app_name: str, argv: Sequence[str] = ()) -> bool:
-    """Whether the command ``name`` (of app ``app_name``, as ``get_commands()`` says) works on the
-    tables: every command of an app inside the project folder, and a few of Django's own.
-    ``migrate``, ``check``, ``help``, ``shell``, ``runserver``, ``collectstatic`` … do not, and
-    neither does a command asked to migrate first: one whose class names that option in
-    ``migrates_with`` (``seed_demo --migrate``, what ``bin/demo`` runs on a new database)."""
+    """Whether the command ``name`` (of app ``app_name``, as ``get_commands()`` says) works on the tables:
+    every command of an app inside the project folder, and a few of Django's own."""
     if name in DATABASE_COMMANDS:
         return True
     try:

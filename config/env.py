@@ -1,8 +1,5 @@
-"""Typed readers for settings that come from the environment.
-
-Every setting has a safe local default, except secrets in production mode, which must be set
-explicitly (``env_str(..., required=True)``).
-"""
+"""Typed readers for settings that come from the environment. Every setting has a safe local default, except
+secrets in production mode, which must be set explicitly (``env_str(..., required=True)``)."""
 
 from __future__ import annotations
 
@@ -57,11 +54,9 @@ def env_list(name: str, default: list[str]) -> list[str]:
 
 
 def env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
-    """``SECURE_PROXY_SSL_HEADER`` from a header line as the proxy sends it:
-    ``X-Forwarded-Proto: https`` → ``("HTTP_X_FORWARDED_PROTO", "https")``; unset → ``None``.
-
-    Raises ImproperlyConfigured for a value that is not ``Header-Name: value``.
-    """
+    """``SECURE_PROXY_SSL_HEADER`` from a header line as the proxy sends it: ``X-Forwarded-Proto: https`` →
+    ``("HTTP_X_FORWARDED_PROTO", "https")``; unset → ``None``. Raises ImproperlyConfigured for a value that is
+    not ``Header-Name: value``."""
     value = os.environ.get(name, "").strip()
     if not value:
         return None
@@ -114,13 +109,9 @@ _GENERATE_SECRET = 'python -c "import secrets; print(secrets.token_urlsafe(64))"
 
 
 def env_production_secret(name: str, *, known_insecure: tuple[str, ...] = ()) -> str:
-    """The production secret from ``name``: set, strong by Django's deploy-check rules (at least
-    50 characters, at least 5 different ones, no ``django-insecure-`` prefix) and none of
-    ``known_insecure`` (e.g. the development default written in this repository).
-
-    Raises ImproperlyConfigured with a message that names the variable, says what is wrong and
-    how to make a good one, so a server refuses to start instead of running with a guessable key.
-    """
+    """The production secret from ``name``: set, strong by Django's deploy-check rules (at least 50
+    characters, at least 5 different ones, no ``django-insecure-`` prefix) and none of ``known_insecure``
+    (e.g. the development default written in this repository)."""
     value = os.environ.get(name, "")
     local_hint = "For local development set DJANGO_DEBUG=1 instead (bin/demo and bin/test do)."
     if not value:
@@ -142,14 +133,7 @@ def env_production_secret(name: str, *, known_insecure: tuple[str, ...] = ()) ->
 
 
 def env_database(name: str, default: str, *, base_dir: Path, conn_max_age: int = 0) -> dict[str, Any]:
-    """Django's ``DATABASES["default"]`` from a database URL (``dj_database_url``).
-
-    A relative SQLite path (``sqlite:///var/x.sqlite3``) is taken relative to ``base_dir`` (the
-    project folder), so the database is the same whatever folder a command is run from. The
-    host form ``sqlite://x.sqlite3`` (two slashes), which ``dj_database_url`` silently reads as
-    an in-memory database, is refused, as is a URL it cannot read: ImproperlyConfigured with one
-    line naming the variable, not a traceback.
-    """
+    """Django's ``DATABASES["default"]`` from a database URL (``dj_database_url``)."""
     import dj_database_url
 
     url = env_str(name, default)

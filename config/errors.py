@@ -1,20 +1,4 @@
-"""Error pages in the site's layout: 400, 403 (saying who may see what), 404, 500, and a failed
-CSRF check.
-
-They must render when things are already broken: the error may come before the user is loaded
-(a disallowed Host is refused before the authentication middleware runs), a context processor
-may fail (the database is down), and the 500 page must never need the database at all. So 400,
-403, 404 and the CSRF page try the full request context first and fall back to the bare layout
-without it; 500 never uses it; and if even the layout cannot render, a few lines of plain HTML
-answer. API paths (``/api/…``) keep Django's own rendering, unchanged: another issue gives them
-JSON errors.
-
-400 and 404 list the studies the visitor may open, with links, so that a mistyped study in an
-address leads somewhere. ``ErrorPagesMiddleware`` answers a view's ``BadRequest`` (a report
-filter naming no study, model or detector) with the 400 page in development too, where Django
-would show a traceback, and with ``BIASLAB_FRIENDLY_ERRORS`` (``bin/demo``) a missing page with
-the 404 page instead of Django's technical one (the URL patterns).
-"""
+"""Error pages in the site's layout: 400, 403 (saying who may see what), 404, 500, and a failed CSRF check."""
 
 from __future__ import annotations
 
@@ -160,15 +144,8 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
 
 
 class ErrorPagesMiddleware:
-    """The site's 400 and 404 pages where Django answers its own in development (DEBUG):
-
-    - a view's ``BadRequest`` always gets the 400 page with its reason (Django's would be a
-      traceback page: a mistyped filter is the visitor's mistake, not the code's);
-    - with ``BIASLAB_FRIENDLY_ERRORS`` (``bin/demo`` sets it), a missing page — no URL matches,
-      or a view raised ``Http404`` — gets the 404 page rather than Django's technical one, which
-      lists the URL patterns. Server errors keep Django's traceback page in development.
-
-    API paths keep their own (JSON) errors. Without DEBUG Django already uses the handlers."""
+    """In development (DEBUG): a view's ``BadRequest`` gets the 400 page, and with BIASLAB_FRIENDLY_ERRORS a
+    missing page gets the 404 page; server errors and API paths keep their own."""
 
     def __init__(self, get_response: Any) -> None:
         self.get_response = get_response

@@ -1,13 +1,4 @@
-"""Image files for the browser: who may fetch which file, and which bytes they get.
-
-A file under MEDIA_ROOT is served to researchers and admins, and to an annotator only when it is
-an image of a study they annotate. Everyone else gets the same 404 as for a file that does not
-exist, so a URL's answer never tells that an image exists elsewhere. (File names are content
-hashes; the same bytes in two studies are one file, visible to the annotators of either.)
-
-The bytes are those of ``studies.imaging.browser_file``: the original, or its upright 8-bit PNG
-rendition when a browser would show the original otherwise than the detectors see it.
-"""
+"""Image files for the browser: who may fetch which file, and which bytes they get."""
 
 from __future__ import annotations
 
@@ -28,11 +19,9 @@ _IMAGE_NAME_RE = re.compile(r"images/(?P<prefix>[0-9a-f]{2})/(?P<sha>[0-9a-f]{64
 
 
 def media_file_visible(user: Any, storage_name: str) -> bool:
-    """True when ``user`` may fetch the file ``storage_name`` (a path under MEDIA_ROOT).
-
-    Researchers and admins may fetch every file; an annotator only the stored images of the
-    studies they annotate; anyone else nothing. Says nothing about whether the file exists.
-    """
+    """True when ``user`` may fetch the file ``storage_name`` (a path under MEDIA_ROOT). Researchers and
+    admins may fetch every file; an annotator only the stored images of the studies they annotate; anyone else
+    nothing. Says nothing about whether the file exists."""
     if permissions.is_researcher(user):
         return True
     match = _IMAGE_NAME_RE.fullmatch(storage_name)

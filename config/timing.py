@@ -1,16 +1,4 @@
-"""``Server-Timing`` response header: how long the server spent on a request.
-
-Off unless ``settings.BIASLAB_SERVER_TIMING`` is true (the benchmarks switch it on through
-bench/settings_bench.py). Put first in MIDDLEWARE, it measures everything Django does for
-the request — session and user lookups, the view, the template, the session save — but not
-the HTTP server's own parsing and socket work. The header reads, for example::
-
-    Server-Timing: app;dur=8.41, cpu;dur=6.02, db;dur=1.87;desc="17 statements"
-
-``app`` is wall time, ``cpu`` the CPU time of the thread that served it (it does not grow
-while the thread waits for the database or for a core), ``db`` the time inside database
-calls and how many statements ran. Browsers show the figures in their developer tools.
-"""
+"""``Server-Timing`` response header: how long the server spent on a request."""
 
 from __future__ import annotations
 

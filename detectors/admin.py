@@ -1,10 +1,5 @@
-"""Admin for runs, predictions and a judge's cached answers: read and delete (deleting failed
-predictions lets a run retry them; deleting cached answers makes a judge ask again).
-
-Predictions are written by run_detectors and import_predictions only, so the admin never edits
-them; an output typed by hand would be indistinguishable from a model's. A prediction belongs
-to an image file: search by any source path the file was imported under, or by its SHA-256.
-"""
+"""Admin for runs, predictions and a judge's cached answers: read and delete (deleting failed predictions lets
+a run retry them; deleting cached answers makes a judge ask again)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,4 @@
-"""The one contract every detector (filter, classifier or measurer) implements.
-
-A detector declares the kind of output it gives (``Detector.output_kind``, one of
-``detectors.kinds.KINDS``), takes a batch of RGB images and returns one ``DetectorOutput`` per
-image. A gender detector (the default kind) gives a verdict — male, female or filtered — with
-its raw scores and, when filtered, the reason. It never guesses: an image it cannot judge is
-filtered with a reason. Other kinds (attributes, measurements, objects) carry their output as
-that kind's JSON object. Every output is validated against its kind's schema when it is made. A
-detector that cannot run (missing weights, no API key) raises ``DetectorUnavailable`` naming
-the setting to fill.
-"""
+"""The one contract every detector (filter, classifier or measurer) implements."""
 
 from __future__ import annotations
 
@@ -47,11 +37,8 @@ class DetectorError(Exception):
 
 
 class DetectorUnavailable(DetectorError):
-    """The detector cannot run here: weights missing, package missing, API key not set.
-
-    The message names the setting or environment variable to fill. Raised from ``load()`` (or
-    the constructor), never per image.
-    """
+    """The detector cannot run here: weights missing, package missing, API key not set. The message names the
+    setting or environment variable to fill. Raised from ``load()`` (or the constructor), never per image."""
 
 
 class UnknownDetector(DetectorError):
@@ -64,13 +51,7 @@ class DetectorOptionError(DetectorError, ValueError):
 
 @dataclass(frozen=True)
 class DetectorOutput:
-    """What a detector says about one image: a gender verdict, or the output of another kind.
-
-    Gender (the default ``kind``): ``verdict``, ``scores``, ``filter_reason`` when filtered and
-    an optional ``detail``. Another kind: ``DetectorOutput.of(kind, data)`` with ``data`` the
-    kind's JSON object (``detectors.kinds``) and the gender fields left empty. Either way the
-    output is validated here, so a detector that breaks its kind's schema fails on that image.
-    """
+    """What a detector says about one image: a gender verdict, or the output of another kind."""
 
     verdict: str = ""
     scores: dict[str, float] = field(default_factory=dict)
@@ -124,28 +105,14 @@ class DetectorOutput:
         return cls(kind=kind, data=dict(data))
 
     def as_output(self) -> dict[str, Any]:
-        """The JSON object stored in ``Prediction.output``, valid for ``kind`` (a fresh copy).
-
-        Gender: ``{"label", "reason", "scores"}`` plus ``"detail"`` when there is one.
-        """
+        """The JSON object stored in ``Prediction.output``, valid for ``kind`` (a fresh copy). Gender:
+        ``{"label", "reason", "scores"}`` plus ``"detail"`` when there is one."""
         return copy.deepcopy(self._output)
 
 
 class Detector:
-    """Subclass this, set ``key``, ``version`` (and ``output_kind`` if not gender), implement
-    ``load`` and ``predict``.
-
-    ``load()`` is called once before the first batch; it loads weights onto ``device`` and raises
-    ``DetectorUnavailable`` when they are missing. ``predict()`` must return exactly one output
-    per input image, in order, each of ``declared_kind`` (``output_kind``). A per-image failure
-    that is not a verdict (a corrupt file) is the caller's business: ``run_detectors`` stores it
-    as a failed prediction, and so is an output of another kind than the one declared.
-
-    A judge (``needs_questions``, ``detectors.judges.JudgeDetector``) asks each image the
-    questions its items ask: the run binds it to the study first (its kind and version follow
-    the study's questions) and calls ``predict(batch, questions=…)``, one tuple of
-    ``JudgeQuestion`` per image.
-    """
+    """Subclass this, set ``key``, ``version`` (and ``output_kind`` if not gender), implement ``load`` and
+    ``predict``."""
 
     key: ClassVar[str] = ""
     #: The kind of output ``predict`` returns (``detectors.kinds``); stored with each prediction.
@@ -171,10 +138,8 @@ class Detector:
         cls, name: str, value: Any, kind: type[int] | type[float] = float, *, minimum: float = 0
     ) -> Any:
         """``value`` as an int or float of at least ``minimum``, or DetectorOptionError naming the option.
-
-        Checked in the constructor, so a bad value fails the run before it starts instead of
-        failing every image.
-        """
+        Checked in the constructor, so a bad value fails the run before it starts instead of failing every
+        image."""
         try:
             number = float(value)
         except (TypeError, ValueError):

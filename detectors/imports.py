@@ -17,6 +17,7 @@ from django.db import connection
 from django.utils import timezone
 
 from detectors.kinds import (
+    FILTER_REASON_LABELS,
     KIND_GENDER,
     KIND_OBJECTS,
     KINDS,
@@ -27,7 +28,7 @@ from detectors.kinds import (
     output_validate,
     validate_gender,
 )
-from detectors.models import FilterReason, Prediction, PredictionStatus
+from detectors.models import Prediction, PredictionStatus
 from detectors.services import detector_name_check
 from studies.batching import in_chunks, is_in, rows_insert
 from studies.csvio import read_cell
@@ -217,8 +218,8 @@ def _parse_output(row: dict[str, str], kind: str) -> dict[str, Any] | None:
         raise ValueError(f"{where}: {exc.problem} ({kind} output)") from None
 
 
-_REASONS = {choice.value: choice.value for choice in FilterReason} | {
-    choice.label.lower(): choice.value for choice in FilterReason
+_REASONS = {value: value for value in FILTER_REASON_LABELS} | {
+    label.lower(): value for value, label in FILTER_REASON_LABELS.items()
 }
 
 
@@ -233,7 +234,7 @@ def _gender_columns(row: dict[str, str]) -> dict[str, Any]:
         raise ValueError(f"a reason is only allowed with filtered, got {reason!r} for {prediction}")
     known = _REASONS.get(reason.lower()) if prediction == "filtered" else ""
     if known is None:
-        known, detail = FilterReason.OTHER, detail or reason
+        known, detail = "other", detail or reason
     output = {"label": prediction, "reason": known, "scores": _parse_scores(row), "detail": detail}
     try:
         return validate_gender(output)
@@ -418,10 +419,9 @@ def predictions_import(
     progress: Callable[[str, int], None] | None = None,
     user: Any = None,
 ) -> PredictionImportSummary:
-    """Load predictions made elsewhere, all rows or none (columns: docs/reference/contracts.md;
-    an ``export_predictions --format csv`` file reads back unchanged). A row stored already
-    with the same result is ``unchanged``, with another refused. Raises PredictionImportRejected
-    listing every bad row; ``dry_run``: every check, nothing written."""
+    """Load predictions made elsewhere, all rows or none (columns: docs/reference/contracts.md; an
+    ``export_predictions --format csv`` file reads back unchanged). A row stored already with the same result
+    is ``unchanged``, with another refused. Raises PredictionImportRejected listing every bad row; ``dry_run``: nothing written."""
     importer = _PredictionsImporter(csv_path, study, version)
     summary = import_run(
         importer,
@@ -466,9 +466,8 @@ def _outputs_unfit(
     slugs: dict[tuple[int, str, str], str],
 ) -> list[RejectedRow]:
     """Rows whose output names a question or answer its study lacks (kinds with a study check,
-    ``detectors.kinds.STUDY_CHECKS``): checked against the study the row names, else against
-    the studies of its image (it must fit one). Three queries per batch (``__in`` lists split
-    under the variable limit)."""
+    ``detectors.kinds.STUDY_CHECKS``): checked against the study the row names, else against the studies of
+    its image (it must fit one). Three queries per batch (``__in`` lists split under the variable limit)."""
     checked = [p for p in predictions if p.kind in STUDY_CHECKS and p.output]
     if not checked:
         return []

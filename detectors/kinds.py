@@ -1,10 +1,5 @@
-"""The kinds of output a detector may declare, and one validator per kind. No models: the
-built-in validators are plain functions; a protocol's kinds are read from ``studies.protocols``.
-
-Every write of a prediction goes through ``output_validate``, which returns a normalised copy or
-raises ``OutputInvalid`` naming the field; a kind that names things of a study (``answers``) also
-has a study check (``STUDY_CHECKS``). The shapes: docs/reference/detectors.md (Output kinds).
-"""
+"""The kinds of output a detector may declare, and one validator per kind. No models: the built-in validators
+are plain functions; a protocol's kinds are read from ``studies.protocols``."""
 
 from __future__ import annotations
 
@@ -29,19 +24,19 @@ KIND_MEASUREMENTS = "measurements"
 KIND_OBJECTS = "objects"
 
 GENDER_LABELS = ("male", "female", "filtered")
-#: Why a gender detector set an image aside; the values of ``detectors.models.FilterReason``
-#: (a test keeps the two lists equal).
-FILTER_REASONS = (
-    "no_face",
-    "no_person",
-    "several_people",
-    "low_confidence",
-    "uncertain",
-    "not_a_person",
-    "unparseable",
-    "api_error",
-    "other",
-)
+#: Why a gender detector set an image aside, with the label pages show.
+FILTER_REASON_LABELS = {
+    "no_face": "No face",
+    "no_person": "No person",
+    "several_people": "Several people",
+    "low_confidence": "Low confidence",
+    "uncertain": "Uncertain answer",
+    "not_a_person": "Not a person",
+    "unparseable": "Answer not understood",
+    "api_error": "API error",
+    "other": "Other",
+}
+FILTER_REASONS = tuple(FILTER_REASON_LABELS)
 MEASURED_GENDERS = ("male", "female")
 AGE_RANGE = (0.0, 120.0)
 SKIN_GRAY_RANGE = (0.0, 255.0)
@@ -135,24 +130,19 @@ def validate_gender(output: Any) -> dict[str, Any]:
     return cleaned
 
 
-def _json(value: Any, path: str) -> Any:
-    """A copy of a JSON value (object with string keys, list, string, finite number, bool, null)."""
+def json_value(value: Any, path: str) -> Any:
+    """A copy of a JSON value (finite numbers, string keys), or OutputInvalid naming ``path``."""
     if value is None or isinstance(value, bool | str):
         return value
     if isinstance(value, int | float):
         return _number(value, path) if isinstance(value, float) else value
     if isinstance(value, list | tuple):
-        return [_json(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [json_value(v, f"{path}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, Mapping):
         if not all(isinstance(key, str) for key in value):
             raise OutputInvalid(path, "keys must be strings")
-        return {key: _json(v, f"{path}.{key}") for key, v in value.items()}
+        return {key: json_value(v, f"{path}.{key}") for key, v in value.items()}
     raise OutputInvalid(path, f"must be a JSON value, got {_type_name(value)}")
-
-
-def json_value(value: Any, path: str) -> Any:
-    """A copy of a JSON value (finite numbers, string keys), or OutputInvalid naming ``path``."""
-    return _json(value, path)
 
 
 # --- reading the answers kind (both shapes) -------------------------------------------------------
@@ -191,27 +181,23 @@ def filtered_of(output: Any) -> dict[str, str]:
 
 
 def validate_attributes(output: Any) -> dict[str, Any]:
-    """A score per attribute question → ``{scores: {question key: float}[, meta: {…}]}``.
-
-    ``meta`` (optional) is a JSON object about how the scores were made, kept as given (e.g. a
-    classifier ensemble's seeds); an empty one is not stored. Raises OutputInvalid.
-    """
+    """A score per attribute question → ``{scores: {question key: float}[, meta: {…}]}``. ``meta`` (optional)
+    is a JSON object about how the scores were made, kept as given (e.g. a classifier ensemble's seeds); an
+    empty one is not stored. Raises OutputInvalid."""
     output = _object(output, "output")
     _no_unknown_fields(output, ("scores", "meta"), "")
     if "scores" not in output:
         raise OutputInvalid("scores", "missing (an object {question key: score})")
     cleaned: dict[str, Any] = {"scores": _scores(output["scores"], "scores")}
-    meta = _json(_object(output.get("meta", {}), "meta"), "meta")
+    meta = json_value(_object(output.get("meta", {}), "meta"), "meta")
     if meta:
         cleaned["meta"] = meta
     return cleaned
 
 
 def validate_measurements(output: Any) -> dict[str, Any]:
-    """``{face, age, gender, skin_gray}``, each present and possibly null, plus two optional
-    fields: ``n_faces`` (faces found, an integer ≥ 0; the largest is measured) and ``overlay``
-    (the storage name under MEDIA_ROOT of the picture drawn from what was measured, e.g.
-    ``overlays/skin_tone/ab/ab12….png``; relative, no ``..``). Raises OutputInvalid."""
+    """``{face, age, gender, skin_gray}``, each present and possibly null, plus the optional
+    ``n_faces`` (an integer ≥ 0) and ``overlay`` (a storage name under MEDIA_ROOT, or "")."""
     output = _object(output, "output")
     _no_unknown_fields(output, (*MEASUREMENT_FIELDS, "n_faces", "overlay"), "")
     missing = [name for name in MEASUREMENT_FIELDS if name not in output]
@@ -431,10 +417,8 @@ def output_fits_questions(
 
 
 def output_validate(kind: str, output: Any) -> dict[str, Any]:
-    """``output`` checked against ``kind``'s schema; returns the normalised copy to store.
-
-    Raises OutputInvalid naming the field (``kind`` itself when the kind is unknown).
-    """
+    """``output`` checked against ``kind``'s schema; returns the normalised copy to store. Raises
+    OutputInvalid naming the field (``kind`` itself when the kind is unknown)."""
     try:
         validator = VALIDATORS[kind]
     except (KeyError, TypeError):

@@ -1,10 +1,4 @@
-"""Model output: detector runs, and one prediction per (image file, detector, version).
-
-Predictions are kept apart from human labels (``annotate.Label``). Each stores an ``output`` of
-the kind its detector declares (gender, attributes, measurements, objects), validated against
-that kind's schema by ``detectors.kinds`` on every write. A failure to predict is its own
-status with its error, never a fake verdict.
-"""
+"""Model output: detector runs, and one prediction per (image file, detector, version)."""
 
 from __future__ import annotations
 
@@ -22,20 +16,6 @@ class Verdict(models.TextChoices):
     MALE = "male", "Male"
     FEMALE = "female", "Female"
     FILTERED = "filtered", "Filtered (low quality)"
-
-
-class FilterReason(models.TextChoices):
-    """Why a detector set an image aside instead of giving it a gender."""
-
-    NO_FACE = "no_face", "No face"
-    NO_PERSON = "no_person", "No person"
-    SEVERAL_PEOPLE = "several_people", "Several people"
-    LOW_CONFIDENCE = "low_confidence", "Low confidence"
-    UNCERTAIN = "uncertain", "Uncertain answer"
-    NOT_A_PERSON = "not_a_person", "Not a person"
-    UNPARSEABLE = "unparseable", "Answer not understood"
-    API_ERROR = "api_error", "API error"
-    OTHER = "other", "Other"
 
 
 class PredictionStatus(models.TextChoices):
@@ -180,13 +160,7 @@ class Prediction(models.Model):
 
 
 class JudgeResponse(models.Model):
-    """A judge server's answer to one question about one image, kept so it is never asked twice.
-
-    ``key`` is the sha256 over (image sha256, question, choices, prompt template, model)
-    (``detectors.plugins.api_judge.cache_key``): a re-run, or another study with the same image
-    files and questions, reads the answer here and sends no request. The raw text is kept and read
-    again on each use, so the strict reading of answers applies to cached ones too.
-    """
+    """A judge server's answer to one question about one image, kept so it is never asked twice."""
 
     key = models.CharField(max_length=64, unique=True, help_text="sha256 of the question asked (see above).")
     image_sha256 = models.CharField(max_length=64, help_text="sha256 of the image bytes sent.")

@@ -1,18 +1,4 @@
-"""The driver's side of a run on an executor (``--executor ray``), shared by every long command.
-
-The workers (detectors/executors/workers.py, generation/workers.py) hold the model and see only
-plain data; the command's process selects the work from the database, turns it into batches of
-``(key, payload)`` items, and stores every result with the same idempotent writes as a local
-run — ``detectors.services`` for predictions (one row per image file, detector and version; a
-conflict is skipped), ``generation.generation`` and ``generation.editing`` for images (one item
-per study and key, through ``studies.imports.images.item_image_store``). Work a dead worker had in hand
-was never written, so giving it to another worker cannot duplicate anything.
-
-This module holds what those drivers share and nothing of theirs: how a detector's workers are
-built and checked, an image sent as a path or as bytes, and ``batches_run_remote``, the loop
-over a list of jobs. It imports neither ``detectors.services`` nor the generation app, which
-both import it.
-"""
+"""The driver's side of a run on an executor (``--executor ray``), shared by every long command."""
 
 from __future__ import annotations
 
@@ -45,12 +31,9 @@ def detector_worker_spec(detector: Detector) -> WorkerSpec:
 
 
 def detector_executor_start(*, executor: Executor, detector: Detector) -> None:
-    """Start the workers and check they load the version this process will store under.
-
-    A worker node with other packages or other weights would otherwise store its predictions
-    under this process's version string. Raises the worker's DetectorUnavailable, or
-    ExecutorError for a version mismatch.
-    """
+    """Start the workers and check they load the version this process will store under. A worker node with
+    other packages or other weights would otherwise store its predictions under this process's version string.
+    Raises the worker's DetectorUnavailable, or ExecutorError for a version mismatch."""
     info = executor.start(detector_worker_spec(detector))
     if info.get("version") != detector.version_id:
         raise ExecutorError(
@@ -82,16 +65,7 @@ def batches_run_remote(
     progress: Callable[[int], Progress] | None = None,
     payload: Callable[[Any], Any] | None = None,
 ) -> tuple[int, float]:
-    """``generation.generation.batches_run`` on a started executor: returns (jobs handled, seconds).
-
-    The jobs go out in batches of ``batch_size``, as many in flight as the executor keeps busy,
-    each as ``payload(job)`` when given (plain data for a job that holds database rows, as an
-    edit's seed photo does; the job itself otherwise);
-    ``store(job, output)`` is called in this thread for every job of each batch that comes back
-    (a worker's output, or the ``ItemError`` of a job whose worker died on it alone). Each job's
-    seed fixes its image whatever worker draws it, so the stored images are a local run's.
-    ``should_stop`` stops handing out batches; those in flight are still stored.
-    """
+    """``generation.generation.batches_run`` on a started executor: returns (jobs handled, seconds)."""
     meter = progress(len(jobs)) if progress else None
     size = max(1, batch_size)
     to_payload = payload or (lambda job: job)

@@ -1,21 +1,4 @@
-"""YOLO checkpoints loaded without running code from them, unless a file is trusted by digest.
-
-A ``.pt`` checkpoint is a pickle: loading it the way ultralytics does by default
-(``torch.load(weights_only=False)``) runs whatever code the file names, so a weights file from
-the internet or a shared drive is a program. ultralytics 8.4 has a restricted loader (its
-``ULTRALYTICS_SAFE_LOAD`` switch): ``torch.load(weights_only=True)`` plus an allow-list of its own
-model classes and the torch layers they use, and model building without ``eval``. Every
-official YOLOv8 / YOLO11 checkpoint and any ``model.save()`` output loads that way. BiasLab loads
-every YOLO file through it; a file that names anything else (``os.system``, ``exec``, a class
-from a training script) is refused before any of it is unpickled.
-
-A file that needs full unpickling — a custom checkpoint holding extra classes — loads only if
-its SHA-256 is listed in ``BIASLAB_TRUSTED_WEIGHTS_SHA256`` (comma-separated hex digests; the
-refusal prints the digest to add). Trust is by content, not by path: the file is copied to a
-private folder while it is hashed, and that copy is what is loaded, so the file cannot be
-swapped between the check and the load. Where the installed torch or ultralytics cannot load
-safely (torch < 2.6, an ultralytics without the switch), untrusted files are refused.
-"""
+"""YOLO checkpoints loaded without running code from them, unless a file is trusted by digest."""
 
 from __future__ import annotations
 
@@ -39,11 +22,9 @@ _SWITCH = threading.Lock()
 
 
 def trusted_digests() -> frozenset[str]:
-    """The SHA-256 digests in ``BIASLAB_TRUSTED_WEIGHTS_SHA256`` (read at call time).
-
-    Raises ``DetectorUnavailable`` naming the variable for an entry that is not 64 hex digits,
-    rather than trusting nothing (or something) silently.
-    """
+    """The SHA-256 digests in ``BIASLAB_TRUSTED_WEIGHTS_SHA256`` (read at call time). Raises
+    ``DetectorUnavailable`` naming the variable for an entry that is not 64 hex digits, rather than trusting
+    nothing (or something) silently."""
     entries = [e.strip().lower() for e in os.environ.get(TRUST_VAR, "").split(",") if e.strip()]
     bad = [e for e in entries if not _SHA256.match(e)]
     if bad:
@@ -64,15 +45,8 @@ def _private_copy(source: Path, folder: Path) -> tuple[Path, str]:
 
 
 def pillow_open_restore() -> None:
-    """Give ``PIL.Image.open`` back to Pillow after ultralytics replaced it (it does so when it
-    is first imported). No-op when ultralytics was never imported.
-
-    Its wrapper answers a file Pillow cannot identify by installing and importing pi-heif; where
-    that is not installed it raises ``ModuleNotFoundError`` instead of Pillow's
-    ``UnidentifiedImageError``, so once YOLO had loaded in a process, an import refusing a text
-    file named .png crashed instead. BiasLab reads only the formats of
-    ``BIASLAB_IMAGE_FORMATS`` (no HEIF): Pillow's own ``open`` is all it needs.
-    """
+    """Give ``PIL.Image.open`` back to Pillow after ultralytics replaced it (it does so when it is first
+    imported). No-op when ultralytics was never imported."""
     from PIL import Image as PILImage
 
     patches = sys.modules.get("ultralytics.utils.patches")
@@ -114,14 +88,8 @@ def _yolo(path: Path, *, safe: bool) -> Any:
 
 
 def load_yolo(path: str | Path, *, var: str) -> Any:
-    """``ultralytics.YOLO`` for the checkpoint at ``path``: restricted unpickling, or full
-    unpickling when the file's SHA-256 is in ``BIASLAB_TRUSTED_WEIGHTS_SHA256``.
-
-    Call after ``persons.prepare_ultralytics_env()`` and ``torch_compat.ensure_torchvision()``.
-    Raises ``DetectorUnavailable`` naming ``var`` (the weights variable) when the file cannot be
-    loaded, and naming ``BIASLAB_TRUSTED_WEIGHTS_SHA256`` with the file's digest when the safe
-    loader refused what the file holds.
-    """
+    """``ultralytics.YOLO`` for the checkpoint at ``path``: restricted unpickling, or full unpickling when the
+    file's SHA-256 is in ``BIASLAB_TRUSTED_WEIGHTS_SHA256``."""
     source = Path(path)
     trusted = trusted_digests()
     with tempfile.TemporaryDirectory(prefix="biaslab-weights-") as folder:

@@ -1,10 +1,5 @@
-"""Reads of the model-output side: which image files are left to predict, runs, predictions and
-their export.
-
-Predictions belong to image files (``studies.Image``); a study or a T2I model reaches its files
-through their item images. A file shared by several items (one seed photo in 200 pairs) is in
-scope once and has one prediction per (detector, version).
-"""
+"""Reads of the model-output side: which image files are left to predict, runs, predictions and their
+export."""
 
 from __future__ import annotations
 
@@ -82,11 +77,8 @@ def images_pending(
     t2i_model: str = "",
     shard: Shard | None = None,
 ) -> QuerySet[Image]:
-    """Files in scope with no prediction (ok or failed) for (detector, version), by id.
-
-    A failed prediction counts as done: re-running does not retry it silently. Delete the failed
-    rows (admin) to retry them.
-    """
+    """Files in scope with no prediction (ok or failed) for (detector, version), by id. A failed prediction
+    counts as done: re-running does not retry it silently. Delete the failed rows (admin) to retry them."""
     predicted = Prediction.objects.filter(image=OuterRef("pk"), detector=detector, version=version)
     return images_in_scope(study=study, t2i_model=t2i_model, shard=shard).filter(~Exists(predicted))
 
@@ -121,13 +113,7 @@ def predictions_list(
     study: Study | None = None,
     version: str = "",
 ) -> QuerySet[PredictionWithUse]:
-    """Predictions on the files of the items in scope, by id, each once.
-
-    Each row is annotated with where its file is used — ``source_path``, ``item_key``,
-    ``study_slug`` and ``item_t2i_model`` of the file's first item image in scope (lowest id):
-    a seed photo shared by many items is named by the first of them. Predictions on files that
-    no item uses any more are not listed.
-    """
+    """Predictions on the files of the items in scope, by id, each once."""
     links = _item_images(study=study, t2i_model=t2i_model).filter(image=OuterRef("image_id")).order_by("id")
     predictions = (
         Prediction.objects.filter(Exists(links))

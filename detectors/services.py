@@ -1,11 +1,5 @@
-"""Writes of the model-output side: storing predictions and running a detector (the import of
-predictions made elsewhere: ``detectors.imports``).
-
-Predictions belong to image files: one row per (file, detector, version), validated against its
-kind's schema (``detectors.kinds``) before it is stored. ``detector_run``, behind
-``run_detectors``, is a restartable loop storing each batch in one transaction; the unique
-constraint on (image, detector, version) keeps overlapping workers from storing a duplicate.
-"""
+"""Writes of the model-output side: storing predictions and running a detector (the import of predictions made
+elsewhere: ``detectors.imports``)."""
 
 from __future__ import annotations
 
@@ -162,33 +156,6 @@ def prediction_store(
 
 
 # --- detector runs -------------------------------------------------------------------------------
-def detector_run_start(
-    *,
-    detector: str,
-    version: str,
-    study: Study | None,
-    t2i_model: str,
-    shard: Shard | None,
-    device: str,
-    batch_size: int,
-    n_total: int,
-    n_skipped: int,
-) -> DetectorRun:
-    return DetectorRun.objects.create(
-        study=study,
-        detector=detector,
-        version=version,
-        t2i_model=t2i_model,
-        shard=str(shard) if shard else "",
-        device=device,
-        batch_size=batch_size,
-        host=socket.gethostname()[:200],
-        status=RunStatus.RUNNING,
-        n_total=n_total,
-        n_skipped=n_skipped,
-    )
-
-
 def detector_run_finish(*, run: DetectorRun, status: str, error: str = "") -> DetectorRun:
     """Close a run as finished, interrupted or failed (counters were kept up to date per batch)."""
     run.refresh_from_db()
@@ -222,13 +189,10 @@ def _open_async(pool: ThreadPoolExecutor, images: Sequence[Image]) -> list[Futur
 def _predict_batch(
     detector: Detector,
     images: Sequence[Image],
-    opened: Sequence[Opened] | None = None,
+    opened: Sequence[Opened],
     questions: Sequence[tuple[str, ...]] | None = None,
 ) -> list[PredictionRecord]:
-    """Predict one batch (decoded by a prefetch, or opened here); every image file gets exactly
-    one record, ok or failed (``outputs_predict``, shared with the ray workers)."""
-    if opened is None:
-        opened = [_open_or_error(image) for image in images]
+    """Predict one decoded batch; every image file gets exactly one record, ok or failed."""
     outcomes = outputs_predict(detector, opened, questions)
     return [
         _record(detector, image.pk, outcome, size=(image.width, image.height))
@@ -247,23 +211,20 @@ def _record(
     declared, or one that breaks its kind's schema, is that file's failure, never the batch's."""
     declared = detector.declared_kind
     if isinstance(outcome, ItemError):
-        return PredictionRecord.failure(image_id, outcome.message, outcome.seconds, declared)
-    if outcome.kind != declared:
-        return PredictionRecord.failure(
-            image_id,
-            f"{detector.key} declares {declared} output but returned {outcome.kind}",
-            outcome.seconds,
-            declared,
-        )
-    try:
-        output = output_validate(outcome.kind, outcome.output)
-        if size is not None and outcome.kind == KIND_OBJECTS:
-            objects_inside_image(output, *size)
-    except OutputInvalid as exc:
-        return PredictionRecord.failure(
-            image_id, f"invalid {declared} output: {exc}", outcome.seconds, declared
-        )
-    return PredictionRecord(image_id=image_id, kind=outcome.kind, output=output, seconds=outcome.seconds)
+        error = outcome.message
+    elif outcome.kind != declared:
+        error = f"{detector.key} declares {declared} output but returned {outcome.kind}"
+    else:
+        try:
+            output = output_validate(outcome.kind, outcome.output)
+            if size is not None and outcome.kind == KIND_OBJECTS:
+                objects_inside_image(output, *size)
+            return PredictionRecord(
+                image_id=image_id, kind=outcome.kind, output=output, seconds=outcome.seconds
+            )
+        except OutputInvalid as exc:
+            error = f"invalid {declared} output: {exc}"
+    return PredictionRecord.failure(image_id, error, outcome.seconds, declared)
 
 
 @dataclass
@@ -308,13 +269,9 @@ def detector_run(
     executor: Executor | None = None,
     send_images: bool = False,
 ) -> RunOutcome:
-    """Predict every image file in scope (``study``, ``t2i_model``, ``shard``; a file once) that
-    has no prediction for (detector, version_id), in batches by id, each stored with the run's
-    counters. Nothing pending: no run row. DetectorUnavailable: the run stored as failed, then
-    re-raised. ``should_stop`` after each batch ends the run as interrupted; a later call goes
-    on. A judge is bound to the study's questions first (StudyAskError when it cannot be). With
-    an ``executor`` (``--executor ray``) the workers predict and this process validates and
-    stores (``_run_batches_remote``)."""
+    """Predict every image file in scope (``study``, ``t2i_model``, ``shard``; a file once) that has no
+    prediction for (detector, version_id), in batches by id, each stored with the run's counters. Nothing
+    pending: no run row. DetectorUnavailable: the run stored as failed, then re-raised."""
     detector_name_check(detector.key)
     if executor is not None and detector.in_process_only:
         raise ExecutorError(
@@ -337,14 +294,16 @@ def detector_run(
             message=_nothing_to_do(in_scope, study=study, shard=shard, done=f"{detector.key}@{version}"),
         )
     n_total = min(n_pending, limit) if limit else n_pending
-    run = detector_run_start(
+    run = DetectorRun.objects.create(
+        study=study,
         detector=detector.key,
         version=version,
-        study=study,
         t2i_model=t2i_model,
-        shard=shard,
+        shard=str(shard) if shard else "",
         device=detector.device,
         batch_size=batch_size,
+        host=socket.gethostname()[:200],
+        status=RunStatus.RUNNING,
         n_total=n_total,
         n_skipped=in_scope - n_pending,
     )
@@ -358,32 +317,15 @@ def detector_run(
         detector_run_finish(run=run, status=RunStatus.FAILED, error=error)
         raise
     meter = progress(n_total) if progress else None
+    loop: dict[str, Any] = dict(
+        run=run, detector=detector, study=study, pending=pending, batch_size=batch_size,
+        n_total=n_total, should_stop=should_stop, meter=meter,
+    )  # fmt: skip
     try:
         if executor is None:
-            status = _run_batches(
-                run=run,
-                detector=detector,
-                study=study,
-                version=version,
-                pending=pending,
-                batch_size=batch_size,
-                n_total=n_total,
-                should_stop=should_stop,
-                meter=meter,
-            )
+            status = _run_batches(**loop, version=version)
         else:
-            status = _run_batches_remote(
-                executor=executor,
-                detector=detector,
-                study=study,
-                run=run,
-                pending=pending,
-                batch_size=batch_size,
-                n_total=n_total,
-                should_stop=should_stop,
-                meter=meter,
-                send_images=send_images,
-            )
+            status = _run_batches_remote(**loop, executor=executor, send_images=send_images)
     except BaseException as exc:  # a crash (or a second Ctrl-C) must not leave a "running" row
         detector_run_finish(run=run, status=RunStatus.FAILED, error=_error_text(exc))
         raise

@@ -1,10 +1,4 @@
-"""Skin tone as BiasPainter measures it (Wang et al. 2024, section 3.4, Figure 3): pure image maths.
-
-Given an RGB image and the 68 dlib landmarks of one face (a (68, 2) array; dlib is never
-imported here), keep the face's skin and average its gray value; the result carries the mask for
-:func:`mask_overlay`. The region, the holes, the thresholds and :data:`TIGHT_SETTINGS`:
-docs/reference/detector-rules.md. Higher gray = lighter skin.
-"""
+"""Skin tone as BiasPainter measures it (Wang et al. 2024, section 3.4, Figure 3): pure image maths."""
 
 from __future__ import annotations
 
@@ -68,12 +62,7 @@ TIGHT_SETTINGS = SkinSettings(forehead="brows", forehead_lift=0.1, eye_scale=1.4
 
 @dataclass(frozen=True, eq=False)
 class SkinTone:
-    """One face's skin measurement.
-
-    ``gray``: mean (R + G + B) / 3 of the skin pixels, None when no pixel is left (face off the
-    image, all highlight). ``mask``: (H, W) bool, True on the pixels averaged. ``n_pixels``: their
-    count; ``n_region_pixels``: pixels of the face region before highlights and black were dropped.
-    """
+    """One face's skin measurement."""
 
     gray: float | None
     mask: np.ndarray
@@ -82,10 +71,8 @@ class SkinTone:
 
 
 def as_rgb_array(image: np.ndarray | Image.Image) -> np.ndarray:
-    """An (H, W, 3) uint8 array from a PIL image (converted to RGB) or an RGB(A) uint8 array.
-
-    Raises :class:`SkinInputError` for anything else (gray arrays, floats, empty images).
-    """
+    """An (H, W, 3) uint8 array from a PIL image (converted to RGB) or an RGB(A) uint8 array. Raises
+    :class:`SkinInputError` for anything else (gray arrays, floats, empty images)."""
     if isinstance(image, Image.Image):
         array = np.asarray(image.convert("RGB"))
     else:
@@ -118,12 +105,7 @@ def _unit(vector: np.ndarray, what: str) -> np.ndarray:
 
 
 def face_region_polygon(landmarks: np.ndarray, settings: SkinSettings | None = None) -> np.ndarray:
-    """The face outline as an (N, 2) array: jaw 0 -> 16, then the forehead arc back towards 0.
-
-    ``semicircle``: the half circle whose diameter is landmarks 0-16, on the side away from the
-    chin. ``brows``: landmarks 26 -> 17 lifted by ``forehead_lift`` x the chin-to-brow distance
-    along the chin -> brow direction. Both follow a tilted head.
-    """
+    """The face outline as an (N, 2) array: jaw 0 -> 16, then the forehead arc back towards 0."""
     settings = settings or SkinSettings()
     points = checked_landmarks(landmarks)
     brows = points[list(BROWS)]
@@ -183,12 +165,7 @@ def skin_tone(
     landmarks: np.ndarray | list[list[float]],
     settings: SkinSettings | None = None,
 ) -> SkinTone:
-    """Mean gray of the face's skin, with the mask it was taken over (docs/reference/detector-rules.md).
-
-    ``image``: RGB uint8 array (H, W, 3) or a PIL image; ``landmarks``: dlib's 68 points (x, y)
-    in that image's pixels. Raises :class:`SkinInputError` for a bad image, bad landmarks or
-    bad settings; returns ``gray=None`` when no skin pixel is left.
-    """
+    """Mean gray of the face's skin, with the mask it was taken over (docs/reference/detector-rules.md)."""
     array = as_rgb_array(image)
     mask, region = skin_mask(array, landmarks, settings)
     n_pixels = int(mask.sum())

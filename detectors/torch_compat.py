@@ -1,15 +1,4 @@
-"""Make torchvision importable next to a CPU-only torch.
-
-The package registry here only has CUDA builds of torchvision 0.28; with the CPU torch its C++
-extension does not load and ``import torchvision`` fails with "operator torchvision::nms does
-not exist" — which breaks transformers, diffusers and ultralytics too, since they import
-torchvision whenever it is installed. Registering a pure-torch ``torchvision::nms`` before the
-first import fixes all four. On a machine whose torchvision extension loads (any CUDA install)
-this does nothing.
-
-Call ``ensure_torchvision()`` before importing transformers, diffusers, ultralytics or
-torchvision. It is idempotent and cheap after the first call.
-"""
+"""Make torchvision importable next to a CPU-only torch."""
 
 from __future__ import annotations
 

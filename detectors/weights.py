@@ -1,11 +1,4 @@
-"""Where a detector's weights come from: an environment variable, else a default, never the network.
-
-``BIASLAB_<KEY>_WEIGHTS`` names a local folder, a local file or a hub id already in the local
-Hugging Face cache (checked without a network call); without it ``DEFAULT_WEIGHTS`` applies.
-Whatever is wrong, ``resolve_weights`` raises ``DetectorUnavailable`` naming the variable.
-``check_tokenizer_covers`` catches the offline trap of a 2-token ``CLIPTokenizer``.
-docs/reference/detectors.md (Weights).
-"""
+"""Where a detector's weights come from: an environment variable, else a default, never the network."""
 
 from __future__ import annotations
 
@@ -49,15 +42,7 @@ def resolve_weights(
     override: str | None = None,
     what: str = "",
 ) -> str:
-    """The weights to load for ``key``: ``configured_value(key, default, override=override)``.
-
-    Returns an absolute path for a local folder or file, or the hub id itself when that repo is
-    in the local Hugging Face cache (load it with ``local_files_only=True``). Raises
-    ``DetectorUnavailable`` naming ``BIASLAB_<KEY>_WEIGHTS`` otherwise. ``config_names``: the
-    files of which a folder (or cached hub repo) must hold at least one. ``what``: what the
-    variable should point to, in the user's words (``"the FairFace checkpoint …"``), so the
-    message tells a user which file to fetch, not only which variable to set.
-    """
+    """The weights to load for ``key``: ``configured_value(key, default, override=override)``."""
     var = weights_env_var(key)
     value = configured_value(key, default, override=override)
     if not value:
@@ -79,11 +64,9 @@ def resolve_weights(
 
 
 def configured_value(key: str, default: str | None = None, *, override: str | None = None) -> str:
-    """The weights as configured, unchecked: ``override`` (a detector's ``weights`` option),
-    else ``BIASLAB_<KEY>_WEIGHTS``, else ``default``, else ``DEFAULT_WEIGHTS[key]``, else ``""``.
-
-    One order for loading and for version strings, so a version always names what was loaded.
-    """
+    """The weights as configured, unchecked: ``override`` (a detector's ``weights`` option), else
+    ``BIASLAB_<KEY>_WEIGHTS``, else ``default``, else ``DEFAULT_WEIGHTS[key]``, else ``""``. One order for
+    loading and for version strings, so a version always names what was loaded."""
     return (
         str(override or "").strip()
         or os.environ.get(weights_env_var(key), "").strip()
@@ -141,12 +124,7 @@ def hub_load_kwargs() -> dict[str, Any]:
 
 
 def check_tokenizer_covers(tokenizer: Any, texts: Iterable[str], *, var: str) -> None:
-    """Raise DetectorUnavailable unless ``tokenizer`` spells every word of ``texts``.
-
-    The offline trap: a tokenizer built from nothing (2 tokens) turns every word into the
-    unknown token instead of failing. A real vocabulary never needs it for plain English
-    prompts, so any unknown token means the weights are not the real ones.
-    """
+    """Raise DetectorUnavailable unless ``tokenizer`` spells every word of ``texts``."""
     unk = getattr(tokenizer, "unk_token_id", None)
     for text in texts:
         # Without special tokens: CLIP's unknown token *is* its end-of-text token.
@@ -160,12 +138,7 @@ def check_tokenizer_covers(tokenizer: Any, texts: Iterable[str], *, var: str) ->
 
 
 def weights_label(value: str) -> str:
-    """How weights appear in a detector version: a hub id as written, a local path by its name.
-
-    Shards on different GPU hosts mount the same weights at different paths, so only the file
-    or folder name enters the version (``/models/fairface.pt`` → ``fairface.pt``). ``""`` (no
-    weights configured) → ``"unconfigured"``, so the version is known before ``load()`` fails.
-    """
+    """How weights appear in a detector version: a hub id as written, a local path by its name."""
     value = value.strip()
     if not value:
         return "unconfigured"

@@ -1,23 +1,4 @@
-"""The editing itself, without Django: what a Ray worker of ``edit_images --executor ray`` runs.
-
-``generation.editing`` plans the pairs from the database, skips those stored and writes the
-results; this module only loads an editor and edits seed photos — so a worker process, which
-never has Django configured (detectors/executors/ray_executor.py), can import it. The split
-mirrors generation's: ``generation.generation`` keeps its pipeline functions importable without
-Django, and ``generation.workers.EditWorker`` holds one ``SeedEditor`` for its lifetime.
-
-Editors. ``sd15``, ``sd21``, ``sdxl`` and ``instruct-pix2pix`` name the paper's checkpoints
-(``EDITORS``); any other name is a diffusers hub id or a local folder, and
-``BIASLAB_T2I_<NAME>_WEIGHTS`` overrides the source (``editor_resolve``). An InstructPix2Pix
-checkpoint runs as ``StableDiffusionInstructPix2PixPipeline`` (``strength`` does not apply;
-``image_guidance`` does); any other Stable Diffusion checkpoint runs as its image-to-image
-pipeline (``image_guidance`` does not apply). Unset settings take the pipeline's own defaults,
-recorded as the values used (``editor_info``).
-
-A task (``EditTask``) is plain data: the prompt as given to the editor, the noise seed, the seed
-photo's SHA-256 and where to read it (a path, or its bytes for a worker without MEDIA_ROOT). The
-result (``Edited``) is the edit's PNG bytes, its size and the safety checker's flag.
-"""
+"""The editing itself, without Django: what a Ray worker of ``edit_images --executor ray`` runs."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Editing seed photos with a diffusers image-to-image pipeline, restartably (BiasPainter).
-
-``edit_run`` is the loop behind ``edit_images``: every seed photo edited with every prompt, each
-output an item of a pair-change study with two images (roles ``input`` and ``output``). With an
-``executor`` the editor runs in its workers and this process plans and writes. Editors, seeds,
-keys and shards: docs/reference/detectors.md (``edit_images``).
-"""
+"""Editing seed photos with a diffusers image-to-image pipeline, restartably (BiasPainter)."""
 
 from __future__ import annotations
 
@@ -107,14 +101,7 @@ def seeds_from_study(seeds_study: Study) -> list[SeedPhoto]:
 
 
 def seeds_from_folder(folder: str | Path) -> list[SeedPhoto]:
-    """Import the seed photos of ``folder`` as image files and return them, by path.
-
-    With ``folder/seeds.csv`` (column ``image``, a path relative to the folder, and any of
-    ``seed_gender``/``gender``, ``seed_race``/``race``, ``seed_age_group``/``age_group``) exactly
-    its rows are the seeds; otherwise every PNG/JPEG/WebP file under the folder, without
-    metadata. Every file is checked before any is stored: one bad row or file raises
-    EditingError listing them all, and nothing is imported.
-    """
+    """Import the seed photos of ``folder`` as image files and return them, by path."""
     root = Path(folder).expanduser()
     if not root.is_dir():
         raise EditingError(f"Seeds folder {str(root)!r} does not exist.")
@@ -286,18 +273,7 @@ def edit_run(
     executor: Executor | None = None,
     send_images: bool = False,
 ) -> GenerationOutcome:
-    """Edit and store every missing pair of this shard; returns counts (``created`` pairs).
-
-    ``generate_images``' loop (``generation.generation.batches_run``): the editor runs one batch
-    ahead in a thread while this thread stores the previous batch, each pair in its own
-    transaction (``studies.imports.images.item_image_store``); ``should_stop`` is checked before each
-    batch; a restart re-edits at most the batches in flight. ``pipe`` is loaded when not given.
-
-    With an ``executor`` (``--executor ray``, not started yet) the editor is loaded only in its
-    workers; they read the seed photos from MEDIA_ROOT, or get their bytes with
-    ``send_images``. A job whose worker died on it alone is reported through ``on_warning`` and
-    left for a re-run. Only this thread writes the database, either way.
-    """
+    """Edit and store every missing pair of this shard; returns counts (``created`` pairs)."""
     study_check(study)
     jobs, skipped = edit_plan(
         study=study, editor=model.name, seeds=seeds, prompts=prompts, settings=settings, shard=shard

@@ -1,9 +1,4 @@
-"""Generating a study's images with a diffusers text-to-image pipeline, restartably.
-
-``generation_run`` is the loop behind ``generate_images``: it plans (prompt, index) jobs, skips
-those already stored, generates the rest in batches and stores each image as an item of the
-study. Seeds, paths and weights: docs/reference/generation.md.
-"""
+"""Generating a study's images with a diffusers text-to-image pipeline, restartably."""
 
 from __future__ import annotations
 
@@ -53,10 +48,9 @@ class GenerationError(Exception):
 # --- prompt sets ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PromptSpec:
-    """One prompt of a prompt set; ``extra`` holds the set's other columns as (name, value)
-    pairs, in file order (a tuple, so the spec stays hashable). ``folder`` is the sub-folder of
-    ``category/word`` its images go to: ``""`` when the prompt has that category and word to
-    itself, else ``prompt_folder(text)`` (set by ``prompt_set_load``)."""
+    """One prompt of a prompt set; ``extra`` holds the set's other columns as (name, value) pairs, in file
+    order (a tuple, so the spec stays hashable). ``folder`` is the sub-folder of ``category/word`` its images
+    go to ("" when the prompt has that category and word to itself)."""
 
     category: str
     word: str
@@ -97,13 +91,7 @@ def prompt_folder(text: str) -> str:
 
 
 def prompt_set_load(name_or_path: str) -> list[PromptSpec]:
-    """Read and validate a prompt set; every problem is reported with its line number.
-
-    Columns category, word and prompt are required; any other named column (gender, setting,
-    template …) is kept per prompt and becomes the metadata of the items generated from it.
-    Each prompt text appears once (it identifies the prompt); a category and word may repeat
-    (gep2023), and then each of those prompts gets its own ``folder`` (see the module docstring).
-    """
+    """Read and validate a prompt set; every problem is reported with its line number."""
     path = prompt_set_path(name_or_path)
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:
@@ -179,17 +167,14 @@ def t2i_model_resolve(name: str) -> ModelSource:
 
 
 def image_seed(*, t2i_model: str, prompt: str, index: int, seed_base: int = 0) -> int:
-    """Deterministic 63-bit seed of one image (see the module docstring)."""
+    """Deterministic 63-bit seed of one image (docs/reference/generation.md, Seeds)."""
     digest = hashlib.sha256(f"{seed_base}|{t2i_model}|{prompt}|{index}".encode()).digest()
     return int.from_bytes(digest[:8], "big") >> 1
 
 
 def template_seed(*, t2i_model: str, template: str, index: int, seed_base: int = 0) -> int:
-    """The seed of image ``index`` of every prompt of ``template`` (policy ``template``).
-
-    The ``template=`` prefix keeps it apart from the seed of a prompt whose text happens to
-    equal a template's name.
-    """
+    """The seed of image ``index`` of every prompt of ``template`` (policy ``template``). The ``template=``
+    prefix keeps it apart from the seed of a prompt whose text happens to equal a template's name."""
     return image_seed(t2i_model=t2i_model, prompt=f"template={template}", index=index, seed_base=seed_base)
 
 
@@ -250,14 +235,8 @@ def generation_plan(
     seed_base: int = 0,
     seed_by: str = "prompt",
 ) -> tuple[list[Job], int]:
-    """(jobs still to generate, number already stored) — resuming means skipping the images the
-    study already has: same key (the generated path), or same prompt (category, word, text) and
-    index under another path.
-
-    Raises GenerationError for a seed policy the prompts cannot follow (``seed_policy_check``),
-    and when an image already stored has another seed than the one planned for it (made with
-    another ``seed_by`` or ``seed_base``): mixing the two would break the seed pairing.
-    """
+    """(jobs still to generate, number already stored) — resuming means skipping the images the study already
+    has: same key (the generated path), or same prompt (category, word, text) and index under another path."""
     from studies.models import Item
 
     seed_policy_check(prompts, seed_by)
@@ -386,7 +365,7 @@ def pipeline_run(
     pipe: Any, *, prompts: Sequence[str], seeds: Sequence[int], options: dict[str, Any], **inputs: Any
 ) -> Any:
     """One batch through a diffusers pipeline → its result (PIL images). Noise from one CPU
-    ``torch.Generator`` per seed (module docstring); an option left ``None`` is not passed, so
+    ``torch.Generator`` per seed; an option left ``None`` is not passed, so
     the pipeline uses its own default; ``inputs`` go as they are (an editor's ``image``)."""
     import torch
 
@@ -427,11 +406,6 @@ def pipeline_worker_spec(worker: str, model: ModelSource, settings: Any) -> Work
     )
 
 
-def generation_worker_spec(model: ModelSource, settings: Settings) -> WorkerSpec:
-    """How a worker loads the pipeline: the model's source and the generation settings."""
-    return pipeline_worker_spec("GenerationWorker", model, settings)
-
-
 # --- the loop ------------------------------------------------------------------------------------
 @dataclass
 class GenerationOutcome:
@@ -470,12 +444,7 @@ def _produce(
     should_stop: Callable[[], bool],
     abandoned: threading.Event,
 ) -> None:
-    """Generator thread: run the pipeline batch after batch, hand (batch, images) to the storer.
-
-    Runs beside the main thread so that storing batch k (PNG encoding, hashing, database) overlaps
-    generating batch k+1 on the device. Checks the stop flag before each batch; puts ``_DONE``
-    at the end, or the exception that ended it.
-    """
+    """Generator thread: run the pipeline batch after batch, hand (batch, images) to the storer."""
     try:
         for start in range(0, len(jobs), batch_size):
             if should_stop() or abandoned.is_set():
@@ -499,21 +468,8 @@ def batches_run(
     executor: Executor | None = None,
     payload: Callable[[Any], Any] | None = None,
 ) -> tuple[int, float]:
-    """The batch/stop/progress loop of ``generation_run`` (and ``generation.editing``): returns
-    (jobs stored, seconds).
-
-    A generator thread calls ``run_batch(batch)`` (one image per job, in order; one batch ahead
-    at most) while this thread calls ``store(job, image)`` for the previous batch — only this
-    thread may touch the database. ``should_stop`` is checked before each batch is generated;
-    an exception of ``run_batch`` or ``store`` ends the loop and is re-raised here.
-
-    With an ``executor`` (``--executor ray``, already started) ``run_batch`` is not used: the
-    batches go to the executor's workers, several in flight, and this thread calls
-    ``store(job, output)`` with each worker's output — or the ``ItemError`` of a job whose
-    worker died on it alone (``detectors.remote.batches_run_remote``); each job goes to them as
-    ``payload(job)`` when given (plain data for a job that holds database rows). Same contract
-    otherwise.
-    """
+    """The batch/stop/progress loop of ``generation_run`` (and ``generation.editing``): returns (jobs stored,
+    seconds)."""
     if executor is not None:
         return batches_run_remote(
             executor,
@@ -571,20 +527,7 @@ def generation_run(
     on_warning: Callable[[str], None] = lambda message: None,
     executor: Executor | None = None,
 ) -> GenerationOutcome:
-    """Generate and store every missing image; returns counts. ``pipe`` is loaded when not given.
-
-    A generator thread runs the pipeline (one batch ahead at most) while this thread stores the
-    previous batch's images one by one (each store is its own transaction in
-    ``studies.imports.images.item_image_store``; a restart re-generates at most the batches in flight).
-    Only this thread touches the database. ``should_stop`` is checked before each batch is
-    generated.
-
-    With an ``executor`` (``--executor ray``) the pipeline is loaded only in its workers, which
-    return PNG bytes (``batches_run`` hands them the batches); this process plans, checks the
-    seeds and stores every image through the same storer, so the items, seeds, params and
-    metadata are those of a local run. A job whose worker died on it alone is reported through
-    ``on_warning`` and left for a re-run.
-    """
+    """Generate and store every missing image; returns counts. ``pipe`` is loaded when not given."""
     question_keys_check(study=study, prompts=prompts)
     prompt_metadata_check(study=study, prompts=prompts)
     jobs, skipped = generation_plan(
@@ -599,7 +542,7 @@ def generation_run(
     if not jobs:
         return outcome
     if executor is not None:  # --executor ray: workers generate, this process stores
-        info = executor.start(generation_worker_spec(model, settings))
+        info = executor.start(pipeline_worker_spec("GenerationWorker", model, settings))
     else:
         if pipe is None:
             pipe = pipeline_load(model, device=settings.device)

@@ -1,11 +1,5 @@
-"""The workers of ``generate_images`` and ``edit_images`` on an executor (``--executor ray``):
-a diffusers pipeline held for the worker's lifetime, on plain data in and out. No Django here.
-
-They follow the contract of ``detectors/executors/workers.py`` (``load``, ``prepare``, ``run``)
-and are built where they run from the ``WorkerSpec`` of ``generation_worker_spec`` or
-``edit_worker_spec``, which name them by dotted path: the modules that start a run never import
-this one, so the arrows between generation.py, edit_pipeline.py and here point one way only.
-"""
+"""The workers of ``generate_images`` and ``edit_images`` on an executor (``--executor ray``): a diffusers
+pipeline held for the worker's lifetime, on plain data in and out. No Django here."""
 
 from __future__ import annotations
 

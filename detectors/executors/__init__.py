@@ -1,11 +1,4 @@
-"""Where the model work of a long command runs: in this process (local) or on a Ray cluster.
-
-Plain data only: a worker is built from a picklable ``WorkerSpec`` in the process that runs it and
-keeps its model; a batch is a list of ``(key, payload)`` items, answered in order by a value or an
-``ItemError``; the driver (the command's process) submits batches and alone writes the database.
-The interface is base.py, the detector's worker workers.py, Ray's ray_executor.py. Nothing here
-imports Django: worker processes must never reach the database. docs/how-to/ray.md.
-"""
+"""Where the model work of a long command runs: in this process (local) or on a Ray cluster."""
 
 from __future__ import annotations
 
@@ -91,11 +84,9 @@ def executor_arguments(parser: argparse.ArgumentParser, *, send_images: bool = F
 def executor_from_options(
     options: dict[str, Any], *, device: str, log: Callable[[str], None] = lambda text: None
 ) -> Executor | None:
-    """The executor a command's options ask for; None for ``--executor local``.
-
-    Raises ValueError for contradictory options (the command turns it into a CommandError) and
-    ``RayMissing`` without Ray. Ray is imported only here, only for ``--executor ray``.
-    """
+    """The executor a command's options ask for; None for ``--executor local``. Raises ValueError for
+    contradictory options (the command turns it into a CommandError) and ``RayMissing`` without Ray. Ray is
+    imported only here, only for ``--executor ray``."""
     ray_only = ("ray_address", "num_workers", "num_gpus_per_worker")
     if options.get("executor", "local") == "local":
         given = [f"--{name.replace('_', '-')}" for name in ray_only if options.get(name) not in (None, "")]

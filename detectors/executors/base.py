@@ -1,10 +1,5 @@
-"""The executor interface itself: workers built from a ``WorkerSpec``, batches of ``(key,
-payload)`` items, ``BatchResult``s, and the driver's loop ``batches_drive``.
-
-Every module of this package imports from here, never from the package's ``__init__`` (which
-imports ``ray_executor`` to build a Ray executor): so no module of the package imports one that
-imports it back. No Django here either (see ``detectors/executors/__init__.py``).
-"""
+"""The executor interface itself: workers built from a ``WorkerSpec``, batches of ``(key, payload)`` items,
+``BatchResult``s, and the driver's loop ``batches_drive``."""
 
 from __future__ import annotations
 
@@ -25,10 +20,8 @@ RAY_INSTALL = ".venv/bin/pip install -r requirements-ray.txt"
 
 
 class ExecutorError(Exception):
-    """The executor cannot do its job: Ray missing, too few resources, workers that keep dying.
-
-    The message is for the user and says what to do.
-    """
+    """The executor cannot do its job: Ray missing, too few resources, workers that keep dying. The message is
+    for the user and says what to do."""
 
 
 class RayMissing(ExecutorError):
@@ -42,11 +35,9 @@ class RayMissing(ExecutorError):
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """How to build a worker where it runs: ``import_string(factory)(**kwargs)``.
-
-    Both parts are picklable plain data, so the spec travels to any process or node; ``label``
-    names the work in messages (a detector key, a T2I model name).
-    """
+    """How to build a worker where it runs: ``import_string(factory)(**kwargs)``. Both parts are picklable
+    plain data, so the spec travels to any process or node; ``label`` names the work in messages (a detector
+    key, a T2I model name)."""
 
     factory: str
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -112,21 +103,17 @@ class WorkerStats:
 
 
 class Executor(ABC):
-    """Runs batches on workers built from one spec. Use as a context manager (``close()`` at exit).
-
-    The driver keeps up to ``capacity`` batches in flight with ``submit`` and takes them back in
-    completion order with ``next_result``; ``batches_drive`` does exactly that.
-    """
+    """Runs batches on workers built from one spec. Use as a context manager (``close()`` at exit). The driver
+    keeps up to ``capacity`` batches in flight with ``submit`` and takes them back in completion order with
+    ``next_result``; ``batches_drive`` does exactly that."""
 
     name: str = ""
 
     @abstractmethod
     def start(self, spec: WorkerSpec) -> dict[str, Any]:
-        """Build and load the workers; returns what ``load()`` said (the same on every worker).
-
-        Raises what the worker's ``load()`` raised (e.g. ``DetectorUnavailable``) and
-        ``ExecutorError`` when the workers cannot be had.
-        """
+        """Build and load the workers; returns what ``load()`` said (the same on every worker). Raises what
+        the worker's ``load()`` raised (e.g. ``DetectorUnavailable``) and ``ExecutorError`` when the workers
+        cannot be had."""
 
     @property
     @abstractmethod
@@ -169,13 +156,8 @@ def batches_drive(
     *,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> bool:
-    """Keep the executor full from ``batches`` and hand every result to ``on_result`` (the
-    driver's database write). Returns True when ``batches`` ran out, False when stopped.
-
-    ``batches`` is pulled lazily in this thread, so a database read that makes the next batch
-    happens here too. On ``should_stop`` no new batch is submitted and the ones in flight are
-    still received and stored: their work is done or nearly so, and storing it is cheap.
-    """
+    """Keep the executor full from ``batches`` and hand every result to ``on_result`` (the driver's database
+    write). Returns True when ``batches`` ran out, False when stopped."""
     exhausted = False
     while True:
         while not exhausted and executor.in_flight < executor.capacity and not should_stop():

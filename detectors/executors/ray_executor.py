@@ -1,11 +1,4 @@
-"""``--executor ray``: a pool of Ray actors, each holding one loaded worker for its lifetime.
-
-The driver submits at most ``batches_per_worker`` batches per actor, takes results back in
-completion order and alone writes the database; Django's settings are blanked in each actor, and
-the driver's ``BIASLAB_*``, ``HF_*``, ``TRANSFORMERS_*`` and ``YOLO_*`` variables passed on. A
-batch a dead worker held is given to another; one that killed ``max_attempts`` workers is split,
-and an item that kills a worker alone becomes its ``ItemError``. docs/how-to/ray.md.
-"""
+"""``--executor ray``: a pool of Ray actors, each holding one loaded worker for its lifetime."""
 
 from __future__ import annotations
 
@@ -54,19 +47,16 @@ def ray_import() -> Any:
 
 
 def worker_env() -> dict[str, str]:
-    """The environment variables every worker gets (see the module docstring)."""
+    """The environment variables every worker gets (docs/how-to/ray.md)."""
     env = {name: value for name, value in os.environ.items() if name.startswith(FORWARDED_ENV_PREFIXES)}
     env.update(dict.fromkeys(BLANKED_ENV, ""))
     return env
 
 
 class WorkerHost:
-    """The actor: builds the worker from its spec on ``load()`` and runs batches on it.
-
-    Building happens in ``load()`` rather than ``__init__`` so that an import error or a
-    missing weight comes back as that call's exception (re-raised in the driver) instead of an
-    actor that died at birth.
-    """
+    """The actor: builds the worker from its spec on ``load()`` and runs batches on it. Building happens in
+    ``load()`` rather than ``__init__`` so that an import error or a missing weight comes back as that call's
+    exception (re-raised in the driver) instead of an actor that died at birth."""
 
     def __init__(self, spec: WorkerSpec, name: str, env: dict[str, str]) -> None:
         # An actor owns its process until it dies, so this environment is the worker's own.
@@ -129,7 +119,7 @@ class _Actor:
 
 
 class RayExecutor(Executor):
-    """Ray actors as workers; see the module docstring. ``address``: '' starts a Ray on this
+    """Ray actors as workers (docs/how-to/ray.md). ``address``: '' starts a Ray on this
     machine for the run (or uses the one this process already started, as the tests do),
     'auto' or 'HOST:PORT' joins a running cluster."""
 
@@ -325,16 +315,7 @@ class RayExecutor(Executor):
         self._ready.append(BatchResult(keys, tuple(outputs), actor.name, seconds))
 
     def _lost(self, actor: _Actor, first: _Pending, exc: BaseException) -> None:
-        """``actor`` died with ``first`` in hand: replace it, and give its batches to others.
-
-        Of the batches it had in hand, those whose result had come back are kept. Of the lost
-        ones, the oldest is taken to be the one it was running (a worker runs its batches in the
-        order given) and counts an attempt; all of them are retried alone ("solo"), so that a
-        second death names its batch for sure. After ``max_attempts`` a batch is split into
-        single items; a single item is returned as an ``ItemError`` only when its worker died
-        with nothing else in hand — never on a guess, since the reply of a finished batch can
-        die with the process and leave the oldest lost batch innocent.
-        """
+        """``actor`` died with ``first`` in hand: replace it, and give its batches to others."""
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         lost = [first]
         for ref in list(actor.in_hand):

@@ -1,16 +1,6 @@
-"""The workers: what runs where the model is, on plain data in and out. No Django here.
-
-A worker is built from a ``WorkerSpec`` (``detectors.executors``) and has three methods:
-
-- ``load()`` loads the model once and returns what the driver must check (the detector's
-  version, the pipeline's effective settings) — the same on every worker, or the run stops;
-- ``prepare(payload)`` does one item's I/O and decoding (thread-safe; Pillow releases the GIL);
-- ``run(keys, prepared)`` runs the model on a batch and returns one output per item.
-
-``outputs_predict`` is the one place that turns decoded images into detector outputs — one per
-image, a failing batch retried image by image — for ``run_detectors``'s local loop
-(detectors/services.py) and for the workers of every other executor alike.
-"""
+"""The workers: what runs where the model is, on plain data in and out (no Django). A worker built from a
+``WorkerSpec`` has ``load()``, ``prepare(payload)`` and ``run(keys, prepared)``; ``outputs_predict`` turns
+decoded images into detector outputs for every executor (docs/explanation/model-side.md)."""
 
 from __future__ import annotations
 
@@ -44,11 +34,8 @@ class ImageBytes:
 
 
 def image_open(source: str | Path | ImageBytes) -> PILImage | str:
-    """An RGB image from a file path or an ``ImageBytes``, or ``"cannot open image: …"``.
-
-    Never raises for a bad file: a corrupt or missing image is that image's failure, stored
-    with its error, never the batch's.
-    """
+    """An RGB image from a file path or an ``ImageBytes``, or ``"cannot open image: …"``. Never raises for a
+    bad file: a corrupt or missing image is that image's failure, stored with its error, never the batch's."""
     # The one normalisation every consumer shares (EXIF orientation, 16-bit and palette/alpha to
     # 8-bit RGB); studies.imaging imports nothing of Django, so workers may use it.
     from studies.imaging import open_rgb
@@ -75,12 +62,7 @@ class AskedImage:
 @dataclass(frozen=True)
 class Predicted:
     """A detector's output for one image as plain data — its ``kind`` and the JSON object
-    ``DetectorOutput.as_output()`` gives — and the seconds it took (its share of the batch).
-
-    Plain data so that it pickles the same whatever version of ``detectors.base`` the worker
-    runs; the driver checks the kind against the detector's declared one and validates the
-    output before storing it (``detectors.services``).
-    """
+    ``DetectorOutput.as_output()`` gives — and the seconds it took (its share of the batch)."""
 
     kind: str
     output: dict[str, Any]
@@ -112,14 +94,7 @@ def outputs_predict(
     opened: Sequence[PILImage | str],
     questions: Sequence[Sequence[str]] | None = None,
 ) -> list[Predicted | ItemError]:
-    """One ``Predicted`` or ``ItemError`` per entry of ``opened``, in order.
-
-    A string in ``opened`` is an image that could not be opened: its error is kept. The others
-    go through ``detector.predict`` in one call; if that raises (or returns the wrong number of
-    outputs), each image is retried alone so one bad image does not cost the whole batch.
-    ``questions`` (a judge's run): per entry, the keys of the questions its items ask (``()``:
-    all), turned into the questions of the study the judge is bound to.
-    """
+    """One ``Predicted`` or ``ItemError`` per entry of ``opened``, in order."""
     started = time.perf_counter()
     results: list[Predicted | ItemError | None] = [None] * len(opened)
     good: list[tuple[int, PILImage]] = []
@@ -164,11 +139,8 @@ def _predict_one(detector: Detector, pil: PILImage, questions: list[Any] | None)
 
 class DetectorWorker:
     """A detector held for the worker's lifetime. Payload: an image file path or ``ImageBytes``.
-
-    ``detector_class`` is the dotted path the driver's registry maps the key to, so a detector
-    registered at run time (a plugin outside the repository, the tests' fake) is found in any
-    process that can import it.
-    """
+    ``detector_class`` is the dotted path the driver's registry maps the key to, so a detector registered at
+    run time (a plugin outside the repository, the tests' fake) is found in any process that can import it."""
 
     def __init__(
         self, *, detector_class: str, options: dict[str, Any], device: str = "cpu", ask: Any = None

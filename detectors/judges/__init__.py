@@ -1,11 +1,5 @@
-"""Judges: detectors that answer a study's own questions about each image (a VLM on this machine,
-a model behind an API), instead of one fixed question.
-
-Plain data, no Django (a Ray worker imports it): ``JudgeQuestion`` and ``StudyAsk`` (what a judge
-asks in one study; its ``digest`` is part of the judge's version), ``JudgeDetector`` (the base
-class, bound to the study by ``questions_bind``) and ``judge_output`` (probabilities per question
-to a gender verdict or an ``answers`` output). ``detectors.judges.questions`` reads the database.
-"""
+"""Judges: detectors that answer a study's own questions about each image (a VLM on this machine, a model
+behind an API), instead of one fixed question."""
 
 from __future__ import annotations
 
@@ -81,14 +75,7 @@ def judge_output(
     filtered: Mapping[str, str] | None = None,
     detail: Mapping[str, Any] | None = None,
 ) -> DetectorOutput:
-    """A judge's output for one image, of ``kind`` (``StudyAsk.kind``).
-
-    ``probabilities``: question → choice value → p (summing to 1); ``answers`` defaults to each
-    question's most likely choice; ``filtered``: questions asked but not answered → reason;
-    ``detail``: a JSON object kept for audit. Gender: the ``gender`` question's answer becomes the
-    verdict (can't tell → filtered ``uncertain``), its probabilities the scores and ``detail`` a
-    JSON string.
-    """
+    """A judge's output for one image, of ``kind`` (``StudyAsk.kind``)."""
     answers = (
         dict(answers) if answers is not None else {q: _argmax(ps) for q, ps in probabilities.items() if ps}
     )
@@ -115,11 +102,9 @@ def judge_output(
 
 
 class JudgeDetector(Detector):
-    """Base of the judges: asks each image its questions, answers with their probabilities.
-
-    Subclasses give ``judge_version`` (their own: model, prompt template …) and ``predict(batch,
-    questions=…)``. ``version_id`` adds the bound study's question digest (``+q…``).
-    """
+    """Base of the judges: asks each image its questions, answers with their probabilities. Subclasses give
+    ``judge_version`` (their own: model, prompt template …) and ``predict(batch, questions=…)``.
+    ``version_id`` adds the bound study's question digest (``+q…``)."""
 
     needs_questions: ClassVar[bool] = True
     output_kind: ClassVar[str] = KIND_ANSWERS

@@ -1,13 +1,5 @@
 """What a judge asks in a study, read from the database: ``study_ask`` (the study's questions as a
-``StudyAsk``) and ``image_question_keys`` (which of them each image's items ask).
-
-The protocol's spec decides, never its name: a study whose detectors give ``gender`` verdicts
-(``ProtocolSpec.output_kinds``) is asked its ``gender`` question with the choices male / female /
-can't tell and answered with gender outputs; one read as ``attributes`` or ``answers`` is asked
-its own questions with their own choices (the 15 yes/no presence questions of an attributes
-study, a questions study's CSV) and answered with ``answers`` outputs. Any other study (pair
-change's measurements, objects' boxes) is refused with one line.
-"""
+``StudyAsk``) and ``image_question_keys`` (which of them each image's items ask)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""A vision-language judge behind any OpenAI-compatible chat-completions server.
-
-One request per (image, question), the answer held to the question's choices where the server
-can and read strictly, retried with backoff, kept in the response cache. Settings
-``BIASLAB_JUDGE_BASE_URL`` and ``BIASLAB_JUDGE_API_KEY``; the rules: docs/reference/detector-rules.md.
-"""
+"""A vision-language judge behind any OpenAI-compatible chat-completions server."""
 
 from __future__ import annotations
 
@@ -90,9 +85,6 @@ class Usage:
 class _Refused(Exception):
     """HTTP 400/422: the server refuses this request as made (a parameter it does not take)."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-
 
 # --- pure parts: prompt, parsing, probabilities ---------------------------------------------------
 def prompt_text(template: str, question: JudgeQuestion) -> str:
@@ -131,10 +123,8 @@ def answer_text(content: str, mode: str) -> tuple[str, int] | None:
 def choice_probabilities(
     content: str, start: int, tokens: Sequence[Mapping[str, Any]], question: JudgeQuestion
 ) -> dict[str, float] | None:
-    """Each choice's probability from the ``logprobs.content`` of a response (docs/reference/detector-rules.md):
-    the alternatives for the token where the answer starts, each given to the one choice whose
-    name it begins (case-folded); None when the tokens do not spell ``content`` up to there, the
-    answer's first token begins several choices, or no alternative begins any."""
+    """Each choice's probability from the ``logprobs.content`` of a response, or None when the tokens do not
+    say (the rule: docs/reference/detector-rules.md)."""
     texts = [str(token.get("token", "")) for token in tokens]
     if not 0 <= start < len(content) or "".join(texts)[: start + 1] != content[: start + 1]:
         return None
@@ -451,10 +441,9 @@ class ApiJudgeDetector(JudgeDetector):
     def predict(
         self, batch: Sequence[PILImage], questions: Sequence[Sequence[JudgeQuestion]] | None = None
     ) -> list[DetectorOutput]:
-        """One output per image of the kind the study reads (``JudgeDetector``): its answers,
-        their probabilities when the server gave logprobs, an unparseable answer filtered as
-        ``unparseable`` with its raw text in ``detail.raw``. An image whose request failed raises
-        (the run stores its failed prediction; the batch's other images come from memory)."""
+        """One output per image of the kind the study reads (``JudgeDetector``): its answers, their
+        probabilities when the server gave logprobs, an unparseable answer filtered as ``unparseable`` with
+        its raw text in ``detail.raw``."""
         kind = self.declared_kind
         results = self.answers_for(batch, self.questions_of_batch(len(batch), questions))
         failed = next((r for r in results if isinstance(r, JudgeRequestFailed)), None)
@@ -482,12 +471,7 @@ class ApiJudgeDetector(JudgeDetector):
             self._memory.popitem(last=False)
 
     def _request(self, data_url: str, question: JudgeQuestion) -> JudgeResponseData | JudgeRequestFailed:
-        """One question about one image, with retries and the ``auto`` steps; never raises.
-
-        A refused request (HTTP 400/422) is asked again a step down the ladder (without logprobs,
-        then the next constraint). Only a step that then succeeds becomes where later requests
-        start, so a request refused for its own reason (an image too large) changes nothing.
-        """
+        """One question about one image, with retries and the ``auto`` steps; never raises."""
         rung = start = self._rung
         refusal = ""
         while True:

@@ -1,9 +1,4 @@
-"""The automatic GEP estimators of Zhang et al. 2023 (section 4): a score per attribute per image.
-
-``clip_attr`` (C), ``clip_attr_calibrated`` (CC) and ``clip_attr_cls`` (CLS), output kind
-``attributes``, on the gender CLIP detectors' weights and encoder. The texts, the classifier and
-its settings (the authors' released code): docs/reference/detectors.md (GEP attribute estimators).
-"""
+"""The automatic GEP estimators of Zhang et al. 2023 (section 4): a score per attribute per image."""
 
 from __future__ import annotations
 
@@ -82,27 +77,28 @@ class ClipAttributeDetector(_AttributeDetector):
     description = "GEP estimator C (Zhang et al. 2023): cos(image, 'a dress') per attribute"
 
     TEXTS = SIMILARITY_TEXTS
+    #: CC: each cosine minus the reference's (the last text), a float64 difference of float32 values.
+    calibrated = False
 
     def outputs(self, batch: Sequence[PILImage]) -> list[dict[str, Any]]:
         # tolist(): the float32 cosines as Python floats, exactly.
         rows = self.encoder.similarities(batch).cosine.tolist()
-        return [{"scores": dict(zip(ATTRIBUTE_KEYS, row[:-1], strict=True))} for row in rows]
+        return [
+            {
+                "scores": {
+                    key: cosine - row[-1] if self.calibrated else cosine
+                    for key, cosine in zip(ATTRIBUTE_KEYS, row[:-1], strict=True)
+                }
+            }
+            for row in rows
+        ]
 
 
-class ClipAttributeCalibratedDetector(_AttributeDetector):
+class ClipAttributeCalibratedDetector(ClipAttributeDetector):
     key = "clip_attr_calibrated"
     version = "1"
     description = "GEP estimator CC (Zhang et al. 2023): cos(image, 'a dress') - cos(image, 'an object')"
-
-    TEXTS = SIMILARITY_TEXTS
-
-    def outputs(self, batch: Sequence[PILImage]) -> list[dict[str, Any]]:
-        rows = self.encoder.similarities(batch).cosine.tolist()
-        # The reference is the last text; float64 subtraction of two float32 values.
-        return [
-            {"scores": {key: cosine - row[-1] for key, cosine in zip(ATTRIBUTE_KEYS, row[:-1], strict=True)}}
-            for row in rows
-        ]
+    calibrated = True
 
 
 class ClipAttributeClassifierDetector(_AttributeDetector):
@@ -176,11 +172,9 @@ class ClipAttributeClassifierDetector(_AttributeDetector):
         ]
 
     def probabilities(self, embeddings: np.ndarray) -> np.ndarray:
-        """(n, keys) mean over seeds of each classifier's P(attribute) for L2-normalised embeddings.
-
-        One matrix product for every classifier: ``expit(x @ coef_.T + intercept_)`` is what
-        ``SGDClassifier.predict_proba(x)[:, 1]`` computes for the logistic loss.
-        """
+        """(n, keys) mean over seeds of each classifier's P(attribute) for L2-normalised embeddings. One
+        matrix product for every classifier: ``expit(x @ coef_.T + intercept_)`` is what
+        ``SGDClassifier.predict_proba(x)[:, 1]`` computes for the logistic loss."""
         from scipy.special import expit
 
         if self._weights is None or self._biases is None:

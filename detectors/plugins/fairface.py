@@ -1,9 +1,4 @@
-"""FairFace (Kärkkäinen & Joo, 2021) as a gender detector: the paper's "FairFace" (appendix A).
-
-The pipeline of FairFace's own ``predict.py`` (dlib faces, 5-point alignment, ResNet-34), one
-decision per image by the largest face. Weights ``BIASLAB_FAIRFACE_WEIGHTS``, no default. The
-steps and rules: docs/reference/detector-rules.md.
-"""
+"""FairFace (Kärkkäinen & Joo, 2021) as a gender detector: the paper's "FairFace" (appendix A)."""
 
 from __future__ import annotations
 

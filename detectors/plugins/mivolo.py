@@ -1,8 +1,6 @@
-"""MiVOLO (Kuprashevich & Tolstykh, 2023) as a gender detector: the paper's "MiVOLO" (appendix A).
-
-MiVOLO's own pipeline, unchanged (installed from the authors' repository), and one decision per
-image from its per-person results (``decide``): docs/reference/detector-rules.md.
-"""
+"""MiVOLO (Kuprashevich & Tolstykh, 2023) as a gender detector: the paper's "MiVOLO" (appendix A). MiVOLO's
+own pipeline, unchanged (installed from the authors' repository), and one decision per image from its
+per-person results (``decide``): docs/reference/detector-rules.md."""
 
 from __future__ import annotations
 
@@ -93,13 +91,7 @@ def decide(
 
 
 def subjects_from_result(result: Any) -> list[Subject]:
-    """Subjects from MiVOLO's ``PersonAndFaceResult`` after ``MiVOLO.predict``.
-
-    Reads its documented attributes: ``face_to_person_map`` ({face index: person index or None}),
-    ``unassigned_persons_inds``, ``genders``, ``gender_scores``, ``ages`` (per detection index)
-    and ``get_bbox_by_ind(i)`` (x1, y1, x2, y2). MiVOLO writes a person's gender on both its
-    person and face index.
-    """
+    """Subjects from MiVOLO's ``PersonAndFaceResult`` after ``MiVOLO.predict``."""
 
     def box(index: int | None) -> Box | None:
         if index is None:

@@ -1,21 +1,4 @@
-"""Person boxes from an ultralytics YOLO model (YOLOv8 in the paper's CLIP-Enhance, section 5.1).
-
-Weights: ``BIASLAB_YOLO_WEIGHTS`` — a local ``.pt`` checkpoint (or a model ``.yaml``, which
-builds random weights: tests only). The default, ``yolov8n.pt``, is what ultralytics would
-download by name; this machine does not download, so without the variable ``load()`` raises
-``DetectorUnavailable`` naming it.
-
-ultralytics reads its switches when first imported, so ``prepare_ultralytics_env()`` runs before
-that: ``YOLO_OFFLINE=1`` (no update checks, no analytics), ``YOLO_AUTOINSTALL=0`` (no pip
-installs), and a writable ``YOLO_CONFIG_DIR`` holding a TTF font under the names ultralytics
-would otherwise download (``Arial.ttf``, ``Arial.Unicode.ttf``; matplotlib's DejaVuSans is
-copied), and ``ULTRALYTICS_SAFE_LOAD=1`` (restricted unpickling for any YOLO load in this
-process; ``detectors/safe_load.py`` sets it per load for ours). Values already set in the
-environment are kept.
-
-Weights are loaded with restricted unpickling; a file needing more is refused unless its
-SHA-256 is in ``BIASLAB_TRUSTED_WEIGHTS_SHA256`` (``detectors/safe_load.py``).
-"""
+"""Person boxes from an ultralytics YOLO model (YOLOv8 in the paper's CLIP-Enhance, section 5.1)."""
 
 from __future__ import annotations
 

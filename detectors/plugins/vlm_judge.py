@@ -1,9 +1,6 @@
-"""``vlm_judge``: any image-text-to-text model on this machine answers a study's questions.
-
-Each choice's text is scored as the assistant's answer (nothing is generated or parsed); the
-answer is the most likely choice. Model, template, scoring and version:
-docs/reference/detector-rules.md.
-"""
+"""``vlm_judge``: any image-text-to-text model on this machine answers a study's questions. Each choice's text
+is scored as the assistant's answer (nothing is generated or parsed); the answer is the most likely choice.
+Model, template, scoring and version: docs/reference/detector-rules.md."""
 
 from __future__ import annotations
 
@@ -234,11 +231,7 @@ class VlmJudgeDetector(JudgeDetector):
         return image
 
     def _processed(self, pairs: Sequence[tuple[str, PILImage]], row_units: Sequence[int]) -> Any:
-        """The processor's batch for one row per choice (``row_units``: each row's pair).
-
-        Each (prompt, image) pair is processed once and its rows copied per choice, when every
-        tensor the processor gives has one entry per pair (LLaVA, Idefics3, SmolVLM …); a processor
-        that packs images otherwise (Qwen2-VL's patches) gets one row per choice instead."""
+        """The processor's batch for one row per choice (``row_units``: each row's pair)."""
         import torch
 
         once = self.processor(

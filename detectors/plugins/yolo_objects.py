@@ -1,9 +1,6 @@
-"""``yolo_objects``: every object an ultralytics YOLO finds, for the object co-occurrence study.
-
-Output kind ``objects`` (one entry per instance, COCO class names, boxes in the original image's
-pixels), the same list for an image in any batch. Weights, options and rounding:
-docs/reference/detector-rules.md.
-"""
+"""``yolo_objects``: every object an ultralytics YOLO finds, for the object co-occurrence study. Output kind
+``objects`` (one entry per instance, COCO class names, boxes in the original image's pixels), the same list
+for an image in any batch. Weights, options and rounding: docs/reference/detector-rules.md."""
 
 from __future__ import annotations
 
@@ -27,12 +24,7 @@ DEFAULT_BATCH_SIZE = 16
 
 
 def coco_names_of(names: Mapping[int, str], *, var: str) -> dict[int, str]:
-    """A checkpoint's ``{class id: name}`` in ultralytics' COCO spelling.
-
-    Raises ``DetectorUnavailable`` naming ``var`` and up to five offending names when any class
-    is not a COCO class: counting a face detector's "face" as an object would silently put a
-    column outside the study's vocabulary into every table.
-    """
+    """A checkpoint's ``{class id: name}`` in ultralytics' COCO spelling."""
     normalised: dict[int, str] = {}
     unknown: list[str] = []
     for class_id, name in names.items():
@@ -59,13 +51,7 @@ def image_objects(
     width: int,
     height: int,
 ) -> list[dict[str, Any]]:
-    """One image's instances as the ``objects`` kind lists them.
-
-    ``boxes`` are ``[x0, y0, x1, y1]`` in pixels of the ``width`` x ``height`` image; each is
-    clipped to the image, dropped when no area is left, rounded to 0.01 px; its class id is
-    looked up in ``names`` (already COCO names). Sorted by decreasing confidence, then class
-    and box, so the order never depends on the detector's internal order.
-    """
+    """One image's instances as the ``objects`` kind lists them."""
     found = []
     for box, confidence, class_id in zip(boxes, confidences, class_ids, strict=True):
         x0, y0, x1, y1 = (float(v) for v in box)

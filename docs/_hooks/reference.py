@@ -29,23 +29,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-#: BiasLab's own apps: their commands are documented (Django's and DRF's are not).
-PROJECT_APPS = (
-    "accounts",
-    "studies",
-    "annotate",
-    "detectors",
-    "generation",
-    "reports",
-    "estimates",
-    "crowd",
-    "quality",
-    "protocols.gender",
-    "protocols.attributes",
-    "protocols.pair_change",
-    "protocols.objects",
-    "protocols.questions",
-)
 #: Options every Django command has; listed once on the commands index, not on every page.
 DJANGO_COMMON = {
     "help",
@@ -169,9 +152,10 @@ def django_setup() -> None:
 def project_commands() -> dict[str, str]:
     """Command name → app, for BiasLab's own apps."""
     django_setup()
+    from django.conf import settings
     from django.core.management import get_commands
 
-    return {name: app for name, app in sorted(get_commands().items()) if app in PROJECT_APPS}
+    return {name: app for name, app in sorted(get_commands().items()) if app in settings.PROJECT_APPS}
 
 
 def _cell(text: str) -> str:

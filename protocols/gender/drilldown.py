@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from django.db.models import Count, F, Q, QuerySet
 
 from annotate.models import FinalLabel, Label
-from detectors.models import FilterReason, Prediction, PredictionStatus
+from detectors.kinds import FILTER_REASON_LABELS
+from detectors.models import Prediction, PredictionStatus
 from metrics.gender import FIRST, SECOND
 from protocols.gender.selectors import CLEAR_VERDICTS, FILTERED, KINDS, with_final
 from reports.selectors import (
@@ -101,7 +102,7 @@ def reason_name(prediction: Prediction | None) -> str:
     reason = prediction.filter_reason if prediction is not None else ""
     if not reason:
         return ""
-    return str(FilterReason(reason).label) if reason in FilterReason.values else reason
+    return FILTER_REASON_LABELS.get(reason, reason)
 
 
 def disagrees(human: str | None, verdict: str | None, *, clear: Sequence[str]) -> bool:

@@ -8,7 +8,6 @@ import pytest
 
 from detectors.base import DetectorOutput
 from detectors.kinds import (
-    FILTER_REASONS,
     KIND_ATTRIBUTES,
     KIND_GENDER,
     KIND_MEASUREMENTS,
@@ -21,7 +20,7 @@ from detectors.kinds import (
     validate_measurements,
     validate_objects,
 )
-from detectors.models import FilterReason, Prediction
+from detectors.models import Prediction
 from studies.protocols import PROTOCOLS
 
 
@@ -30,10 +29,6 @@ def test_the_kinds_are_the_models_output_kinds_and_cover_every_protocol():
     assert set(KINDS) == {value for value, _ in Prediction._meta.get_field("kind").choices}
     assert {KIND_GENDER, KIND_ATTRIBUTES, KIND_MEASUREMENTS, KIND_OBJECTS} <= set(KINDS)
     assert {kind for spec in PROTOCOLS.values() for kind in spec.output_kinds} <= set(KINDS)
-
-
-def test_the_filter_reasons_are_the_models():
-    assert tuple(FilterReason.values) == FILTER_REASONS
 
 
 def test_an_invalid_output_is_a_value_error_naming_its_field():

@@ -1,15 +1,5 @@
-"""Write predictions out as CSV or JSON.
-
-    python manage.py export_predictions --format csv [--detector clip] [--study gender] [--output FILE]
-
-One row per prediction of an image file. Columns (see detectors.selectors.EXPORT_COLUMNS):
-study and image (the study and source path of the file's first item image: a seed photo shared
-by many items is named once), detector, version, kind (gender, attributes, measurements,
-objects), prediction (male|female|filtered for gender; empty for other kinds and failures),
-reason (filter reason), scores (JSON object), detail (free text such as a raw answer), status
-(ok|failed), error (why it failed), seconds (time spent on the image), output (the whole JSON
-output of its kind). The CSV can be re-imported with ``import_predictions``.
-"""
+"""Write predictions out as CSV or JSON. python manage.py export_predictions --format csv [--detector clip]
+[--study gender] [--output FILE]"""
 
 from __future__ import annotations
 

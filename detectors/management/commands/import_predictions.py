@@ -1,16 +1,5 @@
-"""Load predictions made elsewhere from a CSV file: every row or none.
-
-    python manage.py import_predictions preds.csv [--study gender] [--version imported]
-
-Columns: image (an item image's source path as imported, or an item's key), detector, and
-prediction (male|female|filtered) or output (a JSON object of the row's kind); optional kind
-(gender by default, or attributes, measurements, objects: those need output), score, scores
-(JSON), reason, detail, version, study, status (ok|failed), error, seconds. A file written by
-``export_predictions --format csv`` reads back unchanged. Unknown filter reasons are stored as
-"other" with their text as detail. A bad output is reported with its line and field; a detector
-name with "/" is refused. A row stored already with the same result is unchanged (re-importing a
-file changes nothing). See detectors.imports.predictions_import.
-"""
+"""Load predictions made elsewhere from a CSV file: every row or none. python manage.py import_predictions
+preds.csv [--study gender] [--version imported]"""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Run one detector over the image files that have no prediction for it yet.
-
-A thin wrapper around ``detectors.services.detector_run``: resumable, sharded with ``--shard``,
-stopped cleanly by Ctrl-C or SIGTERM, on Ray with ``--executor ray``. Options and versions:
-docs/reference/detectors.md and the command's ``--help``.
-"""
+"""Run one detector over the image files that have no prediction for it yet."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Edit seed photos with every prompt of a prompt set (BiasPainter) into a pair-change study.
-
-A thin wrapper around ``generation.editing.edit_run``; usage and options in
-docs/reference/detectors.md (``edit_images``) and the command's ``--help``.
-"""
+"""Edit seed photos with every prompt of a prompt set (BiasPainter) into a pair-change study. A thin wrapper
+around ``generation.editing.edit_run``; usage and options in docs/reference/detectors.md (``edit_images``) and
+the command's ``--help``."""
 
 from __future__ import annotations
 
