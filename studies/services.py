@@ -23,7 +23,8 @@ from django.db.models import RestrictedError
 
 from studies import permissions
 from studies.errors import AnnotatorsRefused, ImportRejected, StaffRefused, StudyConflict
-from studies.models import AgreementRule, GoldAnswer, Item, ItemImage, Question, QuestionKind, Study
+from studies.kinds import CHOICE, kind_problem, question_kinds
+from studies.models import AgreementRule, GoldAnswer, Item, ItemImage, Question, Study
 from studies.protocols import PROTOCOLS, ProtocolSpec, QuestionSpec, protocol_spec
 
 QUESTION_COLUMNS = ("key", "text", "choices")
@@ -401,9 +402,10 @@ def _question_row(number: int, row: dict[str, str]) -> QuestionSpec:
         raise ImportRejected(f"{where}: empty text")
     if len(row["text"]) > _QUESTION_TEXT_MAX:
         raise ImportRejected(f"{where}: text is longer than {_QUESTION_TEXT_MAX} characters")
-    kind = row.get("kind") or QuestionKind.CHOICE
-    if kind not in QuestionKind.values:
-        raise ImportRejected(f"{where}: kind {kind!r} is not one of {', '.join(QuestionKind.values)}")
+    kind = row.get("kind") or CHOICE.name
+    problem = kind_problem(kind)
+    if problem:
+        raise ImportRejected(f"{where}: {problem}")
     hotkey = row.get("hotkey", "")
     if len(hotkey) > 1:
         raise ImportRejected(f"{where}: hotkey must be one character, got {hotkey!r}")
@@ -447,7 +449,7 @@ def _question_row(number: int, row: dict[str, str]) -> QuestionSpec:
             raise ImportRejected(
                 f"{where}: {column} key {used!r} is the labeling screen's {SCREEN_KEYS[used]} key; choose another"
             )
-    if kind != QuestionKind.CLASSES and len(choices) < 2:
+    if question_kinds()[kind].needs_choices and len(choices) < 2:
         raise ImportRejected(f"{where}: a question needs at least two choices")
     for column, flag in (("requires_reason", "requires_reason"), ("clear", "clear")):
         marked = [v for v in row.get(column, "").split("|") if v]
