@@ -170,7 +170,7 @@ def validate_kind(value: str) -> None:
     """``Question.kind``'s validator: a registered kind."""
     problem = kind_problem(value)
     if problem:
-        raise ValidationError(problem[0].upper() + problem[1:] + ".", code="invalid_choice")
+        raise ValidationError(problem[0].upper() + problem[1:] + ".", code="unknown_kind")
 
 
 def _changed(**kwargs: Any) -> None:

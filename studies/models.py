@@ -142,7 +142,9 @@ class Question(models.Model):
     key = models.SlugField(max_length=50, help_text="Identifier used in files and URLs, e.g. gender, boots.")
     text = models.CharField(max_length=500, help_text="The question as annotators read it.")
     choices = models.JSONField(
-        help_text="Answers: a list of {value, name, key, requires_reason?, clear?}.",
+        blank=True,
+        help_text="Answers: a list of {value, name, key, requires_reason?, clear?}; none for a kind "
+        "that needs none (classes).",
     )
     kind = models.CharField(
         max_length=10,
