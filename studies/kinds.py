@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from django.apps import apps
 from django.core.checks import CheckMessage, Error, register
@@ -20,8 +20,29 @@ from django.utils.module_loading import import_string
 
 from studies.errors import DomainError
 
-if TYPE_CHECKING:
-    from studies.models import Item, ItemImage, Question
+
+class QuestionLike(Protocol):
+    """What a kind reads of a question (``studies.models.Question``; no model import here, as
+    the model's field validator reads this registry)."""
+
+    key: str
+    text: str
+    kind: str
+    hotkey: str
+    default_value: str
+    choices: Any
+
+    @property
+    def values(self) -> list[str]: ...
+
+    def choice(self, value: str) -> dict[str, Any] | None: ...
+
+
+class ItemLike(Protocol):
+    """What a kind reads of an item (``studies.models.Item``)."""
+
+    key: str
+    metadata: Any
 
 
 #: The longest kind name ``Question.kind`` holds.
@@ -55,8 +76,9 @@ class QuestionKind:
     #: Answered as typed text where its partial is not drawn (the dispute page).
     text_answer = False
 
-    def validate(self, question: Question, value: str, item: Item | None = None) -> str:
-        """The stored form of ``value`` (stripped, NUL-free); AnswerInvalid when not an answer."""
+    def validate(self, question: QuestionLike, value: str, item: ItemLike | None = None) -> str:
+        """The stored form of ``value`` (already stripped, NUL-free); AnswerInvalid when it is not
+        an answer. The default: one of the question's choice values."""
         if question.choice(value) is None:
             raise AnswerInvalid(
                 f"“{value}” is not a label of the question “{question.key}”. "
@@ -64,7 +86,7 @@ class QuestionKind:
             )
         return value
 
-    def stored_problem(self, question: Question, value: str) -> str | None:
+    def stored_problem(self, question: QuestionLike, value: str) -> str | None:
         """Why ``value`` is not a stored answer (not exactly as ``validate`` writes it), or None."""
         try:
             if self.validate(question, value) == value:
@@ -74,20 +96,22 @@ class QuestionKind:
         listed = f" ({', '.join(question.values)})" if question.values else ""
         return f"{value!r} is not an answer to the question '{question.key}'{listed}"
 
-    def posted(self, question: Question, post: Mapping[str, Any], field: str) -> tuple[str | None, str]:
+    def posted(self, question: QuestionLike, post: Mapping[str, Any], field: str) -> tuple[str | None, str]:
         """The answer joined from the kind's own form fields (None: ``field`` is read as posted),
         and an error for the person ("" when none)."""
         return None, ""
 
-    def context(self, question: Question, chosen: str, field: str, item: Item | None) -> dict[str, Any]:
+    def context(
+        self, question: QuestionLike, chosen: str, field: str, item: ItemLike | None
+    ) -> dict[str, Any]:
         """What the partial needs beyond the question's common row."""
         return {}
 
-    def overlay(self, question: Question, item: Item, image: ItemImage | None) -> dict[str, Any] | None:
+    def overlay(self, question: QuestionLike, item: ItemLike, image: Any) -> dict[str, Any] | None:
         """What the kind draws over the item's image (``template`` names the partial), or None."""
         return None
 
-    def keys(self, question: Question, *, alone: bool) -> list[dict[str, str]]:
+    def keys(self, question: QuestionLike, *, alone: bool) -> list[dict[str, str]]:
         """The question's keys for the guidelines box (``alone``: the single layout)."""
         keys = []
         for choice in question.choices:
@@ -109,7 +133,7 @@ class ToggleKind(QuestionKind):
     name = "toggle"
     label = "Yes/no toggled by the question's key (many questions on one screen)"
 
-    def keys(self, question: Question, *, alone: bool) -> list[dict[str, str]]:
+    def keys(self, question: QuestionLike, *, alone: bool) -> list[dict[str, str]]:
         if not question.hotkey:
             return []
         names = " / ".join(c.get("name", c["value"]) for c in question.choices)
@@ -148,7 +172,7 @@ def question_kinds() -> Mapping[str, QuestionKind]:
     return _known
 
 
-def kind_of(question: Question) -> QuestionKind:
+def kind_of(question: QuestionLike) -> QuestionKind:
     """The unit of ``question.kind``; LookupError names the registered kinds when none is."""
     known = question_kinds()
     try:

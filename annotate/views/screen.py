@@ -7,12 +7,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from annotate.forms import answer_field, reason_field
-from studies.kinds import kind_of
+from studies.kinds import QuestionLike, kind_of
 from studies.models import Item, ItemImage, Question, Study
 from studies.selectors import study_questions
 
 
-def choice_rows(question: Question, chosen: str = "") -> list[dict[str, Any]]:
+def choice_rows(question: QuestionLike, chosen: str = "") -> list[dict[str, Any]]:
     return [
         {
             "value": choice["value"],

@@ -9,8 +9,7 @@ from typing import Any
 
 from annotate.views.screen import choice_rows
 from metrics.coco_names import COCO_CLASS_NAMES, UnknownClassName, normalise_class_name
-from studies.kinds import AnswerInvalid, QuestionKind
-from studies.models import Item, ItemImage, Question
+from studies.kinds import AnswerInvalid, ItemLike, QuestionKind, QuestionLike
 
 # The box check puts the detector's boxes in the item's metadata under this key:
 # [{"class", "confidence", "box": [x0, y0, x1, y1]}] in pixels.
@@ -19,7 +18,7 @@ BOXES_KEY = "boxes"
 MAX_POSTED_BOXES = 1000
 
 
-def item_boxes(item: Item | None) -> list[dict[str, Any]] | None:
+def item_boxes(item: ItemLike | None) -> list[dict[str, Any]] | None:
     """The detector boxes the item carries for people to check (``metadata["boxes"]``), or None
     when it carries none (its box question is then answered as plain text)."""
     if item is None:
@@ -29,7 +28,7 @@ def item_boxes(item: Item | None) -> list[dict[str, Any]] | None:
 
 
 def _box_rows(
-    question: Question, boxes: list[dict[str, Any]], chosen: str, field: str
+    question: QuestionLike, boxes: list[dict[str, Any]], chosen: str, field: str
 ) -> list[dict[str, Any]]:
     """One row per box: its number, class, confidence, radio field and the answer to show (the
     posted or stored answer at its position, none by default: a preselected answer would be
@@ -64,7 +63,7 @@ class BoxesKind(QuestionKind):
     reads_item = True
     text_answer = True
 
-    def validate(self, question: Question, value: str, item: Item | None = None) -> str:
+    def validate(self, question: QuestionLike, value: str, item: ItemLike | None = None) -> str:
         parts = [part.strip() for part in value.split(",")] if value else []
         bad = [part for part in parts if question.choice(part) is None]
         if bad:
@@ -80,7 +79,7 @@ class BoxesKind(QuestionKind):
             )
         return ",".join(parts)
 
-    def posted(self, question: Question, post: Mapping[str, Any], field: str) -> tuple[str | None, str]:
+    def posted(self, question: QuestionLike, post: Mapping[str, Any], field: str) -> tuple[str | None, str]:
         """The per-box radios (``<field>_<i>``, ``<field>_n`` boxes) joined into "yes,no,…" in box
         order; an error when a box has no answer. A form that posts ``field`` itself (a script,
         the plain text field) is read as it is."""
@@ -104,19 +103,21 @@ class BoxesKind(QuestionKind):
             )
         return ",".join(parts), error
 
-    def context(self, question: Question, chosen: str, field: str, item: Item | None) -> dict[str, Any]:
+    def context(
+        self, question: QuestionLike, chosen: str, field: str, item: ItemLike | None
+    ) -> dict[str, Any]:
         boxes = item_boxes(item)
         return {
             "box_check": boxes is not None,
             "boxes": _box_rows(question, boxes, chosen, field) if boxes is not None else [],
         }
 
-    def overlay(self, question: Question, item: Item, image: ItemImage | None) -> dict[str, Any] | None:
+    def overlay(self, question: QuestionLike, item: ItemLike, image: Any) -> dict[str, Any] | None:
         boxes = item_boxes(item)
         drawn = boxes_overlay(image, boxes) if boxes is not None else None
         return {**drawn, "template": "objects/kinds/boxes_overlay.html"} if drawn else None
 
-    def keys(self, question: Question, *, alone: bool) -> list[dict[str, str]]:
+    def keys(self, question: QuestionLike, *, alone: bool) -> list[dict[str, str]]:
         keys = [
             {"key": c["key"], "what": f"The highlighted box: {c.get('name', c['value'])}; on to the next box"}
             for c in question.choices
@@ -137,16 +138,18 @@ class ClassesKind(QuestionKind):
     empty_allowed = True
     text_answer = True
 
-    def validate(self, question: Question, value: str, item: Item | None = None) -> str:
+    def validate(self, question: QuestionLike, value: str, item: ItemLike | None = None) -> str:
         try:
             return ",".join(normalise_class_name(p.strip()) for p in value.split(",") if p.strip())
         except UnknownClassName as exc:
             raise AnswerInvalid(f"In the answer to “{question.key}”: {exc}.") from None
 
-    def context(self, question: Question, chosen: str, field: str, item: Item | None) -> dict[str, Any]:
+    def context(
+        self, question: QuestionLike, chosen: str, field: str, item: ItemLike | None
+    ) -> dict[str, Any]:
         return {"class_names": COCO_CLASS_NAMES}
 
-    def keys(self, question: Question, *, alone: bool) -> list[dict[str, str]]:
+    def keys(self, question: QuestionLike, *, alone: bool) -> list[dict[str, str]]:
         return [{"key": "/", "what": f"Type in “{question.text}” (Esc leaves the field)"}]
 
 
@@ -208,7 +211,7 @@ def _captions_place(
     return positions
 
 
-def boxes_overlay(image: ItemImage | None, boxes: list[dict[str, Any]]) -> dict[str, Any] | None:
+def boxes_overlay(image: Any, boxes: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The boxes drawn over the image, in its pixel coordinates (an SVG whose viewBox is the
     image's size scales with it), captions sized to the image and placed apart; None without
     an image."""
