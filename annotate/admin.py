@@ -32,6 +32,7 @@ from studies.batching import in_chunks
 from studies.errors import DomainError
 from studies.imports import ImportSummary
 from studies.ingest import images_import_zip, study_get_or_create
+from studies.kinds import question_kinds
 from studies.models import (
     AgreementRule,
     Image,
@@ -130,8 +131,22 @@ class QuestionInline(admin.TabularInline):
     model = Question
     extra = 0
     can_delete = False
-    fields = ("position", "key", "text", "kind", "hotkey", "default_value", "unresolvable_value", "choices")
+    fields = (
+        "position",
+        "key",
+        "text",
+        "kind_label",
+        "hotkey",
+        "default_value",
+        "unresolvable_value",
+        "choices",
+    )
     readonly_fields = fields
+
+    @admin.display(description="kind")
+    def kind_label(self, question: Question) -> str:
+        kind = question_kinds().get(question.kind)
+        return kind.label if kind is not None else question.kind
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

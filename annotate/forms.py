@@ -14,6 +14,7 @@ from typing import Any, cast
 from django import forms
 
 from annotate.models import ItemState
+from studies.kinds import kind_of
 from studies.models import Question
 
 # One hour: a longer "time to label" means the annotator walked away, not that they deliberated.
@@ -74,8 +75,8 @@ class LabelSubmitForm(forms.Form):
         super().clean()
         data = self.cleaned_data
         # Nothing chosen on a screen where every answer must be chosen: say so before the
-        # service is asked (toggles have defaults and text answers may be empty lists).
-        optional = any(q.default_value or q.kind in ("boxes", "classes") for q in self.questions)
+        # service is asked (toggles have defaults, and some kinds take an empty answer).
+        optional = any(q.default_value or kind_of(q).empty_allowed for q in self.questions)
         if not self.answers() and not optional:
             noun = "an answer" if len(self.questions) == 1 else "the answers"
             raise forms.ValidationError(f"Choose {noun}.", code="required")
@@ -85,14 +86,14 @@ class LabelSubmitForm(forms.Form):
         return self.questions[0] if len(self.questions) == 1 else None
 
     def answers(self) -> dict[str, str]:
-        """``{question key: value}`` for every question answered in the form. Text answers
-        (box and class questions) are kept even when empty: an empty list is an answer."""
+        """``{question key: value}`` for every question answered in the form. The answer of a
+        kind that takes an empty answer is kept even when empty: an empty list is an answer."""
         data = self.cleaned_data
         answers: dict[str, str] = {}
         for question in self.questions:
             name = answer_field(question.key)
             value = data.get(name, "")
-            if value or (question.kind in ("boxes", "classes") and name in self.data):
+            if value or (name in self.data and kind_of(question).empty_allowed):
                 answers[question.key] = value
         single = self._single()
         if single is not None and data.get("value") and single.key not in answers:

@@ -31,7 +31,8 @@ from annotate.models import (
 from studies import permissions
 from studies.batching import in_chunks, is_in
 from studies.imports import Importer, ImportSummary, RejectedRow, csv_header, csv_rows_stream, import_run
-from studies.models import ImageRole, Item, Question, QuestionKind, Study
+from studies.kinds import kind_of
+from studies.models import ImageRole, Item, Question, Study
 from studies.selectors import study_questions
 
 # Old export files carry no reasons: a label that needs one gets this text on re-import.
@@ -148,9 +149,9 @@ class _Items:
 def _items_of(study: Study, refs: Iterable[_ItemRef]) -> dict[int, Item]:
     """The items of these refs, by id, as the label rules read them: made from what the
     checking pass read (``_ITEM_FIELDS`` but the metadata, the rest deferred as ``only()``
-    leaves it), without reading them again. Only a box question's check reads an item's
-    metadata (its boxes): a study that asks one reads its items again, with it."""
-    if any(q.kind == QuestionKind.BOXES for q in study_questions(study)):
+    leaves it), without reading them again. Only the check of a kind that reads the item (a box
+    question's, its boxes in the metadata) needs more: a study that asks one reads its items again."""
+    if any(kind_of(q).reads_item for q in study_questions(study)):
         return _items_by_id(study, dict.fromkeys(ref.pk for ref in refs))  # each item once
     alias = connection.alias
     items = {}
@@ -387,8 +388,8 @@ class _LabelsImporter(_AnswersImporter):
             if not username and not value:
                 continue
             if not username:
-                # An annotator with an empty label is a label (a "classes" question answered with
-                # no class); a label without its annotator is not.
+                # An annotator with an empty label is a label (a kind that takes an empty answer,
+                # such as a list of classes); a label without its annotator is not.
                 message = f"label_{i} is set but annotator_{i} is empty"
                 found.append(RejectedRow(number, row.get(self.where, ""), message))
                 continue

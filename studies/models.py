@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from studies.kinds import validate_kind
 from studies.protocols import protocol_choices
 
 
@@ -125,15 +126,6 @@ class Study(models.Model):
         return self.name
 
 
-class QuestionKind(models.TextChoices):
-    """How a question is answered on the labeling screen and stored in ``Label.value``."""
-
-    CHOICE = "choice", "One of the choices (a key each)"
-    TOGGLE = "toggle", "Yes/no toggled by the question's key (many questions on one screen)"
-    BOXES = "boxes", "Confirm or reject each detector box (value: one choice per box, comma-separated)"
-    CLASSES = "classes", "Free list of class names (value: comma-separated names)"
-
-
 class Question(models.Model):
     """One question annotators answer about every item of a study (or the items that ask it).
 
@@ -150,13 +142,16 @@ class Question(models.Model):
     key = models.SlugField(max_length=50, help_text="Identifier used in files and URLs, e.g. gender, boots.")
     text = models.CharField(max_length=500, help_text="The question as annotators read it.")
     choices = models.JSONField(
-        help_text="Answers: a list of {value, name, key, requires_reason?, clear?}.",
+        blank=True,
+        help_text="Answers: a list of {value, name, key, requires_reason?, clear?}; none for a kind "
+        "that needs none (classes).",
     )
     kind = models.CharField(
         max_length=10,
-        choices=QuestionKind.choices,
-        default=QuestionKind.CHOICE,
-        help_text="How the question is answered and how its value is written.",
+        default="choice",
+        validators=[validate_kind],
+        help_text="How the question is answered and how its value is written: a registered kind "
+        "(studies.kinds), e.g. choice, toggle.",
     )
     hotkey = models.CharField(
         max_length=1,

@@ -20,13 +20,13 @@ from django.core.serializers.base import DeserializationError
 from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import JSONField, Model, Q
 
-from metrics.coco_names import UnknownClassName, normalise_class_name
 from studies.batching import in_chunks
 from studies.errors import DomainError, ImportRejected
 from studies.imports.images import ValidatedImage, file_write, image_file_validate
 from studies.imports.pipeline import Audit
 from studies.jsonbounds import MAX_JSON_DEPTH, JSONOutOfBounds, json_bounds_check, json_loads_bounded
-from studies.models import Image, Item, ItemChange, ItemChangeAction, ItemImage, Question, QuestionKind, Study
+from studies.kinds import kind_of
+from studies.models import Image, Item, ItemChange, ItemChangeAction, ItemImage, Question, Study
 from studies.removal import (
     BACKUP_FORMAT,
     BACKUP_VERSION,
@@ -160,22 +160,12 @@ def _existing(model: type[Model], pks: Iterable[Any], **filters: Any) -> set[Any
 
 
 def _answer_problem(question: Question, value: str) -> str | None:
-    """Why ``value`` is not a stored answer to ``question`` (None when it is): one of its choice
-    values; box questions a comma-separated list of them; class questions COCO class names."""
-    if question.kind == QuestionKind.CLASSES:
-        parts = value.split(",") if value else []
-        try:
-            if all(normalise_class_name(part) == part for part in parts):
-                return None
-        except (UnknownClassName, TypeError):
-            pass
-        return f"{value!r} is not a list of object class names"
-    if question.kind == QuestionKind.BOXES:
-        if all(question.choice(part) is not None for part in (value.split(",") if value else [])):
-            return None
-    elif question.choice(value) is not None:
-        return None
-    return f"{value!r} is not an answer to the question '{question.key}' ({', '.join(question.values)})"
+    """Why ``value`` is not a stored answer to ``question`` (None when it is), as its kind says."""
+    try:
+        kind = kind_of(question)
+    except LookupError as exc:
+        return str(exc)
+    return kind.stored_problem(question, value)
 
 
 class _RestoreCheck:

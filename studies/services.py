@@ -20,7 +20,8 @@ from django.db.models import RestrictedError
 
 from studies import permissions
 from studies.errors import AnnotatorsRefused, ImportRejected, StaffRefused, StudyConflict
-from studies.models import AgreementRule, GoldAnswer, Item, ItemImage, Question, QuestionKind, Study
+from studies.kinds import CHOICE, kind_problem, question_kinds
+from studies.models import AgreementRule, GoldAnswer, Item, ItemImage, Question, Study
 from studies.protocols import PROTOCOLS, ProtocolSpec, QuestionSpec, protocol_spec
 
 QUESTION_COLUMNS = ("key", "text", "choices")
@@ -314,13 +315,14 @@ def _redefinition_check(study: Study, changed: list[str], protocol: str) -> None
 
 def questions_csv_read(path: str | os.PathLike[str]) -> list[QuestionSpec]:
     """Questions from a CSV with columns ``key``, ``text``, ``choices`` (``value:Display
-    name:key|…``, the key one character, empty or left out with its colon) and optional ``kind`` (choice, toggle, boxes,
-    classes), ``hotkey``, ``default``, ``unresolvable``, ``requires_reason`` (values needing a
+    name:key|…``, the key one character, empty or left out with its colon) and optional ``kind`` (a registered
+    kind, ``studies.kinds``: choice when empty), ``hotkey``, ``default``, ``unresolvable``, ``requires_reason`` (values needing a
     reason, ``|``-separated) and ``clear`` (values counted as clear, ``|``-separated).
 
     Raises ImportRejected naming the row and field of the first problem: unreadable file,
     missing column, a key that is not a slug or repeats, an empty or too long text, an unknown
-    kind, a malformed or repeated choice, fewer than two choices (except ``classes``), more than
+    kind (naming the registered ones), a malformed or repeated choice, fewer than two choices
+    (for a kind that needs choices), more than
     26 choices, a display name over 200 characters, more than 50 questions, a
     default / unresolvable / requires_reason / clear value that is not a choice, a NUL byte.
     """
@@ -368,9 +370,10 @@ def _question_row(number: int, row: dict[str, str]) -> QuestionSpec:
         raise ImportRejected(f"{where}: empty text")
     if len(row["text"]) > _QUESTION_TEXT_MAX:
         raise ImportRejected(f"{where}: text is longer than {_QUESTION_TEXT_MAX} characters")
-    kind = row.get("kind") or QuestionKind.CHOICE
-    if kind not in QuestionKind.values:
-        raise ImportRejected(f"{where}: kind {kind!r} is not one of {', '.join(QuestionKind.values)}")
+    kind = row.get("kind") or CHOICE.name
+    problem = kind_problem(kind)
+    if problem:
+        raise ImportRejected(f"{where}: {problem}")
     hotkey = row.get("hotkey", "")
     if len(hotkey) > 1:
         raise ImportRejected(f"{where}: hotkey must be one character, got {hotkey!r}")
@@ -414,7 +417,7 @@ def _question_row(number: int, row: dict[str, str]) -> QuestionSpec:
             raise ImportRejected(
                 f"{where}: {column} key {used!r} is the labeling screen's {SCREEN_KEYS[used]} key; choose another"
             )
-    if kind != QuestionKind.CLASSES and len(choices) < 2:
+    if question_kinds()[kind].needs_choices and len(choices) < 2:
         raise ImportRejected(f"{where}: a question needs at least two choices")
     for column, flag in (("requires_reason", "requires_reason"), ("clear", "clear")):
         marked = [v for v in row.get(column, "").split("|") if v]

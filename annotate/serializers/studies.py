@@ -10,7 +10,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 
 from config.api import QueryInput, error_responses, not_found
-from studies.models import Question, QuestionKind, Study
+from studies.models import Question, Study
 from studies.selectors import study_questions
 
 
@@ -49,7 +49,6 @@ class QuestionOutput(serializers.ModelSerializer):
         slug_field="slug", read_only=True
     )
     choices = ChoiceOutput(many=True, read_only=True)
-    kind = serializers.ChoiceField(choices=QuestionKind.choices, read_only=True)
 
     class Meta:
         model = Question

@@ -1,5 +1,5 @@
 """Answers checked before anything is written: the value a question takes, its reason, the
-labelling time. Pure checks on the question (and the item's boxes), no queries."""
+labelling time. Pure checks on the question (and the item, for a kind that reads it), no queries."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from annotate.errors import InvalidLabel, UnknownQuestion
-from metrics.coco_names import UnknownClassName, normalise_class_name
-from studies.models import Item, Question, QuestionKind
+from studies.kinds import AnswerInvalid, kind_of
+from studies.models import Item, Question
 
 REASON_MAX_CHARS = 2000
 DURATION_MAX_MS = 2_147_483_647  # PositiveIntegerField's ceiling on every backend
@@ -42,43 +42,16 @@ def clean_reason(question: Question, value: str, reason: str) -> str:
 
 
 def answer_validate(question: Question, value: str, *, item: Item | None = None) -> str:
-    """The cleaned answer to ``question``; InvalidLabel names the question and the valid answers.
-
-    Choice and toggle questions take one of their choice values; box questions a
-    comma-separated list of choice values (one per box, in box order: when ``item`` carries
-    ``metadata["boxes"]`` (``prepare_box_check``), exactly one per box); class questions a
-    comma-separated list of COCO class names (may be empty), each written in ultralytics'
-    spelling (``metrics.coco_names``; an unknown name is refused with close matches).
-    """
+    """The cleaned answer to ``question``, as its kind (``studies.kinds``) takes it (``item``: the
+    item it answers, for a kind whose answer depends on it); InvalidLabel names the question and
+    the valid answers."""
     value = (value if isinstance(value, str) else "").strip()
     if "\x00" in value:
         raise InvalidLabel(f"The answer to “{question.key}” contains a NUL character.")
-    if question.kind == QuestionKind.CLASSES:
-        try:
-            return ",".join(normalise_class_name(p.strip()) for p in value.split(",") if p.strip())
-        except UnknownClassName as exc:
-            raise InvalidLabel(f"In the answer to “{question.key}”: {exc}.") from None
-    if question.kind == QuestionKind.BOXES:
-        parts = [part.strip() for part in value.split(",")] if value else []
-        bad = [part for part in parts if question.choice(part) is None]
-        if bad:
-            raise InvalidLabel(
-                f"“{bad[0]}” is not an answer to “{question.key}”. Valid answers per box: "
-                f"{', '.join(question.values)}."
-            )
-        boxes = (item.metadata or {}).get("boxes") if item is not None else None
-        if item is not None and isinstance(boxes, list) and len(parts) != len(boxes):
-            raise InvalidLabel(
-                f"The answer to “{question.key}” has {len(parts)} value(s) for the {len(boxes)} "
-                f"box(es) of item {item.key}: answer each box once, in order."
-            )
-        return ",".join(parts)
-    if question.choice(value) is None:
-        raise InvalidLabel(
-            f"“{value}” is not a label of the question “{question.key}”. "
-            f"Valid labels: {', '.join(question.values)}."
-        )
-    return value
+    try:
+        return kind_of(question).validate(question, value, item)
+    except AnswerInvalid as exc:
+        raise InvalidLabel(str(exc)) from None
 
 
 def answers_validate(

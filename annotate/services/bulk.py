@@ -38,7 +38,8 @@ from annotate.services.finals import refuse_if_decided
 from annotate.services.labels import label_import
 from metrics.consensus import agreed_answer
 from studies.batching import in_chunks, is_in, rows_insert
-from studies.models import INFERENCE_RULES, Item, Question, QuestionKind, Study
+from studies.kinds import kind_of
+from studies.models import INFERENCE_RULES, Item, Question, Study
 from studies.selectors import item_questions, study_questions
 
 if TYPE_CHECKING:
@@ -225,8 +226,8 @@ def _apply(
 
 class _Answers:
     """``answer_validate`` and ``clean_reason`` of a row, remembered for the batch: they are pure
-    functions of the question, the value and the reason (and of the item's boxes for a box
-    question, which is never remembered), and a batch repeats a few answers thousands of
+    functions of the question, the value and the reason (and of the item for a kind that reads
+    it, never remembered), and a batch repeats a few answers thousands of
     times. A refused answer is not remembered: it raises again."""
 
     def __init__(self) -> None:
@@ -234,7 +235,7 @@ class _Answers:
         self.known: dict[tuple[int, str, str], tuple[str, str]] = {}
 
     def clean(self, question: Question, raw: str, reason: str, item: Item) -> tuple[str, str]:
-        if question.kind == QuestionKind.BOXES:
+        if kind_of(question).reads_item:
             value = answer_validate(question, raw, item=item)
             return value, clean_reason(question, value, reason)
         key = (id(question), raw, reason)

@@ -8,13 +8,12 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from studies.models import ImageRole, Item, QuestionKind, Study
+from studies.models import ImageRole, Item, Study
 from studies.selectors import item_images, study_or_404
 from studies.session import study_remember, study_remembered
 
 READ = ("GET", "HEAD")
 WRITE = ("POST",)
-TEXT_KINDS = (QuestionKind.BOXES, QuestionKind.CLASSES)
 
 
 def choose_study(request: HttpRequest, slug: str | None, url_name: str) -> Study | HttpResponse:

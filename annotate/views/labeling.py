@@ -25,9 +25,10 @@ from annotate.errors import AlreadyResolved, InvalidLabel, NotAssigned, NothingT
 from annotate.forms import LabelSubmitForm, answer_field
 from annotate.models import Assignment, Label
 from annotate.views.common import READ, WRITE, images_view
-from annotate.views.screen import item_boxes, overlay, question_rows, study_keys
+from annotate.views.screen import image_overlay, question_rows, study_keys, study_scripts
 from studies import permissions
-from studies.models import Item, ItemImage, Question, QuestionKind, Study
+from studies.kinds import kind_of
+from studies.models import Item, ItemImage, Question, Study
 from studies.permissions import guarded
 from studies.selectors import item_images, item_questions, study_questions, with_images
 from studies.typing import AuthenticatedHttpRequest
@@ -36,8 +37,6 @@ ALREADY_RESOLVED_NOTICE = "This item was already resolved by a researcher; here 
 SEAT_LOST_NOTICE = "Your reservation of that item expired and it went to someone else; here is your next one."
 NOTHING_TO_UNDO_NOTICE = "There is no earlier label to go back to."
 GUIDELINES_SEEN = "annotate_guidelines_seen"
-# More boxes than this in one posted form is not a box check but a malformed request.
-MAX_POSTED_BOXES = 1000
 
 
 # --- Permissions ------------------------------------------------------------------------------
@@ -110,15 +109,14 @@ def _label_context(
     ``progress`` is the key press's own count (read in its transaction); without it, read now."""
     form_data = form_data or {}
     questions = item_questions(item, study_questions(study)) if item is not None else []
-    boxes = item_boxes(item) if any(q.kind == QuestionKind.BOXES for q in questions) else None
-    rows = question_rows(questions, answers or {}, reasons or {}, boxes)
-    single = len(rows) == 1 and rows[0]["kind"] == QuestionKind.CHOICE
+    rows = question_rows(questions, answers or {}, reasons or {}, item)
+    single = len(questions) == 1 and kind_of(questions[0]).one_key
     images = images_view(item) if item is not None else None
     return {
         "study": study,
         "item": item,
         "images": images,
-        "overlay": overlay(item, images["main"], boxes) if item is not None and images else None,
+        "overlay": image_overlay(questions, item, images["main"]) if item is not None and images else None,
         "questions": rows,
         "layout": "single" if single else "multi",
         "preload": [link.image.url for nxt in next_items for link in item_images(nxt).values()],
@@ -146,6 +144,7 @@ def _render_label(request: LabelingRequest, context: dict[str, Any], status: int
             **context,
             "guidelines_open": study.pk not in seen,
             "keys": study_keys(study),
+            **study_scripts(study_questions(study)),
         }
         if study.pk not in seen:
             request.session[GUIDELINES_SEEN] = [*seen, study.pk]
@@ -273,9 +272,9 @@ def label_submit(request: LabelingRequest, slug: str, item_id: int) -> HttpRespo
     (``annotation_submit_next``); the item is looked up only on the rare error paths."""
     study: Study = request.labeling_study
     questions = study_questions(study)
-    posted, box_error = _with_box_answers(request.POST, questions)
-    if box_error:
-        return _render_label(request, _same_item(request, study, item_id, box_error, posted), status=400)
+    posted, kind_error = _with_kind_answers(request.POST, questions)
+    if kind_error:
+        return _render_label(request, _same_item(request, study, item_id, kind_error, posted), status=400)
     form = LabelSubmitForm(posted, questions=questions)
     if not form.is_valid():
         message = " ".join(str(err) for errors in form.errors.values() for err in errors)
@@ -312,31 +311,17 @@ def label_submit(request: LabelingRequest, slug: str, item_id: int) -> HttpRespo
     return _after_label(request, study)
 
 
-def _with_box_answers(post: QueryDict, questions: list[Question]) -> tuple[QueryDict, str]:
-    """The posted form with each box-check question's per-box radios (``answer_<key>_<i>``,
-    ``answer_<key>_n`` boxes) joined into its one answer, ``answer_<key>`` = "yes,no,…" in box
-    order; and an error for a person when a box has no answer. A form that posts the answer
-    itself (a script, the plain text field) is left as it is."""
+def _with_kind_answers(post: QueryDict, questions: list[Question]) -> tuple[QueryDict, str]:
+    """The posted form with each answer a kind joins from fields of its own (a box check's
+    per-box radios) in its ``answer_<key>`` field; and the first error for a person."""
     data = post.copy()
     error = ""
     for question in questions:
         field = answer_field(question.key)
-        raw_n = post.get(f"{field}_n")
-        if question.kind != QuestionKind.BOXES or raw_n is None or field in post:
-            continue
-        n = _int_param(raw_n)
-        if n is None or not 0 <= n <= MAX_POSTED_BOXES:
-            error = error or f"The form sent an impossible number of boxes ({raw_n[:20]!r}); reload the page."
-            continue
-        parts = [post.get(f"{field}_{index}", "").strip() for index in range(n)]
-        unanswered = [index + 1 for index, part in enumerate(parts) if not part]
-        if unanswered and not error:
-            keys = " or ".join(str(c.get("key", c["value"])).upper() for c in question.choices)
-            error = (
-                f"Box {unanswered[0]} has no answer yet ({len(unanswered)} of {n} unanswered): "
-                f"press {keys} for each box."
-            )
-        data[field] = ",".join(parts)
+        value, problem = kind_of(question).posted(question, post, field)
+        if value is not None:
+            data[field] = value
+        error = error or problem
     return data, error
 
 

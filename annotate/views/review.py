@@ -16,8 +16,9 @@ from annotate.agreement import agreement_report
 from annotate.errors import AnnotateError
 from annotate.forms import AgreementFilterForm, DisputeResolveForm, ItemFilterForm
 from annotate.models import FinalLabel, ItemState
-from annotate.views.common import READ, TEXT_KINDS, WRITE, choose_study, images_view
+from annotate.views.common import READ, WRITE, choose_study, images_view
 from annotate.views.screen import choice_rows
+from studies.kinds import kind_of
 from studies.models import Item, Question, Study
 from studies.permissions import researcher_only
 from studies.selectors import item_compared_values, item_questions, study_questions, with_images
@@ -128,7 +129,7 @@ def dispute(request: HttpRequest, item_id: int, question: str | None = None) -> 
         "question": asked,
         "section": next(s for s in detail["questions"] if s["question"].pk == asked.pk),
         "choices": choice_rows(asked),
-        "is_text": asked.kind in TEXT_KINDS,
+        "is_text": kind_of(asked).text_answer,
         "unresolvable": (
             {"value": asked.unresolvable_value, "name": asked.display(asked.unresolvable_value)}
             if asked.unresolvable_value

@@ -15,10 +15,10 @@ from django.db.models import Q
 
 from detectors.kinds import KIND_OBJECTS
 from detectors.models import Prediction, PredictionStatus
-from studies.models import ImageRole, Item, ItemImage, QuestionKind, Study
+from protocols.objects.kinds import BOXES, BOXES_KEY
+from studies.models import ImageRole, Item, ItemImage, Study
 
-#: Item metadata keys the box check writes (``annotate`` draws them, ``reports`` counts them).
-BOXES_KEY = "boxes"
+#: Item metadata keys the box check writes (``BOXES_KEY``: the boxes kind draws them), ``reports`` counts them.
 BOXES_SOURCE_KEY = "boxes_source"
 
 
@@ -82,7 +82,7 @@ def box_check_prepare(
     is outside [0, 1], ``max_boxes`` < 1, or no image of the study has an objects prediction of
     the detector.
     """
-    if not study.questions.filter(kind=QuestionKind.BOXES).exists():
+    if not study.questions.filter(kind=BOXES.name).exists():
         raise BoxCheckRefused(
             f"Study '{study.slug}' asks no box question (kind boxes): the box check is for object "
             "co-occurrence studies (create_study --protocol objects)."

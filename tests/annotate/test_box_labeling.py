@@ -12,8 +12,8 @@ from django.urls import reverse
 from annotate import services
 from annotate.errors import InvalidLabel
 from annotate.models import Label
-from annotate.views import screen
 from metrics.coco_names import COCO_CLASS_NAMES
+from protocols.objects import kinds as box_kinds
 from tests.factories import ImageFactory, ItemFactory, PromptFactory, StudyFactory, question_of
 
 pytestmark = pytest.mark.django_db
@@ -256,12 +256,12 @@ def test_captions_of_boxes_close_together_are_placed_apart_on_the_image(client_f
     item = ItemFactory(prompt=PromptFactory(study=study), image=image, metadata={"boxes": boxes})
     html = _html(client_for(annotator_a).get(_label_url(item.study)))
     font = int(re.search(r'class="box-overlay"[^>]*font-size="(\d+)"', html).group(1))
-    scale = font * screen.PHONE_CAPTION_SCALE
+    scale = font * box_kinds.PHONE_CAPTION_SCALE
     rects = []
     for x, y, text in re.findall(r'<text x="([\d.]+)" y="([\d.]+)">([^<]+)</text>', html):
         x, y = float(x), float(y)
-        right = x + len(text) * screen.CAPTION_EM * scale
-        top, bottom = y - screen.CAPTION_ASCENT * scale, y + screen.CAPTION_DESCENT * scale
+        right = x + len(text) * box_kinds.CAPTION_EM * scale
+        top, bottom = y - box_kinds.CAPTION_ASCENT * scale, y + box_kinds.CAPTION_DESCENT * scale
         assert x >= 0, text
         assert right <= 600, text
         assert top >= 0, text
