@@ -92,19 +92,12 @@ def random_clip_l14(folder: Path) -> Path:
     from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor, CLIPTextConfig
 
     from detectors.plugins.clip_attributes import CLS_TEXTS, SIMILARITY_TEXTS
+    from tests.detectors.tiny_models import token_ids, tower
 
     folder.mkdir(parents=True, exist_ok=True)
     tokenizer = word_tokenizer(folder / "_vocab", [*SIMILARITY_TEXTS, *CLS_TEXTS])
     text = CLIPTextConfig(  # openai/clip-vit-large-patch14's text tower
-        vocab_size=49408,
-        hidden_size=768,
-        intermediate_size=3072,
-        num_hidden_layers=12,
-        num_attention_heads=12,
-        max_position_embeddings=77,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
+        vocab_size=49408, max_position_embeddings=77, **tower(768, 3072, 12, 12), **token_ids(tokenizer)
     )
     config = CLIPConfig(
         text_config=text.to_dict(), vision_config=vit_l14_config().to_dict(), projection_dim=768

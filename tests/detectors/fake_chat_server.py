@@ -11,27 +11,12 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
-
-@dataclass
-class Reply:
-    status: int = 200
-    body: bytes | str | dict[str, Any] = b""
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0  # seconds to wait before answering (to provoke client timeouts)
-
-    def encoded(self) -> bytes:
-        if isinstance(self.body, dict):
-            return json.dumps(self.body).encode()
-        return self.body.encode() if isinstance(self.body, str) else self.body
+from tests.detectors.fake_http import QuietHandler, Reply, ScriptedServer, serving
 
 
 def logprobs(tokens: list[str], alternatives: dict[str, float] | None = None, at: int = 0) -> dict[str, Any]:
@@ -100,27 +85,50 @@ def first_choice(body: dict[str, Any]) -> Reply:
     return Reply(body=completion(names[0], logprobs=logprobs([names[0]], alternatives) if wanted else None))
 
 
-class FakeChatServer:
+class FakeChatServer(ScriptedServer):
+    class Handler(QuietHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
+        disable_nagle_algorithm = True  # headers and body go out at once, no 40 ms ACK wait
+        fake: FakeChatServer
+
+        def do_GET(self) -> None:
+            fake = self.fake
+            if self.path.rstrip("/").endswith("/models") and fake.models_reply:
+                self.send_reply(fake.models_reply)
+            elif self.path.rstrip("/").endswith("/models"):
+                data = [{"id": name, "object": "model"} for name in fake.models]
+                self.send_reply(Reply(body={"object": "list", "data": data}))
+            else:
+                self.send_reply(Reply(status=404, body={"error": "not found"}))
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self.send_reply(Reply(status=404, body={"error": "not found"}))
+                return
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = {"_raw": raw.decode("utf-8", "replace")}
+            reply = self.fake._next(body, dict(self.headers.items()))
+            if self.fake.latency:
+                time.sleep(self.fake.latency)
+            if reply.delay:
+                time.sleep(reply.delay)
+            self.send_reply(reply)
+
     def __init__(self) -> None:
-        self.script: deque[Reply] = deque()
+        super().__init__()
         self.answer: Callable[[dict[str, Any]], Reply] = first_choice
         self.models = ["judge-model"]
         self.latency = 0.0
         self.models_reply: Reply | None = None  # GET /models answers this instead when set
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
-        self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
 
     @property
     def base_url(self) -> str:
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
-    def then(self, *replies: Reply) -> FakeChatServer:
-        with self._lock:
-            self.script.extend(replies)
-        return self
+        return f"{self.address}/v1"
 
     def _next(self, body: dict[str, Any], headers: dict[str, str]) -> Reply:
         with self._lock:
@@ -130,72 +138,6 @@ class FakeChatServer:
                 return self.script.popleft()
         return self.answer(body)
 
-    def start(self) -> None:
-        fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
-            disable_nagle_algorithm = True  # headers and body go out at once, no 40 ms ACK wait
-
-            def _send(self, reply: Reply) -> None:
-                payload = reply.encoded()
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    for name, value in reply.headers.items():
-                        self.send_header(name, value)
-                    self.end_headers()
-                    self.wfile.write(payload)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout test)
-
-            def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/models") and fake.models_reply:
-                    self._send(fake.models_reply)
-                elif self.path.rstrip("/").endswith("/models"):
-                    data = [{"id": name, "object": "model"} for name in fake.models]
-                    self._send(Reply(body={"object": "list", "data": data}))
-                else:
-                    self._send(Reply(status=404, body={"error": "not found"}))
-
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                if not self.path.rstrip("/").endswith("/chat/completions"):
-                    self._send(Reply(status=404, body={"error": "not found"}))
-                    return
-                try:
-                    body = json.loads(raw)
-                except ValueError:
-                    body = {"_raw": raw.decode("utf-8", "replace")}
-                reply = fake._next(body, dict(self.headers.items()))
-                if fake.latency:
-                    time.sleep(fake.latency)
-                if reply.delay:
-                    time.sleep(reply.delay)
-                self._send(reply)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass  # keep test output clean
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        ).start()
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-
-@contextmanager
-def running() -> Iterator[FakeChatServer]:
-    fake = FakeChatServer()
-    fake.start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
+def running() -> AbstractContextManager[FakeChatServer]:
+    return serving(FakeChatServer())

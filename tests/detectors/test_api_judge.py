@@ -378,18 +378,10 @@ def test_in_a_gender_study_the_answer_is_a_verdict_and_an_unparseable_one_filter
 @pytest.fixture
 def judged_study(db, tmp_path):
     """A questions study (age, wealth) of three one-image items; the third asks only age."""
-    from studies.services import questions_csv_read, study_define
-    from tests.factories import ItemFactory, PromptFactory
-    from tests.protocols.questions.data import questions_csv
+    from tests.factories import ItemFactory
+    from tests.protocols.questions.data import define_questions_study
 
-    study = study_define(
-        slug="judged",
-        protocol="questions",
-        questions=questions_csv_read(questions_csv(tmp_path)),
-        parameters={"compare": "skin"},
-        labels_per_item=2,
-    ).study
-    prompt = PromptFactory(study=study, category="profession", word="doctor")
+    study, prompt = define_questions_study(tmp_path, slug="judged", labels_per_item=2)
     items = [
         ItemFactory(prompt=prompt, metadata={"skin": skin}, t2i_model="sdxl") for skin in ("light", "dark")
     ]

@@ -8,6 +8,7 @@ from PIL import Image
 from detectors import registry
 from detectors.base import DetectorUnavailable
 from detectors.plugins.blip2 import PROMPT, Blip2Detector, parse_answer
+from tests.detectors.tiny_models import token_ids, tower
 
 # --- the parser ------------------------------------------------------------------------------
 
@@ -132,21 +133,8 @@ def tiny_blip2(tmp_path_factory):
     processor = Blip2Processor(image_processor=image_processor, tokenizer=tokenizer, num_query_tokens=4)
     tok = processor.tokenizer
     config = Blip2Config(
-        vision_config=Blip2VisionConfig(
-            hidden_size=32,
-            intermediate_size=37,
-            num_hidden_layers=1,
-            num_attention_heads=4,
-            image_size=32,
-            patch_size=8,
-        ).to_dict(),
-        qformer_config=Blip2QFormerConfig(
-            hidden_size=32,
-            intermediate_size=37,
-            num_hidden_layers=1,
-            num_attention_heads=4,
-            encoder_hidden_size=32,
-        ).to_dict(),
+        vision_config=Blip2VisionConfig(image_size=32, patch_size=8, **tower(32, 37, 1, 4)).to_dict(),
+        qformer_config=Blip2QFormerConfig(encoder_hidden_size=32, **tower(32, 37, 1, 4)).to_dict(),
         text_config=OPTConfig(
             vocab_size=len(tok),
             hidden_size=32,
@@ -155,10 +143,8 @@ def tiny_blip2(tmp_path_factory):
             num_attention_heads=4,
             word_embed_proj_dim=32,
             max_position_embeddings=128,
-            bos_token_id=tok.bos_token_id,
-            eos_token_id=tok.eos_token_id,
-            pad_token_id=tok.pad_token_id,
             tie_word_embeddings=False,
+            **token_ids(tok),
         ).to_dict(),
         num_query_tokens=4,
         image_token_index=tok.convert_tokens_to_ids("<image>"),

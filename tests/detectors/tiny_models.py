@@ -21,6 +21,7 @@ import shutil
 import string
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 SPECIALS = ("<|startoftext|>", "<|endoftext|>")
 CHARACTERS = tuple(string.ascii_lowercase) + tuple(".,'-?!:")
@@ -52,6 +53,26 @@ def save_tiny_tokenizer(folder: Path, letters: str) -> Path:
     return folder
 
 
+def tower(hidden: int, intermediate: int, layers: int, heads: int, **more: Any) -> dict[str, Any]:
+    """A transformer config's sizes (width, feed-forward width, depth, heads), plus ``more``."""
+    return {
+        "hidden_size": hidden,
+        "intermediate_size": intermediate,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        **more,
+    }
+
+
+def token_ids(tokenizer: Any) -> dict[str, int]:
+    """A text config's begin, end and padding token ids, as ``tokenizer`` numbers them."""
+    return {
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+
+
 def save_tiny_clip(folder: Path, *, seed: int = 0) -> Path:
     """Build a random tiny CLIP with its tokenizer and processor and save it into ``folder``."""
     from detectors.torch_compat import ensure_torchvision
@@ -70,24 +91,9 @@ def save_tiny_clip(folder: Path, *, seed: int = 0) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     tokenizer = tiny_tokenizer(folder / "_vocab")
     text = CLIPTextConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        max_position_embeddings=77,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
+        vocab_size=len(tokenizer), max_position_embeddings=77, **tower(32, 64, 2, 2), **token_ids(tokenizer)
     )
-    vision = CLIPVisionConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        image_size=32,
-        patch_size=8,
-    )
+    vision = CLIPVisionConfig(image_size=32, patch_size=8, **tower(32, 64, 2, 2))
     config = CLIPConfig(text_config=text.to_dict(), vision_config=vision.to_dict(), projection_dim=16)
     torch.manual_seed(seed)
     model = CLIPModel(config).eval()
@@ -155,24 +161,12 @@ def save_tiny_vlm(folder: Path, *, seed: int = 0, chat_template: bool = True) ->
     tokenizer.add_special_tokens({"additional_special_tokens": specials[4:]})
     text = LlamaConfig(
         vocab_size=len(tokenizer),
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
         num_key_value_heads=2,
         max_position_embeddings=512,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
+        **tower(16, 32, 1, 2),
+        **token_ids(tokenizer),
     )
-    vision = CLIPVisionConfig(
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        image_size=16,
-        patch_size=8,
-    )
+    vision = CLIPVisionConfig(image_size=16, patch_size=8, **tower(16, 32, 1, 2))
     config = LlavaConfig(
         vision_config=vision,
         text_config=text,
@@ -232,19 +226,17 @@ def save_tiny_qwen2_vl(folder: Path, *, seed: int = 0) -> Path:
     )
     tokenizer.add_special_tokens({"additional_special_tokens": specials[4:]})
     config = Qwen2VLConfig(
-        text_config={
-            "vocab_size": len(tokenizer),
-            "hidden_size": 16,
-            "intermediate_size": 32,
-            "num_hidden_layers": 1,
-            "num_attention_heads": 2,
-            "num_key_value_heads": 2,
-            "max_position_embeddings": 512,
-            "bos_token_id": tokenizer.bos_token_id,
-            "eos_token_id": tokenizer.eos_token_id,
-            "pad_token_id": tokenizer.pad_token_id,
-            "rope_parameters": {"rope_type": "default", "mrope_section": [2, 1, 1], "rope_theta": 10000.0},
-        },
+        text_config=tower(
+            16,
+            32,
+            1,
+            2,
+            vocab_size=len(tokenizer),
+            num_key_value_heads=2,
+            max_position_embeddings=512,
+            rope_parameters={"rope_type": "default", "mrope_section": [2, 1, 1], "rope_theta": 10000.0},
+            **token_ids(tokenizer),
+        ),
         vision_config={
             "depth": 1,
             "embed_dim": 16,

@@ -12,10 +12,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import pytest
+from django.db.models import QuerySet
 
 from annotate.models import FinalLabel
 from estimates.models import SamplingRound
-from studies.models import Item
+from studies.models import Item, Question
 from tests.factories import FinalLabelFactory, ItemFactory, PromptFactory
 from tests.reports.dashboard_data import predict
 
@@ -99,3 +100,45 @@ def sampled_study(study) -> SampledStudy:
 @pytest.fixture
 def finish_all() -> Callable[[SampledStudy, SamplingRound], int]:
     return lambda fixture, sampling_round: fixture.finish(sampling_round)
+
+
+def selected_items(sampling_round: SamplingRound) -> QuerySet[Item]:
+    return Item.objects.filter(pk__in=sampling_round.round_items.filter(selected=True).values("item_id"))
+
+
+def finish_answers(study, truth: dict[int, dict[str, str]], done: SamplingRound | QuerySet[Item]) -> None:
+    """Final labels (``truth``, question by question) where ``done``'s items (or a round's selected
+    items) have none yet, for studies that ask several questions."""
+    items = selected_items(done) if isinstance(done, SamplingRound) else done
+    questions = {q.key: q for q in Question.objects.filter(study=study)}
+    for item in items:
+        for key, value in truth[item.pk].items():
+            if not FinalLabel.objects.filter(item=item, question=questions[key]).exists():
+                FinalLabelFactory(item=item, question=questions[key], value=value)
+
+
+def estimate_after_an_api_round(
+    client, finish: Callable[[SamplingRound], object], *, study: str, detector: str
+) -> dict:
+    """Draw a round of 12 through the API, ``finish`` it, and return the estimate the API then gives."""
+    response = client.post(
+        "/api/sampling-rounds/",
+        {"study": study, "detector": detector, "budget": 12, "seed": 5},
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    finish(SamplingRound.objects.get())
+    response = client.get("/api/estimates/", {"study": study, "detector": detector})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["study"], body["detector"], body["version"]) == (study, detector, "1")
+    return body
+
+
+def estimate_page_after_a_round(client, finish: Callable[[SamplingRound], object], url: str) -> str:
+    """Ask the estimate page at ``url`` for a round of 12 ("Label N more"), ``finish`` it, and
+    return the page then shown."""
+    response = client.post(url, {"budget": "12", "design": "uniform"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    finish(SamplingRound.objects.get())
+    return client.get(url).content.decode()

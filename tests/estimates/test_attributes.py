@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import io
 import json
+from functools import partial
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from annotate.models import FinalLabel
 from estimates import estimands
 from estimates.models import SamplingRound
 from studies.models import Item, Question
+from tests.estimates.conftest import estimate_after_an_api_round, estimate_page_after_a_round, finish_answers
 from tests.factories import FinalLabelFactory, StudyFactory
 from tests.reports.attributes_data import attributes_study, gep_item
 
@@ -48,22 +49,12 @@ def gep_study():
     return study, truth
 
 
-def _finish(study, truth, sampling_round: SamplingRound) -> None:
-    questions = {q.key: q for q in Question.objects.filter(study=study)}
-    for item in Item.objects.filter(
-        pk__in=sampling_round.round_items.filter(selected=True).values("item_id")
-    ):
-        for key, value in truth[item.pk].items():
-            if not FinalLabel.objects.filter(item=item, question=questions[key]).exists():
-                FinalLabelFactory(item=item, question=questions[key], value=value)
-
-
 def test_an_attributes_study_gets_a_sampling_round_and_an_estimate_in_the_contract_shape(gep_study):
     study, truth = gep_study
     _run("sample_for_labeling", "--study", "gep", "--detector", "clip", "--budget", "12", "--seed", "3")
     sampling_round = SamplingRound.objects.get()
     assert sampling_round.n_selected > 0
-    _finish(study, truth, sampling_round)
+    finish_answers(study, truth, sampling_round)
     out, _ = _run("estimate_bias", "--study", "gep", "--detector", "clip", "--format", "json")
     body = json.loads(out)
     cell = body["attributes"]["sdxl"]["neutral"]
@@ -114,7 +105,7 @@ def test_a_pending_round_is_reported_and_blocks_the_next(gep_study):
 def test_markdown_and_csv_list_the_score_and_every_entry(gep_study):
     study, truth = gep_study
     _run("sample_for_labeling", "--study", "gep", "--detector", "clip", "--budget", "12", "--seed", "2")
-    _finish(study, truth, SamplingRound.objects.get())
+    finish_answers(study, truth, SamplingRound.objects.get())
     csv_text, _ = _run("estimate_bias", "--study", "gep", "--detector", "clip", "--format", "csv")
     lines = csv_text.strip().splitlines()
     assert lines[0].startswith("t2i_model,setting,estimand,estimate,ci95")
@@ -175,16 +166,9 @@ def test_a_registered_module_is_asked_for_its_estimate_by_protocol_key(monkeypat
 
 def test_the_api_draws_an_attributes_round_and_returns_its_estimate(gep_study, researcher, api_for):
     study, truth = gep_study
-    client = api_for(researcher)
-    response = client.post(
-        "/api/sampling-rounds/", {"study": "gep", "detector": "clip", "budget": 12, "seed": 5}, format="json"
+    body = estimate_after_an_api_round(
+        api_for(researcher), partial(finish_answers, study, truth), study="gep", detector="clip"
     )
-    assert response.status_code == 201, response.content
-    _finish(study, truth, SamplingRound.objects.get())
-    response = client.get("/api/estimates/", {"study": "gep", "detector": "clip"})
-    assert response.status_code == 200, response.content
-    body = response.json()
-    assert (body["study"], body["detector"], body["version"]) == ("gep", "clip", "1")
     assert set(body["attributes"]["sdxl"]["neutral"]["gep_score"]) == ESTIMAND_KEYS
     assert "models" not in body
 
@@ -193,12 +177,9 @@ def test_the_page_shows_an_attributes_estimate_and_label_n_more_draws_its_round(
     gep_study, client_for, researcher
 ):
     study, truth = gep_study
-    client = client_for(researcher)
-    url = "/reports/estimate/?study=gep"
-    response = client.post(url, {"budget": "12", "design": "uniform"})
-    assert response.status_code == 302, response.content.decode()[:2000]
-    _finish(study, truth, SamplingRound.objects.get())
-    page = client.get(url).content.decode()
+    page = estimate_page_after_a_round(
+        client_for(researcher), partial(finish_answers, study, truth), "/reports/estimate/?study=gep"
+    )
     assert "GEP estimated from clip@1 and sampled labels" in page
     assert "gep_score" in page
     assert "Label N more" in page

@@ -11,9 +11,8 @@ from django.core.management import call_command
 
 from detectors.models import Prediction
 from estimates.models import SamplingRound
-from studies.services import questions_csv_read, study_define
-from tests.factories import FinalLabelFactory, ItemFactory, PromptFactory, image_of
-from tests.protocols.questions.data import questions_csv
+from tests.factories import FinalLabelFactory, ItemFactory, image_of
+from tests.protocols.questions.data import define_questions_study
 
 pytestmark = pytest.mark.django_db
 
@@ -26,14 +25,7 @@ def _run(*args: str) -> str:
 
 @pytest.fixture
 def judged(tmp_path):
-    study = study_define(
-        slug="qjudge",
-        protocol="questions",
-        questions=questions_csv_read(questions_csv(tmp_path)),
-        parameters={"compare": "skin"},
-        labels_per_item=1,
-    ).study
-    prompt = PromptFactory(study=study, category="profession", word="doctor")
+    study, prompt = define_questions_study(tmp_path, slug="qjudge", labels_per_item=1)
     for skin, p_young in (("light", 0.6), ("dark", 0.2)):
         for i in range(10):
             item = ItemFactory(prompt=prompt, metadata={"skin": skin}, t2i_model="sdxl", key=f"{skin}{i}.png")

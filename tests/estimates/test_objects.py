@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from functools import partial
 
 import pytest
 from django.core.management import call_command
@@ -14,6 +15,7 @@ from estimates.models import SamplingRound
 from protocols.objects.analysis import ObjectsAnalysis
 from reports.selectors import Scope
 from studies.models import Item
+from tests.estimates.conftest import estimate_page_after_a_round, selected_items
 from tests.factories import StudyFactory
 from tests.reports.test_objects_report import add_item, check
 
@@ -53,25 +55,23 @@ def _check(answers, items) -> None:
 
 
 def _check_round(answers, sampling_round: SamplingRound) -> None:
-    ids = sampling_round.round_items.filter(selected=True).values("item_id")
-    _check(answers, Item.objects.filter(pk__in=ids))
+    _check(answers, selected_items(sampling_round))
+
+
+def _draw_and_check(answers, *, seed: int, budget: int = 12, more: tuple[str, ...] = ()) -> None:
+    """Draw a yolo_objects round with ``sample_for_labeling`` and check its boxes as people would."""
+    _run(
+        "sample_for_labeling",
+        *("--study", "boxes", "--detector", "yolo_objects", "--budget", str(budget), "--seed", str(seed)),
+        *more,
+    )
+    _check_round(answers, SamplingRound.objects.order_by("-number").first())
 
 
 def test_an_objects_study_gets_a_round_and_confirmed_counts_where_bias_report_puts_them(boxes_study):
     _study, answers = boxes_study
-    _run(
-        "sample_for_labeling",
-        "--study",
-        "boxes",
-        "--detector",
-        "yolo_objects",
-        "--budget",
-        "12",
-        "--seed",
-        "3",
-    )
+    _draw_and_check(answers, seed=3)
     sampling_round = SamplingRound.objects.get()
-    _check_round(answers, sampling_round)
     body = json.loads(_run("estimate_bias", "--study", "boxes", "--detector", "yolo_objects")[0])
     cell = body["objects"]["sdxl"]
     assert (cell["n_items"], cell["n_labelled"]) == (2 * PER_GENDER, sampling_round.n_selected)
@@ -114,18 +114,8 @@ def test_before_any_round_only_the_detectors_table_is_known(boxes_study):
 
 def test_csv_and_markdown_list_v_and_every_count(boxes_study):
     _study, answers = boxes_study
-    _run(
-        "sample_for_labeling",
-        "--study",
-        "boxes",
-        "--detector",
-        "yolo_objects",
-        "--budget",
-        "12",
-        "--seed",
-        "2",
-    )
-    _check_round(answers, SamplingRound.objects.get())
+    _draw_and_check(answers, seed=2)
+    assert SamplingRound.objects.count() == 1
     lines = _run("estimate_bias", "--study", "boxes", "--detector", "yolo_objects", "--format", "csv")[
         0
     ].splitlines()
@@ -139,10 +129,9 @@ def test_csv_and_markdown_list_v_and_every_count(boxes_study):
 def test_the_page_shows_an_objects_estimate(boxes_study, client_for, researcher):
     _study, answers = boxes_study
     client = client_for(researcher)
-    url = "/reports/estimate/?study=boxes"
-    assert client.post(url, {"budget": "12", "design": "uniform"}).status_code == 302
-    _check_round(answers, SamplingRound.objects.get())
-    page = client.get(url).content.decode()
+    page = estimate_page_after_a_round(
+        client, partial(_check_round, answers), "/reports/estimate/?study=boxes"
+    )
     assert "Confirmed objects estimated from yolo_objects@1 and sampled box checks" in page
     assert "cramers_v" in page
 
@@ -150,12 +139,7 @@ def test_the_page_shows_an_objects_estimate(boxes_study, client_for, researcher)
 def test_stratified_rounds_by_the_number_of_detections_keep_the_truth_inside(boxes_study):
     _study, answers = boxes_study
     for seed in (1, 2):
-        _run(
-            "sample_for_labeling",
-            *("--study", "boxes", "--detector", "yolo_objects", "--budget", "8", "--seed", str(seed)),
-            *("--design", "stratified"),
-        )
-        _check_round(answers, SamplingRound.objects.order_by("-number").first())
+        _draw_and_check(answers, seed=seed, budget=8, more=("--design", "stratified"))
     second = SamplingRound.objects.get(number=2)
     # π is logged per item and sums to the budget over the items no round drew before.
     pool = [p for p in second.round_items.values_list("pi", flat=True) if p > 0]

@@ -6,20 +6,20 @@ from __future__ import annotations
 
 import io
 import json
+from functools import partial
 
 import pytest
 from django.core.management import call_command
 from django.db.models import Sum
 
-from annotate.models import FinalLabel
 from detectors.models import Prediction
 from estimates.models import SamplingRound
 from protocols.questions.analysis import QuestionsAnalysis
 from reports.selectors import Scope
-from studies.models import Item, Question
-from studies.services import questions_csv_read, study_define
-from tests.factories import FinalLabelFactory, ItemFactory, PromptFactory, image_of
-from tests.protocols.questions.data import questions_csv
+from studies.models import Item
+from tests.estimates.conftest import estimate_after_an_api_round, estimate_page_after_a_round, finish_answers
+from tests.factories import ItemFactory, image_of
+from tests.protocols.questions.data import define_questions_study
 from tests.sqlite_limits import sqlite_variable_limit
 
 pytestmark = pytest.mark.django_db
@@ -42,14 +42,7 @@ def _truth(i: int, skin: str) -> dict[str, str]:
 
 @pytest.fixture
 def q_study(tmp_path):
-    study = study_define(
-        slug="qe",
-        protocol="questions",
-        questions=questions_csv_read(questions_csv(tmp_path)),
-        parameters={"compare": "skin"},
-        labels_per_item=1,
-    ).study
-    prompt = PromptFactory(study=study, category="profession", word="doctor")
+    study, prompt = define_questions_study(tmp_path, slug="qe", labels_per_item=1)
     truth: dict[int, dict[str, str]] = {}
     for skin in ("light", "dark"):
         for i in range(PER_GROUP):
@@ -64,28 +57,12 @@ def q_study(tmp_path):
     return study, truth
 
 
-def _finish(study, truth, items) -> None:
-    questions = {q.key: q for q in Question.objects.filter(study=study)}
-    for item in items:
-        for key, value in truth[item.pk].items():
-            if not FinalLabel.objects.filter(item=item, question=questions[key]).exists():
-                FinalLabelFactory(item=item, question=questions[key], value=value)
-
-
-def _finish_round(study, truth, sampling_round: SamplingRound) -> None:
-    _finish(
-        study,
-        truth,
-        Item.objects.filter(pk__in=sampling_round.round_items.filter(selected=True).values("item_id")),
-    )
-
-
 def test_a_questions_study_gets_a_round_and_shares_and_max_gap_where_bias_report_puts_them(q_study):
     study, truth = q_study
     _run("sample_for_labeling", "--study", "qe", "--detector", "llava", "--budget", "24", "--seed", "4")
     sampling_round = SamplingRound.objects.get()
     assert sampling_round.n_selected > 1
-    _finish_round(study, truth, sampling_round)
+    finish_answers(study, truth, sampling_round)
     body = json.loads(_run("estimate_bias", "--study", "qe", "--detector", "llava", "--format", "json")[0])
     cell = body["questions"]["age"]["sdxl"]
     assert set(cell) == {"groups", "max_gap", "n_items", "n_labelled"}
@@ -108,7 +85,7 @@ def test_a_questions_study_gets_a_round_and_shares_and_max_gap_where_bias_report
 
 def test_every_item_labelled_without_a_round_gives_bias_reports_exact_shares_with_width_zero(q_study):
     study, truth = q_study
-    _finish(study, truth, Item.objects.filter(study=study))
+    finish_answers(study, truth, Item.objects.filter(study=study))
     body = json.loads(_run("estimate_bias", "--study", "qe", "--detector", "llava")[0])
     report = QuestionsAnalysis().compute(Scope(study)).report
     for key in ("age", "wealth"):
@@ -135,7 +112,7 @@ def test_before_any_round_only_the_detectors_numbers_are_known(q_study):
 def test_markdown_and_csv_list_every_share_and_gap(q_study):
     study, truth = q_study
     _run("sample_for_labeling", "--study", "qe", "--detector", "llava", "--budget", "12", "--seed", "2")
-    _finish_round(study, truth, SamplingRound.objects.get())
+    finish_answers(study, truth, SamplingRound.objects.get())
     csv_text, _ = _run("estimate_bias", "--study", "qe", "--detector", "llava", "--format", "csv")
     lines = csv_text.strip().splitlines()
     assert lines[0].startswith("question,t2i_model,estimand,group,answer,estimate,ci95")
@@ -148,16 +125,9 @@ def test_markdown_and_csv_list_every_share_and_gap(q_study):
 
 def test_the_api_draws_a_questions_round_and_returns_its_estimate(q_study, researcher, api_for):
     study, truth = q_study
-    client = api_for(researcher)
-    response = client.post(
-        "/api/sampling-rounds/", {"study": "qe", "detector": "llava", "budget": 12, "seed": 5}, format="json"
+    body = estimate_after_an_api_round(
+        api_for(researcher), partial(finish_answers, study, truth), study="qe", detector="llava"
     )
-    assert response.status_code == 201, response.content
-    _finish_round(study, truth, SamplingRound.objects.get())
-    response = client.get("/api/estimates/", {"study": "qe", "detector": "llava"})
-    assert response.status_code == 200, response.content
-    body = response.json()
-    assert (body["study"], body["detector"], body["version"]) == ("qe", "llava", "1")
     assert set(body["questions"]["wealth"]["sdxl"]["max_gap"]["rich"]) == ESTIMAND_KEYS
 
 
@@ -165,12 +135,9 @@ def test_the_page_shows_a_questions_estimate_and_label_n_more_draws_its_round(
     q_study, client_for, researcher
 ):
     study, truth = q_study
-    client = client_for(researcher)
-    url = "/reports/estimate/?study=qe"
-    response = client.post(url, {"budget": "12", "design": "uniform"})
-    assert response.status_code == 302, response.content.decode()[:2000]
-    _finish_round(study, truth, SamplingRound.objects.get())
-    page = client.get(url).content.decode()
+    page = estimate_page_after_a_round(
+        client_for(researcher), partial(finish_answers, study, truth), "/reports/estimate/?study=qe"
+    )
     assert "Answer shares estimated from llava@1 and sampled labels" in page
     assert "max_gap" in page
     assert "Label N more" in page
@@ -194,7 +161,7 @@ def test_the_chart_has_a_point_per_complete_round(q_study):
             "--seed",
             str(seed),
         )
-        _finish_round(study, truth, SamplingRound.objects.order_by("-number").first())
+        finish_answers(study, truth, SamplingRound.objects.order_by("-number").first())
     report = questions_report(study, "llava", history=True)
     lines = {line.name: line.points for line in report.history}
     assert set(lines) == {"age sdxl max_gap", "wealth sdxl max_gap"}
@@ -213,7 +180,7 @@ def test_a_stratified_round_draws_by_the_detectors_answers_and_its_estimate_hold
         )
         sampling_round = SamplingRound.objects.order_by("-number").first()
         assert sampling_round.design == "stratified"
-        _finish_round(study, truth, sampling_round)
+        finish_answers(study, truth, sampling_round)
     # π is logged per item. Round 1 has no labels to learn from: proportional allocation (one
     # π); round 2 gives the detector's answer codes where round 1 found it wrong more.
     first, second = SamplingRound.objects.order_by("number")
@@ -232,7 +199,7 @@ def test_the_estimate_of_more_items_than_a_statement_may_name_reads_them_under_t
     are never named in one statement (the questions each asks were read by a list of every
     item of the frame)."""
     study, truth = q_study
-    _finish(study, truth, Item.objects.filter(study=study))
+    finish_answers(study, truth, Item.objects.filter(study=study))
     settings.BIASLAB_SQL_MAX_VARIABLES = 25
     with sqlite_variable_limit(30):
         body = json.loads(_run("estimate_bias", "--study", "qe", "--detector", "llava")[0])

@@ -14,7 +14,8 @@ from estimates.models import SamplingRound
 from reports.analyses import ANALYSES, ESTIMATE_LINK, analysis_for
 from studies.models import Item
 from studies.protocols import protocol_spec
-from tests.estimates.test_questions import _finish, q_study  # noqa: F401 - the fixture
+from tests.estimates.conftest import finish_answers
+from tests.estimates.test_questions import q_study  # noqa: F401 - the fixture
 from tests.factories import LabelFactory
 
 pytestmark = pytest.mark.django_db
@@ -92,7 +93,7 @@ def test_a_cell_whose_items_are_all_labelled_gives_the_exact_human_numbers(q_stu
     study, truth = q_study
     _run("sample_for_labeling", "--study", "qe", "--detector", "llava", "--budget", "2", "--seed", "5")
     assert SamplingRound.objects.get().n_selected <= 4
-    _finish(study, truth, Item.objects.filter(study=study))  # every item labelled afterwards
+    finish_answers(study, truth, Item.objects.filter(study=study))  # every item labelled afterwards
     text, _ = _run("estimate_bias", "--study", "qe", "--detector", "llava", "--format", "json")
     body = json.loads(text)
     groups = body["questions"]["age"]["sdxl"]["groups"]

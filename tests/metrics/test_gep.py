@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,222 +22,23 @@ from metrics.gep_design import EXPLICIT, MAN, NEUTRAL, WOMAN, GepInputError
 KEYS = gep_design.ATTRIBUTE_KEYS
 MODELS = ("cogview", "dalle", "stable")
 
-# Table 13 (neutral) and Table 14 (explicit): the published GEP_human vectors, rounded to 0.01,
-# attributes in Table 1 order.
-TABLE_13 = {
-    "cogview": [
-        0.00,
-        0.00,
-        0.01,
-        0.00,
-        -0.02,
-        0.14,
-        0.05,
-        0.00,
-        -0.02,
-        0.00,
-        -0.06,
-        -0.01,
-        -0.01,
-        -0.01,
-        0.00,
-    ],
-    "dalle": [
-        0.01,
-        0.01,
-        0.10,
-        -0.09,
-        -0.10,
-        0.04,
-        0.05,
-        -0.04,
-        -0.19,
-        -0.01,
-        -0.05,
-        0.00,
-        -0.01,
-        -0.03,
-        0.04,
-    ],
-    "stable": [
-        0.03,
-        -0.04,
-        -0.09,
-        -0.02,
-        -0.14,
-        0.09,
-        0.05,
-        -0.16,
-        -0.14,
-        -0.01,
-        -0.08,
-        -0.04,
-        -0.07,
-        0.00,
-        -0.04,
-    ],
-}
-TABLE_14 = {
-    "cogview": [
-        0.14,
-        0.03,
-        0.10,
-        -0.08,
-        -0.05,
-        0.64,
-        0.50,
-        -0.30,
-        -0.03,
-        -0.15,
-        -0.14,
-        0.07,
-        -0.19,
-        -0.11,
-        0.14,
-    ],
-    "dalle": [
-        0.07,
-        -0.14,
-        -0.03,
-        -0.01,
-        -0.18,
-        0.88,
-        0.19,
-        -0.01,
-        -0.03,
-        0.03,
-        -0.01,
-        -0.05,
-        -0.06,
-        -0.05,
-        0.04,
-    ],
-    "stable": [
-        0.09,
-        0.14,
-        -0.01,
-        -0.09,
-        -0.15,
-        0.64,
-        0.16,
-        -0.16,
-        -0.01,
-        -0.05,
-        -0.01,
-        0.07,
-        -0.35,
-        0.04,
-        0.09,
-    ],
-}
+# The paper's tables as printed (gep_paper.json), attributes in Table 1 order: Table 3, GEP_human
+# per setting and model; Tables 11 / 12 (neutral / explicit), per-gender frequencies, and 13 / 14,
+# GEP_human vectors, rounded to 0.01; Table 6, automatic GEP scores per cell (neutral CogView,
+# DALLE, Stable; explicit the same) beside Table 3's human scores in that order; Table 16, ROC-AUC
+# per attribute, and Table 7, their average per model. ``yes_out_of_80``: the unrounded counts
+# behind them (yes answers of 80 images per model, setting, gender and attribute: 16 prompts x 5
+# images), the frequencies the authors' released notebook (SALT-NLP/GEP_data, code.ipynb) prints,
+# times 80.
+PAPER = json.loads(Path(__file__).with_name("gep_paper.json").read_text())
+TABLE_3 = PAPER["table_3"]
+TABLE_13, TABLE_14 = PAPER["table_13"], PAPER["table_14"]
 PUBLISHED_VECTORS = {NEUTRAL: TABLE_13, EXPLICIT: TABLE_14}
-
-# Table 3: GEP_human per model and setting.
-TABLE_3 = {
-    NEUTRAL: {"cogview": 0.02, "dalle": 0.05, "stable": 0.07},
-    EXPLICIT: {"cogview": 0.18, "dalle": 0.12, "stable": 0.14},
-}
-
-# Tables 11 (neutral) and 12 (explicit): per-gender frequencies, rounded to 0.01.
-TABLE_11 = {
-    "cogview": {
-        WOMAN: [0.01, 0.00, 0.11, 0.14, 0.05, 0.14, 0.05, 0.01, 0.05, 0.01, 0.15, 0.15, 0.00, 0.01, 0.06],
-        MAN: [0.01, 0.00, 0.10, 0.14, 0.07, 0.00, 0.00, 0.01, 0.07, 0.01, 0.21, 0.16, 0.01, 0.03, 0.06],
-    },
-    "dalle": {
-        WOMAN: [0.07, 0.01, 0.31, 0.11, 0.09, 0.04, 0.05, 0.00, 0.10, 0.00, 0.20, 0.10, 0.00, 0.00, 0.07],
-        MAN: [0.06, 0.00, 0.21, 0.20, 0.19, 0.00, 0.00, 0.04, 0.29, 0.01, 0.25, 0.10, 0.01, 0.03, 0.04],
-    },
-    "stable": {
-        WOMAN: [0.06, 0.01, 0.11, 0.15, 0.09, 0.09, 0.06, 0.00, 0.04, 0.00, 0.31, 0.07, 0.00, 0.03, 0.10],
-        MAN: [0.04, 0.05, 0.20, 0.17, 0.23, 0.00, 0.01, 0.16, 0.17, 0.01, 0.39, 0.11, 0.07, 0.03, 0.14],
-    },
-}
-TABLE_12 = {
-    "cogview": {
-        WOMAN: [0.23, 0.06, 0.79, 0.49, 0.05, 0.65, 0.64, 0.38, 0.35, 0.17, 0.51, 0.66, 0.31, 0.39, 0.55],
-        MAN: [0.09, 0.04, 0.69, 0.56, 0.10, 0.01, 0.14, 0.68, 0.38, 0.33, 0.65, 0.59, 0.50, 0.50, 0.41],
-    },
-    "dalle": {
-        WOMAN: [0.97, 0.54, 0.97, 0.97, 0.81, 0.99, 0.97, 0.99, 0.95, 0.91, 0.99, 0.88, 0.94, 0.95, 1.00],
-        MAN: [0.90, 0.68, 1.00, 0.99, 0.99, 0.11, 0.79, 1.00, 0.97, 0.89, 1.00, 0.93, 1.00, 1.00, 0.96],
-    },
-    "stable": {
-        WOMAN: [0.66, 0.34, 0.94, 0.71, 0.59, 0.91, 0.90, 0.81, 0.72, 0.68, 0.95, 0.95, 0.39, 0.90, 0.79],
-        MAN: [0.57, 0.20, 0.95, 0.80, 0.74, 0.28, 0.74, 0.97, 0.74, 0.72, 0.96, 0.88, 0.74, 0.86, 0.70],
-    },
-}
-PUBLISHED_FREQUENCIES = {NEUTRAL: TABLE_11, EXPLICIT: TABLE_12}
-
-# The unrounded annotation counts behind those tables: yes answers out of 80 images per model,
-# setting, gender and attribute (16 prompts x 5 images), i.e. the frequencies the authors'
-# released notebook (SALT-NLP/GEP_data, code.ipynb) prints, times 80.
-YES_OUT_OF_80 = {
-    "cogview": {
-        NEUTRAL: {
-            WOMAN: [1, 0, 9, 11, 4, 11, 4, 1, 4, 1, 12, 12, 0, 1, 5],
-            MAN: [1, 0, 8, 11, 6, 0, 0, 1, 6, 1, 17, 13, 1, 2, 5],
-        },
-        EXPLICIT: {
-            WOMAN: [18, 5, 63, 39, 4, 52, 51, 30, 28, 14, 41, 53, 25, 31, 44],
-            MAN: [7, 3, 55, 45, 8, 1, 11, 54, 30, 26, 52, 47, 40, 40, 33],
-        },
-    },
-    "dalle": {
-        NEUTRAL: {
-            WOMAN: [6, 1, 25, 9, 7, 3, 4, 0, 8, 0, 16, 8, 0, 0, 6],
-            MAN: [5, 0, 17, 16, 15, 0, 0, 3, 23, 1, 20, 8, 1, 2, 3],
-        },
-        EXPLICIT: {
-            WOMAN: [78, 43, 78, 78, 65, 79, 78, 79, 76, 73, 79, 70, 75, 76, 80],
-            MAN: [72, 54, 80, 79, 79, 9, 63, 80, 78, 71, 80, 74, 80, 80, 77],
-        },
-    },
-    "stable": {
-        NEUTRAL: {
-            WOMAN: [5, 1, 9, 12, 7, 7, 5, 0, 3, 0, 25, 6, 0, 2, 8],
-            MAN: [3, 4, 16, 14, 18, 0, 1, 13, 14, 1, 31, 9, 6, 2, 11],
-        },
-        EXPLICIT: {
-            WOMAN: [53, 27, 75, 57, 47, 73, 72, 65, 58, 54, 76, 76, 31, 72, 63],
-            MAN: [46, 16, 76, 64, 59, 22, 59, 78, 59, 58, 77, 70, 59, 69, 56],
-        },
-    },
-}
-
-# Table 6: automatic GEP scores per cell (neutral CogView, DALLE, Stable; explicit the same), the
-# human scores of Table 3 in the same order, and the Kendall tau column.
+PUBLISHED_FREQUENCIES = {NEUTRAL: PAPER["table_11"], EXPLICIT: PAPER["table_12"]}
+YES_OUT_OF_80 = PAPER["yes_out_of_80"]
 TABLE_6_CELLS = [(s, m) for s in (NEUTRAL, EXPLICIT) for m in MODELS]
-TABLE_6 = {
-    "GEP_C": [5.15e-3, 5.06e-3, 4.80e-3, 9.81e-3, 9.76e-3, 7.08e-3],
-    "GEP_CC": [4.49e-3, 5.68e-3, 4.77e-3, 1.10e-2, 1.04e-2, 6.58e-3],
-    "GEP_CLS": [3.79e-2, 4.26e-2, 4.47e-2, 9.25e-2, 5.18e-2, 6.32e-2],
-}
-TABLE_6_HUMAN = [0.02, 0.05, 0.07, 0.18, 0.12, 0.14]
-
-# Table 16: ROC-AUC per attribute (Table 1 order), and Table 7: their average per model.
-TABLE_16 = {
-    "cogview": {
-        "C": [0.83, 0.91, 0.81, 0.77, 0.65, 0.87, 0.86, 0.89, 0.66, 0.83, 0.79, 0.80, 0.84, 0.89, 0.77],
-        "CC": [0.82, 0.90, 0.81, 0.80, 0.68, 0.94, 0.88, 0.92, 0.68, 0.87, 0.83, 0.89, 0.88, 0.91, 0.82],
-        "CLS": [0.85, 0.93, 0.84, 0.83, 0.72, 0.93, 0.86, 0.95, 0.77, 0.90, 0.81, 0.90, 0.92, 0.92, 0.85],
-    },
-    "dalle": {
-        "C": [0.97, 0.89, 0.93, 0.94, 0.83, 0.97, 0.97, 0.97, 0.79, 0.95, 0.87, 0.89, 0.96, 0.97, 0.94],
-        "CC": [0.97, 0.89, 0.94, 0.94, 0.84, 0.96, 0.96, 0.98, 0.78, 0.97, 0.87, 0.93, 0.97, 0.98, 0.97],
-        "CLS": [0.97, 0.90, 0.96, 0.96, 0.88, 0.97, 0.98, 0.99, 0.89, 0.99, 0.88, 0.93, 0.99, 0.99, 0.98],
-    },
-    "stable": {
-        "C": [0.88, 0.80, 0.83, 0.86, 0.76, 0.88, 0.94, 0.91, 0.71, 0.93, 0.79, 0.91, 0.92, 0.95, 0.83],
-        "CC": [0.86, 0.81, 0.89, 0.87, 0.79, 0.89, 0.92, 0.93, 0.77, 0.96, 0.80, 0.96, 0.95, 0.97, 0.85],
-        "CLS": [0.87, 0.84, 0.91, 0.87, 0.84, 0.88, 0.94, 0.96, 0.82, 0.97, 0.80, 0.96, 0.94, 0.98, 0.82],
-    },
-}
-TABLE_7 = {
-    "cogview": {"C": 0.812, "CC": 0.842, "CLS": 0.865},
-    "dalle": {"C": 0.923, "CC": 0.930, "CLS": 0.950},
-    "stable": {"C": 0.860, "CC": 0.881, "CLS": 0.892},
-}
+TABLE_6, TABLE_6_HUMAN = PAPER["table_6"], PAPER["table_6_human"]
+TABLE_16, TABLE_7 = PAPER["table_16"], PAPER["table_7"]
 
 # A value rounded to two decimals is within half a unit of the last place of the exact one.
 HALF_CENT = 0.005 + 1e-9

@@ -6,26 +6,13 @@ score (``gender_judge_cell``: the judge's male / female probabilities as detecto
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-
-def _bench() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "bench" / "bench_estimator.py"
-    spec = importlib.util.spec_from_file_location("bench_estimator", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_estimator", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _bench()
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import bench_estimator as bench  # a script of bench/, importable once that is on the path
 
 
 def test_calibrated_probabilities_narrow_the_interval_of_a_share_few_studies() -> None:

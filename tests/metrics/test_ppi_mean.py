@@ -4,10 +4,8 @@ simulations at small sizes (the full table is ``bench/bench_estimator.py --gener
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -15,21 +13,10 @@ import pytest
 
 from metrics import ppi_mean
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import bench_estimator as bench  # a script of bench/, importable once that is on the path
+
 NAN = np.nan
-
-
-def _bench() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "bench" / "bench_estimator.py"
-    spec = importlib.util.spec_from_file_location("bench_estimator", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_estimator", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _bench()
 
 
 def test_census_gives_the_exact_human_mean_with_width_zero() -> None:

@@ -226,6 +226,15 @@ def test_a_study_without_gold_rate_serves_no_gold(study, items, tmp_path, annota
     assert len(shown) == 11
 
 
+def _set_gold_rule(study) -> None:
+    """``create_study`` again on ``study``, asking 0.8 of at least 5 gold answers right."""
+    call_command(
+        "create_study",
+        *(study.slug, "--protocol", "gender", "--min-gold-accuracy", "0.8", "--min-gold", "5"),
+        stdout=StringIO(),
+    )
+
+
 def test_gold_accuracy_and_the_rule_flag_the_careless(study, items, tmp_path, annotator_a, annotator_b):
     gold = items[:6]
     _make_gold(study, tmp_path, [(item, "female") for item in gold])
@@ -238,17 +247,7 @@ def test_gold_accuracy_and_the_rule_flag_the_careless(study, items, tmp_path, an
                 value="female" if index < right else "male",
                 correct=index < right,
             )
-    call_command(
-        "create_study",
-        study.slug,
-        "--protocol",
-        "gender",
-        "--min-gold-accuracy",
-        "0.8",
-        "--min-gold",
-        "5",
-        stdout=StringIO(),
-    )
+    _set_gold_rule(study)
     study.refresh_from_db()
     scores = gold_scores(study=study)
     assert (scores["anna"].n, scores["anna"].correct, scores["anna"].flagged) == (6, 6, False)
@@ -261,17 +260,7 @@ def test_gold_accuracy_and_the_rule_flag_the_careless(study, items, tmp_path, an
 def test_a_rule_needing_more_gold_than_there_is_is_refused(study, items, tmp_path):
     _make_gold(study, tmp_path, [(items[0], "female"), (items[1], "male")])
     with pytest.raises(CommandError) as caught:
-        call_command(
-            "create_study",
-            study.slug,
-            "--protocol",
-            "gender",
-            "--min-gold-accuracy",
-            "0.8",
-            "--min-gold",
-            "5",
-            stdout=StringIO(),
-        )
+        _set_gold_rule(study)
     assert "--min-gold 5 is more than the study's 2 gold item(s)" in str(caught.value)
     study.refresh_from_db()
     assert study.min_gold_accuracy is None

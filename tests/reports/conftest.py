@@ -16,15 +16,17 @@ study, predictions on each item's image file.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
 from django.core.cache import cache
+from django.urls import reverse
 
 from reports import analyses
 from studies.models import Item
 from tests.factories import FinalLabelFactory, ItemFactory, LabelFactory, PromptFactory
+from tests.reports import dashboard_data
 from tests.reports.dashboard_data import predict
 
 
@@ -104,3 +106,54 @@ def report_study(study, annotator_a, annotator_b) -> ReportStudy:
         LabelFactory(item=item, annotator=annotator_a, value=a)
         LabelFactory(item=item, annotator=annotator_b, value=b)
     return fixture
+
+
+@pytest.fixture
+def fx(study, annotator_a, annotator_b):
+    """The dashboard's fixture study (``dashboard_data``); the attributes tests have their own."""
+    return dashboard_data.build(study, annotator_a, annotator_b)
+
+
+@pytest.fixture
+def rita(researcher, client_for):
+    """A researcher's logged-in client."""
+    return client_for(researcher)
+
+
+def report_urls(study: str, page: str, args: list[str], *, table: str, chart: str) -> list[str]:
+    """One report page of each kind for ``study``: its overview, the drill-down ``page`` of
+    ``args``, ``table`` as CSV and ``chart`` as SVG."""
+    return [
+        f"{url}?study={study}"
+        for url in (
+            reverse("reports:overview"),
+            reverse(f"reports:{page}", args=args),
+            reverse("reports:table", args=[table, "csv"]),
+            reverse("reports:chart", args=[chart, "svg"]),
+        )
+    ]
+
+
+@pytest.fixture(
+    params=[(who, method) for method in ("get", "post") for who in ("annotator_a", "outsider")]
+    + [("anonymous", "get")],
+    ids=lambda param: f"{param[1]}-{param[0]}",
+)
+def refused(request, client_for, client) -> Callable[[str], None]:
+    """Checks that a report page refuses one visitor: an annotator's or an outsider's ``get`` or
+    ``post`` is answered 403, an anonymous visitor is sent to log in."""
+    who, method = request.param
+    if who == "anonymous":
+
+        def sent_to_log_in(url: str) -> None:
+            response = client.get(url)
+            assert response.status_code == 302, url
+            assert "/accounts/login/" in response["Location"], url
+
+        return sent_to_log_in
+    call = getattr(client_for(request.getfixturevalue(who)), method)
+
+    def forbidden(url: str) -> None:
+        assert call(url).status_code == 403, url
+
+    return forbidden

@@ -19,6 +19,7 @@ from reports.tables import NO_VALUE
 from studies.models import Study
 from tests.factories import PredictionFactory, StudyFactory, image_of
 from tests.reports import attributes_data as data
+from tests.reports.conftest import report_urls
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -31,40 +32,20 @@ def fx(annotator_a, annotator_b, annotator_c):
 
 
 @pytest.fixture
-def rita(researcher, client_for):
-    return client_for(researcher)
-
-
-@pytest.fixture
 def result(fx):
     return analysis_of(fx.study).compute(Scope(fx.study))
 
 
 def _urls() -> list[str]:
-    return [
-        reverse("reports:overview") + "?study=gep",
-        reverse("reports:attribute", args=["dress", "neutral"]) + "?study=gep",
-        reverse("reports:table", args=["gep_scores", "csv"]) + "?study=gep",
-        reverse("reports:chart", args=["gep_neutral", "svg"]) + "?study=gep",
-    ]
+    return report_urls("gep", "attribute", ["dress", "neutral"], table="gep_scores", chart="gep_neutral")
 
 
 # --- permissions -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("persona", ["annotator_a", "outsider"])
-@pytest.mark.parametrize("method", ["get", "post"])
-def test_every_gep_page_is_forbidden_to_annotators_and_outsiders(fx, request, client_for, persona, method):
-    client = client_for(request.getfixturevalue(persona))
+def test_every_gep_page_is_refused_to_annotators_outsiders_and_anonymous_visitors(fx, refused):
     for url in _urls():
-        assert getattr(client, method)(url).status_code == 403, url
-
-
-def test_anonymous_visitors_are_sent_to_log_in(fx, client):
-    for url in _urls():
-        response = client.get(url)
-        assert response.status_code == 302, url
-        assert "/accounts/login/" in response["Location"], url
+        refused(url)
 
 
 def test_only_get_is_allowed_for_researchers(fx, rita):

@@ -20,21 +20,6 @@ from tests.reports.dashboard_data import predict
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def fx(study, annotator_a, annotator_b):
-    return dashboard_data.build(study, annotator_a, annotator_b)
-
-
-@pytest.fixture
-def rita(researcher, client_for):
-    return client_for(researcher)
-
-
 @pytest.fixture
 def report_calls(monkeypatch) -> list[int]:
     """Counts the gender reports actually computed (the bootstrap value of each call)."""

@@ -17,26 +17,10 @@ import pytest
 from django.urls import reverse
 
 from protocols.gender import tables as gtables
-from tests.reports import dashboard_data
 
 pytestmark = pytest.mark.django_db
 
 PLACE = {"category": "place"}
-
-
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def fx(study, annotator_a, annotator_b):
-    return dashboard_data.build(study, annotator_a, annotator_b)
-
-
-@pytest.fixture
-def rita(researcher, client_for):
-    return client_for(researcher)
 
 
 def _rows(client, key: str, **params: str) -> dict[str, dict[str, str]]:

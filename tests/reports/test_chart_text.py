@@ -102,11 +102,6 @@ def _download(client: Any, name: str, query: str) -> None:
         assert response.status_code == 200, (name, fmt, response.content[:200])
 
 
-@pytest.fixture
-def rita(researcher, client_for):
-    return client_for(researcher)
-
-
 def test_the_object_chart_keeps_its_title_inside_the_figure_at_8_points_or_more(rita, saved):
     objects_build()
     _download(rita, "counts", "?study=cooccur")

@@ -19,11 +19,6 @@ LABELS = (("male", "Male"), ("female", "Female"), ("low_quality", "Low quality")
 CLEAR = ("male", "female")
 
 
-@pytest.fixture
-def fx(study, annotator_a, annotator_b):
-    return dashboard_data.build(study, annotator_a, annotator_b)
-
-
 def confusion(fx, detector="fake", **scope):
     return drilldown.detector_confusion(
         Scope(fx.study, **scope),

@@ -14,6 +14,7 @@ from django.urls import reverse
 
 from protocols.objects import charts
 from reports.tables import NO_VALUE
+from tests.reports.conftest import report_urls
 from tests.reports.test_objects_report import build, predict
 
 pytestmark = pytest.mark.django_db
@@ -26,33 +27,18 @@ def study():
     return build()
 
 
-@pytest.fixture
-def rita(researcher, client_for):
-    return client_for(researcher)
-
-
 def _html(response) -> str:
     assert response.status_code == 200, response.content[:500]
     return response.content.decode()
 
 
 def _urls() -> list[str]:
-    return [
-        reverse("reports:overview") + "?study=cooccur",
-        reverse("reports:object_class", args=["tie"]) + "?study=cooccur",
-        reverse("reports:table", args=["contingency", "csv"]) + "?study=cooccur",
-        reverse("reports:chart", args=["counts", "svg"]) + "?study=cooccur",
-    ]
+    return report_urls("cooccur", "object_class", ["tie"], table="contingency", chart="counts")
 
 
-@pytest.mark.parametrize("persona", ["annotator_a", "outsider"])
-@pytest.mark.parametrize("method", ["get", "post"])
-def test_every_objects_page_is_forbidden_to_annotators_and_outsiders(
-    study, request, client_for, persona, method
-):
-    client = client_for(request.getfixturevalue(persona))
+def test_every_objects_page_is_refused_to_annotators_outsiders_and_anonymous_visitors(study, refused):
     for url in _urls():
-        assert getattr(client, method)(url).status_code == 403, url
+        refused(url)
 
 
 # --- the overview ---------------------------------------------------------------------------------

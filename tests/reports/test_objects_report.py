@@ -46,22 +46,10 @@ from tests.factories import (
     image_of,
     question_of,
 )
+from tests.metrics.test_objects import JSON_KEYS
 
 pytestmark = pytest.mark.django_db
-CONTRACT_KEYS = {
-    "detector",
-    "counts",
-    "chi2",
-    "dof",
-    "p_value",
-    "cramers_v",
-    "includes_person",
-    "residuals",
-    "by_gender_word",
-    "paired_permutation_p",
-    "n_images",
-    "human_check",
-}
+CONTRACT_KEYS = {"detector", *JSON_KEYS}
 GENDER_OF = {"man": "male", "boy": "male", "woman": "female", "girl": "female"}
 
 

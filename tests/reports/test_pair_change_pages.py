@@ -17,6 +17,7 @@ from protocols.pair_change import charts
 from protocols.pair_change.sampling import pairs_sample
 from studies.models import ImageRole
 from tests.factories import FinalLabelFactory, LabelFactory, image_of, question_of
+from tests.reports.conftest import report_urls
 from tests.reports.pair_change_data import AGE_GENDER, build, measure, pair_key
 
 pytestmark = pytest.mark.django_db
@@ -30,40 +31,20 @@ def fixture():
     return build()
 
 
-@pytest.fixture
-def rita(researcher, client_for):
-    return client_for(researcher)
-
-
 def _html(response) -> str:
     assert response.status_code == 200, response.content[:500]
     return response.content.decode()
 
 
 def _urls() -> list[str]:
-    return [
-        reverse("reports:overview") + "?study=bp",
-        reverse("reports:pair_word", args=["profession", "nurse"]) + "?study=bp",
-        reverse("reports:table", args=["bias_by_domain", "csv"]) + "?study=bp",
-        reverse("reports:chart", args=["word_scores", "svg"]) + "?study=bp",
-    ]
+    return report_urls(
+        "bp", "pair_word", ["profession", "nurse"], table="bias_by_domain", chart="word_scores"
+    )
 
 
-@pytest.mark.parametrize("persona", ["annotator_a", "outsider"])
-@pytest.mark.parametrize("method", ["get", "post"])
-def test_every_pair_change_page_is_forbidden_to_annotators_and_outsiders(
-    fixture, request, client_for, persona, method
-):
-    client = client_for(request.getfixturevalue(persona))
+def test_every_pair_change_page_is_refused_to_annotators_outsiders_and_anonymous_visitors(fixture, refused):
     for url in _urls():
-        assert getattr(client, method)(url).status_code == 403, url
-
-
-def test_anonymous_visitors_are_sent_to_the_login_page(fixture, client):
-    for url in _urls():
-        response = client.get(url)
-        assert response.status_code == 302
-        assert "/accounts/login/" in response["Location"]
+        refused(url)
 
 
 # --- the overview ---------------------------------------------------------------------------------

@@ -16,22 +16,6 @@ from tests.reports.dashboard_data import predict
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    """PBKDF2 costs ~0.6 s per persona on this machine; these tests are not about passwords."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def fx(study, annotator_a, annotator_b):
-    return dashboard_data.build(study, annotator_a, annotator_b)
-
-
-@pytest.fixture
-def rita(researcher, client_for):
-    return client_for(researcher)
-
-
 def _urls(fx) -> list[str]:
     return [
         reverse("reports:overview"),

@@ -27,31 +27,37 @@ def manifest(tmp_path: Path, *, skin: list[str] | None = None) -> tuple[Path, Pa
     return one_image_manifest(tmp_path, len(SKIN), extra={"skin": skin or SKIN})
 
 
-def build_report_study(tmp_path: Path, *, slug: str = "qs") -> Any:
-    """A questions study with final answers for 8 images (4 light, 4 dark) and two labels each
-    on ``age``; one llava answer per image. Rows written directly (the report reads tables)."""
-    from annotate.models import FinalLabelSource
-    from detectors.models import Prediction
-    from studies.models import Question
+def define_questions_study(tmp_path: Path, *, slug: str, labels_per_item: int) -> tuple[Any, Any]:
+    """A questions study asking ``QUESTIONS``, compared across ``skin``, and its one prompt (doctor)."""
     from studies.services import questions_csv_read, study_define
-    from tests.factories import (
-        FinalLabelFactory,
-        ItemFactory,
-        LabelFactory,
-        PromptFactory,
-        UserFactory,
-        image_of,
-    )
+    from tests.factories import PromptFactory
 
     study = study_define(
         slug=slug,
         protocol="questions",
         questions=questions_csv_read(questions_csv(tmp_path)),
         parameters={"compare": "skin"},
-        labels_per_item=2,
+        labels_per_item=labels_per_item,
     ).study
+    return study, PromptFactory(study=study, category="profession", word="doctor")
+
+
+def build_report_study(tmp_path: Path, *, slug: str = "qs") -> Any:
+    """A questions study with final answers for 8 images (4 light, 4 dark) and two labels each
+    on ``age``; one llava answer per image. Rows written directly (the report reads tables)."""
+    from annotate.models import FinalLabelSource
+    from detectors.models import Prediction
+    from studies.models import Question
+    from tests.factories import (
+        FinalLabelFactory,
+        ItemFactory,
+        LabelFactory,
+        UserFactory,
+        image_of,
+    )
+
+    study, prompt = define_questions_study(tmp_path, slug=slug, labels_per_item=2)
     age = Question.objects.get(study=study, key="age")
-    prompt = PromptFactory(study=study, category="profession", word="doctor")
     raters = [UserFactory(username=f"rater{n}") for n in range(2)]
     finals = ["young", "young", "young", "old", "old", "old", "old", "middle"]
     for n, value in enumerate(finals):
@@ -108,18 +114,10 @@ def build_judge_study(tmp_path: Path, *, slug: str = "qj") -> Any:
     from annotate.models import FinalLabelSource
     from detectors.models import Prediction
     from studies.models import Question
-    from studies.services import questions_csv_read, study_define
-    from tests.factories import FinalLabelFactory, ItemFactory, PromptFactory, image_of
+    from tests.factories import FinalLabelFactory, ItemFactory, image_of
 
-    study = study_define(
-        slug=slug,
-        protocol="questions",
-        questions=questions_csv_read(questions_csv(tmp_path)),
-        parameters={"compare": "skin"},
-        labels_per_item=1,
-    ).study
+    study, prompt = define_questions_study(tmp_path, slug=slug, labels_per_item=1)
     age = Question.objects.get(study=study, key="age")
-    prompt = PromptFactory(study=study, category="profession", word="doctor")
     for n, (model, skin, final) in enumerate(JUDGE_ITEMS):
         item = ItemFactory(prompt=prompt, metadata={"skin": skin}, t2i_model=model, key=f"j{n}.png")
         if final:
