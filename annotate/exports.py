@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from django.db.models import Count, F
+from django.http import HttpResponse
 
 from annotate.models import FinalLabel, Label
 from studies.batching import IsIn, in_chunk_size
@@ -140,6 +141,13 @@ def ground_truth_export(*, study: Study, fmt: str) -> str:
     buffer = io.StringIO()
     ground_truth_write(study=study, fmt=fmt, out=buffer)
     return buffer.getvalue()
+
+
+def ground_truth_download(study: Study, fmt: str, content_type: str) -> HttpResponse:
+    """The study's ground truth as a file download."""
+    response = HttpResponse(ground_truth_export(study=study, fmt=fmt), content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{study.slug}-ground-truth.{fmt}"'
+    return response
 
 
 def ground_truth_write(
