@@ -102,10 +102,7 @@ class DisputeDetailApi(ResearcherApi):
                 "question": section["question"].key,
                 "question_text": section["question"].text,
                 "state": section["state"],
-                "labels": [
-                    {key: label[key] for key in ("annotator", "value", "display", "reason")}
-                    for label in section["labels"]
-                ],
+                "labels": section["labels"],  # the serializer keeps the fields it declares
                 "final_label": section["final_label"],
             }
             for section in detail["questions"]

@@ -79,11 +79,6 @@ class ImageListApi(ItemListApi):
     """/api/images/: the one-image era's name of /api/items/."""
 
 
-def _label_row(label: dict[str, Any]) -> dict[str, Any]:
-    keep = ("annotator", "value", "display", "reason", "duration_ms", "created_at", "updated_at")
-    return {key: label[key] for key in keep}
-
-
 class _ItemDetailFields(TypedDict):
     state: str
     n_labels: int
@@ -115,7 +110,7 @@ class ItemDetailApi(ResearcherApi):
                 "key": section["question"].key,
                 "text": section["question"].text,
                 "state": section["state"],
-                "labels": [_label_row(label) for label in section["labels"]],
+                "labels": section["labels"],  # the serializer keeps the fields it declares
                 "final_label": section["final_label"],
             }
             for section in detail["questions"]
