@@ -113,9 +113,7 @@ class ZipUploadForm(forms.Form):
     )
 
     def clean(self) -> dict[str, Any]:
-        # super().clean() fills cleaned_data (and returns it; the stubs allow None).
-        super().clean()
-        data = self.cleaned_data
+        data = super().clean() or self.cleaned_data
         if bool(data.get("study")) == bool(data.get("new_study")):
             raise forms.ValidationError("Choose an existing study or give the slug of a new one (not both).")
         if data.get("new_study") and Study.objects.filter(slug=data["new_study"]).exists():
@@ -152,9 +150,7 @@ class StudyForm(forms.ModelForm):
         )
 
     def clean(self) -> dict[str, Any]:
-        # super().clean() fills cleaned_data (and returns it; the stubs allow None).
-        super().clean()
-        data = self.cleaned_data
+        data = super().clean() or self.cleaned_data
         labels = data.get("labels_per_item", getattr(self.instance, "labels_per_item", None))
         rule = data.get("agreement", getattr(self.instance, "agreement", None))
         if rule == AgreementRule.MAJORITY and labels is not None and labels < 3:

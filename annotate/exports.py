@@ -101,20 +101,19 @@ def ground_truth_rows_stream(
                 paths.get(ImageRole.IMAGE) or paths.get(ImageRole.INPUT) or paths.get(ImageRole.OUTPUT, "")
             )
             prompt = item.prompt
+            described = {
+                "t2i_model": item.t2i_model,
+                "category": prompt.category if prompt else "",
+                "word": prompt.word if prompt else "",
+                "prompt": prompt.text if prompt else "",
+                "seed": item.seed,
+            }
             for question in item_questions(item, questions):
                 row: dict[str, Any] = {"item": item.key, "question": question.key, "image": first}
                 if pairs:
                     row["input_image"] = paths.get(ImageRole.INPUT, "")
                     row["output_image"] = paths.get(ImageRole.OUTPUT, "")
-                row.update(
-                    {
-                        "t2i_model": item.t2i_model,
-                        "category": prompt.category if prompt else "",
-                        "word": prompt.word if prompt else "",
-                        "prompt": prompt.text if prompt else "",
-                        "seed": item.seed,
-                    }
-                )
+                row.update(described)
                 given = labels.get((item.pk, question.pk), [])
                 for i in range(n):
                     username, value, reason = given[i] if i < len(given) else ("", "", "")
