@@ -17,7 +17,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from annotate import selectors, services
-from annotate.exports import EXPORT_FORMATS, ground_truth_export
+from annotate.exports import EXPORT_FORMATS, ground_truth_download
 from annotate.models import (
     Assignment,
     FinalLabel,
@@ -51,11 +51,8 @@ from studies.services import study_create
 EXPORT_CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "json": "application/json"}
 
 
-def ground_truth_download(study: Study, fmt: str) -> HttpResponse:
-    """The study's ground truth as a file download (CSV or JSON)."""
-    response = HttpResponse(ground_truth_export(study=study, fmt=fmt), content_type=EXPORT_CONTENT_TYPES[fmt])
-    response["Content-Disposition"] = f'attachment; filename="{study.slug}-ground-truth.{fmt}"'
-    return response
+def _titled(key: str, name: str) -> str:
+    return format_html('<span title="{}">{}</span>', name, key)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -72,6 +69,8 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 class ReadOnlyInline(admin.TabularInline):
+    """Rows shown with their parent, every field read-only."""
+
     extra = 0
     can_delete = False
 
@@ -80,6 +79,9 @@ class ReadOnlyInline(admin.TabularInline):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return self.fields
 
 
 # --- Study: zip upload and export --------------------------------------------------------------
@@ -112,9 +114,7 @@ class ZipUploadForm(forms.Form):
     )
 
     def clean(self) -> dict[str, Any]:
-        # super().clean() fills cleaned_data (and returns it; the stubs allow None).
-        super().clean()
-        data = self.cleaned_data
+        data = super().clean() or self.cleaned_data
         if bool(data.get("study")) == bool(data.get("new_study")):
             raise forms.ValidationError("Choose an existing study or give the slug of a new one (not both).")
         if data.get("new_study") and Study.objects.filter(slug=data["new_study"]).exists():
@@ -124,13 +124,11 @@ class ZipUploadForm(forms.Form):
         return data
 
 
-class QuestionInline(admin.TabularInline):
+class QuestionInline(ReadOnlyInline):
     """Questions are defined with the study (create_study); their keys and choices are what the
     labels mean, so they are shown, not edited, here."""
 
     model = Question
-    extra = 0
-    can_delete = False
     fields = (
         "position",
         "key",
@@ -141,15 +139,11 @@ class QuestionInline(admin.TabularInline):
         "unresolvable_value",
         "choices",
     )
-    readonly_fields = fields
 
     @admin.display(description="kind")
     def kind_label(self, question: Question) -> str:
         kind = question_kinds().get(question.kind)
         return kind.label if kind is not None else question.kind
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class StudyForm(forms.ModelForm):
@@ -171,9 +165,7 @@ class StudyForm(forms.ModelForm):
         )
 
     def clean(self) -> dict[str, Any]:
-        # super().clean() fills cleaned_data (and returns it; the stubs allow None).
-        super().clean()
-        data = self.cleaned_data
+        data = super().clean() or self.cleaned_data
         labels = data.get("labels_per_item", getattr(self.instance, "labels_per_item", None))
         rule = data.get("agreement", getattr(self.instance, "agreement", None))
         if rule == AgreementRule.MAJORITY and labels is not None and labels < 3:
@@ -253,7 +245,7 @@ class StudyAdmin(admin.ModelAdmin):
 
     @admin.display(description="protocol", ordering="protocol")
     def protocol_key(self, study: Study) -> str:
-        return format_html('<span title="{}">{}</span>', study.get_protocol_display(), study.protocol)
+        return _titled(study.protocol, study.get_protocol_display())
 
     @admin.display(description="N labels", ordering="labels_per_item")
     def labels_n(self, study: Study) -> int:
@@ -261,7 +253,7 @@ class StudyAdmin(admin.ModelAdmin):
 
     @admin.display(description="agreement", ordering="agreement")
     def agreement_rule(self, study: Study) -> str:
-        return format_html('<span title="{}">{}</span>', study.get_agreement_display(), study.agreement)
+        return _titled(study.agreement, study.get_agreement_display())
 
     @admin.display(description="ground truth")
     def export_links(self, study: Study) -> str:
@@ -273,19 +265,12 @@ class StudyAdmin(admin.ModelAdmin):
         )
 
     def get_urls(self) -> list[URLPattern]:
-        own = [
-            path(
-                "import-zip/",
-                self.admin_site.admin_view(self.import_zip_view),
-                name="annotate_study_import_zip",
-            ),
-            path(
-                "<int:pk>/export/<str:fmt>/",
-                self.admin_site.admin_view(self.export_view),
-                name="annotate_study_export",
-            ),
+        view = self.admin_site.admin_view
+        return [
+            path("import-zip/", view(self.import_zip_view), name="annotate_study_import_zip"),
+            path("<int:pk>/export/<str:fmt>/", view(self.export_view), name="annotate_study_export"),
+            *super().get_urls(),
         ]
-        return own + super().get_urls()
 
     def _require_admin(self, request: HttpRequest) -> None:
         # admin_view already demands an active staff user; imports and exports are for admins
@@ -298,7 +283,7 @@ class StudyAdmin(admin.ModelAdmin):
         study = get_object_or_404(Study, pk=pk)
         if fmt not in EXPORT_FORMATS:
             raise PermissionDenied(f"Unknown export format {fmt!r}.")
-        return ground_truth_download(study, fmt)
+        return ground_truth_download(study, fmt, EXPORT_CONTENT_TYPES[fmt])
 
     def import_zip_view(self, request: HttpRequest) -> HttpResponse:
         self._require_admin(request)
@@ -356,21 +341,19 @@ class StudyAdmin(admin.ModelAdmin):
         level = messages.WARNING if summary.rejected else messages.SUCCESS
         self.message_user(request, text, level)
 
-    def _single_study(self, request: HttpRequest, queryset: QuerySet[Study]) -> Study | None:
+    def _export(self, request: HttpRequest, queryset: QuerySet[Study], fmt: str) -> HttpResponse | None:
         if queryset.count() != 1:
             self.message_user(request, "Select exactly one study to export.", messages.ERROR)
             return None
-        return queryset.get()
+        return ground_truth_download(queryset.get(), fmt, EXPORT_CONTENT_TYPES[fmt])
 
     @admin.action(description="Export ground truth as CSV")
     def export_csv(self, request: HttpRequest, queryset: QuerySet[Study]) -> HttpResponse | None:
-        study = self._single_study(request, queryset)
-        return ground_truth_download(study, "csv") if study else None
+        return self._export(request, queryset, "csv")
 
     @admin.action(description="Export ground truth as JSON")
     def export_json(self, request: HttpRequest, queryset: QuerySet[Study]) -> HttpResponse | None:
-        study = self._single_study(request, queryset)
-        return ground_truth_download(study, "json") if study else None
+        return self._export(request, queryset, "json")
 
 
 @admin.register(Prompt)
@@ -405,20 +388,17 @@ class StateFilter(admin.SimpleListFilter):
 class LabelInline(ReadOnlyInline):
     model = Label
     fields = ("question", "annotator", "value", "reason", "duration_ms", "created_at", "updated_at")
-    readonly_fields = fields
 
 
 class FinalLabelRevisionInline(ReadOnlyInline):
     model = FinalLabelRevision
     verbose_name_plural = "final label history"
     fields = ("decided_at", "question", "value", "source", "decided_by", "note")
-    readonly_fields = fields
 
 
 class ItemImageInline(ReadOnlyInline):
     model = ItemImage
     fields = ("role", "source_path", "image")
-    readonly_fields = fields
 
 
 def _thumbnail(item: Item, height: int) -> str:
@@ -595,7 +575,6 @@ class ImportRunAdmin(ReadOnlyAdmin):
 class LabelRevisionInline(ReadOnlyInline):
     model = LabelRevision
     fields = ("changed_at", "value", "reason", "changed_by")
-    readonly_fields = fields
 
 
 @admin.register(Label)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from django.db.models import Count, F
+from django.http import HttpResponse
 
 from annotate.models import FinalLabel, Label
 from studies.batching import IsIn, in_chunk_size
@@ -100,20 +101,19 @@ def ground_truth_rows_stream(
                 paths.get(ImageRole.IMAGE) or paths.get(ImageRole.INPUT) or paths.get(ImageRole.OUTPUT, "")
             )
             prompt = item.prompt
+            described = {
+                "t2i_model": item.t2i_model,
+                "category": prompt.category if prompt else "",
+                "word": prompt.word if prompt else "",
+                "prompt": prompt.text if prompt else "",
+                "seed": item.seed,
+            }
             for question in item_questions(item, questions):
                 row: dict[str, Any] = {"item": item.key, "question": question.key, "image": first}
                 if pairs:
                     row["input_image"] = paths.get(ImageRole.INPUT, "")
                     row["output_image"] = paths.get(ImageRole.OUTPUT, "")
-                row.update(
-                    {
-                        "t2i_model": item.t2i_model,
-                        "category": prompt.category if prompt else "",
-                        "word": prompt.word if prompt else "",
-                        "prompt": prompt.text if prompt else "",
-                        "seed": item.seed,
-                    }
-                )
+                row.update(described)
                 given = labels.get((item.pk, question.pk), [])
                 for i in range(n):
                     username, value, reason = given[i] if i < len(given) else ("", "", "")
@@ -140,6 +140,13 @@ def ground_truth_export(*, study: Study, fmt: str) -> str:
     buffer = io.StringIO()
     ground_truth_write(study=study, fmt=fmt, out=buffer)
     return buffer.getvalue()
+
+
+def ground_truth_download(study: Study, fmt: str, content_type: str) -> HttpResponse:
+    """The study's ground truth as a file download."""
+    response = HttpResponse(ground_truth_export(study=study, fmt=fmt), content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{study.slug}-ground-truth.{fmt}"'
+    return response
 
 
 def ground_truth_write(

@@ -3,27 +3,14 @@ changes, so nothing here may add, edit or delete a round or its rows."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin
-from django.http import HttpRequest
 
+from annotate.admin import ReadOnlyAdmin
 from estimates.models import RoundItem, SamplingRound
 
 
-class _ReadOnly(admin.ModelAdmin):
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
 @admin.register(SamplingRound)
-class SamplingRoundAdmin(_ReadOnly):
+class SamplingRoundAdmin(ReadOnlyAdmin):
     list_display = (
         "id",
         "study",
@@ -40,7 +27,7 @@ class SamplingRoundAdmin(_ReadOnly):
 
 
 @admin.register(RoundItem)
-class RoundItemAdmin(_ReadOnly):
+class RoundItemAdmin(ReadOnlyAdmin):
     list_display = ("id", "round", "item", "pi", "selected")
     list_filter = ("selected",)
     list_select_related = ("round", "item")

@@ -7,13 +7,14 @@ from typing import Any, NoReturn
 
 from django.db.models import QuerySet
 from rest_framework.exceptions import PermissionDenied, ValidationError
-from rest_framework.permissions import BasePermission
+from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.request import Request
 
 from annotate import errors, selectors
-from config.api import QueryInput, conflict, invalid, not_found
+from config.api import ApiView, QueryInput, conflict, invalid, not_found
 from studies import permissions
 from studies.models import Item, Question, Study
+from studies.permissions import IsResearcher
 from studies.selectors import item_questions, study_questions
 
 
@@ -22,6 +23,22 @@ class IsAnnotator(BasePermission):
 
     def has_permission(self, request: Request, view: Any) -> bool:
         return permissions.is_annotator(request.user)
+
+
+class ResearcherApi(ApiView):
+    permission_classes = [IsAuthenticated, IsResearcher]
+
+
+def require_role(user: Any) -> None:
+    if not (permissions.is_researcher(user) or permissions.is_annotator(user)):
+        raise PermissionDenied("You have no role in BiasLab yet; ask an admin.")
+
+
+def item_or_404(items: QuerySet[Item], pk: int) -> Item:
+    item = items.filter(pk=pk).first()
+    if item is None:
+        raise not_found(f"No item {pk}.")
+    return item
 
 
 def raise_for(exc: errors.AnnotateError) -> NoReturn:
@@ -72,10 +89,7 @@ def query_with_study(request: Request, query: type[QueryInput]) -> tuple[dict[st
         known = ", ".join(studies_visible_to(request.user).values_list("slug", flat=True)) or "none yet"
         raise ValidationError({"study": [f"Give the study as ?study=<slug> (existing studies: {known})."]})
     params = query.parse(request)
-    study = studies_visible_to(request.user).filter(slug=params["study"]).first()
-    if study is None:
-        raise not_found(f"There is no study '{params['study']}' you may see.")
-    return params, study
+    return params, visible_study(request.user, params["study"])
 
 
 def visible_study(user: Any, slug: str) -> Study:
@@ -106,10 +120,6 @@ def question_of(item: Item, key: str | None) -> Question:
         code="question_required",
         field="question",
     )
-
-
-def no_role() -> PermissionDenied:
-    return PermissionDenied("You have no role in BiasLab yet; ask an admin.")
 
 
 # Sentences of the errors the endpoints answer (the schema shows them next to each status).

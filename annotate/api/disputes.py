@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, PolymorphicProxySerializer, extend_schema
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -14,6 +13,8 @@ from annotate.api.common import (
     RESEARCHERS_ONLY,
     UNKNOWN_ITEM,
     UNKNOWN_STUDY,
+    ResearcherApi,
+    item_or_404,
     query_with_study,
     question_of,
     raise_for,
@@ -27,9 +28,8 @@ from annotate.serializers.disputes import (
     ResolveValueInput,
 )
 from annotate.serializers.studies import StudyQuery
-from config.api import ApiView, AuthenticatedRequest, error_responses, not_found
+from config.api import AuthenticatedRequest, error_responses
 from studies.models import Item, Question
-from studies.permissions import IsResearcher
 from studies.selectors import item_images, item_main_image, with_images
 
 
@@ -54,10 +54,8 @@ def _dispute_labels(question: Question, labels: list[tuple[str, str, str]]) -> l
     ]
 
 
-class DisputeListApi(ApiView):
+class DisputeListApi(ResearcherApi):
     """Every disputed (item, question) of ``?study=``, each with its labels and who gave them."""
-
-    permission_classes = [IsAuthenticated, IsResearcher]
 
     @extend_schema(
         operation_id="disputes_list",
@@ -87,11 +85,9 @@ class DisputeListApi(ApiView):
         return Response(DisputeRowOutput(rows, many=True).data)
 
 
-class DisputeDetailApi(ApiView):
+class DisputeDetailApi(ResearcherApi):
     """One item's answers per question, with their state, labels and final answer; ``labels``
     and ``question`` at the top level are those of its only question (one-question items)."""
-
-    permission_classes = [IsAuthenticated, IsResearcher]
 
     @extend_schema(
         operation_id="disputes_retrieve",
@@ -99,19 +95,14 @@ class DisputeDetailApi(ApiView):
         responses={200: DisputeDetailOutput, **error_responses({403: RESEARCHERS_ONLY, 404: UNKNOWN_ITEM})},
     )
     def get(self, request: Request, pk: int) -> Response:
-        item = with_images(Item.objects.select_related("study", "prompt")).filter(pk=pk).first()
-        if item is None:
-            raise not_found(f"No item {pk}.")
+        item = item_or_404(with_images(Item.objects.select_related("study", "prompt")), pk)
         detail = selectors.item_detail(item=item)
         questions = [
             {
                 "question": section["question"].key,
                 "question_text": section["question"].text,
                 "state": section["state"],
-                "labels": [
-                    {key: label[key] for key in ("annotator", "value", "display", "reason")}
-                    for label in section["labels"]
-                ],
+                "labels": section["labels"],  # the serializer keeps the fields it declares
                 "final_label": section["final_label"],
             }
             for section in detail["questions"]
@@ -129,10 +120,8 @@ RESOLVE = PolymorphicProxySerializer(
 )
 
 
-class DisputeResolveApi(ApiView):
+class DisputeResolveApi(ResearcherApi):
     """Set the final answer of one (item, question): a value, or ``unresolvable: true``."""
-
-    permission_classes = [IsAuthenticated, IsResearcher]
 
     @extend_schema(
         operation_id="disputes_resolve",
@@ -164,9 +153,7 @@ class DisputeResolveApi(ApiView):
         },
     )
     def post(self, request: AuthenticatedRequest, pk: int) -> Response:
-        item = Item.objects.select_related("study").filter(pk=pk).first()
-        if item is None:
-            raise not_found(f"No item {pk}.")
+        item = item_or_404(Item.objects.select_related("study"), pk)
         unresolvable = isinstance(request.data, dict) and request.data.get("unresolvable") is True
         data = (ResolveUnresolvableInput if unresolvable else ResolveValueInput)(data=request.data)
         data.is_valid(raise_exception=True)

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from django.db.models import Q
 from drf_spectacular.utils import extend_schema, extend_schema_view
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -17,24 +16,24 @@ from annotate.api.common import (
     RESEARCHERS_ONLY,
     UNKNOWN_ITEM,
     UNKNOWN_STUDY,
+    ResearcherApi,
     check_filters,
+    item_or_404,
     query_with_study,
 )
 from annotate.serializers.items import ItemDetailOutput, ItemOutput, ItemQuery
-from config.api import ApiView, StrictPageNumberPagination, error_responses, not_found
+from config.api import StrictPageNumberPagination, error_responses
 from studies.models import Item
-from studies.permissions import IsResearcher
 from studies.selectors import with_images
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
 
 
-class ItemListApi(ApiView):
+class ItemListApi(ResearcherApi):
     """The items of ``?study=`` with state and final answers, filtered by T2I model, category,
     state, or text in the key or prompt."""
 
-    permission_classes = [IsAuthenticated, IsResearcher]
     pagination_class = StrictPageNumberPagination
 
     @extend_schema(
@@ -80,11 +79,6 @@ class ImageListApi(ItemListApi):
     """/api/images/: the one-image era's name of /api/items/."""
 
 
-def _label_row(label: dict[str, Any]) -> dict[str, Any]:
-    keep = ("annotator", "value", "display", "reason", "duration_ms", "created_at", "updated_at")
-    return {key: label[key] for key in keep}
-
-
 class _ItemDetailFields(TypedDict):
     state: str
     n_labels: int
@@ -93,11 +87,9 @@ class _ItemDetailFields(TypedDict):
     final_label_history: list[dict[str, Any]]
 
 
-class ItemDetailApi(ApiView):
+class ItemDetailApi(ResearcherApi):
     """One item: its images by role, state, and per question the labels, the final answer and
     the history of both in time order."""
-
-    permission_classes = [IsAuthenticated, IsResearcher]
 
     @extend_schema(
         operation_id="items_retrieve",
@@ -105,14 +97,9 @@ class ItemDetailApi(ApiView):
         responses={200: ItemDetailOutput, **error_responses({403: RESEARCHERS_ONLY, 404: UNKNOWN_ITEM})},
     )
     def get(self, request: Request, pk: int) -> Response:
-        item = (
-            with_images(Item.objects.select_related("study", "prompt"))
-            .prefetch_related("final_labels")
-            .filter(pk=pk)
-            .first()
+        item = item_or_404(
+            with_images(Item.objects.select_related("study", "prompt")).prefetch_related("final_labels"), pk
         )
-        if item is None:
-            raise not_found(f"No item {pk}.")
         detail = selectors.item_detail(item=item)
         rows = selectors.items_with_state(study=item.study).filter(pk=item.pk)
         # The attributes ItemDetailOutput reads besides the model's, set here (cast: for the type).
@@ -123,7 +110,7 @@ class ItemDetailApi(ApiView):
                 "key": section["question"].key,
                 "text": section["question"].text,
                 "state": section["state"],
-                "labels": [_label_row(label) for label in section["labels"]],
+                "labels": section["labels"],  # the serializer keeps the fields it declares
                 "final_label": section["final_label"],
             }
             for section in detail["questions"]

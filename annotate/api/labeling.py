@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from annotate import errors, selectors, services
-from annotate.api.common import NO_ROLE, IsAnnotator, no_role, question_of, raise_for, visible_study
+from annotate.api.common import NO_ROLE, IsAnnotator, question_of, raise_for, require_role, visible_study
 from annotate.models import Label
 from annotate.serializers.items import images_of
 from annotate.serializers.labeling import (
@@ -139,8 +139,7 @@ class LabelListApi(ApiView):
         },
     )
     def get(self, request: Request) -> Response:
-        if not (permissions.is_researcher(request.user) or permissions.is_annotator(request.user)):
-            raise no_role()
+        require_role(request.user)
         params = LabelQuery.parse(request)
         labels = _labels_visible_to(request.user)
         if params.get("study"):

@@ -6,7 +6,6 @@ from typing import Any
 
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import BaseRenderer, BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,6 +15,7 @@ from annotate.api.common import (
     BAD_STUDY_QUERY,
     RESEARCHERS_ONLY,
     UNKNOWN_STUDY,
+    ResearcherApi,
     check_filters,
     query_with_study,
 )
@@ -26,16 +26,13 @@ from annotate.serializers.results import (
     AgreementQuery,
     ExportQuery,
 )
-from config.api import ApiView, error_responses, invalid
-from studies.permissions import IsResearcher
+from config.api import error_responses, invalid
 from studies.selectors import study_questions
 
 
-class AgreementApi(ApiView):
+class AgreementApi(ResearcherApi):
     """Agreement on one question of ``?study=`` (``?question=``, default the first), optionally
     of one ``t2i_model`` / ``category``."""
-
-    permission_classes = [IsAuthenticated, IsResearcher]
 
     @extend_schema(
         operation_id="agreement_retrieve",
@@ -90,11 +87,10 @@ class CSVRenderer(BaseRenderer):
         return data if isinstance(data, bytes) else str(data).encode()
 
 
-class GroundTruthExportApi(ApiView):
+class GroundTruthExportApi(ResearcherApi):
     """Ground truth of a study, one row per (item, question): JSON rows, or a CSV download
     (``?format=csv`` or ``Accept: text/csv``). Errors are JSON either way."""
 
-    permission_classes = [IsAuthenticated, IsResearcher]
     renderer_classes = [JSONRenderer, BrowsableAPIRenderer, CSVRenderer]
 
     @extend_schema(
@@ -117,14 +113,12 @@ class GroundTruthExportApi(ApiView):
         },
     )
     def get(self, request: Request) -> Response | HttpResponse:
-        from annotate.exports import ground_truth_export, ground_truth_rows
+        from annotate.exports import ground_truth_download, ground_truth_rows
 
         params, study = query_with_study(request, ExportQuery)
         # ?format=csv or an "Accept: text/csv" header: both must give the CSV file, never the
         # rows rendered by CSVRenderer's str() fallback.
         wants_csv = getattr(request.accepted_renderer, "format", "") == "csv"
         if params.get("format") == "csv" or wants_csv:
-            response = HttpResponse(ground_truth_export(study=study, fmt="csv"), content_type="text/csv")
-            response["Content-Disposition"] = f'attachment; filename="{study.slug}-ground-truth.csv"'
-            return response
+            return ground_truth_download(study, "csv", "text/csv")
         return Response(ground_truth_rows(study=study))

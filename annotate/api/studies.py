@@ -6,10 +6,9 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotate.api.common import NO_ROLE, no_role, query_with_study, studies_visible_to
+from annotate.api.common import NO_ROLE, query_with_study, require_role, studies_visible_to
 from annotate.serializers.studies import QuestionOutput, StudyOutput, StudyQuery
 from config.api import ApiView, error_responses
-from studies import permissions
 from studies.selectors import study_questions
 
 
@@ -22,10 +21,8 @@ class StudyListApi(ApiView):
         responses={200: StudyOutput(many=True), **error_responses({403: NO_ROLE})},
     )
     def get(self, request: Request) -> Response:
-        user = request.user
-        if not (permissions.is_researcher(user) or permissions.is_annotator(user)):
-            raise no_role()
-        return Response(StudyOutput(studies_visible_to(user), many=True).data)
+        require_role(request.user)
+        return Response(StudyOutput(studies_visible_to(request.user), many=True).data)
 
 
 class QuestionListApi(ApiView):
@@ -48,7 +45,6 @@ class QuestionListApi(ApiView):
         },
     )
     def get(self, request: Request) -> Response:
-        if not (permissions.is_researcher(request.user) or permissions.is_annotator(request.user)):
-            raise no_role()
+        require_role(request.user)
         _params, study = query_with_study(request, StudyQuery)
         return Response(QuestionOutput(study_questions(study), many=True).data)

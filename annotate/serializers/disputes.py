@@ -8,15 +8,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from annotate.models import FinalLabel, FinalLabelSource, ItemState
-from annotate.serializers.items import FinalAnswerOutput, ItemImageOutput
+from annotate.serializers.items import DisputeLabelOutput, FinalAnswerOutput, ItemImageOutput
 from config.api import StrictBooleanField, StrictCharField, StrictInput, StrictSlugField
-
-
-class DisputeLabelOutput(serializers.Serializer):
-    annotator = serializers.CharField()
-    value = serializers.CharField()
-    display = serializers.CharField()
-    reason = serializers.CharField(allow_blank=True)
 
 
 class _ItemSummaryOutput(serializers.Serializer):

@@ -3,6 +3,7 @@ item with its labels and their history; the items list's query."""
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -10,7 +11,7 @@ from rest_framework import serializers
 
 from annotate.models import FinalLabelSource, ItemState
 from annotate.serializers.studies import FreeObjectField, StringMapField, StudyQuery, many_data
-from studies.models import ImageRole, Item, ItemImage, Study
+from studies.models import ImageRole, Item, Study
 from studies.selectors import item_images, item_main_image, item_questions, study_questions
 
 
@@ -27,8 +28,9 @@ def images_of(item: Item) -> list[dict[str, Any]]:
     return many_data(ItemImageOutput, list(item_images(item).values()))
 
 
-def _main(item: Item) -> ItemImage | None:
-    return item_main_image(item)
+def _of_main(item: Item, attribute: str) -> Any:
+    main = item_main_image(item)
+    return attrgetter(attribute)(main) if main else None
 
 
 class ItemOutput(serializers.ModelSerializer):
@@ -99,20 +101,16 @@ class ItemOutput(serializers.ModelSerializer):
         return item.prompt.word if item.prompt else None
 
     def get_source_path(self, item: Item) -> str | None:
-        main = _main(item)
-        return main.source_path if main else None
+        return _of_main(item, "source_path")
 
     def get_url(self, item: Item) -> str | None:
-        main = _main(item)
-        return main.image.url if main else None
+        return _of_main(item, "image.url")
 
     def get_width(self, item: Item) -> int | None:
-        main = _main(item)
-        return main.image.width if main else None
+        return _of_main(item, "image.width")
 
     def get_height(self, item: Item) -> int | None:
-        main = _main(item)
-        return main.image.height if main else None
+        return _of_main(item, "image.height")
 
     def _finals(self, item: Item) -> dict[str, str]:
         by_id = {q.pk: q.key for q in study_questions(item.study)}
@@ -152,11 +150,14 @@ class FinalRevisionOutput(FinalAnswerOutput):
     question = serializers.CharField()
 
 
-class ItemLabelOutput(serializers.Serializer):
+class DisputeLabelOutput(serializers.Serializer):
     annotator = serializers.CharField()
     value = serializers.CharField()
     display = serializers.CharField()
     reason = serializers.CharField(allow_blank=True)
+
+
+class ItemLabelOutput(DisputeLabelOutput):
     duration_ms = serializers.IntegerField(allow_null=True)
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()

@@ -7,6 +7,7 @@ from typing import Any
 from drf_spectacular.types import OpenApiTypes
 from rest_framework import serializers
 
+from annotate.exports import HEAD_COLUMNS, ITEM_COLUMNS
 from annotate.serializers.studies import StudyQuery
 
 
@@ -70,17 +71,7 @@ class AgreementOutput(serializers.Serializer):
 #: output_image. Missing values are "" (seed: null).
 GROUND_TRUTH_ROW_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "required": [
-        "item",
-        "question",
-        "image",
-        "t2i_model",
-        "category",
-        "word",
-        "prompt",
-        "seed",
-        "final_label",
-    ],
+    "required": [*HEAD_COLUMNS, *ITEM_COLUMNS, "final_label"],
     "properties": {
         "item": {"type": "string", "description": "The item's key."},
         "question": {"type": "string"},

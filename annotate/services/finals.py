@@ -3,6 +3,7 @@ Every change appends a revision."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -117,18 +118,30 @@ def final_label_sync(
         )
 
 
-def final_label_write(
+@transaction.atomic
+def final_label_set(
     *,
     item: Item,
     question: Question,
     value: str,
-    source: str,
     decided_by: User | None,
-    note: str,
-    now: datetime,
+    note: str = "",
+    source: str = FinalLabelSource.IMPORTED,
+    check: Callable[[Item], None] | None = None,
 ) -> FinalLabel:
-    """Set the final label and append a revision; an identical decision is stored once. The
-    caller holds the item lock."""
+    """Set an (item, question)'s final answer directly (ground-truth import, admin, a dispute's
+    resolution), whatever its labels say, once ``check`` passes on the locked item; history
+    kept, an identical decision stored once. Raises InvalidLabel."""
+    item = locks.lock_item(item)
+    if question.study_id != item.study_id:
+        raise InvalidLabel(
+            f"The question “{question.key}” is not a question of the study of item {item.key}."
+        )
+    value = answer_validate(question, value, item=item)
+    if source not in FinalLabelSource.values:
+        raise InvalidLabel(f"“{source}” is not a final label source ({', '.join(FinalLabelSource.values)}).")
+    if check is not None:
+        check(item)
     note = (note or "").strip()
     final = FinalLabel.objects.filter(item=item, question=question).first()
     if final is not None and (final.value, final.source, final.decided_by_id, final.note) == (
@@ -146,44 +159,9 @@ def final_label_write(
             "source": source,
             "decided_by": decided_by,
             "note": note,
-            "decided_at": now,
+            "decided_at": timezone.now(),
             "posterior": None,
         },
     )
     _final_revision_append(final)
     return final
-
-
-def question_in(item: Item, question: Question) -> None:
-    if question.study_id != item.study_id:
-        raise InvalidLabel(
-            f"The question “{question.key}” is not a question of the study of item {item.key}."
-        )
-
-
-@transaction.atomic
-def final_label_set(
-    *,
-    item: Item,
-    question: Question,
-    value: str,
-    decided_by: User | None,
-    note: str = "",
-    source: str = FinalLabelSource.IMPORTED,
-) -> FinalLabel:
-    """Set an (item, question)'s final answer directly (ground-truth import, admin), whatever
-    its labels say; history kept, an identical decision stored once. Raises InvalidLabel."""
-    item = locks.lock_item(item)
-    question_in(item, question)
-    value = answer_validate(question, value, item=item)
-    if source not in FinalLabelSource.values:
-        raise InvalidLabel(f"“{source}” is not a final label source ({', '.join(FinalLabelSource.values)}).")
-    return final_label_write(
-        item=item,
-        question=question,
-        value=value,
-        source=source,
-        decided_by=decided_by,
-        note=note,
-        now=timezone.now(),
-    )

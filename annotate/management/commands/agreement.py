@@ -59,6 +59,24 @@ def filters_check(study: Study, *, t2i_model: str | None, category: str | None) 
         raise CommandError(f"No items of prompt category '{category}' (categories: {known}).")
 
 
+#: The figures of one group (a T2I model, a category, an annotator pair) in csv and md.
+GROUP_COLUMNS = ("by", "name", "n_items", "cohen_kappa", "observed_agreement")
+GROUP_TITLES = {
+    "t2i_model": "Per T2I model",
+    "category": "Per category",
+    "annotator_pair": "Per annotator pair",
+}
+#: The study-wide coefficients (csv and md).
+FIGURES = ("cohen_kappa", "observed_agreement", "fleiss_kappa", "krippendorff_alpha")
+
+
+def _groups(report: dict[str, Any]) -> list[tuple[str, str, int, float | None, float | None]]:
+    """Rows of ``GROUP_COLUMNS``: per T2I model, per category, per annotator pair (``a & b``)."""
+    parts = [(by, name, p) for by in ("t2i_model", "category") for name, p in report[f"per_{by}"].items()]
+    parts += [("annotator_pair", " & ".join(p["annotators"]), p) for p in report["per_annotator_pair"]]
+    return [(by, name, p["n_images"], p["cohen_kappa"], p["observed_agreement"]) for by, name, p in parts]
+
+
 def agreement_text(report: dict[str, Any]) -> str:
     """The agreement report as plain text for a terminal."""
     labels = report["labels"]
@@ -76,43 +94,15 @@ def agreement_text(report: dict[str, Any]) -> str:
     ]
     for label, row in zip(labels, report["confusion"], strict=True):
         lines.append(f"{label:>{width}} " + " ".join(f"{n:>{width}}" for n in row))
-    for title, key in (("Per T2I model", "per_t2i_model"), ("Per category", "per_category")):
+    groups = _groups(report)
+    for by, title in GROUP_TITLES.items():
         lines += ["", f"{title}:"]
-        for name, part in report[key].items():
-            lines.append(
-                f"  {name}: kappa {_num(part['cohen_kappa'])}, "
-                f"agreement {_num(part['observed_agreement'])}, items {part['n_images']}"
-            )
-    lines += ["", "Per annotator pair:"]
-    for part in report["per_annotator_pair"]:
-        lines.append(
-            f"  {' & '.join(part['annotators'])}: kappa {_num(part['cohen_kappa'])}, "
-            f"agreement {_num(part['observed_agreement'])}, items {part['n_images']}"
-        )
+        lines += [
+            f"  {name}: kappa {_num(kappa)}, agreement {_num(observed)}, items {n}"
+            for group, name, n, kappa, observed in groups
+            if group == by
+        ]
     return "\n".join(lines) + "\n"
-
-
-#: The figures of one group (a T2I model, a category, an annotator pair) in csv and md.
-GROUP_COLUMNS = ("by", "name", "n_items", "cohen_kappa", "observed_agreement")
-
-
-def _groups(report: dict[str, Any]) -> list[tuple[str, str, int, float | None, float | None]]:
-    """Rows of ``GROUP_COLUMNS``: per T2I model, per category, per annotator pair (``a & b``)."""
-    rows = []
-    for by, key in (("t2i_model", "per_t2i_model"), ("category", "per_category")):
-        for name, part in report[key].items():
-            rows.append((by, name, part["n_images"], part["cohen_kappa"], part["observed_agreement"]))
-    for part in report["per_annotator_pair"]:
-        rows.append(
-            (
-                "annotator_pair",
-                " & ".join(part["annotators"]),
-                part["n_images"],
-                part["cohen_kappa"],
-                part["observed_agreement"],
-            )
-        )
-    return rows
 
 
 def agreement_csv(report: dict[str, Any]) -> str:
@@ -120,10 +110,9 @@ def agreement_csv(report: dict[str, Any]) -> str:
     ``bias_report --format csv``; an empty cell is undefined."""
     out = io.StringIO()
     writer = safe_writer(out, lineterminator="\n")
-    figures = ("cohen_kappa", "observed_agreement", "fleiss_kappa", "krippendorff_alpha")
-    writer.writerow(("section", "study", "question", "n_items", *figures))
+    writer.writerow(("section", "study", "question", "n_items", *FIGURES))
     writer.writerow(
-        ("summary", report["study"], report["question"], report["n_items"], *(report[f] for f in figures))
+        ("summary", report["study"], report["question"], report["n_items"], *(report[f] for f in FIGURES))
     )
     out.write("\n")
     writer.writerow(("section", "first", *report["labels"]))
@@ -161,15 +150,7 @@ def agreement_markdown(report: dict[str, Any]) -> str:
                 "Fleiss' kappa",
                 "Krippendorff's alpha",
             ),
-            [
-                (
-                    report["n_items"],
-                    _num(report["cohen_kappa"]),
-                    _num(report["observed_agreement"]),
-                    _num(report["fleiss_kappa"]),
-                    _num(report["krippendorff_alpha"]),
-                )
-            ],
+            [(report["n_items"], *(_num(report[f]) for f in FIGURES))],
         ),
         "",
         "## Confusion (rows: first annotator by id, columns: second)",

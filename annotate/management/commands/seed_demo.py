@@ -38,7 +38,7 @@ DEMO_PASSWORDS = {
 
 def demos() -> list[ProtocolDemo]:
     """The demo of every registered protocol that names one, in the registry's order."""
-    return [demo_of(PROTOCOLS[key].demo) for key in PROTOCOLS if PROTOCOLS[key].demo]
+    return [demo_of(spec.demo) for spec in PROTOCOLS.values() if spec.demo]
 
 
 def _password(username: str) -> str:
@@ -152,10 +152,9 @@ class Command(BaseCommand):
         if options["run_detectors"]:
             written += sum(demo.detectors(self._step, face_method=options["face_method"]) for demo in every)
         # Protocols whose demo is a command of its own (the spec names it).
-        for key in PROTOCOLS:
-            demo_command = PROTOCOLS[key].demo_command
-            if demo_command:
-                self._step(demo_command)
+        for spec in PROTOCOLS.values():
+            if spec.demo_command:
+                self._step(spec.demo_command)
         for demo in every:
             self._study_line(studies[demo.slug], summaries[demo.slug])
         self.stdout.write(f"Seeded labels written now: {written}.")
