@@ -151,9 +151,10 @@ def reliability_report(*, study: Study) -> ReliabilityReport:
         is_excluded = username in excluded
         score = gold.get(username)
         inferred = model[username][0] if username in model else None
-        if inferred is not None:
-            share, n_answers = inferred, len(own)
-        else:
+        # The flag reads the model's reliability when it ran, else agreement with the finals.
+        share: float | None = inferred
+        n_answers = len(own)
+        if inferred is None:
             share = stat.agreement_with_final if stat else None
             n_answers = stat.answers_with_final if stat else 0
         reasons = []

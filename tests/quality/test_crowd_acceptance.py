@@ -5,7 +5,7 @@ A researcher makes the study, imports gold and makes a join link with the manage
 participants open the link with their PROLIFIC_PID, consent and label by posting the labeling
 form (the next item's partial back) until the completion page; two of them click at random;
 ``recompute_finals --aggregation dawid_skene``. Then, from what the participants sent alone:
-gold accuracy and its Wilson interval (statsmodels), every pair's Cohen's kappa on shared items
+gold accuracy, its Wilson interval and both flags (statsmodels), every pair's Cohen's kappa on shared items
 (scikit-learn), Dawid-Skene's answers and posteriors (crowd-kit's ``DawidSkene`` on the labels),
 each annotator's reliability (the mean posterior of their answers), agreement with the finals
 and the median seconds per label — compared with the API, the reliability page's CSV and the
