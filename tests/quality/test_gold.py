@@ -127,8 +127,12 @@ def test_an_item_whose_dispute_a_researcher_resolved_becomes_gold_with_the_resol
         )
         services.annotation_submit(item=disputed, annotator=annotator, answers={"gender": value})
     question = study.questions.get()
-    dispute_resolve(item=disputed, question=question, researcher=researcher, value="female")
     client = client_for(researcher)
+    screen = reverse("annotate:dispute_question", args=[disputed.pk, question.key])
+    gold_button = reverse("quality:gold_mark", args=[disputed.pk])
+    assert gold_button not in client.get(screen).content.decode()  # disputed: not settled yet
+    dispute_resolve(item=disputed, question=question, researcher=researcher, value="female")
+    assert gold_button in client.get(screen).content.decode()  # resolved: the dispute screen offers it
     page = client.post(reverse("quality:gold_mark", args=[disputed.pk]), follow=True)
     assert "is now a gold item" in page.content.decode()
     assert GoldAnswer.objects.get(item=disputed).value == "female"
