@@ -12,7 +12,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Model
 
 from annotate.models import Assignment, FinalLabel, FinalLabelRevision, Label, LabelRevision
-from studies.models import Image, Item, ItemImage, Prompt, Question, Study
+from studies.models import GoldAnswer, Image, Item, ItemImage, Prompt, Question, Study
 
 M = TypeVar("M", bound=Model)
 Converter = Callable[[Any, Any, Any], Any]
@@ -302,7 +302,12 @@ def seats_claim(seats: Sequence[Assignment]) -> tuple[str, list[Any]]:
 
 # A final label set by a person (a researcher or an import) on the item ``{on}``: such an item
 # is decided, and neither handed out nor counted as work left.
-_DECIDED = "SELECT 1 FROM {final} f WHERE f.item_id = {on} AND f.source IN (%(resolved)s, %(imported)s)"
+# An item a researcher or an import settled is off the labeling screen, unless it is a gold item
+# (a settled item marked gold: its seats above N are served as attention checks).
+_DECIDED = (
+    "SELECT 1 FROM {final} f WHERE f.item_id = {on} AND f.source IN (%(resolved)s, %(imported)s)"
+    " AND NOT EXISTS (SELECT 1 FROM {gold} g WHERE g.item_id = f.item_id)"
+)
 
 # How many claimable items the progress counts at most: "1,000+ remaining" beyond it. Counting
 # every open item of a study cost time in proportion to the study (~25 ms at 100,000 items, 400 ms
@@ -347,6 +352,7 @@ def _tables() -> dict[str, str]:
         "item": Item._meta.db_table,
         "assignment": Assignment._meta.db_table,
         "final": FinalLabel._meta.db_table,
+        "gold": GoldAnswer._meta.db_table,
         "fence": _FENCE if is_postgresql() else "",
     }
 
@@ -484,7 +490,9 @@ def open_seats() -> str:
             prompt_table=Prompt._meta.db_table,
             link_table=ItemImage._meta.db_table,
             image_table=Image._meta.db_table,
-            decided=_DECIDED.format(on="a.item_id", final=FinalLabel._meta.db_table),
+            decided=_DECIDED.format(
+                on="a.item_id", final=FinalLabel._meta.db_table, gold=GoldAnswer._meta.db_table
+            ),
         )
 
     return statement("open-seats", build)

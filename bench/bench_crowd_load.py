@@ -3,17 +3,18 @@ PostgreSQL against a real multi-process HTTP server (goal: p95 of a key press un
 
     .venv/bin/python bench/bench_crowd_load.py [--participants 100] [--quota 20] [--think-ms 1000]
         [--images 2000] [--labels-per-item 3] [--gold 60] [--gold-rate 0.1] [--random-clickers 10]
-        [--arrival-s 10] [--threads 4] [--processes 2]
+        [--arrival-s 10] [--threads 4] [--processes 2] [--server gunicorn|wsgiref]
         [--database-url postgres://postgres@127.0.0.1:5432/biaslab_bench_crowd]
 
-What it does (server, timing header and report: bench_label_submit.py's, imported):
+What it does (timing header, report and the wsgiref server: bench_label_submit.py's, imported):
 
 1. Drops and re-creates the database, adds a gender study of ``--images`` PNG files with
    ``--labels-per-item`` labels per item under the majority rule, makes ``--gold`` of its items
    gold with ``import_gold``, sets ``create_study --gold-rate`` and makes one join link with
    ``create_join_link --quota`` (the panel appends ``PROLIFIC_PID``).
-2. Starts the server (wsgiref, ``--processes`` pre-forked processes x ``--threads`` threads,
-   bench.settings_bench). Every participant comes from 127.0.0.1, so the per-address limit on
+2. Starts the server, bench.settings_bench with ``--processes`` processes x ``--threads``
+   threads: gunicorn (the deployment's server, its gthread workers; the default when installed)
+   or ``--server wsgiref`` (bench_label_submit.py's pre-forked standard-library server). Every participant comes from 127.0.0.1, so the per-address limit on
    new accounts (BIASLAB_JOIN_THROTTLE, 60/hour by default) is raised for the server: a panel's
    participants come from as many addresses.
 3. ``--participants`` HTTP clients (threads) arrive spread over ``--arrival-s`` seconds, each
@@ -36,10 +37,13 @@ what the study's rule makes of the labels, no gold answer stored as a label or a
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import io
 import os
 import random
 import re
+import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -52,8 +56,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_label_submit import (
+    BENCH_SECRET_KEY,
     CSRF_RE,
     IMAGE_RE,
+    PRODUCTION_OVER_HTTP,
+    ROOT,
     TIMING_RE,
     Annotator,
     Samples,
@@ -237,6 +244,50 @@ def make_crowd_study(args: argparse.Namespace, media: Path) -> tuple[Any, Any, s
     return study, warmer, path
 
 
+def start_gunicorn(
+    database_url: str, media: Path, threads: int, processes: int
+) -> tuple[subprocess.Popen, str]:
+    """gunicorn serving config.wsgi with the benchmark's settings (as start_server's wsgiref):
+    ``processes`` gthread workers of ``threads`` threads on a free loopback port, once it accepts."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "bench.settings_bench",
+        "DATABASE_URL": database_url,
+        "BIASLAB_MEDIA_ROOT": str(media),
+        **PRODUCTION_OVER_HTTP,
+        "PYTHONPATH": str(ROOT),
+    }
+    env.setdefault("DJANGO_SECRET_KEY", BENCH_SECRET_KEY)
+    command = [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "config.wsgi:application",
+        f"--bind=127.0.0.1:{port}",
+        f"--workers={processes}",
+        f"--threads={threads}",
+        "--worker-class=gthread",
+        "--backlog=128",
+        "--timeout=120",
+        "--log-level=warning",
+    ]
+    proc = subprocess.Popen(command, env=env, cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"gunicorn exited with {proc.returncode} before serving")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, f"127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("gunicorn did not accept connections within 60 s")
+
+
 # --- the checks ------------------------------------------------------------------------------------
 
 
@@ -367,6 +418,12 @@ def main() -> None:
     parser.add_argument("--arrival-s", type=float, default=10.0, help="participants arrive spread over this")
     parser.add_argument("--threads", type=int, default=4, help="worker threads per server process")
     parser.add_argument("--processes", type=int, default=2, help="server worker processes")
+    parser.add_argument(
+        "--server",
+        choices=("gunicorn", "wsgiref"),
+        default="gunicorn" if importlib.util.find_spec("gunicorn") else "wsgiref",
+        help="the HTTP server (default: gunicorn when installed)",
+    )
     parser.add_argument("--database-url", default=database_url_default(DEFAULT_DATABASE_URL))
     args = parser.parse_args()
     if not args.database_url.startswith(("postgres://", "postgresql://")):
@@ -389,9 +446,12 @@ def main() -> None:
         )
         connection.close()
         os.environ["BIASLAB_JOIN_THROTTLE"] = f"{10 * args.participants}/minute"
-        server, address = start_server(args.database_url, media, args.threads, args.processes)
+        launch = start_gunicorn if args.server == "gunicorn" else start_server
+        server, address = launch(args.database_url, media, args.threads, args.processes)
         try:
-            print(f"server: wsgiref, {args.processes} processes x {args.threads} worker threads at {address}")
+            print(
+                f"server: {args.server}, {args.processes} processes x {args.threads} worker threads at {address}"
+            )
             warm_up(address, study, warmer, requests=8 * args.processes)
             rng = random.Random(7)
             clickers = set(rng.sample(range(args.participants), min(args.random_clickers, args.participants)))
@@ -423,7 +483,7 @@ def main() -> None:
             wall = time.perf_counter() - start
         finally:
             server.terminate()
-            server.wait(timeout=10)
+            server.wait(timeout=30)
         report(f"{args.participants} participants, key presses (~{args.think_ms} ms apart)", presses, wall)
         report("  arrivals (link, guidelines, consent, first screen)", arrivals, wall)
         results = checks(study, people, args.quota)

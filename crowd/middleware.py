@@ -2,8 +2,9 @@
 screen, their own join pages and the images of their study, nothing else (403) — not another
 study, the researchers' pages, the admin or the API. Before consenting they are sent to the
 guidelines; once finished, to the completion page. After each saved key press the participant's
-items are counted once, and the quota ends the session's work; a screen with no item left sends
-them to the completion page too.
+items are counted once: the quota ends the session's work, and below it the count updates the
+screen's "12 of 40" line (``crowd/_quota_line.html``, out of band for htmx); a screen with no
+item left sends them to the completion page too.
 
 Ordinary sessions pay one dictionary look-up in a session already loaded to find the user: no
 statement of their key press is added."""
@@ -16,6 +17,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -43,13 +45,20 @@ class ParticipantMiddleware:
         submitted = (
             match is not None and match.view_name == "annotate:label_submit" and request.method == "POST"
         )
-        if submitted and items_done(user_id=marker["user"], study_id=marker["study"]) >= marker["quota"]:
+        done = items_done(user_id=marker["user"], study_id=marker["study"]) if submitted else None
+        if done is not None and done >= marker["quota"]:
             participant = Participant.objects.get(pk=marker["participant"])
             participant_finish(participant=participant)
             marker_update(request, finished=True)
             return _go(request, reverse("crowd:done"))
         if response.status_code == 200 and getattr(request, "labeling_done", False):
             return _go(request, reverse("crowd:done"))  # no item left for them: the study ran out
+        if done is not None and response.status_code == 200 and getattr(request, "htmx", False):
+            # The quota line sits outside the swapped region: htmx updates it out of band.
+            line = render_to_string(
+                "crowd/_quota_line.html", {"done": done, "quota": marker["quota"], "oob": True}
+            )
+            response.content = response.content + line.encode(response.charset)
         return response
 
     def process_view(

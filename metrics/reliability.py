@@ -1,5 +1,5 @@
 """Annotator reliability: gold accuracy with its Wilson interval and the gold rule's flag,
-Cohen's kappa of every pair of annotators on the units they share.
+the reliability flag, Cohen's kappa of every pair of annotators on the units they share.
 
 Pure: plain values in, frozen dataclasses out. The interval is ``metrics.questions``' Wilson
 score interval (with no gold answer yet nothing is known: accuracy None, interval 0..1); the
@@ -34,6 +34,15 @@ def gold_accuracy(correct: int, n: int, *, min_accuracy: float | None, min_gold:
     accuracy = correct / n if n else None
     flagged = min_accuracy is not None and accuracy is not None and n >= min_gold and accuracy < min_accuracy
     return GoldAccuracy(n=n, correct=correct, accuracy=accuracy, low=low, high=high, flagged=flagged)
+
+
+def reliability_flagged(share: float | None, n: int, *, min_accuracy: float | None, min_n: int) -> bool:
+    """Whether an accuracy estimated as ``share`` over ``n`` answers is credibly below
+    ``min_accuracy``: at least ``min_n`` answers and the upper end of the 95 % Wilson interval
+    of ``share`` x ``n`` right out of ``n`` (rounded) below the threshold."""
+    if min_accuracy is None or share is None or n < max(min_n, 1):
+        return False
+    return wilson_interval(round(share * n), n)[1] < min_accuracy
 
 
 def pairwise_kappas(answers: Mapping[str, Mapping[Any, str]]) -> dict[tuple[str, str], CohenKappa]:

@@ -30,12 +30,17 @@ class AnnotatorReliabilityOutput(serializers.Serializer):
     gold_accuracy = serializers.FloatField(allow_null=True)
     gold_low = serializers.FloatField(allow_null=True, help_text="95 % Wilson interval, low end.")
     gold_high = serializers.FloatField(allow_null=True, help_text="95 % Wilson interval, high end.")
-    flagged = serializers.BooleanField(help_text="Below the study's gold rule (and not excluded).")
+    flagged = serializers.BooleanField(
+        help_text="The study's rule flags them, by gold accuracy or by reliability (and not excluded)."
+    )
     mean_kappa = serializers.FloatField(allow_null=True, help_text="Mean Cohen's kappa with the others.")
     agreement_with_final = serializers.FloatField(allow_null=True)
     answers_with_final = serializers.IntegerField()
     reliability = serializers.FloatField(allow_null=True, help_text="From truth inference, when it ran.")
     excluded = serializers.BooleanField()
+    flag_reason = serializers.CharField(
+        help_text='Why they are flagged: "gold", "reliability", "gold+reliability"; "" when not.'
+    )
     kappas = KappaOutput(many=True, help_text="Cohen's kappa with every annotator sharing items.")
 
 

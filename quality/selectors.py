@@ -12,7 +12,13 @@ from django.db.models import Count, Q
 from annotate import selectors as annotate_selectors
 from annotate.models import FinalLabel, GoldResponse, Label
 from metrics.agreement import CohenKappa, confusion_matrix
-from metrics.reliability import GoldAccuracy, gold_accuracy, mean_kappa, pairwise_kappas
+from metrics.reliability import (
+    GoldAccuracy,
+    gold_accuracy,
+    mean_kappa,
+    pairwise_kappas,
+    reliability_flagged,
+)
 from quality.models import AnnotatorExclusion, InferredReliability
 from studies.models import GoldAnswer, Study
 from studies.selectors import study_questions
@@ -40,11 +46,9 @@ def gold_scores(*, study: Study) -> dict[str, GoldAccuracy]:
 
 
 def flagged_annotators(*, study: Study) -> list[str]:
-    """Usernames the study's gold rule flags and that are not excluded yet, by name."""
-    excluded = set(excluded_annotators(study=study))
-    return [
-        name for name, score in gold_scores(study=study).items() if score.flagged and name not in excluded
-    ]
+    """Usernames the study's rule flags (by gold accuracy or by reliability, see
+    ``reliability_report``) and that are not excluded yet, by name."""
+    return [row.username for row in reliability_report(study=study).rows if row.flag_reasons]
 
 
 def excluded_annotators(*, study: Study) -> list[str]:
@@ -66,6 +70,8 @@ class AnnotatorReliability:
     answers_with_final: int
     reliability: float | None
     excluded: bool
+    # Why the study's rule flags them (not excluded): "gold", "reliability", both or none.
+    flag_reasons: tuple[str, ...]
     # question key → (answers in order, counts[true answer][their answer]): the model's expected
     # counts after a truth-inference run, else over their answers that have a final label.
     confusion: dict[str, tuple[tuple[str, ...], tuple[tuple[Any, ...], ...]]]
@@ -102,7 +108,13 @@ def reliability_report(*, study: Study) -> ReliabilityReport:
     every other annotator on shared (item, question)s, agreement with the final labels, the
     reliability the study's truth-inference model gave them at its last run and their confusion
     matrix per question — the model's expected one after a run, else against the final labels;
-    and every pair's kappa."""
+    and every pair's kappa.
+
+    The study's rule (``min_gold_accuracy``, ``min_gold``) flags an annotator who is not
+    excluded by gold (their gold accuracy below it after ``min_gold`` gold answers) and by
+    reliability: the model's reliability over their labels — or, without a model run, their
+    agreement with the finals over the answers that have one — credibly below the same
+    threshold (``metrics.reliability.reliability_flagged``, after ``min_gold`` answers)."""
     model = {
         username: (reliability, confusion)
         for username, reliability, confusion in InferredReliability.objects.filter(study=study).values_list(
@@ -136,17 +148,34 @@ def reliability_report(*, study: Study) -> ReliabilityReport:
                 if pairs:
                     truth, given = zip(*pairs, strict=True)
                     confusion[question.key] = confusion_matrix(truth, given, question.values)
+        is_excluded = username in excluded
+        score = gold.get(username)
+        inferred = model[username][0] if username in model else None
+        # The flag reads the model's reliability when it ran, else agreement with the finals.
+        share: float | None = inferred
+        n_answers = len(own)
+        if inferred is None:
+            share = stat.agreement_with_final if stat else None
+            n_answers = stat.answers_with_final if stat else 0
+        reasons = []
+        if not is_excluded and score is not None and score.flagged:
+            reasons.append("gold")
+        if not is_excluded and reliability_flagged(
+            share, n_answers, min_accuracy=study.min_gold_accuracy, min_n=study.min_gold
+        ):
+            reasons.append("reliability")
         rows.append(
             AnnotatorReliability(
                 username=username,
                 labels=stat.labels_done if stat else 0,
                 median_seconds=stat.median_seconds if stat else None,
-                gold=gold.get(username),
+                gold=score,
                 mean_kappa=mean_kappa(kappas, username),
                 agreement_with_final=stat.agreement_with_final if stat else None,
                 answers_with_final=stat.answers_with_final if stat else 0,
-                reliability=model[username][0] if username in model else None,
-                excluded=username in excluded,
+                reliability=inferred,
+                excluded=is_excluded,
+                flag_reasons=tuple(reasons),
                 confusion=confusion,
             )
         )
@@ -169,6 +198,7 @@ RELIABILITY_COLUMNS = (
     "answers_with_final",
     "reliability",
     "excluded",
+    "flag_reason",
 )
 
 
@@ -184,10 +214,11 @@ def reliability_row(row: AnnotatorReliability) -> dict[str, Any]:
         "gold_accuracy": gold.accuracy if gold else None,
         "gold_low": gold.low if gold else None,
         "gold_high": gold.high if gold else None,
-        "flagged": bool(gold and gold.flagged and not row.excluded),
+        "flagged": bool(row.flag_reasons),
         "mean_kappa": row.mean_kappa,
         "agreement_with_final": row.agreement_with_final,
         "answers_with_final": row.answers_with_final,
         "reliability": row.reliability,
         "excluded": row.excluded,
+        "flag_reason": "+".join(row.flag_reasons),
     }

@@ -64,11 +64,14 @@ def _gold_rows(path: str | os.PathLike[str]) -> list[tuple[int, str, str, str]]:
 
 
 def _gold_problem(item: Item, n_labels: int, decided: bool) -> str:
-    """Why the item cannot become a gold item ("" when it can): it is still being labelled (its
-    open seats would be answered as gold), or a researcher or an import set a final answer (the
-    labeling screen no longer shows such an item)."""
+    """Why the item cannot become a gold item from a file ("" when it can): it is still being
+    labelled (its open seats would be answered as gold), or a researcher or an import set its
+    final answer (a file's answer would compete with it; ``gold_mark`` uses a resolution)."""
     if decided:
-        return f"item '{item.key}' has a final answer set by a researcher or an import: it cannot be served again"
+        return (
+            f"item '{item.key}' has a final answer set by a researcher or an import: "
+            "use “Use as gold item” on its page to make a resolved item gold with its resolution"
+        )
     if n_labels and item.completed_seats < item.study.labels_per_item:
         return (
             f"item '{item.key}' is still being labelled ({item.completed_seats} of "
@@ -96,14 +99,19 @@ def _gold_states(item_ids: list[int]) -> tuple[dict[int, int], set[int]]:
 
 @transaction.atomic
 def gold_mark(*, item: Item) -> GoldImport:
-    """Make an item whose labels agreed a gold item: each of its agreed final answers becomes
-    its gold answer (the items page's "Use as gold"). QualityError when it has no agreed final
-    answer, is still being labelled or has a researcher's or an import's final answer."""
-    labels, decided = _gold_states([item.pk])
-    problem = _gold_problem(item, labels.get(item.pk, 0), item.pk in decided)
-    finals = list(FinalLabel.objects.filter(item=item, source=FinalLabelSource.AGREED))
+    """Make a settled item a gold item: each of its final answers — agreed by its labels or
+    resolved by a researcher — becomes its gold answer (the item page's "Use as gold item").
+    QualityError when it has no such final answer, is still being labelled or has an imported
+    final answer."""
+    finals = list(FinalLabel.objects.filter(item=item))
+    labels, _decided = _gold_states([item.pk])
+    problem = _gold_problem(item, labels.get(item.pk, 0), decided=False)
+    if not problem and any(final.source == FinalLabelSource.IMPORTED for final in finals):
+        problem = (
+            f"item '{item.key}' has an imported final answer: import_gold takes known answers from a file"
+        )
     if not problem and not finals:
-        problem = f"item '{item.key}' has no agreed final answer to use as its gold answer"
+        problem = f"item '{item.key}' has no agreed or resolved final answer to use as its gold answer"
     if problem:
         raise QualityError(problem[0].upper() + problem[1:] + ".")
     written = 0

@@ -96,7 +96,7 @@ def reliability(request: HttpRequest, slug: str) -> HttpResponse:
 
 @researcher_only(methods=("POST",))
 def gold_mark(request: HttpRequest, item_id: int) -> HttpResponse:
-    """Use an item whose labels agreed as a gold item (the item page's button)."""
+    """Use a settled item (agreed, or resolved by a researcher) as a gold item (the item page's button)."""
     item = get_object_or_404(Item.objects.select_related("study"), pk=item_id)
     try:
         services.gold_mark(item=item)

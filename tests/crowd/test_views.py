@@ -15,6 +15,7 @@ from annotate.models import Assignment, Label
 from crowd.models import JoinLink, Participant
 from crowd.services import guideline_examples_set, join_link_close, participant_join
 from tests.annotate.gender import submit
+from tests.annotate.test_views import _submit_next_queries
 from tests.crowd.conftest import COMPLETION_URL
 from tests.factories import ItemFactory, PromptFactory, StudyFactory
 
@@ -115,6 +116,29 @@ def test_a_study_that_runs_out_of_items_before_the_quota_still_gives_the_code(ma
     assert 'id="completion-code">C1234<' in done
     assert "no more items for you" in done
     assert Participant.objects.get(panel_id="short").finished_at is not None
+
+
+def test_the_labeling_screen_shows_a_participant_their_quota_and_costs_no_statement_more(
+    make_link, items, study, client_for, annotator_a, django_assert_max_num_queries
+):
+    _link, token = make_link(quota=3)
+    client = Client()
+    _enter(client, token, "counted")
+    screen = client.get(reverse("annotate:label_study", args=[study.slug]))
+    assert "<strong>0</strong> of 3 items" in screen.content.decode()
+    item_id = _shown_item_id(screen)
+    url = reverse("annotate:label_submit", args=[study.slug, item_id])
+    # An ordinary annotator's key press, plus the gate's count of the participant's items.
+    with django_assert_max_num_queries(_submit_next_queries() + 1):
+        response = client.post(url, {"answer_gender": "male", "request_id": _request_id(screen)}, **HTMX)
+    assert "<strong>1</strong> of 3 items" in response.content.decode()
+    # An ordinary annotator has no quota: nothing is shown.
+    assert (
+        'id="quota"'
+        not in client_for(annotator_a)
+        .get(reverse("annotate:label_study", args=[study.slug]))
+        .content.decode()
+    )
 
 
 def test_reopening_the_link_continues_and_never_gives_a_second_seat_on_an_item(make_link, items, study):

@@ -18,7 +18,7 @@ from django.db.models import Count
 from annotate import services
 from annotate.models import FinalLabel, FinalLabelSource, GoldResponse, Label
 from metrics.truth import crowdkit_fit
-from quality.selectors import flagged_annotators, reliability_report
+from quality.selectors import gold_scores, reliability_report
 from quality.services import annotator_exclude, finals_recompute, gold_import
 from studies.models import GoldAnswer, Item, Study
 from studies.services import GoldRule, study_define
@@ -137,7 +137,13 @@ def crowd_run(crowd: Crowd) -> dict[str, Any]:
     figures: dict[str, Any] = {"submits": crowd_label(crowd)}
     figures["seconds_labelling"] = time.perf_counter() - started
     figures["gold_responses"] = GoldResponse.objects.filter(item__study=study).count()
-    figures["flagged"] = set(flagged_annotators(study=study))
+    # What the reliability page flags after labeling (majority: reliability is agreement with the finals).
+    flags = {
+        row.username: row.flag_reasons for row in reliability_report(study=study).rows if row.flag_reasons
+    }
+    figures["flagged_gold"] = {name for name, reasons in flags.items() if "gold" in reasons}
+    figures["flagged_reliability"] = {name for name, reasons in flags.items() if "reliability" in reasons}
+    figures["gold_answers"] = {name: score.n for name, score in gold_scores(study=study).items()}
     figures["majority_accuracy"] = finals_accuracy(crowd)[0]
     # Dawid-Skene on the same labels, its argmax as the final answer (binary: posterior >= 0.5).
     rows = label_rows(study)
@@ -162,17 +168,23 @@ def crowd_run(crowd: Crowd) -> dict[str, Any]:
         stored[unit][0] == expected[unit][0] and abs(stored[unit][1] - expected[unit][1]) < 1e-9
         for unit in expected
     )
+    # What the page flags once the model ran: gold, and the model's reliability.
     report = {row.username: row for row in reliability_report(study=study).rows}
+    flags = {name: row.flag_reasons for name, row in report.items() if row.flag_reasons}
+    figures["flagged"] = set(flags)
+    figures["flagged_reliability_model"] = {
+        name for name, reasons in flags.items() if "reliability" in reasons
+    }
     lowest = sorted(report.values(), key=lambda row: row.reliability if row.reliability is not None else 2)
     figures["least_reliable"] = {row.username for row in lowest[: len(crowd.random_clickers)]}
-    # Back to the majority rule, exclude the flagged annotators, let the others relabel.
+    # Back to the majority rule, exclude the annotators flagged after the model ran, let the others relabel.
     finals_recompute(study=study, actor="bench", rule="majority")
     for username in sorted(figures["flagged"]):
         annotator_exclude(
             study=study,
             annotator=get_user_model().objects.get(username=username),
             actor="bench",
-            reason="gold",
+            reason="+".join(flags[username]),
         )
     figures["submits_after"] = crowd_label(crowd)
     figures["majority_accuracy_after"] = finals_accuracy(crowd)[0]

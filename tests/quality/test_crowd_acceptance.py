@@ -5,7 +5,7 @@ A researcher makes the study, imports gold and makes a join link with the manage
 participants open the link with their PROLIFIC_PID, consent and label by posting the labeling
 form (the next item's partial back) until the completion page; two of them click at random;
 ``recompute_finals --aggregation dawid_skene``. Then, from what the participants sent alone:
-gold accuracy and its Wilson interval (statsmodels), every pair's Cohen's kappa on shared items
+gold accuracy, its Wilson interval and both flags (statsmodels), every pair's Cohen's kappa on shared items
 (scikit-learn), Dawid-Skene's answers and posteriors (crowd-kit's ``DawidSkene`` on the labels),
 each annotator's reliability (the mean posterior of their answers), agreement with the finals
 and the median seconds per label — compared with the API, the reliability page's CSV and the
@@ -185,6 +185,16 @@ def test_a_crowd_through_the_join_link_gives_the_figures_sklearn_statsmodels_and
         own = by_annotator[username]
         with_final = [value == finals[item] for item, value in own.items() if item in finals]
         defined = [k for pair, (k, _) in kappas.items() if username in pair and k is not None]
+        reliability = statistics.fmean(float(probas.loc[item, value]) for item, value in own.items())
+        reasons = []
+        if len(golds) >= 2 and sum(golds) / len(golds) < 0.8:
+            reasons.append("gold")
+        # Reliability credibly below the rule: the Wilson interval's upper end, after 2 answers.
+        if (
+            len(own) >= 2
+            and proportion_confint(round(reliability * len(own)), len(own), method="wilson")[1] < 0.8
+        ):
+            reasons.append("reliability")
         expected[username] = {
             "labels": len(own),
             "median_seconds": statistics.median(answers[item][1] / 1000 for item in own),
@@ -193,12 +203,13 @@ def test_a_crowd_through_the_join_link_gives_the_figures_sklearn_statsmodels_and
             "gold_accuracy": sum(golds) / len(golds) if golds else None,
             "gold_low": low,
             "gold_high": high,
-            "flagged": len(golds) >= 2 and sum(golds) / len(golds) < 0.8,
+            "flagged": bool(reasons),
             "mean_kappa": sum(defined) / len(defined) if defined else None,
             "agreement_with_final": sum(with_final) / len(with_final) if with_final else None,
             "answers_with_final": len(with_final),
-            "reliability": statistics.fmean(float(probas.loc[item, value]) for item, value in own.items()),
+            "reliability": reliability,
             "excluded": False,
+            "flag_reason": "+".join(reasons),
         }
 
     api = api_for(researcher).get("/api/annotators/", {"study": "panel"})
@@ -227,7 +238,7 @@ def test_a_crowd_through_the_join_link_gives_the_figures_sklearn_statsmodels_and
     for line in table:
         for column, value in expected[line["annotator"]].items():
             text = line[column]
-            if isinstance(value, bool):
+            if isinstance(value, bool | str):
                 assert text == str(value), (line["annotator"], column, text)
             elif value is None:
                 assert text == "", (line["annotator"], column, text)
@@ -237,3 +248,4 @@ def test_a_crowd_through_the_join_link_gives_the_figures_sklearn_statsmodels_and
     clickers = {name[pid] for pid in RANDOM_CLICKERS}
     least = sorted(expected, key=lambda u: expected[u]["reliability"])[: len(clickers)]
     assert set(least) == clickers
+    assert {u for u, figures in expected.items() if figures["flagged"]} >= clickers

@@ -10,9 +10,11 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from annotate import services
-from annotate.models import Assignment, FinalLabel, GoldResponse, Label
+from annotate.models import Assignment, FinalLabel, FinalLabelSource, GoldResponse, Label
+from annotate.services.disputes import dispute_resolve
 from quality.selectors import flagged_annotators, gold_scores
 from quality.services import gold_import
 from studies.errors import ImportRejected
@@ -98,7 +100,7 @@ def test_an_agreed_item_becomes_gold_from_its_page(
     assert GoldAnswer.objects.get(item=agreed).value == "male"
     assert Item.objects.get(pk=agreed.pk).queue == 0
     page = client.post(reverse("quality:gold_mark", args=[disputed.pk]), follow=True)
-    assert "has no agreed final answer" in page.content.decode()
+    assert "has no agreed or resolved final answer" in page.content.decode()
     assert not GoldAnswer.objects.filter(item=disputed).exists()
     assert client_for(annotator_a).post(reverse("quality:gold_mark", args=[disputed.pk])).status_code == 403
     # A newcomer is served it as a gold item; its labels and final answer stay as they were.
@@ -109,6 +111,53 @@ def test_an_agreed_item_becomes_gold_from_its_page(
     assert agreed.pk in {item.pk for item in shown}
     assert GoldResponse.objects.get(annotator=annotator_c).correct is False
     assert FinalLabel.objects.get(item=agreed).value == "male"
+
+
+def test_an_item_whose_dispute_a_researcher_resolved_becomes_gold_with_the_resolution(
+    study, items, annotator_a, annotator_b, annotator_c, researcher, client_for
+):
+    disputed, imported = items[0], items[1]
+    for annotator, value, slot in ((annotator_a, "male", 0), (annotator_b, "female", 1)):
+        Assignment.objects.create(
+            item=disputed,
+            annotator=annotator,
+            slot=slot,
+            claimed_at="2026-01-01T00:00Z",
+            expires_at="2026-01-01T01:00Z",
+        )
+        services.annotation_submit(item=disputed, annotator=annotator, answers={"gender": value})
+    question = study.questions.get()
+    client = client_for(researcher)
+    screen = reverse("annotate:dispute_question", args=[disputed.pk, question.key])
+    gold_button = reverse("quality:gold_mark", args=[disputed.pk])
+    assert gold_button not in client.get(screen).content.decode()  # disputed: not settled yet
+    dispute_resolve(item=disputed, question=question, researcher=researcher, value="female")
+    assert gold_button in client.get(screen).content.decode()  # resolved: the dispute screen offers it
+    page = client.post(reverse("quality:gold_mark", args=[disputed.pk]), follow=True)
+    assert "is now a gold item" in page.content.decode()
+    assert GoldAnswer.objects.get(item=disputed).value == "female"
+    final = FinalLabel.objects.get(item=disputed)
+    assert (final.value, final.source) == ("female", FinalLabelSource.RESOLVED)
+    # An imported final answer is not this study's to turn into gold.
+    FinalLabel.objects.create(
+        item=imported,
+        question=question,
+        value="male",
+        source=FinalLabelSource.IMPORTED,
+        decided_at=timezone.now(),
+    )
+    page = client.post(reverse("quality:gold_mark", args=[imported.pk]), follow=True)
+    assert "has an imported final answer" in page.content.decode()
+    assert not GoldAnswer.objects.filter(item=imported).exists()
+    # A newcomer is served the resolved item as a gold item, scored against the resolution.
+    study.gold_rate = 0.5
+    study.save()
+    study.annotators.add(annotator_c)
+    shown = _label_everything(study, annotator_c, lambda item: "female")
+    assert disputed.pk in {item.pk for item in shown}
+    assert GoldResponse.objects.get(annotator=annotator_c, item=disputed).correct is True
+    assert not Label.objects.filter(item=disputed, annotator=annotator_c).exists()
+    assert FinalLabel.objects.get(item=disputed).source == FinalLabelSource.RESOLVED
 
 
 def _label_everything(study, annotator, answer_for):

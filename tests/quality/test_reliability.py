@@ -10,9 +10,11 @@ from django.urls import reverse
 
 from annotate import services
 from annotate.models import Assignment, GoldResponse, Label
+from annotate.services.disputes import dispute_resolve
 from metrics.agreement import cohen_kappa
-from metrics.reliability import gold_accuracy, mean_kappa, pairwise_kappas
-from quality.selectors import reliability_report
+from metrics.reliability import gold_accuracy, mean_kappa, pairwise_kappas, reliability_flagged
+from quality.models import InferredReliability
+from quality.selectors import flagged_annotators, reliability_report
 from studies.models import GoldAnswer
 from tests.factories import ItemFactory, PromptFactory
 
@@ -29,6 +31,16 @@ def test_gold_accuracy_flags_only_past_min_gold():
     assert gold_accuracy(1, 4, min_accuracy=0.8, min_gold=5).flagged is False
     assert gold_accuracy(3, 5, min_accuracy=0.8, min_gold=5).flagged is True
     assert gold_accuracy(0, 0, min_accuracy=0.8, min_gold=5).accuracy is None
+
+
+def test_reliability_flags_only_an_accuracy_credibly_below_the_rule():
+    # 0.5 over 60 answers: the Wilson interval's upper end is 0.62, below 0.8.
+    assert reliability_flagged(0.5, 60, min_accuracy=0.8, min_n=5) is True
+    # 0.7 over 20: the interval reaches 0.85, so nothing says they are below 0.8.
+    assert reliability_flagged(0.7, 20, min_accuracy=0.8, min_n=5) is False
+    assert reliability_flagged(0.0, 4, min_accuracy=0.8, min_n=5) is False  # too few answers
+    assert reliability_flagged(0.5, 60, min_accuracy=None, min_n=5) is False  # no rule
+    assert reliability_flagged(None, 60, min_accuracy=0.8, min_n=5) is False  # no figure
 
 
 @pytest.fixture
@@ -126,3 +138,84 @@ def test_the_exclude_button_excludes_and_reincludes(study, crowd, researcher, cl
     assert rows["ben"].gold.n == 1
     client.post(exclusion, {"username": "ben", "action": "include"})
     assert Label.objects.filter(annotator__username="ben").count() == 4
+
+
+def _labelled(study, annotator, items, value, slot):
+    for item in items:
+        Assignment.objects.create(
+            item=item,
+            annotator=annotator,
+            slot=slot,
+            claimed_at="2026-01-01T00:00Z",
+            expires_at="2026-01-01T01:00Z",
+        )
+        services.annotation_submit(item=item, annotator=annotator, answers={"gender": value})
+
+
+def test_an_annotator_far_from_the_finals_is_flagged_by_reliability_and_the_page_says_why(
+    study, annotator_a, annotator_b, researcher, client_for
+):
+    study.min_gold_accuracy, study.min_gold = 0.8, 5
+    study.save()
+    prompt = PromptFactory(study=study)
+    items = [ItemFactory(prompt=prompt) for _ in range(8)]
+    _labelled(study, annotator_a, items, "male", 0)
+    _labelled(study, annotator_b, items, "female", 1)
+    question = study.questions.get()
+    for item in items:  # a researcher settles every dispute for B's answer
+        dispute_resolve(item=item, question=question, researcher=researcher, value="female")
+    rows = {row.username: row for row in reliability_report(study=study).rows}
+    assert rows["anna"].agreement_with_final == 0.0
+    assert rows["anna"].flag_reasons == ("reliability",)
+    assert rows["ben"].flag_reasons == ()
+    assert flagged_annotators(study=study) == ["anna"]
+    client = client_for(researcher)
+    html = client.get(reverse("quality:reliability", args=[study.slug])).content.decode()
+    assert "flagged: reliability" in html
+    assert "Agreement with the finals credibly below the rule" in html
+    response = client.get(reverse("quality:reliability", args=[study.slug]), {"format": "csv"})
+    table = {row["annotator"]: row for row in csv.DictReader(io.StringIO(response.content.decode()))}
+    assert (table["anna"]["flagged"], table["anna"]["flag_reason"]) == ("True", "reliability")
+    assert (table["ben"]["flagged"], table["ben"]["flag_reason"]) == ("False", "")
+    # Without a rule nobody is flagged.
+    study.min_gold_accuracy = None
+    study.save()
+    assert flagged_annotators(study=study) == []
+
+
+def test_the_models_reliability_is_what_the_flag_reads_when_a_model_ran(
+    study, annotator_a, annotator_b, researcher, api_for
+):
+    study.min_gold_accuracy, study.min_gold = 0.8, 5
+    study.save()
+    prompt = PromptFactory(study=study)
+    items = [ItemFactory(prompt=prompt) for _ in range(30)]
+    _labelled(study, annotator_a, items, "male", 0)
+    _labelled(study, annotator_b, items, "male", 1)
+    # Both agree with every final (the agreement rule's), but the model found anna unreliable.
+    InferredReliability.objects.create(
+        study=study, annotator=annotator_a, method="dawid_skene", reliability=0.5
+    )
+    InferredReliability.objects.create(
+        study=study, annotator=annotator_b, method="dawid_skene", reliability=0.95
+    )
+    rows = {row.username: row for row in reliability_report(study=study).rows}
+    assert rows["anna"].agreement_with_final == 1.0
+    assert rows["anna"].flag_reasons == ("reliability",)
+    assert rows["ben"].flag_reasons == ()
+    by_name = {
+        row["annotator"]: row
+        for row in api_for(researcher).get("/api/annotators/", {"study": study.slug}).json()
+    }
+    assert (by_name["anna"]["flagged"], by_name["anna"]["flag_reason"]) == (True, "reliability")
+
+
+def test_gold_and_reliability_together_name_both_reasons(study, crowd):
+    study.min_gold_accuracy, study.min_gold = 0.8, 1
+    study.save()
+    InferredReliability.objects.create(
+        study=study, annotator=study.annotators.get(username="ben"), method="mace", reliability=0.1
+    )
+    rows = {row.username: row for row in reliability_report(study=study).rows}
+    assert rows["ben"].flag_reasons == ("gold", "reliability")
+    assert rows["anna"].flag_reasons == ()
