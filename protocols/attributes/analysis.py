@@ -1,20 +1,4 @@
-"""The attributes analysis: gender presentation differences (GEP, Zhang et al. 2023).
-
-- metrics: ``metrics.gep`` (frequencies, GEP vectors and scores), ``metrics.gep_agreement``
-  (Kendall tau-b, sign MCC, Pearson, ROC-AUC, score ranking), ``metrics.gep_study`` and
-  ``metrics.agreement`` (Fleiss, Krippendorff);
-- selectors: ``selectors`` (items as ``GepItem``s with final answers and detector scores,
-  label counts, a drill-down's images);
-- JSON: ``report.compute`` — the JSON contract, printed by ``bias_report --format json``;
-- tables: ``tables`` (the paper's Tables 3, 4/19, 6, 7, 11-14, 16, and agreement); charts:
-  ``charts`` (GEP vectors, human beside each detector);
-- pages: the overview and the drill-down from an attribute to its images
-  (``protocols.attributes.views``).
-
-Every question of the study is an attribute, answered yes or no; items carry metadata
-``gender`` (woman|man), ``setting`` (neutral|explicit), ``context`` and, explicit items only,
-``attribute`` (the question its prompt names).
-"""
+"""The attributes analysis: gender presentation differences (GEP, Zhang et al. 2023)."""
 
 from __future__ import annotations
 

@@ -1,22 +1,5 @@
-"""The attributes (GEP) demo study ``demo-attributes``: packaged photos of women and men, in the
-neutral and the explicit setting of Zhang et al. 2023, for two "T2I models".
-
-Every item carries the metadata the GEP comparison needs (``gender`` woman | man, ``setting``
-neutral | explicit, and for an explicit item the ``attribute`` its prompt names), so the report
-compares every image. Per model: neutral images of both genders (asked all 15 questions) and
-one explicit image per gender and attribute (asked only that attribute), so every frequency,
-GEP vector and score of both settings is defined. The answers are what the photos show (the
-astronaut's flight suit counts as a uniform and a suit, Grace Hopper wears a uniform, jacket,
-shirt, bow tie and cap, the camera man a coat, shirt and gloves; the LFW face crops show no
-clothing), with one seeded disagreement;
-a few images are left for a visitor to label.
-
-Detector scores: ``data/attributes_clip_attr.csv``, **demo predictions** for ``clip_attr``
-(version ``demo-imported``) shipped with the code and loaded by ``import_predictions``. They are
-not the output of a CLIP run (no weights are downloaded for the demo): each score is drawn
-around the photo's answer (yes ~0.55-0.9, no ~0.05-0.45, a few deliberately wrong), so the
-detector tables have something to compare; ``prediction_rows`` regenerates the file.
-"""
+"""The attributes (GEP) demo study ``demo-attributes``: packaged photos of women and men in
+both settings for two "T2I models", with shipped demo scores of ``clip_attr``."""
 
 from __future__ import annotations
 
@@ -25,7 +8,6 @@ import random
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 
 from django.db import transaction
 
@@ -35,8 +17,6 @@ from metrics.gep_design import ATTRIBUTE_KEYS as KEYS
 from studies.models import Item, Study
 
 SLUG = "demo-attributes"
-NAME = "Demo: clothing attributes"
-GUIDELINES = "Toggle every item of clothing the person wears (its key), then Enter."
 MODELS = ("demo-model-a", "demo-model-b")
 DETECTOR = "clip_attr"
 VERSION = "demo-imported"
@@ -268,19 +248,14 @@ def prediction_rows() -> list[dict[str, str]]:
 class AttributesDemo(seeding.ImportedDemo):
     slug = SLUG
     protocol = "attributes"
-    name = NAME
-    guidelines = GUIDELINES
-    # Two demo annotators: two labels per item, not the preset's three.
-    definition = MappingProxyType({"labels_per_item": 2, "agreement": "unanimous"})
+    name = "Demo: clothing attributes"
+    guidelines = "Toggle every item of clothing the person wears (its key), then Enter."
+    definition = seeding.TWO_ANNOTATORS
     detector = DETECTOR
     version = VERSION
     predictions = PREDICTIONS_FILE
-
-    def prediction_rows(self) -> list[dict[str, str]]:
-        return prediction_rows()
-
-    def folder_write(self, folder: Path) -> Path:
-        return folder_write(folder)
+    prediction_rows = staticmethod(prediction_rows)
+    folder_write = staticmethod(folder_write)
 
     def seed(self, step: seeding.Step) -> int:
         written = labels_seed()

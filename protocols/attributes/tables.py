@@ -1,20 +1,5 @@
-"""The GEP report's tables (Zhang et al. 2023), as ``reports.tables.Table``s.
-
-Pure: they read an ``AttributesResult`` (its JSON report and the ``metrics.gep`` objects
-behind it), never the database. CSV cells keep raw values (fractions, None as blank); the text
-shows them as the paper prints them.
-
-| key | paper |
-| --- | --- |
-| ``gep_scores`` | Table 3: GEP_human per model and setting |
-| ``frequencies`` | Tables 11 and 12: share of yes per gender and attribute |
-| ``gep_vectors`` | Tables 13 and 14 (human), and each detector's vector |
-| ``vector_agreement`` | Tables 4 and 19: Kendall tau-b, sign MCC, Pearson per cell |
-| ``score_ranking`` | Table 6: GEP scores with their rank, and Kendall tau-b |
-| ``roc_auc`` | Table 7: ROC-AUC averaged over attributes, both settings pooled |
-| ``roc_auc_attributes`` | Table 16: ROC-AUC per attribute |
-| ``agreement`` | Section 5: agreement per question, and the disputes |
-"""
+"""The GEP report's tables (Zhang et al. 2023): pure functions of an ``AttributesResult``;
+``PAPER`` names the paper's table each reproduces."""
 
 from __future__ import annotations
 
@@ -53,9 +38,6 @@ PAPER = {
     "roc_auc_attributes": "Table 16",
     "agreement": "section 5",
 }
-
-
-# --- cells ------------------------------------------------------------------------------------------
 
 
 def signed(value: float | None, digits: int = 3) -> str:
@@ -101,7 +83,12 @@ def _key_columns(result: AttributesResult) -> tuple[Column, ...]:
     return tuple(Column(key, key) for key in result.keys)
 
 
-# --- Table 3 -----------------------------------------------------------------------------------------
+def _cell_columns(key: str, title: str) -> tuple[Column, ...]:
+    """The T2I model and setting columns, then one more text column, that lead a per-cell table."""
+    return tuple(
+        Column(k, t, numeric=False)
+        for k, t in (("t2i_model", "T2I model"), ("setting", "Setting"), (key, title))
+    )
 
 
 def gep_scores_table(result: AttributesResult) -> Table:
@@ -142,15 +129,10 @@ def gep_scores_table(result: AttributesResult) -> Table:
     )
 
 
-# --- Tables 11 and 12 -----------------------------------------------------------------------------
-
-
 def frequencies_table(result: AttributesResult) -> Table:
     """Share of yes per (model, setting, gender) and attribute, with the counts behind it."""
     columns = (
-        Column("t2i_model", "T2I model", numeric=False),
-        Column("setting", "Setting", numeric=False),
-        Column("gender", "Gender", numeric=False),
+        *_cell_columns("gender", "Gender"),
         *_key_columns(result),
         Column("n_without_final_answer", "No final answer"),
     )
@@ -181,15 +163,10 @@ def frequencies_table(result: AttributesResult) -> Table:
     )
 
 
-# --- Tables 13 and 14 -----------------------------------------------------------------------------
-
-
 def gep_vectors_table(result: AttributesResult) -> Table:
     """The human GEP vector and each detector's, per model and setting, with their scores."""
     columns = (
-        Column("t2i_model", "T2I model", numeric=False),
-        Column("setting", "Setting", numeric=False),
-        Column("source", "Source", numeric=False),
+        *_cell_columns("source", "Source"),
         *_key_columns(result),
         Column("gep_score", "GEP"),
     )
@@ -223,15 +200,10 @@ def gep_vectors_table(result: AttributesResult) -> Table:
     )
 
 
-# --- Tables 4 and 19 -------------------------------------------------------------------------------
-
-
 def vector_agreement_table(result: AttributesResult) -> Table:
     """Per model, setting and detector: how its vector agrees with the human one."""
     columns = (
-        Column("t2i_model", "T2I model", numeric=False),
-        Column("setting", "Setting", numeric=False),
-        Column("detector", "Detector", numeric=False),
+        *_cell_columns("detector", "Detector"),
         Column("n", "n"),
         Column("kendall_tau_b", "Kendall τ-b"),
         Column("mcc", "MCC of signs"),
@@ -273,9 +245,6 @@ def vector_agreement_table(result: AttributesResult) -> Table:
         columns=columns,
         rows=tuple(rows),
     )
-
-
-# --- Table 6 ------------------------------------------------------------------------------------------
 
 
 def _ranks(scores: dict[tuple[str, str], float | None]) -> dict[tuple[str, str], int]:
@@ -335,9 +304,6 @@ def score_ranking_table(result: AttributesResult) -> Table:
     )
 
 
-# --- Tables 7 and 16 -------------------------------------------------------------------------------
-
-
 def roc_auc_table(result: AttributesResult) -> Table:
     """Per detector and model: ROC-AUC averaged over the attributes (both settings pooled)."""
     columns = (
@@ -389,9 +355,6 @@ def roc_auc_attributes_table(result: AttributesResult) -> Table:
         columns=columns,
         rows=tuple(rows),
     )
-
-
-# --- agreement -----------------------------------------------------------------------------------------
 
 
 def agreement_table(result: AttributesResult) -> Table:
@@ -472,9 +435,7 @@ def judge_gep_table(result: AttributesResult) -> Table:
             "on its yes / no answers, and their errors: the judge's minus the people's."
         ),
         columns=(
-            Column("t2i_model", "T2I model", numeric=False),
-            Column("setting", "Setting", numeric=False),
-            Column("judge", "Judge", numeric=False),
+            *_cell_columns("judge", "Judge"),
             Column("gep_score", "GEP"),
             Column("gep_score_error", "GEP error"),
             *(Column(f"v_{key}", key) for key in result.keys),

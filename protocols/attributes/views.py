@@ -1,15 +1,5 @@
-"""The attributes analysis's own page: the drill-down from an attribute to its images.
-
-For one question (attribute) and one setting, the images that count for it — every neutral
-image asking it, or the explicit images whose prompt names it — grouped by T2I model, gender
-and final answer (yes, no, none yet), each with every annotator's answer and every detector's
-score; above them the figures of the attribute (frequencies, vector entries, ROC-AUC), and
-below them the attribute's dispute queue (``annotate.selectors.dispute_queue``).
-
-Thin like every view: role and filters (``reports.views``), the cached report, the rows
-(``selectors.attribute_items``), render. The overview, the table and chart downloads are the
-dashboard's common views.
-"""
+"""The attributes analysis's own page: an attribute's images in one setting, grouped by T2I
+model, gender and final answer, with its figures and its dispute queue."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The gender analysis's charts (model bias, prompt heatmap, score histogram), drawn like every
-report chart (``reports.charts``: a bare Agg ``Figure``, fixed style and font, SVG or PNG bytes;
-matplotlib imported inside the functions). The data comes in as plain Python
-(``protocols.gender.tables.PromptGrid``, score lists, the report dict)."""
+"""The gender analysis's charts: model bias, prompt heatmap, score histogram."""
 
 from __future__ import annotations
 
@@ -140,10 +137,8 @@ def _draw_source_bars(
 
 
 def heatmap_chart(grid: PromptGrid, fmt: str = "svg") -> bytes:
-    """Prompts (grouped by category) x (T2I model, source), PuOr from female -1 to male +1.
-
-    Cells without a score (no clear image) are grey and hatched, and the legend says so.
-    """
+    """Prompts (grouped by category) x (T2I model, source), PuOr from female -1 to male +1; cells
+    without a score grey and hatched."""
     return base._draw(fmt, _build_heatmap, grid)
 
 
@@ -332,11 +327,8 @@ HIST_BINS = tuple(round(-1 + 0.1 * i, 1) for i in range(21))  # bin centres -1.0
 
 
 def histogram_bins(scores_by_model: Mapping[str, Sequence[float]]) -> dict[str, list[int]]:
-    """Counts per bin centre (scores rounded to the nearest 0.1) per model; exact zeros separate.
-
-    Returns {model: [count per bin]} plus the key "__zero__" with the count of exact zeros per
-    model (drawn grey, as in figure 3). Pure, so the drawing and the tests share it.
-    """
+    """Counts per bin centre (scores rounded to 0.1) per model, plus ``"__zero__"``: the exact
+    zeros per model (drawn grey, as in figure 3)."""
     out: dict[str, list[int]] = {}
     zeros = []
     for model, scores in scores_by_model.items():

@@ -1,18 +1,5 @@
-"""The gender protocol's sampling frame and estimate, on the core's frame
-(``estimates.selectors.sampling_frame``): per item the detector's verdict at one version (its
-``gender`` predictions: male, female, filtered, failed, or missing when none at this version)
-and the human class of its final label of the ``gender`` question (male, female, rest, or None
-without one). ``bias_estimate`` turns the frame into the plain arrays of
-``metrics.ppi.estimate_model_bias``, one T2I model at a time; ``design_pi`` gives the active and
-stratified designs' π over the same vectors.
-
-Which rounds count: a round counts once every image it selected has a final label of the gender
-question (``estimates.selectors``: the frame's pending rounds).
-
-A judge's probabilities (``judge_vectors``: the scores of its gender outputs, keys male, female
-and cant_tell, as ``reports.judges.gender_reader`` reads them) are its detector vector
-(p_male, p_female) in place of its verdict's one-hot vector; its verdict still codes its output.
-"""
+"""The gender protocol's sampling frame and estimate: per item the detector's verdict at one
+version and the human class of its final label, turned into ``metrics.ppi``'s arrays."""
 
 from __future__ import annotations
 
@@ -339,12 +326,8 @@ def bias_estimate(
     seed: int = 0,
     history: bool = False,
 ) -> StudyEstimate:
-    """The prediction-powered estimate per T2I model from the detector's predictions at
-    ``version`` (default: the version run last) and the complete rounds of that version.
-
-    ``history`` adds, per model, the interval widths after each complete round (one estimate
-    per round, with at most ``HISTORY_BOOT`` replicates before the last: for the page's plot).
-    Raises LookupError when the detector has no gender predictions in the study."""
+    """The prediction-powered estimate per T2I model at ``version`` (default: run last);
+    ``history`` adds the interval widths after each round. LookupError without predictions."""
     version = version or detector_version(study, detector, KIND_GENDER)
     if version is None:
         raise LookupError(f"detector '{detector}' has no gender predictions in study '{study.slug}'")

@@ -1,6 +1,5 @@
-"""The estimate as one table per study (a row per T2I model), for ``estimate_bias --format md|csv``
-and the estimate page: the reports' table model, so CSV and Markdown come from the reports'
-renderers (formula-safe CSV included)."""
+"""The estimate as one table per study (a row per T2I model), for ``estimate_bias --format
+md|csv`` and the estimate page."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The gender protocol's few-label estimate, registered with ``estimates.estimands``:
-the model bias score per T2I model from ``metrics.ppi`` (its own ratio estimator and design
-bootstrap), unchanged; its frame, estimate and designs' π in ``protocols.gender.estimate_frame``."""
+"""The gender protocol's few-label estimate: the model bias score per T2I model from
+``metrics.ppi``; frame and designs in ``estimate_frame``."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The paper's tables (Lyu et al. 2025) built from a gender report, as ``reports.tables.Table``s.
-
-Pure: everything reads the report dict and plain rows, so the same Table renders on the dashboard and downloads as CSV, LaTeX or Markdown (``reports.render``)
-without drifting. The label vocabulary is an argument: ``labels`` are the (value, name) pairs of
-the study's gender question, the report's ``label_shares`` keys and ``n_<value>`` counts.
-"""
+"""The paper's tables (Lyu et al. 2025) built from a gender report: pure functions of the
+report dict and plain rows; ``labels`` are the (value, name) pairs of the gender question."""
 
 from __future__ import annotations
 
@@ -75,12 +71,8 @@ def detector_n(detector: Mapping[str, Any]) -> int:
 
 
 def model_bias_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequence[str]) -> Table:
-    """Paper table 1: model bias score of humans and every detector, signed % difference, CIs.
-
-    Per T2I model: the score with its 95 % interval, the detector's signed difference from the
-    human score in percent with the interval of that difference (the report's ``ci95`` of a
-    detector), and n, the images behind the number.
-    """
+    """Paper table 1: model bias score of humans and every detector, the signed % difference,
+    their 95 % intervals and n."""
     models = model_keys(report)
     human = report.get("human", {})
     detectors = report.get("detectors", {})
@@ -390,12 +382,8 @@ def prompt_grid(
     detectors: Sequence[str] = (),
     category: str | None = None,
 ) -> PromptGrid:
-    """Build the grid from the report's human prompts and detectors' per-prompt counts.
-
-    ``detector_counts`` maps (category, word, prompt, t2i_model, detector) to (n_male,
-    n_female, n_predicted) of the detector on images with a final human label. Rows follow
-    category, then the mean human score (most male first), as the paper sorts table 7.
-    """
+    """The grid from the report's human prompts and the detectors' per-prompt counts, sorted as
+    the paper sorts table 7 (category, then most male first)."""
     first, second = clear
     models = list(report.get("human", {}))
     columns = [(m, source) for m in models for source in (HUMAN, *detectors)]
@@ -519,11 +507,8 @@ def _raw(*values: Any) -> tuple[Cell, ...]:
 
 
 def export_tables(report: Mapping[str, Any], *, labels: Labels) -> tuple[Table, Table, Table]:
-    """The three sections of ``bias_report --format csv``, each a Table whose first column is
-    ``section``: ``models`` — one row per (source, t2i_model), source ``human`` or a detector:
-    model_bias_score and its ci95, pct_diff and its ci95, prompt_bias_score_difference,
-    n_images; ``detectors`` — one row per detector: version, filtering and accuracy; ``prompts``
-    — one row per (t2i_model, prompt) of the human labels: counts and prompt bias score."""
+    """The three sections of ``bias_report --format csv`` (``models``, ``detectors``,
+    ``prompts``), each a Table whose first column is ``section``."""
     section = Column("section", "Section", numeric=False)
     models_columns = (
         section,

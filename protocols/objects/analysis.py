@@ -1,21 +1,5 @@
-"""The object co-occurrence analysis (Mannering 2023): which objects a T2I model draws beside men
-and beside women, and how far people agree with the detector that counted them.
-
-- metrics: ``metrics.objects`` (the 2 x K table, χ², Cramér's V, adjusted residuals, the paired
-  permutation test over seed-matched pairs, the human check) and ``metrics.coco_names``;
-- selectors: ``selectors`` (items with their metadata, the detector's classes, the boxes people
-  were shown and their final answers; a class's images);
-- JSON: ``report.compute`` — the JSON contract, printed by ``bias_report --format json``;
-- tables: ``tables`` (the χ² and permutation tests, Table 1 with residuals, counts by gender
-  word, the human check); charts: ``charts`` (Figure 2, grouped bars per class by gender);
-- pages: the overview and the drill-down from a class to its images with their boxes
-  (``protocols.objects.views``).
-
-Items carry metadata ``gender`` (male|female), ``gender_word`` (man, woman, boy, girl) and
-``template`` (the mannering2023 prompt set), and for the human check ``boxes`` /
-``boxes_source`` (``prepare_box_check``); the study asks ``boxes`` (yes/no per box) and
-``missed`` (COCO class names).
-"""
+"""The object co-occurrence analysis (Mannering 2023): which objects a T2I model draws beside
+men and beside women, and how far people agree with the detector that counted them."""
 
 from __future__ import annotations
 
@@ -59,13 +43,8 @@ class ObjectsAnalysis(Analysis):
         seed: int = 0,
         include_person: bool | None = None,
     ) -> ObjectsResult:
-        """The report (see ``protocols.objects.report``) and what the pages need.
-
-        ``detector``: the objects detector to read, else the study's only one (AnalysisError
-        otherwise, saying what to do). ``seed`` seeds the paired permutation test; ``bootstrap``
-        is accepted for the common signature and unused (the tests need no intervals).
-        ``include_person``: None follows the study's ``parameters["include_person"]`` (default
-        true). The category of ``scope`` is not applied."""
+        """The report (``report.compute``); ``bootstrap`` is unused, ``include_person`` None reads the
+        study's parameter."""
         return objects_report.compute(
             Scope(scope.study, t2i_model=scope.t2i_model),
             detector=detector,

@@ -1,15 +1,4 @@
-"""The object co-occurrence report's tables (``reports.tables.Table``), shown on the dashboard,
-downloaded as CSV / LaTeX / Markdown, and printed by ``bias_report --format csv|md``.
-
-- ``tests``: per T2I model, the χ² test (χ², dof, p, Cramér's V) and the paired permutation p
-  of the detector's counts with and without ``person``, and of the confirmed boxes only;
-- ``contingency``: instance counts per class by gender with adjusted residuals (the paper's
-  Table 1, one column group per T2I model);
-- ``by_gender_word``: counts per class by gender word (man, woman, boy, girl);
-- ``human_check``: per T2I model and class, boxes confirmed, rejected and missed, precision.
-
-Pure: built from an ``ObjectsResult`` (``report.py``), no database.
-"""
+"""The object co-occurrence report's tables: pure functions of an ``ObjectsResult``."""
 
 from __future__ import annotations
 

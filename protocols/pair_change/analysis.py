@@ -1,21 +1,5 @@
-"""The pair-change analysis (BiasPainter, Wang et al. 2024): how far an editing model changes the
-age, gender and skin tone of the person in a seed photo under neutral prompts, per word, domain
-and model — and how often people agree with the automatic verdicts.
-
-- metrics: ``metrics.pair_change`` (pair, word, domain and model scores; verdicts and buckets;
-  the stratified draw; accuracy with Wilson intervals and confusion matrices);
-- the measured pairs: ``protocols.pair_change.sampling.pair_measurements`` (shared with ``sample_pairs``,
-  so the report scores the very verdicts the draws recorded);
-- selectors: ``selectors`` (the draws, the human answers, a word's pairs);
-- JSON: ``report.compute`` — the JSON contract, printed by ``bias_report --format json``;
-- tables: ``tables`` (Tables 2 and 3, the word scores, the validation and its confusion
-  matrices); charts: ``charts`` (Figure 4, the word scores of a domain, sorted);
-- pages: the overview and the drill-down from a word to its pairs (``views``).
-
-Items are (seed photo, edit) pairs: images of role ``input`` and ``output``, a prompt whose
-``category`` is the domain and ``word`` the word. The study asks ``age``, ``gender`` and ``skin``
-of the pairs a draw put in the queue; thresholds are ``parameters["thresholds"]``.
-"""
+"""The pair-change analysis (BiasPainter, Wang et al. 2024): how far an editing model changes
+age, gender and skin tone per word, domain and model, and how often people agree."""
 
 from __future__ import annotations
 
@@ -92,13 +76,8 @@ class PairChangeAnalysis(Analysis):
         seed: int = 0,
         measure: str | Mapping[str, str] | None = None,
     ) -> PairChangeReport:
-        """The report (see ``protocols.pair_change.report``) and what the pages need.
-
-        ``measure``: the detector of each attribute (``"age=D,gender=D,skin=D"`` or a mapping),
-        for a study where several measure one; ``detector``: read only this detector (the
-        attributes it does not measure are null). ``bootstrap`` and ``seed`` are accepted for
-        the common signature and unused: the intervals are Wilson's. The category of ``scope``
-        is not applied. AnalysisError names the pair or the choice at fault."""
+        """The report (``report.compute``); ``measure`` picks each attribute's detector,
+        ``bootstrap`` and ``seed`` are unused (Wilson intervals)."""
         try:
             return pair_report.compute(
                 Scope(scope.study, t2i_model=scope.t2i_model),

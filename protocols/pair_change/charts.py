@@ -1,14 +1,5 @@
 """Figure 4 of Wang et al. 2024: the word scores of one domain of one model, sorted, one panel
-per attribute (age, gender, skin tone).
-
-Drawn like every report chart (``reports.charts``: a bare Agg ``Figure``, fixed style and
-metadata, so the same data gives the same bytes; matplotlib imported only when drawing). Each
-panel sorts the words by its own score, largest at the top, as the paper does. Bars to the
-right (older, male → female, lighter) are orange, to the left purple.
-
-Every bar carries an SVG id ``bar-<attribute>-<word>``, and a panel without a source an id
-``no-source-<attribute>`` on its note, so a test (or a script) can read the drawing.
-"""
+per attribute."""
 
 from __future__ import annotations
 

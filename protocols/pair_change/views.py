@@ -1,14 +1,5 @@
-"""The pair-change analysis's own page: the drill-down from a word to its pairs.
-
-For one (domain, word): the word's scores per T2I model, then each of its pairs with the seed
-photo and the edit side by side, what the source detectors measured on each (age, gender, skin
-gray, faces found) with their overlays, the pair's scores and automatic verdicts, whether a draw
-put it in front of people, and every annotator's answer and the final answers.
-
-Thin like every view: role and filters (``reports.views``), the cached report (its measured
-pairs), the answers (``selectors.pair_answers``), render. The overview, the table and chart
-downloads are the dashboard's common views.
-"""
+"""The pair-change analysis's own page: a word's pairs, seed photo and edit side by side, with
+their measurements, verdicts and answers."""
 
 from __future__ import annotations
 

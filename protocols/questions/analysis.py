@@ -1,6 +1,5 @@
-"""The questions protocol's analysis (``ProtocolSpec.analysis``, read by ``reports.analyses.ANALYSES``): the JSON
-report, its csv / md exports and the overview page's context. The numbers come from
-``protocols.questions.report``; this class is the glue the dashboard and ``bias_report`` call."""
+"""The questions protocol's analysis: the JSON report, its csv / md exports and the overview
+page's context."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The questions report: answer shares per group, their tests, agreement, detectors, judges.
-
-``compute`` reads the rows (``selectors``), leaves the maths to ``metrics.questions`` and
-``metrics.agreement``, and shapes the JSON that ``bias_report --format json`` prints: its keys,
-what each figure counts and when it is null are in docs/reference/contracts.md (Questions, Judges).
-"""
+"""The questions report: answer shares per group, their tests, agreement, detectors, judges
+(keys: docs/reference/contracts.md)."""
 
 from __future__ import annotations
 

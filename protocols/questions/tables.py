@@ -1,16 +1,4 @@
-"""The questions report's tables, as ``reports.tables.Table``s (downloads: CSV, LaTeX, Markdown).
-
-Pure: they read a ``QuestionsResult`` (its JSON report), never the database. CSV cells keep raw
-values (fractions; None as blank).
-
-| key | what |
-| --- | --- |
-| ``question_shares`` | per question, T2I model, source (people, then each judge), group and answer: n, share, 95 % Wilson interval |
-| ``question_tests`` | per question, T2I model and source: χ², dof, p, Cramér's V, and per answer max_gap and the judge's max_gap_error |
-| ``question_agreement`` | per question: Krippendorff's alpha, Fleiss' κ, observed agreement |
-| ``judges`` | per judge (detector@version) and question: n, accuracy, Cohen's κ, Brier, ECE, outputs excluded |
-| ``judge_versions`` | two versions of one judge: per question their agreement with each other and each with people |
-"""
+"""The questions report's tables: pure functions of a ``QuestionsResult``."""
 
 from __future__ import annotations
 
