@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from metrics import consensus, gep_design
 from protocols.attributes import report as attributes_report
@@ -36,13 +36,12 @@ def attribute_questions(study: Study) -> list[Question]:
 
 
 class AttributesAnalysis(Analysis):
-    protocol: ClassVar[str] = "attributes"
-    title: ClassVar[str] = "Gender presentation differences (GEP): detectors vs human answers"
-    template: ClassVar[str] = "attributes/overview.html"
-    table_keys: ClassVar[tuple[str, ...]] = atables.TABLE_KEYS
-    csv_tables: ClassVar[tuple[str, ...]] = atables.TABLE_KEYS
-    chart_keys: ClassVar[tuple[str, ...]] = tuple(CHARTS)
-    pages: ClassVar[frozenset[str]] = frozenset({"attribute"})
+    protocol = "attributes"
+    title = "Gender presentation differences (GEP): detectors vs human answers"
+    template = "attributes/overview.html"
+    table_keys = csv_tables = atables.TABLE_KEYS
+    chart_keys = tuple(CHARTS)
+    pages = frozenset({"attribute"})
 
     def check(self, study: Study) -> None:
         attribute_questions(study)
@@ -125,16 +124,12 @@ class AttributesAnalysis(Analysis):
         """``bias_report --format csv`` or ``md`` (``render.export_tables``): every table
         (``tables.TABLE_KEYS``); the Markdown starts with the coverage."""
         cover = result.report["coverage"]
-        heading = [
-            "# GEP report",
-            "",
-            f"Items: {cover['items']}, compared: {cover['items_compared']}, left out: {cover['items_left_out']}.",
-        ]
+        summary = f"Items: {cover['items']}, compared: {cover['items_compared']}, left out: {cover['items_left_out']}."
         return render.export_tables(
             atables.all_tables(result),
             fmt,
             name="GEP",
-            heading=heading,
+            heading=["# GEP report", "", summary],
             left_out=cover["left_out_reasons"],
             paper=atables.PAPER,
         )

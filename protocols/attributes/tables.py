@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from metrics import gep_design
@@ -14,6 +14,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from protocols.attributes.report import AttributesResult
 
 HUMAN = "human"
+#: (T2I model, setting, lead value, a cell per attribute, the last cell) of ``_key_table``.
+KeyRows = Iterator[tuple[str, str, str, list[Cell], Cell]]
 SETTING_NAMES = {gep_design.NEUTRAL: "Neutral", gep_design.EXPLICIT: "Explicit"}
 TABLE_KEYS = (
     "gep_scores",
@@ -129,74 +131,86 @@ def gep_scores_table(result: AttributesResult) -> Table:
     )
 
 
+def _key_table(
+    result: AttributesResult,
+    key: str,
+    title: str,
+    caption: str,
+    lead: tuple[str, str],
+    last: Column,
+    rows: KeyRows,
+) -> Table:
+    """A table of a row per (model, setting, ``lead``): a cell per attribute, then ``last``."""
+    return Table(
+        key=key,
+        title=title,
+        caption=caption,
+        columns=(*_cell_columns(*lead), *_key_columns(result), last),
+        rows=tuple(
+            (text_cell(model), text_cell(setting), text_cell(name), *cells, tail)
+            for model, setting, name, cells, tail in rows
+        ),
+    )
+
+
 def frequencies_table(result: AttributesResult) -> Table:
     """Share of yes per (model, setting, gender) and attribute, with the counts behind it."""
-    columns = (
-        *_cell_columns("gender", "Gender"),
-        *_key_columns(result),
-        Column("n_without_final_answer", "No final answer"),
-    )
-    rows = []
-    for model, setting in setting_cells(result):
-        human = result.study.cells[model][setting].human
-        for gender in gep_design.GENDERS:
-            cells = [text_cell(model), text_cell(setting), text_cell(gender)]
-            for key in result.keys:
-                n_yes, n_answered = human.n_yes[gender][key], human.n_answered[gender][key]
-                missing = human.n_without_final_answer[gender][key]
-                title = f"{n_yes} yes of {n_answered} answered" + (
-                    f"; {missing} without a final answer" if missing else ""
+
+    def rows() -> KeyRows:
+        for model, setting in setting_cells(result):
+            human = result.study.cells[model][setting].human
+            for gender in gep_design.GENDERS:
+                cells = []
+                for key in result.keys:
+                    n_yes, n_answered = human.n_yes[gender][key], human.n_answered[gender][key]
+                    missing = human.n_without_final_answer[gender][key]
+                    title = f"{n_yes} yes of {n_answered} answered" + (
+                        f"; {missing} without a final answer" if missing else ""
+                    )
+                    cells.append(num_cell(human.frequencies[gender][key], 2, title))
+                yield (
+                    model,
+                    setting,
+                    gender,
+                    cells,
+                    int_cell(sum(human.n_without_final_answer[gender].values())),
                 )
-                cells.append(num_cell(human.frequencies[gender][key], 2, title))
-            cells.append(int_cell(sum(human.n_without_final_answer[gender].values())))
-            rows.append(tuple(cells))
-    return Table(
-        key="frequencies",
-        title="Share of images with the attribute, per gender",
-        caption=(
-            "f = images whose final answer is yes / images with a final answer (explicit setting: "
-            "only the images whose prompt names the attribute). Images without a final answer are "
-            "left out and counted in the last column."
-        ),
-        columns=columns,
-        rows=tuple(rows),
+
+    return _key_table(
+        result,
+        "frequencies",
+        "Share of images with the attribute, per gender",
+        "f = images whose final answer is yes / images with a final answer (explicit setting: "
+        "only the images whose prompt names the attribute). Images without a final answer are "
+        "left out and counted in the last column.",
+        ("gender", "Gender"),
+        Column("n_without_final_answer", "No final answer"),
+        rows(),
     )
 
 
 def gep_vectors_table(result: AttributesResult) -> Table:
     """The human GEP vector and each detector's, per model and setting, with their scores."""
-    columns = (
-        *_cell_columns("source", "Source"),
-        *_key_columns(result),
+
+    def rows() -> KeyRows:
+        for model, setting in setting_cells(result):
+            cell = result.study.cells[model][setting]
+            sources = [(HUMAN, cell.human.gep_vector, cell.human.gep_score)]
+            sources += [(name, d.gep.gep_vector, d.gep.gep_score) for name, d in cell.detectors.items()]
+            for source, vector, score in sources:
+                cells = [signed_cell(vector.get(key)) for key in result.keys]
+                yield model, setting, source, cells, Cell(score, compact(score))
+
+    return _key_table(
+        result,
+        "gep_vectors",
+        "GEP vectors: women minus men, per attribute",
+        "Human: f_woman \u2212 f_man (positive: the attribute is shown more often with women). "
+        "Detector: mean score of women's images minus men's, on the detector's own scale — "
+        "compare its signs and ranking with the human row, not its size.",
+        ("source", "Source"),
         Column("gep_score", "GEP"),
-    )
-    rows = []
-    for model, setting in setting_cells(result):
-        cell = result.study.cells[model][setting]
-        sources: list[tuple[str, dict[str, float | None], float | None]] = [
-            (HUMAN, cell.human.gep_vector, cell.human.gep_score)
-        ]
-        sources += [(name, d.gep.gep_vector, d.gep.gep_score) for name, d in cell.detectors.items()]
-        for source, vector, score in sources:
-            rows.append(
-                (
-                    text_cell(model),
-                    text_cell(setting),
-                    text_cell(source),
-                    *(signed_cell(vector.get(key)) for key in result.keys),
-                    Cell(score, compact(score)),
-                )
-            )
-    return Table(
-        key="gep_vectors",
-        title="GEP vectors: women minus men, per attribute",
-        caption=(
-            "Human: f_woman \u2212 f_man (positive: the attribute is shown more often with women). "
-            "Detector: mean score of women's images minus men's, on the detector's own scale — "
-            "compare its signs and ranking with the human row, not its size."
-        ),
-        columns=columns,
-        rows=tuple(rows),
+        rows(),
     )
 
 

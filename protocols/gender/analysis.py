@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from protocols.gender import report as gender_report
 from protocols.gender import tables as gtables
@@ -37,16 +37,16 @@ def gender_question(study: Study) -> Question:
 
 
 class GenderAnalysis(Analysis):
-    protocol: ClassVar[str] = "gender"
-    title: ClassVar[str] = "Gender bias: detectors vs human ground truth"
-    template: ClassVar[str] = "gender/overview.html"
-    table_keys: ClassVar[tuple[str, ...]] = gtables.TABLE_KEYS
-    csv_tables: ClassVar[tuple[str, ...]] = ("models", "detectors", "prompts")
-    chart_keys: ClassVar[tuple[str, ...]] = ("model_bias", "heatmap", "histogram")
-    pages: ClassVar[frozenset[str]] = frozenset({"heatmap", "prompt", "detector"})
+    protocol = "gender"
+    title = "Gender bias: detectors vs human ground truth"
+    template = "gender/overview.html"
+    table_keys = gtables.TABLE_KEYS
+    csv_tables = ("models", "detectors", "prompts")
+    chart_keys = ("model_bias", "heatmap", "histogram")
+    pages = frozenset({"heatmap", "prompt", "detector"})
     # Every number of the report is a mean over prompts or a count over images, so a category is
     # a report of its own: the dashboard's category filter narrows every table and chart.
-    category_applies: ClassVar[bool] = True
+    category_applies = True
 
     def check(self, study: Study) -> None:
         gender_question(study)

@@ -183,21 +183,16 @@ def prompt_difference_table(report: Mapping[str, Any]) -> Table:
 
 def filtering_table(report: Mapping[str, Any]) -> Table:
     """Paper table 3: filtering (clear image = positive class) and classification accuracy."""
+    filtering = {"precision": "Precision", "recall": "Recall", "f1": "F1", "filter_rate": "Filter rate"}
+    accuracy = {"male": "Male acc.", "female": "Female acc.", "overall": "Overall acc."}
+    counts = ("tp", "fp", "fn", "tn")
     columns = (
         Column("detector", "Detector", numeric=False),
         Column("version", "Version", numeric=False),
-        Column("precision", "Precision (%)"),
-        Column("recall", "Recall (%)"),
-        Column("f1", "F1 (%)"),
-        Column("filter_rate", "Filter rate (%)"),
-        Column("accuracy_male", "Male acc. (%)"),
-        Column("accuracy_female", "Female acc. (%)"),
-        Column("accuracy_overall", "Overall acc. (%)"),
+        *(Column(key, f"{label} (%)") for key, label in filtering.items()),
+        *(Column(f"accuracy_{key}", f"{label} (%)") for key, label in accuracy.items()),
         Column("n_accuracy", "n acc."),
-        Column("tp", "TP"),
-        Column("fp", "FP"),
-        Column("fn", "FN"),
-        Column("tn", "TN"),
+        *(Column(key, key.upper()) for key in counts),
     )
     rows = []
     for det_key, det in report.get("detectors", {}).items():
@@ -207,18 +202,10 @@ def filtering_table(report: Mapping[str, Any]) -> Table:
             (
                 text_cell(det_key),
                 text_cell(det.get("version", "")),
-                Cell(f.get("precision"), pct(f.get("precision"))),
-                Cell(f.get("recall"), pct(f.get("recall"))),
-                Cell(f.get("f1"), pct(f.get("f1"))),
-                Cell(f.get("filter_rate"), pct(f.get("filter_rate"))),
-                Cell(a.get("male"), pct(a.get("male"))),
-                Cell(a.get("female"), pct(a.get("female"))),
-                Cell(a.get("overall"), pct(a.get("overall"))),
+                *(Cell(f.get(key), pct(f.get(key))) for key in filtering),
+                *(Cell(a.get(key), pct(a.get(key))) for key in accuracy),
                 int_cell(_accuracy_n(a)),
-                int_cell(f.get("tp")),
-                int_cell(f.get("fp")),
-                int_cell(f.get("fn")),
-                int_cell(f.get("tn")),
+                *(int_cell(f.get(key)) for key in counts),
             )
         )
     return Table(

@@ -3,7 +3,7 @@ men and beside women, and how far people agree with the detector that counted th
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, cast
+from typing import Any, cast
 
 from protocols.objects import report as objects_report
 from protocols.objects import tables as otables
@@ -17,14 +17,13 @@ CHARTS = ("counts",)
 
 
 class ObjectsAnalysis(Analysis):
-    protocol: ClassVar[str] = "objects"
-    title: ClassVar[str] = "Object co-occurrence: which objects appear beside men and beside women"
-    template: ClassVar[str] = "objects/overview.html"
-    table_keys: ClassVar[tuple[str, ...]] = otables.TABLE_KEYS
-    csv_tables: ClassVar[tuple[str, ...]] = otables.TABLE_KEYS
-    chart_keys: ClassVar[tuple[str, ...]] = CHARTS
-    pages: ClassVar[frozenset[str]] = frozenset({"object_class"})
-    options: ClassVar[tuple[ReportOption, ...]] = (
+    protocol = "objects"
+    title = "Object co-occurrence: which objects appear beside men and beside women"
+    template = "objects/overview.html"
+    table_keys = csv_tables = otables.TABLE_KEYS
+    chart_keys = CHARTS
+    pages = frozenset({"object_class"})
+    options = (
         ReportOption(
             flag="--exclude-person",
             help="Object co-occurrence studies: leave the class 'person' out of the table and the χ² test.",
@@ -114,18 +113,16 @@ class ObjectsAnalysis(Analysis):
         (``tables.TABLE_KEYS``); the Markdown starts with the detector and coverage."""
         cover = result.report["coverage"]
         person = "counted" if result.include_person else "left out"
-        heading = [
-            "# Object co-occurrence report",
-            "",
+        summary = (
             f"Detector {result.detector}@{result.version}; person {person}. Items: {cover['items']}, "
             f"compared: {cover['items_compared']}, left out: {cover['items_left_out']}, checked by people: "
-            f"{cover['items_checked']}.",
-        ]
+            f"{cover['items_checked']}."
+        )
         return render.export_tables(
             otables.all_tables(result),
             fmt,
             name="object co-occurrence",
-            heading=heading,
+            heading=["# Object co-occurrence report", "", summary],
             left_out=cover["left_out_reasons"],
             paper=otables.PAPER,
         )

@@ -4,7 +4,7 @@ age, gender and skin tone per word, domain and model, and how often people agree
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, cast
+from typing import Any, cast
 
 from metrics import pair_change as pc
 from protocols.pair_change import report as pair_report
@@ -41,14 +41,13 @@ def chart_panels(result: PairChangeReport, model: str, domain: str) -> list[Pane
 
 
 class PairChangeAnalysis(Analysis):
-    protocol: ClassVar[str] = "pair_change"
-    title: ClassVar[str] = "Pair change (BiasPainter): how edits change age, gender and skin tone"
-    template: ClassVar[str] = "pair_change/overview.html"
-    table_keys: ClassVar[tuple[str, ...]] = ptables.TABLE_KEYS
-    csv_tables: ClassVar[tuple[str, ...]] = ptables.TABLE_KEYS
-    chart_keys: ClassVar[tuple[str, ...]] = CHARTS
-    pages: ClassVar[frozenset[str]] = frozenset({"pair_word"})
-    options: ClassVar[tuple[ReportOption, ...]] = (
+    protocol = "pair_change"
+    title = "Pair change (BiasPainter): how edits change age, gender and skin tone"
+    template = "pair_change/overview.html"
+    table_keys = csv_tables = ptables.TABLE_KEYS
+    chart_keys = CHARTS
+    pages = frozenset({"pair_word"})
+    options = (
         ReportOption(
             flag="--measure",
             help="Pair-change studies: the detector measuring each attribute where several do, e.g. "
@@ -196,18 +195,16 @@ class PairChangeAnalysis(Analysis):
             f"{attribute} by {name}@{versions[name]}" if name else f"{attribute} by none"
             for attribute, name in result.sources.sources.items()
         )
-        heading = [
-            "# Pair-change report",
-            "",
+        summary = (
             f"Measured: {sources}. Thresholds: age {result.thresholds.age:g} years, skin "
             f"{result.thresholds.skin:g} gray levels. Pairs: {cover['pairs']}, scored: "
-            f"{cover['pairs_scored']}, left out: {cover['pairs_left_out']}.",
-        ]
+            f"{cover['pairs_scored']}, left out: {cover['pairs_left_out']}."
+        )
         return render.export_tables(
             ptables.all_tables(result),
             fmt,
             name="pair-change",
-            heading=heading,
+            heading=["# Pair-change report", "", summary],
             left_out=cover["left_out_reasons"],
             paper=ptables.PAPER,
         )
