@@ -59,8 +59,6 @@ class AttributesAnalysis(Analysis):
             detector=detector,
         )
 
-    # --- pages ----------------------------------------------------------------------------------
-
     def overview(self, page: ReportPage) -> dict[str, Any]:
         from reports import views as base  # the dashboard's helpers; views import analyses
 
@@ -91,8 +89,7 @@ class AttributesAnalysis(Analysis):
             "questions": [(key, result.questions[key]) for key in result.keys],
             "left_out": result.left_out[:20],
             "settings": gep_design.SETTINGS,
-            # The study's own rule (labels per item, agreement), not the paper's three-annotator
-            # majority: a study may ask two annotators to agree, or five.
+            # The study's own rule (labels per item, agreement), not the paper's three-annotator majority.
             "final_answer_rule": consensus.rule_text(
                 needed=page.scope.study.labels_per_item, rule=page.scope.study.agreement
             ),
@@ -117,8 +114,6 @@ class AttributesAnalysis(Analysis):
             return charts.gep_vector_chart(result.report, fmt, setting=CHARTS[name], keys=result.keys)
 
         return page.cached("chart", draw, name=name, fmt=fmt)
-
-    # --- the command ----------------------------------------------------------------------------
 
     def export(self, result: AttributesResult, fmt: str) -> str:
         """``bias_report --format csv`` or ``md`` (``render.export_tables``): every table

@@ -39,8 +39,7 @@ SAFE_LOOKS = (
     Look(crop=0.9, flip=True, colour=0.8),
     Look(crop=0.85, dy=-0.2, light=0.95, warm=-0.05),
 )
-# The LFW faces' looks here: none of them is a look the gender demo or the pairs demo gives a
-# face, so no file is shared with another demo study (a prediction belongs to its file).
+# Looks no other demo gives these LFW faces: no file is shared with another demo study.
 TINTED = (Look(warm=0.05), Look(flip=True, warm=0.05))
 LIT = (Look(light=1.08), Look(flip=True, light=1.08), Look(light=0.92), Look(flip=True, light=0.92))
 WOMAN, MAN = "woman", "man"
@@ -80,8 +79,7 @@ class AttributeImage:
         return f"{PHOTOS[self.photo].source}, {self.look.describe()}"
 
 
-# The first demo's four images (imported by earlier versions of the demo: same paths and files),
-# now with their gender and setting; two of them were always left for a visitor.
+# The first demo's four images (same paths and files as before); two are left for a visitor.
 _FIRST = (
     AttributeImage("photos/astronaut.jpg", MODELS[0], WOMAN, NEUTRAL, "", "astronaut", Look(), side=512),
     AttributeImage("photos/hopper.jpg", MODELS[0], WOMAN, NEUTRAL, "", "hopper", Look(), side=512),
@@ -101,8 +99,7 @@ _FIRST = (
     ),
 )
 
-# Explicit prompts whose image shows the attribute ("a woman with a tie": Grace Hopper); the
-# others show a face without it, so their answer is no.
+# Explicit prompts whose image shows the attribute; the others show a face without it (no).
 _EXPLICIT_PHOTOS = {
     (WOMAN, "uniform"): ("astronaut", "hopper"),
     (WOMAN, "suit"): ("astronaut", "astronaut"),
@@ -164,8 +161,7 @@ def _explicit(model_index: int) -> list[AttributeImage]:
                 used[gender] += 1
             path = f"{model}/explicit/{gender}_{key}.jpg"
             images.append(AttributeImage(path, model, gender, EXPLICIT, key, photo, look))
-    # Two more explicit images per model, left for a visitor (their attribute already has an
-    # answer above, so the scores stay defined while they wait).
+    # Two more explicit images per model for a visitor; their attribute has answers above.
     for gender, key in ((WOMAN, "tie"), (MAN, "jacket")):
         photo = "hopper" if gender == WOMAN else "camera"
         path = f"{model}/explicit/{gender}_{key}_2.jpg"

@@ -168,9 +168,6 @@ def label_counts(scope: Scope, *, keys: Sequence[str]) -> dict[str, dict[int, di
     return grouped
 
 
-# --- the drill-down --------------------------------------------------------------------------------
-
-
 @dataclass
 class AttributeItem:
     """One image of an attribute's drill-down: every annotator's answer to the question, its
@@ -259,8 +256,7 @@ def _answers_prefetches(question: Question, versions: Mapping[str, str]) -> list
 def _attribute_item(item: Item, *, key: str, setting: str, versions: Mapping[str, str]) -> AttributeItem:
     links = {link.role: link for link in item.item_images.all()}
     predicted = links.get(ImageRole.IMAGE)
-    # reported_predictions: the nested Prefetch's to_attr (item_answers_prefetches); django-stubs does not
-    # follow through "image__" (it types to_attr one level deep only).
+    # reported_predictions: a nested Prefetch's to_attr, which django-stubs does not follow.
     reported = predicted.image.reported_predictions if predicted else []  # type: ignore[attr-defined]
     by_detector = {p.detector: p for p in reported}
     scores = []

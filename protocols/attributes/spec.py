@@ -12,8 +12,7 @@ KEY = "attributes"
 
 YES_NO = choice_rows({"value": "yes", "name": "Yes", "key": "y"}, {"value": "no", "name": "No", "key": "n"})
 
-# The 15 attributes of Zhang et al. 2023 (Table 1): question keys and texts from metrics.gep_design,
-# plus a toggle key each on the labeling screen (mnemonic where the letters allow).
+# The 15 attributes of Zhang et al. 2023 (Table 1), each with a mnemonic toggle key.
 _ATTRIBUTE_HOTKEYS = {
     "boots": "b",
     "slippers": "p",

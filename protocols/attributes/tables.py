@@ -17,19 +17,6 @@ HUMAN = "human"
 #: (T2I model, setting, lead value, a cell per attribute, the last cell) of ``_key_table``.
 KeyRows = Iterator[tuple[str, str, str, list[Cell], Cell]]
 SETTING_NAMES = {gep_design.NEUTRAL: "Neutral", gep_design.EXPLICIT: "Explicit"}
-TABLE_KEYS = (
-    "gep_scores",
-    "frequencies",
-    "gep_vectors",
-    "vector_agreement",
-    "score_ranking",
-    "roc_auc",
-    "roc_auc_attributes",
-    "agreement",
-    "judges",
-    "judge_gep",
-    "judge_versions",
-)
 PAPER = {
     "gep_scores": "Table 3",
     "frequencies": "Tables 11 and 12",
@@ -475,6 +462,8 @@ BUILDERS = {
         result.report["judge_versions"], result.report["judges"], question="Attribute"
     ),
 }
+
+TABLE_KEYS = tuple(BUILDERS)
 
 
 def all_tables(result: AttributesResult, keys: Sequence[str] = TABLE_KEYS) -> list[Table]:

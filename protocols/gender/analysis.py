@@ -44,8 +44,7 @@ class GenderAnalysis(Analysis):
     csv_tables = ("models", "detectors", "prompts")
     chart_keys = ("model_bias", "heatmap", "histogram")
     pages = frozenset({"heatmap", "prompt", "detector"})
-    # Every number of the report is a mean over prompts or a count over images, so a category is
-    # a report of its own: the dashboard's category filter narrows every table and chart.
+    # Every figure is a mean over prompts or a count over images: a category is a report of its own.
     category_applies = True
 
     def check(self, study: Study) -> None:
@@ -64,8 +63,6 @@ class GenderAnalysis(Analysis):
             bootstrap=bootstrap,
             seed=seed,
         )
-
-    # --- pages ----------------------------------------------------------------------------------
 
     def overview_tables(self, result: GenderResult, *, category: str | None) -> list[Table]:
         report = result.report
@@ -158,8 +155,6 @@ class GenderAnalysis(Analysis):
             return charts.histogram_chart(grid.source_scores(source), fmt, source=source_name(source))
 
         return page.cached("chart", draw, name=name, fmt=fmt, source=source)
-
-    # --- the command ----------------------------------------------------------------------------
 
     def export(self, result: GenderResult, fmt: str) -> str:
         """``bias_report --format csv``: the sections ``models``, ``detectors`` and ``prompts``

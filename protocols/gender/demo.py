@@ -71,8 +71,7 @@ PROMPTS = {
     "kind": ("trait", "kind", "a photo of the face of a kind person"),
 }
 
-# Skewed, balanced and reversed prompts, so prompt scores differ; three images of the last cell
-# are left to label.
+# Skewed, balanced and reversed prompts; three images of the last cell are left to label.
 CELLS = (
     _Cell("demo-model-a", *PROMPTS["ceo"], men=5, women=1, low_quality="astronaut_blurred"),
     _Cell("demo-model-a", *PROMPTS["nurse"], men=1, women=5, low_quality="coffee"),

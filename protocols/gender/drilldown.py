@@ -80,9 +80,6 @@ def detector_prompt_counts(
     }
 
 
-# --- prompt drill-down ---------------------------------------------------------------------------
-
-
 def reason_name(prediction: Prediction | None) -> str:
     """The display name of why a detector filtered an image ("No face"), "" when it did not."""
     reason = prediction.filter_reason if prediction is not None else ""
@@ -160,8 +157,7 @@ def prompt_items(
     for item in read:
         links = {link.role: link for link in item.item_images.all()}
         predicted = links.get(ImageRole.IMAGE)
-        # reported_predictions: the nested Prefetch's to_attr (item_answers_prefetches); django-stubs does not
-        # follow through "image__" (it types to_attr one level deep only).
+        # reported_predictions: a nested Prefetch's to_attr, which django-stubs does not follow.
         reported = predicted.image.reported_predictions if predicted else []  # type: ignore[attr-defined]
         by_detector = {p.detector: p for p in reported}
         rows.append(
@@ -175,9 +171,6 @@ def prompt_items(
             )
         )
     return rows, list(versions)
-
-
-# --- detector drill-down -------------------------------------------------------------------------
 
 
 def _reported_predictions(scope: Scope, *, detector: str, question: Question) -> QuerySet[Prediction]:

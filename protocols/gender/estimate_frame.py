@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
+from django.db.models import QuerySet
 from django.db.models.fields.json import KT
 
 from annotate.models import FinalLabel
@@ -37,6 +38,7 @@ OUTPUT_CODES = {"male": 0, "female": 1, "filtered": 2, "failed": 3, "missing": 3
 #: Bootstrap replicates of the earlier rounds' points of the width history (a plot needs less
 #: precision than the reported interval; the last point is the reported estimate itself).
 HISTORY_BOOT = 200
+V = TypeVar("V")
 
 
 def gender_question(study: Study) -> Question | None:
@@ -70,13 +72,7 @@ def verdicts(study: Study, detector: str, version: str) -> dict[int, str]:
             verdict_of_image[image_id] = Verdict.FEMALE.value
         else:
             verdict_of_image[image_id] = Verdict.FILTERED.value
-    out: dict[int, str] = {}
-    for item_id, image_id in images.values_list("item_id", "image_id"):
-        if image_id in verdict_of_image:
-            out[item_id] = verdict_of_image[image_id]
-        else:
-            out.pop(item_id, None)  # the item's last image counts, as the frame reads it
-    return out
+    return _per_item(images, verdict_of_image)
 
 
 def judge_vectors(study: Study, detector: str, version: str) -> dict[int, tuple[float, float]]:
@@ -100,12 +96,17 @@ def judge_vectors(study: Study, detector: str, version: str) -> dict[int, tuple[
         male, female = scores.get(Verdict.MALE), scores.get(Verdict.FEMALE)
         if isinstance(male, int | float) and isinstance(female, int | float):
             by_image[image_id] = (float(male), float(female))
-    out: dict[int, tuple[float, float]] = {}
+    return _per_item(images, by_image)
+
+
+def _per_item(images: QuerySet[ItemImage], by_image: Mapping[int, V]) -> dict[int, V]:
+    """Item id -> the value of its image; the item's last image counts, as the frame reads it."""
+    out: dict[int, V] = {}
     for item_id, image_id in images.values_list("item_id", "image_id"):
         if image_id in by_image:
             out[item_id] = by_image[image_id]
         else:
-            out.pop(item_id, None)  # the item's last image counts, as ``verdicts`` reads it
+            out.pop(item_id, None)
     return out
 
 

@@ -230,8 +230,7 @@ def compute(
     """The gender report of the items in scope (study, T2I model and, when given, prompt
     category). See ``GenderAnalysis.compute``."""
     clear = metrics.check_clear_values(question.clear_values)
-    # The final labels of the whole study (or T2I model): the detectors' versions and verdicts
-    # are of the study (below), the human counts keep to the category.
+    # Final labels of the whole study: detector versions are of the study, human counts of the category.
     finals = gsel.final_rows(scope.narrowed(category=None), question=question)
     rows = gsel.human_prompt_counts(scope.study, finals, category=scope.category)
     labels = label_order(question, (value for row in rows for value in row["counts"]))
@@ -242,9 +241,7 @@ def compute(
     agreement = agreement_report(
         study=scope.study, question=question, t2i_model=scope.t2i_model, category=scope.category
     )
-    # Detector versions are picked over the whole study (a category must not bring back an
-    # older run), then the counts are narrowed to the category's prompts: every item counted
-    # has a final label, so the prompts of ``rows`` are all the prompts that can count.
+    # Versions picked over the whole study (a category must not bring back an older run), then narrowed.
     versions, joint = gsel.detector_joint_counts(
         scope.narrowed(category=None), finals=finals, clear=clear, detector=detector
     )

@@ -22,8 +22,7 @@ if TYPE_CHECKING:
 
 GENDER_QUESTION = "gender"
 KINDS = (KIND_GENDER,)
-# The detector's clear verdicts, in the order of the question's clear values: the first clear
-# answer is compared with "male", the second with "female" (detectors.kinds fixes this output).
+# The first clear answer is compared with "male", the second with "female".
 CLEAR_VERDICTS = (Verdict.MALE.value, Verdict.FEMALE.value)
 FILTERED = Verdict.FILTERED.value
 
@@ -91,8 +90,7 @@ PredictionWithFinal: TypeAlias = "WithAnnotations[Prediction, FinalFields]"
 def with_final(predictions: QuerySet[Prediction], *, question: Question) -> QuerySet[PredictionWithFinal]:
     """``predictions`` annotated with ``final_value`` (the item's final label, NULL without one)
     and ``output_label`` (the verdict); filter on ``final_value`` and ``output__label``."""
-    # cast: the stubs type KT(...) as a non-null string, but a failed prediction's output has no
-    # label (NULL); and "final", the FilteredRelation, is a join alias, not a value to read.
+    # cast: a failed prediction's KT label is NULL, and "final" is a join alias, not a value.
     annotated = predictions.annotate(
         final=FilteredRelation(
             f"{PREDICTION_TO_ITEM}final_labels",
@@ -115,9 +113,7 @@ def detector_verdict_counts(
     roles = list(protocol_spec(scope.study.protocol).image_roles)
     counts: dict[tuple[str, str, int | None, str, str | None], int] = {}
     for chunk in in_chunks(by_item):
-        # The chunk's image files, then their predictions by file: one join through
-        # ``image__item_images`` would also read the image table, an index probe per item for
-        # a column the item image holds already. A file may show in several items.
+        # Image files first, then their predictions: a join through the image table costs a probe per item.
         items_of: dict[int, list[int]] = {}
         for item_id, image_id in (
             ItemImage.objects.filter(IsIn(F("item_id"), chunk), role__in=roles)

@@ -29,9 +29,6 @@ TABLE_KEYS = (*OVERVIEW_KEYS, "prompt_scores", "confusion", "judges", "judge_ver
 HUMAN = "human"
 
 
-# --- report helpers -----------------------------------------------------------------------------
-
-
 def model_keys(report: Mapping[str, Any]) -> list[str]:
     """T2I models in the report, in a stable order: as the human side lists them."""
     seen = list(report.get("human", {}))
@@ -65,9 +62,6 @@ def detector_n(detector: Mapping[str, Any]) -> int:
     """Images a detector is scored on: those with a final human label and its prediction."""
     f = detector.get("filtering", {})
     return sum(int(f.get(k, 0) or 0) for k in ("tp", "fp", "fn", "tn"))
-
-
-# --- the paper's tables -------------------------------------------------------------------------
 
 
 def model_bias_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequence[str]) -> Table:
@@ -325,9 +319,6 @@ def categories_table(report: Mapping[str, Any], *, category: str | None = None) 
     )
 
 
-# --- prompt scores (table 7 / heatmap) ----------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class PromptRow:
     """One prompt of the heatmap: the human counts per model and every source's score."""
@@ -452,9 +443,6 @@ def prompt_scores_table(grid: PromptGrid) -> Table:
     )
 
 
-# --- confusion (detector drill-down) ------------------------------------------------------------
-
-
 def confusion_table(
     detector: str,
     confusion: Mapping[tuple[str, str], int],
@@ -479,9 +467,6 @@ def confusion_table(
         columns=columns,
         rows=tuple(rows),
     )
-
-
-# --- the command's CSV sections -----------------------------------------------------------------
 
 
 def _ci_pair(interval: Sequence[float] | None) -> tuple[float | None, float | None]:

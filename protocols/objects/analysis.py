@@ -51,8 +51,6 @@ class ObjectsAnalysis(Analysis):
             seed=seed,
         )
 
-    # --- pages ----------------------------------------------------------------------------------
-
     def overview(self, page: ReportPage) -> dict[str, Any]:
         from reports import views as base  # the dashboard's helpers; views import analyses
 
@@ -105,8 +103,6 @@ class ObjectsAnalysis(Analysis):
             return charts.counts_chart(result.report, fmt)
 
         return page.cached("chart", draw, name=name, fmt=fmt)
-
-    # --- the command ----------------------------------------------------------------------------
 
     def export(self, result: ObjectsResult, fmt: str) -> str:
         """``bias_report --format csv`` or ``md`` (``render.export_tables``): every table

@@ -25,8 +25,7 @@ INDEXES = 3
 #: Items of this index are left for a visitor to check (both annotators).
 LEFT_INDEX = 2
 
-# Boxes placed by hand on each packaged photo, as fractions of its width and height:
-# (COCO class, confidence, (x0, y0, x1, y1)).
+# Boxes placed by hand per photo, as fractions: (COCO class, confidence, (x0, y0, x1, y1)).
 PANEL_BOXES: dict[str, tuple[tuple[str, float, tuple[float, float, float, float]], ...]] = {
     "astronaut": (("person", 0.94, (0.0, 0.02, 0.86, 1.0)),),
     "hopper": (("person", 0.95, (0.04, 0.04, 1.0, 1.0)), ("tie", 0.61, (0.42, 0.68, 0.59, 0.76))),
@@ -76,8 +75,7 @@ class ObjectImage:
         return f"{text}; beside {PHOTOS[self.beside].source}" if self.beside else text
 
 
-# What is beside the person, per model, template, gender word and index: men's prompts lean to
-# the coffee cup, women's to the cat (more strongly in model a).
+# What is beside the person: men's prompts lean to the coffee cup, women's to the cat.
 BESIDE = {
     (MODELS[0], "man"): {"kitchen": ("coffee", "coffee", "coffee"), "home": ("coffee", "", "chelsea")},
     (MODELS[0], "woman"): {"kitchen": ("chelsea", "coffee", "chelsea"), "home": ("chelsea", "chelsea", "")},

@@ -154,9 +154,6 @@ def object_rows(scope: Scope, *, detector: str, version: str) -> list[ObjectRow]
     return rows
 
 
-# --- the drill-down ----------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class ClassItem:
     """One image of a class's drill-down: the detector's instances, how many are of the class, and

@@ -8,7 +8,6 @@ from django.urls import path
 from protocols.objects import views
 
 urlpatterns = [
-    # A COCO class's images with their boxes ("sports ball": a class name may hold a space, so
-    # <str:...>).
+    # A COCO class's images with their boxes; <str:...> as a name may hold a space.
     path("objects/<str:name>/", views.class_detail, name="object_class"),
 ]

@@ -87,8 +87,6 @@ class PairChangeAnalysis(Analysis):
         except (pc.PairChangeInputError, MeasureSourceError, psel.QuestionMismatch) as error:
             raise AnalysisError(str(error)) from None
 
-    # --- pages ----------------------------------------------------------------------------------
-
     def overview(self, page: ReportPage) -> dict[str, Any]:
         from reports import views as base  # the dashboard's helpers; views import analyses
 
@@ -183,8 +181,6 @@ class PairChangeAnalysis(Analysis):
             return charts.word_score_chart(chart_panels(result, model, domain), fmt, title=title)
 
         return page.cached("chart", draw, name=name, fmt=fmt, model=model, domain=domain)
-
-    # --- the command ----------------------------------------------------------------------------
 
     def export(self, result: PairChangeReport, fmt: str) -> str:
         """``bias_report --format csv`` or ``md`` (``render.export_tables``): every table

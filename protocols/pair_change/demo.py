@@ -39,9 +39,7 @@ class Pair:
 
 
 PAIRS: tuple[Pair, ...] = (
-    # Three of the first demo's four pairs (same keys and files as before). Its fourth, the camera
-    # man darker, is gone: dlib's fast HOG face finder misses his profile, and sample_pairs needs
-    # a face on every seed photo.
+    # Three of the first demo's pairs; dlib's HOG finder missed the fourth's profile face.
     Pair("astronaut-darker", "astronaut", "astronaut", DARKER, "doctor", "same", "female_female", "darker"),
     Pair(
         "astronaut-crop",

@@ -39,9 +39,6 @@ class SamplingError(ValueError):
     """A draw cannot be made as asked; the message says what to change."""
 
 
-# --- thresholds and the measure choice ------------------------------------------------------
-
-
 def study_thresholds(study: Study) -> pc.Thresholds:
     """The study's age and skin thresholds (``parameters["thresholds"]``), the paper's 25 years
     and 20 gray levels where unset. PairChangeInputError for one that is not a positive number."""
@@ -207,9 +204,6 @@ def measurement_sources(
     return MeasureSources(sources=sources, versions=versions, candidates=candidates)
 
 
-# --- pairs with their measurements ------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class PairRow:
     """One measured pair: the ``metrics`` pair (``pair_id`` = the item key) and, per role, the
@@ -366,9 +360,6 @@ def pair_measurements(
         )
     models = tuple(dict.fromkeys(model for _, _, model, _, _ in rows_in))
     return PairMeasurements(sources=sources, rows=tuple(rows), left_out=tuple(left_out), models=models)
-
-
-# --- the draw -----------------------------------------------------------------------------------
 
 
 def bucket_names(attribute: str) -> tuple[str, ...]:

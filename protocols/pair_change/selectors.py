@@ -118,9 +118,6 @@ def sample_summaries(study: Study) -> list[dict[str, Any]]:
     ]
 
 
-# --- the word drill-down -------------------------------------------------------------------------
-
-
 @dataclass
 class PairAnswers:
     """What people said about one pair: every annotator's answer per question (question key ->

@@ -8,7 +8,6 @@ from django.urls import path
 from protocols.pair_change import views
 
 urlpatterns = [
-    # A word's pairs, both photos side by side ("taxi driver": a word may hold a space, so
-    # <str:...>).
+    # A word's pairs side by side; <str:...> as a word may hold a space.
     path("pair-change/<str:domain>/<str:word>/", views.word_detail, name="pair_word"),
 ]

@@ -104,9 +104,6 @@ def shares_chart(
     return SharesChart(title=model, bars=bars, group_labels=labels, height=y + 6, width=WIDTH, ticks=ticks)
 
 
-# --- downloads (matplotlib) ---------------------------------------------------------------------
-
-
 def shares_figure(
     report: Mapping[str, Any], questions: Sequence[tuple[str, Sequence[tuple[str, str]]]], fmt: str
 ) -> bytes:

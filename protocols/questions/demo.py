@@ -17,8 +17,7 @@ DESCRIPTION = (
     "(H happy, E neutral, S sad); then Enter."
 )
 DETECTOR = "demo_judge"
-# The demo's own annotator accounts (``seed_demo`` makes them, with their passwords): they answered
-# all but the last LEFT images, which wait for them on the labeling screen.
+# The demo's own annotators: they answered all but the last LEFT images.
 ANNOTATORS = ("demo-annotator-1", "demo-annotator-2")
 LEFT = 4
 QUESTIONS = [

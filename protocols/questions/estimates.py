@@ -180,9 +180,7 @@ def questions_report(
     )
     probabilities = run.probabilities if run is not None else {}
     in_frame = [i.item_id for i in frame.items]
-    # The questions each item asks, read for the whole study (the frame is most of it; a list
-    # of its ids would be one value per item in one statement) and kept for the frame's
-    # items that name some (none: every question).
+    # The questions each item asks, read for the whole study (a list of ids would pass SQLite's limit).
     framed = set(in_frame)
     asked = {
         pk: keys

@@ -52,8 +52,7 @@ class Command(BaseCommand):
             "2",
             **quiet,
         )
-        # Its guidelines (create_study takes none): what the labeling screen and the study
-        # chooser show; one written or changed by hand is kept.
+        # Its guidelines (create_study takes none); one changed by hand is kept.
         Study.objects.filter(slug=demo.SLUG, description="").update(description=demo.DESCRIPTION)
         call_command(
             "import_images",
