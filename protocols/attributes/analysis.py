@@ -116,8 +116,6 @@ class AttributesAnalysis(Analysis):
         return page.cached("chart", draw, name=name, fmt=fmt)
 
     def export(self, result: AttributesResult, fmt: str) -> str:
-        """``bias_report --format csv`` or ``md`` (``render.export_tables``): every table
-        (``tables.TABLE_KEYS``); the Markdown starts with the coverage."""
         cover = result.report["coverage"]
         summary = f"Items: {cover['items']}, compared: {cover['items_compared']}, left out: {cover['items_left_out']}."
         return render.export_tables(

@@ -105,8 +105,6 @@ class ObjectsAnalysis(Analysis):
         return page.cached("chart", draw, name=name, fmt=fmt)
 
     def export(self, result: ObjectsResult, fmt: str) -> str:
-        """``bias_report --format csv`` or ``md`` (``render.export_tables``): every table
-        (``tables.TABLE_KEYS``); the Markdown starts with the detector and coverage."""
         cover = result.report["coverage"]
         person = "counted" if result.include_person else "left out"
         summary = (

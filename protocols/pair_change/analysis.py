@@ -183,8 +183,6 @@ class PairChangeAnalysis(Analysis):
         return page.cached("chart", draw, name=name, fmt=fmt, model=model, domain=domain)
 
     def export(self, result: PairChangeReport, fmt: str) -> str:
-        """``bias_report --format csv`` or ``md`` (``render.export_tables``): every table
-        (``tables.TABLE_KEYS``); the Markdown starts with the sources, thresholds and coverage."""
         cover = result.report["coverage"]
         versions = result.report["detector_versions"]
         sources = ", ".join(
