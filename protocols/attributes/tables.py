@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from metrics import gep_design
 from reports import judges
-from reports.tables import NO_VALUE, Cell, Column, Table, int_cell, num, text_cell
+from reports.tables import NO_VALUE, Cell, Column, Table, int_cell, num, num_cell, text_cell
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from protocols.attributes.report import AttributesResult
@@ -43,10 +43,6 @@ def compact(value: float | None) -> str:
     if value != 0 and abs(value) < 0.01:
         return f"{value:.2e}"
     return f"{value:.3f}"
-
-
-def num_cell(value: float | None, digits: int = 3, title: str = "") -> Cell:
-    return Cell(value=value, text=num(value, digits), title=title)
 
 
 def signed_cell(value: float | None, title: str = "") -> Cell:
@@ -99,7 +95,7 @@ def gep_scores_table(result: AttributesResult) -> Table:
                 continue
             human = cell.human
             row += [
-                Cell(human.gep_score, num(human.gep_score, 3)),
+                num_cell(human.gep_score),
                 int_cell(human.n_items[gep_design.WOMAN]),
                 int_cell(human.n_items[gep_design.MAN]),
             ]

@@ -16,6 +16,7 @@ from reports.tables import (
     int_cell,
     mark_extremes,
     num,
+    num_cell,
     pct,
     signed_pct,
     text_cell,
@@ -87,7 +88,7 @@ def model_bias_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequen
         score = h.get("model_bias_score")
         n = h.get("n_images", counts["images"])
         human_row += [
-            Cell(score, num(score), title=f"{counts['clear']} clear of {counts['images']} images"),
+            num_cell(score, title=f"{counts['clear']} clear of {counts['images']} images"),
             ci_cell(h.get("ci95")),
             Cell(None, ""),
             Cell((None, None), ""),
@@ -151,7 +152,7 @@ def prompt_difference_table(report: Mapping[str, Any]) -> Table:
         row = [text_cell(det_key)]
         for model in models:
             value = det.get("per_model", {}).get(model, {}).get("prompt_bias_score_difference")
-            row.append(Cell(value, num(value)))
+            row.append(num_cell(value))
         row.append(int_cell(detector_n(det)))
         rows.append(row)
     for m_index, model in enumerate(models):
@@ -295,14 +296,14 @@ def categories_table(report: Mapping[str, Any], *, category: str | None = None) 
         row = [text_cell(cat)]
         for model in models:
             score = human[model].get("categories", {}).get(cat)
-            row += [Cell(score, num(score)), int_cell(scored.get((model, cat), 0))]
+            row += [num_cell(score), int_cell(scored.get((model, cat), 0))]
         rows.append(tuple(row))
     if rows and not category:
         total = [text_cell("All prompts (model bias score)")]
         for model in models:
             h = human[model]
             n = h.get("n_prompts_scored", sum(v for (m, _c), v in scored.items() if m == model))
-            total += [Cell(h.get("model_bias_score"), num(h.get("model_bias_score"))), int_cell(n)]
+            total += [num_cell(h.get("model_bias_score")), int_cell(n)]
         rows.append(tuple(total))
     return Table(
         key="categories",
@@ -422,7 +423,7 @@ def prompt_scores_table(grid: PromptGrid) -> Table:
         for col in grid.columns:
             score = row.scores.get(col)
             n_m, n_f, n_all = row.counts.get(col, (0, 0, 0))
-            cells.append(Cell(score, num(score, 2), title=f"{n_m} male, {n_f} female of {n_all}"))
+            cells.append(num_cell(score, 2, title=f"{n_m} male, {n_f} female of {n_all}"))
         rows.append(tuple(cells))
     groups: list[tuple[str, int]] = [("", 3)]
     for model, _source in grid.columns:
