@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from metrics import gep_design
 from reports import judges
@@ -367,32 +367,18 @@ def agreement_table(result: AttributesResult) -> Table:
         Column("disputed", "Disputed"),
     )
     report = result.report
-    rows: list[tuple[Cell, ...]] = []
-    for key in result.keys:
-        a = report["agreement"][key]
-        rows.append(
-            (
-                text_cell(key),
-                text_cell(result.questions[key]),
-                num_cell(a["krippendorff_alpha"]),
-                num_cell(a["fleiss_kappa"]),
-                num_cell(a["observed_agreement"]),
-                int_cell(a["n_items"]),
-                int_cell(report["disputes"][key]),
-            )
-        )
-    pooled = result.agreement_all
-    rows.append(
-        (
-            text_cell("all"),
-            text_cell("every (image, question) pooled"),
-            num_cell(pooled.krippendorff_alpha),
-            num_cell(pooled.fleiss_kappa),
-            num_cell(pooled.observed_agreement),
-            int_cell(pooled.n_items),
-            int_cell(sum(report["disputes"].values())),
-        )
-    )
+    figures = ("krippendorff_alpha", "fleiss_kappa", "observed_agreement")
+
+    def row(key: str, text: str, a: Mapping[str, Any], disputed: int) -> tuple[Cell, ...]:
+        numbers = (num_cell(a[k]) for k in figures)
+        return (text_cell(key), text_cell(text), *numbers, int_cell(a["n_items"]), int_cell(disputed))
+
+    rows = [
+        row(key, result.questions[key], report["agreement"][key], report["disputes"][key])
+        for key in result.keys
+    ]
+    pooled = {k: getattr(result.agreement_all, k) for k in (*figures, "n_items")}
+    rows.append(row("all", "every (image, question) pooled", pooled, sum(report["disputes"].values())))
     return Table(
         key="agreement",
         title="Annotator agreement per question",

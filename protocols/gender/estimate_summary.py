@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from protocols.gender.estimate_frame import StudyEstimate
-from reports import render
 from reports.tables import NO_VALUE, Cell, Column, Table
 
 
@@ -78,11 +77,3 @@ def summary_table(estimate: StudyEstimate) -> Table:
         columns=COLUMNS,
         rows=tuple(rows),
     )
-
-
-def summary_markdown(estimate: StudyEstimate) -> str:
-    return render.render(summary_table(estimate), "md")
-
-
-def summary_csv(estimate: StudyEstimate) -> str:
-    return render.render(summary_table(estimate), "csv")
