@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -241,8 +241,3 @@ def judged_parts(row: ObjectRow) -> tuple[list[str], list[str], list[str]] | Non
     rejected = [cls for cls, a in zip(row.boxes, answers, strict=True) if a == REJECTED]
     missed = [m for m in (row.final_missed or "").split(",") if m.strip()]
     return confirmed, rejected, missed
-
-
-def classes_in(rows: Sequence[ObjectRow]) -> set[str]:
-    """Every class name the detector found on the rows' images."""
-    return {name for row in rows if row.detected for name in row.detected}

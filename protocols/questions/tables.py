@@ -110,9 +110,7 @@ def agreement_table(result: QuestionsResult) -> Table:
     rows = tuple(
         (
             text_cell(key),
-            num_cell(a["krippendorff_alpha"]),
-            num_cell(a["fleiss_kappa"]),
-            num_cell(a["observed_agreement"]),
+            *(num_cell(a[k]) for k in ("krippendorff_alpha", "fleiss_kappa", "observed_agreement")),
             int_cell(a["n_items"]),
         )
         for key, a in result.report["agreement"].items()
