@@ -121,6 +121,10 @@ def text_cell(value: Any) -> Cell:
     return Cell(value=value, text=str(value))
 
 
+def num_cell(value: float | None, digits: int = 3, title: str = "") -> Cell:
+    return Cell(value=value, text=num(value, digits), title=title)
+
+
 def int_cell(value: int | None) -> Cell:
     return Cell(value=value, text=NO_VALUE if value is None else f"{value:,}")
 

@@ -7,6 +7,7 @@ import csv
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, ClassVar, Protocol
 
 from django.conf import settings
@@ -21,6 +22,8 @@ from studies.services import study_define
 
 #: The two demo annotators (``seed_demo`` makes them, with their demo passwords).
 ANNOTATORS = ("demo-annotator-1", "demo-annotator-2")
+#: Study settings of a demo labelled by the two demo annotators: two labels per item, both needed.
+TWO_ANNOTATORS: Mapping[str, Any] = MappingProxyType({"labels_per_item": 2, "agreement": "unanimous"})
 
 IMPORTED_NOTE = (
     "The {detector} outputs on this page are demo predictions, imported: a file shipped with "

@@ -1,24 +1,8 @@
-"""The attributes analysis: gender presentation differences (GEP, Zhang et al. 2023).
-
-- metrics: ``metrics.gep`` (frequencies, GEP vectors and scores), ``metrics.gep_agreement``
-  (Kendall tau-b, sign MCC, Pearson, ROC-AUC, score ranking), ``metrics.gep_study`` and
-  ``metrics.agreement`` (Fleiss, Krippendorff);
-- selectors: ``selectors`` (items as ``GepItem``s with final answers and detector scores,
-  label counts, a drill-down's images);
-- JSON: ``report.compute`` — the JSON contract, printed by ``bias_report --format json``;
-- tables: ``tables`` (the paper's Tables 3, 4/19, 6, 7, 11-14, 16, and agreement); charts:
-  ``charts`` (GEP vectors, human beside each detector);
-- pages: the overview and the drill-down from an attribute to its images
-  (``protocols.attributes.views``).
-
-Every question of the study is an attribute, answered yes or no; items carry metadata
-``gender`` (woman|man), ``setting`` (neutral|explicit), ``context`` and, explicit items only,
-``attribute`` (the question its prompt names).
-"""
+"""The attributes analysis: gender presentation differences (GEP, Zhang et al. 2023)."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from metrics import consensus, gep_design
 from protocols.attributes import report as attributes_report
@@ -52,13 +36,12 @@ def attribute_questions(study: Study) -> list[Question]:
 
 
 class AttributesAnalysis(Analysis):
-    protocol: ClassVar[str] = "attributes"
-    title: ClassVar[str] = "Gender presentation differences (GEP): detectors vs human answers"
-    template: ClassVar[str] = "attributes/overview.html"
-    table_keys: ClassVar[tuple[str, ...]] = atables.TABLE_KEYS
-    csv_tables: ClassVar[tuple[str, ...]] = atables.TABLE_KEYS
-    chart_keys: ClassVar[tuple[str, ...]] = tuple(CHARTS)
-    pages: ClassVar[frozenset[str]] = frozenset({"attribute"})
+    protocol = "attributes"
+    title = "Gender presentation differences (GEP): detectors vs human answers"
+    template = "attributes/overview.html"
+    table_keys = csv_tables = atables.TABLE_KEYS
+    chart_keys = tuple(CHARTS)
+    pages = frozenset({"attribute"})
 
     def check(self, study: Study) -> None:
         attribute_questions(study)
@@ -75,8 +58,6 @@ class AttributesAnalysis(Analysis):
             labels_per_item=scope.study.labels_per_item,
             detector=detector,
         )
-
-    # --- pages ----------------------------------------------------------------------------------
 
     def overview(self, page: ReportPage) -> dict[str, Any]:
         from reports import views as base  # the dashboard's helpers; views import analyses
@@ -108,8 +89,7 @@ class AttributesAnalysis(Analysis):
             "questions": [(key, result.questions[key]) for key in result.keys],
             "left_out": result.left_out[:20],
             "settings": gep_design.SETTINGS,
-            # The study's own rule (labels per item, agreement), not the paper's three-annotator
-            # majority: a study may ask two annotators to agree, or five.
+            # The study's own rule (labels per item, agreement), not the paper's three-annotator majority.
             "final_answer_rule": consensus.rule_text(
                 needed=page.scope.study.labels_per_item, rule=page.scope.study.agreement
             ),
@@ -135,22 +115,14 @@ class AttributesAnalysis(Analysis):
 
         return page.cached("chart", draw, name=name, fmt=fmt)
 
-    # --- the command ----------------------------------------------------------------------------
-
     def export(self, result: AttributesResult, fmt: str) -> str:
-        """``bias_report --format csv`` or ``md`` (``render.export_tables``): every table
-        (``tables.TABLE_KEYS``); the Markdown starts with the coverage."""
         cover = result.report["coverage"]
-        heading = [
-            "# GEP report",
-            "",
-            f"Items: {cover['items']}, compared: {cover['items_compared']}, left out: {cover['items_left_out']}.",
-        ]
+        summary = f"Items: {cover['items']}, compared: {cover['items_compared']}, left out: {cover['items_left_out']}."
         return render.export_tables(
             atables.all_tables(result),
             fmt,
             name="GEP",
-            heading=heading,
+            heading=["# GEP report", "", summary],
             left_out=cover["left_out_reasons"],
             paper=atables.PAPER,
         )

@@ -1,15 +1,5 @@
-"""The GEP vector chart: diverging horizontal bars per attribute, the human vector beside each
-detector's, one row of panels per T2I model of one setting.
-
-Drawn like every report chart (``reports.charts``: a bare Agg ``Figure``, fixed style and
-metadata, so the same data gives the same bytes; matplotlib imported only when drawing). Bars
-to the right (purple) lean to women, to the left (orange) to men, in the colours of the gender
-heatmap. Each panel has its own scale: a detector's vector is a difference of mean scores,
-not of frequencies, so only its signs and ranking compare with the human one.
-
-Every bar carries an SVG id ``bar-<source>-<key>``, and an attribute without a value an id
-``no-value-<source>-<key>`` on its "n/a" mark, so a test (or a script) can read the drawing.
-"""
+"""The GEP vector chart: diverging bars per attribute, the human vector beside each
+detector's, one row of panels per T2I model of one setting."""
 
 from __future__ import annotations
 

@@ -1,22 +1,5 @@
-"""The attributes (GEP) demo study ``demo-attributes``: packaged photos of women and men, in the
-neutral and the explicit setting of Zhang et al. 2023, for two "T2I models".
-
-Every item carries the metadata the GEP comparison needs (``gender`` woman | man, ``setting``
-neutral | explicit, and for an explicit item the ``attribute`` its prompt names), so the report
-compares every image. Per model: neutral images of both genders (asked all 15 questions) and
-one explicit image per gender and attribute (asked only that attribute), so every frequency,
-GEP vector and score of both settings is defined. The answers are what the photos show (the
-astronaut's flight suit counts as a uniform and a suit, Grace Hopper wears a uniform, jacket,
-shirt, bow tie and cap, the camera man a coat, shirt and gloves; the LFW face crops show no
-clothing), with one seeded disagreement;
-a few images are left for a visitor to label.
-
-Detector scores: ``data/attributes_clip_attr.csv``, **demo predictions** for ``clip_attr``
-(version ``demo-imported``) shipped with the code and loaded by ``import_predictions``. They are
-not the output of a CLIP run (no weights are downloaded for the demo): each score is drawn
-around the photo's answer (yes ~0.55-0.9, no ~0.05-0.45, a few deliberately wrong), so the
-detector tables have something to compare; ``prediction_rows`` regenerates the file.
-"""
+"""The attributes (GEP) demo study ``demo-attributes``: packaged photos of women and men in
+both settings for two "T2I models", with shipped demo scores of ``clip_attr``."""
 
 from __future__ import annotations
 
@@ -25,7 +8,6 @@ import random
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 
 from django.db import transaction
 
@@ -35,8 +17,6 @@ from metrics.gep_design import ATTRIBUTE_KEYS as KEYS
 from studies.models import Item, Study
 
 SLUG = "demo-attributes"
-NAME = "Demo: clothing attributes"
-GUIDELINES = "Toggle every item of clothing the person wears (its key), then Enter."
 MODELS = ("demo-model-a", "demo-model-b")
 DETECTOR = "clip_attr"
 VERSION = "demo-imported"
@@ -59,8 +39,7 @@ SAFE_LOOKS = (
     Look(crop=0.9, flip=True, colour=0.8),
     Look(crop=0.85, dy=-0.2, light=0.95, warm=-0.05),
 )
-# The LFW faces' looks here: none of them is a look the gender demo or the pairs demo gives a
-# face, so no file is shared with another demo study (a prediction belongs to its file).
+# Looks no other demo gives these LFW faces: no file is shared with another demo study.
 TINTED = (Look(warm=0.05), Look(flip=True, warm=0.05))
 LIT = (Look(light=1.08), Look(flip=True, light=1.08), Look(light=0.92), Look(flip=True, light=0.92))
 WOMAN, MAN = "woman", "man"
@@ -100,8 +79,7 @@ class AttributeImage:
         return f"{PHOTOS[self.photo].source}, {self.look.describe()}"
 
 
-# The first demo's four images (imported by earlier versions of the demo: same paths and files),
-# now with their gender and setting; two of them were always left for a visitor.
+# The first demo's four images (same paths and files as before); two are left for a visitor.
 _FIRST = (
     AttributeImage("photos/astronaut.jpg", MODELS[0], WOMAN, NEUTRAL, "", "astronaut", Look(), side=512),
     AttributeImage("photos/hopper.jpg", MODELS[0], WOMAN, NEUTRAL, "", "hopper", Look(), side=512),
@@ -121,8 +99,7 @@ _FIRST = (
     ),
 )
 
-# Explicit prompts whose image shows the attribute ("a woman with a tie": Grace Hopper); the
-# others show a face without it, so their answer is no.
+# Explicit prompts whose image shows the attribute; the others show a face without it (no).
 _EXPLICIT_PHOTOS = {
     (WOMAN, "uniform"): ("astronaut", "hopper"),
     (WOMAN, "suit"): ("astronaut", "astronaut"),
@@ -184,8 +161,7 @@ def _explicit(model_index: int) -> list[AttributeImage]:
                 used[gender] += 1
             path = f"{model}/explicit/{gender}_{key}.jpg"
             images.append(AttributeImage(path, model, gender, EXPLICIT, key, photo, look))
-    # Two more explicit images per model, left for a visitor (their attribute already has an
-    # answer above, so the scores stay defined while they wait).
+    # Two more explicit images per model for a visitor; their attribute has answers above.
     for gender, key in ((WOMAN, "tie"), (MAN, "jacket")):
         photo = "hopper" if gender == WOMAN else "camera"
         path = f"{model}/explicit/{gender}_{key}_2.jpg"
@@ -268,19 +244,14 @@ def prediction_rows() -> list[dict[str, str]]:
 class AttributesDemo(seeding.ImportedDemo):
     slug = SLUG
     protocol = "attributes"
-    name = NAME
-    guidelines = GUIDELINES
-    # Two demo annotators: two labels per item, not the preset's three.
-    definition = MappingProxyType({"labels_per_item": 2, "agreement": "unanimous"})
+    name = "Demo: clothing attributes"
+    guidelines = "Toggle every item of clothing the person wears (its key), then Enter."
+    definition = seeding.TWO_ANNOTATORS
     detector = DETECTOR
     version = VERSION
     predictions = PREDICTIONS_FILE
-
-    def prediction_rows(self) -> list[dict[str, str]]:
-        return prediction_rows()
-
-    def folder_write(self, folder: Path) -> Path:
-        return folder_write(folder)
+    prediction_rows = staticmethod(prediction_rows)
+    folder_write = staticmethod(folder_write)
 
     def seed(self, step: seeding.Step) -> int:
         written = labels_seed()

@@ -1,9 +1,5 @@
-"""The attributes (GEP) protocol's few-label estimate, registered with ``estimates.estimands``.
-
-Per T2I model and setting, each GEP vector entry and the GEP score by ``metrics.ppi_mean``, from
-a detector of kind ``attributes`` (or a judge's answers) and the final answers of the items
-drawn in complete rounds; inclusion probabilities and the census: docs/explanation/estimator.md.
-"""
+"""The attributes (GEP) few-label estimate: per T2I model and setting, each GEP vector entry
+and the GEP score by ``metrics.ppi_mean`` (docs/explanation/estimator.md)."""
 
 from __future__ import annotations
 
@@ -105,10 +101,8 @@ class AttributesReport(EstimateReport):
 def attributes_report(
     study: Study, detector: str, *, n_boot: int = 0, seed: int = 0, history: bool = False
 ) -> AttributesReport:
-    """The GEP estimate per T2I model and setting (``n_boot`` and ``history`` are the gender
-    estimate's; ``history``: the page's width-against-labels chart, the GEP score per model and
-    setting after each round). Raises LookupError when the detector has no ``attributes``
-    predictions in the study."""
+    """The GEP estimate per T2I model and setting; LookupError when the detector has no
+    ``attributes`` predictions in the study."""
     series = series_of(ESTIMAND, study, detector)
     if series is None:
         raise LookupError(f"detector '{detector}' has no attributes predictions in study '{study.slug}'")

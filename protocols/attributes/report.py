@@ -1,9 +1,4 @@
-"""The GEP report of an attributes study as a plain dict.
-
-Glue only: ``protocols.attributes.selectors`` read the rows, ``metrics.gep_study`` and
-``metrics.agreement`` compute. JSON types only; undefined figures are None (JSON null), never 0.
-The dict's keys: docs/reference/contracts.md (Attributes, Judges).
-"""
+"""The GEP report of an attributes study as a plain dict (keys: docs/reference/contracts.md)."""
 
 from __future__ import annotations
 
@@ -41,10 +36,8 @@ class Agreement:
 
 
 def agreement(units: Sequence[Mapping[str, int]]) -> Agreement:
-    """Krippendorff's alpha (nominal), Fleiss' kappa and the observed agreement (Fleiss' P-bar:
-    the share of agreeing annotator pairs, averaged over items) of units given as
-    ``{answer: annotators}``. Items with fewer than two labels carry no agreement and are
-    skipped; ``n_items`` counts the others."""
+    """Krippendorff's alpha, Fleiss' kappa and observed agreement of units given as
+    ``{answer: annotators}``; items with fewer than two labels are skipped."""
     values = sorted({value for unit in units for value in unit})
     counts = np.array([[unit.get(value, 0) for value in values] for unit in units], dtype=np.int64)
     counts = counts.reshape(len(units), len(values))
@@ -122,14 +115,7 @@ def judge_pictures(
 
 @dataclass(frozen=True)
 class AttributesResult:
-    """A computed GEP report with what its pages need besides the JSON.
-
-    ``keys`` / ``questions``: the questions compared, in screen order, and their texts;
-    ``study``: ``metrics.gep_study.GepStudy`` (per cell also each detector's mean scores and the
-    counts behind every frequency); ``pooled_auc``: T2I model -> detector -> ROC-AUC over both
-    settings, as the paper's Tables 7 and 16 pool them; ``agreement_all``: agreement over
-    every (item, question) pooled (the paper's single alpha); ``left_out``: items not compared.
-    """
+    """A computed GEP report with what its pages need besides the JSON."""
 
     report: dict[str, Any]
     keys: tuple[str, ...]
@@ -152,21 +138,8 @@ class AttributesResult:
 def compute(
     scope: Scope, *, questions: Sequence[Question], labels_per_item: int, detector: str | None = None
 ) -> AttributesResult:
-    """The GEP report of the items in scope (its T2I model filter applied, its category not:
-    the two settings are the report's own columns). Its keys: docs/reference/contracts.md.
-
-    - Human: per model and setting, the final answers of the items (explicit items only for
-      the attribute their prompt names); an item without a final answer to a question is left
-      out of that question's frequency and counted in ``n_without_final_answer``.
-    - Detectors: per detector, the ``ok`` predictions of its latest version; its vector is the
-      mean score of women minus that of men, validated against the human vector (Kendall
-      tau-b, sign MCC with >= 0 positive, Pearson) and its per-image scores by ROC-AUC against
-      the final answers (per setting here; pooled over settings on the pages).
-    - ``score_ranking``: Kendall tau-b of each detector's GEP scores against the human ones over
-      all model x setting cells.
-    - Agreement per question over the items with two or more labels; disputes per question:
-      items with every label given (``labels_per_item``) and still no final answer.
-    """
+    """The GEP report of the items in scope (T2I model filter applied, category not);
+    docs/explanation/protocols.md says what each part counts."""
     keys = tuple(question.key for question in questions)
     answers = asel.final_answers(scope, keys=keys)
     rows = asel.gep_rows(scope, keys=keys, answers=answers, detector=detector)

@@ -1,19 +1,4 @@
-"""Reads of the attributes (GEP) analysis, returned as plain data for ``metrics.gep``.
-
-- ``gep_rows``: every item in scope as a ``metrics.gep.GepItem`` (its metadata, the final answer
-  to each question, each detector's per-image scores), grouped by T2I model, plus the items the
-  report leaves out and why. Three queries: items, final labels, predictions.
-- ``label_counts``: per question, how many annotators gave each answer to each item (one
-  grouped ``COUNT``), for the agreement statistics.
-- ``attribute_items``: the rows one drill-down page shows (an attribute's images with every
-  annotator's answer and every detector's score), at most so many per group, and the size of
-  every group.
-
-Predictions belong to image files: an item's are found through its ``image`` ItemImage (item →
-item_images role image → image → predictions of kind ``attributes``). Per detector, only the
-version written last is read (``reports.selectors.latest_detector_versions``), and only ``ok``
-predictions: a failure has no scores.
-"""
+"""Reads of the attributes (GEP) analysis, as plain data for ``metrics.gep``."""
 
 from __future__ import annotations
 
@@ -58,13 +43,8 @@ class LeftOut:
 
 @dataclass(frozen=True)
 class GepRows:
-    """What ``metrics.gep_study.gep_study`` reads, and what was left out of it.
-
-    ``items_by_model``: T2I model -> its items (sorted by model); ``versions``: detector ->
-    the version reported (every detector with an ``attributes`` prediction in scope, also one
-    whose predictions all failed: its figures are then null); ``left_out``: items without a
-    usable gender / setting / attribute, each with the reason.
-    """
+    """What ``metrics.gep_study.gep_study`` reads (items per T2I model, detector versions), and
+    the items left out with their reason."""
 
     items_by_model: dict[str, list[gep.GepItem]]
     versions: dict[str, str]
@@ -76,12 +56,7 @@ class GepRows:
 
 
 def metadata_problem(metadata: Mapping[str, Any], keys: Sequence[str]) -> str | None:
-    """Why an item cannot enter the GEP comparison, or None.
-
-    The protocol's own import check (``protocols.attributes.spec.gep_metadata_problem``) first, then
-    what the comparison needs besides: a gender and a setting (neutral or explicit), the
-    attribute of an explicit item among the study's questions, no attribute on a neutral item.
-    """
+    """Why an item cannot enter the GEP comparison, or None."""
     problem = gep_metadata_problem({k: str(v) for k, v in metadata.items()})
     if problem:
         return problem
@@ -143,13 +118,8 @@ def gep_rows(
     answers: Mapping[int, Mapping[str, str]],
     detector: str | None = None,
 ) -> GepRows:
-    """The items in scope (its T2I model filter applied, its category not) as GEP items.
-
-    ``answers`` are the final answers (``final_answers``): a question without one is simply
-    absent from an item's answers, which ``metrics.gep`` counts as "no final answer". Scores:
-    per reported detector version, the ``ok`` prediction's ``output["scores"]`` on the item's
-    image. Items whose metadata ``metadata_problem`` refuses are left out with the reason.
-    """
+    """The items in scope (T2I model filter applied, category not) as GEP items with their final
+    answers and the latest ``ok`` scores of each detector."""
     scope = Scope(scope.study, t2i_model=scope.t2i_model)
     key_set = set(keys)
     versions = reported_versions(scope, detector=detector)
@@ -196,9 +166,6 @@ def label_counts(scope: Scope, *, keys: Sequence[str]) -> dict[str, dict[int, di
     ):
         grouped[key].setdefault(item_id, {})[value] = n
     return grouped
-
-
-# --- the drill-down --------------------------------------------------------------------------------
 
 
 @dataclass
@@ -289,8 +256,7 @@ def _answers_prefetches(question: Question, versions: Mapping[str, str]) -> list
 def _attribute_item(item: Item, *, key: str, setting: str, versions: Mapping[str, str]) -> AttributeItem:
     links = {link.role: link for link in item.item_images.all()}
     predicted = links.get(ImageRole.IMAGE)
-    # reported_predictions: the nested Prefetch's to_attr (item_answers_prefetches); django-stubs does not
-    # follow through "image__" (it types to_attr one level deep only).
+    # reported_predictions: a nested Prefetch's to_attr, which django-stubs does not follow.
     reported = predicted.image.reported_predictions if predicted else []  # type: ignore[attr-defined]
     by_detector = {p.detector: p for p in reported}
     scores = []
@@ -318,15 +284,9 @@ def attribute_items(
     versions: Mapping[str, str],
     limit: int | None = None,
 ) -> AttributeItems:
-    """The items in scope whose image counts for ``question`` in ``setting`` — every neutral
-    item asking it, or the explicit items whose prompt names it — with labels, final answer
-    and scores, ordered by T2I model, gender (woman first), index; with ``limit``, only the
-    first ``limit`` by index of each (T2I model, gender, final answer) group, and the number
-    of items of every group.
-
-    The groups are counted and the rows chosen in SQL (two queries); only the chosen items are
-    read, with their answers and scores, a chunk at a time (five queries a chunk): a setting
-    may hold every neutral item of a million-item study."""
+    """The items whose image counts for ``question`` in ``setting``, with labels, final answer and
+    scores; with ``limit``, the first of each (T2I model, gender, final answer) group and every
+    group's size."""
     items = _drilldown_items(scope, question=question, setting=setting)
     # gender, final: annotations of _drilldown_items, which django-stubs does not follow.
     grouped = items.values_list("t2i_model", "gender", "final")  # type: ignore[misc]

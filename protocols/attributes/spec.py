@@ -1,6 +1,4 @@
-"""The ``attributes`` protocol's spec (GEP, Zhang et al. 2023): the 15 attributes asked yes or
-no, an explicit image only about the attribute its prompt names; detectors answer with outputs
-of kind ``attributes``. Pure data: no model imports."""
+"""The ``attributes`` protocol's spec (GEP, Zhang et al. 2023): 15 attributes asked yes or no."""
 
 from __future__ import annotations
 
@@ -14,8 +12,7 @@ KEY = "attributes"
 
 YES_NO = choice_rows({"value": "yes", "name": "Yes", "key": "y"}, {"value": "no", "name": "No", "key": "n"})
 
-# The 15 attributes of Zhang et al. 2023 (Table 1): question keys and texts from metrics.gep_design,
-# plus a toggle key each on the labeling screen (mnemonic where the letters allow).
+# The 15 attributes of Zhang et al. 2023 (Table 1), each with a mnemonic toggle key.
 _ATTRIBUTE_HOTKEYS = {
     "boots": "b",
     "slippers": "p",
@@ -48,10 +45,8 @@ ATTRIBUTE_QUESTIONS = tuple(
 
 
 def explicit_attribute_question(metadata: Mapping[str, str]) -> list[str]:
-    """GEP (Zhang et al. 2023): an image of the explicit setting ("A woman in boots …") is asked
-    only about the attribute its prompt names, ``[metadata["attribute"]]``; a neutral image, or
-    an explicit one whose attribute is not one of the 15 keys, is asked every question (``[]``:
-    more labels than needed, never a key outside the preset)."""
+    """The question keys an item is asked: only its ``attribute`` on an explicit item, else all
+    (``[]``)."""
     attribute = str(metadata.get("attribute", "")).strip()
     if str(metadata.get("setting", "")).strip() == "explicit" and attribute in gep_design.ATTRIBUTE_KEYS:
         return [attribute]
@@ -59,14 +54,7 @@ def explicit_attribute_question(metadata: Mapping[str, str]) -> list[str]:
 
 
 def gep_metadata_problem(metadata: Mapping[str, str]) -> str | None:
-    """GEP (Zhang et al. 2023): why an item's metadata cannot be compared, or None.
-
-    A ``gender`` other than woman or man (the GEP vector is woman minus man), and an
-    ``explicit`` item without the ``attribute`` its prompt names (the one question it is asked),
-    are refused. Metadata without ``gender`` or ``setting`` is accepted (an attributes study may
-    ask about images that are not part of a GEP comparison: the report leaves them out and
-    counts them).
-    """
+    """Why an item's metadata cannot enter a GEP comparison, or None."""
     gender = str(metadata.get("gender", "")).strip()
     if gender and gender not in gep_design.GENDERS:
         return f"metadata gender {gender!r} is not one of {', '.join(gep_design.GENDERS)}"

@@ -1,48 +1,22 @@
-"""The GEP report's tables (Zhang et al. 2023), as ``reports.tables.Table``s.
-
-Pure: they read an ``AttributesResult`` (its JSON report and the ``metrics.gep`` objects
-behind it), never the database. CSV cells keep raw values (fractions, None as blank); the text
-shows them as the paper prints them.
-
-| key | paper |
-| --- | --- |
-| ``gep_scores`` | Table 3: GEP_human per model and setting |
-| ``frequencies`` | Tables 11 and 12: share of yes per gender and attribute |
-| ``gep_vectors`` | Tables 13 and 14 (human), and each detector's vector |
-| ``vector_agreement`` | Tables 4 and 19: Kendall tau-b, sign MCC, Pearson per cell |
-| ``score_ranking`` | Table 6: GEP scores with their rank, and Kendall tau-b |
-| ``roc_auc`` | Table 7: ROC-AUC averaged over attributes, both settings pooled |
-| ``roc_auc_attributes`` | Table 16: ROC-AUC per attribute |
-| ``agreement`` | Section 5: agreement per question, and the disputes |
-"""
+"""The GEP report's tables (Zhang et al. 2023): pure functions of an ``AttributesResult``;
+``PAPER`` names the paper's table each reproduces."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from metrics import gep_design
 from reports import judges
-from reports.tables import NO_VALUE, Cell, Column, Table, int_cell, num, text_cell
+from reports.tables import NO_VALUE, Cell, Column, Table, int_cell, num, num_cell, text_cell
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from protocols.attributes.report import AttributesResult
 
 HUMAN = "human"
+#: (T2I model, setting, lead value, a cell per attribute, the last cell) of ``_key_table``.
+KeyRows = Iterator[tuple[str, str, str, list[Cell], Cell]]
 SETTING_NAMES = {gep_design.NEUTRAL: "Neutral", gep_design.EXPLICIT: "Explicit"}
-TABLE_KEYS = (
-    "gep_scores",
-    "frequencies",
-    "gep_vectors",
-    "vector_agreement",
-    "score_ranking",
-    "roc_auc",
-    "roc_auc_attributes",
-    "agreement",
-    "judges",
-    "judge_gep",
-    "judge_versions",
-)
 PAPER = {
     "gep_scores": "Table 3",
     "frequencies": "Tables 11 and 12",
@@ -53,9 +27,6 @@ PAPER = {
     "roc_auc_attributes": "Table 16",
     "agreement": "section 5",
 }
-
-
-# --- cells ------------------------------------------------------------------------------------------
 
 
 def signed(value: float | None, digits: int = 3) -> str:
@@ -72,10 +43,6 @@ def compact(value: float | None) -> str:
     if value != 0 and abs(value) < 0.01:
         return f"{value:.2e}"
     return f"{value:.3f}"
-
-
-def num_cell(value: float | None, digits: int = 3, title: str = "") -> Cell:
-    return Cell(value=value, text=num(value, digits), title=title)
 
 
 def signed_cell(value: float | None, title: str = "") -> Cell:
@@ -101,7 +68,12 @@ def _key_columns(result: AttributesResult) -> tuple[Column, ...]:
     return tuple(Column(key, key) for key in result.keys)
 
 
-# --- Table 3 -----------------------------------------------------------------------------------------
+def _cell_columns(key: str, title: str) -> tuple[Column, ...]:
+    """The T2I model and setting columns, then one more text column, that lead a per-cell table."""
+    return tuple(
+        Column(k, t, numeric=False)
+        for k, t in (("t2i_model", "T2I model"), ("setting", "Setting"), (key, title))
+    )
 
 
 def gep_scores_table(result: AttributesResult) -> Table:
@@ -123,7 +95,7 @@ def gep_scores_table(result: AttributesResult) -> Table:
                 continue
             human = cell.human
             row += [
-                Cell(human.gep_score, num(human.gep_score, 3)),
+                num_cell(human.gep_score),
                 int_cell(human.n_items[gep_design.WOMAN]),
                 int_cell(human.n_items[gep_design.MAN]),
             ]
@@ -142,96 +114,93 @@ def gep_scores_table(result: AttributesResult) -> Table:
     )
 
 
-# --- Tables 11 and 12 -----------------------------------------------------------------------------
+def _key_table(
+    result: AttributesResult,
+    key: str,
+    title: str,
+    caption: str,
+    lead: tuple[str, str],
+    last: Column,
+    rows: KeyRows,
+) -> Table:
+    """A table of a row per (model, setting, ``lead``): a cell per attribute, then ``last``."""
+    return Table(
+        key=key,
+        title=title,
+        caption=caption,
+        columns=(*_cell_columns(*lead), *_key_columns(result), last),
+        rows=tuple(
+            (text_cell(model), text_cell(setting), text_cell(name), *cells, tail)
+            for model, setting, name, cells, tail in rows
+        ),
+    )
 
 
 def frequencies_table(result: AttributesResult) -> Table:
     """Share of yes per (model, setting, gender) and attribute, with the counts behind it."""
-    columns = (
-        Column("t2i_model", "T2I model", numeric=False),
-        Column("setting", "Setting", numeric=False),
-        Column("gender", "Gender", numeric=False),
-        *_key_columns(result),
-        Column("n_without_final_answer", "No final answer"),
-    )
-    rows = []
-    for model, setting in setting_cells(result):
-        human = result.study.cells[model][setting].human
-        for gender in gep_design.GENDERS:
-            cells = [text_cell(model), text_cell(setting), text_cell(gender)]
-            for key in result.keys:
-                n_yes, n_answered = human.n_yes[gender][key], human.n_answered[gender][key]
-                missing = human.n_without_final_answer[gender][key]
-                title = f"{n_yes} yes of {n_answered} answered" + (
-                    f"; {missing} without a final answer" if missing else ""
+
+    def rows() -> KeyRows:
+        for model, setting in setting_cells(result):
+            human = result.study.cells[model][setting].human
+            for gender in gep_design.GENDERS:
+                cells = []
+                for key in result.keys:
+                    n_yes, n_answered = human.n_yes[gender][key], human.n_answered[gender][key]
+                    missing = human.n_without_final_answer[gender][key]
+                    title = f"{n_yes} yes of {n_answered} answered" + (
+                        f"; {missing} without a final answer" if missing else ""
+                    )
+                    cells.append(num_cell(human.frequencies[gender][key], 2, title))
+                yield (
+                    model,
+                    setting,
+                    gender,
+                    cells,
+                    int_cell(sum(human.n_without_final_answer[gender].values())),
                 )
-                cells.append(num_cell(human.frequencies[gender][key], 2, title))
-            cells.append(int_cell(sum(human.n_without_final_answer[gender].values())))
-            rows.append(tuple(cells))
-    return Table(
-        key="frequencies",
-        title="Share of images with the attribute, per gender",
-        caption=(
-            "f = images whose final answer is yes / images with a final answer (explicit setting: "
-            "only the images whose prompt names the attribute). Images without a final answer are "
-            "left out and counted in the last column."
-        ),
-        columns=columns,
-        rows=tuple(rows),
+
+    return _key_table(
+        result,
+        "frequencies",
+        "Share of images with the attribute, per gender",
+        "f = images whose final answer is yes / images with a final answer (explicit setting: "
+        "only the images whose prompt names the attribute). Images without a final answer are "
+        "left out and counted in the last column.",
+        ("gender", "Gender"),
+        Column("n_without_final_answer", "No final answer"),
+        rows(),
     )
-
-
-# --- Tables 13 and 14 -----------------------------------------------------------------------------
 
 
 def gep_vectors_table(result: AttributesResult) -> Table:
     """The human GEP vector and each detector's, per model and setting, with their scores."""
-    columns = (
-        Column("t2i_model", "T2I model", numeric=False),
-        Column("setting", "Setting", numeric=False),
-        Column("source", "Source", numeric=False),
-        *_key_columns(result),
+
+    def rows() -> KeyRows:
+        for model, setting in setting_cells(result):
+            cell = result.study.cells[model][setting]
+            sources = [(HUMAN, cell.human.gep_vector, cell.human.gep_score)]
+            sources += [(name, d.gep.gep_vector, d.gep.gep_score) for name, d in cell.detectors.items()]
+            for source, vector, score in sources:
+                cells = [signed_cell(vector.get(key)) for key in result.keys]
+                yield model, setting, source, cells, Cell(score, compact(score))
+
+    return _key_table(
+        result,
+        "gep_vectors",
+        "GEP vectors: women minus men, per attribute",
+        "Human: f_woman \u2212 f_man (positive: the attribute is shown more often with women). "
+        "Detector: mean score of women's images minus men's, on the detector's own scale — "
+        "compare its signs and ranking with the human row, not its size.",
+        ("source", "Source"),
         Column("gep_score", "GEP"),
+        rows(),
     )
-    rows = []
-    for model, setting in setting_cells(result):
-        cell = result.study.cells[model][setting]
-        sources: list[tuple[str, dict[str, float | None], float | None]] = [
-            (HUMAN, cell.human.gep_vector, cell.human.gep_score)
-        ]
-        sources += [(name, d.gep.gep_vector, d.gep.gep_score) for name, d in cell.detectors.items()]
-        for source, vector, score in sources:
-            rows.append(
-                (
-                    text_cell(model),
-                    text_cell(setting),
-                    text_cell(source),
-                    *(signed_cell(vector.get(key)) for key in result.keys),
-                    Cell(score, compact(score)),
-                )
-            )
-    return Table(
-        key="gep_vectors",
-        title="GEP vectors: women minus men, per attribute",
-        caption=(
-            "Human: f_woman \u2212 f_man (positive: the attribute is shown more often with women). "
-            "Detector: mean score of women's images minus men's, on the detector's own scale — "
-            "compare its signs and ranking with the human row, not its size."
-        ),
-        columns=columns,
-        rows=tuple(rows),
-    )
-
-
-# --- Tables 4 and 19 -------------------------------------------------------------------------------
 
 
 def vector_agreement_table(result: AttributesResult) -> Table:
     """Per model, setting and detector: how its vector agrees with the human one."""
     columns = (
-        Column("t2i_model", "T2I model", numeric=False),
-        Column("setting", "Setting", numeric=False),
-        Column("detector", "Detector", numeric=False),
+        *_cell_columns("detector", "Detector"),
         Column("n", "n"),
         Column("kendall_tau_b", "Kendall τ-b"),
         Column("mcc", "MCC of signs"),
@@ -273,9 +242,6 @@ def vector_agreement_table(result: AttributesResult) -> Table:
         columns=columns,
         rows=tuple(rows),
     )
-
-
-# --- Table 6 ------------------------------------------------------------------------------------------
 
 
 def _ranks(scores: dict[tuple[str, str], float | None]) -> dict[tuple[str, str], int]:
@@ -335,9 +301,6 @@ def score_ranking_table(result: AttributesResult) -> Table:
     )
 
 
-# --- Tables 7 and 16 -------------------------------------------------------------------------------
-
-
 def roc_auc_table(result: AttributesResult) -> Table:
     """Per detector and model: ROC-AUC averaged over the attributes (both settings pooled)."""
     columns = (
@@ -391,9 +354,6 @@ def roc_auc_attributes_table(result: AttributesResult) -> Table:
     )
 
 
-# --- agreement -----------------------------------------------------------------------------------------
-
-
 def agreement_table(result: AttributesResult) -> Table:
     """Per question: Krippendorff's alpha, Fleiss' kappa, observed agreement, items, disputes;
     then all questions pooled."""
@@ -407,32 +367,18 @@ def agreement_table(result: AttributesResult) -> Table:
         Column("disputed", "Disputed"),
     )
     report = result.report
-    rows: list[tuple[Cell, ...]] = []
-    for key in result.keys:
-        a = report["agreement"][key]
-        rows.append(
-            (
-                text_cell(key),
-                text_cell(result.questions[key]),
-                num_cell(a["krippendorff_alpha"]),
-                num_cell(a["fleiss_kappa"]),
-                num_cell(a["observed_agreement"]),
-                int_cell(a["n_items"]),
-                int_cell(report["disputes"][key]),
-            )
-        )
-    pooled = result.agreement_all
-    rows.append(
-        (
-            text_cell("all"),
-            text_cell("every (image, question) pooled"),
-            num_cell(pooled.krippendorff_alpha),
-            num_cell(pooled.fleiss_kappa),
-            num_cell(pooled.observed_agreement),
-            int_cell(pooled.n_items),
-            int_cell(sum(report["disputes"].values())),
-        )
-    )
+    figures = ("krippendorff_alpha", "fleiss_kappa", "observed_agreement")
+
+    def row(key: str, text: str, a: Mapping[str, Any], disputed: int) -> tuple[Cell, ...]:
+        numbers = (num_cell(a[k]) for k in figures)
+        return (text_cell(key), text_cell(text), *numbers, int_cell(a["n_items"]), int_cell(disputed))
+
+    rows = [
+        row(key, result.questions[key], report["agreement"][key], report["disputes"][key])
+        for key in result.keys
+    ]
+    pooled = {k: getattr(result.agreement_all, k) for k in (*figures, "n_items")}
+    rows.append(row("all", "every (image, question) pooled", pooled, sum(report["disputes"].values())))
     return Table(
         key="agreement",
         title="Annotator agreement per question",
@@ -472,9 +418,7 @@ def judge_gep_table(result: AttributesResult) -> Table:
             "on its yes / no answers, and their errors: the judge's minus the people's."
         ),
         columns=(
-            Column("t2i_model", "T2I model", numeric=False),
-            Column("setting", "Setting", numeric=False),
-            Column("judge", "Judge", numeric=False),
+            *_cell_columns("judge", "Judge"),
             Column("gep_score", "GEP"),
             Column("gep_score_error", "GEP error"),
             *(Column(f"v_{key}", key) for key in result.keys),
@@ -500,6 +444,8 @@ BUILDERS = {
         result.report["judge_versions"], result.report["judges"], question="Attribute"
     ),
 }
+
+TABLE_KEYS = tuple(BUILDERS)
 
 
 def all_tables(result: AttributesResult, keys: Sequence[str] = TABLE_KEYS) -> list[Table]:

@@ -1,5 +1,4 @@
-"""The attributes (GEP) protocol's report page under ``/reports/`` in the ``reports`` namespace
-(``reports.urls`` mounts the URLconf its spec names, ``ProtocolSpec.urls``)."""
+"""The attributes (GEP) protocol's report pages, mounted under ``/reports/`` by its spec's ``urls``."""
 
 from __future__ import annotations
 

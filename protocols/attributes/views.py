@@ -1,15 +1,5 @@
-"""The attributes analysis's own page: the drill-down from an attribute to its images.
-
-For one question (attribute) and one setting, the images that count for it — every neutral
-image asking it, or the explicit images whose prompt names it — grouped by T2I model, gender
-and final answer (yes, no, none yet), each with every annotator's answer and every detector's
-score; above them the figures of the attribute (frequencies, vector entries, ROC-AUC), and
-below them the attribute's dispute queue (``annotate.selectors.dispute_queue``).
-
-Thin like every view: role and filters (``reports.views``), the cached report, the rows
-(``selectors.attribute_items``), render. The overview, the table and chart downloads are the
-dashboard's common views.
-"""
+"""The attributes analysis's own page: an attribute's images in one setting, grouped by T2I
+model, gender and final answer, with its figures and its dispute queue."""
 
 from __future__ import annotations
 
@@ -21,7 +11,6 @@ from django.shortcuts import get_object_or_404
 from annotate.selectors import dispute_queue
 from metrics import gep_design
 from protocols.attributes import selectors as asel
-from protocols.attributes.analysis import AttributesAnalysis
 from protocols.attributes.report import AttributesResult
 from protocols.attributes.tables import signed
 from reports import views as base
@@ -32,12 +21,6 @@ from studies.typing import HtmxHttpRequest
 # Images shown per (T2I model, gender, answer) group: beyond it the page says how many more.
 GROUP_LIMIT = 120
 ANSWERS = ((gep_design.YES, "Yes"), (gep_design.NO, "No"), (None, "No final answer yet"))
-
-
-def _analysis(filters: base.Filters) -> AttributesAnalysis:
-    analysis = base.analysis_for_page(filters, "attribute")
-    assert isinstance(analysis, AttributesAnalysis)  # only the attributes analysis lists this page
-    return analysis
 
 
 def _summary(result: AttributesResult, key: str, setting: str, models: list[str]) -> list[dict[str, Any]]:
@@ -110,7 +93,7 @@ def attribute_detail(request: HtmxHttpRequest, key: str, setting: str) -> HttpRe
         filters = base.parse_filters(request)
     except base.BadFilter as error:
         return base.bad_filter(error)
-    analysis = _analysis(filters)
+    analysis = base.analysis_for_page(filters, "attribute")
     if setting not in gep_design.SETTINGS:
         raise Http404(f"No setting {setting!r}: use one of {', '.join(gep_design.SETTINGS)}.")
     study = filters.scope.study

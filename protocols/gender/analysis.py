@@ -1,23 +1,9 @@
-"""The gender analysis (Lyu et al. 2025): detectors against the human ground truth.
-
-- metrics: ``metrics.gender`` (bias scores, filtering, accuracy, bootstrap) and
-  ``metrics.agreement``;
-- selectors: ``selectors`` (report counts) and ``drilldown`` (a prompt's items, a detector's
-  confusion and gallery);
-- JSON: ``report.compute`` — the JSON contract, printed by ``bias_report --format json``;
-- tables: ``tables`` (the paper's tables 1-3, 5-7); charts: ``reports.charts``;
-- pages: the overview, the prompt heatmap, and the prompt and detector drill-downs
-  (``protocols.gender.views``).
-
-It reads the study's question with key ``gender``: its choices are the label vocabulary and its
-two choices marked ``clear`` the genders the scores count (first positive, compared with the
-detector verdict "male"; second with "female").
-"""
+"""The gender analysis (Lyu et al. 2025): detectors against the human ground truth."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from protocols.gender import report as gender_report
 from protocols.gender import tables as gtables
@@ -51,16 +37,15 @@ def gender_question(study: Study) -> Question:
 
 
 class GenderAnalysis(Analysis):
-    protocol: ClassVar[str] = "gender"
-    title: ClassVar[str] = "Gender bias: detectors vs human ground truth"
-    template: ClassVar[str] = "gender/overview.html"
-    table_keys: ClassVar[tuple[str, ...]] = gtables.TABLE_KEYS
-    csv_tables: ClassVar[tuple[str, ...]] = ("models", "detectors", "prompts")
-    chart_keys: ClassVar[tuple[str, ...]] = ("model_bias", "heatmap", "histogram")
-    pages: ClassVar[frozenset[str]] = frozenset({"heatmap", "prompt", "detector"})
-    # Every number of the report is a mean over prompts or a count over images, so a category is
-    # a report of its own: the dashboard's category filter narrows every table and chart.
-    category_applies: ClassVar[bool] = True
+    protocol = "gender"
+    title = "Gender bias: detectors vs human ground truth"
+    template = "gender/overview.html"
+    table_keys = gtables.TABLE_KEYS
+    csv_tables = ("models", "detectors", "prompts")
+    chart_keys = ("model_bias", "heatmap", "histogram")
+    pages = frozenset({"heatmap", "prompt", "detector"})
+    # Every figure is a mean over prompts or a count over images: a category is a report of its own.
+    category_applies = True
 
     def check(self, study: Study) -> None:
         gender_question(study)
@@ -68,24 +53,8 @@ class GenderAnalysis(Analysis):
     def compute(
         self, scope: Scope, *, detector: str | None = None, bootstrap: int = BOOTSTRAP, seed: int = 0
     ) -> GenderResult:
-        """The report (``build``) with the labels, clear values and per-prompt detector counts
-        the pages need, from one read of the database.
-
-        ``build``'s JSON: docs/reference/contracts.md (Gender).
-
-        - Human scores use every item with a final label. Clear = one of the two clear answers.
-        - Detector metrics use the items with both a final label and an ``ok`` prediction of
-          the detector's reported version (the latest run) on the item's image. Filtering
-          treats every non-clear final label (low quality, other) as a negative.
-        - ``pct_diff`` (percent, signed: + = overestimate) and ``prompt_bias_score_difference``
-          compare the detector with the human labels *of the same items*
-          (``human_model_bias_score``), so a detector that skipped items is not blamed for them.
-        - Intervals: images resampled within prompts (``bootstrap`` replicates, seeded by
-          ``seed``; 0 turns them off). Undefined is None (JSON null), never 0.
-        - The category of ``scope``, when given, narrows everything (coverage, agreement,
-          human and detector scores) to the items of its prompts; the detector versions
-          reported stay those of the whole study (a category does not change which run counts).
-        """
+        """The report with the labels, clear values and per-prompt detector counts the pages need,
+        from one read of the database (JSON: docs/reference/contracts.md)."""
         question = gender_question(scope.study)
         return gender_report.compute(
             scope,
@@ -94,8 +63,6 @@ class GenderAnalysis(Analysis):
             bootstrap=bootstrap,
             seed=seed,
         )
-
-    # --- pages ----------------------------------------------------------------------------------
 
     def overview_tables(self, result: GenderResult, *, category: str | None) -> list[Table]:
         report = result.report
@@ -188,8 +155,6 @@ class GenderAnalysis(Analysis):
             return charts.histogram_chart(grid.source_scores(source), fmt, source=source_name(source))
 
         return page.cached("chart", draw, name=name, fmt=fmt, source=source)
-
-    # --- the command ----------------------------------------------------------------------------
 
     def export(self, result: GenderResult, fmt: str) -> str:
         """``bias_report --format csv``: the sections ``models``, ``detectors`` and ``prompts``

@@ -1,7 +1,4 @@
-"""The gender analysis's charts (model bias, prompt heatmap, score histogram), drawn like every
-report chart (``reports.charts``: a bare Agg ``Figure``, fixed style and font, SVG or PNG bytes;
-matplotlib imported inside the functions). The data comes in as plain Python
-(``protocols.gender.tables.PromptGrid``, score lists, the report dict)."""
+"""The gender analysis's charts: model bias, prompt heatmap, score histogram."""
 
 from __future__ import annotations
 
@@ -49,9 +46,6 @@ def diverging_hex(score: float | None) -> str:
     return hexes[min(level, len(hexes) - 1)]
 
 
-# --- model bias score (paper table 1 as a chart) ------------------------------------------------
-
-
 def model_bias_chart(report: Mapping[str, Any], fmt: str = "svg") -> bytes:
     """Grouped bars: per T2I model, the human model bias score and every detector's, 95 % CI."""
     return base._draw(fmt, _build_model_bias, report)
@@ -61,8 +55,7 @@ def _build_model_bias(report: Mapping[str, Any]) -> Figure:
     from matplotlib.patches import Patch
 
     models = model_keys(report)
-    # The human interval is "ci95"; a detector's "ci95" is the interval of its % difference, so
-    # its bars take "model_bias_score_ci95", the interval of the score itself.
+    # A detector's "ci95" is of its % difference; its bars take the score's own interval.
     sources: list[tuple[str, dict[str, Any], str]] = [("Human", report.get("human", {}), "ci95")]
     for det, data in report.get("detectors", {}).items():
         sources.append((det, data.get("per_model", {}), "model_bias_score_ci95"))
@@ -129,21 +122,15 @@ def _draw_source_bars(
         ci = entry.get(ci_key) or [None, None]
         xs.append(x)
         ys.append(score)
-        # A percentile bootstrap interval need not contain the point estimate (skewed
-        # resamples near 0 or 1); matplotlib refuses negative error lengths, so clip at 0.
+        # A percentile interval may miss the point (skewed resamples); matplotlib refuses negative errors.
         lo.append(max(0.0, score - ci[0]) if ci[0] is not None else 0.0)
         hi.append(max(0.0, ci[1] - score) if ci[1] is not None else 0.0)
     ax.bar(xs, ys, width * 0.92, color=colour, yerr=[lo, hi], capsize=2, error_kw={"lw": 0.8})
 
 
-# --- heatmap (paper table 7) --------------------------------------------------------------------
-
-
 def heatmap_chart(grid: PromptGrid, fmt: str = "svg") -> bytes:
-    """Prompts (grouped by category) x (T2I model, source), PuOr from female -1 to male +1.
-
-    Cells without a score (no clear image) are grey and hatched, and the legend says so.
-    """
+    """Prompts (grouped by category) x (T2I model, source), PuOr from female -1 to male +1; cells
+    without a score grey and hatched."""
     return base._draw(fmt, _build_heatmap, grid)
 
 
@@ -265,8 +252,7 @@ def _build_heatmap(grid: PromptGrid) -> Figure:
         [-1, -0.5, 0, 0.5, 1],
         labels=[f"{base.MINUS}1 all female", f"{base.MINUS}0.5", "0 balanced", "0.5", "+1 all male"],
     )
-    # The "no score" key hangs under the colour bar: as a legend of the heatmap's axes it sat
-    # beside them and constrained layout pushed the colour bar right of it, leaving a wide gap.
+    # The "no score" key hangs under the colour bar: as an axes legend it pushed the bar aside.
     colourbar.ax.legend(
         handles=[
             Patch(
@@ -326,17 +312,12 @@ def _row_label_width(grid: PromptGrid) -> float:
     return (longest_word * WORD_PT_PER_CHAR + 16 + longest_category * 5.6) / 72 + 0.3
 
 
-# --- histogram (paper figure 3) -----------------------------------------------------------------
-
 HIST_BINS = tuple(round(-1 + 0.1 * i, 1) for i in range(21))  # bin centres -1.0 … 1.0
 
 
 def histogram_bins(scores_by_model: Mapping[str, Sequence[float]]) -> dict[str, list[int]]:
-    """Counts per bin centre (scores rounded to the nearest 0.1) per model; exact zeros separate.
-
-    Returns {model: [count per bin]} plus the key "__zero__" with the count of exact zeros per
-    model (drawn grey, as in figure 3). Pure, so the drawing and the tests share it.
-    """
+    """Counts per bin centre (scores rounded to 0.1) per model, plus ``"__zero__"``: the exact
+    zeros per model (drawn grey, as in figure 3)."""
     out: dict[str, list[int]] = {}
     zeros = []
     for model, scores in scores_by_model.items():
@@ -371,8 +352,7 @@ def _build_histogram(scores_by_model: Mapping[str, Sequence[float]], source: str
     n_drawn = 0
     for m_index, model in enumerate(scores_by_model):
         if not scores_by_model[model]:
-            # Nothing to stack and nothing to name: a legend entry would claim a share it lacks.
-            # The colour still follows the model's position, so colours match across sources.
+            # No legend entry for an empty source; colours follow the model's position across sources.
             continue
         n_drawn += 1
         heights = [100 * c / total if total else 0.0 for c in bins[model]]

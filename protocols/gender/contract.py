@@ -1,11 +1,5 @@
-"""The shape of ``bias_report --format json`` for a gender study (Lyu et al. 2025), as types.
-
-The JSON keys are a contract (docs/reference/contracts.md): scripts read them. Writing them down
-as TypedDicts lets mypy check that ``report.compute`` builds exactly these keys and that the
-pages and tables read only keys that exist. A figure that is undefined is ``None`` (JSON null),
-never 0. Prompt rows also carry one ``n_<label>`` count per label value, whose names depend on
-the study's question, so they stay plain dictionaries.
-"""
+"""The shape of ``bias_report --format json`` for a gender study, as TypedDicts that mypy
+checks (docs/reference/contracts.md)."""
 
 from __future__ import annotations
 

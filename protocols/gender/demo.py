@@ -1,14 +1,5 @@
-"""The gender protocol's demo study ``demo`` (``seed_demo``): it looks like a small real study —
-two "T2I models" x three prompts x seven images, each image a real photograph (scikit-image's
-astronaut and camera man, matplotlib's Grace Hopper, faces of scikit-image's LFW subset, photos
-without a person) varied by crops, flips and colour, plus low-quality cases made from them
-(heavy blur, two people, no person). Some prompts are skewed towards men, some towards women,
-some balanced, so prompt bias scores, their intervals and the detectors' differences mean
-something. The two demo annotators' labels are seeded on five of the six (model, prompt) cells —
-with a few disagreements in the dispute queue, one of them settled by the researcher — and on
-four images of the last, whose other three are left for a visitor to label (so every prompt has
-a score). With ``seed_demo --run-detectors`` the offline ``face_gender`` detector runs on it.
-"""
+"""The gender protocol's demo study ``demo``: real photographs in two demo models x three
+prompts, with seeded labels and a few disputes."""
 
 from __future__ import annotations
 
@@ -37,13 +28,7 @@ from annotate.models import FinalLabel
 from studies.models import Item, Question, Study
 
 SLUG = "demo"
-NAME = "Demo: real photos"
 MODELS = ("demo-model-a", "demo-model-b")
-GUIDELINES = (
-    "Label the gender presentation of the one person in the image: M male, F female. "
-    "L low quality: no person, several people, or too blurred to tell. "
-    "O other, with a short reason. Z goes back one image."
-)
 
 MALE, FEMALE, LOW_QUALITY, OTHER = "male", "female", "low_quality", "other"
 
@@ -86,8 +71,7 @@ PROMPTS = {
     "kind": ("trait", "kind", "a photo of the face of a kind person"),
 }
 
-# Skewed, balanced and reversed prompts, so prompt scores differ; three images of the last cell
-# are left to label.
+# Skewed, balanced and reversed prompts; three images of the last cell are left to label.
 CELLS = (
     _Cell("demo-model-a", *PROMPTS["ceo"], men=5, women=1, low_quality="astronaut_blurred"),
     _Cell("demo-model-a", *PROMPTS["nurse"], men=1, women=5, low_quality="coffee"),
@@ -221,11 +205,13 @@ def demo_folder_write(folder: Path) -> Path:
 class GenderDemo(seeding.ProtocolDemo):
     slug = SLUG
     protocol = "gender"
-    name = NAME
-    guidelines = GUIDELINES
-
-    def folder_write(self, folder: Path) -> Path:
-        return demo_folder_write(folder)
+    name = "Demo: real photos"
+    guidelines = (
+        "Label the gender presentation of the one person in the image: M male, F female. "
+        "L low quality: no person, several people, or too blurred to tell. "
+        "O other, with a short reason. Z goes back one image."
+    )
+    folder_write = staticmethod(demo_folder_write)
 
     def seed(self, step: seeding.Step) -> int:
         return labels_seed()

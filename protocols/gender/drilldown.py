@@ -1,15 +1,5 @@
 """Reads behind the gender drill-downs: a prompt's items with every label and verdict, and a
-detector's confusion and gallery of disagreements.
-
-Counts are aggregated in SQL; only the rows a page shows (one prompt's items, one page of a
-gallery) are loaded as objects, with their labels, final label, image and predictions
-prefetched, so a page costs a fixed number of queries whatever the number of items.
-
-Which detector version: the one the report uses (the version run last,
-``reports.selectors.latest_detector_versions``), so a drill-down always shows the predictions the
-report's numbers came from. Predictions belong to image files; an item shows the predictions on
-its ``image`` file, and the image shown is the item's main image.
-"""
+detector's confusion and gallery of disagreements."""
 
 from __future__ import annotations
 
@@ -52,11 +42,8 @@ class UnknownDisagreement(ValueError):
 def detector_prompt_counts(
     scope: Scope, *, question: Question, detectors: Sequence[str] | None = None
 ) -> dict[tuple[str, str, str, str, str], tuple[int, int, int]]:
-    """(category, word, prompt, t2i_model, detector) -> (n_male, n_female, n_predicted).
-
-    Per prompt and T2I model, the detector's male and female verdicts (reported version, ok)
-    on items that have a final label for ``question`` (the items the report compares on).
-    """
+    """(category, word, prompt, t2i_model, detector) -> (n_male, n_female, n_predicted) of the
+    detector's verdicts on items with a final label."""
     versions = latest_detector_versions(scope, kinds=KINDS)
     if detectors is not None:
         versions = {k: v for k, v in versions.items() if k in detectors}
@@ -92,9 +79,6 @@ def detector_prompt_counts(
         )
         for r in rows
     }
-
-
-# --- prompt drill-down ---------------------------------------------------------------------------
 
 
 def reason_name(prediction: Prediction | None) -> str:
@@ -152,12 +136,8 @@ def prompt_items(
     t2i_model: str | None = None,
     detectors: Sequence[str] | None = None,
 ) -> tuple[list[ItemRow], list[str]]:
-    """The prompt's items (by T2I model, then index) with every annotator's label for
-    ``question``, its final label and each detector's prediction on the item's image (reported
-    version; None when it has none).
-
-    Returns (rows, detector keys shown). Five queries a chunk of items (``studies.batching``).
-    """
+    """The prompt's items with every label, the final label and each detector's prediction;
+    returns (rows, detector keys shown)."""
     scope = Scope(prompt.study, t2i_model=t2i_model)
     versions = latest_detector_versions(scope, kinds=KINDS)
     if detectors is not None:
@@ -178,8 +158,7 @@ def prompt_items(
     for item in read:
         links = {link.role: link for link in item.item_images.all()}
         predicted = links.get(ImageRole.IMAGE)
-        # reported_predictions: the nested Prefetch's to_attr (item_answers_prefetches); django-stubs does not
-        # follow through "image__" (it types to_attr one level deep only).
+        # reported_predictions: a nested Prefetch's to_attr, which django-stubs does not follow.
         reported = predicted.image.reported_predictions if predicted else []  # type: ignore[attr-defined]
         by_detector = {p.detector: p for p in reported}
         rows.append(
@@ -193,9 +172,6 @@ def prompt_items(
             )
         )
     return rows, list(versions)
-
-
-# --- detector drill-down -------------------------------------------------------------------------
 
 
 def _reported_predictions(scope: Scope, *, detector: str, question: Question) -> QuerySet[Prediction]:
@@ -313,9 +289,7 @@ def detector_disagreements(
     scope: Scope, *, detector: str, question: Question, clear: tuple[str, str], kind: str = "all"
 ) -> QuerySet[Prediction]:
     """The detector's predictions that disagree with the item's final label, as a queryset to
-    paginate, ordered by item. Each row carries its image file and, as attributes,
-    ``item_id``, ``t2i_model``, ``prompt_id``, ``word``, ``human`` (the final label) and
-    ``output_label`` (the verdict, also ``prediction.verdict``)."""
+    paginate, with the item's fields annotated."""
     item = PREDICTION_TO_ITEM
     return (
         _reported_predictions(scope, detector=detector, question=question)

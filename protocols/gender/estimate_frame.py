@@ -1,27 +1,15 @@
-"""The gender protocol's sampling frame and estimate, on the core's frame
-(``estimates.selectors.sampling_frame``): per item the detector's verdict at one version (its
-``gender`` predictions: male, female, filtered, failed, or missing when none at this version)
-and the human class of its final label of the ``gender`` question (male, female, rest, or None
-without one). ``bias_estimate`` turns the frame into the plain arrays of
-``metrics.ppi.estimate_model_bias``, one T2I model at a time; ``design_pi`` gives the active and
-stratified designs' π over the same vectors.
-
-Which rounds count: a round counts once every image it selected has a final label of the gender
-question (``estimates.selectors``: the frame's pending rounds).
-
-A judge's probabilities (``judge_vectors``: the scores of its gender outputs, keys male, female
-and cant_tell, as ``reports.judges.gender_reader`` reads them) are its detector vector
-(p_male, p_female) in place of its verdict's one-hot vector; its verdict still codes its output.
-"""
+"""The gender protocol's sampling frame and estimate: per item the detector's verdict at one
+version and the human class of its final label, turned into ``metrics.ppi``'s arrays."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
+from django.db.models import QuerySet
 from django.db.models.fields.json import KT
 
 from annotate.models import FinalLabel
@@ -50,6 +38,7 @@ OUTPUT_CODES = {"male": 0, "female": 1, "filtered": 2, "failed": 3, "missing": 3
 #: Bootstrap replicates of the earlier rounds' points of the width history (a plot needs less
 #: precision than the reported interval; the last point is the reported estimate itself).
 HISTORY_BOOT = 200
+V = TypeVar("V")
 
 
 def gender_question(study: Study) -> Question | None:
@@ -83,13 +72,7 @@ def verdicts(study: Study, detector: str, version: str) -> dict[int, str]:
             verdict_of_image[image_id] = Verdict.FEMALE.value
         else:
             verdict_of_image[image_id] = Verdict.FILTERED.value
-    out: dict[int, str] = {}
-    for item_id, image_id in images.values_list("item_id", "image_id"):
-        if image_id in verdict_of_image:
-            out[item_id] = verdict_of_image[image_id]
-        else:
-            out.pop(item_id, None)  # the item's last image counts, as the frame reads it
-    return out
+    return _per_item(images, verdict_of_image)
 
 
 def judge_vectors(study: Study, detector: str, version: str) -> dict[int, tuple[float, float]]:
@@ -113,12 +96,17 @@ def judge_vectors(study: Study, detector: str, version: str) -> dict[int, tuple[
         male, female = scores.get(Verdict.MALE), scores.get(Verdict.FEMALE)
         if isinstance(male, int | float) and isinstance(female, int | float):
             by_image[image_id] = (float(male), float(female))
-    out: dict[int, tuple[float, float]] = {}
+    return _per_item(images, by_image)
+
+
+def _per_item(images: QuerySet[ItemImage], by_image: Mapping[int, V]) -> dict[int, V]:
+    """Item id -> the value of its image; the item's last image counts, as the frame reads it."""
+    out: dict[int, V] = {}
     for item_id, image_id in images.values_list("item_id", "image_id"):
         if image_id in by_image:
             out[item_id] = by_image[image_id]
         else:
-            out.pop(item_id, None)  # the item's last image counts, as ``verdicts`` reads it
+            out.pop(item_id, None)
     return out
 
 
@@ -339,12 +327,8 @@ def bias_estimate(
     seed: int = 0,
     history: bool = False,
 ) -> StudyEstimate:
-    """The prediction-powered estimate per T2I model from the detector's predictions at
-    ``version`` (default: the version run last) and the complete rounds of that version.
-
-    ``history`` adds, per model, the interval widths after each complete round (one estimate
-    per round, with at most ``HISTORY_BOOT`` replicates before the last: for the page's plot).
-    Raises LookupError when the detector has no gender predictions in the study."""
+    """The prediction-powered estimate per T2I model at ``version`` (default: run last);
+    ``history`` adds the interval widths after each round. LookupError without predictions."""
     version = version or detector_version(study, detector, KIND_GENDER)
     if version is None:
         raise LookupError(f"detector '{detector}' has no gender predictions in study '{study.slug}'")

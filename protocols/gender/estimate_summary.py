@@ -1,13 +1,11 @@
-"""The estimate as one table per study (a row per T2I model), for ``estimate_bias --format md|csv``
-and the estimate page: the reports' table model, so CSV and Markdown come from the reports'
-renderers (formula-safe CSV included)."""
+"""The estimate as one table per study (a row per T2I model), for ``estimate_bias --format
+md|csv`` and the estimate page."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from protocols.gender.estimate_frame import StudyEstimate
-from reports import render
 from reports.tables import NO_VALUE, Cell, Column, Table
 
 
@@ -79,11 +77,3 @@ def summary_table(estimate: StudyEstimate) -> Table:
         columns=COLUMNS,
         rows=tuple(rows),
     )
-
-
-def summary_markdown(estimate: StudyEstimate) -> str:
-    return render.render(summary_table(estimate), "md")
-
-
-def summary_csv(estimate: StudyEstimate) -> str:
-    return render.render(summary_table(estimate), "csv")

@@ -1,6 +1,5 @@
-"""The gender protocol's few-label estimate, registered with ``estimates.estimands``:
-the model bias score per T2I model from ``metrics.ppi`` (its own ratio estimator and design
-bootstrap), unchanged; its frame, estimate and designs' π in ``protocols.gender.estimate_frame``."""
+"""The gender protocol's few-label estimate: the model bias score per T2I model from
+``metrics.ppi``; frame and designs in ``estimate_frame``."""
 
 from __future__ import annotations
 
@@ -20,7 +19,8 @@ from protocols.gender.estimate_frame import (
     verdicts,
     width_chart_svg,
 )
-from protocols.gender.estimate_summary import summary_csv, summary_markdown, summary_table
+from protocols.gender.estimate_summary import summary_table
+from reports import render
 from studies.models import Study
 
 
@@ -54,10 +54,10 @@ class GenderReport:
         return {"detector": e.detector, "version": e.version, "models": e.as_json()}
 
     def markdown(self) -> str:
-        return summary_markdown(self.estimate)
+        return render.render(summary_table(self.estimate), "md")
 
     def csv(self) -> str:
-        return summary_csv(self.estimate)
+        return render.render(summary_table(self.estimate), "csv")
 
     def pending_messages(self) -> list[str]:
         return [pending_message(p, "image(s)") for p in self.estimate.pending_json()]

@@ -1,13 +1,4 @@
-"""The gender bias report as a plain dict.
-
-Glue only: ``protocols.gender.selectors`` fetch aggregated rows, ``metrics.gender``
-computes. The dict holds JSON types only (str, int, float, None, list, dict), so the command,
-the dashboard and templates use it as it is.
-
-The label vocabulary comes from the study's ``gender`` question: its choices (in order) are the
-label-share keys and the ``n_<value>`` counts of every prompt row; its two ``clear`` choices are
-the genders the bias scores count (the first positive).
-"""
+"""The gender bias report as a plain dict of JSON types."""
 
 from __future__ import annotations
 
@@ -41,13 +32,7 @@ PromptCounts = dict[tuple[str, str, str, str, str], tuple[int, int, int]]
 
 @dataclass(frozen=True)
 class GenderResult:
-    """A computed gender report with what its pages need besides the JSON.
-
-    ``labels``: (value, display name) of the question's choices, in order, then any other value
-    seen; ``clear``: the two clear values; ``prompt_counts``: every detector's counts per prompt
-    from the same scan (the heatmap's detector columns); ``prompt_ids``: (category, word,
-    prompt) -> prompt id, to link rows to their drill-down.
-    """
+    """A computed gender report with what its pages need besides the JSON."""
 
     report: contract.GenderReport
     labels: tuple[tuple[str, str], ...]
@@ -71,12 +56,8 @@ def _interval(interval: metrics.Interval | None) -> list[float] | None:
 
 
 def _map_threads(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
-    """``[fn(item) for item in items]`` on up to ``BOOTSTRAP_THREADS`` threads.
-
-    The bootstraps are numpy array draws, which release the GIL, so the (model, detector) pairs
-    run in parallel on every core. Each pair has its own seeded generator (``_seed``), so the
-    results do not depend on which thread ran what.
-    """
+    """``[fn(item) for item in items]`` on up to ``BOOTSTRAP_THREADS`` threads (numpy releases the
+    GIL; each pair has its own seeded generator)."""
     items = list(items)
     workers = min(len(items), os.cpu_count() or 1, BOOTSTRAP_THREADS)
     if workers <= 1:
@@ -222,10 +203,8 @@ def judge_report(
     key: str,
     detector: str | None,
 ) -> dict[str, Any]:
-    """``judges`` and ``judge_versions``: every gender run (each version) against the final
-    answers, image by image, over the images people found clear (one of ``clear``): a verdict
-    male / female is its answer, a filtered one (a VLM judge's "can't tell") is set aside; its
-    probabilities are a judge's scores (``reports.judges.gender_reader``)."""
+    """``judges`` and ``judge_versions``: every gender run against the final answers, over the
+    images people found clear."""
     by_item = {item_id: {key: value} for item_id, value, _model, _prompt in finals}
     runs = judges.judge_runs(
         scope.narrowed(category=None),
@@ -251,8 +230,7 @@ def compute(
     """The gender report of the items in scope (study, T2I model and, when given, prompt
     category). See ``GenderAnalysis.compute``."""
     clear = metrics.check_clear_values(question.clear_values)
-    # The final labels of the whole study (or T2I model): the detectors' versions and verdicts
-    # are of the study (below), the human counts keep to the category.
+    # Final labels of the whole study: detector versions are of the study, human counts of the category.
     finals = gsel.final_rows(scope.narrowed(category=None), question=question)
     rows = gsel.human_prompt_counts(scope.study, finals, category=scope.category)
     labels = label_order(question, (value for row in rows for value in row["counts"]))
@@ -263,9 +241,7 @@ def compute(
     agreement = agreement_report(
         study=scope.study, question=question, t2i_model=scope.t2i_model, category=scope.category
     )
-    # Detector versions are picked over the whole study (a category must not bring back an
-    # older run), then the counts are narrowed to the category's prompts: every item counted
-    # has a final label, so the prompts of ``rows`` are all the prompts that can count.
+    # Versions picked over the whole study (a category must not bring back an older run), then narrowed.
     versions, joint = gsel.detector_joint_counts(
         scope.narrowed(category=None), finals=finals, clear=clear, detector=detector
     )

@@ -1,15 +1,4 @@
-"""Reads of the gender analysis, returned as plain rows.
-
-The final labels of the study's ``gender`` question are read once (``final_rows``: item, value,
-T2I model, prompt) and shared by both sides. Human side: counted per (T2I model, prompt, value).
-Detector side: predictions belong to image files, so an item's predictions are found through its
-``image`` ItemImage (item → item image → predictions of that file), a chunk of labelled items at
-a time; the verdict is ``output["label"]`` (read in SQL with ``KT``). Only the labelled items'
-predictions are read, never every prediction of the study: a million predictions with 20,000
-final labels move about 20,000 rows out of the database. ``with_final`` serves the drill-downs:
-predictions with their item's final label joined in (a ``FilteredRelation``, LEFT JOIN on the
-question), so items without a final label still count towards "which version was run last".
-"""
+"""Reads of the gender analysis, as plain rows (docs/explanation/protocols.md)."""
 
 from __future__ import annotations
 
@@ -33,8 +22,7 @@ if TYPE_CHECKING:
 
 GENDER_QUESTION = "gender"
 KINDS = (KIND_GENDER,)
-# The detector's clear verdicts, in the order of the question's clear values: the first clear
-# answer is compared with "male", the second with "female" (detectors.kinds fixes this output).
+# The first clear answer is compared with "male", the second with "female".
 CLEAR_VERDICTS = (Verdict.MALE.value, Verdict.FEMALE.value)
 FILTERED = Verdict.FILTERED.value
 
@@ -57,13 +45,8 @@ def final_rows(scope: Scope, *, question: Question) -> list[FinalRow]:
 def human_prompt_counts(
     study: Study, finals: Sequence[FinalRow], *, category: str | None = None
 ) -> list[dict[str, Any]]:
-    """Final-label counts per (T2I model, prompt) of ``finals`` (``final_rows``), only of the
-    prompts of ``category`` when given, for prompts with at least one final label.
-
-    Row keys: t2i_model, prompt_id, category, word, prompt (empty strings for items without a
-    prompt) and ``counts`` ({final label value: items}). Ordered by model, category, word.
-    Counted here from the rows read for the detectors too; the prompts' texts read by id.
-    """
+    """Final-label counts per (T2I model, prompt) of ``finals``, only of ``category``'s prompts
+    when given; ordered by model, category, word."""
     # Only the prompts the final labels name (a study may hold a prompt per item), a chunk at a time.
     prompts: dict[int, tuple[str, str, str]] = {}
     for chunk in in_chunks(prompt_id for _, _, _, prompt_id in finals if prompt_id is not None):
@@ -105,17 +88,9 @@ PredictionWithFinal: TypeAlias = "WithAnnotations[Prediction, FinalFields]"
 
 
 def with_final(predictions: QuerySet[Prediction], *, question: Question) -> QuerySet[PredictionWithFinal]:
-    """``predictions`` (already joined to their items by ``predictions_in_scope``) annotated
-    with ``final_value``, the item's final label for ``question`` — NULL when it has none (a
-    LEFT JOIN restricted to the question, not a filter) — and ``output_label``, the verdict in
-    the output (NULL for failed predictions).
-
-    Filter on ``final_value`` (a filter through the nested FilteredRelation itself recurses in
-    Django 5.2) and on ``output__label`` (a filter on the ``KT`` annotation would compare it as
-    JSON). Not named ``verdict``: Prediction has a property of that name.
-    """
-    # cast: the stubs type KT(...) as a non-null string, but a failed prediction's output has no
-    # label (NULL); and "final", the FilteredRelation, is a join alias, not a value to read.
+    """``predictions`` annotated with ``final_value`` (the item's final label, NULL without one)
+    and ``output_label`` (the verdict); filter on ``final_value`` and ``output__label``."""
+    # cast: a failed prediction's KT label is NULL, and "final" is a join alias, not a value.
     annotated = predictions.annotate(
         final=FilteredRelation(
             f"{PREDICTION_TO_ITEM}final_labels",
@@ -130,25 +105,15 @@ def with_final(predictions: QuerySet[Prediction], *, question: Question) -> Quer
 def detector_verdict_counts(
     scope: Scope, *, versions: Mapping[str, str], finals: Sequence[FinalRow]
 ) -> list[Mapping[str, Any]]:
-    """``ok`` gender predictions of the given (detector: version) runs on the items of
-    ``finals`` (``final_rows`` of the scope), counted per (detector, T2I model, prompt, final
-    label, verdict).
-
-    Read from the labelled items, not from the predictions: the predictions of their images a
-    chunk of items at a time (each chunk two queries the database answers from its indexes: the
-    items' files, then those files' predictions), folded here. A million predictions with 20,000
-    labels read about 20,000 rows, whatever plan the database would have picked for one join.
-    The items' model and prompt come with their final labels, so the chunks do not look each
-    item up again."""
+    """``ok`` gender predictions of the given runs on the items of ``finals``, counted per
+    (detector, T2I model, prompt, final label, verdict), a chunk of items at a time."""
     if not versions:
         return []
     by_item = {item_id: (value, model, prompt_id) for item_id, value, model, prompt_id in finals}
     roles = list(protocol_spec(scope.study.protocol).image_roles)
     counts: dict[tuple[str, str, int | None, str, str | None], int] = {}
     for chunk in in_chunks(by_item):
-        # The chunk's image files, then their predictions by file: one join through
-        # ``image__item_images`` would also read the image table, an index probe per item for
-        # a column the item image holds already. A file may show in several items.
+        # Image files first, then their predictions: a join through the image table costs a probe per item.
         items_of: dict[int, list[int]] = {}
         for item_id, image_id in (
             ItemImage.objects.filter(IsIn(F("item_id"), chunk), role__in=roles)
@@ -183,16 +148,8 @@ def detector_verdict_counts(
 def detector_joint_counts(
     scope: Scope, *, finals: Sequence[FinalRow], clear: Sequence[str], detector: str | None = None
 ) -> tuple[dict[str, str], list[dict[str, Any]]]:
-    """The reported version of each detector (the latest: ``reports.selectors.
-    latest_detector_versions``) and per (detector, T2I model, prompt) the 3 x 3 table
-    [human class][detector class] (``metrics.gender`` class order: first clear value, second,
-    rest; the detector's classes are its verdicts male, female and filtered).
-
-    Only items with both a final label (``finals``: ``final_rows`` of the scope) and an ``ok``
-    prediction of the reported version count. Row keys: detector, t2i_model, prompt_id, table (a
-    3 x 3 list). The versions come first, then the verdicts of the labelled items; the Python
-    below folds their grouped rows.
-    """
+    """The reported version of each detector and per (detector, T2I model, prompt) the 3 x 3 table
+    [human class][detector class] over items with a final label and an ``ok`` prediction."""
     versions = latest_detector_versions(scope, kinds=KINDS, detector=detector)
     grouped = detector_verdict_counts(scope, versions=versions, finals=finals)
     # Class of every value seen, looked up once (a few thousand grouped rows share a handful).

@@ -1,9 +1,5 @@
-"""The paper's tables (Lyu et al. 2025) built from a gender report, as ``reports.tables.Table``s.
-
-Pure: everything reads the report dict and plain rows, so the same Table renders on the dashboard and downloads as CSV, LaTeX or Markdown (``reports.render``)
-without drifting. The label vocabulary is an argument: ``labels`` are the (value, name) pairs of
-the study's gender question, the report's ``label_shares`` keys and ``n_<value>`` counts.
-"""
+"""The paper's tables (Lyu et al. 2025) built from a gender report: pure functions of the
+report dict and plain rows; ``labels`` are the (value, name) pairs of the gender question."""
 
 from __future__ import annotations
 
@@ -20,6 +16,7 @@ from reports.tables import (
     int_cell,
     mark_extremes,
     num,
+    num_cell,
     pct,
     signed_pct,
     text_cell,
@@ -31,9 +28,6 @@ Labels = Sequence[tuple[str, str]]  # (value, display name), in the question's o
 OVERVIEW_KEYS = ("model_bias", "prompt_difference", "filtering", "label_shares", "categories")
 TABLE_KEYS = (*OVERVIEW_KEYS, "prompt_scores", "confusion", "judges", "judge_versions")
 HUMAN = "human"
-
-
-# --- report helpers -----------------------------------------------------------------------------
 
 
 def model_keys(report: Mapping[str, Any]) -> list[str]:
@@ -71,16 +65,9 @@ def detector_n(detector: Mapping[str, Any]) -> int:
     return sum(int(f.get(k, 0) or 0) for k in ("tp", "fp", "fn", "tn"))
 
 
-# --- the paper's tables -------------------------------------------------------------------------
-
-
 def model_bias_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequence[str]) -> Table:
-    """Paper table 1: model bias score of humans and every detector, signed % difference, CIs.
-
-    Per T2I model: the score with its 95 % interval, the detector's signed difference from the
-    human score in percent with the interval of that difference (the report's ``ci95`` of a
-    detector), and n, the images behind the number.
-    """
+    """Paper table 1: model bias score of humans and every detector, the signed % difference,
+    their 95 % intervals and n."""
     models = model_keys(report)
     human = report.get("human", {})
     detectors = report.get("detectors", {})
@@ -101,7 +88,7 @@ def model_bias_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequen
         score = h.get("model_bias_score")
         n = h.get("n_images", counts["images"])
         human_row += [
-            Cell(score, num(score), title=f"{counts['clear']} clear of {counts['images']} images"),
+            num_cell(score, title=f"{counts['clear']} clear of {counts['images']} images"),
             ci_cell(h.get("ci95")),
             Cell(None, ""),
             Cell((None, None), ""),
@@ -165,7 +152,7 @@ def prompt_difference_table(report: Mapping[str, Any]) -> Table:
         row = [text_cell(det_key)]
         for model in models:
             value = det.get("per_model", {}).get(model, {}).get("prompt_bias_score_difference")
-            row.append(Cell(value, num(value)))
+            row.append(num_cell(value))
         row.append(int_cell(detector_n(det)))
         rows.append(row)
     for m_index, model in enumerate(models):
@@ -191,21 +178,16 @@ def prompt_difference_table(report: Mapping[str, Any]) -> Table:
 
 def filtering_table(report: Mapping[str, Any]) -> Table:
     """Paper table 3: filtering (clear image = positive class) and classification accuracy."""
+    filtering = {"precision": "Precision", "recall": "Recall", "f1": "F1", "filter_rate": "Filter rate"}
+    accuracy = {"male": "Male acc.", "female": "Female acc.", "overall": "Overall acc."}
+    counts = ("tp", "fp", "fn", "tn")
     columns = (
         Column("detector", "Detector", numeric=False),
         Column("version", "Version", numeric=False),
-        Column("precision", "Precision (%)"),
-        Column("recall", "Recall (%)"),
-        Column("f1", "F1 (%)"),
-        Column("filter_rate", "Filter rate (%)"),
-        Column("accuracy_male", "Male acc. (%)"),
-        Column("accuracy_female", "Female acc. (%)"),
-        Column("accuracy_overall", "Overall acc. (%)"),
+        *(Column(key, f"{label} (%)") for key, label in filtering.items()),
+        *(Column(f"accuracy_{key}", f"{label} (%)") for key, label in accuracy.items()),
         Column("n_accuracy", "n acc."),
-        Column("tp", "TP"),
-        Column("fp", "FP"),
-        Column("fn", "FN"),
-        Column("tn", "TN"),
+        *(Column(key, key.upper()) for key in counts),
     )
     rows = []
     for det_key, det in report.get("detectors", {}).items():
@@ -215,18 +197,10 @@ def filtering_table(report: Mapping[str, Any]) -> Table:
             (
                 text_cell(det_key),
                 text_cell(det.get("version", "")),
-                Cell(f.get("precision"), pct(f.get("precision"))),
-                Cell(f.get("recall"), pct(f.get("recall"))),
-                Cell(f.get("f1"), pct(f.get("f1"))),
-                Cell(f.get("filter_rate"), pct(f.get("filter_rate"))),
-                Cell(a.get("male"), pct(a.get("male"))),
-                Cell(a.get("female"), pct(a.get("female"))),
-                Cell(a.get("overall"), pct(a.get("overall"))),
+                *(Cell(f.get(key), pct(f.get(key))) for key in filtering),
+                *(Cell(a.get(key), pct(a.get(key))) for key in accuracy),
                 int_cell(_accuracy_n(a)),
-                int_cell(f.get("tp")),
-                int_cell(f.get("fp")),
-                int_cell(f.get("fn")),
-                int_cell(f.get("tn")),
+                *(int_cell(f.get(key)) for key in counts),
             )
         )
     return Table(
@@ -322,14 +296,14 @@ def categories_table(report: Mapping[str, Any], *, category: str | None = None) 
         row = [text_cell(cat)]
         for model in models:
             score = human[model].get("categories", {}).get(cat)
-            row += [Cell(score, num(score)), int_cell(scored.get((model, cat), 0))]
+            row += [num_cell(score), int_cell(scored.get((model, cat), 0))]
         rows.append(tuple(row))
     if rows and not category:
         total = [text_cell("All prompts (model bias score)")]
         for model in models:
             h = human[model]
             n = h.get("n_prompts_scored", sum(v for (m, _c), v in scored.items() if m == model))
-            total += [Cell(h.get("model_bias_score"), num(h.get("model_bias_score"))), int_cell(n)]
+            total += [num_cell(h.get("model_bias_score")), int_cell(n)]
         rows.append(tuple(total))
     return Table(
         key="categories",
@@ -344,9 +318,6 @@ def categories_table(report: Mapping[str, Any], *, category: str | None = None) 
         rows=tuple(rows),
         groups=(("", 1), *((m, 2) for m in models)),
     )
-
-
-# --- prompt scores (table 7 / heatmap) ----------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -390,12 +361,8 @@ def prompt_grid(
     detectors: Sequence[str] = (),
     category: str | None = None,
 ) -> PromptGrid:
-    """Build the grid from the report's human prompts and detectors' per-prompt counts.
-
-    ``detector_counts`` maps (category, word, prompt, t2i_model, detector) to (n_male,
-    n_female, n_predicted) of the detector on images with a final human label. Rows follow
-    category, then the mean human score (most male first), as the paper sorts table 7.
-    """
+    """The grid from the report's human prompts and the detectors' per-prompt counts, sorted as
+    the paper sorts table 7 (category, then most male first)."""
     first, second = clear
     models = list(report.get("human", {}))
     columns = [(m, source) for m in models for source in (HUMAN, *detectors)]
@@ -456,7 +423,7 @@ def prompt_scores_table(grid: PromptGrid) -> Table:
         for col in grid.columns:
             score = row.scores.get(col)
             n_m, n_f, n_all = row.counts.get(col, (0, 0, 0))
-            cells.append(Cell(score, num(score, 2), title=f"{n_m} male, {n_f} female of {n_all}"))
+            cells.append(num_cell(score, 2, title=f"{n_m} male, {n_f} female of {n_all}"))
         rows.append(tuple(cells))
     groups: list[tuple[str, int]] = [("", 3)]
     for model, _source in grid.columns:
@@ -475,9 +442,6 @@ def prompt_scores_table(grid: PromptGrid) -> Table:
         rows=tuple(rows),
         groups=tuple(groups),
     )
-
-
-# --- confusion (detector drill-down) ------------------------------------------------------------
 
 
 def confusion_table(
@@ -506,9 +470,6 @@ def confusion_table(
     )
 
 
-# --- the command's CSV sections -----------------------------------------------------------------
-
-
 def _ci_pair(interval: Sequence[float] | None) -> tuple[float | None, float | None]:
     return (interval[0], interval[1]) if interval else (None, None)
 
@@ -519,11 +480,8 @@ def _raw(*values: Any) -> tuple[Cell, ...]:
 
 
 def export_tables(report: Mapping[str, Any], *, labels: Labels) -> tuple[Table, Table, Table]:
-    """The three sections of ``bias_report --format csv``, each a Table whose first column is
-    ``section``: ``models`` — one row per (source, t2i_model), source ``human`` or a detector:
-    model_bias_score and its ci95, pct_diff and its ci95, prompt_bias_score_difference,
-    n_images; ``detectors`` — one row per detector: version, filtering and accuracy; ``prompts``
-    — one row per (t2i_model, prompt) of the human labels: counts and prompt bias score."""
+    """The three sections of ``bias_report --format csv`` (``models``, ``detectors``,
+    ``prompts``), each a Table whose first column is ``section``."""
     section = Column("section", "Section", numeric=False)
     models_columns = (
         section,

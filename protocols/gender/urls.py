@@ -1,5 +1,4 @@
-"""The gender protocol's report pages under ``/reports/`` in the ``reports`` namespace
-(``reports.urls`` mounts the URLconf its spec names, ``ProtocolSpec.urls``)."""
+"""The gender protocol's report pages, mounted under ``/reports/`` by its spec's ``urls``."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""The gender analysis's own pages: the prompt heatmap and histogram (paper table 7, figure 3),
-a prompt's items with every label and verdict side by side, and a detector's confusion with a
-gallery of its disagreements.
-
-Thin like every view: role and filters (``reports.views``), the study's analysis, the
-drill-down reads (``drilldown``), render. A detector is named in the URL path
-(``<path:detector>``), so a name with "/" (a hub id) routes like any other.
-"""
+"""The gender analysis's own pages: the prompt heatmap and histogram, a prompt's items, and a
+detector's confusion with a gallery of its disagreements."""
 
 from __future__ import annotations
 
@@ -138,11 +132,8 @@ def prompt_detail(request: HtmxHttpRequest, prompt_id: int) -> HttpResponse:
 def _prompt_summary(
     rows: list[drilldown.ItemRow], detector_keys: list[str], clear: tuple[str, str]
 ) -> list[dict[str, Any]]:
-    """Per T2I model: items, human final-label counts and score, each detector's score.
-
-    The rows are one prompt's items (tens), already loaded for display: counting them here
-    costs nothing and keeps the summary exactly what the page shows.
-    """
+    """Per T2I model: items, human final-label counts and score, each detector's score, counted
+    from the rows the page shows."""
     by_model: dict[str, list[drilldown.ItemRow]] = {}
     for row in rows:
         by_model.setdefault(row.item.t2i_model, []).append(row)

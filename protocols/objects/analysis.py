@@ -1,25 +1,9 @@
-"""The object co-occurrence analysis (Mannering 2023): which objects a T2I model draws beside men
-and beside women, and how far people agree with the detector that counted them.
-
-- metrics: ``metrics.objects`` (the 2 x K table, χ², Cramér's V, adjusted residuals, the paired
-  permutation test over seed-matched pairs, the human check) and ``metrics.coco_names``;
-- selectors: ``selectors`` (items with their metadata, the detector's classes, the boxes people
-  were shown and their final answers; a class's images);
-- JSON: ``report.compute`` — the JSON contract, printed by ``bias_report --format json``;
-- tables: ``tables`` (the χ² and permutation tests, Table 1 with residuals, counts by gender
-  word, the human check); charts: ``charts`` (Figure 2, grouped bars per class by gender);
-- pages: the overview and the drill-down from a class to its images with their boxes
-  (``protocols.objects.views``).
-
-Items carry metadata ``gender`` (male|female), ``gender_word`` (man, woman, boy, girl) and
-``template`` (the mannering2023 prompt set), and for the human check ``boxes`` /
-``boxes_source`` (``prepare_box_check``); the study asks ``boxes`` (yes/no per box) and
-``missed`` (COCO class names).
-"""
+"""The object co-occurrence analysis (Mannering 2023): which objects a T2I model draws beside
+men and beside women, and how far people agree with the detector that counted them."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, cast
+from typing import Any, cast
 
 from protocols.objects import report as objects_report
 from protocols.objects import tables as otables
@@ -33,14 +17,13 @@ CHARTS = ("counts",)
 
 
 class ObjectsAnalysis(Analysis):
-    protocol: ClassVar[str] = "objects"
-    title: ClassVar[str] = "Object co-occurrence: which objects appear beside men and beside women"
-    template: ClassVar[str] = "objects/overview.html"
-    table_keys: ClassVar[tuple[str, ...]] = otables.TABLE_KEYS
-    csv_tables: ClassVar[tuple[str, ...]] = otables.TABLE_KEYS
-    chart_keys: ClassVar[tuple[str, ...]] = CHARTS
-    pages: ClassVar[frozenset[str]] = frozenset({"object_class"})
-    options: ClassVar[tuple[ReportOption, ...]] = (
+    protocol = "objects"
+    title = "Object co-occurrence: which objects appear beside men and beside women"
+    template = "objects/overview.html"
+    table_keys = csv_tables = otables.TABLE_KEYS
+    chart_keys = CHARTS
+    pages = frozenset({"object_class"})
+    options = (
         ReportOption(
             flag="--exclude-person",
             help="Object co-occurrence studies: leave the class 'person' out of the table and the χ² test.",
@@ -59,21 +42,14 @@ class ObjectsAnalysis(Analysis):
         seed: int = 0,
         include_person: bool | None = None,
     ) -> ObjectsResult:
-        """The report (see ``protocols.objects.report``) and what the pages need.
-
-        ``detector``: the objects detector to read, else the study's only one (AnalysisError
-        otherwise, saying what to do). ``seed`` seeds the paired permutation test; ``bootstrap``
-        is accepted for the common signature and unused (the tests need no intervals).
-        ``include_person``: None follows the study's ``parameters["include_person"]`` (default
-        true). The category of ``scope`` is not applied."""
+        """The report (``report.compute``); ``bootstrap`` is unused, ``include_person`` None reads the
+        study's parameter."""
         return objects_report.compute(
             Scope(scope.study, t2i_model=scope.t2i_model),
             detector=detector,
             include_person=include_person,
             seed=seed,
         )
-
-    # --- pages ----------------------------------------------------------------------------------
 
     def overview(self, page: ReportPage) -> dict[str, Any]:
         from reports import views as base  # the dashboard's helpers; views import analyses
@@ -128,25 +104,19 @@ class ObjectsAnalysis(Analysis):
 
         return page.cached("chart", draw, name=name, fmt=fmt)
 
-    # --- the command ----------------------------------------------------------------------------
-
     def export(self, result: ObjectsResult, fmt: str) -> str:
-        """``bias_report --format csv`` or ``md`` (``render.export_tables``): every table
-        (``tables.TABLE_KEYS``); the Markdown starts with the detector and coverage."""
         cover = result.report["coverage"]
         person = "counted" if result.include_person else "left out"
-        heading = [
-            "# Object co-occurrence report",
-            "",
+        summary = (
             f"Detector {result.detector}@{result.version}; person {person}. Items: {cover['items']}, "
             f"compared: {cover['items_compared']}, left out: {cover['items_left_out']}, checked by people: "
-            f"{cover['items_checked']}.",
-        ]
+            f"{cover['items_checked']}."
+        )
         return render.export_tables(
             otables.all_tables(result),
             fmt,
             name="object co-occurrence",
-            heading=heading,
+            heading=["# Object co-occurrence report", "", summary],
             left_out=cover["left_out_reasons"],
             paper=otables.PAPER,
         )

@@ -1,15 +1,5 @@
 """The paper's Figure 2: grouped bars of object instances per class, male beside female, one
-panel per T2I model.
-
-Drawn like every report chart (``reports.charts``: a bare Agg ``Figure``, fixed style and
-metadata, so the same data gives the same bytes; matplotlib imported only when drawing), in the
-gender colours of the other charts (orange male, purple female). As in the paper's figure,
-``person`` is left out (it dwarfs every other class) and classes are sorted by total instances;
-beyond ``top`` classes the rarest are dropped and the panel title says how many.
-
-Every bar carries an SVG id ``bar-<model>-<gender>-<class>`` (characters outside
-[A-Za-z0-9_-] as "_"), so a test or a script can read the drawing.
-"""
+panel per T2I model."""
 
 from __future__ import annotations
 
@@ -25,7 +15,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.figure import Figure
 
 UnknownChart = base.UnknownChart
-CHART_KEYS = ("counts",)
 #: Classes per panel: beyond it the least frequent are left out (the paper cut at 9 and 4
 #: instances for its two models).
 TOP_CLASSES = 30

@@ -1,27 +1,11 @@
-"""The object co-occurrence demo study ``demo-objects`` (Mannering 2023): men's and women's
-photos, some beside a packaged photo of a coffee cup or a cat, for two "T2I models".
-
-Each item is a prompt of the mannering2023 kind ("A man in the kitchen"): metadata ``gender``
-(male | female), ``gender_word`` (man | woman) and ``template``; a man's and a woman's image of
-the same template and index form a pair for the paired permutation test. The men's prompts
-show the coffee cup more often and the women's the cat, so the χ² test has something to find.
-
-Detector boxes: ``data/objects_yolo_objects.csv``, **demo predictions** for ``yolo_objects``
-(version ``demo-imported``) shipped with the code and loaded by ``import_predictions`` (no YOLO
-weights are downloaded for the demo). The boxes were placed by hand on the packaged photos
-(``PANEL_BOXES``: the person, the cup, the spoon, the table, the cat), with one false "dog" on
-some cats and the spoon left out of some images, so the people's box check finds a false
-detection and a missed object; ``prediction_rows`` regenerates the file. ``seed_demo`` then
-puts the boxes on the items (``prepare_box_check``) and seeds the demo annotators' check on all
-but the images of index 2.
-"""
+"""The object co-occurrence demo study ``demo-objects``: men's and women's photos, some beside
+a coffee cup or a cat, for two "T2I models", with hand-placed demo boxes of ``yolo_objects``."""
 
 from __future__ import annotations
 
 import csv
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 
 from django.db import transaction
 from PIL import Image as PILImage
@@ -31,11 +15,6 @@ from annotate.demo.photos import LFW_MEN, LFW_WOMEN, PHOTOS, Look, save
 from studies.models import Item, Study
 
 SLUG = "demo-objects"
-NAME = "Demo: objects beside men and women"
-GUIDELINES = (
-    "Each highlighted box: Y if the object is really there, N if not. Then name any object the "
-    "detector missed (/ opens the list), and Enter."
-)
 MODELS = ("demo-model-a", "demo-model-b")
 DETECTOR = "yolo_objects"
 VERSION = "demo-imported"
@@ -46,8 +25,7 @@ INDEXES = 3
 #: Items of this index are left for a visitor to check (both annotators).
 LEFT_INDEX = 2
 
-# Boxes placed by hand on each packaged photo, as fractions of its width and height:
-# (COCO class, confidence, (x0, y0, x1, y1)).
+# Boxes placed by hand per photo, as fractions: (COCO class, confidence, (x0, y0, x1, y1)).
 PANEL_BOXES: dict[str, tuple[tuple[str, float, tuple[float, float, float, float]], ...]] = {
     "astronaut": (("person", 0.94, (0.0, 0.02, 0.86, 1.0)),),
     "hopper": (("person", 0.95, (0.04, 0.04, 1.0, 1.0)), ("tie", 0.61, (0.42, 0.68, 0.59, 0.76))),
@@ -97,8 +75,7 @@ class ObjectImage:
         return f"{text}; beside {PHOTOS[self.beside].source}" if self.beside else text
 
 
-# What is beside the person, per model, template, gender word and index: men's prompts lean to
-# the coffee cup, women's to the cat (more strongly in model a).
+# What is beside the person: men's prompts lean to the coffee cup, women's to the cat.
 BESIDE = {
     (MODELS[0], "man"): {"kitchen": ("coffee", "coffee", "coffee"), "home": ("coffee", "", "chelsea")},
     (MODELS[0], "woman"): {"kitchen": ("chelsea", "coffee", "chelsea"), "home": ("chelsea", "chelsea", "")},
@@ -241,18 +218,17 @@ def prediction_rows() -> list[dict[str, str]]:
 class ObjectsDemo(seeding.ImportedDemo):
     slug = SLUG
     protocol = "objects"
-    name = NAME
-    guidelines = GUIDELINES
-    definition = MappingProxyType({"labels_per_item": 2, "agreement": "unanimous"})
+    name = "Demo: objects beside men and women"
+    guidelines = (
+        "Each highlighted box: Y if the object is really there, N if not. Then name any object the "
+        "detector missed (/ opens the list), and Enter."
+    )
+    definition = seeding.TWO_ANNOTATORS
     detector = DETECTOR
     version = VERSION
     predictions = PREDICTIONS_FILE
-
-    def prediction_rows(self) -> list[dict[str, str]]:
-        return prediction_rows()
-
-    def folder_write(self, folder: Path) -> Path:
-        return folder_write(folder)
+    prediction_rows = staticmethod(prediction_rows)
+    folder_write = staticmethod(folder_write)
 
     def seed(self, step: seeding.Step) -> int:
         self.predictions_import(step)

@@ -1,20 +1,5 @@
-"""The objects (co-occurrence) protocol's few-label estimate, registered with
-``estimates.estimands``.
-
-Per T2I model: for each class and gender the number of object instances people confirm (the
-detector's boxes corrected by the box checks), and Cramér's V of that corrected table -- the
-numbers ``bias_report`` puts at ``objects.<model>.confirmed.counts.<class>.<gender>`` and
-``objects.<model>.confirmed.cramers_v`` (there over the checked images only; here over every
-image, estimated from a random sample of checked ones), by ``metrics.ppi_mean.estimate_table``.
-
-An item's human value for a class is the number of its boxes of the class people confirmed; the
-detector's is the number of instances of the class it found. An item counts as labelled once
-its box question has a final answer (``labelled``); a drawn item whose answer does not fit its
-boxes, or whose boxes came from another detector, cannot be read and is left out of the labels
-(with a warning). Items without a male or female gender or without an ok prediction of the
-detector are left out, as the report leaves them out. π as for attributes
-(``estimates.report.inclusion``).
-"""
+"""The objects protocol's few-label estimate: per T2I model, the instances people confirm per
+class and gender, and Cramér's V of that table (docs/explanation/protocols.md)."""
 
 from __future__ import annotations
 

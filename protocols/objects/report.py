@@ -1,9 +1,4 @@
-"""The object co-occurrence report as a plain dict.
-
-Glue only: ``protocols.objects.selectors`` read the rows, ``metrics.objects`` computes. JSON
-types only; undefined figures are None (JSON null), never 0. The dict's keys:
-docs/reference/contracts.md (Objects).
-"""
+"""The object co-occurrence report as a plain dict (keys: docs/reference/contracts.md)."""
 
 from __future__ import annotations
 
@@ -94,22 +89,8 @@ def compute(
     n_permutations: int = DEFAULT_N_PERMUTATIONS,
     seed: int = 0,
 ) -> ObjectsResult:
-    """The report of the items in scope (its T2I model filter applied, its category not: the
-    prompt categories of the mannering2023 set are its templates, which the pairs use).
-
-    - Detector: ``detector``, else the study's only objects detector (``choose_detector``;
-      AnalysisError otherwise); its latest version in scope.
-    - Counted items: metadata gender male or female and an ok prediction of that version on the
-      image; the others are left out with the reason. Every instance the detector stored counts
-      (its own confidence threshold applied when it ran).
-    - Pairs (the paired permutation test, ``seed``, ``n_permutations``): (template, image index,
-      adult|child) from metadata ``template``, ``gender_word`` and the item's index.
-    - Human check: items whose boxes (``prepare_box_check``) came from this detector and whose
-      box question has a final answer with one value per box; ``missed`` adds the final
-      answer to the missed question. ``confirmed`` recounts those images with only the boxes
-      people confirmed (missed objects not added).
-    - ``include_person``: None reads the study's parameter (default true).
-    """
+    """The report of the items in scope (T2I model filter applied, category not);
+    docs/explanation/protocols.md says what counts."""
     include = include_person_default(scope) if include_person is None else include_person
     name, version = osel.choose_detector(scope, detector)
     rows = osel.object_rows(scope, detector=name, version=version)

@@ -1,20 +1,8 @@
-"""Reads of the object co-occurrence analysis (Mannering 2023), returned as plain data for
-``metrics.objects``.
-
-- ``choose_detector``: which objects detector (and version) the report reads.
-- ``object_rows``: every item in scope with its metadata (gender, gender word, pair), the
-  classes the detector found on its image, the boxes people were shown (``metadata["boxes"]``,
-  put there by ``prepare_box_check``) and the final answers to the box and missed questions.
-  Four queries: items, item images, predictions, final labels.
-- ``class_items``: the rows of a drill-down page (a class's images, with every box).
-
-Predictions belong to image files: an item's are found through its ``image`` ItemImage. Only
-``ok`` predictions of the reported version are read: a failure has no instances.
-"""
+"""Reads of the object co-occurrence analysis, as plain data for ``metrics.objects``."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,15 +32,8 @@ AGE_GROUPS: Mapping[str, str] = {"man": "adult", "woman": "adult", "boy": "child
 
 @dataclass(frozen=True)
 class ObjectRow:
-    """One item as the analysis reads it.
-
-    ``gender``: metadata gender as written (the analysis keeps male / female); ``pair_id``:
-    (template, image index, adult|child), None when any part is missing; ``detected``: class
-    names of the detector's instances on the item's image, None without an ok prediction;
-    ``boxes``: class names of the boxes people were shown, in order, None when the item carries
-    none; ``boxes_source``: ``detector@version`` they came from; ``final_boxes`` /
-    ``final_missed``: the final answers, None when there is none yet.
-    """
+    """One item as the analysis reads it; None where its metadata, prediction or final answer
+    is missing."""
 
     item_id: int
     key: str
@@ -173,15 +154,10 @@ def object_rows(scope: Scope, *, detector: str, version: str) -> list[ObjectRow]
     return rows
 
 
-# --- the drill-down ----------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class ClassItem:
-    """One image of a class's drill-down: the item, its image file, the detector's instances
-    (``[{class, confidence, box}]``), how many are of the class, and what people said about
-    the boxes they were shown (``checked``: per box of the class, the final answer; ``missed``:
-    how many objects of the class they said the detector missed), None when not checked."""
+    """One image of a class's drill-down: the detector's instances, how many are of the class, and
+    what people said about its boxes (None when not checked)."""
 
     item_id: int
     key: str
@@ -265,8 +241,3 @@ def judged_parts(row: ObjectRow) -> tuple[list[str], list[str], list[str]] | Non
     rejected = [cls for cls, a in zip(row.boxes, answers, strict=True) if a == REJECTED]
     missed = [m for m in (row.final_missed or "").split(",") if m.strip()]
     return confirmed, rejected, missed
-
-
-def classes_in(rows: Sequence[ObjectRow]) -> set[str]:
-    """Every class name the detector found on the rows' images."""
-    return {name for row in rows if row.detected for name in row.detected}

@@ -1,15 +1,4 @@
-"""The object co-occurrence report's tables (``reports.tables.Table``), shown on the dashboard,
-downloaded as CSV / LaTeX / Markdown, and printed by ``bias_report --format csv|md``.
-
-- ``tests``: per T2I model, the χ² test (χ², dof, p, Cramér's V) and the paired permutation p
-  of the detector's counts with and without ``person``, and of the confirmed boxes only;
-- ``contingency``: instance counts per class by gender with adjusted residuals (the paper's
-  Table 1, one column group per T2I model);
-- ``by_gender_word``: counts per class by gender word (man, woman, boy, girl);
-- ``human_check``: per T2I model and class, boxes confirmed, rejected and missed, precision.
-
-Pure: built from an ``ObjectsResult`` (``report.py``), no database.
-"""
+"""The object co-occurrence report's tables: pure functions of an ``ObjectsResult``."""
 
 from __future__ import annotations
 
@@ -18,7 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from metrics.coco_names import coco_class_index
 from metrics.objects import ObjectAnalysis
 from protocols.objects.report import ObjectsResult
-from reports.tables import NO_VALUE, Cell, Column, Table, int_cell, num, text_cell
+from reports.tables import NO_VALUE, Cell, Column, Table, int_cell, num_cell, text_cell
 
 TABLE_KEYS = ("tests", "contingency", "by_gender_word", "human_check")
 #: |adjusted residual| above this departs from independence at about the 5 % level (one cell).
@@ -45,10 +34,6 @@ def p_cell(value: float | None) -> Cell:
     return Cell(value, p_text(value))
 
 
-def float_cell(value: float | None, digits: int = 3) -> Cell:
-    return Cell(value, num(value, digits))
-
-
 def residual_cell(value: float | None) -> Cell:
     """An adjusted residual, signed; a star marks |r| > 1.96."""
     if value is None:
@@ -68,10 +53,10 @@ def _test_row(model: str, counting: str, analysis: ObjectAnalysis) -> tuple[Cell
         int_cell(analysis.n_images.female),
         int_cell(len(c.classes)),
         int_cell(c.n_instances.male + c.n_instances.female),
-        float_cell(c.chi2, 2),
+        num_cell(c.chi2, 2),
         int_cell(c.dof),
         p_cell(c.p_value),
-        float_cell(c.cramers_v, 3),
+        num_cell(c.cramers_v, 3),
         p_cell(perm.p_value),
         int_cell(perm.n_pairs),
         text_cell(note),
@@ -222,8 +207,8 @@ def human_check_table(result: ObjectsResult) -> Table:
                     int_cell(check.n_confirmed),
                     int_cell(check.n_rejected),
                     int_cell(check.n_missed),
-                    float_cell(check.precision, 3),
-                    float_cell(check.missed_rate, 3),
+                    num_cell(check.precision, 3),
+                    num_cell(check.missed_rate, 3),
                 )
             )
     columns = (

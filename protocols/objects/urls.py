@@ -1,5 +1,4 @@
-"""The objects protocol's report page under ``/reports/`` in the ``reports`` namespace
-(``reports.urls`` mounts the URLconf its spec names, ``ProtocolSpec.urls``)."""
+"""The objects protocol's report pages, mounted under ``/reports/`` by its spec's ``urls``."""
 
 from __future__ import annotations
 
@@ -8,7 +7,6 @@ from django.urls import path
 from protocols.objects import views
 
 urlpatterns = [
-    # A COCO class's images with their boxes ("sports ball": a class name may hold a space, so
-    # <str:...>).
+    # A COCO class's images with their boxes; <str:...> as a name may hold a space.
     path("objects/<str:name>/", views.class_detail, name="object_class"),
 ]

@@ -1,26 +1,10 @@
-"""The pair-change analysis (BiasPainter, Wang et al. 2024): how far an editing model changes the
-age, gender and skin tone of the person in a seed photo under neutral prompts, per word, domain
-and model — and how often people agree with the automatic verdicts.
-
-- metrics: ``metrics.pair_change`` (pair, word, domain and model scores; verdicts and buckets;
-  the stratified draw; accuracy with Wilson intervals and confusion matrices);
-- the measured pairs: ``protocols.pair_change.sampling.pair_measurements`` (shared with ``sample_pairs``,
-  so the report scores the very verdicts the draws recorded);
-- selectors: ``selectors`` (the draws, the human answers, a word's pairs);
-- JSON: ``report.compute`` — the JSON contract, printed by ``bias_report --format json``;
-- tables: ``tables`` (Tables 2 and 3, the word scores, the validation and its confusion
-  matrices); charts: ``charts`` (Figure 4, the word scores of a domain, sorted);
-- pages: the overview and the drill-down from a word to its pairs (``views``).
-
-Items are (seed photo, edit) pairs: images of role ``input`` and ``output``, a prompt whose
-``category`` is the domain and ``word`` the word. The study asks ``age``, ``gender`` and ``skin``
-of the pairs a draw put in the queue; thresholds are ``parameters["thresholds"]``.
-"""
+"""The pair-change analysis (BiasPainter, Wang et al. 2024): how far an editing model changes
+age, gender and skin tone per word, domain and model, and how often people agree."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, cast
+from typing import Any, cast
 
 from metrics import pair_change as pc
 from protocols.pair_change import report as pair_report
@@ -57,14 +41,13 @@ def chart_panels(result: PairChangeReport, model: str, domain: str) -> list[Pane
 
 
 class PairChangeAnalysis(Analysis):
-    protocol: ClassVar[str] = "pair_change"
-    title: ClassVar[str] = "Pair change (BiasPainter): how edits change age, gender and skin tone"
-    template: ClassVar[str] = "pair_change/overview.html"
-    table_keys: ClassVar[tuple[str, ...]] = ptables.TABLE_KEYS
-    csv_tables: ClassVar[tuple[str, ...]] = ptables.TABLE_KEYS
-    chart_keys: ClassVar[tuple[str, ...]] = CHARTS
-    pages: ClassVar[frozenset[str]] = frozenset({"pair_word"})
-    options: ClassVar[tuple[ReportOption, ...]] = (
+    protocol = "pair_change"
+    title = "Pair change (BiasPainter): how edits change age, gender and skin tone"
+    template = "pair_change/overview.html"
+    table_keys = csv_tables = ptables.TABLE_KEYS
+    chart_keys = CHARTS
+    pages = frozenset({"pair_word"})
+    options = (
         ReportOption(
             flag="--measure",
             help="Pair-change studies: the detector measuring each attribute where several do, e.g. "
@@ -92,13 +75,8 @@ class PairChangeAnalysis(Analysis):
         seed: int = 0,
         measure: str | Mapping[str, str] | None = None,
     ) -> PairChangeReport:
-        """The report (see ``protocols.pair_change.report``) and what the pages need.
-
-        ``measure``: the detector of each attribute (``"age=D,gender=D,skin=D"`` or a mapping),
-        for a study where several measure one; ``detector``: read only this detector (the
-        attributes it does not measure are null). ``bootstrap`` and ``seed`` are accepted for
-        the common signature and unused: the intervals are Wilson's. The category of ``scope``
-        is not applied. AnalysisError names the pair or the choice at fault."""
+        """The report (``report.compute``); ``measure`` picks each attribute's detector,
+        ``bootstrap`` and ``seed`` are unused (Wilson intervals)."""
         try:
             return pair_report.compute(
                 Scope(scope.study, t2i_model=scope.t2i_model),
@@ -108,8 +86,6 @@ class PairChangeAnalysis(Analysis):
             )
         except (pc.PairChangeInputError, MeasureSourceError, psel.QuestionMismatch) as error:
             raise AnalysisError(str(error)) from None
-
-    # --- pages ----------------------------------------------------------------------------------
 
     def overview(self, page: ReportPage) -> dict[str, Any]:
         from reports import views as base  # the dashboard's helpers; views import analyses
@@ -206,29 +182,23 @@ class PairChangeAnalysis(Analysis):
 
         return page.cached("chart", draw, name=name, fmt=fmt, model=model, domain=domain)
 
-    # --- the command ----------------------------------------------------------------------------
-
     def export(self, result: PairChangeReport, fmt: str) -> str:
-        """``bias_report --format csv`` or ``md`` (``render.export_tables``): every table
-        (``tables.TABLE_KEYS``); the Markdown starts with the sources, thresholds and coverage."""
         cover = result.report["coverage"]
         versions = result.report["detector_versions"]
         sources = ", ".join(
             f"{attribute} by {name}@{versions[name]}" if name else f"{attribute} by none"
             for attribute, name in result.sources.sources.items()
         )
-        heading = [
-            "# Pair-change report",
-            "",
+        summary = (
             f"Measured: {sources}. Thresholds: age {result.thresholds.age:g} years, skin "
             f"{result.thresholds.skin:g} gray levels. Pairs: {cover['pairs']}, scored: "
-            f"{cover['pairs_scored']}, left out: {cover['pairs_left_out']}.",
-        ]
+            f"{cover['pairs_scored']}, left out: {cover['pairs_left_out']}."
+        )
         return render.export_tables(
             ptables.all_tables(result),
             fmt,
             name="pair-change",
-            heading=heading,
+            heading=["# Pair-change report", "", summary],
             left_out=cover["left_out_reasons"],
             paper=ptables.PAPER,
         )

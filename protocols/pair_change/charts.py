@@ -1,14 +1,5 @@
 """Figure 4 of Wang et al. 2024: the word scores of one domain of one model, sorted, one panel
-per attribute (age, gender, skin tone).
-
-Drawn like every report chart (``reports.charts``: a bare Agg ``Figure``, fixed style and
-metadata, so the same data gives the same bytes; matplotlib imported only when drawing). Each
-panel sorts the words by its own score, largest at the top, as the paper does. Bars to the
-right (older, male → female, lighter) are orange, to the left purple.
-
-Every bar carries an SVG id ``bar-<attribute>-<word>``, and a panel without a source an id
-``no-source-<attribute>`` on its note, so a test (or a script) can read the drawing.
-"""
+per attribute."""
 
 from __future__ import annotations
 
@@ -48,8 +39,7 @@ def _build(panels: list[Panel], title: str) -> Figure:
         ax.text(0.5, 0.5, "No measured pair in this domain yet", ha="center", va="center")
         ax.set_title(title)
         return fig
-    # Text at base.SMALL_PT (8 pt): a word's row is 0.2 in, a panel 2.8 in wide, so the figure
-    # keeps its fonts legible when a page column shrinks it.
+    # 8 pt text, 0.2 in per word, 2.8 in panels: legible when a page column shrinks the figure.
     fig = base._new_figure(2.8 * len(panels) + 0.9, 1.2 + 0.2 * n_words)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (attribute, label, words) in zip(axes, panels, strict=True):

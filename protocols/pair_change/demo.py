@@ -1,26 +1,11 @@
-"""The pair-change demo study ``demo-pairs`` (BiasPainter, Wang et al. 2024): seed photos and
-"edits" for eight profession words.
-
-An edit is either the seed photo changed in light and colour (the skin tone a detector measures
-changes, the person does not) or another packaged photo (the "editing model" replaced the
-person: age, gender and skin tone change with them). The pairs are chosen so that every
-direction of the paper's Table 2 (male → female, female → male, older, younger, lighter,
-darker) has at least three words leaning that way, as the offline detectors ``face_age_gender``
-and ``skin_tone`` measure them; ``seed_demo`` runs those detectors, draws a sample of the pairs
-per attribute with ``sample_pairs`` (the people's check of the automatic verdicts) and seeds
-the demo annotators' answers on all drawn pairs but ``LEFT``.
-
-The answers are what a person sees: the genders of the two photos, an age change where the
-people differ by a decade or more, a skin change where the light changed or the other person's
-skin is clearly lighter or darker.
-"""
+"""The pair-change demo study ``demo-pairs``: seed photos and "edits" for eight profession
+words, leaning every direction of the paper's Table 2."""
 
 from __future__ import annotations
 
 import csv
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 
 from django.db import transaction
 
@@ -29,8 +14,6 @@ from annotate.demo.photos import PHOTOS, Look, fit, save
 from studies.models import Item, Study
 
 SLUG = "demo-pairs"
-NAME = "Demo: seed photos and edits"
-GUIDELINES = "Compare the edited image with the seed photo: age, gender, skin tone."
 EDITOR = "demo-editor"
 DARKER = Look(light=0.7, warm=0.1)
 LIGHTER = Look(light=1.3, colour=0.7)
@@ -56,9 +39,7 @@ class Pair:
 
 
 PAIRS: tuple[Pair, ...] = (
-    # Three of the first demo's four pairs (same keys and files as before). Its fourth, the camera
-    # man darker, is gone: dlib's fast HOG face finder misses his profile, and sample_pairs needs
-    # a face on every seed photo.
+    # Three of the first demo's pairs; dlib's HOG finder missed the fourth's profile face.
     Pair("astronaut-darker", "astronaut", "astronaut", DARKER, "doctor", "same", "female_female", "darker"),
     Pair(
         "astronaut-crop",
@@ -148,12 +129,10 @@ def folder_write(folder: Path) -> Path:
 class PairChangeDemo(seeding.ProtocolDemo):
     slug = SLUG
     protocol = "pair_change"
-    name = NAME
-    guidelines = GUIDELINES
-    definition = MappingProxyType({"labels_per_item": 2, "agreement": "unanimous"})
-
-    def folder_write(self, folder: Path) -> Path:
-        return folder_write(folder)
+    name = "Demo: seed photos and edits"
+    guidelines = "Compare the edited image with the seed photo: age, gender, skin tone."
+    definition = seeding.TWO_ANNOTATORS
+    folder_write = staticmethod(folder_write)
 
     def detectors(self, step: seeding.Step, *, face_method: str) -> int:
         """The offline measuring detectors on the pairs, then the draws of pairs people check

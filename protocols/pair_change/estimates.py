@@ -1,20 +1,5 @@
-"""The pair_change (BiasPainter) protocol's few-label estimate, registered in
-``estimates.estimands``.
-
-Per T2I model, domain (the prompt's category) and attribute (age, gender, skin): the share of
-pairs whose attribute changed *as people judge it* -- a final answer other than unchanged
-(gender: other than male_to_male / female_to_female) --, from the measurement detectors on
-every pair and the final answers of the pairs drawn in the sampling rounds, by
-``metrics.ppi_mean``. The detector's value for a pair is how clearly its scores say "changed":
-gender 1 when the measured genders differ, else 0; age and skin (|score| - 0.2) / 0.8 clipped to
-[0, 1], i.e. 0 inside the paper's "unchanged" band, 1 beyond one threshold; 0.5 for a pair the
-detectors could not measure. Power tuning weighs it (λ) against the labels.
-
-The round's detector names the series (its version keys the rounds); the measurements
-themselves come from each attribute's source as the pair-change report picks them
-(``protocols.pair_change.sampling.measurement_sources``: the study's ``measure`` parameter or the only
-candidate). π as for attributes (``estimates.report.inclusion``).
-"""
+"""The pair-change few-label estimate: per T2I model, domain and attribute, the share of pairs
+people judge changed, by ``metrics.ppi_mean`` (docs/explanation/protocols.md)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""The pair-change report of a study as a plain dict.
-
-Glue only: ``protocols.pair_change.sampling.pair_measurements`` reads the measured pairs,
-``metrics.pair_change`` computes, ``protocols.pair_change.selectors`` reads the draws and the
-human answers. JSON types only; undefined is None, never 0: an attribute no detector measures has
-null figures everywhere. The dict's keys: docs/reference/contracts.md (Pair change).
-"""
+"""The pair-change report of a study as a plain dict (keys: docs/reference/contracts.md)."""
 
 from __future__ import annotations
 
@@ -30,14 +24,7 @@ WORD_KEYS = {pc.AGE: ("age",), pc.GENDER: ("gender", "gender_m2f", "gender_f2m")
 
 @dataclass(frozen=True)
 class PairChangeReport:
-    """A computed pair-change report with what its pages need besides the JSON.
-
-    ``results``: T2I model -> ``metrics.pair_change.PairChangeResult`` (every model in scope,
-    possibly without pairs); ``rows``: the measured pairs; ``validation``: attribute ->
-    ``metrics.pair_change.ValidationResult``; ``overall``: every attribute's checked pairs
-    pooled (the paper's single accuracy); ``drawn``: attribute -> item key -> automatic verdict
-    recorded by the draw.
-    """
+    """A computed pair-change report with what its pages need besides the JSON."""
 
     report: dict[str, Any]
     results: dict[str, pc.PairChangeResult]
@@ -128,11 +115,8 @@ def compute(
     measure: str | Mapping[str, str] | None = None,
     labels: Mapping[str, Mapping[str, str]],
 ) -> PairChangeReport:
-    """The report of the pairs in scope (its T2I model filter applied, its category not: the
-    domains are the report's rows). ``labels``: question key -> choice value -> verdict label
-    (``selectors.human_labels``). Raises ``PairChangeInputError`` naming a bad pair and
-    ``MeasureSourceError`` when a source cannot be decided (the analysis turns both into
-    AnalysisError)."""
+    """The report of the pairs in scope (T2I model filter applied, category not);
+    PairChangeInputError names a bad pair, MeasureSourceError an undecided source."""
     study = scope.study
     thresholds = study_thresholds(study)
     measured = pair_measurements(study, t2i_model=scope.t2i_model, measure=measure, detector=detector)

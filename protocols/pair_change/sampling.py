@@ -1,11 +1,5 @@
-"""Pair-change measurements and the stratified draw of pairs for human checking (BiasPainter).
-
-Reads (``measurement_sources``, ``pair_measurements``): every pair with its seed's and edit's
-measurements, the one rule the report reads pairs by too. The write (``pairs_sample``, behind
-``sample_pairs``): a stratified sample by automatic verdict into the labelling queue, the draw
-recorded in ``Study.parameters["samples"]``. Which detector is an attribute's source, and the
-errors: docs/tutorials/pair-change.md.
-"""
+"""Pair-change measurements and the stratified draw of pairs for human checking; which
+detector is an attribute's source: docs/tutorials/pair-change.md."""
 
 from __future__ import annotations
 
@@ -45,9 +39,6 @@ class SamplingError(ValueError):
     """A draw cannot be made as asked; the message says what to change."""
 
 
-# --- thresholds and the measure choice ------------------------------------------------------
-
-
 def study_thresholds(study: Study) -> pc.Thresholds:
     """The study's age and skin thresholds (``parameters["thresholds"]``), the paper's 25 years
     and 20 gray levels where unset. PairChangeInputError for one that is not a positive number."""
@@ -65,10 +56,8 @@ _MEASURE_PART = re.compile(r"^\s*(?P<attribute>[a-z_]+)\s*=\s*(?P<detector>\S+)\
 
 
 def parse_measure(text: str | Mapping[str, str] | None) -> dict[str, str]:
-    """``"age=D1,gender=D1,skin=D2"`` (or a mapping) → ``{"age": "D1", ...}``; ``""``/None → {}.
-
-    Raises MeasureSourceError for a part without ``=``, an attribute other than age, gender or
-    skin, or an attribute given twice."""
+    """``"age=D1,gender=D1,skin=D2"`` (or a mapping) → ``{"age": "D1", ...}``; MeasureSourceError
+    for a malformed, unknown or repeated part."""
     if not text:
         return {}
     if isinstance(text, Mapping):
@@ -175,10 +164,8 @@ def measurement_sources(
     detector: str | None = None,
     attributes: Sequence[str] = pc.ATTRIBUTES,
 ) -> MeasureSources:
-    """The detector measuring each of ``attributes`` (module docstring: given, the detector
-    filter, the study parameter ``measure``, the only candidate). Raises MeasureSourceError for
-    several candidates and no choice, a chosen detector with no such measurement in the study,
-    or a chosen detector other than the detector filter."""
+    """The detector measuring each of ``attributes``; MeasureSourceError when it cannot be
+    decided."""
     given = parse_measure(measure)
     from_study = parse_measure(
         study.parameters.get(MEASURE_KEY) if isinstance(study.parameters, dict) else None
@@ -215,9 +202,6 @@ def measurement_sources(
         else:
             sources[attribute] = names[0] if names else None
     return MeasureSources(sources=sources, versions=versions, candidates=candidates)
-
-
-# --- pairs with their measurements ------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -291,15 +275,8 @@ def pair_measurements(
     detector: str | None = None,
     attributes: Sequence[str] = pc.ATTRIBUTES,
 ) -> PairMeasurements:
-    """Every pair of ``study`` (of ``t2i_model`` when given), ordered by T2I model and id, with
-    the measurements of its ``attributes`` by their sources (``measurement_sources``).
-
-    Word and domain are the pair's prompt's ``word`` and ``category``. A pair some source has
-    not measured yet (on either image) is left out with the reason. Raises
-    PairChangeInputError naming the pair for bad input (module docstring), MeasureSourceError
-    when a source cannot be decided. Three queries besides the sources': items, their images,
-    the predictions.
-    """
+    """Every measured pair of ``study`` (of ``t2i_model`` when given), and the pairs left out with
+    their reason."""
     if study.protocol != PROTOCOL:
         raise pc.PairChangeInputError(
             f"study '{study.slug}' is a {study.protocol} study, not a pair-change one"
@@ -385,9 +362,6 @@ def pair_measurements(
     return PairMeasurements(sources=sources, rows=tuple(rows), left_out=tuple(left_out), models=models)
 
 
-# --- the draw -----------------------------------------------------------------------------------
-
-
 def bucket_names(attribute: str) -> tuple[str, ...]:
     """The sampling buckets of an attribute, in the order of its verdicts (gender's two
     no-change combinations share ``unchanged``)."""
@@ -429,14 +403,8 @@ def parse_buckets(attribute: str, text: str | None) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class SampleDraw:
-    """One draw: what was asked, what was chosen, what the pool held.
-
-    ``record`` is the entry of ``Study.parameters["samples"]``; ``created`` is False when the
-    same draw was already recorded (nothing changed); ``eligible`` counts the pool per bucket,
-    ``n_without_verdict`` the pairs between the bands or unmeasured, ``n_skipped`` the pairs
-    left out of the pool (drawn for this attribute before, or labelled already without its
-    question).
-    """
+    """One draw: its ``record`` in ``Study.parameters["samples"]``, whether it is new, and what the
+    pool held."""
 
     record: dict[str, Any]
     created: bool
@@ -496,23 +464,8 @@ def pairs_sample(
     take_all_if_short: bool = False,
     dry_run: bool = False,
 ) -> SampleDraw:
-    """Draw pairs of ``study`` for human checking of ``attribute`` and queue them (one transaction).
-
-    ``sizes``: bucket -> pairs (default: the paper's 25 / 25 / 50). The pool: the pairs (of
-    ``t2i_model`` when given) with a verdict on the attribute (``metrics.pair_change.
-    pair_verdict`` with the study's thresholds and the paper's bands), minus those drawn for this
-    attribute before and those already labelled without its question (a question added to a
-    labelled pair would never be asked). ``metrics.pair_change.stratified_sample`` draws from it
-    with ``seed``. The chosen pairs get ``queue`` 1 and the attribute's question; the draw is
-    appended to ``parameters["samples"]`` as ``{attribute, seed, buckets, t2i_model, source
-    {detector, version}, thresholds, bands, items [{item, verdict, bucket}], shortfall,
-    drawn_at}``. A draw with the same attribute, seed, buckets and T2I model as a recorded one
-    returns that one and changes nothing. ``dry_run`` computes without writing.
-
-    Raises SamplingError (not a pair-change study, unknown bucket, no detector measures the
-    attribute, a bucket too small unless ``take_all_if_short``), MeasureSourceError and
-    PairChangeInputError (bad pairs, named).
-    """
+    """Draw pairs of ``study`` for human checking of ``attribute``, stratified by verdict, and queue
+    them (one transaction); a draw recorded before returns that one."""
     if study.protocol != PROTOCOL:
         raise SamplingError(
             f"Study '{study.slug}' is a {study.protocol} study: only pair-change studies draw pairs."

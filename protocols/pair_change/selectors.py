@@ -1,11 +1,5 @@
-"""Reads of the pair-change analysis besides the measured pairs (``protocols.pair_change.sampling``):
-the draws recorded on the study, the human answers to the sampled pairs, and what the word
-drill-down shows about each pair (its images, every annotator's answer, the final answers).
-
-Human answers are the study's question values (``same``, ``male_female`` …); they are turned
-into the verdict labels of ``metrics.pair_change`` (``unchanged``, ``male_to_female`` …) once,
-here, from the questions themselves (``human_labels``).
-"""
+"""Reads of the pair-change analysis besides the measured pairs: the draws, the human
+answers, and a word's pairs for its drill-down."""
 
 from __future__ import annotations
 
@@ -38,11 +32,8 @@ def verdict_label(attribute: str, value: str) -> str | None:
 
 
 def human_labels(study: Study) -> dict[str, dict[str, str]]:
-    """Question key (age, gender, skin) -> its choice values -> verdict label.
-
-    Raises QuestionMismatch when the study lacks one of the three questions, or a question's
-    answers do not map one-to-one onto the attribute's verdicts (the validation would count
-    some answers nowhere)."""
+    """Question key (age, gender, skin) -> its choice values -> verdict label; QuestionMismatch
+    when a question is missing or does not map one-to-one."""
     questions = {q.key: q for q in study_questions(study)}
     mapping: dict[str, dict[str, str]] = {}
     for attribute in pc.ATTRIBUTES:
@@ -125,9 +116,6 @@ def sample_summaries(study: Study) -> list[dict[str, Any]]:
         }
         for record in study_samples(study)
     ]
-
-
-# --- the word drill-down -------------------------------------------------------------------------
 
 
 @dataclass

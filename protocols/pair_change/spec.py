@@ -1,7 +1,5 @@
-"""The ``pair_change`` protocol's spec (BiasPainter, Wang et al. 2024): items are pairs (a seed
-photo and its edit), people check a stratified sample of the automatic verdicts (``sample_pairs``)
-on three questions; detectors measure each photo (outputs of kind ``measurements``). Pure data:
-no model imports."""
+"""The ``pair_change`` protocol's spec (BiasPainter, Wang et al. 2024): pairs of a seed photo
+and its edit, three questions, detector outputs of kind ``measurements``."""
 
 from __future__ import annotations
 

@@ -1,21 +1,5 @@
-"""The pair-change report's tables (BiasPainter, Wang et al. 2024), as ``reports.tables.Table``s.
-
-Pure: they read a ``PairChangeReport`` (its JSON and the ``metrics.pair_change`` objects behind
-it), never the database. CSV cells keep raw values (None as blank); the text shows them as the
-paper prints them (two decimals for scores).
-
-| key | paper |
-| --- | --- |
-| ``bias_by_domain`` | Table 3: mean \\|pair score\\| per model, domain and attribute, and the model score |
-| ``word_mean`` | section 3.5.3's formula: mean \\|word score\\| per model, domain and attribute |
-| ``biased_words`` | Table 2: the most biased words of each domain per direction |
-| ``word_scores`` | Figure 4's data: every word's scores |
-| ``unmeasured`` | pairs per cell and how many could not be measured per attribute |
-| ``validation`` | section 4.3: accuracy of the automatic verdicts per attribute and bucket |
-| ``confusion_age`` / ``_gender`` / ``_skin`` | automatic verdict x human answer |
-
-Every builder takes ``domain``: only that domain's rows (the dashboard's category filter).
-"""
+"""The pair-change report's tables: pure functions of a ``PairChangeReport``, each of one
+``domain`` when given; ``PAPER`` names the paper's table each reproduces."""
 
 from __future__ import annotations
 
@@ -28,17 +12,6 @@ from reports.tables import NO_VALUE, Cell, Column, Table, int_cell, pct, text_ce
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from protocols.pair_change.report import PairChangeReport
 
-TABLE_KEYS = (
-    "bias_by_domain",
-    "word_mean",
-    "biased_words",
-    "word_scores",
-    "unmeasured",
-    "validation",
-    "confusion_age",
-    "confusion_gender",
-    "confusion_skin",
-)
 PAPER = {
     "bias_by_domain": "Table 3",
     "word_mean": "section 3.5.3",
@@ -108,9 +81,6 @@ def _domain_rows(
         for model in report.models
         for name in _domains(report, model, domain)
     )
-
-
-# --- Table 3 and the word-mean figures ---------------------------------------------------------
 
 
 def model_bias_table(report: PairChangeReport, domain: str | None = None) -> Table:
@@ -213,16 +183,11 @@ def unmeasured_table(report: PairChangeReport, domain: str | None = None) -> Tab
     )
 
 
-# --- Table 2 and Figure 4's data ---------------------------------------------------------------
-
-
 def most_biased(
     report: PairChangeReport, model: str, domain: str, figure: str, sign: int, n: int = TOP_WORDS
 ) -> list[tuple[pc.WordScore, float]]:
-    """The ``n`` words of (model, domain) furthest in one direction: ``figure`` (``age``,
-    ``skin``, ``gender_m2f``, ``gender_f2m``) strictly above 0 (``sign`` 1, largest first) or
-    below 0 (``sign`` -1, smallest first); ties by word. Fewer when fewer words lean that way;
-    none when no detector measures the attribute."""
+    """The ``n`` words of (model, domain) furthest from 0 in one direction of ``figure`` (``sign``
+    1 or -1); ties by word."""
     scored = []
     for word in report.words(model, domain):
         value = report.word_value(word, figure)
@@ -310,9 +275,6 @@ def word_scores_table(report: PairChangeReport, domain: str | None = None) -> Ta
         columns=columns,
         rows=tuple(rows),
     )
-
-
-# --- validation ----------------------------------------------------------------------------------
 
 
 def _accuracy_cells(accuracy: float | None, ci: Sequence[float] | None, n: int, correct: int) -> list[Cell]:
@@ -434,6 +396,8 @@ BUILDERS: dict[str, Callable[..., Table]] = {
     "confusion_gender": _confusion(pc.GENDER),
     "confusion_skin": _confusion(pc.SKIN),
 }
+
+TABLE_KEYS = tuple(BUILDERS)
 
 
 def all_tables(report: PairChangeReport, domain: str | None = None) -> list[Table]:

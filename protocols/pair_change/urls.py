@@ -1,5 +1,4 @@
-"""The pair-change protocol's report page under ``/reports/`` in the ``reports`` namespace
-(``reports.urls`` mounts the URLconf its spec names, ``ProtocolSpec.urls``)."""
+"""The pair-change protocol's report pages, mounted under ``/reports/`` by its spec's ``urls``."""
 
 from __future__ import annotations
 
@@ -8,7 +7,6 @@ from django.urls import path
 from protocols.pair_change import views
 
 urlpatterns = [
-    # A word's pairs, both photos side by side ("taxi driver": a word may hold a space, so
-    # <str:...>).
+    # A word's pairs side by side; <str:...> as a word may hold a space.
     path("pair-change/<str:domain>/<str:word>/", views.word_detail, name="pair_word"),
 ]

@@ -1,14 +1,5 @@
-"""The pair-change analysis's own page: the drill-down from a word to its pairs.
-
-For one (domain, word): the word's scores per T2I model, then each of its pairs with the seed
-photo and the edit side by side, what the source detectors measured on each (age, gender, skin
-gray, faces found) with their overlays, the pair's scores and automatic verdicts, whether a draw
-put it in front of people, and every annotator's answer and the final answers.
-
-Thin like every view: role and filters (``reports.views``), the cached report (its measured
-pairs), the answers (``selectors.pair_answers``), render. The overview, the table and chart
-downloads are the dashboard's common views.
-"""
+"""The pair-change analysis's own page: a word's pairs, seed photo and edit side by side, with
+their measurements, verdicts and answers."""
 
 from __future__ import annotations
 
@@ -19,7 +10,6 @@ from django.http import Http404, HttpResponse
 
 from metrics import pair_change as pc
 from protocols.pair_change import selectors as psel
-from protocols.pair_change.analysis import PairChangeAnalysis
 from protocols.pair_change.report import PairChangeReport
 from protocols.pair_change.sampling import PairRow
 from protocols.pair_change.tables import LABEL_NAMES, score
@@ -31,12 +21,6 @@ from studies.typing import HtmxHttpRequest
 # Pairs shown per T2I model: beyond it the page says how many more.
 PAIR_LIMIT = 120
 FIELDS = (("age", "Age", "y"), ("gender", "Gender", ""), ("skin_gray", "Skin gray", ""))
-
-
-def _analysis(filters: base.Filters) -> PairChangeAnalysis:
-    analysis = base.analysis_for_page(filters, "pair_word")
-    assert isinstance(analysis, PairChangeAnalysis)  # only the pair-change analysis lists this page
-    return analysis
 
 
 def _measured(value: Any, suffix: str) -> str:
@@ -101,7 +85,7 @@ def word_detail(request: HtmxHttpRequest, domain: str, word: str) -> HttpRespons
         filters = base.parse_filters(request)
     except base.BadFilter as error:
         return base.bad_filter(error)
-    analysis = _analysis(filters)
+    analysis = base.analysis_for_page(filters, "pair_word")
     try:
         result: PairChangeReport = filters.result(bootstrap=0)
     except AnalysisError as error:

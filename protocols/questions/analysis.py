@@ -1,10 +1,9 @@
-"""The questions protocol's analysis (``ProtocolSpec.analysis``, read by ``reports.analyses.ANALYSES``): the JSON
-report, its csv / md exports and the overview page's context. The numbers come from
-``protocols.questions.report``; this class is the glue the dashboard and ``bias_report`` call."""
+"""The questions protocol's analysis: the JSON report, its csv / md exports and the overview
+page's context."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from metrics import consensus
 from protocols.questions import charts
@@ -38,13 +37,13 @@ def _choices(question: Question) -> list[tuple[str, str]]:
 
 
 class QuestionsAnalysis(Analysis):
-    protocol: ClassVar[str] = "questions"
-    title: ClassVar[str] = "Answer shares per group"
-    template: ClassVar[str] = "questions/overview.html"
-    pages: ClassVar[frozenset[str]] = frozenset({"question_answer"})
-    csv_tables: ClassVar[tuple[str, ...]] = ("shares", "tests", "agreement", "detectors")
-    table_keys: ClassVar[tuple[str, ...]] = qtables.TABLE_KEYS
-    chart_keys: ClassVar[tuple[str, ...]] = ("shares", "reliability")
+    protocol = "questions"
+    title = "Answer shares per group"
+    template = "questions/overview.html"
+    pages = frozenset({"question_answer"})
+    csv_tables = ("shares", "tests", "agreement", "detectors")
+    table_keys = qtables.TABLE_KEYS
+    chart_keys = ("shares", "reliability")
 
     def check(self, study: Study) -> None:
         choice_questions(study)

@@ -1,15 +1,5 @@
-"""The questions report's charts.
-
-- ``shares_chart``: the page's answer-shares chart of one (question, T2I model) cell, drawn as
-  inline SVG geometry (no image request): titled with the model, per group and answer a bar for
-  the people's share with its 95 % Wilson interval as a whisker, and beside it a lighter bar per
-  judge; each people's bar links to the images behind it. Sized to be read on a phone (the SVG
-  is 320 units wide and its text 12 units: at 375 px it is drawn at about its own size) and
-  scaled up to fill its card on a wide screen.
-- ``shares_figure`` / ``reliability_figure``: the downloads (SVG or PNG, ``reports.charts``):
-  every question x T2I model's shares, people beside each judge; and each judge's reliability
-  diagram per question (accuracy per bin of confidence against the diagonal).
-"""
+"""The questions report's charts: the page's inline-SVG answer shares of one (question, T2I
+model), and the SVG / PNG downloads of the shares and the judges' reliability."""
 
 from __future__ import annotations
 
@@ -112,9 +102,6 @@ def shares_chart(
         y += GROUP_GAP
     ticks = [(PLOT_LEFT + f * PLOT_WIDTH, f"{f:.0%}") for f in (0.0, 0.5, 1.0)]
     return SharesChart(title=model, bars=bars, group_labels=labels, height=y + 6, width=WIDTH, ticks=ticks)
-
-
-# --- downloads (matplotlib) ---------------------------------------------------------------------
 
 
 def shares_figure(

@@ -1,10 +1,5 @@
-"""The questions protocol's demo: 24 drawn figures in two settings (office, street), two
-questions, two demo annotators' answers and a made-up "demo_judge" detector's answers.
-
-The pictures are drawn here (a figure, a background, a hat or none), so the demo needs no
-download; the labels and the judge's answers are written to show the report's parts — a gap
-between the groups, one disputed image, a detector that mostly agrees — not measured.
-"""
+"""The questions protocol's demo: 24 drawn figures in two settings, two questions, the demo
+annotators' answers and a made-up ``demo_judge``'s."""
 
 from __future__ import annotations
 
@@ -22,8 +17,7 @@ DESCRIPTION = (
     "(H happy, E neutral, S sad); then Enter."
 )
 DETECTOR = "demo_judge"
-# The demo's own annotator accounts (``seed_demo`` makes them, with their passwords): they answered
-# all but the last LEFT images, which wait for them on the labeling screen.
+# The demo's own annotators: they answered all but the last LEFT images.
 ANNOTATORS = ("demo-annotator-1", "demo-annotator-2")
 LEFT = 4
 QUESTIONS = [

@@ -1,10 +1,5 @@
-"""The questions protocol's few-label estimate, registered in ``estimates.estimands``.
-
-Per question, T2I model and group: each answer's share and per answer the largest gap between
-groups (``max_gap``, by ``metrics.ppi_mean.estimate_max_gap``'s bound), from a detector of kind
-``answers`` and the final answers of the items drawn in the rounds. The detector's value of an
-answer, the population of a share and the census cells: docs/explanation/estimator.md.
-"""
+"""The questions protocol's few-label estimate: per question, T2I model and group, each
+answer's share and the largest gap between groups (docs/explanation/estimator.md)."""
 
 from __future__ import annotations
 
@@ -185,9 +180,7 @@ def questions_report(
     )
     probabilities = run.probabilities if run is not None else {}
     in_frame = [i.item_id for i in frame.items]
-    # The questions each item asks, read for the whole study (the frame is most of it; a list
-    # of its ids would be one value per item in one statement) and kept for the frame's
-    # items that name some (none: every question).
+    # The questions each item asks, read for the whole study (a list of ids would pass SQLite's limit).
     framed = set(in_frame)
     asked = {
         pk: keys

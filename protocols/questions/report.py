@@ -1,9 +1,5 @@
-"""The questions report: answer shares per group, their tests, agreement, detectors, judges.
-
-``compute`` reads the rows (``selectors``), leaves the maths to ``metrics.questions`` and
-``metrics.agreement``, and shapes the JSON that ``bias_report --format json`` prints: its keys,
-what each figure counts and when it is null are in docs/reference/contracts.md (Questions, Judges).
-"""
+"""The questions report: answer shares per group, their tests, agreement, detectors, judges
+(keys: docs/reference/contracts.md)."""
 
 from __future__ import annotations
 
@@ -156,6 +152,9 @@ def csv_rows(result: QuestionsResult) -> list[list[Any]]:
     ``detectors``, each with its own header row (first column ``section``), one blank row
     between them."""
     report = result.report
+    tests = ("chi2", "dof", "p_value", "cramers_v")
+    agreement = ("krippendorff_alpha", "fleiss_kappa", "observed_agreement", "n_items")
+    judged = ("n", "accuracy", "cohen_kappa")
     rows: list[list[Any]] = [
         ["section", "question", "t2i_model", "group", "answer", "n", "share", "ci95_lo", "ci95_hi"]
     ]
@@ -165,62 +164,20 @@ def csv_rows(result: QuestionsResult) -> list[list[Any]]:
                 for answer, share in g["shares"].items():
                     lo, hi = g["ci95"][answer]
                     rows.append(["shares", key, model, group, answer, g["n"], share, lo, hi])
-    rows += [
-        [],
-        ["section", "question", "t2i_model", "chi2", "dof", "p_value", "cramers_v", "answer", "max_gap"],
-    ]
+    rows += [[], ["section", "question", "t2i_model", *tests, "answer", "max_gap"]]
     for key, by_model in report["questions"].items():
         for model, cell in by_model.items():
             for answer, gap in cell["max_gap"].items():
-                rows.append(
-                    [
-                        "tests",
-                        key,
-                        model,
-                        cell["chi2"],
-                        cell["dof"],
-                        cell["p_value"],
-                        cell["cramers_v"],
-                        answer,
-                        gap,
-                    ]
-                )
-    rows += [
-        [],
-        ["section", "question", "krippendorff_alpha", "fleiss_kappa", "observed_agreement", "n_items"],
-    ]
+                rows.append(["tests", key, model, *(cell[k] for k in tests), answer, gap])
+    rows += [[], ["section", "question", *agreement]]
     for key, a in report["agreement"].items():
-        rows.append(
-            [
-                "agreement",
-                key,
-                a["krippendorff_alpha"],
-                a["fleiss_kappa"],
-                a["observed_agreement"],
-                a["n_items"],
-            ]
-        )
-    rows += [
-        [],
-        ["section", "detector", "question", "n", "accuracy", "cohen_kappa", "group", "answer", "share"],
-    ]
+        rows.append(["agreement", key, *(a[k] for k in agreement)])
+    rows += [[], ["section", "detector", "question", *judged, "group", "answer", "share"]]
     for name, by_question in report["detectors"].items():
         for key, d in by_question.items():
             for group, g in d["groups"].items():
                 for answer, share in g["shares"].items():
-                    rows.append(
-                        [
-                            "detectors",
-                            name,
-                            key,
-                            d["n"],
-                            d["accuracy"],
-                            d["cohen_kappa"],
-                            group,
-                            answer,
-                            share,
-                        ]
-                    )
+                    rows.append(["detectors", name, key, *(d[k] for k in judged), group, answer, share])
     return rows
 
 

@@ -1,6 +1,5 @@
-"""Reads of the questions analysis: each item's group and T2I model, final answers, every
-annotator's answer, detectors' answers, and the images of a drill-down. A handful of queries,
-whatever the number of items (a list of item ids goes a chunk at a time: ``studies.batching``)."""
+"""Reads of the questions analysis: groups, final and individual answers, detectors' answers
+and a drill-down's images, in a handful of queries."""
 
 from __future__ import annotations
 
@@ -110,11 +109,8 @@ class AnswerImage:
 def answer_items(
     scope: Scope, *, question_key: str, group: str, answer: str, limit: int
 ) -> tuple[list[AnswerImage], int]:
-    """The first ``limit`` items (in item order) in scope of ``group`` whose final answer to the
-    question is ``answer``, with their images and every annotator's answer; and how many such
-    items there are. The group's items are matched a chunk at a time (a group of a big study
-    holds more items than one statement may name: SQLite's variable limit), and only the shown
-    ones are read in full."""
+    """The first ``limit`` items of ``group`` whose final answer to the question is ``answer``,
+    with their images and answers, and how many such items there are."""
     column = compare_column(scope.study)
     ids = [
         item_id for item_id, (_model, item_group) in item_groups(scope, column).items() if item_group == group

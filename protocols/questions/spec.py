@@ -1,12 +1,5 @@
-"""The ``questions`` protocol's spec: a study designed from a questions CSV alone.
-
-Every question is single-choice (kind ``choice``, at least two answers); the groups compared are
-the values of one manifest column, named at creation (``create_study --compare COLUMN``) and
-kept in ``Study.parameters["compare"]``. Detectors answer it with outputs of kind ``answers``
-(``{"<question>": "<answer value>", …}``: a VQA model or an LLM judge).
-
-Pure data, like ``studies.protocols``: no model imports.
-"""
+"""The ``questions`` protocol's spec: single-choice questions from a CSV, groups from one
+manifest column (``parameters["compare"]``), detector outputs of kind ``answers``."""
 
 from __future__ import annotations
 

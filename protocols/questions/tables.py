@@ -1,16 +1,4 @@
-"""The questions report's tables, as ``reports.tables.Table``s (downloads: CSV, LaTeX, Markdown).
-
-Pure: they read a ``QuestionsResult`` (its JSON report), never the database. CSV cells keep raw
-values (fractions; None as blank).
-
-| key | what |
-| --- | --- |
-| ``question_shares`` | per question, T2I model, source (people, then each judge), group and answer: n, share, 95 % Wilson interval |
-| ``question_tests`` | per question, T2I model and source: χ², dof, p, Cramér's V, and per answer max_gap and the judge's max_gap_error |
-| ``question_agreement`` | per question: Krippendorff's alpha, Fleiss' κ, observed agreement |
-| ``judges`` | per judge (detector@version) and question: n, accuracy, Cohen's κ, Brier, ECE, outputs excluded |
-| ``judge_versions`` | two versions of one judge: per question their agreement with each other and each with people |
-"""
+"""The questions report's tables: pure functions of a ``QuestionsResult``."""
 
 from __future__ import annotations
 
@@ -18,17 +6,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from reports import judges
-from reports.tables import Cell, Column, Table, ci_cell, int_cell, num, text_cell
+from reports.tables import Column, Table, ci_cell, int_cell, num_cell, text_cell
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from protocols.questions.report import QuestionsResult
 
 PEOPLE = "people"
 TABLE_KEYS = ("question_shares", "question_tests", "question_agreement", "judges", "judge_versions")
-
-
-def _float(value: float | None, digits: int = 3) -> Cell:
-    return Cell(value, num(value, digits))
 
 
 def sources(cell: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -52,7 +36,7 @@ def shares_table(result: QuestionsResult) -> Table:
                                 text_cell(group),
                                 text_cell(answer),
                                 int_cell(g["n"]),
-                                _float(share),
+                                num_cell(share),
                                 ci_cell(g["ci95"][answer], 3),
                             )
                         )
@@ -89,13 +73,13 @@ def tests_table(result: QuestionsResult) -> Table:
                             text_cell(key),
                             text_cell(model),
                             text_cell(source),
-                            _float(figures["chi2"]),
+                            num_cell(figures["chi2"]),
                             int_cell(figures["dof"]),
-                            _float(figures["p_value"], 4),
-                            _float(figures["cramers_v"]),
+                            num_cell(figures["p_value"], 4),
+                            num_cell(figures["cramers_v"]),
                             text_cell(answer),
-                            _float(gap),
-                            _float(errors.get(answer)),
+                            num_cell(gap),
+                            num_cell(errors.get(answer)),
                         )
                     )
     return Table(
@@ -126,9 +110,7 @@ def agreement_table(result: QuestionsResult) -> Table:
     rows = tuple(
         (
             text_cell(key),
-            _float(a["krippendorff_alpha"]),
-            _float(a["fleiss_kappa"]),
-            _float(a["observed_agreement"]),
+            *(num_cell(a[k]) for k in ("krippendorff_alpha", "fleiss_kappa", "observed_agreement")),
             int_cell(a["n_items"]),
         )
         for key, a in result.report["agreement"].items()

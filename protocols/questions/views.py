@@ -1,6 +1,5 @@
-"""The questions protocol's own page: the drill-down from a (question, group, answer) bar of
-the overview's chart to the images behind it, each with every annotator's answer. Thin: role
-and filters (``reports.views``), the rows (``selectors.answer_items``), render."""
+"""The questions protocol's own page: the images behind one (question, group, answer) bar,
+each with every annotator's answer."""
 
 from __future__ import annotations
 

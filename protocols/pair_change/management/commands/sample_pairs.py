@@ -1,17 +1,6 @@
-"""Draw pairs of a pair-change study for people to check, by their automatic verdict.
+"""Draw pairs of a pair-change study for people to check, stratified by automatic verdict.
 
-    python manage.py sample_pairs --study bp-sd15 --attribute age
-        [--buckets older=25,younger=25,unchanged=50] [--seed 0] [--t2i-model sd15]
-        [--measure age=face_age_gender] [--take-all-if-short] [--dry-run]
-
-A stratified random sample (Wang et al. 2024, section 4.3: 25 older / 25 younger / 50
-unchanged, likewise lighter / darker / unchanged for skin and male→female / female→male /
-unchanged for gender) goes into the labelling queue: annotators then see the seed photo and the
-edit side by side and answer the attribute's question. The draw is recorded on the study, and
-the report scores the verdicts against the final answers. The same draw (attribute, seed,
-buckets, T2I model) run again changes nothing; another seed draws more pairs, never one drawn
-for the attribute before. Thin wrapper around ``protocols.pair_change.sampling.pairs_sample``.
-"""
+python manage.py sample_pairs --study bp-sd15 --attribute age [--buckets older=25,...]"""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""``manage.py questions_demo``: a questions study to look at, from files it writes itself.
-
-Runs the commands a researcher would (create_study, import_images, import_labels,
-import_predictions) on the demo files of ``protocols.questions.demo``; running it again changes
-nothing."""
+"""``manage.py questions_demo``: a questions study made from the demo files it writes, by the
+commands a researcher would run; running it again changes nothing."""
 
 from __future__ import annotations
 
@@ -55,8 +52,7 @@ class Command(BaseCommand):
             "2",
             **quiet,
         )
-        # Its guidelines (create_study takes none): what the labeling screen and the study
-        # chooser show; one written or changed by hand is kept.
+        # Its guidelines (create_study takes none); one changed by hand is kept.
         Study.objects.filter(slug=demo.SLUG, description="").update(description=demo.DESCRIPTION)
         call_command(
             "import_images",
