@@ -104,11 +104,6 @@ def _study_images(study: Study) -> Any:
     return ItemImage.objects.filter(item__study=study, role=ImageRole.IMAGE)
 
 
-def _every_image(study: Study) -> Any:
-    """Every image of the study's items, whatever its role (a pair's seed and edit too)."""
-    return ItemImage.objects.filter(item__study=study)
-
-
 def items_fully_labelled(study: Study) -> frozenset[int]:
     """Items with a final label for every question they ask (``question_keys``; [] = all of
     the study's): the "labelled" of a protocol whose estimate reads all its questions."""
@@ -397,11 +392,6 @@ def estimate_kept(study: Study, detector: str, options: str | None) -> Kept | No
 
 def estimate_job(job_id: int) -> EstimateJob | None:
     return EstimateJob.objects.select_related("study").filter(pk=job_id).first()
-
-
-def estimate_job_current(study: Study, detector: str, state: str) -> EstimateJob | None:
-    """The job that computes (or computed) the estimate of this state, if one was asked for."""
-    return EstimateJob.objects.filter(study=study, detector=detector, state=state).first()
 
 
 def estimate_jobs_claimable() -> list[int]:

@@ -197,14 +197,7 @@ def checked_human_gep(items: list[GepItem], setting: str, keys: tuple[str, ...])
                 continue
             n_answered[item.gender][key] += 1
             n_yes[item.gender][key] += answer == YES
-    frequencies = {
-        gender: {key: _ratio(n_yes[gender][key], n_answered[gender][key]) for key in keys}
-        for gender in GENDERS
-    }
-    vector = {
-        key: _sum_difference(n_yes[WOMAN][key], n_answered[WOMAN][key], n_yes[MAN][key], n_answered[MAN][key])
-        for key in keys
-    }
+    frequencies, vector = _means_and_difference(n_yes, n_answered, keys)
     return HumanGep(
         setting=setting,
         keys=keys,
@@ -216,6 +209,17 @@ def checked_human_gep(items: list[GepItem], setting: str, keys: tuple[str, ...])
         gep_vector=vector,
         gep_score=gep_score(vector),
     )
+
+
+def _means_and_difference(
+    sums: dict[str, dict[str, float]], counts: dict[str, dict[str, int]], keys: tuple[str, ...]
+) -> tuple[dict[str, dict[str, float | None]], dict[str, float | None]]:
+    """Per-gender means of each key, and the vector of mean_woman - mean_man."""
+    means = {g: {k: _ratio(sums[g][k], counts[g][k]) for k in keys} for g in GENDERS}
+    vector = {
+        k: _sum_difference(sums[WOMAN][k], counts[WOMAN][k], sums[MAN][k], counts[MAN][k]) for k in keys
+    }
+    return means, vector
 
 
 def _ratio(numerator: float, denominator: float) -> float | None:
@@ -286,13 +290,7 @@ def checked_auto_gep(items: list[GepItem], detector: str, setting: str, keys: tu
     # fsum and one exact subtraction (as for the human vector): a detector whose scores equal the
     # human 0/1 answers reproduces the human vector bit for bit, ties included.
     sums = {gender: {key: math.fsum(scores[gender][key]) for key in keys} for gender in GENDERS}
-    means = {
-        gender: {key: _ratio(sums[gender][key], n_scored[gender][key]) for key in keys} for gender in GENDERS
-    }
-    vector = {
-        key: _sum_difference(sums[WOMAN][key], n_scored[WOMAN][key], sums[MAN][key], n_scored[MAN][key])
-        for key in keys
-    }
+    means, vector = _means_and_difference(sums, n_scored, keys)
     return AutoGep(
         detector=detector,
         setting=setting,

@@ -42,9 +42,6 @@ class Estimand:
     def width(self) -> float | None:
         return None if self.ci95 is None else self.ci95[1] - self.ci95[0]
 
-    def human_only_width(self) -> float | None:
-        return None if self.human_only_ci95 is None else self.human_only_ci95[1] - self.human_only_ci95[0]
-
     def as_json(self) -> dict[str, Any]:
         return {
             "estimate": self.estimate,
@@ -348,23 +345,6 @@ def difference_coefficients(mask_a: np.ndarray, mask_b: np.ndarray) -> np.ndarra
     if not a.any() or not b.any():
         return np.zeros(a.shape)
     return a - b
-
-
-def estimate_difference(
-    f: Sequence[float] | np.ndarray | None,
-    y: Sequence[float] | np.ndarray,
-    xi: Sequence[bool] | np.ndarray,
-    pi: Sequence[float] | np.ndarray,
-    mask_a: Sequence[bool] | np.ndarray,
-    mask_b: Sequence[bool] | np.ndarray,
-    *,
-    bounds: tuple[float | None, float | None] = (-1.0, 1.0),
-    folds: int = FOLDS,
-    seed: int = 0,
-) -> Estimand:
-    """Mean of Y over A minus over B (e.g. share of "yes" among women minus among men)."""
-    a = difference_coefficients(np.asarray(mask_a, dtype=bool), np.asarray(mask_b, dtype=bool))
-    return estimate_linear(f, y, xi, pi, a, bounds=bounds, folds=folds, seed=seed)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from metrics import agreement
+
 #: The 97.5 % quantile of the standard normal distribution (a two-sided 95 % interval).
 Z95 = 1.959963984540054
 
@@ -34,7 +36,7 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
     if n <= 0:
         return (0.0, 1.0)
     if not 0 <= successes <= n:
-        raise ValueError(f"successes must be between 0 and n ({n}), got {successes}")
+        raise ValueError(f"successes must be between 0 and n ({n}), got {successes!r}")
     p = successes / n
     z2 = z * z
     denominator = 1 + z2 / n
@@ -136,19 +138,8 @@ def answer_shares(by_group: Mapping[str, Sequence[str]], values: Sequence[str]) 
 
 
 def cohen_kappa(truth: Sequence[str], predicted: Sequence[str]) -> float | None:
-    """Cohen's kappa of two raters over the same items (labels: every value either gave, as
-    scikit-learn's ``cohen_kappa_score``); None with no item or where chance agreement is 1."""
-    if len(truth) != len(predicted):
-        raise ValueError("both raters must rate the same items")
-    n = len(truth)
-    if n == 0:
-        return None
-    observed = sum(a == b for a, b in zip(truth, predicted, strict=True)) / n
-    a_counts, b_counts = Counter(truth), Counter(predicted)
-    expected = sum(a_counts[v] * b_counts[v] for v in set(a_counts) | set(b_counts)) / (n * n)
-    if math.isclose(expected, 1.0):
-        return None
-    return (observed - expected) / (1 - expected)
+    """Cohen's kappa of a detector's answers against the final labels; None where undefined."""
+    return agreement.cohen_kappa(truth, predicted).kappa
 
 
 def accuracy(truth: Sequence[str], predicted: Sequence[str]) -> float | None:

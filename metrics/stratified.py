@@ -23,13 +23,6 @@ from collections.abc import Hashable, Mapping, Sequence
 import numpy as np
 
 
-def stratum_keys(prompts: Sequence[Hashable], outputs: Sequence[Hashable]) -> list[tuple[Hashable, Hashable]]:
-    """The stratum of each item: (prompt, detector output)."""
-    if len(prompts) != len(outputs):
-        raise ValueError(f"outputs: {len(outputs)} values for {len(prompts)} items.")
-    return list(zip(prompts, outputs, strict=True))
-
-
 def inclusion_probabilities_stratified(
     strata: Sequence[Hashable],
     budget: float,
