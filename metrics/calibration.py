@@ -1,21 +1,5 @@
 """How well a judge's probabilities match people's answers: Brier score, expected calibration
-error and the reliability diagram's bins. Pure functions over plain sequences (no Django).
-
-A judge gives, per item, a probability for each answer of a question (``{answer: p}``); the
-truth is the final human answer. Conventions, as scikit-learn's defaults where it has one:
-
-- ``brier_score``: the mean over items of Σ over answers of (p - 1[answer is the truth])²
-  (Brier 1950), halved for a question with two answers, so that a yes/no question gets the
-  familiar binary score mean (p - y)² (``sklearn.metrics.brier_score_loss`` with
-  ``scale_by_half="auto"``). 0 is perfect; 1 (two answers) or 2 (more) the worst.
-- ``expected_calibration_error``: top-label ECE (Guo et al. 2017). Each item's confidence is its
-  largest probability and it is correct when that answer is the truth; items fall in
-  ``bins`` equal-width bins of confidence, (lo, hi] (0 goes to the first); ECE = Σ over bins of
-  (items in the bin / items) · |accuracy - mean confidence|.
-
-Probabilities that do not sum to 1 are normalised; an answer missing from an item's
-probabilities has probability 0. With no item every figure is None.
-"""
+error and the reliability diagram's bins (conventions: docs/explanation/metrics.md)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,4 @@
-"""The object-class vocabulary of the object co-occurrence study: ultralytics' 80 COCO names.
-
-Detectors and papers spell the same COCO classes differently: Mannering (2023) ran YOLOv3 in
-darknet, whose ``coco.names`` uses the Pascal VOC spellings ("motorbike", "aeroplane", "sofa",
-"pottedplant", "diningtable", "tvmonitor"), while ultralytics (and torchvision) use "motorcycle",
-"airplane", "couch", "potted plant", "dining table", "tv". Every count in BiasLab is keyed by the
-ultralytics spelling, so a paper's table and our own detections land in the same columns.
-
-The names are data here, copied from ultralytics' ``cfg/datasets/coco.yaml`` (index order kept),
-so this module never imports ultralytics (it pulls in torch). Pure data and functions only.
-"""
+"""The object classes: ultralytics' 80 COCO names (as data) and the other spellings papers use."""
 
 from __future__ import annotations
 
@@ -138,10 +128,7 @@ _SEPARATORS = re.compile(r"[\s_\-]+")
 
 
 class UnknownClassName(ValueError):
-    """A class name that is not one of the 80 COCO classes under any known spelling.
-
-    ``name`` is the name as given; ``suggestions`` are the closest COCO names (possibly empty).
-    """
+    """A class name outside the 80 COCO classes, with the closest names as ``suggestions``."""
 
     def __init__(self, name: str, suggestions: tuple[str, ...]) -> None:
         self.name = name
@@ -158,13 +145,7 @@ def _normalise_spelling(name: str) -> str:
 
 
 def normalise_class_name(name: str) -> str:
-    """Return the ultralytics COCO name for ``name`` in any spelling the study meets.
-
-    Accepted: an ultralytics name, a darknet/Pascal VOC spelling (``CLASS_NAME_ALIASES``), any of
-    those with different case, ``_``/``-`` for spaces or the spaces removed ("Teddy_Bear",
-    "cellphone"). Anything else raises ``UnknownClassName`` (a ``ValueError``) naming the name
-    and suggesting close matches; a non-string raises ``TypeError``.
-    """
+    """The ultralytics COCO name for ``name`` in any accepted spelling; ``UnknownClassName`` otherwise."""
     if not isinstance(name, str):
         raise TypeError(f"an object class name must be a string, not {type(name).__name__}")
     key = _normalise_spelling(name)

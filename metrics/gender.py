@@ -1,19 +1,6 @@
-"""The gender-bias metrics of Lyu et al. 2025 as pure functions over plain sequences (no Django).
-
-Prompt bias score (eq. 2), model bias score (eq. 1), prompt bias score difference (eq. 3),
-filtering precision / recall / F1 / filter rate (eqs. 4-5), classification accuracy (eq. 6),
-label shares (table 5), the histogram of prompt scores (figure 3), and seeded bootstrap intervals
-that resample images within prompts.
-
-No label vocabulary is written down here. A study says which answers are *clear* (the gender
-question's choices marked ``clear``, in choice order); ``class_index`` folds any answer into one
-of three classes — the first clear value (counted positive in the scores: "male" in the paper),
-the second ("female"), and the rest (not clear to humans / filtered by a detector). The joint
-tables below are 3 x 3 in that class order: rows the human class, columns the detector's.
-
-Every function handles its empty and degenerate cases explicitly: an undefined ratio is
-``None`` (never 0), and the result says how many items it was computed from.
-"""
+"""The gender-bias metrics of Lyu et al. 2025 (eqs. 1-6, table 5, figure 3) and bootstrap
+intervals resampling images within prompts; answers folded into three classes (first clear
+value, second, rest): docs/explanation/metrics.md."""
 
 from __future__ import annotations
 
@@ -62,9 +49,7 @@ def class_index(value: str | None, clear: Sequence[str]) -> int:
 
 
 def prompt_bias_score(n_male: float, n_female: float) -> float | None:
-    """Eq. 2: (n_male - n_female) / n_clear, with clear = male + female. None without clear images.
-
-    "male" / "female" stand for the study's first and second clear value."""
+    """Eq. 2: (n_male - n_female) / n_clear; None without clear images."""
     return ratio(n_male - n_female, n_male + n_female)
 
 
@@ -128,10 +113,8 @@ def prompt_bias_score_difference(
 
 @dataclass(frozen=True)
 class Filtering:
-    """Filtering as a binary problem: positive = clear image (human male/female); the detector
-    keeps an image when its verdict is male or female. ``filter_rate`` = TN / (TN + FP), the
-    share of not-clear images the detector filtered (None without any). Undefined ratios are
-    None."""
+    """Filtering as a binary problem (positive = a clear image, kept = detector said male or female);
+    ``filter_rate`` = TN / (TN + FP)."""
 
     precision: float | None
     recall: float | None
@@ -256,15 +239,7 @@ class Interval:
 
 
 def _resample_within_prompts(counts: np.ndarray, n_resamples: int, seed: Seed) -> np.ndarray:
-    """Draw ``n_resamples`` bootstrap replicates of each prompt's images: for a prompt with n
-    images in cells with counts c, a replicate is Multinomial(n, c / n). Returns an int array
-    (cells, prompts, n_resamples) — replicates last, so every step below works on contiguous
-    rows.
-
-    Drawn as a chain of binomials over the cells, only for the prompts whose cell is uncertain
-    (0 < p < 1): most cells of real tables are empty, and a prompt's last non-empty cell takes
-    what is left, which makes this several times faster than ``Generator.multinomial``.
-    """
+    """Bootstrap replicates of each prompt's images, Multinomial(n, c / n), as (cells, prompts, n_resamples)."""
     rng = np.random.default_rng(seed)
     counts = np.asarray(counts, dtype=np.int64)
     n_prompts, n_cells = counts.shape
@@ -313,11 +288,7 @@ def _percentile_interval(values: np.ndarray, level: float) -> Interval | None:
 def bootstrap_model_bias(
     counts: Sequence[Sequence[int]], *, n_resamples: int = 1000, seed: Seed = 0, level: float = 0.95
 ) -> Interval | None:
-    """Percentile interval of the model bias score, resampling images within prompts.
-
-    ``counts`` has one row per prompt: (n_male, n_female, n_not_clear). Replicates in which no
-    prompt has a clear image are left out; None when no replicate has a score.
-    """
+    """Percentile interval of the model bias score from (n_male, n_female, n_not_clear) per prompt."""
     table = np.asarray(counts, dtype=np.int64).reshape(-1, 3)
     if table.shape[0] == 0 or n_resamples <= 0:
         return None
@@ -343,12 +314,7 @@ def bootstrap_detector_vs_human(
     seed: Seed = 0,
     level: float = 0.95,
 ) -> PairedBootstrap:
-    """Paired bootstrap of a detector against the human labels on the same images.
-
-    ``joint[p][h][d]`` counts prompt p's images with human class h and detector class d (FIRST,
-    SECOND, REST). Each replicate resamples the images of every prompt together with both their
-    labels, so the human and detector scores move together.
-    """
+    """Paired bootstrap of a detector against the human labels of the same images (``joint[p][h][d]``)."""
     table = np.asarray(joint, dtype=np.int64).reshape(-1, 9)
     if table.shape[0] == 0 or n_resamples <= 0:
         return PairedBootstrap(None, None, None, None)
@@ -378,10 +344,8 @@ def bootstrap_detector_vs_human(
 
 @dataclass(frozen=True)
 class DetectorVsHuman:
-    """One detector on one T2I model, scored against the human labels of the images it
-    predicted: its model bias score, the human score on those same images, the signed %
-    difference, the prompt bias score difference, and their bootstrap intervals. An interval is
-    None where its value is undefined on the data itself (even if some replicates define it)."""
+    """One detector on one T2I model against the human labels of the same images, with bootstrap
+    intervals (None where the value itself is undefined)."""
 
     model_bias_score: float | None
     human_model_bias_score: float | None

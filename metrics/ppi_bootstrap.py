@@ -1,7 +1,5 @@
-"""Design bootstraps of the prediction-powered estimate: the pseudo-population worlds (detector
-and human only) and their replicates, and the generalised bootstrap that cross-checks the
-delta method. docs/explanation/estimator.md.
-"""
+"""Design bootstraps of the prediction-powered estimate and their pseudo-population worlds
+(docs/explanation/estimator.md)."""
 
 from __future__ import annotations
 
@@ -39,10 +37,8 @@ _FLAT = 0.1
 
 
 def _bootstrap_pis(data: StudyData, output_index: np.ndarray) -> np.ndarray:
-    """Each round's π for the bootstrap, where an image may be unlabelled at a round it was not
-    eligible for in reality (it was labelled earlier): it gets the mean π of the eligible images
-    with the same prompt and detector output (the active design depends on nothing else), else
-    of its prompt, else of the round."""
+    """Each round's π for the bootstrap; an image ineligible in reality gets the mean π of its
+    (prompt, output) group, else of its prompt, else of the round."""
     pis = data.pi.copy()
     n_out = int(output_index.max()) + 1 if output_index.size else 1
     cell = data.codes * n_out + output_index
@@ -97,22 +93,10 @@ def design_bootstrap(
     rng: np.random.Generator,
     chunk: int = 250,
 ) -> Replicates:
-    """Replicates of the whole study in one pseudo-population world.
+    """Replicates of the whole study in one pseudo-population ``world``, each estimator applied.
 
-    Each replicate keeps the labelled images' labels, draws a label for every other image from
-    the world, redraws the rounds with their π (``_bootstrap_pis``) and the same round weights,
-    and applies each estimator (its detector vectors ``f``; zeros = human only).
-    ``world(rng, b, prompts, outputs)`` returns P(male) and P(male or female), shape (b, G),
-    for G (prompt, detector output) pairs: the worlds give every image of one prompt and output
-    the same probabilities.
-
-    Images that agree in everything a replicate reads -- prompt, detector output, label if
-    labelled, π and coefficient in every round, each estimator's detector vector -- are
-    exchangeable. So a replicate does not draw each image: it draws, for each such group of n
-    images, how many fall in each class and are first drawn in each round (or never), one
-    multinomial of n over classes x rounds (class and draws are independent). The same
-    replicates in distribution as drawing every image; the cost grows with the number of groups
-    (about prompts x outputs x rounds' π), not with the study's size."""
+    Exchangeable images are drawn as one multinomial per group, so the cost follows the number
+    of (prompt, output, π) groups, not the study's size."""
     n_prompts, rounds = data.n_prompts, data.rounds
     known = np.where(data.labelled, human_classes(data.y), -1)
     pis = _bootstrap_pis(data, output_index)
@@ -193,25 +177,9 @@ def design_bootstrap(
 
 
 def detector_world(data: StudyData, model: CovarianceModel, output_index: np.ndarray) -> Any:
-    """Pseudo-populations for the prediction-powered interval: posterior draws of the study's
-    human labels under the detector's confusion model, with each prompt's class shares drawn
-    from their empirical-Bayes posterior.
-
-    In every replicate: a confusion P(output | class) from its Dirichlet posterior; for every
-    prompt, class shares (male, female, rest) from their posterior given the prompt's detector
-    outputs and labels under a prior fitted to all prompts (a discrete prior on a grid of male
-    share among clear images x rest share, by nonparametric maximum likelihood on a bootstrap
-    sample of the prompts, mixed with a flat prior); then every unlabelled image's class from
-    P(class | output, shares) ∝ P(output | class) x share.
-
-    Drawing the shares matters. With a few labels a prompt and a detector that errs
-    often -- say one that calls a third of the women men and most low-quality images a gender
-    -- a prompt's maximum-likelihood shares are noisy, and pseudo-populations built on them are
-    less balanced than the truth: their prompt scores lie further from 0, where |·| adds less
-    bias to the estimate, so the bootstrap under-corrects the upward bias of eq. 1 and the
-    interval misses the truth from above (coverage 0.83 at 10 % labels in the simulation of
-    bench/bench_estimator.py). Shares drawn from a posterior under a fitted prior have, over the
-    prompts, the spread of the true shares and not more."""
+    """Pseudo-populations for the prediction-powered interval: the detector's confusion and each
+    prompt's class shares drawn from their (empirical-Bayes) posteriors, then every unlabelled
+    image's class. Why the shares are drawn: docs/explanation/estimator.md."""
     n_out = model.likelihood.shape[1]
     n_prompts = data.n_prompts
     known = human_classes(data.y)
@@ -288,17 +256,8 @@ def detector_world(data: StudyData, model: CovarianceModel, output_index: np.nda
 
 
 def human_world(data: StudyData) -> Any:
-    """Pseudo-populations from the human labels alone, for the human-only interval (which must
-    not borrow the detector's information). Each prompt's rest share gets a beta prior fitted
-    by the method of moments; its male share among clear images, in half the replicates, a
-    discrete prior on a grid of 21 values fitted by nonparametric maximum likelihood (EM) -- it
-    can put mass exactly on all-male, all-female and balanced prompts, the mix the paper finds,
-    which a beta cannot --, in the other half a beta by the method of moments (with 2 labels a
-    prompt only two moments are identified, and the grid prior is spiky); all are updated with
-    the prompt's own counts. Priors are re-fitted in every replicate on a
-    bootstrap sample of the prompts, so that their uncertainty -- the dominant one when labels
-    are few -- is carried into the interval. Counts are weighted 1/π and rescaled to Kish's
-    effective number of labels."""
+    """Pseudo-populations from the human labels alone (empirical-Bayes priors per prompt, re-fitted
+    on a bootstrap of the prompts in every replicate), for the human-only interval."""
     lab = data.labelled
     known = human_classes(data.y)
     weight = np.zeros(data.codes.size)
@@ -362,10 +321,8 @@ def human_world(data: StudyData) -> Any:
 
 
 def _signal_share(counts: np.ndarray) -> float:
-    """κ = max(0, 1 - df / X²) for the class x output table ``counts``: X² is Pearson's
-    statistic of independence and df = (rows - 1)(columns - 1) its expectation under
-    independence, so κ is the James-Stein share of the rows' differences that is signal -- about
-    0 for a detector independent of the truth, near 1 for a good one."""
+    """κ = max(0, 1 - df / X²) of the class x output table: the James-Stein share of the detector's
+    signal (about 0 for a useless detector, near 1 for a good one)."""
     counts = counts[counts.sum(axis=1) > 0][:, counts.sum(axis=0) > 0]
     if counts.shape[0] < 2 or counts.shape[1] < 2:
         return 0.0
@@ -376,9 +333,7 @@ def _signal_share(counts: np.ndarray) -> float:
 
 
 def _beta_grid(prior: np.ndarray, q: np.ndarray, r: np.ndarray, q_step: float, r_step: float) -> np.ndarray:
-    """(b, G) priors on the (q, r) grid: a product of two betas with the means and variances of
-    q and r under each row of ``prior``, evaluated at the grid points (edges moved a quarter
-    step inwards, where a beta density may be infinite) and normalised."""
+    """(b, G) priors on the (q, r) grid: products of two moment-matched betas, normalised."""
     out = np.ones_like(prior)
     for values, step in ((q, q_step), (r, r_step)):
         mean = np.clip(prior @ values, 1e-3, 1 - 1e-3)
@@ -418,11 +373,8 @@ def _grid_npmle(like: np.ndarray, weights: np.ndarray, iterations: int = 60) -> 
 def _beta_moments(
     weights: np.ndarray, successes: np.ndarray, trials: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Beta(a, b) whose first two moments match those of the share q behind the counts, one fit
-    per row of prompt ``weights`` (a bootstrap sample of prompts). Each prompt with at least two
-    (effective) trials gives unbiased k/n for E q and k(k - 1)/(n(n - 1)) for E q², averaged
-    with the same weight per prompt (each prompt is one draw of q). a + b is kept in
-    [0.05, 1000]; without such prompts the prior is Beta(1, 1)."""
+    """Beta(a, b) matching the first two moments of the share behind the counts, one per row of
+    prompt ``weights``; a + b kept in [0.05, 1000], Beta(1, 1) without usable prompts."""
     two = trials >= 2
     safe = np.where(two, trials, 2.0)
     first = np.where(two, successes / safe, 0.0)
@@ -463,11 +415,8 @@ def bootstrap_model_bias(
     seed: Seed = 0,
     level: float = 0.95,
 ) -> BootstrapIntervals:
-    """Percentile intervals of the prompt scores and the model score by a generalised bootstrap
-    of the Bernoulli design: each labelled image's term is multiplied by
-    a_i = 1 + sqrt(1 - π_i)(E_i - 1), E_i ~ Exp(1) (mean 1, variance 1 - π_i, never negative),
-    so the replicates' covariance of μ̂ is exactly the estimate (2). A cross-check of the delta
-    method where scores are far from 0; near 0 it shares the plug-in's upward bias."""
+    """Percentile intervals from a generalised (multiplier) bootstrap of the Bernoulli design;
+    a cross-check of the delta method where scores are far from 0."""
     data = prepare(prompt_ids, f, y, xi, pi, round_weights)
     if data.n_prompts == 0 or n_resamples <= 0:
         return BootstrapIntervals(None, {}, max(n_resamples, 0))

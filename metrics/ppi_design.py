@@ -1,6 +1,5 @@
-"""Sampling designs for the human labels: Bernoulli inclusion probabilities π (uniform, or active
-from the covariance model) and the seeded draw.
-"""
+"""Sampling designs for the human labels: Bernoulli π (uniform, or active from the covariance model)
+and the seeded draw."""
 
 from __future__ import annotations
 
@@ -82,15 +81,8 @@ def inclusion_probabilities_active(
     floor: float | None = None,
     eligible: np.ndarray | Sequence[bool] | None = None,
 ) -> np.ndarray:
-    """Bernoulli design that puts more probability where the detector is least certain and the
-    prompt's score most sensitive: π_i ∝ sqrt(a_pᵀ E[r_i r_iᵀ | output, prompt] a_p) / N_p
-    (the variance-minimising allocation for the model score), mixed with uniform,
-    π = (1 - mix) π_active + mix · uniform, then floored at ``floor`` (default: a quarter of the
-    uniform probability) and capped at 1, keeping Σ π = budget over the eligible images.
-
-    ``prompt_ids`` must list every image of each prompt (eligible or not): N_p counts them.
-    Stored with the round before its draw, these π make the round's estimate unbiased however
-    they were chosen."""
+    """Active Bernoulli design: π_i ∝ sqrt(a_pᵀ E[r_i r_iᵀ | output, prompt] a_p) / N_p, mixed with
+    uniform, floored and capped at 1, Σ π = budget; ``prompt_ids`` lists every image."""
     outputs = np.asarray(detector_outputs, dtype=np.int64)
     n = outputs.size
     mask = _eligible_mask(n, eligible)

@@ -1,10 +1,6 @@
 # ruff: noqa: RUF002  (the maths keeps its own Greek letters)
-"""Few-label estimates of mean-type estimands for every protocol, with power tuning.
-
-Pure numpy. Every estimand that is a linear function of per-item human values (a share, a count)
-and the GEP score built from them; ``metrics.ppi`` keeps the gender ratio-of-shares estimator.
-The estimator, its interval and the GEP score's bound: docs/explanation/estimator.md.
-"""
+"""Few-label estimates of mean-type estimands (shares, counts, differences, GEP score, max gap,
+Cramér's V) with power tuning, for every protocol; docs/explanation/estimator.md."""
 
 from __future__ import annotations
 
@@ -61,9 +57,8 @@ UNDEFINED = Estimand(None, None, None, None, None, None, None)
 
 @dataclass(frozen=True)
 class Linear:
-    """A linear estimand's fit: the estimate, the per-item variance contributions' square roots
-    (c_i = a_i r_i √((1-π_i)/π_i²) where labelled, else 0, so V̂ = Σ c_i² and Ĉov = Σ c_i c'_i),
-    the λ used (mean over folds) and the number of labelled items that enter."""
+    """A linear estimand's fit: the estimate, per-item variance contributions c_i (V̂ = Σ c_i²),
+    the λ used and the number of labelled items."""
 
     estimate: float
     c: np.ndarray
@@ -163,10 +158,8 @@ def linear_estimate(
     folds: int = FOLDS,
     seed: int = 0,
 ) -> Linear:
-    """θ̂ = Σ a_i [g_i + ξ_i (Y_i - g_i)/π_i] with g cross-fitted (docs/explanation/estimator.md).
-
-    ``y`` holds NaN where not labelled; ``coef`` = a_i; ``groups`` (small ints) give the
-    intercepts' groups (default: one per sign of a_i, i.e. per side of a difference)."""
+    """θ̂ = Σ a_i [g_i + ξ_i (Y_i - g_i)/π_i] with g cross-fitted; ``y`` is NaN where not labelled,
+    ``groups`` the intercepts' groups (default: one per sign of a_i)."""
     y_, f_, pi_, xi_ = _checked(y, f, pi, xi)
     a = np.asarray(coef, dtype=float)
     if a.shape != y_.shape:
@@ -211,16 +204,7 @@ def _binary_floor(
     groups: np.ndarray,
     n_groups: int,
 ) -> np.ndarray:
-    """The labels-only contributions, each intercept group's variance raised to at least the
-    Agresti-Coull one when its labelled values lie in [0, 1] (a share, a yes/no, a count that is
-    0 or 1): every labelled residual² becomes p̃(1 - p̃), p̃ = (Σ y + 2) / (n + 4), where that
-    is larger than the group's observed variance.
-
-    Why: with few labels a share's sampled values are often all equal (no "yes" among 7 labels
-    of a 10 % answer): V̂ = 0, an interval of width 0 around a wrong number -- and the tuned
-    estimate, whose variance floor is this one's (``_floored``), inherits it (coverage 0.91 of
-    the questions' max_gap with a good detector before this). Agresti-Coull is the textbook
-    repair of the Wald interval of a proportion; it widens nothing where labels vary enough."""
+    """Labels-only contributions, each group's variance floored at Agresti-Coull's for values in [0, 1]."""
     if not labelled.any() or np.any((y[labelled] < 0) | (y[labelled] > 1)):
         return c
     out = c.copy()
@@ -238,15 +222,7 @@ def _binary_floor(
 
 
 def _floored(tuned: Linear, human: Linear) -> Linear:
-    """The tuned fit with its variance mixed with one pseudo-label's worth of the labels-only
-    variance: V = (n V_tuned + V_human) / (n + 1), as a stacked contribution vector so that
-    covariances between entries mix the same way.
-
-    Why: with a good detector most labelled residuals are exactly 0, and a sample that happens
-    to miss the detector's rare errors gives V̂ = 0 -- an interval of width 0 around a wrong
-    number (coverage 0.23-0.48 for exact object counts in the simulations before this). One
-    pseudo-label bounds the gain at √(n+1)× narrower than labels only, and costs nothing with a
-    useless detector, whose V_tuned ≈ V_human."""
+    """The tuned fit with one pseudo-label's worth of the labels-only variance mixed in."""
     n = tuned.n_labelled
     if n == 0:
         return tuned
@@ -260,9 +236,8 @@ def _floored(tuned: Linear, human: Linear) -> Linear:
 
 
 def _reachable(pi: np.ndarray, xi: np.ndarray, a: np.ndarray) -> bool:
-    """Whether the design can estimate Σ a_i Y_i: every item in it has π > 0 (one the rounds
-    could never draw -- no round yet, say -- makes any estimate a guess), and at least two of the
-    items drawn with π < 1 are labelled (with fewer, V̂ is 0 or meaningless)."""
+    """Whether the design can estimate Σ a_i Y_i: every item has π > 0 and two items drawn with π < 1
+    are labelled."""
     active = a != 0
     if np.any(active & ~(pi > 0)):
         return False
@@ -303,9 +278,7 @@ def estimate_linear(
     folds: int = FOLDS,
     seed: int = 0,
 ) -> Estimand:
-    """A linear estimand (a mean, a difference of means, a total) in the few-label estimate's shape.
-    ``f=None`` means no detector (estimate = labels only, ``detector_only`` None). ``bounds``
-    clip the interval to the estimand's range (e.g. (0, 1) for a share, (-1, 1) for a gap)."""
+    """A linear estimand (mean, difference, total); ``f=None`` is labels only, ``bounds`` clip the interval."""
     a = np.asarray(coef, dtype=float)
     if not np.any(a != 0):
         return UNDEFINED
@@ -435,10 +408,8 @@ def _bounded_functional(
     seed: int,
     draws: int,
 ) -> tuple[Estimand, list[Estimand]]:
-    """A functional ``value`` of the entries (mean |d_k|, max - min) whose error is at most
-    ``bound(e)`` of the entries' errors e whatever the truth (a Lipschitz bound), and each entry.
-    The interval is [value(d̂) - q, value(d̂) + q] (clipped to [0, 1]), q the 95 % quantile of
-    ``bound`` under the entries' estimated joint distribution (docs/explanation/estimator.md)."""
+    """A Lipschitz-bounded functional ``value`` of the entries, with the interval value(d̂) ± q,
+    q the 95 % quantile of ``bound`` of the entries' errors."""
     pi_ = np.asarray(pi, dtype=float)
     xi_ = np.asarray(xi, dtype=bool)
     singles, tuned_fits, human_fits, detector = _entry_fits(entries, pi_, xi_, entry_bounds, folds, seed)
@@ -511,15 +482,7 @@ def estimate_max_gap(
     seed: int = 0,
     draws: int = 4000,
 ) -> tuple[Estimand, list[Estimand]]:
-    """The largest gap between groups' shares, G = max_g s_g - min_g s_g (the questions
-    protocol's ``max_gap``), and each group's share s_g (an entry: a mean over the group's
-    items), in the few-label estimate's shape.
-
-    G is not linear; like the GEP score its interval rests on a bound that holds whatever the
-    true shares are: max(s + e) <= max s + max e and min(s + e) >= min s + min e, so
-    |G(ŝ) - G(s)| <= max_g e_g - min_g e_g, whose 95 % quantile under the shares' estimated
-    joint distribution (groups are disjoint: independent errors) gives the half-width. With two
-    groups this is the t interval of |s_1 - s_2| folded at 0: exact away from 0, conservative at 0."""
+    """The largest gap between groups' shares and each group's share, with a bound-based interval."""
     return _bounded_functional(
         entries,
         xi,
@@ -591,15 +554,7 @@ def _table(
     seed: int = 0,
     draws: int = 2000,
 ) -> tuple[Estimand, np.ndarray, list[list[Estimand]]]:
-    """Cramér's V of the table of totals T_gc = Σ_{i in row g} Y_ic (e.g. confirmed object
-    instances per gender and class), and the estimated table.
-
-    ``cells``: the row (0..R-1) of each item; ``y``/``f``: items x columns human / detector
-    counts (y NaN where not labelled). Each cell is a power-tuned total (``estimate_linear``);
-    the interval is the union of the basic and percentile intervals of V over draws of the
-    table from a multivariate t with the cells' estimated covariance (cells of one row share
-    items and are correlated; rows are disjoint), truncated at 0 -- V is not linear and sits
-    at its boundary 0 for an unbiased model, so neither interval alone is honest there."""
+    """Cramér's V of the table of totals per (row, column), and the estimated table."""
     rows = np.asarray(cells, dtype=int)
     y_, f_ = np.asarray(y, dtype=float), np.asarray(f, dtype=float)
     pi_, xi_ = np.asarray(pi, dtype=float), np.asarray(xi, dtype=bool)

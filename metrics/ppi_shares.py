@@ -1,7 +1,5 @@
 """The prediction-powered (AIPW) shares of each prompt: validated inputs, the rounds' coefficients,
-the shares and their covariance, and the prompt scores built from them. The estimate that uses
-them: ``metrics.ppi``; docs/explanation/estimator.md.
-"""
+the shares, their covariance and the prompt scores."""
 
 from __future__ import annotations
 
@@ -43,10 +41,8 @@ Interval = tuple[float, float]
 
 
 def gender_vectors(labels: Sequence[str | None], *, none_is_unknown: bool = True) -> np.ndarray:
-    """(n, 2) vectors of labels: "male" (1, 0), "female" (0, 1), any other string (low quality,
-    other, filtered, failed) (0, 0). None is "not known" -- a NaN row -- with
-    ``none_is_unknown`` (human labels of images not drawn), else (0, 0) (a detector that failed).
-    """
+    """(n, 2) label vectors: male (1, 0), female (0, 1), anything else (0, 0); None is a NaN row with
+    ``none_is_unknown``, else (0, 0)."""
     out = np.zeros((len(labels), 2))
     for i, label in enumerate(labels):
         if label is None:
@@ -81,9 +77,7 @@ def _as_rounds(values: np.ndarray | Sequence[Any], n: int, name: str, dtype: Any
 
 
 def default_round_weights(budgets: Sequence[float], n_images: int) -> np.ndarray:
-    """Weights of the rounds' estimates, fixed by their budgets alone (docs/explanation/estimator.md, "Several rounds"):
-    w_k ∝ n_k / (M_k (M_k - n_k)), M_k = n_images - Σ_{j<k} n_j; a round whose budget covers all
-    images planned to be left takes all the weight. Sums to 1; empty for no round."""
+    """Round weights w_k ∝ n_k / (M_k (M_k - n_k)), fixed by the budgets alone; sum to 1."""
     budgets_arr = np.asarray(budgets, dtype=float)
     if budgets_arr.size == 0:
         return budgets_arr
@@ -266,10 +260,7 @@ def aipw_shares(data: StudyData, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 @dataclass(frozen=True)
 class PromptShares:
-    """The AIPW shares of every prompt and their estimated covariance (2), no delta method.
-
-    ``shares[p]`` = μ̂_p = (male, female) and ``cov[p]`` its 2 x 2 covariance estimate, for
-    ``keys[p]`` (sorted prompt ids); ``n_images`` and ``n_labelled`` per prompt."""
+    """The AIPW shares (male, female) of every prompt and their 2 x 2 covariance estimates."""
 
     keys: tuple[Hashable, ...]
     shares: np.ndarray
@@ -287,10 +278,8 @@ def prompt_shares(
     *,
     round_weights: Sequence[float] | None = None,
 ) -> PromptShares:
-    """μ̂_p = (1/N_p) Σ_i [f_i + c_i ξ_i (Y_i - f_i)] per prompt (c_i = 1/π_i with one round; the
-    round-combined coefficient with several) and its covariance estimate
-    (1/N_p²) Σ_i ξ_i e_i (Y_i - f_i)(Y_i - f_i)ᵀ (e_i = (1 - π_i)/π_i² with one round).
-    Arguments as for ``estimate_model_bias``; f = 0 gives the Horvitz-Thompson shares."""
+    """μ̂_p = (1/N_p) Σ_i [f_i + c_i ξ_i (Y_i - f_i)] per prompt and its covariance estimate;
+    arguments as for ``estimate_model_bias`` (f = 0: Horvitz-Thompson)."""
     data = prepare(prompt_ids, f, y, xi, pi, round_weights)
     mu, cov = aipw_shares(data, data.f)
     n_labelled = np.bincount(data.codes[data.labelled], minlength=data.n_prompts)

@@ -1,21 +1,5 @@
-"""Answer shares per group and their tests: the statistics of the ``questions`` protocol.
-
-A questions study asks single-choice questions about every image and compares the answers
-across the groups of one manifest column (e.g. the prompt's ``word`` or a ``skin`` column).
-Everything here is pure (numpy/scipy only, scipy imported inside the function that needs it:
-``scipy.stats`` costs every command half a second at load).
-
-- ``wilson_interval``: the 95 % Wilson score interval of a share;
-- ``independence_test``: Pearson's χ² test of independence of answer x group, with Cramér's V
-  (the reference is ``scipy.stats.chi2_contingency(table, correction=False)``);
-- ``answer_shares``: per group n, shares and Wilson intervals, the test, and the largest gap
-  between groups per answer;
-- ``cohen_kappa``: a detector's answers against the final labels (equals
-  ``sklearn.metrics.cohen_kappa_score``; None where chance agreement is 1).
-
-Degenerate cases are explicit: with fewer than two groups or two answers given there is nothing
-to test, and the test is χ² = 0, dof = 0, p = 1, V = 0 (no evidence of a difference).
-"""
+"""Answer shares per group, their Wilson intervals and χ² test: the statistics of the ``questions``
+protocol (scipy imported where needed: it is slow to load)."""
 
 from __future__ import annotations
 
@@ -58,9 +42,8 @@ class IndependenceTest:
 
 
 def independence_test(table: Sequence[Sequence[int]]) -> IndependenceTest:
-    """The χ² test of independence of a contingency table (rows: groups, columns: answers),
-    without continuity correction. Empty rows and columns carry no information and are dropped
-    (scipy refuses a zero expected count); fewer than two of either leaves nothing to test."""
+    """χ² test of independence of a groups x answers table, empty rows and columns dropped; nothing to
+    test (χ² 0, p 1) with fewer than two of either."""
     rows = [list(map(int, row)) for row in table if sum(row) > 0]
     if not rows:
         return IndependenceTest(0.0, 0, 1.0, 0.0, 0)
@@ -123,9 +106,8 @@ def group_shares(answers: Sequence[str], values: Sequence[str]) -> GroupShares:
 
 
 def answer_shares(by_group: Mapping[str, Sequence[str]], values: Sequence[str]) -> SharesComparison:
-    """Per group (``group -> the final answers of its items``) the answer shares, the test of
-    independence of answer x group, and max_gap per answer. Groups without an answer are left
-    out (a share of nothing is not 0); with no group max_gap is 0 for every answer."""
+    """Per group the answer shares, the χ² test of answer x group and the largest gap per answer
+    (groups without an answer left out)."""
     groups = {g: group_shares(list(a), values) for g, a in sorted(by_group.items()) if a}
     table = [[shares.counts[v] for v in values] for shares in groups.values()]
     max_gap = {

@@ -1,10 +1,5 @@
-"""Annotator reliability: gold accuracy with its Wilson interval and the gold rule's flag,
-Cohen's kappa of every pair of annotators on the units they share.
-
-Pure: plain values in, frozen dataclasses out. The interval is ``metrics.questions``' Wilson
-score interval (with no gold answer yet nothing is known: accuracy None, interval 0..1); the
-kappa is ``metrics.agreement.cohen_kappa``.
-"""
+"""Annotator reliability: gold accuracy with its Wilson interval and the gold rule's flag, and
+Cohen's kappa of every pair of annotators on the units they share."""
 
 from __future__ import annotations
 

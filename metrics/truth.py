@@ -1,14 +1,5 @@
-"""Truth inference: the most probable answer of each unit from many annotators' noisy labels,
-with its posterior probability, by a model of annotator ability from ``crowd-kit``.
-
-Methods (crowd-kit's classes with their default settings): ``dawid_skene`` (a confusion matrix
-per annotator, EM), ``glad`` (annotator ability and item difficulty), ``mace`` (each annotator
-spams with some probability, variational Bayes). Beside each unit's answer and posterior, every
-annotator's *reliability* — the mean posterior probability of the answers they gave — and
-their expected confusion matrix (rows: the true answer weighted by its posterior, columns:
-their answer) are derived the same way for every method. Pure: plain rows in, a frozen
-dataclass out; crowd-kit (and pandas) are imported on first use only.
-"""
+"""Truth inference with crowd-kit (Dawid-Skene, GLAD, MACE): each unit's most probable answer and
+its posterior, each annotator's reliability and confusion. crowd-kit is imported on first use."""
 
 from __future__ import annotations
 
