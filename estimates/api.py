@@ -1,20 +1,5 @@
-"""REST API of the estimates app: sampling rounds and the prediction-powered
-bias estimate, for researchers.
-
-- ``GET /api/sampling-rounds/?study=S`` lists the study's rounds, newest first;
-- ``POST /api/sampling-rounds/`` draws the next round (``sampling_round_create``, the service
-  behind ``sample_for_labeling`` and the page's "Label N more");
-- ``GET /api/estimates/?study=S&detector=D`` is ``estimate_bias --format json`` (its
-  contract per T2I model) inside ``{study, detector, version, models}`` — 200 with the kept
-  estimate when it was computed from the study's data as it is now (plus ``computed_at``);
-  otherwise 202 with the job that computes it (``estimates.services.estimate_request``; the
-  request never computes), whose ``status_url`` is
-- ``GET /api/estimates/jobs/<id>/``: the job's status (queued, running, done, failed).
-
-A refused draw is a 400 naming the field (``errors``), with a code a client can act on:
-``not_estimable``, ``unknown_detector``, ``sampling_refused`` (budget larger than the pool,
-a round still pending, active without an earlier round).
-"""
+"""REST API of the estimates app, for researchers: sampling rounds (list, draw the next) and the
+prediction-powered estimate (200 with the kept one for today's data, else 202 and its job)."""
 
 from __future__ import annotations
 

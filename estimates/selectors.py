@@ -1,21 +1,6 @@
-"""Reads of the sampling rounds and the estimate built on them.
-
-One function gathers what every user of the rounds needs (``sampling_frame``): per item of a
-study its image name, T2I model, prompt, what the protocol's estimate reads of the detector's
-output at one version and of the item's final labels (the protocol's ``EstimandProtocol``:
-``labelled``, or ``humans`` and ``verdicts``), and per round of that version each item's π and
-whether it was drawn. Each protocol's estimate (``protocols/<name>/estimates.py``) builds on it.
-
-Which rounds count. A round counts once every image it selected has the final labels the
-protocol's estimate reads; later rounds are then usable too. The first round with a selected image still
-unlabelled stops the series there (a later round gave π = 0 to that round's draw, so it cannot
-be used without it): that round and all after it are reported as *pending*, with the images
-that wait.
-
-The population. A series of rounds (one detector version) covers the items that existed when
-its first round was drawn: π describes them and only them. Items added to the study later are
-left out of the estimate and counted in a warning.
-"""
+"""Reads of the sampling rounds and the estimate built on them: the sampling frame (items, the
+detector's output, final labels, π per round), which rounds count, kept estimates and jobs.
+Which rounds count: docs/explanation/estimator.md."""
 
 from __future__ import annotations
 
@@ -45,9 +30,8 @@ PENDING_LISTED = 20
 
 @dataclass(frozen=True, slots=True)
 class FrameItem:
-    """One item as the estimator sees it. ``verdict`` is the protocol's code of the detector's
-    output (``MISSING`` where it gives none); ``human`` is the protocol's class of the item's
-    final labels, ``LABELLED`` where it says only that they are there, or None (not labelled)."""
+    """One item as the estimator sees it: the protocol's code of the detector's output and of its
+    final labels (None: not labelled)."""
 
     item_id: int
     image: str
@@ -149,10 +133,7 @@ def items_disputed(study: Study, item_ids: list[int] | tuple[int, ...]) -> set[i
 
 
 def pending_rounds(frame: Frame) -> tuple[dict[str, Any], ...]:
-    """The JSON ``pending`` of an estimate: each round still waiting for final labels, with the
-    count, how many of them wait for labels and how many for a researcher to settle their
-    dispute, and the first ``PENDING_LISTED`` images by name (the image's path, else the item's
-    key)."""
+    """The JSON ``pending`` of an estimate: each round still waiting, why, and its first images."""
     if not frame.pending:
         return ()
     name_of = {i.item_id: i.image for i in frame.items}
@@ -188,13 +169,7 @@ def sampling_frame(
     humans: Mapping[int, str] | None = None,
     verdicts: Mapping[int, str] | None = None,
 ) -> Frame:
-    """The items and rounds of the series (study, detector, version). A handful of queries.
-
-    What the protocol's estimate reads: ``labelled``, the ids of the items whose
-    final labels it reads are all there (such an item's ``human`` is ``LABELLED``); or
-    ``humans``, item id -> the class of its final labels (an item left out is not labelled).
-    ``verdicts``: item id -> the code of the detector's output at ``version`` (an item left out
-    is ``MISSING``, as is every item without it: the estimate reads the output itself)."""
+    """The items and rounds of the series (study, detector, version), in a handful of queries."""
     rounds = list(
         SamplingRound.objects.filter(study=study, detector=detector, detector_version=version).order_by(
             "number"
@@ -263,11 +238,7 @@ def rounds_of_study(study: Study) -> list[SamplingRound]:
 
 
 def export_rows(study: Study, *, labelled_items: frozenset[int] = frozenset()) -> list[dict[str, Any]]:
-    """One row per (round, item) of every round of the study: the ``export_sampling`` columns
-    ``image``, ``round``, ``pi``, ``selected``, ``labelled`` (labelled: the item is among
-    ``labelled_items``, what the protocol's estimate counts as labelled now: its
-    ``EstimandProtocol.labelled``). ``image`` is the item's key for an item without an ``image``
-    (a pair). Ordered by round, then item."""
+    """One row per (round, item) of every round of the study, in ``export_sampling``'s columns."""
     labelled = set(labelled_items)
     image_of = dict(Item.objects.filter(study=study).values_list("pk", "key"))
     image_of |= dict(_study_images(study).values_list("item_id", "source_path"))
@@ -290,9 +261,7 @@ def export_rows(study: Study, *, labelled_items: frozenset[int] = frozenset()) -
 
 
 def item_outputs(study: Study, detector: str, version: str, kind: str) -> list[tuple[int, Any]]:
-    """(item id, output) of the detector's ok predictions of ``kind`` at ``version`` on the
-    study's item images: what a protocol's stratified design reads its detector output codes
-    from. Two queries, the predictions streamed."""
+    """(item id, output) of the detector's ok predictions of ``kind`` at ``version`` in the study."""
     item_of: dict[int, list[int]] = defaultdict(list)
     for image_id, item_id in _study_images(study).values_list("image_id", "item_id"):
         item_of[image_id].append(item_id)
@@ -313,14 +282,8 @@ def item_outputs(study: Study, detector: str, version: str, kind: str) -> list[t
 
 
 def study_data_version(study: Study) -> tuple[Any, ...]:
-    """The study's own data version: a cheap summary of the rows of this study an estimate
-    reads, which any write to them changes — and a write to another study does not.
-
-    Per table, filtered to the study's items: row count and highest id (an insert raises the
-    id, a delete lowers the count), plus the last change time of the rows updated in place
-    (labels' ``updated_at``, final labels' ``decided_at``); an item corrected in place moves its
-    ``ItemChange`` audit record. Predictions are insert-only. One query of scalar sub-selects,
-    each served by the index leading with the item (or study) column."""
+    """The study's own data version: row counts, highest ids and last changes of the rows an estimate
+    reads, in one query (docs/explanation/estimator.md)."""
     from annotate.models import FinalLabel, FinalLabelRevision, Label
     from studies.models import ItemChange
 
@@ -356,9 +319,7 @@ def estimate_options(*, n_boot: int, seed: int, history: bool) -> str:
 
 
 def estimate_state(study: Study, *, protocol: str, n_boot: int, seed: int, history: bool) -> str:
-    """What an estimate is computed from, as text: the study's own data version
-    (``study_data_version``), its rounds and the options. Two estimates with the same state
-    are the same estimate; a write to another study leaves it as it was."""
+    """What an estimate is computed from, as text: the study's data version, its rounds and the options."""
     rounds = tuple(SamplingRound.objects.filter(study=study).order_by("number").values_list("pk", flat=True))
     options = estimate_options(n_boot=n_boot, seed=seed, history=history)
     return repr((study_data_version(study), rounds, protocol, options))
@@ -375,9 +336,7 @@ class Kept:
 
 
 def estimate_kept(study: Study, detector: str, options: str | None) -> Kept | None:
-    """The kept estimate of (study, detector, options) — with ``options`` None, the one computed
-    last whatever its options — or None, also when its JSON is not a kept report (written by an
-    older version of the code: it is simply computed again)."""
+    """The kept estimate of (study, detector, options; None: the latest), or None."""
     rows = KeptEstimate.objects.filter(study=study, detector=detector)
     if options is not None:
         rows = rows.filter(options=options)

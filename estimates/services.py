@@ -1,10 +1,4 @@
-"""Writes of the estimates app: drawing a sampling round.
-
-``sampling_round_create`` is the only writer of ``SamplingRound`` and ``RoundItem``: in one
-transaction it checks the request, computes and stores π for every item of the series' frame
-(0 drawn before, 1 already labelled, the design's for the rest), draws the seeded Bernoulli
-sample and queues the drawn items first. The designs: docs/explanation/estimator.md (Rounds).
-"""
+"""Writes of the estimates app: drawing a sampling round, asking for an estimate, and the worker's jobs."""
 
 from __future__ import annotations
 
@@ -59,14 +53,8 @@ def sampling_round_create(
     seed: int | None = None,
     user: User | None = None,
 ) -> SamplingRound:
-    """Draw the next sampling round of ``study`` for ``detector`` (at the version it was run
-    last) with ``budget`` expected labels; see the module docstring for π.
-
-    Raises SamplingError (with the field) for a study whose protocol has no registered estimate
-    (``estimates.estimands``), a design that protocol does not support, a budget
-    <= 0 or larger than the unlabelled pool, an unknown design, a detector without predictions
-    of the protocol's output kind in the study, an earlier round of this version whose images still wait for
-    final labels, and an active design without an earlier round to learn from."""
+    """Draw the next sampling round of ``study`` for ``detector`` (its last-run version) with ``budget``
+    expected labels; SamplingError (with the field) when the request cannot be met."""
     spec = estimands.for_protocol(study.protocol)
     if spec is None:
         raise SamplingError(
@@ -269,14 +257,8 @@ def _stale_before() -> Any:
 
 
 def estimate_request(*, study: Study, detector: str, n_boot: int, seed: int, history: bool) -> Requested:
-    """Ask for the estimate of (study, detector) with these options, computed from the study's
-    data as it is now. When the kept estimate is that one, it is returned at once; otherwise the
-    job that computes it is queued (one per study, detector and state: every request for the same
-    estimate shares it; a failed or outdated one is queued again), a worker is started when none
-    is alive (``estimate_worker_ensure``), and the job is returned with the kept estimate of older
-    data, if any.
-
-    Raises LookupError when the detector has no predictions of the kind the estimate reads."""
+    """The estimate of (study, detector, options) for the data as it is now: the kept one, or its
+    queued job (a worker started if none is alive) with the kept estimate of older data."""
     spec = estimands.for_protocol(study.protocol)
     if spec is None:
         raise SamplingError("study", f"'{study.slug}' has no few-label estimate")
@@ -323,10 +305,7 @@ def estimate_jobs_requeue_stale() -> int:
 
 
 def estimate_worker_ensure() -> bool:
-    """Start a worker (``estimate_worker_start``) when a job is queued and no worker is alive: no
-    running job beat recently and no worker was started in the last
-    ``ESTIMATE_JOB_STALE_SECONDS`` seconds. A live worker takes the queue after its job. Returns
-    whether one was started (workers claim jobs safely even if two ever run)."""
+    """Start a worker when a job is queued and none is alive; whether one was started."""
     estimate_jobs_requeue_stale()
     recent = _stale_before()
     queued = EstimateJob.objects.filter(status=JobStatus.QUEUED)
@@ -349,9 +328,7 @@ def estimate_worker_ensure() -> bool:
 
 
 def estimate_worker_start() -> None:
-    """Start ``manage.py estimates_worker`` detached from this process (its own session, so it
-    outlives the request and the web worker's restarts), at low CPU priority, one numeric
-    thread: the labelling screens keep the CPU they need. It exits when the queue is empty."""
+    """Start ``manage.py estimates_worker`` detached, at low CPU priority with one numeric thread."""
     env = {**os.environ}
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env.setdefault(name, "1")
@@ -366,9 +343,7 @@ def estimate_worker_start() -> None:
 
 
 def estimate_job_claim() -> EstimateJob | None:
-    """Claim the oldest queued job whose study has no running job, or None. Race-safe: the
-    claim is one conditional update, and the partial unique index on running jobs refuses a
-    second running job of a study (the job is then left for later)."""
+    """Claim the oldest queued job whose study has no running job, or None (race-safe)."""
     for pk in sel.estimate_jobs_claimable():
         now = timezone.now()
         try:

@@ -1,21 +1,5 @@
-"""The estimate page of a study's report: the numbers its protocol estimates
-(``estimates.estimands``; e.g. the bias score per T2I model, or the GEP score and vector per
-model and setting) with each interval beside the detector's and the labels-only one, λ and
-the effective labels, the interval width round by round, the rounds
-drawn, and the "label N more" form that draws the next round.
-
-The page never computes an estimate: it shows the kept one (``KeptEstimate``) when it was
-computed from the study's data as it is now, and otherwise asks for it
-(``estimates.services.estimate_request``: a job the estimate worker computes) and shows the
-kept one of older data, marked, with the job's progress, which htmx polls every 2 s
-(``estimate_job_progress``) until the page reloads with the result.
-
-Researchers (and admins) only, for every method: others get 403, anonymous users the login
-page. GET and HEAD show the page; POST draws a round through
-``estimates.services.sampling_round_create`` (CSRF-checked by the middleware). htmx requests
-get the ``results`` partial (GET) or the ``label_more`` partial (a POST with errors); a POST
-that drew a round redirects, so a reload never draws twice.
-"""
+"""The estimate page of a study's report, researchers only: the kept estimate (or its job's
+progress, polled by htmx) and the "label N more" form that draws the next round."""
 
 from __future__ import annotations
 

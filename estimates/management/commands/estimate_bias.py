@@ -1,10 +1,8 @@
-"""The prediction-powered estimate of a study's headline numbers.
+"""The prediction-powered estimate of a study's headline numbers (JSON contract:
+docs/reference/contracts.md, ``estimate_bias``).
 
     python manage.py estimate_bias --study S --detector D [--format json|csv|md]
         [--bootstrap 1000] [--seed 0] [--output FILE]
-
-What is estimated is the protocol's (``estimates.estimands``); the JSON of each protocol:
-docs/reference/contracts.md (``estimate_bias``). Markdown and CSV give the per-model summary.
 """
 
 from __future__ import annotations
