@@ -1,14 +1,5 @@
-"""Paper-ready charts drawn server-side with matplotlib, as SVG or PNG bytes.
-
-matplotlib is imported inside the functions (never at module level) so that Django start-up,
-``manage.py check`` and tests that draw nothing stay light. Figures are built on a bare
-``Figure`` with the Agg canvas (no pyplot global state, safe in threaded servers), with a fixed
-font and no timestamps in the metadata, so the same data gives the same bytes.
-
-This module holds what every protocol's charts share (formats, style, the figure and its saving);
-each protocol draws its own charts beside its analysis (``protocols/<name>/charts.py``). The data
-comes in as plain Python; nothing here touches the database.
-"""
+"""What every protocol's charts share: formats, style, the figure and its saving, with matplotlib
+imported on use and the same data giving the same bytes."""
 
 from __future__ import annotations
 
@@ -89,9 +80,7 @@ def _draw(fmt: str, build: Any, *args: Any, **kwargs: Any) -> bytes:
 
 
 def _fit(fig: Figure, tries: int = 3) -> None:
-    """Grow ``fig`` until everything drawn lies inside it. Constrained layout keeps axes, tick
-    labels and legends inside, but not a figure title wider than the figure (a long detector
-    name): without this it is clipped, on the page and in the download."""
+    """Grow ``fig`` until everything drawn lies inside it (constrained layout clips a wide title)."""
     for _ in range(tries):
         fig.draw_without_rendering()
         tight = fig.get_tightbbox()  # inches

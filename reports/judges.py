@@ -1,13 +1,5 @@
-"""Judges against people, shared by the reports of every protocol a judge answers.
-
-A judge is a detector run, ``<detector>@<version>`` (each version apart: two prompts or two
-models side by side), whose outputs say an answer per question and, where it gives them,
-probabilities per answer. ``judge_runs`` reads every run in scope through a protocol's
-``read`` (output -> (answers, probabilities)); ``judge_figures`` measures one run against the
-final answers of one question (n, accuracy, Cohen's κ, confusion, Brier, ECE and reliability
-bins: ``metrics.questions``, ``metrics.agreement``, ``metrics.calibration``);
-``version_pairs`` compares the versions of one detector with each other.
-"""
+"""Judges against people, shared by the reports of every protocol a judge answers: each run
+(``<detector>@<version>``) measured against the final answers, and versions compared."""
 
 from __future__ import annotations
 
@@ -38,10 +30,8 @@ def read_answers(output: Any) -> tuple[Answers, Probabilities, Filtered]:
 
 
 def gender_reader(clear: Sequence[str], key: str = "gender") -> Reader:
-    """The ``gender`` kind's reader for a judge of the ``gender`` question: a verdict among the
-    two ``clear`` values is its answer; a filtered verdict (a judge's "can't tell": reason
-    ``uncertain``) is set aside. Probabilities: a judge's scores (keys male, female, cant_tell),
-    where it gave them, of the clear values."""
+    """The ``gender`` kind's reader: a clear verdict is the answer, a filtered one set aside;
+    probabilities of the clear values where the judge gave scores."""
 
     def read(output: Any) -> tuple[Answers, Probabilities, Filtered]:
         if not isinstance(output, Mapping):
@@ -99,14 +89,8 @@ def judge_runs(
 def judge_figures(
     key: str, values: Sequence[str], run: JudgeRun, finals: Mapping[int, Mapping[str, str]]
 ) -> dict[str, Any] | None:
-    """One judge against the final answers to question ``key`` (answers ``values``), over the
-    items with both a final answer among ``values`` and the judge's answer among them: ``n``,
-    ``accuracy``, ``cohen_kappa``, ``confusion`` ({people's answer: {judge's answer: items}});
-    ``brier``, ``ece``, ``reliability`` over the ``n_probabilities`` of them whose output has
-    probabilities (null / empty when none has); ``excluded``: among the items with a final
-    answer, the judge's ``failed`` predictions, the questions it set aside (``filtered``:
-    can't tell, unparseable, an API error) and its outputs with no valid answer otherwise
-    (``unanswered``: not asked, or an answer outside ``values``). None when no item has both."""
+    """One judge against the final answers to question ``key``: n, accuracy, κ, confusion, Brier, ECE,
+    reliability bins and the items ``excluded`` per reason; None when no item has both answers."""
     truth: list[str] = []
     said: list[str] = []
     probabilities: list[dict[str, float]] = []

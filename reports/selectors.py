@@ -1,14 +1,5 @@
-"""Reads every analysis shares: the report's scope, coverage, detector versions, filter choices
-and the data fingerprint the dashboard caches under.
-
-``Scope`` is the one place the report filter (study / T2I model / prompt category) is written:
-every query of the reports — on items, labels, final labels or predictions — takes its ``Q``
-through ``Scope.q(path)``, where ``path`` leads from the queried model to the item.
-
-Which detector version is reported: a detector may have predictions from several versions. The
-report uses, per detector, the version of its most recently written prediction in scope (the
-highest prediction id), i.e. the version that was run last — see ``latest_detector_versions``.
-"""
+"""Reads every analysis shares: the report's ``Scope``, coverage, detector versions, filter choices
+and the data fingerprint the dashboard caches under (docs/explanation/reports.md)."""
 
 from __future__ import annotations
 
@@ -68,11 +59,8 @@ def predictions_in_scope(
     kinds: Sequence[str] | None = None,
     detector: str | None = None,
 ) -> QuerySet[Prediction]:
-    """Predictions on the ``role`` image of the items in scope — by default every image role of
-    the study's protocol (one-image items: ``image``; pairs: ``input`` and ``output``) — of the
-    given output kinds and detector, when given. The role and the scope are one ``filter()``
-    call, so they constrain the same ItemImage row: the queryset has one row per (prediction,
-    item) — a file used by two items of the study counts for both."""
+    """Predictions on the ``role`` images (default: the protocol's) of the items in scope, of the
+    given kinds and detector; one row per (prediction, item)."""
     roles = [role] if role else list(protocol_spec(scope.study.protocol).image_roles)
     predictions = Prediction.objects.filter(scope.q(PREDICTION_TO_ITEM), image__item_images__role__in=roles)
     if kinds is not None:
@@ -96,20 +84,15 @@ class Coverage(TypedDict):
 
 
 def coverage(scope: Scope, *, final_labels: int) -> Coverage:
-    """How many items are in scope, beside ``final_labels``: how many of them have a final label
-    for the question, which the caller counts in its own read of the final labels (counted here
-    again it was one more join of the final labels with the items, about 0.1 s at a million
-    items on PostgreSQL). The items are counted from the study's index."""
+    """How many items are in scope (counted from the study's index)."""
     return Coverage(images=scope.items().count(), final_labels=final_labels)
 
 
 def item_answers_prefetches(
     question: Question, *, predictions: QuerySet[Prediction], label_order: Sequence[str]
 ) -> list[Prefetch[Any]]:
-    """What a drill-down shows of each item, for ``prefetch_related`` (or
-    ``studies.batching.prefetch_in_chunks``): its labels for ``question`` with their annotators
-    (``question_labels``, in ``label_order``), its final label (``question_final``, a list of
-    none or one) and its images with ``predictions`` on each (``reported_predictions``)."""
+    """``prefetch_related`` lookups of a drill-down: the question's labels with annotators, its final
+    label and the images with their reported predictions."""
     return [
         Prefetch(
             "labels",
@@ -144,11 +127,7 @@ def pick_latest(rows: Iterable[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def distinct_by_seeks(rows: QuerySet[Any], fields: tuple[str, str] | tuple[str]) -> list[tuple[Any, ...]]:
-    """The distinct values of ``fields`` among ``rows``, in order, one index seek each: the
-    first row after the last value found (a "loose index scan"; ``SELECT DISTINCT`` reads every
-    entry of the index, 0.08 s for a million predictions on PostgreSQL). Fast where an index
-    starts with ``rows``' equality filters and then ``fields``, and the values are few: a
-    study's detector runs, T2I models, prompt categories."""
+    """The distinct values of ``fields`` among ``rows``, one index seek each (a loose index scan)."""
     found: list[tuple[Any, ...]] = []
     while True:
         after = rows
@@ -175,16 +154,7 @@ RUN_WALK_PAGE_MAX = 256_000
 def latest_detector_versions(
     scope: Scope, *, kinds: Sequence[str] | None = None, detector: str | None = None
 ) -> dict[str, str]:
-    """detector key -> the version reported for it: the version of its most recently written
-    prediction in scope (highest prediction id; ids grow with every insert, whereas timestamps of
-    a bulk import can tie). Failed predictions count here, so a newer version that failed
-    everywhere is reported as such rather than silently replaced by an older one.
-
-    Not an aggregate over every prediction in scope (a join of a million rows, seconds at a
-    million images): the runs (detector, version) are read from their index, then each run's
-    predictions are walked back from its newest, a page at a time, until one is in scope —
-    usually the first page (``detector_runs_in_scope``).
-    """
+    """detector key -> the version reported for it: that of its newest prediction in scope (failed ones count)."""
     return pick_latest(
         {"detector": d, "version": v, "last_id": last}
         for d, v, last in detector_runs_in_scope(scope, kinds=kinds, detector=detector)
@@ -194,16 +164,8 @@ def latest_detector_versions(
 def detector_runs_in_scope(
     scope: Scope, *, kinds: Sequence[str] | None = None, detector: str | None = None
 ) -> list[tuple[str, str, int]]:
-    """(detector, version, highest prediction id in scope) of every run with a prediction of
-    ``kinds`` in scope, sorted by detector and version.
-
-    The runs come from the (detector, version) index (every run of every study: a handful); a
-    run's highest id in scope is found by reading its predictions newest first, a range of
-    ``RUN_WALK_PAGE`` ids, then twice as many each step: two queries a step (where the range
-    ends, and the highest id of the range in scope, through the scope's join on that range
-    only). A run of this study is found on its first page; past another study's newer
-    predictions of the same run, or for a run only other studies used, the steps grow so that
-    a million of them take about ten."""
+    """(detector, version, highest prediction id in scope) of every run of ``kinds`` in scope, each
+    run's predictions walked back from its newest in growing ranges."""
     every = Prediction.objects.filter(detector=detector) if detector else Prediction.objects.all()
     found: list[tuple[str, str, int]] = []
     for run_detector, version in distinct_by_seeks(every, ("detector", "version")):
@@ -271,9 +233,7 @@ def _known(values: Iterable[str]) -> str:
 
 
 def study_for_slug(slug: str | None) -> Study:
-    """The study with this slug; without a slug the only study there is
-    (``studies.selectors.study_chosen``). UnknownFilter naming the studies that exist otherwise
-    (a report is always of one study: its protocol decides what the report is)."""
+    """The study with this slug, or the only study; UnknownFilter naming the studies otherwise."""
     try:
         return study_chosen(slug)
     except StudyNotChosen as exc:
@@ -300,21 +260,8 @@ def check_filters(scope: Scope, *, detector: str | None = None) -> None:
 
 
 def data_fingerprint() -> tuple[Any, ...]:
-    """A cheap summary of every row a report reads, which any write through the services changes.
-
-    Per table: row count and highest id (an insert raises the id, a delete lowers the count), plus
-    the last change time of the rows that are updated in place: labels (``updated_at``, agreement)
-    and final labels (``decided_at``; every final-label change also appends a
-    FinalLabelRevision). An item corrected in place (a re-import's new model name or metadata)
-    leaves every count and id as they were: its ``ItemChange`` audit record is what moves.
-    Predictions are insert-only (a re-run inserts; conflicts are ignored).
-    One query of scalar sub-selects: counts and maxima, each a single index or table scan (at a
-    million images each count costs PostgreSQL tens of milliseconds, on every researcher page).
-
-    Not the image files: a new one arrives with the item image that shows it, a file an item
-    shows cannot be deleted (``ItemImage.image`` protects it), and deleting one no item shows
-    changes no report (its predictions, deleted with it, are counted).
-    """
+    """A cheap summary of every row a report reads, which any write through the services changes:
+    per table row count, highest id and last in-place change, in one query."""
     from annotate.models import FinalLabel, FinalLabelRevision, Label
     from studies.models import ItemChange, ItemImage, Question
 

@@ -1,12 +1,4 @@
-"""The one table model of every report: a ``Table`` of ``Column``s and rows of ``Cell``s.
-
-Analyses build Tables (``reports.analyses.<protocol>``); ``reports.render`` turns any Table into
-HTML, CSV, LaTeX or Markdown, so a table on the dashboard, its downloads and the command's output
-never drift apart. Pure: no Django, no database.
-
-A ``Cell`` keeps the raw value (what CSV writes, so spreadsheets get numbers) apart from its
-display text (what HTML, LaTeX and Markdown show, e.g. ``+1.46 % ↑``).
-"""
+"""The one table model of every report: a ``Table`` of ``Column``s and rows of ``Cell``s (pure)."""
 
 from __future__ import annotations
 
@@ -25,11 +17,7 @@ class UnknownTable(ValueError):
 
 @dataclass(frozen=True)
 class Cell:
-    """One table cell: ``value`` goes to CSV, ``text`` to HTML, LaTeX and Markdown.
-
-    ``mark`` is "best" or "worst" (the paper's green and red cells), ``title`` a hover note
-    such as the counts behind a score.
-    """
+    """One table cell: ``value`` goes to CSV, ``text`` to the others; ``mark`` best/worst, ``title`` a hover note."""
 
     value: Any
     text: str

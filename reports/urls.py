@@ -27,9 +27,8 @@ urlpatterns += [path("", include(PROTOCOLS[key].urls)) for key in PROTOCOLS if P
 
 
 def remount(**kwargs: Any) -> None:
-    """Mount the protocols' pages anew when the registered protocols change (``protocols_changed``):
-    this URLconf and the root one are read again (Django's resolvers keep the patterns they
-    read) and the resolver caches cleared."""
+    """Mount the protocols' pages anew when the registered protocols change: both URLconfs re-read
+    and the resolver caches cleared."""
     for name in (__name__, settings.ROOT_URLCONF):
         if name in sys.modules:
             reload(sys.modules[name])

@@ -1,15 +1,5 @@
-"""The researchers' dashboard: each study's report page, and downloads of its tables (CSV,
-LaTeX, Markdown) and charts (SVG, PNG).
-
-Views are thin: check the role, read the filters, find the study's analysis
-(``reports.analyses``, by protocol), let it compute (cached) and shape its tables and charts,
-render. The pages an analysis adds (the gender analysis: heatmap and drill-downs) live beside it
-and use the helpers here. Every page renders its ``results`` partial for htmx requests (the
-filter form swaps only that region) and the whole page otherwise.
-
-A report is always of one study: its protocol decides what the report is. Without a ``study``
-parameter the page opens the only study, or asks which one.
-"""
+"""The researchers' dashboard: each study's report page (the ``results`` partial for htmx) and
+downloads of its tables and charts. Thin views over the study's analysis."""
 
 from __future__ import annotations
 
@@ -85,11 +75,7 @@ def _cache_key(fingerprint: tuple[Any, ...], kind: str, **scope: Any) -> str:
 
 
 def cached(fingerprint: tuple[Any, ...], kind: str, compute: Callable[[], T], **scope: Any) -> T:
-    """``compute()``, cached under (kind, scope, the data fingerprint of this request).
-
-    Any write changes the fingerprint, so a cached value is never shown after the data changed;
-    old entries are simply never asked for again (the cache evicts them).
-    """
+    """``compute()``, cached under (kind, scope, the data fingerprint of this request)."""
     key = _cache_key(fingerprint, kind, **scope)
     value = cache.get(key)
     if value is None:
@@ -100,11 +86,8 @@ def cached(fingerprint: tuple[Any, ...], kind: str, compute: Callable[[], T], **
 
 @dataclass(frozen=True)
 class Filters:
-    """A request's filters (the ``reports.analyses.ReportPage`` an analysis reads): the study
-    (None only when the researcher has not chosen among several), T2I model, category and
-    detector, the choices the form offers, and the data fingerprint, read once per request
-    before anything is computed — a write racing with a computation leaves its result under
-    the older fingerprint, never asked for again."""
+    """A request's filters (what an analysis's ``ReportPage`` reads): study, T2I model, category,
+    detector, the form's choices and the data fingerprint, read once per request."""
 
     study: Study | None
     t2i_model: str | None
@@ -155,13 +138,8 @@ class Filters:
         )
 
     def result(self, *, bootstrap: int) -> Any:
-        """The analysis's computation for these filters, cached; the category is part of its
-        scope (an analysis that reports across categories ignores it).
-
-        Asked without intervals (``bootstrap=0``: heatmap, tables without intervals), it reuses
-        a cached result with intervals when there is one: only the intervals differ, and those
-        callers do not read them.
-        """
+        """The analysis's computation for these filters, cached; without intervals it reuses a cached
+        result with them."""
         analysis = analysis_of(self.scope.study)
         scope = self._report_key()
         if bootstrap == 0:
@@ -188,13 +166,8 @@ def _applies_category(study: Study) -> bool:
 
 
 def parse_filters(request: HttpRequest, *, study: Study | None = None) -> Filters:
-    """Read study (slug), t2i_model, category and detector from GET; empty means all.
-
-    The study: the ``study`` parameter, else ``study`` (e.g. a drill-down's own), else the
-    researcher's current study (``studies.session``: the last one a page named), else the only
-    study in the database, else None (the page asks which). A named study becomes the current
-    one. Raises BadFilter naming a value that is not in the data.
-    """
+    """Read study, t2i_model, category and detector from GET (empty: all); the study defaults to the
+    researcher's current one, else the only one. BadFilter names a value not in the data."""
     slug = request.GET.get("study", "").strip()
     if slug:
         chosen_study = study_by_slug(slug, missing=lambda _known: BadFilter(f"There is no study {slug!r}."))
@@ -236,9 +209,7 @@ def render_page(
 
 
 def bad_filter(error: Exception) -> NoReturn:
-    """Refuse a filter value that is not in the data: the site's 400 page, in the layout, with the
-    reason and the studies the researcher may open (``config.errors``). Raises, so that callers'
-    ``return bad_filter(error)`` reads as the answer it is."""
+    """Refuse a filter value that is not in the data with the site's 400 page (raises)."""
     raise BadRequest(str(error)) from error
 
 
@@ -370,11 +341,7 @@ def chart_download(request: HttpRequest, name: str, fmt: str) -> HttpResponse:
 
 @researcher_only
 def chart_image(request: HttpRequest, name: str, fmt: str) -> HttpResponse:
-    """A chart for an <img> in a page: the same bytes as the download, shown inline.
-
-    The URL does not change with the data, so the browser must revalidate (``no-cache``); the
-    ETag is a hash of the chart, so an unchanged chart costs a 304 and no drawing.
-    """
+    """A chart for an <img> in a page, revalidated by its ETag (a hash of the chart)."""
     try:
         _filters, _stem, body = _chart(request, name, fmt)
     except BadFilter as error:

@@ -1,15 +1,5 @@
-"""Analyses: what a report is, per study protocol — a registry keyed by protocol.
-
-An analysis turns a study's final labels and detector predictions into its report: a pure
-metrics module (``metrics.<protocol>``), a selector reading the rows, the JSON report that
-``manage.py bias_report`` prints, the tables and charts of its dashboard page and their
-downloads. Each protocol's analysis lives in its package (``protocols/<name>/analysis.py``) and
-its spec names it (``ProtocolSpec.analysis``); ``ANALYSES`` is read from the registry of
-protocols, never edited for a new one.
-
-The mapping is explicit (no discovery) and lazy: an analysis module is imported the first time a
-study of its protocol asks for it, like ``detectors.registry``.
-"""
+"""Analyses: what a report is, per study protocol — a lazy registry read from the protocols' specs
+(docs/explanation/reports.md)."""
 
 from __future__ import annotations
 
@@ -34,10 +24,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class ReportOption:
-    """An option an analysis adds to ``manage.py bias_report`` (``--exclude-person`` of the
-    objects analysis). ``keyword`` is the argument of ``compute`` it sets: to ``value`` for a flag
-    (``value`` not None), else to the option's text. ``studies`` names the studies it is for, in
-    a person's words (the refusal for a study of another protocol says it)."""
+    """An option an analysis adds to ``bias_report``: the ``compute`` ``keyword`` it sets (to ``value``
+    for a flag, else the text) and the ``studies`` it is for."""
 
     flag: str
     help: str
@@ -106,25 +94,9 @@ def data_version(page: ReportPage) -> str:
 
 
 class Analysis:
-    """The contract of one protocol's analysis (subclass it; register it in ``ANALYSES``).
-
-    - ``compute(scope, detector=, bootstrap=, seed=)`` reads and computes; its result has a
-      ``report`` attribute, the JSON report (JSON types only: str, int, float, None, list,
-      dict). ``build`` returns just that report.
-    - ``overview(page)`` is the context of the overview page ``template``; ``table(name, page)``
-      each table in ``table_keys`` (downloads as CSV, LaTeX and Markdown); ``chart(name, fmt,
-      page, source=)`` each chart in ``chart_keys`` (SVG or PNG bytes).
-    - ``export(result, fmt)`` is ``manage.py bias_report --format csv|md``; its CSV is the tables
-      ``csv_tables`` names, in that order, one blank line between them (``bias_report --table``
-      picks one).
-    - ``pages`` names the extra dashboard pages the analysis has (URL names under
-      ``reports:``); the others answer 404 for its studies.
-    - ``options``: the options it adds to ``bias_report`` (``ReportOption``), passed to
-      ``compute`` as keywords; ``nav``: links it adds to the pages' navigation (``NavLink``).
-    - ``category_applies``: ``compute`` honours the scope's prompt category, so every table and
-      chart of the page is of that category (the dashboard caches per category). False: the
-      report is across categories by definition (its template says so when one is chosen).
-    """
+    """The contract of one protocol's analysis (subclass it): ``compute``/``build`` the report,
+    ``overview``, ``table`` and ``chart`` for the pages, ``export`` for ``bias_report``, and its
+    ``pages``, ``options``, ``nav`` and ``category_applies`` (docs/explanation/reports.md)."""
 
     protocol: ClassVar[str]
     title: ClassVar[str]
@@ -163,9 +135,7 @@ class Analysis:
         return self.compute(scope, detector=detector, bootstrap=bootstrap, seed=seed).report
 
     def page_result(self, page: ReportPage) -> Any:
-        """The page's computed result (no intervals) for a download: a study that cannot be
-        analysed as filtered is FilterNeeded, which the download views answer with a 400 naming
-        what to choose."""
+        """The page's computed result (no intervals) for a download; FilterNeeded when the study needs a filter."""
         try:
             return page.result(bootstrap=0)
         except AnalysisError as error:
