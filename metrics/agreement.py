@@ -140,9 +140,7 @@ def krippendorff_alpha_from_counts(counts: np.ndarray) -> KrippendorffAlpha:
     return KrippendorffAlpha(alpha, len(values), n)
 
 
-# --------------------------------------------------------------------------------------------
-# Agreement of a whole study from its label rows
-# --------------------------------------------------------------------------------------------
+# --- Agreement of a whole study from its label rows -----------------------------------------------
 
 
 class LabelRow(NamedTuple):

@@ -43,9 +43,7 @@ def class_index(value: str | None, clear: Sequence[str]) -> int:
     return REST
 
 
-# --------------------------------------------------------------------------------------------
-# Bias scores (eqs. 1-3)
-# --------------------------------------------------------------------------------------------
+# --- Bias scores (eqs. 1-3) -----------------------------------------------------------------------
 
 
 def prompt_bias_score(n_male: float, n_female: float) -> float | None:
@@ -106,9 +104,7 @@ def prompt_bias_score_difference(
     return PromptScoreDifference(ratio(sum(diffs), len(diffs)), len(diffs))
 
 
-# --------------------------------------------------------------------------------------------
-# Filtering and classification (eqs. 4-6)
-# --------------------------------------------------------------------------------------------
+# --- Filtering and classification (eqs. 4-6) ------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -220,9 +216,7 @@ def score_histogram(scores: Iterable[float | None], bins: int = 10) -> Histogram
     )
 
 
-# --------------------------------------------------------------------------------------------
-# Bootstrap intervals (images resampled within prompts)
-# --------------------------------------------------------------------------------------------
+# --- Bootstrap intervals (images resampled within prompts) ----------------------------------------
 
 # A seed for numpy's default_rng: an int, or a sequence of ints (e.g. a base seed plus hashes of
 # the model and detector names, so each interval has its own stream).
@@ -337,9 +331,7 @@ def bootstrap_detector_vs_human(
     )
 
 
-# --------------------------------------------------------------------------------------------
-# A detector against the human labels of the same images
-# --------------------------------------------------------------------------------------------
+# --- A detector against the human labels of the same images ---------------------------------------
 
 
 @dataclass(frozen=True)

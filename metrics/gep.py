@@ -25,9 +25,7 @@ from metrics.gep_design import (
     GepInputError,
 )
 
-# --------------------------------------------------------------------------------------------
-# Items: one generated image with its metadata, human final answers and detector scores
-# --------------------------------------------------------------------------------------------
+# --- Items: one generated image with its metadata, human final answers and detector scores --------
 
 
 @dataclass(frozen=True)
@@ -117,9 +115,7 @@ def _per_gender_key(keys: Sequence[str], value: float) -> dict[str, dict[str, An
     return {gender: dict.fromkeys(keys, value) for gender in GENDERS}
 
 
-# --------------------------------------------------------------------------------------------
-# GEP vectors and scores
-# --------------------------------------------------------------------------------------------
+# --- GEP vectors and scores -----------------------------------------------------------------------
 
 
 def gep_score(vector: Mapping[Any, float | None] | Sequence[float | None]) -> float | None:

@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-# --------------------------------------------------------------------------------------------
-# The paper's design: genders, settings, attributes (Table 1), contexts (Table 2)
-# --------------------------------------------------------------------------------------------
+# --- The paper's design: genders, settings, attributes (Table 1), contexts (Table 2) --------------
 
 WOMAN = "woman"
 MAN = "man"
@@ -105,9 +103,7 @@ class GepInputError(ValueError):
     """Input the GEP statistics cannot use; the message names the item (and question) at fault."""
 
 
-# --------------------------------------------------------------------------------------------
-# Prompts
-# --------------------------------------------------------------------------------------------
+# --- Prompts --------------------------------------------------------------------------------------
 
 #: Columns of the shipped prompt set ``generation/prompt_sets/gep2023.csv``.
 GEP_PROMPT_COLUMNS: tuple[str, ...] = (

@@ -15,9 +15,7 @@ import numpy as np
 
 from metrics import questions
 
-# --------------------------------------------------------------------------------------------
-# The paper's design
-# --------------------------------------------------------------------------------------------
+# --- The paper's design ---------------------------------------------------------------------------
 
 AGE = "age"
 GENDER = "gender"
@@ -87,9 +85,7 @@ class SampleTooSmallError(PairChangeInputError):
     """A sampling bucket holds fewer pairs than requested (and taking all was not allowed)."""
 
 
-# --------------------------------------------------------------------------------------------
-# Prompts
-# --------------------------------------------------------------------------------------------
+# --- Prompts --------------------------------------------------------------------------------------
 
 
 def biaspainter_prompt(domain: str, word: str) -> str:
@@ -103,9 +99,7 @@ def biaspainter_prompt(domain: str, word: str) -> str:
     return PROMPT_TEMPLATES[domain].format(word=word, article=article)
 
 
-# --------------------------------------------------------------------------------------------
-# Measurements and pairs
-# --------------------------------------------------------------------------------------------
+# --- Measurements and pairs -----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -201,9 +195,7 @@ class Thresholds:
         return {"age": float(self.age), "skin": float(self.skin)}
 
 
-# --------------------------------------------------------------------------------------------
-# Pair scores
-# --------------------------------------------------------------------------------------------
+# --- Pair scores ----------------------------------------------------------------------------------
 
 
 def gender_pair_score(seed: str | None, output: str | None) -> int:
@@ -268,9 +260,7 @@ def score_pair(pair: Pair, thresholds: Thresholds | None = None) -> PairScore:
     )
 
 
-# --------------------------------------------------------------------------------------------
-# Word, domain and model figures
-# --------------------------------------------------------------------------------------------
+# --- Word, domain and model figures ---------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -455,9 +445,7 @@ def pair_change(pairs: Iterable[Pair], thresholds: Thresholds | None = None) -> 
     )
 
 
-# --------------------------------------------------------------------------------------------
-# Automatic verdicts and sampling buckets
-# --------------------------------------------------------------------------------------------
+# --- Automatic verdicts and sampling buckets ------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -511,9 +499,7 @@ def _check_label(attribute: str, label: str, what: str) -> None:
         raise PairChangeInputError(f"{what} {label!r} for {attribute} is not one of {', '.join(labels)}")
 
 
-# --------------------------------------------------------------------------------------------
-# Validation against human answers
-# --------------------------------------------------------------------------------------------
+# --- Validation against human answers -------------------------------------------------------------
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:
@@ -613,9 +599,7 @@ def validation(attribute: str, automatic: Sequence[str], human: Sequence[str | N
     )
 
 
-# --------------------------------------------------------------------------------------------
-# Stratified sampling
-# --------------------------------------------------------------------------------------------
+# --- Stratified sampling --------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -389,9 +389,7 @@ def _beta_moments(
     return mean * size, (1 - mean) * size
 
 
-# ---------------------------------------------------------------------------------------------
-# A design bootstrap, the cross-check of the delta method
-# ---------------------------------------------------------------------------------------------
+# --- A design bootstrap, the cross-check of the delta method --------------------------------------
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,7 @@ from metrics.ppi_shares import (
     sum_by_prompt,
 )
 
-# ---------------------------------------------------------------------------------------------
-# Covariance model: E[r rᵀ | detector output, prompt]
-# ---------------------------------------------------------------------------------------------
+# --- Covariance model: E[r rᵀ | detector output, prompt] ------------------------------------------
 
 
 @dataclass(frozen=True)
