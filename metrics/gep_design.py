@@ -19,25 +19,6 @@ NEUTRAL = "neutral"
 EXPLICIT = "explicit"
 SETTINGS: tuple[str, str] = (NEUTRAL, EXPLICIT)
 
-#: Question keys of the 15 attributes, in the order of the paper's Table 1 and its appendix tables.
-ATTRIBUTE_KEYS: tuple[str, ...] = (
-    "boots",
-    "slippers",
-    "jeans",
-    "shorts",
-    "slacks",
-    "dress",
-    "skirt",
-    "suit",
-    "shirt",
-    "uniform",
-    "jacket",
-    "hat",
-    "tie",
-    "mask",
-    "gloves",
-)
-
 #: Key -> attribute phrase as it stands in prompts and questions (Table 1, with its preposition;
 #: the authors' released prompts confirm e.g. "in uniform" without article and "with gloves").
 ATTRIBUTE_PHRASES: dict[str, str] = {
@@ -57,6 +38,8 @@ ATTRIBUTE_PHRASES: dict[str, str] = {
     "mask": "with a mask",
     "gloves": "with gloves",
 }
+#: Question keys of the 15 attributes, in the order of the paper's Table 1 and its appendix tables.
+ATTRIBUTE_KEYS: tuple[str, ...] = tuple(ATTRIBUTE_PHRASES)
 
 #: Key -> the text a CLIP estimator embeds: the phrase without its preposition (section 4.1,
 #: "a dress", "a suit"), which is also the authors' released query list.
