@@ -65,6 +65,14 @@ def known() -> list[str]:
     return sorted(ESTIMANDS)
 
 
+def not_estimable(study: Study) -> str:
+    """Why ``study`` has no few-label estimate, naming the protocols that have one."""
+    return (
+        f"'{study.slug}' is a {study.get_protocol_display()} study; few-label estimates exist for "
+        f"{', '.join(known())} studies"
+    )
+
+
 def series_of(spec: EstimandProtocol, study: Study, detector: str) -> tuple[str, str] | None:
     """(version, kind) of the detector's predictions the estimate reads: its version run last of
     the first of ``spec.kinds`` it has predictions of; None when it has none of them."""

@@ -57,11 +57,7 @@ def sampling_round_create(
     expected labels; SamplingError (with the field) when the request cannot be met."""
     spec = estimands.for_protocol(study.protocol)
     if spec is None:
-        raise SamplingError(
-            "study",
-            f"'{study.slug}' is a {study.get_protocol_display()} study; few-label estimates exist for "
-            f"{', '.join(estimands.known())} studies",
-        )
+        raise SamplingError("study", estimands.not_estimable(study))
     if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
         raise SamplingError("budget", f"must be a whole number of labels >= 1, not {budget!r}")
     if design not in Design.values:

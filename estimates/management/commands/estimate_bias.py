@@ -45,10 +45,7 @@ class Command(BaseCommand):
         study = study_from_options(opts)
         spec = estimands.for_protocol(study.protocol)
         if spec is None:
-            raise CommandError(
-                f"--study: '{study.slug}' is a {study.get_protocol_display()} study; few-label estimates "
-                f"exist for {', '.join(estimands.known())} studies."
-            )
+            raise CommandError(f"--study: {estimands.not_estimable(study)}.")
         if opts["bootstrap"] < 0:
             raise CommandError("--bootstrap: must be >= 0.")
         try:
