@@ -1,5 +1,4 @@
-"""Agreement between annotators: Cohen's kappa, Fleiss' kappa, nominal Krippendorff's alpha, and
-their summary per T2I model, category and rater pair. Undefined figures are None."""
+"""Agreement between annotators: Cohen's and Fleiss' kappa, nominal Krippendorff's alpha, and their summary."""
 
 from __future__ import annotations
 
@@ -33,7 +32,7 @@ def _ordered_labels(values: Iterable[str], labels: Sequence[str] | None) -> tupl
 def confusion_matrix(
     rater_a: Sequence[str], rater_b: Sequence[str], labels: Sequence[str] | None = None
 ) -> tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]:
-    """Label order (``labels`` first, other values sorted) and counts[i][j] of A's labels[i] x B's labels[j]."""
+    """Label order (``labels``, then other values sorted) and counts[i][j] of A's labels[i] x B's labels[j]."""
     if len(rater_a) != len(rater_b):
         raise ValueError(f"Raters gave {len(rater_a)} and {len(rater_b)} labels; need one pair per item.")
     order = _ordered_labels([*rater_a, *rater_b], labels)
@@ -167,8 +166,7 @@ class KappaFacet:
 
 @dataclass(frozen=True)
 class RaterPair:
-    """Cohen's kappa of two raters on the items both labelled; ``raters`` in alphabetical order
-    (rater A is the first, so the kappa's confusion rows are the first rater's labels)."""
+    """Cohen's kappa of two raters (alphabetical; rater A the first) on the items both labelled."""
 
     raters: tuple[str, str]
     kappa: KappaFacet
@@ -230,8 +228,7 @@ def _facet(confusion: np.ndarray, labels: Sequence[str]) -> KappaFacet:
 def agreement_summary(
     rows: Sequence[tuple[int, str, str, str, str]], *, labels: Sequence[str]
 ) -> AgreementSummary:
-    """Agreement of the raters of ``rows`` (``LabelRow``), sorted by item and rater, over items with
-    two or more labels: overall, per T2I model, per category and per rater pair."""
+    """Agreement of the raters of ``rows`` (sorted by item and rater): overall, per model, category, rater pair."""
     order = list(labels)
     order += sorted({r[4] for r in rows} - set(order))
     k = len(order)

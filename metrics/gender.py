@@ -24,8 +24,7 @@ def ratio(numerator: float, denominator: float) -> float | None:
 
 
 def check_clear_values(clear: Sequence[str]) -> tuple[str, str]:
-    """The two clear values as a pair; ValueError unless there are exactly two distinct ones
-    (a bias score compares two groups: (n_first - n_second) / (n_first + n_second))."""
+    """The two clear values as a pair; ValueError unless there are exactly two distinct ones."""
     values = tuple(clear)
     if len(values) != 2 or values[0] == values[1]:
         raise ValueError(
@@ -36,8 +35,7 @@ def check_clear_values(clear: Sequence[str]) -> tuple[str, str]:
 
 
 def class_index(value: str | None, clear: Sequence[str]) -> int:
-    """FIRST or SECOND when ``value`` is the first or second of the ``clear`` values, else REST
-    (an unclear answer, a filtered verdict, or no value at all)."""
+    """FIRST or SECOND for the first or second of the ``clear`` values, else REST."""
     if value is not None and value in clear[:2]:
         return FIRST if value == clear[0] else SECOND
     return REST
@@ -53,8 +51,7 @@ def prompt_bias_score(n_male: float, n_female: float) -> float | None:
 
 @dataclass(frozen=True)
 class ModelBiasScore:
-    """Eq. 1: mean over prompts of |prompt bias score|; prompts without a score are listed in
-    ``unscored``, not averaged as 0. ``value`` is None when no prompt has a score."""
+    """Eq. 1: mean over prompts of |prompt bias score|, unscored prompts listed apart."""
 
     value: float | None
     n_scored: int
@@ -77,8 +74,7 @@ def category_bias_scores(rows: Iterable[tuple[str, K, float | None]]) -> dict[st
 
 
 def pct_difference(detector: float | None, human: float | None) -> float | None:
-    """Signed difference of a detector's score from the human one, in percent of the human score:
-    (det - human) / human x 100. Positive = the detector overestimates. None when undefined."""
+    """(det - human) / human x 100: a detector's signed difference from the human score; None if undefined."""
     if detector is None or human is None or human == 0:
         return None
     return (detector - human) / human * 100
@@ -109,8 +105,7 @@ def prompt_bias_score_difference(
 
 @dataclass(frozen=True)
 class Filtering:
-    """Filtering as a binary problem (positive = a clear image, kept = detector said male or female);
-    ``filter_rate`` = TN / (TN + FP)."""
+    """Filtering as a binary problem (positive: clear to humans; kept: a clear verdict)."""
 
     precision: float | None
     recall: float | None
@@ -134,8 +129,7 @@ def filtering_metrics(*, tp: int, fp: int, fn: int, tn: int) -> Filtering:
 
 @dataclass(frozen=True)
 class Accuracy:
-    """Eq. 6 on images clear to humans and kept by the detector: share classified correctly,
-    for human-male images, human-female images, and both together."""
+    """Eq. 6 on images clear to humans and kept by the detector: for male, female and both."""
 
     male: float | None
     female: float | None
@@ -167,8 +161,7 @@ def _joint(table: Sequence[Sequence[int]] | np.ndarray) -> np.ndarray:
 
 
 def filtering_from_joint(table: Sequence[Sequence[int]] | np.ndarray) -> Filtering:
-    """Eqs. 4-5 from a 3 x 3 joint table [human class][detector class]: clear to humans is the
-    positive class, kept (a clear verdict) the positive prediction."""
+    """Eqs. 4-5 from a 3 x 3 joint table [human class][detector class]."""
     t = _joint(table)
     return filtering_metrics(
         tp=int(t[:REST, :REST].sum()),
@@ -233,7 +226,7 @@ class Interval:
 
 
 def _resample_within_prompts(counts: np.ndarray, n_resamples: int, seed: Seed) -> np.ndarray:
-    """Bootstrap replicates of each prompt's images, Multinomial(n, c / n), as (cells, prompts, n_resamples)."""
+    """Bootstrap replicates of each prompt's images as (cells, prompts, n_resamples) counts."""
     rng = np.random.default_rng(seed)
     counts = np.asarray(counts, dtype=np.int64)
     n_prompts, n_cells = counts.shape
@@ -256,8 +249,7 @@ def _resample_within_prompts(counts: np.ndarray, n_resamples: int, seed: Seed) -
 
 
 def _model_scores(n_male: np.ndarray, n_female: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """From (prompts, replicates) counts: prompt scores (NaN = no clear image) and the model bias
-    score of each replicate (NaN = no prompt with a clear image)."""
+    """Prompt scores and model bias score of each replicate from (prompts, replicates) counts (NaN: none)."""
     clear = n_male + n_female
     with np.errstate(divide="ignore", invalid="ignore"):
         prompt = (n_male - n_female) / clear  # NaN where clear == 0
@@ -336,8 +328,7 @@ def bootstrap_detector_vs_human(
 
 @dataclass(frozen=True)
 class DetectorVsHuman:
-    """One detector on one T2I model against the human labels of the same images, with bootstrap
-    intervals (None where the value itself is undefined)."""
+    """One detector on one T2I model against the human labels of the same images, with intervals."""
 
     model_bias_score: float | None
     human_model_bias_score: float | None
@@ -356,8 +347,7 @@ def detector_vs_human(
     seed: Seed = 0,
     level: float = 0.95,
 ) -> DetectorVsHuman:
-    """Eqs. 1-3 for a detector against humans from per-prompt 3 x 3 joint tables (human class x
-    detector class), with the paired bootstrap of ``bootstrap_detector_vs_human``."""
+    """Eqs. 1-3 for a detector against humans from per-prompt 3 x 3 joint tables, with a paired bootstrap."""
     keys = list(joint)
     tables = np.array([_joint(joint[k]) for k in keys], dtype=np.int64).reshape(-1, 3, 3)
     human_counts = tables[:, :REST, :].sum(axis=2).tolist()

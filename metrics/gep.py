@@ -1,5 +1,4 @@
-"""GEP vectors and scores (Zhang et al. 2023) per T2I model and setting, from yes/no answers or
-a detector's per-image scores; docs/explanation/metrics.md."""
+"""GEP vectors and scores (Zhang et al. 2023) per T2I model and setting; docs/explanation/metrics.md."""
 
 from __future__ import annotations
 
@@ -30,8 +29,7 @@ from metrics.gep_design import (
 
 @dataclass(frozen=True)
 class GepItem:
-    """One image of a GEP study: gender, setting and prompted attribute, final answers and detector
-    scores per key (keys not in use are ignored)."""
+    """One image of a GEP study: gender, setting, prompted attribute, final answers and detector scores."""
 
     item_id: Hashable
     gender: str
@@ -142,8 +140,7 @@ class HumanGep:
 
 
 def human_gep(items: Iterable[GepItem], *, setting: str, keys: Sequence[str] = ATTRIBUTE_KEYS) -> HumanGep:
-    """GEP vector and score from the human final answers of one model's items in ``setting``
-    (explicit items count only for their prompt's attribute)."""
+    """GEP vector and score from the human final answers of one model's items in ``setting``."""
     return checked_human_gep(checked_items(items, keys), setting, tuple(keys))
 
 

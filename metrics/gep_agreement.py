@@ -63,8 +63,7 @@ def pearson_r(x: Sequence[float], y: Sequence[float]) -> float | None:
 
 
 def sign_mcc(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Matthews correlation of the signs (>= 0 positive) of two vectors (as scikit-learn's); None
-    when either has one sign only."""
+    """Matthews correlation of the signs (>= 0 positive) of two vectors; None with one sign only."""
     xs, ys = _paired(x, y)
     px = xs >= 0
     py = ys >= 0

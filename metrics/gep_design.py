@@ -1,5 +1,4 @@
-"""The design of Zhang et al. 2023's GEP study as plain data: genders, settings, attributes,
-contexts, the prompts and the CLS classifiers' training texts."""
+"""The design of Zhang et al. 2023's GEP study as plain data, its prompts and CLS training texts."""
 
 from __future__ import annotations
 

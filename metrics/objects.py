@@ -1,6 +1,5 @@
-"""Statistics of the object co-occurrence study (Mannering 2023): the gender x class table of
-detected instances, its χ² test, a paired permutation test and the human check of the boxes.
-Formulas: docs/explanation/metrics.md (Objects)."""
+"""Statistics of the object co-occurrence study (Mannering 2023): the gender x class table, its χ²
+test, a paired permutation test and the human check (docs/explanation/metrics.md)."""
 
 from __future__ import annotations
 
@@ -46,8 +45,7 @@ class ByGender(Generic[T]):
 # --- the contingency table and its χ² test ------------------------------------------------------
 @dataclass(frozen=True)
 class ClassStats:
-    """One column of the table: per gender its count, share of the gender and of the class, and the
-    adjusted residual (None when χ² is undefined)."""
+    """One column of the table: per gender its count, shares and adjusted residual."""
 
     name: str
     counts: ByGender[int]
@@ -93,8 +91,7 @@ def chi_square_by_gender(
 ) -> GenderContingency:
     """Pearson's χ² test of independence between prompt gender and object class.
 
-    ``counts`` maps a class name to ``(male, female)`` or ``{"male": n, "female": n}``; empty classes
-    are dropped, ``person`` too unless ``include_person``; Yates only on 2 x 2 tables when asked."""
+    ``counts`` maps a class name to ``(male, female)`` or ``{"male": n, "female": n}``."""
     parsed = _parse_counts(counts)
     kept = {
         name: pair for name, pair in parsed.items() if sum(pair) > 0 and (include_person or name != PERSON)
@@ -142,8 +139,7 @@ def chi_square_by_gender(
 
 
 def adjusted_residuals(table: Sequence[Sequence[int]] | np.ndarray) -> np.ndarray:
-    """Adjusted standardised residuals (O - E) / sqrt(E (1 - r/N) (1 - c/N)) of an r x c table
-    without empty rows or columns."""
+    """Adjusted standardised residuals (O - E) / sqrt(E (1 - r/N) (1 - c/N)) of an r x c table."""
     observed = np.asarray(table, dtype=np.float64)
     if observed.ndim != 2 or min(observed.shape) < 2:
         raise ValueError("adjusted residuals need a table with at least two rows and two columns")
@@ -265,8 +261,7 @@ def paired_permutation_test(
     seed: int | np.random.Generator = 0,
     exact: bool = False,
 ) -> PairedPermutationResult:
-    """Permutation test of gender/object independence within seed-matched pairs (n_pairs x K counts
-    per side): Monte Carlo from ``seed``, or ``exact`` over all 2**n_pairs relabellings."""
+    """Permutation test of gender/object independence within seed-matched pairs (Monte Carlo or exact)."""
     male = _count_matrix(male_counts, "male_counts")
     female = _count_matrix(female_counts, "female_counts")
     if male.shape != female.shape:
@@ -359,8 +354,7 @@ def _count_matrix(values: Sequence[Sequence[int]] | np.ndarray, name: str) -> np
 # --- images → analysis --------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ImageObjects:
-    """One generated image: its prompt's gender, one class name per detected instance, and the
-    seed-matched ``pair_id`` (None: not in the paired test)."""
+    """One generated image: its prompt's gender, one class name per instance, and its ``pair_id``."""
 
     gender: str
     class_names: Sequence[str] = ()
@@ -408,8 +402,7 @@ def analyse_objects(
     n_permutations: int | None = DEFAULT_N_PERMUTATIONS,
     seed: int | np.random.Generator = 0,
 ) -> ObjectAnalysis:
-    """The object co-occurrence analysis of one T2I model's images: the χ² table, counts per gender
-    word, images per gender and the paired test over complete pairs (``n_permutations=None`` skips it)."""
+    """The object co-occurrence analysis of one T2I model's images: the χ² table and the paired test."""
     images = list(images)
     normalised: list[tuple[ImageObjects, list[str]]] = []
     for index, image in enumerate(images):
@@ -500,8 +493,7 @@ def pair_count_matrices(
 # --- people checking the detector ---------------------------------------------------------------
 @dataclass(frozen=True)
 class HumanCheckClass:
-    """People's verdict on one class's boxes: precision = confirmed / judged, missed_rate = missed /
-    (confirmed + missed), None when undefined."""
+    """People's verdict on one class's boxes: precision and missed rate."""
 
     n_confirmed: int
     n_rejected: int
@@ -526,8 +518,7 @@ def human_check(
     rejected: Iterable[str] = (),
     missed: Iterable[str] = (),
 ) -> dict[str, HumanCheckClass]:
-    """Per class (COCO order), the detector's precision and missed-object rate as people judged its
-    boxes: one class name per confirmed box, rejected box and missed object."""
+    """Per class (COCO order), the detector's precision and missed-object rate as people judged its boxes."""
     tallies = [Counter(normalise_class_name(n) for n in group) for group in (confirmed, rejected, missed)]
     names = sorted(set().union(*tallies), key=coco_class_index)
     out: dict[str, HumanCheckClass] = {}
@@ -545,8 +536,7 @@ def human_check(
 
 @dataclass(frozen=True)
 class JudgedImage:
-    """An image whose detections people checked: the class names of its confirmed and rejected
-    boxes and of the objects they said the detector missed (one entry each)."""
+    """An image whose detections people checked: class names of confirmed, rejected and missed objects."""
 
     gender: str
     confirmed: Sequence[str] = ()
@@ -609,8 +599,7 @@ class InvalidDetection(ValueError):
 
 @dataclass(frozen=True)
 class DetectedObject:
-    """A validated detection: COCO class name, confidence in [0, 1], box (x0, y0, x1, y1) in
-    pixels with 0 ≤ x0 < x1 ≤ width and 0 ≤ y0 < y1 ≤ height."""
+    """A validated detection: COCO class name, confidence in [0, 1] and a box inside the image."""
 
     class_name: str
     confidence: float
@@ -625,8 +614,7 @@ def validate_detected_object(
     image_width: float,
     image_height: float,
 ) -> DetectedObject:
-    """One detector instance checked against its image, its class normalised; ``InvalidDetection``
-    names the bad field."""
+    """One detector instance checked against its image; ``InvalidDetection`` names the bad field."""
     width = _positive(image_width, "image_width")
     height = _positive(image_height, "image_height")
     try:

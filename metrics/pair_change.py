@@ -1,5 +1,4 @@
-"""Pair change (BiasPainter, Wang et al. 2024): pair, word, domain and model scores, the automatic
-verdicts people check, their accuracy and the stratified sample; docs/explanation/metrics.md."""
+"""Pair change (BiasPainter, Wang et al. 2024): scores, verdicts, their accuracy and the sample."""
 
 from __future__ import annotations
 
@@ -89,7 +88,7 @@ class SampleTooSmallError(PairChangeInputError):
 
 
 def biaspainter_prompt(domain: str, word: str) -> str:
-    """The prompt of Table 1 for ``word`` in ``domain`` ("a person who is an artist"); "an" before a vowel letter."""
+    """The prompt of Table 1 for ``word`` in ``domain`` ("a person who is an artist")."""
     if domain not in PROMPT_TEMPLATES:
         raise ValueError(f"domain {domain!r} is not one of {', '.join(DOMAINS)}")
     word = word.strip()
@@ -120,7 +119,7 @@ _MEASUREMENT_KEYS = frozenset({"face", "age", "gender", "skin_gray"})
 
 
 def measurement_from_dict(data: Mapping[str, Any], *, item: str) -> Measurement:
-    """One image's measurements checked into a :class:`Measurement` (``PairChangeInputError`` names ``item``)."""
+    """One image's measurements checked into a :class:`Measurement`."""
     if not isinstance(data, Mapping):
         raise PairChangeInputError(f"{item}: measurements must be a mapping, not {type(data).__name__}")
     unknown = sorted(set(data) - _MEASUREMENT_KEYS)
@@ -265,8 +264,7 @@ def score_pair(pair: Pair, thresholds: Thresholds | None = None) -> PairScore:
 
 @dataclass(frozen=True)
 class WordScore:
-    """A prompt word's signed scores, the gender split (``gender_m2f``, ``gender_f2m``) and the pairs
-    not measurable per attribute."""
+    """A prompt word's signed scores, the gender split and the unmeasured pairs per attribute."""
 
     domain: str
     word: str
@@ -325,8 +323,7 @@ class PairChangeResult:
     pairs: tuple[PairScore, ...] = field(repr=False)
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON shape of ``pair_change.<t2i_model>``; a word used in two domains is keyed
-        ``"<domain>:<word>"``."""
+        """The JSON shape of ``pair_change.<t2i_model>`` (a word in two domains keyed ``"<domain>:<word>"``)."""
         domains_of: dict[str, int] = Counter(w.word for w in self.words)
         return {
             "thresholds": self.thresholds.as_dict(),
@@ -450,8 +447,7 @@ def pair_change(pairs: Iterable[Pair], thresholds: Thresholds | None = None) -> 
 
 @dataclass(frozen=True)
 class VerdictBands:
-    """The paper's sampling bands, in threshold units: changed beyond ``changed_above``
-    (strictly), unchanged within ``unchanged_below`` (strictly), no verdict in between."""
+    """The paper's sampling bands, in threshold units (no verdict between them)."""
 
     changed_above: float = 1.0
     unchanged_below: float = 0.2
@@ -483,8 +479,7 @@ def pair_verdict(score: PairScore, attribute: str, bands: VerdictBands | None = 
 
 
 def verdict_bucket(attribute: str, verdict: str | None) -> str | None:
-    """The sampling bucket of a verdict: the verdict itself, except that gender's two
-    no-change combinations share the bucket ``unchanged`` (as the paper samples them)."""
+    """The sampling bucket of a verdict (gender's two no-change verdicts share ``unchanged``)."""
     if verdict is None:
         return None
     _check_label(attribute, verdict, "verdict")
@@ -563,7 +558,7 @@ class ValidationResult:
 
 
 def validation(attribute: str, automatic: Sequence[str], human: Sequence[str | None]) -> ValidationResult:
-    """Accuracy, Wilson interval and confusion matrix of ``automatic`` against ``human`` (None: unanswered)."""
+    """Accuracy, Wilson interval and confusion of ``automatic`` against ``human`` (None: unanswered)."""
     labels = VERDICT_LABELS[_attribute(attribute)]
     if len(automatic) != len(human):
         raise PairChangeInputError(
@@ -630,8 +625,7 @@ def stratified_sample(
     *,
     take_all_if_short: bool = False,
 ) -> StratifiedSample:
-    """Draw ``sizes[b]`` pair ids from each bucket, deterministic in ``seed``; a short bucket raises
-    ``SampleTooSmallError`` unless ``take_all_if_short``."""
+    """Draw ``sizes[b]`` pair ids from each bucket, deterministic in ``seed``."""
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise PairChangeInputError(f"seed {seed!r} is not a non-negative integer")
     for name, size in sizes.items():

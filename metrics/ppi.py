@@ -42,8 +42,7 @@ MIN_LABELS = 4
 
 @dataclass(frozen=True)
 class PromptEstimate:
-    """One prompt's estimated bias score d̂_p (eq. 2 on the AIPW shares; None when μ̂_m + μ̂_f <= 0),
-    its shares and intervals (``ci95`` design bootstrap, ``delta_ci95`` for reference)."""
+    """One prompt's estimated bias score d̂_p (eq. 2 on the AIPW shares), its shares and intervals."""
 
     estimate: float | None
     ci95: Interval | None
@@ -67,8 +66,7 @@ class PromptEstimate:
 
 @dataclass(frozen=True)
 class ScoreEstimate:
-    """A model bias score (eq. 1, mean |d̂_p| over the scored prompts) with its intervals;
-    all None when no prompt has a score."""
+    """A model bias score (eq. 1) with its intervals; all None when no prompt has a score."""
 
     estimate: float | None
     ci95: Interval | None
@@ -89,8 +87,7 @@ class ScoreEstimate:
 
 @dataclass(frozen=True)
 class ModelBiasEstimate:
-    """Everything the estimate reports for one T2I model: prediction-powered, human-only and
-    detector-only scores, per-prompt estimates, λ and the labels a halved interval needs."""
+    """Everything the estimate reports for one T2I model."""
 
     model_bias_score: ScoreEstimate
     human_only: ScoreEstimate
@@ -106,8 +103,7 @@ class ModelBiasEstimate:
     effective_labels: float | None = None
 
     def as_json(self) -> dict[str, Any]:
-        """The estimate's JSON contract (prompt ids become strings); undefined figures are None.
-        ``lambda`` and ``effective_labels`` sit beside the estimate."""
+        """The estimate's JSON contract (prompt ids become strings); undefined figures are None."""
         return {
             "model_bias_score": self.model_bias_score.as_json(),
             "human_only": self.human_only.as_json(),
@@ -132,8 +128,7 @@ def _model_score(
     replicates: Replicates | None,
     mode: Literal["pivot", "posterior"],
 ) -> ScoreEstimate:
-    """Eq. 1 from prompt scores: the plug-in, its delta interval and the bootstrap interval
-    (``pivot`` or ``posterior``), clipped to [0, 1]."""
+    """Eq. 1 from prompt scores: the plug-in, its delta interval and the bootstrap interval."""
     scored = ~np.isnan(d)
     unscored = tuple(k for k, s in zip(keys, scored, strict=True) if not s)
     n_scored = int(scored.sum())
@@ -184,8 +179,7 @@ def _next_round_labels(
     model_total: float,
     f: np.ndarray,
 ) -> int | None:
-    """Labels one further uniform round needs to halve the interval (a quarter of the projected
-    delta variance); see "Rounds" in docs/explanation/estimator.md."""
+    """Labels one further uniform round needs to halve the interval (docs/explanation/estimator.md)."""
     if variance <= 0:
         return 0
     scored = ~np.isnan(d)
@@ -373,8 +367,7 @@ def labels_for_half_width(
     *,
     detector_outputs: OutputCodes | None = None,
 ) -> int | None:
-    """Labels one further uniform round would need to halve the model score's interval (0 at width 0,
-    None if undefined); arguments as for ``estimate_model_bias``."""
+    """Labels one further uniform round would need to halve the model score's interval."""
     return estimate_model_bias(
         prompt_ids, f, y, xi, pi, detector_outputs=detector_outputs
     ).labels_for_half_width

@@ -1,5 +1,4 @@
-"""Design bootstraps of the prediction-powered estimate and their pseudo-population worlds
-(docs/explanation/estimator.md)."""
+"""Design bootstraps of the prediction-powered estimate and their pseudo-population worlds."""
 
 from __future__ import annotations
 
@@ -37,8 +36,7 @@ _FLAT = 0.1
 
 
 def _bootstrap_pis(data: StudyData, output_index: np.ndarray) -> np.ndarray:
-    """Each round's π for the bootstrap; an image ineligible in reality gets the mean π of its
-    (prompt, output) group, else of its prompt, else of the round."""
+    """Each round's π for the bootstrap, for images that were ineligible in reality too."""
     pis = data.pi.copy()
     n_out = int(output_index.max()) + 1 if output_index.size else 1
     cell = data.codes * n_out + output_index
@@ -74,8 +72,7 @@ BOOTSTRAP_CHUNK_ELEMENTS = 4_000_000
 
 @dataclass(frozen=True)
 class Replicates:
-    """One pseudo-population world's bootstrap: the replicates' true scores and, per
-    estimator, their estimates (NaN where undefined)."""
+    """One world's bootstrap: the replicates' true scores and each estimator's estimates."""
 
     theta: np.ndarray  # (B,) eq. 1 on the replicate's full population
     d_true: np.ndarray  # (B, P)
@@ -93,10 +90,8 @@ def design_bootstrap(
     rng: np.random.Generator,
     chunk: int = 250,
 ) -> Replicates:
-    """Replicates of the whole study in one pseudo-population ``world``, each estimator applied.
-
-    Exchangeable images are drawn as one multinomial per group, so the cost follows the number
-    of (prompt, output, π) groups, not the study's size."""
+    """Replicates of the whole study in one pseudo-population ``world``, each estimator applied
+    (drawn per group of exchangeable images, so the cost does not grow with the study)."""
     n_prompts, rounds = data.n_prompts, data.rounds
     known = np.where(data.labelled, human_classes(data.y), -1)
     pis = _bootstrap_pis(data, output_index)
@@ -178,8 +173,7 @@ def design_bootstrap(
 
 def detector_world(data: StudyData, model: CovarianceModel, output_index: np.ndarray) -> Any:
     """Pseudo-populations for the prediction-powered interval: the detector's confusion and each
-    prompt's class shares drawn from their (empirical-Bayes) posteriors, then every unlabelled
-    image's class. Why the shares are drawn: docs/explanation/estimator.md."""
+    prompt's class shares drawn from their posteriors, then every unlabelled image's class."""
     n_out = model.likelihood.shape[1]
     n_prompts = data.n_prompts
     known = human_classes(data.y)
@@ -209,8 +203,7 @@ def detector_world(data: StudyData, model: CovarianceModel, output_index: np.nda
     share_labels_only = 0.5 * (1 - _signal_share(model.confusion_counts) ** 2)
 
     def log_like(likelihood: np.ndarray) -> np.ndarray:
-        """(..., P, G) log-likelihood of each prompt's data at each grid point; ``likelihood``
-        is (..., 3, outputs)."""
+        """(..., P, G) log-likelihood of each prompt's data at each grid point."""
         log_mix = np.log(np.maximum(np.einsum("gc,...co->...go", grid, likelihood), 1e-300))
         return np.einsum("po,...go->...pg", unlabelled_counts, log_mix) + label_part
 
@@ -256,8 +249,7 @@ def detector_world(data: StudyData, model: CovarianceModel, output_index: np.nda
 
 
 def human_world(data: StudyData) -> Any:
-    """Pseudo-populations from the human labels alone (empirical-Bayes priors per prompt, re-fitted
-    on a bootstrap of the prompts in every replicate), for the human-only interval."""
+    """Pseudo-populations from the human labels alone, for the human-only interval."""
     lab = data.labelled
     known = human_classes(data.y)
     weight = np.zeros(data.codes.size)
@@ -321,8 +313,7 @@ def human_world(data: StudyData) -> Any:
 
 
 def _signal_share(counts: np.ndarray) -> float:
-    """κ = max(0, 1 - df / X²) of the class x output table: the James-Stein share of the detector's
-    signal (about 0 for a useless detector, near 1 for a good one)."""
+    """κ = max(0, 1 - df / X²): the James-Stein share of the detector's signal."""
     counts = counts[counts.sum(axis=1) > 0][:, counts.sum(axis=0) > 0]
     if counts.shape[0] < 2 or counts.shape[1] < 2:
         return 0.0
@@ -349,8 +340,7 @@ def _beta_grid(prior: np.ndarray, q: np.ndarray, r: np.ndarray, q_step: float, r
 
 
 def _grid_npmle(like: np.ndarray, weights: np.ndarray, iterations: int = 60) -> np.ndarray:
-    """Prior weights on the grid maximising Π_p Σ_g w_g like[p, g] (EM), one fit per row of
-    prompt ``weights`` (a bootstrap sample of prompts): (b, G)."""
+    """(b, G) prior weights on the grid by nonparametric maximum likelihood (EM), per row of ``weights``."""
     n_grid = like.shape[1]
     prior = np.full((weights.shape[0], n_grid), 1.0 / n_grid)
     total = weights.sum(axis=1, keepdims=True)
@@ -373,8 +363,7 @@ def _grid_npmle(like: np.ndarray, weights: np.ndarray, iterations: int = 60) -> 
 def _beta_moments(
     weights: np.ndarray, successes: np.ndarray, trials: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Beta(a, b) matching the first two moments of the share behind the counts, one per row of
-    prompt ``weights``; a + b kept in [0.05, 1000], Beta(1, 1) without usable prompts."""
+    """Beta(a, b) matching the first two moments of the share behind the counts, per row of ``weights``."""
     two = trials >= 2
     safe = np.where(two, trials, 2.0)
     first = np.where(two, successes / safe, 0.0)
@@ -413,8 +402,7 @@ def bootstrap_model_bias(
     seed: Seed = 0,
     level: float = 0.95,
 ) -> BootstrapIntervals:
-    """Percentile intervals from a generalised (multiplier) bootstrap of the Bernoulli design;
-    a cross-check of the delta method where scores are far from 0."""
+    """Percentile intervals from a multiplier bootstrap of the Bernoulli design (a cross-check)."""
     data = prepare(prompt_ids, f, y, xi, pi, round_weights)
     if data.n_prompts == 0 or n_resamples <= 0:
         return BootstrapIntervals(None, {}, max(n_resamples, 0))

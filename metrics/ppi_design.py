@@ -1,5 +1,4 @@
-"""Sampling designs for the human labels: Bernoulli π (uniform, or active from the covariance model)
-and the seeded draw."""
+"""Sampling designs for the human labels: Bernoulli π (uniform or active) and the seeded draw."""
 
 from __future__ import annotations
 
@@ -57,8 +56,7 @@ def _scale_to_budget(score: np.ndarray, budget: float, lo: float) -> np.ndarray:
 def inclusion_probabilities_uniform(
     n: int, budget: float, *, eligible: np.ndarray | Sequence[bool] | None = None
 ) -> np.ndarray:
-    """Bernoulli design with the same π = budget / n_eligible for every eligible image (0 for
-    the others, e.g. images labelled in an earlier round); Σ π = min(budget, n_eligible)."""
+    """Bernoulli design with π = budget / n_eligible for every eligible image, 0 for the others."""
     if budget < 0:
         raise ValueError("The budget must be >= 0.")
     mask = _eligible_mask(n, eligible)
@@ -79,8 +77,7 @@ def inclusion_probabilities_active(
     floor: float | None = None,
     eligible: np.ndarray | Sequence[bool] | None = None,
 ) -> np.ndarray:
-    """Active Bernoulli design: π_i ∝ sqrt(a_pᵀ E[r_i r_iᵀ | output, prompt] a_p) / N_p, mixed with
-    uniform, floored and capped at 1, Σ π = budget; ``prompt_ids`` lists every image."""
+    """Active Bernoulli design: π_i ∝ sqrt(a_pᵀ E[r_i r_iᵀ | output, prompt] a_p) / N_p, mixed and floored."""
     outputs = np.asarray(detector_outputs, dtype=np.int64)
     n = outputs.size
     mask = _eligible_mask(n, eligible)
@@ -110,8 +107,7 @@ def inclusion_probabilities_active(
 
 
 def draw_bernoulli(pi: np.ndarray | Sequence[float], seed: Seed) -> np.ndarray:
-    """Draw a Bernoulli sample: image i is in with probability π_i, independently (bool array).
-    The same π and seed give the same draw."""
+    """A seeded Bernoulli draw: image i is in with probability π_i, independently."""
     p = np.asarray(pi, dtype=float)
     if np.isnan(p).any() or (p < 0).any() or (p > 1).any():
         raise ValueError("Inclusion probabilities must lie in [0, 1].")

@@ -57,8 +57,7 @@ UNDEFINED = Estimand(None, None, None, None, None, None, None)
 
 @dataclass(frozen=True)
 class Linear:
-    """A linear estimand's fit: the estimate, per-item variance contributions c_i (V̂ = Σ c_i²),
-    the λ used and the number of labelled items."""
+    """A linear estimand's fit: estimate, per-item variance contributions c_i (V̂ = Σ c_i²), λ, labels."""
 
     estimate: float
     c: np.ndarray
@@ -158,8 +157,7 @@ def linear_estimate(
     folds: int = FOLDS,
     seed: int = 0,
 ) -> Linear:
-    """θ̂ = Σ a_i [g_i + ξ_i (Y_i - g_i)/π_i] with g cross-fitted; ``y`` is NaN where not labelled,
-    ``groups`` the intercepts' groups (default: one per sign of a_i)."""
+    """θ̂ = Σ a_i [g_i + ξ_i (Y_i - g_i)/π_i] with g cross-fitted (``y`` NaN where not labelled)."""
     y_, f_, pi_, xi_ = _checked(y, f, pi, xi)
     a = np.asarray(coef, dtype=float)
     if a.shape != y_.shape:
@@ -236,8 +234,7 @@ def _floored(tuned: Linear, human: Linear) -> Linear:
 
 
 def _reachable(pi: np.ndarray, xi: np.ndarray, a: np.ndarray) -> bool:
-    """Whether the design can estimate Σ a_i Y_i: every item has π > 0 and two items drawn with π < 1
-    are labelled."""
+    """Whether the design can estimate Σ a_i Y_i (every π > 0, two labelled items drawn with π < 1)."""
     active = a != 0
     if np.any(active & ~(pi > 0)):
         return False
@@ -278,7 +275,7 @@ def estimate_linear(
     folds: int = FOLDS,
     seed: int = 0,
 ) -> Estimand:
-    """A linear estimand (mean, difference, total); ``f=None`` is labels only, ``bounds`` clip the interval."""
+    """A linear estimand (mean, difference, total); ``f=None``: labels only."""
     a = np.asarray(coef, dtype=float)
     if not np.any(a != 0):
         return UNDEFINED
@@ -322,8 +319,7 @@ def difference_coefficients(mask_a: np.ndarray, mask_b: np.ndarray) -> np.ndarra
 
 @dataclass(frozen=True)
 class Entry:
-    """One entry of a vector estimand: detector values, human values, coefficients (NaN-free
-    ``y`` where labelled), as ``estimate_mean_abs`` takes them."""
+    """One entry of a vector estimand: detector values, human values and coefficients."""
 
     f: np.ndarray | None
     y: np.ndarray
@@ -341,8 +337,7 @@ def _entry_fits(
     folds: int,
     seed: int,
 ) -> tuple[list[Estimand], list[Linear], list[Linear], list[float]]:
-    """Each entry's own estimand, and (when every defined entry is estimable) the tuned and
-    labels-only fits and detector values of the defined entries, in order."""
+    """Each entry's estimand, and the tuned and labels-only fits and detector values of the defined ones."""
     singles: list[Estimand] = []
     tuned_fits: list[Linear] = []
     human_fits: list[Linear] = []
@@ -382,8 +377,7 @@ def _entry_fits(
 
 
 def _error_quantile(cs: list[np.ndarray], df: float, draws: int, seed: int, bound: Any) -> float:
-    """95 % quantile of ``bound(e)`` (e: K x draws), e ~ multivariate t(Σ = C Cᵀ, df), C's rows
-    the c vectors."""
+    """95 % quantile of ``bound(e)``, e ~ multivariate t(Σ = C Cᵀ, df)."""
     if not cs:
         return 0.0
     c = np.vstack(cs)  # K x N: e = C z / sqrt(chi2/df) has covariance C Cᵀ
@@ -408,8 +402,7 @@ def _bounded_functional(
     seed: int,
     draws: int,
 ) -> tuple[Estimand, list[Estimand]]:
-    """A Lipschitz-bounded functional ``value`` of the entries, with the interval value(d̂) ± q,
-    q the 95 % quantile of ``bound`` of the entries' errors."""
+    """A Lipschitz-bounded functional ``value`` of the entries, with the interval value(d̂) ± q."""
     pi_ = np.asarray(pi, dtype=float)
     xi_ = np.asarray(xi, dtype=bool)
     singles, tuned_fits, human_fits, detector = _entry_fits(entries, pi_, xi_, entry_bounds, folds, seed)
@@ -458,8 +451,7 @@ def estimate_mean_abs(
     seed: int = 0,
     draws: int = 4000,
 ) -> tuple[Estimand, list[Estimand]]:
-    """The GEP score S = mean_k |d_k| over the defined entries, and each entry d_k, in the
-    few-label estimate's shape. The score's interval is the triangle-inequality bound of docs/explanation/estimator.md."""
+    """The GEP score S = mean_k |d_k| over the defined entries, and each entry d_k."""
     return _bounded_functional(
         entries,
         xi,
@@ -497,8 +489,7 @@ def estimate_max_gap(
 
 
 def cramers_v(table: np.ndarray) -> float | None:
-    """Cramér's V of a contingency table (rows x columns of non-negative counts); None when it
-    has fewer than two non-empty rows or columns."""
+    """Cramér's V of a contingency table; None with fewer than two non-empty rows or columns."""
     t = np.asarray(table, dtype=float)
     t = t[t.sum(axis=1) > 0][:, t.sum(axis=0) > 0]
     if t.shape[0] < 2 or t.shape[1] < 2:
@@ -520,8 +511,7 @@ def estimate_table(
     seed: int = 0,
     draws: int = 2000,
 ) -> tuple[Estimand, list[list[Estimand]]]:
-    """``estimate_cramers_v`` with every cell's own estimand (a power-tuned total, interval
-    clipped at 0) in the few-label estimate's shape: (V, cells[row][column])."""
+    """``estimate_cramers_v`` with every cell's own estimand: (V, cells[row][column])."""
     total, _, singles = _table(cells, f, pi, xi, y, folds=folds, seed=seed, draws=draws)
     return total, singles
 
@@ -537,8 +527,7 @@ def estimate_cramers_v(
     seed: int = 0,
     draws: int = 2000,
 ) -> tuple[Estimand, np.ndarray]:
-    """Cramér's V of the table of totals T_gc = Σ_{i in row g} Y_ic and the estimated table
-    (see ``_table``)."""
+    """Cramér's V of the table of totals per (row, column) and the estimated table."""
     total, table, _ = _table(cells, f, pi, xi, y, folds=folds, seed=seed, draws=draws)
     return total, table
 

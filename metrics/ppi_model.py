@@ -1,5 +1,4 @@
-"""The covariance model of the detector's errors, E[r rᵀ | detector output, prompt], learnt from
-the labels so far."""
+"""The covariance model of the detector's errors, E[r rᵀ | detector output, prompt]."""
 
 from __future__ import annotations
 
@@ -27,8 +26,7 @@ from metrics.ppi_shares import (
 
 @dataclass(frozen=True)
 class CovarianceModel:
-    """The detector's confusion P(output | class) (weighted 1/π), each prompt's class shares by EM,
-    the output vectors and the prompt scores' gradients."""
+    """The detector's confusion, each prompt's class shares, the output vectors and the score gradients."""
 
     outputs: tuple[int, ...]
     output_vectors: np.ndarray
@@ -99,8 +97,7 @@ def detector_codes(data: StudyData, detector_outputs: OutputCodes | None) -> np.
 def fit_model(
     data: StudyData, f: np.ndarray, outputs: np.ndarray, smoothing: float, prior_images: float
 ) -> CovarianceModel:
-    """Confusion from the labelled images, then each prompt's class shares by EM (labelled images
-    with their known class), ``prior_images`` of the pooled shares added."""
+    """Confusion from the labelled images, then each prompt's class shares by EM."""
     table, out_index = np.unique(outputs, return_inverse=True)
     out_index = out_index.reshape(-1)
     n_out = table.size

@@ -26,8 +26,7 @@ POWER_FOLDS = 5
 
 @dataclass(frozen=True)
 class PowerTuning:
-    """The detector's weight λ (PPI++), cross-fitted over ``folds``: per image, its mean over folds
-    and the labels alone would need for the same variance."""
+    """The detector's weight λ (PPI++), cross-fitted: per image, its mean, and the effective labels."""
 
     per_image: np.ndarray
     value: float
@@ -94,8 +93,7 @@ def tune_power(
     round_weights: Sequence[float] | None = None,
     folds: int = POWER_FOLDS,
 ) -> PowerTuning:
-    """The cross-fitted λ that ``estimate_model_bias`` uses (arguments as there). Needs at least
-    one labelled image."""
+    """The cross-fitted λ that ``estimate_model_bias`` uses (arguments as there)."""
     data = prepare(prompt_ids, f, y, xi, pi, round_weights)
     if not data.labelled.any():
         raise ValueError("No labelled image to tune the detector's weight on.")

@@ -1,5 +1,4 @@
-"""The prediction-powered (AIPW) shares of each prompt: validated inputs, the rounds' coefficients,
-the shares, their covariance and the prompt scores."""
+"""The prediction-powered (AIPW) shares of each prompt, their covariance and the prompt scores."""
 
 from __future__ import annotations
 
@@ -39,8 +38,7 @@ Interval = tuple[float, float]
 
 
 def gender_vectors(labels: Sequence[str | None], *, none_is_unknown: bool = True) -> np.ndarray:
-    """(n, 2) label vectors: male (1, 0), female (0, 1), anything else (0, 0); None is a NaN row with
-    ``none_is_unknown``, else (0, 0)."""
+    """(n, 2) label vectors: male (1, 0), female (0, 1), else (0, 0) (None: NaN if ``none_is_unknown``)."""
     out = np.zeros((len(labels), 2))
     for i, label in enumerate(labels):
         if label is None:
@@ -222,8 +220,7 @@ def later_weights(weights: np.ndarray) -> np.ndarray:
 
 
 def class_counts(data: StudyData, known: np.ndarray, weight: np.ndarray | float = 1.0) -> np.ndarray:
-    """(P, 3) labelled images per prompt and human class (``known``), each counted ``weight``
-    (a number, or one per labelled image)."""
+    """(P, 3) labelled images per prompt and human class, each counted ``weight``."""
     counts = np.zeros((data.n_prompts, 3))
     np.add.at(counts, (data.codes[data.labelled], known[data.labelled]), weight)
     return counts
@@ -274,8 +271,7 @@ def prompt_shares(
     *,
     round_weights: Sequence[float] | None = None,
 ) -> PromptShares:
-    """μ̂_p = (1/N_p) Σ_i [f_i + c_i ξ_i (Y_i - f_i)] per prompt and its covariance estimate;
-    arguments as for ``estimate_model_bias`` (f = 0: Horvitz-Thompson)."""
+    """μ̂_p = (1/N_p) Σ_i [f_i + c_i ξ_i (Y_i - f_i)] per prompt and its covariance estimate."""
     data = prepare(prompt_ids, f, y, xi, pi, round_weights)
     mu, cov = aipw_shares(data, data.f)
     n_labelled = np.bincount(data.codes[data.labelled], minlength=data.n_prompts)

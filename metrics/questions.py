@@ -1,5 +1,4 @@
-"""Answer shares per group, their Wilson intervals and χ² test: the statistics of the ``questions``
-protocol (scipy imported where needed: it is slow to load)."""
+"""Answer shares per group, their Wilson intervals and χ² test: the ``questions`` protocol's statistics."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ Z95 = 1.959963984540054
 
 
 def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of ``successes`` out of ``n``; (0, 1) when n is 0 (nothing
-    is known). Bounds are clipped to [0, 1] against rounding."""
+    """The Wilson score interval of ``successes`` out of ``n``, clipped to [0, 1]; (0, 1) when n is 0."""
     if n <= 0:
         return (0.0, 1.0)
     if not 0 <= successes <= n:
@@ -31,8 +29,7 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
 
 @dataclass(frozen=True)
 class IndependenceTest:
-    """Pearson's χ² test of independence over a groups x answers table (rows or columns that
-    are all zero left out), and Cramér's V = sqrt(χ² / (n (min(r, c) - 1)))."""
+    """Pearson's χ² test of independence of a groups x answers table, and Cramér's V."""
 
     chi2: float
     dof: int
@@ -42,8 +39,7 @@ class IndependenceTest:
 
 
 def independence_test(table: Sequence[Sequence[int]]) -> IndependenceTest:
-    """χ² test of independence of a groups x answers table, empty rows and columns dropped; nothing to
-    test (χ² 0, p 1) with fewer than two of either."""
+    """χ² test of a groups x answers table, empty rows and columns dropped (χ² 0, p 1 if nothing to test)."""
     rows = [list(map(int, row)) for row in table if sum(row) > 0]
     if not rows:
         return IndependenceTest(0.0, 0, 1.0, 0.0, 0)
@@ -70,8 +66,7 @@ def independence_test(table: Sequence[Sequence[int]]) -> IndependenceTest:
 
 @dataclass(frozen=True)
 class GroupShares:
-    """One group's answers: how many items have a final answer, each answer's share and its
-    95 % Wilson interval (every answer of the question, given or not)."""
+    """One group's answers: items, and each answer's count, share and Wilson interval."""
 
     n: int
     counts: Mapping[str, int]
@@ -81,8 +76,7 @@ class GroupShares:
 
 @dataclass(frozen=True)
 class SharesComparison:
-    """Answer shares per group, the χ² test of answer x group and, per answer, the largest
-    gap between two groups' shares (max minus min over the groups)."""
+    """Answer shares per group, their χ² test and the largest gap between groups per answer."""
 
     groups: Mapping[str, GroupShares]
     test: IndependenceTest
@@ -90,8 +84,7 @@ class SharesComparison:
 
 
 def group_shares(answers: Sequence[str], values: Sequence[str]) -> GroupShares:
-    """Shares of each of ``values`` among ``answers`` (one per item), with Wilson intervals.
-    An answer outside ``values`` is a ValueError (the caller's data is inconsistent)."""
+    """Shares of each of ``values`` among ``answers``, with Wilson intervals."""
     counts = Counter(answers)
     unknown = sorted(set(counts) - set(values))
     if unknown:
@@ -106,8 +99,7 @@ def group_shares(answers: Sequence[str], values: Sequence[str]) -> GroupShares:
 
 
 def answer_shares(by_group: Mapping[str, Sequence[str]], values: Sequence[str]) -> SharesComparison:
-    """Per group the answer shares, the χ² test of answer x group and the largest gap per answer
-    (groups without an answer left out)."""
+    """Per group the answer shares, the χ² test and the largest gap per answer."""
     groups = {g: group_shares(list(a), values) for g, a in sorted(by_group.items()) if a}
     table = [[shares.counts[v] for v in values] for shares in groups.values()]
     max_gap = {
@@ -132,6 +124,5 @@ def accuracy(truth: Sequence[str], predicted: Sequence[str]) -> float | None:
 
 
 def max_gap_error(judge: Mapping[str, float], people: Mapping[str, float]) -> dict[str, float]:
-    """Per answer, the judge's largest gap between groups minus the people's (positive: the
-    judge sees more difference between the groups than people do). Answers of both only."""
+    """Per answer, the judge's largest gap between groups minus the people's."""
     return {answer: judge[answer] - people[answer] for answer in people if answer in judge}

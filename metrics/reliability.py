@@ -1,5 +1,4 @@
-"""Annotator reliability: gold accuracy with its Wilson interval and the gold rule's flag, and
-Cohen's kappa of every pair of annotators on the units they share."""
+"""Annotator reliability: gold accuracy with its Wilson interval and flag, and pairwise Cohen's kappa."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ from metrics.questions import wilson_interval
 
 @dataclass(frozen=True)
 class GoldAccuracy:
-    """``correct`` of ``n`` gold answers right; ``flagged`` when a rule is set, the annotator
-    gave at least ``min_gold`` gold answers and their accuracy is below ``min_accuracy``."""
+    """``correct`` of ``n`` gold answers, ``flagged`` by the gold rule."""
 
     n: int
     correct: int
@@ -32,8 +30,7 @@ def gold_accuracy(correct: int, n: int, *, min_accuracy: float | None, min_gold:
 
 
 def pairwise_kappas(answers: Mapping[str, Mapping[Any, str]]) -> dict[tuple[str, str], CohenKappa]:
-    """Cohen's kappa of every pair of raters (a, b), a < b, over the units both answered;
-    pairs without a shared unit are left out. ``answers``: rater → unit → answer."""
+    """Cohen's kappa of every pair of raters (a < b) over the units both answered."""
     raters = sorted(answers)
     kappas: dict[tuple[str, str], CohenKappa] = {}
     for i, a in enumerate(raters):

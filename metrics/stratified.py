@@ -1,5 +1,4 @@
-"""The stratified and active designs of the few-label estimates: Neyman allocation over prompt x
-detector output strata, π per item (docs/explanation/estimator.md)."""
+"""The stratified and active designs of the few-label estimates (docs/explanation/estimator.md)."""
 
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ def inclusion_probabilities_stratified(
     eligible: Sequence[bool] | np.ndarray | None = None,
     floor: float = 0.25,
 ) -> np.ndarray:
-    """π per item under Neyman allocation of ``budget`` over ``strata`` (``spread``: S_h, default 1);
-    ineligible items get 0."""
+    """π per item under Neyman allocation of ``budget`` over ``strata`` (``spread``: S_h, default 1)."""
     n = len(strata)
     mask = np.ones(n, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
     if mask.shape != (n,):

@@ -1,5 +1,4 @@
-"""Truth inference with crowd-kit (Dawid-Skene, GLAD, MACE): each unit's most probable answer and
-its posterior, each annotator's reliability and confusion. crowd-kit is imported on first use."""
+"""Truth inference with crowd-kit (Dawid-Skene, GLAD, MACE), imported on first use."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ METHODS = ("dawid_skene", "glad", "mace")
 
 @dataclass(frozen=True)
 class Inference:
-    """``answers[unit]`` is the most probable answer, ``posteriors[unit]`` its probability;
-    ``reliability[worker]`` in 0..1; ``confusion[worker]`` is (answers, rows of expected counts)."""
+    """Each unit's most probable answer and its posterior; each worker's reliability and confusion."""
 
     answers: dict[Hashable, str]
     posteriors: dict[Hashable, float]
@@ -32,8 +30,7 @@ def _model(method: str) -> Any:
 
 
 def crowdkit_fit(rows: Sequence[tuple[Hashable, str, str]], method: str) -> tuple[Any, Any]:
-    """crowd-kit's own result on (unit, worker, label) rows: (labels_ Series, probas_ DataFrame),
-    indexed by the units' positions in order of first appearance (what ``infer_truth`` reads)."""
+    """crowd-kit's own result on (unit, worker, label) rows, indexed by the units' positions."""
     import pandas as pd
 
     units = list(dict.fromkeys(unit for unit, _, _ in rows))
@@ -50,8 +47,7 @@ def crowdkit_fit(rows: Sequence[tuple[Hashable, str, str]], method: str) -> tupl
 def infer_truth(
     rows: Sequence[tuple[Hashable, str, str]], method: str, answers: Sequence[str] = ()
 ) -> Inference:
-    """Fit ``method`` to the (unit, worker, label) rows. ``answers`` orders the confusion
-    matrices (answers nobody gave included); no rows: an empty inference."""
+    """Fit ``method`` to the (unit, worker, label) rows; ``answers`` orders the confusion matrices."""
     if method not in METHODS:
         raise ValueError(f"Unknown truth-inference method “{method}” (known: {', '.join(METHODS)}).")
     if not rows:
