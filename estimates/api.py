@@ -1,5 +1,4 @@
-"""REST API of the estimates app, for researchers: sampling rounds (list, draw the next) and the
-prediction-powered estimate (200 with the kept one for today's data, else 202 and its job)."""
+"""REST API of the estimates app, for researchers: sampling rounds and the prediction-powered estimate."""
 
 from __future__ import annotations
 
@@ -299,8 +298,7 @@ class SamplingRoundListApi(ApiView):
 
 
 class EstimateApi(ApiView):
-    """``estimate_bias --format json`` for one study and detector, as the estimate worker kept
-    it; 202 with the job computing it when the kept one is not of the study's current data."""
+    """``estimate_bias --format json`` as the worker kept it; 202 with its job when the data changed since."""
 
     permission_classes = [IsAuthenticated, IsResearcher]
 

@@ -1,5 +1,4 @@
-"""The estimate page's plot: interval width of the headline numbers against labels spent, round
-by round (matplotlib imported on use; the same data gives the same SVG bytes)."""
+"""The estimate page's plot: interval width of the headline numbers against labels spent."""
 
 from __future__ import annotations
 
@@ -25,16 +24,14 @@ RC: dict[RcKeyType, Any] = {
 
 @dataclass(frozen=True)
 class Series:
-    """One line pair of the chart: ``points`` are (labels spent, width with the detector, width
-    with labels alone) after each complete round; a width is None where undefined."""
+    """One line pair: (labels spent, width with the detector, width with labels alone) per complete round."""
 
     name: str
     points: tuple[tuple[int, float | None, float | None], ...]
 
 
 def series_width_chart_svg(series: Sequence[Series]) -> bytes | None:
-    """SVG of interval width against labels spent per series (solid: prediction-powered, dashed:
-    labels only); None until a series has two points."""
+    """SVG of interval width against labels spent per series; None until a series has two points."""
     drawn = [s for s in series if s.points]
     if not any(len(s.points) >= 2 for s in drawn):
         return None

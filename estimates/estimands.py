@@ -1,5 +1,5 @@
-"""Which protocols' numbers the few-label estimate can estimate: the registry the commands, the
-API and the page ask (a protocol's spec names a module whose ``ESTIMAND`` is an ``EstimandProtocol``)."""
+"""Which protocols' numbers the few-label estimate can estimate: the registry the commands, the API
+and the page ask (a protocol's spec names a module whose ``ESTIMAND`` is an ``EstimandProtocol``)."""
 
 from __future__ import annotations
 
@@ -74,8 +74,7 @@ def not_estimable(study: Study) -> str:
 
 
 def series_of(spec: EstimandProtocol, study: Study, detector: str) -> tuple[str, str] | None:
-    """(version, kind) of the detector's predictions the estimate reads: its version run last of
-    the first of ``spec.kinds`` it has predictions of; None when it has none of them."""
+    """(version, kind) of the detector's predictions the estimate reads (its last run); None without any."""
     from estimates.selectors import detector_version
 
     for kind in spec.kinds:
@@ -102,8 +101,7 @@ def kinds_wording(spec: EstimandProtocol) -> str:
 
 
 def frame_of(spec: EstimandProtocol, study: Study, detector: str, version: str) -> Frame:
-    """The sampling frame of the series (study, detector, version) as the protocol's estimate
-    reads it: its ``humans`` and ``verdicts`` when it gives them, else its ``labelled``."""
+    """The sampling frame of the series (study, detector, version) as the protocol's estimate reads it."""
     from estimates.selectors import sampling_frame
 
     if spec.humans is not None:

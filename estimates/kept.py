@@ -1,5 +1,4 @@
-"""A computed estimate report kept as plain JSON (never unpickled) and read back through the
-``Report`` interface; a row of another shape counts as missing."""
+"""A computed estimate report kept as plain JSON (never unpickled) and read back as a ``Report``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Sampling rounds (one study and detector version; π fixed before the draw and never changed),
-kept estimates and the jobs that compute them."""
+"""Sampling rounds (π fixed before the draw and never changed), kept estimates and their jobs."""
 
 from __future__ import annotations
 
@@ -87,8 +86,7 @@ class SamplingRound(models.Model):
 
 
 class RoundItem(models.Model):
-    """An item's inclusion probability in a round (0: drawn earlier, 1: already labelled) and whether
-    the draw selected it."""
+    """An item's inclusion probability in a round (0: drawn earlier, 1: already labelled), and if drawn."""
 
     round = models.ForeignKey(
         SamplingRound,
@@ -120,8 +118,7 @@ class RoundItem(models.Model):
 
 
 class KeptEstimate(models.Model):
-    """The estimate last computed for a study, detector and options, with the data state it was
-    computed from (one row, replaced by every computation; plain JSON)."""
+    """The estimate last computed for a study, detector and options, with the data state it came from."""
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="+", db_index=False)
     detector = models.CharField(max_length=100, help_text="Registry key of the detector estimated from.")
@@ -159,8 +156,7 @@ class JobStatus(models.TextChoices):
 
 
 class EstimateJob(models.Model):
-    """One computation of an estimate, done by the estimate worker: one row per (study, detector,
-    state), at most one running per study, re-queued when its heartbeat goes stale."""
+    """One computation of an estimate by the worker: one row per (study, detector, state)."""
 
     MAX_ATTEMPTS = 3
 

@@ -1,5 +1,5 @@
-"""What every protocol's few-label estimate report shares: π over a series of rounds, the JSON,
-CSV, Markdown and page context, the width-against-labels chart, and one estimand's row figures."""
+"""What every protocol's few-label estimate report shares: π over the rounds, its formats, the
+chart and one estimand's row figures."""
 
 from __future__ import annotations
 
@@ -57,8 +57,7 @@ PAIRS = frozenset({"ci95", "human_only_ci95"})
 def inclusion(
     frame: sel.Frame, strata: dict[int, Hashable] | None = None
 ) -> tuple[dict[int, float], set[int], bool]:
-    """item id -> π over the complete rounds (1 - Π_k (1 - q_k)), the drawn items, and whether this
-    is a census."""
+    """item id -> π over the complete rounds (1 - Π_k (1 - q_k)), the drawn items, and if it is a census."""
     usable = frame.usable
     if not usable:
         census = bool(frame.items) and all(i.human is not None for i in frame.items)
@@ -107,8 +106,7 @@ def drawn_arrays(ids: Iterable[int], pi: dict[int, float], drawn: set[int]) -> t
 def frame_strata(
     frame: sel.Frame, output_codes: Callable[[Study, str, str], dict[int, Hashable]]
 ) -> dict[int, Hashable] | None:
-    """The detector output codes ``inclusion`` needs when a round of the series is stratified;
-    None otherwise (no query)."""
+    """The detector output codes ``inclusion`` needs when a round is stratified; None otherwise."""
     if not any(state.round.design == "stratified" for state in frame.rounds):
         return None
     return output_codes(frame.study, frame.detector, frame.version)
@@ -159,8 +157,7 @@ def round_history(
     headline: Callable[[Any], dict[str, dict[str, Any]]],
     strata: dict[int, Hashable] | None = None,
 ) -> tuple[Series, ...]:
-    """The chart's lines: per headline number, the interval widths after each complete round
-    (estimates on the first k rounds' draws); beyond ``CHART_LINES`` numbers, their mean."""
+    """The chart's lines: per headline number, the interval widths after each complete round."""
     points: dict[str, list[tuple[int, float | None, float | None]]] = {}
     for k in range(1, len(frame.usable) + 1):
         pi, drawn, _ = inclusion(replace(frame, rounds=frame.usable[:k]), strata)
@@ -259,8 +256,7 @@ class EstimateReport:
         strata: dict[int, Hashable] | None = None,
         history: bool = False,
     ) -> Self:
-        """The report of ``frame``'s series: its ``cells``, complete rounds, ``warnings`` and
-        pending rounds, and (``history``) the chart's lines from ``cells_for`` (``round_history``)."""
+        """The report of ``frame``'s series: cells, rounds, warnings, pending rounds and the chart."""
         return cls(
             frame.study,
             frame.detector,

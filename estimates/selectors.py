@@ -1,6 +1,5 @@
-"""Reads of the sampling rounds and the estimate built on them: the sampling frame (items, the
-detector's output, final labels, π per round), which rounds count, kept estimates and jobs.
-Which rounds count: docs/explanation/estimator.md."""
+"""Reads of the sampling rounds and the estimate built on them: the sampling frame, which rounds
+count (docs/explanation/estimator.md), kept estimates and jobs."""
 
 from __future__ import annotations
 
@@ -30,8 +29,7 @@ PENDING_LISTED = 20
 
 @dataclass(frozen=True, slots=True)
 class FrameItem:
-    """One item as the estimator sees it: the protocol's code of the detector's output and of its
-    final labels (None: not labelled)."""
+    """One item as the estimator sees it: the protocol's codes of the detector's output and of its labels."""
 
     item_id: int
     image: str
@@ -44,8 +42,7 @@ class FrameItem:
 
 @dataclass(frozen=True, slots=True)
 class RoundState:
-    """A round of the series with each frame item's π (0 where the round has no row) and the
-    selected items that have no final label yet."""
+    """A round of the series: each frame item's π and the selected items still without a final label."""
 
     round: SamplingRound
     pi: dict[int, float]
@@ -59,8 +56,7 @@ class RoundState:
 
 @dataclass(frozen=True)
 class Frame:
-    """The items of a series of rounds (or of the study, before its first round), ordered by
-    id, and the series' rounds in order. ``not_in_frame`` counts study items left out."""
+    """The items of a series of rounds, by id, and its rounds; ``not_in_frame`` counts items left out."""
 
     study: Study
     detector: str
@@ -89,8 +85,7 @@ def _study_images(study: Study) -> Any:
 
 
 def items_fully_labelled(study: Study) -> frozenset[int]:
-    """Items with a final label for every question they ask (``question_keys``; [] = all of
-    the study's): the "labelled" of a protocol whose estimate reads all its questions."""
+    """Items with a final label for every question they ask."""
     keys = list(Question.objects.filter(study=study).values_list("key", flat=True))
     answered: dict[int, set[str]] = defaultdict(set)
     for item_id, key in FinalLabel.objects.filter(item__study=study).values_list("item_id", "question__key"):
@@ -104,20 +99,17 @@ def items_fully_labelled(study: Study) -> frozenset[int]:
 
 
 def detectors_with_predictions(study: Study, kind: str) -> list[str]:
-    """Detectors with predictions of ``kind`` on the study's images, sorted (their runs, read
-    as the reports read them: ``reports.selectors.detector_runs_in_scope``)."""
+    """Detectors with predictions of ``kind`` on the study's images, sorted."""
     return sorted({detector for detector, _, _ in detector_runs_in_scope(Scope(study), kinds=[kind])})
 
 
 def detector_version(study: Study, detector: str, kind: str) -> str | None:
-    """The version of the detector's most recently written prediction of ``kind`` on the
-    study's images (the version run last, as the reports choose it); None when it has none."""
+    """The version of the detector's newest prediction of ``kind`` in the study; None without any."""
     return latest_detector_versions(Scope(study), kinds=[kind], detector=detector).get(detector)
 
 
 def items_disputed(study: Study, item_ids: list[int] | tuple[int, ...]) -> set[int]:
-    """Of ``item_ids``, the disputed items: every label is in and a question has no final label
-    (``annotate.selectors.items_with_state``): they wait for a researcher, not for labels."""
+    """Of ``item_ids``, the disputed ones (they wait for a researcher, not for labels)."""
     from annotate.models import ItemState
     from annotate.selectors import items_with_state
     from studies.batching import in_chunks
@@ -282,8 +274,7 @@ def item_outputs(study: Study, detector: str, version: str, kind: str) -> list[t
 
 
 def study_data_version(study: Study) -> tuple[Any, ...]:
-    """The study's own data version: row counts, highest ids and last changes of the rows an estimate
-    reads, in one query (docs/explanation/estimator.md)."""
+    """The study's own data version: counts, highest ids and last changes of the rows an estimate reads."""
     from annotate.models import FinalLabel, FinalLabelRevision, Label
     from studies.models import ItemChange
 

@@ -53,8 +53,7 @@ def sampling_round_create(
     seed: int | None = None,
     user: User | None = None,
 ) -> SamplingRound:
-    """Draw the next sampling round of ``study`` for ``detector`` (its last-run version) with ``budget``
-    expected labels; SamplingError (with the field) when the request cannot be met."""
+    """Draw the next sampling round of ``study`` for ``detector``; SamplingError names the field to change."""
     spec = estimands.for_protocol(study.protocol)
     if spec is None:
         raise SamplingError("study", estimands.not_estimable(study))
@@ -178,8 +177,7 @@ def _spread_by_code(
     frame: sel.Frame,
     codes: dict[int, Hashable],
 ) -> dict[Hashable, float]:
-    """The spread of the detector's errors per output code in the earlier rounds' labels,
-    each weighted 1/π (empty before the first round, or for a protocol without residuals)."""
+    """The 1/π-weighted spread of the detector's errors per output code in the earlier rounds' labels."""
     if not frame.rounds or spec.residuals is None:
         return {}
     residuals = spec.residuals(study, detector, version)
@@ -217,8 +215,7 @@ def estimate_keep(
     history: bool,
     seconds: float | None = None,
 ) -> None:
-    """Keep ``report`` (as JSON, ``estimates.kept``) as the estimate last computed for (study,
-    detector, options) from ``state`` (``selectors.estimate_state``), replacing the one before."""
+    """Keep ``report`` as the estimate of (study, detector, options) computed from ``state``."""
     KeptEstimate.objects.update_or_create(
         study=study,
         detector=detector,
@@ -240,8 +237,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Requested:
-    """What asking for an estimate gives: the kept estimate (``current`` when it was computed
-    from the study's data as it is now), and the job computing the current one when it is not."""
+    """What asking for an estimate gives: the kept estimate, whether it is current, and the job."""
 
     kept: sel.Kept | None
     current: bool
@@ -253,8 +249,7 @@ def _stale_before() -> Any:
 
 
 def estimate_request(*, study: Study, detector: str, n_boot: int, seed: int, history: bool) -> Requested:
-    """The estimate of (study, detector, options) for the data as it is now: the kept one, or its
-    queued job (a worker started if none is alive) with the kept estimate of older data."""
+    """The estimate for the data as it is now: the kept one, or its queued job and the older estimate."""
     spec = estimands.for_protocol(study.protocol)
     if spec is None:
         raise SamplingError("study", f"'{study.slug}' has no few-label estimate")
@@ -289,8 +284,7 @@ def estimate_request(*, study: Study, detector: str, n_boot: int, seed: int, his
 
 
 def estimate_jobs_requeue_stale() -> int:
-    """Queue again the running jobs whose worker stopped beating (it died); fail those already
-    tried ``EstimateJob.MAX_ATTEMPTS`` times. Returns how many were queued again."""
+    """Queue again the running jobs whose worker died (fail those tried too often); how many."""
     stale = EstimateJob.objects.filter(status=JobStatus.RUNNING, heartbeat_at__lt=_stale_before())
     stale.filter(attempts__gte=EstimateJob.MAX_ATTEMPTS).update(
         status=JobStatus.FAILED,
@@ -370,8 +364,7 @@ def _beat(job_id: int, stop: threading.Event, every: float) -> None:
 
 
 def estimate_job_run(job: EstimateJob) -> EstimateJob:
-    """Compute a claimed job's estimate, keep it and mark the job done (one transaction); or
-    mark it failed with the error. A heartbeat thread beats while it computes."""
+    """Compute a claimed job's estimate and keep it, or mark the job failed; a thread beats meanwhile."""
     stop = threading.Event()
     beat = threading.Thread(
         target=_beat, args=(job.pk, stop, settings.ESTIMATE_JOB_STALE_SECONDS / 4), daemon=True
@@ -416,8 +409,7 @@ def estimate_job_run(job: EstimateJob) -> EstimateJob:
 
 
 def estimate_jobs_work(*, keep_going: Callable[[], bool] = lambda: True, wait: float = 0.0) -> int:
-    """The worker's loop: claim and run jobs until none is claimable (``wait`` > 0: poll every
-    ``wait`` seconds instead of stopping) or ``keep_going()`` says stop. Returns jobs run."""
+    """The worker's loop: claim and run jobs until none is left (or poll every ``wait`` s); jobs run."""
     done = 0
     while keep_going():
         if not connection.in_atomic_block:  # a long-lived worker drops a broken connection

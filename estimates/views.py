@@ -1,5 +1,5 @@
-"""The estimate page of a study's report, researchers only: the kept estimate (or its job's
-progress, polled by htmx) and the "label N more" form that draws the next round."""
+"""The estimate page, researchers only: the kept estimate (or its job's progress, polled by htmx)
+and the "label N more" form."""
 
 from __future__ import annotations
 
@@ -33,8 +33,7 @@ researcher_only = permissions.researcher_only(methods=METHODS, message="Estimate
 
 
 def _detector(filters: Filters, spec: estimands.EstimandProtocol) -> str | None:
-    """The detector shown: the filter's, else the one of the study's latest round, else the
-    first with predictions of the kind the estimate reads."""
+    """The detector shown: the filter's, else the latest round's, else the first with predictions."""
     assert filters.study is not None
     if filters.detector:
         return filters.detector
@@ -46,8 +45,7 @@ def _detector(filters: Filters, spec: estimands.EstimandProtocol) -> str | None:
 
 
 def _progress(job: Any) -> dict[str, Any]:
-    """What the progress notice says of a job: its status, seconds running, and the seconds the
-    last computation of this estimate took (the bar's length; unknown the first time)."""
+    """The progress notice's figures: status, seconds running, and the last computation's seconds."""
     kept = sel.estimate_kept(job.study, job.detector, job.options)
     elapsed = (timezone.now() - job.started_at).total_seconds() if job.started_at else None
     expected = kept.seconds if kept is not None else None
@@ -104,8 +102,7 @@ def _context(
 
 @researcher_only
 def estimate_job_progress(request: HtmxHttpRequest, job_id: int) -> HttpResponse:
-    """The progress notice of an estimate job, which htmx polls; once the job is done, htmx
-    reloads the page (which then shows the result). Polling also restarts a worker that died."""
+    """The progress notice of an estimate job, polled by htmx (which also restarts a dead worker)."""
     job = sel.estimate_job(job_id)
     if job is None:
         raise Http404("No such estimate job (a newer one replaced it): reload the page.")

@@ -1,5 +1,4 @@
-"""What every protocol's charts share: formats, style, the figure and its saving, with matplotlib
-imported on use and the same data giving the same bytes."""
+"""What every protocol's charts share: formats, style, the figure and its (deterministic) saving."""
 
 from __future__ import annotations
 

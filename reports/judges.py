@@ -1,5 +1,5 @@
-"""Judges against people, shared by the reports of every protocol a judge answers: each run
-(``<detector>@<version>``) measured against the final answers, and versions compared."""
+"""Judges against people, shared by every protocol a judge answers: each run against the final
+answers, and versions compared."""
 
 from __future__ import annotations
 
@@ -24,14 +24,12 @@ Reader = Callable[[Any], tuple[Answers, Probabilities, Filtered]]
 
 
 def read_answers(output: Any) -> tuple[Answers, Probabilities, Filtered]:
-    """The ``answers`` kind's reader (plain or extended shape): answers, probabilities and the
-    questions it set aside (filtered: unparseable, an API error...)."""
+    """The ``answers`` kind's reader: answers, probabilities and the questions it set aside."""
     return answers_of(output), probabilities_of(output), filtered_of(output)
 
 
 def gender_reader(clear: Sequence[str], key: str = "gender") -> Reader:
-    """The ``gender`` kind's reader: a clear verdict is the answer, a filtered one set aside;
-    probabilities of the clear values where the judge gave scores."""
+    """The ``gender`` kind's reader: a clear verdict is the answer, a filtered one set aside."""
 
     def read(output: Any) -> tuple[Answers, Probabilities, Filtered]:
         if not isinstance(output, Mapping):
@@ -51,8 +49,7 @@ def gender_reader(clear: Sequence[str], key: str = "gender") -> Reader:
 
 @dataclass(frozen=True)
 class JudgeRun:
-    """What one judge run said in scope: per item its answers, where given its probabilities and
-    the questions it set aside; and the items whose prediction failed."""
+    """What one judge run said in scope, and the items whose prediction failed."""
 
     answers: dict[int, Answers] = field(default_factory=dict)
     probabilities: dict[int, Probabilities] = field(default_factory=dict)
@@ -63,8 +60,7 @@ class JudgeRun:
 def judge_runs(
     scope: Scope, *, kinds: Sequence[str], read: Reader = read_answers, detector: str | None = None
 ) -> dict[str, JudgeRun]:
-    """``detector@version`` -> its ``JudgeRun``, for every run with predictions of ``kinds``
-    in scope (every version, not only the latest)."""
+    """``detector@version`` -> its ``JudgeRun`` for every run of ``kinds`` in scope."""
     runs = {
         f"{d}@{v}": JudgeRun() for d, v, _ in detector_runs_in_scope(scope, kinds=kinds, detector=detector)
     }
@@ -89,8 +85,8 @@ def judge_runs(
 def judge_figures(
     key: str, values: Sequence[str], run: JudgeRun, finals: Mapping[int, Mapping[str, str]]
 ) -> dict[str, Any] | None:
-    """One judge against the final answers to question ``key``: n, accuracy, κ, confusion, Brier, ECE,
-    reliability bins and the items ``excluded`` per reason; None when no item has both answers."""
+    """One judge against the final answers to question ``key`` (n, accuracy, κ, confusion, calibration,
+    exclusions); None when no item has both answers."""
     truth: list[str] = []
     said: list[str] = []
     probabilities: list[dict[str, float]] = []
@@ -141,8 +137,7 @@ def judge_figures(
 def version_pairs(
     questions: Sequence[tuple[str, Sequence[str]]], runs: Mapping[str, JudgeRun]
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """Every two versions of one detector (``"<d>@<v1> vs <d>@<v2>"``): per question (key,
-    values), n items both answered, their share of equal answers and Cohen's κ between them."""
+    """Every two versions of one detector: per question, items both answered, agreement and κ."""
     by_detector: dict[str, list[str]] = defaultdict(list)
     for name in runs:
         by_detector[name.rpartition("@")[0]].append(name)
@@ -226,8 +221,7 @@ def judge_versions_table(
     *,
     question: str = "Question",
 ) -> Table:
-    """``judge_versions``: two versions of one judge, their agreement with each other and each
-    one's κ against people."""
+    """``judge_versions``: two versions of one judge, their agreement and each one's κ against people."""
     rows = []
     for pair, by_question in pairs.items():
         first, _, second = pair.partition(" vs ")

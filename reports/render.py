@@ -1,5 +1,4 @@
-"""One renderer for every ``reports.tables.Table``: CSV, LaTeX (booktabs), Markdown and the
-dashboard's HTML, one function per format."""
+"""One renderer for every ``reports.tables.Table``: CSV, LaTeX, Markdown and HTML."""
 
 from __future__ import annotations
 
@@ -127,7 +126,7 @@ def _md(text: Any) -> str:
 
 
 def to_markdown(table: Table, *, level: int = 2) -> str:
-    """The table as Markdown under a heading of its title, with caption and notes (best bold, worst italic)."""
+    """The table as Markdown under its title, with caption and notes."""
     lines = [f"{'#' * level} {table.title}", ""]
     if table.is_empty:
         lines += ["Nothing to show yet.", ""]
@@ -188,8 +187,7 @@ def export_tables(
     left_out: Mapping[str, int],
     paper: Mapping[str, str],
 ) -> str:
-    """A report's tables as ``bias_report --format csv`` (``section`` first, blank-line separated) or
-    ``md`` (headings, left-out reasons, each table titled with what of the paper it mirrors)."""
+    """A report's tables as ``bias_report --format csv`` or ``md``."""
     if fmt == "csv":
         return "\n".join(csv_text(sectioned_csv_rows(t)) for t in tables)
     if fmt != "md":

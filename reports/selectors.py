@@ -1,5 +1,5 @@
-"""Reads every analysis shares: the report's ``Scope``, coverage, detector versions, filter choices
-and the data fingerprint the dashboard caches under (docs/explanation/reports.md)."""
+"""Reads every analysis shares: scope, coverage, detector versions, filter choices and the data
+fingerprint (docs/explanation/reports.md)."""
 
 from __future__ import annotations
 
@@ -34,8 +34,7 @@ class Scope:
     category: str | None = None
 
     def q(self, path: str = "") -> Q:
-        """The scope as a ``Q`` on a model that reaches Item by ``path`` ("" on Item itself,
-        "item__" from a label, ``PREDICTION_TO_ITEM`` from a prediction)."""
+        """The scope as a ``Q`` on a model that reaches Item by ``path``."""
         q = Q(**{f"{path}study": self.study})
         if self.t2i_model:
             q &= Q(**{f"{path}t2i_model": self.t2i_model})
@@ -59,8 +58,7 @@ def predictions_in_scope(
     kinds: Sequence[str] | None = None,
     detector: str | None = None,
 ) -> QuerySet[Prediction]:
-    """Predictions on the ``role`` images (default: the protocol's) of the items in scope, of the
-    given kinds and detector; one row per (prediction, item)."""
+    """Predictions on the ``role`` images of the items in scope; one row per (prediction, item)."""
     roles = [role] if role else list(protocol_spec(scope.study.protocol).image_roles)
     predictions = Prediction.objects.filter(scope.q(PREDICTION_TO_ITEM), image__item_images__role__in=roles)
     if kinds is not None:
@@ -91,8 +89,7 @@ def coverage(scope: Scope, *, final_labels: int) -> Coverage:
 def item_answers_prefetches(
     question: Question, *, predictions: QuerySet[Prediction], label_order: Sequence[str]
 ) -> list[Prefetch[Any]]:
-    """``prefetch_related`` lookups of a drill-down: the question's labels with annotators, its final
-    label and the images with their reported predictions."""
+    """``prefetch_related`` lookups of a drill-down: labels, final label, images and predictions."""
     return [
         Prefetch(
             "labels",
@@ -116,8 +113,7 @@ def item_answers_prefetches(
 
 
 def pick_latest(rows: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """detector -> version with the highest ``last_id`` among (detector, version, last_id) rows,
-    sorted by detector."""
+    """detector -> version with the highest ``last_id``."""
     chosen: dict[str, tuple[int, str]] = {}
     for row in rows:
         best = chosen.get(row["detector"])
@@ -154,7 +150,7 @@ RUN_WALK_PAGE_MAX = 256_000
 def latest_detector_versions(
     scope: Scope, *, kinds: Sequence[str] | None = None, detector: str | None = None
 ) -> dict[str, str]:
-    """detector key -> the version reported for it: that of its newest prediction in scope (failed ones count)."""
+    """detector key -> the version reported: that of its newest prediction in scope."""
     return pick_latest(
         {"detector": d, "version": v, "last_id": last}
         for d, v, last in detector_runs_in_scope(scope, kinds=kinds, detector=detector)
@@ -164,8 +160,7 @@ def latest_detector_versions(
 def detector_runs_in_scope(
     scope: Scope, *, kinds: Sequence[str] | None = None, detector: str | None = None
 ) -> list[tuple[str, str, int]]:
-    """(detector, version, highest prediction id in scope) of every run of ``kinds`` in scope, each
-    run's predictions walked back from its newest in growing ranges."""
+    """(detector, version, highest prediction id in scope) of every run of ``kinds`` in scope."""
     every = Prediction.objects.filter(detector=detector) if detector else Prediction.objects.all()
     found: list[tuple[str, str, int]] = []
     for run_detector, version in distinct_by_seeks(every, ("detector", "version")):
@@ -211,8 +206,7 @@ class FilterOptions:
 
 
 def filter_options(*, study: Study | None) -> FilterOptions:
-    """Every study, and the T2I models, prompt categories and detectors (of the output kinds its
-    protocol reads) present in ``study``; empty lists without a study."""
+    """Every study, and the T2I models, prompt categories and detectors present in ``study``."""
     studies = list(Study.objects.order_by("name"))
     if study is None:
         return FilterOptions(studies, [], [], [])
@@ -241,8 +235,7 @@ def study_for_slug(slug: str | None) -> Study:
 
 
 def check_filters(scope: Scope, *, detector: str | None = None) -> None:
-    """Raise UnknownFilter when a T2I model, prompt category or detector name matches nothing in
-    the study, so a typo gets an answer instead of an empty report."""
+    """UnknownFilter when a T2I model, category or detector matches nothing in the study."""
     items = Item.objects.filter(study=scope.study)
     if scope.t2i_model and not items.filter(t2i_model=scope.t2i_model).exists():
         known = _known(items.order_by().values_list("t2i_model", flat=True).distinct())
@@ -260,8 +253,7 @@ def check_filters(scope: Scope, *, detector: str | None = None) -> None:
 
 
 def data_fingerprint() -> tuple[Any, ...]:
-    """A cheap summary of every row a report reads, which any write through the services changes:
-    per table row count, highest id and last in-place change, in one query."""
+    """A cheap summary of every row a report reads, which any write through the services changes."""
     from annotate.models import FinalLabel, FinalLabelRevision, Label
     from studies.models import ItemChange, ItemImage, Question
 

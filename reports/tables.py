@@ -17,7 +17,7 @@ class UnknownTable(ValueError):
 
 @dataclass(frozen=True)
 class Cell:
-    """One table cell: ``value`` goes to CSV, ``text`` to the others; ``mark`` best/worst, ``title`` a hover note."""
+    """One table cell: ``value`` goes to CSV, ``text`` to the rest; ``mark`` best/worst, ``title`` a note."""
 
     value: Any
     text: str
@@ -37,8 +37,7 @@ class Column:
 
 @dataclass(frozen=True)
 class Table:
-    """A titled table: columns, rows of cells (one per column), optional column groups (a first
-    header row of (label, span), e.g. ("SDXL", 3)) and notes printed under it."""
+    """A titled table: columns, rows of cells, optional column groups and notes."""
 
     key: str
     title: str
@@ -120,8 +119,7 @@ def ci_cell(ci: Sequence[float | None] | None, digits: int = 2) -> Cell:
 
 
 def mark_extremes(cells: list[Cell], by: Iterable[float | None]) -> list[Cell]:
-    """Mark the smallest |by| as best and the largest as worst (paper tables 1 and 2); nothing
-    when fewer than two values are defined or they tie."""
+    """Mark the smallest |by| best and the largest worst (paper tables 1 and 2), unless tied."""
     scored = [(abs(v), i) for i, v in enumerate(by) if v is not None]
     if len(scored) < 2:
         return cells

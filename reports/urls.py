@@ -1,5 +1,4 @@
-"""The researchers' dashboard under /reports/: each study's report, its analysis's pages,
-and downloads. Every page takes ``?study=<slug>`` (default: the only study)."""
+"""The researchers' dashboard under /reports/ (``?study=<slug>``, default the only study)."""
 
 from __future__ import annotations
 
@@ -27,8 +26,7 @@ urlpatterns += [path("", include(PROTOCOLS[key].urls)) for key in PROTOCOLS if P
 
 
 def remount(**kwargs: Any) -> None:
-    """Mount the protocols' pages anew when the registered protocols change: both URLconfs re-read
-    and the resolver caches cleared."""
+    """Mount the protocols' pages anew when the registered protocols change."""
     for name in (__name__, settings.ROOT_URLCONF):
         if name in sys.modules:
             reload(sys.modules[name])

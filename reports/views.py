@@ -1,5 +1,4 @@
-"""The researchers' dashboard: each study's report page (the ``results`` partial for htmx) and
-downloads of its tables and charts. Thin views over the study's analysis."""
+"""The researchers' dashboard: each study's report page and downloads of its tables and charts."""
 
 from __future__ import annotations
 
@@ -64,8 +63,7 @@ class BadFilter(ValueError):
 
 
 def safe_name(text: str) -> str:
-    """``text`` with every run of characters outside [A-Za-z0-9._-] replaced by "_" (a detector
-    name such as "openai/clip-vit" must not put a "/" or a quote into a download's file name)."""
+    """``text`` safe for a file name: runs outside [A-Za-z0-9._-] become "_"."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
 
 
@@ -86,8 +84,7 @@ def cached(fingerprint: tuple[Any, ...], kind: str, compute: Callable[[], T], **
 
 @dataclass(frozen=True)
 class Filters:
-    """A request's filters (what an analysis's ``ReportPage`` reads): study, T2I model, category,
-    detector, the form's choices and the data fingerprint, read once per request."""
+    """A request's filters, form choices and data fingerprint (read once per request)."""
 
     study: Study | None
     t2i_model: str | None
@@ -138,8 +135,7 @@ class Filters:
         )
 
     def result(self, *, bootstrap: int) -> Any:
-        """The analysis's computation for these filters, cached; without intervals it reuses a cached
-        result with them."""
+        """The analysis's computation for these filters, cached (a result with intervals serves without)."""
         analysis = analysis_of(self.scope.study)
         scope = self._report_key()
         if bootstrap == 0:
@@ -166,8 +162,7 @@ def _applies_category(study: Study) -> bool:
 
 
 def parse_filters(request: HttpRequest, *, study: Study | None = None) -> Filters:
-    """Read study, t2i_model, category and detector from GET (empty: all); the study defaults to the
-    researcher's current one, else the only one. BadFilter names a value not in the data."""
+    """Read study, t2i_model, category and detector from GET (empty: all); BadFilter for unknown values."""
     slug = request.GET.get("study", "").strip()
     if slug:
         chosen_study = study_by_slug(slug, missing=lambda _known: BadFilter(f"There is no study {slug!r}."))
@@ -231,8 +226,7 @@ def _choose(request: HtmxHttpRequest, filters: Filters, message: str = "") -> Ht
 
 
 def analysis_for_page(filters: Filters, page: str) -> Analysis:
-    """The analysis of the filters' study, when it has the page ``page``; Http404 otherwise
-    (no study, a protocol without a report, or without this page)."""
+    """The analysis of the filters' study when it has the page ``page``; Http404 otherwise."""
     if filters.study is None:
         raise Http404("Choose a study (?study=...).")
     try:

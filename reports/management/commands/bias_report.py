@@ -1,5 +1,5 @@
-"""``manage.py bias_report``: the study's report (``--study``, default the only one) as its
-analysis builds it: ``json`` (the contract), ``csv`` (one table, ``--table NAME``) or ``md``."""
+"""``manage.py bias_report``: the study's report as its analysis builds it, as JSON, one CSV table
+or Markdown."""
 
 from __future__ import annotations
 
