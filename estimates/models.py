@@ -95,8 +95,7 @@ class RoundItem(models.Model):
         help_text="The round.",
         db_index=False,
     )
-    # RESTRICT: an item in a round cannot be deleted alone (the round's π would no longer
-    # describe the images that exist), but deleting the whole study still works.
+    # RESTRICT: a round's item cannot be deleted alone (its π would no longer describe the images).
     item = models.ForeignKey(
         Item, on_delete=models.RESTRICT, related_name="round_items", help_text="The image (item) sampled."
     )

@@ -175,14 +175,12 @@ def sampling_frame(
     items_qs = Item.objects.filter(study=study)
     n_study = items_qs.count()
     if rounds:
-        # A subquery, not the ids: a round of a million items would pass a million values
-        # (SQLite refuses more than 32,766 per statement).
+        # A subquery, not the ids: SQLite refuses more than 32,766 values per statement.
         items_qs = items_qs.filter(pk__in=RoundItem.objects.filter(round=rounds[0]).values("item_id"))
     image_of: dict[int, str] = {}
     for item_id, source in _study_images(study).values_list("item_id", "source_path"):
         image_of[item_id] = source
-    # One object per item of a study of up to a million: rows streamed, the T2I model's and the
-    # prompt's strings shared between the items that have them, not one copy per row.
+    # One object per item, rows streamed, the model's and prompt's strings shared between items.
     names: dict[str, str] = {}
     prompts: dict[int | None, str] = {}
     items = []

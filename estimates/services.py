@@ -124,9 +124,7 @@ def sampling_round_create(
             spread = {code: by_code.get(code, 1.0) for code in set(outputs)}
             pi = stratified.inclusion_probabilities_active(outputs, budget, spread=spread, eligible=pool)
         else:
-            # Strata of T2I model x prompt x the detector's output code; Neyman allocation
-            # from the spread of the detector's errors per code in the earlier rounds' labels,
-            # proportional before the first round.
+            # Strata of T2I model x prompt x output code, Neyman allocation by each code's error spread.
             strata: list[Hashable] = [
                 (i.t2i_model, i.prompt_id, code) for i, code in zip(items, outputs, strict=True)
             ]
@@ -308,8 +306,7 @@ def estimate_worker_ensure() -> bool:
         spawned_at__gte=recent, status__in=(JobStatus.QUEUED, JobStatus.RUNNING)
     ).exists():
         return False
-    # Every request racing here names the same row (the oldest queued job), and the update
-    # re-reads it under its row lock: only one of them starts a worker.
+    # Racing requests name the same (oldest queued) row, which the update re-reads locked: one wins.
     spawn = queued.filter(pk=first).filter(Q(spawned_at__isnull=True) | Q(spawned_at__lt=recent))
     if not spawn.update(spawned_at=timezone.now()):
         return False

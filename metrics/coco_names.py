@@ -50,8 +50,7 @@ CLASS_NAME_ALIASES: dict[str, str] = {
 
 _CANONICAL: frozenset[str] = frozenset(COCO_CLASS_NAMES)
 _INDEX: dict[str, int] = {name: i for i, name in enumerate(COCO_CLASS_NAMES)}
-# No two COCO names collide once their spaces are removed, so "cellphone" or "teddybear" can
-# only mean one class; this catches exports that glue words together without listing each one.
+# No two names collide once their spaces are removed, so glued words ("cellphone") mean one class.
 _SPACELESS: dict[str, str] = {name.replace(" ", ""): name for name in COCO_CLASS_NAMES}
 _SEPARATORS = re.compile(r"[\s_\-]+")
 

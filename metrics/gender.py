@@ -211,8 +211,7 @@ def score_histogram(scores: Iterable[float | None], bins: int = 10) -> Histogram
 
 # --- Bootstrap intervals (images resampled within prompts) ----------------------------------------
 
-# A seed for numpy's default_rng: an int, or a sequence of ints (e.g. a base seed plus hashes of
-# the model and detector names, so each interval has its own stream).
+# A seed for numpy's default_rng: an int, or a sequence of ints (one stream per interval).
 Seed = int | Sequence[int]
 
 
@@ -305,8 +304,7 @@ def bootstrap_detector_vs_human(
     if table.shape[0] == 0 or n_resamples <= 0:
         return PairedBootstrap(None, None, None, None)
     draws = _resample_within_prompts(table, n_resamples, seed).reshape(3, 3, -1, n_resamples)
-    # Only the clear counts enter the scores: human male / female = rows 0 / 1 summed over the
-    # detector's verdicts, detector male / female = columns 0 / 1 summed over the human labels.
+    # Only the clear counts enter the scores: human rows 0 / 1 and detector columns 0 / 1.
     human_prompt, human_model = _model_scores(draws[0].sum(axis=0), draws[1].sum(axis=0))
     det_prompt, det_model = _model_scores(draws[:, 0].sum(axis=0), draws[:, 1].sum(axis=0))
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -49,8 +49,7 @@ class GepItem:
         """Build from a prompt's metadata dict (``gender``, ``setting``, ``attribute``)."""
         return cls(
             item_id=item_id,
-            # Not checked here: every statistic validates its items and names the bad one (a
-            # missing value included, hence the casts of what may be None or another JSON type).
+            # Not checked here: every statistic validates its items and names the bad one.
             gender=cast(str, metadata.get("gender")),
             setting=cast(str, metadata.get("setting")),
             attribute=metadata.get("attribute") or None,
@@ -239,8 +238,7 @@ def checked_auto_gep(items: list[GepItem], detector: str, setting: str, keys: tu
                 continue
             scores[item.gender][key].append(float(score))
     n_scored = {gender: {key: len(scores[gender][key]) for key in keys} for gender in GENDERS}
-    # fsum and one exact subtraction (as for the human vector): a detector whose scores equal the
-    # human 0/1 answers reproduces the human vector bit for bit, ties included.
+    # fsum and one exact subtraction: scores equal to the human 0/1 answers give the human vector exactly.
     sums = {gender: {key: math.fsum(scores[gender][key]) for key in keys} for gender in GENDERS}
     means, vector = _means_and_difference(sums, n_scored, keys)
     return AutoGep(

@@ -22,9 +22,7 @@ PERSON = "person"
 DEFAULT_N_PERMUTATIONS = 9999
 #: Largest number of pairs whose 2**n relabellings ``exact=True`` will enumerate.
 MAX_EXACT_PAIRS = 20
-# A relabelling whose statistic equals the observed one must count as "at least as extreme";
-# the same table reached by different sums can differ in the last bits, so compare with a
-# relative tolerance (scipy.stats.permutation_test does the same).
+# "At least as extreme" within a relative tolerance: equal tables may differ in the last bits.
 _RELATIVE_TOLERANCE = 1e-9
 # Random numbers drawn per chunk of relabellings: bounds memory (8 bytes each) whatever n_pairs.
 _CHUNK_DRAWS = 1 << 22
@@ -313,8 +311,7 @@ def paired_permutation_test(
         step = max(1, _CHUNK_DRAWS // n_pairs)
         for start in range(0, n_permutations, step):
             size = min(step, n_permutations - start)
-            # Generator.random consumes exactly one 64-bit draw per number, so the stream (and so
-            # the p-value) does not depend on how the relabellings are chunked.
+            # One 64-bit draw per number: the p-value does not depend on the chunking.
             swaps = (rng.random((size, n_pairs)) < 0.5).astype(np.float64)
             stats = _chi2_of_male_rows(base - swaps @ diff, column_totals)
             extreme += int(np.count_nonzero(stats >= threshold))

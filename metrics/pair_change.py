@@ -382,8 +382,7 @@ def _checked_pairs(pairs: Iterable[Pair]) -> list[Pair]:
 def _word_score(domain: str, word: str, scores: list[PairScore]) -> WordScore:
     males = [s for s in scores if s.seed_gender == MALE]
     females = [s for s in scores if s.seed_gender == FEMALE]
-    # A seed whose output is unmeasured stays in its rate's denominator as "not flipped",
-    # the same rule as everywhere else.
+    # A seed whose output is unmeasured stays in its rate's denominator as "not flipped".
     m2f = sum(1 for s in males if s.gender == 1)
     f2m = sum(1 for s in females if s.gender == -1)
     return WordScore(
@@ -612,9 +611,7 @@ def _id_key(value: Hashable) -> tuple[str, Any]:
 
 
 def _bucket_rng(seed: int, name: str) -> np.random.Generator:
-    # One generator per bucket, seeded by (seed, bucket name): the draw of a bucket does not depend
-    # on which other buckets are asked for or in which order. crc32, not hash(): str hashing is
-    # salted per process.
+    # One generator per bucket, seeded by (seed, crc32 of its name; hash() is salted): independent draws.
     return np.random.default_rng([seed, zlib.crc32(name.encode("utf-8"))])
 
 

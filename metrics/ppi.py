@@ -160,8 +160,7 @@ def _model_score(
             ci = (float(lo), float(hi))
         ci = (min(1.0, max(0.0, ci[0])), max(0.0, min(1.0, ci[1])))
         if corrected is not None:
-            # The point shown beside the interval lies in it (clipping at 0 or 1, or a skewed
-            # error distribution, could otherwise put the mean error's correction outside).
+            # The point shown beside the interval lies in it.
             corrected = min(max(corrected, ci[0]), ci[1])
     return ScoreEstimate(estimate, ci, se, corrected, delta, n_scored, unscored)
 

@@ -184,21 +184,12 @@ def detector_world(data: StudyData, model: CovarianceModel, output_index: np.nda
     )
     q, r = q_mesh.reshape(-1), r_mesh.reshape(-1)
     grid = np.stack([(1 - r) * q, (1 - r) * (1 - q), r], axis=1)  # (G, 3)
-    # log 0 as a large finite negative, so that 0 x log 0 = 0 and a grid point that rules out a
-    # labelled class gets (almost) no posterior mass.
+    # log 0 as a large finite negative: 0 x log 0 = 0, and a point ruling out a label gets no mass.
     log_grid = np.log(np.maximum(grid, 1e-300))
     # Labelled images: P(class) = share (their outputs' likelihood does not depend on it).
     label_part = labelled_counts @ log_grid.T  # (P, G)
 
-    # A share of the replicates learns the prompts' shares from the labels alone (the images'
-    # classes are still drawn given their outputs). Each replicate takes its confusion as
-    # known; with a weak detector, chance differences between the confusion's rows make every
-    # prompt's outputs look informative, and the pseudo-populations of either kind alone came
-    # out too alike (coverage 0.91-0.92 with a detector independent of the truth, 0.95 for an
-    # even mixture): the prompts' shares are barely identified with ~2 labels a prompt, and the
-    # interval must span both guesses. The share is (1 - κ²)/2, κ the signal share of the
-    # confusion (``_signal_share``): a half for a useless detector, almost none for a good one,
-    # whose outputs do identify the shares (and whose interval the mixture would widen).
+    # A share (1 - κ²)/2 of the replicates learns the shares from the labels alone (see estimator.md).
     like_labels = np.exp(label_part - label_part.max(axis=1, keepdims=True))
     share_labels_only = 0.5 * (1 - _signal_share(model.confusion_counts) ** 2)
 
@@ -223,10 +214,7 @@ def detector_world(data: StudyData, model: CovarianceModel, output_index: np.nda
         prior = _grid_npmle(like, resample.astype(float))[pick_fit]
         if labels_only.any():
             prior[labels_only] = _grid_npmle(like_labels, resample.astype(float))[pick_fit[labels_only]]
-        # With a few labels a prompt the grid prior is spiky and its shape a guess: half the
-        # replicates use a smooth prior instead, independent betas on the male share among
-        # clear images and the rest share with the grid prior's means and variances (as the
-        # human-only world does), so that the interval spans both guesses.
+        # Half the replicates use betas with the grid prior's moments: the grid prior's shape is a guess.
         smooth = rng.random(b) < 0.5
         if smooth.any():
             prior[smooth] = _beta_grid(prior[smooth], q, r, q_step, r_step)
@@ -281,8 +269,7 @@ def human_world(data: StudyData) -> Any:
         # The grid prior is the costly fit: _HYPER fits per chunk, shared out among its replicates.
         fits = min(b, _HYPER)
         prior = _grid_npmle(like, resample[:fits])[rng.integers(fits, size=b)]  # (b, G)
-        # A defensive share of flat prior: with ~2 labels a prompt the NPMLE is spiky and would
-        # make the posteriors overconfident.
+        # A defensive share of flat prior: with ~2 labels a prompt the NPMLE is spiky.
         prior = (1 - _FLAT) * prior + _FLAT / _GRID
         post = prior[:, None, :] * like[None, :, :]
         post /= post.sum(axis=2, keepdims=True)
@@ -295,15 +282,12 @@ def human_world(data: StudyData) -> Any:
             grid[np.minimum(pick, _GRID - 1)],
             np.clip(grid[np.minimum(pick, _GRID - 1)] + jitter, 0, 1),
         )
-        # With ~2 labels a prompt only two moments of the male share are identified and the
-        # prior's shape is a guess: half the replicates use a beta prior (moments) instead,
-        # so that the interval spans both guesses.
+        # Half the replicates use a beta prior: with ~2 labels a prompt the grid prior's shape is a guess.
         a_m, b_m = _beta_moments(resample, k_m, clear)
         smooth = rng.beta(a_m[:, None] + k_m, b_m[:, None] + k_f)
         male = np.where(rng.random((b, 1)) < 0.5, male, smooth)
         shares = np.stack([(1 - rest) * male, (1 - rest) * (1 - male), rest], axis=2)
-        # These are the shares of all the prompt's images; the unlabelled ones are what is left
-        # after the labelled ones (which an unequal-probability design did not pick at random).
+        # The shares of all the prompt's images: the unlabelled ones get what the labelled ones leave.
         left = np.maximum(shares * data.n_per_prompt[None, :, None] - labelled_counts[None], 0.0)
         left_total = left.sum(axis=2, keepdims=True)
         left = np.where(left_total > 0, left / np.where(left_total > 0, left_total, 1.0), shares)
@@ -345,14 +329,11 @@ def _grid_npmle(like: np.ndarray, weights: np.ndarray, iterations: int = 60) -> 
     prior = np.full((weights.shape[0], n_grid), 1.0 / n_grid)
     total = weights.sum(axis=1, keepdims=True)
     like_t = np.ascontiguousarray(like.T)
-    # A step: the posterior of prompt p on grid point g is prior[b, g] like[p, g] / norm[b, p],
-    # norm = prior likeᵀ; its weighted sum over prompts is prior[b, g] ((weights / norm) like)[b, g].
-    # Two matrix products a step, not a (resamples, prompts, grid) array.
+    # A step: posterior of p at g = prior[b, g] like[p, g] / (prior likeᵀ)[b, p]: two matrix products.
     ratio = np.zeros_like(weights, dtype=float)
     for _ in range(iterations):
         norm = prior @ like_t
-        # A prompt with many labels has a sharp likelihood; where the prior has left its grid
-        # points (a resample without it), its posterior is 0 and must stay 0, not 0/0 = NaN.
+        # A prompt with a sharp likelihood where the prior has no mass has posterior 0, not 0/0 = NaN.
         ratio = np.divide(weights, norm, out=ratio, where=norm > 0)
         ratio[norm <= 0] = 0.0
         prior = prior * (ratio @ like) / total

@@ -168,8 +168,7 @@ def linear_estimate(
     labelled = xi_ & active
     safe_pi = np.where(labelled, pi_, 1.0)
     w = np.where(labelled, (1.0 - safe_pi) / safe_pi**2 * a * a, 0.0)
-    # Items labelled with certainty carry zero weight; when nothing else is labelled, fit on
-    # them unweighted (it changes nothing in θ̂, whose terms are then exact).
+    # Items labelled with certainty carry zero weight; with nothing else labelled, fit on them unweighted.
     fit_w = w if float(w.sum()) > 0 else labelled.astype(float)
     fold = _fold_ids(y_.shape[0], folds, seed)
     g = np.zeros_like(y_)
@@ -187,8 +186,7 @@ def linear_estimate(
     c = np.where(labelled, a * r * np.sqrt((1.0 - safe_pi) / safe_pi**2), 0.0)
     if use_detector:
         return Linear(theta, c, float(np.mean(lams)), int(labelled.sum()))
-    # Labels only: the degrees of freedom come from the observed residuals (how skewed the
-    # human values are), the variance is floored (``_binary_floor``).
+    # Labels only: df from the observed residuals, the variance floored (``_binary_floor``).
     floored = _binary_floor(c, yl, labelled, a, safe_pi, g_ids, n_groups)
     return Linear(theta, floored, 0.0, int(labelled.sum()), df_of=_satterthwaite(c**2), c_raw=c)
 
@@ -225,11 +223,7 @@ def _floored(tuned: Linear, human: Linear) -> Linear:
     if n == 0:
         return tuned
     c = np.concatenate([tuned.c * np.sqrt(n / (n + 1.0)), human.c * np.sqrt(1.0 / (n + 1.0))])
-    # The degrees of freedom are the labels-only fit's: they measure how skewed the human values
-    # are (a rare "yes" makes the t interval of a share too short), which is what the t quantile
-    # must answer for. The tuned residuals' own Satterthwaite df collapse to ~1 whenever one
-    # sampled detector error dominates them, which made a good detector's interval needlessly
-    # wide (0.56-0.65 of labels-only where its variance says 0.3).
+    # The labels-only df for the tuned fit too: its own collapse to ~1 when one detector error dominates.
     return Linear(tuned.estimate, c, tuned.lam, n, df_of=human.df)
 
 
@@ -415,9 +409,7 @@ def _bounded_functional(
         )
         return Estimand(None, None, None, None, detector_value, None, None), singles
 
-    # One Satterthwaite df for the pooled per-item terms of the labels-only fits (the entries
-    # share items, and the smallest entry's df would make the t quantile explode for no reason;
-    # labels-only, for both intervals, as ``_floored`` explains).
+    # One Satterthwaite df for the pooled labels-only terms (entries share items; see ``_floored``).
     df = _satterthwaite(np.concatenate([fit.c_df**2 for fit in human_fits]))
 
     def interval(fits: list[Linear]) -> tuple[float, tuple[float, float], float]:

@@ -112,8 +112,7 @@ def fit_model(
         # Weights 1/π rescaled to a mean of 1: counts in units of labels.
         weight = (1.0 / data.pi_at[lab]) / (1.0 / data.pi_at[lab]).mean()
         np.add.at(counts, (known[lab], out_index[lab]), weight)
-        # The pooled class shares, with one label's worth of each class so that none is ruled
-        # out when labels are few.
+        # The pooled class shares, with one label's worth of each class so none is ruled out.
         pooled = (np.bincount(known[lab], weights=weight, minlength=3) + 1.0) / (weight.sum() + 3.0)
     likelihood = counts / counts.sum(axis=1, keepdims=True)
     shares = _em_shares(data, likelihood, out_index, known, pooled, prior_images)
@@ -143,10 +142,7 @@ def _em_shares(
     n_prompts, n_out = data.n_prompts, likelihood.shape[1]
     fixed = class_counts(data, known)
     cells = output_counts(data, output_index, n_out)
-    # One step: P(class c | output o, shares of p) = lik[c, o] s[p, c] / Σ_c' lik[c', o] s[p, c'],
-    # summed over the prompt's unlabelled images = s[p, c] Σ_o cells[p, o] lik[c, o] / (s lik)[p, o]:
-    # two small matrix products a step instead of a (prompts, outputs, classes) array (the
-    # steps are many when the detector says little: this loop was half of a small estimate's time).
+    # One EM step as two small matrix products over (prompt, output) counts, not a 3-d array.
     prior = prior_images * pooled[None, :] + fixed
     total = data.n_per_prompt[:, None] + prior_images
     cells = cells.astype(float)

@@ -45,8 +45,7 @@ def cross_fit_power(
     outputs = output_index
 
     def gradient(fitted: CovarianceModel) -> np.ndarray:
-        # Gradient of each prompt's score from the model's (EM) shares, over N_p: steadier than
-        # the AIPW shares' with a few labels a prompt; 0 for a prompt with no clear image.
+        # Gradients from the model's (EM) shares, steadier than the AIPW ones with few labels a prompt.
         with np.errstate(divide="ignore", invalid="ignore"):
             grad = np.nan_to_num(fitted.sensitivity, nan=0.0, posinf=0.0, neginf=0.0)
         return grad[data.codes] / data.n_per_prompt[data.codes, None]  # (n, 2)

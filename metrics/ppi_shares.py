@@ -163,8 +163,7 @@ def prepare(
         before |= xi_arr[k]
     if round_weights is None:
         weights = default_round_weights(pi_arr.sum(axis=1), n)
-        # A round that draws every image still unlabelled is complete even if its budget differs
-        # from the plan (the realised number left is what it covers).
+        # A round that draws every image still unlabelled is complete whatever its planned budget.
         eligible_before = np.ones(n, dtype=bool)
         for k in range(n_rounds):
             row = pi_arr[k][eligible_before]
@@ -180,8 +179,7 @@ def prepare(
     pi_at = np.ones(n)
     if labelled.any():
         pi_at[labelled] = pi_arr[round_of[labelled], np.flatnonzero(labelled)]
-    # w_k/π_i for the round that labelled it, plus the weights of all later rounds (in which the
-    # residual is "already known").
+    # w_k/π_i for the round that labelled it, plus the weights of all later rounds.
     later = later_weights(weights)
     coef = np.zeros(n)
     var_coef = np.zeros(n)

@@ -39,8 +39,7 @@ def inclusion_probabilities_stratified(
     uniform = budget / n_eligible
     lo = floor * uniform
 
-    # Neyman: n_h ∝ N_h S_h, i.e. π_h = c S_h; find c with Σ N_h clip(c S_h, lo, 1) = budget
-    # (monotone in c: bisection).
+    # Neyman: π_h = c S_h; Σ N_h clip(c S_h, lo, 1) is monotone in c, so bisect for the budget.
     def total(c: float) -> float:
         return float(sizes @ np.clip(c * s, lo, 1.0))
 
@@ -53,8 +52,7 @@ def inclusion_probabilities_stratified(
             high = mid
     p = np.clip(high * s, lo, 1.0)
     if total(high) < budget - 1e-9:
-        # Every stratum with a spread is taken whole and the budget is not spent: the rest goes
-        # evenly to the strata whose spread was 0 (a common floor t instead of lo).
+        # Every stratum with a spread is taken whole: the rest of the budget goes to those without.
         capped = p.copy()
         t_low, t_high = lo, 1.0
         for _ in range(200):

@@ -11,8 +11,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 FORMATS = {"svg": "image/svg+xml", "png": "image/png"}
 
-# Diverging colours of the heatmap, ColorBrewer PuOr (colour-blind safe): purple for female
-# (-1), white for balanced (0), orange for male (+1, the paper's table 7 colour for male).
+# Diverging ColorBrewer PuOr (colour-blind safe): purple female (-1), white balanced, orange male (+1).
 FEMALE_COLOUR = "#542788"
 MALE_COLOUR = "#b35806"
 NO_SCORE_COLOUR = "#d9d9d9"
@@ -20,8 +19,7 @@ HUMAN_COLOUR = "#222222"
 # Qualitative palette for detectors and T2I models (Okabe-Ito, colour-blind safe).
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999", "#000000")
 PNG_DPI = 200
-# The smallest text of any chart, in points at the saved size: below it a figure scaled to a
-# page column or a paper's column is unreadable.
+# The smallest text of any chart, in points at the saved size (readable in a paper's column).
 SMALL_PT = 8
 MINUS = "\u2212"  # typographic minus for tick labels
 

@@ -106,8 +106,7 @@ def to_latex(table: Table) -> str:
         for column, cell in zip(table.columns, row, strict=True):
             text = latex_escape(cell.text)
             if column.numeric and len(text) > 1 and text[0] == "-" and text[1].isdigit():
-                # A minus sign, not a hyphen; "--" (an en dash standing for a missing value) and
-                # "$-$" (a minus already) stay as they are, never "$-$-".
+                # A minus sign, not a hyphen; "--" (missing) and "$-$" (already a minus) stay as they are.
                 text = "$-$" + text[1:]
             if cell.mark == "best":
                 text = rf"\textbf{{{text}}}"

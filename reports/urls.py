@@ -20,8 +20,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("charts/<slug:name>.<slug:fmt>", views.chart_download, name="chart"),
     path("charts/view/<slug:name>.<slug:fmt>", views.chart_image, name="chart_image"),
 ]
-# Each protocol brings its own pages (``ProtocolSpec.urls``, a dotted path: no import upward),
-# e.g. the gender analysis's heatmap and drill-downs, the objects analysis's class page.
+# Each protocol brings its own pages (``ProtocolSpec.urls``, a dotted path: no import upward).
 urlpatterns += [path("", include(PROTOCOLS[key].urls)) for key in PROTOCOLS if PROTOCOLS[key].urls]
 
 

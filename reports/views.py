@@ -41,10 +41,7 @@ from studies.typing import HtmxHttpRequest
 View = Callable[..., HttpResponse]
 T = TypeVar("T")
 BOOTSTRAP = 1000
-# Reports, grids and charts are cached under the data fingerprint (``reports.selectors.
-# data_fingerprint``), so a write through the services shows on the next request; the timeout
-# only bounds how long an in-place edit that bypasses them (e.g. a prompt's word changed in the
-# Django admin) can go unseen.
+# Cached under the data fingerprint; the timeout bounds how long an edit bypassing the services goes unseen.
 CACHE_SECONDS = 600
 CHART_FORMATS = {"svg": "image/svg+xml", "png": "image/png"}
 
@@ -118,8 +115,7 @@ class Filters:
         return safe_name("-".join(str(v) for v in self.params().values())) or "all"
 
     def _report_key(self) -> dict[str, Any]:
-        # What the analysis computes on: the category only where the analysis applies it
-        # (``Analysis.category_applies``), so a report across categories is computed once.
+        # The category only where the analysis applies it, so a report across categories is computed once.
         category = self.category if self.study is not None and _applies_category(self.study) else None
         return {
             "study": self.study.pk if self.study else None,
@@ -256,8 +252,7 @@ def overview(request: HtmxHttpRequest) -> HttpResponse:
         return _choose(request, filters, str(error))
     context = base_context(filters, "overview", analysis) | analysis.overview(filters)
     if "model_bias" in analysis.chart_keys and context.get("report", {}).get("human"):
-        # The chart is an <img> the browser fetches beside the page (same cached report), so
-        # drawing it never delays the tables.
+        # The chart is an <img> the browser fetches beside the page, so drawing it never delays the tables.
         context["model_bias_src"] = chart_src("model_bias", filters)
     return render_page(request, analysis.template, context)
 
