@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from metrics.coco_names import UnknownClassName, coco_class_index, normalise_class_name
+from metrics.coco_names import coco_class_index, normalise_class_name
 
 T = TypeVar("T")
 
@@ -583,66 +583,3 @@ def analyse_confirmed_objects(
         n_permutations=n_permutations,
         seed=seed,
     )
-
-
-# --- validating detector output -----------------------------------------------------------------
-class InvalidDetection(ValueError):
-    """A detector output instance that cannot be stored; ``field`` names the offending field."""
-
-    def __init__(self, field_name: str, message: str) -> None:
-        self.field = field_name
-        super().__init__(f"{field_name}: {message}")
-
-
-@dataclass(frozen=True)
-class DetectedObject:
-    """A validated detection: COCO class name, confidence in [0, 1] and a box inside the image."""
-
-    class_name: str
-    confidence: float
-    box: tuple[float, float, float, float]
-
-
-def validate_detected_object(
-    *,
-    class_name: str,
-    confidence: float,
-    box: Sequence[float],
-    image_width: float,
-    image_height: float,
-) -> DetectedObject:
-    """One detector instance checked against its image; ``InvalidDetection`` names the bad field."""
-    width = _positive(image_width, "image_width")
-    height = _positive(image_height, "image_height")
-    try:
-        coords = tuple(float(v) for v in box)
-    except (TypeError, ValueError):
-        raise InvalidDetection("box", f"must be four numbers (x0, y0, x1, y1), got {box!r}") from None
-    if len(coords) != 4 or not all(math.isfinite(v) for v in coords):
-        raise InvalidDetection("box", f"must be four finite numbers (x0, y0, x1, y1), got {box!r}")
-    x0, y0, x1, y1 = coords
-    for name, value, limit in (("x0", x0, width), ("y0", y0, height), ("x1", x1, width), ("y1", y1, height)):
-        if value < 0 or value > limit:
-            side = "width" if name[0] == "x" else "height"
-            raise InvalidDetection(f"box.{name}", f"{value:g} is outside the image (0 to {side} {limit:g})")
-    if x1 <= x0:
-        raise InvalidDetection("box.x1", f"must be greater than x0 ({x1:g} ≤ {x0:g})")
-    if y1 <= y0:
-        raise InvalidDetection("box.y1", f"must be greater than y0 ({y1:g} ≤ {y0:g})")
-    if isinstance(confidence, bool) or not isinstance(confidence, int | float | np.integer | np.floating):
-        raise InvalidDetection("confidence", f"must be a number in [0, 1], got {confidence!r}")
-    if not (0.0 <= float(confidence) <= 1.0):  # also rejects NaN
-        raise InvalidDetection("confidence", f"must be in [0, 1], got {confidence!r}")
-    try:
-        name = normalise_class_name(class_name)
-    except (UnknownClassName, TypeError) as exc:
-        raise InvalidDetection("class_name", str(exc)) from exc
-    return DetectedObject(class_name=name, confidence=float(confidence), box=(x0, y0, x1, y1))
-
-
-def _positive(value: Any, field_name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise InvalidDetection(field_name, f"must be a positive number, got {value!r}")
-    if not (math.isfinite(float(value)) and value > 0):
-        raise InvalidDetection(field_name, f"must be a positive number, got {value!r}")
-    return float(value)
