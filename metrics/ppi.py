@@ -355,18 +355,3 @@ def estimate_model_bias(
 def _preview(keys: Sequence[Hashable], limit: int = 5) -> str:
     shown = ", ".join(str(k) for k in keys[:limit])
     return shown + (", ..." if len(keys) > limit else "")
-
-
-def labels_for_half_width(
-    prompt_ids: PromptIds,
-    f: Vectors,
-    y: Vectors,
-    xi: RoundArrays,
-    pi: RoundArrays,
-    *,
-    detector_outputs: OutputCodes | None = None,
-) -> int | None:
-    """Labels one further uniform round would need to halve the model score's interval."""
-    return estimate_model_bias(
-        prompt_ids, f, y, xi, pi, detector_outputs=detector_outputs
-    ).labels_for_half_width
