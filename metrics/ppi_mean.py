@@ -392,9 +392,9 @@ def _bounded_functional(
     value: Any,
     bound: Any,
     entry_bounds: tuple[float, float],
-    folds: int,
-    seed: int,
-    draws: int,
+    folds: int = FOLDS,
+    seed: int = 0,
+    draws: int = 4000,
 ) -> tuple[Estimand, list[Estimand]]:
     """A Lipschitz-bounded functional ``value`` of the entries, with the interval value(d̂) ± q."""
     pi_ = np.asarray(pi, dtype=float)
@@ -438,12 +438,9 @@ def estimate_mean_abs(
     entries: Sequence[Entry],
     xi: Sequence[bool] | np.ndarray,
     pi: Sequence[float] | np.ndarray,
-    *,
-    folds: int = FOLDS,
-    seed: int = 0,
-    draws: int = 4000,
+    **options: Any,
 ) -> tuple[Estimand, list[Estimand]]:
-    """The GEP score S = mean_k |d_k| over the defined entries, and each entry d_k."""
+    """The GEP score S = mean_k |d_k| over the defined entries, and each entry (options: folds, seed, draws)."""
     return _bounded_functional(
         entries,
         xi,
@@ -451,9 +448,7 @@ def estimate_mean_abs(
         value=lambda d: np.mean(np.abs(d)),
         bound=lambda e: np.mean(np.abs(e), axis=0),
         entry_bounds=(-1.0, 1.0),
-        folds=folds,
-        seed=seed,
-        draws=draws,
+        **options,
     )
 
 
@@ -461,12 +456,9 @@ def estimate_max_gap(
     entries: Sequence[Entry],
     xi: Sequence[bool] | np.ndarray,
     pi: Sequence[float] | np.ndarray,
-    *,
-    folds: int = FOLDS,
-    seed: int = 0,
-    draws: int = 4000,
+    **options: Any,
 ) -> tuple[Estimand, list[Estimand]]:
-    """The largest gap between groups' shares and each group's share, with a bound-based interval."""
+    """The largest gap between groups' shares and each group's share (options as ``estimate_mean_abs``)."""
     return _bounded_functional(
         entries,
         xi,
@@ -474,9 +466,7 @@ def estimate_max_gap(
         value=lambda s: np.max(s) - np.min(s),
         bound=lambda e: np.max(e, axis=0) - np.min(e, axis=0),
         entry_bounds=(0.0, 1.0),
-        folds=folds,
-        seed=seed,
-        draws=draws,
+        **options,
     )
 
 
@@ -503,33 +493,23 @@ def estimate_table(
     seed: int = 0,
     draws: int = 2000,
 ) -> tuple[Estimand, list[list[Estimand]]]:
-    """``estimate_cramers_v`` with every cell's own estimand: (V, cells[row][column])."""
-    total, _, singles = _table(cells, f, pi, xi, y, folds=folds, seed=seed, draws=draws)
+    """Cramér's V of the table of totals per (row, column), and every cell's own estimand."""
+    total, _, singles = _table(cells, f, y, xi, pi, folds=folds, seed=seed, draws=draws)
     return total, singles
 
 
-def estimate_cramers_v(
-    cells: np.ndarray,
-    f: np.ndarray,
-    y: np.ndarray,
-    xi: Sequence[bool] | np.ndarray,
-    pi: Sequence[float] | np.ndarray,
-    *,
-    folds: int = FOLDS,
-    seed: int = 0,
-    draws: int = 2000,
-) -> tuple[Estimand, np.ndarray]:
-    """Cramér's V of the table of totals per (row, column) and the estimated table."""
-    total, table, _ = _table(cells, f, pi, xi, y, folds=folds, seed=seed, draws=draws)
+def estimate_cramers_v(*args: Any, **options: Any) -> tuple[Estimand, np.ndarray]:
+    """``estimate_table`` (its arguments) with the estimated table in place of the cells' estimands."""
+    total, table, _ = _table(*args, **options)
     return total, table
 
 
 def _table(
     cells: np.ndarray,
     f: np.ndarray,
-    pi: Sequence[float] | np.ndarray,
-    xi: Sequence[bool] | np.ndarray,
     y: np.ndarray,
+    xi: Sequence[bool] | np.ndarray,
+    pi: Sequence[float] | np.ndarray,
     *,
     folds: int = FOLDS,
     seed: int = 0,
