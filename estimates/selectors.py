@@ -11,12 +11,12 @@ from typing import Any
 
 from django.db import connection
 
-from annotate.models import FinalLabel
+from annotate.models import FinalLabel, FinalLabelRevision, Label
 from detectors.models import Prediction, PredictionStatus
 from estimates.kept import KeptReport
 from estimates.models import EstimateJob, JobStatus, KeptEstimate, RoundItem, SamplingRound
-from reports.selectors import Scope, detector_runs_in_scope, latest_detector_versions
-from studies.models import ImageRole, Item, ItemImage, Question, Study
+from reports.selectors import Scope, detector_runs_in_scope, latest_detector_versions, row_summary
+from studies.models import ImageRole, Item, ItemChange, ItemImage, Question, Study
 
 #: An item's ``verdict`` when the protocol gives none (no prediction at this version, or a
 #: protocol whose estimate reads the detector's output itself).
@@ -273,33 +273,22 @@ def item_outputs(study: Study, detector: str, version: str, kind: str) -> list[t
 
 def study_data_version(study: Study) -> tuple[Any, ...]:
     """The study's own data version: counts, highest ids and last changes of the rows an estimate reads."""
-    from annotate.models import FinalLabel, FinalLabelRevision, Label
-    from studies.models import ItemChange
-
     q = connection.ops.quote_name
     items = f"SELECT id FROM {q(Item._meta.db_table)} WHERE study_id = %s"
     images = f"SELECT image_id FROM {q(ItemImage._meta.db_table)} WHERE item_id IN ({items})"
-    parts: list[str] = []
-    params: list[Any] = []
-    for model, where, extra in (
-        (Item, "study_id = %s", None),
-        (Question, "study_id = %s", None),
-        (ItemChange, "study_id = %s", None),
-        (ItemImage, f"item_id IN ({items})", None),
-        (FinalLabel, f"item_id IN ({items})", "decided_at"),
-        (FinalLabelRevision, f"item_id IN ({items})", None),
-        (Label, f"item_id IN ({items})", "updated_at"),
-        (Prediction, f"image_id IN ({images})", None),
-    ):
-        table = q(model._meta.db_table)
-        columns = ["COUNT(*)", "MAX(id)"] + ([f"MAX({q(extra)})"] if extra else [])
-        for column in columns:
-            parts.append(f"(SELECT {column} FROM {table} WHERE {where})")
-            params.append(study.pk)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT " + ", ".join(parts), params)
-        row = cursor.fetchone()
-    return tuple(str(v) if v is not None and not isinstance(v, int) else v for v in row)
+    return row_summary(
+        (
+            (Item, "study_id = %s", None),
+            (Question, "study_id = %s", None),
+            (ItemChange, "study_id = %s", None),
+            (ItemImage, f"item_id IN ({items})", None),
+            (FinalLabel, f"item_id IN ({items})", "decided_at"),
+            (FinalLabelRevision, f"item_id IN ({items})", None),
+            (Label, f"item_id IN ({items})", "updated_at"),
+            (Prediction, f"image_id IN ({images})", None),
+        ),
+        study.pk,
+    )
 
 
 def estimate_options(*, n_boot: int, seed: int, history: bool) -> str:

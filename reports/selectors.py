@@ -10,10 +10,10 @@ from typing import Any, TypedDict
 from django.db import connection
 from django.db.models import Max, Prefetch, Q, QuerySet
 
-from annotate.models import FinalLabel, Label
+from annotate.models import FinalLabel, FinalLabelRevision, Label
 from detectors.models import Prediction
 from studies.errors import StudyNotChosen
-from studies.models import Item, ItemImage, Prompt, Question, Study
+from studies.models import Item, ItemChange, ItemImage, Prompt, Question, Study
 from studies.protocols import PROTOCOLS, protocol_spec
 from studies.selectors import study_chosen
 
@@ -250,29 +250,37 @@ def check_filters(scope: Scope, *, detector: str | None = None) -> None:
             raise UnknownFilter(f"No predictions of detector '{detector}' (detectors: {known}).")
 
 
-def data_fingerprint() -> tuple[Any, ...]:
-    """A cheap summary of every row a report reads, which any write through the services changes."""
-    from annotate.models import FinalLabel, FinalLabelRevision, Label
-    from studies.models import ItemChange, ItemImage, Question
-
-    parts = []
-    for model, extra in (
-        (Study, None),
-        (Question, None),
-        (Prompt, None),
-        (Item, None),
-        (ItemChange, None),
-        (ItemImage, None),
-        (FinalLabel, "decided_at"),
-        (FinalLabelRevision, None),
-        (Label, "updated_at"),
-        (Prediction, None),
-    ):
-        table = connection.ops.quote_name(model._meta.db_table)
-        parts += [f"(SELECT COUNT(*) FROM {table})", f"(SELECT MAX(id) FROM {table})"]
-        if extra:
-            parts.append(f"(SELECT MAX({connection.ops.quote_name(extra)}) FROM {table})")
+def row_summary(sources: Iterable[tuple[Any, str | None, str | None]], param: Any = None) -> tuple[Any, ...]:
+    """Row count, highest id and (``extra``) latest change of each (model, where, extra) source, in one
+    query of scalar sub-selects; ``param`` fills each ``where``'s one placeholder."""
+    q = connection.ops.quote_name
+    parts: list[str] = []
+    params: list[Any] = []
+    for model, where, extra in sources:
+        condition = f" WHERE {where}" if where else ""
+        for column in ["COUNT(*)", "MAX(id)"] + ([f"MAX({q(extra)})"] if extra else []):
+            parts.append(f"(SELECT {column} FROM {q(model._meta.db_table)}{condition})")
+            if where:
+                params.append(param)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT " + ", ".join(parts))
+        cursor.execute("SELECT " + ", ".join(parts), params or None)
         row = cursor.fetchone()
     return tuple(str(v) if v is not None and not isinstance(v, int) else v for v in row)
+
+
+def data_fingerprint() -> tuple[Any, ...]:
+    """A cheap summary of every row a report reads, which any write through the services changes."""
+    tables = (
+        Study,
+        Question,
+        Prompt,
+        Item,
+        ItemChange,
+        ItemImage,
+        FinalLabel,
+        FinalLabelRevision,
+        Label,
+        Prediction,
+    )
+    changed = {FinalLabel: "decided_at", Label: "updated_at"}
+    return row_summary((model, None, changed.get(model)) for model in tables)
