@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -142,16 +142,6 @@ def krippendorff_alpha_from_counts(counts: np.ndarray) -> KrippendorffAlpha:
 # --- Agreement of a whole study from its label rows -----------------------------------------------
 
 
-class LabelRow(NamedTuple):
-    """One annotator's answer to one item, as ``agreement_summary`` reads it."""
-
-    item: int
-    t2i_model: str
-    category: str
-    rater: str
-    value: str
-
-
 @dataclass(frozen=True)
 class KappaFacet:
     """Cohen's kappa of one slice (a T2I model, a category, a pair of raters)."""
@@ -228,7 +218,8 @@ def _facet(confusion: np.ndarray, labels: Sequence[str]) -> KappaFacet:
 def agreement_summary(
     rows: Sequence[tuple[int, str, str, str, str]], *, labels: Sequence[str]
 ) -> AgreementSummary:
-    """Agreement of the raters of ``rows`` (sorted by item and rater): overall, per model, category, rater pair."""
+    """Agreement of (item, t2i_model, category, rater, value) ``rows``, sorted by item and rater:
+    overall, per T2I model, per category and per rater pair."""
     order = list(labels)
     order += sorted({r[4] for r in rows} - set(order))
     k = len(order)
