@@ -1,5 +1,4 @@
-"""Sampling rounds in the admin: read and look only. π is fixed before the draw and never
-changes, so nothing here may add, edit or delete a round or its rows."""
+"""Sampling rounds in the admin, read only: π is fixed before the draw and never changes."""
 
 from __future__ import annotations
 

@@ -1,22 +1,8 @@
-"""REST API of the estimates app: sampling rounds and the prediction-powered
-bias estimate, for researchers.
-
-- ``GET /api/sampling-rounds/?study=S`` lists the study's rounds, newest first;
-- ``POST /api/sampling-rounds/`` draws the next round (``sampling_round_create``, the service
-  behind ``sample_for_labeling`` and the page's "Label N more");
-- ``GET /api/estimates/?study=S&detector=D`` is ``estimate_bias --format json`` (its
-  contract per T2I model) inside ``{study, detector, version, models}`` — 200 with the kept
-  estimate when it was computed from the study's data as it is now (plus ``computed_at``);
-  otherwise 202 with the job that computes it (``estimates.services.estimate_request``; the
-  request never computes), whose ``status_url`` is
-- ``GET /api/estimates/jobs/<id>/``: the job's status (queued, running, done, failed).
-
-A refused draw is a 400 naming the field (``errors``), with a code a client can act on:
-``not_estimable``, ``unknown_detector``, ``sampling_refused`` (budget larger than the pool,
-a round still pending, active without an earlier round).
-"""
+"""REST API of the estimates app, for researchers: sampling rounds and the prediction-powered estimate."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
@@ -57,6 +43,11 @@ UNKNOWN_STUDY = "No study with this slug."
 MAX_BOOTSTRAP = 2000
 
 
+def _responses(ok: dict[int, Any], errors: dict[int, str]) -> dict[int, Any]:
+    """``extend_schema`` responses: ``ok``, the described ``errors`` and 403 for non-researchers."""
+    return {**ok, **error_responses({**errors, 403: RESEARCHERS_ONLY})}
+
+
 def _study(slug: str, *, field: str | None = None) -> Study:
     """The study by slug: in a query, 404; in a body (``field``), a 400 naming the field."""
     if field is None:
@@ -73,12 +64,7 @@ def _estimable(study: Study) -> estimands.EstimandProtocol:
     """The study's protocol's few-label estimate (``estimates.estimands``), or a 400."""
     spec = estimands.for_protocol(study.protocol)
     if spec is None:
-        raise invalid(
-            f"'{study.slug}' is a {study.get_protocol_display()} study; few-label estimates exist for "
-            f"{', '.join(estimands.known())} studies.",
-            code="not_estimable",
-            field="study",
-        )
+        raise invalid(f"{estimands.not_estimable(study)}.", code="not_estimable", field="study")
     return spec
 
 
@@ -257,12 +243,9 @@ class SamplingRoundListApi(ApiView):
         operation_id="sampling_rounds_list",
         tags=["estimates"],
         parameters=[RoundQuery],
-        responses={
-            200: RoundOutput(many=True),
-            **error_responses(
-                {400: "?study= missing or given twice.", 403: RESEARCHERS_ONLY, 404: UNKNOWN_STUDY}
-            ),
-        },
+        responses=_responses(
+            {200: RoundOutput(many=True)}, {400: "?study= missing or given twice.", 404: UNKNOWN_STUDY}
+        ),
     )
     def get(self, request: Request) -> Response:
         study = _study(RoundQuery.parse(request)["study"])
@@ -279,19 +262,16 @@ class SamplingRoundListApi(ApiView):
                 request_only=True,
             )
         ],
-        responses={
-            201: RoundOutput,
-            **error_responses(
-                {
-                    400: "Invalid body; or a study that does not exist or whose protocol has no few-label estimate, a "
-                    "detector without predictions in it, a budget larger than the unlabelled pool, "
-                    "a round still waiting for labels, active without an earlier round (codes "
-                    "unknown_study, not_estimable, unknown_detector, sampling_refused; "
-                    "`errors` names the field).",
-                    403: RESEARCHERS_ONLY,
-                }
-            ),
-        },
+        responses=_responses(
+            {201: RoundOutput},
+            {
+                400: "Invalid body; or a study that does not exist or whose protocol has no few-label estimate, a "
+                "detector without predictions in it, a budget larger than the unlabelled pool, "
+                "a round still waiting for labels, active without an earlier round (codes "
+                "unknown_study, not_estimable, unknown_detector, sampling_refused; "
+                "`errors` names the field)."
+            },
+        ),
     )
     def post(self, request: AuthenticatedRequest) -> Response:
         data = RoundInput(data=request.data)
@@ -318,8 +298,7 @@ class SamplingRoundListApi(ApiView):
 
 
 class EstimateApi(ApiView):
-    """``estimate_bias --format json`` for one study and detector, as the estimate worker kept
-    it; 202 with the job computing it when the kept one is not of the study's current data."""
+    """``estimate_bias --format json`` as the worker kept it; 202 with its job when the data changed since."""
 
     permission_classes = [IsAuthenticated, IsResearcher]
 
@@ -327,19 +306,15 @@ class EstimateApi(ApiView):
         operation_id="estimates_retrieve",
         tags=["estimates"],
         parameters=[EstimateQuery],
-        responses={
-            200: EstimateOutput,
-            202: JobOutput,
-            **error_responses(
-                {
-                    400: "A parameter missing, malformed or given twice; a study whose protocol has no "
-                    "few-label estimate or a detector without predictions in it (codes not_estimable, "
-                    "unknown_detector).",
-                    403: RESEARCHERS_ONLY,
-                    404: UNKNOWN_STUDY,
-                }
-            ),
-        },
+        responses=_responses(
+            {200: EstimateOutput, 202: JobOutput},
+            {
+                400: "A parameter missing, malformed or given twice; a study whose protocol has no "
+                "few-label estimate or a detector without predictions in it (codes not_estimable, "
+                "unknown_detector).",
+                404: UNKNOWN_STUDY,
+            },
+        ),
     )
     def get(self, request: Request) -> Response:
         params = EstimateQuery.parse(request)
@@ -382,12 +357,9 @@ class EstimateJobApi(ApiView):
     @extend_schema(
         operation_id="estimate_jobs_retrieve",
         tags=["estimates"],
-        responses={
-            200: JobOutput,
-            **error_responses(
-                {403: RESEARCHERS_ONLY, 404: "No such job (a newer one of the same estimate replaced it)."}
-            ),
-        },
+        responses=_responses(
+            {200: JobOutput}, {404: "No such job (a newer one of the same estimate replaced it)."}
+        ),
     )
     def get(self, request: Request, job_id: int) -> Response:
         job = sel.estimate_job(job_id)

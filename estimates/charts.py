@@ -1,11 +1,4 @@
-"""The estimate page's plot: width of the 95 % interval of a protocol's headline numbers (the
-model bias score, the GEP score, Cramér's V, ...) against the labels spent, round by round, for
-the prediction-powered estimate and the human labels alone.
-
-matplotlib is imported inside the function (Django start-up and tests that draw nothing stay
-light), on a bare ``Figure`` with the Agg canvas (no pyplot state), with fixed SVG ids and no
-date, so the same data gives the same bytes.
-"""
+"""The estimate page's plot: interval width of the headline numbers against labels spent."""
 
 from __future__ import annotations
 
@@ -31,18 +24,14 @@ RC: dict[RcKeyType, Any] = {
 
 @dataclass(frozen=True)
 class Series:
-    """One line pair of the chart: ``points`` are (labels spent, width with the detector, width
-    with labels alone) after each complete round; a width is None where undefined."""
+    """One line pair: (labels spent, width with the detector, width with labels alone) per complete round."""
 
     name: str
     points: tuple[tuple[int, float | None, float | None], ...]
 
 
 def series_width_chart_svg(series: Sequence[Series]) -> bytes | None:
-    """SVG of interval width (y) against labels spent (x) per series; solid lines for the
-    prediction-powered interval, dashed for the human-only one. The legend names each series
-    once (its colour) and the two line styles once. None until some series has two points (one
-    complete round): a chart of single points says nothing the table does not."""
+    """SVG of interval width against labels spent per series; None until a series has two points."""
     drawn = [s for s in series if s.points]
     if not any(len(s.points) >= 2 for s in drawn):
         return None

@@ -1,12 +1,5 @@
-"""Which protocol's numbers the few-label estimate knows how to estimate.
-
-The commands, the API and the page ask this registry, never a protocol's name: a protocol
-whose headline numbers can be estimated names, in its spec (``ProtocolSpec.estimates``), a module
-whose ``ESTIMAND`` is an ``EstimandProtocol``, saying which
-detector output kind the estimate reads, which designs it supports, which items count as
-labelled (all the final labels its estimate reads exist) and how to build its report. A study
-of an unregistered protocol gets a clear refusal that lists the registered ones.
-"""
+"""Which protocols' numbers the few-label estimate can estimate: the registry the commands, the API
+and the page ask (a protocol's spec names a module whose ``ESTIMAND`` is an ``EstimandProtocol``)."""
 
 from __future__ import annotations
 
@@ -28,28 +21,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class EstimandProtocol:
-    """A protocol's few-label estimate. ``report(study, detector, n_boot=, seed=)`` builds the
-    estimate (raises LookupError when the detector has no predictions of ``output_kind``);
-    ``designs``: the sampling designs it supports (every one unless it says).
-
-    What the sampling frame (``estimates.selectors.sampling_frame``) reads of the study, as
-    ``frame_of`` passes it: ``labelled(study)``, the ids of the items whose final labels the
-    estimate reads are all there (also ``export_sampling``'s ``labelled``); or, for an estimate
-    that reads the labels and the detector's output per item itself, ``humans(study)``: item
-    id -> the class of its final labels, and ``verdicts(study, detector, version)``: item id ->
-    the code of the detector's output.
-
-    The stratified and active designs of a protocol that gives ``output_codes(study, detector,
-    version)``: item id -> a small code of the detector's output (strata: T2I model x prompt x
-    code; the active design: π by code); ``residuals(study, detector, version)``: item id -> the
-    squared difference between the detector's output and the final labels, for the labelled
-    items (the spread per code that both designs weigh). ``design_pi(frame, design, budget,
-    pool)``: π of the unlabelled ``pool`` (a boolean array over the frame's items) for a design
-    other than uniform that the protocol computes itself from its frame (gender's).
-
-    ``judge_kind``: the output kind a judge answers the protocol's studies with when it is not
-    ``output_kind`` (attributes: ``answers``, yes / no per attribute); the estimate reads it for
-    a detector with no predictions of ``output_kind`` (``series_of``)."""
+    """A protocol's few-label estimate (fields: docs/how-to/add-protocol.md): ``report`` builds it,
+    ``designs`` it supports; what the sampling frame reads (``labelled``, or ``humans`` and
+    ``verdicts``); the stratified and active designs' ``output_codes`` and ``residuals``, or the
+    protocol's own ``design_pi``; ``judge_kind``, a judge's output kind read when there are no
+    predictions of ``output_kind``."""
 
     key: str
     output_kind: str
@@ -89,9 +65,16 @@ def known() -> list[str]:
     return sorted(ESTIMANDS)
 
 
+def not_estimable(study: Study) -> str:
+    """Why ``study`` has no few-label estimate, naming the protocols that have one."""
+    return (
+        f"'{study.slug}' is a {study.get_protocol_display()} study; few-label estimates exist for "
+        f"{', '.join(known())} studies"
+    )
+
+
 def series_of(spec: EstimandProtocol, study: Study, detector: str) -> tuple[str, str] | None:
-    """(version, kind) of the detector's predictions the estimate reads: its version run last of
-    the first of ``spec.kinds`` it has predictions of; None when it has none of them."""
+    """(version, kind) of the detector's predictions the estimate reads (its last run); None without any."""
     from estimates.selectors import detector_version
 
     for kind in spec.kinds:
@@ -118,8 +101,7 @@ def kinds_wording(spec: EstimandProtocol) -> str:
 
 
 def frame_of(spec: EstimandProtocol, study: Study, detector: str, version: str) -> Frame:
-    """The sampling frame of the series (study, detector, version) as the protocol's estimate
-    reads it: its ``humans`` and ``verdicts`` when it gives them, else its ``labelled``."""
+    """The sampling frame of the series (study, detector, version) as the protocol's estimate reads it."""
     from estimates.selectors import sampling_frame
 
     if spec.humans is not None:

@@ -1,10 +1,4 @@
-"""A computed estimate report as plain JSON, and read back (``KeptEstimate.report``).
-
-The worker stores what the commands, the API and the page need of a report — its JSON, the
-API's body, Markdown, CSV, the page's table, chart, warnings and pending rounds — as JSON, and
-``KeptReport`` offers it again through the same interface (``Report``).
-Nothing is unpickled: a row from a restored backup can hold wrong numbers, never code. A row
-that does not have this shape is treated as missing (computed again)."""
+"""A computed estimate report kept as plain JSON (never unpickled) and read back as a ``Report``."""
 
 from __future__ import annotations
 

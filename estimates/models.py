@@ -1,13 +1,4 @@
-"""Sampling rounds: which images people label so that a detector's scores can be corrected
-into an unbiased estimate of the human-truth bias score (``metrics.ppi``).
-
-A round belongs to one study and one detector *version*: its inclusion probabilities π come
-from that version's verdicts (and, for the active design, from the labels of that version's
-earlier rounds), so rounds of different versions are never combined. Every item of the study
-gets one ``RoundItem`` row, written once by ``estimates.services.sampling_round_create`` before
-the draw is applied; nothing updates them afterwards (the admin is read-only), because the
-estimator is unbiased only for the π that were fixed before the draw.
-"""
+"""Sampling rounds (π fixed before the draw and never changed), kept estimates and their jobs."""
 
 from __future__ import annotations
 
@@ -95,11 +86,7 @@ class SamplingRound(models.Model):
 
 
 class RoundItem(models.Model):
-    """An item's inclusion probability in a round and whether the draw selected it.
-
-    Written once with the round. π = 0 for items drawn in an earlier round of the same detector
-    version, π = 1 for items whose final label already existed (their residual is known: taking
-    them with certainty costs no label and keeps the estimate unbiased)."""
+    """An item's inclusion probability in a round (0: drawn earlier, 1: already labelled), and if drawn."""
 
     round = models.ForeignKey(
         SamplingRound,
@@ -108,8 +95,7 @@ class RoundItem(models.Model):
         help_text="The round.",
         db_index=False,
     )
-    # RESTRICT: an item in a round cannot be deleted alone (the round's π would no longer
-    # describe the images that exist), but deleting the whole study still works.
+    # RESTRICT: a round's item cannot be deleted alone (its π would no longer describe the images).
     item = models.ForeignKey(
         Item, on_delete=models.RESTRICT, related_name="round_items", help_text="The image (item) sampled."
     )
@@ -131,14 +117,7 @@ class RoundItem(models.Model):
 
 
 class KeptEstimate(models.Model):
-    """The estimate last computed for a study, detector and options, with the state of the
-    data it was computed from — written by the estimate worker (``estimates_worker``) or by
-    ``estimate_bias``, read by the estimate page and the API.
-
-    One row per (study, detector, options), replaced by every computation
-    (``estimates.services.estimate_keep``). The report is plain JSON (``estimates.kept``):
-    nothing read back from the database is ever unpickled, so a row restored from a backup
-    can at worst hold wrong numbers, never run code."""
+    """The estimate last computed for a study, detector and options, with the data state it came from."""
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="+", db_index=False)
     detector = models.CharField(max_length=100, help_text="Registry key of the detector estimated from.")
@@ -176,15 +155,7 @@ class JobStatus(models.TextChoices):
 
 
 class EstimateJob(models.Model):
-    """One computation of an estimate, asked for by the page, the API or a command, and done
-    by the estimate worker (``estimates_worker``), never inside a web request.
-
-    One row per (study, detector, state): the state holds the options and the study's own data
-    version, so every request for the same estimate of the same data shares one row. At most
-    one job per study runs at a time (a partial unique index, so two workers cannot both claim
-    one). A running job's worker beats ``heartbeat_at``; a job whose heartbeat is older than
-    ``settings.ESTIMATE_JOB_STALE_SECONDS`` (its worker died) is queued again, up to
-    ``MAX_ATTEMPTS`` times, then failed."""
+    """One computation of an estimate by the worker: one row per (study, detector, state)."""
 
     MAX_ATTEMPTS = 3
 

@@ -1,9 +1,5 @@
-"""What every protocol's few-label estimate report shares (``protocols.attributes.estimates``,
-``protocols.pair_change.estimates``, ``protocols.objects.estimates``, ``protocols.questions.estimates``): the
-inclusion probabilities over a series of rounds, its JSON, CSV, Markdown and page context (with
-the width-against-labels chart, ``round_history``), and how one estimand's figures are written
-in a row. A protocol's report adds its cells' layout (``rows``), its headline numbers
-(``headline``: the chart's lines) and its table's title and caption."""
+"""What every protocol's few-label estimate report shares: π over the rounds, its formats, the
+chart and one estimand's row figures."""
 
 from __future__ import annotations
 
@@ -61,13 +57,7 @@ PAIRS = frozenset({"ci95", "human_only_ci95"})
 def inclusion(
     frame: sel.Frame, strata: dict[int, Hashable] | None = None
 ) -> tuple[dict[int, float], set[int], bool]:
-    """item id -> π over the complete rounds, the items drawn by them, and whether this is a
-    census (no round, every item labelled).
-
-    π of an item is 1 - Π_k (1 - q_k), q_k the probability round k gave it -- or, for an item an
-    earlier round drew (stored as 0), the probability round k gave the undrawn items of its
-    stratum (``strata``: item id -> T2I model x prompt x detector output code, the stratified
-    design's; under the uniform design every undrawn item had the same)."""
+    """item id -> π over the complete rounds (1 - Π_k (1 - q_k)), the drawn items, and if it is a census."""
     usable = frame.usable
     if not usable:
         census = bool(frame.items) and all(i.human is not None for i in frame.items)
@@ -97,10 +87,7 @@ def inclusion(
 def census_cells(
     p: np.ndarray, sampled: np.ndarray, labelled: np.ndarray, cells: list[np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """π and the sampled items with every cell whose items are all ``labelled`` taken whole
-    (π = 1, every item sampled): its numbers are then the exact human ones, width 0, however
-    few items the rounds drew there (the estimator needs two drawn with π < 1 to say anything).
-    ``cells``: boolean masks over the frame's items. New arrays; the inputs are left as they are."""
+    """π and the sampled items with every fully ``labelled`` cell taken whole (π = 1); new arrays."""
     p, sampled = np.array(p, dtype=float), np.array(sampled, dtype=bool)
     for mask in cells:
         if mask.any() and labelled[mask].all():
@@ -119,18 +106,14 @@ def drawn_arrays(ids: Iterable[int], pi: dict[int, float], drawn: set[int]) -> t
 def frame_strata(
     frame: sel.Frame, output_codes: Callable[[Study, str, str], dict[int, Hashable]]
 ) -> dict[int, Hashable] | None:
-    """The detector output codes ``inclusion`` needs when a round of the series is stratified;
-    None otherwise (no query)."""
+    """The detector output codes ``inclusion`` needs when a round is stratified; None otherwise."""
     if not any(state.round.design == "stratified" for state in frame.rounds):
         return None
     return output_codes(frame.study, frame.detector, frame.version)
 
 
 def frame_warnings(frame: sel.Frame, census: bool, todo: str = "label its items") -> list[str]:
-    """The warnings every protocol's estimate starts with, worded for the state the study is
-    in: no sampling round yet (draw one, and ``todo``: what people do with a round's items), or
-    a round drawn whose items still wait — for labels, or for a researcher to settle their
-    dispute; and items added after the first round, which the estimate leaves out."""
+    """The warnings every protocol's estimate starts with, worded for the state of the study's rounds."""
     warnings = []
     if not frame.usable and not census:
         if not frame.rounds:
@@ -174,11 +157,7 @@ def round_history(
     headline: Callable[[Any], dict[str, dict[str, Any]]],
     strata: dict[int, Hashable] | None = None,
 ) -> tuple[Series, ...]:
-    """The chart's lines: per headline number, its interval width (and the labels-only one)
-    after each complete round, the estimate recomputed on the first k rounds' draws (π over
-    those rounds only: a valid estimate of its own). ``cells_for(pi, drawn)`` builds a report's
-    cells; ``headline(cells)`` names its headline estimands. More than ``CHART_LINES`` numbers
-    draw one line, their mean width."""
+    """The chart's lines: per headline number, the interval widths after each complete round."""
     points: dict[str, list[tuple[int, float | None, float | None]]] = {}
     for k in range(1, len(frame.usable) + 1):
         pi, drawn, _ = inclusion(replace(frame, rounds=frame.usable[:k]), strata)
@@ -277,8 +256,7 @@ class EstimateReport:
         strata: dict[int, Hashable] | None = None,
         history: bool = False,
     ) -> Self:
-        """The report of ``frame``'s series: its ``cells``, complete rounds, ``warnings`` and
-        pending rounds, and (``history``) the chart's lines from ``cells_for`` (``round_history``)."""
+        """The report of ``frame``'s series: cells, rounds, warnings, pending rounds and the chart."""
         return cls(
             frame.study,
             frame.detector,

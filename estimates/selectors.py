@@ -1,21 +1,5 @@
-"""Reads of the sampling rounds and the estimate built on them.
-
-One function gathers what every user of the rounds needs (``sampling_frame``): per item of a
-study its image name, T2I model, prompt, what the protocol's estimate reads of the detector's
-output at one version and of the item's final labels (the protocol's ``EstimandProtocol``:
-``labelled``, or ``humans`` and ``verdicts``), and per round of that version each item's π and
-whether it was drawn. Each protocol's estimate (``protocols/<name>/estimates.py``) builds on it.
-
-Which rounds count. A round counts once every image it selected has the final labels the
-protocol's estimate reads; later rounds are then usable too. The first round with a selected image still
-unlabelled stops the series there (a later round gave π = 0 to that round's draw, so it cannot
-be used without it): that round and all after it are reported as *pending*, with the images
-that wait.
-
-The population. A series of rounds (one detector version) covers the items that existed when
-its first round was drawn: π describes them and only them. Items added to the study later are
-left out of the estimate and counted in a warning.
-"""
+"""Reads of the sampling rounds and the estimate built on them: the sampling frame, which rounds
+count (docs/explanation/estimator.md), kept estimates and jobs."""
 
 from __future__ import annotations
 
@@ -27,12 +11,12 @@ from typing import Any
 
 from django.db import connection
 
-from annotate.models import FinalLabel
+from annotate.models import FinalLabel, FinalLabelRevision, Label
 from detectors.models import Prediction, PredictionStatus
 from estimates.kept import KeptReport
 from estimates.models import EstimateJob, JobStatus, KeptEstimate, RoundItem, SamplingRound
-from reports.selectors import Scope, detector_runs_in_scope, latest_detector_versions
-from studies.models import ImageRole, Item, ItemImage, Question, Study
+from reports.selectors import Scope, detector_runs_in_scope, latest_detector_versions, row_summary
+from studies.models import ImageRole, Item, ItemChange, ItemImage, Question, Study
 
 #: An item's ``verdict`` when the protocol gives none (no prediction at this version, or a
 #: protocol whose estimate reads the detector's output itself).
@@ -45,9 +29,7 @@ PENDING_LISTED = 20
 
 @dataclass(frozen=True, slots=True)
 class FrameItem:
-    """One item as the estimator sees it. ``verdict`` is the protocol's code of the detector's
-    output (``MISSING`` where it gives none); ``human`` is the protocol's class of the item's
-    final labels, ``LABELLED`` where it says only that they are there, or None (not labelled)."""
+    """One item as the estimator sees it: the protocol's codes of the detector's output and of its labels."""
 
     item_id: int
     image: str
@@ -60,8 +42,7 @@ class FrameItem:
 
 @dataclass(frozen=True, slots=True)
 class RoundState:
-    """A round of the series with each frame item's π (0 where the round has no row) and the
-    selected items that have no final label yet."""
+    """A round of the series: each frame item's π and the selected items still without a final label."""
 
     round: SamplingRound
     pi: dict[int, float]
@@ -75,8 +56,7 @@ class RoundState:
 
 @dataclass(frozen=True)
 class Frame:
-    """The items of a series of rounds (or of the study, before its first round), ordered by
-    id, and the series' rounds in order. ``not_in_frame`` counts study items left out."""
+    """The items of a series of rounds, by id, and its rounds; ``not_in_frame`` counts items left out."""
 
     study: Study
     detector: str
@@ -104,14 +84,8 @@ def _study_images(study: Study) -> Any:
     return ItemImage.objects.filter(item__study=study, role=ImageRole.IMAGE)
 
 
-def _every_image(study: Study) -> Any:
-    """Every image of the study's items, whatever its role (a pair's seed and edit too)."""
-    return ItemImage.objects.filter(item__study=study)
-
-
 def items_fully_labelled(study: Study) -> frozenset[int]:
-    """Items with a final label for every question they ask (``question_keys``; [] = all of
-    the study's): the "labelled" of a protocol whose estimate reads all its questions."""
+    """Items with a final label for every question they ask."""
     keys = list(Question.objects.filter(study=study).values_list("key", flat=True))
     answered: dict[int, set[str]] = defaultdict(set)
     for item_id, key in FinalLabel.objects.filter(item__study=study).values_list("item_id", "question__key"):
@@ -125,20 +99,17 @@ def items_fully_labelled(study: Study) -> frozenset[int]:
 
 
 def detectors_with_predictions(study: Study, kind: str) -> list[str]:
-    """Detectors with predictions of ``kind`` on the study's images, sorted (their runs, read
-    as the reports read them: ``reports.selectors.detector_runs_in_scope``)."""
+    """Detectors with predictions of ``kind`` on the study's images, sorted."""
     return sorted({detector for detector, _, _ in detector_runs_in_scope(Scope(study), kinds=[kind])})
 
 
 def detector_version(study: Study, detector: str, kind: str) -> str | None:
-    """The version of the detector's most recently written prediction of ``kind`` on the
-    study's images (the version run last, as the reports choose it); None when it has none."""
+    """The version of the detector's newest prediction of ``kind`` in the study; None without any."""
     return latest_detector_versions(Scope(study), kinds=[kind], detector=detector).get(detector)
 
 
 def items_disputed(study: Study, item_ids: list[int] | tuple[int, ...]) -> set[int]:
-    """Of ``item_ids``, the disputed items: every label is in and a question has no final label
-    (``annotate.selectors.items_with_state``): they wait for a researcher, not for labels."""
+    """Of ``item_ids``, the disputed ones (they wait for a researcher, not for labels)."""
     from annotate.models import ItemState
     from annotate.selectors import items_with_state
     from studies.batching import in_chunks
@@ -154,10 +125,7 @@ def items_disputed(study: Study, item_ids: list[int] | tuple[int, ...]) -> set[i
 
 
 def pending_rounds(frame: Frame) -> tuple[dict[str, Any], ...]:
-    """The JSON ``pending`` of an estimate: each round still waiting for final labels, with the
-    count, how many of them wait for labels and how many for a researcher to settle their
-    dispute, and the first ``PENDING_LISTED`` images by name (the image's path, else the item's
-    key)."""
+    """The JSON ``pending`` of an estimate: each round still waiting, why, and its first images."""
     if not frame.pending:
         return ()
     name_of = {i.item_id: i.image for i in frame.items}
@@ -193,13 +161,7 @@ def sampling_frame(
     humans: Mapping[int, str] | None = None,
     verdicts: Mapping[int, str] | None = None,
 ) -> Frame:
-    """The items and rounds of the series (study, detector, version). A handful of queries.
-
-    What the protocol's estimate reads: ``labelled``, the ids of the items whose
-    final labels it reads are all there (such an item's ``human`` is ``LABELLED``); or
-    ``humans``, item id -> the class of its final labels (an item left out is not labelled).
-    ``verdicts``: item id -> the code of the detector's output at ``version`` (an item left out
-    is ``MISSING``, as is every item without it: the estimate reads the output itself)."""
+    """The items and rounds of the series (study, detector, version), in a handful of queries."""
     rounds = list(
         SamplingRound.objects.filter(study=study, detector=detector, detector_version=version).order_by(
             "number"
@@ -213,14 +175,12 @@ def sampling_frame(
     items_qs = Item.objects.filter(study=study)
     n_study = items_qs.count()
     if rounds:
-        # A subquery, not the ids: a round of a million items would pass a million values
-        # (SQLite refuses more than 32,766 per statement).
+        # A subquery, not the ids: SQLite refuses more than 32,766 values per statement.
         items_qs = items_qs.filter(pk__in=RoundItem.objects.filter(round=rounds[0]).values("item_id"))
     image_of: dict[int, str] = {}
     for item_id, source in _study_images(study).values_list("item_id", "source_path"):
         image_of[item_id] = source
-    # One object per item of a study of up to a million: rows streamed, the T2I model's and the
-    # prompt's strings shared between the items that have them, not one copy per row.
+    # One object per item, rows streamed, the model's and prompt's strings shared between items.
     names: dict[str, str] = {}
     prompts: dict[int | None, str] = {}
     items = []
@@ -268,11 +228,7 @@ def rounds_of_study(study: Study) -> list[SamplingRound]:
 
 
 def export_rows(study: Study, *, labelled_items: frozenset[int] = frozenset()) -> list[dict[str, Any]]:
-    """One row per (round, item) of every round of the study: the ``export_sampling`` columns
-    ``image``, ``round``, ``pi``, ``selected``, ``labelled`` (labelled: the item is among
-    ``labelled_items``, what the protocol's estimate counts as labelled now: its
-    ``EstimandProtocol.labelled``). ``image`` is the item's key for an item without an ``image``
-    (a pair). Ordered by round, then item."""
+    """One row per (round, item) of every round of the study, in ``export_sampling``'s columns."""
     labelled = set(labelled_items)
     image_of = dict(Item.objects.filter(study=study).values_list("pk", "key"))
     image_of |= dict(_study_images(study).values_list("item_id", "source_path"))
@@ -295,9 +251,7 @@ def export_rows(study: Study, *, labelled_items: frozenset[int] = frozenset()) -
 
 
 def item_outputs(study: Study, detector: str, version: str, kind: str) -> list[tuple[int, Any]]:
-    """(item id, output) of the detector's ok predictions of ``kind`` at ``version`` on the
-    study's item images: what a protocol's stratified design reads its detector output codes
-    from. Two queries, the predictions streamed."""
+    """(item id, output) of the detector's ok predictions of ``kind`` at ``version`` in the study."""
     item_of: dict[int, list[int]] = defaultdict(list)
     for image_id, item_id in _study_images(study).values_list("image_id", "item_id"):
         item_of[image_id].append(item_id)
@@ -318,41 +272,23 @@ def item_outputs(study: Study, detector: str, version: str, kind: str) -> list[t
 
 
 def study_data_version(study: Study) -> tuple[Any, ...]:
-    """The study's own data version: a cheap summary of the rows of this study an estimate
-    reads, which any write to them changes — and a write to another study does not.
-
-    Per table, filtered to the study's items: row count and highest id (an insert raises the
-    id, a delete lowers the count), plus the last change time of the rows updated in place
-    (labels' ``updated_at``, final labels' ``decided_at``); an item corrected in place moves its
-    ``ItemChange`` audit record. Predictions are insert-only. One query of scalar sub-selects,
-    each served by the index leading with the item (or study) column."""
-    from annotate.models import FinalLabel, FinalLabelRevision, Label
-    from studies.models import ItemChange
-
+    """The study's own data version: counts, highest ids and last changes of the rows an estimate reads."""
     q = connection.ops.quote_name
     items = f"SELECT id FROM {q(Item._meta.db_table)} WHERE study_id = %s"
     images = f"SELECT image_id FROM {q(ItemImage._meta.db_table)} WHERE item_id IN ({items})"
-    parts: list[str] = []
-    params: list[Any] = []
-    for model, where, extra in (
-        (Item, "study_id = %s", None),
-        (Question, "study_id = %s", None),
-        (ItemChange, "study_id = %s", None),
-        (ItemImage, f"item_id IN ({items})", None),
-        (FinalLabel, f"item_id IN ({items})", "decided_at"),
-        (FinalLabelRevision, f"item_id IN ({items})", None),
-        (Label, f"item_id IN ({items})", "updated_at"),
-        (Prediction, f"image_id IN ({images})", None),
-    ):
-        table = q(model._meta.db_table)
-        columns = ["COUNT(*)", "MAX(id)"] + ([f"MAX({q(extra)})"] if extra else [])
-        for column in columns:
-            parts.append(f"(SELECT {column} FROM {table} WHERE {where})")
-            params.append(study.pk)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT " + ", ".join(parts), params)
-        row = cursor.fetchone()
-    return tuple(str(v) if v is not None and not isinstance(v, int) else v for v in row)
+    return row_summary(
+        (
+            (Item, "study_id = %s", None),
+            (Question, "study_id = %s", None),
+            (ItemChange, "study_id = %s", None),
+            (ItemImage, f"item_id IN ({items})", None),
+            (FinalLabel, f"item_id IN ({items})", "decided_at"),
+            (FinalLabelRevision, f"item_id IN ({items})", None),
+            (Label, f"item_id IN ({items})", "updated_at"),
+            (Prediction, f"image_id IN ({images})", None),
+        ),
+        study.pk,
+    )
 
 
 def estimate_options(*, n_boot: int, seed: int, history: bool) -> str:
@@ -361,9 +297,7 @@ def estimate_options(*, n_boot: int, seed: int, history: bool) -> str:
 
 
 def estimate_state(study: Study, *, protocol: str, n_boot: int, seed: int, history: bool) -> str:
-    """What an estimate is computed from, as text: the study's own data version
-    (``study_data_version``), its rounds and the options. Two estimates with the same state
-    are the same estimate; a write to another study leaves it as it was."""
+    """What an estimate is computed from, as text: the study's data version, its rounds and the options."""
     rounds = tuple(SamplingRound.objects.filter(study=study).order_by("number").values_list("pk", flat=True))
     options = estimate_options(n_boot=n_boot, seed=seed, history=history)
     return repr((study_data_version(study), rounds, protocol, options))
@@ -380,9 +314,7 @@ class Kept:
 
 
 def estimate_kept(study: Study, detector: str, options: str | None) -> Kept | None:
-    """The kept estimate of (study, detector, options) — with ``options`` None, the one computed
-    last whatever its options — or None, also when its JSON is not a kept report (written by an
-    older version of the code: it is simply computed again)."""
+    """The kept estimate of (study, detector, options; None: the latest), or None."""
     rows = KeptEstimate.objects.filter(study=study, detector=detector)
     if options is not None:
         rows = rows.filter(options=options)
@@ -397,11 +329,6 @@ def estimate_kept(study: Study, detector: str, options: str | None) -> Kept | No
 
 def estimate_job(job_id: int) -> EstimateJob | None:
     return EstimateJob.objects.select_related("study").filter(pk=job_id).first()
-
-
-def estimate_job_current(study: Study, detector: str, state: str) -> EstimateJob | None:
-    """The job that computes (or computed) the estimate of this state, if one was asked for."""
-    return EstimateJob.objects.filter(study=study, detector=detector, state=state).first()
 
 
 def estimate_jobs_claimable() -> list[int]:

@@ -1,10 +1,4 @@
-"""Writes of the estimates app: drawing a sampling round.
-
-``sampling_round_create`` is the only writer of ``SamplingRound`` and ``RoundItem``: in one
-transaction it checks the request, computes and stores π for every item of the series' frame
-(0 drawn before, 1 already labelled, the design's for the rest), draws the seeded Bernoulli
-sample and queues the drawn items first. The designs: docs/explanation/estimator.md (Rounds).
-"""
+"""Writes of the estimates app: drawing a sampling round, asking for an estimate, and the worker's jobs."""
 
 from __future__ import annotations
 
@@ -59,21 +53,10 @@ def sampling_round_create(
     seed: int | None = None,
     user: User | None = None,
 ) -> SamplingRound:
-    """Draw the next sampling round of ``study`` for ``detector`` (at the version it was run
-    last) with ``budget`` expected labels; see the module docstring for π.
-
-    Raises SamplingError (with the field) for a study whose protocol has no registered estimate
-    (``estimates.estimands``), a design that protocol does not support, a budget
-    <= 0 or larger than the unlabelled pool, an unknown design, a detector without predictions
-    of the protocol's output kind in the study, an earlier round of this version whose images still wait for
-    final labels, and an active design without an earlier round to learn from."""
+    """Draw the next sampling round of ``study`` for ``detector``; SamplingError names the field to change."""
     spec = estimands.for_protocol(study.protocol)
     if spec is None:
-        raise SamplingError(
-            "study",
-            f"'{study.slug}' is a {study.get_protocol_display()} study; few-label estimates exist for "
-            f"{', '.join(estimands.known())} studies",
-        )
+        raise SamplingError("study", estimands.not_estimable(study))
     if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
         raise SamplingError("budget", f"must be a whole number of labels >= 1, not {budget!r}")
     if design not in Design.values:
@@ -141,9 +124,7 @@ def sampling_round_create(
             spread = {code: by_code.get(code, 1.0) for code in set(outputs)}
             pi = stratified.inclusion_probabilities_active(outputs, budget, spread=spread, eligible=pool)
         else:
-            # Strata of T2I model x prompt x the detector's output code; Neyman allocation
-            # from the spread of the detector's errors per code in the earlier rounds' labels,
-            # proportional before the first round.
+            # Strata of T2I model x prompt x output code, Neyman allocation by each code's error spread.
             strata: list[Hashable] = [
                 (i.t2i_model, i.prompt_id, code) for i, code in zip(items, outputs, strict=True)
             ]
@@ -194,8 +175,7 @@ def _spread_by_code(
     frame: sel.Frame,
     codes: dict[int, Hashable],
 ) -> dict[Hashable, float]:
-    """The spread of the detector's errors per output code in the earlier rounds' labels,
-    each weighted 1/π (empty before the first round, or for a protocol without residuals)."""
+    """The 1/π-weighted spread of the detector's errors per output code in the earlier rounds' labels."""
     if not frame.rounds or spec.residuals is None:
         return {}
     residuals = spec.residuals(study, detector, version)
@@ -233,8 +213,7 @@ def estimate_keep(
     history: bool,
     seconds: float | None = None,
 ) -> None:
-    """Keep ``report`` (as JSON, ``estimates.kept``) as the estimate last computed for (study,
-    detector, options) from ``state`` (``selectors.estimate_state``), replacing the one before."""
+    """Keep ``report`` as the estimate of (study, detector, options) computed from ``state``."""
     KeptEstimate.objects.update_or_create(
         study=study,
         detector=detector,
@@ -256,8 +235,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Requested:
-    """What asking for an estimate gives: the kept estimate (``current`` when it was computed
-    from the study's data as it is now), and the job computing the current one when it is not."""
+    """What asking for an estimate gives: the kept estimate, whether it is current, and the job."""
 
     kept: sel.Kept | None
     current: bool
@@ -269,14 +247,7 @@ def _stale_before() -> Any:
 
 
 def estimate_request(*, study: Study, detector: str, n_boot: int, seed: int, history: bool) -> Requested:
-    """Ask for the estimate of (study, detector) with these options, computed from the study's
-    data as it is now. When the kept estimate is that one, it is returned at once; otherwise the
-    job that computes it is queued (one per study, detector and state: every request for the same
-    estimate shares it; a failed or outdated one is queued again), a worker is started when none
-    is alive (``estimate_worker_ensure``), and the job is returned with the kept estimate of older
-    data, if any.
-
-    Raises LookupError when the detector has no predictions of the kind the estimate reads."""
+    """The estimate for the data as it is now: the kept one, or its queued job and the older estimate."""
     spec = estimands.for_protocol(study.protocol)
     if spec is None:
         raise SamplingError("study", f"'{study.slug}' has no few-label estimate")
@@ -311,8 +282,7 @@ def estimate_request(*, study: Study, detector: str, n_boot: int, seed: int, his
 
 
 def estimate_jobs_requeue_stale() -> int:
-    """Queue again the running jobs whose worker stopped beating (it died); fail those already
-    tried ``EstimateJob.MAX_ATTEMPTS`` times. Returns how many were queued again."""
+    """Queue again the running jobs whose worker died (fail those tried too often); how many."""
     stale = EstimateJob.objects.filter(status=JobStatus.RUNNING, heartbeat_at__lt=_stale_before())
     stale.filter(attempts__gte=EstimateJob.MAX_ATTEMPTS).update(
         status=JobStatus.FAILED,
@@ -323,10 +293,7 @@ def estimate_jobs_requeue_stale() -> int:
 
 
 def estimate_worker_ensure() -> bool:
-    """Start a worker (``estimate_worker_start``) when a job is queued and no worker is alive: no
-    running job beat recently and no worker was started in the last
-    ``ESTIMATE_JOB_STALE_SECONDS`` seconds. A live worker takes the queue after its job. Returns
-    whether one was started (workers claim jobs safely even if two ever run)."""
+    """Start a worker when a job is queued and none is alive; whether one was started."""
     estimate_jobs_requeue_stale()
     recent = _stale_before()
     queued = EstimateJob.objects.filter(status=JobStatus.QUEUED)
@@ -339,8 +306,7 @@ def estimate_worker_ensure() -> bool:
         spawned_at__gte=recent, status__in=(JobStatus.QUEUED, JobStatus.RUNNING)
     ).exists():
         return False
-    # Every request racing here names the same row (the oldest queued job), and the update
-    # re-reads it under its row lock: only one of them starts a worker.
+    # Racing requests name the same (oldest queued) row, which the update re-reads locked: one wins.
     spawn = queued.filter(pk=first).filter(Q(spawned_at__isnull=True) | Q(spawned_at__lt=recent))
     if not spawn.update(spawned_at=timezone.now()):
         return False
@@ -349,9 +315,7 @@ def estimate_worker_ensure() -> bool:
 
 
 def estimate_worker_start() -> None:
-    """Start ``manage.py estimates_worker`` detached from this process (its own session, so it
-    outlives the request and the web worker's restarts), at low CPU priority, one numeric
-    thread: the labelling screens keep the CPU they need. It exits when the queue is empty."""
+    """Start ``manage.py estimates_worker`` detached, at low CPU priority with one numeric thread."""
     env = {**os.environ}
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env.setdefault(name, "1")
@@ -366,9 +330,7 @@ def estimate_worker_start() -> None:
 
 
 def estimate_job_claim() -> EstimateJob | None:
-    """Claim the oldest queued job whose study has no running job, or None. Race-safe: the
-    claim is one conditional update, and the partial unique index on running jobs refuses a
-    second running job of a study (the job is then left for later)."""
+    """Claim the oldest queued job whose study has no running job, or None (race-safe)."""
     for pk in sel.estimate_jobs_claimable():
         now = timezone.now()
         try:
@@ -399,8 +361,7 @@ def _beat(job_id: int, stop: threading.Event, every: float) -> None:
 
 
 def estimate_job_run(job: EstimateJob) -> EstimateJob:
-    """Compute a claimed job's estimate, keep it and mark the job done (one transaction); or
-    mark it failed with the error. A heartbeat thread beats while it computes."""
+    """Compute a claimed job's estimate and keep it, or mark the job failed; a thread beats meanwhile."""
     stop = threading.Event()
     beat = threading.Thread(
         target=_beat, args=(job.pk, stop, settings.ESTIMATE_JOB_STALE_SECONDS / 4), daemon=True
@@ -445,8 +406,7 @@ def estimate_job_run(job: EstimateJob) -> EstimateJob:
 
 
 def estimate_jobs_work(*, keep_going: Callable[[], bool] = lambda: True, wait: float = 0.0) -> int:
-    """The worker's loop: claim and run jobs until none is claimable (``wait`` > 0: poll every
-    ``wait`` seconds instead of stopping) or ``keep_going()`` says stop. Returns jobs run."""
+    """The worker's loop: claim and run jobs until none is left (or poll every ``wait`` s); jobs run."""
     done = 0
     while keep_going():
         if not connection.in_atomic_block:  # a long-lived worker drops a broken connection

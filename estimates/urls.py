@@ -1,5 +1,4 @@
-"""The estimate page, beside the reports (/reports/estimate/?study=<slug>&detector=<key>), and
-the progress of the estimate job it waits for."""
+"""The estimate page (/reports/estimate/?study=<slug>&detector=<key>) and its job's progress."""
 
 from __future__ import annotations
 

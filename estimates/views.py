@@ -1,21 +1,5 @@
-"""The estimate page of a study's report: the numbers its protocol estimates
-(``estimates.estimands``; e.g. the bias score per T2I model, or the GEP score and vector per
-model and setting) with each interval beside the detector's and the labels-only one, λ and
-the effective labels, the interval width round by round, the rounds
-drawn, and the "label N more" form that draws the next round.
-
-The page never computes an estimate: it shows the kept one (``KeptEstimate``) when it was
-computed from the study's data as it is now, and otherwise asks for it
-(``estimates.services.estimate_request``: a job the estimate worker computes) and shows the
-kept one of older data, marked, with the job's progress, which htmx polls every 2 s
-(``estimate_job_progress``) until the page reloads with the result.
-
-Researchers (and admins) only, for every method: others get 403, anonymous users the login
-page. GET and HEAD show the page; POST draws a round through
-``estimates.services.sampling_round_create`` (CSRF-checked by the middleware). htmx requests
-get the ``results`` partial (GET) or the ``label_more`` partial (a POST with errors); a POST
-that drew a round redirects, so a reload never draws twice.
-"""
+"""The estimate page, researchers only: the kept estimate (or its job's progress, polled by htmx)
+and the "label N more" form."""
 
 from __future__ import annotations
 
@@ -49,8 +33,7 @@ researcher_only = permissions.researcher_only(methods=METHODS, message="Estimate
 
 
 def _detector(filters: Filters, spec: estimands.EstimandProtocol) -> str | None:
-    """The detector shown: the filter's, else the one of the study's latest round, else the
-    first with predictions of the kind the estimate reads."""
+    """The detector shown: the filter's, else the latest round's, else the first with predictions."""
     assert filters.study is not None
     if filters.detector:
         return filters.detector
@@ -62,8 +45,7 @@ def _detector(filters: Filters, spec: estimands.EstimandProtocol) -> str | None:
 
 
 def _progress(job: Any) -> dict[str, Any]:
-    """What the progress notice says of a job: its status, seconds running, and the seconds the
-    last computation of this estimate took (the bar's length; unknown the first time)."""
+    """The progress notice's figures: status, seconds running, and the last computation's seconds."""
     kept = sel.estimate_kept(job.study, job.detector, job.options)
     elapsed = (timezone.now() - job.started_at).total_seconds() if job.started_at else None
     expected = kept.seconds if kept is not None else None
@@ -120,8 +102,7 @@ def _context(
 
 @researcher_only
 def estimate_job_progress(request: HtmxHttpRequest, job_id: int) -> HttpResponse:
-    """The progress notice of an estimate job, which htmx polls; once the job is done, htmx
-    reloads the page (which then shows the result). Polling also restarts a worker that died."""
+    """The progress notice of an estimate job, polled by htmx (which also restarts a dead worker)."""
     job = sel.estimate_job(job_id)
     if job is None:
         raise Http404("No such estimate job (a newer one replaced it): reload the page.")

@@ -1,33 +1,18 @@
-"""Agreement between annotators, as pure functions over plain sequences (no Django).
-
-Cohen's kappa with its observed agreement and confusion matrix (two raters), Fleiss' kappa and
-nominal Krippendorff's alpha (two or more raters, missing values allowed), and
-``agreement_summary``, which computes all of them — overall, per T2I model, per category and per
-pair of raters — from the flat label rows a selector reads.
-
-No label vocabulary is written down here: the label order is an argument, and any value that is
-not in it is appended (sorted) rather than refused. Undefined figures are ``None``, never 0: no
-items, or a chance agreement of 1 (everyone used one and the same label) leaves kappa 0/0.
-"""
+"""Agreement between annotators: Cohen's and Fleiss' kappa, nominal Krippendorff's alpha, and their summary."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 
 @dataclass(frozen=True)
 class CohenKappa:
-    """Cohen's kappa of two raters over the same items.
-
-    ``kappa`` is None when there are no items or when chance agreement ``expected_agreement`` is 1
-    (both raters used one and the same label for everything: kappa is 0/0). ``confusion[i][j]``
-    counts items rater A labelled ``labels[i]`` and rater B labelled ``labels[j]``.
-    """
+    """Cohen's kappa of two raters (None without items or at chance agreement 1), with its confusion."""
 
     kappa: float | None
     observed_agreement: float | None
@@ -47,11 +32,7 @@ def _ordered_labels(values: Iterable[str], labels: Sequence[str] | None) -> tupl
 def confusion_matrix(
     rater_a: Sequence[str], rater_b: Sequence[str], labels: Sequence[str] | None = None
 ) -> tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]:
-    """Label order and counts[i][j] of items A called labels[i] and B called labels[j].
-
-    ``labels`` fixes the order (and includes labels nobody used); values outside it are appended
-    in sorted order. Raises ValueError unless both raters rated the same number of items.
-    """
+    """Label order (``labels``, then other values sorted) and counts[i][j] of A's labels[i] x B's labels[j]."""
     if len(rater_a) != len(rater_b):
         raise ValueError(f"Raters gave {len(rater_a)} and {len(rater_b)} labels; need one pair per item.")
     order = _ordered_labels([*rater_a, *rater_b], labels)
@@ -65,19 +46,13 @@ def confusion_matrix(
 def cohen_kappa(
     rater_a: Sequence[str], rater_b: Sequence[str], labels: Sequence[str] | None = None
 ) -> CohenKappa:
-    """Cohen's kappa, observed agreement and confusion matrix of two raters (unweighted).
-
-    Equals ``sklearn.metrics.cohen_kappa_score`` wherever that is defined.
-    """
+    """Cohen's kappa, observed agreement and confusion matrix of two raters (as scikit-learn's)."""
     order, confusion = confusion_matrix(rater_a, rater_b, labels)
     return cohen_kappa_from_confusion(confusion, order)
 
 
 def cohen_kappa_from_confusion(confusion: Sequence[Sequence[int]], labels: Sequence[str]) -> CohenKappa:
-    """Cohen's kappa from a square confusion matrix (rows rater A, columns rater B).
-
-    Raises ValueError when the matrix is not ``len(labels)`` x ``len(labels)``.
-    """
+    """Cohen's kappa from a square confusion matrix (rows rater A, columns rater B)."""
     table = tuple(tuple(int(x) for x in row) for row in confusion)
     if len(table) != len(labels) or any(len(row) != len(labels) for row in table):
         raise ValueError(f"Confusion matrix must be {len(labels)} x {len(labels)}, one row per label.")
@@ -95,11 +70,7 @@ def cohen_kappa_from_confusion(confusion: Sequence[Sequence[int]], labels: Seque
 
 @dataclass(frozen=True)
 class FleissKappa:
-    """Fleiss' kappa over items rated by two or more raters each.
-
-    Items may have different numbers of raters (the per-item agreement uses each item's own
-    count). ``kappa`` is None with no usable item or when chance agreement is 1.
-    """
+    """Fleiss' kappa over items with any number (≥ 2) of raters; None when undefined."""
 
     kappa: float | None
     observed_agreement: float | None
@@ -140,12 +111,7 @@ def fleiss_kappa_from_counts(counts: np.ndarray) -> FleissKappa:
 
 @dataclass(frozen=True)
 class KrippendorffAlpha:
-    """Krippendorff's alpha for nominal data.
-
-    ``n_units`` counts units with at least two values (the only ones that carry information),
-    ``n_values`` the values in them. ``alpha`` is None when there is no pairable value or when
-    all values are the same (expected disagreement 0).
-    """
+    """Krippendorff's alpha for nominal data over units with at least two values; None when undefined."""
 
     alpha: float | None
     n_units: int
@@ -158,12 +124,7 @@ def krippendorff_alpha_nominal(units: Iterable[Sequence[str | None]]) -> Krippen
 
 
 def krippendorff_alpha_from_counts(counts: np.ndarray) -> KrippendorffAlpha:
-    """Nominal alpha from a (units, values) matrix of how many coders gave each value.
-
-    With m_u values in unit u, the coincidences of different values sum to
-    D_o = sum_u (m_u^2 - sum_c n_uc^2) / (m_u - 1); with n_c the total of value c and n of all,
-    alpha = 1 - (n - 1) * D_o / (n^2 - sum_c n_c^2). Units with fewer than 2 values are dropped.
-    """
+    """Nominal alpha from a (units, values) matrix of how many coders gave each value."""
     counts = np.asarray(counts, dtype=np.int64)
     values = counts.sum(axis=1) if counts.size else np.zeros(0, dtype=np.int64)
     keep = values >= 2
@@ -178,19 +139,7 @@ def krippendorff_alpha_from_counts(counts: np.ndarray) -> KrippendorffAlpha:
     return KrippendorffAlpha(alpha, len(values), n)
 
 
-# --------------------------------------------------------------------------------------------
-# Agreement of a whole study from its label rows
-# --------------------------------------------------------------------------------------------
-
-
-class LabelRow(NamedTuple):
-    """One annotator's answer to one item, as ``agreement_summary`` reads it."""
-
-    item: int
-    t2i_model: str
-    category: str
-    rater: str
-    value: str
+# --- Agreement of a whole study from its label rows -----------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -207,8 +156,7 @@ class KappaFacet:
 
 @dataclass(frozen=True)
 class RaterPair:
-    """Cohen's kappa of two raters on the items both labelled; ``raters`` in alphabetical order
-    (rater A is the first, so the kappa's confusion rows are the first rater's labels)."""
+    """Cohen's kappa of two raters (alphabetical; rater A the first) on the items both labelled."""
 
     raters: tuple[str, str]
     kappa: KappaFacet
@@ -234,12 +182,7 @@ class AgreementSummary:
         return self.cohen.n
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON types only, in the shape the agreement page, API and command have always shown:
-        labels, n_images, n_labels, max_labels_per_image, cohen_kappa, observed_agreement,
-        expected_agreement, confusion (rows rater A, columns rater B, in ``labels`` order),
-        per_t2i_model / per_category ({name: {cohen_kappa, observed_agreement, n_images}}),
-        per_annotator_pair ([{annotators: [a, b], cohen_kappa, observed_agreement, n_images}]),
-        fleiss_kappa, krippendorff_alpha."""
+        """JSON types only, in the shape the agreement page, API and command show."""
         return {
             "labels": list(self.labels),
             "n_images": self.n_items,
@@ -275,18 +218,8 @@ def _facet(confusion: np.ndarray, labels: Sequence[str]) -> KappaFacet:
 def agreement_summary(
     rows: Sequence[tuple[int, str, str, str, str]], *, labels: Sequence[str]
 ) -> AgreementSummary:
-    """Agreement of the raters of ``rows`` (``LabelRow`` fields: item, t2i_model, category, rater,
-    value), which must be sorted by item and, within an item, in rater order.
-
-    Only items with at least two labels count. Cohen's kappa compares each item's first two
-    labels (rater A = the first row of the item); Fleiss' kappa and Krippendorff's alpha use all
-    labels of those items. Per T2I model and per category: Cohen's kappa of the items of that
-    slice. Per rater pair: every pair of raters who both labelled an item, on those items, named
-    in alphabetical order (A = the alphabetically first). ``labels`` fixes the label order of
-    the confusion matrix; values outside it are appended in sorted order.
-
-    Grouped with numpy (no Python loop over rows), so 250,000 labels take a fraction of a second.
-    """
+    """Agreement of (item, t2i_model, category, rater, value) ``rows``, sorted by item and rater:
+    overall, per T2I model, per category and per rater pair."""
     order = list(labels)
     order += sorted({r[4] for r in rows} - set(order))
     k = len(order)

@@ -1,21 +1,4 @@
-"""How well a judge's probabilities match people's answers: Brier score, expected calibration
-error and the reliability diagram's bins. Pure functions over plain sequences (no Django).
-
-A judge gives, per item, a probability for each answer of a question (``{answer: p}``); the
-truth is the final human answer. Conventions, as scikit-learn's defaults where it has one:
-
-- ``brier_score``: the mean over items of Σ over answers of (p - 1[answer is the truth])²
-  (Brier 1950), halved for a question with two answers, so that a yes/no question gets the
-  familiar binary score mean (p - y)² (``sklearn.metrics.brier_score_loss`` with
-  ``scale_by_half="auto"``). 0 is perfect; 1 (two answers) or 2 (more) the worst.
-- ``expected_calibration_error``: top-label ECE (Guo et al. 2017). Each item's confidence is its
-  largest probability and it is correct when that answer is the truth; items fall in
-  ``bins`` equal-width bins of confidence, (lo, hi] (0 goes to the first); ECE = Σ over bins of
-  (items in the bin / items) · |accuracy - mean confidence|.
-
-Probabilities that do not sum to 1 are normalised; an answer missing from an item's
-probabilities has probability 0. With no item every figure is None.
-"""
+"""How well a judge's probabilities match people's answers: Brier score, ECE and reliability bins."""
 
 from __future__ import annotations
 
@@ -48,8 +31,7 @@ def _check(probabilities: Sequence[Mapping[str, float]], truth: Sequence[str], v
 def brier_score(
     probabilities: Sequence[Mapping[str, float]], truth: Sequence[str], values: Sequence[str]
 ) -> float | None:
-    """The Brier score of per-item answer probabilities against the true answers (see the
-    module docstring: halved for two answers); None with no item."""
+    """The Brier score of per-item answer probabilities (halved for two answers); None with no item."""
     _check(probabilities, truth, values)
     if not truth:
         return None
@@ -63,8 +45,7 @@ def brier_score(
 
 @dataclass(frozen=True)
 class ReliabilityBin:
-    """One bin of confidence (lo, hi]: how many items fall in it, their mean confidence and the
-    share of them whose most likely answer is the truth (None for an empty bin)."""
+    """One bin of confidence (lo, hi]: its items, their mean confidence and accuracy."""
 
     lo: float
     hi: float
@@ -86,8 +67,7 @@ def reliability_bins(
     values: Sequence[str],
     bins: int = BINS,
 ) -> list[ReliabilityBin]:
-    """The reliability diagram: ``bins`` equal-width bins of top-label confidence, each with
-    its count, mean confidence and accuracy."""
+    """The reliability diagram: ``bins`` equal-width bins of top-label confidence."""
     _check(probabilities, truth, values)
     if bins < 1:
         raise ValueError("bins must be at least 1")
@@ -133,8 +113,7 @@ def expected_calibration_error(
 
 @dataclass(frozen=True)
 class Calibration:
-    """A judge's probabilities against people on one question: n items, Brier score, ECE and
-    the reliability bins (None / empty with no item)."""
+    """A judge's probabilities against people on one question: n, Brier score, ECE and bins."""
 
     n: int
     brier: float | None

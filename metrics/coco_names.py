@@ -1,14 +1,4 @@
-"""The object-class vocabulary of the object co-occurrence study: ultralytics' 80 COCO names.
-
-Detectors and papers spell the same COCO classes differently: Mannering (2023) ran YOLOv3 in
-darknet, whose ``coco.names`` uses the Pascal VOC spellings ("motorbike", "aeroplane", "sofa",
-"pottedplant", "diningtable", "tvmonitor"), while ultralytics (and torchvision) use "motorcycle",
-"airplane", "couch", "potted plant", "dining table", "tv". Every count in BiasLab is keyed by the
-ultralytics spelling, so a paper's table and our own detections land in the same columns.
-
-The names are data here, copied from ultralytics' ``cfg/datasets/coco.yaml`` (index order kept),
-so this module never imports ultralytics (it pulls in torch). Pure data and functions only.
-"""
+"""The object classes: ultralytics' 80 COCO names (as data) and the other spellings papers use."""
 
 from __future__ import annotations
 
@@ -16,88 +6,17 @@ import difflib
 import re
 
 #: Ultralytics' COCO class names, in its index order (class id ``i`` is ``COCO_CLASS_NAMES[i]``).
-COCO_CLASS_NAMES: tuple[str, ...] = (
-    "person",
-    "bicycle",
-    "car",
-    "motorcycle",
-    "airplane",
-    "bus",
-    "train",
-    "truck",
-    "boat",
-    "traffic light",
-    "fire hydrant",
-    "stop sign",
-    "parking meter",
-    "bench",
-    "bird",
-    "cat",
-    "dog",
-    "horse",
-    "sheep",
-    "cow",
-    "elephant",
-    "bear",
-    "zebra",
-    "giraffe",
-    "backpack",
-    "umbrella",
-    "handbag",
-    "tie",
-    "suitcase",
-    "frisbee",
-    "skis",
-    "snowboard",
-    "sports ball",
-    "kite",
-    "baseball bat",
-    "baseball glove",
-    "skateboard",
-    "surfboard",
-    "tennis racket",
-    "bottle",
-    "wine glass",
-    "cup",
-    "fork",
-    "knife",
-    "spoon",
-    "bowl",
-    "banana",
-    "apple",
-    "sandwich",
-    "orange",
-    "broccoli",
-    "carrot",
-    "hot dog",
-    "pizza",
-    "donut",
-    "cake",
-    "chair",
-    "couch",
-    "potted plant",
-    "bed",
-    "dining table",
-    "toilet",
-    "tv",
-    "laptop",
-    "mouse",
-    "remote",
-    "keyboard",
-    "cell phone",
-    "microwave",
-    "oven",
-    "toaster",
-    "sink",
-    "refrigerator",
-    "book",
-    "clock",
-    "vase",
-    "scissors",
-    "teddy bear",
-    "hair drier",
-    "toothbrush",
+_COCO_ROWS = (
+    "person, bicycle, car, motorcycle, airplane, bus, train, truck, boat, traffic light",
+    "fire hydrant, stop sign, parking meter, bench, bird, cat, dog, horse, sheep, cow, elephant",
+    "bear, zebra, giraffe, backpack, umbrella, handbag, tie, suitcase, frisbee, skis, snowboard",
+    "sports ball, kite, baseball bat, baseball glove, skateboard, surfboard, tennis racket",
+    "bottle, wine glass, cup, fork, knife, spoon, bowl, banana, apple, sandwich, orange, broccoli",
+    "carrot, hot dog, pizza, donut, cake, chair, couch, potted plant, bed, dining table, toilet",
+    "tv, laptop, mouse, remote, keyboard, cell phone, microwave, oven, toaster, sink",
+    "refrigerator, book, clock, vase, scissors, teddy bear, hair drier, toothbrush",
 )
+COCO_CLASS_NAMES: tuple[str, ...] = tuple(name for row in _COCO_ROWS for name in row.split(", "))
 
 #: darknet's ``data/coco.names`` (YOLOv3, the detector of Mannering 2023), in its index order.
 #: It is the same 80 classes in the same order as ``COCO_CLASS_NAMES``; only six spellings differ.
@@ -131,17 +50,13 @@ CLASS_NAME_ALIASES: dict[str, str] = {
 
 _CANONICAL: frozenset[str] = frozenset(COCO_CLASS_NAMES)
 _INDEX: dict[str, int] = {name: i for i, name in enumerate(COCO_CLASS_NAMES)}
-# No two COCO names collide once their spaces are removed, so "cellphone" or "teddybear" can
-# only mean one class; this catches exports that glue words together without listing each one.
+# No two names collide once their spaces are removed, so glued words ("cellphone") mean one class.
 _SPACELESS: dict[str, str] = {name.replace(" ", ""): name for name in COCO_CLASS_NAMES}
 _SEPARATORS = re.compile(r"[\s_\-]+")
 
 
 class UnknownClassName(ValueError):
-    """A class name that is not one of the 80 COCO classes under any known spelling.
-
-    ``name`` is the name as given; ``suggestions`` are the closest COCO names (possibly empty).
-    """
+    """A class name outside the 80 COCO classes, with the closest names as ``suggestions``."""
 
     def __init__(self, name: str, suggestions: tuple[str, ...]) -> None:
         self.name = name
@@ -158,13 +73,7 @@ def _normalise_spelling(name: str) -> str:
 
 
 def normalise_class_name(name: str) -> str:
-    """Return the ultralytics COCO name for ``name`` in any spelling the study meets.
-
-    Accepted: an ultralytics name, a darknet/Pascal VOC spelling (``CLASS_NAME_ALIASES``), any of
-    those with different case, ``_``/``-`` for spaces or the spaces removed ("Teddy_Bear",
-    "cellphone"). Anything else raises ``UnknownClassName`` (a ``ValueError``) naming the name
-    and suggesting close matches; a non-string raises ``TypeError``.
-    """
+    """The ultralytics COCO name for ``name`` in any accepted spelling; ``UnknownClassName`` otherwise."""
     if not isinstance(name, str):
         raise TypeError(f"an object class name must be a string, not {type(name).__name__}")
     key = _normalise_spelling(name)

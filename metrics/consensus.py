@@ -1,8 +1,4 @@
-"""When do N annotators' answers settle a question by themselves? Pure rules, no Django.
-
-Used by the labeling services (to set or remove an agreed final label) and by reports (to
-explain a state), so both read the same rule.
-"""
+"""When do N annotators' answers settle a question by themselves: the rule labeling and reports share."""
 
 from __future__ import annotations
 
@@ -14,13 +10,7 @@ MAJORITY = "majority"
 
 
 def agreed_answer(values: Sequence[str], *, needed: int, rule: str) -> str | None:
-    """The answer the labels agree on, or None while they do not settle it.
-
-    - fewer than ``needed`` labels: None (labeling is not finished);
-    - ``unanimous``: every label gives the same answer;
-    - ``majority``: one answer has more than half of the labels (3 labels: 2-1 settles it;
-      a 1-1-1 split or 2-2 tie does not).
-    """
+    """The answer ``needed`` labels agree on (``unanimous``, or ``majority``: more than half), else None."""
     if needed < 1:
         raise ValueError(f"needed must be at least 1, got {needed}.")
     if len(values) < needed or not values:
@@ -38,9 +28,7 @@ _NUMBERS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight"
 
 
 def rule_text(*, needed: int, rule: str) -> str:
-    """The rule in a reader's words, for a report to state the study's own (e.g. "three
-    annotators per image; an answer is final when more than half of them (2 of 3) agree, and
-    otherwise when a researcher settles it")."""
+    """The rule in a reader's words, for a report to state the study's own."""
     if needed < 1:
         raise ValueError(f"needed must be at least 1, got {needed}.")
     count = _NUMBERS[needed] if needed < len(_NUMBERS) else str(needed)

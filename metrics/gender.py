@@ -1,19 +1,6 @@
-"""The gender-bias metrics of Lyu et al. 2025 as pure functions over plain sequences (no Django).
-
-Prompt bias score (eq. 2), model bias score (eq. 1), prompt bias score difference (eq. 3),
-filtering precision / recall / F1 / filter rate (eqs. 4-5), classification accuracy (eq. 6),
-label shares (table 5), the histogram of prompt scores (figure 3), and seeded bootstrap intervals
-that resample images within prompts.
-
-No label vocabulary is written down here. A study says which answers are *clear* (the gender
-question's choices marked ``clear``, in choice order); ``class_index`` folds any answer into one
-of three classes — the first clear value (counted positive in the scores: "male" in the paper),
-the second ("female"), and the rest (not clear to humans / filtered by a detector). The joint
-tables below are 3 x 3 in that class order: rows the human class, columns the detector's.
-
-Every function handles its empty and degenerate cases explicitly: an undefined ratio is
-``None`` (never 0), and the result says how many items it was computed from.
-"""
+"""The gender-bias metrics of Lyu et al. 2025 (eqs. 1-6, table 5, figure 3) and bootstrap
+intervals resampling images within prompts; answers folded into three classes (first clear
+value, second, rest): docs/explanation/metrics.md."""
 
 from __future__ import annotations
 
@@ -37,8 +24,7 @@ def ratio(numerator: float, denominator: float) -> float | None:
 
 
 def check_clear_values(clear: Sequence[str]) -> tuple[str, str]:
-    """The two clear values as a pair; ValueError unless there are exactly two distinct ones
-    (a bias score compares two groups: (n_first - n_second) / (n_first + n_second))."""
+    """The two clear values as a pair; ValueError unless there are exactly two distinct ones."""
     values = tuple(clear)
     if len(values) != 2 or values[0] == values[1]:
         raise ValueError(
@@ -49,29 +35,23 @@ def check_clear_values(clear: Sequence[str]) -> tuple[str, str]:
 
 
 def class_index(value: str | None, clear: Sequence[str]) -> int:
-    """FIRST or SECOND when ``value`` is the first or second of the ``clear`` values, else REST
-    (an unclear answer, a filtered verdict, or no value at all)."""
+    """FIRST or SECOND for the first or second of the ``clear`` values, else REST."""
     if value is not None and value in clear[:2]:
         return FIRST if value == clear[0] else SECOND
     return REST
 
 
-# --------------------------------------------------------------------------------------------
-# Bias scores (eqs. 1-3)
-# --------------------------------------------------------------------------------------------
+# --- Bias scores (eqs. 1-3) -----------------------------------------------------------------------
 
 
 def prompt_bias_score(n_male: float, n_female: float) -> float | None:
-    """Eq. 2: (n_male - n_female) / n_clear, with clear = male + female. None without clear images.
-
-    "male" / "female" stand for the study's first and second clear value."""
+    """Eq. 2: (n_male - n_female) / n_clear; None without clear images."""
     return ratio(n_male - n_female, n_male + n_female)
 
 
 @dataclass(frozen=True)
 class ModelBiasScore:
-    """Eq. 1: mean over prompts of |prompt bias score|; prompts without a score are listed in
-    ``unscored``, not averaged as 0. ``value`` is None when no prompt has a score."""
+    """Eq. 1: mean over prompts of |prompt bias score|, unscored prompts listed apart."""
 
     value: float | None
     n_scored: int
@@ -94,8 +74,7 @@ def category_bias_scores(rows: Iterable[tuple[str, K, float | None]]) -> dict[st
 
 
 def pct_difference(detector: float | None, human: float | None) -> float | None:
-    """Signed difference of a detector's score from the human one, in percent of the human score:
-    (det - human) / human x 100. Positive = the detector overestimates. None when undefined."""
+    """(det - human) / human x 100: a detector's signed difference from the human score; None if undefined."""
     if detector is None or human is None or human == 0:
         return None
     return (detector - human) / human * 100
@@ -121,17 +100,12 @@ def prompt_bias_score_difference(
     return PromptScoreDifference(ratio(sum(diffs), len(diffs)), len(diffs))
 
 
-# --------------------------------------------------------------------------------------------
-# Filtering and classification (eqs. 4-6)
-# --------------------------------------------------------------------------------------------
+# --- Filtering and classification (eqs. 4-6) ------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Filtering:
-    """Filtering as a binary problem: positive = clear image (human male/female); the detector
-    keeps an image when its verdict is male or female. ``filter_rate`` = TN / (TN + FP), the
-    share of not-clear images the detector filtered (None without any). Undefined ratios are
-    None."""
+    """Filtering as a binary problem (positive: clear to humans; kept: a clear verdict)."""
 
     precision: float | None
     recall: float | None
@@ -155,8 +129,7 @@ def filtering_metrics(*, tp: int, fp: int, fn: int, tn: int) -> Filtering:
 
 @dataclass(frozen=True)
 class Accuracy:
-    """Eq. 6 on images clear to humans and kept by the detector: share classified correctly,
-    for human-male images, human-female images, and both together."""
+    """Eq. 6 on images clear to humans and kept by the detector: for male, female and both."""
 
     male: float | None
     female: float | None
@@ -188,8 +161,7 @@ def _joint(table: Sequence[Sequence[int]] | np.ndarray) -> np.ndarray:
 
 
 def filtering_from_joint(table: Sequence[Sequence[int]] | np.ndarray) -> Filtering:
-    """Eqs. 4-5 from a 3 x 3 joint table [human class][detector class]: clear to humans is the
-    positive class, kept (a clear verdict) the positive prediction."""
+    """Eqs. 4-5 from a 3 x 3 joint table [human class][detector class]."""
     t = _joint(table)
     return filtering_metrics(
         tp=int(t[:REST, :REST].sum()),
@@ -237,12 +209,9 @@ def score_histogram(scores: Iterable[float | None], bins: int = 10) -> Histogram
     )
 
 
-# --------------------------------------------------------------------------------------------
-# Bootstrap intervals (images resampled within prompts)
-# --------------------------------------------------------------------------------------------
+# --- Bootstrap intervals (images resampled within prompts) ----------------------------------------
 
-# A seed for numpy's default_rng: an int, or a sequence of ints (e.g. a base seed plus hashes of
-# the model and detector names, so each interval has its own stream).
+# A seed for numpy's default_rng: an int, or a sequence of ints (one stream per interval).
 Seed = int | Sequence[int]
 
 
@@ -256,15 +225,7 @@ class Interval:
 
 
 def _resample_within_prompts(counts: np.ndarray, n_resamples: int, seed: Seed) -> np.ndarray:
-    """Draw ``n_resamples`` bootstrap replicates of each prompt's images: for a prompt with n
-    images in cells with counts c, a replicate is Multinomial(n, c / n). Returns an int array
-    (cells, prompts, n_resamples) — replicates last, so every step below works on contiguous
-    rows.
-
-    Drawn as a chain of binomials over the cells, only for the prompts whose cell is uncertain
-    (0 < p < 1): most cells of real tables are empty, and a prompt's last non-empty cell takes
-    what is left, which makes this several times faster than ``Generator.multinomial``.
-    """
+    """Bootstrap replicates of each prompt's images as (cells, prompts, n_resamples) counts."""
     rng = np.random.default_rng(seed)
     counts = np.asarray(counts, dtype=np.int64)
     n_prompts, n_cells = counts.shape
@@ -287,8 +248,7 @@ def _resample_within_prompts(counts: np.ndarray, n_resamples: int, seed: Seed) -
 
 
 def _model_scores(n_male: np.ndarray, n_female: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """From (prompts, replicates) counts: prompt scores (NaN = no clear image) and the model bias
-    score of each replicate (NaN = no prompt with a clear image)."""
+    """Prompt scores and model bias score of each replicate from (prompts, replicates) counts (NaN: none)."""
     clear = n_male + n_female
     with np.errstate(divide="ignore", invalid="ignore"):
         prompt = (n_male - n_female) / clear  # NaN where clear == 0
@@ -313,11 +273,7 @@ def _percentile_interval(values: np.ndarray, level: float) -> Interval | None:
 def bootstrap_model_bias(
     counts: Sequence[Sequence[int]], *, n_resamples: int = 1000, seed: Seed = 0, level: float = 0.95
 ) -> Interval | None:
-    """Percentile interval of the model bias score, resampling images within prompts.
-
-    ``counts`` has one row per prompt: (n_male, n_female, n_not_clear). Replicates in which no
-    prompt has a clear image are left out; None when no replicate has a score.
-    """
+    """Percentile interval of the model bias score from (n_male, n_female, n_not_clear) per prompt."""
     table = np.asarray(counts, dtype=np.int64).reshape(-1, 3)
     if table.shape[0] == 0 or n_resamples <= 0:
         return None
@@ -343,18 +299,12 @@ def bootstrap_detector_vs_human(
     seed: Seed = 0,
     level: float = 0.95,
 ) -> PairedBootstrap:
-    """Paired bootstrap of a detector against the human labels on the same images.
-
-    ``joint[p][h][d]`` counts prompt p's images with human class h and detector class d (FIRST,
-    SECOND, REST). Each replicate resamples the images of every prompt together with both their
-    labels, so the human and detector scores move together.
-    """
+    """Paired bootstrap of a detector against the human labels of the same images (``joint[p][h][d]``)."""
     table = np.asarray(joint, dtype=np.int64).reshape(-1, 9)
     if table.shape[0] == 0 or n_resamples <= 0:
         return PairedBootstrap(None, None, None, None)
     draws = _resample_within_prompts(table, n_resamples, seed).reshape(3, 3, -1, n_resamples)
-    # Only the clear counts enter the scores: human male / female = rows 0 / 1 summed over the
-    # detector's verdicts, detector male / female = columns 0 / 1 summed over the human labels.
+    # Only the clear counts enter the scores: human rows 0 / 1 and detector columns 0 / 1.
     human_prompt, human_model = _model_scores(draws[0].sum(axis=0), draws[1].sum(axis=0))
     det_prompt, det_model = _model_scores(draws[:, 0].sum(axis=0), draws[:, 1].sum(axis=0))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -371,17 +321,12 @@ def bootstrap_detector_vs_human(
     )
 
 
-# --------------------------------------------------------------------------------------------
-# A detector against the human labels of the same images
-# --------------------------------------------------------------------------------------------
+# --- A detector against the human labels of the same images ---------------------------------------
 
 
 @dataclass(frozen=True)
 class DetectorVsHuman:
-    """One detector on one T2I model, scored against the human labels of the images it
-    predicted: its model bias score, the human score on those same images, the signed %
-    difference, the prompt bias score difference, and their bootstrap intervals. An interval is
-    None where its value is undefined on the data itself (even if some replicates define it)."""
+    """One detector on one T2I model against the human labels of the same images, with intervals."""
 
     model_bias_score: float | None
     human_model_bias_score: float | None
@@ -400,8 +345,7 @@ def detector_vs_human(
     seed: Seed = 0,
     level: float = 0.95,
 ) -> DetectorVsHuman:
-    """Eqs. 1-3 for a detector against humans from per-prompt 3 x 3 joint tables (human class x
-    detector class), with the paired bootstrap of ``bootstrap_detector_vs_human``."""
+    """Eqs. 1-3 for a detector against humans from per-prompt 3 x 3 joint tables, with a paired bootstrap."""
     keys = list(joint)
     tables = np.array([_joint(joint[k]) for k in keys], dtype=np.int64).reshape(-1, 3, 3)
     human_counts = tables[:, :REST, :].sum(axis=2).tolist()

@@ -1,11 +1,4 @@
-"""GEP: gender presentation differences (Zhang et al. 2023), as pure functions over plain data.
-
-GEP vectors and scores per T2I model and setting (neutral, explicit) from yes/no answers or a
-detector's per-image scores; the formulas: docs/explanation/metrics.md. The paper's design lives
-in ``metrics.gep_design``, the detectors' validation in ``metrics.gep_agreement`` and the whole
-study in ``metrics.gep_study``. numpy only. Undefined figures are ``None``, never 0; bad input
-raises :class:`GepInputError`, a ``ValueError`` naming the item.
-"""
+"""GEP vectors and scores (Zhang et al. 2023) per T2I model and setting; docs/explanation/metrics.md."""
 
 from __future__ import annotations
 
@@ -31,21 +24,12 @@ from metrics.gep_design import (
     GepInputError,
 )
 
-# --------------------------------------------------------------------------------------------
-# Items: one generated image with its metadata, human final answers and detector scores
-# --------------------------------------------------------------------------------------------
+# --- Items: one generated image with its metadata, human final answers and detector scores --------
 
 
 @dataclass(frozen=True)
 class GepItem:
-    """One image of a GEP study.
-
-    ``gender`` (woman|man), ``setting`` (neutral|explicit) and ``attribute`` (the question key an
-    explicit prompt names; None or "" for neutral) come from the prompt's metadata. ``answers``
-    maps question key -> final human answer "yes" / "no", or None where the item has no final
-    answer yet. ``scores`` maps detector name -> question key -> per-image score (None: not
-    scored). Keys outside the attribute keys in use are ignored, so a study may ask more.
-    """
+    """One image of a GEP study: gender, setting, prompted attribute, final answers and detector scores."""
 
     item_id: Hashable
     gender: str
@@ -65,8 +49,7 @@ class GepItem:
         """Build from a prompt's metadata dict (``gender``, ``setting``, ``attribute``)."""
         return cls(
             item_id=item_id,
-            # Not checked here: every statistic validates its items and names the bad one (a
-            # missing value included, hence the casts of what may be None or another JSON type).
+            # Not checked here: every statistic validates its items and names the bad one.
             gender=cast(str, metadata.get("gender")),
             setting=cast(str, metadata.get("setting")),
             attribute=metadata.get("attribute") or None,
@@ -129,17 +112,11 @@ def _per_gender_key(keys: Sequence[str], value: float) -> dict[str, dict[str, An
     return {gender: dict.fromkeys(keys, value) for gender in GENDERS}
 
 
-# --------------------------------------------------------------------------------------------
-# GEP vectors and scores
-# --------------------------------------------------------------------------------------------
+# --- GEP vectors and scores -----------------------------------------------------------------------
 
 
 def gep_score(vector: Mapping[Any, float | None] | Sequence[float | None]) -> float | None:
-    """The normalised l1 norm ``mean_j |v_j|`` of a GEP vector (equation 2).
-
-    None when the vector is empty or any entry is None: a mean over fewer attributes would be a
-    different statistic, not comparable across models.
-    """
+    """The normalised l1 norm mean_j |v_j| of a GEP vector (equation 2); None if any entry is None."""
     values = list(vector.values()) if isinstance(vector, Mapping) else list(vector)
     if not values or any(v is None for v in values):
         return None
@@ -148,13 +125,7 @@ def gep_score(vector: Mapping[Any, float | None] | Sequence[float | None]) -> fl
 
 @dataclass(frozen=True)
 class HumanGep:
-    """GEP_human of one model and setting.
-
-    Per gender and key: ``n_yes`` / ``n_answered`` images, ``frequencies`` their ratio (None when
-    nothing was answered), ``n_without_final_answer`` the relevant images left out because they
-    have no final answer. ``n_items`` counts the setting's images per gender. ``gep_vector[key]``
-    is f_woman - f_man (None when either is None); ``gep_score`` see :func:`gep_score`.
-    """
+    """GEP_human of one model and setting: counts, frequencies, vector and score."""
 
     setting: str
     keys: tuple[str, ...]
@@ -168,12 +139,7 @@ class HumanGep:
 
 
 def human_gep(items: Iterable[GepItem], *, setting: str, keys: Sequence[str] = ATTRIBUTE_KEYS) -> HumanGep:
-    """GEP vector and score from the human final answers of one model's items in ``setting``.
-
-    Items of the other setting are skipped (so one model's items can be passed for both); an
-    explicit item counts only for the attribute its prompt names (the paper asks only that).
-    Raises GepInputError for bad metadata or answers, ValueError for an unknown setting.
-    """
+    """GEP vector and score from the human final answers of one model's items in ``setting``."""
     return checked_human_gep(checked_items(items, keys), setting, tuple(keys))
 
 
@@ -197,14 +163,7 @@ def checked_human_gep(items: list[GepItem], setting: str, keys: tuple[str, ...])
                 continue
             n_answered[item.gender][key] += 1
             n_yes[item.gender][key] += answer == YES
-    frequencies = {
-        gender: {key: _ratio(n_yes[gender][key], n_answered[gender][key]) for key in keys}
-        for gender in GENDERS
-    }
-    vector = {
-        key: _sum_difference(n_yes[WOMAN][key], n_answered[WOMAN][key], n_yes[MAN][key], n_answered[MAN][key])
-        for key in keys
-    }
+    frequencies, vector = _means_and_difference(n_yes, n_answered, keys)
     return HumanGep(
         setting=setting,
         keys=keys,
@@ -218,17 +177,23 @@ def checked_human_gep(items: list[GepItem], setting: str, keys: tuple[str, ...])
     )
 
 
+def _means_and_difference(
+    sums: dict[str, dict[str, float]], counts: dict[str, dict[str, int]], keys: tuple[str, ...]
+) -> tuple[dict[str, dict[str, float | None]], dict[str, float | None]]:
+    """Per-gender means of each key, and the vector of mean_woman - mean_man."""
+    means = {g: {k: _ratio(sums[g][k], counts[g][k]) for k in keys} for g in GENDERS}
+    vector = {
+        k: _sum_difference(sums[WOMAN][k], counts[WOMAN][k], sums[MAN][k], counts[MAN][k]) for k in keys
+    }
+    return means, vector
+
+
 def _ratio(numerator: float, denominator: float) -> float | None:
     return numerator / denominator if denominator else None
 
 
 def _sum_difference(sum_a: float, n_a: int, sum_b: float, n_b: int) -> float | None:
-    """sum_a/n_a - sum_b/n_b, computed exactly and rounded once (None if a denominator is 0).
-
-    Subtracting the two rounded floats would leave noise of ~1e-17 that breaks true ties: 28/80 -
-    30/80 and 4/80 - 6/80 would differ, so Kendall's tau-b would rank two equal differences and a
-    true 0 could take a sign in the MCC.
-    """
+    """sum_a/n_a - sum_b/n_b computed exactly and rounded once (keeps true ties); None if n is 0."""
     if not n_a or not n_b:
         return None
     return float(Fraction(sum_a) / n_a - Fraction(sum_b) / n_b)
@@ -236,13 +201,7 @@ def _sum_difference(sum_a: float, n_a: int, sum_b: float, n_b: int) -> float | N
 
 @dataclass(frozen=True)
 class AutoGep:
-    """A detector's GEP of one model and setting (GEP_C, GEP_CC, GEP_CLS, ...).
-
-    ``mean_scores[gender][key]`` is the mean per-image score over the ``n_scored`` relevant images
-    (None when there are none); ``n_without_score`` counts relevant images the detector did not
-    score. ``gep_vector[key]`` is mean_woman - mean_man; its scale is the detector's, not a
-    frequency's, so only its ranking and signs are comparable with the human vector.
-    """
+    """A detector's GEP of one model and setting (its scale is the detector's: compare ranks and signs)."""
 
     detector: str
     setting: str
@@ -257,11 +216,7 @@ class AutoGep:
 def auto_gep(
     items: Iterable[GepItem], *, detector: str, setting: str, keys: Sequence[str] = ATTRIBUTE_KEYS
 ) -> AutoGep:
-    """GEP vector and score from ``detector``'s per-image scores (equations 4, 5 and 7).
-
-    The same images count as for :func:`human_gep` (explicit: only those prompted with the key),
-    but human answers play no part: an unannotated image still counts if it has a score.
-    """
+    """GEP vector and score from ``detector``'s per-image scores over the same images as ``human_gep``."""
     return checked_auto_gep(checked_items(items, keys), detector, setting, tuple(keys))
 
 
@@ -283,16 +238,9 @@ def checked_auto_gep(items: list[GepItem], detector: str, setting: str, keys: tu
                 continue
             scores[item.gender][key].append(float(score))
     n_scored = {gender: {key: len(scores[gender][key]) for key in keys} for gender in GENDERS}
-    # fsum and one exact subtraction (as for the human vector): a detector whose scores equal the
-    # human 0/1 answers reproduces the human vector bit for bit, ties included.
+    # fsum and one exact subtraction: scores equal to the human 0/1 answers give the human vector exactly.
     sums = {gender: {key: math.fsum(scores[gender][key]) for key in keys} for gender in GENDERS}
-    means = {
-        gender: {key: _ratio(sums[gender][key], n_scored[gender][key]) for key in keys} for gender in GENDERS
-    }
-    vector = {
-        key: _sum_difference(sums[WOMAN][key], n_scored[WOMAN][key], sums[MAN][key], n_scored[MAN][key])
-        for key in keys
-    }
+    means, vector = _means_and_difference(sums, n_scored, keys)
     return AutoGep(
         detector=detector,
         setting=setting,

@@ -1,7 +1,4 @@
-"""How a detector's GEP agrees with the humans': Kendall's tau-b, sign MCC, Pearson's r and
-ROC-AUC (own implementations, explicit about their undefined cases), per vector, attribute and
-score ranking.
-"""
+"""How a detector's GEP agrees with the humans': Kendall's tau-b, sign MCC, Pearson's r, ROC-AUC."""
 
 from __future__ import annotations
 
@@ -33,12 +30,7 @@ def _paired(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.ndar
 
 
 def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Kendall's tau-b: (concordant - discordant) / sqrt((n0 - ties_x) (n0 - ties_y)) over all pairs.
-
-    The variant the paper uses (appendix D), which corrects for ties; equals
-    ``scipy.stats.kendalltau(x, y, variant="b")``. None with fewer than two values or when either
-    sequence is constant (every pair tied: 0/0).
-    """
+    """Kendall's tau-b (as scipy's); None with fewer than two values or a constant sequence."""
     xs, ys = _paired(x, y)
     n = xs.size
     if n < 2:
@@ -59,10 +51,7 @@ def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
 
 
 def pearson_r(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Pearson's correlation coefficient; equals ``scipy.stats.pearsonr(x, y).statistic``.
-
-    None with fewer than two values or when either sequence is constant (zero variance).
-    """
+    """Pearson's r (as scipy's); None with fewer than two values or a constant sequence."""
     xs, ys = _paired(x, y)
     # Test constancy on the values themselves: the float mean of equal values need not equal them.
     if xs.size < 2 or np.all(xs == xs[0]) or np.all(ys == ys[0]):
@@ -74,12 +63,7 @@ def pearson_r(x: Sequence[float], y: Sequence[float]) -> float | None:
 
 
 def sign_mcc(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Matthews correlation of the signs of two vectors, a value >= 0 counting as positive.
-
-    The paper binarises both GEP vectors at zero (its footnote 9; the authors' code maps >= 0 to 1,
-    < 0 to -1). Equals ``sklearn.metrics.matthews_corrcoef`` of those signs where that is defined;
-    None (scikit-learn: 0.0) when there are no values or either vector has one sign only.
-    """
+    """Matthews correlation of the signs (>= 0 positive) of two vectors; None with one sign only."""
     xs, ys = _paired(x, y)
     px = xs >= 0
     py = ys >= 0
@@ -94,12 +78,7 @@ def sign_mcc(x: Sequence[float], y: Sequence[float]) -> float | None:
 
 
 def roc_auc(labels: Sequence[bool], scores: Sequence[float]) -> float | None:
-    """Area under the ROC curve of ``scores`` against true/false ``labels``.
-
-    The Mann-Whitney form: the chance that a random positive outscores a random negative, ties
-    counting one half; equals ``sklearn.metrics.roc_auc_score``. None when there are no positives
-    or no negatives (scikit-learn raises).
-    """
+    """ROC-AUC (Mann-Whitney, ties one half; as scikit-learn's); None without positives or negatives."""
     truth = np.asarray(labels, dtype=bool).ravel()
     values = np.asarray(scores, dtype=float).ravel()
     if not np.all(np.isfinite(values)):
@@ -125,10 +104,7 @@ def mean_defined(values: Mapping[Any, float | None] | Iterable[float | None]) ->
 
 @dataclass(frozen=True)
 class VectorAgreement:
-    """How an automatic GEP vector agrees with the human one (Tables 4 and 19).
-
-    Computed over the ``n`` keys where both vectors are defined.
-    """
+    """How an automatic GEP vector agrees with the human one over their shared keys (Tables 4 and 19)."""
 
     kendall_tau_b: float | None
     mcc: float | None
@@ -155,12 +131,7 @@ def vector_agreement(
 
 @dataclass(frozen=True)
 class RocAuc:
-    """Per-attribute ROC-AUC of an detector's scores against the human final answers (Table 16).
-
-    ``n_positive`` / ``n_negative`` count the (yes / no) images used per key; ``by_attribute`` is
-    None where one class is missing; ``mean`` averages the defined ones (Table 7), ``n_defined``
-    says how many.
-    """
+    """Per-attribute ROC-AUC of a detector's scores against the final answers (Tables 7 and 16)."""
 
     detector: str
     setting: str | None
@@ -178,11 +149,7 @@ def attribute_roc_auc(
     setting: str | None,
     keys: Sequence[str] = ATTRIBUTE_KEYS,
 ) -> RocAuc:
-    """ROC-AUC per attribute over the relevant images that have both a final answer and a score.
-
-    ``setting=None`` pools both settings, as the paper's Tables 7 and 16 do (320 images per model
-    and attribute: 160 neutral, 160 explicit); a setting name restricts to that setting.
-    """
+    """ROC-AUC per attribute over images with an answer and a score (``setting=None`` pools both)."""
     return checked_attribute_roc_auc(checked_items(items, keys), detector, setting, tuple(keys))
 
 

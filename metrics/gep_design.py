@@ -1,16 +1,11 @@
-"""The design of Zhang et al. 2023's GEP study as plain data: genders, settings, attributes
-(Table 1), contexts (Table 2), the prompts built from them and the CLS classifiers' training
-texts. Bad GEP input raises :class:`GepInputError`.
-"""
+"""The design of Zhang et al. 2023's GEP study as plain data, its prompts and CLS training texts."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-# --------------------------------------------------------------------------------------------
-# The paper's design: genders, settings, attributes (Table 1), contexts (Table 2)
-# --------------------------------------------------------------------------------------------
+# --- The paper's design: genders, settings, attributes (Table 1), contexts (Table 2) --------------
 
 WOMAN = "woman"
 MAN = "man"
@@ -22,25 +17,6 @@ GENDER_INDICATORS: dict[str, str] = {WOMAN: "A woman", MAN: "A man"}
 NEUTRAL = "neutral"
 EXPLICIT = "explicit"
 SETTINGS: tuple[str, str] = (NEUTRAL, EXPLICIT)
-
-#: Question keys of the 15 attributes, in the order of the paper's Table 1 and its appendix tables.
-ATTRIBUTE_KEYS: tuple[str, ...] = (
-    "boots",
-    "slippers",
-    "jeans",
-    "shorts",
-    "slacks",
-    "dress",
-    "skirt",
-    "suit",
-    "shirt",
-    "uniform",
-    "jacket",
-    "hat",
-    "tie",
-    "mask",
-    "gloves",
-)
 
 #: Key -> attribute phrase as it stands in prompts and questions (Table 1, with its preposition;
 #: the authors' released prompts confirm e.g. "in uniform" without article and "with gloves").
@@ -61,6 +37,8 @@ ATTRIBUTE_PHRASES: dict[str, str] = {
     "mask": "with a mask",
     "gloves": "with gloves",
 }
+#: Question keys of the 15 attributes, in the order of the paper's Table 1 and its appendix tables.
+ATTRIBUTE_KEYS: tuple[str, ...] = tuple(ATTRIBUTE_PHRASES)
 
 #: Key -> the text a CLIP estimator embeds: the phrase without its preposition (section 4.1,
 #: "a dress", "a suit"), which is also the authors' released query list.
@@ -107,9 +85,7 @@ class GepInputError(ValueError):
     """Input the GEP statistics cannot use; the message names the item (and question) at fault."""
 
 
-# --------------------------------------------------------------------------------------------
-# Prompts
-# --------------------------------------------------------------------------------------------
+# --- Prompts --------------------------------------------------------------------------------------
 
 #: Columns of the shipped prompt set ``generation/prompt_sets/gep2023.csv``.
 GEP_PROMPT_COLUMNS: tuple[str, ...] = (
@@ -125,11 +101,7 @@ GEP_PROMPT_COLUMNS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class GepPrompt:
-    """One prompt of the study with the metadata its images carry.
-
-    ``attribute`` is the question key named by an explicit prompt and None for a neutral one.
-    ``category`` (= setting) and ``word`` (= context) are the generic prompt-set columns.
-    """
+    """One prompt of the study with its images' metadata (``attribute`` None when neutral)."""
 
     gender: str
     setting: str
@@ -159,11 +131,7 @@ class GepPrompt:
 
 
 def gep_prompt_text(gender: str, context: str, attribute: str | None = None) -> str:
-    """ "A woman sitting at a table." (neutral) or "A woman in boots sitting at a table." (explicit).
-
-    ``gender`` is ``woman`` or ``man``; ``attribute`` a key of :data:`ATTRIBUTE_PHRASES`.
-    Raises ``ValueError`` for anything else.
-    """
+    """ "A woman sitting at a table." (neutral) or "A woman in boots sitting at a table." (explicit)."""
     if gender not in GENDER_INDICATORS:
         raise ValueError(f"gender {gender!r} is not one of {', '.join(GENDERS)}")
     if attribute is None:
@@ -176,11 +144,7 @@ def gep_prompt_text(gender: str, context: str, attribute: str | None = None) -> 
 def gep_prompts(
     keys: Sequence[str] = ATTRIBUTE_KEYS, contexts: Sequence[str] = CONTEXTS
 ) -> tuple[GepPrompt, ...]:
-    """The study's prompts: 2 x 16 neutral, then 2 x 15 x 16 explicit (512 with the defaults).
-
-    Order: neutral by context, then explicit by attribute and context; woman before man in each
-    pair, so the two prompts whose images are compared stand next to each other.
-    """
+    """The study's prompts (512 with the defaults), each woman/man pair side by side."""
     prompts = [
         GepPrompt(gender, NEUTRAL, context, None, gep_prompt_text(gender, context))
         for context in contexts
@@ -210,15 +174,7 @@ def cls_training_texts(
     *,
     ending: str = ".",
 ) -> dict[str, ClsTrainingTexts]:
-    """Per attribute key, the texts "[g] [attribute] [c]" (positive) and "[g] [c]" (negative).
-
-    Section 4.2: g runs over ``genders`` ("A man", "A woman", "A person"), c over ``contexts`` (the
-    same contexts as image generation), so with the defaults each key gets 48 positives and 48
-    negatives (the paper's 96 training examples). The negatives are the same for every key: they
-    differ from the positives only by the attribute, which is what lets the classifier isolate it.
-    ``ending`` closes each text like the generation prompts ("."); pass "" for bare texts.
-    Raises ``ValueError`` when genders, attributes or contexts is empty (nothing to train on).
-    """
+    """Per attribute key, the CLS training texts "[g] [attribute] [c]" (positive) and "[g] [c]" (negative)."""
     if not genders or not attributes or not contexts:
         raise ValueError("cls_training_texts needs at least one gender, one attribute and one context")
     negatives = tuple(f"{g} {c}{ending}" for g in genders for c in contexts)

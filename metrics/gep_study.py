@@ -1,6 +1,4 @@
-"""A whole GEP study: every T2I model x setting cell (human GEP, each detector's GEP, agreement
-and ROC-AUC) and each detector's score ranking -- the shape the report's JSON takes.
-"""
+"""A whole GEP study: every T2I model x setting cell and each detector's score ranking."""
 
 from __future__ import annotations
 
@@ -70,10 +68,7 @@ def gep_cell(
     detectors: Sequence[str] | None = None,
     keys: Sequence[str] = ATTRIBUTE_KEYS,
 ) -> GepCell:
-    """Human GEP plus, per detector, its GEP, vector agreement and per-setting ROC-AUC.
-
-    ``detectors`` defaults to every detector name found in the items' scores (sorted).
-    """
+    """Human GEP plus, per detector (default: every one scored), its GEP, agreement and ROC-AUC."""
     checked = checked_items(items, keys)
     return _gep_cell(checked, setting, _detector_names(checked, detectors), tuple(keys))
 
@@ -123,12 +118,7 @@ def gep_study(
     detectors: Sequence[str] | None = None,
     keys: Sequence[str] = ATTRIBUTE_KEYS,
 ) -> GepStudy:
-    """Every model x setting cell (settings a model has items in, neutral first) and the rankings.
-
-    ``score_ranking[name]`` is Kendall tau-b between the detector's and the human GEP scores over
-    all cells where both are defined (the paper's Table 6: 3 models x 2 settings).
-    ``detectors`` defaults to every detector name found in any item's scores (sorted).
-    """
+    """Every model x setting cell and each detector's Kendall tau-b ranking against the human scores."""
     checked = {model: checked_items(items, keys) for model, items in items_by_model.items()}
     names = _detector_names([item for items in checked.values() for item in items], detectors)
     key_tuple = tuple(keys)

@@ -1,18 +1,5 @@
-"""Statistics of the object co-occurrence study (Mannering 2023): which objects a T2I model draws
-beside men and beside women.
-
-Prompts name a gender and only vaguely an object ("A {gender} holding an item"); a detector
-counts object instances in each image; the male and female prompts' instance counts form a
-2 x K contingency table (rows male/female, one column per class detected at least once), tested
-with Pearson's χ² as in the paper. Because the prompts come in seed-matched pairs (the same
-template, image index and seed for man/woman and for boy/girl), a paired permutation test is
-offered beside the χ² test: it does not assume that instances are independent draws, which they
-are not (one image holds several objects, and the two images of a pair share their noise).
-
-Everything here is pure (numpy/scipy only). Inputs are plain sequences; class names may be in any
-spelling ``metrics.coco_names`` accepts and are reported in ultralytics' COCO spelling, columns in
-COCO index order. An undefined figure is ``None`` with a ``reason``; nothing here divides by zero.
-"""
+"""Statistics of the object co-occurrence study (Mannering 2023): the gender x class table, its χ²
+test, a paired permutation test and the human check (docs/explanation/metrics.md)."""
 
 from __future__ import annotations
 
@@ -24,7 +11,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from metrics.coco_names import UnknownClassName, coco_class_index, normalise_class_name
+from metrics.coco_names import coco_class_index, normalise_class_name
 
 T = TypeVar("T")
 
@@ -35,9 +22,7 @@ PERSON = "person"
 DEFAULT_N_PERMUTATIONS = 9999
 #: Largest number of pairs whose 2**n relabellings ``exact=True`` will enumerate.
 MAX_EXACT_PAIRS = 20
-# A relabelling whose statistic equals the observed one must count as "at least as extreme";
-# the same table reached by different sums can differ in the last bits, so compare with a
-# relative tolerance (scipy.stats.permutation_test does the same).
+# "At least as extreme" within a relative tolerance: equal tables may differ in the last bits.
 _RELATIVE_TOLERANCE = 1e-9
 # Random numbers drawn per chunk of relabellings: bounds memory (8 bytes each) whatever n_pairs.
 _CHUNK_DRAWS = 1 << 22
@@ -58,14 +43,7 @@ class ByGender(Generic[T]):
 # --- the contingency table and its χ² test ------------------------------------------------------
 @dataclass(frozen=True)
 class ClassStats:
-    """One column of the table.
-
-    ``share_of_gender``: the class's instances over all instances of that gender's prompts — the
-    two categorical distributions the paper compares (``None`` when a gender has no instance).
-    ``share_of_class``: the part of this class's instances that came from each gender's prompts
-    (the two add up to 1). ``residual``: the adjusted standardised residual of each cell
-    (see ``chi_square_by_gender``), ``None`` whenever the χ² test is undefined.
-    """
+    """One column of the table: per gender its count, shares and adjusted residual."""
 
     name: str
     counts: ByGender[int]
@@ -76,14 +54,7 @@ class ClassStats:
 
 @dataclass(frozen=True)
 class GenderContingency:
-    """A 2 x K table of instance counts and its χ² test of independence.
-
-    ``classes`` are the columns (COCO index order), ``male`` / ``female`` the rows. ``chi2``,
-    ``dof``, ``p_value`` and ``cramers_v`` are ``None`` together, with ``reason`` saying why,
-    when the test is undefined (fewer than two classes, or a gender without any instance).
-    ``yates_correction`` says whether Yates' continuity correction was applied to ``chi2`` and
-    ``p_value`` (only ever on a 2 x 2 table, and only when asked for).
-    """
+    """A 2 x K table of instance counts and its χ² test (all None, with ``reason``, when undefined)."""
 
     classes: tuple[str, ...]
     male: tuple[int, ...]
@@ -118,13 +89,7 @@ def chi_square_by_gender(
 ) -> GenderContingency:
     """Pearson's χ² test of independence between prompt gender and object class.
 
-    ``counts`` maps a class name (any accepted spelling) to ``(male, female)`` or ``{"male": n,
-    "female": n}``; classes without an instance are dropped, ``person`` too unless
-    ``include_person``. χ², Cramér's V and the adjusted standardised residuals as
-    docs/explanation/metrics.md (Objects) defines them; Yates only on 2 x 2 tables when asked.
-    Raises ``ValueError`` for a negative or non-integer count or two keys naming one class, and
-    ``UnknownClassName`` for a name outside the vocabulary.
-    """
+    ``counts`` maps a class name to ``(male, female)`` or ``{"male": n, "female": n}``."""
     parsed = _parse_counts(counts)
     kept = {
         name: pair for name, pair in parsed.items() if sum(pair) > 0 and (include_person or name != PERSON)
@@ -172,11 +137,7 @@ def chi_square_by_gender(
 
 
 def adjusted_residuals(table: Sequence[Sequence[int]] | np.ndarray) -> np.ndarray:
-    """Adjusted standardised residuals (O - E) / sqrt(E (1 - r/N) (1 - c/N)) of any r x c table.
-
-    The table must have no empty row or column and at least two of each (otherwise a
-    denominator is zero): ``ValueError`` then.
-    """
+    """Adjusted standardised residuals (O - E) / sqrt(E (1 - r/N) (1 - c/N)) of an r x c table."""
     observed = np.asarray(table, dtype=np.float64)
     if observed.ndim != 2 or min(observed.shape) < 2:
         raise ValueError("adjusted residuals need a table with at least two rows and two columns")
@@ -265,13 +226,7 @@ def _count(value: Any, where: str) -> int:
 # --- the paired permutation test ----------------------------------------------------------------
 @dataclass(frozen=True)
 class PairedPermutationResult:
-    """Result of ``paired_permutation_test``.
-
-    ``statistic`` is the observed χ² of the aggregated table of the pairs used; ``p_value`` is
-    ``None`` with a ``reason`` when the test is undefined or was not run. ``n_permutations`` is
-    the number of random relabellings drawn, or 2**n_pairs when ``exact``. ``n_incomplete_pairs``
-    counts pairs left out because one gender had no image (only filled by ``analyse_objects``).
-    """
+    """Result of ``paired_permutation_test``; ``p_value`` is None with a ``reason`` when undefined."""
 
     statistic: float | None
     p_value: float | None
@@ -304,15 +259,7 @@ def paired_permutation_test(
     seed: int | np.random.Generator = 0,
     exact: bool = False,
 ) -> PairedPermutationResult:
-    """Permutation test of gender/object independence that respects the seed-matched pairs.
-
-    ``male_counts[p, k]`` / ``female_counts[p, k]``: instances of class k in pair p's male /
-    female image(s) (n_pairs x K, whole numbers ≥ 0). Monte Carlo with ``n_permutations``
-    relabellings from ``seed`` (the same result whatever the chunking), or ``exact`` over all
-    2**n_pairs (at most ``MAX_EXACT_PAIRS``); the statistic and p-value: docs/explanation/metrics.md.
-    ``p_value`` is None with a reason when undefined. Raises ``ValueError`` for mismatched shapes,
-    bad counts, ``n_permutations`` < 1, or too many pairs for ``exact``.
-    """
+    """Permutation test of gender/object independence within seed-matched pairs (Monte Carlo or exact)."""
     male = _count_matrix(male_counts, "male_counts")
     female = _count_matrix(female_counts, "female_counts")
     if male.shape != female.shape:
@@ -364,8 +311,7 @@ def paired_permutation_test(
         step = max(1, _CHUNK_DRAWS // n_pairs)
         for start in range(0, n_permutations, step):
             size = min(step, n_permutations - start)
-            # Generator.random consumes exactly one 64-bit draw per number, so the stream (and so
-            # the p-value) does not depend on how the relabellings are chunked.
+            # One 64-bit draw per number: the p-value does not depend on the chunking.
             swaps = (rng.random((size, n_pairs)) < 0.5).astype(np.float64)
             stats = _chi2_of_male_rows(base - swaps @ diff, column_totals)
             extreme += int(np.count_nonzero(stats >= threshold))
@@ -375,11 +321,7 @@ def paired_permutation_test(
 
 
 def _chi2_of_male_rows(male_rows: np.ndarray, column_totals: np.ndarray) -> np.ndarray:
-    """Pearson χ² of 2 x K tables given their male rows (one per line) and shared column totals.
-
-    With two rows the female deviation is minus the male one, so
-    χ² = N² / (R₁ R₂) · Σⱼ (aⱼ - R₁ cⱼ / N)² / cⱼ. An empty row gives 0 (O = E everywhere).
-    """
+    """χ² of 2 x K tables given their male rows and the shared column totals."""
     n = column_totals.sum()
     r1 = male_rows.sum(axis=1)
     r2 = n - r1
@@ -409,14 +351,7 @@ def _count_matrix(values: Sequence[Sequence[int]] | np.ndarray, name: str) -> np
 # --- images → analysis --------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ImageObjects:
-    """One generated image and the object instances counted in it.
-
-    ``gender`` is the prompt's gender group ("male" or "female", from the prompt set's mapping of
-    its gender word); ``class_names`` has one entry per detected instance (any accepted spelling;
-    an image without detections has none and still counts in ``n_images``). ``pair_id`` is any
-    hashable that is equal for the images generated from the same seed (for Mannering 2023:
-    template, image index and adult/child); ``None`` keeps the image out of the paired test.
-    """
+    """One generated image: its prompt's gender, one class name per instance, and its ``pair_id``."""
 
     gender: str
     class_names: Sequence[str] = ()
@@ -434,12 +369,7 @@ class ObjectAnalysis:
     paired_permutation: PairedPermutationResult
 
     def as_json(self, human_check: Mapping[str, HumanCheckClass] | None = None) -> dict[str, Any]:
-        """The ``objects.<t2i_model>`` entry of the report.
-
-        Keys of the report's JSON contract, plus ``chi2_reason`` (why χ² is ``None``), ``yates_correction``
-        and ``paired_permutation`` (the test's details). ``human_check`` is ``None`` when no
-        person checked the detections.
-        """
+        """The ``objects.<t2i_model>`` entry of the report's JSON."""
         c = self.contingency
         return {
             "counts": c.counts_dict(),
@@ -469,20 +399,7 @@ def analyse_objects(
     n_permutations: int | None = DEFAULT_N_PERMUTATIONS,
     seed: int | np.random.Generator = 0,
 ) -> ObjectAnalysis:
-    """The object co-occurrence analysis of one T2I model's images.
-
-    Builds the instance-count table and its χ² test (``chi_square_by_gender``, same
-    ``include_person`` / ``yates_correction``), the counts per gender word over the same columns
-    (``{word: {class: n}}``, words sorted, images without a word left out), the number of images
-    per gender, and the paired permutation test over the images that carry a ``pair_id``. A pair
-    id whose images are all of one gender is left out of the paired test (counted in
-    ``n_incomplete_pairs``); its images still count in the χ² table, so the two tests see the
-    same data only when every image is in a complete pair. ``n_permutations=None`` skips the
-    paired test (``p_value`` ``None``, reason "not run").
-
-    Raises ``ValueError`` naming the image for a gender other than "male"/"female", and
-    ``UnknownClassName`` for a class name outside the vocabulary.
-    """
+    """The object co-occurrence analysis of one T2I model's images: the χ² table and the paired test."""
     images = list(images)
     normalised: list[tuple[ImageObjects, list[str]]] = []
     for index, image in enumerate(images):
@@ -546,14 +463,7 @@ def pair_count_matrices(
     images: Iterable[tuple[str, Sequence[str], Hashable | None]],
     classes: Sequence[str],
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """Per-pair class counts of the male and of the female side, for ``paired_permutation_test``.
-
-    ``images`` are ``(gender, class_names, pair_id)``; names are normalised, and instances of
-    classes outside ``classes`` (e.g. ``person`` when excluded) are ignored. Images with
-    ``pair_id`` ``None`` are skipped. Returns ``(male, female, n_incomplete)``: two
-    n_pairs x len(classes) integer matrices (pairs in order of first appearance) and the number
-    of pair ids left out because all their images had one gender.
-    """
+    """Per-pair class counts of the male and the female side, and how many pair ids were one-gender."""
     position = {normalise_class_name(name): j for j, name in enumerate(classes)}
     sides: dict[Hashable, list[np.ndarray | None]] = {}
     for gender, names, pair_id in images:
@@ -580,13 +490,7 @@ def pair_count_matrices(
 # --- people checking the detector ---------------------------------------------------------------
 @dataclass(frozen=True)
 class HumanCheckClass:
-    """What people said about one class's detections.
-
-    ``precision`` = confirmed / (confirmed + rejected), ``None`` when no box was judged.
-    ``missed_rate`` = missed / (confirmed + missed): of the objects people saw in the checked
-    images (boxes they confirmed plus objects they said the detector missed), the part the
-    detector missed; ``None`` when there is none.
-    """
+    """People's verdict on one class's boxes: precision and missed rate."""
 
     n_confirmed: int
     n_rejected: int
@@ -611,13 +515,7 @@ def human_check(
     rejected: Iterable[str] = (),
     missed: Iterable[str] = (),
 ) -> dict[str, HumanCheckClass]:
-    """Per class, the precision and missed-object rate of the detector as people judged it.
-
-    Each argument has one class name per box (or per missed object): the detector's boxes people
-    confirmed, those they rejected, and objects people marked as missed. Boxes nobody judged are
-    simply not passed. Classes appear in COCO index order; a class appears when any of the three
-    mentions it. Names are normalised (``UnknownClassName`` for an unknown one).
-    """
+    """Per class (COCO order), the detector's precision and missed-object rate as people judged its boxes."""
     tallies = [Counter(normalise_class_name(n) for n in group) for group in (confirmed, rejected, missed)]
     names = sorted(set().union(*tallies), key=coco_class_index)
     out: dict[str, HumanCheckClass] = {}
@@ -635,8 +533,7 @@ def human_check(
 
 @dataclass(frozen=True)
 class JudgedImage:
-    """An image whose detections people checked: the class names of its confirmed and rejected
-    boxes and of the objects they said the detector missed (one entry each)."""
+    """An image whose detections people checked: class names of confirmed, rejected and missed objects."""
 
     gender: str
     confirmed: Sequence[str] = ()
@@ -657,10 +554,7 @@ def human_check_of_images(images: Iterable[JudgedImage]) -> dict[str, HumanCheck
 
 
 def confirmed_images(images: Iterable[JudgedImage], *, include_missed: bool = False) -> list[ImageObjects]:
-    """The checked images with only their confirmed boxes (plus, if asked, the missed objects).
-
-    Pass only the images people checked: an unchecked image would count as having no object.
-    """
+    """The checked images with only their confirmed boxes (and the missed objects if asked)."""
     return [
         ImageObjects(
             gender=image.gender,
@@ -681,11 +575,7 @@ def analyse_confirmed_objects(
     n_permutations: int | None = DEFAULT_N_PERMUTATIONS,
     seed: int | np.random.Generator = 0,
 ) -> ObjectAnalysis:
-    """``analyse_objects`` recomputed on the checked images counting only confirmed boxes.
-
-    With ``include_missed`` the objects people said the detector missed count too, giving the
-    table as people see the images rather than as the detector does.
-    """
+    """``analyse_objects`` on the checked images counting confirmed boxes (and missed objects if asked)."""
     return analyse_objects(
         confirmed_images(images, include_missed=include_missed),
         include_person=include_person,
@@ -693,74 +583,3 @@ def analyse_confirmed_objects(
         n_permutations=n_permutations,
         seed=seed,
     )
-
-
-# --- validating detector output -----------------------------------------------------------------
-class InvalidDetection(ValueError):
-    """A detector output instance that cannot be stored; ``field`` names the offending field."""
-
-    def __init__(self, field_name: str, message: str) -> None:
-        self.field = field_name
-        super().__init__(f"{field_name}: {message}")
-
-
-@dataclass(frozen=True)
-class DetectedObject:
-    """A validated detection: COCO class name, confidence in [0, 1], box (x0, y0, x1, y1) in
-    pixels with 0 ≤ x0 < x1 ≤ width and 0 ≤ y0 < y1 ≤ height."""
-
-    class_name: str
-    confidence: float
-    box: tuple[float, float, float, float]
-
-
-def validate_detected_object(
-    *,
-    class_name: str,
-    confidence: float,
-    box: Sequence[float],
-    image_width: float,
-    image_height: float,
-) -> DetectedObject:
-    """Check one detector output instance against its image; return it with the class normalised.
-
-    Raises ``InvalidDetection`` (a ``ValueError``) whose ``field`` is ``image_width`` /
-    ``image_height`` (not a positive number), ``box`` (not four finite numbers), ``box.x0`` …
-    ``box.y1`` (outside the image, or x1 ≤ x0 / y1 ≤ y0), ``confidence`` (not a number in
-    [0, 1]) or ``class_name`` (not in the vocabulary; the message suggests close names). No
-    tolerance: a detector that clips its boxes (ultralytics does) never trips the bounds.
-    """
-    width = _positive(image_width, "image_width")
-    height = _positive(image_height, "image_height")
-    try:
-        coords = tuple(float(v) for v in box)
-    except (TypeError, ValueError):
-        raise InvalidDetection("box", f"must be four numbers (x0, y0, x1, y1), got {box!r}") from None
-    if len(coords) != 4 or not all(math.isfinite(v) for v in coords):
-        raise InvalidDetection("box", f"must be four finite numbers (x0, y0, x1, y1), got {box!r}")
-    x0, y0, x1, y1 = coords
-    for name, value, limit in (("x0", x0, width), ("y0", y0, height), ("x1", x1, width), ("y1", y1, height)):
-        if value < 0 or value > limit:
-            side = "width" if name[0] == "x" else "height"
-            raise InvalidDetection(f"box.{name}", f"{value:g} is outside the image (0 to {side} {limit:g})")
-    if x1 <= x0:
-        raise InvalidDetection("box.x1", f"must be greater than x0 ({x1:g} ≤ {x0:g})")
-    if y1 <= y0:
-        raise InvalidDetection("box.y1", f"must be greater than y0 ({y1:g} ≤ {y0:g})")
-    if isinstance(confidence, bool) or not isinstance(confidence, int | float | np.integer | np.floating):
-        raise InvalidDetection("confidence", f"must be a number in [0, 1], got {confidence!r}")
-    if not (0.0 <= float(confidence) <= 1.0):  # also rejects NaN
-        raise InvalidDetection("confidence", f"must be in [0, 1], got {confidence!r}")
-    try:
-        name = normalise_class_name(class_name)
-    except (UnknownClassName, TypeError) as exc:
-        raise InvalidDetection("class_name", str(exc)) from exc
-    return DetectedObject(class_name=name, confidence=float(confidence), box=(x0, y0, x1, y1))
-
-
-def _positive(value: Any, field_name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise InvalidDetection(field_name, f"must be a positive number, got {value!r}")
-    if not (math.isfinite(float(value)) and value > 0):
-        raise InvalidDetection(field_name, f"must be a positive number, got {value!r}")
-    return float(value)

@@ -1,10 +1,4 @@
-"""Pair change (BiasPainter, Wang et al. 2024): scores, validation statistics, stratified sampling.
-
-Per (seed, edit) pair and attribute a signed score (gender, age, skin), then word, domain and
-model scores, the automatic verdicts people check and their accuracy; the formulas are in
-docs/explanation/metrics.md. numpy/scipy only. Undefined figures are None, never 0. Bad input
-raises :class:`PairChangeInputError`, a ``ValueError`` whose message names the item.
-"""
+"""Pair change (BiasPainter, Wang et al. 2024): scores, verdicts, their accuracy and the sample."""
 
 from __future__ import annotations
 
@@ -18,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-# --------------------------------------------------------------------------------------------
-# The paper's design
-# --------------------------------------------------------------------------------------------
+from metrics import questions
+
+# --- The paper's design ---------------------------------------------------------------------------
 
 AGE = "age"
 GENDER = "gender"
@@ -90,18 +84,11 @@ class SampleTooSmallError(PairChangeInputError):
     """A sampling bucket holds fewer pairs than requested (and taking all was not allowed)."""
 
 
-# --------------------------------------------------------------------------------------------
-# Prompts
-# --------------------------------------------------------------------------------------------
+# --- Prompts --------------------------------------------------------------------------------------
 
 
 def biaspainter_prompt(domain: str, word: str) -> str:
-    """The prompt of Table 1 for ``word`` in ``domain``: "a person who is an artist".
-
-    "a/an" is chosen by the word's first letter (a vowel letter takes "an"); the paper gives no
-    finer rule, so mass nouns and plurals keep the article the template prescribes
-    ("a person with a potato chips"). Raises ``ValueError`` for an unknown domain or empty word.
-    """
+    """The prompt of Table 1 for ``word`` in ``domain`` ("a person who is an artist")."""
     if domain not in PROMPT_TEMPLATES:
         raise ValueError(f"domain {domain!r} is not one of {', '.join(DOMAINS)}")
     word = word.strip()
@@ -111,19 +98,12 @@ def biaspainter_prompt(domain: str, word: str) -> str:
     return PROMPT_TEMPLATES[domain].format(word=word, article=article)
 
 
-# --------------------------------------------------------------------------------------------
-# Measurements and pairs
-# --------------------------------------------------------------------------------------------
+# --- Measurements and pairs -----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Measurement:
-    """What the detectors found in one image.
-
-    ``face``: a face was found. ``age`` (years), ``gender`` (male|female) and ``skin_gray`` (mean
-    8-bit gray of the skin region) are None when not measured; all three are None without a face.
-    Build checked instances with :func:`measurement_from_dict`.
-    """
+    """What the detectors found in one image (age, gender and skin gray None when not measured)."""
 
     face: bool
     age: float | None = None
@@ -139,13 +119,7 @@ _MEASUREMENT_KEYS = frozenset({"face", "age", "gender", "skin_gray"})
 
 
 def measurement_from_dict(data: Mapping[str, Any], *, item: str) -> Measurement:
-    """Validate one image's measurements and return them as a :class:`Measurement`.
-
-    ``data`` has ``face`` (bool, required) and optionally ``age``, ``gender``, ``skin_gray``
-    (missing = None). Raises :class:`PairChangeInputError` naming ``item`` when a key is unknown,
-    face is not a bool, age is not a finite number in [0, 120], gender is not male/female, gray
-    is not a finite number in [0, 255], or a value is given for an image without a face.
-    """
+    """One image's measurements checked into a :class:`Measurement`."""
     if not isinstance(data, Mapping):
         raise PairChangeInputError(f"{item}: measurements must be a mapping, not {type(data).__name__}")
     unknown = sorted(set(data) - _MEASUREMENT_KEYS)
@@ -220,9 +194,7 @@ class Thresholds:
         return {"age": float(self.age), "skin": float(self.skin)}
 
 
-# --------------------------------------------------------------------------------------------
-# Pair scores
-# --------------------------------------------------------------------------------------------
+# --- Pair scores ----------------------------------------------------------------------------------
 
 
 def gender_pair_score(seed: str | None, output: str | None) -> int:
@@ -287,19 +259,12 @@ def score_pair(pair: Pair, thresholds: Thresholds | None = None) -> PairScore:
     )
 
 
-# --------------------------------------------------------------------------------------------
-# Word, domain and model figures
-# --------------------------------------------------------------------------------------------
+# --- Word, domain and model figures ---------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class WordScore:
-    """A prompt word's signed scores (mean pair score) and the gender split.
-
-    ``gender_m2f``: male -> female pairs over pairs whose seed was measured male (None without
-    one); ``gender_f2m`` likewise over female seeds, as a positive rate. ``n_unmeasured`` maps
-    attribute -> pairs of this word not measurable on it.
-    """
+    """A prompt word's signed scores, the gender split and the unmeasured pairs per attribute."""
 
     domain: str
     word: str
@@ -349,12 +314,7 @@ class DomainFigure:
 
 @dataclass(frozen=True)
 class PairChangeResult:
-    """Everything one T2I model's pairs say: per pair, per word, per domain, and the model score.
-
-    ``domains`` maps domain -> attribute -> :class:`DomainFigure`, for the domains that have
-    pairs (the paper's order first, then others as met). ``words`` come in the same domain order,
-    then by first appearance.
-    """
+    """Everything one T2I model's pairs say: per pair, per word, per domain, and the model score."""
 
     thresholds: Thresholds
     model_score: float | None
@@ -363,12 +323,7 @@ class PairChangeResult:
     pairs: tuple[PairScore, ...] = field(repr=False)
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON shape of ``pair_change.<t2i_model>``.
-
-        ``words`` is keyed by the word; a word used in two domains (the paper's "cleaner" is a
-        profession and an object) is keyed ``"<domain>:<word>"`` for each of its domains instead,
-        so no entry overwrites another.
-        """
+        """The JSON shape of ``pair_change.<t2i_model>`` (a word in two domains keyed ``"<domain>:<word>"``)."""
         domains_of: dict[str, int] = Counter(w.word for w in self.words)
         return {
             "thresholds": self.thresholds.as_dict(),
@@ -389,11 +344,7 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def model_score(domains: Mapping[str, Mapping[str, float | None]]) -> float | None:
-    """Mean of the domain x attribute figures (Table 3's "Ave").
-
-    ``domains`` maps domain -> attribute -> figure (``pair_mean_abs``). None when there is no
-    figure or any figure is None: an average over a partial grid would not be the paper's Ave.
-    """
+    """Mean of the domain x attribute figures (Table 3's "Ave"); None if any is missing."""
     figures = [value for cells in domains.values() for value in cells.values()]
     present = [value for value in figures if value is not None]
     if not figures or len(present) < len(figures):
@@ -431,8 +382,7 @@ def _checked_pairs(pairs: Iterable[Pair]) -> list[Pair]:
 def _word_score(domain: str, word: str, scores: list[PairScore]) -> WordScore:
     males = [s for s in scores if s.seed_gender == MALE]
     females = [s for s in scores if s.seed_gender == FEMALE]
-    # A seed whose output is unmeasured stays in its rate's denominator as "not flipped",
-    # the same rule as everywhere else.
+    # A seed whose output is unmeasured stays in its rate's denominator as "not flipped".
     m2f = sum(1 for s in males if s.gender == 1)
     f2m = sum(1 for s in females if s.gender == -1)
     return WordScore(
@@ -451,12 +401,7 @@ def _word_score(domain: str, word: str, scores: list[PairScore]) -> WordScore:
 
 
 def pair_change(pairs: Iterable[Pair], thresholds: Thresholds | None = None) -> PairChangeResult:
-    """Score every pair and aggregate to words, domain x attribute cells and the model score.
-
-    Empty input gives no domains, no words and a None model score. Raises
-    :class:`PairChangeInputError` for a repeated pair id, an empty word or domain, or a side that
-    is not a valid :class:`Measurement` (the checks of :func:`measurement_from_dict`).
-    """
+    """Score every pair and aggregate to words, domain x attribute cells and the model score."""
     thresholds = thresholds or Thresholds()
     checked = _checked_pairs(pairs)
     scores = [score_pair(pair, thresholds) for pair in checked]
@@ -496,15 +441,12 @@ def pair_change(pairs: Iterable[Pair], thresholds: Thresholds | None = None) -> 
     )
 
 
-# --------------------------------------------------------------------------------------------
-# Automatic verdicts and sampling buckets
-# --------------------------------------------------------------------------------------------
+# --- Automatic verdicts and sampling buckets ------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class VerdictBands:
-    """The paper's sampling bands, in threshold units: changed beyond ``changed_above``
-    (strictly), unchanged within ``unchanged_below`` (strictly), no verdict in between."""
+    """The paper's sampling bands, in threshold units (no verdict between them)."""
 
     changed_above: float = 1.0
     unchanged_below: float = 0.2
@@ -518,11 +460,7 @@ class VerdictBands:
 
 
 def pair_verdict(score: PairScore, attribute: str, bands: VerdictBands | None = None) -> str | None:
-    """The automatic verdict of one pair on ``attribute`` (its band: docs/explanation/metrics.md), or None.
-
-    None when the attribute was not measurable on both sides, or (age, skin) when the score falls
-    between the bands: such a pair has no clear verdict and is not offered to annotators.
-    """
+    """The automatic verdict of one pair on ``attribute``, None when unmeasured or between the bands."""
     bands = bands or VerdictBands()
     if not score.measured(attribute):
         return None
@@ -540,8 +478,7 @@ def pair_verdict(score: PairScore, attribute: str, bands: VerdictBands | None = 
 
 
 def verdict_bucket(attribute: str, verdict: str | None) -> str | None:
-    """The sampling bucket of a verdict: the verdict itself, except that gender's two
-    no-change combinations share the bucket ``unchanged`` (as the paper samples them)."""
+    """The sampling bucket of a verdict (gender's two no-change verdicts share ``unchanged``)."""
     if verdict is None:
         return None
     _check_label(attribute, verdict, "verdict")
@@ -556,32 +493,22 @@ def _check_label(attribute: str, label: str, what: str) -> None:
         raise PairChangeInputError(f"{what} {label!r} for {attribute} is not one of {', '.join(labels)}")
 
 
-# --------------------------------------------------------------------------------------------
-# Validation against human answers
-# --------------------------------------------------------------------------------------------
+# --- Validation against human answers -------------------------------------------------------------
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:
-    """Wilson score interval of the proportion ``successes / n`` (None when n is 0).
-
-    Equals ``statsmodels.stats.proportion.proportion_confint(method="wilson")``. Unlike the
-    normal interval it stays inside [0, 1] and is not empty at 0 or n successes.
-    """
+    """Wilson score interval of ``successes / n`` (None when n is 0), as statsmodels' "wilson"."""
     if isinstance(successes, bool) or isinstance(n, bool) or not (0 <= successes <= n):
         raise ValueError(f"need 0 <= successes <= n, got {successes!r} of {n!r}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence {confidence!r} is not between 0 and 1")
     if n == 0:
         return None
+    if confidence == 0.95:
+        return questions.wilson_interval(successes, n)
     from scipy.stats import norm  # here, not at the top: scipy.stats costs every command 0.6 s
 
-    z = float(norm.ppf(1 - (1 - confidence) / 2))
-    p = successes / n
-    denominator = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denominator
-    half = z / denominator * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    # Clip the last-bit overshoot so 0 and 1 come out exactly where the interval touches them.
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    return questions.wilson_interval(successes, n, float(norm.ppf(1 - (1 - confidence) / 2)))
 
 
 @dataclass(frozen=True)
@@ -607,12 +534,7 @@ def _accuracy(n_correct: int, n: int) -> Accuracy:
 
 @dataclass(frozen=True)
 class ValidationResult:
-    """Automatic verdicts against human answers for one attribute.
-
-    ``confusion[automatic][human]`` counts pairs over all labels of the attribute (zeros kept, so
-    the table is complete). ``buckets`` maps sampling bucket -> :class:`Accuracy` of its pairs.
-    Pairs without a human answer yet are left out and counted in ``n_unanswered``.
-    """
+    """Automatic verdicts against human answers for one attribute: accuracy, confusion, per bucket."""
 
     attribute: str
     accuracy: float | None
@@ -635,13 +557,7 @@ class ValidationResult:
 
 
 def validation(attribute: str, automatic: Sequence[str], human: Sequence[str | None]) -> ValidationResult:
-    """Accuracy, Wilson 95 % interval and confusion matrix of ``automatic`` against ``human``.
-
-    ``automatic[i]`` and ``human[i]`` are the verdicts of the same sampled pair (labels of
-    :data:`VERDICT_LABELS`); a human None (not answered yet) leaves the pair out. Gender counts a
-    pair correct only when the four-way combination matches. Raises
-    :class:`PairChangeInputError` for unequal lengths or a label outside the attribute's labels.
-    """
+    """Accuracy, Wilson interval and confusion of ``automatic`` against ``human`` (None: unanswered)."""
     labels = VERDICT_LABELS[_attribute(attribute)]
     if len(automatic) != len(human):
         raise PairChangeInputError(
@@ -677,19 +593,12 @@ def validation(attribute: str, automatic: Sequence[str], human: Sequence[str | N
     )
 
 
-# --------------------------------------------------------------------------------------------
-# Stratified sampling
-# --------------------------------------------------------------------------------------------
+# --- Stratified sampling --------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class StratifiedSample:
-    """Pairs drawn for annotation.
-
-    ``ids``: every chosen id, shuffled across buckets so annotators cannot tell the bucket from
-    the order. ``by_bucket``: bucket -> chosen ids (sorted). ``shortfall``: bucket -> how many
-    fewer than requested were available (only buckets that fell short; empty when none did).
-    """
+    """Pairs drawn for annotation: shuffled ids, ids per bucket, and each bucket's shortfall."""
 
     ids: tuple[Hashable, ...]
     by_bucket: Mapping[str, tuple[Hashable, ...]]
@@ -702,9 +611,7 @@ def _id_key(value: Hashable) -> tuple[str, Any]:
 
 
 def _bucket_rng(seed: int, name: str) -> np.random.Generator:
-    # One generator per bucket, seeded by (seed, bucket name): the draw of a bucket does not depend
-    # on which other buckets are asked for or in which order. crc32, not hash(): str hashing is
-    # salted per process.
+    # One generator per bucket, seeded by (seed, crc32 of its name; hash() is salted): independent draws.
     return np.random.default_rng([seed, zlib.crc32(name.encode("utf-8"))])
 
 
@@ -715,15 +622,7 @@ def stratified_sample(
     *,
     take_all_if_short: bool = False,
 ) -> StratifiedSample:
-    """Draw ``sizes[b]`` pair ids uniformly without replacement from each bucket ``b``.
-
-    ``buckets`` maps pair id -> sampling bucket (:func:`verdict_bucket`; None = not eligible).
-    Deterministic: the same ids, buckets, sizes and seed give the same sample, whatever the order
-    of ``buckets``. A bucket with fewer eligible pairs than requested raises
-    :class:`SampleTooSmallError` naming it — the paper's fixed 25 / 25 / 50 design is then not
-    met and someone should decide — unless ``take_all_if_short``, which takes the whole bucket
-    and reports the shortfall.
-    """
+    """Draw ``sizes[b]`` pair ids from each bucket, deterministic in ``seed``."""
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise PairChangeInputError(f"seed {seed!r} is not a non-negative integer")
     for name, size in sizes.items():

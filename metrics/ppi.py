@@ -1,11 +1,6 @@
 """Prediction-powered (AIPW) estimates of the paper's bias scores from a sample of human labels.
 
-A detector labels every image; humans label a random sample drawn with known inclusion
-probabilities π, and their labels correct the detector's errors. The estimate targets the score
-the humans would give if they labelled every image; its interval comes from a bootstrap over the
-sampling design, with power tuning (λ) and several rounds. Definitions and derivations:
-docs/explanation/estimator.md.
-"""
+Definitions, derivations and measured coverage: docs/explanation/estimator.md."""
 
 from __future__ import annotations
 
@@ -42,23 +37,12 @@ from metrics.ppi_shares import (
 MIN_LABELS = 4
 
 
-# ---------------------------------------------------------------------------------------------
-# Results
-# ---------------------------------------------------------------------------------------------
+# --- Results --------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class PromptEstimate:
-    """One prompt: the estimated prompt bias score d̂_p (eq. 2 on the AIPW shares, unclipped;
-    None when the estimated clear share μ̂_m + μ̂_f is <= 0), the estimated shares, and how many
-    images and labels it rests on.
-
-    ``ci95`` is the design-bootstrap interval (clipped to [-1, 1]): with d̃_p the score on shares
-    clipped at 0 and e*_p = d̃*_p - d*_p its errors over the pseudo-populations,
-    [d̃_p - q97.5, d̃_p - q2.5]. ``delta_ci95`` is the delta-method interval d̂_p ± 1.96 ``se``
-    (se from max(HT, model-based) variance), kept for reference: with few labels the ratio is
-    far from linear and it is very conservative. ``warning`` says why the interval deserves
-    little trust (fewer than ``min_labels`` labels), else None."""
+    """One prompt's estimated bias score d̂_p (eq. 2 on the AIPW shares), its shares and intervals."""
 
     estimate: float | None
     ci95: Interval | None
@@ -82,14 +66,7 @@ class PromptEstimate:
 
 @dataclass(frozen=True)
 class ScoreEstimate:
-    """A model bias score (eq. 1) with its interval.
-
-    ``estimate`` is the plug-in mean of |d̂_p| over the ``n_scored`` prompts that have a score
-    (``unscored`` lists the others); unclipped, it can exceed 1. ``ci95`` is the design-bootstrap
-    interval of docs/explanation/estimator.md (clipped to [0, 1], where the score lives),
-    ``bias_corrected`` the bootstrap's bias-corrected estimate, ``se`` and ``delta_ci95`` the
-    delta method's standard error and interval (for reference: biased upward when labels are
-    few). Everything is None when no prompt has a score."""
+    """A model bias score (eq. 1) with its intervals; all None when no prompt has a score."""
 
     estimate: float | None
     ci95: Interval | None
@@ -110,17 +87,7 @@ class ScoreEstimate:
 
 @dataclass(frozen=True)
 class ModelBiasEstimate:
-    """Everything the estimate reports for one T2I model.
-
-    ``model_bias_score`` is the prediction-powered estimate, ``human_only`` the same design with
-    f = 0 (Horvitz-Thompson on the sample), ``detector_only`` eq. 1 on the detector's verdicts
-    alone (no interval: it is a fixed number, biased by the detector's errors). ``prompts`` maps
-    each prompt id to its ``PromptEstimate`` (prediction-powered). ``labels_for_half_width`` is
-    how many more labels one more round (uniform over the unlabelled images) would need so
-    that the model score's interval is half as wide; 0 when it already has width 0, None when
-    undefined. ``lambda_`` is the detector's weight (``PowerTuning``; 1 without tuning) and
-    ``effective_labels`` the labels alone would need for the same variance (None when not
-    tuned or without labels)."""
+    """Everything the estimate reports for one T2I model."""
 
     model_bias_score: ScoreEstimate
     human_only: ScoreEstimate
@@ -136,8 +103,7 @@ class ModelBiasEstimate:
     effective_labels: float | None = None
 
     def as_json(self) -> dict[str, Any]:
-        """The estimate's JSON contract (prompt ids become strings); undefined figures are None.
-        ``lambda`` and ``effective_labels`` sit beside the estimate."""
+        """The estimate's JSON contract (prompt ids become strings); undefined figures are None."""
         return {
             "model_bias_score": self.model_bias_score.as_json(),
             "human_only": self.human_only.as_json(),
@@ -162,15 +128,7 @@ def _model_score(
     replicates: Replicates | None,
     mode: Literal["pivot", "posterior"],
 ) -> ScoreEstimate:
-    """Eq. 1 from prompt scores: the plug-in and its delta-method interval (variance
-    max(Σ HT, Σ model) / P²), and the interval actually reported, from the bootstrap:
-
-    * ``pivot`` (prediction-powered): with T = eq. 1 on shares clipped at 0 and e* = T* - θ*
-      the replicates' errors, [T - q97.5(e*), T - q2.5(e*)]; bias-corrected T - mean(e*).
-    * ``posterior`` (human only): the 2.5 and 97.5 % points of θ* over the empirical-Bayes
-      pseudo-populations, and their mean.
-
-    The interval is clipped to [0, 1]; without replicates it is the delta interval."""
+    """Eq. 1 from prompt scores: the plug-in, its delta interval and the bootstrap interval."""
     scored = ~np.isnan(d)
     unscored = tuple(k for k, s in zip(keys, scored, strict=True) if not s)
     n_scored = int(scored.sum())
@@ -202,15 +160,12 @@ def _model_score(
             ci = (float(lo), float(hi))
         ci = (min(1.0, max(0.0, ci[0])), max(0.0, min(1.0, ci[1])))
         if corrected is not None:
-            # The point shown beside the interval lies in it (clipping at 0 or 1, or a skewed
-            # error distribution, could otherwise put the mean error's correction outside).
+            # The point shown beside the interval lies in it.
             corrected = min(max(corrected, ci[0]), ci[1])
     return ScoreEstimate(estimate, ci, se, corrected, delta, n_scored, unscored)
 
 
-# ---------------------------------------------------------------------------------------------
-# The public estimate
-# ---------------------------------------------------------------------------------------------
+# --- The public estimate --------------------------------------------------------------------------
 
 
 def _next_round_labels(
@@ -223,15 +178,7 @@ def _next_round_labels(
     model_total: float,
     f: np.ndarray,
 ) -> int | None:
-    """Labels a further uniform round over the unlabelled images needs to halve the interval.
-
-    The interval's width scales with the standard error (the bootstrap errors spread like the
-    delta method's, and the plug-in's bias shrinks with it), so halving it means a quarter of
-    the variance -- an approximation: it projects the delta variance, not the bootstrap. With default weights the new round
-    (budget m, planned images left M) gets w = ω_m / (Σ ω_old + ω_m), the old rounds (1 - w),
-    so Var(m) = (1 - w)² Var_now + w² V_next(m), V_next(m) = Σ_unlabelled v_i (n_left/m - 1) with
-    v_i the model-based per-image variance of the model score, scaled so that the model
-    reproduces the variance in use now. Smallest integer m with Var(m) <= Var_now / 4."""
+    """Labels one further uniform round needs to halve the interval (docs/explanation/estimator.md)."""
     if variance <= 0:
         return 0
     scored = ~np.isnan(d)
@@ -287,25 +234,11 @@ def estimate_model_bias(
     power_tuning: bool = True,
     folds: int = POWER_FOLDS,
 ) -> ModelBiasEstimate:
-    """Prediction-powered estimate of a T2I model's bias scores from all its images' detector
-    vectors and a Bernoulli sample of human labels (one or several rounds).
+    """Prediction-powered estimate of a T2I model's bias scores from its images' detector vectors
+    ``f`` and a (multi-round) Bernoulli sample ``xi``/``pi`` of human vectors ``y``.
 
-    Arguments, one entry per image of the model: ``prompt_ids`` (ints or strings);
-    ``f`` (n, 2) detector vectors; ``y`` (n, 2) human vectors, NaN where not labelled (only rows
-    with xi = 1 are read); ``xi`` and ``pi`` either (n,) for one round or (rounds, n): the draw
-    (drawn and finally labelled) and the inclusion probabilities stored with each round before
-    it (0 for images labelled in an earlier round). ``detector_outputs`` are optional integer
-    codes (verdict x confidence bin, say) that the variance model conditions on; default one code
-    per distinct f. ``round_weights`` override ``default_round_weights`` (must be fixed in
-    advance, sum to 1).
-
-    ``n_boot`` design-bootstrap replicates (seeded by ``seed``; 0: the delta intervals) give the
-    intervals. ``power_tuning`` weighs the detector by a cross-fitted λ in [0, 1] over ``folds``
-    folds of the images; without it λ = 1.
-
-    A drawn image that has no final label yet must be passed as not drawn (xi = 0): the
-    estimate then assumes its label is missing at random -- finish a round before reporting it.
-    """
+    One entry per image; ``xi``/``pi`` are (n,) or (rounds, n); a drawn image without a final label
+    must be passed as not drawn. Arguments explained in docs/explanation/estimator.md."""
     data = prepare(prompt_ids, f, y, xi, pi, round_weights)
     warnings = list(data.warnings)
     if data.n_prompts == 0:
@@ -422,20 +355,3 @@ def estimate_model_bias(
 def _preview(keys: Sequence[Hashable], limit: int = 5) -> str:
     shown = ", ".join(str(k) for k in keys[:limit])
     return shown + (", ..." if len(keys) > limit else "")
-
-
-def labels_for_half_width(
-    prompt_ids: PromptIds,
-    f: Vectors,
-    y: Vectors,
-    xi: RoundArrays,
-    pi: RoundArrays,
-    *,
-    detector_outputs: OutputCodes | None = None,
-) -> int | None:
-    """How many more labels one further round (uniform over the unlabelled images, default
-    weights) would need to halve the model score's interval; 0 if it has width 0 already, None
-    if undefined. Same arguments as ``estimate_model_bias``, whose result carries the figure."""
-    return estimate_model_bias(
-        prompt_ids, f, y, xi, pi, detector_outputs=detector_outputs
-    ).labels_for_half_width

@@ -1,7 +1,4 @@
-"""Design bootstraps of the prediction-powered estimate: the pseudo-population worlds (detector
-and human only) and their replicates, and the generalised bootstrap that cross-checks the
-delta method. docs/explanation/estimator.md.
-"""
+"""Design bootstraps of the prediction-powered estimate and their pseudo-population worlds."""
 
 from __future__ import annotations
 
@@ -39,10 +36,7 @@ _FLAT = 0.1
 
 
 def _bootstrap_pis(data: StudyData, output_index: np.ndarray) -> np.ndarray:
-    """Each round's π for the bootstrap, where an image may be unlabelled at a round it was not
-    eligible for in reality (it was labelled earlier): it gets the mean π of the eligible images
-    with the same prompt and detector output (the active design depends on nothing else), else
-    of its prompt, else of the round."""
+    """Each round's π for the bootstrap, for images that were ineligible in reality too."""
     pis = data.pi.copy()
     n_out = int(output_index.max()) + 1 if output_index.size else 1
     cell = data.codes * n_out + output_index
@@ -78,8 +72,7 @@ BOOTSTRAP_CHUNK_ELEMENTS = 4_000_000
 
 @dataclass(frozen=True)
 class Replicates:
-    """One pseudo-population world's bootstrap: the replicates' true scores and, per
-    estimator, their estimates (NaN where undefined)."""
+    """One world's bootstrap: the replicates' true scores and each estimator's estimates."""
 
     theta: np.ndarray  # (B,) eq. 1 on the replicate's full population
     d_true: np.ndarray  # (B, P)
@@ -97,22 +90,8 @@ def design_bootstrap(
     rng: np.random.Generator,
     chunk: int = 250,
 ) -> Replicates:
-    """Replicates of the whole study in one pseudo-population world.
-
-    Each replicate keeps the labelled images' labels, draws a label for every other image from
-    the world, redraws the rounds with their π (``_bootstrap_pis``) and the same round weights,
-    and applies each estimator (its detector vectors ``f``; zeros = human only).
-    ``world(rng, b, prompts, outputs)`` returns P(male) and P(male or female), shape (b, G),
-    for G (prompt, detector output) pairs: the worlds give every image of one prompt and output
-    the same probabilities.
-
-    Images that agree in everything a replicate reads -- prompt, detector output, label if
-    labelled, π and coefficient in every round, each estimator's detector vector -- are
-    exchangeable. So a replicate does not draw each image: it draws, for each such group of n
-    images, how many fall in each class and are first drawn in each round (or never), one
-    multinomial of n over classes x rounds (class and draws are independent). The same
-    replicates in distribution as drawing every image; the cost grows with the number of groups
-    (about prompts x outputs x rounds' π), not with the study's size."""
+    """Replicates of the whole study in one pseudo-population ``world``, each estimator applied
+    (drawn per group of exchangeable images, so the cost does not grow with the study)."""
     n_prompts, rounds = data.n_prompts, data.rounds
     known = np.where(data.labelled, human_classes(data.y), -1)
     pis = _bootstrap_pis(data, output_index)
@@ -193,25 +172,8 @@ def design_bootstrap(
 
 
 def detector_world(data: StudyData, model: CovarianceModel, output_index: np.ndarray) -> Any:
-    """Pseudo-populations for the prediction-powered interval: posterior draws of the study's
-    human labels under the detector's confusion model, with each prompt's class shares drawn
-    from their empirical-Bayes posterior.
-
-    In every replicate: a confusion P(output | class) from its Dirichlet posterior; for every
-    prompt, class shares (male, female, rest) from their posterior given the prompt's detector
-    outputs and labels under a prior fitted to all prompts (a discrete prior on a grid of male
-    share among clear images x rest share, by nonparametric maximum likelihood on a bootstrap
-    sample of the prompts, mixed with a flat prior); then every unlabelled image's class from
-    P(class | output, shares) ∝ P(output | class) x share.
-
-    Drawing the shares matters. With a few labels a prompt and a detector that errs
-    often -- say one that calls a third of the women men and most low-quality images a gender
-    -- a prompt's maximum-likelihood shares are noisy, and pseudo-populations built on them are
-    less balanced than the truth: their prompt scores lie further from 0, where |·| adds less
-    bias to the estimate, so the bootstrap under-corrects the upward bias of eq. 1 and the
-    interval misses the truth from above (coverage 0.83 at 10 % labels in the simulation of
-    bench/bench_estimator.py). Shares drawn from a posterior under a fitted prior have, over the
-    prompts, the spread of the true shares and not more."""
+    """Pseudo-populations for the prediction-powered interval: the detector's confusion and each
+    prompt's class shares drawn from their posteriors, then every unlabelled image's class."""
     n_out = model.likelihood.shape[1]
     n_prompts = data.n_prompts
     known = human_classes(data.y)
@@ -222,27 +184,17 @@ def detector_world(data: StudyData, model: CovarianceModel, output_index: np.nda
     )
     q, r = q_mesh.reshape(-1), r_mesh.reshape(-1)
     grid = np.stack([(1 - r) * q, (1 - r) * (1 - q), r], axis=1)  # (G, 3)
-    # log 0 as a large finite negative, so that 0 x log 0 = 0 and a grid point that rules out a
-    # labelled class gets (almost) no posterior mass.
+    # log 0 as a large finite negative: 0 x log 0 = 0, and a point ruling out a label gets no mass.
     log_grid = np.log(np.maximum(grid, 1e-300))
     # Labelled images: P(class) = share (their outputs' likelihood does not depend on it).
     label_part = labelled_counts @ log_grid.T  # (P, G)
 
-    # A share of the replicates learns the prompts' shares from the labels alone (the images'
-    # classes are still drawn given their outputs). Each replicate takes its confusion as
-    # known; with a weak detector, chance differences between the confusion's rows make every
-    # prompt's outputs look informative, and the pseudo-populations of either kind alone came
-    # out too alike (coverage 0.91-0.92 with a detector independent of the truth, 0.95 for an
-    # even mixture): the prompts' shares are barely identified with ~2 labels a prompt, and the
-    # interval must span both guesses. The share is (1 - κ²)/2, κ the signal share of the
-    # confusion (``_signal_share``): a half for a useless detector, almost none for a good one,
-    # whose outputs do identify the shares (and whose interval the mixture would widen).
+    # A share (1 - κ²)/2 of the replicates learns the shares from the labels alone (see estimator.md).
     like_labels = np.exp(label_part - label_part.max(axis=1, keepdims=True))
     share_labels_only = 0.5 * (1 - _signal_share(model.confusion_counts) ** 2)
 
     def log_like(likelihood: np.ndarray) -> np.ndarray:
-        """(..., P, G) log-likelihood of each prompt's data at each grid point; ``likelihood``
-        is (..., 3, outputs)."""
+        """(..., P, G) log-likelihood of each prompt's data at each grid point."""
         log_mix = np.log(np.maximum(np.einsum("gc,...co->...go", grid, likelihood), 1e-300))
         return np.einsum("po,...go->...pg", unlabelled_counts, log_mix) + label_part
 
@@ -262,10 +214,7 @@ def detector_world(data: StudyData, model: CovarianceModel, output_index: np.nda
         prior = _grid_npmle(like, resample.astype(float))[pick_fit]
         if labels_only.any():
             prior[labels_only] = _grid_npmle(like_labels, resample.astype(float))[pick_fit[labels_only]]
-        # With a few labels a prompt the grid prior is spiky and its shape a guess: half the
-        # replicates use a smooth prior instead, independent betas on the male share among
-        # clear images and the rest share with the grid prior's means and variances (as the
-        # human-only world does), so that the interval spans both guesses.
+        # Half the replicates use betas with the grid prior's moments: the grid prior's shape is a guess.
         smooth = rng.random(b) < 0.5
         if smooth.any():
             prior[smooth] = _beta_grid(prior[smooth], q, r, q_step, r_step)
@@ -288,17 +237,7 @@ def detector_world(data: StudyData, model: CovarianceModel, output_index: np.nda
 
 
 def human_world(data: StudyData) -> Any:
-    """Pseudo-populations from the human labels alone, for the human-only interval (which must
-    not borrow the detector's information). Each prompt's rest share gets a beta prior fitted
-    by the method of moments; its male share among clear images, in half the replicates, a
-    discrete prior on a grid of 21 values fitted by nonparametric maximum likelihood (EM) -- it
-    can put mass exactly on all-male, all-female and balanced prompts, the mix the paper finds,
-    which a beta cannot --, in the other half a beta by the method of moments (with 2 labels a
-    prompt only two moments are identified, and the grid prior is spiky); all are updated with
-    the prompt's own counts. Priors are re-fitted in every replicate on a
-    bootstrap sample of the prompts, so that their uncertainty -- the dominant one when labels
-    are few -- is carried into the interval. Counts are weighted 1/π and rescaled to Kish's
-    effective number of labels."""
+    """Pseudo-populations from the human labels alone, for the human-only interval."""
     lab = data.labelled
     known = human_classes(data.y)
     weight = np.zeros(data.codes.size)
@@ -330,8 +269,7 @@ def human_world(data: StudyData) -> Any:
         # The grid prior is the costly fit: _HYPER fits per chunk, shared out among its replicates.
         fits = min(b, _HYPER)
         prior = _grid_npmle(like, resample[:fits])[rng.integers(fits, size=b)]  # (b, G)
-        # A defensive share of flat prior: with ~2 labels a prompt the NPMLE is spiky and would
-        # make the posteriors overconfident.
+        # A defensive share of flat prior: with ~2 labels a prompt the NPMLE is spiky.
         prior = (1 - _FLAT) * prior + _FLAT / _GRID
         post = prior[:, None, :] * like[None, :, :]
         post /= post.sum(axis=2, keepdims=True)
@@ -344,15 +282,12 @@ def human_world(data: StudyData) -> Any:
             grid[np.minimum(pick, _GRID - 1)],
             np.clip(grid[np.minimum(pick, _GRID - 1)] + jitter, 0, 1),
         )
-        # With ~2 labels a prompt only two moments of the male share are identified and the
-        # prior's shape is a guess: half the replicates use a beta prior (moments) instead,
-        # so that the interval spans both guesses.
+        # Half the replicates use a beta prior: with ~2 labels a prompt the grid prior's shape is a guess.
         a_m, b_m = _beta_moments(resample, k_m, clear)
         smooth = rng.beta(a_m[:, None] + k_m, b_m[:, None] + k_f)
         male = np.where(rng.random((b, 1)) < 0.5, male, smooth)
         shares = np.stack([(1 - rest) * male, (1 - rest) * (1 - male), rest], axis=2)
-        # These are the shares of all the prompt's images; the unlabelled ones are what is left
-        # after the labelled ones (which an unequal-probability design did not pick at random).
+        # The shares of all the prompt's images: the unlabelled ones get what the labelled ones leave.
         left = np.maximum(shares * data.n_per_prompt[None, :, None] - labelled_counts[None], 0.0)
         left_total = left.sum(axis=2, keepdims=True)
         left = np.where(left_total > 0, left / np.where(left_total > 0, left_total, 1.0), shares)
@@ -362,10 +297,7 @@ def human_world(data: StudyData) -> Any:
 
 
 def _signal_share(counts: np.ndarray) -> float:
-    """κ = max(0, 1 - df / X²) for the class x output table ``counts``: X² is Pearson's
-    statistic of independence and df = (rows - 1)(columns - 1) its expectation under
-    independence, so κ is the James-Stein share of the rows' differences that is signal -- about
-    0 for a detector independent of the truth, near 1 for a good one."""
+    """κ = max(0, 1 - df / X²): the James-Stein share of the detector's signal."""
     counts = counts[counts.sum(axis=1) > 0][:, counts.sum(axis=0) > 0]
     if counts.shape[0] < 2 or counts.shape[1] < 2:
         return 0.0
@@ -376,9 +308,7 @@ def _signal_share(counts: np.ndarray) -> float:
 
 
 def _beta_grid(prior: np.ndarray, q: np.ndarray, r: np.ndarray, q_step: float, r_step: float) -> np.ndarray:
-    """(b, G) priors on the (q, r) grid: a product of two betas with the means and variances of
-    q and r under each row of ``prior``, evaluated at the grid points (edges moved a quarter
-    step inwards, where a beta density may be infinite) and normalised."""
+    """(b, G) priors on the (q, r) grid: products of two moment-matched betas, normalised."""
     out = np.ones_like(prior)
     for values, step in ((q, q_step), (r, r_step)):
         mean = np.clip(prior @ values, 1e-3, 1 - 1e-3)
@@ -394,20 +324,16 @@ def _beta_grid(prior: np.ndarray, q: np.ndarray, r: np.ndarray, q_step: float, r
 
 
 def _grid_npmle(like: np.ndarray, weights: np.ndarray, iterations: int = 60) -> np.ndarray:
-    """Prior weights on the grid maximising Π_p Σ_g w_g like[p, g] (EM), one fit per row of
-    prompt ``weights`` (a bootstrap sample of prompts): (b, G)."""
+    """(b, G) prior weights on the grid by nonparametric maximum likelihood (EM), per row of ``weights``."""
     n_grid = like.shape[1]
     prior = np.full((weights.shape[0], n_grid), 1.0 / n_grid)
     total = weights.sum(axis=1, keepdims=True)
     like_t = np.ascontiguousarray(like.T)
-    # A step: the posterior of prompt p on grid point g is prior[b, g] like[p, g] / norm[b, p],
-    # norm = prior likeᵀ; its weighted sum over prompts is prior[b, g] ((weights / norm) like)[b, g].
-    # Two matrix products a step, not a (resamples, prompts, grid) array.
+    # A step: posterior of p at g = prior[b, g] like[p, g] / (prior likeᵀ)[b, p]: two matrix products.
     ratio = np.zeros_like(weights, dtype=float)
     for _ in range(iterations):
         norm = prior @ like_t
-        # A prompt with many labels has a sharp likelihood; where the prior has left its grid
-        # points (a resample without it), its posterior is 0 and must stay 0, not 0/0 = NaN.
+        # A prompt with a sharp likelihood where the prior has no mass has posterior 0, not 0/0 = NaN.
         ratio = np.divide(weights, norm, out=ratio, where=norm > 0)
         ratio[norm <= 0] = 0.0
         prior = prior * (ratio @ like) / total
@@ -418,11 +344,7 @@ def _grid_npmle(like: np.ndarray, weights: np.ndarray, iterations: int = 60) -> 
 def _beta_moments(
     weights: np.ndarray, successes: np.ndarray, trials: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Beta(a, b) whose first two moments match those of the share q behind the counts, one fit
-    per row of prompt ``weights`` (a bootstrap sample of prompts). Each prompt with at least two
-    (effective) trials gives unbiased k/n for E q and k(k - 1)/(n(n - 1)) for E q², averaged
-    with the same weight per prompt (each prompt is one draw of q). a + b is kept in
-    [0.05, 1000]; without such prompts the prior is Beta(1, 1)."""
+    """Beta(a, b) matching the first two moments of the share behind the counts, per row of ``weights``."""
     two = trials >= 2
     safe = np.where(two, trials, 2.0)
     first = np.where(two, successes / safe, 0.0)
@@ -437,9 +359,7 @@ def _beta_moments(
     return mean * size, (1 - mean) * size
 
 
-# ---------------------------------------------------------------------------------------------
-# A design bootstrap, the cross-check of the delta method
-# ---------------------------------------------------------------------------------------------
+# --- A design bootstrap, the cross-check of the delta method --------------------------------------
 
 
 @dataclass(frozen=True)
@@ -463,11 +383,7 @@ def bootstrap_model_bias(
     seed: Seed = 0,
     level: float = 0.95,
 ) -> BootstrapIntervals:
-    """Percentile intervals of the prompt scores and the model score by a generalised bootstrap
-    of the Bernoulli design: each labelled image's term is multiplied by
-    a_i = 1 + sqrt(1 - π_i)(E_i - 1), E_i ~ Exp(1) (mean 1, variance 1 - π_i, never negative),
-    so the replicates' covariance of μ̂ is exactly the estimate (2). A cross-check of the delta
-    method where scores are far from 0; near 0 it shares the plug-in's upward bias."""
+    """Percentile intervals from a multiplier bootstrap of the Bernoulli design (a cross-check)."""
     data = prepare(prompt_ids, f, y, xi, pi, round_weights)
     if data.n_prompts == 0 or n_resamples <= 0:
         return BootstrapIntervals(None, {}, max(n_resamples, 0))

@@ -1,6 +1,4 @@
-"""Sampling designs for the human labels: Bernoulli inclusion probabilities π (uniform, or active
-from the covariance model) and the seeded draw.
-"""
+"""Sampling designs for the human labels: Bernoulli π (uniform or active) and the seeded draw."""
 
 from __future__ import annotations
 
@@ -16,9 +14,7 @@ from metrics.ppi_shares import (
     quad,
 )
 
-# ---------------------------------------------------------------------------------------------
-# Sampling designs
-# ---------------------------------------------------------------------------------------------
+# --- Sampling designs -----------------------------------------------------------------------------
 
 
 def _eligible_mask(n: int, eligible: np.ndarray | Sequence[bool] | None) -> np.ndarray:
@@ -60,8 +56,7 @@ def _scale_to_budget(score: np.ndarray, budget: float, lo: float) -> np.ndarray:
 def inclusion_probabilities_uniform(
     n: int, budget: float, *, eligible: np.ndarray | Sequence[bool] | None = None
 ) -> np.ndarray:
-    """Bernoulli design with the same π = budget / n_eligible for every eligible image (0 for
-    the others, e.g. images labelled in an earlier round); Σ π = min(budget, n_eligible)."""
+    """Bernoulli design with π = budget / n_eligible for every eligible image, 0 for the others."""
     if budget < 0:
         raise ValueError("The budget must be >= 0.")
     mask = _eligible_mask(n, eligible)
@@ -82,15 +77,7 @@ def inclusion_probabilities_active(
     floor: float | None = None,
     eligible: np.ndarray | Sequence[bool] | None = None,
 ) -> np.ndarray:
-    """Bernoulli design that puts more probability where the detector is least certain and the
-    prompt's score most sensitive: π_i ∝ sqrt(a_pᵀ E[r_i r_iᵀ | output, prompt] a_p) / N_p
-    (the variance-minimising allocation for the model score), mixed with uniform,
-    π = (1 - mix) π_active + mix · uniform, then floored at ``floor`` (default: a quarter of the
-    uniform probability) and capped at 1, keeping Σ π = budget over the eligible images.
-
-    ``prompt_ids`` must list every image of each prompt (eligible or not): N_p counts them.
-    Stored with the round before its draw, these π make the round's estimate unbiased however
-    they were chosen."""
+    """Active Bernoulli design: π_i ∝ sqrt(a_pᵀ E[r_i r_iᵀ | output, prompt] a_p) / N_p, mixed and floored."""
     outputs = np.asarray(detector_outputs, dtype=np.int64)
     n = outputs.size
     mask = _eligible_mask(n, eligible)
@@ -120,8 +107,7 @@ def inclusion_probabilities_active(
 
 
 def draw_bernoulli(pi: np.ndarray | Sequence[float], seed: Seed) -> np.ndarray:
-    """Draw a Bernoulli sample: image i is in with probability π_i, independently (bool array).
-    The same π and seed give the same draw."""
+    """A seeded Bernoulli draw: image i is in with probability π_i, independently."""
     p = np.asarray(pi, dtype=float)
     if np.isnan(p).any() or (p < 0).any() or (p > 1).any():
         raise ValueError("Inclusion probabilities must lie in [0, 1].")

@@ -1,10 +1,6 @@
 # ruff: noqa: RUF002  (the maths keeps its own Greek letters)
-"""Few-label estimates of mean-type estimands for every protocol, with power tuning.
-
-Pure numpy. Every estimand that is a linear function of per-item human values (a share, a count)
-and the GEP score built from them; ``metrics.ppi`` keeps the gender ratio-of-shares estimator.
-The estimator, its interval and the GEP score's bound: docs/explanation/estimator.md.
-"""
+"""Few-label estimates of mean-type estimands (shares, counts, differences, GEP score, max gap,
+Cramér's V) with power tuning, for every protocol; docs/explanation/estimator.md."""
 
 from __future__ import annotations
 
@@ -42,9 +38,6 @@ class Estimand:
     def width(self) -> float | None:
         return None if self.ci95 is None else self.ci95[1] - self.ci95[0]
 
-    def human_only_width(self) -> float | None:
-        return None if self.human_only_ci95 is None else self.human_only_ci95[1] - self.human_only_ci95[0]
-
     def as_json(self) -> dict[str, Any]:
         return {
             "estimate": self.estimate,
@@ -64,9 +57,7 @@ UNDEFINED = Estimand(None, None, None, None, None, None, None)
 
 @dataclass(frozen=True)
 class Linear:
-    """A linear estimand's fit: the estimate, the per-item variance contributions' square roots
-    (c_i = a_i r_i √((1-π_i)/π_i²) where labelled, else 0, so V̂ = Σ c_i² and Ĉov = Σ c_i c'_i),
-    the λ used (mean over folds) and the number of labelled items that enter."""
+    """A linear estimand's fit: estimate, per-item variance contributions c_i (V̂ = Σ c_i²), λ, labels."""
 
     estimate: float
     c: np.ndarray
@@ -166,10 +157,7 @@ def linear_estimate(
     folds: int = FOLDS,
     seed: int = 0,
 ) -> Linear:
-    """θ̂ = Σ a_i [g_i + ξ_i (Y_i - g_i)/π_i] with g cross-fitted (docs/explanation/estimator.md).
-
-    ``y`` holds NaN where not labelled; ``coef`` = a_i; ``groups`` (small ints) give the
-    intercepts' groups (default: one per sign of a_i, i.e. per side of a difference)."""
+    """θ̂ = Σ a_i [g_i + ξ_i (Y_i - g_i)/π_i] with g cross-fitted (``y`` NaN where not labelled)."""
     y_, f_, pi_, xi_ = _checked(y, f, pi, xi)
     a = np.asarray(coef, dtype=float)
     if a.shape != y_.shape:
@@ -180,8 +168,7 @@ def linear_estimate(
     labelled = xi_ & active
     safe_pi = np.where(labelled, pi_, 1.0)
     w = np.where(labelled, (1.0 - safe_pi) / safe_pi**2 * a * a, 0.0)
-    # Items labelled with certainty carry zero weight; when nothing else is labelled, fit on
-    # them unweighted (it changes nothing in θ̂, whose terms are then exact).
+    # Items labelled with certainty carry zero weight; with nothing else labelled, fit on them unweighted.
     fit_w = w if float(w.sum()) > 0 else labelled.astype(float)
     fold = _fold_ids(y_.shape[0], folds, seed)
     g = np.zeros_like(y_)
@@ -199,8 +186,7 @@ def linear_estimate(
     c = np.where(labelled, a * r * np.sqrt((1.0 - safe_pi) / safe_pi**2), 0.0)
     if use_detector:
         return Linear(theta, c, float(np.mean(lams)), int(labelled.sum()))
-    # Labels only: the degrees of freedom come from the observed residuals (how skewed the
-    # human values are), the variance is floored (``_binary_floor``).
+    # Labels only: df from the observed residuals, the variance floored (``_binary_floor``).
     floored = _binary_floor(c, yl, labelled, a, safe_pi, g_ids, n_groups)
     return Linear(theta, floored, 0.0, int(labelled.sum()), df_of=_satterthwaite(c**2), c_raw=c)
 
@@ -214,16 +200,7 @@ def _binary_floor(
     groups: np.ndarray,
     n_groups: int,
 ) -> np.ndarray:
-    """The labels-only contributions, each intercept group's variance raised to at least the
-    Agresti-Coull one when its labelled values lie in [0, 1] (a share, a yes/no, a count that is
-    0 or 1): every labelled residual² becomes p̃(1 - p̃), p̃ = (Σ y + 2) / (n + 4), where that
-    is larger than the group's observed variance.
-
-    Why: with few labels a share's sampled values are often all equal (no "yes" among 7 labels
-    of a 10 % answer): V̂ = 0, an interval of width 0 around a wrong number -- and the tuned
-    estimate, whose variance floor is this one's (``_floored``), inherits it (coverage 0.91 of
-    the questions' max_gap with a good detector before this). Agresti-Coull is the textbook
-    repair of the Wald interval of a proportion; it widens nothing where labels vary enough."""
+    """Labels-only contributions, each group's variance floored at Agresti-Coull's for values in [0, 1]."""
     if not labelled.any() or np.any((y[labelled] < 0) | (y[labelled] > 1)):
         return c
     out = c.copy()
@@ -241,31 +218,17 @@ def _binary_floor(
 
 
 def _floored(tuned: Linear, human: Linear) -> Linear:
-    """The tuned fit with its variance mixed with one pseudo-label's worth of the labels-only
-    variance: V = (n V_tuned + V_human) / (n + 1), as a stacked contribution vector so that
-    covariances between entries mix the same way.
-
-    Why: with a good detector most labelled residuals are exactly 0, and a sample that happens
-    to miss the detector's rare errors gives V̂ = 0 -- an interval of width 0 around a wrong
-    number (coverage 0.23-0.48 for exact object counts in the simulations before this). One
-    pseudo-label bounds the gain at √(n+1)× narrower than labels only, and costs nothing with a
-    useless detector, whose V_tuned ≈ V_human."""
+    """The tuned fit with one pseudo-label's worth of the labels-only variance mixed in."""
     n = tuned.n_labelled
     if n == 0:
         return tuned
     c = np.concatenate([tuned.c * np.sqrt(n / (n + 1.0)), human.c * np.sqrt(1.0 / (n + 1.0))])
-    # The degrees of freedom are the labels-only fit's: they measure how skewed the human values
-    # are (a rare "yes" makes the t interval of a share too short), which is what the t quantile
-    # must answer for. The tuned residuals' own Satterthwaite df collapse to ~1 whenever one
-    # sampled detector error dominates them, which made a good detector's interval needlessly
-    # wide (0.56-0.65 of labels-only where its variance says 0.3).
+    # The labels-only df for the tuned fit too: its own collapse to ~1 when one detector error dominates.
     return Linear(tuned.estimate, c, tuned.lam, n, df_of=human.df)
 
 
 def _reachable(pi: np.ndarray, xi: np.ndarray, a: np.ndarray) -> bool:
-    """Whether the design can estimate Σ a_i Y_i: every item in it has π > 0 (one the rounds
-    could never draw -- no round yet, say -- makes any estimate a guess), and at least two of the
-    items drawn with π < 1 are labelled (with fewer, V̂ is 0 or meaningless)."""
+    """Whether the design can estimate Σ a_i Y_i (every π > 0, two labelled items drawn with π < 1)."""
     active = a != 0
     if np.any(active & ~(pi > 0)):
         return False
@@ -306,9 +269,7 @@ def estimate_linear(
     folds: int = FOLDS,
     seed: int = 0,
 ) -> Estimand:
-    """A linear estimand (a mean, a difference of means, a total) in the few-label estimate's shape.
-    ``f=None`` means no detector (estimate = labels only, ``detector_only`` None). ``bounds``
-    clip the interval to the estimand's range (e.g. (0, 1) for a share, (-1, 1) for a gap)."""
+    """A linear estimand (mean, difference, total); ``f=None``: labels only."""
     a = np.asarray(coef, dtype=float)
     if not np.any(a != 0):
         return UNDEFINED
@@ -350,27 +311,9 @@ def difference_coefficients(mask_a: np.ndarray, mask_b: np.ndarray) -> np.ndarra
     return a - b
 
 
-def estimate_difference(
-    f: Sequence[float] | np.ndarray | None,
-    y: Sequence[float] | np.ndarray,
-    xi: Sequence[bool] | np.ndarray,
-    pi: Sequence[float] | np.ndarray,
-    mask_a: Sequence[bool] | np.ndarray,
-    mask_b: Sequence[bool] | np.ndarray,
-    *,
-    bounds: tuple[float | None, float | None] = (-1.0, 1.0),
-    folds: int = FOLDS,
-    seed: int = 0,
-) -> Estimand:
-    """Mean of Y over A minus over B (e.g. share of "yes" among women minus among men)."""
-    a = difference_coefficients(np.asarray(mask_a, dtype=bool), np.asarray(mask_b, dtype=bool))
-    return estimate_linear(f, y, xi, pi, a, bounds=bounds, folds=folds, seed=seed)
-
-
 @dataclass(frozen=True)
 class Entry:
-    """One entry of a vector estimand: detector values, human values, coefficients (NaN-free
-    ``y`` where labelled), as ``estimate_mean_abs`` takes them."""
+    """One entry of a vector estimand: detector values, human values and coefficients."""
 
     f: np.ndarray | None
     y: np.ndarray
@@ -388,8 +331,7 @@ def _entry_fits(
     folds: int,
     seed: int,
 ) -> tuple[list[Estimand], list[Linear], list[Linear], list[float]]:
-    """Each entry's own estimand, and (when every defined entry is estimable) the tuned and
-    labels-only fits and detector values of the defined entries, in order."""
+    """Each entry's estimand, and the tuned and labels-only fits and detector values of the defined ones."""
     singles: list[Estimand] = []
     tuned_fits: list[Linear] = []
     human_fits: list[Linear] = []
@@ -429,8 +371,7 @@ def _entry_fits(
 
 
 def _error_quantile(cs: list[np.ndarray], df: float, draws: int, seed: int, bound: Any) -> float:
-    """95 % quantile of ``bound(e)`` (e: K x draws), e ~ multivariate t(Σ = C Cᵀ, df), C's rows
-    the c vectors."""
+    """95 % quantile of ``bound(e)``, e ~ multivariate t(Σ = C Cᵀ, df)."""
     if not cs:
         return 0.0
     c = np.vstack(cs)  # K x N: e = C z / sqrt(chi2/df) has covariance C Cᵀ
@@ -451,14 +392,11 @@ def _bounded_functional(
     value: Any,
     bound: Any,
     entry_bounds: tuple[float, float],
-    folds: int,
-    seed: int,
-    draws: int,
+    folds: int = FOLDS,
+    seed: int = 0,
+    draws: int = 4000,
 ) -> tuple[Estimand, list[Estimand]]:
-    """A functional ``value`` of the entries (mean |d_k|, max - min) whose error is at most
-    ``bound(e)`` of the entries' errors e whatever the truth (a Lipschitz bound), and each entry.
-    The interval is [value(d̂) - q, value(d̂) + q] (clipped to [0, 1]), q the 95 % quantile of
-    ``bound`` under the entries' estimated joint distribution (docs/explanation/estimator.md)."""
+    """A Lipschitz-bounded functional ``value`` of the entries, with the interval value(d̂) ± q."""
     pi_ = np.asarray(pi, dtype=float)
     xi_ = np.asarray(xi, dtype=bool)
     singles, tuned_fits, human_fits, detector = _entry_fits(entries, pi_, xi_, entry_bounds, folds, seed)
@@ -471,9 +409,7 @@ def _bounded_functional(
         )
         return Estimand(None, None, None, None, detector_value, None, None), singles
 
-    # One Satterthwaite df for the pooled per-item terms of the labels-only fits (the entries
-    # share items, and the smallest entry's df would make the t quantile explode for no reason;
-    # labels-only, for both intervals, as ``_floored`` explains).
+    # One Satterthwaite df for the pooled labels-only terms (entries share items; see ``_floored``).
     df = _satterthwaite(np.concatenate([fit.c_df**2 for fit in human_fits]))
 
     def interval(fits: list[Linear]) -> tuple[float, tuple[float, float], float]:
@@ -502,13 +438,9 @@ def estimate_mean_abs(
     entries: Sequence[Entry],
     xi: Sequence[bool] | np.ndarray,
     pi: Sequence[float] | np.ndarray,
-    *,
-    folds: int = FOLDS,
-    seed: int = 0,
-    draws: int = 4000,
+    **options: Any,
 ) -> tuple[Estimand, list[Estimand]]:
-    """The GEP score S = mean_k |d_k| over the defined entries, and each entry d_k, in the
-    few-label estimate's shape. The score's interval is the triangle-inequality bound of docs/explanation/estimator.md."""
+    """The GEP score S = mean_k |d_k| over the defined entries, and each entry (options: folds, seed, draws)."""
     return _bounded_functional(
         entries,
         xi,
@@ -516,9 +448,7 @@ def estimate_mean_abs(
         value=lambda d: np.mean(np.abs(d)),
         bound=lambda e: np.mean(np.abs(e), axis=0),
         entry_bounds=(-1.0, 1.0),
-        folds=folds,
-        seed=seed,
-        draws=draws,
+        **options,
     )
 
 
@@ -526,20 +456,9 @@ def estimate_max_gap(
     entries: Sequence[Entry],
     xi: Sequence[bool] | np.ndarray,
     pi: Sequence[float] | np.ndarray,
-    *,
-    folds: int = FOLDS,
-    seed: int = 0,
-    draws: int = 4000,
+    **options: Any,
 ) -> tuple[Estimand, list[Estimand]]:
-    """The largest gap between groups' shares, G = max_g s_g - min_g s_g (the questions
-    protocol's ``max_gap``), and each group's share s_g (an entry: a mean over the group's
-    items), in the few-label estimate's shape.
-
-    G is not linear; like the GEP score its interval rests on a bound that holds whatever the
-    true shares are: max(s + e) <= max s + max e and min(s + e) >= min s + min e, so
-    |G(ŝ) - G(s)| <= max_g e_g - min_g e_g, whose 95 % quantile under the shares' estimated
-    joint distribution (groups are disjoint: independent errors) gives the half-width. With two
-    groups this is the t interval of |s_1 - s_2| folded at 0: exact away from 0, conservative at 0."""
+    """The largest gap between groups' shares and each group's share (options as ``estimate_mean_abs``)."""
     return _bounded_functional(
         entries,
         xi,
@@ -547,15 +466,12 @@ def estimate_max_gap(
         value=lambda s: np.max(s) - np.min(s),
         bound=lambda e: np.max(e, axis=0) - np.min(e, axis=0),
         entry_bounds=(0.0, 1.0),
-        folds=folds,
-        seed=seed,
-        draws=draws,
+        **options,
     )
 
 
 def cramers_v(table: np.ndarray) -> float | None:
-    """Cramér's V of a contingency table (rows x columns of non-negative counts); None when it
-    has fewer than two non-empty rows or columns."""
+    """Cramér's V of a contingency table; None with fewer than two non-empty rows or columns."""
     t = np.asarray(table, dtype=float)
     t = t[t.sum(axis=1) > 0][:, t.sum(axis=0) > 0]
     if t.shape[0] < 2 or t.shape[1] < 2:
@@ -577,49 +493,29 @@ def estimate_table(
     seed: int = 0,
     draws: int = 2000,
 ) -> tuple[Estimand, list[list[Estimand]]]:
-    """``estimate_cramers_v`` with every cell's own estimand (a power-tuned total, interval
-    clipped at 0) in the few-label estimate's shape: (V, cells[row][column])."""
-    total, _, singles = _table(cells, f, pi, xi, y, folds=folds, seed=seed, draws=draws)
+    """Cramér's V of the table of totals per (row, column), and every cell's own estimand."""
+    total, _, singles = _table(cells, f, y, xi, pi, folds=folds, seed=seed, draws=draws)
     return total, singles
 
 
-def estimate_cramers_v(
-    cells: np.ndarray,
-    f: np.ndarray,
-    y: np.ndarray,
-    xi: Sequence[bool] | np.ndarray,
-    pi: Sequence[float] | np.ndarray,
-    *,
-    folds: int = FOLDS,
-    seed: int = 0,
-    draws: int = 2000,
-) -> tuple[Estimand, np.ndarray]:
-    """Cramér's V of the table of totals T_gc = Σ_{i in row g} Y_ic and the estimated table
-    (see ``_table``)."""
-    total, table, _ = _table(cells, f, pi, xi, y, folds=folds, seed=seed, draws=draws)
+def estimate_cramers_v(*args: Any, **options: Any) -> tuple[Estimand, np.ndarray]:
+    """``estimate_table`` (its arguments) with the estimated table in place of the cells' estimands."""
+    total, table, _ = _table(*args, **options)
     return total, table
 
 
 def _table(
     cells: np.ndarray,
     f: np.ndarray,
-    pi: Sequence[float] | np.ndarray,
-    xi: Sequence[bool] | np.ndarray,
     y: np.ndarray,
+    xi: Sequence[bool] | np.ndarray,
+    pi: Sequence[float] | np.ndarray,
     *,
     folds: int = FOLDS,
     seed: int = 0,
     draws: int = 2000,
 ) -> tuple[Estimand, np.ndarray, list[list[Estimand]]]:
-    """Cramér's V of the table of totals T_gc = Σ_{i in row g} Y_ic (e.g. confirmed object
-    instances per gender and class), and the estimated table.
-
-    ``cells``: the row (0..R-1) of each item; ``y``/``f``: items x columns human / detector
-    counts (y NaN where not labelled). Each cell is a power-tuned total (``estimate_linear``);
-    the interval is the union of the basic and percentile intervals of V over draws of the
-    table from a multivariate t with the cells' estimated covariance (cells of one row share
-    items and are correlated; rows are disjoint), truncated at 0 -- V is not linear and sits
-    at its boundary 0 for an unbiased model, so neither interval alone is honest there."""
+    """Cramér's V of the table of totals per (row, column), and the estimated table."""
     rows = np.asarray(cells, dtype=int)
     y_, f_ = np.asarray(y, dtype=float), np.asarray(f, dtype=float)
     pi_, xi_ = np.asarray(pi, dtype=float), np.asarray(xi, dtype=bool)

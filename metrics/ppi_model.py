@@ -1,6 +1,4 @@
-"""The covariance model of the detector's errors, E[r rᵀ | detector output, prompt], learned from
-the labels so far: for the active design, the model-based variance and the bootstrap's worlds.
-"""
+"""The covariance model of the detector's errors, E[r rᵀ | detector output, prompt]."""
 
 from __future__ import annotations
 
@@ -23,23 +21,12 @@ from metrics.ppi_shares import (
     sum_by_prompt,
 )
 
-# ---------------------------------------------------------------------------------------------
-# Covariance model: E[r rᵀ | detector output, prompt]
-# ---------------------------------------------------------------------------------------------
+# --- Covariance model: E[r rᵀ | detector output, prompt] ------------------------------------------
 
 
 @dataclass(frozen=True)
 class CovarianceModel:
-    """What the labels so far say about the detector's errors, for the active design and for
-    the model-based variance.
-
-    ``likelihood[c, o]`` = P(detector output ``outputs[o]`` | human class ``CLASSES[c]``),
-    learned from the labelled images (weighted 1/π, so it describes all images, not the
-    sample) and assumed the same for every prompt; ``confusion_counts`` are the same counts in
-    units of labels (plus the smoothing), the parameters of its Dirichlet posterior;
-    ``prompt_shares[p]`` = the prompt's class shares (male, female, rest) by EM; Bayes' rule
-    combines them into P(class | output, prompt). ``output_vectors[o]`` is the detector vector
-    f of each output code and ``sensitivity[p]`` the gradient a_p of the prompt score."""
+    """The detector's confusion, each prompt's class shares, the output vectors and the score gradients."""
 
     outputs: tuple[int, ...]
     output_vectors: np.ndarray
@@ -110,11 +97,7 @@ def detector_codes(data: StudyData, detector_outputs: OutputCodes | None) -> np.
 def fit_model(
     data: StudyData, f: np.ndarray, outputs: np.ndarray, smoothing: float, prior_images: float
 ) -> CovarianceModel:
-    """Confusion P(output | class) from the labelled images (weights 1/π, ``smoothing`` labels
-    per cell), then each prompt's class shares by EM over its images: labelled ones count
-    with their known class, the others with P(class | output, shares) -- the maximum-likelihood
-    composition under the model, much steadier than the AIPW shares when labels are few --
-    with ``prior_images`` images' worth of the pooled shares added so none is exactly 0."""
+    """Confusion from the labelled images, then each prompt's class shares by EM."""
     table, out_index = np.unique(outputs, return_inverse=True)
     out_index = out_index.reshape(-1)
     n_out = table.size
@@ -129,8 +112,7 @@ def fit_model(
         # Weights 1/π rescaled to a mean of 1: counts in units of labels.
         weight = (1.0 / data.pi_at[lab]) / (1.0 / data.pi_at[lab]).mean()
         np.add.at(counts, (known[lab], out_index[lab]), weight)
-        # The pooled class shares, with one label's worth of each class so that none is ruled
-        # out when labels are few.
+        # The pooled class shares, with one label's worth of each class so none is ruled out.
         pooled = (np.bincount(known[lab], weights=weight, minlength=3) + 1.0) / (weight.sum() + 3.0)
     likelihood = counts / counts.sum(axis=1, keepdims=True)
     shares = _em_shares(data, likelihood, out_index, known, pooled, prior_images)
@@ -156,16 +138,11 @@ def _em_shares(
     pooled: np.ndarray,
     prior_images: float,
 ) -> np.ndarray:
-    """(P, 3) class shares per prompt maximising the likelihood of its detector outputs and
-    labels (EM; ``likelihood`` is (3, outputs) P(output | class)). The unlabelled images enter
-    only through their counts per (prompt, output), so each step costs P x outputs."""
+    """(P, 3) maximum-likelihood class shares per prompt (EM over counts per prompt and output)."""
     n_prompts, n_out = data.n_prompts, likelihood.shape[1]
     fixed = class_counts(data, known)
     cells = output_counts(data, output_index, n_out)
-    # One step: P(class c | output o, shares of p) = lik[c, o] s[p, c] / Σ_c' lik[c', o] s[p, c'],
-    # summed over the prompt's unlabelled images = s[p, c] Σ_o cells[p, o] lik[c, o] / (s lik)[p, o]:
-    # two small matrix products a step instead of a (prompts, outputs, classes) array (the
-    # steps are many when the detector says little: this loop was half of a small estimate's time).
+    # One EM step as two small matrix products over (prompt, output) counts, not a 3-d array.
     prior = prior_images * pooled[None, :] + fixed
     total = data.n_per_prompt[:, None] + prior_images
     cells = cells.astype(float)
@@ -191,10 +168,7 @@ def fit_covariance_model(
     smoothing: float = 0.5,
     prior_images: float = 0.1,
 ) -> CovarianceModel:
-    """Learn ``CovarianceModel`` from the labelled images of the rounds so far (arguments as for
-    ``estimate_model_bias``). ``detector_outputs`` are integer codes of what the detector said
-    -- e.g. verdict x confidence bin -- and default to one code per distinct f (the verdict).
-    Needs at least one labelled image: draw the first round ``uniform``."""
+    """``CovarianceModel`` from the labelled images so far (arguments as for ``estimate_model_bias``)."""
     data = prepare(prompt_ids, f, y, xi, pi, round_weights)
     if not data.labelled.any():
         raise ValueError("No labelled image to learn from: draw the first round uniformly.")

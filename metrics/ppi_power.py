@@ -21,29 +21,12 @@ from metrics.ppi_shares import (
 POWER_FOLDS = 5
 
 
-# ---------------------------------------------------------------------------------------------
-# Power tuning (PPI++)
-# ---------------------------------------------------------------------------------------------
+# --- Power tuning (PPI++) -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class PowerTuning:
-    """The detector's weight λ (PPI++, Angelopoulos, Duchi & Zrnic 2023), cross-fitted.
-
-    The estimator of the shares becomes μ̂_p(λ) = (1/N_p) Σ_i [λ f_i + c_i ξ_i (Y_i - λ f_i)]:
-    unbiased for every fixed λ (λ = 0 is Horvitz-Thompson on the labels alone, λ = 1 the
-    untuned estimator). Its delta-method variance for the model score is a quadratic in λ,
-    V(λ) = Σ_i v_i (g_i·(Y_i - λ f_i))² (v_i = (1 - π_i)/π_i² with one round, g_i the gradient
-    of the image's prompt score over P N_p), minimised at λ* = Σ v (g·Y)(g·f) / Σ v (g·f)²,
-    clipped to [0, 1]. Choosing λ on the same labels it is applied to would let it chase the
-    sample's noise, so the images are split into ``folds`` fixed in advance (by position) and
-    each fold's images get the λ fitted on the labels of the other folds: given those, the
-    fold's terms are still unbiased, so the interval needs no correction for the choice.
-
-    ``per_image`` is the λ applied to each image, ``value`` the mean over folds (what is
-    reported), ``effective_labels`` = labels x V(0) / V(λ) with V the larger of the
-    Horvitz-Thompson and the model-based variance estimates (labels alone would need that
-    many labels for the same variance)."""
+    """The detector's weight λ (PPI++), cross-fitted: per image, its mean, and the effective labels."""
 
     per_image: np.ndarray
     value: float
@@ -62,8 +45,7 @@ def cross_fit_power(
     outputs = output_index
 
     def gradient(fitted: CovarianceModel) -> np.ndarray:
-        # Gradient of each prompt's score from the model's (EM) shares, over N_p: steadier than
-        # the AIPW shares' with a few labels a prompt; 0 for a prompt with no clear image.
+        # Gradients from the model's (EM) shares, steadier than the AIPW ones with few labels a prompt.
         with np.errstate(divide="ignore", invalid="ignore"):
             grad = np.nan_to_num(fitted.sensitivity, nan=0.0, posinf=0.0, neginf=0.0)
         return grad[data.codes] / data.n_per_prompt[data.codes, None]  # (n, 2)
@@ -110,8 +92,7 @@ def tune_power(
     round_weights: Sequence[float] | None = None,
     folds: int = POWER_FOLDS,
 ) -> PowerTuning:
-    """The cross-fitted λ that ``estimate_model_bias`` uses (arguments as there). Needs at least
-    one labelled image."""
+    """The cross-fitted λ that ``estimate_model_bias`` uses (arguments as there)."""
     data = prepare(prompt_ids, f, y, xi, pi, round_weights)
     if not data.labelled.any():
         raise ValueError("No labelled image to tune the detector's weight on.")

@@ -1,7 +1,4 @@
-"""The prediction-powered (AIPW) shares of each prompt: validated inputs, the rounds' coefficients,
-the shares and their covariance, and the prompt scores built from them. The estimate that uses
-them: ``metrics.ppi``; docs/explanation/estimator.md.
-"""
+"""The prediction-powered (AIPW) shares of each prompt, their covariance and the prompt scores."""
 
 from __future__ import annotations
 
@@ -37,16 +34,11 @@ _EPS = 1e-12
 Interval = tuple[float, float]
 
 
-# ---------------------------------------------------------------------------------------------
-# Inputs
-# ---------------------------------------------------------------------------------------------
+# --- Inputs ---------------------------------------------------------------------------------------
 
 
 def gender_vectors(labels: Sequence[str | None], *, none_is_unknown: bool = True) -> np.ndarray:
-    """(n, 2) vectors of labels: "male" (1, 0), "female" (0, 1), any other string (low quality,
-    other, filtered, failed) (0, 0). None is "not known" -- a NaN row -- with
-    ``none_is_unknown`` (human labels of images not drawn), else (0, 0) (a detector that failed).
-    """
+    """(n, 2) label vectors: male (1, 0), female (0, 1), else (0, 0) (None: NaN if ``none_is_unknown``)."""
     out = np.zeros((len(labels), 2))
     for i, label in enumerate(labels):
         if label is None:
@@ -81,9 +73,7 @@ def _as_rounds(values: np.ndarray | Sequence[Any], n: int, name: str, dtype: Any
 
 
 def default_round_weights(budgets: Sequence[float], n_images: int) -> np.ndarray:
-    """Weights of the rounds' estimates, fixed by their budgets alone (docs/explanation/estimator.md, "Several rounds"):
-    w_k ∝ n_k / (M_k (M_k - n_k)), M_k = n_images - Σ_{j<k} n_j; a round whose budget covers all
-    images planned to be left takes all the weight. Sums to 1; empty for no round."""
+    """Round weights w_k ∝ n_k / (M_k (M_k - n_k)), fixed by the budgets alone; sum to 1."""
     budgets_arr = np.asarray(budgets, dtype=float)
     if budgets_arr.size == 0:
         return budgets_arr
@@ -173,8 +163,7 @@ def prepare(
         before |= xi_arr[k]
     if round_weights is None:
         weights = default_round_weights(pi_arr.sum(axis=1), n)
-        # A round that draws every image still unlabelled is complete even if its budget differs
-        # from the plan (the realised number left is what it covers).
+        # A round that draws every image still unlabelled is complete whatever its planned budget.
         eligible_before = np.ones(n, dtype=bool)
         for k in range(n_rounds):
             row = pi_arr[k][eligible_before]
@@ -190,8 +179,7 @@ def prepare(
     pi_at = np.ones(n)
     if labelled.any():
         pi_at[labelled] = pi_arr[round_of[labelled], np.flatnonzero(labelled)]
-    # w_k/π_i for the round that labelled it, plus the weights of all later rounds (in which the
-    # residual is "already known").
+    # w_k/π_i for the round that labelled it, plus the weights of all later rounds.
     later = later_weights(weights)
     coef = np.zeros(n)
     var_coef = np.zeros(n)
@@ -221,9 +209,7 @@ def prepare(
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# The estimator
-# ---------------------------------------------------------------------------------------------
+# --- The estimator --------------------------------------------------------------------------------
 
 
 def later_weights(weights: np.ndarray) -> np.ndarray:
@@ -232,8 +218,7 @@ def later_weights(weights: np.ndarray) -> np.ndarray:
 
 
 def class_counts(data: StudyData, known: np.ndarray, weight: np.ndarray | float = 1.0) -> np.ndarray:
-    """(P, 3) labelled images per prompt and human class (``known``), each counted ``weight``
-    (a number, or one per labelled image)."""
+    """(P, 3) labelled images per prompt and human class, each counted ``weight``."""
     counts = np.zeros((data.n_prompts, 3))
     np.add.at(counts, (data.codes[data.labelled], known[data.labelled]), weight)
     return counts
@@ -266,10 +251,7 @@ def aipw_shares(data: StudyData, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 @dataclass(frozen=True)
 class PromptShares:
-    """The AIPW shares of every prompt and their estimated covariance (2), no delta method.
-
-    ``shares[p]`` = μ̂_p = (male, female) and ``cov[p]`` its 2 x 2 covariance estimate, for
-    ``keys[p]`` (sorted prompt ids); ``n_images`` and ``n_labelled`` per prompt."""
+    """The AIPW shares (male, female) of every prompt and their 2 x 2 covariance estimates."""
 
     keys: tuple[Hashable, ...]
     shares: np.ndarray
@@ -287,10 +269,7 @@ def prompt_shares(
     *,
     round_weights: Sequence[float] | None = None,
 ) -> PromptShares:
-    """μ̂_p = (1/N_p) Σ_i [f_i + c_i ξ_i (Y_i - f_i)] per prompt (c_i = 1/π_i with one round; the
-    round-combined coefficient with several) and its covariance estimate
-    (1/N_p²) Σ_i ξ_i e_i (Y_i - f_i)(Y_i - f_i)ᵀ (e_i = (1 - π_i)/π_i² with one round).
-    Arguments as for ``estimate_model_bias``; f = 0 gives the Horvitz-Thompson shares."""
+    """μ̂_p = (1/N_p) Σ_i [f_i + c_i ξ_i (Y_i - f_i)] per prompt and its covariance estimate."""
     data = prepare(prompt_ids, f, y, xi, pi, round_weights)
     mu, cov = aipw_shares(data, data.f)
     n_labelled = np.bincount(data.codes[data.labelled], minlength=data.n_prompts)

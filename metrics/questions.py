@@ -1,21 +1,4 @@
-"""Answer shares per group and their tests: the statistics of the ``questions`` protocol.
-
-A questions study asks single-choice questions about every image and compares the answers
-across the groups of one manifest column (e.g. the prompt's ``word`` or a ``skin`` column).
-Everything here is pure (numpy/scipy only, scipy imported inside the function that needs it:
-``scipy.stats`` costs every command half a second at load).
-
-- ``wilson_interval``: the 95 % Wilson score interval of a share;
-- ``independence_test``: Pearson's χ² test of independence of answer x group, with Cramér's V
-  (the reference is ``scipy.stats.chi2_contingency(table, correction=False)``);
-- ``answer_shares``: per group n, shares and Wilson intervals, the test, and the largest gap
-  between groups per answer;
-- ``cohen_kappa``: a detector's answers against the final labels (equals
-  ``sklearn.metrics.cohen_kappa_score``; None where chance agreement is 1).
-
-Degenerate cases are explicit: with fewer than two groups or two answers given there is nothing
-to test, and the test is χ² = 0, dof = 0, p = 1, V = 0 (no evidence of a difference).
-"""
+"""Answer shares per group, their Wilson intervals and χ² test: the ``questions`` protocol's statistics."""
 
 from __future__ import annotations
 
@@ -24,17 +7,18 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from metrics import agreement
+
 #: The 97.5 % quantile of the standard normal distribution (a two-sided 95 % interval).
 Z95 = 1.959963984540054
 
 
 def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of ``successes`` out of ``n``; (0, 1) when n is 0 (nothing
-    is known). Bounds are clipped to [0, 1] against rounding."""
+    """The Wilson score interval of ``successes`` out of ``n``, clipped to [0, 1]; (0, 1) when n is 0."""
     if n <= 0:
         return (0.0, 1.0)
     if not 0 <= successes <= n:
-        raise ValueError(f"successes must be between 0 and n ({n}), got {successes}")
+        raise ValueError(f"successes must be between 0 and n ({n}), got {successes!r}")
     p = successes / n
     z2 = z * z
     denominator = 1 + z2 / n
@@ -45,8 +29,7 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
 
 @dataclass(frozen=True)
 class IndependenceTest:
-    """Pearson's χ² test of independence over a groups x answers table (rows or columns that
-    are all zero left out), and Cramér's V = sqrt(χ² / (n (min(r, c) - 1)))."""
+    """Pearson's χ² test of independence of a groups x answers table, and Cramér's V."""
 
     chi2: float
     dof: int
@@ -56,9 +39,7 @@ class IndependenceTest:
 
 
 def independence_test(table: Sequence[Sequence[int]]) -> IndependenceTest:
-    """The χ² test of independence of a contingency table (rows: groups, columns: answers),
-    without continuity correction. Empty rows and columns carry no information and are dropped
-    (scipy refuses a zero expected count); fewer than two of either leaves nothing to test."""
+    """χ² test of a groups x answers table, empty rows and columns dropped (χ² 0, p 1 if nothing to test)."""
     rows = [list(map(int, row)) for row in table if sum(row) > 0]
     if not rows:
         return IndependenceTest(0.0, 0, 1.0, 0.0, 0)
@@ -85,8 +66,7 @@ def independence_test(table: Sequence[Sequence[int]]) -> IndependenceTest:
 
 @dataclass(frozen=True)
 class GroupShares:
-    """One group's answers: how many items have a final answer, each answer's share and its
-    95 % Wilson interval (every answer of the question, given or not)."""
+    """One group's answers: items, and each answer's count, share and Wilson interval."""
 
     n: int
     counts: Mapping[str, int]
@@ -96,8 +76,7 @@ class GroupShares:
 
 @dataclass(frozen=True)
 class SharesComparison:
-    """Answer shares per group, the χ² test of answer x group and, per answer, the largest
-    gap between two groups' shares (max minus min over the groups)."""
+    """Answer shares per group, their χ² test and the largest gap between groups per answer."""
 
     groups: Mapping[str, GroupShares]
     test: IndependenceTest
@@ -105,8 +84,7 @@ class SharesComparison:
 
 
 def group_shares(answers: Sequence[str], values: Sequence[str]) -> GroupShares:
-    """Shares of each of ``values`` among ``answers`` (one per item), with Wilson intervals.
-    An answer outside ``values`` is a ValueError (the caller's data is inconsistent)."""
+    """Shares of each of ``values`` among ``answers``, with Wilson intervals."""
     counts = Counter(answers)
     unknown = sorted(set(counts) - set(values))
     if unknown:
@@ -121,9 +99,7 @@ def group_shares(answers: Sequence[str], values: Sequence[str]) -> GroupShares:
 
 
 def answer_shares(by_group: Mapping[str, Sequence[str]], values: Sequence[str]) -> SharesComparison:
-    """Per group (``group -> the final answers of its items``) the answer shares, the test of
-    independence of answer x group, and max_gap per answer. Groups without an answer are left
-    out (a share of nothing is not 0); with no group max_gap is 0 for every answer."""
+    """Per group the answer shares, the χ² test and the largest gap per answer."""
     groups = {g: group_shares(list(a), values) for g, a in sorted(by_group.items()) if a}
     table = [[shares.counts[v] for v in values] for shares in groups.values()]
     max_gap = {
@@ -136,19 +112,8 @@ def answer_shares(by_group: Mapping[str, Sequence[str]], values: Sequence[str]) 
 
 
 def cohen_kappa(truth: Sequence[str], predicted: Sequence[str]) -> float | None:
-    """Cohen's kappa of two raters over the same items (labels: every value either gave, as
-    scikit-learn's ``cohen_kappa_score``); None with no item or where chance agreement is 1."""
-    if len(truth) != len(predicted):
-        raise ValueError("both raters must rate the same items")
-    n = len(truth)
-    if n == 0:
-        return None
-    observed = sum(a == b for a, b in zip(truth, predicted, strict=True)) / n
-    a_counts, b_counts = Counter(truth), Counter(predicted)
-    expected = sum(a_counts[v] * b_counts[v] for v in set(a_counts) | set(b_counts)) / (n * n)
-    if math.isclose(expected, 1.0):
-        return None
-    return (observed - expected) / (1 - expected)
+    """Cohen's kappa of a detector's answers against the final labels; None where undefined."""
+    return agreement.cohen_kappa(truth, predicted).kappa
 
 
 def accuracy(truth: Sequence[str], predicted: Sequence[str]) -> float | None:
@@ -159,6 +124,5 @@ def accuracy(truth: Sequence[str], predicted: Sequence[str]) -> float | None:
 
 
 def max_gap_error(judge: Mapping[str, float], people: Mapping[str, float]) -> dict[str, float]:
-    """Per answer, the judge's largest gap between groups minus the people's (positive: the
-    judge sees more difference between the groups than people do). Answers of both only."""
+    """Per answer, the judge's largest gap between groups minus the people's."""
     return {answer: judge[answer] - people[answer] for answer in people if answer in judge}

@@ -1,10 +1,5 @@
-"""Annotator reliability: gold accuracy with its Wilson interval and the gold rule's flag,
-the reliability flag, Cohen's kappa of every pair of annotators on the units they share.
-
-Pure: plain values in, frozen dataclasses out. The interval is ``metrics.questions``' Wilson
-score interval (with no gold answer yet nothing is known: accuracy None, interval 0..1); the
-kappa is ``metrics.agreement.cohen_kappa``.
-"""
+"""Annotator reliability: gold accuracy with its Wilson interval and flag, the reliability flag,
+and pairwise Cohen's kappa."""
 
 from __future__ import annotations
 
@@ -18,8 +13,7 @@ from metrics.questions import wilson_interval
 
 @dataclass(frozen=True)
 class GoldAccuracy:
-    """``correct`` of ``n`` gold answers right; ``flagged`` when a rule is set, the annotator
-    gave at least ``min_gold`` gold answers and their accuracy is below ``min_accuracy``."""
+    """``correct`` of ``n`` gold answers, ``flagged`` by the gold rule."""
 
     n: int
     correct: int
@@ -46,8 +40,7 @@ def reliability_flagged(share: float | None, n: int, *, min_accuracy: float | No
 
 
 def pairwise_kappas(answers: Mapping[str, Mapping[Any, str]]) -> dict[tuple[str, str], CohenKappa]:
-    """Cohen's kappa of every pair of raters (a, b), a < b, over the units both answered;
-    pairs without a shared unit are left out. ``answers``: rater → unit → answer."""
+    """Cohen's kappa of every pair of raters (a < b) over the units both answered."""
     raters = sorted(answers)
     kappas: dict[tuple[str, str], CohenKappa] = {}
     for i, a in enumerate(raters):

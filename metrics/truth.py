@@ -1,14 +1,4 @@
-"""Truth inference: the most probable answer of each unit from many annotators' noisy labels,
-with its posterior probability, by a model of annotator ability from ``crowd-kit``.
-
-Methods (crowd-kit's classes with their default settings): ``dawid_skene`` (a confusion matrix
-per annotator, EM), ``glad`` (annotator ability and item difficulty), ``mace`` (each annotator
-spams with some probability, variational Bayes). Beside each unit's answer and posterior, every
-annotator's *reliability* — the mean posterior probability of the answers they gave — and
-their expected confusion matrix (rows: the true answer weighted by its posterior, columns:
-their answer) are derived the same way for every method. Pure: plain rows in, a frozen
-dataclass out; crowd-kit (and pandas) are imported on first use only.
-"""
+"""Truth inference with crowd-kit (Dawid-Skene, GLAD, MACE), imported on first use."""
 
 from __future__ import annotations
 
@@ -22,8 +12,7 @@ METHODS = ("dawid_skene", "glad", "mace")
 
 @dataclass(frozen=True)
 class Inference:
-    """``answers[unit]`` is the most probable answer, ``posteriors[unit]`` its probability;
-    ``reliability[worker]`` in 0..1; ``confusion[worker]`` is (answers, rows of expected counts)."""
+    """Each unit's most probable answer and its posterior; each worker's reliability and confusion."""
 
     answers: dict[Hashable, str]
     posteriors: dict[Hashable, float]
@@ -41,8 +30,7 @@ def _model(method: str) -> Any:
 
 
 def crowdkit_fit(rows: Sequence[tuple[Hashable, str, str]], method: str) -> tuple[Any, Any]:
-    """crowd-kit's own result on (unit, worker, label) rows: (labels_ Series, probas_ DataFrame),
-    indexed by the units' positions in order of first appearance (what ``infer_truth`` reads)."""
+    """crowd-kit's own result on (unit, worker, label) rows, indexed by the units' positions."""
     import pandas as pd
 
     units = list(dict.fromkeys(unit for unit, _, _ in rows))
@@ -59,8 +47,7 @@ def crowdkit_fit(rows: Sequence[tuple[Hashable, str, str]], method: str) -> tupl
 def infer_truth(
     rows: Sequence[tuple[Hashable, str, str]], method: str, answers: Sequence[str] = ()
 ) -> Inference:
-    """Fit ``method`` to the (unit, worker, label) rows. ``answers`` orders the confusion
-    matrices (answers nobody gave included); no rows: an empty inference."""
+    """Fit ``method`` to the (unit, worker, label) rows; ``answers`` orders the confusion matrices."""
     if method not in METHODS:
         raise ValueError(f"Unknown truth-inference method “{method}” (known: {', '.join(METHODS)}).")
     if not rows:

@@ -1,14 +1,4 @@
-"""Paper-ready charts drawn server-side with matplotlib, as SVG or PNG bytes.
-
-matplotlib is imported inside the functions (never at module level) so that Django start-up,
-``manage.py check`` and tests that draw nothing stay light. Figures are built on a bare
-``Figure`` with the Agg canvas (no pyplot global state, safe in threaded servers), with a fixed
-font and no timestamps in the metadata, so the same data gives the same bytes.
-
-This module holds what every protocol's charts share (formats, style, the figure and its saving);
-each protocol draws its own charts beside its analysis (``protocols/<name>/charts.py``). The data
-comes in as plain Python; nothing here touches the database.
-"""
+"""What every protocol's charts share: formats, style, the figure and its (deterministic) saving."""
 
 from __future__ import annotations
 
@@ -21,8 +11,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 FORMATS = {"svg": "image/svg+xml", "png": "image/png"}
 
-# Diverging colours of the heatmap, ColorBrewer PuOr (colour-blind safe): purple for female
-# (-1), white for balanced (0), orange for male (+1, the paper's table 7 colour for male).
+# Diverging ColorBrewer PuOr (colour-blind safe): purple female (-1), white balanced, orange male (+1).
 FEMALE_COLOUR = "#542788"
 MALE_COLOUR = "#b35806"
 NO_SCORE_COLOUR = "#d9d9d9"
@@ -30,8 +19,7 @@ HUMAN_COLOUR = "#222222"
 # Qualitative palette for detectors and T2I models (Okabe-Ito, colour-blind safe).
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999", "#000000")
 PNG_DPI = 200
-# The smallest text of any chart, in points at the saved size: below it a figure scaled to a
-# page column or a paper's column is unreadable.
+# The smallest text of any chart, in points at the saved size (readable in a paper's column).
 SMALL_PT = 8
 MINUS = "\u2212"  # typographic minus for tick labels
 
@@ -89,9 +77,7 @@ def _draw(fmt: str, build: Any, *args: Any, **kwargs: Any) -> bytes:
 
 
 def _fit(fig: Figure, tries: int = 3) -> None:
-    """Grow ``fig`` until everything drawn lies inside it. Constrained layout keeps axes, tick
-    labels and legends inside, but not a figure title wider than the figure (a long detector
-    name): without this it is clipped, on the page and in the download."""
+    """Grow ``fig`` until everything drawn lies inside it (constrained layout clips a wide title)."""
     for _ in range(tries):
         fig.draw_without_rendering()
         tight = fig.get_tightbbox()  # inches

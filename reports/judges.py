@@ -1,13 +1,5 @@
-"""Judges against people, shared by the reports of every protocol a judge answers.
-
-A judge is a detector run, ``<detector>@<version>`` (each version apart: two prompts or two
-models side by side), whose outputs say an answer per question and, where it gives them,
-probabilities per answer. ``judge_runs`` reads every run in scope through a protocol's
-``read`` (output -> (answers, probabilities)); ``judge_figures`` measures one run against the
-final answers of one question (n, accuracy, Cohen's κ, confusion, Brier, ECE and reliability
-bins: ``metrics.questions``, ``metrics.agreement``, ``metrics.calibration``);
-``version_pairs`` compares the versions of one detector with each other.
-"""
+"""Judges against people, shared by every protocol a judge answers: each run against the final
+answers, and versions compared."""
 
 from __future__ import annotations
 
@@ -32,16 +24,12 @@ Reader = Callable[[Any], tuple[Answers, Probabilities, Filtered]]
 
 
 def read_answers(output: Any) -> tuple[Answers, Probabilities, Filtered]:
-    """The ``answers`` kind's reader (plain or extended shape): answers, probabilities and the
-    questions it set aside (filtered: unparseable, an API error...)."""
+    """The ``answers`` kind's reader: answers, probabilities and the questions it set aside."""
     return answers_of(output), probabilities_of(output), filtered_of(output)
 
 
 def gender_reader(clear: Sequence[str], key: str = "gender") -> Reader:
-    """The ``gender`` kind's reader for a judge of the ``gender`` question: a verdict among the
-    two ``clear`` values is its answer; a filtered verdict (a judge's "can't tell": reason
-    ``uncertain``) is set aside. Probabilities: a judge's scores (keys male, female, cant_tell),
-    where it gave them, of the clear values."""
+    """The ``gender`` kind's reader: a clear verdict is the answer, a filtered one set aside."""
 
     def read(output: Any) -> tuple[Answers, Probabilities, Filtered]:
         if not isinstance(output, Mapping):
@@ -61,8 +49,7 @@ def gender_reader(clear: Sequence[str], key: str = "gender") -> Reader:
 
 @dataclass(frozen=True)
 class JudgeRun:
-    """What one judge run said in scope: per item its answers, where given its probabilities and
-    the questions it set aside; and the items whose prediction failed."""
+    """What one judge run said in scope, and the items whose prediction failed."""
 
     answers: dict[int, Answers] = field(default_factory=dict)
     probabilities: dict[int, Probabilities] = field(default_factory=dict)
@@ -73,8 +60,7 @@ class JudgeRun:
 def judge_runs(
     scope: Scope, *, kinds: Sequence[str], read: Reader = read_answers, detector: str | None = None
 ) -> dict[str, JudgeRun]:
-    """``detector@version`` -> its ``JudgeRun``, for every run with predictions of ``kinds``
-    in scope (every version, not only the latest)."""
+    """``detector@version`` -> its ``JudgeRun`` for every run of ``kinds`` in scope."""
     runs = {
         f"{d}@{v}": JudgeRun() for d, v, _ in detector_runs_in_scope(scope, kinds=kinds, detector=detector)
     }
@@ -99,14 +85,8 @@ def judge_runs(
 def judge_figures(
     key: str, values: Sequence[str], run: JudgeRun, finals: Mapping[int, Mapping[str, str]]
 ) -> dict[str, Any] | None:
-    """One judge against the final answers to question ``key`` (answers ``values``), over the
-    items with both a final answer among ``values`` and the judge's answer among them: ``n``,
-    ``accuracy``, ``cohen_kappa``, ``confusion`` ({people's answer: {judge's answer: items}});
-    ``brier``, ``ece``, ``reliability`` over the ``n_probabilities`` of them whose output has
-    probabilities (null / empty when none has); ``excluded``: among the items with a final
-    answer, the judge's ``failed`` predictions, the questions it set aside (``filtered``:
-    can't tell, unparseable, an API error) and its outputs with no valid answer otherwise
-    (``unanswered``: not asked, or an answer outside ``values``). None when no item has both."""
+    """One judge against the final answers to question ``key`` (n, accuracy, κ, confusion, calibration,
+    exclusions); None when no item has both answers."""
     truth: list[str] = []
     said: list[str] = []
     probabilities: list[dict[str, float]] = []
@@ -157,8 +137,7 @@ def judge_figures(
 def version_pairs(
     questions: Sequence[tuple[str, Sequence[str]]], runs: Mapping[str, JudgeRun]
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """Every two versions of one detector (``"<d>@<v1> vs <d>@<v2>"``): per question (key,
-    values), n items both answered, their share of equal answers and Cohen's κ between them."""
+    """Every two versions of one detector: per question, items both answered, agreement and κ."""
     by_detector: dict[str, list[str]] = defaultdict(list)
     for name in runs:
         by_detector[name.rpartition("@")[0]].append(name)
@@ -242,8 +221,7 @@ def judge_versions_table(
     *,
     question: str = "Question",
 ) -> Table:
-    """``judge_versions``: two versions of one judge, their agreement with each other and each
-    one's κ against people."""
+    """``judge_versions``: two versions of one judge, their agreement and each one's κ against people."""
     rows = []
     for pair, by_question in pairs.items():
         first, _, second = pair.partition(" vs ")

@@ -1,14 +1,4 @@
-"""One renderer for every ``reports.tables.Table``: a function per format.
-
-- ``to_csv``: raw values under machine column names (fractions stay fractions, undefined stays
-  blank, an interval column becomes ``<key>_lo`` and ``<key>_hi``).
-- ``to_latex``: a booktabs table, every special character escaped, best bold, worst underlined.
-- ``to_markdown``: a pipe table under its title, for terminals and notebooks.
-- ``to_html``: the dashboard's ``reports/_table.html`` (Django templates, imported on use).
-
-Every CSV byte goes through ``csv_text``, so one safer writer (e.g. one that neutralises
-spreadsheet formulas) can replace it in one place.
-"""
+"""One renderer for every ``reports.tables.Table``: CSV, LaTeX, Markdown and HTML."""
 
 from __future__ import annotations
 
@@ -29,9 +19,7 @@ CONTENT_TYPES = {
 
 
 def csv_text(rows: Iterable[Sequence[Any]]) -> str:
-    """Rows as CSV text ("\\n" line ends); None becomes an empty cell. The only CSV writer of
-    the reports: through studies.csvio, so a prompt or note that starts like a formula is
-    neutralised while numbers stay numbers."""
+    """Rows as CSV text (None: an empty cell), through studies.csvio so formulas are neutralised."""
     buffer = io.StringIO()
     writer = safe_writer(buffer, lineterminator="\n")
     for row in rows:
@@ -118,8 +106,7 @@ def to_latex(table: Table) -> str:
         for column, cell in zip(table.columns, row, strict=True):
             text = latex_escape(cell.text)
             if column.numeric and len(text) > 1 and text[0] == "-" and text[1].isdigit():
-                # A minus sign, not a hyphen; "--" (an en dash standing for a missing value) and
-                # "$-$" (a minus already) stay as they are, never "$-$-".
+                # A minus sign, not a hyphen; "--" (missing) and "$-$" (already a minus) stay as they are.
                 text = "$-$" + text[1:]
             if cell.mark == "best":
                 text = rf"\textbf{{{text}}}"
@@ -138,9 +125,7 @@ def _md(text: Any) -> str:
 
 
 def to_markdown(table: Table, *, level: int = 2) -> str:
-    """The table under a ``#``-heading of its title, a pipe table (a column group, which
-    Markdown cannot span, prefixes its columns' headers), then caption and notes. Best values
-    are bold, worst italic; an empty table says so."""
+    """The table as Markdown under its title, with caption and notes."""
     lines = [f"{'#' * level} {table.title}", ""]
     if table.is_empty:
         lines += ["Nothing to show yet.", ""]
@@ -169,9 +154,7 @@ def to_markdown(table: Table, *, level: int = 2) -> str:
 
 
 def to_html(table: Table, **context: Any) -> str:
-    """The table as the dashboard shows it (``templates/reports/_table.html``, with its download
-    links); ``context`` adds what the template reads besides ``table`` (``query``,
-    ``link_detectors``, ``detectors``, ``study_slug``)."""
+    """The table as the dashboard shows it; ``context`` adds what the template reads besides ``table``."""
     from django.template.loader import render_to_string
 
     return render_to_string("reports/_table.html", {"table": table, **context})
@@ -203,11 +186,7 @@ def export_tables(
     left_out: Mapping[str, int],
     paper: Mapping[str, str],
 ) -> str:
-    """A report's tables as ``bias_report --format csv``: each with its own header row whose
-    first column is ``section`` (the table key), separated by an empty line; ``md``: the
-    ``heading`` lines, the reasons items were ``left_out`` (reason -> count), then each table
-    titled with what of the paper it mirrors (``paper``: table key -> that). ValueError for
-    any other format, naming the report (``name``)."""
+    """A report's tables as ``bias_report --format csv`` or ``md``."""
     if fmt == "csv":
         return "\n".join(csv_text(sectioned_csv_rows(t)) for t in tables)
     if fmt != "md":

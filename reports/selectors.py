@@ -1,14 +1,5 @@
-"""Reads every analysis shares: the report's scope, coverage, detector versions, filter choices
-and the data fingerprint the dashboard caches under.
-
-``Scope`` is the one place the report filter (study / T2I model / prompt category) is written:
-every query of the reports — on items, labels, final labels or predictions — takes its ``Q``
-through ``Scope.q(path)``, where ``path`` leads from the queried model to the item.
-
-Which detector version is reported: a detector may have predictions from several versions. The
-report uses, per detector, the version of its most recently written prediction in scope (the
-highest prediction id), i.e. the version that was run last — see ``latest_detector_versions``.
-"""
+"""Reads every analysis shares: scope, coverage, detector versions, filter choices and the data
+fingerprint (docs/explanation/reports.md)."""
 
 from __future__ import annotations
 
@@ -19,10 +10,10 @@ from typing import Any, TypedDict
 from django.db import connection
 from django.db.models import Max, Prefetch, Q, QuerySet
 
-from annotate.models import FinalLabel, Label
+from annotate.models import FinalLabel, FinalLabelRevision, Label
 from detectors.models import Prediction
 from studies.errors import StudyNotChosen
-from studies.models import Item, ItemImage, Prompt, Question, Study
+from studies.models import Item, ItemChange, ItemImage, Prompt, Question, Study
 from studies.protocols import PROTOCOLS, protocol_spec
 from studies.selectors import study_chosen
 
@@ -43,8 +34,7 @@ class Scope:
     category: str | None = None
 
     def q(self, path: str = "") -> Q:
-        """The scope as a ``Q`` on a model that reaches Item by ``path`` ("" on Item itself,
-        "item__" from a label, ``PREDICTION_TO_ITEM`` from a prediction)."""
+        """The scope as a ``Q`` on a model that reaches Item by ``path``."""
         q = Q(**{f"{path}study": self.study})
         if self.t2i_model:
             q &= Q(**{f"{path}t2i_model": self.t2i_model})
@@ -68,11 +58,7 @@ def predictions_in_scope(
     kinds: Sequence[str] | None = None,
     detector: str | None = None,
 ) -> QuerySet[Prediction]:
-    """Predictions on the ``role`` image of the items in scope — by default every image role of
-    the study's protocol (one-image items: ``image``; pairs: ``input`` and ``output``) — of the
-    given output kinds and detector, when given. The role and the scope are one ``filter()``
-    call, so they constrain the same ItemImage row: the queryset has one row per (prediction,
-    item) — a file used by two items of the study counts for both."""
+    """Predictions on the ``role`` images of the items in scope; one row per (prediction, item)."""
     roles = [role] if role else list(protocol_spec(scope.study.protocol).image_roles)
     predictions = Prediction.objects.filter(scope.q(PREDICTION_TO_ITEM), image__item_images__role__in=roles)
     if kinds is not None:
@@ -96,20 +82,14 @@ class Coverage(TypedDict):
 
 
 def coverage(scope: Scope, *, final_labels: int) -> Coverage:
-    """How many items are in scope, beside ``final_labels``: how many of them have a final label
-    for the question, which the caller counts in its own read of the final labels (counted here
-    again it was one more join of the final labels with the items, about 0.1 s at a million
-    items on PostgreSQL). The items are counted from the study's index."""
+    """How many items are in scope (counted from the study's index)."""
     return Coverage(images=scope.items().count(), final_labels=final_labels)
 
 
 def item_answers_prefetches(
     question: Question, *, predictions: QuerySet[Prediction], label_order: Sequence[str]
 ) -> list[Prefetch[Any]]:
-    """What a drill-down shows of each item, for ``prefetch_related`` (or
-    ``studies.batching.prefetch_in_chunks``): its labels for ``question`` with their annotators
-    (``question_labels``, in ``label_order``), its final label (``question_final``, a list of
-    none or one) and its images with ``predictions`` on each (``reported_predictions``)."""
+    """``prefetch_related`` lookups of a drill-down: labels, final label, images and predictions."""
     return [
         Prefetch(
             "labels",
@@ -133,8 +113,7 @@ def item_answers_prefetches(
 
 
 def pick_latest(rows: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """detector -> version with the highest ``last_id`` among (detector, version, last_id) rows,
-    sorted by detector."""
+    """detector -> version with the highest ``last_id``."""
     chosen: dict[str, tuple[int, str]] = {}
     for row in rows:
         best = chosen.get(row["detector"])
@@ -144,11 +123,7 @@ def pick_latest(rows: Iterable[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def distinct_by_seeks(rows: QuerySet[Any], fields: tuple[str, str] | tuple[str]) -> list[tuple[Any, ...]]:
-    """The distinct values of ``fields`` among ``rows``, in order, one index seek each: the
-    first row after the last value found (a "loose index scan"; ``SELECT DISTINCT`` reads every
-    entry of the index, 0.08 s for a million predictions on PostgreSQL). Fast where an index
-    starts with ``rows``' equality filters and then ``fields``, and the values are few: a
-    study's detector runs, T2I models, prompt categories."""
+    """The distinct values of ``fields`` among ``rows``, one index seek each (a loose index scan)."""
     found: list[tuple[Any, ...]] = []
     while True:
         after = rows
@@ -175,16 +150,7 @@ RUN_WALK_PAGE_MAX = 256_000
 def latest_detector_versions(
     scope: Scope, *, kinds: Sequence[str] | None = None, detector: str | None = None
 ) -> dict[str, str]:
-    """detector key -> the version reported for it: the version of its most recently written
-    prediction in scope (highest prediction id; ids grow with every insert, whereas timestamps of
-    a bulk import can tie). Failed predictions count here, so a newer version that failed
-    everywhere is reported as such rather than silently replaced by an older one.
-
-    Not an aggregate over every prediction in scope (a join of a million rows, seconds at a
-    million images): the runs (detector, version) are read from their index, then each run's
-    predictions are walked back from its newest, a page at a time, until one is in scope —
-    usually the first page (``detector_runs_in_scope``).
-    """
+    """detector key -> the version reported: that of its newest prediction in scope."""
     return pick_latest(
         {"detector": d, "version": v, "last_id": last}
         for d, v, last in detector_runs_in_scope(scope, kinds=kinds, detector=detector)
@@ -194,16 +160,7 @@ def latest_detector_versions(
 def detector_runs_in_scope(
     scope: Scope, *, kinds: Sequence[str] | None = None, detector: str | None = None
 ) -> list[tuple[str, str, int]]:
-    """(detector, version, highest prediction id in scope) of every run with a prediction of
-    ``kinds`` in scope, sorted by detector and version.
-
-    The runs come from the (detector, version) index (every run of every study: a handful); a
-    run's highest id in scope is found by reading its predictions newest first, a range of
-    ``RUN_WALK_PAGE`` ids, then twice as many each step: two queries a step (where the range
-    ends, and the highest id of the range in scope, through the scope's join on that range
-    only). A run of this study is found on its first page; past another study's newer
-    predictions of the same run, or for a run only other studies used, the steps grow so that
-    a million of them take about ten."""
+    """(detector, version, highest prediction id in scope) of every run of ``kinds`` in scope."""
     every = Prediction.objects.filter(detector=detector) if detector else Prediction.objects.all()
     found: list[tuple[str, str, int]] = []
     for run_detector, version in distinct_by_seeks(every, ("detector", "version")):
@@ -211,9 +168,7 @@ def detector_runs_in_scope(
         if kinds is not None:
             ids = ids.filter(kind__in=kinds)
         in_scope = predictions_in_scope(scope, kinds=kinds, detector=run_detector).filter(version=version)
-        # A run only other studies used has none in scope: asked once (the database starts from
-        # the scope's items), not found by walking back through all of their predictions (a
-        # small study beside a million-image one: 0.25 s a call).
+        # A run only other studies used is asked once from the scope's items, not walked back (0.25 s a call).
         if not in_scope.exists():
             continue
         below: int | None = None
@@ -249,8 +204,7 @@ class FilterOptions:
 
 
 def filter_options(*, study: Study | None) -> FilterOptions:
-    """Every study, and the T2I models, prompt categories and detectors (of the output kinds its
-    protocol reads) present in ``study``; empty lists without a study."""
+    """Every study, and the T2I models, prompt categories and detectors present in ``study``."""
     studies = list(Study.objects.order_by("name"))
     if study is None:
         return FilterOptions(studies, [], [], [])
@@ -271,9 +225,7 @@ def _known(values: Iterable[str]) -> str:
 
 
 def study_for_slug(slug: str | None) -> Study:
-    """The study with this slug; without a slug the only study there is
-    (``studies.selectors.study_chosen``). UnknownFilter naming the studies that exist otherwise
-    (a report is always of one study: its protocol decides what the report is)."""
+    """The study with this slug, or the only study; UnknownFilter naming the studies otherwise."""
     try:
         return study_chosen(slug)
     except StudyNotChosen as exc:
@@ -281,8 +233,7 @@ def study_for_slug(slug: str | None) -> Study:
 
 
 def check_filters(scope: Scope, *, detector: str | None = None) -> None:
-    """Raise UnknownFilter when a T2I model, prompt category or detector name matches nothing in
-    the study, so a typo gets an answer instead of an empty report."""
+    """UnknownFilter when a T2I model, category or detector matches nothing in the study."""
     items = Item.objects.filter(study=scope.study)
     if scope.t2i_model and not items.filter(t2i_model=scope.t2i_model).exists():
         known = _known(items.order_by().values_list("t2i_model", flat=True).distinct())
@@ -299,43 +250,37 @@ def check_filters(scope: Scope, *, detector: str | None = None) -> None:
             raise UnknownFilter(f"No predictions of detector '{detector}' (detectors: {known}).")
 
 
-def data_fingerprint() -> tuple[Any, ...]:
-    """A cheap summary of every row a report reads, which any write through the services changes.
-
-    Per table: row count and highest id (an insert raises the id, a delete lowers the count), plus
-    the last change time of the rows that are updated in place: labels (``updated_at``, agreement)
-    and final labels (``decided_at``; every final-label change also appends a
-    FinalLabelRevision). An item corrected in place (a re-import's new model name or metadata)
-    leaves every count and id as they were: its ``ItemChange`` audit record is what moves.
-    Predictions are insert-only (a re-run inserts; conflicts are ignored).
-    One query of scalar sub-selects: counts and maxima, each a single index or table scan (at a
-    million images each count costs PostgreSQL tens of milliseconds, on every researcher page).
-
-    Not the image files: a new one arrives with the item image that shows it, a file an item
-    shows cannot be deleted (``ItemImage.image`` protects it), and deleting one no item shows
-    changes no report (its predictions, deleted with it, are counted).
-    """
-    from annotate.models import FinalLabel, FinalLabelRevision, Label
-    from studies.models import ItemChange, ItemImage, Question
-
-    parts = []
-    for model, extra in (
-        (Study, None),
-        (Question, None),
-        (Prompt, None),
-        (Item, None),
-        (ItemChange, None),
-        (ItemImage, None),
-        (FinalLabel, "decided_at"),
-        (FinalLabelRevision, None),
-        (Label, "updated_at"),
-        (Prediction, None),
-    ):
-        table = connection.ops.quote_name(model._meta.db_table)
-        parts += [f"(SELECT COUNT(*) FROM {table})", f"(SELECT MAX(id) FROM {table})"]
-        if extra:
-            parts.append(f"(SELECT MAX({connection.ops.quote_name(extra)}) FROM {table})")
+def row_summary(sources: Iterable[tuple[Any, str | None, str | None]], param: Any = None) -> tuple[Any, ...]:
+    """Row count, highest id and (``extra``) latest change of each (model, where, extra) source, in one
+    query of scalar sub-selects; ``param`` fills each ``where``'s one placeholder."""
+    q = connection.ops.quote_name
+    parts: list[str] = []
+    params: list[Any] = []
+    for model, where, extra in sources:
+        condition = f" WHERE {where}" if where else ""
+        for column in ["COUNT(*)", "MAX(id)"] + ([f"MAX({q(extra)})"] if extra else []):
+            parts.append(f"(SELECT {column} FROM {q(model._meta.db_table)}{condition})")
+            if where:
+                params.append(param)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT " + ", ".join(parts))
+        cursor.execute("SELECT " + ", ".join(parts), params or None)
         row = cursor.fetchone()
     return tuple(str(v) if v is not None and not isinstance(v, int) else v for v in row)
+
+
+def data_fingerprint() -> tuple[Any, ...]:
+    """A cheap summary of every row a report reads, which any write through the services changes."""
+    tables = (
+        Study,
+        Question,
+        Prompt,
+        Item,
+        ItemChange,
+        ItemImage,
+        FinalLabel,
+        FinalLabelRevision,
+        Label,
+        Prediction,
+    )
+    changed = {FinalLabel: "decided_at", Label: "updated_at"}
+    return row_summary((model, None, changed.get(model)) for model in tables)

@@ -1,12 +1,4 @@
-"""The one table model of every report: a ``Table`` of ``Column``s and rows of ``Cell``s.
-
-Analyses build Tables (``reports.analyses.<protocol>``); ``reports.render`` turns any Table into
-HTML, CSV, LaTeX or Markdown, so a table on the dashboard, its downloads and the command's output
-never drift apart. Pure: no Django, no database.
-
-A ``Cell`` keeps the raw value (what CSV writes, so spreadsheets get numbers) apart from its
-display text (what HTML, LaTeX and Markdown show, e.g. ``+1.46 % ↑``).
-"""
+"""The one table model of every report: a ``Table`` of ``Column``s and rows of ``Cell``s (pure)."""
 
 from __future__ import annotations
 
@@ -25,11 +17,7 @@ class UnknownTable(ValueError):
 
 @dataclass(frozen=True)
 class Cell:
-    """One table cell: ``value`` goes to CSV, ``text`` to HTML, LaTeX and Markdown.
-
-    ``mark`` is "best" or "worst" (the paper's green and red cells), ``title`` a hover note
-    such as the counts behind a score.
-    """
+    """One table cell: ``value`` goes to CSV, ``text`` to the rest; ``mark`` best/worst, ``title`` a note."""
 
     value: Any
     text: str
@@ -49,8 +37,7 @@ class Column:
 
 @dataclass(frozen=True)
 class Table:
-    """A titled table: columns, rows of cells (one per column), optional column groups (a first
-    header row of (label, span), e.g. ("SDXL", 3)) and notes printed under it."""
+    """A titled table: columns, rows of cells, optional column groups and notes."""
 
     key: str
     title: str
@@ -136,8 +123,7 @@ def ci_cell(ci: Sequence[float | None] | None, digits: int = 2) -> Cell:
 
 
 def mark_extremes(cells: list[Cell], by: Iterable[float | None]) -> list[Cell]:
-    """Mark the smallest |by| as best and the largest as worst (paper tables 1 and 2); nothing
-    when fewer than two values are defined or they tie."""
+    """Mark the smallest |by| best and the largest worst (paper tables 1 and 2), unless tied."""
     scored = [(abs(v), i) for i, v in enumerate(by) if v is not None]
     if len(scored) < 2:
         return cells

@@ -1,5 +1,4 @@
-"""The researchers' dashboard under /reports/: each study's report, its analysis's pages,
-and downloads. Every page takes ``?study=<slug>`` (default: the only study)."""
+"""The researchers' dashboard under /reports/ (``?study=<slug>``, default the only study)."""
 
 from __future__ import annotations
 
@@ -21,15 +20,12 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("charts/<slug:name>.<slug:fmt>", views.chart_download, name="chart"),
     path("charts/view/<slug:name>.<slug:fmt>", views.chart_image, name="chart_image"),
 ]
-# Each protocol brings its own pages (``ProtocolSpec.urls``, a dotted path: no import upward),
-# e.g. the gender analysis's heatmap and drill-downs, the objects analysis's class page.
+# Each protocol brings its own pages (``ProtocolSpec.urls``, a dotted path: no import upward).
 urlpatterns += [path("", include(PROTOCOLS[key].urls)) for key in PROTOCOLS if PROTOCOLS[key].urls]
 
 
 def remount(**kwargs: Any) -> None:
-    """Mount the protocols' pages anew when the registered protocols change (``protocols_changed``):
-    this URLconf and the root one are read again (Django's resolvers keep the patterns they
-    read) and the resolver caches cleared."""
+    """Mount the protocols' pages anew when the registered protocols change."""
     for name in (__name__, settings.ROOT_URLCONF):
         if name in sys.modules:
             reload(sys.modules[name])

@@ -1,15 +1,4 @@
-"""The researchers' dashboard: each study's report page, and downloads of its tables (CSV,
-LaTeX, Markdown) and charts (SVG, PNG).
-
-Views are thin: check the role, read the filters, find the study's analysis
-(``reports.analyses``, by protocol), let it compute (cached) and shape its tables and charts,
-render. The pages an analysis adds (the gender analysis: heatmap and drill-downs) live beside it
-and use the helpers here. Every page renders its ``results`` partial for htmx requests (the
-filter form swaps only that region) and the whole page otherwise.
-
-A report is always of one study: its protocol decides what the report is. Without a ``study``
-parameter the page opens the only study, or asks which one.
-"""
+"""The researchers' dashboard: each study's report page and downloads of its tables and charts."""
 
 from __future__ import annotations
 
@@ -52,10 +41,7 @@ from studies.typing import HtmxHttpRequest
 View = Callable[..., HttpResponse]
 T = TypeVar("T")
 BOOTSTRAP = 1000
-# Reports, grids and charts are cached under the data fingerprint (``reports.selectors.
-# data_fingerprint``), so a write through the services shows on the next request; the timeout
-# only bounds how long an in-place edit that bypasses them (e.g. a prompt's word changed in the
-# Django admin) can go unseen.
+# Cached under the data fingerprint; the timeout bounds how long an edit bypassing the services goes unseen.
 CACHE_SECONDS = 600
 CHART_FORMATS = {"svg": "image/svg+xml", "png": "image/png"}
 
@@ -74,8 +60,7 @@ class BadFilter(ValueError):
 
 
 def safe_name(text: str) -> str:
-    """``text`` with every run of characters outside [A-Za-z0-9._-] replaced by "_" (a detector
-    name such as "openai/clip-vit" must not put a "/" or a quote into a download's file name)."""
+    """``text`` safe for a file name: runs outside [A-Za-z0-9._-] become "_"."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
 
 
@@ -85,11 +70,7 @@ def _cache_key(fingerprint: tuple[Any, ...], kind: str, **scope: Any) -> str:
 
 
 def cached(fingerprint: tuple[Any, ...], kind: str, compute: Callable[[], T], **scope: Any) -> T:
-    """``compute()``, cached under (kind, scope, the data fingerprint of this request).
-
-    Any write changes the fingerprint, so a cached value is never shown after the data changed;
-    old entries are simply never asked for again (the cache evicts them).
-    """
+    """``compute()``, cached under (kind, scope, the data fingerprint of this request)."""
     key = _cache_key(fingerprint, kind, **scope)
     value = cache.get(key)
     if value is None:
@@ -100,11 +81,7 @@ def cached(fingerprint: tuple[Any, ...], kind: str, compute: Callable[[], T], **
 
 @dataclass(frozen=True)
 class Filters:
-    """A request's filters (the ``reports.analyses.ReportPage`` an analysis reads): the study
-    (None only when the researcher has not chosen among several), T2I model, category and
-    detector, the choices the form offers, and the data fingerprint, read once per request
-    before anything is computed — a write racing with a computation leaves its result under
-    the older fingerprint, never asked for again."""
+    """A request's filters, form choices and data fingerprint (read once per request)."""
 
     study: Study | None
     t2i_model: str | None
@@ -138,8 +115,7 @@ class Filters:
         return safe_name("-".join(str(v) for v in self.params().values())) or "all"
 
     def _report_key(self) -> dict[str, Any]:
-        # What the analysis computes on: the category only where the analysis applies it
-        # (``Analysis.category_applies``), so a report across categories is computed once.
+        # The category only where the analysis applies it, so a report across categories is computed once.
         category = self.category if self.study is not None and _applies_category(self.study) else None
         return {
             "study": self.study.pk if self.study else None,
@@ -155,13 +131,7 @@ class Filters:
         )
 
     def result(self, *, bootstrap: int) -> Any:
-        """The analysis's computation for these filters, cached; the category is part of its
-        scope (an analysis that reports across categories ignores it).
-
-        Asked without intervals (``bootstrap=0``: heatmap, tables without intervals), it reuses
-        a cached result with intervals when there is one: only the intervals differ, and those
-        callers do not read them.
-        """
+        """The analysis's computation for these filters, cached (a result with intervals serves without)."""
         analysis = analysis_of(self.scope.study)
         scope = self._report_key()
         if bootstrap == 0:
@@ -188,13 +158,7 @@ def _applies_category(study: Study) -> bool:
 
 
 def parse_filters(request: HttpRequest, *, study: Study | None = None) -> Filters:
-    """Read study (slug), t2i_model, category and detector from GET; empty means all.
-
-    The study: the ``study`` parameter, else ``study`` (e.g. a drill-down's own), else the
-    researcher's current study (``studies.session``: the last one a page named), else the only
-    study in the database, else None (the page asks which). A named study becomes the current
-    one. Raises BadFilter naming a value that is not in the data.
-    """
+    """Read study, t2i_model, category and detector from GET (empty: all); BadFilter for unknown values."""
     slug = request.GET.get("study", "").strip()
     if slug:
         chosen_study = study_by_slug(slug, missing=lambda _known: BadFilter(f"There is no study {slug!r}."))
@@ -236,9 +200,7 @@ def render_page(
 
 
 def bad_filter(error: Exception) -> NoReturn:
-    """Refuse a filter value that is not in the data: the site's 400 page, in the layout, with the
-    reason and the studies the researcher may open (``config.errors``). Raises, so that callers'
-    ``return bad_filter(error)`` reads as the answer it is."""
+    """Refuse a filter value that is not in the data with the site's 400 page (raises)."""
     raise BadRequest(str(error)) from error
 
 
@@ -260,8 +222,7 @@ def _choose(request: HtmxHttpRequest, filters: Filters, message: str = "") -> Ht
 
 
 def analysis_for_page(filters: Filters, page: str) -> Analysis:
-    """The analysis of the filters' study, when it has the page ``page``; Http404 otherwise
-    (no study, a protocol without a report, or without this page)."""
+    """The analysis of the filters' study when it has the page ``page``; Http404 otherwise."""
     if filters.study is None:
         raise Http404("Choose a study (?study=...).")
     try:
@@ -291,8 +252,7 @@ def overview(request: HtmxHttpRequest) -> HttpResponse:
         return _choose(request, filters, str(error))
     context = base_context(filters, "overview", analysis) | analysis.overview(filters)
     if "model_bias" in analysis.chart_keys and context.get("report", {}).get("human"):
-        # The chart is an <img> the browser fetches beside the page (same cached report), so
-        # drawing it never delays the tables.
+        # The chart is an <img> the browser fetches beside the page, so drawing it never delays the tables.
         context["model_bias_src"] = chart_src("model_bias", filters)
     return render_page(request, analysis.template, context)
 
@@ -370,11 +330,7 @@ def chart_download(request: HttpRequest, name: str, fmt: str) -> HttpResponse:
 
 @researcher_only
 def chart_image(request: HttpRequest, name: str, fmt: str) -> HttpResponse:
-    """A chart for an <img> in a page: the same bytes as the download, shown inline.
-
-    The URL does not change with the data, so the browser must revalidate (``no-cache``); the
-    ETag is a hash of the chart, so an unchanged chart costs a 304 and no drawing.
-    """
+    """A chart for an <img> in a page, revalidated by its ETag (a hash of the chart)."""
     try:
         _filters, _stem, body = _chart(request, name, fmt)
     except BadFilter as error:

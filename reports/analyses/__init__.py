@@ -1,15 +1,4 @@
-"""Analyses: what a report is, per study protocol — a registry keyed by protocol.
-
-An analysis turns a study's final labels and detector predictions into its report: a pure
-metrics module (``metrics.<protocol>``), a selector reading the rows, the JSON report that
-``manage.py bias_report`` prints, the tables and charts of its dashboard page and their
-downloads. Each protocol's analysis lives in its package (``protocols/<name>/analysis.py``) and
-its spec names it (``ProtocolSpec.analysis``); ``ANALYSES`` is read from the registry of
-protocols, never edited for a new one.
-
-The mapping is explicit (no discovery) and lazy: an analysis module is imported the first time a
-study of its protocol asks for it, like ``detectors.registry``.
-"""
+"""Analyses: what a report is, per study protocol (docs/explanation/reports.md)."""
 
 from __future__ import annotations
 
@@ -34,10 +23,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class ReportOption:
-    """An option an analysis adds to ``manage.py bias_report`` (``--exclude-person`` of the
-    objects analysis). ``keyword`` is the argument of ``compute`` it sets: to ``value`` for a flag
-    (``value`` not None), else to the option's text. ``studies`` names the studies it is for, in
-    a person's words (the refusal for a study of another protocol says it)."""
+    """An option an analysis adds to ``bias_report``, the ``compute`` ``keyword`` it sets."""
 
     flag: str
     help: str
@@ -48,8 +34,7 @@ class ReportOption:
 
 @dataclass(frozen=True)
 class NavLink:
-    """An entry of the report pages' navigation an analysis adds: a link to the URL named
-    ``url_name`` with the study (and detector) filter, current on the page named ``page_name``."""
+    """A link an analysis adds to the report pages' navigation (current on ``page_name``)."""
 
     url_name: str
     label: str
@@ -65,18 +50,15 @@ class NoAnalysis(LookupError):
 
 
 class AnalysisError(ValueError):
-    """The study cannot be analysed as it stands (e.g. its question lacks what the analysis
-    reads); the message says what to change."""
+    """The study cannot be analysed as it stands; the message says what to change."""
 
 
 class FilterNeeded(ValueError):
-    """A table or chart needs a filter the request lacks (e.g. a detector); the message says
-    which."""
+    """A table or chart needs a filter the request lacks; the message says which."""
 
 
 class ReportPage(Protocol):
-    """What a dashboard request gives an analysis: its scope, the detector filter, and cached
-    computations (keyed by the data fingerprint, so a write shows on the next request)."""
+    """What a dashboard request gives an analysis: its scope, the detector filter, cached computations."""
 
     @property
     def scope(self) -> Scope: ...
@@ -85,8 +67,7 @@ class ReportPage(Protocol):
     def detector(self) -> str | None: ...
 
     def result(self, *, bootstrap: int) -> Any:
-        """``analysis.compute`` for this page's study, T2I model, category (where the analysis
-        applies it) and detector, cached."""
+        """``analysis.compute`` for this page's filters, cached."""
 
     def cached(self, kind: str, compute: Callable[[], T], **key: Any) -> T:
         """``compute()``, cached under ``kind`` and ``key`` besides the page's filters."""
@@ -99,32 +80,15 @@ class ReportPage(Protocol):
 
 
 def data_version(page: ReportPage) -> str:
-    """A short digest of the data the page was computed from: chart URLs carry it, so a chart
-    whose data changed has a new URL and the browser fetches it again."""
+    """A short digest of the page's data, carried by chart URLs so a changed chart gets a new URL."""
     fingerprint = getattr(page, "fingerprint", ())
     return hashlib.sha256(repr(fingerprint).encode()).hexdigest()[:12]
 
 
 class Analysis:
-    """The contract of one protocol's analysis (subclass it; register it in ``ANALYSES``).
-
-    - ``compute(scope, detector=, bootstrap=, seed=)`` reads and computes; its result has a
-      ``report`` attribute, the JSON report (JSON types only: str, int, float, None, list,
-      dict). ``build`` returns just that report.
-    - ``overview(page)`` is the context of the overview page ``template``; ``table(name, page)``
-      each table in ``table_keys`` (downloads as CSV, LaTeX and Markdown); ``chart(name, fmt,
-      page, source=)`` each chart in ``chart_keys`` (SVG or PNG bytes).
-    - ``export(result, fmt)`` is ``manage.py bias_report --format csv|md``; its CSV is the tables
-      ``csv_tables`` names, in that order, one blank line between them (``bias_report --table``
-      picks one).
-    - ``pages`` names the extra dashboard pages the analysis has (URL names under
-      ``reports:``); the others answer 404 for its studies.
-    - ``options``: the options it adds to ``bias_report`` (``ReportOption``), passed to
-      ``compute`` as keywords; ``nav``: links it adds to the pages' navigation (``NavLink``).
-    - ``category_applies``: ``compute`` honours the scope's prompt category, so every table and
-      chart of the page is of that category (the dashboard caches per category). False: the
-      report is across categories by definition (its template says so when one is chosen).
-    """
+    """The contract of one protocol's analysis (subclass it): ``compute``/``build`` the report,
+    ``overview``, ``table`` and ``chart`` for the pages, ``export`` for ``bias_report``, and its
+    ``pages``, ``options``, ``nav`` and ``category_applies`` (docs/explanation/reports.md)."""
 
     protocol: ClassVar[str]
     title: ClassVar[str]
@@ -139,8 +103,7 @@ class Analysis:
 
     @property
     def nav_links(self) -> tuple[NavLink, ...]:
-        """The links the report pages' navigation shows for this analysis: its own ``nav``,
-        then the estimate from few labels when its protocol has one (its spec's ``estimates``)."""
+        """The navigation links of this analysis: its own, then the few-label estimate when it has one."""
         from studies.protocols import protocol_spec
 
         if not protocol_spec(self.protocol).estimates:
@@ -158,14 +121,11 @@ class Analysis:
     def build(
         self, scope: Scope, *, detector: str | None = None, bootstrap: int = 1000, seed: int = 0
     ) -> dict[str, Any]:
-        """The JSON report of the study in ``scope`` (its T2I model filter applied), restricted
-        to one detector when given; ``bootstrap`` resamples per interval (0: no intervals)."""
+        """The JSON report of the study in ``scope``; ``bootstrap`` resamples per interval (0: none)."""
         return self.compute(scope, detector=detector, bootstrap=bootstrap, seed=seed).report
 
     def page_result(self, page: ReportPage) -> Any:
-        """The page's computed result (no intervals) for a download: a study that cannot be
-        analysed as filtered is FilterNeeded, which the download views answer with a 400 naming
-        what to choose."""
+        """The page's computed result (no intervals) for a download; FilterNeeded when a filter is missing."""
         try:
             return page.result(bootstrap=0)
         except AnalysisError as error:
@@ -200,8 +160,7 @@ def analysis_for(protocol: str) -> Analysis:
 
 
 def _protocols_changed(**kwargs: Any) -> None:
-    """A protocol registered or taken out (``studies.protocols.protocols_changed``): read the
-    analysis classes again (``ANALYSES`` follows by itself)."""
+    """A protocol registered or taken out: read the analysis classes again."""
     analysis_for.cache_clear()
 
 
@@ -209,8 +168,7 @@ protocols_changed.connect(_protocols_changed, dispatch_uid="reports.analyses.pro
 
 
 def report_options() -> dict[str, tuple[ReportOption, list[str]]]:
-    """Every option the analyses add to ``bias_report``: flag -> (the option, the protocols whose
-    analysis takes it). Imports every analysis (a command's arguments, not a request)."""
+    """Every option the analyses add to ``bias_report``: flag -> (the option, its protocols)."""
     found: dict[str, tuple[ReportOption, list[str]]] = {}
     for protocol in ANALYSES:
         for option in analysis_for(protocol).options:
@@ -219,8 +177,7 @@ def report_options() -> dict[str, tuple[ReportOption, list[str]]]:
 
 
 def analysis_of(study: Study) -> Analysis:
-    """The analysis of the study's protocol, after checking the study can be analysed
-    (NoAnalysis / AnalysisError with a message for a person otherwise)."""
+    """The analysis of the study's protocol (NoAnalysis / AnalysisError when it cannot be analysed)."""
     analysis = analysis_for(study.protocol)
     analysis.check(study)
     return analysis

@@ -1,10 +1,8 @@
-"""The prediction-powered estimate of a study's headline numbers.
+"""The prediction-powered estimate of a study's headline numbers (JSON contract:
+docs/reference/contracts.md, ``estimate_bias``).
 
     python manage.py estimate_bias --study S --detector D [--format json|csv|md]
         [--bootstrap 1000] [--seed 0] [--output FILE]
-
-What is estimated is the protocol's (``estimates.estimands``); the JSON of each protocol:
-docs/reference/contracts.md (``estimate_bias``). Markdown and CSV give the per-model summary.
 """
 
 from __future__ import annotations
@@ -47,10 +45,7 @@ class Command(BaseCommand):
         study = study_from_options(opts)
         spec = estimands.for_protocol(study.protocol)
         if spec is None:
-            raise CommandError(
-                f"--study: '{study.slug}' is a {study.get_protocol_display()} study; few-label estimates "
-                f"exist for {', '.join(estimands.known())} studies."
-            )
+            raise CommandError(f"--study: {estimands.not_estimable(study)}.")
         if opts["bootstrap"] < 0:
             raise CommandError("--bootstrap: must be >= 0.")
         try:

@@ -1,12 +1,7 @@
-"""The estimate worker: computes the queued estimate jobs (``estimates.models.EstimateJob``),
-one at a time, and keeps each result for the page and the API.
+"""The estimate worker: computes the queued estimate jobs one at a time and keeps each result
+(docs/how-to/few-labels.md).
 
     python manage.py estimates_worker [--wait SECONDS] [--nice N]
-
-The estimate page and ``/api/estimates/`` start it detached when a job is queued and no worker
-is alive, so nothing else needs running; it exits when the queue is empty. ``--wait`` keeps it
-polling instead (a service of its own). Ctrl-C or SIGTERM stops it after the current job; a
-worker killed mid-job leaves a job whose heartbeat stops, which the next worker runs again.
 """
 
 from __future__ import annotations

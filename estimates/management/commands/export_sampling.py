@@ -1,12 +1,7 @@
-"""Export every sampling round of a study, one row per (round, image).
+"""Export every sampling round of a study, one row per (round, image): columns ``image``, ``round``,
+``pi``, ``selected``, ``labelled`` (docs/reference/contracts.md).
 
     python manage.py export_sampling --study S [--format csv|json] [--output FILE]
-
-Columns (CSV; JSON: a list of objects with these keys, ``pi`` a number), exactly: ``image`` (the path the image was imported under, as other exports name it),
-``round`` (its number in the study), ``pi`` (inclusion probability, fixed before the draw),
-``selected`` (1 if the draw took it) and ``labelled`` (1 if it has every final label the study's
-protocol's estimate reads now). A pair, which has no single image, is
-named by its key.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
-"""Draw a sampling round: the images people label next so that a detector's scores can be
-corrected into an unbiased estimate of the human-truth bias score.
+"""Draw a sampling round: the images people label next.
 
     python manage.py sample_for_labeling --study S --detector D --budget N
         [--design uniform|active|stratified] [--seed K]
 
-Every item gets its inclusion probability π (stored with the round before the draw, never
-changed), a Bernoulli draw selects about N of the images without a final label, and those go
-first into the labelling queue. ``active`` needs a finished earlier round of the same detector
-version. Thin wrapper around ``estimates.services.sampling_round_create``.
+A thin wrapper around ``estimates.services.sampling_round_create``.
 """
 
 from __future__ import annotations

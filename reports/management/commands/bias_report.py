@@ -1,16 +1,5 @@
-"""``manage.py bias_report``: thin wrapper around the study's analysis (``reports.analyses``).
-
-A report is of one study (``--study``; without it, the only study there is), and what it holds
-is decided by the study's protocol. Formats:
-
-- ``json``: exactly the dict of the analysis's ``build`` — for a gender study its
-  contract (coverage, agreement, human, detectors).
-- ``csv``: one table of the report, the one ``--table NAME`` names (``Analysis.csv_tables``;
-  for a gender study ``models``, ``detectors`` or ``prompts``): one header row, whose first
-  column is ``section``, then its rows — a file any CSV reader reads as it is. Empty cells are
-  undefined values; ratios are fractions, pct_diff is in percent.
-- ``md``: the report's tables as Markdown (for a gender study the paper's tables 1-3, 5-7).
-"""
+"""``manage.py bias_report``: the study's report as its analysis builds it, as JSON, one CSV table
+or Markdown."""
 
 from __future__ import annotations
 
@@ -113,9 +102,7 @@ class Command(BaseCommand):
 
 
 def csv_table(text: str, names: tuple[str, ...], name: str) -> str:
-    """The table ``name`` of an analysis's CSV export ``text``: its tables are ``names``, in
-    that order, one blank line between them. Read and written again by the csv module, so a
-    quoted cell holding a blank line does not split a table; the cells stay as written."""
+    """The table ``name`` of an analysis's CSV export ``text`` (tables ``names``, blank-line separated)."""
     tables: list[list[list[str]]] = [[]]
     for row in csv.reader(io.StringIO(text)):
         if row:
