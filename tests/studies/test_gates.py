@@ -64,7 +64,7 @@ def test_the_researcher_gate_lets_researchers_and_admins_in_then_checks_the_verb
 
 
 def test_every_app_uses_the_one_gate():
-    from annotate.api import items as annotate_api
+    from annotate.api import common as annotate_api
     from annotate.views import labeling as annotate_views
     from detectors import api as detectors_api
     from estimates import api as estimates_api
