@@ -101,9 +101,9 @@ def _gold_states(item_ids: list[int]) -> tuple[dict[int, int], set[int]]:
 def gold_mark(*, item: Item) -> GoldImport:
     """Make a settled item a gold item: each of its final answers — agreed by its labels or
     resolved by a researcher — becomes its gold answer (the item page's "Use as gold item").
-    QualityError when it has no such final answer, is still being labelled or has an imported
-    final answer."""
-    finals = list(FinalLabel.objects.filter(item=item))
+    QualityError when a question has no such final answer (or an unresolvable one), the item is
+    still being labelled or has an imported final answer."""
+    finals = list(FinalLabel.objects.filter(item=item).select_related("question"))
     labels, _decided = _gold_states([item.pk])
     problem = _gold_problem(item, labels.get(item.pk, 0), decided=False)
     if not problem and any(final.source == FinalLabelSource.IMPORTED for final in finals):
@@ -112,6 +112,21 @@ def gold_mark(*, item: Item) -> GoldImport:
         )
     if not problem and not finals:
         problem = f"item '{item.key}' has no agreed or resolved final answer to use as its gold answer"
+    if not problem:
+        answered = {final.question_id for final in finals}
+        missing = [question.key for question in item_questions(item) if question.pk not in answered]
+        unresolvable = [
+            final.question.key
+            for final in finals
+            if final.question.unresolvable_value and final.value == final.question.unresolvable_value
+        ]
+        if missing:
+            problem = f"item '{item.key}' has no final answer to {', '.join(missing)} yet"
+        elif unresolvable:
+            problem = (
+                f"item '{item.key}' was settled as unresolvable on {', '.join(unresolvable)}: "
+                "there is no answer to check annotators against"
+            )
     if problem:
         raise QualityError(problem[0].upper() + problem[1:] + ".")
     written = 0
@@ -120,6 +135,8 @@ def gold_mark(*, item: Item) -> GoldImport:
             item=item, question_id=final.question_id, defaults={"value": final.value}
         )
         written += created
+    # Reservations nobody answered would otherwise come back as gold seats of the item.
+    Assignment.objects.filter(item=item, completed_at__isnull=True).delete()
     Item.objects.filter(pk=item.pk).update(queue=0)
     return GoldImport(items=1, answers=written)
 

@@ -9,7 +9,7 @@ from annotate.errors import InvalidLabel, NotDisputed
 from annotate.models import FinalLabel, FinalLabelSource, ItemState
 from annotate.selectors import item_question_states
 from annotate.services.finals import final_label_set
-from studies.models import Item, Question
+from studies.models import GoldAnswer, Item, Question
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -23,6 +23,11 @@ def dispute_resolve(
     when recorded, every decision kept in FinalLabelRevision. Raises InvalidLabel, NotDisputed."""
 
     def disputed(item: Item) -> None:
+        if GoldAnswer.objects.filter(item=item, question=question).exists():
+            raise NotDisputed(
+                f"Item {item.key} is a gold item: its answer to “{question.key}” is the one annotators "
+                "are checked against and cannot change."
+            )
         state = item_question_states(item).get(question.key)
         if state not in (ItemState.DISPUTED, ItemState.RESOLVED):
             shown = (state or "not asked").replace("_", " ")

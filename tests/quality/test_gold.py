@@ -13,8 +13,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate import services
+from annotate.errors import NotDisputed
 from annotate.models import Assignment, FinalLabel, FinalLabelSource, GoldResponse, Label
-from annotate.services.disputes import dispute_resolve
+from annotate.services.disputes import dispute_resolve, dispute_resolve_unresolvable
 from quality.selectors import flagged_annotators, gold_scores
 from quality.services import gold_import
 from studies.errors import ImportRejected
@@ -158,6 +159,61 @@ def test_an_item_whose_dispute_a_researcher_resolved_becomes_gold_with_the_resol
     assert GoldResponse.objects.get(annotator=annotator_c, item=disputed).correct is True
     assert not Label.objects.filter(item=disputed, annotator=annotator_c).exists()
     assert FinalLabel.objects.get(item=disputed).source == FinalLabelSource.RESOLVED
+
+
+def _disputed(item, annotators):
+    for slot, (annotator, value) in enumerate(annotators):
+        Assignment.objects.create(
+            item=item,
+            annotator=annotator,
+            slot=slot,
+            claimed_at="2026-01-01T00:00Z",
+            expires_at="2026-01-01T01:00Z",
+        )
+        services.annotation_submit(item=item, annotator=annotator, answers={"gender": value})
+
+
+def test_a_gold_items_answer_cannot_be_resolved_again_and_an_unresolvable_one_is_no_gold(
+    study, items, annotator_a, annotator_b, researcher, client_for
+):
+    gold, unresolvable = items[0], items[1]
+    question = study.questions.get()
+    for item in (gold, unresolvable):
+        _disputed(item, [(annotator_a, "male"), (annotator_b, "female")])
+    dispute_resolve(item=gold, question=question, researcher=researcher, value="female")
+    client = client_for(researcher)
+    client.post(reverse("quality:gold_mark", args=[gold.pk]))
+    assert GoldAnswer.objects.get(item=gold).value == "female"
+    with pytest.raises(NotDisputed, match="is a gold item"):
+        dispute_resolve(item=gold, question=question, researcher=researcher, value="male")
+    assert FinalLabel.objects.get(item=gold).value == "female"
+
+    dispute_resolve_unresolvable(item=unresolvable, question=question, researcher=researcher)
+    page = client.post(reverse("quality:gold_mark", args=[unresolvable.pk]), follow=True)
+    assert "settled as unresolvable on gender" in page.content.decode()
+    assert not GoldAnswer.objects.filter(item=unresolvable).exists()
+    assert Item.objects.get(pk=unresolvable.pk).queue != 0
+
+
+def test_an_open_reservation_does_not_come_back_when_its_item_becomes_gold(
+    study, items, annotator_a, researcher, client_for
+):
+    item = items[0]
+    held = services.assignment_queue(study=study, annotator=annotator_a, size=1)[0]
+    assert held.item_id == item.pk
+    services.final_label_set(
+        item=item,
+        question=study.questions.get(),
+        value="male",
+        decided_by=researcher,
+        source=FinalLabelSource.RESOLVED,
+    )
+    client_for(researcher).post(reverse("quality:gold_mark", args=[item.pk]))
+    assert GoldAnswer.objects.filter(item=item).exists()
+    assert not Assignment.objects.filter(item=item, completed_at__isnull=True).exists()
+    assert item.pk not in {
+        seat.item_id for seat in services.assignment_queue(study=study, annotator=annotator_a)
+    }
 
 
 def _label_everything(study, annotator, answer_for):
