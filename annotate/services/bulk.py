@@ -235,14 +235,13 @@ class _Answers:
         self.known: dict[tuple[int, str, str], tuple[str, str]] = {}
 
     def clean(self, question: Question, raw: str, reason: str, item: Item) -> tuple[str, str]:
-        if kind_of(question).reads_item:
-            value = answer_validate(question, raw, item=item)
-            return value, clean_reason(question, value, reason)
         key = (id(question), raw, reason)
         found = self.known.get(key)
         if found is None:
             value = answer_validate(question, raw, item=item)
-            found = self.known[key] = (value, clean_reason(question, value, reason))
+            found = (value, clean_reason(question, value, reason))
+            if not kind_of(question).reads_item:
+                self.known[key] = found
         return found
 
 
