@@ -21,6 +21,7 @@ from quality.services import gold_import
 from studies.errors import ImportRejected
 from studies.models import GoldAnswer, Item
 from tests.factories import ItemFactory, PromptFactory
+from tests.quality.seats import labelled
 
 
 @pytest.fixture
@@ -118,15 +119,7 @@ def test_an_item_whose_dispute_a_researcher_resolved_becomes_gold_with_the_resol
     study, items, annotator_a, annotator_b, annotator_c, researcher, client_for
 ):
     disputed, imported = items[0], items[1]
-    for annotator, value, slot in ((annotator_a, "male", 0), (annotator_b, "female", 1)):
-        Assignment.objects.create(
-            item=disputed,
-            annotator=annotator,
-            slot=slot,
-            claimed_at="2026-01-01T00:00Z",
-            expires_at="2026-01-01T01:00Z",
-        )
-        services.annotation_submit(item=disputed, annotator=annotator, answers={"gender": value})
+    _disputed(disputed, [(annotator_a, "male"), (annotator_b, "female")])
     question = study.questions.get()
     client = client_for(researcher)
     screen = reverse("annotate:dispute_question", args=[disputed.pk, question.key])
@@ -161,16 +154,9 @@ def test_an_item_whose_dispute_a_researcher_resolved_becomes_gold_with_the_resol
     assert FinalLabel.objects.get(item=disputed).source == FinalLabelSource.RESOLVED
 
 
-def _disputed(item, annotators):
-    for slot, (annotator, value) in enumerate(annotators):
-        Assignment.objects.create(
-            item=item,
-            annotator=annotator,
-            slot=slot,
-            claimed_at="2026-01-01T00:00Z",
-            expires_at="2026-01-01T01:00Z",
-        )
-        services.annotation_submit(item=item, annotator=annotator, answers={"gender": value})
+def _disputed(item, answers):
+    for slot, (annotator, value) in enumerate(answers):
+        labelled([item], annotator, value, slot)
 
 
 def test_a_gold_items_answer_cannot_be_resolved_again_and_an_unresolvable_one_is_no_gold(

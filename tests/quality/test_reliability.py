@@ -17,6 +17,7 @@ from quality.models import InferredReliability
 from quality.selectors import flagged_annotators, reliability_report
 from studies.models import GoldAnswer
 from tests.factories import ItemFactory, PromptFactory
+from tests.quality.seats import labelled
 
 
 def test_pairwise_kappas_use_only_shared_units_and_equal_cohens():
@@ -140,18 +141,6 @@ def test_the_exclude_button_excludes_and_reincludes(study, crowd, researcher, cl
     assert Label.objects.filter(annotator__username="ben").count() == 4
 
 
-def _labelled(study, annotator, items, value, slot):
-    for item in items:
-        Assignment.objects.create(
-            item=item,
-            annotator=annotator,
-            slot=slot,
-            claimed_at="2026-01-01T00:00Z",
-            expires_at="2026-01-01T01:00Z",
-        )
-        services.annotation_submit(item=item, annotator=annotator, answers={"gender": value})
-
-
 def test_an_annotator_far_from_the_finals_is_flagged_by_reliability_and_the_page_says_why(
     study, annotator_a, annotator_b, researcher, client_for
 ):
@@ -159,8 +148,8 @@ def test_an_annotator_far_from_the_finals_is_flagged_by_reliability_and_the_page
     study.save()
     prompt = PromptFactory(study=study)
     items = [ItemFactory(prompt=prompt) for _ in range(8)]
-    _labelled(study, annotator_a, items, "male", 0)
-    _labelled(study, annotator_b, items, "female", 1)
+    labelled(items, annotator_a, "male", 0)
+    labelled(items, annotator_b, "female", 1)
     question = study.questions.get()
     for item in items:  # a researcher settles every dispute for B's answer
         dispute_resolve(item=item, question=question, researcher=researcher, value="female")
@@ -190,8 +179,8 @@ def test_the_models_reliability_is_what_the_flag_reads_when_a_model_ran(
     study.save()
     prompt = PromptFactory(study=study)
     items = [ItemFactory(prompt=prompt) for _ in range(30)]
-    _labelled(study, annotator_a, items, "male", 0)
-    _labelled(study, annotator_b, items, "male", 1)
+    labelled(items, annotator_a, "male", 0)
+    labelled(items, annotator_b, "male", 1)
     # Both agree with every final (the agreement rule's), but the model found anna unreliable.
     InferredReliability.objects.create(
         study=study, annotator=annotator_a, method="dawid_skene", reliability=0.5
