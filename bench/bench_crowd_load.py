@@ -56,10 +56,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_label_submit import (
-    BENCH_SECRET_KEY,
     CSRF_RE,
     IMAGE_RE,
-    PRODUCTION_OVER_HTTP,
     ROOT,
     TIMING_RE,
     Annotator,
@@ -70,6 +68,7 @@ from bench_label_submit import (
     make_study,
     recreate_database,
     report,
+    server_env,
     start_server,
     warm_up,
 )
@@ -252,15 +251,7 @@ def start_gunicorn(
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "bench.settings_bench",
-        "DATABASE_URL": database_url,
-        "BIASLAB_MEDIA_ROOT": str(media),
-        **PRODUCTION_OVER_HTTP,
-        "PYTHONPATH": str(ROOT),
-    }
-    env.setdefault("DJANGO_SECRET_KEY", BENCH_SECRET_KEY)
+    env = server_env(database_url, media)
     command = [
         sys.executable,
         "-m",

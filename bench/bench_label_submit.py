@@ -335,9 +335,8 @@ def serve(address: str, threads: int, processes: int) -> None:
     server.serve_forever()
 
 
-def start_server(
-    database_url: str, media: Path, threads: int, processes: int = 2
-) -> tuple[subprocess.Popen, str]:
+def server_env(database_url: str, media: Path) -> dict[str, str]:
+    """The environment of a benchmark's server process: the bench settings, production-like."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "bench.settings_bench",
@@ -347,6 +346,13 @@ def start_server(
         "PYTHONPATH": str(ROOT),
     }
     env.setdefault("DJANGO_SECRET_KEY", BENCH_SECRET_KEY)
+    return env
+
+
+def start_server(
+    database_url: str, media: Path, threads: int, processes: int = 2
+) -> tuple[subprocess.Popen, str]:
+    env = server_env(database_url, media)
     command = [
         sys.executable,
         __file__,
