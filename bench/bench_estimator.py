@@ -80,6 +80,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from metrics import ppi, ppi_design, ppi_mean, ppi_model, ppi_shares  # noqa: E402 (after the path set-up, as the script runs from bench/)
+from metrics.ppi_shares import LabelledSample  # noqa: E402
 
 N_PROMPTS = 100
 N_PER_PROMPT = 40
@@ -190,22 +191,21 @@ def one_study(
     pi = ppi_design.inclusion_probabilities_uniform(n, budget)
     xi = ppi_design.draw_bernoulli(pi, [seed, budget, 1])
     uniform = ppi.estimate_model_bias(
-        codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=n_boot, seed=seed
+        LabelledSample(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs), n_boot=n_boot, seed=seed
     )
     pilot = budget // 4
     pi1 = ppi_design.inclusion_probabilities_uniform(n, pilot)
     xi1 = ppi_design.draw_bernoulli(pi1, [seed, budget, 2])
-    model = ppi_model.fit_covariance_model(codes, f, observed(y, xi1), xi1, pi1, detector_outputs=outputs)
+    model = ppi_model.fit_covariance_model(
+        LabelledSample(codes, f, observed(y, xi1), xi1, pi1, detector_outputs=outputs)
+    )
     pi2 = ppi_design.inclusion_probabilities_active(outputs, codes, model, budget - pilot, eligible=~xi1)
     xi2 = ppi_design.draw_bernoulli(pi2, [seed, budget, 3])
     both = np.stack([xi1, xi2])
     active = ppi.estimate_model_bias(
-        codes,
-        f,
-        observed(y, xi1 | xi2),
-        both,
-        np.stack([pi1, pi2]),
-        detector_outputs=outputs,
+        LabelledSample(
+            codes, f, observed(y, xi1 | xi2), both, np.stack([pi1, pi2]), detector_outputs=outputs
+        ),
         n_boot=n_boot,
         seed=seed,
     )
@@ -312,12 +312,7 @@ def run_detectors(
                 pi = np.full(codes.size, fraction)
                 xi = ppi_design.draw_bernoulli(pi, [seed, s, int(fraction * 1000)])
                 result = ppi.estimate_model_bias(
-                    codes,
-                    f,
-                    observed(y, xi),
-                    xi,
-                    pi,
-                    detector_outputs=outputs,
+                    LabelledSample(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs),
                     n_boot=n_boot,
                     seed=s,
                     power_tuning=tuning,
@@ -660,7 +655,9 @@ def gender_judge_cell(
         xi = ppi_design.draw_bernoulli(pi, [seed, s, int(fraction * 1000)])
         for name, f in (("soft", soft), ("hard", hard)):
             score = ppi.estimate_model_bias(
-                codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=n_boot, seed=s
+                LabelledSample(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs),
+                n_boot=n_boot,
+                seed=s,
             ).model_bias_score
             assert score.ci95 is not None
             lo, hi = score.ci95

@@ -18,12 +18,9 @@ from metrics.ppi_power import POWER_FOLDS, cross_fit_power
 from metrics.ppi_shares import (
     Z95,
     Interval,
-    OutputCodes,
-    PromptIds,
-    RoundArrays,
+    LabelledSample,
     Seed,
     StudyData,
-    Vectors,
     aipw_shares,
     mean_abs,
     prepare,
@@ -220,14 +217,8 @@ def _next_round_labels(
 
 
 def estimate_model_bias(
-    prompt_ids: PromptIds,
-    f: Vectors,
-    y: Vectors,
-    xi: RoundArrays,
-    pi: RoundArrays,
+    sample: LabelledSample,
     *,
-    detector_outputs: OutputCodes | None = None,
-    round_weights: Sequence[float] | None = None,
     min_labels: int = MIN_LABELS,
     n_boot: int = 1000,
     seed: Seed = 0,
@@ -235,18 +226,16 @@ def estimate_model_bias(
     folds: int = POWER_FOLDS,
 ) -> ModelBiasEstimate:
     """Prediction-powered estimate of a T2I model's bias scores from its images' detector vectors
-    ``f`` and a (multi-round) Bernoulli sample ``xi``/``pi`` of human vectors ``y``.
-
-    One entry per image; ``xi``/``pi`` are (n,) or (rounds, n); a drawn image without a final label
-    must be passed as not drawn. Arguments explained in docs/explanation/estimator.md."""
-    data = prepare(prompt_ids, f, y, xi, pi, round_weights)
+    and a (multi-round) Bernoulli sample of human vectors; a drawn image without a final label must
+    be passed as not drawn. Arguments explained in docs/explanation/estimator.md."""
+    data = prepare(sample)
     warnings = list(data.warnings)
     if data.n_prompts == 0:
         empty = ScoreEstimate(None, None, None, None, None, 0, ())
         return ModelBiasEstimate(
             empty, empty, None, {}, 0, 0, data.rounds, tuple(data.weights.tolist()), None, tuple(warnings)
         )
-    outputs = detector_codes(data, detector_outputs)
+    outputs = detector_codes(data, sample.detector_outputs)
     output_index = np.unique(outputs, return_inverse=True)[1].reshape(-1)
     model = fit_model(data, data.f, outputs, 0.5, 0.1)
     tuning = cross_fit_power(data, model, output_index, folds) if power_tuning else None

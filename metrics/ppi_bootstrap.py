@@ -11,11 +11,9 @@ import numpy as np
 from metrics.ppi_model import CovarianceModel, output_counts
 from metrics.ppi_shares import (
     Interval,
-    PromptIds,
-    RoundArrays,
+    LabelledSample,
     Seed,
     StudyData,
-    Vectors,
     aipw_shares,
     class_counts,
     human_classes,
@@ -372,19 +370,10 @@ class BootstrapIntervals:
 
 
 def bootstrap_model_bias(
-    prompt_ids: PromptIds,
-    f: Vectors,
-    y: Vectors,
-    xi: RoundArrays,
-    pi: RoundArrays,
-    *,
-    round_weights: Sequence[float] | None = None,
-    n_resamples: int = 2000,
-    seed: Seed = 0,
-    level: float = 0.95,
+    sample: LabelledSample, *, n_resamples: int = 2000, seed: Seed = 0, level: float = 0.95
 ) -> BootstrapIntervals:
     """Percentile intervals from a multiplier bootstrap of the Bernoulli design (a cross-check)."""
-    data = prepare(prompt_ids, f, y, xi, pi, round_weights)
+    data = prepare(sample)
     if data.n_prompts == 0 or n_resamples <= 0:
         return BootstrapIntervals(None, {}, max(n_resamples, 0))
     mu, _ = aipw_shares(data, data.f)

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
 
 from metrics.ppi_shares import (
     CLASS_VECTORS,
+    LabelledSample,
     OutputCodes,
     PromptIds,
-    RoundArrays,
     StudyData,
-    Vectors,
     class_counts,
     human_classes,
     prepare,
@@ -157,20 +156,11 @@ def _em_shares(
 
 
 def fit_covariance_model(
-    prompt_ids: PromptIds,
-    f: Vectors,
-    y: Vectors,
-    xi: RoundArrays,
-    pi: RoundArrays,
-    *,
-    detector_outputs: OutputCodes | None = None,
-    round_weights: Sequence[float] | None = None,
-    smoothing: float = 0.5,
-    prior_images: float = 0.1,
+    sample: LabelledSample, *, smoothing: float = 0.5, prior_images: float = 0.1
 ) -> CovarianceModel:
-    """``CovarianceModel`` from the labelled images so far (arguments as for ``estimate_model_bias``)."""
-    data = prepare(prompt_ids, f, y, xi, pi, round_weights)
+    """``CovarianceModel`` from the labelled images of ``sample`` so far."""
+    data = prepare(sample)
     if not data.labelled.any():
         raise ValueError("No labelled image to learn from: draw the first round uniformly.")
-    outputs = detector_codes(data, detector_outputs)
+    outputs = detector_codes(data, sample.detector_outputs)
     return fit_model(data, data.f, outputs, smoothing, prior_images)

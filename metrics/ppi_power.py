@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from metrics.ppi_model import CovarianceModel, detector_codes, fit_model
-from metrics.ppi_shares import (
-    OutputCodes,
-    PromptIds,
-    RoundArrays,
-    StudyData,
-    Vectors,
-    prepare,
-)
+from metrics.ppi_shares import LabelledSample, StudyData, prepare
 
 #: Folds of the images for cross-fitting the detector's weight λ.
 POWER_FOLDS = 5
@@ -81,21 +73,11 @@ def cross_fit_power(
     return PowerTuning(per_image, float(lambdas.mean()), float(effective))
 
 
-def tune_power(
-    prompt_ids: PromptIds,
-    f: Vectors,
-    y: Vectors,
-    xi: RoundArrays,
-    pi: RoundArrays,
-    *,
-    detector_outputs: OutputCodes | None = None,
-    round_weights: Sequence[float] | None = None,
-    folds: int = POWER_FOLDS,
-) -> PowerTuning:
-    """The cross-fitted λ that ``estimate_model_bias`` uses (arguments as there)."""
-    data = prepare(prompt_ids, f, y, xi, pi, round_weights)
+def tune_power(sample: LabelledSample, *, folds: int = POWER_FOLDS) -> PowerTuning:
+    """The cross-fitted λ that ``estimate_model_bias`` uses."""
+    data = prepare(sample)
     if not data.labelled.any():
         raise ValueError("No labelled image to tune the detector's weight on.")
-    outputs = detector_codes(data, detector_outputs)
+    outputs = detector_codes(data, sample.detector_outputs)
     model = fit_model(data, data.f, outputs, 0.5, 0.1)
     return cross_fit_power(data, model, np.unique(outputs, return_inverse=True)[1].reshape(-1), folds)

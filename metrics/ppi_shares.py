@@ -119,22 +119,31 @@ class StudyData:
         return int(self.pi.shape[0])
 
 
-def prepare(
-    prompt_ids: PromptIds,
-    f: Vectors,
-    y: Vectors,
-    xi: RoundArrays,
-    pi: RoundArrays,
-    round_weights: Sequence[float] | None,
-) -> StudyData:
-    keys, codes = prompt_codes(prompt_ids)
+@dataclass(frozen=True)
+class LabelledSample:
+    """The estimator's inputs, one entry per image: prompt ids, detector vectors ``f`` and output
+    codes, human vectors ``y`` (NaN where not labelled), and the Bernoulli draw ``xi`` with its
+    probabilities ``pi``, (n,) or (rounds, n). Explained in docs/explanation/estimator.md."""
+
+    prompt_ids: PromptIds
+    f: Vectors
+    y: Vectors
+    xi: RoundArrays
+    pi: RoundArrays
+    detector_outputs: OutputCodes | None = None
+    round_weights: Sequence[float] | None = None
+
+
+def prepare(sample: LabelledSample) -> StudyData:
+    """``sample`` checked, with each image's coefficients in the estimate and its variance."""
+    keys, codes = prompt_codes(sample.prompt_ids)
     n = codes.size
-    f_arr = np.asarray(f, dtype=float).reshape(n, 2) if n else np.zeros((0, 2))
-    y_arr = np.asarray(y, dtype=float).reshape(n, 2) if n else np.zeros((0, 2))
+    f_arr = np.asarray(sample.f, dtype=float).reshape(n, 2) if n else np.zeros((0, 2))
+    y_arr = np.asarray(sample.y, dtype=float).reshape(n, 2) if n else np.zeros((0, 2))
     if not np.isfinite(f_arr).all():
         raise ValueError("f must be finite for every image (a failed detector is (0, 0)).")
-    xi_arr = _as_rounds(xi, n, "xi", bool)
-    pi_arr = _as_rounds(pi, n, "pi", float)
+    xi_arr = _as_rounds(sample.xi, n, "xi", bool)
+    pi_arr = _as_rounds(sample.pi, n, "pi", float)
     if xi_arr.shape != pi_arr.shape:
         raise ValueError(f"xi and pi must have the same rounds; got {xi_arr.shape} and {pi_arr.shape}.")
     if np.isnan(pi_arr).any() or (pi_arr < 0).any() or (pi_arr > 1).any():
@@ -161,7 +170,7 @@ def prepare(
                 "their detector errors are taken as 0, which biases the estimate."
             )
         before |= xi_arr[k]
-    if round_weights is None:
+    if sample.round_weights is None:
         weights = default_round_weights(pi_arr.sum(axis=1), n)
         # A round that draws every image still unlabelled is complete whatever its planned budget.
         eligible_before = np.ones(n, dtype=bool)
@@ -173,7 +182,7 @@ def prepare(
                 break
             eligible_before &= ~xi_arr[k]
     else:
-        weights = np.asarray(round_weights, dtype=float)
+        weights = np.asarray(sample.round_weights, dtype=float)
         if weights.shape != (n_rounds,) or (weights < 0).any() or not math.isclose(weights.sum(), 1.0):
             raise ValueError(f"round_weights must be {n_rounds} non-negative numbers summing to 1.")
     pi_at = np.ones(n)
@@ -260,17 +269,9 @@ class PromptShares:
     n_labelled: np.ndarray
 
 
-def prompt_shares(
-    prompt_ids: PromptIds,
-    f: Vectors,
-    y: Vectors,
-    xi: RoundArrays,
-    pi: RoundArrays,
-    *,
-    round_weights: Sequence[float] | None = None,
-) -> PromptShares:
+def prompt_shares(sample: LabelledSample) -> PromptShares:
     """μ̂_p = (1/N_p) Σ_i [f_i + c_i ξ_i (Y_i - f_i)] per prompt and its covariance estimate."""
-    data = prepare(prompt_ids, f, y, xi, pi, round_weights)
+    data = prepare(sample)
     mu, cov = aipw_shares(data, data.f)
     n_labelled = np.bincount(data.codes[data.labelled], minlength=data.n_prompts)
     return PromptShares(data.keys, mu, cov, data.n_per_prompt.astype(np.int64), n_labelled)

@@ -161,26 +161,14 @@ def _vector(label: str | None) -> tuple[float, float]:
     return (0.0, 0.0)
 
 
-@dataclass(frozen=True)
-class Arrays:
-    """One T2I model's items as ``metrics.ppi`` reads them: (K, n) for the rounds."""
-
-    prompt_ids: np.ndarray
-    f: np.ndarray
-    y: np.ndarray
-    xi: np.ndarray
-    pi: np.ndarray
-    outputs: np.ndarray
-
-
 def arrays(
     items: Sequence[FrameItem],
     rounds: Sequence[RoundState],
     soft: Mapping[int, tuple[float, float]] | None = None,
-) -> Arrays:
-    """The estimator's inputs for ``items`` under ``rounds``: ξ = selected and finally labelled
-    (earlier rounds' selected items count in their first round only). ``soft``: item id -> a
-    judge's (p_male, p_female), its detector vector in place of its verdict's."""
+) -> ppi_shares.LabelledSample:
+    """The estimator's inputs for ``items`` under ``rounds`` ((K, n) for the rounds): ξ = selected
+    and finally labelled (earlier rounds' selected items count in their first round only).
+    ``soft``: item id -> a judge's (p_male, p_female), its detector vector in place of its verdict's."""
     n = len(items)
     f = _detector_vectors(items, soft or {})
     y = np.array(
@@ -197,7 +185,7 @@ def arrays(
         taken |= state.selected
     prompt_ids = np.array([i.prompt_id if i.prompt_id is not None else -1 for i in items], dtype=np.int64)
     outputs = np.array([OUTPUT_CODES[i.verdict] for i in items], dtype=np.int64)
-    return Arrays(prompt_ids, f, y, xi, pi, outputs)
+    return ppi_shares.LabelledSample(prompt_ids, f, y, xi, pi, outputs)
 
 
 @dataclass(frozen=True)
@@ -398,32 +386,14 @@ def bias_estimate(
         data = arrays(items, usable, soft)
         # Prompts by name, so the estimator's keys and warnings speak the researcher's words.
         named = np.array([names[i.prompt_id if i.prompt_id is not None else -1] for i in items], dtype=object)
-        result = ppi.estimate_model_bias(
-            named,
-            data.f,
-            data.y,
-            data.xi,
-            data.pi,
-            detector_outputs=data.outputs,
-            n_boot=n_boot,
-            seed=seed,
-        )
+        result = ppi.estimate_model_bias(replace(data, prompt_ids=named), n_boot=n_boot, seed=seed)
         points = []
         if history:
             for k in range(1, len(usable) + 1):
                 partial = result
                 if k < len(usable):
-                    part = arrays(items, usable[:k], soft)
-                    partial = ppi.estimate_model_bias(
-                        named,
-                        part.f,
-                        part.y,
-                        part.xi,
-                        part.pi,
-                        detector_outputs=part.outputs,
-                        n_boot=min(n_boot, HISTORY_BOOT),
-                        seed=seed,
-                    )
+                    part = replace(arrays(items, usable[:k], soft), prompt_ids=named)
+                    partial = ppi.estimate_model_bias(part, n_boot=min(n_boot, HISTORY_BOOT), seed=seed)
                 points.append(
                     RoundPoint(
                         k, partial.n_labelled, _width(partial.model_bias_score), _width(partial.human_only)
@@ -475,12 +445,13 @@ def _stratified(
     spread: dict[Hashable, float] | None = None
     if rounds:
         data = arrays(items, rounds, soft)
+        xi, pi, f, y = (np.asarray(a) for a in (data.xi, data.pi, data.f, data.y))
         outputs, residual_sq, weights = [], [], []
-        for k in range(data.xi.shape[0]):
-            for j in np.flatnonzero(data.xi[k]):
+        for k in range(xi.shape[0]):
+            for j in np.flatnonzero(xi[k]):
                 outputs.append(items[j].verdict)
-                residual_sq.append(float(np.sum((data.y[j] - data.f[j]) ** 2)))
-                weights.append(1.0 / float(data.pi[k, j]))
+                residual_sq.append(float(np.sum((y[j] - f[j]) ** 2)))
+                weights.append(1.0 / float(pi[k, j]))
         by_verdict = stratified.residual_spread(outputs, residual_sq, weights)
         spread = {key: by_verdict.get(key[2], 1.0) for key in strata}  # type: ignore[index]
     return stratified.inclusion_probabilities_stratified(strata, budget, spread=spread, eligible=pool)
@@ -496,11 +467,9 @@ def design_pi(frame: Frame, design: str, budget: int, pool: np.ndarray) -> np.nd
         data = arrays(items, frame.rounds, soft)
         # Prompts are counted per T2I model: the estimate is.
         prompt_keys = np.array([f"{i.t2i_model}\x1f{i.prompt_id}" for i in items])
-        model = ppi_model.fit_covariance_model(
-            prompt_keys, data.f, data.y, data.xi, data.pi, detector_outputs=data.outputs
-        )
+        model = ppi_model.fit_covariance_model(replace(data, prompt_ids=prompt_keys))
         return ppi_design.inclusion_probabilities_active(
-            data.outputs, prompt_keys, model, budget, eligible=pool
+            np.asarray(data.detector_outputs), prompt_keys, model, budget, eligible=pool
         )
     if design == Design.STRATIFIED:
         return _stratified(items, frame.rounds, budget, pool, soft)

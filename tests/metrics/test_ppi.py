@@ -18,6 +18,7 @@ import pytest
 
 from metrics import gender as paper
 from metrics import ppi, ppi_bootstrap, ppi_design, ppi_model, ppi_power, ppi_shares
+from metrics.ppi_shares import LabelledSample
 
 NAN = np.nan
 MALE, FEMALE, REST = (1.0, 0.0), (0.0, 1.0), (0.0, 0.0)
@@ -85,7 +86,7 @@ def test_shares_and_covariance_reproduce_the_hand_computation():
     # a: μ̂ = (1/4)[Σ f + r_0/π + r_2/π] = (1/4)[(2, 1) + (0, 0) + (2, -2)] = (1, -1/4);
     #    Ĉov = (1/16)(1 - π)/π² r_2 r_2ᵀ = (1/8)[[1, -1], [-1, 1]].
     # b: μ̂ = (1/2)[(1, 1) + (1, -1)] = (1, 0), no variance (π = 1).
-    shares = ppi_shares.prompt_shares(HAND_PROMPTS, HAND_F, HAND_Y, HAND_XI, HAND_PI)
+    shares = ppi_shares.prompt_shares(LabelledSample(HAND_PROMPTS, HAND_F, HAND_Y, HAND_XI, HAND_PI))
     assert shares.keys == ("a", "b")
     np.testing.assert_allclose(shares.shares, [[1.0, -0.25], [1.0, 0.0]])
     np.testing.assert_allclose(shares.cov[0], [[0.125, -0.125], [-0.125, 0.125]])
@@ -95,7 +96,9 @@ def test_shares_and_covariance_reproduce_the_hand_computation():
 
 
 def test_scores_reproduce_the_hand_computation_unclipped():
-    result = ppi.estimate_model_bias(HAND_PROMPTS, HAND_F, HAND_Y, HAND_XI, HAND_PI, n_boot=200)
+    result = ppi.estimate_model_bias(
+        LabelledSample(HAND_PROMPTS, HAND_F, HAND_Y, HAND_XI, HAND_PI), n_boot=200
+    )
     # d̂_a = (1 + 1/4)/(1 - 1/4) = 5/3: the plug-in is not clipped to [-1, 1].
     assert result.prompts["a"].estimate == pytest.approx(5 / 3)
     assert result.prompts["b"].estimate == pytest.approx(1.0)
@@ -115,7 +118,9 @@ def test_scores_reproduce_the_hand_computation_unclipped():
 
 
 def test_prompt_with_fewer_than_four_labels_gets_a_warning_not_a_silently_tiny_interval():
-    result = ppi.estimate_model_bias(HAND_PROMPTS, HAND_F, HAND_Y, HAND_XI, HAND_PI, n_boot=200)
+    result = ppi.estimate_model_bias(
+        LabelledSample(HAND_PROMPTS, HAND_F, HAND_Y, HAND_XI, HAND_PI), n_boot=200
+    )
     assert result.prompts["a"].warning is not None
     # Prompt b is fully labelled with certainty: nothing to warn about.
     assert result.prompts["b"].warning is None
@@ -132,8 +137,8 @@ def test_prompt_whose_labels_show_no_error_still_gets_a_positive_standard_error(
     xi[[0, 1]] = True
     y[[0, 1]] = MALE
     pi = np.full(20, 0.1)
-    assert ppi_shares.prompt_shares(prompts, f, y, xi, pi).cov[0].max() == 0.0
-    result = ppi.estimate_model_bias(prompts, f, y, xi, pi, n_boot=200)
+    assert ppi_shares.prompt_shares(LabelledSample(prompts, f, y, xi, pi)).cov[0].max() == 0.0
+    result = ppi.estimate_model_bias(LabelledSample(prompts, f, y, xi, pi), n_boot=200)
     assert result.prompts["p"].se > 0.0
     assert result.prompts["p"].warning is not None
 
@@ -148,7 +153,9 @@ def test_labelling_every_image_with_probability_one_gives_exactly_the_human_scor
     codes, f, y, outputs = simulate_population(rng, np.array([1.0, 0.4, 0.0, -0.6, 0.9]), 12)
     xi = np.ones(codes.size, dtype=bool)
     pi = np.ones(codes.size)
-    result = ppi.estimate_model_bias(codes, f, y, xi, pi, detector_outputs=outputs, n_boot=100)
+    result = ppi.estimate_model_bias(
+        LabelledSample(codes, f, y, xi, pi, detector_outputs=outputs), n_boot=100
+    )
     truth = true_model_score(codes, y)
     assert result.model_bias_score.estimate == pytest.approx(truth, abs=1e-12)
     assert result.model_bias_score.ci95 == pytest.approx((truth, truth), abs=1e-12)
@@ -173,7 +180,8 @@ def test_a_second_round_that_labels_every_remaining_image_gives_the_exact_human_
     xi2 = ppi_design.draw_bernoulli(pi2, 4)
     assert (xi1 | xi2).all()
     result = ppi.estimate_model_bias(
-        codes, f, y, np.stack([xi1, xi2]), np.stack([pi1, pi2]), detector_outputs=outputs, n_boot=100
+        LabelledSample(codes, f, y, np.stack([xi1, xi2]), np.stack([pi1, pi2]), detector_outputs=outputs),
+        n_boot=100,
     )
     assert result.round_weights == (0.0, 1.0)
     assert result.model_bias_score.estimate == pytest.approx(true_model_score(codes, y), abs=1e-12)
@@ -199,7 +207,7 @@ def test_estimate_is_unbiased_and_variance_formula_exact_over_every_bernoulli_sa
     for pattern in itertools.product([False, True], repeat=n):
         xi = np.array(pattern)
         probability = float(np.prod(np.where(xi, pi, 1 - pi)))
-        shares = ppi_shares.prompt_shares(["p"] * n, f, observed(y, xi), xi, pi)
+        shares = ppi_shares.prompt_shares(LabelledSample(["p"] * n, f, observed(y, xi), xi, pi))
         mean += probability * shares.shares[0]
         second += probability * np.outer(shares.shares[0] - mu, shares.shares[0] - mu)
         mean_cov_estimate += probability * shares.cov[0]
@@ -236,7 +244,7 @@ def test_two_rounds_stay_unbiased_when_the_second_design_depends_on_the_first_la
             p2 = float(np.prod(np.where(xi2[remaining], pi2[remaining], 1 - pi2[remaining])))
             xi = np.stack([xi1, xi2])
             shares = ppi_shares.prompt_shares(
-                ["p"] * n, f, observed(y, xi), xi, np.stack([pi1, pi2]), round_weights=weights
+                LabelledSample(["p"] * n, f, observed(y, xi), xi, np.stack([pi1, pi2]), round_weights=weights)
             )
             est = shares.shares[0]
             mean += p1 * p2 * est
@@ -276,7 +284,7 @@ def _one_prompt_with_exact_sample_size(seed: int) -> tuple[np.ndarray, np.ndarra
 def test_point_estimate_matches_ppi_python_with_lam_1():
     ppi_py = pytest.importorskip("ppi_py")
     f, y, xi, pi = _one_prompt_with_exact_sample_size(7)
-    ours = ppi_shares.prompt_shares(["p"] * len(f), f, observed(y, xi), xi, pi).shares[0]
+    ours = ppi_shares.prompt_shares(LabelledSample(["p"] * len(f), f, observed(y, xi), xi, pi)).shares[0]
     # With the realised sample size equal to Σ π, (1/N)Σ ξ r/π is the sample mean of r: ppi's
     # rectifier, with all N detector vectors as its "unlabelled" data.
     for j in range(2):
@@ -288,7 +296,7 @@ def test_interval_matches_ppi_python_up_to_the_finite_population_terms():
     ppi_py = pytest.importorskip("ppi_py")
     f, y, xi, pi = _one_prompt_with_exact_sample_size(8)
     n_all, n = len(f), int(xi.sum())
-    shares = ppi_shares.prompt_shares(["p"] * n_all, f, observed(y, xi), xi, pi)
+    shares = ppi_shares.prompt_shares(LabelledSample(["p"] * n_all, f, observed(y, xi), xi, pi))
     fraction = n / n_all
     for j in range(2):
         lo, hi = ppi_py.ppi_mean_ci(y[xi, j], f[xi, j], f[:, j], alpha=0.05, lam=1)
@@ -320,7 +328,9 @@ def _fitted_model(seed: int = 0) -> tuple[np.ndarray, np.ndarray, ppi_model.Cova
     codes, f, y, outputs = simulate_population(rng, np.array([1.0, 0.0, 0.5, -0.5, 0.9, 0.2]), 60)
     pi = ppi_design.inclusion_probabilities_uniform(codes.size, 120)
     xi = ppi_design.draw_bernoulli(pi, seed)
-    model = ppi_model.fit_covariance_model(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs)
+    model = ppi_model.fit_covariance_model(
+        LabelledSample(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs)
+    )
     return codes, outputs, model
 
 
@@ -385,12 +395,14 @@ def test_design_bootstrap_agrees_with_the_delta_method_for_a_strongly_biased_pro
     codes, f, y, _ = simulate_population(rng, np.array([0.6]), 2000)
     pi = np.full(codes.size, 0.3)
     xi = ppi_design.draw_bernoulli(pi, 6)
-    shares = ppi_shares.prompt_shares(codes, f, observed(y, xi), xi, pi)
+    shares = ppi_shares.prompt_shares(LabelledSample(codes, f, observed(y, xi), xi, pi))
     m, fe = shares.shares[0]
     grad = np.array([2 * fe, -2 * m]) / (m + fe) ** 2
     d = (m - fe) / (m + fe)
     se = math.sqrt(grad @ shares.cov[0] @ grad)
-    boot = ppi_bootstrap.bootstrap_model_bias(codes, f, observed(y, xi), xi, pi, n_resamples=4000, seed=1)
+    boot = ppi_bootstrap.bootstrap_model_bias(
+        LabelledSample(codes, f, observed(y, xi), xi, pi), n_resamples=4000, seed=1
+    )
     lo, hi = boot.prompts[0]
     assert lo == pytest.approx(d - ppi_shares.Z95 * se, abs=0.1 * se)
     assert hi == pytest.approx(d + ppi_shares.Z95 * se, abs=0.1 * se)
@@ -424,12 +436,14 @@ def _coverage_study(rng: np.random.Generator, seed: int, design: str) -> tuple[b
     else:
         pi1 = ppi_design.inclusion_probabilities_uniform(n, 20)
         xi1 = ppi_design.draw_bernoulli(pi1, seed)
-        model = ppi_model.fit_covariance_model(codes, f, observed(y, xi1), xi1, pi1, detector_outputs=outputs)
+        model = ppi_model.fit_covariance_model(
+            LabelledSample(codes, f, observed(y, xi1), xi1, pi1, detector_outputs=outputs)
+        )
         pi2 = ppi_design.inclusion_probabilities_active(outputs, codes, model, 40, eligible=~xi1)
         xi2 = ppi_design.draw_bernoulli(pi2, [seed, 2])
         xi, pi = np.stack([xi1, xi2]), np.stack([pi1, pi2])
     result = ppi.estimate_model_bias(
-        codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=100, seed=seed
+        LabelledSample(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs), n_boot=100, seed=seed
     )
     lo, hi = result.model_bias_score.ci95
     h_lo, h_hi = result.human_only.ci95
@@ -467,7 +481,7 @@ def test_json_contract_has_the_issue_keys_and_nulls_for_undefined_figures():
     y = np.array([MALE, [NAN, NAN], [NAN, NAN], [NAN, NAN]])
     xi = np.array([True, False, False, False])
     pi = np.full(4, 0.5)
-    document = ppi.estimate_model_bias(prompts, f, y, xi, pi, n_boot=50).as_json()
+    document = ppi.estimate_model_bias(LabelledSample(prompts, f, y, xi, pi), n_boot=50).as_json()
     assert set(document) >= {
         "model_bias_score",
         "human_only",
@@ -489,7 +503,9 @@ def test_json_contract_has_the_issue_keys_and_nulls_for_undefined_figures():
 
 
 def test_empty_input_gives_undefined_figures_not_zeros():
-    result = ppi.estimate_model_bias([], np.zeros((0, 2)), np.zeros((0, 2)), np.zeros(0, bool), np.zeros(0))
+    result = ppi.estimate_model_bias(
+        LabelledSample([], np.zeros((0, 2)), np.zeros((0, 2)), np.zeros(0, bool), np.zeros(0))
+    )
     assert result.model_bias_score.estimate is None
     assert result.model_bias_score.ci95 is None
     assert result.human_only.estimate is None
@@ -517,14 +533,16 @@ def test_gender_vectors_map_labels_and_unknowns():
 )
 def test_inconsistent_designs_are_refused(xi, pi, y, message):
     with pytest.raises(ValueError, match=message):
-        ppi_shares.prompt_shares(["p", "p"], [MALE, MALE], y, xi, pi)
+        ppi_shares.prompt_shares(LabelledSample(["p", "p"], [MALE, MALE], y, xi, pi))
 
 
 def test_a_round_that_leaves_out_unlabelled_images_is_reported():
     xi = np.array([[True, False, False], [False, True, False]])
     pi = np.array([[0.5, 0.5, 0.5], [0.0, 0.5, 0.0]])
     y = np.array([MALE, MALE, [NAN, NAN]])
-    result = ppi.estimate_model_bias(["p"] * 3, [MALE] * 3, y, xi, pi, round_weights=(0.5, 0.5), n_boot=20)
+    result = ppi.estimate_model_bias(
+        LabelledSample(["p"] * 3, [MALE] * 3, y, xi, pi, round_weights=(0.5, 0.5)), n_boot=20
+    )
     assert any("Round 2 gave probability 0" in w for w in result.warnings)
 
 
@@ -542,7 +560,7 @@ def test_labels_for_half_width_roughly_halves_the_standard_error_when_followed()
         pi1 = ppi_design.inclusion_probabilities_uniform(n, 80)
         xi1 = ppi_design.draw_bernoulli(pi1, seed)
         before = ppi.estimate_model_bias(
-            codes, f, observed(y, xi1), xi1, pi1, detector_outputs=outputs, n_boot=0
+            LabelledSample(codes, f, observed(y, xi1), xi1, pi1, detector_outputs=outputs), n_boot=0
         )
         more = before.labels_for_half_width
         assert more is not None
@@ -550,7 +568,9 @@ def test_labels_for_half_width_roughly_halves_the_standard_error_when_followed()
         pi2 = ppi_design.inclusion_probabilities_uniform(n, more, eligible=~xi1)
         xi2 = ppi_design.draw_bernoulli(pi2, [seed, 1])
         xi, pi = np.stack([xi1, xi2]), np.stack([pi1, pi2])
-        after = ppi.estimate_model_bias(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=0)
+        after = ppi.estimate_model_bias(
+            LabelledSample(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs), n_boot=0
+        )
         ratios.append(after.model_bias_score.se / before.model_bias_score.se)
     assert np.mean(ratios) == pytest.approx(0.5, abs=0.15)
 
@@ -596,7 +616,7 @@ def _few_label_study(rng: np.random.Generator, seed: int, detector: str) -> tupl
     pi = np.full(codes.size, FRACTION)
     xi = ppi_design.draw_bernoulli(pi, [seed, 21])
     result = ppi.estimate_model_bias(
-        codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=N_BOOT, seed=seed
+        LabelledSample(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs), n_boot=N_BOOT, seed=seed
     )
     score, human = result.model_bias_score, result.human_only
     lo, hi = score.ci95
@@ -651,13 +671,15 @@ def test_the_detectors_weight_is_cross_fitted_so_a_fold_never_sees_its_own_label
     codes, f, y, outputs = few_label_population(rng, "class_dependent", 10, 30)
     pi = np.full(codes.size, 0.3)
     xi = ppi_design.draw_bernoulli(pi, 5)
-    first = ppi_power.tune_power(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs)
+    first = ppi_power.tune_power(LabelledSample(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs))
     # Flip every label of fold 0 (images 0, 5, 10, ...): λ of fold 0 must not move, the others'
     # must (they learn from fold 0's labels).
     fold0 = np.arange(codes.size) % ppi_power.POWER_FOLDS == 0
     flipped = y.copy()
     flipped[fold0] = y[fold0][:, ::-1]
-    second = ppi_power.tune_power(codes, f, observed(flipped, xi), xi, pi, detector_outputs=outputs)
+    second = ppi_power.tune_power(
+        LabelledSample(codes, f, observed(flipped, xi), xi, pi, detector_outputs=outputs)
+    )
     np.testing.assert_array_equal(first.per_image[fold0], second.per_image[fold0])
     assert not np.allclose(first.per_image[~fold0], second.per_image[~fold0])
     assert ((first.per_image >= 0) & (first.per_image <= 1)).all()
@@ -671,7 +693,7 @@ def test_a_census_round_gives_the_exact_human_number_with_width_0_whatever_lambd
     codes, f, y, outputs = few_label_population(rng, "class_dependent", 6, 10)
     xi = np.ones(codes.size, dtype=bool)
     pi = np.ones(codes.size)
-    result = ppi.estimate_model_bias(codes, f, y, xi, pi, detector_outputs=outputs, n_boot=50)
+    result = ppi.estimate_model_bias(LabelledSample(codes, f, y, xi, pi, detector_outputs=outputs), n_boot=50)
     truth = true_model_score(codes, y)
     assert result.model_bias_score.estimate == pytest.approx(truth, abs=1e-12)
     assert result.model_bias_score.bias_corrected == pytest.approx(truth, abs=1e-12)
@@ -689,9 +711,11 @@ def test_without_power_tuning_the_estimate_is_the_issue_13_estimator():
     pi = np.full(codes.size, 0.25)
     xi = ppi_design.draw_bernoulli(pi, 8)
     plain = ppi.estimate_model_bias(
-        codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=0, power_tuning=False
+        LabelledSample(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs),
+        n_boot=0,
+        power_tuning=False,
     )
-    shares = ppi_shares.prompt_shares(codes, f, observed(y, xi), xi, pi)
+    shares = ppi_shares.prompt_shares(LabelledSample(codes, f, observed(y, xi), xi, pi))
     d = (shares.shares[:, 0] - shares.shares[:, 1]) / shares.shares.sum(axis=1)
     assert plain.lambda_ == 1.0
     assert plain.model_bias_score.estimate == pytest.approx(np.abs(d).mean())
@@ -722,7 +746,7 @@ def test_the_design_bootstraps_cost_follows_the_groups_of_alike_images_not_the_i
         xi = ppi_design.draw_bernoulli(pi, 8)
         calls.clear()
         result = ppi.estimate_model_bias(
-            codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=60, seed=3
+            LabelledSample(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs), n_boot=60, seed=3
         )
         assert result.model_bias_score.ci95 is not None
         assert [b for b, _ in calls] == [60]
@@ -732,7 +756,9 @@ def test_the_design_bootstraps_cost_follows_the_groups_of_alike_images_not_the_i
     assert max(groups) <= 2 * 5 * 4 * ppi_power.POWER_FOLDS
     calls.clear()
     monkeypatch.setattr(ppi_bootstrap, "BOOTSTRAP_CHUNK_ELEMENTS", 8 * groups[1] * 6)  # 3 classes x 2
-    ppi.estimate_model_bias(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs, n_boot=60, seed=3)
+    ppi.estimate_model_bias(
+        LabelledSample(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs), n_boot=60, seed=3
+    )
     assert max(b for b, _ in calls) == 8
     assert sum(b for b, _ in calls) == 60
 
@@ -742,12 +768,13 @@ def test_the_bootstrap_replicates_match_drawing_every_image():
     # a population drawn image by image from the same world (here: P(male) 0.7, P(clear) 0.9).
     n, b = 400, 4000
     data = ppi_shares.prepare(
-        np.zeros(n, dtype=int),
-        np.zeros((n, 2)),
-        np.full((n, 2), np.nan),
-        np.zeros(n, bool),
-        np.full(n, 0.1),
-        None,
+        LabelledSample(
+            np.zeros(n, dtype=int),
+            np.zeros((n, 2)),
+            np.full((n, 2), np.nan),
+            np.zeros(n, bool),
+            np.full(n, 0.1),
+        )
     )
 
     def world(rng, size, prompts, outputs):
