@@ -725,7 +725,7 @@ def main() -> None:
         "--protocols",
         default="",
         help=f"--generic: only these protocols, comma-separated (of {', '.join(GENERIC_PROTOCOLS)}); "
-        f"--detectors: only these detectors (of {', '.join(DETECTORS)})",
+        f"--detectors: only these detectors (of {', '.join(DETECTORS)})".replace("%", "%%"),
     )
     args = parser.parse_args()
     if args.census:
