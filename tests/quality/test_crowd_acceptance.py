@@ -244,8 +244,12 @@ def test_a_crowd_through_the_join_link_gives_the_figures_sklearn_statsmodels_and
                 assert text == "", (line["annotator"], column, text)
             else:
                 assert float(text) == pytest.approx(value, abs=1e-9), (line["annotator"], column, text)
-    # The random clickers are the ones the gold rule and the model rank lowest.
+    # The random clickers are flagged, and the model trusts them less than the careful ones. (Not
+    # always each one below every careful annotator: on 12 answers one of them can be lucky,
+    # depending on which items the gold draws, which depend on the accounts' ids.)
     clickers = {name[pid] for pid in RANDOM_CLICKERS}
-    least = sorted(expected, key=lambda u: expected[u]["reliability"])[: len(clickers)]
-    assert set(least) == clickers
+    careful = set(expected) - clickers
     assert {u for u, figures in expected.items() if figures["flagged"]} >= clickers
+    assert statistics.fmean(expected[u]["reliability"] for u in clickers) < statistics.fmean(
+        expected[u]["reliability"] for u in careful
+    )
