@@ -23,13 +23,14 @@ from drf_spectacular.utils import (
 )
 from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import PageNumberPagination
-from rest_framework.permissions import AllowAny
+from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from config.parsers import BoundedJSONParser
+from studies.permissions import IsResearcher
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -425,6 +426,13 @@ class ApiView(APIView):
 
 
 # --- Schema -------------------------------------------------------------------------------------
+
+
+class ResearcherApi(ApiView):
+    """An endpoint for researchers and admins only (403 for anyone else)."""
+
+    permission_classes = [IsAuthenticated, IsResearcher]
+
 
 _GENERIC_ERRORS = {
     400: "The input is invalid: see `errors` for each field.",

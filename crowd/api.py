@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from rest_framework import serializers
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from annotate.serializers.studies import StudyQuery, study_list_schema
-from config.api import ApiView
+from config.api import ResearcherApi
 from crowd.selectors import participant_rows
-from studies.permissions import IsResearcher
 
 
 class ParticipantOutput(serializers.Serializer):
@@ -29,10 +27,8 @@ class ParticipantOutput(serializers.Serializer):
     )
 
 
-class ParticipantListApi(ApiView):
+class ParticipantListApi(ResearcherApi):
     """Every participant of ``?study=``'s join links, in order of arrival."""
-
-    permission_classes = [IsAuthenticated, IsResearcher]
 
     @study_list_schema("participants_list", "participants", ParticipantOutput)
     def get(self, request: Request) -> Response:

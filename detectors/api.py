@@ -8,16 +8,20 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from config.api import ApiView, QueryInput, StrictPageNumberPagination, error_responses, invalid
+from config.api import (
+    QueryInput,
+    ResearcherApi,
+    StrictPageNumberPagination,
+    error_responses,
+    invalid,
+)
 from detectors import selectors
 from detectors.kinds import kind_choices
 from detectors.models import PredictionStatus, RunStatus
 from studies.models import Study
-from studies.permissions import IsResearcher
 
 RESEARCHERS_ONLY = "Not logged in, or not a researcher or admin."
 
@@ -101,11 +105,10 @@ class RunOutput(serializers.Serializer):
     finished_at = serializers.DateTimeField(allow_null=True)
 
 
-class PredictionListApi(ApiView):
+class PredictionListApi(ResearcherApi):
     """Predictions of the image files in scope, by id (a file shared by several items once,
     named by its first item)."""
 
-    permission_classes = [IsAuthenticated, IsResearcher]
     pagination_class = StrictPageNumberPagination
 
     @extend_schema(
@@ -137,10 +140,8 @@ class PredictionListApi(ApiView):
         return self.paginated(predictions, lambda page: PredictionOutput(page, many=True).data)
 
 
-class RunListApi(ApiView):
+class RunListApi(ResearcherApi):
     """The most recent detector runs (200 at most), newest first."""
-
-    permission_classes = [IsAuthenticated, IsResearcher]
 
     @extend_schema(
         operation_id="detector_runs_list",

@@ -6,15 +6,14 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
 from config.api import (
-    ApiView,
     AuthenticatedRequest,
     QueryInput,
+    ResearcherApi,
     StrictCharField,
     StrictInput,
     StrictIntegerField,
@@ -34,7 +33,6 @@ from estimates.services import (
     sampling_round_create,
 )
 from studies.models import Study
-from studies.permissions import IsResearcher
 from studies.selectors import study_by_slug
 
 RESEARCHERS_ONLY = "Logged in, but not a researcher or admin."
@@ -234,10 +232,8 @@ class JobOutput(serializers.Serializer):
 # --- Views ----------------------------------------------------------------------------------------
 
 
-class SamplingRoundListApi(ApiView):
+class SamplingRoundListApi(ResearcherApi):
     """Sampling rounds of a study (GET) and drawing the next one (POST)."""
-
-    permission_classes = [IsAuthenticated, IsResearcher]
 
     @extend_schema(
         operation_id="sampling_rounds_list",
@@ -297,10 +293,8 @@ class SamplingRoundListApi(ApiView):
         return Response(RoundOutput(created).data, status=status.HTTP_201_CREATED)
 
 
-class EstimateApi(ApiView):
+class EstimateApi(ResearcherApi):
     """``estimate_bias --format json`` as the worker kept it; 202 with its job when the data changed since."""
-
-    permission_classes = [IsAuthenticated, IsResearcher]
 
     @extend_schema(
         operation_id="estimates_retrieve",
@@ -349,10 +343,8 @@ class EstimateApi(ApiView):
         )
 
 
-class EstimateJobApi(ApiView):
+class EstimateJobApi(ResearcherApi):
     """The status of an estimate job (the ``status_url`` of a 202 from ``/api/estimates/``)."""
-
-    permission_classes = [IsAuthenticated, IsResearcher]
 
     @extend_schema(
         operation_id="estimate_jobs_retrieve",

@@ -5,14 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from rest_framework import serializers
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from annotate.serializers.studies import StudyQuery, study_list_schema
-from config.api import ApiView
+from config.api import ResearcherApi
 from quality.selectors import reliability_report, reliability_row
-from studies.permissions import IsResearcher
 
 
 class KappaOutput(serializers.Serializer):
@@ -44,10 +42,8 @@ class AnnotatorReliabilityOutput(serializers.Serializer):
     kappas = KappaOutput(many=True, help_text="Cohen's kappa with every annotator sharing items.")
 
 
-class AnnotatorListApi(ApiView):
+class AnnotatorListApi(ResearcherApi):
     """Every annotator of ``?study=`` with their reliability figures (the reliability page's)."""
-
-    permission_classes = [IsAuthenticated, IsResearcher]
 
     @study_list_schema("annotators_list", "annotators", AnnotatorReliabilityOutput)
     def get(self, request: Request) -> Response:

@@ -7,14 +7,13 @@ from typing import Any, NoReturn
 
 from django.db.models import QuerySet
 from rest_framework.exceptions import PermissionDenied, ValidationError
-from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
 from annotate import errors, selectors
-from config.api import ApiView, QueryInput, conflict, invalid, not_found
+from config.api import QueryInput, conflict, invalid, not_found
 from studies import permissions
 from studies.models import Item, Question, Study
-from studies.permissions import IsResearcher
 from studies.selectors import item_questions, study_questions
 
 
@@ -23,10 +22,6 @@ class IsAnnotator(BasePermission):
 
     def has_permission(self, request: Request, view: Any) -> bool:
         return permissions.is_annotator(request.user)
-
-
-class ResearcherApi(ApiView):
-    permission_classes = [IsAuthenticated, IsResearcher]
 
 
 def require_role(user: Any) -> None:

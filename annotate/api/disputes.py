@@ -13,7 +13,6 @@ from annotate.api.common import (
     RESEARCHERS_ONLY,
     UNKNOWN_ITEM,
     UNKNOWN_STUDY,
-    ResearcherApi,
     item_or_404,
     query_with_study,
     question_of,
@@ -28,7 +27,7 @@ from annotate.serializers.disputes import (
     ResolveValueInput,
 )
 from annotate.serializers.studies import StudyQuery
-from config.api import AuthenticatedRequest, error_responses
+from config.api import AuthenticatedRequest, ResearcherApi, error_responses
 from studies.models import Item, Question
 from studies.selectors import item_images, item_main_image, with_images
 

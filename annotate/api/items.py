@@ -16,13 +16,12 @@ from annotate.api.common import (
     RESEARCHERS_ONLY,
     UNKNOWN_ITEM,
     UNKNOWN_STUDY,
-    ResearcherApi,
     check_filters,
     item_or_404,
     query_with_study,
 )
 from annotate.serializers.items import ItemDetailOutput, ItemOutput, ItemQuery
-from config.api import StrictPageNumberPagination, error_responses
+from config.api import ResearcherApi, StrictPageNumberPagination, error_responses
 from studies.models import Item
 from studies.selectors import with_images
 

@@ -15,7 +15,6 @@ from annotate.api.common import (
     BAD_STUDY_QUERY,
     RESEARCHERS_ONLY,
     UNKNOWN_STUDY,
-    ResearcherApi,
     check_filters,
     query_with_study,
 )
@@ -26,7 +25,7 @@ from annotate.serializers.results import (
     AgreementQuery,
     ExportQuery,
 )
-from config.api import error_responses, invalid
+from config.api import ResearcherApi, error_responses, invalid
 from studies.selectors import study_questions
 
 

@@ -64,14 +64,31 @@ def test_the_researcher_gate_lets_researchers_and_admins_in_then_checks_the_verb
 
 
 def test_every_app_uses_the_one_gate():
-    from annotate.api import common as annotate_api
+    from annotate.api import disputes, items, results
     from annotate.views import labeling as annotate_views
-    from detectors import api as detectors_api
-    from estimates import api as estimates_api
+    from config.api import ResearcherApi
+    from crowd.api import ParticipantListApi
+    from detectors.api import PredictionListApi, RunListApi
+    from estimates.api import EstimateApi, EstimateJobApi, SamplingRoundListApi
+    from quality.api import AnnotatorListApi
 
-    assert annotate_api.IsResearcher is permissions.IsResearcher
-    assert detectors_api.IsResearcher is permissions.IsResearcher
-    assert estimates_api.IsResearcher is permissions.IsResearcher
+    assert permissions.IsResearcher in ResearcherApi.permission_classes
+    researcher_views = [
+        ParticipantListApi,
+        AnnotatorListApi,
+        PredictionListApi,
+        RunListApi,
+        EstimateApi,
+        EstimateJobApi,
+        SamplingRoundListApi,
+        disputes.DisputeListApi,
+        items.ItemListApi,
+        results.AgreementApi,
+        results.GroundTruthExportApi,
+    ]
+    for view in researcher_views:
+        assert issubclass(view, ResearcherApi), view
+        assert view.permission_classes == ResearcherApi.permission_classes, view
     assert annotate_views.guarded is permissions.guarded
 
 
