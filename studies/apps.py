@@ -11,4 +11,4 @@ class StudiesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from studies import checks  # noqa: F401  (registers the protocol checks)
+        from studies import checks  # noqa: F401  (registers the protocol and question kind checks)

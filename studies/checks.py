@@ -1,5 +1,5 @@
 """System checks (``manage.py check``) of every protocol registration and its spec's dotted
-paths, resolved without importing their modules."""
+paths, resolved without importing their modules, and of every question kind registration."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from django.core.checks import CheckMessage, Error, register
 from django.core.management import get_commands
 from django.utils.module_loading import import_string
 
+from studies.kinds import NAME_MAX, QuestionKind, kind_registrations
 from studies.protocols import ProtocolSpec, protocol_registrations
 
 #: The spec fields that name a module (the rest name an attribute of a module).
@@ -137,4 +138,64 @@ def check_protocols(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
             )
             continue
         errors.extend(_spec_problems(key, spec))
+    return errors
+
+
+def _kind_problems(who: str, kind: QuestionKind) -> Iterator[CheckMessage]:
+    from django.contrib.staticfiles import finders
+    from django.template import TemplateDoesNotExist
+    from django.template.loader import get_template
+
+    try:
+        get_template(kind.template)
+    except TemplateDoesNotExist:
+        yield Error(
+            f"Question kind {kind.name!r} ({who}): its template {kind.template!r} does not exist.",
+            id="studies.E012",
+        )
+    for attribute in ("script", "stylesheet"):
+        path = getattr(kind, attribute)
+        if path and not finders.find(path):
+            yield Error(
+                f"Question kind {kind.name!r} ({who}): its {attribute} {path!r} is no static file.",
+                id="studies.E013",
+            )
+
+
+@register("kinds")
+def check_kinds(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Every registered question kind: it imports, is a named ``QuestionKind``, its name is its
+    own, and its template and static files exist."""
+    errors: list[CheckMessage] = []
+    seen: dict[str, str] = {}
+    for who, entry in kind_registrations():
+        try:
+            kind = import_string(entry) if isinstance(entry, str) else entry
+        except Exception as error:  # whatever the import raises is the finding
+            errors.append(
+                Error(
+                    f"Question kind {entry!r} ({who}) cannot be imported: {error!r}.",
+                    hint="question_kinds on the app's AppConfig lists dotted paths of QuestionKind instances.",
+                    id="studies.E010",
+                )
+            )
+            continue
+        if not isinstance(kind, QuestionKind) or not 0 < len(kind.name) <= NAME_MAX:
+            errors.append(
+                Error(
+                    f"{entry!r} ({who}) is not a QuestionKind with a name of 1 to {NAME_MAX} characters.",
+                    id="studies.E011",
+                )
+            )
+            continue
+        if kind.name in seen:
+            errors.append(
+                Error(
+                    f"Question kind {kind.name!r} is registered twice ({seen[kind.name]} and {who}).",
+                    id="studies.E014",
+                )
+            )
+            continue
+        seen[kind.name] = who
+        errors.extend(_kind_problems(who, kind))
     return errors

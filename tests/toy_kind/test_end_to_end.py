@@ -22,9 +22,10 @@ from django.test import modify_settings
 from django.urls import reverse
 
 from annotate.models import Label
-from studies import kinds
+from studies import checks, kinds
+from studies.checks import check_kinds
 from studies.errors import ImportRejected
-from studies.kinds import QuestionKind, check_kinds, kind_registered, question_kinds
+from studies.kinds import QuestionKind, kind_registered, question_kinds
 from studies.models import Question
 from studies.services import questions_csv_read, study_create
 from tests.factories import ItemFactory, PromptFactory
@@ -116,7 +117,7 @@ def test_a_kind_registered_at_run_time_is_checked_and_taken_away_after(rating_in
 
 def test_a_wrong_dotted_path_or_a_name_taken_twice_fails_manage_py_check(monkeypatch):
     monkeypatch.setattr(
-        kinds,
+        checks,
         "kind_registrations",
         lambda: [("toy_kind", "tests.toy_kind.kinds.NOPE"), ("a", kinds.CHOICE), ("b", kinds.ChoiceKind())],
     )
