@@ -20,12 +20,8 @@ from metrics.reliability import (
     reliability_flagged,
 )
 from quality.models import AnnotatorExclusion, InferredReliability
-from studies.models import GoldAnswer, Study
+from studies.models import Study
 from studies.selectors import study_questions
-
-
-def gold_item_count(*, study: Study) -> int:
-    return GoldAnswer.objects.filter(item__study=study).values("item_id").distinct().count()
 
 
 def gold_scores(*, study: Study) -> dict[str, GoldAccuracy]:
@@ -43,12 +39,6 @@ def gold_scores(*, study: Study) -> dict[str, GoldAccuracy]:
         )
         for row in counts
     }
-
-
-def flagged_annotators(*, study: Study) -> list[str]:
-    """Usernames the study's rule flags (by gold accuracy or by reliability, see
-    ``reliability_report``) and that are not excluded yet, by name."""
-    return [row.username for row in reliability_report(study=study).rows if row.flag_reasons]
 
 
 def excluded_annotators(*, study: Study) -> list[str]:
@@ -102,19 +92,9 @@ def _answers_by_annotator(
 
 
 def reliability_report(*, study: Study) -> ReliabilityReport:
-    """Per annotator of the study (members, anyone with labels, the excluded), by username:
-    items labelled and median seconds per label (``annotate.selectors.annotator_stats``), gold
-    accuracy with its Wilson interval and the rule's flag, the mean of their Cohen's kappas with
-    every other annotator on shared (item, question)s, agreement with the final labels, the
-    reliability the study's truth-inference model gave them at its last run and their confusion
-    matrix per question — the model's expected one after a run, else against the final labels;
-    and every pair's kappa.
-
-    The study's rule (``min_gold_accuracy``, ``min_gold``) flags an annotator who is not
-    excluded by gold (their gold accuracy below it after ``min_gold`` gold answers) and by
-    reliability: the model's reliability over their labels — or, without a model run, their
-    agreement with the finals over the answers that have one — credibly below the same
-    threshold (``metrics.reliability.reliability_flagged``, after ``min_gold`` answers)."""
+    """Per annotator of the study (members, anyone with labels, the excluded), by username: their
+    figures, confusion matrices and the study's rule's flags (docs/explanation/reliability.md);
+    and every pair's kappa."""
     model = {
         username: (reliability, confusion)
         for username, reliability, confusion in InferredReliability.objects.filter(study=study).values_list(

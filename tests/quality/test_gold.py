@@ -16,7 +16,7 @@ from annotate import services
 from annotate.errors import NotDisputed
 from annotate.models import Assignment, FinalLabel, FinalLabelSource, GoldResponse, Label
 from annotate.services.disputes import dispute_resolve, dispute_resolve_unresolvable
-from quality.selectors import flagged_annotators, gold_scores
+from quality.selectors import gold_scores, reliability_report
 from quality.services import gold_import
 from studies.errors import ImportRejected
 from studies.models import GoldAnswer, Item
@@ -345,7 +345,7 @@ def test_gold_accuracy_and_the_rule_flag_the_careless(study, items, tmp_path, an
     b = scores["ben"]
     assert (b.correct, b.flagged) == (2, True)
     assert b.low < 2 / 6 < b.high
-    assert flagged_annotators(study=study) == ["ben"]
+    assert [row.username for row in reliability_report(study=study).rows if row.flag_reasons] == ["ben"]
 
 
 def test_a_rule_needing_more_gold_than_there_is_is_refused(study, items, tmp_path):
