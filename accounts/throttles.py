@@ -39,14 +39,18 @@ class LoginRateThrottle(_RateFromSettings, throttling.SimpleRateThrottle):
         return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
 
 
-def login_throttle_wait(request: Any) -> int:
-    """Count one password check from ``request``'s address; 0 when it may go ahead, else the seconds until it
-    may."""
-    throttle = LoginRateThrottle()
-    # No DRF view here; LoginRateThrottle keys on the address alone and never reads the view.
+def throttle_wait(throttle: throttling.SimpleRateThrottle, request: Any) -> int:
+    """Count one request from ``request``'s address against ``throttle``; 0 when it may go ahead,
+    else the seconds until it may."""
+    # No DRF view here; these throttles key on the address alone and never read the view.
     if throttle.allow_request(request, None):  # type: ignore[arg-type]
         return 0
     return max(1, math.ceil(throttle.wait() or 1))
+
+
+def login_throttle_wait(request: Any) -> int:
+    """Count one password check from ``request``'s address (``throttle_wait``)."""
+    return throttle_wait(LoginRateThrottle(), request)
 
 
 def client_address(request: Any) -> str:

@@ -9,9 +9,9 @@ from typing import Any
 
 from django.db.models import Count, Max, Q, QuerySet
 
+from accounts.selectors import key_digest
 from annotate.models import Assignment
 from crowd.models import GuidelineExample, JoinLink, Participant
-from crowd.services import token_digest
 from studies.models import Study
 from studies.selectors import images_load, item_main_image, study_questions
 
@@ -20,7 +20,7 @@ def link_by_token(token: str) -> JoinLink | None:
     """The link whose token this is, with its study; None for any other string."""
     if not token or len(token) > 100:
         return None
-    return JoinLink.objects.select_related("study").filter(token_digest=token_digest(token)).first()
+    return JoinLink.objects.select_related("study").filter(token_digest=key_digest(token)).first()
 
 
 def links_of(*, study: Study) -> QuerySet[JoinLink]:

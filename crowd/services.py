@@ -6,7 +6,6 @@ the person who caused it; nothing is written when it raises.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import secrets
 import uuid
@@ -19,6 +18,7 @@ from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from accounts.selectors import key_digest
 from annotate.models import Assignment
 from crowd.errors import CrowdError, LinkRefused
 from crowd.models import GuidelineExample, JoinLink, Participant
@@ -30,11 +30,6 @@ from studies.typing import UserLike
 PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
 DEFAULT_PANEL_PARAMS = ("PROLIFIC_PID",)
 MAX_PANEL_ID = 200
-
-
-def token_digest(token: str) -> str:
-    """The SHA-256 a token is stored and looked up as."""
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def join_link_create(
@@ -74,7 +69,7 @@ def join_link_create(
     token = secrets.token_urlsafe(32)
     link = JoinLink.objects.create(
         study=study,
-        token_digest=token_digest(token),
+        token_digest=key_digest(token),
         quota=quota,
         completion_url=completion_url,
         completion_code=completion_code.strip(),

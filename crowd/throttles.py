@@ -3,10 +3,9 @@ machinery (cache, address, settings read per request) as the login throttle."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from accounts.throttles import LoginRateThrottle
+from accounts.throttles import LoginRateThrottle, throttle_wait
 
 
 class JoinRateThrottle(LoginRateThrottle):
@@ -14,9 +13,5 @@ class JoinRateThrottle(LoginRateThrottle):
 
 
 def join_throttle_wait(request: Any) -> int:
-    """Count one new account from ``request``'s address; 0 when it may be made, else the seconds
-    until one may."""
-    throttle = JoinRateThrottle()
-    if throttle.allow_request(request, None):  # type: ignore[arg-type]
-        return 0
-    return max(1, math.ceil(throttle.wait() or 1))
+    """Count one new account from ``request``'s address (``accounts.throttles.throttle_wait``)."""
+    return throttle_wait(JoinRateThrottle(), request)
