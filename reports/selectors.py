@@ -3,7 +3,7 @@ fingerprint (docs/explanation/reports.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
@@ -112,16 +112,6 @@ def item_answers_prefetches(
     ]
 
 
-def pick_latest(rows: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """detector -> version with the highest ``last_id``."""
-    chosen: dict[str, tuple[int, str]] = {}
-    for row in rows:
-        best = chosen.get(row["detector"])
-        if best is None or row["last_id"] > best[0]:
-            chosen[row["detector"]] = (row["last_id"], row["version"])
-    return {key: chosen[key][1] for key in sorted(chosen)}
-
-
 def distinct_by_seeks(rows: QuerySet[Any], fields: tuple[str, str] | tuple[str]) -> list[tuple[Any, ...]]:
     """The distinct values of ``fields`` among ``rows``, one index seek each (a loose index scan)."""
     found: list[tuple[Any, ...]] = []
@@ -151,10 +141,11 @@ def latest_detector_versions(
     scope: Scope, *, kinds: Sequence[str] | None = None, detector: str | None = None
 ) -> dict[str, str]:
     """detector key -> the version reported: that of its newest prediction in scope."""
-    return pick_latest(
-        {"detector": d, "version": v, "last_id": last}
-        for d, v, last in detector_runs_in_scope(scope, kinds=kinds, detector=detector)
-    )
+    newest: dict[str, tuple[int, str]] = {}
+    for name, version, last in detector_runs_in_scope(scope, kinds=kinds, detector=detector):
+        if name not in newest or last > newest[name][0]:
+            newest[name] = (last, version)
+    return {name: newest[name][1] for name in sorted(newest)}
 
 
 def detector_runs_in_scope(
