@@ -42,11 +42,6 @@ class UnknownChart(ValueError):
     """A chart name or format that does not exist."""
 
 
-def _check_format(fmt: str) -> None:
-    if fmt not in FORMATS:
-        raise UnknownChart(f"Unknown chart format {fmt!r}: use one of {', '.join(FORMATS)}.")
-
-
 def _new_figure(width: float, height: float) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -67,7 +62,8 @@ def _save(fig: Figure, fmt: str) -> bytes:
 
 def _draw(fmt: str, build: Any, *args: Any, **kwargs: Any) -> bytes:
     """Run ``build(fig_factory, ...)`` under the fixed style and return the file's bytes."""
-    _check_format(fmt)
+    if fmt not in FORMATS:
+        raise UnknownChart(f"Unknown chart format {fmt!r}: use one of {', '.join(FORMATS)}.")
     import matplotlib
 
     with matplotlib.rc_context(_RC):

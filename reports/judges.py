@@ -15,7 +15,7 @@ from detectors.models import PredictionStatus
 from metrics import agreement, calibration
 from metrics import questions as qm
 from reports.selectors import PREDICTION_TO_ITEM, Scope, detector_runs_in_scope, predictions_in_scope
-from reports.tables import Cell, Column, Table, int_cell, num, text_cell
+from reports.tables import Column, Table, int_cell, num_cell, text_cell
 
 Answers = dict[str, str]
 Probabilities = dict[str, dict[str, float]]
@@ -176,10 +176,10 @@ def judges_table(
             text_cell(name),
             text_cell(key),
             int_cell(d["n"]),
-            _float(d["accuracy"]),
-            _float(d["cohen_kappa"]),
-            _float(d["brier"]),
-            _float(d["ece"]),
+            num_cell(d["accuracy"]),
+            num_cell(d["cohen_kappa"]),
+            num_cell(d["brier"]),
+            num_cell(d["ece"]),
             int_cell(d["n_probabilities"]),
             int_cell(d["excluded"]["failed"]),
             int_cell(d["excluded"]["filtered"]),
@@ -234,10 +234,10 @@ def judge_versions_table(
                     text_cell(second),
                     text_cell(key),
                     int_cell(d["n"]),
-                    _float(d["agreement"]),
-                    _float(d["cohen_kappa"]),
-                    _float(a.get("cohen_kappa")),
-                    _float(b.get("cohen_kappa")),
+                    num_cell(d["agreement"]),
+                    num_cell(d["cohen_kappa"]),
+                    num_cell(a.get("cohen_kappa")),
+                    num_cell(b.get("cohen_kappa")),
                 )
             )
     return Table(
@@ -259,7 +259,3 @@ def judge_versions_table(
         ),
         rows=tuple(rows),
     )
-
-
-def _float(value: float | None, digits: int = 3) -> Cell:
-    return Cell(value, num(value, digits))

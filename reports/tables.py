@@ -98,12 +98,6 @@ def signed_pct(value: float | None) -> str:
     return f"{value:+.2f} % {arrow}".strip()
 
 
-def ci_text(ci: Sequence[float | None] | None, digits: int = 2) -> str:
-    if not ci or ci[0] is None or ci[1] is None:
-        return NO_VALUE
-    return f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
-
-
 def text_cell(value: Any) -> Cell:
     return Cell(value=value, text=str(value))
 
@@ -118,8 +112,9 @@ def int_cell(value: int | None) -> Cell:
 
 def ci_cell(ci: Sequence[float | None] | None, digits: int = 2) -> Cell:
     """An interval cell for a ``pair`` column: the value is (lo, hi), (None, None) when absent."""
-    value = (ci[0], ci[1]) if ci and ci[0] is not None and ci[1] is not None else (None, None)
-    return Cell(value, ci_text(ci, digits))
+    if not ci or ci[0] is None or ci[1] is None:
+        return Cell((None, None), NO_VALUE)
+    return Cell((ci[0], ci[1]), f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]")
 
 
 def mark_extremes(cells: list[Cell], by: Iterable[float | None]) -> list[Cell]:
