@@ -31,6 +31,7 @@ from reports.analyses import (
     analysis_for,
     analysis_of,
 )
+from reports.charts import FORMATS as CHART_FORMATS
 from reports.tables import UnknownTable
 from studies import permissions
 from studies.models import Study
@@ -38,12 +39,10 @@ from studies.selectors import study_by_slug
 from studies.session import study_remember, study_remembered
 from studies.typing import HtmxHttpRequest
 
-View = Callable[..., HttpResponse]
 T = TypeVar("T")
 BOOTSTRAP = 1000
 # Cached under the data fingerprint; the timeout bounds how long an edit bypassing the services goes unseen.
 CACHE_SECONDS = 600
-CHART_FORMATS = {"svg": "image/svg+xml", "png": "image/png"}
 
 
 # --- permissions --------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 from reports.selectors import Scope
 from reports.tables import Table
 from studies.models import Study
-from studies.protocols import SpecPaths, protocols_changed
+from studies.protocols import SpecPaths, protocol_spec, protocols_changed
 
 #: Protocol key -> dotted path of its Analysis class, as each registered protocol's spec declares
 #: it (``ProtocolSpec.analysis``; a protocol without one has no report yet).
@@ -104,8 +104,6 @@ class Analysis:
     @property
     def nav_links(self) -> tuple[NavLink, ...]:
         """The navigation links of this analysis: its own, then the few-label estimate when it has one."""
-        from studies.protocols import protocol_spec
-
         if not protocol_spec(self.protocol).estimates:
             return self.nav
         return (*self.nav, ESTIMATE_LINK)

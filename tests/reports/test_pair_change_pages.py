@@ -23,7 +23,6 @@ from tests.reports.pair_change_data import AGE_GENDER, build, measure, pair_key
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-SVG_NS = "{http://www.w3.org/2000/svg}"
 
 
 @pytest.fixture
