@@ -19,21 +19,23 @@ from studies.models import Item
 from studies.permissions import researcher_only
 from studies.selectors import study_or_404
 
-_SORTS: dict[str, Callable[[selectors.AnnotatorReliability], Any]] = {
-    "annotator": lambda r: r.username,
-    "labels": lambda r: r.labels,
-    "median_seconds": lambda r: r.median_seconds,
-    "gold_accuracy": lambda r: r.gold.accuracy if r.gold else None,
-    "mean_kappa": lambda r: r.mean_kappa,
-    "agreement_with_final": lambda r: r.agreement_with_final,
-    "reliability": lambda r: r.reliability,
-}
+#: The page's sortable columns: key, heading, the value sorted by.
+COLUMNS: tuple[tuple[str, str, Callable[[selectors.AnnotatorReliability], Any]], ...] = (
+    ("annotator", "Annotator", lambda r: r.username),
+    ("labels", "Labels", lambda r: r.labels),
+    ("median_seconds", "Median s / label", lambda r: r.median_seconds),
+    ("gold_accuracy", "Gold accuracy", lambda r: r.gold.accuracy if r.gold else None),
+    ("mean_kappa", "Mean κ", lambda r: r.mean_kappa),
+    ("agreement_with_final", "Agreement with finals", lambda r: r.agreement_with_final),
+    ("reliability", "Inferred reliability", lambda r: r.reliability),
+)
+_SORTS = {key: value for key, _, value in COLUMNS}
 
 
 def sorted_rows(
     rows: list[selectors.AnnotatorReliability], sort: str
 ) -> list[selectors.AnnotatorReliability]:
-    """By a column of ``_SORTS`` (``-`` in front: descending); empty values last either way."""
+    """By a column of ``COLUMNS`` (``-`` in front: descending); empty values last either way."""
     key = _SORTS.get(sort.lstrip("-"), _SORTS["annotator"])
     known = [row for row in rows if key(row) is not None]
     empty = [row for row in rows if key(row) is None]
@@ -67,15 +69,7 @@ def reliability(request: HttpRequest, slug: str) -> HttpResponse:
         "study": study,
         "rows": rows,
         "sort": sort,
-        "columns": [
-            ("annotator", "Annotator"),
-            ("labels", "Labels"),
-            ("median_seconds", "Median s / label"),
-            ("gold_accuracy", "Gold accuracy"),
-            ("mean_kappa", "Mean κ"),
-            ("agreement_with_final", "Agreement with finals"),
-            ("reliability", "Inferred reliability"),
-        ],
+        "columns": [(key, heading) for key, heading, _ in COLUMNS],
         "names": names,
         "kappa_rows": kappa_rows,
         "confusion": [
