@@ -1,13 +1,7 @@
-"""The gate in front of every view for a participant's session: they reach their study's labeling
-screen, their own join pages and the images of their study, nothing else (403) — not another
-study, the researchers' pages, the admin or the API. Before consenting they are sent to the
-guidelines; once finished, to the completion page. After each saved key press the participant's
-items are counted once: the quota ends the session's work, and below it the count updates the
-screen's "12 of 40" line (``crowd/_quota_line.html``, out of band for htmx); a screen with no
-item left sends them to the completion page too.
-
-Ordinary sessions pay one dictionary look-up in a session already loaded to find the user: no
-statement of their key press is added."""
+"""The gate in front of every view for a participant's session: their study's labeling screen,
+their own join pages and their study's images, nothing else (403); the guidelines before consent,
+the completion page once finished; after each saved key press, the quota checked and the screen's
+"12 of 40" line updated (docs/how-to/crowd-panel.md). Other sessions pay one dictionary look-up."""
 
 from __future__ import annotations
 

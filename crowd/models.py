@@ -1,10 +1,5 @@
-"""Join links for crowd panels, the participants who came through them, and the example images
-the first screen shows.
-
-A **JoinLink** lets anyone holding its secret URL label one study: the first visit creates an
-annotator account of that study alone (``Participant``), bound to the browser session, with no
-password. Only the token's SHA-256 is stored; the URL is shown once, when the link is made.
-"""
+"""Join links for crowd panels, the participants who came through them (each an annotator account
+of that study alone, bound to the browser session), and the example images the first screen shows."""
 
 from __future__ import annotations
 

@@ -50,9 +50,8 @@ def join(request: HttpRequest, token: str) -> HttpResponse:
         return _refused(request, "This study link is not valid. Check that you copied all of it.", status=404)
     panel_id = _panel_id(request, link)
     marker = marker_of(request)
-    same_session = marker is not None and marker["study"] == link.study_id
     participant: Participant | None = None
-    if same_session and marker is not None:
+    if marker is not None and marker["study"] == link.study_id:
         participant = Participant.objects.select_related("link", "study").get(pk=marker["participant"])
         if panel_id is not None and panel_id != participant.panel_id:
             participant = None  # another person on this browser

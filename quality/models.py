@@ -1,10 +1,6 @@
-"""Annotator exclusion: an annotator whose labels stop counting in a study, reversibly.
-
-Excluding moves the annotator's labels (with their history) out of ``annotate.Label`` into
-``ExcludedLabel`` and frees their seats, so every count, final label and dispute of the study
-is what it would be without them; re-including moves the labels back where their seat is still
-free. Both are ``quality.services`` writes, one transaction each.
-"""
+"""Annotator exclusion, reversibly: the labels (with their history) of an excluded annotator move
+to ``ExcludedLabel`` and back on re-inclusion (``quality.services``); and the reliability a
+truth-inference model inferred."""
 
 from __future__ import annotations
 
