@@ -1,5 +1,5 @@
 """Typed readers for settings that come from the environment. Every setting has a safe local default, except
-secrets in production mode, which must be set explicitly (``env_str(..., required=True)``)."""
+the secret in production mode, which must be set explicitly (``env_production_secret``)."""
 
 from __future__ import annotations
 
@@ -13,15 +13,9 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
-def env_str(name: str, default: str | None = None, *, required: bool = False) -> str:
-    """The variable's value; ``default`` (or ``""``) when unset or empty. Raises
-    ImproperlyConfigured naming the variable when ``required`` and it is unset or empty."""
-    value = os.environ.get(name)
-    if value is None or value == "":
-        if required:
-            raise ImproperlyConfigured(f"Set the environment variable {name}.")
-        return default if default is not None else ""
-    return value
+def env_str(name: str, default: str = "") -> str:
+    """The variable's value; ``default`` when unset or empty."""
+    return os.environ.get(name) or default
 
 
 def env_bool(name: str, default: bool = False) -> bool:
