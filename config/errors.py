@@ -13,12 +13,12 @@ from django.template import loader
 from django.urls import Resolver404, reverse
 from django.views import csrf, defaults
 
+from config.api import API_PREFIX
 from studies import permissions
 from studies.models import Study
 
 log = logging.getLogger(__name__)
 
-API_PREFIX = "/api/"
 #: At most this many studies are listed on an error page.
 STUDIES_LISTED = 50
 PLAIN = (

@@ -39,8 +39,8 @@ urlpatterns = [
     path("api/", include("detectors.api_urls")),
     path("api/", include("estimates.api_urls")),
     path("api/", include("crowd.api_urls")),
-    # --- API schema and its pages (drf-spectacular, assets from the sidecar package) ---
     path("api/", include("quality.api_urls")),
+    # The API schema and its pages (drf-spectacular, assets from the sidecar package).
     # YAML by default, JSON with ?format=json; logged-in users only (SPECTACULAR_SETTINGS).
     path("api/schema/", SpectacularAPIView.as_view(), name="openapi-schema"),
     path(
@@ -53,7 +53,6 @@ urlpatterns = [
         api_docs(SpectacularRedocView.as_view(url_name="openapi-schema", template_name="api/redoc.html")),
         name="openapi-redoc",
     ),
-    # --- end of the API schema block ---
     path(f"{settings.MEDIA_URL.strip('/')}/<path:path>", views.media, name="media"),
 ]
 
