@@ -340,6 +340,16 @@ class PromptGrid:
     def values(self) -> list[list[float | None]]:
         return [[row.scores.get(col) for col in self.columns] for row in self.rows]
 
+    def model_blocks(self) -> list[tuple[str, int, int]]:
+        """(T2I model, first column, last column) for each run of columns of one model."""
+        blocks: list[tuple[str, int, int]] = []
+        for c, (model, _source) in enumerate(self.columns):
+            if blocks and blocks[-1][0] == model:
+                blocks[-1] = (model, blocks[-1][1], c)
+            else:
+                blocks.append((model, c, c))
+        return blocks
+
     def source_scores(self, source: str) -> dict[str, list[float]]:
         """Scores of one source per T2I model, prompts without a score left out (figure 3)."""
         out: dict[str, list[float]] = {}
@@ -423,12 +433,7 @@ def prompt_scores_table(grid: PromptGrid) -> Table:
             n_m, n_f, n_all = row.counts.get(col, (0, 0, 0))
             cells.append(num_cell(score, 2, title=f"{n_m} male, {n_f} female of {n_all}"))
         rows.append(tuple(cells))
-    groups: list[tuple[str, int]] = [("", 3)]
-    for model, _source in grid.columns:
-        if groups[-1][0] == model:
-            groups[-1] = (groups[-1][0], groups[-1][1] + 1)
-        else:
-            groups.append((model, 1))
+    groups = [("", 3), *((model, last - first + 1) for model, first, last in grid.model_blocks())]
     return Table(
         key="prompt_scores",
         title="Prompt bias score per prompt",
