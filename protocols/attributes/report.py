@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -27,12 +27,7 @@ class Agreement:
     n_items: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "krippendorff_alpha": self.krippendorff_alpha,
-            "fleiss_kappa": self.fleiss_kappa,
-            "observed_agreement": self.observed_agreement,
-            "n_items": self.n_items,
-        }
+        return asdict(self)
 
 
 def agreement(units: Sequence[Mapping[str, int]]) -> Agreement:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from protocols.gender import report as gender_report
@@ -216,14 +217,5 @@ def markdown(analysis: GenderAnalysis, result: GenderResult) -> str:
         detectors=gtables.detector_keys(report),
     )
     for table in [*analysis.overview_tables(result, category=None), gtables.prompt_scores_table(grid)]:
-        titled = Table(
-            key=table.key,
-            title=f"{table.title} ({paper[table.key]})",
-            caption=table.caption,
-            columns=table.columns,
-            rows=table.rows,
-            groups=table.groups,
-            notes=table.notes,
-        )
-        lines.append(render.to_markdown(titled))
+        lines.append(render.to_markdown(replace(table, title=f"{table.title} ({paper[table.key]})")))
     return "\n".join(lines)

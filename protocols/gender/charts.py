@@ -150,7 +150,7 @@ def _build_heatmap(grid: PromptGrid) -> Figure:
         [[math.nan if v is None else v for v in row] for row in grid.values()], dtype=float
     ).reshape(n_rows, n_cols)
     annotate = n_cols <= 12 and n_rows <= 120
-    blocks = _column_blocks(grid)
+    blocks = grid.model_blocks()
     cell_w = max(
         0.42 if annotate else 0.3,
         *(_title_width(model) / (last - first + 1) for model, first, last in blocks),
@@ -277,17 +277,6 @@ GROUP_TITLE_WRAP = 16  # characters per line of a T2I model name above its colum
 _BOLD_EM = 0.62
 # The mean advance of DejaVu Sans per character of a row label (base.SMALL_PT), in points.
 WORD_PT_PER_CHAR = 4.7
-
-
-def _column_blocks(grid: PromptGrid) -> list[tuple[str, int, int]]:
-    """(T2I model, first column, last column) for each run of columns of one model."""
-    blocks: list[tuple[str, int, int]] = []
-    for c, (model, _source) in enumerate(grid.columns):
-        if blocks and blocks[-1][0] == model:
-            blocks[-1] = (model, blocks[-1][1], c)
-        else:
-            blocks.append((model, c, c))
-    return blocks
 
 
 def _wrap_title(model: str) -> str:

@@ -360,6 +360,8 @@ def bias_estimate(
                 f"{', '.join(str(s.round.number) for s in frame.pending)} wait for a final label; those "
                 "rounds are not used until all their images are labelled."
             )
+        result: ppi.ModelBiasEstimate | None = None
+        points: list[RoundPoint] = []
         if not usable:
             warnings.append(
                 "No complete sampling round yet: only the detector's score is known"
@@ -369,43 +371,35 @@ def bias_estimate(
                     else " (draw one: sample_for_labeling)."
                 )
             )
-            models.append(
-                ModelEstimate(
-                    model,
-                    None,
-                    names,
-                    len(items),
-                    detector_only,
-                    waiting,
-                    (),
-                    tuple(warnings),
-                    tuple(sizes.items()),
-                )
+        else:
+            data = arrays(items, usable, soft)
+            # Prompts by name, so the estimator's keys and warnings speak the researcher's words.
+            named = np.array(
+                [names[i.prompt_id if i.prompt_id is not None else -1] for i in items], dtype=object
             )
-            continue
-        data = arrays(items, usable, soft)
-        # Prompts by name, so the estimator's keys and warnings speak the researcher's words.
-        named = np.array([names[i.prompt_id if i.prompt_id is not None else -1] for i in items], dtype=object)
-        result = ppi.estimate_model_bias(replace(data, prompt_ids=named), n_boot=n_boot, seed=seed)
-        points = []
-        if history:
-            for k in range(1, len(usable) + 1):
-                partial = result
-                if k < len(usable):
-                    part = replace(arrays(items, usable[:k], soft), prompt_ids=named)
-                    partial = ppi.estimate_model_bias(part, n_boot=min(n_boot, HISTORY_BOOT), seed=seed)
-                points.append(
-                    RoundPoint(
-                        k, partial.n_labelled, _width(partial.model_bias_score), _width(partial.human_only)
+            result = ppi.estimate_model_bias(replace(data, prompt_ids=named), n_boot=n_boot, seed=seed)
+            detector_only = result.detector_only
+            if history:
+                for k in range(1, len(usable) + 1):
+                    partial = result
+                    if k < len(usable):
+                        part = replace(arrays(items, usable[:k], soft), prompt_ids=named)
+                        partial = ppi.estimate_model_bias(part, n_boot=min(n_boot, HISTORY_BOOT), seed=seed)
+                    points.append(
+                        RoundPoint(
+                            k,
+                            partial.n_labelled,
+                            _width(partial.model_bias_score),
+                            _width(partial.human_only),
+                        )
                     )
-                )
         models.append(
             ModelEstimate(
                 model,
                 result,
                 names,
                 len(items),
-                result.detector_only,
+                detector_only,
                 waiting,
                 tuple(points),
                 tuple(warnings),

@@ -7,8 +7,8 @@ import zlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import asdict, dataclass
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -117,26 +117,9 @@ def _human_model(
 
 def _filtering_and_accuracy(table: np.ndarray) -> tuple[contract.Filtering, contract.Accuracy]:
     """Filtering (eqs. 4-5) and accuracy (eq. 6) from a summed joint table [human][detector]."""
-    filtering = metrics.filtering_from_joint(table)
-    accuracy = metrics.accuracy_from_joint(table)
     return (
-        {
-            "precision": filtering.precision,
-            "recall": filtering.recall,
-            "f1": filtering.f1,
-            "filter_rate": filtering.filter_rate,
-            "tp": filtering.tp,
-            "fp": filtering.fp,
-            "fn": filtering.fn,
-            "tn": filtering.tn,
-        },
-        {
-            "male": accuracy.male,
-            "female": accuracy.female,
-            "overall": accuracy.overall,
-            "n_male": accuracy.n_male,
-            "n_female": accuracy.n_female,
-        },
+        cast("contract.Filtering", asdict(metrics.filtering_from_joint(table))),
+        cast("contract.Accuracy", asdict(metrics.accuracy_from_joint(table))),
     )
 
 

@@ -65,6 +65,15 @@ def detector_n(detector: Mapping[str, Any]) -> int:
     return sum(int(f.get(k, 0) or 0) for k in ("tp", "fp", "fn", "tn"))
 
 
+def _mark_column(
+    rows: list[list[Cell]], col: int, detectors: Mapping[str, Any], model: str, figure: str
+) -> None:
+    """Mark in column ``col`` the detectors whose |``figure``| on ``model`` is smallest and largest."""
+    diffs = [det.get("per_model", {}).get(model, {}).get(figure) for det in detectors.values()]
+    for r, cell in zip(rows, mark_extremes([r[col] for r in rows], diffs), strict=True):
+        r[col] = cell
+
+
 def model_bias_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequence[str]) -> Table:
     """Paper table 1: model bias score of humans and every detector, the signed % difference,
     their 95 % intervals and n."""
@@ -119,11 +128,7 @@ def model_bias_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequen
 
     # Mark, per T2I model, the detector closest to and farthest from the human score.
     for m_index, model in enumerate(models):
-        col = 1 + 5 * m_index + 2
-        diffs = [det.get("per_model", {}).get(model, {}).get("pct_diff") for det in detectors.values()]
-        marked = mark_extremes([r[col] for r in det_rows], diffs)
-        for r, cell in zip(det_rows, marked, strict=True):
-            r[col] = cell
+        _mark_column(det_rows, 1 + 5 * m_index + 2, detectors, model, "pct_diff")
 
     return Table(
         key="model_bias",
@@ -156,14 +161,7 @@ def prompt_difference_table(report: Mapping[str, Any]) -> Table:
         row.append(int_cell(detector_n(det)))
         rows.append(row)
     for m_index, model in enumerate(models):
-        col = 1 + m_index
-        diffs = [
-            det.get("per_model", {}).get(model, {}).get("prompt_bias_score_difference")
-            for det in detectors.values()
-        ]
-        marked = mark_extremes([r[col] for r in rows], diffs)
-        for r, cell in zip(rows, marked, strict=True):
-            r[col] = cell
+        _mark_column(rows, 1 + m_index, detectors, model, "prompt_bias_score_difference")
     return Table(
         key="prompt_difference",
         title="Prompt bias score difference",
@@ -342,6 +340,16 @@ class PromptGrid:
     def values(self) -> list[list[float | None]]:
         return [[row.scores.get(col) for col in self.columns] for row in self.rows]
 
+    def model_blocks(self) -> list[tuple[str, int, int]]:
+        """(T2I model, first column, last column) for each run of columns of one model."""
+        blocks: list[tuple[str, int, int]] = []
+        for c, (model, _source) in enumerate(self.columns):
+            if blocks and blocks[-1][0] == model:
+                blocks[-1] = (model, blocks[-1][1], c)
+            else:
+                blocks.append((model, c, c))
+        return blocks
+
     def source_scores(self, source: str) -> dict[str, list[float]]:
         """Scores of one source per T2I model, prompts without a score left out (figure 3)."""
         out: dict[str, list[float]] = {}
@@ -425,12 +433,7 @@ def prompt_scores_table(grid: PromptGrid) -> Table:
             n_m, n_f, n_all = row.counts.get(col, (0, 0, 0))
             cells.append(num_cell(score, 2, title=f"{n_m} male, {n_f} female of {n_all}"))
         rows.append(tuple(cells))
-    groups: list[tuple[str, int]] = [("", 3)]
-    for model, _source in grid.columns:
-        if groups[-1][0] == model:
-            groups[-1] = (groups[-1][0], groups[-1][1] + 1)
-        else:
-            groups.append((model, 1))
+    groups = [("", 3), *((model, last - first + 1) for model, first, last in grid.model_blocks())]
     return Table(
         key="prompt_scores",
         title="Prompt bias score per prompt",

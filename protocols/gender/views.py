@@ -80,6 +80,7 @@ def heatmap(request: HtmxHttpRequest) -> HttpResponse:
     source = request.GET.get("source", gtables.HUMAN)
     if source not in sources:
         source = gtables.HUMAN
+    scores = [r.scores.get(c) for r in grid.rows for c in grid.columns if c[1] == source]
     context = base.base_context(filters, "heatmap", analysis) | {
         "grid": grid,
         "heat_rows": _heat_rows(grid),
@@ -89,12 +90,8 @@ def heatmap(request: HtmxHttpRequest) -> HttpResponse:
         # Fetched by the browser in parallel with the page, from the same cached report.
         "heatmap_src": base.chart_src("heatmap", filters),
         "histogram_src": base.chart_src("histogram", filters, source=source),
-        "n_scored": sum(
-            1 for r in grid.rows for c in grid.columns if c[1] == source and r.scores.get(c) is not None
-        ),
-        "n_unscored": sum(
-            1 for r in grid.rows for c in grid.columns if c[1] == source and r.scores.get(c) is None
-        ),
+        "n_scored": len(scores) - scores.count(None),
+        "n_unscored": scores.count(None),
         "coverage": coverage(report),
         "source_name": source_name(source),
     }

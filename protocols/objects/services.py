@@ -1,9 +1,5 @@
-"""Writes of the objects protocol: the human check of a detector's boxes (``prepare_box_check``).
-
-People confirm or reject an objects detector's boxes one by one: ``box_check_prepare`` copies a
-detector's latest boxes into each item's metadata, where the labeling screen draws them (a
-question of kind ``boxes``) and the report counts them (``protocols.objects.selectors``).
-"""
+"""Writes of the objects protocol: a detector's boxes copied onto the items for people to
+check (``prepare_box_check``)."""
 
 from __future__ import annotations
 
@@ -28,14 +24,8 @@ class BoxCheckRefused(ValueError):
 
 @dataclass(frozen=True)
 class BoxCheckSummary:
-    """What ``box_check_prepare`` did, per item of the study.
-
-    ``prepared``: items given (new) boxes, by ``detector@version``; ``unchanged``: items that
-    already held the same boxes; ``no_prediction``: items whose image has no ok objects
-    prediction of the detector (left as they were); ``refused``: keys of items that already have
-    labels or a final label and whose boxes would change (left as they were); ``n_boxes``: boxes
-    written.
-    """
+    """What ``box_check_prepare`` did: items given new boxes per ``detector@version``, items
+    unchanged or without a prediction, keys of labelled items whose boxes it kept, boxes written."""
 
     prepared: dict[str, int]
     unchanged: int
@@ -64,24 +54,9 @@ def _boxes_of(
 def box_check_prepare(
     *, study: Study, detector: str, min_confidence: float = 0.0, max_boxes: int | None = None
 ) -> BoxCheckSummary:
-    """Copy each item's latest ok ``objects`` prediction of ``detector`` into the item's
-    metadata, for people to confirm or reject box by box (the study's ``boxes`` question).
-
-    Per item (its ``image`` role file): ``metadata["boxes"]`` becomes the prediction's instances
-    as ``[{"class", "confidence", "box": [x0, y0, x1, y1]}]`` (image pixels), keeping those with
-    confidence ≥ ``min_confidence``, highest confidence first, at most ``max_boxes``; and
-    ``metadata["boxes_source"]`` becomes ``"detector@version"``. "Latest" is the highest
-    prediction id, i.e. the version run last on that file.
-
-    Idempotent: an item already holding the same boxes and source is not written. An answer to
-    the ``boxes`` question is one yes/no per box in box order, so an item with labels or a final
-    label keeps its boxes whatever the prediction says (``refused``). One transaction; the items
-    are locked first, so a label written meanwhile waits and is checked.
-
-    Raises BoxCheckRefused when the study has no question of kind ``boxes``, ``min_confidence``
-    is outside [0, 1], ``max_boxes`` < 1, or no image of the study has an objects prediction of
-    the detector.
-    """
+    """Copy each item's latest ok ``objects`` prediction of ``detector`` (highest id) into its
+    metadata (``boxes``, ``boxes_source``), idempotent and in one transaction; an item with labels
+    keeps its boxes (answers are per box, in order). BoxCheckRefused when it cannot be done."""
     if not study.questions.filter(kind=BOXES.name).exists():
         raise BoxCheckRefused(
             f"Study '{study.slug}' asks no box question (kind boxes): the box check is for object "

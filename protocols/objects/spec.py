@@ -14,13 +14,8 @@ KEY = "objects"
 
 
 def objects_metadata_problem(metadata: Mapping[str, str]) -> str | None:
-    """Object co-occurrence (Mannering 2023): why an item's metadata cannot be compared, or None.
-
-    The χ² test compares the objects of male and female prompts, so every item needs its
-    prompt's ``gender`` (male | female; the mannering2023 set writes it for man/boy and
-    woman/girl). Unlike GEP's optional comparison, an objects item without it has no place in
-    any figure of the study, so it is refused at import rather than imported and
-    left out."""
+    """Why an item's metadata cannot be compared, or None: the χ² test compares male and female
+    prompts, so an item without its prompt's ``gender`` is refused at import."""
     gender = str(metadata.get("gender", "")).strip()
     if not gender:
         return f"metadata gender is missing: an objects item needs its prompt's gender ({' or '.join(objects.GENDERS)})"

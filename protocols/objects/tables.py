@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 
 from metrics.coco_names import coco_class_index
 from metrics.objects import ObjectAnalysis
@@ -245,13 +245,11 @@ def all_tables(result: ObjectsResult) -> list[Table]:
     return [BUILDERS[key](result) for key in TABLE_KEYS]
 
 
-def class_totals(result: ObjectsResult, models: Sequence[str] | None = None) -> list[tuple[str, int, int]]:
-    """(class, male, female) instances over the reported models (all, or ``models``), ``person``
-    included whatever the report counts, most instances first: the overview's class links."""
+def class_totals(result: ObjectsResult) -> list[tuple[str, int, int]]:
+    """(class, male, female) instances over the reported models, ``person`` included whatever the
+    report counts, most instances first: the overview's class links."""
     totals: dict[str, list[int]] = {}
-    for model, m in result.models.items():
-        if models is not None and model not in models:
-            continue
+    for m in result.models.values():
         for name, stats in m.with_person.contingency.per_class.items():
             pair = totals.setdefault(name, [0, 0])
             pair[0] += stats.counts.male

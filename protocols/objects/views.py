@@ -1,14 +1,5 @@
-"""The object co-occurrence analysis's own page: the drill-down from a class to its images.
-
-For one COCO class: its counts per T2I model and gender (with the residual and the human
-check), then the images where the detector found it — or where people said it missed one —
-grouped by T2I model and gender, each drawn with every box of the detector (the class's boxes
-highlighted) and what people answered about them.
-
-Thin like every view: role and filters (``reports.views``), the cached report, the rows
-(``selectors.class_items``), render. The overview, the table and chart downloads are the
-dashboard's common views.
-"""
+"""The object co-occurrence analysis's own page: a COCO class's counts per T2I model and gender,
+and its images with the detector's boxes and what people answered about them."""
 
 from __future__ import annotations
 

@@ -31,17 +31,13 @@ class QuestionsResult:
     comparisons: dict[str, dict[str, qm.SharesComparison]] = field(default_factory=dict)
 
 
-def _rounded(interval: tuple[float, float]) -> list[float]:
-    return [interval[0], interval[1]]
-
-
 def _shares_dict(comparison: qm.SharesComparison) -> dict[str, Any]:
     return {
         "groups": {
             group: {
                 "n": shares.n,
                 "shares": dict(shares.shares),
-                "ci95": {a: _rounded(ci) for a, ci in shares.ci95.items()},
+                "ci95": {a: list(ci) for a, ci in shares.ci95.items()},
             }
             for group, shares in comparison.groups.items()
         },

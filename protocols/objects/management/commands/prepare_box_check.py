@@ -1,17 +1,5 @@
-"""Put a detector's boxes on the items of an object co-occurrence study, for people to check.
-
-    python manage.py prepare_box_check --study objects --detector yolo_objects
-        [--min-confidence 0.25] [--max-boxes 20]
-
-Each item's image gets the instances of its latest ok ``objects`` prediction of the detector,
-copied into the item's metadata (``boxes``, ``boxes_source`` = ``detector@version``): the
-labeling screen draws them, one highlighted at a time, and the annotator confirms (Y) or
-rejects (N) each. ``--min-confidence`` keeps the boxes at or above a confidence; ``--max-boxes``
-the most confident ones (the others are neither shown nor judged). Running it again changes
-nothing; an item that already has labels keeps its boxes (its answers are per box, in order),
-and the command says which items those are. Thin wrapper around
-``protocols.objects.services.box_check_prepare``.
-"""
+"""Put a detector's boxes on the items of an object co-occurrence study, for people to check
+(``protocols.objects.services.box_check_prepare``)."""
 
 from __future__ import annotations
 
