@@ -316,8 +316,8 @@ class _AnswersImporter(Importer[Any, Any]):
             item, problem = self.items.item(row.item_key, row.path)
             if item is not None:
                 question, problem = self.items.question(row.question, item)
-            if question is not None:
-                problem = self.problem(row, item, question)
+                if question is not None:
+                    problem = self.problem(row, item, question)
             if problem:
                 summary.rejected.append(RejectedRow(row.number, row.shown, problem))
                 continue
