@@ -140,9 +140,7 @@ def _row_by_row(rows: list[LabelToImport]) -> list[Outcome]:
 
 def _read(study: Study, item_ids: list[int], labels_read: list[tuple[Any, ...]] | None) -> _Batch:
     """Lock the items (PostgreSQL; in id order, so two writers never deadlock), then read their
-    labels (unless ``labels_read`` has them), seats and final labels: four statements per chunk
-    of items, in plain SQL (the ORM prepares every value of an ``__in`` list, which costs more
-    than the query)."""
+    labels (unless ``labels_read`` has them), seats and final labels, a chunk of items at a time."""
     batch = _Batch()
     for row in labels_read or ():
         label = _Label(*row)
@@ -201,10 +199,8 @@ def _apply(
 
 
 class _Answers:
-    """``answer_validate`` and ``clean_reason`` of a row, remembered for the batch: they are pure
-    functions of the question, the value and the reason (and of the item for a kind that reads
-    it, never remembered), and a batch repeats a few answers thousands of
-    times. A refused answer is not remembered: it raises again."""
+    """``answer_validate`` and ``clean_reason`` of a row, remembered for the batch (a batch repeats
+    a few answers thousands of times); never for a kind that reads the item, nor a refused answer."""
 
     def __init__(self) -> None:
         # Keyed by the question object itself (its identity): the rows hold it for the batch.
@@ -410,11 +406,8 @@ def _finals_write(batch: _Batch, at: Any, now: datetime) -> None:
 
 
 def _completed_seats_write(batch: _Batch) -> None:
-    """Each touched item's count of completed seats, as ``claims.seat_complete`` keeps it,
-    counted in the batch's seats: they were read after the items' lock (PostgreSQL; SQLite's
-    writes are serial), and no other writer completes or removes a completed seat without that
-    lock. One UPDATE per count and chunk of items (a batch has a few counts), instead of a
-    correlated COUNT per item in the database."""
+    """Each touched item's count of completed seats, counted in the batch's seats (read under the
+    items' lock, which every writer of a completed seat takes): one UPDATE per count and chunk."""
     by_count: dict[int, list[int]] = defaultdict(list)
     for item_id in sorted(batch.touched_items):
         by_count[sum(1 for seat in batch.seats[item_id] if seat.completed_at is not None)].append(item_id)

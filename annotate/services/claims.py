@@ -176,34 +176,6 @@ def _seats_take(
     return len(won), last
 
 
-def _claim_params(*, study: Study, annotator: User, now: datetime) -> dict[str, int | str | None]:
-    return {
-        "study": study.pk,
-        "n": study.labels_per_item,
-        "user": annotator.pk,
-        "resolved": str(FinalLabelSource.RESOLVED),
-        "imported": str(FinalLabelSource.IMPORTED),
-        "now": connection.ops.adapt_datetimefield_value(now),
-    }
-
-
-def _claimable_ids(
-    *,
-    study: Study,
-    annotator: User,
-    now: datetime,
-    after_id: int,
-    limit: int,
-    skip_locked: bool,
-    queue: int = 1,
-) -> list[int]:
-    params = _claim_params(study=study, annotator=annotator, now=now)
-    params |= {"queue": queue, "after": after_id, "limit": limit}
-    with connection.cursor() as cursor:
-        cursor.execute(rows.candidates(skip_locked=skip_locked), params)
-        return [row[0] for row in cursor.fetchall()]
-
-
 def _claim_candidates(
     *,
     study: Study,
@@ -217,17 +189,13 @@ def _claim_candidates(
     """The next claimable items after ``after_id`` with their seats. On PostgreSQL first those
     no other transaction holds (SKIP LOCKED), then, if too few, held ones too, so nobody is told
     "no work left" while seats remain."""
+    _sql, params = progress_statement(study=study, annotator=annotator, now=now)  # the same parameters
+    params |= {"queue": queue, "after": after_id}
 
     def query(*, limit: int, skip_locked: bool) -> list[int]:
-        return _claimable_ids(
-            study=study,
-            annotator=annotator,
-            now=now,
-            after_id=after_id,
-            queue=queue,
-            limit=limit,
-            skip_locked=skip_locked,
-        )
+        with connection.cursor() as cursor:
+            cursor.execute(rows.candidates(skip_locked=skip_locked), {**params, "limit": limit})
+            return [row[0] for row in cursor.fetchall()]
 
     # ``probed_empty``: the key press's probe just ran this SKIP LOCKED pass and found nothing.
     unlocked = [] if probed_empty else query(limit=need, skip_locked=True)

@@ -68,10 +68,9 @@ def final_label_sync(
     changed_by: User,
     now: datetime,
 ) -> None:
-    """Derive the agreed final answer of (item, question) from its label values, read under
-    the item lock: when the study's agreement rule settles them, an agreed final label;
-    otherwise an existing agreed final label is removed (a revision with an empty value keeps
-    the history). Final labels set by a researcher or an import are never touched here."""
+    """The agreed final answer of (item, question) from its label values (read under the item lock):
+    set when the study's rule settles them, else removed (a revision with an empty value); a
+    researcher's or an import's final label is never touched."""
     if final is not None and final.source != FinalLabelSource.AGREED:
         return
     if study.agreement in INFERENCE_RULES:

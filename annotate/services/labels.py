@@ -267,12 +267,9 @@ def annotation_submit(
     change: bool = False,
     seen_revision: int | None = None,
 ) -> list[Label]:
-    """Save the annotator's answers to every question the item asks and sync its final labels.
-    ``answers`` maps question keys to values (left-out toggles take their default);
-    ``change=True`` edits a completed seat, refused when ``seen_revision`` is stale. A repeat
-    stores nothing.
-
-    Raises NotAssigned, InvalidLabel, StaleSubmit, AlreadyResolved."""
+    """Save the annotator's answers ({question key: value}) to the item's questions and sync its
+    final labels; ``change=True`` edits a completed seat unless ``seen_revision`` is stale. A repeat
+    stores nothing. Raises NotAssigned, InvalidLabel, StaleSubmit, AlreadyResolved."""
     locked = locks.lock_item_for_label(item_id=item.pk, annotator=annotator)
     return _submit(
         item=locked,
