@@ -109,8 +109,9 @@ def insert(model: type[Model], names: Sequence[str], objects: Sequence[Model]) -
 
 
 def converter(model: type[Model], names: Sequence[str]) -> Callable[[Sequence[Any]], list[Any]]:
-    """``convert`` for many rows of the same columns (``names``: attnames, such as ``item_id``):
-    the converters looked up once, the columns that need none (ids, text) passed as they are."""
+    """A function giving raw values of ``model``'s columns ``names`` (attnames, such as ``item_id``)
+    as the ORM would return them: the converters looked up once, columns that need none passed as
+    they are."""
     by_name = {col.target.attname: (col, converters) for col, converters in _converters(model)}
     steps = [(i, *by_name[name]) for i, name in enumerate(names) if by_name[name][1]]
 
