@@ -55,8 +55,8 @@ def _titled(key: str, name: str) -> str:
     return format_html('<span title="{}">{}</span>', name, key)
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """History and derived rows: visible to admins, changed only by the services."""
+class _NoWrites:
+    """Rows visible to admins, changed only by the services."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -68,17 +68,14 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class ReadOnlyInline(admin.TabularInline):
+class ReadOnlyAdmin(_NoWrites, admin.ModelAdmin):
+    """History and derived rows."""
+
+
+class ReadOnlyInline(_NoWrites, admin.TabularInline):
     """Rows shown with their parent, every field read-only."""
 
     extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return self.fields
@@ -450,8 +447,7 @@ class ItemAdmin(admin.ModelAdmin):
                 # "select all" reads whole (a prefetch of every item in one statement).
                 images_load(page)
                 states: dict[int, str] = {}
-                for study_id in {item.study_id for item in page}:
-                    study = next(item.study for item in page if item.study_id == study_id)
+                for study in {item.study_id: item.study for item in page}.values():
                     states.update(
                         selectors.items_with_state(study=study)
                         .filter(pk__in=[item.pk for item in page])

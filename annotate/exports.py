@@ -152,10 +152,8 @@ def ground_truth_download(study: Study, fmt: str, content_type: str) -> HttpResp
 def ground_truth_write(
     *, study: Study, fmt: str, out: IO[str], progress: Callable[[int], None] | None = None
 ) -> int:
-    """Write the export of ``ground_truth_export`` to ``out`` as it is read, a chunk of items at
-    a time (constant memory, whatever the study's size); return the number of rows.
-    ``progress(rows)`` is called after each chunk of rows. Raises ValueError for an unknown
-    format (before writing anything)."""
+    """Write the export of ``ground_truth_export`` to ``out`` a chunk of items at a time (constant
+    memory); the number of rows. ValueError for an unknown format, before writing anything."""
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {fmt!r}: use one of {', '.join(EXPORT_FORMATS)}")
     n = _annotator_columns(study)

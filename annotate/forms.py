@@ -1,10 +1,5 @@
-"""Forms of the labeling and review screens. They check shapes only (types, lengths); whether an
-answer is allowed, needs a reason, or may still be given is decided by ``annotate.services``.
-
-The labeling form is dynamic: one ``answer_<key>`` (and ``reason_<key>``) field per question the
-item asks, read from the Question rows. A single-question screen also accepts the plain
-``value`` / ``reason`` fields of earlier versions of the screen (and of scripts posting to it).
-"""
+"""Forms of the labeling and review screens: shapes only (types, lengths); whether an answer is
+allowed is decided by ``annotate.services``."""
 
 from __future__ import annotations
 
@@ -40,10 +35,9 @@ def reason_field(key: str) -> str:
 
 
 class LabelSubmitForm(forms.Form):
-    """The answers to every question of the item on screen, from key presses (JavaScript) or
-    buttons and radio groups (plain HTML). ``answers()`` and ``reasons()`` give the
-    ``{question key: value}`` mappings the service takes; a question left out stays out (the
-    service applies toggle defaults and names any other missing answer)."""
+    """The answers to every question of the item on screen: an ``answer_<key>`` and
+    ``reason_<key>`` field per question, plus the plain ``value`` / ``reason`` of a
+    single-question screen's earlier versions."""
 
     request_id = forms.CharField(max_length=64, required=False)
     # Measured in the browser from the item being painted to the submit.

@@ -1,9 +1,6 @@
-"""Labels and ground truth into a study from CSV files, on the import pipeline
-(``studies.imports``): every row is checked first, and only a file without a bad row is written,
-in one transaction, through ``annotate.services.labels_import_batch`` / ``final_label_set`` (the
-label rules live there). Both also read ``annotate.exports``' own file, so export → import
-reproduces a study: the wide ``annotator_i`` / ``label_i`` / ``reason_i`` columns are read as
-labels, ``final_label`` as the final answer."""
+"""Labels and ground truth into a study from CSV files, on the import pipeline (``studies.imports``),
+written through ``annotate.services``. Both also read ``annotate.exports``' own file, so export →
+import reproduces a study."""
 
 from __future__ import annotations
 
@@ -59,10 +56,8 @@ _REF_FIELDS = ["id", "study_id", "key", "question_keys"]
 
 
 class _ItemRef(NamedTuple):
-    """What the checks read of an item: its id, its key (for messages), its ``question_keys``
-    and the keys of the questions it asks (None: every question of the study, as
-    ``item_questions`` reads an empty ``question_keys``). A plain tuple: a model instance per
-    row costs more than the checks."""
+    """What the checks read of an item; ``asks``: the keys of its questions (None: every question
+    of the study). A plain tuple: a model instance per row costs more than the checks."""
 
     pk: int
     key: str
@@ -87,10 +82,8 @@ class _Items:
         self.answer_problems: dict[tuple[str, str], str | None] = {}
 
     def load(self, keys: set[str], paths: set[str]) -> None:
-        """Look up the items of one batch of rows: by key, and by path (or key) for one-image items.
-        Plain SQL (``ItemImage.objects.filter(item__study=…, role="image", source_path__in=…)``
-        and ``Item.objects.filter(study=…, key__in=…)``): the ORM prepares every value of an
-        ``__in`` list and builds an instance per row, most of the time a batch takes."""
+        """Look up the items of one batch of rows: by key, and by path (or key) for one-image items,
+        in plain SQL (the ORM's ``__in`` preparing and instances took most of a batch's time)."""
         self.by_key, self.by_path, self.answer_problems = {}, {}, {}
         # A value with a NUL character names no item (and PostgreSQL refuses it in a query).
         keys = {key for key in keys if "\x00" not in key}
@@ -147,10 +140,8 @@ class _Items:
 
 
 def _items_of(study: Study, refs: Iterable[_ItemRef]) -> dict[int, Item]:
-    """The items of these refs, by id, as the label rules read them: made from what the
-    checking pass read (``_ITEM_FIELDS`` but the metadata, the rest deferred as ``only()``
-    leaves it), without reading them again. Only the check of a kind that reads the item (a box
-    question's, its boxes in the metadata) needs more: a study that asks one reads its items again."""
+    """The items of these refs, by id, as the label rules read them, built from the refs without a
+    query — unless a question's kind reads the item (its metadata): then read again."""
     if any(kind_of(q).reads_item for q in study_questions(study)):
         return _items_by_id(study, dict.fromkeys(ref.pk for ref in refs))  # each item once
     alias = connection.alias
@@ -165,10 +156,8 @@ def _items_of(study: Study, refs: Iterable[_ItemRef]) -> dict[int, Item]:
 
 
 def _items_by_id(study: Study, ids: Iterable[int]) -> dict[int, Item]:
-    """The items with these ids and every field the label rules read (``_ITEM_FIELDS``, the
-    boxes in the metadata included), a chunk of ids per query: instances as
-    ``Item.objects.filter(pk__in=…).only(*_ITEM_FIELDS)`` gives them, read with plain SQL (the
-    ORM's preparing of every ``__in`` value costs more than the query)."""
+    """The items with these ids, with ``_ITEM_FIELDS``, as ``.only(*_ITEM_FIELDS)`` gives them (plain
+    SQL, a chunk of ids per query)."""
     items = {}
     # In field order: the order from_db reads a partial row in.
     names = [f.attname for f in Item._meta.concrete_fields if f.attname in _ITEM_FIELDS]
@@ -215,45 +204,17 @@ class _LabelRow(NamedTuple):
         return self.item_key or self.path
 
 
-def _label_row_problem(
-    row: _LabelRow, items: _Items, seen: dict[tuple[int, int, str], int]
-) -> tuple[str | None, _ItemRef | None, Question | None]:
-    item, problem = items.item(row.item_key, row.path)
-    if item is None:
-        return problem, None, None
-    question, problem = items.question(row.question, item)
-    if question is None:
-        return problem, None, None
-    if not _USERNAME_RE.match(row.username):
-        return f"invalid annotator username {row.username!r}", None, None
-    if len(row.value) > LABEL_VALUE_MAX_CHARS:
-        return f"the label is longer than {LABEL_VALUE_MAX_CHARS} characters", None, None
-    problem = items.answer_problem(question, row.value)
-    if problem:
-        return problem, None, None
-    if "\x00" in row.reason:
-        return "the reason contains a NUL character", None, None
-    if len(row.reason) > services.REASON_MAX_CHARS:
-        return f"the reason is longer than {services.REASON_MAX_CHARS} characters", None, None
-    key = (item.pk, question.id, row.username)
-    if key in seen:
-        return f"duplicate row: same item, question and annotator as row {seen[key]}", None, None
-    seen[key] = row.number
-    return None, item, question
-
-
-def _users_ensure(usernames: list[str]) -> dict[str, User]:
-    """Existing users by name; missing ones are created (unusable password, annotator group)
-    in the given order."""
+def _users_ensure(usernames: list[str], *, group: str = "") -> dict[str, User]:
+    """Existing users by name; missing ones are created in the given order (unusable password,
+    in ``group`` when given)."""
     user_model = get_user_model()
     users = {u.get_username(): u for u in user_model.objects.filter(username__in=usernames)}
     missing = [name for name in usernames if name not in users]
-    if missing:
-        group, _ = Group.objects.get_or_create(name=permissions.ANNOTATOR)
-        for name in missing:
-            user = user_model.objects.create_user(username=name)
-            user.groups.add(group)
-            users[name] = user
+    role = Group.objects.get_or_create(name=group)[0] if group and missing else None
+    for name in missing:
+        users[name] = user_model.objects.create_user(username=name)
+        if role is not None:
+            users[name].groups.add(role)
     return users
 
 
@@ -291,10 +252,8 @@ class _CreationOrder:
 
 
 def _role_problems(study: Study, first_rows: dict[str, _LabelRow]) -> list[RejectedRow]:
-    """Rows naming an existing researcher's or admin's account that is not an annotator of the
-    study: importing would silently make that account one. ``first_rows``: each username's
-    first row. One query per chunk of users, one for the study's annotators; the rows of each
-    account are named once (first row)."""
+    """The first row of each existing researcher's or admin's account that is not an annotator of
+    the study (importing would silently make it one); ``first_rows``: each username's first row."""
     users = {
         u.get_username(): u
         for chunk in in_chunks(sorted(first_rows))
@@ -329,11 +288,23 @@ class _AnswersImporter(Importer[Any, Any]):
         self.items = _Items(study)
         self.seen: dict[Any, int] = {}  # the file's own duplicates: key → row number
 
-    def problem(self, row: Any) -> tuple[str | None, _ItemRef | None, Question | None]:
+    def problem(self, row: Any, item: _ItemRef, question: Question) -> str | None:
         raise NotImplementedError
 
     def keep(self, row: Any, item: _ItemRef, question: Question) -> None:
         """Note a good row (before it is written)."""
+
+    def value_problem(self, question: Question, value: str) -> str | None:
+        if len(value) > LABEL_VALUE_MAX_CHARS:
+            return f"the label is longer than {LABEL_VALUE_MAX_CHARS} characters"
+        return self.items.answer_problem(question, value)
+
+    def duplicate(self, key: Any, number: int, same: str) -> str | None:
+        """The problem of a row whose ``key`` an earlier row of the file had; else notes it."""
+        if key in self.seen:
+            return f"duplicate row: same {same} as row {self.seen[key]}"
+        self.seen[key] = number
+        return None
 
     def check_batch(self, parsed: list[Any], summary: ImportSummary) -> list[tuple[Any, _ItemRef, int]]:
         self.items.load(
@@ -341,7 +312,12 @@ class _AnswersImporter(Importer[Any, Any]):
         )
         good = []
         for row in parsed:
-            problem, item, question = self.problem(row)
+            question = None
+            item, problem = self.items.item(row.item_key, row.path)
+            if item is not None:
+                question, problem = self.items.question(row.question, item)
+                if question is not None:
+                    problem = self.problem(row, item, question)
             if problem:
                 summary.rejected.append(RejectedRow(row.number, row.shown, problem))
                 continue
@@ -399,8 +375,18 @@ class _LabelsImporter(_AnswersImporter):
             )
         return found
 
-    def problem(self, row: _LabelRow) -> tuple[str | None, _ItemRef | None, Question | None]:
-        return _label_row_problem(row, self.items, self.seen)
+    def problem(self, row: _LabelRow, item: _ItemRef, question: Question) -> str | None:
+        if not _USERNAME_RE.match(row.username):
+            return f"invalid annotator username {row.username!r}"
+        problem = self.value_problem(question, row.value)
+        if problem:
+            return problem
+        if "\x00" in row.reason:
+            return "the reason contains a NUL character"
+        if len(row.reason) > services.REASON_MAX_CHARS:
+            return f"the reason is longer than {services.REASON_MAX_CHARS} characters"
+        key = (item.pk, question.id, row.username)
+        return self.duplicate(key, row.number, "item, question and annotator")
 
     def keep(self, row: _LabelRow, item: _ItemRef, question: Question) -> None:
         self.creation.add(row.username, item.pk, question.id)
@@ -418,7 +404,7 @@ class _LabelsImporter(_AnswersImporter):
             summary.rejected.extend(_role_problems(self.study, self.first_rows))
 
     def write_begin(self) -> None:
-        self.users = _users_ensure(self.creation.order())
+        self.users = _users_ensure(self.creation.order(), group=permissions.ANNOTATOR)
         self.questions = {q.pk: q for q in study_questions(self.study)}
 
     def write_batch(self, good: list[tuple[_LabelRow, _ItemRef, int]], summary: ImportSummary) -> None:
@@ -443,11 +429,8 @@ def labels_import(
     stage_progress: Callable[[str, int], None] | None = None,
     user: User | None = None,
 ) -> ImportSummary:
-    """Import annotators' labels into ``study`` from a CSV: ``image`` or ``item``, ``annotator``
-    (created as an annotator if missing), ``label``, optional ``reason`` and ``question`` — or
-    the export's wide columns. All or nothing (``studies.imports``); a re-import changes nothing.
-    A researcher's or admin's account not annotating the study is refused unless
-    ``add_annotators``. The summary adds ``changed`` and ``reopened`` agreed finals."""
+    """Import annotators' labels into ``study`` from a CSV (the columns: ``import_labels --help``),
+    all or nothing; a re-import changes nothing. The summary adds ``changed`` and ``reopened``."""
     return import_run(
         _LabelsImporter(study, csv_path, add_annotators),
         summary=ImportSummary(dry_run=dry_run, reports=("changed",)),
@@ -591,15 +574,24 @@ class _TruthImporter(_AnswersImporter):
             raw.get("resolved_by", ""),
         )
 
-    def problem(self, row: _TruthRow) -> tuple[str | None, _ItemRef | None, Question | None]:
-        return _truth_row_problem(row, self.items, self.seen)
+    def problem(self, row: _TruthRow, item: _ItemRef, question: Question) -> str | None:
+        if not row.value:
+            return "empty label"
+        problem = self.value_problem(question, row.value)
+        if problem:
+            return problem
+        if "\x00" in row.note:
+            return "the note contains a NUL character"
+        if row.decided_by and not _USERNAME_RE.match(row.decided_by):
+            return f"invalid resolved_by username {row.decided_by!r}"
+        return self.duplicate((item.pk, question.pk), row.number, "item and question")
 
     def keep(self, row: _TruthRow, item: _ItemRef, question: Question) -> None:
         if row.decided_by:
             self.decider_names.add(row.decided_by)
 
     def write_begin(self) -> None:
-        self.deciders = _deciders_ensure(sorted(self.decider_names))
+        self.deciders = _users_ensure(sorted(self.decider_names))
         self.questions = {q.pk: q for q in study_questions(self.study)}
 
     def write_batch(self, good: list[tuple[_TruthRow, _ItemRef, int]], summary: ImportSummary) -> None:
@@ -612,11 +604,21 @@ class _TruthImporter(_AnswersImporter):
             )
         }
         for row, item, question_id in good:
-            decided_by = self.deciders[row.decided_by] if row.decided_by else self.user
-            question = self.questions[question_id]
-            _truth_write(
-                row, by_id[item.pk], question, decided_by, summary, current.get((item.pk, question_id))
-            )
+            if current.get((item.pk, question_id)) == (row.value, row.note):
+                summary.duplicates += 1
+                continue
+            try:
+                services.final_label_set(
+                    item=by_id[item.pk],
+                    question=self.questions[question_id],
+                    value=row.value,
+                    decided_by=self.deciders[row.decided_by] if row.decided_by else self.user,
+                    note=row.note,
+                )
+            except AnnotateError as exc:
+                summary.rejected.append(RejectedRow(row.number, row.shown, str(exc)))
+                continue
+            summary.accepted += 1
 
 
 def ground_truth_import(
@@ -627,10 +629,8 @@ def ground_truth_import(
     dry_run: bool = False,
     stage_progress: Callable[[str, int], None] | None = None,
 ) -> ImportSummary:
-    """Set final answers of ``study``'s items from a CSV: ``image`` or ``item``, ``label`` (or
-    the export's ``final_label``; empty ones skipped), optional ``note``, ``question`` and
-    ``resolved_by`` (else ``user``; missing users created without a role). As ``labels_import``,
-    through ``services.final_label_set``."""
+    """Set final answers of ``study``'s items from a CSV (the columns: ``import_ground_truth
+    --help``; without ``resolved_by``, decided by ``user``), all or nothing."""
     return import_run(
         _TruthImporter(study, csv_path, user),
         summary=ImportSummary(dry_run=dry_run),
@@ -639,62 +639,3 @@ def ground_truth_import(
         user=user,
         progress=stage_progress,
     )
-
-
-def _deciders_ensure(usernames: list[str]) -> dict[str, User]:
-    """The users named as deciders; missing ones are created with no password and no role."""
-    user_model = get_user_model()
-    users = {u.get_username(): u for u in user_model.objects.filter(username__in=usernames)}
-    for name in usernames:
-        if name not in users:
-            users[name] = user_model.objects.create_user(username=name)
-    return users
-
-
-def _truth_row_problem(
-    row: _TruthRow, items: _Items, seen: dict[tuple[int, int], int]
-) -> tuple[str | None, _ItemRef | None, Question | None]:
-    item, problem = items.item(row.item_key, row.path)
-    if item is None:
-        return problem, None, None
-    question, problem = items.question(row.question, item)
-    if question is None:
-        return problem, None, None
-    if not row.value:
-        return "empty label", None, None
-    if len(row.value) > LABEL_VALUE_MAX_CHARS:
-        return f"the label is longer than {LABEL_VALUE_MAX_CHARS} characters", None, None
-    problem = items.answer_problem(question, row.value)
-    if problem:
-        return problem, None, None
-    if "\x00" in row.note:
-        return "the note contains a NUL character", None, None
-    if row.decided_by and not _USERNAME_RE.match(row.decided_by):
-        return f"invalid resolved_by username {row.decided_by!r}", None, None
-    key = (item.pk, question.pk)
-    if key in seen:
-        return f"duplicate row: same item and question as row {seen[key]}", None, None
-    seen[key] = row.number
-    return None, item, question
-
-
-def _truth_write(
-    row: _TruthRow,
-    item: Item,
-    question: Question,
-    user: User | None,
-    summary: ImportSummary,
-    current: tuple[str, str] | None,
-) -> None:
-    """Set one final label through the service; ``current``: its stored (value, note), if any."""
-    if current == (row.value, row.note):
-        summary.duplicates += 1
-        return
-    try:
-        services.final_label_set(
-            item=item, question=question, value=row.value, decided_by=user, note=row.note
-        )
-    except AnnotateError as exc:
-        summary.rejected.append(RejectedRow(row.number, row.shown, str(exc)))
-        return
-    summary.accepted += 1

@@ -56,10 +56,6 @@ class Progress:
     remaining: int
     more: bool = False
 
-    @property
-    def total(self) -> int:
-        return self.done + self.remaining
-
 
 @dataclass(frozen=True)
 class AnnotatorStats:
@@ -222,10 +218,8 @@ def dispute_pairs(*, study: Study) -> list[tuple[int, int]]:
 def dispute_queue(
     *, study: Study, limit: int | None = None, item_ids: list[int] | None = None
 ) -> list[DisputeRow]:
-    """Disputed (item, question) pairs — N annotators and no final label yet — oldest item
-    first, each with its labels and their annotators: the items in one query, then their
-    images, final labels and labels a chunk of items at a time (three queries a chunk); only
-    those of ``item_ids`` when given."""
+    """Disputed (item, question) pairs (N annotators, no final label yet), oldest item first, each
+    with its labels; only those of ``item_ids`` when given."""
     disputed = _disputed_items(study)
     if item_ids is not None:
         disputed = disputed.filter(pk__in=item_ids)
@@ -431,10 +425,8 @@ def label_rows_for_agreement(
     t2i_model: str | None = None,
     category: str | None = None,
 ) -> list[tuple[int, str, str, str, str]]:
-    """(item_id, t2i_model, category, annotator_username, value) for every label of the
-    study's ``question`` (its first question when None), optionally of one T2I model / prompt
-    category, ordered by item then annotator id — the plain rows agreement metrics are
-    computed from."""
+    """(item_id, t2i_model, category, annotator_username, value) of every label of ``question``
+    (default: the study's first), optionally of one T2I model / category, by item then annotator id."""
     question = question or study_questions(study)[0]
     labels = Label.objects.filter(item__study=study, question=question)
     filters = Q()

@@ -73,11 +73,6 @@ def json_value(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str | bytes) else value
 
 
-def placeholders(names: Sequence[str]) -> str:
-    """``%(a)s, %(b)s …`` for a VALUES list."""
-    return ", ".join(f"%({name})s" for name in names)
-
-
 def is_postgresql() -> bool:
     return connection.vendor == "postgresql"
 
@@ -113,21 +108,10 @@ def insert(model: type[Model], names: Sequence[str], objects: Sequence[Model]) -
     return sql, params
 
 
-def convert(model: type[Model], names: Sequence[str], values: Sequence[Any]) -> list[Any]:
-    """Raw column values of ``model``'s fields ``names`` as the ORM would return them."""
-    by_name = {col.target.name: (col, converters) for col, converters in _converters(model)}
-    converted = []
-    for name, value in zip(names, values, strict=True):
-        col, converters = by_name[name]
-        for converter in converters:
-            value = converter(value, col, connection)
-        converted.append(value)
-    return converted
-
-
 def converter(model: type[Model], names: Sequence[str]) -> Callable[[Sequence[Any]], list[Any]]:
-    """``convert`` for many rows of the same columns (``names``: attnames, such as ``item_id``):
-    the converters looked up once, the columns that need none (ids, text) passed as they are."""
+    """A function giving raw values of ``model``'s columns ``names`` (attnames, such as ``item_id``)
+    as the ORM would return them: the converters looked up once, columns that need none passed as
+    they are."""
     by_name = {col.target.attname: (col, converters) for col, converters in _converters(model)}
     steps = [(i, *by_name[name]) for i, name in enumerate(names) if by_name[name][1]]
 
@@ -196,13 +180,9 @@ def labeling_study() -> str:
     return statement("labeling-study", build)
 
 
-# The item lock of a label write, as one statement: an UPDATE takes the same row lock as
-# SELECT … FOR NO KEY UPDATE (it changes no key column), waits the same way for another writer
-# of the item, and returns the item and whether the annotator is a member of its study in the
-# same round trip. It counts the annotator's seat as completed in advance (+1): on the key
-# press that is what happens; the rare submit that completes no seat (a change, a double
-# submit, a refused one) takes it back or rolls back. Every writer of labels holds this lock,
-# so the counter cannot race.
+# The item lock of a label write: an UPDATE takes the row lock of SELECT … FOR NO KEY UPDATE and
+# returns the item and the membership check; it counts the annotator's seat as completed in
+# advance (docs/explanation/key-press.md, "Why the statements look as they do").
 _LOCK_ITEM = """
 UPDATE {item} SET completed_seats = completed_seats + 1
 WHERE id = %(item)s{in_study}
@@ -276,7 +256,21 @@ def labels_with_revisions(label_insert: str) -> str:
     )
 
 
-FINAL_COLUMNS = "item_id, question_id, value, source, decided_by_id, note, decided_at"
+#: The columns the label writers insert (attnames), in the order of their value tuples.
+LABEL_FIELDS = (
+    "item_id",
+    "question_id",
+    "annotator_id",
+    "value",
+    "reason",
+    "duration_ms",
+    "request_id",
+    "created_at",
+    "updated_at",
+)
+LABEL_REVISION_FIELDS = ("label_id", "value", "reason", "changed_by_id", "changed_at", "request_id")
+FINAL_FIELDS = ("item_id", "question_id", "value", "source", "decided_by_id", "note", "decided_at")
+FINAL_COLUMNS = ", ".join(FINAL_FIELDS)
 
 
 def final_with_revision(final_insert: str) -> str:
@@ -300,35 +294,20 @@ def seats_claim(seats: Sequence[Assignment]) -> tuple[str, list[Any]]:
     return sql + " ON CONFLICT DO NOTHING RETURNING item_id", params
 
 
-# A final label set by a person (a researcher or an import) on the item ``{on}``: such an item
-# is decided, and neither handed out nor counted as work left.
-# An item a researcher or an import settled is off the labeling screen, unless it is a gold item
-# (a settled item marked gold: its seats above N are served as attention checks).
+# A final label set by a person (a researcher or an import) on the item ``{on}``: such an item is
+# neither handed out nor counted as work left, unless it is a gold item (an attention check).
 _DECIDED = (
     "SELECT 1 FROM {final} f WHERE f.item_id = {on} AND f.source IN (%(resolved)s, %(imported)s)"
     " AND NOT EXISTS (SELECT 1 FROM {gold} g WHERE g.item_id = f.item_id)"
 )
 
-# How many claimable items the progress counts at most: "1,000+ remaining" beyond it. Counting
-# every open item of a study cost time in proportion to the study (~25 ms at 100,000 items, 400 ms
-# at 250,000 on a fresh PostgreSQL); stopping after this many keeps the key press's cost the same
-# at 6,000 and 1,000,000 items, and the count is exact whenever it is small enough to matter.
+# How many claimable items the progress counts at most ("1,000+ remaining" beyond it), so that
+# the key press costs the same whatever the size of the study.
 PROGRESS_COUNT_CAP = 1000
 
-# The counts of annotator_progress in one fixed statement. Raw SQL because it runs on every key
-# press: building and compiling the same nested counts through the ORM took ~5 ms of CPU per
-# call, executing them about 1 ms. Every count reads a bounded number of rows, whatever the
-# size of the study:
-#   done          the items the annotator labelled in the study (their completed seats);
-#                 "+i.study_id" (here and in open_seats) keeps both databases from driving the
-#                 join from the study's items (all of them) instead of the annotator's seats: SQLite
-#                 did so at 1,000,000 items even with statistics (0.7 s per key press). A unary
-#                 plus makes the term unusable for an index, on SQLite and PostgreSQL alike;
-#   open_seats    their open seats, less items a person already decided;
-#   claimable     the items they could claim now, by the claim rule of _CANDIDATES below (kept
-#                 in step by tests/annotate/test_selectors.py, on SQLite and PostgreSQL) —
-#                 counted up to PROGRESS_COUNT_CAP + 1 rows (a LIMIT inside the count): the
-#                 walk along item_queue_work_idx stops there instead of reading the whole study.
+# The counts of annotator_progress in one fixed statement, each reading a bounded number of rows:
+# done (the annotator's completed seats), open_seats (less items a person decided) and claimable
+# (by the claim rule of _CANDIDATES, up to PROGRESS_COUNT_CAP + 1). Why "+i.study_id": key-press.md.
 _PROGRESS = """
 SELECT
   (SELECT COUNT(*) FROM {assignment} a JOIN {item} i ON i.id = a.item_id
@@ -357,14 +336,7 @@ def _tables() -> dict[str, str]:
     }
 
 
-# PostgreSQL turns a NOT EXISTS into an anti join, and with a few statistics out of date chose to
-# join every candidate against all the annotator's seats (a nested loop over a materialized list:
-# 40 ms at 150 seats) or to hash every decided final label of the study — costs that grow with
-# the annotator's work or the study. "OFFSET 0" keeps the subquery a per-row lookup through its
-# unique index, which the claim rule's walk along item_queue_work_idx (a bounded number of items)
-# needs; and "+a.annotator_id" keeps that lookup on the item's few seats (seat_one_per_annotator)
-# instead of walking all the annotator's seats for every item (chosen when the statistics still
-# say the annotator has none). SQLite always runs correlated subqueries per row.
+# PostgreSQL: keeps each NOT EXISTS a per-row lookup instead of an anti join (key-press.md).
 _FENCE = " OFFSET 0"
 
 
@@ -381,13 +353,9 @@ def progress() -> str:
     return statement("progress", build)
 
 
-# The items of one queue level an annotator could be given now, after a cursor and with a
-# limit. An item is claimable when it is queued (Item.queue, level 2 = a sampling round's items,
-# handed out before level 1), when the annotator never held a seat on it, it has fewer than N
-# live seats (labelled, or reserved and unexpired) and no researcher or import fixed a final
-# label of it. Raw SQL because it runs on every key press: the ORM spent ~2 ms of CPU building
-# and compiling it, the database well under 1 ms running it. This statement is the claim rule;
-# _PROGRESS counts by the same rule (tests/annotate/test_selectors.py holds them in step).
+# The claim rule: the items of one queue level (2, a sampling round's, before 1) the annotator
+# never held a seat on, with fewer than N live seats (labelled, or reserved and unexpired) and no
+# final label fixed by a person; after a cursor, with a limit. _PROGRESS counts by the same rule.
 _CANDIDATES = """
 SELECT i.id FROM {item} i
 WHERE i.study_id = %(study)s AND i.queue = %(queue)s AND i.completed_seats < %(n)s AND i.id > %(after)s
@@ -430,10 +398,8 @@ LEFT JOIN (SELECT * FROM ({candidates}) c0 LIMIT %(size)s) c ON 1 = 1
 LEFT JOIN {assignment} s ON s.item_id = c.id
 ORDER BY c.id, s.slot
 """
-# The outer "LIMIT %(size)s" changes no result (the shortfall is never above size) but tells
-# PostgreSQL how few candidates come back: with the shortfall's LIMIT alone (a subquery) it
-# assumed a tenth of the study's items and joined them to their seats by sorting or hashing every
-# seat of the study (10 ms at 1,000,000 items) instead of looking up each candidate's few seats.
+# The outer "LIMIT %(size)s" changes no result but tells PostgreSQL how few candidates come back
+# (key-press.md).
 # How many seats the annotator's queue lacks: ``size`` less their open seats (as _OPEN_SEATS
 # counts them), never below 0. The probe's LIMIT, so that it locks no more items than it needs.
 _SHORTFALL = """(SELECT CASE WHEN COUNT(*) < %(size)s THEN %(size)s - COUNT(*) ELSE 0 END
@@ -499,11 +465,8 @@ def open_seats() -> str:
 
 
 # --- the label import's statements -------------------------------------------------------------
-# The reads (and the one recount) of a label import, ``annotate.imports.labels_import`` and
-# ``annotate.services.bulk``, a chunk of items at a time: each builder takes the ``IN`` clause
-# ``studies.batching.is_in`` makes for the chunk, whose parameters come after the statement's own. Plain SQL
-# because the ORM prepares every value of an ``__in`` list one by one, and builds an instance
-# per row: more CPU than the database spends on these statements.
+# A chunk of items at a time: each builder takes the ``IN`` clause ``studies.batching.is_in``
+# makes, whose parameters come after the statement's own.
 
 
 def _quoted(model: type[Model]) -> str:

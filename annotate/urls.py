@@ -1,11 +1,5 @@
-"""HTML screens of the human side: labeling (annotators), disputes, items, agreement (researchers).
-
-Researcher pages exist with and without a study slug: without one they take ``?study=<slug>``,
-open the only study, or let the researcher pick one. Item and dispute pages are keyed by item id
-(the study follows); a dispute page may name the question (default: the item's first disputed
-one). The URL names keep the word "image" of the one-image era (``annotate:image`` is the item
-page), so links and bookmarks keep working.
-"""
+"""URLs of the human side. Researcher pages exist with and without a study slug
+(``views.common.choose_study``); the one-image era's ``images/`` URLs stay beside ``items/``."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from annotate.services.answers import DURATION_MAX_MS, REASON_MAX_CHARS, answer_validate
 from annotate.services.bulk import LabelToImport, labels_import_batch
-from annotate.services.claims import CLAIM_SPARE_CANDIDATES, SeatRow, assignment_queue
+from annotate.services.claims import assignment_queue
 from annotate.services.disputes import dispute_resolve, dispute_resolve_unresolvable
 from annotate.services.finals import final_label_set
 from annotate.services.labels import (
@@ -20,11 +20,9 @@ from annotate.services.labels import (
 )
 
 __all__ = [
-    "CLAIM_SPARE_CANDIDATES",
     "DURATION_MAX_MS",
     "REASON_MAX_CHARS",
     "LabelToImport",
-    "SeatRow",
     "SubmitNext",
     "annotation_previous",
     "annotation_submit",

@@ -24,10 +24,8 @@ class Answer:
 
 
 def clean_reason(question: Question, value: str, reason: str) -> str:
-    """The reason stored with ``value``: only an answer that asks for one (``requires_reason``,
-    "other") keeps a reason. Any other answer stores none, whatever was sent: a reason typed for
-    "other" and still in the form after the annotator went back and pressed F must not end up
-    as the reason of "female"."""
+    """The reason stored with ``value``: only an answer that asks for one (``requires_reason``) keeps
+    it; any other stores none, whatever was sent (a reason left in the form from another answer)."""
     choice = question.choice(value)
     if choice is None or not choice.get("requires_reason"):
         return ""

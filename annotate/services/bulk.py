@@ -1,22 +1,6 @@
-"""Labels from an import file, a batch of rows at a time: the rules of ``label_import`` for
-many rows, checked in memory and written with a few statements per batch.
-
-``label_import`` costs a dozen statements per row (lock, reads, seat, label, revision, final
-label, recount): ~180 rows/s. ``labels_import_batch`` applies the same rules to a batch of
-rows in file order — the question asked by the item, the answer and its reason, an unchanged
-label left alone, a decided final label refusing changes, the study's seats (a free slot once
-abandoned seats are freed, ItemFull naming the holders), the agreed final label following the
-labels with one revision per change — against the batch's labels, seats and final labels read
-once, and then writes what changed: a handful of bulk statements, each under the variable
-limit (``studies.batching``). A row the rules refuse names its row and writes nothing; the
-others are written (the import rolls the whole file back when any row is refused).
-
-Concurrency: on PostgreSQL the batch's items are locked first (``FOR NO KEY UPDATE``, in id
-order, as ``locks.lock_item``), so key presses on them wait and reads after the lock are
-current. Seats are the one write another transaction can race (a claim takes no item lock):
-when a new seat's slot was taken meanwhile, the batch is undone and replayed row by row
-through ``label_import``, whose claim re-reads the slots.
-"""
+"""Labels from an import file, a batch of rows at a time: the rules of ``label_import`` applied in
+memory to the batch's labels, seats and final labels read once, then a few bulk statements per
+batch (docs/explanation/imports.md, "Labels in bulk")."""
 
 from __future__ import annotations
 
@@ -116,17 +100,9 @@ class _SlotTaken(Exception):
 def labels_import_batch(
     *, study: Study, rows: list[LabelToImport], labels_read: list[tuple[Any, ...]] | None = None
 ) -> list[Outcome]:
-    """Store a batch of answers from an import file, as ``label_import`` would one by one, in
-    file order: per row "created", "changed", "unchanged" or the error ``label_import`` would
-    raise (InvalidLabel, ItemFull, AlreadyResolved), in which case that row writes nothing.
-
-    One transaction (a savepoint inside the caller's). Statements: the lock and three reads per
-    chunk of items, then one bulk write per kind of row changed.
-
-    ``labels_read``: the rows' items' labels (``sql.import_labels``'s rows), read by the caller
-    earlier in the same transaction. On SQLite they are not read again: its transactions begin
-    IMMEDIATE (the settings), so the import has held the only write lock since its first
-    statement. Ignored on PostgreSQL, where only the items' lock makes a read current."""
+    """Store a batch of answers as ``label_import`` would one by one, in file order: per row
+    "created", "changed", "unchanged" or the error ``label_import`` would raise (that row writes
+    nothing). ``labels_read``: the items' labels the caller read in this transaction (SQLite only)."""
     if not rows:
         return []
     if connection.vendor == "postgresql":
@@ -164,9 +140,7 @@ def _row_by_row(rows: list[LabelToImport]) -> list[Outcome]:
 
 def _read(study: Study, item_ids: list[int], labels_read: list[tuple[Any, ...]] | None) -> _Batch:
     """Lock the items (PostgreSQL; in id order, so two writers never deadlock), then read their
-    labels (unless ``labels_read`` has them), seats and final labels: four statements per chunk
-    of items, in plain SQL (the ORM prepares every value of an ``__in`` list, which costs more
-    than the query)."""
+    labels (unless ``labels_read`` has them), seats and final labels, a chunk of items at a time."""
     batch = _Batch()
     for row in labels_read or ():
         label = _Label(*row)
@@ -225,10 +199,8 @@ def _apply(
 
 
 class _Answers:
-    """``answer_validate`` and ``clean_reason`` of a row, remembered for the batch: they are pure
-    functions of the question, the value and the reason (and of the item for a kind that reads
-    it, never remembered), and a batch repeats a few answers thousands of
-    times. A refused answer is not remembered: it raises again."""
+    """``answer_validate`` and ``clean_reason`` of a row, remembered for the batch (a batch repeats
+    a few answers thousands of times); never for a kind that reads the item, nor a refused answer."""
 
     def __init__(self) -> None:
         # Keyed by the question object itself (its identity): the rows hold it for the batch.
@@ -372,17 +344,7 @@ def _write(study: Study, batch: _Batch, now: datetime) -> None:
         study.annotators.add(*batch.members.values())
     ids = rows_insert(
         Label,
-        (
-            "item_id",
-            "question_id",
-            "annotator_id",
-            "value",
-            "reason",
-            "duration_ms",
-            "request_id",
-            "created_at",
-            "updated_at",
-        ),
+        sql.LABEL_FIELDS,
         [
             (x.item_id, x.question_id, x.annotator_id, x.value, x.reason, None, "", at, at)
             for x in batch.new_labels
@@ -401,7 +363,7 @@ def _write(study: Study, batch: _Batch, now: datetime) -> None:
             )
     rows_insert(
         LabelRevision,
-        ("label_id", "value", "reason", "changed_by_id", "changed_at", "request_id"),
+        sql.LABEL_REVISION_FIELDS,
         [(label.pk, value, reason, by, at, "") for label, value, reason, by in batch.revisions],
     )
     _finals_write(batch, at, now)
@@ -432,22 +394,20 @@ def _finals_write(batch: _Batch, at: Any, now: datetime) -> None:
             FinalLabel.objects.filter(pk__in=chunk).update(
                 value=value, source=FinalLabelSource.AGREED, decided_by=None, note=note, decided_at=now
             )
-    columns = ("item_id", "question_id", "value", "source", "decided_by_id", "note", "decided_at")
     agreed = FinalLabelSource.AGREED.value
-    rows_insert(FinalLabel, columns, [(i, q, value, agreed, None, note, at) for i, q, value, note in new])
+    rows_insert(
+        FinalLabel, sql.FINAL_FIELDS, [(i, q, value, agreed, None, note, at) for i, q, value, note in new]
+    )
     rows_insert(
         FinalLabelRevision,
-        columns,
+        sql.FINAL_FIELDS,
         [(i, q, value, agreed, None, note, at) for i, q, value, note in batch.final_revisions],
     )
 
 
 def _completed_seats_write(batch: _Batch) -> None:
-    """Each touched item's count of completed seats, as ``claims.seat_complete`` keeps it,
-    counted in the batch's seats: they were read after the items' lock (PostgreSQL; SQLite's
-    writes are serial), and no other writer completes or removes a completed seat without that
-    lock. One UPDATE per count and chunk of items (a batch has a few counts), instead of a
-    correlated COUNT per item in the database."""
+    """Each touched item's count of completed seats, counted in the batch's seats (read under the
+    items' lock, which every writer of a completed seat takes): one UPDATE per count and chunk."""
     by_count: dict[int, list[int]] = defaultdict(list)
     for item_id in sorted(batch.touched_items):
         by_count[sum(1 for seat in batch.seats[item_id] if seat.completed_at is not None)].append(item_id)

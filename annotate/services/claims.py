@@ -1,21 +1,6 @@
-"""Seats and claims: handing items out to annotators.
-
-An annotator holds a *seat* (an ``Assignment``) on an item; an item has N seats (the study's
-labels per item), in slots 0..N-1. The unique constraints on ``Assignment`` ((item, slot) and
-(item, annotator)) are the guarantee that an item never gets more than N annotators.
-
-There is one claim path, ``_seats_take``: given candidate items with their seats as just read,
-free the abandoned seats (reserved, never labelled, past their expiry), then one INSERT …
-ON CONFLICT DO NOTHING RETURNING on the lowest free slot of each; a slot lost to a concurrent
-claim falls back to ``seat_try_claim``, which re-reads the item's slots and tries the next one
-inside a savepoint, only above every seat already won (never back to a lower item). It behaves
-the same on SQLite and PostgreSQL. The candidates come from the key press's probe
-(``_queue_probe``: one statement with the progress counts) or, when the probe found too few,
-from the full search (``_seats_search``). On PostgreSQL claimers first skip items
-other claimers hold (SKIP LOCKED), and every transaction claims in ascending item id, so
-concurrent claims neither queue behind each other nor deadlock. tests/annotate/test_concurrency.py
-proves it with threads on PostgreSQL.
-"""
+"""Seats and claims: handing items out to annotators. One claim path, ``_seats_take``, fed by the
+key press's probe (``_queue_probe``) or the full search (``_seats_search``); every claim goes in
+ascending item id (docs/explanation/key-press.md, "Claims under concurrency")."""
 
 from __future__ import annotations
 
@@ -191,34 +176,6 @@ def _seats_take(
     return len(won), last
 
 
-def _claim_params(*, study: Study, annotator: User, now: datetime) -> dict[str, int | str | None]:
-    return {
-        "study": study.pk,
-        "n": study.labels_per_item,
-        "user": annotator.pk,
-        "resolved": str(FinalLabelSource.RESOLVED),
-        "imported": str(FinalLabelSource.IMPORTED),
-        "now": connection.ops.adapt_datetimefield_value(now),
-    }
-
-
-def _claimable_ids(
-    *,
-    study: Study,
-    annotator: User,
-    now: datetime,
-    after_id: int,
-    limit: int,
-    skip_locked: bool,
-    queue: int = 1,
-) -> list[int]:
-    params = _claim_params(study=study, annotator=annotator, now=now)
-    params |= {"queue": queue, "after": after_id, "limit": limit}
-    with connection.cursor() as cursor:
-        cursor.execute(rows.candidates(skip_locked=skip_locked), params)
-        return [row[0] for row in cursor.fetchall()]
-
-
 def _claim_candidates(
     *,
     study: Study,
@@ -232,17 +189,13 @@ def _claim_candidates(
     """The next claimable items after ``after_id`` with their seats. On PostgreSQL first those
     no other transaction holds (SKIP LOCKED), then, if too few, held ones too, so nobody is told
     "no work left" while seats remain."""
+    _sql, params = progress_statement(study=study, annotator=annotator, now=now)  # the same parameters
+    params |= {"queue": queue, "after": after_id}
 
     def query(*, limit: int, skip_locked: bool) -> list[int]:
-        return _claimable_ids(
-            study=study,
-            annotator=annotator,
-            now=now,
-            after_id=after_id,
-            queue=queue,
-            limit=limit,
-            skip_locked=skip_locked,
-        )
+        with connection.cursor() as cursor:
+            cursor.execute(rows.candidates(skip_locked=skip_locked), {**params, "limit": limit})
+            return [row[0] for row in cursor.fetchall()]
 
     # ``probed_empty``: the key press's probe just ran this SKIP LOCKED pass and found nothing.
     unlocked = [] if probed_empty else query(limit=need, skip_locked=True)
@@ -311,12 +264,13 @@ def _queue_probe(
         cursor.execute(rows.queue_probe(), params)
         found = cursor.fetchall()
     seats: dict[int, list[SeatRow]] = {}
+    seat_times = rows.converter(Assignment, ("completed_at", "expires_at"))
     for row in found:
         if row[3] is None:
             continue
         item_seats = seats.setdefault(row[3], [])
         if row[4] is not None:
-            completed_at, expires_at = rows.convert(Assignment, ("completed_at", "expires_at"), row[5:7])
+            completed_at, expires_at = seat_times(row[5:7])
             item_seats.append((row[4], completed_at, expires_at))
     return progress_from_counts(found[0]), found[0][1], seats
 

@@ -44,21 +44,17 @@ def _final_revision_append(final: FinalLabel) -> None:
     )
 
 
-# The columns of rows.FINAL_COLUMNS, by field name.
-_FINAL_FIELDS = ("item", "question", "value", "source", "decided_by", "note", "decided_at")
-
-
 def _final_label_insert(final: FinalLabel) -> None:
     """Insert a new agreed final label and its first revision: two plain INSERTs, or one
     statement on PostgreSQL (a data-modifying WITH). Runs on every key press that completes an
     agreement, so no ORM: its INSERTs cost more CPU to build than to run."""
-    sql, params = rows.insert(FinalLabel, _FINAL_FIELDS, [final])
+    sql, params = rows.insert(FinalLabel, rows.FINAL_FIELDS, [final])
     with connection.cursor() as cursor:
         if rows.is_postgresql():
             cursor.execute(rows.final_with_revision(sql), params)
         else:
             cursor.execute(sql, params)
-            revision_sql, revision_params = rows.insert(FinalLabelRevision, _FINAL_FIELDS, [final])
+            revision_sql, revision_params = rows.insert(FinalLabelRevision, rows.FINAL_FIELDS, [final])
             cursor.execute(revision_sql, revision_params)
 
 
@@ -72,10 +68,9 @@ def final_label_sync(
     changed_by: User,
     now: datetime,
 ) -> None:
-    """Derive the agreed final answer of (item, question) from its label values, read under
-    the item lock: when the study's agreement rule settles them, an agreed final label;
-    otherwise an existing agreed final label is removed (a revision with an empty value keeps
-    the history). Final labels set by a researcher or an import are never touched here."""
+    """The agreed final answer of (item, question) from its label values (read under the item lock):
+    set when the study's rule settles them, else removed (a revision with an empty value); a
+    researcher's or an import's final label is never touched."""
     if final is not None and final.source != FinalLabelSource.AGREED:
         return
     if study.agreement in INFERENCE_RULES:

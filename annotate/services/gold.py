@@ -25,10 +25,9 @@ def gold_values(item: Item) -> dict[int, str]:
 
 
 def gold_seat_claim(*, study: Study, annotator: User, now: datetime) -> bool:
-    """Give the annotator a seat on a gold item they never had, when their share of gold seats
-    in the study has fallen below ``gold_rate`` (with a per-annotator jitter, so the gold item
-    is not every tenth); at most one open gold seat at a time, and only beside open ordinary
-    work. Whether a seat was given. The caller holds the transaction."""
+    """Give the annotator a seat on a gold item they never had when their share of gold seats has
+    fallen below ``gold_rate`` (with a per-annotator jitter); at most one open gold seat, and only
+    beside open ordinary work. Whether a seat was given."""
     gold_items = GoldAnswer.objects.filter(item__study=study).values("item_id")
     mine = Assignment.objects.filter(annotator=annotator, item_id=OuterRef("item_id"))
     golds = list(

@@ -35,20 +35,6 @@ if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
 
 
-_LABEL_FIELDS = (
-    "item",
-    "question",
-    "annotator",
-    "value",
-    "reason",
-    "duration_ms",
-    "request_id",
-    "created_at",
-    "updated_at",
-)
-_LABEL_REVISION_FIELDS = ("label", "value", "reason", "changed_by", "changed_at", "request_id")
-
-
 def _labels_write(
     *,
     item: Item,
@@ -102,7 +88,7 @@ def _labels_write(
         return result
     if created:
         with connection.cursor() as cursor:
-            cursor.execute(*rows.labels_insert(created, _LABEL_FIELDS))
+            cursor.execute(*rows.labels_insert(created, rows.LABEL_FIELDS))
             for label, (pk,) in zip(created, cursor.fetchall(), strict=True):
                 label.pk = pk
         revisions += [
@@ -117,7 +103,7 @@ def _labels_write(
             for label in created
         ]
     if revisions:
-        sql, params = rows.insert(LabelRevision, _LABEL_REVISION_FIELDS, revisions)
+        sql, params = rows.insert(LabelRevision, rows.LABEL_REVISION_FIELDS, revisions)
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
     return result
@@ -127,7 +113,7 @@ def _labels_insert_with_revisions(
     labels: list[Label], *, annotator: User, request_id: str, now: datetime
 ) -> None:
     """PostgreSQL: insert new labels and their first revisions in one statement."""
-    sql, params = rows.insert(Label, _LABEL_FIELDS, labels)
+    sql, params = rows.insert(Label, rows.LABEL_FIELDS, labels)
     with connection.cursor() as cursor:
         cursor.execute(rows.labels_with_revisions(sql), [*params, annotator.pk, now, request_id])
         ids = dict(cursor.fetchall())
@@ -281,12 +267,9 @@ def annotation_submit(
     change: bool = False,
     seen_revision: int | None = None,
 ) -> list[Label]:
-    """Save the annotator's answers to every question the item asks and sync its final labels.
-    ``answers`` maps question keys to values (left-out toggles take their default);
-    ``change=True`` edits a completed seat, refused when ``seen_revision`` is stale. A repeat
-    stores nothing.
-
-    Raises NotAssigned, InvalidLabel, StaleSubmit, AlreadyResolved."""
+    """Save the annotator's answers ({question key: value}) to the item's questions and sync its
+    final labels; ``change=True`` edits a completed seat unless ``seen_revision`` is stale. A repeat
+    stores nothing. Raises NotAssigned, InvalidLabel, StaleSubmit, AlreadyResolved."""
     locked = locks.lock_item_for_label(item_id=item.pk, annotator=annotator)
     return _submit(
         item=locked,

@@ -1,7 +1,5 @@
-"""The labeling screen (annotators): every question of an item on one screen, submitted once,
-Z to go back. It renders its ``label_region`` partial for htmx requests (``request.htmx``)
-and the whole page otherwise, so it works without JavaScript too (plain forms,
-post/redirect/get)."""
+"""The labeling screen (annotators): every question of an item on one screen, submitted once, Z to
+go back. htmx requests get the ``label_region`` partial, others the whole page (post/redirect/get)."""
 
 from __future__ import annotations
 
@@ -12,7 +10,6 @@ from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Prefetch, prefetch_related_objects
 from django.http import Http404, HttpResponse, QueryDict
 from django.middleware.csrf import get_token
 from django.shortcuts import get_object_or_404, redirect, render
@@ -28,9 +25,9 @@ from annotate.views.common import READ, WRITE, images_view
 from annotate.views.screen import image_overlay, question_rows, study_keys, study_scripts
 from studies import permissions
 from studies.kinds import kind_of
-from studies.models import Item, ItemImage, Question, Study
+from studies.models import Item, Question, Study
 from studies.permissions import guarded
-from studies.selectors import item_images, item_questions, study_questions, with_images
+from studies.selectors import images_load, item_images, item_questions, study_questions, with_images
 from studies.typing import AuthenticatedHttpRequest
 
 ALREADY_RESOLVED_NOTICE = "This item was already resolved by a researcher; here is your next one."
@@ -51,12 +48,8 @@ class LabelingRequest(AuthenticatedHttpRequest):
 
 
 def _labeler(request: LabelingRequest, slug: str | None = None, **kwargs: Any) -> bool:
-    """Annotators of the study in the URL; without one, anyone with the role or a study.
-
-    A study the user does not label is "no such study for you" (404), whether it exists or not:
-    the answer never tells an outsider which studies exist; the 404 page lists their own. The
-    study found is kept on the request: the labeling views are on the hot path of every key
-    press, so they do not look it up a second time."""
+    """Annotators of the study in the URL (kept on the request; any other study is a 404, whether
+    it exists or not); without one, anyone with the role or a study."""
     if slug is not None:
         study = selectors.study_for_labeling(user=request.user, slug=slug)
         if study is None:
@@ -192,12 +185,8 @@ def _own_answers(study: Study, user: Any, item_id: int | None) -> tuple[Item, li
         return None
     item = labels[0].item
     item.study = study
-    prefetch_related_objects([item], Prefetch("item_images", queryset=_item_images_queryset()))
+    images_load([item])
     return item, labels
-
-
-def _item_images_queryset() -> Any:
-    return ItemImage.objects.select_related("image").order_by("role")
 
 
 def _revisit_context(
@@ -264,12 +253,8 @@ def label_study(request: LabelingRequest, slug: str) -> HttpResponse:
 @never_cache
 @guarded(methods=WRITE, check=_labeler)
 def label_submit(request: LabelingRequest, slug: str, item_id: int) -> HttpResponse:
-    """Save the answers to every question of one item and move on. Errors re-show the same
-    item with the message; a stale form (the item was labelled already, and this is not an
-    explicit change) changes nothing and says so.
-
-    The key press saves the labels and claims the next item in one transaction
-    (``annotation_submit_next``); the item is looked up only on the rare error paths."""
+    """The key press: save the answers to every question of one item and claim the next in one
+    transaction. Errors re-show the same item with the message; a stale form changes nothing."""
     study: Study = request.labeling_study
     questions = study_questions(study)
     posted, kind_error = _with_kind_answers(request.POST, questions)
