@@ -15,7 +15,7 @@ from detectors.models import Prediction
 from studies.errors import StudyNotChosen
 from studies.models import Item, ItemChange, ItemImage, Prompt, Question, Study
 from studies.protocols import PROTOCOLS, protocol_spec
-from studies.selectors import study_chosen
+from studies.selectors import filter_problem, study_chosen
 
 # From a Prediction to the item its image file belongs to.
 PREDICTION_TO_ITEM = "image__item_images__item__"
@@ -225,15 +225,9 @@ def study_for_slug(slug: str | None) -> Study:
 
 def check_filters(scope: Scope, *, detector: str | None = None) -> None:
     """UnknownFilter when a T2I model, category or detector matches nothing in the study."""
-    items = Item.objects.filter(study=scope.study)
-    if scope.t2i_model and not items.filter(t2i_model=scope.t2i_model).exists():
-        known = _known(items.order_by().values_list("t2i_model", flat=True).distinct())
-        raise UnknownFilter(f"No images of T2I model '{scope.t2i_model}' (T2I models: {known}).")
-    if scope.category and not items.filter(prompt__category=scope.category).exists():
-        known = _known(
-            items.exclude(prompt=None).order_by().values_list("prompt__category", flat=True).distinct()
-        )
-        raise UnknownFilter(f"No images of prompt category '{scope.category}' (categories: {known}).")
+    problem = filter_problem(scope.study, t2i_model=scope.t2i_model, category=scope.category)
+    if problem:
+        raise UnknownFilter(problem[1])
     if detector:
         predictions = predictions_in_scope(Scope(scope.study), kinds=output_kinds(scope.study))
         if not predictions.filter(detector=detector).exists():

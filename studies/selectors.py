@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from django.db.models import Prefetch, QuerySet
@@ -69,6 +69,23 @@ def study_chosen(slug: str | None) -> Study:
     raise StudyNotChosen(
         f"There are several studies: choose one with --study (existing studies: {study_slugs()})."
     )
+
+
+def filter_problem(study: Study, *, t2i_model: str | None, category: str | None) -> tuple[str, str] | None:
+    """(field, message) when a T2I model or prompt category matches no image of the study: the
+    message names the values that exist. None when every given filter matches."""
+    items = Item.objects.filter(study=study)
+    if t2i_model and not items.filter(t2i_model=t2i_model).exists():
+        known = items.order_by().values_list("t2i_model", flat=True).distinct()
+        return "t2i_model", f"No images of T2I model '{t2i_model}' (T2I models: {_known(known)})."
+    if category and not items.filter(prompt__category=category).exists():
+        known = items.exclude(prompt=None).order_by().values_list("prompt__category", flat=True).distinct()
+        return "category", f"No images of prompt category '{category}' (categories: {_known(known)})."
+    return None
+
+
+def _known(values: Iterable[str]) -> str:
+    return ", ".join(sorted(set(values))) or "none"
 
 
 def study_questions(study: Study) -> list[Question]:

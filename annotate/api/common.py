@@ -14,7 +14,7 @@ from annotate import errors, selectors
 from config.api import QueryInput, conflict, invalid, not_found
 from studies import permissions
 from studies.models import Item, Question, Study
-from studies.selectors import item_questions, study_questions
+from studies.selectors import filter_problem, item_questions, study_questions
 
 
 class IsAnnotator(BasePermission):
@@ -52,23 +52,10 @@ def raise_for(exc: errors.AnnotateError) -> NoReturn:
 
 def check_filters(*, study: Study, t2i_model: str | None, category: str | None) -> None:
     """A typo in a filter gets a 400 naming what exists, not an empty answer."""
-    if t2i_model:
-        models = sorted(set(study.items.order_by().values_list("t2i_model", flat=True)))
-        if t2i_model not in models:
-            raise invalid(
-                f"Unknown T2I model '{t2i_model}' in study {study.slug} (models: {', '.join(models) or 'none'}).",
-                code="unknown_filter",
-                field="t2i_model",
-            )
-    if category:
-        categories = sorted(set(study.prompts.order_by().values_list("category", flat=True)))
-        if category not in categories:
-            raise invalid(
-                f"Unknown category '{category}' in study {study.slug} "
-                f"(categories: {', '.join(categories) or 'none'}).",
-                code="unknown_filter",
-                field="category",
-            )
+    problem = filter_problem(study, t2i_model=t2i_model, category=category)
+    if problem:
+        field, message = problem
+        raise invalid(message, code="unknown_filter", field=field)
 
 
 def studies_visible_to(user: Any) -> QuerySet[Study]:

@@ -134,10 +134,10 @@ def test_several_studies_need_the_study_option(labelled):
 
 
 def test_an_unknown_model_or_category_is_refused_with_the_known_ones(labelled):
-    with pytest.raises(CommandError, match="No items of T2I model 'dalle' \\(T2I models: sd3, sdxl\\)"):
+    with pytest.raises(CommandError, match="No images of T2I model 'dalle' \\(T2I models: sd3, sdxl\\)"):
         run("--t2i-model", "dalle")
     with pytest.raises(
-        CommandError, match="No items of prompt category 'food' \\(categories: place, profession\\)"
+        CommandError, match="No images of prompt category 'food' \\(categories: place, profession\\)"
     ):
         run("--category", "food")
 

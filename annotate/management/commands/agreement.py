@@ -18,17 +18,12 @@ from studies.commands import (
     study_from_options,
 )
 from studies.csvio import safe_writer
-from studies.models import Item, Question, Study
-from studies.selectors import study_questions
+from studies.models import Question, Study
+from studies.selectors import filter_problem, study_questions
 
 
 def _num(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
-
-
-def _known(values: Any) -> str:
-    names = sorted({value for value in values if value})
-    return ", ".join(names) or "none"
 
 
 def question_for_key(study: Study, key: str) -> Question:
@@ -45,18 +40,6 @@ def question_for_key(study: Study, key: str) -> Question:
             f"The study '{study.slug}' asks {len(questions)} questions: choose one with --question ({keys})."
         )
     return questions[0]
-
-
-def filters_check(study: Study, *, t2i_model: str | None, category: str | None) -> None:
-    """CommandError when a T2I model or prompt category matches no item of the study, so a typo
-    gets an answer instead of an empty report."""
-    items = Item.objects.filter(study=study)
-    if t2i_model and not items.filter(t2i_model=t2i_model).exists():
-        known = _known(items.values_list("t2i_model", flat=True).distinct())
-        raise CommandError(f"No items of T2I model '{t2i_model}' (T2I models: {known}).")
-    if category and not items.filter(prompt__category=category).exists():
-        known = _known(items.exclude(prompt=None).values_list("prompt__category", flat=True).distinct())
-        raise CommandError(f"No items of prompt category '{category}' (categories: {known}).")
 
 
 #: The figures of one group (a T2I model, a category, an annotator pair) in csv and md.
@@ -199,7 +182,9 @@ class Command(BaseCommand):
         study = study_from_options(options)
         question = question_for_key(study, options["question"])
         t2i_model, category = options["t2i_model"] or None, options["category"] or None
-        filters_check(study, t2i_model=t2i_model, category=category)
+        problem = filter_problem(study, t2i_model=t2i_model, category=category)
+        if problem:
+            raise CommandError(problem[1])
         report = agreement_report(study=study, question=question, t2i_model=t2i_model, category=category)
         render = {
             "json": lambda r: json.dumps(r, indent=2) + "\n",
