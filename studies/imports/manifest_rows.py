@@ -265,7 +265,6 @@ def map_chunked(pool: ThreadPoolExecutor, fn: Callable[[T], R], items: list[T]) 
 class CheckedBatch:
     """A batch whose rows are planned and whose files are being checked."""
 
-    size: int  # rows of the batch, refused ones included
     plans: list[RowPlan]
     known: dict[tuple[str, str], KnownLink]
     known_items: dict[str, StoredItem]
