@@ -1,6 +1,6 @@
-"""A manifest CSV into a study (``images_import``, the admin's zip upload): every row checked
-first, a batch at a time, staged on disk; then the good rows' files stored and every item
-written in ONE transaction. How: docs/explanation/imports.md#image-manifests."""
+"""A manifest CSV into a study (``images_import``, the admin's zip upload) on the import
+pipeline: every row checked and staged, then the good items' files stored and written in ONE
+transaction. How: docs/explanation/imports.md#image-manifests."""
 
 from __future__ import annotations
 
@@ -16,8 +16,6 @@ import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from itertools import groupby
-from operator import itemgetter
 from pathlib import Path
 from typing import IO, Any
 
@@ -155,13 +153,6 @@ class _ManifestImport(ManifestStore):
         self._new_files_flush()
         self._orphans_remove()
         self.staging.close()
-
-    def reject(self, number: int, path: str, reason: str) -> None:
-        self.summary.rejected.append(RejectedRow(number, path, reason))
-
-    def _advance(self, stage: str, rows: int) -> None:
-        if self.stage_progress is not None and rows:
-            self.stage_progress(stage, rows)
 
     def _bad_item(self, key: str, number: int) -> None:
         """Mark an item refused by its row ``number``, keeping its first refused row."""
@@ -481,15 +472,6 @@ class _ManifestImport(ManifestStore):
             item = None if plan.item_key in bad else self.known_items.get(plan.item_key)
             self._update_stage(plan.item_key, [plan], item, staged_updates, self.settled_reports)
         self.staging.db.executemany("INSERT INTO updates VALUES (?, ?)", staged_updates)
-
-    def _groups(self) -> Iterator[tuple[str, list[tuple[bool, RowPlan, FileCheck]]]]:
-        """The staged rows item by item, in file order of each item's first row."""
-        staged = self.staging.rows(
-            "SELECT p.k, p.fresh, p.data FROM plans p JOIN (SELECT k, min(number) AS f FROM plans GROUP BY k) "
-            "g ON g.k = p.k ORDER BY g.f, p.number"
-        )
-        for key, rows in groupby(staged, key=itemgetter(0)):
-            yield key, [(bool(fresh), *pickle.loads(data)) for _, fresh, data in rows]
 
 
 def images_import(

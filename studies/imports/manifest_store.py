@@ -1,6 +1,5 @@
 """A manifest import's second half (``ManifestStore``): files checked and stored by worker
-threads or processes (journalled for the clean-up), items settled, everything written in one
-transaction."""
+threads or processes (journalled for the clean-up), items settled, the pipeline's write hooks."""
 
 from __future__ import annotations
 
@@ -42,7 +41,7 @@ from studies.imports.manifest_rows import (
     rows_reason,
 )
 from studies.imports.pipeline import Audit, Importer, Spill
-from studies.imports.rows import ImportSummary, ItemUpdate
+from studies.imports.rows import ImportSummary, ItemUpdate, RejectedRow
 from studies.models import Image, ImageRole, Item, ItemChange, ItemChangeAction, ItemImage, Prompt, Study
 from studies.protocols import ProtocolSpec
 
@@ -146,15 +145,23 @@ class ManifestStore(Importer[RowPlan, StagedRow]):
     new_files_lock: threading.Lock
     store_pool: ThreadPoolExecutor
     journals_read: dict[str, int]
+    stage_progress: Callable[[str, int], None] | None
 
     def reject(self, number: int, path: str, reason: str) -> None:
-        raise NotImplementedError
+        self.summary.rejected.append(RejectedRow(number, path, reason))
 
     def _advance(self, stage: str, rows: int) -> None:
-        raise NotImplementedError
+        if self.stage_progress is not None and rows:
+            self.stage_progress(stage, rows)
 
     def _groups(self) -> Iterator[tuple[str, list[tuple[bool, RowPlan, FileCheck]]]]:
-        raise NotImplementedError
+        """The staged rows item by item, in file order of each item's first row."""
+        staged = self.staging.rows(
+            "SELECT p.k, p.fresh, p.data FROM plans p JOIN (SELECT k, min(number) AS f FROM plans GROUP BY k) "
+            "g ON g.k = p.k ORDER BY g.f, p.number"
+        )
+        for key, rows in groupby(staged, key=itemgetter(0)):
+            yield key, [(bool(fresh), *pickle.loads(data)) for _, fresh, data in rows]
 
     def _items_settle(self) -> list[ItemUpdate]:
         """Settle every staged item: refused whole when a row is bad, its rows disagree or a role
