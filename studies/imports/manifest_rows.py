@@ -206,18 +206,8 @@ class StoredItem:
     def from_row(cls, row: Sequence[Any]) -> StoredItem:
         pk, key, model, seed, index, params, metadata, questions, seats, prompt_id, *words = row
         category, word, text = words
-        return cls(
-            pk,
-            key,
-            model,
-            seed,
-            index,
-            params,
-            metadata,
-            questions,
-            seats,
-            (category, word, text) if prompt_id is not None else None,
-        )
+        prompt_key = (category, word, text) if prompt_id is not None else None
+        return cls(pk, key, model, seed, index, params, metadata, questions, seats, prompt_key)
 
     @classmethod
     def values(cls, study: Study, keys: list[str]) -> Iterator[StoredItem]:
