@@ -73,16 +73,10 @@ def dotted_path_problem(path: str, *, module: bool = False, attribute: str = "")
 
 
 def _spec_problems(key: str, spec: ProtocolSpec) -> Iterator[CheckMessage]:
-    for field_name, attribute in MODULE_FIELDS.items():
+    for field_name in (*MODULE_FIELDS, *ATTRIBUTE_FIELDS):
         path = getattr(spec, field_name)
-        problem = path and dotted_path_problem(path, module=True, attribute=attribute)
-        if problem:
-            yield Error(
-                f"Protocol {key!r}: its spec's {field_name} = {path!r}: {problem}.", id="protocols.E003"
-            )
-    for field_name in ATTRIBUTE_FIELDS:
-        path = getattr(spec, field_name)
-        problem = path and dotted_path_problem(path)
+        attribute = MODULE_FIELDS.get(field_name, "")
+        problem = path and dotted_path_problem(path, module=field_name in MODULE_FIELDS, attribute=attribute)
         if problem:
             yield Error(
                 f"Protocol {key!r}: its spec's {field_name} = {path!r}: {problem}.", id="protocols.E003"

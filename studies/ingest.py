@@ -1,6 +1,6 @@
-"""A manifest CSV into a study (``images_import``, the admin's zip upload): every row checked
-first, a batch at a time, staged on disk; then the good rows' files stored and every item
-written in ONE transaction. How: docs/explanation/imports.md#image-manifests."""
+"""A manifest CSV into a study (``images_import``, the admin's zip upload) on the import
+pipeline: every row checked and staged, then the good items' files stored and written in ONE
+transaction. How: docs/explanation/imports.md#image-manifests."""
 
 from __future__ import annotations
 
@@ -13,11 +13,9 @@ import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from itertools import groupby
-from operator import itemgetter
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,10 +23,9 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
 from django.db.models import F
-from django.utils import timezone
 
 from studies.archive import ArchiveRejected, zip_extract
-from studies.batching import IsIn, batches, import_batch_rows, in_chunks
+from studies.batching import IsIn, batches, in_chunks
 from studies.database import database_analyze
 from studies.errors import DomainError, ImportRejected
 from studies.imports.manifest_rows import (
@@ -60,9 +57,9 @@ from studies.imports.manifest_store import (
     worker_died,
     worker_start,
 )
-from studies.imports.pipeline import Audit, import_record
+from studies.imports.pipeline import Audit, import_run
 from studies.imports.rows import ImportSummary, ItemUpdate, RejectedRow, csv_rows_stream
-from studies.models import ImageRole, ItemImage, Question, Study
+from studies.models import ImageRole, ItemImage, Prompt, Question, Study
 from studies.protocols import protocol_spec
 from studies.services import MANIFEST_KNOWN_COLUMNS, study_create
 
@@ -86,34 +83,30 @@ def import_processes() -> int:
 
 
 class _ManifestImport(ManifestStore):
-    """One manifest import in two passes: rows checked and staged, then written in one transaction."""
+    """A manifest on the import pipeline: rows planned, their files checked by worker threads or
+    processes (two batches in flight) and staged; then the good items' files stored and written."""
+
+    kind = "images"
+    writes_in_dry_run = False
+    keeps_good_rows = True
 
     def __init__(
         self,
         *,
         study: Study,
-        root: Path,
+        manifest_path: str | os.PathLike[str],
+        root: str | os.PathLike[str],
         summary: ImportSummary,
-        columns: list[str],
-        dry_run: bool = False,
-        audit: Audit | None = None,
+        audit: Audit,
         stage_progress: Callable[[str, int], None] | None = None,
     ) -> None:
         self.study = study
-        self.root = root
+        self.manifest_path = manifest_path
+        self.given_root = root
         self.summary = summary
-        self.dry_run = dry_run
-        self.audit = audit or Audit(user=None, source="")
+        self.dry_run = summary.dry_run
+        self.audit = audit
         self.stage_progress = stage_progress
-        self.columns = set(columns)
-        self.has_item_column = "item" in columns
-        # Without an ``item`` column every row is its own one-image item, settled within its batch.
-        self.one_image = not self.has_item_column
-        self.metadata_columns = [c for c in columns if c not in MANIFEST_KNOWN_COLUMNS]
-        self.spec = protocol_spec(study.protocol)
-        self.roles = set(self.spec.image_roles)
-        self.question_keys = set(Question.objects.filter(study=study).values_list("key", flat=True))
-        self.pairs = self.spec.paired
         # What the database holds for the batch being checked, loaded per batch.
         self.known: dict[tuple[str, str], KnownLink] = {}
         self.known_items: dict[str, StoredItem] = {}
@@ -121,6 +114,9 @@ class _ManifestImport(ManifestStore):
         self.single_by_hash: dict[str, str] = {}
         self.stamps: list[tuple[int, int, int | None]] = []
         self.settled_reports: list[ItemUpdate] = []
+        self.reports: list[ItemUpdate] = []
+        self.pending: CheckedBatch | None = None
+        self.prompts: dict[tuple[str, str, str], Prompt] | None = None
         self.staging = Staging()
         # Once the write committed, the files named in ``written`` are in use.
         self.committed = False
@@ -131,18 +127,32 @@ class _ManifestImport(ManifestStore):
         self.processes: ProcessPoolExecutor | None = None
         self.journals_read: dict[str, int] = {}
 
+    def rows(self) -> Iterator[tuple[int, dict[str, str]]]:
+        """The manifest's rows, once its root and header are checked and the study's facts read."""
+        if not Path(self.given_root).is_dir():
+            raise ImportRejected(f"import root {self.given_root} is not a folder")
+        self.root = Path(self.given_root).resolve()
+        self.spec = protocol_spec(self.study.protocol)
+        self.pairs = self.spec.paired
+        required = PAIR_MANIFEST_REQUIRED_COLUMNS if self.pairs else MANIFEST_REQUIRED_COLUMNS
+        header, rows = csv_rows_stream(self.manifest_path, required=required)
+        self.columns = set(header)
+        self.has_item_column = "item" in header
+        # Without an ``item`` column every row is its own one-image item, settled within its batch.
+        self.one_image = not self.has_item_column
+        self.metadata_columns = [c for c in header if c not in MANIFEST_KNOWN_COLUMNS]
+        self.roles = set(self.spec.image_roles)
+        self.question_keys = set(Question.objects.filter(study=self.study).values_list("key", flat=True))
+        return rows
+
     def close(self) -> None:
+        """Stop the workers, remove the files stored that no Image row uses, drop the staging."""
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        self.store_pool.shutdown(wait=True, cancel_futures=True)
         self._processes_stop()
-        self.pool.shutdown()
-        self.store_pool.shutdown()
+        self._new_files_flush()
+        self._orphans_remove()
         self.staging.close()
-
-    def reject(self, number: int, path: str, reason: str) -> None:
-        self.summary.rejected.append(RejectedRow(number, path, reason))
-
-    def _advance(self, stage: str, rows: int) -> None:
-        if self.stage_progress is not None and rows:
-            self.stage_progress(stage, rows)
 
     def _bad_item(self, key: str, number: int) -> None:
         """Mark an item refused by its row ``number``, keeping its first refused row."""
@@ -152,11 +162,39 @@ class _ManifestImport(ManifestStore):
             (key, number),
         )
 
+    def parse_row(self, number: int, row: dict[str, str]) -> RowPlan | RejectedRow:
+        try:
+            return self.row_plan(number, row)
+        except (DomainError, OSError) as exc:
+            key = row.get("item", "") if self.has_item_column else row.get("image", "")
+            if key and not isinstance(exc, DuplicateManifestRow):
+                self._bad_item(key, number)
+            return RejectedRow(number, row.get("image", ""), rows_reason(exc))
+
+    def check_batch(self, parsed: list[RowPlan], summary: ImportSummary) -> list[Any]:
+        """Start the batch's file checks, then settle the batch before (two in flight: the
+        workers check one while the pipeline parses the next). Staged here, so nothing to keep."""
+        started = self._batch_start(parsed)
+        if self.pending is not None:
+            self._batch_finish(self.pending)
+        self.pending = started
+        return []
+
+    def check_end(self, summary: ImportSummary) -> None:
+        """Settle the last batch and every item; store the good items' files (not in a dry run)."""
+        if self.pending is not None:
+            self._batch_finish(self.pending)
+        self._processes_stop()
+        self.reports = self._items_settle()
+        if self.dry_run:
+            summary.accepted += sum(len(rows) for _, rows in self._accepted_groups())
+            summary.updated = self.reports
+        elif self.staging.one("SELECT 1 FROM accepted") is not None:
+            self._files_store()
+
     def row_plan(self, number: int, row: dict[str, str]) -> RowPlan:
         """Check a row's values and path; raises the row's rejection naming every problem."""
         path = row.get("image", "")
-        if "__error__" in row:
-            raise InvalidManifestRow(row["__error__"])
         problems = text_problems(row)
         item_key = row.get("item", "") if self.has_item_column else path
         if not item_key and self.has_item_column:
@@ -342,42 +380,8 @@ class _ManifestImport(ManifestStore):
             raise DuplicateImage(f"same image content as {self.single_by_hash[sha]}, already in the study")
         return True
 
-    def run(self, rows: Iterable[tuple[int, dict[str, str]]]) -> int:
-        """Import the rows; return how many were read."""
-        n_rows = 0
-        try:
-            # Two batches in flight: this thread plans the next batch while the workers check one.
-            pending: CheckedBatch | None = None
-            for batch in batches(rows, import_batch_rows()):
-                started = self._batch_start(batch)
-                if pending is not None:
-                    self._batch_finish(pending)
-                pending = started
-                n_rows += len(batch)
-            if pending is not None:
-                self._batch_finish(pending)
-            self._processes_stop()
-            updates = self._items_settle()
-            self._write(updates)
-        finally:
-            # Whatever stops the import, the files it stored that no Image row uses are removed again.
-            self.pool.shutdown(wait=True, cancel_futures=True)
-            self._processes_stop()
-            self._new_files_flush()
-            self._orphans_remove()
-        return n_rows
-
-    def _batch_start(self, batch: list[tuple[int, dict[str, str]]]) -> CheckedBatch:
-        """Plan a batch's rows, read what the database holds for them, start their file checks."""
-        plans: list[RowPlan] = []
-        for number, row in batch:
-            try:
-                plans.append(self.row_plan(number, row))
-            except (DomainError, OSError) as exc:
-                self.reject(number, row.get("image", ""), rows_reason(exc))
-                key = row.get("item", "") if self.has_item_column else row.get("image", "")
-                if key and not isinstance(exc, DuplicateManifestRow):
-                    self._bad_item(key, number)
+    def _batch_start(self, plans: list[RowPlan]) -> CheckedBatch:
+        """Read what the database holds for a batch's rows and start their file checks."""
         known, known_items = self._known_load(plans)
         known_checks: list[FileCheck | None] = [
             FileCheck(sha256=link.sha256, unchanged=True)
@@ -387,7 +391,6 @@ class _ManifestImport(ManifestStore):
         ]
         to_read = [plan for plan, check in zip(plans, known_checks, strict=True) if check is None]
         return CheckedBatch(
-            size=len(batch),
             plans=plans,
             known=known,
             known_items=known_items,
@@ -430,7 +433,6 @@ class _ManifestImport(ManifestStore):
         if self.one_image:
             self._one_image_items_settle(new_keys, known_plans)
         self._new_files_flush()
-        self._advance("checked", started.size)
 
     def _known_load(
         self, plans: list[RowPlan]
@@ -471,15 +473,6 @@ class _ManifestImport(ManifestStore):
             self._update_stage(plan.item_key, [plan], item, staged_updates, self.settled_reports)
         self.staging.db.executemany("INSERT INTO updates VALUES (?, ?)", staged_updates)
 
-    def _groups(self) -> Iterator[tuple[str, list[tuple[bool, RowPlan, FileCheck]]]]:
-        """The staged rows item by item, in file order of each item's first row."""
-        staged = self.staging.rows(
-            "SELECT p.k, p.fresh, p.data FROM plans p JOIN (SELECT k, min(number) AS f FROM plans GROUP BY k) "
-            "g ON g.k = p.k ORDER BY g.f, p.number"
-        )
-        for key, rows in groupby(staged, key=itemgetter(0)):
-            yield key, [(bool(fresh), *pickle.loads(data)) for _, fresh, data in rows]
-
 
 def images_import(
     *,
@@ -496,33 +489,27 @@ def images_import(
     """Import the good rows of a manifest CSV into ``study``; the summary lists refused rows and
     updated items. ``ImportRejected``: nothing written. ``progress`` once at the end,
     ``stage_progress(stage, rows)`` per batch."""
-    started, recorded = timezone.now(), recorded_file or str(manifest_path)  # the ImportRun's file
     summary = ImportSummary(dry_run=dry_run, reports=("updated",))
-    manifest_import = None
+    manifest_import = _ManifestImport(
+        study=study,
+        manifest_path=manifest_path,
+        root=root,
+        summary=summary,
+        audit=Audit(user=user, source=source or f"import of {Path(manifest_path).name}"),
+        stage_progress=stage_progress,
+    )
     try:
-        if not Path(root).is_dir():
-            raise ImportRejected(f"import root {root} is not a folder")
-        paired = protocol_spec(study.protocol).paired
-        required = PAIR_MANIFEST_REQUIRED_COLUMNS if paired else MANIFEST_REQUIRED_COLUMNS
-        header, rows = csv_rows_stream(manifest_path, required=required)
-        manifest_import = _ManifestImport(
-            study=study,
-            root=Path(root).resolve(),
+        import_run(
+            manifest_import,
             summary=summary,
-            columns=header,
-            dry_run=dry_run,
-            audit=Audit(user=user, source=source or f"import of {Path(manifest_path).name}"),
-            stage_progress=stage_progress,
+            source=recorded_file or str(manifest_path),
+            study=study,
+            user=user,
+            progress=stage_progress,
         )
-        summary.rows = manifest_import.run(rows)
-        summary.rejected.sort(key=lambda r: r.row)
-    except Exception as exc:
-        import_record("images", summary, recorded, study, user, started, error=str(exc))
-        raise
+        manifest_import.committed = True
     finally:
-        if manifest_import is not None:
-            manifest_import.close()
-    import_record("images", summary, recorded, study, user, started)
+        manifest_import.close()
     if progress:
         progress(summary, summary.rows)
     return summary

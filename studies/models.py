@@ -1,17 +1,5 @@
-"""The core of BiasLab: a study, its questions, the items people label and the image files.
-
-Every other app (``annotate`` for people, ``detectors`` for machines, ``reports`` for analyses)
-depends on these tables; nothing here depends on them.
-
-- A **Study** runs one protocol (gender, attributes, pair change, objects) and asks its
-  **Questions** about each **Item**.
-- An **Item** is the unit annotators label and reports count: one generated image, or a pair
-  (seed photo + edit). Its T2I model, prompt, seed and any other manifest column (``metadata``)
-  travel with it.
-- An **Image** is one file, stored once under its content hash; **ItemImage** gives it a role in
-  an item (``image`` for one-image items, ``input``/``output`` for pairs), so one seed photo can
-  serve hundreds of pairs and is measured once.
-"""
+"""The core tables: a study, its questions, the items people label and the image files, each
+stored once under its content hash and linked to items by role. See docs/explanation/model.md."""
 
 from __future__ import annotations
 
@@ -127,13 +115,8 @@ class Study(models.Model):
 
 
 class Question(models.Model):
-    """One question annotators answer about every item of a study (or the items that ask it).
-
-    ``choices`` is the label vocabulary of the question and the only place it is written down:
-    a list of ``{"value", "name", "key", "requires_reason"?, "clear"?}``. ``key`` is the keyboard
-    key of a choice; ``clear`` marks the answers that count as a clear image in the gender
-    protocol's bias scores.
-    """
+    """One question annotators answer about every item of a study (or the items that ask it);
+    ``choices`` (``{"value", "name", "key", "requires_reason"?, "clear"?}``) is its vocabulary."""
 
     # No index of its own (db_index=False here and on the other keys so marked): the unique
     # constraint that leads with the column serves every look-up, and each index is one more
@@ -372,13 +355,8 @@ class ItemImage(models.Model):
 
 
 def set_null_in_batches(collector: Any, field: Any, sub_objs: Any, using: str) -> None:
-    """``on_delete``: Django's ``SET_NULL``, but the rows to clear are read for each batch of
-    deleted rows the collector forms, and cleared by primary key in batches.
-
-    Django's own ``SET_NULL`` is lazy: it ORs the query of every batch into one UPDATE that
-    carries one value per deleted row. Deleting a study of a million items sent a million
-    values in one statement (SQLite refuses more than 32,766). Without ``lazy_sub_objs`` the
-    collector reads each batch's rows itself, and calls this only for a batch that has some."""
+    """``on_delete``: Django's ``SET_NULL`` cleared a batch of deleted rows at a time (Django's
+    own, lazy, sends one value per deleted row in one UPDATE: a million items exceed SQLite's limit)."""
     collector.add_field_update(field, None, sub_objs)
 
 
@@ -389,12 +367,8 @@ class ItemChangeAction(models.TextChoices):
 
 
 class ItemChange(models.Model):
-    """Audit trail of corrections to items: who changed what, when, old → new.
-
-    Written by the service that makes the change in the same transaction (a re-import that
-    updates an item's metadata, ``remove_items``, a restore of its backup), never edited
-    afterwards. The item link is cleared when the item is removed; ``item_key`` keeps naming it.
-    """
+    """Audit trail of corrections to items (re-import updates, removals, restores), written in the
+    change's transaction and never edited; ``item_key`` names an item removed since."""
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="item_changes", db_index=False)
     item = models.ForeignKey(

@@ -314,18 +314,8 @@ def _redefinition_check(study: Study, changed: list[str], protocol: str) -> None
 
 
 def questions_csv_read(path: str | os.PathLike[str]) -> list[QuestionSpec]:
-    """Questions from a CSV with columns ``key``, ``text``, ``choices`` (``value:Display
-    name:key|…``, the key one character, empty or left out with its colon) and optional ``kind`` (a registered
-    kind, ``studies.kinds``: choice when empty), ``hotkey``, ``default``, ``unresolvable``, ``requires_reason`` (values needing a
-    reason, ``|``-separated) and ``clear`` (values counted as clear, ``|``-separated).
-
-    Raises ImportRejected naming the row and field of the first problem: unreadable file,
-    missing column, a key that is not a slug or repeats, an empty or too long text, an unknown
-    kind (naming the registered ones), a malformed or repeated choice, fewer than two choices
-    (for a kind that needs choices), more than
-    26 choices, a display name over 200 characters, more than 50 questions, a
-    default / unresolvable / requires_reason / clear value that is not a choice, a NUL byte.
-    """
+    """Questions from a questions CSV (docs/reference/contracts.md#questions); ``ImportRejected``
+    names the row and field of the first problem."""
     name = Path(path).name
     try:
         with open(path, newline="", encoding="utf-8-sig") as fh:

@@ -206,18 +206,8 @@ class StoredItem:
     def from_row(cls, row: Sequence[Any]) -> StoredItem:
         pk, key, model, seed, index, params, metadata, questions, seats, prompt_id, *words = row
         category, word, text = words
-        return cls(
-            pk,
-            key,
-            model,
-            seed,
-            index,
-            params,
-            metadata,
-            questions,
-            seats,
-            (category, word, text) if prompt_id is not None else None,
-        )
+        prompt_key = (category, word, text) if prompt_id is not None else None
+        return cls(pk, key, model, seed, index, params, metadata, questions, seats, prompt_key)
 
     @classmethod
     def values(cls, study: Study, keys: list[str]) -> Iterator[StoredItem]:
@@ -265,7 +255,6 @@ def map_chunked(pool: ThreadPoolExecutor, fn: Callable[[T], R], items: list[T]) 
 class CheckedBatch:
     """A batch whose rows are planned and whose files are being checked."""
 
-    size: int  # rows of the batch, refused ones included
     plans: list[RowPlan]
     known: dict[tuple[str, str], KnownLink]
     known_items: dict[str, StoredItem]

@@ -1,6 +1,5 @@
 """A manifest import's second half (``ManifestStore``): files checked and stored by worker
-threads or processes (journalled for the clean-up), items settled, everything written in one
-transaction."""
+threads or processes (journalled for the clean-up), items settled, the pipeline's write hooks."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError
 from django.utils import timezone
 
 from studies.batching import (
@@ -41,8 +40,8 @@ from studies.imports.manifest_rows import (
     map_chunked,
     rows_reason,
 )
-from studies.imports.pipeline import Audit
-from studies.imports.rows import ImportSummary, ItemUpdate
+from studies.imports.pipeline import Audit, Importer, Spill
+from studies.imports.rows import ImportSummary, ItemUpdate, RejectedRow
 from studies.models import Image, ImageRole, Item, ItemChange, ItemChangeAction, ItemImage, Prompt, Study
 from studies.protocols import ProtocolSpec
 
@@ -121,7 +120,11 @@ def worker_died() -> ImportRejected:
     )
 
 
-class ManifestStore:
+#: A row to write: its item's key, its plan and its file's check.
+StagedRow = tuple[str, RowPlan, FileCheck]
+
+
+class ManifestStore(Importer[RowPlan, StagedRow]):
     """The writing half of a manifest import; the state is set by ``_ManifestImport``."""
 
     study: Study
@@ -136,19 +139,29 @@ class ManifestStore:
     dry_run: bool
     committed: bool
     settled_reports: list[ItemUpdate]
+    reports: list[ItemUpdate]
+    prompts: dict[tuple[str, str, str], Prompt] | None
     new_files: list[str]
     new_files_lock: threading.Lock
     store_pool: ThreadPoolExecutor
     journals_read: dict[str, int]
+    stage_progress: Callable[[str, int], None] | None
 
     def reject(self, number: int, path: str, reason: str) -> None:
-        raise NotImplementedError
+        self.summary.rejected.append(RejectedRow(number, path, reason))
 
     def _advance(self, stage: str, rows: int) -> None:
-        raise NotImplementedError
+        if self.stage_progress is not None and rows:
+            self.stage_progress(stage, rows)
 
     def _groups(self) -> Iterator[tuple[str, list[tuple[bool, RowPlan, FileCheck]]]]:
-        raise NotImplementedError
+        """The staged rows item by item, in file order of each item's first row."""
+        staged = self.staging.rows(
+            "SELECT p.k, p.fresh, p.data FROM plans p JOIN (SELECT k, min(number) AS f FROM plans GROUP BY k) "
+            "g ON g.k = p.k ORDER BY g.f, p.number"
+        )
+        for key, rows in groupby(staged, key=itemgetter(0)):
+            yield key, [(bool(fresh), *pickle.loads(data)) for _, fresh, data in rows]
 
     def _items_settle(self) -> list[ItemUpdate]:
         """Settle every staged item: refused whole when a row is bad, its rows disagree or a role
@@ -291,9 +304,7 @@ class ManifestStore:
             return None, False
         return ItemUpdatePlan(item_id=item.pk, fields=fields, report=ItemUpdate(key, changes)), False
 
-    def _updates_write(
-        self, updates: list[ItemUpdatePlan], prompts: dict[tuple[str, str, str], Prompt]
-    ) -> None:
+    def _updates_write(self, updates: list[ItemUpdatePlan]) -> None:
         """Apply the planned updates, each with an ``ItemChange`` audit row."""
         audit_rows = []
         items = {
@@ -305,7 +316,7 @@ class ManifestStore:
             item, fields = items[update.item_id], dict(update.fields)
             if "prompt" in fields:
                 prompt_key = fields["prompt"]
-                fields["prompt"] = self._prompt(prompt_key, prompts) if prompt_key is not None else None
+                fields["prompt"] = self._prompt(prompt_key) if prompt_key is not None else None
             for name, value in fields.items():
                 setattr(item, name, value)
             item.save(update_fields=list(fields))
@@ -331,13 +342,14 @@ class ManifestStore:
                 ["file_size", "file_mtime_ns"],
             )
 
-    def _prompt(
-        self, prompt_key: tuple[str, str, str], prompts: dict[tuple[str, str, str], Prompt]
-    ) -> Prompt:
-        prompt = prompts.get(prompt_key)
+    def _prompt(self, prompt_key: tuple[str, str, str]) -> Prompt:
+        """The study's prompt of this (category, word, text), created when missing."""
+        if self.prompts is None:
+            self.prompts = {(p.category, p.word, p.text): p for p in Prompt.objects.filter(study=self.study)}
+        prompt = self.prompts.get(prompt_key)
         if prompt is None:
             category, word, text = prompt_key
-            prompt = prompts[prompt_key] = Prompt.objects.create(
+            prompt = self.prompts[prompt_key] = Prompt.objects.create(
                 study=self.study, category=category, word=word, text=text
             )
         return prompt
@@ -356,45 +368,32 @@ class ManifestStore:
         for key, rows in groupby(accepted, key=itemgetter(0)):
             yield key, [pickle.loads(data) for _, data in rows]
 
-    def _write(self, reports: list[ItemUpdate]) -> None:
-        """Store the good rows' files, then write every new item and update in one transaction.
-        A dry run stops before storing anything."""
-        n_updates = self.staging.one("SELECT count(*) FROM updates")[0]
-        has_stamps = self.staging.one("SELECT 1 FROM stamps") is not None
-        if self.dry_run:
-            self.summary.accepted += sum(len(rows) for _, rows in self._accepted_groups())
-            self.summary.updated = reports
-            return
-        any_accepted = self.staging.one("SELECT 1 FROM accepted") is not None
-        if not any_accepted and not n_updates and not has_stamps:
-            return
-        if any_accepted:
-            self._files_store()
-        if self.staging.one("SELECT 1 FROM accepted WHERE refused = 0") or n_updates or has_stamps:
-            try:
-                with transaction.atomic():
-                    prompts = {
-                        (p.category, p.word, p.text): p for p in Prompt.objects.filter(study=self.study)
-                    }
-                    chunks = batches(self._accepted_groups(), max(1, in_chunk_size() // 2))
-                    for chunk in chunks if any_accepted else ():
-                        self._rows_write(dict(chunk), prompts)
-                    updates = (
-                        pickle.loads(data)
-                        for (data,) in self.staging.rows("SELECT data FROM updates ORDER BY k")
-                    )
-                    for part in batches(updates, import_batch_rows()):
-                        self._updates_write(part, prompts)
-                    self._stamps_write()
-                self.committed = True
-                self.summary.updated = reports
-            except DatabaseError as exc:
-                # A safety net for what the checks did not foresee (or a concurrent writer): nothing kept.
-                self.summary.accepted = 0
-                self.summary.updated = []
-                raise ImportRejected(
-                    f"the database refused the import ({exc.__class__.__name__}: {exc}); nothing was written"
-                ) from exc
+    def staged(self, spill: Spill) -> Iterator[list[StagedRow]]:
+        """The accepted items' rows to write, whole items per batch."""
+        for chunk in batches(self._accepted_groups(), max(1, in_chunk_size() // 2)):
+            yield [(key, plan, check) for key, rows in chunk for plan, check in rows]
+
+    def write_batch(self, good: list[StagedRow], summary: ImportSummary) -> None:
+        items: dict[str, list[tuple[RowPlan, FileCheck]]] = {}
+        for key, plan, check in good:
+            items.setdefault(key, []).append((plan, check))
+        self._rows_write(items)
+
+    def write_end(self, summary: ImportSummary) -> None:
+        """Apply the staged updates and stamps."""
+        updates = (pickle.loads(data) for (data,) in self.staging.rows("SELECT data FROM updates ORDER BY k"))
+        for part in batches(updates, import_batch_rows()):
+            self._updates_write(part)
+        self._stamps_write()
+        summary.updated = self.reports
+
+    def write_refused(self, exc: DatabaseError) -> None:
+        """A safety net for what the checks did not foresee (or a concurrent writer): nothing kept."""
+        self.summary.accepted = 0
+        self.summary.updated = []
+        raise ImportRejected(
+            f"the database refused the import ({exc.__class__.__name__}: {exc}); nothing was written"
+        ) from exc
 
     def _files_store(self) -> None:
         """Store the accepted items' files on the thread pool; a file that fails refuses its item."""
@@ -520,9 +519,7 @@ class ManifestStore:
             for value, pk in rows.filter(**{f"{column}__in": chunk}).values_list(column, "pk")
         }
 
-    def _rows_write(
-        self, items: dict[str, list[tuple[RowPlan, FileCheck]]], prompts: dict[tuple[str, str, str], Prompt]
-    ) -> None:
+    def _rows_write(self, items: dict[str, list[tuple[RowPlan, FileCheck]]]) -> None:
         """Write one chunk of accepted items: their new Image rows, items and image links."""
         checks = {check.sha256: check for rows in items.values() for _, check in rows}
         now = timezone.now()
@@ -565,7 +562,7 @@ class ManifestStore:
                 (
                     self.study.pk,
                     key,
-                    self._prompt(prompt_key, prompts).pk if prompt_key is not None else None,
+                    self._prompt(prompt_key).pk if prompt_key is not None else None,
                     next((p.t2i_model for p in plans if p.t2i_model), ""),
                     next((p.seed for p in plans if p.seed is not None), None),
                     next((p.index for p in plans if p.index is not None), None),
@@ -596,4 +593,3 @@ class ManifestStore:
             ItemImage, ("item_id", "image_id", "role", "source_path", "file_size", "file_mtime_ns"), links
         )
         self.summary.accepted += len(links)
-        self._advance("written", len(links))

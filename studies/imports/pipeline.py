@@ -77,6 +77,8 @@ class Importer(Generic[P, G]):
     kind = ""
     #: False: a dry run stops after the checks; True: it writes, then rolls back.
     writes_in_dry_run = True
+    #: False: one refused row refuses the file; True: the good rows are written (image manifests).
+    keeps_good_rows = False
 
     def rows(self) -> Iterator[tuple[int, dict[str, str]]]:
         raise NotImplementedError
@@ -90,6 +92,10 @@ class Importer(Generic[P, G]):
     def check_end(self, summary: ImportSummary) -> None:
         """After the last batch is checked (file-wide checks; may reject rows or raise)."""
 
+    def staged(self, spill: Spill) -> Iterator[list[G]]:
+        """The checked rows to write, a batch at a time: by default those ``check_batch`` returned."""
+        return spill.batches()
+
     def write_begin(self) -> None:
         """Inside the transaction, before the first batch is written."""
 
@@ -98,6 +104,9 @@ class Importer(Generic[P, G]):
 
     def write_end(self, summary: ImportSummary) -> None:
         """Inside the transaction, after the last batch, when no row was refused."""
+
+    def write_refused(self, exc: DatabaseError) -> None:
+        """The database refused the write (nothing kept); may raise another error to say so."""
 
 
 class _Rollback(Exception):
@@ -123,7 +132,7 @@ def import_run(
     spill = Spill()
     try:
         _check(importer, summary, spill, progress)
-        if summary.rejected:
+        if summary.rejected and not importer.keeps_good_rows:
             _refuse_all(summary)
         elif importer.writes_in_dry_run or not summary.dry_run:
             _write(importer, summary, spill, progress)
@@ -132,6 +141,7 @@ def import_run(
         raise
     finally:
         spill.close()
+    summary.rejected.sort(key=lambda r: r.row)
     import_record(importer.kind, summary, source, study, user, started)
     return summary
 
@@ -159,7 +169,7 @@ def _check(
             else:
                 parsed.append(got)
         good = importer.check_batch(parsed, summary)
-        if not rejected:  # once a row is bad nothing will be written: stop keeping rows
+        if importer.keeps_good_rows or not rejected:  # else nothing will be written: stop keeping rows
             spill.add(good)
         if progress:
             progress("checked", len(batch))
@@ -172,11 +182,11 @@ def _write(
     try:
         with transaction.atomic():
             importer.write_begin()
-            for good in spill.batches():
+            for good in importer.staged(spill):
                 importer.write_batch(good, summary)
                 if progress:
                     progress("written", len(good))
-            if summary.rejected:
+            if summary.rejected and not importer.keeps_good_rows:
                 raise _Rollback
             importer.write_end(summary)
             if summary.dry_run:
@@ -185,13 +195,15 @@ def _write(
         _refuse_all(summary)
     except _DryRunDone:
         pass
+    except DatabaseError as exc:
+        importer.write_refused(exc)
+        raise
 
 
 def _refuse_all(summary: ImportSummary) -> None:
     """Nothing is written when any row is bad: say so in the summary."""
     summary.accepted = 0
     summary.duplicates = 0
-    summary.rejected.sort(key=lambda r: r.row)
 
 
 def actor_name(user: Any) -> str:
