@@ -7,16 +7,17 @@ from __future__ import annotations
 import os
 import tempfile
 from argparse import Action, ArgumentParser, _ActionsContainer
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, Literal, TextIO, TypeVar
 
 from django.core.management.base import CommandError, OutputWrapper
 
-from studies.errors import StudyNotChosen
+from studies.database import database_analyze
+from studies.errors import DomainError, StudyNotChosen
 from studies.models import Study
-from studies.progress import command_stream
+from studies.progress import StageProgress, command_stream
 from studies.selectors import study_chosen
 
 #: The help of ``--study`` in every command that works on one study (what ``study_chosen`` does).
@@ -28,6 +29,7 @@ FormatKind = Literal["report", "rows"]
 #: The choices of ``--format`` per kind of output, the default first.
 FORMATS: dict[str, tuple[str, ...]] = {"report": ("json", "csv", "md"), "rows": ("csv", "json")}
 FORMAT_HELP = {"report": "json (default), csv or md (Markdown tables).", "rows": "csv (default) or json."}
+T = TypeVar("T")
 OUTPUT_HELP = "File to write, replaced only once complete (default: standard output)."
 
 
@@ -149,3 +151,18 @@ def _mode_for(target: Path) -> int:
         umask = os.umask(0)
         os.umask(umask)
         return 0o666 & ~umask
+
+
+def import_in_command(command: Any, run: Callable[[StageProgress], T], *, analyze: Sequence[Any] = ()) -> T:
+    """Run an import for a command: ``run(meter)`` with a rows/s line on stderr every 10 s once it
+    runs that long; a DomainError becomes a CommandError; then the written tables' planner
+    statistics (``analyze``: these models; none: every table)."""
+    meter = StageProgress(command_stream(command.stderr))
+    try:
+        result = run(meter)
+    except DomainError as exc:
+        raise CommandError(str(exc)) from exc
+    finally:
+        meter.close()
+    database_analyze(models=analyze, vacuum=True)
+    return result

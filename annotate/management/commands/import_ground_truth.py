@@ -9,11 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.imports import LABEL_TABLES, ground_truth_import
-from studies.commands import add_file_argument, add_study_argument
-from studies.database import database_analyze
-from studies.errors import DomainError
-from studies.progress import StageProgress, command_stream
-from studies.selectors import study_chosen
+from studies.commands import add_file_argument, add_study_argument, import_in_command, study_from_options
 
 
 class Command(BaseCommand):
@@ -45,25 +41,18 @@ class Command(BaseCommand):
             user = get_user_model().objects.filter(username=options["user"]).first()
             if user is None:
                 raise CommandError(f"no user named '{options['user']}'")
-        # A line with rows/s per stage (checked, written) every 10 s on stderr, once the import
-        # runs that long.
-        meter = StageProgress(command_stream(self.stderr))
-        try:
-            study = study_chosen(options["study"])
-            summary = ground_truth_import(
+        study = study_from_options(options)
+        summary = import_in_command(
+            self,
+            lambda meter: ground_truth_import(
                 study=study,
                 csv_path=options["file"],
                 user=user,
                 dry_run=options["dry_run"],
                 stage_progress=meter,
-            )
-        except DomainError as exc:
-            raise CommandError(str(exc)) from exc
-        finally:
-            meter.close()
-        # Planner statistics for the rows just written, marked visible (studies.database): the
-        # label tables only; the items and predictions did not change in number.
-        database_analyze(models=LABEL_TABLES, vacuum=True)
+            ),
+            analyze=LABEL_TABLES,
+        )
         for line in summary.lines("final labels"):
             self.stdout.write(line)
         if summary.rejected:

@@ -11,12 +11,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.imports import LABEL_TABLES, labels_import
-from studies.commands import add_file_argument, add_study_argument
-from studies.database import bulk_page_cache, database_analyze, rows_mark_visible
-from studies.errors import DomainError
+from studies.commands import add_file_argument, add_study_argument, import_in_command, study_from_options
+from studies.database import bulk_page_cache, rows_mark_visible
 from studies.models import Item
-from studies.progress import StageProgress, command_stream
-from studies.selectors import study_chosen
 
 # Allocations between two young collections of the cyclic garbage collector during the import
 # (Python's default: 700). The import allocates a few dozen tracked objects per row (rows,
@@ -66,26 +63,19 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        # A line with rows/s per stage (checked, written) every 10 s on stderr, once the import
-        # runs that long.
-        meter = StageProgress(command_stream(self.stderr))
-        try:
-            study = study_chosen(options["study"])
-            with _collector_spaced(), bulk_page_cache():
-                summary = labels_import(
+        study = study_from_options(options)
+        with _collector_spaced(), bulk_page_cache():
+            summary = import_in_command(
+                self,
+                lambda meter: labels_import(
                     study=study,
                     csv_path=options["file"],
                     add_annotators=options["add_annotators"],
                     dry_run=options["dry_run"],
                     stage_progress=meter,
-                )
-        except DomainError as exc:
-            raise CommandError(str(exc)) from exc
-        finally:
-            meter.close()
-        # Planner statistics for the rows just written, marked visible (studies.database): the
-        # label tables only; the items and predictions did not change in number.
-        database_analyze(models=LABEL_TABLES, vacuum=True)
+                ),
+                analyze=LABEL_TABLES,
+            )
         # The items' completed-seat counts were updated in place (studies.database).
         rows_mark_visible(models=[Item])
         for line in summary.lines("labels"):

@@ -8,12 +8,16 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from studies.commands import add_file_argument, add_study_argument, file_from_options
-from studies.database import database_analyze
+from studies.commands import (
+    add_file_argument,
+    add_study_argument,
+    file_from_options,
+    import_in_command,
+    study_from_options,
+)
 from studies.errors import DomainError
 from studies.imports import ImportSummary
 from studies.ingest import MANIFEST_REQUIRED_COLUMNS, PAIR_MANIFEST_REQUIRED_COLUMNS, images_import
-from studies.progress import StageProgress, command_stream
 from studies.restore import items_restore
 from studies.selectors import study_chosen
 
@@ -79,10 +83,10 @@ class Command(BaseCommand):
             return
         if not manifest or not options["root"]:
             raise CommandError("give the manifest FILE and --root (or --restore BACKUP)")
-        meter = StageProgress(command_stream(self.stderr))
-        try:
-            study = study_chosen(options["study"])
-            summary = images_import(
+        study = study_from_options(options)
+        summary = import_in_command(
+            self,
+            lambda meter: images_import(
                 study=study,
                 manifest_path=manifest,
                 root=options["root"],
@@ -90,12 +94,8 @@ class Command(BaseCommand):
                 dry_run=options["dry_run"],
                 source=f"import_images {manifest}",
                 stage_progress=meter,
-            )
-        except DomainError as exc:
-            raise CommandError(str(exc)) from exc
-        finally:
-            meter.close()
-        database_analyze(vacuum=True)  # planner statistics, rows marked visible (studies.database)
+            ),
+        )
         seconds = time.perf_counter() - started
         if options["dry_run"]:
             self.stdout.write(f"Dry run on study '{study.slug}' ({seconds:.1f} s): nothing was written.")
