@@ -11,6 +11,11 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+#: Per item, numbers or flags: a sequence or an array.
+Floats = Sequence[float] | np.ndarray
+Flags = Sequence[bool] | np.ndarray
+Ints = Sequence[int] | np.ndarray
+
 FOLDS = 5
 #: The largest detector weight: 1 trusts the detector fully; above 1 rescales a detector whose
 #: scores move less than the truth (a score of 0.9 for yes and 0.1 for no).
@@ -90,10 +95,7 @@ def _satterthwaite(v: np.ndarray) -> float:
 
 
 def _checked(
-    y: Sequence[float] | np.ndarray,
-    f: Sequence[float] | np.ndarray | None,
-    pi: Sequence[float] | np.ndarray,
-    xi: Sequence[bool] | np.ndarray,
+    y: Floats, f: Floats | None, pi: Floats, xi: Flags
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     y_ = np.asarray(y, dtype=float)
     n = y_.shape[0]
@@ -146,12 +148,12 @@ def _fit(
 
 
 def linear_estimate(
-    f: Sequence[float] | np.ndarray | None,
-    y: Sequence[float] | np.ndarray,
-    xi: Sequence[bool] | np.ndarray,
-    pi: Sequence[float] | np.ndarray,
-    coef: Sequence[float] | np.ndarray,
-    groups: Sequence[int] | np.ndarray | None = None,
+    f: Floats | None,
+    y: Floats,
+    xi: Flags,
+    pi: Floats,
+    coef: Floats,
+    groups: Ints | None = None,
     *,
     use_detector: bool = True,
     folds: int = FOLDS,
@@ -236,7 +238,7 @@ def _reachable(pi: np.ndarray, xi: np.ndarray, a: np.ndarray) -> bool:
     return not uncertain.any() or int(np.sum(uncertain & xi)) >= 2
 
 
-def _detector_only(f: np.ndarray | Sequence[float] | None, a: np.ndarray) -> Estimand:
+def _detector_only(f: Floats | None, a: np.ndarray) -> Estimand:
     value = None if f is None else float(np.sum(a * np.asarray(f, dtype=float)))
     return Estimand(None, None, None, None, value, None, None, n_items=int(np.sum(a != 0)))
 
@@ -258,12 +260,12 @@ def _effective(n: int, human: float, tuned: float) -> float:
 
 
 def _fits(
-    f: Sequence[float] | np.ndarray | None,
-    y: Sequence[float] | np.ndarray,
-    xi: Sequence[bool] | np.ndarray,
-    pi: Sequence[float] | np.ndarray,
-    coef: Sequence[float] | np.ndarray,
-    groups: Sequence[int] | np.ndarray | None,
+    f: Floats | None,
+    y: Floats,
+    xi: Flags,
+    pi: Floats,
+    coef: Floats,
+    groups: Ints | None,
     folds: int,
     seed: int,
 ) -> tuple[Linear, Linear]:
@@ -293,12 +295,12 @@ def _estimand(
 
 
 def estimate_linear(
-    f: Sequence[float] | np.ndarray | None,
-    y: Sequence[float] | np.ndarray,
-    xi: Sequence[bool] | np.ndarray,
-    pi: Sequence[float] | np.ndarray,
-    coef: Sequence[float] | np.ndarray,
-    groups: Sequence[int] | np.ndarray | None = None,
+    f: Floats | None,
+    y: Floats,
+    xi: Flags,
+    pi: Floats,
+    coef: Floats,
+    groups: Ints | None = None,
     *,
     bounds: tuple[float | None, float | None] = (None, None),
     folds: int = FOLDS,
@@ -392,8 +394,8 @@ def _error_quantile(cs: list[np.ndarray], df: float, draws: int, seed: int, boun
 
 def _bounded_functional(
     entries: Sequence[Entry],
-    xi: Sequence[bool] | np.ndarray,
-    pi: Sequence[float] | np.ndarray,
+    xi: Flags,
+    pi: Floats,
     *,
     value: Any,
     bound: Any,
@@ -441,10 +443,7 @@ def _bounded_functional(
 
 
 def estimate_mean_abs(
-    entries: Sequence[Entry],
-    xi: Sequence[bool] | np.ndarray,
-    pi: Sequence[float] | np.ndarray,
-    **options: Any,
+    entries: Sequence[Entry], xi: Flags, pi: Floats, **options: Any
 ) -> tuple[Estimand, list[Estimand]]:
     """The GEP score S = mean_k |d_k| over the defined entries, and each entry (options: folds, seed, draws)."""
     return _bounded_functional(
@@ -459,10 +458,7 @@ def estimate_mean_abs(
 
 
 def estimate_max_gap(
-    entries: Sequence[Entry],
-    xi: Sequence[bool] | np.ndarray,
-    pi: Sequence[float] | np.ndarray,
-    **options: Any,
+    entries: Sequence[Entry], xi: Flags, pi: Floats, **options: Any
 ) -> tuple[Estimand, list[Estimand]]:
     """The largest gap between groups' shares and each group's share (options as ``estimate_mean_abs``)."""
     return _bounded_functional(
@@ -504,8 +500,8 @@ def _table(
     cells: np.ndarray,
     f: np.ndarray,
     y: np.ndarray,
-    xi: Sequence[bool] | np.ndarray,
-    pi: Sequence[float] | np.ndarray,
+    xi: Flags,
+    pi: Floats,
     *,
     folds: int = FOLDS,
     seed: int = 0,
