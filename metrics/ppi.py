@@ -237,7 +237,7 @@ def estimate_model_bias(
         )
     outputs = detector_codes(data, sample.detector_outputs)
     output_index = np.unique(outputs, return_inverse=True)[1].reshape(-1)
-    model = fit_model(data, data.f, outputs, 0.5, 0.1)
+    model = fit_model(data, outputs)
     tuning = cross_fit_power(data, model, output_index, folds) if power_tuning else None
     # The detector vectors the estimator uses: λ f (λ per fold), or f itself without tuning.
     f_used = data.f if tuning is None else tuning.per_image[:, None] * data.f
