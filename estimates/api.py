@@ -116,16 +116,15 @@ class EstimateQuery(QueryInput):
     )
 
 
-class _Estimate(serializers.Serializer):
+class ScoreOutput(serializers.Serializer):
     estimate = serializers.FloatField(allow_null=True)
     ci95 = serializers.ListField(child=serializers.FloatField(), min_length=2, max_length=2, allow_null=True)
-
-
-class ScoreOutput(_Estimate):
     bias_corrected = serializers.FloatField(allow_null=True)
 
 
-class PromptEstimateOutput(_Estimate):
+class PromptEstimateOutput(serializers.Serializer):
+    estimate = serializers.FloatField(allow_null=True)
+    ci95 = serializers.ListField(child=serializers.FloatField(), min_length=2, max_length=2, allow_null=True)
     n_images = serializers.IntegerField()
     n_labelled = serializers.IntegerField()
 
