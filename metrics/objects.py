@@ -549,19 +549,8 @@ def confirmed_images(images: Iterable[JudgedImage], *, include_missed: bool = Fa
 
 
 def analyse_confirmed_objects(
-    images: Iterable[JudgedImage],
-    *,
-    include_missed: bool = False,
-    include_person: bool = True,
-    yates_correction: bool = False,
-    n_permutations: int | None = DEFAULT_N_PERMUTATIONS,
-    seed: int | np.random.Generator = 0,
+    images: Iterable[JudgedImage], *, include_missed: bool = False, **options: Any
 ) -> ObjectAnalysis:
-    """``analyse_objects`` on the checked images counting confirmed boxes (and missed objects if asked)."""
-    return analyse_objects(
-        confirmed_images(images, include_missed=include_missed),
-        include_person=include_person,
-        yates_correction=yates_correction,
-        n_permutations=n_permutations,
-        seed=seed,
-    )
+    """``analyse_objects`` (its ``options``) on the checked images counting confirmed boxes (and
+    missed objects if asked)."""
+    return analyse_objects(confirmed_images(images, include_missed=include_missed), **options)
