@@ -99,15 +99,6 @@ def _suggestions(key: str) -> tuple[str, ...]:
     return tuple(found[:3])
 
 
-def is_known_class_name(name: str) -> bool:
-    """True when ``normalise_class_name`` would accept ``name``."""
-    try:
-        normalise_class_name(name)
-    except (UnknownClassName, TypeError):
-        return False
-    return True
-
-
 def coco_class_index(name: str) -> int:
     """The ultralytics class id (0-79) of ``name`` in any accepted spelling."""
     return _INDEX[normalise_class_name(name)]

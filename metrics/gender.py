@@ -188,27 +188,6 @@ def label_shares(counts: Mapping[str, int], labels: Sequence[str]) -> dict[str, 
     return {label: ratio(counts.get(label, 0), total) for label in labels}
 
 
-@dataclass(frozen=True)
-class Histogram:
-    """Counts of prompt bias scores in bins [edges[i], edges[i+1]) (the last bin includes 1)."""
-
-    edges: tuple[float, ...]
-    counts: tuple[int, ...]
-    n_unscored: int
-
-
-def score_histogram(scores: Iterable[float | None], bins: int = 10) -> Histogram:
-    """Histogram of prompt bias scores over [-1, 1] (the paper's figure 3); None counted apart."""
-    values = list(scores)
-    scored = np.array([s for s in values if s is not None], dtype=float)
-    counts, edges = np.histogram(scored, bins=bins, range=(-1.0, 1.0))
-    return Histogram(
-        tuple(round(float(e), 10) for e in edges),
-        tuple(int(c) for c in counts),
-        sum(1 for s in values if s is None),
-    )
-
-
 # --- Bootstrap intervals (images resampled within prompts) ----------------------------------------
 
 # A seed for numpy's default_rng: an int, or a sequence of ints (one stream per interval).

@@ -61,18 +61,6 @@ class GepCell:
         }
 
 
-def gep_cell(
-    items: Iterable[GepItem],
-    *,
-    setting: str,
-    detectors: Sequence[str] | None = None,
-    keys: Sequence[str] = ATTRIBUTE_KEYS,
-) -> GepCell:
-    """Human GEP plus, per detector (default: every one scored), its GEP, agreement and ROC-AUC."""
-    checked = checked_items(items, keys)
-    return _gep_cell(checked, setting, _detector_names(checked, detectors), tuple(keys))
-
-
 def _detector_names(items: list[GepItem], detectors: Sequence[str] | None) -> tuple[str, ...]:
     if detectors is not None:
         return tuple(detectors)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -103,7 +103,7 @@ def chi_square_by_gender(
     chi2 = p_value = cramers_v = None
     dof: int | None = None
     applied_yates = False
-    expected: np.ndarray | None = None
+    residuals: np.ndarray | None = None
     if reason is None:
         from scipy.stats import chi2_contingency  # here: scipy.stats costs every command 0.6 s
 
@@ -113,12 +113,12 @@ def chi_square_by_gender(
         applied_yates = yates_correction and dof == 1
         chi2 = float(result.statistic)
         p_value = float(result.pvalue)
-        expected = np.asarray(result.expected_freq, dtype=np.float64)
+        residuals = adjusted_residuals(table)
         uncorrected = float(chi2_contingency(table, correction=False).statistic) if applied_yates else chi2
         cramers_v = math.sqrt(uncorrected / (totals.male + totals.female))
 
     per_class = {
-        name: _class_stats(name, j, male, female, totals, expected) for j, name in enumerate(classes)
+        name: _class_stats(name, j, male, female, totals, residuals) for j, name in enumerate(classes)
     }
     return GenderContingency(
         classes=classes,
@@ -167,19 +167,10 @@ def _class_stats(
     male: tuple[int, ...],
     female: tuple[int, ...],
     totals: ByGender[int],
-    expected: np.ndarray | None,
+    residuals: np.ndarray | None,
 ) -> ClassStats:
     m, f = male[j], female[j]
     column = m + f  # > 0: empty columns were dropped
-    residual: ByGender[float | None] = ByGender(None, None)
-    if expected is not None:
-        n = totals.male + totals.female
-        col_factor = 1 - column / n
-        values = []
-        for i, (observed, row_total) in enumerate(((m, totals.male), (f, totals.female))):
-            e = float(expected[i, j])
-            values.append((observed - e) / math.sqrt(e * (1 - row_total / n) * col_factor))
-        residual = ByGender(values[0], values[1])
     return ClassStats(
         name=name,
         counts=ByGender(m, f),
@@ -187,7 +178,11 @@ def _class_stats(
             m / totals.male if totals.male else None, f / totals.female if totals.female else None
         ),
         share_of_class=ByGender(m / column, f / column),
-        residual=residual,
+        residual=(
+            ByGender(None, None)
+            if residuals is None
+            else ByGender(float(residuals[0, j]), float(residuals[1, j]))
+        ),
     )
 
 
@@ -436,26 +431,13 @@ def analyse_objects(
         [(image.gender, names, image.pair_id) for image, names in normalised], columns
     )
     if n_permutations is None:
-        permutation = PairedPermutationResult(
-            None, None, 0, male.shape[0], None, False, "not run", n_incomplete_pairs=incomplete
-        )
+        permutation = PairedPermutationResult(None, None, 0, male.shape[0], None, False, "not run")
     elif male.shape[0] == 0:
         reason = "no image has a pair id" if incomplete == 0 else "no pair has images of both genders"
-        permutation = PairedPermutationResult(
-            None, None, 0, 0, None, False, reason, n_incomplete_pairs=incomplete
-        )
+        permutation = PairedPermutationResult(None, None, 0, 0, None, False, reason)
     else:
-        result = paired_permutation_test(male, female, n_permutations=n_permutations, seed=seed)
-        permutation = PairedPermutationResult(
-            result.statistic,
-            result.p_value,
-            result.n_permutations,
-            result.n_pairs,
-            result.seed,
-            result.exact,
-            result.reason,
-            n_incomplete_pairs=incomplete,
-        )
+        permutation = paired_permutation_test(male, female, n_permutations=n_permutations, seed=seed)
+    permutation = replace(permutation, n_incomplete_pairs=incomplete)
     return ObjectAnalysis(contingency, by_gender_word, n_images, permutation)
 
 
@@ -567,19 +549,8 @@ def confirmed_images(images: Iterable[JudgedImage], *, include_missed: bool = Fa
 
 
 def analyse_confirmed_objects(
-    images: Iterable[JudgedImage],
-    *,
-    include_missed: bool = False,
-    include_person: bool = True,
-    yates_correction: bool = False,
-    n_permutations: int | None = DEFAULT_N_PERMUTATIONS,
-    seed: int | np.random.Generator = 0,
+    images: Iterable[JudgedImage], *, include_missed: bool = False, **options: Any
 ) -> ObjectAnalysis:
-    """``analyse_objects`` on the checked images counting confirmed boxes (and missed objects if asked)."""
-    return analyse_objects(
-        confirmed_images(images, include_missed=include_missed),
-        include_person=include_person,
-        yates_correction=yates_correction,
-        n_permutations=n_permutations,
-        seed=seed,
-    )
+    """``analyse_objects`` (its ``options``) on the checked images counting confirmed boxes (and
+    missed objects if asked)."""
+    return analyse_objects(confirmed_images(images, include_missed=include_missed), **options)

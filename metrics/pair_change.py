@@ -6,7 +6,7 @@ import math
 import zlib
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from numbers import Real
 from typing import Any
 
@@ -112,7 +112,7 @@ class Measurement:
 
     def as_dict(self) -> dict[str, Any]:
         """``{"face", "age", "gender", "skin_gray"}``, the stored JSON shape."""
-        return {"face": self.face, "age": self.age, "gender": self.gender, "skin_gray": self.skin_gray}
+        return asdict(self)
 
 
 _MEASUREMENT_KEYS = frozenset({"face", "age", "gender", "skin_gray"})
@@ -304,12 +304,7 @@ class DomainFigure:
     n_unmeasured: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "pair_mean_abs": self.pair_mean_abs,
-            "word_mean_abs": self.word_mean_abs,
-            "n_pairs": self.n_pairs,
-            "n_unmeasured": self.n_unmeasured,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -496,19 +491,11 @@ def _check_label(attribute: str, label: str, what: str) -> None:
 # --- Validation against human answers -------------------------------------------------------------
 
 
-def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:
-    """Wilson score interval of ``successes / n`` (None when n is 0), as statsmodels' "wilson"."""
+def wilson_interval(successes: int, n: int) -> tuple[float, float] | None:
+    """Wilson score 95 % interval of ``successes / n`` (None when n is 0), as statsmodels' "wilson"."""
     if isinstance(successes, bool) or isinstance(n, bool) or not (0 <= successes <= n):
         raise ValueError(f"need 0 <= successes <= n, got {successes!r} of {n!r}")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence {confidence!r} is not between 0 and 1")
-    if n == 0:
-        return None
-    if confidence == 0.95:
-        return questions.wilson_interval(successes, n)
-    from scipy.stats import norm  # here, not at the top: scipy.stats costs every command 0.6 s
-
-    return questions.wilson_interval(successes, n, float(norm.ppf(1 - (1 - confidence) / 2)))
+    return questions.wilson_interval(successes, n) if n else None
 
 
 @dataclass(frozen=True)

@@ -237,7 +237,7 @@ def estimate_model_bias(
         )
     outputs = detector_codes(data, sample.detector_outputs)
     output_index = np.unique(outputs, return_inverse=True)[1].reshape(-1)
-    model = fit_model(data, data.f, outputs, 0.5, 0.1)
+    model = fit_model(data, outputs)
     tuning = cross_fit_power(data, model, output_index, folds) if power_tuning else None
     # The detector vectors the estimator uses: λ f (λ per fold), or f itself without tuning.
     f_used = data.f if tuning is None else tuning.per_image[:, None] * data.f
@@ -278,14 +278,16 @@ def estimate_model_bias(
     settled = np.bincount(data.codes, weights=data.design_var, minlength=data.n_prompts) == 0
     prompts: dict[Hashable, PromptEstimate] = {}
     few: list[Hashable] = []
-    boot_lo = boot_hi = true_lo = true_hi = None
+    # Per prompt, the 2.5 and 97.5 % points of the bootstrap errors and of the true scores.
+    bands: np.ndarray | None = None
     if boot_ppi is not None:
         with np.errstate(invalid="ignore"), warnings_module.catch_warnings():
             warnings_module.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: no score
             errors = boot_ppi.d_hat[0] - boot_ppi.d_true
             percentile = np.nanpercentile if np.isnan(errors).any() else np.percentile
-            boot_lo, boot_hi = percentile(errors, [2.5, 97.5], axis=0)
-            true_lo, true_hi = percentile(boot_ppi.d_true, [2.5, 97.5], axis=0)
+            bands = np.concatenate(
+                [percentile(errors, [2.5, 97.5], axis=0), percentile(boot_ppi.d_true, [2.5, 97.5], axis=0)]
+            )
     d_clipped = ratio_scores(np.maximum(mu[:, 0], 0.0), np.maximum(mu[:, 1], 0.0))
     for p, key in enumerate(data.keys):
         warning = None
@@ -299,18 +301,12 @@ def estimate_model_bias(
         se = math.sqrt(per_prompt[p])
         delta = (float(d[p] - Z95 * se), float(d[p] + Z95 * se))
         ci = (max(-1.0, delta[0]), min(1.0, delta[1]))
-        if (
-            boot_lo is not None
-            and boot_hi is not None
-            and not np.isnan(d_clipped[p])
-            and not np.isnan(boot_lo[p])
-            and true_lo is not None
-            and true_hi is not None
-        ):
-            ci = (float(max(-1.0, d_clipped[p] - boot_hi[p])), float(min(1.0, d_clipped[p] - boot_lo[p])))
-            if not np.isnan(true_lo[p]):
+        if bands is not None and not np.isnan(d_clipped[p]) and not np.isnan(bands[0, p]):
+            boot_lo, boot_hi, true_lo, true_hi = bands[:, p]
+            ci = (float(max(-1.0, d_clipped[p] - boot_hi)), float(min(1.0, d_clipped[p] - boot_lo)))
+            if not np.isnan(true_lo):
                 # The union with the posterior range of the prompt's true score, as for eq. 1.
-                ci = (min(ci[0], float(true_lo[p])), max(ci[1], float(true_hi[p])))
+                ci = (min(ci[0], float(true_lo)), max(ci[1], float(true_hi)))
         ci = (min(ci), max(ci))
         prompts[key] = PromptEstimate(float(d[p]), ci, se, delta, *shares, warning)
     if few:

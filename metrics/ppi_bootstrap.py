@@ -389,15 +389,14 @@ def bootstrap_model_bias(
     female = mu[:, 1][None, :] + (mult * r[:, 1]) @ onehot
     d = ratio_scores(male, female)
     tail = (1 - level) / 2 * 100
-    prompts: dict[Hashable, Interval | None] = {}
-    for p, key in enumerate(data.keys):
-        col = d[:, p][~np.isnan(d[:, p])]
-        prompts[key] = (
-            (float(np.percentile(col, tail)), float(np.percentile(col, 100 - tail))) if col.size else None
+
+    def interval(values: np.ndarray) -> Interval | None:
+        values = values[~np.isnan(values)]
+        return (
+            (float(np.percentile(values, tail)), float(np.percentile(values, 100 - tail)))
+            if values.size
+            else None
         )
-    model = mean_abs(d)
-    model = model[~np.isnan(model)]
-    model_ci = (
-        (float(np.percentile(model, tail)), float(np.percentile(model, 100 - tail))) if model.size else None
-    )
-    return BootstrapIntervals(model_ci, prompts, n_resamples)
+
+    prompts = {key: interval(d[:, p]) for p, key in enumerate(data.keys)}
+    return BootstrapIntervals(interval(mean_abs(d)), prompts, n_resamples)

@@ -17,13 +17,16 @@ from metrics.ppi_shares import (
 # --- Sampling designs -----------------------------------------------------------------------------
 
 
-def _eligible_mask(n: int, eligible: np.ndarray | Sequence[bool] | None) -> np.ndarray:
-    if eligible is None:
-        return np.ones(n, dtype=bool)
-    mask = np.asarray(eligible, dtype=bool)
+def eligible_budget(
+    n: int, eligible: np.ndarray | Sequence[bool] | None, budget: float
+) -> tuple[np.ndarray, float]:
+    """The eligible items' mask (default: all ``n``) and the budget capped at their number."""
+    mask = np.ones(n, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
     if mask.shape != (n,):
-        raise ValueError(f"eligible must be one flag per image (n = {n}).")
-    return mask
+        raise ValueError(f"eligible: {mask.shape[0]} values for {n} items.")
+    if budget < 0:
+        raise ValueError("budget: must be >= 0.")
+    return mask, min(float(budget), float(mask.sum()))
 
 
 def _scale_to_budget(score: np.ndarray, budget: float, lo: float) -> np.ndarray:
@@ -57,13 +60,10 @@ def inclusion_probabilities_uniform(
     n: int, budget: float, *, eligible: np.ndarray | Sequence[bool] | None = None
 ) -> np.ndarray:
     """Bernoulli design with π = budget / n_eligible for every eligible image, 0 for the others."""
-    if budget < 0:
-        raise ValueError("The budget must be >= 0.")
-    mask = _eligible_mask(n, eligible)
+    mask, budget = eligible_budget(n, eligible, budget)
     pi = np.zeros(n)
-    n_eligible = int(mask.sum())
-    if n_eligible:
-        pi[mask] = min(1.0, budget / n_eligible)
+    if mask.any():
+        pi[mask] = budget / int(mask.sum())
     return pi
 
 
@@ -80,16 +80,13 @@ def inclusion_probabilities_active(
     """Active Bernoulli design: π_i ∝ sqrt(a_pᵀ E[r_i r_iᵀ | output, prompt] a_p) / N_p, mixed and floored."""
     outputs = np.asarray(detector_outputs, dtype=np.int64)
     n = outputs.size
-    mask = _eligible_mask(n, eligible)
+    mask, budget = eligible_budget(n, eligible, budget)
     if not 0.0 <= mix <= 1.0:
         raise ValueError("mix must lie in [0, 1].")
-    if budget < 0:
-        raise ValueError("The budget must be >= 0.")
     pi = np.zeros(n)
     n_eligible = int(mask.sum())
-    if n_eligible == 0 or budget == 0:
+    if budget == 0:
         return pi
-    budget = min(float(budget), float(n_eligible))
     uniform = budget / n_eligible
     lo = 0.25 * uniform if floor is None else float(floor)
     if lo > uniform + 1e-12:

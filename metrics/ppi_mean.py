@@ -11,6 +11,11 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+#: Per item, numbers or flags: a sequence or an array.
+Floats = Sequence[float] | np.ndarray
+Flags = Sequence[bool] | np.ndarray
+Ints = Sequence[int] | np.ndarray
+
 FOLDS = 5
 #: The largest detector weight: 1 trusts the detector fully; above 1 rescales a detector whose
 #: scores move less than the truth (a score of 0.9 for yes and 0.1 for no).
@@ -90,10 +95,7 @@ def _satterthwaite(v: np.ndarray) -> float:
 
 
 def _checked(
-    y: Sequence[float] | np.ndarray,
-    f: Sequence[float] | np.ndarray | None,
-    pi: Sequence[float] | np.ndarray,
-    xi: Sequence[bool] | np.ndarray,
+    y: Floats, f: Floats | None, pi: Floats, xi: Flags
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     y_ = np.asarray(y, dtype=float)
     n = y_.shape[0]
@@ -146,12 +148,12 @@ def _fit(
 
 
 def linear_estimate(
-    f: Sequence[float] | np.ndarray | None,
-    y: Sequence[float] | np.ndarray,
-    xi: Sequence[bool] | np.ndarray,
-    pi: Sequence[float] | np.ndarray,
-    coef: Sequence[float] | np.ndarray,
-    groups: Sequence[int] | np.ndarray | None = None,
+    f: Floats | None,
+    y: Floats,
+    xi: Flags,
+    pi: Floats,
+    coef: Floats,
+    groups: Ints | None = None,
     *,
     use_detector: bool = True,
     folds: int = FOLDS,
@@ -236,7 +238,7 @@ def _reachable(pi: np.ndarray, xi: np.ndarray, a: np.ndarray) -> bool:
     return not uncertain.any() or int(np.sum(uncertain & xi)) >= 2
 
 
-def _detector_only(f: np.ndarray | Sequence[float] | None, a: np.ndarray) -> Estimand:
+def _detector_only(f: Floats | None, a: np.ndarray) -> Estimand:
     value = None if f is None else float(np.sum(a * np.asarray(f, dtype=float)))
     return Estimand(None, None, None, None, value, None, None, n_items=int(np.sum(a != 0)))
 
@@ -257,13 +259,48 @@ def _effective(n: int, human: float, tuned: float) -> float:
     return float(n * human / tuned)
 
 
+def _fits(
+    f: Floats | None,
+    y: Floats,
+    xi: Flags,
+    pi: Floats,
+    coef: Floats,
+    groups: Ints | None,
+    folds: int,
+    seed: int,
+) -> tuple[Linear, Linear]:
+    """The tuned fit (floored; the labels-only one when ``f`` is None) and the labels-only fit."""
+    human = linear_estimate(None, y, xi, pi, coef, groups, use_detector=False, folds=folds, seed=seed)
+    if f is None:
+        return human, human
+    tuned = linear_estimate(f, y, xi, pi, coef, groups, use_detector=True, folds=folds, seed=seed)
+    return _floored(tuned, human), human
+
+
+def _estimand(
+    tuned: Linear, human: Linear, detector: float | None, lo: float | None, hi: float | None, n_items: int
+) -> Estimand:
+    """One entry's estimand from its tuned and labels-only fits, intervals clipped to [lo, hi]."""
+    return Estimand(
+        estimate=tuned.estimate,
+        ci95=_t_interval(tuned, lo, hi),
+        human_only_estimate=human.estimate,
+        human_only_ci95=_t_interval(human, lo, hi),
+        detector_only=detector,
+        lam=tuned.lam,
+        effective_labels=_effective(tuned.n_labelled, human.variance, tuned.variance),
+        n_items=n_items,
+        n_labelled=tuned.n_labelled,
+    )
+
+
 def estimate_linear(
-    f: Sequence[float] | np.ndarray | None,
-    y: Sequence[float] | np.ndarray,
-    xi: Sequence[bool] | np.ndarray,
-    pi: Sequence[float] | np.ndarray,
-    coef: Sequence[float] | np.ndarray,
-    groups: Sequence[int] | np.ndarray | None = None,
+    f: Floats | None,
+    y: Floats,
+    xi: Flags,
+    pi: Floats,
+    coef: Floats,
+    groups: Ints | None = None,
     *,
     bounds: tuple[float | None, float | None] = (None, None),
     folds: int = FOLDS,
@@ -276,24 +313,9 @@ def estimate_linear(
     _checked(y, f, pi, xi)
     if not _reachable(np.asarray(pi, dtype=float), np.asarray(xi, dtype=bool), a):
         return _detector_only(f, a)
-    human = linear_estimate(None, y, xi, pi, a, groups, use_detector=False, folds=folds, seed=seed)
-    tuned = (
-        _floored(linear_estimate(f, y, xi, pi, a, groups, use_detector=True, folds=folds, seed=seed), human)
-        if f is not None
-        else human
-    )
-    lo, hi = bounds
-    return Estimand(
-        estimate=tuned.estimate,
-        ci95=_t_interval(tuned, lo, hi),
-        human_only_estimate=human.estimate,
-        human_only_ci95=_t_interval(human, lo, hi),
-        detector_only=None if f is None else float(np.sum(a * np.asarray(f, dtype=float))),
-        lam=tuned.lam,
-        effective_labels=_effective(tuned.n_labelled, human.variance, tuned.variance),
-        n_items=int(np.sum(a != 0)),
-        n_labelled=tuned.n_labelled,
-    )
+    tuned, human = _fits(f, y, xi, pi, a, groups, folds, seed)
+    detector = None if f is None else float(np.sum(a * np.asarray(f, dtype=float)))
+    return _estimand(tuned, human, detector, *bounds, int(np.sum(a != 0)))
 
 
 def mean_coefficients(mask: np.ndarray) -> np.ndarray:
@@ -344,50 +366,36 @@ def _entry_fits(
         if not _reachable(pi, x, entry.coef):
             singles.append(_detector_only(entry.f, entry.coef))
             continue
-        human = linear_estimate(None, entry.y, x, pi, entry.coef, use_detector=False, folds=folds, seed=seed)
-        tuned = (
-            _floored(linear_estimate(entry.f, entry.y, x, pi, entry.coef, folds=folds, seed=seed), human)
-            if entry.f is not None
-            else human
-        )
+        tuned, human = _fits(entry.f, entry.y, x, pi, entry.coef, None, folds, seed)
         human_fits.append(human)
         tuned_fits.append(tuned)
         if entry.f is not None:
             detector.append(float(np.sum(entry.coef * entry.f)))
-        singles.append(
-            Estimand(
-                estimate=tuned.estimate,
-                ci95=_t_interval(tuned, *bounds),
-                human_only_estimate=human.estimate,
-                human_only_ci95=_t_interval(human, *bounds),
-                detector_only=None if entry.f is None else detector[-1],
-                lam=tuned.lam,
-                effective_labels=_effective(tuned.n_labelled, human.variance, tuned.variance),
-                n_items=int(np.sum(entry.coef != 0)),
-                n_labelled=tuned.n_labelled,
-            )
-        )
+        value = None if entry.f is None else detector[-1]
+        singles.append(_estimand(tuned, human, value, *bounds, int(np.sum(entry.coef != 0))))
     return singles, tuned_fits, human_fits, detector
+
+
+def _t_errors(c: np.ndarray, df: float, draws: int, seed: int) -> np.ndarray:
+    """``draws`` errors e = C z / sqrt(χ²/df), multivariate t with covariance C Cᵀ (C: K x N)."""
+    rng = np.random.default_rng(seed)
+    return (c @ rng.standard_normal((c.shape[1], draws))) / np.sqrt(rng.chisquare(df, draws) / df)
 
 
 def _error_quantile(cs: list[np.ndarray], df: float, draws: int, seed: int, bound: Any) -> float:
     """95 % quantile of ``bound(e)``, e ~ multivariate t(Σ = C Cᵀ, df)."""
     if not cs:
         return 0.0
-    c = np.vstack(cs)  # K x N: e = C z / sqrt(chi2/df) has covariance C Cᵀ
+    c = np.vstack(cs)
     if not np.any(c):
         return 0.0
-    rng = np.random.default_rng(seed)
-    z = rng.standard_normal((c.shape[1], draws))
-    scale = np.sqrt(rng.chisquare(df, draws) / df)
-    e = (c @ z) / scale
-    return float(np.quantile(bound(e), 0.95))
+    return float(np.quantile(bound(_t_errors(c, df, draws, seed)), 0.95))
 
 
 def _bounded_functional(
     entries: Sequence[Entry],
-    xi: Sequence[bool] | np.ndarray,
-    pi: Sequence[float] | np.ndarray,
+    xi: Flags,
+    pi: Floats,
     *,
     value: Any,
     bound: Any,
@@ -435,10 +443,7 @@ def _bounded_functional(
 
 
 def estimate_mean_abs(
-    entries: Sequence[Entry],
-    xi: Sequence[bool] | np.ndarray,
-    pi: Sequence[float] | np.ndarray,
-    **options: Any,
+    entries: Sequence[Entry], xi: Flags, pi: Floats, **options: Any
 ) -> tuple[Estimand, list[Estimand]]:
     """The GEP score S = mean_k |d_k| over the defined entries, and each entry (options: folds, seed, draws)."""
     return _bounded_functional(
@@ -453,10 +458,7 @@ def estimate_mean_abs(
 
 
 def estimate_max_gap(
-    entries: Sequence[Entry],
-    xi: Sequence[bool] | np.ndarray,
-    pi: Sequence[float] | np.ndarray,
-    **options: Any,
+    entries: Sequence[Entry], xi: Flags, pi: Floats, **options: Any
 ) -> tuple[Estimand, list[Estimand]]:
     """The largest gap between groups' shares and each group's share (options as ``estimate_mean_abs``)."""
     return _bounded_functional(
@@ -482,19 +484,9 @@ def cramers_v(table: np.ndarray) -> float | None:
     return float(np.sqrt(chi2 / (n * (min(t.shape) - 1))))
 
 
-def estimate_table(
-    cells: np.ndarray,
-    f: np.ndarray,
-    y: np.ndarray,
-    xi: Sequence[bool] | np.ndarray,
-    pi: Sequence[float] | np.ndarray,
-    *,
-    folds: int = FOLDS,
-    seed: int = 0,
-    draws: int = 2000,
-) -> tuple[Estimand, list[list[Estimand]]]:
-    """Cramér's V of the table of totals per (row, column), and every cell's own estimand."""
-    total, _, singles = _table(cells, f, y, xi, pi, folds=folds, seed=seed, draws=draws)
+def estimate_table(*args: Any, **options: Any) -> tuple[Estimand, list[list[Estimand]]]:
+    """Cramér's V of the table of totals per (row, column), and every cell's own estimand (``_table``)."""
+    total, _, singles = _table(*args, **options)
     return total, singles
 
 
@@ -508,21 +500,22 @@ def _table(
     cells: np.ndarray,
     f: np.ndarray,
     y: np.ndarray,
-    xi: Sequence[bool] | np.ndarray,
-    pi: Sequence[float] | np.ndarray,
+    xi: Flags,
+    pi: Floats,
     *,
     folds: int = FOLDS,
     seed: int = 0,
     draws: int = 2000,
 ) -> tuple[Estimand, np.ndarray, list[list[Estimand]]]:
-    """Cramér's V of the table of totals per (row, column), and the estimated table."""
+    """Cramér's V of the table of totals per (row, column) (``cells``: each item's row), the
+    estimated table and every cell's own estimand."""
     rows = np.asarray(cells, dtype=int)
     y_, f_ = np.asarray(y, dtype=float), np.asarray(f, dtype=float)
     pi_, xi_ = np.asarray(pi, dtype=float), np.asarray(xi, dtype=bool)
     n_rows, n_cols = int(rows.max()) + 1, y_.shape[1]
+    f_table = np.array([[np.sum((rows == g) * f_[:, c]) for c in range(n_cols)] for g in range(n_rows)])
     if not _reachable(pi_, xi_, np.ones(rows.shape)):
         # No usable round: only the detector's table is known.
-        f_table = np.array([[np.sum((rows == g) * f_[:, c]) for c in range(n_cols)] for g in range(n_rows)])
         only = [
             [_detector_only(f_[:, c], (rows == g).astype(float)) for c in range(n_cols)]
             for g in range(n_rows)
@@ -534,13 +527,9 @@ def _table(
     for g in range(n_rows):
         coef = (rows == g).astype(float)
         for c in range(n_cols):
-            h = linear_estimate(None, y_[:, c], xi_, pi_, coef, use_detector=False, folds=folds, seed=seed)
-            t = _floored(linear_estimate(f_[:, c], y_[:, c], xi_, pi_, coef, folds=folds, seed=seed), h)
+            t, h = _fits(f_[:, c], y_[:, c], xi_, pi_, coef, None, folds, seed)
             human.append(h)
             tuned.append(t)
-    detector_v = cramers_v(
-        np.array([[np.sum((rows == g) * f_[:, c]) for c in range(n_cols)] for g in range(n_rows)])
-    )
 
     # The labels-only fits' df for both intervals (see ``_floored``).
     df = _satterthwaite(np.concatenate([fit.c_df**2 for fit in human]))
@@ -554,8 +543,7 @@ def _table(
         c = np.vstack([np.pad(fit.c, (0, width - len(fit.c))) for fit in fits])
         if not np.any(c):
             return v, (v, v)
-        rng = np.random.default_rng(seed)
-        e = (c @ rng.standard_normal((c.shape[1], draws))) / np.sqrt(rng.chisquare(df, draws) / df)
+        e = _t_errors(c, df, draws, seed)
         star = np.array(
             [
                 cramers_v(np.clip(table + e[:, b].reshape(n_rows, n_cols), 0, None)) or 0.0
@@ -570,35 +558,30 @@ def _table(
     v_t, ci_t = interval(tuned)
     v_h, ci_h = interval(human)
     n_lab = max(fit.n_labelled for fit in tuned)
-    vt = sum(fit.variance for fit in tuned)
-    vh = sum(fit.variance for fit in human)
     total = Estimand(
         estimate=v_t,
         ci95=ci_t,
         human_only_estimate=v_h,
         human_only_ci95=ci_h,
-        detector_only=detector_v,
+        detector_only=cramers_v(f_table),
         lam=float(np.mean([fit.lam for fit in tuned])),
-        effective_labels=_effective(n_lab, vh, vt),
+        effective_labels=_effective(
+            n_lab, sum(fit.variance for fit in human), sum(fit.variance for fit in tuned)
+        ),
         n_items=int(rows.size),
         n_labelled=n_lab,
     )
     singles = [
         [
-            Estimand(
-                estimate=t.estimate,
-                ci95=_t_interval(t, 0.0, None),
-                human_only_estimate=h.estimate,
-                human_only_ci95=_t_interval(h, 0.0, None),
-                detector_only=float(np.sum((rows == g) * f_[:, c])),
-                lam=t.lam,
-                effective_labels=_effective(t.n_labelled, h.variance, t.variance),
-                n_items=int(np.sum(rows == g)),
-                n_labelled=t.n_labelled,
+            _estimand(
+                tuned[g * n_cols + c],
+                human[g * n_cols + c],
+                float(np.sum((rows == g) * f_[:, c])),
+                0.0,
+                None,
+                int(np.sum(rows == g)),
             )
-            for c, (t, h) in enumerate(
-                zip(tuned[g * n_cols : (g + 1) * n_cols], human[g * n_cols : (g + 1) * n_cols], strict=True)
-            )
+            for c in range(n_cols)
         ]
         for g in range(n_rows)
     ]

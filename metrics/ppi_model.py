@@ -20,7 +20,10 @@ from metrics.ppi_shares import (
     sum_by_prompt,
 )
 
-# --- Covariance model: E[r rᵀ | detector output, prompt] ------------------------------------------
+#: Pseudo-count of every (human class, detector output) cell of the confusion.
+SMOOTHING = 0.5
+#: Images' worth of the pooled class shares in each prompt's EM prior.
+PRIOR_IMAGES = 0.1
 
 
 @dataclass(frozen=True)
@@ -93,17 +96,16 @@ def detector_codes(data: StudyData, detector_outputs: OutputCodes | None) -> np.
     return outputs
 
 
-def fit_model(
-    data: StudyData, f: np.ndarray, outputs: np.ndarray, smoothing: float, prior_images: float
-) -> CovarianceModel:
-    """Confusion from the labelled images, then each prompt's class shares by EM."""
+def fit_model(data: StudyData, outputs: np.ndarray) -> CovarianceModel:
+    """Confusion from the labelled images (each cell starting at ``SMOOTHING``), then each prompt's
+    class shares by EM (``PRIOR_IMAGES`` images' worth of the pooled shares added)."""
     table, out_index = np.unique(outputs, return_inverse=True)
     out_index = out_index.reshape(-1)
     n_out = table.size
     vectors = np.zeros((n_out, 2))
     if n_out:
-        vectors = sum_by_prompt(out_index, f, n_out) / np.bincount(out_index, minlength=n_out)[:, None]
-    counts = np.full((3, max(n_out, 1)), float(smoothing))
+        vectors = sum_by_prompt(out_index, data.f, n_out) / np.bincount(out_index, minlength=n_out)[:, None]
+    counts = np.full((3, max(n_out, 1)), SMOOTHING)
     lab = data.labelled
     known = human_classes(data.y)
     pooled = np.full(3, 1 / 3)
@@ -114,7 +116,7 @@ def fit_model(
         # The pooled class shares, with one label's worth of each class so none is ruled out.
         pooled = (np.bincount(known[lab], weights=weight, minlength=3) + 1.0) / (weight.sum() + 3.0)
     likelihood = counts / counts.sum(axis=1, keepdims=True)
-    shares = _em_shares(data, likelihood, out_index, known, pooled, prior_images)
+    shares = _em_shares(data, likelihood, out_index, known, pooled, PRIOR_IMAGES)
     clear = shares[:, 0] + shares[:, 1]
     sensitivity = np.stack([2 * shares[:, 1], -2 * shares[:, 0]], axis=1) / (clear**2)[:, None]
     return CovarianceModel(
@@ -155,12 +157,10 @@ def _em_shares(
     return shares
 
 
-def fit_covariance_model(
-    sample: LabelledSample, *, smoothing: float = 0.5, prior_images: float = 0.1
-) -> CovarianceModel:
+def fit_covariance_model(sample: LabelledSample) -> CovarianceModel:
     """``CovarianceModel`` from the labelled images of ``sample`` so far."""
     data = prepare(sample)
     if not data.labelled.any():
         raise ValueError("No labelled image to learn from: draw the first round uniformly.")
     outputs = detector_codes(data, sample.detector_outputs)
-    return fit_model(data, data.f, outputs, smoothing, prior_images)
+    return fit_model(data, outputs)

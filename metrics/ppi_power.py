@@ -34,7 +34,6 @@ def cross_fit_power(
     lab = data.labelled
     v = data.var_coef
     fold = np.arange(n) % folds
-    outputs = output_index
 
     def gradient(fitted: CovarianceModel) -> np.ndarray:
         # Gradients from the model's (EM) shares, steadier than the AIPW ones with few labels a prompt.
@@ -48,7 +47,7 @@ def cross_fit_power(
         if not train.any():
             continue
         # Everything λ_k rests on -- the gradient's shares too -- comes from the other folds.
-        fitted = fit_model(replace(data, labelled=train), data.f, outputs, 0.5, 0.1) if folds > 1 else model
+        fitted = fit_model(replace(data, labelled=train), output_index) if folds > 1 else model
         g_k = gradient(fitted)[train]
         gy = np.einsum("ij,ij->i", g_k, data.y[train])
         gf = np.einsum("ij,ij->i", g_k, data.f[train])
@@ -79,5 +78,5 @@ def tune_power(sample: LabelledSample, *, folds: int = POWER_FOLDS) -> PowerTuni
     if not data.labelled.any():
         raise ValueError("No labelled image to tune the detector's weight on.")
     outputs = detector_codes(data, sample.detector_outputs)
-    model = fit_model(data, data.f, outputs, 0.5, 0.1)
+    model = fit_model(data, outputs)
     return cross_fit_power(data, model, np.unique(outputs, return_inverse=True)[1].reshape(-1), folds)

@@ -37,20 +37,6 @@ Interval = tuple[float, float]
 # --- Inputs ---------------------------------------------------------------------------------------
 
 
-def gender_vectors(labels: Sequence[str | None], *, none_is_unknown: bool = True) -> np.ndarray:
-    """(n, 2) label vectors: male (1, 0), female (0, 1), else (0, 0) (None: NaN if ``none_is_unknown``)."""
-    out = np.zeros((len(labels), 2))
-    for i, label in enumerate(labels):
-        if label is None:
-            if none_is_unknown:
-                out[i] = np.nan
-        elif label == CLASSES[0]:
-            out[i, 0] = 1.0
-        elif label == CLASSES[1]:
-            out[i, 1] = 1.0
-    return out
-
-
 def prompt_codes(prompt_ids: PromptIds) -> tuple[tuple[Hashable, ...], np.ndarray]:
     """Sorted distinct prompt ids and each image's index among them."""
     ids = np.asarray(prompt_ids)

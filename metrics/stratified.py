@@ -6,6 +6,8 @@ from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 
+from metrics.ppi_design import eligible_budget
+
 
 def inclusion_probabilities_stratified(
     strata: Sequence[Hashable],
@@ -17,18 +19,13 @@ def inclusion_probabilities_stratified(
 ) -> np.ndarray:
     """π per item under Neyman allocation of ``budget`` over ``strata`` (``spread``: S_h, default 1)."""
     n = len(strata)
-    mask = np.ones(n, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
-    if mask.shape != (n,):
-        raise ValueError(f"eligible: {mask.shape[0]} values for {n} items.")
-    if budget < 0:
-        raise ValueError("budget: must be >= 0.")
+    mask, budget = eligible_budget(n, eligible, budget)
     if not 0.0 <= floor <= 1.0:
         raise ValueError("floor: must lie in [0, 1].")
     pi = np.zeros(n)
     n_eligible = int(mask.sum())
-    if n_eligible == 0 or budget == 0:
+    if budget == 0:
         return pi
-    budget = min(float(budget), float(n_eligible))
     keys = sorted({strata[int(i)] for i in np.flatnonzero(mask)}, key=repr)
     index = {key: j for j, key in enumerate(keys)}
     codes = np.array([index[strata[i]] if mask[i] else -1 for i in range(n)])

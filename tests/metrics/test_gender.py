@@ -307,13 +307,6 @@ def test_label_shares_are_fractions_and_none_without_images():
     assert gender.label_shares({}, ["male"]) == {"male": None}
 
 
-def test_histogram_bins_scores_over_minus_one_to_one_and_counts_unscored_apart():
-    result = gender.score_histogram([1.0, 1.0, -1.0, 0.05, None], bins=4)
-    assert result.edges == (-1.0, -0.5, 0.0, 0.5, 1.0)
-    assert result.counts == (1, 0, 1, 2)
-    assert result.n_unscored == 1
-
-
 # ------------------------------------------------------------------ bootstrap
 
 

@@ -584,7 +584,7 @@ def synthetic_study(seed: int = 0) -> dict[str, list[GepItem]]:
 
 
 def test_oracle_detector_reproduces_the_human_vector_exactly():
-    cell = gep_study.gep_cell(synthetic_study()["dalle"], setting=NEUTRAL)
+    cell = gep_study.gep_study({"dalle": synthetic_study()["dalle"]}).cells["dalle"][NEUTRAL]
     oracle = cell.detectors["oracle"]
     assert oracle.gep.gep_vector == cell.human.gep_vector  # exactly: same ties
     assert oracle.agreement.kendall_tau_b == pytest.approx(1.0)

@@ -373,8 +373,6 @@ def test_wilson_interval_matches_statsmodels():
     for k, n in [(0, 1), (1, 1), (0, 25), (25, 25), (23, 25), (45, 50), (272, 300), (1, 3), (50, 100)]:
         low, high = proportion.proportion_confint(k, n, alpha=0.05, method="wilson")
         assert wilson_interval(k, n) == pytest.approx((low, high), abs=1e-12)
-    low90, high90 = proportion.proportion_confint(9, 10, alpha=0.10, method="wilson")
-    assert wilson_interval(9, 10, confidence=0.90) == pytest.approx((low90, high90), abs=1e-12)
 
 
 def test_wilson_interval_hand_computed_and_degenerate_cases():

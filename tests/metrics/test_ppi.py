@@ -514,13 +514,6 @@ def test_empty_input_gives_undefined_figures_not_zeros():
     assert result.labels_for_half_width is None
 
 
-def test_gender_vectors_map_labels_and_unknowns():
-    vectors = ppi_shares.gender_vectors(["male", "female", "low_quality", None])
-    np.testing.assert_array_equal(vectors[:3], [MALE, FEMALE, REST])
-    assert np.isnan(vectors[3]).all()
-    assert ppi_shares.gender_vectors([None], none_is_unknown=False).tolist() == [[0.0, 0.0]]
-
-
 @pytest.mark.parametrize(
     ("xi", "pi", "y", "message"),
     [
