@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from detectors.executors import ItemError, WorkerSpec
 from detectors.executors.workers import ImageBytes
-from detectors.progress import Progress
 from detectors.remote import image_payload
 from generation.edit_pipeline import SEED_RULE, EditingError, EditSettings, EditTask, edit_seed, input_size
 from generation.generation import (
@@ -33,6 +32,7 @@ from studies.imports.images import (
 )
 from studies.imports.manifest_rows import InvalidManifestRow, PathOutsideRoot, manifest_path_resolve
 from studies.models import Image, ImageRole, Item, ItemImage, Prompt, Study
+from studies.progress import Progress
 from studies.protocols import protocol_spec
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from detectors.base import DetectorUnavailable
 from detectors.executors import BatchResult, ItemError, ThreadExecutor, WorkerSpec, batches_drive
-from detectors.progress import Progress
+from studies.progress import Progress
 from studies.protocols import protocol_spec
 
 if TYPE_CHECKING:
