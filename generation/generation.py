@@ -148,15 +148,16 @@ class ModelSource:
     env_var: str
 
 
-def t2i_model_resolve(name: str) -> ModelSource:
-    """Short name, hub id or local folder → where to load it from, checked without network."""
+def t2i_model_resolve(name: str, short_names: dict[str, str] = T2I_MODELS) -> ModelSource:
+    """Short name (of ``short_names``), hub id or local folder → where to load it from, checked
+    without network; GenerationError naming ``BIASLAB_T2I_<NAME>_WEIGHTS`` when not here."""
     from detectors.weights import resolve_weights, weights_env_var
 
     path = Path(name).expanduser()
     label = path.name if path.is_dir() else name
     key = f"t2i_{label}"
     env_var = weights_env_var(key)
-    default = T2I_MODELS.get(name, str(path.resolve()) if path.is_dir() else name)
+    default = short_names.get(name, str(path.resolve()) if path.is_dir() else name)
     try:
         source = resolve_weights(key, default, config_names=("model_index.json",))
     except DetectorUnavailable as exc:
