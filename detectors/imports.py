@@ -165,15 +165,20 @@ def _row_image(path: str, candidates: AbstractSet[_Candidate], slug: str) -> int
     return files.pop()
 
 
+def _json_cell(text: str, column: str) -> Any:
+    """The JSON value of a cell; ValueError naming the column."""
+    try:
+        return json_loads_bounded(text, field=column)
+    except JSONOutOfBounds as exc:
+        if exc.problem.startswith("is not valid JSON"):
+            raise ValueError(f"{column} is not JSON: {text[:80]!r}") from None
+        raise ValueError(str(exc)) from None
+
+
 def _parse_scores(row: dict[str, str]) -> dict[str, Any]:
     scores: dict[str, Any] = {}
     if row.get("scores"):
-        try:
-            parsed = json_loads_bounded(row["scores"], field="scores")
-        except JSONOutOfBounds as exc:
-            if exc.problem.startswith("is not valid JSON"):
-                raise ValueError(f"scores is not JSON: {row['scores'][:80]!r}") from None
-            raise ValueError(str(exc)) from None
+        parsed = _json_cell(row["scores"], "scores")
         if not isinstance(parsed, dict):
             raise ValueError('scores must be a JSON object, e.g. {"male": 0.9}')
         scores.update(parsed)
@@ -206,13 +211,7 @@ def _parse_output(row: dict[str, str], kind: str) -> dict[str, Any] | None:
     if not text:
         return None
     try:
-        parsed = json_loads_bounded(text, field="output")
-    except JSONOutOfBounds as exc:
-        if exc.problem.startswith("is not valid JSON"):
-            raise ValueError(f"output is not JSON: {text[:80]!r}") from None
-        raise ValueError(str(exc)) from None
-    try:
-        return output_validate(kind, parsed)
+        return output_validate(kind, _json_cell(text, "output"))
     except OutputInvalid as exc:
         where = "output" if exc.field == "output" else f"output.{exc.field}"
         raise ValueError(f"{where}: {exc.problem} ({kind} output)") from None

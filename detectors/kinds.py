@@ -343,54 +343,35 @@ def _protocols_changed(**kwargs: Any) -> None:
 protocols_changed.connect(_protocols_changed, dispatch_uid="detectors.kinds.protocols_changed")
 
 
-class _Validators(Mapping[str, Validator]):
-    """Kind -> validator: the built-in kinds, then the protocols' (imported when first read)."""
+class _Registered(Mapping[str, Any]):
+    """``built_in``, then one of ``_protocol_kinds()``'s mappings (imported when first read). A
+    built-in kind never reads the protocols: a Ray worker has no Django to read them from."""
 
-    def __getitem__(self, kind: str) -> Validator:
-        if kind in _BUILT_IN:
-            return _BUILT_IN[kind]
-        validator: Validator = _resolve(_protocol_kinds()[0][kind])
-        return validator
+    def __init__(self, built_in: Mapping[str, Any], part: int) -> None:
+        self.built_in = built_in
+        self.part = part
 
-    def __iter__(self) -> Iterator[str]:
-        return iter([*_BUILT_IN, *_protocol_kinds()[0]])
-
-    def __len__(self) -> int:
-        return len(_BUILT_IN) + len(_protocol_kinds()[0])
-
-
-class _StudyChecks(Mapping[str, str]):
-    """Kind -> dotted path of its check against a study's questions (kinds that name questions)."""
-
-    def __getitem__(self, kind: str) -> str:
-        return _protocol_kinds()[1][kind]
+    def __getitem__(self, kind: str) -> Any:
+        if kind in self.built_in:
+            return self.built_in[kind]
+        return _resolve(_protocol_kinds()[self.part][kind])
 
     def __iter__(self) -> Iterator[str]:
-        return iter(_protocol_kinds()[1])
+        return iter([*self.built_in, *_protocol_kinds()[self.part]])
 
     def __len__(self) -> int:
-        return len(_protocol_kinds()[1])
-
-
-class _Kinds(Collection[str]):
-    """Every kind, in order (built-in first), read from the registry when asked."""
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(VALIDATORS)
-
-    def __len__(self) -> int:
-        return len(VALIDATORS)
-
-    def __contains__(self, kind: object) -> bool:
-        return isinstance(kind, str) and kind in VALIDATORS
+        return len(self.built_in) + len(_protocol_kinds()[self.part])
 
     def __repr__(self) -> str:
         return repr(tuple(self))
 
 
-VALIDATORS: Mapping[str, Validator] = _Validators()
-STUDY_CHECKS: Mapping[str, str] = _StudyChecks()
-KINDS: Collection[str] = _Kinds()
+#: Kind -> validator: the built-in kinds, then the protocols'.
+VALIDATORS: Mapping[str, Validator] = _Registered(_BUILT_IN, 0)
+#: Kind -> its check against a study's questions (kinds that name questions).
+STUDY_CHECKS: Mapping[str, Callable[..., None]] = _Registered({}, 1)
+#: Every kind, in order (built-in first).
+KINDS: Collection[str] = VALIDATORS
 
 
 def validatable_here(kind: str) -> bool:
@@ -413,7 +394,7 @@ def output_fits_questions(
     that ``questions`` (``{question key: [answer values]}``, the study's) lacks; kinds that
     name no question always fit."""
     if kind in STUDY_CHECKS:
-        _resolve(STUDY_CHECKS[kind])(output, questions)
+        STUDY_CHECKS[kind](output, questions)
 
 
 def output_validate(kind: str, output: Any) -> dict[str, Any]:

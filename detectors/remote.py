@@ -1,21 +1,17 @@
-"""The driver's side of a run on an executor (``--executor ray``), shared by every long command."""
+"""The driver's side of a detector run on an executor (``--executor ray``)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from detectors.executors import BatchResult, Executor, ExecutorError, WorkerSpec, batches_drive
+from detectors.executors import Executor, ExecutorError, WorkerSpec
 from detectors.executors.workers import ImageBytes
 
 if TYPE_CHECKING:
     from detectors.base import Detector
-    from detectors.progress import Progress
 
 
-# --- run_detectors ---------------------------------------------------------------------------------
 def detector_worker_spec(detector: Detector) -> WorkerSpec:
     """How a worker rebuilds ``detector``: its class's dotted path, its options and device (and
     a judge's ``StudyAsk``)."""
@@ -52,42 +48,3 @@ def image_payload(path: Path, send_images: bool) -> str | ImageBytes:
         except OSError:
             pass
     return str(path)
-
-
-# --- any list of jobs (generate_images, edit_images) ------------------------------------------
-def batches_run_remote(
-    executor: Executor,
-    jobs: Sequence[Any],
-    *,
-    batch_size: int,
-    store: Callable[[Any, Any], None],
-    should_stop: Callable[[], bool] = lambda: False,
-    progress: Callable[[int], Progress] | None = None,
-    payload: Callable[[Any], Any] | None = None,
-) -> tuple[int, float]:
-    """``generation.generation.batches_run`` on a started executor: returns (jobs handled, seconds)."""
-    meter = progress(len(jobs)) if progress else None
-    size = max(1, batch_size)
-    to_payload = payload or (lambda job: job)
-    batches = (
-        [(index, to_payload(jobs[index])) for index in range(start, min(start + size, len(jobs)))]
-        for start in range(0, len(jobs), size)
-    )
-    handled = 0
-
-    def on_result(result: BatchResult) -> None:
-        nonlocal handled
-        for index, output in zip(result.keys, result.outputs, strict=True):
-            # cast: an executor hands back the keys it was given, here job indexes (``batches``).
-            store(jobs[cast(int, index)], output)
-        handled += len(result.keys)
-        if meter:
-            meter.advance(len(result.keys))
-
-    started = time.perf_counter()
-    try:
-        batches_drive(executor, batches, on_result, should_stop=should_stop)
-    finally:
-        if meter:
-            meter.close()
-    return handled, time.perf_counter() - started

@@ -29,7 +29,7 @@ from detectors.executors import (
     WorkerStats,
     batches_drive,
 )
-from detectors.executors.workers import AskedImage, Predicted, image_open, outputs_predict
+from detectors.executors.workers import AskedImage, Predicted, error_text, image_open, outputs_predict
 from detectors.judges.questions import image_question_keys, study_ask
 from detectors.kinds import (
     KIND_GENDER,
@@ -46,10 +46,10 @@ from detectors.models import (
     PredictionStatus,
     RunStatus,
 )
-from detectors.progress import Progress
 from detectors.remote import detector_executor_start, image_payload
 from detectors.selectors import Shard, images_in_scope, images_pending
 from studies.models import Image, ItemImage, Study
+from studies.progress import Progress
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
@@ -164,10 +164,6 @@ def detector_run_finish(*, run: DetectorRun, status: str, error: str = "") -> De
     run.finished_at = timezone.now()
     run.save(update_fields=["status", "error", "finished_at", "updated_at"])
     return run
-
-
-def _error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"[:2000]
 
 
 #: Threads decoding the next batch while the detector works on the current one.
@@ -313,7 +309,7 @@ def detector_run(
         else:  # --executor ray: the workers load the detector; this process never does
             detector_executor_start(executor=executor, detector=detector)
     except BaseException as exc:  # unavailable weights, or workers that cannot be had
-        error = str(exc) if isinstance(exc, DetectorUnavailable) else _error_text(exc)
+        error = str(exc) if isinstance(exc, DetectorUnavailable) else error_text(exc)
         detector_run_finish(run=run, status=RunStatus.FAILED, error=error)
         raise
     meter = progress(n_total) if progress else None
@@ -323,11 +319,11 @@ def detector_run(
     )  # fmt: skip
     try:
         if executor is None:
-            status = _run_batches(**loop, version=version)
+            status = _run_batches(**loop)
         else:
             status = _run_batches_remote(**loop, executor=executor, send_images=send_images)
     except BaseException as exc:  # a crash (or a second Ctrl-C) must not leave a "running" row
-        detector_run_finish(run=run, status=RunStatus.FAILED, error=_error_text(exc))
+        detector_run_finish(run=run, status=RunStatus.FAILED, error=error_text(exc))
         raise
     finally:
         if meter:
@@ -358,29 +354,23 @@ def _run_batches(
     run: DetectorRun,
     detector: Detector,
     study: Study | None,
-    version: str,
-    pending,
+    pending: QuerySet[Image],
     batch_size: int,
     n_total: int,
     should_stop: Callable[[], bool],
     meter: Progress | None,
 ) -> str:
-    """Predict batch k while batch k+1 is read and decoded on other threads; batches by keyset
-    pagination over the live pending set (restart-safe, never overlapping)."""
-    processed, last_id = 0, 0
-
-    def fetch(after: int, already: int) -> list[Image]:
-        return list(pending.filter(id__gt=after)[: min(batch_size, n_total - already)])
-
+    """Predict batch k while batch k+1 is read and decoded on other threads."""
+    processed = 0
+    batches = _pending_batches(pending, batch_size, n_total)
     with ThreadPoolExecutor(max_workers=DECODE_THREADS, thread_name_prefix="decode") as pool:
-        batch = fetch(last_id, processed)
+        batch = next(batches, [])
         futures = _open_async(pool, batch)
-        while batch and processed < n_total:
+        while batch:
             if should_stop():
                 return RunStatus.INTERRUPTED
             opened = [future.result() for future in futures]
-            last_id = batch[-1].pk
-            upcoming = fetch(last_id, processed + len(batch)) if processed + len(batch) < n_total else []
+            upcoming = next(batches, [])
             next_futures = _open_async(pool, upcoming)
             started = time.perf_counter()
             records = _predict_batch(detector, batch, opened, _questions_of(detector, study, batch))
@@ -392,6 +382,20 @@ def _run_batches(
                 meter.advance(len(batch))
             batch, futures = upcoming, next_futures
     return RunStatus.INTERRUPTED if should_stop() and processed < n_total else RunStatus.FINISHED
+
+
+def _pending_batches(pending: QuerySet[Image], batch_size: int, n_total: int) -> Iterator[list[Image]]:
+    """At most ``n_total`` of ``pending`` in batches by id: keyset pagination over the live
+    pending set (restart-safe, never overlapping)."""
+    fetched, last_id = 0, 0
+    while fetched < n_total:
+        size = min(batch_size, n_total - fetched)
+        images = list(pending.filter(id__gt=last_id).only("id", "file", "width", "height")[:size])
+        if not images:
+            return
+        last_id = images[-1].pk
+        fetched += len(images)
+        yield images
 
 
 def _run_batches_remote(
@@ -411,21 +415,13 @@ def _run_batches_remote(
     checked and validated here before it is stored (``_record``); → run status. The run's
     ``seconds`` is wall time, so its images/s is the whole pool's."""
     media = Path(settings.MEDIA_ROOT).resolve()
-    state = {"fetched": 0, "stored": 0, "last_id": 0, "clock": time.perf_counter()}
+    state = {"stored": 0, "clock": time.perf_counter()}
     # (width, height) of the files in flight: an objects box is checked against its image here.
     sizes: dict[int, tuple[int, int]] = {}
 
     def batches() -> Iterator[list[Item]]:
-        while state["fetched"] < n_total:
-            size = min(batch_size, n_total - state["fetched"])
-            images = list(
-                pending.filter(id__gt=state["last_id"]).only("id", "file", "width", "height")[:size]
-            )
-            if not images:
-                return
+        for images in _pending_batches(pending, batch_size, n_total):
             sizes.update((image.pk, (image.width, image.height)) for image in images)
-            state["last_id"] = images[-1].pk
-            state["fetched"] += len(images)
             payloads: list[Any] = [image_payload(media / image.file, send_images) for image in images]
             asked = _questions_of(detector, study, images)
             if asked is not None:  # a judge: each image travels with its questions' keys

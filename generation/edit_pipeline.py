@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from detectors.base import DetectorUnavailable
 from detectors.executors.workers import ImageBytes
 from generation.generation import (
     GenerationError,
@@ -18,6 +17,7 @@ from generation.generation import (
     pipeline_load,
     pipeline_run,
     png_bytes,
+    t2i_model_resolve,
 )
 
 #: The paper's editing models (Wang et al. 2024, section 4.1) by short name.
@@ -67,19 +67,11 @@ def input_size(editor: str, settings: EditSettings) -> int:
 
 
 def editor_resolve(name: str) -> ModelSource:
-    """Short name, hub id or local folder → where to load it from, checked without network.
-    EditingError naming ``BIASLAB_T2I_<NAME>_WEIGHTS`` when the weights are not here."""
-    from detectors.weights import resolve_weights, weights_env_var
-
-    path = Path(name).expanduser()
-    label = path.name if path.is_dir() else name
-    key = f"t2i_{label}"
-    default = EDITORS.get(name, str(path.resolve()) if path.is_dir() else name)
+    """``t2i_model_resolve`` over the editors' short names, failing with an EditingError."""
     try:
-        source = resolve_weights(key, default, config_names=("model_index.json",))
-    except DetectorUnavailable as exc:
+        return t2i_model_resolve(name, EDITORS)
+    except GenerationError as exc:
         raise EditingError(str(exc)) from None
-    return ModelSource(name=label, source=source, env_var=weights_env_var(key))
 
 
 def edit_seed(*, editor: str, prompt: str, seed_sha256: str, index: int, seed_base: int = 0) -> int:

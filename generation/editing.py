@@ -12,25 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 from detectors.executors import ItemError, WorkerSpec
 from detectors.executors.workers import ImageBytes
-from detectors.progress import Progress
 from detectors.remote import image_payload
-from generation.edit_pipeline import (
-    SEED_RULE,
-    EditingError,
-    EditSettings,
-    EditTask,
-    SeedEditor,
-    edit_seed,
-    editor_info,
-    editor_load,
-    input_size,
-    settings_check,
-)
+from generation.edit_pipeline import SEED_RULE, EditingError, EditSettings, EditTask, edit_seed, input_size
 from generation.generation import (
     GenerationOutcome,
     ModelSource,
     PromptSpec,
-    outcome_batches_run,
+    batches_run,
+    executor_or_local,
+    path_part,
     pipeline_worker_spec,
 )
 from studies.imports.images import (
@@ -42,6 +32,7 @@ from studies.imports.images import (
 )
 from studies.imports.manifest_rows import InvalidManifestRow, PathOutsideRoot, manifest_path_resolve
 from studies.models import Image, ImageRole, Item, ItemImage, Prompt, Study
+from studies.progress import Progress
 from studies.protocols import protocol_spec
 
 if TYPE_CHECKING:
@@ -137,7 +128,7 @@ def seeds_from_folder(folder: str | Path) -> list[SeedPhoto]:
             errors.append(f"{name}: {exc}")
     if errors:
         raise EditingError(f"Seeds folder {root}: " + "; ".join(errors))
-    names = [_path_part(_stem(name)) for name, _, _ in validated]
+    names = [path_part(_stem(name)) for name, _, _ in validated]
     clashes = sorted({n for n in names if names.count(n) > 1})
     if clashes:
         raise EditingError(f"Seeds folder {root}: several photos are named {clashes[0]!r} once simplified.")
@@ -148,10 +139,6 @@ def seeds_from_folder(folder: str | Path) -> list[SeedPhoto]:
 
 
 # --- keys ------------------------------------------------------------------------------------
-def _path_part(text: str) -> str:
-    return re.sub(r"[^\w.-]+", "_", text.strip().lower()).strip("_") or "_"
-
-
 def suffix_tag(suffix: str) -> str:
     """``suffix-1a2b3c4d`` for a prompt suffix (first 8 hex digits of its SHA-256); ``""`` for none."""
     return f"suffix-{hashlib.sha256(suffix.encode()).hexdigest()[:8]}" if suffix else ""
@@ -161,11 +148,10 @@ def pair_key_for(
     *, editor: str, spec: PromptSpec, seed_name: str, index: int, prompt_suffix: str = ""
 ) -> str:
     """``sd15/profession/lawyer/<seed>/0.png``: the pair item's key and its output's source path."""
-    head = _path_part(editor) + (f"+{suffix_tag(prompt_suffix)}" if prompt_suffix else "")
-    folder = f"{_path_part(spec.folder)}/" if getattr(spec, "folder", "") else ""
+    head = path_part(editor) + (f"+{suffix_tag(prompt_suffix)}" if prompt_suffix else "")
+    folder = f"{path_part(spec.folder)}/" if getattr(spec, "folder", "") else ""
     return (
-        f"{head}/{_path_part(spec.category)}/{_path_part(spec.word)}/{folder}"
-        f"{_path_part(seed_name)}/{index}.png"
+        f"{head}/{path_part(spec.category)}/{path_part(spec.word)}/{folder}{path_part(seed_name)}/{index}.png"
     )
 
 
@@ -204,7 +190,7 @@ def edit_plan(
     two seeds would share keys (names equal once simplified for a path)."""
     named: dict[str, str] = {}
     for seed in seeds:
-        other = named.setdefault(_path_part(seed.name), seed.name)
+        other = named.setdefault(path_part(seed.name), seed.name)
         if other != seed.name:
             raise EditingError(f"Seeds {other!r} and {seed.name!r} would share pair keys: rename one.")
     stored = set(Item.objects.filter(study=study, t2i_model=editor).values_list("key", flat=True))
@@ -285,54 +271,41 @@ def edit_run(
 
     media = Path(django_settings.MEDIA_ROOT)
     # One source per seed photo (54 seeds serve 12,312 edits): its path, or its bytes read once.
-    sources = {job.seed.image.sha256: media / job.seed.image.file for job in jobs}
+    sources = {job.seed.image.sha256: image_payload(media / job.seed.image.file, send_images) for job in jobs}
     size = input_size(model.name, settings)
-    run_batch: Callable[[Sequence[EditJob]], list[Edited]] | None = None
-    if executor is not None:  # --executor ray: workers edit, this process stores
-        payloads = {sha: image_payload(path, send_images) for sha, path in sources.items()}
-        info = executor.start(edit_worker_spec(model, settings))
-    else:
-        if pipe is None:
-            pipe = editor_load(model, device=settings.device)
-        settings_check(pipe, settings)
-        info = editor_info(pipe, settings)
-        editor = SeedEditor(pipe, settings, size)
-        payloads = {sha: str(path) for sha, path in sources.items()}
-
-        def run_batch(batch: Sequence[EditJob]) -> list[Edited]:
-            return editor.edit([job_task(job) for job in batch])
 
     def job_task(job: EditJob) -> EditTask:
-        return job.task(settings.prompt_suffix, payloads[job.seed.image.sha256])
+        return job.task(settings.prompt_suffix, sources[job.seed.image.sha256])
 
-    storer = _PairStorer(
-        study=study,
-        model=model,
-        settings=settings,
-        base_params={
-            **_base_params(info, model, settings, prompt_set),
-            "input_size": size,
-            "seeds": seeds_source,
-        },
-    )
+    with executor_or_local(executor, pipe) as runner:
+        info = runner.start(edit_worker_spec(model, settings))
+        storer = _PairStorer(
+            study=study,
+            model=model,
+            settings=settings,
+            base_params={
+                **_base_params(info, model, settings, prompt_set),
+                "input_size": size,
+                "seeds": seeds_source,
+            },
+        )
 
-    def store(job: EditJob, edited: Any) -> None:
-        if isinstance(edited, ItemError):
-            on_warning(f"{job.key}: not edited, {edited.message}; a re-run retries it")
-            return
-        storer.store(job, edited, outcome)
+        def store(job: EditJob, edited: Any) -> None:
+            if isinstance(edited, ItemError):
+                on_warning(f"{job.key}: not edited, {edited.message}; a re-run retries it")
+                return
+            storer.store(job, edited, outcome)
 
-    return outcome_batches_run(
-        outcome,
-        jobs,
-        batch_size=settings.batch_size,
-        run_batch=run_batch,
-        store=store,
-        should_stop=should_stop,
-        progress=progress,
-        executor=executor,
-        payload=job_task,
-    )
+        return batches_run(
+            runner,
+            jobs,
+            outcome,
+            batch_size=settings.batch_size,
+            store=store,
+            should_stop=should_stop,
+            progress=progress,
+            payload=job_task,
+        )
 
 
 class _PairStorer:

@@ -6,20 +6,18 @@ import csv
 import hashlib
 import inspect
 import io
-import queue
 import re
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from detectors.base import DetectorUnavailable
-from detectors.executors import ItemError, WorkerSpec
-from detectors.progress import Progress
-from detectors.remote import batches_run_remote
+from detectors.executors import BatchResult, ItemError, ThreadExecutor, WorkerSpec, batches_drive
+from studies.progress import Progress
 from studies.protocols import protocol_spec
 
 if TYPE_CHECKING:
@@ -150,15 +148,16 @@ class ModelSource:
     env_var: str
 
 
-def t2i_model_resolve(name: str) -> ModelSource:
-    """Short name, hub id or local folder → where to load it from, checked without network."""
+def t2i_model_resolve(name: str, short_names: dict[str, str] = T2I_MODELS) -> ModelSource:
+    """Short name (of ``short_names``), hub id or local folder → where to load it from, checked
+    without network; GenerationError naming ``BIASLAB_T2I_<NAME>_WEIGHTS`` when not here."""
     from detectors.weights import resolve_weights, weights_env_var
 
     path = Path(name).expanduser()
     label = path.name if path.is_dir() else name
     key = f"t2i_{label}"
     env_var = weights_env_var(key)
-    default = T2I_MODELS.get(name, str(path.resolve()) if path.is_dir() else name)
+    default = short_names.get(name, str(path.resolve()) if path.is_dir() else name)
     try:
         source = resolve_weights(key, default, config_names=("model_index.json",))
     except DetectorUnavailable as exc:
@@ -205,7 +204,8 @@ def job_seed(
     return image_seed(t2i_model=t2i_model, prompt=spec.text, index=index, seed_base=seed_base)
 
 
-def _path_part(text: str) -> str:
+def path_part(text: str) -> str:
+    """``text`` as one safe, lower-case path segment."""
     return re.sub(r"[^\w.-]+", "_", text.strip().lower()).strip("_") or "_"
 
 
@@ -213,8 +213,8 @@ def source_path_for(*, t2i_model: str, category: str, word: str, index: int, fol
     """``sdxl/profession/taxi_driver/7.png``: the generated item's key and its image's source
     path, the name exports and manifests use. ``folder`` (a ``PromptSpec.folder``) goes between
     the word and the index when given."""
-    prompt_part = f"{_path_part(folder)}/" if folder else ""
-    return f"{_path_part(t2i_model)}/{_path_part(category)}/{_path_part(word)}/{prompt_part}{index}.png"
+    prompt_part = f"{path_part(folder)}/" if folder else ""
+    return f"{path_part(t2i_model)}/{path_part(category)}/{path_part(word)}/{prompt_part}{index}.png"
 
 
 # --- planning ------------------------------------------------------------------------------------
@@ -422,95 +422,53 @@ class GenerationOutcome:
         return self.created / self.seconds if self.seconds > 0 else None
 
 
-_DONE = object()
-
-
-def _put(out: queue.Queue, item: object, abandoned: threading.Event) -> bool:
-    """Put unless the consumer has gone away (then give up instead of blocking forever)."""
-    while not abandoned.is_set():
-        try:
-            out.put(item, timeout=0.2)
-            return True
-        except queue.Full:
-            continue
-    return False
-
-
-def _produce(
-    run_batch: Callable[[Sequence[Any]], list[Any]],
-    jobs: Sequence[Any],
-    batch_size: int,
-    out: queue.Queue,
-    should_stop: Callable[[], bool],
-    abandoned: threading.Event,
-) -> None:
-    """Generator thread: run the pipeline batch after batch, hand (batch, images) to the storer."""
-    try:
-        for start in range(0, len(jobs), batch_size):
-            if should_stop() or abandoned.is_set():
-                break
-            batch = jobs[start : start + batch_size]
-            if not _put(out, (batch, run_batch(batch)), abandoned):
-                return
-        _put(out, _DONE, abandoned)
-    except BaseException as exc:  # handed to the main thread, which re-raises it
-        _put(out, exc, abandoned)
-
-
 def batches_run(
+    executor: Executor,
     jobs: Sequence[Any],
+    outcome: GenerationOutcome,
     *,
     batch_size: int,
-    run_batch: Callable[[Sequence[Any]], list[Any]] | None,
     store: Callable[[Any, Any], None],
     should_stop: Callable[[], bool] = lambda: False,
     progress: Callable[[int], Progress] | None = None,
-    executor: Executor | None = None,
-    payload: Callable[[Any], Any] | None = None,
-) -> tuple[int, float]:
-    """The batch/stop/progress loop of ``generation_run`` (and ``generation.editing``): returns (jobs stored,
-    seconds)."""
-    if executor is not None:
-        return batches_run_remote(
-            executor,
-            jobs,
-            batch_size=batch_size,
-            store=store,
-            should_stop=should_stop,
-            progress=progress,
-            payload=payload,
-        )
-    if run_batch is None:
-        raise ValueError("batches_run needs run_batch or an executor")
+    payload: Callable[[Any], Any] = lambda job: job,
+) -> GenerationOutcome:
+    """Run ``jobs`` on a started executor, ``store`` each output here, and record in ``outcome``
+    the seconds, whether it was interrupted and the per-worker figures (kept even when the run
+    fails, for the message). Shared by ``generation_run`` and ``editing.edit_run``."""
     meter = progress(len(jobs)) if progress else None
-    results: queue.Queue = queue.Queue(maxsize=1)  # one finished batch waiting at most
-    abandoned = threading.Event()
-    thread = threading.Thread(
-        target=_produce,
-        args=(run_batch, jobs, batch_size, results, should_stop, abandoned),
-        name="t2i-generate",
-        daemon=True,
+    size = max(1, batch_size)
+    batches = (
+        [(index, payload(jobs[index])) for index in range(start, min(start + size, len(jobs)))]
+        for start in range(0, len(jobs), size)
     )
+    handled = 0
+
+    def on_result(result: BatchResult) -> None:
+        nonlocal handled
+        for index, output in zip(result.keys, result.outputs, strict=True):
+            # cast: an executor hands back the keys it was given, here job indexes (``batches``).
+            store(jobs[cast(int, index)], output)
+        handled += len(result.keys)
+        if meter:
+            meter.advance(len(result.keys))
+
     started = time.perf_counter()
-    thread.start()
-    stored_jobs = 0
     try:
-        while (item := results.get()) is not _DONE:
-            if isinstance(item, BaseException):
-                raise item
-            batch, images = item
-            for job, image in zip(batch, images, strict=True):
-                store(job, image)
-            stored_jobs += len(batch)
-            if meter:
-                meter.advance(len(batch))
+        batches_drive(executor, batches, on_result, should_stop=should_stop)
     finally:
-        # On an error (or a second Ctrl-C) the generator thread stops after its current batch
-        # by itself; nothing waits for it here.
-        abandoned.set()
+        outcome.workers = executor.stats()
         if meter:
             meter.close()
-    return stored_jobs, time.perf_counter() - started
+    outcome.seconds = time.perf_counter() - started
+    outcome.interrupted = handled < len(jobs)
+    return outcome
+
+
+def executor_or_local(executor: Executor | None, pipe: Any) -> AbstractContextManager[Executor]:
+    """The command's executor (the command closes it), else a ``ThreadExecutor`` whose worker
+    uses ``pipe`` when given (closed on leaving)."""
+    return nullcontext(executor) if executor is not None else ThreadExecutor(pipe=pipe)
 
 
 def generation_run(
@@ -541,47 +499,27 @@ def generation_run(
     outcome = GenerationOutcome(skipped=skipped)
     if not jobs:
         return outcome
-    if executor is not None:  # --executor ray: workers generate, this process stores
-        info = executor.start(pipeline_worker_spec("GenerationWorker", model, settings))
-    else:
-        if pipe is None:
-            pipe = pipeline_load(model, device=settings.device)
-        info = pipeline_info(pipe, settings)
-    storer = _Storer(study=study, model=model, base_params=_base_params(info, model, settings, prompt_set))
+    with executor_or_local(executor, pipe) as runner:
+        info = runner.start(pipeline_worker_spec("GenerationWorker", model, settings))
+        storer = _Storer(
+            study=study, model=model, base_params=_base_params(info, model, settings, prompt_set)
+        )
 
-    def store_remote(job: Job, output: Any) -> None:
-        if isinstance(output, ItemError):
-            on_warning(f"{job.source_path}: not generated, {output.message}; a re-run retries it")
-            return
-        storer.store_png(job, output.png, output.width, output.height, outcome, on_warning)
+        def store(job: Job, output: Any) -> None:
+            if isinstance(output, ItemError):
+                on_warning(f"{job.source_path}: not generated, {output.message}; a re-run retries it")
+                return
+            storer.store(job, output.png, output.width, output.height, outcome, on_warning)
 
-    return outcome_batches_run(
-        outcome,
-        jobs,
-        batch_size=settings.batch_size,
-        run_batch=None if executor is not None else (lambda batch: images_generate(pipe, batch, settings)),
-        store=store_remote
-        if executor is not None
-        else (lambda job, image: storer.store(job, image, outcome, on_warning)),
-        should_stop=should_stop,
-        progress=progress,
-        executor=executor,
-    )
-
-
-def outcome_batches_run(
-    outcome: GenerationOutcome, jobs: Sequence[Any], *, executor: Executor | None, **options: Any
-) -> GenerationOutcome:
-    """``batches_run(jobs, executor=executor, **options)`` into ``outcome``: its seconds, whether
-    it was interrupted, and an executor's per-worker figures (kept even when the run fails, for
-    the message). Shared by ``generation_run`` and ``editing.edit_run``."""
-    try:
-        stored_jobs, outcome.seconds = batches_run(jobs, executor=executor, **options)
-    finally:
-        if executor is not None:
-            outcome.workers = executor.stats()
-    outcome.interrupted = stored_jobs < len(jobs)
-    return outcome
+        return batches_run(
+            runner,
+            jobs,
+            outcome,
+            batch_size=settings.batch_size,
+            store=store,
+            should_stop=should_stop,
+            progress=progress,
+        )
 
 
 class _Storer:
@@ -595,12 +533,6 @@ class _Storer:
         self.prompts: dict[PromptSpec, Prompt] = {}
 
     def store(
-        self, job: Job, image: Any, outcome: GenerationOutcome, on_warning: Callable[[str], None]
-    ) -> None:
-        """Store a PIL image generated here."""
-        self.store_png(job, png_bytes(image), image.width, image.height, outcome, on_warning)
-
-    def store_png(
         self,
         job: Job,
         data: bytes,

@@ -35,17 +35,19 @@ class Generated:
 
 
 class GenerationWorker:
-    """A diffusers pipeline held for the worker's lifetime. Payload: a ``generation.generation.Job``."""
+    """A diffusers pipeline held for the worker's lifetime (``pipe``: one loaded already). Payload:
+    a ``generation.generation.Job``."""
 
-    def __init__(self, *, model: dict[str, str], settings: dict[str, Any]) -> None:
+    def __init__(self, *, model: dict[str, str], settings: dict[str, Any], pipe: Any = None) -> None:
         self.model = model
         self.settings = settings
-        self.pipe: Any = None
+        self.pipe = pipe
 
     def load(self) -> dict[str, Any]:
         """Load the pipeline (GenerationError names the weights variable) → its effective settings."""
         settings = Settings(**self.settings)
-        self.pipe = pipeline_load(ModelSource(**self.model), device=settings.device)
+        if self.pipe is None:
+            self.pipe = pipeline_load(ModelSource(**self.model), device=settings.device)
         return pipeline_info(self.pipe, settings)
 
     def prepare(self, payload: Any) -> Any:
@@ -62,16 +64,17 @@ class EditWorker:
     """An editing pipeline held for the worker's lifetime (``edit_images --executor ray``).
     Payload: a ``generation.edit_pipeline.EditTask``; output: its ``Edited`` (PNG bytes)."""
 
-    def __init__(self, *, model: dict[str, str], settings: dict[str, Any]) -> None:
+    def __init__(self, *, model: dict[str, str], settings: dict[str, Any], pipe: Any = None) -> None:
         self.model = model
         self.settings = settings
+        self.pipe = pipe
         self.editor: Any = None
 
     def load(self) -> dict[str, Any]:
         """Load the editor (EditingError names the weights variable, or the setting this kind of
         editor does not take) → what it is and the settings it uses, for the pairs' params."""
         model, settings = ModelSource(**self.model), EditSettings(**self.settings)
-        pipe = editor_load(model, device=settings.device)
+        pipe = self.pipe if self.pipe is not None else editor_load(model, device=settings.device)
         settings_check(pipe, settings)
         self.editor = SeedEditor(pipe, settings, input_size(model.name, settings))
         return editor_info(pipe, settings)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from detectors.executors.base import ItemError
+from detectors.executors.base import ItemError, WorkerSpec
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
@@ -154,11 +154,8 @@ class DetectorWorker:
 
     def load(self) -> dict[str, Any]:
         """Build and load the detector; raises its DetectorUnavailable. → key and version."""
-        import importlib
-
-        module_name, _, name = self.detector_class.rpartition(".")
-        cls = getattr(importlib.import_module(module_name), name)
-        detector = cls(device=self.device, **self.options)
+        spec = WorkerSpec(self.detector_class, {"device": self.device, **self.options})
+        detector = spec.build()
         if self.ask is not None:
             detector.questions_bind(self.ask)
         detector.ensure_loaded()

@@ -17,7 +17,7 @@ from detectors.executors import (
     executor_arguments,
     executor_from_options,
 )
-from detectors.progress import Progress, StopFlag, command_stream
+from studies.progress import Progress, StopFlag, command_stream
 
 T = TypeVar("T")
 S = TypeVar("S")

@@ -183,6 +183,17 @@ def _dtype_name(device: str, requested: str) -> str:
     return _DTYPES[requested or "bf16"]
 
 
+def clip_encoder(detector: Detector, texts: Sequence[str]) -> ClipEncoder:
+    """An encoder of ``texts`` set up by the detector's ``CLIP_OPTIONS``."""
+    options = detector.options
+    return ClipEncoder(
+        texts,
+        device=detector.device,
+        dtype=str(options.get("dtype", "")),
+        batch_size=detector.number_option("batch_size", options.get("batch_size", 32), int, minimum=1),
+    )
+
+
 def gender_scores(sims: ClipSimilarities, row: int) -> tuple[str, dict[str, float]]:
     """The male-vs-female decision every CLIP detector shares: higher similarity wins."""
     probs = sims.softmax(GENDER_TEXTS)[row]
@@ -205,12 +216,7 @@ class ClipDetectorBase(Detector):
 
     def __init__(self, *, device: str = "cpu", **options: Any) -> None:
         super().__init__(device=device, **options)
-        self.encoder = ClipEncoder(
-            self.TEXTS,
-            device=device,
-            dtype=str(options.get("dtype", "")),
-            batch_size=self.number_option("batch_size", options.get("batch_size", 32), int, minimum=1),
-        )
+        self.encoder = clip_encoder(self, self.TEXTS)
 
     @property
     def version_id(self) -> str:

@@ -19,7 +19,7 @@ from detectors.plugins.clip import (
     GENDER_TEXTS,
     WEIGHTS_KEY,
     WEIGHTS_WHAT,
-    ClipEncoder,
+    clip_encoder,
     configured_weights,
     gender_scores,
 )
@@ -62,12 +62,7 @@ class ClipEnhanceDetector(Detector):
         self.gate = FaceGate.from_options(options)
         confidence = self.number_option("person_confidence", options.get("person_confidence", 0.25))
         self.persons = PersonDetector(device=device, confidence=confidence)
-        self.encoder = ClipEncoder(
-            GENDER_TEXTS,
-            device=device,
-            dtype=str(options.get("dtype", "")),
-            batch_size=self.number_option("batch_size", options.get("batch_size", 32), int, minimum=1),
-        )
+        self.encoder = clip_encoder(self, GENDER_TEXTS)
 
     @property
     def version_id(self) -> str:
@@ -119,7 +114,4 @@ class ClipEnhanceDetector(Detector):
             for row, i in enumerate(crops):
                 verdict, clip_scores = gender_scores(sims, row)
                 outputs[i] = DetectorOutput(verdict=verdict, scores={**scores[i], **clip_scores})
-        missing = [i for i, output in enumerate(outputs) if output is None]
-        if missing:  # every branch above decides; this guards the contract, not a case
-            raise RuntimeError(f"clip_enhance left images {missing} of the batch undecided")
-        return outputs  # type: ignore[return-value]
+        return outputs  # type: ignore[return-value]  # every branch above decides

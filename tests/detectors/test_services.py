@@ -11,9 +11,9 @@ from detectors import registry
 from detectors.base import DetectorOutput
 from detectors.kinds import OutputInvalid
 from detectors.models import DetectorRun, Prediction, PredictionStatus
-from detectors.progress import Progress, format_duration
 from detectors.selectors import Shard, images_in_scope
 from detectors.services import PredictionRecord, prediction_store
+from studies.progress import Progress, format_duration
 from tests.factories import ItemFactory, PromptFactory, image_of
 from tests.fakes import FakeDetector, registered_fake
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from detectors.progress import StopFlag
 from generation.generation import (
     GenerationError,
     PromptSpec,
@@ -24,6 +23,7 @@ from generation.generation import (
     template_seed,
 )
 from studies.models import Image, Item, ItemImage, Prompt, Question
+from studies.progress import StopFlag
 from tests.factories import StudyFactory, image_of
 from tests.fakes import save_tiny_sd
 
