@@ -603,12 +603,13 @@ def test_a_ray_edit_whose_worker_is_killed_loses_and_duplicates_no_pair(
         kwargs = {**spec.kwargs, "crash_marker": str(marker), "crash_on_call": 2}
         return WorkerSpec("tests.generation.tiny_editors.CrashingEditWorker", kwargs, spec.label)
 
-    monkeypatch.setattr(editing, "edit_worker_spec", crashing_spec)
     # An earlier run stored the first prompt's pairs, then stopped.
     edit_from_seeds_study(tiny_img2img, prompt_csv, "--per-pair", "2", "--limit-prompts", "1", *SMALL)
     before = {item.key: image_of(item, "output").sha256 for item in Item.objects.filter(study=pairs)}
     assert len(before) == 4
     stores.clear()
+    # Only the Ray run's workers crash (a local run runs the same worker in this process).
+    monkeypatch.setattr(editing, "edit_worker_spec", crashing_spec)
     out, err = edit_from_seeds_study(
         tiny_img2img, prompt_csv, "--per-pair", "2", "--batch-size", "1", "--send-images", *SMALL, *RAY
     )
