@@ -104,15 +104,6 @@ def drawn_arrays(ids: Iterable[int], pi: dict[int, float], drawn: set[int]) -> t
     return p, np.array([i in drawn for i in ids], dtype=bool) & (p > 0)
 
 
-def frame_strata(
-    frame: sel.Frame, output_codes: Callable[[Study, str, str], dict[int, Hashable]]
-) -> dict[int, Hashable] | None:
-    """The detector output codes ``inclusion`` needs when a round is stratified; None otherwise."""
-    if not any(state.round.design == "stratified" for state in frame.rounds):
-        return None
-    return output_codes(frame.study, frame.detector, frame.version)
-
-
 def frame_warnings(frame: sel.Frame, census: bool, todo: str = "label its items") -> list[str]:
     """The warnings every protocol's estimate starts with, worded for the state of the study's rounds."""
     warnings = []
@@ -161,7 +152,9 @@ def drawn_frame(
     version, kind = series
     labelled = spec.labelled(study) if spec.labelled else frozenset()
     frame = sel.sampling_frame(study, detector, version, labelled=labelled)
-    strata = frame_strata(frame, spec.output_codes) if stratified and spec.output_codes else None
+    strata = None
+    if stratified and spec.output_codes and any(state.round.design == "stratified" for state in frame.rounds):
+        strata = spec.output_codes(study, detector, version)
     pi, drawn, census = inclusion(frame, strata)
     return Drawn(version, kind, frame, strata, pi, drawn, frame_warnings(frame, census, todo))
 
