@@ -11,6 +11,7 @@ import numpy as np
 
 from estimates import selectors as sel
 from estimates.charts import Series, data_uri, series_width_chart_svg
+from estimates.estimands import EstimandProtocol, series_of
 from reports import render
 from reports.tables import NO_VALUE, Cell, Column, Table
 from studies.models import Study
@@ -103,15 +104,6 @@ def drawn_arrays(ids: Iterable[int], pi: dict[int, float], drawn: set[int]) -> t
     return p, np.array([i in drawn for i in ids], dtype=bool) & (p > 0)
 
 
-def frame_strata(
-    frame: sel.Frame, output_codes: Callable[[Study, str, str], dict[int, Hashable]]
-) -> dict[int, Hashable] | None:
-    """The detector output codes ``inclusion`` needs when a round is stratified; None otherwise."""
-    if not any(state.round.design == "stratified" for state in frame.rounds):
-        return None
-    return output_codes(frame.study, frame.detector, frame.version)
-
-
 def frame_warnings(frame: sel.Frame, census: bool, todo: str = "label its items") -> list[str]:
     """The warnings every protocol's estimate starts with, worded for the state of the study's rounds."""
     warnings = []
@@ -126,6 +118,45 @@ def frame_warnings(frame: sel.Frame, census: bool, todo: str = "label its items"
     if frame.not_in_frame:
         warnings.append(f"{frame.not_in_frame} item(s) added after the first round are not in this estimate.")
     return warnings
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """What a protocol's estimate starts from: the detector version and output kind it reads, the
+    sampling frame, the strata, π over the complete rounds, the drawn items and the first warnings."""
+
+    version: str
+    kind: str
+    frame: sel.Frame
+    strata: dict[int, Hashable] | None
+    pi: dict[int, float]
+    drawn: set[int]
+    warnings: list[str]
+
+
+def drawn_frame(
+    spec: EstimandProtocol,
+    study: Study,
+    detector: str,
+    todo: str = "label its items",
+    *,
+    stratified: bool = True,
+) -> Drawn:
+    """The start of ``spec``'s estimate of ``detector`` in ``study`` (``stratified=False``: π without
+    the strata); LookupError when the detector has no predictions the estimate reads."""
+    series = series_of(spec, study, detector)
+    if series is None:
+        raise LookupError(
+            f"detector '{detector}' has no {spec.output_kind} predictions in study '{study.slug}'"
+        )
+    version, kind = series
+    labelled = spec.labelled(study) if spec.labelled else frozenset()
+    frame = sel.sampling_frame(study, detector, version, labelled=labelled)
+    strata = None
+    if stratified and spec.output_codes and any(state.round.design == "stratified" for state in frame.rounds):
+        strata = spec.output_codes(study, detector, version)
+    pi, drawn, census = inclusion(frame, strata)
+    return Drawn(version, kind, frame, strata, pi, drawn, frame_warnings(frame, census, todo))
 
 
 def pending_wording(frame: sel.Frame) -> str:
@@ -248,24 +279,23 @@ class EstimateReport:
     @classmethod
     def of_frame(
         cls,
-        frame: sel.Frame,
+        start: Drawn,
         cells: dict[str, Any],
-        warnings: list[str],
         cells_for: Callable[[dict[int, float], set[int]], Any],
         *,
-        strata: dict[int, Hashable] | None = None,
         history: bool = False,
     ) -> Self:
-        """The report of ``frame``'s series: cells, rounds, warnings, pending rounds and the chart."""
+        """The report of ``start``'s series: cells, rounds, warnings, pending rounds and the chart."""
+        frame = start.frame
         return cls(
             frame.study,
             frame.detector,
             frame.version,
             cells,
             tuple(s.round.number for s in frame.usable),
-            tuple(warnings),
+            tuple(start.warnings),
             sel.pending_rounds(frame),
-            round_history(frame, cells_for, cls.headline, strata) if history else (),
+            round_history(frame, cells_for, cls.headline, start.strata) if history else (),
         )
 
     def as_json(self) -> dict[str, Any]:

@@ -3,7 +3,7 @@ fingerprint (docs/explanation/reports.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
@@ -146,6 +146,14 @@ def latest_detector_versions(
         if name not in newest or last > newest[name][0]:
             newest[name] = (last, version)
     return {name: newest[name][1] for name in sorted(newest)}
+
+
+def of_versions(versions: Mapping[str, str]) -> Q:
+    """Predictions of these detector -> version pairs (none for an empty mapping)."""
+    which = Q(pk__in=[])
+    for name, version in versions.items():
+        which |= Q(detector=name, version=version)
+    return which
 
 
 def detector_runs_in_scope(

@@ -220,8 +220,13 @@ def _choose(request: HtmxHttpRequest, filters: Filters, message: str = "") -> Ht
     return render_page(request, "reports/choose.html", context)
 
 
-def analysis_for_page(filters: Filters, page: str) -> Analysis:
-    """The analysis of the filters' study when it has the page ``page``; Http404 otherwise."""
+def page_filters(request: HttpRequest, page: str, *, study: Study | None = None) -> tuple[Filters, Analysis]:
+    """The filters of an analysis's own page ``page`` and the analysis of their study: the site's
+    400 page for an unknown filter value, Http404 when that analysis has no such page."""
+    try:
+        filters = parse_filters(request, study=study)
+    except BadFilter as error:
+        bad_filter(error)
     if filters.study is None:
         raise Http404("Choose a study (?study=...).")
     try:
@@ -230,7 +235,7 @@ def analysis_for_page(filters: Filters, page: str) -> Analysis:
         raise Http404(str(error)) from error
     if page not in analysis.pages:
         raise Http404(f"Reports of {filters.study.get_protocol_display()} studies have no {page} page.")
-    return analysis
+    return filters, analysis
 
 
 # --- pages --------------------------------------------------------------------------------------

@@ -12,15 +12,8 @@ import numpy as np
 from annotate.models import FinalLabel
 from detectors.kinds import KIND_ATTRIBUTES, answers_of, probabilities_of
 from estimates import selectors as sel
-from estimates.estimands import EstimandProtocol, series_of
-from estimates.report import (
-    EstimateReport,
-    drawn_arrays,
-    estimand_figures,
-    frame_strata,
-    frame_warnings,
-    inclusion,
-)
+from estimates.estimands import EstimandProtocol
+from estimates.report import EstimateReport, drawn_arrays, drawn_frame, estimand_figures
 from estimates.selectors import item_outputs as _outputs
 from metrics import gep, gep_design, ppi_mean
 from protocols.attributes.selectors import final_answers, gep_rows
@@ -103,21 +96,14 @@ def attributes_report(
 ) -> AttributesReport:
     """The GEP estimate per T2I model and setting; LookupError when the detector has no
     ``attributes`` predictions in the study."""
-    series = series_of(ESTIMAND, study, detector)
-    if series is None:
-        raise LookupError(f"detector '{detector}' has no attributes predictions in study '{study.slug}'")
-    version, kind = series
-    judge = kind == JUDGE_KIND
-    frame = sel.sampling_frame(study, detector, version, labelled=sel.items_fully_labelled(study))
-    strata = frame_strata(frame, attribute_output_codes)
-    pi, drawn, census = inclusion(frame, strata)
-    warnings = frame_warnings(frame, census)
+    start = drawn_frame(ESTIMAND, study, detector)
+    version, warnings = start.version, start.warnings
     keys = attribute_keys(study)
     scope = Scope(study)
     rows = gep_rows(scope, keys=keys, answers=final_answers(scope, keys=keys), detector=detector)
-    if judge:
+    if start.kind == JUDGE_KIND:
         rows = replace(rows, items_by_model=judge_scores(scope, rows.items_by_model, detector, version, keys))
-    in_frame = {i.item_id for i in frame.items}
+    in_frame = {i.item_id for i in start.frame.items}
 
     def cells_for(pi: dict[int, float], drawn: set[int]) -> dict[str, dict[str, dict[str, Any]]]:
         cells: dict[str, dict[str, dict[str, Any]]] = {}
@@ -128,10 +114,10 @@ def attributes_report(
                     cells.setdefault(model, {})[setting] = _cell(chosen, keys, detector, pi, drawn)
         return cells
 
-    cells = cells_for(pi, drawn)
+    cells = cells_for(start.pi, start.drawn)
     if rows.left_out:
         warnings.append(f"{len(rows.left_out)} item(s) left out: {rows.left_out[0].reason} (first of them).")
-    return AttributesReport.of_frame(frame, cells, warnings, cells_for, strata=strata, history=history)
+    return AttributesReport.of_frame(start, cells, cells_for, history=history)
 
 
 def judge_scores(

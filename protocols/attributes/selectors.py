@@ -22,6 +22,7 @@ from reports.selectors import (
     Scope,
     item_answers_prefetches,
     latest_detector_versions,
+    of_versions,
     predictions_in_scope,
 )
 from studies.batching import IsIn, in_chunks
@@ -89,13 +90,6 @@ def reported_versions(scope: Scope, *, detector: str | None = None) -> dict[str,
     return latest_detector_versions(Scope(scope.study, scope.t2i_model), kinds=KINDS, detector=detector)
 
 
-def _which(versions: Mapping[str, str]) -> Q:
-    which = Q(pk__in=[])
-    for name, version in versions.items():
-        which |= Q(detector=name, version=version)
-    return which
-
-
 def final_answers(scope: Scope, *, keys: Sequence[str]) -> dict[int, dict[str, str]]:
     """item id -> {question key: final answer} for the items in scope (T2I model filter
     applied, category not) that have a final label for any of ``keys``. One query."""
@@ -127,7 +121,7 @@ def gep_rows(
     if versions:
         predictions = (
             predictions_in_scope(scope, kinds=KINDS)
-            .filter(_which(versions), status=PredictionStatus.OK)
+            .filter(of_versions(versions), status=PredictionStatus.OK)
             .values_list("detector", F(f"{PREDICTION_TO_ITEM}id"), "output")
             .order_by()
         )
@@ -249,7 +243,7 @@ def _shown_ids(items: QuerySet[Item], limit: int | None) -> list[int]:
 def _answers_prefetches(question: Question, versions: Mapping[str, str]) -> list[Prefetch[Any]]:
     """Of an item: the labels for ``question`` by annotator, its final label, and its images
     with the reported detectors' ``ok`` predictions of kind ``attributes``."""
-    predictions = Prediction.objects.filter(_which(versions), kind__in=KINDS, status=PredictionStatus.OK)
+    predictions = Prediction.objects.filter(of_versions(versions), kind__in=KINDS, status=PredictionStatus.OK)
     return item_answers_prefetches(question, predictions=predictions, label_order=("annotator__username",))
 
 

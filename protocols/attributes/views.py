@@ -89,11 +89,7 @@ def _groups(found: asel.AttributeItems) -> list[dict[str, Any]]:
 def attribute_detail(request: HtmxHttpRequest, key: str, setting: str) -> HttpResponse:
     """One attribute in one setting: its figures, its images (yes / no, women / men) with every
     answer and score, and its dispute queue."""
-    try:
-        filters = base.parse_filters(request)
-    except base.BadFilter as error:
-        return base.bad_filter(error)
-    analysis = base.analysis_for_page(filters, "attribute")
+    filters, analysis = base.page_filters(request, "attribute")
     if setting not in gep_design.SETTINGS:
         raise Http404(f"No setting {setting!r}: use one of {', '.join(gep_design.SETTINGS)}.")
     study = filters.scope.study

@@ -18,6 +18,7 @@ from reports.selectors import (
     Scope,
     item_answers_prefetches,
     latest_detector_versions,
+    of_versions,
     predictions_in_scope,
 )
 from studies.batching import prefetch_in_chunks
@@ -49,9 +50,7 @@ def detector_prompt_counts(
         versions = {k: v for k, v in versions.items() if k in detectors}
     if not versions:
         return {}
-    which = Q()
-    for key, version in versions.items():
-        which |= Q(detector=key, version=version)
+    which = of_versions(versions)
     predictions = with_final(predictions_in_scope(scope, kinds=KINDS), question=question).filter(
         which, status=PredictionStatus.OK, final_value__isnull=False
     )
@@ -142,9 +141,7 @@ def prompt_items(
     versions = latest_detector_versions(scope, kinds=KINDS)
     if detectors is not None:
         versions = {k: v for k, v in versions.items() if k in detectors}
-    which = Q(pk__in=[])
-    for key, version in versions.items():
-        which |= Q(detector=key, version=version)
+    which = of_versions(versions)
     items = Item.objects.filter(prompt=prompt).order_by("t2i_model", "index", "id")
     if t2i_model:
         items = items.filter(t2i_model=t2i_model)

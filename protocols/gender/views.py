@@ -25,12 +25,6 @@ from studies.typing import HtmxHttpRequest
 GALLERY_PAGE_SIZE = 24
 
 
-def _analysis(filters: base.Filters, page: str) -> GenderAnalysis:
-    analysis = base.analysis_for_page(filters, page)
-    assert isinstance(analysis, GenderAnalysis)  # only the gender analysis lists these pages
-    return analysis
-
-
 @dataclass(frozen=True)
 class HeatCell:
     score: float | None
@@ -68,11 +62,8 @@ def _heat_rows(grid: gtables.PromptGrid) -> list[dict[str, Any]]:
 @base.researcher_only
 def heatmap(request: HtmxHttpRequest) -> HttpResponse:
     """Prompt bias scores, prompts x (T2I model, source) (paper table 7), and their histogram."""
-    try:
-        filters = base.parse_filters(request)
-    except base.BadFilter as error:
-        return base.bad_filter(error)
-    analysis = _analysis(filters, "heatmap")
+    filters, analysis = base.page_filters(request, "heatmap")
+    assert isinstance(analysis, GenderAnalysis)  # only the gender analysis lists this page
     result: GenderResult = filters.result(bootstrap=0)
     report = result.report
     grid = analysis.grid(filters)
@@ -102,11 +93,7 @@ def heatmap(request: HtmxHttpRequest) -> HttpResponse:
 def prompt_detail(request: HtmxHttpRequest, prompt_id: int) -> HttpResponse:
     """One prompt's items: every annotator's label, the final label, every detector's verdict."""
     prompt = get_object_or_404(Prompt.objects.select_related("study"), pk=prompt_id)
-    try:
-        filters = base.parse_filters(request, study=prompt.study)
-    except base.BadFilter as error:
-        return base.bad_filter(error)
-    analysis = _analysis(filters, "prompt")
+    filters, analysis = base.page_filters(request, "prompt", study=prompt.study)
     result: GenderResult = filters.result(bootstrap=0)
     detectors = [filters.detector] if filters.detector else None
     rows, detector_keys = drilldown.prompt_items(
@@ -165,11 +152,7 @@ def _prompt_summary(
 @base.researcher_only
 def detector_detail(request: HtmxHttpRequest, detector: str) -> HttpResponse:
     """One detector: confusion with the human labels and a paginated gallery of disagreements."""
-    try:
-        filters = base.parse_filters(request)
-    except base.BadFilter as error:
-        return base.bad_filter(error)
-    analysis = _analysis(filters, "detector")
+    filters, analysis = base.page_filters(request, "detector")
     if detector not in filters.options.detectors:
         raise Http404(f"No predictions of detector {detector!r}.")
     kind = request.GET.get("kind", "all")

@@ -10,15 +10,8 @@ import numpy as np
 
 from annotate.models import FinalLabel
 from detectors.kinds import KIND_OBJECTS
-from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
-from estimates.report import (
-    EstimateReport,
-    estimand_figures,
-    frame_strata,
-    frame_warnings,
-    inclusion,
-)
+from estimates.report import EstimateReport, drawn_frame, estimand_figures
 from estimates.selectors import item_outputs as _outputs
 from metrics import ppi_mean
 from metrics.coco_names import UnknownClassName, coco_class_index, normalise_class_name
@@ -80,15 +73,10 @@ def objects_report(
     """Confirmed instances per class and gender and Cramér's V per T2I model (``n_boot`` is the
     gender estimate's; ``history``: the page's chart). Raises LookupError when the detector has
     no ``objects`` predictions in the study."""
-    version = sel.detector_version(study, detector, KIND_OBJECTS)
-    if version is None:
-        raise LookupError(f"detector '{detector}' has no objects predictions in study '{study.slug}'")
-    frame = sel.sampling_frame(study, detector, version, labelled=items_box_checked(study))
-    strata = frame_strata(frame, object_output_codes)
-    pi, drawn, census = inclusion(frame, strata)
-    warnings = frame_warnings(frame, census, "check its boxes")
+    start = drawn_frame(ESTIMAND, study, detector, "check its boxes")
+    version, warnings = start.version, start.warnings
     include = include_person_default(Scope(study))
-    in_frame = {i.item_id for i in frame.items}
+    in_frame = {i.item_id for i in start.frame.items}
     rows = [
         r
         for r in osel.object_rows(Scope(study), detector=detector, version=version)
@@ -105,13 +93,13 @@ def objects_report(
     def cells_for(pi: dict[int, float], drawn: set[int]) -> dict[str, Any]:
         return _cells(rows, detector, include, pi, drawn, unreadable, seed)
 
-    cells = cells_for(pi, drawn)
+    cells = cells_for(start.pi, start.drawn)
     if unreadable:
         warnings.append(
             f"{len(unreadable)} drawn item(s) have a box answer that does not fit their boxes, or boxes of "
             f"another detector than {detector}: they are not counted as labelled."
         )
-    return ObjectsEstimateReport.of_frame(frame, cells, warnings, cells_for, strata=strata, history=history)
+    return ObjectsEstimateReport.of_frame(start, cells, cells_for, history=history)
 
 
 def _cells(

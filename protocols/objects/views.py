@@ -10,7 +10,6 @@ from django.http import Http404, HttpResponse
 from metrics.coco_names import UnknownClassName, normalise_class_name
 from metrics.objects import GENDERS
 from protocols.objects import selectors as osel
-from protocols.objects.analysis import ObjectsAnalysis
 from protocols.objects.report import ObjectsResult
 from reports import views as base
 from reports.analyses import AnalysisError
@@ -19,12 +18,6 @@ from studies.typing import HtmxHttpRequest
 
 # Images shown per (T2I model, gender) group: beyond it the page says how many more.
 GROUP_LIMIT = 60
-
-
-def _analysis(filters: base.Filters) -> ObjectsAnalysis:
-    analysis = base.analysis_for_page(filters, "object_class")
-    assert isinstance(analysis, ObjectsAnalysis)  # only the objects analysis lists this page
-    return analysis
 
 
 def _summary(result: ObjectsResult, name: str) -> list[dict[str, Any]]:
@@ -82,11 +75,7 @@ def _drawn(row: osel.ClassItem, name: str) -> dict[str, Any]:
 def class_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
     """One COCO class: its counts and human check per T2I model, and its images with their
     boxes, grouped by T2I model and gender."""
-    try:
-        filters = base.parse_filters(request)
-    except base.BadFilter as error:
-        return base.bad_filter(error)
-    analysis = _analysis(filters)
+    filters, analysis = base.page_filters(request, "object_class")
     try:
         name = normalise_class_name(name)
     except UnknownClassName as error:

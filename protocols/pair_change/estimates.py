@@ -12,7 +12,7 @@ from annotate.models import FinalLabel
 from detectors.kinds import KIND_MEASUREMENTS
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
-from estimates.report import EstimateReport, drawn_arrays, estimand_figures, frame_warnings, inclusion
+from estimates.report import EstimateReport, drawn_arrays, drawn_frame, estimand_figures
 from metrics import pair_change as pc
 from metrics import ppi_mean
 from protocols.pair_change.sampling import MeasureSourceError, pair_measurements, study_thresholds
@@ -80,18 +80,14 @@ def pair_change_report(
     """The changed-pair shares per T2I model, domain and attribute (``n_boot`` is the gender
     estimate's; ``history``: the page's chart). Raises LookupError when the detector has no measurements in
     the study, or the study's questions or measurements cannot be read (with the reason)."""
-    version = sel.detector_version(study, detector, KIND_MEASUREMENTS)
-    if version is None:
-        raise LookupError(f"detector '{detector}' has no measurements predictions in study '{study.slug}'")
+    start = drawn_frame(ESTIMAND, study, detector, "label its pairs", stratified=False)
+    warnings = start.warnings
     try:
         labels = human_labels(study)
         measured = pair_measurements(study)
         thresholds = study_thresholds(study)
     except (QuestionMismatch, MeasureSourceError, pc.PairChangeInputError) as error:
         raise LookupError(str(error)) from None
-    frame = sel.sampling_frame(study, detector, version, labelled=sel.items_fully_labelled(study))
-    pi, drawn, census = inclusion(frame)
-    warnings = frame_warnings(frame, census, "label its pairs")
     scores = {row.item_id: pc.score_pair(row.pair, thresholds) for row in measured.rows}
     if measured.left_out:
         warnings.append(
@@ -99,7 +95,7 @@ def pair_change_report(
             f"({measured.left_out[0].reason}, first of them)."
         )
     answers = _judged(study, labels)
-    in_frame = {i.item_id for i in frame.items}
+    in_frame = {i.item_id for i in start.frame.items}
     items = [
         row
         for row in Item.objects.filter(study=study)
@@ -114,8 +110,8 @@ def pair_change_report(
     def cells_for(pi: dict[int, float], drawn: set[int]) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
         return _cells(ids, models, domains, answers, scores, *drawn_arrays(ids, pi, drawn))
 
-    cells = cells_for(pi, drawn)
-    return PairChangeReport.of_frame(frame, cells, warnings, cells_for, history=history)
+    cells = cells_for(start.pi, start.drawn)
+    return PairChangeReport.of_frame(start, cells, cells_for, history=history)
 
 
 def _cells(

@@ -17,6 +17,7 @@ from detectors.kinds import KIND_MEASUREMENTS
 from detectors.models import Prediction, PredictionStatus
 from metrics import pair_change as pc
 from protocols.pair_change.spec import KEY
+from reports.selectors import of_versions
 from studies.models import ImageRole, Item, ItemImage, Study
 
 PROTOCOL = KEY  # the studies these functions read and write
@@ -108,13 +109,6 @@ def measurement_versions(study: Study) -> dict[str, str]:
     return {name: chosen[name][1] for name in sorted(chosen)}
 
 
-def _which(versions: Mapping[str, str]) -> Q:
-    which = Q(pk__in=[])
-    for name, version in versions.items():
-        which |= Q(detector=name, version=version)
-    return which
-
-
 def _has_value(name: str) -> Q:
     # A present, non-null value. Not KT(): SQLite's ->> spells a JSON null as the text 'null'.
     return Q(output__has_key=name) & ~Q(**{f"output__{name}": None})
@@ -125,7 +119,7 @@ def measurement_candidates(study: Study, versions: Mapping[str, str]) -> dict[st
     on one of the study's pair images, sorted. One grouped query."""
     counts = (
         Prediction.objects.filter(
-            _which(versions),
+            of_versions(versions),
             kind=KIND_MEASUREMENTS,
             status=PredictionStatus.OK,
             image_id__in=_pair_images(study),
@@ -301,7 +295,7 @@ def pair_measurements(
         # A subquery, not a list of ids: a study of 70,000 pairs would pass SQLite's parameter limit.
         image_ids = ItemImage.objects.filter(item__in=items, role__in=PAIR_ROLES).values("image_id")
         for image_id, name, status, output, error in (
-            Prediction.objects.filter(_which(used), kind=KIND_MEASUREMENTS, image_id__in=image_ids)
+            Prediction.objects.filter(of_versions(used), kind=KIND_MEASUREMENTS, image_id__in=image_ids)
             .values_list("image_id", "detector", "status", "output", "error")
             .order_by()
         ):

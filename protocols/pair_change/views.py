@@ -81,11 +81,7 @@ def _pair(
 def word_detail(request: HtmxHttpRequest, domain: str, word: str) -> HttpResponse:
     """One word of one domain: its scores per T2I model and its pairs, each with both photos,
     the measurements and overlays, the scores and verdicts, and the human answers."""
-    try:
-        filters = base.parse_filters(request)
-    except base.BadFilter as error:
-        return base.bad_filter(error)
-    analysis = base.analysis_for_page(filters, "pair_word")
+    filters, analysis = base.page_filters(request, "pair_word")
     try:
         result: PairChangeReport = filters.result(bootstrap=0)
     except AnalysisError as error:

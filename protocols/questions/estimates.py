@@ -12,15 +12,7 @@ import numpy as np
 from detectors.kinds import answers_of
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
-from estimates.report import (
-    EstimateReport,
-    census_cells,
-    drawn_arrays,
-    estimand_figures,
-    frame_strata,
-    frame_warnings,
-    inclusion,
-)
+from estimates.report import EstimateReport, census_cells, drawn_arrays, drawn_frame, estimand_figures
 from estimates.selectors import item_outputs as _outputs
 from metrics import ppi_mean
 from protocols.questions import selectors as qsel
@@ -157,14 +149,9 @@ def questions_report(
     """Answer shares per question, T2I model and group, and ``max_gap`` per answer (``n_boot``
     and ``history`` are the gender estimate's). Raises LookupError when the detector has no
     ``answers`` predictions in the study, or the study has no question or compared column."""
-    version = sel.detector_version(study, detector, KIND_ANSWERS)
-    if version is None:
-        raise LookupError(f"detector '{detector}' has no {KIND_ANSWERS} predictions in study '{study.slug}'")
+    start = drawn_frame(ESTIMAND, study, detector)
+    version, warnings = start.version, start.warnings
     questions = _questions(study)
-    frame = sel.sampling_frame(study, detector, version, labelled=sel.items_fully_labelled(study))
-    strata = frame_strata(frame, answer_output_codes)
-    pi, drawn, census = inclusion(frame, strata)
-    warnings = frame_warnings(frame, census)
     scope = Scope(study)
     column = qsel.compare_column(study)
     item_groups = qsel.item_groups(scope, column)
@@ -179,7 +166,7 @@ def questions_report(
         f"{detector}@{versions.get(detector)}"
     )
     probabilities = run.probabilities if run is not None else {}
-    in_frame = [i.item_id for i in frame.items]
+    in_frame = [i.item_id for i in start.frame.items]
     # The questions each item asks, read for the whole study (a list of ids would pass SQLite's limit).
     framed = set(in_frame)
     asked = {
@@ -212,8 +199,8 @@ def questions_report(
             for q in questions
         }
 
-    cells = cells_for(pi, drawn)
-    return QuestionsEstimateReport.of_frame(frame, cells, warnings, cells_for, strata=strata, history=history)
+    cells = cells_for(start.pi, start.drawn)
+    return QuestionsEstimateReport.of_frame(start, cells, cells_for, history=history)
 
 
 def answer_output_codes(study: Study, detector: str, version: str) -> dict[int, Hashable]:

@@ -20,11 +20,7 @@ LIMIT = 200
 def answer_images(request: HtmxHttpRequest) -> HttpResponse:
     """``?question=<key>&group=<value>&answer=<value>`` (and the report's filters): the images
     of that group whose final answer to the question is that answer."""
-    try:
-        filters = base.parse_filters(request)
-    except base.BadFilter as error:
-        return base.bad_filter(error)
-    analysis = base.analysis_for_page(filters, "question_answer")
+    filters, analysis = base.page_filters(request, "question_answer")
     study = filters.scope.study
     question = get_object_or_404(Question, study=study, key=request.GET.get("question", ""))
     answer = request.GET.get("answer", "")
