@@ -15,7 +15,7 @@ from detectors.models import Prediction
 from studies.errors import StudyNotChosen
 from studies.models import Item, ItemChange, ItemImage, Prompt, Question, Study
 from studies.protocols import PROTOCOLS, protocol_spec
-from studies.selectors import filter_problem, study_chosen
+from studies.selectors import filter_problem, known_values, study_chosen
 
 # From a Prediction to the item its image file belongs to.
 PREDICTION_TO_ITEM = "image__item_images__item__"
@@ -219,10 +219,6 @@ def filter_options(*, study: Study | None) -> FilterOptions:
     )
 
 
-def _known(values: Iterable[str]) -> str:
-    return ", ".join(sorted(set(values))) or "none"
-
-
 def study_for_slug(slug: str | None) -> Study:
     """The study with this slug, or the only study; UnknownFilter naming the studies otherwise."""
     try:
@@ -239,7 +235,7 @@ def check_filters(scope: Scope, *, detector: str | None = None) -> None:
     if detector:
         predictions = predictions_in_scope(Scope(scope.study), kinds=output_kinds(scope.study))
         if not predictions.filter(detector=detector).exists():
-            known = _known(predictions.order_by().values_list("detector", flat=True).distinct())
+            known = known_values(predictions.order_by().values_list("detector", flat=True).distinct())
             raise UnknownFilter(f"No predictions of detector '{detector}' (detectors: {known}).")
 
 

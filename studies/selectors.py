@@ -77,14 +77,15 @@ def filter_problem(study: Study, *, t2i_model: str | None, category: str | None)
     items = Item.objects.filter(study=study)
     if t2i_model and not items.filter(t2i_model=t2i_model).exists():
         known = items.order_by().values_list("t2i_model", flat=True).distinct()
-        return "t2i_model", f"No images of T2I model '{t2i_model}' (T2I models: {_known(known)})."
+        return "t2i_model", f"No images of T2I model '{t2i_model}' (T2I models: {known_values(known)})."
     if category and not items.filter(prompt__category=category).exists():
         known = items.exclude(prompt=None).order_by().values_list("prompt__category", flat=True).distinct()
-        return "category", f"No images of prompt category '{category}' (categories: {_known(known)})."
+        return "category", f"No images of prompt category '{category}' (categories: {known_values(known)})."
     return None
 
 
-def _known(values: Iterable[str]) -> str:
+def known_values(values: Iterable[str]) -> str:
+    """Values named in an error message: sorted, once each, "none" without any."""
     return ", ".join(sorted(set(values))) or "none"
 
 

@@ -621,6 +621,20 @@ def test_unknown_filters_and_states_get_a_400_naming_what_exists(disputed, resea
     assert client.get("/api/images/?study=gender&state=disputed").json()["count"] == 3
 
 
+def test_a_category_filter_names_the_categories_of_the_study_s_images(disputed, study, researcher):
+    """A prompt category no image has is refused like a typo, naming the images' categories, on
+    the API as in the reports and the agreement command."""
+    PromptFactory(study=study, category="place")  # a prompt, but no image of it
+    client = api_for(researcher)
+    for url in ("/api/images/?study=gender&category=place", "/api/agreement/?study=gender&category=place"):
+        response = client.get(url)
+        assert response.status_code == 400
+        body = response.json()
+        assert body["code"] == "unknown_filter"
+        assert body["detail"] == "No images of prompt category 'place' (categories: profession)."
+    assert client.get("/api/images/?study=gender&category=profession").json()["count"] == 3
+
+
 def test_the_dispute_queue_costs_the_same_queries_for_three_or_thirty_disputes(
     study, annotator_a, annotator_b, researcher, django_assert_max_num_queries
 ):
