@@ -58,6 +58,14 @@ def in_chunks(values: Iterable[T]) -> Iterator[list[T]]:
     return batches(list(dict.fromkeys(values)), in_chunk_size())
 
 
+def in_rows(rows: Any, lookup: str, values: Iterable[Any], *fields: str) -> Iterator[Any]:
+    """``rows.filter(<lookup>__in=values)`` a chunk of ``values`` at a time: the objects, or with
+    ``fields`` their ``values_list`` (flat for one field)."""
+    for chunk in in_chunks(values):
+        found = rows.filter(**{f"{lookup}__in": chunk})
+        yield from found.values_list(*fields, flat=len(fields) == 1) if fields else found
+
+
 def is_in(column: str, values: Sequence[Any], *, array: str = "bigint") -> tuple[str, list[Any]]:
     """``column IN (%s, …)`` and its parameters; on PostgreSQL ``column = ANY(%s::<array>[])``
     with one array parameter (cheaper to parse). Split the values with ``in_chunks``."""
