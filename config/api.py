@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -18,7 +17,6 @@ from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiResponse,
     extend_schema,
-    extend_schema_field,
     extend_schema_view,
 )
 from rest_framework import exceptions, serializers, status
@@ -42,13 +40,6 @@ MAX_ID = 2**63 - 1
 # --- Errors -------------------------------------------------------------------------------------
 
 
-@extend_schema_field(
-    {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}}
-)
-class ErrorsField(serializers.DictField):
-    """{field path: [messages]} of an error."""
-
-
 class ErrorOutput(serializers.Serializer):
     """The body of every error answer under /api/."""
 
@@ -63,7 +54,8 @@ class ErrorOutput(serializers.Serializer):
     detail = serializers.CharField(help_text="What went wrong, in a sentence meant for a person.")
     # DRF's serializer metaclass takes declared fields out of the class, so this field does not
     # shadow Serializer.errors at run time; the stubs cannot express that.
-    errors = ErrorsField(  # type: ignore[assignment]
+    errors = serializers.DictField(  # type: ignore[assignment]
+        child=serializers.ListField(child=serializers.CharField()),
         help_text="Per input field (dotted path for nested ones; non_field_errors for the body as "
         "a whole), its messages. Empty for errors that are not about one input.",
     )
@@ -233,10 +225,7 @@ class ApiErrorMiddleware:
         elif code >= 500:
             detail = "Server error. It has been logged; please report what you were doing."
         else:
-            try:
-                detail = HTTPStatus(code).phrase
-            except ValueError:
-                detail = "Error."
+            detail = response.reason_phrase
         answer = JsonResponse(
             error_body(code, _STATUS_CODES.get(code, "server_error" if code >= 500 else "error"), detail),
             status=code,
