@@ -90,16 +90,11 @@ def guarded(*, methods: tuple[str, ...], check: Check, message: str = "") -> Cal
     return decorate
 
 
-def researcher_request(request: HttpRequest, **kwargs: Any) -> bool:
-    """The check of ``researcher_only``: the signed-in user is a researcher (or an admin)."""
-    return is_researcher(request.user)
-
-
 def researcher_only(
     *, methods: tuple[str, ...] = ("GET", "HEAD"), message: str = ""
 ) -> Callable[[View], View]:
     """The gate of researchers' pages: ``guarded`` with the researcher check."""
-    return guarded(methods=methods, check=researcher_request, message=message)
+    return guarded(methods=methods, check=lambda request, **_: is_researcher(request.user), message=message)
 
 
 class IsResearcher(BasePermission):
