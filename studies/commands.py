@@ -9,7 +9,7 @@ from argparse import Action, ArgumentParser, _ActionsContainer
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal, TextIO, TypeVar
+from typing import Any, Literal, TextIO, TypeVar, cast
 
 from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 
@@ -132,7 +132,7 @@ def output_stream(path: str, stdout: OutputWrapper) -> Iterator[TextIO]:
             target, prefix=f".{target.name}.", suffix=".part", encoding="utf-8", newline=""
         ) as out:
             os.fchmod(out.fileno(), _mode_for(target))  # the mode a plain open() would give it
-            yield out
+            yield cast(TextIO, out)
     except OSError as exc:
         raise CommandError(f"cannot write {path}: {exc.strerror or exc}") from exc
 

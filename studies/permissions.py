@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import User
     from rest_framework.request import Request
 
-    from studies.models import Study
     from studies.typing import UserLike
 
 ANNOTATOR = "annotator"
@@ -52,13 +51,6 @@ def is_researcher(user: UserLike) -> TypeGuard[User]:
 def is_annotator(user: UserLike) -> TypeGuard[User]:
     """True for members of the annotator group (the group alone: not admins by default)."""
     return ANNOTATOR in _groups(user)
-
-
-def may_label(user: UserLike, study: Study) -> TypeGuard[User]:
-    """An annotator of the study (membership), whatever else they are."""
-    if not user.is_authenticated:
-        return False
-    return study.annotators.filter(pk=user.pk).exists()
 
 
 View = Callable[..., HttpResponse]
