@@ -149,12 +149,15 @@ def exception_handler(exc: Exception, context: Mapping[str, Any]) -> HttpRespons
     response = drf_exception_handler(exc, dict(context))
     if response is None or not isinstance(exc, exceptions.APIException):
         return None
-    answer = JsonResponse(
-        _body_for(exc), status=response.status_code, json_dumps_params={"ensure_ascii": False}
-    )
-    for header in ("WWW-Authenticate", "Retry-After"):
-        if header in response:
-            answer[header] = response[header]
+    return _error_response(_body_for(exc), response)
+
+
+def _error_response(body: dict, source: Mapping[str, str] | HttpResponseBase) -> JsonResponse:
+    """An ``error_body`` answered with its status and the headers of ``source`` a client acts on."""
+    answer = JsonResponse(body, status=body["status"], json_dumps_params={"ensure_ascii": False})
+    for header in ("WWW-Authenticate", "Retry-After", "Allow"):
+        if header in source:
+            answer[header] = source[header]
     return answer
 
 
@@ -211,9 +214,7 @@ class ApiErrorMiddleware:
             return None
         hints: Mapping[str, str] = getattr(view_class, "method_hints", {})
         detail = hints.get(request.method or "", f'Method "{request.method}" not allowed.')
-        answer = JsonResponse(error_body(405, "method_not_allowed", detail), status=405)
-        answer["Allow"] = ", ".join(allowed)
-        return answer
+        return _error_response(error_body(405, "method_not_allowed", detail), {"Allow": ", ".join(allowed)})
 
     def _json(self, request: HttpRequest, response: HttpResponseBase) -> JsonResponse:
         code = response.status_code
@@ -226,13 +227,8 @@ class ApiErrorMiddleware:
             detail = "Server error. It has been logged; please report what you were doing."
         else:
             detail = response.reason_phrase
-        answer = JsonResponse(
-            error_body(code, _STATUS_CODES.get(code, "server_error" if code >= 500 else "error"), detail),
-            status=code,
-        )
-        if "Allow" in response:
-            answer["Allow"] = response["Allow"]
-        return answer
+        name = _STATUS_CODES.get(code, "server_error" if code >= 500 else "error")
+        return _error_response(error_body(code, name, detail), response)
 
 
 # --- Ids in paths -------------------------------------------------------------------------------

@@ -53,13 +53,8 @@ class RemovalResult:
     held: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
-def model_name_for(model: type[Model], n: int) -> str:
-    meta = model._meta
-    return str(meta.verbose_name if n == 1 else meta.verbose_name_plural)
-
-
-def model_label(model: type[Model]) -> str:
-    return f"{model._meta.app_label}.{model._meta.model_name}"
+def plural(model: type[Model]) -> str:
+    return str(model._meta.verbose_name_plural)
 
 
 def items_resolve(*, study: Study, keys: Iterable[str], ids: Iterable[int] = ()) -> list[Item]:
@@ -114,11 +109,11 @@ def _held(ids: list[int], links: dict[int, list[int]], orphans: list[int]) -> di
     for parent, parent_ids, items_of in ((Item, ids, lambda pk: [pk]), (Image, orphans, links.get)):
         for relation in parent._meta.related_objects:
             model = relation.related_model
-            if not goes_with(relation) or model_label(model) in _NOT_DATA:
+            if not goes_with(relation) or model._meta.label_lower in _NOT_DATA:
                 continue
             for parent_id, n in _counts_by(model, relation.field.name, parent_ids):
                 for item_id in items_of(parent_id) or []:
-                    held.setdefault(item_id, Counter())[model_name_for(model, 2)] += n
+                    held.setdefault(item_id, Counter())[plural(model)] += n
     return held
 
 
@@ -142,7 +137,7 @@ def _collected(collector: Collector) -> list[Model]:
     """Every row the collector will delete, images and items first (parents before children)."""
     rows: list[Model] = [*chain(*collector.data.values(), *collector.fast_deletes)]
     order = {Image: 0, Item: 1, ItemImage: 2}
-    return sorted(rows, key=lambda row: (order.get(type(row), 3), model_label(type(row)), row.pk))
+    return sorted(rows, key=lambda row: (order.get(type(row), 3), type(row)._meta.label_lower, row.pk))
 
 
 def _restricting(items: list[Any]) -> list[Any]:
@@ -200,7 +195,7 @@ def items_remove(
         item_collector = _collect(Item, items, restricting=True)
         rows = _collected(item_collector)
         counts: Counter[str] = Counter(
-            model_name_for(type(row), 2) for row in rows if not isinstance(row, Item | ItemImage)
+            plural(type(row)) for row in rows if not isinstance(row, Item | ItemImage)
         )
         images = list(in_rows(Image.objects, "pk", orphans))
         result.files = sorted(image.file for image in images)
@@ -210,7 +205,7 @@ def items_remove(
                     model = relation.related_model
                     n = sum(n for _, n in _counts_by(model, relation.field.name, orphans))
                     if n:
-                        counts[model_name_for(model, 2)] += n
+                        counts[plural(model)] += n
             result.removed = dict(counts)
             return result
         # Serialized before they go: delete() clears the instances' primary keys.
@@ -220,7 +215,7 @@ def items_remove(
             # Only now: the image links that PROTECT the files are gone with the items.
             image_collector = _collect(Image, images)
             image_rows = _collected(image_collector)
-            counts.update(model_name_for(type(row), 2) for row in image_rows if not isinstance(row, Image))
+            counts.update(plural(type(row)) for row in image_rows if not isinstance(row, Image))
             serialized = json.loads(serializers.serialize("json", image_rows)) + serialized
             image_collector.delete()
         result.removed = dict(counts)

@@ -32,8 +32,7 @@ from studies.removal import (
     BACKUP_VERSION,
     files_unlink,
     goes_with,
-    model_label,
-    model_name_for,
+    plural,
 )
 
 # A backup nests its stored JSON values four levels deep: document, rows, row, fields.
@@ -63,7 +62,7 @@ class _Row:
         return type(self.obj)
 
     def __str__(self) -> str:
-        return f"row {self.number} ({model_label(self.model)} {self.obj.pk})"
+        return f"row {self.number} ({self.model._meta.label_lower} {self.obj.pk})"
 
 
 def _restorable() -> dict[str, type[Model]]:
@@ -72,8 +71,8 @@ def _restorable() -> dict[str, type[Model]]:
     todo: list[type[Model]] = [Item, Image]
     while todo:
         model = todo.pop()
-        if model_label(model) not in found:
-            found[model_label(model)] = model
+        if model._meta.label_lower not in found:
+            found[model._meta.label_lower] = model
             todo += [r.related_model for r in model._meta.related_objects if goes_with(r)]
     return found
 
@@ -177,11 +176,11 @@ class _RestoreCheck:
         self._items()
         self._images()
         for model, rows in self.by_model.items():
-            if model is not Image:
-                taken = _existing(model, rows)
-                for row in rows.values():
-                    if row.obj.pk in taken:
-                        raise self.refuse(row, "would overwrite a row that exists (its id is taken)")
+            # An image stored again meanwhile is reused (``image_ids``); every other row needs a free id.
+            taken = _existing(model, (pk for pk in rows if model is not Image or pk not in self.image_ids))
+            for row in rows.values():
+                if row.obj.pk in taken:
+                    raise self.refuse(row, "would overwrite a row that exists (its id is taken)")
         self._references()
         self._answers()
 
@@ -207,12 +206,11 @@ class _RestoreCheck:
                 )
 
     def _images(self) -> None:
-        """Images of the backup: a file stored again meanwhile is reused, others need a free id."""
+        """Images of the backup: a file stored again meanwhile is reused, others are checked against their file."""
         images = self.by_model.get(Image, {})
         linked = {row.obj.image_id for row in self.by_model.get(ItemImage, {}).values()}
         hashes = {row.obj.sha256 for row in images.values()}
         existing: dict[str, int] = dict(in_rows(Image.objects, "sha256", hashes, "sha256", "pk"))
-        taken = _existing(Image, (pk for pk, row in images.items() if row.obj.sha256 not in existing))
         for pk, row in images.items():
             image = row.obj
             if pk not in linked:
@@ -220,8 +218,6 @@ class _RestoreCheck:
             if image.sha256 in existing:
                 self.image_ids[pk] = existing[image.sha256]
                 continue
-            if pk in taken:
-                raise self.refuse(row, "would overwrite a row that exists (its id is taken)")
             # Its file is the one its hash names, and the backup's bytes are those.
             stored = self.files.get(image.file)
             named = f"images/{image.sha256[:2]}/{image.sha256}"
@@ -283,7 +279,8 @@ class _RestoreCheck:
                 pass  # the study's own prompt, round or run (an image: only an item's link above)
             else:
                 raise self.refuse(
-                    row, f"points to {model_label(target)} {value} ({field_.name}), which is not the study's"
+                    row,
+                    f"points to {target._meta.label_lower} {value} ({field_.name}), which is not the study's",
                 )
 
     def _answers(self) -> None:
@@ -368,9 +365,7 @@ def items_restore(
     check.run()
     files = list(check.files.values())
     counts: Counter[str] = Counter(
-        model_name_for(row.model, 2)
-        for row in check.rows
-        if not (row.model is Image and row.obj.pk in check.image_ids)
+        plural(row.model) for row in check.rows if not (row.model is Image and row.obj.pk in check.image_ids)
     )
     result = RestoreResult(keys=check.keys, rows=dict(counts), files=len(files), dry_run=dry_run)
     if dry_run:
