@@ -369,15 +369,10 @@ class StrictPageNumberPagination(PageNumberPagination):
         return int(values[0])
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
-        return [
-            {
-                "name": self.page_query_param,
-                "required": False,
-                "in": "query",
-                "description": "Page number, from 1 (a page past the last one is 404).",
-                "schema": {"type": "integer", "minimum": 1, "maximum": 10**18 - 1},
-            }
-        ]
+        (page,) = super().get_schema_operation_parameters(view)
+        page["description"] = "Page number, from 1 (a page past the last one is 404)."
+        page["schema"] |= {"minimum": 1, "maximum": 10**18 - 1}
+        return [page]
 
 
 # --- Base view ----------------------------------------------------------------------------------
