@@ -130,8 +130,7 @@ def study_define(
     """Create the study, or bring an existing one to this definition (``create_study``); an
     option left out keeps the study's value. Raises ``StudyConflict`` for an invalid definition
     or, once the study has labels, a change to what they mean."""
-    name_max = Study._meta.get_field("name").max_length
-    if name is not None and name_max is not None and len(name) > name_max:
+    if name is not None and len(name) > 200:  # Study.name's max_length
         raise StudyConflict("The study name must be at most 200 characters.")
     if protocol not in PROTOCOLS:
         raise StudyConflict(f"Unknown protocol “{protocol}”. Known: {', '.join(PROTOCOLS)}.")
