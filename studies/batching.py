@@ -107,7 +107,7 @@ def rows_insert(
     ``returning``, the new ids in the order of ``rows``; ``ignore_conflicts`` skips duplicates."""
     if returning and ignore_conflicts:
         raise ValueError("rows_insert: returning and ignore_conflicts exclude each other")
-    returned = _rows_insert(
+    returned = rows_insert_returning(
         model, names, rows, returning=("id",) if returning else (), ignore_conflicts=ignore_conflicts
     )
     return [pk for (pk,) in returned]
@@ -122,17 +122,6 @@ def rows_insert_returning(
     ignore_conflicts: bool = False,
 ) -> list[tuple[Any, ...]]:
     """``rows_insert`` giving back the ``returning`` columns of the rows it inserted, in no order."""
-    return _rows_insert(model, names, rows, returning=returning, ignore_conflicts=ignore_conflicts)
-
-
-def _rows_insert(
-    model: type[Model],
-    names: Sequence[str],
-    rows: Sequence[Sequence[Any]],
-    *,
-    returning: Sequence[str],
-    ignore_conflicts: bool,
-) -> list[tuple[Any, ...]]:
     fields: list[Any] = [model._meta.get_field(name) for name in names]
     prepare = [isinstance(f, (JSONField, DateTimeField)) for f in fields]
     # The connection itself, looked up once: ``connection`` is a proxy that finds it on every use.
