@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -18,7 +17,6 @@ from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiResponse,
     extend_schema,
-    extend_schema_field,
     extend_schema_view,
 )
 from rest_framework import exceptions, serializers, status
@@ -42,13 +40,6 @@ MAX_ID = 2**63 - 1
 # --- Errors -------------------------------------------------------------------------------------
 
 
-@extend_schema_field(
-    {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}}
-)
-class ErrorsField(serializers.DictField):
-    """{field path: [messages]} of an error."""
-
-
 class ErrorOutput(serializers.Serializer):
     """The body of every error answer under /api/."""
 
@@ -63,7 +54,8 @@ class ErrorOutput(serializers.Serializer):
     detail = serializers.CharField(help_text="What went wrong, in a sentence meant for a person.")
     # DRF's serializer metaclass takes declared fields out of the class, so this field does not
     # shadow Serializer.errors at run time; the stubs cannot express that.
-    errors = ErrorsField(  # type: ignore[assignment]
+    errors = serializers.DictField(  # type: ignore[assignment]
+        child=serializers.ListField(child=serializers.CharField()),
         help_text="Per input field (dotted path for nested ones; non_field_errors for the body as "
         "a whole), its messages. Empty for errors that are not about one input.",
     )
@@ -157,12 +149,15 @@ def exception_handler(exc: Exception, context: Mapping[str, Any]) -> HttpRespons
     response = drf_exception_handler(exc, dict(context))
     if response is None or not isinstance(exc, exceptions.APIException):
         return None
-    answer = JsonResponse(
-        _body_for(exc), status=response.status_code, json_dumps_params={"ensure_ascii": False}
-    )
-    for header in ("WWW-Authenticate", "Retry-After"):
-        if header in response:
-            answer[header] = response[header]
+    return _error_response(_body_for(exc), response)
+
+
+def _error_response(body: dict, source: Mapping[str, str] | HttpResponseBase) -> JsonResponse:
+    """An ``error_body`` answered with its status and the headers of ``source`` a client acts on."""
+    answer = JsonResponse(body, status=body["status"], json_dumps_params={"ensure_ascii": False})
+    for header in ("WWW-Authenticate", "Retry-After", "Allow"):
+        if header in source:
+            answer[header] = source[header]
     return answer
 
 
@@ -219,9 +214,7 @@ class ApiErrorMiddleware:
             return None
         hints: Mapping[str, str] = getattr(view_class, "method_hints", {})
         detail = hints.get(request.method or "", f'Method "{request.method}" not allowed.')
-        answer = JsonResponse(error_body(405, "method_not_allowed", detail), status=405)
-        answer["Allow"] = ", ".join(allowed)
-        return answer
+        return _error_response(error_body(405, "method_not_allowed", detail), {"Allow": ", ".join(allowed)})
 
     def _json(self, request: HttpRequest, response: HttpResponseBase) -> JsonResponse:
         code = response.status_code
@@ -233,17 +226,9 @@ class ApiErrorMiddleware:
         elif code >= 500:
             detail = "Server error. It has been logged; please report what you were doing."
         else:
-            try:
-                detail = HTTPStatus(code).phrase
-            except ValueError:
-                detail = "Error."
-        answer = JsonResponse(
-            error_body(code, _STATUS_CODES.get(code, "server_error" if code >= 500 else "error"), detail),
-            status=code,
-        )
-        if "Allow" in response:
-            answer["Allow"] = response["Allow"]
-        return answer
+            detail = response.reason_phrase
+        name = _STATUS_CODES.get(code, "server_error" if code >= 500 else "error")
+        return _error_response(error_body(code, name, detail), response)
 
 
 # --- Ids in paths -------------------------------------------------------------------------------
@@ -384,15 +369,10 @@ class StrictPageNumberPagination(PageNumberPagination):
         return int(values[0])
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
-        return [
-            {
-                "name": self.page_query_param,
-                "required": False,
-                "in": "query",
-                "description": "Page number, from 1 (a page past the last one is 404).",
-                "schema": {"type": "integer", "minimum": 1, "maximum": 10**18 - 1},
-            }
-        ]
+        (page,) = super().get_schema_operation_parameters(view)
+        page["description"] = "Page number, from 1 (a page past the last one is 404)."
+        page["schema"] |= {"minimum": 1, "maximum": 10**18 - 1}
+        return [page]
 
 
 # --- Base view ----------------------------------------------------------------------------------

@@ -51,9 +51,13 @@ INSTALLED_APPS = [
     "template_partials",
     "rest_framework",
     *PROJECT_APPS,
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
 ]
 
 MIDDLEWARE = [
+    # First, so it sees every /api/ answer last (docs/explanation/web-side.md).
+    "config.api.ApiErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "config.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -193,13 +197,7 @@ REST_FRAMEWORK = {
     },
     # Proxies whose X-Forwarded-For entries are trusted; 0 = REMOTE_ADDR.
     "NUM_PROXIES": env_int("BIASLAB_NUM_PROXIES", 0),
-}
-
-# --- API schema, error shape and strict input (see config/api.py) -----------------
-INSTALLED_APPS += ["drf_spectacular", "drf_spectacular_sidecar"]
-# First, so it sees every /api/ answer last (docs/explanation/web-side.md).
-MIDDLEWARE = ["config.api.ApiErrorMiddleware", *MIDDLEWARE]
-REST_FRAMEWORK |= {
+    # The schema, the error shape and strict input: config/api.py.
     "DEFAULT_SCHEMA_CLASS": "config.api.ApiSchema",
     "EXCEPTION_HANDLER": "config.api.exception_handler",
     "DEFAULT_PARSER_CLASSES": [

@@ -13,6 +13,8 @@ from config import csp, views
 # serves Swagger UI's start-up script at ?script instead of inline; our Redoc template is
 # drf-spectacular's without its Google Fonts stylesheet (the app runs offline).
 api_docs = csp.with_policy(csp.API_DOCS_POLICY)
+#: The apps whose ``api_urls`` serve /api/, in the order they are tried.
+API_APPS = ("accounts", "annotate", "detectors", "estimates", "crowd", "quality")
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -34,12 +36,7 @@ urlpatterns = [
     path("detectors/", include("detectors.urls")),
     path("reports/estimate/", include("estimates.urls")),
     path("reports/", include("reports.urls")),
-    path("api/", include("accounts.api_urls")),
-    path("api/", include("annotate.api_urls")),
-    path("api/", include("detectors.api_urls")),
-    path("api/", include("estimates.api_urls")),
-    path("api/", include("crowd.api_urls")),
-    path("api/", include("quality.api_urls")),
+    *(path("api/", include(f"{app}.api_urls")) for app in API_APPS),
     # The API schema and its pages (drf-spectacular, assets from the sidecar package).
     # YAML by default, JSON with ?format=json; logged-in users only (SPECTACULAR_SETTINGS).
     path("api/schema/", SpectacularAPIView.as_view(), name="openapi-schema"),

@@ -27,7 +27,7 @@ from metrics.consensus import agreed_answer
 from metrics.truth import infer_truth
 from quality.errors import QualityError
 from quality.models import AnnotatorExclusion, ExcludedLabel, InferredReliability
-from studies.batching import in_chunks
+from studies.batching import in_chunks, in_rows
 from studies.errors import ImportRejected
 from studies.imports.rows import csv_rows_stream
 from studies.models import INFERENCE_RULES, AgreementRule, GoldAnswer, Item, ItemImage, Question, Study
@@ -143,12 +143,12 @@ def gold_mark(*, item: Item) -> GoldImport:
 
 def _items_named(study: Study, names: set[str]) -> dict[str, Item]:
     """The study's items by image path (manifest ``image``) or by item key."""
-    found: dict[str, Item] = {}
-    for chunk in in_chunks(names):
-        for item in Item.objects.filter(study=study, key__in=chunk):
-            found[item.key] = item
-        for link in ItemImage.objects.filter(item__study=study, source_path__in=chunk).select_related("item"):
-            found.setdefault(link.source_path, link.item)
+    found: dict[str, Item] = {
+        item.key: item for item in in_rows(Item.objects.filter(study=study), "key", names)
+    }
+    links = ItemImage.objects.filter(item__study=study).select_related("item")
+    for link in in_rows(links, "source_path", names):
+        found.setdefault(link.source_path, link.item)
     return found
 
 
@@ -420,10 +420,7 @@ def finals_recompute(
 
 def _items_lock(item_ids: list[int]) -> None:
     """Lock the items' rows in ascending id order, as every label writer does (no deadlock)."""
-    for chunk in in_chunks(sorted(item_ids)):
-        list(
-            Item.objects.select_for_update(no_key=True).filter(pk__in=chunk).order_by("pk").values_list("pk")
-        )
+    list(in_rows(Item.objects.select_for_update(no_key=True).order_by("pk"), "pk", sorted(item_ids), "pk"))
 
 
 @transaction.atomic
@@ -444,17 +441,17 @@ def annotator_exclude(*, study: Study, annotator: User, actor: str, reason: str 
     item_ids = sorted(set(seat_at) | {label.item_id for label in labels})
     _items_lock(item_ids)
     history: dict[int, list[dict[str, object]]] = defaultdict(list)
-    for chunk in in_chunks([label.pk for label in labels]):
-        for revision in LabelRevision.objects.filter(label_id__in=chunk).order_by("changed_at", "id"):
-            history[revision.label_id].append(
-                {
-                    "value": revision.value,
-                    "reason": revision.reason,
-                    "changed_by": revision.changed_by_id,
-                    "changed_at": revision.changed_at.isoformat(),
-                    "request_id": revision.request_id,
-                }
-            )
+    revisions = LabelRevision.objects.order_by("changed_at", "id")
+    for revision in in_rows(revisions, "label_id", [label.pk for label in labels]):
+        history[revision.label_id].append(
+            {
+                "value": revision.value,
+                "reason": revision.reason,
+                "changed_by": revision.changed_by_id,
+                "changed_at": revision.changed_at.isoformat(),
+                "request_id": revision.request_id,
+            }
+        )
     exclusion = AnnotatorExclusion.objects.create(
         study=study, annotator=annotator, reason=reason, excluded_by=actor[:200], labels_moved=len(labels)
     )

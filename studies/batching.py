@@ -58,6 +58,14 @@ def in_chunks(values: Iterable[T]) -> Iterator[list[T]]:
     return batches(list(dict.fromkeys(values)), in_chunk_size())
 
 
+def in_rows(rows: Any, lookup: str, values: Iterable[Any], *fields: str) -> Iterator[Any]:
+    """``rows.filter(<lookup>__in=values)`` a chunk of ``values`` at a time: the objects, or with
+    ``fields`` their ``values_list`` (flat for one field)."""
+    for chunk in in_chunks(values):
+        found = rows.filter(**{f"{lookup}__in": chunk})
+        yield from found.values_list(*fields, flat=len(fields) == 1) if fields else found
+
+
 def is_in(column: str, values: Sequence[Any], *, array: str = "bigint") -> tuple[str, list[Any]]:
     """``column IN (%s, …)`` and its parameters; on PostgreSQL ``column = ANY(%s::<array>[])``
     with one array parameter (cheaper to parse). Split the values with ``in_chunks``."""
@@ -99,7 +107,7 @@ def rows_insert(
     ``returning``, the new ids in the order of ``rows``; ``ignore_conflicts`` skips duplicates."""
     if returning and ignore_conflicts:
         raise ValueError("rows_insert: returning and ignore_conflicts exclude each other")
-    returned = _rows_insert(
+    returned = rows_insert_returning(
         model, names, rows, returning=("id",) if returning else (), ignore_conflicts=ignore_conflicts
     )
     return [pk for (pk,) in returned]
@@ -114,17 +122,6 @@ def rows_insert_returning(
     ignore_conflicts: bool = False,
 ) -> list[tuple[Any, ...]]:
     """``rows_insert`` giving back the ``returning`` columns of the rows it inserted, in no order."""
-    return _rows_insert(model, names, rows, returning=returning, ignore_conflicts=ignore_conflicts)
-
-
-def _rows_insert(
-    model: type[Model],
-    names: Sequence[str],
-    rows: Sequence[Sequence[Any]],
-    *,
-    returning: Sequence[str],
-    ignore_conflicts: bool,
-) -> list[tuple[Any, ...]]:
     fields: list[Any] = [model._meta.get_field(name) for name in names]
     prepare = [isinstance(f, (JSONField, DateTimeField)) for f in fields]
     # The connection itself, looked up once: ``connection`` is a proxy that finds it on every use.

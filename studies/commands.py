@@ -5,15 +5,15 @@ command; docs/reference/commands describes them."""
 from __future__ import annotations
 
 import os
-import tempfile
 from argparse import Action, ArgumentParser, _ActionsContainer
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal, TextIO, TypeVar
+from typing import Any, Literal, TextIO, TypeVar, cast
 
-from django.core.management.base import CommandError, OutputWrapper
+from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 
+from studies.csvio import atomic_file
 from studies.database import database_analyze
 from studies.errors import DomainError, StudyNotChosen
 from studies.models import Study
@@ -31,6 +31,16 @@ FORMATS: dict[str, tuple[str, ...]] = {"report": ("json", "csv", "md"), "rows": 
 FORMAT_HELP = {"report": "json (default), csv or md (Markdown tables).", "rows": "csv (default) or json."}
 T = TypeVar("T")
 OUTPUT_HELP = "File to write, replaced only once complete (default: standard output)."
+
+
+class DomainCommand(BaseCommand):
+    """A command whose ``DomainError`` ends it as a ``CommandError`` with the same message."""
+
+    def execute(self, *args: Any, **options: Any) -> str | None:
+        try:
+            return super().execute(*args, **options)
+        except DomainError as exc:
+            raise CommandError(str(exc)) from exc
 
 
 def add_study_argument(parser: ArgumentParser, *, every: bool = False, note: str = "") -> Action:
@@ -118,20 +128,13 @@ def output_stream(path: str, stdout: OutputWrapper) -> Iterator[TextIO]:
     if not target.parent.is_dir():
         raise CommandError(f"cannot write {path}: folder {target.parent} does not exist")
     try:
-        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+        with atomic_file(
+            target, prefix=f".{target.name}.", suffix=".part", encoding="utf-8", newline=""
+        ) as out:
+            os.fchmod(out.fileno(), _mode_for(target))  # the mode a plain open() would give it
+            yield cast(TextIO, out)
     except OSError as exc:
         raise CommandError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
-            yield out
-        # mkstemp makes the file private (0600): give it the mode a plain open() would.
-        os.chmod(temporary, _mode_for(target))
-        os.replace(temporary, target)
-    except BaseException as exc:
-        Path(temporary).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise CommandError(f"cannot write {path}: {exc.strerror or exc}") from exc
-        raise
 
 
 def output_write(text: str, path: str, stdout: OutputWrapper) -> None:

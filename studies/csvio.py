@@ -1,12 +1,17 @@
 """The one CSV writer every export uses: a text cell a spreadsheet would run as a formula gets
-a leading ``'`` (docs/reference/contracts.md); importers undo it with ``read_cell``."""
+a leading ``'`` (docs/reference/contracts.md); importers undo it with ``read_cell``. And
+``atomic_file``, how a written file replaces another only once whole."""
 
 from __future__ import annotations
 
 import csv
+import os
 import re
-from collections.abc import Collection, Iterable, Mapping
+import tempfile
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from decimal import Decimal
+from pathlib import Path
 from typing import IO, Any
 
 #: First characters that make a spreadsheet treat a cell as a formula (OWASP's list).
@@ -15,6 +20,22 @@ FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
 TEXT_PREFIX = "'"
 
 _NUMBER_RE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+@contextmanager
+def atomic_file(
+    target: Path, mode: str = "w", *, prefix: str, suffix: str = "", **kwargs: Any
+) -> Iterator[IO[Any]]:
+    """A file at a temporary name beside ``target`` (private, 0600), renamed over it when the
+    block ends without error and removed otherwise: a reader sees no file or the whole file."""
+    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=prefix, suffix=suffix)
+    try:
+        with os.fdopen(fd, mode, **kwargs) as out:
+            yield out
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 def _needs_prefix(text: str) -> bool:

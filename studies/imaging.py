@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import threading
 from functools import lru_cache
 from pathlib import Path
@@ -15,6 +14,8 @@ from typing import IO
 import numpy as np
 from PIL import ExifTags, ImageOps
 from PIL import Image as PILImage
+
+from studies.csvio import atomic_file
 
 #: EXIF orientations that move pixels (1 is "as stored").
 TRANSPOSING_ORIENTATIONS = frozenset(range(2, 9))
@@ -114,14 +115,8 @@ _write_lock = threading.Lock()
 def _rendition_write(original: Path, target: Path) -> None:
     image = open_rgb(original)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".rendition-", suffix=".png")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            image.save(fh, format="PNG")
-        os.replace(tmp, target)  # atomic: a concurrent reader sees no file or the whole file
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(target, "wb", prefix=".rendition-", suffix=".png") as fh:
+        image.save(fh, format="PNG")
 
 
 def browser_file(media_root: str | os.PathLike[str], storage_name: str) -> str:

@@ -1,10 +1,5 @@
-"""Question kinds: how a person answers a question and how the answer is stored in ``Label.value``.
-
-A kind is one ``QuestionKind`` unit (its validation, form parsing, labeling partial, keys,
-script), registered once: the core's ``choice`` and ``toggle`` here, a protocol's in its app's
-``AppConfig.question_kinds`` (dotted paths), a test's with ``kind_registered``. The core asks
-the unit, never the kind's name. How to write one: docs/how-to/add-question-kind.md.
-"""
+"""Question kinds: how a person answers a question and how ``Label.value`` stores the answer,
+one ``QuestionKind`` unit each, registered once (docs/how-to/add-question-kind.md)."""
 
 from __future__ import annotations
 

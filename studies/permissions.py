@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import User
     from rest_framework.request import Request
 
-    from studies.models import Study
     from studies.typing import UserLike
 
 ANNOTATOR = "annotator"
@@ -54,13 +53,6 @@ def is_annotator(user: UserLike) -> TypeGuard[User]:
     return ANNOTATOR in _groups(user)
 
 
-def may_label(user: UserLike, study: Study) -> TypeGuard[User]:
-    """An annotator of the study (membership), whatever else they are."""
-    if not user.is_authenticated:
-        return False
-    return study.annotators.filter(pk=user.pk).exists()
-
-
 View = Callable[..., HttpResponse]
 #: A gate's check: the request and the view's URL arguments → may this user go on?
 Check = Callable[..., bool]
@@ -90,16 +82,11 @@ def guarded(*, methods: tuple[str, ...], check: Check, message: str = "") -> Cal
     return decorate
 
 
-def researcher_request(request: HttpRequest, **kwargs: Any) -> bool:
-    """The check of ``researcher_only``: the signed-in user is a researcher (or an admin)."""
-    return is_researcher(request.user)
-
-
 def researcher_only(
     *, methods: tuple[str, ...] = ("GET", "HEAD"), message: str = ""
 ) -> Callable[[View], View]:
     """The gate of researchers' pages: ``guarded`` with the researcher check."""
-    return guarded(methods=methods, check=researcher_request, message=message)
+    return guarded(methods=methods, check=lambda request, **_: is_researcher(request.user), message=message)
 
 
 class IsResearcher(BasePermission):

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,8 @@ from django.db import router, transaction
 from django.db.models import Count, Model
 from django.db.models.deletion import CASCADE, PROTECT, RESTRICT, Collector
 
-from studies.batching import batches, in_chunk_size, in_chunks
+from studies.batching import batches, in_chunk_size, in_rows
+from studies.csvio import atomic_file
 from studies.errors import DomainError
 from studies.imports.pipeline import Audit
 from studies.models import Image, Item, ItemChange, ItemChangeAction, ItemImage, Study
@@ -53,13 +53,8 @@ class RemovalResult:
     held: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
-def model_name_for(model: type[Model], n: int) -> str:
-    meta = model._meta
-    return str(meta.verbose_name if n == 1 else meta.verbose_name_plural)
-
-
-def model_label(model: type[Model]) -> str:
-    return f"{model._meta.app_label}.{model._meta.model_name}"
+def plural(model: type[Model]) -> str:
+    return str(model._meta.verbose_name_plural)
 
 
 def items_resolve(*, study: Study, keys: Iterable[str], ids: Iterable[int] = ()) -> list[Item]:
@@ -71,13 +66,10 @@ def items_resolve(*, study: Study, keys: Iterable[str], ids: Iterable[int] = ())
         raise ItemsNotFound(
             f"the item key {unreadable[0]!r} contains a NUL character: no item is named so; nothing was removed"
         )
-    by_key: dict[str, Item] = {}
-    for keys_chunk in in_chunks(wanted):
-        by_key.update((item.key, item) for item in Item.objects.filter(study=study, key__in=keys_chunk))
+    ours = Item.objects.filter(study=study)
+    by_key: dict[str, Item] = {item.key: item for item in in_rows(ours, "key", wanted)}
     wanted_ids = list(dict.fromkeys(ids))
-    by_id: dict[int, Item] = {}
-    for chunk in in_chunks(wanted_ids):
-        by_id.update((item.pk, item) for item in Item.objects.filter(study=study, pk__in=chunk))
+    by_id: dict[int, Item] = {item.pk: item for item in in_rows(ours, "pk", wanted_ids)}
     missing = [k for k in wanted if k not in by_key] + [f"id:{pk}" for pk in wanted_ids if pk not in by_id]
     if missing:
         shown = ", ".join(missing[:20]) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
@@ -88,65 +80,41 @@ def items_resolve(*, study: Study, keys: Iterable[str], ids: Iterable[int] = ())
 
 def _locked(items: list[Item]) -> list[Item]:
     """The items read again under a row lock, in id order (no lock cycles between removals)."""
-    locked: list[Item] = []
-    for chunk in in_chunks(sorted(item.pk for item in items)):
-        locked += Item.objects.select_for_update().filter(pk__in=chunk).order_by("pk")
-    return locked
+    return list(in_rows(Item.objects.select_for_update().order_by("pk"), "pk", sorted(i.pk for i in items)))
 
 
 def _image_links(ids: list[int]) -> dict[int, list[int]]:
     """Image id → the ids among ``ids`` of the items showing it."""
     links: dict[int, list[int]] = {}
-    for chunk in in_chunks(ids):
-        for item_id, image_id in ItemImage.objects.filter(item_id__in=chunk).values_list(
-            "item_id", "image_id"
-        ):
-            links.setdefault(image_id, []).append(item_id)
+    for item_id, image_id in in_rows(ItemImage.objects, "item_id", ids, "item_id", "image_id"):
+        links.setdefault(image_id, []).append(item_id)
     return links
 
 
 def _shared(image_ids: Iterable[int], removed: set[int]) -> set[int]:
     """The images among ``image_ids`` that an item not ``removed`` shows too: their files stay."""
-    shared: set[int] = set()
-    for chunk in in_chunks(sorted(image_ids)):
-        for image_id, item_id in ItemImage.objects.filter(image_id__in=chunk).values_list(
-            "image_id", "item_id"
-        ):
-            if item_id not in removed:
-                shared.add(image_id)
-    return shared
+    links = in_rows(ItemImage.objects, "image_id", sorted(image_ids), "image_id", "item_id")
+    return {image_id for image_id, item_id in links if item_id not in removed}
 
 
 def _counts_by(model: type[Model], name: str, ids: list[int]) -> Iterator[tuple[int, int]]:
     """(value of the foreign key ``name``, rows of ``model`` with it) for the values ``ids``."""
-    for chunk in in_chunks(ids):
-        counts = model._base_manager.filter(**{f"{name}__in": chunk}).values(name).annotate(n=Count("pk"))
-        for row in counts:
-            yield row[name], row["n"]
+    yield from in_rows(model._base_manager.values(name).annotate(n=Count("pk")), name, ids, name, "n")
 
 
 def _held(ids: list[int], links: dict[int, list[int]], orphans: list[int]) -> dict[int, Counter[str]]:
     """Per item id, the rows that are someone's work (labels, round entries…) and the predictions
     on its images that would go with them."""
     held: dict[int, Counter[str]] = {}
-    for relation in Item._meta.related_objects:
-        model = relation.related_model
-        if not goes_with(relation) or model_label(model) in _NOT_DATA:
-            continue
-        for item_id, n in _counts_by(model, relation.field.name, ids):
-            held.setdefault(item_id, Counter())[model_name_for(model, 2)] += n
-    for relation in Image._meta.related_objects:
-        model = relation.related_model
-        if not goes_with(relation) or model_label(model) in _NOT_DATA:
-            continue
-        for image_id, n in _counts_by(model, relation.field.name, orphans):
-            for item_id in links.get(image_id, []):
-                held.setdefault(item_id, Counter())[model_name_for(model, 2)] += n
+    for parent, parent_ids, items_of in ((Item, ids, lambda pk: [pk]), (Image, orphans, links.get)):
+        for relation in parent._meta.related_objects:
+            model = relation.related_model
+            if not goes_with(relation) or model._meta.label_lower in _NOT_DATA:
+                continue
+            for parent_id, n in _counts_by(model, relation.field.name, parent_ids):
+                for item_id in items_of(parent_id) or []:
+                    held.setdefault(item_id, Counter())[plural(model)] += n
     return held
-
-
-def _cascades(relation: Any) -> bool:
-    return relation.on_delete is CASCADE
 
 
 def goes_with(relation: Any) -> bool:
@@ -167,24 +135,18 @@ def _collect(model: type[Model], objs: list[Any], restricting: bool = False) -> 
 
 def _collected(collector: Collector) -> list[Model]:
     """Every row the collector will delete, images and items first (parents before children)."""
-    rows: list[Model] = []
-    for instances in collector.data.values():
-        rows.extend(instances)
-    for queryset in collector.fast_deletes:
-        rows.extend(queryset)
+    rows: list[Model] = [*chain(*collector.data.values(), *collector.fast_deletes)]
     order = {Image: 0, Item: 1, ItemImage: 2}
-    return sorted(rows, key=lambda row: (order.get(type(row), 3), model_label(type(row)), row.pk))
+    return sorted(rows, key=lambda row: (order.get(type(row), 3), type(row)._meta.label_lower, row.pk))
 
 
 def _restricting(items: list[Any]) -> list[Any]:
     """Querysets of the rows that refuse an item's deletion (RESTRICT/PROTECT)."""
-    querysets = []
-    for relation in Item._meta.related_objects:
-        if relation.on_delete in (PROTECT, RESTRICT):
-            querysets.append(
-                relation.related_model._base_manager.filter(**{f"{relation.field.name}__in": items})
-            )
-    return querysets
+    return [
+        relation.related_model._base_manager.filter(**{f"{relation.field.name}__in": items})
+        for relation in Item._meta.related_objects
+        if relation.on_delete in (PROTECT, RESTRICT)
+    ]
 
 
 def items_remove(
@@ -233,17 +195,17 @@ def items_remove(
         item_collector = _collect(Item, items, restricting=True)
         rows = _collected(item_collector)
         counts: Counter[str] = Counter(
-            model_name_for(type(row), 2) for row in rows if not isinstance(row, Item | ItemImage)
+            plural(type(row)) for row in rows if not isinstance(row, Item | ItemImage)
         )
-        images = [image for chunk in in_chunks(orphans) for image in Image.objects.filter(pk__in=chunk)]
+        images = list(in_rows(Image.objects, "pk", orphans))
         result.files = sorted(image.file for image in images)
         if dry_run:
             for relation in Image._meta.related_objects:
-                if _cascades(relation) and not relation.many_to_many:
+                if relation.on_delete is CASCADE and not relation.many_to_many:
                     model = relation.related_model
                     n = sum(n for _, n in _counts_by(model, relation.field.name, orphans))
                     if n:
-                        counts[model_name_for(model, 2)] += n
+                        counts[plural(model)] += n
             result.removed = dict(counts)
             return result
         # Serialized before they go: delete() clears the instances' primary keys.
@@ -253,7 +215,7 @@ def items_remove(
             # Only now: the image links that PROTECT the files are gone with the items.
             image_collector = _collect(Image, images)
             image_rows = _collected(image_collector)
-            counts.update(model_name_for(type(row), 2) for row in image_rows if not isinstance(row, Image))
+            counts.update(plural(type(row)) for row in image_rows if not isinstance(row, Image))
             serialized = json.loads(serializers.serialize("json", image_rows)) + serialized
             image_collector.delete()
         result.removed = dict(counts)
@@ -303,14 +265,8 @@ def _backup_write(path: Path, document: dict[str, Any]) -> None:
     """Write the backup whole or not at all (temporary file, then rename)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".backup-")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(document, fh, ensure_ascii=False)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_file(path, prefix=".backup-", encoding="utf-8") as fh:
+            json.dump(document, fh, ensure_ascii=False)
     except OSError as exc:
         raise DomainError(
             f"cannot write the backup file {path} ({exc.strerror or exc}); nothing was removed"
@@ -319,8 +275,5 @@ def _backup_write(path: Path, document: dict[str, Any]) -> None:
 
 def files_unlink(names: list[str]) -> None:
     """Remove files of deleted Image rows, unless an Image row points to them again."""
-    kept: set[str] = set()
-    for chunk in in_chunks(sorted(set(names))):
-        kept.update(Image.objects.filter(file__in=chunk).values_list("file", flat=True))
-    for name in set(names) - kept:
+    for name in set(names) - set(in_rows(Image.objects, "file", names, "file")):
         (Path(settings.MEDIA_ROOT) / name).unlink(missing_ok=True)

@@ -20,7 +20,7 @@ from django.core.serializers.base import DeserializationError
 from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import JSONField, Model, Q
 
-from studies.batching import in_chunks
+from studies.batching import in_rows
 from studies.errors import DomainError, ImportRejected
 from studies.imports.images import ValidatedImage, file_write, image_file_validate
 from studies.imports.pipeline import Audit
@@ -32,8 +32,7 @@ from studies.removal import (
     BACKUP_VERSION,
     files_unlink,
     goes_with,
-    model_label,
-    model_name_for,
+    plural,
 )
 
 # A backup nests its stored JSON values four levels deep: document, rows, row, fields.
@@ -63,7 +62,7 @@ class _Row:
         return type(self.obj)
 
     def __str__(self) -> str:
-        return f"row {self.number} ({model_label(self.model)} {self.obj.pk})"
+        return f"row {self.number} ({self.model._meta.label_lower} {self.obj.pk})"
 
 
 def _restorable() -> dict[str, type[Model]]:
@@ -72,8 +71,8 @@ def _restorable() -> dict[str, type[Model]]:
     todo: list[type[Model]] = [Item, Image]
     while todo:
         model = todo.pop()
-        if model_label(model) not in found:
-            found[model_label(model)] = model
+        if model._meta.label_lower not in found:
+            found[model._meta.label_lower] = model
             todo += [r.related_model for r in model._meta.related_objects if goes_with(r)]
     return found
 
@@ -151,21 +150,9 @@ def _rows_read(path: Path, document: dict[str, Any]) -> list[_Row]:
     return rows
 
 
-def _existing(model: type[Model], pks: Iterable[Any], **filters: Any) -> set[Any]:
-    """The ``pks`` that name a row of ``model`` (matching ``filters``) now."""
-    found: set[Any] = set()
-    for chunk in in_chunks(sorted(set(pks))):
-        found.update(model._base_manager.filter(pk__in=chunk, **filters).values_list("pk", flat=True))
-    return found
-
-
-def _answer_problem(question: Question, value: str) -> str | None:
-    """Why ``value`` is not a stored answer to ``question`` (None when it is), as its kind says."""
-    try:
-        kind = kind_of(question)
-    except LookupError as exc:
-        return str(exc)
-    return kind.stored_problem(question, value)
+def _existing(model: type[Model], pks: Iterable[Any], *scope: Q) -> set[Any]:
+    """The ``pks`` that name a row of ``model`` (within ``scope``) now."""
+    return set(in_rows(model._base_manager.filter(*scope), "pk", pks, "pk"))
 
 
 class _RestoreCheck:
@@ -189,11 +176,11 @@ class _RestoreCheck:
         self._items()
         self._images()
         for model, rows in self.by_model.items():
-            if model is not Image:
-                taken = _existing(model, rows)
-                for row in rows.values():
-                    if row.obj.pk in taken:
-                        raise self.refuse(row, "would overwrite a row that exists (its id is taken)")
+            # An image stored again meanwhile is reused (``image_ids``); every other row needs a free id.
+            taken = _existing(model, (pk for pk in rows if model is not Image or pk not in self.image_ids))
+            for row in rows.values():
+                if row.obj.pk in taken:
+                    raise self.refuse(row, "would overwrite a row that exists (its id is taken)")
         self._references()
         self._answers()
 
@@ -204,23 +191,14 @@ class _RestoreCheck:
         for row in items.values():
             if row.obj.study_id != self.study.pk:
                 raise self.refuse(row, f"belongs to another study, not '{self.study.slug}'")
-        again = [
-            key
-            for chunk in in_chunks(self.keys)
-            for key in Item.objects.filter(study=self.study, key__in=chunk).values_list("key", flat=True)
-        ]
+        again = list(in_rows(Item.objects.filter(study=self.study), "key", self.keys, "key"))
         if again:
             raise ImportRejected(
                 f"{self.path}: the study has these items again: {', '.join(sorted(again))}; remove "
                 "them first (remove_items) to restore the backup"
             )
-        removed = {
-            key
-            for chunk in in_chunks(self.keys)
-            for key in ItemChange.objects.filter(
-                study=self.study, action=ItemChangeAction.REMOVED, item_key__in=chunk
-            ).values_list("item_key", flat=True)
-        }
+        changes = ItemChange.objects.filter(study=self.study, action=ItemChangeAction.REMOVED)
+        removed = set(in_rows(changes, "item_key", self.keys, "item_key"))
         for row in items.values():
             if row.obj.key not in removed:
                 raise self.refuse(
@@ -228,13 +206,11 @@ class _RestoreCheck:
                 )
 
     def _images(self) -> None:
-        """Images of the backup: a file stored again meanwhile is reused, others need a free id."""
+        """Images of the backup: a file stored again meanwhile is reused, others are checked against their file."""
         images = self.by_model.get(Image, {})
         linked = {row.obj.image_id for row in self.by_model.get(ItemImage, {}).values()}
-        existing: dict[str, int] = {}
-        for chunk in in_chunks(sorted({row.obj.sha256 for row in images.values()})):
-            existing.update(Image.objects.filter(sha256__in=chunk).values_list("sha256", "pk"))
-        taken = _existing(Image, (pk for pk, row in images.items() if row.obj.sha256 not in existing))
+        hashes = {row.obj.sha256 for row in images.values()}
+        existing: dict[str, int] = dict(in_rows(Image.objects, "sha256", hashes, "sha256", "pk"))
         for pk, row in images.items():
             image = row.obj
             if pk not in linked:
@@ -242,8 +218,6 @@ class _RestoreCheck:
             if image.sha256 in existing:
                 self.image_ids[pk] = existing[image.sha256]
                 continue
-            if pk in taken:
-                raise self.refuse(row, "would overwrite a row that exists (its id is taken)")
             # Its file is the one its hash names, and the backup's bytes are those.
             stored = self.files.get(image.file)
             named = f"images/{image.sha256[:2]}/{image.sha256}"
@@ -269,23 +243,15 @@ class _RestoreCheck:
                     wanted.setdefault(cast(type[Model], field_.related_model), set()).add(value)
         found: dict[type[Model], set[Any]] = {}
         for target, values in wanted.items():
+            study_field = _study_field(target)
             if target is user_model or target is Image:
                 found[target] = _existing(target, values)
-            elif target is Question:
-                found[target] = _existing(target, values, study=self.study)
-            elif target is not Study and target not in self.by_model:
-                study_field = target._meta.get_field("study") if _has_study(target) else None
-                if study_field is not None:
-                    scope = Q(study=self.study) | (
-                        Q(study__isnull=True) if study_field.null else Q(pk__in=[])
-                    )
-                    found[target] = {
-                        pk
-                        for chunk in in_chunks(sorted(values))
-                        for pk in target._base_manager.filter(scope, pk__in=chunk).values_list(
-                            "pk", flat=True
-                        )
-                    }
+            elif target is not Study and target not in self.by_model and study_field is not None:
+                # The study's own question, prompt, round or run (a nullable study: or no study's).
+                scope = (
+                    Q(study=self.study) | Q(study__isnull=True) if study_field.null else Q(study=self.study)
+                )
+                found[target] = _existing(target, values, scope)
         for row, field_, value in links:
             target = field_.related_model
             if target is Study:
@@ -313,7 +279,8 @@ class _RestoreCheck:
                 pass  # the study's own prompt, round or run (an image: only an item's link above)
             else:
                 raise self.refuse(
-                    row, f"points to {model_label(target)} {value} ({field_.name}), which is not the study's"
+                    row,
+                    f"points to {target._meta.label_lower} {value} ({field_.name}), which is not the study's",
                 )
 
     def _answers(self) -> None:
@@ -341,17 +308,22 @@ class _RestoreCheck:
             value = row.obj.value
             if value == "" and fields["value"].blank:
                 continue  # a final label's removal
-            problem = _answer_problem(question, value) if isinstance(value, str) else "is not text"
+            try:
+                problem = (
+                    kind_of(question).stored_problem(question, value)
+                    if isinstance(value, str)
+                    else "is not text"
+                )
+            except LookupError as exc:
+                problem = str(exc)
             if problem:
                 raise self.refuse(row, problem)
 
 
-def _has_study(model: type[Model]) -> bool:
-    try:
-        field_ = model._meta.get_field("study")
-    except FieldDoesNotExist:
-        return False
-    return bool(field_.is_relation and field_.related_model is Study)
+def _study_field(model: type[Model]) -> Any:
+    """The model's foreign key ``study`` to Study, or None."""
+    field_ = next((f for f in model._meta.concrete_fields if f.name == "study"), None)
+    return field_ if field_ is not None and field_.related_model is Study else None
 
 
 def _files_check(path: Path, files: dict[str, Any]) -> dict[str, ValidatedImage]:
@@ -393,9 +365,7 @@ def items_restore(
     check.run()
     files = list(check.files.values())
     counts: Counter[str] = Counter(
-        model_name_for(row.model, 2)
-        for row in check.rows
-        if not (row.model is Image and row.obj.pk in check.image_ids)
+        plural(row.model) for row in check.rows if not (row.model is Image and row.obj.pk in check.image_ids)
     )
     result = RestoreResult(keys=check.keys, rows=dict(counts), files=len(files), dry_run=dry_run)
     if dry_run:

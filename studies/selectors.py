@@ -20,10 +20,7 @@ _ItemT = TypeVar("_ItemT", bound=Item)
 
 def study_or_404(slug: str) -> Study:
     """The study with this slug, or Http404 naming the slug — the one helper every view and API uses."""
-    study = Study.objects.filter(slug=slug).first()
-    if study is None:
-        raise Http404(f"There is no study {slug!r}.")
-    return study
+    return study_by_slug(slug, missing=lambda _known: Http404(f"There is no study {slug!r}."))
 
 
 def study_slugs() -> str:

@@ -73,8 +73,10 @@ def study_create(
     agreement: str | None = None,
     questions: list[QuestionSpec] | None = None,
     parameters: Mapping[str, Any] | None = None,
+    **fields: Any,
 ) -> Study:
-    """A new study of ``protocol`` with its questions and parameters (the preset's unless given)."""
+    """A new study of ``protocol`` with its questions and parameters (the preset's unless given),
+    and any other ``fields`` of the study."""
     spec = protocol_spec(protocol)
     study = Study.objects.create(
         slug=slug,
@@ -84,10 +86,15 @@ def study_create(
         agreement=agreement or spec.agreement,
         parameters=dict(spec.parameters) | dict(parameters or {}),
         claim_timeout_seconds=settings.BIASLAB_CLAIM_TIMEOUT_SECONDS,
+        **fields,
     )
-    for position, question in enumerate(questions or spec.questions):
-        Question.objects.create(study=study, key=question.key, **question.as_fields(position))
+    _questions_create(study, questions or spec.questions)
     return study
+
+
+def _questions_create(study: Study, questions: Iterable[QuestionSpec]) -> None:
+    for position, question in enumerate(questions):
+        Question.objects.create(study=study, key=question.key, **question.as_fields(position))
 
 
 @dataclass(frozen=True)
@@ -99,14 +106,8 @@ class StudyDefinition:
     changed: list[str]
 
 
-def _question_fields(study: Study) -> list[tuple[Any, ...]]:
-    return [
-        (q.key, q.text, q.choices, q.kind, q.hotkey, q.default_value, q.unresolvable_value)
-        for q in Question.objects.filter(study=study).order_by("position", "id")
-    ]
-
-
-def _spec_fields(questions: list[QuestionSpec]) -> list[tuple[Any, ...]]:
+def _question_fields(questions: Iterable[Question | QuestionSpec]) -> list[tuple[Any, ...]]:
+    """What each question asks, alike for stored questions and specs."""
     return [
         (q.key, q.text, [dict(c) for c in q.choices], q.kind, q.hotkey, q.default_value, q.unresolvable_value)
         for q in questions
@@ -129,8 +130,7 @@ def study_define(
     """Create the study, or bring an existing one to this definition (``create_study``); an
     option left out keeps the study's value. Raises ``StudyConflict`` for an invalid definition
     or, once the study has labels, a change to what they mean."""
-    name_max = Study._meta.get_field("name").max_length
-    if name is not None and name_max is not None and len(name) > name_max:
+    if name is not None and len(name) > 200:  # Study.name's max_length
         raise StudyConflict("The study name must be at most 200 characters.")
     if protocol not in PROTOCOLS:
         raise StudyConflict(f"Unknown protocol “{protocol}”. Known: {', '.join(PROTOCOLS)}.")
@@ -174,16 +174,16 @@ def study_define(
             agreement=wanted_agreement,
             questions=questions,
             parameters=wanted_parameters,
+            **gold_fields,
         )
-        if gold_fields:
-            Study.objects.filter(pk=study.pk).update(**gold_fields)
-            study.refresh_from_db()
         return StudyDefinition(study=study, created=True, changed=[])
     changed = [field for field, value in wanted.items() if getattr(existing, field) != value]
     if keep and existing.parameters != wanted_parameters:
         changed.append("parameters")
-    wanted_questions = _spec_fields(questions or list(spec.questions))
-    if (questions is not None or not keep) and _question_fields(existing) != wanted_questions:
+    stored = Question.objects.filter(study=existing).order_by("position", "id")
+    if (questions is not None or not keep) and _question_fields(stored) != _question_fields(
+        questions or spec.questions
+    ):
         changed.append("questions")
     if changed:
         _redefinition_check(existing, changed, protocol)
@@ -200,8 +200,7 @@ def study_define(
                     f"The study “{existing.slug}” already has final labels: its questions cannot change "
                     "(it would change what they mean). Create a new study instead."
                 ) from exc
-            for position, question in enumerate(questions or spec.questions):
-                Question.objects.create(study=existing, key=question.key, **question.as_fields(position))
+            _questions_create(existing, questions or spec.questions)
     gold_changed = [field for field, value in gold_fields.items() if getattr(existing, field) != value]
     if gold_changed:
         for field in gold_changed:

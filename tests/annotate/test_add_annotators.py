@@ -14,7 +14,6 @@ from django.core.management.base import CommandError
 from django.test import Client
 from django.urls import reverse
 
-from studies import permissions
 from tests.factories import PASSWORD, StudyFactory
 
 pytestmark = pytest.mark.django_db
@@ -88,7 +87,8 @@ def test_the_command_refuses_a_researcher_by_name_unless_allow_staff(team_study,
     assert not User.objects.filter(username="alice").exists()
     out = _add("alice", "rita", study="team", allow_staff=True)
     assert "rita: existing account, now an annotator of 'team'" in out
-    assert permissions.may_label(User.objects.get(username="rita"), team_study)
+    # An annotator of the study: a member of its annotators.
+    assert team_study.annotators.filter(username="rita").exists()
 
 
 def test_the_command_refuses_invalid_usernames_in_one_line_and_writes_nothing(team_study):

@@ -7,14 +7,13 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from crowd.errors import CrowdError
 from crowd.services import DEFAULT_PANEL_PARAMS, guideline_examples_set, join_link_create
-from studies.commands import add_study_argument, study_from_options
+from studies.commands import DomainCommand, add_study_argument, study_from_options
 
 
 def _example(raw: str) -> tuple[str, str, str]:
@@ -28,7 +27,7 @@ def _example(raw: str) -> tuple[str, str, str]:
     return question, value, item_key
 
 
-class Command(BaseCommand):
+class Command(DomainCommand):
     help = (
         "Make a join link for a crowd panel: anyone opening its URL gets an annotator account of "
         "the study alone (identified by the panel's id parameter), reads the guidelines, labels "
@@ -79,20 +78,17 @@ class Command(BaseCommand):
         if hours is not None and hours <= 0:
             raise CommandError(f"--expires-in-hours must be more than 0 (got {hours}).")
         examples = [_example(raw) for raw in options["example"]]
-        try:
-            with transaction.atomic():
-                link, token = join_link_create(
-                    study=study,
-                    quota=options["quota"],
-                    completion_url=options["completion_url"],
-                    completion_code=options["completion_code"],
-                    panel_params=params,
-                    max_participants=options["max_participants"],
-                    expires_at=timezone.now() + timedelta(hours=hours) if hours is not None else None,
-                )
-                guideline_examples_set(study=study, examples=examples)
-        except CrowdError as exc:
-            raise CommandError(str(exc)) from exc
+        with transaction.atomic():
+            link, token = join_link_create(
+                study=study,
+                quota=options["quota"],
+                completion_url=options["completion_url"],
+                completion_code=options["completion_code"],
+                panel_params=params,
+                max_participants=options["max_participants"],
+                expires_at=timezone.now() + timedelta(hours=hours) if hours is not None else None,
+            )
+            guideline_examples_set(study=study, examples=examples)
         url = (options["base_url"] or settings.BIASLAB_BASE_URL).rstrip("/") + reverse(
             "crowd:join", kwargs={"token": token}
         )

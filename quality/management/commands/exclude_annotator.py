@@ -8,15 +8,14 @@ from argparse import ArgumentParser
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from quality.services import annotator_exclude, annotator_include
-from studies.commands import add_study_argument
-from studies.errors import DomainError
+from studies.commands import DomainCommand, add_study_argument
 from studies.selectors import study_chosen
 
 
-class Command(BaseCommand):
+class Command(DomainCommand):
     help = (
         "Exclude an annotator from a study: their labels stop counting (final labels and disputes "
         "recomputed, each change recorded), their seats reopen for others and they can no longer "
@@ -31,21 +30,18 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         actor = f"shell user {getpass.getuser()}"
-        try:
-            study = study_chosen(options["study"])
-            user = get_user_model().objects.filter(username=options["username"]).first()
-            if user is None:
-                raise CommandError(f"no user named '{options['username']}'")
-            if options["include"]:
-                done = annotator_include(study=study, annotator=user, actor=actor)
-                self.stdout.write(
-                    f"Re-included {user.get_username()} in '{study.slug}': {done.labels_returned} of "
-                    f"{done.labels_moved} label(s) back."
-                )
-                return
-            done = annotator_exclude(study=study, annotator=user, actor=actor, reason=options["reason"])
-        except DomainError as exc:
-            raise CommandError(str(exc)) from exc
+        study = study_chosen(options["study"])
+        user = get_user_model().objects.filter(username=options["username"]).first()
+        if user is None:
+            raise CommandError(f"no user named '{options['username']}'")
+        if options["include"]:
+            done = annotator_include(study=study, annotator=user, actor=actor)
+            self.stdout.write(
+                f"Re-included {user.get_username()} in '{study.slug}': {done.labels_returned} of "
+                f"{done.labels_moved} label(s) back."
+            )
+            return
+        done = annotator_exclude(study=study, annotator=user, actor=actor, reason=options["reason"])
         self.stdout.write(
             f"Excluded {user.get_username()} from '{study.slug}': {done.labels_moved} label(s) set aside, "
             f"{done.finals_changed} agreed final label(s) changed."

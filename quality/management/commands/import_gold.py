@@ -5,15 +5,12 @@ from __future__ import annotations
 from argparse import ArgumentParser
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
-
 from quality.services import gold_import
-from studies.commands import add_file_argument, add_study_argument
-from studies.errors import DomainError
+from studies.commands import DomainCommand, add_file_argument, add_study_argument
 from studies.selectors import study_chosen
 
 
-class Command(BaseCommand):
+class Command(DomainCommand):
     help = (
         "Make items gold items (attention checks with a known answer) from a CSV with columns "
         "image (the item's image path or key), question, answer. Gold items leave the ordinary "
@@ -27,11 +24,8 @@ class Command(BaseCommand):
         add_study_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            study = study_chosen(options["study"])
-            result = gold_import(study=study, csv_path=options["file"])
-        except DomainError as exc:
-            raise CommandError(str(exc)) from exc
+        study = study_chosen(options["study"])
+        result = gold_import(study=study, csv_path=options["file"])
         self.stdout.write(
             f"{result.items} gold item(s) in study '{study.slug}', {result.answers} gold answer(s) new or changed."
         )

@@ -6,16 +6,13 @@ import getpass
 from argparse import ArgumentParser
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
-
 from quality.services import finals_recompute
-from studies.commands import add_study_argument
-from studies.errors import DomainError
+from studies.commands import DomainCommand, add_study_argument
 from studies.models import AgreementRule
 from studies.selectors import study_chosen
 
 
-class Command(BaseCommand):
+class Command(DomainCommand):
     help = (
         "Recompute a study's agreed final answers from its labels, optionally under another "
         "aggregation rule: an agreement rule (unanimous, majority) or a truth-inference model "
@@ -38,16 +35,13 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            study = study_chosen(options["study"])
-            done = finals_recompute(
-                study=study,
-                actor=f"shell user {getpass.getuser()}",
-                rule=options["aggregation"],
-                min_posterior=options["min_posterior"],
-            )
-        except DomainError as exc:
-            raise CommandError(str(exc)) from exc
+        study = study_chosen(options["study"])
+        done = finals_recompute(
+            study=study,
+            actor=f"shell user {getpass.getuser()}",
+            rule=options["aggregation"],
+            min_posterior=options["min_posterior"],
+        )
         self.stdout.write(
             f"Study '{study.slug}' ({done.rule}): {done.changed} final answer(s) changed; "
             f"{done.agreed} agreed, {done.disputed} disputed."

@@ -6,16 +6,16 @@ from argparse import ArgumentParser
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.core.validators import validate_slug
 
-from studies.errors import DomainError
+from studies.commands import DomainCommand
 from studies.models import AgreementRule
 from studies.protocols import PROTOCOLS
 from studies.services import GoldRule, questions_csv_read, study_define
 
 
-class Command(BaseCommand):
+class Command(DomainCommand):
     help = (
         "Create a study of a protocol with its questions (the protocol's preset unless --questions "
         "gives a CSV with columns key, text, choices as value:Display name[:key]|…, optional kind, "
@@ -96,29 +96,26 @@ class Command(BaseCommand):
             raise CommandError(
                 f"study slug {options['slug']!r} must be at most 200 letters, digits, '-' and '_'"
             ) from exc
-        try:
-            questions = questions_csv_read(options["questions"]) if options["questions"] else None
-            result = study_define(
-                slug=options["slug"],
-                protocol=options["protocol"],
-                name=options["name"],
-                labels_per_item=options["labels_per_item"],
-                agreement=options["agreement"],
-                questions=questions,
-                parameters={
-                    key.removeprefix("option_"): value
-                    for key, value in options.items()
-                    if key.startswith("option_") and value is not None
-                },
-                min_posterior=options["min_posterior"],
-                gold=GoldRule(
-                    rate=options["gold_rate"],
-                    min_accuracy=options["min_gold_accuracy"],
-                    min_gold=options["min_gold"],
-                ),
-            )
-        except DomainError as exc:
-            raise CommandError(str(exc)) from exc
+        questions = questions_csv_read(options["questions"]) if options["questions"] else None
+        result = study_define(
+            slug=options["slug"],
+            protocol=options["protocol"],
+            name=options["name"],
+            labels_per_item=options["labels_per_item"],
+            agreement=options["agreement"],
+            questions=questions,
+            parameters={
+                key.removeprefix("option_"): value
+                for key, value in options.items()
+                if key.startswith("option_") and value is not None
+            },
+            min_posterior=options["min_posterior"],
+            gold=GoldRule(
+                rate=options["gold_rate"],
+                min_accuracy=options["min_gold_accuracy"],
+                min_gold=options["min_gold"],
+            ),
+        )
         study = result.study
         n_questions = study.questions.count()
         if result.created:

@@ -6,23 +6,22 @@ import time
 from argparse import ArgumentParser
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from studies.commands import (
+    DomainCommand,
     add_file_argument,
     add_study_argument,
     file_from_options,
     import_in_command,
-    study_from_options,
 )
-from studies.errors import DomainError
 from studies.imports import ImportSummary
 from studies.ingest import MANIFEST_REQUIRED_COLUMNS, PAIR_MANIFEST_REQUIRED_COLUMNS, images_import
 from studies.restore import items_restore
 from studies.selectors import study_chosen
 
 
-class Command(BaseCommand):
+class Command(DomainCommand):
     help = (
         "Import images listed in a manifest CSV into a study. "
         f"Required columns: {', '.join(MANIFEST_REQUIRED_COLUMNS)} (pair-change studies: "
@@ -83,7 +82,7 @@ class Command(BaseCommand):
             return
         if not manifest or not options["root"]:
             raise CommandError("give the manifest FILE and --root (or --restore BACKUP)")
-        study = study_from_options(options)
+        study = study_chosen(options["study"])
         summary = import_in_command(
             self,
             lambda meter: images_import(
@@ -107,16 +106,9 @@ class Command(BaseCommand):
             raise CommandError(f"{len(summary.rejected)} row(s) rejected, see above.")
 
     def _restore(self, slug: str, backup: str, *, dry_run: bool) -> None:
-        try:
-            study = study_chosen(slug)
-            result = items_restore(
-                study=study,
-                backup_path=backup,
-                source=f"import_images --restore {backup}"[:1000],
-                dry_run=dry_run,
-            )
-        except DomainError as exc:
-            raise CommandError(str(exc)) from exc
+        study = study_chosen(slug)
+        source = f"import_images --restore {backup}"[:1000]
+        result = items_restore(study=study, backup_path=backup, source=source, dry_run=dry_run)
         rows = ", ".join(f"{n} {name}" for name, n in result.rows.items())
         verb = "Would restore" if dry_run else "Restored"
         self.stdout.write(

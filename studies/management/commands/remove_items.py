@@ -8,16 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from studies.commands import add_file_argument, add_study_argument, file_from_options
-from studies.errors import DomainError
+from studies.commands import DomainCommand, add_file_argument, add_study_argument, file_from_options
 from studies.imports import csv_rows_stream
 from studies.removal import items_remove, items_resolve
 from studies.selectors import study_chosen
 
 
-class Command(BaseCommand):
+class Command(DomainCommand):
     help = (
         "Remove items from a study: the items a manifest lists (FILE: its 'item' column, or "
         "'image' for one-image items) or named one by one (--item KEY …; id:N names the item whose "
@@ -53,31 +52,28 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            study = study_chosen(options["study"])
-            manifest = file_from_options(options, alias="--manifest")
-            if options["item"]:
-                keys, ids = self._named(options["item"])
-            else:
-                keys, ids = self._manifest_keys(manifest or ""), []
-            items = items_resolve(study=study, keys=keys, ids=ids)
-            backup = None
-            if options["backup"]:
-                backup = Path(options["backup"])
-            elif options["with_labels"]:
-                stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-                backup = Path(settings.VAR_DIR) / "backups" / f"removed-{study.slug}-{stamp}.json"
-            source = f"remove_items {manifest or ' '.join(options['item'])}"
-            result = items_remove(
-                study=study,
-                items=items,
-                with_labels=options["with_labels"],
-                backup_path=backup.resolve() if backup else None,
-                source=source[:1000],
-                dry_run=options["dry_run"],
-            )
-        except DomainError as exc:
-            raise CommandError(str(exc)) from exc
+        study = study_chosen(options["study"])
+        manifest = file_from_options(options, alias="--manifest")
+        if options["item"]:
+            keys, ids = self._named(options["item"])
+        else:
+            keys, ids = self._manifest_keys(manifest or ""), []
+        items = items_resolve(study=study, keys=keys, ids=ids)
+        backup = None
+        if options["backup"]:
+            backup = Path(options["backup"])
+        elif options["with_labels"]:
+            stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+            backup = Path(settings.VAR_DIR) / "backups" / f"removed-{study.slug}-{stamp}.json"
+        source = f"remove_items {manifest or ' '.join(options['item'])}"
+        result = items_remove(
+            study=study,
+            items=items,
+            with_labels=options["with_labels"],
+            backup_path=backup.resolve() if backup else None,
+            source=source[:1000],
+            dry_run=options["dry_run"],
+        )
         verb = "Would remove" if result.dry_run else "Removed"
         self.stdout.write(
             f"{verb} {len(result.keys)} item(s) from study '{study.slug}': {', '.join(result.keys)}"
@@ -115,26 +111,25 @@ class Command(BaseCommand):
     def _manifest_keys(path: str) -> list[str]:
         """The item keys a manifest names: its ``item`` column, else its ``image`` paths."""
         header, stream = csv_rows_stream(path, required=())
+
+        def refused(problem: str) -> CommandError:
+            return CommandError(f"{Path(path).name}: {problem}; nothing was removed")
+
         column = "item" if "item" in header else "image"
         if column not in header:
-            raise CommandError(
-                f"{Path(path).name}: no 'item' or 'image' column (found: {', '.join(header) or 'no header'}); "
-                "nothing was removed"
-            )
+            raise refused(f"no 'item' or 'image' column (found: {', '.join(header) or 'no header'})")
         keys = []
         for number, row in stream:
             if "__error__" in row:
-                raise CommandError(
-                    f"{Path(path).name}: row {number}: {row['__error__']}; nothing was removed"
-                )
+                raise refused(f"row {number}: {row['__error__']}")
             if not row.get(column):
-                raise CommandError(f"{Path(path).name}: row {number}: empty '{column}'; nothing was removed")
+                raise refused(f"row {number}: empty '{column}'")
             if "\x00" in row[column]:
-                raise CommandError(
-                    f"{Path(path).name}: row {number}: the '{column}' value contains a NUL character "
-                    "(\\u0000), which no item key holds; nothing was removed"
+                raise refused(
+                    f"row {number}: the '{column}' value contains a NUL character (\\u0000), which no "
+                    "item key holds"
                 )
             keys.append(row[column])
         if not keys:
-            raise CommandError(f"{Path(path).name}: no rows; nothing was removed")
+            raise refused("no rows")
         return keys
