@@ -91,6 +91,10 @@ class Look:
             image = PILImage.merge("RGB", (r, g, b))
         return fit(image)
 
+    def of(self, photo: str) -> PILImage.Image:
+        """This look of the photo named ``photo`` (``PHOTOS``)."""
+        return self.apply(PHOTOS[photo].load())
+
     def describe(self) -> str:
         parts = []
         if self.crop != 1.0:

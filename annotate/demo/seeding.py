@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -44,33 +44,21 @@ File = tuple[Mapping[str, Any], Callable[[], PILImage.Image]]
 Answers = Iterable[tuple[Item, Mapping[str, Sequence[str | tuple[str, str]]]]]
 #: Another command of the app and its options.
 Command = tuple[str, Mapping[str, Any]]
-
-
-class Step(Protocol):
-    """Run another command of the app, as a researcher would (``seed_demo``'s ``_step``): False,
-    with a warning, when it fails (the demo goes on without it)."""
-
-    def __call__(self, command: str, *args: str, **options: Any) -> bool: ...
-
-
-def no_answers(items: Mapping[str, Item]) -> Answers:
-    return ()
+#: Runs a command as a researcher would (``seed_demo``'s ``_step``); False when it failed.
+Step = Callable[..., bool]
 
 
 @dataclass(frozen=True)
 class ProtocolDemo:
-    """A protocol's demo study. ``files``: its manifest rows and images; ``answers``: the demo
-    annotators' answers, given the study's items by key; ``resolved``: ``{(item, question):
-    (value, note)}`` the researcher settles; ``prediction_rows``: outputs of ``detector`` imported
-    (from the shipped file ``predictions`` when there is one); ``steps``: commands run after the
-    import; with ``--run-detectors``, the offline ``detectors``, then ``draws`` once they all ran."""
+    """A protocol's demo study, described; the steps that build it, and what each field gives
+    them, are in docs/how-to/add-protocol.md."""
 
     slug: str
     protocol: str
     name: str
     guidelines: str
     files: Callable[[], Iterable[File]]
-    answers: Callable[[Mapping[str, Item]], Answers] = no_answers
+    answers: Callable[[Mapping[str, Item]], Answers]
     #: Study settings other than the preset's (``study_define``'s arguments).
     definition: Mapping[str, Any] = field(default_factory=dict)
     resolved: Mapping[tuple[str, str], tuple[str, str]] = field(default_factory=dict)

@@ -79,7 +79,7 @@ class AttributeImage:
         return f"{PHOTOS[self.photo].source}, {self.look.describe()}"
 
     def draw(self) -> PILImage.Image:
-        return fit(self.look.apply(PHOTOS[self.photo].load()), self.side)
+        return fit(self.look.of(self.photo), self.side)
 
 
 # The first demo's four images (same paths and files as before); two are left for a visitor.

@@ -4,6 +4,7 @@ prompts, with seeded labels and a few disputes."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -107,10 +108,6 @@ def _person_pools() -> tuple[list[tuple[str, Look]], list[tuple[str, Look]]]:
     return men, women
 
 
-def _person_image(name: str, look: Look) -> Callable[[], PILImage.Image]:
-    return lambda: look.apply(PHOTOS[name].load())
-
-
 def demo_images() -> list[DemoImage]:
     """The demo study's images: what each shows, how to build it, its seeded labels."""
     men, women = _person_pools()
@@ -121,16 +118,14 @@ def demo_images() -> list[DemoImage]:
         ]
         random.Random(number).shuffle(people)
         slug = cell.word.lower()
+        image = functools.partial(
+            DemoImage, t2i_model=cell.model, category=cell.category, word=cell.word, prompt=cell.prompt
+        )
         for index, (truth, name, look) in enumerate(people):
-            path = f"{cell.model}/{slug}_{index}.jpg"
             images.append(
-                DemoImage(
-                    path=path,
-                    t2i_model=cell.model,
-                    category=cell.category,
-                    word=cell.word,
-                    prompt=cell.prompt,
-                    build=_person_image(name, look),
+                image(
+                    path=f"{cell.model}/{slug}_{index}.jpg",
+                    build=functools.partial(look.of, name),
                     source=f"{PHOTOS[name].source}, {look.describe()}",
                     truth=truth,
                     labels=(truth, truth) if cell.seeded is None or index < cell.seeded else None,
@@ -139,17 +134,14 @@ def demo_images() -> list[DemoImage]:
         build, source = LOW_QUALITY_CASES[cell.low_quality]
         path = f"{cell.model}/{slug}_low_quality.jpg"
         labels, reasons = DISAGREEMENTS.get(path, ((LOW_QUALITY, LOW_QUALITY), ("", "")))
+        seeded = cell.seeded is None
         images.append(
-            DemoImage(
+            image(
                 path=path,
-                t2i_model=cell.model,
-                category=cell.category,
-                word=cell.word,
-                prompt=cell.prompt,
                 build=build,
                 source=source,
                 truth=LOW_QUALITY,
-                labels=labels if cell.seeded is None else None,
+                labels=labels if seeded else None,
                 reasons=reasons,
             )
         )
@@ -171,9 +163,7 @@ def files() -> list[seeding.File]:
                 "prompt": image.prompt,
                 "category": image.category,
                 "word": image.word,
-                "seed": "",
                 "index": index,
-                "params": "{}",
                 "source": image.source,
             },
             image.build,

@@ -119,7 +119,7 @@ def object_images() -> list[ObjectImage]:
 
 
 def _panel(photo: str, look: Look) -> PILImage.Image:
-    image = look.apply(PHOTOS[photo].load())
+    image = look.of(photo)
     width = round(image.width * HEIGHT / image.height)
     return image.resize((width, HEIGHT), PILImage.Resampling.LANCZOS)
 

@@ -3,13 +3,14 @@ words, leaning every direction of the paper's Table 2."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from PIL import Image as PILImage
 
 from annotate.demo import seeding
-from annotate.demo.photos import PHOTOS, Look, fit
+from annotate.demo.photos import PHOTOS, Look
 from studies.models import Item
 
 SLUG = "demo-pairs"
@@ -37,7 +38,7 @@ class Pair:
         return {"age": self.age, "gender": self.gender, "skin": self.skin}
 
     def draw(self) -> PILImage.Image:
-        return self.look.apply(PHOTOS[self.edit].load())
+        return self.look.of(self.edit)
 
 
 PAIRS: tuple[Pair, ...] = (
@@ -111,7 +112,7 @@ def files() -> list[seeding.File]:
             "word": pair.word,
             "edit": change,
         }
-        rows += [(seed, lambda name=pair.seed: fit(PHOTOS[name].load())), (edit, pair.draw)]
+        rows += [(seed, functools.partial(Look().of, pair.seed)), (edit, pair.draw)]
     return rows
 
 
