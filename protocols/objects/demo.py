@@ -65,10 +65,6 @@ class ObjectImage:
         return TEMPLATES[self.template].format(self.gender_word)
 
     @property
-    def seeded(self) -> bool:
-        return self.index != LEFT_INDEX
-
-    @property
     def source(self) -> str:
         text = f"{PHOTOS[self.person].source}, {self.look.describe()}"
         return f"{text}; beside {PHOTOS[self.beside].source}" if self.beside else text
@@ -179,13 +175,6 @@ def files() -> list[seeding.File]:
     ]
 
 
-def box_answers(image: ObjectImage, boxes: list[dict[str, object]]) -> tuple[str, str]:
-    """What a person answers about the boxes shown (in their order): yes for each real object,
-    no for the false dog; and the classes the detector missed."""
-    checked = ",".join("no" if box.get("class") == "dog" else "yes" for box in boxes)
-    return checked, "spoon" if image.spoon_missed else ""
-
-
 def prediction_rows() -> list[dict[str, str]]:
     """The rows of ``PREDICTIONS_FILE``: one ``objects`` output per image."""
     rows = []
@@ -200,13 +189,15 @@ def prediction_rows() -> list[dict[str, str]]:
 
 
 def answers(items: Mapping[str, Item]) -> seeding.Answers:
-    """The demo annotators' check of the boxes put on the items (after ``prepare_box_check``),
-    on every item but those left for a visitor."""
+    """The demo annotators' check of the boxes put on the items (after ``prepare_box_check``), on
+    every item but those left for a visitor: yes for each real object, no for the false dog (in
+    the boxes' order), and the classes the detector missed."""
     for image in object_images():
         item = items.get(image.path)
         boxes = (item.metadata or {}).get("boxes") if item is not None else None
-        if item is not None and image.seeded and isinstance(boxes, list):
-            checked, missed = box_answers(image, boxes)
+        if item is not None and image.index != LEFT_INDEX and isinstance(boxes, list):
+            checked = ",".join("no" if box.get("class") == "dog" else "yes" for box in boxes)
+            missed = "spoon" if image.spoon_missed else ""
             yield item, {"boxes": (checked, checked), "missed": (missed, missed)}
 
 

@@ -86,11 +86,11 @@ PAIRS: tuple[Pair, ...] = (
 #: Drawn pairs whose answers are not seeded: left for a visitor (both demo annotators).
 LEFT = frozenset({"teacher-2", "farmer-2", "lawyer-2"})
 
-#: The draw of each attribute (``sample_pairs``): a few pairs per bucket, seed 0.
-SAMPLE_SIZES: dict[str, dict[str, int]] = {
-    "age": {"older": 3, "younger": 3, "unchanged": 3},
-    "gender": {"male_to_female": 3, "female_to_male": 3, "unchanged": 3},
-    "skin": {"lighter": 3, "darker": 3, "unchanged": 3},
+#: The draw of each attribute (``sample_pairs --buckets``): a few pairs per bucket, seed 0.
+BUCKETS = {
+    "age": "older=3,younger=3,unchanged=3",
+    "gender": "male_to_female=3,female_to_male=3,unchanged=3",
+    "skin": "lighter=3,darker=3,unchanged=3",
 }
 
 
@@ -138,13 +138,8 @@ DEMO = seeding.ProtocolDemo(
     draws=tuple(
         (
             "sample_pairs",
-            {
-                "study": SLUG,
-                "attribute": attribute,
-                "buckets": ",".join(f"{name}={n}" for name, n in sizes.items()),
-                "take_all_if_short": True,
-            },
+            {"study": SLUG, "attribute": attribute, "buckets": buckets, "take_all_if_short": True},
         )
-        for attribute, sizes in SAMPLE_SIZES.items()
+        for attribute, buckets in BUCKETS.items()
     ),
 )
