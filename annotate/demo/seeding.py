@@ -186,7 +186,7 @@ def table_write(path: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
     return path
 
 
-def prediction_row(image: str, *, detector: str, version: str, kind: str, output: Any) -> dict[str, str]:
+def prediction_row(image: str, detector: str, version: str, kind: str, output: Any) -> dict[str, str]:
     """One row of a demo predictions file (the ``import_predictions`` columns)."""
     return {
         "image": image,

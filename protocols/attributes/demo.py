@@ -234,11 +234,7 @@ def prediction_rows() -> list[dict[str, str]]:
         rng = random.Random(zlib.crc32(image.path.encode()))
         wears = WEARS.get(image.photo, frozenset())
         scores = {key: _score(rng, key in wears) for key in KEYS}
-        rows.append(
-            seeding.prediction_row(
-                image.path, detector=DETECTOR, version=VERSION, kind="attributes", output={"scores": scores}
-            )
-        )
+        rows.append(seeding.prediction_row(image.path, DETECTOR, VERSION, "attributes", {"scores": scores}))
     return rows
 
 

@@ -177,15 +177,10 @@ def files() -> list[seeding.File]:
 
 def prediction_rows() -> list[dict[str, str]]:
     """The rows of ``PREDICTIONS_FILE``: one ``objects`` output per image."""
-    rows = []
-    for image in object_images():
-        _, boxes = _layout(image)
-        rows.append(
-            seeding.prediction_row(
-                image.path, detector=DETECTOR, version=VERSION, kind="objects", output={"objects": boxes}
-            )
-        )
-    return rows
+    return [
+        seeding.prediction_row(image.path, DETECTOR, VERSION, "objects", {"objects": _layout(image)[1]})
+        for image in object_images()
+    ]
 
 
 def answers(items: Mapping[str, Item]) -> seeding.Answers:

@@ -102,15 +102,11 @@ def answers(items: Mapping[str, Item]) -> seeding.Answers:
 
 def prediction_rows() -> list[dict[str, str]]:
     """The made-up judge's answers: it calls more faces neutral than people do."""
-    rows = []
-    for i in range(N):
-        judged = _answers(i) | ({"mood": "neutral"} if i % 5 == 0 else {})
-        rows.append(
-            seeding.prediction_row(
-                f"{i:02d}.png", detector=DETECTOR, version="imported", kind="answers", output=judged
-            )
-        )
-    return rows
+    judged = (_answers(i) | ({"mood": "neutral"} if i % 5 == 0 else {}) for i in range(N))
+    return [
+        seeding.prediction_row(f"{i:02d}.png", DETECTOR, "imported", "answers", a)
+        for i, a in enumerate(judged)
+    ]
 
 
 DEMO = seeding.ProtocolDemo(
