@@ -132,17 +132,14 @@ class Command(BaseCommand):
             call_command("migrate", interactive=False, verbosity=0)
         every = demos()
         studies = self._studies(lambda: demo_people_and_studies(every))
-        summaries, written = {}, 0
-        for demo in every:
-            with tempfile.TemporaryDirectory(prefix="biaslab-demo-") as folder:
-                summaries[demo.slug], seeded = self._build(demo, studies[demo.slug], Path(folder))
-                written += seeded
+        built = {demo.slug: self._build(demo, studies[demo.slug]) for demo in every}
+        written = sum(seeded for _, seeded in built.values())
         if options["run_detectors"]:
             written += sum(
                 demo.detectors_run(self._step, face_method=options["face_method"]) for demo in every
             )
         for demo in every:
-            self._study_line(studies[demo.slug], summaries[demo.slug])
+            self._study_line(studies[demo.slug], built[demo.slug][0])
         self.stdout.write(f"Seeded labels written now: {written}.")
         self._next_steps(options["url"])
 
@@ -152,17 +149,21 @@ class Command(BaseCommand):
         except DomainError as exc:  # e.g. a demo study redefined by hand after it was labelled
             raise CommandError(f"The demo studies cannot be set up: {exc}") from exc
 
-    def _build(self, demo: ProtocolDemo, study: Study, folder: Path) -> tuple[ImportSummary, int]:
-        """Import the demo's images written under ``folder``, then seed it; the import's summary
-        and how many labels were written."""
-        summary = images_import(study=study, manifest_path=demo.folder_write(folder), root=folder)
-        if summary.rejected:
-            for line in summary.lines():
-                self.stderr.write(line)
-            raise CommandError(
-                f"Some images of the demo study '{demo.slug}' could not be imported (see above)."
-            )
-        return summary, demo.seed(self._step, folder)
+    def _build(
+        self, demo: ProtocolDemo, study: Study, folder: str | None = None
+    ) -> tuple[ImportSummary, int]:
+        """Import the demo's images, written under ``folder`` (default: a temporary one), then seed
+        it; the import's summary and how many labels were written."""
+        with tempfile.TemporaryDirectory(prefix="biaslab-demo-") as temporary:
+            root = Path(folder or temporary)
+            summary = images_import(study=study, manifest_path=demo.folder_write(root), root=root)
+            if summary.rejected:
+                for line in summary.lines():
+                    self.stderr.write(line)
+                raise CommandError(
+                    f"Some images of the demo study '{demo.slug}' could not be imported (see above)."
+                )
+            return summary, demo.seed(self._step, root)
 
     def _step(self, command: str, *args: str, **options: Any) -> bool:
         """Run another command of the app (the steps a researcher would run by hand); its output

@@ -3,9 +3,7 @@ it with the others (its annotators made without a password); running it again ch
 
 from __future__ import annotations
 
-import tempfile
 from argparse import ArgumentParser
-from pathlib import Path
 from typing import Any
 
 from annotate.management.commands import seed_demo
@@ -25,8 +23,7 @@ class Command(seed_demo.Command):
 
     def handle(self, *args: Any, **options: Any) -> None:
         study = self._studies(lambda: {DEMO.slug: DEMO.define()})[DEMO.slug]
-        with tempfile.TemporaryDirectory() as temporary:
-            self._build(DEMO, study, Path(options["folder"] or temporary))
+        self._build(DEMO, study, options["folder"])
         self.stdout.write(
             f"Demo study '{DEMO.slug}' is ready: /reports/?study={DEMO.slug} "
             f"({DEMO.detector}'s answers are made up for the demo)."
