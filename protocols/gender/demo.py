@@ -118,12 +118,12 @@ def demo_images() -> list[DemoImage]:
         ]
         random.Random(number).shuffle(people)
         slug = cell.word.lower()
-        image = functools.partial(
+        shot = functools.partial(
             DemoImage, t2i_model=cell.model, category=cell.category, word=cell.word, prompt=cell.prompt
         )
         for index, (truth, name, look) in enumerate(people):
             images.append(
-                image(
+                shot(
                     path=f"{cell.model}/{slug}_{index}.jpg",
                     build=functools.partial(look.of, name),
                     source=f"{PHOTOS[name].source}, {look.describe()}",
@@ -136,7 +136,7 @@ def demo_images() -> list[DemoImage]:
         labels, reasons = DISAGREEMENTS.get(path, ((LOW_QUALITY, LOW_QUALITY), ("", "")))
         seeded = cell.seeded is None
         images.append(
-            image(
+            shot(
                 path=path,
                 build=build,
                 source=source,

@@ -120,7 +120,7 @@ DEMO = seeding.ProtocolDemo(
     ),
     files=files,
     answers=answers,
-    definition={**seeding.TWO_ANNOTATORS, "questions": QUESTIONS, "parameters": {"compare": "setting"}},
+    definition={"labels_per_item": 2, "questions": QUESTIONS, "parameters": {"compare": "setting"}},
     detector=DETECTOR,
     prediction_rows=prediction_rows,
 )
