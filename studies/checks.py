@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.core.checks import CheckMessage, Error, register
-from django.core.management import get_commands
 from django.utils.module_loading import import_string
 
 from studies.kinds import NAME_MAX, QuestionKind, kind_registrations
@@ -96,11 +95,6 @@ def _spec_problems(key: str, spec: ProtocolSpec) -> Iterator[CheckMessage]:
                 "validate it (kind_validators).",
                 id="protocols.E005",
             )
-    if spec.demo_command and spec.demo_command not in get_commands():
-        yield Error(
-            f"Protocol {key!r}: its spec's demo_command {spec.demo_command!r} is no management command.",
-            id="protocols.E006",
-        )
 
 
 @register("protocols")

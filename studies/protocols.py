@@ -95,8 +95,6 @@ class ProtocolSpec:
     item_question_keys: Callable[[Mapping[str, str]], list[str]] = every_question
     validate_metadata: Callable[[Mapping[str, str]], str | None] = any_metadata
     validate_questions: Callable[[Sequence[QuestionSpec]], str | None] = any_questions
-    # The command that builds this protocol's demo study when it lives in its own package.
-    demo_command: str | None = None
     # Dotted path of the protocol's demo (``annotate.demo.seeding.ProtocolDemo``); "" = none.
     demo: str = ""
     # Dotted path of its ``reports.analyses.Analysis`` class ("" = no report yet).

@@ -91,6 +91,10 @@ class Look:
             image = PILImage.merge("RGB", (r, g, b))
         return fit(image)
 
+    def of(self, photo: str) -> PILImage.Image:
+        """This look of the photo named ``photo`` (``PHOTOS``)."""
+        return self.apply(PHOTOS[photo].load())
+
     def describe(self) -> str:
         parts = []
         if self.crop != 1.0:
@@ -117,36 +121,26 @@ LOOKS = (
 
 @dataclass(frozen=True)
 class Photo:
-    """A source photograph: how to load it, what it shows, where it comes from."""
+    """A source photograph: how to load it, and what it shows and comes from."""
 
-    name: str
     load: Callable[[], PILImage.Image]
     source: str
 
 
-def _photos() -> dict[str, Photo]:
-    photos = {
-        "astronaut": Photo(
-            "astronaut", lambda: skimage_photo("astronaut"), "skimage.data.astronaut (Eileen Collins)"
-        ),
-        "hopper": Photo("hopper", _grace_hopper, "matplotlib sample grace_hopper.jpg (Grace Hopper)"),
-        "camera": Photo(
-            "camera", lambda: skimage_photo("camera"), "skimage.data.camera (a man behind a camera)"
-        ),
-        "coffee": Photo("coffee", lambda: skimage_photo("coffee"), "skimage.data.coffee (no person)"),
-        "chelsea": Photo(
-            "chelsea", lambda: skimage_photo("chelsea"), "skimage.data.chelsea (a cat, no person)"
-        ),
-        "rocket": Photo("rocket", lambda: skimage_photo("rocket"), "skimage.data.rocket (no person)"),
-    }
-    for n in (*LFW_MEN, *LFW_WOMEN):
-        photos[f"lfw{n}"] = Photo(
-            f"lfw{n}", functools.partial(lfw_face, n), f"skimage.data.lfw_subset face {n}"
-        )
-    return photos
-
-
-PHOTOS = _photos()
+_SKIMAGE = {
+    "astronaut": "skimage.data.astronaut (Eileen Collins)",
+    "camera": "skimage.data.camera (a man behind a camera)",
+    "coffee": "skimage.data.coffee (no person)",
+    "chelsea": "skimage.data.chelsea (a cat, no person)",
+}
+PHOTOS = {
+    **{name: Photo(functools.partial(skimage_photo, name), source) for name, source in _SKIMAGE.items()},
+    "hopper": Photo(_grace_hopper, "matplotlib sample grace_hopper.jpg (Grace Hopper)"),
+    **{
+        f"lfw{n}": Photo(functools.partial(lfw_face, n), f"skimage.data.lfw_subset face {n}")
+        for n in LFW_MEN + LFW_WOMEN
+    },
+}
 
 
 def side_by_side(left: PILImage.Image, right: PILImage.Image) -> PILImage.Image:
@@ -167,5 +161,5 @@ def blurred(image: PILImage.Image) -> PILImage.Image:
 
 def save(image: PILImage.Image, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    # Same pixels and settings give the same JPEG bytes, so re-runs are duplicates.
-    image.save(target, format="JPEG", quality=90)
+    # Same pixels and settings give the same bytes (JPEG or PNG, by the name), so re-runs are duplicates.
+    image.save(target, quality=90)

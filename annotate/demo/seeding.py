@@ -1,24 +1,29 @@
-"""What every protocol's demo shares (``seed_demo``): the demo users, the demo study, seeded
-answers, and the ``ProtocolDemo`` contract a protocol's ``demo.py`` fulfils."""
+"""The one demo mechanism: a protocol describes its demo study as a ``ProtocolDemo`` in its
+``demo.py`` (``ProtocolSpec.demo``); ``seed_demo`` builds every one of them with this service."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import import_module
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, ClassVar, Protocol
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import User
+from django.db import transaction
+from PIL import Image as PILImage
 
 from annotate import services
+from annotate.demo.photos import save
 from annotate.errors import AnnotateError
-from annotate.models import Label
+from annotate.models import FinalLabel, Label
 from studies.models import Item, Question, Study
-from studies.services import study_define
+from studies.services import annotators_add, study_define
 
 #: The two demo annotators (``seed_demo`` makes them, with their demo passwords).
 ANNOTATORS = ("demo-annotator-1", "demo-annotator-2")
@@ -32,83 +37,157 @@ IMPORTED_NOTE = (
     "for real ones."
 )
 
+#: A manifest row of the demo (its ``image`` a path under the demo's folder) and how to draw that image.
+File = tuple[Mapping[str, Any], Callable[[], PILImage.Image]]
+#: An item's seeded answers, ``{question key: (annotator 1's, annotator 2's)}``; an answer is a
+#: value or (value, reason).
+Answers = Iterable[tuple[Item, Mapping[str, Sequence[str | tuple[str, str]]]]]
+#: Another command of the app and its options.
+Command = tuple[str, Mapping[str, Any]]
+#: Runs a command as a researcher would (``seed_demo``'s ``_step``); False when it failed.
+Step = Callable[..., bool]
 
-class Step(Protocol):
-    """Run another command of the app, as a researcher would (``seed_demo``'s ``_step``): its
-    output kept short; False, with a warning, when it fails (the demo goes on without it)."""
 
-    def __call__(self, command: str, *args: str, **options: Any) -> bool: ...
-
-
+@dataclass(frozen=True)
 class ProtocolDemo:
-    """A protocol's demo: ``define`` the study (idempotent), ``folder_write`` its images and
-    manifest, ``seed`` its answers and steps, ``detectors`` for ``--run-detectors``."""
+    """A protocol's demo study, described; the steps that build it, and what each field gives
+    them, are in docs/how-to/add-protocol.md."""
 
-    slug: ClassVar[str]
-    protocol: ClassVar[str]
-    name: ClassVar[str]
-    guidelines: ClassVar[str]
-    #: Study settings other than the preset's (two demo annotators: two labels per item).
-    definition: ClassVar[Mapping[str, Any]] = {}
-
-    def define(self) -> Study:
-        return study_ensure(
-            self.slug, self.protocol, self.name, self.guidelines, self.note(), **dict(self.definition)
-        )
-
-    def note(self) -> str:
-        """What its report pages say about the detector outputs they show (``demo_note``)."""
-        return ""
-
-    def folder_write(self, folder: Path) -> Path:
-        raise NotImplementedError
-
-    def seed(self, step: Step) -> int:
-        return 0
-
-    def detectors(self, step: Step, *, face_method: str) -> int:
-        return 0
-
-
-class ImportedDemo(ProtocolDemo):
-    """A demo whose detector outputs are a shipped file of demo predictions: ``predictions``,
-    of ``detector`` at ``version``, loaded by ``import_predictions``."""
-
-    detector: ClassVar[str]
-    version: ClassVar[str]
-    predictions: ClassVar[Path]
+    slug: str
+    protocol: str
+    name: str
+    guidelines: str
+    files: Callable[[], Iterable[File]]
+    answers: Callable[[Mapping[str, Item]], Answers]
+    #: Study settings other than the preset's (``study_define``'s arguments).
+    definition: Mapping[str, Any] = field(default_factory=dict)
+    resolved: Mapping[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    detector: str = ""
+    version: str = "imported"
+    prediction_rows: Callable[[], list[dict[str, str]]] | None = None
+    predictions: Path | None = None
+    steps: tuple[Command, ...] = ()
+    detectors: tuple[str, ...] = ()
+    draws: tuple[Command, ...] = ()
 
     def note(self) -> str:
+        """What its report pages say about the shipped detector outputs they show (``demo_note``)."""
+        if self.predictions is None:
+            return ""
         file = self.predictions
         shown = file.relative_to(settings.BASE_DIR) if file.is_relative_to(settings.BASE_DIR) else file
         return IMPORTED_NOTE.format(detector=self.detector, file=shown.as_posix(), slug=self.slug)
 
-    def predictions_import(self, step: Step) -> None:
-        """``import_predictions`` of the shipped file, unless the study's images hold them already."""
-        # Through the core's reverse relation (Image.predictions): annotate does not import detectors.
+    def define(self) -> Study:
+        """The demo study (defined when missing), with its guidelines, its note and the demo annotators."""
+        study = study_define(slug=self.slug, protocol=self.protocol, name=self.name, **self.definition).study
+        update = []
+        if not study.description:
+            study.description = self.guidelines
+            update.append("description")
+        parameters = dict(study.parameters or {})
+        note = self.note()
+        if note and parameters.get("demo_note") != note:
+            # Read by the report pages (templates/reports/_nav.html); no service writes a study's
+            # parameters, and this key means nothing to the analyses.
+            study.parameters = {**parameters, "demo_note": note}
+            update.append("parameters")
+        if update:
+            study.save(update_fields=update)
+        annotators_add(study=study, usernames=ANNOTATORS)  # missing accounts: no password
+        return study
+
+    def folder_write(self, folder: Path) -> Path:
+        """Draw the demo's images under ``folder`` and write their manifest; returns its path."""
+        rows = []
+        for row, draw in self.files():
+            target = folder / row["image"]
+            if not target.exists():  # an image several rows show (a pair's seed photo) is drawn once
+                save(draw(), target)
+            rows.append(row)
+        return table_write(folder / "manifest.csv", rows)
+
+    def predictions_write(self, path: Path | None = None) -> Path:
+        """Write ``prediction_rows`` (by default over the shipped file, after a change of the images)."""
+        assert self.prediction_rows is not None
+        return table_write(path or self.predictions or Path("predictions.csv"), self.prediction_rows())
+
+    def seed(self, step: Step, folder: Path) -> int:
+        """After the images' import: the detector outputs, the ``steps``, the answers; returns how
+        many labels were written now."""
         imported = Item.objects.filter(
             study__slug=self.slug,
             item_images__image__predictions__detector=self.detector,
             item_images__image__predictions__version=self.version,
         ).exists()
-        if not imported:
-            step("import_predictions", str(self.predictions), study=self.slug)
+        if self.prediction_rows is not None and not imported:
+            file = self.predictions or self.predictions_write(folder / "predictions.csv")
+            step("import_predictions", str(file), study=self.slug)
+        for command, options in self.steps:
+            step(command, **options)
+        return self.answers_seed()
 
-    def prediction_rows(self) -> list[dict[str, str]]:
-        """The rows of ``predictions`` (``prediction_row``), computed from the demo's images."""
-        raise NotImplementedError
+    def detectors_run(self, step: Step, *, face_method: str) -> int:
+        """The offline detectors; once they all ran, the ``draws`` and the answers on what they drew."""
+        option = [f"face_method={face_method}"]
+        ran = [
+            step("run_detectors", detector=name, study=self.slug, option=option) for name in self.detectors
+        ]
+        if not ran or not all(ran):
+            return 0
+        for command, options in self.draws:
+            step(command, **options)
+        return self.answers_seed()
 
-    def predictions_write(self) -> None:
-        """Regenerate the shipped predictions file (after a change of the demo's images)."""
-        rows = self.prediction_rows()
-        with open(self.predictions, "w", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+    @transaction.atomic
+    def answers_seed(self) -> int:
+        """Seed each answer an annotator has not given yet (a label changed by hand is kept) and
+        settle the ``resolved`` disputes; returns how many labels were written."""
+        study = Study.objects.get(slug=self.slug)
+        items = {item.key: item for item in Item.objects.filter(study=study)}
+        questions = {q.key: q for q in Question.objects.filter(study=study)}
+        people = {u.get_username(): u for u in get_user_model().objects.filter(username__in=ANNOTATORS)}
+        done = set(
+            Label.objects.filter(item__study=study).values_list("item_id", "question_id", "annotator_id")
+        )
+        written = 0
+        for item, by_key in self.answers(items):
+            for key, answers in by_key.items():
+                question = questions[key]
+                for name, answer in zip(ANNOTATORS, answers, strict=True):
+                    value, reason = (answer, "") if isinstance(answer, str) else answer
+                    if (item.pk, question.pk, people[name].pk) in done:
+                        continue
+                    with contextlib.suppress(AnnotateError):  # settled, or the seats went to others
+                        services.label_import(
+                            item=item, question=question, annotator=people[name], value=value, reason=reason
+                        )
+                        written += 1
+        for (key, question_key), (value, note) in self.resolved.items():
+            question = questions[question_key]
+            # Not disputed any more (labels changed by hand), or settled already: nothing to settle.
+            if key in items and not FinalLabel.objects.filter(item=items[key], question=question).exists():
+                researcher = get_user_model().objects.get(username="demo-researcher")
+                with contextlib.suppress(AnnotateError):
+                    services.dispute_resolve(
+                        item=items[key], question=question, researcher=researcher, value=value, note=note
+                    )
+        return written
 
 
-def prediction_row(image: str, *, detector: str, version: str, kind: str, output: Any) -> dict[str, str]:
-    """One row of a shipped demo predictions file (the ``import_predictions`` columns)."""
+def table_write(path: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
+    """A CSV of ``rows``, its columns those of every row in the order they first appear."""
+    columns = list(dict.fromkeys(column for row in rows for column in row))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def prediction_row(image: str, detector: str, version: str, kind: str, output: Any) -> dict[str, str]:
+    """One row of a demo predictions file (the ``import_predictions`` columns)."""
     return {
         "image": image,
         "detector": detector,
@@ -118,74 +197,8 @@ def prediction_row(image: str, *, detector: str, version: str, kind: str, output
     }
 
 
-def study_ensure(
-    slug: str, protocol: str, name: str, guidelines: str, note: str = "", **definition: Any
-) -> Study:
-    """The demo study ``slug`` (defined when missing), with its guidelines, its note and the demo
-    annotators."""
-    study = study_define(slug=slug, protocol=protocol, name=name, **definition).study
-    update = []
-    if not study.description:
-        study.description = guidelines
-        update.append("description")
-    parameters = dict(study.parameters or {})
-    if note and parameters.get("demo_note") != note:
-        # Read by the report pages (templates/reports/_nav.html); no service writes a study's
-        # parameters, and this key means nothing to the analyses.
-        study.parameters = {**parameters, "demo_note": note}
-        update.append("parameters")
-    if update:
-        study.save(update_fields=update)
-    study.annotators.add(*get_user_model().objects.filter(username__in=ANNOTATORS))
-    return study
-
-
-def label_seed(item: Item, question: Question, annotator: User, value: str, reason: str = "") -> bool:
-    """Seed one label unless the annotator already labelled it (by hand, or an earlier run) or
-    the answer is settled; True when written."""
-    if Label.objects.filter(item=item, question=question, annotator=annotator).exists():
-        return False
-    try:
-        services.label_import(item=item, question=question, annotator=annotator, value=value, reason=reason)
-    except AnnotateError:
-        return False  # a researcher settled it, or the seats went to others: leave it
-    return True
-
-
-def annotators() -> list[User]:
-    """The demo annotators, in the order of ``ANNOTATORS``."""
-    users = {u.get_username(): u for u in get_user_model().objects.filter(username__in=ANNOTATORS)}
-    return [users[name] for name in ANNOTATORS]
-
-
-def labelled(study: Study) -> set[tuple[int, int, int]]:
-    """(item, question, annotator) of every label of the study: one query instead of one per
-    seeded label."""
-    return set(Label.objects.filter(item__study=study).values_list("item_id", "question_id", "annotator_id"))
-
-
-def answers_seed(
-    study: Study, wanted: Sequence[tuple[Item, Mapping[str, Sequence[str]]]], people: list[User]
-) -> int:
-    """Seed each item's answers ``{question key: (annotator 1's, annotator 2's)}`` where that
-    annotator has none yet; returns how many labels were written."""
-    questions = {q.key: q for q in Question.objects.filter(study=study)}
-    done = labelled(study)
-    written = 0
-    for item, by_key in wanted:
-        for key, values in by_key.items():
-            question = questions[key]
-            for annotator, value in zip(people, values, strict=True):
-                if (item.pk, question.pk, annotator.pk) in done:
-                    continue
-                written += label_seed(item, question, annotator, value)
-    return written
-
-
 def demo_of(dotted: str) -> ProtocolDemo:
     """The demo a spec names (``ProtocolSpec.demo``), imported now."""
-    from importlib import import_module
-
     module_name, _, attribute = dotted.rpartition(".")
     demo = getattr(import_module(module_name), attribute)
     if not isinstance(demo, ProtocolDemo):

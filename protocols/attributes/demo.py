@@ -3,18 +3,18 @@ both settings for two "T2I models", with shipped demo scores of ``clip_attr``.""
 
 from __future__ import annotations
 
-import csv
 import random
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from django.db import transaction
+from PIL import Image as PILImage
 
 from annotate.demo import seeding
-from annotate.demo.photos import LFW_MEN, LFW_WOMEN, PHOTOS, Look, fit, save
+from annotate.demo.photos import LFW_MEN, LFW_WOMEN, PHOTOS, Look, fit
 from metrics.gep_design import ATTRIBUTE_KEYS as KEYS
-from studies.models import Item, Study
+from studies.models import Item
 
 SLUG = "demo-attributes"
 MODELS = ("demo-model-a", "demo-model-b")
@@ -77,6 +77,9 @@ class AttributeImage:
     @property
     def source(self) -> str:
         return f"{PHOTOS[self.photo].source}, {self.look.describe()}"
+
+    def draw(self) -> PILImage.Image:
+        return fit(self.look.of(self.photo), self.side)
 
 
 # The first demo's four images (same paths and files as before); two are left for a visitor.
@@ -182,40 +185,38 @@ def attribute_images() -> list[AttributeImage]:
 DISAGREEMENTS = {(f"{MODELS[0]}/neutral/man_0.jpg", "jacket"): "no"}
 
 
-def answers(image: AttributeImage) -> tuple[dict[str, str], dict[str, str]] | None:
-    """The two demo annotators' answers, or None for an image left to label."""
-    if not image.seeded:
-        return None
-    first = image.truth
-    second = {key: DISAGREEMENTS.get((image.path, key), value) for key, value in first.items()}
-    return first, second
-
-
-def folder_write(folder: Path) -> Path:
-    """Build the images under ``folder`` and write their manifest; returns its path."""
-    manifest = folder / "attributes.csv"
-    with open(manifest, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(
-            ["image", "t2i_model", "prompt", "category", "word", "gender", "setting", "attribute", "source"]
-        )
-        for image in attribute_images():
-            save(fit(image.look.apply(PHOTOS[image.photo].load()), image.side), folder / image.path)
-            word = image.attribute or "worker"
-            writer.writerow(
-                [
-                    image.path,
-                    image.t2i_model,
-                    image.prompt,
-                    "profession",
-                    word,
-                    image.gender,
-                    image.setting,
-                    image.attribute,
-                    image.source,
-                ]
+def answers(items: Mapping[str, Item]) -> seeding.Answers:
+    """The two demo annotators' answers (annotator 2's as ``DISAGREEMENTS`` says), on every image
+    but those left for a visitor."""
+    for image in attribute_images():
+        if image.seeded and image.path in items:
+            yield (
+                items[image.path],
+                {
+                    key: (value, DISAGREEMENTS.get((image.path, key), value))
+                    for key, value in image.truth.items()
+                },
             )
-    return manifest
+
+
+def files() -> list[seeding.File]:
+    return [
+        (
+            {
+                "image": image.path,
+                "t2i_model": image.t2i_model,
+                "prompt": image.prompt,
+                "category": "profession",
+                "word": image.attribute or "worker",
+                "gender": image.gender,
+                "setting": image.setting,
+                "attribute": image.attribute,
+                "source": image.source,
+            },
+            image.draw,
+        )
+        for image in attribute_images()
+    ]
 
 
 def _score(rng: random.Random, yes: bool) -> float:
@@ -233,48 +234,23 @@ def prediction_rows() -> list[dict[str, str]]:
         rng = random.Random(zlib.crc32(image.path.encode()))
         wears = WEARS.get(image.photo, frozenset())
         scores = {key: _score(rng, key in wears) for key in KEYS}
-        rows.append(
-            seeding.prediction_row(
-                image.path, detector=DETECTOR, version=VERSION, kind="attributes", output={"scores": scores}
-            )
-        )
+        rows.append(seeding.prediction_row(image.path, DETECTOR, VERSION, "attributes", {"scores": scores}))
     return rows
 
 
-class AttributesDemo(seeding.ImportedDemo):
-    slug = SLUG
-    protocol = "attributes"
-    name = "Demo: clothing attributes"
-    guidelines = "Toggle every item of clothing the person wears (its key), then Enter."
-    definition = seeding.TWO_ANNOTATORS
-    detector = DETECTOR
-    version = VERSION
-    predictions = PREDICTIONS_FILE
-    prediction_rows = staticmethod(prediction_rows)
-    folder_write = staticmethod(folder_write)
-
-    def seed(self, step: seeding.Step) -> int:
-        written = labels_seed()
-        self.predictions_import(step)
-        return written
-
-
-@transaction.atomic
-def labels_seed() -> int:
-    """The demo annotators' answers (``answers``) on every image but those left for a visitor."""
-    study = Study.objects.get(slug=SLUG)
-    items = {item.key: item for item in Item.objects.filter(study=study)}
-    wanted = []
-    for image in attribute_images():
-        seeded = answers(image)
-        if seeded is None or image.path not in items:
-            continue
-        first, second = seeded
-        wanted.append((items[image.path], {key: (first[key], second[key]) for key in first}))
-    return seeding.answers_seed(study, wanted, seeding.annotators())
-
-
-DEMO = AttributesDemo()
+DEMO = seeding.ProtocolDemo(
+    slug=SLUG,
+    protocol="attributes",
+    name="Demo: clothing attributes",
+    guidelines="Toggle every item of clothing the person wears (its key), then Enter.",
+    files=files,
+    answers=answers,
+    definition=seeding.TWO_ANNOTATORS,
+    detector=DETECTOR,
+    version=VERSION,
+    prediction_rows=prediction_rows,
+    predictions=PREDICTIONS_FILE,
+)
 
 if __name__ == "__main__":
     DEMO.predictions_write()

@@ -3,32 +3,19 @@ prompts, with seeded labels and a few disputes."""
 
 from __future__ import annotations
 
-import contextlib
-import csv
 import dataclasses
+import functools
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from django.contrib.auth import get_user_model
-from django.db import transaction
 from PIL import Image as PILImage
 
-from annotate import services
 from annotate.demo import seeding
-from annotate.demo.photos import LFW_MEN, LFW_WOMEN, LOOKS, PHOTOS, Look
-from annotate.demo.photos import blurred as _blurred
-from annotate.demo.photos import fit as _fit
-from annotate.demo.photos import lfw_face as _lfw_face
-from annotate.demo.photos import save as _save
-from annotate.demo.photos import side_by_side as _side_by_side
-from annotate.errors import AnnotateError
-from annotate.models import FinalLabel
-from studies.models import Item, Question, Study
+from annotate.demo.photos import LFW_MEN, LFW_WOMEN, LOOKS, PHOTOS, Look, blurred, fit, lfw_face, side_by_side
+from studies.models import Item
 
 SLUG = "demo"
-MODELS = ("demo-model-a", "demo-model-b")
 
 MALE, FEMALE, LOW_QUALITY, OTHER = "male", "female", "low_quality", "other"
 
@@ -82,16 +69,16 @@ CELLS = (
 )
 
 LOW_QUALITY_CASES: dict[str, tuple[Callable[[], PILImage.Image], str]] = {
-    "astronaut_blurred": (lambda: _blurred(PHOTOS["astronaut"].load()), "the astronaut under a heavy blur"),
-    "camera_blurred": (lambda: _blurred(PHOTOS["camera"].load()), "the camera man under a heavy blur"),
-    "coffee": (lambda: _fit(PHOTOS["coffee"].load()), PHOTOS["coffee"].source),
-    "chelsea": (lambda: _fit(PHOTOS["chelsea"].load()), PHOTOS["chelsea"].source),
+    "astronaut_blurred": (lambda: blurred(PHOTOS["astronaut"].load()), "the astronaut under a heavy blur"),
+    "camera_blurred": (lambda: blurred(PHOTOS["camera"].load()), "the camera man under a heavy blur"),
+    "coffee": (lambda: fit(PHOTOS["coffee"].load()), PHOTOS["coffee"].source),
+    "chelsea": (lambda: fit(PHOTOS["chelsea"].load()), PHOTOS["chelsea"].source),
     "astronaut_and_camera": (
-        lambda: _side_by_side(PHOTOS["astronaut"].load(), PHOTOS["camera"].load()),
+        lambda: side_by_side(PHOTOS["astronaut"].load(), PHOTOS["camera"].load()),
         "two people: the astronaut and the camera man side by side",
     ),
     "hopper_and_face": (
-        lambda: _side_by_side(PHOTOS["hopper"].load(), _lfw_face(LFW_MEN[1])),
+        lambda: side_by_side(PHOTOS["hopper"].load(), lfw_face(LFW_MEN[1])),
         "two people: Grace Hopper and an LFW face side by side",
     ),
 }
@@ -121,10 +108,6 @@ def _person_pools() -> tuple[list[tuple[str, Look]], list[tuple[str, Look]]]:
     return men, women
 
 
-def _person_image(name: str, look: Look) -> Callable[[], PILImage.Image]:
-    return lambda: look.apply(PHOTOS[name].load())
-
-
 def demo_images() -> list[DemoImage]:
     """The demo study's images: what each shows, how to build it, its seeded labels."""
     men, women = _person_pools()
@@ -135,16 +118,14 @@ def demo_images() -> list[DemoImage]:
         ]
         random.Random(number).shuffle(people)
         slug = cell.word.lower()
+        shot = functools.partial(
+            DemoImage, t2i_model=cell.model, category=cell.category, word=cell.word, prompt=cell.prompt
+        )
         for index, (truth, name, look) in enumerate(people):
-            path = f"{cell.model}/{slug}_{index}.jpg"
             images.append(
-                DemoImage(
-                    path=path,
-                    t2i_model=cell.model,
-                    category=cell.category,
-                    word=cell.word,
-                    prompt=cell.prompt,
-                    build=_person_image(name, look),
+                shot(
+                    path=f"{cell.model}/{slug}_{index}.jpg",
+                    build=functools.partial(look.of, name),
                     source=f"{PHOTOS[name].source}, {look.describe()}",
                     truth=truth,
                     labels=(truth, truth) if cell.seeded is None or index < cell.seeded else None,
@@ -153,17 +134,14 @@ def demo_images() -> list[DemoImage]:
         build, source = LOW_QUALITY_CASES[cell.low_quality]
         path = f"{cell.model}/{slug}_low_quality.jpg"
         labels, reasons = DISAGREEMENTS.get(path, ((LOW_QUALITY, LOW_QUALITY), ("", "")))
+        seeded = cell.seeded is None
         images.append(
-            DemoImage(
+            shot(
                 path=path,
-                t2i_model=cell.model,
-                category=cell.category,
-                word=cell.word,
-                prompt=cell.prompt,
                 build=build,
                 source=source,
                 truth=LOW_QUALITY,
-                labels=labels if cell.seeded is None else None,
+                labels=labels if seeded else None,
                 reasons=reasons,
             )
         )
@@ -175,78 +153,43 @@ def demo_images() -> list[DemoImage]:
     return images
 
 
-def demo_folder_write(folder: Path) -> Path:
-    """Build every image of the gender demo under ``folder`` and write its manifest (with a
-    ``source`` column, kept as item metadata); returns the manifest path."""
-    manifest = folder / "manifest.csv"
-    with open(manifest, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(
-            ["image", "t2i_model", "prompt", "category", "word", "seed", "index", "params", "source"]
+def files() -> list[seeding.File]:
+    """The manifest rows (with a ``source`` column, kept as item metadata) and images."""
+    return [
+        (
+            {
+                "image": image.path,
+                "t2i_model": image.t2i_model,
+                "prompt": image.prompt,
+                "category": image.category,
+                "word": image.word,
+                "index": index,
+                "source": image.source,
+            },
+            image.build,
         )
-        for index, image in enumerate(demo_images()):
-            _save(image.build(), folder / image.path)
-            writer.writerow(
-                [
-                    image.path,
-                    image.t2i_model,
-                    image.prompt,
-                    image.category,
-                    image.word,
-                    "",
-                    index,
-                    "{}",
-                    image.source,
-                ]
-            )
-    return manifest
+        for index, image in enumerate(demo_images())
+    ]
 
 
-class GenderDemo(seeding.ProtocolDemo):
-    slug = SLUG
-    protocol = "gender"
-    name = "Demo: real photos"
-    guidelines = (
+def answers(items: Mapping[str, Item]) -> seeding.Answers:
+    """The demo annotators' labels (with their reasons) on every image not left to label."""
+    for image in demo_images():
+        if image.labels is not None and image.path in items:
+            yield items[image.path], {"gender": tuple(zip(image.labels, image.reasons, strict=True))}
+
+
+DEMO = seeding.ProtocolDemo(
+    slug=SLUG,
+    protocol="gender",
+    name="Demo: real photos",
+    guidelines=(
         "Label the gender presentation of the one person in the image: M male, F female. "
         "L low quality: no person, several people, or too blurred to tell. "
         "O other, with a short reason. Z goes back one image."
-    )
-    folder_write = staticmethod(demo_folder_write)
-
-    def seed(self, step: seeding.Step) -> int:
-        return labels_seed()
-
-    def detectors(self, step: seeding.Step, *, face_method: str) -> int:
-        step("run_detectors", detector="face_gender", study=SLUG, option=[f"face_method={face_method}"])
-        return 0
-
-
-@transaction.atomic
-def labels_seed() -> int:
-    """The demo annotators' seeded labels and the researcher's settled dispute; returns how many
-    labels were written now (0 on a re-run)."""
-    annotators = seeding.annotators()
-    researcher = get_user_model().objects.get(username="demo-researcher")
-    written = 0
-    study = Study.objects.get(slug=SLUG)
-    gender = Question.objects.get(study=study, key="gender")
-    items = {item.key: item for item in Item.objects.filter(study=study)}
-    done = seeding.labelled(study)
-    for image in demo_images():
-        if image.labels is None or image.path not in items:
-            continue
-        for annotator, value, reason in zip(annotators, image.labels, image.reasons, strict=True):
-            if (items[image.path].pk, gender.pk, annotator.pk) not in done:
-                written += seeding.label_seed(items[image.path], gender, annotator, value, reason)
-    for path, (value, note) in RESOLVED.items():
-        item = items.get(path)
-        if item is not None and not FinalLabel.objects.filter(item=item, question=gender).exists():
-            # Not disputed any more (labels changed by hand): nothing to settle.
-            with contextlib.suppress(AnnotateError):
-                services.dispute_resolve(
-                    item=item, question=gender, researcher=researcher, value=value, note=note
-                )
-    return written
-
-
-DEMO = GenderDemo()
+    ),
+    files=files,
+    answers=answers,
+    resolved={(path, "gender"): settled for path, settled in RESOLVED.items()},
+    detectors=("face_gender",),
+)

@@ -3,16 +3,15 @@ a coffee cup or a cat, for two "T2I models", with hand-placed demo boxes of ``yo
 
 from __future__ import annotations
 
-import csv
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from django.db import transaction
 from PIL import Image as PILImage
 
 from annotate.demo import seeding
-from annotate.demo.photos import LFW_MEN, LFW_WOMEN, PHOTOS, Look, save
-from studies.models import Item, Study
+from annotate.demo.photos import LFW_MEN, LFW_WOMEN, PHOTOS, Look
+from studies.models import Item
 
 SLUG = "demo-objects"
 MODELS = ("demo-model-a", "demo-model-b")
@@ -66,13 +65,12 @@ class ObjectImage:
         return TEMPLATES[self.template].format(self.gender_word)
 
     @property
-    def seeded(self) -> bool:
-        return self.index != LEFT_INDEX
-
-    @property
     def source(self) -> str:
         text = f"{PHOTOS[self.person].source}, {self.look.describe()}"
         return f"{text}; beside {PHOTOS[self.beside].source}" if self.beside else text
+
+    def draw(self) -> PILImage.Image:
+        return _layout(self)[0]
 
 
 # What is beside the person: men's prompts lean to the coffee cup, women's to the cat.
@@ -117,7 +115,7 @@ def object_images() -> list[ObjectImage]:
 
 
 def _panel(photo: str, look: Look) -> PILImage.Image:
-    image = look.apply(PHOTOS[photo].load())
+    image = look.of(photo)
     width = round(image.width * HEIGHT / image.height)
     return image.resize((width, HEIGHT), PILImage.Resampling.LANCZOS)
 
@@ -156,104 +154,65 @@ def _layout(image: ObjectImage) -> tuple[PILImage.Image, list[dict[str, object]]
     return canvas, boxes
 
 
-def folder_write(folder: Path) -> Path:
-    """Build the images under ``folder`` and write their manifest; returns its path."""
-    manifest = folder / "objects.csv"
-    with open(manifest, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(
-            [
-                "image",
-                "t2i_model",
-                "prompt",
-                "category",
-                "word",
-                "index",
-                "gender",
-                "gender_word",
-                "template",
-                "source",
-            ]
+def files() -> list[seeding.File]:
+    return [
+        (
+            {
+                "image": image.path,
+                "t2i_model": image.t2i_model,
+                "prompt": image.prompt,
+                "category": f"template-{image.template}",
+                "word": image.gender_word,
+                "index": image.index,
+                "gender": image.gender,
+                "gender_word": image.gender_word,
+                "template": image.template,
+                "source": image.source,
+            },
+            image.draw,
         )
-        for image in object_images():
-            picture, _ = _layout(image)
-            save(picture, folder / image.path)
-            writer.writerow(
-                [
-                    image.path,
-                    image.t2i_model,
-                    image.prompt,
-                    f"template-{image.template}",
-                    image.gender_word,
-                    image.index,
-                    image.gender,
-                    image.gender_word,
-                    image.template,
-                    image.source,
-                ]
-            )
-    return manifest
-
-
-def box_answers(image: ObjectImage, boxes: list[dict[str, object]]) -> tuple[str, str]:
-    """What a person answers about the boxes shown (in their order): yes for each real object,
-    no for the false dog; and the classes the detector missed."""
-    checked = ",".join("no" if box.get("class") == "dog" else "yes" for box in boxes)
-    return checked, "spoon" if image.spoon_missed else ""
+        for image in object_images()
+    ]
 
 
 def prediction_rows() -> list[dict[str, str]]:
     """The rows of ``PREDICTIONS_FILE``: one ``objects`` output per image."""
-    rows = []
-    for image in object_images():
-        _, boxes = _layout(image)
-        rows.append(
-            seeding.prediction_row(
-                image.path, detector=DETECTOR, version=VERSION, kind="objects", output={"objects": boxes}
-            )
-        )
-    return rows
+    return [
+        seeding.prediction_row(image.path, DETECTOR, VERSION, "objects", {"objects": _layout(image)[1]})
+        for image in object_images()
+    ]
 
 
-class ObjectsDemo(seeding.ImportedDemo):
-    slug = SLUG
-    protocol = "objects"
-    name = "Demo: objects beside men and women"
-    guidelines = (
-        "Each highlighted box: Y if the object is really there, N if not. Then name any object the "
-        "detector missed (/ opens the list), and Enter."
-    )
-    definition = seeding.TWO_ANNOTATORS
-    detector = DETECTOR
-    version = VERSION
-    predictions = PREDICTIONS_FILE
-    prediction_rows = staticmethod(prediction_rows)
-    folder_write = staticmethod(folder_write)
-
-    def seed(self, step: seeding.Step) -> int:
-        self.predictions_import(step)
-        step("prepare_box_check", study=SLUG, detector=DETECTOR)
-        return labels_seed()
-
-
-@transaction.atomic
-def labels_seed() -> int:
-    """The demo annotators' check of the boxes put on the items (after ``prepare_box_check``),
-    on every item but those left for a visitor."""
-    study = Study.objects.get(slug=SLUG)
-    items = {item.key: item for item in Item.objects.filter(study=study)}
-    wanted = []
+def answers(items: Mapping[str, Item]) -> seeding.Answers:
+    """The demo annotators' check of the boxes put on the items (after ``prepare_box_check``), on
+    every item but those left for a visitor: yes for each real object, no for the false dog (in
+    the boxes' order), and the classes the detector missed."""
     for image in object_images():
         item = items.get(image.path)
         boxes = (item.metadata or {}).get("boxes") if item is not None else None
-        if item is None or not image.seeded or not isinstance(boxes, list):
-            continue
-        checked, missed = box_answers(image, boxes)
-        wanted.append((item, {"boxes": (checked, checked), "missed": (missed, missed)}))
-    return seeding.answers_seed(study, wanted, seeding.annotators())
+        if item is not None and image.index != LEFT_INDEX and isinstance(boxes, list):
+            checked = ",".join("no" if box.get("class") == "dog" else "yes" for box in boxes)
+            missed = "spoon" if image.spoon_missed else ""
+            yield item, {"boxes": (checked, checked), "missed": (missed, missed)}
 
 
-DEMO = ObjectsDemo()
+DEMO = seeding.ProtocolDemo(
+    slug=SLUG,
+    protocol="objects",
+    name="Demo: objects beside men and women",
+    guidelines=(
+        "Each highlighted box: Y if the object is really there, N if not. Then name any object the "
+        "detector missed (/ opens the list), and Enter."
+    ),
+    files=files,
+    answers=answers,
+    definition=seeding.TWO_ANNOTATORS,
+    detector=DETECTOR,
+    version=VERSION,
+    prediction_rows=prediction_rows,
+    predictions=PREDICTIONS_FILE,
+    steps=(("prepare_box_check", {"study": SLUG, "detector": DETECTOR}),),
+)
 
 if __name__ == "__main__":
     DEMO.predictions_write()

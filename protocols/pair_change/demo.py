@@ -3,15 +3,15 @@ words, leaning every direction of the paper's Table 2."""
 
 from __future__ import annotations
 
-import csv
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
-from django.db import transaction
+from PIL import Image as PILImage
 
 from annotate.demo import seeding
-from annotate.demo.photos import PHOTOS, Look, fit, save
-from studies.models import Item, Study
+from annotate.demo.photos import PHOTOS, Look
+from studies.models import Item
 
 SLUG = "demo-pairs"
 EDITOR = "demo-editor"
@@ -36,6 +36,9 @@ class Pair:
     @property
     def answers(self) -> dict[str, str]:
         return {"age": self.age, "gender": self.gender, "skin": self.skin}
+
+    def draw(self) -> PILImage.Image:
+        return self.look.of(self.edit)
 
 
 PAIRS: tuple[Pair, ...] = (
@@ -83,87 +86,60 @@ PAIRS: tuple[Pair, ...] = (
 #: Drawn pairs whose answers are not seeded: left for a visitor (both demo annotators).
 LEFT = frozenset({"teacher-2", "farmer-2", "lawyer-2"})
 
-#: The draw of each attribute (``sample_pairs``): a few pairs per bucket, seed 0.
-SAMPLE_SIZES: dict[str, dict[str, int]] = {
-    "age": {"older": 3, "younger": 3, "unchanged": 3},
-    "gender": {"male_to_female": 3, "female_to_male": 3, "unchanged": 3},
-    "skin": {"lighter": 3, "darker": 3, "unchanged": 3},
+#: The draw of each attribute (``sample_pairs --buckets``): a few pairs per bucket, seed 0.
+BUCKETS = {
+    "age": "older=3,younger=3,unchanged=3",
+    "gender": "male_to_female=3,female_to_male=3,unchanged=3",
+    "skin": "lighter=3,darker=3,unchanged=3",
 }
 
 
-def _seed_path(photo: str) -> str:
-    return f"seeds/{photo}.jpg"
+def files() -> list[seeding.File]:
+    """Two rows a pair: the seed photo (drawn once however many pairs show it) and its edit."""
+    rows: list[seeding.File] = []
+    for pair in PAIRS:
+        change = pair.look.describe()
+        if pair.edit != pair.seed:
+            change = f"another person ({PHOTOS[pair.edit].source}), {change}"
+        seed = {"item": pair.item, "role": "input", "image": f"seeds/{pair.seed}.jpg"}
+        edit = {
+            "item": pair.item,
+            "role": "output",
+            "image": f"edits/{pair.item}.jpg",
+            "t2i_model": EDITOR,
+            "prompt": f"make this person a {pair.word}",
+            "category": "profession",
+            "word": pair.word,
+            "edit": change,
+        }
+        rows += [(seed, functools.partial(Look().of, pair.seed)), (edit, pair.draw)]
+    return rows
 
 
-def folder_write(folder: Path) -> Path:
-    """Build the seed photos and edits under ``folder`` and write the pair manifest."""
-    manifest = folder / "pairs.csv"
-    with open(manifest, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["item", "role", "image", "t2i_model", "prompt", "category", "word", "edit"])
-        for pair in PAIRS:
-            seed_path = _seed_path(pair.seed)
-            if not (folder / seed_path).exists():
-                save(fit(PHOTOS[pair.seed].load()), folder / seed_path)
-            edit_path = f"edits/{pair.item}.jpg"
-            save(pair.look.apply(PHOTOS[pair.edit].load()), folder / edit_path)
-            change = pair.look.describe()
-            if pair.edit != pair.seed:
-                change = f"another person ({PHOTOS[pair.edit].source}), {change}"
-            writer.writerow([pair.item, "input", seed_path, "", "", "", "", ""])
-            writer.writerow(
-                [
-                    pair.item,
-                    "output",
-                    edit_path,
-                    EDITOR,
-                    f"make this person a {pair.word}",
-                    "profession",
-                    pair.word,
-                    change,
-                ]
-            )
-    return manifest
-
-
-class PairChangeDemo(seeding.ProtocolDemo):
-    slug = SLUG
-    protocol = "pair_change"
-    name = "Demo: seed photos and edits"
-    guidelines = "Compare the edited image with the seed photo: age, gender, skin tone."
-    definition = seeding.TWO_ANNOTATORS
-    folder_write = staticmethod(folder_write)
-
-    def detectors(self, step: seeding.Step, *, face_method: str) -> int:
-        """The offline measuring detectors on the pairs, then the draws of pairs people check
-        (``sample_pairs``) and the answers seeded on them."""
-        face = [f"face_method={face_method}"]
-        measured = [
-            step("run_detectors", detector=name, study=SLUG, option=face)
-            for name in ("face_age_gender", "skin_tone")
-        ]
-        if not all(measured):
-            return 0
-        for attribute, sizes in SAMPLE_SIZES.items():
-            buckets = ",".join(f"{name}={n}" for name, n in sizes.items())
-            step("sample_pairs", study=SLUG, attribute=attribute, buckets=buckets, take_all_if_short=True)
-        return labels_seed()
-
-
-@transaction.atomic
-def labels_seed() -> int:
+def answers(items: Mapping[str, Item]) -> seeding.Answers:
     """The demo annotators' answers on the pairs ``sample_pairs`` queued, to the questions each
     was drawn for, except the pairs left for a visitor (``LEFT``)."""
-    study = Study.objects.get(slug=SLUG)
-    items = {item.key: item for item in Item.objects.filter(study=study, queue__gt=0)}
-    wanted = []
     for pair in PAIRS:
         item = items.get(pair.item)
-        if item is None or pair.item in LEFT:
-            continue
-        asked = item.question_keys or list(pair.answers)
-        wanted.append((item, {key: (pair.answers[key],) * 2 for key in asked}))
-    return seeding.answers_seed(study, wanted, seeding.annotators())
+        if item is not None and item.queue > 0 and pair.item not in LEFT:
+            yield item, {key: (pair.answers[key],) * 2 for key in item.question_keys or pair.answers}
 
 
-DEMO = PairChangeDemo()
+DEMO = seeding.ProtocolDemo(
+    slug=SLUG,
+    protocol="pair_change",
+    name="Demo: seed photos and edits",
+    guidelines="Compare the edited image with the seed photo: age, gender, skin tone.",
+    files=files,
+    answers=answers,
+    definition=seeding.TWO_ANNOTATORS,
+    # The offline measuring detectors on the pairs, then the draws of pairs people check.
+    detectors=("face_age_gender", "skin_tone"),
+    draws=tuple(
+        (
+            "sample_pairs",
+            {"study": SLUG, "attribute": attribute, "buckets": buckets, "take_all_if_short": True},
+        )
+        for attribute, buckets in BUCKETS.items()
+    ),
+)

@@ -3,26 +3,32 @@ annotators' answers and a made-up ``demo_judge``'s."""
 
 from __future__ import annotations
 
-import csv
-import json
-from pathlib import Path
+import functools
+from collections.abc import Mapping
 
 from PIL import Image, ImageDraw
 
+from annotate.demo import seeding
+from studies.models import Item
+from studies.protocols import QuestionSpec, choice_rows
+
 SLUG = "demo-questions"
-NAME = "Demo: questions from a CSV"
-# The guidelines on the labeling screen, and the study's line in the study chooser.
-DESCRIPTION = (
-    "Answer both questions about the drawn person: a hat (Y yes, N no), and how they look "
-    "(H happy, E neutral, S sad); then Enter."
-)
 DETECTOR = "demo_judge"
-# The demo's own annotators: they answered all but the last LEFT images.
-ANNOTATORS = ("demo-annotator-1", "demo-annotator-2")
+#: The demo annotators answered all but the last LEFT images.
 LEFT = 4
+
+
+def _question(key: str, text: str, choices: str) -> QuestionSpec:
+    """A question as its questions CSV row would give it (choices ``value:Name:key|…``)."""
+    rows = (
+        dict(zip(("value", "name", "key"), choice.split(":"), strict=True)) for choice in choices.split("|")
+    )
+    return QuestionSpec(key, text, choice_rows(*rows))
+
+
 QUESTIONS = [
-    ["hat", "Does the person wear a hat?", "yes:Yes:y|no:No:n"],
-    ["mood", "How does the person look?", "happy:Happy:h|neutral:Neutral:e|sad:Sad:s"],
+    _question("hat", "Does the person wear a hat?", "yes:Yes:y|no:No:n"),
+    _question("mood", "How does the person look?", "happy:Happy:h|neutral:Neutral:e|sad:Sad:s"),
 ]
 SETTINGS = ("office", "street")
 N = 24
@@ -67,40 +73,54 @@ def _draw(i: int, answers: dict[str, str]) -> Image.Image:
     return image
 
 
-def folder_write(folder: Path) -> dict[str, Path]:
-    """Write the demo's files under ``folder``: images, questions, manifest, labels, detector
-    answers; returns their paths by name."""
-    images = folder / "images"
-    images.mkdir(parents=True, exist_ok=True)
-    paths = {name: folder / f"{name}.csv" for name in ("questions", "manifest", "labels", "predictions")}
-    with open(paths["questions"], "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["key", "text", "choices"])
-        writer.writerows(QUESTIONS)
-    manifest, labels, predictions = [], [], []
-    for i in range(N):
-        answers = _answers(i)
-        name = f"{i:02d}.png"
-        _draw(i, answers).save(images / name)
-        setting = SETTINGS[i % 2]
-        manifest.append([name, "demo-painter", f"a person in the {setting}", "scene", setting, setting])
-        for n, annotator in enumerate(ANNOTATORS if i < N - LEFT else ()):
-            given = dict(answers)
-            if i == 5 and n == 1:
-                given["mood"] = "neutral" if answers["mood"] != "neutral" else "happy"  # one dispute
-            labels += [[name, annotator, key, value] for key, value in given.items()]
-        judged = dict(answers)
-        if i % 5 == 0:
-            judged["mood"] = "neutral"  # the judge calls more faces neutral than people do
-        predictions.append([name, DETECTOR, "answers", json.dumps(judged)])
-    for name, header, rows in (
-        ("manifest", ["image", "t2i_model", "prompt", "category", "word", "setting"], manifest),
-        ("labels", ["image", "annotator", "question", "label"], labels),
-        ("predictions", ["image", "detector", "kind", "output"], predictions),
-    ):
-        with open(paths[name], "w", newline="", encoding="utf-8") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(header)
-            writer.writerows(rows)
-    paths["root"] = images
-    return paths
+def files() -> list[seeding.File]:
+    return [
+        (
+            {
+                "image": f"{i:02d}.png",
+                "t2i_model": "demo-painter",
+                "prompt": f"a person in the {SETTINGS[i % 2]}",
+                "category": "scene",
+                "word": SETTINGS[i % 2],
+                "setting": SETTINGS[i % 2],
+            },
+            functools.partial(_draw, i, _answers(i)),
+        )
+        for i in range(N)
+    ]
+
+
+def answers(items: Mapping[str, Item]) -> seeding.Answers:
+    """The demo annotators' answers on all but the last ``LEFT`` images, one of them disputed."""
+    for i in range(N - LEFT):
+        given = _answers(i)
+        second = dict(given)
+        if i == 5:
+            second["mood"] = "neutral" if given["mood"] != "neutral" else "happy"  # one dispute
+        yield items[f"{i:02d}.png"], {key: (value, second[key]) for key, value in given.items()}
+
+
+def prediction_rows() -> list[dict[str, str]]:
+    """The made-up judge's answers: it calls more faces neutral than people do."""
+    judged = (_answers(i) | ({"mood": "neutral"} if i % 5 == 0 else {}) for i in range(N))
+    return [
+        seeding.prediction_row(f"{i:02d}.png", DETECTOR, "imported", "answers", a)
+        for i, a in enumerate(judged)
+    ]
+
+
+DEMO = seeding.ProtocolDemo(
+    slug=SLUG,
+    protocol="questions",
+    name="Demo: questions from a CSV",
+    # The guidelines on the labeling screen, and the study's line in the study chooser.
+    guidelines=(
+        "Answer both questions about the drawn person: a hat (Y yes, N no), and how they look "
+        "(H happy, E neutral, S sad); then Enter."
+    ),
+    files=files,
+    answers=answers,
+    definition={"labels_per_item": 2, "questions": QUESTIONS, "parameters": {"compare": "setting"}},
+    detector=DETECTOR,
+    prediction_rows=prediction_rows,
+)

@@ -44,7 +44,7 @@ SPEC = ProtocolSpec(
         ),
     ),
     validate_questions=single_choice_problem,
-    demo_command="questions_demo",
+    demo="protocols.questions.demo.DEMO",
     analysis="protocols.questions.analysis.QuestionsAnalysis",
     estimates="protocols.questions.estimates",
     urls="protocols.questions.urls",

@@ -24,7 +24,7 @@ from django.test import Client, RequestFactory, override_settings
 from django.urls import reverse
 
 from annotate import services
-from annotate.demo.seeding import ANNOTATORS
+from annotate.demo.seeding import ANNOTATORS, demo_of
 from annotate.management.commands.seed_demo import DEMO_PASSWORDS, demo_people_and_studies
 from annotate.models import FinalLabel, Label
 from annotate.selectors import dispute_queue
@@ -219,9 +219,9 @@ def test_every_protocol_has_a_demo_study_with_the_demo_annotators(seeded):
         "demo-attributes": "attributes",
         "demo-pairs": "pair_change",
         "demo-objects": "objects",
-        "demo-questions": "questions",  # its own package's demo command, run by seed_demo
+        "demo-questions": "questions",
     }
-    assert set(studies) >= {f"demo-{key}" for key in PROTOCOLS if PROTOCOLS[key].demo_command}
+    assert set(studies) >= {demo_of(PROTOCOLS[key].demo).slug for key in PROTOCOLS if PROTOCOLS[key].demo}
     annotators = set(User.objects.filter(username__startswith="demo-annotator"))
     for study in studies.values():
         assert set(study.annotators.all()) == annotators, study.slug

@@ -61,11 +61,10 @@ def test_a_spec_with_wrong_paths_fails_the_check_naming_each_field(monkeypatch):
         kind_checks=MappingProxyType(
             {"mood": "protocols.gender.spec.SPEC", "other": "protocols.gender.spec.SPEC"}
         ),
-        demo_command="no_such_command",
     )
     registered(monkeypatch, {"broken": broken})
     messages = check_protocols()
-    assert ids(messages) == ["protocols.E003"] * 3 + ["protocols.E004", "protocols.E005", "protocols.E006"]
+    assert ids(messages) == ["protocols.E003"] * 3 + ["protocols.E004", "protocols.E005"]
     text = "\n".join(m.msg for m in messages)
     assert "analysis = 'protocols.gender.analysis.NoSuchAnalysis'" in text
     assert "no module 'protocols.gender.no_urls'" in text

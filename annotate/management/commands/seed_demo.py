@@ -8,7 +8,7 @@ import io
 import os
 import tempfile
 from argparse import ArgumentParser
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,13 +66,13 @@ def _user_ensure(username: str, *, group: str | None = None, staff: bool = False
 
 
 @transaction.atomic
-def demo_people_and_studies() -> dict[str, Study]:
+def demo_people_and_studies(every: Sequence[ProtocolDemo] | None = None) -> dict[str, Study]:
     """The four demo users and the demo studies (created once, left as they are after), by slug."""
     _user_ensure("demo-admin", staff=True)
     _user_ensure("demo-researcher", group=permissions.RESEARCHER)
     for username in ANNOTATORS:
         _user_ensure(username, group=permissions.ANNOTATOR)
-    return {demo.slug: demo.define() for demo in demos()}
+    return {demo.slug: demo.define() for demo in (demos() if every is None else every)}
 
 
 def _command_line(command: str, args: Sequence[str], options: Mapping[str, Any]) -> str:
@@ -130,35 +130,40 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["migrate"]:
             call_command("migrate", interactive=False, verbosity=0)
+        every = demos()
+        studies = self._studies(lambda: demo_people_and_studies(every))
+        built = {demo.slug: self._build(demo, studies[demo.slug]) for demo in every}
+        written = sum(seeded for _, seeded in built.values())
+        if options["run_detectors"]:
+            written += sum(
+                demo.detectors_run(self._step, face_method=options["face_method"]) for demo in every
+            )
+        for demo in every:
+            self._study_line(studies[demo.slug], built[demo.slug][0])
+        self.stdout.write(f"Seeded labels written now: {written}.")
+        self._next_steps(options["url"])
+
+    def _studies(self, define: Callable[[], dict[str, Study]]) -> dict[str, Study]:
         try:
-            studies = demo_people_and_studies()
+            return define()
         except DomainError as exc:  # e.g. a demo study redefined by hand after it was labelled
             raise CommandError(f"The demo studies cannot be set up: {exc}") from exc
-        every = demos()
-        summaries: dict[str, ImportSummary] = {}
-        for demo in every:
-            with tempfile.TemporaryDirectory(prefix="biaslab-demo-") as folder:
-                manifest = demo.folder_write(Path(folder))
-                summaries[demo.slug] = images_import(
-                    study=studies[demo.slug], manifest_path=manifest, root=folder
-                )
-            if summaries[demo.slug].rejected:
-                for line in summaries[demo.slug].lines():
+
+    def _build(
+        self, demo: ProtocolDemo, study: Study, folder: str | None = None
+    ) -> tuple[ImportSummary, int]:
+        """Import the demo's images, written under ``folder`` (default: a temporary one), then seed
+        it; the import's summary and how many labels were written."""
+        with tempfile.TemporaryDirectory(prefix="biaslab-demo-") as temporary:
+            root = Path(folder or temporary)
+            summary = images_import(study=study, manifest_path=demo.folder_write(root), root=root)
+            if summary.rejected:
+                for line in summary.lines():
                     self.stderr.write(line)
                 raise CommandError(
                     f"Some images of the demo study '{demo.slug}' could not be imported (see above)."
                 )
-        written = sum(demo.seed(self._step) for demo in every)
-        if options["run_detectors"]:
-            written += sum(demo.detectors(self._step, face_method=options["face_method"]) for demo in every)
-        # Protocols whose demo is a command of its own (the spec names it).
-        for spec in PROTOCOLS.values():
-            if spec.demo_command:
-                self._step(spec.demo_command)
-        for demo in every:
-            self._study_line(studies[demo.slug], summaries[demo.slug])
-        self.stdout.write(f"Seeded labels written now: {written}.")
-        self._next_steps(options["url"])
+            return summary, demo.seed(self._step, root)
 
     def _step(self, command: str, *args: str, **options: Any) -> bool:
         """Run another command of the app (the steps a researcher would run by hand); its output

@@ -1,22 +1,16 @@
-"""``manage.py questions_demo``: a questions study made from the demo files it writes, by the
-commands a researcher would run; running it again changes nothing."""
+"""``manage.py questions_demo``: the questions protocol's demo study alone, as ``seed_demo`` builds
+it with the others (its annotators made without a password); running it again changes nothing."""
 
 from __future__ import annotations
 
-import tempfile
 from argparse import ArgumentParser
-from pathlib import Path
 from typing import Any
 
-from django.core.management import call_command
-from django.core.management.base import BaseCommand
-
-from detectors.models import Prediction
-from protocols.questions import demo
-from studies.models import Item, Study
+from annotate.management.commands import seed_demo
+from protocols.questions.demo import DEMO
 
 
-class Command(BaseCommand):
+class Command(seed_demo.Command):
     help = (
         "Create the demo questions study 'demo-questions': 24 drawn figures compared by setting "
         "(office, street), two questions, two demo annotators' answers (one disputed image) and "
@@ -28,49 +22,9 @@ class Command(BaseCommand):
         parser.add_argument("--folder", help="Where to write the demo's files (default: a temporary folder).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if options["folder"]:
-            self._run(Path(options["folder"]))
-        else:
-            with tempfile.TemporaryDirectory() as folder:
-                self._run(Path(folder))
-
-    def _run(self, folder: Path) -> None:
-        paths = demo.folder_write(folder)
-        quiet = {"stdout": self.stdout, "stderr": self.stderr, "verbosity": 0}
-        call_command(
-            "create_study",
-            demo.SLUG,
-            "--protocol",
-            "questions",
-            "--name",
-            demo.NAME,
-            "--questions",
-            str(paths["questions"]),
-            "--compare",
-            "setting",
-            "--labels-per-item",
-            "2",
-            **quiet,
-        )
-        # Its guidelines (create_study takes none); one changed by hand is kept.
-        Study.objects.filter(slug=demo.SLUG, description="").update(description=demo.DESCRIPTION)
-        call_command(
-            "import_images",
-            "--manifest",
-            str(paths["manifest"]),
-            "--root",
-            str(paths["root"]),
-            "--study",
-            demo.SLUG,
-            **quiet,
-        )
-        if not Item.objects.filter(study__slug=demo.SLUG, completed_seats__gt=0).exists():
-            call_command(
-                "import_labels", str(paths["labels"]), "--study", demo.SLUG, "--add-annotators", **quiet
-            )
-        if not Prediction.objects.filter(detector=demo.DETECTOR, kind="answers").exists():
-            call_command("import_predictions", str(paths["predictions"]), "--study", demo.SLUG, **quiet)
+        study = self._studies(lambda: {DEMO.slug: DEMO.define()})[DEMO.slug]
+        self._build(DEMO, study, options["folder"])
         self.stdout.write(
-            f"Demo study '{demo.SLUG}' is ready: /reports/?study={demo.SLUG} "
-            f"({demo.DETECTOR}'s answers are made up for the demo)."
+            f"Demo study '{DEMO.slug}' is ready: /reports/?study={DEMO.slug} "
+            f"({DEMO.detector}'s answers are made up for the demo)."
         )
