@@ -144,7 +144,7 @@ def _cells(
         gender = np.array([GENDERS.index(r.gender) for r in mine])
         if len(set(gender)) < 2:
             continue
-        v, table = ppi_mean.estimate_table(gender, f, y, xi, p, seed=seed)
+        v, _, table = ppi_mean.estimate_table(gender, f, y, xi, p, seed=seed)
         cells[model] = {
             "confirmed": {
                 "counts": {
