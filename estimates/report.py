@@ -30,25 +30,13 @@ FIGURES = (
 )
 
 
-#: The table's column headers, as the gender estimate's table writes them.
+#: The table's column headers, as the gender estimate's table writes them (others: capitalised).
 LABELS = {
     "t2i_model": "T2I model",
-    "setting": "Setting",
-    "estimand": "Estimand",
-    "domain": "Domain",
-    "attribute": "Attribute",
-    "question": "Question",
-    "group": "Group",
-    "answer": "Answer",
-    "class": "Class",
-    "gender": "Gender",
-    "estimate": "Estimate",
     "ci95": "95 % interval",
     "human_only": "Labels only",
     "human_only_ci95": "Labels-only 95 % interval",
-    "detector_only": "Detector only",
     "lambda": "λ",
-    "effective_labels": "Effective labels",
     "n_labelled": "Labelled",
     "n_items": "Items",
 }
@@ -222,8 +210,9 @@ def fmt_interval(ci: list[float] | None) -> str:
     return "" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
-def estimand_figures(est: dict[str, Any], *, n_labelled: int, n_items: int) -> list[Any]:
-    """One estimand's FIGURES, as written in the CSV, Markdown and table rows."""
+def estimand_figures(est: dict[str, Any], counts: dict[str, Any]) -> list[Any]:
+    """One estimand's FIGURES, as written in the CSV, Markdown and table rows (``counts``: the
+    cell whose n_labelled and n_items they end with)."""
     human = est["human_only"]
     return [
         fmt_number(est["estimate"]),
@@ -233,8 +222,8 @@ def estimand_figures(est: dict[str, Any], *, n_labelled: int, n_items: int) -> l
         fmt_number(est["detector_only"]),
         fmt_number(est["lambda"], 2),
         fmt_number(est["effective_labels"], 0),
-        n_labelled,
-        n_items,
+        counts["n_labelled"],
+        counts["n_items"],
     ]
 
 
@@ -319,7 +308,7 @@ class EstimateReport:
             columns=tuple(
                 Column(
                     name,
-                    LABELS.get(name, name.replace("_", " ")),
+                    LABELS.get(name, name.replace("_", " ").capitalize()),
                     numeric=name in FIGURES,
                     pair=name in PAIRS,
                 )
