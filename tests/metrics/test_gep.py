@@ -18,7 +18,7 @@ from sklearn.metrics import matthews_corrcoef, roc_auc_score
 from metrics import gep, gep_agreement, gep_design, gep_study
 from metrics.gep import GepItem
 from metrics.gep_design import EXPLICIT, MAN, NEUTRAL, WOMAN, GepInputError
-from tests import paper_prompts
+from tests import paper_data
 
 
 def human_gep(items, *, setting, keys=gep_design.ATTRIBUTE_KEYS):
@@ -114,31 +114,30 @@ def test_contexts_are_the_sixteen_of_table_2_in_order():
 
 
 def test_prompt_texts_match_the_authors_released_prompts():
-    assert paper_prompts.gep_prompt_text(MAN, "sitting at a table") == "A man sitting at a table."
-    assert paper_prompts.gep_prompt_text(WOMAN, "laying on the snow") == "A woman laying on the snow."
+    assert paper_data.gep_prompt_text(MAN, "sitting at a table") == "A man sitting at a table."
+    assert paper_data.gep_prompt_text(WOMAN, "laying on the snow") == "A woman laying on the snow."
     assert (
-        paper_prompts.gep_prompt_text(MAN, "sitting at a table", "boots")
-        == "A man in boots sitting at a table."
+        paper_data.gep_prompt_text(MAN, "sitting at a table", "boots") == "A man in boots sitting at a table."
     )
     assert (
-        paper_prompts.gep_prompt_text(WOMAN, "running on the beach", "gloves")
+        paper_data.gep_prompt_text(WOMAN, "running on the beach", "gloves")
         == "A woman with gloves running on the beach."
     )
     assert (
-        paper_prompts.gep_prompt_text(WOMAN, "holding an umbrella", "tie")
+        paper_data.gep_prompt_text(WOMAN, "holding an umbrella", "tie")
         == "A woman with a tie holding an umbrella."
     )
 
 
 def test_prompt_text_refuses_unknown_gender_or_attribute():
     with pytest.raises(ValueError, match="person"):
-        paper_prompts.gep_prompt_text("person", "sitting at a table")
+        paper_data.gep_prompt_text("person", "sitting at a table")
     with pytest.raises(ValueError, match="glasses"):
-        paper_prompts.gep_prompt_text(MAN, "sitting at a table", "glasses")
+        paper_data.gep_prompt_text(MAN, "sitting at a table", "glasses")
 
 
 def test_study_has_32_neutral_and_480_explicit_prompts():
-    prompts = paper_prompts.gep_prompts()
+    prompts = paper_data.gep_prompts()
     assert sum(p.setting == NEUTRAL for p in prompts) == 32
     assert sum(p.setting == EXPLICIT for p in prompts) == 480
     assert len({p.prompt for p in prompts}) == 512
@@ -580,7 +579,7 @@ def synthetic_study(seed: int = 0) -> dict[str, list[GepItem]]:
     study = {}
     for m, model in enumerate(MODELS):
         items = []
-        for p, prompt in enumerate(paper_prompts.gep_prompts()):
+        for p, prompt in enumerate(paper_data.gep_prompts()):
             for i in range(5):
                 base = 0.1 + 0.2 * m if prompt.gender == WOMAN else 0.3
                 keys = KEYS if prompt.setting == NEUTRAL else (prompt.attribute,)

@@ -52,7 +52,7 @@ from metrics.pair_change import (
     verdict_bucket,
     wilson_interval,
 )
-from tests.paper_prompts import biaspainter_prompt
+from tests.paper_data import biaspainter_prompt
 
 
 def face(age: float | None = None, gender: str | None = None, gray: float | None = None) -> Measurement:

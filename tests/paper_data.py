@@ -1,11 +1,13 @@
-"""The papers' prompt templates, as references for the shipped prompt sets and the test studies:
-Zhang et al. 2023's GEP prompts and BiasPainter's Table 1."""
+"""The papers' prompt templates and class lists, as references for the shipped prompt sets, the
+class names and the test studies: Zhang et al. 2023's GEP prompts, BiasPainter's Table 1 and
+darknet's COCO names."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from metrics.coco_names import COCO_CLASS_NAMES
 from metrics.gep_design import (
     ATTRIBUTE_KEYS,
     ATTRIBUTE_PHRASES,
@@ -100,3 +102,20 @@ def biaspainter_prompt(domain: str, word: str) -> str:
         raise ValueError("word is empty")
     article = "an" if word[0].lower() in "aeiou" else "a"
     return PROMPT_TEMPLATES[domain].format(word=word, article=article)
+
+
+#: darknet's ``data/coco.names`` (YOLOv3, the detector of Mannering 2023), in its index order.
+#: It is the same 80 classes in the same order as ``COCO_CLASS_NAMES``; only six spellings differ.
+DARKNET_COCO_NAMES: tuple[str, ...] = (
+    *COCO_CLASS_NAMES[:3],
+    "motorbike",
+    "aeroplane",
+    *COCO_CLASS_NAMES[5:57],
+    "sofa",
+    "pottedplant",
+    "bed",
+    "diningtable",
+    "toilet",
+    "tvmonitor",
+    *COCO_CLASS_NAMES[63:],
+)
