@@ -217,10 +217,8 @@ class ModelEstimate:
         """The estimate's JSON contract for this model, plus ``warnings`` and ``pending``."""
         estimate = self.estimate
         if estimate is None:  # the contract with every figure null
-            none = ppi.ScoreEstimate(None, None, None, None, None, 0, ())
-            prompts = {
-                k: ppi.PromptEstimate(None, None, None, None, 0, 0, n, 0, None) for k, n in self.prompt_sizes
-            }
+            none = ppi.ScoreEstimate(None, None, None, None, 0, ())
+            prompts = {k: ppi.PromptEstimate(None, None, None, n, 0, None) for k, n in self.prompt_sizes}
             estimate = ppi.ModelBiasEstimate(
                 none, none, self.detector_only, prompts, self.n_images, 0, 0, (), None, ()
             )
