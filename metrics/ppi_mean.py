@@ -85,6 +85,18 @@ class Linear:
         return self.df_of if self.df_of is not None else _satterthwaite(self.c**2)
 
 
+@dataclass(frozen=True)
+class Entry:
+    """One entry of a vector estimand: detector values, human values and coefficients."""
+
+    f: np.ndarray | None
+    y: np.ndarray
+    coef: np.ndarray
+    #: This entry's own sampled indicators (an explicit GEP item answers one attribute only);
+    #: None: the ``xi`` given to ``estimate_mean_abs``.
+    xi: np.ndarray | None = None
+
+
 def _satterthwaite(v: np.ndarray) -> float:
     total = float(np.sum(v))
     squares = float(np.sum(v**2))
@@ -146,20 +158,13 @@ def _fit(
     return alpha, lam
 
 
-def _linear(
-    f: Floats | None,
-    y: Floats,
-    xi: Flags,
-    pi: Floats,
-    coef: Floats,
-    folds: int,
-    seed: int,
-) -> Linear:
+def _linear(entry: Entry, xi: np.ndarray, pi: np.ndarray, folds: int, seed: int, *, detector: bool) -> Linear:
     """θ̂ = Σ a_i [g_i + ξ_i (Y_i - g_i)/π_i] with g cross-fitted (``y`` NaN where not labelled);
-    ``f=None``: labels only."""
+    ``detector=False`` (or no ``f``): labels only."""
+    f = entry.f if detector else None
     use_detector = f is not None
-    y_, f_, pi_, xi_ = _checked(y, f, pi, xi)
-    a = np.asarray(coef, dtype=float)
+    y_, f_, pi_, xi_ = _checked(entry.y, f, pi, xi)
+    a = np.asarray(entry.coef, dtype=float)
     if a.shape != y_.shape:
         raise MeanInputError(f"coef: {a.shape[0]} values for {y_.shape[0]} items.")
     # One intercept per sign of the coefficient.
@@ -258,20 +263,12 @@ def _effective(n: int, human: float, tuned: float) -> float:
     return float(n * human / tuned)
 
 
-def _fits(
-    f: Floats | None,
-    y: Floats,
-    xi: Flags,
-    pi: Floats,
-    coef: Floats,
-    folds: int,
-    seed: int,
-) -> tuple[Linear, Linear]:
-    """The tuned fit (floored; the labels-only one when ``f`` is None) and the labels-only fit."""
-    human = _linear(None, y, xi, pi, coef, folds, seed)
-    if f is None:
+def _fits(entry: Entry, xi: np.ndarray, pi: np.ndarray, folds: int, seed: int) -> tuple[Linear, Linear]:
+    """The tuned fit (floored; the labels-only one without ``f``) and the labels-only fit."""
+    human = _linear(entry, xi, pi, folds, seed, detector=False)
+    if entry.f is None:
         return human, human
-    return _floored(_linear(f, y, xi, pi, coef, folds, seed), human), human
+    return _floored(_linear(entry, xi, pi, folds, seed, detector=True), human), human
 
 
 def _estimand(
@@ -326,18 +323,6 @@ def difference_coefficients(mask_a: np.ndarray, mask_b: np.ndarray) -> np.ndarra
     return a - b
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One entry of a vector estimand: detector values, human values and coefficients."""
-
-    f: np.ndarray | None
-    y: np.ndarray
-    coef: np.ndarray
-    #: This entry's own sampled indicators (an explicit GEP item answers one attribute only);
-    #: None: the ``xi`` given to ``estimate_mean_abs``.
-    xi: np.ndarray | None = None
-
-
 def _entry_fits(
     entries: Sequence[Entry],
     pi: np.ndarray,
@@ -359,7 +344,7 @@ def _entry_fits(
         if not _reachable(pi, x, entry.coef):
             singles.append(_detector_only(entry.f, entry.coef))
             continue
-        tuned, human = _fits(entry.f, entry.y, x, pi, entry.coef, folds, seed)
+        tuned, human = _fits(entry, x, pi, folds, seed)
         human_fits.append(human)
         tuned_fits.append(tuned)
         if entry.f is not None:
@@ -525,7 +510,7 @@ def estimate_table(
     for g in range(n_rows):
         coef = (rows == g).astype(float)
         for c in range(n_cols):
-            t, h = _fits(f_[:, c], y_[:, c], xi_, pi_, coef, folds, seed)
+            t, h = _fits(Entry(f_[:, c], y_[:, c], coef), xi_, pi_, folds, seed)
             human.append(h)
             tuned.append(t)
 
