@@ -11,7 +11,7 @@ import numpy as np
 
 from estimates import selectors as sel
 from estimates.charts import Series, data_uri, series_width_chart_svg
-from estimates.estimands import EstimandProtocol, series_of
+from estimates.estimands import EstimandProtocol, frame_of, series_of
 from reports import render
 from reports.tables import NO_VALUE, Cell, Column, Table
 from studies.models import Study
@@ -138,8 +138,7 @@ def drawn_frame(
             f"detector '{detector}' has no {spec.output_kind} predictions in study '{study.slug}'"
         )
     version, kind = series
-    labelled = spec.labelled(study) if spec.labelled else frozenset()
-    frame = sel.sampling_frame(study, detector, version, labelled=labelled)
+    frame = frame_of(spec, study, detector, version)
     strata = None
     if stratified and spec.output_codes and any(state.round.design == "stratified" for state in frame.rounds):
         strata = spec.output_codes(study, detector, version)

@@ -46,6 +46,7 @@ def gender_question(study: Study) -> Question | None:
 
 
 FAILED = "failed"
+_CLEAR = {Verdict.MALE.value: Verdict.MALE.value, Verdict.FEMALE.value: Verdict.FEMALE.value}
 
 
 def verdicts(study: Study, detector: str, version: str) -> dict[int, str]:
@@ -64,14 +65,8 @@ def verdicts(study: Study, detector: str, version: str) -> dict[int, str]:
         .values_list("image_id", "status", "label")
     ):
         # The module's own strings, not one per row: a million items share four.
-        if status != PredictionStatus.OK:
-            verdict_of_image[image_id] = FAILED
-        elif label == Verdict.MALE:
-            verdict_of_image[image_id] = Verdict.MALE.value
-        elif label == Verdict.FEMALE:
-            verdict_of_image[image_id] = Verdict.FEMALE.value
-        else:
-            verdict_of_image[image_id] = Verdict.FILTERED.value
+        ok = status == PredictionStatus.OK
+        verdict_of_image[image_id] = _CLEAR.get(label, Verdict.FILTERED.value) if ok else FAILED
     return _per_item(images, verdict_of_image)
 
 
@@ -154,11 +149,7 @@ def _detector_vectors(items: Sequence[FrameItem], soft: Mapping[int, tuple[float
 
 
 def _vector(label: str | None) -> tuple[float, float]:
-    if label == "male":
-        return (1.0, 0.0)
-    if label == "female":
-        return (0.0, 1.0)
-    return (0.0, 0.0)
+    return {"male": (1.0, 0.0), "female": (0.0, 1.0)}.get(label or "", (0.0, 0.0))
 
 
 def arrays(
