@@ -3,7 +3,7 @@ version and the human class of its final label, turned into ``metrics.ppi``'s ar
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -331,9 +331,7 @@ def bias_estimate(
     for model in sorted(by_model):
         items = by_model[model]
         names = _prompt_names(items)
-        sizes: dict[str, int] = defaultdict(int)
-        for item in items:
-            sizes[names[_prompt_id(item)]] += 1
+        sizes = Counter(names[_prompt_id(item)] for item in items)
         waiting = sum(1 for i in items if i.item_id in pending_items)
         detector_only = _detector_only(items, soft)
         warnings = list(extra)
