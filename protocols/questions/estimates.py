@@ -97,13 +97,10 @@ def _question_cell(
             continue
         masks = {name: in_model & (groups == name) for name in names}
         p, sampled = census_cells(p, sampled, answered, list(masks.values()))
+        xis = {name: sampled & mask & answered for name, mask in masks.items()}
         cell_groups: dict[str, Any] = {
-            name: {
-                "shares": {},
-                "n_items": int(mask.sum()),
-                "n_labelled": int((sampled & mask & answered).sum()),
-            }
-            for name, mask in masks.items()
+            name: {"shares": {}, "n_items": int(masks[name].sum()), "n_labelled": int(xi.sum())}
+            for name, xi in xis.items()
         }
         gaps: dict[str, Any] = {}
         for answer in values:
@@ -112,13 +109,11 @@ def _question_cell(
                 [q[answer] if q else 1.0 if d == answer else 0.0 for d, q in zip(detector, soft, strict=True)]
             )
             entries = []
-            for mask in masks.values():
-                xi = sampled & mask & answered
+            for name, mask in masks.items():
                 fill = float(f_raw[mask & known].mean()) if np.any(mask & known) else 0.0
                 f = np.where(known, f_raw, fill)
-                entries.append(
-                    ppi_mean.Entry(f, np.where(xi, y, np.nan), ppi_mean.mean_coefficients(mask), xi)
-                )
+                coef = ppi_mean.mean_coefficients(mask)
+                entries.append(ppi_mean.Entry(f, np.where(xis[name], y, np.nan), coef, xis[name]))
             gap, shares = ppi_mean.estimate_max_gap(entries, sampled, p, seed=seed)
             for name, est in zip(names, shares, strict=True):
                 cell_groups[name]["shares"][answer] = est.as_json()
