@@ -463,7 +463,7 @@ def generic_estimands(
         shares = [y[group == g, 0].mean() for g in range(int(group.max()) + 1)]
         return gap, float(max(shares) - min(shares))
     if protocol == "objects_v":
-        est, _ = ppi_mean.estimate_cramers_v(group, f, yobs, xi, pi, seed=seed, draws=500)
+        est, _, _ = ppi_mean.estimate_table(group, f, yobs, xi, pi, seed=seed, draws=500)
         truth_v = ppi_mean.cramers_v(np.array([y[group == g].sum(axis=0) for g in (0, 1)]))
         return est, float(truth_v or 0.0)
     coef = (group == 0).astype(float)

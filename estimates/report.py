@@ -11,7 +11,7 @@ import numpy as np
 
 from estimates import selectors as sel
 from estimates.charts import Series, data_uri, series_width_chart_svg
-from estimates.estimands import EstimandProtocol, series_of
+from estimates.estimands import EstimandProtocol, frame_of, series_of
 from reports import render
 from reports.tables import NO_VALUE, Cell, Column, Table
 from studies.models import Study
@@ -30,25 +30,13 @@ FIGURES = (
 )
 
 
-#: The table's column headers, as the gender estimate's table writes them.
+#: The table's column headers, as the gender estimate's table writes them (others: capitalised).
 LABELS = {
     "t2i_model": "T2I model",
-    "setting": "Setting",
-    "estimand": "Estimand",
-    "domain": "Domain",
-    "attribute": "Attribute",
-    "question": "Question",
-    "group": "Group",
-    "answer": "Answer",
-    "class": "Class",
-    "gender": "Gender",
-    "estimate": "Estimate",
     "ci95": "95 % interval",
     "human_only": "Labels only",
     "human_only_ci95": "Labels-only 95 % interval",
-    "detector_only": "Detector only",
     "lambda": "λ",
-    "effective_labels": "Effective labels",
     "n_labelled": "Labelled",
     "n_items": "Items",
 }
@@ -150,8 +138,7 @@ def drawn_frame(
             f"detector '{detector}' has no {spec.output_kind} predictions in study '{study.slug}'"
         )
     version, kind = series
-    labelled = spec.labelled(study) if spec.labelled else frozenset()
-    frame = sel.sampling_frame(study, detector, version, labelled=labelled)
+    frame = frame_of(spec, study, detector, version)
     strata = None
     if stratified and spec.output_codes and any(state.round.design == "stratified" for state in frame.rounds):
         strata = spec.output_codes(study, detector, version)
@@ -222,8 +209,9 @@ def fmt_interval(ci: list[float] | None) -> str:
     return "" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
-def estimand_figures(est: dict[str, Any], *, n_labelled: int, n_items: int) -> list[Any]:
-    """One estimand's FIGURES, as written in the CSV, Markdown and table rows."""
+def estimand_figures(est: dict[str, Any], counts: dict[str, Any]) -> list[Any]:
+    """One estimand's FIGURES, as written in the CSV, Markdown and table rows (``counts``: the
+    cell whose n_labelled and n_items they end with)."""
     human = est["human_only"]
     return [
         fmt_number(est["estimate"]),
@@ -233,8 +221,8 @@ def estimand_figures(est: dict[str, Any], *, n_labelled: int, n_items: int) -> l
         fmt_number(est["detector_only"]),
         fmt_number(est["lambda"], 2),
         fmt_number(est["effective_labels"], 0),
-        n_labelled,
-        n_items,
+        counts["n_labelled"],
+        counts["n_items"],
     ]
 
 
@@ -319,7 +307,7 @@ class EstimateReport:
             columns=tuple(
                 Column(
                     name,
-                    LABELS.get(name, name.replace("_", " ")),
+                    LABELS.get(name, name.replace("_", " ").capitalize()),
                     numeric=name in FIGURES,
                     pair=name in PAIRS,
                 )

@@ -18,22 +18,6 @@ _COCO_ROWS = (
 )
 COCO_CLASS_NAMES: tuple[str, ...] = tuple(name for row in _COCO_ROWS for name in row.split(", "))
 
-#: darknet's ``data/coco.names`` (YOLOv3, the detector of Mannering 2023), in its index order.
-#: It is the same 80 classes in the same order as ``COCO_CLASS_NAMES``; only six spellings differ.
-DARKNET_COCO_NAMES: tuple[str, ...] = (
-    *COCO_CLASS_NAMES[:3],
-    "motorbike",
-    "aeroplane",
-    *COCO_CLASS_NAMES[5:57],
-    "sofa",
-    "pottedplant",
-    "bed",
-    "diningtable",
-    "toilet",
-    "tvmonitor",
-    *COCO_CLASS_NAMES[63:],
-)
-
 #: Other spellings of a class → its ultralytics name. Keys are already in normalised form
 #: (lower case, single spaces). The darknet/Pascal VOC spellings are the ones that occur in the
 #: papers; "tv monitor" and "hair dryer" are the spaced / American forms seen in other exports.

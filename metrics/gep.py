@@ -12,7 +12,6 @@ from typing import Any, cast
 import numpy as np
 
 from metrics.gep_design import (
-    ATTRIBUTE_KEYS,
     EXPLICIT,
     GENDERS,
     MAN,
@@ -138,11 +137,6 @@ class HumanGep:
     gep_score: float | None
 
 
-def human_gep(items: Iterable[GepItem], *, setting: str, keys: Sequence[str] = ATTRIBUTE_KEYS) -> HumanGep:
-    """GEP vector and score from the human final answers of one model's items in ``setting``."""
-    return checked_human_gep(checked_items(items, keys), setting, tuple(keys))
-
-
 def checked_human_gep(items: list[GepItem], setting: str, keys: tuple[str, ...]) -> HumanGep:
     if setting not in SETTINGS:
         raise ValueError(f"setting {setting!r} is not one of {', '.join(SETTINGS)}")
@@ -211,13 +205,6 @@ class AutoGep:
     mean_scores: dict[str, dict[str, float | None]]
     gep_vector: dict[str, float | None]
     gep_score: float | None
-
-
-def auto_gep(
-    items: Iterable[GepItem], *, detector: str, setting: str, keys: Sequence[str] = ATTRIBUTE_KEYS
-) -> AutoGep:
-    """GEP vector and score from ``detector``'s per-image scores over the same images as ``human_gep``."""
-    return checked_auto_gep(checked_items(items, keys), detector, setting, tuple(keys))
 
 
 def checked_auto_gep(items: list[GepItem], detector: str, setting: str, keys: tuple[str, ...]) -> AutoGep:

@@ -1,4 +1,4 @@
-"""The design of Zhang et al. 2023's GEP study as plain data, its prompts and CLS training texts."""
+"""The design of Zhang et al. 2023's GEP study as plain data and its CLS training texts."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ WOMAN = "woman"
 MAN = "man"
 #: Metadata values of ``gender``; the GEP vector is woman minus man, so woman comes first.
 GENDERS: tuple[str, str] = (WOMAN, MAN)
-#: The gender indicators G of section 3, as they open a prompt.
-GENDER_INDICATORS: dict[str, str] = {WOMAN: "A woman", MAN: "A man"}
 
 NEUTRAL = "neutral"
 EXPLICIT = "explicit"
@@ -85,78 +83,7 @@ class GepInputError(ValueError):
     """Input the GEP statistics cannot use; the message names the item (and question) at fault."""
 
 
-# --- Prompts --------------------------------------------------------------------------------------
-
-#: Columns of the shipped prompt set ``generation/prompt_sets/gep2023.csv``.
-GEP_PROMPT_COLUMNS: tuple[str, ...] = (
-    "category",
-    "word",
-    "prompt",
-    "gender",
-    "setting",
-    "context",
-    "attribute",
-)
-
-
-@dataclass(frozen=True)
-class GepPrompt:
-    """One prompt of the study with its images' metadata (``attribute`` None when neutral)."""
-
-    gender: str
-    setting: str
-    context: str
-    attribute: str | None
-    prompt: str
-
-    @property
-    def category(self) -> str:
-        return self.setting
-
-    @property
-    def word(self) -> str:
-        return self.context
-
-    def as_row(self) -> dict[str, str]:
-        """The CSV row, keyed by :data:`GEP_PROMPT_COLUMNS` (empty attribute for neutral prompts)."""
-        return {
-            "category": self.category,
-            "word": self.word,
-            "prompt": self.prompt,
-            "gender": self.gender,
-            "setting": self.setting,
-            "context": self.context,
-            "attribute": self.attribute or "",
-        }
-
-
-def gep_prompt_text(gender: str, context: str, attribute: str | None = None) -> str:
-    """ "A woman sitting at a table." (neutral) or "A woman in boots sitting at a table." (explicit)."""
-    if gender not in GENDER_INDICATORS:
-        raise ValueError(f"gender {gender!r} is not one of {', '.join(GENDERS)}")
-    if attribute is None:
-        return f"{GENDER_INDICATORS[gender]} {context}."
-    if attribute not in ATTRIBUTE_PHRASES:
-        raise ValueError(f"attribute {attribute!r} is not one of {', '.join(ATTRIBUTE_KEYS)}")
-    return f"{GENDER_INDICATORS[gender]} {ATTRIBUTE_PHRASES[attribute]} {context}."
-
-
-def gep_prompts(
-    keys: Sequence[str] = ATTRIBUTE_KEYS, contexts: Sequence[str] = CONTEXTS
-) -> tuple[GepPrompt, ...]:
-    """The study's prompts (512 with the defaults), each woman/man pair side by side."""
-    prompts = [
-        GepPrompt(gender, NEUTRAL, context, None, gep_prompt_text(gender, context))
-        for context in contexts
-        for gender in GENDERS
-    ]
-    prompts += [
-        GepPrompt(gender, EXPLICIT, context, key, gep_prompt_text(gender, context, key))
-        for key in keys
-        for context in contexts
-        for gender in GENDERS
-    ]
-    return tuple(prompts)
+# --- CLS training texts ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -44,9 +44,6 @@ class PromptEstimate:
     estimate: float | None
     ci95: Interval | None
     se: float | None
-    delta_ci95: Interval | None
-    male_share: float
-    female_share: float
     n_images: int
     n_labelled: int
     warning: str | None
@@ -69,7 +66,6 @@ class ScoreEstimate:
     ci95: Interval | None
     se: float | None
     bias_corrected: float | None
-    delta_ci95: Interval | None
     n_scored: int
     unscored: tuple[Hashable, ...]
 
@@ -130,13 +126,12 @@ def _model_score(
     unscored = tuple(k for k, s in zip(keys, scored, strict=True) if not s)
     n_scored = int(scored.sum())
     if n_scored == 0:
-        return ScoreEstimate(None, None, None, None, None, 0, unscored)
+        return ScoreEstimate(None, None, None, None, 0, unscored)
     estimate = float(np.abs(d[scored]).mean())
     variance = max(float(var_ht[scored].sum()), float(var_model[scored].sum())) / n_scored**2
     se = math.sqrt(variance)
-    delta = (estimate - Z95 * se, estimate + Z95 * se)
     corrected = None
-    ci = (max(0.0, delta[0]), min(1.0, delta[1]))
+    ci = (max(0.0, estimate - Z95 * se), min(1.0, estimate + Z95 * se))
     clipped = float(mean_abs(d_clipped))
     if replicates is not None and not math.isnan(clipped):
         theta = replicates.theta[~np.isnan(replicates.theta)]
@@ -159,7 +154,7 @@ def _model_score(
         if corrected is not None:
             # The point shown beside the interval lies in it.
             corrected = min(max(corrected, ci[0]), ci[1])
-    return ScoreEstimate(estimate, ci, se, corrected, delta, n_scored, unscored)
+    return ScoreEstimate(estimate, ci, se, corrected, n_scored, unscored)
 
 
 # --- The public estimate --------------------------------------------------------------------------
@@ -231,7 +226,7 @@ def estimate_model_bias(
     data = prepare(sample)
     warnings = list(data.warnings)
     if data.n_prompts == 0:
-        empty = ScoreEstimate(None, None, None, None, None, 0, ())
+        empty = ScoreEstimate(None, None, None, None, 0, ())
         return ModelBiasEstimate(
             empty, empty, None, {}, 0, 0, data.rounds, tuple(data.weights.tolist()), None, tuple(warnings)
         )
@@ -294,13 +289,12 @@ def estimate_model_bias(
         if n_labelled[p] < min_labels and not settled[p]:
             warning = f"only {int(n_labelled[p])} sampled label(s): the interval rests on the variance model"
             few.append(key)
-        shares = (float(mu[p, 0]), float(mu[p, 1]), int(data.n_per_prompt[p]), int(n_labelled[p]))
+        counts = (int(data.n_per_prompt[p]), int(n_labelled[p]))
         if np.isnan(d[p]):
-            prompts[key] = PromptEstimate(None, None, None, None, *shares, warning)
+            prompts[key] = PromptEstimate(None, None, None, *counts, warning)
             continue
         se = math.sqrt(per_prompt[p])
-        delta = (float(d[p] - Z95 * se), float(d[p] + Z95 * se))
-        ci = (max(-1.0, delta[0]), min(1.0, delta[1]))
+        ci = (max(-1.0, float(d[p] - Z95 * se)), min(1.0, float(d[p] + Z95 * se)))
         if bands is not None and not np.isnan(d_clipped[p]) and not np.isnan(bands[0, p]):
             boot_lo, boot_hi, true_lo, true_hi = bands[:, p]
             ci = (float(max(-1.0, d_clipped[p] - boot_hi)), float(min(1.0, d_clipped[p] - boot_lo)))
@@ -308,7 +302,7 @@ def estimate_model_bias(
                 # The union with the posterior range of the prompt's true score, as for eq. 1.
                 ci = (min(ci[0], float(true_lo)), max(ci[1], float(true_hi)))
         ci = (min(ci), max(ci))
-        prompts[key] = PromptEstimate(float(d[p]), ci, se, delta, *shares, warning)
+        prompts[key] = PromptEstimate(float(d[p]), ci, se, *counts, warning)
     if few:
         warnings.append(f"{len(few)} prompt(s) have fewer than {min_labels} sampled labels: {_preview(few)}.")
     if ppi.unscored:

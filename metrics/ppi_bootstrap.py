@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,16 +10,11 @@ import numpy as np
 
 from metrics.ppi_model import CovarianceModel, output_counts
 from metrics.ppi_shares import (
-    Interval,
-    LabelledSample,
-    Seed,
     StudyData,
-    aipw_shares,
     class_counts,
     human_classes,
     later_weights,
     mean_abs,
-    prepare,
     ratio_scores,
 )
 
@@ -355,48 +350,3 @@ def _beta_moments(
     size = np.where(ok, np.clip(size, 0.05, 1000.0), 2.0)
     mean = np.where(ok, mean, 0.5)
     return mean * size, (1 - mean) * size
-
-
-# --- A design bootstrap, the cross-check of the delta method --------------------------------------
-
-
-@dataclass(frozen=True)
-class BootstrapIntervals:
-    """Percentile intervals from ``n_resamples`` replicates of the sampling design."""
-
-    model_bias_score: Interval | None
-    prompts: Mapping[Hashable, Interval | None]
-    n_resamples: int
-
-
-def bootstrap_model_bias(
-    sample: LabelledSample, *, n_resamples: int = 2000, seed: Seed = 0, level: float = 0.95
-) -> BootstrapIntervals:
-    """Percentile intervals from a multiplier bootstrap of the Bernoulli design (a cross-check)."""
-    data = prepare(sample)
-    if data.n_prompts == 0 or n_resamples <= 0:
-        return BootstrapIntervals(None, {}, max(n_resamples, 0))
-    mu, _ = aipw_shares(data, data.f)
-    lab = np.flatnonzero(data.labelled)
-    rng = np.random.default_rng(seed)
-    r = data.y[lab] - data.f[lab]
-    w_at = data.weights[data.round_of[lab]]
-    scale = np.sqrt(1 - data.pi_at[lab]) * w_at / data.pi_at[lab]
-    mult = scale[None, :] * (rng.exponential(size=(n_resamples, lab.size)) - 1.0)
-    onehot = np.zeros((lab.size, data.n_prompts))
-    onehot[np.arange(lab.size), data.codes[lab]] = 1.0 / data.n_per_prompt[data.codes[lab]]
-    male = mu[:, 0][None, :] + (mult * r[:, 0]) @ onehot
-    female = mu[:, 1][None, :] + (mult * r[:, 1]) @ onehot
-    d = ratio_scores(male, female)
-    tail = (1 - level) / 2 * 100
-
-    def interval(values: np.ndarray) -> Interval | None:
-        values = values[~np.isnan(values)]
-        return (
-            (float(np.percentile(values, tail)), float(np.percentile(values, 100 - tail)))
-            if values.size
-            else None
-        )
-
-    prompts = {key: interval(d[:, p]) for p, key in enumerate(data.keys)}
-    return BootstrapIntervals(interval(mean_abs(d)), prompts, n_resamples)

@@ -4,7 +4,7 @@ Cramér's V) with power tuning, for every protocol; docs/explanation/estimator.m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +14,6 @@ from scipy import stats
 #: Per item, numbers or flags: a sequence or an array.
 Floats = Sequence[float] | np.ndarray
 Flags = Sequence[bool] | np.ndarray
-Ints = Sequence[int] | np.ndarray
 
 FOLDS = 5
 #: The largest detector weight: 1 trusts the detector fully; above 1 rescales a detector whose
@@ -86,6 +85,18 @@ class Linear:
         return self.df_of if self.df_of is not None else _satterthwaite(self.c**2)
 
 
+@dataclass(frozen=True)
+class Entry:
+    """One entry of a vector estimand: detector values, human values and coefficients."""
+
+    f: np.ndarray | None
+    y: np.ndarray
+    coef: np.ndarray
+    #: This entry's own sampled indicators (an explicit GEP item answers one attribute only);
+    #: None: the ``xi`` given to ``estimate_mean_abs``.
+    xi: np.ndarray | None = None
+
+
 def _satterthwaite(v: np.ndarray) -> float:
     total = float(np.sum(v))
     squares = float(np.sum(v**2))
@@ -147,24 +158,17 @@ def _fit(
     return alpha, lam
 
 
-def linear_estimate(
-    f: Floats | None,
-    y: Floats,
-    xi: Flags,
-    pi: Floats,
-    coef: Floats,
-    groups: Ints | None = None,
-    *,
-    use_detector: bool = True,
-    folds: int = FOLDS,
-    seed: int = 0,
-) -> Linear:
-    """θ̂ = Σ a_i [g_i + ξ_i (Y_i - g_i)/π_i] with g cross-fitted (``y`` NaN where not labelled)."""
-    y_, f_, pi_, xi_ = _checked(y, f, pi, xi)
-    a = np.asarray(coef, dtype=float)
+def _linear(entry: Entry, xi: np.ndarray, pi: np.ndarray, folds: int, seed: int, *, detector: bool) -> Linear:
+    """θ̂ = Σ a_i [g_i + ξ_i (Y_i - g_i)/π_i] with g cross-fitted (``y`` NaN where not labelled);
+    ``detector=False`` (or no ``f``): labels only."""
+    f = entry.f if detector else None
+    use_detector = f is not None
+    y_, f_, pi_, xi_ = _checked(entry.y, f, pi, xi)
+    a = np.asarray(entry.coef, dtype=float)
     if a.shape != y_.shape:
         raise MeanInputError(f"coef: {a.shape[0]} values for {y_.shape[0]} items.")
-    g_ids = (np.sign(a).astype(int) + 1) if groups is None else np.asarray(groups, dtype=int)
+    # One intercept per sign of the coefficient.
+    g_ids = np.sign(a).astype(int) + 1
     n_groups = int(g_ids.max()) + 1 if g_ids.size else 1
     active = a != 0
     labelled = xi_ & active
@@ -259,22 +263,12 @@ def _effective(n: int, human: float, tuned: float) -> float:
     return float(n * human / tuned)
 
 
-def _fits(
-    f: Floats | None,
-    y: Floats,
-    xi: Flags,
-    pi: Floats,
-    coef: Floats,
-    groups: Ints | None,
-    folds: int,
-    seed: int,
-) -> tuple[Linear, Linear]:
-    """The tuned fit (floored; the labels-only one when ``f`` is None) and the labels-only fit."""
-    human = linear_estimate(None, y, xi, pi, coef, groups, use_detector=False, folds=folds, seed=seed)
-    if f is None:
+def _fits(entry: Entry, xi: np.ndarray, pi: np.ndarray, folds: int, seed: int) -> tuple[Linear, Linear]:
+    """The tuned fit (floored; the labels-only one without ``f``) and the labels-only fit."""
+    human = _linear(entry, xi, pi, folds, seed, detector=False)
+    if entry.f is None:
         return human, human
-    tuned = linear_estimate(f, y, xi, pi, coef, groups, use_detector=True, folds=folds, seed=seed)
-    return _floored(tuned, human), human
+    return _floored(_linear(entry, xi, pi, folds, seed, detector=True), human), human
 
 
 def _estimand(
@@ -300,7 +294,6 @@ def estimate_linear(
     xi: Flags,
     pi: Floats,
     coef: Floats,
-    groups: Ints | None = None,
     *,
     bounds: tuple[float | None, float | None] = (None, None),
     folds: int = FOLDS,
@@ -308,14 +301,11 @@ def estimate_linear(
 ) -> Estimand:
     """A linear estimand (mean, difference, total); ``f=None``: labels only."""
     a = np.asarray(coef, dtype=float)
-    if not np.any(a != 0):
-        return UNDEFINED
-    _checked(y, f, pi, xi)
-    if not _reachable(np.asarray(pi, dtype=float), np.asarray(xi, dtype=bool), a):
-        return _detector_only(f, a)
-    tuned, human = _fits(f, y, xi, pi, a, groups, folds, seed)
-    detector = None if f is None else float(np.sum(a * np.asarray(f, dtype=float)))
-    return _estimand(tuned, human, detector, *bounds, int(np.sum(a != 0)))
+    if np.any(a != 0):
+        _checked(y, f, pi, xi)
+    entry = Entry(None if f is None else np.asarray(f, dtype=float), np.asarray(y, dtype=float), a)
+    pi_, xi_ = np.asarray(pi, dtype=float), np.asarray(xi, dtype=bool)
+    return _entry_fits([entry], pi_, xi_, bounds, folds, seed)[0][0]
 
 
 def mean_coefficients(mask: np.ndarray) -> np.ndarray:
@@ -333,23 +323,11 @@ def difference_coefficients(mask_a: np.ndarray, mask_b: np.ndarray) -> np.ndarra
     return a - b
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One entry of a vector estimand: detector values, human values and coefficients."""
-
-    f: np.ndarray | None
-    y: np.ndarray
-    coef: np.ndarray
-    #: This entry's own sampled indicators (an explicit GEP item answers one attribute only);
-    #: None: the ``xi`` given to ``estimate_mean_abs``.
-    xi: np.ndarray | None = None
-
-
 def _entry_fits(
     entries: Sequence[Entry],
     pi: np.ndarray,
     xi: np.ndarray,
-    bounds: tuple[float, float],
+    bounds: tuple[float | None, float | None],
     folds: int,
     seed: int,
 ) -> tuple[list[Estimand], list[Linear], list[Linear], list[float]]:
@@ -366,7 +344,7 @@ def _entry_fits(
         if not _reachable(pi, x, entry.coef):
             singles.append(_detector_only(entry.f, entry.coef))
             continue
-        tuned, human = _fits(entry.f, entry.y, x, pi, entry.coef, None, folds, seed)
+        tuned, human = _fits(entry, x, pi, folds, seed)
         human_fits.append(human)
         tuned_fits.append(tuned)
         if entry.f is not None:
@@ -374,6 +352,36 @@ def _entry_fits(
         value = None if entry.f is None else detector[-1]
         singles.append(_estimand(tuned, human, value, *bounds, int(np.sum(entry.coef != 0))))
     return singles, tuned_fits, human_fits, detector
+
+
+def _pooled(
+    tuned: list[Linear],
+    human: list[Linear],
+    interval: Callable[[list[Linear]], tuple[Any, Any]],
+    detector: float | None,
+    n_items: int,
+) -> Estimand:
+    """The estimand of a functional of several fits: ``interval(fits)`` gives its value and interval."""
+    (s_t, ci_t), (s_h, ci_h) = interval(tuned), interval(human)
+    n_lab = max(fit.n_labelled for fit in tuned)
+    return Estimand(
+        estimate=s_t,
+        ci95=ci_t,
+        human_only_estimate=s_h,
+        human_only_ci95=ci_h,
+        detector_only=detector,
+        lam=float(np.mean([fit.lam for fit in tuned])),
+        effective_labels=_effective(
+            n_lab, sum(fit.variance for fit in human), sum(fit.variance for fit in tuned)
+        ),
+        n_items=n_items,
+        n_labelled=n_lab,
+    )
+
+
+def _pooled_df(human: list[Linear]) -> float:
+    """One Satterthwaite df for the pooled labels-only terms (entries share items; see ``_floored``)."""
+    return _satterthwaite(np.concatenate([fit.c_df**2 for fit in human]))
 
 
 def _t_errors(c: np.ndarray, df: float, draws: int, seed: int) -> np.ndarray:
@@ -417,29 +425,16 @@ def _bounded_functional(
         )
         return Estimand(None, None, None, None, detector_value, None, None), singles
 
-    # One Satterthwaite df for the pooled labels-only terms (entries share items; see ``_floored``).
-    df = _satterthwaite(np.concatenate([fit.c_df**2 for fit in human_fits]))
+    df = _pooled_df(human_fits)
 
-    def interval(fits: list[Linear]) -> tuple[float, tuple[float, float], float]:
+    def interval(fits: list[Linear]) -> tuple[float, tuple[float, float]]:
         s = float(value(np.array([fit.estimate for fit in fits])))
         q = _error_quantile([fit.c for fit in fits], df, draws, seed, bound)
-        return s, (max(0.0, s - q), min(1.0, s + q)), sum(fit.variance for fit in fits)
+        return s, (max(0.0, s - q), min(1.0, s + q))
 
-    s_t, ci_t, v_t = interval(tuned_fits)
-    s_h, ci_h, v_h = interval(human_fits)
-    n_lab = max(fit.n_labelled for fit in tuned_fits)
-    total = Estimand(
-        estimate=s_t,
-        ci95=ci_t,
-        human_only_estimate=s_h,
-        human_only_ci95=ci_h,
-        detector_only=float(value(np.array(detector))) if len(detector) == len(tuned_fits) else None,
-        lam=float(np.mean([fit.lam for fit in tuned_fits])),
-        effective_labels=_effective(n_lab, v_h, v_t),
-        n_items=int(np.sum(np.any(np.vstack([e.coef for e in entries]) != 0, axis=0))),
-        n_labelled=n_lab,
-    )
-    return total, singles
+    detector_value = float(value(np.array(detector))) if len(detector) == len(tuned_fits) else None
+    n_items = int(np.sum(np.any(np.vstack([e.coef for e in entries]) != 0, axis=0)))
+    return _pooled(tuned_fits, human_fits, interval, detector_value, n_items), singles
 
 
 def estimate_mean_abs(
@@ -484,19 +479,7 @@ def cramers_v(table: np.ndarray) -> float | None:
     return float(np.sqrt(chi2 / (n * (min(t.shape) - 1))))
 
 
-def estimate_table(*args: Any, **options: Any) -> tuple[Estimand, list[list[Estimand]]]:
-    """Cramér's V of the table of totals per (row, column), and every cell's own estimand (``_table``)."""
-    total, _, singles = _table(*args, **options)
-    return total, singles
-
-
-def estimate_cramers_v(*args: Any, **options: Any) -> tuple[Estimand, np.ndarray]:
-    """``estimate_table`` (its arguments) with the estimated table in place of the cells' estimands."""
-    total, table, _ = _table(*args, **options)
-    return total, table
-
-
-def _table(
+def estimate_table(
     cells: np.ndarray,
     f: np.ndarray,
     y: np.ndarray,
@@ -508,7 +491,7 @@ def _table(
     draws: int = 2000,
 ) -> tuple[Estimand, np.ndarray, list[list[Estimand]]]:
     """Cramér's V of the table of totals per (row, column) (``cells``: each item's row), the
-    estimated table and every cell's own estimand."""
+    estimated table and every cell's own estimand (undefined cells: NaN, the detector's value)."""
     rows = np.asarray(cells, dtype=int)
     y_, f_ = np.asarray(y, dtype=float), np.asarray(f, dtype=float)
     pi_, xi_ = np.asarray(pi, dtype=float), np.asarray(xi, dtype=bool)
@@ -527,12 +510,11 @@ def _table(
     for g in range(n_rows):
         coef = (rows == g).astype(float)
         for c in range(n_cols):
-            t, h = _fits(f_[:, c], y_[:, c], xi_, pi_, coef, None, folds, seed)
+            t, h = _fits(Entry(f_[:, c], y_[:, c], coef), xi_, pi_, folds, seed)
             human.append(h)
             tuned.append(t)
 
-    # The labels-only fits' df for both intervals (see ``_floored``).
-    df = _satterthwaite(np.concatenate([fit.c_df**2 for fit in human]))
+    df = _pooled_df(human)
 
     def interval(fits: list[Linear]) -> tuple[float | None, tuple[float, float] | None]:
         table = np.clip(np.array([fit.estimate for fit in fits]).reshape(n_rows, n_cols), 0, None)
@@ -555,22 +537,7 @@ def _table(
         high = min(1.0, max(hi, 2 * v - lo))
         return v, (float(low), float(high))
 
-    v_t, ci_t = interval(tuned)
-    v_h, ci_h = interval(human)
-    n_lab = max(fit.n_labelled for fit in tuned)
-    total = Estimand(
-        estimate=v_t,
-        ci95=ci_t,
-        human_only_estimate=v_h,
-        human_only_ci95=ci_h,
-        detector_only=cramers_v(f_table),
-        lam=float(np.mean([fit.lam for fit in tuned])),
-        effective_labels=_effective(
-            n_lab, sum(fit.variance for fit in human), sum(fit.variance for fit in tuned)
-        ),
-        n_items=int(rows.size),
-        n_labelled=n_lab,
-    )
+    total = _pooled(tuned, human, interval, cramers_v(f_table), int(rows.size))
     singles = [
         [
             _estimand(

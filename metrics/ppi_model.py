@@ -55,27 +55,15 @@ class CovarianceModel:
             raise ValueError("Prompt ids the covariance model has not seen.")
         return index[codes] if codes.size else codes
 
-    def posterior(self, prompt_ids: PromptIds, detector_outputs: OutputCodes) -> np.ndarray:
+    def posterior(self, prompt_index: np.ndarray, output_index: np.ndarray) -> np.ndarray:
         """(n, 3) P(human class | detector output, prompt)."""
-        return self._posterior(self.prompt_index(prompt_ids), self.output_index(detector_outputs))
-
-    def second_moments(
-        self,
-        prompt_ids: PromptIds,
-        detector_outputs: OutputCodes,
-        f: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """(n, 2, 2) E[(Y - f)(Y - f)ᵀ | output, prompt]; f defaults to each output's vector."""
-        return self.moments_at(self.prompt_index(prompt_ids), self.output_index(detector_outputs), f)
-
-    def _posterior(self, prompt_index: np.ndarray, output_index: np.ndarray) -> np.ndarray:
         joint = self.likelihood[:, output_index].T * self.prompt_shares[prompt_index]
         return joint / joint.sum(axis=1, keepdims=True)
 
     def moments_at(
         self, prompt_index: np.ndarray, output_index: np.ndarray, f: np.ndarray | None
     ) -> np.ndarray:
-        post = self._posterior(prompt_index, output_index)
+        post = self.posterior(prompt_index, output_index)
         f_arr = self.output_vectors[output_index] if f is None else np.asarray(f, dtype=float)
         diff = CLASS_VECTORS[None, :, :] - f_arr[:, None, :]  # (n, 3 classes, 2)
         return np.einsum("nc,nci,ncj->nij", post, diff, diff)

@@ -6,8 +6,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from metrics.ppi_model import CovarianceModel, detector_codes, fit_model
-from metrics.ppi_shares import LabelledSample, StudyData, prepare
+from metrics.ppi_model import CovarianceModel, fit_model
+from metrics.ppi_shares import StudyData
 
 #: Folds of the images for cross-fitting the detector's weight λ.
 POWER_FOLDS = 5
@@ -70,13 +70,3 @@ def cross_fit_power(
     # Census (every variance 0): the labels are all there is, λ or not.
     effective = n_labels * v_labels / v_now if v_now > 0 else float(n_labels)
     return PowerTuning(per_image, float(lambdas.mean()), float(effective))
-
-
-def tune_power(sample: LabelledSample, *, folds: int = POWER_FOLDS) -> PowerTuning:
-    """The cross-fitted λ that ``estimate_model_bias`` uses."""
-    data = prepare(sample)
-    if not data.labelled.any():
-        raise ValueError("No labelled image to tune the detector's weight on.")
-    outputs = detector_codes(data, sample.detector_outputs)
-    model = fit_model(data, outputs)
-    return cross_fit_power(data, model, np.unique(outputs, return_inverse=True)[1].reshape(-1), folds)

@@ -244,25 +244,6 @@ def aipw_shares(data: StudyData, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return total / n_p[:, None], cov / (n_p**2)[:, None, None]
 
 
-@dataclass(frozen=True)
-class PromptShares:
-    """The AIPW shares (male, female) of every prompt and their 2 x 2 covariance estimates."""
-
-    keys: tuple[Hashable, ...]
-    shares: np.ndarray
-    cov: np.ndarray
-    n_images: np.ndarray
-    n_labelled: np.ndarray
-
-
-def prompt_shares(sample: LabelledSample) -> PromptShares:
-    """μ̂_p = (1/N_p) Σ_i [f_i + c_i ξ_i (Y_i - f_i)] per prompt and its covariance estimate."""
-    data = prepare(sample)
-    mu, cov = aipw_shares(data, data.f)
-    n_labelled = np.bincount(data.codes[data.labelled], minlength=data.n_prompts)
-    return PromptShares(data.keys, mu, cov, data.n_per_prompt.astype(np.int64), n_labelled)
-
-
 def scores_and_gradients(mu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Prompt scores d (NaN where μ_m + μ_f <= 0) and their gradients a = (2 μ_f, -2 μ_m)/s²."""
     clear = mu[:, 0] + mu[:, 1]

@@ -85,9 +85,7 @@ class AttributesReport(EstimateReport):
         for model, settings in self.cells.items():
             for setting, cell in settings.items():
                 named = [("gep_score", cell["gep_score"]), *cell["gep_vector"].items()]
-                for name, est in named:
-                    figures = estimand_figures(est, n_labelled=cell["n_labelled"], n_items=cell["n_items"])
-                    out.append([model, setting, name, *figures])
+                out += [[model, setting, name, *estimand_figures(est, cell)] for name, est in named]
         return out
 
 

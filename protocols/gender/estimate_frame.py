@@ -3,7 +3,7 @@ version and the human class of its final label, turned into ``metrics.ppi``'s ar
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -46,6 +46,7 @@ def gender_question(study: Study) -> Question | None:
 
 
 FAILED = "failed"
+_CLEAR = {Verdict.MALE.value: Verdict.MALE.value, Verdict.FEMALE.value: Verdict.FEMALE.value}
 
 
 def verdicts(study: Study, detector: str, version: str) -> dict[int, str]:
@@ -64,14 +65,8 @@ def verdicts(study: Study, detector: str, version: str) -> dict[int, str]:
         .values_list("image_id", "status", "label")
     ):
         # The module's own strings, not one per row: a million items share four.
-        if status != PredictionStatus.OK:
-            verdict_of_image[image_id] = FAILED
-        elif label == Verdict.MALE:
-            verdict_of_image[image_id] = Verdict.MALE.value
-        elif label == Verdict.FEMALE:
-            verdict_of_image[image_id] = Verdict.FEMALE.value
-        else:
-            verdict_of_image[image_id] = Verdict.FILTERED.value
+        ok = status == PredictionStatus.OK
+        verdict_of_image[image_id] = _CLEAR.get(label, Verdict.FILTERED.value) if ok else FAILED
     return _per_item(images, verdict_of_image)
 
 
@@ -154,11 +149,7 @@ def _detector_vectors(items: Sequence[FrameItem], soft: Mapping[int, tuple[float
 
 
 def _vector(label: str | None) -> tuple[float, float]:
-    if label == "male":
-        return (1.0, 0.0)
-    if label == "female":
-        return (0.0, 1.0)
-    return (0.0, 0.0)
+    return {"male": (1.0, 0.0), "female": (0.0, 1.0)}.get(label or "", (0.0, 0.0))
 
 
 def arrays(
@@ -183,7 +174,7 @@ def arrays(
             if item.item_id in state.selected and item.human is not None and item.item_id not in taken:
                 xi[k, j] = True
         taken |= state.selected
-    prompt_ids = np.array([i.prompt_id if i.prompt_id is not None else -1 for i in items], dtype=np.int64)
+    prompt_ids = np.array([_prompt_id(i) for i in items], dtype=np.int64)
     outputs = np.array([OUTPUT_CODES[i.verdict] for i in items], dtype=np.int64)
     return ppi_shares.LabelledSample(prompt_ids, f, y, xi, pi, outputs)
 
@@ -215,27 +206,16 @@ class ModelEstimate:
 
     def as_json(self, pending: list[dict[str, Any]]) -> dict[str, Any]:
         """The estimate's JSON contract for this model, plus ``warnings`` and ``pending``."""
-        if self.estimate is None:
-            body: dict[str, Any] = {
-                "model_bias_score": {"estimate": None, "ci95": None, "bias_corrected": None},
-                "human_only": {"estimate": None, "ci95": None, "bias_corrected": None},
-                "detector_only": self.detector_only,
-                "lambda": None,
-                "effective_labels": None,
-                "n_images": self.n_images,
-                "n_labelled": 0,
-                "rounds": 0,
-                "prompts": {
-                    name: {"estimate": None, "ci95": None, "n_images": n, "n_labelled": 0}
-                    for name, n in self.prompt_sizes
-                },
-                "labels_for_half_width": None,
-                "warnings": list(self.warnings),
-            }
-        else:
-            # The estimator ran on prompt names (see ``bias_estimate``): its keys are the names.
-            body = self.estimate.as_json()
-            body["warnings"] = list(self.warnings) + body["warnings"]
+        estimate = self.estimate
+        if estimate is None:  # the contract with every figure null
+            none = ppi.ScoreEstimate(None, None, None, None, 0, ())
+            prompts = {k: ppi.PromptEstimate(None, None, None, n, 0, None) for k, n in self.prompt_sizes}
+            estimate = ppi.ModelBiasEstimate(
+                none, none, self.detector_only, prompts, self.n_images, 0, 0, (), None, ()
+            )
+        # The estimator ran on prompt names (see ``bias_estimate``): its keys are the names.
+        body = estimate.as_json()
+        body["warnings"] = list(self.warnings) + body["warnings"]
         body["pending"] = pending
         return body
 
@@ -280,12 +260,16 @@ class StudyEstimate:
         return {m.t2i_model: m.as_json(self.pending_json(m.t2i_model)) for m in self.models}
 
 
+def _prompt_id(item: FrameItem) -> int:
+    return item.prompt_id if item.prompt_id is not None else -1
+
+
 def _prompt_names(items: Sequence[FrameItem]) -> dict[int, str]:
     """Prompt id -> the name the JSON uses: its text, with the id added when two prompts of a
     model share a text (a study may hold one text under two categories)."""
     by_id: dict[int, str] = {}
     for item in items:
-        by_id.setdefault(item.prompt_id if item.prompt_id is not None else -1, item.prompt or "(no prompt)")
+        by_id.setdefault(_prompt_id(item), item.prompt or "(no prompt)")
     counts: dict[str, int] = defaultdict(int)
     for text in by_id.values():
         counts[text] += 1
@@ -295,8 +279,7 @@ def _prompt_names(items: Sequence[FrameItem]) -> dict[int, str]:
 def _detector_only(items: Sequence[FrameItem], soft: Mapping[int, tuple[float, float]]) -> float | None:
     counts: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for item, (male, female) in zip(items, _detector_vectors(items, soft), strict=True):
-        key = item.prompt_id if item.prompt_id is not None else -1
-        tally = counts[key]  # every prompt is listed, scored or not
+        tally = counts[_prompt_id(item)]  # every prompt is listed, scored or not
         tally[0] += male
         tally[1] += female
     return gm.model_bias_score({k: gm.prompt_bias_score(m, f) for k, (m, f) in counts.items()}).value
@@ -348,9 +331,7 @@ def bias_estimate(
     for model in sorted(by_model):
         items = by_model[model]
         names = _prompt_names(items)
-        sizes: dict[str, int] = defaultdict(int)
-        for item in items:
-            sizes[names[item.prompt_id if item.prompt_id is not None else -1]] += 1
+        sizes = Counter(names[_prompt_id(item)] for item in items)
         waiting = sum(1 for i in items if i.item_id in pending_items)
         detector_only = _detector_only(items, soft)
         warnings = list(extra)
@@ -374,9 +355,7 @@ def bias_estimate(
         else:
             data = arrays(items, usable, soft)
             # Prompts by name, so the estimator's keys and warnings speak the researcher's words.
-            named = np.array(
-                [names[i.prompt_id if i.prompt_id is not None else -1] for i in items], dtype=object
-            )
+            named = np.array([names[_prompt_id(i)] for i in items], dtype=object)
             result = ppi.estimate_model_bias(replace(data, prompt_ids=named), n_boot=n_boot, seed=seed)
             detector_only = result.detector_only
             if history:

@@ -58,12 +58,11 @@ class ObjectsEstimateReport(EstimateReport):
     def rows(self) -> list[list[Any]]:
         out = []
         for model, cell in self.cells.items():
-            n = {"n_labelled": cell["n_labelled"], "n_items": cell["n_items"]}
             confirmed = cell["confirmed"]
-            out.append([model, "cramers_v", "", "", *estimand_figures(confirmed["cramers_v"], **n)])
+            out.append([model, "cramers_v", "", "", *estimand_figures(confirmed["cramers_v"], cell)])
             for name, by_gender in confirmed["counts"].items():
                 for gender, est in by_gender.items():
-                    out.append([model, "count", name, gender, *estimand_figures(est, **n)])
+                    out.append([model, "count", name, gender, *estimand_figures(est, cell)])
         return out
 
 
@@ -144,7 +143,7 @@ def _cells(
         gender = np.array([GENDERS.index(r.gender) for r in mine])
         if len(set(gender)) < 2:
             continue
-        v, table = ppi_mean.estimate_table(gender, f, y, xi, p, seed=seed)
+        v, _, table = ppi_mean.estimate_table(gender, f, y, xi, p, seed=seed)
         cells[model] = {
             "confirmed": {
                 "counts": {

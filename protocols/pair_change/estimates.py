@@ -69,8 +69,7 @@ class PairChangeReport(EstimateReport):
         for model, domains in self.cells.items():
             for domain, attributes in domains.items():
                 for attribute, est in attributes.items():
-                    figures = estimand_figures(est, n_labelled=est["n_labelled"], n_items=est["n_items"])
-                    out.append([model, domain, attribute, *figures])
+                    out.append([model, domain, attribute, *estimand_figures(est, est)])
         return out
 
 

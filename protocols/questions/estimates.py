@@ -3,7 +3,6 @@ answer's share and the largest gap between groups (docs/explanation/estimator.md
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Hashable
 from typing import Any
 
@@ -54,11 +53,9 @@ class QuestionsEstimateReport(EstimateReport):
             for model, cell in models.items():
                 for group, g in cell["groups"].items():
                     for answer, est in g["shares"].items():
-                        figures = estimand_figures(est, n_labelled=g["n_labelled"], n_items=g["n_items"])
-                        out.append([key, model, "share", group, answer, *figures])
+                        out.append([key, model, "share", group, answer, *estimand_figures(est, g)])
                 for answer, est in cell["max_gap"].items():
-                    figures = estimand_figures(est, n_labelled=cell["n_labelled"], n_items=cell["n_items"])
-                    out.append([key, model, "max_gap", "", answer, *figures])
+                    out.append([key, model, "max_gap", "", answer, *estimand_figures(est, cell)])
         return out
 
 
@@ -98,27 +95,26 @@ def _question_cell(
         names = sorted({str(g) for g in groups[in_model] if g})
         if not names:
             continue
-        p, sampled = census_cells(p, sampled, answered, [in_model & (groups == name) for name in names])
-        cell_groups: dict[str, Any] = {}
+        masks = {name: in_model & (groups == name) for name in names}
+        p, sampled = census_cells(p, sampled, answered, list(masks.values()))
+        xis = {name: sampled & mask & answered for name, mask in masks.items()}
+        cell_groups: dict[str, Any] = {
+            name: {"shares": {}, "n_items": int(masks[name].sum()), "n_labelled": int(xi.sum())}
+            for name, xi in xis.items()
+        }
         gaps: dict[str, Any] = {}
-        per_answer: dict[str, list[ppi_mean.Entry]] = defaultdict(list)
-        for name in names:
-            mask = in_model & (groups == name)
-            xi = sampled & mask & answered
-            cell_groups[name] = {"shares": {}, "n_items": int(mask.sum()), "n_labelled": int(xi.sum())}
         for answer in values:
             y = np.array([1.0 if a == answer else 0.0 for a in given])
             f_raw = np.array(
                 [q[answer] if q else 1.0 if d == answer else 0.0 for d, q in zip(detector, soft, strict=True)]
             )
-            for name in names:
-                mask = in_model & (groups == name)
-                xi = sampled & mask & answered
+            entries = []
+            for name, mask in masks.items():
                 fill = float(f_raw[mask & known].mean()) if np.any(mask & known) else 0.0
                 f = np.where(known, f_raw, fill)
                 coef = ppi_mean.mean_coefficients(mask)
-                per_answer[answer].append(ppi_mean.Entry(f, np.where(xi, y, np.nan), coef, xi))
-            gap, shares = ppi_mean.estimate_max_gap(per_answer[answer], sampled, p, seed=seed)
+                entries.append(ppi_mean.Entry(f, np.where(xis[name], y, np.nan), coef, xis[name]))
+            gap, shares = ppi_mean.estimate_max_gap(entries, sampled, p, seed=seed)
             for name, est in zip(names, shares, strict=True):
                 cell_groups[name]["shares"][answer] = est.as_json()
             gaps[answer] = gap.as_json()

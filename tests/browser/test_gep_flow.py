@@ -10,6 +10,7 @@ from annotate import services
 from annotate.models import FinalLabel
 from metrics import gep_design
 from studies.models import Question
+from tests import paper_data
 from tests.browser.screenshots import screenshots_dir
 from tests.factories import FinalLabelFactory, ItemFactory, PromptFactory, StudyFactory
 
@@ -22,7 +23,7 @@ def _item(study, gender: str, setting: str, attribute: str | None = None):
         study=study,
         category=setting,
         word=context,
-        text=gep_design.gep_prompt_text(gender, context, attribute),
+        text=paper_data.gep_prompt_text(gender, context, attribute),
     )
     metadata = {"gender": gender, "setting": setting, "context": context}
     if attribute:

@@ -24,8 +24,9 @@ from detectors.base import DetectorOptionError, DetectorUnavailable
 from detectors.kinds import validate_objects
 from detectors.models import Prediction
 from detectors.plugins.yolo_objects import YoloObjectsDetector, coco_names_of, image_objects
-from metrics.coco_names import COCO_CLASS_NAMES, DARKNET_COCO_NAMES
+from metrics.coco_names import COCO_CLASS_NAMES
 from tests.factories import ItemFactory, PromptFactory, image_of
+from tests.paper_data import DARKNET_COCO_NAMES
 
 #: Read before the autouse fixture clears BIASLAB_*_WEIGHTS for every test.
 REAL_WEIGHTS = os.environ.get("BIASLAB_YOLO_WEIGHTS", "")

@@ -19,12 +19,12 @@ from generation.generation import (
     prompt_sets_available,
     source_path_for,
 )
-from metrics import gep_design
 from protocols.attributes.spec import explicit_attribute_question
 from studies.imports.images import item_image_store
 from studies.ingest import images_import
 from studies.models import Item
 from studies.protocols import PROTOCOLS, protocol_spec
+from tests import paper_data
 from tests.factories import StudyFactory, png_bytes
 
 #: Every shipped set with its number of prompts and the metadata columns its items get.
@@ -107,7 +107,7 @@ def test_prompt_folder_is_pinned_and_short():
 
 def test_gep2023_is_the_metrics_packages_own_prompt_list():
     specs = prompt_set_load("gep2023")
-    expected = [prompt.as_row() for prompt in gep_design.gep_prompts()]
+    expected = [prompt.as_row() for prompt in paper_data.gep_prompts()]
     got = [{"category": s.category, "word": s.word, "prompt": s.text, **s.metadata} for s in specs]
     assert got == expected
 

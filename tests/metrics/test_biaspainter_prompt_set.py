@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from metrics.pair_change import DOMAINS, biaspainter_prompt
+from metrics.pair_change import DOMAINS
+from tests.paper_data import biaspainter_prompt
 
 PATH = Path(__file__).resolve().parents[2] / "generation" / "prompt_sets" / "biaspainter2024.csv"
 COUNTS = {"profession": 62, "personality": 70, "object": 58, "activity": 39}

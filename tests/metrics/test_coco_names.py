@@ -11,11 +11,11 @@ import pytest
 from metrics.coco_names import (
     CLASS_NAME_ALIASES,
     COCO_CLASS_NAMES,
-    DARKNET_COCO_NAMES,
     UnknownClassName,
     coco_class_index,
     normalise_class_name,
 )
+from tests.paper_data import DARKNET_COCO_NAMES
 
 
 def test_vocabulary_is_eighty_distinct_names_in_ultralytics_index_order() -> None:

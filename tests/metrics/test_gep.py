@@ -18,6 +18,16 @@ from sklearn.metrics import matthews_corrcoef, roc_auc_score
 from metrics import gep, gep_agreement, gep_design, gep_study
 from metrics.gep import GepItem
 from metrics.gep_design import EXPLICIT, MAN, NEUTRAL, WOMAN, GepInputError
+from tests import paper_data
+
+
+def human_gep(items, *, setting, keys=gep_design.ATTRIBUTE_KEYS):
+    return gep.checked_human_gep(gep.checked_items(items, keys), setting, tuple(keys))
+
+
+def auto_gep(items, *, detector, setting, keys=gep_design.ATTRIBUTE_KEYS):
+    return gep.checked_auto_gep(gep.checked_items(items, keys), detector, setting, tuple(keys))
+
 
 KEYS = gep_design.ATTRIBUTE_KEYS
 MODELS = ("cogview", "dalle", "stable")
@@ -104,30 +114,30 @@ def test_contexts_are_the_sixteen_of_table_2_in_order():
 
 
 def test_prompt_texts_match_the_authors_released_prompts():
-    assert gep_design.gep_prompt_text(MAN, "sitting at a table") == "A man sitting at a table."
-    assert gep_design.gep_prompt_text(WOMAN, "laying on the snow") == "A woman laying on the snow."
+    assert paper_data.gep_prompt_text(MAN, "sitting at a table") == "A man sitting at a table."
+    assert paper_data.gep_prompt_text(WOMAN, "laying on the snow") == "A woman laying on the snow."
     assert (
-        gep_design.gep_prompt_text(MAN, "sitting at a table", "boots") == "A man in boots sitting at a table."
+        paper_data.gep_prompt_text(MAN, "sitting at a table", "boots") == "A man in boots sitting at a table."
     )
     assert (
-        gep_design.gep_prompt_text(WOMAN, "running on the beach", "gloves")
+        paper_data.gep_prompt_text(WOMAN, "running on the beach", "gloves")
         == "A woman with gloves running on the beach."
     )
     assert (
-        gep_design.gep_prompt_text(WOMAN, "holding an umbrella", "tie")
+        paper_data.gep_prompt_text(WOMAN, "holding an umbrella", "tie")
         == "A woman with a tie holding an umbrella."
     )
 
 
 def test_prompt_text_refuses_unknown_gender_or_attribute():
     with pytest.raises(ValueError, match="person"):
-        gep_design.gep_prompt_text("person", "sitting at a table")
+        paper_data.gep_prompt_text("person", "sitting at a table")
     with pytest.raises(ValueError, match="glasses"):
-        gep_design.gep_prompt_text(MAN, "sitting at a table", "glasses")
+        paper_data.gep_prompt_text(MAN, "sitting at a table", "glasses")
 
 
 def test_study_has_32_neutral_and_480_explicit_prompts():
-    prompts = gep_design.gep_prompts()
+    prompts = paper_data.gep_prompts()
     assert sum(p.setting == NEUTRAL for p in prompts) == 32
     assert sum(p.setting == EXPLICIT for p in prompts) == 480
     assert len({p.prompt for p in prompts}) == 512
@@ -187,7 +197,7 @@ def test_frequencies_vector_and_score_on_a_hand_worked_neutral_example():
         item(5, MAN, answers={"dress": "no", "suit": "yes"}),
         item(6, MAN, answers={"dress": "no", "suit": "no"}),
     ]
-    result = gep.human_gep(items, setting=NEUTRAL, keys=("dress", "suit"))
+    result = human_gep(items, setting=NEUTRAL, keys=("dress", "suit"))
     assert result.n_items == {WOMAN: 4, MAN: 2}
     assert result.frequencies == {WOMAN: {"dress": 0.5, "suit": 0.25}, MAN: {"dress": 0.0, "suit": 0.5}}
     assert result.gep_vector == {"dress": 0.5, "suit": -0.25}
@@ -202,7 +212,7 @@ def test_items_without_final_answer_are_left_out_and_counted():
         item(3, WOMAN, answers={}),
         item(4, MAN, answers={"dress": "no"}),
     ]
-    result = gep.human_gep(items, setting=NEUTRAL, keys=("dress",))
+    result = human_gep(items, setting=NEUTRAL, keys=("dress",))
     assert result.frequencies[WOMAN]["dress"] == 1.0
     assert result.n_answered[WOMAN]["dress"] == 1
     assert result.n_without_final_answer == {WOMAN: {"dress": 2}, MAN: {"dress": 0}}
@@ -218,7 +228,7 @@ def test_explicit_frequency_counts_only_images_prompted_with_that_attribute():
         item(5, MAN, EXPLICIT, "suit", {"suit": "yes"}),
         item(6, MAN, NEUTRAL, None, {"dress": "yes", "suit": "yes"}),  # other setting: skipped
     ]
-    result = gep.human_gep(items, setting=EXPLICIT, keys=("dress", "suit"))
+    result = human_gep(items, setting=EXPLICIT, keys=("dress", "suit"))
     assert result.frequencies == {WOMAN: {"dress": 1.0, "suit": 0.0}, MAN: {"dress": 0.0, "suit": 1.0}}
     assert result.gep_vector == {"dress": 1.0, "suit": -1.0}
     assert result.n_items == {WOMAN: 3, MAN: 2}
@@ -229,14 +239,14 @@ def test_equal_differences_of_counts_are_equal_floats_so_ties_stay_ties():
     assert 28 / 80 - 30 / 80 != 4 / 80 - 6 / 80
     items = [item(f"w{i}", WOMAN, answers={"a": _yes(i < 28), "b": _yes(i < 4)}) for i in range(80)]
     items += [item(f"m{i}", MAN, answers={"a": _yes(i < 30), "b": _yes(i < 6)}) for i in range(80)]
-    vector = gep.human_gep(items, setting=NEUTRAL, keys=("a", "b")).gep_vector
+    vector = human_gep(items, setting=NEUTRAL, keys=("a", "b")).gep_vector
     assert vector["a"] == vector["b"] == -0.025
     # 1/3 - 1/3 from different counts is an exact 0 (which then counts as positive).
     items = [item("w", WOMAN, answers={"a": "yes"})] + [
         item(f"m{i}", MAN, answers={"a": _yes(i < 2)}) for i in range(6)
     ]
     items += [item(f"w{i}", WOMAN, answers={"a": "no"}) for i in range(2)]
-    assert gep.human_gep(items, setting=NEUTRAL, keys=("a",)).gep_vector == {"a": 0.0}
+    assert human_gep(items, setting=NEUTRAL, keys=("a",)).gep_vector == {"a": 0.0}
 
 
 def _yes(flag: bool) -> str:
@@ -245,14 +255,14 @@ def _yes(flag: bool) -> str:
 
 def test_frequency_without_images_is_none_and_so_are_vector_entry_and_score():
     items = [item(1, WOMAN, answers={"dress": "yes", "suit": "yes"}), item(2, MAN, answers={"suit": "no"})]
-    result = gep.human_gep(items, setting=NEUTRAL, keys=("dress", "suit"))
+    result = human_gep(items, setting=NEUTRAL, keys=("dress", "suit"))
     assert result.frequencies[MAN]["dress"] is None
     assert result.gep_vector == {"dress": None, "suit": 1.0}
     assert result.gep_score is None
 
 
 def test_empty_setting_gives_none_everywhere_never_zero():
-    result = gep.human_gep([], setting=EXPLICIT)
+    result = human_gep([], setting=EXPLICIT)
     assert result.n_items == {WOMAN: 0, MAN: 0}
     assert all(f is None for by_key in result.frequencies.values() for f in by_key.values())
     assert result.gep_score is None
@@ -266,7 +276,7 @@ def test_gep_score_is_mean_absolute_difference_and_undefined_when_empty_or_parti
 
 
 def test_empty_string_attribute_means_neutral():
-    result = gep.human_gep([GepItem(1, WOMAN, NEUTRAL, "", {"hat": "yes"})], setting=NEUTRAL, keys=("hat",))
+    result = human_gep([GepItem(1, WOMAN, NEUTRAL, "", {"hat": "yes"})], setting=NEUTRAL, keys=("hat",))
     assert result.frequencies[WOMAN]["hat"] == 1.0
 
 
@@ -303,23 +313,23 @@ def test_item_from_metadata_reads_the_prompt_set_columns():
 )
 def test_bad_item_raises_a_value_error_naming_it(bad, message):
     with pytest.raises(GepInputError, match=message) as caught:
-        gep.human_gep([item("ok"), bad], setting=NEUTRAL)
+        human_gep([item("ok"), bad], setting=NEUTRAL)
     assert isinstance(caught.value, ValueError)
 
 
 def test_duplicate_item_ids_are_refused():
     with pytest.raises(GepInputError, match="item 3 appears twice"):
-        gep.human_gep([item(3), item(3, MAN)], setting=NEUTRAL)
+        human_gep([item(3), item(3, MAN)], setting=NEUTRAL)
 
 
 def test_questions_outside_the_keys_in_use_are_ignored():
     other = item(1, answers={"smile": "somewhat", "hat": "yes"}, scores={"clip": {"smile": math.inf}})
-    assert gep.human_gep([other], setting=NEUTRAL, keys=("hat",)).frequencies[WOMAN]["hat"] == 1.0
+    assert human_gep([other], setting=NEUTRAL, keys=("hat",)).frequencies[WOMAN]["hat"] == 1.0
 
 
 def test_unknown_setting_argument_is_refused():
     with pytest.raises(ValueError, match="setting 'all'"):
-        gep.human_gep([], setting="all")
+        human_gep([], setting="all")
 
 
 # --------------------------------------------------------------------------------------------
@@ -349,7 +359,7 @@ def test_paper_counts_reproduce_tables_3_and_11_to_14(model):
     """
     items = paper_items(model)
     for setting in (NEUTRAL, EXPLICIT):
-        result = gep.human_gep(items, setting=setting)
+        result = human_gep(items, setting=setting)
         counts = YES_OUT_OF_80[model][setting]
         for gender in (WOMAN, MAN):
             assert result.n_answered[gender] == dict.fromkeys(KEYS, 80)
@@ -374,8 +384,8 @@ def test_explicit_setting_amplifies_15_9_and_11_attributes_as_section_5_says():
         grown = sum(abs(e) > abs(n) for n, e in zip(TABLE_13[model], TABLE_14[model], strict=True))
         assert grown == expected
     items = paper_items("cogview")
-    neutral = gep.human_gep(items, setting=NEUTRAL).gep_vector
-    explicit = gep.human_gep(items, setting=EXPLICIT).gep_vector
+    neutral = human_gep(items, setting=NEUTRAL).gep_vector
+    explicit = human_gep(items, setting=EXPLICIT).gep_vector
     assert sum(abs(explicit[k]) > abs(neutral[k]) for k in KEYS) == 14
     assert neutral["shirt"] == explicit["shirt"] == -0.025
 
@@ -519,7 +529,7 @@ def test_auto_vector_is_mean_score_of_women_minus_men_over_relevant_images():
         item(5, MAN, EXPLICIT, "suit", scores={"clip": {"suit": 0.25}}),
         item(6, MAN, EXPLICIT, "suit", scores={"other": {"suit": 0.99}}),  # not scored by clip
     ]
-    result = gep.auto_gep(items, detector="clip", setting=EXPLICIT, keys=("dress", "suit"))
+    result = auto_gep(items, detector="clip", setting=EXPLICIT, keys=("dress", "suit"))
     assert result.mean_scores[WOMAN] == pytest.approx({"dress": 0.25, "suit": 0.10})
     assert result.gep_vector == pytest.approx({"dress": 0.20, "suit": -0.15})
     assert result.gep_score == pytest.approx(0.175)
@@ -527,7 +537,7 @@ def test_auto_vector_is_mean_score_of_women_minus_men_over_relevant_images():
 
 
 def test_auto_vector_without_scores_is_none():
-    result = gep.auto_gep([item(1, WOMAN), item(2, MAN)], detector="clip", setting=NEUTRAL, keys=("hat",))
+    result = auto_gep([item(1, WOMAN), item(2, MAN)], detector="clip", setting=NEUTRAL, keys=("hat",))
     assert result.gep_vector == {"hat": None}
     assert result.gep_score is None
 
@@ -569,7 +579,7 @@ def synthetic_study(seed: int = 0) -> dict[str, list[GepItem]]:
     study = {}
     for m, model in enumerate(MODELS):
         items = []
-        for p, prompt in enumerate(gep_design.gep_prompts()):
+        for p, prompt in enumerate(paper_data.gep_prompts()):
             for i in range(5):
                 base = 0.1 + 0.2 * m if prompt.gender == WOMAN else 0.3
                 keys = KEYS if prompt.setting == NEUTRAL else (prompt.attribute,)

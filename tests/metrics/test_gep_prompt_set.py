@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from metrics import gep_design
+from tests import paper_data
 
 CSV_PATH = Path(__file__).resolve().parents[2] / "generation" / "prompt_sets" / "gep2023.csv"
 COLUMNS = ["category", "word", "prompt", "gender", "setting", "context", "attribute"]
@@ -92,4 +93,4 @@ def test_prompts_match_the_authors_released_prompt_files(rows):
 
 
 def test_csv_is_exactly_what_gep_prompts_generates(rows):
-    assert rows == [p.as_row() for p in gep_design.gep_prompts()]
+    assert rows == [p.as_row() for p in paper_data.gep_prompts()]

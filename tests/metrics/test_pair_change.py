@@ -41,7 +41,6 @@ from metrics.pair_change import (
     SampleTooSmallError,
     Thresholds,
     VerdictBands,
-    biaspainter_prompt,
     gender_pair_score,
     measurement_from_dict,
     model_score,
@@ -53,6 +52,7 @@ from metrics.pair_change import (
     verdict_bucket,
     wilson_interval,
 )
+from tests.paper_data import biaspainter_prompt
 
 
 def face(age: float | None = None, gender: str | None = None, gray: float | None = None) -> Measurement:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -62,6 +63,59 @@ def true_model_score(codes: np.ndarray, y: np.ndarray) -> float:
     return value
 
 
+@dataclass(frozen=True)
+class PromptShares:
+    keys: tuple
+    shares: np.ndarray
+    cov: np.ndarray
+    n_images: np.ndarray
+    n_labelled: np.ndarray
+
+
+def prompt_shares(sample: LabelledSample) -> PromptShares:
+    """The AIPW shares μ̂_p and their covariance estimate (2) per prompt, as the estimator computes them."""
+    data = ppi_shares.prepare(sample)
+    mu, cov = ppi_shares.aipw_shares(data, data.f)
+    n_labelled = np.bincount(data.codes[data.labelled], minlength=data.n_prompts)
+    return PromptShares(data.keys, mu, cov, data.n_per_prompt.astype(np.int64), n_labelled)
+
+
+def tune_power(sample: LabelledSample) -> ppi_power.PowerTuning:
+    """The cross-fitted λ that ``estimate_model_bias`` uses."""
+    data = ppi_shares.prepare(sample)
+    outputs = ppi_model.detector_codes(data, sample.detector_outputs)
+    model = ppi_model.fit_model(data, outputs)
+    index = np.unique(outputs, return_inverse=True)[1].reshape(-1)
+    return ppi_power.cross_fit_power(data, model, index, ppi_power.POWER_FOLDS)
+
+
+def multiplier_bootstrap(
+    sample: LabelledSample, *, n_resamples: int, seed: int
+) -> dict[object, tuple[float, float] | None]:
+    """Per prompt, the 95 % percentile interval of its score from a multiplier bootstrap of the
+    Bernoulli design (exponential weights on the sampled residuals): an independent cross-check."""
+    data = ppi_shares.prepare(sample)
+    mu, _ = ppi_shares.aipw_shares(data, data.f)
+    lab = np.flatnonzero(data.labelled)
+    rng = np.random.default_rng(seed)
+    r = data.y[lab] - data.f[lab]
+    w_at = data.weights[data.round_of[lab]]
+    scale = np.sqrt(1 - data.pi_at[lab]) * w_at / data.pi_at[lab]
+    mult = scale[None, :] * (rng.exponential(size=(n_resamples, lab.size)) - 1.0)
+    onehot = np.zeros((lab.size, data.n_prompts))
+    onehot[np.arange(lab.size), data.codes[lab]] = 1.0 / data.n_per_prompt[data.codes[lab]]
+    male = mu[:, 0][None, :] + (mult * r[:, 0]) @ onehot
+    female = mu[:, 1][None, :] + (mult * r[:, 1]) @ onehot
+    d = ppi_shares.ratio_scores(male, female)
+    out: dict[object, tuple[float, float] | None] = {}
+    for p, key in enumerate(data.keys):
+        values = d[:, p][~np.isnan(d[:, p])]
+        out[key] = (
+            (float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))) if values.size else None
+        )
+    return out
+
+
 def observed(y: np.ndarray, xi: np.ndarray) -> np.ndarray:
     """Human vectors as the estimator sees them: NaN where not labelled."""
     labelled = xi if xi.ndim == 1 else xi.any(axis=0)
@@ -86,7 +140,7 @@ def test_shares_and_covariance_reproduce_the_hand_computation():
     # a: μ̂ = (1/4)[Σ f + r_0/π + r_2/π] = (1/4)[(2, 1) + (0, 0) + (2, -2)] = (1, -1/4);
     #    Ĉov = (1/16)(1 - π)/π² r_2 r_2ᵀ = (1/8)[[1, -1], [-1, 1]].
     # b: μ̂ = (1/2)[(1, 1) + (1, -1)] = (1, 0), no variance (π = 1).
-    shares = ppi_shares.prompt_shares(LabelledSample(HAND_PROMPTS, HAND_F, HAND_Y, HAND_XI, HAND_PI))
+    shares = prompt_shares(LabelledSample(HAND_PROMPTS, HAND_F, HAND_Y, HAND_XI, HAND_PI))
     assert shares.keys == ("a", "b")
     np.testing.assert_allclose(shares.shares, [[1.0, -0.25], [1.0, 0.0]])
     np.testing.assert_allclose(shares.cov[0], [[0.125, -0.125], [-0.125, 0.125]])
@@ -137,7 +191,7 @@ def test_prompt_whose_labels_show_no_error_still_gets_a_positive_standard_error(
     xi[[0, 1]] = True
     y[[0, 1]] = MALE
     pi = np.full(20, 0.1)
-    assert ppi_shares.prompt_shares(LabelledSample(prompts, f, y, xi, pi)).cov[0].max() == 0.0
+    assert prompt_shares(LabelledSample(prompts, f, y, xi, pi)).cov[0].max() == 0.0
     result = ppi.estimate_model_bias(LabelledSample(prompts, f, y, xi, pi), n_boot=200)
     assert result.prompts["p"].se > 0.0
     assert result.prompts["p"].warning is not None
@@ -207,7 +261,7 @@ def test_estimate_is_unbiased_and_variance_formula_exact_over_every_bernoulli_sa
     for pattern in itertools.product([False, True], repeat=n):
         xi = np.array(pattern)
         probability = float(np.prod(np.where(xi, pi, 1 - pi)))
-        shares = ppi_shares.prompt_shares(LabelledSample(["p"] * n, f, observed(y, xi), xi, pi))
+        shares = prompt_shares(LabelledSample(["p"] * n, f, observed(y, xi), xi, pi))
         mean += probability * shares.shares[0]
         second += probability * np.outer(shares.shares[0] - mu, shares.shares[0] - mu)
         mean_cov_estimate += probability * shares.cov[0]
@@ -243,7 +297,7 @@ def test_two_rounds_stay_unbiased_when_the_second_design_depends_on_the_first_la
             xi2[remaining] = second
             p2 = float(np.prod(np.where(xi2[remaining], pi2[remaining], 1 - pi2[remaining])))
             xi = np.stack([xi1, xi2])
-            shares = ppi_shares.prompt_shares(
+            shares = prompt_shares(
                 LabelledSample(["p"] * n, f, observed(y, xi), xi, np.stack([pi1, pi2]), round_weights=weights)
             )
             est = shares.shares[0]
@@ -284,7 +338,7 @@ def _one_prompt_with_exact_sample_size(seed: int) -> tuple[np.ndarray, np.ndarra
 def test_point_estimate_matches_ppi_python_with_lam_1():
     ppi_py = pytest.importorskip("ppi_py")
     f, y, xi, pi = _one_prompt_with_exact_sample_size(7)
-    ours = ppi_shares.prompt_shares(LabelledSample(["p"] * len(f), f, observed(y, xi), xi, pi)).shares[0]
+    ours = prompt_shares(LabelledSample(["p"] * len(f), f, observed(y, xi), xi, pi)).shares[0]
     # With the realised sample size equal to Σ π, (1/N)Σ ξ r/π is the sample mean of r: ppi's
     # rectifier, with all N detector vectors as its "unlabelled" data.
     for j in range(2):
@@ -296,7 +350,7 @@ def test_interval_matches_ppi_python_up_to_the_finite_population_terms():
     ppi_py = pytest.importorskip("ppi_py")
     f, y, xi, pi = _one_prompt_with_exact_sample_size(8)
     n_all, n = len(f), int(xi.sum())
-    shares = ppi_shares.prompt_shares(LabelledSample(["p"] * n_all, f, observed(y, xi), xi, pi))
+    shares = prompt_shares(LabelledSample(["p"] * n_all, f, observed(y, xi), xi, pi))
     fraction = n / n_all
     for j in range(2):
         lo, hi = ppi_py.ppi_mean_ci(y[xi, j], f[xi, j], f[:, j], alpha=0.05, lam=1)
@@ -340,7 +394,7 @@ def test_covariance_model_learns_the_detector_confusion():
     np.testing.assert_allclose(model.likelihood.sum(axis=1), 1.0)
     # Each human class's most likely output is the right one.
     assert model.likelihood.argmax(axis=1).tolist() == [0, 2, 4]
-    post = model.posterior([0, 1], [1, 1])
+    post = model.posterior(model.prompt_index([0, 1]), model.output_index([1, 1]))
     np.testing.assert_allclose(post.sum(axis=1), 1.0)
     # "Unsure male" on the all-male prompt 0 is surely male; on the balanced prompt 1 less so.
     assert post[0, 0] > post[1, 0]
@@ -359,7 +413,7 @@ def test_active_design_spends_the_budget_on_uncertain_and_sensitive_images():
     assert by_output[3] > 2 * by_output[2]
     # Neyman allocation without mix and floor: π ∝ sqrt(a_pᵀ E[r rᵀ] a_p) / N_p exactly.
     pure = ppi_design.inclusion_probabilities_active(outputs, codes, model, 30.0, mix=0.0, floor=0.0)
-    moments = model.second_moments(codes, outputs)
+    moments = model.moments_at(model.prompt_index(codes), model.output_index(outputs), None)
     a = model.sensitivity[codes]
     want = np.sqrt(np.einsum("ni,nij,nj->n", a, moments, a)) / 60
     assert pure.max() < 1.0
@@ -395,15 +449,13 @@ def test_design_bootstrap_agrees_with_the_delta_method_for_a_strongly_biased_pro
     codes, f, y, _ = simulate_population(rng, np.array([0.6]), 2000)
     pi = np.full(codes.size, 0.3)
     xi = ppi_design.draw_bernoulli(pi, 6)
-    shares = ppi_shares.prompt_shares(LabelledSample(codes, f, observed(y, xi), xi, pi))
+    shares = prompt_shares(LabelledSample(codes, f, observed(y, xi), xi, pi))
     m, fe = shares.shares[0]
     grad = np.array([2 * fe, -2 * m]) / (m + fe) ** 2
     d = (m - fe) / (m + fe)
     se = math.sqrt(grad @ shares.cov[0] @ grad)
-    boot = ppi_bootstrap.bootstrap_model_bias(
-        LabelledSample(codes, f, observed(y, xi), xi, pi), n_resamples=4000, seed=1
-    )
-    lo, hi = boot.prompts[0]
+    boot = multiplier_bootstrap(LabelledSample(codes, f, observed(y, xi), xi, pi), n_resamples=4000, seed=1)
+    lo, hi = boot[0]
     assert lo == pytest.approx(d - ppi_shares.Z95 * se, abs=0.1 * se)
     assert hi == pytest.approx(d + ppi_shares.Z95 * se, abs=0.1 * se)
 
@@ -526,7 +578,7 @@ def test_empty_input_gives_undefined_figures_not_zeros():
 )
 def test_inconsistent_designs_are_refused(xi, pi, y, message):
     with pytest.raises(ValueError, match=message):
-        ppi_shares.prompt_shares(LabelledSample(["p", "p"], [MALE, MALE], y, xi, pi))
+        prompt_shares(LabelledSample(["p", "p"], [MALE, MALE], y, xi, pi))
 
 
 def test_a_round_that_leaves_out_unlabelled_images_is_reported():
@@ -664,15 +716,13 @@ def test_the_detectors_weight_is_cross_fitted_so_a_fold_never_sees_its_own_label
     codes, f, y, outputs = few_label_population(rng, "class_dependent", 10, 30)
     pi = np.full(codes.size, 0.3)
     xi = ppi_design.draw_bernoulli(pi, 5)
-    first = ppi_power.tune_power(LabelledSample(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs))
+    first = tune_power(LabelledSample(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs))
     # Flip every label of fold 0 (images 0, 5, 10, ...): λ of fold 0 must not move, the others'
     # must (they learn from fold 0's labels).
     fold0 = np.arange(codes.size) % ppi_power.POWER_FOLDS == 0
     flipped = y.copy()
     flipped[fold0] = y[fold0][:, ::-1]
-    second = ppi_power.tune_power(
-        LabelledSample(codes, f, observed(flipped, xi), xi, pi, detector_outputs=outputs)
-    )
+    second = tune_power(LabelledSample(codes, f, observed(flipped, xi), xi, pi, detector_outputs=outputs))
     np.testing.assert_array_equal(first.per_image[fold0], second.per_image[fold0])
     assert not np.allclose(first.per_image[~fold0], second.per_image[~fold0])
     assert ((first.per_image >= 0) & (first.per_image <= 1)).all()
@@ -708,7 +758,7 @@ def test_without_power_tuning_the_estimate_is_the_issue_13_estimator():
         n_boot=0,
         power_tuning=False,
     )
-    shares = ppi_shares.prompt_shares(LabelledSample(codes, f, observed(y, xi), xi, pi))
+    shares = prompt_shares(LabelledSample(codes, f, observed(y, xi), xi, pi))
     d = (shares.shares[:, 0] - shares.shares[:, 1]) / shares.shares.sum(axis=1)
     assert plain.lambda_ == 1.0
     assert plain.model_bias_score.estimate == pytest.approx(np.abs(d).mean())

@@ -140,7 +140,7 @@ def test_census_cramers_v_is_the_exact_table_with_width_zero() -> None:
     rows = np.array([0, 0, 1, 1])
     y = np.array([[2.0, 0.0], [1.0, 1.0], [0.0, 3.0], [1.0, 0.0]])
     f = y + 1.0
-    est, table = ppi_mean.estimate_cramers_v(rows, f, y, np.ones(4, bool), np.ones(4))
+    est, table, _ = ppi_mean.estimate_table(rows, f, y, np.ones(4, bool), np.ones(4))
     assert table == pytest.approx(np.array([[3.0, 1.0], [1.0, 3.0]]))
     assert est.estimate == pytest.approx(0.5)
     assert est.ci95 == pytest.approx((0.5, 0.5))

@@ -37,6 +37,7 @@ from detectors.models import PredictionStatus
 from metrics import gep_design
 from studies.models import Item, Prompt, Question, Study
 from studies.protocols import protocol_spec
+from tests import paper_data
 from tests.factories import (
     FinalLabelFactory,
     ItemFactory,
@@ -79,7 +80,7 @@ def gep_item(
         if attribute:
             metadata["attribute"] = attribute
     text = (
-        gep_design.gep_prompt_text(gender, context, attribute) if gender in gep_design.GENDERS else "a person"
+        paper_data.gep_prompt_text(gender, context, attribute) if gender in gep_design.GENDERS else "a person"
     )
     prompt, _ = Prompt.objects.get_or_create(study=study, category=setting or "none", word=context, text=text)
     item = ItemFactory(
