@@ -22,8 +22,7 @@ class LoginView(auth_views.LoginView):
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         wait = login_throttle_wait(request)
         if wait:
-            # An unbound form: a bound one would check the password as soon as the template
-            # asks for its errors, which is what the limit refuses.
+            # Unbound: a bound form would check the password when the template asks for its errors.
             context = self.get_context_data(form=self.form_class(request), throttled=LoginThrottled(wait))
             response = self.render_to_response(context, status=429)
             response["Retry-After"] = str(wait)

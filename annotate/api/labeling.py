@@ -300,9 +300,7 @@ class LabelDetailApi(ApiView):
         data = LabelChangeInput(data=request.data, partial=partial)
         data.is_valid(raise_exception=True)
         body = data.validated_data
-        # Only this label is read (under the item lock, by the service) and written: the
-        # annotator's other answers on the item are left alone, so a concurrent change to one
-        # of them is not reverted.
+        # Only this label is written: a concurrent change to another answer is not reverted.
         try:
             services.label_change(
                 label=label,

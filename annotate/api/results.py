@@ -115,8 +115,7 @@ class GroundTruthExportApi(ResearcherApi):
         from annotate.exports import ground_truth_download, ground_truth_rows
 
         params, study = query_with_study(request, ExportQuery)
-        # ?format=csv or an "Accept: text/csv" header: both must give the CSV file, never the
-        # rows rendered by CSVRenderer's str() fallback.
+        # ?format=csv or "Accept: text/csv": the CSV file, never CSVRenderer's str() of the rows.
         wants_csv = getattr(request.accepted_renderer, "format", "") == "csv"
         if params.get("format") == "csv" or wants_csv:
             return ground_truth_download(study, "csv", "text/csv")

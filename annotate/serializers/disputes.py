@@ -35,8 +35,8 @@ class DisputeRowOutput(_ItemSummaryOutput):
 
 
 class DisputeQuestionOutput(serializers.Serializer):
-    question = serializers.CharField()
-    question_text = serializers.CharField()
+    question = serializers.CharField(source="question.key")
+    question_text = serializers.CharField(source="question.text")
     state = serializers.ChoiceField(choices=ItemState.choices)
     labels = DisputeLabelOutput(many=True)
     final_label = FinalAnswerOutput(allow_null=True)
@@ -106,8 +106,7 @@ class FinalLabelOutput(serializers.Serializer):
     question = serializers.CharField(source="question.key")
     value = serializers.CharField()
     display = serializers.SerializerMethodField()
-    # A field named like Field.source: DRF's serializer metaclass takes declared fields out of the
-    # class, so nothing is shadowed at run time; the stubs cannot express that.
+    # Named like Field.source: DRF takes declared fields out of the class; the stubs cannot tell.
     source = serializers.ChoiceField(choices=FinalLabelSource.choices)  # type: ignore[assignment]
     decided_by = serializers.SerializerMethodField()
     note = serializers.CharField(allow_blank=True)

@@ -1,6 +1,4 @@
-"""Writes of the human side, one transaction per function, raising ``annotate.errors``: ``claims``
-(seats), ``labels`` (the key press, changes, imports), ``finals``, ``disputes``, ``answers``,
-``locks``. Import the public names from here."""
+"""Writes of the human side, one transaction per function; import the public names from here."""
 
 from __future__ import annotations
 
