@@ -6,6 +6,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from graphlib import CycleError, TopologicalSorter
 from typing import Any, NamedTuple
 
@@ -83,12 +84,11 @@ class _Items:
         self.by_key: dict[str, _ItemRef] = {}
         self.by_path: dict[str, _ItemRef] = {}
         self.questions = {q.key: q for q in study_questions(study)}
-        # The batch's answers checked so far, by (question, value): a file repeats a few answers.
-        self.answer_problems: dict[tuple[str, str], str | None] = {}
+        self.answer_problem = cache(_answer_problem)  # per batch: a file repeats a few answers
 
     def load(self, keys: set[str], paths: set[str]) -> None:
         """Look up the items of one batch of rows by key and by path, in plain SQL."""
-        self.by_key, self.by_path, self.answer_problems = {}, {}, {}
+        self.by_key, self.by_path, self.answer_problem = {}, {}, cache(_answer_problem)
         # A value with a NUL character names no item (and PostgreSQL refuses it in a query).
         keys = {key for key in keys if "\x00" not in key}
         paths = {path for path in paths if "\x00" not in path}
@@ -107,13 +107,10 @@ class _Items:
             self.by_key[key] = _item_ref(pk, key, *convert([question_keys]))
 
     def item(self, key: str, path: str) -> tuple[_ItemRef | None, str | None]:
+        if key and key in self.by_key:
+            return self.by_key[key], None
         if key:
-            item = self.by_key.get(key)
-            return (
-                (item, None)
-                if item
-                else (None, f"unknown item: {key} is not an item of the study '{self.study.slug}'")
-            )
+            return None, f"unknown item: {key} is not an item of the study '{self.study.slug}'"
         if not path:
             return None, "empty 'image' value (or give the 'item' column)"
         item = self.by_path.get(path) or self.by_key.get(path)
@@ -132,13 +129,6 @@ class _Items:
         if item.asks is not None and key not in item.asks:  # as item_questions reads question_keys
             return None, f"the item {item.key} does not ask the question {key!r}"
         return question, None
-
-    def answer_problem(self, question: Question, value: str) -> str | None:
-        """``_answer_problem``, once per distinct (question, value) of the batch."""
-        key = (question.key, value)
-        if key not in self.answer_problems:
-            self.answer_problems[key] = _answer_problem(question, value)
-        return self.answer_problems[key]
 
 
 def _items_of(study: Study, refs: Iterable[_ItemRef]) -> dict[int, Item]:
