@@ -108,12 +108,9 @@ class FinalLabelOutput(serializers.Serializer):
     display = serializers.SerializerMethodField()
     # Named like Field.source: DRF takes declared fields out of the class; the stubs cannot tell.
     source = serializers.ChoiceField(choices=FinalLabelSource.choices)  # type: ignore[assignment]
-    decided_by = serializers.SerializerMethodField()
+    decided_by = serializers.CharField(source="decided_by.username", read_only=True, allow_null=True)
     note = serializers.CharField(allow_blank=True)
     decided_at = serializers.DateTimeField()
 
     def get_display(self, final: FinalLabel) -> str:
         return final.question.display(final.value)
-
-    def get_decided_by(self, final: FinalLabel) -> str | None:
-        return final.decided_by.username if final.decided_by is not None else None
