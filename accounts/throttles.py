@@ -45,11 +45,6 @@ def throttle_wait(throttle: throttling.SimpleRateThrottle, request: Any) -> int:
     return max(1, math.ceil(throttle.wait() or 1))
 
 
-def login_throttle_wait(request: Any) -> int:
-    """Count one password check from ``request``'s address (``throttle_wait``)."""
-    return throttle_wait(LoginRateThrottle(), request)
-
-
 def client_address(request: Any) -> str:
     """The client's address as the throttles see it (BIASLAB_NUM_PROXIES)."""
     return throttling.BaseThrottle().get_ident(request)

@@ -10,7 +10,7 @@ from django.urls import reverse_lazy
 
 from accounts.errors import LoginThrottled
 from accounts.forms import LockoutAuthenticationForm
-from accounts.throttles import login_throttle_wait
+from accounts.throttles import LoginRateThrottle, throttle_wait
 
 
 class LoginView(auth_views.LoginView):
@@ -20,7 +20,7 @@ class LoginView(auth_views.LoginView):
     form_class = LockoutAuthenticationForm
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        wait = login_throttle_wait(request)
+        wait = throttle_wait(LoginRateThrottle(), request)
         if wait:
             # Unbound: a bound form would check the password when the template asks for its errors.
             context = self.get_context_data(form=self.form_class(request), throttled=LoginThrottled(wait))

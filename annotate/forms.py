@@ -9,7 +9,7 @@ from django import forms
 
 from annotate.models import ItemState
 from studies.kinds import kind_of
-from studies.models import Question
+from studies.models import Question, Study
 
 # One hour: a longer "time to label" means the annotator walked away, not that they deliberated.
 MAX_DURATION_MS = 60 * 60 * 1000
@@ -123,12 +123,27 @@ class DisputeResolveForm(forms.Form):
         return data
 
 
-class ItemFilterForm(forms.Form):
-    """Filters of the items list; choices of model and category come from the study's items."""
+class _StudyFilterForm(forms.Form):
+    """Filters by T2I model and prompt category, with the study's own as choices."""
+
+    blanks = ("any model", "any category")
+    t2i_model = forms.ChoiceField(required=False, label="T2I model")
+    category = forms.ChoiceField(required=False)
+
+    def __init__(self, data: Mapping[str, Any] | None, *, study: Study) -> None:
+        super().__init__(data)
+        models = study.items.order_by().values_list("t2i_model", flat=True).distinct()
+        categories = study.prompts.order_by().values_list("category", flat=True).distinct()
+        for name, values, blank in zip(
+            ("t2i_model", "category"), (models, categories), self.blanks, strict=True
+        ):
+            _choice_field(self, name).choices = [("", blank), *((v, v) for v in sorted(filter(None, values)))]
+
+
+class ItemFilterForm(_StudyFilterForm):
+    """Filters of the items list."""
 
     state = forms.ChoiceField(choices=[("", "any state"), *ItemState.choices], required=False)
-    t2i_model = forms.ChoiceField(choices=[("", "any model")], required=False, label="T2I model")
-    category = forms.ChoiceField(choices=[("", "any category")], required=False)
     q = forms.CharField(max_length=200, required=False, label="Search", strip=True)
     sort = forms.ChoiceField(
         choices=[
@@ -143,31 +158,16 @@ class ItemFilterForm(forms.Form):
         required=False,
     )
 
-    def __init__(self, *args: Any, t2i_models: list[str], categories: list[str], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _choice_field(self, "t2i_model").choices = [("", "any model"), *((m, m) for m in t2i_models)]
-        _choice_field(self, "category").choices = [("", "any category"), *((c, c) for c in categories)]
 
-
-class AgreementFilterForm(forms.Form):
+class AgreementFilterForm(_StudyFilterForm):
     """Pick the question, and narrow the agreement report to one T2I model or prompt category."""
 
+    blanks = ("all models", "all categories")
     question = forms.ChoiceField(choices=[], required=False)
-    t2i_model = forms.ChoiceField(choices=[("", "all models")], required=False, label="T2I model")
-    category = forms.ChoiceField(choices=[("", "all categories")], required=False)
 
-    def __init__(
-        self,
-        *args: Any,
-        questions: list[Question],
-        t2i_models: list[str],
-        categories: list[str],
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, data: Mapping[str, Any] | None, *, study: Study, questions: list[Question]) -> None:
+        super().__init__(data, study=study)
         _choice_field(self, "question").choices = [(q.key, f"{q.key} — {q.text}") for q in questions]
-        _choice_field(self, "t2i_model").choices = [("", "all models"), *((m, m) for m in t2i_models)]
-        _choice_field(self, "category").choices = [("", "all categories"), *((c, c) for c in categories)]
 
 
 class AnnotatorsAddForm(forms.Form):

@@ -323,6 +323,7 @@ def item_detail(*, item: Item) -> dict[str, Any]:
     ]
     return {
         "item": item,
+        "images": {link.role: link for link in item.item_images.select_related("image")},
         "state": item_state(item),
         "questions": per_question,
         "label_history": [

@@ -17,7 +17,7 @@ from annotate.models import FinalLabel, ItemState
 from annotate.views.common import READ, WRITE, choose_study, images_view
 from annotate.views.screen import choice_rows
 from studies.kinds import kind_of
-from studies.models import Item, Question, Study
+from studies.models import Item, Question
 from studies.permissions import researcher_only
 from studies.selectors import item_compared_values, item_questions, study_questions, with_images
 from studies.session import study_remember
@@ -179,12 +179,6 @@ def _resolve(item: Item, question: Question, researcher: Any, data: dict[str, An
 # --- Items (researchers) ----------------------------------------------------------------------
 
 
-def _study_choices(study: Study) -> tuple[list[str], list[str]]:
-    models = study.items.order_by().values_list("t2i_model", flat=True).distinct()
-    categories = study.prompts.order_by().values_list("category", flat=True).distinct()
-    return sorted(m for m in models if m), sorted(c for c in categories if c)
-
-
 class _ItemListFields(selectors.ItemStateFields):
     finals: list[dict[str, str]]
     images_view: dict[str, Any]
@@ -198,8 +192,7 @@ def images(request: HttpRequest, slug: str | None = None) -> HttpResponse:
     study = choose_study(request, slug, "annotate:images")
     if isinstance(study, HttpResponse):
         return study
-    t2i_models, categories = _study_choices(study)
-    form = ItemFilterForm(request.GET or None, t2i_models=t2i_models, categories=categories)
+    form = ItemFilterForm(request.GET or None, study=study)
     filters = form.cleaned_data if form.is_valid() else {}
     rows = selectors.items_filtered(study=study, filters=filters).order_by(
         *ITEM_SORTS[filters.get("sort") or "id"]
@@ -257,10 +250,7 @@ def agreement(request: HttpRequest, slug: str | None = None) -> HttpResponse:
     if isinstance(study, HttpResponse):
         return study
     questions = study_questions(study)
-    t2i_models, categories = _study_choices(study)
-    form = AgreementFilterForm(
-        request.GET or None, questions=questions, t2i_models=t2i_models, categories=categories
-    )
+    form = AgreementFilterForm(request.GET or None, study=study, questions=questions)
     filters: dict[str, str | None] = {"t2i_model": None, "category": None}
     chosen = ""
     if form.is_valid():
