@@ -413,14 +413,10 @@ def label_rows_for_agreement(
 ) -> list[tuple[int, str, str, str, str]]:
     """(item_id, t2i_model, category, annotator, value) of each label of ``question``, by item, annotator."""
     question = question or study_questions(study)[0]
+    wanted = {"item__t2i_model": t2i_model, "item__prompt__category": category}
     labels = Label.objects.filter(item__study=study, question=question)
-    filters = Q()
-    if t2i_model:
-        filters &= Q(item__t2i_model=t2i_model)
-    if category:
-        filters &= Q(item__prompt__category=category)
     return list(
-        labels.filter(filters)
+        labels.filter(**{lookup: value for lookup, value in wanted.items() if value})
         .order_by("item_id", "annotator_id")
         .values_list("item_id", "item__t2i_model", "item__prompt__category", "annotator__username", "value")
     )

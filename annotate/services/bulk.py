@@ -247,11 +247,7 @@ def _seat_take(
 ) -> None:
     """The annotator's seat on the item, completed: theirs, else the lowest free slot; ItemFull otherwise."""
     seats = batch.seats[item_id]
-    seat = None
-    for one in seats:
-        if one.annotator_id == annotator_id:
-            seat = one
-            break
+    seat = next((one for one in seats if one.annotator_id == annotator_id), None)
     if seat is None:
         n = study.labels_per_item
         slot, abandoned = free_slot([(s.slot, s.completed_at, s.expires_at) for s in seats], n, now)

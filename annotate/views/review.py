@@ -82,10 +82,7 @@ def _dispute_question(item: Item, key: str | None) -> Question:
                 return question
         raise Http404(f"Item {item.key} does not ask the question “{key}”.")
     states = selectors.item_question_states(item)
-    for question in questions:
-        if states.get(question.key) == ItemState.DISPUTED:
-            return question
-    return questions[0]
+    return next((q for q in questions if states.get(q.key) == ItemState.DISPUTED), questions[0])
 
 
 @researcher_only(methods=READ + WRITE)
