@@ -14,8 +14,7 @@ from accounts.throttles import LoginRateThrottle, throttle_wait
 
 
 class LoginView(auth_views.LoginView):
-    """Django's login view with the lockout and the per-address rate limit: a locked-out or
-    rate-limited attempt answers 429 with ``Retry-After`` and the page says how long to wait."""
+    """Django's login view with the lockout and rate limit: 429 with ``Retry-After`` when refused."""
 
     form_class = LockoutAuthenticationForm
 
@@ -38,8 +37,7 @@ class LoginView(auth_views.LoginView):
 
 
 class PasswordSetView(auth_views.PasswordResetConfirmView):
-    """The one-time link of a new account (``selectors.password_set_path``): Django's
-    password-reset confirmation, in the site's layout. A used or expired link says so."""
+    """Django's password-reset confirmation, for a new account's one-time link (``password_set_path``)."""
 
     template_name = "registration/password_set.html"
     success_url = reverse_lazy("password_set_done")
