@@ -1,5 +1,4 @@
-"""Admins see who holds API tokens and who is locked out; deleting a row revokes or unlocks.
-Deactivating an account here, on its page or with the list's action, revokes its tokens."""
+"""API tokens and failed logins (deleting revokes or unlocks); deactivating a user revokes its tokens."""
 
 from __future__ import annotations
 
@@ -48,8 +47,7 @@ class LoginFailureAdmin(_ReadOnly):
     list_filter = ("created_at",)
 
 
-# Django's own user admin, with deactivation revoking API tokens (accounts comes after
-# django.contrib.auth in INSTALLED_APPS, so that admin is registered by now).
+# Django's own user admin (registered by now), with deactivation revoking API tokens.
 admin.site.unregister(User)
 
 

@@ -12,9 +12,7 @@ from accounts import selectors, services
 
 
 class ExpiringTokenAuthentication(TokenAuthentication):
-    """DRF's token header and keyword, checked against ``ApiToken``: a token works for
-    BIASLAB_API_TOKEN_HOURS, only while its account is active and its password unchanged
-    (``selectors.api_token_problem``). A refused token is a 401 saying why."""
+    """DRF's token header checked against ``ApiToken`` (``selectors.api_token_problem``); 401 why not."""
 
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
         token = selectors.api_token_for_key(key=key)

@@ -10,8 +10,7 @@ from django.core.checks import Tags, Warning, register
 
 @register(Tags.security, deploy=True)
 def throttle_cache_is_shared(app_configs: Any, **kwargs: Any) -> list[Warning]:
-    """The API's rate limits count in the default cache; a local-memory cache counts per server
-    process, so with N processes a client gets N times the configured rate."""
+    """The API's rate limits need a cache every server process shares."""
     backend = settings.CACHES.get("default", {}).get("BACKEND", "")
     if backend.endswith("locmem.LocMemCache"):
         return [

@@ -26,8 +26,7 @@ class LoginLockedOut(AccountsError):
 
 
 class LoginThrottled(AccountsError):
-    """Too many password checks from this address, whatever usernames they named
-    (BIASLAB_API_THROTTLE_LOGIN): wait ``retry_after`` seconds."""
+    """Too many password checks from this address: wait ``retry_after`` seconds."""
 
     def __init__(self, retry_after: int) -> None:
         self.retry_after = retry_after

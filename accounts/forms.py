@@ -13,9 +13,7 @@ from accounts.throttles import client_address
 
 
 class LockoutAuthenticationForm(AuthenticationForm):
-    """Django's login form, checking the password through ``services.credentials_check``: the
-    same failure count as the token API, and a locked-out pair is refused with the wait
-    (``locked_out`` then holds the error, for the view's status code)."""
+    """Django's login form, checking the password through ``services.credentials_check``."""
 
     locked_out: LoginLockedOut | None = None
 

@@ -8,8 +8,7 @@ from django.utils import timezone
 
 
 class ApiToken(models.Model):
-    """A key a script sends as ``Authorization: Token <key>``. Only the key's SHA-256 is kept:
-    the key is shown once, when it is issued, and a copy of this table opens nothing."""
+    """A key a script sends as ``Authorization: Token <key>``; only its SHA-256 is kept."""
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -44,8 +43,7 @@ class ApiToken(models.Model):
 
 
 class LoginFailure(models.Model):
-    """One failed password check, for the lockout: too many for one username from one client address within
-    BIASLAB_LOGIN_LOCKOUT_MINUTES and that pair may not try again for a while."""
+    """One failed password check, counted for the lockout of a (username, address) pair."""
 
     username = models.CharField(
         max_length=150,

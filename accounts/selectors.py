@@ -1,5 +1,4 @@
-"""Reads: is a token still good, is a username locked out from an address, where a new account
-sets its password."""
+"""Reads: token checks, login lockouts, the new account's password link."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ def key_digest(key: str) -> str:
 
 
 def password_fingerprint(user: Any, *, secret: str | bytes | None = None) -> str:
-    """A keyed hash of ``user``'s password hash (like Django's session auth hash, with its own
-    salt): changes whenever the password does, and reveals nothing about it."""
+    """A keyed hash of ``user``'s password hash: changes whenever the password does."""
     return salted_hmac(_FINGERPRINT_SALT, user.password, secret=secret, algorithm="sha256").hexdigest()
 
 
@@ -81,8 +79,7 @@ def lockout_username(username: str) -> str:
 
 
 def password_set_path(user: Any) -> str:
-    """The path of the page where ``user`` sets a password: Django's password-reset token, so it works once
-    (setting the password invalidates it) and for ``PASSWORD_RESET_TIMEOUT`` (3 days by default)."""
+    """The path of the one-time page where ``user`` sets a password (a password-reset token)."""
     return reverse(
         "password_set",
         kwargs={

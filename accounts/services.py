@@ -17,8 +17,7 @@ from accounts.models import ApiToken, LoginFailure
 
 
 def credentials_check(*, request: Any, username: str, password: str, address: str) -> Any:
-    """The active user whose ``username`` and ``password`` these are, for the login page and the token API
-    alike (one count of failures for both)."""
+    """The active user with these credentials, counting failures (login page and token API alike)."""
     now = timezone.now()
     wait = selectors.login_lockout_seconds(username=username, address=address, now=now)
     if wait:
@@ -52,18 +51,15 @@ def api_token_create(*, user: Any) -> str:
 
 
 def api_tokens_revoke(*, user: Any) -> int:
-    """Delete every API token of ``user``; returns how many there were. An inactive account's tokens are
-    refused anyway, but only deleting them keeps them from working again if the account is reactivated."""
+    """Delete every API token of ``user``; how many there were."""
     deleted, _ = ApiToken.objects.filter(user=user).delete()
     return deleted
 
 
 def user_deactivate(*, user: Any) -> int:
-    """Deactivate ``user``'s account and revoke its API tokens, in one transaction; returns how many tokens
-    were revoked."""
+    """Deactivate ``user``'s account and revoke its API tokens; how many were revoked."""
     with transaction.atomic():
-        # Counted first: on SQLite and PostgreSQL the database deletes them as is_active goes
-        # false (accounts/migrations/0003); the revoke sweeps them on any other database.
+        # Counted first: the database deletes them as is_active goes false (accounts/migrations/0003).
         revoked = ApiToken.objects.filter(user=user).count()
         user.is_active = False
         user.save(update_fields=["is_active"])

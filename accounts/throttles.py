@@ -13,8 +13,7 @@ class _RateFromSettings:
     scope: str | None  # as SimpleRateThrottle declares it
 
     def get_rate(self) -> str | None:
-        # cast: djangorestframework-stubs type the rates as numbers, but DRF's setting holds
-        # "<count>/<period>" strings (or None, a limit turned off).
+        # cast: the stubs type the rates as numbers; DRF's setting holds "<count>/<period>" or None.
         rates = cast("dict[str, str | None]", api_settings.DEFAULT_THROTTLE_RATES)
         if self.scope is None:
             return None
@@ -30,8 +29,7 @@ class UserRateThrottle(_RateFromSettings, throttling.UserRateThrottle):
 
 
 class LoginRateThrottle(_RateFromSettings, throttling.SimpleRateThrottle):
-    """Password checks on the token API and the login page, per client address whoever is named:
-    BIASLAB_API_THROTTLE_LOGIN, one count for both."""
+    """Password checks on the token API and the login page, per client address."""
 
     scope = "login"
 
@@ -40,20 +38,13 @@ class LoginRateThrottle(_RateFromSettings, throttling.SimpleRateThrottle):
 
 
 def throttle_wait(throttle: throttling.SimpleRateThrottle, request: Any) -> int:
-    """Count one request from ``request``'s address against ``throttle``; 0 when it may go ahead,
-    else the seconds until it may."""
+    """Count one request against ``throttle``; 0, or the seconds to wait."""
     # No DRF view here; these throttles key on the address alone and never read the view.
     if throttle.allow_request(request, None):  # type: ignore[arg-type]
         return 0
     return max(1, math.ceil(throttle.wait() or 1))
 
 
-def login_throttle_wait(request: Any) -> int:
-    """Count one password check from ``request``'s address (``throttle_wait``)."""
-    return throttle_wait(LoginRateThrottle(), request)
-
-
 def client_address(request: Any) -> str:
-    """The client's address as the throttles see it: REMOTE_ADDR, or the entry of
-    X-Forwarded-For that BIASLAB_NUM_PROXIES trusted proxies put there."""
+    """The client's address as the throttles see it (BIASLAB_NUM_PROXIES)."""
     return throttling.BaseThrottle().get_ident(request)

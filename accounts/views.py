@@ -10,20 +10,18 @@ from django.urls import reverse_lazy
 
 from accounts.errors import LoginThrottled
 from accounts.forms import LockoutAuthenticationForm
-from accounts.throttles import login_throttle_wait
+from accounts.throttles import LoginRateThrottle, throttle_wait
 
 
 class LoginView(auth_views.LoginView):
-    """Django's login view with the lockout and the per-address rate limit: a locked-out or
-    rate-limited attempt answers 429 with ``Retry-After`` and the page says how long to wait."""
+    """Django's login view with the lockout and rate limit: 429 with ``Retry-After`` when refused."""
 
     form_class = LockoutAuthenticationForm
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        wait = login_throttle_wait(request)
+        wait = throttle_wait(LoginRateThrottle(), request)
         if wait:
-            # An unbound form: a bound one would check the password as soon as the template
-            # asks for its errors, which is what the limit refuses.
+            # Unbound: a bound form would check the password when the template asks for its errors.
             context = self.get_context_data(form=self.form_class(request), throttled=LoginThrottled(wait))
             response = self.render_to_response(context, status=429)
             response["Retry-After"] = str(wait)
@@ -39,8 +37,7 @@ class LoginView(auth_views.LoginView):
 
 
 class PasswordSetView(auth_views.PasswordResetConfirmView):
-    """The one-time link of a new account (``selectors.password_set_path``): Django's
-    password-reset confirmation, in the site's layout. A used or expired link says so."""
+    """Django's password-reset confirmation, for a new account's one-time link (``password_set_path``)."""
 
     template_name = "registration/password_set.html"
     success_url = reverse_lazy("password_set_done")

@@ -1,5 +1,4 @@
-"""Admin for studies, questions, prompts, items, labels and final labels; zip upload and
-ground-truth export. Labels are read-only here: they change only through ``annotate.services``."""
+"""Admin of studies and their items, labels and final labels (read-only); zip upload and export."""
 
 from __future__ import annotations
 
@@ -122,8 +121,7 @@ class ZipUploadForm(forms.Form):
 
 
 class QuestionInline(ReadOnlyInline):
-    """Questions are defined with the study (create_study); their keys and choices are what the
-    labels mean, so they are shown, not edited, here."""
+    """A study's questions, shown, not edited: they are what its labels mean."""
 
     model = Question
     fields = (
@@ -171,8 +169,7 @@ class StudyForm(forms.ModelForm):
             )
         protocol = str(data.get("protocol") or "")
         if self.instance.pk is None and protocol in PROTOCOLS:
-            # A protocol whose questions come from a CSV, or that needs settings of its own
-            # (a questions study's compared column), is defined on the command line.
+            # A protocol with a questions CSV or required settings is created on the command line.
             spec = PROTOCOLS[protocol]
             if not spec.questions or any(option.required for option in spec.options):
                 raise forms.ValidationError(
@@ -185,8 +182,7 @@ class StudyForm(forms.ModelForm):
 
 @admin.register(Study)
 class StudyAdmin(admin.ModelAdmin):
-    # Short columns (the protocol's and the rule's keys, not their long names), so that the list
-    # fits beside the admin's menu and filter on a 1280 px screen.
+    # Short columns (keys, not long names): the list fits beside the menu on a 1280 px screen.
     list_display = (
         "name",
         "slug",
@@ -205,8 +201,7 @@ class StudyAdmin(admin.ModelAdmin):
     actions = ("export_csv", "export_json")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Study | None = None) -> tuple[str, ...]:
-        # The protocol is chosen once (its questions come with it); once people have labelled,
-        # N and the agreement rule are what their labels were collected under.
+        # The protocol is chosen once; once people labelled, so are N and the agreement rule.
         if obj is None:
             return ()
         if Item.objects.filter(study=obj, completed_seats__gt=0).exists():
@@ -217,9 +212,7 @@ class StudyAdmin(admin.ModelAdmin):
         if change:
             super().save_model(request, obj, form, change)
             return
-        # A new study gets its protocol's questions and parameters from the service, then the
-        # rest of the form (guidelines, timeout…) on the same row; annotators follow in
-        # save_related.
+        # A new study: its protocol's questions and parameters from the service, then the form's fields.
         with transaction.atomic():
             created = study_create(
                 slug=obj.slug,
@@ -270,8 +263,7 @@ class StudyAdmin(admin.ModelAdmin):
         ]
 
     def _require_admin(self, request: HttpRequest) -> None:
-        # admin_view already demands an active staff user; imports and exports are for admins
-        # who may change studies, whatever extra staff accounts exist.
+        # Imports and exports are for admins who may change studies, not any staff account.
         if not (permissions.is_admin(request.user) and self.has_change_permission(request)):
             raise PermissionDenied("Only admins may import images or export ground truth.")
 
@@ -443,8 +435,7 @@ class ItemAdmin(admin.ModelAdmin):
             def get_results(self, request: HttpRequest) -> None:
                 super().get_results(request)
                 page = list(self.result_list)
-                # The page's thumbnails: here, not in get_queryset, whose queryset an action on
-                # "select all" reads whole (a prefetch of every item in one statement).
+                # Thumbnails here, not in get_queryset, which an action on "select all" reads whole.
                 images_load(page)
                 states: dict[int, str] = {}
                 for study in {item.study_id: item.study for item in page}.values():
@@ -498,8 +489,7 @@ class ItemAdmin(admin.ModelAdmin):
 
 
 def _items_in_chunks(queryset: QuerySet[Item]) -> Iterator[Item]:
-    """The items of an action's selection, in its order, with their studies: read a chunk of
-    ids at a time, as "select all" may select every item of a million-item study."""
+    """The items of an action's selection, in order, with their studies, a chunk of ids at a time."""
     ids = list(queryset.prefetch_related(None).values_list("pk", flat=True))
     for chunk in in_chunks(ids):
         read = Item.objects.select_related("study").in_bulk(chunk)
@@ -544,8 +534,7 @@ class ImageFileAdmin(ReadOnlyAdmin):
 
 @admin.register(ItemChange)
 class ItemChangeAdmin(ReadOnlyAdmin):
-    """The audit trail of corrections to items (re-import updates, removals): who, when,
-    old → new. Written by the services only."""
+    """The audit trail of corrections to items, written by the services only."""
 
     list_display = ("changed_at", "study", "item_key", "action", "actor", "source")
     list_filter = ("study", "action")
@@ -555,8 +544,7 @@ class ItemChangeAdmin(ReadOnlyAdmin):
 
 @admin.register(ImportRun)
 class ImportRunAdmin(ReadOnlyAdmin):
-    """Every import run (images, labels, ground truth, predictions), from a command or an upload:
-    who, when, which file, what it counted and the rows it refused. Written by the pipeline."""
+    """Every import run: who, when, which file, its counts and refused rows."""
 
     list_display = ("started_at", "kind", "study", "actor", "file", "status", "rows", "rejected")
     list_filter = ("kind", "status", "study")

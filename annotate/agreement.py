@@ -1,5 +1,4 @@
-"""Agreement of a study's annotators on one question as a dict: selectors read,
-``metrics.agreement`` computes."""
+"""Agreement of a study's annotators on one question, as a dict."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ from studies.models import Question, Study
 def agreement_report(
     *, study: Study, question: Question, t2i_model: str | None = None, category: str | None = None
 ) -> dict[str, Any]:
-    """``AgreementSummary.as_dict`` for ``question`` (optionally one T2I model or category) plus
-    study, question, question_text, label_names, n_items and max_labels_per_item."""
+    """``AgreementSummary.as_dict`` for ``question`` plus the study's and question's names and counts."""
     rows = label_rows_for_agreement(study=study, question=question, t2i_model=t2i_model, category=category)
     report = agreement_summary(rows, labels=question.values).as_dict()
     report.update(

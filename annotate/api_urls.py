@@ -1,6 +1,4 @@
-"""URLs of the annotate API. ``images/`` is the one-image era's name of ``items/``: both serve
-the same code, so scripts written against either keep working. Ids are ``<id:…>``
-(``config.api.IdConverter``): a whole number from 1, anything else a JSON 404."""
+"""URLs of the annotate API (``images/``: the old name of ``items/``; ids: ``config.api.IdConverter``)."""
 
 from __future__ import annotations
 

@@ -12,13 +12,11 @@ class AnnotateError(DomainError):
 
 
 class InvalidLabel(AnnotateError):
-    """The answer is not one of the question's choices, the question is not asked of the item,
-    or the answer needs a reason it was not given."""
+    """An answer the question does not take, a question not asked, or a missing reason."""
 
 
 class UnknownQuestion(InvalidLabel):
-    """An answer (or a reason) names a question the item does not ask: ``key`` is the name it
-    used, ``where`` the mapping it came in ("answers" or "reasons")."""
+    """An answer or reason names a question the item does not ask (``key``, in ``where``)."""
 
     def __init__(self, message: str, *, key: str, where: str = "answers") -> None:
         super().__init__(message)
@@ -35,8 +33,7 @@ class ItemFull(AnnotateError):
 
 
 class StaleSubmit(AnnotateError):
-    """The form was drawn for a state that has changed (the item was labelled already, e.g. from
-    a page the Back button brought back, or its labels changed since): nothing was stored."""
+    """The form was drawn for a state that has changed since: nothing was stored."""
 
 
 class AlreadyResolved(AnnotateError):

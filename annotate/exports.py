@@ -1,5 +1,4 @@
-"""A study's ground truth as a file, one row per (item, question); the columns are documented in
-docs/reference. Used by ``export_ground_truth``, the admin and the API."""
+"""A study's ground truth as a file, one row per (item, question) (columns: docs/reference)."""
 
 from __future__ import annotations
 
@@ -38,8 +37,7 @@ def ground_truth_columns(n_annotators: int, *, pairs: bool = False) -> list[str]
 
 
 def _labels_by_item(study: Study, item_ids: list[int]) -> dict[tuple[int, int], list[tuple[str, str, str]]]:
-    # Ordered by annotator id within an item, the order agreement metrics pair labels in, so
-    # label_1 / label_2 of the file are the pairs kappa is computed on.
+    # By annotator id within an item: label_1 / label_2 are the pairs kappa is computed on.
     grouped: dict[tuple[int, int], list[tuple[str, str, str]]] = {}
     rows = (
         Label.objects.filter(IsIn(F("item_id"), item_ids), item__study=study)
@@ -52,8 +50,7 @@ def _labels_by_item(study: Study, item_ids: list[int]) -> dict[tuple[int, int], 
 
 
 def _annotator_columns(study: Study) -> int:
-    """How many annotator columns the export has: the study's N, or the most labels any
-    (item, question) has if more (one aggregate query)."""
+    """How many annotator columns the export has: N, or the most labels of any (item, question)."""
     most = (
         Label.objects.filter(item__study=study)
         .order_by()
@@ -69,9 +66,7 @@ def _annotator_columns(study: Study) -> int:
 def ground_truth_rows_stream(
     *, study: Study, n_annotators: int | None = None, chunk: int | None = None
 ) -> Iterator[dict[str, Any]]:
-    """``ground_truth_rows`` read a chunk of items at a time (keyset pages by item id, their
-    labels, final labels and image paths in one query each), so a study of a million items is
-    exported in constant memory."""
+    """``ground_truth_rows`` read a chunk of items at a time, in constant memory."""
     n = n_annotators if n_annotators is not None else _annotator_columns(study)
     size = chunk or in_chunk_size()
     questions = study_questions(study)
@@ -129,14 +124,12 @@ def ground_truth_rows_stream(
 
 
 def ground_truth_rows(*, study: Study) -> list[dict[str, Any]]:
-    """The export's rows (ordered dicts) by item then question, in memory; one annotator column
-    group per label, at least N."""
+    """The export's rows by item then question, in memory."""
     return list(ground_truth_rows_stream(study=study))
 
 
 def ground_truth_export(*, study: Study, fmt: str) -> str:
-    """The study's ground truth as CSV text or a JSON document (``study``, ``protocol``,
-    ``labels``, ``questions``, ``columns``, ``rows``). ValueError for an unknown format."""
+    """The study's ground truth as CSV text or a JSON document; ValueError for an unknown format."""
     buffer = io.StringIO()
     ground_truth_write(study=study, fmt=fmt, out=buffer)
     return buffer.getvalue()
@@ -152,8 +145,7 @@ def ground_truth_download(study: Study, fmt: str, content_type: str) -> HttpResp
 def ground_truth_write(
     *, study: Study, fmt: str, out: IO[str], progress: Callable[[int], None] | None = None
 ) -> int:
-    """Write the export of ``ground_truth_export`` to ``out`` a chunk of items at a time (constant
-    memory); the number of rows. ValueError for an unknown format, before writing anything."""
+    """Write ``ground_truth_export`` to ``out`` a chunk of items at a time; the number of rows."""
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {fmt!r}: use one of {', '.join(EXPORT_FORMATS)}")
     n = _annotator_columns(study)

@@ -1,5 +1,4 @@
-"""Forms of the labeling and review screens: shapes only (types, lengths); whether an answer is
-allowed is decided by ``annotate.services``."""
+"""Forms of the labeling and review screens: shapes only; ``annotate.services`` checks answers."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ from django import forms
 
 from annotate.models import ItemState
 from studies.kinds import kind_of
-from studies.models import Question
+from studies.models import Question, Study
 
 # One hour: a longer "time to label" means the annotator walked away, not that they deliberated.
 MAX_DURATION_MS = 60 * 60 * 1000
@@ -24,8 +23,7 @@ def answer_field(key: str) -> str:
 
 
 def _choice_field(form: forms.BaseForm, name: str) -> forms.ChoiceField:
-    """The form's own copy of its ChoiceField ``name``, whose choices ``__init__`` fills in
-    (``form.fields`` is typed as plain Fields, which have no choices)."""
+    """The form's own ChoiceField ``name`` (typed as such)."""
     return cast(forms.ChoiceField, form.fields[name])
 
 
@@ -35,18 +33,14 @@ def reason_field(key: str) -> str:
 
 
 class LabelSubmitForm(forms.Form):
-    """The answers to every question of the item on screen: an ``answer_<key>`` and
-    ``reason_<key>`` field per question, plus the plain ``value`` / ``reason`` of a
-    single-question screen's earlier versions."""
+    """The answers (``answer_<key>``, ``reason_<key>``) to every question of the item on screen."""
 
     request_id = forms.CharField(max_length=64, required=False)
     # Measured in the browser from the item being painted to the submit.
     duration_ms = forms.IntegerField(min_value=0, required=False)
-    # Server clock (ms since the epoch) when the item was rendered: the fallback duration when no
-    # JavaScript measured one.
+    # Server clock (ms since the epoch) at rendering: the duration when no JavaScript measured one.
     shown_at = forms.IntegerField(min_value=0, required=False)
-    # Drawn into the form when the annotator went back (Z) to an item they had labelled: the
-    # submit is then an explicit change, refused if their labels changed since (seen_revision).
+    # Set when the annotator went back (Z): an explicit change, refused if the labels changed since.
     change = forms.BooleanField(required=False)
     seen_revision = forms.IntegerField(required=False)
     # Legacy single-question fields.
@@ -68,8 +62,7 @@ class LabelSubmitForm(forms.Form):
         # super().clean() fills cleaned_data (and returns it; the stubs allow None).
         super().clean()
         data = self.cleaned_data
-        # Nothing chosen on a screen where every answer must be chosen: say so before the
-        # service is asked (toggles have defaults, and some kinds take an empty answer).
+        # Nothing chosen where every answer must be: say so before the service is asked.
         optional = any(q.default_value or kind_of(q).empty_allowed for q in self.questions)
         if not self.answers() and not optional:
             noun = "an answer" if len(self.questions) == 1 else "the answers"
@@ -80,8 +73,7 @@ class LabelSubmitForm(forms.Form):
         return self.questions[0] if len(self.questions) == 1 else None
 
     def answers(self) -> dict[str, str]:
-        """``{question key: value}`` for every question answered in the form. The answer of a
-        kind that takes an empty answer is kept even when empty: an empty list is an answer."""
+        """``{question key: value}`` for every question answered (an empty answer a kind allows too)."""
         data = self.cleaned_data
         answers: dict[str, str] = {}
         for question in self.questions:
@@ -95,8 +87,7 @@ class LabelSubmitForm(forms.Form):
         return answers
 
     def reasons(self) -> dict[str, str]:
-        """``{question key: reason}`` for the reasons typed (a single-question screen's
-        ``reason`` field belongs to its question)."""
+        """``{question key: reason}`` for the reasons typed."""
         data = self.cleaned_data
         reasons = {q.key: data[reason_field(q.key)] for q in self.questions if data.get(reason_field(q.key))}
         single = self._single()
@@ -132,12 +123,27 @@ class DisputeResolveForm(forms.Form):
         return data
 
 
-class ItemFilterForm(forms.Form):
-    """Filters of the items list; choices of model and category come from the study's items."""
+class _StudyFilterForm(forms.Form):
+    """Filters by T2I model and prompt category, with the study's own as choices."""
+
+    blanks = ("any model", "any category")
+    t2i_model = forms.ChoiceField(required=False, label="T2I model")
+    category = forms.ChoiceField(required=False)
+
+    def __init__(self, data: Mapping[str, Any] | None, *, study: Study) -> None:
+        super().__init__(data)
+        models = study.items.order_by().values_list("t2i_model", flat=True).distinct()
+        categories = study.prompts.order_by().values_list("category", flat=True).distinct()
+        for name, values, blank in zip(
+            ("t2i_model", "category"), (models, categories), self.blanks, strict=True
+        ):
+            _choice_field(self, name).choices = [("", blank), *((v, v) for v in sorted(filter(None, values)))]
+
+
+class ItemFilterForm(_StudyFilterForm):
+    """Filters of the items list."""
 
     state = forms.ChoiceField(choices=[("", "any state"), *ItemState.choices], required=False)
-    t2i_model = forms.ChoiceField(choices=[("", "any model")], required=False, label="T2I model")
-    category = forms.ChoiceField(choices=[("", "any category")], required=False)
     q = forms.CharField(max_length=200, required=False, label="Search", strip=True)
     sort = forms.ChoiceField(
         choices=[
@@ -152,31 +158,16 @@ class ItemFilterForm(forms.Form):
         required=False,
     )
 
-    def __init__(self, *args: Any, t2i_models: list[str], categories: list[str], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _choice_field(self, "t2i_model").choices = [("", "any model"), *((m, m) for m in t2i_models)]
-        _choice_field(self, "category").choices = [("", "any category"), *((c, c) for c in categories)]
 
-
-class AgreementFilterForm(forms.Form):
+class AgreementFilterForm(_StudyFilterForm):
     """Pick the question, and narrow the agreement report to one T2I model or prompt category."""
 
+    blanks = ("all models", "all categories")
     question = forms.ChoiceField(choices=[], required=False)
-    t2i_model = forms.ChoiceField(choices=[("", "all models")], required=False, label="T2I model")
-    category = forms.ChoiceField(choices=[("", "all categories")], required=False)
 
-    def __init__(
-        self,
-        *args: Any,
-        questions: list[Question],
-        t2i_models: list[str],
-        categories: list[str],
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, data: Mapping[str, Any] | None, *, study: Study, questions: list[Question]) -> None:
+        super().__init__(data, study=study)
         _choice_field(self, "question").choices = [(q.key, f"{q.key} — {q.text}") for q in questions]
-        _choice_field(self, "t2i_model").choices = [("", "all models"), *((m, m) for m in t2i_models)]
-        _choice_field(self, "category").choices = [("", "all categories"), *((c, c) for c in categories)]
 
 
 class AnnotatorsAddForm(forms.Form):

@@ -1,6 +1,4 @@
-"""Labels and ground truth into a study from CSV files, on the import pipeline (``studies.imports``),
-written through ``annotate.services``. Both also read ``annotate.exports``' own file, so export →
-import reproduces a study."""
+"""Labels and ground truth from CSV files (``annotate.exports``' own too), on ``studies.imports``."""
 
 from __future__ import annotations
 
@@ -8,6 +6,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from graphlib import CycleError, TopologicalSorter
 from typing import Any, NamedTuple
 
@@ -38,9 +37,19 @@ _USERNAME_RE = re.compile(r"^[\w.@+-]{1,150}$")
 # Label.value's column size: a longer value is a row error, never a database error.
 LABEL_VALUE_MAX_CHARS = 1000
 _WIDE_RE = re.compile(r"^(annotator|label|reason)_(\d+)$")
-#: The tables a label or ground-truth import writes rows into (their statistics are refreshed
-#: after it: ``studies.database.database_analyze``).
+#: The tables a label or ground-truth import writes into (their statistics refreshed after it).
 LABEL_TABLES = (Label, LabelRevision, Assignment, FinalLabel, FinalLabelRevision)
+
+
+def _chunk_rows(
+    statement: Callable[[str], str], values: Iterable[Any], column: str, *first: Any, array: str = ""
+) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``statement`` whose ``column`` is in ``values``, a chunk per query (after ``first``)."""
+    with connection.cursor() as cursor:
+        for chunk in in_chunks(values):
+            where, params = is_in(column, chunk, array=array)
+            cursor.execute(statement(where), [*first, *params])
+            yield from cursor.fetchall()
 
 
 def _where(header: list[str]) -> str:
@@ -48,16 +57,14 @@ def _where(header: list[str]) -> str:
     return "item" if "item" in header and "image" not in header else "image"
 
 
-# What the label rules read of an item (its key in messages, the questions it asks, its boxes):
-# loading only these, with the study shared, halves an import's reads.
+# What the label rules read of an item: loading only these halves an import's reads.
 _ITEM_FIELDS = ("id", "key", "study_id", "question_keys", "metadata")
 # Those an item ref holds, in the model's field order (the order from_db reads a partial row in).
 _REF_FIELDS = ["id", "study_id", "key", "question_keys"]
 
 
 class _ItemRef(NamedTuple):
-    """What the checks read of an item; ``asks``: the keys of its questions (None: every question
-    of the study). A plain tuple: a model instance per row costs more than the checks."""
+    """What the checks read of an item; ``asks``: its question keys (None: every question)."""
 
     pk: int
     key: str
@@ -70,48 +77,40 @@ def _item_ref(pk: int, key: str, question_keys: Any) -> _ItemRef:
 
 
 class _Items:
-    """A batch's items, by ``item`` key or (one-image items) by ``image`` path, and their
-    questions; loaded per batch (``load``), so a million-item study is never held at once."""
+    """A batch's items by ``item`` key or ``image`` path, and the study's questions."""
 
     def __init__(self, study: Study) -> None:
         self.study = study
         self.by_key: dict[str, _ItemRef] = {}
         self.by_path: dict[str, _ItemRef] = {}
         self.questions = {q.key: q for q in study_questions(study)}
-        # The batch's answers checked so far, by (question, value): a file repeats a few answers.
-        self.answer_problems: dict[tuple[str, str], str | None] = {}
+        self.answer_problem = cache(_answer_problem)  # per batch: a file repeats a few answers
 
     def load(self, keys: set[str], paths: set[str]) -> None:
-        """Look up the items of one batch of rows: by key, and by path (or key) for one-image items,
-        in plain SQL (the ORM's ``__in`` preparing and instances took most of a batch's time)."""
-        self.by_key, self.by_path, self.answer_problems = {}, {}, {}
+        """Look up the items of one batch of rows by key and by path, in plain SQL."""
+        self.by_key, self.by_path, self.answer_problem = {}, {}, cache(_answer_problem)
         # A value with a NUL character names no item (and PostgreSQL refuses it in a query).
         keys = {key for key in keys if "\x00" not in key}
         paths = {path for path in paths if "\x00" not in path}
         convert = sql.converter(Item, ["question_keys"])
-        with connection.cursor() as cursor:
-            for chunk in in_chunks(sorted(paths)):
-                where, params = is_in("l.source_path", chunk, array="text")
-                cursor.execute(
-                    sql.import_items_by_path(where), [self.study.pk, ImageRole.IMAGE.value, *params]
-                )
-                for path, pk, key, question_keys in cursor.fetchall():
-                    self.by_path[path] = _item_ref(pk, key, *convert([question_keys]))
-            # A path no image was imported under may be an item key (item() falls back to it).
-            for chunk in in_chunks(sorted(keys | (paths - self.by_path.keys()))):
-                where, params = is_in(connection.ops.quote_name("key"), chunk, array="text")
-                cursor.execute(sql.import_items_by_key(where), [self.study.pk, *params])
-                for pk, key, question_keys in cursor.fetchall():
-                    self.by_key[key] = _item_ref(pk, key, *convert([question_keys]))
+        study, image = self.study.pk, ImageRole.IMAGE.value
+        by_path = _chunk_rows(
+            sql.import_items_by_path, sorted(paths), "l.source_path", study, image, array="text"
+        )
+        for path, pk, key, question_keys in by_path:
+            self.by_path[path] = _item_ref(pk, key, *convert([question_keys]))
+        # A path no image was imported under may be an item key (item() falls back to it).
+        keys |= paths - self.by_path.keys()
+        for pk, key, question_keys in _chunk_rows(
+            sql.import_items_by_key, sorted(keys), connection.ops.quote_name("key"), study, array="text"
+        ):
+            self.by_key[key] = _item_ref(pk, key, *convert([question_keys]))
 
     def item(self, key: str, path: str) -> tuple[_ItemRef | None, str | None]:
+        if key and key in self.by_key:
+            return self.by_key[key], None
         if key:
-            item = self.by_key.get(key)
-            return (
-                (item, None)
-                if item
-                else (None, f"unknown item: {key} is not an item of the study '{self.study.slug}'")
-            )
+            return None, f"unknown item: {key} is not an item of the study '{self.study.slug}'"
         if not path:
             return None, "empty 'image' value (or give the 'item' column)"
         item = self.by_path.get(path) or self.by_key.get(path)
@@ -131,17 +130,9 @@ class _Items:
             return None, f"the item {item.key} does not ask the question {key!r}"
         return question, None
 
-    def answer_problem(self, question: Question, value: str) -> str | None:
-        """``_answer_problem``, once per distinct (question, value) of the batch."""
-        key = (question.key, value)
-        if key not in self.answer_problems:
-            self.answer_problems[key] = _answer_problem(question, value)
-        return self.answer_problems[key]
-
 
 def _items_of(study: Study, refs: Iterable[_ItemRef]) -> dict[int, Item]:
-    """The items of these refs, by id, as the label rules read them, built from the refs without a
-    query — unless a question's kind reads the item (its metadata): then read again."""
+    """The items of these refs by id, built without a query unless a question's kind reads the item."""
     if any(kind_of(q).reads_item for q in study_questions(study)):
         return _items_by_id(study, dict.fromkeys(ref.pk for ref in refs))  # each item once
     alias = connection.alias
@@ -156,21 +147,15 @@ def _items_of(study: Study, refs: Iterable[_ItemRef]) -> dict[int, Item]:
 
 
 def _items_by_id(study: Study, ids: Iterable[int]) -> dict[int, Item]:
-    """The items with these ids, with ``_ITEM_FIELDS``, as ``.only(*_ITEM_FIELDS)`` gives them (plain
-    SQL, a chunk of ids per query)."""
+    """The items with these ids, with ``_ITEM_FIELDS`` only, a chunk of ids per query."""
     items = {}
     # In field order: the order from_db reads a partial row in.
     names = [f.attname for f in Item._meta.concrete_fields if f.attname in _ITEM_FIELDS]
     convert = sql.converter(Item, names)
-    alias = connection.alias
-    with connection.cursor() as cursor:
-        for chunk in in_chunks(ids):
-            where, params = is_in("id", chunk)
-            cursor.execute(sql.import_items(names, where), params)
-            for row in cursor.fetchall():
-                item = Item.from_db(alias, names, convert(row))
-                item.study = study
-                items[item.pk] = item
+    for row in _chunk_rows(lambda where: sql.import_items(names, where), ids, "id"):
+        item = Item.from_db(connection.alias, names, convert(row))
+        item.study = study
+        items[item.pk] = item
     return items
 
 
@@ -187,8 +172,7 @@ def _answer_problem(question: Question, value: str) -> str | None:
 
 
 class _LabelRow(NamedTuple):
-    """One label of a labels file (a tuple: a million of them are made, pickled and read back,
-    and a frozen dataclass costs three times as much to build)."""
+    """One label of a labels file (a tuple: cheaper than a dataclass by the million)."""
 
     number: int
     item_key: str
@@ -205,8 +189,7 @@ class _LabelRow(NamedTuple):
 
 
 def _users_ensure(usernames: list[str], *, group: str = "") -> dict[str, User]:
-    """Existing users by name; missing ones are created in the given order (unusable password,
-    in ``group`` when given)."""
+    """Users by name; missing ones created in the given order (unusable password, in ``group``)."""
     user_model = get_user_model()
     users = {u.get_username(): u for u in user_model.objects.filter(username__in=usernames)}
     missing = [name for name in usernames if name not in users]
@@ -219,8 +202,7 @@ def _users_ensure(usernames: list[str], *, group: str = "") -> dict[str, User]:
 
 
 class _CreationOrder:
-    """Usernames in an order that keeps, on every item, the order its annotators appear in:
-    missing users created in it make a re-imported study pair its labels (and kappa) the same."""
+    """Usernames in an order that keeps each item's order of annotators (for re-imported studies)."""
 
     def __init__(self) -> None:
         self.first_seen: dict[str, int] = {}
@@ -252,8 +234,7 @@ class _CreationOrder:
 
 
 def _role_problems(study: Study, first_rows: dict[str, _LabelRow]) -> list[RejectedRow]:
-    """The first row of each existing researcher's or admin's account that is not an annotator of
-    the study (importing would silently make it one); ``first_rows``: each username's first row."""
+    """The first row of each researcher or admin named who is not an annotator of the study."""
     users = {
         u.get_username(): u
         for chunk in in_chunks(sorted(first_rows))
@@ -280,8 +261,7 @@ def _role_problems(study: Study, first_rows: dict[str, _LabelRow]) -> list[Rejec
 
 
 class _AnswersImporter(Importer[Any, Any]):
-    """What the labels and the ground-truth imports share: rows resolved to their item and
-    question a batch at a time, each checked by ``problem`` and, when good, noted by ``keep``."""
+    """What the labels and ground-truth imports share: rows resolved to item and question, checked."""
 
     def __init__(self, study: Study, csv_path: str | os.PathLike[str]) -> None:
         self.study, self.csv_path = study, csv_path
@@ -364,8 +344,7 @@ class _LabelsImporter(_AnswersImporter):
             if not username and not value:
                 continue
             if not username:
-                # An annotator with an empty label is a label (a kind that takes an empty answer,
-                # such as a list of classes); a label without its annotator is not.
+                # An empty label with its annotator is a label (kinds may take one); without one, not.
                 message = f"label_{i} is set but annotator_{i} is empty"
                 found.append(RejectedRow(number, row.get(self.where, ""), message))
                 continue
@@ -413,7 +392,8 @@ class _LabelsImporter(_AnswersImporter):
     def write_end(self, summary: ImportSummary) -> None:
         gone = self.agreed_before - _agreed_finals(self.agreed_before)
         several = len(self.questions) > 1
-        keys = dict(_item_keys(pair[0] for pair in gone))
+        items = Item.objects.values_list("pk", "key")
+        keys = {pk: key for chunk in in_chunks(i for i, _ in gone) for pk, key in items.filter(pk__in=chunk)}
         summary.reopened = [
             keys[item_id] + (f" ({self.questions[question_id].key})" if several else "")
             for item_id, question_id in sorted(gone)
@@ -429,8 +409,7 @@ def labels_import(
     stage_progress: Callable[[str, int], None] | None = None,
     user: User | None = None,
 ) -> ImportSummary:
-    """Import annotators' labels into ``study`` from a CSV (the columns: ``import_labels --help``),
-    all or nothing; a re-import changes nothing. The summary adds ``changed`` and ``reopened``."""
+    """Import annotators' labels into ``study`` from a CSV, all or nothing (``import_labels --help``)."""
     return import_run(
         _LabelsImporter(study, csv_path, add_annotators),
         summary=ImportSummary(dry_run=dry_run, reports=("changed",)),
@@ -441,40 +420,22 @@ def labels_import(
     )
 
 
-def _item_keys(ids: Iterable[int]) -> Iterator[tuple[int, str]]:
-    for chunk in in_chunks(ids):
-        yield from Item.objects.filter(pk__in=chunk).values_list("pk", "key")
-
-
 def _labels_before(
     good: list[tuple[_LabelRow, _ItemRef, int]],
 ) -> tuple[dict[tuple[int, int, int], tuple[str, str]], list[tuple[Any, ...]]]:
-    """The stored (value, reason) of the labels on the items of a batch of rows, by (item,
-    question, annotator), and the rows as read (``labels_import_batch`` need not read them
-    again on SQLite): one query per chunk of items (plain SQL, as ``_items_by_id``)."""
-    stored: dict[tuple[int, int, int], tuple[str, str]] = {}
-    rows: list[tuple[Any, ...]] = []
-    with connection.cursor() as cursor:
-        for chunk in in_chunks(sorted({item.pk for _, item, _ in good})):
-            where, params = is_in("item_id", chunk)
-            cursor.execute(sql.import_labels(where), params)
-            read = cursor.fetchall()
-            rows += read
-            for _, item_id, question_id, annotator_id, value, reason in read:
-                stored[(item_id, question_id, annotator_id)] = (value, reason)
+    """The stored (value, reason) of the batch's labels by (item, question, annotator), and the rows."""
+    rows = list(_chunk_rows(sql.import_labels, sorted({item.pk for _, item, _ in good}), "item_id"))
+    stored = {
+        (item, question, annotator): (value, reason) for _, item, question, annotator, value, reason in rows
+    }
     return stored, rows
 
 
 def _agreed_finals(pairs: set[tuple[int, int]]) -> set[tuple[int, int]]:
-    """The (item, question) pairs among ``pairs`` that have an agreed final answer (one query
-    per chunk of items, plain SQL as ``_items_by_id``)."""
-    found: set[tuple[int, int]] = set()
-    with connection.cursor() as cursor:
-        for chunk in in_chunks(sorted({item for item, _ in pairs})):
-            where, params = is_in("item_id", chunk)
-            cursor.execute(sql.import_agreed_finals(where), [FinalLabelSource.AGREED.value, *params])
-            found.update(pair for pair in map(tuple, cursor.fetchall()) if pair in pairs)
-    return found
+    """The (item, question) pairs among ``pairs`` that have an agreed final answer."""
+    items = sorted({item for item, _ in pairs})
+    rows = _chunk_rows(sql.import_agreed_finals, items, "item_id", FinalLabelSource.AGREED.value)
+    return {pair for pair in map(tuple, rows) if pair in pairs}
 
 
 def _labels_write(
@@ -484,9 +445,7 @@ def _labels_write(
     users: dict[str, User],
     summary: ImportSummary,
 ) -> None:
-    """Write one batch of checked rows through ``services.labels_import_batch`` (the rules of
-    ``label_import``, a few statements per batch). A label stored as the row gives it costs no
-    service work; a refused row is reported by number."""
+    """Write one batch of checked rows through ``services.labels_import_batch``."""
     before, label_rows = _labels_before(good)
     todo: list[tuple[_LabelRow, _ItemRef, Question, User, str]] = []
     for row, item, question_id in good:
@@ -629,8 +588,7 @@ def ground_truth_import(
     dry_run: bool = False,
     stage_progress: Callable[[str, int], None] | None = None,
 ) -> ImportSummary:
-    """Set final answers of ``study``'s items from a CSV (the columns: ``import_ground_truth
-    --help``; without ``resolved_by``, decided by ``user``), all or nothing."""
+    """Set final answers of ``study``'s items from a CSV, all or nothing (``import_ground_truth --help``)."""
     return import_run(
         _TruthImporter(study, csv_path, user),
         summary=ImportSummary(dry_run=dry_run),

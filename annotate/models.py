@@ -1,5 +1,4 @@
-"""Tables of the human side: seats on items, labels and final labels per (item, question), and their
-revisions."""
+"""Tables of the human side: seats, labels and final labels per (item, question), revisions."""
 
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ from studies.models import Item, Question
 
 
 class ItemState(models.TextChoices):
-    """Where an (item, question) stands in labeling; derived by selectors, never stored. An
-    item's state is that of its least advanced question."""
+    """Where an (item, question) stands in labeling; derived by selectors, never stored."""
 
     UNLABELLED = "unlabelled", "Unlabelled"
     IN_PROGRESS = "in_progress", "In progress"
@@ -22,13 +20,9 @@ class ItemState(models.TextChoices):
 
 
 class Assignment(models.Model):
-    """A seat to label one item. An item has at most N seats (``slot`` 0..N-1), which the
-    unique constraints turn into a database guarantee: two annotators asking at the same moment
-    cannot push an item past N labels, on SQLite or PostgreSQL alike."""
+    """A seat to label one item; at most N per item (``slot`` 0..N-1), by unique constraints."""
 
-    # No index of their own (db_index=False here and on the other keys so marked): a unique
-    # constraint or an index of Meta leads with the column and serves every look-up, and each
-    # index is one more write per row when a million labels are imported.
+    # No index of their own (db_index=False): a constraint or Meta index leads with the column.
     item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="assignments", db_index=False)
     annotator = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="assignments", db_index=False
@@ -45,8 +39,7 @@ class Assignment(models.Model):
         ]
         indexes = [
             models.Index(fields=["annotator", "completed_at"]),
-            # The few seats handed out but not labelled yet: progress counters and expiry look
-            # them up without scanning every completed seat.
+            # The seats handed out but not labelled yet, for progress counters and expiry.
             models.Index(
                 fields=["item", "expires_at"],
                 condition=Q(completed_at__isnull=True),
@@ -59,12 +52,10 @@ class Assignment(models.Model):
 
 
 class Label(models.Model):
-    """One annotator's current answer to one question about one item. Changes are kept in
-    ``LabelRevision``."""
+    """One annotator's current answer to one question about one item."""
 
     item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="labels", db_index=False)
-    # RESTRICT (here and on the final labels): a question with answers cannot be deleted on its
-    # own, but deleting its study, which deletes the items and their answers too, may.
+    # RESTRICT: a question with answers cannot be deleted alone, only with its study.
     question = models.ForeignKey(Question, on_delete=models.RESTRICT, related_name="labels")
     annotator = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="labels", db_index=False
@@ -122,8 +113,7 @@ class FinalLabelSource(models.TextChoices):
 
 
 class FinalLabel(models.Model):
-    """The ground-truth answer to one question about one item. Changes are kept in
-    ``FinalLabelRevision``."""
+    """The ground-truth answer to one question about one item."""
 
     item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="final_labels", db_index=False)
     question = models.ForeignKey(
@@ -184,9 +174,7 @@ class FinalLabelRevision(models.Model):
 
 
 class GoldResponse(models.Model):
-    """An annotator's answer to one question of a gold item (``studies.GoldAnswer``). Kept apart
-    from ``Label``: a gold item is an attention check, and what annotators answer on it never
-    becomes a label or a final label of the item."""
+    """An annotator's answer to one question of a gold item; never a label."""
 
     item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="gold_responses", db_index=False)
     question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="gold_responses")

@@ -1,9 +1,9 @@
-"""Reads of the human side: item states (computed in SQL), dispute queue, progress, item details,
-annotator stats. States are explained in docs/explanation."""
+"""Reads of the human side: item states (in SQL), disputes, progress, item details, annotator stats."""
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
@@ -49,8 +49,7 @@ DECIDED_SOURCES = (FinalLabelSource.RESOLVED, FinalLabelSource.IMPORTED)
 
 @dataclass(frozen=True)
 class Progress:
-    """Items an annotator labelled in a study and could still label; ``more``: ``remaining`` was
-    capped at ``annotate.sql.PROGRESS_COUNT_CAP``."""
+    """Items an annotator labelled in a study and could still label (``more``: ``remaining`` capped)."""
 
     done: int
     remaining: int
@@ -69,8 +68,7 @@ class AnnotatorStats:
 
 
 def _count_subquery(queryset: QuerySet, field: str = "pk") -> Coalesce:
-    """COUNT(DISTINCT field) over rows correlated with the outer item, as a scalar subquery
-    (0 when none); subqueries keep several counts from multiplying each other's joins."""
+    """COUNT(DISTINCT field) of the rows correlated with the outer item, as a scalar subquery (0 if none)."""
     counted = queryset.order_by().values("item_id").annotate(n=Count(field, distinct=True)).values("n")
     return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
 
@@ -89,8 +87,7 @@ ItemWithState: TypeAlias = "WithAnnotations[Item, ItemStateFields]"
 
 
 def items_with_state(*, study: Study) -> QuerySet[ItemWithState]:
-    """The study's items annotated with ``state`` (an ``ItemState``, from the least advanced
-    question), ``n_labels`` and ``n_unsettled``, all in SQL."""
+    """The study's items annotated with ``state``, ``n_labels`` and ``n_unsettled``, all in SQL."""
     n = study.labels_per_item
     labels = Label.objects.filter(item=OuterRef("pk"))
     unsettled = Label.objects.filter(item=OuterRef("pk")).exclude(
@@ -118,6 +115,16 @@ def items_with_state(*, study: Study) -> QuerySet[ItemWithState]:
     )
 
 
+def items_filtered(*, study: Study, filters: Mapping[str, Any]) -> QuerySet[ItemWithState]:
+    """``items_with_state`` with prompts, narrowed by ``filters``' state, t2i_model, category and q."""
+    lookups = {"state": "state", "t2i_model": "t2i_model", "category": "prompt__category"}
+    items = items_with_state(study=study).select_related("prompt")
+    items = items.filter(**{lookup: filters[name] for name, lookup in lookups.items() if filters.get(name)})
+    if q := filters.get("q"):
+        items = items.filter(Q(key__icontains=q) | Q(prompt__text__icontains=q))
+    return items
+
+
 def item_state(item: Item) -> str:
     """The ``ItemState`` value of one item, by the same rules as ``items_with_state``."""
     return items_with_state(study=item.study).values_list("state", flat=True).get(pk=item.pk)
@@ -134,8 +141,7 @@ def _question_state(*, n_needed: int, annotators: int, final: tuple[str, str] | 
 
 
 def item_question_states(item: Item) -> dict[str, str]:
-    """The state of each question the item asks, by question key (same rules as
-    ``items_with_state``, per question)."""
+    """The state of each question the item asks, by question key (``items_with_state``'s rules)."""
     study = item.study
     questions = item_questions(item, study_questions(study))
     annotators: dict[int, set[int]] = {}
@@ -172,8 +178,7 @@ class DisputeRow:
 
 
 def _disputed_items(study: Study) -> QuerySet[ItemWithState]:
-    # A disputed item has N >= 1 labels: the state is worked out for the labelled items only
-    # (found through the labels' item index), not for every item of the study.
+    # The state of the labelled items only (through the labels' item index), not of every item.
     labelled = Label.objects.filter(item__study=study).values("item_id")
     return items_with_state(study=study).filter(pk__in=labelled, state=ItemState.DISPUTED)
 
@@ -181,10 +186,8 @@ def _disputed_items(study: Study) -> QuerySet[ItemWithState]:
 def _disputed_pairs(
     study: Study, items: list[tuple[int, list[str]]]
 ) -> tuple[dict[tuple[int, int], list[tuple[str, str, str]]], list[tuple[int, int]]]:
-    """The labels of the items by (item, question), and the disputed (item, question) pairs
-    among them in order: N labels and no final label. ``items``: (id, question keys)."""
-    # A chunk of items at a time: a study may hold more disputed items than one statement may
-    # name (SQLite's variable limit); an item's labels all come in its own chunk, in order.
+    """The items' labels by (item, question), and their disputed (item, question) pairs in order."""
+    # A chunk of items at a time (SQLite's variable limit); an item's labels come in its chunk.
     settled: set[tuple[int, int]] = set()
     by_item: dict[tuple[int, int], list[tuple[str, str, str]]] = {}
     for chunk in in_chunks(pk for pk, _ in items):
@@ -208,9 +211,7 @@ def _disputed_pairs(
 
 
 def dispute_pairs(*, study: Study) -> list[tuple[int, int]]:
-    """Every disputed (item id, question id) of the study, oldest item first, as plain values:
-    a page of them is then read with ``dispute_queue(item_ids=…)`` (a study of a million items
-    may hold thousands of disputes; a page shows 50)."""
+    """Every disputed (item id, question id) of the study, oldest item first (pages: ``dispute_queue``)."""
     items = [(pk, keys or []) for pk, keys in _disputed_items(study).values_list("pk", "question_keys")]
     return _disputed_pairs(study, items)[1]
 
@@ -218,8 +219,7 @@ def dispute_pairs(*, study: Study) -> list[tuple[int, int]]:
 def dispute_queue(
     *, study: Study, limit: int | None = None, item_ids: list[int] | None = None
 ) -> list[DisputeRow]:
-    """Disputed (item, question) pairs (N annotators, no final label yet), oldest item first, each
-    with its labels; only those of ``item_ids`` when given."""
+    """Disputed (item, question) pairs with their labels, oldest item first; only ``item_ids``' if given."""
     disputed = _disputed_items(study)
     if item_ids is not None:
         disputed = disputed.filter(pk__in=item_ids)
@@ -227,8 +227,7 @@ def dispute_queue(
     items = list(disputed if limit is None else disputed[:limit])
     if not items:
         return []
-    # Without a limit the queue holds every disputed item of the study: their images are read
-    # a chunk at a time, as their labels are below.
+    # Without a limit, every disputed item: their images are read a chunk at a time.
     images_load(items)
     by_item, pairs = _disputed_pairs(study, [(item.pk, item.question_keys or []) for item in items])
     by_id = {item.pk: item for item in items}
@@ -245,8 +244,7 @@ def dispute_queue(
 
 
 def annotator_progress(*, study: Study, annotator: User, now: datetime | None = None) -> Progress:
-    """(done, remaining) for the annotator: open seats plus claimable items, counted up to
-    ``annotate.sql.PROGRESS_COUNT_CAP`` in one indexed query."""
+    """(done, remaining) for the annotator, in one indexed query."""
     sql, params = progress_statement(study=study, annotator=annotator, now=now or timezone.now())
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -254,9 +252,7 @@ def annotator_progress(*, study: Study, annotator: User, now: datetime | None = 
 
 
 def progress_statement(*, study: Study, annotator: User, now: datetime) -> tuple[str, dict[str, Any]]:
-    """The progress counts' statement and its named parameters: one row ``done, open_seats,
-    claimable`` (``progress_from_counts`` turns it into Progress). The key press
-    (``annotate.services``) runs it as part of its claim statement (``annotate.sql``)."""
+    """The progress counts' statement (one row ``done, open_seats, claimable``) and its parameters."""
     sql = rows.progress()
     params = {
         "user": annotator.pk,
@@ -280,8 +276,7 @@ def _final_label_dict(final: FinalLabel | FinalLabelRevision, question: Question
     return {
         "value": final.value,
         "display": question.display(final.value) if final.value else "",
-        # Removals written before the source was recorded ("") were of agreed labels, the only
-        # ones ever removed: the API's enum holds no "".
+        # Removals written before the source was recorded ("") were of agreed labels.
         "source": final.source or FinalLabelSource.AGREED,
         "decided_by": final.decided_by.username if final.decided_by else None,
         "note": final.note,
@@ -292,47 +287,40 @@ def _final_label_dict(final: FinalLabel | FinalLabelRevision, question: Question
 
 
 def item_detail(*, item: Item) -> dict[str, Any]:
-    """Everything a researcher sees about one item: images by role, state, and per question the
-    labels, final label and their history. Researchers only."""
+    """Everything a researcher sees about one item: images, state, labels, final labels and history."""
     study = item.study
     questions = item_questions(item, study_questions(study))
     by_id = {q.pk: q for q in study_questions(study)}
     labels = list(Label.objects.filter(item=item).select_related("annotator").order_by("id"))
     finals = {f.question_id: f for f in FinalLabel.objects.filter(item=item).select_related("decided_by")}
-    label_history = list(
-        LabelRevision.objects.filter(label__item=item)
-        .select_related("label__annotator", "changed_by", "label")
-        .order_by("changed_at", "id")
+    label_history = LabelRevision.objects.filter(label__item=item).select_related(
+        "label__annotator", "changed_by", "label"
     )
-    final_history = list(
-        FinalLabelRevision.objects.filter(item=item).select_related("decided_by").order_by("decided_at", "id")
-    )
+    final_history = FinalLabelRevision.objects.filter(item=item).select_related("decided_by")
     states = item_question_states(item)
-    per_question = []
-    for question in questions:
-        per_question.append(
-            {
-                "question": question,
-                "state": states.get(question.key, ItemState.UNLABELLED),
-                "labels": [
-                    {
-                        "annotator": label.annotator.username,
-                        "annotator_id": label.annotator_id,
-                        "value": label.value,
-                        "display": question.display(label.value),
-                        "reason": label.reason,
-                        "duration_ms": label.duration_ms,
-                        "created_at": label.created_at,
-                        "updated_at": label.updated_at,
-                    }
-                    for label in labels
-                    if label.question_id == question.pk
-                ],
-                "final_label": _final_label_dict(finals[question.pk], question)
-                if question.pk in finals
-                else None,
-            }
-        )
+    per_question = [
+        {
+            "question": question,
+            "state": states.get(question.key, ItemState.UNLABELLED),
+            "labels": [
+                {
+                    "annotator": label.annotator.username,
+                    "value": label.value,
+                    "display": question.display(label.value),
+                    "reason": label.reason,
+                    "duration_ms": label.duration_ms,
+                    "created_at": label.created_at,
+                    "updated_at": label.updated_at,
+                }
+                for label in labels
+                if label.question_id == question.pk
+            ],
+            "final_label": _final_label_dict(finals[question.pk], question)
+            if question.pk in finals
+            else None,
+        }
+        for question in questions
+    ]
     return {
         "item": item,
         "images": {link.role: link for link in item.item_images.select_related("image")},
@@ -358,8 +346,7 @@ def item_detail(*, item: Item) -> dict[str, Any]:
 
 
 def annotator_stats(*, study: Study) -> list[AnnotatorStats]:
-    """Per annotator of the study, by username: items labelled, median seconds per item and
-    agreement with every final label (agreed, resolved or imported alike)."""
+    """Per annotator of the study: items labelled, median seconds per item, agreement with the finals."""
     final_value = FinalLabel.objects.filter(item=OuterRef("item"), question=OuterRef("question")).values(
         "value"
     )[:1]
@@ -394,8 +381,7 @@ def annotator_stats(*, study: Study) -> list[AnnotatorStats]:
 
 
 def study_for_labeling(*, user: User, slug: str) -> Study | None:
-    """The study ``slug`` if ``user`` is one of its annotators (else None), with its questions
-    loaded (``studies.selectors.study_questions`` then reads no more) — in one query."""
+    """The study ``slug`` if ``user`` annotates it (else None), its questions loaded, in one query."""
     sql = rows.labeling_study()
     with connection.cursor() as cursor:
         cursor.execute(sql, {"slug": slug, "user": user.pk})
@@ -425,17 +411,12 @@ def label_rows_for_agreement(
     t2i_model: str | None = None,
     category: str | None = None,
 ) -> list[tuple[int, str, str, str, str]]:
-    """(item_id, t2i_model, category, annotator_username, value) of every label of ``question``
-    (default: the study's first), optionally of one T2I model / category, by item then annotator id."""
+    """(item_id, t2i_model, category, annotator, value) of each label of ``question``, by item, annotator."""
     question = question or study_questions(study)[0]
+    wanted = {"item__t2i_model": t2i_model, "item__prompt__category": category}
     labels = Label.objects.filter(item__study=study, question=question)
-    filters = Q()
-    if t2i_model:
-        filters &= Q(item__t2i_model=t2i_model)
-    if category:
-        filters &= Q(item__prompt__category=category)
     return list(
-        labels.filter(filters)
+        labels.filter(**{lookup: value for lookup, value in wanted.items() if value})
         .order_by("item_id", "annotator_id")
         .values_list("item_id", "item__t2i_model", "item__prompt__category", "annotator__username", "value")
     )

@@ -1,5 +1,4 @@
-"""URLs of the human side. Researcher pages exist with and without a study slug
-(``views.common.choose_study``); the one-image era's ``images/`` URLs stay beside ``items/``."""
+"""URLs of the human side; researcher pages with and without a study slug."""
 
 from __future__ import annotations
 

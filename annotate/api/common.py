@@ -1,5 +1,4 @@
-"""What the endpoints share: the annotator gate, domain errors turned into HTTP answers, the
-study a request may see, filter and question checks, and the sentences of their errors."""
+"""What the endpoints share: permissions, errors, the study a request may see, checks, messages."""
 
 from __future__ import annotations
 
@@ -65,8 +64,7 @@ def studies_visible_to(user: Any) -> QuerySet[Study]:
 
 
 def query_with_study(request: Request, query: type[QueryInput]) -> tuple[dict[str, Any], Study]:
-    """The validated ``?study=&…`` parameters and the study they name. A missing study is a 400
-    naming the studies the user may ask about; one they may not see, 404."""
+    """The validated ``?study=&…`` parameters and the study they name (400 without one, 404 unseen)."""
     if "study" not in request.query_params:
         known = ", ".join(studies_visible_to(request.user).values_list("slug", flat=True)) or "none yet"
         raise ValidationError({"study": [f"Give the study as ?study=<slug> (existing studies: {known})."]})
@@ -83,8 +81,7 @@ def visible_study(user: Any, slug: str) -> Study:
 
 
 def question_of(item: Item, key: str | None) -> Question:
-    """The question ``key`` of the item; without a key, the item's only question. 400 naming the
-    item's questions otherwise."""
+    """The question ``key`` of the item, else its only question; 400 naming its questions otherwise."""
     asked = item_questions(item, study_questions(item.study))
     if key:
         for question in asked:

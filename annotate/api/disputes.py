@@ -28,7 +28,7 @@ from annotate.serializers.disputes import (
 )
 from annotate.serializers.studies import StudyQuery
 from config.api import AuthenticatedRequest, ResearcherApi, error_responses
-from studies.models import Item, Question
+from studies.models import Item
 from studies.selectors import item_images, item_main_image, with_images
 
 
@@ -44,13 +44,6 @@ def _item_summary(item: Item) -> dict[str, Any]:
         "url": main.image.url if main else None,
         "images": list(item_images(item).values()),  # ItemImage rows: the serializer shapes them
     }
-
-
-def _dispute_labels(question: Question, labels: list[tuple[str, str, str]]) -> list[dict[str, Any]]:
-    return [
-        {"annotator": username, "value": value, "display": question.display(value), "reason": reason}
-        for username, value, reason in labels
-    ]
 
 
 class DisputeListApi(ResearcherApi):
@@ -75,7 +68,15 @@ class DisputeListApi(ResearcherApi):
                 "question": row.question.key,
                 "question_text": row.question.text,
                 "state": ItemState.DISPUTED.value,
-                "labels": _dispute_labels(row.question, row.labels),
+                "labels": [
+                    {
+                        "annotator": name,
+                        "value": value,
+                        "display": row.question.display(value),
+                        "reason": reason,
+                    }
+                    for name, value, reason in row.labels
+                ],
                 "n_labels": row.n_labels,
                 "n_needed": row.n_needed,
             }
@@ -96,19 +97,10 @@ class DisputeDetailApi(ResearcherApi):
     def get(self, request: Request, pk: int) -> Response:
         item = item_or_404(with_images(Item.objects.select_related("study", "prompt")), pk)
         detail = selectors.item_detail(item=item)
-        questions = [
-            {
-                "question": section["question"].key,
-                "question_text": section["question"].text,
-                "state": section["state"],
-                "labels": section["labels"],  # the serializer keeps the fields it declares
-                "final_label": section["final_label"],
-            }
-            for section in detail["questions"]
-        ]
+        questions = detail["questions"]  # the serializer keeps the fields it declares
         body: dict[str, Any] = {**_item_summary(item), "state": detail["state"], "questions": questions}
         if len(questions) == 1:
-            body.update(question=questions[0]["question"], labels=questions[0]["labels"])
+            body.update(question=questions[0]["question"].key, labels=questions[0]["labels"])
         return Response(DisputeDetailOutput(body).data)
 
 

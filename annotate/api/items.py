@@ -1,11 +1,9 @@
-"""Items (researchers): the list with state and final answers, and one item in detail. The
-``images`` endpoints are the one-image era's names of the same views."""
+"""Items (researchers): the list and one item in detail (``images``: their old names)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
-from django.db.models import Q
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -53,17 +51,8 @@ class ItemListApi(ResearcherApi):
     def get(self, request: Request) -> Response:
         params, study = query_with_study(request, ItemQuery)
         check_filters(study=study, t2i_model=params.get("t2i_model"), category=params.get("category"))
-        items = selectors.items_with_state(study=study).select_related("prompt")
-        for param, lookup in (
-            ("t2i_model", "t2i_model"),
-            ("state", "state"),
-            ("category", "prompt__category"),
-        ):
-            if params.get(param):
-                items = items.filter(**{lookup: params[param]})
-        if params.get("q"):
-            items = items.filter(Q(key__icontains=params["q"]) | Q(prompt__text__icontains=params["q"]))
-        items = with_images(items.order_by("id")).prefetch_related("final_labels")
+        items = selectors.items_filtered(study=study, filters=params).order_by("id")
+        items = with_images(items).prefetch_related("final_labels")
 
         def serialize(page: list[Item]) -> Any:
             for item in page:
@@ -104,16 +93,7 @@ class ItemDetailApi(ResearcherApi):
         # The attributes ItemDetailOutput reads besides the model's, set here (cast: for the type).
         item = cast("WithAnnotations[Item, _ItemDetailFields]", item)
         item.state, item.n_labels = rows.values_list("state", "n_labels").get()
-        item.questions_detail = [
-            {
-                "key": section["question"].key,
-                "text": section["question"].text,
-                "state": section["state"],
-                "labels": section["labels"],  # the serializer keeps the fields it declares
-                "final_label": section["final_label"],
-            }
-            for section in detail["questions"]
-        ]
+        item.questions_detail = detail["questions"]  # the serializer keeps the fields it declares
         item.label_history = detail["label_history"]
         item.final_label_history = detail["final_label_history"]
         return Response(ItemDetailOutput(item).data)

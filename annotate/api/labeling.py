@@ -142,12 +142,10 @@ class LabelListApi(ApiView):
         require_role(request.user)
         params = LabelQuery.parse(request)
         labels = _labels_visible_to(request.user)
-        if params.get("study"):
-            labels = labels.filter(item__study__slug=params["study"])
-        if params.get("item"):
-            labels = labels.filter(item_id=params["item"])
-        if params.get("question"):
-            labels = labels.filter(question__key=params["question"])
+        lookups = {"study": "item__study__slug", "item": "item_id", "question": "question__key"}
+        labels = labels.filter(
+            **{lookup: params[name] for name, lookup in lookups.items() if params.get(name)}
+        )
         return self.paginated(labels, lambda page: LabelOutput(page, many=True).data)
 
     @extend_schema(
@@ -300,9 +298,7 @@ class LabelDetailApi(ApiView):
         data = LabelChangeInput(data=request.data, partial=partial)
         data.is_valid(raise_exception=True)
         body = data.validated_data
-        # Only this label is read (under the item lock, by the service) and written: the
-        # annotator's other answers on the item are left alone, so a concurrent change to one
-        # of them is not reverted.
+        # Only this label is written: a concurrent change to another answer is not reverted.
         try:
             services.label_change(
                 label=label,

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-#: (operation, status) → {link name: link}: how a client goes from one answer to the next
-#: request — the labelling session (study → next item → submit → change) and the researcher's
-#: (disputes → resolve, items → item). Schemathesis' stateful phase follows them too.
+#: (operation, status) → {link name: link}: from one answer to the next request (schemathesis too).
 LINKS: dict[tuple[str, str], dict[str, dict[str, Any]]] = {
     ("studies_list", "200"): {
         "NextItem": {"operationId": "next_item", "parameters": {"slug": "$response.body#/0/slug"}},

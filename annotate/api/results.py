@@ -54,16 +54,13 @@ class AgreementApi(ResearcherApi):
         questions = study_questions(study)
         if not questions:
             raise invalid(f"The study {study.slug} has no questions.", code="no_questions")
-        question = questions[0]
-        if params.get("question"):
-            chosen = next((q for q in questions if q.key == params["question"]), None)
-            if chosen is None:
-                raise invalid(
-                    f"Unknown question '{params['question']}' (questions: {', '.join(q.key for q in questions)}).",
-                    code="unknown_question",
-                    field="question",
-                )
-            question = chosen
+        question = next((q for q in questions if q.key == params.get("question", questions[0].key)), None)
+        if question is None:
+            raise invalid(
+                f"Unknown question '{params['question']}' (questions: {', '.join(q.key for q in questions)}).",
+                code="unknown_question",
+                field="question",
+            )
         report = agreement_report(
             study=study,
             question=question,
@@ -115,8 +112,7 @@ class GroundTruthExportApi(ResearcherApi):
         from annotate.exports import ground_truth_download, ground_truth_rows
 
         params, study = query_with_study(request, ExportQuery)
-        # ?format=csv or an "Accept: text/csv" header: both must give the CSV file, never the
-        # rows rendered by CSVRenderer's str() fallback.
+        # ?format=csv or "Accept: text/csv": the CSV file, never CSVRenderer's str() of the rows.
         wants_csv = getattr(request.accepted_renderer, "format", "") == "csv"
         if params.get("format") == "csv" or wants_csv:
             return ground_truth_download(study, "csv", "text/csv")

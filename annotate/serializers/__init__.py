@@ -1,2 +1,1 @@
-"""Input and output serializers of the annotate API, one module per resource; the OpenAPI schema is
-built from them."""
+"""Input and output serializers of the annotate API, one module per resource."""

@@ -35,8 +35,8 @@ class DisputeRowOutput(_ItemSummaryOutput):
 
 
 class DisputeQuestionOutput(serializers.Serializer):
-    question = serializers.CharField()
-    question_text = serializers.CharField()
+    question = serializers.CharField(source="question.key")
+    question_text = serializers.CharField(source="question.text")
     state = serializers.ChoiceField(choices=ItemState.choices)
     labels = DisputeLabelOutput(many=True)
     final_label = FinalAnswerOutput(allow_null=True)
@@ -106,15 +106,11 @@ class FinalLabelOutput(serializers.Serializer):
     question = serializers.CharField(source="question.key")
     value = serializers.CharField()
     display = serializers.SerializerMethodField()
-    # A field named like Field.source: DRF's serializer metaclass takes declared fields out of the
-    # class, so nothing is shadowed at run time; the stubs cannot express that.
+    # Named like Field.source: DRF takes declared fields out of the class; the stubs cannot tell.
     source = serializers.ChoiceField(choices=FinalLabelSource.choices)  # type: ignore[assignment]
-    decided_by = serializers.SerializerMethodField()
+    decided_by = serializers.CharField(source="decided_by.username", read_only=True, allow_null=True)
     note = serializers.CharField(allow_blank=True)
     decided_at = serializers.DateTimeField()
 
     def get_display(self, final: FinalLabel) -> str:
         return final.question.display(final.value)
-
-    def get_decided_by(self, final: FinalLabel) -> str | None:
-        return final.decided_by.username if final.decided_by is not None else None

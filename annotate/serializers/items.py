@@ -1,5 +1,4 @@
-"""Items as researchers see them: images by role, state, final answers, and the detail of one
-item with its labels and their history; the items list's query."""
+"""Items as researchers see them, one item in detail, and the items list's query."""
 
 from __future__ import annotations
 
@@ -40,9 +39,9 @@ class ItemOutput(serializers.ModelSerializer):
     study: serializers.SlugRelatedField[Study] = serializers.SlugRelatedField(
         slug_field="slug", read_only=True
     )
-    prompt = serializers.SerializerMethodField()
-    category = serializers.SerializerMethodField()
-    word = serializers.SerializerMethodField()
+    prompt = serializers.CharField(source="prompt.text", read_only=True, allow_null=True)
+    category = serializers.CharField(source="prompt.category", read_only=True, allow_null=True)
+    word = serializers.CharField(source="prompt.word", read_only=True, allow_null=True)
     source_path = serializers.SerializerMethodField()
     params = FreeObjectField(read_only=True)
     metadata = FreeObjectField(read_only=True)
@@ -87,18 +86,9 @@ class ItemOutput(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
-    def get_prompt(self, item: Item) -> str | None:
-        return item.prompt.text if item.prompt else None
-
     @extend_schema_field(ItemImageOutput(many=True))
     def get_images(self, item: Item) -> list[dict[str, Any]]:
         return images_of(item)
-
-    def get_category(self, item: Item) -> str | None:
-        return item.prompt.category if item.prompt else None
-
-    def get_word(self, item: Item) -> str | None:
-        return item.prompt.word if item.prompt else None
 
     def get_source_path(self, item: Item) -> str | None:
         return _of_main(item, "source_path")
@@ -133,8 +123,7 @@ class ItemOutput(serializers.ModelSerializer):
 class FinalAnswerOutput(serializers.Serializer):
     value = serializers.CharField(allow_blank=True)
     display = serializers.CharField(allow_blank=True)
-    # A field named like Field.source: DRF's serializer metaclass takes declared fields out of the
-    # class, so nothing is shadowed at run time; the stubs cannot express that.
+    # Named like Field.source: DRF takes declared fields out of the class; the stubs cannot tell.
     source = serializers.ChoiceField(  # type: ignore[assignment]
         choices=FinalLabelSource.choices,
         help_text="Where the final answer came from. In a history entry with an empty value (the "
@@ -174,8 +163,8 @@ class LabelRevisionOutput(serializers.Serializer):
 
 
 class ItemQuestionOutput(serializers.Serializer):
-    key = serializers.CharField()
-    text = serializers.CharField()
+    key = serializers.CharField(source="question.key")
+    text = serializers.CharField(source="question.text")
     state = serializers.ChoiceField(choices=ItemState.choices)
     labels = ItemLabelOutput(many=True)
     final_label = FinalAnswerOutput(allow_null=True)

@@ -114,28 +114,30 @@ class NextItemOutput(serializers.Serializer):
     )
 
 
-_ITEM_HELP = "Id of the item being labelled (item.id of GET /api/studies/{slug}/next/)."
-_DURATION_HELP = "Milliseconds the annotator spent on the item (optional)."
-_REQUEST_ID_HELP = "Client token; a retried request with the same token is stored once."
-
-
 class _SubmitCommon(StrictInput):
-    item = StrictIntegerField(min_value=1, max_value=2**63 - 1, help_text=_ITEM_HELP)
+    item = StrictIntegerField(
+        min_value=1,
+        max_value=2**63 - 1,
+        help_text="Id of the item being labelled (item.id of GET /api/studies/{slug}/next/).",
+    )
     duration_ms = StrictIntegerField(
         required=False,
         allow_null=True,
         min_value=0,
         max_value=MAX_DURATION_MS,
         default=None,
-        help_text=_DURATION_HELP,
+        help_text="Milliseconds the annotator spent on the item (optional).",
     )
     request_id = StrictCharField(
-        required=False, allow_blank=True, default="", max_length=64, help_text=_REQUEST_ID_HELP
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=64,
+        help_text="Client token; a retried request with the same token is stored once.",
     )
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
-        # 'image' is the old name of 'item': still read for old scripts, left out of the schema
-        # (which names one way to say a thing). Both at once would silently drop one: refused.
+        # 'image', the old name of 'item', is still read (not in the schema); both at once is refused.
         if isinstance(data, Mapping) and "image" in data:
             if "item" in data:
                 raise serializers.ValidationError({"image": ["Old name of 'item': give one of them."]})

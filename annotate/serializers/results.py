@@ -66,9 +66,7 @@ class AgreementOutput(serializers.Serializer):
     krippendorff_alpha = serializers.FloatField(allow_null=True)
 
 
-#: One ground-truth row per (item, question). The annotator columns repeat for each of the N
-#: labels (annotator_1, label_1, reason_1, annotator_2, …); pair studies add input_image and
-#: output_image. Missing values are "" (seed: null).
+#: One ground-truth row per (item, question): annotator_i / label_i / reason_i for each label.
 GROUND_TRUTH_ROW_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": [*HEAD_COLUMNS, *ITEM_COLUMNS, "final_label"],

@@ -1,5 +1,4 @@
-"""What every part of the annotate API shares: studies, their questions and choices, the
-``?study=`` query and the schema of a researchers' list of a study's rows."""
+"""What the annotate API's serializers share: studies, questions, choices and the ``?study=`` query."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ from studies.selectors import study_questions
 
 
 def many_data(serializer_class: type[serializers.BaseSerializer], rows: Any) -> list[dict[str, Any]]:
-    """``serializer_class(rows, many=True).data``: a list of JSON rows. (With ``many=True`` DRF
-    builds a ListSerializer, whose data is a list; the stubs type the call as one serializer.)"""
+    """``serializer_class(rows, many=True).data``, typed as the list of rows it is."""
     return cast("list[dict[str, Any]]", serializer_class(rows, many=True).data)
 
 
@@ -108,8 +106,7 @@ class StudyQuery(QueryInput):
 
     @classmethod
     def study_of(cls, request: Request) -> Study:
-        """The study ``?study=`` names: a 400 when it is missing, empty or given twice; a 404
-        when there is none."""
+        """The study ``?study=`` names: 400 when missing, empty or repeated; 404 when there is none."""
         params = cls.parse(request)
         study = Study.objects.filter(slug=params["study"]).first()
         if study is None:

@@ -1,10 +1,8 @@
-"""Writes of the human side, one transaction per function, raising ``annotate.errors``: ``claims``
-(seats), ``labels`` (the key press, changes, imports), ``finals``, ``disputes``, ``answers``,
-``locks``. Import the public names from here."""
+"""Writes of the human side, one transaction per function; import the public names from here."""
 
 from __future__ import annotations
 
-from annotate.services.answers import DURATION_MAX_MS, REASON_MAX_CHARS, answer_validate
+from annotate.services.answers import REASON_MAX_CHARS, answer_validate
 from annotate.services.bulk import LabelToImport, labels_import_batch
 from annotate.services.claims import assignment_queue
 from annotate.services.disputes import dispute_resolve, dispute_resolve_unresolvable
@@ -20,7 +18,6 @@ from annotate.services.labels import (
 )
 
 __all__ = [
-    "DURATION_MAX_MS",
     "REASON_MAX_CHARS",
     "LabelToImport",
     "SubmitNext",

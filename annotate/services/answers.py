@@ -1,5 +1,4 @@
-"""Answers checked before anything is written: the value a question takes, its reason, the
-labelling time. Pure checks on the question (and the item, for a kind that reads it), no queries."""
+"""Answers checked before anything is written: value, reason, labelling time. No queries."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ class Answer:
 
 
 def clean_reason(question: Question, value: str, reason: str) -> str:
-    """The reason stored with ``value``: only an answer that asks for one (``requires_reason``) keeps
-    it; any other stores none, whatever was sent (a reason left in the form from another answer)."""
+    """The reason stored with ``value``: kept only for an answer that ``requires_reason``."""
     choice = question.choice(value)
     if choice is None or not choice.get("requires_reason"):
         return ""
@@ -40,9 +38,7 @@ def clean_reason(question: Question, value: str, reason: str) -> str:
 
 
 def answer_validate(question: Question, value: str, *, item: Item | None = None) -> str:
-    """The cleaned answer to ``question``, as its kind (``studies.kinds``) takes it (``item``: the
-    item it answers, for a kind whose answer depends on it); InvalidLabel names the question and
-    the valid answers."""
+    """The cleaned answer to ``question``, as its kind takes it; InvalidLabel otherwise."""
     value = (value if isinstance(value, str) else "").strip()
     if "\x00" in value:
         raise InvalidLabel(f"The answer to “{question.key}” contains a NUL character.")
@@ -55,9 +51,7 @@ def answer_validate(question: Question, value: str, *, item: Item | None = None)
 def answers_validate(
     item: Item, questions: list[Question], answers: Mapping[str, str], reasons: Mapping[str, str] | None
 ) -> list[Answer]:
-    """One cleaned answer per question the item asks. A toggle question left out takes its
-    default (the screen sends only the ones switched on); any other question left out, or a
-    question the item does not ask, is an InvalidLabel naming it."""
+    """One cleaned answer per question the item asks (a toggle left out takes its default)."""
     reasons = reasons or {}
     if not isinstance(answers, Mapping) or not answers:
         raise InvalidLabel("No answer given.")

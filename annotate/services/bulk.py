@@ -1,6 +1,4 @@
-"""Labels from an import file, a batch of rows at a time: the rules of ``label_import`` applied in
-memory to the batch's labels, seats and final labels read once, then a few bulk statements per
-batch (docs/explanation/imports.md, "Labels in bulk")."""
+"""Labels from an import file a batch at a time, ``label_import``'s rules in memory (docs/explanation)."""
 
 from __future__ import annotations
 
@@ -18,7 +16,7 @@ from annotate.errors import AnnotateError, InvalidLabel, ItemFull
 from annotate.models import Assignment, FinalLabel, FinalLabelRevision, FinalLabelSource, Label, LabelRevision
 from annotate.services.answers import answer_validate, clean_reason
 from annotate.services.claims import free_slot
-from annotate.services.finals import refuse_if_decided
+from annotate.services.finals import agreed_note, refuse_if_decided
 from annotate.services.labels import label_import
 from metrics.consensus import agreed_answer
 from studies.batching import in_chunks, is_in, rows_insert
@@ -73,8 +71,7 @@ class _Final:
 
 @dataclass
 class _Batch:
-    """The batch's rows of the database, read once as plain values (a model instance per row
-    costs more than the rest of the import), and what the rows change in them."""
+    """The batch's rows of the database, read once as plain values, and what the rows change in them."""
 
     labels: dict[tuple[int, int], dict[int, _Label]] = field(default_factory=lambda: defaultdict(dict))
     seats: dict[int, list[_Seat]] = field(default_factory=lambda: defaultdict(list))
@@ -100,9 +97,7 @@ class _SlotTaken(Exception):
 def labels_import_batch(
     *, study: Study, rows: list[LabelToImport], labels_read: list[tuple[Any, ...]] | None = None
 ) -> list[Outcome]:
-    """Store a batch of answers as ``label_import`` would one by one, in file order: per row
-    "created", "changed", "unchanged" or the error ``label_import`` would raise (that row writes
-    nothing). ``labels_read``: the items' labels the caller read in this transaction (SQLite only)."""
+    """Store a batch of answers as ``label_import`` would one by one: per row its outcome or error."""
     if not rows:
         return []
     if connection.vendor == "postgresql":
@@ -139,8 +134,7 @@ def _row_by_row(rows: list[LabelToImport]) -> list[Outcome]:
 
 
 def _read(study: Study, item_ids: list[int], labels_read: list[tuple[Any, ...]] | None) -> _Batch:
-    """Lock the items (PostgreSQL; in id order, so two writers never deadlock), then read their
-    labels (unless ``labels_read`` has them), seats and final labels, a chunk of items at a time."""
+    """Lock the items (in id order) and read their labels, seats and final labels, a chunk at a time."""
     batch = _Batch()
     for row in labels_read or ():
         label = _Label(*row)
@@ -173,8 +167,7 @@ def _read(study: Study, item_ids: list[int], labels_read: list[tuple[Any, ...]] 
 def _apply(
     study: Study, rows: list[LabelToImport], labels_read: list[tuple[Any, ...]] | None
 ) -> list[Outcome]:
-    # ``.id``, not ``.pk``, in the loops below: ``pk`` is a property that looks the primary key's
-    # name up on every read (about 5 % of the import's Python time, at eleven reads a label).
+    # ``.id``, not ``.pk``, below: ``pk`` is a property, slow at eleven reads a label.
     batch = _read(study, sorted({row.item.id for row in rows}), labels_read)
     now = timezone.now()  # after the lock (see annotation_submit_next)
     questions = study_questions(study)
@@ -199,8 +192,7 @@ def _apply(
 
 
 class _Answers:
-    """``answer_validate`` and ``clean_reason`` of a row, remembered for the batch (a batch repeats
-    a few answers thousands of times); never for a kind that reads the item, nor a refused answer."""
+    """``answer_validate`` and ``clean_reason`` of a row, remembered for the batch where that is safe."""
 
     def __init__(self) -> None:
         # Keyed by the question object itself (its identity): the rows hold it for the batch.
@@ -220,8 +212,7 @@ class _Answers:
 def _row_apply(
     study: Study, batch: _Batch, row: LabelToImport, item_id: int, answers: _Answers, now: datetime
 ) -> Outcome:
-    """One row in memory, as ``label_import`` writes it; raises what it raises, having changed
-    nothing."""
+    """One row in memory, as ``label_import`` writes it; raises what it raises, having changed nothing."""
     item, question, annotator = row.item, row.question, row.annotator
     question_id, annotator_id = question.id, annotator.id
     value, reason = answers.clean(question, row.value, row.reason, item)
@@ -254,21 +245,15 @@ def _row_apply(
 def _seat_take(
     study: Study, batch: _Batch, item: Item, item_id: int, annotator_id: int, now: datetime
 ) -> None:
-    """The annotator's seat on the item, completed: theirs if they hold one, else the lowest
-    free slot once abandoned seats are freed (``claims.seat_try_claim``); ItemFull otherwise."""
+    """The annotator's seat on the item, completed: theirs, else the lowest free slot; ItemFull otherwise."""
     seats = batch.seats[item_id]
-    seat = None
-    for one in seats:
-        if one.annotator_id == annotator_id:
-            seat = one
-            break
+    seat = next((one for one in seats if one.annotator_id == annotator_id), None)
     if seat is None:
         n = study.labels_per_item
         slot, abandoned = free_slot([(s.slot, s.completed_at, s.expires_at) for s in seats], n, now)
         gone = [s for s in seats if s.completed_at is None and s.expires_at <= now] if abandoned else []
         if slot is None:
-            # label_import frees the abandoned seats, finds no slot and rolls back: the holders
-            # it names are the seats left.
+            # As label_import: the abandoned seats freed, no slot; the holders named are the seats left.
             ids = [s.annotator_id for s in sorted(seats, key=lambda s: s.slot) if s not in gone]
             names = dict(get_user_model().objects.filter(pk__in=ids).values_list("pk", "username"))
             holders = ", ".join(names[pk] for pk in ids)
@@ -300,12 +285,7 @@ def _final_sync(
         if final is not None and final.value == value:
             return
         batch.finals_touched.add(key)
-        n_same = values.count(value)
-        note = (
-            f"All {len(values)} annotators chose “{value}”."
-            if n_same == len(values)
-            else f"{n_same} of {len(values)} annotators chose “{value}”."
-        )
+        note = agreed_note(values, value)
         if final is None:
             batch.finals[key] = _Final(None, value, FinalLabelSource.AGREED, note)
         else:
@@ -371,9 +351,7 @@ def _write(study: Study, batch: _Batch, now: datetime) -> None:
 
 
 def _finals_write(batch: _Batch, at: Any, now: datetime) -> None:
-    """The final labels as the rows left them: removed ones deleted (before any insert on the
-    same (item, question)), changed ones updated, new ones inserted; then every revision, in
-    order."""
+    """The final labels as the rows left them (deleted, updated, inserted), then every revision in order."""
     touched = {key: batch.finals.get(key) for key in batch.finals_touched}
     gone = [
         pk
@@ -406,8 +384,7 @@ def _finals_write(batch: _Batch, at: Any, now: datetime) -> None:
 
 
 def _completed_seats_write(batch: _Batch) -> None:
-    """Each touched item's count of completed seats, counted in the batch's seats (read under the
-    items' lock, which every writer of a completed seat takes): one UPDATE per count and chunk."""
+    """Each touched item's count of completed seats: one UPDATE per count and chunk."""
     by_count: dict[int, list[int]] = defaultdict(list)
     for item_id in sorted(batch.touched_items):
         by_count[sum(1 for seat in batch.seats[item_id] if seat.completed_at is not None)].append(item_id)

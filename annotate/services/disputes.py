@@ -1,5 +1,4 @@
-"""Disputes: an (item, question) whose N labels the study's agreement rule does not settle,
-decided by a researcher (the final label's source is "resolved")."""
+"""Disputes: (item, question)s whose labels the agreement rule does not settle, decided by a researcher."""
 
 from __future__ import annotations
 
@@ -18,9 +17,7 @@ if TYPE_CHECKING:
 def dispute_resolve(
     *, item: Item, question: Question, researcher: User, value: str, note: str = ""
 ) -> FinalLabel:
-    """A researcher sets the final answer of a disputed (item, question) (N labels that do not
-    settle it), or changes the decision on an already resolved one. Source "resolved", who and
-    when recorded, every decision kept in FinalLabelRevision. Raises InvalidLabel, NotDisputed."""
+    """A researcher sets (or changes) the final answer of a disputed (item, question); history kept."""
 
     def disputed(item: Item) -> None:
         if GoldAnswer.objects.filter(item=item, question=question).exists():
@@ -50,9 +47,7 @@ def dispute_resolve(
 def dispute_resolve_unresolvable(
     *, item: Item, question: Question, researcher: User, note: str = ""
 ) -> FinalLabel:
-    """The paper's rule for disputes the annotators cannot settle: the question's
-    ``unresolvable_value`` (gender: low quality) becomes the final answer. Same errors as
-    dispute_resolve, plus InvalidLabel when the question has no such value."""
+    """Settle a dispute nobody can settle with the question's ``unresolvable_value``."""
     if not question.unresolvable_value:
         raise InvalidLabel(f"The question “{question.key}” has no answer for disputes nobody can settle.")
     return dispute_resolve(

@@ -1,5 +1,4 @@
-"""Final labels: agreed ones follow the labels; a researcher's decision or an import fixes one.
-Every change appends a revision."""
+"""Final labels: agreed ones follow the labels; a decision or an import fixes one. Revisions kept."""
 
 from __future__ import annotations
 
@@ -32,6 +31,13 @@ def refuse_if_decided(item: Item, question: Question, final: FinalLabel | None) 
         )
 
 
+def agreed_note(values: list[str], value: str) -> str:
+    n_same = values.count(value)
+    if n_same == len(values):
+        return f"All {len(values)} annotators chose “{value}”."
+    return f"{n_same} of {len(values)} annotators chose “{value}”."
+
+
 def _final_revision_append(final: FinalLabel) -> None:
     FinalLabelRevision.objects.create(
         item_id=final.item_id,
@@ -45,9 +51,7 @@ def _final_revision_append(final: FinalLabel) -> None:
 
 
 def _final_label_insert(final: FinalLabel) -> None:
-    """Insert a new agreed final label and its first revision: two plain INSERTs, or one
-    statement on PostgreSQL (a data-modifying WITH). Runs on every key press that completes an
-    agreement, so no ORM: its INSERTs cost more CPU to build than to run."""
+    """Insert a new agreed final label and its first revision in plain SQL (one statement on PostgreSQL)."""
     sql, params = rows.insert(FinalLabel, rows.FINAL_FIELDS, [final])
     with connection.cursor() as cursor:
         if rows.is_postgresql():
@@ -68,9 +72,7 @@ def final_label_sync(
     changed_by: User,
     now: datetime,
 ) -> None:
-    """The agreed final answer of (item, question) from its label values (read under the item lock):
-    set when the study's rule settles them, else removed (a revision with an empty value); a
-    researcher's or an import's final label is never touched."""
+    """Set or remove the agreed final answer of (item, question) from its labels' values."""
     if final is not None and final.source != FinalLabelSource.AGREED:
         return
     if study.agreement in INFERENCE_RULES:
@@ -79,16 +81,11 @@ def final_label_sync(
     if value is not None:
         if final is not None and final.value == value:
             return
-        n_same = values.count(value)
         fields = {
             "value": value,
             "source": FinalLabelSource.AGREED,
             "decided_by": None,
-            "note": (
-                f"All {len(values)} annotators chose “{value}”."
-                if n_same == len(values)
-                else f"{n_same} of {len(values)} annotators chose “{value}”."
-            ),
+            "note": agreed_note(values, value),
             "decided_at": now,
         }
         if final is None:
@@ -100,8 +97,7 @@ def final_label_sync(
         _final_revision_append(final)
     elif final is not None:
         final.delete()
-        # The removal's source is that of the label removed (only agreed ones are ever removed
-        # here): one of the sources the API's schema lists, never "" outside its enum.
+        # A removal's source is the removed label's (agreed), never "" outside the API's enum.
         FinalLabelRevision.objects.create(
             item=item,
             question=question,
@@ -124,9 +120,7 @@ def final_label_set(
     source: str = FinalLabelSource.IMPORTED,
     check: Callable[[Item], None] | None = None,
 ) -> FinalLabel:
-    """Set an (item, question)'s final answer directly (ground-truth import, admin, a dispute's
-    resolution), whatever its labels say, once ``check`` passes on the locked item; history
-    kept, an identical decision stored once. Raises InvalidLabel."""
+    """Set an (item, question)'s final answer directly once ``check`` passes; history kept."""
     item = locks.lock_item(item)
     if question.study_id != item.study_id:
         raise InvalidLabel(

@@ -1,5 +1,4 @@
-"""Gold items served among ordinary ones at the study's gold rate: seats in slots at or above N,
-answers stored as ``GoldResponse`` (never labels)."""
+"""Gold items served among ordinary ones at the study's gold rate; answers kept as ``GoldResponse``."""
 
 from __future__ import annotations
 
@@ -25,9 +24,7 @@ def gold_values(item: Item) -> dict[int, str]:
 
 
 def gold_seat_claim(*, study: Study, annotator: User, now: datetime) -> bool:
-    """Give the annotator a seat on a gold item they never had when their share of gold seats has
-    fallen below ``gold_rate`` (with a per-annotator jitter); at most one open gold seat, and only
-    beside open ordinary work. Whether a seat was given."""
+    """Give the annotator a seat on a new gold item when their gold share is below ``gold_rate``."""
     gold_items = GoldAnswer.objects.filter(item__study=study).values("item_id")
     mine = Assignment.objects.filter(annotator=annotator, item_id=OuterRef("item_id"))
     golds = list(
@@ -52,8 +49,7 @@ def gold_seat_claim(*, study: Study, annotator: User, now: datetime) -> bool:
     if not fresh:
         return False
     chosen = fresh[int(draw * len(fresh))]
-    # The gold item's row lock serialises the slot choice between annotators (a gold claim is
-    # the last lock of its transaction, and ordinary claims never lock gold items: no cycle).
+    # The gold item's row lock serialises the slot choice (ordinary claims never lock gold items).
     list(Item.objects.select_for_update(no_key=True).filter(pk=chosen).values_list("pk"))
     top = Assignment.objects.filter(item_id=chosen).aggregate(top=Max("slot"))["top"]
     slot = max(study.labels_per_item, (top or 0) + 1)
@@ -78,9 +74,7 @@ def gold_response_write(
     duration_ms: int | None,
     now: datetime,
 ) -> bool:
-    """Complete the annotator's gold seat on ``item`` and keep their answers to its gold
-    questions. False when they hold no open seat on it: a repeated submit (their answers are
-    kept already, nothing changes) or no seat at all."""
+    """Complete the annotator's gold seat on ``item`` and keep their gold answers; False without a seat."""
     opened = Assignment.objects.filter(item=item, annotator=annotator, completed_at__isnull=True).update(
         completed_at=now
     )

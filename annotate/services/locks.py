@@ -1,5 +1,4 @@
-"""Membership checks and the item row lock every label writer takes before reading the item's
-labels."""
+"""Membership checks and the item row lock every label writer takes."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ def not_member(study: Study, user: User) -> NotAssigned:
 
 
 def lock_item(item: Item) -> Item:
-    """Lock the item row FOR NO KEY UPDATE (serialises label writes, not seat inserts); a no-op
-    on SQLite."""
+    """Lock the item row FOR NO KEY UPDATE (a no-op on SQLite)."""
     return Item.objects.select_for_update(no_key=True, of=("self",)).select_related("study").get(pk=item.pk)
 
 
@@ -40,8 +38,7 @@ class Membership(TypedDict):
 def lock_item_for_label(
     *, item_id: int, annotator: User, study: Study | None = None
 ) -> WithAnnotations[Item, Membership]:
-    """Lock the item for a label write, count the annotator's seat as completed in advance and
-    read membership with it (no query of its own). Raises Item.DoesNotExist."""
+    """Lock the item for a label write, counting the seat completed in advance; reads membership too."""
     with connection.cursor() as cursor:
         cursor.execute(
             sql.lock_item(in_study=study is not None),
@@ -58,6 +55,5 @@ def lock_item_for_label(
 
 
 def seat_uncount(item: Item) -> None:
-    """Take back the seat ``lock_item_for_label`` counted in advance: this submit completed
-    no seat (it changes labels of a completed one, or repeats a submit)."""
+    """Take back the seat ``lock_item_for_label`` counted in advance."""
     Item.objects.filter(pk=item.pk).update(completed_seats=F("completed_seats") - 1)

@@ -1,5 +1,4 @@
-"""What the HTML screens share: the methods they answer, the study a researcher page is about,
-and an item's images as the templates lay them out."""
+"""What the HTML screens share: methods, the study a page is about, an item's images."""
 
 from __future__ import annotations
 
@@ -17,9 +16,7 @@ WRITE = ("POST",)
 
 
 def choose_study(request: HttpRequest, slug: str | None, url_name: str) -> Study | HttpResponse:
-    """The study in the URL (path or ``?study=``), remembered as the current one; without one
-    the current study (``studies.session``), the only study, or a page to pick one —
-    ``?choose=1`` asks even when a study is remembered."""
+    """The study of the URL, else the remembered or only one, else a page to pick one."""
     slug = slug or request.GET.get("study") or None
     if slug is not None:
         study = study_or_404(slug)
@@ -37,8 +34,7 @@ def choose_study(request: HttpRequest, slug: str | None, url_name: str) -> Study
 
 
 def images_view(item: Item) -> dict[str, Any]:
-    """The item's images as the templates lay them out: a seed/edit ``pair`` side by side, or
-    the one ``main`` image."""
+    """The item's images as the templates lay them out: a ``pair``, or the ``main`` image."""
     links = item_images(item)
     pair = ImageRole.INPUT in links and ImageRole.OUTPUT in links
     main = links.get(ImageRole.IMAGE) or links.get(ImageRole.OUTPUT) or links.get(ImageRole.INPUT)

@@ -1,5 +1,4 @@
-"""Researchers' review of the labels: disputes per (item, question) and their resolution, the
-items with their state and history, agreement per question."""
+"""Researchers' review of the labels: disputes and their resolution, items, agreement."""
 
 from __future__ import annotations
 
@@ -7,7 +6,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
@@ -19,7 +17,7 @@ from annotate.models import FinalLabel, ItemState
 from annotate.views.common import READ, WRITE, choose_study, images_view
 from annotate.views.screen import choice_rows
 from studies.kinds import kind_of
-from studies.models import Item, Question, Study
+from studies.models import Item, Question
 from studies.permissions import researcher_only
 from studies.selectors import item_compared_values, item_questions, study_questions, with_images
 from studies.session import study_remember
@@ -74,8 +72,7 @@ def _dispute_row(row: selectors.DisputeRow) -> dict[str, Any]:
 
 
 def _dispute_question(item: Item, key: str | None) -> Question:
-    """The question a dispute page is about: the one named, else the item's first disputed
-    question, else its first question."""
+    """The question a dispute page is about: the one named, else the first disputed, else the first."""
     questions = item_questions(item, study_questions(item.study))
     if not questions:
         raise Http404("This item asks no question.")
@@ -85,16 +82,12 @@ def _dispute_question(item: Item, key: str | None) -> Question:
                 return question
         raise Http404(f"Item {item.key} does not ask the question “{key}”.")
     states = selectors.item_question_states(item)
-    for question in questions:
-        if states.get(question.key) == ItemState.DISPUTED:
-            return question
-    return questions[0]
+    return next((q for q in questions if states.get(q.key) == ItemState.DISPUTED), questions[0])
 
 
 @researcher_only(methods=READ + WRITE)
 def dispute(request: HttpRequest, item_id: int, question: str | None = None) -> HttpResponse:
-    """One disputed (item, question): the labels and who gave them; the researcher sets the
-    final answer (one key per choice, U for "cannot agree"), then goes on to the next dispute."""
+    """One disputed (item, question): its labels; the researcher sets the final answer."""
     item = get_object_or_404(Item.objects.select_related("study", "prompt"), pk=item_id)
     study = item.study
     study_remember(request, study)
@@ -142,8 +135,7 @@ def dispute(request: HttpRequest, item_id: int, question: str | None = None) -> 
 
 
 def _detail(item: Item) -> dict[str, Any]:
-    """``selectors.item_detail`` plus each label's time in seconds, and one history of labels
-    and final labels in time order (oldest first), for display."""
+    """``selectors.item_detail`` for display, with one history in time order."""
     detail = selectors.item_detail(item=item)
     detail["compared"] = item_compared_values(item)
     detail["state_label"] = STATE_LABELS.get(detail["state"], detail["state"])
@@ -184,12 +176,6 @@ def _resolve(item: Item, question: Question, researcher: Any, data: dict[str, An
 # --- Items (researchers) ----------------------------------------------------------------------
 
 
-def _study_choices(study: Study) -> tuple[list[str], list[str]]:
-    models = study.items.order_by().values_list("t2i_model", flat=True).distinct()
-    categories = study.prompts.order_by().values_list("category", flat=True).distinct()
-    return sorted(m for m in models if m), sorted(c for c in categories if c)
-
-
 class _ItemListFields(selectors.ItemStateFields):
     finals: list[dict[str, str]]
     images_view: dict[str, Any]
@@ -199,27 +185,16 @@ class _ItemListFields(selectors.ItemStateFields):
 
 @researcher_only(methods=READ)
 def images(request: HttpRequest, slug: str | None = None) -> HttpResponse:
-    """The study's items with their state: filter by state, T2I model and category, search the
-    key and prompt text, sort."""
+    """The study's items with their state: filtered, searched, sorted."""
     study = choose_study(request, slug, "annotate:images")
     if isinstance(study, HttpResponse):
         return study
-    t2i_models, categories = _study_choices(study)
-    form = ItemFilterForm(request.GET or None, t2i_models=t2i_models, categories=categories)
-    rows = selectors.items_with_state(study=study).select_related("prompt")
-    order: tuple[str, ...] = ITEM_SORTS["id"]
-    if form.is_valid():
-        data = form.cleaned_data
-        if data["state"]:
-            rows = rows.filter(state=data["state"])
-        if data["t2i_model"]:
-            rows = rows.filter(t2i_model=data["t2i_model"])
-        if data["category"]:
-            rows = rows.filter(prompt__category=data["category"])
-        if data["q"]:
-            rows = rows.filter(Q(key__icontains=data["q"]) | Q(prompt__text__icontains=data["q"]))
-        order = ITEM_SORTS.get(data["sort"] or "id", order)
-    rows = with_images(rows.order_by(*order)).prefetch_related("final_labels")
+    form = ItemFilterForm(request.GET or None, study=study)
+    filters = form.cleaned_data if form.is_valid() else {}
+    rows = selectors.items_filtered(study=study, filters=filters).order_by(
+        *ITEM_SORTS[filters.get("sort") or "id"]
+    )
+    rows = with_images(rows).prefetch_related("final_labels")
     page = Paginator(rows, 50).get_page(request.GET.get("page"))
     questions = study_questions(study)
     by_id = {question.pk: question for question in questions}
@@ -251,8 +226,7 @@ def images(request: HttpRequest, slug: str | None = None) -> HttpResponse:
 
 @researcher_only(methods=READ)
 def image(request: HttpRequest, item_id: int) -> HttpResponse:
-    """One item: its images by role, and per question the labels and who gave them, the final
-    answer, and the whole history in time order."""
+    """One item: its images, per question its labels and final answer, and its history."""
     item = get_object_or_404(Item.objects.select_related("study", "prompt"), pk=item_id)
     study_remember(request, item.study)
     detail = _detail(item)
@@ -268,16 +242,12 @@ def image(request: HttpRequest, item_id: int) -> HttpResponse:
 
 @researcher_only(methods=READ)
 def agreement(request: HttpRequest, slug: str | None = None) -> HttpResponse:
-    """Per question: Cohen's kappa, observed agreement and the confusion matrix, overall and per
-    T2I model, category and annotator pair; Fleiss' kappa and Krippendorff's alpha when N > 2."""
+    """Agreement per question, overall and per T2I model, category and annotator pair."""
     study = choose_study(request, slug, "annotate:agreement")
     if isinstance(study, HttpResponse):
         return study
     questions = study_questions(study)
-    t2i_models, categories = _study_choices(study)
-    form = AgreementFilterForm(
-        request.GET or None, questions=questions, t2i_models=t2i_models, categories=categories
-    )
+    form = AgreementFilterForm(request.GET or None, study=study, questions=questions)
     filters: dict[str, str | None] = {"t2i_model": None, "category": None}
     chosen = ""
     if form.is_valid():
@@ -302,15 +272,11 @@ def agreement(request: HttpRequest, slug: str | None = None) -> HttpResponse:
         "question": question,
         "report": report,
         "overview": overview,
-        "confusion_rows": _confusion_rows(report["label_names"], report["confusion"]),
+        # Rater A's answer, then one cell per rater B answer.
+        "confusion_rows": [
+            {"label": label, "cells": [{"count": n, "diagonal": i == j} for j, n in enumerate(row)]}
+            for i, (label, row) in enumerate(zip(report["label_names"], report["confusion"], strict=True))
+        ],
         "many_raters": max(study.labels_per_item, report["max_labels_per_item"] or 0) > 2,
     }
     return render(request, "annotate/agreement.html", context)
-
-
-def _confusion_rows(labels: list[str], matrix: list[list[int]]) -> list[dict[str, Any]]:
-    """Rows of the confusion table: rater A's answer, then one cell per rater B answer."""
-    return [
-        {"label": label, "cells": [{"count": n, "diagonal": i == j} for j, n in enumerate(row)]}
-        for i, (label, row) in enumerate(zip(labels, matrix, strict=True))
-    ]

@@ -1,5 +1,4 @@
-"""What the labeling screen draws: the questions with their choices and what their kinds add
-(``studies.kinds``), what a kind draws over the image, and the keys of the guidelines box."""
+"""What the labeling screen draws: questions and choices, overlays, the guidelines' keys."""
 
 from __future__ import annotations
 
@@ -32,9 +31,7 @@ def question_rows(
     reasons: Mapping[str, str],
     item: Item | None = None,
 ) -> list[dict[str, Any]]:
-    """The questions as the labeling screen draws them, with the answers to show selected: the
-    annotator's (current or just posted), else the question's default; each with its kind's
-    partial (``template``) and what the kind adds for the ``item``."""
+    """The questions as the labeling screen draws them, the answers to show selected."""
     rows = []
     for question in questions:
         kind = kind_of(question)

@@ -19,10 +19,6 @@ from studies.selectors import study_or_404
 from studies.typing import AuthenticatedHttpRequest
 
 
-def _anyone(request: HttpRequest, **kwargs: Any) -> bool:
-    return True
-
-
 @researcher_only(methods=READ)
 def annotator_stats(request: HttpRequest, slug: str | None = None) -> HttpResponse:
     study = choose_study(request, slug, "annotate:annotator_stats")
@@ -36,8 +32,7 @@ def annotator_stats(request: HttpRequest, slug: str | None = None) -> HttpRespon
 @never_cache
 @researcher_only(methods=WRITE)
 def annotators_add(request: AuthenticatedHttpRequest, slug: str) -> HttpResponse:
-    """The annotators page's form: ``study_services.annotators_add``, then each new account's
-    one-time link to set its password, shown in this answer only (htmx: the form's region)."""
+    """The annotators page's form: add annotators, then show each new account's password link."""
     study = study_or_404(slug)
     form = AnnotatorsAddForm(request.POST)
     context: dict[str, Any] = {"study": study, "team_form": form, "team_error": ""}
@@ -72,6 +67,6 @@ def annotators_add(request: AuthenticatedHttpRequest, slug: str) -> HttpResponse
 # --- Users without a role ---------------------------------------------------------------------
 
 
-@guarded(methods=READ, check=_anyone)
+@guarded(methods=READ, check=lambda request, **kwargs: True)
 def no_role(request: HttpRequest) -> HttpResponse:
     return render(request, "annotate/no_role.html")

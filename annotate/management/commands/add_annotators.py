@@ -1,5 +1,4 @@
-"""``manage.py add_annotators --study S alice bob …``: thin wrapper around
-``studies.services.annotators_add`` that prints each new account's link to set its password."""
+"""``manage.py add_annotators``: thin wrapper around ``studies.services.annotators_add``."""
 
 from __future__ import annotations
 

@@ -89,8 +89,7 @@ def agreement_text(report: dict[str, Any]) -> str:
 
 
 def agreement_csv(report: dict[str, Any]) -> str:
-    """The agreement report as CSV sections (``summary``, ``confusion``, ``groups``) like
-    ``bias_report --format csv``; an empty cell is undefined."""
+    """The agreement report as CSV sections (``summary``, ``confusion``, ``groups``)."""
     out = io.StringIO()
     writer = safe_writer(out, lineterminator="\n")
     writer.writerow(("section", "study", "question", "n_items", *FIGURES))
@@ -109,8 +108,7 @@ def agreement_csv(report: dict[str, Any]) -> str:
 
 
 def agreement_markdown(report: dict[str, Any]) -> str:
-    """The agreement report as Markdown: a heading, the four coefficients, the confusion matrix
-    and the per-group table ("n/a" = undefined)."""
+    """The agreement report as Markdown tables ("n/a" = undefined)."""
 
     def table(head: tuple[str, ...], rows: list[tuple[Any, ...]]) -> list[str]:
         cells = [head, *[tuple(str(cell).replace("|", "\\|") for cell in row) for row in rows]]

@@ -1,5 +1,4 @@
-"""``manage.py export_ground_truth``: thin wrapper around ``annotate.exports.ground_truth_write``
-(streamed: a chunk of items at a time, constant memory)."""
+"""``manage.py export_ground_truth``: thin wrapper around ``annotate.exports.ground_truth_write``."""
 
 from __future__ import annotations
 

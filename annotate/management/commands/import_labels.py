@@ -15,11 +15,7 @@ from studies.commands import add_file_argument, add_study_argument, import_in_co
 from studies.database import bulk_page_cache, rows_mark_visible
 from studies.models import Item
 
-# Allocations between two young collections of the cyclic garbage collector during the import
-# (Python's default: 700). The import allocates a few dozen tracked objects per row (rows,
-# tuples, dataclasses), so the default runs a collection every few rows: ~15 % of the import's
-# time on 40,000 rows. Cycles are still collected, every ~10,000 allocations: memory stays
-# bounded as before.
+# Allocations between young collections of the garbage collector during the import (default 700).
 _IMPORT_GC_THRESHOLD = 10_000
 
 
