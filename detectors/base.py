@@ -183,6 +183,12 @@ class Detector:
             self._loaded = True
 
     def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
+        """One output per image, in order: the weights loaded, then ``predict_one`` on each image. A
+        detector that gains from batching overrides this instead."""
+        self.ensure_loaded()
+        return [self.predict_one(image) for image in batch]
+
+    def predict_one(self, image: PILImage) -> DetectorOutput:
         raise NotImplementedError
 
     def usage_take(self) -> dict[str, float]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from detectors.executors import ItemError, WorkerSpec
+from detectors.executors import WorkerSpec
 from detectors.executors.workers import ImageBytes
 from detectors.remote import image_payload
 from generation.edit_pipeline import SEED_RULE, EditingError, EditSettings, EditTask, edit_seed, input_size
@@ -19,9 +19,9 @@ from generation.generation import (
     ModelSource,
     PromptSpec,
     batches_run,
-    executor_or_local,
     path_part,
     pipeline_worker_spec,
+    run_params,
 )
 from studies.imports.images import (
     ImageRejected,
@@ -277,35 +277,34 @@ def edit_run(
     def job_task(job: EditJob) -> EditTask:
         return job.task(settings.prompt_suffix, sources[job.seed.image.sha256])
 
-    with executor_or_local(executor, pipe) as runner:
-        info = runner.start(edit_worker_spec(model, settings))
-        storer = _PairStorer(
-            study=study,
-            model=model,
-            settings=settings,
-            base_params={
-                **_base_params(info, model, settings, prompt_set),
-                "input_size": size,
-                "seeds": seeds_source,
-            },
+    def storer(info: dict[str, Any]) -> Callable[[EditJob, Any], None]:
+        params = run_params(
+            "editor",
+            info,
+            model,
+            settings,
+            prompt_set,
+            prompt_suffix=settings.prompt_suffix,
+            seed_rule=SEED_RULE,
+            input_size=size,
+            seeds=seeds_source,
         )
+        stored = _PairStorer(study=study, model=model, settings=settings, base_params=params)
+        return lambda job, edited: stored.store(job, edited, outcome)
 
-        def store(job: EditJob, edited: Any) -> None:
-            if isinstance(edited, ItemError):
-                on_warning(f"{job.key}: not edited, {edited.message}; a re-run retries it")
-                return
-            storer.store(job, edited, outcome)
-
-        return batches_run(
-            runner,
-            jobs,
-            outcome,
-            batch_size=settings.batch_size,
-            store=store,
-            should_stop=should_stop,
-            progress=progress,
-            payload=job_task,
-        )
+    return batches_run(
+        executor,
+        edit_worker_spec(model, settings),
+        jobs,
+        outcome,
+        storer=storer,
+        failed=lambda job, error: on_warning(f"{job.key}: not edited, {error.message}; a re-run retries it"),
+        batch_size=settings.batch_size,
+        pipe=pipe,
+        should_stop=should_stop,
+        progress=progress,
+        payload=job_task,
+    )
 
 
 class _PairStorer:
@@ -357,29 +356,3 @@ class _PairStorer:
             extra_images={ImageRole.INPUT: job.seed.image},
         )
         outcome.created += int(created)
-
-
-def _base_params(
-    info: dict[str, Any], model: ModelSource, settings: EditSettings, prompt_set: str
-) -> dict[str, Any]:
-    """Every pair's ``params`` but its seed, prompt and size; ``info`` is ``editor_info(pipe,
-    settings)`` (from this process's editor or the workers')."""
-    return {
-        "editor": model.name,
-        "weights": model.source,
-        "pipeline": info["pipeline"],
-        "mode": info["mode"],
-        "scheduler": info["scheduler"],
-        "strength": info["strength"],
-        "steps": info["steps"],
-        "guidance": info["guidance"],
-        "image_guidance": info["image_guidance"],
-        "prompt_suffix": settings.prompt_suffix,
-        "seed_base": settings.seed_base,
-        "seed_rule": SEED_RULE,
-        "device": settings.device,
-        "dtype": "float16" if settings.device.startswith("cuda") else "float32",
-        "batch_size": settings.batch_size,
-        "prompt_set": prompt_set,
-        "diffusers": info["diffusers"],
-    }

@@ -10,7 +10,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -423,52 +423,56 @@ class GenerationOutcome:
 
 
 def batches_run(
-    executor: Executor,
+    executor: Executor | None,
+    spec: WorkerSpec,
     jobs: Sequence[Any],
     outcome: GenerationOutcome,
     *,
+    storer: Callable[[dict[str, Any]], Callable[[Any, Any], None]],
+    failed: Callable[[Any, ItemError], None],
     batch_size: int,
-    store: Callable[[Any, Any], None],
+    pipe: Any = None,
     should_stop: Callable[[], bool] = lambda: False,
     progress: Callable[[int], Progress] | None = None,
     payload: Callable[[Any], Any] = lambda job: job,
 ) -> GenerationOutcome:
-    """Run ``jobs`` on a started executor, ``store`` each output here, and record in ``outcome``
-    the seconds, whether it was interrupted and the per-worker figures (kept even when the run
-    fails, for the message). Shared by ``generation_run`` and ``editing.edit_run``."""
-    meter = progress(len(jobs)) if progress else None
-    size = max(1, batch_size)
-    batches = (
-        [(index, payload(jobs[index])) for index in range(start, min(start + size, len(jobs)))]
-        for start in range(0, len(jobs), size)
-    )
-    handled = 0
+    """Start ``executor`` (else a ``ThreadExecutor`` using ``pipe`` when given) on ``spec``, run ``jobs`` on
+    it and store each output here with ``storer(what the workers loaded)``; an item the worker could not
+    make goes to ``failed``. Records in ``outcome`` the seconds, whether it was interrupted and the
+    per-worker figures (kept even when the run fails). Shared by ``generation_run`` and ``edit_run``."""
+    with nullcontext(executor) if executor is not None else ThreadExecutor(pipe=pipe) as runner:
+        store = storer(runner.start(spec))
+        meter = progress(len(jobs)) if progress else None
+        size = max(1, batch_size)
+        batches = (
+            [(index, payload(jobs[index])) for index in range(start, min(start + size, len(jobs)))]
+            for start in range(0, len(jobs), size)
+        )
+        handled = 0
 
-    def on_result(result: BatchResult) -> None:
-        nonlocal handled
-        for index, output in zip(result.keys, result.outputs, strict=True):
-            # cast: an executor hands back the keys it was given, here job indexes (``batches``).
-            store(jobs[cast(int, index)], output)
-        handled += len(result.keys)
-        if meter:
-            meter.advance(len(result.keys))
+        def on_result(result: BatchResult) -> None:
+            nonlocal handled
+            for index, output in zip(result.keys, result.outputs, strict=True):
+                # cast: an executor hands back the keys it was given, here job indexes (``batches``).
+                job = jobs[cast(int, index)]
+                if isinstance(output, ItemError):
+                    failed(job, output)
+                else:
+                    store(job, output)
+            handled += len(result.keys)
+            if meter:
+                meter.advance(len(result.keys))
 
-    started = time.perf_counter()
-    try:
-        batches_drive(executor, batches, on_result, should_stop=should_stop)
-    finally:
-        outcome.workers = executor.stats()
-        if meter:
-            meter.close()
+        started = time.perf_counter()
+        try:
+            batches_drive(runner, batches, on_result, should_stop=should_stop)
+        finally:
+            outcome.workers = runner.stats()
+            if meter:
+                meter.close()
     outcome.seconds = time.perf_counter() - started
     outcome.interrupted = handled < len(jobs)
     return outcome
-
-
-def executor_or_local(executor: Executor | None, pipe: Any) -> AbstractContextManager[Executor]:
-    """The command's executor (the command closes it), else a ``ThreadExecutor`` whose worker
-    uses ``pipe`` when given (closed on leaving)."""
-    return nullcontext(executor) if executor is not None else ThreadExecutor(pipe=pipe)
 
 
 def generation_run(
@@ -499,27 +503,31 @@ def generation_run(
     outcome = GenerationOutcome(skipped=skipped)
     if not jobs:
         return outcome
-    with executor_or_local(executor, pipe) as runner:
-        info = runner.start(pipeline_worker_spec("GenerationWorker", model, settings))
-        storer = _Storer(
-            study=study, model=model, base_params=_base_params(info, model, settings, prompt_set)
+
+    def storer(info: dict[str, Any]) -> Callable[[Job, Any], None]:
+        rule = _SEED_RULES[settings.seed_by]
+        params = run_params(
+            "t2i_model", info, model, settings, prompt_set, seed_by=settings.seed_by, seed_rule=rule
+        )
+        stored = _Storer(study=study, model=model, base_params=params)
+        return lambda job, output: stored.store(
+            job, output.png, output.width, output.height, outcome, on_warning
         )
 
-        def store(job: Job, output: Any) -> None:
-            if isinstance(output, ItemError):
-                on_warning(f"{job.source_path}: not generated, {output.message}; a re-run retries it")
-                return
-            storer.store(job, output.png, output.width, output.height, outcome, on_warning)
-
-        return batches_run(
-            runner,
-            jobs,
-            outcome,
-            batch_size=settings.batch_size,
-            store=store,
-            should_stop=should_stop,
-            progress=progress,
-        )
+    return batches_run(
+        executor,
+        pipeline_worker_spec("GenerationWorker", model, settings),
+        jobs,
+        outcome,
+        storer=storer,
+        failed=lambda job, error: on_warning(
+            f"{job.source_path}: not generated, {error.message}; a re-run retries it"
+        ),
+        batch_size=settings.batch_size,
+        pipe=pipe,
+        should_stop=should_stop,
+        progress=progress,
+    )
 
 
 class _Storer:
@@ -579,24 +587,20 @@ _SEED_RULES = {
 }
 
 
-def _base_params(
-    info: dict[str, Any], model: ModelSource, settings: Settings, prompt_set: str
+def run_params(
+    name_key: str, info: dict[str, Any], model: ModelSource, settings: Any, prompt_set: str, **extra: Any
 ) -> dict[str, Any]:
-    """Every item's ``params`` but its seed and size; ``info`` is ``pipeline_info(pipe, settings)``
-    (from this process's pipeline or the workers')."""
+    """Every item's ``params`` but its seed and size: the model under ``name_key``, what the pipeline is and
+    the settings it uses (``info``, from this process's pipeline or the workers'), ``extra`` and the run's
+    settings (a ``Settings`` or an ``EditSettings``)."""
     return {
-        "t2i_model": model.name,
+        name_key: model.name,
         "weights": model.source,
-        "pipeline": info["pipeline"],
-        "scheduler": info["scheduler"],
-        "steps": info["steps"],
-        "guidance": info["guidance"],
+        **info,
+        **extra,
         "seed_base": settings.seed_base,
-        "seed_by": settings.seed_by,
-        "seed_rule": _SEED_RULES[settings.seed_by],
         "device": settings.device,
         "dtype": "float16" if settings.device.startswith("cuda") else "float32",
         "batch_size": settings.batch_size,
         "prompt_set": prompt_set,
-        "diffusers": info["diffusers"],
     }

@@ -219,16 +219,13 @@ class MiVoloDetector(Detector):
             checkpoint, self.device, half=half, use_persons=True, disable_faces=False, verbose=False
         )
 
-    def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
-        self.ensure_loaded()
+    def predict_one(self, image: PILImage) -> DetectorOutput:
         import numpy as np
 
-        outputs = []
-        for image in batch:
-            # MiVOLO works on OpenCV (BGR) arrays.
-            bgr = np.ascontiguousarray(np.asarray(image.convert("RGB"))[:, :, ::-1])
-            detected = self.yolo.predict(bgr)
-            self.model.predict(bgr, detected)
-            subjects = subjects_from_result(detected)
-            outputs.append(decide(subjects, several_ratio=self.several_ratio, min_score=self.min_score))
-        return outputs
+        # MiVOLO works on OpenCV (BGR) arrays.
+        bgr = np.ascontiguousarray(np.asarray(image.convert("RGB"))[:, :, ::-1])
+        detected = self.yolo.predict(bgr)
+        self.model.predict(bgr, detected)
+        return decide(
+            subjects_from_result(detected), several_ratio=self.several_ratio, min_score=self.min_score
+        )
