@@ -137,9 +137,7 @@ class Detector:
     def number_option(
         cls, name: str, value: Any, kind: type[int] | type[float] = float, *, minimum: float = 0
     ) -> Any:
-        """``value`` as an int or float of at least ``minimum``, or DetectorOptionError naming the option.
-        Checked in the constructor, so a bad value fails the run before it starts instead of failing every
-        image."""
+        """``value`` as an int or float of at least ``minimum``, or DetectorOptionError naming the option."""
         try:
             number = float(value)
         except (TypeError, ValueError):
@@ -192,7 +190,5 @@ class Detector:
         raise NotImplementedError
 
     def usage_take(self) -> dict[str, float]:
-        """What the detector spent since the last call, which the run adds to its row:
-        ``requests``, ``cache_hits``, ``prompt_tokens``, ``completion_tokens``, ``cost_usd``
-        (a detector behind a paid API). Most detectors spend none of these: empty."""
+        """What the detector spent since the last call, which the run adds to its row."""
         return {}

@@ -59,9 +59,8 @@ class PredictionImportSummary:
 
 
 def _read_rows(csv_path: Path | str) -> Iterator[tuple[int, dict[str, str]]]:
-    """The rows of the file with their line numbers (the header is line 1), read lazily: a file
-    of a million rows is never held at once. The header needs image, detector and prediction
-    or output; a file that is not UTF-8 CSV raises PredictionImportRejected wherever it breaks."""
+    """The rows of the file with their line numbers (the header is line 1), read lazily: a file of a million
+    rows is never held at once."""
     try:
         with open(csv_path, newline="", encoding="utf-8-sig") as handle:
             reader = csv.DictReader(handle)
@@ -119,9 +118,7 @@ def _image_index(paths: set[str]) -> dict[str, set[_Candidate]]:
 
 
 def _image_index_query(paths: list[str]) -> tuple[str, list[Any]]:
-    """The statement finding the item images imported under ``paths`` → (image id, study slug,
-    path). On PostgreSQL the paths travel as one JSON array joined as a table, which keeps the
-    plan an index look-up per path."""
+    """The statement finding the item images imported under ``paths`` → (image id, study slug, path)."""
     tables = {
         "ii": ItemImage._meta.db_table,
         "i": StudyItem._meta.db_table,
@@ -419,8 +416,8 @@ def predictions_import(
     user: Any = None,
 ) -> PredictionImportSummary:
     """Load predictions made elsewhere, all rows or none (columns: docs/reference/contracts.md; an
-    ``export_predictions --format csv`` file reads back unchanged). A row stored already with the same result
-    is ``unchanged``, with another refused. Raises PredictionImportRejected listing every bad row; ``dry_run``: nothing written."""
+    ``export_predictions --format csv`` file reads back unchanged). Raises PredictionImportRejected listing
+    every bad row."""
     importer = _PredictionsImporter(csv_path, study, version)
     summary = import_run(
         importer,

@@ -205,9 +205,8 @@ def images_edit(
 
 
 class SeedEditor:
-    """A loaded editor and the seed inputs it has resized so far (54 seed photos serve 12,312
-    edits: each is decoded and resized once). The same object edits in ``edit_images``' own
-    process and in a Ray worker, so both make the same bytes from the same task."""
+    """A loaded editor and the seed inputs it has resized so far (54 seed photos serve 12,312 edits: each is
+    decoded and resized once)."""
 
     def __init__(self, pipe: Any, settings: EditSettings, size: int) -> None:
         self.pipe = pipe

@@ -185,9 +185,8 @@ def edit_plan(
     settings: EditSettings,
     shard: tuple[int, int] | None = None,
 ) -> tuple[list[EditJob], int]:
-    """(jobs still to edit, number already stored): every (prompt, seed, index) of this shard,
-    prompt by prompt, minus the keys the study already has for this editor. EditingError when
-    two seeds would share keys (names equal once simplified for a path)."""
+    """(jobs still to edit, number already stored): every (prompt, seed, index) of this shard, prompt by
+    prompt, minus the keys the study already has for this editor."""
     named: dict[str, str] = {}
     for seed in seeds:
         other = named.setdefault(path_part(seed.name), seed.name)

@@ -47,8 +47,7 @@ class GenerationError(Exception):
 @dataclass(frozen=True)
 class PromptSpec:
     """One prompt of a prompt set; ``extra`` holds the set's other columns as (name, value) pairs, in file
-    order (a tuple, so the spec stays hashable). ``folder`` is the sub-folder of ``category/word`` its images
-    go to ("" when the prompt has that category and word to itself)."""
+    order (a tuple, so the spec stays hashable)."""
 
     category: str
     word: str
@@ -210,9 +209,8 @@ def path_part(text: str) -> str:
 
 
 def source_path_for(*, t2i_model: str, category: str, word: str, index: int, folder: str = "") -> str:
-    """``sdxl/profession/taxi_driver/7.png``: the generated item's key and its image's source
-    path, the name exports and manifests use. ``folder`` (a ``PromptSpec.folder``) goes between
-    the word and the index when given."""
+    """``sdxl/profession/taxi_driver/7.png``: the generated item's key and its image's source path, the name
+    exports and manifests use."""
     prompt_part = f"{path_part(folder)}/" if folder else ""
     return f"{path_part(t2i_model)}/{path_part(category)}/{path_part(word)}/{prompt_part}{index}.png"
 
@@ -364,9 +362,7 @@ def pipeline_info(pipe: Any, settings: Settings) -> dict[str, Any]:
 def pipeline_run(
     pipe: Any, *, prompts: Sequence[str], seeds: Sequence[int], options: dict[str, Any], **inputs: Any
 ) -> Any:
-    """One batch through a diffusers pipeline → its result (PIL images). Noise from one CPU
-    ``torch.Generator`` per seed; an option left ``None`` is not passed, so
-    the pipeline uses its own default; ``inputs`` go as they are (an editor's ``image``)."""
+    """One batch through a diffusers pipeline → its result (PIL images)."""
     import torch
 
     generators = [torch.Generator(device="cpu").manual_seed(seed) for seed in seeds]
@@ -396,9 +392,8 @@ def png_bytes(image: Any) -> bytes:
 
 
 def pipeline_worker_spec(worker: str, model: ModelSource, settings: Any) -> WorkerSpec:
-    """How a worker of ``generation/workers.py`` loads its pipeline: the model's source and the
-    settings (a ``Settings`` or an ``EditSettings``), as plain data. The worker is named by its
-    dotted path, so this module never imports the workers' (which import it)."""
+    """How a worker of ``generation/workers.py`` loads its pipeline: the model's source and the settings (a
+    ``Settings`` or an ``EditSettings``), as plain data."""
     return WorkerSpec(
         factory=f"generation.workers.{worker}",
         kwargs={"model": asdict(model), "settings": asdict(settings)},
@@ -437,9 +432,8 @@ def batches_run(
     payload: Callable[[Any], Any] = lambda job: job,
 ) -> GenerationOutcome:
     """Start ``executor`` (else a ``ThreadExecutor`` using ``pipe`` when given) on ``spec``, run ``jobs`` on
-    it and store each output here with ``storer(what the workers loaded)``; an item the worker could not
-    make goes to ``failed``. Records in ``outcome`` the seconds, whether it was interrupted and the
-    per-worker figures (kept even when the run fails). Shared by ``generation_run`` and ``edit_run``."""
+    it and store each output here with ``storer(what the workers loaded)``; an item the worker could not make
+    goes to ``failed``."""
     with nullcontext(executor) if executor is not None else ThreadExecutor(pipe=pipe) as runner:
         store = storer(runner.start(spec))
         meter = progress(len(jobs)) if progress else None

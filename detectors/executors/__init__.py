@@ -4,12 +4,14 @@ built from a ``WorkerSpec``; batches of ``(key, payload)`` items come back as ``
 from __future__ import annotations
 
 import argparse
+import collections
 import importlib
 import queue
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,9 +41,8 @@ class RayMissing(ExecutorError):
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """How to build a worker where it runs: ``import_string(factory)(**kwargs)``. Both parts are picklable
-    plain data, so the spec travels to any process or node; ``label`` names the work in messages (a detector
-    key, a T2I model name)."""
+    """How to build a worker where it runs: ``import_string(factory)(**kwargs)``, both picklable plain data;
+    ``label`` names the work in messages."""
 
     factory: str
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -107,17 +108,13 @@ class WorkerStats:
 
 
 class Executor(ABC):
-    """Runs batches on workers built from one spec. Use as a context manager (``close()`` at exit). The driver
-    keeps up to ``capacity`` batches in flight with ``submit`` and takes them back in completion order with
-    ``next_result``; ``batches_drive`` does exactly that."""
+    """Runs batches on workers built from one spec."""
 
     name: str = ""
 
     @abstractmethod
     def start(self, spec: WorkerSpec) -> dict[str, Any]:
-        """Build and load the workers; returns what ``load()`` said (the same on every worker). Raises what
-        the worker's ``load()`` raised (e.g. ``DetectorUnavailable``) and ``ExecutorError`` when the workers
-        cannot be had."""
+        """Build and load the workers; returns what ``load()`` said (the same on every worker)."""
 
     @property
     @abstractmethod
@@ -211,6 +208,44 @@ class ThreadExecutor(Executor):
         self._todo.put(None)
 
 
+class InlineExecutor(Executor):
+    """``worker`` (loaded already) runs in this thread, when the driver takes a result; a batch's payloads
+    are prepared (images decoded) on other threads from its submission, so the next batch decodes while
+    this one runs. For a worker that must share the driver's thread (its database connection)."""
+
+    name = "local"
+    capacity = 2
+
+    def __init__(self, worker: Any, *, threads: int = 4) -> None:
+        self.worker = worker
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="prepare")
+        self._pending: collections.deque[tuple[tuple[Hashable, ...], list[Future[Any]]]] = collections.deque()
+
+    def start(self, spec: WorkerSpec) -> dict[str, Any]:
+        return {}
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    def submit(self, batch: Sequence[Item]) -> None:
+        keys = tuple(key for key, _ in batch)
+        self._pending.append((keys, [self.pool.submit(self.worker.prepare, payload) for _, payload in batch]))
+
+    def next_result(self) -> BatchResult:
+        keys, futures = self._pending.popleft()
+        prepared = [future.result() for future in futures]
+        started = time.perf_counter()
+        outputs = self.worker.run(keys, prepared)
+        return BatchResult(keys, tuple(outputs), self.name, time.perf_counter() - started)
+
+    def stats(self) -> list[WorkerStats]:
+        return []
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
 def batches_drive(
     executor: Executor,
     batches: Iterator[Sequence[Item]],
@@ -279,8 +314,7 @@ def executor_from_options(
     options: dict[str, Any], *, device: str, log: Callable[[str], None] = lambda text: None
 ) -> Executor | None:
     """The executor a command's options ask for; None for ``--executor local``. Raises ValueError for
-    contradictory options (the command turns it into a CommandError) and ``RayMissing`` without Ray. Ray is
-    imported only here, only for ``--executor ray``."""
+    contradictory options and ``RayMissing`` without Ray (imported only here)."""
     ray_only = ("ray_address", "num_workers", "num_gpus_per_worker")
     if options.get("executor", "local") == "local":
         given = [f"--{name.replace('_', '-')}" for name in ray_only if options.get(name) not in (None, "")]

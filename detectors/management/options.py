@@ -74,9 +74,8 @@ def stoppable_run(
     label: str = "images",
     **kwargs: Any,
 ) -> T:
-    """``run(**kwargs)`` with ``executor`` (started around it), a ``StopFlag`` (Ctrl-C / SIGTERM
-    stop it after the current batch) and a progress meter of ``label`` on ``stderr``; ``errors``
-    become a CommandError with their message."""
+    """``run(**kwargs)`` with ``executor`` (started around it), a ``StopFlag`` (Ctrl-C / SIGTERM stop it after
+    the current batch) and a progress meter of ``label`` on ``stderr``."""
     stream = command_stream(stderr)
     with StopFlag(stream=stream) as stop, executor or nullcontext():
         try:

@@ -1,6 +1,4 @@
-"""BLIP-2 visual question answering as a gender detector: the paper's "BLIP-2" (appendix A). The model answers
-Cho et al.'s question in free text; ``parse_answer`` turns it into a verdict or ``unparseable``, and the raw
-answer is kept in ``detail``. The parsing rule: docs/reference/detector-rules.md."""
+"""BLIP-2 visual question answering as a gender detector: the paper's "BLIP-2" (appendix A)."""
 
 from __future__ import annotations
 
@@ -66,9 +64,7 @@ class Blip2Detector(Detector):
 
     @property
     def version_id(self) -> str:
-        """``1+Salesforce/blip2-opt-2.7b``, or ``1+<folder name>`` for local weights. Known before ``load()``
-        (run_detectors needs it first) and the same on every machine: shards on different GPU hosts mount the
-        weights at different paths, so only the folder's name enters the version."""
+        """``1+Salesforce/blip2-opt-2.7b``, or ``1+<folder name>`` for local weights."""
         value = configured_value(self.key, DEFAULT_WEIGHTS, override=self.weights)
         return f"{self.version}+{weights_label(value)}"
 

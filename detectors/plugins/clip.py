@@ -1,6 +1,4 @@
-"""The three CLIP detectors of the paper (appendix A), sharing one loader and encoder. Weights
-``BIASLAB_CLIP_WEIGHTS`` (default ``openai/clip-vit-large-patch14``), never downloaded. The texts compared,
-the face gate and the thresholds: docs/reference/detector-rules.md."""
+"""The three CLIP detectors of the paper (appendix A), sharing one loader and encoder."""
 
 from __future__ import annotations
 
@@ -115,9 +113,7 @@ class ClipEncoder:
         return ClipSimilarities(self.texts, torch.cat(rows), self._logit_scale)
 
     def image_embeddings(self, images: Sequence[PILImage]) -> torch.Tensor:
-        """(n, dim) L2-normalised image embeddings, float32 on the CPU, ``batch_size`` at a time. For
-        detectors that need the embedding itself (a classifier over CLIP space), not only its similarity to
-        this encoder's texts."""
+        """(n, dim) L2-normalised image embeddings, float32 on the CPU, ``batch_size`` at a time."""
         import torch
 
         rows = [torch.empty((0, self.text_embeddings.shape[1]))]
@@ -140,9 +136,7 @@ class ClipEncoder:
         return self._image_processor(images=chunk, return_tensors="pt")["pixel_values"]
 
     def similarities_of_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
-        """(n, n_texts) cosine similarities for pre-processed pixels, on the encoder's device. Split from
-        ``preprocess`` so a benchmark can time the image encoder alone, and a GPU pipeline can prepare the
-        next batch while this one runs."""
+        """(n, n_texts) cosine similarities for pre-processed pixels, on the encoder's device."""
         import torch
 
         embeddings = self.embeddings_of_pixels(pixels)

@@ -1,6 +1,4 @@
-"""``clip_enhance``: the paper's proposed detector, CLIP-Enhance (Lyu et al. 2025, section 5.1). Per image: the
-face filter, YOLO person boxes (none → ``no_person``; several → ``several_people``), then CLIP on the largest
-person's crop (docs/explanation/model-side.md)."""
+"""``clip_enhance``: the paper's proposed detector, CLIP-Enhance (Lyu et al. 2025, section 5.1)."""
 
 from __future__ import annotations
 

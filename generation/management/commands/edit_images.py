@@ -1,6 +1,4 @@
-"""Edit seed photos with every prompt of a prompt set (BiasPainter) into a pair-change study. A thin wrapper
-around ``generation.editing.edit_run``; usage and options in docs/reference/detectors.md (``edit_images``) and
-the command's ``--help``."""
+"""Edit seed photos with every prompt of a prompt set (BiasPainter) into a pair-change study."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""Generate a study's images from a prompt set with a diffusers text-to-image model. A thin wrapper around
-``generation.generation.generation_run``; usage, seeds and paths in docs/reference/generation.md and the
-command's ``--help``."""
+"""Generate a study's images from a prompt set with a diffusers text-to-image model."""
 
 from __future__ import annotations
 
