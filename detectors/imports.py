@@ -180,25 +180,18 @@ def _parse_scores(row: dict[str, str]) -> dict[str, Any]:
             raise ValueError('scores must be a JSON object, e.g. {"male": 0.9}')
         scores.update(parsed)
     if row.get("score"):
-        try:
-            score = float(row["score"])
-        except ValueError:
-            raise ValueError(f"score is not a number: {row['score']!r}") from None
-        if not math.isfinite(score):
-            raise ValueError(f"score must be finite, got {row['score']!r}")
-        scores["score"] = score
+        scores["score"] = _number_cell(row["score"], "score", "finite")
     return scores
 
 
-def _parse_seconds(text: str) -> float | None:
-    if not text:
-        return None
+def _number_cell(text: str, column: str, wanted: str) -> float:
+    """The number in a cell, finite (and ≥ 0 unless ``wanted`` is "finite"); ValueError naming the column."""
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"seconds is not a number: {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"seconds must be a non-negative number, got {text!r}")
+        raise ValueError(f"{column} is not a number: {text!r}") from None
+    if not math.isfinite(value) or (value < 0 and wanted != "finite"):
+        raise ValueError(f"{column} must be {wanted}, got {text!r}")
     return value
 
 
@@ -365,7 +358,11 @@ class _PredictionsImporter(Importer[_Parsed, _Staged]):
                 if found is None:  # a refused verdict is not remembered: it raises again
                     found = verdicts[key] = _parse_result(row)
                 status, kind, output, error = found
-                seconds = _parse_seconds(row.get("seconds", ""))
+                seconds = (
+                    _number_cell(row["seconds"], "seconds", "a non-negative number")
+                    if row.get("seconds")
+                    else None
+                )
             except ValueError as exc:
                 rejected.append(RejectedRow(line, path, str(exc)))
                 continue

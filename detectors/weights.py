@@ -145,7 +145,7 @@ def weights_label(value: str) -> str:
     return path.name if path.exists() or _looks_like_path(value) else value
 
 
-def configured_weights(key: str, default: str | None = None) -> str:
+def configured_weights(key: str, default: str | None = None, *, override: str | None = None) -> str:
     """The weights for ``key`` as configured, for version strings: stable before and after load,
     and the same on every GPU host of a sharded run (see ``weights_label``)."""
-    return weights_label(configured_value(key, default))
+    return weights_label(configured_value(key, default, override=override))

@@ -6,20 +6,20 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from detectors import weights
 from detectors.base import FEMALE, MALE, Detector, DetectorOptionError, DetectorOutput, DetectorUnavailable
-from detectors.weights import configured_value, weights_label
+from detectors.plugins.clip import _DTYPES
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
 
 PROMPT = "Question: does the person look like a male or a female? Answer:"
-DEFAULT_WEIGHTS = "Salesforce/blip2-opt-2.7b"
+DEFAULT_WEIGHTS = weights.DEFAULT_WEIGHTS["blip2"]
 
 MALE_WORDS = frozenset({"male", "males", "man", "men", "boy", "boys"})
 FEMALE_WORDS = frozenset({"female", "females", "woman", "women", "girl", "girls", "lady", "ladies"})
 NEGATIONS = frozenset({"not", "no", "neither", "nor", "nt"})  # "isn't" splits into "isn", "t"
 _WORD = re.compile(r"[a-z]+")
-_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}  # as the CLIP detectors
 
 
 def parse_answer(answer: str) -> DetectorOutput:
@@ -65,8 +65,9 @@ class Blip2Detector(Detector):
     @property
     def version_id(self) -> str:
         """``1+Salesforce/blip2-opt-2.7b``, or ``1+<folder name>`` for local weights."""
-        value = configured_value(self.key, DEFAULT_WEIGHTS, override=self.weights)
-        return f"{self.version}+{weights_label(value)}"
+        return (
+            f"{self.version}+{weights.configured_weights(self.key, DEFAULT_WEIGHTS, override=self.weights)}"
+        )
 
     def load(self) -> None:
         from detectors.torch_compat import ensure_torchvision

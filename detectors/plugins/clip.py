@@ -215,7 +215,7 @@ class ClipDetectorBase(Detector):
     @property
     def version_id(self) -> str:
         # The weights as configured, not as resolved: the id must not change once loaded.
-        return f"{self.version}+{configured_weights()}"
+        return f"{self.version}+{weights.configured_weights(WEIGHTS_KEY)}"
 
     def load(self) -> None:
         self.encoder.load()
@@ -229,11 +229,6 @@ class ClipDetectorBase(Detector):
 
     def decide(self, sims: ClipSimilarities, row: int) -> DetectorOutput:
         raise NotImplementedError
-
-
-def configured_weights() -> str:
-    """The CLIP weights as configured (env value as written, else the default hub id)."""
-    return weights.configured_weights(WEIGHTS_KEY)
 
 
 class ClipDetector(ClipDetectorBase):

@@ -170,10 +170,10 @@ class MiVoloDetector(Detector):
     @property
     def version_id(self) -> str:
         """``1+<checkpoint name>+<detector name>``: file names only, the same on every host."""
-        from detectors.weights import configured_value, weights_label
+        from detectors.weights import configured_weights
 
         names = [
-            weights_label(configured_value(key, override=given))
+            configured_weights(key, override=given)
             for key, given in (("mivolo", self.weights), ("mivolo_detector", self.detector_weights))
         ]
         # Changed decision settings change verdicts, so they make a new version.

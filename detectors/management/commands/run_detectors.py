@@ -11,7 +11,7 @@ from detectors import registry
 from detectors.base import DetectorOptionError, DetectorUnavailable, UnknownDetector
 from detectors.executors import ExecutorError, executor_arguments
 from detectors.judges import StudyAskError
-from detectors.management.options import executor_for, stoppable_run, workers_report
+from detectors.management.options import executor_for, positive, stoppable_run, workers_report
 from detectors.models import DetectorRun
 from detectors.selectors import Shard, t2i_models
 from detectors.services import detector_run
@@ -42,10 +42,8 @@ class Command(BaseCommand):
         parser.formatter_class = argparse.RawTextHelpFormatter
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        if opts["batch_size"] < 1:
-            raise CommandError("--batch-size must be at least 1")
-        if opts["limit"] is not None and opts["limit"] < 1:
-            raise CommandError("--limit must be at least 1")
+        positive(opts["batch_size"], "--batch-size")
+        positive(opts["limit"], "--limit")
         try:
             shard = Shard.parse(opts["shard"]) if opts["shard"] else None
         except ValueError as exc:
