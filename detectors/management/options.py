@@ -65,6 +65,20 @@ def workers_report(stdout: OutputWrapper, workers: Iterable[WorkerStats], label:
         stdout.write("  " + worker.line(label))
 
 
+def outcome_report(
+    stdout: OutputWrapper, outcome: Any, *, nothing: str, done: str, label: str = "images"
+) -> None:
+    """A generation run's last lines: ``Nothing to do: {nothing}``, or ``Done: {done}`` (``Interrupted``) with
+    its speed, then the workers' lines."""
+    if outcome.created == 0 and not outcome.interrupted and not outcome.duplicates:
+        stdout.write(f"Nothing to do: {nothing}")
+        return
+    speed = outcome.images_per_second
+    state = "Interrupted" if outcome.interrupted else "Done"
+    stdout.write(f"{state}: {done}" + (f", {speed:.3f} {label}/s." if speed else "."))
+    workers_report(stdout, outcome.workers, label)
+
+
 def stoppable_run(
     run: Callable[..., T],
     *,

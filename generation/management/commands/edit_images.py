@@ -9,11 +9,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from detectors.executors import ExecutorError
 from detectors.management.options import (
     executor_for,
+    outcome_report,
     pipeline_arguments,
     positive,
     run_settings,
     stoppable_run,
-    workers_report,
 )
 from detectors.selectors import Shard
 from generation.edit_pipeline import EDITORS, MITIGATION_SUFFIX, EditSettings, editor_resolve
@@ -104,17 +104,12 @@ class Command(BaseCommand):
             send_images=opts["send_images"],
         )
         where = f" (shard {shard})" if shard else ""
-        if outcome.created == 0 and not outcome.interrupted:
-            self.stdout.write(
-                f"Nothing to do: all {outcome.skipped} pairs of {model.name}{where} are already in "
-                f"study {study.slug}."
-            )
-            return
-        speed = outcome.images_per_second
-        state = "Interrupted" if outcome.interrupted else "Done"
-        self.stdout.write(
-            f"{state}: {outcome.created} pairs of {model.name}{where} stored in study {study.slug} "
+        outcome_report(
+            self.stdout,
+            outcome,
+            nothing=f"all {outcome.skipped} pairs of {model.name}{where} are already in study {study.slug}.",
+            done=f"{outcome.created} pairs of {model.name}{where} stored in study {study.slug} "
             f"({len(seeds)} seeds x {len(prompts)} prompts x {settings.per_pair}), "
-            f"{outcome.skipped} already there" + (f", {speed:.3f} pairs/s." if speed else ".")
+            f"{outcome.skipped} already there",
+            label="pairs",
         )
-        workers_report(self.stdout, outcome.workers, "pairs")
