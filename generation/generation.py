@@ -334,27 +334,29 @@ def pipeline_load(model: ModelSource, *, device: str) -> Any:
     return pipe
 
 
-def call_default(pipe: Any, name: str) -> Any:
+def call_default(pipe: Any, name: str, given: Any = None) -> Any:
+    """``given``, else the default of the pipeline's ``name`` argument (None when it has none)."""
+    if given is not None:
+        return given
     param = inspect.signature(pipe.__call__).parameters.get(name)
     return None if param is None or param.default is inspect.Parameter.empty else param.default
 
 
-def effective_settings(pipe: Any, settings: Settings) -> dict[str, Any]:
-    """The values the pipeline will actually use, for Item.params."""
-    steps = settings.steps if settings.steps is not None else call_default(pipe, "num_inference_steps")
-    guidance = settings.guidance if settings.guidance is not None else call_default(pipe, "guidance_scale")
-    return {"steps": steps, "guidance": guidance}
-
-
-def pipeline_info(pipe: Any, settings: Settings) -> dict[str, Any]:
-    """What the pipeline is and the settings it will use, for every item's ``params`` (a Ray
-    worker returns it from ``load()``, so the driver records what the workers run)."""
+def pipeline_info(pipe: Any, settings: Settings | None = None, **used: Any) -> dict[str, Any]:
+    """What the pipeline is and the settings it will use (``used``, else a ``Settings``' steps and guidance),
+    for every item's ``params``: a Ray worker returns it from ``load()``, so the driver records what the
+    workers run."""
     import diffusers
 
+    if settings is not None:
+        used = {
+            "steps": call_default(pipe, "num_inference_steps", settings.steps),
+            "guidance": call_default(pipe, "guidance_scale", settings.guidance),
+        }
     return {
         "pipeline": type(pipe).__name__,
         "scheduler": type(getattr(pipe, "scheduler", None)).__name__,
-        **effective_settings(pipe, settings),
+        **used,
         "diffusers": diffusers.__version__,
     }
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -104,22 +104,24 @@ class ClipEncoder:
 
     def similarities(self, images: Sequence[PILImage]) -> ClipSimilarities:
         """Cosine similarity of each image to each text, images encoded ``batch_size`` at a time."""
-        import torch
-
-        rows = [torch.empty((0, len(self.texts)))]
-        for start in range(0, len(images), self.batch_size):
-            pixels = self.preprocess(images[start : start + self.batch_size])
-            rows.append(self.similarities_of_pixels(pixels).float().cpu())
-        return ClipSimilarities(self.texts, torch.cat(rows), self._logit_scale)
+        cosine = self._batched(
+            images, lambda pixels: self.similarities_of_pixels(pixels).float(), len(self.texts)
+        )
+        return ClipSimilarities(self.texts, cosine, self._logit_scale)
 
     def image_embeddings(self, images: Sequence[PILImage]) -> torch.Tensor:
         """(n, dim) L2-normalised image embeddings, float32 on the CPU, ``batch_size`` at a time."""
+        return self._batched(images, self.embeddings_of_pixels, self.text_embeddings.shape[1])
+
+    def _batched(
+        self, images: Sequence[PILImage], encode: Callable[[torch.Tensor], torch.Tensor], width: int
+    ) -> torch.Tensor:
+        """``encode`` of the pre-processed ``images``, ``batch_size`` at a time, as one (n, width) CPU tensor."""
         import torch
 
-        rows = [torch.empty((0, self.text_embeddings.shape[1]))]
+        rows = [torch.empty((0, width))]
         for start in range(0, len(images), self.batch_size):
-            pixels = self.preprocess(images[start : start + self.batch_size])
-            rows.append(self.embeddings_of_pixels(pixels).cpu())
+            rows.append(encode(self.preprocess(images[start : start + self.batch_size])).cpu())
         return torch.cat(rows)
 
     @property
