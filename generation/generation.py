@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from detectors.base import DetectorUnavailable
-from detectors.executors import BatchResult, ItemError, ThreadExecutor, WorkerSpec, batches_drive
+from detectors.executors import BatchResult, InlineExecutor, ItemError, WorkerSpec, batches_drive
 from studies.progress import Progress
 from studies.protocols import protocol_spec
 
@@ -433,10 +433,10 @@ def batches_run(
     progress: Callable[[int], Progress] | None = None,
     payload: Callable[[Any], Any] = lambda job: job,
 ) -> GenerationOutcome:
-    """Start ``executor`` (else a ``ThreadExecutor`` using ``pipe`` when given) on ``spec``, run ``jobs`` on
+    """Start ``executor`` (else an ``InlineExecutor`` using ``pipe`` when given) on ``spec``, run ``jobs`` on
     it and store each output here with ``storer(what the workers loaded)``; an item the worker could not make
     goes to ``failed``."""
-    with nullcontext(executor) if executor is not None else ThreadExecutor(pipe=pipe) as runner:
+    with nullcontext(executor) if executor is not None else InlineExecutor(pipe=pipe) as runner:
         store = storer(runner.start(spec))
         meter = progress(len(jobs)) if progress else None
         size = max(1, batch_size)

@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 import collections
 import importlib
-import queue
-import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -150,79 +148,26 @@ class Executor(ABC):
         self.close()
 
 
-class ThreadExecutor(Executor):
-    """One worker in this process, on a daemon thread: the driver stores a batch while the next is
-    made. ``extra`` joins the spec's kwargs (what need not travel: a pipeline loaded already)."""
-
-    name = "local"
-
-    def __init__(self, **extra: Any) -> None:
-        self.extra = extra
-        self.worker: Any = None
-        self._todo: queue.Queue[list[Item] | None] = queue.Queue()
-        self._done: queue.Queue[BatchResult | BaseException] = queue.Queue()
-        self._in_flight = 0
-
-    def start(self, spec: WorkerSpec) -> dict[str, Any]:
-        self.worker = WorkerSpec(spec.factory, {**spec.kwargs, **self.extra}).build()
-        info = self.worker.load()
-        threading.Thread(target=self._serve, name=f"{spec.label}-worker", daemon=True).start()
-        return info
-
-    def _serve(self) -> None:
-        while (batch := self._todo.get()) is not None:
-            started = time.perf_counter()
-            keys = tuple(key for key, _ in batch)
-            try:
-                outputs = self.worker.run(keys, [self.worker.prepare(payload) for _, payload in batch])
-                self._done.put(BatchResult(keys, tuple(outputs), self.name, time.perf_counter() - started))
-            except BaseException as exc:  # re-raised in the driver by next_result
-                self._done.put(exc)
-
-    @property
-    def capacity(self) -> int:
-        return 2
-
-    @property
-    def in_flight(self) -> int:
-        return self._in_flight
-
-    def submit(self, batch: Sequence[Item]) -> None:
-        self._in_flight += 1
-        self._todo.put(list(batch))
-
-    def next_result(self) -> BatchResult:
-        result = self._done.get()
-        self._in_flight -= 1
-        if isinstance(result, BaseException):
-            raise result
-        return result
-
-    def stats(self) -> list[WorkerStats]:
-        return []
-
-    def close(self) -> None:
-        """Drop the batches not started; the thread ends after the one in hand, unwaited."""
-        with self._todo.mutex:
-            self._todo.queue.clear()
-        self._todo.put(None)
-
-
 class InlineExecutor(Executor):
-    """``worker`` (loaded already) runs in this thread, when the driver takes a result; a batch's payloads
-    are prepared (images decoded) on other threads from its submission, so the next batch decodes while
-    this one runs. For a worker that must share the driver's thread (its database connection)."""
+    """One worker in this process, run in this thread when the driver takes a result: ``worker`` (loaded
+    already), else one built from the spec with ``extra`` joining its kwargs (what need not travel: a
+    pipeline loaded already). A batch's payloads are prepared (images decoded) on other threads from its
+    submission, so the next batch decodes while this one runs."""
 
     name = "local"
     capacity = 2
 
-    def __init__(self, worker: Any, *, threads: int = 4) -> None:
+    def __init__(self, worker: Any = None, *, threads: int = 4, **extra: Any) -> None:
         self.worker = worker
+        self.extra = extra
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="prepare")
         self._pending: collections.deque[tuple[tuple[Hashable, ...], list[Future[Any]]]] = collections.deque()
 
     def start(self, spec: WorkerSpec) -> dict[str, Any]:
-        return {}
+        if self.worker is not None:
+            return {}
+        self.worker = WorkerSpec(spec.factory, {**spec.kwargs, **self.extra}).build()
+        return self.worker.load()
 
     @property
     def in_flight(self) -> int:
