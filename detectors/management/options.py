@@ -17,16 +17,28 @@ from detectors.executors import (
     executor_arguments,
     executor_from_options,
 )
+from detectors.selectors import Shard
 from studies.progress import Progress, StopFlag, command_stream
 
 T = TypeVar("T")
 S = TypeVar("S")
 
 
-def positive(value: float | None, flag: str, *, integer: bool = True) -> None:
-    """CommandError unless ``value`` is unset, at least 1 (``integer``) or at least 0."""
-    if value is not None and (value < 1 if integer else value < 0):
-        raise CommandError(f"{flag} must be {'at least 1' if integer else 'zero or more'}")
+def positive(opts: dict[str, Any], *names: str, integer: bool = True) -> None:
+    """CommandError unless each option of ``names`` is unset, at least 1 (``integer``) or at least 0."""
+    for name in names:
+        value = opts[name]
+        if value is not None and (value < 1 if integer else value < 0):
+            flag = "--" + name.replace("_", "-")
+            raise CommandError(f"{flag} must be {'at least 1' if integer else 'zero or more'}")
+
+
+def shard_option(opts: dict[str, Any]) -> Shard | None:
+    """``--shard i/n`` as a ``Shard`` (None when not given), or a CommandError saying what is wrong."""
+    try:
+        return Shard.parse(opts["shard"]) if opts["shard"] else None
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def pipeline_arguments(parser: CommandParser, *, send_images: bool = False) -> None:

@@ -13,9 +13,9 @@ from detectors.management.options import (
     pipeline_arguments,
     positive,
     run_settings,
+    shard_option,
     stoppable_run,
 )
-from detectors.selectors import Shard
 from generation.edit_pipeline import EDITORS, MITIGATION_SUFFIX, EditSettings, editor_resolve
 from generation.editing import edit_run, seeds_from_folder, seeds_from_study, study_check
 from generation.generation import GenerationError, prompt_set_load
@@ -59,16 +59,11 @@ class Command(BaseCommand):
         pipeline_arguments(parser, send_images=True)
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        for flag in ("batch_size", "steps", "size", "per_pair", "limit_prompts"):
-            positive(opts[flag], "--" + flag.replace("_", "-"))
-        for flag in ("guidance", "image_guidance"):
-            positive(opts[flag], "--" + flag.replace("_", "-"), integer=False)
+        positive(opts, "batch_size", "steps", "size", "per_pair", "limit_prompts")
+        positive(opts, "guidance", "image_guidance", integer=False)
         if opts["strength"] is not None and not 0 < opts["strength"] <= 1:
             raise CommandError("--strength must be in (0, 1]")
-        try:
-            shard = Shard.parse(opts["shard"]) if opts["shard"] else None
-        except ValueError as exc:
-            raise CommandError(str(exc)) from None
+        shard = shard_option(opts)
         # Before any seed is imported: without Ray, or with contradictory options, nothing is written.
         executor = executor_for(opts, stderr=self.stderr)
         study = study_from_options(opts)

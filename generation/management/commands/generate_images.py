@@ -61,8 +61,7 @@ class Command(BaseCommand):
         pipeline_arguments(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        for flag in ("per_prompt", "batch_size", "steps", "height", "width", "limit_prompts"):
-            positive(opts[flag], "--" + flag.replace("_", "-"))
+        positive(opts, "per_prompt", "batch_size", "steps", "height", "width", "limit_prompts")
         executor = executor_for(opts, stderr=self.stderr)
         study = study_from_options(opts)
         try:
