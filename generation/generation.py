@@ -270,30 +270,23 @@ def generation_plan(
     return jobs, skipped
 
 
-def question_keys_check(*, study: Study, prompts: Sequence[PromptSpec]) -> None:
-    """Raise GenerationError when the study's protocol would have an item ask a question the
-    study does not have (``ProtocolSpec.item_question_keys`` of the prompt's metadata), before
-    anything is generated."""
+def prompts_check(*, study: Study, prompts: Sequence[PromptSpec]) -> None:
+    """Raise GenerationError, before anything is generated, naming the first prompt whose item would ask a
+    question the study does not have (``ProtocolSpec.item_question_keys``) or whose metadata the study's
+    protocol refuses (``ProtocolSpec.validate_metadata``, the check ``import_images`` makes per row)."""
     from studies.models import Question
 
-    hook = protocol_spec(study.protocol).item_question_keys
+    spec_of_protocol = protocol_spec(study.protocol)
     known = set(Question.objects.filter(study=study).values_list("key", flat=True))
     for spec in prompts:
-        unknown = [key for key in hook(spec.metadata) if key not in known]
+        unknown = [key for key in spec_of_protocol.item_question_keys(spec.metadata) if key not in known]
         if unknown:
             raise GenerationError(
                 f"prompt {spec.text!r} would ask question {unknown[0]!r}, which study {study.slug} does "
                 f"not have (its questions: {', '.join(sorted(known)) or 'none'})."
             )
-
-
-def prompt_metadata_check(*, study: Study, prompts: Sequence[PromptSpec]) -> None:
-    """Raise GenerationError naming the first prompt whose metadata the study's protocol refuses
-    (``ProtocolSpec.validate_metadata``, the check ``import_images`` makes per manifest row; e.g.
-    an objects study needs each prompt's gender), before anything is generated."""
-    check = protocol_spec(study.protocol).validate_metadata
     for spec in prompts:
-        problem = check(spec.metadata)
+        problem = spec_of_protocol.validate_metadata(spec.metadata)
         if problem:
             raise GenerationError(
                 f"prompt {spec.text!r}: {problem} (study {study.slug}, {study.protocol} protocol)."
@@ -486,8 +479,7 @@ def generation_run(
     executor: Executor | None = None,
 ) -> GenerationOutcome:
     """Generate and store every missing image; returns counts. ``pipe`` is loaded when not given."""
-    question_keys_check(study=study, prompts=prompts)
-    prompt_metadata_check(study=study, prompts=prompts)
+    prompts_check(study=study, prompts=prompts)
     jobs, skipped = generation_plan(
         study=study,
         t2i_model=model.name,
