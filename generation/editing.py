@@ -21,6 +21,7 @@ from generation.generation import (
     batches_run,
     path_part,
     pipeline_worker_spec,
+    prompt_cache,
     run_params,
 )
 from studies.imports.images import (
@@ -28,10 +29,9 @@ from studies.imports.images import (
     image_file_get_or_create,
     image_file_validate,
     item_image_store,
-    prompt_get_or_create,
 )
 from studies.imports.manifest_rows import InvalidManifestRow, PathOutsideRoot, manifest_path_resolve
-from studies.models import Image, ImageRole, Item, ItemImage, Prompt, Study
+from studies.models import Image, ImageRole, Item, ItemImage, Study
 from studies.progress import Progress
 from studies.protocols import protocol_spec
 
@@ -288,8 +288,41 @@ def edit_run(
             input_size=size,
             seeds=seeds_source,
         )
-        stored = _PairStorer(study=study, model=model, settings=settings, base_params=params)
-        return lambda job, edited: stored.store(job, edited, outcome)
+        prompt = prompt_cache(study)
+        suffix = settings.prompt_suffix
+
+        def store(job: EditJob, edited: Edited) -> None:
+            text, spec = job.prompt(suffix), job.spec
+            pair_params = {
+                **params,
+                "seed": job.noise_seed,
+                "prompt": text,
+                "seed_sha256": job.seed.image.sha256,
+                "height": edited.height,
+                "width": edited.width,
+            }
+            if edited.nsfw is not None:
+                # The checker blacks out what it flags; the analysis must know this is no edit.
+                pair_params["nsfw_flagged"] = edited.nsfw
+            metadata = {**spec.metadata, **job.seed.metadata, "seed_key": job.seed.name}
+            if suffix:
+                metadata["prompt_suffix"] = suffix
+            _, created = item_image_store(
+                study=study,
+                data=edited.png,
+                key=job.key,
+                role=ImageRole.OUTPUT,
+                prompt=prompt(spec.category, spec.word, text),
+                t2i_model=model.name,
+                seed=job.noise_seed,
+                index=job.index,
+                params=pair_params,
+                metadata=metadata,
+                extra_images={ImageRole.INPUT: job.seed.image},
+            )
+            outcome.created += int(created)
+
+        return store
 
     return batches_run(
         executor,
@@ -304,54 +337,3 @@ def edit_run(
         progress=progress,
         payload=job_task,
     )
-
-
-class _PairStorer:
-    """Stores each edit as a pair item (main thread only: it uses the database)."""
-
-    def __init__(
-        self, *, study: Study, model: ModelSource, settings: EditSettings, base_params: dict[str, Any]
-    ) -> None:
-        self.study = study
-        self.model = model
-        self.settings = settings
-        self.base_params = base_params
-        self.prompts: dict[tuple[str, str, str], Prompt] = {}
-
-    def store(self, job: EditJob, edited: Edited, outcome: GenerationOutcome) -> None:
-        """Store one edit (made here or by a Ray worker) as the job's pair item."""
-        text = job.prompt(self.settings.prompt_suffix)
-        spec = job.spec
-        prompt_key = (spec.category, spec.word, text)
-        if prompt_key not in self.prompts:
-            self.prompts[prompt_key] = prompt_get_or_create(
-                study=self.study, category=spec.category, word=spec.word, text=text
-            )
-        params = {
-            **self.base_params,
-            "seed": job.noise_seed,
-            "prompt": text,
-            "seed_sha256": job.seed.image.sha256,
-            "height": edited.height,
-            "width": edited.width,
-        }
-        if edited.nsfw is not None:
-            # The checker blacks out what it flags; the analysis must know this is no edit.
-            params["nsfw_flagged"] = edited.nsfw
-        metadata = {**spec.metadata, **job.seed.metadata, "seed_key": job.seed.name}
-        if self.settings.prompt_suffix:
-            metadata["prompt_suffix"] = self.settings.prompt_suffix
-        _, created = item_image_store(
-            study=self.study,
-            data=edited.png,
-            key=job.key,
-            role=ImageRole.OUTPUT,
-            prompt=self.prompts[prompt_key],
-            t2i_model=self.model.name,
-            seed=job.noise_seed,
-            index=job.index,
-            params=params,
-            metadata=metadata,
-            extra_images={ImageRole.INPUT: job.seed.image},
-        )
-        outcome.created += int(created)

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -493,14 +494,39 @@ def generation_run(
         return outcome
 
     def storer(info: dict[str, Any]) -> Callable[[Job, Any], None]:
+        from studies.imports.images import item_image_store
+        from studies.imports.manifest_rows import DuplicateImage
+
         rule = _SEED_RULES[settings.seed_by]
         params = run_params(
             "t2i_model", info, model, settings, prompt_set, seed_by=settings.seed_by, seed_rule=rule
         )
-        stored = _Storer(study=study, model=model, base_params=params)
-        return lambda job, output: stored.store(
-            job, output.png, output.width, output.height, outcome, on_warning
-        )
+        prompt = prompt_cache(study)
+
+        def store(job: Job, output: Any) -> None:
+            spec = job.spec
+            try:
+                # One item per image, keyed by its path, with one ItemImage (role image); the file is
+                # stored once by content hash, so the same seed in another study reuses it.
+                _, created = item_image_store(
+                    study=study,
+                    data=output.png,
+                    key=job.source_path,
+                    prompt=prompt(spec.category, spec.word, spec.text),
+                    t2i_model=model.name,
+                    seed=job.seed,
+                    index=job.index,
+                    params={**params, "seed": job.seed, "height": output.height, "width": output.width},
+                    metadata=spec.metadata,
+                )
+            except DuplicateImage as exc:
+                # Byte-identical output for two seeds (a degenerate model): keep the first.
+                outcome.duplicates += 1
+                on_warning(f"{job.source_path}: not stored, {exc}")
+                return
+            outcome.created += int(created)
+
+        return store
 
     return batches_run(
         executor,
@@ -518,55 +544,16 @@ def generation_run(
     )
 
 
-class _Storer:
-    """Stores generated images as items of the study through ``studies.ingest`` (main thread
-    only: it uses the database)."""
+def prompt_cache(study: Study) -> Callable[[str, str, str], Prompt]:
+    """``prompt_get_or_create(category, word, text)`` in ``study``, each prompt read once (main thread only:
+    it uses the database)."""
+    from studies.imports.images import prompt_get_or_create
 
-    def __init__(self, *, study: Study, model: ModelSource, base_params: dict[str, Any]) -> None:
-        self.study = study
-        self.model = model
-        self.base_params = base_params
-        self.prompts: dict[PromptSpec, Prompt] = {}
+    @cache
+    def prompt(category: str, word: str, text: str) -> Prompt:
+        return prompt_get_or_create(study=study, category=category, word=word, text=text)
 
-    def store(
-        self,
-        job: Job,
-        data: bytes,
-        width: int,
-        height: int,
-        outcome: GenerationOutcome,
-        on_warning: Callable[[str], None],
-    ) -> None:
-        """Store one image's PNG bytes (generated here, or by a Ray worker) as the job's item."""
-        from studies.imports.images import item_image_store, prompt_get_or_create
-        from studies.imports.manifest_rows import DuplicateImage
-
-        spec = job.spec
-        if spec not in self.prompts:
-            self.prompts[spec] = prompt_get_or_create(
-                study=self.study, category=spec.category, word=spec.word, text=spec.text
-            )
-        params = {**self.base_params, "seed": job.seed, "height": height, "width": width}
-        try:
-            # One item per image, keyed by its path, with one ItemImage (role image); the file is
-            # stored once by content hash, so the same seed in another study reuses it.
-            _, created = item_image_store(
-                study=self.study,
-                data=data,
-                key=job.source_path,
-                prompt=self.prompts[spec],
-                t2i_model=self.model.name,
-                seed=job.seed,
-                index=job.index,
-                params=params,
-                metadata=spec.metadata,
-            )
-        except DuplicateImage as exc:
-            # Byte-identical output for two seeds (a degenerate model): keep the first.
-            outcome.duplicates += 1
-            on_warning(f"{job.source_path}: not stored, {exc}")
-            return
-        outcome.created += int(created)
+    return prompt
 
 
 _SEED_RULES = {
