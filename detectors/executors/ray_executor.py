@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from detectors.executors import (
+from detectors.executors.base import (
     BatchResult,
     Executor,
     ExecutorError,

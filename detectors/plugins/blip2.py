@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from detectors import weights
 from detectors.base import FEMALE, MALE, Detector, DetectorOptionError, DetectorOutput, DetectorUnavailable
-from detectors.plugins.clip import _DTYPES
+from detectors.plugins.clip import DTYPES
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
@@ -55,10 +55,10 @@ class Blip2Detector(Detector):
         super().__init__(device=device, **options)
         self.weights = weights  # overrides the environment (tests, notebooks)
         self.max_new_tokens = self.number_option("max_new_tokens", max_new_tokens, int, minimum=1)
-        if dtype is not None and dtype not in _DTYPES and dtype not in _DTYPES.values():
-            raise DetectorOptionError(f"blip2's dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+        if dtype is not None and dtype not in DTYPES and dtype not in DTYPES.values():
+            raise DetectorOptionError(f"blip2's dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         # None: float16 on CUDA, float32 elsewhere (chosen in load()).
-        self.dtype_name = _DTYPES.get(dtype, dtype) if dtype is not None else None
+        self.dtype_name = DTYPES.get(dtype, dtype) if dtype is not None else None
         self.processor: Any = None
         self.model: Any = None
 

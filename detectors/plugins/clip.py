@@ -31,7 +31,7 @@ WEIGHTS_WHAT = "a local folder holding the CLIPModel and CLIPProcessor files of 
 
 PROB_THRESHOLD = 0.9  # clip_prob: winning probability below this → low_confidence
 
-_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 #: The options of every detector built on ClipEncoder (``Detector.option_help``).
 CLIP_OPTIONS: dict[str, str] = {
@@ -174,9 +174,9 @@ def _normalised(features: torch.Tensor) -> torch.Tensor:
 def _dtype_name(device: str, requested: str) -> str:
     if not str(device).startswith("cuda"):
         return "float32"  # half precision on CPU is slower and less exact
-    if requested and requested not in _DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {requested!r}")
-    return _DTYPES[requested or "bf16"]
+    if requested and requested not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {requested!r}")
+    return DTYPES[requested or "bf16"]
 
 
 def clip_encoder(detector: Detector, texts: Sequence[str]) -> ClipEncoder:
