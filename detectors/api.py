@@ -1,6 +1,5 @@
 """REST API of the model side, for researchers: predictions of image files (filterable by detector, version,
-T2I model, study) and detector runs. One view per action with explicit serializers, described for the OpenAPI
-schema; annotators and outsiders get 403, a method an endpoint lacks 405 (``config.api``)."""
+T2I model, study) and detector runs."""
 
 from __future__ import annotations
 

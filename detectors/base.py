@@ -137,9 +137,7 @@ class Detector:
     def number_option(
         cls, name: str, value: Any, kind: type[int] | type[float] = float, *, minimum: float = 0
     ) -> Any:
-        """``value`` as an int or float of at least ``minimum``, or DetectorOptionError naming the option.
-        Checked in the constructor, so a bad value fails the run before it starts instead of failing every
-        image."""
+        """``value`` as an int or float of at least ``minimum``, or DetectorOptionError naming the option."""
         try:
             number = float(value)
         except (TypeError, ValueError):
@@ -183,10 +181,14 @@ class Detector:
             self._loaded = True
 
     def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
+        """One output per image, in order: the weights loaded, then ``predict_one`` on each image. A
+        detector that gains from batching overrides this instead."""
+        self.ensure_loaded()
+        return [self.predict_one(image) for image in batch]
+
+    def predict_one(self, image: PILImage) -> DetectorOutput:
         raise NotImplementedError
 
     def usage_take(self) -> dict[str, float]:
-        """What the detector spent since the last call, which the run adds to its row:
-        ``requests``, ``cache_hits``, ``prompt_tokens``, ``completion_tokens``, ``cost_usd``
-        (a detector behind a paid API). Most detectors spend none of these: empty."""
+        """What the detector spent since the last call, which the run adds to its row."""
         return {}

@@ -59,9 +59,8 @@ class PredictionImportSummary:
 
 
 def _read_rows(csv_path: Path | str) -> Iterator[tuple[int, dict[str, str]]]:
-    """The rows of the file with their line numbers (the header is line 1), read lazily: a file
-    of a million rows is never held at once. The header needs image, detector and prediction
-    or output; a file that is not UTF-8 CSV raises PredictionImportRejected wherever it breaks."""
+    """The rows of the file with their line numbers (the header is line 1), read lazily: a file of a million
+    rows is never held at once."""
     try:
         with open(csv_path, newline="", encoding="utf-8-sig") as handle:
             reader = csv.DictReader(handle)
@@ -119,9 +118,7 @@ def _image_index(paths: set[str]) -> dict[str, set[_Candidate]]:
 
 
 def _image_index_query(paths: list[str]) -> tuple[str, list[Any]]:
-    """The statement finding the item images imported under ``paths`` → (image id, study slug,
-    path). On PostgreSQL the paths travel as one JSON array joined as a table, which keeps the
-    plan an index look-up per path."""
+    """The statement finding the item images imported under ``paths`` → (image id, study slug, path)."""
     tables = {
         "ii": ItemImage._meta.db_table,
         "i": StudyItem._meta.db_table,
@@ -183,25 +180,18 @@ def _parse_scores(row: dict[str, str]) -> dict[str, Any]:
             raise ValueError('scores must be a JSON object, e.g. {"male": 0.9}')
         scores.update(parsed)
     if row.get("score"):
-        try:
-            score = float(row["score"])
-        except ValueError:
-            raise ValueError(f"score is not a number: {row['score']!r}") from None
-        if not math.isfinite(score):
-            raise ValueError(f"score must be finite, got {row['score']!r}")
-        scores["score"] = score
+        scores["score"] = _number_cell(row["score"], "score", "finite")
     return scores
 
 
-def _parse_seconds(text: str) -> float | None:
-    if not text:
-        return None
+def _number_cell(text: str, column: str, wanted: str) -> float:
+    """The number in a cell, finite (and ≥ 0 unless ``wanted`` is "finite"); ValueError naming the column."""
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"seconds is not a number: {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"seconds must be a non-negative number, got {text!r}")
+        raise ValueError(f"{column} is not a number: {text!r}") from None
+    if not math.isfinite(value) or (value < 0 and wanted != "finite"):
+        raise ValueError(f"{column} must be {wanted}, got {text!r}")
     return value
 
 
@@ -368,7 +358,11 @@ class _PredictionsImporter(Importer[_Parsed, _Staged]):
                 if found is None:  # a refused verdict is not remembered: it raises again
                     found = verdicts[key] = _parse_result(row)
                 status, kind, output, error = found
-                seconds = _parse_seconds(row.get("seconds", ""))
+                seconds = (
+                    _number_cell(row["seconds"], "seconds", "a non-negative number")
+                    if row.get("seconds")
+                    else None
+                )
             except ValueError as exc:
                 rejected.append(RejectedRow(line, path, str(exc)))
                 continue
@@ -419,8 +413,8 @@ def predictions_import(
     user: Any = None,
 ) -> PredictionImportSummary:
     """Load predictions made elsewhere, all rows or none (columns: docs/reference/contracts.md; an
-    ``export_predictions --format csv`` file reads back unchanged). A row stored already with the same result
-    is ``unchanged``, with another refused. Raises PredictionImportRejected listing every bad row; ``dry_run``: nothing written."""
+    ``export_predictions --format csv`` file reads back unchanged). Raises PredictionImportRejected listing
+    every bad row."""
     importer = _PredictionsImporter(csv_path, study, version)
     summary = import_run(
         importer,

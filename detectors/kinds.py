@@ -181,9 +181,7 @@ def filtered_of(output: Any) -> dict[str, str]:
 
 
 def validate_attributes(output: Any) -> dict[str, Any]:
-    """A score per attribute question → ``{scores: {question key: float}[, meta: {…}]}``. ``meta`` (optional)
-    is a JSON object about how the scores were made, kept as given (e.g. a classifier ensemble's seeds); an
-    empty one is not stored. Raises OutputInvalid."""
+    """A score per attribute question → ``{scores: {question key: float}[, meta: {…}]}``."""
     output = _object(output, "output")
     _no_unknown_fields(output, ("scores", "meta"), "")
     if "scores" not in output:
@@ -285,9 +283,8 @@ BOX_SLACK_PX = 1.0
 
 
 def objects_inside_image(output: Mapping[str, Any], width: int, height: int) -> None:
-    """Raise OutputInvalid naming the first box of a (validated) objects output that lies outside
-    a ``width`` x ``height`` image (a box outside the image is a per-row error). Only
-    the stored image knows its size, so this runs where the output meets its image."""
+    """Raise OutputInvalid naming the first box of a (validated) objects output that lies outside a ``width``
+    x ``height`` image (a box outside the image is a per-row error)."""
     for n, instance in enumerate(output.get("objects", [])):
         x0, y0, x1, y1 = instance["box"]
         if min(x0, y0) < -BOX_SLACK_PX or x1 > width + BOX_SLACK_PX or y1 > height + BOX_SLACK_PX:
@@ -318,9 +315,7 @@ def _resolve(entry: Any) -> Any:
 
 @cache
 def _protocol_kinds() -> tuple[dict[str, str], dict[str, str]]:
-    """The kinds the registered protocols define: (kind -> validator path, kind -> check path),
-    read from their specs, again after the registry changes (a protocol registered at run time
-    brings its kinds); a kind defined twice is a configuration error naming both."""
+    """The kinds the registered protocols define."""
     validators: dict[str, str] = {}
     checks: dict[str, str] = {}
     owner: dict[str, str] = {}
@@ -375,9 +370,8 @@ KINDS: Collection[str] = VALIDATORS
 
 
 def validatable_here(kind: str) -> bool:
-    """Whether this process can validate ``kind``: a built-in kind always, a protocol's kind only
-    where Django's app registry is loaded. A Ray worker has none (it never reaches Django): the
-    outputs of a protocol's kind it makes are validated by the driver that stores them."""
+    """Whether this process can validate ``kind``: a built-in kind always, a protocol's kind only where
+    Django's app registry is loaded."""
     return kind in _BUILT_IN or apps.ready
 
 

@@ -1,6 +1,4 @@
-"""Detector names → dotted paths, imported on first use. An explicit mapping (no discovery by
-``__subclasses__()``): reading this file tells you every detector BiasLab knows. Nothing heavy (torch, dlib,
-ultralytics) is imported until ``get()``."""
+"""Detector names → dotted paths, imported on first use."""
 
 from __future__ import annotations
 

@@ -27,9 +27,7 @@ def detector_worker_spec(detector: Detector) -> WorkerSpec:
 
 
 def detector_executor_start(*, executor: Executor, detector: Detector) -> None:
-    """Start the workers and check they load the version this process will store under. A worker node with
-    other packages or other weights would otherwise store its predictions under this process's version string.
-    Raises the worker's DetectorUnavailable, or ExecutorError for a version mismatch."""
+    """Start the workers and check they load the version this process will store under."""
     info = executor.start(detector_worker_spec(detector))
     if info.get("version") != detector.version_id:
         raise ExecutorError(

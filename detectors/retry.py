@@ -1,6 +1,4 @@
-"""Retries shared by the detectors that call a remote API (Face++, an OpenAI-compatible judge). Exponential
-backoff with "equal jitter" between attempts, and the server's ``Retry-After`` read as seconds or as an HTTP
-date. Pure: no Django, no network."""
+"""Retries shared by the detectors that call a remote API (Face++, an OpenAI-compatible judge)."""
 
 from __future__ import annotations
 
@@ -54,9 +52,7 @@ def with_retries(
 
 
 def backoff_delay(attempt: int, *, base: float, cap: float, rng: random.Random) -> float:
-    """Delay before retry number ``attempt`` (1-based): exponential, capped, "equal jitter". Half of the
-    exponential step is kept so retries never hammer the server, the other half is random so parallel workers
-    spread out."""
+    """Delay before retry number ``attempt`` (1-based): exponential, capped, "equal jitter"."""
     step = min(cap, base * 2 ** (attempt - 1))
     return step / 2 + rng.uniform(0, step / 2)
 

@@ -22,9 +22,7 @@ _SWITCH = threading.Lock()
 
 
 def trusted_digests() -> frozenset[str]:
-    """The SHA-256 digests in ``BIASLAB_TRUSTED_WEIGHTS_SHA256`` (read at call time). Raises
-    ``DetectorUnavailable`` naming the variable for an entry that is not 64 hex digits, rather than trusting
-    nothing (or something) silently."""
+    """The SHA-256 digests in ``BIASLAB_TRUSTED_WEIGHTS_SHA256`` (read at call time)."""
     entries = [e.strip().lower() for e in os.environ.get(TRUST_VAR, "").split(",") if e.strip()]
     bad = [e for e in entries if not _SHA256.match(e)]
     if bad:

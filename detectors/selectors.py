@@ -59,9 +59,8 @@ def _item_images(*, study: Study | None = None, t2i_model: str = "") -> QuerySet
 def images_in_scope(
     *, study: Study | None = None, t2i_model: str = "", shard: Shard | None = None
 ) -> QuerySet[Image]:
-    """The image files a detector run covers: those of the items of a study (or of every study)
-    and one T2I model (or all), in one shard, by id. Each file once, however many items use it
-    (every role: a pair's seed photo and its edit are both in scope)."""
+    """The image files a detector run covers: those of the items of a study (or of every study) and one T2I
+    model (or all), in one shard, by id."""
     links = _item_images(study=study, t2i_model=t2i_model).filter(image=OuterRef("pk"))
     images = Image.objects.filter(Exists(links))
     if shard is not None and shard.count > 1:

@@ -7,7 +7,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -17,19 +17,19 @@ from django.db import transaction
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
-from PIL import Image as PILImage
 
 from detectors.base import Detector, DetectorOutput, DetectorUnavailable
 from detectors.executors import (
     BatchResult,
     Executor,
     ExecutorError,
+    InlineExecutor,
     Item,
     ItemError,
     WorkerStats,
     batches_drive,
 )
-from detectors.executors.workers import AskedImage, Predicted, error_text, image_open, outputs_predict
+from detectors.executors.workers import AskedImage, DetectorWorker, Predicted, error_text
 from detectors.judges.questions import image_question_keys, study_ask
 from detectors.kinds import (
     KIND_GENDER,
@@ -120,9 +120,8 @@ def _checked(record: PredictionRecord) -> tuple[str, dict[str, Any], str]:
 def prediction_store(
     *, detector: str, version: str, records: Sequence[PredictionRecord], run: DetectorRun | None = None
 ) -> StoreResult:
-    """Store a batch of predictions of image files in one transaction; files predicted already by
-    (detector, version) are left alone (conflicts ignored at the database). Every ok output is
-    validated first: OutputInvalid (naming field and file) stores nothing. Returns the counts."""
+    """Store a batch of predictions of image files in one transaction; files predicted already by (detector,
+    version) are left alone. An invalid ok output raises OutputInvalid (naming field and file): nothing stored."""
     detector_name_check(detector)
     checked = [_checked(record) for record in records]
     with transaction.atomic():
@@ -168,32 +167,6 @@ def detector_run_finish(*, run: DetectorRun, status: str, error: str = "") -> De
 
 #: Threads decoding the next batch while the detector works on the current one.
 DECODE_THREADS = min(4, os.cpu_count() or 1)
-
-#: An opened image, or the error text that stopped it from opening.
-Opened = PILImage.Image | str
-
-
-def _open_or_error(image: Image) -> Opened:
-    return image_open(Path(settings.MEDIA_ROOT) / image.file)
-
-
-def _open_async(pool: ThreadPoolExecutor, images: Sequence[Image]) -> list[Future[Opened]]:
-    """Start decoding a batch on the pool's threads (Pillow releases the GIL while decoding)."""
-    return [pool.submit(_open_or_error, image) for image in images]
-
-
-def _predict_batch(
-    detector: Detector,
-    images: Sequence[Image],
-    opened: Sequence[Opened],
-    questions: Sequence[tuple[str, ...]] | None = None,
-) -> list[PredictionRecord]:
-    """Predict one decoded batch; every image file gets exactly one record, ok or failed."""
-    outcomes = outputs_predict(detector, opened, questions)
-    return [
-        _record(detector, image.pk, outcome, size=(image.width, image.height))
-        for image, outcome in zip(images, outcomes, strict=True)
-    ]
 
 
 def _record(
@@ -304,24 +277,34 @@ def detector_run(
         n_skipped=in_scope - n_pending,
     )
     try:
-        if executor is None:
+        if executor is None:  # the detector runs in this thread, as loaded here
             detector.ensure_loaded()
+            worker = DetectorWorker(detector_class="", options={})
+            worker.detector = detector
+            runner: Executor = InlineExecutor(worker, threads=DECODE_THREADS)
         else:  # --executor ray: the workers load the detector; this process never does
             detector_executor_start(executor=executor, detector=detector)
+            runner = executor
     except BaseException as exc:  # unavailable weights, or workers that cannot be had
         error = str(exc) if isinstance(exc, DetectorUnavailable) else error_text(exc)
         detector_run_finish(run=run, status=RunStatus.FAILED, error=error)
         raise
     meter = progress(n_total) if progress else None
-    loop: dict[str, Any] = dict(
-        run=run, detector=detector, study=study, pending=pending, batch_size=batch_size,
-        n_total=n_total, should_stop=should_stop, meter=meter,
-    )  # fmt: skip
     try:
-        if executor is None:
-            status = _run_batches(**loop)
-        else:
-            status = _run_batches_remote(**loop, executor=executor, send_images=send_images)
+        with runner if executor is None else nullcontext(runner):
+            status = _run_batches(
+                executor=runner,
+                run=run,
+                detector=detector,
+                study=study,
+                pending=pending,
+                batch_size=batch_size,
+                n_total=n_total,
+                should_stop=should_stop,
+                meter=meter,
+                send_images=send_images,
+                wall_clock=executor is not None,
+            )
     except BaseException as exc:  # a crash (or a second Ctrl-C) must not leave a "running" row
         detector_run_finish(run=run, status=RunStatus.FAILED, error=error_text(exc))
         raise
@@ -349,41 +332,6 @@ def _questions_of(
     return [keys.get(image.pk, ()) for image in images]
 
 
-def _run_batches(
-    *,
-    run: DetectorRun,
-    detector: Detector,
-    study: Study | None,
-    pending: QuerySet[Image],
-    batch_size: int,
-    n_total: int,
-    should_stop: Callable[[], bool],
-    meter: Progress | None,
-) -> str:
-    """Predict batch k while batch k+1 is read and decoded on other threads."""
-    processed = 0
-    batches = _pending_batches(pending, batch_size, n_total)
-    with ThreadPoolExecutor(max_workers=DECODE_THREADS, thread_name_prefix="decode") as pool:
-        batch = next(batches, [])
-        futures = _open_async(pool, batch)
-        while batch:
-            if should_stop():
-                return RunStatus.INTERRUPTED
-            opened = [future.result() for future in futures]
-            upcoming = next(batches, [])
-            next_futures = _open_async(pool, upcoming)
-            started = time.perf_counter()
-            records = _predict_batch(detector, batch, opened, _questions_of(detector, study, batch))
-            batch_store(
-                run=run, records=records, seconds=time.perf_counter() - started, usage=detector.usage_take()
-            )
-            processed += len(batch)
-            if meter:
-                meter.advance(len(batch))
-            batch, futures = upcoming, next_futures
-    return RunStatus.INTERRUPTED if should_stop() and processed < n_total else RunStatus.FINISHED
-
-
 def _pending_batches(pending: QuerySet[Image], batch_size: int, n_total: int) -> Iterator[list[Image]]:
     """At most ``n_total`` of ``pending`` in batches by id: keyset pagination over the live
     pending set (restart-safe, never overlapping)."""
@@ -398,7 +346,7 @@ def _pending_batches(pending: QuerySet[Image], batch_size: int, n_total: int) ->
         yield images
 
 
-def _run_batches_remote(
+def _run_batches(
     *,
     executor: Executor,
     detector: Detector,
@@ -410,10 +358,11 @@ def _run_batches_remote(
     should_stop: Callable[[], bool],
     meter: Progress | None,
     send_images: bool = False,
+    wall_clock: bool = True,
 ) -> str:
-    """Predict ``pending`` (at most ``n_total`` files) on the executor's workers, each output
-    checked and validated here before it is stored (``_record``); → run status. The run's
-    ``seconds`` is wall time, so its images/s is the whole pool's."""
+    """Predict ``pending`` (at most ``n_total`` files) on the executor's workers, each output checked and
+    validated here before it is stored (``_record``); → run status. Batch k+1 is read and decoded while
+    batch k is predicted."""
     media = Path(settings.MEDIA_ROOT).resolve()
     state = {"stored": 0, "clock": time.perf_counter()}
     # (width, height) of the files in flight: an objects box is checked against its image here.
@@ -434,8 +383,10 @@ def _run_batches_remote(
             _record(detector, cast(int, key), output, size=sizes.pop(cast(int, key), None))
             for key, output in zip(result.keys, result.outputs, strict=True)
         ]
+        # Wall time on a pool of workers (its images/s is the whole pool's), else the detector's own.
         now = time.perf_counter()
-        batch_store(run=run, records=records, seconds=now - state["clock"])
+        seconds = now - state["clock"] if wall_clock else result.seconds
+        batch_store(run=run, records=records, seconds=seconds, usage=detector.usage_take())
         state["clock"] = now
         state["stored"] += len(records)
         if meter:
@@ -458,9 +409,7 @@ def batch_store(
     seconds: float,
     usage: dict[str, float] | None = None,
 ) -> StoreResult:
-    """Store one batch's predictions and advance the run's counters, in one transaction;
-    ``usage`` (``Detector.usage_take``) adds what the batch spent: requests, cache hits, tokens
-    and ``cost_usd``."""
+    """Store one batch's predictions and advance the run's counters, in one transaction."""
     spent: dict[str, Any] = {
         name: F(name) + int(usage[name]) for name in USAGE_COUNTERS if usage and usage.get(name)
     }

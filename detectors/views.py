@@ -1,6 +1,4 @@
-"""Researchers' screen of the model side: detector runs (status, counts, speed) and prediction totals. The
-runs table is a named partial; while any run is still running it polls itself every few seconds with htmx, and
-the view answers an htmx request with the partial alone."""
+"""Researchers' screen of the model side: detector runs (status, counts, speed) and prediction totals."""
 
 from __future__ import annotations
 

@@ -64,9 +64,8 @@ def resolve_weights(
 
 
 def configured_value(key: str, default: str | None = None, *, override: str | None = None) -> str:
-    """The weights as configured, unchecked: ``override`` (a detector's ``weights`` option), else
-    ``BIASLAB_<KEY>_WEIGHTS``, else ``default``, else ``DEFAULT_WEIGHTS[key]``, else ``""``. One order for
-    loading and for version strings, so a version always names what was loaded."""
+    """The weights as configured, unchecked: ``override``, else ``BIASLAB_<KEY>_WEIGHTS``, else ``default``,
+    else ``DEFAULT_WEIGHTS[key]``, else ``""`` (one order for loading and for version strings)."""
     return (
         str(override or "").strip()
         or os.environ.get(weights_env_var(key), "").strip()
@@ -146,7 +145,7 @@ def weights_label(value: str) -> str:
     return path.name if path.exists() or _looks_like_path(value) else value
 
 
-def configured_weights(key: str, default: str | None = None) -> str:
+def configured_weights(key: str, default: str | None = None, *, override: str | None = None) -> str:
     """The weights for ``key`` as configured, for version strings: stable before and after load,
     and the same on every GPU host of a sharded run (see ``weights_label``)."""
-    return weights_label(configured_value(key, default))
+    return weights_label(configured_value(key, default, override=override))

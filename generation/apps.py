@@ -4,9 +4,8 @@ from django.apps import AppConfig
 
 
 class GenerationConfig(AppConfig):
-    """Making a study's images: ``generate_images`` (text-to-image) and ``edit_images`` (seed
-    photo + prompt → edited photo). It owns no table: what it makes is stored as the study's
-    items and images (``studies.imports.images.item_image_store``)."""
+    """Making a study's images: ``generate_images`` (text-to-image) and ``edit_images`` (seed photo + prompt →
+    edited photo)."""
 
     name = "generation"
     verbose_name = "Image generation and editing"

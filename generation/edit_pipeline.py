@@ -14,6 +14,7 @@ from generation.generation import (
     GenerationError,
     ModelSource,
     call_default,
+    pipeline_info,
     pipeline_load,
     pipeline_run,
     png_bytes,
@@ -107,22 +108,6 @@ def edit_mode(pipe: Any) -> str:
     return PIX2PIX if "InstructPix2Pix" in type(pipe).__name__ else IMG2IMG
 
 
-def effective_edit_settings(pipe: Any, settings: EditSettings) -> dict[str, Any]:
-    """strength, steps, guidance and image_guidance as the pipeline will use them (``None``
-    where a setting does not apply to this kind of editor)."""
-    mode = edit_mode(pipe)
-
-    def value(given: Any, name: str) -> Any:
-        return given if given is not None else call_default(pipe, name)
-
-    return {
-        "strength": value(settings.strength, "strength") if mode == IMG2IMG else None,
-        "steps": value(settings.steps, "num_inference_steps"),
-        "guidance": value(settings.guidance, "guidance_scale"),
-        "image_guidance": value(settings.image_guidance, "image_guidance_scale") if mode == PIX2PIX else None,
-    }
-
-
 def settings_check(pipe: Any, settings: EditSettings) -> None:
     """EditingError for a setting this kind of editor has no use for (strength on
     InstructPix2Pix, image guidance on img2img): silently ignoring it would mislabel a run."""
@@ -134,17 +119,19 @@ def settings_check(pipe: Any, settings: EditSettings) -> None:
 
 
 def editor_info(pipe: Any, settings: EditSettings) -> dict[str, Any]:
-    """What the editor is and the settings it will use, for every pair's ``params`` (a Ray
-    worker returns it from ``load()``, so the driver records what the workers run)."""
-    import diffusers
-
-    return {
-        "pipeline": type(pipe).__name__,
-        "mode": edit_mode(pipe),
-        "scheduler": type(getattr(pipe, "scheduler", None)).__name__,
-        **effective_edit_settings(pipe, settings),
-        "diffusers": diffusers.__version__,
-    }
+    """``pipeline_info`` of an editor: its mode, and strength, steps, guidance and image_guidance as it will
+    use them (``None`` where a setting does not apply to this kind of editor)."""
+    mode = edit_mode(pipe)
+    return pipeline_info(
+        pipe,
+        mode=mode,
+        strength=call_default(pipe, "strength", settings.strength) if mode == IMG2IMG else None,
+        steps=call_default(pipe, "num_inference_steps", settings.steps),
+        guidance=call_default(pipe, "guidance_scale", settings.guidance),
+        image_guidance=(
+            call_default(pipe, "image_guidance_scale", settings.image_guidance) if mode == PIX2PIX else None
+        ),
+    )
 
 
 # --- tasks ---------------------------------------------------------------------------------------
@@ -205,9 +192,8 @@ def images_edit(
 
 
 class SeedEditor:
-    """A loaded editor and the seed inputs it has resized so far (54 seed photos serve 12,312
-    edits: each is decoded and resized once). The same object edits in ``edit_images``' own
-    process and in a Ray worker, so both make the same bytes from the same task."""
+    """A loaded editor and the seed inputs it has resized so far (54 seed photos serve 12,312 edits: each is
+    decoded and resized once)."""
 
     def __init__(self, pipe: Any, settings: EditSettings, size: int) -> None:
         self.pipe = pipe

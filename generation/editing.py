@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from detectors.executors import ItemError, WorkerSpec
+from detectors.executors import WorkerSpec
 from detectors.executors.workers import ImageBytes
 from detectors.remote import image_payload
 from generation.edit_pipeline import SEED_RULE, EditingError, EditSettings, EditTask, edit_seed, input_size
@@ -19,19 +19,19 @@ from generation.generation import (
     ModelSource,
     PromptSpec,
     batches_run,
-    executor_or_local,
     path_part,
     pipeline_worker_spec,
+    prompt_cache,
+    run_params,
 )
 from studies.imports.images import (
     ImageRejected,
     image_file_get_or_create,
     image_file_validate,
     item_image_store,
-    prompt_get_or_create,
 )
 from studies.imports.manifest_rows import InvalidManifestRow, PathOutsideRoot, manifest_path_resolve
-from studies.models import Image, ImageRole, Item, ItemImage, Prompt, Study
+from studies.models import Image, ImageRole, Item, ItemImage, Study
 from studies.progress import Progress
 from studies.protocols import protocol_spec
 
@@ -185,9 +185,8 @@ def edit_plan(
     settings: EditSettings,
     shard: tuple[int, int] | None = None,
 ) -> tuple[list[EditJob], int]:
-    """(jobs still to edit, number already stored): every (prompt, seed, index) of this shard,
-    prompt by prompt, minus the keys the study already has for this editor. EditingError when
-    two seeds would share keys (names equal once simplified for a path)."""
+    """(jobs still to edit, number already stored): every (prompt, seed, index) of this shard, prompt by
+    prompt, minus the keys the study already has for this editor."""
     named: dict[str, str] = {}
     for seed in seeds:
         other = named.setdefault(path_part(seed.name), seed.name)
@@ -277,109 +276,64 @@ def edit_run(
     def job_task(job: EditJob) -> EditTask:
         return job.task(settings.prompt_suffix, sources[job.seed.image.sha256])
 
-    with executor_or_local(executor, pipe) as runner:
-        info = runner.start(edit_worker_spec(model, settings))
-        storer = _PairStorer(
-            study=study,
-            model=model,
-            settings=settings,
-            base_params={
-                **_base_params(info, model, settings, prompt_set),
-                "input_size": size,
-                "seeds": seeds_source,
-            },
+    def storer(info: dict[str, Any]) -> Callable[[EditJob, Any], None]:
+        params = run_params(
+            "editor",
+            info,
+            model,
+            settings,
+            prompt_set,
+            prompt_suffix=settings.prompt_suffix,
+            seed_rule=SEED_RULE,
+            input_size=size,
+            seeds=seeds_source,
         )
+        prompt = prompt_cache(study)
+        suffix = settings.prompt_suffix
 
-        def store(job: EditJob, edited: Any) -> None:
-            if isinstance(edited, ItemError):
-                on_warning(f"{job.key}: not edited, {edited.message}; a re-run retries it")
-                return
-            storer.store(job, edited, outcome)
-
-        return batches_run(
-            runner,
-            jobs,
-            outcome,
-            batch_size=settings.batch_size,
-            store=store,
-            should_stop=should_stop,
-            progress=progress,
-            payload=job_task,
-        )
-
-
-class _PairStorer:
-    """Stores each edit as a pair item (main thread only: it uses the database)."""
-
-    def __init__(
-        self, *, study: Study, model: ModelSource, settings: EditSettings, base_params: dict[str, Any]
-    ) -> None:
-        self.study = study
-        self.model = model
-        self.settings = settings
-        self.base_params = base_params
-        self.prompts: dict[tuple[str, str, str], Prompt] = {}
-
-    def store(self, job: EditJob, edited: Edited, outcome: GenerationOutcome) -> None:
-        """Store one edit (made here or by a Ray worker) as the job's pair item."""
-        text = job.prompt(self.settings.prompt_suffix)
-        spec = job.spec
-        prompt_key = (spec.category, spec.word, text)
-        if prompt_key not in self.prompts:
-            self.prompts[prompt_key] = prompt_get_or_create(
-                study=self.study, category=spec.category, word=spec.word, text=text
+        def store(job: EditJob, edited: Edited) -> None:
+            text, spec = job.prompt(suffix), job.spec
+            pair_params = {
+                **params,
+                "seed": job.noise_seed,
+                "prompt": text,
+                "seed_sha256": job.seed.image.sha256,
+                "height": edited.height,
+                "width": edited.width,
+            }
+            if edited.nsfw is not None:
+                # The checker blacks out what it flags; the analysis must know this is no edit.
+                pair_params["nsfw_flagged"] = edited.nsfw
+            metadata = {**spec.metadata, **job.seed.metadata, "seed_key": job.seed.name}
+            if suffix:
+                metadata["prompt_suffix"] = suffix
+            _, created = item_image_store(
+                study=study,
+                data=edited.png,
+                key=job.key,
+                role=ImageRole.OUTPUT,
+                prompt=prompt(spec.category, spec.word, text),
+                t2i_model=model.name,
+                seed=job.noise_seed,
+                index=job.index,
+                params=pair_params,
+                metadata=metadata,
+                extra_images={ImageRole.INPUT: job.seed.image},
             )
-        params = {
-            **self.base_params,
-            "seed": job.noise_seed,
-            "prompt": text,
-            "seed_sha256": job.seed.image.sha256,
-            "height": edited.height,
-            "width": edited.width,
-        }
-        if edited.nsfw is not None:
-            # The checker blacks out what it flags; the analysis must know this is no edit.
-            params["nsfw_flagged"] = edited.nsfw
-        metadata = {**spec.metadata, **job.seed.metadata, "seed_key": job.seed.name}
-        if self.settings.prompt_suffix:
-            metadata["prompt_suffix"] = self.settings.prompt_suffix
-        _, created = item_image_store(
-            study=self.study,
-            data=edited.png,
-            key=job.key,
-            role=ImageRole.OUTPUT,
-            prompt=self.prompts[prompt_key],
-            t2i_model=self.model.name,
-            seed=job.noise_seed,
-            index=job.index,
-            params=params,
-            metadata=metadata,
-            extra_images={ImageRole.INPUT: job.seed.image},
-        )
-        outcome.created += int(created)
+            outcome.created += int(created)
 
+        return store
 
-def _base_params(
-    info: dict[str, Any], model: ModelSource, settings: EditSettings, prompt_set: str
-) -> dict[str, Any]:
-    """Every pair's ``params`` but its seed, prompt and size; ``info`` is ``editor_info(pipe,
-    settings)`` (from this process's editor or the workers')."""
-    return {
-        "editor": model.name,
-        "weights": model.source,
-        "pipeline": info["pipeline"],
-        "mode": info["mode"],
-        "scheduler": info["scheduler"],
-        "strength": info["strength"],
-        "steps": info["steps"],
-        "guidance": info["guidance"],
-        "image_guidance": info["image_guidance"],
-        "prompt_suffix": settings.prompt_suffix,
-        "seed_base": settings.seed_base,
-        "seed_rule": SEED_RULE,
-        "device": settings.device,
-        "dtype": "float16" if settings.device.startswith("cuda") else "float32",
-        "batch_size": settings.batch_size,
-        "prompt_set": prompt_set,
-        "diffusers": info["diffusers"],
-    }
+    return batches_run(
+        executor,
+        edit_worker_spec(model, settings),
+        jobs,
+        outcome,
+        storer=storer,
+        failed=lambda job, error: on_warning(f"{job.key}: not edited, {error.message}; a re-run retries it"),
+        batch_size=settings.batch_size,
+        pipe=pipe,
+        should_stop=should_stop,
+        progress=progress,
+        payload=job_task,
+    )

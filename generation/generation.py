@@ -10,13 +10,14 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from detectors.base import DetectorUnavailable
-from detectors.executors import BatchResult, ItemError, ThreadExecutor, WorkerSpec, batches_drive
+from detectors.executors import BatchResult, InlineExecutor, ItemError, WorkerSpec, batches_drive
 from studies.progress import Progress
 from studies.protocols import protocol_spec
 
@@ -47,8 +48,7 @@ class GenerationError(Exception):
 @dataclass(frozen=True)
 class PromptSpec:
     """One prompt of a prompt set; ``extra`` holds the set's other columns as (name, value) pairs, in file
-    order (a tuple, so the spec stays hashable). ``folder`` is the sub-folder of ``category/word`` its images
-    go to ("" when the prompt has that category and word to itself)."""
+    order (a tuple, so the spec stays hashable)."""
 
     category: str
     word: str
@@ -210,9 +210,8 @@ def path_part(text: str) -> str:
 
 
 def source_path_for(*, t2i_model: str, category: str, word: str, index: int, folder: str = "") -> str:
-    """``sdxl/profession/taxi_driver/7.png``: the generated item's key and its image's source
-    path, the name exports and manifests use. ``folder`` (a ``PromptSpec.folder``) goes between
-    the word and the index when given."""
+    """``sdxl/profession/taxi_driver/7.png``: the generated item's key and its image's source path, the name
+    exports and manifests use."""
     prompt_part = f"{path_part(folder)}/" if folder else ""
     return f"{path_part(t2i_model)}/{path_part(category)}/{path_part(word)}/{prompt_part}{index}.png"
 
@@ -272,30 +271,23 @@ def generation_plan(
     return jobs, skipped
 
 
-def question_keys_check(*, study: Study, prompts: Sequence[PromptSpec]) -> None:
-    """Raise GenerationError when the study's protocol would have an item ask a question the
-    study does not have (``ProtocolSpec.item_question_keys`` of the prompt's metadata), before
-    anything is generated."""
+def prompts_check(*, study: Study, prompts: Sequence[PromptSpec]) -> None:
+    """Raise GenerationError, before anything is generated, naming the first prompt whose item would ask a
+    question the study does not have (``ProtocolSpec.item_question_keys``) or whose metadata the study's
+    protocol refuses (``ProtocolSpec.validate_metadata``, the check ``import_images`` makes per row)."""
     from studies.models import Question
 
-    hook = protocol_spec(study.protocol).item_question_keys
+    spec_of_protocol = protocol_spec(study.protocol)
     known = set(Question.objects.filter(study=study).values_list("key", flat=True))
     for spec in prompts:
-        unknown = [key for key in hook(spec.metadata) if key not in known]
+        unknown = [key for key in spec_of_protocol.item_question_keys(spec.metadata) if key not in known]
         if unknown:
             raise GenerationError(
                 f"prompt {spec.text!r} would ask question {unknown[0]!r}, which study {study.slug} does "
                 f"not have (its questions: {', '.join(sorted(known)) or 'none'})."
             )
-
-
-def prompt_metadata_check(*, study: Study, prompts: Sequence[PromptSpec]) -> None:
-    """Raise GenerationError naming the first prompt whose metadata the study's protocol refuses
-    (``ProtocolSpec.validate_metadata``, the check ``import_images`` makes per manifest row; e.g.
-    an objects study needs each prompt's gender), before anything is generated."""
-    check = protocol_spec(study.protocol).validate_metadata
     for spec in prompts:
-        problem = check(spec.metadata)
+        problem = spec_of_protocol.validate_metadata(spec.metadata)
         if problem:
             raise GenerationError(
                 f"prompt {spec.text!r}: {problem} (study {study.slug}, {study.protocol} protocol)."
@@ -336,27 +328,29 @@ def pipeline_load(model: ModelSource, *, device: str) -> Any:
     return pipe
 
 
-def call_default(pipe: Any, name: str) -> Any:
+def call_default(pipe: Any, name: str, given: Any = None) -> Any:
+    """``given``, else the default of the pipeline's ``name`` argument (None when it has none)."""
+    if given is not None:
+        return given
     param = inspect.signature(pipe.__call__).parameters.get(name)
     return None if param is None or param.default is inspect.Parameter.empty else param.default
 
 
-def effective_settings(pipe: Any, settings: Settings) -> dict[str, Any]:
-    """The values the pipeline will actually use, for Item.params."""
-    steps = settings.steps if settings.steps is not None else call_default(pipe, "num_inference_steps")
-    guidance = settings.guidance if settings.guidance is not None else call_default(pipe, "guidance_scale")
-    return {"steps": steps, "guidance": guidance}
-
-
-def pipeline_info(pipe: Any, settings: Settings) -> dict[str, Any]:
-    """What the pipeline is and the settings it will use, for every item's ``params`` (a Ray
-    worker returns it from ``load()``, so the driver records what the workers run)."""
+def pipeline_info(pipe: Any, settings: Settings | None = None, **used: Any) -> dict[str, Any]:
+    """What the pipeline is and the settings it will use (``used``, else a ``Settings``' steps and guidance),
+    for every item's ``params``: a Ray worker returns it from ``load()``, so the driver records what the
+    workers run."""
     import diffusers
 
+    if settings is not None:
+        used = {
+            "steps": call_default(pipe, "num_inference_steps", settings.steps),
+            "guidance": call_default(pipe, "guidance_scale", settings.guidance),
+        }
     return {
         "pipeline": type(pipe).__name__,
         "scheduler": type(getattr(pipe, "scheduler", None)).__name__,
-        **effective_settings(pipe, settings),
+        **used,
         "diffusers": diffusers.__version__,
     }
 
@@ -364,9 +358,7 @@ def pipeline_info(pipe: Any, settings: Settings) -> dict[str, Any]:
 def pipeline_run(
     pipe: Any, *, prompts: Sequence[str], seeds: Sequence[int], options: dict[str, Any], **inputs: Any
 ) -> Any:
-    """One batch through a diffusers pipeline → its result (PIL images). Noise from one CPU
-    ``torch.Generator`` per seed; an option left ``None`` is not passed, so
-    the pipeline uses its own default; ``inputs`` go as they are (an editor's ``image``)."""
+    """One batch through a diffusers pipeline → its result (PIL images)."""
     import torch
 
     generators = [torch.Generator(device="cpu").manual_seed(seed) for seed in seeds]
@@ -396,9 +388,8 @@ def png_bytes(image: Any) -> bytes:
 
 
 def pipeline_worker_spec(worker: str, model: ModelSource, settings: Any) -> WorkerSpec:
-    """How a worker of ``generation/workers.py`` loads its pipeline: the model's source and the
-    settings (a ``Settings`` or an ``EditSettings``), as plain data. The worker is named by its
-    dotted path, so this module never imports the workers' (which import it)."""
+    """How a worker of ``generation/workers.py`` loads its pipeline: the model's source and the settings (a
+    ``Settings`` or an ``EditSettings``), as plain data."""
     return WorkerSpec(
         factory=f"generation.workers.{worker}",
         kwargs={"model": asdict(model), "settings": asdict(settings)},
@@ -423,52 +414,55 @@ class GenerationOutcome:
 
 
 def batches_run(
-    executor: Executor,
+    executor: Executor | None,
+    spec: WorkerSpec,
     jobs: Sequence[Any],
     outcome: GenerationOutcome,
     *,
+    storer: Callable[[dict[str, Any]], Callable[[Any, Any], None]],
+    failed: Callable[[Any, ItemError], None],
     batch_size: int,
-    store: Callable[[Any, Any], None],
+    pipe: Any = None,
     should_stop: Callable[[], bool] = lambda: False,
     progress: Callable[[int], Progress] | None = None,
     payload: Callable[[Any], Any] = lambda job: job,
 ) -> GenerationOutcome:
-    """Run ``jobs`` on a started executor, ``store`` each output here, and record in ``outcome``
-    the seconds, whether it was interrupted and the per-worker figures (kept even when the run
-    fails, for the message). Shared by ``generation_run`` and ``editing.edit_run``."""
-    meter = progress(len(jobs)) if progress else None
-    size = max(1, batch_size)
-    batches = (
-        [(index, payload(jobs[index])) for index in range(start, min(start + size, len(jobs)))]
-        for start in range(0, len(jobs), size)
-    )
-    handled = 0
+    """Start ``executor`` (else an ``InlineExecutor`` using ``pipe`` when given) on ``spec``, run ``jobs`` on
+    it and store each output here with ``storer(what the workers loaded)``; an item the worker could not make
+    goes to ``failed``."""
+    with nullcontext(executor) if executor is not None else InlineExecutor(pipe=pipe) as runner:
+        store = storer(runner.start(spec))
+        meter = progress(len(jobs)) if progress else None
+        size = max(1, batch_size)
+        batches = (
+            [(index, payload(jobs[index])) for index in range(start, min(start + size, len(jobs)))]
+            for start in range(0, len(jobs), size)
+        )
+        handled = 0
 
-    def on_result(result: BatchResult) -> None:
-        nonlocal handled
-        for index, output in zip(result.keys, result.outputs, strict=True):
-            # cast: an executor hands back the keys it was given, here job indexes (``batches``).
-            store(jobs[cast(int, index)], output)
-        handled += len(result.keys)
-        if meter:
-            meter.advance(len(result.keys))
+        def on_result(result: BatchResult) -> None:
+            nonlocal handled
+            for index, output in zip(result.keys, result.outputs, strict=True):
+                # cast: an executor hands back the keys it was given, here job indexes (``batches``).
+                job = jobs[cast(int, index)]
+                if isinstance(output, ItemError):
+                    failed(job, output)
+                else:
+                    store(job, output)
+            handled += len(result.keys)
+            if meter:
+                meter.advance(len(result.keys))
 
-    started = time.perf_counter()
-    try:
-        batches_drive(executor, batches, on_result, should_stop=should_stop)
-    finally:
-        outcome.workers = executor.stats()
-        if meter:
-            meter.close()
+        started = time.perf_counter()
+        try:
+            batches_drive(runner, batches, on_result, should_stop=should_stop)
+        finally:
+            outcome.workers = runner.stats()
+            if meter:
+                meter.close()
     outcome.seconds = time.perf_counter() - started
     outcome.interrupted = handled < len(jobs)
     return outcome
-
-
-def executor_or_local(executor: Executor | None, pipe: Any) -> AbstractContextManager[Executor]:
-    """The command's executor (the command closes it), else a ``ThreadExecutor`` whose worker
-    uses ``pipe`` when given (closed on leaving)."""
-    return nullcontext(executor) if executor is not None else ThreadExecutor(pipe=pipe)
 
 
 def generation_run(
@@ -486,8 +480,7 @@ def generation_run(
     executor: Executor | None = None,
 ) -> GenerationOutcome:
     """Generate and store every missing image; returns counts. ``pipe`` is loaded when not given."""
-    question_keys_check(study=study, prompts=prompts)
-    prompt_metadata_check(study=study, prompts=prompts)
+    prompts_check(study=study, prompts=prompts)
     jobs, skipped = generation_plan(
         study=study,
         t2i_model=model.name,
@@ -499,78 +492,68 @@ def generation_run(
     outcome = GenerationOutcome(skipped=skipped)
     if not jobs:
         return outcome
-    with executor_or_local(executor, pipe) as runner:
-        info = runner.start(pipeline_worker_spec("GenerationWorker", model, settings))
-        storer = _Storer(
-            study=study, model=model, base_params=_base_params(info, model, settings, prompt_set)
-        )
 
-        def store(job: Job, output: Any) -> None:
-            if isinstance(output, ItemError):
-                on_warning(f"{job.source_path}: not generated, {output.message}; a re-run retries it")
-                return
-            storer.store(job, output.png, output.width, output.height, outcome, on_warning)
-
-        return batches_run(
-            runner,
-            jobs,
-            outcome,
-            batch_size=settings.batch_size,
-            store=store,
-            should_stop=should_stop,
-            progress=progress,
-        )
-
-
-class _Storer:
-    """Stores generated images as items of the study through ``studies.ingest`` (main thread
-    only: it uses the database)."""
-
-    def __init__(self, *, study: Study, model: ModelSource, base_params: dict[str, Any]) -> None:
-        self.study = study
-        self.model = model
-        self.base_params = base_params
-        self.prompts: dict[PromptSpec, Prompt] = {}
-
-    def store(
-        self,
-        job: Job,
-        data: bytes,
-        width: int,
-        height: int,
-        outcome: GenerationOutcome,
-        on_warning: Callable[[str], None],
-    ) -> None:
-        """Store one image's PNG bytes (generated here, or by a Ray worker) as the job's item."""
-        from studies.imports.images import item_image_store, prompt_get_or_create
+    def storer(info: dict[str, Any]) -> Callable[[Job, Any], None]:
+        from studies.imports.images import item_image_store
         from studies.imports.manifest_rows import DuplicateImage
 
-        spec = job.spec
-        if spec not in self.prompts:
-            self.prompts[spec] = prompt_get_or_create(
-                study=self.study, category=spec.category, word=spec.word, text=spec.text
-            )
-        params = {**self.base_params, "seed": job.seed, "height": height, "width": width}
-        try:
-            # One item per image, keyed by its path, with one ItemImage (role image); the file is
-            # stored once by content hash, so the same seed in another study reuses it.
-            _, created = item_image_store(
-                study=self.study,
-                data=data,
-                key=job.source_path,
-                prompt=self.prompts[spec],
-                t2i_model=self.model.name,
-                seed=job.seed,
-                index=job.index,
-                params=params,
-                metadata=spec.metadata,
-            )
-        except DuplicateImage as exc:
-            # Byte-identical output for two seeds (a degenerate model): keep the first.
-            outcome.duplicates += 1
-            on_warning(f"{job.source_path}: not stored, {exc}")
-            return
-        outcome.created += int(created)
+        rule = _SEED_RULES[settings.seed_by]
+        params = run_params(
+            "t2i_model", info, model, settings, prompt_set, seed_by=settings.seed_by, seed_rule=rule
+        )
+        prompt = prompt_cache(study)
+
+        def store(job: Job, output: Any) -> None:
+            spec = job.spec
+            try:
+                # One item per image, keyed by its path, with one ItemImage (role image); the file is
+                # stored once by content hash, so the same seed in another study reuses it.
+                _, created = item_image_store(
+                    study=study,
+                    data=output.png,
+                    key=job.source_path,
+                    prompt=prompt(spec.category, spec.word, spec.text),
+                    t2i_model=model.name,
+                    seed=job.seed,
+                    index=job.index,
+                    params={**params, "seed": job.seed, "height": output.height, "width": output.width},
+                    metadata=spec.metadata,
+                )
+            except DuplicateImage as exc:
+                # Byte-identical output for two seeds (a degenerate model): keep the first.
+                outcome.duplicates += 1
+                on_warning(f"{job.source_path}: not stored, {exc}")
+                return
+            outcome.created += int(created)
+
+        return store
+
+    return batches_run(
+        executor,
+        pipeline_worker_spec("GenerationWorker", model, settings),
+        jobs,
+        outcome,
+        storer=storer,
+        failed=lambda job, error: on_warning(
+            f"{job.source_path}: not generated, {error.message}; a re-run retries it"
+        ),
+        batch_size=settings.batch_size,
+        pipe=pipe,
+        should_stop=should_stop,
+        progress=progress,
+    )
+
+
+def prompt_cache(study: Study) -> Callable[[str, str, str], Prompt]:
+    """``prompt_get_or_create(category, word, text)`` in ``study``, each prompt read once (main thread only:
+    it uses the database)."""
+    from studies.imports.images import prompt_get_or_create
+
+    @cache
+    def prompt(category: str, word: str, text: str) -> Prompt:
+        return prompt_get_or_create(study=study, category=category, word=word, text=text)
+
+    return prompt
 
 
 _SEED_RULES = {
@@ -579,24 +562,20 @@ _SEED_RULES = {
 }
 
 
-def _base_params(
-    info: dict[str, Any], model: ModelSource, settings: Settings, prompt_set: str
+def run_params(
+    name_key: str, info: dict[str, Any], model: ModelSource, settings: Any, prompt_set: str, **extra: Any
 ) -> dict[str, Any]:
-    """Every item's ``params`` but its seed and size; ``info`` is ``pipeline_info(pipe, settings)``
-    (from this process's pipeline or the workers')."""
+    """Every item's ``params`` but its seed and size: the model under ``name_key``, what the pipeline is and
+    the settings it uses (``info``, from this process's pipeline or the workers'), ``extra`` and the run's
+    settings (a ``Settings`` or an ``EditSettings``)."""
     return {
-        "t2i_model": model.name,
+        name_key: model.name,
         "weights": model.source,
-        "pipeline": info["pipeline"],
-        "scheduler": info["scheduler"],
-        "steps": info["steps"],
-        "guidance": info["guidance"],
+        **info,
+        **extra,
         "seed_base": settings.seed_base,
-        "seed_by": settings.seed_by,
-        "seed_rule": _SEED_RULES[settings.seed_by],
         "device": settings.device,
         "dtype": "float16" if settings.device.startswith("cuda") else "float32",
         "batch_size": settings.batch_size,
         "prompt_set": prompt_set,
-        "diffusers": info["diffusers"],
     }

@@ -34,14 +34,21 @@ class Generated:
     height: int
 
 
-class GenerationWorker:
-    """A diffusers pipeline held for the worker's lifetime (``pipe``: one loaded already). Payload:
-    a ``generation.generation.Job``."""
+class _PipelineWorker:
+    """A diffusers pipeline held for the worker's lifetime (``pipe``: one loaded already)."""
 
     def __init__(self, *, model: dict[str, str], settings: dict[str, Any], pipe: Any = None) -> None:
         self.model = model
         self.settings = settings
         self.pipe = pipe
+        self.editor: Any = None
+
+    def prepare(self, payload: Any) -> Any:
+        return payload
+
+
+class GenerationWorker(_PipelineWorker):
+    """Payload: a ``generation.generation.Job``; output: its ``Generated``."""
 
     def load(self) -> dict[str, Any]:
         """Load the pipeline (GenerationError names the weights variable) → its effective settings."""
@@ -50,9 +57,6 @@ class GenerationWorker:
             self.pipe = pipeline_load(ModelSource(**self.model), device=settings.device)
         return pipeline_info(self.pipe, settings)
 
-    def prepare(self, payload: Any) -> Any:
-        return payload
-
     def run(self, keys: Sequence[Hashable], jobs: Sequence[Any]) -> list[Generated]:
         if self.pipe is None:
             self.load()
@@ -60,15 +64,9 @@ class GenerationWorker:
         return [Generated(png_bytes(image), image.width, image.height) for image in images]
 
 
-class EditWorker:
-    """An editing pipeline held for the worker's lifetime (``edit_images --executor ray``).
-    Payload: a ``generation.edit_pipeline.EditTask``; output: its ``Edited`` (PNG bytes)."""
-
-    def __init__(self, *, model: dict[str, str], settings: dict[str, Any], pipe: Any = None) -> None:
-        self.model = model
-        self.settings = settings
-        self.pipe = pipe
-        self.editor: Any = None
+class EditWorker(_PipelineWorker):
+    """Payload: a ``generation.edit_pipeline.EditTask``; output: its ``Edited``. Seed photos are decoded in
+    ``run``, once per photo for the worker's lifetime."""
 
     def load(self) -> dict[str, Any]:
         """Load the editor (EditingError names the weights variable, or the setting this kind of
@@ -78,10 +76,6 @@ class EditWorker:
         settings_check(pipe, settings)
         self.editor = SeedEditor(pipe, settings, input_size(model.name, settings))
         return editor_info(pipe, settings)
-
-    def prepare(self, payload: Any) -> Any:
-        # Seed photos are decoded in ``run``, once per photo for the worker's lifetime (its cache).
-        return payload
 
     def run(self, keys: Sequence[Hashable], tasks: Sequence[Any]) -> list[Any]:
         if self.editor is None:

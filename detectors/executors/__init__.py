@@ -1,4 +1,5 @@
-"""Where the model work of a long command runs: in this process (local) or on a Ray cluster."""
+"""Where the model work of a long command runs: in this process (local) or on a Ray cluster. The interface
+lives in base.py, which ray_executor.py and workers.py import (this module imports ray_executor)."""
 
 from __future__ import annotations
 
@@ -6,18 +7,16 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-# The interface lives in base.py (imported by ray_executor.py and workers.py); re-exported here
-# so that ``from detectors.executors import Executor`` keeps working for the commands.
 from detectors.executors.base import (
     EXECUTORS,
     RAY_INSTALL,
     BatchResult,
     Executor,
     ExecutorError,
+    InlineExecutor,
     Item,
     ItemError,
     RayMissing,
-    ThreadExecutor,
     WorkerSpec,
     WorkerStats,
     batches_drive,
@@ -29,10 +28,10 @@ __all__ = [
     "BatchResult",
     "Executor",
     "ExecutorError",
+    "InlineExecutor",
     "Item",
     "ItemError",
     "RayMissing",
-    "ThreadExecutor",
     "WorkerSpec",
     "WorkerStats",
     "batches_drive",
@@ -87,8 +86,7 @@ def executor_from_options(
     options: dict[str, Any], *, device: str, log: Callable[[str], None] = lambda text: None
 ) -> Executor | None:
     """The executor a command's options ask for; None for ``--executor local``. Raises ValueError for
-    contradictory options (the command turns it into a CommandError) and ``RayMissing`` without Ray. Ray is
-    imported only here, only for ``--executor ray``."""
+    contradictory options and ``RayMissing`` without Ray (imported only here)."""
     ray_only = ("ray_address", "num_workers", "num_gpus_per_worker")
     if options.get("executor", "local") == "local":
         given = [f"--{name.replace('_', '-')}" for name in ray_only if options.get(name) not in (None, "")]

@@ -1,14 +1,14 @@
 """The executor interface itself: workers built from a ``WorkerSpec``, batches of ``(key, payload)`` items,
-``BatchResult``s, and the driver's loop ``batches_drive``."""
+``BatchResult``s, the in-process ``InlineExecutor`` and the driver's loop ``batches_drive``."""
 
 from __future__ import annotations
 
+import collections
 import importlib
-import queue
-import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,9 +38,8 @@ class RayMissing(ExecutorError):
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """How to build a worker where it runs: ``import_string(factory)(**kwargs)``. Both parts are picklable
-    plain data, so the spec travels to any process or node; ``label`` names the work in messages (a detector
-    key, a T2I model name)."""
+    """How to build a worker where it runs: ``import_string(factory)(**kwargs)``, both picklable plain data;
+    ``label`` names the work in messages."""
 
     factory: str
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -106,17 +105,13 @@ class WorkerStats:
 
 
 class Executor(ABC):
-    """Runs batches on workers built from one spec. Use as a context manager (``close()`` at exit). The driver
-    keeps up to ``capacity`` batches in flight with ``submit`` and takes them back in completion order with
-    ``next_result``; ``batches_drive`` does exactly that."""
+    """Runs batches on workers built from one spec."""
 
     name: str = ""
 
     @abstractmethod
     def start(self, spec: WorkerSpec) -> dict[str, Any]:
-        """Build and load the workers; returns what ``load()`` said (the same on every worker). Raises what
-        the worker's ``load()`` raised (e.g. ``DetectorUnavailable``) and ``ExecutorError`` when the workers
-        cannot be had."""
+        """Build and load the workers; returns what ``load()`` said (the same on every worker)."""
 
     @property
     @abstractmethod
@@ -152,62 +147,47 @@ class Executor(ABC):
         self.close()
 
 
-class ThreadExecutor(Executor):
-    """One worker in this process, on a daemon thread: the driver stores a batch while the next is
-    made. ``extra`` joins the spec's kwargs (what need not travel: a pipeline loaded already)."""
+class InlineExecutor(Executor):
+    """One worker in this process, run in this thread when the driver takes a result: ``worker`` (loaded
+    already), else one built from the spec with ``extra`` joining its kwargs (what need not travel: a
+    pipeline loaded already). A batch's payloads are prepared (images decoded) on other threads from its
+    submission, so the next batch decodes while this one runs."""
 
     name = "local"
+    capacity = 2
 
-    def __init__(self, **extra: Any) -> None:
+    def __init__(self, worker: Any = None, *, threads: int = 4, **extra: Any) -> None:
+        self.worker = worker
         self.extra = extra
-        self.worker: Any = None
-        self._todo: queue.Queue[list[Item] | None] = queue.Queue()
-        self._done: queue.Queue[BatchResult | BaseException] = queue.Queue()
-        self._in_flight = 0
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="prepare")
+        self._pending: collections.deque[tuple[tuple[Hashable, ...], list[Future[Any]]]] = collections.deque()
 
     def start(self, spec: WorkerSpec) -> dict[str, Any]:
+        if self.worker is not None:
+            return {}
         self.worker = WorkerSpec(spec.factory, {**spec.kwargs, **self.extra}).build()
-        info = self.worker.load()
-        threading.Thread(target=self._serve, name=f"{spec.label}-worker", daemon=True).start()
-        return info
-
-    def _serve(self) -> None:
-        while (batch := self._todo.get()) is not None:
-            started = time.perf_counter()
-            keys = tuple(key for key, _ in batch)
-            try:
-                outputs = self.worker.run(keys, [self.worker.prepare(payload) for _, payload in batch])
-                self._done.put(BatchResult(keys, tuple(outputs), self.name, time.perf_counter() - started))
-            except BaseException as exc:  # re-raised in the driver by next_result
-                self._done.put(exc)
-
-    @property
-    def capacity(self) -> int:
-        return 2
+        return self.worker.load()
 
     @property
     def in_flight(self) -> int:
-        return self._in_flight
+        return len(self._pending)
 
     def submit(self, batch: Sequence[Item]) -> None:
-        self._in_flight += 1
-        self._todo.put(list(batch))
+        keys = tuple(key for key, _ in batch)
+        self._pending.append((keys, [self.pool.submit(self.worker.prepare, payload) for _, payload in batch]))
 
     def next_result(self) -> BatchResult:
-        result = self._done.get()
-        self._in_flight -= 1
-        if isinstance(result, BaseException):
-            raise result
-        return result
+        keys, futures = self._pending.popleft()
+        prepared = [future.result() for future in futures]
+        started = time.perf_counter()
+        outputs = self.worker.run(keys, prepared)
+        return BatchResult(keys, tuple(outputs), self.name, time.perf_counter() - started)
 
     def stats(self) -> list[WorkerStats]:
         return []
 
     def close(self) -> None:
-        """Drop the batches not started; the thread ends after the one in hand, unwaited."""
-        with self._todo.mutex:
-            self._todo.queue.clear()
-        self._todo.put(None)
+        self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 def batches_drive(

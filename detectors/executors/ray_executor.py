@@ -54,9 +54,7 @@ def worker_env() -> dict[str, str]:
 
 
 class WorkerHost:
-    """The actor: builds the worker from its spec on ``load()`` and runs batches on it. Building happens in
-    ``load()`` rather than ``__init__`` so that an import error or a missing weight comes back as that call's
-    exception (re-raised in the driver) instead of an actor that died at birth."""
+    """The actor: builds the worker from its spec on ``load()`` and runs batches on it."""
 
     def __init__(self, spec: WorkerSpec, name: str, env: dict[str, str]) -> None:
         # An actor owns its process until it dies, so this environment is the worker's own.
@@ -119,9 +117,8 @@ class _Actor:
 
 
 class RayExecutor(Executor):
-    """Ray actors as workers (docs/how-to/ray.md). ``address``: '' starts a Ray on this
-    machine for the run (or uses the one this process already started, as the tests do),
-    'auto' or 'HOST:PORT' joins a running cluster."""
+    """Ray actors as workers (docs/how-to/ray.md). ``address``: '' starts a Ray on this machine for the run
+    (or uses the one this process started), 'auto' or 'HOST:PORT' joins a running cluster."""
 
     name = "ray"
 
@@ -252,9 +249,7 @@ class RayExecutor(Executor):
         self._dispatch()
 
     def _dispatch(self) -> None:
-        """Hand out queued batches in order. A solo batch waits for a worker with empty hands
-        (and nothing is handed out past it meanwhile, so one drains); no worker holding a solo
-        batch gets another."""
+        """Hand out queued batches in order."""
         while self._queue:
             pending = self._queue[0]
             alive = [a for a in self._actors if a.alive]
@@ -381,9 +376,8 @@ class RayExecutor(Executor):
 
 @contextlib.contextmanager
 def _signal_handlers_kept() -> Iterator[None]:
-    """Put back the SIGINT/SIGTERM handlers ``ray.init`` replaces: it makes SIGTERM exit the
-    driver at once, where the commands' StopFlag stores the batches in flight and marks the run
-    interrupted. (Outside the main thread there are no handlers to keep.)"""
+    """Put back the SIGINT/SIGTERM handlers ``ray.init`` replaces: it makes SIGTERM exit the driver at once,
+    where the commands' StopFlag stores the batches in flight and marks the run interrupted."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

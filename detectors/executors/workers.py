@@ -1,6 +1,4 @@
-"""The workers: what runs where the model is, on plain data in and out (no Django). A worker built from a
-``WorkerSpec`` has ``load()``, ``prepare(payload)`` and ``run(keys, prepared)``; ``outputs_predict`` turns
-decoded images into detector outputs for every executor (docs/explanation/model-side.md)."""
+"""The workers: what runs where the model is, on plain data in and out (no Django)."""
 
 from __future__ import annotations
 
@@ -138,9 +136,7 @@ def _predict_one(detector: Detector, pil: PILImage, questions: list[Any] | None)
 
 
 class DetectorWorker:
-    """A detector held for the worker's lifetime. Payload: an image file path or ``ImageBytes``.
-    ``detector_class`` is the dotted path the driver's registry maps the key to, so a detector registered at
-    run time (a plugin outside the repository, the tests' fake) is found in any process that can import it."""
+    """A detector held for the worker's lifetime."""
 
     def __init__(
         self, *, detector_class: str, options: dict[str, Any], device: str = "cpu", ask: Any = None

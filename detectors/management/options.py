@@ -17,16 +17,28 @@ from detectors.executors import (
     executor_arguments,
     executor_from_options,
 )
+from detectors.selectors import Shard
 from studies.progress import Progress, StopFlag, command_stream
 
 T = TypeVar("T")
 S = TypeVar("S")
 
 
-def positive(value: float | None, flag: str, *, integer: bool = True) -> None:
-    """CommandError unless ``value`` is unset, at least 1 (``integer``) or at least 0."""
-    if value is not None and (value < 1 if integer else value < 0):
-        raise CommandError(f"{flag} must be {'at least 1' if integer else 'zero or more'}")
+def positive(opts: dict[str, Any], *names: str, integer: bool = True) -> None:
+    """CommandError unless each option of ``names`` is unset, at least 1 (``integer``) or at least 0."""
+    for name in names:
+        value = opts[name]
+        if value is not None and (value < 1 if integer else value < 0):
+            flag = "--" + name.replace("_", "-")
+            raise CommandError(f"{flag} must be {'at least 1' if integer else 'zero or more'}")
+
+
+def shard_option(opts: dict[str, Any]) -> Shard | None:
+    """``--shard i/n`` as a ``Shard`` (None when not given), or a CommandError saying what is wrong."""
+    try:
+        return Shard.parse(opts["shard"]) if opts["shard"] else None
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def pipeline_arguments(parser: CommandParser, *, send_images: bool = False) -> None:
@@ -65,6 +77,20 @@ def workers_report(stdout: OutputWrapper, workers: Iterable[WorkerStats], label:
         stdout.write("  " + worker.line(label))
 
 
+def outcome_report(
+    stdout: OutputWrapper, outcome: Any, *, nothing: str, done: str, label: str = "images"
+) -> None:
+    """A generation run's last lines: ``Nothing to do: {nothing}``, or ``Done: {done}`` (``Interrupted``) with
+    its speed, then the workers' lines."""
+    if outcome.created == 0 and not outcome.interrupted and not outcome.duplicates:
+        stdout.write(f"Nothing to do: {nothing}")
+        return
+    speed = outcome.images_per_second
+    state = "Interrupted" if outcome.interrupted else "Done"
+    stdout.write(f"{state}: {done}" + (f", {speed:.3f} {label}/s." if speed else "."))
+    workers_report(stdout, outcome.workers, label)
+
+
 def stoppable_run(
     run: Callable[..., T],
     *,
@@ -74,9 +100,8 @@ def stoppable_run(
     label: str = "images",
     **kwargs: Any,
 ) -> T:
-    """``run(**kwargs)`` with ``executor`` (started around it), a ``StopFlag`` (Ctrl-C / SIGTERM
-    stop it after the current batch) and a progress meter of ``label`` on ``stderr``; ``errors``
-    become a CommandError with their message."""
+    """``run(**kwargs)`` with ``executor`` (started around it), a ``StopFlag`` (Ctrl-C / SIGTERM stop it after
+    the current batch) and a progress meter of ``label`` on ``stderr``."""
     stream = command_stream(stderr)
     with StopFlag(stream=stream) as stop, executor or nullcontext():
         try:

@@ -1,6 +1,4 @@
-"""BLIP-2 visual question answering as a gender detector: the paper's "BLIP-2" (appendix A). The model answers
-Cho et al.'s question in free text; ``parse_answer`` turns it into a verdict or ``unparseable``, and the raw
-answer is kept in ``detail``. The parsing rule: docs/reference/detector-rules.md."""
+"""BLIP-2 visual question answering as a gender detector: the paper's "BLIP-2" (appendix A)."""
 
 from __future__ import annotations
 
@@ -8,20 +6,20 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from detectors import weights
 from detectors.base import FEMALE, MALE, Detector, DetectorOptionError, DetectorOutput, DetectorUnavailable
-from detectors.weights import configured_value, weights_label
+from detectors.plugins.clip import DTYPES
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
 
 PROMPT = "Question: does the person look like a male or a female? Answer:"
-DEFAULT_WEIGHTS = "Salesforce/blip2-opt-2.7b"
+DEFAULT_WEIGHTS = weights.DEFAULT_WEIGHTS["blip2"]
 
 MALE_WORDS = frozenset({"male", "males", "man", "men", "boy", "boys"})
 FEMALE_WORDS = frozenset({"female", "females", "woman", "women", "girl", "girls", "lady", "ladies"})
 NEGATIONS = frozenset({"not", "no", "neither", "nor", "nt"})  # "isn't" splits into "isn", "t"
 _WORD = re.compile(r"[a-z]+")
-_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}  # as the CLIP detectors
 
 
 def parse_answer(answer: str) -> DetectorOutput:
@@ -57,20 +55,19 @@ class Blip2Detector(Detector):
         super().__init__(device=device, **options)
         self.weights = weights  # overrides the environment (tests, notebooks)
         self.max_new_tokens = self.number_option("max_new_tokens", max_new_tokens, int, minimum=1)
-        if dtype is not None and dtype not in _DTYPES and dtype not in _DTYPES.values():
-            raise DetectorOptionError(f"blip2's dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+        if dtype is not None and dtype not in DTYPES and dtype not in DTYPES.values():
+            raise DetectorOptionError(f"blip2's dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         # None: float16 on CUDA, float32 elsewhere (chosen in load()).
-        self.dtype_name = _DTYPES.get(dtype, dtype) if dtype is not None else None
+        self.dtype_name = DTYPES.get(dtype, dtype) if dtype is not None else None
         self.processor: Any = None
         self.model: Any = None
 
     @property
     def version_id(self) -> str:
-        """``1+Salesforce/blip2-opt-2.7b``, or ``1+<folder name>`` for local weights. Known before ``load()``
-        (run_detectors needs it first) and the same on every machine: shards on different GPU hosts mount the
-        weights at different paths, so only the folder's name enters the version."""
-        value = configured_value(self.key, DEFAULT_WEIGHTS, override=self.weights)
-        return f"{self.version}+{weights_label(value)}"
+        """``1+Salesforce/blip2-opt-2.7b``, or ``1+<folder name>`` for local weights."""
+        return (
+            f"{self.version}+{weights.configured_weights(self.key, DEFAULT_WEIGHTS, override=self.weights)}"
+        )
 
     def load(self) -> None:
         from detectors.torch_compat import ensure_torchvision

@@ -1,10 +1,8 @@
-"""The three CLIP detectors of the paper (appendix A), sharing one loader and encoder. Weights
-``BIASLAB_CLIP_WEIGHTS`` (default ``openai/clip-vit-large-patch14``), never downloaded. The texts compared,
-the face gate and the thresholds: docs/reference/detector-rules.md."""
+"""The three CLIP detectors of the paper (appendix A), sharing one loader and encoder."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -33,7 +31,7 @@ WEIGHTS_WHAT = "a local folder holding the CLIPModel and CLIPProcessor files of 
 
 PROB_THRESHOLD = 0.9  # clip_prob: winning probability below this → low_confidence
 
-_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 #: The options of every detector built on ClipEncoder (``Detector.option_help``).
 CLIP_OPTIONS: dict[str, str] = {
@@ -106,24 +104,24 @@ class ClipEncoder:
 
     def similarities(self, images: Sequence[PILImage]) -> ClipSimilarities:
         """Cosine similarity of each image to each text, images encoded ``batch_size`` at a time."""
-        import torch
-
-        rows = [torch.empty((0, len(self.texts)))]
-        for start in range(0, len(images), self.batch_size):
-            pixels = self.preprocess(images[start : start + self.batch_size])
-            rows.append(self.similarities_of_pixels(pixels).float().cpu())
-        return ClipSimilarities(self.texts, torch.cat(rows), self._logit_scale)
+        cosine = self._batched(
+            images, lambda pixels: self.similarities_of_pixels(pixels).float(), len(self.texts)
+        )
+        return ClipSimilarities(self.texts, cosine, self._logit_scale)
 
     def image_embeddings(self, images: Sequence[PILImage]) -> torch.Tensor:
-        """(n, dim) L2-normalised image embeddings, float32 on the CPU, ``batch_size`` at a time. For
-        detectors that need the embedding itself (a classifier over CLIP space), not only its similarity to
-        this encoder's texts."""
+        """(n, dim) L2-normalised image embeddings, float32 on the CPU, ``batch_size`` at a time."""
+        return self._batched(images, self.embeddings_of_pixels, self.text_embeddings.shape[1])
+
+    def _batched(
+        self, images: Sequence[PILImage], encode: Callable[[torch.Tensor], torch.Tensor], width: int
+    ) -> torch.Tensor:
+        """``encode`` of the pre-processed ``images``, ``batch_size`` at a time, as one (n, width) CPU tensor."""
         import torch
 
-        rows = [torch.empty((0, self.text_embeddings.shape[1]))]
+        rows = [torch.empty((0, width))]
         for start in range(0, len(images), self.batch_size):
-            pixels = self.preprocess(images[start : start + self.batch_size])
-            rows.append(self.embeddings_of_pixels(pixels).cpu())
+            rows.append(encode(self.preprocess(images[start : start + self.batch_size])).cpu())
         return torch.cat(rows)
 
     @property
@@ -140,9 +138,7 @@ class ClipEncoder:
         return self._image_processor(images=chunk, return_tensors="pt")["pixel_values"]
 
     def similarities_of_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
-        """(n, n_texts) cosine similarities for pre-processed pixels, on the encoder's device. Split from
-        ``preprocess`` so a benchmark can time the image encoder alone, and a GPU pipeline can prepare the
-        next batch while this one runs."""
+        """(n, n_texts) cosine similarities for pre-processed pixels, on the encoder's device."""
         import torch
 
         embeddings = self.embeddings_of_pixels(pixels)
@@ -178,9 +174,9 @@ def _normalised(features: torch.Tensor) -> torch.Tensor:
 def _dtype_name(device: str, requested: str) -> str:
     if not str(device).startswith("cuda"):
         return "float32"  # half precision on CPU is slower and less exact
-    if requested and requested not in _DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {requested!r}")
-    return _DTYPES[requested or "bf16"]
+    if requested and requested not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {requested!r}")
+    return DTYPES[requested or "bf16"]
 
 
 def clip_encoder(detector: Detector, texts: Sequence[str]) -> ClipEncoder:
@@ -221,7 +217,7 @@ class ClipDetectorBase(Detector):
     @property
     def version_id(self) -> str:
         # The weights as configured, not as resolved: the id must not change once loaded.
-        return f"{self.version}+{configured_weights()}"
+        return f"{self.version}+{weights.configured_weights(WEIGHTS_KEY)}"
 
     def load(self) -> None:
         self.encoder.load()
@@ -235,11 +231,6 @@ class ClipDetectorBase(Detector):
 
     def decide(self, sims: ClipSimilarities, row: int) -> DetectorOutput:
         raise NotImplementedError
-
-
-def configured_weights() -> str:
-    """The CLIP weights as configured (env value as written, else the default hub id)."""
-    return weights.configured_weights(WEIGHTS_KEY)
 
 
 class ClipDetector(ClipDetectorBase):

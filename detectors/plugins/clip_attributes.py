@@ -172,9 +172,7 @@ class ClipAttributeClassifierDetector(_AttributeDetector):
         ]
 
     def probabilities(self, embeddings: np.ndarray) -> np.ndarray:
-        """(n, keys) mean over seeds of each classifier's P(attribute) for L2-normalised embeddings. One
-        matrix product for every classifier: ``expit(x @ coef_.T + intercept_)`` is what
-        ``SGDClassifier.predict_proba(x)[:, 1]`` computes for the logistic loss."""
+        """(n, keys) mean over seeds of each classifier's P(attribute) for L2-normalised embeddings."""
         from scipy.special import expit
 
         if self._weights is None or self._biases is None:

@@ -1,6 +1,4 @@
-"""``clip_enhance``: the paper's proposed detector, CLIP-Enhance (Lyu et al. 2025, section 5.1). Per image: the
-face filter, YOLO person boxes (none → ``no_person``; several → ``several_people``), then CLIP on the largest
-person's crop (docs/explanation/model-side.md)."""
+"""``clip_enhance``: the paper's proposed detector, CLIP-Enhance (Lyu et al. 2025, section 5.1)."""
 
 from __future__ import annotations
 
@@ -20,12 +18,12 @@ from detectors.plugins.clip import (
     WEIGHTS_KEY,
     WEIGHTS_WHAT,
     clip_encoder,
-    configured_weights,
     gender_scores,
 )
 from detectors.plugins.faces import FACE_GATE_OPTIONS, FaceGate
+from detectors.plugins.persons import WEIGHTS_KEY as YOLO_WEIGHTS
 from detectors.plugins.persons import PersonBox, PersonDetector
-from detectors.weights import resolve_weights
+from detectors.weights import configured_weights, resolve_weights
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
@@ -67,7 +65,7 @@ class ClipEnhanceDetector(Detector):
     @property
     def version_id(self) -> str:
         return (
-            f"{self.version}+{configured_weights()}+{PersonDetector.configured_weights()}"
+            f"{self.version}+{configured_weights(WEIGHTS_KEY)}+{configured_weights(YOLO_WEIGHTS)}"
             f"+{self.gate.version_id}+c{self.persons.confidence:g}"
         )
 

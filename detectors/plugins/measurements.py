@@ -202,12 +202,7 @@ class FaceMeasurer(Detector):
     def load(self) -> None:
         self.gate.load()
 
-    def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
-        self.ensure_loaded()
-        # dlib works image by image; its detector dominates the time (faces.py).
-        return [self._predict_one(image) for image in batch]
-
-    def _predict_one(self, image: PILImage) -> DetectorOutput:
+    def predict_one(self, image: PILImage) -> DetectorOutput:
         rgb = as_rgb_array(image)
         faces = self.gate.detect(rgb)  # largest first
         if not faces:

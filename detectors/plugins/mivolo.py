@@ -1,6 +1,4 @@
-"""MiVOLO (Kuprashevich & Tolstykh, 2023) as a gender detector: the paper's "MiVOLO" (appendix A). MiVOLO's
-own pipeline, unchanged (installed from the authors' repository), and one decision per image from its
-per-person results (``decide``): docs/reference/detector-rules.md."""
+"""MiVOLO (Kuprashevich & Tolstykh, 2023) as a gender detector: the paper's "MiVOLO" (appendix A)."""
 
 from __future__ import annotations
 
@@ -172,10 +170,10 @@ class MiVoloDetector(Detector):
     @property
     def version_id(self) -> str:
         """``1+<checkpoint name>+<detector name>``: file names only, the same on every host."""
-        from detectors.weights import configured_value, weights_label
+        from detectors.weights import configured_weights
 
         names = [
-            weights_label(configured_value(key, override=given))
+            configured_weights(key, override=given)
             for key, given in (("mivolo", self.weights), ("mivolo_detector", self.detector_weights))
         ]
         # Changed decision settings change verdicts, so they make a new version.
@@ -219,16 +217,13 @@ class MiVoloDetector(Detector):
             checkpoint, self.device, half=half, use_persons=True, disable_faces=False, verbose=False
         )
 
-    def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
-        self.ensure_loaded()
+    def predict_one(self, image: PILImage) -> DetectorOutput:
         import numpy as np
 
-        outputs = []
-        for image in batch:
-            # MiVOLO works on OpenCV (BGR) arrays.
-            bgr = np.ascontiguousarray(np.asarray(image.convert("RGB"))[:, :, ::-1])
-            detected = self.yolo.predict(bgr)
-            self.model.predict(bgr, detected)
-            subjects = subjects_from_result(detected)
-            outputs.append(decide(subjects, several_ratio=self.several_ratio, min_score=self.min_score))
-        return outputs
+        # MiVOLO works on OpenCV (BGR) arrays.
+        bgr = np.ascontiguousarray(np.asarray(image.convert("RGB"))[:, :, ::-1])
+        detected = self.yolo.predict(bgr)
+        self.model.predict(bgr, detected)
+        return decide(
+            subjects_from_result(detected), several_ratio=self.several_ratio, min_score=self.min_score
+        )

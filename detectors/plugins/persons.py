@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from detectors import weights
 from detectors.base import DetectorUnavailable
 from detectors.weights import resolve_weights, weights_env_var
 
@@ -87,11 +86,6 @@ class PersonDetector:
         self.image_size = image_size
         self.weights = ""
         self._model: Any = None
-
-    @staticmethod
-    def configured_weights() -> str:
-        """The weights as configured (env value as written, else the default name)."""
-        return weights.configured_weights(WEIGHTS_KEY)
 
     def load(self) -> None:
         var = weights_env_var(WEIGHTS_KEY)

@@ -1,6 +1,4 @@
-"""``yolo_objects``: every object an ultralytics YOLO finds, for the object co-occurrence study. Output kind
-``objects`` (one entry per instance, COCO class names, boxes in the original image's pixels), the same list
-for an image in any batch. Weights, options and rounding: docs/reference/detector-rules.md."""
+"""``yolo_objects``: every object an ultralytics YOLO finds, for the object co-occurrence study."""
 
 from __future__ import annotations
 
@@ -10,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from detectors.base import Detector, DetectorOptionError, DetectorOutput, DetectorUnavailable
 from detectors.kinds import KIND_OBJECTS
 from detectors.plugins.persons import WEIGHTS_KEY, PersonDetector
-from detectors.weights import weights_env_var
+from detectors.weights import configured_weights, weights_env_var
 from metrics.coco_names import UnknownClassName, normalise_class_name
 
 if TYPE_CHECKING:
@@ -135,7 +133,7 @@ class YoloObjectsDetector(Detector):
         # The weights as configured (not as resolved), so the id is known before load().
         yolo = self.yolo
         return (
-            f"{self.version}+{PersonDetector.configured_weights()}+c{yolo.confidence:g}+iou{yolo.iou:g}"
+            f"{self.version}+{configured_weights(WEIGHTS_KEY)}+c{yolo.confidence:g}+iou{yolo.iou:g}"
             f"+s{yolo.image_size}+m{yolo.max_det}"
         )
 

@@ -16,6 +16,7 @@ from studies.commands import (
     output_write,
     study_filter_from_options,
 )
+from studies.selectors import known_values
 
 
 class Command(BaseCommand):
@@ -36,10 +37,9 @@ class Command(BaseCommand):
                 else Prediction.objects.filter(image__item_images__item__study=study)
             )
             if not stored.filter(detector=opts["detector"]).exists():
-                known = sorted(set(stored.values_list("detector", flat=True).distinct())) or ["none"]
+                known = known_values(stored.values_list("detector", flat=True).distinct())
                 raise CommandError(
-                    f"No predictions of detector {opts['detector']!r}. Detectors with predictions: "
-                    f"{', '.join(known)}."
+                    f"No predictions of detector {opts['detector']!r}. Detectors with predictions: {known}."
                 )
         text = predictions_export(fmt=opts["format"], detector=opts["detector"], study=study)
         output_write(text, opts["output"], self.stdout)

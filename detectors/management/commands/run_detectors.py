@@ -11,12 +11,19 @@ from detectors import registry
 from detectors.base import DetectorOptionError, DetectorUnavailable, UnknownDetector
 from detectors.executors import ExecutorError, executor_arguments
 from detectors.judges import StudyAskError
-from detectors.management.options import executor_for, stoppable_run, workers_report
+from detectors.management.options import (
+    executor_for,
+    positive,
+    shard_option,
+    stoppable_run,
+    workers_report,
+)
 from detectors.models import DetectorRun
-from detectors.selectors import Shard, t2i_models
+from detectors.selectors import t2i_models
 from detectors.services import detector_run
 from studies.commands import add_study_argument, study_filter_from_options
 from studies.models import Item, Study
+from studies.selectors import known_values
 
 
 class Command(BaseCommand):
@@ -42,14 +49,8 @@ class Command(BaseCommand):
         parser.formatter_class = argparse.RawTextHelpFormatter
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        if opts["batch_size"] < 1:
-            raise CommandError("--batch-size must be at least 1")
-        if opts["limit"] is not None and opts["limit"] < 1:
-            raise CommandError("--limit must be at least 1")
-        try:
-            shard = Shard.parse(opts["shard"]) if opts["shard"] else None
-        except ValueError as exc:
-            raise CommandError(str(exc)) from None
+        positive(opts, "batch_size", "limit")
+        shard = shard_option(opts)
         options = parse_options(opts["option"])
         study = study_filter_from_options(opts)
         self._check_t2i_model(study, opts["t2i_model"])
@@ -104,8 +105,8 @@ class Command(BaseCommand):
             return
         items = Item.objects.all() if study is None else Item.objects.filter(study=study)
         if not items.filter(t2i_model=t2i_model).exists():
-            known = t2i_models(study=study) or ["none"]
-            raise CommandError(f"No images of T2I model {t2i_model!r}. T2I models: {', '.join(known)}.")
+            known = known_values(t2i_models(study=study))
+            raise CommandError(f"No images of T2I model {t2i_model!r}. T2I models: {known}.")
 
 
 def run_usage_text(run: DetectorRun) -> str:

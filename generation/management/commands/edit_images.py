@@ -1,6 +1,4 @@
-"""Edit seed photos with every prompt of a prompt set (BiasPainter) into a pair-change study. A thin wrapper
-around ``generation.editing.edit_run``; usage and options in docs/reference/detectors.md (``edit_images``) and
-the command's ``--help``."""
+"""Edit seed photos with every prompt of a prompt set (BiasPainter) into a pair-change study."""
 
 from __future__ import annotations
 
@@ -11,13 +9,13 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from detectors.executors import ExecutorError
 from detectors.management.options import (
     executor_for,
+    outcome_report,
     pipeline_arguments,
     positive,
     run_settings,
+    shard_option,
     stoppable_run,
-    workers_report,
 )
-from detectors.selectors import Shard
 from generation.edit_pipeline import EDITORS, MITIGATION_SUFFIX, EditSettings, editor_resolve
 from generation.editing import edit_run, seeds_from_folder, seeds_from_study, study_check
 from generation.generation import GenerationError, prompt_set_load
@@ -61,16 +59,11 @@ class Command(BaseCommand):
         pipeline_arguments(parser, send_images=True)
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        for flag in ("batch_size", "steps", "size", "per_pair", "limit_prompts"):
-            positive(opts[flag], "--" + flag.replace("_", "-"))
-        for flag in ("guidance", "image_guidance"):
-            positive(opts[flag], "--" + flag.replace("_", "-"), integer=False)
+        positive(opts, "batch_size", "steps", "size", "per_pair", "limit_prompts")
+        positive(opts, "guidance", "image_guidance", integer=False)
         if opts["strength"] is not None and not 0 < opts["strength"] <= 1:
             raise CommandError("--strength must be in (0, 1]")
-        try:
-            shard = Shard.parse(opts["shard"]) if opts["shard"] else None
-        except ValueError as exc:
-            raise CommandError(str(exc)) from None
+        shard = shard_option(opts)
         # Before any seed is imported: without Ray, or with contradictory options, nothing is written.
         executor = executor_for(opts, stderr=self.stderr)
         study = study_from_options(opts)
@@ -106,17 +99,12 @@ class Command(BaseCommand):
             send_images=opts["send_images"],
         )
         where = f" (shard {shard})" if shard else ""
-        if outcome.created == 0 and not outcome.interrupted:
-            self.stdout.write(
-                f"Nothing to do: all {outcome.skipped} pairs of {model.name}{where} are already in "
-                f"study {study.slug}."
-            )
-            return
-        speed = outcome.images_per_second
-        state = "Interrupted" if outcome.interrupted else "Done"
-        self.stdout.write(
-            f"{state}: {outcome.created} pairs of {model.name}{where} stored in study {study.slug} "
+        outcome_report(
+            self.stdout,
+            outcome,
+            nothing=f"all {outcome.skipped} pairs of {model.name}{where} are already in study {study.slug}.",
+            done=f"{outcome.created} pairs of {model.name}{where} stored in study {study.slug} "
             f"({len(seeds)} seeds x {len(prompts)} prompts x {settings.per_pair}), "
-            f"{outcome.skipped} already there" + (f", {speed:.3f} pairs/s." if speed else ".")
+            f"{outcome.skipped} already there",
+            label="pairs",
         )
-        workers_report(self.stdout, outcome.workers, "pairs")

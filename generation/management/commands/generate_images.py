@@ -1,6 +1,4 @@
-"""Generate a study's images from a prompt set with a diffusers text-to-image model. A thin wrapper around
-``generation.generation.generation_run``; usage, seeds and paths in docs/reference/generation.md and the
-command's ``--help``."""
+"""Generate a study's images from a prompt set with a diffusers text-to-image model."""
 
 from __future__ import annotations
 
@@ -11,11 +9,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from detectors.executors import ExecutorError
 from detectors.management.options import (
     executor_for,
+    outcome_report,
     pipeline_arguments,
     positive,
     run_settings,
     stoppable_run,
-    workers_report,
 )
 from generation.generation import (
     SEED_POLICIES,
@@ -28,7 +26,6 @@ from generation.generation import (
     t2i_model_resolve,
 )
 from studies.commands import add_study_argument, study_from_options
-from studies.models import Study
 
 
 class Command(BaseCommand):
@@ -64,8 +61,7 @@ class Command(BaseCommand):
         pipeline_arguments(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        for flag in ("per_prompt", "batch_size", "steps", "height", "width", "limit_prompts"):
-            positive(opts[flag], "--" + flag.replace("_", "-"))
+        positive(opts, "per_prompt", "batch_size", "steps", "height", "width", "limit_prompts")
         executor = executor_for(opts, stderr=self.stderr)
         study = study_from_options(opts)
         try:
@@ -91,19 +87,11 @@ class Command(BaseCommand):
             prompt_set=opts["prompt_set"],
             on_warning=lambda message: self.stderr.write(message),
         )
-        self._report(model.name, study, outcome)
-
-    def _report(self, name: str, study: Study, outcome: Any) -> None:
-        if outcome.created == 0 and not outcome.interrupted and not outcome.duplicates:
-            self.stdout.write(
-                f"Nothing to do: all {outcome.skipped} images of {name} are already in study {study.slug}."
-            )
-            return
-        speed = outcome.images_per_second
-        state = "Interrupted" if outcome.interrupted else "Done"
-        self.stdout.write(
-            f"{state}: {outcome.created} images of {name} stored in study {study.slug}, "
-            f"{outcome.skipped} already there, {outcome.duplicates} duplicates not stored"
-            + (f", {speed:.3f} images/s." if speed else ".")
+        name = model.name
+        outcome_report(
+            self.stdout,
+            outcome,
+            nothing=f"all {outcome.skipped} images of {name} are already in study {study.slug}.",
+            done=f"{outcome.created} images of {name} stored in study {study.slug}, {outcome.skipped} already "
+            f"there, {outcome.duplicates} duplicates not stored",
         )
-        workers_report(self.stdout, outcome.workers)
