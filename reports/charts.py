@@ -51,6 +51,18 @@ def _new_figure(width: float, height: float) -> Figure:
     return fig
 
 
+def empty_figure(width: float, height: float, message: str, title: str = "", *, axes: bool = False) -> Figure:
+    """A figure that only says ``message`` (nothing to draw yet) under ``title``; ``axes``: place it
+    in axes coordinates."""
+    fig = _new_figure(width, height)
+    ax = fig.add_subplot()
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, message, ha="center", va="center", **({"transform": ax.transAxes} if axes else {}))
+    if title:
+        ax.set_title(title)
+    return fig
+
+
 def _save(fig: Figure, fmt: str) -> bytes:
     buffer = io.BytesIO()
     if fmt == "svg":

@@ -327,7 +327,7 @@ def chart_download(request: HttpRequest, name: str, fmt: str) -> HttpResponse:
     """Any report chart as SVG or PNG (paper-ready: labelled axes, legend, 200 dpi)."""
     try:
         filters, stem, body = _chart(request, name, fmt)
-    except BadFilter as error:
+    except (BadFilter, FilterNeeded) as error:
         return bad_filter(error)
     return _attachment(body, CHART_FORMATS[fmt], f"biaslab-{stem}-{filters.slug()}.{fmt}")
 
@@ -337,7 +337,7 @@ def chart_image(request: HttpRequest, name: str, fmt: str) -> HttpResponse:
     """A chart for an <img> in a page, revalidated by its ETag (a hash of the chart)."""
     try:
         _filters, _stem, body = _chart(request, name, fmt)
-    except BadFilter as error:
+    except (BadFilter, FilterNeeded) as error:
         return bad_filter(error)
     etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
     if request.headers.get("If-None-Match") == etag:

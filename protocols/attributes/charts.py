@@ -76,12 +76,7 @@ def _build(
 
     title = f"GEP vectors, {setting} setting"
     if not panels or not keys:
-        fig = base._new_figure(5, 1.6)
-        ax = fig.add_subplot()
-        ax.set_axis_off()
-        ax.text(0.5, 0.5, f"No item of the {setting} setting yet", ha="center", va="center")
-        ax.set_title(title)
-        return fig
+        return base.empty_figure(5, 1.6, f"No item of the {setting} setting yet", title)
     n_cols = max(len(sources) for _, sources in panels)
     n_rows = len(panels)
     # At least 6 inches wide: a human panel alone must still fit the title above it.

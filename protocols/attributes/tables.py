@@ -3,12 +3,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from metrics import gep_design
 from reports import judges
-from reports.tables import NO_VALUE, Cell, Column, Table, int_cell, num, num_cell, text_cell
+from reports.tables import (
+    NO_VALUE,
+    Cell,
+    Column,
+    Field,
+    Table,
+    cell_field,
+    int_cell,
+    num,
+    num_cell,
+    num_field,
+    text_cell,
+    text_field,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from protocols.attributes.report import AttributesResult
@@ -303,27 +316,22 @@ def score_ranking_table(result: AttributesResult) -> Table:
 
 def roc_auc_table(result: AttributesResult) -> Table:
     """Per detector and model: ROC-AUC averaged over the attributes (both settings pooled)."""
-    columns = (
-        Column("detector", "Detector", numeric=False),
-        *(Column(model, model) for model in result.models),
-    )
-    rows = []
-    for name in result.detectors:
-        row: list[Cell] = [text_cell(name)]
-        for model in result.models:
+
+    def mean(model: str) -> Field:
+        def cell(name: str) -> Cell:
             auc = result.pooled_auc[model][name]
-            row.append(num_cell(auc.mean, 3, f"mean of {auc.n_defined} of {len(result.keys)} attributes"))
-        rows.append(tuple(row))
-    return Table(
-        key="roc_auc",
-        title="ROC-AUC of the detectors' per-image scores",
-        caption=(
-            "Each attribute's scores against the human final answers (both settings pooled; "
-            "explicit images only for their own attribute), averaged over the attributes where "
-            "both answers occur. 0.5 = chance, 1 = perfect."
-        ),
-        columns=columns,
-        rows=tuple(rows),
+            return num_cell(auc.mean, 3, f"mean of {auc.n_defined} of {len(result.keys)} attributes")
+
+        return cell_field(model, model, cell)
+
+    return Table.of(
+        "roc_auc",
+        "ROC-AUC of the detectors' per-image scores",
+        "Each attribute's scores against the human final answers (both settings pooled; "
+        "explicit images only for their own attribute), averaged over the attributes where "
+        "both answers occur. 0.5 = chance, 1 = perfect.",
+        (text_field("detector", "Detector", lambda name: name), *map(mean, result.models)),
+        result.detectors,
     )
 
 
@@ -395,37 +403,31 @@ def agreement_table(result: AttributesResult) -> Table:
 def judge_gep_table(result: AttributesResult) -> Table:
     """Each judge's GEP score and vector per T2I model and setting (the people's computed on its
     answers), with its error against the people's."""
-    rows = []
-    for model, settings in result.report["attributes"].items():
-        for setting, cell in settings.items():
-            for name, j in cell.get("judges", {}).items():
-                rows.append(
-                    (
-                        text_cell(model),
-                        text_cell(SETTING_NAMES.get(setting, setting)),
-                        text_cell(name),
-                        num_cell(j["gep_score"]),
-                        signed_cell(j["gep_score_error"]),
-                        *(signed_cell(j["gep_vector"].get(key)) for key in result.keys),
-                        *(signed_cell(j["gep_vector_error"].get(key)) for key in result.keys),
-                    )
-                )
-    return Table(
-        key="judge_gep",
-        title="Judges' GEP beside the people's",
-        caption=(
-            "Per T2I model and setting, each judge's GEP score and vector, computed as the people's but "
-            "on its yes / no answers, and their errors: the judge's minus the people's."
+    keys = result.keys
+    return Table.of(
+        "judge_gep",
+        "Judges' GEP beside the people's",
+        "Per T2I model and setting, each judge's GEP score and vector, computed as the people's but "
+        "on its yes / no answers, and their errors: the judge's minus the people's.",
+        (
+            text_field("t2i_model", "T2I model", 0),
+            text_field("setting", "Setting", lambda r: SETTING_NAMES.get(r[1], r[1])),
+            text_field("judge", "Judge", 2),
+            num_field("gep_score", "GEP", (3, "gep_score")),
+            cell_field("gep_score_error", "GEP error", lambda r: signed_cell(r[3]["gep_score_error"])),
+            *(cell_field(f"v_{k}", k, lambda r, k=k: signed_cell(r[3]["gep_vector"].get(k))) for k in keys),
+            *(
+                cell_field(f"error_{k}", k, lambda r, k=k: signed_cell(r[3]["gep_vector_error"].get(k)))
+                for k in keys
+            ),
         ),
-        columns=(
-            *_cell_columns("judge", "Judge"),
-            Column("gep_score", "GEP"),
-            Column("gep_score_error", "GEP error"),
-            *(Column(f"v_{key}", key) for key in result.keys),
-            *(Column(f"error_{key}", key) for key in result.keys),
+        (
+            (model, setting, name, j)
+            for model, settings in result.report["attributes"].items()
+            for setting, cell in settings.items()
+            for name, j in cell.get("judges", {}).items()
         ),
-        groups=(("", 5), ("vector", len(result.keys)), ("error", len(result.keys))),
-        rows=tuple(rows),
+        groups=(("", 5), ("vector", len(keys)), ("error", len(keys))),
     )
 
 
@@ -446,9 +448,3 @@ BUILDERS = {
 }
 
 TABLE_KEYS = tuple(BUILDERS)
-
-
-def all_tables(result: AttributesResult, keys: Sequence[str] = TABLE_KEYS) -> list[Table]:
-    """The report's tables in ``keys`` order (the judges' empty where no judge answered: a
-    CSV export always holds every table its ``csv_tables`` names)."""
-    return [BUILDERS[key](result) for key in keys]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from protocols.gender import report as gender_report
@@ -17,6 +16,14 @@ from reports.tables import Table, UnknownTable, num
 from studies.models import Question, Study
 
 BOOTSTRAP = 1000
+PAPER = {
+    "model_bias": "table 1",
+    "prompt_difference": "table 2",
+    "filtering": "table 3",
+    "label_shares": "table 5",
+    "categories": "table 6",
+    "prompt_scores": "table 7",
+}
 
 
 def gender_question(study: Study) -> Question:
@@ -141,21 +148,17 @@ class GenderAnalysis(Analysis):
         result = page.result(bootstrap=BOOTSTRAP if name == "model_bias" else 0)
         return next(t for t in self.overview_tables(result, category=page.scope.category) if t.key == name)
 
-    def chart(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:
+    def draw(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:
         """The model bias bar chart, the heatmap, or the histogram of ``source``'s prompt
-        scores ("human" or a detector), drawn once per filters and data."""
-
+        scores ("human" or a detector)."""
         from protocols.gender import charts  # matplotlib and its helpers load only when a chart is drawn
 
-        def draw() -> bytes:
-            if name == "model_bias":
-                return charts.model_bias_chart(page.result(bootstrap=BOOTSTRAP).report, fmt)
-            grid = self.grid(page)
-            if name == "heatmap":
-                return charts.heatmap_chart(grid, fmt)
-            return charts.histogram_chart(grid.source_scores(source), fmt, source=source_name(source))
-
-        return page.cached("chart", draw, name=name, fmt=fmt, source=source)
+        if name == "model_bias":
+            return charts.model_bias_chart(page.result(bootstrap=BOOTSTRAP).report, fmt)
+        grid = self.grid(page)
+        if name == "heatmap":
+            return charts.heatmap_chart(grid, fmt)
+        return charts.histogram_chart(grid.source_scores(source), fmt, source=source_name(source))
 
     def export(self, result: GenderResult, fmt: str) -> str:
         """``bias_report --format csv``: the sections ``models``, ``detectors`` and ``prompts``
@@ -192,23 +195,14 @@ def markdown(analysis: GenderAnalysis, result: GenderResult) -> str:
         f"Images: {cover['images']}, with a final label: {cover['final_labels']}. "
         f"Cohen's kappa {num(agreement['cohen_kappa'])} on {agreement['n_images']} "
         "images with two labels.",
-        "",
     ]
     if not cover["final_labels"]:
         # Empty tables alone read like a bug; say what is missing and how to get it.
         lines += [
+            "",
             "No image has a final label yet, so there is nothing to compare: label the images "
             "(two annotators each) and settle the disputes, or load labels with import_ground_truth.",
-            "",
         ]
-    paper = {
-        "model_bias": "table 1",
-        "prompt_difference": "table 2",
-        "filtering": "table 3",
-        "label_shares": "table 5",
-        "categories": "table 6",
-        "prompt_scores": "table 7",
-    }
     grid = gtables.prompt_grid(
         report,
         result.prompt_counts,
@@ -216,6 +210,5 @@ def markdown(analysis: GenderAnalysis, result: GenderResult) -> str:
         prompt_ids=result.prompt_ids,
         detectors=gtables.detector_keys(report),
     )
-    for table in [*analysis.overview_tables(result, category=None), gtables.prompt_scores_table(grid)]:
-        lines.append(render.to_markdown(replace(table, title=f"{table.title} ({paper[table.key]})")))
-    return "\n".join(lines)
+    tables = [*analysis.overview_tables(result, category=None), gtables.prompt_scores_table(grid)]
+    return render.export_tables(tables, "md", name="gender", heading=lines, left_out={}, paper=PAPER)

@@ -64,12 +64,7 @@ def _build(data: list[tuple[str, list[tuple[str, int, int]], int]], detector: st
 
     title = "Object instances per class by prompt gender (person left out)"
     if not data or not any(rows for _, rows, _ in data):
-        fig = base._new_figure(5.5, 1.8)
-        ax = fig.add_subplot()
-        ax.set_axis_off()
-        ax.text(0.5, 0.5, "No object other than person was found yet", ha="center", va="center")
-        ax.set_title(title)
-        return fig
+        return base.empty_figure(5.5, 1.8, "No object other than person was found yet", title)
     widest = max(len(rows) for _, rows, _ in data)
     fig = base._new_figure(max(5.5, 1.2 + 0.32 * widest), 0.6 + 2.7 * len(data))
     axes = fig.subplots(len(data), 1, squeeze=False)
