@@ -164,6 +164,26 @@ def version_pairs(
     return out
 
 
+def judged(
+    questions: Sequence[tuple[str, Sequence[str]]],
+    runs: Mapping[str, JudgeRun],
+    finals: Mapping[int, Mapping[str, str]],
+) -> dict[str, dict[str, Any]]:
+    """A report's ``judges`` (each run against the final answers, per (question, values)) and
+    ``judge_versions``."""
+    return {
+        "judges": {
+            name: {
+                key: figures
+                for key, values in questions
+                if (figures := judge_figures(key, values, run, finals)) is not None
+            }
+            for name, run in runs.items()
+        },
+        "judge_versions": version_pairs(questions, runs),
+    }
+
+
 # --- tables (pure: the report's dicts in, ``reports.tables.Table`` out) --------------------------
 
 
@@ -211,7 +231,8 @@ def judge_versions_table(
     def kappa(judge: str, key: str) -> float | None:
         return judges.get(judge, {}).get(key, {}).get("cohen_kappa")
 
-    def record(first: str, second: str, key: str, d: Mapping[str, Any]) -> dict[str, Any]:
+    def record(pair: str, key: str, d: Mapping[str, Any]) -> dict[str, Any]:
+        first, _, second = pair.partition(" vs ")
         people = {"kappa_a_people": kappa(first, key), "kappa_b_people": kappa(second, key)}
         return {**d, **people, "judge_a": first, "judge_b": second, "question": key}
 
@@ -230,9 +251,5 @@ def judge_versions_table(
             num_field("kappa_a_people", "κ A-people"),
             num_field("kappa_b_people", "κ B-people"),
         ),
-        (
-            record(*pair.split(" vs ", 1), key, d)
-            for pair, by_question in pairs.items()
-            for key, d in by_question.items()
-        ),
+        (record(pair, key, d) for pair, by_question in pairs.items() for key, d in by_question.items()),
     )

@@ -21,6 +21,16 @@ from studies.selectors import filter_problem, known_values, study_chosen
 PREDICTION_TO_ITEM = "image__item_images__item__"
 
 
+@dataclass(frozen=True)
+class LeftOut:
+    """An item a report cannot compare, and why (e.g. no ``gender`` in its metadata)."""
+
+    item_id: int
+    key: str
+    t2i_model: str
+    reason: str
+
+
 class UnknownFilter(ValueError):
     """A report was asked for a study, T2I model, category or detector that has no data."""
 

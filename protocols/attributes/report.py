@@ -13,7 +13,7 @@ from metrics import gep, gep_agreement, gep_design, gep_study
 from metrics.agreement import fleiss_kappa_from_counts, krippendorff_alpha_from_counts
 from protocols.attributes import selectors as asel
 from reports import judges
-from reports.selectors import Scope
+from reports.selectors import LeftOut, Scope
 from studies.models import Question
 
 
@@ -119,7 +119,7 @@ class AttributesResult:
     pooled_auc: dict[str, dict[str, gep_agreement.RocAuc]]
     agreement_all: Agreement
     versions: dict[str, str]
-    left_out: tuple[asel.LeftOut, ...]
+    left_out: tuple[LeftOut, ...]
 
     @property
     def detectors(self) -> tuple[str, ...]:
@@ -174,15 +174,7 @@ def compute(
         },
         "disputes": disputes,
         "detector_versions": dict(rows.versions),
-        "judges": {
-            name: {
-                key: figures
-                for key in keys
-                if (figures := judges.judge_figures(key, YES_NO, run, answers)) is not None
-            }
-            for name, run in runs.items()
-        },
-        "judge_versions": judges.version_pairs([(key, YES_NO) for key in keys], runs),
+        **judges.judged([(key, YES_NO) for key in keys], runs, answers),
     }
     return AttributesResult(
         report=report,

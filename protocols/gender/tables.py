@@ -15,17 +15,18 @@ from reports.tables import (
     Table,
     cell_field,
     ci_cell,
-    field,
     int_cell,
     int_field,
     mark_extremes,
     num,
     num_cell,
+    num_field,
     pct,
     raw_table,
     signed_pct,
     text_cell,
     text_field,
+    value_field,
 )
 
 Labels = Sequence[tuple[str, str]]  # (value, display name), in the question's order
@@ -73,13 +74,9 @@ def detector_n(detector: Mapping[str, Any]) -> int:
     return sum(int(f.get(k, 0) or 0) for k in ("tp", "fp", "fn", "tn"))
 
 
-def _mark_column(
-    rows: list[list[Cell]], col: int, detectors: Mapping[str, Any], model: str, figure: str
-) -> None:
-    """Mark in column ``col`` the detectors whose |``figure``| on ``model`` is smallest and largest."""
-    diffs = [det.get("per_model", {}).get(model, {}).get(figure) for det in detectors.values()]
-    for r, cell in zip(rows, mark_extremes([r[col] for r in rows], diffs), strict=True):
-        r[col] = cell
+def _figures(detectors: Mapping[str, Any], model: str, figure: str) -> list[float | None]:
+    """Each detector's ``figure`` on ``model``."""
+    return [det.get("per_model", {}).get(model, {}).get(figure) for det in detectors.values()]
 
 
 def model_bias_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequence[str]) -> Table:
@@ -134,11 +131,7 @@ def model_bias_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequen
             ]
         det_rows.append(row)
 
-    # Mark, per T2I model, the detector closest to and farthest from the human score.
-    for m_index, model in enumerate(models):
-        _mark_column(det_rows, 1 + 5 * m_index + 2, detectors, model, "pct_diff")
-
-    return Table(
+    table = Table(
         key="model_bias",
         title="Model bias score: human vs detectors",
         caption=(
@@ -151,35 +144,32 @@ def model_bias_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequen
         rows=tuple(tuple(r) for r in [human_row, *det_rows]),
         groups=(("", 1), *((m, 5) for m in models)),
     )
+    # Mark, per T2I model, the detector closest to and farthest from the human score.
+    for model in models:
+        table = mark_extremes(table, f"{model}_pct_diff", _figures(detectors, model, "pct_diff"), first=1)
+    return table
 
 
 def prompt_difference_table(report: Mapping[str, Any]) -> Table:
     """Paper table 2: mean absolute per-prompt bias score difference (eq. 3)."""
     models = model_keys(report)
     detectors = report.get("detectors", {})
-    columns = [Column("detector", "Detector", numeric=False)]
-    columns += [Column(model, model) for model in models]
-    columns.append(Column("n_images", "n images"))
-    rows: list[list[Cell]] = []
-    for det_key, det in detectors.items():
-        row = [text_cell(det_key)]
-        for model in models:
-            value = det.get("per_model", {}).get(model, {}).get("prompt_bias_score_difference")
-            row.append(num_cell(value))
-        row.append(int_cell(detector_n(det)))
-        rows.append(row)
-    for m_index, model in enumerate(models):
-        _mark_column(rows, 1 + m_index, detectors, model, "prompt_bias_score_difference")
-    return Table(
-        key="prompt_difference",
-        title="Prompt bias score difference",
-        caption=(
-            "Mean absolute difference between the detector's and the human prompt bias score over "
-            "the prompts both score (eq. 3); lower is better. Green lowest, red highest."
+    figure = "prompt_bias_score_difference"
+    table = Table.of(
+        "prompt_difference",
+        "Prompt bias score difference",
+        "Mean absolute difference between the detector's and the human prompt bias score over "
+        "the prompts both score (eq. 3); lower is better. Green lowest, red highest.",
+        (
+            text_field("detector", "Detector", 0),
+            *(num_field(model, model, (1, "per_model", model, figure)) for model in models),
+            int_field("n_images", "n images", lambda r: detector_n(r[1])),
         ),
-        columns=tuple(columns),
-        rows=tuple(tuple(r) for r in rows),
+        detectors.items(),
     )
+    for model in models:
+        table = mark_extremes(table, model, _figures(detectors, model, figure))
+    return table
 
 
 def filtering_table(report: Mapping[str, Any]) -> Table:
@@ -198,17 +188,15 @@ def filtering_table(report: Mapping[str, Any]) -> Table:
             text_field("detector", "Detector", 0),
             text_field("version", "Version", lambda r: r[1].get("version", "")),
             *(
-                field(k, f"{label} (%)", pct_cell, lambda r, k=k: r[1].get("filtering", {}).get(k))
+                value_field(k, f"{label} (%)", pct_cell, (1, "filtering", k))
                 for k, label in filtering.items()
             ),
             *(
-                field(
-                    f"accuracy_{k}", f"{label} (%)", pct_cell, lambda r, k=k: r[1].get("accuracy", {}).get(k)
-                )
+                value_field(f"accuracy_{k}", f"{label} (%)", pct_cell, (1, "accuracy", k))
                 for k, label in accuracy.items()
             ),
             int_field("n_accuracy", "n acc.", lambda r: _accuracy_n(r[1].get("accuracy", {}))),
-            *(int_field(k, k.upper(), lambda r, k=k: r[1].get("filtering", {}).get(k)) for k in counts),
+            *(int_field(k, k.upper(), (1, "filtering", k)) for k in counts),
         ),
         report.get("detectors", {}).items(),
     )
@@ -440,11 +428,14 @@ def confusion_table(
         f"{detector}: confusion with the human labels",
         "Images with a final human label and this detector's prediction.",
         (
-            text_field("human_label", "Human label ↓ / detector →", 1),
-            *(int_field(v, v, lambda r, v=v: confusion.get((r[0], v), 0)) for v in verdicts),
-            int_field("total", "Total", lambda r: sum(confusion.get((r[0], v), 0) for v in verdicts)),
+            text_field("human_label", "Human label ↓ / detector →"),
+            *(int_field(v, v) for v in verdicts),
+            int_field("total", "Total", lambda r: sum(r[v] for v in verdicts)),
         ),
-        labels,
+        (
+            {"human_label": name} | {v: confusion.get((value, v), 0) for v in verdicts}
+            for value, name in labels
+        ),
     )
 
 

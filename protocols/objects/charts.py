@@ -3,13 +3,13 @@ panel per T2I model."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from metrics.coco_names import coco_class_index
 from metrics.objects import GENDERS, PERSON
 from reports import charts as base
+from reports.charts import svg_id
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.figure import Figure
@@ -19,11 +19,6 @@ UnknownChart = base.UnknownChart
 #: instances for its two models).
 TOP_CLASSES = 30
 COLOURS = {"male": base.MALE_COLOUR, "female": base.FEMALE_COLOUR}
-
-
-def svg_id(model: str, gender: str, name: str) -> str:
-    """The SVG id of a bar: characters outside [A-Za-z0-9_-] become "_"."""
-    return re.sub(r"[^A-Za-z0-9_-]+", "_", f"bar-{model}-{gender}-{name}")
 
 
 def panels(

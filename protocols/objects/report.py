@@ -18,21 +18,11 @@ from metrics.objects import (
     human_check_of_images,
 )
 from protocols.objects import selectors as osel
-from reports.selectors import Scope
+from reports.selectors import LeftOut, Scope
 
 #: ``Study.parameters`` key: whether the report counts ``person`` (default true, as the paper's
 #: χ² tests do); ``bias_report --exclude-person`` overrides it for one report.
 INCLUDE_PERSON = "include_person"
-
-
-@dataclass(frozen=True)
-class LeftOut:
-    """An item the report does not count, and why."""
-
-    item_id: int
-    key: str
-    t2i_model: str
-    reason: str
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,11 @@ per attribute."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from reports import charts as base
+from reports.charts import svg_id
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.figure import Figure
@@ -18,11 +18,6 @@ DOWN_COLOUR = base.FEMALE_COLOUR
 
 #: One panel: (attribute, x label, [(word, score)] or None when no detector measures it).
 Panel = tuple[str, str, list[tuple[str, float]] | None]  # as protocols.pair_change.Panel
-
-
-def svg_id(attribute: str, word: str, prefix: str = "bar") -> str:
-    """The SVG id of a word's bar: characters outside [A-Za-z0-9_-] become "_"."""
-    return re.sub(r"[^A-Za-z0-9_-]+", "_", f"{prefix}-{attribute}-{word}")
 
 
 def word_score_chart(panels: Sequence[Panel], fmt: str = "svg", *, title: str) -> bytes:
@@ -50,7 +45,7 @@ def _build(panels: list[Panel], title: str) -> Figure:
                 fontsize=base.SMALL_PT,
                 color="#666666",
                 transform=ax.transAxes,
-                gid=svg_id(attribute, "", "no-source").rstrip("-"),
+                gid=svg_id(attribute, "", prefix="no-source").rstrip("-"),
             )
             continue
         ordered = sorted(words, key=lambda pair: (-pair[1], pair[0]))

@@ -14,12 +14,12 @@ from reports.tables import (
     Field,
     Table,
     cell_field,
-    field,
     int_cell,
     int_field,
     pct,
     text_cell,
     text_field,
+    value_field,
 )
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -147,7 +147,10 @@ def word_mean_table(report: PairChangeReport, domain: str | None = None) -> Tabl
         "averages over pairs instead, which is what reproduces Table 3.",
         (
             *LEAD,
-            *(field(a, ATTRIBUTE_NAMES[a], score_cell, ("cells", a, "word_mean_abs")) for a in PAPER_ORDER),
+            *(
+                value_field(a, ATTRIBUTE_NAMES[a], score_cell, ("cells", a, "word_mean_abs"))
+                for a in PAPER_ORDER
+            ),
             int_field("n_words", "Words", lambda r: len(report.words(r["t2i_model"], r["domain"]))),
         ),
         _domain_records(report, domain),
@@ -239,16 +242,17 @@ def word_scores_table(report: PairChangeReport, domain: str | None = None) -> Ta
         "Per word the mean signed pair score (age: + older; skin: + lighter; gender: + male → "
         "female) and the two gender rates over its male and its female seeds.",
         (
-            text_field("t2i_model", "Model", 0),
-            text_field("domain", "Domain", (1, "domain")),
-            text_field("word", "Word", (1, "word")),
-            *(
-                field(key, label, score_cell, lambda r, key=key: report.word_value(r[1], key))
-                for key, label in WORD_FIGURES
-            ),
-            int_field("n_pairs", "Pairs", (1, "n_pairs")),
+            *LEAD,
+            text_field("word", "Word"),
+            *(value_field(key, label, score_cell) for key, label in WORD_FIGURES),
+            int_field("n_pairs", "Pairs"),
         ),
-        ((model, word) for model in report.models for word in report.words(model, domain)),
+        (
+            {"t2i_model": model, "domain": w.domain, "word": w.word, "n_pairs": w.n_pairs}
+            | {key: report.word_value(w, key) for key, _ in WORD_FIGURES}
+            for model in report.models
+            for w in report.words(model, domain)
+        ),
     )
 
 
@@ -266,7 +270,7 @@ def _wilson_cell(ci: Sequence[float] | None) -> Cell:
 def validation_table(report: PairChangeReport, domain: str | None = None) -> Table:
     """Accuracy of the automatic verdicts against the human final answers: per attribute, each
     bucket, and every attribute pooled (the paper's 90.8 %), with Wilson 95 % intervals."""
-    records = []  # (attribute, bucket, its accuracy, pairs drawn awaiting an answer)
+    records: list[tuple[str, str, Any, int]] = []  # (attribute, bucket, its accuracy, awaiting an answer)
     for attribute in pc.ATTRIBUTES:
         result = report.validation[attribute]
         records.append((attribute, "all", result, result.n_unanswered))
@@ -287,8 +291,8 @@ def validation_table(report: PairChangeReport, domain: str | None = None) -> Tab
             text_field("bucket", "Bucket", 1),
             int_field("n", "Checked", (2, "n")),
             int_field("n_correct", "Agree", (2, "n_correct")),
-            field("accuracy", "Accuracy", _accuracy_cell, (2, "accuracy")),
-            field("ci95", "95 % CI (Wilson)", _wilson_cell, (2, "ci95"), pair=True),
+            value_field("accuracy", "Accuracy", _accuracy_cell, (2, "accuracy")),
+            value_field("ci95", "95 % CI (Wilson)", _wilson_cell, (2, "ci95"), pair=True),
             int_field("n_unanswered", "Awaiting an answer", 3),
         ),
         records,
