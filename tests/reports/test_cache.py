@@ -135,46 +135,6 @@ def test_the_fingerprint_changes_with_every_kind_of_write(fx, researcher):
     assert changed()
 
 
-def detector_prompt_counts(scope, *, question):
-    """(category, word, prompt, t2i_model, detector) -> (n_male, n_female, n_predicted) of the
-    detector's verdicts on items with a final label, counted in SQL (the reference)."""
-    from django.db.models import Count, F, Q
-
-    from detectors.models import PredictionStatus
-    from protocols.gender.selectors import CLEAR_VERDICTS, KINDS, with_final
-
-    versions = sel.latest_detector_versions(scope, kinds=KINDS)
-    if not versions:
-        return {}
-    predictions = with_final(sel.predictions_in_scope(scope, kinds=KINDS), question=question).filter(
-        sel.of_versions(versions), status=PredictionStatus.OK, final_value__isnull=False
-    )
-    item = sel.PREDICTION_TO_ITEM
-    rows = (
-        predictions.values(
-            "detector",
-            t2i_model=F(f"{item}t2i_model"),
-            category=F(f"{item}prompt__category"),
-            word=F(f"{item}prompt__word"),
-            text=F(f"{item}prompt__text"),
-        )
-        .annotate(
-            n_male=Count("pk", filter=Q(output__label=CLEAR_VERDICTS[0])),
-            n_female=Count("pk", filter=Q(output__label=CLEAR_VERDICTS[1])),
-            n=Count("pk"),
-        )
-        .order_by()
-    )
-    return {
-        (r["category"] or "", r["word"] or "", r["text"] or "", r["t2i_model"], r["detector"]): (
-            r["n_male"],
-            r["n_female"],
-            r["n"],
-        )
-        for r in rows
-    }
-
-
 @pytest.mark.parametrize("t2i_model", [None, "sdxl"])
 def test_heatmap_counts_from_the_report_equal_the_drilldown_counts(fx, t2i_model):
     from protocols.gender.analysis import gender_question
@@ -182,7 +142,7 @@ def test_heatmap_counts_from_the_report_equal_the_drilldown_counts(fx, t2i_model
 
     scope = sel.Scope(fx.study, t2i_model=t2i_model)
     counts = analysis_for("gender").compute(scope, bootstrap=0).prompt_counts
-    assert counts == detector_prompt_counts(scope, question=gender_question(fx.study))
+    assert counts == dashboard_data.detector_prompt_counts(scope, question=gender_question(fx.study))
     assert ("place", dashboard_data.RND_WORD) in {key[:2] for key in counts}
 
 
