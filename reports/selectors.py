@@ -3,6 +3,7 @@ fingerprint (docs/explanation/reports.md)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
@@ -29,6 +30,16 @@ class LeftOut:
     key: str
     t2i_model: str
     reason: str
+
+
+def left_out_coverage(compared: int, left_out: Sequence[LeftOut]) -> dict[str, Any]:
+    """A report's ``coverage`` of its items: compared, left out, and how many for each reason."""
+    return {
+        "items": compared + len(left_out),
+        "items_compared": compared,
+        "items_left_out": len(left_out),
+        "left_out_reasons": dict(Counter(row.reason for row in left_out).most_common()),
+    }
 
 
 class UnknownFilter(ValueError):

@@ -254,7 +254,11 @@ def overview(request: HtmxHttpRequest) -> HttpResponse:
         analysis = analysis_of(filters.study)
     except (NoAnalysis, AnalysisError) as error:
         return _choose(request, filters, str(error))
-    context = base_context(filters, "overview", analysis) | analysis.overview(filters)
+    try:
+        own = analysis.overview(filters)
+    except AnalysisError as error:  # the report cannot be computed as the filters stand: say why
+        own = {"problem": str(error), "report": {}, "tables": {}, "coverage": {}}
+    context = base_context(filters, "overview", analysis) | own
     if "model_bias" in analysis.chart_keys and context.get("report", {}).get("human"):
         # The chart is an <img> the browser fetches beside the page, so drawing it never delays the tables.
         context["model_bias_src"] = chart_src("model_bias", filters)

@@ -8,7 +8,7 @@ from typing import Any, cast
 from protocols.objects import report as objects_report
 from protocols.objects import tables as otables
 from protocols.objects.report import ObjectsResult
-from reports.analyses import Analysis, AnalysisError, ReportOption, ReportPage, data_version
+from reports.analyses import Analysis, ReportOption, ReportPage, data_version
 from reports.selectors import Scope
 
 CHARTS = ("counts",)
@@ -55,10 +55,7 @@ class ObjectsAnalysis(Analysis):
     def overview(self, page: ReportPage) -> dict[str, Any]:
         from reports import views as base  # the dashboard's helpers; views import analyses
 
-        try:
-            result: ObjectsResult = page.result(bootstrap=0)
-        except AnalysisError as error:
-            return {"problem": str(error), "report": {}, "tables": {}, "coverage": {}}
+        result: ObjectsResult = page.result(bootstrap=0)
         version = data_version(page)
         models = list(result.models)
         return {

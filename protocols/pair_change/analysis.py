@@ -92,10 +92,7 @@ class PairChangeAnalysis(Analysis):
     def overview(self, page: ReportPage) -> dict[str, Any]:
         from reports import views as base  # the dashboard's helpers; views import analyses
 
-        try:
-            result: PairChangeReport = page.result(bootstrap=0)
-        except AnalysisError as error:
-            return {"problem": str(error), "report": {}, "tables": {}, "coverage": {}}
+        result: PairChangeReport = page.result(bootstrap=0)
         filters = cast("base.Filters", page)  # the dashboard's page: its links keep the filters
         domain = page.scope.category
         version = data_version(page)
