@@ -187,6 +187,16 @@ def judged(
 # --- tables (pure: the report's dicts in, ``reports.tables.Table`` out) --------------------------
 
 
+def table_builders(question: str = "Question") -> dict[str, Callable[[Any], Table]]:
+    """The ``judges`` and ``judge_versions`` tables of a result whose report holds both."""
+    return {
+        "judges": lambda result: judges_table(result.report["judges"], question=question),
+        "judge_versions": lambda result: judge_versions_table(
+            result.report["judge_versions"], result.report["judges"], question=question
+        ),
+    }
+
+
 def judges_table(
     judges: Mapping[str, Mapping[str, Mapping[str, Any]]], *, question: str = "Question"
 ) -> Table:

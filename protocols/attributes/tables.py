@@ -372,6 +372,7 @@ def judge_gep_table(result: AttributesResult) -> Table:
     )
 
 
+JUDGE_TABLES = judges.table_builders(question="Attribute")
 BUILDERS = {
     "gep_scores": gep_scores_table,
     "frequencies": frequencies_table,
@@ -381,11 +382,9 @@ BUILDERS = {
     "roc_auc": roc_auc_table,
     "roc_auc_attributes": roc_auc_attributes_table,
     "agreement": agreement_table,
-    "judges": lambda result: judges.judges_table(result.report["judges"], question="Attribute"),
+    "judges": JUDGE_TABLES["judges"],
     "judge_gep": judge_gep_table,
-    "judge_versions": lambda result: judges.judge_versions_table(
-        result.report["judge_versions"], result.report["judges"], question="Attribute"
-    ),
+    "judge_versions": JUDGE_TABLES["judge_versions"],
 }
 
 TABLE_KEYS = tuple(BUILDERS)

@@ -90,12 +90,11 @@ class GenderAnalysis(Analysis):
             "coverage": coverage(report),
             "agreement": report.get("agreement", {}),
             "tables": self.overview_tables(result, category=page.scope.category),
-            "judge_tables": [judges.judges_table(result.report["judges"])]
-            + (
-                [judges.judge_versions_table(result.report["judge_versions"], result.report["judges"])]
-                if result.report["judge_versions"]
-                else []
-            ),
+            "judge_tables": [
+                build(result)
+                for key, build in judges.table_builders().items()
+                if key == "judges" or report["judge_versions"]
+            ],
             "detectors": gtables.detector_keys(report),
         }
 
@@ -138,10 +137,7 @@ class GenderAnalysis(Analysis):
         if name == "prompt_scores":
             return gtables.prompt_scores_table(self.grid(page))
         if name in ("judges", "judge_versions"):
-            report = page.result(bootstrap=0).report
-            if name == "judges":
-                return judges.judges_table(report["judges"])
-            return judges.judge_versions_table(report["judge_versions"], report["judges"])
+            return judges.table_builders()[name](page.result(bootstrap=0))
         if name not in gtables.OVERVIEW_KEYS:
             raise UnknownTable(f"No table {name!r}.")
         # Only table 1 shows bootstrap intervals; the others skip the resampling (the slow part).

@@ -108,8 +108,5 @@ BUILDERS = {
     "question_shares": shares_table,
     "question_tests": tests_table,
     "question_agreement": agreement_table,
-    "judges": lambda result: judges.judges_table(result.report["judges"]),
-    "judge_versions": lambda result: judges.judge_versions_table(
-        result.report["judge_versions"], result.report["judges"]
-    ),
+    **judges.table_builders(),
 }
