@@ -18,7 +18,6 @@ from django.http import (
     HttpResponseNotModified,
 )
 from django.shortcuts import render
-from django.urls import reverse
 
 from reports import render as renderers
 from reports import selectors as sel
@@ -27,7 +26,6 @@ from reports.analyses import (
     AnalysisError,
     FilterNeeded,
     NoAnalysis,
-    ReportPage,
     analysis_for,
     analysis_of,
 )
@@ -258,11 +256,7 @@ def overview(request: HtmxHttpRequest) -> HttpResponse:
         own = analysis.overview(filters)
     except AnalysisError as error:  # the report cannot be computed as the filters stand: say why
         own = {"problem": str(error), "report": {}, "tables": {}, "coverage": {}}
-    context = base_context(filters, "overview", analysis) | own
-    if "model_bias" in analysis.chart_keys and context.get("report", {}).get("human"):
-        # The chart is an <img> the browser fetches beside the page, so drawing it never delays the tables.
-        context["model_bias_src"] = chart_src("model_bias", filters)
-    return render_page(request, analysis.template, context)
+    return render_page(request, analysis.template, base_context(filters, "overview", analysis) | own)
 
 
 # --- downloads ----------------------------------------------------------------------------------
@@ -300,12 +294,6 @@ def table_download(request: HttpRequest, name: str, fmt: str) -> HttpResponse:
         return bad_filter(error)
     body = renderers.render(table, fmt)
     return _attachment(body, renderers.CONTENT_TYPES[fmt], f"biaslab-{name}-{filters.slug()}.{fmt}")
-
-
-def chart_src(name: str, filters: ReportPage, **extra: str) -> str:
-    """URL of a chart drawn for display in the page (``chart_image``), with the page's filters."""
-    query = urlencode(filters.params() | extra)
-    return reverse("reports:chart_image", args=[name, "svg"]) + (f"?{query}" if query else "")
 
 
 def _chart(request: HttpRequest, name: str, fmt: str) -> tuple[Filters, str, bytes]:

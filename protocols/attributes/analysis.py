@@ -8,7 +8,7 @@ from metrics import consensus, gep_design
 from protocols.attributes import report as attributes_report
 from protocols.attributes import tables as atables
 from protocols.attributes.report import AttributesResult
-from reports.analyses import Analysis, AnalysisError, ReportPage, data_version
+from reports.analyses import Analysis, AnalysisError, ReportPage, chart_src, data_version
 from reports.selectors import Scope
 from studies.models import Question, Study
 from studies.selectors import study_questions
@@ -61,8 +61,6 @@ class AttributesAnalysis(Analysis):
         )
 
     def overview(self, page: ReportPage) -> dict[str, Any]:
-        from reports import views as base  # the dashboard's helpers; views import analyses
-
         result: AttributesResult = page.result(bootstrap=0)
         version = data_version(page)
         cells = []
@@ -76,7 +74,7 @@ class AttributesAnalysis(Analysis):
                         "model": model,
                         "setting": setting,
                         "human": cell.human,
-                        "src": base.chart_src(f"gep_{setting}", page, t2i_model=model, v=version),
+                        "src": chart_src(f"gep_{setting}", page, t2i_model=model, v=version),
                         "query": page.query(t2i_model=model),
                     }
                 )

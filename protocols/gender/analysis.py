@@ -10,7 +10,7 @@ from protocols.gender import tables as gtables
 from protocols.gender.report import GenderResult
 from protocols.gender.selectors import GENDER_QUESTION
 from reports import judges, render
-from reports.analyses import Analysis, AnalysisError, FilterNeeded, ReportPage
+from reports.analyses import Analysis, AnalysisError, FilterNeeded, ReportPage, chart_src
 from reports.selectors import Scope
 from reports.tables import Table, UnknownTable, num
 from studies.models import Question, Study
@@ -96,6 +96,8 @@ class GenderAnalysis(Analysis):
                 if key == "judges" or report["judge_versions"]
             ],
             "detectors": gtables.detector_keys(report),
+            # An <img> the browser fetches beside the page, so drawing it never delays the tables.
+            "model_bias_src": chart_src("model_bias", page) if report.get("human") else "",
         }
 
     def grid(self, page: ReportPage) -> gtables.PromptGrid:

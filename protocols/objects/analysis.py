@@ -8,7 +8,7 @@ from typing import Any, cast
 from protocols.objects import report as objects_report
 from protocols.objects import tables as otables
 from protocols.objects.report import ObjectsResult
-from reports.analyses import Analysis, ReportOption, ReportPage, data_version
+from reports.analyses import Analysis, ReportOption, ReportPage, chart_src, data_version
 from reports.selectors import Scope
 
 CHARTS = ("counts",)
@@ -53,8 +53,6 @@ class ObjectsAnalysis(Analysis):
         )
 
     def overview(self, page: ReportPage) -> dict[str, Any]:
-        from reports import views as base  # the dashboard's helpers; views import analyses
-
         result: ObjectsResult = page.result(bootstrap=0)
         version = data_version(page)
         models = list(result.models)
@@ -71,7 +69,7 @@ class ObjectsAnalysis(Analysis):
                 }
                 for model in models
             ],
-            "chart_src": base.chart_src("counts", page, v=version) if models else "",
+            "chart_src": chart_src("counts", page, v=version) if models else "",
             "chart_query": page.query(),
             "tables": self.tables(result),
             "classes": otables.class_totals(result),

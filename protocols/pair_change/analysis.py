@@ -12,7 +12,7 @@ from protocols.pair_change import selectors as psel
 from protocols.pair_change import tables as ptables
 from protocols.pair_change.report import PairChangeReport
 from protocols.pair_change.sampling import MeasureSourceError, study_thresholds
-from reports.analyses import Analysis, AnalysisError, ReportOption, ReportPage, data_version
+from reports.analyses import Analysis, AnalysisError, ReportOption, ReportPage, chart_src, data_version
 from reports.selectors import Scope
 from reports.tables import Table, UnknownTable
 from studies.models import Study
@@ -90,10 +90,7 @@ class PairChangeAnalysis(Analysis):
             raise AnalysisError(str(error)) from None
 
     def overview(self, page: ReportPage) -> dict[str, Any]:
-        from reports import views as base  # the dashboard's helpers; views import analyses
-
         result: PairChangeReport = page.result(bootstrap=0)
-        filters = cast("base.Filters", page)  # the dashboard's page: its links keep the filters
         domain = page.scope.category
         version = data_version(page)
         charts = []
@@ -106,10 +103,8 @@ class PairChangeAnalysis(Analysis):
                     {
                         "model": model,
                         "domain": name,
-                        "src": base.chart_src(
-                            "word_scores", filters, t2i_model=model, category=name, v=version
-                        ),
-                        "query": filters.query(t2i_model=model, category=name),
+                        "src": chart_src("word_scores", page, t2i_model=model, category=name, v=version),
+                        "query": page.query(t2i_model=model, category=name),
                         "n_words": len(result.words(model, name)),
                     }
                 )

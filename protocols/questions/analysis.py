@@ -12,7 +12,7 @@ from protocols.questions import tables as qtables
 from protocols.questions.report import QuestionsResult
 from protocols.questions.selectors import compare_column
 from reports import render
-from reports.analyses import Analysis, AnalysisError, ReportPage
+from reports.analyses import Analysis, AnalysisError, ReportPage, chart_src
 from reports.selectors import Scope
 from studies.models import Question, Study
 from studies.selectors import study_questions
@@ -61,8 +61,6 @@ class QuestionsAnalysis(Analysis):
         )
 
     def overview(self, page: ReportPage) -> dict[str, Any]:
-        from reports import views as base  # the dashboard's helpers; views import analyses
-
         result: QuestionsResult = page.result(bootstrap=0)
         sections = []
         for question in result.questions:
@@ -104,7 +102,7 @@ class QuestionsAnalysis(Analysis):
             "column": result.column,
             "tables": self.tables(result),
             "chart_keys": self.chart_keys,
-            "reliability_src": base.chart_src("reliability", page) if has_probabilities else "",
+            "reliability_src": chart_src("reliability", page) if has_probabilities else "",
             "final_answer_rule": consensus.rule_text(
                 needed=page.scope.study.labels_per_item, rule=page.scope.study.agreement
             ),

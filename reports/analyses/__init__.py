@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import import_module
 from typing import Any, ClassVar, Protocol, TypeVar
+from urllib.parse import urlencode
+
+from django.urls import reverse
 
 from reports import render
 from reports.charts import UnknownChart
@@ -79,6 +82,12 @@ class ReportPage(Protocol):
 
     def query(self, **overrides: str | None) -> str:
         """The filters as a query string, for links that keep them (downloads, drill-downs)."""
+
+
+def chart_src(name: str, page: ReportPage, **extra: str) -> str:
+    """URL of a chart drawn for display in the page (``chart_image``), with the page's filters."""
+    query = urlencode(page.params() | extra)
+    return reverse("reports:chart_image", args=[name, "svg"]) + (f"?{query}" if query else "")
 
 
 def data_version(page: ReportPage) -> str:
