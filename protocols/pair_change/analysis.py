@@ -122,14 +122,10 @@ class PairChangeAnalysis(Analysis):
                         ],
                     }
                 )
-        index: dict[str, list[str]] = {}
+        index: dict[str, set[str]] = {}
         for model in result.models:
-            for word in result.words(model):
-                if domain and word.domain != domain:
-                    continue
-                index.setdefault(word.domain, [])
-                if word.word not in index[word.domain]:
-                    index[word.domain].append(word.word)
+            for word in result.words(model, domain):
+                index.setdefault(word.domain, set()).add(word.word)
         return {
             "report": result.report,
             "result": result,
