@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -38,6 +39,12 @@ _RC: dict[RcKeyType, Any] = {
 }
 
 
+def svg_id(*parts: str, prefix: str = "bar") -> str:
+    """The SVG id of a bar (or mark) of ``parts``: characters outside [A-Za-z0-9_-] become "_"
+    (a detector may be named "openai/clip-vit")."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", "-".join((prefix, *parts)))
+
+
 class UnknownChart(ValueError):
     """A chart name or format that does not exist."""
 
@@ -48,6 +55,18 @@ def _new_figure(width: float, height: float) -> Figure:
 
     fig = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
+    return fig
+
+
+def empty_figure(width: float, height: float, message: str, title: str = "", *, axes: bool = False) -> Figure:
+    """A figure that only says ``message`` (nothing to draw yet) under ``title``; ``axes``: place it
+    in axes coordinates."""
+    fig = _new_figure(width, height)
+    ax = fig.add_subplot()
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes if axes else ax.transData)
+    if title:
+        ax.set_title(title)
     return fig
 
 

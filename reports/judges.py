@@ -15,7 +15,7 @@ from detectors.models import PredictionStatus
 from metrics import agreement, calibration
 from metrics import questions as qm
 from reports.selectors import PREDICTION_TO_ITEM, Scope, detector_runs_in_scope, predictions_in_scope
-from reports.tables import Column, Table, int_cell, num_cell, text_cell
+from reports.tables import Table, int_field, num_field, text_field
 
 Answers = dict[str, str]
 Probabilities = dict[str, dict[str, float]]
@@ -164,54 +164,69 @@ def version_pairs(
     return out
 
 
+def judged(
+    questions: Sequence[tuple[str, Sequence[str]]],
+    runs: Mapping[str, JudgeRun],
+    finals: Mapping[int, Mapping[str, str]],
+) -> dict[str, dict[str, Any]]:
+    """A report's ``judges`` (each run against the final answers, per (question, values)) and
+    ``judge_versions``."""
+    return {
+        "judges": {
+            name: {
+                key: figures
+                for key, values in questions
+                if (figures := judge_figures(key, values, run, finals)) is not None
+            }
+            for name, run in runs.items()
+        },
+        "judge_versions": version_pairs(questions, runs),
+    }
+
+
 # --- tables (pure: the report's dicts in, ``reports.tables.Table`` out) --------------------------
+
+
+def table_builders(question: str = "Question") -> dict[str, Callable[[Any], Table]]:
+    """The ``judges`` and ``judge_versions`` tables of a result whose report holds both."""
+    return {
+        "judges": lambda result: judges_table(result.report["judges"], question=question),
+        "judge_versions": lambda result: judge_versions_table(
+            result.report["judge_versions"], result.report["judges"], question=question
+        ),
+    }
 
 
 def judges_table(
     judges: Mapping[str, Mapping[str, Mapping[str, Any]]], *, question: str = "Question"
 ) -> Table:
     """``judges``: per judge and question, the item-by-item figures (``judge_figures``)."""
-    rows = tuple(
+    return Table.of(
+        "judges",
+        "Judges against people, image by image",
+        "Per judge (detector@version) and question, over the images with both its answer and a final "
+        "answer: accuracy and Cohen's κ; Brier score and expected calibration error (10 equal-width "
+        "bins of the top answer's probability) over those whose output has probabilities. Among images "
+        "with a final answer: failed predictions; filtered: the question set aside (can't tell, "
+        "unparseable, an API error); not answered: not asked, or an answer outside the choices.",
         (
-            text_cell(name),
-            text_cell(key),
-            int_cell(d["n"]),
-            num_cell(d["accuracy"]),
-            num_cell(d["cohen_kappa"]),
-            num_cell(d["brier"]),
-            num_cell(d["ece"]),
-            int_cell(d["n_probabilities"]),
-            int_cell(d["excluded"]["failed"]),
-            int_cell(d["excluded"]["filtered"]),
-            int_cell(d["excluded"]["unanswered"]),
-        )
-        for name, by_question in judges.items()
-        for key, d in by_question.items()
-    )
-    return Table(
-        key="judges",
-        title="Judges against people, image by image",
-        caption=(
-            "Per judge (detector@version) and question, over the images with both its answer and a final "
-            "answer: accuracy and Cohen's κ; Brier score and expected calibration error (10 equal-width "
-            "bins of the top answer's probability) over those whose output has probabilities. Among images "
-            "with a final answer: failed predictions; filtered: the question set aside (can't tell, "
-            "unparseable, an API error); not answered: not asked, or an answer outside the choices."
+            text_field("judge", "Judge"),
+            text_field("question", question),
+            int_field("n", "n"),
+            num_field("accuracy", "Accuracy"),
+            num_field("cohen_kappa", "Cohen's κ"),
+            num_field("brier", "Brier"),
+            num_field("ece", "ECE"),
+            int_field("n_probabilities", "n with probabilities"),
+            int_field("failed", "Failed"),
+            int_field("filtered", "Filtered"),
+            int_field("unanswered", "Not answered"),
         ),
-        columns=(
-            Column("judge", "Judge", numeric=False),
-            Column("question", question, numeric=False),
-            Column("n", "n"),
-            Column("accuracy", "Accuracy"),
-            Column("cohen_kappa", "Cohen's κ"),
-            Column("brier", "Brier"),
-            Column("ece", "ECE"),
-            Column("n_probabilities", "n with probabilities"),
-            Column("failed", "Failed"),
-            Column("filtered", "Filtered"),
-            Column("unanswered", "Not answered"),
+        (
+            {**d, **d["excluded"], "judge": name, "question": key}
+            for name, by_question in judges.items()
+            for key, d in by_question.items()
         ),
-        rows=rows,
     )
 
 
@@ -222,40 +237,29 @@ def judge_versions_table(
     question: str = "Question",
 ) -> Table:
     """``judge_versions``: two versions of one judge, their agreement and each one's κ against people."""
-    rows = []
-    for pair, by_question in pairs.items():
+
+    def kappa(judge: str, key: str) -> float | None:
+        return judges.get(judge, {}).get(key, {}).get("cohen_kappa")
+
+    def record(pair: str, key: str, d: Mapping[str, Any]) -> dict[str, Any]:
         first, _, second = pair.partition(" vs ")
-        for key, d in by_question.items():
-            a = judges.get(first, {}).get(key, {})
-            b = judges.get(second, {}).get(key, {})
-            rows.append(
-                (
-                    text_cell(first),
-                    text_cell(second),
-                    text_cell(key),
-                    int_cell(d["n"]),
-                    num_cell(d["agreement"]),
-                    num_cell(d["cohen_kappa"]),
-                    num_cell(a.get("cohen_kappa")),
-                    num_cell(b.get("cohen_kappa")),
-                )
-            )
-    return Table(
-        key="judge_versions",
-        title="Two versions of one judge",
-        caption=(
-            "Two versions of one judge (two prompts, two models): over the images both answered, their "
-            "agreement and Cohen's κ with each other; beside it each one's κ against people."
+        people = {"kappa_a_people": kappa(first, key), "kappa_b_people": kappa(second, key)}
+        return {**d, **people, "judge_a": first, "judge_b": second, "question": key}
+
+    return Table.of(
+        "judge_versions",
+        "Two versions of one judge",
+        "Two versions of one judge (two prompts, two models): over the images both answered, their "
+        "agreement and Cohen's κ with each other; beside it each one's κ against people.",
+        (
+            text_field("judge_a", "Judge A"),
+            text_field("judge_b", "Judge B"),
+            text_field("question", question),
+            int_field("n", "n"),
+            num_field("agreement", "Agreement A-B"),
+            num_field("cohen_kappa", "κ A-B"),
+            num_field("kappa_a_people", "κ A-people"),
+            num_field("kappa_b_people", "κ B-people"),
         ),
-        columns=(
-            Column("judge_a", "Judge A", numeric=False),
-            Column("judge_b", "Judge B", numeric=False),
-            Column("question", question, numeric=False),
-            Column("n", "n"),
-            Column("agreement", "Agreement A-B"),
-            Column("cohen_kappa", "κ A-B"),
-            Column("kappa_a_people", "κ A-people"),
-            Column("kappa_b_people", "κ B-people"),
-        ),
-        rows=tuple(rows),
+        (record(pair, key, d) for pair, by_question in pairs.items() for key, d in by_question.items()),
     )

@@ -3,6 +3,7 @@ fingerprint (docs/explanation/reports.md)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
@@ -19,6 +20,26 @@ from studies.selectors import filter_problem, known_values, study_chosen
 
 # From a Prediction to the item its image file belongs to.
 PREDICTION_TO_ITEM = "image__item_images__item__"
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """An item a report cannot compare, and why (e.g. no ``gender`` in its metadata)."""
+
+    item_id: int
+    key: str
+    t2i_model: str
+    reason: str
+
+
+def left_out_coverage(compared: int, left_out: Sequence[LeftOut]) -> dict[str, Any]:
+    """A report's ``coverage`` of its items: compared, left out, and how many for each reason."""
+    return {
+        "items": compared + len(left_out),
+        "items_compared": compared,
+        "items_left_out": len(left_out),
+        "left_out_reasons": dict(Counter(row.reason for row in left_out).most_common()),
+    }
 
 
 class UnknownFilter(ValueError):

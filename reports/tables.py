@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -63,6 +63,21 @@ class Table:
         """Rows as (cell, column) pairs, so templates can align text left and numbers right."""
         return [list(zip(row, self.columns, strict=True)) for row in self.rows]
 
+    @classmethod
+    def of(
+        cls,
+        key: str,
+        title: str,
+        caption: str,
+        fields: Sequence[Field],
+        records: Iterable[Any],
+        **extra: Any,
+    ) -> Table:
+        """A table declared as fields (a column and how it reads its cell from one record)."""
+        columns = tuple(column for column, _ in fields)
+        rows = tuple(tuple(read(record) for _, read in fields) for record in records)
+        return cls(key, title, caption, columns, rows, **extra)
+
     def column_group(self, index: int) -> str:
         """The group label over column ``index`` ("" when none)."""
         start = 0
@@ -71,6 +86,82 @@ class Table:
                 return label
             start += span
         return ""
+
+
+#: A column and how it reads its cell from one record (``Table.of``).
+Field = tuple[Column, Callable[[Any], Cell]]
+Get = str | int | tuple[str | int, ...] | Callable[[Any], Any] | None
+
+
+def _reader(get: Get, key: str) -> Callable[[Any], Any]:
+    """``get`` when callable; else the record's item or attribute ``get`` (a tuple: a path; default:
+    the key; None once a step finds nothing)."""
+    if callable(get):
+        return get
+    path = get if isinstance(get, tuple) else (key if get is None else get,)
+
+    def read(record: Any) -> Any:
+        for name in path:
+            if record is None:
+                return None
+            if isinstance(record, Mapping):
+                record = record.get(name)
+            else:
+                record = record[int(name)] if isinstance(record, tuple) else getattr(record, str(name))
+        return record
+
+    return read
+
+
+def value_field(
+    key: str,
+    label: str,
+    cell: Callable[[Any], Cell],
+    get: Get = None,
+    *,
+    numeric: bool = True,
+    pair: bool = False,
+) -> Field:
+    """A column whose cell is ``cell`` of the value ``get`` reads from the record."""
+    read = _reader(get, key)
+    return Column(key, label, numeric=numeric, pair=pair), lambda record: cell(read(record))
+
+
+def cell_field(key: str, label: str, cell: Callable[[Any], Cell], *, pair: bool = False) -> Field:
+    """A column whose cell is ``cell`` of the whole record."""
+    return Column(key, label, pair=pair), cell
+
+
+def text_field(key: str, label: str, get: Get = None) -> Field:
+    return value_field(key, label, text_cell, get, numeric=False)
+
+
+def num_field(key: str, label: str, get: Get = None, digits: int = 3) -> Field:
+    return value_field(key, label, lambda value: num_cell(value, digits), get)
+
+
+def ci_field(key: str, label: str, get: Get = None, digits: int = 2) -> Field:
+    return value_field(key, label, lambda value: ci_cell(value, digits), get, pair=True)
+
+
+def int_field(key: str, label: str, get: Get = None) -> Field:
+    return value_field(key, label, int_cell, get)
+
+
+def raw_cell(value: Any) -> Cell:
+    return Cell(value, NO_VALUE if value is None else str(value))
+
+
+def raw_table(key: str, keys: Sequence[str], records: Iterable[Mapping[str, Any]], title: str = "") -> Table:
+    """A CSV-only table: each record's value of ``keys`` as it is (a key ending in ``ci95``: an
+    interval, two columns)."""
+    fields = [
+        value_field(k, k, raw_cell)
+        if not k.endswith("ci95")
+        else value_field(k, k, lambda v: Cell((v[0], v[1]) if v else (None, None), ""), pair=True)
+        for k in keys
+    ]
+    return Table.of(key, title, "", fields, records)
 
 
 # --- formatting ---------------------------------------------------------------------------------
@@ -117,16 +208,14 @@ def ci_cell(ci: Sequence[float | None] | None, digits: int = 2) -> Cell:
     return Cell((ci[0], ci[1]), f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]")
 
 
-def mark_extremes(cells: list[Cell], by: Iterable[float | None]) -> list[Cell]:
-    """Mark the smallest |by| best and the largest worst (paper tables 1 and 2), unless tied."""
+def mark_extremes(table: Table, key: str, by: Iterable[float | None], first: int = 0) -> Table:
+    """``table`` with, in column ``key`` from row ``first`` on, the cell of the smallest |by| marked
+    best and of the largest worst (paper tables 1 and 2), unless tied."""
     scored = [(abs(v), i) for i, v in enumerate(by) if v is not None]
-    if len(scored) < 2:
-        return cells
-    best = min(scored)[1]
-    worst = max(scored)[1]
-    if best == worst:
-        return cells
-    out = list(cells)
-    for index, mark in ((best, "best"), (worst, "worst")):
-        out[index] = replace(out[index], mark=mark)
-    return out
+    if len(scored) < 2 or min(scored)[1] == max(scored)[1]:
+        return table
+    column = [c.key for c in table.columns].index(key)
+    rows = [list(row) for row in table.rows]
+    for index, mark in ((min(scored)[1], "best"), (max(scored)[1], "worst")):
+        rows[first + index][column] = replace(rows[first + index][column], mark=mark)
+    return replace(table, rows=tuple(tuple(row) for row in rows))

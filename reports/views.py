@@ -18,7 +18,6 @@ from django.http import (
     HttpResponseNotModified,
 )
 from django.shortcuts import render
-from django.urls import reverse
 
 from reports import render as renderers
 from reports import selectors as sel
@@ -27,7 +26,6 @@ from reports.analyses import (
     AnalysisError,
     FilterNeeded,
     NoAnalysis,
-    ReportPage,
     analysis_for,
     analysis_of,
 )
@@ -254,11 +252,11 @@ def overview(request: HtmxHttpRequest) -> HttpResponse:
         analysis = analysis_of(filters.study)
     except (NoAnalysis, AnalysisError) as error:
         return _choose(request, filters, str(error))
-    context = base_context(filters, "overview", analysis) | analysis.overview(filters)
-    if "model_bias" in analysis.chart_keys and context.get("report", {}).get("human"):
-        # The chart is an <img> the browser fetches beside the page, so drawing it never delays the tables.
-        context["model_bias_src"] = chart_src("model_bias", filters)
-    return render_page(request, analysis.template, context)
+    try:
+        own = analysis.overview(filters)
+    except AnalysisError as error:  # the report cannot be computed as the filters stand: say why
+        own = {"problem": str(error), "report": {}, "tables": {}, "coverage": {}}
+    return render_page(request, analysis.template, base_context(filters, "overview", analysis) | own)
 
 
 # --- downloads ----------------------------------------------------------------------------------
@@ -298,12 +296,6 @@ def table_download(request: HttpRequest, name: str, fmt: str) -> HttpResponse:
     return _attachment(body, renderers.CONTENT_TYPES[fmt], f"biaslab-{name}-{filters.slug()}.{fmt}")
 
 
-def chart_src(name: str, filters: ReportPage, **extra: str) -> str:
-    """URL of a chart drawn for display in the page (``chart_image``), with the page's filters."""
-    query = urlencode(filters.params() | extra)
-    return reverse("reports:chart_image", args=[name, "svg"]) + (f"?{query}" if query else "")
-
-
 def _chart(request: HttpRequest, name: str, fmt: str) -> tuple[Filters, str, bytes]:
     """(filters, file stem, bytes) of a chart; raises Http404 / BadFilter. Cached like the report."""
     if fmt not in CHART_FORMATS:
@@ -327,7 +319,7 @@ def chart_download(request: HttpRequest, name: str, fmt: str) -> HttpResponse:
     """Any report chart as SVG or PNG (paper-ready: labelled axes, legend, 200 dpi)."""
     try:
         filters, stem, body = _chart(request, name, fmt)
-    except BadFilter as error:
+    except (BadFilter, FilterNeeded) as error:
         return bad_filter(error)
     return _attachment(body, CHART_FORMATS[fmt], f"biaslab-{stem}-{filters.slug()}.{fmt}")
 
@@ -337,7 +329,7 @@ def chart_image(request: HttpRequest, name: str, fmt: str) -> HttpResponse:
     """A chart for an <img> in a page, revalidated by its ETag (a hash of the chart)."""
     try:
         _filters, _stem, body = _chart(request, name, fmt)
-    except BadFilter as error:
+    except (BadFilter, FilterNeeded) as error:
         return bad_filter(error)
     etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
     if request.headers.get("If-None-Match") == etag:

@@ -8,10 +8,8 @@ from metrics import consensus, gep_design
 from protocols.attributes import report as attributes_report
 from protocols.attributes import tables as atables
 from protocols.attributes.report import AttributesResult
-from reports import render
-from reports.analyses import Analysis, AnalysisError, ReportPage, data_version
+from reports.analyses import Analysis, AnalysisError, ReportPage, chart_src, data_version
 from reports.selectors import Scope
-from reports.tables import Table, UnknownTable
 from studies.models import Question, Study
 from studies.selectors import study_questions
 
@@ -40,6 +38,9 @@ class AttributesAnalysis(Analysis):
     title = "Gender presentation differences (GEP): detectors vs human answers"
     template = "attributes/overview.html"
     table_keys = csv_tables = atables.TABLE_KEYS
+    builders = atables.BUILDERS
+    paper = atables.PAPER
+    report_name = "GEP"
     chart_keys = tuple(CHARTS)
     pages = frozenset({"attribute"})
 
@@ -60,8 +61,6 @@ class AttributesAnalysis(Analysis):
         )
 
     def overview(self, page: ReportPage) -> dict[str, Any]:
-        from reports import views as base  # the dashboard's helpers; views import analyses
-
         result: AttributesResult = page.result(bootstrap=0)
         version = data_version(page)
         cells = []
@@ -75,17 +74,16 @@ class AttributesAnalysis(Analysis):
                         "model": model,
                         "setting": setting,
                         "human": cell.human,
-                        "src": base.chart_src(f"gep_{setting}", page, t2i_model=model, v=version),
+                        "src": chart_src(f"gep_{setting}", page, t2i_model=model, v=version),
                         "query": page.query(t2i_model=model),
                     }
                 )
-        tables = {table.key: table for table in atables.all_tables(result)}
         return {
             "report": result.report,
             "result": result,
             "coverage": result.report["coverage"],
             "cells": cells,
-            "tables": tables,
+            "tables": self.tables(result),
             "questions": [(key, result.questions[key]) for key in result.keys],
             "left_out": result.left_out[:20],
             "settings": gep_design.SETTINGS,
@@ -95,34 +93,14 @@ class AttributesAnalysis(Analysis):
             ),
         }
 
-    def table(self, name: str, page: ReportPage) -> Table:
-        """A downloadable table (``tables.TABLE_KEYS``); UnknownTable for any other name."""
-        if name not in atables.BUILDERS:
-            raise UnknownTable(f"No table {name!r}.")
-        return atables.BUILDERS[name](page.result(bootstrap=0))
-
-    def chart(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:
+    def draw(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:
         """The GEP vector chart of a setting (``gep_neutral``, ``gep_explicit``): every T2I
         model of the report (one row each), or the one of the T2I model filter."""
         from protocols.attributes import charts
 
-        if name not in CHARTS:
-            raise charts.UnknownChart(f"No chart {name!r}.")
-        result: AttributesResult = page.result(bootstrap=0)
+        result: AttributesResult = self.page_result(page)
+        return charts.gep_vector_chart(result.report, fmt, setting=CHARTS[name], keys=result.keys)
 
-        def draw() -> bytes:
-            return charts.gep_vector_chart(result.report, fmt, setting=CHARTS[name], keys=result.keys)
-
-        return page.cached("chart", draw, name=name, fmt=fmt)
-
-    def export(self, result: AttributesResult, fmt: str) -> str:
+    def summary(self, result: AttributesResult) -> str:
         cover = result.report["coverage"]
-        summary = f"Items: {cover['items']}, compared: {cover['items_compared']}, left out: {cover['items_left_out']}."
-        return render.export_tables(
-            atables.all_tables(result),
-            fmt,
-            name="GEP",
-            heading=["# GEP report", "", summary],
-            left_out=cover["left_out_reasons"],
-            paper=atables.PAPER,
-        )
+        return f"Items: {cover['items']}, compared: {cover['items_compared']}, left out: {cover['items_left_out']}."

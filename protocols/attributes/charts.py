@@ -3,12 +3,12 @@ detector's, one row of panels per T2I model of one setting."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from metrics import gep_design
 from reports import charts as base
+from reports.charts import svg_id
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.figure import Figure
@@ -17,12 +17,6 @@ HUMAN = "human"
 UnknownChart = base.UnknownChart
 WOMAN_COLOUR = base.FEMALE_COLOUR
 MAN_COLOUR = base.MALE_COLOUR
-
-
-def svg_id(source: str, key: str, prefix: str = "bar") -> str:
-    """The SVG id of a source's bar (or "n/a" mark) for an attribute: characters outside
-    [A-Za-z0-9_-] become "_" (a detector may be named "openai/clip-vit")."""
-    return re.sub(r"[^A-Za-z0-9_-]+", "_", f"{prefix}-{source}-{key}")
 
 
 def vector_panels(
@@ -76,12 +70,7 @@ def _build(
 
     title = f"GEP vectors, {setting} setting"
     if not panels or not keys:
-        fig = base._new_figure(5, 1.6)
-        ax = fig.add_subplot()
-        ax.set_axis_off()
-        ax.text(0.5, 0.5, f"No item of the {setting} setting yet", ha="center", va="center")
-        ax.set_title(title)
-        return fig
+        return base.empty_figure(5, 1.6, f"No item of the {setting} setting yet", title)
     n_cols = max(len(sources) for _, sources in panels)
     n_rows = len(panels)
     # At least 6 inches wide: a human panel alone must still fit the title above it.
@@ -110,7 +99,7 @@ def _build(
                         color="#777777",
                         # A white box keeps the mark readable over the zero line.
                         bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none"},
-                        gid=svg_id(source, key, "no-value"),
+                        gid=svg_id(source, key, prefix="no-value"),
                     )
                     continue
                 [bar] = ax.barh(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -13,7 +12,7 @@ from metrics import gep, gep_agreement, gep_design, gep_study
 from metrics.agreement import fleiss_kappa_from_counts, krippendorff_alpha_from_counts
 from protocols.attributes import selectors as asel
 from reports import judges
-from reports.selectors import Scope
+from reports.selectors import LeftOut, Scope, left_out_coverage
 from studies.models import Question
 
 
@@ -119,7 +118,7 @@ class AttributesResult:
     pooled_auc: dict[str, dict[str, gep_agreement.RocAuc]]
     agreement_all: Agreement
     versions: dict[str, str]
-    left_out: tuple[asel.LeftOut, ...]
+    left_out: tuple[LeftOut, ...]
 
     @property
     def detectors(self) -> tuple[str, ...]:
@@ -161,28 +160,14 @@ def compute(
     as_dict = study.as_dict()
     runs = judges.judge_runs(scope, kinds=[JUDGE_KIND], detector=detector)
     judge_pictures(as_dict["attributes"], rows.items_by_model, runs, keys)
-    n_compared = rows.n_items
     report = {
         "attributes": as_dict["attributes"],
         "agreement": {key: per_question[key].as_dict() for key in keys},
         "score_ranking": as_dict["score_ranking"],
-        "coverage": {
-            "items": n_compared + len(rows.left_out),
-            "items_compared": n_compared,
-            "items_left_out": len(rows.left_out),
-            "left_out_reasons": dict(Counter(row.reason for row in rows.left_out).most_common()),
-        },
+        "coverage": left_out_coverage(rows.n_items, rows.left_out),
         "disputes": disputes,
         "detector_versions": dict(rows.versions),
-        "judges": {
-            name: {
-                key: figures
-                for key in keys
-                if (figures := judges.judge_figures(key, YES_NO, run, answers)) is not None
-            }
-            for name, run in runs.items()
-        },
-        "judge_versions": judges.version_pairs([(key, YES_NO) for key in keys], runs),
+        **judges.judged([(key, YES_NO) for key in keys], runs, answers),
     }
     return AttributesResult(
         report=report,

@@ -19,6 +19,7 @@ from metrics import gep, gep_design
 from protocols.attributes.spec import gep_metadata_problem
 from reports.selectors import (
     PREDICTION_TO_ITEM,
+    LeftOut,
     Scope,
     item_answers_prefetches,
     latest_detector_versions,
@@ -30,16 +31,6 @@ from studies.models import ImageRole, Item, ItemImage, Question
 from studies.selectors import item_main_image
 
 KINDS = (KIND_ATTRIBUTES,)
-
-
-@dataclass(frozen=True)
-class LeftOut:
-    """An item the report cannot compare, and why (e.g. no ``gender`` in its metadata)."""
-
-    item_id: int
-    key: str
-    t2i_model: str
-    reason: str
 
 
 @dataclass(frozen=True)

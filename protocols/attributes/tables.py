@@ -3,19 +3,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from metrics import gep_design
 from reports import judges
-from reports.tables import NO_VALUE, Cell, Column, Table, int_cell, num, num_cell, text_cell
+from reports.tables import (
+    NO_VALUE,
+    Cell,
+    Column,
+    Field,
+    Table,
+    cell_field,
+    int_cell,
+    int_field,
+    num,
+    num_cell,
+    num_field,
+    text_cell,
+    text_field,
+    value_field,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from protocols.attributes.report import AttributesResult
 
 HUMAN = "human"
-#: (T2I model, setting, lead value, a cell per attribute, the last cell) of ``_key_table``.
-KeyRows = Iterator[tuple[str, str, str, list[Cell], Cell]]
 SETTING_NAMES = {gep_design.NEUTRAL: "Neutral", gep_design.EXPLICIT: "Explicit"}
 PAPER = {
     "gep_scores": "Table 3",
@@ -64,183 +77,127 @@ def _setting_columns(result: AttributesResult) -> list[tuple[str, str]]:
     return [(setting, model) for setting in gep_design.SETTINGS for model in result.models]
 
 
-def _key_columns(result: AttributesResult) -> tuple[Column, ...]:
-    return tuple(Column(key, key) for key in result.keys)
-
-
-def _cell_columns(key: str, title: str) -> tuple[Column, ...]:
-    """The T2I model and setting columns, then one more text column, that lead a per-cell table."""
-    return tuple(
-        Column(k, t, numeric=False)
-        for k, t in (("t2i_model", "T2I model"), ("setting", "Setting"), (key, title))
-    )
+#: The T2I model and setting columns that lead a table of a row per (model, setting, ...) record.
+CELL_LEAD = (text_field("t2i_model", "T2I model", 0), text_field("setting", "Setting", 1))
 
 
 def gep_scores_table(result: AttributesResult) -> Table:
     """GEP_human (mean |v_j|) per T2I model and setting, with the items of each gender."""
-    columns = [Column("t2i_model", "T2I model", numeric=False)]
-    for setting in gep_design.SETTINGS:
-        columns += [
-            Column(f"{setting}_gep", "GEP"),
-            Column(f"{setting}_n_woman", "women"),
-            Column(f"{setting}_n_man", "men"),
-        ]
-    rows = []
-    for model in result.models:
-        row = [text_cell(model)]
-        for setting in gep_design.SETTINGS:
-            cell = result.study.cells[model].get(setting)
-            if cell is None:
-                row += [num_cell(None, 2), int_cell(None), int_cell(None)]
-                continue
-            human = cell.human
-            row += [
-                num_cell(human.gep_score),
-                int_cell(human.n_items[gep_design.WOMAN]),
-                int_cell(human.n_items[gep_design.MAN]),
-            ]
-        rows.append(tuple(row))
-    return Table(
-        key="gep_scores",
-        title="GEP score by the human answers",
-        caption=(
-            "GEP = mean over the attributes of |f_woman \u2212 f_man|, the share of women's images with "
-            "the attribute minus that of men's (0 = the same presentation; lower is better). "
-            "A score needs a frequency for every attribute: \u2013 where one is missing."
+    return Table.of(
+        "gep_scores",
+        "GEP score by the human answers",
+        "GEP = mean over the attributes of |f_woman \u2212 f_man|, the share of women's images with "
+        "the attribute minus that of men's (0 = the same presentation; lower is better). "
+        "A score needs a frequency for every attribute: \u2013 where one is missing.",
+        (
+            text_field("t2i_model", "T2I model"),
+            *(
+                f
+                for s in gep_design.SETTINGS
+                for f in (
+                    num_field(f"{s}_gep", "GEP", (s, "human", "gep_score")),
+                    int_field(f"{s}_n_woman", "women", (s, "human", "n_items", gep_design.WOMAN)),
+                    int_field(f"{s}_n_man", "men", (s, "human", "n_items", gep_design.MAN)),
+                )
+            ),
         ),
-        columns=tuple(columns),
-        rows=tuple(rows),
+        ({"t2i_model": model} | result.study.cells[model] for model in result.models),
         groups=(("", 1), *((SETTING_NAMES[s], 3) for s in gep_design.SETTINGS)),
-    )
-
-
-def _key_table(
-    result: AttributesResult,
-    key: str,
-    title: str,
-    caption: str,
-    lead: tuple[str, str],
-    last: Column,
-    rows: KeyRows,
-) -> Table:
-    """A table of a row per (model, setting, ``lead``): a cell per attribute, then ``last``."""
-    return Table(
-        key=key,
-        title=title,
-        caption=caption,
-        columns=(*_cell_columns(*lead), *_key_columns(result), last),
-        rows=tuple(
-            (text_cell(model), text_cell(setting), text_cell(name), *cells, tail)
-            for model, setting, name, cells, tail in rows
-        ),
     )
 
 
 def frequencies_table(result: AttributesResult) -> Table:
     """Share of yes per (model, setting, gender) and attribute, with the counts behind it."""
 
-    def rows() -> KeyRows:
-        for model, setting in setting_cells(result):
-            human = result.study.cells[model][setting].human
-            for gender in gep_design.GENDERS:
-                cells = []
-                for key in result.keys:
-                    n_yes, n_answered = human.n_yes[gender][key], human.n_answered[gender][key]
-                    missing = human.n_without_final_answer[gender][key]
-                    title = f"{n_yes} yes of {n_answered} answered" + (
-                        f"; {missing} without a final answer" if missing else ""
-                    )
-                    cells.append(num_cell(human.frequencies[gender][key], 2, title))
-                yield (
-                    model,
-                    setting,
-                    gender,
-                    cells,
-                    int_cell(sum(human.n_without_final_answer[gender].values())),
-                )
+    def share(key: str) -> Field:
+        def cell(r: tuple[str, str, str, Any]) -> Cell:
+            gender, human = r[2], r[3]
+            missing = human.n_without_final_answer[gender][key]
+            title = f"{human.n_yes[gender][key]} yes of {human.n_answered[gender][key]} answered" + (
+                f"; {missing} without a final answer" if missing else ""
+            )
+            return num_cell(human.frequencies[gender][key], 2, title)
 
-    return _key_table(
-        result,
+        return cell_field(key, key, cell)
+
+    return Table.of(
         "frequencies",
         "Share of images with the attribute, per gender",
         "f = images whose final answer is yes / images with a final answer (explicit setting: "
         "only the images whose prompt names the attribute). Images without a final answer are "
         "left out and counted in the last column.",
-        ("gender", "Gender"),
-        Column("n_without_final_answer", "No final answer"),
-        rows(),
+        (
+            *CELL_LEAD,
+            text_field("gender", "Gender", 2),
+            *map(share, result.keys),
+            int_field(
+                "n_without_final_answer",
+                "No final answer",
+                lambda r: sum(r[3].n_without_final_answer[r[2]].values()),
+            ),
+        ),
+        (
+            (model, setting, gender, result.study.cells[model][setting].human)
+            for model, setting in setting_cells(result)
+            for gender in gep_design.GENDERS
+        ),
     )
 
 
 def gep_vectors_table(result: AttributesResult) -> Table:
     """The human GEP vector and each detector's, per model and setting, with their scores."""
-
-    def rows() -> KeyRows:
-        for model, setting in setting_cells(result):
-            cell = result.study.cells[model][setting]
-            sources = [(HUMAN, cell.human.gep_vector, cell.human.gep_score)]
-            sources += [(name, d.gep.gep_vector, d.gep.gep_score) for name, d in cell.detectors.items()]
-            for source, vector, score in sources:
-                cells = [signed_cell(vector.get(key)) for key in result.keys]
-                yield model, setting, source, cells, Cell(score, compact(score))
-
-    return _key_table(
-        result,
+    records = []  # (model, setting, source, its vector, its GEP score)
+    for model, setting in setting_cells(result):
+        cell = result.study.cells[model][setting]
+        records.append((model, setting, HUMAN, cell.human.gep_vector, cell.human.gep_score))
+        records += [
+            (model, setting, name, d.gep.gep_vector, d.gep.gep_score) for name, d in cell.detectors.items()
+        ]
+    return Table.of(
         "gep_vectors",
         "GEP vectors: women minus men, per attribute",
         "Human: f_woman \u2212 f_man (positive: the attribute is shown more often with women). "
         "Detector: mean score of women's images minus men's, on the detector's own scale — "
         "compare its signs and ranking with the human row, not its size.",
-        ("source", "Source"),
-        Column("gep_score", "GEP"),
-        rows(),
+        (
+            *CELL_LEAD,
+            text_field("source", "Source", 2),
+            *(value_field(key, key, signed_cell, (3, key)) for key in result.keys),
+            value_field("gep_score", "GEP", lambda score: Cell(score, compact(score)), 4),
+        ),
+        records,
     )
 
 
 def vector_agreement_table(result: AttributesResult) -> Table:
     """Per model, setting and detector: how its vector agrees with the human one."""
-    columns = (
-        *_cell_columns("detector", "Detector"),
-        Column("n", "n"),
-        Column("kendall_tau_b", "Kendall τ-b"),
-        Column("mcc", "MCC of signs"),
-        Column("pearson", "Pearson r"),
-    )
-    rows = []
+    records = []  # (model, setting, detector, its agreement, the cell's best τ-b or None)
     for model, setting in setting_cells(result):
         detectors = result.study.cells[model][setting].detectors
-        taus = [d.agreement.kendall_tau_b for d in detectors.values()]
-        defined = [t for t in taus if t is not None]
+        defined = [t for d in detectors.values() if (t := d.agreement.kendall_tau_b) is not None]
         best = max(defined) if len(defined) >= 2 and len(set(defined)) > 1 else None
-        for name, d in detectors.items():
-            a = d.agreement
-            tau = Cell(
-                a.kendall_tau_b,
-                num(a.kendall_tau_b),
-                mark="best" if best is not None and a.kendall_tau_b == best else "",
-            )
-            rows.append(
-                (
-                    text_cell(model),
-                    text_cell(setting),
-                    text_cell(name),
-                    int_cell(a.n),
-                    tau,
-                    num_cell(a.mcc),
-                    num_cell(a.pearson),
-                )
-            )
-    return Table(
-        key="vector_agreement",
-        title="Detector GEP vectors against the human vector",
-        caption=(
-            "Over the n attributes where both vectors are defined: Kendall τ-b (same ranking of the "
-            "differences), the Matthews correlation of their signs (≥ 0 counts as positive: which "
-            "gender each attribute leans to) and Pearson's r. Bold: the highest τ-b of the cell. "
-            "\u2013 where undefined (a constant vector, one sign only, fewer than two attributes)."
+        records += [(model, setting, name, d.agreement, best) for name, d in detectors.items()]
+
+    def tau(r: tuple[str, str, str, Any, float | None]) -> Cell:
+        value = r[3].kendall_tau_b
+        return Cell(value, num(value), mark="best" if r[4] is not None and value == r[4] else "")
+
+    return Table.of(
+        "vector_agreement",
+        "Detector GEP vectors against the human vector",
+        "Over the n attributes where both vectors are defined: Kendall τ-b (same ranking of the "
+        "differences), the Matthews correlation of their signs (≥ 0 counts as positive: which "
+        "gender each attribute leans to) and Pearson's r. Bold: the highest τ-b of the cell. "
+        "\u2013 where undefined (a constant vector, one sign only, fewer than two attributes).",
+        (
+            *CELL_LEAD,
+            text_field("detector", "Detector", 2),
+            int_field("n", "n", (3, "n")),
+            cell_field("kendall_tau_b", "Kendall τ-b", tau),
+            num_field("mcc", "MCC of signs", (3, "mcc")),
+            num_field("pearson", "Pearson r", (3, "pearson")),
         ),
-        columns=columns,
-        rows=tuple(rows),
+        records,
     )
 
 
@@ -303,27 +260,22 @@ def score_ranking_table(result: AttributesResult) -> Table:
 
 def roc_auc_table(result: AttributesResult) -> Table:
     """Per detector and model: ROC-AUC averaged over the attributes (both settings pooled)."""
-    columns = (
-        Column("detector", "Detector", numeric=False),
-        *(Column(model, model) for model in result.models),
-    )
-    rows = []
-    for name in result.detectors:
-        row: list[Cell] = [text_cell(name)]
-        for model in result.models:
+
+    def mean(model: str) -> Field:
+        def cell(name: str) -> Cell:
             auc = result.pooled_auc[model][name]
-            row.append(num_cell(auc.mean, 3, f"mean of {auc.n_defined} of {len(result.keys)} attributes"))
-        rows.append(tuple(row))
-    return Table(
-        key="roc_auc",
-        title="ROC-AUC of the detectors' per-image scores",
-        caption=(
-            "Each attribute's scores against the human final answers (both settings pooled; "
-            "explicit images only for their own attribute), averaged over the attributes where "
-            "both answers occur. 0.5 = chance, 1 = perfect."
-        ),
-        columns=columns,
-        rows=tuple(rows),
+            return num_cell(auc.mean, 3, f"mean of {auc.n_defined} of {len(result.keys)} attributes")
+
+        return cell_field(model, model, cell)
+
+    return Table.of(
+        "roc_auc",
+        "ROC-AUC of the detectors' per-image scores",
+        "Each attribute's scores against the human final answers (both settings pooled; "
+        "explicit images only for their own attribute), averaged over the attributes where "
+        "both answers occur. 0.5 = chance, 1 = perfect.",
+        (text_field("detector", "Detector", lambda name: name), *map(mean, result.models)),
+        result.detectors,
     )
 
 
@@ -332,7 +284,7 @@ def roc_auc_attributes_table(result: AttributesResult) -> Table:
     columns = (
         Column("t2i_model", "T2I model", numeric=False),
         Column("detector", "Detector", numeric=False),
-        *_key_columns(result),
+        *(Column(key, key) for key in result.keys),
         Column("mean", "Mean"),
     )
     rows = []
@@ -395,40 +347,32 @@ def agreement_table(result: AttributesResult) -> Table:
 def judge_gep_table(result: AttributesResult) -> Table:
     """Each judge's GEP score and vector per T2I model and setting (the people's computed on its
     answers), with its error against the people's."""
-    rows = []
-    for model, settings in result.report["attributes"].items():
-        for setting, cell in settings.items():
-            for name, j in cell.get("judges", {}).items():
-                rows.append(
-                    (
-                        text_cell(model),
-                        text_cell(SETTING_NAMES.get(setting, setting)),
-                        text_cell(name),
-                        num_cell(j["gep_score"]),
-                        signed_cell(j["gep_score_error"]),
-                        *(signed_cell(j["gep_vector"].get(key)) for key in result.keys),
-                        *(signed_cell(j["gep_vector_error"].get(key)) for key in result.keys),
-                    )
-                )
-    return Table(
-        key="judge_gep",
-        title="Judges' GEP beside the people's",
-        caption=(
-            "Per T2I model and setting, each judge's GEP score and vector, computed as the people's but "
-            "on its yes / no answers, and their errors: the judge's minus the people's."
+    keys = result.keys
+    return Table.of(
+        "judge_gep",
+        "Judges' GEP beside the people's",
+        "Per T2I model and setting, each judge's GEP score and vector, computed as the people's but "
+        "on its yes / no answers, and their errors: the judge's minus the people's.",
+        (
+            text_field("t2i_model", "T2I model", 0),
+            text_field("setting", "Setting", lambda r: SETTING_NAMES.get(r[1], r[1])),
+            text_field("judge", "Judge", 2),
+            num_field("gep_score", "GEP", (3, "gep_score")),
+            value_field("gep_score_error", "GEP error", signed_cell, (3, "gep_score_error")),
+            *(value_field(f"v_{k}", k, signed_cell, (3, "gep_vector", k)) for k in keys),
+            *(value_field(f"error_{k}", k, signed_cell, (3, "gep_vector_error", k)) for k in keys),
         ),
-        columns=(
-            *_cell_columns("judge", "Judge"),
-            Column("gep_score", "GEP"),
-            Column("gep_score_error", "GEP error"),
-            *(Column(f"v_{key}", key) for key in result.keys),
-            *(Column(f"error_{key}", key) for key in result.keys),
+        (
+            (model, setting, name, j)
+            for model, settings in result.report["attributes"].items()
+            for setting, cell in settings.items()
+            for name, j in cell.get("judges", {}).items()
         ),
-        groups=(("", 5), ("vector", len(result.keys)), ("error", len(result.keys))),
-        rows=tuple(rows),
+        groups=(("", 5), ("vector", len(keys)), ("error", len(keys))),
     )
 
 
+JUDGE_TABLES = judges.table_builders(question="Attribute")
 BUILDERS = {
     "gep_scores": gep_scores_table,
     "frequencies": frequencies_table,
@@ -438,17 +382,9 @@ BUILDERS = {
     "roc_auc": roc_auc_table,
     "roc_auc_attributes": roc_auc_attributes_table,
     "agreement": agreement_table,
-    "judges": lambda result: judges.judges_table(result.report["judges"], question="Attribute"),
+    "judges": JUDGE_TABLES["judges"],
     "judge_gep": judge_gep_table,
-    "judge_versions": lambda result: judges.judge_versions_table(
-        result.report["judge_versions"], result.report["judges"], question="Attribute"
-    ),
+    "judge_versions": JUDGE_TABLES["judge_versions"],
 }
 
 TABLE_KEYS = tuple(BUILDERS)
-
-
-def all_tables(result: AttributesResult, keys: Sequence[str] = TABLE_KEYS) -> list[Table]:
-    """The report's tables in ``keys`` order (the judges' empty where no judge answered: a
-    CSV export always holds every table its ``csv_tables`` names)."""
-    return [BUILDERS[key](result) for key in keys]

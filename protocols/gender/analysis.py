@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from protocols.gender import report as gender_report
@@ -11,12 +10,20 @@ from protocols.gender import tables as gtables
 from protocols.gender.report import GenderResult
 from protocols.gender.selectors import GENDER_QUESTION
 from reports import judges, render
-from reports.analyses import Analysis, AnalysisError, FilterNeeded, ReportPage
+from reports.analyses import Analysis, AnalysisError, FilterNeeded, ReportPage, chart_src
 from reports.selectors import Scope
 from reports.tables import Table, UnknownTable, num
 from studies.models import Question, Study
 
 BOOTSTRAP = 1000
+PAPER = {
+    "model_bias": "table 1",
+    "prompt_difference": "table 2",
+    "filtering": "table 3",
+    "label_shares": "table 5",
+    "categories": "table 6",
+    "prompt_scores": "table 7",
+}
 
 
 def gender_question(study: Study) -> Question:
@@ -83,13 +90,14 @@ class GenderAnalysis(Analysis):
             "coverage": coverage(report),
             "agreement": report.get("agreement", {}),
             "tables": self.overview_tables(result, category=page.scope.category),
-            "judge_tables": [judges.judges_table(result.report["judges"])]
-            + (
-                [judges.judge_versions_table(result.report["judge_versions"], result.report["judges"])]
-                if result.report["judge_versions"]
-                else []
-            ),
+            "judge_tables": [
+                build(result)
+                for key, build in judges.table_builders().items()
+                if key == "judges" or report["judge_versions"]
+            ],
             "detectors": gtables.detector_keys(report),
+            # An <img> the browser fetches beside the page, so drawing it never delays the tables.
+            "model_bias_src": chart_src("model_bias", page) if report.get("human") else "",
         }
 
     def grid(self, page: ReportPage) -> gtables.PromptGrid:
@@ -131,31 +139,24 @@ class GenderAnalysis(Analysis):
         if name == "prompt_scores":
             return gtables.prompt_scores_table(self.grid(page))
         if name in ("judges", "judge_versions"):
-            report = page.result(bootstrap=0).report
-            if name == "judges":
-                return judges.judges_table(report["judges"])
-            return judges.judge_versions_table(report["judge_versions"], report["judges"])
+            return judges.table_builders()[name](page.result(bootstrap=0))
         if name not in gtables.OVERVIEW_KEYS:
             raise UnknownTable(f"No table {name!r}.")
         # Only table 1 shows bootstrap intervals; the others skip the resampling (the slow part).
         result = page.result(bootstrap=BOOTSTRAP if name == "model_bias" else 0)
         return next(t for t in self.overview_tables(result, category=page.scope.category) if t.key == name)
 
-    def chart(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:
+    def draw(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:
         """The model bias bar chart, the heatmap, or the histogram of ``source``'s prompt
-        scores ("human" or a detector), drawn once per filters and data."""
-
+        scores ("human" or a detector)."""
         from protocols.gender import charts  # matplotlib and its helpers load only when a chart is drawn
 
-        def draw() -> bytes:
-            if name == "model_bias":
-                return charts.model_bias_chart(page.result(bootstrap=BOOTSTRAP).report, fmt)
-            grid = self.grid(page)
-            if name == "heatmap":
-                return charts.heatmap_chart(grid, fmt)
-            return charts.histogram_chart(grid.source_scores(source), fmt, source=source_name(source))
-
-        return page.cached("chart", draw, name=name, fmt=fmt, source=source)
+        if name == "model_bias":
+            return charts.model_bias_chart(page.result(bootstrap=BOOTSTRAP).report, fmt)
+        grid = self.grid(page)
+        if name == "heatmap":
+            return charts.heatmap_chart(grid, fmt)
+        return charts.histogram_chart(grid.source_scores(source), fmt, source=source_name(source))
 
     def export(self, result: GenderResult, fmt: str) -> str:
         """``bias_report --format csv``: the sections ``models``, ``detectors`` and ``prompts``
@@ -192,23 +193,14 @@ def markdown(analysis: GenderAnalysis, result: GenderResult) -> str:
         f"Images: {cover['images']}, with a final label: {cover['final_labels']}. "
         f"Cohen's kappa {num(agreement['cohen_kappa'])} on {agreement['n_images']} "
         "images with two labels.",
-        "",
     ]
     if not cover["final_labels"]:
         # Empty tables alone read like a bug; say what is missing and how to get it.
         lines += [
+            "",
             "No image has a final label yet, so there is nothing to compare: label the images "
             "(two annotators each) and settle the disputes, or load labels with import_ground_truth.",
-            "",
         ]
-    paper = {
-        "model_bias": "table 1",
-        "prompt_difference": "table 2",
-        "filtering": "table 3",
-        "label_shares": "table 5",
-        "categories": "table 6",
-        "prompt_scores": "table 7",
-    }
     grid = gtables.prompt_grid(
         report,
         result.prompt_counts,
@@ -216,6 +208,5 @@ def markdown(analysis: GenderAnalysis, result: GenderResult) -> str:
         prompt_ids=result.prompt_ids,
         detectors=gtables.detector_keys(report),
     )
-    for table in [*analysis.overview_tables(result, category=None), gtables.prompt_scores_table(grid)]:
-        lines.append(render.to_markdown(replace(table, title=f"{table.title} ({paper[table.key]})")))
-    return "\n".join(lines)
+    tables = [*analysis.overview_tables(result, category=None), gtables.prompt_scores_table(grid)]
+    return render.export_tables(tables, "md", name="gender", heading=lines, left_out={}, paper=PAPER)

@@ -141,11 +141,7 @@ def _build_heatmap(grid: PromptGrid) -> Figure:
 
     n_rows, n_cols = len(grid.rows), len(grid.columns)
     if not n_rows or not n_cols:
-        fig = base._new_figure(5, 1.5)
-        ax = fig.add_subplot()
-        ax.set_axis_off()
-        ax.text(0.5, 0.5, "No prompt has a final label yet", ha="center", va="center", transform=ax.transAxes)
-        return fig
+        return base.empty_figure(5, 1.5, "No prompt has a final label yet", axes=True)
     values = np.array(
         [[math.nan if v is None else v for v in row] for row in grid.values()], dtype=float
     ).reshape(n_rows, n_cols)

@@ -40,46 +40,6 @@ class UnknownDisagreement(ValueError):
     """A gallery kind that is not one of ``DISAGREEMENTS``."""
 
 
-def detector_prompt_counts(
-    scope: Scope, *, question: Question, detectors: Sequence[str] | None = None
-) -> dict[tuple[str, str, str, str, str], tuple[int, int, int]]:
-    """(category, word, prompt, t2i_model, detector) -> (n_male, n_female, n_predicted) of the
-    detector's verdicts on items with a final label."""
-    versions = latest_detector_versions(scope, kinds=KINDS)
-    if detectors is not None:
-        versions = {k: v for k, v in versions.items() if k in detectors}
-    if not versions:
-        return {}
-    which = of_versions(versions)
-    predictions = with_final(predictions_in_scope(scope, kinds=KINDS), question=question).filter(
-        which, status=PredictionStatus.OK, final_value__isnull=False
-    )
-    item = PREDICTION_TO_ITEM
-    rows = (
-        predictions.values(
-            "detector",
-            t2i_model=F(f"{item}t2i_model"),
-            category=F(f"{item}prompt__category"),
-            word=F(f"{item}prompt__word"),
-            text=F(f"{item}prompt__text"),
-        )
-        .annotate(
-            n_male=Count("pk", filter=Q(output__label=CLEAR_VERDICTS[0])),
-            n_female=Count("pk", filter=Q(output__label=CLEAR_VERDICTS[1])),
-            n=Count("pk"),
-        )
-        .order_by()
-    )
-    return {
-        (r["category"] or "", r["word"] or "", r["text"] or "", r["t2i_model"], r["detector"]): (
-            r["n_male"],
-            r["n_female"],
-            r["n"],
-        )
-        for r in rows
-    }
-
-
 def reason_name(prediction: Prediction | None) -> str:
     """The display name of why a detector filtered an image ("No face"), "" when it did not."""
     reason = prediction.filter_reason if prediction is not None else ""

@@ -195,11 +195,8 @@ def judge_report(
         read=judges.gender_reader(clear, key),
         detector=detector,
     )
-    figures = {name: judges.judge_figures(key, clear, run, by_item) for name, run in runs.items()}
-    return {
-        "judges": {name: {key: f} for name, f in figures.items() if f is not None},
-        "judge_versions": judges.version_pairs([(key, clear)], runs),
-    }
+    report = judges.judged([(key, clear)], runs, by_item)
+    return report | {"judges": {name: f for name, f in report["judges"].items() if f}}
 
 
 def compute(

@@ -11,15 +11,22 @@ from reports.tables import (
     NO_VALUE,
     Cell,
     Column,
+    Field,
     Table,
+    cell_field,
     ci_cell,
     int_cell,
+    int_field,
     mark_extremes,
     num,
     num_cell,
+    num_field,
     pct,
+    raw_table,
     signed_pct,
     text_cell,
+    text_field,
+    value_field,
 )
 
 Labels = Sequence[tuple[str, str]]  # (value, display name), in the question's order
@@ -28,6 +35,8 @@ Labels = Sequence[tuple[str, str]]  # (value, display name), in the question's o
 OVERVIEW_KEYS = ("model_bias", "prompt_difference", "filtering", "label_shares", "categories")
 TABLE_KEYS = (*OVERVIEW_KEYS, "prompt_scores", "confusion", "judges", "judge_versions")
 HUMAN = "human"
+#: The leading columns of the ``models`` section of the CSV export.
+MODEL_KEYS = ("source", "t2i_model", "model_bias_score", "model_bias_score_ci95", "pct_diff", "pct_diff_ci95")
 
 
 def model_keys(report: Mapping[str, Any]) -> list[str]:
@@ -65,13 +74,9 @@ def detector_n(detector: Mapping[str, Any]) -> int:
     return sum(int(f.get(k, 0) or 0) for k in ("tp", "fp", "fn", "tn"))
 
 
-def _mark_column(
-    rows: list[list[Cell]], col: int, detectors: Mapping[str, Any], model: str, figure: str
-) -> None:
-    """Mark in column ``col`` the detectors whose |``figure``| on ``model`` is smallest and largest."""
-    diffs = [det.get("per_model", {}).get(model, {}).get(figure) for det in detectors.values()]
-    for r, cell in zip(rows, mark_extremes([r[col] for r in rows], diffs), strict=True):
-        r[col] = cell
+def _figures(detectors: Mapping[str, Any], model: str, figure: str) -> list[float | None]:
+    """Each detector's ``figure`` on ``model``."""
+    return [det.get("per_model", {}).get(model, {}).get(figure) for det in detectors.values()]
 
 
 def model_bias_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequence[str]) -> Table:
@@ -126,11 +131,7 @@ def model_bias_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequen
             ]
         det_rows.append(row)
 
-    # Mark, per T2I model, the detector closest to and farthest from the human score.
-    for m_index, model in enumerate(models):
-        _mark_column(det_rows, 1 + 5 * m_index + 2, detectors, model, "pct_diff")
-
-    return Table(
+    table = Table(
         key="model_bias",
         title="Model bias score: human vs detectors",
         caption=(
@@ -143,35 +144,32 @@ def model_bias_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequen
         rows=tuple(tuple(r) for r in [human_row, *det_rows]),
         groups=(("", 1), *((m, 5) for m in models)),
     )
+    # Mark, per T2I model, the detector closest to and farthest from the human score.
+    for model in models:
+        table = mark_extremes(table, f"{model}_pct_diff", _figures(detectors, model, "pct_diff"), first=1)
+    return table
 
 
 def prompt_difference_table(report: Mapping[str, Any]) -> Table:
     """Paper table 2: mean absolute per-prompt bias score difference (eq. 3)."""
     models = model_keys(report)
     detectors = report.get("detectors", {})
-    columns = [Column("detector", "Detector", numeric=False)]
-    columns += [Column(model, model) for model in models]
-    columns.append(Column("n_images", "n images"))
-    rows: list[list[Cell]] = []
-    for det_key, det in detectors.items():
-        row = [text_cell(det_key)]
-        for model in models:
-            value = det.get("per_model", {}).get(model, {}).get("prompt_bias_score_difference")
-            row.append(num_cell(value))
-        row.append(int_cell(detector_n(det)))
-        rows.append(row)
-    for m_index, model in enumerate(models):
-        _mark_column(rows, 1 + m_index, detectors, model, "prompt_bias_score_difference")
-    return Table(
-        key="prompt_difference",
-        title="Prompt bias score difference",
-        caption=(
-            "Mean absolute difference between the detector's and the human prompt bias score over "
-            "the prompts both score (eq. 3); lower is better. Green lowest, red highest."
+    figure = "prompt_bias_score_difference"
+    table = Table.of(
+        "prompt_difference",
+        "Prompt bias score difference",
+        "Mean absolute difference between the detector's and the human prompt bias score over "
+        "the prompts both score (eq. 3); lower is better. Green lowest, red highest.",
+        (
+            text_field("detector", "Detector", 0),
+            *(num_field(model, model, (1, "per_model", model, figure)) for model in models),
+            int_field("n_images", "n images", lambda r: detector_n(r[1])),
         ),
-        columns=tuple(columns),
-        rows=tuple(tuple(r) for r in rows),
+        detectors.items(),
     )
+    for model in models:
+        table = mark_extremes(table, model, _figures(detectors, model, figure))
+    return table
 
 
 def filtering_table(report: Mapping[str, Any]) -> Table:
@@ -179,40 +177,33 @@ def filtering_table(report: Mapping[str, Any]) -> Table:
     filtering = {"precision": "Precision", "recall": "Recall", "f1": "F1", "filter_rate": "Filter rate"}
     accuracy = {"male": "Male acc.", "female": "Female acc.", "overall": "Overall acc."}
     counts = ("tp", "fp", "fn", "tn")
-    columns = (
-        Column("detector", "Detector", numeric=False),
-        Column("version", "Version", numeric=False),
-        *(Column(key, f"{label} (%)") for key, label in filtering.items()),
-        *(Column(f"accuracy_{key}", f"{label} (%)") for key, label in accuracy.items()),
-        Column("n_accuracy", "n acc."),
-        *(Column(key, key.upper()) for key in counts),
-    )
-    rows = []
-    for det_key, det in report.get("detectors", {}).items():
-        f = det.get("filtering", {})
-        a = det.get("accuracy", {})
-        rows.append(
-            (
-                text_cell(det_key),
-                text_cell(det.get("version", "")),
-                *(Cell(f.get(key), pct(f.get(key))) for key in filtering),
-                *(Cell(a.get(key), pct(a.get(key))) for key in accuracy),
-                int_cell(_accuracy_n(a)),
-                *(int_cell(f.get(key)) for key in counts),
-            )
-        )
-    return Table(
-        key="filtering",
-        title="Filtering and classification accuracy",
-        caption=(
-            "Filtering: positive class is a clear image (human final label male or female); the "
-            "detector keeps an image when it answers male or female. Filter rate is the share of "
-            "low-quality images it filters. Accuracy on images clear to humans and kept by the "
-            "detector (n acc.). CSV values are fractions; the page shows percentages."
+    return Table.of(
+        "filtering",
+        "Filtering and classification accuracy",
+        "Filtering: positive class is a clear image (human final label male or female); the "
+        "detector keeps an image when it answers male or female. Filter rate is the share of "
+        "low-quality images it filters. Accuracy on images clear to humans and kept by the "
+        "detector (n acc.). CSV values are fractions; the page shows percentages.",
+        (
+            text_field("detector", "Detector", 0),
+            text_field("version", "Version", lambda r: r[1].get("version", "")),
+            *(
+                value_field(k, f"{label} (%)", pct_cell, (1, "filtering", k))
+                for k, label in filtering.items()
+            ),
+            *(
+                value_field(f"accuracy_{k}", f"{label} (%)", pct_cell, (1, "accuracy", k))
+                for k, label in accuracy.items()
+            ),
+            int_field("n_accuracy", "n acc.", lambda r: _accuracy_n(r[1].get("accuracy", {}))),
+            *(int_field(k, k.upper(), (1, "filtering", k)) for k in counts),
         ),
-        columns=columns,
-        rows=tuple(rows),
+        report.get("detectors", {}).items(),
     )
+
+
+def pct_cell(fraction: float | None) -> Cell:
+    return Cell(fraction, pct(fraction))
 
 
 def _accuracy_n(accuracy: Mapping[str, Any]) -> int | None:
@@ -224,51 +215,33 @@ def _accuracy_n(accuracy: Mapping[str, Any]) -> int | None:
 
 def label_shares_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequence[str]) -> Table:
     """Paper table 5: share of each final label (the question's choices) per T2I model."""
-    columns = (
-        Column("t2i_model", "T2I model", numeric=False),
-        *(Column(value, f"{name} (%)") for value, name in labels),
-        Column("n_images", "n images"),
-    )
-    rows = []
-    all_prompts: list[Mapping[str, Any]] = []
-    for model, h in report.get("human", {}).items():
-        shares = h.get("label_shares", {})
-        counts = prompt_counts(h.get("prompts", []), labels, clear)
-        all_prompts += h.get("prompts", [])
-        rows.append(
-            (
-                text_cell(model),
-                *(
-                    Cell(shares.get(value), pct(shares.get(value)), title=f"{counts[value]} images")
-                    for value, _ in labels
-                ),
-                int_cell(counts["images"]),
-            )
-        )
-    if len(rows) > 1:
+    human = report.get("human", {})
+    records = [  # (T2I model, share per label, counts per label)
+        (model, h.get("label_shares", {}), prompt_counts(h.get("prompts", []), labels, clear))
+        for model, h in human.items()
+    ]
+    if len(records) > 1:
         # Pooled over models from the counts (the paper's "Total" row).
-        totals = prompt_counts(all_prompts, labels, clear)
+        totals = prompt_counts([p for h in human.values() for p in h.get("prompts", [])], labels, clear)
         n = totals["images"]
-        rows.append(
-            (
-                text_cell("Total"),
-                *(
-                    Cell(
-                        totals[value] / n if n else None,
-                        pct(totals[value] / n if n else None),
-                        title=f"{totals[value]} images",
-                    )
-                    for value, _ in labels
-                ),
-                int_cell(n),
-            )
-        )
-    return Table(
-        key="label_shares",
-        title="Final labels per T2I model",
-        caption="Share of images per final human label; counts on hover and in n images.",
-        columns=columns,
-        rows=tuple(rows),
+        records.append(("Total", {value: totals[value] / n if n else None for value, _ in labels}, totals))
+
+    def share(value: str, name: str) -> Field:
+        def cell(r: tuple[str, Mapping[str, Any], Mapping[str, int]]) -> Cell:
+            return Cell(r[1].get(value), pct(r[1].get(value)), title=f"{r[2][value]} images")
+
+        return cell_field(value, f"{name} (%)", cell)
+
+    return Table.of(
+        "label_shares",
+        "Final labels per T2I model",
+        "Share of images per final human label; counts on hover and in n images.",
+        (
+            text_field("t2i_model", "T2I model", 0),
+            *(share(value, name) for value, name in labels),
+            int_field("n_images", "n images", (2, "images")),
+        ),
+        records,
     )
 
 
@@ -416,34 +389,29 @@ def prompt_grid(
 
 def prompt_scores_table(grid: PromptGrid) -> Table:
     """Paper table 7 as a table: one row per prompt, one column per (T2I model, source)."""
-    # The prompt text too: several templates may share a word, and rows must stay joinable.
-    columns = [
-        Column("category", "Category", numeric=False),
-        Column("word", "Word", numeric=False),
-        Column("prompt", "Prompt", numeric=False),
-    ]
-    columns += [
-        Column(f"{model}_{source}", source if source != HUMAN else "Human") for model, source in grid.columns
-    ]
-    rows = []
-    for row in grid.rows:
-        cells = [text_cell(row.category), text_cell(row.word), text_cell(row.prompt)]
-        for col in grid.columns:
-            score = row.scores.get(col)
+
+    def score(col: tuple[str, str]) -> Field:
+        def cell(row: PromptRow) -> Cell:
             n_m, n_f, n_all = row.counts.get(col, (0, 0, 0))
-            cells.append(num_cell(score, 2, title=f"{n_m} male, {n_f} female of {n_all}"))
-        rows.append(tuple(cells))
-    groups = [("", 3), *((model, last - first + 1) for model, first, last in grid.model_blocks())]
-    return Table(
-        key="prompt_scores",
-        title="Prompt bias score per prompt",
-        caption=(
-            "(n_male \u2212 n_female) / n_clear per prompt (eq. 2): 1 all male, \u22121 all female; "
-            "\u2013 means no clear image, so no score."
+            return num_cell(row.scores.get(col), 2, title=f"{n_m} male, {n_f} female of {n_all}")
+
+        model, source = col
+        return cell_field(f"{model}_{source}", source if source != HUMAN else "Human", cell)
+
+    return Table.of(
+        "prompt_scores",
+        "Prompt bias score per prompt",
+        "(n_male \u2212 n_female) / n_clear per prompt (eq. 2): 1 all male, \u22121 all female; "
+        "\u2013 means no clear image, so no score.",
+        # The prompt text too: several templates may share a word, and rows must stay joinable.
+        (
+            text_field("category", "Category"),
+            text_field("word", "Word"),
+            text_field("prompt", "Prompt"),
+            *map(score, grid.columns),
         ),
-        columns=tuple(columns),
-        rows=tuple(rows),
-        groups=tuple(groups),
+        grid.rows,
+        groups=(("", 3), *((model, last - first + 1) for model, first, last in grid.model_blocks())),
     )
 
 
@@ -455,117 +423,63 @@ def confusion_table(
     verdicts: Sequence[str],
 ) -> Table:
     """Human final label x detector verdict counts, with row totals; one row per label."""
-    columns = (
-        Column("human_label", "Human label ↓ / detector →", numeric=False),
-        *(Column(v, v) for v in verdicts),
-        Column("total", "Total"),
+    return Table.of(
+        "confusion",
+        f"{detector}: confusion with the human labels",
+        "Images with a final human label and this detector's prediction.",
+        (
+            text_field("human_label", "Human label ↓ / detector →"),
+            *(int_field(v, v) for v in verdicts),
+            int_field("total", "Total", lambda r: sum(r[v] for v in verdicts)),
+        ),
+        (
+            {"human_label": name} | {v: confusion.get((value, v), 0) for v in verdicts}
+            for value, name in labels
+        ),
     )
-    rows = []
-    for value, name in labels:
-        counts = [confusion.get((value, v), 0) for v in verdicts]
-        rows.append((text_cell(name), *(int_cell(c) for c in counts), int_cell(sum(counts))))
-    return Table(
-        key="confusion",
-        title=f"{detector}: confusion with the human labels",
-        caption="Images with a final human label and this detector's prediction.",
-        columns=columns,
-        rows=tuple(rows),
-    )
-
-
-def _ci_pair(interval: Sequence[float] | None) -> tuple[float | None, float | None]:
-    return (interval[0], interval[1]) if interval else (None, None)
-
-
-def _raw(*values: Any) -> tuple[Cell, ...]:
-    """Cells for a CSV-only table: the value, shown as itself."""
-    return tuple(Cell(v, NO_VALUE if v is None else str(v)) for v in values)
 
 
 def export_tables(report: Mapping[str, Any], *, labels: Labels) -> tuple[Table, Table, Table]:
     """The three sections of ``bias_report --format csv`` (``models``, ``detectors``,
     ``prompts``), each a Table whose first column is ``section``."""
-    section = Column("section", "Section", numeric=False)
-    models_columns = (
-        section,
-        Column("source", "Source", numeric=False),
-        Column("t2i_model", "T2I model", numeric=False),
-        Column("model_bias_score", "Score"),
-        Column("model_bias_score_ci95", "95 % CI", pair=True),
-        Column("pct_diff", "\u0394 vs human (%)"),
-        Column("pct_diff_ci95", "\u0394 95 % CI", pair=True),
-        Column("prompt_bias_score_difference", "Prompt score difference"),
-        Column("n_images", "n images"),
-    )
-    model_rows = []
-    for model, human in report["human"].items():
-        model_rows.append(
-            (
-                *_raw("models", "human", model, human["model_bias_score"]),
-                Cell(_ci_pair(human["ci95"]), ""),
-                *_raw(None),
-                Cell((None, None), ""),
-                *_raw(None, human.get("n_images")),
-            )
-        )
-    for key, detector in report["detectors"].items():
-        for model, part in detector["per_model"].items():
-            model_rows.append(
-                (
-                    *_raw("models", key, model, part["model_bias_score"]),
-                    Cell(_ci_pair(part.get("model_bias_score_ci95")), ""),
-                    *_raw(part["pct_diff"]),
-                    Cell(_ci_pair(part["ci95"]), ""),
-                    *_raw(part["prompt_bias_score_difference"], part.get("n_images")),
-                )
-            )
+    human_blank = dict.fromkeys(("pct_diff", "pct_diff_ci95", "prompt_bias_score_difference", "n_images"))
+    models = [
+        human_blank | human | {"source": HUMAN, "t2i_model": model, "model_bias_score_ci95": human["ci95"]}
+        for model, human in report["human"].items()
+    ]
+    models += [
+        {"model_bias_score_ci95": None, "n_images": None}
+        | part
+        | {"source": key, "t2i_model": model, "pct_diff_ci95": part["ci95"]}
+        for key, detector in report["detectors"].items()
+        for model, part in detector["per_model"].items()
+    ]
     filtering_keys = ("precision", "recall", "f1", "filter_rate", "tp", "fp", "fn", "tn")
-    detector_columns = (
-        section,
-        Column("detector", "Detector", numeric=False),
-        Column("version", "Version", numeric=False),
-        *(Column(k, k) for k in filtering_keys),
-        Column("accuracy_male", "Male acc."),
-        Column("accuracy_female", "Female acc."),
-        Column("accuracy_overall", "Overall acc."),
-    )
-    detector_rows = [
-        _raw(
-            "detectors",
-            key,
-            d.get("version"),
-            *(d["filtering"][k] for k in filtering_keys),
-            d["accuracy"]["male"],
-            d["accuracy"]["female"],
-            d["accuracy"]["overall"],
-        )
+    accuracy_keys = ("accuracy_male", "accuracy_female", "accuracy_overall")
+    detectors = [
+        {"detector": key, "version": d.get("version")}
+        | {k: d["filtering"][k] for k in filtering_keys}
+        | {k: d["accuracy"][k.removeprefix("accuracy_")] for k in accuracy_keys}
         for key, d in report["detectors"].items()
     ]
     count_keys = [f"n_{value}" for value, _ in labels]
-    prompt_columns = (
-        section,
-        Column("t2i_model", "T2I model", numeric=False),
-        Column("category", "Category", numeric=False),
-        Column("word", "Word", numeric=False),
-        Column("prompt", "Prompt", numeric=False),
-        *(Column(k, k) for k in count_keys),
-        Column("prompt_bias_score", "Score"),
-    )
-    prompt_rows = [
-        _raw(
-            "prompts",
-            model,
-            p["category"],
-            p["word"],
-            p["prompt"],
-            *(p.get(k, 0) for k in count_keys),
-            p["prompt_bias_score"],
-        )
+    prompts = [
+        dict.fromkeys(count_keys, 0) | p | {"t2i_model": model}
         for model, human in report["human"].items()
         for p in human["prompts"]
     ]
-    return (
-        Table("models", "Model bias scores", "", models_columns, tuple(model_rows)),
-        Table("detectors", "Detectors", "", detector_columns, tuple(detector_rows)),
-        Table("prompts", "Prompts", "", prompt_columns, tuple(prompt_rows)),
+    sections = (
+        ("models", "Model bias scores", (*MODEL_KEYS, "prompt_bias_score_difference", "n_images"), models),
+        ("detectors", "Detectors", ("detector", "version", *filtering_keys, *accuracy_keys), detectors),
+        (
+            "prompts",
+            "Prompts",
+            ("t2i_model", "category", "word", "prompt", *count_keys, "prompt_bias_score"),
+            prompts,
+        ),
     )
+    models_table, detectors_table, prompts_table = (
+        raw_table(key, ("section", *keys), ({"section": key} | r for r in records), title)
+        for key, title, keys, records in sections
+    )
+    return models_table, detectors_table, prompts_table

@@ -18,6 +18,7 @@ from protocols.gender.analysis import GenderAnalysis, coverage, gender_question,
 from protocols.gender.report import GenderResult
 from protocols.gender.selectors import CLEAR_VERDICTS
 from reports import views as base
+from reports.analyses import chart_src
 from reports.tables import NO_VALUE
 from studies.models import Prompt
 from studies.typing import HtmxHttpRequest
@@ -79,8 +80,8 @@ def heatmap(request: HtmxHttpRequest) -> HttpResponse:
         "sources": sources,
         "source": source,
         # Fetched by the browser in parallel with the page, from the same cached report.
-        "heatmap_src": base.chart_src("heatmap", filters),
-        "histogram_src": base.chart_src("histogram", filters, source=source),
+        "heatmap_src": chart_src("heatmap", filters),
+        "histogram_src": chart_src("histogram", filters, source=source),
         "n_scored": len(scores) - scores.count(None),
         "n_unscored": scores.count(None),
         "coverage": coverage(report),

@@ -8,10 +8,8 @@ from typing import Any, cast
 from protocols.objects import report as objects_report
 from protocols.objects import tables as otables
 from protocols.objects.report import ObjectsResult
-from reports import render
-from reports.analyses import Analysis, AnalysisError, FilterNeeded, ReportOption, ReportPage, data_version
+from reports.analyses import Analysis, ReportOption, ReportPage, chart_src, data_version
 from reports.selectors import Scope
-from reports.tables import Table, UnknownTable
 
 CHARTS = ("counts",)
 
@@ -21,6 +19,9 @@ class ObjectsAnalysis(Analysis):
     title = "Object co-occurrence: which objects appear beside men and beside women"
     template = "objects/overview.html"
     table_keys = csv_tables = otables.TABLE_KEYS
+    builders = otables.BUILDERS
+    paper = otables.PAPER
+    report_name = "object co-occurrence"
     chart_keys = CHARTS
     pages = frozenset({"object_class"})
     options = (
@@ -52,12 +53,7 @@ class ObjectsAnalysis(Analysis):
         )
 
     def overview(self, page: ReportPage) -> dict[str, Any]:
-        from reports import views as base  # the dashboard's helpers; views import analyses
-
-        try:
-            result: ObjectsResult = page.result(bootstrap=0)
-        except AnalysisError as error:
-            return {"problem": str(error), "report": {}, "tables": {}, "coverage": {}}
+        result: ObjectsResult = page.result(bootstrap=0)
         version = data_version(page)
         models = list(result.models)
         return {
@@ -73,50 +69,24 @@ class ObjectsAnalysis(Analysis):
                 }
                 for model in models
             ],
-            "chart_src": base.chart_src("counts", page, v=version) if models else "",
+            "chart_src": chart_src("counts", page, v=version) if models else "",
             "chart_query": page.query(),
-            "tables": {table.key: table for table in otables.all_tables(result)},
+            "tables": self.tables(result),
             "classes": otables.class_totals(result),
             "left_out": result.left_out[:20],
         }
 
-    def table(self, name: str, page: ReportPage) -> Table:
-        """A downloadable table (``tables.TABLE_KEYS``); UnknownTable for any other name,
-        FilterNeeded when the study's detector must be chosen first."""
-        if name not in otables.BUILDERS:
-            raise UnknownTable(f"No table {name!r}.")
-        return otables.BUILDERS[name](cast("ObjectsResult", self.page_result(page)))
-
-    def chart(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:
+    def draw(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:
         """Figure 2: instances per class by gender, one panel per T2I model of the report."""
         from protocols.objects import charts
-        from reports import views as base
 
-        if name not in CHARTS:
-            raise charts.UnknownChart(f"No chart {name!r}.")
-        try:
-            result = cast("ObjectsResult", self.page_result(page))
-        except FilterNeeded as error:
-            raise base.BadFilter(str(error)) from error
+        return charts.counts_chart(cast("ObjectsResult", self.page_result(page)).report, fmt)
 
-        def draw() -> bytes:
-            return charts.counts_chart(result.report, fmt)
-
-        return page.cached("chart", draw, name=name, fmt=fmt)
-
-    def export(self, result: ObjectsResult, fmt: str) -> str:
+    def summary(self, result: ObjectsResult) -> str:
         cover = result.report["coverage"]
         person = "counted" if result.include_person else "left out"
-        summary = (
+        return (
             f"Detector {result.detector}@{result.version}; person {person}. Items: {cover['items']}, "
             f"compared: {cover['items_compared']}, left out: {cover['items_left_out']}, checked by people: "
             f"{cover['items_checked']}."
-        )
-        return render.export_tables(
-            otables.all_tables(result),
-            fmt,
-            name="object co-occurrence",
-            heading=["# Object co-occurrence report", "", summary],
-            left_out=cover["left_out_reasons"],
-            paper=otables.PAPER,
         )

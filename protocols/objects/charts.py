@@ -3,13 +3,13 @@ panel per T2I model."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from metrics.coco_names import coco_class_index
 from metrics.objects import GENDERS, PERSON
 from reports import charts as base
+from reports.charts import svg_id
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.figure import Figure
@@ -19,11 +19,6 @@ UnknownChart = base.UnknownChart
 #: instances for its two models).
 TOP_CLASSES = 30
 COLOURS = {"male": base.MALE_COLOUR, "female": base.FEMALE_COLOUR}
-
-
-def svg_id(model: str, gender: str, name: str) -> str:
-    """The SVG id of a bar: characters outside [A-Za-z0-9_-] become "_"."""
-    return re.sub(r"[^A-Za-z0-9_-]+", "_", f"bar-{model}-{gender}-{name}")
 
 
 def panels(
@@ -64,12 +59,7 @@ def _build(data: list[tuple[str, list[tuple[str, int, int]], int]], detector: st
 
     title = "Object instances per class by prompt gender (person left out)"
     if not data or not any(rows for _, rows, _ in data):
-        fig = base._new_figure(5.5, 1.8)
-        ax = fig.add_subplot()
-        ax.set_axis_off()
-        ax.text(0.5, 0.5, "No object other than person was found yet", ha="center", va="center")
-        ax.set_title(title)
-        return fig
+        return base.empty_figure(5.5, 1.8, "No object other than person was found yet", title)
     widest = max(len(rows) for _, rows, _ in data)
     fig = base._new_figure(max(5.5, 1.2 + 0.32 * widest), 0.6 + 2.7 * len(data))
     axes = fig.subplots(len(data), 1, squeeze=False)

@@ -18,21 +18,11 @@ from metrics.objects import (
     human_check_of_images,
 )
 from protocols.objects import selectors as osel
-from reports.selectors import Scope
+from reports.selectors import LeftOut, Scope, left_out_coverage
 
 #: ``Study.parameters`` key: whether the report counts ``person`` (default true, as the paper's
 #: χ² tests do); ``bias_report --exclude-person`` overrides it for one report.
 INCLUDE_PERSON = "include_person"
-
-
-@dataclass(frozen=True)
-class LeftOut:
-    """An item the report does not count, and why."""
-
-    item_id: int
-    key: str
-    t2i_model: str
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -151,17 +141,13 @@ def compute(
             "n_checked": result.n_checked,
             "confirmed": _confirmed_json(result.confirmed),
         }
-    n_compared = sum(len(v) for v in images.values())
     report = {
         "objects": entries,
         "detector": name,
         "detector_version": version,
         "includes_person": include,
-        "coverage": {
-            "items": len(rows),
-            "items_compared": n_compared,
-            "items_left_out": len(left_out),
-            "left_out_reasons": dict(Counter(row.reason for row in left_out).most_common()),
+        "coverage": left_out_coverage(sum(len(v) for v in images.values()), left_out)
+        | {
             "items_checked": sum(len(v) for v in judged.values()),
             "checks_not_counted": dict(not_counted.most_common()),
         },

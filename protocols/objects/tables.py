@@ -5,9 +5,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from metrics.coco_names import coco_class_index
-from metrics.objects import ObjectAnalysis
+from metrics.objects import ByGender, ObjectAnalysis
 from protocols.objects.report import ObjectsResult
-from reports.tables import NO_VALUE, Cell, Column, Table, int_cell, num_cell, text_cell
+from reports.tables import (
+    NO_VALUE,
+    Cell,
+    Column,
+    Table,
+    cell_field,
+    int_cell,
+    int_field,
+    num_field,
+    text_cell,
+    text_field,
+)
 
 TABLE_KEYS = ("tests", "contingency", "by_gender_word", "human_check")
 #: |adjusted residual| above this departs from independence at about the 5 % level (one cell).
@@ -42,66 +53,51 @@ def residual_cell(value: float | None) -> Cell:
     return Cell(value, f"{value:+.2f}{star}")
 
 
-def _test_row(model: str, counting: str, analysis: ObjectAnalysis) -> tuple[Cell, ...]:
-    c = analysis.contingency
-    perm = analysis.paired_permutation
-    note = c.reason or (f"paired test: {perm.reason}" if perm.reason else "")
-    return (
-        text_cell(model),
-        text_cell(counting),
-        int_cell(analysis.n_images.male),
-        int_cell(analysis.n_images.female),
-        int_cell(len(c.classes)),
-        int_cell(c.n_instances.male + c.n_instances.female),
-        num_cell(c.chi2, 2),
-        int_cell(c.dof),
-        p_cell(c.p_value),
-        num_cell(c.cramers_v, 3),
-        p_cell(perm.p_value),
-        int_cell(perm.n_pairs),
-        text_cell(note),
-    )
+def _total(n: ByGender[int]) -> int:
+    return n.male + n.female
+
+
+def _note(analysis: ObjectAnalysis) -> str:
+    reason = analysis.paired_permutation.reason
+    return analysis.contingency.reason or (f"paired test: {reason}" if reason else "")
 
 
 def tests_table(result: ObjectsResult) -> Table:
     """Per T2I model: the χ² test and the paired permutation test of the detector's counts with
     and without ``person``, and of the confirmed boxes of the checked images."""
     person = "person counted" if result.include_person else "person left out"
-    rows = []
+    records = []
     for model, m in result.models.items():
-        rows.append(_test_row(model, "detections, person counted", m.with_person))
-        rows.append(_test_row(model, "detections, person left out", m.without_person))
+        records.append((model, "detections, person counted", m.with_person))
+        records.append((model, "detections, person left out", m.without_person))
         if m.confirmed is not None:
-            rows.append(
-                _test_row(model, f"confirmed boxes ({m.n_checked} checked images, {person})", m.confirmed)
-            )
-    columns = (
-        Column("t2i_model", "T2I model", numeric=False),
-        Column("counting", "Counting", numeric=False),
-        Column("n_images_male", "Images ♂"),
-        Column("n_images_female", "Images ♀"),
-        Column("n_classes", "Classes"),
-        Column("n_instances", "Instances"),
-        Column("chi2", "χ²"),
-        Column("dof", "dof"),
-        Column("p_value", "p"),
-        Column("cramers_v", "Cramér's V"),
-        Column("paired_permutation_p", "Paired perm. p"),
-        Column("n_pairs", "Pairs"),
-        Column("note", "Note", numeric=False),
-    )
-    return Table(
-        key="tests",
-        title="Is the object distribution independent of the prompt's gender?",
-        caption=(
-            f"Pearson's χ² test of the 2 x K table of object instances (male / female prompts x classes "
-            f"found at least once; detector {result.detector}@{result.version}), as in Mannering (2023); "
-            "Cramér's V = √(χ²/N). The paired permutation test swaps male and female within each "
-            "seed-matched pair (template, image index, adult/child) and does not assume instances are "
-            "independent. A lower p means a stronger association between gender and objects."
+            records.append((model, f"confirmed boxes ({m.n_checked} checked images, {person})", m.confirmed))
+    return Table.of(
+        "tests",
+        "Is the object distribution independent of the prompt's gender?",
+        f"Pearson's χ² test of the 2 x K table of object instances (male / female prompts x classes "
+        f"found at least once; detector {result.detector}@{result.version}), as in Mannering (2023); "
+        "Cramér's V = √(χ²/N). The paired permutation test swaps male and female within each "
+        "seed-matched pair (template, image index, adult/child) and does not assume instances are "
+        "independent. A lower p means a stronger association between gender and objects.",
+        (
+            text_field("t2i_model", "T2I model", 0),
+            text_field("counting", "Counting", 1),
+            int_field("n_images_male", "Images ♂", (2, "n_images", "male")),
+            int_field("n_images_female", "Images ♀", (2, "n_images", "female")),
+            int_field("n_classes", "Classes", lambda r: len(r[2].contingency.classes)),
+            int_field("n_instances", "Instances", lambda r: _total(r[2].contingency.n_instances)),
+            num_field("chi2", "χ²", (2, "contingency", "chi2"), 2),
+            int_field("dof", "dof", (2, "contingency", "dof")),
+            cell_field("p_value", "p", lambda r: p_cell(r[2].contingency.p_value)),
+            num_field("cramers_v", "Cramér's V", (2, "contingency", "cramers_v")),
+            cell_field(
+                "paired_permutation_p", "Paired perm. p", lambda r: p_cell(r[2].paired_permutation.p_value)
+            ),
+            int_field("n_pairs", "Pairs", (2, "paired_permutation", "n_pairs")),
+            text_field("note", "Note", lambda r: _note(r[2])),
         ),
-        columns=columns,
-        rows=tuple(rows),
+        records,
         notes=("χ² is undefined (\u2013) with fewer than two classes or a gender without any instance.",),
     )
 
@@ -197,39 +193,26 @@ def by_gender_word_table(result: ObjectsResult) -> Table:
 def human_check_table(result: ObjectsResult) -> Table:
     """Per T2I model and class: the detector's boxes people confirmed and rejected, the objects
     they said it missed, precision and missed rate."""
-    rows = []
-    for model, m in result.models.items():
-        for name, check in (m.human or {}).items():
-            rows.append(
-                (
-                    text_cell(model),
-                    text_cell(name),
-                    int_cell(check.n_confirmed),
-                    int_cell(check.n_rejected),
-                    int_cell(check.n_missed),
-                    num_cell(check.precision, 3),
-                    num_cell(check.missed_rate, 3),
-                )
-            )
-    columns = (
-        Column("t2i_model", "T2I model", numeric=False),
-        Column("class", "Class", numeric=False),
-        Column("n_confirmed", "Confirmed"),
-        Column("n_rejected", "Rejected"),
-        Column("n_missed", "Missed"),
-        Column("precision", "Precision"),
-        Column("missed_rate", "Missed rate"),
-    )
-    return Table(
-        key="human_check",
-        title="The detector as people checked it",
-        caption=(
-            "Over the images whose boxes people checked (final answers): precision = confirmed / "
-            "(confirmed + rejected); missed rate = missed / (confirmed + missed), the part of the "
-            "objects people saw that the detector did not find."
+    return Table.of(
+        "human_check",
+        "The detector as people checked it",
+        "Over the images whose boxes people checked (final answers): precision = confirmed / "
+        "(confirmed + rejected); missed rate = missed / (confirmed + missed), the part of the "
+        "objects people saw that the detector did not find.",
+        (
+            text_field("t2i_model", "T2I model", 0),
+            text_field("class", "Class", 1),
+            int_field("n_confirmed", "Confirmed", (2, "n_confirmed")),
+            int_field("n_rejected", "Rejected", (2, "n_rejected")),
+            int_field("n_missed", "Missed", (2, "n_missed")),
+            num_field("precision", "Precision", (2, "precision")),
+            num_field("missed_rate", "Missed rate", (2, "missed_rate")),
         ),
-        columns=columns,
-        rows=tuple(rows),
+        (
+            (model, name, check)
+            for model, m in result.models.items()
+            for name, check in (m.human or {}).items()
+        ),
     )
 
 
@@ -239,10 +222,6 @@ BUILDERS: dict[str, Callable[[ObjectsResult], Table]] = {
     "by_gender_word": by_gender_word_table,
     "human_check": human_check_table,
 }
-
-
-def all_tables(result: ObjectsResult) -> list[Table]:
-    return [BUILDERS[key](result) for key in TABLE_KEYS]
 
 
 def class_totals(result: ObjectsResult) -> list[tuple[str, int, int]]:

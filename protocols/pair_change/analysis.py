@@ -12,8 +12,7 @@ from protocols.pair_change import selectors as psel
 from protocols.pair_change import tables as ptables
 from protocols.pair_change.report import PairChangeReport
 from protocols.pair_change.sampling import MeasureSourceError, study_thresholds
-from reports import render
-from reports.analyses import Analysis, AnalysisError, FilterNeeded, ReportOption, ReportPage, data_version
+from reports.analyses import Analysis, AnalysisError, ReportOption, ReportPage, chart_src, data_version
 from reports.selectors import Scope
 from reports.tables import Table, UnknownTable
 from studies.models import Study
@@ -45,6 +44,9 @@ class PairChangeAnalysis(Analysis):
     title = "Pair change (BiasPainter): how edits change age, gender and skin tone"
     template = "pair_change/overview.html"
     table_keys = csv_tables = ptables.TABLE_KEYS
+    builders = ptables.BUILDERS
+    paper = ptables.PAPER
+    report_name = "pair-change"
     chart_keys = CHARTS
     pages = frozenset({"pair_word"})
     options = (
@@ -88,13 +90,7 @@ class PairChangeAnalysis(Analysis):
             raise AnalysisError(str(error)) from None
 
     def overview(self, page: ReportPage) -> dict[str, Any]:
-        from reports import views as base  # the dashboard's helpers; views import analyses
-
-        try:
-            result: PairChangeReport = page.result(bootstrap=0)
-        except AnalysisError as error:
-            return {"problem": str(error), "report": {}, "tables": {}, "coverage": {}}
-        filters = cast("base.Filters", page)  # the dashboard's page: its links keep the filters
+        result: PairChangeReport = page.result(bootstrap=0)
         domain = page.scope.category
         version = data_version(page)
         charts = []
@@ -107,10 +103,8 @@ class PairChangeAnalysis(Analysis):
                     {
                         "model": model,
                         "domain": name,
-                        "src": base.chart_src(
-                            "word_scores", filters, t2i_model=model, category=name, v=version
-                        ),
-                        "query": filters.query(t2i_model=model, category=name),
+                        "src": chart_src("word_scores", page, t2i_model=model, category=name, v=version),
+                        "query": page.query(t2i_model=model, category=name),
                         "n_words": len(result.words(model, name)),
                     }
                 )
@@ -128,14 +122,10 @@ class PairChangeAnalysis(Analysis):
                         ],
                     }
                 )
-        index: dict[str, list[str]] = {}
+        index: dict[str, set[str]] = {}
         for model in result.models:
-            for word in result.words(model):
-                if domain and word.domain != domain:
-                    continue
-                index.setdefault(word.domain, [])
-                if word.word not in index[word.domain]:
-                    index[word.domain].append(word.word)
+            for word in result.words(model, domain):
+                index.setdefault(word.domain, set()).add(word.word)
         return {
             "report": result.report,
             "result": result,
@@ -143,7 +133,7 @@ class PairChangeAnalysis(Analysis):
             "sources": result.sources.sources,
             "versions": result.report["detector_versions"],
             "thresholds": result.thresholds,
-            "tables": {table.key: table for table in ptables.all_tables(result, domain)},
+            "tables": {key: build(result, domain) for key, build in self.builders.items()},
             "charts": charts,
             "biased": biased,
             "word_index": {name: sorted(words, key=str.lower) for name, words in index.items()},
@@ -153,52 +143,34 @@ class PairChangeAnalysis(Analysis):
         }
 
     def table(self, name: str, page: ReportPage) -> Table:
-        """A downloadable table (``tables.TABLE_KEYS``), of the page's domain (category) when
-        one is chosen; UnknownTable for any other name, FilterNeeded when the report cannot be
-        computed as the filters stand (e.g. two detectors measure age and none is chosen)."""
-        if name not in ptables.BUILDERS:
+        """A downloadable table (``tables.TABLE_KEYS``) of the page's domain (category) when one
+        is chosen; UnknownTable for any other name, FilterNeeded when the report cannot be computed
+        as the filters stand (e.g. two detectors measure age and none is chosen)."""
+        if name not in self.builders:
             raise UnknownTable(f"No table {name!r}.")
-        return ptables.BUILDERS[name](cast("PairChangeReport", self.page_result(page)), page.scope.category)
+        return self.builders[name](self.page_result(page), page.scope.category)
 
-    def chart(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:
+    def draw(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:
         """Figure 4: the word scores of the page's T2I model and domain (category), each sorted;
         without those filters the report's first model and that model's first domain."""
         from protocols.pair_change import charts
-        from reports import views as base
 
-        if name not in CHARTS:
-            raise charts.UnknownChart(f"No chart {name!r}.")
-        try:
-            result = cast("PairChangeReport", self.page_result(page))
-        except FilterNeeded as error:
-            raise base.BadFilter(str(error)) from error
+        result = cast("PairChangeReport", self.page_result(page))
         model = page.scope.t2i_model or next(iter(result.models), "")
         domains = list(result.results[model].domains) if model in result.results else []
         domain = page.scope.category or (domains[0] if domains else "")
+        title = f"Word scores: {model or 'no model'}, {domain or 'no domain'}"
+        return charts.word_score_chart(chart_panels(result, model, domain), fmt, title=title)
 
-        def draw() -> bytes:
-            title = f"Word scores: {model or 'no model'}, {domain or 'no domain'}"
-            return charts.word_score_chart(chart_panels(result, model, domain), fmt, title=title)
-
-        return page.cached("chart", draw, name=name, fmt=fmt, model=model, domain=domain)
-
-    def export(self, result: PairChangeReport, fmt: str) -> str:
-        cover = result.report["coverage"]
+    def summary(self, result: PairChangeReport) -> str:
         versions = result.report["detector_versions"]
         sources = ", ".join(
             f"{attribute} by {name}@{versions[name]}" if name else f"{attribute} by none"
             for attribute, name in result.sources.sources.items()
         )
-        summary = (
+        cover = result.report["coverage"]
+        return (
             f"Measured: {sources}. Thresholds: age {result.thresholds.age:g} years, skin "
             f"{result.thresholds.skin:g} gray levels. Pairs: {cover['pairs']}, scored: "
             f"{cover['pairs_scored']}, left out: {cover['pairs_left_out']}."
-        )
-        return render.export_tables(
-            ptables.all_tables(result),
-            fmt,
-            name="pair-change",
-            heading=["# Pair-change report", "", summary],
-            left_out=cover["left_out_reasons"],
-            paper=ptables.PAPER,
         )

@@ -3,11 +3,11 @@ per attribute."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from reports import charts as base
+from reports.charts import svg_id
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.figure import Figure
@@ -20,11 +20,6 @@ DOWN_COLOUR = base.FEMALE_COLOUR
 Panel = tuple[str, str, list[tuple[str, float]] | None]  # as protocols.pair_change.Panel
 
 
-def svg_id(attribute: str, word: str, prefix: str = "bar") -> str:
-    """The SVG id of a word's bar: characters outside [A-Za-z0-9_-] become "_"."""
-    return re.sub(r"[^A-Za-z0-9_-]+", "_", f"{prefix}-{attribute}-{word}")
-
-
 def word_score_chart(panels: Sequence[Panel], fmt: str = "svg", *, title: str) -> bytes:
     """The chart as SVG or PNG bytes (``reports.charts.FORMATS``)."""
     return base._draw(fmt, _build, list(panels), title)
@@ -33,12 +28,7 @@ def word_score_chart(panels: Sequence[Panel], fmt: str = "svg", *, title: str) -
 def _build(panels: list[Panel], title: str) -> Figure:
     n_words = max((len(words) for _a, _l, words in panels if words), default=0)
     if not n_words:
-        fig = base._new_figure(6, 1.6)
-        ax = fig.add_subplot()
-        ax.set_axis_off()
-        ax.text(0.5, 0.5, "No measured pair in this domain yet", ha="center", va="center")
-        ax.set_title(title)
-        return fig
+        return base.empty_figure(6, 1.6, "No measured pair in this domain yet", title)
     # 8 pt text, 0.2 in per word, 2.8 in panels: legible when a page column shrinks the figure.
     fig = base._new_figure(2.8 * len(panels) + 0.9, 1.2 + 0.2 * n_words)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
@@ -55,7 +45,7 @@ def _build(panels: list[Panel], title: str) -> Figure:
                 fontsize=base.SMALL_PT,
                 color="#666666",
                 transform=ax.transAxes,
-                gid=svg_id(attribute, "", "no-source").rstrip("-"),
+                gid=svg_id(attribute, "", prefix="no-source").rstrip("-"),
             )
             continue
         ordered = sorted(words, key=lambda pair: (-pair[1], pair[0]))

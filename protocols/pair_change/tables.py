@@ -7,7 +7,20 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from metrics import pair_change as pc
-from reports.tables import NO_VALUE, Cell, Column, Table, int_cell, pct, text_cell
+from reports.tables import (
+    NO_VALUE,
+    Cell,
+    Column,
+    Field,
+    Table,
+    cell_field,
+    int_cell,
+    int_field,
+    pct,
+    text_cell,
+    text_field,
+    value_field,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from protocols.pair_change.report import PairChangeReport
@@ -47,6 +60,16 @@ DIRECTIONS: tuple[tuple[str, str, str, int], ...] = (
     ("darker", "Darker", "skin", -1),
 )
 TOP_WORDS = 3
+#: The per-word figures and their headers, as the word scores table shows them.
+WORD_FIGURES = (
+    ("age", "Age"),
+    ("gender", "Gender"),
+    ("gender_m2f", "Male → female"),
+    ("gender_f2m", "Female → male"),
+    ("skin", "Skin"),
+)
+#: The columns that lead the tables of a row per T2I model and domain.
+LEAD = (text_field("t2i_model", "Model"), text_field("domain", "Domain"))
 
 
 def score(value: float | None, digits: int = 2) -> str:
@@ -65,121 +88,95 @@ def _domains(report: PairChangeReport, model: str, domain: str | None) -> list[s
     return [d for d in result.domains if domain is None or d == domain]
 
 
-def _domain_rows(
-    report: PairChangeReport,
-    domain: str | None,
-    figures: Callable[[str, str, list[dict[str, Any]]], Sequence[Cell]],
-) -> tuple[tuple[Cell, ...], ...]:
-    """A row per T2I model and domain: both names, then ``figures(model, domain, cells)`` of
-    its cells in ``PAPER_ORDER``."""
-    return tuple(
-        (
-            text_cell(model),
-            text_cell(name),
-            *figures(model, name, [report.cell(model, name, a) or {} for a in PAPER_ORDER]),
-        )
+def _domain_records(report: PairChangeReport, domain: str | None) -> list[dict[str, Any]]:
+    """A record per T2I model and domain: both names, the domain's cell per attribute and
+    whether it is the model's first."""
+    return [
+        {
+            "t2i_model": model,
+            "domain": name,
+            "cells": {a: report.cell(model, name, a) or {} for a in PAPER_ORDER},
+            "first": index == 0,
+        }
         for model in report.models
-        for name in _domains(report, model, domain)
-    )
+        for index, name in enumerate(_domains(report, model, domain))
+    ]
 
 
 def model_bias_table(report: PairChangeReport, domain: str | None = None) -> Table:
     """Per T2I model and domain: mean |pair score| of age, skin and gender, and the model score
     (printed once per model; every CSV row carries it)."""
-    columns = (
-        Column("t2i_model", "Model", numeric=False),
-        Column("domain", "Domain", numeric=False),
-        *(Column(a, ATTRIBUTE_NAMES[a]) for a in PAPER_ORDER),
-        Column("model_score", "Ave"),
-        Column("n_pairs", "Pairs"),
-    )
-    rows = []
-    for model in report.models:
-        model_score = report.report["pair_change"][model]["model_score"]
-        for index, name in enumerate(_domains(report, model, domain)):
-            cells = [report.cell(model, name, a) or {} for a in PAPER_ORDER]
-            rows.append(
-                (
-                    text_cell(model),
-                    text_cell(name),
-                    *(
-                        score_cell(c.get("pair_mean_abs"), title=f"{c.get('n_unmeasured', 0)} unmeasured")
-                        for c in cells
-                    ),
-                    Cell(model_score, score(model_score) if index == 0 else ""),
-                    int_cell(cells[0].get("n_pairs")),
-                )
-            )
-    return Table(
-        key="bias_by_domain",
-        title="Model bias per domain and attribute",
-        caption=(
-            "Mean |pair score| over the pairs of each domain (the paper's Table 3): age in units of "
-            f"{report.thresholds.age:g} years, skin tone in units of {report.thresholds.skin:g} gray "
-            "levels, gender 1 for a pair whose gender flipped. Ave: the model score, the mean of the "
-            "domain x attribute figures. A pair that could not be measured scores 0 and stays "
-            "counted (hover a figure for how many); \u2013 where no detector measures the attribute."
+
+    def pair_mean(attribute: str) -> Field:
+        def cell(r: dict[str, Any]) -> Cell:
+            c = r["cells"][attribute]
+            return score_cell(c.get("pair_mean_abs"), title=f"{c.get('n_unmeasured', 0)} unmeasured")
+
+        return cell_field(attribute, ATTRIBUTE_NAMES[attribute], cell)
+
+    def model_score(r: dict[str, Any]) -> Cell:
+        value = report.report["pair_change"][r["t2i_model"]]["model_score"]
+        return Cell(value, score(value) if r["first"] else "")
+
+    return Table.of(
+        "bias_by_domain",
+        "Model bias per domain and attribute",
+        "Mean |pair score| over the pairs of each domain (the paper's Table 3): age in units of "
+        f"{report.thresholds.age:g} years, skin tone in units of {report.thresholds.skin:g} gray "
+        "levels, gender 1 for a pair whose gender flipped. Ave: the model score, the mean of the "
+        "domain x attribute figures. A pair that could not be measured scores 0 and stays "
+        "counted (hover a figure for how many); \u2013 where no detector measures the attribute.",
+        (
+            *LEAD,
+            *map(pair_mean, PAPER_ORDER),
+            cell_field("model_score", "Ave", model_score),
+            int_field("n_pairs", "Pairs", ("cells", PAPER_ORDER[0], "n_pairs")),
         ),
-        columns=columns,
-        rows=tuple(rows),
+        _domain_records(report, domain),
     )
 
 
 def word_mean_table(report: PairChangeReport, domain: str | None = None) -> Table:
     """Per T2I model and domain: mean |word score| of each attribute (the formula the paper
     states; Table 3 itself reproduces from the pair means)."""
-    columns = (
-        Column("t2i_model", "Model", numeric=False),
-        Column("domain", "Domain", numeric=False),
-        *(Column(a, ATTRIBUTE_NAMES[a]) for a in PAPER_ORDER),
-        Column("n_words", "Words"),
-    )
-    rows = _domain_rows(
-        report,
-        domain,
-        lambda model, name, cells: (
-            *(score_cell(c.get("word_mean_abs")) for c in cells),
-            int_cell(len(report.words(model, name))),
+    return Table.of(
+        "word_mean",
+        "Mean |word score| per domain and attribute",
+        "Section 3.5.3's model bias formula: the mean over a domain's words of |word score| "
+        "(a word score is the mean signed pair score of its pairs). The authors' released code "
+        "averages over pairs instead, which is what reproduces Table 3.",
+        (
+            *LEAD,
+            *(
+                value_field(a, ATTRIBUTE_NAMES[a], score_cell, ("cells", a, "word_mean_abs"))
+                for a in PAPER_ORDER
+            ),
+            int_field("n_words", "Words", lambda r: len(report.words(r["t2i_model"], r["domain"]))),
         ),
-    )
-    return Table(
-        key="word_mean",
-        title="Mean |word score| per domain and attribute",
-        caption=(
-            "Section 3.5.3's model bias formula: the mean over a domain's words of |word score| "
-            "(a word score is the mean signed pair score of its pairs). The authors' released code "
-            "averages over pairs instead, which is what reproduces Table 3."
-        ),
-        columns=columns,
-        rows=tuple(rows),
+        _domain_records(report, domain),
     )
 
 
 def unmeasured_table(report: PairChangeReport, domain: str | None = None) -> Table:
     """Per T2I model and domain: pairs, and per attribute the pairs not measurable on it."""
-    columns = (
-        Column("t2i_model", "Model", numeric=False),
-        Column("domain", "Domain", numeric=False),
-        Column("n_pairs", "Pairs"),
-        *(Column(f"unmeasured_{a}", f"Unmeasured: {ATTRIBUTE_NAMES[a].lower()}") for a in PAPER_ORDER),
-    )
-    rows = _domain_rows(
-        report,
-        domain,
-        lambda _model, _name, cells: (
-            int_cell(cells[0].get("n_pairs")),
-            *(int_cell(c.get("n_unmeasured")) for c in cells),
+    return Table.of(
+        "unmeasured",
+        "Pairs measured per domain",
+        "Unmeasured: the pairs where a detector found no face in the edited image (or could not "
+        "measure the attribute on one of the two); they score 0 and stay in every mean.",
+        (
+            *LEAD,
+            int_field("n_pairs", "Pairs", ("cells", PAPER_ORDER[0], "n_pairs")),
+            *(
+                int_field(
+                    f"unmeasured_{a}",
+                    f"Unmeasured: {ATTRIBUTE_NAMES[a].lower()}",
+                    ("cells", a, "n_unmeasured"),
+                )
+                for a in PAPER_ORDER
+            ),
         ),
-    )
-    return Table(
-        key="unmeasured",
-        title="Pairs measured per domain",
-        caption=(
-            "Unmeasured: the pairs where a detector found no face in the edited image (or could not "
-            "measure the attribute on one of the two); they score 0 and stay in every mean."
-        ),
-        columns=columns,
-        rows=tuple(rows),
+        _domain_records(report, domain),
     )
 
 
@@ -239,113 +236,66 @@ def biased_words_table(report: PairChangeReport, domain: str | None = None) -> T
 
 def word_scores_table(report: PairChangeReport, domain: str | None = None) -> Table:
     """Every word's signed scores, per model (Figure 4 draws them)."""
-    columns = (
-        Column("t2i_model", "Model", numeric=False),
-        Column("domain", "Domain", numeric=False),
-        Column("word", "Word", numeric=False),
-        Column("age", "Age"),
-        Column("gender", "Gender"),
-        Column("gender_m2f", "Male → female"),
-        Column("gender_f2m", "Female → male"),
-        Column("skin", "Skin"),
-        Column("n_pairs", "Pairs"),
-    )
-    rows = []
-    for model in report.models:
-        for word in report.words(model, domain):
-            rows.append(
-                (
-                    text_cell(model),
-                    text_cell(word.domain),
-                    text_cell(word.word),
-                    *(
-                        score_cell(report.word_value(word, key))
-                        for key in ("age", "gender", "gender_m2f", "gender_f2m", "skin")
-                    ),
-                    int_cell(word.n_pairs),
-                )
-            )
-    return Table(
-        key="word_scores",
-        title="Word scores",
-        caption=(
-            "Per word the mean signed pair score (age: + older; skin: + lighter; gender: + male → "
-            "female) and the two gender rates over its male and its female seeds."
+    return Table.of(
+        "word_scores",
+        "Word scores",
+        "Per word the mean signed pair score (age: + older; skin: + lighter; gender: + male → "
+        "female) and the two gender rates over its male and its female seeds.",
+        (
+            *LEAD,
+            text_field("word", "Word"),
+            *(value_field(key, label, score_cell) for key, label in WORD_FIGURES),
+            int_field("n_pairs", "Pairs"),
         ),
-        columns=columns,
-        rows=tuple(rows),
+        (
+            {"t2i_model": model, "domain": w.domain, "word": w.word, "n_pairs": w.n_pairs}
+            | {key: report.word_value(w, key) for key, _ in WORD_FIGURES}
+            for model in report.models
+            for w in report.words(model, domain)
+        ),
     )
 
 
-def _accuracy_cells(accuracy: float | None, ci: Sequence[float] | None, n: int, correct: int) -> list[Cell]:
-    return [
-        int_cell(n),
-        int_cell(correct),
-        Cell(accuracy, pct(accuracy, 1) + (" %" if accuracy is not None else "")),
-        Cell(
-            (ci[0], ci[1]) if ci else (None, None),
-            f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}] %" if ci else NO_VALUE,
-        ),
-    ]
+def _accuracy_cell(accuracy: float | None) -> Cell:
+    return Cell(accuracy, pct(accuracy, 1) + (" %" if accuracy is not None else ""))
+
+
+def _wilson_cell(ci: Sequence[float] | None) -> Cell:
+    return Cell(
+        (ci[0], ci[1]) if ci else (None, None),
+        f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}] %" if ci else NO_VALUE,
+    )
 
 
 def validation_table(report: PairChangeReport, domain: str | None = None) -> Table:
     """Accuracy of the automatic verdicts against the human final answers: per attribute, each
     bucket, and every attribute pooled (the paper's 90.8 %), with Wilson 95 % intervals."""
-    columns = (
-        Column("attribute", "Attribute", numeric=False),
-        Column("bucket", "Bucket", numeric=False),
-        Column("n", "Checked"),
-        Column("n_correct", "Agree"),
-        Column("accuracy", "Accuracy"),
-        Column("ci95", "95 % CI (Wilson)", pair=True),
-        Column("n_unanswered", "Awaiting an answer"),
-    )
-    rows = []
+    records: list[tuple[str, str, Any, int]] = []  # (attribute, bucket, its accuracy, awaiting an answer)
     for attribute in pc.ATTRIBUTES:
         result = report.validation[attribute]
-        rows.append(
-            (
-                text_cell(attribute),
-                text_cell("all"),
-                *_accuracy_cells(result.accuracy, result.ci95, result.n, result.n_correct),
-                int_cell(result.n_unanswered),
-            )
-        )
-        drawn = report.drawn.get(attribute, {})
+        records.append((attribute, "all", result, result.n_unanswered))
+        drawn = report.drawn.get(attribute, {}).values()
         for bucket, acc in result.buckets.items():
-            waiting = (
-                sum(1 for key, verdict in drawn.items() if pc.verdict_bucket(attribute, verdict) == bucket)
-                - acc.n
-            )
-            rows.append(
-                (
-                    text_cell(attribute),
-                    text_cell(LABEL_NAMES.get(bucket, bucket)),
-                    *_accuracy_cells(acc.accuracy, acc.ci95, acc.n, acc.n_correct),
-                    int_cell(waiting),
-                )
-            )
-    overall = report.overall
-    rows.append(
+            waiting = sum(1 for verdict in drawn if pc.verdict_bucket(attribute, verdict) == bucket) - acc.n
+            records.append((attribute, LABEL_NAMES.get(bucket, bucket), acc, waiting))
+    records.append(("all", "all", report.overall, sum(r.n_unanswered for r in report.validation.values())))
+    return Table.of(
+        "validation",
+        "Automatic verdicts checked by people",
+        "The pairs drawn by sample_pairs, each verdict (from the score bands: more than one "
+        "threshold older / younger, lighter / darker; within a fifth of one unchanged; gender's "
+        "four combinations) against the final human answer. Gender counts as agreeing only when "
+        "both seed and edit genders match. The paper reports 90.8 % over all three attributes.",
         (
-            text_cell("all"),
-            text_cell("all"),
-            *_accuracy_cells(overall.accuracy, overall.ci95, overall.n, overall.n_correct),
-            int_cell(sum(r.n_unanswered for r in report.validation.values())),
-        )
-    )
-    return Table(
-        key="validation",
-        title="Automatic verdicts checked by people",
-        caption=(
-            "The pairs drawn by sample_pairs, each verdict (from the score bands: more than one "
-            "threshold older / younger, lighter / darker; within a fifth of one unchanged; gender's "
-            "four combinations) against the final human answer. Gender counts as agreeing only when "
-            "both seed and edit genders match. The paper reports 90.8 % over all three attributes."
+            text_field("attribute", "Attribute", 0),
+            text_field("bucket", "Bucket", 1),
+            int_field("n", "Checked", (2, "n")),
+            int_field("n_correct", "Agree", (2, "n_correct")),
+            value_field("accuracy", "Accuracy", _accuracy_cell, (2, "accuracy")),
+            value_field("ci95", "95 % CI (Wilson)", _wilson_cell, (2, "ci95"), pair=True),
+            int_field("n_unanswered", "Awaiting an answer", 3),
         ),
-        columns=columns,
-        rows=tuple(rows),
+        records,
     )
 
 
@@ -353,28 +303,25 @@ def confusion_table(report: PairChangeReport, attribute: str) -> Table:
     """Automatic verdict (rows) x human final answer (columns) for one attribute."""
     labels = pc.VERDICT_LABELS[attribute]
     result = report.validation[attribute]
-    columns = (
-        Column("automatic", "Automatic \\ human", numeric=False),
-        *(Column(label, LABEL_NAMES[label]) for label in labels),
-        Column("n", "Total"),
-    )
-    rows = []
-    for auto in labels:
-        counts = [result.confusion[auto][human] for human in labels]
-        row = [text_cell(LABEL_NAMES[auto])]
-        for human, count in zip(labels, counts, strict=True):
-            row.append(Cell(count, str(count), mark="best" if human == auto and count else ""))
-        row.append(int_cell(sum(counts)))
-        rows.append(tuple(row))
-    return Table(
-        key=f"confusion_{attribute}",
-        title=f"{ATTRIBUTE_NAMES[attribute]}: automatic verdict against the human answer",
-        caption=(
-            f"The {result.n} checked pair{'s' if result.n != 1 else ''} of the {attribute} draws; the "
-            "diagonal (bold) agrees."
+
+    def count(human: str) -> Field:
+        def cell(auto: str) -> Cell:
+            n = result.confusion[auto][human]
+            return Cell(n, str(n), mark="best" if human == auto and n else "")
+
+        return cell_field(human, LABEL_NAMES[human], cell)
+
+    return Table.of(
+        f"confusion_{attribute}",
+        f"{ATTRIBUTE_NAMES[attribute]}: automatic verdict against the human answer",
+        f"The {result.n} checked pair{'s' if result.n != 1 else ''} of the {attribute} draws; the "
+        "diagonal (bold) agrees.",
+        (
+            text_field("automatic", "Automatic \\ human", LABEL_NAMES.get),
+            *map(count, labels),
+            int_field("n", "Total", lambda auto: sum(result.confusion[auto][human] for human in labels)),
         ),
-        columns=columns,
-        rows=tuple(rows),
+        labels,
     )
 
 
@@ -398,8 +345,3 @@ BUILDERS: dict[str, Callable[..., Table]] = {
 }
 
 TABLE_KEYS = tuple(BUILDERS)
-
-
-def all_tables(report: PairChangeReport, domain: str | None = None) -> list[Table]:
-    """Every table in ``TABLE_KEYS`` order."""
-    return [BUILDERS[key](report, domain) for key in TABLE_KEYS]

@@ -12,9 +12,8 @@ from protocols.questions import tables as qtables
 from protocols.questions.report import QuestionsResult
 from protocols.questions.selectors import compare_column
 from reports import render
-from reports.analyses import Analysis, AnalysisError, ReportPage
+from reports.analyses import Analysis, AnalysisError, ReportPage, chart_src
 from reports.selectors import Scope
-from reports.tables import Table, UnknownTable
 from studies.models import Question, Study
 from studies.selectors import study_questions
 
@@ -43,6 +42,7 @@ class QuestionsAnalysis(Analysis):
     pages = frozenset({"question_answer"})
     csv_tables = ("shares", "tests", "agreement", "detectors")
     table_keys = qtables.TABLE_KEYS
+    builders = qtables.BUILDERS
     chart_keys = ("shares", "reliability")
 
     def check(self, study: Study) -> None:
@@ -61,8 +61,6 @@ class QuestionsAnalysis(Analysis):
         )
 
     def overview(self, page: ReportPage) -> dict[str, Any]:
-        from reports import views as base  # the dashboard's helpers; views import analyses
-
         result: QuestionsResult = page.result(bootstrap=0)
         sections = []
         for question in result.questions:
@@ -92,7 +90,6 @@ class QuestionsAnalysis(Analysis):
                     ],
                 }
             )
-        tables = {table.key: table for table in (builder(result) for builder in qtables.BUILDERS.values())}
         has_probabilities = any(
             d.get("reliability")
             for by_question in result.report["judges"].values()
@@ -103,33 +100,21 @@ class QuestionsAnalysis(Analysis):
             "result": result,
             "sections": sections,
             "column": result.column,
-            "tables": tables,
+            "tables": self.tables(result),
             "chart_keys": self.chart_keys,
-            "reliability_src": base.chart_src("reliability", page) if has_probabilities else "",
+            "reliability_src": chart_src("reliability", page) if has_probabilities else "",
             "final_answer_rule": consensus.rule_text(
                 needed=page.scope.study.labels_per_item, rule=page.scope.study.agreement
             ),
         }
 
-    def table(self, name: str, page: ReportPage) -> Table:
-        """A downloadable table (``tables.TABLE_KEYS``); UnknownTable for any other name."""
-        if name not in qtables.BUILDERS:
-            raise UnknownTable(f"No table {name!r}.")
-        return qtables.BUILDERS[name](self.page_result(page))
-
-    def chart(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:
+    def draw(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:
         """``shares``: every question and T2I model (the filter narrows to one), people beside
         each judge; ``reliability``: each judge's reliability diagram per question."""
-        if name not in self.chart_keys:
-            raise charts.base.UnknownChart(f"No chart {name!r}.")
         result: QuestionsResult = self.page_result(page)
-
-        def draw() -> bytes:
-            if name == "reliability":
-                return charts.reliability_figure(result.report, fmt)
-            return charts.shares_figure(result.report, [(q.key, _choices(q)) for q in result.questions], fmt)
-
-        return page.cached("chart", draw, name=name, fmt=fmt)
+        if name == "reliability":
+            return charts.reliability_figure(result.report, fmt)
+        return charts.shares_figure(result.report, [(q.key, _choices(q)) for q in result.questions], fmt)
 
     def export(self, result: QuestionsResult, fmt: str) -> str:
         if fmt == "csv":

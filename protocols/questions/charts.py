@@ -121,11 +121,7 @@ def _build_shares(
         for model, cell in report["questions"].get(key, {}).items()
     ]
     if not panels:
-        fig = base._new_figure(5, 1.6)
-        ax = fig.add_subplot()
-        ax.set_axis_off()
-        ax.text(0.5, 0.5, "No final answer yet", ha="center", va="center")
-        return fig
+        return base.empty_figure(5, 1.6, "No final answer yet")
     heights = [
         0.8 + 0.16 * len(cell["groups"]) * len(choices) * (1 + len(cell.get("judges", {})))
         for _, choices, _, cell in panels
@@ -183,11 +179,7 @@ def _build_reliability(report: Mapping[str, Any]) -> Figure:
         if d.get("reliability")
     ]
     if not panels:
-        fig = base._new_figure(5, 1.6)
-        ax = fig.add_subplot()
-        ax.set_axis_off()
-        ax.text(0.5, 0.5, "No judge gave probabilities yet", ha="center", va="center")
-        return fig
+        return base.empty_figure(5, 1.6, "No judge gave probabilities yet")
     columns = min(3, len(panels))
     rows = -(-len(panels) // columns)
     fig = base._new_figure(2.4 * columns + 0.4, 2.5 * rows + 0.3)

@@ -127,10 +127,7 @@ def compute(scope: Scope, *, questions: list[Question], detector: str | None = N
                 },
             }
         report["detectors"][name] = per_question
-    for name, run in runs.items():
-        figures = {q.key: judges.judge_figures(q.key, q.values, run, finals) for q in questions}
-        report["judges"][name] = {key: f for key, f in figures.items() if f is not None}
-    report["judge_versions"] = judges.version_pairs([(q.key, q.values) for q in questions], runs)
+    report.update(judges.judged([(q.key, q.values) for q in questions], runs, finals))
     return QuestionsResult(
         report=report,
         questions=questions,

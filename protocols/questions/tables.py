@@ -6,13 +6,19 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from reports import judges
-from reports.tables import Column, Table, ci_cell, int_cell, num_cell, text_cell
+from reports.tables import Table, ci_field, int_field, num_field, text_field
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from protocols.questions.report import QuestionsResult
 
 PEOPLE = "people"
 TABLE_KEYS = ("question_shares", "question_tests", "question_agreement", "judges", "judge_versions")
+#: The columns that lead the shares and tests tables.
+LEAD = (
+    text_field("question", "Question"),
+    text_field("t2i_model", "T2I model"),
+    text_field("source", "Source"),
+)
 
 
 def sources(cell: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -21,127 +27,86 @@ def sources(cell: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     yield from cell.get("judges", {}).items()
 
 
-def shares_table(result: QuestionsResult) -> Table:
-    rows = []
+def _figures(result: QuestionsResult) -> Iterator[dict[str, Any]]:
+    """The figures of every (question, T2I model, source) of the report, with those three."""
     for key, by_model in result.report["questions"].items():
         for model, cell in by_model.items():
             for source, figures in sources(cell):
-                for group, g in figures["groups"].items():
-                    for answer, share in g["shares"].items():
-                        rows.append(
-                            (
-                                text_cell(key),
-                                text_cell(model),
-                                text_cell(source),
-                                text_cell(group),
-                                text_cell(answer),
-                                int_cell(g["n"]),
-                                num_cell(share),
-                                ci_cell(g["ci95"][answer], 3),
-                            )
-                        )
-    return Table(
-        key="question_shares",
-        title="Answer shares per group: people and judges",
-        caption=(
-            "Per question, T2I model and group, each answer's share with its 95 % Wilson interval: "
-            "first the people's (final answers), then each judge's (the images it answered)."
+                yield {**figures, "question": key, "t2i_model": model, "source": source}
+
+
+def shares_table(result: QuestionsResult) -> Table:
+    return Table.of(
+        "question_shares",
+        "Answer shares per group: people and judges",
+        "Per question, T2I model and group, each answer's share with its 95 % Wilson interval: "
+        "first the people's (final answers), then each judge's (the images it answered).",
+        (
+            *LEAD,
+            text_field("group", "Group"),
+            text_field("answer", "Answer"),
+            int_field("n", "n"),
+            num_field("share", "Share"),
+            ci_field("ci95", "95 % CI", digits=3),
         ),
-        columns=(
-            Column("question", "Question", numeric=False),
-            Column("t2i_model", "T2I model", numeric=False),
-            Column("source", "Source", numeric=False),
-            Column("group", "Group", numeric=False),
-            Column("answer", "Answer", numeric=False),
-            Column("n", "n"),
-            Column("share", "Share"),
-            Column("ci95", "95 % CI", pair=True),
+        (
+            {**cell, "group": group, "answer": answer, "n": g["n"], "share": share, "ci95": g["ci95"][answer]}
+            for cell in _figures(result)
+            for group, g in cell["groups"].items()
+            for answer, share in g["shares"].items()
         ),
-        rows=tuple(rows),
     )
 
 
 def tests_table(result: QuestionsResult) -> Table:
-    rows = []
-    for key, by_model in result.report["questions"].items():
-        for model, cell in by_model.items():
-            for source, figures in sources(cell):
-                errors = figures.get("max_gap_error", {})
-                for answer, gap in figures["max_gap"].items():
-                    rows.append(
-                        (
-                            text_cell(key),
-                            text_cell(model),
-                            text_cell(source),
-                            num_cell(figures["chi2"]),
-                            int_cell(figures["dof"]),
-                            num_cell(figures["p_value"], 4),
-                            num_cell(figures["cramers_v"]),
-                            text_cell(answer),
-                            num_cell(gap),
-                            num_cell(errors.get(answer)),
-                        )
-                    )
-    return Table(
-        key="question_tests",
-        title="Differences between groups: people and judges",
-        caption=(
-            "Pearson's χ² test of answer x group (no continuity correction) with Cramér's V, and per "
-            "answer the largest gap between two groups' shares (max_gap). max_gap_error: the judge's "
-            "max_gap minus the people's (positive: the judge sees more difference than people)."
+    return Table.of(
+        "question_tests",
+        "Differences between groups: people and judges",
+        "Pearson's χ² test of answer x group (no continuity correction) with Cramér's V, and per "
+        "answer the largest gap between two groups' shares (max_gap). max_gap_error: the judge's "
+        "max_gap minus the people's (positive: the judge sees more difference than people).",
+        (
+            *LEAD,
+            num_field("chi2", "χ²"),
+            int_field("dof", "dof"),
+            num_field("p_value", "p", digits=4),
+            num_field("cramers_v", "Cramér's V"),
+            text_field("answer", "Answer"),
+            num_field("max_gap", "max_gap"),
+            num_field("max_gap_error", "max_gap_error"),
         ),
-        columns=(
-            Column("question", "Question", numeric=False),
-            Column("t2i_model", "T2I model", numeric=False),
-            Column("source", "Source", numeric=False),
-            Column("chi2", "χ²"),
-            Column("dof", "dof"),
-            Column("p_value", "p"),
-            Column("cramers_v", "Cramér's V"),
-            Column("answer", "Answer", numeric=False),
-            Column("max_gap", "max_gap"),
-            Column("max_gap_error", "max_gap_error"),
+        (
+            {
+                **cell,
+                "answer": answer,
+                "max_gap": gap,
+                "max_gap_error": cell.get("max_gap_error", {}).get(answer),
+            }
+            for cell in _figures(result)
+            for answer, gap in cell["max_gap"].items()
         ),
-        rows=tuple(rows),
     )
 
 
 def agreement_table(result: QuestionsResult) -> Table:
-    rows = tuple(
+    return Table.of(
+        "question_agreement",
+        "Agreement between annotators",
+        "Per question, over the images with two labels or more.",
         (
-            text_cell(key),
-            *(num_cell(a[k]) for k in ("krippendorff_alpha", "fleiss_kappa", "observed_agreement")),
-            int_cell(a["n_items"]),
-        )
-        for key, a in result.report["agreement"].items()
-    )
-    return Table(
-        key="question_agreement",
-        title="Agreement between annotators",
-        caption="Per question, over the images with two labels or more.",
-        columns=(
-            Column("question", "Question", numeric=False),
-            Column("krippendorff_alpha", "Krippendorff \u03b1"),
-            Column("fleiss_kappa", "Fleiss κ"),
-            Column("observed_agreement", "Observed"),
-            Column("n_items", "Images"),
+            text_field("question", "Question"),
+            num_field("krippendorff_alpha", "Krippendorff \u03b1"),
+            num_field("fleiss_kappa", "Fleiss κ"),
+            num_field("observed_agreement", "Observed"),
+            int_field("n_items", "Images"),
         ),
-        rows=rows,
+        ({**a, "question": key} for key, a in result.report["agreement"].items()),
     )
-
-
-def judges_table(result: QuestionsResult) -> Table:
-    return judges.judges_table(result.report["judges"])
-
-
-def judge_versions_table(result: QuestionsResult) -> Table:
-    return judges.judge_versions_table(result.report["judge_versions"], result.report["judges"])
 
 
 BUILDERS = {
     "question_shares": shares_table,
     "question_tests": tests_table,
     "question_agreement": agreement_table,
-    "judges": judges_table,
-    "judge_versions": judge_versions_table,
+    **judges.table_builders(),
 }

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import import_module
 from typing import Any, ClassVar, Protocol, TypeVar
+from urllib.parse import urlencode
 
+from django.urls import reverse
+
+from reports import render
+from reports.charts import UnknownChart
 from reports.selectors import Scope
-from reports.tables import Table
+from reports.tables import Table, UnknownTable
 from studies.models import Study
 from studies.protocols import SpecPaths, protocol_spec, protocols_changed
 
@@ -79,6 +84,12 @@ class ReportPage(Protocol):
         """The filters as a query string, for links that keep them (downloads, drill-downs)."""
 
 
+def chart_src(name: str, page: ReportPage, **extra: str) -> str:
+    """URL of a chart drawn for display in the page (``chart_image``), with the page's filters."""
+    query = urlencode(page.params() | extra)
+    return reverse("reports:chart_image", args=[name, "svg"]) + (f"?{query}" if query else "")
+
+
 def data_version(page: ReportPage) -> str:
     """A short digest of the page's data, carried by chart URLs so a changed chart gets a new URL."""
     fingerprint = getattr(page, "fingerprint", ())
@@ -100,6 +111,12 @@ class Analysis:
     options: ClassVar[tuple[ReportOption, ...]] = ()
     nav: ClassVar[tuple[NavLink, ...]] = ()
     category_applies: ClassVar[bool] = False
+    #: Table key -> its builder from ``compute``'s result (the default ``table`` and ``export``).
+    builders: ClassVar[Mapping[str, Callable[..., Table]]] = {}
+    #: Table key -> the paper's table it reproduces, named in the Markdown export.
+    paper: ClassVar[Mapping[str, str]] = {}
+    #: The report's name in the default ``export`` ("GEP": "# GEP report").
+    report_name: ClassVar[str] = ""
 
     @property
     def nav_links(self) -> tuple[NavLink, ...]:
@@ -132,15 +149,46 @@ class Analysis:
     def overview(self, page: ReportPage) -> dict[str, Any]:
         raise NotImplementedError
 
+    def tables(self, result: Any) -> dict[str, Table]:
+        """Every table of ``builders`` from ``compute``'s result, by key."""
+        return {key: build(result) for key, build in self.builders.items()}
+
     def table(self, name: str, page: ReportPage) -> Table:
-        raise NotImplementedError
+        """A downloadable table (``builders``); UnknownTable for any other name, FilterNeeded
+        when the report cannot be computed as the filters stand."""
+        if name not in self.builders:
+            raise UnknownTable(f"No table {name!r}.")
+        return self.builders[name](self.page_result(page))
 
     def chart(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:
+        """Chart ``name`` (``chart_keys``) as ``draw`` makes it, drawn once per filters and data."""
+        if name not in self.chart_keys:
+            raise UnknownChart(f"No chart {name!r}.")
+        return page.cached(
+            "chart", lambda: self.draw(name, fmt, page, source=source), name=name, fmt=fmt, source=source
+        )
+
+    def draw(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:
+        raise NotImplementedError
+
+    def summary(self, result: Any) -> str:
+        """The line under the heading of the default ``export``."""
         raise NotImplementedError
 
     def export(self, result: Any, fmt: str) -> str:
         """The computed report (``compute``'s result) as ``bias_report --format csv`` or ``md``."""
-        raise NotImplementedError
+        return render.export_tables(
+            list(self.tables(result).values()),
+            fmt,
+            name=self.report_name,
+            heading=[
+                f"# {self.report_name[0].upper()}{self.report_name[1:]} report",
+                "",
+                self.summary(result),
+            ],
+            left_out=result.report["coverage"]["left_out_reasons"],
+            paper=self.paper,
+        )
 
 
 @cache

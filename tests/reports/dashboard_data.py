@@ -115,3 +115,46 @@ def build(study: Study, annotator_a, annotator_b) -> Fixture:
         predict(item, "facey", "a", "male")
     predict(items[4], "facey", "a", failed=True)
     return Fixture(study=study, lawyer=lawyer, rnd=rnd, items=items)
+
+
+def detector_prompt_counts(scope, *, question, detectors=None):
+    """(category, word, prompt, t2i_model, detector) -> (n_male, n_female, n_predicted) of the
+    detector's verdicts on items with a final label, counted in SQL (the reference)."""
+    from django.db.models import Count, F, Q
+
+    from detectors.models import PredictionStatus
+    from protocols.gender.selectors import CLEAR_VERDICTS, KINDS, with_final
+    from reports import selectors as sel
+
+    versions = sel.latest_detector_versions(scope, kinds=KINDS)
+    if detectors is not None:
+        versions = {k: v for k, v in versions.items() if k in detectors}
+    if not versions:
+        return {}
+    predictions = with_final(sel.predictions_in_scope(scope, kinds=KINDS), question=question).filter(
+        sel.of_versions(versions), status=PredictionStatus.OK, final_value__isnull=False
+    )
+    item = sel.PREDICTION_TO_ITEM
+    rows = (
+        predictions.values(
+            "detector",
+            t2i_model=F(f"{item}t2i_model"),
+            category=F(f"{item}prompt__category"),
+            word=F(f"{item}prompt__word"),
+            text=F(f"{item}prompt__text"),
+        )
+        .annotate(
+            n_male=Count("pk", filter=Q(output__label=CLEAR_VERDICTS[0])),
+            n_female=Count("pk", filter=Q(output__label=CLEAR_VERDICTS[1])),
+            n=Count("pk"),
+        )
+        .order_by()
+    )
+    return {
+        (r["category"] or "", r["word"] or "", r["text"] or "", r["t2i_model"], r["detector"]): (
+            r["n_male"],
+            r["n_female"],
+            r["n"],
+        )
+        for r in rows
+    }

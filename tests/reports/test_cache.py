@@ -137,13 +137,12 @@ def test_the_fingerprint_changes_with_every_kind_of_write(fx, researcher):
 
 @pytest.mark.parametrize("t2i_model", [None, "sdxl"])
 def test_heatmap_counts_from_the_report_equal_the_drilldown_counts(fx, t2i_model):
-    from protocols.gender import drilldown
     from protocols.gender.analysis import gender_question
     from reports.analyses import analysis_for
 
     scope = sel.Scope(fx.study, t2i_model=t2i_model)
     counts = analysis_for("gender").compute(scope, bootstrap=0).prompt_counts
-    assert counts == drilldown.detector_prompt_counts(scope, question=gender_question(fx.study))
+    assert counts == dashboard_data.detector_prompt_counts(scope, question=gender_question(fx.study))
     assert ("place", dashboard_data.RND_WORD) in {key[:2] for key in counts}
 
 

@@ -152,7 +152,7 @@ def test_a_prompt_of_more_items_than_a_statement_may_name_is_read_a_chunk_at_a_t
 
 
 def test_detector_prompt_counts_use_labelled_items_only(fx):
-    counts = drilldown.detector_prompt_counts(
+    counts = dashboard_data.detector_prompt_counts(
         Scope(fx.study), question=gender_question(fx.study), detectors=["fake"]
     )
     lawyer = ("profession", "lawyer", fx.lawyer.text)

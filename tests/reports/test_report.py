@@ -8,12 +8,12 @@ from django.test.utils import CaptureQueriesContext
 
 from detectors.kinds import KIND_OBJECTS
 from detectors.models import Prediction
-from protocols.gender import drilldown
 from protocols.gender.analysis import gender_question
 from reports.analyses import analysis_for
 from reports.selectors import Scope, latest_detector_versions
 from studies.models import Question
 from tests.factories import FinalLabelFactory, ItemFactory, PromptFactory, StudyFactory
+from tests.reports import dashboard_data
 from tests.reports.dashboard_data import predict
 
 
@@ -318,7 +318,7 @@ def test_intervals_do_not_depend_on_how_many_threads_drew_them(report_study, mon
 def test_prompt_counts_from_the_report_scan_equal_the_drilldown_counts(report_study, t2i_model):
     study = report_study.study
     result = analysis_for("gender").compute(Scope(study, t2i_model=t2i_model), bootstrap=0)
-    counts = drilldown.detector_prompt_counts(
+    counts = dashboard_data.detector_prompt_counts(
         Scope(study, t2i_model=t2i_model), question=gender_question(study)
     )
     assert result.prompt_counts == counts
