@@ -127,11 +127,9 @@ def drawn_frame(
     study: Study,
     detector: str,
     todo: str = "label its items",
-    *,
-    stratified: bool = True,
 ) -> Drawn:
-    """The start of ``spec``'s estimate of ``detector`` in ``study`` (``stratified=False``: π without
-    the strata); LookupError when the detector has no predictions the estimate reads."""
+    """The start of ``spec``'s estimate of ``detector`` in ``study``; LookupError when the detector
+    has no predictions the estimate reads."""
     series = series_of(spec, study, detector)
     if series is None:
         raise LookupError(
@@ -140,7 +138,7 @@ def drawn_frame(
     version, kind = series
     frame = frame_of(spec, study, detector, version)
     strata = None
-    if stratified and spec.output_codes and any(state.round.design == "stratified" for state in frame.rounds):
+    if spec.output_codes and any(state.round.design == "stratified" for state in frame.rounds):
         strata = spec.output_codes(study, detector, version)
     pi, drawn, census = inclusion(frame, strata)
     return Drawn(version, kind, frame, strata, pi, drawn, frame_warnings(frame, census, todo))

@@ -79,7 +79,7 @@ def pair_change_report(
     """The changed-pair shares per T2I model, domain and attribute (``n_boot`` is the gender
     estimate's; ``history``: the page's chart). Raises LookupError when the detector has no measurements in
     the study, or the study's questions or measurements cannot be read (with the reason)."""
-    start = drawn_frame(ESTIMAND, study, detector, "label its pairs", stratified=False)
+    start = drawn_frame(ESTIMAND, study, detector, "label its pairs")
     warnings = start.warnings
     try:
         labels = human_labels(study)

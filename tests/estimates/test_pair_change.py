@@ -152,3 +152,23 @@ def test_a_pair_change_study_draws_stratified_and_active_rounds(design):
     assert second.design == design
     pool = [p for p in second.round_items.values_list("pi", flat=True) if 0 < p < 1]
     assert sum(pool) == pytest.approx(2)
+
+
+def test_the_estimate_reads_a_stratified_round_by_the_strata_it_was_drawn_by():
+    from unittest import mock
+
+    from estimates import report
+    from protocols.pair_change.estimates import pair_change_report, pair_output_codes
+
+    fixture = build()
+    for number, design in enumerate(("uniform", "stratified"), start=1):
+        _run(
+            "sample_for_labeling",
+            "--study", "bp", "--detector", AGE_GENDER, "--budget", "2", "--seed", str(number), "--design", design,
+        )  # fmt: skip
+        drawn = SamplingRound.objects.get(number=number).round_items.filter(selected=True)
+        _label(fixture, set(drawn.values_list("item_id", flat=True)))
+    with mock.patch.object(report, "inclusion", wraps=report.inclusion) as inclusion:
+        pair_change_report(fixture.study, AGE_GENDER)
+    # As every protocol's: an item drawn before a stratified round is weighed by its stratum's π there.
+    assert inclusion.call_args.args[1] == pair_output_codes(fixture.study, AGE_GENDER, "1")
