@@ -53,8 +53,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @login_required
 def media(request: HttpRequest, path: str) -> HttpResponse | FileResponse:
     """Image files, for the users who may see them (``media_file_visible``; others get 404, as for a
-    missing file), read from MEDIA_ROOT as it is now. Served by Django so the app runs stand-alone;
-    file names are content hashes, so a URL reveals nothing about prompt or model."""
+    missing file), read from MEDIA_ROOT as it is now."""
     if not media_file_visible(request.user, path):
         raise Http404("No such file.")
     response = serve(request, browser_file(settings.MEDIA_ROOT, path), document_root=str(settings.MEDIA_ROOT))

@@ -1,5 +1,4 @@
-"""Load predictions made elsewhere from a CSV file: every row or none. python manage.py import_predictions
-preds.csv [--study gender] [--version imported]"""
+"""``manage.py import_predictions FILE.csv``: thin wrapper around ``detectors.imports.predictions_import``."""
 
 from __future__ import annotations
 
