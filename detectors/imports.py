@@ -458,9 +458,8 @@ def _outputs_unfit(
     lines: dict[tuple[int, str, str], int],
     slugs: dict[tuple[int, str, str], str],
 ) -> list[RejectedRow]:
-    """Rows whose output names a question or answer its study lacks (kinds with a study check,
-    ``detectors.kinds.STUDY_CHECKS``): checked against the study the row names, else against the studies of
-    its image (it must fit one). Three queries per batch (``__in`` lists split under the variable limit)."""
+    """Rows whose output names a question or answer its study lacks (kinds in ``STUDY_CHECKS``): checked
+    against the study the row names, else against the studies of its image (it must fit one)."""
     checked = [p for p in predictions if p.kind in STUDY_CHECKS and p.output]
     if not checked:
         return []

@@ -338,8 +338,7 @@ def call_default(pipe: Any, name: str, given: Any = None) -> Any:
 
 def pipeline_info(pipe: Any, settings: Settings | None = None, **used: Any) -> dict[str, Any]:
     """What the pipeline is and the settings it will use (``used``, else a ``Settings``' steps and guidance),
-    for every item's ``params``: a Ray worker returns it from ``load()``, so the driver records what the
-    workers run."""
+    for every item's ``params``; a Ray worker returns it from ``load()``."""
     import diffusers
 
     if settings is not None:

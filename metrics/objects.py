@@ -87,9 +87,8 @@ def chi_square_by_gender(
     include_person: bool = True,
     yates_correction: bool = False,
 ) -> GenderContingency:
-    """Pearson's χ² test of independence between prompt gender and object class.
-
-    ``counts`` maps a class name to ``(male, female)`` or ``{"male": n, "female": n}``."""
+    """Pearson's χ² test of independence between prompt gender and object class; ``counts`` maps a
+    class name to ``(male, female)`` or ``{"male": n, "female": n}``."""
     parsed = _parse_counts(counts)
     kept = {
         name: pair for name, pair in parsed.items() if sum(pair) > 0 and (include_person or name != PERSON)

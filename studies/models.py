@@ -413,9 +413,8 @@ class ImportStatus(models.TextChoices):
 
 
 class ImportRun(models.Model):
-    """One run of an importer (images, labels, ground truth, predictions): who, when, which
-    file, what it counted and which rows it refused. Written by ``studies.imports.pipeline``
-    after the run, whether it wrote anything or not; the admin lists them."""
+    """One run of an importer (images, labels, ground truth, predictions), written whether it wrote
+    anything or not: who, when, which file, what it counted and which rows it refused."""
 
     kind = models.CharField(
         max_length=40, help_text="What was imported: images, labels, ground truth, predictions."
