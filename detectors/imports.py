@@ -310,8 +310,7 @@ class _PredictionsImporter(Importer[_Parsed, _Staged]):
 
     def __init__(self, csv_path: Path | str, study: Study | None, version: str) -> None:
         self.csv_path, self.study, self.version = csv_path, study, version
-        # (detector, version) → image id → line: the file's own duplicates, across batches. Two
-        # ints per row (not a Prediction object), ~100 bytes at a million rows.
+        # (detector, version) → image id → line: the file's own duplicates (docs/explanation/imports.md).
         self.seen: dict[tuple[str, str], dict[int, int]] = {}
         self.by_detector: dict[str, int] = {}
         self.unchanged = 0

@@ -104,7 +104,7 @@ def chi_square_by_gender(
     applied_yates = False
     residuals: np.ndarray | None = None
     if reason is None:
-        from scipy.stats import chi2_contingency  # here: scipy.stats costs every command 0.6 s
+        from scipy.stats import chi2_contingency  # here, not at the top (docs/explanation/web-side.md)
 
         table = np.array([male, female], dtype=np.int64)
         result = chi2_contingency(table, correction=yates_correction)

@@ -118,8 +118,7 @@ class Question(models.Model):
     """One question annotators answer about every item of a study (or the items that ask it);
     ``choices`` (``{"value", "name", "key", "requires_reason"?, "clear"?}``) is its vocabulary."""
 
-    # db_index=False here and on the keys so marked: a unique constraint leads with the column
-    # (docs/explanation/model.md, "Indexes").
+    # db_index=False here and on the keys so marked: docs/explanation/model.md, "Indexes".
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="questions", db_index=False)
     key = models.SlugField(max_length=50, help_text="Identifier used in files and URLs, e.g. gender, boots.")
     text = models.CharField(max_length=500, help_text="The question as annotators read it.")
