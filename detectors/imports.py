@@ -337,9 +337,8 @@ class _PredictionsImporter(Importer[_Parsed, _Staged]):
         return _Parsed(number, row, path, detector, row_version, slug)
 
     def check_batch(self, parsed: list[_Parsed], summary: ImportSummary) -> list[_Staged]:
-        """The batch's images in one look-up, their stored predictions in one more; the rows
-        refused go to ``summary.rejected``, those stored already with the same result are
-        counted (``unchanged``)."""
+        """The rows of a batch to write; those refused go to ``summary.rejected``, those stored
+        already with the same result are counted (``unchanged``)."""
         index = _image_index({p.path for p in parsed})
         rejected = summary.rejected
         good: list[_Staged] = []
