@@ -1,6 +1,5 @@
-"""Is the database ready for BiasLab's commands? One check, run by ``manage.py`` before a command that reads
-or writes the tables: on a new ``DATABASE_URL`` before ``migrate`` a command then says "run `python manage.py
-migrate`" in one line instead of dying with "no such table"."""
+"""Is the database migrated? ``manage.py`` asks before a command that reads or writes the tables, so that
+it says "run `python manage.py migrate`" in one line (docs/explanation/web-side.md)."""
 
 from __future__ import annotations
 

@@ -50,9 +50,8 @@ def _render(
 
 
 def _message(exception: Exception | None) -> str:
-    """What the code said about the error, when it is a sentence for the user: views raise
-    ``PermissionDenied("Reports are for researchers.")`` and ``Http404("No chart …")``; the
-    resolver's own 404 carries the URL patterns tried, which a visitor must not see."""
+    """What the code said about the error (``PermissionDenied("Reports are for researchers.")``), when it
+    is a sentence for the user: never the resolver's own 404, which lists the URL patterns tried."""
     if exception is None or isinstance(exception, Resolver404) or not exception.args:
         return ""
     message = exception.args[0]

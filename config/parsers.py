@@ -13,9 +13,8 @@ from studies.jsonbounds import MAX_JSON_BYTES, JSONOutOfBounds, json_loads_bound
 
 
 class BoundedJSONParser(JSONParser):
-    """DRF's JSON parser within the bounds of every stored JSON value (``studies.jsonbounds``): a body nested
-    deeper than ``MAX_JSON_DEPTH`` or larger than ``MAX_JSON_BYTES`` is a 400 ``parse_error`` saying so,
-    checked before parsing — never a ``RecursionError`` (500)."""
+    """DRF's JSON parser within the bounds of every stored JSON value (``studies.jsonbounds``): a body
+    nested deeper than ``MAX_JSON_DEPTH`` or larger than ``MAX_JSON_BYTES`` is a 400 ``parse_error``."""
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)

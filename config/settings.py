@@ -109,7 +109,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
 
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # JIT compiled the key press's claim statement: 640 ms of 680 at 1,000,000 items (docs/how-to/deploy.md).
+    # JIT made the key press's statements slow on large studies (docs/how-to/deploy.md).
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault("options", "-c jit=off")
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -9,9 +9,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from accounts import views as account_views
 from config import csp, views
 
-# Swagger UI and Redoc run only under a policy of their own (config/csp.py). The split view
-# serves Swagger UI's start-up script at ?script instead of inline; our Redoc template is
-# drf-spectacular's without its Google Fonts stylesheet (the app runs offline).
+# Swagger UI and Redoc run only under a policy of their own (config/csp.py; docs/how-to/deploy.md).
 api_docs = csp.with_policy(csp.API_DOCS_POLICY)
 #: The apps whose ``api_urls`` serve /api/, in the order they are tried.
 API_APPS = ("accounts", "annotate", "detectors", "estimates", "crowd", "quality")

@@ -20,9 +20,8 @@ _IMAGE_NAME_RE = re.compile(r"images/(?P<prefix>[0-9a-f]{2})/(?P<sha>[0-9a-f]{64
 
 
 def media_file_visible(user: Any, storage_name: str) -> bool:
-    """True when ``user`` may fetch the file ``storage_name`` (a path under MEDIA_ROOT). Researchers and
-    admins may fetch every file; an annotator only the stored images of the studies they annotate; anyone else
-    nothing. Says nothing about whether the file exists."""
+    """True when ``user`` may fetch ``storage_name`` (a path under MEDIA_ROOT), whether or not it exists
+    (the rule: docs/explanation/web-side.md, "Media files")."""
     if permissions.is_researcher(user):
         return True
     match = _IMAGE_NAME_RE.fullmatch(storage_name)
@@ -53,8 +52,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @login_required
 def media(request: HttpRequest, path: str) -> HttpResponse | FileResponse:
     """Image files, for the users who may see them (``media_file_visible``; others get 404, as for a
-    missing file), read from MEDIA_ROOT as it is now. Served by Django so the app runs stand-alone;
-    file names are content hashes, so a URL reveals nothing about prompt or model."""
+    missing file), read from MEDIA_ROOT as it is now."""
     if not media_file_visible(request.user, path):
         raise Http404("No such file.")
     response = serve(request, browser_file(settings.MEDIA_ROOT, path), document_root=str(settings.MEDIA_ROOT))

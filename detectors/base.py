@@ -19,8 +19,7 @@ VERDICTS = (MALE, FEMALE, FILTERED)
 
 
 #: The paper's rule for "several people" (section 5.1): the second-largest box covers more than
-#: half the largest one's area. Every detector that picks one main person or face uses it as
-#: its default (faces, person boxes, MiVOLO subjects, Face++ faces).
+#: half the largest one's area; the default of every detector that picks one main person or face.
 SEVERAL_PEOPLE_RATIO = 0.5
 
 
@@ -87,9 +86,8 @@ class DetectorOutput:
                     "filter_reason and detail are for gender outputs)"
                 )
             raw = self.data
-        # OutputInvalid is a ValueError naming the field, e.g. "scores.male: must be a number".
-        # A protocol's kind made where Django is not loaded (a Ray worker) is checked as JSON
-        # here and validated by the driver before it is stored.
+        # OutputInvalid names the field ("scores.male: must be a number"). Where Django is not loaded
+        # (a Ray worker) a protocol's kind is checked as JSON here and validated by the driver.
         checked = output_validate(self.kind, raw) if here else json_value(raw, "output")
         object.__setattr__(self, "_output", checked)
 
@@ -125,9 +123,8 @@ class Detector:
     #: ``registry.get(key, **options)`` or ``run_detectors --option NAME=VALUE``; any other name
     #: is refused by ``__init__`` (a typo must not silently run the defaults).
     option_help: ClassVar[dict[str, str]] = {}
-    #: True for a detector that must run in the process that stores its predictions (it reads
-    #: and writes the database itself, as api_judge's response cache does): ``--executor`` is
-    #: refused for it.
+    #: True for a detector that must run in the process that stores its predictions (it uses the
+    #: database itself, as api_judge's response cache does): ``--executor`` is refused for it.
     in_process_only: ClassVar[bool] = False
     #: True for a judge: ``predict`` takes ``questions=`` (one tuple of questions per image) and
     #: the run binds the detector to the study before it reads ``version_id`` (``detectors.judges``).

@@ -310,8 +310,7 @@ class _PredictionsImporter(Importer[_Parsed, _Staged]):
 
     def __init__(self, csv_path: Path | str, study: Study | None, version: str) -> None:
         self.csv_path, self.study, self.version = csv_path, study, version
-        # (detector, version) → image id → line: the file's own duplicates, across batches. Two
-        # ints per row (not a Prediction object), ~100 bytes at a million rows.
+        # (detector, version) → image id → line: the file's own duplicates (docs/explanation/imports.md).
         self.seen: dict[tuple[str, str], dict[int, int]] = {}
         self.by_detector: dict[str, int] = {}
         self.unchanged = 0
@@ -338,9 +337,8 @@ class _PredictionsImporter(Importer[_Parsed, _Staged]):
         return _Parsed(number, row, path, detector, row_version, slug)
 
     def check_batch(self, parsed: list[_Parsed], summary: ImportSummary) -> list[_Staged]:
-        """The batch's images in one look-up, their stored predictions in one more; the rows
-        refused go to ``summary.rejected``, those stored already with the same result are
-        counted (``unchanged``)."""
+        """The rows of a batch to write; those refused go to ``summary.rejected``, those stored
+        already with the same result are counted (``unchanged``)."""
         index = _image_index({p.path for p in parsed})
         rejected = summary.rejected
         good: list[_Staged] = []
@@ -458,9 +456,8 @@ def _outputs_unfit(
     lines: dict[tuple[int, str, str], int],
     slugs: dict[tuple[int, str, str], str],
 ) -> list[RejectedRow]:
-    """Rows whose output names a question or answer its study lacks (kinds with a study check,
-    ``detectors.kinds.STUDY_CHECKS``): checked against the study the row names, else against the studies of
-    its image (it must fit one). Three queries per batch (``__in`` lists split under the variable limit)."""
+    """Rows whose output names a question or answer its study lacks (kinds in ``STUDY_CHECKS``): checked
+    against the study the row names, else against the studies of its image (it must fit one)."""
     checked = [p for p in predictions if p.kind in STUDY_CHECKS and p.output]
     if not checked:
         return []

@@ -266,8 +266,7 @@ def validate_objects(output: Any) -> dict[str, Any]:
                 "box": _box(instance["box"], f"{path}.box"),
             }
         )
-    # One vocabulary for every source: darknet names ("motorbike", "sofa"…) become ultralytics'
-    # COCO names; an unknown class is an error naming it. After the loop, so a malformed box is
+    # Darknet names become ultralytics' COCO names; after the loop, so that a malformed box is
     # reported before the class of the same instance.
     for n, instance in enumerate(cleaned):
         try:

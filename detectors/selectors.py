@@ -136,10 +136,7 @@ def prediction_detail(prediction: Prediction) -> str:
     return str(prediction.output.get("detail", "")) if prediction.kind == KIND_GENDER else ""
 
 
-#: Export columns. ``prediction``, ``reason`` and ``detail`` are the gender verdict's (empty for
-#: other kinds and for a failure, whose ``error`` is set); ``scores`` is the output's scores
-#: (gender and attributes; ``{}`` otherwise); ``output`` is the whole JSON object of ``kind``.
-#: The file can be read back by ``import_predictions`` unchanged.
+#: Export columns, described in docs/reference/contracts.md; ``import_predictions`` reads the file back.
 EXPORT_COLUMNS = [
     "study",
     "image",

@@ -361,8 +361,7 @@ def _run_batches(
     wall_clock: bool = True,
 ) -> str:
     """Predict ``pending`` (at most ``n_total`` files) on the executor's workers, each output checked and
-    validated here before it is stored (``_record``); → run status. Batch k+1 is read and decoded while
-    batch k is predicted."""
+    validated here before it is stored (``_record``); → run status."""
     media = Path(settings.MEDIA_ROOT).resolve()
     state = {"stored": 0, "clock": time.perf_counter()}
     # (width, height) of the files in flight: an objects box is checked against its image here.

@@ -72,9 +72,8 @@ def ensure_torchvision() -> None:
     lib.impl("qnms", lambda d, s, t: _nms_reference(d.dequantize(), s.dequantize(), t), "CPU")
     # Keep the library object alive for the life of the process.
     globals()["_torchvision_lib"] = lib
-    # torchvision.ops.nms asks extension._has_ops() before dispatching; it is looked up at
-    # call time, so answering True lets nms (and only the ops defined above) run. Any other
-    # torchvision C++ op still fails loudly with "operator ... does not exist".
+    # torchvision.ops.nms asks extension._has_ops() at call time: True lets the ops defined above
+    # run; any other torchvision C++ op still fails with "operator ... does not exist".
     import torchvision.extension
 
     torchvision.extension._has_ops = lambda: True

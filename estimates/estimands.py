@@ -21,11 +21,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class EstimandProtocol:
-    """A protocol's few-label estimate (fields: docs/how-to/add-protocol.md): ``report`` builds it,
-    ``designs`` it supports; what the sampling frame reads (``labelled``, or ``humans`` and
-    ``verdicts``); the stratified and active designs' ``output_codes`` and ``residuals``, or the
-    protocol's own ``design_pi``; ``judge_kind``, a judge's output kind read when there are no
-    predictions of ``output_kind``."""
+    """A protocol's few-label estimate; its fields are described in docs/how-to/add-protocol.md."""
 
     key: str
     output_kind: str

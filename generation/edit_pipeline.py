@@ -137,9 +137,8 @@ def editor_info(pipe: Any, settings: EditSettings) -> dict[str, Any]:
 # --- tasks ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class EditTask:
-    """One edit as plain data (it travels to Ray workers): the prompt as the editor gets it
-    (suffix included), the noise seed, the seed photo's SHA-256 (inputs are cached by it) and
-    the photo itself, as a path the worker can read or as ``ImageBytes``."""
+    """One edit as plain data for Ray workers: the prompt as the editor gets it (suffix included), the
+    noise seed, the seed photo's SHA-256 (its inputs' cache key) and the photo (a path or ``ImageBytes``)."""
 
     prompt: str
     noise_seed: int

@@ -81,9 +81,8 @@ def prompt_set_path(name_or_path: str) -> Path:
 
 
 def prompt_folder(text: str) -> str:
-    """The sub-folder of a prompt that shares its category and word with others: up to 48
-    characters of the lower-cased text (``_`` between words) and the first 8 hex digits of its
-    SHA-256, so two prompts never share it and it never changes while the text does not."""
+    """The sub-folder of a prompt that shares its category and word with others: its lower-cased text
+    (at most 48 characters) and the first 8 hex digits of its SHA-256, unique and stable."""
     slug = re.sub(r"\W+", "_", text.strip().lower()).strip("_")[:48].rstrip("_") or "prompt"
     return f"{slug}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
@@ -338,8 +337,7 @@ def call_default(pipe: Any, name: str, given: Any = None) -> Any:
 
 def pipeline_info(pipe: Any, settings: Settings | None = None, **used: Any) -> dict[str, Any]:
     """What the pipeline is and the settings it will use (``used``, else a ``Settings``' steps and guidance),
-    for every item's ``params``: a Ray worker returns it from ``load()``, so the driver records what the
-    workers run."""
+    for every item's ``params``; a Ray worker returns it from ``load()``."""
     import diffusers
 
     if settings is not None:

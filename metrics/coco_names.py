@@ -18,9 +18,8 @@ _COCO_ROWS = (
 )
 COCO_CLASS_NAMES: tuple[str, ...] = tuple(name for row in _COCO_ROWS for name in row.split(", "))
 
-#: Other spellings of a class → its ultralytics name. Keys are already in normalised form
-#: (lower case, single spaces). The darknet/Pascal VOC spellings are the ones that occur in the
-#: papers; "tv monitor" and "hair dryer" are the spaced / American forms seen in other exports.
+#: Other spellings of a class (darknet/Pascal VOC, spaced, American) → its ultralytics name.
+#: Keys are already in normalised form (lower case, single spaces).
 CLASS_NAME_ALIASES: dict[str, str] = {
     "motorbike": "motorcycle",
     "aeroplane": "airplane",

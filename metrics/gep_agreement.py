@@ -89,7 +89,7 @@ def roc_auc(labels: Sequence[bool], scores: Sequence[float]) -> float | None:
     n_neg = truth.size - n_pos
     if n_pos == 0 or n_neg == 0:
         return None
-    from scipy.stats import rankdata  # here, not at the top: scipy.stats costs every command 0.6 s
+    from scipy.stats import rankdata  # here, not at the top (docs/explanation/web-side.md)
 
     ranks = rankdata(values)  # average ranks for ties
     return float((ranks[truth].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))

@@ -87,9 +87,8 @@ def chi_square_by_gender(
     include_person: bool = True,
     yates_correction: bool = False,
 ) -> GenderContingency:
-    """Pearson's χ² test of independence between prompt gender and object class.
-
-    ``counts`` maps a class name to ``(male, female)`` or ``{"male": n, "female": n}``."""
+    """Pearson's χ² test of independence between prompt gender and object class; ``counts`` maps a
+    class name to ``(male, female)`` or ``{"male": n, "female": n}``."""
     parsed = _parse_counts(counts)
     kept = {
         name: pair for name, pair in parsed.items() if sum(pair) > 0 and (include_person or name != PERSON)
@@ -105,7 +104,7 @@ def chi_square_by_gender(
     applied_yates = False
     residuals: np.ndarray | None = None
     if reason is None:
-        from scipy.stats import chi2_contingency  # here: scipy.stats costs every command 0.6 s
+        from scipy.stats import chi2_contingency  # here, not at the top (docs/explanation/web-side.md)
 
         table = np.array([male, female], dtype=np.int64)
         result = chi2_contingency(table, correction=yates_correction)

@@ -1,6 +1,5 @@
-"""Prediction-powered (AIPW) estimates of the paper's bias scores from a sample of human labels.
-
-Definitions, derivations and measured coverage: docs/explanation/estimator.md."""
+"""Prediction-powered (AIPW) estimates of the paper's bias scores from a sample of human labels
+(definitions, derivations and measured coverage: docs/explanation/estimator.md)."""
 
 from __future__ import annotations
 

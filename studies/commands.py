@@ -1,6 +1,5 @@
 """The flags BiasLab's management commands share, defined once so they agree: ``--study``, an
-importer's ``FILE``, ``--format`` and ``--output``. tests/test_command_flags.py checks every
-command; docs/reference/commands describes them."""
+importer's ``FILE``, ``--format`` and ``--output`` (docs/reference/commands)."""
 
 from __future__ import annotations
 

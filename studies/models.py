@@ -118,9 +118,7 @@ class Question(models.Model):
     """One question annotators answer about every item of a study (or the items that ask it);
     ``choices`` (``{"value", "name", "key", "requires_reason"?, "clear"?}``) is its vocabulary."""
 
-    # No index of its own (db_index=False here and on the other keys so marked): the unique
-    # constraint that leads with the column serves every look-up, and each index is one more
-    # write per row on imports of a million rows.
+    # db_index=False here and on the keys so marked: docs/explanation/model.md, "Indexes".
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="questions", db_index=False)
     key = models.SlugField(max_length=50, help_text="Identifier used in files and URLs, e.g. gender, boots.")
     text = models.CharField(max_length=500, help_text="The question as annotators read it.")
@@ -292,10 +290,8 @@ class Item(models.Model):
 
 
 class GoldAnswer(models.Model):
-    """The known answer to one question about a gold item: an attention check, served among the
-    ordinary items at the study's ``gold_rate``. A gold item leaves the ordinary queue
-    (``Item.queue`` 0); what annotators answer on it is kept apart from labels
-    (``annotate.GoldResponse``), so it never counts toward the item's final labels."""
+    """The known answer to one question about a gold item (an attention check); answers to it are
+    ``annotate.GoldResponse`` rows, never labels."""
 
     item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="gold_answers", db_index=False)
     question = models.ForeignKey(Question, on_delete=models.CASCADE, related_name="gold_answers")
@@ -330,10 +326,7 @@ class ItemImage(models.Model):
         max_length=1000,
         help_text="Path given at import (manifest 'image' column); the key exports use for the image.",
     )
-    # What identifies the file at source_path without reading it (a re-run of the same import
-    # reads, hashes and verifies only the files whose size or modification time differ); empty
-    # when unknown (rows from before, items not from a manifest, a file modified just before
-    # its import).
+    # Identify the file without reading it on a re-import (docs/explanation/images.md); empty when unknown.
     file_size = models.BigIntegerField(
         null=True, blank=True, help_text="Size in bytes of the file at source_path when it was imported."
     )
@@ -419,9 +412,8 @@ class ImportStatus(models.TextChoices):
 
 
 class ImportRun(models.Model):
-    """One run of an importer (images, labels, ground truth, predictions): who, when, which
-    file, what it counted and which rows it refused. Written by ``studies.imports.pipeline``
-    after the run, whether it wrote anything or not; the admin lists them."""
+    """One run of an importer (images, labels, ground truth, predictions), written whether it wrote
+    anything or not: who, when, which file, what it counted and which rows it refused."""
 
     kind = models.CharField(
         max_length=40, help_text="What was imported: images, labels, ground truth, predictions."

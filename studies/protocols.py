@@ -77,9 +77,8 @@ class StudyOption:
 
 @dataclass(frozen=True)
 class ProtocolSpec:
-    """A protocol's preset: questions, image roles, options, dotted paths of its analysis,
-    pages, demo and output kinds, and pure checks of metadata and questions. Each field is
-    described in docs/how-to/add-protocol.md."""
+    """A protocol's preset: questions, image roles, options, dotted paths of its analysis, pages, demo
+    and output kinds, and pure checks of metadata and questions (docs/how-to/add-protocol.md)."""
 
     key: str
     questions: tuple[QuestionSpec, ...]

@@ -1,6 +1,5 @@
 """Removing items from a study (``items_remove``), with a JSON backup that ``studies.restore``
-brings them back from. Dependent rows are found by Django's deletion collector, so the core
-imports no app above it. See docs/how-to/correct-mistakes.md."""
+brings them back from (docs/how-to/correct-mistakes.md)."""
 
 from __future__ import annotations
 

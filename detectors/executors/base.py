@@ -148,10 +148,8 @@ class Executor(ABC):
 
 
 class InlineExecutor(Executor):
-    """One worker in this process, run in this thread when the driver takes a result: ``worker`` (loaded
-    already), else one built from the spec with ``extra`` joining its kwargs (what need not travel: a
-    pipeline loaded already). A batch's payloads are prepared (images decoded) on other threads from its
-    submission, so the next batch decodes while this one runs."""
+    """One worker in this process, run when the driver takes a result: ``worker`` (loaded already), else
+    one built from the spec with ``extra`` joining its kwargs; payloads are prepared on other threads."""
 
     name = "local"
     capacity = 2

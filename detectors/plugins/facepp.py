@@ -200,9 +200,8 @@ class FacePlusPlusDetector(Detector):
         self.url = os.environ.get(URL_ENV, "").strip() or DEFAULT_URL
         self._key = ""
         self._secret = ""
-        # Answers of the last calls, by JPEG digest. When one image of a batch fails,
-        # run_detectors predicts the batch again image by image; without this the images that
-        # had already been answered would be sent (and billed) twice.
+        # Answers of the last calls, by JPEG digest: a batch retried image by image after a failure
+        # sends (and is billed for) only the images not answered yet.
         self._answers: OrderedDict[str, list[Face] | ApiImageRejected] = OrderedDict()
 
     @property

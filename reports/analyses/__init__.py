@@ -97,9 +97,8 @@ def data_version(page: ReportPage) -> str:
 
 
 class Analysis:
-    """The contract of one protocol's analysis (subclass it): ``compute``/``build`` the report,
-    ``overview``, ``table`` and ``chart`` for the pages, ``export`` for ``bias_report``, and its
-    ``pages``, ``options``, ``nav`` and ``category_applies`` (docs/explanation/reports.md)."""
+    """The contract of one protocol's analysis (subclass it); its members are described in
+    docs/explanation/reports.md."""
 
     protocol: ClassVar[str]
     title: ClassVar[str]

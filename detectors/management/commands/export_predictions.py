@@ -1,5 +1,4 @@
-"""Write predictions out as CSV or JSON. python manage.py export_predictions --format csv [--detector clip]
-[--study gender] [--output FILE]"""
+"""``manage.py export_predictions``: write predictions out as CSV or JSON."""
 
 from __future__ import annotations
 

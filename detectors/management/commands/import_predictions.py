@@ -1,5 +1,4 @@
-"""Load predictions made elsewhere from a CSV file: every row or none. python manage.py import_predictions
-preds.csv [--study gender] [--version imported]"""
+"""``manage.py import_predictions FILE.csv``: thin wrapper around ``detectors.imports.predictions_import``."""
 
 from __future__ import annotations
 
@@ -63,8 +62,7 @@ class Command(BaseCommand):
             ) from None
         meter.close()
         if not opts["dry_run"]:
-            # Planner statistics for the rows just written, marked visible (studies.database):
-            # the one table.
+            # Planner statistics for the rows just written, marked visible (studies.database).
             database_analyze(models=[Prediction], vacuum=True)
         per = ", ".join(f"{name}: {n}" for name, n in sorted(summary.by_detector.items()))
         per = f" ({per})" if per else ""

@@ -1,9 +1,4 @@
-"""The prediction-powered estimate of a study's headline numbers (JSON contract:
-docs/reference/contracts.md, ``estimate_bias``).
-
-    python manage.py estimate_bias --study S --detector D [--format json|csv|md]
-        [--bootstrap 1000] [--seed 0] [--output FILE]
-"""
+"""``manage.py estimate_bias``: the prediction-powered estimate of a study's headline numbers."""
 
 from __future__ import annotations
 

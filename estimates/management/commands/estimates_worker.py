@@ -1,8 +1,4 @@
-"""The estimate worker: computes the queued estimate jobs one at a time and keeps each result
-(docs/how-to/few-labels.md).
-
-    python manage.py estimates_worker [--wait SECONDS] [--nice N]
-"""
+"""``manage.py estimates_worker``: thin wrapper around ``estimates.services.estimate_jobs_work``."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Export every sampling round of a study, one row per (round, image): columns ``image``, ``round``,
-``pi``, ``selected``, ``labelled`` (docs/reference/contracts.md).
-
-    python manage.py export_sampling --study S [--format csv|json] [--output FILE]
-"""
+"""``manage.py export_sampling``: every sampling round of a study, one row per (round, image)."""
 
 from __future__ import annotations
 

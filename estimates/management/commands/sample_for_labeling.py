@@ -1,10 +1,4 @@
-"""Draw a sampling round: the images people label next.
-
-    python manage.py sample_for_labeling --study S --detector D --budget N
-        [--design uniform|active|stratified] [--seed K]
-
-A thin wrapper around ``estimates.services.sampling_round_create``.
-"""
+"""``manage.py sample_for_labeling``: thin wrapper around ``estimates.services.sampling_round_create``."""
 
 from __future__ import annotations
 
