@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from metrics import gep_design
@@ -15,7 +14,6 @@ from reports.tables import (
     Field,
     Table,
     cell_field,
-    int_cell,
     int_field,
     num,
     num_cell,
@@ -281,66 +279,57 @@ def roc_auc_table(result: AttributesResult) -> Table:
 
 def roc_auc_attributes_table(result: AttributesResult) -> Table:
     """ROC-AUC per model, detector and attribute, and their mean."""
-    columns = (
-        Column("t2i_model", "T2I model", numeric=False),
-        Column("detector", "Detector", numeric=False),
-        *(Column(key, key) for key in result.keys),
-        Column("mean", "Mean"),
-    )
-    rows = []
-    for model in result.models:
-        for name in result.detectors:
-            auc = result.pooled_auc[model][name]
-            cells = [text_cell(model), text_cell(name)]
-            for key in result.keys:
-                title = f"{auc.n_positive[key]} yes, {auc.n_negative[key]} no"
-                cells.append(num_cell(auc.by_attribute[key], 3, title))
-            cells.append(num_cell(auc.mean))
-            rows.append(tuple(cells))
-    return Table(
-        key="roc_auc_attributes",
-        title="ROC-AUC per attribute",
-        caption="\u2013 where the images of an attribute have one final answer only (no ROC curve).",
-        columns=columns,
-        rows=tuple(rows),
+
+    def auc_field(key: str) -> Field:
+        def cell(r: tuple[str, str, Any]) -> Cell:
+            auc = r[2]
+            return num_cell(auc.by_attribute[key], 3, f"{auc.n_positive[key]} yes, {auc.n_negative[key]} no")
+
+        return cell_field(key, key, cell)
+
+    return Table.of(
+        "roc_auc_attributes",
+        "ROC-AUC per attribute",
+        "\u2013 where the images of an attribute have one final answer only (no ROC curve).",
+        (
+            text_field("t2i_model", "T2I model", 0),
+            text_field("detector", "Detector", 1),
+            *map(auc_field, result.keys),
+            num_field("mean", "Mean", (2, "mean")),
+        ),
+        (
+            (model, name, result.pooled_auc[model][name])
+            for model in result.models
+            for name in result.detectors
+        ),
     )
 
 
 def agreement_table(result: AttributesResult) -> Table:
     """Per question: Krippendorff's alpha, Fleiss' kappa, observed agreement, items, disputes;
     then all questions pooled."""
-    columns = (
-        Column("question", "Question", numeric=False),
-        Column("text", "Text", numeric=False),
-        Column("krippendorff_alpha", "Krippendorff \u03b1"),
-        Column("fleiss_kappa", "Fleiss \u03ba"),
-        Column("observed_agreement", "Observed"),
-        Column("n_items", "Items"),
-        Column("disputed", "Disputed"),
-    )
     report = result.report
     figures = ("krippendorff_alpha", "fleiss_kappa", "observed_agreement")
-
-    def row(key: str, text: str, a: Mapping[str, Any], disputed: int) -> tuple[Cell, ...]:
-        numbers = (num_cell(a[k]) for k in figures)
-        return (text_cell(key), text_cell(text), *numbers, int_cell(a["n_items"]), int_cell(disputed))
-
-    rows = [
-        row(key, result.questions[key], report["agreement"][key], report["disputes"][key])
-        for key in result.keys
+    records = [
+        (key, result.questions[key], report["agreement"][key], report["disputes"][key]) for key in result.keys
     ]
     pooled = {k: getattr(result.agreement_all, k) for k in (*figures, "n_items")}
-    rows.append(row("all", "every (image, question) pooled", pooled, sum(report["disputes"].values())))
-    return Table(
-        key="agreement",
-        title="Annotator agreement per question",
-        caption=(
-            "Over the images with two or more answers to the question. Observed: the share of "
-            "agreeing annotator pairs. Disputed: images with all their answers and no final one "
-            "(a tie, e.g. 1\u20131 with an answer missing) — settle them in the dispute queue."
+    records.append(("all", "every (image, question) pooled", pooled, sum(report["disputes"].values())))
+    labels = ("Krippendorff \u03b1", "Fleiss \u03ba", "Observed")
+    return Table.of(
+        "agreement",
+        "Annotator agreement per question",
+        "Over the images with two or more answers to the question. Observed: the share of "
+        "agreeing annotator pairs. Disputed: images with all their answers and no final one "
+        "(a tie, e.g. 1\u20131 with an answer missing) — settle them in the dispute queue.",
+        (
+            text_field("question", "Question", 0),
+            text_field("text", "Text", 1),
+            *(num_field(k, label, (2, k)) for k, label in zip(figures, labels, strict=True)),
+            int_field("n_items", "Items", (2, "n_items")),
+            int_field("disputed", "Disputed", 3),
         ),
-        columns=columns,
-        rows=tuple(rows),
+        records,
     )
 
 
