@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import transaction
@@ -276,7 +276,7 @@ def pair_measurements(
             f"study '{study.slug}' is a {study.protocol} study, not a pair-change one"
         )
     sources = measurement_sources(study, measure=measure, detector=detector, attributes=attributes)
-    used = {name: sources.versions[name] for name in dict.fromkeys(sources.sources.values()) if name}
+    used = sources.source_versions()
     items = Item.objects.filter(study=study)
     if t2i_model:
         items = items.filter(t2i_model=t2i_model)
@@ -422,25 +422,13 @@ def _same_draw(record: Mapping[str, Any], ask: Mapping[str, Any]) -> bool:
     return all(record.get(name) == ask[name] for name in ("attribute", "seed", "buckets", "t2i_model"))
 
 
-def _asked_keys(item: Item, attribute: str) -> list[str] | None:
-    """The item's question keys once it asks ``attribute``; None when they need no change."""
-    if item.queue > 0 and not item.question_keys:
-        return None  # queued and asking every question already
-    keys = list(item.question_keys) if item.queue > 0 else []
-    if attribute in keys:
-        return None
-    return [*keys, attribute]
-
-
 def _queue(items: Iterable[Item], attribute: str) -> int:
     """Put the items in the queue asking ``attribute``; returns how many rows changed."""
     changed = []
     for item in items:
-        keys = _asked_keys(item, attribute)
-        if keys is None and item.queue > 0:
-            continue
-        if keys is not None:
-            item.question_keys = keys
+        if item.queue > 0 and (not item.question_keys or attribute in item.question_keys):
+            continue  # queued and asking it already
+        item.question_keys = [*item.question_keys, attribute] if item.queue > 0 else [attribute]
         item.queue = max(item.queue, 1)
         changed.append(item)
     Item.objects.bulk_update(changed, ["queue", "question_keys"])
@@ -554,11 +542,4 @@ def pairs_sample(
         locked.parameters = parameters
         locked.save(update_fields=["parameters"])
         study.parameters = parameters
-    return SampleDraw(
-        record=record,
-        created=True,
-        eligible=eligible,
-        n_without_verdict=n_without,
-        n_skipped=n_skipped,
-        n_queued=n_queued,
-    )
+    return replace(draw, created=True, n_queued=n_queued)
