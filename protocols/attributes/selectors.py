@@ -52,10 +52,9 @@ def metadata_problem(metadata: Mapping[str, Any], keys: Sequence[str]) -> str | 
     problem = gep_metadata_problem({k: str(v) for k, v in metadata.items()})
     if problem:
         return problem
-    gender = str(metadata.get("gender", "")).strip()
-    setting = str(metadata.get("setting", "")).strip()
-    attribute = str(metadata.get("attribute", "") or "").strip()
-    if not gender:
+    fields = _item_metadata(metadata)
+    setting, attribute = fields["setting"] or "", fields["attribute"] or ""
+    if not fields["gender"]:
         return "no metadata gender (woman or man)"
     if setting not in gep_design.SETTINGS:
         shown = repr(setting) if setting else "none"

@@ -3,6 +3,7 @@ class and gender, and Cramér's V of that table (docs/explanation/protocols.md).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Hashable
 from typing import Any
 
@@ -175,11 +176,8 @@ def object_residuals(study: Study, detector: str, version: str) -> dict[int, flo
         parts = osel.judged_parts(row) if row.boxes_detector == detector else None
         if parts is None or row.detected is None:
             continue
-        diff: dict[str, int] = {}
-        for name in row.detected:
-            diff[name] = diff.get(name, 0) + 1
-        for name in parts[0]:
-            diff[name] = diff.get(name, 0) - 1
+        diff = Counter(row.detected)
+        diff.subtract(parts[0])
         out[row.item_id] = float(sum(d * d for d in diff.values()))
     return out
 

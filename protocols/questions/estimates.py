@@ -15,11 +15,12 @@ from estimates.report import EstimateReport, census_cells, drawn_arrays, drawn_f
 from estimates.selectors import item_outputs as _outputs
 from metrics import ppi_mean
 from protocols.questions import selectors as qsel
+from protocols.questions.analysis import choice_questions
 from protocols.questions.spec import KIND_ANSWERS
 from reports import judges
+from reports.analyses import AnalysisError
 from reports.selectors import Scope
 from studies.models import Item, Question, Study
-from studies.selectors import study_questions
 
 
 class QuestionsEstimateReport(EstimateReport):
@@ -60,14 +61,10 @@ class QuestionsEstimateReport(EstimateReport):
 
 
 def _questions(study: Study) -> list[Question]:
-    questions = list(study_questions(study))
-    if not questions:
-        raise LookupError(f"study '{study.slug}' has no question to estimate")
-    if not qsel.compare_column(study):
-        raise LookupError(
-            f"study '{study.slug}' compares no manifest column: define it with create_study --compare COLUMN"
-        )
-    return questions
+    try:
+        return choice_questions(study)
+    except AnalysisError as error:
+        raise LookupError(str(error)) from None
 
 
 def _question_cell(
