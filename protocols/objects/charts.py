@@ -14,7 +14,6 @@ from reports.charts import svg_id
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.figure import Figure
 
-UnknownChart = base.UnknownChart
 #: Classes per panel: beyond it the least frequent are left out (the paper cut at 9 and 4
 #: instances for its two models).
 TOP_CLASSES = 30
