@@ -49,9 +49,8 @@ class AttributesAnalysis(Analysis):
     def compute(
         self, scope: Scope, *, detector: str | None = None, bootstrap: int = 0, seed: int = 0
     ) -> AttributesResult:
-        """The report (``build``; see ``protocols.attributes.report``) and what the
-        pages need. ``bootstrap`` and ``seed`` are accepted for the common signature and
-        unused: the GEP statistics have no intervals. The category of ``scope`` is not applied."""
+        """The report and what the pages need (no intervals: ``bootstrap``, ``seed`` and the
+        category of ``scope`` are not used)."""
         return attributes_report.compute(
             Scope(scope.study, t2i_model=scope.t2i_model),
             questions=attribute_questions(scope.study),

@@ -122,9 +122,7 @@ def judge_scores(
     version: str,
     keys: Sequence[str],
 ) -> dict[str, list[gep.GepItem]]:
-    """The GEP items with a judge's scores: per attribute its probability of yes (normalised
-    over yes and no) when it gave probabilities, else 1 for yes and 0 for no; None where it did
-    not answer."""
+    """The GEP items with a judge's scores per attribute (``yes_score``)."""
     run = judges.judge_runs(scope, kinds=[JUDGE_KIND], detector=detector).get(f"{detector}@{version}")
     if run is None:
         return items_by_model

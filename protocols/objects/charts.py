@@ -23,9 +23,8 @@ COLOURS = {"male": base.MALE_COLOUR, "female": base.FEMALE_COLOUR}
 def panels(
     report: Mapping[str, Any], *, top: int = TOP_CLASSES, models: Sequence[str] | None = None
 ) -> list[tuple[str, list[tuple[str, int, int]], int]]:
-    """Per T2I model of the report (all, or those named): [(class, male, female)] without
-    ``person``, most instances first (ties in COCO order), at most ``top``; and how many classes
-    there were before the cut."""
+    """Per T2I model (all, or ``models``): the ``top`` [(class, male, female)] without
+    ``person``, most instances first, and how many classes there were."""
     out = []
     for model, entry in report.get("objects", {}).items():
         if models is not None and model not in models:

@@ -70,9 +70,8 @@ class ObjectsEstimateReport(EstimateReport):
 def objects_report(
     study: Study, detector: str, *, n_boot: int = 0, seed: int = 0, history: bool = False
 ) -> ObjectsEstimateReport:
-    """Confirmed instances per class and gender and Cramér's V per T2I model (``n_boot`` is the
-    gender estimate's; ``history``: the page's chart). Raises LookupError when the detector has
-    no ``objects`` predictions in the study."""
+    """Confirmed instances per class and gender and Cramér's V per T2I model; LookupError when
+    the detector has no ``objects`` predictions in the study."""
     start = drawn_frame(ESTIMAND, study, detector, "check its boxes")
     version, warnings = start.version, start.warnings
     include = include_person_default(Scope(study))

@@ -27,9 +27,8 @@ INCLUDE_PERSON = "include_person"
 
 @dataclass(frozen=True)
 class ModelResult:
-    """One T2I model: the detector's table with and without ``person``, and — over the images
-    people checked — the confirmed-boxes-only analysis and the per-class human check (None
-    when nobody checked one)."""
+    """One T2I model: the detector's table with and without ``person``, and the confirmed boxes'
+    analysis and per-class human check of the checked images (None when none)."""
 
     with_person: ObjectAnalysis
     without_person: ObjectAnalysis

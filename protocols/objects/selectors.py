@@ -173,9 +173,8 @@ class ClassItem:
 
 
 def class_items(scope: Scope, *, name: str, detector: str, version: str) -> list[ClassItem]:
-    """The items in scope (T2I model filter applied, category not) with a male or female
-    gender whose image the detector found ``name`` in — or where people said it missed one —
-    by T2I model, gender (male first), then most instances of the class first."""
+    """The male and female items in scope where the detector found ``name`` or people said it
+    missed one, by T2I model, gender, then most instances first."""
     scope = Scope(scope.study, t2i_model=scope.t2i_model)
     outputs = {
         item_id: list((o or {}).get("objects") or [])

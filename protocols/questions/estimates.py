@@ -139,9 +139,8 @@ def answer_probabilities(given: dict[str, float] | None, values: list[str]) -> d
 def questions_report(
     study: Study, detector: str, *, n_boot: int = 0, seed: int = 0, history: bool = False
 ) -> QuestionsEstimateReport:
-    """Answer shares per question, T2I model and group, and ``max_gap`` per answer (``n_boot``
-    and ``history`` are the gender estimate's). Raises LookupError when the detector has no
-    ``answers`` predictions in the study, or the study has no question or compared column."""
+    """Answer shares per question, T2I model and group, and ``max_gap`` per answer; LookupError
+    when the study cannot be estimated."""
     start = drawn_frame(ESTIMAND, study, detector)
     version, warnings = start.version, start.warnings
     questions = _questions(study)
