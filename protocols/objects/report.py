@@ -20,8 +20,7 @@ from metrics.objects import (
 from protocols.objects import selectors as osel
 from reports.selectors import LeftOut, Scope, left_out_coverage
 
-#: ``Study.parameters`` key: whether the report counts ``person`` (default true, as the paper's
-#: χ² tests do); ``bias_report --exclude-person`` overrides it for one report.
+#: ``Study.parameters`` key: whether the report counts ``person`` (default true, as the paper does).
 INCLUDE_PERSON = "include_person"
 
 
