@@ -10,7 +10,6 @@ from reports import judges
 from reports.tables import (
     NO_VALUE,
     Cell,
-    Column,
     Field,
     Table,
     cell_field,
@@ -18,7 +17,6 @@ from reports.tables import (
     num,
     num_cell,
     num_field,
-    text_cell,
     text_field,
     value_field,
 )
@@ -208,10 +206,6 @@ def _ranks(scores: dict[tuple[str, str], float | None]) -> dict[tuple[str, str],
 def score_ranking_table(result: AttributesResult) -> Table:
     """GEP scores of every source across the model x setting cells, ranked, with Kendall
     tau-b of each detector's scores against the human ones."""
-    cells = _setting_columns(result)
-    columns = [Column("source", "Source", numeric=False)]
-    columns += [Column(f"{setting}_{model}", model) for setting, model in cells]
-    columns.append(Column("kendall_tau_b", "Kendall τ-b"))
 
     def score(model: str, setting: str, source: str) -> float | None:
         cell = result.study.cells.get(model, {}).get(setting)
@@ -222,37 +216,41 @@ def score_ranking_table(result: AttributesResult) -> Table:
         detector = cell.detectors.get(source)
         return detector.gep.gep_score if detector else None
 
-    rows = []
-    for source in (*result.detectors, HUMAN):
-        scores = {(s, m): score(m, s, source) for s, m in cells}
-        ranks = _ranks(scores)
-        row = [text_cell(source)]
-        for cell in cells:
-            value = scores[cell]
-            text = compact(value) if value is None else f"{compact(value)} (#{ranks[cell]})"
-            row.append(Cell(value, text))
-        ranking = result.study.score_ranking.get(source)
-        row.append(
-            Cell(
-                ranking.kendall_tau_b if ranking else None,
-                num(ranking.kendall_tau_b if ranking else None),
-                title=f"over {ranking.n_cells} cells" if ranking else "",
+    cells = _setting_columns(result)
+    scores = {
+        source: {(s, m): score(m, s, source) for s, m in cells} for source in (*result.detectors, HUMAN)
+    }
+    ranks = {source: _ranks(by_cell) for source, by_cell in scores.items()}
+
+    def ranked(cell: tuple[str, str]) -> Field:
+        def read(source: str) -> Cell:
+            value = scores[source][cell]
+            return Cell(
+                value, compact(value) if value is None else f"{compact(value)} (#{ranks[source][cell]})"
             )
-        )
-        rows.append(tuple(row))
+
+        return cell_field(f"{cell[0]}_{cell[1]}", cell[1], read)
+
+    def tau(source: str) -> Cell:
+        ranking = result.study.score_ranking.get(source)
+        if ranking is None:
+            return Cell(None, num(None))
+        return Cell(ranking.kendall_tau_b, num(ranking.kendall_tau_b), title=f"over {ranking.n_cells} cells")
+
     n_models = len(result.models)
-    groups = [("", 1)] + [(SETTING_NAMES[s], n_models) for s in gep_design.SETTINGS if n_models] + [("", 1)]
-    return Table(
-        key="score_ranking",
-        title="GEP scores across models and settings",
-        caption=(
-            "(#k): the rank of the cell among the source's scores (1 = smallest). Automatic scores "
-            "are on their detector's scale: what counts is whether they rank the cells as the human "
-            "scores do, which Kendall τ-b measures over the cells where both are defined."
+    return Table.of(
+        "score_ranking",
+        "GEP scores across models and settings",
+        "(#k): the rank of the cell among the source's scores (1 = smallest). Automatic scores "
+        "are on their detector's scale: what counts is whether they rank the cells as the human "
+        "scores do, which Kendall τ-b measures over the cells where both are defined.",
+        (
+            text_field("source", "Source", lambda s: s),
+            *map(ranked, cells),
+            cell_field("kendall_tau_b", "Kendall τ-b", tau),
         ),
-        columns=tuple(columns),
-        rows=tuple(rows),
-        groups=tuple(groups),
+        scores,
+        groups=(("", 1), *((SETTING_NAMES[s], n_models) for s in gep_design.SETTINGS if n_models), ("", 1)),
     )
 
 

@@ -10,14 +10,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, Max, Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from detectors.kinds import KIND_MEASUREMENTS
 from detectors.models import Prediction, PredictionStatus
 from metrics import pair_change as pc
 from protocols.pair_change.spec import KEY
-from reports.selectors import of_versions
+from reports.selectors import Scope, latest_detector_versions, of_versions
 from studies.models import ImageRole, Item, ItemImage, Study
 
 PROTOCOL = KEY  # the studies these functions read and write
@@ -94,19 +94,8 @@ def _pair_images(study: Study) -> Any:
 
 
 def measurement_versions(study: Study) -> dict[str, str]:
-    """detector -> the version of its newest ``measurements`` prediction on the study's pair
-    images (highest id: the version run last), sorted by detector. One grouped query."""
-    chosen: dict[str, tuple[int, str]] = {}
-    for row in (
-        Prediction.objects.filter(kind=KIND_MEASUREMENTS, image_id__in=_pair_images(study))
-        .values("detector", "version")
-        .annotate(last_id=Max("pk"))
-        .order_by()
-    ):
-        best = chosen.get(row["detector"])
-        if best is None or row["last_id"] > best[0]:
-            chosen[row["detector"]] = (row["last_id"], row["version"])
-    return {name: chosen[name][1] for name in sorted(chosen)}
+    """detector -> the version of its newest ``measurements`` prediction on the study's pairs."""
+    return latest_detector_versions(Scope(study), kinds=[KIND_MEASUREMENTS])
 
 
 def _has_value(name: str) -> Q:
