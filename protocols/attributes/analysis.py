@@ -7,13 +7,12 @@ from typing import Any
 from metrics import consensus, gep_design
 from protocols.attributes import report as attributes_report
 from protocols.attributes import tables as atables
-from protocols.attributes.report import AttributesResult
+from protocols.attributes.report import YES_NO, AttributesResult
 from reports.analyses import Analysis, AnalysisError, ReportPage, chart_src, data_version
 from reports.selectors import Scope
 from studies.models import Question, Study
 from studies.selectors import study_questions
 
-YES_NO = frozenset({gep_design.YES, gep_design.NO})
 #: Chart key -> setting: one GEP vector chart per setting (a T2I model filter narrows it).
 CHARTS = {f"gep_{setting}": setting for setting in gep_design.SETTINGS}
 
@@ -25,7 +24,7 @@ def attribute_questions(study: Study) -> list[Question]:
     if not questions:
         raise AnalysisError(f"Study '{study.slug}' has no question: the GEP report compares yes/no answers.")
     for question in questions:
-        if set(question.values) != YES_NO:
+        if set(question.values) != set(YES_NO):
             raise AnalysisError(
                 f"Question '{question.key}' of study '{study.slug}' has the answers "
                 f"{', '.join(question.values) or 'none'}; the GEP report needs exactly yes and no."
@@ -50,9 +49,8 @@ class AttributesAnalysis(Analysis):
     def compute(
         self, scope: Scope, *, detector: str | None = None, bootstrap: int = 0, seed: int = 0
     ) -> AttributesResult:
-        """The report (``build``; see ``protocols.attributes.report``) and what the
-        pages need. ``bootstrap`` and ``seed`` are accepted for the common signature and
-        unused: the GEP statistics have no intervals. The category of ``scope`` is not applied."""
+        """The report and what the pages need (no intervals: ``bootstrap``, ``seed`` and the
+        category of ``scope`` are not used)."""
         return attributes_report.compute(
             Scope(scope.study, t2i_model=scope.t2i_model),
             questions=attribute_questions(scope.study),

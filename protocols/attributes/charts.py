@@ -22,9 +22,8 @@ MAN_COLOUR = base.MALE_COLOUR
 def vector_panels(
     report: Mapping[str, Any], *, setting: str, models: Sequence[str] | None = None
 ) -> list[tuple[str, list[tuple[str, Mapping[str, float | None], float | None]]]]:
-    """Per T2I model with items in ``setting`` (all of the report's unless ``models`` names
-    some): [(source, vector, GEP score)], the human first, then each detector, then each judge
-    (``detector@version``: its vector is of frequencies, on the human's scale)."""
+    """Per T2I model with items in ``setting`` (all, or ``models``): [(source, vector, GEP
+    score)], the human first, then each detector, then each judge."""
     panels = []
     for model, by_setting in report.get("attributes", {}).items():
         if models is not None and model not in models:

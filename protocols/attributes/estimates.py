@@ -9,20 +9,17 @@ from typing import Any
 
 import numpy as np
 
-from annotate.models import FinalLabel
 from detectors.kinds import KIND_ATTRIBUTES, answers_of, probabilities_of
 from estimates import selectors as sel
 from estimates.estimands import EstimandProtocol
 from estimates.report import EstimateReport, drawn_arrays, drawn_frame, estimand_figures
 from estimates.selectors import item_outputs as _outputs
 from metrics import gep, gep_design, ppi_mean
+from protocols.attributes.report import JUDGE_KIND
 from protocols.attributes.selectors import final_answers, gep_rows
 from reports import judges
 from reports.selectors import Scope
 from studies.models import Question, Study
-
-#: The output kind of a judge on an attributes study.
-JUDGE_KIND = "answers"
 
 
 def attribute_keys(study: Study) -> list[str]:
@@ -125,9 +122,7 @@ def judge_scores(
     version: str,
     keys: Sequence[str],
 ) -> dict[str, list[gep.GepItem]]:
-    """The GEP items with a judge's scores: per attribute its probability of yes (normalised
-    over yes and no) when it gave probabilities, else 1 for yes and 0 for no; None where it did
-    not answer."""
+    """The GEP items with a judge's scores per attribute (``yes_score``)."""
     run = judges.judge_runs(scope, kinds=[JUDGE_KIND], detector=detector).get(f"{detector}@{version}")
     if run is None:
         return items_by_model
@@ -193,11 +188,7 @@ def attribute_output_codes(study: Study, detector: str, version: str) -> dict[in
 def attribute_residuals(study: Study, detector: str, version: str) -> dict[int, float]:
     """item id -> Σ over its answered attributes of (score - [yes])²: the stratified and active designs'
     error spread."""
-    answers: dict[int, dict[str, str]] = {}
-    for item_id, key, value in FinalLabel.objects.filter(item__study=study).values_list(
-        "item_id", "question__key", "value"
-    ):
-        answers.setdefault(item_id, {})[key] = value
+    answers = final_answers(Scope(study), keys=attribute_keys(study))
     out: dict[int, float] = {}
     for item_id, scores in item_scores(study, detector, version):
         given = answers.get(item_id, {})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -68,8 +68,6 @@ def judge_pictures(
 ) -> None:
     """Add to every (model, setting) cell of the report each judge's GEP, computed as the
     people's is but on the judge's answers, with its errors against the people's."""
-    from dataclasses import replace
-
     for cell in (c for by_setting in cells.values() for c in by_setting.values()):
         cell["judges"] = {}
     for name, run in runs.items():

@@ -52,10 +52,9 @@ def metadata_problem(metadata: Mapping[str, Any], keys: Sequence[str]) -> str | 
     problem = gep_metadata_problem({k: str(v) for k, v in metadata.items()})
     if problem:
         return problem
-    gender = str(metadata.get("gender", "")).strip()
-    setting = str(metadata.get("setting", "")).strip()
-    attribute = str(metadata.get("attribute", "") or "").strip()
-    if not gender:
+    fields = _item_metadata(metadata)
+    setting, attribute = fields["setting"] or "", fields["attribute"] or ""
+    if not fields["gender"]:
         return "no metadata gender (woman or man)"
     if setting not in gep_design.SETTINGS:
         shown = repr(setting) if setting else "none"
@@ -138,9 +137,8 @@ def gep_rows(
 
 
 def label_counts(scope: Scope, *, keys: Sequence[str]) -> dict[str, dict[int, dict[str, int]]]:
-    """Per question key: item id -> ``{answer: annotators}`` for every item in scope (T2I
-    model filter applied, category not) with a label for it — the rows of the agreement
-    statistics' count matrix. One grouped query."""
+    """Per question key: item id -> ``{answer: annotators}`` of the labelled items in scope (T2I
+    model filter applied, category not): the agreement's count matrix."""
     scope = Scope(scope.study, t2i_model=scope.t2i_model)
     grouped: dict[str, dict[int, dict[str, int]]] = {key: {} for key in keys}
     for key, item_id, value, n in (
@@ -269,9 +267,8 @@ def attribute_items(
     versions: Mapping[str, str],
     limit: int | None = None,
 ) -> AttributeItems:
-    """The items whose image counts for ``question`` in ``setting``, with labels, final answer and
-    scores; with ``limit``, the first of each (T2I model, gender, final answer) group and every
-    group's size."""
+    """The items of ``question`` in ``setting`` with labels, final answer and scores (with
+    ``limit``: the first of each group), and every group's size."""
     items = _drilldown_items(scope, question=question, setting=setting)
     # gender, final: annotations of _drilldown_items, which django-stubs does not follow.
     grouped = items.values_list("t2i_model", "gender", "final")  # type: ignore[misc]

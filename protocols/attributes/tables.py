@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from metrics import gep_design
@@ -11,16 +10,13 @@ from reports import judges
 from reports.tables import (
     NO_VALUE,
     Cell,
-    Column,
     Field,
     Table,
     cell_field,
-    int_cell,
     int_field,
     num,
     num_cell,
     num_field,
-    text_cell,
     text_field,
     value_field,
 )
@@ -210,10 +206,6 @@ def _ranks(scores: dict[tuple[str, str], float | None]) -> dict[tuple[str, str],
 def score_ranking_table(result: AttributesResult) -> Table:
     """GEP scores of every source across the model x setting cells, ranked, with Kendall
     tau-b of each detector's scores against the human ones."""
-    cells = _setting_columns(result)
-    columns = [Column("source", "Source", numeric=False)]
-    columns += [Column(f"{setting}_{model}", model) for setting, model in cells]
-    columns.append(Column("kendall_tau_b", "Kendall τ-b"))
 
     def score(model: str, setting: str, source: str) -> float | None:
         cell = result.study.cells.get(model, {}).get(setting)
@@ -224,37 +216,41 @@ def score_ranking_table(result: AttributesResult) -> Table:
         detector = cell.detectors.get(source)
         return detector.gep.gep_score if detector else None
 
-    rows = []
-    for source in (*result.detectors, HUMAN):
-        scores = {(s, m): score(m, s, source) for s, m in cells}
-        ranks = _ranks(scores)
-        row = [text_cell(source)]
-        for cell in cells:
-            value = scores[cell]
-            text = compact(value) if value is None else f"{compact(value)} (#{ranks[cell]})"
-            row.append(Cell(value, text))
-        ranking = result.study.score_ranking.get(source)
-        row.append(
-            Cell(
-                ranking.kendall_tau_b if ranking else None,
-                num(ranking.kendall_tau_b if ranking else None),
-                title=f"over {ranking.n_cells} cells" if ranking else "",
+    cells = _setting_columns(result)
+    scores = {
+        source: {(s, m): score(m, s, source) for s, m in cells} for source in (*result.detectors, HUMAN)
+    }
+    ranks = {source: _ranks(by_cell) for source, by_cell in scores.items()}
+
+    def ranked(cell: tuple[str, str]) -> Field:
+        def read(source: str) -> Cell:
+            value = scores[source][cell]
+            return Cell(
+                value, compact(value) if value is None else f"{compact(value)} (#{ranks[source][cell]})"
             )
-        )
-        rows.append(tuple(row))
+
+        return cell_field(f"{cell[0]}_{cell[1]}", cell[1], read)
+
+    def tau(source: str) -> Cell:
+        ranking = result.study.score_ranking.get(source)
+        if ranking is None:
+            return Cell(None, num(None))
+        return Cell(ranking.kendall_tau_b, num(ranking.kendall_tau_b), title=f"over {ranking.n_cells} cells")
+
     n_models = len(result.models)
-    groups = [("", 1)] + [(SETTING_NAMES[s], n_models) for s in gep_design.SETTINGS if n_models] + [("", 1)]
-    return Table(
-        key="score_ranking",
-        title="GEP scores across models and settings",
-        caption=(
-            "(#k): the rank of the cell among the source's scores (1 = smallest). Automatic scores "
-            "are on their detector's scale: what counts is whether they rank the cells as the human "
-            "scores do, which Kendall τ-b measures over the cells where both are defined."
+    return Table.of(
+        "score_ranking",
+        "GEP scores across models and settings",
+        "(#k): the rank of the cell among the source's scores (1 = smallest). Automatic scores "
+        "are on their detector's scale: what counts is whether they rank the cells as the human "
+        "scores do, which Kendall τ-b measures over the cells where both are defined.",
+        (
+            text_field("source", "Source", lambda s: s),
+            *map(ranked, cells),
+            cell_field("kendall_tau_b", "Kendall τ-b", tau),
         ),
-        columns=tuple(columns),
-        rows=tuple(rows),
-        groups=tuple(groups),
+        scores,
+        groups=(("", 1), *((SETTING_NAMES[s], n_models) for s in gep_design.SETTINGS if n_models), ("", 1)),
     )
 
 
@@ -281,66 +277,57 @@ def roc_auc_table(result: AttributesResult) -> Table:
 
 def roc_auc_attributes_table(result: AttributesResult) -> Table:
     """ROC-AUC per model, detector and attribute, and their mean."""
-    columns = (
-        Column("t2i_model", "T2I model", numeric=False),
-        Column("detector", "Detector", numeric=False),
-        *(Column(key, key) for key in result.keys),
-        Column("mean", "Mean"),
-    )
-    rows = []
-    for model in result.models:
-        for name in result.detectors:
-            auc = result.pooled_auc[model][name]
-            cells = [text_cell(model), text_cell(name)]
-            for key in result.keys:
-                title = f"{auc.n_positive[key]} yes, {auc.n_negative[key]} no"
-                cells.append(num_cell(auc.by_attribute[key], 3, title))
-            cells.append(num_cell(auc.mean))
-            rows.append(tuple(cells))
-    return Table(
-        key="roc_auc_attributes",
-        title="ROC-AUC per attribute",
-        caption="\u2013 where the images of an attribute have one final answer only (no ROC curve).",
-        columns=columns,
-        rows=tuple(rows),
+
+    def auc_field(key: str) -> Field:
+        def cell(r: tuple[str, str, Any]) -> Cell:
+            auc = r[2]
+            return num_cell(auc.by_attribute[key], 3, f"{auc.n_positive[key]} yes, {auc.n_negative[key]} no")
+
+        return cell_field(key, key, cell)
+
+    return Table.of(
+        "roc_auc_attributes",
+        "ROC-AUC per attribute",
+        "\u2013 where the images of an attribute have one final answer only (no ROC curve).",
+        (
+            text_field("t2i_model", "T2I model", 0),
+            text_field("detector", "Detector", 1),
+            *map(auc_field, result.keys),
+            num_field("mean", "Mean", (2, "mean")),
+        ),
+        (
+            (model, name, result.pooled_auc[model][name])
+            for model in result.models
+            for name in result.detectors
+        ),
     )
 
 
 def agreement_table(result: AttributesResult) -> Table:
     """Per question: Krippendorff's alpha, Fleiss' kappa, observed agreement, items, disputes;
     then all questions pooled."""
-    columns = (
-        Column("question", "Question", numeric=False),
-        Column("text", "Text", numeric=False),
-        Column("krippendorff_alpha", "Krippendorff \u03b1"),
-        Column("fleiss_kappa", "Fleiss \u03ba"),
-        Column("observed_agreement", "Observed"),
-        Column("n_items", "Items"),
-        Column("disputed", "Disputed"),
-    )
     report = result.report
     figures = ("krippendorff_alpha", "fleiss_kappa", "observed_agreement")
-
-    def row(key: str, text: str, a: Mapping[str, Any], disputed: int) -> tuple[Cell, ...]:
-        numbers = (num_cell(a[k]) for k in figures)
-        return (text_cell(key), text_cell(text), *numbers, int_cell(a["n_items"]), int_cell(disputed))
-
-    rows = [
-        row(key, result.questions[key], report["agreement"][key], report["disputes"][key])
-        for key in result.keys
+    records = [
+        (key, result.questions[key], report["agreement"][key], report["disputes"][key]) for key in result.keys
     ]
     pooled = {k: getattr(result.agreement_all, k) for k in (*figures, "n_items")}
-    rows.append(row("all", "every (image, question) pooled", pooled, sum(report["disputes"].values())))
-    return Table(
-        key="agreement",
-        title="Annotator agreement per question",
-        caption=(
-            "Over the images with two or more answers to the question. Observed: the share of "
-            "agreeing annotator pairs. Disputed: images with all their answers and no final one "
-            "(a tie, e.g. 1\u20131 with an answer missing) — settle them in the dispute queue."
+    records.append(("all", "every (image, question) pooled", pooled, sum(report["disputes"].values())))
+    labels = ("Krippendorff \u03b1", "Fleiss \u03ba", "Observed")
+    return Table.of(
+        "agreement",
+        "Annotator agreement per question",
+        "Over the images with two or more answers to the question. Observed: the share of "
+        "agreeing annotator pairs. Disputed: images with all their answers and no final one "
+        "(a tie, e.g. 1\u20131 with an answer missing) — settle them in the dispute queue.",
+        (
+            text_field("question", "Question", 0),
+            text_field("text", "Text", 1),
+            *(num_field(k, label, (2, k)) for k, label in zip(figures, labels, strict=True)),
+            int_field("n_items", "Items", (2, "n_items")),
+            int_field("disputed", "Disputed", 3),
         ),
-        columns=columns,
-        rows=tuple(rows),
+        records,
     )
 
 

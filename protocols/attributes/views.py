@@ -59,6 +59,9 @@ def _summary(result: AttributesResult, key: str, setting: str, models: list[str]
 def _groups(found: asel.AttributeItems) -> list[dict[str, Any]]:
     """The rows by (T2I model, gender, final answer), in that order, with each group's size
     (the selector reads at most GROUP_LIMIT rows of a group)."""
+    rows: dict[tuple[str, str, str | None], list[asel.AttributeItem]] = {}
+    for r in found.rows:
+        rows.setdefault((r.item.t2i_model, r.gender, r.final), []).append(r)
     groups = []
     for model in sorted({model for model, _, _ in found.counts}):
         for gender in gep_design.GENDERS:
@@ -66,11 +69,7 @@ def _groups(found: asel.AttributeItems) -> list[dict[str, Any]]:
                 n = found.counts.get((model, gender, answer), 0)
                 if not n and answer is None:
                     continue  # "no final answer yet" only when there is such an image
-                members = [
-                    r
-                    for r in found.rows
-                    if r.item.t2i_model == model and r.gender == gender and r.final == answer
-                ]
+                members = rows.get((model, gender, answer), [])
                 groups.append(
                     {
                         "model": model,

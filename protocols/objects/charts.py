@@ -14,7 +14,6 @@ from reports.charts import svg_id
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.figure import Figure
 
-UnknownChart = base.UnknownChart
 #: Classes per panel: beyond it the least frequent are left out (the paper cut at 9 and 4
 #: instances for its two models).
 TOP_CLASSES = 30
@@ -24,9 +23,8 @@ COLOURS = {"male": base.MALE_COLOUR, "female": base.FEMALE_COLOUR}
 def panels(
     report: Mapping[str, Any], *, top: int = TOP_CLASSES, models: Sequence[str] | None = None
 ) -> list[tuple[str, list[tuple[str, int, int]], int]]:
-    """Per T2I model of the report (all, or those named): [(class, male, female)] without
-    ``person``, most instances first (ties in COCO order), at most ``top``; and how many classes
-    there were before the cut."""
+    """Per T2I model (all, or ``models``): the ``top`` [(class, male, female)] without
+    ``person``, most instances first, and how many classes there were."""
     out = []
     for model, entry in report.get("objects", {}).items():
         if models is not None and model not in models:

@@ -3,6 +3,7 @@ class and gender, and Cramér's V of that table (docs/explanation/protocols.md).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Hashable
 from typing import Any
 
@@ -69,9 +70,8 @@ class ObjectsEstimateReport(EstimateReport):
 def objects_report(
     study: Study, detector: str, *, n_boot: int = 0, seed: int = 0, history: bool = False
 ) -> ObjectsEstimateReport:
-    """Confirmed instances per class and gender and Cramér's V per T2I model (``n_boot`` is the
-    gender estimate's; ``history``: the page's chart). Raises LookupError when the detector has
-    no ``objects`` predictions in the study."""
+    """Confirmed instances per class and gender and Cramér's V per T2I model; LookupError when
+    the detector has no ``objects`` predictions in the study."""
     start = drawn_frame(ESTIMAND, study, detector, "check its boxes")
     version, warnings = start.version, start.warnings
     include = include_person_default(Scope(study))
@@ -175,11 +175,8 @@ def object_residuals(study: Study, detector: str, version: str) -> dict[int, flo
         parts = osel.judged_parts(row) if row.boxes_detector == detector else None
         if parts is None or row.detected is None:
             continue
-        diff: dict[str, int] = {}
-        for name in row.detected:
-            diff[name] = diff.get(name, 0) + 1
-        for name in parts[0]:
-            diff[name] = diff.get(name, 0) - 1
+        diff = Counter(row.detected)
+        diff.subtract(parts[0])
         out[row.item_id] = float(sum(d * d for d in diff.values()))
     return out
 

@@ -157,17 +157,13 @@ BOXES = BoxesKind()
 CLASSES = ClassesKind()
 
 
-# How the box captions are laid out: a caption is its number and class in bold ("3 dining
-# table"), about CAPTION_EM font sizes wide per character, its ink CAPTION_ASCENT above the
-# baseline and CAPTION_DESCENT below; on a phone (boxes.css) it is PHONE_CAPTION_SCALE times
-# larger. Captions are placed at the phone's size, so no two overlap there, nor at the smaller
-# size of a wider screen (a caption grows from its baseline's left end).
+# A caption ("3 dining table", bold) in font sizes: CAPTION_EM wide per character, its ink CAPTION_ASCENT
+# above the baseline and CAPTION_DESCENT below; placed at the phone's size (boxes.css) so none overlap.
 CAPTION_EM = 0.65
 CAPTION_ASCENT = 0.95
 CAPTION_DESCENT = 0.3
 PHONE_CAPTION_SCALE = 1.6
-# Past this many boxes (a crowd) captions simply go above their boxes: placing each apart from
-# all the others costs boxes squared times the places tried, on every key press's render.
+# Past this many boxes captions go above their boxes (placing them apart costs boxes squared).
 CAPTIONS_PLACED_APART = 50
 
 

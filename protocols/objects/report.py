@@ -20,16 +20,14 @@ from metrics.objects import (
 from protocols.objects import selectors as osel
 from reports.selectors import LeftOut, Scope, left_out_coverage
 
-#: ``Study.parameters`` key: whether the report counts ``person`` (default true, as the paper's
-#: χ² tests do); ``bias_report --exclude-person`` overrides it for one report.
+#: ``Study.parameters`` key: whether the report counts ``person`` (default true, as the paper does).
 INCLUDE_PERSON = "include_person"
 
 
 @dataclass(frozen=True)
 class ModelResult:
-    """One T2I model: the detector's table with and without ``person``, and — over the images
-    people checked — the confirmed-boxes-only analysis and the per-class human check (None
-    when nobody checked one)."""
+    """One T2I model: the detector's table with and without ``person``, and the confirmed boxes'
+    analysis and per-class human check of the checked images (None when none)."""
 
     with_person: ObjectAnalysis
     without_person: ObjectAnalysis

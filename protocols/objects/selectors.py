@@ -12,6 +12,8 @@ from annotate.models import FinalLabel
 from detectors.kinds import KIND_OBJECTS
 from detectors.models import PredictionStatus
 from metrics.objects import GENDERS
+from protocols.objects.kinds import BOXES_KEY
+from protocols.objects.services import BOXES_SOURCE_KEY
 from reports.analyses import AnalysisError
 from reports.selectors import PREDICTION_TO_ITEM, Scope, latest_detector_versions, predictions_in_scope
 from studies.models import ImageRole, ItemImage
@@ -22,9 +24,6 @@ BOXES_QUESTION = "boxes"
 MISSED_QUESTION = "missed"
 CONFIRMED = "yes"
 REJECTED = "no"
-#: Item metadata written by ``prepare_box_check``.
-BOXES_KEY = "boxes"
-BOXES_SOURCE_KEY = "boxes_source"
 #: The adult/child side of a gender word of the mannering2023 prompt set: a man and a woman (a
 #: boy and a girl) of the same template and image index share a seed (``--seed-by template``).
 AGE_GROUPS: Mapping[str, str] = {"man": "adult", "woman": "adult", "boy": "child", "girl": "child"}
@@ -110,19 +109,21 @@ def _box_classes(metadata: Mapping[str, Any]) -> tuple[str, ...] | None:
     return tuple(str(box.get("class", "")) if isinstance(box, Mapping) else "" for box in boxes)
 
 
-def object_rows(scope: Scope, *, detector: str, version: str) -> list[ObjectRow]:
-    """Every item in scope (its T2I model filter applied, its category not), by T2I model and
-    id, with what ``ObjectRow`` holds; the detector's classes from its ``version``."""
-    scope = Scope(scope.study, t2i_model=scope.t2i_model)
-    detected: dict[int, tuple[str, ...]] = {}
-    predictions = (
+def _outputs(scope: Scope, detector: str, version: str) -> dict[int, Any]:
+    """item id -> the detector's ok ``objects`` output at ``version``."""
+    return dict(
         predictions_in_scope(scope, kinds=KINDS, detector=detector)
         .filter(version=version, status=PredictionStatus.OK)
         .values_list(F(f"{PREDICTION_TO_ITEM}id"), "output")
         .order_by()
     )
-    for item_id, output in predictions:
-        detected[item_id] = _classes(output)
+
+
+def object_rows(scope: Scope, *, detector: str, version: str) -> list[ObjectRow]:
+    """Every item in scope (its T2I model filter applied, its category not), by T2I model and
+    id, with what ``ObjectRow`` holds; the detector's classes from its ``version``."""
+    scope = Scope(scope.study, t2i_model=scope.t2i_model)
+    detected = {item_id: _classes(output) for item_id, output in _outputs(scope, detector, version).items()}
     finals: dict[int, dict[str, str]] = {}
     for item_id, key, value in (
         FinalLabel.objects.filter(scope.q("item__"), question__key__in=[BOXES_QUESTION, MISSED_QUESTION])
@@ -172,18 +173,13 @@ class ClassItem:
 
 
 def class_items(scope: Scope, *, name: str, detector: str, version: str) -> list[ClassItem]:
-    """The items in scope (T2I model filter applied, category not) with a male or female
-    gender whose image the detector found ``name`` in — or where people said it missed one —
-    by T2I model, gender (male first), then most instances of the class first."""
+    """The male and female items in scope where the detector found ``name`` or people said it
+    missed one, by T2I model, gender, then most instances first."""
     scope = Scope(scope.study, t2i_model=scope.t2i_model)
-    outputs: dict[int, list[dict[str, Any]]] = {}
-    for item_id, output in (
-        predictions_in_scope(scope, kinds=KINDS, detector=detector)
-        .filter(version=version, status=PredictionStatus.OK)
-        .values_list(F(f"{PREDICTION_TO_ITEM}id"), "output")
-        .order_by()
-    ):
-        outputs[item_id] = list((output or {}).get("objects") or [])
+    outputs = {
+        item_id: list((o or {}).get("objects") or [])
+        for item_id, o in _outputs(scope, detector, version).items()
+    }
     rows_by_id = {row.item_id: row for row in object_rows(scope, detector=detector, version=version)}
     wanted: list[ClassItem] = []
     links = {

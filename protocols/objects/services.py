@@ -54,9 +54,8 @@ def _boxes_of(
 def box_check_prepare(
     *, study: Study, detector: str, min_confidence: float = 0.0, max_boxes: int | None = None
 ) -> BoxCheckSummary:
-    """Copy each item's latest ok ``objects`` prediction of ``detector`` (highest id) into its
-    metadata (``boxes``, ``boxes_source``), idempotent and in one transaction; an item with labels
-    keeps its boxes (answers are per box, in order). BoxCheckRefused when it cannot be done."""
+    """Copy each item's latest ok ``objects`` prediction of ``detector`` into its metadata
+    (idempotent; an item with labels keeps its boxes); BoxCheckRefused when it cannot be done."""
     if not study.questions.filter(kind=BOXES.name).exists():
         raise BoxCheckRefused(
             f"Study '{study.slug}' asks no box question (kind boxes): the box check is for object "

@@ -1,3 +1,2 @@
 """The ``pair_change`` protocol (BiasPainter, Wang et al. 2024): an item is a seed photo and
-its edit; detectors measure both, people check a sample of the verdicts. See
-docs/explanation/protocols.md."""
+its edit; detectors measure both, people check a sample of the verdicts."""

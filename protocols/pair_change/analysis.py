@@ -143,9 +143,7 @@ class PairChangeAnalysis(Analysis):
         }
 
     def table(self, name: str, page: ReportPage) -> Table:
-        """A downloadable table (``tables.TABLE_KEYS``) of the page's domain (category) when one
-        is chosen; UnknownTable for any other name, FilterNeeded when the report cannot be computed
-        as the filters stand (e.g. two detectors measure age and none is chosen)."""
+        """``Analysis.table`` of the page's domain (category) when one is chosen."""
         if name not in self.builders:
             raise UnknownTable(f"No table {name!r}.")
         return self.builders[name](self.page_result(page), page.scope.category)

@@ -12,10 +12,6 @@ from reports.charts import svg_id
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.figure import Figure
 
-UnknownChart = base.UnknownChart
-UP_COLOUR = base.MALE_COLOUR
-DOWN_COLOUR = base.FEMALE_COLOUR
-
 #: One panel: (attribute, x label, [(word, score)] or None when no detector measures it).
 Panel = tuple[str, str, list[tuple[str, float]] | None]  # as protocols.pair_change.Panel
 
@@ -51,7 +47,9 @@ def _build(panels: list[Panel], title: str) -> Figure:
         ordered = sorted(words, key=lambda pair: (-pair[1], pair[0]))
         ys = list(range(len(ordered)))
         for y, (word, value) in zip(ys, ordered, strict=True):
-            [bar] = ax.barh([y], [value], 0.75, color=UP_COLOUR if value >= 0 else DOWN_COLOUR, linewidth=0)
+            [bar] = ax.barh(
+                [y], [value], 0.75, color=base.MALE_COLOUR if value >= 0 else base.FEMALE_COLOUR, linewidth=0
+            )
             bar.set_gid(svg_id(attribute, word))
         largest = max((abs(v) for _w, v in ordered), default=0.0)
         limit = max(1.0, largest * 1.1)

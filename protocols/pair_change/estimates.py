@@ -76,9 +76,8 @@ class PairChangeReport(EstimateReport):
 def pair_change_report(
     study: Study, detector: str, *, n_boot: int = 0, seed: int = 0, history: bool = False
 ) -> PairChangeReport:
-    """The changed-pair shares per T2I model, domain and attribute (``n_boot`` is the gender
-    estimate's; ``history``: the page's chart). Raises LookupError when the detector has no measurements in
-    the study, or the study's questions or measurements cannot be read (with the reason)."""
+    """The changed-pair shares per T2I model, domain and attribute; LookupError (with the reason)
+    when the study's measurements or questions cannot be read."""
     start = drawn_frame(ESTIMAND, study, detector, "label its pairs")
     warnings = start.warnings
     try:
@@ -143,9 +142,7 @@ def _cells(
 
 
 def _scores(study: Study) -> dict[int, pc.PairScore]:
-    """item id -> the pair's score from the measurements as the report picks them (empty when
-    they cannot be read: the design then allocates as if nothing were known, and the estimate
-    says why)."""
+    """item id -> the pair's score from the report's measurements (empty when they cannot be read)."""
     try:
         measured = pair_measurements(study)
         thresholds = study_thresholds(study)
@@ -155,9 +152,8 @@ def _scores(study: Study) -> dict[int, pc.PairScore]:
 
 
 def pair_output_codes(study: Study, detector: str, version: str) -> dict[int, Hashable]:
-    """item id -> per attribute, whether the measurements say unchanged, changed, in between
-    or not measured (the detector value rounded to 0, 0.5 or 1): the stratified and active
-    designs' detector output. A pair without measurements has no code."""
+    """item id -> per attribute the detector value rounded to 0, 0.5 or 1 (unchanged, in between
+    or not measured, changed): the designs' detector output."""
     return {
         item_id: tuple(round(2 * _changed_score(score, a)) / 2 for a in pc.ATTRIBUTES)
         for item_id, score in _scores(study).items()

@@ -6,18 +6,18 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, Max, Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from detectors.kinds import KIND_MEASUREMENTS
 from detectors.models import Prediction, PredictionStatus
 from metrics import pair_change as pc
 from protocols.pair_change.spec import KEY
-from reports.selectors import of_versions
+from reports.selectors import Scope, latest_detector_versions, of_versions
 from studies.models import ImageRole, Item, ItemImage, Study
 
 PROTOCOL = KEY  # the studies these functions read and write
@@ -94,19 +94,8 @@ def _pair_images(study: Study) -> Any:
 
 
 def measurement_versions(study: Study) -> dict[str, str]:
-    """detector -> the version of its newest ``measurements`` prediction on the study's pair
-    images (highest id: the version run last), sorted by detector. One grouped query."""
-    chosen: dict[str, tuple[int, str]] = {}
-    for row in (
-        Prediction.objects.filter(kind=KIND_MEASUREMENTS, image_id__in=_pair_images(study))
-        .values("detector", "version")
-        .annotate(last_id=Max("pk"))
-        .order_by()
-    ):
-        best = chosen.get(row["detector"])
-        if best is None or row["last_id"] > best[0]:
-            chosen[row["detector"]] = (row["last_id"], row["version"])
-    return {name: chosen[name][1] for name in sorted(chosen)}
+    """detector -> the version of its newest ``measurements`` prediction on the study's pairs."""
+    return latest_detector_versions(Scope(study), kinds=[KIND_MEASUREMENTS])
 
 
 def _has_value(name: str) -> Q:
@@ -276,7 +265,7 @@ def pair_measurements(
             f"study '{study.slug}' is a {study.protocol} study, not a pair-change one"
         )
     sources = measurement_sources(study, measure=measure, detector=detector, attributes=attributes)
-    used = {name: sources.versions[name] for name in dict.fromkeys(sources.sources.values()) if name}
+    used = sources.source_versions()
     items = Item.objects.filter(study=study)
     if t2i_model:
         items = items.filter(t2i_model=t2i_model)
@@ -422,25 +411,13 @@ def _same_draw(record: Mapping[str, Any], ask: Mapping[str, Any]) -> bool:
     return all(record.get(name) == ask[name] for name in ("attribute", "seed", "buckets", "t2i_model"))
 
 
-def _asked_keys(item: Item, attribute: str) -> list[str] | None:
-    """The item's question keys once it asks ``attribute``; None when they need no change."""
-    if item.queue > 0 and not item.question_keys:
-        return None  # queued and asking every question already
-    keys = list(item.question_keys) if item.queue > 0 else []
-    if attribute in keys:
-        return None
-    return [*keys, attribute]
-
-
 def _queue(items: Iterable[Item], attribute: str) -> int:
     """Put the items in the queue asking ``attribute``; returns how many rows changed."""
     changed = []
     for item in items:
-        keys = _asked_keys(item, attribute)
-        if keys is None and item.queue > 0:
-            continue
-        if keys is not None:
-            item.question_keys = keys
+        if item.queue > 0 and (not item.question_keys or attribute in item.question_keys):
+            continue  # queued and asking it already
+        item.question_keys = [*item.question_keys, attribute] if item.queue > 0 else [attribute]
         item.queue = max(item.queue, 1)
         changed.append(item)
     Item.objects.bulk_update(changed, ["queue", "question_keys"])
@@ -554,11 +531,4 @@ def pairs_sample(
         locked.parameters = parameters
         locked.save(update_fields=["parameters"])
         study.parameters = parameters
-    return SampleDraw(
-        record=record,
-        created=True,
-        eligible=eligible,
-        n_without_verdict=n_without,
-        n_skipped=n_skipped,
-        n_queued=n_queued,
-    )
+    return replace(draw, created=True, n_queued=n_queued)

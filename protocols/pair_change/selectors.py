@@ -56,9 +56,8 @@ def human_labels(study: Study) -> dict[str, dict[str, str]]:
 
 
 def drawn_verdicts(study: Study, *, t2i_model: str | None = None) -> dict[str, dict[str, str]]:
-    """attribute -> item key -> the automatic verdict its draw recorded, in draw order (a pair
-    drawn twice for an attribute counts once, with its first verdict); only pairs still in the
-    study, of ``t2i_model`` when given."""
+    """attribute -> item key -> the automatic verdict its first draw recorded, for the pairs
+    still in the study (of ``t2i_model`` when given)."""
     drawn: dict[str, dict[str, str]] = {attribute: {} for attribute in pc.ATTRIBUTES}
     for record in study_samples(study):
         attribute = record.get("attribute")
@@ -82,9 +81,8 @@ def drawn_verdicts(study: Study, *, t2i_model: str | None = None) -> dict[str, d
 def final_answers(
     study: Study, *, keys: Iterable[str], labels: Mapping[str, Mapping[str, str]]
 ) -> dict[tuple[str, str], str]:
-    """(item key, attribute) -> the human final answer as a verdict label, for the items named.
-    One query. A final answer outside the question's choices (an import that bypassed them)
-    raises QuestionMismatch naming the item."""
+    """(item key, attribute) -> the human final answer as a verdict label, for the items named;
+    QuestionMismatch for an answer outside the question's choices."""
     answers: dict[tuple[str, str], str] = {}
     keys = list(keys)
     if not keys:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from metrics import pair_change as pc
@@ -299,7 +300,7 @@ def validation_table(report: PairChangeReport, domain: str | None = None) -> Tab
     )
 
 
-def confusion_table(report: PairChangeReport, attribute: str) -> Table:
+def confusion_table(report: PairChangeReport, domain: str | None = None, *, attribute: str) -> Table:
     """Automatic verdict (rows) x human final answer (columns) for one attribute."""
     labels = pc.VERDICT_LABELS[attribute]
     result = report.validation[attribute]
@@ -325,13 +326,6 @@ def confusion_table(report: PairChangeReport, attribute: str) -> Table:
     )
 
 
-def _confusion(attribute: str) -> Callable[[PairChangeReport, str | None], Table]:
-    def build(report: PairChangeReport, domain: str | None = None) -> Table:
-        return confusion_table(report, attribute)
-
-    return build
-
-
 BUILDERS: dict[str, Callable[..., Table]] = {
     "bias_by_domain": model_bias_table,
     "word_mean": word_mean_table,
@@ -339,9 +333,7 @@ BUILDERS: dict[str, Callable[..., Table]] = {
     "word_scores": word_scores_table,
     "unmeasured": unmeasured_table,
     "validation": validation_table,
-    "confusion_age": _confusion(pc.AGE),
-    "confusion_gender": _confusion(pc.GENDER),
-    "confusion_skin": _confusion(pc.SKIN),
+    **{f"confusion_{a}": partial(confusion_table, attribute=a) for a in pc.ATTRIBUTES},
 }
 
 TABLE_KEYS = tuple(BUILDERS)

@@ -12,7 +12,7 @@ from metrics import pair_change as pc
 from protocols.pair_change import selectors as psel
 from protocols.pair_change.report import PairChangeReport
 from protocols.pair_change.sampling import PairRow
-from protocols.pair_change.tables import LABEL_NAMES, score
+from protocols.pair_change.tables import LABEL_NAMES, WORD_FIGURES, score
 from reports import views as base
 from reports.analyses import AnalysisError
 from studies.models import ImageRole
@@ -115,16 +115,7 @@ def word_detail(request: HtmxHttpRequest, domain: str, word: str) -> HttpRespons
                 "n_pairs": w.n_pairs,
                 "n_male": w.n_male_seeds,
                 "n_female": w.n_female_seeds,
-                "figures": [
-                    (label, score(result.word_value(w, key)))
-                    for key, label in (
-                        ("age", "Age"),
-                        ("gender", "Gender"),
-                        ("gender_m2f", "Male → female"),
-                        ("gender_f2m", "Female → male"),
-                        ("skin", "Skin"),
-                    )
-                ],
+                "figures": [(label, score(result.word_value(w, key))) for key, label in WORD_FIGURES],
             }
             for model, w in summaries
         ],

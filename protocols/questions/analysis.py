@@ -51,9 +51,8 @@ class QuestionsAnalysis(Analysis):
     def compute(
         self, scope: Scope, *, detector: str | None = None, bootstrap: int = 0, seed: int = 0
     ) -> QuestionsResult:
-        """The report (see ``protocols.questions.report``). ``bootstrap`` and ``seed`` are
-        accepted for the common signature and unused: the intervals are Wilson intervals. The
-        category of ``scope`` is not applied."""
+        """The report (Wilson intervals: ``bootstrap``, ``seed`` and the category of ``scope``
+        are not used)."""
         return qreport.compute(
             Scope(scope.study, t2i_model=scope.t2i_model),
             questions=choice_questions(scope.study),

@@ -15,11 +15,12 @@ from estimates.report import EstimateReport, census_cells, drawn_arrays, drawn_f
 from estimates.selectors import item_outputs as _outputs
 from metrics import ppi_mean
 from protocols.questions import selectors as qsel
+from protocols.questions.analysis import choice_questions
 from protocols.questions.spec import KIND_ANSWERS
 from reports import judges
+from reports.analyses import AnalysisError
 from reports.selectors import Scope
 from studies.models import Item, Question, Study
-from studies.selectors import study_questions
 
 
 class QuestionsEstimateReport(EstimateReport):
@@ -60,14 +61,10 @@ class QuestionsEstimateReport(EstimateReport):
 
 
 def _questions(study: Study) -> list[Question]:
-    questions = list(study_questions(study))
-    if not questions:
-        raise LookupError(f"study '{study.slug}' has no question to estimate")
-    if not qsel.compare_column(study):
-        raise LookupError(
-            f"study '{study.slug}' compares no manifest column: define it with create_study --compare COLUMN"
-        )
-    return questions
+    try:
+        return choice_questions(study)
+    except AnalysisError as error:
+        raise LookupError(str(error)) from None
 
 
 def _question_cell(
@@ -142,9 +139,8 @@ def answer_probabilities(given: dict[str, float] | None, values: list[str]) -> d
 def questions_report(
     study: Study, detector: str, *, n_boot: int = 0, seed: int = 0, history: bool = False
 ) -> QuestionsEstimateReport:
-    """Answer shares per question, T2I model and group, and ``max_gap`` per answer (``n_boot``
-    and ``history`` are the gender estimate's). Raises LookupError when the detector has no
-    ``answers`` predictions in the study, or the study has no question or compared column."""
+    """Answer shares per question, T2I model and group, and ``max_gap`` per answer; LookupError
+    when the study cannot be estimated."""
     start = drawn_frame(ESTIMAND, study, detector)
     version, warnings = start.version, start.warnings
     questions = _questions(study)

@@ -1,9 +1,5 @@
-"""The ``answers`` output kind: what a VQA model or a VLM judge says about an image.
-
-``validate_answers`` normalises every write to ``{"answers", "probabilities"?, "filtered"?,
-"detail"?}`` (the older plain ``{question: value}`` still read); ``answers_fit_questions`` checks
-it against a study's questions. The shape's rules: docs/reference/detector-rules.md. Pure: no Django.
-"""
+"""The ``answers`` output kind: what a VQA model or a VLM judge says about an image (its rules:
+docs/reference/detector-rules.md). Pure: no Django."""
 
 from __future__ import annotations
 
@@ -117,9 +113,8 @@ def validate_answers(output: Any) -> dict[str, Any]:
 
 
 def answers_fit_questions(output: Mapping[str, Any], questions: Mapping[str, Sequence[str]]) -> None:
-    """Raise OutputInvalid for the first question of ``output`` (its answers, probabilities and
-    filtered questions; either shape) that is not one of ``questions`` (``{key: [answer
-    values]}``), or whose answer or probability names a value the question lacks."""
+    """OutputInvalid for the first question of ``output`` not in ``questions`` (``{key: [answer
+    values]}``) or naming a value the question lacks."""
     known = ", ".join(questions) or "none"
     for key, value in answers_of(output).items():
         if key not in questions:

@@ -13,7 +13,7 @@ from protocols.questions import selectors as qsel
 from protocols.questions.spec import KIND_ANSWERS
 from reports import judges
 from reports.selectors import Scope
-from reports.tables import NO_VALUE
+from reports.tables import num
 from studies.models import Question
 
 
@@ -174,10 +174,6 @@ def csv_rows(result: QuestionsResult) -> list[list[Any]]:
     return rows
 
 
-def _num(value: float | None, digits: int = 3) -> str:
-    return NO_VALUE if value is None else f"{value:.{digits}f}"
-
-
 def markdown(result: QuestionsResult) -> str:
     """``bias_report --format md``: per question and T2I model, the shares table (share and
     95 % interval per group and answer) and the test; then agreement and detectors."""
@@ -209,8 +205,8 @@ def markdown(result: QuestionsResult) -> str:
     ]
     for key, a in report["agreement"].items():
         lines.append(
-            f"| {key} | {_num(a['krippendorff_alpha'])} | {_num(a['fleiss_kappa'])} | "
-            f"{_num(a['observed_agreement'])} | {a['n_items']} |"
+            f"| {key} | {num(a['krippendorff_alpha'])} | {num(a['fleiss_kappa'])} | "
+            f"{num(a['observed_agreement'])} | {a['n_items']} |"
         )
     lines.append("")
     return "\n".join(lines)

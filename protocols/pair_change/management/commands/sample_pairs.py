@@ -4,6 +4,7 @@ python manage.py sample_pairs --study bp-sd15 --attribute age [--buckets older=2
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -60,9 +61,7 @@ class Command(BaseCommand):
         except (SamplingError, MeasureSourceError, PairChangeInputError) as exc:
             raise CommandError(str(exc)) from None
         record = draw.record
-        chosen: dict[str, int] = {}
-        for entry in record["items"]:
-            chosen[entry["bucket"]] = chosen.get(entry["bucket"], 0) + 1
+        chosen = Counter(entry["bucket"] for entry in record["items"])
         counts = ", ".join(f"{bucket} {chosen.get(bucket, 0)}" for bucket in record["buckets"])
         source = f"{record['source']['detector']}@{record['source']['version']}"
         if not draw.created and not opts["dry_run"]:
