@@ -140,13 +140,11 @@ def statement(key: str, build: Callable[[], str]) -> str:
 
 
 # --- the key press's statements ----------------------------------------------------------------
-# Every fixed statement of the labeling key press, in the order a key press runs them. Each
-# builder returns the statement's text for this database, built once (``statement``); the
-# callers (``annotate.selectors``, ``annotate.services``) bind the named parameters.
+# In the order a key press runs them; each built once per database (``statement``), the callers
+# bind the named parameters.
 
-# The study of a labeling URL, if the user annotates it, with its questions: one statement on
-# every key press instead of a study query and a question query. The questions come as one JSON
-# array (one array per question, its columns in field order), sorted by the caller.
+# The study of a labeling URL, if the user annotates it, with its questions as one JSON array
+# (one array per question, its columns in field order), sorted by the caller.
 _LABELING_STUDY = """
 SELECT {study}, (SELECT {questions} FROM {question_table} q WHERE q.study_id = s.id)
 FROM {study_table} s
@@ -180,9 +178,8 @@ def labeling_study() -> str:
     return statement("labeling-study", build)
 
 
-# The item lock of a label write: an UPDATE takes the row lock of SELECT … FOR NO KEY UPDATE and
-# returns the item and the membership check; it counts the annotator's seat as completed in
-# advance (docs/explanation/key-press.md, "Why the statements look as they do").
+# The item lock of a label write (the row lock of FOR NO KEY UPDATE), returning the item and the
+# membership check; counts the annotator's seat as completed in advance (key-press.md).
 _LOCK_ITEM = """
 UPDATE {item} SET completed_seats = completed_seats + 1
 WHERE id = %(item)s{in_study}
@@ -209,10 +206,8 @@ def lock_item(*, in_study: bool) -> str:
     return statement(f"lock-item-{in_study}", build)
 
 
-# Complete the annotator's open seat on the item and, in the same statement, read the item's
-# labels (question, annotator, value) and count its final labels. The subqueries of RETURNING
-# run after the item lock was granted (the lock was the previous statement), so they see every
-# label another writer committed. No row back: the seat was completed before, or is not theirs.
+# Complete the annotator's open seat on the item, returning its labels (question, annotator, value)
+# and final-label count, read under the item lock taken just before. No row: the seat is not open.
 _SEAT_COMPLETE = """
 UPDATE {assignment} SET completed_at = %(now)s
 WHERE item_id = %(item)s AND annotator_id = %(user)s AND completed_at IS NULL
@@ -305,9 +300,8 @@ _DECIDED = (
 # the key press costs the same whatever the size of the study.
 PROGRESS_COUNT_CAP = 1000
 
-# The counts of annotator_progress in one fixed statement, each reading a bounded number of rows:
-# done (the annotator's completed seats), open_seats (less items a person decided) and claimable
-# (by the claim rule of _CANDIDATES, up to PROGRESS_COUNT_CAP + 1). Why "+i.study_id": key-press.md.
+# annotator_progress's counts: done (completed seats), open_seats (less items a person decided) and
+# claimable (by _CANDIDATES' rule, up to PROGRESS_COUNT_CAP + 1). "+i.study_id": key-press.md.
 _PROGRESS = """
 SELECT
   (SELECT COUNT(*) FROM {assignment} a JOIN {item} i ON i.id = a.item_id
@@ -353,9 +347,8 @@ def progress() -> str:
     return statement("progress", build)
 
 
-# The claim rule: the items of one queue level (2, a sampling round's, before 1) the annotator
-# never held a seat on, with fewer than N live seats (labelled, or reserved and unexpired) and no
-# final label fixed by a person; after a cursor, with a limit. _PROGRESS counts by the same rule.
+# The claim rule: items of one queue level (2 before 1) the annotator never held a seat on, with
+# under N live (labelled or unexpired) seats and no final label fixed by a person; after a cursor.
 _CANDIDATES = """
 SELECT i.id FROM {item} i
 WHERE i.study_id = %(study)s AND i.queue = %(queue)s AND i.completed_seats < %(n)s AND i.id > %(after)s
@@ -387,10 +380,8 @@ def candidates(*, skip_locked: bool) -> str:
     )
 
 
-# The key press's claim probe, one statement: the annotator's progress counts (_PROGRESS, as a
-# one-row table), the first claimable items of one queue level — as many as the annotator's
-# open seats fall short of the queue's size, skipping items other claimers hold on PostgreSQL —
-# and the seats those items have now.
+# The claim probe: _PROGRESS's counts, the first claimable items of one level (as many as the
+# queue lacks, skipping held items on PostgreSQL) and those items' seats.
 _QUEUE_PROBE = """
 SELECT p.done, p.open_seats, p.claimable, c.id, s.slot, s.completed_at, s.expires_at
 FROM ({progress}) p
@@ -398,10 +389,9 @@ LEFT JOIN (SELECT * FROM ({candidates}) c0 LIMIT %(size)s) c ON 1 = 1
 LEFT JOIN {assignment} s ON s.item_id = c.id
 ORDER BY c.id, s.slot
 """
-# The outer "LIMIT %(size)s" changes no result but tells PostgreSQL how few candidates come back
-# (key-press.md).
-# How many seats the annotator's queue lacks: ``size`` less their open seats (as _OPEN_SEATS
-# counts them), never below 0. The probe's LIMIT, so that it locks no more items than it needs.
+# The outer "LIMIT %(size)s" changes no result but helps PostgreSQL's plan (key-press.md).
+# How many seats the queue lacks: ``size`` less the open seats (as _OPEN_SEATS counts), at least
+# 0. The probe's LIMIT, so that it locks no more items than it needs.
 _SHORTFALL = """(SELECT CASE WHEN COUNT(*) < %(size)s THEN %(size)s - COUNT(*) ELSE 0 END
   FROM {assignment} a JOIN {item} i ON i.id = a.item_id
   WHERE a.annotator_id = %(user)s AND +i.study_id = %(study)s AND a.completed_at IS NULL
@@ -424,9 +414,8 @@ def queue_probe() -> str:
     return statement("queue-probe", build)
 
 
-# The annotator's open seats in the study, in the order they are shown, each with its item, the
-# item's prompt and its images with their files — one row per (seat, image). One statement
-# instead of a seat query and an image prefetch, and no ORM: it runs on every key press.
+# The annotator's open seats in the order shown, each with its item, prompt and images with their
+# files: one row per (seat, image).
 _OPEN_SEATS = """
 SELECT {seat}, {item}, {prompt}, {link}, {image}
 FROM {assignment} a
@@ -465,8 +454,7 @@ def open_seats() -> str:
 
 
 # --- the label import's statements -------------------------------------------------------------
-# A chunk of items at a time: each builder takes the ``IN`` clause ``studies.batching.is_in``
-# makes, whose parameters come after the statement's own.
+# A chunk of items at a time: each takes ``studies.batching.is_in``'s clause, its parameters last.
 
 
 def _quoted(model: type[Model]) -> str:

@@ -1,7 +1,5 @@
-"""The gate in front of every view for a participant's session: their study's labeling screen,
-their own join pages and their study's images, nothing else (403); the guidelines before consent,
-the completion page once finished; after each saved key press, the quota checked and the screen's
-"12 of 40" line updated (docs/how-to/crowd-panel.md). Other sessions pay one dictionary look-up."""
+"""The gate in front of every view for a participant's session: only their study's labeling
+screen, join pages and images (else 403); after each saved key press, the quota checked."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Writes of join links: make and close a link, pick guideline examples, enrol, consent, finish.
 
-Each is one transaction with keyword-only arguments and raises ``CrowdError`` with a message for
-the person who caused it; nothing is written when it raises.
+Each is one transaction raising ``CrowdError`` for the person who caused it, writing nothing then.
 """
 
 from __future__ import annotations

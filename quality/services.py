@@ -1,7 +1,6 @@
 """Writes of quality control: gold items in, annotators excluded and re-included.
 
-Every function is one transaction with keyword-only arguments and raises domain errors whose
-message is meant for the user. Final labels changed here append a revision saying why.
+Each is one transaction raising user-facing domain errors; changed final labels get a revision.
 """
 
 from __future__ import annotations
@@ -99,10 +98,8 @@ def _gold_states(item_ids: list[int]) -> tuple[dict[int, int], set[int]]:
 
 @transaction.atomic
 def gold_mark(*, item: Item) -> GoldImport:
-    """Make a settled item a gold item: each of its final answers — agreed by its labels or
-    resolved by a researcher — becomes its gold answer (the item page's "Use as gold item").
-    QualityError when a question has no such final answer (or an unresolvable one), the item is
-    still being labelled or has an imported final answer."""
+    """Make a settled item a gold item, its final answers its gold answers. QualityError when a
+    question has no usable final answer, the item is being labelled or has an imported one."""
     finals = list(FinalLabel.objects.filter(item=item).select_related("question"))
     labels, _decided = _gold_states([item.pk])
     problem = _gold_problem(item, labels.get(item.pk, 0), decided=False)
@@ -154,11 +151,8 @@ def _items_named(study: Study, names: set[str]) -> dict[str, Item]:
 
 @transaction.atomic
 def gold_import(*, study: Study, csv_path: str | os.PathLike[str]) -> GoldImport:
-    """Make the named items gold items of the study with their known answers (CSV columns
-    ``image`` — the item's image path or key —, ``question``, ``answer``). A gold item leaves
-    the ordinary queue. Every row is checked first: an unknown image, question or answer, an
-    item still being labelled or with a researcher's or an import's final answer, or a row
-    repeating another raises ImportRejected naming the first bad row; then nothing is written."""
+    """Make the named items gold items with their known answers (CSV ``image``, ``question``,
+    ``answer``). Any bad row raises ImportRejected naming the first one, and nothing is written."""
     name = Path(csv_path).name
     rows = _gold_rows(csv_path)
     if not rows:
@@ -307,11 +301,8 @@ METHOD_NAMES = {"dawid_skene": "Dawid-Skene", "glad": "GLAD", "mace": "MACE"}
 
 
 def _finals_infer(*, study: Study, note: str = "") -> int:
-    """Run the study's truth-inference model (``metrics.truth``) on every label of the study,
-    one question at a time; every (item, question) with its N labels gets the model's answer
-    as its agreed final label when its posterior reaches ``study.min_posterior`` (with that
-    posterior), otherwise none (a dispute). Each annotator's inferred reliability is stored.
-    How many final labels changed."""
+    """Agreed final labels from the study's truth-inference model (``metrics.truth``) where the
+    posterior reaches ``study.min_posterior``; stores annotator reliabilities. Returns the changes."""
     method = study.agreement
     now = timezone.now()
     by_question: dict[int, list[tuple[Pair, str, str]]] = defaultdict(list)
@@ -389,10 +380,8 @@ class Recomputed:
 def finals_recompute(
     *, study: Study, actor: str, rule: str | None = None, min_posterior: float | None = None
 ) -> Recomputed:
-    """Set the study's aggregation rule (and the posterior a model's answer needs) when given,
-    then recompute every agreed final label from the labels by it — one revision per change.
-    Researchers' decisions and imported final labels stay. QualityError for an unknown rule, a
-    majority of fewer than 3 labels or a posterior outside (0, 1]."""
+    """Set the aggregation rule (and minimum posterior) when given, then recompute every agreed
+    final label by it. QualityError for an unknown rule, N < 3 for majority, posterior not in (0, 1]."""
     if rule is not None:
         if rule not in AgreementRule.values:
             raise QualityError(f"Unknown aggregation rule “{rule}” ({', '.join(AgreementRule.values)}).")
@@ -425,11 +414,8 @@ def _items_lock(item_ids: list[int]) -> None:
 
 @transaction.atomic
 def annotator_exclude(*, study: Study, annotator: User, actor: str, reason: str = "") -> AnnotatorExclusion:
-    """Take the annotator out of the study: their labels (with their history) move to
-    ``ExcludedLabel``, their seats on ordinary items are freed for others, the agreed final
-    labels of those items are recomputed without them (each change a revision naming the
-    exclusion; disputes follow, they are derived) and they may no longer label it. Their gold
-    answers stay. QualityError when they are excluded already."""
+    """Take the annotator out of the study: labels to ``ExcludedLabel``, seats freed, final labels
+    recomputed without them. QualityError when they are excluded already."""
     if AnnotatorExclusion.objects.filter(study=study, annotator=annotator, included_at__isnull=True).exists():
         raise QualityError(f"{annotator.get_username()} is already excluded from the study “{study.slug}”.")
     gold_items = GoldAnswer.objects.filter(item__study=study).values("item_id")
@@ -486,10 +472,8 @@ def annotator_exclude(*, study: Study, annotator: User, actor: str, reason: str 
 
 @transaction.atomic
 def annotator_include(*, study: Study, annotator: User, actor: str) -> AnnotatorExclusion:
-    """Undo the annotator's exclusion: they may label the study again and their labels come
-    back, with their history, on every item where a seat is still free (the others stay with
-    the exclusion: someone else took the seat meanwhile); the agreed final labels of those items
-    are recomputed. QualityError when they are not excluded."""
+    """Undo the exclusion: labels come back where the seat is still free, final labels
+    recomputed. QualityError when they are not excluded."""
     exclusion = AnnotatorExclusion.objects.filter(
         study=study, annotator=annotator, included_at__isnull=True
     ).first()

@@ -154,9 +154,8 @@ def _seats_take(
                 _abandoned_free(batch[0].item_id, now)
             cursor.execute(*rows.seats_claim(batch))
             won |= {item_id for (item_id,) in cursor.fetchall()}
-    # A lost seat is tried again on the item's other slots only above every seat already won:
-    # going back to a lower item would wait on rows in the other order from other claimers
-    # (a deadlock). The one skipped stays claimable for the next key press.
+    # A lost seat is retried on its item's other slots only above every seat won: going back to a
+    # lower item could deadlock (key-press.md). The one skipped stays claimable for the next key press.
     top = max(won, default=0)
     for seat in chosen:
         if (
@@ -339,9 +338,8 @@ def queue_fill(
     if need > 0:
         short = len(candidates) < need
         if short and rows.skips_locked_rows():
-            # PostgreSQL: the probe skipped items that other claimers hold (or the level ran dry).
-            # The full search takes those too, in one ascending order with the ones the probe
-            # found — claiming these first and going back for lower ids later could deadlock.
+            # PostgreSQL: the probe skipped items others hold (or the level ran dry). The full search
+            # takes those too, in one ascending order with the probe's (claiming out of order deadlocks).
             _seats_search(
                 study=study,
                 annotator=annotator,
@@ -354,9 +352,8 @@ def queue_fill(
             won, _last = _seats_take(
                 study=study, annotator=annotator, candidates=candidates, need=need, now=now
             )
-            # Short without row locks (SQLite, whose writers take turns): the probe saw every
-            # claimable item of its level, so only the other level of a round is left to search.
-            # Not short: seats lost to concurrent claims; the search goes on past the probe's items.
+            # Short on SQLite (writers take turns): the probe saw its whole level, only a round's
+            # other level is left. Not short: seats lost to concurrent claims; search past the probe.
             if won < need and (not short or first_level == 2):
                 after = None if short else (first_level, max(candidates))
                 _seats_search(study=study, annotator=annotator, need=need - won, now=now, after=after)

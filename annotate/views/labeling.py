@@ -76,9 +76,7 @@ def _int_param(raw: str | None) -> int | None:
 
 
 # --- Labeling (annotators) --------------------------------------------------------------------
-# Every labeling view is wrapped in never_cache (Cache-Control: no-store among others): a page
-# that the Back button or a proxy brings back from a cache is a stale form, and a stale form is
-# how an annotator ends up labelling an item twice.
+# Every labeling view is never_cache: a cached page is a stale form (an item labelled twice).
 
 
 def _label_context(
@@ -125,10 +123,8 @@ def _label_context(
 
 
 def _render_label(request: LabelingRequest, context: dict[str, Any], status: int = 200) -> HttpResponse:
-    """The label region alone for htmx, the whole page otherwise — with the guidelines, open on
-    the annotator's first visit to the study (remembered in the session). Sets
-    ``request.labeling_done`` when it shows no item to label (a middleware may end the session's
-    work there)."""
+    """The label region alone for htmx, else the whole page (guidelines open on the first visit).
+    Sets ``request.labeling_done`` when it shows no item to label."""
     request.labeling_done = context["item"] is None and not context["stale"]
     if not request.htmx:
         seen = request.session.get(GUIDELINES_SEEN, [])
