@@ -1,6 +1,5 @@
 """The key press's and the label import's SQL, written out once per database vendor, and model
-instances built from their rows with the ORM's own conversions (a queryset's compile costs more CPU
-than the query)."""
+instances built from their rows with the ORM's own conversions (docs/explanation/key-press.md)."""
 
 from __future__ import annotations
 

@@ -64,8 +64,7 @@ def _gold_rows(path: str | os.PathLike[str]) -> list[tuple[int, str, str, str]]:
 
 def _gold_problem(item: Item, n_labels: int, decided: bool) -> str:
     """Why the item cannot become a gold item from a file ("" when it can): it is still being
-    labelled (its open seats would be answered as gold), or a researcher or an import set its
-    final answer (a file's answer would compete with it; ``gold_mark`` uses a resolution)."""
+    labelled, or a researcher or an import set its final answer."""
     if decided:
         return (
             f"item '{item.key}' has a final answer set by a researcher or an import: "

@@ -76,7 +76,7 @@ def _int_param(raw: str | None) -> int | None:
 
 
 # --- Labeling (annotators) --------------------------------------------------------------------
-# Every labeling view is never_cache: a cached page is a stale form (an item labelled twice).
+# Every labeling view is never_cache (docs/explanation/model.md).
 
 
 def _label_context(
@@ -95,9 +95,8 @@ def _label_context(
     form_data: Mapping[str, Any] | None = None,
     progress: selectors.Progress | None = None,
 ) -> dict[str, Any]:
-    """What the label region shows. A re-shown item keeps its request id and start time, so
-    a corrected submit is still one submit and its duration counts from the first showing.
-    ``progress`` is the key press's own count (read in its transaction); without it, read now."""
+    """What the label region shows; a re-shown item keeps its request id and start time.
+    ``progress``: the key press's own count (read in its transaction); without it, read now."""
     form_data = form_data or {}
     questions = item_questions(item, study_questions(study)) if item is not None else []
     rows = question_rows(questions, answers or {}, reasons or {}, item)
