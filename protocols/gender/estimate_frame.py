@@ -49,20 +49,24 @@ FAILED = "failed"
 _CLEAR = {Verdict.MALE.value: Verdict.MALE.value, Verdict.FEMALE.value: Verdict.FEMALE.value}
 
 
+def _predictions(
+    study: Study, detector: str, version: str
+) -> tuple[QuerySet[ItemImage], QuerySet[Prediction]]:
+    """The study's item images and the detector's gender predictions on them at ``version``."""
+    images = ItemImage.objects.filter(item__study=study, role=ImageRole.IMAGE)
+    predictions = Prediction.objects.filter(
+        kind=KIND_GENDER, detector=detector, version=version, image_id__in=images.values("image_id")
+    )
+    return images, predictions
+
+
 def verdicts(study: Study, detector: str, version: str) -> dict[int, str]:
     """Item id -> the detector's verdict at ``version`` on the item's image: male, female,
     filtered, or failed (a failed prediction); an item without one is left out (missing)."""
-    images = ItemImage.objects.filter(item__study=study, role=ImageRole.IMAGE)
+    images, predictions = _predictions(study, detector, version)
     verdict_of_image: dict[int, str] = {}
-    for image_id, status, label in (
-        Prediction.objects.filter(
-            kind=KIND_GENDER,
-            detector=detector,
-            version=version,
-            image_id__in=images.values("image_id"),
-        )
-        .annotate(label=KT("output__label"))
-        .values_list("image_id", "status", "label")
+    for image_id, status, label in predictions.annotate(label=KT("output__label")).values_list(
+        "image_id", "status", "label"
     ):
         # The module's own strings, not one per row: a million items share four.
         ok = status == PredictionStatus.OK
@@ -71,20 +75,12 @@ def verdicts(study: Study, detector: str, version: str) -> dict[int, str]:
 
 
 def judge_vectors(study: Study, detector: str, version: str) -> dict[int, tuple[float, float]]:
-    """Item id -> (p_male, p_female) of a judge's ok gender output at ``version`` (its scores when
-    they hold ``cant_tell``: a judge's male / female / can't tell probabilities); items whose
-    output has no such scores are left out (their verdict is the prediction)."""
-    images = ItemImage.objects.filter(item__study=study, role=ImageRole.IMAGE)
+    """Item id -> (p_male, p_female) of a judge's ok output at ``version`` whose scores hold
+    ``cant_tell``; other items are left out (their verdict is the prediction)."""
+    images, predictions = _predictions(study, detector, version)
     by_image: dict[int, tuple[float, float]] = {}
     for image_id, scores in (
-        Prediction.objects.filter(
-            kind=KIND_GENDER,
-            detector=detector,
-            version=version,
-            status=PredictionStatus.OK,
-            output__scores__has_key=CANT_TELL,
-            image_id__in=images.values("image_id"),
-        )
+        predictions.filter(status=PredictionStatus.OK, output__scores__has_key=CANT_TELL)
         .values_list("image_id", "output__scores")
         .iterator(chunk_size=2000)
     ):
@@ -105,23 +101,15 @@ def _per_item(images: QuerySet[ItemImage], by_image: Mapping[int, V]) -> dict[in
     return out
 
 
-def _human_class(value: str, clear: Sequence[str]) -> str:
-    return ppi_shares.CLASSES[gm.class_index(value, clear)]
-
-
 def humans(study: Study) -> dict[int, str]:
-    """Item id -> the class of its final label of the gender question: male, female or rest
-    (the question's first and second clear values, anything else)."""
+    """Item id -> the class of its final gender label: male, female or rest (the question's
+    first and second clear values, anything else)."""
     question = gender_question(study)
     if question is None:
         return {}
     clear = gm.check_clear_values(question.clear_values)
-    return {
-        item_id: _human_class(value, clear)
-        for item_id, value in FinalLabel.objects.filter(item__study=study, question=question).values_list(
-            "item_id", "value"
-        )
-    }
+    finals = FinalLabel.objects.filter(item__study=study, question=question).values_list("item_id", "value")
+    return {item_id: ppi_shares.CLASSES[gm.class_index(value, clear)] for item_id, value in finals}
 
 
 def labelled(study: Study) -> frozenset[int]:

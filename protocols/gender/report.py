@@ -17,6 +17,7 @@ from detectors.kinds import KIND_GENDER
 from metrics import gender as metrics
 from protocols.gender import contract
 from protocols.gender import selectors as gsel
+from protocols.gender import tables as gtables
 from reports import judges
 from reports import selectors as sel
 from studies.models import Question
@@ -39,10 +40,18 @@ class GenderResult:
     clear: tuple[str, str]
     prompt_counts: PromptCounts
     prompt_ids: dict[tuple[str, str, str], int]
+    category: str | None = None
 
-    @property
-    def label_values(self) -> tuple[str, ...]:
-        return tuple(value for value, _ in self.labels)
+    def grid(self) -> gtables.PromptGrid:
+        """Prompts x (T2I model, source) prompt bias scores (paper table 7)."""
+        return gtables.prompt_grid(
+            self.report,
+            self.prompt_counts,
+            clear=self.clear,
+            prompt_ids=self.prompt_ids,
+            detectors=gtables.detector_keys(self.report),
+            category=self.category,
+        )
 
 
 def _seed(seed: int, *names: str) -> list[int]:
@@ -254,6 +263,4 @@ def compute(
         key = (*prompts[row["prompt_id"]], row["t2i_model"], row["detector"])
         counts[key] = (sum(r[0] for r in table), sum(r[1] for r in table), sum(map(sum, table)))
     prompt_ids = {text: pid for pid, text in prompts.items() if pid is not None}
-    return GenderResult(
-        report=report, labels=labels, clear=clear, prompt_counts=counts, prompt_ids=prompt_ids
-    )
+    return GenderResult(report, labels, clear, counts, prompt_ids, scope.category)

@@ -3,6 +3,7 @@ report dict and plain rows; ``labels`` are the (value, name) pairs of the gender
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -249,45 +250,44 @@ def categories_table(report: Mapping[str, Any], *, category: str | None = None) 
     """Paper table 6, one column pair per T2I model: category bias score and the number of
     prompts it averages; the last row is the model bias score over all prompts."""
     human = report.get("human", {})
-    models = list(human)
-    categories: list[str] = []
-    scored: dict[tuple[str, str], int] = {}
-    for model, h in human.items():
-        for cat in h.get("categories", {}):
-            if cat not in categories and (not category or cat == category):
-                categories.append(cat)
-        for p in h.get("prompts", []):
-            if p.get("prompt_bias_score") is not None:
-                scored[(model, p["category"])] = scored.get((model, p["category"]), 0) + 1
-    columns = [Column("category", "Category", numeric=False)]
-    for model in models:
-        columns += [Column(f"{model}_score", "Bias score"), Column(f"{model}_n_prompts", "n prompts")]
-    rows = []
-    for cat in sorted(categories):
-        row = [text_cell(cat)]
-        for model in models:
-            score = human[model].get("categories", {}).get(cat)
-            row += [num_cell(score), int_cell(scored.get((model, cat), 0))]
-        rows.append(tuple(row))
-    if rows and not category:
-        total = [text_cell("All prompts (model bias score)")]
-        for model in models:
-            h = human[model]
-            n = h.get("n_prompts_scored", sum(v for (m, _c), v in scored.items() if m == model))
-            total += [num_cell(h.get("model_bias_score")), int_cell(n)]
-        rows.append(tuple(total))
-    return Table(
-        key="categories",
-        title="Bias score per prompt category",
-        caption=(
-            "Category bias score: mean over the category's prompts of |n_male \u2212 n_female| / "
-            "n_clear (eq. 1 within the category); last row: the model bias score over all prompts. "
-            "Prompts without a clear image have no score and are not averaged (n counts scored "
-            "prompts)."
-        ),
-        columns=tuple(columns),
-        rows=tuple(rows),
-        groups=(("", 1), *((m, 2) for m in models)),
+    scored = Counter(
+        (model, p["category"])
+        for model, h in human.items()
+        for p in h.get("prompts", [])
+        if p.get("prompt_bias_score") is not None
+    )
+    categories = {
+        cat for h in human.values() for cat in h.get("categories", {}) if not category or cat == category
+    }
+    records = [
+        (cat, {m: (h.get("categories", {}).get(cat), scored[(m, cat)]) for m, h in human.items()})
+        for cat in sorted(categories)
+    ]
+    if records and not category:
+        total = {
+            m: (
+                h.get("model_bias_score"),
+                h.get("n_prompts_scored", sum(v for (o, _), v in scored.items() if o == m)),
+            )
+            for m, h in human.items()
+        }
+        records.append(("All prompts (model bias score)", total))
+    fields = [text_field("category", "Category", 0)]
+    for m in human:
+        fields += [
+            num_field(f"{m}_score", "Bias score", (1, m, 0)),
+            int_field(f"{m}_n_prompts", "n prompts", (1, m, 1)),
+        ]
+    return Table.of(
+        "categories",
+        "Bias score per prompt category",
+        "Category bias score: mean over the category's prompts of |n_male \u2212 n_female| / "
+        "n_clear (eq. 1 within the category); last row: the model bias score over all prompts. "
+        "Prompts without a clear image have no score and are not averaged (n counts scored "
+        "prompts).",
+        fields,
+        records,
+        groups=(("", 1), *((m, 2) for m in human)),
     )
 
 
