@@ -131,16 +131,22 @@ def prompt_items(
     return rows, list(versions)
 
 
+def _reported(scope: Scope, detector: str) -> tuple[str | None, QuerySet[Prediction]]:
+    """The detector's reported version (over every category) and its predictions of it in scope."""
+    version = latest_detector_versions(scope.narrowed(category=None), kinds=KINDS, detector=detector).get(
+        detector
+    )
+    return version, predictions_in_scope(scope, kinds=KINDS, detector=detector).filter(version=version)
+
+
 def _reported_predictions(scope: Scope, *, detector: str, question: Question) -> QuerySet[Prediction]:
     """The detector's ok predictions (reported version) on items in scope that have a final
     label, annotated with ``final_value`` and ``output_label`` (the verdict)."""
-    version = latest_detector_versions(
-        Scope(scope.study, scope.t2i_model), kinds=KINDS, detector=detector
-    ).get(detector)
+    version, predictions = _reported(scope, detector)
     if version is None:
         return Prediction.objects.none()
-    return with_final(predictions_in_scope(scope, kinds=KINDS, detector=detector), question=question).filter(
-        version=version, status=PredictionStatus.OK, final_value__isnull=False
+    return with_final(predictions, question=question).filter(
+        status=PredictionStatus.OK, final_value__isnull=False
     )
 
 
@@ -197,19 +203,15 @@ def detector_confusion(
     clear: tuple[str, str],
 ) -> DetectorConfusion:
     """Counts of (final label, verdict) for one detector on the items in scope, in SQL."""
-    version = latest_detector_versions(
-        Scope(scope.study, scope.t2i_model), kinds=KINDS, detector=detector
-    ).get(detector)
+    version, predictions = _reported(scope, detector)
     rows = (
-        _reported_predictions(scope, detector=detector, question=question)
+        with_final(predictions, question=question)
+        .filter(status=PredictionStatus.OK, final_value__isnull=False)
         .values(human=F("final_value"), verdict=F("output_label"))
         .annotate(n=Count("pk"))
         .order_by()
     )
     counts = {(r["human"], r["verdict"]): r["n"] for r in rows}
-    failed = predictions_in_scope(scope, kinds=KINDS, detector=detector).filter(
-        version=version, status=PredictionStatus.FAILED
-    )
     known = {value for value, _ in labels}
     all_labels = (*labels, *((h, h) for h in sorted({h for h, _ in counts} - known)))
     return DetectorConfusion(
@@ -218,7 +220,7 @@ def detector_confusion(
         counts=counts,
         labels=all_labels,
         clear=clear,
-        n_failed=failed.count(),
+        n_failed=predictions.filter(status=PredictionStatus.FAILED).count(),
     )
 
 

@@ -125,10 +125,9 @@ def detector_joint_counts(
         ):
             items_of.setdefault(image_id, []).append(item_id)
         for images in in_chunks(items_of):
-            rows = Prediction.objects.filter(IsIn(F("image_id"), images), kind__in=KINDS).values_list(
-                "image_id", "detector", "version", "status", KT("output__label")
-            )
-            for image_id, key, version, status, verdict in rows:
+            for image_id, key, version, status, verdict in Prediction.objects.filter(
+                IsIn(F("image_id"), images), kind__in=KINDS
+            ).values_list("image_id", "detector", "version", "status", KT("output__label")):
                 if versions.get(key) != version or status != PredictionStatus.OK or not verdict:
                     continue
                 if verdict not in verdict_class:

@@ -3,7 +3,6 @@ detector's confusion with a gallery of its disagreements."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -26,15 +25,6 @@ from studies.typing import HtmxHttpRequest
 GALLERY_PAGE_SIZE = 24
 
 
-@dataclass(frozen=True)
-class HeatCell:
-    score: float | None
-    text: str
-    colour: str
-    dark: bool
-    title: str
-
-
 def _heat_rows(grid: gtables.PromptGrid) -> list[dict[str, Any]]:
     """Rows of the clickable HTML heatmap, coloured like the figure."""
     from protocols.gender import charts
@@ -47,13 +37,13 @@ def _heat_rows(grid: gtables.PromptGrid) -> list[dict[str, Any]]:
             score = row.scores.get(col)
             n_m, n_f, n_all = row.counts.get(col, (0, 0, 0))
             cells.append(
-                HeatCell(
-                    score=score,
-                    text=NO_VALUE if score is None else f"{score:.2f}",
-                    colour=charts.diverging_hex(score),
-                    dark=score is not None and abs(score) > 0.6,
-                    title=f"{col[1]} on {col[0]}: {n_m} male, {n_f} female of {n_all} images",
-                )
+                {
+                    "score": score,
+                    "text": NO_VALUE if score is None else f"{score:.2f}",
+                    "colour": charts.diverging_hex(score),
+                    "dark": score is not None and abs(score) > 0.6,
+                    "title": f"{col[1]} on {col[0]}: {n_m} male, {n_f} female of {n_all} images",
+                }
             )
         rows.append({"row": row, "cells": cells, "new_category": row.category != previous})
         previous = row.category
@@ -162,18 +152,13 @@ def detector_detail(request: HtmxHttpRequest, detector: str) -> HttpResponse:
             base.BadFilter(f"Unknown gallery {kind!r}: use one of {', '.join(drilldown.DISAGREEMENTS)}.")
         )
     result: GenderResult = filters.result(bootstrap=0)
-    question = gender_question(filters.scope.study)
-    scope = filters.scope
+    scope, question = filters.scope, gender_question(filters.scope.study)
     confusion = drilldown.detector_confusion(
         scope, detector=detector, question=question, labels=result.labels, clear=result.clear
     )
-    counts = drilldown.disagreement_counts(scope, detector=detector, question=question, clear=result.clear)
-    paginator = Paginator(
-        drilldown.detector_disagreements(
-            scope, detector=detector, question=question, clear=result.clear, kind=kind
-        ),
-        GALLERY_PAGE_SIZE,
-    )
+    asked: dict[str, Any] = {"detector": detector, "question": question, "clear": result.clear}
+    counts = drilldown.disagreement_counts(scope, **asked)
+    paginator = Paginator(drilldown.detector_disagreements(scope, **asked, kind=kind), GALLERY_PAGE_SIZE)
     page = paginator.get_page(request.GET.get("page"))
     for prediction in page:  # the page's rows (a list once read), with their reason's name
         # For the template only: an attribute the model does not declare.
@@ -186,7 +171,6 @@ def detector_detail(request: HtmxHttpRequest, detector: str) -> HttpResponse:
         ),
         "confusion_query": urlencode(filters.params(detector=detector)),
         "filtering": confusion.filtering,
-        "gender": confusion.gender,
         "labels": dict(result.labels),
         "kinds": [{"key": k, "label": label, "n": counts[k]} for k, label in drilldown.DISAGREEMENTS.items()],
         "kind": kind,
