@@ -20,16 +20,14 @@ CHART_KEYS = ("model_bias", "heatmap", "histogram")
 def _diverging_cmap() -> Any:
     from matplotlib.colors import LinearSegmentedColormap
 
-    cmap = LinearSegmentedColormap.from_list(
-        "biaslab_gender", [base.FEMALE_COLOUR, "#998ec3", "#ffffff", "#f1a340", base.MALE_COLOUR], N=257
-    )  # an odd number of levels puts 0 exactly on white
-    return cmap
+    # An odd number of levels puts 0 exactly on white.
+    colours = [base.FEMALE_COLOUR, "#998ec3", "#ffffff", "#f1a340", base.MALE_COLOUR]
+    return LinearSegmentedColormap.from_list("biaslab_gender", colours, N=257)
 
 
 @functools.cache
 def _diverging_hexes() -> tuple[str, ...]:
-    """The colormap's 257 levels as #rrggbb: the heatmap page colours thousands of cells, and
-    building the colormap per cell cost about 0.1 ms each."""
+    """The colormap's levels as #rrggbb, computed once for the thousands of cells of the heatmap page."""
     from matplotlib.colors import to_hex
 
     cmap = _diverging_cmap()
@@ -68,7 +66,7 @@ def _build_model_bias(report: Mapping[str, Any]) -> Figure:
         _draw_source_bars(ax, models, per_model, ci_key, colour, (s_index + 0.5) * width - 0.4, width)
         # Explicit handles: a source with no bar at all would otherwise get a default colour.
         handles.append(Patch(facecolor=colour, label=name))
-    ax.set_xticks(range(len(models)), [m for m in models])
+    ax.set_xticks(range(len(models)), models)
     # Fixed limits: "no score" marks are text, which autoscaling ignores, so an edge one fell off.
     ax.set_xlim(-0.5, max(len(models), 1) - 0.5)
     ax.set_xlabel("T2I model")
@@ -88,6 +86,7 @@ def _build_model_bias(report: Mapping[str, Any]) -> Figure:
 
 
 NO_SCORE_TEXT = "no score"
+NO_SCORE_STYLE = {"facecolor": base.NO_SCORE_COLOUR, "edgecolor": "#9a9a9a", "hatch": "////"}
 
 
 def _draw_source_bars(
@@ -163,17 +162,7 @@ def _build_heatmap(grid: PromptGrid) -> Figure:
         interpolation="nearest",
     )
     for r, c in zip(*np.nonzero(np.isnan(values)), strict=True):
-        ax.add_patch(
-            Rectangle(
-                (c - 0.5, r - 0.5),
-                1,
-                1,
-                facecolor=base.NO_SCORE_COLOUR,
-                edgecolor="#9a9a9a",
-                hatch="////",
-                lw=0,
-            )
-        )
+        ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, lw=0, **NO_SCORE_STYLE))
     if annotate:
         for r in range(n_rows):
             for c in range(n_cols):
@@ -250,14 +239,7 @@ def _build_heatmap(grid: PromptGrid) -> Figure:
     )
     # The "no score" key hangs under the colour bar: as an axes legend it pushed the bar aside.
     colourbar.ax.legend(
-        handles=[
-            Patch(
-                facecolor=base.NO_SCORE_COLOUR,
-                edgecolor="#9a9a9a",
-                hatch="////",
-                label="no clear image\n(no score)",
-            )
-        ],
+        handles=[Patch(label="no clear image\n(no score)", **NO_SCORE_STYLE)],
         loc="upper left",
         bbox_to_anchor=(-0.5, -0.04),
         frameon=False,
@@ -358,7 +340,6 @@ def _build_histogram(scores_by_model: Mapping[str, Sequence[float]], source: str
             0.085,
             bottom=[bottom[10]],
             color="#8c8c8c",
-            hatch="",
             label="score exactly 0",
         )
         bottom[10] += zero_share
