@@ -179,14 +179,12 @@ class RoundPoint:
 
 @dataclass(frozen=True)
 class ModelEstimate:
-    """One T2I model: the estimate, its prompt names, and the interval width round by round."""
+    """One T2I model: the estimate and the interval width round by round."""
 
     t2i_model: str
     estimate: ppi.ModelBiasEstimate | None
-    prompt_names: dict[int, str]
     n_images: int
     detector_only: float | None
-    pending_images: int
     history: tuple[RoundPoint, ...] = ()
     warnings: tuple[str, ...] = ()
     #: (prompt name, images) of every prompt of the model.
@@ -346,28 +344,19 @@ def bias_estimate(
             named = np.array([names[_prompt_id(i)] for i in items], dtype=object)
             result = ppi.estimate_model_bias(replace(data, prompt_ids=named), n_boot=n_boot, seed=seed)
             detector_only = result.detector_only
-            if history:
-                for k in range(1, len(usable) + 1):
-                    partial = result
-                    if k < len(usable):
-                        part = replace(arrays(items, usable[:k], soft), prompt_ids=named)
-                        partial = ppi.estimate_model_bias(part, n_boot=min(n_boot, HISTORY_BOOT), seed=seed)
-                    points.append(
-                        RoundPoint(
-                            k,
-                            partial.n_labelled,
-                            _width(partial.model_bias_score),
-                            _width(partial.human_only),
-                        )
-                    )
+            for k in range(1, len(usable) + 1) if history else ():
+                partial = result
+                if k < len(usable):
+                    part = replace(arrays(items, usable[:k], soft), prompt_ids=named)
+                    partial = ppi.estimate_model_bias(part, n_boot=min(n_boot, HISTORY_BOOT), seed=seed)
+                widths = _width(partial.model_bias_score), _width(partial.human_only)
+                points.append(RoundPoint(k, partial.n_labelled, *widths))
         models.append(
             ModelEstimate(
                 model,
                 result,
-                names,
                 len(items),
                 detector_only,
-                waiting,
                 tuple(points),
                 tuple(warnings),
                 tuple(sizes.items()),
