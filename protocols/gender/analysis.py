@@ -27,8 +27,7 @@ PAPER = {
 
 
 def gender_question(study: Study) -> Question:
-    """The study's ``gender`` question; AnalysisError when it has none or when its choices do
-    not mark exactly two answers as clear."""
+    """The study's ``gender`` question; AnalysisError unless it exists with exactly two clear answers."""
     question = Question.objects.filter(study=study, key=GENDER_QUESTION).first()
     if question is None:
         raise AnalysisError(
@@ -139,8 +138,7 @@ class GenderAnalysis(Analysis):
         return charts.histogram_chart(grid.source_scores(source), fmt, source=source_name(source))
 
     def export(self, result: GenderResult, fmt: str) -> str:
-        """``bias_report --format csv``: the sections ``models``, ``detectors`` and ``prompts``,
-        separated by an empty line; ``md``: the paper's tables in Markdown."""
+        """``bias_report --format csv`` (sections ``models``, ``detectors``, ``prompts``) or ``md``."""
         if fmt == "csv":
             return "\n".join(
                 render.to_csv(t) for t in gtables.export_tables(result.report, labels=result.labels)
@@ -163,8 +161,7 @@ def source_name(source: str) -> str:
 
 
 def markdown(analysis: GenderAnalysis, result: GenderResult) -> str:
-    """The report as Markdown: coverage and agreement, then the paper's tables 1, 2, 3, 5, 6
-    and 7 (the prompt table with the human and every detector's scores)."""
+    """The report as Markdown: coverage and agreement, then the paper's tables 1, 2, 3, 5, 6 and 7."""
     report = result.report
     cover, agreement = report["coverage"], report["agreement"]
     lines = [

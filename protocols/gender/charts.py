@@ -98,8 +98,7 @@ def _draw_source_bars(
     offset: float,
     width: float,
 ) -> None:
-    """One source's bars; a model without a score gets a grey "no score" mark instead of a gap,
-    so a reader can tell "no data" from "score 0"."""
+    """One source's bars; a model without a score gets a grey "no score" mark, not a gap."""
     xs, ys, lo, hi = [], [], [], []
     for m_index, model in enumerate(models):
         entry = per_model.get(model) or {}
@@ -128,8 +127,7 @@ def _draw_source_bars(
 
 
 def heatmap_chart(grid: PromptGrid, fmt: str = "svg") -> bytes:
-    """Prompts (grouped by category) x (T2I model, source), PuOr from female -1 to male +1; cells
-    without a score grey and hatched."""
+    """Prompts (by category) x (T2I model, source), PuOr from female -1 to male +1."""
     return base._draw(fmt, _build_heatmap, grid)
 
 
@@ -283,8 +281,7 @@ HIST_BINS = tuple(round(-1 + 0.1 * i, 1) for i in range(21))  # bin centres -1.0
 
 
 def histogram_bins(scores_by_model: Mapping[str, Sequence[float]]) -> dict[str, list[int]]:
-    """Counts per bin centre (scores rounded to 0.1) per model, plus ``"__zero__"``: the exact
-    zeros per model (drawn grey, as in figure 3)."""
+    """Counts per bin centre per model, plus ``"__zero__"``: the exact zeros per model."""
     out: dict[str, list[int]] = {}
     zeros = []
     for model, scores in scores_by_model.items():
@@ -305,8 +302,7 @@ def histogram_bins(scores_by_model: Mapping[str, Sequence[float]]) -> dict[str, 
 def histogram_chart(
     scores_by_model: Mapping[str, Sequence[float]], fmt: str = "svg", *, source: str = "Human"
 ) -> bytes:
-    """Distribution of prompt bias scores (paper figure 3): percent of all scored outputs per bin,
-    stacked by T2I model; exact zeros (no bias) grey."""
+    """Paper figure 3: percent of all scored outputs per bin, stacked by T2I model; exact zeros grey."""
     return base._draw(fmt, _build_histogram, scores_by_model, source)
 
 

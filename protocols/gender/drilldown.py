@@ -1,5 +1,4 @@
-"""Reads behind the gender drill-downs: a prompt's items with every label and verdict, and a
-detector's confusion and gallery of disagreements."""
+"""Reads behind the gender drill-downs: a prompt's items, a detector's confusion and disagreements."""
 
 from __future__ import annotations
 
@@ -49,8 +48,7 @@ def reason_name(prediction: Prediction | None) -> str:
 
 
 def disagrees(human: str | None, verdict: str | None, *, clear: Sequence[str]) -> bool:
-    """A kept item of the wrong gender, a filtered clear item, or a kept unclear item. False
-    when either side is missing (no final label, no or a failed prediction)."""
+    """A kept item of the wrong gender, a filtered clear item, or a kept unclear item."""
     if human is None or not verdict:
         return False
     if human in clear:
@@ -71,8 +69,7 @@ class ItemRow:
 
     @property
     def verdict_cells(self) -> list[tuple[str, Prediction | None, bool, str]]:
-        """(detector, prediction, disagrees with the final label, the filter reason's name) in
-        detector order."""
+        """(detector, prediction, disagrees with the final label, filter reason's name)."""
         human = self.final.value if self.final else None
         return [
             (
@@ -95,8 +92,7 @@ def prompt_items(
     t2i_model: str | None = None,
     detectors: Sequence[str] | None = None,
 ) -> tuple[list[ItemRow], list[str]]:
-    """The prompt's items with every label, the final label and each detector's prediction;
-    returns (rows, detector keys shown)."""
+    """(the prompt's items with every label, final label and prediction, the detector keys shown)."""
     scope = Scope(prompt.study, t2i_model=t2i_model)
     versions = latest_detector_versions(scope, kinds=KINDS)
     if detectors is not None:
@@ -140,8 +136,7 @@ def _reported(scope: Scope, detector: str) -> tuple[str | None, QuerySet[Predict
 
 
 def _reported_predictions(scope: Scope, *, detector: str, question: Question) -> QuerySet[Prediction]:
-    """The detector's ok predictions (reported version) on items in scope that have a final
-    label, annotated with ``final_value`` and ``output_label`` (the verdict)."""
+    """The detector's ok predictions on items in scope with a final label (``with_final``)."""
     version, predictions = _reported(scope, detector)
     if version is None:
         return Prediction.objects.none()
@@ -180,8 +175,7 @@ class DetectorConfusion:
 
     @property
     def gender(self) -> dict[str, int]:
-        """On items clear to humans and kept: "<human value>_<verdict>" -> items, e.g.
-        ``male_female`` for human male, detector female."""
+        """On items clear to humans and kept: "<human value>_<verdict>" -> items."""
         return {f"{h}_{v}": n for h, row in self.gender_matrix for v, n in row}
 
     @property
@@ -225,13 +219,11 @@ def detector_confusion(
 
 
 def _disagreement_filter(kind: str, clear: Sequence[str]) -> Q:
-    human = "final_value"
     first, second = clear
-    kept = Q(output__label__in=CLEAR_VERDICTS)
-    false_keep = ~Q(**{f"{human}__in": list(clear)}) & kept
-    false_filter = Q(**{f"{human}__in": list(clear)}) & Q(output__label=FILTERED)
-    wrong_gender = Q(**{human: first}, output__label=CLEAR_VERDICTS[SECOND]) | Q(
-        **{human: second}, output__label=CLEAR_VERDICTS[FIRST]
+    false_keep = ~Q(final_value__in=list(clear)) & Q(output__label__in=CLEAR_VERDICTS)
+    false_filter = Q(final_value__in=list(clear), output__label=FILTERED)
+    wrong_gender = Q(final_value=first, output__label=CLEAR_VERDICTS[SECOND]) | Q(
+        final_value=second, output__label=CLEAR_VERDICTS[FIRST]
     )
     kinds = {
         "false_keep": false_keep,
@@ -247,8 +239,7 @@ def _disagreement_filter(kind: str, clear: Sequence[str]) -> Q:
 def detector_disagreements(
     scope: Scope, *, detector: str, question: Question, clear: tuple[str, str], kind: str = "all"
 ) -> QuerySet[Prediction]:
-    """The detector's predictions that disagree with the item's final label, as a queryset to
-    paginate, with the item's fields annotated."""
+    """The detector's predictions that disagree with the final label, with the item's fields."""
     item = PREDICTION_TO_ITEM
     return (
         _reported_predictions(scope, detector=detector, question=question)

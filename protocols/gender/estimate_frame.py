@@ -1,5 +1,4 @@
-"""The gender protocol's sampling frame and estimate: per item the detector's verdict at one
-version and the human class of its final label, turned into ``metrics.ppi``'s arrays."""
+"""The gender protocol's sampling frame and its estimate by ``metrics.ppi``."""
 
 from __future__ import annotations
 
@@ -145,9 +144,8 @@ def arrays(
     rounds: Sequence[RoundState],
     soft: Mapping[int, tuple[float, float]] | None = None,
 ) -> ppi_shares.LabelledSample:
-    """The estimator's inputs for ``items`` under ``rounds`` ((K, n) for the rounds): ξ = selected
-    and finally labelled (earlier rounds' selected items count in their first round only).
-    ``soft``: item id -> a judge's (p_male, p_female), its detector vector in place of its verdict's."""
+    """The estimator's inputs for ``items`` under ``rounds``; ``soft``: a judge's (p_male, p_female)
+    per item, in place of its verdict's vector (docs/explanation/estimator.md)."""
     n = len(items)
     f = _detector_vectors(items, soft or {})
     y = np.array(
@@ -221,8 +219,7 @@ class StudyEstimate:
     waiting: dict[int, tuple[str, str]]
 
     def pending_json(self, t2i_model: str | None = None) -> list[dict[str, Any]]:
-        """Pending rounds: number, how many selected images wait (of this model, if given) and
-        the first few of their image names."""
+        """Pending rounds: number, images waiting (of this model, if given) and the first few names."""
         names = self.waiting
         out = []
         disputed = items_disputed(self.study, [i for s in self.pending for i in s.pending])
@@ -251,8 +248,7 @@ def _prompt_id(item: FrameItem) -> int:
 
 
 def _prompt_names(items: Sequence[FrameItem]) -> dict[int, str]:
-    """Prompt id -> the name the JSON uses: its text, with the id added when two prompts of a
-    model share a text (a study may hold one text under two categories)."""
+    """Prompt id -> its text in the JSON, with the id added when two prompts share a text."""
     by_id: dict[int, str] = {}
     for item in items:
         by_id.setdefault(_prompt_id(item), item.prompt or "(no prompt)")
@@ -388,9 +384,7 @@ def _stratified(
     pool: np.ndarray,
     soft: Mapping[int, tuple[float, float]],
 ) -> np.ndarray:
-    """π of the stratified design (``metrics.stratified``): strata are T2I model x prompt x
-    detector verdict; the spread of each verdict's error comes from the earlier rounds' labels
-    (each weighted 1/π), none before the first round (proportional allocation)."""
+    """π of the stratified design: strata T2I model x prompt x verdict, error spread from earlier rounds."""
     strata: list[Hashable] = [(i.t2i_model, i.prompt_id, i.verdict) for i in items]
     spread: dict[Hashable, float] | None = None
     if rounds:
@@ -408,9 +402,7 @@ def _stratified(
 
 
 def design_pi(frame: Frame, design: str, budget: int, pool: np.ndarray) -> np.ndarray:
-    """π of the unlabelled ``pool`` under the active or stratified design, read from the frame's
-    verdicts and labels as ``metrics.ppi``'s vectors (the active design needs earlier rounds:
-    ``estimates.services`` checks that first)."""
+    """π of the unlabelled ``pool`` under the active or stratified design."""
     items = frame.items
     soft = judge_vectors(frame.study, frame.detector, frame.version)
     if design == Design.ACTIVE:

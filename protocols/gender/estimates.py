@@ -1,5 +1,4 @@
-"""The gender protocol's few-label estimate: the model bias score per T2I model from
-``metrics.ppi``; frame and designs in ``estimate_frame``."""
+"""The gender protocol's few-label estimate of the model bias score per T2I model."""
 
 from __future__ import annotations
 

@@ -55,8 +55,7 @@ class GenderResult:
 
 
 def _seed(seed: int, *names: str) -> list[int]:
-    """A seed per (model, detector), stable across runs and independent of which other models
-    or detectors are in the report (so filtering the report does not move an interval)."""
+    """A seed per (model, detector), independent of the other models and detectors in the report."""
     return [seed, *(zlib.crc32(name.encode()) for name in names)]
 
 
@@ -65,8 +64,7 @@ def _interval(interval: metrics.Interval | None) -> list[float] | None:
 
 
 def _map_threads(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
-    """``[fn(item) for item in items]`` on up to ``BOOTSTRAP_THREADS`` threads (numpy releases the
-    GIL; each pair has its own seeded generator)."""
+    """``[fn(item) for item in items]`` on up to ``BOOTSTRAP_THREADS`` threads (numpy releases the GIL)."""
     items = list(items)
     workers = min(len(items), os.cpu_count() or 1, BOOTSTRAP_THREADS)
     if workers <= 1:
@@ -124,14 +122,6 @@ def _human_model(
     }
 
 
-def _filtering_and_accuracy(table: np.ndarray) -> tuple[contract.Filtering, contract.Accuracy]:
-    """Filtering (eqs. 4-5) and accuracy (eq. 6) from a summed joint table [human][detector]."""
-    return (
-        cast("contract.Filtering", asdict(metrics.filtering_from_joint(table))),
-        cast("contract.Accuracy", asdict(metrics.accuracy_from_joint(table))),
-    )
-
-
 def _detector_model(
     tables: dict[int | None, list[list[int]]], *, bootstrap: int, seed: list[int]
 ) -> contract.DetectorModel:
@@ -165,15 +155,15 @@ def _detectors(
     report: dict[str, contract.Detector] = {}
     for key in sorted(versions):
         per_model = grouped.get(key, {})
-        total = np.zeros((metrics.N_CLASSES, metrics.N_CLASSES), dtype=np.int64)
-        for tables in per_model.values():
-            for table in tables.values():
-                total += np.asarray(table, dtype=np.int64)
-        filtering, accuracy = _filtering_and_accuracy(total)
+        # Filtering (eqs. 4-5) and accuracy (eq. 6) from the joint table summed over models and prompts.
+        tables = [
+            np.asarray(t, dtype=np.int64) for by_prompt in per_model.values() for t in by_prompt.values()
+        ]
+        total = sum(tables, np.zeros((metrics.N_CLASSES, metrics.N_CLASSES), dtype=np.int64))
         report[key] = {
             "version": versions[key],
-            "filtering": filtering,
-            "accuracy": accuracy,
+            "filtering": cast("contract.Filtering", asdict(metrics.filtering_from_joint(total))),
+            "accuracy": cast("contract.Accuracy", asdict(metrics.accuracy_from_joint(total))),
             "per_model": {model: per_pair[(key, model)] for model in sorted(per_model)},
         }
     return report
@@ -195,8 +185,7 @@ def judge_report(
     key: str,
     detector: str | None,
 ) -> dict[str, Any]:
-    """``judges`` and ``judge_versions``: every gender run against the final answers, over the
-    images people found clear."""
+    """``judges`` and ``judge_versions``: every gender run against the final answers on clear images."""
     by_item = {item_id: {key: value} for item_id, value, _model, _prompt in finals}
     runs = judges.judge_runs(
         scope.narrowed(category=None),
@@ -216,8 +205,7 @@ def compute(
     bootstrap: int = 1000,
     seed: int = 0,
 ) -> GenderResult:
-    """The gender report of the items in scope (study, T2I model and, when given, prompt
-    category). See ``GenderAnalysis.compute``."""
+    """The gender report of the items in scope; see ``GenderAnalysis.compute``."""
     clear = metrics.check_clear_values(question.clear_values)
     # Final labels of the whole study: detector versions are of the study, human counts of the category.
     finals = gsel.final_rows(scope.narrowed(category=None), question=question)

@@ -32,9 +32,8 @@ FinalRow: TypeAlias = tuple[int, str, str, int | None]
 
 
 def final_rows(scope: Scope, *, question: Question) -> list[FinalRow]:
-    """The final labels of ``question`` on the items in scope, one row each. One read, which
-    the human counts and the detector verdicts share: each was a join of the final labels with
-    the items (about 0.1 s at a million items on PostgreSQL, whatever the number of labels)."""
+    """The final labels of ``question`` on the items in scope: one read the human counts and the
+    detector verdicts share."""
     return list(
         FinalLabel.objects.filter(scope.q("item__"), question=question).values_list(
             "item_id", "value", "item__t2i_model", "item__prompt_id"
@@ -88,8 +87,7 @@ PredictionWithFinal: TypeAlias = "WithAnnotations[Prediction, FinalFields]"
 
 
 def with_final(predictions: QuerySet[Prediction], *, question: Question) -> QuerySet[PredictionWithFinal]:
-    """``predictions`` annotated with ``final_value`` (the item's final label, NULL without one)
-    and ``output_label`` (the verdict); filter on ``final_value`` and ``output__label``."""
+    """``predictions`` annotated with ``final_value`` (the item's final label) and ``output_label``."""
     # cast: a failed prediction's KT label is NULL, and "final" is a join alias, not a value.
     annotated = predictions.annotate(
         final=FilteredRelation(
@@ -106,8 +104,7 @@ def detector_joint_counts(
     scope: Scope, *, finals: Sequence[FinalRow], clear: Sequence[str], detector: str | None = None
 ) -> tuple[dict[str, str], list[dict[str, Any]]]:
     """The reported version of each detector and per (detector, T2I model, prompt) the 3 x 3 table
-    [human class][detector class] over the items of ``finals`` with an ``ok`` prediction of that
-    version, read a chunk of items at a time."""
+    [human class][detector class] over the items of ``finals`` with an ``ok`` prediction."""
     versions = latest_detector_versions(scope, kinds=KINDS, detector=detector)
     by_item = {item_id: (value, model, prompt_id) for item_id, value, model, prompt_id in finals}
     roles = list(protocol_spec(scope.study.protocol).image_roles) if versions else []

@@ -1,5 +1,4 @@
-"""The paper's tables (Lyu et al. 2025) built from a gender report: pure functions of the
-report dict and plain rows; ``labels`` are the (value, name) pairs of the gender question."""
+"""The paper's tables (Lyu et al. 2025) as pure functions of a gender report; ``labels``: (value, name)."""
 
 from __future__ import annotations
 
@@ -81,8 +80,7 @@ def _figures(detectors: Mapping[str, Any], model: str, figure: str) -> list[floa
 
 
 def model_bias_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequence[str]) -> Table:
-    """Paper table 1: model bias score of humans and every detector, the signed % difference,
-    their 95 % intervals and n."""
+    """Paper table 1: model bias score of humans and every detector, % difference, intervals, n."""
     models = model_keys(report)
     human = report.get("human", {})
     detectors = report.get("detectors", {})
@@ -247,8 +245,7 @@ def label_shares_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequ
 
 
 def categories_table(report: Mapping[str, Any], *, category: str | None = None) -> Table:
-    """Paper table 6, one column pair per T2I model: category bias score and the number of
-    prompts it averages; the last row is the model bias score over all prompts."""
+    """Paper table 6: per T2I model the category bias score and its prompts; last row all prompts."""
     human = report.get("human", {})
     scored = Counter(
         (model, p["category"])
@@ -342,8 +339,7 @@ def prompt_grid(
     detectors: Sequence[str] = (),
     category: str | None = None,
 ) -> PromptGrid:
-    """The grid from the report's human prompts and the detectors' per-prompt counts, sorted as
-    the paper sorts table 7 (category, then most male first)."""
+    """The grid of the human prompts and detector counts, sorted as table 7 (category, most male first)."""
     first, second = clear
     models = list(report.get("human", {}))
     columns = [(m, source) for m in models for source in (HUMAN, *detectors)]
@@ -440,8 +436,7 @@ def confusion_table(
 
 
 def export_tables(report: Mapping[str, Any], *, labels: Labels) -> tuple[Table, Table, Table]:
-    """The three sections of ``bias_report --format csv`` (``models``, ``detectors``,
-    ``prompts``), each a Table whose first column is ``section``."""
+    """The sections ``models``, ``detectors``, ``prompts`` of ``bias_report --format csv``."""
     human_blank = dict.fromkeys(("pct_diff", "pct_diff_ci95", "prompt_bias_score_difference", "n_images"))
     models = [
         human_blank | human | {"source": HUMAN, "t2i_model": model, "model_bias_score_ci95": human["ci95"]}

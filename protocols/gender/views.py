@@ -1,5 +1,4 @@
-"""The gender analysis's own pages: the prompt heatmap and histogram, a prompt's items, and a
-detector's confusion with a gallery of its disagreements."""
+"""The gender analysis's own pages: prompt heatmap, a prompt's items, a detector's disagreements."""
 
 from __future__ import annotations
 
@@ -107,8 +106,7 @@ def prompt_detail(request: HtmxHttpRequest, prompt_id: int) -> HttpResponse:
 def _prompt_summary(
     rows: list[drilldown.ItemRow], detector_keys: list[str], clear: tuple[str, str]
 ) -> list[dict[str, Any]]:
-    """Per T2I model: items, human final-label counts and score, each detector's score, counted
-    from the rows the page shows."""
+    """Per T2I model: items, final-label counts and score, each detector's score, from the rows shown."""
     by_model: dict[str, list[drilldown.ItemRow]] = {}
     for row in rows:
         by_model.setdefault(row.item.t2i_model, []).append(row)
@@ -121,10 +119,8 @@ def _prompt_summary(
             verdicts = [
                 p.verdict for r in model_rows if r.final and (p := r.verdicts.get(key)) and p.status == "ok"
             ]
-            d_m, d_f = verdicts.count(CLEAR_VERDICTS[0]), verdicts.count(CLEAR_VERDICTS[1])
-            detector_scores.append(
-                {"detector": key, "score": prompt_bias_score(d_m, d_f), "n": len(verdicts)}
-            )
+            score = prompt_bias_score(*map(verdicts.count, CLEAR_VERDICTS))
+            detector_scores.append({"detector": key, "score": score, "n": len(verdicts)})
         summary.append(
             {
                 "t2i_model": model,
