@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from reports.tables import (
-    NO_VALUE,
     Cell,
     Column,
     Field,
@@ -82,8 +81,28 @@ def _figures(detectors: Mapping[str, Any], model: str, figure: str) -> list[floa
 def model_bias_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequence[str]) -> Table:
     """Paper table 1: model bias score of humans and every detector, % difference, intervals, n."""
     models = model_keys(report)
-    human = report.get("human", {})
     detectors = report.get("detectors", {})
+
+    def human(model: str) -> list[Cell]:
+        h = report.get("human", {}).get(model) or {}
+        counts = prompt_counts(h.get("prompts", []), labels, clear)
+        title = f"{counts['clear']} clear of {counts['images']} images"
+        n = h.get("n_images", counts["images"])
+        blank = [Cell(None, ""), Cell((None, None), "")]  # no difference from itself
+        return [num_cell(h.get("model_bias_score"), title=title), ci_cell(h.get("ci95")), *blank, int_cell(n)]
+
+    def detector(det: Mapping[str, Any], model: str) -> list[Cell]:
+        pm = det.get("per_model", {}).get(model) or {}
+        same = pm.get("human_model_bias_score")
+        title = f"human score on the same images: {num(same)}" if same is not None else ""
+        return [
+            num_cell(pm.get("model_bias_score"), title=title),
+            ci_cell(pm.get("model_bias_score_ci95")),
+            Cell(pm.get("pct_diff"), signed_pct(pm.get("pct_diff"))),
+            ci_cell(pm.get("ci95"), digits=2),
+            int_cell(pm.get("n_images")),
+        ]
+
     columns = [Column("source", "Source", numeric=False)]
     for model in models:
         columns += [
@@ -93,43 +112,10 @@ def model_bias_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequen
             Column(f"{model}_pct_diff_ci95", "\u0394 95 % CI", pair=True),
             Column(f"{model}_n_images", "n"),
         ]
-
-    human_row: list[Cell] = [text_cell("Human (ground truth)")]
-    for model in models:
-        h = human.get(model) or {}
-        counts = prompt_counts(h.get("prompts", []), labels, clear)
-        score = h.get("model_bias_score")
-        n = h.get("n_images", counts["images"])
-        human_row += [
-            num_cell(score, title=f"{counts['clear']} clear of {counts['images']} images"),
-            ci_cell(h.get("ci95")),
-            Cell(None, ""),
-            Cell((None, None), ""),
-            int_cell(n),
-        ]
-
-    det_rows: list[list[Cell]] = []
-    for det_key, det in detectors.items():
-        row: list[Cell] = [text_cell(det_key)]
-        for model in models:
-            pm = det.get("per_model", {}).get(model) or {}
-            score = pm.get("model_bias_score")
-            human_same = pm.get("human_model_bias_score")
-            row += [
-                Cell(
-                    score,
-                    num(score),
-                    title=f"human score on the same images: {num(human_same)}"
-                    if human_same is not None
-                    else "",
-                ),
-                ci_cell(pm.get("model_bias_score_ci95")),
-                Cell(pm.get("pct_diff"), signed_pct(pm.get("pct_diff"))),
-                ci_cell(pm.get("ci95"), digits=2),
-                int_cell(pm.get("n_images")) if pm else Cell(None, NO_VALUE),
-            ]
-        det_rows.append(row)
-
+    rows = [(text_cell("Human (ground truth)"), *(c for m in models for c in human(m)))]
+    rows += [
+        (text_cell(key), *(c for m in models for c in detector(det, m))) for key, det in detectors.items()
+    ]
     table = Table(
         key="model_bias",
         title="Model bias score: human vs detectors",
@@ -140,7 +126,7 @@ def model_bias_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequen
             "bootstrap intervals resample images within prompts. n: images behind the number."
         ),
         columns=tuple(columns),
-        rows=tuple(tuple(r) for r in [human_row, *det_rows]),
+        rows=tuple(rows),
         groups=(("", 1), *((m, 5) for m in models)),
     )
     # Mark, per T2I model, the detector closest to and farthest from the human score.
