@@ -152,29 +152,14 @@ def _build_heatmap(grid: PromptGrid) -> Figure:
     ax = fig.add_subplot()
     ax.spines[:].set_visible(False)
     cmap = _diverging_cmap().with_extremes(bad=base.NO_SCORE_COLOUR)
-    image = ax.imshow(
-        np.ma.masked_invalid(values),
-        cmap=cmap,
-        norm=Normalize(-1, 1),
-        aspect="auto",
-        interpolation="nearest",
-    )
+    shown = np.ma.masked_invalid(values)
+    image = ax.imshow(shown, cmap=cmap, norm=Normalize(-1, 1), aspect="auto", interpolation="nearest")
     for r, c in zip(*np.nonzero(np.isnan(values)), strict=True):
         ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, lw=0, **NO_SCORE_STYLE))
-    if annotate:
-        for r in range(n_rows):
-            for c in range(n_cols):
-                v = values[r, c]
-                if not math.isnan(v):
-                    ax.text(
-                        c,
-                        r,
-                        f"{v:.2f}",
-                        ha="center",
-                        va="center",
-                        fontsize=base.SMALL_PT,
-                        color="white" if abs(v) > 0.6 else "#222",
-                    )
+    for r, c in zip(*np.nonzero(~np.isnan(values)), strict=True) if annotate else ():
+        v = values[r, c]
+        colour = "white" if abs(v) > 0.6 else "#222"
+        ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=base.SMALL_PT, color=colour)
     # Rows: the word, with the category written once beside its block and a rule between blocks.
     ax.set_yticks(range(n_rows), [row.word for row in grid.rows], fontsize=base.SMALL_PT)
     # DejaVu Sans at 8 pt averages about 4.7 pt per character: place categories past the words.
