@@ -108,16 +108,14 @@ class GenderAnalysis(Analysis):
             if not page.detector:
                 raise FilterNeeded("The confusion table needs a detector filter (?detector=...).")
             result: GenderResult = page.result(bootstrap=0)
-            confusion = drilldown.detector_confusion(
+            question = gender_question(page.scope.study)
+            return drilldown.detector_confusion(
                 page.scope,
                 detector=page.detector,
-                question=gender_question(page.scope.study),
+                question=question,
                 labels=result.labels,
                 clear=result.clear,
-            )
-            return gtables.confusion_table(
-                page.detector, confusion.counts, labels=confusion.labels, verdicts=drilldown.VERDICTS
-            )
+            ).table()
         if name == "prompt_scores":
             return gtables.prompt_scores_table(self.grid(page))
         builders = {**self.builders, **judges.table_builders()}

@@ -12,6 +12,7 @@ from detectors.kinds import FILTER_REASON_LABELS
 from detectors.models import Prediction, PredictionStatus
 from metrics.gender import FIRST, SECOND
 from protocols.gender.selectors import CLEAR_VERDICTS, FILTERED, KINDS, with_final
+from protocols.gender.tables import confusion_table
 from reports.selectors import (
     PREDICTION_TO_ITEM,
     Scope,
@@ -20,6 +21,7 @@ from reports.selectors import (
     of_versions,
     predictions_in_scope,
 )
+from reports.tables import Table
 from studies.batching import prefetch_in_chunks
 from studies.models import ImageRole, Item, ItemImage, Prompt, Question
 from studies.selectors import item_main_image
@@ -186,6 +188,9 @@ class DetectorConfusion:
     @property
     def total(self) -> int:
         return sum(self.counts.values())
+
+    def table(self) -> Table:
+        return confusion_table(self.detector, self.counts, labels=self.labels, verdicts=VERDICTS)
 
 
 def detector_confusion(

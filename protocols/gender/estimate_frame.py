@@ -252,9 +252,7 @@ def _prompt_names(items: Sequence[FrameItem]) -> dict[int, str]:
     by_id: dict[int, str] = {}
     for item in items:
         by_id.setdefault(_prompt_id(item), item.prompt or "(no prompt)")
-    counts: dict[str, int] = defaultdict(int)
-    for text in by_id.values():
-        counts[text] += 1
+    counts = Counter(by_id.values())
     return {pid: (text if counts[text] == 1 else f"{text} (#{pid})") for pid, text in by_id.items()}
 
 

@@ -162,9 +162,7 @@ def detector_detail(request: HtmxHttpRequest, detector: str) -> HttpResponse:
     context = base.base_context(filters, "detector", analysis) | {
         "detector": detector,
         "confusion": confusion,
-        "confusion_table": gtables.confusion_table(
-            detector, confusion.counts, labels=confusion.labels, verdicts=drilldown.VERDICTS
-        ),
+        "confusion_table": confusion.table(),
         "confusion_query": urlencode(filters.params(detector=detector)),
         "filtering": confusion.filtering,
         "labels": dict(result.labels),
