@@ -63,7 +63,31 @@ def _build_model_bias(report: Mapping[str, Any]) -> Figure:
     handles = []
     for s_index, (name, per_model, ci_key) in enumerate(sources):
         colour = base.HUMAN_COLOUR if s_index == 0 else base.PALETTE[(s_index - 1) % len(base.PALETTE)]
-        _draw_source_bars(ax, models, per_model, ci_key, colour, (s_index + 0.5) * width - 0.4, width)
+        xs, ys, lo, hi = [], [], [], []
+        for m_index, model in enumerate(models):
+            entry = per_model.get(model) or {}
+            score = entry.get("model_bias_score")
+            x = m_index + (s_index + 0.5) * width - 0.4
+            if score is None:  # a grey mark, not a gap: "no data" is not "score 0"
+                ax.text(
+                    x,
+                    0.015,
+                    NO_SCORE_TEXT,
+                    rotation=90,
+                    ha="center",
+                    va="bottom",
+                    fontsize=base.SMALL_PT,
+                    color="#666666",
+                    gid="no-score",
+                )
+                continue
+            ci = entry.get(ci_key) or [None, None]
+            xs.append(x)
+            ys.append(score)
+            # A percentile interval may miss the point; matplotlib refuses negative errors.
+            lo.append(max(0.0, score - ci[0]) if ci[0] is not None else 0.0)
+            hi.append(max(0.0, ci[1] - score) if ci[1] is not None else 0.0)
+        ax.bar(xs, ys, width * 0.92, color=colour, yerr=[lo, hi], capsize=2, error_kw={"lw": 0.8})
         # Explicit handles: a source with no bar at all would otherwise get a default colour.
         handles.append(Patch(facecolor=colour, label=name))
     ax.set_xticks(range(len(models)), models)
@@ -87,43 +111,6 @@ def _build_model_bias(report: Mapping[str, Any]) -> Figure:
 
 NO_SCORE_TEXT = "no score"
 NO_SCORE_STYLE = {"facecolor": base.NO_SCORE_COLOUR, "edgecolor": "#9a9a9a", "hatch": "////"}
-
-
-def _draw_source_bars(
-    ax: Any,
-    models: Sequence[str],
-    per_model: Mapping[str, Any],
-    ci_key: str,
-    colour: str,
-    offset: float,
-    width: float,
-) -> None:
-    """One source's bars; a model without a score gets a grey "no score" mark, not a gap."""
-    xs, ys, lo, hi = [], [], [], []
-    for m_index, model in enumerate(models):
-        entry = per_model.get(model) or {}
-        score = entry.get("model_bias_score")
-        x = m_index + offset
-        if score is None:
-            ax.text(
-                x,
-                0.015,
-                NO_SCORE_TEXT,
-                rotation=90,
-                ha="center",
-                va="bottom",
-                fontsize=base.SMALL_PT,
-                color="#666666",
-                gid="no-score",
-            )
-            continue
-        ci = entry.get(ci_key) or [None, None]
-        xs.append(x)
-        ys.append(score)
-        # A percentile interval may miss the point (skewed resamples); matplotlib refuses negative errors.
-        lo.append(max(0.0, score - ci[0]) if ci[0] is not None else 0.0)
-        hi.append(max(0.0, ci[1] - score) if ci[1] is not None else 0.0)
-    ax.bar(xs, ys, width * 0.92, color=colour, yerr=[lo, hi], capsize=2, error_kw={"lw": 0.8})
 
 
 def heatmap_chart(grid: PromptGrid, fmt: str = "svg") -> bytes:

@@ -375,30 +375,6 @@ def width_chart_svg(models: Sequence[ModelEstimate]) -> bytes | None:
     )
 
 
-def _stratified(
-    items: tuple[FrameItem, ...],
-    rounds: tuple[RoundState, ...],
-    budget: int,
-    pool: np.ndarray,
-    soft: Mapping[int, tuple[float, float]],
-) -> np.ndarray:
-    """π of the stratified design: strata T2I model x prompt x verdict, error spread from earlier rounds."""
-    strata: list[Hashable] = [(i.t2i_model, i.prompt_id, i.verdict) for i in items]
-    spread: dict[Hashable, float] | None = None
-    if rounds:
-        data = arrays(items, rounds, soft)
-        xi, pi, f, y = (np.asarray(a) for a in (data.xi, data.pi, data.f, data.y))
-        outputs, residual_sq, weights = [], [], []
-        for k in range(xi.shape[0]):
-            for j in np.flatnonzero(xi[k]):
-                outputs.append(items[j].verdict)
-                residual_sq.append(float(np.sum((y[j] - f[j]) ** 2)))
-                weights.append(1.0 / float(pi[k, j]))
-        by_verdict = stratified.residual_spread(outputs, residual_sq, weights)
-        spread = {key: by_verdict.get(key[2], 1.0) for key in strata}  # type: ignore[index]
-    return stratified.inclusion_probabilities_stratified(strata, budget, spread=spread, eligible=pool)
-
-
 def design_pi(frame: Frame, design: str, budget: int, pool: np.ndarray) -> np.ndarray:
     """π of the unlabelled ``pool`` under the active or stratified design."""
     items = frame.items
@@ -412,5 +388,19 @@ def design_pi(frame: Frame, design: str, budget: int, pool: np.ndarray) -> np.nd
             np.asarray(data.detector_outputs), prompt_keys, model, budget, eligible=pool
         )
     if design == Design.STRATIFIED:
-        return _stratified(items, frame.rounds, budget, pool, soft)
+        # Strata: T2I model x prompt x verdict; each verdict's error spread from earlier rounds' labels.
+        strata: list[Hashable] = [(i.t2i_model, i.prompt_id, i.verdict) for i in items]
+        spread: dict[Hashable, float] | None = None
+        if frame.rounds:
+            data = arrays(items, frame.rounds, soft)
+            xi, pi, f, y = (np.asarray(a) for a in (data.xi, data.pi, data.f, data.y))
+            outputs, residual_sq, weights = [], [], []
+            for k in range(xi.shape[0]):
+                for j in np.flatnonzero(xi[k]):
+                    outputs.append(items[j].verdict)
+                    residual_sq.append(float(np.sum((y[j] - f[j]) ** 2)))
+                    weights.append(1.0 / float(pi[k, j]))
+            by_verdict = stratified.residual_spread(outputs, residual_sq, weights)
+            spread = {key: by_verdict.get(key[2], 1.0) for key in strata}  # type: ignore[index]
+        return stratified.inclusion_probabilities_stratified(strata, budget, spread=spread, eligible=pool)
     raise ValueError(f"the gender estimate computes no π of design {design!r}")

@@ -308,12 +308,11 @@ class PromptGrid:
 
     def source_scores(self, source: str) -> dict[str, list[float]]:
         """Scores of one source per T2I model, prompts without a score left out (figure 3)."""
-        out: dict[str, list[float]] = {}
-        for model, src in self.columns:
-            if src != source:
-                continue
-            out[model] = [s for row in self.rows if (s := row.scores.get((model, src))) is not None]
-        return out
+        return {
+            model: [s for row in self.rows if (s := row.scores.get((model, src))) is not None]
+            for model, src in self.columns
+            if src == source
+        }
 
 
 def prompt_grid(
@@ -349,14 +348,7 @@ def prompt_grid(
         scored["scores"][(model, det)] = (n_m - n_f) / (n_m + n_f) if n_m + n_f else None
         scored["counts"][(model, det)] = (n_m, n_f, n_all)
     rows = [
-        PromptRow(
-            prompt_id=(prompt_ids or {}).get(key),
-            category=key[0],
-            word=key[1],
-            prompt=key[2],
-            scores=entry["scores"],
-            counts=entry["counts"],
-        )
+        PromptRow((prompt_ids or {}).get(key), *key, entry["scores"], entry["counts"])
         for key, entry in by_key.items()
     ]
 
