@@ -44,9 +44,7 @@ class UnknownDisagreement(ValueError):
 def reason_name(prediction: Prediction | None) -> str:
     """The display name of why a detector filtered an image ("No face"), "" when it did not."""
     reason = prediction.filter_reason if prediction is not None else ""
-    if not reason:
-        return ""
-    return FILTER_REASON_LABELS.get(reason, reason)
+    return FILTER_REASON_LABELS.get(reason, reason) if reason else ""
 
 
 def disagrees(human: str | None, verdict: str | None, *, clear: Sequence[str]) -> bool:
@@ -99,13 +97,12 @@ def prompt_items(
     versions = latest_detector_versions(scope, kinds=KINDS)
     if detectors is not None:
         versions = {k: v for k, v in versions.items() if k in detectors}
-    which = of_versions(versions)
     items = Item.objects.filter(prompt=prompt).order_by("t2i_model", "index", "id")
     if t2i_model:
         items = items.filter(t2i_model=t2i_model)
     read = list(items)
     # A chunk of items at a time: a prompt may have been drawn tens of thousands of times.
-    predictions = Prediction.objects.filter(which, kind__in=KINDS)
+    predictions = Prediction.objects.filter(of_versions(versions), kind__in=KINDS)
     prefetch_in_chunks(
         read, *item_answers_prefetches(question, predictions=predictions, label_order=("created_at", "id"))
     )

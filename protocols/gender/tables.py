@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,18 +53,11 @@ def detector_keys(report: Mapping[str, Any]) -> list[str]:
 
 
 def prompt_counts(
-    prompts: Iterable[Mapping[str, Any]], labels: Labels, clear: Sequence[str]
+    prompts: Sequence[Mapping[str, Any]], labels: Labels, clear: Sequence[str]
 ) -> dict[str, int]:
     """Summed label counts over prompt rows: {value: n for each label, "clear", "images"}."""
-    values = [value for value, _ in labels]
-    totals = dict.fromkeys(values, 0)
-    for row in prompts:
-        for value in values:
-            totals[value] += int(row.get(f"n_{value}", 0) or 0)
-    out = dict(totals)
-    out["clear"] = sum(totals.get(value, 0) for value in clear)
-    out["images"] = sum(totals.values())
-    return out
+    totals = {value: sum(int(row.get(f"n_{value}", 0) or 0) for row in prompts) for value, _ in labels}
+    return totals | {"clear": sum(totals.get(v, 0) for v in clear), "images": sum(totals.values())}
 
 
 def detector_n(detector: Mapping[str, Any]) -> int:
