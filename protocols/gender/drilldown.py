@@ -12,7 +12,7 @@ from detectors.kinds import FILTER_REASON_LABELS
 from detectors.models import Prediction, PredictionStatus
 from metrics.gender import FIRST, SECOND
 from protocols.gender.selectors import CLEAR_VERDICTS, FILTERED, KINDS, with_final
-from protocols.gender.tables import confusion_table
+from protocols.gender.tables import confusion_table, with_seen
 from reports.selectors import (
     PREDICTION_TO_ITEM,
     Scope,
@@ -208,13 +208,11 @@ def detector_confusion(
         .order_by()
     )
     counts = {(r["human"], r["verdict"]): r["n"] for r in rows}
-    known = {value for value, _ in labels}
-    all_labels = (*labels, *((h, h) for h in sorted({h for h, _ in counts} - known)))
     return DetectorConfusion(
         detector=detector,
         version=version,
         counts=counts,
-        labels=all_labels,
+        labels=with_seen(labels, (h for h, _ in counts)),
         clear=clear,
         n_failed=predictions.filter(status=PredictionStatus.FAILED).count(),
     )

@@ -105,15 +105,9 @@ def _prompt_tables(estimate: StudyEstimate) -> list[dict[str, Any]]:
     for model in estimate.models:
         if model.estimate is None:
             continue
-        rows: list[dict[str, Any]] = [
-            {
-                "prompt": str(key),
-                "estimate": p.estimate,
-                "ci95": p.ci95,
-                "n_images": p.n_images,
-                "n_labelled": p.n_labelled,
-                "warning": p.warning or "",
-            }
+        rows = [
+            {"prompt": str(key), "warning": p.warning or ""}
+            | {k: getattr(p, k) for k in ("estimate", "ci95", "n_images", "n_labelled")}
             for key, p in model.estimate.prompts.items()
         ]
         rows.sort(key=lambda r: (r["estimate"] is None, -(r["estimate"] or 0.0), r["prompt"]))

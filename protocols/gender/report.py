@@ -169,14 +169,6 @@ def _detectors(
     return report
 
 
-def label_order(question: Question, seen: Iterable[str] = ()) -> tuple[tuple[str, str], ...]:
-    """(value, name) of the question's choices in order, then any other value seen, sorted."""
-    labels = [(value, question.display(value)) for value in question.values]
-    known = {value for value, _ in labels}
-    labels += [(value, value) for value in sorted(set(seen) - known)]
-    return tuple(labels)
-
-
 def judge_report(
     scope: sel.Scope,
     *,
@@ -210,7 +202,8 @@ def compute(
     # Final labels of the whole study: detector versions are of the study, human counts of the category.
     finals = gsel.final_rows(scope.narrowed(category=None), question=question)
     rows = gsel.human_prompt_counts(scope.study, finals, category=scope.category)
-    labels = label_order(question, (value for row in rows for value in row["counts"]))
+    named = [(value, question.display(value)) for value in question.values]
+    labels = gtables.with_seen(named, (value for row in rows for value in row["counts"]))
     values = tuple(value for value, _ in labels)
     by_model: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:

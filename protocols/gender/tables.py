@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,11 @@ def model_keys(report: Mapping[str, Any]) -> list[str]:
             if model not in seen:
                 seen.append(model)
     return seen
+
+
+def with_seen(labels: Labels, seen: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """``labels``, then every other value seen (named by itself), sorted."""
+    return (*labels, *((value, value) for value in sorted(set(seen) - {value for value, _ in labels})))
 
 
 def detector_keys(report: Mapping[str, Any]) -> list[str]:
