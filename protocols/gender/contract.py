@@ -1,5 +1,4 @@
-"""The shape of ``bias_report --format json`` for a gender study, as TypedDicts that mypy
-checks (docs/reference/contracts.md)."""
+"""The shape of ``bias_report --format json`` for a gender study (docs/reference/contracts.md)."""
 
 from __future__ import annotations
 

@@ -60,8 +60,7 @@ def _predictions(
 
 
 def verdicts(study: Study, detector: str, version: str) -> dict[int, str]:
-    """Item id -> the detector's verdict at ``version`` on the item's image: male, female,
-    filtered, or failed (a failed prediction); an item without one is left out (missing)."""
+    """Item id -> the detector's verdict at ``version``: male, female, filtered or failed."""
     images, predictions = _predictions(study, detector, version)
     verdict_of_image: dict[int, str] = {}
     for image_id, status, label in predictions.annotate(label=KT("output__label")).values_list(
@@ -74,8 +73,7 @@ def verdicts(study: Study, detector: str, version: str) -> dict[int, str]:
 
 
 def judge_vectors(study: Study, detector: str, version: str) -> dict[int, tuple[float, float]]:
-    """Item id -> (p_male, p_female) of a judge's ok output at ``version`` whose scores hold
-    ``cant_tell``; other items are left out (their verdict is the prediction)."""
+    """Item id -> (p_male, p_female) of a judge's ok output at ``version`` that scores ``cant_tell``."""
     images, predictions = _predictions(study, detector, version)
     by_image: dict[int, tuple[float, float]] = {}
     for image_id, scores in (
@@ -101,8 +99,7 @@ def _per_item(images: QuerySet[ItemImage], by_image: Mapping[int, V]) -> dict[in
 
 
 def humans(study: Study) -> dict[int, str]:
-    """Item id -> the class of its final gender label: male, female or rest (the question's
-    first and second clear values, anything else)."""
+    """Item id -> the class of its final gender label: male, female (the clear values) or rest."""
     question = gender_question(study)
     if question is None:
         return {}
@@ -278,8 +275,7 @@ def bias_estimate(
     seed: int = 0,
     history: bool = False,
 ) -> StudyEstimate:
-    """The prediction-powered estimate per T2I model at ``version`` (default: run last);
-    ``history`` adds the interval widths after each round. LookupError without predictions."""
+    """The prediction-powered estimate per T2I model at ``version`` (default: the last run)."""
     version = version or detector_version(study, detector, KIND_GENDER)
     if version is None:
         raise LookupError(f"detector '{detector}' has no gender predictions in study '{study.slug}'")
