@@ -1,2 +1,1 @@
-"""The ``gender`` protocol (Lyu et al. 2025): the gender an image's person presents, by people
-and by gender detectors. See docs/explanation/protocols.md."""
+"""The ``gender`` protocol (Lyu et al. 2025); see docs/explanation/protocols.md."""

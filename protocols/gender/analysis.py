@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from protocols.gender import report as gender_report
@@ -27,8 +27,7 @@ PAPER = {
 
 
 def gender_question(study: Study) -> Question:
-    """The study's ``gender`` question; AnalysisError when it has none or when its choices do
-    not mark exactly two answers as clear."""
+    """The study's ``gender`` question; AnalysisError unless it exists with exactly two clear answers."""
     question = Question.objects.filter(study=study, key=GENDER_QUESTION).first()
     if question is None:
         raise AnalysisError(
@@ -44,6 +43,16 @@ def gender_question(study: Study) -> Question:
     return question
 
 
+#: The overview's tables, in page order (``tables.OVERVIEW_KEYS``), from ``compute``'s result.
+BUILDERS: dict[str, Callable[[GenderResult], Table]] = {
+    "model_bias": lambda r: gtables.model_bias_table(r.report, labels=r.labels, clear=r.clear),
+    "prompt_difference": lambda r: gtables.prompt_difference_table(r.report),
+    "filtering": lambda r: gtables.filtering_table(r.report),
+    "label_shares": lambda r: gtables.label_shares_table(r.report, labels=r.labels, clear=r.clear),
+    "categories": lambda r: gtables.categories_table(r.report, category=r.category),
+}
+
+
 class GenderAnalysis(Analysis):
     protocol = "gender"
     title = "Gender bias: detectors vs human ground truth"
@@ -52,6 +61,8 @@ class GenderAnalysis(Analysis):
     csv_tables = ("models", "detectors", "prompts")
     chart_keys = ("model_bias", "heatmap", "histogram")
     pages = frozenset({"heatmap", "prompt", "detector"})
+    builders = BUILDERS
+    paper = PAPER
     # Every figure is a mean over prompts or a count over images: a category is a report of its own.
     category_applies = True
 
@@ -61,26 +72,11 @@ class GenderAnalysis(Analysis):
     def compute(
         self, scope: Scope, *, detector: str | None = None, bootstrap: int = BOOTSTRAP, seed: int = 0
     ) -> GenderResult:
-        """The report with the labels, clear values and per-prompt detector counts the pages need,
-        from one read of the database (JSON: docs/reference/contracts.md)."""
+        """The report and what the pages need, from one read (JSON: docs/reference/contracts.md)."""
         question = gender_question(scope.study)
         return gender_report.compute(
-            scope,
-            question=question,
-            detector=detector,
-            bootstrap=bootstrap,
-            seed=seed,
+            scope, question=question, detector=detector, bootstrap=bootstrap, seed=seed
         )
-
-    def overview_tables(self, result: GenderResult, *, category: str | None) -> list[Table]:
-        report = result.report
-        return [
-            gtables.model_bias_table(report, labels=result.labels, clear=result.clear),
-            gtables.prompt_difference_table(report),
-            gtables.filtering_table(report),
-            gtables.label_shares_table(report, labels=result.labels, clear=result.clear),
-            gtables.categories_table(report, category=category),
-        ]
 
     def overview(self, page: ReportPage) -> dict[str, Any]:
         result: GenderResult = page.result(bootstrap=BOOTSTRAP)
@@ -89,7 +85,7 @@ class GenderAnalysis(Analysis):
             "report": report,
             "coverage": coverage(report),
             "agreement": report.get("agreement", {}),
-            "tables": self.overview_tables(result, category=page.scope.category),
+            "tables": list(self.tables(result).values()),
             "judge_tables": [
                 build(result)
                 for key, build in judges.table_builders().items()
@@ -102,53 +98,34 @@ class GenderAnalysis(Analysis):
 
     def grid(self, page: ReportPage) -> gtables.PromptGrid:
         """Prompts x (T2I model, source) scores (paper table 7), cached like the report."""
-
-        def compute() -> gtables.PromptGrid:
-            result: GenderResult = page.result(bootstrap=0)
-            return gtables.prompt_grid(
-                result.report,
-                result.prompt_counts,
-                clear=result.clear,
-                prompt_ids=result.prompt_ids,
-                detectors=gtables.detector_keys(result.report),
-                category=page.scope.category,
-            )
-
-        return page.cached("grid", compute)
+        return page.cached("grid", lambda: page.result(bootstrap=0).grid())
 
     def table(self, name: str, page: ReportPage) -> Table:
-        """A downloadable table; UnknownTable for a name not in ``table_keys``, FilterNeeded
-        for the confusion table without a detector."""
+        """A downloadable table; FilterNeeded for the confusion table without a detector."""
         if name == "confusion":
             from protocols.gender import drilldown
 
             if not page.detector:
                 raise FilterNeeded("The confusion table needs a detector filter (?detector=...).")
-            question = gender_question(page.scope.study)
             result: GenderResult = page.result(bootstrap=0)
-            confusion = drilldown.detector_confusion(
+            question = gender_question(page.scope.study)
+            return drilldown.detector_confusion(
                 page.scope,
                 detector=page.detector,
                 question=question,
                 labels=result.labels,
                 clear=result.clear,
-            )
-            return gtables.confusion_table(
-                page.detector, confusion.counts, labels=confusion.labels, verdicts=drilldown.VERDICTS
-            )
+            ).table()
         if name == "prompt_scores":
             return gtables.prompt_scores_table(self.grid(page))
-        if name in ("judges", "judge_versions"):
-            return judges.table_builders()[name](page.result(bootstrap=0))
-        if name not in gtables.OVERVIEW_KEYS:
+        builders = {**self.builders, **judges.table_builders()}
+        if name not in builders:
             raise UnknownTable(f"No table {name!r}.")
         # Only table 1 shows bootstrap intervals; the others skip the resampling (the slow part).
-        result = page.result(bootstrap=BOOTSTRAP if name == "model_bias" else 0)
-        return next(t for t in self.overview_tables(result, category=page.scope.category) if t.key == name)
+        return builders[name](page.result(bootstrap=BOOTSTRAP if name == "model_bias" else 0))
 
     def draw(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:
-        """The model bias bar chart, the heatmap, or the histogram of ``source``'s prompt
-        scores ("human" or a detector)."""
+        """The model bias bar chart, the heatmap, or the histogram of ``source``'s prompt scores."""
         from protocols.gender import charts  # matplotlib and its helpers load only when a chart is drawn
 
         if name == "model_bias":
@@ -159,12 +136,11 @@ class GenderAnalysis(Analysis):
         return charts.histogram_chart(grid.source_scores(source), fmt, source=source_name(source))
 
     def export(self, result: GenderResult, fmt: str) -> str:
-        """``bias_report --format csv``: the sections ``models``, ``detectors`` and ``prompts``
-        (``tables.export_tables``), each with its own header row, separated by an empty line.
-        ``md``: the paper's tables as the dashboard shows them, in Markdown."""
-        report = result.report
+        """``bias_report --format csv`` (sections ``models``, ``detectors``, ``prompts``) or ``md``."""
         if fmt == "csv":
-            return "\n".join(render.to_csv(t) for t in gtables.export_tables(report, labels=result.labels))
+            return "\n".join(
+                render.to_csv(t) for t in gtables.export_tables(result.report, labels=result.labels)
+            )
         if fmt == "md":
             return markdown(self, result)
         raise ValueError(f"The gender report exports as csv or md, not {fmt!r}.")
@@ -183,8 +159,7 @@ def source_name(source: str) -> str:
 
 
 def markdown(analysis: GenderAnalysis, result: GenderResult) -> str:
-    """The report as Markdown: coverage and agreement, then the paper's tables 1, 2, 3, 5, 6
-    and 7 (the prompt table with the human and every detector's scores)."""
+    """The report as Markdown: coverage and agreement, then the paper's tables 1, 2, 3, 5, 6 and 7."""
     report = result.report
     cover, agreement = report["coverage"], report["agreement"]
     lines = [
@@ -201,12 +176,5 @@ def markdown(analysis: GenderAnalysis, result: GenderResult) -> str:
             "No image has a final label yet, so there is nothing to compare: label the images "
             "(two annotators each) and settle the disputes, or load labels with import_ground_truth.",
         ]
-    grid = gtables.prompt_grid(
-        report,
-        result.prompt_counts,
-        clear=result.clear,
-        prompt_ids=result.prompt_ids,
-        detectors=gtables.detector_keys(report),
-    )
-    tables = [*analysis.overview_tables(result, category=None), gtables.prompt_scores_table(grid)]
+    tables = [*analysis.tables(result).values(), gtables.prompt_scores_table(result.grid())]
     return render.export_tables(tables, "md", name="gender", heading=lines, left_out={}, paper=PAPER)

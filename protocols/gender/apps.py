@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class GenderConfig(AppConfig):
-    """The ``gender`` protocol (Lyu et al. 2025): the gender an image's person presents, bias scores per model and detector."""
+    """The ``gender`` protocol (Lyu et al. 2025): bias scores per T2I model and detector."""
 
     name = "protocols.gender"
     label = "gender"

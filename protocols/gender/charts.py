@@ -20,16 +20,14 @@ CHART_KEYS = ("model_bias", "heatmap", "histogram")
 def _diverging_cmap() -> Any:
     from matplotlib.colors import LinearSegmentedColormap
 
-    cmap = LinearSegmentedColormap.from_list(
-        "biaslab_gender", [base.FEMALE_COLOUR, "#998ec3", "#ffffff", "#f1a340", base.MALE_COLOUR], N=257
-    )  # an odd number of levels puts 0 exactly on white
-    return cmap
+    # An odd number of levels puts 0 exactly on white.
+    colours = [base.FEMALE_COLOUR, "#998ec3", "#ffffff", "#f1a340", base.MALE_COLOUR]
+    return LinearSegmentedColormap.from_list("biaslab_gender", colours, N=257)
 
 
 @functools.cache
 def _diverging_hexes() -> tuple[str, ...]:
-    """The colormap's 257 levels as #rrggbb: the heatmap page colours thousands of cells, and
-    building the colormap per cell cost about 0.1 ms each."""
+    """The colormap's levels as #rrggbb, computed once for the thousands of cells of the heatmap page."""
     from matplotlib.colors import to_hex
 
     cmap = _diverging_cmap()
@@ -65,10 +63,34 @@ def _build_model_bias(report: Mapping[str, Any]) -> Figure:
     handles = []
     for s_index, (name, per_model, ci_key) in enumerate(sources):
         colour = base.HUMAN_COLOUR if s_index == 0 else base.PALETTE[(s_index - 1) % len(base.PALETTE)]
-        _draw_source_bars(ax, models, per_model, ci_key, colour, (s_index + 0.5) * width - 0.4, width)
+        xs, ys, lo, hi = [], [], [], []
+        for m_index, model in enumerate(models):
+            entry = per_model.get(model) or {}
+            score = entry.get("model_bias_score")
+            x = m_index + (s_index + 0.5) * width - 0.4
+            if score is None:  # a grey mark, not a gap: "no data" is not "score 0"
+                ax.text(
+                    x,
+                    0.015,
+                    NO_SCORE_TEXT,
+                    rotation=90,
+                    ha="center",
+                    va="bottom",
+                    fontsize=base.SMALL_PT,
+                    color="#666666",
+                    gid="no-score",
+                )
+                continue
+            ci = entry.get(ci_key) or [None, None]
+            xs.append(x)
+            ys.append(score)
+            # A percentile interval may miss the point; matplotlib refuses negative errors.
+            lo.append(max(0.0, score - ci[0]) if ci[0] is not None else 0.0)
+            hi.append(max(0.0, ci[1] - score) if ci[1] is not None else 0.0)
+        ax.bar(xs, ys, width * 0.92, color=colour, yerr=[lo, hi], capsize=2, error_kw={"lw": 0.8})
         # Explicit handles: a source with no bar at all would otherwise get a default colour.
         handles.append(Patch(facecolor=colour, label=name))
-    ax.set_xticks(range(len(models)), [m for m in models])
+    ax.set_xticks(range(len(models)), models)
     # Fixed limits: "no score" marks are text, which autoscaling ignores, so an edge one fell off.
     ax.set_xlim(-0.5, max(len(models), 1) - 0.5)
     ax.set_xlabel("T2I model")
@@ -88,49 +110,11 @@ def _build_model_bias(report: Mapping[str, Any]) -> Figure:
 
 
 NO_SCORE_TEXT = "no score"
-
-
-def _draw_source_bars(
-    ax: Any,
-    models: Sequence[str],
-    per_model: Mapping[str, Any],
-    ci_key: str,
-    colour: str,
-    offset: float,
-    width: float,
-) -> None:
-    """One source's bars; a model without a score gets a grey "no score" mark instead of a gap,
-    so a reader can tell "no data" from "score 0"."""
-    xs, ys, lo, hi = [], [], [], []
-    for m_index, model in enumerate(models):
-        entry = per_model.get(model) or {}
-        score = entry.get("model_bias_score")
-        x = m_index + offset
-        if score is None:
-            ax.text(
-                x,
-                0.015,
-                NO_SCORE_TEXT,
-                rotation=90,
-                ha="center",
-                va="bottom",
-                fontsize=base.SMALL_PT,
-                color="#666666",
-                gid="no-score",
-            )
-            continue
-        ci = entry.get(ci_key) or [None, None]
-        xs.append(x)
-        ys.append(score)
-        # A percentile interval may miss the point (skewed resamples); matplotlib refuses negative errors.
-        lo.append(max(0.0, score - ci[0]) if ci[0] is not None else 0.0)
-        hi.append(max(0.0, ci[1] - score) if ci[1] is not None else 0.0)
-    ax.bar(xs, ys, width * 0.92, color=colour, yerr=[lo, hi], capsize=2, error_kw={"lw": 0.8})
+NO_SCORE_STYLE = {"facecolor": base.NO_SCORE_COLOUR, "edgecolor": "#9a9a9a", "hatch": "////"}
 
 
 def heatmap_chart(grid: PromptGrid, fmt: str = "svg") -> bytes:
-    """Prompts (grouped by category) x (T2I model, source), PuOr from female -1 to male +1; cells
-    without a score grey and hatched."""
+    """Prompts (by category) x (T2I model, source), PuOr from female -1 to male +1."""
     return base._draw(fmt, _build_heatmap, grid)
 
 
@@ -155,39 +139,14 @@ def _build_heatmap(grid: PromptGrid) -> Figure:
     ax = fig.add_subplot()
     ax.spines[:].set_visible(False)
     cmap = _diverging_cmap().with_extremes(bad=base.NO_SCORE_COLOUR)
-    image = ax.imshow(
-        np.ma.masked_invalid(values),
-        cmap=cmap,
-        norm=Normalize(-1, 1),
-        aspect="auto",
-        interpolation="nearest",
-    )
+    shown = np.ma.masked_invalid(values)
+    image = ax.imshow(shown, cmap=cmap, norm=Normalize(-1, 1), aspect="auto", interpolation="nearest")
     for r, c in zip(*np.nonzero(np.isnan(values)), strict=True):
-        ax.add_patch(
-            Rectangle(
-                (c - 0.5, r - 0.5),
-                1,
-                1,
-                facecolor=base.NO_SCORE_COLOUR,
-                edgecolor="#9a9a9a",
-                hatch="////",
-                lw=0,
-            )
-        )
-    if annotate:
-        for r in range(n_rows):
-            for c in range(n_cols):
-                v = values[r, c]
-                if not math.isnan(v):
-                    ax.text(
-                        c,
-                        r,
-                        f"{v:.2f}",
-                        ha="center",
-                        va="center",
-                        fontsize=base.SMALL_PT,
-                        color="white" if abs(v) > 0.6 else "#222",
-                    )
+        ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, lw=0, **NO_SCORE_STYLE))
+    for r, c in zip(*np.nonzero(~np.isnan(values)), strict=True) if annotate else ():
+        v = values[r, c]
+        colour = "white" if abs(v) > 0.6 else "#222"
+        ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=base.SMALL_PT, color=colour)
     # Rows: the word, with the category written once beside its block and a rule between blocks.
     ax.set_yticks(range(n_rows), [row.word for row in grid.rows], fontsize=base.SMALL_PT)
     # DejaVu Sans at 8 pt averages about 4.7 pt per character: place categories past the words.
@@ -250,14 +209,7 @@ def _build_heatmap(grid: PromptGrid) -> Figure:
     )
     # The "no score" key hangs under the colour bar: as an axes legend it pushed the bar aside.
     colourbar.ax.legend(
-        handles=[
-            Patch(
-                facecolor=base.NO_SCORE_COLOUR,
-                edgecolor="#9a9a9a",
-                hatch="////",
-                label="no clear image\n(no score)",
-            )
-        ],
+        handles=[Patch(label="no clear image\n(no score)", **NO_SCORE_STYLE)],
         loc="upper left",
         bbox_to_anchor=(-0.5, -0.04),
         frameon=False,
@@ -301,8 +253,7 @@ HIST_BINS = tuple(round(-1 + 0.1 * i, 1) for i in range(21))  # bin centres -1.0
 
 
 def histogram_bins(scores_by_model: Mapping[str, Sequence[float]]) -> dict[str, list[int]]:
-    """Counts per bin centre (scores rounded to 0.1) per model, plus ``"__zero__"``: the exact
-    zeros per model (drawn grey, as in figure 3)."""
+    """Counts per bin centre per model, plus ``"__zero__"``: the exact zeros per model."""
     out: dict[str, list[int]] = {}
     zeros = []
     for model, scores in scores_by_model.items():
@@ -323,8 +274,7 @@ def histogram_bins(scores_by_model: Mapping[str, Sequence[float]]) -> dict[str, 
 def histogram_chart(
     scores_by_model: Mapping[str, Sequence[float]], fmt: str = "svg", *, source: str = "Human"
 ) -> bytes:
-    """Distribution of prompt bias scores (paper figure 3): percent of all scored outputs per bin,
-    stacked by T2I model; exact zeros (no bias) grey."""
+    """Paper figure 3: percent of all scored outputs per bin, stacked by T2I model; exact zeros grey."""
     return base._draw(fmt, _build_histogram, scores_by_model, source)
 
 
@@ -358,7 +308,6 @@ def _build_histogram(scores_by_model: Mapping[str, Sequence[float]], source: str
             0.085,
             bottom=[bottom[10]],
             color="#8c8c8c",
-            hatch="",
             label="score exactly 0",
         )
         bottom[10] += zero_share

@@ -1,5 +1,4 @@
-"""The shape of ``bias_report --format json`` for a gender study, as TypedDicts that mypy
-checks (docs/reference/contracts.md)."""
+"""The shape of ``bias_report --format json`` for a gender study (docs/reference/contracts.md)."""
 
 from __future__ import annotations
 
@@ -78,9 +77,7 @@ class GenderReport(TypedDict):
     agreement: Agreement
     human: dict[str, HumanModel]
     detectors: dict[str, Detector]
-    #: Every run ``<detector>@<version>`` against the final answers, image by image, on the
-    #: images people found clear: ``{"gender": {n, accuracy, cohen_kappa, confusion, brier, ece,
-    #: n_probabilities, reliability, excluded}}`` (``reports.judges.judge_figures``).
+    #: Every run ``<detector>@<version>`` against the final answers on clear images (``reports.judges``).
     judges: dict[str, dict[str, dict[str, Any]]]
     #: Two versions of one detector: ``{"<d>@<v1> vs <d>@<v2>": {"gender": {n, agreement, cohen_kappa}}}``.
     judge_versions: dict[str, dict[str, dict[str, Any]]]

@@ -1,5 +1,4 @@
-"""The gender protocol's demo study ``demo``: real photographs in two demo models x three
-prompts, with seeded labels and a few disputes."""
+"""The gender demo study ``demo``: real photographs, two models x three prompts, seeded labels."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ MALE, FEMALE, LOW_QUALITY, OTHER = "male", "female", "low_quality", "other"
 
 @dataclass(frozen=True)
 class DemoImage:
-    """One image of the demo study: where it goes, how it is built, what it shows (``truth``)
-    and the two demo annotators' seeded labels (None: left for a visitor to label)."""
+    """One demo image: path, builder, what it shows, and the seeded labels (None: left to label)."""
 
     path: str
     t2i_model: str
@@ -93,9 +91,7 @@ RESOLVED = {"demo-model-a/nurse_low_quality.jpg": (LOW_QUALITY, "No person in th
 
 
 def _person_pools() -> tuple[list[tuple[str, Look]], list[tuple[str, Look]]]:
-    """Every man and every woman the demo shows, each (photo, look) once: the three large
-    photos in four looks each, the small LFW faces mirrored or brightened at most (a crop
-    would leave little of them), mixed so that every kind spreads over the cells."""
+    """Every man and woman the demo shows, each (photo, look) once, shuffled over the cells."""
     lfw_looks = (Look(), Look(flip=True, light=1.1))
     men = [("camera", look) for look in LOOKS[:4]]
     men += [(f"lfw{n}", lfw_looks[k // len(LFW_MEN)]) for k, n in enumerate(LFW_MEN * 2)]

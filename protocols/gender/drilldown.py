@@ -1,5 +1,4 @@
-"""Reads behind the gender drill-downs: a prompt's items with every label and verdict, and a
-detector's confusion and gallery of disagreements."""
+"""Reads behind the gender drill-downs: a prompt's items, a detector's confusion and disagreements."""
 
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ from detectors.kinds import FILTER_REASON_LABELS
 from detectors.models import Prediction, PredictionStatus
 from metrics.gender import FIRST, SECOND
 from protocols.gender.selectors import CLEAR_VERDICTS, FILTERED, KINDS, with_final
+from protocols.gender.tables import confusion_table, with_seen
 from reports.selectors import (
     PREDICTION_TO_ITEM,
     Scope,
@@ -21,6 +21,7 @@ from reports.selectors import (
     of_versions,
     predictions_in_scope,
 )
+from reports.tables import Table
 from studies.batching import prefetch_in_chunks
 from studies.models import ImageRole, Item, ItemImage, Prompt, Question
 from studies.selectors import item_main_image
@@ -43,14 +44,11 @@ class UnknownDisagreement(ValueError):
 def reason_name(prediction: Prediction | None) -> str:
     """The display name of why a detector filtered an image ("No face"), "" when it did not."""
     reason = prediction.filter_reason if prediction is not None else ""
-    if not reason:
-        return ""
-    return FILTER_REASON_LABELS.get(reason, reason)
+    return FILTER_REASON_LABELS.get(reason, reason) if reason else ""
 
 
 def disagrees(human: str | None, verdict: str | None, *, clear: Sequence[str]) -> bool:
-    """A kept item of the wrong gender, a filtered clear item, or a kept unclear item. False
-    when either side is missing (no final label, no or a failed prediction)."""
+    """A kept item of the wrong gender, a filtered clear item, or a kept unclear item."""
     if human is None or not verdict:
         return False
     if human in clear:
@@ -71,8 +69,7 @@ class ItemRow:
 
     @property
     def verdict_cells(self) -> list[tuple[str, Prediction | None, bool, str]]:
-        """(detector, prediction, disagrees with the final label, the filter reason's name) in
-        detector order."""
+        """(detector, prediction, disagrees with the final label, filter reason's name)."""
         human = self.final.value if self.final else None
         return [
             (
@@ -95,19 +92,17 @@ def prompt_items(
     t2i_model: str | None = None,
     detectors: Sequence[str] | None = None,
 ) -> tuple[list[ItemRow], list[str]]:
-    """The prompt's items with every label, the final label and each detector's prediction;
-    returns (rows, detector keys shown)."""
+    """(the prompt's items with every label, final label and prediction, the detector keys shown)."""
     scope = Scope(prompt.study, t2i_model=t2i_model)
     versions = latest_detector_versions(scope, kinds=KINDS)
     if detectors is not None:
         versions = {k: v for k, v in versions.items() if k in detectors}
-    which = of_versions(versions)
     items = Item.objects.filter(prompt=prompt).order_by("t2i_model", "index", "id")
     if t2i_model:
         items = items.filter(t2i_model=t2i_model)
     read = list(items)
     # A chunk of items at a time: a prompt may have been drawn tens of thousands of times.
-    predictions = Prediction.objects.filter(which, kind__in=KINDS)
+    predictions = Prediction.objects.filter(of_versions(versions), kind__in=KINDS)
     prefetch_in_chunks(
         read, *item_answers_prefetches(question, predictions=predictions, label_order=("created_at", "id"))
     )
@@ -131,16 +126,21 @@ def prompt_items(
     return rows, list(versions)
 
 
+def _reported(scope: Scope, detector: str) -> tuple[str | None, QuerySet[Prediction]]:
+    """The detector's reported version (over every category) and its predictions of it in scope."""
+    version = latest_detector_versions(scope.narrowed(category=None), kinds=KINDS, detector=detector).get(
+        detector
+    )
+    return version, predictions_in_scope(scope, kinds=KINDS, detector=detector).filter(version=version)
+
+
 def _reported_predictions(scope: Scope, *, detector: str, question: Question) -> QuerySet[Prediction]:
-    """The detector's ok predictions (reported version) on items in scope that have a final
-    label, annotated with ``final_value`` and ``output_label`` (the verdict)."""
-    version = latest_detector_versions(
-        Scope(scope.study, scope.t2i_model), kinds=KINDS, detector=detector
-    ).get(detector)
+    """The detector's ok predictions on items in scope with a final label (``with_final``)."""
+    version, predictions = _reported(scope, detector)
     if version is None:
         return Prediction.objects.none()
-    return with_final(predictions_in_scope(scope, kinds=KINDS, detector=detector), question=question).filter(
-        version=version, status=PredictionStatus.OK, final_value__isnull=False
+    return with_final(predictions, question=question).filter(
+        status=PredictionStatus.OK, final_value__isnull=False
     )
 
 
@@ -174,8 +174,7 @@ class DetectorConfusion:
 
     @property
     def gender(self) -> dict[str, int]:
-        """On items clear to humans and kept: "<human value>_<verdict>" -> items, e.g.
-        ``male_female`` for human male, detector female."""
+        """On items clear to humans and kept: "<human value>_<verdict>" -> items."""
         return {f"{h}_{v}": n for h, row in self.gender_matrix for v, n in row}
 
     @property
@@ -187,6 +186,9 @@ class DetectorConfusion:
     def total(self) -> int:
         return sum(self.counts.values())
 
+    def table(self) -> Table:
+        return confusion_table(self.detector, self.counts, labels=self.labels, verdicts=VERDICTS)
+
 
 def detector_confusion(
     scope: Scope,
@@ -197,39 +199,31 @@ def detector_confusion(
     clear: tuple[str, str],
 ) -> DetectorConfusion:
     """Counts of (final label, verdict) for one detector on the items in scope, in SQL."""
-    version = latest_detector_versions(
-        Scope(scope.study, scope.t2i_model), kinds=KINDS, detector=detector
-    ).get(detector)
+    version, predictions = _reported(scope, detector)
     rows = (
-        _reported_predictions(scope, detector=detector, question=question)
+        with_final(predictions, question=question)
+        .filter(status=PredictionStatus.OK, final_value__isnull=False)
         .values(human=F("final_value"), verdict=F("output_label"))
         .annotate(n=Count("pk"))
         .order_by()
     )
     counts = {(r["human"], r["verdict"]): r["n"] for r in rows}
-    failed = predictions_in_scope(scope, kinds=KINDS, detector=detector).filter(
-        version=version, status=PredictionStatus.FAILED
-    )
-    known = {value for value, _ in labels}
-    all_labels = (*labels, *((h, h) for h in sorted({h for h, _ in counts} - known)))
     return DetectorConfusion(
         detector=detector,
         version=version,
         counts=counts,
-        labels=all_labels,
+        labels=with_seen(labels, (h for h, _ in counts)),
         clear=clear,
-        n_failed=failed.count(),
+        n_failed=predictions.filter(status=PredictionStatus.FAILED).count(),
     )
 
 
 def _disagreement_filter(kind: str, clear: Sequence[str]) -> Q:
-    human = "final_value"
     first, second = clear
-    kept = Q(output__label__in=CLEAR_VERDICTS)
-    false_keep = ~Q(**{f"{human}__in": list(clear)}) & kept
-    false_filter = Q(**{f"{human}__in": list(clear)}) & Q(output__label=FILTERED)
-    wrong_gender = Q(**{human: first}, output__label=CLEAR_VERDICTS[SECOND]) | Q(
-        **{human: second}, output__label=CLEAR_VERDICTS[FIRST]
+    false_keep = ~Q(final_value__in=list(clear)) & Q(output__label__in=CLEAR_VERDICTS)
+    false_filter = Q(final_value__in=list(clear), output__label=FILTERED)
+    wrong_gender = Q(final_value=first, output__label=CLEAR_VERDICTS[SECOND]) | Q(
+        final_value=second, output__label=CLEAR_VERDICTS[FIRST]
     )
     kinds = {
         "false_keep": false_keep,
@@ -245,8 +239,7 @@ def _disagreement_filter(kind: str, clear: Sequence[str]) -> Q:
 def detector_disagreements(
     scope: Scope, *, detector: str, question: Question, clear: tuple[str, str], kind: str = "all"
 ) -> QuerySet[Prediction]:
-    """The detector's predictions that disagree with the item's final label, as a queryset to
-    paginate, with the item's fields annotated."""
+    """The detector's predictions that disagree with the final label, with the item's fields."""
     item = PREDICTION_TO_ITEM
     return (
         _reported_predictions(scope, detector=detector, question=question)

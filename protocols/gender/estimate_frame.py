@@ -1,5 +1,4 @@
-"""The gender protocol's sampling frame and estimate: per item the detector's verdict at one
-version and the human class of its final label, turned into ``metrics.ppi``'s arrays."""
+"""The gender protocol's sampling frame and its estimate by ``metrics.ppi``."""
 
 from __future__ import annotations
 
@@ -49,20 +48,23 @@ FAILED = "failed"
 _CLEAR = {Verdict.MALE.value: Verdict.MALE.value, Verdict.FEMALE.value: Verdict.FEMALE.value}
 
 
-def verdicts(study: Study, detector: str, version: str) -> dict[int, str]:
-    """Item id -> the detector's verdict at ``version`` on the item's image: male, female,
-    filtered, or failed (a failed prediction); an item without one is left out (missing)."""
+def _predictions(
+    study: Study, detector: str, version: str
+) -> tuple[QuerySet[ItemImage], QuerySet[Prediction]]:
+    """The study's item images and the detector's gender predictions on them at ``version``."""
     images = ItemImage.objects.filter(item__study=study, role=ImageRole.IMAGE)
+    predictions = Prediction.objects.filter(
+        kind=KIND_GENDER, detector=detector, version=version, image_id__in=images.values("image_id")
+    )
+    return images, predictions
+
+
+def verdicts(study: Study, detector: str, version: str) -> dict[int, str]:
+    """Item id -> the detector's verdict at ``version``: male, female, filtered or failed."""
+    images, predictions = _predictions(study, detector, version)
     verdict_of_image: dict[int, str] = {}
-    for image_id, status, label in (
-        Prediction.objects.filter(
-            kind=KIND_GENDER,
-            detector=detector,
-            version=version,
-            image_id__in=images.values("image_id"),
-        )
-        .annotate(label=KT("output__label"))
-        .values_list("image_id", "status", "label")
+    for image_id, status, label in predictions.annotate(label=KT("output__label")).values_list(
+        "image_id", "status", "label"
     ):
         # The module's own strings, not one per row: a million items share four.
         ok = status == PredictionStatus.OK
@@ -71,20 +73,11 @@ def verdicts(study: Study, detector: str, version: str) -> dict[int, str]:
 
 
 def judge_vectors(study: Study, detector: str, version: str) -> dict[int, tuple[float, float]]:
-    """Item id -> (p_male, p_female) of a judge's ok gender output at ``version`` (its scores when
-    they hold ``cant_tell``: a judge's male / female / can't tell probabilities); items whose
-    output has no such scores are left out (their verdict is the prediction)."""
-    images = ItemImage.objects.filter(item__study=study, role=ImageRole.IMAGE)
+    """Item id -> (p_male, p_female) of a judge's ok output at ``version`` that scores ``cant_tell``."""
+    images, predictions = _predictions(study, detector, version)
     by_image: dict[int, tuple[float, float]] = {}
     for image_id, scores in (
-        Prediction.objects.filter(
-            kind=KIND_GENDER,
-            detector=detector,
-            version=version,
-            status=PredictionStatus.OK,
-            output__scores__has_key=CANT_TELL,
-            image_id__in=images.values("image_id"),
-        )
+        predictions.filter(status=PredictionStatus.OK, output__scores__has_key=CANT_TELL)
         .values_list("image_id", "output__scores")
         .iterator(chunk_size=2000)
     ):
@@ -105,23 +98,14 @@ def _per_item(images: QuerySet[ItemImage], by_image: Mapping[int, V]) -> dict[in
     return out
 
 
-def _human_class(value: str, clear: Sequence[str]) -> str:
-    return ppi_shares.CLASSES[gm.class_index(value, clear)]
-
-
 def humans(study: Study) -> dict[int, str]:
-    """Item id -> the class of its final label of the gender question: male, female or rest
-    (the question's first and second clear values, anything else)."""
+    """Item id -> the class of its final gender label: male, female (the clear values) or rest."""
     question = gender_question(study)
     if question is None:
         return {}
     clear = gm.check_clear_values(question.clear_values)
-    return {
-        item_id: _human_class(value, clear)
-        for item_id, value in FinalLabel.objects.filter(item__study=study, question=question).values_list(
-            "item_id", "value"
-        )
-    }
+    finals = FinalLabel.objects.filter(item__study=study, question=question).values_list("item_id", "value")
+    return {item_id: ppi_shares.CLASSES[gm.class_index(value, clear)] for item_id, value in finals}
 
 
 def labelled(study: Study) -> frozenset[int]:
@@ -157,9 +141,8 @@ def arrays(
     rounds: Sequence[RoundState],
     soft: Mapping[int, tuple[float, float]] | None = None,
 ) -> ppi_shares.LabelledSample:
-    """The estimator's inputs for ``items`` under ``rounds`` ((K, n) for the rounds): ξ = selected
-    and finally labelled (earlier rounds' selected items count in their first round only).
-    ``soft``: item id -> a judge's (p_male, p_female), its detector vector in place of its verdict's."""
+    """The estimator's inputs for ``items`` under ``rounds``; ``soft``: a judge's (p_male, p_female)
+    per item, in place of its verdict's vector (docs/explanation/estimator.md)."""
     n = len(items)
     f = _detector_vectors(items, soft or {})
     y = np.array(
@@ -191,14 +174,12 @@ class RoundPoint:
 
 @dataclass(frozen=True)
 class ModelEstimate:
-    """One T2I model: the estimate, its prompt names, and the interval width round by round."""
+    """One T2I model: the estimate and the interval width round by round."""
 
     t2i_model: str
     estimate: ppi.ModelBiasEstimate | None
-    prompt_names: dict[int, str]
     n_images: int
     detector_only: float | None
-    pending_images: int
     history: tuple[RoundPoint, ...] = ()
     warnings: tuple[str, ...] = ()
     #: (prompt name, images) of every prompt of the model.
@@ -235,8 +216,7 @@ class StudyEstimate:
     waiting: dict[int, tuple[str, str]]
 
     def pending_json(self, t2i_model: str | None = None) -> list[dict[str, Any]]:
-        """Pending rounds: number, how many selected images wait (of this model, if given) and
-        the first few of their image names."""
+        """Pending rounds: number, images waiting (of this model, if given) and the first few names."""
         names = self.waiting
         out = []
         disputed = items_disputed(self.study, [i for s in self.pending for i in s.pending])
@@ -265,14 +245,11 @@ def _prompt_id(item: FrameItem) -> int:
 
 
 def _prompt_names(items: Sequence[FrameItem]) -> dict[int, str]:
-    """Prompt id -> the name the JSON uses: its text, with the id added when two prompts of a
-    model share a text (a study may hold one text under two categories)."""
+    """Prompt id -> its text in the JSON, with the id added when two prompts share a text."""
     by_id: dict[int, str] = {}
     for item in items:
         by_id.setdefault(_prompt_id(item), item.prompt or "(no prompt)")
-    counts: dict[str, int] = defaultdict(int)
-    for text in by_id.values():
-        counts[text] += 1
+    counts = Counter(by_id.values())
     return {pid: (text if counts[text] == 1 else f"{text} (#{pid})") for pid, text in by_id.items()}
 
 
@@ -298,8 +275,7 @@ def bias_estimate(
     seed: int = 0,
     history: bool = False,
 ) -> StudyEstimate:
-    """The prediction-powered estimate per T2I model at ``version`` (default: run last);
-    ``history`` adds the interval widths after each round. LookupError without predictions."""
+    """The prediction-powered estimate per T2I model at ``version`` (default: the last run)."""
     version = version or detector_version(study, detector, KIND_GENDER)
     if version is None:
         raise LookupError(f"detector '{detector}' has no gender predictions in study '{study.slug}'")
@@ -358,28 +334,19 @@ def bias_estimate(
             named = np.array([names[_prompt_id(i)] for i in items], dtype=object)
             result = ppi.estimate_model_bias(replace(data, prompt_ids=named), n_boot=n_boot, seed=seed)
             detector_only = result.detector_only
-            if history:
-                for k in range(1, len(usable) + 1):
-                    partial = result
-                    if k < len(usable):
-                        part = replace(arrays(items, usable[:k], soft), prompt_ids=named)
-                        partial = ppi.estimate_model_bias(part, n_boot=min(n_boot, HISTORY_BOOT), seed=seed)
-                    points.append(
-                        RoundPoint(
-                            k,
-                            partial.n_labelled,
-                            _width(partial.model_bias_score),
-                            _width(partial.human_only),
-                        )
-                    )
+            for k in range(1, len(usable) + 1) if history else ():
+                partial = result
+                if k < len(usable):
+                    part = replace(arrays(items, usable[:k], soft), prompt_ids=named)
+                    partial = ppi.estimate_model_bias(part, n_boot=min(n_boot, HISTORY_BOOT), seed=seed)
+                widths = _width(partial.model_bias_score), _width(partial.human_only)
+                points.append(RoundPoint(k, partial.n_labelled, *widths))
         models.append(
             ModelEstimate(
                 model,
                 result,
-                names,
                 len(items),
                 detector_only,
-                waiting,
                 tuple(points),
                 tuple(warnings),
                 tuple(sizes.items()),
@@ -404,36 +371,8 @@ def width_chart_svg(models: Sequence[ModelEstimate]) -> bytes | None:
     )
 
 
-def _stratified(
-    items: tuple[FrameItem, ...],
-    rounds: tuple[RoundState, ...],
-    budget: int,
-    pool: np.ndarray,
-    soft: Mapping[int, tuple[float, float]],
-) -> np.ndarray:
-    """π of the stratified design (``metrics.stratified``): strata are T2I model x prompt x
-    detector verdict; the spread of each verdict's error comes from the earlier rounds' labels
-    (each weighted 1/π), none before the first round (proportional allocation)."""
-    strata: list[Hashable] = [(i.t2i_model, i.prompt_id, i.verdict) for i in items]
-    spread: dict[Hashable, float] | None = None
-    if rounds:
-        data = arrays(items, rounds, soft)
-        xi, pi, f, y = (np.asarray(a) for a in (data.xi, data.pi, data.f, data.y))
-        outputs, residual_sq, weights = [], [], []
-        for k in range(xi.shape[0]):
-            for j in np.flatnonzero(xi[k]):
-                outputs.append(items[j].verdict)
-                residual_sq.append(float(np.sum((y[j] - f[j]) ** 2)))
-                weights.append(1.0 / float(pi[k, j]))
-        by_verdict = stratified.residual_spread(outputs, residual_sq, weights)
-        spread = {key: by_verdict.get(key[2], 1.0) for key in strata}  # type: ignore[index]
-    return stratified.inclusion_probabilities_stratified(strata, budget, spread=spread, eligible=pool)
-
-
 def design_pi(frame: Frame, design: str, budget: int, pool: np.ndarray) -> np.ndarray:
-    """π of the unlabelled ``pool`` under the active or stratified design, read from the frame's
-    verdicts and labels as ``metrics.ppi``'s vectors (the active design needs earlier rounds:
-    ``estimates.services`` checks that first)."""
+    """π of the unlabelled ``pool`` under the active or stratified design."""
     items = frame.items
     soft = judge_vectors(frame.study, frame.detector, frame.version)
     if design == Design.ACTIVE:
@@ -445,5 +384,19 @@ def design_pi(frame: Frame, design: str, budget: int, pool: np.ndarray) -> np.nd
             np.asarray(data.detector_outputs), prompt_keys, model, budget, eligible=pool
         )
     if design == Design.STRATIFIED:
-        return _stratified(items, frame.rounds, budget, pool, soft)
+        # Strata: T2I model x prompt x verdict; each verdict's error spread from earlier rounds' labels.
+        strata: list[Hashable] = [(i.t2i_model, i.prompt_id, i.verdict) for i in items]
+        spread: dict[Hashable, float] | None = None
+        if frame.rounds:
+            data = arrays(items, frame.rounds, soft)
+            xi, pi, f, y = (np.asarray(a) for a in (data.xi, data.pi, data.f, data.y))
+            outputs, residual_sq, weights = [], [], []
+            for k in range(xi.shape[0]):
+                for j in np.flatnonzero(xi[k]):
+                    outputs.append(items[j].verdict)
+                    residual_sq.append(float(np.sum((y[j] - f[j]) ** 2)))
+                    weights.append(1.0 / float(pi[k, j]))
+            by_verdict = stratified.residual_spread(outputs, residual_sq, weights)
+            spread = {key: by_verdict.get(key[2], 1.0) for key in strata}  # type: ignore[index]
+        return stratified.inclusion_probabilities_stratified(strata, budget, spread=spread, eligible=pool)
     raise ValueError(f"the gender estimate computes no π of design {design!r}")

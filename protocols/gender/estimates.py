@@ -1,5 +1,4 @@
-"""The gender protocol's few-label estimate: the model bias score per T2I model from
-``metrics.ppi``; frame and designs in ``estimate_frame``."""
+"""The gender protocol's few-label estimate of the model bias score per T2I model."""
 
 from __future__ import annotations
 
@@ -19,9 +18,48 @@ from protocols.gender.estimate_frame import (
     verdicts,
     width_chart_svg,
 )
-from protocols.gender.estimate_summary import summary_table
 from reports import render
+from reports.tables import Table, ci_field, num_field, raw_cell, text_field, value_field
 from studies.models import Study
+
+FIELDS = (
+    text_field("t2i_model", "T2I model"),
+    # The bias-corrected estimate: the point that lies inside the interval beside it.
+    num_field("estimate", "Estimate", ("model_bias_score", "bias_corrected")),
+    ci_field("ci95", "95 % interval", ("model_bias_score", "ci95"), 3),
+    # The plug-in (eq. 1 on the estimated shares): biased upward when labels are few.
+    num_field("plug_in", "Plug-in", ("model_bias_score", "estimate")),
+    num_field("human_only", "Labels only", ("human_only", "bias_corrected")),
+    ci_field("human_only_ci95", "Labels-only 95 % interval", ("human_only", "ci95"), 3),
+    num_field("detector_only", "Detector only"),
+    num_field("lambda", "λ", digits=2),
+    num_field("effective_labels", "Effective labels", digits=0),
+    *(
+        value_field(key, label, raw_cell)
+        for key, label in (
+            ("n_labelled", "Labelled"),
+            ("n_images", "Images"),
+            ("rounds", "Rounds"),
+            ("labels_for_half_width", "Labels to halve"),
+        )
+    ),
+)
+
+
+def summary_table(estimate: StudyEstimate) -> Table:
+    """The estimate as one table (a row per T2I model), for ``estimate_bias --format md|csv`` and the page."""
+    return Table.of(
+        "bias_estimate",
+        f"Model bias score estimated from {estimate.detector}@{estimate.version} and sampled labels",
+        "Estimate: the detector on every image, corrected by the sampled human labels, with the "
+        "detector weighted by λ (0: labels alone, 1: the detector's full weight; chosen from the data "
+        "to make the interval narrow), bias-corrected by the design bootstrap so that it lies in its 95 % "
+        "interval. Plug-in: the same score without that correction (too high when labels are few). "
+        "Labels only: the sampled labels alone. Effective labels: how many labels alone would give "
+        "the same precision.",
+        FIELDS,
+        (model.as_json([]) | {"t2i_model": model.t2i_model} for model in estimate.models),
+    )
 
 
 @dataclass(frozen=True)
@@ -33,8 +71,6 @@ class GenderReport:
         return self.estimate.version
 
     def page_context(self) -> dict[str, Any]:
-        """What the estimate page shows: the summary table, the width chart, pending rounds,
-        the prompt tables and the warnings."""
         svg = width_chart_svg(self.estimate.models)
         return {
             "estimate": self.estimate,
@@ -49,7 +85,7 @@ class GenderReport:
         return self.estimate.as_json()
 
     def api_json(self) -> dict[str, Any]:
-        """The API's body (the gender estimate's shape): the contract per model under ``models``."""
+        """The API's body: the contract per model under ``models``."""
         e = self.estimate
         return {"detector": e.detector, "version": e.version, "models": e.as_json()}
 
@@ -69,15 +105,9 @@ def _prompt_tables(estimate: StudyEstimate) -> list[dict[str, Any]]:
     for model in estimate.models:
         if model.estimate is None:
             continue
-        rows: list[dict[str, Any]] = [
-            {
-                "prompt": str(key),
-                "estimate": p.estimate,
-                "ci95": p.ci95,
-                "n_images": p.n_images,
-                "n_labelled": p.n_labelled,
-                "warning": p.warning or "",
-            }
+        rows = [
+            {"prompt": str(key), "warning": p.warning or ""}
+            | {k: getattr(p, k) for k in ("estimate", "ci95", "n_images", "n_labelled")}
             for key, p in model.estimate.prompts.items()
         ]
         rows.sort(key=lambda r: (r["estimate"] is None, -(r["estimate"] or 0.0), r["prompt"]))

@@ -17,6 +17,7 @@ from detectors.kinds import KIND_GENDER
 from metrics import gender as metrics
 from protocols.gender import contract
 from protocols.gender import selectors as gsel
+from protocols.gender import tables as gtables
 from reports import judges
 from reports import selectors as sel
 from studies.models import Question
@@ -39,15 +40,22 @@ class GenderResult:
     clear: tuple[str, str]
     prompt_counts: PromptCounts
     prompt_ids: dict[tuple[str, str, str], int]
+    category: str | None = None
 
-    @property
-    def label_values(self) -> tuple[str, ...]:
-        return tuple(value for value, _ in self.labels)
+    def grid(self) -> gtables.PromptGrid:
+        """Prompts x (T2I model, source) prompt bias scores (paper table 7)."""
+        return gtables.prompt_grid(
+            self.report,
+            self.prompt_counts,
+            clear=self.clear,
+            prompt_ids=self.prompt_ids,
+            detectors=gtables.detector_keys(self.report),
+            category=self.category,
+        )
 
 
 def _seed(seed: int, *names: str) -> list[int]:
-    """A seed per (model, detector), stable across runs and independent of which other models
-    or detectors are in the report (so filtering the report does not move an interval)."""
+    """A seed per (model, detector), independent of the other models and detectors in the report."""
     return [seed, *(zlib.crc32(name.encode()) for name in names)]
 
 
@@ -56,8 +64,7 @@ def _interval(interval: metrics.Interval | None) -> list[float] | None:
 
 
 def _map_threads(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
-    """``[fn(item) for item in items]`` on up to ``BOOTSTRAP_THREADS`` threads (numpy releases the
-    GIL; each pair has its own seeded generator)."""
+    """``[fn(item) for item in items]`` on up to ``BOOTSTRAP_THREADS`` threads (numpy releases the GIL)."""
     items = list(items)
     workers = min(len(items), os.cpu_count() or 1, BOOTSTRAP_THREADS)
     if workers <= 1:
@@ -115,14 +122,6 @@ def _human_model(
     }
 
 
-def _filtering_and_accuracy(table: np.ndarray) -> tuple[contract.Filtering, contract.Accuracy]:
-    """Filtering (eqs. 4-5) and accuracy (eq. 6) from a summed joint table [human][detector]."""
-    return (
-        cast("contract.Filtering", asdict(metrics.filtering_from_joint(table))),
-        cast("contract.Accuracy", asdict(metrics.accuracy_from_joint(table))),
-    )
-
-
 def _detector_model(
     tables: dict[int | None, list[list[int]]], *, bootstrap: int, seed: list[int]
 ) -> contract.DetectorModel:
@@ -156,26 +155,18 @@ def _detectors(
     report: dict[str, contract.Detector] = {}
     for key in sorted(versions):
         per_model = grouped.get(key, {})
-        total = np.zeros((metrics.N_CLASSES, metrics.N_CLASSES), dtype=np.int64)
-        for tables in per_model.values():
-            for table in tables.values():
-                total += np.asarray(table, dtype=np.int64)
-        filtering, accuracy = _filtering_and_accuracy(total)
+        # Filtering (eqs. 4-5) and accuracy (eq. 6) from the joint table summed over models and prompts.
+        tables = [
+            np.asarray(t, dtype=np.int64) for by_prompt in per_model.values() for t in by_prompt.values()
+        ]
+        total = sum(tables, np.zeros((metrics.N_CLASSES, metrics.N_CLASSES), dtype=np.int64))
         report[key] = {
             "version": versions[key],
-            "filtering": filtering,
-            "accuracy": accuracy,
+            "filtering": cast("contract.Filtering", asdict(metrics.filtering_from_joint(total))),
+            "accuracy": cast("contract.Accuracy", asdict(metrics.accuracy_from_joint(total))),
             "per_model": {model: per_pair[(key, model)] for model in sorted(per_model)},
         }
     return report
-
-
-def label_order(question: Question, seen: Iterable[str] = ()) -> tuple[tuple[str, str], ...]:
-    """(value, name) of the question's choices in order, then any other value seen, sorted."""
-    labels = [(value, question.display(value)) for value in question.values]
-    known = {value for value, _ in labels}
-    labels += [(value, value) for value in sorted(set(seen) - known)]
-    return tuple(labels)
 
 
 def judge_report(
@@ -186,8 +177,7 @@ def judge_report(
     key: str,
     detector: str | None,
 ) -> dict[str, Any]:
-    """``judges`` and ``judge_versions``: every gender run against the final answers, over the
-    images people found clear."""
+    """``judges`` and ``judge_versions``: every gender run against the final answers on clear images."""
     by_item = {item_id: {key: value} for item_id, value, _model, _prompt in finals}
     runs = judges.judge_runs(
         scope.narrowed(category=None),
@@ -207,13 +197,13 @@ def compute(
     bootstrap: int = 1000,
     seed: int = 0,
 ) -> GenderResult:
-    """The gender report of the items in scope (study, T2I model and, when given, prompt
-    category). See ``GenderAnalysis.compute``."""
+    """The gender report of the items in scope; see ``GenderAnalysis.compute``."""
     clear = metrics.check_clear_values(question.clear_values)
     # Final labels of the whole study: detector versions are of the study, human counts of the category.
     finals = gsel.final_rows(scope.narrowed(category=None), question=question)
     rows = gsel.human_prompt_counts(scope.study, finals, category=scope.category)
-    labels = label_order(question, (value for row in rows for value in row["counts"]))
+    named = [(value, question.display(value)) for value in question.values]
+    labels = gtables.with_seen(named, (value for row in rows for value in row["counts"]))
     values = tuple(value for value, _ in labels)
     by_model: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
@@ -254,6 +244,4 @@ def compute(
         key = (*prompts[row["prompt_id"]], row["t2i_model"], row["detector"])
         counts[key] = (sum(r[0] for r in table), sum(r[1] for r in table), sum(map(sum, table)))
     prompt_ids = {text: pid for pid, text in prompts.items() if pid is not None}
-    return GenderResult(
-        report=report, labels=labels, clear=clear, prompt_counts=counts, prompt_ids=prompt_ids
-    )
+    return GenderResult(report, labels, clear, counts, prompt_ids, scope.category)

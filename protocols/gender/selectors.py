@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict, cast
 
 from django.db.models import F, FilteredRelation, Q, QuerySet
@@ -32,9 +32,8 @@ FinalRow: TypeAlias = tuple[int, str, str, int | None]
 
 
 def final_rows(scope: Scope, *, question: Question) -> list[FinalRow]:
-    """The final labels of ``question`` on the items in scope, one row each. One read, which
-    the human counts and the detector verdicts share: each was a join of the final labels with
-    the items (about 0.1 s at a million items on PostgreSQL, whatever the number of labels)."""
+    """The final labels of ``question`` on the items in scope: one read the human counts and the
+    detector verdicts share."""
     return list(
         FinalLabel.objects.filter(scope.q("item__"), question=question).values_list(
             "item_id", "value", "item__t2i_model", "item__prompt_id"
@@ -88,8 +87,7 @@ PredictionWithFinal: TypeAlias = "WithAnnotations[Prediction, FinalFields]"
 
 
 def with_final(predictions: QuerySet[Prediction], *, question: Question) -> QuerySet[PredictionWithFinal]:
-    """``predictions`` annotated with ``final_value`` (the item's final label, NULL without one)
-    and ``output_label`` (the verdict); filter on ``final_value`` and ``output__label``."""
+    """``predictions`` annotated with ``final_value`` (the item's final label) and ``output_label``."""
     # cast: a failed prediction's KT label is NULL, and "final" is a join alias, not a value.
     annotated = predictions.annotate(
         final=FilteredRelation(
@@ -102,17 +100,19 @@ def with_final(predictions: QuerySet[Prediction], *, question: Question) -> Quer
     return cast("QuerySet[PredictionWithFinal]", annotated)
 
 
-def detector_verdict_counts(
-    scope: Scope, *, versions: Mapping[str, str], finals: Sequence[FinalRow]
-) -> list[Mapping[str, Any]]:
-    """``ok`` gender predictions of the given runs on the items of ``finals``, counted per
-    (detector, T2I model, prompt, final label, verdict), a chunk of items at a time."""
-    if not versions:
-        return []
+def detector_joint_counts(
+    scope: Scope, *, finals: Sequence[FinalRow], clear: Sequence[str], detector: str | None = None
+) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """The reported version of each detector and per (detector, T2I model, prompt) the 3 x 3 table
+    [human class][detector class] over the items of ``finals`` with an ``ok`` prediction."""
+    versions = latest_detector_versions(scope, kinds=KINDS, detector=detector)
     by_item = {item_id: (value, model, prompt_id) for item_id, value, model, prompt_id in finals}
-    roles = list(protocol_spec(scope.study.protocol).image_roles)
-    counts: dict[tuple[str, str, int | None, str, str | None], int] = {}
-    for chunk in in_chunks(by_item):
+    roles = list(protocol_spec(scope.study.protocol).image_roles) if versions else []
+    # Class of every value seen, looked up once (a million rows share a handful).
+    human_class = {value: class_index(value, clear) for value, _, _ in by_item.values()}
+    verdict_class: dict[str, int] = {}
+    tables: dict[tuple[str, str, int | None], list[list[int]]] = {}
+    for chunk in in_chunks(by_item) if versions else ():
         # Image files first, then their predictions: a join through the image table costs a probe per item.
         items_of: dict[int, list[int]] = {}
         for item_id, image_id in (
@@ -122,51 +122,19 @@ def detector_verdict_counts(
         ):
             items_of.setdefault(image_id, []).append(item_id)
         for images in in_chunks(items_of):
-            rows = Prediction.objects.filter(IsIn(F("image_id"), images), kind__in=KINDS).values_list(
-                "image_id", "detector", "version", "status", KT("output__label")
-            )
-            for image_id, key, version, status, verdict in rows:
-                if versions.get(key) != version or status != PredictionStatus.OK:
+            for image_id, key, version, status, verdict in Prediction.objects.filter(
+                IsIn(F("image_id"), images), kind__in=KINDS
+            ).values_list("image_id", "detector", "version", "status", KT("output__label")):
+                if versions.get(key) != version or status != PredictionStatus.OK or not verdict:
                     continue
+                if verdict not in verdict_class:
+                    verdict_class[verdict] = class_index(verdict, CLEAR_VERDICTS)
                 for item_id in items_of[image_id]:
                     final, model, prompt_id = by_item[item_id]
-                    group = (key, model, prompt_id, final, verdict)
-                    counts[group] = counts.get(group, 0) + 1
-    return [
-        {
-            "detector": key,
-            "t2i_model": model,
-            "prompt_id": prompt_id,
-            "final_value": final,
-            "verdict": verdict,
-            "n": n,
-        }
-        for (key, model, prompt_id, final, verdict), n in counts.items()
-    ]
-
-
-def detector_joint_counts(
-    scope: Scope, *, finals: Sequence[FinalRow], clear: Sequence[str], detector: str | None = None
-) -> tuple[dict[str, str], list[dict[str, Any]]]:
-    """The reported version of each detector and per (detector, T2I model, prompt) the 3 x 3 table
-    [human class][detector class] over items with a final label and an ``ok`` prediction."""
-    versions = latest_detector_versions(scope, kinds=KINDS, detector=detector)
-    grouped = detector_verdict_counts(scope, versions=versions, finals=finals)
-    # Class of every value seen, looked up once (a few thousand grouped rows share a handful).
-    human_class = {value: class_index(value, clear) for value in {row["final_value"] for row in grouped}}
-    verdict_class = {
-        value: class_index(value, CLEAR_VERDICTS) for value in {row["verdict"] for row in grouped}
-    }
-    tables: dict[tuple[str, str, int | None], list[list[int]]] = {}
-    for row in grouped:
-        verdict = row["verdict"]
-        if not verdict:
-            continue
-        key = (row["detector"], row["t2i_model"], row["prompt_id"])
-        table = tables.get(key)
-        if table is None:
-            table = tables[key] = [[0] * N_CLASSES for _ in range(N_CLASSES)]
-        table[human_class[row["final_value"]]][verdict_class[verdict]] += row["n"]
+                    table = tables.get((key, model, prompt_id))
+                    if table is None:
+                        table = tables[(key, model, prompt_id)] = [[0] * N_CLASSES for _ in range(N_CLASSES)]
+                    table[human_class[final]][verdict_class[verdict]] += 1
     rows = [
         {"detector": d, "t2i_model": m, "prompt_id": p, "table": tables[(d, m, p)]}
         for d, m, p in sorted(tables, key=lambda k: (k[0], k[1], k[2] or 0))

@@ -1,5 +1,4 @@
-"""The ``gender`` protocol's spec (Lyu et al. 2025): one question, the gender an image's person
-presents; detectors answer with outputs of kind ``gender``. Pure data: no model imports."""
+"""The ``gender`` protocol's spec (Lyu et al. 2025): one question, outputs of kind ``gender``."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ GENDER_QUESTION = QuestionSpec(
 
 
 def gender_questions_problem(questions: Sequence[QuestionSpec]) -> str | None:
-    """Gender (Lyu et al. 2025): the bias scores read the ``gender`` question, whose two answers
-    marked ``clear`` are the genders compared. Why the questions cannot serve, or None."""
+    """Why the questions lack a ``gender`` question with exactly two clear answers, or None."""
     gender = next((q for q in questions if q.key == "gender"), None)
     if gender is None:
         return (

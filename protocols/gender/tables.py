@@ -1,14 +1,13 @@
-"""The paper's tables (Lyu et al. 2025) built from a gender report: pure functions of the
-report dict and plain rows; ``labels`` are the (value, name) pairs of the gender question."""
+"""The paper's tables (Lyu et al. 2025) as pure functions of a gender report; ``labels``: (value, name)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from reports.tables import (
-    NO_VALUE,
     Cell,
     Column,
     Field,
@@ -49,23 +48,21 @@ def model_keys(report: Mapping[str, Any]) -> list[str]:
     return seen
 
 
+def with_seen(labels: Labels, seen: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """``labels``, then every other value seen (named by itself), sorted."""
+    return (*labels, *((value, value) for value in sorted(set(seen) - {value for value, _ in labels})))
+
+
 def detector_keys(report: Mapping[str, Any]) -> list[str]:
     return list(report.get("detectors", {}))
 
 
 def prompt_counts(
-    prompts: Iterable[Mapping[str, Any]], labels: Labels, clear: Sequence[str]
+    prompts: Sequence[Mapping[str, Any]], labels: Labels, clear: Sequence[str]
 ) -> dict[str, int]:
     """Summed label counts over prompt rows: {value: n for each label, "clear", "images"}."""
-    values = [value for value, _ in labels]
-    totals = dict.fromkeys(values, 0)
-    for row in prompts:
-        for value in values:
-            totals[value] += int(row.get(f"n_{value}", 0) or 0)
-    out = dict(totals)
-    out["clear"] = sum(totals.get(value, 0) for value in clear)
-    out["images"] = sum(totals.values())
-    return out
+    totals = {value: sum(int(row.get(f"n_{value}", 0) or 0) for row in prompts) for value, _ in labels}
+    return totals | {"clear": sum(totals.get(v, 0) for v in clear), "images": sum(totals.values())}
 
 
 def detector_n(detector: Mapping[str, Any]) -> int:
@@ -80,11 +77,30 @@ def _figures(detectors: Mapping[str, Any], model: str, figure: str) -> list[floa
 
 
 def model_bias_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequence[str]) -> Table:
-    """Paper table 1: model bias score of humans and every detector, the signed % difference,
-    their 95 % intervals and n."""
+    """Paper table 1: model bias score of humans and every detector, % difference, intervals, n."""
     models = model_keys(report)
-    human = report.get("human", {})
     detectors = report.get("detectors", {})
+
+    def human(model: str) -> list[Cell]:
+        h = report.get("human", {}).get(model) or {}
+        counts = prompt_counts(h.get("prompts", []), labels, clear)
+        title = f"{counts['clear']} clear of {counts['images']} images"
+        n = h.get("n_images", counts["images"])
+        blank = [Cell(None, ""), Cell((None, None), "")]  # no difference from itself
+        return [num_cell(h.get("model_bias_score"), title=title), ci_cell(h.get("ci95")), *blank, int_cell(n)]
+
+    def detector(det: Mapping[str, Any], model: str) -> list[Cell]:
+        pm = det.get("per_model", {}).get(model) or {}
+        same = pm.get("human_model_bias_score")
+        title = f"human score on the same images: {num(same)}" if same is not None else ""
+        return [
+            num_cell(pm.get("model_bias_score"), title=title),
+            ci_cell(pm.get("model_bias_score_ci95")),
+            Cell(pm.get("pct_diff"), signed_pct(pm.get("pct_diff"))),
+            ci_cell(pm.get("ci95"), digits=2),
+            int_cell(pm.get("n_images")),
+        ]
+
     columns = [Column("source", "Source", numeric=False)]
     for model in models:
         columns += [
@@ -94,43 +110,10 @@ def model_bias_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequen
             Column(f"{model}_pct_diff_ci95", "\u0394 95 % CI", pair=True),
             Column(f"{model}_n_images", "n"),
         ]
-
-    human_row: list[Cell] = [text_cell("Human (ground truth)")]
-    for model in models:
-        h = human.get(model) or {}
-        counts = prompt_counts(h.get("prompts", []), labels, clear)
-        score = h.get("model_bias_score")
-        n = h.get("n_images", counts["images"])
-        human_row += [
-            num_cell(score, title=f"{counts['clear']} clear of {counts['images']} images"),
-            ci_cell(h.get("ci95")),
-            Cell(None, ""),
-            Cell((None, None), ""),
-            int_cell(n),
-        ]
-
-    det_rows: list[list[Cell]] = []
-    for det_key, det in detectors.items():
-        row: list[Cell] = [text_cell(det_key)]
-        for model in models:
-            pm = det.get("per_model", {}).get(model) or {}
-            score = pm.get("model_bias_score")
-            human_same = pm.get("human_model_bias_score")
-            row += [
-                Cell(
-                    score,
-                    num(score),
-                    title=f"human score on the same images: {num(human_same)}"
-                    if human_same is not None
-                    else "",
-                ),
-                ci_cell(pm.get("model_bias_score_ci95")),
-                Cell(pm.get("pct_diff"), signed_pct(pm.get("pct_diff"))),
-                ci_cell(pm.get("ci95"), digits=2),
-                int_cell(pm.get("n_images")) if pm else Cell(None, NO_VALUE),
-            ]
-        det_rows.append(row)
-
+    rows = [(text_cell("Human (ground truth)"), *(c for m in models for c in human(m)))]
+    rows += [
+        (text_cell(key), *(c for m in models for c in detector(det, m))) for key, det in detectors.items()
+    ]
     table = Table(
         key="model_bias",
         title="Model bias score: human vs detectors",
@@ -141,7 +124,7 @@ def model_bias_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequen
             "bootstrap intervals resample images within prompts. n: images behind the number."
         ),
         columns=tuple(columns),
-        rows=tuple(tuple(r) for r in [human_row, *det_rows]),
+        rows=tuple(rows),
         groups=(("", 1), *((m, 5) for m in models)),
     )
     # Mark, per T2I model, the detector closest to and farthest from the human score.
@@ -246,48 +229,46 @@ def label_shares_table(report: Mapping[str, Any], *, labels: Labels, clear: Sequ
 
 
 def categories_table(report: Mapping[str, Any], *, category: str | None = None) -> Table:
-    """Paper table 6, one column pair per T2I model: category bias score and the number of
-    prompts it averages; the last row is the model bias score over all prompts."""
+    """Paper table 6: per T2I model the category bias score and its prompts; last row all prompts."""
     human = report.get("human", {})
-    models = list(human)
-    categories: list[str] = []
-    scored: dict[tuple[str, str], int] = {}
-    for model, h in human.items():
-        for cat in h.get("categories", {}):
-            if cat not in categories and (not category or cat == category):
-                categories.append(cat)
-        for p in h.get("prompts", []):
-            if p.get("prompt_bias_score") is not None:
-                scored[(model, p["category"])] = scored.get((model, p["category"]), 0) + 1
-    columns = [Column("category", "Category", numeric=False)]
-    for model in models:
-        columns += [Column(f"{model}_score", "Bias score"), Column(f"{model}_n_prompts", "n prompts")]
-    rows = []
-    for cat in sorted(categories):
-        row = [text_cell(cat)]
-        for model in models:
-            score = human[model].get("categories", {}).get(cat)
-            row += [num_cell(score), int_cell(scored.get((model, cat), 0))]
-        rows.append(tuple(row))
-    if rows and not category:
-        total = [text_cell("All prompts (model bias score)")]
-        for model in models:
-            h = human[model]
-            n = h.get("n_prompts_scored", sum(v for (m, _c), v in scored.items() if m == model))
-            total += [num_cell(h.get("model_bias_score")), int_cell(n)]
-        rows.append(tuple(total))
-    return Table(
-        key="categories",
-        title="Bias score per prompt category",
-        caption=(
-            "Category bias score: mean over the category's prompts of |n_male \u2212 n_female| / "
-            "n_clear (eq. 1 within the category); last row: the model bias score over all prompts. "
-            "Prompts without a clear image have no score and are not averaged (n counts scored "
-            "prompts)."
-        ),
-        columns=tuple(columns),
-        rows=tuple(rows),
-        groups=(("", 1), *((m, 2) for m in models)),
+    scored = Counter(
+        (model, p["category"])
+        for model, h in human.items()
+        for p in h.get("prompts", [])
+        if p.get("prompt_bias_score") is not None
+    )
+    categories = {
+        cat for h in human.values() for cat in h.get("categories", {}) if not category or cat == category
+    }
+    records = [
+        (cat, {m: (h.get("categories", {}).get(cat), scored[(m, cat)]) for m, h in human.items()})
+        for cat in sorted(categories)
+    ]
+    if records and not category:
+        total = {
+            m: (
+                h.get("model_bias_score"),
+                h.get("n_prompts_scored", sum(v for (o, _), v in scored.items() if o == m)),
+            )
+            for m, h in human.items()
+        }
+        records.append(("All prompts (model bias score)", total))
+    fields = [text_field("category", "Category", 0)]
+    for m in human:
+        fields += [
+            num_field(f"{m}_score", "Bias score", (1, m, 0)),
+            int_field(f"{m}_n_prompts", "n prompts", (1, m, 1)),
+        ]
+    return Table.of(
+        "categories",
+        "Bias score per prompt category",
+        "Category bias score: mean over the category's prompts of |n_male \u2212 n_female| / "
+        "n_clear (eq. 1 within the category); last row: the model bias score over all prompts. "
+        "Prompts without a clear image have no score and are not averaged (n counts scored "
+        "prompts).",
+        fields,
+        records,
+        groups=(("", 1), *((m, 2) for m in human)),
     )
 
 
@@ -325,12 +306,11 @@ class PromptGrid:
 
     def source_scores(self, source: str) -> dict[str, list[float]]:
         """Scores of one source per T2I model, prompts without a score left out (figure 3)."""
-        out: dict[str, list[float]] = {}
-        for model, src in self.columns:
-            if src != source:
-                continue
-            out[model] = [s for row in self.rows if (s := row.scores.get((model, src))) is not None]
-        return out
+        return {
+            model: [s for row in self.rows if (s := row.scores.get((model, src))) is not None]
+            for model, src in self.columns
+            if src == source
+        }
 
 
 def prompt_grid(
@@ -342,8 +322,7 @@ def prompt_grid(
     detectors: Sequence[str] = (),
     category: str | None = None,
 ) -> PromptGrid:
-    """The grid from the report's human prompts and the detectors' per-prompt counts, sorted as
-    the paper sorts table 7 (category, then most male first)."""
+    """The grid of the human prompts and detector counts, sorted as table 7 (category, most male first)."""
     first, second = clear
     models = list(report.get("human", {}))
     columns = [(m, source) for m in models for source in (HUMAN, *detectors)]
@@ -367,14 +346,7 @@ def prompt_grid(
         scored["scores"][(model, det)] = (n_m - n_f) / (n_m + n_f) if n_m + n_f else None
         scored["counts"][(model, det)] = (n_m, n_f, n_all)
     rows = [
-        PromptRow(
-            prompt_id=(prompt_ids or {}).get(key),
-            category=key[0],
-            word=key[1],
-            prompt=key[2],
-            scores=entry["scores"],
-            counts=entry["counts"],
-        )
+        PromptRow((prompt_ids or {}).get(key), *key, entry["scores"], entry["counts"])
         for key, entry in by_key.items()
     ]
 
@@ -440,8 +412,7 @@ def confusion_table(
 
 
 def export_tables(report: Mapping[str, Any], *, labels: Labels) -> tuple[Table, Table, Table]:
-    """The three sections of ``bias_report --format csv`` (``models``, ``detectors``,
-    ``prompts``), each a Table whose first column is ``section``."""
+    """The sections ``models``, ``detectors``, ``prompts`` of ``bias_report --format csv``."""
     human_blank = dict.fromkeys(("pct_diff", "pct_diff_ci95", "prompt_bias_score_difference", "n_images"))
     models = [
         human_blank | human | {"source": HUMAN, "t2i_model": model, "model_bias_score_ci95": human["ci95"]}

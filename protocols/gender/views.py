@@ -1,9 +1,7 @@
-"""The gender analysis's own pages: the prompt heatmap and histogram, a prompt's items, and a
-detector's confusion with a gallery of its disagreements."""
+"""The gender analysis's own pages: prompt heatmap, a prompt's items, a detector's disagreements."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -26,15 +24,6 @@ from studies.typing import HtmxHttpRequest
 GALLERY_PAGE_SIZE = 24
 
 
-@dataclass(frozen=True)
-class HeatCell:
-    score: float | None
-    text: str
-    colour: str
-    dark: bool
-    title: str
-
-
 def _heat_rows(grid: gtables.PromptGrid) -> list[dict[str, Any]]:
     """Rows of the clickable HTML heatmap, coloured like the figure."""
     from protocols.gender import charts
@@ -47,13 +36,13 @@ def _heat_rows(grid: gtables.PromptGrid) -> list[dict[str, Any]]:
             score = row.scores.get(col)
             n_m, n_f, n_all = row.counts.get(col, (0, 0, 0))
             cells.append(
-                HeatCell(
-                    score=score,
-                    text=NO_VALUE if score is None else f"{score:.2f}",
-                    colour=charts.diverging_hex(score),
-                    dark=score is not None and abs(score) > 0.6,
-                    title=f"{col[1]} on {col[0]}: {n_m} male, {n_f} female of {n_all} images",
-                )
+                {
+                    "score": score,
+                    "text": NO_VALUE if score is None else f"{score:.2f}",
+                    "colour": charts.diverging_hex(score),
+                    "dark": score is not None and abs(score) > 0.6,
+                    "title": f"{col[1]} on {col[0]}: {n_m} male, {n_f} female of {n_all} images",
+                }
             )
         rows.append({"row": row, "cells": cells, "new_category": row.category != previous})
         previous = row.category
@@ -117,8 +106,7 @@ def prompt_detail(request: HtmxHttpRequest, prompt_id: int) -> HttpResponse:
 def _prompt_summary(
     rows: list[drilldown.ItemRow], detector_keys: list[str], clear: tuple[str, str]
 ) -> list[dict[str, Any]]:
-    """Per T2I model: items, human final-label counts and score, each detector's score, counted
-    from the rows the page shows."""
+    """Per T2I model: items, final-label counts and score, each detector's score, from the rows shown."""
     by_model: dict[str, list[drilldown.ItemRow]] = {}
     for row in rows:
         by_model.setdefault(row.item.t2i_model, []).append(row)
@@ -131,10 +119,8 @@ def _prompt_summary(
             verdicts = [
                 p.verdict for r in model_rows if r.final and (p := r.verdicts.get(key)) and p.status == "ok"
             ]
-            d_m, d_f = verdicts.count(CLEAR_VERDICTS[0]), verdicts.count(CLEAR_VERDICTS[1])
-            detector_scores.append(
-                {"detector": key, "score": prompt_bias_score(d_m, d_f), "n": len(verdicts)}
-            )
+            score = prompt_bias_score(*map(verdicts.count, CLEAR_VERDICTS))
+            detector_scores.append({"detector": key, "score": score, "n": len(verdicts)})
         summary.append(
             {
                 "t2i_model": model,
@@ -162,18 +148,13 @@ def detector_detail(request: HtmxHttpRequest, detector: str) -> HttpResponse:
             base.BadFilter(f"Unknown gallery {kind!r}: use one of {', '.join(drilldown.DISAGREEMENTS)}.")
         )
     result: GenderResult = filters.result(bootstrap=0)
-    question = gender_question(filters.scope.study)
-    scope = filters.scope
+    scope, question = filters.scope, gender_question(filters.scope.study)
     confusion = drilldown.detector_confusion(
         scope, detector=detector, question=question, labels=result.labels, clear=result.clear
     )
-    counts = drilldown.disagreement_counts(scope, detector=detector, question=question, clear=result.clear)
-    paginator = Paginator(
-        drilldown.detector_disagreements(
-            scope, detector=detector, question=question, clear=result.clear, kind=kind
-        ),
-        GALLERY_PAGE_SIZE,
-    )
+    asked: dict[str, Any] = {"detector": detector, "question": question, "clear": result.clear}
+    counts = drilldown.disagreement_counts(scope, **asked)
+    paginator = Paginator(drilldown.detector_disagreements(scope, **asked, kind=kind), GALLERY_PAGE_SIZE)
     page = paginator.get_page(request.GET.get("page"))
     for prediction in page:  # the page's rows (a list once read), with their reason's name
         # For the template only: an attribute the model does not declare.
@@ -181,12 +162,9 @@ def detector_detail(request: HtmxHttpRequest, detector: str) -> HttpResponse:
     context = base.base_context(filters, "detector", analysis) | {
         "detector": detector,
         "confusion": confusion,
-        "confusion_table": gtables.confusion_table(
-            detector, confusion.counts, labels=confusion.labels, verdicts=drilldown.VERDICTS
-        ),
+        "confusion_table": confusion.table(),
         "confusion_query": urlencode(filters.params(detector=detector)),
         "filtering": confusion.filtering,
-        "gender": confusion.gender,
         "labels": dict(result.labels),
         "kinds": [{"key": k, "label": label, "n": counts[k]} for k, label in drilldown.DISAGREEMENTS.items()],
         "kind": kind,
