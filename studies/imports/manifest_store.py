@@ -373,12 +373,6 @@ class ManifestStore(Importer[RowPlan, StagedRow]):
         for chunk in batches(self._accepted_groups(), max(1, in_chunk_size() // 2)):
             yield [(key, plan, check) for key, rows in chunk for plan, check in rows]
 
-    def write_batch(self, good: list[StagedRow], summary: ImportSummary) -> None:
-        items: dict[str, list[tuple[RowPlan, FileCheck]]] = {}
-        for key, plan, check in good:
-            items.setdefault(key, []).append((plan, check))
-        self._rows_write(items)
-
     def write_end(self, summary: ImportSummary) -> None:
         """Apply the staged updates and stamps."""
         updates = (pickle.loads(data) for (data,) in self.staging.rows("SELECT data FROM updates ORDER BY k"))
@@ -519,9 +513,9 @@ class ManifestStore(Importer[RowPlan, StagedRow]):
             for value, pk in rows.filter(**{f"{column}__in": chunk}).values_list(column, "pk")
         }
 
-    def _rows_write(self, items: dict[str, list[tuple[RowPlan, FileCheck]]]) -> None:
-        """Write one chunk of accepted items: their new Image rows, items and image links."""
-        checks = {check.sha256: check for rows in items.values() for _, check in rows}
+    def write_batch(self, good: list[StagedRow], summary: ImportSummary) -> None:
+        """Write one chunk of accepted items (their rows in order): new Image rows, items, image links."""
+        checks = {check.sha256: check for _, _, check in good}
         now = timezone.now()
         new_images = [
             (sha, storage_name(sha, check.format), check.width, check.height, check.format, now)
@@ -543,15 +537,15 @@ class ManifestStore(Importer[RowPlan, StagedRow]):
         self.staging.db.executemany(
             "INSERT OR IGNORE INTO written VALUES (?)", [(row[1],) for row in new_images]
         )
+        items = {key: [plan for _, plan, _ in rows] for key, rows in groupby(good, key=itemgetter(0))}
         existing = (
             {} if self.one_image else self._ids_of(Item.objects.filter(study=self.study), "key", list(items))
         )
         new_items: list[tuple[Any, ...]] = []
         new_keys: list[str] = []
-        for key, rows in items.items():
+        for key, plans in items.items():
             if key in existing:
                 continue
-            plans = [plan for plan, _ in rows]
             first = next((p for p in plans if p.role in (ImageRole.OUTPUT, ImageRole.IMAGE)), plans[0])
             prompt_key = next((p.prompt_key for p in plans if p.prompt_key), None)
             metadata: dict[str, str] = {}
@@ -586,8 +580,7 @@ class ManifestStore(Importer[RowPlan, StagedRow]):
         )
         links = [
             (by_key[key], images[check.sha256], plan.role, plan.path, plan.file_size, plan.file_mtime_ns)
-            for key, rows in items.items()
-            for plan, check in rows
+            for key, plan, check in good
         ]
         rows_insert(
             ItemImage, ("item_id", "image_id", "role", "source_path", "file_size", "file_mtime_ns"), links
