@@ -42,7 +42,7 @@ LABEL_TABLES = (Label, LabelRevision, Assignment, FinalLabel, FinalLabelRevision
 
 
 def _chunk_rows(
-    statement: Callable[[str], str], values: Iterable[Any], column: str, *first: Any, array: str = ""
+    statement: Callable[[str], str], values: Iterable[Any], column: str, *first: Any, array: str = "bigint"
 ) -> Iterator[tuple[Any, ...]]:
     """The rows of ``statement`` whose ``column`` is in ``values``, a chunk per query (after ``first``)."""
     with connection.cursor() as cursor:
