@@ -3,7 +3,7 @@ PostgreSQL against a real multi-process HTTP server (goal: p95 of a key press un
 
     .venv/bin/python bench/bench_crowd_load.py [--participants 100] [--quota 20] [--think-ms 1000]
         [--images 2000] [--labels-per-item 3] [--gold 60] [--gold-rate 0.1] [--random-clickers 10]
-        [--arrival-s 10] [--threads 4] [--processes 2] [--server gunicorn|wsgiref] [--client-nice 0]
+        [--arrival-s 10] [--threads 4] [--processes 2] [--server gunicorn|wsgiref]
         [--database-url postgres://postgres@127.0.0.1:5432/biaslab_bench_crowd]
 
 What it does (timing header, report and the wsgiref server: bench_label_submit.py's, imported):
@@ -413,12 +413,6 @@ def main() -> None:
         default="gunicorn" if importlib.util.find_spec("gunicorn") else "wsgiref",
         help="the HTTP server (default: gunicorn when installed)",
     )
-    parser.add_argument(
-        "--client-nice",
-        type=int,
-        default=0,
-        help="lower the clients' CPU priority once the server runs (a panel's clients have their own computers)",
-    )
     parser.add_argument("--database-url", default=database_url_default(DEFAULT_DATABASE_URL))
     args = parser.parse_args()
     if not args.database_url.startswith(("postgres://", "postgresql://")):
@@ -443,11 +437,9 @@ def main() -> None:
         os.environ["BIASLAB_JOIN_THROTTLE"] = f"{10 * args.participants}/minute"
         launch = start_gunicorn if args.server == "gunicorn" else start_server
         server, address = launch(args.database_url, media, args.threads, args.processes)
-        os.nice(args.client_nice)
         try:
             print(
-                f"server: {args.server}, {args.processes} processes x {args.threads} worker threads at {address}; "
-                f"clients at nice {os.nice(0)}"
+                f"server: {args.server}, {args.processes} processes x {args.threads} worker threads at {address}"
             )
             warm_up(address, study, warmer, requests=8 * args.processes)
             rng = random.Random(7)
