@@ -20,7 +20,6 @@ from reports.tables import (
     text_field,
 )
 
-TABLE_KEYS = ("tests", "contingency", "by_gender_word", "human_check")
 #: |adjusted residual| above this departs from independence at about the 5 % level (one cell).
 RESIDUAL_MARK = 1.96
 #: The mannering2023 gender words in reading order; any other word follows, sorted.
@@ -222,6 +221,7 @@ BUILDERS: dict[str, Callable[[ObjectsResult], Table]] = {
     "by_gender_word": by_gender_word_table,
     "human_check": human_check_table,
 }
+TABLE_KEYS = tuple(BUILDERS)
 
 
 def class_totals(result: ObjectsResult) -> list[tuple[str, int, int]]:

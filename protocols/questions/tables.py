@@ -12,7 +12,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from protocols.questions.report import QuestionsResult
 
 PEOPLE = "people"
-TABLE_KEYS = ("question_shares", "question_tests", "question_agreement", "judges", "judge_versions")
 #: The columns that lead the shares and tests tables.
 LEAD = (
     text_field("question", "Question"),
@@ -110,3 +109,4 @@ BUILDERS = {
     "question_agreement": agreement_table,
     **judges.table_builders(),
 }
+TABLE_KEYS = tuple(BUILDERS)

@@ -131,6 +131,8 @@ def test_two_age_detectors_without_a_choice_show_the_reason_and_downloads_answer
     response = rita.get(reverse("reports:table", args=["bias_by_domain", "csv"]) + "?study=bp")
     assert response.status_code == 400
     assert b"Several detectors measure age" in response.content
+    for view in ("reports:chart", "reports:chart_image"):
+        assert rita.get(reverse(view, args=["word_scores", "svg"]) + "?study=bp").status_code == 400
     fixture.study.parameters = {"measure": {"age": AGE_GENDER, "gender": AGE_GENDER}}
     fixture.study.save()
     assert 'id="problem"' not in _html(rita.get(reverse("reports:overview") + "?study=bp"))
