@@ -25,11 +25,14 @@ from annotate.models import (
     LabelRevision,
 )
 from studies import permissions
-from studies.batching import in_chunks, is_in
+from studies.batching import in_chunks, in_rows, is_in
 from studies.imports import Importer, ImportSummary, RejectedRow, csv_header, csv_rows_stream, import_run
 from studies.kinds import kind_of
 from studies.models import ImageRole, Item, Question, Study
 from studies.selectors import study_questions
+
+#: What the ground-truth import compares of an item's current finals.
+FINAL_FIELDS = ("item_id", "question_id", "value", "note")
 
 # Old export files carry no reasons: a label that needs one gets this text on re-import.
 REASON_NOT_EXPORTED = "(imported from a ground-truth export, which carries no reasons)"
@@ -235,11 +238,7 @@ class _CreationOrder:
 
 def _role_problems(study: Study, first_rows: dict[str, _LabelRow]) -> list[RejectedRow]:
     """The first row of each researcher or admin named who is not an annotator of the study."""
-    users = {
-        u.get_username(): u
-        for chunk in in_chunks(sorted(first_rows))
-        for u in get_user_model().objects.filter(username__in=chunk)
-    }
+    users = {u.get_username(): u for u in in_rows(get_user_model().objects, "username", sorted(first_rows))}
     members = set(study.annotators.values_list("pk", flat=True))
     problems = []
     for username, row in sorted(first_rows.items(), key=lambda pair: pair[1].number):
@@ -392,8 +391,7 @@ class _LabelsImporter(_AnswersImporter):
     def write_end(self, summary: ImportSummary) -> None:
         gone = self.agreed_before - _agreed_finals(self.agreed_before)
         several = len(self.questions) > 1
-        items = Item.objects.values_list("pk", "key")
-        keys = {pk: key for chunk in in_chunks(i for i, _ in gone) for pk, key in items.filter(pk__in=chunk)}
+        keys = dict(in_rows(Item.objects, "pk", (i for i, _ in gone), "pk", "key"))
         summary.reopened = [
             keys[item_id] + (f" ({self.questions[question_id].key})" if several else "")
             for item_id, question_id in sorted(gone)
@@ -555,13 +553,8 @@ class _TruthImporter(_AnswersImporter):
 
     def write_batch(self, good: list[tuple[_TruthRow, _ItemRef, int]], summary: ImportSummary) -> None:
         by_id = _items_of(self.study, (item for _, item, _ in good))
-        current = {
-            (item_id, question_id): (value, note)
-            for chunk in in_chunks(item.pk for _, item, _ in good)
-            for item_id, question_id, value, note in FinalLabel.objects.filter(item_id__in=chunk).values_list(
-                "item_id", "question_id", "value", "note"
-            )
-        }
+        finals = in_rows(FinalLabel.objects, "item_id", (item.pk for _, item, _ in good), *FINAL_FIELDS)
+        current = {(item_id, question_id): (value, note) for item_id, question_id, value, note in finals}
         for row, item, question_id in good:
             if current.get((item.pk, question_id)) == (row.value, row.note):
                 summary.duplicates += 1

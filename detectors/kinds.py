@@ -350,6 +350,9 @@ class _Registered(Mapping[str, Any]):
             return self.built_in[kind]
         return _resolve(_protocol_kinds()[self.part][kind])
 
+    def __contains__(self, kind: object) -> bool:
+        return kind in self.built_in or kind in _protocol_kinds()[self.part]
+
     def __iter__(self) -> Iterator[str]:
         return iter([*self.built_in, *_protocol_kinds()[self.part]])
 

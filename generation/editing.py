@@ -270,7 +270,8 @@ def edit_run(
 
     media = Path(django_settings.MEDIA_ROOT)
     # One source per seed photo (54 seeds serve 12,312 edits): its path, or its bytes read once.
-    sources = {job.seed.image.sha256: image_payload(media / job.seed.image.file, send_images) for job in jobs}
+    photos = {job.seed.image.sha256: job.seed.image for job in jobs}
+    sources = {sha: image_payload(media / image.file, send_images) for sha, image in photos.items()}
     size = input_size(model.name, settings)
 
     def job_task(job: EditJob) -> EditTask:
