@@ -615,6 +615,7 @@ def test_unknown_filters_and_states_get_a_400_naming_what_exists(disputed, resea
     response = client.get("/api/agreement/?study=gender&t2i_model=nope")
     assert response.status_code == 400
     assert "sdxl" in response.json()["detail"]
+    assert response.json()["detail"] == "No images of T2I model 'nope' (T2I models: sdxl)."
     response = client.get("/api/agreement/?study=gender&category=nope")
     assert response.status_code == 400
     assert "profession" in response.json()["detail"]

@@ -55,7 +55,7 @@ def test_a_spec_with_wrong_paths_fails_the_check_naming_each_field(monkeypatch):
         key="broken",
         analysis="protocols.gender.analysis.NoSuchAnalysis",
         urls="protocols.gender.no_urls",
-        demo="",
+        demo="protocols.gender.demo.NoSuchDemo",
         estimates="protocols.gender.urls",
         kind_validators=MappingProxyType({"mood": "protocols.gender.spec.no_validator"}),
         kind_checks=MappingProxyType(
@@ -64,10 +64,11 @@ def test_a_spec_with_wrong_paths_fails_the_check_naming_each_field(monkeypatch):
     )
     registered(monkeypatch, {"broken": broken})
     messages = check_protocols()
-    assert ids(messages) == ["protocols.E003"] * 3 + ["protocols.E004", "protocols.E005"]
+    assert ids(messages) == ["protocols.E003"] * 4 + ["protocols.E004", "protocols.E005"]
     text = "\n".join(m.msg for m in messages)
     assert "analysis = 'protocols.gender.analysis.NoSuchAnalysis'" in text
     assert "no module 'protocols.gender.no_urls'" in text
+    assert "demo = 'protocols.gender.demo.NoSuchDemo'" in text
     assert "defines no 'ESTIMAND'" in text
     assert "kind_validators['mood']" in text
 
