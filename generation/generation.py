@@ -428,7 +428,11 @@ def batches_run(
     """Start ``executor`` (else an ``InlineExecutor`` using ``pipe`` when given) on ``spec``, run ``jobs`` on
     it and store each output here with ``storer(what the workers loaded)``; an item the worker could not make
     goes to ``failed``."""
-    with nullcontext(executor) if executor is not None else InlineExecutor(pipe=pipe) as runner:
+    with (
+        nullcontext(executor)
+        if executor is not None
+        else InlineExecutor(background=True, pipe=pipe) as runner
+    ):
         store = storer(runner.start(spec))
         meter = progress(len(jobs)) if progress else None
         size = max(1, batch_size)

@@ -148,17 +148,25 @@ class Executor(ABC):
 
 
 class InlineExecutor(Executor):
-    """One worker in this process, run when the driver takes a result: ``worker`` (loaded already), else
-    one built from the spec with ``extra`` joining its kwargs; payloads are prepared on other threads."""
+    """One worker in this process: ``worker`` (loaded already), else one built from the spec with
+    ``extra`` joining its kwargs; payloads are prepared on other threads. The worker runs when the
+    driver takes a result, or with ``background`` on a thread of its own, the next batch while the
+    driver stores the last (a worker that reads the database must not)."""
 
     name = "local"
     capacity = 2
 
-    def __init__(self, worker: Any = None, *, threads: int = 4, **extra: Any) -> None:
+    def __init__(
+        self, worker: Any = None, *, threads: int = 4, background: bool = False, **extra: Any
+    ) -> None:
         self.worker = worker
         self.extra = extra
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="prepare")
-        self._pending: collections.deque[tuple[tuple[Hashable, ...], list[Future[Any]]]] = collections.deque()
+        self.runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="run") if background else None
+        self._pending: collections.deque[
+            tuple[tuple[Hashable, ...], list[Future[Any]], Future[BatchResult] | None]
+        ]
+        self._pending = collections.deque()
 
     def start(self, spec: WorkerSpec) -> dict[str, Any]:
         if self.worker is not None:
@@ -172,10 +180,15 @@ class InlineExecutor(Executor):
 
     def submit(self, batch: Sequence[Item]) -> None:
         keys = tuple(key for key, _ in batch)
-        self._pending.append((keys, [self.pool.submit(self.worker.prepare, payload) for _, payload in batch]))
+        futures = [self.pool.submit(self.worker.prepare, payload) for _, payload in batch]
+        job = self.runner.submit(self._run, keys, futures) if self.runner else None
+        self._pending.append((keys, futures, job))
 
     def next_result(self) -> BatchResult:
-        keys, futures = self._pending.popleft()
+        keys, futures, job = self._pending.popleft()
+        return job.result() if job is not None else self._run(keys, futures)
+
+    def _run(self, keys: tuple[Hashable, ...], futures: list[Future[Any]]) -> BatchResult:
         prepared = [future.result() for future in futures]
         started = time.perf_counter()
         outputs = self.worker.run(keys, prepared)
@@ -186,6 +199,8 @@ class InlineExecutor(Executor):
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
+        if self.runner:
+            self.runner.shutdown(wait=True, cancel_futures=True)
 
 
 def batches_drive(

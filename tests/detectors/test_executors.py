@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import sys
+import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +18,7 @@ from detectors.executors import (
     RAY_INSTALL,
     BatchResult,
     Executor,
+    InlineExecutor,
     ItemError,
     RayMissing,
     WorkerSpec,
@@ -92,6 +95,51 @@ def test_a_stop_request_submits_nothing_more_but_stores_what_is_in_flight():
     assert batches_drive(executor, _batches(6), store, should_stop=lambda: stop["now"]) is False
     assert len(executor.submitted) == 2  # the first two were in flight when the stop came
     assert [r.keys for r in results] == [(0, 1), (2, 3)]  # both stored, nothing more
+
+
+class _SteppedWorker:
+    """Runs a batch only once the driver has stored the one before it (or at once, the first)."""
+
+    def __init__(self) -> None:
+        self.stored = [threading.Event() for _ in range(4)]
+        self.ran_while_storing: list[int] = []
+
+    def prepare(self, payload: int) -> int:
+        return payload
+
+    def run(self, keys: tuple[int, ...], prepared: list[int]) -> list[int]:
+        batch = keys[0] // 2
+        if batch and not self.stored[batch - 1].is_set():
+            self.ran_while_storing.append(batch)
+        return [10 * p for p in prepared]
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_a_background_inline_executor_runs_the_next_batch_while_the_driver_stores_the_last(background):
+    worker = _SteppedWorker()
+    results: list[BatchResult] = []
+
+    def store(result: BatchResult) -> None:
+        # Storing takes a while: long enough for a background worker to run the next batch.
+        batch = result.keys[0] // 2
+        if background and batch < 3:
+            assert _wait_until(lambda: len(results) + 1 in worker.ran_while_storing)
+        results.append(result)
+        worker.stored[batch].set()
+
+    with InlineExecutor(worker, background=background) as executor:
+        assert batches_drive(executor, _batches(4), store) is True
+    assert [r.outputs for r in results] == [(0, 10), (20, 30), (40, 50), (60, 70)]
+    assert worker.ran_while_storing == ([1, 2, 3] if background else [])
+
+
+def _wait_until(condition, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def test_local_executor_options_refuse_ray_only_flags():
