@@ -148,10 +148,10 @@ class Executor(ABC):
 
 
 class InlineExecutor(Executor):
-    """One worker in this process: ``worker`` (loaded already), else one built from the spec with
-    ``extra`` joining its kwargs; payloads are prepared on other threads. The worker runs when the
-    driver takes a result, or with ``background`` on a thread of its own, the next batch while the
-    driver stores the last (a worker that reads the database must not)."""
+    """One worker in this process: ``worker`` (loaded already, no ``start``), or the one ``start``
+    builds from the spec with ``extra`` joining its kwargs; payloads are prepared on other threads.
+    The worker runs when the driver takes a result, or with ``background`` on a thread of its own,
+    the next batch while the driver stores the last (a worker that reads the database must not)."""
 
     name = "local"
     capacity = 2
@@ -169,8 +169,6 @@ class InlineExecutor(Executor):
         self._pending = collections.deque()
 
     def start(self, spec: WorkerSpec) -> dict[str, Any]:
-        if self.worker is not None:
-            return {}
         self.worker = WorkerSpec(spec.factory, {**spec.kwargs, **self.extra}).build()
         return self.worker.load()
 
