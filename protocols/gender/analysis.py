@@ -25,6 +25,9 @@ PAPER = {
     "prompt_scores": "table 7",
 }
 
+#: The judges tables of a gender report.
+JUDGE_TABLES = judges.table_builders()
+
 
 def gender_question(study: Study) -> Question:
     """The study's ``gender`` question; AnalysisError unless it exists with exactly two clear answers."""
@@ -88,7 +91,7 @@ class GenderAnalysis(Analysis):
             "tables": list(self.tables(result).values()),
             "judge_tables": [
                 build(result)
-                for key, build in judges.table_builders().items()
+                for key, build in JUDGE_TABLES.items()
                 if key == "judges" or report["judge_versions"]
             ],
             "detectors": gtables.detector_keys(report),
@@ -118,7 +121,7 @@ class GenderAnalysis(Analysis):
             ).table()
         if name == "prompt_scores":
             return gtables.prompt_scores_table(self.grid(page))
-        builders = {**self.builders, **judges.table_builders()}
+        builders = {**self.builders, **JUDGE_TABLES}
         if name not in builders:
             raise UnknownTable(f"No table {name!r}.")
         # Only table 1 shows bootstrap intervals; the others skip the resampling (the slow part).
