@@ -82,7 +82,9 @@ def test_several_detectors_make_the_overview_ask_for_one(study, rita):
     assert refused.status_code == 400
     assert "several detectors" in refused.content.decode()
     assert rita.get(reverse("reports:chart", args=["counts", "svg"]) + "?study=cooccur").status_code == 400
-    assert rita.get(reverse("reports:chart_image", args=["counts", "svg"]) + "?study=cooccur").status_code == 400
+    assert (
+        rita.get(reverse("reports:chart_image", args=["counts", "svg"]) + "?study=cooccur").status_code == 400
+    )
 
 
 # --- downloads ------------------------------------------------------------------------------------
