@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from importlib import import_module
 from types import MappingProxyType
 from typing import Any
 
 from django.apps import apps
 from django.core.signals import setting_changed
 from django.dispatch import Signal
+from django.utils.module_loading import import_string
 
 
 @dataclass(frozen=True)
@@ -42,21 +42,6 @@ class QuestionSpec:
 def choice_rows(*rows: dict[str, Any]) -> tuple[MappingProxyType[str, Any], ...]:
     """Choice rows (``{"value", "name", "key", …}``) as a question preset keeps them (read-only)."""
     return tuple(MappingProxyType(row) for row in rows)
-
-
-def every_question(metadata: Mapping[str, str]) -> list[str]:
-    """The default ``item_question_keys``: ``[]``, i.e. the item asks every question of its study."""
-    return []
-
-
-def any_metadata(metadata: Mapping[str, str]) -> str | None:
-    """The default ``validate_metadata``: every metadata is acceptable (None)."""
-    return None
-
-
-def any_questions(questions: Sequence[QuestionSpec]) -> str | None:
-    """The default ``validate_questions``: any questions will do (None)."""
-    return None
 
 
 @dataclass(frozen=True)
@@ -91,9 +76,11 @@ class ProtocolSpec:
     labels_per_item: int = 2
     agreement: str = "unanimous"
     parameters: MappingProxyType[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    item_question_keys: Callable[[Mapping[str, str]], list[str]] = every_question
-    validate_metadata: Callable[[Mapping[str, str]], str | None] = any_metadata
-    validate_questions: Callable[[Sequence[QuestionSpec]], str | None] = any_questions
+    # The question keys an item asks given its metadata ([]: every question of its study), and why
+    # the metadata or the questions do not fit the protocol (None: they do). By default: all, all.
+    item_question_keys: Callable[[Mapping[str, str]], list[str]] = lambda metadata: []
+    validate_metadata: Callable[[Mapping[str, str]], str | None] = lambda metadata: None
+    validate_questions: Callable[[Sequence[QuestionSpec]], str | None] = lambda questions: None
     # Dotted path of the protocol's demo (``annotate.demo.seeding.ProtocolDemo``); "" = none.
     demo: str = ""
     # Dotted path of its ``reports.analyses.Analysis`` class ("" = no report yet).
@@ -132,77 +119,66 @@ class ProtocolSpec:
 protocols_changed = Signal()
 
 
-def _import(dotted: str) -> Any:
-    module_name, _, attribute = dotted.rpartition(".")
-    return getattr(import_module(module_name), attribute)
+_runtime: dict[str, str | ProtocolSpec] = {}
+_imported: dict[str, ProtocolSpec] = {}
+
+
+def protocol_registrations() -> dict[str, str | ProtocolSpec]:
+    """Key -> what registers it, importing nothing: installed apps' ``protocol_spec`` (a dotted
+    path), then run-time registrations (a dotted path or the spec itself)."""
+    found: dict[str, str | ProtocolSpec] = {
+        config.label: config.protocol_spec  # type: ignore[attr-defined]
+        for config in apps.get_app_configs()
+        if getattr(config, "protocol_spec", "")
+    }
+    found.update(_runtime)
+    return found
 
 
 class _Registry(Mapping[str, ProtocolSpec]):
-    """Protocol key -> spec: installed apps' ``protocol_spec`` then run-time registrations;
-    a spec is imported the first time it is read."""
-
-    def __init__(self) -> None:
-        self._runtime: dict[str, str | ProtocolSpec] = {}
-        self._imported: dict[str, ProtocolSpec] = {}
-
-    def entries(self) -> dict[str, str | ProtocolSpec]:
-        """Key -> the dotted path of its spec (or the spec, registered as an object)."""
-        found: dict[str, str | ProtocolSpec] = {
-            config.label: config.protocol_spec  # type: ignore[attr-defined]
-            for config in apps.get_app_configs()
-            if getattr(config, "protocol_spec", "")
-        }
-        found.update(self._runtime)
-        return found
+    """Protocol key -> spec, as ``protocol_registrations`` lists them; a spec is imported the
+    first time it is read."""
 
     def __getitem__(self, key: str) -> ProtocolSpec:
-        entry = self.entries()[key]
+        entry = protocol_registrations()[key]
         if isinstance(entry, ProtocolSpec):
             return entry
-        spec = self._imported.get(entry)
+        spec = _imported.get(entry)
         if spec is None:
-            spec = _import(entry)
+            spec = import_string(entry)
             if not isinstance(spec, ProtocolSpec) or spec.key != key:
                 raise TypeError(f"{entry} is not the ProtocolSpec of {key!r}")
-            self._imported[entry] = spec
+            _imported[entry] = spec
         return spec
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.entries())
+        return iter(protocol_registrations())
 
     def __len__(self) -> int:
-        return len(self.entries())
-
-    def add(self, spec: str | ProtocolSpec) -> str:
-        resolved = _import(spec) if isinstance(spec, str) else spec
-        if not isinstance(resolved, ProtocolSpec):
-            raise TypeError(f"{spec} is not a ProtocolSpec")
-        if resolved.key in self.entries():
-            raise ValueError(f"A protocol {resolved.key!r} is registered already.")
-        self._runtime[resolved.key] = spec
-        return resolved.key
-
-    def remove(self, key: str) -> None:
-        if key not in self._runtime:
-            raise KeyError(f"Protocol {key!r} was not registered at run time (an installed app's stays).")
-        del self._runtime[key]
+        return len(protocol_registrations())
 
 
 PROTOCOLS: Mapping[str, ProtocolSpec] = _Registry()
-_REGISTRY: _Registry = PROTOCOLS  # type: ignore[assignment]
 
 
 def register_protocol(spec: str | ProtocolSpec) -> str:
     """Register a protocol at run time by its spec (or dotted path) and return its key;
     ValueError when the key is taken."""
-    key = _REGISTRY.add(spec)
+    resolved = import_string(spec) if isinstance(spec, str) else spec
+    if not isinstance(resolved, ProtocolSpec):
+        raise TypeError(f"{spec} is not a ProtocolSpec")
+    if resolved.key in protocol_registrations():
+        raise ValueError(f"A protocol {resolved.key!r} is registered already.")
+    _runtime[resolved.key] = spec
     protocols_changed.send(sender=_Registry)
-    return key
+    return resolved.key
 
 
 def unregister_protocol(key: str) -> None:
     """Take out a protocol ``register_protocol`` added (KeyError for any other)."""
-    _REGISTRY.remove(key)
+    if key not in _runtime:
+        raise KeyError(f"Protocol {key!r} was not registered at run time (an installed app's stays).")
+    del _runtime[key]
     protocols_changed.send(sender=_Registry)
 
 
@@ -222,11 +198,6 @@ def _installed_apps_changed(*, setting: str, **kwargs: Any) -> None:
 
 
 setting_changed.connect(_installed_apps_changed, dispatch_uid="studies.protocols.installed_apps")
-
-
-def protocol_registrations() -> dict[str, str | ProtocolSpec]:
-    """Key -> what registers it: the dotted path of its spec (or the spec itself), importing nothing."""
-    return _REGISTRY.entries()
 
 
 def protocol_choices() -> list[tuple[str, str]]:
