@@ -28,10 +28,6 @@ class _Member:
     is_dir: bool
 
 
-def _parts(raw: str) -> list[str]:
-    return [part for part in raw.replace("\\", "/").split("/") if part not in ("", ".")]
-
-
 def _member_check(info: zipfile.ZipInfo) -> None:
     """Refuse the zip for a member that is unsafe to unpack, whatever its layout."""
     raw = info.filename
@@ -46,15 +42,6 @@ def _member_check(info: zipfile.ZipInfo) -> None:
         raise ArchiveRejected(f"zip member {raw!r} is encrypted: the zip is refused")
 
 
-def _ignored(parts: list[str]) -> bool:
-    name = parts[-1]
-    return (
-        any(part in IGNORED_FOLDERS for part in parts)
-        or name in IGNORED_FILES
-        or name.startswith(APPLEDOUBLE_PREFIX)
-    )
-
-
 def zip_members(archive: zipfile.ZipFile, *, max_members: int, max_bytes: int) -> list[_Member]:
     """Every member checked (see the module docstring); the ones to consider, names normalised."""
     infos = archive.infolist()
@@ -63,10 +50,16 @@ def zip_members(archive: zipfile.ZipFile, *, max_members: int, max_bytes: int) -
     members: list[_Member] = []
     for info in infos:
         _member_check(info)
-        parts = _parts(info.filename)
-        if not parts or _ignored(parts):
+        slashed = info.filename.replace("\\", "/")
+        parts = [part for part in slashed.split("/") if part not in ("", ".")]
+        if (
+            not parts
+            or not IGNORED_FOLDERS.isdisjoint(parts)
+            or parts[-1] in IGNORED_FILES
+            or parts[-1].startswith(APPLEDOUBLE_PREFIX)
+        ):
             continue
-        is_dir = info.filename.replace("\\", "/").endswith("/")
+        is_dir = slashed.endswith("/")
         members.append(_Member(info=info, name="/".join(parts), is_dir=is_dir))
     if sum(info.file_size for info in infos) > max_bytes:
         raise ArchiveRejected(f"the zip expands to more than {max_bytes} bytes")

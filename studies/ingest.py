@@ -10,11 +10,10 @@ import pickle
 import stat
 import sys
 import tempfile
-import threading
 import time
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import IO, Any
@@ -40,7 +39,6 @@ from studies.imports.manifest_rows import (
     InvalidManifestRow,
     KnownLink,
     RowPlan,
-    Staging,
     StoredItem,
     changed_file_message,
     manifest_path_resolve,
@@ -58,8 +56,8 @@ from studies.imports.manifest_store import (
     worker_start,
 )
 from studies.imports.pipeline import Audit, import_run
-from studies.imports.rows import ImportSummary, ItemUpdate, RejectedRow, csv_rows_stream
-from studies.models import ImageRole, ItemImage, Prompt, Question, Study
+from studies.imports.rows import ImportSummary, RejectedRow, csv_rows_stream
+from studies.models import ImageRole, ItemImage, Question, Study
 from studies.protocols import protocol_spec
 from studies.services import MANIFEST_KNOWN_COLUMNS, study_create
 
@@ -67,11 +65,8 @@ from studies.services import MANIFEST_KNOWN_COLUMNS, study_create
 MANIFEST_REQUIRED_COLUMNS = ("image", "t2i_model", "prompt", "category", "word")
 PAIR_MANIFEST_REQUIRED_COLUMNS = ("image", "item", "role")
 
-# Threads reading, hashing and decoding files (all release the GIL).
-IMPORT_WORKERS = min(8, os.cpu_count() or 1)
 # From this many files a batch goes to worker processes, not threads (figures: docs/benchmarks.md).
 PROCESS_MIN_FILES = 500
-STORE_WORKERS = max(IMPORT_WORKERS, 8)
 
 
 def import_processes() -> int:
@@ -89,43 +84,6 @@ class _ManifestImport(ManifestStore):
     kind = "images"
     writes_in_dry_run = False
     keeps_good_rows = True
-
-    def __init__(
-        self,
-        *,
-        study: Study,
-        manifest_path: str | os.PathLike[str],
-        root: str | os.PathLike[str],
-        summary: ImportSummary,
-        audit: Audit,
-        stage_progress: Callable[[str, int], None] | None = None,
-    ) -> None:
-        self.study = study
-        self.manifest_path = manifest_path
-        self.given_root = root
-        self.summary = summary
-        self.dry_run = summary.dry_run
-        self.audit = audit
-        self.stage_progress = stage_progress
-        # What the database holds for the batch being checked, loaded per batch.
-        self.known: dict[tuple[str, str], KnownLink] = {}
-        self.known_items: dict[str, StoredItem] = {}
-        self.folders: dict[str, str] = {}
-        self.single_by_hash: dict[str, str] = {}
-        self.stamps: list[tuple[int, int, int | None]] = []
-        self.settled_reports: list[ItemUpdate] = []
-        self.reports: list[ItemUpdate] = []
-        self.pending: CheckedBatch | None = None
-        self.prompts: dict[tuple[str, str, str], Prompt] | None = None
-        self.staging = Staging()
-        # Once the write committed, the files named in ``written`` are in use.
-        self.committed = False
-        self.new_files: list[str] = []
-        self.new_files_lock = threading.Lock()
-        self.pool = ThreadPoolExecutor(max_workers=IMPORT_WORKERS, thread_name_prefix="image-import")
-        self.store_pool = ThreadPoolExecutor(max_workers=STORE_WORKERS, thread_name_prefix="image-store")
-        self.processes: ProcessPoolExecutor | None = None
-        self.journals_read: dict[str, int] = {}
 
     def rows(self) -> Iterator[tuple[int, dict[str, str]]]:
         """The manifest's rows, once its root and header are checked and the study's facts read."""

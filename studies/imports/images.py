@@ -68,12 +68,8 @@ class ValidatedImage:
     height: int
 
     @property
-    def extension(self) -> str:
-        return _EXTENSIONS.get(self.format, self.format.lower())
-
-    @property
     def storage_name(self) -> str:
-        return f"images/{self.sha256[:2]}/{self.sha256}.{self.extension}"
+        return storage_name(self.sha256, self.format)
 
 
 def _max_image_bytes() -> int:
@@ -247,7 +243,7 @@ def image_file_get_or_create(validated: ValidatedImage) -> Image:
 
 
 def storage_name(sha256: str, fmt: str) -> str:
-    """Where a file of this hash and Pillow format is stored (as ``ValidatedImage.storage_name``)."""
+    """Where a file of this hash and Pillow format is stored under MEDIA_ROOT."""
     return f"images/{sha256[:2]}/{sha256}.{_EXTENSIONS.get(fmt, fmt.lower())}"
 
 

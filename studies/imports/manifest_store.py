@@ -8,7 +8,7 @@ import os
 import pickle
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
@@ -31,8 +31,10 @@ from studies.errors import DomainError, ImportRejected
 from studies.imports.images import ValidatedImage, file_write, image_facts, read_limited, storage_name
 from studies.imports.manifest_rows import (
     READ_AGAIN,
+    CheckedBatch,
     FileCheck,
     ItemUpdatePlan,
+    KnownLink,
     ReadAgain,
     RowPlan,
     Staging,
@@ -120,32 +122,60 @@ def worker_died() -> ImportRejected:
     )
 
 
+# Threads reading, hashing and decoding files (all release the GIL), and storing them.
+IMPORT_WORKERS = min(8, os.cpu_count() or 1)
+STORE_WORKERS = max(IMPORT_WORKERS, 8)
+
 #: A row to write: its item's key, its plan and its file's check.
 StagedRow = tuple[str, RowPlan, FileCheck]
 
 
 class ManifestStore(Importer[RowPlan, StagedRow]):
-    """The writing half of a manifest import; the state is set by ``_ManifestImport``."""
+    """A manifest import's state and its writing half (``_ManifestImport`` checks the rows)."""
 
-    study: Study
-    summary: ImportSummary
-    staging: Staging
-    audit: Audit
+    # Set by ``rows()`` once the manifest's header is read.
     columns: set[str]
     metadata_columns: list[str]
     one_image: bool
     spec: ProtocolSpec
     pairs: bool
-    dry_run: bool
-    committed: bool
-    settled_reports: list[ItemUpdate]
-    reports: list[ItemUpdate]
-    prompts: dict[tuple[str, str, str], Prompt] | None
-    new_files: list[str]
-    new_files_lock: threading.Lock
-    store_pool: ThreadPoolExecutor
-    journals_read: dict[str, int]
-    stage_progress: Callable[[str, int], None] | None
+
+    def __init__(
+        self,
+        *,
+        study: Study,
+        manifest_path: str | os.PathLike[str],
+        root: str | os.PathLike[str],
+        summary: ImportSummary,
+        audit: Audit,
+        stage_progress: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self.study = study
+        self.manifest_path = manifest_path
+        self.given_root = root
+        self.summary = summary
+        self.dry_run = summary.dry_run
+        self.audit = audit
+        self.stage_progress = stage_progress
+        # What the database holds for the batch being checked, loaded per batch.
+        self.known: dict[tuple[str, str], KnownLink] = {}
+        self.known_items: dict[str, StoredItem] = {}
+        self.folders: dict[str, str] = {}
+        self.single_by_hash: dict[str, str] = {}
+        self.stamps: list[tuple[int, int, int | None]] = []
+        self.settled_reports: list[ItemUpdate] = []
+        self.reports: list[ItemUpdate] = []
+        self.pending: CheckedBatch | None = None
+        self.prompts: dict[tuple[str, str, str], Prompt] | None = None
+        self.staging = Staging()
+        # Once the write committed, the files named in ``written`` are in use.
+        self.committed = False
+        self.new_files: list[str] = []
+        self.new_files_lock = threading.Lock()
+        self.pool = ThreadPoolExecutor(max_workers=IMPORT_WORKERS, thread_name_prefix="image-import")
+        self.store_pool = ThreadPoolExecutor(max_workers=STORE_WORKERS, thread_name_prefix="image-store")
+        self.processes: ProcessPoolExecutor | None = None
+        self.journals_read: dict[str, int] = {}
 
     def reject(self, number: int, path: str, reason: str) -> None:
         self.summary.rejected.append(RejectedRow(number, path, reason))
