@@ -102,20 +102,17 @@ def check_protocols(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
     """Every registered protocol's spec imports, matches its key, and names only existing paths."""
     errors: list[CheckMessage] = []
     for key, entry in protocol_registrations().items():
-        if isinstance(entry, ProtocolSpec):
-            spec = entry
-        else:
-            try:
-                spec = import_string(entry)
-            except Exception as error:  # whatever the import raises is the finding
-                errors.append(
-                    Error(
-                        f"Protocol {key!r}: its spec {entry!r} cannot be imported: {error!r}.",
-                        hint="protocol_spec on the app's AppConfig is the dotted path of a ProtocolSpec.",
-                        id="protocols.E001",
-                    )
+        try:
+            spec = import_string(entry) if isinstance(entry, str) else entry
+        except Exception as error:  # whatever the import raises is the finding
+            errors.append(
+                Error(
+                    f"Protocol {key!r}: its spec {entry!r} cannot be imported: {error!r}.",
+                    hint="protocol_spec on the app's AppConfig is the dotted path of a ProtocolSpec.",
+                    id="protocols.E001",
                 )
-                continue
+            )
+            continue
         if not isinstance(spec, ProtocolSpec) or spec.key != key:
             errors.append(
                 Error(

@@ -395,8 +395,8 @@ def _question_row(number: int, row: dict[str, str]) -> QuestionSpec:
     if len(set(values)) != len(values):
         raise ImportRejected(f"{where}: choice values must be unique")
     keys = [c["key"] for c in choices if c["key"]]
-    if len(set(keys)) != len(keys):
-        shared = next(k for k in keys if keys.count(k) > 1)
+    shared = next((k for k in keys if keys.count(k) > 1), None)
+    if shared:
         raise ImportRejected(
             f"{where}: two choices share the key {shared!r}; give each its own or leave it out"
         )
@@ -408,14 +408,14 @@ def _question_row(number: int, row: dict[str, str]) -> QuestionSpec:
             )
     if question_kinds()[kind].needs_choices and len(choices) < 2:
         raise ImportRejected(f"{where}: a question needs at least two choices")
-    for column, flag in (("requires_reason", "requires_reason"), ("clear", "clear")):
+    for column in ("requires_reason", "clear"):  # a flag on the choices it names
         marked = [v for v in row.get(column, "").split("|") if v]
         unknown = [v for v in marked if v not in values]
         if unknown:
             raise ImportRejected(f"{where}: {column} {unknown[0]!r} is not one of the choices")
         for choice in choices:
             if choice["value"] in marked:
-                choice[flag] = True
+                choice[column] = True
     for column in ("default", "unresolvable"):
         if row.get(column) and row[column] not in values:
             raise ImportRejected(f"{where}: {column} {row[column]!r} is not one of the choices")
