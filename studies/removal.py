@@ -123,11 +123,16 @@ def goes_with(relation: Any) -> bool:
 
 def _collect(model: type[Model], objs: list[Any], restricting: bool = False) -> Collector:
     """A deletion collector holding ``objs`` and their cascades, a chunk at a time; with
-    ``restricting``, the rows that refuse the deletion are collected too."""
+    ``restricting``, the rows that refuse an item's deletion (RESTRICT/PROTECT) are collected too."""
     collector = Collector(using=router.db_for_write(model))
+    refusing = (
+        [r for r in Item._meta.related_objects if r.on_delete in (PROTECT, RESTRICT)] if restricting else []
+    )
     for chunk in batches(objs, in_chunk_size()):
-        for queryset in _restricting(chunk) if restricting else ():
-            collector.collect(queryset)
+        for relation in refusing:
+            collector.collect(
+                relation.related_model._base_manager.filter(**{f"{relation.field.name}__in": chunk})
+            )
         collector.collect(chunk)
     return collector
 
@@ -137,15 +142,6 @@ def _collected(collector: Collector) -> list[Model]:
     rows: list[Model] = [*chain(*collector.data.values(), *collector.fast_deletes)]
     order = {Image: 0, Item: 1, ItemImage: 2}
     return sorted(rows, key=lambda row: (order.get(type(row), 3), type(row)._meta.label_lower, row.pk))
-
-
-def _restricting(items: list[Any]) -> list[Any]:
-    """Querysets of the rows that refuse an item's deletion (RESTRICT/PROTECT)."""
-    return [
-        relation.related_model._base_manager.filter(**{f"{relation.field.name}__in": items})
-        for relation in Item._meta.related_objects
-        if relation.on_delete in (PROTECT, RESTRICT)
-    ]
 
 
 def items_remove(
