@@ -145,7 +145,6 @@ def study_define(
             raise StudyConflict(f"These questions cannot serve a {protocol} study: {problem}.")
     existing = Study.objects.select_for_update().filter(slug=slug).first()
     same = existing if existing is not None and existing.protocol == protocol else None
-    keep = same is not None
     if questions is None and not spec.questions and same is None:
         raise StudyConflict(f"A {protocol} study has no preset questions: give them with --questions F.csv.")
     wanted_parameters = _wanted_parameters(spec, same, parameters)
@@ -178,10 +177,10 @@ def study_define(
         )
         return StudyDefinition(study=study, created=True, changed=[])
     changed = [field for field, value in wanted.items() if getattr(existing, field) != value]
-    if keep and existing.parameters != wanted_parameters:
+    if same is not None and existing.parameters != wanted_parameters:
         changed.append("parameters")
     stored = Question.objects.filter(study=existing).order_by("position", "id")
-    if (questions is not None or not keep) and _question_fields(stored) != _question_fields(
+    if (questions is not None or same is None) and _question_fields(stored) != _question_fields(
         questions or spec.questions
     ):
         changed.append("questions")
@@ -201,18 +200,14 @@ def study_define(
                     "(it would change what they mean). Create a new study instead."
                 ) from exc
             _questions_create(existing, questions or spec.questions)
-    gold_changed = [field for field, value in gold_fields.items() if getattr(existing, field) != value]
-    if gold_changed:
-        for field in gold_changed:
-            setattr(existing, field, gold_fields[field])
-        existing.save(update_fields=gold_changed)
-        changed.extend(gold_changed)
-    if name:
-        new_name = _unique_name(name, exclude=existing)
-        if new_name != existing.name:
-            existing.name = new_name
-            existing.save(update_fields=["name"])
-            changed.append("name")
+    # Gold settings and the name change whatever the labels: no redefinition check.
+    free = gold_fields | ({"name": _unique_name(name, exclude=existing)} if name else {})
+    free_changed = [field for field, value in free.items() if getattr(existing, field) != value]
+    if free_changed:
+        for field in free_changed:
+            setattr(existing, field, free[field])
+        existing.save(update_fields=free_changed)
+        changed.extend(free_changed)
     return StudyDefinition(study=existing, created=False, changed=changed)
 
 
