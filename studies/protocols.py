@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
@@ -28,15 +28,9 @@ class QuestionSpec:
     unresolvable_value: str = ""
 
     def as_fields(self, position: int) -> dict[str, Any]:
-        return {
-            "text": self.text,
-            "choices": [dict(choice) for choice in self.choices],
-            "kind": self.kind,
-            "hotkey": self.hotkey,
-            "default_value": self.default_value,
-            "unresolvable_value": self.unresolvable_value,
-            "position": position,
-        }
+        """The ``Question`` fields besides its study and key, at ``position`` on the screen."""
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "key"}
+        return values | {"choices": [dict(choice) for choice in self.choices], "position": position}
 
 
 def choice_rows(*rows: dict[str, Any]) -> tuple[MappingProxyType[str, Any], ...]:
