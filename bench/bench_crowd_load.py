@@ -245,7 +245,8 @@ def start_gunicorn(
     database_url: str, media: Path, threads: int, processes: int
 ) -> tuple[subprocess.Popen, str]:
     """gunicorn serving config.wsgi with the benchmark's settings (as start_server's wsgiref):
-    ``processes`` gthread workers of ``threads`` threads on a free loopback port, once it accepts."""
+    ``processes`` workers (sync with one thread, as the deploy guide runs it; else gthread of
+    ``threads`` threads) on a free loopback port, once it accepts."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -258,7 +259,7 @@ def start_gunicorn(
         f"--bind=127.0.0.1:{port}",
         f"--workers={processes}",
         f"--threads={threads}",
-        "--worker-class=gthread",
+        f"--worker-class={'sync' if threads == 1 else 'gthread'}",
         "--backlog=128",
         "--timeout=120",
         "--log-level=warning",
