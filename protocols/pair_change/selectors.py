@@ -11,7 +11,7 @@ from typing import Any
 from annotate.models import FinalLabel, Label
 from metrics import pair_change as pc
 from protocols.pair_change.sampling import study_samples
-from studies.models import Image, Item, Study
+from studies.models import Item, Study
 from studies.selectors import study_questions
 
 #: Question values that name a verdict label by another word.
@@ -146,8 +146,3 @@ def pair_answers(study: Study, item_ids: Iterable[int]) -> dict[int, PairAnswers
         shown = questions[key].display(value) if key in questions else value
         answers[item_id].finals[key] = (shown, value)
     return dict(answers)
-
-
-def images_by_id(ids: Iterable[int]) -> dict[int, Image]:
-    """Image rows by id, in one query."""
-    return Image.objects.in_bulk(list(set(ids)))
