@@ -153,14 +153,15 @@ def arrays(
     y = np.array(
         [_vector(i.human) if i.human is not None else (np.nan, np.nan) for i in items], dtype=float
     ).reshape(n, 2)
+    pi = np.array([[state.pi.get(i.item_id, 0.0) for i in items] for state in rounds], dtype=float)
+    pi = pi.reshape(len(rounds), n)
+    # An item counts in the first round that drew it, once it has its final label.
     xi = np.zeros((len(rounds), n), dtype=bool)
-    pi = np.zeros((len(rounds), n), dtype=float)
     taken: set[int] = set()
     for k, state in enumerate(rounds):
-        for j, item in enumerate(items):
-            pi[k, j] = state.pi.get(item.item_id, 0.0)
-            if item.item_id in state.selected and item.human is not None and item.item_id not in taken:
-                xi[k, j] = True
+        xi[k] = [
+            i.item_id in state.selected and i.human is not None and i.item_id not in taken for i in items
+        ]
         taken |= state.selected
     prompt_ids = np.array([_prompt_id(i) for i in items], dtype=np.int64)
     outputs = np.array([OUTPUT_CODES[i.verdict] for i in items], dtype=np.int64)

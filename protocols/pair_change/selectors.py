@@ -103,15 +103,8 @@ def sample_summaries(study: Study) -> list[dict[str, Any]]:
     """Each draw on the study without its item list: attribute, seed, buckets, T2I model,
     source, how many pairs, when."""
     return [
-        {
-            "attribute": record.get("attribute"),
-            "seed": record.get("seed"),
-            "buckets": record.get("buckets"),
-            "t2i_model": record.get("t2i_model"),
-            "source": record.get("source"),
-            "n_items": len(record.get("items") or []),
-            "drawn_at": record.get("drawn_at"),
-        }
+        {key: record.get(key) for key in ("attribute", "seed", "buckets", "t2i_model", "source")}
+        | {"n_items": len(record.get("items") or []), "drawn_at": record.get("drawn_at")}
         for record in study_samples(study)
     ]
 
