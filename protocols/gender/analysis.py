@@ -136,7 +136,8 @@ class GenderAnalysis(Analysis):
         grid = self.grid(page)
         if name == "heatmap":
             return charts.heatmap_chart(grid, fmt)
-        return charts.histogram_chart(grid.source_scores(source), fmt, source=source_name(source))
+        shown = "human ground truth" if source == gtables.HUMAN else source
+        return charts.histogram_chart(grid.source_scores(source), fmt, source=shown)
 
     def export(self, result: GenderResult, fmt: str) -> str:
         """``bias_report --format csv`` (sections ``models``, ``detectors``, ``prompts``) or ``md``."""
@@ -155,10 +156,6 @@ def coverage(report: Mapping[str, Any]) -> dict[str, Any]:
     images = int(cover.get("images", 0))
     final = int(cover.get("final_labels", 0))
     return {"images": images, "final_labels": final, "percent": 100 * final / images if images else None}
-
-
-def source_name(source: str) -> str:
-    return "human ground truth" if source == gtables.HUMAN else source
 
 
 def markdown(analysis: GenderAnalysis, result: GenderResult) -> str:

@@ -134,11 +134,8 @@ def _reported(scope: Scope, detector: str) -> tuple[str | None, QuerySet[Predict
     return version, predictions_in_scope(scope, kinds=KINDS, detector=detector).filter(version=version)
 
 
-def _reported_predictions(scope: Scope, *, detector: str, question: Question) -> QuerySet[Prediction]:
-    """The detector's ok predictions on items in scope with a final label (``with_final``)."""
-    version, predictions = _reported(scope, detector)
-    if version is None:
-        return Prediction.objects.none()
+def _judged(predictions: QuerySet[Prediction], question: Question) -> QuerySet[Prediction]:
+    """The ok ones of ``predictions`` on items with a final label (``with_final``)."""
     return with_final(predictions, question=question).filter(
         status=PredictionStatus.OK, final_value__isnull=False
     )
@@ -201,8 +198,7 @@ def detector_confusion(
     """Counts of (final label, verdict) for one detector on the items in scope, in SQL."""
     version, predictions = _reported(scope, detector)
     rows = (
-        with_final(predictions, question=question)
-        .filter(status=PredictionStatus.OK, final_value__isnull=False)
+        _judged(predictions, question)
         .values(human=F("final_value"), verdict=F("output_label"))
         .annotate(n=Count("pk"))
         .order_by()
@@ -242,7 +238,7 @@ def detector_disagreements(
     """The detector's predictions that disagree with the final label, with the item's fields."""
     item = PREDICTION_TO_ITEM
     return (
-        _reported_predictions(scope, detector=detector, question=question)
+        _judged(_reported(scope, detector)[1], question)
         .filter(_disagreement_filter(kind, clear))
         .annotate(
             item_id=F(f"{item}id"),
@@ -260,6 +256,6 @@ def disagreement_counts(
     scope: Scope, *, detector: str, question: Question, clear: tuple[str, str]
 ) -> dict[str, int]:
     """How many items each gallery kind holds (one aggregate query)."""
-    return _reported_predictions(scope, detector=detector, question=question).aggregate(
+    return _judged(_reported(scope, detector)[1], question).aggregate(
         **{kind: Count("pk", filter=_disagreement_filter(kind, clear)) for kind in DISAGREEMENTS}
     )

@@ -122,23 +122,6 @@ def _human_model(
     }
 
 
-def _detector_model(
-    tables: dict[int | None, list[list[int]]], *, bootstrap: int, seed: list[int]
-) -> contract.DetectorModel:
-    """One detector on one T2I model, against the human labels of the same images."""
-    result = metrics.detector_vs_human(tables, n_resamples=bootstrap, seed=seed)
-    return {
-        "model_bias_score": result.model_bias_score,
-        "pct_diff": result.pct_diff,
-        "prompt_bias_score_difference": result.prompt_bias_score_difference,
-        "ci95": _interval(result.pct_diff_ci),
-        "model_bias_score_ci95": _interval(result.model_bias_score_ci),
-        "prompt_bias_score_difference_ci95": _interval(result.prompt_bias_score_difference_ci),
-        "human_model_bias_score": result.human_model_bias_score,
-        "n_images": result.n_images,
-    }
-
-
 def _detectors(
     rows: list[dict[str, Any]], versions: dict[str, str], *, bootstrap: int, seed: int
 ) -> dict[str, contract.Detector]:
@@ -148,8 +131,21 @@ def _detectors(
     pairs = [(key, model) for key in sorted(versions) for model in sorted(grouped.get(key, {}))]
 
     def one(pair: tuple[str, str]) -> contract.DetectorModel:
+        """One detector on one T2I model, against the human labels of the same images."""
         key, model = pair
-        return _detector_model(grouped[key][model], bootstrap=bootstrap, seed=_seed(seed, model, key))
+        result = metrics.detector_vs_human(
+            grouped[key][model], n_resamples=bootstrap, seed=_seed(seed, model, key)
+        )
+        return {
+            "model_bias_score": result.model_bias_score,
+            "pct_diff": result.pct_diff,
+            "prompt_bias_score_difference": result.prompt_bias_score_difference,
+            "ci95": _interval(result.pct_diff_ci),
+            "model_bias_score_ci95": _interval(result.model_bias_score_ci),
+            "prompt_bias_score_difference_ci95": _interval(result.prompt_bias_score_difference_ci),
+            "human_model_bias_score": result.human_model_bias_score,
+            "n_images": result.n_images,
+        }
 
     per_pair = dict(zip(pairs, _map_threads(one, pairs), strict=True))
     report: dict[str, contract.Detector] = {}
@@ -167,26 +163,6 @@ def _detectors(
             "per_model": {model: per_pair[(key, model)] for model in sorted(per_model)},
         }
     return report
-
-
-def judge_report(
-    scope: sel.Scope,
-    *,
-    finals: Iterable[gsel.FinalRow],
-    clear: tuple[str, str],
-    key: str,
-    detector: str | None,
-) -> dict[str, Any]:
-    """``judges`` and ``judge_versions``: every gender run against the final answers on clear images."""
-    by_item = {item_id: {key: value} for item_id, value, _model, _prompt in finals}
-    runs = judges.judge_runs(
-        scope.narrowed(category=None),
-        kinds=[KIND_GENDER],
-        read=judges.gender_reader(clear, key),
-        detector=detector,
-    )
-    report = judges.judged([(key, clear)], runs, by_item)
-    return report | {"judges": {name: f for name, f in report["judges"].items() if f}}
 
 
 def compute(
@@ -225,14 +201,22 @@ def compute(
         ),
         models,
     )
-    judged = judge_report(scope, finals=finals, clear=clear, key=question.key, detector=detector)
+    # Every gender run against the final answers on clear images (the whole study's runs).
+    runs = judges.judge_runs(
+        scope.narrowed(category=None),
+        kinds=[KIND_GENDER],
+        read=judges.gender_reader(clear, question.key),
+        detector=detector,
+    )
+    by_item = {item_id: {question.key: value} for item_id, value, _model, _prompt in finals}
+    judged = judges.judged([(question.key, clear)], runs, by_item)
     report: contract.GenderReport = {
         # The final labels in scope: those ``rows`` counted (the same filter).
         "coverage": sel.coverage(scope, final_labels=sum(sum(r["counts"].values()) for r in rows)),
         "agreement": {"cohen_kappa": agreement["cohen_kappa"], "n_images": agreement["n_images"]},
         "human": dict(zip(models, human, strict=True)),
         "detectors": _detectors(joint, versions, bootstrap=bootstrap, seed=seed),
-        "judges": judged["judges"],
+        "judges": {name: f for name, f in judged["judges"].items() if f},
         "judge_versions": judged["judge_versions"],
     }
     prompts = {r["prompt_id"]: (r["category"], r["word"], r["prompt"]) for r in rows}

@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404
 from metrics.gender import prompt_bias_score
 from protocols.gender import drilldown
 from protocols.gender import tables as gtables
-from protocols.gender.analysis import GenderAnalysis, coverage, gender_question, source_name
+from protocols.gender.analysis import GenderAnalysis, coverage, gender_question
 from protocols.gender.report import GenderResult
 from protocols.gender.selectors import CLEAR_VERDICTS
 from reports import views as base
@@ -74,7 +74,6 @@ def heatmap(request: HtmxHttpRequest) -> HttpResponse:
         "n_scored": len(scores) - scores.count(None),
         "n_unscored": scores.count(None),
         "coverage": coverage(report),
-        "source_name": source_name(source),
     }
     return base.render_page(request, "gender/heatmap.html", context)
 
@@ -98,7 +97,6 @@ def prompt_detail(request: HtmxHttpRequest, prompt_id: int) -> HttpResponse:
         "rows": rows,
         "detector_keys": detector_keys,
         "summary": _prompt_summary(rows, detector_keys, result.clear),
-        "labels": dict(result.labels),
     }
     return base.render_page(request, "gender/prompt.html", context)
 
@@ -165,7 +163,6 @@ def detector_detail(request: HtmxHttpRequest, detector: str) -> HttpResponse:
         "confusion_table": confusion.table(),
         "confusion_query": urlencode(filters.params(detector=detector)),
         "filtering": confusion.filtering,
-        "labels": dict(result.labels),
         "kinds": [{"key": k, "label": label, "n": counts[k]} for k, label in drilldown.DISAGREEMENTS.items()],
         "kind": kind,
         "page": page,

@@ -18,25 +18,6 @@ from reports.tables import Table, UnknownTable
 from studies.models import Study
 
 CHARTS = ("word_scores",)
-#: One panel of Figure 4: (attribute, x label, [(word, score)] or None without a source).
-Panel = tuple[str, str, list[tuple[str, float]] | None]
-
-
-def chart_panels(result: PairChangeReport, model: str, domain: str) -> list[Panel]:
-    """Figure 4's panels for (model, domain): per attribute [(word, score)], None without a
-    source. Gender is the signed word score (male → female minus female → male, over pairs)."""
-    panels: list[Panel] = []
-    for attribute, key, label in (
-        (pc.AGE, "age", "Age score (+ older)"),
-        (pc.GENDER, "gender", "Gender score (+ male → female)"),
-        (pc.SKIN, "skin", "Skin score (+ lighter)"),
-    ):
-        if not result.defined(attribute):
-            panels.append((attribute, label, None))
-            continue
-        values = [(w.word, result.word_value(w, key)) for w in result.words(model, domain)]
-        panels.append((attribute, label, [(word, value) for word, value in values if value is not None]))
-    return panels
 
 
 class PairChangeAnalysis(Analysis):
@@ -93,53 +74,41 @@ class PairChangeAnalysis(Analysis):
         result: PairChangeReport = page.result(bootstrap=0)
         domain = page.scope.category
         version = data_version(page)
-        charts = []
-        biased = []
-        for model in result.models:
-            for name in result.results[model].domains:
-                if domain and name != domain:
-                    continue
-                charts.append(
+        # Per T2I model and domain: its Figure 4 chart and its most biased words per direction.
+        domains = [
+            {
+                "model": model,
+                "domain": name,
+                "src": chart_src("word_scores", page, t2i_model=model, category=name, v=version),
+                "query": page.query(t2i_model=model, category=name),
+                "n_words": len(result.words(model, name)),
+                "directions": [
                     {
-                        "model": model,
-                        "domain": name,
-                        "src": chart_src("word_scores", page, t2i_model=model, category=name, v=version),
-                        "query": page.query(t2i_model=model, category=name),
-                        "n_words": len(result.words(model, name)),
+                        "key": key,
+                        "header": header,
+                        "words": ptables.most_biased(result, model, name, figure, sign),
                     }
-                )
-                biased.append(
-                    {
-                        "model": model,
-                        "domain": name,
-                        "directions": [
-                            {
-                                "key": key,
-                                "header": header,
-                                "words": ptables.most_biased(result, model, name, figure, sign),
-                            }
-                            for key, header, figure, sign in ptables.DIRECTIONS
-                        ],
-                    }
-                )
+                    for key, header, figure, sign in ptables.DIRECTIONS
+                ],
+            }
+            for model in result.models
+            for name in result.results[model].domains
+            if not domain or name == domain
+        ]
         index: dict[str, set[str]] = {}
         for model in result.models:
             for word in result.words(model, domain):
                 index.setdefault(word.domain, set()).add(word.word)
         return {
-            "report": result.report,
-            "result": result,
             "coverage": result.report["coverage"],
             "sources": result.sources.sources,
             "versions": result.report["detector_versions"],
             "thresholds": result.thresholds,
             "tables": {key: build(result, domain) for key, build in self.builders.items()},
-            "charts": charts,
-            "biased": biased,
+            "domains": domains,
             "word_index": {name: sorted(words, key=str.lower) for name, words in index.items()},
             "samples": result.report["samples"],
             "validation_overall": result.report["validation_overall"],
-            "left_out": result.left_out[:20],
         }
 
     def table(self, name: str, page: ReportPage) -> Table:
@@ -158,7 +127,7 @@ class PairChangeAnalysis(Analysis):
         domains = list(result.results[model].domains) if model in result.results else []
         domain = page.scope.category or (domains[0] if domains else "")
         title = f"Word scores: {model or 'no model'}, {domain or 'no domain'}"
-        return charts.word_score_chart(chart_panels(result, model, domain), fmt, title=title)
+        return charts.word_score_chart(charts.chart_panels(result, model, domain), fmt, title=title)
 
     def summary(self, result: PairChangeReport) -> str:
         versions = result.report["detector_versions"]

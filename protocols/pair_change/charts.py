@@ -6,14 +6,34 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from metrics import pair_change as pc
 from reports import charts as base
 from reports.charts import svg_id
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.figure import Figure
 
+    from protocols.pair_change.report import PairChangeReport
+
 #: One panel: (attribute, x label, [(word, score)] or None when no detector measures it).
-Panel = tuple[str, str, list[tuple[str, float]] | None]  # as protocols.pair_change.Panel
+Panel = tuple[str, str, list[tuple[str, float]] | None]
+
+
+def chart_panels(result: PairChangeReport, model: str, domain: str) -> list[Panel]:
+    """Figure 4's panels for (model, domain): per attribute [(word, score)], None without a
+    source. Gender is the signed word score (male → female minus female → male, over pairs)."""
+    panels: list[Panel] = []
+    for attribute, key, label in (
+        (pc.AGE, "age", "Age score (+ older)"),
+        (pc.GENDER, "gender", "Gender score (+ male → female)"),
+        (pc.SKIN, "skin", "Skin score (+ lighter)"),
+    ):
+        if not result.defined(attribute):
+            panels.append((attribute, label, None))
+            continue
+        values = [(w.word, result.word_value(w, key)) for w in result.words(model, domain)]
+        panels.append((attribute, label, [(word, value) for word, value in values if value is not None]))
+    return panels
 
 
 def word_score_chart(panels: Sequence[Panel], fmt: str = "svg", *, title: str) -> bytes:

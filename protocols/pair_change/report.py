@@ -9,13 +9,7 @@ from typing import Any
 
 from metrics import pair_change as pc
 from protocols.pair_change import selectors as psel
-from protocols.pair_change.sampling import (
-    LeftOutPair,
-    MeasureSources,
-    PairRow,
-    pair_measurements,
-    study_thresholds,
-)
+from protocols.pair_change.sampling import MeasureSources, PairRow, pair_measurements, study_thresholds
 from reports.selectors import Scope
 
 #: Attribute -> the keys of a word entry that belong to it.
@@ -31,7 +25,6 @@ class PairChangeReport:
     sources: MeasureSources
     thresholds: pc.Thresholds
     rows: tuple[PairRow, ...]
-    left_out: tuple[LeftOutPair, ...]
     validation: dict[str, pc.ValidationResult]
     overall: pc.Accuracy
     drawn: dict[str, dict[str, str]]
@@ -158,7 +151,6 @@ def compute(
         sources=measured.sources,
         thresholds=thresholds,
         rows=measured.rows,
-        left_out=measured.left_out,
         validation=validation,
         overall=overall,
         drawn=drawn,

@@ -88,16 +88,6 @@ def parse_measure(text: str | Mapping[str, str] | None) -> dict[str, str]:
     return chosen
 
 
-def _pair_images(study: Study) -> Any:
-    """The ids of the study's seed and edited image files (a subquery)."""
-    return ItemImage.objects.filter(item__study=study, role__in=PAIR_ROLES).values("image_id")
-
-
-def measurement_versions(study: Study) -> dict[str, str]:
-    """detector -> the version of its newest ``measurements`` prediction on the study's pairs."""
-    return latest_detector_versions(Scope(study), kinds=[KIND_MEASUREMENTS])
-
-
 def _has_value(name: str) -> Q:
     # A present, non-null value. Not KT(): SQLite's ->> spells a JSON null as the text 'null'.
     return Q(output__has_key=name) & ~Q(**{f"output__{name}": None})
@@ -111,7 +101,7 @@ def measurement_candidates(study: Study, versions: Mapping[str, str]) -> dict[st
             of_versions(versions),
             kind=KIND_MEASUREMENTS,
             status=PredictionStatus.OK,
-            image_id__in=_pair_images(study),
+            image_id__in=ItemImage.objects.filter(item__study=study, role__in=PAIR_ROLES).values("image_id"),
         )
         .values("detector")
         .annotate(**{attribute: Count("pk", filter=_has_value(name)) for attribute, name in FIELDS.items()})
@@ -153,7 +143,8 @@ def measurement_sources(
     from_study = parse_measure(
         study.parameters.get(MEASURE_KEY) if isinstance(study.parameters, dict) else None
     )
-    versions = measurement_versions(study)
+    # detector -> the version of its newest ``measurements`` prediction on the study's pairs.
+    versions = latest_detector_versions(Scope(study), kinds=[KIND_MEASUREMENTS])
     candidates = measurement_candidates(study, versions)
     sources: dict[str, str | None] = {}
     for attribute in attributes:
@@ -227,10 +218,6 @@ class PairMeasurements:
         return grouped
 
 
-def _measured_value(output: Mapping[str, Any]) -> bool:
-    return any(output.get(name) is not None for name in FIELDS.values())
-
-
 def _side(
     key: str, role: str, outputs: Mapping[str, Mapping[str, Any]], sources: Mapping[str, str | None]
 ) -> pc.Measurement:
@@ -242,7 +229,8 @@ def _side(
     for name, output in outputs.items():
         core: dict[str, Any] = {f: output.get(f) for f in ("face", *FIELDS.values())}
         if core["face"] is None:
-            core["face"] = _measured_value(core)  # a detector that does not say: a value means a face
+            # A detector that does not say: a value means a face.
+            core["face"] = any(core[f] is not None for f in FIELDS.values())
         face = pc.measurement_from_dict(core, item=f"pair '{key}', {side} measured by {name}").face or face
     for attribute, source in sources.items():
         if source is not None:

@@ -11,7 +11,7 @@ from typing import Any
 from annotate.models import FinalLabel, Label
 from metrics import pair_change as pc
 from protocols.pair_change.sampling import study_samples
-from studies.models import Image, Item, Study
+from studies.models import Item, Study
 from studies.selectors import study_questions
 
 #: Question values that name a verdict label by another word.
@@ -103,15 +103,8 @@ def sample_summaries(study: Study) -> list[dict[str, Any]]:
     """Each draw on the study without its item list: attribute, seed, buckets, T2I model,
     source, how many pairs, when."""
     return [
-        {
-            "attribute": record.get("attribute"),
-            "seed": record.get("seed"),
-            "buckets": record.get("buckets"),
-            "t2i_model": record.get("t2i_model"),
-            "source": record.get("source"),
-            "n_items": len(record.get("items") or []),
-            "drawn_at": record.get("drawn_at"),
-        }
+        {key: record.get(key) for key in ("attribute", "seed", "buckets", "t2i_model", "source")}
+        | {"n_items": len(record.get("items") or []), "drawn_at": record.get("drawn_at")}
         for record in study_samples(study)
     ]
 
@@ -146,8 +139,3 @@ def pair_answers(study: Study, item_ids: Iterable[int]) -> dict[int, PairAnswers
         shown = questions[key].display(value) if key in questions else value
         answers[item_id].finals[key] = (shown, value)
     return dict(answers)
-
-
-def images_by_id(ids: Iterable[int]) -> dict[int, Image]:
-    """Image rows by id, in one query."""
-    return Image.objects.in_bulk(list(set(ids)))

@@ -15,7 +15,7 @@ from protocols.pair_change.sampling import PairRow
 from protocols.pair_change.tables import LABEL_NAMES, WORD_FIGURES, score
 from reports import views as base
 from reports.analyses import AnalysisError
-from studies.models import ImageRole
+from studies.models import Image, ImageRole
 from studies.typing import HtmxHttpRequest
 
 # Pairs shown per T2I model: beyond it the page says how many more.
@@ -94,7 +94,7 @@ def word_detail(request: HtmxHttpRequest, domain: str, word: str) -> HttpRespons
     for row in rows:
         shown.setdefault(row.t2i_model, []).append(row)
     visible = [r for model_rows in shown.values() for r in model_rows[:PAIR_LIMIT]]
-    images = psel.images_by_id(i for r in visible for i in r.images.values())
+    images = Image.objects.in_bulk(list({i for r in visible for i in r.images.values()}))
     answers = psel.pair_answers(filters.scope.study, (r.item_id for r in visible))
     groups = [
         {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from estimates.services import sampling_round_create
-from protocols.gender import estimate_frame as gframe
+from protocols.gender import estimates as gframe
 from studies.models import Item
 from tests.sqlite_limits import sqlite_variable_limit
 

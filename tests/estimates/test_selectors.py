@@ -11,7 +11,7 @@ from estimates import estimands
 from estimates import selectors as sel
 from estimates.services import sampling_round_create
 from metrics import gender as gm
-from protocols.gender import estimate_frame as gframe
+from protocols.gender import estimates as gframe
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from annotate import services as annotate_services
 from estimates import estimands
 from estimates.models import RoundItem, SamplingRound
 from estimates.services import SamplingError, sampling_round_create
-from protocols.gender import estimate_frame as gframe
+from protocols.gender import estimates as gframe
 from studies.models import Item, Question, Study
 from tests.factories import FinalLabelFactory, StudyFactory
 from tests.reports.dashboard_data import predict
