@@ -24,8 +24,9 @@ from annotate.models import (
     Label,
     LabelRevision,
 )
+from annotate.services.bulk import chunk_rows
 from studies import permissions
-from studies.batching import in_chunks, in_rows, is_in
+from studies.batching import in_rows
 from studies.imports import Importer, ImportSummary, RejectedRow, csv_header, csv_rows_stream, import_run
 from studies.kinds import kind_of
 from studies.models import ImageRole, Item, Question, Study
@@ -42,17 +43,6 @@ LABEL_VALUE_MAX_CHARS = 1000
 _WIDE_RE = re.compile(r"^(annotator|label|reason)_(\d+)$")
 #: The tables a label or ground-truth import writes into (their statistics refreshed after it).
 LABEL_TABLES = (Label, LabelRevision, Assignment, FinalLabel, FinalLabelRevision)
-
-
-def _chunk_rows(
-    statement: Callable[[str], str], values: Iterable[Any], column: str, *first: Any, array: str = "bigint"
-) -> Iterator[tuple[Any, ...]]:
-    """The rows of ``statement`` whose ``column`` is in ``values``, a chunk per query (after ``first``)."""
-    with connection.cursor() as cursor:
-        for chunk in in_chunks(values):
-            where, params = is_in(column, chunk, array=array)
-            cursor.execute(statement(where), [*first, *params])
-            yield from cursor.fetchall()
 
 
 def _where(header: list[str]) -> str:
@@ -97,14 +87,14 @@ class _Items:
         paths = {path for path in paths if "\x00" not in path}
         convert = sql.converter(Item, ["question_keys"])
         study, image = self.study.pk, ImageRole.IMAGE.value
-        by_path = _chunk_rows(
+        by_path = chunk_rows(
             sql.import_items_by_path, sorted(paths), "l.source_path", study, image, array="text"
         )
         for path, pk, key, question_keys in by_path:
             self.by_path[path] = _item_ref(pk, key, *convert([question_keys]))
         # A path no image was imported under may be an item key (item() falls back to it).
         keys |= paths - self.by_path.keys()
-        for pk, key, question_keys in _chunk_rows(
+        for pk, key, question_keys in chunk_rows(
             sql.import_items_by_key, sorted(keys), connection.ops.quote_name("key"), study, array="text"
         ):
             self.by_key[key] = _item_ref(pk, key, *convert([question_keys]))
@@ -155,7 +145,7 @@ def _items_by_id(study: Study, ids: Iterable[int]) -> dict[int, Item]:
     # In field order: the order from_db reads a partial row in.
     names = [f.attname for f in Item._meta.concrete_fields if f.attname in _ITEM_FIELDS]
     convert = sql.converter(Item, names)
-    for row in _chunk_rows(lambda where: sql.import_items(names, where), ids, "id"):
+    for row in chunk_rows(lambda where: sql.import_items(names, where), ids, "id"):
         item = Item.from_db(connection.alias, names, convert(row))
         item.study = study
         items[item.pk] = item
@@ -422,7 +412,7 @@ def _labels_before(
     good: list[tuple[_LabelRow, _ItemRef, int]],
 ) -> tuple[dict[tuple[int, int, int], tuple[str, str]], list[tuple[Any, ...]]]:
     """The stored (value, reason) of the batch's labels by (item, question, annotator), and the rows."""
-    rows = list(_chunk_rows(sql.import_labels, sorted({item.pk for _, item, _ in good}), "item_id"))
+    rows = list(chunk_rows(sql.import_labels, sorted({item.pk for _, item, _ in good}), "item_id"))
     stored = {
         (item, question, annotator): (value, reason) for _, item, question, annotator, value, reason in rows
     }
@@ -432,7 +422,7 @@ def _labels_before(
 def _agreed_finals(pairs: set[tuple[int, int]]) -> set[tuple[int, int]]:
     """The (item, question) pairs among ``pairs`` that have an agreed final answer."""
     items = sorted({item for item, _ in pairs})
-    rows = _chunk_rows(sql.import_agreed_finals, items, "item_id", FinalLabelSource.AGREED.value)
+    rows = chunk_rows(sql.import_agreed_finals, items, "item_id", FinalLabelSource.AGREED.value)
     return {pair for pair in map(tuple, rows) if pair in pairs}
 
 
