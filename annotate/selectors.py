@@ -86,16 +86,17 @@ class ItemStateFields(TypedDict):
 ItemWithState: TypeAlias = "WithAnnotations[Item, ItemStateFields]"
 
 
-def items_with_state(*, study: Study) -> QuerySet[ItemWithState]:
-    """The study's items annotated with ``state``, ``n_labels`` and ``n_unsettled``, all in SQL."""
-    n = study.labels_per_item
+def items_with_state(*, study: Study | None) -> QuerySet[ItemWithState]:
+    """The study's items (None: every study's) annotated with ``state``, ``n_labels`` and
+    ``n_unsettled``, all in SQL."""
+    n = F("study__labels_per_item") if study is None else study.labels_per_item
     labels = Label.objects.filter(item=OuterRef("pk"))
     unsettled = Label.objects.filter(item=OuterRef("pk")).exclude(
         Exists(FinalLabel.objects.filter(item=OuterRef("item"), question=OuterRef("question")))
     )
     decided = FinalLabel.objects.filter(item=OuterRef("pk"), source__in=DECIDED_SOURCES)
     return (
-        Item.objects.filter(study=study)
+        (Item.objects.all() if study is None else Item.objects.filter(study=study))
         .annotate(
             n_labels=_count_subquery(labels, "annotator_id"),
             n_unsettled=_count_subquery(unsettled, "question_id"),
