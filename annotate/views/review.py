@@ -42,24 +42,23 @@ def disputes(request: HttpRequest, slug: str | None = None) -> HttpResponse:
     page = Paginator(selectors.dispute_pairs(study=study), 50).get_page(request.GET.get("page"))
     shown = set(page.object_list)
     rows = selectors.dispute_queue(study=study, item_ids=sorted({item_id for item_id, _ in shown}))
-    drawn: Any = [_dispute_row(row) for row in rows if (row.item.pk, row.question.pk) in shown]
+    drawn: Any = [
+        {
+            "item": row.item,
+            "images": images_view(row.item),
+            "question": row.question,
+            "labels": [
+                {"annotator": username, "display": row.question.display(value), "reason": reason}
+                for username, value, reason in row.labels
+            ],
+            "n_labels": row.n_labels,
+            "n_needed": row.n_needed,
+        }
+        for row in rows
+        if (row.item.pk, row.question.pk) in shown
+    ]
     page.object_list = drawn  # the page's rows, in place of their ids
     return render(request, "annotate/disputes.html", {"study": study, "page": page})
-
-
-def _dispute_row(row: selectors.DisputeRow) -> dict[str, Any]:
-    question = row.question
-    return {
-        "item": row.item,
-        "images": images_view(row.item),
-        "question": question,
-        "labels": [
-            {"annotator": username, "display": question.display(value), "reason": reason}
-            for username, value, reason in row.labels
-        ],
-        "n_labels": row.n_labels,
-        "n_needed": row.n_needed,
-    }
 
 
 def _dispute_question(item: Item, key: str | None) -> Question:
