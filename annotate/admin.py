@@ -9,7 +9,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import URLPattern, path, reverse
@@ -280,36 +280,35 @@ class StudyAdmin(admin.ModelAdmin):
         study: Study | None = None
         if request.method == "POST":
             form = ZipUploadForm(request.POST, request.FILES)
-            if form.is_valid():
-                study, created = form.cleaned_data["study"], False
-                try:
-                    if study is None:
-                        study, created = study_get_or_create(
-                            slug=form.cleaned_data["new_study"],
-                            protocol=form.cleaned_data["new_study_protocol"],
-                        )
-                    summary = images_import_zip(
-                        study=study, zip_file=form.cleaned_data["archive"], user=request.user
-                    )
-                except DomainError as exc:
-                    if created:
-                        study.delete()  # the zip was refused whole: leave no empty study behind
-                    study = None
-                    form.add_error("archive", str(exc))
-                else:
-                    if created and not study.items.exists():
-                        # Every row was refused: show why, but leave no empty study behind.
-                        self.message_user(
-                            request,
-                            f"Nothing was imported: the new study “{study.slug}” was not created.",
-                            messages.ERROR,
-                        )
-                        study.delete()
-                        study = None
-                    else:
-                        self._summary_message(request, study, summary)
         else:
             form = ZipUploadForm(initial={"study": request.GET.get("study")})
+        if form.is_bound and form.is_valid():
+            study, created = form.cleaned_data["study"], False
+            try:
+                if study is None:
+                    study, created = study_get_or_create(
+                        slug=form.cleaned_data["new_study"], protocol=form.cleaned_data["new_study_protocol"]
+                    )
+                summary = images_import_zip(
+                    study=study, zip_file=form.cleaned_data["archive"], user=request.user
+                )
+            except DomainError as exc:
+                form.add_error("archive", str(exc))
+            if created and study is not None and not study.items.exists():
+                # The zip, or every row of it, was refused: leave no empty study behind.
+                if summary is not None:
+                    text = f"Nothing was imported: the new study “{study.slug}” was not created."
+                    self.message_user(request, text, messages.ERROR)
+                study.delete()
+                study = None
+            elif summary is not None and study is not None:
+                text = (
+                    f"{study.name}: {summary.accepted} images accepted, {summary.duplicates} duplicates "
+                    f"(already imported), {len(summary.rejected)} rejected."
+                )
+                if summary.rejected:
+                    text += " Rejected rows are listed below; their items were not imported."
+                self.message_user(request, text, messages.WARNING if summary.rejected else messages.SUCCESS)
         context = {
             **self.admin_site.each_context(request),
             "title": "Import images from a zip",
@@ -319,16 +318,6 @@ class StudyAdmin(admin.ModelAdmin):
             "study": study,
         }
         return render(request, "admin/studies/study/import_zip.html", context)
-
-    def _summary_message(self, request: HttpRequest, study: Study, summary: ImportSummary) -> None:
-        text = (
-            f"{study.name}: {summary.accepted} images accepted, {summary.duplicates} duplicates "
-            f"(already imported), {len(summary.rejected)} rejected."
-        )
-        if summary.rejected:
-            text += " Rejected rows are listed below; their items were not imported."
-        level = messages.WARNING if summary.rejected else messages.SUCCESS
-        self.message_user(request, text, level)
 
     def _export(self, request: HttpRequest, queryset: QuerySet[Study], fmt: str) -> HttpResponse | None:
         if queryset.count() != 1:
@@ -356,7 +345,7 @@ class PromptAdmin(admin.ModelAdmin):
 
 
 class StateFilter(admin.SimpleListFilter):
-    """Filter by the derived item state; the rules are the selectors', per study (N differs)."""
+    """Filter by the derived item state; the rules are the selectors'."""
 
     title = "state"
     parameter_name = "state"
@@ -368,10 +357,9 @@ class StateFilter(admin.SimpleListFilter):
         value = self.value()
         if value not in ItemState.values:
             return queryset
-        match = Q(pk__in=[])
-        for study in Study.objects.filter(pk__in=queryset.values("study_id")):
-            match |= Q(pk__in=selectors.items_with_state(study=study).filter(state=value).values("pk"))
-        return queryset.filter(match)
+        # The states of the listed studies' items only (a study's N is read in the same query).
+        states = selectors.items_with_state(study=None).filter(study__in=queryset.values("study_id"))
+        return queryset.filter(pk__in=states.filter(state=value).values("pk"))
 
 
 class LabelInline(ReadOnlyInline):
@@ -430,20 +418,18 @@ class ItemAdmin(admin.ModelAdmin):
         changelist = super().get_changelist(request, **kwargs)
 
         class WithStates(changelist):  # type: ignore[misc, valid-type]
-            """Load the page's states in one query per study instead of one per row."""
+            """Load the page's states in one query instead of one per row."""
 
             def get_results(self, request: HttpRequest) -> None:
                 super().get_results(request)
                 page = list(self.result_list)
                 # Thumbnails here, not in get_queryset, which an action on "select all" reads whole.
                 images_load(page)
-                states: dict[int, str] = {}
-                for study in {item.study_id: item.study for item in page}.values():
-                    states.update(
-                        selectors.items_with_state(study=study)
-                        .filter(pk__in=[item.pk for item in page])
-                        .values_list("pk", "state")
-                    )
+                states = dict(
+                    selectors.items_with_state(study=None)
+                    .filter(pk__in=[item.pk for item in page])
+                    .values_list("pk", "state")
+                )
                 for item in page:
                     item._item_state = states.get(item.pk, ItemState.UNLABELLED)
 

@@ -36,19 +36,6 @@ def ground_truth_columns(n_annotators: int, *, pairs: bool = False) -> list[str]
     return [*HEAD_COLUMNS, *(PAIR_COLUMNS if pairs else ()), *ITEM_COLUMNS, *middle, *TAIL_COLUMNS]
 
 
-def _labels_by_item(study: Study, item_ids: list[int]) -> dict[tuple[int, int], list[tuple[str, str, str]]]:
-    # By annotator id within an item: label_1 / label_2 are the pairs kappa is computed on.
-    grouped: dict[tuple[int, int], list[tuple[str, str, str]]] = {}
-    rows = (
-        Label.objects.filter(IsIn(F("item_id"), item_ids), item__study=study)
-        .order_by("item_id", "question_id", "annotator_id")
-        .values_list("item_id", "question_id", "annotator__username", "value", "reason")
-    )
-    for item_id, question_id, username, value, reason in rows:
-        grouped.setdefault((item_id, question_id), []).append((username, value, reason))
-    return grouped
-
-
 def _annotator_columns(study: Study) -> int:
     """How many annotator columns the export has: N, or the most labels of any (item, question)."""
     most = (
@@ -80,7 +67,14 @@ def ground_truth_rows_stream(
             return
         after = items[-1].pk
         ids = [item.pk for item in items]
-        labels = _labels_by_item(study, ids)
+        # By annotator id within an item: label_1 / label_2 are the pairs kappa is computed on.
+        labels: dict[tuple[int, int], list[tuple[str, ...]]] = {}
+        for item_id, question_id, *label in (
+            Label.objects.filter(IsIn(F("item_id"), ids), item__study=study)
+            .order_by("item_id", "question_id", "annotator_id")
+            .values_list("item_id", "question_id", "annotator__username", "value", "reason")
+        ):
+            labels.setdefault((item_id, question_id), []).append(tuple(label))
         finals = {
             (f.item_id, f.question_id): f
             for f in FinalLabel.objects.filter(IsIn(F("item_id"), ids)).select_related("decided_by")

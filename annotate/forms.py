@@ -69,8 +69,12 @@ class LabelSubmitForm(forms.Form):
             raise forms.ValidationError(f"Choose {noun}.", code="required")
         return data
 
-    def _single(self) -> Question | None:
-        return self.questions[0] if len(self.questions) == 1 else None
+    def _with_legacy(self, found: dict[str, str], name: str) -> dict[str, str]:
+        """``found`` with the legacy field ``name`` (``value``, ``reason``) as the only question's."""
+        single = self.questions[0].key if len(self.questions) == 1 else None
+        if single is not None and self.cleaned_data.get(name) and single not in found:
+            found[single] = self.cleaned_data[name]
+        return found
 
     def answers(self) -> dict[str, str]:
         """``{question key: value}`` for every question answered (an empty answer a kind allows too)."""
@@ -81,19 +85,13 @@ class LabelSubmitForm(forms.Form):
             value = data.get(name, "")
             if value or (name in self.data and kind_of(question).empty_allowed):
                 answers[question.key] = value
-        single = self._single()
-        if single is not None and data.get("value") and single.key not in answers:
-            answers[single.key] = data["value"]
-        return answers
+        return self._with_legacy(answers, "value")
 
     def reasons(self) -> dict[str, str]:
         """``{question key: reason}`` for the reasons typed."""
         data = self.cleaned_data
         reasons = {q.key: data[reason_field(q.key)] for q in self.questions if data.get(reason_field(q.key))}
-        single = self._single()
-        if single is not None and data.get("reason") and single.key not in reasons:
-            reasons[single.key] = data["reason"]
-        return reasons
+        return self._with_legacy(reasons, "reason")
 
     def duration(self, now_ms: int) -> int | None:
         """Milliseconds from showing to labeling: the client's figure, else the server's."""
@@ -140,23 +138,24 @@ class _StudyFilterForm(forms.Form):
             _choice_field(self, name).choices = [("", blank), *((v, v) for v in sorted(filter(None, values)))]
 
 
+# Sort orders of the items list: form value → (what the menu says, ORDER BY).
+ITEM_SORTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "id": ("imported first", ("id",)),
+    "-id": ("imported last", ("-id",)),
+    "key": ("key A→Z", ("key", "id")),
+    "-key": ("key Z→A", ("-key", "id")),
+    "state": ("state", ("state", "id")),
+    "t2i_model": ("T2I model", ("t2i_model", "id")),
+    "category": ("category", ("prompt__category", "prompt__word", "id")),
+}
+
+
 class ItemFilterForm(_StudyFilterForm):
     """Filters of the items list."""
 
     state = forms.ChoiceField(choices=[("", "any state"), *ItemState.choices], required=False)
     q = forms.CharField(max_length=200, required=False, label="Search", strip=True)
-    sort = forms.ChoiceField(
-        choices=[
-            ("id", "imported first"),
-            ("-id", "imported last"),
-            ("key", "key A→Z"),
-            ("-key", "key Z→A"),
-            ("state", "state"),
-            ("t2i_model", "T2I model"),
-            ("category", "category"),
-        ],
-        required=False,
-    )
+    sort = forms.ChoiceField(choices=[(key, name) for key, (name, _) in ITEM_SORTS.items()], required=False)
 
 
 class AgreementFilterForm(_StudyFilterForm):

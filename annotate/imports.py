@@ -24,8 +24,9 @@ from annotate.models import (
     Label,
     LabelRevision,
 )
+from annotate.services.bulk import chunk_rows
 from studies import permissions
-from studies.batching import in_chunks, in_rows, is_in
+from studies.batching import in_rows
 from studies.imports import Importer, ImportSummary, RejectedRow, csv_header, csv_rows_stream, import_run
 from studies.kinds import kind_of
 from studies.models import ImageRole, Item, Question, Study
@@ -42,17 +43,6 @@ LABEL_VALUE_MAX_CHARS = 1000
 _WIDE_RE = re.compile(r"^(annotator|label|reason)_(\d+)$")
 #: The tables a label or ground-truth import writes into (their statistics refreshed after it).
 LABEL_TABLES = (Label, LabelRevision, Assignment, FinalLabel, FinalLabelRevision)
-
-
-def _chunk_rows(
-    statement: Callable[[str], str], values: Iterable[Any], column: str, *first: Any, array: str = "bigint"
-) -> Iterator[tuple[Any, ...]]:
-    """The rows of ``statement`` whose ``column`` is in ``values``, a chunk per query (after ``first``)."""
-    with connection.cursor() as cursor:
-        for chunk in in_chunks(values):
-            where, params = is_in(column, chunk, array=array)
-            cursor.execute(statement(where), [*first, *params])
-            yield from cursor.fetchall()
 
 
 def _where(header: list[str]) -> str:
@@ -97,14 +87,14 @@ class _Items:
         paths = {path for path in paths if "\x00" not in path}
         convert = sql.converter(Item, ["question_keys"])
         study, image = self.study.pk, ImageRole.IMAGE.value
-        by_path = _chunk_rows(
+        by_path = chunk_rows(
             sql.import_items_by_path, sorted(paths), "l.source_path", study, image, array="text"
         )
         for path, pk, key, question_keys in by_path:
             self.by_path[path] = _item_ref(pk, key, *convert([question_keys]))
         # A path no image was imported under may be an item key (item() falls back to it).
         keys |= paths - self.by_path.keys()
-        for pk, key, question_keys in _chunk_rows(
+        for pk, key, question_keys in chunk_rows(
             sql.import_items_by_key, sorted(keys), connection.ops.quote_name("key"), study, array="text"
         ):
             self.by_key[key] = _item_ref(pk, key, *convert([question_keys]))
@@ -135,31 +125,24 @@ class _Items:
 
 
 def _items_of(study: Study, refs: Iterable[_ItemRef]) -> dict[int, Item]:
-    """The items of these refs by id, built without a query unless a question's kind reads the item."""
-    if any(kind_of(q).reads_item for q in study_questions(study)):
-        return _items_by_id(study, dict.fromkeys(ref.pk for ref in refs))  # each item once
+    """The items of these refs by id: built from the refs without a query, or read (``_ITEM_FIELDS``
+    only, a chunk of ids per query) when a question's kind reads the item."""
+    unique = {ref.pk: ref for ref in refs}  # an item's second label needs it once
     alias = connection.alias
-    items = {}
-    for ref in refs:
-        if ref.pk in items:  # an item's second label
-            continue
-        item = Item.from_db(alias, _REF_FIELDS, (ref.pk, study.pk, ref.key, ref.question_keys))
+    if any(kind_of(q).reads_item for q in study_questions(study)):
+        # In field order: the order from_db reads a partial row in.
+        names = [f.attname for f in Item._meta.concrete_fields if f.attname in _ITEM_FIELDS]
+        convert = sql.converter(Item, names)
+        rows = chunk_rows(lambda where: sql.import_items(names, where), unique, "id")
+        items = [Item.from_db(alias, names, convert(row)) for row in rows]
+    else:
+        items = [
+            Item.from_db(alias, _REF_FIELDS, (r.pk, study.pk, r.key, r.question_keys))
+            for r in unique.values()
+        ]
+    for item in items:
         item.study = study
-        items[ref.pk] = item
-    return items
-
-
-def _items_by_id(study: Study, ids: Iterable[int]) -> dict[int, Item]:
-    """The items with these ids, with ``_ITEM_FIELDS`` only, a chunk of ids per query."""
-    items = {}
-    # In field order: the order from_db reads a partial row in.
-    names = [f.attname for f in Item._meta.concrete_fields if f.attname in _ITEM_FIELDS]
-    convert = sql.converter(Item, names)
-    for row in _chunk_rows(lambda where: sql.import_items(names, where), ids, "id"):
-        item = Item.from_db(connection.alias, names, convert(row))
-        item.study = study
-        items[item.pk] = item
-    return items
+    return {item.pk: item for item in items}
 
 
 def _answer_problem(question: Question, value: str) -> str | None:
@@ -386,7 +369,49 @@ class _LabelsImporter(_AnswersImporter):
         self.questions = {q.pk: q for q in study_questions(self.study)}
 
     def write_batch(self, good: list[tuple[_LabelRow, _ItemRef, int]], summary: ImportSummary) -> None:
-        _labels_write(self.study, good, self.questions, self.users, summary)
+        """Write one batch of checked rows through ``services.labels_import_batch``."""
+        label_rows = list(chunk_rows(sql.import_labels, sorted({item.pk for _, item, _ in good}), "item_id"))
+        # The stored (value, reason) of the batch's labels by (item, question, annotator).
+        before = {
+            (item, question, annotator): (value, reason)
+            for _, item, question, annotator, value, reason in label_rows
+        }
+        todo: list[tuple[_LabelRow, _ItemRef, Question, User, str]] = []
+        for row, item, question_id in good:
+            annotator = self.users[row.username]
+            question = self.questions[question_id]
+            stored = before.get((item.pk, question_id, annotator.id))
+            reason = row.reason
+            if stored == (row.value, reason):
+                summary.duplicates += 1  # the service would change nothing
+                continue
+            if not row.has_reason:
+                if stored is not None and stored[0] == row.value:
+                    # An old export carries no reasons: the same value already stored keeps its own reason.
+                    summary.duplicates += 1
+                    continue
+                if (question.choice(row.value) or {}).get("requires_reason"):
+                    reason = REASON_NOT_EXPORTED
+            todo.append((row, item, question, annotator, reason))
+        # Only the rows that reach the service need their items (none on a re-run).
+        by_id = _items_of(self.study, (item for _, item, _, _, _ in todo))
+        outcomes = services.labels_import_batch(
+            study=self.study,
+            rows=[
+                services.LabelToImport(by_id[item.pk], question, annotator, row.value, reason)
+                for row, item, question, annotator, reason in todo
+            ],
+            labels_read=label_rows,
+        )
+        for (row, *_), outcome in zip(todo, outcomes, strict=True):
+            if isinstance(outcome, AnnotateError):
+                summary.rejected.append(RejectedRow(row.number, row.shown, f"{row.username}: {outcome}"))
+            elif outcome == "unchanged":
+                summary.duplicates += 1
+            elif outcome == "changed":
+                summary.changed += 1
+            else:
+                summary.accepted += 1
 
     def write_end(self, summary: ImportSummary) -> None:
         gone = self.agreed_before - _agreed_finals(self.agreed_before)
@@ -418,69 +443,11 @@ def labels_import(
     )
 
 
-def _labels_before(
-    good: list[tuple[_LabelRow, _ItemRef, int]],
-) -> tuple[dict[tuple[int, int, int], tuple[str, str]], list[tuple[Any, ...]]]:
-    """The stored (value, reason) of the batch's labels by (item, question, annotator), and the rows."""
-    rows = list(_chunk_rows(sql.import_labels, sorted({item.pk for _, item, _ in good}), "item_id"))
-    stored = {
-        (item, question, annotator): (value, reason) for _, item, question, annotator, value, reason in rows
-    }
-    return stored, rows
-
-
 def _agreed_finals(pairs: set[tuple[int, int]]) -> set[tuple[int, int]]:
     """The (item, question) pairs among ``pairs`` that have an agreed final answer."""
     items = sorted({item for item, _ in pairs})
-    rows = _chunk_rows(sql.import_agreed_finals, items, "item_id", FinalLabelSource.AGREED.value)
+    rows = chunk_rows(sql.import_agreed_finals, items, "item_id", FinalLabelSource.AGREED.value)
     return {pair for pair in map(tuple, rows) if pair in pairs}
-
-
-def _labels_write(
-    study: Study,
-    good: list[tuple[_LabelRow, _ItemRef, int]],
-    questions: dict[int, Question],
-    users: dict[str, User],
-    summary: ImportSummary,
-) -> None:
-    """Write one batch of checked rows through ``services.labels_import_batch``."""
-    before, label_rows = _labels_before(good)
-    todo: list[tuple[_LabelRow, _ItemRef, Question, User, str]] = []
-    for row, item, question_id in good:
-        annotator = users[row.username]
-        question = questions[question_id]
-        stored = before.get((item.pk, question_id, annotator.id))
-        reason = row.reason
-        if stored == (row.value, reason):
-            summary.duplicates += 1  # the service would change nothing
-            continue
-        if not row.has_reason:
-            if stored is not None and stored[0] == row.value:
-                # An old export carries no reasons: the same value already stored keeps its own reason.
-                summary.duplicates += 1
-                continue
-            if (question.choice(row.value) or {}).get("requires_reason"):
-                reason = REASON_NOT_EXPORTED
-        todo.append((row, item, question, annotator, reason))
-    # Only the rows that reach the service need their items (none on a re-run).
-    by_id = _items_of(study, (item for _, item, _, _, _ in todo))
-    outcomes = services.labels_import_batch(
-        study=study,
-        rows=[
-            services.LabelToImport(by_id[item.pk], question, annotator, row.value, reason)
-            for row, item, question, annotator, reason in todo
-        ],
-        labels_read=label_rows,
-    )
-    for (row, *_), outcome in zip(todo, outcomes, strict=True):
-        if isinstance(outcome, AnnotateError):
-            summary.rejected.append(RejectedRow(row.number, row.shown, f"{row.username}: {outcome}"))
-        elif outcome == "unchanged":
-            summary.duplicates += 1
-        elif outcome == "changed":
-            summary.changed += 1
-        else:
-            summary.accepted += 1
 
 
 # --- ground truth -------------------------------------------------------------------------------

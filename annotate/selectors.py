@@ -86,16 +86,17 @@ class ItemStateFields(TypedDict):
 ItemWithState: TypeAlias = "WithAnnotations[Item, ItemStateFields]"
 
 
-def items_with_state(*, study: Study) -> QuerySet[ItemWithState]:
-    """The study's items annotated with ``state``, ``n_labels`` and ``n_unsettled``, all in SQL."""
-    n = study.labels_per_item
+def items_with_state(*, study: Study | None) -> QuerySet[ItemWithState]:
+    """The study's items (None: every study's) annotated with ``state``, ``n_labels`` and
+    ``n_unsettled``, all in SQL."""
+    n = F("study__labels_per_item") if study is None else study.labels_per_item
     labels = Label.objects.filter(item=OuterRef("pk"))
     unsettled = Label.objects.filter(item=OuterRef("pk")).exclude(
         Exists(FinalLabel.objects.filter(item=OuterRef("item"), question=OuterRef("question")))
     )
     decided = FinalLabel.objects.filter(item=OuterRef("pk"), source__in=DECIDED_SOURCES)
     return (
-        Item.objects.filter(study=study)
+        (Item.objects.all() if study is None else Item.objects.filter(study=study))
         .annotate(
             n_labels=_count_subquery(labels, "annotator_id"),
             n_unsettled=_count_subquery(unsettled, "question_id"),
@@ -130,37 +131,25 @@ def item_state(item: Item) -> str:
     return items_with_state(study=item.study).values_list("state", flat=True).get(pk=item.pk)
 
 
-def _question_state(*, n_needed: int, annotators: int, final: tuple[str, str] | None) -> str:
-    if final is not None and final[1] in DECIDED_SOURCES:
-        return ItemState.RESOLVED
-    if final is not None and annotators >= n_needed:
-        return ItemState.AGREED
-    if annotators >= n_needed:
-        return ItemState.DISPUTED
-    return ItemState.IN_PROGRESS if annotators else ItemState.UNLABELLED
-
-
 def item_question_states(item: Item) -> dict[str, str]:
     """The state of each question the item asks, by question key (``items_with_state``'s rules)."""
-    study = item.study
-    questions = item_questions(item, study_questions(study))
+    n = item.study.labels_per_item
     annotators: dict[int, set[int]] = {}
     for question_id, annotator_id in Label.objects.filter(item=item).values_list(
         "question_id", "annotator_id"
     ):
         annotators.setdefault(question_id, set()).add(annotator_id)
-    finals = {
-        question_id: (value, source)
-        for question_id, value, source in FinalLabel.objects.filter(item=item).values_list(
-            "question_id", "value", "source"
-        )
-    }
-    return {
-        q.key: _question_state(
-            n_needed=study.labels_per_item, annotators=len(annotators.get(q.pk, ())), final=finals.get(q.pk)
-        )
-        for q in questions
-    }
+    sources = dict(FinalLabel.objects.filter(item=item).values_list("question_id", "source"))
+    states: dict[str, str] = {}
+    for question in item_questions(item, study_questions(item.study)):
+        labelled, source = len(annotators.get(question.pk, ())), sources.get(question.pk)
+        if source in DECIDED_SOURCES:
+            states[question.key] = ItemState.RESOLVED
+        elif labelled >= n:
+            states[question.key] = ItemState.DISPUTED if source is None else ItemState.AGREED
+        else:
+            states[question.key] = ItemState.IN_PROGRESS if labelled else ItemState.UNLABELLED
+    return states
 
 
 @dataclass(frozen=True)

@@ -151,18 +151,13 @@ class DisputeResolveApi(ResearcherApi):
         body = data.validated_data
         question = question_of(item, body.get("question"))
         try:
-            if unresolvable:
-                final = services.dispute_resolve_unresolvable(
-                    item=item, question=question, researcher=request.user, note=body["note"]
-                )
-            else:
-                final = services.dispute_resolve(
-                    item=item,
-                    question=question,
-                    researcher=request.user,
-                    value=body["value"],
-                    note=body["note"],
-                )
+            final = services.dispute_resolve(
+                item=item,
+                question=question,
+                researcher=request.user,
+                value=None if unresolvable else body["value"],
+                note=body["note"],
+            )
         except errors.AnnotateError as exc:
             raise_for(exc)
         final = FinalLabel.objects.select_related("question", "decided_by").get(pk=final.pk)

@@ -7,7 +7,7 @@ from typing import Any
 from drf_spectacular.types import OpenApiTypes
 from rest_framework import serializers
 
-from annotate.exports import HEAD_COLUMNS, ITEM_COLUMNS
+from annotate.exports import HEAD_COLUMNS, ITEM_COLUMNS, PAIR_COLUMNS
 from annotate.serializers.studies import StudyQuery
 
 
@@ -74,12 +74,7 @@ GROUND_TRUTH_ROW_SCHEMA: dict[str, Any] = {
         "item": {"type": "string", "description": "The item's key."},
         "question": {"type": "string"},
         "image": {"type": "string", "description": "The item's main image path as imported."},
-        "input_image": {"type": "string"},
-        "output_image": {"type": "string"},
-        "t2i_model": {"type": "string"},
-        "category": {"type": "string"},
-        "word": {"type": "string"},
-        "prompt": {"type": "string"},
+        **{column: {"type": "string"} for column in (*PAIR_COLUMNS, *ITEM_COLUMNS) if column != "seed"},
         "seed": {"type": "integer", "format": "int64", "nullable": True},
         "final_label": {"type": "string", "description": "Empty until the answer is final."},
         "resolved_by": {"type": "string"},

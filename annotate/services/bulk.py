@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -16,12 +17,11 @@ from annotate.errors import AnnotateError, InvalidLabel, ItemFull
 from annotate.models import Assignment, FinalLabel, FinalLabelRevision, FinalLabelSource, Label, LabelRevision
 from annotate.services.answers import answer_validate, clean_reason
 from annotate.services.claims import free_slot
-from annotate.services.finals import agreed_note, refuse_if_decided
+from annotate.services.finals import agreed_change, refuse_if_decided
 from annotate.services.labels import label_import
-from metrics.consensus import agreed_answer
 from studies.batching import in_chunks, is_in, rows_insert
 from studies.kinds import kind_of
-from studies.models import INFERENCE_RULES, Item, Question, Study
+from studies.models import Item, Question, Study
 from studies.selectors import item_questions, study_questions
 
 if TYPE_CHECKING:
@@ -133,34 +133,31 @@ def _row_by_row(rows: list[LabelToImport]) -> list[Outcome]:
     return outcomes
 
 
+def chunk_rows(
+    statement: Callable[[str], str], values: Iterable[Any], column: str, *first: Any, array: str = "bigint"
+) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``statement`` whose ``column`` is in ``values``, a chunk per query (after ``first``)."""
+    with connection.cursor() as cursor:
+        for chunk in in_chunks(values):
+            where, params = is_in(column, chunk, array=array)
+            cursor.execute(statement(where), [*first, *params])
+            yield from cursor.fetchall()
+
+
 def _read(study: Study, item_ids: list[int], labels_read: list[tuple[Any, ...]] | None) -> _Batch:
-    """Lock the items (in id order) and read their labels, seats and final labels, a chunk at a time."""
+    """Lock the items (in id order, a chunk at a time), then read their labels, seats and final labels."""
     batch = _Batch()
-    for row in labels_read or ():
+    if connection.features.has_select_for_update:  # SQLite: no row locks, its writes are serial
+        list(chunk_rows(lambda where: str(sql.import_items_lock(where)), item_ids, "id"))
+    for row in chunk_rows(sql.import_labels, item_ids, "item_id") if labels_read is None else labels_read:
         label = _Label(*row)
         batch.labels[(label.item_id, label.question_id)][label.annotator_id] = label
     seat_times = sql.converter(Assignment, ["completed_at", "expires_at"])
-    with connection.cursor() as cursor:
-        for chunk in in_chunks(item_ids):
-            ids, id_params = is_in("id", chunk)
-            lock = sql.import_items_lock(ids)
-            if lock:  # None on SQLite: no row locks, its writes are serial
-                cursor.execute(lock, id_params)
-                cursor.fetchall()
-            where, params = is_in("item_id", chunk)
-            if labels_read is None:
-                cursor.execute(sql.import_labels(where), params)
-                for row in cursor.fetchall():
-                    label = _Label(*row)
-                    batch.labels[(label.item_id, label.question_id)][label.annotator_id] = label
-            cursor.execute(sql.import_seats(where), params)
-            for pk, item_id, annotator_id, slot, *times in cursor.fetchall():
-                completed_at, expires_at = seat_times(times)
-                batch.seats[item_id].append(_Seat(pk, annotator_id, slot, completed_at, expires_at))
-            cursor.execute(sql.import_finals(where), params)
-            for pk, item_id, question_id, value, source, note, decided_by_id in cursor.fetchall():
-                batch.finals[(item_id, question_id)] = _Final(pk, value, source, note, decided_by_id)
-                batch.finals_before[(item_id, question_id)] = pk
+    for pk, item_id, annotator_id, slot, *times in chunk_rows(sql.import_seats, item_ids, "item_id"):
+        batch.seats[item_id].append(_Seat(pk, annotator_id, slot, *seat_times(times)))
+    for pk, item_id, question_id, *final in chunk_rows(sql.import_finals, item_ids, "item_id"):
+        batch.finals[(item_id, question_id)] = _Final(pk, *final)
+        batch.finals_before[(item_id, question_id)] = pk
     return batch
 
 
@@ -238,7 +235,7 @@ def _row_apply(
         outcome = "changed"
     batch.revisions.append((mine, value, reason, annotator_id))
     values = [label.value for other, label in here.items() if other != annotator_id] + [value]
-    _final_sync(study, batch, item_id, question_id, values, annotator, now)
+    _final_sync(study, batch, item_id, question_id, values, annotator)
     return outcome
 
 
@@ -271,36 +268,28 @@ def _seat_take(
 
 
 def _final_sync(
-    study: Study, batch: _Batch, item_id: int, question_id: int, values: list[str], by: User, now: datetime
+    study: Study, batch: _Batch, item_id: int, question_id: int, values: list[str], by: User
 ) -> None:
     """``finals.final_label_sync`` in memory: the same end state and the same revisions."""
     key = (item_id, question_id)
     final = batch.finals.get(key)
-    if final is not None and final.source != FinalLabelSource.AGREED:
+    change = agreed_change(study, final, values, by)
+    if change is None:
         return
-    if study.agreement in INFERENCE_RULES:
-        return
-    value = agreed_answer(values, needed=study.labels_per_item, rule=study.agreement)
-    if value is not None:
-        if final is not None and final.value == value:
-            return
-        batch.finals_touched.add(key)
-        note = agreed_note(values, value)
-        if final is None:
-            batch.finals[key] = _Final(None, value, FinalLabelSource.AGREED, note)
-        else:
-            final.value, final.source, final.decided_by_id, final.note = (
-                value,
-                FinalLabelSource.AGREED,
-                None,
-                note,
-            )
-        batch.final_revisions.append((item_id, question_id, value, note))
-    elif final is not None:
-        batch.finals_touched.add(key)
+    value, note = change
+    batch.finals_touched.add(key)
+    batch.final_revisions.append((item_id, question_id, value or "", note))
+    if value is None:
         batch.finals[key] = None
-        note = f"Agreement broken: {by.get_username()} changed their label."
-        batch.final_revisions.append((item_id, question_id, "", note))
+    elif final is None:
+        batch.finals[key] = _Final(None, value, FinalLabelSource.AGREED, note)
+    else:
+        final.value, final.source, final.decided_by_id, final.note = (
+            value,
+            FinalLabelSource.AGREED,
+            None,
+            note,
+        )
 
 
 def _write(study: Study, batch: _Batch, now: datetime) -> None:

@@ -15,9 +15,14 @@ if TYPE_CHECKING:
 
 
 def dispute_resolve(
-    *, item: Item, question: Question, researcher: User, value: str, note: str = ""
+    *, item: Item, question: Question, researcher: User, value: str | None, note: str = ""
 ) -> FinalLabel:
-    """A researcher sets (or changes) the final answer of a disputed (item, question); history kept."""
+    """A researcher sets (or changes) the final answer of a disputed (item, question); history kept.
+    ``value`` None: nobody can settle it, the answer is the question's ``unresolvable_value``."""
+    if value is None:
+        if not question.unresolvable_value:
+            raise InvalidLabel(f"The question “{question.key}” has no answer for disputes nobody can settle.")
+        value, note = question.unresolvable_value, note or "Annotators could not agree."
 
     def disputed(item: Item) -> None:
         if GoldAnswer.objects.filter(item=item, question=question).exists():
@@ -48,12 +53,4 @@ def dispute_resolve_unresolvable(
     *, item: Item, question: Question, researcher: User, note: str = ""
 ) -> FinalLabel:
     """Settle a dispute nobody can settle with the question's ``unresolvable_value``."""
-    if not question.unresolvable_value:
-        raise InvalidLabel(f"The question “{question.key}” has no answer for disputes nobody can settle.")
-    return dispute_resolve(
-        item=item,
-        question=question,
-        researcher=researcher,
-        value=question.unresolvable_value,
-        note=note or "Annotators could not agree.",
-    )
+    return dispute_resolve(item=item, question=question, researcher=researcher, value=None, note=note)

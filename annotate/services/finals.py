@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -31,11 +31,30 @@ def refuse_if_decided(item: Item, question: Question, final: FinalLabel | None) 
         )
 
 
-def agreed_note(values: list[str], value: str) -> str:
+class _Final(Protocol):
+    value: str
+    source: str
+
+
+def agreed_change(
+    study: Study, final: _Final | None, values: list[str], changed_by: User
+) -> tuple[str | None, str] | None:
+    """What the labels' ``values`` do to an (item, question)'s final answer ``final``: None
+    (nothing), (value, note) to set the agreed one, (None, note) to remove it."""
+    if final is not None and final.source != FinalLabelSource.AGREED:
+        return None
+    if study.agreement in INFERENCE_RULES:
+        return None  # a model's final answers come from all the labels at once (recompute_finals)
+    value = agreed_answer(values, needed=study.labels_per_item, rule=study.agreement)
+    if value is None:
+        if final is None:
+            return None
+        return None, f"Agreement broken: {changed_by.get_username()} changed their label."
+    if final is not None and final.value == value:
+        return None
     n_same = values.count(value)
-    if n_same == len(values):
-        return f"All {len(values)} annotators chose “{value}”."
-    return f"{n_same} of {len(values)} annotators chose “{value}”."
+    how_many = "All" if n_same == len(values) else f"{n_same} of"
+    return value, f"{how_many} {len(values)} annotators chose “{value}”."
 
 
 def _final_revision_append(final: FinalLabel) -> None:
@@ -73,40 +92,28 @@ def final_label_sync(
     now: datetime,
 ) -> None:
     """Set or remove the agreed final answer of (item, question) from its labels' values."""
-    if final is not None and final.source != FinalLabelSource.AGREED:
+    change = agreed_change(study, final, values, changed_by)
+    if change is None:
         return
-    if study.agreement in INFERENCE_RULES:
-        return  # a model's final answers come from all the labels at once (recompute_finals)
-    value = agreed_answer(values, needed=study.labels_per_item, rule=study.agreement)
-    if value is not None:
-        if final is not None and final.value == value:
-            return
-        fields = {
-            "value": value,
-            "source": FinalLabelSource.AGREED,
-            "decided_by": None,
-            "note": agreed_note(values, value),
-            "decided_at": now,
-        }
-        if final is None:
-            _final_label_insert(FinalLabel(item=item, question=question, **fields))
-            return
+    value, note = change
+    fields = {
+        "value": value or "",
+        "source": FinalLabelSource.AGREED,
+        "decided_by": None,
+        "note": note,
+        "decided_at": now,
+    }
+    if final is None:
+        _final_label_insert(FinalLabel(item=item, question=question, **fields))
+    elif value is None:
+        final.delete()
+        # A removal's revision: no value, the source of the answer removed (agreed), never "".
+        _final_revision_append(FinalLabel(item=item, question=question, **fields))
+    else:
         for name, field_value in fields.items():
             setattr(final, name, field_value)
         final.save(update_fields=list(fields))
         _final_revision_append(final)
-    elif final is not None:
-        final.delete()
-        # A removal's source is the removed label's (agreed), never "" outside the API's enum.
-        FinalLabelRevision.objects.create(
-            item=item,
-            question=question,
-            value="",
-            source=FinalLabelSource.AGREED,
-            decided_by=None,
-            note=f"Agreement broken: {changed_by.get_username()} changed their label.",
-            decided_at=now,
-        )
 
 
 @transaction.atomic

@@ -12,8 +12,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from annotate import selectors, services
 from annotate.agreement import agreement_report
 from annotate.errors import AnnotateError
-from annotate.forms import AgreementFilterForm, DisputeResolveForm, ItemFilterForm
-from annotate.models import FinalLabel, ItemState
+from annotate.forms import ITEM_SORTS, AgreementFilterForm, DisputeResolveForm, ItemFilterForm
+from annotate.models import ItemState
 from annotate.views.common import READ, WRITE, choose_study, images_view
 from annotate.views.screen import choice_rows
 from studies.kinds import kind_of
@@ -21,21 +21,12 @@ from studies.models import Item, Question
 from studies.permissions import researcher_only
 from studies.selectors import item_compared_values, item_questions, study_questions, with_images
 from studies.session import study_remember
+from studies.typing import AuthenticatedHttpRequest
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
 
 
-# Sort orders of the items list: form value → ORDER BY.
-ITEM_SORTS = {
-    "id": ("id",),
-    "-id": ("-id",),
-    "key": ("key", "id"),
-    "-key": ("-key", "id"),
-    "state": ("state", "id"),
-    "t2i_model": ("t2i_model", "id"),
-    "category": ("prompt__category", "prompt__word", "id"),
-}
 STATE_LABELS = dict(ItemState.choices)
 
 # --- Disputes (researchers) -------------------------------------------------------------------
@@ -51,24 +42,23 @@ def disputes(request: HttpRequest, slug: str | None = None) -> HttpResponse:
     page = Paginator(selectors.dispute_pairs(study=study), 50).get_page(request.GET.get("page"))
     shown = set(page.object_list)
     rows = selectors.dispute_queue(study=study, item_ids=sorted({item_id for item_id, _ in shown}))
-    drawn: Any = [_dispute_row(row) for row in rows if (row.item.pk, row.question.pk) in shown]
+    drawn: Any = [
+        {
+            "item": row.item,
+            "images": images_view(row.item),
+            "question": row.question,
+            "labels": [
+                {"annotator": username, "display": row.question.display(value), "reason": reason}
+                for username, value, reason in row.labels
+            ],
+            "n_labels": row.n_labels,
+            "n_needed": row.n_needed,
+        }
+        for row in rows
+        if (row.item.pk, row.question.pk) in shown
+    ]
     page.object_list = drawn  # the page's rows, in place of their ids
     return render(request, "annotate/disputes.html", {"study": study, "page": page})
-
-
-def _dispute_row(row: selectors.DisputeRow) -> dict[str, Any]:
-    question = row.question
-    return {
-        "item": row.item,
-        "images": images_view(row.item),
-        "question": question,
-        "labels": [
-            {"annotator": username, "display": question.display(value), "reason": reason}
-            for username, value, reason in row.labels
-        ],
-        "n_labels": row.n_labels,
-        "n_needed": row.n_needed,
-    }
 
 
 def _dispute_question(item: Item, key: str | None) -> Question:
@@ -86,7 +76,7 @@ def _dispute_question(item: Item, key: str | None) -> Question:
 
 
 @researcher_only(methods=READ + WRITE)
-def dispute(request: HttpRequest, item_id: int, question: str | None = None) -> HttpResponse:
+def dispute(request: AuthenticatedHttpRequest, item_id: int, question: str | None = None) -> HttpResponse:
     """One disputed (item, question): its labels; the researcher sets the final answer."""
     item = get_object_or_404(Item.objects.select_related("study", "prompt"), pk=item_id)
     study = item.study
@@ -98,7 +88,14 @@ def dispute(request: HttpRequest, item_id: int, question: str | None = None) -> 
     if request.method == "POST":
         if form.is_valid():
             try:
-                final = _resolve(item, asked, request.user, form.cleaned_data)
+                data = form.cleaned_data
+                final = services.dispute_resolve(
+                    item=item,
+                    question=asked,
+                    researcher=request.user,
+                    value=None if data["unresolvable"] else data["value"],
+                    note=data["note"],
+                )
             except AnnotateError as exc:
                 error = str(exc)
             else:
@@ -163,16 +160,6 @@ def _detail(item: Item) -> dict[str, Any]:
     return detail
 
 
-def _resolve(item: Item, question: Question, researcher: Any, data: dict[str, Any]) -> FinalLabel:
-    if data["unresolvable"]:
-        return services.dispute_resolve_unresolvable(
-            item=item, question=question, researcher=researcher, note=data["note"]
-        )
-    return services.dispute_resolve(
-        item=item, question=question, researcher=researcher, value=data["value"], note=data["note"]
-    )
-
-
 # --- Items (researchers) ----------------------------------------------------------------------
 
 
@@ -192,7 +179,7 @@ def images(request: HttpRequest, slug: str | None = None) -> HttpResponse:
     form = ItemFilterForm(request.GET or None, study=study)
     filters = form.cleaned_data if form.is_valid() else {}
     rows = selectors.items_filtered(study=study, filters=filters).order_by(
-        *ITEM_SORTS[filters.get("sort") or "id"]
+        *ITEM_SORTS[filters.get("sort") or "id"][1]
     )
     rows = with_images(rows).prefetch_related("final_labels")
     page = Paginator(rows, 50).get_page(request.GET.get("page"))
