@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from detectors import weights
 from detectors.base import FEMALE, MALE, Detector, DetectorOutput, DetectorUnavailable
-from detectors.plugins.faces import FACE_GATE_OPTIONS, FaceGate
+from detectors.plugins.faces import FACE_GATE_OPTIONS, FaceGatedDetector
 from detectors.weights import check_tokenizer_covers, hub_load_kwargs, resolve_weights, weights_env_var
 
 if TYPE_CHECKING:
@@ -243,7 +243,7 @@ class ClipDetector(ClipDetectorBase):
         return DetectorOutput(verdict=verdict, scores=scores)
 
 
-class ClipProbDetector(ClipDetectorBase):
+class ClipProbDetector(FaceGatedDetector, ClipDetectorBase):
     key = "clip_prob"
     version = "1"
     description = "dlib face gate, then CLIP; filtered when the winning probability is below 0.9"
@@ -255,16 +255,11 @@ class ClipProbDetector(ClipDetectorBase):
 
     def __init__(self, *, device: str = "cpu", **options: Any) -> None:
         super().__init__(device=device, **options)
-        self.gate = FaceGate.from_options(options)
         self.threshold = self.number_option("threshold", options.get("threshold", PROB_THRESHOLD))
 
     @property
     def version_id(self) -> str:
         return f"{super().version_id}+{self.gate.version_id}+p{self.threshold:g}"
-
-    def load(self) -> None:
-        self.gate.load()
-        super().load()
 
     def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
         self.ensure_loaded()

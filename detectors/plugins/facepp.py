@@ -28,7 +28,7 @@ from detectors.base import (
     DetectorOptionError,
     DetectorOutput,
     DetectorUnavailable,
-    second_largest_ratio,
+    face_decision,
 )
 from detectors.kinds import KIND_MEASUREMENTS
 from detectors.plugins.measurements import (
@@ -127,21 +127,16 @@ def _age(attribute: Any) -> float | None:
 
 def decide(faces: Sequence[Face], *, several_ratio: float = SEVERAL_PEOPLE_RATIO) -> DetectorOutput:
     """One verdict per image from the faces the API found (rules: docs/reference/detector-rules.md)."""
-    if not faces:
-        return DetectorOutput.filtered("no_face", scores={"n_faces": 0.0})
-    ranked = sorted(faces, key=lambda f: f.area, reverse=True)
-    main = ranked[0]
-    second_ratio = second_largest_ratio([face.area for face in ranked])
-    scores = {"n_faces": float(len(ranked)), "second_face_ratio": round(second_ratio, 4)}
-    if second_ratio > several_ratio:
-        return DetectorOutput.filtered("several_people", scores=scores)
-    gender = main.gender.strip().lower()
-    if gender == "male":
-        return DetectorOutput(verdict=MALE, scores=scores, detail=main.gender)
-    if gender == "female":
-        return DetectorOutput(verdict=FEMALE, scores=scores, detail=main.gender)
+    decision = face_decision(faces, several_ratio=several_ratio)
+    if decision.main is None:
+        return DetectorOutput.filtered(decision.reason, scores=decision.scores)
+    gender = decision.main.gender.strip().lower()
+    if gender in (MALE, FEMALE):
+        return DetectorOutput(verdict=gender, scores=decision.scores, detail=decision.main.gender)
     return DetectorOutput.filtered(
-        "api_error", scores=scores, detail=f"no gender attribute for the main face (got {main.gender!r})"
+        "api_error",
+        scores=decision.scores,
+        detail=f"no gender attribute for the main face (got {decision.main.gender!r})",
     )
 
 

@@ -8,11 +8,11 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
-from detectors.base import DetectorUnavailable
+from detectors.base import Detector, DetectorUnavailable
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
@@ -222,3 +222,18 @@ class FaceGate:
 
     def detect(self, image: np.ndarray | PILImage) -> list[FaceBox]:
         return detect_faces(image, self.method, self.upsample, max_side=self.max_side)
+
+
+class FaceGatedDetector(Detector):
+    """A detector that finds faces with dlib first: ``gate``, read from its face options
+    (``FACE_GATE_OPTIONS``) and loaded with it."""
+
+    option_help: ClassVar[dict[str, str]] = FACE_GATE_OPTIONS
+
+    def __init__(self, *, device: str = "cpu", **options: Any) -> None:
+        super().__init__(device=device, **options)
+        self.gate = FaceGate.from_options(options)
+
+    def load(self) -> None:
+        self.gate.load()
+        super().load()

