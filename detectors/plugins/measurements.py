@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -23,6 +22,7 @@ from detectors.plugins.faces import (
     as_rgb_array,
     shape_predictor,
 )
+from studies.csvio import atomic_file
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
@@ -58,14 +58,8 @@ def overlay_store(png: bytes, *, detector_key: str, media_root: str | os.PathLik
     if target.is_file() and target.stat().st_size == len(png):
         return name
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".incoming-")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(png)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(target, "wb", prefix=".incoming-") as handle:
+        handle.write(png)
     return name
 
 
