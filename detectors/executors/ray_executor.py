@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from detectors.executors.base import (
+from detectors.executors import (
     BatchResult,
     Executor,
     ExecutorError,
