@@ -111,9 +111,8 @@ class FairFaceDetector(Detector):
         # A folder is read for CHECKPOINT_NAME inside it (checkpoint_path), so name that file.
         name = CHECKPOINT_NAME if value and Path(value).is_dir() else weights_label(value)
         settings = "" if (self.max_side, self.upsample) == (800, 1) else f"@{self.max_side}u{self.upsample}"
-        if (
-            self.several_ratio != SEVERAL_PEOPLE_RATIO
-        ):  # it changes verdicts, so a changed one is a new version
+        # A changed several_ratio changes verdicts, so it makes a new version.
+        if self.several_ratio != SEVERAL_PEOPLE_RATIO:
             settings += f"+several{self.several_ratio:g}"
         return f"{self.version}+{name}{settings}"
 
