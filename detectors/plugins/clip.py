@@ -104,9 +104,8 @@ class ClipEncoder:
 
     def similarities(self, images: Sequence[PILImage]) -> ClipSimilarities:
         """Cosine similarity of each image to each text, images encoded ``batch_size`` at a time."""
-        cosine = self._batched(
-            images, lambda pixels: self.similarities_of_pixels(pixels).float(), len(self.texts)
-        )
+        texts = self.text_embeddings
+        cosine = self._batched(images, lambda pixels: self.embeddings_of_pixels(pixels) @ texts.T, len(texts))
         return ClipSimilarities(self.texts, cosine, self._logit_scale)
 
     def image_embeddings(self, images: Sequence[PILImage]) -> torch.Tensor:
@@ -120,8 +119,9 @@ class ClipEncoder:
         import torch
 
         rows = [torch.empty((0, width))]
-        for start in range(0, len(images), self.batch_size):
-            rows.append(encode(self.preprocess(images[start : start + self.batch_size])).cpu())
+        with torch.inference_mode():
+            for start in range(0, len(images), self.batch_size):
+                rows.append(encode(self.preprocess(images[start : start + self.batch_size])).cpu())
         return torch.cat(rows)
 
     @property
@@ -136,14 +136,6 @@ class ClipEncoder:
         self._require_loaded()
         chunk = [image.convert("RGB") for image in images]
         return self._image_processor(images=chunk, return_tensors="pt")["pixel_values"]
-
-    def similarities_of_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
-        """(n, n_texts) cosine similarities for pre-processed pixels, on the encoder's device."""
-        import torch
-
-        embeddings = self.embeddings_of_pixels(pixels)
-        with torch.inference_mode():
-            return embeddings @ self._text_embeddings.T  # type: ignore[union-attr]
 
     def embeddings_of_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
         """(n, dim) L2-normalised float32 image embeddings of pre-processed pixels, on the device."""
