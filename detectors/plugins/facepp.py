@@ -232,14 +232,10 @@ class FacePlusPlusDetector(Detector):
         digest = hashlib.sha256(jpeg).hexdigest()
         result = self._answers.get(digest)
         if result is None:
-            result = self.detect(jpeg)
-            self._remember(digest, result)
+            result = self._answers[digest] = self.detect(jpeg)
+            while len(self._answers) > ANSWER_MEMORY:
+                self._answers.popitem(last=False)
         return result
-
-    def _remember(self, digest: str, result: list[Face] | ApiImageRejected) -> None:
-        self._answers[digest] = result
-        while len(self._answers) > ANSWER_MEMORY:
-            self._answers.popitem(last=False)
 
     def detect(self, jpeg: bytes) -> list[Face] | ApiImageRejected:
         """Call the API with retries; the faces found, or the API's rejection of the image."""
