@@ -31,16 +31,11 @@ from detectors.base import (
     face_decision,
 )
 from detectors.kinds import KIND_MEASUREMENTS
-from detectors.plugins.measurements import (
-    OVERLAY_OPTIONS,
-    faces_picture,
-    measured_output,
-    overlay_picture_store,
-    overlay_settings,
-)
+from detectors.plugins.measurements import OVERLAY_OPTIONS, OverlayDetector, faces_picture, measured_output
 from detectors.retry import RetriesExhausted, Retryable, retry_after_seconds, with_retries
 
 if TYPE_CHECKING:
+    import numpy as np
     from PIL.Image import Image as PILImage
 
 DEFAULT_URL = "https://api-us.faceplusplus.com/facepp/v3/detect"
@@ -299,7 +294,7 @@ class FacePlusPlusDetector(Detector):
         raise FacePlusPlusError(f"Face++ refused the request: HTTP {status} {message or raw[:200]!r}")
 
 
-class FacePlusPlusMeasureDetector(FacePlusPlusDetector):
+class FacePlusPlusMeasureDetector(FacePlusPlusDetector, OverlayDetector):
     """Face++ age and gender of the largest face as ``measurements`` (docs/reference/detector-rules.md)."""
 
     key: ClassVar[str] = "facepp_measure"
@@ -318,7 +313,6 @@ class FacePlusPlusMeasureDetector(FacePlusPlusDetector):
                 "facepp_measure measures the largest face and records n_faces; it takes no several_ratio."
             )
         super().__init__(**kwargs)
-        self.write_overlays, self.overlay_max_side = overlay_settings(type(self), self.options)
 
     @property
     def version_id(self) -> str:
@@ -341,12 +335,12 @@ class FacePlusPlusMeasureDetector(FacePlusPlusDetector):
         overlay = ""
         if self.write_overlays:
             age = "?" if main.age is None else f"{main.age:g}"
-            overlay = self._overlay(image, ranked, f"{measured_gender or '?'} {age} y")
+            overlay = self._overlay(self._picture(image, ranked, f"{measured_gender or '?'} {age} y"))
         return measured_output(
             face=True, n_faces=len(ranked), age=main.age, gender=measured_gender, overlay=overlay
         )
 
-    def _overlay(self, image: PILImage, faces: Sequence[Face], label: str) -> str:
+    def _picture(self, image: PILImage, faces: Sequence[Face], label: str) -> np.ndarray:
         import numpy as np
 
         # Boxes are in the pixels of the JPEG sent, which encode_image shrank past MAX_SIDE.
@@ -360,5 +354,4 @@ class FacePlusPlusMeasureDetector(FacePlusPlusDetector):
             )
             for f in faces
         ]
-        picture = faces_picture(np.asarray(image.convert("RGB")), boxes, label)
-        return overlay_picture_store(picture, detector_key=self.key, max_side=self.overlay_max_side)
+        return faces_picture(np.asarray(image.convert("RGB")), boxes, label)

@@ -63,20 +63,24 @@ def overlay_store(png: bytes, *, detector_key: str, media_root: str | os.PathLik
     return name
 
 
-def overlay_picture_store(array: np.ndarray, *, detector_key: str, max_side: int) -> str:
-    """Shrink an (H, W, 3) uint8 picture to at most ``max_side`` a side, store it as PNG with
-    ``overlay_store`` and return its storage name."""
-    return overlay_store(_png(array, max_side), detector_key=detector_key)
+class OverlayDetector(Detector):
+    """A measurer that may store a picture of what it measured (``OVERLAY_OPTIONS``): ``_overlay``."""
 
+    option_help: ClassVar[dict[str, str]] = OVERLAY_OPTIONS
 
-def overlay_settings(detector: type[Detector], options: dict[str, Any]) -> tuple[bool, int]:
-    """(write overlays?, their maximum side) from a detector's ``overlays`` and
-    ``overlay_max_side`` options (``OVERLAY_OPTIONS``); DetectorOptionError for bad values."""
-    write = _flag("overlays", options.get("overlays", True))
-    max_side = detector.number_option(
-        "overlay_max_side", options.get("overlay_max_side", DEFAULT_OVERLAY_MAX_SIDE), int, minimum=16
-    )
-    return write, max_side
+    def __init__(self, *, device: str = "cpu", **options: Any) -> None:
+        super().__init__(device=device, **options)
+        self.write_overlays = _flag("overlays", options.get("overlays", True))
+        self.overlay_max_side = self.number_option(
+            "overlay_max_side", options.get("overlay_max_side", DEFAULT_OVERLAY_MAX_SIDE), int, minimum=16
+        )
+
+    def _overlay(self, array: np.ndarray) -> str:
+        """Store an (H, W, 3) uint8 picture, shrunk to ``overlay_max_side``, with ``overlay_store``:
+        its storage name, or "" when this detector writes no overlays."""
+        if not self.write_overlays:
+            return ""
+        return overlay_store(_png(array, self.overlay_max_side), detector_key=self.key)
 
 
 def _png(array: np.ndarray, max_side: int) -> bytes:
@@ -176,16 +180,12 @@ def _flag(name: str, value: Any) -> bool:
     raise DetectorOptionError(f"option {name} must be true or false, got {value!r}.")
 
 
-class FaceMeasurer(FaceGatedDetector):
+class FaceMeasurer(FaceGatedDetector, OverlayDetector):
     """Base of the dlib-gated measurers: face gate, largest face, overlays. Subclasses implement
     ``_measure(rgb, faces)`` for an image with at least one face (largest first)."""
 
     output_kind: ClassVar[str] = KIND_MEASUREMENTS
     option_help: ClassVar[dict[str, str]] = {**FACE_GATE_OPTIONS, **OVERLAY_OPTIONS}
-
-    def __init__(self, *, device: str = "cpu", **options: Any) -> None:
-        super().__init__(device=device, **options)
-        self.write_overlays, self.overlay_max_side = overlay_settings(type(self), options)
 
     def predict_one(self, image: PILImage) -> DetectorOutput:
         rgb = as_rgb_array(image)
@@ -196,11 +196,6 @@ class FaceMeasurer(FaceGatedDetector):
 
     def _measure(self, rgb: np.ndarray, faces: list[FaceBox]) -> DetectorOutput:
         raise NotImplementedError
-
-    def _overlay(self, array: np.ndarray) -> str:
-        if not self.write_overlays:
-            return ""
-        return overlay_picture_store(array, detector_key=self.key, max_side=self.overlay_max_side)
 
 
 # --- face_age_gender -----------------------------------------------------------------------------
