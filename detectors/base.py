@@ -31,6 +31,32 @@ def second_largest_ratio(areas: Sequence[float]) -> float:
     return ordered[1] / ordered[0]
 
 
+@dataclass(frozen=True)
+class FaceDecision:
+    """What the face layout says before any classification: a main face, or a filter reason."""
+
+    main: Any
+    reason: str
+    scores: dict[str, float]
+
+
+def face_decision(faces: Sequence[Any], *, several_ratio: float = SEVERAL_PEOPLE_RATIO) -> FaceDecision:
+    """The main (largest) face of an image, or why there is none: no face, or several people
+    (rules: docs/reference/detector-rules.md). ``faces`` have an ``area`` (and a ``confidence``,
+    scored as ``face_confidence`` when they do)."""
+    if not faces:
+        return FaceDecision(None, "no_face", {"n_faces": 0.0})
+    ranked = sorted(faces, key=lambda f: f.area, reverse=True)
+    main = ranked[0]
+    ratio = second_largest_ratio([item.area for item in ranked])
+    scores = {"n_faces": float(len(ranked)), "second_face_ratio": round(ratio, 4)}
+    if hasattr(main, "confidence"):
+        scores["face_confidence"] = round(float(main.confidence), 4)
+    if ratio > several_ratio:
+        return FaceDecision(None, "several_people", scores)
+    return FaceDecision(main, "", scores)
+
+
 class DetectorError(Exception):
     """Base class of what detectors raise."""
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from functools import cache
-from importlib import import_module
 from types import MappingProxyType
 from typing import Any
 
 from django.apps import apps
+from django.utils.module_loading import import_string
 
 from metrics.coco_names import UnknownClassName, normalise_class_name
 from studies.jsonbounds import JSONOutOfBounds, json_bounds_check
@@ -305,13 +305,6 @@ _BUILT_IN: Mapping[str, Validator] = MappingProxyType(
 )
 
 
-def _resolve(entry: Any) -> Any:
-    if isinstance(entry, str):
-        module_name, _, attribute = entry.rpartition(".")
-        return getattr(import_module(module_name), attribute)
-    return entry
-
-
 @cache
 def _protocol_kinds() -> tuple[dict[str, str], dict[str, str]]:
     """The kinds the registered protocols define."""
@@ -338,8 +331,8 @@ protocols_changed.connect(_protocols_changed, dispatch_uid="detectors.kinds.prot
 
 
 class _Registered(Mapping[str, Any]):
-    """``built_in``, then one of ``_protocol_kinds()``'s mappings (imported when first read). A
-    built-in kind never reads the protocols: a Ray worker has no Django to read them from."""
+    """``built_in``, then one of ``_protocol_kinds()``'s mappings (its dotted paths imported when
+    read). A built-in kind never reads the protocols: a Ray worker has no Django to read them from."""
 
     def __init__(self, built_in: Mapping[str, Any], part: int) -> None:
         self.built_in = built_in
@@ -348,7 +341,7 @@ class _Registered(Mapping[str, Any]):
     def __getitem__(self, kind: str) -> Any:
         if kind in self.built_in:
             return self.built_in[kind]
-        return _resolve(_protocol_kinds()[self.part][kind])
+        return import_string(_protocol_kinds()[self.part][kind])
 
     def __contains__(self, kind: object) -> bool:
         return kind in self.built_in or kind in _protocol_kinds()[self.part]

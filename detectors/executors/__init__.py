@@ -1,121 +1,224 @@
-"""Where the model work of a long command runs: in this process (local) or on a Ray cluster. The interface
-lives in base.py, which ray_executor.py and workers.py import (this module imports ray_executor)."""
+"""Where the model work of a long command runs: in this process (``InlineExecutor``) or on a Ray cluster
+(``ray_executor``). Workers built from a ``WorkerSpec``, batches of ``(key, payload)`` items, ``BatchResult``s
+and the driver's loop ``batches_drive``."""
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Callable
+import collections
+import importlib
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
-from detectors.executors.base import (
-    EXECUTORS,
-    RAY_INSTALL,
-    BatchResult,
-    Executor,
-    ExecutorError,
-    InlineExecutor,
-    Item,
-    ItemError,
-    RayMissing,
-    WorkerSpec,
-    WorkerStats,
-    batches_drive,
-)
+#: One unit of work: (key, payload). The key comes back with the output; the payload is plain
+#: data the worker understands (a file path, image bytes, a generation job).
+Item = tuple[Hashable, Any]
 
-__all__ = [
-    "EXECUTORS",
-    "RAY_INSTALL",
-    "BatchResult",
-    "Executor",
-    "ExecutorError",
-    "InlineExecutor",
-    "Item",
-    "ItemError",
-    "RayMissing",
-    "WorkerSpec",
-    "WorkerStats",
-    "batches_drive",
-    "executor_arguments",
-    "executor_from_options",
-]
+EXECUTORS = ("local", "ray")
+
+#: What to run to add Ray to the project's virtualenv; every "Ray is missing" message names it.
+RAY_INSTALL = ".venv/bin/pip install -r requirements-ray.txt"
 
 
-def executor_arguments(parser: argparse.ArgumentParser, *, send_images: bool = False) -> None:
-    """Add ``--executor``, ``--ray-address``, ``--num-workers``, ``--num-gpus-per-worker`` and
-    ``--num-cpus-per-worker`` (and ``--send-images`` for commands that read images) to a command."""
-    group = parser.add_argument_group("where the work runs (docs/how-to/ray.md)")
-    group.add_argument(
-        "--executor",
-        choices=EXECUTORS,
-        default="local",
-        help="local: this process (default). ray: a pool of Ray workers, each holding the model; "
-        f"only this process writes the database. Needs `{RAY_INSTALL}`.",
-    )
-    group.add_argument(
-        "--ray-address",
-        default="",
-        help="Ray cluster to join: 'auto' (the cluster this node belongs to) or HOST:PORT of its "
-        "head. Default: start a Ray on this machine for the run.",
-    )
-    group.add_argument(
-        "--num-workers",
-        type=int,
-        default=None,
-        help="Ray workers (default: as many as the cluster's GPUs, or CPUs, allow).",
-    )
-    group.add_argument(
-        "--num-gpus-per-worker",
-        type=float,
-        default=None,
-        help="GPUs each Ray worker reserves (default: 1 with --device cuda, else 0; 0.5 puts two "
-        "workers on one GPU).",
-    )
-    group.add_argument(
-        "--num-cpus-per-worker", type=float, default=1.0, help="CPUs each Ray worker reserves (default 1)."
-    )
-    if send_images:
-        group.add_argument(
-            "--send-images",
-            action="store_true",
-            help="Read each image here and send its bytes to the workers (for workers without "
-            "the shared MEDIA_ROOT; default: workers read MEDIA_ROOT themselves).",
+class ExecutorError(Exception):
+    """The executor cannot do its job: Ray missing, too few resources, workers that keep dying. The message is
+    for the user and says what to do."""
+
+
+class RayMissing(ExecutorError):
+    """``--executor ray`` without Ray installed."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"--executor ray needs Ray, an optional dependency: install it with `{RAY_INSTALL}`."
         )
 
 
-def executor_from_options(
-    options: dict[str, Any], *, device: str, log: Callable[[str], None] = lambda text: None
-) -> Executor | None:
-    """The executor a command's options ask for; None for ``--executor local``. Raises ValueError for
-    contradictory options and ``RayMissing`` without Ray (imported only here)."""
-    ray_only = ("ray_address", "num_workers", "num_gpus_per_worker")
-    if options.get("executor", "local") == "local":
-        given = [f"--{name.replace('_', '-')}" for name in ray_only if options.get(name) not in (None, "")]
-        if options.get("send_images"):
-            given.append("--send-images")
-        if given:
-            raise ValueError(f"{', '.join(given)} only apply with --executor ray.")
-        return None
-    if options.get("num_workers") is not None and options["num_workers"] < 1:
-        raise ValueError("--num-workers must be at least 1")
-    gpus = options.get("num_gpus_per_worker")
-    if gpus is None:
-        gpus = 1.0 if device.startswith("cuda") else 0.0
-    if gpus < 0 or options.get("num_cpus_per_worker", 1.0) < 0:
-        raise ValueError("--num-gpus-per-worker and --num-cpus-per-worker cannot be negative")
-    if device.startswith("cuda:"):
-        raise ValueError(
-            "With --executor ray give --device cuda, not a numbered GPU: Ray gives each worker its own "
-            "GPU(s) (CUDA_VISIBLE_DEVICES), which it sees as cuda:0."
-        )
-    if device.startswith("cuda") and gpus == 0:
-        raise ValueError("--device cuda with --num-gpus-per-worker 0: the workers would reserve no GPU.")
-    from detectors.executors.ray_executor import RayExecutor, ray_import
+@dataclass(frozen=True)
+class WorkerSpec:
+    """How to build a worker where it runs: ``import_string(factory)(**kwargs)``, both picklable plain data;
+    ``label`` names the work in messages."""
 
-    ray_import()  # RayMissing now, before the command selects or reserves anything
-    return RayExecutor(
-        address=options.get("ray_address") or "",
-        num_workers=options.get("num_workers"),
-        num_gpus_per_worker=gpus,
-        num_cpus_per_worker=options.get("num_cpus_per_worker", 1.0),
-        log=log,
-    )
+    factory: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    label: str = ""
+
+    def build(self) -> Any:
+        """The worker object (not loaded yet: call its ``load()``)."""
+        module_name, _, name = self.factory.rpartition(".")
+        return getattr(importlib.import_module(module_name), name)(**self.kwargs)
+
+
+@dataclass(frozen=True)
+class ItemError:
+    """The output for an item the worker could not handle, with the reason (stored by the driver)."""
+
+    message: str
+    #: Time spent before it failed, when the model was what failed.
+    seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """What came back for one batch: one output per key, in the order submitted."""
+
+    keys: tuple[Hashable, ...]
+    outputs: tuple[Any, ...]
+    worker: str
+    #: Seconds the worker spent on the batch (reading, decoding, the model), not the round trip.
+    seconds: float
+
+
+@dataclass
+class WorkerStats:
+    """Per-worker figures of one run, printed at its end."""
+
+    worker: str
+    host: str = ""
+    pid: int = 0
+    gpus: tuple[str, ...] = ()
+    batches: int = 0
+    items: int = 0
+    busy_seconds: float = 0.0
+    #: Batches this worker had in hand when it died (each was given to another worker).
+    lost_batches: int = 0
+    alive: bool = True
+
+    @property
+    def items_per_second(self) -> float | None:
+        """Items per second of the worker's own busy time; None before its first batch."""
+        return self.items / self.busy_seconds if self.busy_seconds > 0 else None
+
+    def line(self, label: str = "images") -> str:
+        """``worker 2 on node-a pid 4711 GPU 1: 96 images in 12 batches, 8.41 images/s busy``."""
+        where = f" on {self.host}" if self.host else ""
+        where += f" pid {self.pid}" if self.pid else ""
+        where += f" GPU {','.join(self.gpus)}" if self.gpus else ""
+        rate = self.items_per_second
+        text = f"worker {self.worker}{where}: {self.items} {label} in {self.batches} batches"
+        text += f", {rate:.2f} {label}/s busy" if rate else ""
+        if self.lost_batches:
+            text += f", died with {self.lost_batches} batch(es) in hand (given to another worker)"
+        return text
+
+
+class Executor(ABC):
+    """Runs batches on workers built from one spec."""
+
+    name: str = ""
+
+    @abstractmethod
+    def start(self, spec: WorkerSpec) -> dict[str, Any]:
+        """Build and load the workers; returns what ``load()`` said (the same on every worker)."""
+
+    @property
+    @abstractmethod
+    def capacity(self) -> int:
+        """How many batches to keep in flight so that no worker waits for the driver."""
+
+    @abstractmethod
+    def submit(self, batch: Sequence[Item]) -> None:
+        """Hand one batch to a worker (never blocks on the work itself)."""
+
+    @property
+    @abstractmethod
+    def in_flight(self) -> int:
+        """Batches submitted and not yet returned by ``next_result``."""
+
+    @abstractmethod
+    def next_result(self) -> BatchResult:
+        """Block until a batch is done and return it. A worker that died is replaced and its
+        batch given to another; an exception the worker raised is re-raised here."""
+
+    @abstractmethod
+    def stats(self) -> list[WorkerStats]:
+        """Per-worker figures so far."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop the workers (and a Ray started for this run). Safe to call twice."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class InlineExecutor(Executor):
+    """One worker in this process: ``worker`` (loaded already, no ``start``), or the one ``start``
+    builds from the spec with ``extra`` joining its kwargs; payloads are prepared on other threads.
+    The worker runs when the driver takes a result, or with ``background`` on a thread of its own,
+    the next batch while the driver stores the last (a worker that reads the database must not)."""
+
+    name = "local"
+    capacity = 2
+
+    def __init__(
+        self, worker: Any = None, *, threads: int = 4, background: bool = False, **extra: Any
+    ) -> None:
+        self.worker = worker
+        self.extra = extra
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="prepare")
+        self.runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="run") if background else None
+        self._pending: collections.deque[
+            tuple[tuple[Hashable, ...], list[Future[Any]], Future[BatchResult] | None]
+        ]
+        self._pending = collections.deque()
+
+    def start(self, spec: WorkerSpec) -> dict[str, Any]:
+        self.worker = WorkerSpec(spec.factory, {**spec.kwargs, **self.extra}).build()
+        return self.worker.load()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    def submit(self, batch: Sequence[Item]) -> None:
+        keys = tuple(key for key, _ in batch)
+        futures = [self.pool.submit(self.worker.prepare, payload) for _, payload in batch]
+        job = self.runner.submit(self._run, keys, futures) if self.runner else None
+        self._pending.append((keys, futures, job))
+
+    def next_result(self) -> BatchResult:
+        keys, futures, job = self._pending.popleft()
+        return job.result() if job is not None else self._run(keys, futures)
+
+    def _run(self, keys: tuple[Hashable, ...], futures: list[Future[Any]]) -> BatchResult:
+        prepared = [future.result() for future in futures]
+        started = time.perf_counter()
+        outputs = self.worker.run(keys, prepared)
+        return BatchResult(keys, tuple(outputs), self.name, time.perf_counter() - started)
+
+    def stats(self) -> list[WorkerStats]:
+        return []
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        if self.runner:
+            self.runner.shutdown(wait=True, cancel_futures=True)
+
+
+def batches_drive(
+    executor: Executor,
+    batches: Iterator[Sequence[Item]],
+    on_result: Callable[[BatchResult], None],
+    *,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> bool:
+    """Keep the executor full from ``batches`` and hand every result to ``on_result`` (the driver's database
+    write). Returns True when ``batches`` ran out, False when stopped."""
+    exhausted = False
+    while True:
+        while not exhausted and executor.in_flight < executor.capacity and not should_stop():
+            batch = next(batches, None)
+            if not batch:
+                exhausted = True
+                break
+            executor.submit(batch)
+        if executor.in_flight == 0:
+            return exhausted
+        on_result(executor.next_result())

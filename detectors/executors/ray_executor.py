@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from detectors.executors.base import (
+from detectors.executors import (
     BatchResult,
     Executor,
     ExecutorError,
@@ -121,6 +121,8 @@ class RayExecutor(Executor):
     (or uses the one this process started), 'auto' or 'HOST:PORT' joins a running cluster."""
 
     name = "ray"
+    #: Batches a worker holds at once: one it runs, one waiting, so it never waits for the driver.
+    batches_per_worker = 2
 
     def __init__(
         self,
@@ -129,18 +131,16 @@ class RayExecutor(Executor):
         num_workers: int | None = None,
         num_gpus_per_worker: float = 0.0,
         num_cpus_per_worker: float = 1.0,
-        batches_per_worker: int = 2,
         max_attempts: int = 3,
-        max_worker_deaths: int | None = None,
         log: Callable[[str], None] = lambda text: None,
     ) -> None:
         self.address = address
         self.num_workers = num_workers
         self.num_gpus_per_worker = num_gpus_per_worker
         self.num_cpus_per_worker = num_cpus_per_worker
-        self.batches_per_worker = batches_per_worker
         self.max_attempts = max_attempts
-        self.max_worker_deaths = max_worker_deaths
+        #: Worker deaths a run survives (set by ``start``: at least 10, 3 per worker).
+        self.max_worker_deaths = 0
         self.log = log
         self._ray: Any = None
         self._started_ray = False
@@ -167,8 +167,7 @@ class RayExecutor(Executor):
             self._started_ray = True
         n = self._workers_wanted(ray.cluster_resources())
         self.num_workers = n
-        if self.max_worker_deaths is None:
-            self.max_worker_deaths = max(10, 3 * n)
+        self.max_worker_deaths = max(10, 3 * n)
         self._spec = spec
         self._actor_class = ray.remote(WorkerHost)
         for _ in range(n):
@@ -325,7 +324,7 @@ class RayExecutor(Executor):
         actor.stats.lost_batches += len(lost)
         actor.alive = actor.stats.alive = False
         self._deaths += 1
-        if self._deaths > (self.max_worker_deaths or 0):
+        if self._deaths > self.max_worker_deaths:
             raise ExecutorError(
                 f"{self._deaths} Ray workers died in this run (the last: {reason}); stopping. "
                 "Nothing they had in hand was stored: a re-run picks it up."

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from detectors.executors.base import ItemError, WorkerSpec
+from detectors.executors import ItemError, WorkerSpec
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage

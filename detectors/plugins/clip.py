@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from detectors import weights
 from detectors.base import FEMALE, MALE, Detector, DetectorOutput, DetectorUnavailable
-from detectors.plugins.faces import FACE_GATE_OPTIONS, FaceGate
+from detectors.plugins.faces import FACE_GATE_OPTIONS, FaceGatedDetector
 from detectors.weights import check_tokenizer_covers, hub_load_kwargs, resolve_weights, weights_env_var
 
 if TYPE_CHECKING:
@@ -104,9 +104,8 @@ class ClipEncoder:
 
     def similarities(self, images: Sequence[PILImage]) -> ClipSimilarities:
         """Cosine similarity of each image to each text, images encoded ``batch_size`` at a time."""
-        cosine = self._batched(
-            images, lambda pixels: self.similarities_of_pixels(pixels).float(), len(self.texts)
-        )
+        texts = self.text_embeddings
+        cosine = self._batched(images, lambda pixels: self.embeddings_of_pixels(pixels) @ texts.T, len(texts))
         return ClipSimilarities(self.texts, cosine, self._logit_scale)
 
     def image_embeddings(self, images: Sequence[PILImage]) -> torch.Tensor:
@@ -120,8 +119,9 @@ class ClipEncoder:
         import torch
 
         rows = [torch.empty((0, width))]
-        for start in range(0, len(images), self.batch_size):
-            rows.append(encode(self.preprocess(images[start : start + self.batch_size])).cpu())
+        with torch.inference_mode():
+            for start in range(0, len(images), self.batch_size):
+                rows.append(encode(self.preprocess(images[start : start + self.batch_size])).cpu())
         return torch.cat(rows)
 
     @property
@@ -136,14 +136,6 @@ class ClipEncoder:
         self._require_loaded()
         chunk = [image.convert("RGB") for image in images]
         return self._image_processor(images=chunk, return_tensors="pt")["pixel_values"]
-
-    def similarities_of_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
-        """(n, n_texts) cosine similarities for pre-processed pixels, on the encoder's device."""
-        import torch
-
-        embeddings = self.embeddings_of_pixels(pixels)
-        with torch.inference_mode():
-            return embeddings @ self._text_embeddings.T  # type: ignore[union-attr]
 
     def embeddings_of_pixels(self, pixels: torch.Tensor) -> torch.Tensor:
         """(n, dim) L2-normalised float32 image embeddings of pre-processed pixels, on the device."""
@@ -243,7 +235,7 @@ class ClipDetector(ClipDetectorBase):
         return DetectorOutput(verdict=verdict, scores=scores)
 
 
-class ClipProbDetector(ClipDetectorBase):
+class ClipProbDetector(FaceGatedDetector, ClipDetectorBase):
     key = "clip_prob"
     version = "1"
     description = "dlib face gate, then CLIP; filtered when the winning probability is below 0.9"
@@ -255,16 +247,11 @@ class ClipProbDetector(ClipDetectorBase):
 
     def __init__(self, *, device: str = "cpu", **options: Any) -> None:
         super().__init__(device=device, **options)
-        self.gate = FaceGate.from_options(options)
         self.threshold = self.number_option("threshold", options.get("threshold", PROB_THRESHOLD))
 
     @property
     def version_id(self) -> str:
         return f"{super().version_id}+{self.gate.version_id}+p{self.threshold:g}"
-
-    def load(self) -> None:
-        self.gate.load()
-        super().load()
 
     def predict(self, batch: Sequence[PILImage]) -> list[DetectorOutput]:
         self.ensure_loaded()

@@ -5,13 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from detectors.base import (
-    SEVERAL_PEOPLE_RATIO,
-    Detector,
-    DetectorOutput,
-    DetectorUnavailable,
-    second_largest_ratio,
-)
+from detectors.base import SEVERAL_PEOPLE_RATIO, DetectorOutput, DetectorUnavailable, second_largest_ratio
 from detectors.plugins.clip import (
     CLIP_OPTIONS,
     GENDER_TEXTS,
@@ -20,7 +14,7 @@ from detectors.plugins.clip import (
     clip_encoder,
     gender_scores,
 )
-from detectors.plugins.faces import FACE_GATE_OPTIONS, FaceGate
+from detectors.plugins.faces import FACE_GATE_OPTIONS, FaceGatedDetector
 from detectors.plugins.persons import WEIGHTS_KEY as YOLO_WEIGHTS
 from detectors.plugins.persons import PersonBox, PersonDetector
 from detectors.weights import configured_weights, resolve_weights
@@ -45,7 +39,7 @@ def largest_person_crop(image: PILImage, boxes: Sequence[PersonBox]) -> PILImage
     return image.convert("RGB").crop(largest.crop_box(*image.size))
 
 
-class ClipEnhanceDetector(Detector):
+class ClipEnhanceDetector(FaceGatedDetector):
     key = "clip_enhance"
     version = "1"
     description = "dlib face filter, YOLOv8 several-people filter and person crop, then CLIP"
@@ -57,7 +51,6 @@ class ClipEnhanceDetector(Detector):
 
     def __init__(self, *, device: str = "cpu", **options: Any) -> None:
         super().__init__(device=device, **options)
-        self.gate = FaceGate.from_options(options)
         confidence = self.number_option("person_confidence", options.get("person_confidence", 0.25))
         self.persons = PersonDetector(device=device, confidence=confidence)
         self.encoder = clip_encoder(self, GENDER_TEXTS)
@@ -70,7 +63,7 @@ class ClipEnhanceDetector(Detector):
         )
 
     def load(self) -> None:
-        self.gate.load()
+        super().load()  # the face gate
         try:
             self.persons.load()
         except DetectorUnavailable as error:

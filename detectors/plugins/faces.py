@@ -8,11 +8,11 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
-from detectors.base import DetectorUnavailable
+from detectors.base import Detector, DetectorUnavailable
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
@@ -68,17 +68,15 @@ def _model_file(name: str) -> str:
     return str(path)
 
 
-@lru_cache(maxsize=1)
-def _hog_detector() -> Any:
+@lru_cache(maxsize=2)
+def _face_detector(method: str) -> Any:
+    """dlib's face detector of ``method`` (``METHODS``), loaded once."""
+    if method not in METHODS:
+        raise ValueError(f"face detection method must be one of {METHODS}, got {method!r}")
     import dlib
 
-    return dlib.get_frontal_face_detector()
-
-
-@lru_cache(maxsize=1)
-def _cnn_detector() -> Any:
-    import dlib
-
+    if method == "hog":
+        return dlib.get_frontal_face_detector()
     return dlib.cnn_face_detection_model_v1(_model_file(CNN_MODEL_FILE))
 
 
@@ -92,9 +90,7 @@ def shape_predictor(filename: str = SHAPE_MODEL_FILE) -> Any:
 
 def load_models(method: Method = "cnn", *, align: bool = False) -> None:
     """Load (and cache) the dlib models up front, so a missing file fails in ``load()``."""
-    if method not in METHODS:
-        raise ValueError(f"face detection method must be one of {METHODS}, got {method!r}")
-    _cnn_detector() if method == "cnn" else _hog_detector()
+    _face_detector(method)
     if align:
         shape_predictor()
 
@@ -131,13 +127,12 @@ def detect_faces(
     """Faces in ``image``, largest first, clipped to the image."""
     rgb = as_rgb_array(image)
     small, undo = _downscaled(rgb, max_side)
+    detector = _face_detector(method)
     if method == "cnn":
-        raw = [(d.rect, float(d.confidence)) for d in _cnn_detector()(small, upsample)]
-    elif method == "hog":
-        rects, scores, _ = _hog_detector().run(small, upsample, 0.0)
-        raw = list(zip(rects, (float(s) for s in scores), strict=True))
+        raw = [(d.rect, float(d.confidence)) for d in detector(small, upsample)]
     else:
-        raise ValueError(f"face detection method must be one of {METHODS}, got {method!r}")
+        rects, scores, _ = detector.run(small, upsample, 0.0)
+        raw = list(zip(rects, (float(s) for s in scores), strict=True))
     height, width = rgb.shape[:2]
     boxes = [
         FaceBox(
@@ -222,3 +217,18 @@ class FaceGate:
 
     def detect(self, image: np.ndarray | PILImage) -> list[FaceBox]:
         return detect_faces(image, self.method, self.upsample, max_side=self.max_side)
+
+
+class FaceGatedDetector(Detector):
+    """A detector that finds faces with dlib first: ``gate``, read from its face options
+    (``FACE_GATE_OPTIONS``) and loaded with it."""
+
+    option_help: ClassVar[dict[str, str]] = FACE_GATE_OPTIONS
+
+    def __init__(self, *, device: str = "cpu", **options: Any) -> None:
+        super().__init__(device=device, **options)
+        self.gate = FaceGate.from_options(options)
+
+    def load(self) -> None:
+        self.gate.load()
+        super().load()

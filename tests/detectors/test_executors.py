@@ -24,10 +24,10 @@ from detectors.executors import (
     WorkerSpec,
     WorkerStats,
     batches_drive,
-    executor_from_options,
 )
 from detectors.executors.ray_executor import BLANKED_ENV, WorkerHost, worker_env
 from detectors.executors.workers import ImageBytes, Predicted, image_open
+from detectors.management.options import executor_from_options
 from tests.factories import png_bytes
 from tests.fakes import verdict_for
 

@@ -9,9 +9,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from detectors import registry
 from detectors.base import DetectorOptionError, DetectorUnavailable, UnknownDetector
-from detectors.executors import ExecutorError, executor_arguments
+from detectors.executors import ExecutorError
 from detectors.judges import StudyAskError
 from detectors.management.options import (
+    executor_arguments,
     executor_for,
     positive,
     shard_option,
