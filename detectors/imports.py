@@ -4,7 +4,6 @@ stored already), then all rows written in one transaction, or none."""
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from collections.abc import Callable, Iterator
@@ -31,8 +30,8 @@ from detectors.kinds import (
 from detectors.models import Prediction, PredictionStatus
 from detectors.services import detector_name_check
 from studies.batching import in_chunks, is_in, rows_insert
-from studies.csvio import read_cell
-from studies.imports import Importer, ImportSummary, RejectedRow, import_run
+from studies.errors import ImportRejected
+from studies.imports import Importer, ImportSummary, RejectedRow, csv_rows_stream, import_run
 from studies.jsonbounds import JSONOutOfBounds, json_loads_bounded
 from studies.models import Image, ItemImage, Question, Study
 from studies.models import Item as StudyItem
@@ -56,35 +55,6 @@ class PredictionImportSummary:
     created: int
     by_detector: dict[str, int]
     unchanged: int = 0
-
-
-def _read_rows(csv_path: Path | str) -> Iterator[tuple[int, dict[str, str]]]:
-    """The rows of the file with their line numbers (the header is line 1), read lazily: a file of a million
-    rows is never held at once."""
-    try:
-        with open(csv_path, newline="", encoding="utf-8-sig") as handle:
-            reader = csv.DictReader(handle)
-            header = [name.strip() for name in (reader.fieldnames or [])]
-            if not header:
-                raise PredictionImportRejected(
-                    [f"{csv_path}: empty file (need columns image, detector, prediction or output)"]
-                )
-            wanted = [*IMPORT_REQUIRED, "output" if "output" in header else "prediction"]
-            missing = [name for name in wanted if name not in header]
-            if missing:
-                either = " (or output)" if "prediction" in missing else ""
-                raise PredictionImportRejected(
-                    [f"{csv_path}: missing column(s) {', '.join(missing)}{either}; found {', '.join(header)}"]
-                )
-            reader.fieldnames = header
-            for line, row in enumerate(reader, start=2):
-                yield line, {k: read_cell(v) for k, v in row.items() if k is not None}
-    except FileNotFoundError:
-        raise PredictionImportRejected([f"{csv_path}: no such file"]) from None
-    except UnicodeDecodeError:
-        raise PredictionImportRejected([f"{csv_path}: not UTF-8 text"]) from None
-    except csv.Error as exc:
-        raise PredictionImportRejected([f"{csv_path}: not a readable CSV ({exc})"]) from None
 
 
 @dataclass(frozen=True)
@@ -316,7 +286,13 @@ class _PredictionsImporter(Importer[_Parsed, _Staged]):
         self.unchanged = 0
 
     def rows(self) -> Iterator[tuple[int, dict[str, str]]]:
-        return _read_rows(self.csv_path)
+        header, rows = csv_rows_stream(self.csv_path, required=IMPORT_REQUIRED)
+        if "output" not in header and "prediction" not in header:
+            raise ImportRejected(
+                f"{Path(self.csv_path).name}: missing required column prediction (or output); "
+                f"found: {', '.join(header)}"
+            )
+        return rows
 
     def parse_row(self, number: int, row: dict[str, str]) -> _Parsed | RejectedRow:
         path, detector = row.get("image", ""), row.get("detector", "")
@@ -414,14 +390,17 @@ def predictions_import(
     ``export_predictions --format csv`` file reads back unchanged). Raises PredictionImportRejected listing
     every bad row."""
     importer = _PredictionsImporter(csv_path, study, version)
-    summary = import_run(
-        importer,
-        summary=ImportSummary(dry_run=dry_run),
-        source=csv_path,
-        study=study,
-        user=user,
-        progress=progress,
-    )
+    try:
+        summary = import_run(
+            importer,
+            summary=ImportSummary(dry_run=dry_run),
+            source=csv_path,
+            study=study,
+            user=user,
+            progress=progress,
+        )
+    except ImportRejected as exc:  # the file itself: missing, not UTF-8 text, no such column
+        raise PredictionImportRejected([str(exc)]) from None
     if summary.rejected:
         raise PredictionImportRejected([f"line {r.row}: {r.reason}" for r in summary.rejected])
     by_detector = importer.by_detector

@@ -437,8 +437,8 @@ def test_a_path_naming_the_same_file_in_several_studies_needs_no_study(images, t
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("image,detector\nsdxl/p/0.png,d\n", "missing column\\(s\\) prediction"),
-        ("", "empty file"),
+        ("image,detector\nsdxl/p/0.png,d\n", "missing required column prediction \\(or output\\)"),
+        ("", "missing required column\\(s\\): image, detector \\(found: no header"),
         ("image,detector,prediction\n", "no data rows"),
         (b"image,detector,prediction\n\xff,d,male\n", "not UTF-8"),
     ],
@@ -450,8 +450,17 @@ def test_unusable_files_are_rejected(images, tmp_path, content, message):
         import_file(path)
 
 
+def test_a_row_with_more_cells_than_the_header_is_refused_by_its_line(images, tmp_path):
+    """As for every import: blank lines are not counted, the header is line 1."""
+    path = tmp_path / "extra.csv"
+    path.write_text("image,detector,prediction\nsdxl/p/0.png,d,male\n\nsdxl/p/1.png,d,male,surplus\n")
+    with pytest.raises(CommandError, match="line 3: more cells than header columns"):
+        import_file(path)
+    assert not Prediction.objects.exists()
+
+
 def test_missing_file_and_unknown_study_are_errors(images, tmp_path):
-    with pytest.raises(CommandError, match="no such file"):
+    with pytest.raises(CommandError, match="nope.csv: file not found"):
         import_file(tmp_path / "nope.csv")
     path = write_csv(tmp_path, [{"image": "sdxl/p/0.png", "detector": "d", "prediction": "male"}])
     with pytest.raises(CommandError, match="No study with slug 'nope'"):
