@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from numbers import Real
@@ -106,11 +106,6 @@ def is_relevant(item: GepItem, key: str) -> bool:
     return item.setting == NEUTRAL or item.attribute == key
 
 
-def _per_gender_key(keys: Sequence[str], value: float) -> dict[str, dict[str, Any]]:
-    """A fresh {gender: {key: value}} table of counters."""
-    return {gender: dict.fromkeys(keys, value) for gender in GENDERS}
-
-
 # --- GEP vectors and scores -----------------------------------------------------------------------
 
 
@@ -137,13 +132,18 @@ class HumanGep:
     gep_score: float | None
 
 
-def checked_human_gep(items: list[GepItem], setting: str, keys: tuple[str, ...]) -> HumanGep:
+def _tally(
+    items: list[GepItem],
+    setting: str,
+    keys: tuple[str, ...],
+    value_of: Callable[[GepItem, str], float | None],
+) -> tuple[dict[str, int], dict[str, dict[str, list[float]]], dict[str, dict[str, int]]]:
+    """Per gender, the items of ``setting``, each relevant key's values (``value_of``) and the missing ones."""
     if setting not in SETTINGS:
         raise ValueError(f"setting {setting!r} is not one of {', '.join(SETTINGS)}")
     n_items = dict.fromkeys(GENDERS, 0)
-    n_answered = _per_gender_key(keys, 0)
-    n_yes = _per_gender_key(keys, 0)
-    n_missing = _per_gender_key(keys, 0)
+    values: dict[str, dict[str, list[float]]] = {gender: {key: [] for key in keys} for gender in GENDERS}
+    n_missing = {gender: dict.fromkeys(keys, 0) for gender in GENDERS}
     for item in items:
         if item.setting != setting:
             continue
@@ -151,12 +151,22 @@ def checked_human_gep(items: list[GepItem], setting: str, keys: tuple[str, ...])
         for key in keys:
             if not is_relevant(item, key):
                 continue
-            answer = item.answers.get(key)
-            if answer is None:
+            value = value_of(item, key)
+            if value is None:
                 n_missing[item.gender][key] += 1
-                continue
-            n_answered[item.gender][key] += 1
-            n_yes[item.gender][key] += answer == YES
+            else:
+                values[item.gender][key].append(value)
+    return n_items, values, n_missing
+
+
+def checked_human_gep(items: list[GepItem], setting: str, keys: tuple[str, ...]) -> HumanGep:
+    def yes(item: GepItem, key: str) -> int | None:
+        answer = item.answers.get(key)
+        return None if answer is None else int(answer == YES)
+
+    n_items, answers, n_missing = _tally(items, setting, keys, yes)
+    n_answered = {gender: {key: len(answers[gender][key]) for key in keys} for gender in GENDERS}
+    n_yes = {gender: {key: int(sum(answers[gender][key])) for key in keys} for gender in GENDERS}
     frequencies, vector = _means_and_difference(n_yes, n_answered, keys)
     return HumanGep(
         setting=setting,
@@ -172,7 +182,7 @@ def checked_human_gep(items: list[GepItem], setting: str, keys: tuple[str, ...])
 
 
 def _means_and_difference(
-    sums: dict[str, dict[str, float]], counts: dict[str, dict[str, int]], keys: tuple[str, ...]
+    sums: Mapping[str, Mapping[str, float]], counts: dict[str, dict[str, int]], keys: tuple[str, ...]
 ) -> tuple[dict[str, dict[str, float | None]], dict[str, float | None]]:
     """Per-gender means of each key, and the vector of mean_woman - mean_man."""
     means = {g: {k: _ratio(sums[g][k], counts[g][k]) for k in keys} for g in GENDERS}
@@ -208,22 +218,11 @@ class AutoGep:
 
 
 def checked_auto_gep(items: list[GepItem], detector: str, setting: str, keys: tuple[str, ...]) -> AutoGep:
-    if setting not in SETTINGS:
-        raise ValueError(f"setting {setting!r} is not one of {', '.join(SETTINGS)}")
-    scores: dict[str, dict[str, list[float]]] = {gender: {key: [] for key in keys} for gender in GENDERS}
-    n_missing = _per_gender_key(keys, 0)
-    for item in items:
-        if item.setting != setting:
-            continue
-        by_key = item.scores.get(detector, {})
-        for key in keys:
-            if not is_relevant(item, key):
-                continue
-            score = by_key.get(key)
-            if score is None:
-                n_missing[item.gender][key] += 1
-                continue
-            scores[item.gender][key].append(float(score))
+    def score(item: GepItem, key: str) -> float | None:
+        value = item.scores.get(detector, {}).get(key)
+        return None if value is None else float(value)
+
+    _, scores, n_missing = _tally(items, setting, keys, score)
     n_scored = {gender: {key: len(scores[gender][key]) for key in keys} for gender in GENDERS}
     # fsum and one exact subtraction: scores equal to the human 0/1 answers give the human vector exactly.
     sums = {gender: {key: math.fsum(scores[gender][key]) for key in keys} for gender in GENDERS}
