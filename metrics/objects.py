@@ -288,29 +288,23 @@ def paired_permutation_test(
     observed = float(_chi2_of_male_rows(base[np.newaxis, :], column_totals)[0])
     threshold = observed - _RELATIVE_TOLERANCE * abs(observed)
 
+    # Exact: every one of the 2**n relabellings, numbered by the bits of a code; else random ones.
+    drawn = 1 << n_pairs if exact else n_permutations
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    bits = np.arange(n_pairs, dtype=np.int64)
+    step = max(1, _CHUNK_DRAWS // n_pairs)
     extreme = 0
-    if exact:
-        total = 1 << n_pairs
-        bits = np.arange(n_pairs, dtype=np.int64)
-        step = max(1, _CHUNK_DRAWS // n_pairs)
-        for start in range(0, total, step):
-            codes = np.arange(start, min(start + step, total), dtype=np.int64)
+    for start in range(0, drawn, step):
+        size = min(step, drawn - start)
+        if exact:
+            codes = np.arange(start, start + size, dtype=np.int64)
             swaps = ((codes[:, np.newaxis] >> bits) & 1).astype(np.float64)
-            stats = _chi2_of_male_rows(base - swaps @ diff, column_totals)
-            extreme += int(np.count_nonzero(stats >= threshold))
-        p_value = extreme / total
-        drawn = total
-    else:
-        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-        step = max(1, _CHUNK_DRAWS // n_pairs)
-        for start in range(0, n_permutations, step):
-            size = min(step, n_permutations - start)
+        else:
             # One 64-bit draw per number: the p-value does not depend on the chunking.
             swaps = (rng.random((size, n_pairs)) < 0.5).astype(np.float64)
-            stats = _chi2_of_male_rows(base - swaps @ diff, column_totals)
-            extreme += int(np.count_nonzero(stats >= threshold))
-        p_value = (1 + extreme) / (1 + n_permutations)
-        drawn = n_permutations
+        stats = _chi2_of_male_rows(base - swaps @ diff, column_totals)
+        extreme += int(np.count_nonzero(stats >= threshold))
+    p_value = extreme / drawn if exact else (1 + extreme) / (1 + drawn)
     return PairedPermutationResult(observed, p_value, drawn, n_pairs, seed_value, exact, None)
 
 
