@@ -12,14 +12,16 @@ from typing import Any, Literal
 import numpy as np
 
 from metrics.ppi_bootstrap import Replicates, design_bootstrap, detector_world, human_world
-from metrics.ppi_model import CovarianceModel, detector_codes, fit_model
 from metrics.ppi_shares import (
     Z95,
+    CovarianceModel,
     Interval,
     LabelledSample,
     Seed,
     StudyData,
     aipw_shares,
+    detector_codes,
+    fit_model,
     mean_abs,
     prepare,
     quad,
