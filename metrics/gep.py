@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from numbers import Real
 from typing import Any, cast
@@ -92,13 +92,9 @@ def checked_items(items: Iterable[GepItem], keys: Sequence[str]) -> list[GepItem
                     raise GepInputError(
                         f"{where}, detector {name!r}, question {key!r}: score {score!r} is not a finite number"
                     )
-        checked.append(item if item.attribute == attribute else _with_attribute(item, attribute))
+        # Normalise "" (how a CSV or a JSON field spells "no attribute") to None once, here.
+        checked.append(item if item.attribute == attribute else replace(item, attribute=attribute))
     return checked
-
-
-def _with_attribute(item: GepItem, attribute: str | None) -> GepItem:
-    # Normalise "" (how a CSV or a JSON field spells "no attribute") to None once, here.
-    return GepItem(item.item_id, item.gender, item.setting, attribute, item.answers, item.scores)
 
 
 def is_relevant(item: GepItem, key: str) -> bool:
