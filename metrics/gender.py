@@ -11,7 +11,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from metrics.ppi_shares import mean_abs, ratio_scores
+from metrics.ppi_shares import Seed, mean_abs, ratio_scores
 
 K = TypeVar("K", bound=Hashable)
 
@@ -191,9 +191,6 @@ def label_shares(counts: Mapping[str, int], labels: Sequence[str]) -> dict[str, 
 
 
 # --- Bootstrap intervals (images resampled within prompts) ----------------------------------------
-
-# A seed for numpy's default_rng: an int, or a sequence of ints (one stream per interval).
-Seed = int | Sequence[int]
 
 
 @dataclass(frozen=True)
