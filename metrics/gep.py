@@ -11,6 +11,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from metrics.gender import ratio
 from metrics.gep_design import (
     EXPLICIT,
     GENDERS,
@@ -181,15 +182,11 @@ def _means_and_difference(
     sums: Mapping[str, Mapping[str, float]], counts: dict[str, dict[str, int]], keys: tuple[str, ...]
 ) -> tuple[dict[str, dict[str, float | None]], dict[str, float | None]]:
     """Per-gender means of each key, and the vector of mean_woman - mean_man."""
-    means = {g: {k: _ratio(sums[g][k], counts[g][k]) for k in keys} for g in GENDERS}
+    means = {g: {k: ratio(sums[g][k], counts[g][k]) for k in keys} for g in GENDERS}
     vector = {
         k: _sum_difference(sums[WOMAN][k], counts[WOMAN][k], sums[MAN][k], counts[MAN][k]) for k in keys
     }
     return means, vector
-
-
-def _ratio(numerator: float, denominator: float) -> float | None:
-    return numerator / denominator if denominator else None
 
 
 def _sum_difference(sum_a: float, n_a: int, sum_b: float, n_b: int) -> float | None:
