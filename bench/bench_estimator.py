@@ -79,7 +79,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from metrics import ppi, ppi_design, ppi_mean, ppi_model, ppi_shares  # noqa: E402 (after the path set-up, as the script runs from bench/)
+from metrics import ppi, ppi_design, ppi_mean, ppi_shares  # noqa: E402 (after the path set-up, as the script runs from bench/)
 from metrics.ppi_shares import LabelledSample  # noqa: E402
 
 N_PROMPTS = 100
@@ -196,7 +196,7 @@ def one_study(
     pilot = budget // 4
     pi1 = ppi_design.inclusion_probabilities_uniform(n, pilot)
     xi1 = ppi_design.draw_bernoulli(pi1, [seed, budget, 2])
-    model = ppi_model.fit_covariance_model(
+    model = ppi_shares.fit_covariance_model(
         LabelledSample(codes, f, observed(y, xi1), xi1, pi1, detector_outputs=outputs)
     )
     pi2 = ppi_design.inclusion_probabilities_active(outputs, codes, model, budget - pilot, eligible=~xi1)

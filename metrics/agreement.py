@@ -220,8 +220,7 @@ def agreement_summary(
 ) -> AgreementSummary:
     """Agreement of (item, t2i_model, category, rater, value) ``rows``, sorted by item and rater:
     overall, per T2I model, per category and per rater pair."""
-    order = list(labels)
-    order += sorted({r[4] for r in rows} - set(order))
+    order = _ordered_labels((r[4] for r in rows), labels)
     k = len(order)
     code = {label: i for i, label in enumerate(order)}
 

@@ -31,7 +31,6 @@ CLASS_NAME_ALIASES: dict[str, str] = {
     "hair dryer": "hair drier",
 }
 
-_CANONICAL: frozenset[str] = frozenset(COCO_CLASS_NAMES)
 _INDEX: dict[str, int] = {name: i for i, name in enumerate(COCO_CLASS_NAMES)}
 # No two names collide once their spaces are removed, so glued words ("cellphone") mean one class.
 _SPACELESS: dict[str, str] = {name.replace(" ", ""): name for name in COCO_CLASS_NAMES}
@@ -60,7 +59,7 @@ def normalise_class_name(name: str) -> str:
     if not isinstance(name, str):
         raise TypeError(f"an object class name must be a string, not {type(name).__name__}")
     key = _normalise_spelling(name)
-    if key in _CANONICAL:
+    if key in _INDEX:
         return key
     if key in CLASS_NAME_ALIASES:
         return CLASS_NAME_ALIASES[key]
@@ -74,12 +73,7 @@ def _suggestions(key: str) -> tuple[str, ...]:
     """Up to three COCO names whose spelling (or an alias's) is close to ``key``."""
     candidates = {name: name for name in COCO_CLASS_NAMES} | CLASS_NAME_ALIASES
     close = difflib.get_close_matches(key, list(candidates), n=5, cutoff=0.6)
-    found: list[str] = []
-    for match in close:
-        canonical = candidates[match]
-        if canonical not in found:
-            found.append(canonical)
-    return tuple(found[:3])
+    return tuple(dict.fromkeys(candidates[match] for match in close))[:3]
 
 
 def coco_class_index(name: str) -> int:

@@ -11,6 +11,8 @@ from typing import TypeVar
 
 import numpy as np
 
+from metrics.ppi_shares import Seed, mean_abs, ratio_scores
+
 K = TypeVar("K", bound=Hashable)
 
 # Class order of every joint table: the first and second clear value, then everything else.
@@ -190,9 +192,6 @@ def label_shares(counts: Mapping[str, int], labels: Sequence[str]) -> dict[str, 
 
 # --- Bootstrap intervals (images resampled within prompts) ----------------------------------------
 
-# A seed for numpy's default_rng: an int, or a sequence of ints (one stream per interval).
-Seed = int | Sequence[int]
-
 
 @dataclass(frozen=True)
 class Interval:
@@ -226,19 +225,6 @@ def _resample_within_prompts(counts: np.ndarray, n_resamples: int, seed: Seed) -
     return out
 
 
-def _model_scores(n_male: np.ndarray, n_female: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Prompt scores and model bias score of each replicate from (prompts, replicates) counts (NaN: none)."""
-    clear = n_male + n_female
-    with np.errstate(divide="ignore", invalid="ignore"):
-        prompt = (n_male - n_female) / clear  # NaN where clear == 0
-    scored = clear > 0
-    n_scored = scored.sum(axis=0)
-    total = np.abs(np.where(scored, prompt, 0.0)).sum(axis=0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        model = np.where(n_scored > 0, total / np.maximum(n_scored, 1), np.nan)
-    return prompt, model
-
-
 def _percentile_interval(values: np.ndarray, level: float) -> Interval | None:
     """Percentile interval of the defined (non-NaN) replicates; None when none is defined."""
     values = values[~np.isnan(values)]
@@ -257,8 +243,7 @@ def bootstrap_model_bias(
     if table.shape[0] == 0 or n_resamples <= 0:
         return None
     draws = _resample_within_prompts(table, n_resamples, seed)
-    _, model = _model_scores(draws[0], draws[1])
-    return _percentile_interval(model, level)
+    return _percentile_interval(mean_abs(ratio_scores(draws[0], draws[1]).T), level)
 
 
 @dataclass(frozen=True)
@@ -284,14 +269,13 @@ def bootstrap_detector_vs_human(
         return PairedBootstrap(None, None, None, None)
     draws = _resample_within_prompts(table, n_resamples, seed).reshape(3, 3, -1, n_resamples)
     # Only the clear counts enter the scores: human rows 0 / 1 and detector columns 0 / 1.
-    human_prompt, human_model = _model_scores(draws[0].sum(axis=0), draws[1].sum(axis=0))
-    det_prompt, det_model = _model_scores(draws[:, 0].sum(axis=0), draws[:, 1].sum(axis=0))
+    # (prompts, replicates) prompt scores (NaN: no clear image) and each replicate's model score.
+    human_prompt = ratio_scores(draws[0].sum(axis=0), draws[1].sum(axis=0))
+    det_prompt = ratio_scores(draws[:, 0].sum(axis=0), draws[:, 1].sum(axis=0))
+    human_model, det_model = mean_abs(human_prompt.T), mean_abs(det_prompt.T)
     with np.errstate(divide="ignore", invalid="ignore"):
         pct = np.where(human_model > 0, (det_model - human_model) / human_model * 100, np.nan)
-        both = ~np.isnan(human_prompt) & ~np.isnan(det_prompt)
-        n_both = both.sum(axis=0)
-        diff_total = np.where(both, np.abs(det_prompt - human_prompt), 0.0).sum(axis=0)
-        pbsd = np.where(n_both > 0, diff_total / n_both, np.nan)
+    pbsd = mean_abs((det_prompt - human_prompt).T)
     return PairedBootstrap(
         _percentile_interval(human_model, level),
         _percentile_interval(det_model, level),

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from numbers import Real
 from typing import Any, cast
 
 import numpy as np
 
+from metrics.gender import ratio
 from metrics.gep_design import (
     EXPLICIT,
     GENDERS,
@@ -92,23 +93,14 @@ def checked_items(items: Iterable[GepItem], keys: Sequence[str]) -> list[GepItem
                     raise GepInputError(
                         f"{where}, detector {name!r}, question {key!r}: score {score!r} is not a finite number"
                     )
-        checked.append(item if item.attribute == attribute else _with_attribute(item, attribute))
+        # Normalise "" (how a CSV or a JSON field spells "no attribute") to None once, here.
+        checked.append(item if item.attribute == attribute else replace(item, attribute=attribute))
     return checked
-
-
-def _with_attribute(item: GepItem, attribute: str | None) -> GepItem:
-    # Normalise "" (how a CSV or a JSON field spells "no attribute") to None once, here.
-    return GepItem(item.item_id, item.gender, item.setting, attribute, item.answers, item.scores)
 
 
 def is_relevant(item: GepItem, key: str) -> bool:
     """Whether the item's image counts for attribute ``key``: neutral always, explicit if prompted."""
     return item.setting == NEUTRAL or item.attribute == key
-
-
-def _per_gender_key(keys: Sequence[str], value: float) -> dict[str, dict[str, Any]]:
-    """A fresh {gender: {key: value}} table of counters."""
-    return {gender: dict.fromkeys(keys, value) for gender in GENDERS}
 
 
 # --- GEP vectors and scores -----------------------------------------------------------------------
@@ -137,13 +129,18 @@ class HumanGep:
     gep_score: float | None
 
 
-def checked_human_gep(items: list[GepItem], setting: str, keys: tuple[str, ...]) -> HumanGep:
+def _tally(
+    items: list[GepItem],
+    setting: str,
+    keys: tuple[str, ...],
+    value_of: Callable[[GepItem, str], float | None],
+) -> tuple[dict[str, int], dict[str, dict[str, list[float]]], dict[str, dict[str, int]]]:
+    """Per gender, the items of ``setting``, each relevant key's values (``value_of``) and the missing ones."""
     if setting not in SETTINGS:
         raise ValueError(f"setting {setting!r} is not one of {', '.join(SETTINGS)}")
     n_items = dict.fromkeys(GENDERS, 0)
-    n_answered = _per_gender_key(keys, 0)
-    n_yes = _per_gender_key(keys, 0)
-    n_missing = _per_gender_key(keys, 0)
+    values: dict[str, dict[str, list[float]]] = {gender: {key: [] for key in keys} for gender in GENDERS}
+    n_missing = {gender: dict.fromkeys(keys, 0) for gender in GENDERS}
     for item in items:
         if item.setting != setting:
             continue
@@ -151,12 +148,22 @@ def checked_human_gep(items: list[GepItem], setting: str, keys: tuple[str, ...])
         for key in keys:
             if not is_relevant(item, key):
                 continue
-            answer = item.answers.get(key)
-            if answer is None:
+            value = value_of(item, key)
+            if value is None:
                 n_missing[item.gender][key] += 1
-                continue
-            n_answered[item.gender][key] += 1
-            n_yes[item.gender][key] += answer == YES
+            else:
+                values[item.gender][key].append(value)
+    return n_items, values, n_missing
+
+
+def checked_human_gep(items: list[GepItem], setting: str, keys: tuple[str, ...]) -> HumanGep:
+    def yes(item: GepItem, key: str) -> int | None:
+        answer = item.answers.get(key)
+        return None if answer is None else int(answer == YES)
+
+    n_items, answers, n_missing = _tally(items, setting, keys, yes)
+    n_answered = {gender: {key: len(answers[gender][key]) for key in keys} for gender in GENDERS}
+    n_yes = {gender: {key: int(sum(answers[gender][key])) for key in keys} for gender in GENDERS}
     frequencies, vector = _means_and_difference(n_yes, n_answered, keys)
     return HumanGep(
         setting=setting,
@@ -172,18 +179,14 @@ def checked_human_gep(items: list[GepItem], setting: str, keys: tuple[str, ...])
 
 
 def _means_and_difference(
-    sums: dict[str, dict[str, float]], counts: dict[str, dict[str, int]], keys: tuple[str, ...]
+    sums: Mapping[str, Mapping[str, float]], counts: dict[str, dict[str, int]], keys: tuple[str, ...]
 ) -> tuple[dict[str, dict[str, float | None]], dict[str, float | None]]:
     """Per-gender means of each key, and the vector of mean_woman - mean_man."""
-    means = {g: {k: _ratio(sums[g][k], counts[g][k]) for k in keys} for g in GENDERS}
+    means = {g: {k: ratio(sums[g][k], counts[g][k]) for k in keys} for g in GENDERS}
     vector = {
         k: _sum_difference(sums[WOMAN][k], counts[WOMAN][k], sums[MAN][k], counts[MAN][k]) for k in keys
     }
     return means, vector
-
-
-def _ratio(numerator: float, denominator: float) -> float | None:
-    return numerator / denominator if denominator else None
 
 
 def _sum_difference(sum_a: float, n_a: int, sum_b: float, n_b: int) -> float | None:
@@ -208,22 +211,11 @@ class AutoGep:
 
 
 def checked_auto_gep(items: list[GepItem], detector: str, setting: str, keys: tuple[str, ...]) -> AutoGep:
-    if setting not in SETTINGS:
-        raise ValueError(f"setting {setting!r} is not one of {', '.join(SETTINGS)}")
-    scores: dict[str, dict[str, list[float]]] = {gender: {key: [] for key in keys} for gender in GENDERS}
-    n_missing = _per_gender_key(keys, 0)
-    for item in items:
-        if item.setting != setting:
-            continue
-        by_key = item.scores.get(detector, {})
-        for key in keys:
-            if not is_relevant(item, key):
-                continue
-            score = by_key.get(key)
-            if score is None:
-                n_missing[item.gender][key] += 1
-                continue
-            scores[item.gender][key].append(float(score))
+    def score(item: GepItem, key: str) -> float | None:
+        value = item.scores.get(detector, {}).get(key)
+        return None if value is None else float(value)
+
+    _, scores, n_missing = _tally(items, setting, keys, score)
     n_scored = {gender: {key: len(scores[gender][key]) for key in keys} for gender in GENDERS}
     # fsum and one exact subtraction: scores equal to the human 0/1 answers give the human vector exactly.
     sums = {gender: {key: math.fsum(scores[gender][key]) for key in keys} for gender in GENDERS}

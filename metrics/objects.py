@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -226,23 +226,14 @@ class PairedPermutationResult:
     p_value: float | None
     n_permutations: int
     n_pairs: int
+    n_incomplete_pairs: int
     seed: int | None
     exact: bool
     reason: str | None
-    n_incomplete_pairs: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-data form for the JSON report."""
-        return {
-            "statistic": self.statistic,
-            "p_value": self.p_value,
-            "n_permutations": self.n_permutations,
-            "n_pairs": self.n_pairs,
-            "n_incomplete_pairs": self.n_incomplete_pairs,
-            "seed": self.seed,
-            "exact": self.exact,
-            "reason": self.reason,
-        }
+        return asdict(self)
 
 
 def paired_permutation_test(
@@ -271,7 +262,7 @@ def paired_permutation_test(
     seed_value = None if isinstance(seed, np.random.Generator) else int(seed)
 
     def undefined(reason: str) -> PairedPermutationResult:
-        return PairedPermutationResult(None, None, 0, n_pairs, seed_value, exact, reason)
+        return PairedPermutationResult(None, None, 0, n_pairs, 0, seed_value, exact, reason)
 
     if n_pairs == 0:
         return undefined("no pairs")
@@ -288,30 +279,24 @@ def paired_permutation_test(
     observed = float(_chi2_of_male_rows(base[np.newaxis, :], column_totals)[0])
     threshold = observed - _RELATIVE_TOLERANCE * abs(observed)
 
+    # Exact: every one of the 2**n relabellings, numbered by the bits of a code; else random ones.
+    drawn = 1 << n_pairs if exact else n_permutations
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    bits = np.arange(n_pairs, dtype=np.int64)
+    step = max(1, _CHUNK_DRAWS // n_pairs)
     extreme = 0
-    if exact:
-        total = 1 << n_pairs
-        bits = np.arange(n_pairs, dtype=np.int64)
-        step = max(1, _CHUNK_DRAWS // n_pairs)
-        for start in range(0, total, step):
-            codes = np.arange(start, min(start + step, total), dtype=np.int64)
+    for start in range(0, drawn, step):
+        size = min(step, drawn - start)
+        if exact:
+            codes = np.arange(start, start + size, dtype=np.int64)
             swaps = ((codes[:, np.newaxis] >> bits) & 1).astype(np.float64)
-            stats = _chi2_of_male_rows(base - swaps @ diff, column_totals)
-            extreme += int(np.count_nonzero(stats >= threshold))
-        p_value = extreme / total
-        drawn = total
-    else:
-        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-        step = max(1, _CHUNK_DRAWS // n_pairs)
-        for start in range(0, n_permutations, step):
-            size = min(step, n_permutations - start)
+        else:
             # One 64-bit draw per number: the p-value does not depend on the chunking.
             swaps = (rng.random((size, n_pairs)) < 0.5).astype(np.float64)
-            stats = _chi2_of_male_rows(base - swaps @ diff, column_totals)
-            extreme += int(np.count_nonzero(stats >= threshold))
-        p_value = (1 + extreme) / (1 + n_permutations)
-        drawn = n_permutations
-    return PairedPermutationResult(observed, p_value, drawn, n_pairs, seed_value, exact, None)
+        stats = _chi2_of_male_rows(base - swaps @ diff, column_totals)
+        extreme += int(np.count_nonzero(stats >= threshold))
+    p_value = extreme / drawn if exact else (1 + extreme) / (1 + drawn)
+    return PairedPermutationResult(observed, p_value, drawn, n_pairs, 0, seed_value, exact, None)
 
 
 def _chi2_of_male_rows(male_rows: np.ndarray, column_totals: np.ndarray) -> np.ndarray:
@@ -430,10 +415,10 @@ def analyse_objects(
         [(image.gender, names, image.pair_id) for image, names in normalised], columns
     )
     if n_permutations is None:
-        permutation = PairedPermutationResult(None, None, 0, male.shape[0], None, False, "not run")
+        permutation = PairedPermutationResult(None, None, 0, male.shape[0], 0, None, False, "not run")
     elif male.shape[0] == 0:
         reason = "no image has a pair id" if incomplete == 0 else "no pair has images of both genders"
-        permutation = PairedPermutationResult(None, None, 0, 0, None, False, reason)
+        permutation = PairedPermutationResult(None, None, 0, 0, 0, None, False, reason)
     else:
         permutation = paired_permutation_test(male, female, n_permutations=n_permutations, seed=seed)
     permutation = replace(permutation, n_incomplete_pairs=incomplete)
@@ -473,21 +458,15 @@ def pair_count_matrices(
 class HumanCheckClass:
     """People's verdict on one class's boxes: precision and missed rate."""
 
+    precision: float | None
     n_confirmed: int
     n_rejected: int
     n_missed: int
-    precision: float | None
     missed_rate: float | None
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-data form for the JSON report."""
-        return {
-            "precision": self.precision,
-            "n_confirmed": self.n_confirmed,
-            "n_rejected": self.n_rejected,
-            "n_missed": self.n_missed,
-            "missed_rate": self.missed_rate,
-        }
+        return asdict(self)
 
 
 def human_check(

@@ -8,13 +8,14 @@ from typing import Any
 
 import numpy as np
 
-from metrics.ppi_model import CovarianceModel, output_counts
 from metrics.ppi_shares import (
+    CovarianceModel,
     StudyData,
     class_counts,
     human_classes,
     later_weights,
     mean_abs,
+    output_counts,
     ratio_scores,
 )
 

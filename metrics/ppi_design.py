@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from metrics.ppi_model import CovarianceModel
 from metrics.ppi_shares import (
+    CovarianceModel,
     OutputCodes,
     PromptIds,
     Seed,

@@ -275,16 +275,8 @@ def _estimand(
     tuned: Linear, human: Linear, detector: float | None, lo: float | None, hi: float | None, n_items: int
 ) -> Estimand:
     """One entry's estimand from its tuned and labels-only fits, intervals clipped to [lo, hi]."""
-    return Estimand(
-        estimate=tuned.estimate,
-        ci95=_t_interval(tuned, lo, hi),
-        human_only_estimate=human.estimate,
-        human_only_ci95=_t_interval(human, lo, hi),
-        detector_only=detector,
-        lam=tuned.lam,
-        effective_labels=_effective(tuned.n_labelled, human.variance, tuned.variance),
-        n_items=n_items,
-        n_labelled=tuned.n_labelled,
+    return _pooled(
+        [tuned], [human], lambda fits: (fits[0].estimate, _t_interval(fits[0], lo, hi)), detector, n_items
     )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from metrics import gep, gep_agreement, gep_design, gep_study
+from metrics import gep, gep_agreement, gep_design
 from metrics.agreement import fleiss_kappa_from_counts, krippendorff_alpha_from_counts
 from protocols.attributes import selectors as asel
 from reports import judges
@@ -82,7 +82,7 @@ def judge_pictures(
             ]
             for model, items in items_by_model.items()
         }
-        picture = gep_study.gep_study(judged, detectors=[], keys=keys).as_dict()["attributes"]
+        picture = gep_agreement.gep_study(judged, detectors=[], keys=keys).as_dict()["attributes"]
         answered = {
             (model, item.setting) for model, items in judged.items() for item in items if item.answers
         }
@@ -112,7 +112,7 @@ class AttributesResult:
     report: dict[str, Any]
     keys: tuple[str, ...]
     questions: dict[str, str]
-    study: gep_study.GepStudy
+    study: gep_agreement.GepStudy
     pooled_auc: dict[str, dict[str, gep_agreement.RocAuc]]
     agreement_all: Agreement
     versions: dict[str, str]
@@ -136,7 +136,7 @@ def compute(
     answers = asel.final_answers(scope, keys=keys)
     rows = asel.gep_rows(scope, keys=keys, answers=answers, detector=detector)
     names = tuple(rows.versions)
-    study = gep_study.gep_study(rows.items_by_model, detectors=names, keys=keys)
+    study = gep_agreement.gep_study(rows.items_by_model, detectors=names, keys=keys)
     pooled = {
         model: {
             name: gep_agreement.attribute_roc_auc(items, detector=name, setting=None, keys=keys)

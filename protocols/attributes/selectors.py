@@ -35,7 +35,7 @@ KINDS = (KIND_ATTRIBUTES,)
 
 @dataclass(frozen=True)
 class GepRows:
-    """What ``metrics.gep_study.gep_study`` reads (items per T2I model, detector versions), and
+    """What ``metrics.gep_agreement.gep_study`` reads (items per T2I model, detector versions), and
     the items left out with their reason."""
 
     items_by_model: dict[str, list[gep.GepItem]]

@@ -30,7 +30,7 @@ from estimates.selectors import (
     sampling_frame,
 )
 from metrics import gender as gm
-from metrics import ppi, ppi_design, ppi_model, ppi_shares, stratified
+from metrics import ppi, ppi_design, ppi_shares, stratified
 from protocols.gender.selectors import GENDER_QUESTION
 from reports import render
 from reports.tables import Table, ci_field, num_field, raw_cell, text_field, value_field
@@ -405,7 +405,7 @@ def design_pi(frame: Frame, design: str, budget: int, pool: np.ndarray) -> np.nd
         data = arrays(items, frame.rounds, soft)
         # Prompts are counted per T2I model: the estimate is.
         prompt_keys = np.array([f"{i.t2i_model}\x1f{i.prompt_id}" for i in items])
-        model = ppi_model.fit_covariance_model(replace(data, prompt_ids=prompt_keys))
+        model = ppi_shares.fit_covariance_model(replace(data, prompt_ids=prompt_keys))
         return ppi_design.inclusion_probabilities_active(
             np.asarray(data.detector_outputs), prompt_keys, model, budget, eligible=pool
         )

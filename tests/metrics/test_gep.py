@@ -15,7 +15,7 @@ import pytest
 from scipy.stats import kendalltau, pearsonr
 from sklearn.metrics import matthews_corrcoef, roc_auc_score
 
-from metrics import gep, gep_agreement, gep_design, gep_study
+from metrics import gep, gep_agreement, gep_design
 from metrics.gep import GepItem
 from metrics.gep_design import EXPLICIT, MAN, NEUTRAL, WOMAN, GepInputError
 from tests import paper_data
@@ -594,7 +594,7 @@ def synthetic_study(seed: int = 0) -> dict[str, list[GepItem]]:
 
 
 def test_oracle_detector_reproduces_the_human_vector_exactly():
-    cell = gep_study.gep_study({"dalle": synthetic_study()["dalle"]}).cells["dalle"][NEUTRAL]
+    cell = gep_agreement.gep_study({"dalle": synthetic_study()["dalle"]}).cells["dalle"][NEUTRAL]
     oracle = cell.detectors["oracle"]
     assert oracle.gep.gep_vector == cell.human.gep_vector  # exactly: same ties
     assert oracle.agreement.kendall_tau_b == pytest.approx(1.0)
@@ -604,7 +604,7 @@ def test_oracle_detector_reproduces_the_human_vector_exactly():
 
 
 def test_study_dict_has_the_report_shape_and_is_strict_json():
-    study = gep_study.gep_study(synthetic_study())
+    study = gep_agreement.gep_study(synthetic_study())
     data = study.as_dict()
     json.dumps(data, allow_nan=False)  # no NaN anywhere: undefined figures are None
     assert set(data) == {"attributes", "score_ranking"}
@@ -637,7 +637,7 @@ def test_study_dict_has_the_report_shape_and_is_strict_json():
 
 def test_study_lists_only_settings_a_model_has_images_in():
     items = [item(1, WOMAN, answers={"hat": "yes"}), item(2, MAN, answers={"hat": "no"})]
-    study = gep_study.gep_study({"sd": items}, detectors=("clip",), keys=("hat",))
+    study = gep_agreement.gep_study({"sd": items}, detectors=("clip",), keys=("hat",))
     assert list(study.cells["sd"]) == [NEUTRAL]
     # One cell cannot rank anything; the detector never scored, so its score is undefined too.
     assert study.score_ranking["clip"].kendall_tau_b is None

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from metrics import gender as paper
-from metrics import ppi, ppi_bootstrap, ppi_design, ppi_model, ppi_power, ppi_shares
+from metrics import ppi, ppi_bootstrap, ppi_design, ppi_shares
 from metrics.ppi_shares import LabelledSample
 
 NAN = np.nan
@@ -80,13 +80,13 @@ def prompt_shares(sample: LabelledSample) -> PromptShares:
     return PromptShares(data.keys, mu, cov, data.n_per_prompt.astype(np.int64), n_labelled)
 
 
-def tune_power(sample: LabelledSample) -> ppi_power.PowerTuning:
+def tune_power(sample: LabelledSample) -> ppi.PowerTuning:
     """The cross-fitted λ that ``estimate_model_bias`` uses."""
     data = ppi_shares.prepare(sample)
-    outputs = ppi_model.detector_codes(data, sample.detector_outputs)
-    model = ppi_model.fit_model(data, outputs)
+    outputs = ppi_shares.detector_codes(data, sample.detector_outputs)
+    model = ppi_shares.fit_model(data, outputs)
     index = np.unique(outputs, return_inverse=True)[1].reshape(-1)
-    return ppi_power.cross_fit_power(data, model, index, ppi_power.POWER_FOLDS)
+    return ppi.cross_fit_power(data, model, index, ppi.POWER_FOLDS)
 
 
 def multiplier_bootstrap(
@@ -377,12 +377,12 @@ def test_uniform_design_spreads_the_budget_over_eligible_images():
     assert ppi_design.inclusion_probabilities_uniform(10, 50).tolist() == [1.0] * 10
 
 
-def _fitted_model(seed: int = 0) -> tuple[np.ndarray, np.ndarray, ppi_model.CovarianceModel]:
+def _fitted_model(seed: int = 0) -> tuple[np.ndarray, np.ndarray, ppi_shares.CovarianceModel]:
     rng = np.random.default_rng(seed)
     codes, f, y, outputs = simulate_population(rng, np.array([1.0, 0.0, 0.5, -0.5, 0.9, 0.2]), 60)
     pi = ppi_design.inclusion_probabilities_uniform(codes.size, 120)
     xi = ppi_design.draw_bernoulli(pi, seed)
-    model = ppi_model.fit_covariance_model(
+    model = ppi_shares.fit_covariance_model(
         LabelledSample(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs)
     )
     return codes, outputs, model
@@ -488,7 +488,7 @@ def _coverage_study(rng: np.random.Generator, seed: int, design: str) -> tuple[b
     else:
         pi1 = ppi_design.inclusion_probabilities_uniform(n, 20)
         xi1 = ppi_design.draw_bernoulli(pi1, seed)
-        model = ppi_model.fit_covariance_model(
+        model = ppi_shares.fit_covariance_model(
             LabelledSample(codes, f, observed(y, xi1), xi1, pi1, detector_outputs=outputs)
         )
         pi2 = ppi_design.inclusion_probabilities_active(outputs, codes, model, 40, eligible=~xi1)
@@ -719,7 +719,7 @@ def test_the_detectors_weight_is_cross_fitted_so_a_fold_never_sees_its_own_label
     first = tune_power(LabelledSample(codes, f, observed(y, xi), xi, pi, detector_outputs=outputs))
     # Flip every label of fold 0 (images 0, 5, 10, ...): λ of fold 0 must not move, the others'
     # must (they learn from fold 0's labels).
-    fold0 = np.arange(codes.size) % ppi_power.POWER_FOLDS == 0
+    fold0 = np.arange(codes.size) % ppi.POWER_FOLDS == 0
     flipped = y.copy()
     flipped[fold0] = y[fold0][:, ::-1]
     second = tune_power(LabelledSample(codes, f, observed(flipped, xi), xi, pi, detector_outputs=outputs))
@@ -796,7 +796,7 @@ def test_the_design_bootstraps_cost_follows_the_groups_of_alike_images_not_the_i
         groups.append(calls[0][1])
     # At most 2 prompts x 5 outputs x (unlabelled, or labelled male, female, rest) x 5 folds'
     # λ, for 1,000 images as for 10,000.
-    assert max(groups) <= 2 * 5 * 4 * ppi_power.POWER_FOLDS
+    assert max(groups) <= 2 * 5 * 4 * ppi.POWER_FOLDS
     calls.clear()
     monkeypatch.setattr(ppi_bootstrap, "BOOTSTRAP_CHUNK_ELEMENTS", 8 * groups[1] * 6)  # 3 classes x 2
     ppi.estimate_model_bias(
