@@ -460,7 +460,7 @@ def test_a_row_with_more_cells_than_the_header_is_refused_by_its_line(images, tm
 
 
 def test_missing_file_and_unknown_study_are_errors(images, tmp_path):
-    with pytest.raises(CommandError, match="nope.csv: file not found"):
+    with pytest.raises(CommandError, match=r"nope\.csv: file not found"):
         import_file(tmp_path / "nope.csv")
     path = write_csv(tmp_path, [{"image": "sdxl/p/0.png", "detector": "d", "prediction": "male"}])
     with pytest.raises(CommandError, match="No study with slug 'nope'"):
