@@ -5,6 +5,7 @@ PostgreSQL against a real multi-process HTTP server (goal: p95 of a key press un
         [--images 2000] [--labels-per-item 3] [--gold 60] [--gold-rate 0.1] [--random-clickers 10]
         [--arrival-s 10] [--threads 4] [--processes 2] [--server gunicorn|wsgiref]
         [--database-url postgres://postgres@127.0.0.1:5432/biaslab_bench_crowd]
+        [--cache-url redis://127.0.0.1:6379/0 | '']
 
 What it does (timing header, report and the wsgiref server: bench_label_submit.py's, imported):
 
@@ -415,7 +416,16 @@ def main() -> None:
         help="the HTTP server (default: gunicorn when installed)",
     )
     parser.add_argument("--database-url", default=database_url_default(DEFAULT_DATABASE_URL))
+    parser.add_argument(
+        "--cache-url",
+        default="redis://127.0.0.1:6379/0",
+        help="the server's BIASLAB_CACHE_URL: Redis, as the deploy guide sets it for several processes "
+        "(sessions and rate limits shared); '' for the per-process default",
+    )
     args = parser.parse_args()
+    if args.cache_url:
+        os.environ["BIASLAB_CACHE_URL"] = args.cache_url
+        os.environ["BIASLAB_CACHE_KEY_PREFIX"] = f"bench-crowd-{os.getpid()}"
     if not args.database_url.startswith(("postgres://", "postgresql://")):
         raise SystemExit("bench_crowd_load.py runs on PostgreSQL: --database-url postgres://…")
 
@@ -440,7 +450,8 @@ def main() -> None:
         server, address = launch(args.database_url, media, args.threads, args.processes)
         try:
             print(
-                f"server: {args.server}, {args.processes} processes x {args.threads} worker threads at {address}"
+                f"server: {args.server}, {args.processes} processes x {args.threads} worker threads at {address}; "
+                f"cache {args.cache_url or 'per process (locmem)'}"
             )
             warm_up(address, study, warmer, requests=8 * args.processes)
             rng = random.Random(7)
