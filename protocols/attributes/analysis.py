@@ -78,12 +78,10 @@ class AttributesAnalysis(Analysis):
                 )
         return {
             "report": result.report,
-            "result": result,
             "coverage": result.report["coverage"],
             "cells": cells,
             "tables": self.tables(result),
             "questions": [(key, result.questions[key]) for key in result.keys],
-            "left_out": result.left_out[:20],
             "settings": gep_design.SETTINGS,
             # The study's own rule (labels per item, agreement), not the paper's three-annotator majority.
             "final_answer_rule": consensus.rule_text(

@@ -68,11 +68,6 @@ def setting_cells(result: AttributesResult) -> list[tuple[str, str]]:
     ]
 
 
-def _setting_columns(result: AttributesResult) -> list[tuple[str, str]]:
-    """(setting, model) columns of Table 6: per setting, every model (a cell may be missing)."""
-    return [(setting, model) for setting in gep_design.SETTINGS for model in result.models]
-
-
 #: The T2I model and setting columns that lead a table of a row per (model, setting, ...) record.
 CELL_LEAD = (text_field("t2i_model", "T2I model", 0), text_field("setting", "Setting", 1))
 
@@ -216,7 +211,8 @@ def score_ranking_table(result: AttributesResult) -> Table:
         detector = cell.detectors.get(source)
         return detector.gep.gep_score if detector else None
 
-    cells = _setting_columns(result)
+    # Table 6's (setting, model) columns: per setting, every model (a cell may be missing).
+    cells = [(setting, model) for setting in gep_design.SETTINGS for model in result.models]
     scores = {
         source: {(s, m): score(m, s, source) for s, m in cells} for source in (*result.detectors, HUMAN)
     }
@@ -311,7 +307,7 @@ def agreement_table(result: AttributesResult) -> Table:
     records = [
         (key, result.questions[key], report["agreement"][key], report["disputes"][key]) for key in result.keys
     ]
-    pooled = {k: getattr(result.agreement_all, k) for k in (*figures, "n_items")}
+    pooled = result.agreement_all
     records.append(("all", "every (image, question) pooled", pooled, sum(report["disputes"].values())))
     labels = ("Krippendorff \u03b1", "Fleiss \u03ba", "Observed")
     return Table.of(
