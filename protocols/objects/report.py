@@ -48,7 +48,6 @@ class ObjectsResult:
     version: str
     include_person: bool
     models: dict[str, ModelResult]
-    left_out: tuple[LeftOut, ...]
 
     def analysis(self, model: str) -> ObjectAnalysis:
         """The reported analysis of ``model`` (person counted or not, as the report says)."""
@@ -59,14 +58,6 @@ def include_person_default(scope: Scope) -> bool:
     """The study's choice (``parameters["include_person"]``), true unless it says otherwise."""
     value = (scope.study.parameters or {}).get(INCLUDE_PERSON, True)
     return value is not False and str(value).strip().lower() not in ("false", "0", "no")
-
-
-def _confirmed_json(analysis: ObjectAnalysis | None) -> dict[str, Any] | None:
-    if analysis is None:
-        return None
-    out = analysis.as_json(None)
-    del out["human_check"]
-    return out
 
 
 def compute(
@@ -114,20 +105,13 @@ def compute(
     entries: dict[str, Any] = {}
     for model in sorted(images):
         checked = judged.get(model, [])
+        tests: dict[str, Any] = {"n_permutations": n_permutations, "seed": seed}
         result = ModelResult(
-            with_person=analyse_objects(
-                images[model], include_person=True, n_permutations=n_permutations, seed=seed
-            ),
-            without_person=analyse_objects(
-                images[model], include_person=False, n_permutations=n_permutations, seed=seed
-            ),
-            confirmed=(
-                analyse_confirmed_objects(
-                    checked, include_person=include, n_permutations=n_permutations, seed=seed
-                )
-                if checked
-                else None
-            ),
+            with_person=analyse_objects(images[model], include_person=True, **tests),
+            without_person=analyse_objects(images[model], include_person=False, **tests),
+            confirmed=analyse_confirmed_objects(checked, include_person=include, **tests)
+            if checked
+            else None,
             human=human_check_of_images(checked) if checked else None,
             n_checked=len(checked),
         )
@@ -137,7 +121,9 @@ def compute(
             **result.detections(include).as_json(result.human),
             "detector_version": version,
             "n_checked": result.n_checked,
-            "confirmed": _confirmed_json(result.confirmed),
+            "confirmed": None
+            if result.confirmed is None
+            else {k: v for k, v in result.confirmed.as_json(None).items() if k != "human_check"},
         }
     report = {
         "objects": entries,
@@ -156,5 +142,4 @@ def compute(
         version=version,
         include_person=include,
         models=models,
-        left_out=tuple(left_out),
     )
