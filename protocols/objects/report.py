@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from metrics.objects import (
-    DEFAULT_N_PERMUTATIONS,
     GENDERS,
     HumanCheckClass,
     ImageObjects,
@@ -65,7 +64,6 @@ def compute(
     *,
     detector: str | None = None,
     include_person: bool | None = None,
-    n_permutations: int = DEFAULT_N_PERMUTATIONS,
     seed: int = 0,
 ) -> ObjectsResult:
     """The report of the items in scope (T2I model filter applied, category not);
@@ -105,11 +103,10 @@ def compute(
     entries: dict[str, Any] = {}
     for model in sorted(images):
         checked = judged.get(model, [])
-        tests: dict[str, Any] = {"n_permutations": n_permutations, "seed": seed}
         result = ModelResult(
-            with_person=analyse_objects(images[model], include_person=True, **tests),
-            without_person=analyse_objects(images[model], include_person=False, **tests),
-            confirmed=analyse_confirmed_objects(checked, include_person=include, **tests)
+            with_person=analyse_objects(images[model], include_person=True, seed=seed),
+            without_person=analyse_objects(images[model], include_person=False, seed=seed),
+            confirmed=analyse_confirmed_objects(checked, include_person=include, seed=seed)
             if checked
             else None,
             human=human_check_of_images(checked) if checked else None,
