@@ -61,29 +61,22 @@ class AttributesAnalysis(Analysis):
     def overview(self, page: ReportPage) -> dict[str, Any]:
         result: AttributesResult = page.result(bootstrap=0)
         version = data_version(page)
-        cells = []
-        for model in result.models:
-            for setting in gep_design.SETTINGS:
-                cell = result.study.cells[model].get(setting)
-                if cell is None:
-                    continue
-                cells.append(
-                    {
-                        "model": model,
-                        "setting": setting,
-                        "human": cell.human,
-                        "src": chart_src(f"gep_{setting}", page, t2i_model=model, v=version),
-                        "query": page.query(t2i_model=model),
-                    }
-                )
+        cells = [
+            {
+                "model": model,
+                "setting": setting,
+                "human": result.study.cells[model][setting].human,
+                "src": chart_src(f"gep_{setting}", page, t2i_model=model, v=version),
+                "query": page.query(t2i_model=model),
+            }
+            for model, setting in atables.setting_cells(result)
+        ]
         return {
             "report": result.report,
-            "result": result,
             "coverage": result.report["coverage"],
             "cells": cells,
             "tables": self.tables(result),
             "questions": [(key, result.questions[key]) for key in result.keys],
-            "left_out": result.left_out[:20],
             "settings": gep_design.SETTINGS,
             # The study's own rule (labels per item, agreement), not the paper's three-annotator majority.
             "final_answer_rule": consensus.rule_text(

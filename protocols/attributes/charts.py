@@ -14,9 +14,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.figure import Figure
 
 HUMAN = "human"
-UnknownChart = base.UnknownChart
 WOMAN_COLOUR = base.FEMALE_COLOUR
 MAN_COLOUR = base.MALE_COLOUR
+UnknownChart = base.UnknownChart
 
 
 def vector_panels(
@@ -44,14 +44,11 @@ def gep_vector_chart(
     *,
     setting: str,
     keys: Sequence[str],
-    models: Sequence[str] | None = None,
 ) -> bytes:
     """The chart of ``setting`` as SVG or PNG bytes (``reports.charts.FORMATS``)."""
     if setting not in gep_design.SETTINGS:
         raise UnknownChart(f"Unknown setting {setting!r}: use one of {', '.join(gep_design.SETTINGS)}.")
-    return base._draw(
-        fmt, _build, vector_panels(report, setting=setting, models=models), setting, tuple(keys)
-    )
+    return base._draw(fmt, _build, vector_panels(report, setting=setting), setting, tuple(keys))
 
 
 def _limit(values: Sequence[float | None]) -> float:

@@ -83,23 +83,14 @@ class AttributeImage:
 
 
 # The first demo's four images (same paths and files as before); two are left for a visitor.
-_FIRST = (
-    AttributeImage("photos/astronaut.jpg", MODELS[0], WOMAN, NEUTRAL, "", "astronaut", Look(), side=512),
-    AttributeImage("photos/hopper.jpg", MODELS[0], WOMAN, NEUTRAL, "", "hopper", Look(), side=512),
-    AttributeImage(
-        "photos/camera.jpg", MODELS[0], MAN, NEUTRAL, "", "camera", Look(), seeded=False, side=512
-    ),
-    AttributeImage(
-        "photos/astronaut_crop.jpg",
-        MODELS[0],
-        WOMAN,
-        NEUTRAL,
-        "",
-        "astronaut",
-        Look(crop=0.7, dy=-0.5, flip=True),
-        seeded=False,
-        side=512,
-    ),
+_FIRST = tuple(
+    AttributeImage(f"photos/{name}.jpg", MODELS[0], gender, NEUTRAL, "", photo, look, seeded=seeded, side=512)
+    for name, gender, photo, look, seeded in (
+        ("astronaut", WOMAN, "astronaut", Look(), True),
+        ("hopper", WOMAN, "hopper", Look(), True),
+        ("camera", MAN, "camera", Look(), False),
+        ("astronaut_crop", WOMAN, "astronaut", Look(crop=0.7, dy=-0.5, flip=True), False),
+    )
 )
 
 # Explicit prompts whose image shows the attribute; the others show a face without it (no).

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -12,37 +12,23 @@ from metrics import gep, gep_agreement, gep_design
 from metrics.agreement import fleiss_kappa_from_counts, krippendorff_alpha_from_counts
 from protocols.attributes import selectors as asel
 from reports import judges
-from reports.selectors import LeftOut, Scope, left_out_coverage
+from reports.selectors import Scope, left_out_coverage
 from studies.models import Question
 
 
-@dataclass(frozen=True)
-class Agreement:
-    """Agreement of the annotators on one question (or on all, pooled)."""
-
-    krippendorff_alpha: float | None
-    fleiss_kappa: float | None
-    observed_agreement: float | None
-    n_items: int
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def agreement(units: Sequence[Mapping[str, int]]) -> Agreement:
-    """Krippendorff's alpha, Fleiss' kappa and observed agreement of units given as
+def agreement(units: Sequence[Mapping[str, int]]) -> dict[str, Any]:
+    """Krippendorff's alpha, Fleiss' kappa, observed agreement and items of units given as
     ``{answer: annotators}``; items with fewer than two labels are skipped."""
     values = sorted({value for unit in units for value in unit})
     counts = np.array([[unit.get(value, 0) for value in values] for unit in units], dtype=np.int64)
     counts = counts.reshape(len(units), len(values))
     fleiss = fleiss_kappa_from_counts(counts)
-    alpha = krippendorff_alpha_from_counts(counts)
-    return Agreement(
-        krippendorff_alpha=alpha.alpha,
-        fleiss_kappa=fleiss.kappa,
-        observed_agreement=fleiss.observed_agreement,
-        n_items=fleiss.n_items,
-    )
+    return {
+        "krippendorff_alpha": krippendorff_alpha_from_counts(counts).alpha,
+        "fleiss_kappa": fleiss.kappa,
+        "observed_agreement": fleiss.observed_agreement,
+        "n_items": fleiss.n_items,
+    }
 
 
 #: The output kind of a judge on an attributes study: an answer yes / no per attribute.
@@ -52,12 +38,6 @@ YES_NO = (gep_design.YES, gep_design.NO)
 
 def _error(judge: float | None, people: float | None) -> float | None:
     return None if judge is None or people is None else judge - people
-
-
-def answers_of_item(run: judges.JudgeRun, item: gep.GepItem) -> dict[str, str]:
-    """The judge's answers on a GEP item (keyed by the item's id)."""
-    item_id = item.item_id
-    return run.answers.get(item_id, {}) if isinstance(item_id, int) else {}
 
 
 def judge_pictures(
@@ -71,11 +51,12 @@ def judge_pictures(
     for cell in (c for by_setting in cells.values() for c in by_setting.values()):
         cell["judges"] = {}
     for name, run in runs.items():
+        said: Mapping[Any, Mapping[str, str]] = run.answers  # keyed by item id, as a GEP item is
         judged = {
             model: [
                 replace(
                     item,
-                    answers={k: a for k in keys if (a := answers_of_item(run, item).get(k)) in YES_NO},
+                    answers={k: a for k in keys if (a := said.get(item.item_id, {}).get(k)) in YES_NO},
                     scores={},
                 )
                 for item in items
@@ -114,9 +95,8 @@ class AttributesResult:
     questions: dict[str, str]
     study: gep_agreement.GepStudy
     pooled_auc: dict[str, dict[str, gep_agreement.RocAuc]]
-    agreement_all: Agreement
+    agreement_all: dict[str, Any]
     versions: dict[str, str]
-    left_out: tuple[LeftOut, ...]
 
     @property
     def detectors(self) -> tuple[str, ...]:
@@ -145,7 +125,6 @@ def compute(
         for model, items in rows.items_by_model.items()
     }
     counts = asel.label_counts(scope, keys=keys)
-    per_question = {key: agreement(list(counts[key].values())) for key in keys}
     pooled_units = [unit for key in keys for unit in counts[key].values()]
     disputes = {
         key: sum(
@@ -160,7 +139,7 @@ def compute(
     judge_pictures(as_dict["attributes"], rows.items_by_model, runs, keys)
     report = {
         "attributes": as_dict["attributes"],
-        "agreement": {key: per_question[key].as_dict() for key in keys},
+        "agreement": {key: agreement(list(counts[key].values())) for key in keys},
         "score_ranking": as_dict["score_ranking"],
         "coverage": left_out_coverage(rows.n_items, rows.left_out),
         "disputes": disputes,
@@ -175,5 +154,4 @@ def compute(
         pooled_auc=pooled,
         agreement_all=agreement(pooled_units),
         versions=dict(rows.versions),
-        left_out=rows.left_out,
     )

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import NotSupportedError
-from django.db.models import Count, F, FilteredRelation, Lookup, Prefetch, Q, QuerySet, Window
+from django.db.models import Count, F, FilteredRelation, Lookup, Q, QuerySet, Window
 from django.db.models.fields.json import KT
 from django.db.models.functions import RowNumber
 
@@ -75,11 +75,6 @@ def _item_metadata(metadata: Mapping[str, Any]) -> dict[str, str | None]:
     }
 
 
-def reported_versions(scope: Scope, *, detector: str | None = None) -> dict[str, str]:
-    """detector -> the version of its ``attributes`` predictions the report reads (the latest)."""
-    return latest_detector_versions(Scope(scope.study, scope.t2i_model), kinds=KINDS, detector=detector)
-
-
 def final_answers(scope: Scope, *, keys: Sequence[str]) -> dict[int, dict[str, str]]:
     """item id -> {question key: final answer} for the items in scope (T2I model filter
     applied, category not) that have a final label for any of ``keys``. One query."""
@@ -106,7 +101,7 @@ def gep_rows(
     answers and the latest ``ok`` scores of each detector."""
     scope = Scope(scope.study, t2i_model=scope.t2i_model)
     key_set = set(keys)
-    versions = reported_versions(scope, detector=detector)
+    versions = latest_detector_versions(scope, kinds=KINDS, detector=detector)  # the latest of each
     scores: dict[int, dict[str, dict[str, float | None]]] = defaultdict(dict)
     if versions:
         predictions = (
@@ -229,13 +224,6 @@ def _shown_ids(items: QuerySet[Item], limit: int | None) -> list[int]:
     return list(items.order_by("t2i_model", "index", "id").values_list("id", flat=True))
 
 
-def _answers_prefetches(question: Question, versions: Mapping[str, str]) -> list[Prefetch[Any]]:
-    """Of an item: the labels for ``question`` by annotator, its final label, and its images
-    with the reported detectors' ``ok`` predictions of kind ``attributes``."""
-    predictions = Prediction.objects.filter(of_versions(versions), kind__in=KINDS, status=PredictionStatus.OK)
-    return item_answers_prefetches(question, predictions=predictions, label_order=("annotator__username",))
-
-
 def _attribute_item(item: Item, *, key: str, setting: str, versions: Mapping[str, str]) -> AttributeItem:
     links = {link.role: link for link in item.item_images.all()}
     predicted = links.get(ImageRole.IMAGE)
@@ -252,7 +240,7 @@ def _attribute_item(item: Item, *, key: str, setting: str, versions: Mapping[str
         image=item_main_image(item),
         gender=item.metadata.get("gender", ""),
         setting=setting,
-        # question_labels, question_final: the Prefetches' to_attr (``_answers_prefetches``).
+        # question_labels, question_final: the Prefetches' to_attr (``item_answers_prefetches``).
         labels=list(item.question_labels),  # type: ignore[attr-defined]
         final=item.question_final[0].value if item.question_final else None,  # type: ignore[attr-defined]
         scores=scores,
@@ -279,9 +267,15 @@ def attribute_items(
     read: dict[int, Item] = {}
     for chunk in in_chunks(ids):
         chunk_items = Item.objects.filter(IsIn(F("id"), chunk))
-        read.update(
-            (item.pk, item) for item in chunk_items.prefetch_related(*_answers_prefetches(question, versions))
+        # The labels for ``question`` by annotator, its final label, and its images with the
+        # reported detectors' ``ok`` predictions of kind ``attributes``.
+        predictions = Prediction.objects.filter(
+            of_versions(versions), kind__in=KINDS, status=PredictionStatus.OK
         )
+        prefetches = item_answers_prefetches(
+            question, predictions=predictions, label_order=("annotator__username",)
+        )
+        read.update((item.pk, item) for item in chunk_items.prefetch_related(*prefetches))
     rows = [
         _attribute_item(read[pk], key=question.key, setting=setting, versions=versions)
         for pk in ids

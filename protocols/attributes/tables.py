@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from metrics import gep_design
@@ -10,7 +11,6 @@ from reports import judges
 from reports.tables import (
     NO_VALUE,
     Cell,
-    Field,
     Table,
     cell_field,
     int_field,
@@ -68,11 +68,6 @@ def setting_cells(result: AttributesResult) -> list[tuple[str, str]]:
     ]
 
 
-def _setting_columns(result: AttributesResult) -> list[tuple[str, str]]:
-    """(setting, model) columns of Table 6: per setting, every model (a cell may be missing)."""
-    return [(setting, model) for setting in gep_design.SETTINGS for model in result.models]
-
-
 #: The T2I model and setting columns that lead a table of a row per (model, setting, ...) record.
 CELL_LEAD = (text_field("t2i_model", "T2I model", 0), text_field("setting", "Setting", 1))
 
@@ -105,16 +100,13 @@ def gep_scores_table(result: AttributesResult) -> Table:
 def frequencies_table(result: AttributesResult) -> Table:
     """Share of yes per (model, setting, gender) and attribute, with the counts behind it."""
 
-    def share(key: str) -> Field:
-        def cell(r: tuple[str, str, str, Any]) -> Cell:
-            gender, human = r[2], r[3]
-            missing = human.n_without_final_answer[gender][key]
-            title = f"{human.n_yes[gender][key]} yes of {human.n_answered[gender][key]} answered" + (
-                f"; {missing} without a final answer" if missing else ""
-            )
-            return num_cell(human.frequencies[gender][key], 2, title)
-
-        return cell_field(key, key, cell)
+    def share(key: str, r: tuple[str, str, str, Any]) -> Cell:
+        gender, human = r[2], r[3]
+        missing = human.n_without_final_answer[gender][key]
+        title = f"{human.n_yes[gender][key]} yes of {human.n_answered[gender][key]} answered" + (
+            f"; {missing} without a final answer" if missing else ""
+        )
+        return num_cell(human.frequencies[gender][key], 2, title)
 
     return Table.of(
         "frequencies",
@@ -125,7 +117,7 @@ def frequencies_table(result: AttributesResult) -> Table:
         (
             *CELL_LEAD,
             text_field("gender", "Gender", 2),
-            *map(share, result.keys),
+            *(cell_field(key, key, partial(share, key)) for key in result.keys),
             int_field(
                 "n_without_final_answer",
                 "No final answer",
@@ -216,20 +208,16 @@ def score_ranking_table(result: AttributesResult) -> Table:
         detector = cell.detectors.get(source)
         return detector.gep.gep_score if detector else None
 
-    cells = _setting_columns(result)
+    # Table 6's (setting, model) columns: per setting, every model (a cell may be missing).
+    cells = [(setting, model) for setting in gep_design.SETTINGS for model in result.models]
     scores = {
         source: {(s, m): score(m, s, source) for s, m in cells} for source in (*result.detectors, HUMAN)
     }
     ranks = {source: _ranks(by_cell) for source, by_cell in scores.items()}
 
-    def ranked(cell: tuple[str, str]) -> Field:
-        def read(source: str) -> Cell:
-            value = scores[source][cell]
-            return Cell(
-                value, compact(value) if value is None else f"{compact(value)} (#{ranks[source][cell]})"
-            )
-
-        return cell_field(f"{cell[0]}_{cell[1]}", cell[1], read)
+    def ranked(cell: tuple[str, str], source: str) -> Cell:
+        value = scores[source][cell]
+        return Cell(value, compact(value) if value is None else f"{compact(value)} (#{ranks[source][cell]})")
 
     def tau(source: str) -> Cell:
         ranking = result.study.score_ranking.get(source)
@@ -246,7 +234,10 @@ def score_ranking_table(result: AttributesResult) -> Table:
         "scores do, which Kendall τ-b measures over the cells where both are defined.",
         (
             text_field("source", "Source", lambda s: s),
-            *map(ranked, cells),
+            *(
+                cell_field(f"{setting}_{model}", model, partial(ranked, (setting, model)))
+                for setting, model in cells
+            ),
             cell_field("kendall_tau_b", "Kendall τ-b", tau),
         ),
         scores,
@@ -257,12 +248,9 @@ def score_ranking_table(result: AttributesResult) -> Table:
 def roc_auc_table(result: AttributesResult) -> Table:
     """Per detector and model: ROC-AUC averaged over the attributes (both settings pooled)."""
 
-    def mean(model: str) -> Field:
-        def cell(name: str) -> Cell:
-            auc = result.pooled_auc[model][name]
-            return num_cell(auc.mean, 3, f"mean of {auc.n_defined} of {len(result.keys)} attributes")
-
-        return cell_field(model, model, cell)
+    def mean(model: str, name: str) -> Cell:
+        auc = result.pooled_auc[model][name]
+        return num_cell(auc.mean, 3, f"mean of {auc.n_defined} of {len(result.keys)} attributes")
 
     return Table.of(
         "roc_auc",
@@ -270,7 +258,10 @@ def roc_auc_table(result: AttributesResult) -> Table:
         "Each attribute's scores against the human final answers (both settings pooled; "
         "explicit images only for their own attribute), averaged over the attributes where "
         "both answers occur. 0.5 = chance, 1 = perfect.",
-        (text_field("detector", "Detector", lambda name: name), *map(mean, result.models)),
+        (
+            text_field("detector", "Detector", lambda name: name),
+            *(cell_field(model, model, partial(mean, model)) for model in result.models),
+        ),
         result.detectors,
     )
 
@@ -278,12 +269,9 @@ def roc_auc_table(result: AttributesResult) -> Table:
 def roc_auc_attributes_table(result: AttributesResult) -> Table:
     """ROC-AUC per model, detector and attribute, and their mean."""
 
-    def auc_field(key: str) -> Field:
-        def cell(r: tuple[str, str, Any]) -> Cell:
-            auc = r[2]
-            return num_cell(auc.by_attribute[key], 3, f"{auc.n_positive[key]} yes, {auc.n_negative[key]} no")
-
-        return cell_field(key, key, cell)
+    def auc(key: str, r: tuple[str, str, Any]) -> Cell:
+        auc = r[2]
+        return num_cell(auc.by_attribute[key], 3, f"{auc.n_positive[key]} yes, {auc.n_negative[key]} no")
 
     return Table.of(
         "roc_auc_attributes",
@@ -292,7 +280,7 @@ def roc_auc_attributes_table(result: AttributesResult) -> Table:
         (
             text_field("t2i_model", "T2I model", 0),
             text_field("detector", "Detector", 1),
-            *map(auc_field, result.keys),
+            *(cell_field(key, key, partial(auc, key)) for key in result.keys),
             num_field("mean", "Mean", (2, "mean")),
         ),
         (
@@ -311,7 +299,7 @@ def agreement_table(result: AttributesResult) -> Table:
     records = [
         (key, result.questions[key], report["agreement"][key], report["disputes"][key]) for key in result.keys
     ]
-    pooled = {k: getattr(result.agreement_all, k) for k in (*figures, "n_items")}
+    pooled = result.agreement_all
     records.append(("all", "every (image, question) pooled", pooled, sum(report["disputes"].values())))
     labels = ("Krippendorff \u03b1", "Fleiss \u03ba", "Observed")
     return Table.of(

@@ -112,7 +112,6 @@ def attribute_detail(request: HtmxHttpRequest, key: str, setting: str) -> HttpRe
     context = base.base_context(filters, "attribute", analysis) | {
         "question": question,
         "setting": setting,
-        "other_setting": gep_design.EXPLICIT if setting == gep_design.NEUTRAL else gep_design.NEUTRAL,
         "settings": gep_design.SETTINGS,
         "keys": result.keys,
         "summary": _summary(result, key, setting, models),

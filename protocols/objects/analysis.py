@@ -73,7 +73,6 @@ class ObjectsAnalysis(Analysis):
             "chart_query": page.query(),
             "tables": self.tables(result),
             "classes": otables.class_totals(result),
-            "left_out": result.left_out[:20],
         }
 
     def draw(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:

@@ -3,7 +3,7 @@ panel per T2I model."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from metrics.coco_names import coco_class_index
@@ -21,14 +21,12 @@ COLOURS = {"male": base.MALE_COLOUR, "female": base.FEMALE_COLOUR}
 
 
 def panels(
-    report: Mapping[str, Any], *, top: int = TOP_CLASSES, models: Sequence[str] | None = None
+    report: Mapping[str, Any], *, top: int = TOP_CLASSES
 ) -> list[tuple[str, list[tuple[str, int, int]], int]]:
-    """Per T2I model (all, or ``models``): the ``top`` [(class, male, female)] without
-    ``person``, most instances first, and how many classes there were."""
+    """Per T2I model: the ``top`` [(class, male, female)] without ``person``, most instances
+    first, and how many classes there were."""
     out = []
     for model, entry in report.get("objects", {}).items():
-        if models is not None and model not in models:
-            continue
         counts = entry.get("counts", {})
         rows = [
             (name, int(c.get("male", 0)), int(c.get("female", 0)))
@@ -40,15 +38,9 @@ def panels(
     return out
 
 
-def counts_chart(
-    report: Mapping[str, Any],
-    fmt: str = "svg",
-    *,
-    top: int = TOP_CLASSES,
-    models: Sequence[str] | None = None,
-) -> bytes:
+def counts_chart(report: Mapping[str, Any], fmt: str = "svg") -> bytes:
     """The grouped bar chart (Figure 2) as SVG or PNG bytes (``reports.charts.FORMATS``)."""
-    return base._draw(fmt, _build, panels(report, top=top, models=models), str(report.get("detector", "")))
+    return base._draw(fmt, _build, panels(report), str(report.get("detector", "")))
 
 
 def _build(data: list[tuple[str, list[tuple[str, int, int]], int]], detector: str) -> Figure:

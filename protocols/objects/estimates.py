@@ -12,7 +12,7 @@ import numpy as np
 from annotate.models import FinalLabel
 from detectors.kinds import KIND_OBJECTS
 from estimates.estimands import EstimandProtocol
-from estimates.report import EstimateReport, drawn_frame, estimand_figures
+from estimates.report import EstimateReport, drawn_arrays, drawn_frame, estimand_figures
 from estimates.selectors import item_outputs as _outputs
 from metrics import ppi_mean
 from metrics.coco_names import UnknownClassName, coco_class_index, normalise_class_name
@@ -126,20 +126,17 @@ def _cells(
         classes = sorted(names, key=coco_class_index)
         if not classes:
             continue
-        column = {name: j for j, name in enumerate(classes)}
-        f = np.zeros((len(mine), len(classes)))
-        y = np.full((len(mine), len(classes)), np.nan)
-        for i, (d, c) in enumerate(zip(detected, confirmed, strict=True)):
-            for name in d:
-                if name in column:
-                    f[i, column[name]] += 1
-            if c is not None:
-                y[i] = 0.0
-                for name in c:
-                    if name in column:
-                        y[i, column[name]] += 1
-        p = np.array([pi.get(r.item_id, 0.0) for r in mine])
-        xi = ~np.isnan(y[:, 0]) & (p > 0)
+        # Instances per item and class: found by the detector, and confirmed by people (NaN: not checked).
+        f = np.array([[d.count(name) for name in classes] for d in detected], dtype=float)
+        y = np.array(
+            [
+                [np.nan] * len(classes) if c is None else [c.count(name) for name in classes]
+                for c in confirmed
+            ],
+            dtype=float,
+        )
+        p, sampled = drawn_arrays((r.item_id for r in mine), pi, drawn)
+        xi = sampled & ~np.isnan(y[:, 0])
         gender = np.array([GENDERS.index(r.gender) for r in mine])
         if len(set(gender)) < 2:
             continue
@@ -148,7 +145,7 @@ def _cells(
             "confirmed": {
                 "counts": {
                     name: {g: table[k][j].as_json() for k, g in enumerate(GENDERS)}
-                    for name, j in column.items()
+                    for j, name in enumerate(classes)
                 },
                 "cramers_v": v.as_json(),
             },

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from metrics.objects import (
-    DEFAULT_N_PERMUTATIONS,
     GENDERS,
     HumanCheckClass,
     ImageObjects,
@@ -48,7 +47,6 @@ class ObjectsResult:
     version: str
     include_person: bool
     models: dict[str, ModelResult]
-    left_out: tuple[LeftOut, ...]
 
     def analysis(self, model: str) -> ObjectAnalysis:
         """The reported analysis of ``model`` (person counted or not, as the report says)."""
@@ -61,20 +59,11 @@ def include_person_default(scope: Scope) -> bool:
     return value is not False and str(value).strip().lower() not in ("false", "0", "no")
 
 
-def _confirmed_json(analysis: ObjectAnalysis | None) -> dict[str, Any] | None:
-    if analysis is None:
-        return None
-    out = analysis.as_json(None)
-    del out["human_check"]
-    return out
-
-
 def compute(
     scope: Scope,
     *,
     detector: str | None = None,
     include_person: bool | None = None,
-    n_permutations: int = DEFAULT_N_PERMUTATIONS,
     seed: int = 0,
 ) -> ObjectsResult:
     """The report of the items in scope (T2I model filter applied, category not);
@@ -115,19 +104,11 @@ def compute(
     for model in sorted(images):
         checked = judged.get(model, [])
         result = ModelResult(
-            with_person=analyse_objects(
-                images[model], include_person=True, n_permutations=n_permutations, seed=seed
-            ),
-            without_person=analyse_objects(
-                images[model], include_person=False, n_permutations=n_permutations, seed=seed
-            ),
-            confirmed=(
-                analyse_confirmed_objects(
-                    checked, include_person=include, n_permutations=n_permutations, seed=seed
-                )
-                if checked
-                else None
-            ),
+            with_person=analyse_objects(images[model], include_person=True, seed=seed),
+            without_person=analyse_objects(images[model], include_person=False, seed=seed),
+            confirmed=analyse_confirmed_objects(checked, include_person=include, seed=seed)
+            if checked
+            else None,
             human=human_check_of_images(checked) if checked else None,
             n_checked=len(checked),
         )
@@ -137,7 +118,9 @@ def compute(
             **result.detections(include).as_json(result.human),
             "detector_version": version,
             "n_checked": result.n_checked,
-            "confirmed": _confirmed_json(result.confirmed),
+            "confirmed": None
+            if result.confirmed is None
+            else {k: v for k, v in result.confirmed.as_json(None).items() if k != "human_check"},
         }
     report = {
         "objects": entries,
@@ -156,5 +139,4 @@ def compute(
         version=version,
         include_person=include,
         models=models,
-        left_out=tuple(left_out),
     )

@@ -40,11 +40,17 @@ class ObjectRow:
     gender: str
     gender_word: str | None
     pair_id: Hashable | None
-    detected: tuple[str, ...] | None
+    #: The detector's instances (``{"class", "confidence", "box"}``); None without an ok prediction.
+    instances: list[dict[str, Any]] | None
     boxes: tuple[str, ...] | None
     boxes_source: str
     final_boxes: str | None
     final_missed: str | None
+
+    @property
+    def detected(self) -> tuple[str, ...] | None:
+        """The class of each of the detector's instances."""
+        return None if self.instances is None else tuple(str(i.get("class", "")) for i in self.instances)
 
     @property
     def boxes_detector(self) -> str:
@@ -52,17 +58,12 @@ class ObjectRow:
         return self.boxes_source.split("@", 1)[0]
 
 
-def objects_detectors(scope: Scope) -> dict[str, str]:
-    """detector -> the version of its ``objects`` predictions in scope the report would read
-    (the latest written; ``reports.selectors.latest_detector_versions``)."""
-    return latest_detector_versions(Scope(scope.study, t2i_model=scope.t2i_model), kinds=KINDS)
-
-
 def choose_detector(scope: Scope, detector: str | None) -> tuple[str, str]:
     """(detector, version) the report reads: ``detector`` when given, else the study's only
     objects detector. AnalysisError, with what to do, when the named detector has no objects
     prediction in scope, when there is none at all, or when there are several and none is named."""
-    versions = objects_detectors(scope)
+    # The latest version of each detector's objects predictions in scope (category filter not applied).
+    versions = latest_detector_versions(Scope(scope.study, t2i_model=scope.t2i_model), kinds=KINDS)
     study = scope.study.slug
     known = ", ".join(versions) or "none"
     if detector:
@@ -97,11 +98,6 @@ def pair_id(metadata: Mapping[str, Any], index: int | None) -> Hashable | None:
     return (template, index, group)
 
 
-def _classes(output: Any) -> tuple[str, ...]:
-    instances = (output or {}).get("objects") or []
-    return tuple(str(instance.get("class", "")) for instance in instances)
-
-
 def _box_classes(metadata: Mapping[str, Any]) -> tuple[str, ...] | None:
     boxes = metadata.get(BOXES_KEY)
     if not isinstance(boxes, list):
@@ -109,21 +105,16 @@ def _box_classes(metadata: Mapping[str, Any]) -> tuple[str, ...] | None:
     return tuple(str(box.get("class", "")) if isinstance(box, Mapping) else "" for box in boxes)
 
 
-def _outputs(scope: Scope, detector: str, version: str) -> dict[int, Any]:
-    """item id -> the detector's ok ``objects`` output at ``version``."""
-    return dict(
+def object_rows(scope: Scope, *, detector: str, version: str) -> list[ObjectRow]:
+    """Every item in scope (its T2I model filter applied, its category not), by T2I model and
+    id, with what ``ObjectRow`` holds; the detector's classes from its ``version``."""
+    scope = Scope(scope.study, t2i_model=scope.t2i_model)
+    outputs: dict[int, Any] = dict(  # item id -> the detector's ok ``objects`` output at ``version``
         predictions_in_scope(scope, kinds=KINDS, detector=detector)
         .filter(version=version, status=PredictionStatus.OK)
         .values_list(F(f"{PREDICTION_TO_ITEM}id"), "output")
         .order_by()
     )
-
-
-def object_rows(scope: Scope, *, detector: str, version: str) -> list[ObjectRow]:
-    """Every item in scope (its T2I model filter applied, its category not), by T2I model and
-    id, with what ``ObjectRow`` holds; the detector's classes from its ``version``."""
-    scope = Scope(scope.study, t2i_model=scope.t2i_model)
-    detected = {item_id: _classes(output) for item_id, output in _outputs(scope, detector, version).items()}
     finals: dict[int, dict[str, str]] = {}
     for item_id, key, value in (
         FinalLabel.objects.filter(scope.q("item__"), question__key__in=[BOXES_QUESTION, MISSED_QUESTION])
@@ -145,7 +136,7 @@ def object_rows(scope: Scope, *, detector: str, version: str) -> list[ObjectRow]
                 gender=str(metadata.get("gender", "")).strip(),
                 gender_word=str(metadata.get("gender_word", "")).strip() or None,
                 pair_id=pair_id(metadata, index),
-                detected=detected.get(item_id),
+                instances=list((outputs[item_id] or {}).get("objects") or []) if item_id in outputs else None,
                 boxes=_box_classes(metadata),
                 boxes_source=str(metadata.get(BOXES_SOURCE_KEY, "")),
                 final_boxes=answers.get(BOXES_QUESTION),
@@ -176,10 +167,6 @@ def class_items(scope: Scope, *, name: str, detector: str, version: str) -> list
     """The male and female items in scope where the detector found ``name`` or people said it
     missed one, by T2I model, gender, then most instances first."""
     scope = Scope(scope.study, t2i_model=scope.t2i_model)
-    outputs = {
-        item_id: list((o or {}).get("objects") or [])
-        for item_id, o in _outputs(scope, detector, version).items()
-    }
     rows_by_id = {row.item_id: row for row in object_rows(scope, detector=detector, version=version)}
     wanted: list[ClassItem] = []
     links = {
@@ -191,7 +178,7 @@ def class_items(scope: Scope, *, name: str, detector: str, version: str) -> list
     for item_id, row in rows_by_id.items():
         if row.gender not in GENDERS:
             continue
-        instances = outputs.get(item_id, [])
+        instances = row.instances or []
         n_class = sum(1 for instance in instances if instance.get("class") == name)
         checked, missed = _human_view(row, name, detector)
         if not n_class and not missed:

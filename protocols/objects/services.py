@@ -46,8 +46,7 @@ def _boxes_of(
     kept = [o for o in output.get("objects", []) if o["confidence"] >= min_confidence]
     kept.sort(key=lambda o: -o["confidence"])
     return [
-        {"class": o["class"], "confidence": o["confidence"], "box": list(o["box"])}
-        for o in kept[: max_boxes if max_boxes is not None else len(kept)]
+        {"class": o["class"], "confidence": o["confidence"], "box": list(o["box"])} for o in kept[:max_boxes]
     ]
 
 

@@ -50,7 +50,6 @@ def _drawn(row: osel.ClassItem, name: str) -> dict[str, Any]:
             {
                 "class": instance.get("class", ""),
                 "focus": instance.get("class") == name,
-                "confidence": instance.get("confidence"),
                 "x": round(x0, 2),
                 "y": round(y0, 2),
                 "width": round(x1 - x0, 2),

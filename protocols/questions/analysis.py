@@ -68,7 +68,7 @@ class QuestionsAnalysis(Analysis):
                 {
                     "model": model,
                     "cell": cell,
-                    "chart": charts.shares_chart(cell, choices, model=model),
+                    "chart": charts.shares_chart(cell, choices),
                     "judges": list(cell["judges"].items()),
                 }
                 for model, cell in result.report["questions"][question.key].items()

@@ -47,7 +47,6 @@ class Bar:
 
 @dataclass(frozen=True)
 class SharesChart:
-    title: str
     bars: list[Bar]
     group_labels: list[tuple[str, float, int]]  # (group, y, people's n)
     height: float
@@ -57,9 +56,7 @@ class SharesChart:
     plot_left: int = PLOT_LEFT
 
 
-def shares_chart(
-    cell: Mapping[str, Any], choices: Sequence[tuple[str, str]], *, model: str = ""
-) -> SharesChart:
+def shares_chart(cell: Mapping[str, Any], choices: Sequence[tuple[str, str]]) -> SharesChart:
     """The chart of one (question, T2I model) cell of the report; ``choices`` are the
     question's (value, display name) in screen order. Judges' bars follow each people's bar."""
     judges = dict(cell.get("judges", {}))
@@ -101,7 +98,7 @@ def shares_chart(
                 y += ROW
         y += GROUP_GAP
     ticks = [(PLOT_LEFT + f * PLOT_WIDTH, f"{f:.0%}") for f in (0.0, 0.5, 1.0)]
-    return SharesChart(title=model, bars=bars, group_labels=labels, height=y + 6, width=WIDTH, ticks=ticks)
+    return SharesChart(bars=bars, group_labels=labels, height=y + 6, width=WIDTH, ticks=ticks)
 
 
 def shares_figure(

@@ -60,13 +60,6 @@ class QuestionsEstimateReport(EstimateReport):
         return out
 
 
-def _questions(study: Study) -> list[Question]:
-    try:
-        return choice_questions(study)
-    except AnalysisError as error:
-        raise LookupError(str(error)) from None
-
-
 def _question_cell(
     question: Question,
     ids: np.ndarray,
@@ -143,7 +136,10 @@ def questions_report(
     when the study cannot be estimated."""
     start = drawn_frame(ESTIMAND, study, detector)
     version, warnings = start.version, start.warnings
-    questions = _questions(study)
+    try:
+        questions = choice_questions(study)
+    except AnalysisError as error:
+        raise LookupError(str(error)) from None
     scope = Scope(study)
     column = qsel.compare_column(study)
     item_groups = qsel.item_groups(scope, column)

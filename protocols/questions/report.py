@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from metrics import agreement as agreement_metrics
@@ -24,11 +24,8 @@ class QuestionsResult:
     report: dict[str, Any]
     questions: list[Question]
     column: str
-    models: list[str]
-    versions: dict[str, str]
     items: int
     items_without_group: int
-    comparisons: dict[str, dict[str, qm.SharesComparison]] = field(default_factory=dict)
 
 
 def _shares_dict(comparison: qm.SharesComparison) -> dict[str, Any]:
@@ -53,7 +50,6 @@ def compute(scope: Scope, *, questions: list[Question], detector: str | None = N
     column = qsel.compare_column(scope.study)
     groups = qsel.item_groups(scope, column)
     finals = qsel.final_answers(scope)
-    models = sorted({model for model, _ in groups.values()})
     runs = judges.judge_runs(scope, kinds=[KIND_ANSWERS], detector=detector)
     report: dict[str, Any] = {
         "questions": {},
@@ -62,29 +58,26 @@ def compute(scope: Scope, *, questions: list[Question], detector: str | None = N
         "judges": {},
         "judge_versions": {},
     }
-    comparisons: dict[str, dict[str, qm.SharesComparison]] = {}
+
+    def grouped(answers: dict[int, dict[str, str]], question: Question) -> dict[str, dict[str, list[str]]]:
+        """T2I model -> group -> the answers to ``question`` (one of its values) of the items with a group."""
+        out: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+        for item_id, said in answers.items():
+            model, group = groups.get(item_id, ("", ""))
+            if group and (answer := said.get(question.key)) in question.values:
+                out[model][group].append(answer)
+        return out
+
     for question in questions:
-        values = question.values
-        by_model: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
-        for item_id, (model, group) in groups.items():
-            answer = finals.get(item_id, {}).get(question.key)
-            if answer is not None and group and answer in values:
-                by_model[model][group].append(answer)
+        people = grouped(finals, question)
+        judged = {name: grouped(run.answers, question) for name, run in runs.items()}
         cell: dict[str, Any] = {}
-        comparisons[question.key] = {}
-        for model in sorted(by_model):
-            comparison = qm.answer_shares(by_model[model], values)
-            comparisons[question.key][model] = comparison
+        for model in sorted(people):
+            comparison = qm.answer_shares(people[model], question.values)
             cell[model] = _shares_dict(comparison) | {"judges": {}}
-            for name, run in runs.items():
-                judged: dict[str, list[str]] = defaultdict(list)
-                for item_id, said in run.answers.items():
-                    item_model, group = groups.get(item_id, ("", ""))
-                    answer = said.get(question.key)
-                    if item_model == model and group and answer in values:
-                        judged[group].append(answer)
-                if judged:
-                    picture = qm.answer_shares(judged, values)
+            for name, by_model in judged.items():
+                if model in by_model:
+                    picture = qm.answer_shares(by_model[model], question.values)
                     cell[model]["judges"][name] = _shares_dict(picture) | {
                         "max_gap_error": qm.max_gap_error(picture.max_gap, comparison.max_gap)
                     }
@@ -132,11 +125,8 @@ def compute(scope: Scope, *, questions: list[Question], detector: str | None = N
         report=report,
         questions=questions,
         column=column,
-        models=models,
-        versions=versions,
         items=len(groups),
         items_without_group=sum(1 for _, group in groups.values() if not group),
-        comparisons=comparisons,
     )
 
 
