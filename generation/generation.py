@@ -192,17 +192,6 @@ def seed_policy_check(prompts: Sequence[PromptSpec], seed_by: str) -> None:
             )
 
 
-def job_seed(
-    *, spec: PromptSpec, t2i_model: str, index: int, seed_base: int = 0, seed_by: str = "prompt"
-) -> int:
-    """The seed of image ``index`` of ``spec`` under the policy ``seed_by`` (checked beforehand
-    by ``seed_policy_check``)."""
-    if seed_by == "template":
-        template = spec.metadata[TEMPLATE_COLUMN]
-        return template_seed(t2i_model=t2i_model, template=template, index=index, seed_base=seed_base)
-    return image_seed(t2i_model=t2i_model, prompt=spec.text, index=index, seed_base=seed_base)
-
-
 def path_part(text: str) -> str:
     """``text`` as one safe, lower-case path segment."""
     return re.sub(r"[^\w.-]+", "_", text.strip().lower()).strip("_") or "_"
@@ -251,7 +240,11 @@ def generation_plan(
             path = source_path_for(
                 t2i_model=t2i_model, category=spec.category, word=spec.word, index=index, folder=spec.folder
             )
-            seed = job_seed(spec=spec, t2i_model=t2i_model, index=index, seed_base=seed_base, seed_by=seed_by)
+            if seed_by == "template":
+                template = spec.metadata[TEMPLATE_COLUMN]
+                seed = template_seed(t2i_model=t2i_model, template=template, index=index, seed_base=seed_base)
+            else:
+                seed = image_seed(t2i_model=t2i_model, prompt=spec.text, index=index, seed_base=seed_base)
             identity = (spec.category, spec.word, spec.text, index)
             if path in stored_keys or identity in stored_prompts:
                 stored_seed = stored_keys[path] if path in stored_keys else stored_prompts[identity]
@@ -383,6 +376,21 @@ def png_bytes(image: Any) -> bytes:
     buf = io.BytesIO()
     image.save(buf, format="PNG")
     return buf.getvalue()
+
+
+@dataclass(frozen=True)
+class Generated:
+    """One generated or edited image as PNG bytes (encoded where it was made: less to send), its
+    size, and the safety checker's flag (``None`` for a pipeline without one)."""
+
+    png: bytes
+    width: int
+    height: int
+    nsfw: bool | None = None
+
+    @classmethod
+    def of(cls, image: Any, nsfw: Any = None) -> Generated:
+        return cls(png_bytes(image), image.width, image.height, None if nsfw is None else bool(nsfw))
 
 
 def pipeline_worker_spec(worker: str, model: ModelSource, settings: Any) -> WorkerSpec:
