@@ -85,8 +85,7 @@ def _context(
             study=filters.study, detector=detector, n_boot=BOOTSTRAP, seed=0, history=True
         )
     except LookupError as error:  # a detector without predictions of the kind the estimate reads
-        known = ", ".join(estimands.detectors_of(spec, filters.study)) or "none yet"
-        return context | {"estimate_error": f"{error} (detectors with predictions: {known})."}
+        return context | {"estimate_error": f"{error}."}
     kept = asked.kept
     context |= {
         "estimate": kept.report if kept is not None else None,
