@@ -24,7 +24,7 @@ from config.api import (
 )
 from estimates import estimands
 from estimates import selectors as sel
-from estimates.models import Design, EstimateJob, SamplingRound
+from estimates.models import Design, EstimateJob
 from estimates.services import (
     MAX_SEED,
     SamplingError,
@@ -288,7 +288,6 @@ class SamplingRoundListApi(ResearcherApi):
                 error.field, "sampling_refused"
             )
             raise invalid(str(error), code=code, field=error.field) from None
-        created = SamplingRound.objects.select_related("study", "created_by").get(pk=created.pk)
         return Response(RoundOutput(created).data, status=status.HTTP_201_CREATED)
 
 

@@ -66,20 +66,6 @@ def prompt_sets_available() -> list[str]:
     return sorted(p.stem for p in PROMPT_SET_DIR.glob("*.csv"))
 
 
-def prompt_set_path(name_or_path: str) -> Path:
-    """A shipped set by name (``lyu2025``) or the path of any CSV file."""
-    shipped = PROMPT_SET_DIR / f"{name_or_path}.csv"
-    if "/" not in name_or_path and shipped.is_file():
-        return shipped
-    path = Path(name_or_path).expanduser()
-    if path.is_file():
-        return path
-    raise GenerationError(
-        f"No prompt set {name_or_path!r}: give a shipped set ({', '.join(prompt_sets_available())}) "
-        "or the path of a CSV file with columns category, word, prompt."
-    )
-
-
 def prompt_folder(text: str) -> str:
     """The sub-folder of a prompt that shares its category and word with others: its lower-cased text
     (at most 48 characters) and the first 8 hex digits of its SHA-256, unique and stable."""
@@ -88,8 +74,16 @@ def prompt_folder(text: str) -> str:
 
 
 def prompt_set_load(name_or_path: str) -> list[PromptSpec]:
-    """Read and validate a prompt set; every problem is reported with its line number."""
-    path = prompt_set_path(name_or_path)
+    """Read and validate a prompt set, shipped (by name: ``lyu2025``) or any CSV file (by path); every
+    problem is reported with its line number."""
+    path = PROMPT_SET_DIR / f"{name_or_path}.csv"
+    if "/" in name_or_path or not path.is_file():
+        path = Path(name_or_path).expanduser()
+        if not path.is_file():
+            raise GenerationError(
+                f"No prompt set {name_or_path!r}: give a shipped set ({', '.join(prompt_sets_available())}) "
+                "or the path of a CSV file with columns category, word, prompt."
+            )
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:
             reader = csv.DictReader(handle)
