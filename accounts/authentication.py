@@ -9,13 +9,14 @@ from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
 from accounts import selectors, services
+from accounts.models import ApiToken
 
 
 class ExpiringTokenAuthentication(TokenAuthentication):
     """DRF's token header checked against ``ApiToken`` (``selectors.api_token_problem``); 401 why not."""
 
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
-        token = selectors.api_token_for_key(key=key)
+        token = ApiToken.objects.select_related("user").filter(key_digest=selectors.key_digest(key)).first()
         if token is None:
             raise AuthenticationFailed("Invalid token.")
         problem = selectors.api_token_problem(token=token, now=timezone.now())

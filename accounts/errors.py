@@ -5,15 +5,11 @@ from __future__ import annotations
 import math
 
 
-class AccountsError(Exception):
-    """Base of the errors the account services raise."""
-
-
-class InvalidCredentials(AccountsError):
+class InvalidCredentials(Exception):
     """The username and password do not match an active account."""
 
 
-class LoginLockedOut(AccountsError):
+class LoginLockedOut(Exception):
     """Too many failed logins for this username from this address: wait ``retry_after`` seconds."""
 
     def __init__(self, retry_after: int) -> None:
@@ -25,7 +21,7 @@ class LoginLockedOut(AccountsError):
         )
 
 
-class LoginThrottled(AccountsError):
+class LoginThrottled(Exception):
     """Too many password checks from this address: wait ``retry_after`` seconds."""
 
     def __init__(self, retry_after: int) -> None:

@@ -34,11 +34,6 @@ def token_lifetime() -> timedelta:
     return timedelta(hours=settings.BIASLAB_API_TOKEN_HOURS)
 
 
-def api_token_for_key(*, key: str) -> ApiToken | None:
-    """The token a presented key names, with its user; ``None`` when there is none."""
-    return ApiToken.objects.select_related("user").filter(key_digest=key_digest(key)).first()
-
-
 def api_token_problem(*, token: ApiToken, now: datetime) -> str | None:
     """Why ``token`` may not authenticate at ``now`` (a sentence for the client), or ``None``."""
     user = token.user

@@ -130,16 +130,6 @@ def _validation_code(exc: exceptions.ValidationError) -> str:
     return "invalid"
 
 
-def _body_for(exc: exceptions.APIException) -> dict:
-    if isinstance(exc, exceptions.ValidationError):
-        errors = _flatten(exc.detail)
-        return error_body(exc.status_code, _validation_code(exc), _sentence(errors), errors)
-    code = exc.get_codes()
-    code = code if isinstance(code, str) else exc.default_code
-    errors = {exc.field: [str(exc.detail)]} if isinstance(exc, ApiError) and exc.field else {}
-    return error_body(exc.status_code, code, str(exc.detail), errors)
-
-
 def exception_handler(exc: Exception, context: Mapping[str, Any]) -> HttpResponseBase | None:
     """DRF's handler (status, headers, rollback), answered in the one JSON shape."""
     if isinstance(exc, Http404):
@@ -149,7 +139,15 @@ def exception_handler(exc: Exception, context: Mapping[str, Any]) -> HttpRespons
     response = drf_exception_handler(exc, dict(context))
     if response is None or not isinstance(exc, exceptions.APIException):
         return None
-    return _error_response(_body_for(exc), response)
+    if isinstance(exc, exceptions.ValidationError):
+        errors = _flatten(exc.detail)
+        return _error_response(
+            error_body(exc.status_code, _validation_code(exc), _sentence(errors), errors), response
+        )
+    code = exc.get_codes()
+    code = code if isinstance(code, str) else exc.default_code
+    errors = {exc.field: [str(exc.detail)]} if isinstance(exc, ApiError) and exc.field else {}
+    return _error_response(error_body(exc.status_code, code, str(exc.detail), errors), response)
 
 
 def _error_response(body: dict, source: Mapping[str, str] | HttpResponseBase) -> JsonResponse:

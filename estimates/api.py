@@ -24,7 +24,7 @@ from config.api import (
 )
 from estimates import estimands
 from estimates import selectors as sel
-from estimates.models import Design, EstimateJob, SamplingRound
+from estimates.models import Design, EstimateJob
 from estimates.services import (
     MAX_SEED,
     SamplingError,
@@ -58,12 +58,10 @@ def _study(slug: str, *, field: str | None = None) -> Study:
     )
 
 
-def _estimable(study: Study) -> estimands.EstimandProtocol:
-    """The study's protocol's few-label estimate (``estimates.estimands``), or a 400."""
-    spec = estimands.for_protocol(study.protocol)
-    if spec is None:
+def _estimable(study: Study) -> None:
+    """A 400 unless the study's protocol has a few-label estimate (``estimates.estimands``)."""
+    if estimands.for_protocol(study.protocol) is None:
         raise invalid(f"{estimands.not_estimable(study)}.", code="not_estimable", field="study")
-    return spec
 
 
 # --- Serializers ----------------------------------------------------------------------------------
@@ -116,15 +114,16 @@ class EstimateQuery(QueryInput):
     )
 
 
-class ScoreOutput(serializers.Serializer):
+class _IntervalOutput(serializers.Serializer):
     estimate = serializers.FloatField(allow_null=True)
     ci95 = serializers.ListField(child=serializers.FloatField(), min_length=2, max_length=2, allow_null=True)
+
+
+class ScoreOutput(_IntervalOutput):
     bias_corrected = serializers.FloatField(allow_null=True)
 
 
-class PromptEstimateOutput(serializers.Serializer):
-    estimate = serializers.FloatField(allow_null=True)
-    ci95 = serializers.ListField(child=serializers.FloatField(), min_length=2, max_length=2, allow_null=True)
+class PromptEstimateOutput(_IntervalOutput):
     n_images = serializers.IntegerField()
     n_labelled = serializers.IntegerField()
 
@@ -289,7 +288,6 @@ class SamplingRoundListApi(ResearcherApi):
                 error.field, "sampling_refused"
             )
             raise invalid(str(error), code=code, field=error.field) from None
-        created = SamplingRound.objects.select_related("study", "created_by").get(pk=created.pk)
         return Response(RoundOutput(created).data, status=status.HTTP_201_CREATED)
 
 
@@ -313,7 +311,7 @@ class EstimateApi(ResearcherApi):
     def get(self, request: Request) -> Response:
         params = EstimateQuery.parse(request)
         study = _study(params["study"])
-        spec = _estimable(study)
+        _estimable(study)
         try:
             asked = estimate_request(
                 study=study,
@@ -323,10 +321,7 @@ class EstimateApi(ResearcherApi):
                 history=False,
             )
         except LookupError as error:
-            known = ", ".join(estimands.detectors_of(spec, study)) or "none yet"
-            raise invalid(
-                f"{error} (detectors with predictions: {known}).", code="unknown_detector", field="detector"
-            ) from None
+            raise invalid(f"{error}.", code="unknown_detector", field="detector") from None
         if asked.current and asked.kept is not None:
             body = {
                 "study": study.slug,

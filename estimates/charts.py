@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import base64
-import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from reports import charts as base
+
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.typing import RcKeyType
 
-PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00")
 RC: dict[RcKeyType, Any] = {
     "font.family": "DejaVu Sans",
     "font.size": 9,
@@ -36,18 +36,15 @@ def series_width_chart_svg(series: Sequence[Series]) -> bytes | None:
     if not any(len(s.points) >= 2 for s in drawn):
         return None
     import matplotlib
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
     nan = float("nan")
     with matplotlib.rc_context(RC):
-        fig = Figure(figsize=(6.0, 3.2), layout="constrained")
-        FigureCanvasAgg(fig)
+        fig = base._new_figure(6.0, 3.2)
         ax = fig.add_subplot()
         handles = []
         for index, line in enumerate(drawn):
-            colour = PALETTE[index % len(PALETTE)]
+            colour = base.PALETTE[index % len(base.PALETTE)]
             labels = [p[0] for p in line.points]
             ax.plot(labels, [nan if p[1] is None else p[1] for p in line.points], marker="o", color=colour)
             ax.plot(
@@ -66,9 +63,7 @@ def series_width_chart_svg(series: Sequence[Series]) -> bytes | None:
         ax.set_ylabel("Width of the 95 % interval")
         ax.set_ylim(bottom=0)
         ax.legend(handles=handles, frameon=False)
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
-    return buffer.getvalue()
+        return base._save(fig, "svg")
 
 
 def data_uri(svg: bytes) -> str:

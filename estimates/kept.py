@@ -42,9 +42,6 @@ def report_to_json(report: Report) -> dict[str, Any]:
         "version": report.version,
         "as_json": report.as_json(),
         "api_json": report.api_json(),
-        "markdown": report.markdown(),
-        "csv": report.csv(),
-        "pending_messages": report.pending_messages(),
         "page": {
             "table": {
                 "key": table.key,
@@ -76,7 +73,7 @@ def _cell(data: Any) -> Cell:
 
 @dataclass(frozen=True)
 class KeptReport:
-    """A report read back from its JSON (``report_to_json``)."""
+    """A report read back from its JSON (``report_to_json``): what the API and the page show of it."""
 
     data: dict[str, Any]
 
@@ -85,16 +82,13 @@ class KeptReport:
         """The report, or None when ``data`` is not a kept report of this shape."""
         if not isinstance(data, dict) or data.get("shape") != SHAPE:
             return None
+        report = cls(data)
         try:
-            table = data["page"]["table"]
-            [(str(k), str(label), bool(n), bool(p)) for k, label, n, p in table["columns"]]
-            if not all(isinstance(row, list) and len(row) == len(table["columns"]) for row in table["rows"]):
-                return None
-            [[_cell(cell) for cell in row] for row in table["rows"]]
+            report.page_context()  # every cell read, every row as long as the columns
             str(data["version"])
-        except (KeyError, TypeError, ValueError):
+        except (AttributeError, KeyError, TypeError, ValueError):
             return None
-        return cls(data)
+        return report
 
     @property
     def version(self) -> str:
@@ -106,19 +100,9 @@ class KeptReport:
     def api_json(self) -> dict[str, Any]:
         return dict(self.data["api_json"])
 
-    def markdown(self) -> str:
-        return str(self.data["markdown"])
-
-    def csv(self) -> str:
-        return str(self.data["csv"])
-
-    def pending_messages(self) -> list[str]:
-        return [str(m) for m in self.data["pending_messages"]]
-
     def page_context(self) -> dict[str, Any]:
         page = self.data["page"]
         t = page["table"]
-        columns = tuple(Column(str(k), str(label), bool(n), bool(p)) for k, label, n, p in t["columns"])
         chart = page.get("chart_src")
         return {
             "estimate": self,
@@ -126,7 +110,9 @@ class KeptReport:
                 key=str(t["key"]),
                 title=str(t["title"]),
                 caption=str(t["caption"]),
-                columns=columns,
+                columns=tuple(
+                    Column(str(k), str(label), bool(n), bool(p)) for k, label, n, p in t["columns"]
+                ),
                 rows=tuple(tuple(_cell(cell) for cell in row) for row in t["rows"]),
             ),
             "chart_src": chart if isinstance(chart, str) and chart.startswith(CHART_PREFIX) else None,

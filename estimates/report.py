@@ -101,8 +101,20 @@ def frame_warnings(frame: sel.Frame, census: bool, todo: str = "label its items"
                 f"No complete sampling round yet: draw one (sample_for_labeling) and {todo}; "
                 "the estimates are null until then."
             )
-        else:
-            warnings.append(f"{pending_wording(frame)}; the estimates are null until then.")
+        else:  # what the first pending round waits for: labels, settled disputes, or both
+            state = frame.pending[0]
+            disputed = len(sel.items_disputed(frame.study, state.pending))
+            unlabelled = len(state.pending) - disputed
+            parts = [f"{unlabelled} item(s) to be labelled"] if unlabelled else []
+            if disputed:
+                parts.append(
+                    f"{disputed} disputed item(s), which have their labels, to be settled by a researcher "
+                    "(disputes page)"
+                )
+            warnings.append(
+                f"Round {state.round.number} is drawn and waits for {' and '.join(parts)}; the estimates "
+                "are null until then."
+            )
     if frame.not_in_frame:
         warnings.append(f"{frame.not_in_frame} item(s) added after the first round are not in this estimate.")
     return warnings
@@ -142,21 +154,6 @@ def drawn_frame(
         strata = spec.output_codes(study, detector, version)
     pi, drawn, census = inclusion(frame, strata)
     return Drawn(version, kind, frame, strata, pi, drawn, frame_warnings(frame, census, todo))
-
-
-def pending_wording(frame: sel.Frame) -> str:
-    """What the first pending round waits for, in words: labels, settled disputes, or both."""
-    state = frame.pending[0]
-    disputed = len(sel.items_disputed(frame.study, state.pending))
-    unlabelled = len(state.pending) - disputed
-    parts = []
-    if unlabelled:
-        parts.append(f"{unlabelled} item(s) to be labelled")
-    if disputed:
-        parts.append(
-            f"{disputed} disputed item(s), which have their labels, to be settled by a researcher (disputes page)"
-        )
-    return f"Round {state.round.number} is drawn and waits for " + " and ".join(parts)
 
 
 #: The most headline numbers the chart draws one line each for; beyond it, their mean width.

@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import takewhile
 from typing import Any
 
 from django.db import connection
@@ -14,7 +15,7 @@ from django.db import connection
 from annotate.models import FinalLabel, FinalLabelRevision, Label
 from detectors.models import Prediction, PredictionStatus
 from estimates.kept import KeptReport
-from estimates.models import EstimateJob, JobStatus, KeptEstimate, RoundItem, SamplingRound
+from estimates.models import EstimateJob, KeptEstimate, RoundItem, SamplingRound
 from reports.selectors import Scope, detector_runs_in_scope, latest_detector_versions, row_summary
 from studies.models import ImageRole, Item, ItemChange, ItemImage, Question, Study
 
@@ -68,12 +69,7 @@ class Frame:
     @property
     def usable(self) -> tuple[RoundState, ...]:
         """The leading complete rounds: the ones an estimate may use."""
-        out = []
-        for state in self.rounds:
-            if not state.complete:
-                break
-            out.append(state)
-        return tuple(out)
+        return tuple(takewhile(lambda state: state.complete, self.rounds))
 
     @property
     def pending(self) -> tuple[RoundState, ...]:
@@ -177,9 +173,7 @@ def sampling_frame(
     if rounds:
         # A subquery, not the ids: SQLite refuses more than 32,766 values per statement.
         items_qs = items_qs.filter(pk__in=RoundItem.objects.filter(round=rounds[0]).values("item_id"))
-    image_of: dict[int, str] = {}
-    for item_id, source in _study_images(study).values_list("item_id", "source_path"):
-        image_of[item_id] = source
+    image_of: dict[int, str] = dict(_study_images(study).values_list("item_id", "source_path"))
     # One object per item, rows streamed, the model's and prompt's strings shared between items.
     names: dict[str, str] = {}
     prompts: dict[int | None, str] = {}
@@ -329,8 +323,3 @@ def estimate_kept(study: Study, detector: str, options: str | None) -> Kept | No
 
 def estimate_job(job_id: int) -> EstimateJob | None:
     return EstimateJob.objects.select_related("study").filter(pk=job_id).first()
-
-
-def estimate_jobs_claimable() -> list[int]:
-    """Ids of the queued jobs, oldest first."""
-    return list(EstimateJob.objects.filter(status=JobStatus.QUEUED).values_list("pk", flat=True))

@@ -252,8 +252,10 @@ def estimate_request(*, study: Study, detector: str, n_boot: int, seed: int, his
     if spec is None:
         raise SamplingError("study", f"'{study.slug}' has no few-label estimate")
     if estimands.series_of(spec, study, detector) is None:
+        known = ", ".join(estimands.detectors_of(spec, study)) or "none yet"
         raise LookupError(
-            f"'{detector}' has no {estimands.kinds_wording(spec)} predictions in study '{study.slug}'"
+            f"'{detector}' has no {estimands.kinds_wording(spec)} predictions in study '{study.slug}' "
+            f"(detectors with predictions: {known})"
         )
     options = sel.estimate_options(n_boot=n_boot, seed=seed, history=history)
     state = sel.estimate_state(study, protocol=spec.key, n_boot=n_boot, seed=seed, history=history)
@@ -331,7 +333,7 @@ def estimate_worker_start() -> None:
 
 def estimate_job_claim() -> EstimateJob | None:
     """Claim the oldest queued job whose study has no running job, or None (race-safe)."""
-    for pk in sel.estimate_jobs_claimable():
+    for pk in list(EstimateJob.objects.filter(status=JobStatus.QUEUED).values_list("pk", flat=True)):
         now = timezone.now()
         try:
             with transaction.atomic():

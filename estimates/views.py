@@ -3,7 +3,6 @@ and the "label N more" form."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from django.http import Http404, HttpResponse
@@ -22,14 +21,14 @@ from reports.views import BadFilter, Filters, bad_filter, base_context, parse_fi
 from studies import permissions
 from studies.typing import HtmxHttpRequest
 
-View = Callable[..., HttpResponse]
 TEMPLATE = "estimates/estimate.html"
 #: Bootstrap replicates of the page's intervals (the command's default too).
 BOOTSTRAP = 1000
-METHODS = ("GET", "HEAD", "POST")
 
 
-researcher_only = permissions.researcher_only(methods=METHODS, message="Estimates are for researchers.")
+researcher_only = permissions.researcher_only(
+    methods=("GET", "HEAD", "POST"), message="Estimates are for researchers."
+)
 
 
 def _detector(filters: Filters, spec: estimands.EstimandProtocol) -> str | None:
@@ -85,8 +84,7 @@ def _context(
             study=filters.study, detector=detector, n_boot=BOOTSTRAP, seed=0, history=True
         )
     except LookupError as error:  # a detector without predictions of the kind the estimate reads
-        known = ", ".join(estimands.detectors_of(spec, filters.study)) or "none yet"
-        return context | {"estimate_error": f"{error} (detectors with predictions: {known})."}
+        return context | {"estimate_error": f"{error}."}
     kept = asked.kept
     context |= {
         "estimate": kept.report if kept is not None else None,

@@ -11,13 +11,13 @@ from typing import Any
 
 from detectors.executors.workers import ImageBytes
 from generation.generation import (
+    Generated,
     GenerationError,
     ModelSource,
     call_default,
     pipeline_info,
     pipeline_load,
     pipeline_run,
-    png_bytes,
     t2i_model_resolve,
 )
 
@@ -146,17 +146,6 @@ class EditTask:
     seed: str | ImageBytes
 
 
-@dataclass(frozen=True)
-class Edited:
-    """One edit as PNG bytes (encoded where it was made: less to send), its size, and the
-    safety checker's flag (``None`` for an editor without one)."""
-
-    png: bytes
-    width: int
-    height: int
-    nsfw: bool | None = None
-
-
 def seed_input(source: str | Path | ImageBytes, size: int) -> Any:
     """A seed photo (a file, or its bytes) as an RGB ``size`` x ``size`` PIL image: the centre
     square, resized with Lanczos."""
@@ -200,14 +189,11 @@ class SeedEditor:
         self.size = size
         self.inputs: dict[str, Any] = {}
 
-    def edit(self, tasks: Sequence[EditTask]) -> list[Edited]:
-        """One ``Edited`` per task, in order; an unreadable seed photo raises (the run's error,
+    def edit(self, tasks: Sequence[EditTask]) -> list[Generated]:
+        """One ``Generated`` per task, in order; an unreadable seed photo raises (the run's error,
         as it is in a local run: every pair of that seed would fail the same way)."""
         for task in tasks:
             if task.seed_sha256 not in self.inputs:
                 self.inputs[task.seed_sha256] = seed_input(task.seed, self.size)
         results = images_edit(self.pipe, tasks, self.settings, [self.inputs[t.seed_sha256] for t in tasks])
-        return [
-            Edited(png_bytes(image), image.width, image.height, None if nsfw is None else bool(nsfw))
-            for image, nsfw in results
-        ]
+        return [Generated.of(image, nsfw) for image, nsfw in results]

@@ -37,7 +37,7 @@ from studies.protocols import protocol_spec
 
 if TYPE_CHECKING:
     from detectors.executors import Executor
-    from generation.edit_pipeline import Edited
+    from generation.generation import Generated
 
 #: Seed-photo attributes copied into every pair's metadata (as ``seed_<name>``).
 SEED_ATTRIBUTES = ("gender", "race", "age_group")
@@ -139,24 +139,18 @@ def seeds_from_folder(folder: str | Path) -> list[SeedPhoto]:
 
 
 # --- keys ------------------------------------------------------------------------------------
-def suffix_tag(suffix: str) -> str:
-    """``suffix-1a2b3c4d`` for a prompt suffix (first 8 hex digits of its SHA-256); ``""`` for none."""
-    return f"suffix-{hashlib.sha256(suffix.encode()).hexdigest()[:8]}" if suffix else ""
-
-
 def pair_key_for(
     *, editor: str, spec: PromptSpec, seed_name: str, index: int, prompt_suffix: str = ""
 ) -> str:
-    """``sd15/profession/lawyer/<seed>/0.png``: the pair item's key and its output's source path."""
-    head = path_part(editor) + (f"+{suffix_tag(prompt_suffix)}" if prompt_suffix else "")
+    """``sd15/profession/lawyer/<seed>/0.png``: the pair item's key and its output's source path; a
+    prompt suffix tags the editor (``sd15+suffix-1a2b3c4d``, the first 8 hex digits of its SHA-256)."""
+    head = path_part(editor)
+    if prompt_suffix:
+        head += f"+suffix-{hashlib.sha256(prompt_suffix.encode()).hexdigest()[:8]}"
     folder = f"{path_part(spec.folder)}/" if getattr(spec, "folder", "") else ""
     return (
         f"{head}/{path_part(spec.category)}/{path_part(spec.word)}/{folder}{path_part(seed_name)}/{index}.png"
     )
-
-
-def _key_shard(key: str, count: int) -> int:
-    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % count
 
 
 # --- planning ------------------------------------------------------------------------------------
@@ -205,7 +199,9 @@ def edit_plan(
                     index=index,
                     prompt_suffix=settings.prompt_suffix,
                 )
-                if shard is not None and _key_shard(key, shard[1]) != shard[0] - 1:
+                # A shard takes the keys whose SHA-256 (first 8 bytes) is its number modulo the count.
+                digest = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
+                if shard is not None and digest % shard[1] != shard[0] - 1:
                     continue
                 if key in stored:
                     skipped += 1
@@ -292,7 +288,7 @@ def edit_run(
         prompt = prompt_cache(study)
         suffix = settings.prompt_suffix
 
-        def store(job: EditJob, edited: Edited) -> None:
+        def store(job: EditJob, edited: Generated) -> None:
             text, spec = job.prompt(suffix), job.spec
             pair_params = {
                 **params,

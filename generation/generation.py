@@ -66,20 +66,6 @@ def prompt_sets_available() -> list[str]:
     return sorted(p.stem for p in PROMPT_SET_DIR.glob("*.csv"))
 
 
-def prompt_set_path(name_or_path: str) -> Path:
-    """A shipped set by name (``lyu2025``) or the path of any CSV file."""
-    shipped = PROMPT_SET_DIR / f"{name_or_path}.csv"
-    if "/" not in name_or_path and shipped.is_file():
-        return shipped
-    path = Path(name_or_path).expanduser()
-    if path.is_file():
-        return path
-    raise GenerationError(
-        f"No prompt set {name_or_path!r}: give a shipped set ({', '.join(prompt_sets_available())}) "
-        "or the path of a CSV file with columns category, word, prompt."
-    )
-
-
 def prompt_folder(text: str) -> str:
     """The sub-folder of a prompt that shares its category and word with others: its lower-cased text
     (at most 48 characters) and the first 8 hex digits of its SHA-256, unique and stable."""
@@ -88,8 +74,16 @@ def prompt_folder(text: str) -> str:
 
 
 def prompt_set_load(name_or_path: str) -> list[PromptSpec]:
-    """Read and validate a prompt set; every problem is reported with its line number."""
-    path = prompt_set_path(name_or_path)
+    """Read and validate a prompt set, shipped (by name: ``lyu2025``) or any CSV file (by path); every
+    problem is reported with its line number."""
+    path = PROMPT_SET_DIR / f"{name_or_path}.csv"
+    if "/" in name_or_path or not path.is_file():
+        path = Path(name_or_path).expanduser()
+        if not path.is_file():
+            raise GenerationError(
+                f"No prompt set {name_or_path!r}: give a shipped set ({', '.join(prompt_sets_available())}) "
+                "or the path of a CSV file with columns category, word, prompt."
+            )
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:
             reader = csv.DictReader(handle)
@@ -192,17 +186,6 @@ def seed_policy_check(prompts: Sequence[PromptSpec], seed_by: str) -> None:
             )
 
 
-def job_seed(
-    *, spec: PromptSpec, t2i_model: str, index: int, seed_base: int = 0, seed_by: str = "prompt"
-) -> int:
-    """The seed of image ``index`` of ``spec`` under the policy ``seed_by`` (checked beforehand
-    by ``seed_policy_check``)."""
-    if seed_by == "template":
-        template = spec.metadata[TEMPLATE_COLUMN]
-        return template_seed(t2i_model=t2i_model, template=template, index=index, seed_base=seed_base)
-    return image_seed(t2i_model=t2i_model, prompt=spec.text, index=index, seed_base=seed_base)
-
-
 def path_part(text: str) -> str:
     """``text`` as one safe, lower-case path segment."""
     return re.sub(r"[^\w.-]+", "_", text.strip().lower()).strip("_") or "_"
@@ -251,7 +234,11 @@ def generation_plan(
             path = source_path_for(
                 t2i_model=t2i_model, category=spec.category, word=spec.word, index=index, folder=spec.folder
             )
-            seed = job_seed(spec=spec, t2i_model=t2i_model, index=index, seed_base=seed_base, seed_by=seed_by)
+            if seed_by == "template":
+                template = spec.metadata[TEMPLATE_COLUMN]
+                seed = template_seed(t2i_model=t2i_model, template=template, index=index, seed_base=seed_base)
+            else:
+                seed = image_seed(t2i_model=t2i_model, prompt=spec.text, index=index, seed_base=seed_base)
             identity = (spec.category, spec.word, spec.text, index)
             if path in stored_keys or identity in stored_prompts:
                 stored_seed = stored_keys[path] if path in stored_keys else stored_prompts[identity]
@@ -383,6 +370,21 @@ def png_bytes(image: Any) -> bytes:
     buf = io.BytesIO()
     image.save(buf, format="PNG")
     return buf.getvalue()
+
+
+@dataclass(frozen=True)
+class Generated:
+    """One generated or edited image as PNG bytes (encoded where it was made: less to send), its
+    size, and the safety checker's flag (``None`` for a pipeline without one)."""
+
+    png: bytes
+    width: int
+    height: int
+    nsfw: bool | None = None
+
+    @classmethod
+    def of(cls, image: Any, nsfw: Any = None) -> Generated:
+        return cls(png_bytes(image), image.width, image.height, None if nsfw is None else bool(nsfw))
 
 
 def pipeline_worker_spec(worker: str, model: ModelSource, settings: Any) -> WorkerSpec:

@@ -4,7 +4,6 @@ pipeline held for the worker's lifetime, on plain data in and out. No Django her
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from generation.edit_pipeline import (
@@ -16,22 +15,13 @@ from generation.edit_pipeline import (
     settings_check,
 )
 from generation.generation import (
+    Generated,
     ModelSource,
     Settings,
     images_generate,
     pipeline_info,
     pipeline_load,
-    png_bytes,
 )
-
-
-@dataclass(frozen=True)
-class Generated:
-    """One generated image as PNG bytes (encoded where it was generated: less to send)."""
-
-    png: bytes
-    width: int
-    height: int
 
 
 class _PipelineWorker:
@@ -61,11 +51,11 @@ class GenerationWorker(_PipelineWorker):
         if self.pipe is None:
             self.load()
         images = images_generate(self.pipe, jobs, Settings(**self.settings))
-        return [Generated(png_bytes(image), image.width, image.height) for image in images]
+        return [Generated.of(image) for image in images]
 
 
 class EditWorker(_PipelineWorker):
-    """Payload: a ``generation.edit_pipeline.EditTask``; output: its ``Edited``. Seed photos are decoded in
+    """Payload: a ``generation.edit_pipeline.EditTask``; output: its ``Generated``. Seed photos are decoded in
     ``run``, once per photo for the worker's lifetime."""
 
     def load(self) -> dict[str, Any]:

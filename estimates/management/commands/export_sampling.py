@@ -22,19 +22,6 @@ from studies.csvio import safe_dict_writer
 COLUMNS = ("image", "round", "pi", "selected", "labelled")
 
 
-def sampling_csv(rows: list[dict[str, Any]]) -> str:
-    buffer = io.StringIO()
-    writer = safe_dict_writer(buffer, COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows({**row, "pi": repr(float(row["pi"]))} for row in rows)
-    return buffer.getvalue()
-
-
-def sampling_json(rows: list[dict[str, Any]]) -> str:
-    """The same rows as a JSON list of objects with the CSV's columns as keys (pi a number)."""
-    return json.dumps([{**row, "pi": float(row["pi"])} for row in rows], indent=2) + "\n"
-
-
 class Command(BaseCommand):
     help = (
         "Export the sampling rounds of a study, one row per (round, image): image, round, pi, "
@@ -51,5 +38,12 @@ class Command(BaseCommand):
         spec = estimands.for_protocol(study.protocol)
         labelled = spec.labelled(study) if spec is not None and spec.labelled is not None else frozenset()
         rows = export_rows(study, labelled_items=labelled)
-        text = sampling_json(rows) if opts["format"] == "json" else sampling_csv(rows)
+        if opts["format"] == "json":  # objects with the CSV's columns as keys, pi a number
+            text = json.dumps([{**row, "pi": float(row["pi"])} for row in rows], indent=2) + "\n"
+        else:
+            buffer = io.StringIO()
+            writer = safe_dict_writer(buffer, COLUMNS, lineterminator="\n")
+            writer.writeheader()
+            writer.writerows({**row, "pi": repr(float(row["pi"]))} for row in rows)
+            text = buffer.getvalue()
         output_write(text, opts["output"], self.stdout)
