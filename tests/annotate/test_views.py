@@ -734,6 +734,16 @@ def test_items_list_filters_by_model_and_category_and_paginates(client_for, rese
     assert len(page2.context["page"].object_list) == 1
 
 
+def test_the_filter_menus_offer_only_categories_that_have_images(client_for, researcher, study):
+    ItemFactory(prompt=PromptFactory(study=study, category="profession"), t2i_model="sdxl")
+    PromptFactory(study=study, category="trait")  # a prompt with no image yet
+    client = client_for(researcher)
+    for page in ("annotate:images", "annotate:agreement"):
+        offered = dict(client.get(reverse(page)).context["form"].fields["category"].choices)
+        assert "profession" in offered
+        assert "trait" not in offered, page
+
+
 def test_items_list_searches_key_and_prompt_sorts_and_takes_the_study_as_a_parameter(
     client_for, researcher, study
 ):
