@@ -288,6 +288,7 @@ class _PredictionsImporter(Importer[_Parsed, _Staged]):
     def rows(self) -> Iterator[tuple[int, dict[str, str]]]:
         header, rows = csv_rows_stream(self.csv_path, required=IMPORT_REQUIRED)
         if "output" not in header and "prediction" not in header:
+            rows.close()  # the file
             raise ImportRejected(
                 f"{Path(self.csv_path).name}: missing required column prediction (or output); "
                 f"found: {', '.join(header)}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -104,18 +104,18 @@ def rejected_lines(rejected: list[RejectedRow]) -> list[str]:
 
 def csv_rows_stream(
     csv_path: str | os.PathLike[str], *, required: Iterable[str]
-) -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
+) -> tuple[list[str], Generator[tuple[int, dict[str, str]], None, None]]:
     """``(header, rows)`` of a UTF-8 CSV: the header checked now (``ImportRejected`` naming missing
     columns), the rows read lazily as ``(row_number, row)`` with the header as row 1."""
     rows = _csv_rows(csv_path, tuple(required))
     header = next(rows)
     assert isinstance(header, list)
-    return header, cast(Iterator[tuple[int, dict[str, str]]], rows)
+    return header, cast(Generator[tuple[int, dict[str, str]], None, None], rows)
 
 
 def _csv_rows(
     csv_path: str | os.PathLike[str], required: tuple[str, ...]
-) -> Iterator[list[str] | tuple[int, dict[str, str]]]:
+) -> Generator[list[str] | tuple[int, dict[str, str]], None, None]:
     """The header, then every row (see ``csv_rows_stream``)."""
     reader: Any = None
     try:
