@@ -3,7 +3,7 @@ fingerprint (docs/explanation/reports.md)."""
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
@@ -105,6 +105,18 @@ class Coverage(TypedDict):
 def coverage(scope: Scope, *, final_labels: int) -> Coverage:
     """How many items are in scope (counted from the study's index)."""
     return Coverage(images=scope.items().count(), final_labels=final_labels)
+
+
+def final_answers(scope: Scope, keys: Iterable[str] | None = None) -> dict[int, dict[str, str]]:
+    """item id -> {question key: final answer} of the items in scope that have a final label (for
+    one of ``keys`` if given). One query."""
+    labels = FinalLabel.objects.filter(scope.q("item__"))
+    if keys is not None:
+        labels = labels.filter(question__key__in=list(keys))
+    answers: dict[int, dict[str, str]] = defaultdict(dict)
+    for item_id, key, value in labels.values_list("item_id", "question__key", "value").order_by():
+        answers[item_id][key] = value
+    return dict(answers)
 
 
 def item_answers_prefetches(

@@ -15,6 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.cache import get_conditional_response
 
+from metrics import consensus
 from reports import render as renderers
 from reports import selectors as sel
 from reports.analyses import (
@@ -252,6 +253,10 @@ def overview(request: HtmxHttpRequest) -> HttpResponse:
         own = analysis.overview(filters)
     except AnalysisError as error:  # the report cannot be computed as the filters stand: say why
         own = {"problem": str(error), "report": {}, "tables": {}, "coverage": {}}
+    else:
+        # The study's own rule (labels per item, agreement), not the paper's three-annotator majority.
+        study = filters.study
+        own["final_answer_rule"] = consensus.rule_text(needed=study.labels_per_item, rule=study.agreement)
     return render_page(request, analysis.template, base_context(filters, "overview", analysis) | own)
 
 

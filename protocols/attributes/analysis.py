@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from metrics import consensus, gep_design
+from metrics import gep_design
 from protocols.attributes import report as attributes_report
 from protocols.attributes import tables as atables
 from protocols.attributes.report import YES_NO, AttributesResult
@@ -78,10 +78,6 @@ class AttributesAnalysis(Analysis):
             "tables": self.tables(result),
             "questions": [(key, result.questions[key]) for key in result.keys],
             "settings": gep_design.SETTINGS,
-            # The study's own rule (labels per item, agreement), not the paper's three-annotator majority.
-            "final_answer_rule": consensus.rule_text(
-                needed=page.scope.study.labels_per_item, rule=page.scope.study.agreement
-            ),
         }
 
     def draw(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:

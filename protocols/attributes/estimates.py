@@ -16,9 +16,9 @@ from estimates.report import EstimateReport, drawn_arrays, drawn_frame, estimand
 from estimates.selectors import item_outputs as _outputs
 from metrics import gep, gep_design, ppi_mean
 from protocols.attributes.report import JUDGE_KIND
-from protocols.attributes.selectors import final_answers, gep_rows
+from protocols.attributes.selectors import gep_rows
 from reports import judges
-from reports.selectors import Scope
+from reports.selectors import Scope, final_answers
 from studies.models import Question, Study
 
 
@@ -95,7 +95,7 @@ def attributes_report(
     version, warnings = start.version, start.warnings
     keys = attribute_keys(study)
     scope = Scope(study)
-    rows = gep_rows(scope, keys=keys, answers=final_answers(scope, keys=keys), detector=detector)
+    rows = gep_rows(scope, keys=keys, answers=final_answers(scope, keys), detector=detector)
     if start.kind == JUDGE_KIND:
         rows = replace(rows, items_by_model=judge_scores(scope, rows.items_by_model, detector, version, keys))
     in_frame = {i.item_id for i in start.frame.items}
@@ -188,7 +188,7 @@ def attribute_output_codes(study: Study, detector: str, version: str) -> dict[in
 def attribute_residuals(study: Study, detector: str, version: str) -> dict[int, float]:
     """item id -> Σ over its answered attributes of (score - [yes])²: the stratified and active designs'
     error spread."""
-    answers = final_answers(Scope(study), keys=attribute_keys(study))
+    answers = final_answers(Scope(study), attribute_keys(study))
     out: dict[int, float] = {}
     for item_id, scores in item_scores(study, detector, version):
         given = answers.get(item_id, {})

@@ -12,7 +12,7 @@ from metrics import gep, gep_agreement, gep_design
 from metrics.agreement import fleiss_kappa_from_counts, krippendorff_alpha_from_counts
 from protocols.attributes import selectors as asel
 from reports import judges
-from reports.selectors import Scope, left_out_coverage
+from reports.selectors import Scope, final_answers, left_out_coverage
 from studies.models import Question
 
 
@@ -113,7 +113,7 @@ def compute(
     """The GEP report of the items in scope (T2I model filter applied, category not);
     docs/explanation/protocols.md says what each part counts."""
     keys = tuple(question.key for question in questions)
-    answers = asel.final_answers(scope, keys=keys)
+    answers = final_answers(scope.narrowed(category=None), keys)
     rows = asel.gep_rows(scope, keys=keys, answers=answers, detector=detector)
     names = tuple(rows.versions)
     study = gep_agreement.gep_study(rows.items_by_model, detectors=names, keys=keys)

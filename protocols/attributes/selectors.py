@@ -12,7 +12,7 @@ from django.db.models import Count, F, FilteredRelation, Lookup, Q, QuerySet, Wi
 from django.db.models.fields.json import KT
 from django.db.models.functions import RowNumber
 
-from annotate.models import FinalLabel, Label
+from annotate.models import Label
 from detectors.kinds import KIND_ATTRIBUTES
 from detectors.models import Prediction, PredictionStatus
 from metrics import gep, gep_design
@@ -73,21 +73,6 @@ def _item_metadata(metadata: Mapping[str, Any]) -> dict[str, str | None]:
         "setting": str(metadata.get("setting", "")).strip(),
         "attribute": str(metadata.get("attribute", "") or "").strip() or None,
     }
-
-
-def final_answers(scope: Scope, *, keys: Sequence[str]) -> dict[int, dict[str, str]]:
-    """item id -> {question key: final answer} for the items in scope (T2I model filter
-    applied, category not) that have a final label for any of ``keys``. One query."""
-    answers: dict[int, dict[str, str]] = defaultdict(dict)
-    for item_id, key, value in (
-        FinalLabel.objects.filter(
-            Scope(scope.study, scope.t2i_model).q("item__"), question__key__in=list(keys)
-        )
-        .values_list("item_id", "question__key", "value")
-        .order_by()
-    ):
-        answers[item_id][key] = value
-    return dict(answers)
 
 
 def gep_rows(

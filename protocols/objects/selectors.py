@@ -8,14 +8,19 @@ from typing import Any
 
 from django.db.models import F
 
-from annotate.models import FinalLabel
 from detectors.kinds import KIND_OBJECTS
 from detectors.models import PredictionStatus
 from metrics.objects import GENDERS
 from protocols.objects.kinds import BOXES_KEY
 from protocols.objects.services import BOXES_SOURCE_KEY
 from reports.analyses import AnalysisError
-from reports.selectors import PREDICTION_TO_ITEM, Scope, latest_detector_versions, predictions_in_scope
+from reports.selectors import (
+    PREDICTION_TO_ITEM,
+    Scope,
+    final_answers,
+    latest_detector_versions,
+    predictions_in_scope,
+)
 from studies.models import ImageRole, ItemImage
 
 KINDS = (KIND_OBJECTS,)
@@ -115,13 +120,7 @@ def object_rows(scope: Scope, *, detector: str, version: str) -> list[ObjectRow]
         .values_list(F(f"{PREDICTION_TO_ITEM}id"), "output")
         .order_by()
     )
-    finals: dict[int, dict[str, str]] = {}
-    for item_id, key, value in (
-        FinalLabel.objects.filter(scope.q("item__"), question__key__in=[BOXES_QUESTION, MISSED_QUESTION])
-        .values_list("item_id", "question__key", "value")
-        .order_by()
-    ):
-        finals.setdefault(item_id, {})[key] = value
+    finals = final_answers(scope, [BOXES_QUESTION, MISSED_QUESTION])
     rows = []
     for item_id, key, model, index, metadata in (
         scope.items().order_by("t2i_model", "id").values_list("id", "key", "t2i_model", "index", "metadata")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from metrics import consensus
 from protocols.questions import charts
 from protocols.questions import report as qreport
 from protocols.questions import tables as qtables
@@ -102,9 +101,6 @@ class QuestionsAnalysis(Analysis):
             "tables": self.tables(result),
             "chart_keys": self.chart_keys,
             "reliability_src": chart_src("reliability", page) if has_probabilities else "",
-            "final_answer_rule": consensus.rule_text(
-                needed=page.scope.study.labels_per_item, rule=page.scope.study.agreement
-            ),
         }
 
     def draw(self, name: str, fmt: str, page: ReportPage, *, source: str = "") -> bytes:

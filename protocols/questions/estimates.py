@@ -19,7 +19,7 @@ from protocols.questions.analysis import choice_questions
 from protocols.questions.spec import KIND_ANSWERS
 from reports import judges
 from reports.analyses import AnalysisError
-from reports.selectors import Scope
+from reports.selectors import Scope, final_answers
 from studies.models import Item, Question, Study
 
 
@@ -143,7 +143,7 @@ def questions_report(
     scope = Scope(study)
     column = qsel.compare_column(study)
     item_groups = qsel.item_groups(scope, column)
-    finals = qsel.final_answers(scope)
+    finals = final_answers(scope)
     versions, answers = qsel.detector_answers(scope, detector=detector)
     if versions.get(detector) != version:
         warnings.append(
@@ -203,7 +203,7 @@ def answer_output_codes(study: Study, detector: str, version: str) -> dict[int, 
 def answer_residuals(study: Study, detector: str, version: str) -> dict[int, float]:
     """item id -> how many of its final answers the detector's answers differ from (labelled
     items): the stratified and active designs' error spread."""
-    finals = qsel.final_answers(Scope(study))
+    finals = final_answers(Scope(study))
     return {
         item_id: float(
             sum(1 for key, value in finals[item_id].items() if answers_of(output).get(key) != value)

@@ -12,7 +12,7 @@ from metrics import questions as qm
 from protocols.questions import selectors as qsel
 from protocols.questions.spec import KIND_ANSWERS
 from reports import judges
-from reports.selectors import Scope
+from reports.selectors import Scope, final_answers
 from reports.tables import num
 from studies.models import Question
 
@@ -49,7 +49,7 @@ def _shares_dict(comparison: qm.SharesComparison) -> dict[str, Any]:
 def compute(scope: Scope, *, questions: list[Question], detector: str | None = None) -> QuestionsResult:
     column = qsel.compare_column(scope.study)
     groups = qsel.item_groups(scope, column)
-    finals = qsel.final_answers(scope)
+    finals = final_answers(scope)
     runs = judges.judge_runs(scope, kinds=[KIND_ANSWERS], detector=detector)
     report: dict[str, Any] = {
         "questions": {},

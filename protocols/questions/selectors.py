@@ -55,18 +55,6 @@ def item_groups(scope: Scope, column: str) -> dict[int, tuple[str, str]]:
     }
 
 
-def final_answers(scope: Scope) -> dict[int, dict[str, str]]:
-    """item id -> {question key: final answer} of the items in scope. One query."""
-    answers: dict[int, dict[str, str]] = defaultdict(dict)
-    for item_id, key, value in (
-        FinalLabel.objects.filter(scope.q("item__"))
-        .values_list("item_id", "question__key", "value")
-        .order_by()
-    ):
-        answers[item_id][key] = value
-    return dict(answers)
-
-
 def label_values(scope: Scope) -> dict[str, dict[int, list[str]]]:
     """question key -> item id -> every annotator's answer (the agreement's units). One query."""
     units: dict[str, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
