@@ -141,6 +141,11 @@ class Executor(ABC):
     def close(self) -> None:
         """Stop the workers (and a Ray started for this run). Safe to call twice."""
 
+    def drop_unstarted(self) -> None:
+        """On a stop request: forget the batches submitted whose work has not begun (nothing more
+        is computed, or paid for). By default every batch in flight is being worked on."""
+        return None
+
     def __enter__(self) -> Executor:
         return self
 
@@ -196,6 +201,13 @@ class InlineExecutor(Executor):
     def stats(self) -> list[WorkerStats]:
         return []
 
+    def drop_unstarted(self) -> None:
+        # Without a runner a batch runs only when the driver takes it; a runner's batches are kept.
+        for _, futures, _ in (p for p in self._pending if p[2] is None):
+            for future in futures:
+                future.cancel()
+        self._pending = collections.deque(p for p in self._pending if p[2] is not None)
+
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
         if self.runner:
@@ -210,10 +222,15 @@ def batches_drive(
     should_stop: Callable[[], bool] = lambda: False,
 ) -> bool:
     """Keep the executor full from ``batches`` and hand every result to ``on_result`` (the driver's database
-    write). Returns True when ``batches`` ran out, False when stopped."""
-    exhausted = False
+    write). Returns True when ``batches`` ran out, False when stopped: then what was at work is
+    stored, what had not begun is dropped (``Executor.drop_unstarted``)."""
+    exhausted = stopped = False
     while True:
-        while not exhausted and executor.in_flight < executor.capacity and not should_stop():
+        while not (exhausted or stopped) and executor.in_flight < executor.capacity:
+            if should_stop():
+                stopped = True
+                executor.drop_unstarted()
+                break
             batch = next(batches, None)
             if not batch:
                 exhausted = True

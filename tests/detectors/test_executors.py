@@ -133,6 +133,31 @@ def test_a_background_inline_executor_runs_the_next_batch_while_the_driver_store
     assert worker.ran_while_storing == ([1, 2, 3] if background else [])
 
 
+class _CountingWorker:
+    def __init__(self) -> None:
+        self.ran: list[tuple[int, ...]] = []
+
+    def prepare(self, payload: int) -> int:
+        return payload
+
+    def run(self, keys: tuple[int, ...], prepared: list[int]) -> list[int]:
+        self.ran.append(keys)
+        return prepared
+
+
+def test_a_stop_request_runs_no_batch_of_the_local_executor_that_had_not_begun():
+    worker = _CountingWorker()
+    stop = {"now": False}
+
+    def store(result: BatchResult) -> None:
+        stop["now"] = True  # Ctrl-C while the first batch is being stored; the second one waits
+
+    with InlineExecutor(worker) as executor:
+        assert batches_drive(executor, _batches(6), store, should_stop=lambda: stop["now"]) is False
+        assert executor.in_flight == 0
+    assert worker.ran == [(0, 1)]
+
+
 def _wait_until(condition, seconds: float = 5.0) -> bool:
     deadline = time.monotonic() + seconds
     while not condition():

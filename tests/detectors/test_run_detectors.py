@@ -156,10 +156,10 @@ def test_unavailable_detector_fails_the_run_with_its_message(fake, images):
 def test_a_stop_request_ends_the_run_as_interrupted_after_the_current_batch(fake, images):
     from detectors.services import detector_run
 
-    stops = iter([False, False, True])
+    stops = iter([False, False, True])  # asked once the first batch is stored, the second one waiting
     outcome = detector_run(detector=registry.get("fake"), batch_size=2, should_stop=lambda: next(stops, True))
     assert outcome.run.status == RunStatus.INTERRUPTED
-    assert Prediction.objects.count() == 4
+    assert Prediction.objects.count() == 2  # the waiting batch is never run (a paid API is not called)
     run("--detector", "fake")  # resumes
     assert Prediction.objects.count() == 7
 
