@@ -202,11 +202,11 @@ class InlineExecutor(Executor):
         return []
 
     def drop_unstarted(self) -> None:
-        # Without a runner a batch runs only when the driver takes it; a runner's batches are kept.
-        for _, futures, _ in (p for p in self._pending if p[2] is None):
-            for future in futures:
-                future.cancel()
-        self._pending = collections.deque(p for p in self._pending if p[2] is not None)
+        if self.runner is None:  # a batch runs only when the driver takes it; a runner's are kept
+            for _, futures, _ in self._pending:
+                for future in futures:
+                    future.cancel()
+            self._pending.clear()
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
