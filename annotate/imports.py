@@ -24,9 +24,8 @@ from annotate.models import (
     Label,
     LabelRevision,
 )
-from annotate.services.bulk import chunk_rows
 from studies import permissions
-from studies.batching import in_rows
+from studies.batching import chunk_rows, in_rows
 from studies.imports import Importer, ImportSummary, RejectedRow, csv_header, csv_rows_stream, import_run
 from studies.kinds import kind_of
 from studies.models import ImageRole, Item, Question, Study

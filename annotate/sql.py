@@ -486,13 +486,11 @@ def import_items(names: Sequence[str], where: str) -> str:
     )
 
 
-def import_items_lock(where: str) -> str | None:
+def import_items_lock(where: str) -> str:
     """``where`` on ``id``. Parameters: the ids. Locks the items in id order, as
-    ``select_for_update(no_key=True)`` (one table: "OF" adds nothing); None on a database
-    without row locks (SQLite, whose writes are serial and where Django drops the clause)."""
+    ``select_for_update(no_key=True)`` (one table: "OF" adds nothing); only on a database with
+    row locks (not SQLite, whose writes are serial)."""
     features = connection.features
-    if not features.has_select_for_update:
-        return None
     lock = "FOR NO KEY UPDATE" if features.has_select_for_no_key_update else "FOR UPDATE"
     return f"SELECT id FROM {_quoted(Item)} WHERE {where} ORDER BY id {lock}"
 

@@ -5,7 +5,7 @@ docs/explanation/imports.md."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from itertools import islice
 from typing import Any, TypeVar
@@ -64,6 +64,18 @@ def in_rows(rows: Any, lookup: str, values: Iterable[Any], *fields: str) -> Iter
     for chunk in in_chunks(values):
         found = rows.filter(**{f"{lookup}__in": chunk})
         yield from found.values_list(*fields, flat=len(fields) == 1) if fields else found
+
+
+def chunk_rows(
+    statement: Callable[[str], str], values: Iterable[Any], column: str, *first: Any, array: str = "bigint"
+) -> Iterator[tuple[Any, ...]]:
+    """The rows of the raw SQL ``statement(where)`` whose ``column`` is in ``values``, a chunk of
+    values per query (parameters: ``first``, then the chunk's); ``in_rows`` for querysets."""
+    with connection.cursor() as cursor:
+        for chunk in in_chunks(values):
+            where, params = is_in(column, chunk, array=array)
+            cursor.execute(statement(where), [*first, *params])
+            yield from cursor.fetchall()
 
 
 def is_in(column: str, values: Sequence[Any], *, array: str = "bigint") -> tuple[str, list[Any]]:

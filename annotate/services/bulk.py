@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -19,7 +18,7 @@ from annotate.services.answers import answer_validate, clean_reason
 from annotate.services.claims import free_slot
 from annotate.services.finals import agreed_change, refuse_if_decided
 from annotate.services.labels import label_import
-from studies.batching import in_chunks, is_in, rows_insert
+from studies.batching import chunk_rows, in_chunks, is_in, rows_insert
 from studies.kinds import kind_of
 from studies.models import Item, Question, Study
 from studies.selectors import item_questions, study_questions
@@ -133,22 +132,11 @@ def _row_by_row(rows: list[LabelToImport]) -> list[Outcome]:
     return outcomes
 
 
-def chunk_rows(
-    statement: Callable[[str], str], values: Iterable[Any], column: str, *first: Any, array: str = "bigint"
-) -> Iterator[tuple[Any, ...]]:
-    """The rows of ``statement`` whose ``column`` is in ``values``, a chunk per query (after ``first``)."""
-    with connection.cursor() as cursor:
-        for chunk in in_chunks(values):
-            where, params = is_in(column, chunk, array=array)
-            cursor.execute(statement(where), [*first, *params])
-            yield from cursor.fetchall()
-
-
 def _read(study: Study, item_ids: list[int], labels_read: list[tuple[Any, ...]] | None) -> _Batch:
     """Lock the items (in id order, a chunk at a time), then read their labels, seats and final labels."""
     batch = _Batch()
     if connection.features.has_select_for_update:  # SQLite: no row locks, its writes are serial
-        list(chunk_rows(lambda where: str(sql.import_items_lock(where)), item_ids, "id"))
+        list(chunk_rows(sql.import_items_lock, item_ids, "id"))
     for row in chunk_rows(sql.import_labels, item_ids, "item_id") if labels_read is None else labels_read:
         label = _Label(*row)
         batch.labels[(label.item_id, label.question_id)][label.annotator_id] = label
