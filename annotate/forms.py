@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from django import forms
-from django.db.models import Exists, OuterRef
 
 from annotate.models import ItemState
 from studies.kinds import kind_of
-from studies.models import Item, Question, Study
+from studies.models import Question, Study
+from studies.selectors import image_categories
 
 # One hour: a longer "time to label" means the annotator walked away, not that they deliberated.
 MAX_DURATION_MS = 60 * 60 * 1000
@@ -133,10 +133,8 @@ class _StudyFilterForm(forms.Form):
     def __init__(self, data: Mapping[str, Any] | None, *, study: Study) -> None:
         super().__init__(data)
         models = study.items.order_by().values_list("t2i_model", flat=True).distinct()
-        with_images = study.prompts.filter(Exists(Item.objects.filter(prompt=OuterRef("pk"))))
-        categories = with_images.order_by().values_list("category", flat=True).distinct()
         for name, values, blank in zip(
-            ("t2i_model", "category"), (models, categories), self.blanks, strict=True
+            ("t2i_model", "category"), (models, image_categories(study)), self.blanks, strict=True
         ):
             _choice_field(self, name).choices = [("", blank), *((v, v) for v in sorted(filter(None, values)))]
 

@@ -6,7 +6,7 @@ import difflib
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Exists, OuterRef, Prefetch, QuerySet
 from django.http import Http404
 
 from studies.batching import prefetch_in_chunks
@@ -76,9 +76,15 @@ def filter_problem(study: Study, *, t2i_model: str | None, category: str | None)
         known = items.order_by().values_list("t2i_model", flat=True).distinct()
         return "t2i_model", f"No images of T2I model '{t2i_model}' (T2I models: {known_values(known)})."
     if category and not items.filter(prompt__category=category).exists():
-        known = items.exclude(prompt=None).order_by().values_list("prompt__category", flat=True).distinct()
-        return "category", f"No images of prompt category '{category}' (categories: {known_values(known)})."
+        categories = known_values(image_categories(study))
+        return "category", f"No images of prompt category '{category}' (categories: {categories})."
     return None
+
+
+def image_categories(study: Study) -> list[str]:
+    """The prompt categories of the study's images (a prompt with no image yet has none), sorted."""
+    with_images = study.prompts.filter(Exists(Item.objects.filter(prompt=OuterRef("pk"))))
+    return sorted(filter(None, with_images.order_by().values_list("category", flat=True).distinct()))
 
 
 def known_values(values: Iterable[str]) -> str:
