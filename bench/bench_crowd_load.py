@@ -5,7 +5,7 @@ PostgreSQL against a real multi-process HTTP server (goal: p95 of a key press un
         [--images 2000] [--labels-per-item 3] [--gold 60] [--gold-rate 0.1] [--random-clickers 10]
         [--arrival-s 10] [--threads 4] [--processes 2] [--server gunicorn|wsgiref]
         [--database-url postgres://postgres@127.0.0.1:5432/biaslab_bench_crowd]
-        [--cache-url redis://127.0.0.1:6379/0 | '']
+        [--cache-url redis://127.0.0.1:6379/0 | ''] [--client-nice 0]
 
 What it does (timing header, report and the wsgiref server: bench_label_submit.py's, imported):
 
@@ -422,6 +422,14 @@ def main() -> None:
         help="the server's BIASLAB_CACHE_URL: Redis, as the deploy guide sets it for several processes "
         "(sessions and rate limits shared); '' for the per-process default",
     )
+    parser.add_argument(
+        "--client-nice",
+        type=int,
+        default=0,
+        help="lower the participants' (this process's) CPU priority once the server runs, so that on a "
+        "small machine they do not take the server's and PostgreSQL's cores (a panel's browsers are "
+        "elsewhere); 19 is the lowest",
+    )
     args = parser.parse_args()
     if args.cache_url:
         os.environ["BIASLAB_CACHE_URL"] = args.cache_url
@@ -451,9 +459,10 @@ def main() -> None:
         try:
             print(
                 f"server: {args.server}, {args.processes} processes x {args.threads} worker threads at {address}; "
-                f"cache {args.cache_url or 'per process (locmem)'}"
+                f"cache {args.cache_url or 'per process (locmem)'}; participants' niceness {args.client_nice}"
             )
             warm_up(address, study, warmer, requests=8 * args.processes)
+            os.nice(args.client_nice)
             rng = random.Random(7)
             clickers = set(rng.sample(range(args.participants), min(args.random_clickers, args.participants)))
             people = [
