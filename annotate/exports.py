@@ -30,9 +30,7 @@ def _is_pair_study(study: Study) -> bool:
 
 def ground_truth_columns(n_annotators: int, *, pairs: bool = False) -> list[str]:
     """Export columns for a study with at most ``n_annotators`` labels per (item, question)."""
-    middle: list[str] = []
-    for i in range(1, n_annotators + 1):
-        middle += [f"annotator_{i}", f"label_{i}", f"reason_{i}"]
+    middle = [f"{kind}_{i}" for i in range(1, n_annotators + 1) for kind in ("annotator", "label", "reason")]
     return [*HEAD_COLUMNS, *(PAIR_COLUMNS if pairs else ()), *ITEM_COLUMNS, *middle, *TAIL_COLUMNS]
 
 
@@ -104,11 +102,9 @@ def ground_truth_rows_stream(
                     row["output_image"] = paths.get(ImageRole.OUTPUT, "")
                 row.update(described)
                 given = labels.get((item.pk, question.pk), [])
-                for i in range(n):
-                    username, value, reason = given[i] if i < len(given) else ("", "", "")
-                    row[f"annotator_{i + 1}"] = username
-                    row[f"label_{i + 1}"] = value
-                    row[f"reason_{i + 1}"] = reason
+                for i in range(1, n + 1):
+                    cells = given[i - 1] if i <= len(given) else ("", "", "")
+                    row.update(zip((f"annotator_{i}", f"label_{i}", f"reason_{i}"), cells, strict=True))
                 final = finals.get((item.pk, question.pk))
                 row["final_label"] = final.value if final else ""
                 row["resolved_by"] = final.decided_by.get_username() if final and final.decided_by else ""
@@ -146,7 +142,10 @@ def ground_truth_write(
     columns = ground_truth_columns(n, pairs=_is_pair_study(study))
     rows = ground_truth_rows_stream(study=study, n_annotators=n)
     count = 0
-    if fmt == "json":
+    writer = safe_dict_writer(out, columns) if fmt == "csv" else None
+    if writer is not None:
+        writer.writeheader()
+    else:
         questions = study_questions(study)
         head = {
             "study": study.slug,
@@ -158,21 +157,17 @@ def ground_truth_write(
         # The text json.dumps(document, indent=2) gives, written a row at a time.
         text = json.dumps(head, ensure_ascii=False, indent=2)
         out.write(text[: -len("\n}")] + ',\n  "rows": [')
-        for row in rows:
+    for row in rows:
+        if writer is not None:
+            writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+        else:
             body = json.dumps(row, ensure_ascii=False, indent=2).replace("\n", "\n    ")
             out.write(("\n    " if count == 0 else ",\n    ") + body)
-            count += 1
-            if progress and count % 1000 == 0:
-                progress(1000)
+        count += 1
+        if progress and count % 1000 == 0:
+            progress(1000)
+    if writer is None:
         out.write("\n  ]\n}\n" if count else "]\n}\n")
-    else:
-        writer = safe_dict_writer(out, columns)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
-            count += 1
-            if progress and count % 1000 == 0:
-                progress(1000)
     if progress and count % 1000:
         progress(count % 1000)
     return count
