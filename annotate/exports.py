@@ -24,10 +24,6 @@ ITEM_COLUMNS = ("t2i_model", "category", "word", "prompt", "seed")
 TAIL_COLUMNS = ("final_label", "resolved_by", "note", "posterior")
 
 
-def _is_pair_study(study: Study) -> bool:
-    return protocol_spec(study.protocol).paired
-
-
 def ground_truth_columns(n_annotators: int, *, pairs: bool = False) -> list[str]:
     """Export columns for a study with at most ``n_annotators`` labels per (item, question)."""
     middle = [f"{kind}_{i}" for i in range(1, n_annotators + 1) for kind in ("annotator", "label", "reason")]
@@ -55,7 +51,7 @@ def ground_truth_rows_stream(
     n = n_annotators if n_annotators is not None else _annotator_columns(study)
     size = chunk or in_chunk_size()
     questions = study_questions(study)
-    pairs = _is_pair_study(study)
+    pairs = protocol_spec(study.protocol).paired
     after = 0
     while True:
         items = list(
@@ -139,7 +135,7 @@ def ground_truth_write(
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {fmt!r}: use one of {', '.join(EXPORT_FORMATS)}")
     n = _annotator_columns(study)
-    columns = ground_truth_columns(n, pairs=_is_pair_study(study))
+    columns = ground_truth_columns(n, pairs=protocol_spec(study.protocol).paired)
     rows = ground_truth_rows_stream(study=study, n_annotators=n)
     count = 0
     writer = safe_dict_writer(out, columns) if fmt == "csv" else None

@@ -4,7 +4,6 @@ variants of them: the demo studies' material."""
 from __future__ import annotations
 
 import functools
-import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,16 +27,11 @@ def skimage_photo(name: str) -> PILImage.Image:
     return PILImage.fromarray(skimage_array(name)).convert("RGB")
 
 
-@functools.cache
-def _grace_hopper_bytes() -> bytes:
+def _grace_hopper() -> PILImage.Image:
     from matplotlib import cbook
 
     # The path, not the file object: for a .npy name the same call returns an array instead.
-    return Path(cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)).read_bytes()
-
-
-def _grace_hopper() -> PILImage.Image:
-    return PILImage.open(io.BytesIO(_grace_hopper_bytes())).convert("RGB")
+    return PILImage.open(cbook.get_sample_data("grace_hopper.jpg", asfileobj=False)).convert("RGB")
 
 
 def lfw_face(index: int) -> PILImage.Image:
