@@ -15,9 +15,7 @@ class _RateFromSettings:
     def get_rate(self) -> str | None:
         # cast: the stubs type the rates as numbers; DRF's setting holds "<count>/<period>" or None.
         rates = cast("dict[str, str | None]", api_settings.DEFAULT_THROTTLE_RATES)
-        if self.scope is None:
-            return None
-        return rates.get(self.scope)
+        return None if self.scope is None else rates.get(self.scope)
 
 
 class AnonRateThrottle(_RateFromSettings, throttling.AnonRateThrottle):

@@ -242,8 +242,7 @@ def annotator_progress(*, study: Study, annotator: User, now: datetime | None = 
 
 def progress_statement(*, study: Study, annotator: User, now: datetime) -> tuple[str, dict[str, Any]]:
     """The progress counts' statement (one row ``done, open_seats, claimable``) and its parameters."""
-    sql = rows.progress()
-    params = {
+    return rows.progress(), {
         "user": annotator.pk,
         "study": study.pk,
         "n": study.labels_per_item,
@@ -251,7 +250,6 @@ def progress_statement(*, study: Study, annotator: User, now: datetime) -> tuple
         "resolved": str(FinalLabelSource.RESOLVED),
         "imported": str(FinalLabelSource.IMPORTED),
     }
-    return sql, params
 
 
 def progress_from_counts(counts: Any) -> Progress:
