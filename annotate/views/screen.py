@@ -81,10 +81,8 @@ def study_scripts(questions: Iterable[Question]) -> dict[str, list[str]]:
 def study_keys(study: Study) -> list[dict[str, Any]]:
     """Every key of the study's labeling screen, for the guidelines box."""
     questions = study_questions(study)
-    keys: list[dict[str, Any]] = []
     single = len(questions) == 1 and kind_of(questions[0]).one_key
-    for question in questions:
-        keys.extend(kind_of(question).keys(question, alone=single))
+    keys = [key for question in questions for key in kind_of(question).keys(question, alone=single)]
     if not single:
         keys.append({"key": "Enter", "what": "Save the answers and go to the next item"})
     keys.append({"key": "z", "what": "Go back one item to change your answers"})
@@ -97,7 +95,4 @@ def study_keys(study: Study) -> list[dict[str, Any]]:
         ("-", "Zoom out"),
         ("0", "Fit the image to the screen again"),
     )
-    for key, what in zoom_keys:
-        if key not in taken:
-            keys.append({"key": key, "what": what})
-    return keys
+    return keys + [{"key": key, "what": what} for key, what in zoom_keys if key not in taken]
