@@ -29,7 +29,7 @@ from detectors.kinds import (
 )
 from detectors.models import Prediction, PredictionStatus
 from detectors.services import detector_name_check
-from studies.batching import in_chunks, is_in, rows_insert
+from studies.batching import chunk_rows, in_chunks, in_rows, is_in, rows_insert
 from studies.errors import ImportRejected
 from studies.imports import Importer, ImportSummary, RejectedRow, csv_rows_stream, import_run
 from studies.jsonbounds import JSONOutOfBounds, json_loads_bounded
@@ -79,11 +79,11 @@ def _image_index(paths: set[str]) -> dict[str, set[_Candidate]]:
     for image_id, slug, path in found:
         index.setdefault(path, set()).add(_Candidate(image_id, slug))
     # One-image items have their path as key, so this second look-up is for the rest only.
-    for chunk in in_chunks(sorted(paths - set(index))):
-        for image_id, slug, key in ItemImage.objects.filter(item__key__in=chunk).values_list(
-            "image_id", "item__study__slug", "item__key"
-        ):
-            index.setdefault(key, set()).add(_Candidate(image_id, slug))
+    rest = sorted(paths - set(index))
+    for image_id, slug, key in in_rows(
+        ItemImage.objects, "item__key", rest, "image_id", "item__study__slug", "item__key"
+    ):
+        index.setdefault(key, set()).add(_Candidate(image_id, slug))
     return index
 
 
@@ -417,11 +417,8 @@ _RESULT_COLUMNS = ("status", "kind", "prediction", "reason", "detail", "score", 
 def _boxes_outside(predictions: list[_Staged], lines: dict[tuple[int, str, str], int]) -> list[RejectedRow]:
     """Rows whose objects output has a box outside its image (the sizes in one query)."""
     objects = [p for p in predictions if p.kind == KIND_OBJECTS and p.output]
-    sizes = {
-        pk: (w, h)
-        for chunk in in_chunks(p.image_id for p in objects)
-        for pk, w, h in Image.objects.filter(pk__in=chunk).values_list("pk", "width", "height")
-    }
+    ids = (p.image_id for p in objects)
+    sizes = {pk: (w, h) for pk, w, h in in_rows(Image.objects, "pk", ids, "pk", "width", "height")}
     errors = []
     for p in objects:
         try:
@@ -442,11 +439,9 @@ def _outputs_unfit(
     if not checked:
         return []
     of_image: dict[int, set[int]] = {}
-    for chunk in in_chunks(sorted({p.image_id for p in checked})):
-        for image_id, study_id in ItemImage.objects.filter(image_id__in=chunk).values_list(
-            "image_id", "item__study_id"
-        ):
-            of_image.setdefault(image_id, set()).add(study_id)
+    ids = sorted({p.image_id for p in checked})
+    for image_id, study_id in in_rows(ItemImage.objects, "image_id", ids, "image_id", "item__study_id"):
+        of_image.setdefault(image_id, set()).add(study_id)
     by_slug = dict(Study.objects.filter(slug__in=set(slugs.values()) - {""}).values_list("slug", "pk"))
     questions: dict[int, dict[str, list[str]]] = {}
     for study_id, question_key, choices in Question.objects.filter(
@@ -471,6 +466,13 @@ def _outputs_unfit(
     return errors
 
 
+def _stored_query(where: str) -> str:
+    return (
+        f"SELECT image_id, kind, status, output, error, seconds FROM {Prediction._meta.db_table} "
+        f"WHERE detector = %s AND version = %s AND {where}"
+    )
+
+
 def _already_stored(
     predictions: list[_Staged], lines: dict[tuple[int, str, str], int]
 ) -> tuple[list[RejectedRow], set[tuple[int, str, str]]]:
@@ -483,16 +485,8 @@ def _already_stored(
     for p in predictions:
         by_pair.setdefault((p.detector, p.version), {})[p.image_id] = p
     for (detector, version), staged in by_pair.items():
-        stored: list[tuple[Any, ...]] = []
-        with connection.cursor() as cursor:  # plain SQL: the ORM prepares every value of a chunk
-            for chunk in in_chunks(list(staged)):
-                where, params = is_in("image_id", chunk)
-                cursor.execute(
-                    f"SELECT image_id, kind, status, output, error, seconds FROM {Prediction._meta.db_table} "
-                    f"WHERE detector = %s AND version = %s AND {where}",
-                    [detector, version, *params],
-                )
-                stored += cursor.fetchall()
+        # Plain SQL: the ORM prepares every value of a chunk.
+        stored = list(chunk_rows(_stored_query, staged, "image_id", detector, version))
         for image_id, kind, status, output, error, seconds in stored:
             p = staged[image_id]
             if isinstance(output, str | bytes):  # SQLite's JSON text (PostgreSQL's driver decodes jsonb)

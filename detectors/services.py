@@ -130,14 +130,10 @@ def prediction_store(
                 detector=detector, version=version, image_id__in=[r.image_id for r in records]
             ).values_list("image_id", flat=True)
         )
-        rows: list[Prediction] = []
-        seen: set[int] = set()
+        rows: dict[int, Prediction] = {}  # by image file: its first record
         for record, (kind, output, error) in zip(records, checked, strict=True):
-            if record.image_id in existing or record.image_id in seen:
-                continue
-            seen.add(record.image_id)
-            rows.append(
-                Prediction(
+            if record.image_id not in existing and record.image_id not in rows:
+                rows[record.image_id] = Prediction(
                     image_id=record.image_id,
                     detector=detector,
                     version=version,
@@ -148,9 +144,8 @@ def prediction_store(
                     seconds=record.seconds,
                     run=run,
                 )
-            )
-        Prediction.objects.bulk_create(rows, ignore_conflicts=True)
-    failed = sum(1 for row in rows if row.status == PredictionStatus.FAILED)
+        Prediction.objects.bulk_create(rows.values(), ignore_conflicts=True)
+    failed = sum(1 for row in rows.values() if row.status == PredictionStatus.FAILED)
     return StoreResult(ok=len(rows) - failed, failed=failed)
 
 
@@ -322,30 +317,6 @@ def detector_run(
     )
 
 
-def _questions_of(
-    detector: Detector, study: Study | None, images: Sequence[Image]
-) -> list[tuple[str, ...]] | None:
-    """A judge's questions per image (the keys its items ask); None for any other detector."""
-    if not detector.needs_questions or study is None:
-        return None
-    keys = image_question_keys(study, [image.pk for image in images])
-    return [keys.get(image.pk, ()) for image in images]
-
-
-def _pending_batches(pending: QuerySet[Image], batch_size: int, n_total: int) -> Iterator[list[Image]]:
-    """At most ``n_total`` of ``pending`` in batches by id: keyset pagination over the live
-    pending set (restart-safe, never overlapping)."""
-    fetched, last_id = 0, 0
-    while fetched < n_total:
-        size = min(batch_size, n_total - fetched)
-        images = list(pending.filter(id__gt=last_id).only("id", "file", "width", "height")[:size])
-        if not images:
-            return
-        last_id = images[-1].pk
-        fetched += len(images)
-        yield images
-
-
 def _run_batches(
     *,
     executor: Executor,
@@ -368,12 +339,21 @@ def _run_batches(
     sizes: dict[int, tuple[int, int]] = {}
 
     def batches() -> Iterator[list[Item]]:
-        for images in _pending_batches(pending, batch_size, n_total):
+        # At most n_total files, by id: keyset pagination over the live pending set (restart-safe,
+        # never overlapping).
+        fetched, last_id = 0, 0
+        while fetched < n_total:
+            size = min(batch_size, n_total - fetched)
+            images = list(pending.filter(id__gt=last_id).only("id", "file", "width", "height")[:size])
+            if not images:
+                return
+            last_id = images[-1].pk
+            fetched += len(images)
             sizes.update((image.pk, (image.width, image.height)) for image in images)
             payloads: list[Any] = [image_payload(media / image.file, send_images) for image in images]
-            asked = _questions_of(detector, study, images)
-            if asked is not None:  # a judge: each image travels with its questions' keys
-                payloads = [AskedImage(payload, keys) for payload, keys in zip(payloads, asked, strict=True)]
+            if detector.needs_questions and study is not None:  # a judge: with its questions' keys
+                asked = image_question_keys(study, [image.pk for image in images])
+                payloads = [AskedImage(p, asked.get(i.pk, ())) for i, p in zip(images, payloads, strict=True)]
             yield [(image.pk, payload) for image, payload in zip(images, payloads, strict=True)]
 
     def store(result: BatchResult) -> None:

@@ -366,12 +366,6 @@ def images_generate(pipe: Any, jobs: Sequence[Job], settings: Settings) -> list[
     return list(result.images)
 
 
-def png_bytes(image: Any) -> bytes:
-    buf = io.BytesIO()
-    image.save(buf, format="PNG")
-    return buf.getvalue()
-
-
 @dataclass(frozen=True)
 class Generated:
     """One generated or edited image as PNG bytes (encoded where it was made: less to send), its
@@ -384,7 +378,9 @@ class Generated:
 
     @classmethod
     def of(cls, image: Any, nsfw: Any = None) -> Generated:
-        return cls(png_bytes(image), image.width, image.height, None if nsfw is None else bool(nsfw))
+        buf = io.BytesIO()
+        image.save(buf, format="PNG")
+        return cls(buf.getvalue(), image.width, image.height, None if nsfw is None else bool(nsfw))
 
 
 def pipeline_worker_spec(worker: str, model: ModelSource, settings: Any) -> WorkerSpec:

@@ -107,16 +107,20 @@ class PersonDetector:
             raise RuntimeError("PersonDetector.load() must run before detect()")
         if not images:
             return []
-        results = self._model.predict(
-            [image.convert("RGB") for image in images],
-            classes=[PERSON_CLASS],
+        results = self.results([image.convert("RGB") for image in images], classes=[PERSON_CLASS])
+        return [_person_boxes(result) for result in results]
+
+    def results(self, images: Sequence[PILImage], **options: Any) -> list[Any]:
+        """ultralytics ``Results`` for RGB ``images``, one each, in order (``options``: predict's others)."""
+        return self._model.predict(
+            list(images),
             conf=self.confidence,
             imgsz=self.image_size,
             device=self.device,
             quantize=16 if str(self.device).startswith("cuda") else None,  # fp16 on GPU only
             verbose=False,
+            **options,
         )
-        return [_person_boxes(result) for result in results]
 
 
 def _person_boxes(result: Any) -> list[PersonBox]:

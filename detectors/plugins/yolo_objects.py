@@ -75,21 +75,10 @@ class _AllClassesYolo(PersonDetector):
     def names(self) -> Mapping[int, str]:
         return self._model.names
 
-    def results(self, images: Sequence[PILImage]) -> list[Any]:
-        """ultralytics ``Results`` for RGB ``images``, one each, in order."""
-        return self._model.predict(
-            list(images),
-            conf=self.confidence,
-            iou=self.iou,
-            imgsz=self.image_size,
-            max_det=self.max_det,
-            # Always the square letterbox: ultralytics' default (rect) pads a batch of equal
-            # shapes less than a mixed one, so an image's output would depend on its batch.
-            rect=False,
-            device=self.device,
-            quantize=16 if str(self.device).startswith("cuda") else None,  # fp16 on GPU only
-            verbose=False,
-        )
+    def results(self, images: Sequence[PILImage], **options: Any) -> list[Any]:
+        # Always the square letterbox (rect=False): ultralytics' default pads a batch of equal
+        # shapes less than a mixed one, so an image's output would depend on its batch.
+        return super().results(images, iou=self.iou, max_det=self.max_det, rect=False, **options)
 
 
 class YoloObjectsDetector(Detector):

@@ -56,11 +56,11 @@ class Command(BaseCommand):
                 progress=meter,
             )
         except PredictionImportRejected as exc:
-            meter.close()
             raise CommandError(
                 f"Nothing imported: {len(exc.errors)} problem(s)\n" + "\n".join(exc.errors)
             ) from None
-        meter.close()
+        finally:
+            meter.close()
         if not opts["dry_run"]:
             # Planner statistics for the rows just written, marked visible (studies.database).
             database_analyze(models=[Prediction], vacuum=True)

@@ -57,9 +57,7 @@ class Command(BaseCommand):
         self._check_t2i_model(study, opts["t2i_model"])
         try:
             detector = registry.get(opts["detector"], device=opts["device"], **options)
-        except UnknownDetector as exc:
-            raise CommandError(str(exc)) from None
-        except DetectorOptionError as exc:  # its message names the detector and its options
+        except (UnknownDetector, DetectorOptionError) as exc:  # the message names the detector (and options)
             raise CommandError(str(exc)) from None
         except (ValueError, TypeError) as exc:  # an option value the detector cannot use
             raise CommandError(f"{opts['detector']}: {exc}") from None
