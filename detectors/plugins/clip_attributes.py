@@ -155,7 +155,8 @@ class ClipAttributeClassifierDetector(_AttributeDetector):
             positives = embeddings[[row[t] for t in CLS_POSITIVES[key]]]
             # Negatives first, then positives, as the authors' code stacks them (SGD's shuffle
             # and validation split depend on the order).
-            x, y = training_set(positives, negatives)
+            x = np.concatenate([negatives, positives])
+            y = np.concatenate([np.zeros(len(negatives), dtype=int), np.ones(len(positives), dtype=int)])
             for seed in self.seeds:
                 classifier = sgd_classifier(seed, self.alpha).fit(x, y)
                 weights.append(classifier.coef_[0])
@@ -179,12 +180,3 @@ class ClipAttributeClassifierDetector(_AttributeDetector):
             raise RuntimeError(f"{self.key}: load() must run first")
         logits = embeddings @ self._weights.T + self._biases
         return expit(logits).reshape(len(embeddings), len(ATTRIBUTE_KEYS), len(self.seeds)).mean(axis=2)
-
-
-def training_set(positives: np.ndarray, negatives: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(x, y) for one attribute's classifier: negative rows (label 0), then positive rows (label 1)."""
-    import numpy as np
-
-    x = np.concatenate([negatives, positives])
-    y = np.concatenate([np.zeros(len(negatives), dtype=int), np.ones(len(positives), dtype=int)])
-    return x, y
