@@ -125,17 +125,12 @@ def pipeline_arguments(parser: CommandParser, *, send_images: bool = False) -> N
     executor_arguments(parser, send_images=send_images)
 
 
-def batch_size(opts: dict[str, Any]) -> int:
-    """``--batch-size``, or the default for ``--device``: 8 on CUDA, 1 on a CPU (where a bigger
-    batch only adds memory)."""
-    return opts["batch_size"] or (8 if opts["device"].startswith("cuda") else 1)
-
-
 def run_settings(cls: Callable[..., S], opts: dict[str, Any]) -> S:
-    """A run's settings (a dataclass) from the options of the same names, ``batch_size`` as
-    ``batch_size`` gives it."""
+    """A run's settings (a dataclass) from the options of the same names; ``--batch-size`` defaults
+    to 8 on CUDA, 1 on a CPU (where a bigger batch only adds memory)."""
     names = [f.name for f in fields(cls) if f.name != "batch_size"]  # type: ignore[arg-type]
-    return cls(**{name: opts[name] for name in names}, batch_size=batch_size(opts))
+    size = opts["batch_size"] or (8 if opts["device"].startswith("cuda") else 1)
+    return cls(**{name: opts[name] for name in names}, batch_size=size)
 
 
 def executor_for(opts: dict[str, Any], *, stderr: OutputWrapper) -> Executor | None:
