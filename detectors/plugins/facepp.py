@@ -319,13 +319,10 @@ class FacePlusPlusMeasureDetector(FacePlusPlusDetector, OverlayDetector):
         return f"{self.version}+facepp-v3-detect-gender-age"
 
     def predict_one(self, image: PILImage) -> DetectorOutput:
-        result = self._answer(image)
-        if isinstance(result, ApiImageRejected):
+        faces = self._answer(image)
+        if isinstance(faces, ApiImageRejected):
             # Not measurable, and not a measurement either: a failed prediction with the reason.
-            raise FacePlusPlusImageRejected(f"Face++ cannot analyse this image: {result.message}")
-        return self._measurement(image, result)
-
-    def _measurement(self, image: PILImage, faces: Sequence[Face]) -> DetectorOutput:
+            raise FacePlusPlusImageRejected(f"Face++ cannot analyse this image: {faces.message}")
         if not faces:
             return measured_output(face=False, n_faces=0)
         ranked = sorted(faces, key=lambda f: f.area, reverse=True)
