@@ -82,9 +82,9 @@ def series_of(spec: EstimandProtocol, study: Study, detector: str) -> tuple[str,
 
 def detectors_of(spec: EstimandProtocol, study: Study) -> list[str]:
     """The detectors with predictions the estimate reads in the study, sorted."""
-    from estimates.selectors import detectors_with_predictions
+    from reports.selectors import Scope, detector_runs_in_scope
 
-    return sorted({d for kind in spec.kinds for d in detectors_with_predictions(study, kind)})
+    return sorted({d for d, _, _ in detector_runs_in_scope(Scope(study), kinds=list(spec.kinds))})
 
 
 def kinds_wording(spec: EstimandProtocol) -> str:

@@ -16,7 +16,7 @@ from annotate.models import FinalLabel, FinalLabelRevision, Label
 from detectors.models import Prediction, PredictionStatus
 from estimates.kept import KeptReport
 from estimates.models import EstimateJob, KeptEstimate, RoundItem, SamplingRound
-from reports.selectors import Scope, detector_runs_in_scope, latest_detector_versions, row_summary
+from reports.selectors import Scope, latest_detector_versions, row_summary
 from studies.models import ImageRole, Item, ItemChange, ItemImage, Question, Study
 
 #: An item's ``verdict`` when the protocol gives none (no prediction at this version, or a
@@ -86,17 +86,11 @@ def items_fully_labelled(study: Study) -> frozenset[int]:
     answered: dict[int, set[str]] = defaultdict(set)
     for item_id, key in FinalLabel.objects.filter(item__study=study).values_list("item_id", "question__key"):
         answered[item_id].add(key)
-    out = set()
-    for item_id, asked in Item.objects.filter(study=study).values_list("pk", "question_keys"):
-        need = set(asked or keys)
-        if need and need <= answered.get(item_id, set()):
-            out.add(item_id)
-    return frozenset(out)
-
-
-def detectors_with_predictions(study: Study, kind: str) -> list[str]:
-    """Detectors with predictions of ``kind`` on the study's images, sorted."""
-    return sorted({detector for detector, _, _ in detector_runs_in_scope(Scope(study), kinds=[kind])})
+    return frozenset(
+        item_id
+        for item_id, asked in Item.objects.filter(study=study).values_list("pk", "question_keys")
+        if (need := set(asked or keys)) and need <= answered.get(item_id, set())
+    )
 
 
 def detector_version(study: Study, detector: str, kind: str) -> str | None:
@@ -110,14 +104,13 @@ def items_disputed(study: Study, item_ids: list[int] | tuple[int, ...]) -> set[i
     from annotate.selectors import items_with_state
     from studies.batching import in_chunks
 
-    out: set[int] = set()
-    for chunk in in_chunks(list(item_ids)):
-        out |= set(
-            items_with_state(study=study)
-            .filter(pk__in=chunk, state=ItemState.DISPUTED)
-            .values_list("pk", flat=True)
-        )
-    return out
+    return {
+        pk
+        for chunk in in_chunks(list(item_ids))
+        for pk in items_with_state(study=study)
+        .filter(pk__in=chunk, state=ItemState.DISPUTED)
+        .values_list("pk", flat=True)
+    }
 
 
 def pending_rounds(frame: Frame) -> tuple[dict[str, Any], ...]:
@@ -205,14 +198,8 @@ def sampling_frame(
     for sampling_round in rounds:
         rows = rows_by_round[sampling_round.pk]
         selected = frozenset(item_id for item_id, _, chosen in rows if chosen)
-        states.append(
-            RoundState(
-                round=sampling_round,
-                pi={item_id: pi_value for item_id, pi_value, _ in rows},
-                selected=selected,
-                pending=tuple(sorted(selected - have_label)),
-            )
-        )
+        pi = {item_id: pi_value for item_id, pi_value, _ in rows}
+        states.append(RoundState(sampling_round, pi, selected, tuple(sorted(selected - have_label))))
     return Frame(study, detector, version, tuple(items), tuple(states), n_study - len(items))
 
 
@@ -226,22 +213,18 @@ def export_rows(study: Study, *, labelled_items: frozenset[int] = frozenset()) -
     labelled = set(labelled_items)
     image_of = dict(Item.objects.filter(study=study).values_list("pk", "key"))
     image_of |= dict(_study_images(study).values_list("item_id", "source_path"))
-    rows = []
-    for number, item_id, pi_value, selected in (
-        RoundItem.objects.filter(round__study=study)
+    return [
+        {
+            "image": image_of.get(item_id, ""),
+            "round": number,
+            "pi": pi_value,
+            "selected": int(selected),
+            "labelled": int(item_id in labelled),
+        }
+        for number, item_id, pi_value, selected in RoundItem.objects.filter(round__study=study)
         .order_by("round__number", "item_id")
         .values_list("round__number", "item_id", "pi", "selected")
-    ):
-        rows.append(
-            {
-                "image": image_of.get(item_id, ""),
-                "round": number,
-                "pi": pi_value,
-                "selected": int(selected),
-                "labelled": int(item_id in labelled),
-            }
-        )
-    return rows
+    ]
 
 
 def item_outputs(study: Study, detector: str, version: str, kind: str) -> list[tuple[int, Any]]:

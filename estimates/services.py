@@ -318,9 +318,7 @@ def estimate_worker_ensure() -> bool:
 
 def estimate_worker_start() -> None:
     """Start ``manage.py estimates_worker`` detached, at low CPU priority with one numeric thread."""
-    env = {**os.environ}
-    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        env.setdefault(name, "1")
+    env = dict.fromkeys(("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1") | os.environ
     subprocess.Popen(
         [sys.executable, str(settings.BASE_DIR / "manage.py"), "estimates_worker", "--nice", "10"],
         start_new_session=True,
