@@ -179,12 +179,12 @@ def _spread_by_code(
     if not frame.rounds or spec.residuals is None:
         return {}
     residuals = spec.residuals(study, detector, version)
-    seen: list[tuple[Hashable, float, float]] = []
-    for state in frame.rounds:
-        for item_id in state.selected:
-            p = state.pi.get(item_id, 0.0)
-            if item_id in residuals and p > 0:
-                seen.append((codes.get(item_id), residuals[item_id], 1.0 / p))
+    seen = [
+        (codes.get(item_id), residuals[item_id], 1.0 / p)
+        for state in frame.rounds
+        for item_id in state.selected
+        if item_id in residuals and (p := state.pi.get(item_id, 0.0)) > 0
+    ]
     return stratified.residual_spread(
         [c for c, _, _ in seen], [r for _, r, _ in seen], [w for _, _, w in seen]
     )

@@ -96,8 +96,7 @@ class Filters:
             "t2i_model": self.t2i_model,
             "category": self.category,
             "detector": self.detector,
-        }
-        values.update(overrides)
+        } | overrides
         return {k: v for k, v in values.items() if v}
 
     def query(self, **overrides: str | None) -> str:
@@ -269,13 +268,19 @@ def _attachment(body: bytes | str, content_type: str, filename: str) -> HttpResp
     return response
 
 
-def _download_analysis(filters: Filters) -> Analysis:
+def _download(request: HttpRequest, name: str, what: str) -> tuple[Filters, Analysis]:
+    """The filters and analysis of a download of table or chart ``name``; Http404 when the
+    analysis has no such ``what``."""
+    filters = parse_filters(request)
     if filters.study is None:
         raise BadFilter("Choose a study (?study=...).")
     try:
-        return analysis_of(filters.study)
+        analysis = analysis_of(filters.study)
     except (NoAnalysis, AnalysisError) as error:
         raise Http404(str(error)) from error
+    if name not in getattr(analysis, f"{what}_keys"):
+        raise Http404(f"No {what} {name!r}.")
+    return filters, analysis
 
 
 @researcher_only
@@ -284,10 +289,7 @@ def table_download(request: HttpRequest, name: str, fmt: str) -> HttpResponse:
     if fmt not in renderers.CONTENT_TYPES:
         raise Http404(f"Tables download as {', '.join(renderers.CONTENT_TYPES)}, not {fmt!r}.")
     try:
-        filters = parse_filters(request)
-        analysis = _download_analysis(filters)
-        if name not in analysis.table_keys:
-            raise Http404(f"No table {name!r}.")
+        filters, analysis = _download(request, name, "table")
         table = analysis.table(name, filters)
     except UnknownTable as error:
         raise Http404(str(error)) from error
@@ -298,40 +300,35 @@ def table_download(request: HttpRequest, name: str, fmt: str) -> HttpResponse:
 
 
 def _chart(request: HttpRequest, name: str, fmt: str) -> tuple[Filters, str, bytes]:
-    """(filters, file stem, bytes) of a chart; raises Http404 / BadFilter. Cached like the report."""
+    """(filters, file stem, bytes) of a chart; Http404, or the site's 400 page for a bad filter.
+    Cached like the report."""
     if fmt not in CHART_FORMATS:
         raise Http404(f"Charts download as {' or '.join(CHART_FORMATS)}, not {fmt!r}.")
-    filters = parse_filters(request)
-    analysis = _download_analysis(filters)
-    if name not in analysis.chart_keys:
-        raise Http404(f"No chart {name!r}.")
-    source = ""
-    if name == "histogram":
-        source = request.GET.get("source", "human")
-        report = filters.result(bootstrap=0).report
-        if source not in ("human", *report.get("detectors", {})):
-            raise BadFilter(f"No source {source!r} in the report.")
-    body = analysis.chart(name, fmt, filters, source=source)
+    try:
+        filters, analysis = _download(request, name, "chart")
+        source = ""
+        if name == "histogram":
+            source = request.GET.get("source", "human")
+            report = filters.result(bootstrap=0).report
+            if source not in ("human", *report.get("detectors", {})):
+                raise BadFilter(f"No source {source!r} in the report.")
+        body = analysis.chart(name, fmt, filters, source=source)
+    except (BadFilter, FilterNeeded) as error:
+        bad_filter(error)
     return filters, safe_name(f"{name}-{source}" if source else name), body
 
 
 @researcher_only
 def chart_download(request: HttpRequest, name: str, fmt: str) -> HttpResponse:
     """Any report chart as SVG or PNG (paper-ready: labelled axes, legend, 200 dpi)."""
-    try:
-        filters, stem, body = _chart(request, name, fmt)
-    except (BadFilter, FilterNeeded) as error:
-        return bad_filter(error)
+    filters, stem, body = _chart(request, name, fmt)
     return _attachment(body, CHART_FORMATS[fmt], f"biaslab-{stem}-{filters.slug()}.{fmt}")
 
 
 @researcher_only
 def chart_image(request: HttpRequest, name: str, fmt: str) -> HttpResponse:
     """A chart for an <img> in a page, revalidated by its ETag (a hash of the chart)."""
-    try:
-        _filters, _stem, body = _chart(request, name, fmt)
-    except (BadFilter, FilterNeeded) as error:
-        return bad_filter(error)
+    _filters, _stem, body = _chart(request, name, fmt)
     etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
     response = HttpResponse(body, content_type=CHART_FORMATS[fmt])
     response["ETag"] = etag

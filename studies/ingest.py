@@ -194,13 +194,9 @@ class _ManifestImport(ManifestStore):
                 f"({', '.join(sorted(self.question_keys))})"
             )
         values: dict[str, Any] = {}
-        for name, parse in (
-            ("seed", lambda: optional_int(row, "seed")),
-            ("index", lambda: optional_int(row, "index")),
-            ("params", lambda: row_params(row)),
-        ):
+        for name, parse in (("seed", optional_int), ("index", optional_int), ("params", row_params)):
             try:
-                values[name] = parse()
+                values[name] = parse(row, name)
             except InvalidManifestRow as exc:
                 problems.append(str(exc))
         metadata = {c: row[c] for c in self.metadata_columns if row.get(c, "") != ""}

@@ -98,11 +98,8 @@ class Progress:
 
     def close(self) -> None:
         """End the line (a logged meter of unknown total writes its final count)."""
-        if not self._tty and self.total is None and self._last_write > self.started:
-            self.stream.write(self.line() + "\n")
-            self.stream.flush()
-        if self._tty:
-            self.stream.write("\n")
+        if self._tty or (self.total is None and self._last_write > self.started):
+            self.stream.write("\n" if self._tty else self.line() + "\n")
             self.stream.flush()
 
 

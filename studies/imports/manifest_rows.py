@@ -83,8 +83,8 @@ def optional_int(row: dict[str, str], column: str) -> int | None:
     return number
 
 
-def row_params(row: dict[str, str]) -> dict[str, Any]:
-    value = row.get("params", "")
+def row_params(row: dict[str, str], column: str = "params") -> dict[str, Any]:
+    value = row.get(column, "")
     if value == "":
         return {}
     try:
