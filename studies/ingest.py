@@ -23,7 +23,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
 from django.db.models import F
 
-from studies.archive import ArchiveRejected, zip_extract
+from studies.archive import MANIFEST_NAME, ZipRejected, zip_extract
 from studies.batching import IsIn, batches, in_chunks
 from studies.database import database_analyze
 from studies.errors import DomainError, ImportRejected
@@ -484,14 +484,6 @@ def study_get_or_create(*, slug: str, protocol: str, name: str | None = None) ->
     return study_create(slug=slug, name=name, protocol=protocol), True
 
 
-ZIP_MANIFEST_NAME = "manifest.csv"
-ZIP_MAX_MEMBERS = 100_000
-
-
-class ZipRejected(ImportRejected):
-    """An uploaded zip is refused whole: not a zip, too large, unsafe member, no manifest."""
-
-
 def images_import_zip(*, study: Study, zip_file: IO[bytes], user: Any = None) -> ImportSummary:
     """Import a zip of one ``manifest.csv`` and its images as ``images_import``; a bad zip is
     refused whole (``ZipRejected``)."""
@@ -504,19 +496,10 @@ def images_import_zip(*, study: Study, zip_file: IO[bytes], user: Any = None) ->
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         raise ZipRejected(f"not a zip file ({exc})") from exc
     with archive, tempfile.TemporaryDirectory(prefix="biaslab-zip-") as folder:
-        try:
-            root = zip_extract(
-                archive,
-                Path(folder),
-                manifest_name=ZIP_MANIFEST_NAME,
-                max_bytes=max_bytes,
-                max_members=ZIP_MAX_MEMBERS,
-            )
-        except ArchiveRejected as exc:
-            raise ZipRejected(str(exc)) from exc
+        root = zip_extract(archive, Path(folder), max_bytes=max_bytes)
         name = getattr(zip_file, "name", "") or "zip upload"
         summary = images_import(
-            study=study, manifest_path=root / ZIP_MANIFEST_NAME, root=root, user=user, recorded_file=name
+            study=study, manifest_path=root / MANIFEST_NAME, root=root, user=user, recorded_file=name
         )
     database_analyze()  # planner statistics for the rows just written, as the import commands do
     return summary

@@ -83,17 +83,15 @@ def json_loads_bounded(
     return value
 
 
-def json_bounds_check(
-    value: Any, *, field: str, max_depth: int = MAX_JSON_DEPTH, max_bytes: int = MAX_JSON_BYTES
-) -> None:
+def json_bounds_check(value: Any, *, field: str) -> None:
     """Check a value already in memory before it is stored; raises ``JSONOutOfBounds``."""
-    _values_check(value, field=field, max_depth=max_depth)
+    _values_check(value, field=field, max_depth=MAX_JSON_DEPTH)
     try:
         size = len(json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8", "surrogatepass"))
     except (TypeError, ValueError) as exc:
         raise JSONOutOfBounds(field, f"is not a JSON value ({exc})") from exc
-    if size > max_bytes:
-        raise JSONOutOfBounds(field, f"is larger than {max_bytes} bytes ({size} bytes)")
+    if size > MAX_JSON_BYTES:
+        raise JSONOutOfBounds(field, f"is larger than {MAX_JSON_BYTES} bytes ({size} bytes)")
 
 
 def _values_check(value: Any, *, field: str, max_depth: int) -> None:
