@@ -6,20 +6,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db import connection
 from django.db.models import Model
 
 # SQLite: ``ANALYZE`` reads every index whole; a sample misjudged the study index (docs/how-to/deploy.md).
 SQLITE_ANALYSIS_LIMIT = 0
 
 
-def database_analyze(
-    *, models: Sequence[type[Model]] = (), vacuum: bool = False, using: str = DEFAULT_DB_ALIAS
-) -> None:
+def database_analyze(*, models: Sequence[type[Model]] = (), vacuum: bool = False) -> None:
     """``ANALYZE`` the tables of ``models`` (every table when none); ``vacuum``: on PostgreSQL
     outside a transaction ``VACUUM (ANALYZE)``, which also marks the new rows visible."""
-    connection = connections[using]
     tables = [connection.ops.quote_name(model._meta.db_table) for model in models]
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
@@ -27,19 +23,18 @@ def database_analyze(
             for statement in [f"ANALYZE {table}" for table in tables] or ["ANALYZE"]:  # one table a statement
                 cursor.execute(statement)
             return
-        command = "VACUUM (ANALYZE)" if vacuum and _can_vacuum(connection) else "ANALYZE"
+        command = "VACUUM (ANALYZE)" if vacuum and _can_vacuum() else "ANALYZE"
         cursor.execute(f"{command} {', '.join(tables)}".rstrip())
 
 
-def _can_vacuum(connection: BaseDatabaseWrapper) -> bool:
+def _can_vacuum() -> bool:
     """PostgreSQL outside a transaction: the only place ``VACUUM`` runs."""
     return connection.vendor == "postgresql" and not connection.in_atomic_block
 
 
-def rows_mark_visible(*, models: Sequence[type[Model]], using: str = DEFAULT_DB_ALIAS) -> None:
+def rows_mark_visible(*, models: Sequence[type[Model]]) -> None:
     """On PostgreSQL outside a transaction, ``VACUUM`` the tables of ``models``; else nothing."""
-    connection = connections[using]
-    if models and _can_vacuum(connection):
+    if models and _can_vacuum():
         with connection.cursor() as cursor:
             cursor.execute("VACUUM " + ", ".join(connection.ops.quote_name(m._meta.db_table) for m in models))
 
@@ -49,9 +44,8 @@ SQLITE_BULK_CACHE_KIB = 65_536
 
 
 @contextmanager
-def bulk_page_cache(*, using: str = DEFAULT_DB_ALIAS) -> Iterator[None]:
+def bulk_page_cache() -> Iterator[None]:
     """On SQLite, the page cache at ``SQLITE_BULK_CACHE_KIB`` for the block."""
-    connection = connections[using]
     if connection.vendor != "sqlite":
         yield
         return
