@@ -109,7 +109,11 @@ class Filters:
 
     def _report_key(self) -> dict[str, Any]:
         # The category only where the analysis applies it, so a report across categories is computed once.
-        category = self.category if self.study is not None and _applies_category(self.study) else None
+        try:
+            applies = self.study is not None and analysis_for(self.study.protocol).category_applies
+        except NoAnalysis:
+            applies = False
+        category = self.category if applies else None
         return {
             "study": self.study.pk if self.study else None,
             "t2i_model": self.t2i_model,
@@ -141,13 +145,6 @@ class Filters:
             )
 
         return cached(self.fingerprint, "report", compute, **scope, bootstrap=bootstrap)
-
-
-def _applies_category(study: Study) -> bool:
-    try:
-        return analysis_for(study.protocol).category_applies
-    except NoAnalysis:
-        return False
 
 
 def parse_filters(request: HttpRequest, *, study: Study | None = None) -> Filters:

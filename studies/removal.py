@@ -77,11 +77,6 @@ def items_resolve(*, study: Study, keys: Iterable[str], ids: Iterable[int] = ())
     return list({item.pk: item for item in items}.values())
 
 
-def _locked(items: list[Item]) -> list[Item]:
-    """The items read again under a row lock, in id order (no lock cycles between removals)."""
-    return list(in_rows(Item.objects.select_for_update().order_by("pk"), "pk", sorted(i.pk for i in items)))
-
-
 def _image_links(ids: list[int]) -> dict[int, list[int]]:
     """Image id → the ids among ``ids`` of the items showing it."""
     links: dict[int, list[int]] = {}
@@ -165,7 +160,10 @@ def items_remove(
         raise DomainError(f"the backup file {backup_path} already exists: name another one")
     audit = Audit(user=user, source=source)
     with transaction.atomic():
-        items = _locked(items)
+        # Read again under a row lock, in id order (no lock cycles between removals).
+        items = list(
+            in_rows(Item.objects.select_for_update().order_by("pk"), "pk", sorted(i.pk for i in items))
+        )
         ids = [item.pk for item in items]
         keys = {item.pk: item.key for item in items}
         links = _image_links(ids)

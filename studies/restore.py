@@ -243,7 +243,8 @@ class _RestoreCheck:
                     wanted.setdefault(cast(type[Model], field_.related_model), set()).add(value)
         found: dict[type[Model], set[Any]] = {}
         for target, values in wanted.items():
-            study_field = _study_field(target)
+            fields = target._meta.concrete_fields
+            study_field = next((f for f in fields if f.name == "study" and f.related_model is Study), None)
             if target is user_model or target is Image:
                 found[target] = _existing(target, values)
             elif target is not Study and target not in self.by_model and study_field is not None:
@@ -318,12 +319,6 @@ class _RestoreCheck:
                 problem = str(exc)
             if problem:
                 raise self.refuse(row, problem)
-
-
-def _study_field(model: type[Model]) -> Any:
-    """The model's foreign key ``study`` to Study, or None."""
-    field_ = next((f for f in model._meta.concrete_fields if f.name == "study"), None)
-    return field_ if field_ is not None and field_.related_model is Study else None
 
 
 def _files_check(path: Path, files: dict[str, Any]) -> dict[str, ValidatedImage]:

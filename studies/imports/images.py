@@ -72,12 +72,8 @@ class ValidatedImage:
         return storage_name(self.sha256, self.format)
 
 
-def _max_image_bytes() -> int:
-    return int(getattr(settings, "BIASLAB_MAX_IMAGE_BYTES", DEFAULT_MAX_IMAGE_BYTES))
-
-
 def read_limited(path_or_file: str | os.PathLike[str] | bytes) -> bytes:
-    limit = _max_image_bytes()
+    limit = int(getattr(settings, "BIASLAB_MAX_IMAGE_BYTES", DEFAULT_MAX_IMAGE_BYTES))
     if isinstance(path_or_file, bytes):
         data = path_or_file
     else:

@@ -180,10 +180,6 @@ class ManifestStore(Importer[RowPlan, StagedRow]):
     def reject(self, number: int, path: str, reason: str) -> None:
         self.summary.rejected.append(RejectedRow(number, path, reason))
 
-    def _advance(self, stage: str, rows: int) -> None:
-        if self.stage_progress is not None and rows:
-            self.stage_progress(stage, rows)
-
     def _groups(self) -> Iterator[tuple[str, list[tuple[bool, RowPlan, FileCheck]]]]:
         """The staged rows item by item, in file order of each item's first row."""
         staged = self.staging.rows(
@@ -439,7 +435,8 @@ class ManifestStore(Importer[RowPlan, StagedRow]):
                     self.reject(plan.number, plan.path, problem)
                     failed.setdefault(plan.item_key, f"row {plan.number}")
             self._new_files_flush()
-            self._advance("stored", len(batch))
+            if self.stage_progress is not None:
+                self.stage_progress("stored", len(batch))
         for key, where in failed.items():
             self.staging.db.execute("UPDATE accepted SET refused = 1 WHERE k = ?", (key,))
             refused = {r.row for r in self.summary.rejected}
