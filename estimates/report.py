@@ -181,18 +181,13 @@ def round_history(
             )
     if len(points) <= CHART_LINES:
         return tuple(Series(name, tuple(p)) for name, p in points.items())
-    merged = []
-    for k in range(len(frame.usable)):
-        rows = [p[k] for p in points.values() if len(p) > k]
-        widths = [w for _, w, _ in rows if w is not None]
-        human = [h for _, _, h in rows if h is not None]
-        merged.append(
-            (
-                rows[0][0],
-                sum(widths) / len(widths) if widths else None,
-                sum(human) / len(human) if human else None,
-            )
-        )
+
+    def mean(widths: list[float | None]) -> float | None:
+        known = [w for w in widths if w is not None]
+        return sum(known) / len(known) if known else None
+
+    rows = [[p[k] for p in points.values() if len(p) > k] for k in range(len(frame.usable))]
+    merged = [(row[0][0], mean([w for _, w, _ in row]), mean([h for _, _, h in row])) for row in rows]
     return (Series(f"mean of {len(points)} numbers", tuple(merged)),)
 
 

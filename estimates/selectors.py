@@ -119,15 +119,8 @@ def pending_rounds(frame: Frame) -> tuple[dict[str, Any], ...]:
         return ()
     name_of = {i.item_id: i.image for i in frame.items}
     waiting = [i for s in frame.pending for i in s.pending]
-    keys = (
-        dict(
-            Item.objects.filter(pk__in=waiting[: PENDING_LISTED * len(frame.pending)]).values_list(
-                "pk", "key"
-            )
-        )
-        if waiting
-        else {}
-    )
+    listed = waiting[: PENDING_LISTED * len(frame.pending)]
+    keys = dict(Item.objects.filter(pk__in=listed).values_list("pk", "key"))
     disputed = items_disputed(frame.study, waiting)
     return tuple(
         {
