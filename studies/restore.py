@@ -359,9 +359,9 @@ def items_restore(
     check = _RestoreCheck(study=study, path=path, document=document)
     check.run()
     files = list(check.files.values())
-    counts: Counter[str] = Counter(
-        plural(row.model) for row in check.rows if not (row.model is Image and row.obj.pk in check.image_ids)
-    )
+    # An image stored again meanwhile is not written: its links point to the stored one.
+    new = [row for row in check.rows if not (row.model is Image and row.obj.pk in check.image_ids)]
+    counts = Counter(plural(row.model) for row in new)
     result = RestoreResult(keys=check.keys, rows=dict(counts), files=len(files), dry_run=dry_run)
     if dry_run:
         return result
@@ -374,9 +374,7 @@ def items_restore(
             file_write(validated)
         try:
             with transaction.atomic():
-                for row in sorted(check.rows, key=lambda row: row.model is not Image):
-                    if row.model is Image and row.obj.pk in check.image_ids:
-                        continue
+                for row in sorted(new, key=lambda row: row.model is not Image):
                     for fk in row.model._meta.concrete_fields:
                         if fk.is_relation and fk.related_model is Image:
                             old = getattr(row.obj, fk.attname)
