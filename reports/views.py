@@ -269,10 +269,8 @@ def _download(request: HttpRequest, name: str, what: str) -> tuple[Filters, Anal
     """The filters and analysis of a download of table or chart ``name``; Http404 when the
     analysis has no such ``what``."""
     filters = parse_filters(request)
-    if filters.study is None:
-        raise BadFilter("Choose a study (?study=...).")
     try:
-        analysis = analysis_of(filters.study)
+        analysis = analysis_of(filters.scope.study)  # BadFilter without a study
     except (NoAnalysis, AnalysisError) as error:
         raise Http404(str(error)) from error
     if name not in getattr(analysis, f"{what}_keys"):
