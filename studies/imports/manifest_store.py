@@ -24,6 +24,7 @@ from studies.batching import (
     import_batch_rows,
     in_chunk_size,
     in_chunks,
+    in_rows,
     rows_insert,
     rows_insert_returning,
 )
@@ -531,15 +532,6 @@ class ManifestStore(Importer[RowPlan, StagedRow]):
             return f"cannot store the file in MEDIA_ROOT: {exc.strerror or exc}"
         return None
 
-    @staticmethod
-    def _ids_of(rows: Any, column: str, values: list[str]) -> dict[str, int]:
-        """``value -> id`` of the rows of ``rows`` whose ``column`` is in ``values``."""
-        return {
-            value: pk
-            for chunk in in_chunks(values)
-            for value, pk in rows.filter(**{f"{column}__in": chunk}).values_list(column, "pk")
-        }
-
     def write_batch(self, good: list[StagedRow], summary: ImportSummary) -> None:
         """Write one chunk of accepted items (their rows in order): new Image rows, items, image links."""
         checks = {check.sha256: check for _, _, check in good}
@@ -559,15 +551,14 @@ class ManifestStore(Importer[RowPlan, StagedRow]):
             )
         )
         images.update(
-            self._ids_of(Image.objects.all(), "sha256", [sha for sha in checks if sha not in images])
+            in_rows(Image.objects, "sha256", [sha for sha in checks if sha not in images], "sha256", "pk")
         )
         self.staging.db.executemany(
             "INSERT OR IGNORE INTO written VALUES (?)", [(row[1],) for row in new_images]
         )
         items = {key: [plan for _, plan, _ in rows] for key, rows in groupby(good, key=itemgetter(0))}
-        existing = (
-            {} if self.one_image else self._ids_of(Item.objects.filter(study=self.study), "key", list(items))
-        )
+        ours = Item.objects.filter(study=self.study)
+        existing = {} if self.one_image else dict(in_rows(ours, "key", items, "key", "pk"))
         new_items: list[tuple[Any, ...]] = []
         new_keys: list[str] = []
         for key, plans in items.items():
@@ -602,9 +593,7 @@ class ManifestStore(Importer[RowPlan, StagedRow]):
             )
         )
         # An item another import created since its batch was checked: linked, as a known one.
-        by_key |= self._ids_of(
-            Item.objects.filter(study=self.study), "key", [k for k in new_keys if k not in by_key]
-        )
+        by_key |= in_rows(ours, "key", [k for k in new_keys if k not in by_key], "key", "pk")
         links = [
             (by_key[key], images[check.sha256], plan.role, plan.path, plan.file_size, plan.file_mtime_ns)
             for key, plan, check in good
