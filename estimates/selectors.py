@@ -102,15 +102,9 @@ def items_disputed(study: Study, item_ids: list[int] | tuple[int, ...]) -> set[i
     """Of ``item_ids``, the disputed ones (they wait for a researcher, not for labels)."""
     from annotate.models import ItemState
     from annotate.selectors import items_with_state
-    from studies.batching import in_chunks
+    from studies.batching import in_rows
 
-    return {
-        pk
-        for chunk in in_chunks(list(item_ids))
-        for pk in items_with_state(study=study)
-        .filter(pk__in=chunk, state=ItemState.DISPUTED)
-        .values_list("pk", flat=True)
-    }
+    return set(in_rows(items_with_state(study=study).filter(state=ItemState.DISPUTED), "pk", item_ids, "pk"))
 
 
 def pending_rounds(frame: Frame) -> tuple[dict[str, Any], ...]:

@@ -24,7 +24,7 @@ from django.core.validators import validate_slug
 from django.db.models import F
 
 from studies.archive import MANIFEST_NAME, ZipRejected, zip_extract
-from studies.batching import IsIn, batches, in_chunks
+from studies.batching import IsIn, batches, in_chunks, in_rows
 from studies.database import database_analyze
 from studies.errors import DomainError, ImportRejected
 from studies.imports.manifest_rows import (
@@ -358,13 +358,11 @@ class _ManifestImport(ManifestStore):
         self.known, self.known_items = started.known, started.known_items
         read = started.read
         checks = [check if check is not None else next(read) for check in started.known_checks]
-        self.single_by_hash = {
-            sha: key
-            for chunk in in_chunks(c.sha256 for c in checks if c.error is None and not c.unchanged)
-            for sha, key in ItemImage.objects.filter(
-                item__study=self.study, role=ImageRole.IMAGE, image__sha256__in=chunk
-            ).values_list("image__sha256", "item__key")
-        }
+        read_hashes = (c.sha256 for c in checks if c.error is None and not c.unchanged)
+        singles = ItemImage.objects.filter(item__study=self.study, role=ImageRole.IMAGE)
+        self.single_by_hash = dict(
+            in_rows(singles, "image__sha256", read_hashes, "image__sha256", "item__key")
+        )
         staged = []
         new_keys: list[str] = []
         known_plans: list[RowPlan] = []

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from studies.batching import batches, in_chunks
+from studies.batching import batches, in_rows
 from studies.errors import DomainError
 from studies.imports.rows import ItemUpdate
 from studies.jsonbounds import JSONOutOfBounds, json_loads_bounded
@@ -211,9 +211,7 @@ class StoredItem:
 
     @classmethod
     def values(cls, study: Study, keys: list[str]) -> Iterator[StoredItem]:
-        for part in in_chunks(keys):
-            for row in Item.objects.filter(study=study, key__in=part).values_list(*cls.FIELDS):
-                yield cls.from_row(row)
+        return map(cls.from_row, in_rows(Item.objects.filter(study=study), "key", keys, *cls.FIELDS))
 
 
 def changed_file_message(study: Study, key: str, stored_sha: str) -> str:

@@ -335,9 +335,7 @@ class ManifestStore(Importer[RowPlan, StagedRow]):
         """Apply the planned updates, each with an ``ItemChange`` audit row."""
         audit_rows = []
         items = {
-            item.pk: item
-            for chunk in in_chunks(update.item_id for update in updates)
-            for item in Item.objects.filter(pk__in=chunk)
+            item.pk: item for item in in_rows(Item.objects, "pk", (update.item_id for update in updates))
         }
         for update in updates:
             item, fields = items[update.item_id], dict(update.fields)
