@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
@@ -240,6 +242,25 @@ def annotator_progress(*, study: Study, annotator: User, now: datetime | None = 
         return progress_from_counts(cursor.fetchone())
 
 
+#: The count cap of this request's progress when a caller set one (``progress_counted_up_to``).
+_count_cap: ContextVar[int | None] = ContextVar("progress_count_cap", default=None)
+
+
+@contextmanager
+def progress_counted_up_to(cap: int) -> Iterator[None]:
+    """Within it, progress counts the items left to take only up to ``cap`` (instead of
+    ``PROGRESS_COUNT_CAP``): a panel participant's quota, so their key press reads a few rows."""
+    token = _count_cap.set(cap)
+    try:
+        yield
+    finally:
+        _count_cap.reset(token)
+
+
+def _progress_cap() -> int:
+    return _count_cap.get() or rows.PROGRESS_COUNT_CAP
+
+
 def progress_statement(*, study: Study, annotator: User, now: datetime) -> tuple[str, dict[str, Any]]:
     """The progress counts' statement (one row ``done, open_seats, claimable``) and its parameters."""
     return rows.progress(), {
@@ -249,14 +270,15 @@ def progress_statement(*, study: Study, annotator: User, now: datetime) -> tuple
         "now": connection.ops.adapt_datetimefield_value(now),
         "resolved": str(FinalLabelSource.RESOLVED),
         "imported": str(FinalLabelSource.IMPORTED),
+        "cap": _progress_cap() + 1,
     }
 
 
 def progress_from_counts(counts: Any) -> Progress:
     """Progress from the first three columns of ``progress_statement``'s row."""
     done, open_seats, claimable = counts[:3]
-    more = claimable > rows.PROGRESS_COUNT_CAP
-    return Progress(done=done, remaining=open_seats + min(claimable, rows.PROGRESS_COUNT_CAP), more=more)
+    cap = _progress_cap()
+    return Progress(done=done, remaining=open_seats + min(claimable, cap), more=claimable > cap)
 
 
 def _final_label_dict(final: FinalLabel | FinalLabelRevision, question: Question) -> dict[str, Any]:

@@ -296,11 +296,11 @@ _DECIDED = (
 )
 
 # How many claimable items the progress counts at most ("1,000+ remaining" beyond it), so that
-# the key press costs the same whatever the size of the study.
+# the key press costs the same whatever the size of the study (a caller may count fewer).
 PROGRESS_COUNT_CAP = 1000
 
 # annotator_progress's counts: done (completed seats), open_seats (less items a person decided) and
-# claimable (by _CANDIDATES' rule, up to PROGRESS_COUNT_CAP + 1). "+i.study_id": key-press.md.
+# claimable (by _CANDIDATES' rule, up to %(cap)s). "+i.study_id": key-press.md.
 _PROGRESS = """
 SELECT
   (SELECT COUNT(*) FROM {assignment} a JOIN {item} i ON i.id = a.item_id
@@ -315,7 +315,7 @@ SELECT
       AND NOT EXISTS ({decided}{fence})
       AND (SELECT COUNT(*) FROM {assignment} a
             WHERE a.item_id = i.id AND (a.completed_at IS NOT NULL OR a.expires_at > %(now)s)) < %(n)s
-    LIMIT {cap}) c) AS claimable
+    LIMIT %(cap)s) c) AS claimable
 """
 
 
@@ -334,14 +334,12 @@ _FENCE = " OFFSET 0"
 
 
 def progress() -> str:
-    """Parameters: user, study, n, now, resolved, imported. One row: done, open_seats,
-    claimable (at most PROGRESS_COUNT_CAP + 1)."""
+    """Parameters: user, study, n, now, resolved, imported, cap. One row: done, open_seats,
+    claimable (at most cap)."""
 
     def build() -> str:
         tables = _tables()
-        return _PROGRESS.format(
-            decided=_DECIDED.format(on="i.id", **tables), cap=PROGRESS_COUNT_CAP + 1, **tables
-        )
+        return _PROGRESS.format(decided=_DECIDED.format(on="i.id", **tables), **tables)
 
     return statement("progress", build)
 

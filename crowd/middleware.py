@@ -4,6 +4,7 @@ screen, join pages and images (else 403); after each saved key press, the quota 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -13,6 +14,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django_htmx.http import HttpResponseClientRedirect
 
+from annotate.selectors import progress_counted_up_to
 from crowd.models import Participant
 from crowd.selectors import items_done
 from crowd.services import participant_finish
@@ -29,7 +31,10 @@ class ParticipantMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        response = self.get_response(request)
+        joined = marker_of(request)
+        # A participant's work left is counted up to their quota, not to the lab's thousand.
+        with progress_counted_up_to(joined["quota"]) if joined else nullcontext():
+            response = self.get_response(request)
         marker: Marker | None = getattr(request, "_crowd_labeling", None)
         if marker is None or response.status_code not in (200, 302):
             return response

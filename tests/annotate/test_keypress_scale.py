@@ -105,6 +105,15 @@ def test_progress_is_exact_up_to_the_cap_and_a_lower_bound_beyond(study, annotat
     )
 
 
+def test_a_caller_may_count_fewer_items_left_and_only_within_its_block(study, annotator_a):
+    _bulk_items(study, 30)
+    with selectors.progress_counted_up_to(20):
+        assert selectors.annotator_progress(study=study, annotator=annotator_a) == selectors.Progress(
+            0, 20, more=True
+        )
+    assert selectors.annotator_progress(study=study, annotator=annotator_a) == selectors.Progress(0, 30)
+
+
 def test_labeling_screen_shows_a_capped_count_with_a_plus(study, annotator_a, client_for):
     _bulk_items(study, rows.PROGRESS_COUNT_CAP + 5)
     url = reverse("annotate:label_study", args=[study.slug])

@@ -7,7 +7,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from annotate import services as annotate_services
@@ -139,6 +141,26 @@ def test_the_labeling_screen_shows_a_participant_their_quota_and_costs_no_statem
         .get(reverse("annotate:label_study", args=[study.slug]))
         .content.decode()
     )
+
+
+def test_a_participants_key_press_counts_the_work_left_only_up_to_the_quota(
+    make_link, items, study, client_for, annotator_a
+):
+    _link, token = make_link(quota=2)
+    client = Client()
+    _enter(client, token, "capped")
+    screen = client.get(reverse("annotate:label_study", args=[study.slug]))
+    url = reverse("annotate:label_submit", args=[study.slug, _shown_item_id(screen)])
+    with CaptureQueriesContext(connection) as participant:
+        client.post(url, {"answer_gender": "male", "request_id": _request_id(screen)}, **HTMX)
+    with CaptureQueriesContext(connection) as annotator:
+        client_for(annotator_a).get(reverse("annotate:label_study", args=[study.slug]))
+
+    def limits(queries) -> list[str]:
+        return re.findall(r"LIMIT (\d+)\) c\) AS claimable", " ".join(q["sql"] for q in queries))
+
+    assert limits(participant.captured_queries) == ["3"]  # the quota, and one more for "2+"
+    assert set(limits(annotator.captured_queries)) == {"1001"}  # an annotator's "1000+ remaining"
 
 
 def test_reopening_the_link_continues_and_never_gives_a_second_seat_on_an_item(make_link, items, study):
