@@ -137,9 +137,11 @@ def _render_label(request: LabelingRequest, context: dict[str, Any], status: int
         if study.pk not in seen:
             request.session[GUIDELINES_SEEN] = [*seen, study.pk]
         return render(request, "annotate/label.html", context, status=status)
-    # The partial is rendered on every key press: it needs only the CSRF token, not the
-    # context processors (whose role lookup costs a query) that the full page's header uses.
-    html = render_to_string("annotate/label.html#label_region", {**context, "csrf_token": get_token(request)})
+    # The partial is rendered on every key press: it needs only the request and the CSRF token,
+    # not the context processors (whose role lookup costs a query) that the full page's header uses.
+    html = render_to_string(
+        "annotate/label.html#label_region", {**context, "request": request, "csrf_token": get_token(request)}
+    )
     return HttpResponse(html, status=status)
 
 

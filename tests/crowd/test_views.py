@@ -128,19 +128,19 @@ def test_the_labeling_screen_shows_a_participant_their_quota_and_costs_no_statem
     _enter(client, token, "counted")
     screen = client.get(reverse("annotate:label_study", args=[study.slug]))
     assert "<strong>0</strong> of 3 items" in screen.content.decode()
+    # Their quota line, not the count of the study's work left a lab's annotator sees.
+    assert "remaining" not in screen.content.decode()
     item_id = _shown_item_id(screen)
     url = reverse("annotate:label_submit", args=[study.slug, item_id])
     # An ordinary annotator's key press, plus the gate's count of the participant's items.
     with django_assert_max_num_queries(_submit_next_queries() + 1):
         response = client.post(url, {"answer_gender": "male", "request_id": _request_id(screen)}, **HTMX)
     assert "<strong>1</strong> of 3 items" in response.content.decode()
-    # An ordinary annotator has no quota: nothing is shown.
-    assert (
-        'id="quota"'
-        not in client_for(annotator_a)
-        .get(reverse("annotate:label_study", args=[study.slug]))
-        .content.decode()
-    )
+    assert "remaining" not in response.content.decode()
+    # An ordinary annotator has no quota: the study's work left instead.
+    page = client_for(annotator_a).get(reverse("annotate:label_study", args=[study.slug])).content.decode()
+    assert 'id="quota"' not in page
+    assert "</strong> remaining" in page
 
 
 def test_a_participants_key_press_counts_the_work_left_only_up_to_the_quota(
