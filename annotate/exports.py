@@ -136,34 +136,41 @@ def ground_truth_write(
         raise ValueError(f"unknown export format {fmt!r}: use one of {', '.join(EXPORT_FORMATS)}")
     n = _annotator_columns(study)
     columns = ground_truth_columns(n, pairs=protocol_spec(study.protocol).paired)
-    rows = ground_truth_rows_stream(study=study, n_annotators=n)
+    rows = _reporting(ground_truth_rows_stream(study=study, n_annotators=n), progress)
     count = 0
-    writer = safe_dict_writer(out, columns) if fmt == "csv" else None
-    if writer is not None:
+    if fmt == "csv":
+        writer = safe_dict_writer(out, columns)
         writer.writeheader()
-    else:
-        questions = study_questions(study)
-        head = {
-            "study": study.slug,
-            "protocol": study.protocol,
-            "labels": questions[0].values if questions else [],
-            "questions": [{"key": q.key, "text": q.text, "values": q.values} for q in questions],
-            "columns": columns,
-        }
-        # The text json.dumps(document, indent=2) gives, written a row at a time.
-        text = json.dumps(head, ensure_ascii=False, indent=2)
-        out.write(text[: -len("\n}")] + ',\n  "rows": [')
-    for row in rows:
-        if writer is not None:
+        for row in rows:
             writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
-        else:
-            body = json.dumps(row, ensure_ascii=False, indent=2).replace("\n", "\n    ")
-            out.write(("\n    " if count == 0 else ",\n    ") + body)
-        count += 1
+            count += 1
+        return count
+    questions = study_questions(study)
+    head = {
+        "study": study.slug,
+        "protocol": study.protocol,
+        "labels": questions[0].values if questions else [],
+        "questions": [{"key": q.key, "text": q.text, "values": q.values} for q in questions],
+        "columns": columns,
+    }
+    # The text json.dumps(document, indent=2) gives, written a row at a time.
+    text = json.dumps(head, ensure_ascii=False, indent=2)
+    out.write(text[: -len("\n}")] + ',\n  "rows": [')
+    for count, row in enumerate(rows, 1):
+        body = json.dumps(row, ensure_ascii=False, indent=2).replace("\n", "\n    ")
+        out.write(("\n    " if count == 1 else ",\n    ") + body)
+    out.write("\n  ]\n}\n" if count else "]\n}\n")
+    return count
+
+
+def _reporting(
+    rows: Iterator[dict[str, Any]], progress: Callable[[int], None] | None
+) -> Iterator[dict[str, Any]]:
+    """``rows`` as they are, with ``progress(n)`` after every 1,000 written and for the rest at the end."""
+    count = 0
+    for count, row in enumerate(rows, 1):
+        yield row
         if progress and count % 1000 == 0:
             progress(1000)
-    if writer is None:
-        out.write("\n  ]\n}\n" if count else "]\n}\n")
     if progress and count % 1000:
         progress(count % 1000)
-    return count
