@@ -300,7 +300,7 @@ _DECIDED = (
 PROGRESS_COUNT_CAP = 1000
 
 # annotator_progress's counts: done (completed seats), open_seats (less items a person decided) and
-# claimable (by _CANDIDATES' rule, up to %(cap)s). "+i.study_id": key-press.md.
+# claimable (by _CANDIDATES' rule, up to the cap parameter). "+i.study_id": key-press.md.
 _PROGRESS = """
 SELECT
   (SELECT COUNT(*) FROM {assignment} a JOIN {item} i ON i.id = a.item_id

@@ -10,8 +10,9 @@ by every run are in ``schemathesis.toml``.
 
 The demo is seeded once and the personas run one after the other on it, each seeing what the
 runs before it wrote (seeding it again for each would cost more than a run); every persona runs
-even after one fails, and the failure names it. Half the personas run with DEBUG on, half with it off: Django answers some errors differently
-in each (its technical 404 and 500 pages), and both must be the API's JSON.
+even after one fails, and the failure names it. Half the personas run with DEBUG on, half with
+it off: Django answers some errors differently in each (its technical 404 and 500 pages), and
+both must be the API's JSON.
 
 ``pytest -m schemathesis`` runs only this; ``-m "not schemathesis"`` skips it.
 BIASLAB_ST_MAX_EXAMPLES changes the examples per operation (default 15).

@@ -159,7 +159,7 @@ def test_a_participants_key_press_counts_the_work_left_only_up_to_the_quota(
     def limits(queries) -> list[str]:
         return re.findall(r"LIMIT (\d+)\) c\) AS claimable", " ".join(q["sql"] for q in queries))
 
-    assert limits(participant.captured_queries) == ["3"]  # the quota, and one more for "2+"
+    assert limits(participant.captured_queries) == ["3"]  # the quota, and one more to know of more
     assert set(limits(annotator.captured_queries)) == {"1001"}  # an annotator's "1000+ remaining"
 
 
